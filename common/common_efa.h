@@ -1,0 +1,52 @@
+/*
+ * The OPAL side of the shared core, used by mtl_efa and btl_efa: shared
+ * MCA parameters, opal_show_help, the modex, the progress callback and the
+ * memory-release hook.  C, because the Open MPI headers are C.
+ */
+#ifndef MCA_COMMON_EFA_H
+#define MCA_COMMON_EFA_H
+
+#include "opal_config.h"
+
+#include "opal/mca/base/mca_base_component_repository.h"
+#include "opal/util/proc.h"
+
+#include "common/efa_core.h"
+
+BEGIN_C_DECLS
+
+/* Register the shared parameters once (as common_efa_*) and a synonym of
+ * each under the calling component (mtl_efa_*, btl_efa_*), so ompi_info
+ * shows them with either component. */
+OPAL_DECLSPEC int mca_common_efa_register_params(const mca_base_component_t *component);
+
+/* The shared parameters' current values. */
+OPAL_DECLSPEC void mca_common_efa_get_params(efa_core_params_t *params, bool thread_multiple,
+                                             bool need_remote_comm);
+
+/* Is a usable provider there?  'explain': the user asked for this
+ * component explicitly, so tell them why not. */
+OPAL_DECLSPEC int mca_common_efa_probe(bool explain, bool need_remote_comm);
+
+/* Open or share the core; the first caller also publishes the modex blob
+ * and registers the progress callback.  Returns NULL with *opal_err set. */
+OPAL_DECLSPEC efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm,
+                                                 int *opal_err);
+OPAL_DECLSPEC void mca_common_efa_release(efa_core_t *core);
+
+/* Look a remote process up in the modex and insert it into the AV. */
+OPAL_DECLSPEC efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core,
+                                                     const opal_process_name_t *name,
+                                                     int *opal_err);
+
+/* libfabric error (negative) to an OPAL error code. */
+OPAL_DECLSPEC int mca_common_efa_fi_to_opal(int fi_err);
+
+/* Was the framework's selection string naming this component explicitly
+ * (e.g. --mca mtl efa)?  Decides whether a decline is explained. */
+OPAL_DECLSPEC bool mca_common_efa_explicitly_requested(const char *project, const char *framework);
+
+OPAL_DECLSPEC extern int mca_common_efa_output;
+
+END_C_DECLS
+#endif

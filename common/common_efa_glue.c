@@ -1,0 +1,339 @@
+/*
+ * OPAL glue of the shared core: parameters, diagnostics, modex, progress and
+ * memory hooks.  Everything here runs once per process or at setup; the
+ * data path lives in the C++ core.
+ */
+#include "common_efa.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rdma/fi_errno.h>
+
+#include "opal/constants.h"
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/memoryhooks/memory.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+#include "opal/util/show_help.h"
+
+int mca_common_efa_output = -1;
+
+static struct {
+    char *provider_include;
+    char *provider_exclude;
+    int num_contexts;
+    int tx_size;
+    int rx_size;
+    int mr_cache_size;
+    int progress_batch;
+    bool force_mr_local;
+    bool force_no_cq_data;
+    int verbose;
+} params = {NULL, NULL, 1, 0, 0, 1024, 16, false, false, 0};
+
+/* Indices of the registered shared variables, for the synonyms. */
+enum { P_INCLUDE, P_EXCLUDE, P_CONTEXTS, P_TX, P_RX, P_MRCACHE, P_BATCH, P_MRLOCAL, P_NOCQDATA,
+       P_VERBOSE, P_COUNT };
+static int var_index[P_COUNT];
+static const char *var_names[P_COUNT] = {
+    "provider_include", "provider_exclude", "num_contexts",     "tx_size",
+    "rx_size",          "mr_cache_size",    "progress_batch",   "force_mr_local",
+    "force_no_cq_data", "verbose"};
+static bool registered = false;
+static bool hooks_registered = false;
+static bool modex_sent = false;
+
+static int reg_string(const char *name, const char *desc, char **storage,
+                      mca_base_var_info_lvl_t level) {
+    return mca_base_var_register("opal", "common", "efa", name, desc, MCA_BASE_VAR_TYPE_STRING,
+                                 NULL, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int reg_int(const char *name, const char *desc, int *storage,
+                   mca_base_var_info_lvl_t level) {
+    return mca_base_var_register("opal", "common", "efa", name, desc, MCA_BASE_VAR_TYPE_INT, NULL,
+                                 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int reg_bool(const char *name, const char *desc, bool *storage,
+                    mca_base_var_info_lvl_t level) {
+    return mca_base_var_register("opal", "common", "efa", name, desc, MCA_BASE_VAR_TYPE_BOOL, NULL,
+                                 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static void register_shared(void) {
+    if (registered) {
+        return;
+    }
+    registered = true;
+    params.provider_include = "";
+    params.provider_exclude = "";
+    var_index[P_INCLUDE] = reg_string(
+        "provider_include",
+        "Comma-separated libfabric providers the EFA components may use (a name admits its "
+        "layered forms: \"tcp\" admits \"tcp;ofi_rxm\"). Empty means \"efa\". Cannot be combined "
+        "with provider_exclude.",
+        &params.provider_include, OPAL_INFO_LVL_3);
+    var_index[P_EXCLUDE] = reg_string(
+        "provider_exclude",
+        "Comma-separated libfabric providers the EFA components must not use; when set, every "
+        "other provider is admitted. Cannot be combined with provider_include.",
+        &params.provider_exclude, OPAL_INFO_LVL_3);
+    var_index[P_CONTEXTS] = reg_int(
+        "num_contexts",
+        "Endpoints (queue pairs) per NIC. A communicator uses context (cid mod num_contexts) "
+        "on both sides; more contexts let MPI_THREAD_MULTIPLE programs drive separate queues. "
+        "EFA NICs have few queue pairs: keep this small (1 to 16).",
+        &params.num_contexts, OPAL_INFO_LVL_4);
+    var_index[P_TX] = reg_int("tx_size",
+                              "Depth of the provider's transmit queue per endpoint (0: provider "
+                              "default). A full queue delays operations, it never drops them.",
+                              &params.tx_size, OPAL_INFO_LVL_5);
+    var_index[P_RX] = reg_int("rx_size",
+                              "Depth of the provider's receive queue per endpoint (0: provider "
+                              "default).",
+                              &params.rx_size, OPAL_INFO_LVL_5);
+    var_index[P_MRCACHE] = reg_int("mr_cache_size",
+                                   "Unused memory registrations kept cached for reuse (0: "
+                                   "deregister as soon as unused). Entries are dropped when their "
+                                   "memory is freed.",
+                                   &params.mr_cache_size, OPAL_INFO_LVL_5);
+    var_index[P_BATCH] = reg_int("progress_batch",
+                                 "Completions read from each completion queue per progress call "
+                                 "(1 to 1024; more favours throughput, fewer bounds latency).",
+                                 &params.progress_batch, OPAL_INFO_LVL_6);
+    var_index[P_MRLOCAL] = reg_bool("force_mr_local",
+                                    "Register every buffer and pass local descriptors as if the "
+                                    "provider required FI_MR_LOCAL (for testing that path).",
+                                    &params.force_mr_local, OPAL_INFO_LVL_9);
+    var_index[P_NOCQDATA] = reg_bool(
+        "force_no_cq_data",
+        "Carry the source rank in the tag instead of remote CQ data (the layout used by "
+        "providers without CQ data; for testing). Lowers the largest tag to 2^23-1.",
+        &params.force_no_cq_data, OPAL_INFO_LVL_9);
+    var_index[P_VERBOSE] = reg_int("verbose",
+                                   "Verbosity of the EFA components (0: quiet, 1: what was chosen, "
+                                   "10: why, 100: everything)",
+                                   &params.verbose, OPAL_INFO_LVL_5);
+}
+
+int mca_common_efa_register_params(const mca_base_component_t *component) {
+    register_shared();
+    for (int i = 0; i < P_COUNT; ++i) {
+        if (var_index[i] >= 0) {
+            mca_base_var_register_synonym(var_index[i], component->mca_project_name,
+                                          component->mca_type_name,
+                                          component->mca_component_name, var_names[i], 0);
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple,
+                               bool need_remote_comm) {
+    memset(p, 0, sizeof(*p));
+    p->provider_include = params.provider_include;
+    p->provider_exclude = params.provider_exclude;
+    p->num_contexts = params.num_contexts;
+    p->tx_size = params.tx_size;
+    p->rx_size = params.rx_size;
+    p->mr_cache_size = params.mr_cache_size;
+    p->progress_batch = params.progress_batch;
+    p->force_mr_local = params.force_mr_local;
+    p->force_no_cq_data = params.force_no_cq_data;
+    p->need_remote_comm = need_remote_comm;
+    p->thread_multiple = thread_multiple;
+    p->local_rank = opal_process_info.my_local_rank;
+    p->local_size = opal_process_info.num_local_peers + 1;
+    p->verbose = params.verbose;
+}
+
+/* Configuration mistakes read the same in every process. */
+static bool same_in_every_process(const char *topic) {
+    static const char *const topics[] = {"bad-param",        "conflicting-lists",
+                                         "empty-list-item",  "unknown-provider",
+                                         "no-efa-device",    "no-provider-matched"};
+    for (size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); ++i) {
+        if (0 == strcmp(topic, topics[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Every topic ends in the components declining, and a job that asked for
+ * them then aborts.  Open MPI 4.1 loses such messages when they travel the
+ * runtime's show_help relay (several processes reporting at once arrive
+ * "truncated": "Data unpack would read past end of buffer"; mtl/ofi's
+ * messages suffer the same), so the text is rendered from the help file
+ * here and written to stderr, whose forwarding mpirun flushes.  One copy
+ * of a configuration mistake is enough: local rank 0 says it at once; the
+ * others wait, and speak only if the job is still alive a second later
+ * (local rank 0 was slow or did not get this far).
+ */
+static void show_help_cb(const char *topic, const char *a1, const char *a2, const char *a3) {
+    if (same_in_every_process(topic) && opal_process_info.my_local_rank > 0) {
+        usleep(1000 * 1000);
+    }
+    char *text = opal_show_help_string("help-common-efa.txt", topic, true,
+                                       opal_process_info.nodename, a1, a2, a3);
+    if (text) {
+        fputs(text, stderr);
+        fflush(stderr);
+        free(text);
+    }
+    usleep(300 * 1000); /* let stderr reach mpirun before the job is torn down */
+}
+
+static void verbose_cb(int level, const char *msg) {
+    opal_output_verbose(level, mca_common_efa_output, "common:efa: %s", msg);
+}
+
+static void setup_reporting(void) {
+    static bool done = false;
+    if (done) {
+        return;
+    }
+    done = true;
+    opal_show_help_add_dir(EFA_HELP_DIR);
+    mca_common_efa_output = opal_output_open(NULL);
+    opal_output_set_verbosity(mca_common_efa_output, params.verbose);
+    efa_core_set_reporters(show_help_cb, verbose_cb);
+}
+
+bool mca_common_efa_explicitly_requested(const char *project, const char *framework) {
+    const char **value = NULL;
+    int idx = mca_base_var_find(project, framework, NULL, NULL);
+    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) ||
+        NULL == value || NULL == *value) {
+        return false;
+    }
+    return (*value)[0] != '^' && NULL != strstr(*value, "efa");
+}
+
+int mca_common_efa_probe(bool explain, bool need_remote_comm) {
+    efa_core_params_t p;
+    setup_reporting();
+    if (efa_core_current()) {
+        return OPAL_SUCCESS;
+    }
+    mca_common_efa_get_params(&p, false, need_remote_comm);
+    /* An explicit provider list also means the user wants to hear why not. */
+    explain = explain || (p.provider_include && p.provider_include[0]) ||
+              (p.provider_exclude && p.provider_exclude[0]);
+    int rc = efa_core_probe(&p, explain);
+    return 0 == rc ? OPAL_SUCCESS : OPAL_ERR_NOT_AVAILABLE;
+}
+
+static int progress_cb(void) {
+    efa_core_t *core = efa_core_current();
+    return core ? efa_core_progress(core) : 0;
+}
+
+static void mem_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc) {
+    (void)cbdata;
+    (void)from_alloc;
+    efa_core_mem_release(buf, length);
+}
+
+efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, int *opal_err) {
+    efa_core_params_t p;
+    int err = 0;
+    setup_reporting();
+    mca_common_efa_get_params(&p, thread_multiple, need_remote_comm);
+    bool first = (NULL == efa_core_current());
+    efa_core_t *core = efa_core_acquire(&p, &err);
+    if (NULL == core) {
+        *opal_err = mca_common_efa_fi_to_opal(err);
+        return NULL;
+    }
+    if (first && !modex_sent) {
+        const void *blob;
+        size_t len;
+        int rc;
+        efa_core_local_blob(core, &blob, &len);
+        OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_GLOBAL, "common_efa", blob, len);
+        if (OPAL_SUCCESS != rc) {
+            efa_core_release(core);
+            *opal_err = rc;
+            return NULL;
+        }
+        modex_sent = true;
+        opal_progress_register(progress_cb);
+        /* Registrations of freed memory must not be reused: the cache
+         * drops them when the memory hooks report a release. */
+        if (!hooks_registered &&
+            (opal_mem_hooks_support_level() &
+             (OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT))) {
+            opal_mem_hooks_register_release(mem_release_cb, NULL);
+            hooks_registered = true;
+        }
+    }
+    *opal_err = OPAL_SUCCESS;
+    return core;
+}
+
+void mca_common_efa_release(efa_core_t *core) {
+    if (NULL == core) {
+        return;
+    }
+    efa_core_t *before = efa_core_current();
+    efa_core_release(core);
+    if (before && NULL == efa_core_current()) {
+        opal_progress_unregister(progress_cb);
+        if (hooks_registered) {
+            opal_mem_hooks_unregister_release(mem_release_cb);
+            hooks_registered = false;
+        }
+        /* The modex key stays published; a later acquire in this process
+         * (rare: a component re-opened) reopens endpoints with new names,
+         * which is why it republishes. */
+        modex_sent = false;
+    }
+}
+
+efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name,
+                                       int *opal_err) {
+    uint8_t *blob = NULL;
+    size_t len = 0;
+    int rc;
+    OPAL_MODEX_RECV_STRING(rc, "common_efa", name, &blob, &len);
+    if (OPAL_SUCCESS != rc || NULL == blob) {
+        opal_show_help("help-common-efa.txt", "modex-missing", true, opal_process_info.nodename,
+                       OPAL_NAME_PRINT(*name));
+        *opal_err = OPAL_ERR_UNREACH;
+        return NULL;
+    }
+    int err = 0;
+    efa_peer_t *peer = efa_core_peer_get(core, blob, len, &err);
+    free(blob);
+    *opal_err = peer ? OPAL_SUCCESS : mca_common_efa_fi_to_opal(err);
+    return peer;
+}
+
+int mca_common_efa_fi_to_opal(int fi_err) {
+    switch (-fi_err) {
+    case 0:
+        return OPAL_SUCCESS;
+    case FI_EAGAIN:
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    case FI_ENOMEM:
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    case FI_EINVAL:
+        return OPAL_ERR_BAD_PARAM;
+    case FI_ENODATA:
+    case FI_ENOSYS:
+        return OPAL_ERR_NOT_AVAILABLE;
+    case FI_EHOSTUNREACH:
+    case FI_ECONNREFUSED:
+    case FI_ECONNRESET:
+        return OPAL_ERR_UNREACH;
+    default:
+        return OPAL_ERROR;
+    }
+}

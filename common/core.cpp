@@ -1,0 +1,310 @@
+// Opening and closing the core, the modex blob and the peer table.
+#include "core.hpp"
+
+#include <cstring>
+#include <mutex>
+
+#include <hwloc.h>
+#include <rdma/fi_errno.h>
+
+#include "efa_params.hpp"
+#include "nic_select.hpp"
+
+namespace efa {
+
+int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *out) {
+    fid_mr *mr = nullptr;
+    int rc = fi_mr_reg(domain_, base, len, access, 0, next_key_.fetch_add(1), 0, &mr, nullptr);
+    if (rc) {
+        return rc;
+    }
+    out->handle = mr;
+    out->desc = fi_mr_desc(mr);
+    out->key = fi_mr_key(mr);
+    return 0;
+}
+
+void FiMrBackend::dereg(const MrRegistration &r) {
+    if (r.handle) {
+        fi_close(&static_cast<fid_mr *>(r.handle)->fid);
+    }
+}
+
+namespace {
+
+// The modex blob: a small header, then every NIC's endpoint names.
+struct BlobHeader {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t num_nics;
+    uint16_t num_contexts;
+    uint16_t addr_len;
+};
+constexpr uint32_t kBlobMagic = 0xefa0c0de;
+constexpr uint16_t kBlobVersion = 1;
+
+std::mutex g_core_lock;
+efa_core *g_core = nullptr;
+efa_core_show_help_fn g_show_help = nullptr;
+efa_core_verbose_fn g_verbose = nullptr;
+
+Reporter make_reporter(const efa_core_params_t &p, bool explain) {
+    Reporter r;
+    r.show_help = g_show_help;
+    r.verbose = g_verbose;
+    r.verbosity = p.verbose;
+    r.explain = explain;
+    return r;
+}
+
+std::string pci_bus_id(const fi_info *info) {
+    if (!info->nic || !info->nic->bus_attr || info->nic->bus_attr->bus_type != FI_BUS_PCI) {
+        return "";
+    }
+    const fi_pci_attr &pci = info->nic->bus_attr->attr.pci;
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%x", pci.domain_id, pci.bus_id, pci.device_id,
+             pci.function_id);
+    return buf;
+}
+
+// Several NICs: choose by hwloc locality.  One NIC: nothing to decide.
+size_t choose_nic(const Selection &sel, const efa_core_params_t &p, std::string *why) {
+    if (sel.nics.size() == 1) {
+        *why = "the only NIC offered";
+        return 0;
+    }
+    std::vector<NicCandidate> cands;
+    for (const fi_info *i : sel.nics) {
+        cands.push_back({i->domain_attr->name, pci_bus_id(i)});
+    }
+    hwloc_topology_t topo;
+    hwloc_topology_init(&topo);
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    size_t index = 0;
+    if (hwloc_topology_load(topo) == 0) {
+        hwloc_bitmap_t binding = hwloc_bitmap_alloc();
+        bool bound = hwloc_get_cpubind(topo, binding, HWLOC_CPUBIND_PROCESS) == 0;
+        NicDecision d = select_nic(cands, topo, bound ? binding : nullptr, p.local_rank,
+                                   p.local_size);
+        index = d.index;
+        *why = d.reason;
+        hwloc_bitmap_free(binding);
+    } else {
+        index = p.local_rank >= 0 ? static_cast<size_t>(p.local_rank) % cands.size() : 0;
+        *why = "hwloc could not load the topology: round-robin by local rank";
+    }
+    hwloc_topology_destroy(topo);
+    return index;
+}
+
+int open_core(efa_core *core) {
+    int err = select_provider(core->params, core->rep, &core->selection);
+    if (err) {
+        return err;
+    }
+    size_t nic_index = choose_nic(core->selection, core->params, &core->nic_reason);
+    const fi_info *info = core->selection.nics[nic_index];
+    core->rep.say(10, "NIC " + std::string(info->domain_attr->name) + ": " + core->nic_reason);
+    core->nic = Nic::open(info, core->params.num_contexts, core, core->rep, &err);
+    if (!core->nic) {
+        return err;
+    }
+    const fi_info *ni = core->nic->info();
+    bool cq_data = ni->domain_attr->cq_data_size >= 4 && !core->params.force_no_cq_data;
+    core->layout = cq_data ? EFA_TAG_LAYOUT_WITH_CQ_DATA : EFA_TAG_LAYOUT_WITHOUT_CQ_DATA;
+    for (int i = 0; i < core->nic->num_contexts(); ++i) {
+        core->nic->ctx(i)->use_cq_data = cq_data;
+    }
+    core->mr_backend = std::make_unique<FiMrBackend>(core->nic->domain());
+    core->mr_cache = std::make_unique<MrCache>(*core->mr_backend,
+                                               static_cast<size_t>(core->params.mr_cache_size));
+    core->progress_batch = core->params.progress_batch;
+
+    efa_core_info_t &in = core->info;
+    in.provider = ni->fabric_attr->prov_name;
+    in.fabric = ni->fabric_attr->name;
+    in.domain = ni->domain_attr->name;
+    in.nic_reason = core->nic_reason.c_str();
+    in.num_nics = 1;
+    in.num_contexts = core->nic->num_contexts();
+    in.inject_size = ni->tx_attr->inject_size;
+    in.max_msg_size = ni->ep_attr->max_msg_size;
+    in.cq_data_size = cq_data ? ni->domain_attr->cq_data_size : 0;
+    in.has_rma = (ni->caps & FI_RMA) != 0;
+    in.has_atomic = (ni->caps & FI_ATOMIC) != 0;
+    in.mr_local = core->selection.mr_local;
+    in.mr_virt_addr = (ni->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+    in.mr_prov_key = (ni->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
+    in.tag_layout = core->layout;
+
+    BlobHeader h{kBlobMagic, kBlobVersion, 1, static_cast<uint16_t>(core->nic->num_contexts()),
+                 static_cast<uint16_t>(core->nic->addr_len())};
+    core->blob.resize(sizeof(h));
+    memcpy(core->blob.data(), &h, sizeof(h));
+    const auto &names = core->nic->names();
+    core->blob.insert(core->blob.end(), names.begin(), names.end());
+    core->rep.say(1, std::string("using provider ") + in.provider + ", NIC " + in.domain + ", " +
+                         std::to_string(in.num_contexts) + " context(s), " +
+                         (cq_data ? "source rank in CQ data" : "source rank in the tag") +
+                         (in.mr_local ? ", FI_MR_LOCAL" : "") + (in.has_rma ? ", RMA" : "") +
+                         (in.has_atomic ? ", atomics" : ""));
+    return 0;
+}
+
+} // namespace
+} // namespace efa
+
+using namespace efa;
+
+extern "C" {
+
+void efa_core_set_reporters(efa_core_show_help_fn show_help, efa_core_verbose_fn verbose) {
+    g_show_help = show_help;
+    g_verbose = verbose;
+}
+
+int efa_core_probe(const efa_core_params_t *params, bool explain) {
+    Selection sel;
+    return select_provider(*params, make_reporter(*params, explain), &sel);
+}
+
+efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
+    std::lock_guard<std::mutex> guard(g_core_lock);
+    if (g_core) {
+        ++g_core->refcount;
+        return g_core;
+    }
+    auto core = std::make_unique<efa_core>();
+    core->include_str = params->provider_include ? params->provider_include : "";
+    core->exclude_str = params->provider_exclude ? params->provider_exclude : "";
+    core->params = *params;
+    core->params.provider_include = core->include_str.c_str();
+    core->params.provider_exclude = core->exclude_str.c_str();
+    core->rep = make_reporter(core->params, true);
+    int rc = open_core(core.get());
+    if (rc) {
+        *err = rc;
+        return nullptr;
+    }
+    core->refcount = 1;
+    g_core = core.release();
+    return g_core;
+}
+
+void efa_core_release(efa_core_t *core) {
+    std::lock_guard<std::mutex> guard(g_core_lock);
+    if (!core || --core->refcount > 0) {
+        return;
+    }
+    for (auto &kv : core->peers) {
+        free(kv.second.peer);
+    }
+    core->peers.clear();
+    core->mr_cache.reset(); // deregisters before the domain closes
+    core->mr_backend.reset();
+    core->nic.reset();
+    if (g_core == core) {
+        g_core = nullptr;
+    }
+    delete core;
+}
+
+efa_core_t *efa_core_current(void) { return g_core; }
+
+const efa_core_info_t *efa_core_get_info(const efa_core_t *core) { return &core->info; }
+
+int efa_core_local_blob(efa_core_t *core, const void **blob, size_t *len) {
+    *blob = core->blob.data();
+    *len = core->blob.size();
+    return 0;
+}
+
+efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, int *err) {
+    BlobHeader h;
+    if (len < sizeof(h)) {
+        *err = -FI_EINVAL;
+        return nullptr;
+    }
+    memcpy(&h, blob, sizeof(h));
+    const int nctx = core->nic->num_contexts();
+    if (h.magic != kBlobMagic || h.version != kBlobVersion || h.num_nics < 1 ||
+        h.addr_len != core->nic->addr_len() ||
+        len < sizeof(h) + static_cast<size_t>(h.num_contexts) * h.addr_len) {
+        *err = -FI_EINVAL;
+        return nullptr;
+    }
+    if (h.num_contexts != nctx) {
+        // Peers must agree on contexts: a communicator maps to the same
+        // context index on both sides.
+        core->rep.help("context-mismatch", std::to_string(nctx), std::to_string(h.num_contexts));
+        *err = -FI_EINVAL;
+        return nullptr;
+    }
+    std::vector<uint8_t> key(static_cast<const uint8_t *>(blob),
+                             static_cast<const uint8_t *>(blob) + len);
+    std::lock_guard<std::mutex> guard(core->peers_lock);
+    auto it = core->peers.find(key);
+    if (it != core->peers.end()) {
+        ++it->second.refs;
+        return it->second.peer;
+    }
+    auto *peer =
+        static_cast<efa_peer_t *>(malloc(sizeof(efa_peer_t) + sizeof(fi_addr_t) * nctx));
+    if (!peer) {
+        *err = -FI_ENOMEM;
+        return nullptr;
+    }
+    peer->num_addrs = nctx;
+    int n = fi_av_insert(core->nic->av(), static_cast<const uint8_t *>(blob) + sizeof(h), nctx,
+                         peer->addr, 0, nullptr);
+    if (n != nctx) {
+        free(peer);
+        core->rep.help("av-insert-failed", std::to_string(n), fi_strerror(n < 0 ? -n : FI_EOTHER));
+        *err = n < 0 ? n : -FI_EOTHER;
+        return nullptr;
+    }
+    core->peers.emplace(std::move(key), efa_core::PeerEntry{peer, 1});
+    return peer;
+}
+
+void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
+    std::lock_guard<std::mutex> guard(core->peers_lock);
+    for (auto it = core->peers.begin(); it != core->peers.end(); ++it) {
+        if (it->second.peer == peer) {
+            if (--it->second.refs == 0) {
+                fi_av_remove(core->nic->av(), peer->addr, peer->num_addrs, 0);
+                free(peer);
+                core->peers.erase(it);
+            }
+            return;
+        }
+    }
+}
+
+efa_ctx_t *efa_core_ctx(efa_core_t *core, int index) {
+    return core->nic->ctx(index % core->nic->num_contexts());
+}
+
+efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, uint64_t access,
+                              int *err) {
+    return reinterpret_cast<efa_mr_t *>(core->mr_cache->acquire(addr, len, access, err));
+}
+
+void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr) {
+    core->mr_cache->release(reinterpret_cast<MrEntry *>(mr));
+}
+
+void *efa_mr_desc(const efa_mr_t *mr) { return reinterpret_cast<const MrEntry *>(mr)->reg.desc; }
+uint64_t efa_mr_key(const efa_mr_t *mr) { return reinterpret_cast<const MrEntry *>(mr)->reg.key; }
+uintptr_t efa_mr_base(const efa_mr_t *mr) { return reinterpret_cast<const MrEntry *>(mr)->base; }
+size_t efa_mr_len(const efa_mr_t *mr) { return reinterpret_cast<const MrEntry *>(mr)->len; }
+
+void efa_core_mem_release(void *addr, size_t len) {
+    efa_core *core = g_core; // hooks fire from free(): no lock here
+    if (core && core->mr_cache) {
+        core->mr_cache->invalidate(addr, len);
+    }
+}
+
+} // extern "C"

@@ -1,0 +1,57 @@
+// The process-wide core: one per process, shared by the MTL and the BTL.
+// It owns the provider selection, the NIC(s), the peer table, the MR cache
+// and the progress loop.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "efa_core.h"
+#include "mr_cache.hpp"
+#include "nic.hpp"
+#include "provider_select.hpp"
+#include "efa_tag.h"
+
+namespace efa {
+
+// Registers memory with one NIC's domain for the cache.
+class FiMrBackend : public MrBackend {
+  public:
+    explicit FiMrBackend(fid_domain *domain) : domain_(domain) {}
+    int reg(void *base, size_t len, uint64_t access, MrRegistration *out) override;
+    void dereg(const MrRegistration &r) override;
+
+  private:
+    fid_domain *domain_;
+    std::atomic<uint64_t> next_key_{1}; // for providers that do not pick keys
+};
+
+} // namespace efa
+
+struct efa_core {
+    efa_core_params_t params{};
+    std::string include_str, exclude_str; // own the strings params point to
+    efa::Reporter rep;
+    efa::Selection selection;
+    std::unique_ptr<efa::Nic> nic;
+    std::unique_ptr<efa::FiMrBackend> mr_backend;
+    std::unique_ptr<efa::MrCache> mr_cache;
+    efa_core_info_t info{};
+    std::string nic_reason;
+    efa_tag_layout_t layout = EFA_TAG_LAYOUT_WITH_CQ_DATA;
+    std::vector<uint8_t> blob;
+    int refcount = 0;
+
+    struct PeerEntry {
+        efa_peer_t *peer;
+        int refs;
+    };
+    std::mutex peers_lock;
+    std::map<std::vector<uint8_t>, PeerEntry> peers;
+
+    int progress_batch = 16;
+};

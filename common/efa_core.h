@@ -1,0 +1,164 @@
+/*
+ * The C interface of the shared EFA core.
+ *
+ * The core is C++ and knows nothing of Open MPI; the components' glue is C
+ * and knows Open MPI.  This header is the seam: plain C types only, so the
+ * glue (which includes Open MPI headers that do not compile as C++) can use
+ * it, and the core can be unit-tested without Open MPI.
+ *
+ * Conventions: functions return 0 on success or a negative libfabric error
+ * (-FI_EAGAIN, -FI_ENOMEM, ...); the glue maps them to OPAL/OMPI codes.
+ */
+#ifndef EFA_CORE_H
+#define EFA_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+
+#include "efa_tag.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct efa_core efa_core_t;
+
+/* One endpoint with its completion queue.  Contexts let threads (or
+ * communicators) drive separate queue pairs: EFA has no scalable
+ * endpoints, so a context is a whole endpoint. */
+typedef struct efa_ctx efa_ctx_t;
+
+/* A completion as the core reports it to an operation's owner. */
+typedef struct efa_cqe {
+    int err;        /* 0, or a negative libfabric error (-FI_ECANCELED, -FI_ETRUNC, ...) */
+    uint64_t flags; /* FI_SEND, FI_RECV, FI_TAGGED, FI_REMOTE_CQ_DATA, ... */
+    uint64_t tag;   /* matched tag (receives and peeks) */
+    uint64_t data;  /* remote CQ data when flags has FI_REMOTE_CQ_DATA */
+    size_t len;     /* bytes placed (receives) or message length (peeks) */
+    size_t olen;    /* bytes that did not fit (truncation) */
+} efa_cqe_t;
+
+/* Every operation the core posts carries one of these as its libfabric
+ * context.  Owners embed it first in their own request/fragment and get
+ * the callback from the progress engine. */
+typedef struct efa_op {
+    struct fi_context2 fi_ctx; /* must be first: libfabric hands it back */
+    void (*complete)(struct efa_op *op, const efa_cqe_t *cqe);
+} efa_op_t;
+
+/* The addresses of one remote process: one per (NIC, context). */
+typedef struct efa_peer {
+    int num_addrs;
+    fi_addr_t addr[]; /* index: nic * num_contexts + context */
+} efa_peer_t;
+
+
+/* Settings the glue collects from MCA parameters and the runtime. */
+typedef struct efa_core_params {
+    const char *provider_include; /* comma-separated; NULL or "" means the default ("efa") */
+    const char *provider_exclude; /* comma-separated; NULL or "" means none */
+    int num_contexts;             /* endpoints per NIC */
+    int tx_size;                  /* provider tx queue depth; 0 = provider default */
+    int rx_size;                  /* provider rx queue depth; 0 = provider default */
+    int mr_cache_size;            /* unreferenced registrations kept */
+    int progress_batch;           /* completions read per CQ per progress call */
+    bool force_mr_local;          /* behave as if the provider required FI_MR_LOCAL */
+    bool force_no_cq_data;        /* use the tag layout that carries the source in the tag */
+    bool need_remote_comm;        /* the job spans nodes: FI_REMOTE_COMM is required */
+    bool thread_multiple;         /* MPI_THREAD_MULTIPLE: ask for FI_THREAD_SAFE */
+    int local_rank, local_size;   /* for NIC selection */
+    int verbose;
+} efa_core_params_t;
+
+/* What the opened core offers (read-only after open). */
+typedef struct efa_core_info {
+    const char *provider;  /* e.g. "efa", "tcp;ofi_rxm" */
+    const char *fabric;    /* fabric name */
+    const char *domain;    /* the chosen NIC */
+    const char *nic_reason;
+    int num_nics;          /* NICs opened (1 today) */
+    int num_contexts;      /* endpoints per NIC */
+    size_t inject_size;    /* 0: no inject */
+    size_t max_msg_size;
+    size_t cq_data_size;   /* bytes of remote CQ data (0: none used) */
+    bool has_rma;          /* FI_RMA granted */
+    bool has_atomic;       /* FI_ATOMIC granted */
+    bool mr_local;         /* local descriptors needed (required or forced) */
+    bool mr_virt_addr;     /* remote addresses are virtual addresses */
+    bool mr_prov_key;
+    efa_tag_layout_t tag_layout; /* see efa_tag.h */
+} efa_core_info_t;
+
+/* Diagnostics reach the user through the glue's opal_show_help; the core
+ * calls this with a topic of help-common-efa.txt and up to three strings. */
+typedef void (*efa_core_show_help_fn)(const char *topic, const char *a1, const char *a2,
+                                      const char *a3);
+typedef void (*efa_core_verbose_fn)(int level, const char *msg);
+void efa_core_set_reporters(efa_core_show_help_fn show_help, efa_core_verbose_fn verbose);
+
+/* Check the parameters and whether a provider matches, without opening
+ * anything (cheap enough for a component's query).  Returns 0 when usable;
+ * -FI_ENODATA when no provider matched; -FI_EINVAL for bad parameters.
+ * 'explain' says whether failures are shown to the user. */
+int efa_core_probe(const efa_core_params_t *params, bool explain);
+
+/* Open (first caller) or share (later callers) the process-wide core.
+ * Refcounted: the MTL and the BTL each acquire and release it. */
+efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err);
+void efa_core_release(efa_core_t *core);
+efa_core_t *efa_core_current(void);
+const efa_core_info_t *efa_core_get_info(const efa_core_t *core);
+
+/* The process's address blob for the modex (every NIC and context). */
+int efa_core_local_blob(efa_core_t *core, const void **blob, size_t *len);
+
+/* Insert a remote process from its blob; the same blob returns the same
+ * peer (the MTL and BTL share AV entries).  Refcounted. */
+efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, int *err);
+void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer);
+
+/* Contexts of NIC 0 (multi-NIC striping will add a NIC index). */
+efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);
+
+/* Drive every context's completion queue once; bounded work per call.
+ * Returns the number of completions handled. */
+int efa_core_progress(efa_core_t *core);
+
+/* Tagged messaging.  All of them retry -FI_EAGAIN internally (driving
+ * progress meanwhile): a full queue delays, it never drops. */
+int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
+                  uint64_t tag, uint64_t data, efa_op_t *op);
+int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
+                    uint64_t data);
+int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
+                  uint64_t ignore, efa_op_t *op);
+/* Peek for an unexpected message; with claim the message is reserved for a
+ * later efa_ctx_trecv_claimed() with the same op.  Completes through op
+ * with err == -FI_ENOMSG when nothing matched. */
+int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, bool claim,
+                  efa_op_t *op);
+int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uint64_t tag,
+                          uint64_t ignore, efa_op_t *op);
+/* Cancel a posted receive; its op completes with -FI_ECANCELED if it was
+ * still unmatched.  Returns 0 when the request was found. */
+int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op);
+
+/* Memory registration through the cache. */
+typedef struct efa_mr efa_mr_t;
+efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, uint64_t access,
+                              int *err);
+void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr);
+void *efa_mr_desc(const efa_mr_t *mr);
+uint64_t efa_mr_key(const efa_mr_t *mr);
+uintptr_t efa_mr_base(const efa_mr_t *mr);
+size_t efa_mr_len(const efa_mr_t *mr);
+/* Memory was released (free/munmap hook): drop cached registrations. */
+void efa_core_mem_release(void *addr, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFA_CORE_H */

@@ -1,0 +1,28 @@
+// Range checks for the core's parameters, kept pure so that every bound is
+// unit-tested.  The glue reports each problem with opal_show_help and the
+// component declines: an absurd value never reaches libfabric.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "efa_core.h"
+
+namespace efa {
+
+struct ParamProblem {
+    std::string name;  // parameter name without the framework prefix, e.g. "num_contexts"
+    std::string value; // what was given
+    std::string allowed;
+};
+
+struct ParamLimits {
+    static constexpr int kMaxContexts = 16; // QPs per NIC are scarce (about 256)
+    static constexpr int kMaxQueueSize = 1 << 20;
+    static constexpr int kMaxMrCache = 1 << 20;
+    static constexpr int kMaxProgressBatch = 1024;
+};
+
+std::vector<ParamProblem> validate_params(const efa_core_params_t &p);
+
+} // namespace efa

@@ -1,0 +1,112 @@
+/*
+ * How an MPI envelope (protocol bits, communicator id, source rank, tag) is
+ * packed into libfabric's 64-bit tag.  C, because the MTL glue packs tags on
+ * its hot path; the C++ core and the unit tests use the same functions.
+ *
+ * Two layouts, chosen when the core opens:
+ *  - with remote CQ data (efa gives 4 bytes): the source rank rides in the
+ *    CQ data, so the tag holds proto:2 | cid:30 | tag:32 and MPI tags reach
+ *    2^31-1;
+ *  - without CQ data (or when forced): proto:2 | cid:16 | src:22 | tag:24.
+ *
+ * The tag field holds the MPI tag in two's complement.  MPI_ANY_TAG must
+ * never match the negative tags Open MPI uses internally (collectives), so a
+ * wildcard receive ignores every tag bit but the sign bit, which it requires
+ * to be zero.
+ */
+#ifndef EFA_TAG_H
+#define EFA_TAG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    EFA_PROTO_BITS = 2,
+    EFA_PROTO_MSG = 0,      /* an ordinary message */
+    EFA_PROTO_SYNC = 1,     /* synchronous send: the receiver acknowledges the match */
+    EFA_PROTO_SYNC_ACK = 2, /* that acknowledgement */
+};
+
+typedef struct efa_tag_layout {
+    int cid_bits, src_bits, tag_bits; /* src_bits 0: the source rides in CQ data */
+} efa_tag_layout_t;
+
+#define EFA_TAG_LAYOUT_WITH_CQ_DATA ((efa_tag_layout_t){30, 0, 32})
+#define EFA_TAG_LAYOUT_WITHOUT_CQ_DATA ((efa_tag_layout_t){16, 22, 24})
+
+typedef struct efa_tag_envelope {
+    uint32_t proto, cid, src;
+    int32_t tag;
+} efa_tag_envelope_t;
+
+static inline uint64_t efa_tag_mask(int bits) {
+    return bits >= 64 ? ~(uint64_t)0 : bits <= 0 ? 0 : (((uint64_t)1 << bits) - 1);
+}
+
+static inline bool efa_tag_source_in_tag(const efa_tag_layout_t *l) { return l->src_bits > 0; }
+static inline uint32_t efa_tag_max_cid(const efa_tag_layout_t *l) {
+    return (uint32_t)efa_tag_mask(l->cid_bits);
+}
+static inline uint32_t efa_tag_max_src(const efa_tag_layout_t *l) {
+    return (uint32_t)efa_tag_mask(l->src_bits);
+}
+static inline int32_t efa_tag_max_tag(const efa_tag_layout_t *l) {
+    return (int32_t)efa_tag_mask(l->tag_bits - 1);
+}
+static inline int32_t efa_tag_min_tag(const efa_tag_layout_t *l) {
+    return -efa_tag_max_tag(l) - 1;
+}
+static inline bool efa_tag_fits(const efa_tag_layout_t *l, int32_t tag) {
+    return tag >= efa_tag_min_tag(l) && tag <= efa_tag_max_tag(l);
+}
+
+static inline uint64_t efa_tag_pack(const efa_tag_layout_t *l, uint32_t proto, uint32_t cid,
+                                    uint32_t src, int32_t tag) {
+    const int src_shift = l->tag_bits;
+    const int cid_shift = src_shift + l->src_bits;
+    const int proto_shift = cid_shift + l->cid_bits;
+    return ((uint64_t)proto & efa_tag_mask(EFA_PROTO_BITS)) << proto_shift |
+           ((uint64_t)cid & efa_tag_mask(l->cid_bits)) << cid_shift |
+           ((uint64_t)src & efa_tag_mask(l->src_bits)) << src_shift |
+           ((uint64_t)(uint32_t)tag & efa_tag_mask(l->tag_bits));
+}
+
+static inline efa_tag_envelope_t efa_tag_unpack(const efa_tag_layout_t *l, uint64_t bits) {
+    const int src_shift = l->tag_bits;
+    const int cid_shift = src_shift + l->src_bits;
+    const int proto_shift = cid_shift + l->cid_bits;
+    efa_tag_envelope_t e;
+    e.proto = (uint32_t)((bits >> proto_shift) & efa_tag_mask(EFA_PROTO_BITS));
+    e.cid = (uint32_t)((bits >> cid_shift) & efa_tag_mask(l->cid_bits));
+    e.src = (uint32_t)((bits >> src_shift) & efa_tag_mask(l->src_bits));
+    uint64_t t = bits & efa_tag_mask(l->tag_bits);
+    if (t >> (l->tag_bits - 1)) {
+        t |= ~efa_tag_mask(l->tag_bits); /* sign-extend */
+    }
+    e.tag = (int32_t)(uint32_t)t;
+    return e;
+}
+
+/* The bits a receive must ignore to match both ordinary and synchronous
+ * sends, and optionally any source / any non-negative tag. */
+static inline uint64_t efa_tag_recv_ignore(const efa_tag_layout_t *l, bool any_src,
+                                           bool any_tag) {
+    const int proto_shift = l->tag_bits + l->src_bits + l->cid_bits;
+    uint64_t ignore = (uint64_t)EFA_PROTO_SYNC << proto_shift;
+    if (any_src) {
+        ignore |= efa_tag_mask(l->src_bits) << l->tag_bits;
+    }
+    if (any_tag) {
+        ignore |= efa_tag_mask(l->tag_bits - 1);
+    }
+    return ignore;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFA_TAG_H */

@@ -1,0 +1,345 @@
+#include "mr_cache.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <iterator>
+#include <new>
+
+namespace efa {
+
+namespace detail {
+
+void MrEntryList::push_front(MrEntry *e) {
+    e->prev = nullptr;
+    e->next = head_;
+    if (head_ != nullptr) {
+        head_->prev = e;
+    } else {
+        tail_ = e;
+    }
+    head_ = e;
+    ++size_;
+}
+
+void MrEntryList::remove(MrEntry *e) {
+    if (e->prev != nullptr) {
+        e->prev->next = e->next;
+    } else {
+        head_ = e->next;
+    }
+    if (e->next != nullptr) {
+        e->next->prev = e->prev;
+    } else {
+        tail_ = e->prev;
+    }
+    e->prev = e->next = nullptr;
+    --size_;
+}
+
+MrEntry *MrEntryList::pop_back() {
+    MrEntry *e = tail_;
+    if (e != nullptr) {
+        remove(e);
+    }
+    return e;
+}
+
+void MrEntryList::splice_front(MrEntryList &other) {
+    while (MrEntry *e = other.pop_back()) {
+        push_front(e);
+    }
+}
+
+} // namespace detail
+
+namespace {
+
+uintptr_t system_page_size() {
+    const long ps = sysconf(_SC_PAGESIZE);
+    // Alignment math below relies on a power of two; fall back to the common size otherwise.
+    if (ps <= 0 || (ps & (ps - 1)) != 0) {
+        return 4096;
+    }
+    return static_cast<uintptr_t>(ps);
+}
+
+} // namespace
+
+// Scoped ownership of the cache lock. Besides locking, it (1) publishes the owning thread so
+// re-entrant invalidate() calls get queued, (2) applies those queued invalidations before
+// unlocking, and (3) deregisters and deletes entries that died in the critical section only
+// after unlocking, so backend dereg() and free() never run with the lock held.
+class MrCache::Lock {
+  public:
+    explicit Lock(MrCache &cache) : cache_(cache) {
+        cache_.mutex_.lock();
+        cache_.owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    }
+    ~Lock() {
+        cache_.drain_pending(dead);
+        cache_.owner_.store(std::thread::id{}, std::memory_order_relaxed);
+        cache_.mutex_.unlock();
+        cache_.destroy(dead);
+    }
+    Lock(const Lock &) = delete;
+    Lock &operator=(const Lock &) = delete;
+
+    detail::MrEntryList dead; // entries to deregister once unlocked
+
+  private:
+    MrCache &cache_;
+};
+
+MrCache::MrCache(MrBackend &backend, size_t max_cached_entries)
+    : backend_(backend), max_cached_(max_cached_entries), page_size_(system_page_size()) {}
+
+MrCache::~MrCache() {
+    Lock lock(*this);
+    for (auto &[base, e] : lookup_) {
+        if (e->refcount == 0) {
+            lru_.remove(e);
+        }
+        e->cached = false;
+        lock.dead.push_front(e);
+    }
+    lookup_.clear();
+    lock.dead.splice_front(stale_held_);
+}
+
+MrCache::Map::iterator MrCache::first_overlap(uintptr_t begin, uintptr_t end) {
+    // Entries do not overlap each other, so only the last one starting at or before 'begin'
+    // can reach into the range from the left; everything after it starts inside or beyond.
+    auto it = lookup_.upper_bound(begin);
+    if (it != lookup_.begin()) {
+        auto prev = std::prev(it);
+        if (prev->second->base + prev->second->len > begin) {
+            return prev;
+        }
+    }
+    if (it != lookup_.end() && it->second->base < end) {
+        return it;
+    }
+    return lookup_.end();
+}
+
+MrEntry *MrCache::find_covering(uintptr_t begin, uintptr_t end, uint64_t access) {
+    auto it = lookup_.upper_bound(begin);
+    if (it == lookup_.begin()) {
+        return nullptr;
+    }
+    MrEntry *e = std::prev(it)->second;
+    if (e->base + e->len >= end && (e->access & access) == access) {
+        return e;
+    }
+    return nullptr;
+}
+
+void MrCache::make_stale(MrEntry *e, detail::MrEntryList &dead) {
+    e->cached = false;
+    if (e->refcount == 0) {
+        lru_.remove(e);
+        dead.push_front(e);
+    } else {
+        stale_held_.push_front(e);
+    }
+}
+
+MrEntry *MrCache::register_new(uintptr_t begin, uintptr_t end, uint64_t access, int *err,
+                               detail::MrEntryList &dead) {
+    auto *e = new (std::nothrow) MrEntry;
+    if (e == nullptr) {
+        *err = -ENOMEM;
+        return nullptr;
+    }
+
+    // Grow the request to the union with every overlapping entry (range and access), so the
+    // new entry can replace all of them in the lookup: a buffer that keeps growing, or is
+    // used with increasing rights, converges on a single registration.
+    uintptr_t ubegin = begin;
+    uintptr_t uend = end;
+    uint64_t uaccess = access;
+    const auto first = first_overlap(begin, end);
+    auto last = first;
+    for (; last != lookup_.end() && last->second->base < end; ++last) {
+        const MrEntry *o = last->second;
+        ubegin = std::min(ubegin, o->base);
+        uend = std::max(uend, o->base + o->len);
+        uaccess |= o->access;
+    }
+
+    // The map is not modified until the end of this function: the backend may trigger
+    // re-entrant invalidate() calls, but those are only queued, so [first, last) stays valid.
+    bool merged = true;
+    int rc = backend_.reg(reinterpret_cast<void *>(ubegin), uend - ubegin, uaccess, &e->reg);
+    if (rc != 0 && (ubegin != begin || uend != end || uaccess != access)) {
+        // The union may be unregistrable (e.g. an old neighbour needed rights this memory
+        // does not allow, or was unmapped without us hearing about it). Serve this request
+        // alone, uncached, rather than failing it.
+        merged = false;
+        ubegin = begin;
+        uend = end;
+        uaccess = access;
+        rc = backend_.reg(reinterpret_cast<void *>(begin), end - begin, access, &e->reg);
+    }
+    ++stats_.misses;
+    if (rc != 0) {
+        delete e;
+        *err = rc < 0 ? rc : -rc;
+        return nullptr;
+    }
+
+    e->base = ubegin;
+    e->len = uend - ubegin;
+    e->access = uaccess;
+    e->refcount = 1;
+
+    if (merged) {
+        // Superseded entries leave the lookup; their holders keep using them until release.
+        for (auto it = first; it != last;) {
+            MrEntry *o = it->second;
+            it = lookup_.erase(it);
+            make_stale(o, dead);
+        }
+        try {
+            lookup_.emplace(e->base, e);
+            e->cached = true;
+        } catch (const std::bad_alloc &) {
+            // Still a valid registration; it just is not reusable.
+        }
+    }
+    if (!e->cached) {
+        stale_held_.push_front(e);
+    }
+    return e;
+}
+
+MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *err) {
+    int ignored = 0;
+    if (err == nullptr) {
+        err = &ignored;
+    }
+    const uintptr_t start = reinterpret_cast<uintptr_t>(addr);
+    const uintptr_t nbytes = len == 0 ? 1 : len;
+    // Reject ranges whose page-rounded end would wrap around the address space.
+    if (start > UINTPTR_MAX - nbytes || start + nbytes > UINTPTR_MAX - (page_size_ - 1)) {
+        *err = -EINVAL;
+        return nullptr;
+    }
+    const uintptr_t begin = start & ~(page_size_ - 1);
+    const uintptr_t end = (start + nbytes + page_size_ - 1) & ~(page_size_ - 1);
+
+    Lock lock(*this);
+    if (MrEntry *e = find_covering(begin, end, access)) {
+        if (e->refcount++ == 0) {
+            lru_.remove(e);
+        }
+        ++stats_.hits;
+        *err = 0;
+        return e;
+    }
+    MrEntry *e = register_new(begin, end, access, err, lock.dead);
+    if (e != nullptr) {
+        *err = 0;
+    }
+    return e;
+}
+
+void MrCache::trim_lru(detail::MrEntryList &dead) {
+    while (lru_.size() > max_cached_) {
+        MrEntry *e = lru_.pop_back();
+        lookup_.erase(e->base);
+        e->cached = false;
+        dead.push_front(e);
+        ++stats_.evictions;
+    }
+}
+
+void MrCache::release(MrEntry *e) {
+    if (e == nullptr) {
+        return;
+    }
+    Lock lock(*this);
+    assert(e->refcount > 0 && "MrCache::release without matching acquire");
+    if (e->refcount == 0) {
+        return; // unbalanced release; ignoring it beats wrapping the count in release builds
+    }
+    if (--e->refcount > 0) {
+        return;
+    }
+    if (!e->cached) {
+        stale_held_.remove(e);
+        lock.dead.push_front(e);
+        return;
+    }
+    lru_.push_front(e);
+    trim_lru(lock.dead);
+}
+
+void MrCache::invalidate_locked(uintptr_t begin, uintptr_t end, detail::MrEntryList &dead) {
+    auto it = first_overlap(begin, end);
+    while (it != lookup_.end() && it->second->base < end) {
+        MrEntry *e = it->second;
+        // erase() frees a node, which may re-enter invalidate(); that only queues a range.
+        it = lookup_.erase(it);
+        make_stale(e, dead);
+        ++stats_.invalidations;
+    }
+}
+
+void MrCache::invalidate(const void *addr, size_t len) {
+    if (len == 0) {
+        return;
+    }
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(addr);
+    const uintptr_t end = begin > UINTPTR_MAX - len ? UINTPTR_MAX : begin + len;
+
+    if (owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+        // Nested inside one of our own critical sections (a hook fired from free/munmap that
+        // we or the backend called): the map may be mid-update, so queue the range.
+        if (npending_ < kMaxPending) {
+            pending_[npending_++] = Range{begin, end};
+        } else {
+            pending_overflow_ = true;
+        }
+        return;
+    }
+    Lock lock(*this);
+    invalidate_locked(begin, end, lock.dead);
+}
+
+void MrCache::drain_pending(detail::MrEntryList &dead) {
+    // Applying a range can free map nodes and queue further ranges, hence the loop.
+    while (npending_ > 0 || pending_overflow_) {
+        if (pending_overflow_) {
+            // Lost track of exactly what was freed: dropping everything is always correct.
+            pending_overflow_ = false;
+            npending_ = 0;
+            invalidate_locked(0, UINTPTR_MAX, dead);
+        } else {
+            const Range r = pending_[--npending_];
+            invalidate_locked(r.begin, r.end, dead);
+        }
+    }
+}
+
+void MrCache::destroy(detail::MrEntryList &dead) {
+    while (MrEntry *e = dead.pop_back()) {
+        backend_.dereg(e->reg);
+        delete e;
+    }
+}
+
+size_t MrCache::cached_entries() const {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return lookup_.size();
+}
+
+MrCache::Stats MrCache::stats() const {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return stats_;
+}
+
+} // namespace efa

@@ -1,0 +1,181 @@
+// Memory-registration cache shared by the EFA components.
+//
+// Registering memory with the NIC is expensive (pinning, IOMMU/NIC table updates), so
+// registrations are kept after their last user releases them and reused for later transfers
+// from the same buffer. The cache knows nothing about libfabric: MrBackend performs the real
+// registration, which keeps this file testable with a fake backend.
+//
+// Lifetime rules, in short:
+//  * acquire() returns a refcounted entry; every acquire() is paired with one release().
+//  * An entry is either "cached" (findable by later acquires) or "stale" (only its current
+//    holders can use it; deregistered when the last of them releases it).
+//  * invalidate() (called from the memory-release hook when memory is freed or unmapped)
+//    makes every overlapping entry stale at once, so a reused address is registered anew.
+//  * Unreferenced cached entries are kept in LRU order, at most max_cached_entries of them.
+//
+// Locking and re-entrancy: one std::mutex protects everything. The memory-release hook can
+// fire inside our own critical sections (std::map node allocation/free, or the backend
+// allocating/freeing while it registers), i.e. in the thread that already holds the lock.
+// A recursive mutex would not help there: the nested invalidate() would modify the map in the
+// middle of, say, an erase. Instead, the lock holder's thread id is recorded, and an
+// invalidate() from that thread only queues its range in a fixed array (no allocation); the
+// queue is applied before the lock is dropped. Deregistration and deletion of dead entries
+// happen after the lock is dropped, so backend dereg() and free() never run under it.
+// The backend must not call acquire(), release(), stats() or cached_entries() of the cache
+// that is calling it; invalidate() is fine.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace efa {
+
+// Whatever the backend returns for one registration (libfabric: fid_mr*, desc, key).
+struct MrRegistration {
+    void *handle = nullptr; // backend object (fid_mr*)
+    void *desc = nullptr;   // local descriptor (fi_mr_desc)
+    uint64_t key = 0;       // remote key (fi_mr_key)
+};
+
+class MrBackend {
+  public:
+    virtual ~MrBackend() = default;
+    // Returns 0 or a negative errno-style code; fills *out on success.
+    virtual int reg(void *base, size_t len, uint64_t access, MrRegistration *out) = 0;
+    virtual void dereg(const MrRegistration &r) = 0;
+};
+
+class MrCache;
+
+namespace detail {
+class MrEntryList;
+}
+
+// What callers hold. The address is stable and the public fields are immutable while acquired.
+struct MrEntry {
+    uintptr_t base = 0;  // page-aligned start of the registration
+    size_t len = 0;      // page-aligned length
+    uint64_t access = 0; // access flags actually registered (may exceed what was asked for)
+    MrRegistration reg;
+
+  private:
+    friend class MrCache;
+    friend class detail::MrEntryList;
+
+    uint32_t refcount = 0;
+    bool cached = false; // present in the lookup map
+    // Intrusive hook: an entry sits in at most one list at a time (LRU when cached and idle,
+    // stale-held list when stale and referenced, or a to-be-destroyed list), so lists never
+    // need to allocate, which matters inside the re-entrancy-sensitive critical sections.
+    MrEntry *prev = nullptr;
+    MrEntry *next = nullptr;
+};
+
+namespace detail {
+
+// Minimal intrusive doubly-linked list over MrEntry::prev/next. Front = most recent.
+class MrEntryList {
+  public:
+    MrEntryList() = default;
+    MrEntryList(const MrEntryList &) = delete;
+    MrEntryList &operator=(const MrEntryList &) = delete;
+
+    void push_front(MrEntry *e);
+    void remove(MrEntry *e);
+    MrEntry *pop_back(); // nullptr when empty
+    void splice_front(MrEntryList &other);
+    size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+
+  private:
+    MrEntry *head_ = nullptr;
+    MrEntry *tail_ = nullptr;
+    size_t size_ = 0;
+};
+
+} // namespace detail
+
+class MrCache {
+  public:
+    // max_cached_entries bounds the unreferenced entries kept for reuse (LRU); 0 disables
+    // caching: an entry is deregistered when its last holder releases it.
+    MrCache(MrBackend &backend, size_t max_cached_entries);
+    // Deregisters everything. Entries still held at this point are deregistered too (their
+    // holders' pointers dangle afterwards, so release everything first). The memory-release
+    // hook must be detached from this cache before destruction.
+    ~MrCache();
+
+    MrCache(const MrCache &) = delete;
+    MrCache &operator=(const MrCache &) = delete;
+
+    // Find or create a registration covering [addr, addr+len) with at least 'access' rights.
+    // Registrations are page-aligned. len == 0 is treated as one byte, so the page holding
+    // addr is registered and the caller gets a usable descriptor. Returns nullptr and sets
+    // *err (negative; err may be nullptr) on failure. Pair every success with release().
+    MrEntry *acquire(const void *addr, size_t len, uint64_t access, int *err);
+    void release(MrEntry *e);
+
+    // [addr, addr+len) was freed or unmapped. Every entry overlapping it (byte granularity)
+    // leaves the lookup at once; idle ones are deregistered now, held ones on their last
+    // release. len == 0 does nothing. Safe to call re-entrantly from inside the cache's own
+    // critical sections (see the file comment).
+    void invalidate(const void *addr, size_t len);
+
+    // Entries currently findable by acquire(), held or idle.
+    size_t cached_entries() const;
+
+    struct Stats {
+        uint64_t hits;          // acquires served by an existing entry
+        uint64_t misses;        // acquires that called the backend (successfully or not)
+        uint64_t evictions;     // idle entries dropped because of max_cached_entries
+        uint64_t invalidations; // entries removed from lookup by invalidate()
+    };
+    Stats stats() const;
+
+  private:
+    class Lock;
+    struct Range {
+        uintptr_t begin;
+        uintptr_t end; // exclusive
+    };
+
+    using Map = std::map<uintptr_t, MrEntry *>;
+
+    Map::iterator first_overlap(uintptr_t begin, uintptr_t end);
+    MrEntry *find_covering(uintptr_t begin, uintptr_t end, uint64_t access);
+    MrEntry *register_new(uintptr_t begin, uintptr_t end, uint64_t access, int *err,
+                          detail::MrEntryList &dead);
+    void make_stale(MrEntry *e, detail::MrEntryList &dead);
+    void invalidate_locked(uintptr_t begin, uintptr_t end, detail::MrEntryList &dead);
+    void trim_lru(detail::MrEntryList &dead);
+    void drain_pending(detail::MrEntryList &dead);
+    void destroy(detail::MrEntryList &dead);
+
+    MrBackend &backend_;
+    const size_t max_cached_;
+    const uintptr_t page_size_;
+
+    mutable std::mutex mutex_;
+    // Thread currently holding mutex_, so a nested invalidate() from the same thread can be
+    // recognised. Only the holder writes its own id, so a relaxed load is enough to tell.
+    std::atomic<std::thread::id> owner_{};
+
+    Map lookup_;                     // cached entries, keyed by base; pairwise non-overlapping
+    detail::MrEntryList lru_;        // cached entries with refcount 0, most recent first
+    detail::MrEntryList stale_held_; // stale entries that still have holders
+    Stats stats_{};
+
+    // Ranges invalidated re-entrantly while the lock was held; applied before unlocking.
+    // Fixed size so queuing never allocates; on overflow everything is invalidated instead.
+    static constexpr size_t kMaxPending = 32;
+    std::array<Range, kMaxPending> pending_{};
+    size_t npending_ = 0;
+    bool pending_overflow_ = false;
+};
+
+} // namespace efa

@@ -1,0 +1,140 @@
+#include "nic.hpp"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include "efa_build_config.h"
+#ifdef HAVE_RDMA_FI_EXT_EFA_H
+#include <rdma/fi_ext_efa.h>
+#endif
+
+namespace efa {
+
+namespace {
+int fail(const Reporter &rep, const char *call, int rc, const fi_info *info) {
+    rep.help("open-failed", call, fi_strerror(-rc), info->fabric_attr->prov_name);
+    return rc;
+}
+
+// On the real efa provider, say which one-sided operations the device does
+// and which the provider emulates (the target CPU must then progress them).
+void report_efa_emulation(fid_ep *ep, const fi_info *info, const Reporter &rep) {
+    std::string prov = info->fabric_attr->prov_name;
+    if (prov.rfind("efa", 0) != 0) {
+        return;
+    }
+#if HAVE_DECL_FI_OPT_EFA_EMULATED_READ && HAVE_DECL_FI_OPT_EFA_EMULATED_WRITE && \
+    HAVE_DECL_FI_OPT_EFA_EMULATED_ATOMICS
+    bool rd = false, wr = false, at = false;
+    size_t len = sizeof(bool);
+    fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_READ, &rd, &len);
+    len = sizeof(bool);
+    fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &wr, &len);
+    len = sizeof(bool);
+    fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_ATOMICS, &at, &len);
+    rep.say(1, std::string("efa: RDMA read ") + (rd ? "emulated" : "by the device") +
+                   ", write " + (wr ? "emulated" : "by the device") + ", atomics " +
+                   (at ? "emulated" : "by the device"));
+#else
+    (void)ep;
+    rep.say(1, "efa: this libfabric cannot tell which RMA operations are emulated "
+               "(FI_OPT_EFA_EMULATED_* needs libfabric 1.18)");
+#endif
+}
+} // namespace
+
+std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *core,
+                               const Reporter &rep, int *err) {
+    std::unique_ptr<Nic> nic(new Nic());
+    nic->info_ = dup_one(src);
+    if (!nic->info_) {
+        *err = -FI_ENOMEM;
+        return nullptr;
+    }
+    fi_info *info = nic->info_.get();
+    fid_fabric *fabric = nullptr;
+    int rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
+    if (rc) {
+        *err = fail(rep, "fi_fabric", rc, info);
+        return nullptr;
+    }
+    nic->fabric_.reset(fabric);
+    fid_domain *domain = nullptr;
+    rc = fi_domain(fabric, info, &domain, nullptr);
+    if (rc) {
+        *err = fail(rep, "fi_domain", rc, info);
+        return nullptr;
+    }
+    nic->domain_.reset(domain);
+    fi_av_attr av_attr = {};
+    av_attr.type = FI_AV_TABLE;
+    fid_av *av = nullptr;
+    rc = fi_av_open(domain, &av_attr, &av, nullptr);
+    if (rc) {
+        *err = fail(rep, "fi_av_open", rc, info);
+        return nullptr;
+    }
+    nic->av_.reset(av);
+
+    nic->ctxs_.resize(num_contexts);
+    for (int i = 0; i < num_contexts; ++i) {
+        fi_cq_attr cq_attr = {};
+        cq_attr.format = FI_CQ_FORMAT_TAGGED;
+        cq_attr.wait_obj = FI_WAIT_NONE; // we poll from opal_progress
+        cq_attr.size = info->tx_attr->size + info->rx_attr->size;
+        fid_cq *cq = nullptr;
+        rc = fi_cq_open(domain, &cq_attr, &cq, nullptr);
+        if (rc) {
+            *err = fail(rep, "fi_cq_open", rc, info);
+            return nullptr;
+        }
+        nic->cqs_.emplace_back(cq);
+        fid_ep *ep = nullptr;
+        rc = fi_endpoint(domain, info, &ep, nullptr);
+        if (rc) {
+            *err = fail(rep, "fi_endpoint", rc, info);
+            return nullptr;
+        }
+        nic->eps_.emplace_back(ep);
+        if ((rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) ||
+            (rc = fi_ep_bind(ep, &av->fid, 0)) || (rc = fi_enable(ep))) {
+            *err = fail(rep, "fi_ep_bind/fi_enable", rc, info);
+            return nullptr;
+        }
+        size_t len = 0;
+        fi_getname(&ep->fid, nullptr, &len); // learn the size first
+        if (i == 0) {
+            nic->addr_len_ = len;
+            nic->names_.resize(len * num_contexts);
+        }
+        if (len != nic->addr_len_) {
+            *err = fail(rep, "fi_getname", -FI_EOTHER, info);
+            return nullptr;
+        }
+        rc = fi_getname(&ep->fid, nic->names_.data() + i * len, &len);
+        if (rc) {
+            *err = fail(rep, "fi_getname", rc, info);
+            return nullptr;
+        }
+        efa_ctx &c = nic->ctxs_[i];
+        c.ep = ep;
+        c.cq = cq;
+        c.core = core;
+        c.index = i;
+        if (i == 0) {
+            report_efa_emulation(ep, info, rep);
+        }
+    }
+    return nic;
+}
+
+Nic::~Nic() {
+    // Endpoints before their CQs and the AV; then domain, then fabric.
+    eps_.clear();
+    cqs_.clear();
+    av_.reset();
+    domain_.reset();
+    fabric_.reset();
+}
+
+} // namespace efa

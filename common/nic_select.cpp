@@ -1,0 +1,352 @@
+#include "nic_select.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <compare>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+#include <tuple>
+
+namespace efa {
+namespace {
+
+// Owns an hwloc bitmap so that every early return releases it.
+class Bitmap {
+  public:
+    Bitmap() : bits_(hwloc_bitmap_alloc()) {}
+    Bitmap(const Bitmap &) = delete;
+    Bitmap &operator=(const Bitmap &) = delete;
+    ~Bitmap() { hwloc_bitmap_free(bits_); }
+
+    bool valid() const { return bits_ != nullptr; }
+    hwloc_bitmap_t get() const { return bits_; }
+
+    // "0-3,16-19": the same notation hwloc-bind and lstopo use, so verbose
+    // output can be compared with what the user asked for.
+    std::string list() const {
+        char *text = nullptr;
+        if (!bits_ || hwloc_bitmap_list_asprintf(&text, bits_) < 0 || !text) {
+            return "?";
+        }
+        std::string result(text);
+        std::free(text);
+        return result;
+    }
+
+  private:
+    hwloc_bitmap_t bits_;
+};
+
+struct PciAddress {
+    unsigned domain = 0, bus = 0, dev = 0, func = 0;
+    auto operator<=>(const PciAddress &) const = default;
+};
+
+std::optional<unsigned> parse_hex(std::string_view text, unsigned max) {
+    unsigned value = 0;
+    const char *end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value, 16);
+    if (text.empty() || ec != std::errc() || ptr != end || value > max) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+// Strict "dddd:bb:dd.f" or "bb:dd.f" parser. hwloc's own string helper uses
+// sscanf, which accepts trailing garbage and silently truncates out-of-range
+// fields; a malformed id must not alias a real device.
+std::optional<PciAddress> parse_pci_bus_id(std::string_view text) {
+    const size_t dot = text.rfind('.');
+    const size_t last_colon = text.rfind(':');
+    if (dot == std::string_view::npos || last_colon == std::string_view::npos || dot < last_colon) {
+        return std::nullopt;
+    }
+    const size_t first_colon = text.find(':');
+    std::optional<unsigned> domain = 0;
+    std::string_view bus_text = text.substr(0, last_colon);
+    if (first_colon != last_colon) {
+        // hwloc stores 16-bit PCI domains unless built with 32-bit support.
+        domain = parse_hex(text.substr(0, first_colon), 0xffff);
+        bus_text = text.substr(first_colon + 1, last_colon - first_colon - 1);
+    }
+    auto bus = parse_hex(bus_text, 0xff);
+    auto dev = parse_hex(text.substr(last_colon + 1, dot - last_colon - 1), 0x1f);
+    auto func = parse_hex(text.substr(dot + 1), 0x7);
+    if (!domain || !bus || !dev || !func) {
+        return std::nullopt;
+    }
+    return PciAddress{*domain, *bus, *dev, *func};
+}
+
+hwloc_obj_t find_by_bus_id(hwloc_topology_t topo, std::string_view bus_id) {
+    auto address = parse_pci_bus_id(bus_id);
+    if (!address) {
+        return nullptr;
+    }
+    return hwloc_get_pcidev_by_busid(topo, address->domain, address->bus, address->dev,
+                                     address->func);
+}
+
+// libfabric names EFA domains after the verbs device plus an endpoint-type
+// suffix ("rdmap16s27-rdm"), and hwloc reports the verbs device as an OS
+// device ("rdmap16s27"). This lets a candidate without a bus id still be placed.
+hwloc_obj_t find_by_os_device_name(hwloc_topology_t topo, std::string_view name) {
+    for (hwloc_obj_t osdev = hwloc_get_next_osdev(topo, nullptr); osdev;
+         osdev = hwloc_get_next_osdev(topo, osdev)) {
+        if (!osdev->name) {
+            continue;
+        }
+        std::string_view osname(osdev->name);
+        if (osname.empty() || !name.starts_with(osname)) {
+            continue;
+        }
+        if (name.size() == osname.size() || name[osname.size()] == '-') {
+            // Prefer the PCI device: it carries the address used for ordering.
+            hwloc_obj_t parent = osdev->parent;
+            return parent && parent->type == HWLOC_OBJ_PCI_DEVICE ? parent : osdev;
+        }
+    }
+    return nullptr;
+}
+
+hwloc_obj_t locate(hwloc_topology_t topo, const NicCandidate &candidate) {
+    if (hwloc_obj_t obj = find_by_bus_id(topo, candidate.pci_bus_id)) {
+        return obj;
+    }
+    return find_by_os_device_name(topo, candidate.name);
+}
+
+// The caller's binding restricted to the PUs this topology knows about. Bits
+// for unknown PUs (offline CPUs, a "fill everything" bitmap) say nothing about
+// locality, so they are dropped before deciding whether the process is bound.
+class EffectiveBinding {
+  public:
+    EffectiveBinding(hwloc_topology_t topo, hwloc_const_cpuset_t binding) {
+        hwloc_const_cpuset_t machine = hwloc_topology_get_topology_cpuset(topo);
+        if (!binding || !machine || !cpus_.valid()) {
+            return;
+        }
+        hwloc_bitmap_and(cpus_.get(), binding, machine);
+        bound_ = !hwloc_bitmap_iszero(cpus_.get()) && !hwloc_bitmap_isequal(cpus_.get(), machine);
+    }
+
+    bool bound() const { return bound_; }
+    hwloc_const_cpuset_t cpuset() const { return cpus_.get(); }
+    std::string list() const { return cpus_.list(); }
+
+  private:
+    Bitmap cpus_;
+    bool bound_ = false;
+};
+
+// Lower compares nearer.
+struct Nearness {
+    enum Tier { Overlapping = 0, Elsewhere = 1, NotFound = 2 };
+    Tier tier = NotFound;
+    // Only meaningful for Overlapping: PUs in the NIC's locality. A smaller
+    // locality (a package rather than the whole machine) means the NIC hangs
+    // deeper in the tree, closer to the CPUs the process runs on.
+    int locality_pus = 0;
+    auto operator<=>(const Nearness &) const = default;
+};
+
+struct Placement {
+    size_t index = 0;
+    hwloc_obj_t device = nullptr;   // PCI device (or OS device) of the NIC
+    hwloc_obj_t locality = nullptr; // first non-I/O ancestor of device
+    Nearness nearness;
+};
+
+Placement place(hwloc_topology_t topo, const NicCandidate &candidate, size_t index,
+                hwloc_const_cpuset_t binding) {
+    Placement placement;
+    placement.index = index;
+    placement.device = locate(topo, candidate);
+    if (placement.device) {
+        placement.locality = hwloc_get_non_io_ancestor_obj(topo, placement.device);
+    }
+    if (!placement.locality || !placement.locality->cpuset) {
+        return placement;
+    }
+    if (hwloc_bitmap_intersects(placement.locality->cpuset, binding)) {
+        placement.nearness = {Nearness::Overlapping,
+                              hwloc_bitmap_weight(placement.locality->cpuset)};
+    } else {
+        placement.nearness = {Nearness::Elsewhere, 0};
+    }
+    return placement;
+}
+
+// Identifies the NIC hardware independently of the candidate list, so every
+// process orders a set of equally-near NICs the same way whatever order
+// libfabric reported them in.
+auto hardware_order_key(const Placement &placement, const std::vector<NicCandidate> &candidates) {
+    PciAddress address;
+    const bool is_pci = placement.device && placement.device->type == HWLOC_OBJ_PCI_DEVICE;
+    if (is_pci) {
+        const auto &pci = placement.device->attr->pcidev;
+        address = {pci.domain, pci.bus, pci.dev, pci.func};
+    }
+    return std::make_tuple(!is_pci, address, std::string_view(candidates[placement.index].name));
+}
+
+// Position of the binding inside `locality`, in units of the binding's own
+// size: the n-th core of a package for a core binding, the n-th hardware
+// thread for a thread binding. Counted in hwloc's logical order, where the
+// threads of one core are adjacent even when their OS numbers are not.
+size_t binding_slot(hwloc_topology_t topo, hwloc_const_cpuset_t binding,
+                    hwloc_const_cpuset_t locality, unsigned binding_pus) {
+    size_t position = 0;
+    for (hwloc_obj_t pu =
+             hwloc_get_next_obj_inside_cpuset_by_type(topo, locality, HWLOC_OBJ_PU, nullptr);
+         pu; pu = hwloc_get_next_obj_inside_cpuset_by_type(topo, locality, HWLOC_OBJ_PU, pu)) {
+        if (hwloc_bitmap_isset(binding, pu->os_index)) {
+            break;
+        }
+        ++position;
+    }
+    return position / binding_pus;
+}
+
+struct Spread {
+    size_t index = 0;
+    const char *source = "";
+};
+
+// Chooses k for set[k % set_size]. The goal is that the ranks sharing one set
+// of nearest NICs use all of them evenly, without any process knowing the
+// others' bindings.
+//
+// local_rank alone works when ranks were handed out consecutively per socket,
+// but launchers often map round-robin across sockets (--map-by package): then
+// all ranks on socket 0 have even local ranks and would pile onto every other
+// NIC. When bindings are fine enough to tell the ranks of one locality apart
+// (at least as many binding-sized slots as NICs, e.g. one core each), the
+// binding's slot is used instead: distinct cores give consecutive k whatever
+// the rank numbering. When bindings are coarse (bound to a whole package or
+// NUMA node, so co-located ranks share a binding) only local_rank can
+// separate them.
+Spread spread_index(hwloc_topology_t topo, hwloc_const_cpuset_t binding,
+                    hwloc_const_cpuset_t locality, size_t set_size, size_t local_rank) {
+    const int binding_pus = hwloc_bitmap_weight(binding);
+    const int locality_pus = hwloc_bitmap_weight(locality);
+    if (set_size > 1 && binding_pus > 0 && locality_pus > 0 &&
+        hwloc_bitmap_isincluded(binding, locality)) {
+        const auto slots = static_cast<size_t>(locality_pus / binding_pus);
+        if (slots >= set_size) {
+            return {binding_slot(topo, binding, locality, static_cast<unsigned>(binding_pus)),
+                    "binding slot"};
+        }
+    }
+    return {local_rank, "local rank"};
+}
+
+// Candidate names come from the provider; keep the reason on one line even if
+// one of them is odd.
+std::string printable(std::string_view text) {
+    std::string result(text);
+    std::replace_if(
+        result.begin(), result.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }, '?');
+    return result;
+}
+
+std::string describe_nic(const NicCandidate &candidate) {
+    std::string text = printable(candidate.name);
+    if (!candidate.pci_bus_id.empty()) {
+        text += " [" + printable(candidate.pci_bus_id) + "]";
+    }
+    return text;
+}
+
+std::string describe_object(hwloc_obj_t obj) {
+    return std::string(hwloc_obj_type_string(obj->type)) + " L#" +
+           std::to_string(obj->logical_index);
+}
+
+NicDecision round_robin(const std::vector<NicCandidate> &candidates, size_t local_rank,
+                        int local_size, const std::string &why) {
+    NicDecision decision;
+    decision.index = local_rank % candidates.size();
+    decision.reason = why + "; round-robin by local rank " + std::to_string(local_rank);
+    if (local_size > 0) {
+        decision.reason += " of " + std::to_string(local_size);
+    }
+    decision.reason += " over " + std::to_string(candidates.size()) +
+                       " NICs: " + describe_nic(candidates[decision.index]);
+    return decision;
+}
+
+} // namespace
+
+NicDecision select_nic(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
+                       hwloc_const_cpuset_t binding, int local_rank, int local_size) {
+    if (candidates.empty()) {
+        return {0, "no NIC candidates; defaulting to index 0"};
+    }
+    const size_t rank = local_rank > 0 ? static_cast<size_t>(local_rank) : 0;
+    if (!topo) {
+        return round_robin(candidates, rank, local_size, "no topology available");
+    }
+
+    const EffectiveBinding bound(topo, binding);
+    if (!bound.bound()) {
+        return round_robin(candidates, rank, local_size,
+                           "process is not bound (no binding, or it covers the whole machine)");
+    }
+
+    std::vector<Placement> placements;
+    placements.reserve(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        placements.push_back(place(topo, candidates[i], i, bound.cpuset()));
+    }
+    const auto nearest = std::min_element(placements.begin(), placements.end(),
+                                          [](const Placement &a, const Placement &b) {
+                                              return a.nearness < b.nearness;
+                                          })
+                             ->nearness;
+    if (nearest.tier == Nearness::NotFound) {
+        return round_robin(candidates, rank, local_size,
+                           "no candidate NIC found: all " + std::to_string(candidates.size()) +
+                               " not found in the topology by PCI bus id or OS device name");
+    }
+
+    std::vector<Placement> set;
+    Bitmap set_locality;
+    if (!set_locality.valid()) {
+        return round_robin(candidates, rank, local_size, "out of memory");
+    }
+    for (const Placement &placement : placements) {
+        if (placement.nearness == nearest) {
+            set.push_back(placement);
+            hwloc_bitmap_or(set_locality.get(), set_locality.get(), placement.locality->cpuset);
+        }
+    }
+    std::sort(set.begin(), set.end(), [&](const Placement &a, const Placement &b) {
+        return hardware_order_key(a, candidates) < hardware_order_key(b, candidates);
+    });
+
+    const Spread spread = spread_index(topo, bound.cpuset(), set_locality.get(), set.size(), rank);
+    const Placement &chosen = set[spread.index % set.size()];
+
+    const size_t missing = std::count_if(placements.begin(), placements.end(), [](auto &p) {
+        return p.nearness.tier == Nearness::NotFound;
+    });
+    NicDecision decision;
+    decision.index = chosen.index;
+    decision.reason =
+        "bound to PUs " + bound.list() + ": " + describe_nic(candidates[chosen.index]) + " is " +
+        std::to_string(spread.index % set.size() + 1) + " of " + std::to_string(set.size());
+    if (nearest.tier == Nearness::Overlapping) {
+        decision.reason += " nearest NICs (local to " + describe_object(chosen.locality) + ")";
+    } else {
+        decision.reason += " NICs found in the topology (none is local to the binding)";
+    }
+    decision.reason += ", spread index " + std::to_string(spread.index) + " from " + spread.source;
+    if (missing > 0) {
+        decision.reason += "; " + std::to_string(missing) + " NIC(s) not found in the topology";
+    }
+    return decision;
+}
+
+} // namespace efa

@@ -1,0 +1,190 @@
+#include "provider_select.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "efa_params.hpp"
+
+namespace efa {
+
+void Reporter::help(const char *topic, const std::string &a1, const std::string &a2,
+                    const std::string &a3) const {
+    if (explain && show_help) {
+        show_help(topic, a1.c_str(), a2.c_str(), a3.c_str());
+    } else {
+        say(1, std::string(topic) + ": " + a1 + " " + a2 + " " + a3);
+    }
+}
+
+void Reporter::say(int level, const std::string &msg) const {
+    if (verbose && level <= verbosity) {
+        verbose(level, msg.c_str());
+    }
+}
+
+namespace {
+
+constexpr uint32_t kApiVersion = FI_VERSION(1, 14);
+
+std::string join(const std::vector<std::string> &v) {
+    std::string out;
+    for (const auto &s : v) {
+        out += (out.empty() ? "" : ", ") + s;
+    }
+    return out.empty() ? "(none)" : out;
+}
+
+InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local) {
+    InfoPtr hints(fi_allocinfo());
+    if (!hints) {
+        return hints;
+    }
+    hints->caps = caps;
+    if (p.need_remote_comm) {
+        hints->caps |= FI_LOCAL_COMM | FI_REMOTE_COMM;
+    }
+    // We always hand libfabric a fi_context2 per operation.
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->threading = p.thread_multiple ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
+    hints->domain_attr->av_type = FI_AV_TABLE; // the only kind efa has
+    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    if (mr_local) {
+        hints->domain_attr->mr_mode |= FI_MR_LOCAL;
+    }
+    // MPI's non-overtaking rule needs send-after-send order.
+    hints->tx_attr->msg_order = FI_ORDER_SAS;
+    hints->rx_attr->msg_order = FI_ORDER_SAS;
+    if (p.tx_size > 0) {
+        hints->tx_attr->size = static_cast<size_t>(p.tx_size);
+    }
+    if (p.rx_size > 0) {
+        hints->rx_attr->size = static_cast<size_t>(p.rx_size);
+    }
+    return hints;
+}
+
+} // namespace
+
+std::vector<std::string> known_provider_names() {
+    std::vector<std::string> names;
+    fi_info *all = nullptr;
+    if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, nullptr, &all) == 0) {
+        for (fi_info *i = all; i; i = i->next) {
+            std::string n = i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "";
+            if (!n.empty() && std::find(names.begin(), names.end(), n) == names.end()) {
+                names.push_back(n);
+            }
+        }
+        fi_freeinfo(all);
+    }
+    return names;
+}
+
+int select_provider(const efa_core_params_t &params, const Reporter &rep, Selection *out) {
+    // Bad numbers first: they are always the user's doing, so always shown.
+    Reporter always = rep;
+    always.explain = true;
+    auto problems = validate_params(params);
+    for (const auto &pb : problems) {
+        always.help("bad-param", pb.name, pb.value, pb.allowed);
+    }
+    if (!problems.empty()) {
+        return -FI_EINVAL;
+    }
+
+    ProviderFilter::Status st;
+    ProviderFilter filter = ProviderFilter::parse(
+        params.provider_include ? params.provider_include : "",
+        params.provider_exclude ? params.provider_exclude : "", &st);
+    if (st == ProviderFilter::Status::kConflict) {
+        always.help("conflicting-lists", params.provider_include, params.provider_exclude);
+        return -FI_EINVAL;
+    }
+    if (st == ProviderFilter::Status::kEmptyItem) {
+        always.help("empty-list-item", params.provider_include ? params.provider_include : "",
+                    params.provider_exclude ? params.provider_exclude : "");
+        return -FI_EINVAL;
+    }
+    bool explicit_include = params.provider_include && *params.provider_include;
+    auto known = known_provider_names();
+    if (explicit_include) {
+        for (const auto &item : filter.unknown_items(known)) {
+            always.help("unknown-provider", item, join(known));
+            return -FI_EINVAL;
+        }
+    }
+
+    // Richest capability set first; atomics or RMA missing (tcp;ofi_rxm has
+    // no FI_ATOMIC) is fine: the BTL emulates them with messages.
+    const uint64_t base = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
+    const uint64_t tries[] = {base | FI_RMA | FI_ATOMIC, base | FI_RMA, base};
+    std::vector<std::string> seen; // admitted-by-name providers that lacked something
+    for (bool mr_local : {params.force_mr_local, true}) {
+        for (uint64_t caps : tries) {
+            InfoPtr hints = make_hints(params, caps, mr_local);
+            if (!hints) {
+                return -FI_ENOMEM;
+            }
+            fi_info *list = nullptr;
+            int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list);
+            if (rc != 0 || !list) {
+                continue;
+            }
+            InfoPtr owned(list);
+            std::vector<fi_info *> nics;
+            const char *fabric = nullptr;
+            for (fi_info *i = list; i; i = i->next) {
+                const char *prov = i->fabric_attr->prov_name;
+                if (!prov || !filter.admits(prov)) {
+                    continue;
+                }
+                // NICs of one fabric only: for the stand-ins the fabrics are
+                // address families, and ranks must agree on one.
+                if (!fabric) {
+                    fabric = i->fabric_attr->name;
+                }
+                if (strcmp(fabric, i->fabric_attr->name) != 0) {
+                    continue;
+                }
+                bool dup = std::any_of(nics.begin(), nics.end(), [&](fi_info *n) {
+                    return strcmp(n->domain_attr->name, i->domain_attr->name) == 0;
+                });
+                if (!dup) {
+                    nics.push_back(i);
+                }
+            }
+            if (nics.empty()) {
+                continue;
+            }
+            out->list = std::move(owned);
+            out->nics = std::move(nics);
+            out->caps = caps;
+            out->mr_local = mr_local || (out->nics[0]->domain_attr->mr_mode & FI_MR_LOCAL);
+            rep.say(10, std::string("selected provider ") +
+                            out->nics[0]->fabric_attr->prov_name + " fabric " +
+                            out->nics[0]->fabric_attr->name + " with " +
+                            std::to_string(out->nics.size()) + " NIC(s)");
+            return 0;
+        }
+    }
+    std::vector<std::string> admitted;
+    for (const auto &k : known) {
+        if (filter.admits(k)) {
+            admitted.push_back(k);
+        }
+    }
+    if (!explicit_include && admitted.empty()) {
+        // The default case on a machine without EFA: say it plainly.
+        rep.help("no-efa-device", join(known));
+    } else {
+        rep.help("no-provider-matched", filter.describe(), join(admitted),
+                 params.need_remote_comm ? "yes" : "no");
+    }
+    return -FI_ENODATA;
+}
+
+} // namespace efa

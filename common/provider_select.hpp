@@ -1,0 +1,40 @@
+// Provider selection: ask libfabric for reliable-datagram endpoints with
+// what the components need, keep the providers the filter admits, and
+// offer the NICs (domains) of the first admitted fabric as candidates.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "efa_core.h"
+#include "fi_handles.hpp"
+#include "provider_filter.hpp"
+
+namespace efa {
+
+struct Reporter {
+    efa_core_show_help_fn show_help = nullptr;
+    efa_core_verbose_fn verbose = nullptr;
+    int verbosity = 0;
+    bool explain = true; // show_help on failures (false: only verbose output)
+
+    void help(const char *topic, const std::string &a1 = "", const std::string &a2 = "",
+              const std::string &a3 = "") const;
+    void say(int level, const std::string &msg) const;
+};
+
+struct Selection {
+    InfoPtr list;                   // what fi_getinfo returned (owns the entries below)
+    std::vector<fi_info *> nics;    // one admitted entry per domain, same fabric
+    uint64_t caps = 0;              // the capability set that was granted
+    bool mr_local = false;          // FI_MR_LOCAL in effect (required or forced)
+};
+
+// Returns 0, -FI_EINVAL (bad lists/params: reported), or -FI_ENODATA (no
+// provider: reported when rep.explain).
+int select_provider(const efa_core_params_t &params, const Reporter &rep, Selection *out);
+
+// Names of every provider libfabric knows on this machine (any endpoint type).
+std::vector<std::string> known_provider_names();
+
+} // namespace efa

@@ -1,0 +1,148 @@
+dnl Configure macros shared by the top-level (out-of-tree) build.
+dnl Each macro does one job and says what it found.
+
+dnl C++20 is required for the core; the Open MPI glue stays C.
+AC_DEFUN([EFA_CHECK_CXX20], [
+    AC_LANG_PUSH([C++])
+    efa_save_CXXFLAGS=$CXXFLAGS
+    CXXFLAGS="$CXXFLAGS -std=c++20"
+    AC_MSG_CHECKING([whether $CXX accepts -std=c++20])
+    AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <span>
+#include <concepts>]], [[std::span<int> s; return (int)s.size();]])],
+        [AC_MSG_RESULT([yes])],
+        [AC_MSG_RESULT([no]); AC_MSG_ERROR([a C++20 compiler is required (g++ 12 or newer)])])
+    CXXFLAGS=$efa_save_CXXFLAGS
+    AC_LANG_POP([C++])
+    AC_SUBST([EFA_CXXSTD], [-std=c++20])
+    AC_SUBST([EFA_WARN_CFLAGS], ["-Wall -Wextra"])
+])
+
+dnl Locate Open MPI: --with-ompi=DIR, else through mpicc.  We need the
+dnl devel headers (ompi_config.h, ompi/mca/mtl/mtl.h, opal/mca/btl/btl.h).
+AC_DEFUN([EFA_CHECK_OMPI], [
+    AC_ARG_WITH([ompi],
+        [AS_HELP_STRING([--with-ompi=DIR], [Open MPI installation (default: found through mpicc)])])
+    AC_ARG_VAR([MPICC], [Open MPI C compiler wrapper used to find Open MPI])
+    AS_IF([test -n "$with_ompi" && test "$with_ompi" != yes],
+          [AS_IF([test -x "$with_ompi/bin/mpicc"], [MPICC="$with_ompi/bin/mpicc"],
+                 [AC_MSG_ERROR([--with-ompi=$with_ompi: no bin/mpicc there])])],
+          [AC_PATH_PROG([MPICC], [mpicc])])
+    AS_IF([test -z "$MPICC"],
+          [AC_MSG_ERROR([Open MPI not found: install libopenmpi-dev or pass --with-ompi=DIR])])
+    AC_PATH_PROG([OMPI_INFO], [ompi_info], [], [`dirname $MPICC`:$PATH])
+    AS_IF([test -z "$OMPI_INFO"], [AC_MSG_ERROR([ompi_info not found next to $MPICC])])
+
+    MPI_CPPFLAGS=`$MPICC --showme:compile`
+    MPI_LIBS=`$MPICC --showme:link`
+    EFA_OMPI_INCDIR=""
+    for d in `$MPICC --showme:incdirs`; do
+        AS_IF([test -f "$d/openmpi/ompi_config.h"], [EFA_OMPI_INCDIR="$d/openmpi"])
+        AS_IF([test -z "$EFA_OMPI_INCDIR" && test -f "$d/ompi_config.h"], [EFA_OMPI_INCDIR="$d"])
+    done
+    AC_MSG_CHECKING([for the Open MPI development headers])
+    AS_IF([test -n "$EFA_OMPI_INCDIR" && test -f "$EFA_OMPI_INCDIR/ompi/mca/mtl/mtl.h"],
+          [AC_MSG_RESULT([$EFA_OMPI_INCDIR])],
+          [AC_MSG_RESULT([no])
+           AC_MSG_ERROR([Open MPI was found at $MPICC but without development headers (ompi/mca/mtl/mtl.h); Open MPI must be configured with --with-devel-headers (Debian: libopenmpi-dev)])])
+    EFA_OMPI_VERSION=`$OMPI_INFO --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'`
+    AS_CASE([$EFA_OMPI_VERSION],
+        [4.1.*], [],
+        [AC_MSG_WARN([Open MPI $EFA_OMPI_VERSION: only the 4.1 series (MTL 2.0.0, BTL 3.1.0) is supported so far])])
+    EFA_OMPI_LIBDIR=`$OMPI_INFO --path libdir --parsable | sed -n 's/^path:libdir://p'`
+    EFA_OMPI_PKGLIBDIR=`$OMPI_INFO --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p'`
+    EFA_OMPI_PREFIX=`$OMPI_INFO --path prefix --parsable | sed -n 's/^path:prefix://p'`
+    OMPI_CPPFLAGS="$MPI_CPPFLAGS -I$EFA_OMPI_INCDIR"
+    OMPI_LIBS="-L$EFA_OMPI_LIBDIR -lmpi -lopen-pal"
+    AC_SUBST([MPI_CPPFLAGS])
+    AC_SUBST([MPI_LIBS])
+    AC_SUBST([OMPI_CPPFLAGS])
+    AC_SUBST([OMPI_LIBS])
+    AC_SUBST([EFA_OMPI_VERSION])
+    AC_SUBST([EFA_OMPI_LIBDIR])
+])
+
+dnl libfabric: --with-libfabric=DIR, else pkg-config.  Version-dependent
+dnl features are checked as declarations: FI_OPT_EFA_* are enum members,
+dnl invisible to #ifdef.
+AC_DEFUN([EFA_CHECK_LIBFABRIC], [
+    AC_ARG_WITH([libfabric],
+        [AS_HELP_STRING([--with-libfabric=DIR], [libfabric installation (default: pkg-config)])])
+    AS_IF([test -n "$with_libfabric" && test "$with_libfabric" != yes],
+          [LIBFABRIC_CFLAGS="-I$with_libfabric/include"
+           LIBFABRIC_LIBS="-L$with_libfabric/lib -Wl,-rpath,$with_libfabric/lib -lfabric"
+           EFA_LIBFABRIC_VERSION="(from $with_libfabric)"],
+          [PKG_CHECK_MODULES([LIBFABRIC], [libfabric >= 1.14],
+               [EFA_LIBFABRIC_VERSION=`$PKG_CONFIG --modversion libfabric`],
+               [AC_MSG_ERROR([libfabric >= 1.14 not found: install libfabric-dev or pass --with-libfabric=DIR])])])
+    efa_save_CPPFLAGS=$CPPFLAGS
+    efa_save_LIBS=$LIBS
+    CPPFLAGS="$CPPFLAGS $LIBFABRIC_CFLAGS"
+    LIBS="$LIBS $LIBFABRIC_LIBS"
+    AC_CHECK_HEADER([rdma/fi_tagged.h], [], [AC_MSG_ERROR([rdma/fi_tagged.h not found])])
+    AC_CHECK_FUNC([fi_getinfo], [], [AC_MSG_ERROR([cannot link with libfabric])])
+    AC_CHECK_HEADERS([rdma/fi_ext_efa.h rdma/fi_ext.h])
+    AC_CHECK_DECLS([FI_OPT_EFA_RNR_RETRY, FI_OPT_EFA_EMULATED_READ, FI_OPT_EFA_EMULATED_WRITE,
+                    FI_OPT_EFA_EMULATED_ATOMICS, FI_OPT_EFA_USE_DEVICE_RDMA,
+                    FI_OPT_CUDA_API_PERMITTED, FI_OPT_SHARED_MEMORY_PERMITTED], [], [], [[
+#include <rdma/fabric.h>
+#include <rdma/fi_endpoint.h>
+#ifdef HAVE_RDMA_FI_EXT_H
+#include <rdma/fi_ext.h>
+#endif
+#ifdef HAVE_RDMA_FI_EXT_EFA_H
+#include <rdma/fi_ext_efa.h>
+#endif
+]])
+    CPPFLAGS=$efa_save_CPPFLAGS
+    LIBS=$efa_save_LIBS
+    AC_SUBST([LIBFABRIC_CFLAGS])
+    AC_SUBST([LIBFABRIC_LIBS])
+])
+
+dnl hwloc for NIC locality: --with-hwloc=DIR, else pkg-config.
+AC_DEFUN([EFA_CHECK_HWLOC], [
+    AC_ARG_WITH([hwloc],
+        [AS_HELP_STRING([--with-hwloc=DIR], [hwloc installation (default: pkg-config)])])
+    AS_IF([test -n "$with_hwloc" && test "$with_hwloc" != yes],
+          [HWLOC_CFLAGS="-I$with_hwloc/include"
+           HWLOC_LIBS="-L$with_hwloc/lib -Wl,-rpath,$with_hwloc/lib -lhwloc"],
+          [PKG_CHECK_MODULES([HWLOC], [hwloc >= 2.0], [],
+               [AC_MSG_ERROR([hwloc >= 2.0 not found: install libhwloc-dev or pass --with-hwloc=DIR])])])
+    AC_SUBST([HWLOC_CFLAGS])
+    AC_SUBST([HWLOC_LIBS])
+])
+
+dnl GoogleTest for the core's unit tests (Debian: libgtest-dev).
+AC_DEFUN([EFA_CHECK_GTEST], [
+    AC_LANG_PUSH([C++])
+    efa_save_LIBS=$LIBS
+    LIBS="$LIBS -lgtest -pthread"
+    efa_save_CXXFLAGS=$CXXFLAGS
+    CXXFLAGS="$CXXFLAGS -std=c++20"
+    AC_MSG_CHECKING([for GoogleTest])
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <gtest/gtest.h>]], [[testing::InitGoogleTest();]])],
+        [efa_have_gtest=yes], [efa_have_gtest=no])
+    AC_MSG_RESULT([$efa_have_gtest])
+    LIBS=$efa_save_LIBS
+    CXXFLAGS=$efa_save_CXXFLAGS
+    AC_LANG_POP([C++])
+    AM_CONDITIONAL([HAVE_GTEST], [test "$efa_have_gtest" = yes])
+])
+
+dnl Where `make install` puts things.  Without --prefix: the common
+dnl library beside Open MPI's libraries and the components in Open MPI's
+dnl component directory, so that mpirun finds them with no settings.
+dnl With --prefix: $libdir and $libdir/openmpi; the user then adds that
+dnl directory to OMPI_MCA_mca_base_component_path (see README.md).
+AC_DEFUN([EFA_SET_INSTALL_DIRS], [
+    AC_ARG_WITH([ompi-component-dir],
+        [AS_HELP_STRING([--with-ompi-component-dir=DIR], [where to install mca_*_efa.so])])
+    AS_IF([test "x$prefix" = xNONE],
+          [prefix=$EFA_OMPI_PREFIX
+           AS_IF([test "x$libdir" = 'x${exec_prefix}/lib'], [libdir=$EFA_OMPI_LIBDIR])
+           ompi_componentdir=$EFA_OMPI_PKGLIBDIR],
+          [ompi_componentdir='${libdir}/openmpi'])
+    AS_IF([test -n "$with_ompi_component_dir" && test "$with_ompi_component_dir" != yes],
+          [ompi_componentdir=$with_ompi_component_dir])
+    AC_SUBST([ompi_componentdir])
+])

@@ -1,0 +1,106 @@
+/*
+ * mtl_efa: an MTL (Open MPI 4.1 MTL API 2.0.0) over the shared EFA core.
+ * Thin C glue: it turns MPI envelopes into tags, convertors into buffers,
+ * and core completions into MPI request completions.
+ */
+#ifndef MTL_EFA_H
+#define MTL_EFA_H
+
+#include "ompi_config.h"
+
+#include "ompi/communicator/communicator.h"
+#include "ompi/mca/mtl/base/base.h"
+#include "ompi/mca/mtl/mtl.h"
+#include "ompi/proc/proc.h"
+
+#include "common/common_efa.h"
+#include "common/efa_core.h"
+#include "common/efa_tag.h"
+
+BEGIN_C_DECLS
+
+typedef struct mca_mtl_efa_module_t {
+    mca_mtl_base_module_t base;
+    efa_core_t *core;
+    efa_tag_layout_t layout;
+    size_t inject_size; /* 0: never inject */
+    int num_contexts;
+    bool mr_local;      /* pass registered descriptors with every buffer */
+} mca_mtl_efa_module_t;
+
+extern mca_mtl_efa_module_t ompi_mtl_efa;
+extern mca_mtl_base_component_2_0_0_t mca_mtl_efa_component;
+
+typedef struct mca_mtl_efa_request_t {
+    mca_mtl_request_t super; /* pml/cm's view; must be first */
+    efa_op_t op;             /* the send or the receive */
+    efa_op_t ack_op;         /* synchronous send: the acknowledgement receive */
+    int pending;             /* completions still expected */
+    int error;               /* first OMPI error seen */
+    bool is_send;
+    bool free_buffer;        /* the buffer was allocated to pack a datatype */
+    bool cancelled;
+    void *buffer;
+    size_t length;
+    struct opal_convertor_t *convertor;
+    struct ompi_communicator_t *comm;
+    efa_ctx_t *ctx;
+    efa_mr_t *mr;
+} mca_mtl_efa_request_t;
+
+/* An improbe'd message waiting for its mrecv: the claimed context. */
+typedef struct mca_mtl_efa_claim_t {
+    efa_op_t op;
+    volatile bool done;
+    efa_cqe_t cqe;
+    efa_ctx_t *ctx;
+    uint64_t tag, ignore;
+    mca_mtl_efa_request_t *mrecv; /* set by imrecv */
+} mca_mtl_efa_claim_t;
+
+#define MTL_EFA_REQ_OF(op_ptr, member) \
+    ((mca_mtl_efa_request_t *)((char *)(op_ptr) - offsetof(mca_mtl_efa_request_t, member)))
+
+/* A communicator maps to the same context index on both sides. */
+static inline int ompi_mtl_efa_ctx_index(struct ompi_communicator_t *comm) {
+    return (int)(comm->c_contextid % (uint32_t)ompi_mtl_efa.num_contexts);
+}
+
+/* The peer's address for this communicator's context; NULL when unknown. */
+efa_peer_t *ompi_mtl_efa_peer(struct ompi_communicator_t *comm, int rank);
+
+int ompi_mtl_efa_module_init(efa_core_t *core);
+
+int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
+                           struct ompi_proc_t **procs);
+int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
+                           struct ompi_proc_t **procs);
+int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl);
+int ompi_mtl_efa_add_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm);
+int ompi_mtl_efa_del_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm);
+
+int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                      int dest, int tag, struct opal_convertor_t *convertor,
+                      mca_pml_base_send_mode_t mode);
+int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                       int dest, int tag, struct opal_convertor_t *convertor,
+                       mca_pml_base_send_mode_t mode, bool blocking,
+                       mca_mtl_request_t *mtl_request);
+int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                       int src, int tag, struct opal_convertor_t *convertor,
+                       mca_mtl_request_t *mtl_request);
+int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                        int src, int tag, int *flag, struct ompi_status_public_t *status);
+int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                         int src, int tag, int *matched, struct ompi_message_t **message,
+                         struct ompi_status_public_t *status);
+int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor_t *convertor,
+                        struct ompi_message_t **message, mca_mtl_request_t *mtl_request);
+int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mtl_request,
+                        int flag);
+
+/* Register (or not, when the provider does not need it) a buffer. */
+int ompi_mtl_efa_reg_buffer(mca_mtl_efa_request_t *req, void **desc);
+
+END_C_DECLS
+#endif

@@ -1,0 +1,80 @@
+/*
+ * mtl_efa component: parameters, selection and module creation.
+ */
+#include "mtl_efa.h"
+
+#include "ompi/mca/rte/rte.h"
+#include "opal/util/show_help.h"
+
+static int param_priority = 30;
+
+static int ompi_mtl_efa_component_register(void);
+static int ompi_mtl_efa_component_open(void);
+static int ompi_mtl_efa_component_close(void);
+static int ompi_mtl_efa_component_query(mca_base_module_t **module, int *priority);
+static mca_mtl_base_module_t *ompi_mtl_efa_component_init(bool enable_progress_threads,
+                                                          bool enable_mpi_threads);
+
+mca_mtl_base_component_2_0_0_t mca_mtl_efa_component = {
+    .mtl_version =
+        {
+            MCA_MTL_BASE_VERSION_2_0_0,
+            .mca_component_name = "efa",
+            MCA_BASE_MAKE_VERSION(component, OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
+                                  OMPI_RELEASE_VERSION),
+            .mca_open_component = ompi_mtl_efa_component_open,
+            .mca_close_component = ompi_mtl_efa_component_close,
+            .mca_query_component = ompi_mtl_efa_component_query,
+            .mca_register_component_params = ompi_mtl_efa_component_register,
+        },
+    .mtl_data = {MCA_BASE_METADATA_PARAM_CHECKPOINT},
+    .mtl_init = ompi_mtl_efa_component_init,
+};
+
+/* Does the job span nodes?  Then a node-local provider (shm) cannot serve it. */
+static bool job_spans_nodes(void) {
+    return ompi_process_info.num_procs > (orte_vpid_t)(opal_process_info.num_local_peers + 1);
+}
+
+static int ompi_mtl_efa_component_register(void) {
+    (void)mca_base_component_var_register(
+        &mca_mtl_efa_component.mtl_version, "priority",
+        "Priority of the EFA MTL (above mtl/ofi's 25, so that pml/cm with this MTL wins on "
+        "EFA instances)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &param_priority);
+    return mca_common_efa_register_params(&mca_mtl_efa_component.mtl_version);
+}
+
+static int ompi_mtl_efa_component_open(void) { return OMPI_SUCCESS; }
+
+static int ompi_mtl_efa_component_close(void) { return OMPI_SUCCESS; }
+
+static int ompi_mtl_efa_component_query(mca_base_module_t **module, int *priority) {
+    /* Only claim the job when a provider is really there: otherwise another
+     * MTL (or pml/ob1) must get its chance. */
+    bool asked = mca_common_efa_explicitly_requested("ompi", "mtl");
+    if (OPAL_SUCCESS != mca_common_efa_probe(asked, job_spans_nodes())) {
+        *module = NULL;
+        *priority = -1;
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
+    *priority = param_priority;
+    *module = (mca_base_module_t *)&ompi_mtl_efa.base;
+    return OMPI_SUCCESS;
+}
+
+static mca_mtl_base_module_t *ompi_mtl_efa_component_init(bool enable_progress_threads,
+                                                          bool enable_mpi_threads) {
+    int rc;
+    (void)enable_progress_threads;
+    efa_core_t *core = mca_common_efa_acquire(enable_mpi_threads, job_spans_nodes(), &rc);
+    if (NULL == core) {
+        return NULL;
+    }
+    if (OMPI_SUCCESS != ompi_mtl_efa_module_init(core)) {
+        mca_common_efa_release(core);
+        return NULL;
+    }
+    return &ompi_mtl_efa.base;
+}

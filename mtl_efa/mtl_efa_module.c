@@ -1,0 +1,137 @@
+/*
+ * mtl_efa module: the module table, peers and communicators.
+ */
+#include "mtl_efa.h"
+
+#include "opal/util/show_help.h"
+
+mca_mtl_efa_module_t ompi_mtl_efa = {
+    .base =
+        {
+            .mtl_max_contextid = 0, /* set from the tag layout at init */
+            .mtl_max_tag = 0,
+            .mtl_request_size = 0,
+            .mtl_flags = 0,
+            .mtl_add_procs = ompi_mtl_efa_add_procs,
+            .mtl_del_procs = ompi_mtl_efa_del_procs,
+            .mtl_finalize = ompi_mtl_efa_finalize,
+            .mtl_send = ompi_mtl_efa_send,
+            .mtl_isend = ompi_mtl_efa_isend,
+            .mtl_irecv = ompi_mtl_efa_irecv,
+            .mtl_iprobe = ompi_mtl_efa_iprobe,
+            .mtl_imrecv = ompi_mtl_efa_imrecv,
+            .mtl_improbe = ompi_mtl_efa_improbe,
+            .mtl_cancel = ompi_mtl_efa_cancel,
+            .mtl_add_comm = ompi_mtl_efa_add_comm,
+            .mtl_del_comm = ompi_mtl_efa_del_comm,
+        },
+};
+
+int ompi_mtl_efa_module_init(efa_core_t *core) {
+    const efa_core_info_t *info = efa_core_get_info(core);
+    ompi_mtl_efa.core = core;
+    ompi_mtl_efa.layout = info->tag_layout;
+    ompi_mtl_efa.inject_size = info->inject_size;
+    ompi_mtl_efa.num_contexts = info->num_contexts;
+    ompi_mtl_efa.mr_local = info->mr_local;
+    /* Honest limits: what the tag layout can carry. */
+    ompi_mtl_efa.base.mtl_max_contextid = (int)efa_tag_max_cid(&ompi_mtl_efa.layout);
+    ompi_mtl_efa.base.mtl_max_tag = efa_tag_max_tag(&ompi_mtl_efa.layout);
+    ompi_mtl_efa.base.mtl_request_size =
+        sizeof(mca_mtl_efa_request_t) - sizeof(mca_mtl_request_t);
+    return OMPI_SUCCESS;
+}
+
+efa_peer_t *ompi_mtl_efa_peer(struct ompi_communicator_t *comm, int rank) {
+    ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+    efa_peer_t *peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+    if (OPAL_UNLIKELY(NULL == peer)) {
+        /* A process we were not told about (dynamic processes): add it now. */
+        if (OMPI_SUCCESS != ompi_mtl_efa_add_procs(&ompi_mtl_efa.base, 1, &proc)) {
+            return NULL;
+        }
+        peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+    }
+    return peer;
+}
+
+int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
+                           struct ompi_proc_t **procs) {
+    (void)mtl;
+    for (size_t i = 0; i < nprocs; ++i) {
+        if (NULL != procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL]) {
+            continue;
+        }
+        int rc;
+        efa_peer_t *peer =
+            mca_common_efa_peer_lookup(ompi_mtl_efa.core, &procs[i]->super.proc_name, &rc);
+        if (NULL == peer) {
+            return rc;
+        }
+        procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = peer;
+    }
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
+                           struct ompi_proc_t **procs) {
+    (void)mtl;
+    for (size_t i = 0; i < nprocs; ++i) {
+        efa_peer_t *peer = (efa_peer_t *)procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+        if (peer) {
+            efa_core_peer_put(ompi_mtl_efa.core, peer);
+            procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = NULL;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_add_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm) {
+    (void)mtl;
+    /* The tag layout bounds the communicator id and, when the source rides
+     * in the tag, the communicator size. */
+    if (comm->c_contextid > efa_tag_max_cid(&ompi_mtl_efa.layout)) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    if (efa_tag_source_in_tag(&ompi_mtl_efa.layout)) {
+        int size = OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+        int local = ompi_comm_size(comm);
+        int largest = size > local ? size : local;
+        if ((uint32_t)largest > efa_tag_max_src(&ompi_mtl_efa.layout) + 1) {
+            opal_show_help("help-mtl-efa.txt", "comm-too-large", true,
+                           opal_process_info.nodename, largest,
+                           (int)efa_tag_max_src(&ompi_mtl_efa.layout) + 1);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_del_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm) {
+    (void)mtl;
+    (void)comm;
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl) {
+    (void)mtl;
+    mca_common_efa_release(ompi_mtl_efa.core);
+    ompi_mtl_efa.core = NULL;
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_reg_buffer(mca_mtl_efa_request_t *req, void **desc) {
+    *desc = NULL;
+    req->mr = NULL;
+    if (!ompi_mtl_efa.mr_local || 0 == req->length) {
+        return OMPI_SUCCESS;
+    }
+    int err = 0;
+    uint64_t access = req->is_send ? FI_SEND : FI_RECV;
+    req->mr = efa_core_mr_acquire(ompi_mtl_efa.core, req->buffer, req->length, access, &err);
+    if (NULL == req->mr) {
+        return mca_common_efa_fi_to_opal(err);
+    }
+    *desc = efa_mr_desc(req->mr);
+    return OMPI_SUCCESS;
+}

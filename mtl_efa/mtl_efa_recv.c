@@ -1,0 +1,280 @@
+/*
+ * mtl_efa receives: posted receives, probes, matched probes and cancel.
+ */
+#include "mtl_efa.h"
+
+#include "ompi/mca/mtl/base/mtl_base_datatype.h"
+#include "ompi/message/message.h"
+
+/* Synchronous-send acknowledgements carry no payload and need no context
+ * of their own when they cannot be injected. */
+static void ack_send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    (void)op;
+    (void)cqe;
+}
+static efa_op_t ack_send_op = {.complete = ack_send_complete};
+
+static void send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag) {
+    efa_peer_t *peer = ompi_mtl_efa_peer(comm, src);
+    if (OPAL_UNLIKELY(NULL == peer)) {
+        return;
+    }
+    const int ci = ompi_mtl_efa_ctx_index(comm);
+    efa_ctx_t *ctx = efa_core_ctx(ompi_mtl_efa.core, ci);
+    const uint32_t me = (uint32_t)comm->c_my_rank;
+    const uint64_t bits =
+        efa_tag_pack(&ompi_mtl_efa.layout, EFA_PROTO_SYNC_ACK, comm->c_contextid, me, tag);
+    if (ompi_mtl_efa.inject_size > 0) {
+        efa_ctx_tinject(ctx, NULL, 0, peer->addr[ci], bits, me);
+    } else {
+        efa_ctx_tsend(ctx, NULL, 0, NULL, peer->addr[ci], bits, me, &ack_send_op);
+    }
+}
+
+/* Fill an MPI status from a receive or peek completion. */
+static void fill_status(ompi_status_public_t *status, const efa_cqe_t *cqe) {
+    efa_tag_envelope_t env = efa_tag_unpack(&ompi_mtl_efa.layout, cqe->tag);
+    status->MPI_SOURCE =
+        efa_tag_source_in_tag(&ompi_mtl_efa.layout) ? (int)env.src : (int)(uint32_t)cqe->data;
+    status->MPI_TAG = env.tag;
+    status->_ucount = cqe->len;
+    status->MPI_ERROR = OMPI_SUCCESS;
+}
+
+static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
+    ompi_status_public_t *status = &req->super.ompi_req->req_status;
+    if (-FI_ECANCELED == cqe->err) {
+        status->_cancelled = true;
+        status->_ucount = 0;
+        if (req->free_buffer) {
+            free(req->buffer);
+        }
+    } else {
+        fill_status(status, cqe);
+        if (-FI_ETRUNC == cqe->err) {
+            status->MPI_ERROR = MPI_ERR_TRUNCATE;
+            status->_ucount = req->length; /* what the buffer held */
+        } else if (cqe->err) {
+            status->MPI_ERROR = mca_common_efa_fi_to_opal(cqe->err);
+            if (OMPI_SUCCESS == status->MPI_ERROR) {
+                status->MPI_ERROR = OMPI_ERROR;
+            }
+        }
+        if (EFA_PROTO_SYNC == efa_tag_unpack(&ompi_mtl_efa.layout, cqe->tag).proto &&
+            (0 == cqe->err || -FI_ETRUNC == cqe->err)) {
+            send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG);
+        }
+        ompi_mtl_datatype_unpack(req->convertor, req->buffer, status->_ucount);
+    }
+    if (req->mr) {
+        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+        req->mr = NULL;
+    }
+    req->super.completion_callback(&req->super);
+}
+
+static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    recv_finish(MTL_EFA_REQ_OF(op, op), cqe);
+}
+
+/* The receive's match bits and, for a directed receive, the source address. */
+static int recv_match(struct ompi_communicator_t *comm, int src, int tag, int ci,
+                      fi_addr_t *addr, uint64_t *bits, uint64_t *ignore) {
+    const efa_tag_layout_t *layout = &ompi_mtl_efa.layout;
+    const bool any_src = MPI_ANY_SOURCE == src;
+    const bool any_tag = MPI_ANY_TAG == tag;
+    *addr = FI_ADDR_UNSPEC;
+    if (!any_src && !efa_tag_source_in_tag(layout)) {
+        efa_peer_t *peer = ompi_mtl_efa_peer(comm, src);
+        if (OPAL_UNLIKELY(NULL == peer)) {
+            return OMPI_ERR_UNREACH;
+        }
+        *addr = peer->addr[ci];
+    }
+    *bits = efa_tag_pack(layout, EFA_PROTO_MSG, comm->c_contextid, any_src ? 0 : (uint32_t)src,
+                         any_tag ? 0 : tag);
+    *ignore = efa_tag_recv_ignore(layout, any_src, any_tag);
+    return OMPI_SUCCESS;
+}
+
+static int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor_t *convertor,
+                        struct ompi_communicator_t *comm) {
+    req->is_send = false;
+    req->cancelled = false;
+    req->mr = NULL;
+    req->convertor = convertor;
+    req->comm = comm;
+    req->pending = 1;
+    req->error = OMPI_SUCCESS;
+    req->op.complete = recv_complete;
+    return ompi_mtl_datatype_recv_buf(convertor, &req->buffer, &req->length, &req->free_buffer);
+}
+
+int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                       int src, int tag, struct opal_convertor_t *convertor,
+                       mca_mtl_request_t *mtl_request) {
+    (void)mtl;
+    mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
+    const int ci = ompi_mtl_efa_ctx_index(comm);
+    fi_addr_t addr;
+    uint64_t bits, ignore;
+    void *desc;
+    int rc = recv_match(comm, src, tag, ci, &addr, &bits, &ignore);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
+    rc = prepare_recv(req, convertor, comm);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
+    req->ctx = efa_core_ctx(ompi_mtl_efa.core, ci);
+    rc = ompi_mtl_efa_reg_buffer(req, &desc);
+    if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
+        rc = mca_common_efa_fi_to_opal(
+            efa_ctx_trecv(req->ctx, req->buffer, req->length, desc, addr, bits, ignore, &req->op));
+    }
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        if (req->mr) {
+            efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+        }
+        if (req->free_buffer) {
+            free(req->buffer);
+        }
+    }
+    return rc;
+}
+
+/* ---- probes ---------------------------------------------------------- */
+
+static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    mca_mtl_efa_claim_t *claim = (mca_mtl_efa_claim_t *)op;
+    if (NULL == claim->mrecv) {
+        claim->cqe = *cqe; /* the peek's answer */
+        claim->done = true;
+        return;
+    }
+    /* The claimed message has been received into the mrecv's buffer. */
+    mca_mtl_efa_request_t *req = claim->mrecv;
+    free(claim);
+    recv_finish(req, cqe);
+}
+
+static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_it,
+                mca_mtl_efa_claim_t *claim) {
+    const int ci = ompi_mtl_efa_ctx_index(comm);
+    fi_addr_t addr;
+    int rc = recv_match(comm, src, tag, ci, &addr, &claim->tag, &claim->ignore);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
+    claim->op.complete = claim_complete;
+    claim->done = false;
+    claim->mrecv = NULL;
+    claim->ctx = efa_core_ctx(ompi_mtl_efa.core, ci);
+    rc = efa_ctx_tpeek(claim->ctx, addr, claim->tag, claim->ignore, claim_it, &claim->op);
+    if (OPAL_UNLIKELY(rc)) {
+        return mca_common_efa_fi_to_opal(rc);
+    }
+    while (!claim->done) {
+        efa_core_progress(ompi_mtl_efa.core);
+    }
+    if (-FI_ENOMSG == claim->cqe.err) {
+        return OMPI_ERR_NOT_FOUND;
+    }
+    return claim->cqe.err ? mca_common_efa_fi_to_opal(claim->cqe.err) : OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                        int src, int tag, int *flag, struct ompi_status_public_t *status) {
+    (void)mtl;
+    mca_mtl_efa_claim_t probe;
+    int rc = peek(comm, src, tag, false, &probe);
+    *flag = 0;
+    if (OMPI_ERR_NOT_FOUND == rc) {
+        return OMPI_SUCCESS;
+    }
+    if (OMPI_SUCCESS != rc) {
+        return rc;
+    }
+    *flag = 1;
+    if (MPI_STATUS_IGNORE != status) {
+        fill_status(status, &probe.cqe);
+    }
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                         int src, int tag, int *matched, struct ompi_message_t **message,
+                         struct ompi_status_public_t *status) {
+    (void)mtl;
+    *matched = 0;
+    mca_mtl_efa_claim_t *claim = malloc(sizeof(*claim));
+    if (NULL == claim) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    int rc = peek(comm, src, tag, true, claim);
+    if (OMPI_SUCCESS != rc) {
+        free(claim);
+        return OMPI_ERR_NOT_FOUND == rc ? OMPI_SUCCESS : rc;
+    }
+    ompi_status_public_t st;
+    fill_status(&st, &claim->cqe);
+    *message = ompi_message_alloc();
+    if (NULL == *message) {
+        /* The message stays claimed with no owner; cannot recover it. */
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    (*message)->comm = comm;
+    (*message)->req_ptr = claim;
+    (*message)->peer = st.MPI_SOURCE;
+    (*message)->count = st._ucount;
+    if (MPI_STATUS_IGNORE != status) {
+        *status = st;
+    }
+    *matched = 1;
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor_t *convertor,
+                        struct ompi_message_t **message, mca_mtl_request_t *mtl_request) {
+    (void)mtl;
+    mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
+    mca_mtl_efa_claim_t *claim = (mca_mtl_efa_claim_t *)(*message)->req_ptr;
+    void *desc;
+    int rc = prepare_recv(req, convertor, (*message)->comm);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
+    req->ctx = claim->ctx;
+    rc = ompi_mtl_efa_reg_buffer(req, &desc);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
+    claim->mrecv = req;
+    rc = efa_ctx_trecv_claimed(claim->ctx, req->buffer, req->length, desc, claim->tag,
+                               claim->ignore, &claim->op);
+    if (OPAL_UNLIKELY(rc)) {
+        return mca_common_efa_fi_to_opal(rc);
+    }
+    ompi_message_return(*message);
+    *message = MPI_MESSAGE_NULL;
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mtl_request,
+                        int flag) {
+    (void)mtl;
+    (void)flag;
+    mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
+    if (req->is_send) {
+        return OMPI_SUCCESS; /* sends are not cancellable; MPI allows that */
+    }
+    /* Drain first: a receive that already matched must not be cancelled. */
+    efa_core_progress(ompi_mtl_efa.core);
+    if (!req->super.ompi_req->req_complete) {
+        /* If the provider found it, an -FI_ECANCELED completion follows and
+         * marks the request cancelled; otherwise it completes normally. */
+        efa_ctx_cancel(req->ctx, &req->op);
+    }
+    return OMPI_SUCCESS;
+}

@@ -1,0 +1,178 @@
+/*
+ * mtl_efa sends: standard, buffered and ready modes go out as one tagged
+ * message; synchronous mode also waits for the receiver's acknowledgement
+ * of the match.
+ */
+#include "mtl_efa.h"
+
+#include "ompi/mca/mtl/base/mtl_base_datatype.h"
+
+static void send_finish_one(mca_mtl_efa_request_t *req) {
+    if (__atomic_sub_fetch(&req->pending, 1, __ATOMIC_ACQ_REL) > 0) {
+        return;
+    }
+    if (req->free_buffer) {
+        free(req->buffer);
+    }
+    if (req->mr) {
+        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+    }
+    if (req->super.ompi_req) {
+        req->super.ompi_req->req_status.MPI_ERROR = req->error;
+    }
+    req->super.completion_callback(&req->super);
+}
+
+static void note_error(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
+    if (cqe->err && OMPI_SUCCESS == req->error) {
+        req->error = mca_common_efa_fi_to_opal(cqe->err);
+        if (OMPI_SUCCESS == req->error) {
+            req->error = OMPI_ERROR;
+        }
+    }
+}
+
+static void send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
+    note_error(req, cqe);
+    send_finish_one(req);
+}
+
+static void ack_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, ack_op);
+    note_error(req, cqe);
+    send_finish_one(req);
+}
+
+/* Post a send of an already packed buffer. */
+static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *comm, int dest,
+                      int tag, mca_pml_base_send_mode_t mode) {
+    const efa_tag_layout_t *layout = &ompi_mtl_efa.layout;
+    if (OPAL_UNLIKELY(!efa_tag_fits(layout, tag))) {
+        return OMPI_ERR_BAD_PARAM;
+    }
+    efa_peer_t *peer = ompi_mtl_efa_peer(comm, dest);
+    if (OPAL_UNLIKELY(NULL == peer)) {
+        return OMPI_ERR_UNREACH;
+    }
+    const int ci = ompi_mtl_efa_ctx_index(comm);
+    efa_ctx_t *ctx = efa_core_ctx(ompi_mtl_efa.core, ci);
+    const fi_addr_t addr = peer->addr[ci];
+    const uint32_t me = (uint32_t)comm->c_my_rank;
+    const uint32_t cid = comm->c_contextid;
+    uint32_t proto = EFA_PROTO_MSG;
+    int rc;
+
+    req->is_send = true;
+    req->error = OMPI_SUCCESS;
+    req->comm = comm;
+    req->ctx = ctx;
+    req->pending = 1;
+    req->op.complete = send_complete;
+    if (MCA_PML_BASE_SEND_SYNCHRONOUS == mode) {
+        /* Post the acknowledgement's receive before the send, so it can
+         * never arrive unexpected. */
+        proto = EFA_PROTO_SYNC;
+        req->pending = 2;
+        req->ack_op.complete = ack_complete;
+        rc = efa_ctx_trecv(ctx, NULL, 0, NULL, addr,
+                           efa_tag_pack(layout, EFA_PROTO_SYNC_ACK, cid, (uint32_t)dest, tag), 0,
+                           &req->ack_op);
+        if (OPAL_UNLIKELY(rc)) {
+            return mca_common_efa_fi_to_opal(rc);
+        }
+    }
+    void *desc;
+    rc = ompi_mtl_efa_reg_buffer(req, &desc);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc; /* a posted ack receive stays: harmless, never matched */
+    }
+    rc = efa_ctx_tsend(ctx, req->buffer, req->length, desc, addr,
+                       efa_tag_pack(layout, proto, cid, me, tag), me, &req->op);
+    if (OPAL_UNLIKELY(rc)) {
+        if (req->mr) {
+            efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+            req->mr = NULL;
+        }
+        return mca_common_efa_fi_to_opal(rc);
+    }
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                       int dest, int tag, struct opal_convertor_t *convertor,
+                       mca_pml_base_send_mode_t mode, bool blocking,
+                       mca_mtl_request_t *mtl_request) {
+    (void)mtl;
+    (void)blocking;
+    mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
+    req->mr = NULL;
+    req->cancelled = false;
+    req->convertor = convertor;
+    int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
+    rc = start_send(req, comm, dest, tag, mode);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc) && req->free_buffer) {
+        free(req->buffer);
+    }
+    return rc;
+}
+
+typedef struct {
+    mca_mtl_efa_request_t req; /* first: the callback gets &req.super */
+    volatile bool done;
+} blocking_send_t;
+
+static void blocking_send_done(mca_mtl_request_t *mtl_request) {
+    ((blocking_send_t *)mtl_request)->done = true;
+}
+
+int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                      int dest, int tag, struct opal_convertor_t *convertor,
+                      mca_pml_base_send_mode_t mode) {
+    (void)mtl;
+    blocking_send_t bs;
+    mca_mtl_efa_request_t *req = &bs.req;
+    req->super.ompi_req = NULL;
+    req->super.completion_callback = blocking_send_done;
+    req->mr = NULL;
+    req->cancelled = false;
+    req->convertor = convertor;
+    bs.done = false;
+    int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
+    /* Small non-synchronous sends are injected: no completion to wait for,
+     * and the buffer is reusable as soon as the call returns. */
+    if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && req->length <= ompi_mtl_efa.inject_size) {
+        const efa_tag_layout_t *layout = &ompi_mtl_efa.layout;
+        efa_peer_t *peer = ompi_mtl_efa_peer(comm, dest);
+        if (OPAL_UNLIKELY(NULL == peer || !efa_tag_fits(layout, tag))) {
+            rc = NULL == peer ? OMPI_ERR_UNREACH : OMPI_ERR_BAD_PARAM;
+        } else {
+            const int ci = ompi_mtl_efa_ctx_index(comm);
+            const uint32_t me = (uint32_t)comm->c_my_rank;
+            rc = mca_common_efa_fi_to_opal(efa_ctx_tinject(
+                efa_core_ctx(ompi_mtl_efa.core, ci), req->buffer, req->length, peer->addr[ci],
+                efa_tag_pack(layout, EFA_PROTO_MSG, comm->c_contextid, me, tag), me));
+        }
+        if (req->free_buffer) {
+            free(req->buffer);
+        }
+        return rc;
+    }
+    rc = start_send(req, comm, dest, tag, mode);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        if (req->free_buffer) {
+            free(req->buffer);
+        }
+        return rc;
+    }
+    while (!bs.done) {
+        efa_core_progress(ompi_mtl_efa.core);
+    }
+    return req->error;
+}

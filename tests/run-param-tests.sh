@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Bad input to the components: each case must end quickly with the clear
+# message from help-common-efa.txt, a non-zero exit, and no crash.  And the
+# default on a machine without EFA: the MTL steps aside silently.
+#   run-param-tests.sh <component-dir> <mpi-test-bin-dir>
+set -u
+compdir=$1
+bindir=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ompi_dir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
+path="$ompi_dir:$compdir"
+prog=$bindir/pingpong
+pass=0
+fail=0
+
+# expect_failure NAME "expected text" mpirun-args...
+expect_failure() {
+    local name=$1 want=$2
+    shift 2
+    local out rc
+    out=$(timeout 60 mpirun -np 2 --oversubscribe --mca mca_base_component_path "$path" \
+        "$@" "$prog" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        echo "FAIL params/$name: the job succeeded but should have been refused"
+        fail=$((fail + 1))
+    elif [ $rc -eq 124 ]; then
+        echo "FAIL params/$name: hung (timeout)"
+        fail=$((fail + 1))
+    elif grep -qiE "segmentation fault|core dumped|signal 11|signal 6" <<<"$out"; then
+        echo "FAIL params/$name: crashed"
+        fail=$((fail + 1))
+    elif ! grep -qF -- "$want" <<<"$out"; then
+        echo "FAIL params/$name: message \"$want\" not printed; got:"
+        head -20 <<<"$out" | sed 's/^/    /'
+        fail=$((fail + 1))
+    else
+        echo "PASS params/$name"
+        pass=$((pass + 1))
+    fi
+}
+
+cm=(--mca pml cm --mca mtl efa)
+expect_failure unknown-provider "does not know" "${cm[@]}" --mca mtl_efa_provider_include "tpc;ofi_rxm"
+expect_failure conflicting-lists "only one of them" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_provider_exclude tcp
+expect_failure empty-list-item "empty item" "${cm[@]}" --mca mtl_efa_provider_include "shm,,tcp"
+expect_failure contexts-zero "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
+    --mca mtl_efa_num_contexts 0
+expect_failure contexts-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
+    --mca common_efa_num_contexts 100000
+expect_failure negative-queue "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
+    --mca common_efa_tx_size -4
+if ! fi_info -p efa >/dev/null 2>&1; then
+    expect_failure no-efa-device "found no EFA device" "${cm[@]}"
+fi
+
+# Not asked for, no EFA: the MTL must step aside without a word, and the
+# job runs on whatever else Open MPI has.
+if ! fi_info -p efa >/dev/null 2>&1; then
+    out=$(timeout 60 mpirun -np 2 --oversubscribe --mca mca_base_component_path "$path" \
+        "$prog" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && ! grep -qi "efa" <<<"$out"; then
+        echo "PASS params/default-steps-aside"
+        pass=$((pass + 1))
+    else
+        echo "FAIL params/default-steps-aside (exit $rc)"
+        head -20 <<<"$out" | sed 's/^/    /'
+        fail=$((fail + 1))
+    fi
+fi
+
+# ompi_info lists every parameter with a description.
+# ompi_info reads the component path only from the environment.
+info=$(OMPI_MCA_mca_base_component_path="$path" ompi_info --param mtl efa --level 9 2>&1)
+missing=""
+for p in provider_include provider_exclude num_contexts tx_size rx_size mr_cache_size \
+    progress_batch force_mr_local force_no_cq_data verbose priority; do
+    grep -q "\"mtl_efa_$p\"" <<<"$info" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+    echo "PASS params/ompi_info-lists-parameters"
+    pass=$((pass + 1))
+else
+    echo "FAIL params/ompi_info-lists-parameters: missing$missing"
+    fail=$((fail + 1))
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

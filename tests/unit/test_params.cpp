@@ -1,0 +1,69 @@
+// Parameter range checks: every bound accepted, one past it refused.
+#include <gtest/gtest.h>
+
+#include "efa_params.hpp"
+
+using efa::ParamLimits;
+using efa::validate_params;
+
+namespace {
+
+efa_core_params_t defaults() {
+    efa_core_params_t p{};
+    p.num_contexts = 1;
+    p.mr_cache_size = 1024;
+    p.progress_batch = 16;
+    return p;
+}
+
+bool refused(const efa_core_params_t &p, const std::string &name) {
+    for (const auto &pb : validate_params(p)) {
+        if (pb.name == name) {
+            return true;
+        }
+    }
+    return false;
+}
+
+TEST(Params, DefaultsAreValid) { EXPECT_TRUE(validate_params(defaults()).empty()); }
+
+TEST(Params, NumContextsBounds) {
+    auto p = defaults();
+    for (int v : {1, ParamLimits::kMaxContexts}) {
+        p.num_contexts = v;
+        EXPECT_FALSE(refused(p, "num_contexts")) << v;
+    }
+    for (int v : {0, -1, ParamLimits::kMaxContexts + 1, 1 << 30}) {
+        p.num_contexts = v;
+        EXPECT_TRUE(refused(p, "num_contexts")) << v;
+    }
+}
+
+TEST(Params, QueueSizes) {
+    auto p = defaults();
+    p.tx_size = 0;
+    p.rx_size = 1;
+    EXPECT_TRUE(validate_params(p).empty());
+    p.tx_size = -5;
+    EXPECT_TRUE(refused(p, "tx_size"));
+    p.tx_size = 0;
+    p.rx_size = ParamLimits::kMaxQueueSize + 1;
+    EXPECT_TRUE(refused(p, "rx_size"));
+}
+
+TEST(Params, MrCacheAndBatch) {
+    auto p = defaults();
+    p.mr_cache_size = 0;
+    p.progress_batch = ParamLimits::kMaxProgressBatch;
+    EXPECT_TRUE(validate_params(p).empty());
+    p.mr_cache_size = -1;
+    p.progress_batch = 0;
+    auto problems = validate_params(p);
+    ASSERT_EQ(problems.size(), 2u);
+    EXPECT_EQ(problems[0].name, "mr_cache_size");
+    EXPECT_EQ(problems[0].value, "-1");
+    EXPECT_EQ(problems[1].name, "progress_batch");
+    EXPECT_EQ(problems[1].allowed, "1 to 1024");
+}
+
+} // namespace

@@ -1,0 +1,122 @@
+// Provider selection against this machine's real libfabric: the stand-in
+// providers are admitted only when named; bad lists are refused with the
+// right diagnostic; the default (efa) fails cleanly where there is no EFA.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "provider_select.hpp"
+
+namespace {
+
+std::vector<std::string> g_topics;
+
+void record(const char *topic, const char *, const char *, const char *) {
+    g_topics.push_back(topic);
+}
+
+efa_core_params_t params(const char *inc, const char *exc = "") {
+    efa_core_params_t p{};
+    p.provider_include = inc;
+    p.provider_exclude = exc;
+    p.num_contexts = 1;
+    p.mr_cache_size = 16;
+    p.progress_batch = 16;
+    return p;
+}
+
+int select(const efa_core_params_t &p, efa::Selection *sel) {
+    efa::Reporter rep;
+    rep.show_help = record;
+    g_topics.clear();
+    return efa::select_provider(p, rep, sel);
+}
+
+bool has_provider(const char *name) {
+    for (const auto &n : efa::known_provider_names()) {
+        if (n == name) {
+            return true;
+        }
+    }
+    return false;
+}
+
+TEST(ProviderSelect, StandInTcpRxm) {
+    if (!has_provider("tcp;ofi_rxm")) {
+        GTEST_FAIL() << "tcp;ofi_rxm is expected on the test machines (libfabric-bin)";
+    }
+    efa::Selection sel;
+    ASSERT_EQ(select(params("tcp;ofi_rxm"), &sel), 0);
+    ASSERT_FALSE(sel.nics.empty());
+    EXPECT_STREQ(sel.nics[0]->fabric_attr->prov_name, "tcp;ofi_rxm");
+    EXPECT_TRUE(sel.caps & FI_TAGGED);
+    EXPECT_TRUE(sel.caps & FI_RMA);
+    for (auto *n : sel.nics) {
+        EXPECT_STREQ(n->fabric_attr->name, sel.nics[0]->fabric_attr->name);
+    }
+    EXPECT_TRUE(g_topics.empty());
+}
+
+TEST(ProviderSelect, ShmHasAtomics) {
+    efa::Selection sel;
+    ASSERT_EQ(select(params("shm"), &sel), 0);
+    EXPECT_TRUE(sel.caps & FI_ATOMIC);
+    EXPECT_FALSE(sel.mr_local);
+}
+
+TEST(ProviderSelect, ForcedMrLocal) {
+    auto p = params("udp;ofi_rxd");
+    p.force_mr_local = true;
+    efa::Selection sel;
+    ASSERT_EQ(select(p, &sel), 0);
+    EXPECT_TRUE(sel.mr_local);
+}
+
+TEST(ProviderSelect, UnknownNameIsRefused) {
+    efa::Selection sel;
+    EXPECT_EQ(select(params("tpc;ofi_rxm"), &sel), -FI_EINVAL);
+    ASSERT_EQ(g_topics.size(), 1u);
+    EXPECT_EQ(g_topics[0], "unknown-provider");
+}
+
+TEST(ProviderSelect, ConflictingListsAreRefused) {
+    efa::Selection sel;
+    EXPECT_EQ(select(params("shm", "tcp"), &sel), -FI_EINVAL);
+    ASSERT_EQ(g_topics.size(), 1u);
+    EXPECT_EQ(g_topics[0], "conflicting-lists");
+}
+
+TEST(ProviderSelect, DefaultIsEfaOnly) {
+    efa::Selection sel;
+    if (has_provider("efa")) {
+        ASSERT_EQ(select(params(""), &sel), 0);
+        EXPECT_STREQ(sel.nics[0]->fabric_attr->prov_name, "efa");
+        return;
+    }
+    EXPECT_EQ(select(params(""), &sel), -FI_ENODATA);
+    ASSERT_EQ(g_topics.size(), 1u);
+    EXPECT_EQ(g_topics[0], "no-efa-device");
+}
+
+TEST(ProviderSelect, NodeLocalProviderRefusedForMultiNodeJob) {
+    auto p = params("shm");
+    p.need_remote_comm = true;
+    efa::Selection sel;
+    EXPECT_EQ(select(p, &sel), -FI_ENODATA);
+    ASSERT_EQ(g_topics.size(), 1u);
+    EXPECT_EQ(g_topics[0], "no-provider-matched");
+}
+
+TEST(ProviderSelect, AbsurdParameterIsRefused) {
+    auto p = params("shm");
+    p.num_contexts = 100000;
+    efa::Selection sel;
+    EXPECT_EQ(select(p, &sel), -FI_EINVAL);
+    ASSERT_EQ(g_topics.size(), 1u);
+    EXPECT_EQ(g_topics[0], "bad-param");
+}
+
+} // namespace

@@ -1,0 +1,120 @@
+// Tag packing round trips at every boundary of both layouts, and the
+// wildcard rules (MPI_ANY_TAG never matches negative internal tags).
+#include <gtest/gtest.h>
+
+#include <climits>
+
+#include "efa_tag.h"
+
+namespace {
+
+// Would a receive (bits, ignore) match a message tagged 'msg'?  libfabric's rule.
+bool matches(uint64_t msg, uint64_t bits, uint64_t ignore) {
+    return ((msg ^ bits) & ~ignore) == 0;
+}
+
+class Layouts : public ::testing::TestWithParam<efa_tag_layout_t> {};
+
+TEST_P(Layouts, UsesAll64Bits) {
+    efa_tag_layout_t l = GetParam();
+    EXPECT_EQ(EFA_PROTO_BITS + l.cid_bits + l.src_bits + l.tag_bits, 64);
+}
+
+TEST_P(Layouts, RoundTripAtBoundaries) {
+    efa_tag_layout_t l = GetParam();
+    const int32_t tags[] = {0, 1, -1, efa_tag_max_tag(&l), efa_tag_min_tag(&l), -32, 12345};
+    const uint32_t cids[] = {0, 1, efa_tag_max_cid(&l), efa_tag_max_cid(&l) - 1};
+    const uint32_t srcs[] = {0, 1, efa_tag_max_src(&l)};
+    for (uint32_t proto : {EFA_PROTO_MSG, EFA_PROTO_SYNC, EFA_PROTO_SYNC_ACK}) {
+        for (uint32_t cid : cids) {
+            for (uint32_t src : srcs) {
+                for (int32_t tag : tags) {
+                    uint64_t bits = efa_tag_pack(&l, proto, cid, src, tag);
+                    efa_tag_envelope_t e = efa_tag_unpack(&l, bits);
+                    EXPECT_EQ(e.proto, proto);
+                    EXPECT_EQ(e.cid, cid);
+                    EXPECT_EQ(e.src, efa_tag_source_in_tag(&l) ? src : 0u);
+                    EXPECT_EQ(e.tag, tag) << "cid " << cid << " src " << src;
+                }
+            }
+        }
+    }
+}
+
+TEST_P(Layouts, FieldsDoNotBleed) {
+    efa_tag_layout_t l = GetParam();
+    // All-ones in one field leaves the others zero.
+    efa_tag_envelope_t e = efa_tag_unpack(&l, efa_tag_pack(&l, 0, efa_tag_max_cid(&l), 0, 0));
+    EXPECT_EQ(e.proto, 0u);
+    EXPECT_EQ(e.tag, 0);
+    e = efa_tag_unpack(&l, efa_tag_pack(&l, 3, 0, 0, -1));
+    EXPECT_EQ(e.cid, 0u);
+    EXPECT_EQ(e.proto, 3u);
+    EXPECT_EQ(e.tag, -1);
+}
+
+TEST_P(Layouts, TagFitsBounds) {
+    efa_tag_layout_t l = GetParam();
+    EXPECT_TRUE(efa_tag_fits(&l, efa_tag_max_tag(&l)));
+    EXPECT_TRUE(efa_tag_fits(&l, efa_tag_min_tag(&l)));
+    if (l.tag_bits < 32) {
+        EXPECT_FALSE(efa_tag_fits(&l, efa_tag_max_tag(&l) + 1));
+        EXPECT_FALSE(efa_tag_fits(&l, efa_tag_min_tag(&l) - 1));
+    }
+}
+
+TEST_P(Layouts, AnyTagMatchesNonNegativeOnly) {
+    efa_tag_layout_t l = GetParam();
+    uint64_t bits = efa_tag_pack(&l, EFA_PROTO_MSG, 7, 0, 0);
+    uint64_t ignore = efa_tag_recv_ignore(&l, true, true);
+    for (int32_t tag : {0, 1, 42, efa_tag_max_tag(&l)}) {
+        EXPECT_TRUE(matches(efa_tag_pack(&l, EFA_PROTO_MSG, 7, 3, tag), bits, ignore)) << tag;
+    }
+    for (int32_t tag : {-1, -2, -17, efa_tag_min_tag(&l)}) {
+        EXPECT_FALSE(matches(efa_tag_pack(&l, EFA_PROTO_MSG, 7, 3, tag), bits, ignore)) << tag;
+    }
+}
+
+TEST_P(Layouts, ReceivesMatchSyncButNotAcks) {
+    efa_tag_layout_t l = GetParam();
+    uint64_t bits = efa_tag_pack(&l, EFA_PROTO_MSG, 5, 2, 9);
+    uint64_t ignore = efa_tag_recv_ignore(&l, false, false);
+    EXPECT_TRUE(matches(efa_tag_pack(&l, EFA_PROTO_MSG, 5, 2, 9), bits, ignore));
+    EXPECT_TRUE(matches(efa_tag_pack(&l, EFA_PROTO_SYNC, 5, 2, 9), bits, ignore));
+    EXPECT_FALSE(matches(efa_tag_pack(&l, EFA_PROTO_SYNC_ACK, 5, 2, 9), bits, ignore));
+    // Another communicator or tag never matches.
+    EXPECT_FALSE(matches(efa_tag_pack(&l, EFA_PROTO_MSG, 6, 2, 9), bits, ignore));
+    EXPECT_FALSE(matches(efa_tag_pack(&l, EFA_PROTO_MSG, 5, 2, 10), bits, ignore));
+}
+
+TEST_P(Layouts, SourceFieldOnlyWhenInTag) {
+    efa_tag_layout_t l = GetParam();
+    uint64_t bits = efa_tag_pack(&l, EFA_PROTO_MSG, 5, 2, 9);
+    uint64_t other_src = efa_tag_pack(&l, EFA_PROTO_MSG, 5, 3, 9);
+    uint64_t exact = efa_tag_recv_ignore(&l, false, false);
+    uint64_t any = efa_tag_recv_ignore(&l, true, false);
+    EXPECT_EQ(matches(other_src, bits, exact), !efa_tag_source_in_tag(&l));
+    EXPECT_TRUE(matches(other_src, bits, any));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tag, Layouts,
+                         ::testing::Values(EFA_TAG_LAYOUT_WITH_CQ_DATA,
+                                           EFA_TAG_LAYOUT_WITHOUT_CQ_DATA));
+
+TEST(TagLayout, WithCqDataReachesMpiIntMax) {
+    efa_tag_layout_t l = EFA_TAG_LAYOUT_WITH_CQ_DATA;
+    EXPECT_EQ(efa_tag_max_tag(&l), INT_MAX);
+    EXPECT_EQ(efa_tag_min_tag(&l), INT_MIN);
+    EXPECT_EQ(efa_tag_max_cid(&l), (1u << 30) - 1);
+    EXPECT_FALSE(efa_tag_source_in_tag(&l));
+}
+
+TEST(TagLayout, WithoutCqDataLimits) {
+    efa_tag_layout_t l = EFA_TAG_LAYOUT_WITHOUT_CQ_DATA;
+    EXPECT_EQ(efa_tag_max_tag(&l), (1 << 23) - 1);
+    EXPECT_GE(efa_tag_max_tag(&l), 32767); // MPI's minimum for MPI_TAG_UB
+    EXPECT_EQ(efa_tag_max_src(&l), (1u << 22) - 1);
+    EXPECT_EQ(efa_tag_max_cid(&l), 65535u);
+}
+
+} // namespace
