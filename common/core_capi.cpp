@@ -1,10 +1,15 @@
 // The hot path: posting tagged operations and draining completion queues.
 //
-// Every post retries -FI_EAGAIN after driving progress: a full provider
-// queue only delays an operation; it is never dropped.  Completions are
-// read into a local batch and dispatched with no lock held, so a callback
-// may post new operations (a synchronous-send acknowledgement, say) or
-// drive progress itself.
+// A post that finds the provider's queue full (-FI_EAGAIN; shm says
+// -FI_ENOMEM) is not spun on: spinning in a receive post could deadlock two
+// processes that each wait for the other to send.  It joins the context's
+// backlog and progress posts it later, in order; the caller sees success.
+// Completions are read into a local batch and dispatched with no lock held,
+// so a callback may post new operations (a synchronous-send
+// acknowledgement, say) or drive progress itself.
+#include <cstring>
+#include <memory>
+
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
@@ -12,20 +17,64 @@
 
 namespace {
 
-template <typename Post> inline int post_with_retry(efa_ctx *ctx, Post post) {
-    for (;;) {
+inline bool queue_full(ssize_t rc) { return rc == -FI_EAGAIN || rc == -FI_ENOMEM; }
+
+template <typename Post> int submit(efa_ctx *ctx, efa_op_t *op, Post post) {
+    if (ctx->backlog_size.load(std::memory_order_acquire) == 0) {
         ssize_t rc = post();
-        if (rc != -FI_EAGAIN) {
+        if (!queue_full(rc)) {
             return static_cast<int>(rc);
         }
-        efa_core_progress(ctx->core);
+    }
+    std::lock_guard<std::mutex> guard(ctx->backlog_lock);
+    ctx->deferred_posts.fetch_add(1, std::memory_order_relaxed);
+    ctx->backlog.push_back(efa::Deferred{op, std::function<ssize_t()>(post)});
+    ctx->backlog_size.fetch_add(1, std::memory_order_release);
+    return 0;
+}
+
+// Post what the backlog holds, oldest first, until the provider is full again.
+void flush_backlog(efa_ctx *ctx) {
+    if (ctx->backlog_size.load(std::memory_order_acquire) == 0) {
+        return;
+    }
+    std::vector<efa_op_t *> failed;
+    std::vector<int> errors;
+    {
+        std::unique_lock<std::mutex> guard(ctx->backlog_lock, std::try_to_lock);
+        if (!guard.owns_lock()) {
+            return; // another thread is at it
+        }
+        while (!ctx->backlog.empty()) {
+            ssize_t rc = ctx->backlog.front().post();
+            if (queue_full(rc)) {
+                break;
+            }
+            efa_op_t *op = ctx->backlog.front().op;
+            ctx->backlog.pop_front();
+            ctx->backlog_size.fetch_sub(1, std::memory_order_release);
+            if (rc != 0 && op) {
+                failed.push_back(op);
+                errors.push_back(static_cast<int>(rc));
+            }
+        }
+    }
+    for (size_t i = 0; i < failed.size(); ++i) {
+        efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0};
+        failed[i]->complete(failed[i], &cqe);
     }
 }
 
-inline void dispatch_error(fid_cq *cq) {
+void dispatch_error(efa_ctx *ctx) {
     fi_cq_err_entry err = {};
-    if (fi_cq_readerr(cq, &err, 0) < 0) {
+    if (fi_cq_readerr(ctx->cq, &err, 0) < 0) {
         return;
+    }
+    if (err.err != FI_ECANCELED && err.err != FI_ENOMSG && ctx->core->rep.verbosity >= 10) {
+        char buf[256];
+        const char *prov = fi_cq_strerror(ctx->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
+        ctx->core->rep.say(10, std::string("completion error: ") + fi_strerror(err.err) + " (" +
+                                   (prov ? prov : "") + ")");
     }
     auto *op = static_cast<efa_op_t *>(err.op_context);
     if (!op) {
@@ -59,7 +108,7 @@ inline int drain(efa_ctx *ctx, int batch) {
         return static_cast<int>(n);
     }
     if (n == -FI_EAVAIL) {
-        dispatch_error(ctx->cq);
+        dispatch_error(ctx);
         return 1;
     }
     return 0;
@@ -73,64 +122,103 @@ int efa_core_progress(efa_core_t *core) {
     int events = 0;
     const int n = core->nic->num_contexts();
     for (int i = 0; i < n; ++i) {
-        events += drain(core->nic->ctx(i), core->progress_batch);
+        efa_ctx *ctx = core->nic->ctx(i);
+        events += drain(ctx, core->progress_batch);
+        flush_backlog(ctx);
     }
     return events;
 }
 
 int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                   uint64_t tag, uint64_t data, efa_op_t *op) {
+    fid_ep *ep = ctx->ep;
+    void *context = &op->fi_ctx;
     if (ctx->use_cq_data) {
-        return post_with_retry(ctx, [&] {
-            return fi_tsenddata(ctx->ep, buf, len, desc, data, dest, tag, &op->fi_ctx);
+        return submit(ctx, op, [=] {
+            return fi_tsenddata(ep, buf, len, desc, data, dest, tag, context);
         });
     }
-    return post_with_retry(ctx,
-                           [&] { return fi_tsend(ctx->ep, buf, len, desc, dest, tag, &op->fi_ctx); });
+    return submit(ctx, op, [=] { return fi_tsend(ep, buf, len, desc, dest, tag, context); });
 }
 
 int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
                     uint64_t data) {
-    if (ctx->use_cq_data) {
-        return post_with_retry(
-            ctx, [&] { return fi_tinjectdata(ctx->ep, buf, len, data, dest, tag); });
+    fid_ep *ep = ctx->ep;
+    const bool use_data = ctx->use_cq_data;
+    auto inject = [=](const void *b) {
+        return use_data ? fi_tinjectdata(ep, b, len, data, dest, tag)
+                        : fi_tinject(ep, b, len, dest, tag);
+    };
+    if (ctx->backlog_size.load(std::memory_order_acquire) == 0) {
+        ssize_t rc = inject(buf);
+        if (!queue_full(rc)) {
+            return static_cast<int>(rc);
+        }
     }
-    return post_with_retry(ctx, [&] { return fi_tinject(ctx->ep, buf, len, dest, tag); });
+    // The caller may reuse its buffer as soon as we return: keep a copy.
+    auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t *>(buf),
+                                                       static_cast<const uint8_t *>(buf) + len);
+    return submit(ctx, nullptr, [=] { return inject(copy->data()); });
 }
 
 int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
                   uint64_t ignore, efa_op_t *op) {
-    return post_with_retry(
-        ctx, [&] { return fi_trecv(ctx->ep, buf, len, desc, src, tag, ignore, &op->fi_ctx); });
+    fid_ep *ep = ctx->ep;
+    void *context = &op->fi_ctx;
+    return submit(ctx, op,
+                  [=] { return fi_trecv(ep, buf, len, desc, src, tag, ignore, context); });
 }
 
 int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, bool claim,
                   efa_op_t *op) {
-    fi_msg_tagged msg = {};
-    msg.addr = src;
-    msg.tag = tag;
-    msg.ignore = ignore;
-    msg.context = &op->fi_ctx;
-    uint64_t flags = FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0);
-    return post_with_retry(ctx, [&] { return fi_trecvmsg(ctx->ep, &msg, flags); });
+    fid_ep *ep = ctx->ep;
+    const uint64_t flags = FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0);
+    return submit(ctx, op, [=] {
+        fi_msg_tagged msg = {};
+        msg.addr = src;
+        msg.tag = tag;
+        msg.ignore = ignore;
+        msg.context = &op->fi_ctx;
+        return fi_trecvmsg(ep, &msg, flags);
+    });
 }
 
 int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uint64_t tag,
                           uint64_t ignore, efa_op_t *op) {
-    iovec iov = {buf, len};
-    fi_msg_tagged msg = {};
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
-    msg.addr = FI_ADDR_UNSPEC;
-    msg.tag = tag;
-    msg.ignore = ignore;
-    msg.context = &op->fi_ctx;
-    return post_with_retry(
-        ctx, [&] { return fi_trecvmsg(ctx->ep, &msg, FI_CLAIM | FI_COMPLETION); });
+    fid_ep *ep = ctx->ep;
+    return submit(ctx, op, [=] {
+        iovec iov = {buf, len};
+        void *d = desc;
+        fi_msg_tagged msg = {};
+        msg.msg_iov = &iov;
+        msg.desc = &d;
+        msg.iov_count = 1;
+        msg.addr = FI_ADDR_UNSPEC;
+        msg.tag = tag;
+        msg.ignore = ignore;
+        msg.context = &op->fi_ctx;
+        return fi_trecvmsg(ep, &msg, FI_CLAIM | FI_COMPLETION);
+    });
 }
 
 int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
+    bool found = false;
+    if (ctx->backlog_size.load(std::memory_order_acquire) > 0) {
+        std::lock_guard<std::mutex> guard(ctx->backlog_lock);
+        for (auto it = ctx->backlog.begin(); it != ctx->backlog.end(); ++it) {
+            if (it->op == op) {
+                ctx->backlog.erase(it);
+                ctx->backlog_size.fetch_sub(1, std::memory_order_release);
+                found = true;
+                break;
+            }
+        }
+    }
+    if (found) { // never reached the provider: cancelled here
+        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0};
+        op->complete(op, &cqe);
+        return 0;
+    }
     return static_cast<int>(fi_cancel(&ctx->ep->fid, &op->fi_ctx));
 }
 

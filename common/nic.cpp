@@ -76,7 +76,9 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *c
     }
     nic->av_.reset(av);
 
-    nic->ctxs_.resize(num_contexts);
+    for (int i = 0; i < num_contexts; ++i) {
+        nic->ctxs_.push_back(std::make_unique<efa_ctx>());
+    }
     for (int i = 0; i < num_contexts; ++i) {
         fi_cq_attr cq_attr = {};
         cq_attr.format = FI_CQ_FORMAT_TAGGED;
@@ -116,7 +118,7 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *c
             *err = fail(rep, "fi_getname", rc, info);
             return nullptr;
         }
-        efa_ctx &c = nic->ctxs_[i];
+        efa_ctx &c = *nic->ctxs_[i];
         c.ep = ep;
         c.cq = cq;
         c.core = core;

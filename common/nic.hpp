@@ -2,13 +2,26 @@
 // (contexts) the process drives on it.  The MTL and the BTL share it.
 #pragma once
 
+#include <atomic>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "efa_core.h"
 #include "fi_handles.hpp"
 #include "provider_select.hpp"
+
+namespace efa {
+// An operation the provider refused for lack of queue space, kept in order
+// and posted again from progress.
+struct Deferred {
+    efa_op_t *op = nullptr; // completes with an error if the late post fails; null for injects
+    std::function<ssize_t()> post;
+};
+} // namespace efa
 
 // The C-visible context: one endpoint and its completion queue.
 struct efa_ctx {
@@ -17,6 +30,13 @@ struct efa_ctx {
     efa_core *core = nullptr;
     int index = 0;
     bool use_cq_data = false; // send the source rank as remote CQ data
+
+    // Posts that found the provider's queue full.  While it is non-empty,
+    // every new post on this context joins it, so order is kept.
+    std::mutex backlog_lock;
+    std::deque<efa::Deferred> backlog;
+    std::atomic<size_t> backlog_size{0};
+    std::atomic<uint64_t> deferred_posts{0}; // statistics: posts that found the queue full
 };
 
 namespace efa {
@@ -36,7 +56,7 @@ class Nic {
     fid_domain *domain() const { return domain_.get(); }
     fid_av *av() const { return av_.get(); }
     int num_contexts() const { return static_cast<int>(ctxs_.size()); }
-    efa_ctx *ctx(int i) { return &ctxs_[i]; }
+    efa_ctx *ctx(int i) { return ctxs_[i].get(); }
     size_t addr_len() const { return addr_len_; }
     // Endpoint names, num_contexts * addr_len bytes.
     const std::vector<uint8_t> &names() const { return names_; }
@@ -49,7 +69,7 @@ class Nic {
     AvPtr av_;
     std::vector<EpPtr> eps_;
     std::vector<CqPtr> cqs_;
-    std::vector<efa_ctx> ctxs_;
+    std::vector<std::unique_ptr<efa_ctx>> ctxs_;
     size_t addr_len_ = 0;
     std::vector<uint8_t> names_;
 };
