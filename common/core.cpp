@@ -4,9 +4,12 @@
 #include <cstring>
 #include <mutex>
 
+#include <sys/mman.h>
+
 #include <hwloc.h>
 #include <rdma/fi_errno.h>
 
+#include "efa_core_msg.h"
 #include "efa_params.hpp"
 #include "nic_select.hpp"
 
@@ -98,6 +101,45 @@ size_t choose_nic(const Selection &sel, const efa_core_params_t &p, std::string 
     return index;
 }
 
+// The stand-in providers mishandle truncation (see efa_ctx): give each
+// context an overflow area.  Untouched pages cost nothing, so it can be
+// large; efa reports truncation as libfabric specifies and gets none.
+constexpr size_t kOverflowBytes = 4u << 20;
+
+void open_overflow_areas(efa_core *core) {
+    const fi_info *ni = core->nic->info();
+    if (std::string(ni->fabric_attr->prov_name).rfind("efa", 0) == 0 ||
+        ni->rx_attr->iov_limit < 2) {
+        return;
+    }
+    for (int i = 0; i < core->nic->num_contexts(); ++i) {
+        void *base = mmap(nullptr, kOverflowBytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (base == MAP_FAILED) {
+            return; // not fatal: truncation is then the provider's to handle
+        }
+        MrRegistration reg;
+        if (core->selection.mr_local &&
+            core->mr_backend->reg(base, kOverflowBytes, FI_RECV, &reg) != 0) {
+            munmap(base, kOverflowBytes);
+            return;
+        }
+        core->overflow_areas.push_back({base, kOverflowBytes, reg});
+        efa_ctx *ctx = core->nic->ctx(i);
+        ctx->overflow_buf = base;
+        ctx->overflow_len = kOverflowBytes;
+        ctx->overflow_desc = reg.desc;
+    }
+}
+
+void close_overflow_areas(efa_core *core) {
+    for (auto &a : core->overflow_areas) {
+        core->mr_backend->dereg(a.reg);
+        munmap(a.base, a.len);
+    }
+    core->overflow_areas.clear();
+}
+
 int open_core(efa_core *core) {
     int err = select_provider(core->params, core->rep, &core->selection);
     if (err) {
@@ -120,6 +162,7 @@ int open_core(efa_core *core) {
     core->mr_cache = std::make_unique<MrCache>(*core->mr_backend,
                                                static_cast<size_t>(core->params.mr_cache_size));
     core->progress_batch = core->params.progress_batch;
+    open_overflow_areas(core);
 
     efa_core_info_t &in = core->info;
     in.provider = ni->fabric_attr->prov_name;
@@ -137,6 +180,9 @@ int open_core(efa_core *core) {
     in.mr_virt_addr = (ni->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
     in.mr_prov_key = (ni->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
     in.tag_layout = core->layout;
+    if ((err = efa_core_msg_open(core))) {
+        return err;
+    }
 
     BlobHeader h{kBlobMagic, kBlobVersion, 1, static_cast<uint16_t>(core->nic->num_contexts()),
                  static_cast<uint16_t>(core->nic->addr_len())};
@@ -197,10 +243,19 @@ void efa_core_release(efa_core_t *core) {
     if (!core || --core->refcount > 0) {
         return;
     }
+    for (int i = 0; i < core->nic->num_contexts(); ++i) {
+        uint64_t n = core->nic->ctx(i)->deferred_posts.load();
+        if (n) {
+            core->rep.say(10, "context " + std::to_string(i) + ": " + std::to_string(n) +
+                                  " posts waited for provider queue space");
+        }
+    }
     for (auto &kv : core->peers) {
         free(kv.second.peer);
     }
     core->peers.clear();
+    efa_core_msg_close(core);
+    close_overflow_areas(core);
     core->mr_cache.reset(); // deregisters before the domain closes
     core->mr_backend.reset();
     core->nic.reset();

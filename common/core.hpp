@@ -32,6 +32,8 @@ class FiMrBackend : public MrBackend {
 
 } // namespace efa
 
+struct efa_msg_pool; // core_msg.cpp: untagged receive buffers (btl_efa)
+
 struct efa_core {
     efa_core_params_t params{};
     std::string include_str, exclude_str; // own the strings params point to
@@ -54,4 +56,14 @@ struct efa_core {
     std::map<std::vector<uint8_t>, PeerEntry> peers;
 
     int progress_batch = 16;
+
+    // Per-context overflow areas of the stand-in providers (see efa_ctx).
+    struct OverflowArea {
+        void *base;
+        size_t len;
+        efa::MrRegistration reg;
+    };
+    std::vector<OverflowArea> overflow_areas;
+
+    efa_msg_pool *msg_pool = nullptr;
 };

@@ -70,6 +70,8 @@ void dispatch_error(efa_ctx *ctx) {
     if (fi_cq_readerr(ctx->cq, &err, 0) < 0) {
         return;
     }
+    // The manual says positive; shm (1.17) reports some negative.
+    err.err = err.err < 0 ? -err.err : err.err;
     if (err.err != FI_ECANCELED && err.err != FI_ENOMSG && ctx->core->rep.verbosity >= 10) {
         char buf[256];
         const char *prov = fi_cq_strerror(ctx->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
@@ -165,6 +167,15 @@ int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t s
                   uint64_t ignore, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     void *context = &op->fi_ctx;
+    if (ctx->overflow_buf) {
+        void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
+        size_t olen = ctx->overflow_len;
+        return submit(ctx, op, [=] {
+            iovec iov[2] = {{buf, len}, {obuf, olen}};
+            void *descs[2] = {desc, odesc};
+            return fi_trecvv(ep, iov, descs, 2, src, tag, ignore, context);
+        });
+    }
     return submit(ctx, op,
                   [=] { return fi_trecv(ep, buf, len, desc, src, tag, ignore, context); });
 }
@@ -186,13 +197,15 @@ int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, 
 int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uint64_t tag,
                           uint64_t ignore, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
+    size_t olen = ctx->overflow_len;
     return submit(ctx, op, [=] {
-        iovec iov = {buf, len};
-        void *d = desc;
+        iovec iov[2] = {{buf, len}, {obuf, olen}};
+        void *d[2] = {desc, odesc};
         fi_msg_tagged msg = {};
-        msg.msg_iov = &iov;
-        msg.desc = &d;
-        msg.iov_count = 1;
+        msg.msg_iov = iov;
+        msg.desc = d;
+        msg.iov_count = obuf ? 2 : 1;
         msg.addr = FI_ADDR_UNSPEC;
         msg.tag = tag;
         msg.ignore = ignore;

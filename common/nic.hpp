@@ -31,6 +31,15 @@ struct efa_ctx {
     int index = 0;
     bool use_cq_data = false; // send the source rank as remote CQ data
 
+    // Receives carry a second iov into this scratch area when set: a message
+    // longer than the user's buffer then overflows here instead of making
+    // the provider truncate, which some stand-ins handle badly (tcp;ofi_rxm
+    // drops the connection, udp;ofi_rxd truncates silently).  The owner
+    // sees the truncation as a length beyond its buffer.
+    void *overflow_buf = nullptr;
+    size_t overflow_len = 0;
+    void *overflow_desc = nullptr;
+
     // Posts that found the provider's queue full.  While it is non-empty,
     // every new post on this context joins it, so order is kept.
     std::mutex backlog_lock;

@@ -51,7 +51,9 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         }
     } else {
         fill_status(status, cqe);
-        if (-FI_ETRUNC == cqe->err) {
+        /* Truncation shows either as the provider's error or, where the
+         * core posted an overflow area, as a length beyond the buffer. */
+        if (-FI_ETRUNC == cqe->err || (0 == cqe->err && cqe->len > req->length)) {
             status->MPI_ERROR = MPI_ERR_TRUNCATE;
             status->_ucount = req->length; /* what the buffer held */
         } else if (cqe->err) {
@@ -61,7 +63,7 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
             }
         }
         if (EFA_PROTO_SYNC == efa_tag_unpack(&ompi_mtl_efa.layout, cqe->tag).proto &&
-            (0 == cqe->err || -FI_ETRUNC == cqe->err)) {
+            (OMPI_SUCCESS == status->MPI_ERROR || MPI_ERR_TRUNCATE == status->MPI_ERROR)) {
             send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG);
         }
         ompi_mtl_datatype_unpack(req->convertor, req->buffer, status->_ucount);

@@ -24,7 +24,9 @@ static void send_finish_one(mca_mtl_efa_request_t *req) {
 }
 
 static void note_error(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
-    if (cqe->err && OMPI_SUCCESS == req->error) {
+    /* A receiver that truncates the message is its own error; some
+     * providers (tcp;ofi_rxm rendezvous) report it to the sender too. */
+    if (cqe->err && -FI_ETRUNC != cqe->err && OMPI_SUCCESS == req->error) {
         req->error = mca_common_efa_fi_to_opal(cqe->err);
         if (OMPI_SUCCESS == req->error) {
             req->error = OMPI_ERROR;

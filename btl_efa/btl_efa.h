@@ -1,0 +1,167 @@
+/*
+ * btl_efa: the byte transfer layer over the shared EFA core.
+ *
+ * Everything travels as untagged messages of the core (the MTL owns the
+ * tagged queue).  Two-sided fragments carry the active-message tag;
+ * one-sided operations (put, get, atomics) are requests executed by the
+ * target's progress against its own table of registrations, which refuses
+ * anything outside a registered range or its access rights.  Operations on
+ * the process's own memory take the same checked path, inline; atomics
+ * always use CPU atomic instructions on the target memory, so they are
+ * coherent with the process's own CPU atomics (MCA_BTL_ATOMIC_SUPPORTS_GLOB).
+ */
+#ifndef MCA_BTL_EFA_H
+#define MCA_BTL_EFA_H
+
+#include "opal_config.h"
+
+#include "opal/class/opal_hash_table.h"
+#include "opal/class/opal_list.h"
+#include "opal/mca/btl/btl.h"
+#include "opal/mca/btl/base/base.h"
+#include "opal/threads/mutex.h"
+
+#include "common/common_efa.h"
+#include "common/efa_core_msg.h"
+
+BEGIN_C_DECLS
+
+/* Wire format.  Peers of one job share the architecture (no byte swap). */
+enum {
+    EFA_BTL_MSG_AM = 1, /* two-sided fragment: hdr + payload */
+    EFA_BTL_MSG_PUT,    /* rma + payload, answered by RESP */
+    EFA_BTL_MSG_GET,    /* rma, answered by RESP + data */
+    EFA_BTL_MSG_ATOMIC, /* rma (op, operands), answered by RESP (+ old value) */
+    EFA_BTL_MSG_RESP,   /* rma.status, rma.operand: fetched value, + data for GET */
+};
+
+typedef struct efa_btl_hdr {
+    uint8_t type;
+    uint8_t tag; /* active-message tag (AM) */
+    uint16_t pad;
+    uint32_t len; /* payload bytes after the headers */
+    uint64_t src; /* the sender's opal_process_name_t */
+} efa_btl_hdr_t;
+
+typedef struct efa_btl_rma {
+    uint64_t req;      /* initiator's request, echoed in the response */
+    uint64_t addr;     /* target address */
+    uint64_t key;      /* target's registration key */
+    uint64_t len;      /* bytes to put/get */
+    uint64_t offset;   /* of this chunk within the request's local buffer */
+    uint64_t operand;  /* atomics: operand; RESP: fetched value */
+    uint64_t operand2; /* compare-and-swap: the new value */
+    uint32_t op;       /* atomic op (mca_btl_base_atomic_op_t, 0x100: cswap) */
+    int32_t status;    /* RESP: OPAL status */
+    uint32_t flags;    /* atomics: MCA_BTL_ATOMIC_FLAG_32BIT */
+    uint32_t pad;
+} efa_btl_rma_t;
+
+#define EFA_BTL_OP_CSWAP 0x100
+
+/* Self-contained registration handle: osc/rdma copies it to the peers. */
+struct mca_btl_base_registration_handle_t {
+    uint64_t base; /* registered range as requested */
+    uint64_t len;
+    uint64_t key;    /* this process's registration key (checked by the target) */
+    uint64_t fi_key; /* libfabric key of the MR (for native RMA) */
+    uint32_t access; /* MCA_BTL_REG_FLAG_* */
+    uint32_t pad;
+};
+
+/* Target-side record of a registration, keyed by handle.key. */
+typedef struct efa_btl_reg {
+    struct mca_btl_base_registration_handle_t handle; /* what was handed out */
+    efa_mr_t *mr;
+} efa_btl_reg_t;
+
+struct mca_btl_base_endpoint_t {
+    opal_process_name_t name;
+    opal_proc_t *proc;
+    efa_peer_t *peer;
+    fi_addr_t addr;
+    bool is_self;
+    volatile int32_t outstanding; /* one-sided operations not yet completed */
+};
+typedef struct mca_btl_base_endpoint_t mca_btl_efa_endpoint_t;
+
+/* A send fragment: the buffer begins with efa_btl_hdr_t. */
+typedef struct efa_btl_frag {
+    efa_op_t op; /* first: the core hands it back */
+    mca_btl_base_descriptor_t base;
+    mca_btl_base_segment_t segment;
+    struct efa_btl_frag *next; /* free list or pending queue */
+    mca_btl_efa_endpoint_t *endpoint;
+    fi_addr_t dest;
+    void *desc;
+    size_t send_len;
+    bool user;                    /* a two-sided descriptor handed to the upper layer */
+    struct efa_btl_rdma_req *req; /* a one-sided request chunk: fails the request on error */
+    uint8_t *buf;
+} efa_btl_frag_t;
+
+/* An initiator's one-sided operation (split into chunks). */
+typedef struct efa_btl_rdma_req {
+    struct efa_btl_rdma_req *next;
+    mca_btl_efa_endpoint_t *endpoint;
+    void *local_address;
+    struct mca_btl_base_registration_handle_t *local_handle;
+    mca_btl_base_rdma_completion_fn_t cbfunc;
+    void *cbcontext, *cbdata;
+    int type;
+    int remaining; /* chunks not yet answered */
+    int status;
+    size_t size;
+} efa_btl_rdma_req_t;
+
+typedef struct mca_btl_efa_module {
+    mca_btl_base_module_t super;
+    efa_core_t *core;
+    efa_ctx_t *ctx;
+    opal_mutex_t lock;           /* free lists, pending queue, tables */
+    opal_hash_table_t endpoints; /* name (uint64) -> endpoint */
+    opal_hash_table_t regs;      /* key -> efa_btl_reg_t */
+    uint64_t next_key;
+    efa_btl_frag_t *free_frags;
+    efa_btl_frag_t *pending_head, *pending_tail; /* sends that met a full queue */
+    void **slabs;
+    int num_slabs;
+    size_t frag_size;             /* bytes of one fragment buffer */
+    size_t rma_chunk;             /* payload bytes per put/get chunk */
+    volatile int32_t outstanding; /* one-sided operations in flight, all endpoints */
+    uint64_t my_name;
+    int refused; /* requests refused (for the first few, a warning) */
+} mca_btl_efa_module_t;
+
+typedef struct mca_btl_efa_component {
+    mca_btl_base_component_3_0_0_t super;
+    int priority;
+    int verbose;
+    int debug_corrupt_offset; /* testing: shift remote addresses of puts and atomics */
+} mca_btl_efa_component_t;
+
+OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
+extern mca_btl_efa_module_t mca_btl_efa_module;
+
+/* btl_efa_module.c */
+int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core);
+efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl);
+void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
+int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
+int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
+mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
+                                                     opal_proc_t *proc);
+void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
+
+/* btl_efa_rdma.c */
+void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, struct efa_btl_rdma_req *req,
+                                 int status);
+void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
+                                 const efa_btl_rma_t *rma, const void *payload);
+void mca_btl_efa_rdma_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
+                                  const void *payload, size_t len);
+void mca_btl_efa_rdma_module_setup(mca_btl_efa_module_t *btl);
+void mca_btl_efa_rdma_module_fini(mca_btl_efa_module_t *btl);
+
+END_C_DECLS
+#endif

@@ -1,0 +1,133 @@
+/*
+ * btl_efa component: parameters, selection and module creation.
+ */
+#include "btl_efa.h"
+
+#include <stdlib.h>
+
+#include "ompi/mca/rte/rte.h"
+#include "opal/util/output.h"
+
+static int efa_component_register(void);
+static int efa_component_open(void);
+static int efa_component_close(void);
+static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_progress_threads,
+                                                  bool enable_mpi_threads);
+static int efa_component_progress(void);
+
+mca_btl_efa_component_t mca_btl_efa_component = {
+    .super =
+        {
+            .btl_version =
+                {
+                    MCA_BTL_DEFAULT_VERSION("efa"),
+                    .mca_open_component = efa_component_open,
+                    .mca_close_component = efa_component_close,
+                    .mca_register_component_params = efa_component_register,
+                },
+            .btl_data = {MCA_BASE_METADATA_PARAM_CHECKPOINT},
+            .btl_init = efa_component_init,
+            .btl_progress = efa_component_progress,
+        },
+};
+
+/* Does the job span nodes?  Then a node-local provider (shm) cannot serve it. */
+static bool job_spans_nodes(void) {
+    return ompi_process_info.num_procs > (orte_vpid_t)(opal_process_info.num_local_peers + 1);
+}
+
+static int efa_component_register(void) {
+    mca_btl_base_module_t *m = &mca_btl_efa_module.super;
+
+    mca_btl_efa_component.debug_corrupt_offset = 0;
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "debug_corrupt_offset",
+        "Testing only: add this many bytes to the remote address of every put and atomic, so "
+        "that the target's registration check can be seen refusing them (0: off)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.debug_corrupt_offset);
+
+    /* Defaults; mca_btl_base_param_register makes each a btl_efa_* parameter.
+     * On one node the shared-memory BTL must win: a lower exclusivity than
+     * vader's (bml/r2 sends through the most exclusive BTL) and a higher
+     * latency (osc/rdma picks the lowest latency among the BTLs that reach
+     * every peer), see Open MPI issue 12255. */
+    m->btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
+    m->btl_latency = 10;
+    m->btl_bandwidth = 5000;
+    m->btl_eager_limit = 8 * 1024;
+    m->btl_rndv_eager_limit = 8 * 1024;
+    m->btl_max_send_size = 60 * 1024;
+    m->btl_rdma_pipeline_send_length = 256 * 1024;
+    m->btl_rdma_pipeline_frag_size = 1024 * 1024;
+    m->btl_min_rdma_pipeline_size = 256 * 1024;
+    m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
+                   MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH;
+    m->btl_atomic_flags =
+        MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_AND | MCA_BTL_ATOMIC_SUPPORTS_OR |
+        MCA_BTL_ATOMIC_SUPPORTS_XOR | MCA_BTL_ATOMIC_SUPPORTS_LAND | MCA_BTL_ATOMIC_SUPPORTS_LOR |
+        MCA_BTL_ATOMIC_SUPPORTS_LXOR | MCA_BTL_ATOMIC_SUPPORTS_SWAP | MCA_BTL_ATOMIC_SUPPORTS_MIN |
+        MCA_BTL_ATOMIC_SUPPORTS_MAX | MCA_BTL_ATOMIC_SUPPORTS_32BIT |
+        MCA_BTL_ATOMIC_SUPPORTS_CSWAP | MCA_BTL_ATOMIC_SUPPORTS_GLOB;
+    m->btl_registration_handle_size = sizeof(struct mca_btl_base_registration_handle_t);
+    /* Any size: larger operations are split into chunks internally. */
+    m->btl_put_limit = SIZE_MAX;
+    m->btl_get_limit = SIZE_MAX;
+    m->btl_put_alignment = 0;
+    m->btl_get_alignment = 0;
+    /* Local buffers are copied, never accessed by the NIC: no registration. */
+    m->btl_put_local_registration_threshold = SIZE_MAX;
+    m->btl_get_local_registration_threshold = SIZE_MAX;
+
+    (void)mca_btl_base_param_register(&mca_btl_efa_component.super.btl_version, m);
+    return mca_common_efa_register_params(&mca_btl_efa_component.super.btl_version);
+}
+
+static int efa_component_open(void) {
+    return OPAL_SUCCESS;
+}
+
+static int efa_component_close(void) {
+    return OPAL_SUCCESS;
+}
+
+static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_progress_threads,
+                                                  bool enable_mpi_threads) {
+    int rc;
+    (void)enable_progress_threads;
+    *num_btls = 0;
+    bool asked = mca_common_efa_explicitly_requested("opal", "btl");
+    if (OPAL_SUCCESS != mca_common_efa_probe(asked, job_spans_nodes())) {
+        return NULL;
+    }
+    efa_core_t *core = mca_common_efa_acquire(enable_mpi_threads, job_spans_nodes(), &rc);
+    if (NULL == core) {
+        return NULL;
+    }
+    mca_btl_base_module_t **btls = malloc(sizeof(*btls));
+    if (NULL == btls) {
+        mca_common_efa_release(core);
+        return NULL;
+    }
+    if (OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core)) {
+        free(btls);
+        mca_common_efa_release(core);
+        return NULL;
+    }
+    const efa_core_info_t *info = efa_core_get_info(core);
+    opal_output_verbose(1, mca_common_efa_output,
+                        "btl:efa: provider %s; one-sided operations as messages executed by the "
+                        "target; eager %zu, max send %zu, rma chunk %zu",
+                        info->provider, mca_btl_efa_module.super.btl_eager_limit,
+                        mca_btl_efa_module.super.btl_max_send_size, mca_btl_efa_module.rma_chunk);
+    btls[0] = &mca_btl_efa_module.super;
+    *num_btls = 1;
+    return btls;
+}
+
+static int efa_component_progress(void) {
+    if (NULL == mca_btl_efa_module.core) {
+        return 0;
+    }
+    return mca_btl_efa_drain_pending(&mca_btl_efa_module);
+}

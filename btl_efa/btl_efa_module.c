@@ -1,0 +1,587 @@
+/*
+ * btl_efa module: endpoints, fragments and the two-sided path.
+ */
+#include "btl_efa.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "opal/class/opal_bitmap.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+#define FRAGS_PER_SLAB 16
+
+typedef struct efa_btl_slab {
+    efa_btl_frag_t *frags;
+    uint8_t *bufs;
+    efa_mr_t *mr;
+} efa_btl_slab_t;
+
+static uint64_t name_key(const opal_process_name_t *name) {
+    uint64_t key;
+    memcpy(&key, name, sizeof(key));
+    return key;
+}
+
+/* ---- fragments ---- */
+
+static void frag_complete(efa_op_t *op, const efa_cqe_t *cqe);
+
+static int grow(mca_btl_efa_module_t *btl) {
+    efa_btl_slab_t *slab = calloc(1, sizeof(*slab));
+    void **slabs = realloc(btl->slabs, sizeof(void *) * (size_t)(btl->num_slabs + 1));
+    if (NULL == slab || NULL == slabs) {
+        free(slab);
+        if (slabs) {
+            btl->slabs = slabs;
+        }
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    btl->slabs = slabs;
+    slab->frags = calloc(FRAGS_PER_SLAB, sizeof(efa_btl_frag_t));
+    if (NULL == slab->frags ||
+        0 != posix_memalign((void **)&slab->bufs, 4096, FRAGS_PER_SLAB * btl->frag_size)) {
+        free(slab->frags);
+        free(slab);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    if (efa_core_get_info(btl->core)->mr_local) {
+        int err = 0;
+        slab->mr = efa_core_mr_acquire(btl->core, slab->bufs, FRAGS_PER_SLAB * btl->frag_size,
+                                       FI_SEND | FI_RECV | FI_READ | FI_WRITE, &err);
+        if (NULL == slab->mr) {
+            free(slab->bufs);
+            free(slab->frags);
+            free(slab);
+            return mca_common_efa_fi_to_opal(err);
+        }
+    }
+    for (int i = 0; i < FRAGS_PER_SLAB; ++i) {
+        efa_btl_frag_t *frag = &slab->frags[i];
+        OBJ_CONSTRUCT(&frag->base, mca_btl_base_descriptor_t);
+        frag->op.complete = frag_complete;
+        frag->buf = slab->bufs + (size_t)i * btl->frag_size;
+        frag->desc = slab->mr ? efa_mr_desc(slab->mr) : NULL;
+        frag->next = btl->free_frags;
+        btl->free_frags = frag;
+    }
+    btl->slabs[btl->num_slabs++] = slab;
+    return OPAL_SUCCESS;
+}
+
+efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl) {
+    efa_btl_frag_t *frag = NULL;
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (NULL == btl->free_frags) {
+        (void)grow(btl);
+    }
+    frag = btl->free_frags;
+    if (frag) {
+        btl->free_frags = frag->next;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (frag) {
+        frag->next = NULL;
+        frag->endpoint = NULL;
+        frag->req = NULL;
+        frag->user = false;
+        frag->send_len = 0;
+        frag->base.des_segments = &frag->segment;
+        frag->base.des_segment_count = 1;
+        frag->base.des_cbfunc = NULL;
+        frag->base.des_cbdata = NULL;
+        frag->base.des_context = NULL;
+        frag->base.des_flags = 0;
+        frag->base.order = MCA_BTL_NO_ORDER;
+        frag->segment.seg_addr.pval = frag->buf + sizeof(efa_btl_hdr_t);
+        frag->segment.seg_len = 0;
+    }
+    return frag;
+}
+
+void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    frag->next = btl->free_frags;
+    btl->free_frags = frag;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+}
+
+static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int status) {
+    if (frag->user) {
+        if (frag->base.des_cbfunc) {
+            frag->base.des_cbfunc(&btl->super, frag->endpoint, &frag->base, status);
+        }
+        if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
+            mca_btl_efa_frag_return(btl, frag);
+        }
+        return;
+    }
+    if (OPAL_SUCCESS != status && frag->req) {
+        mca_btl_efa_rdma_fail_chunk(btl, frag->req, status);
+    }
+    mca_btl_efa_frag_return(btl, frag);
+}
+
+static void frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    efa_btl_frag_t *frag = (efa_btl_frag_t *)op;
+    int status = cqe->err ? mca_common_efa_fi_to_opal(cqe->err) : OPAL_SUCCESS;
+    if (cqe->err) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: send failed: %s",
+                            fi_strerror(-cqe->err));
+    }
+    frag_finish(&mca_btl_efa_module, frag, status);
+}
+
+/* Post a ready fragment (header filled, send_len and dest set).  A full
+ * queue defers it to the pending list, which progress drains in order. */
+int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    int rc;
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (NULL != btl->pending_head) {
+        frag->next = NULL;
+        btl->pending_tail->next = frag;
+        btl->pending_tail = frag;
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        return OPAL_SUCCESS;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest, &frag->op);
+    if (0 == rc) {
+        return OPAL_SUCCESS;
+    }
+    if (-FI_EAGAIN == rc) {
+        OPAL_THREAD_LOCK(&btl->lock);
+        frag->next = NULL;
+        if (btl->pending_tail) {
+            btl->pending_tail->next = frag;
+        } else {
+            btl->pending_head = frag;
+        }
+        btl->pending_tail = frag;
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        return OPAL_SUCCESS;
+    }
+    opal_output_verbose(1, mca_common_efa_output, "btl:efa: cannot post a send: %s",
+                        fi_strerror(-rc));
+    return mca_common_efa_fi_to_opal(rc);
+}
+
+int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
+    int count = 0;
+    for (;;) {
+        OPAL_THREAD_LOCK(&btl->lock);
+        efa_btl_frag_t *frag = btl->pending_head;
+        if (NULL == frag) {
+            OPAL_THREAD_UNLOCK(&btl->lock);
+            return count;
+        }
+        int rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
+                                  &frag->op);
+        if (-FI_EAGAIN == rc) {
+            OPAL_THREAD_UNLOCK(&btl->lock);
+            return count;
+        }
+        btl->pending_head = frag->next;
+        if (NULL == btl->pending_head) {
+            btl->pending_tail = NULL;
+        }
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        ++count;
+        if (0 != rc) {
+            opal_output_verbose(1, mca_common_efa_output, "btl:efa: deferred send failed: %s",
+                                fi_strerror(-rc));
+            frag_finish(btl, frag, mca_common_efa_fi_to_opal(rc));
+        }
+    }
+}
+
+/* ---- endpoints ---- */
+
+mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
+                                                     opal_proc_t *proc) {
+    void *value = NULL;
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (OPAL_SUCCESS == opal_hash_table_get_value_uint64(&btl->endpoints, name, &value)) {
+        mca_btl_efa_endpoint_t *ep = value;
+        if (proc && NULL == ep->proc) {
+            ep->proc = proc;
+        }
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        return ep;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+
+    mca_btl_efa_endpoint_t *ep = calloc(1, sizeof(*ep));
+    if (NULL == ep) {
+        return NULL;
+    }
+    memcpy(&ep->name, &name, sizeof(name));
+    ep->proc = proc;
+    ep->is_self = (name == btl->my_name);
+    int rc;
+    ep->peer = mca_common_efa_peer_lookup(btl->core, &ep->name, &rc);
+    if (NULL == ep->peer) {
+        free(ep);
+        return NULL;
+    }
+    ep->addr = ep->peer->addr[0];
+
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (OPAL_SUCCESS == opal_hash_table_get_value_uint64(&btl->endpoints, name, &value)) {
+        /* Another thread won the race. */
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        efa_core_peer_put(btl->core, ep->peer);
+        free(ep);
+        return value;
+    }
+    opal_hash_table_set_value_uint64(&btl->endpoints, name, ep);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return ep;
+}
+
+static int efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
+                         struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **endpoints,
+                         struct opal_bitmap_t *reachable) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    for (size_t i = 0; i < nprocs; ++i) {
+        mca_btl_efa_endpoint_t *ep =
+            mca_btl_efa_endpoint_by_name(btl, name_key(&procs[i]->proc_name), procs[i]);
+        endpoints[i] = ep;
+        if (ep && reachable) {
+            opal_bitmap_set_bit(reachable, (int)i);
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+static int efa_del_procs(struct mca_btl_base_module_t *base, size_t nprocs,
+                         struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **peers) {
+    /* Endpoints stay until finalize: a peer's one-sided requests may still
+     * need the way back. */
+    (void)base;
+    (void)nprocs;
+    (void)procs;
+    (void)peers;
+    return OPAL_SUCCESS;
+}
+
+/* ---- two-sided ---- */
+
+static mca_btl_base_descriptor_t *efa_alloc(struct mca_btl_base_module_t *base,
+                                            struct mca_btl_base_endpoint_t *endpoint, uint8_t order,
+                                            size_t size, uint32_t flags) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    (void)order;
+    if (size > btl->super.btl_max_send_size) {
+        return NULL;
+    }
+    efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
+    if (NULL == frag) {
+        return NULL;
+    }
+    frag->user = true;
+    frag->endpoint = endpoint;
+    frag->segment.seg_len = size;
+    frag->base.des_flags = flags;
+    return &frag->base;
+}
+
+static efa_btl_frag_t *frag_of(mca_btl_base_descriptor_t *des) {
+    return (efa_btl_frag_t *)((char *)des - offsetof(efa_btl_frag_t, base));
+}
+
+static int efa_free(struct mca_btl_base_module_t *base, mca_btl_base_descriptor_t *des) {
+    mca_btl_efa_frag_return((mca_btl_efa_module_t *)base, frag_of(des));
+    return OPAL_SUCCESS;
+}
+
+static int pack(opal_convertor_t *conv, void *dst, size_t *size) {
+    struct iovec iov = {.iov_base = dst, .iov_len = *size};
+    uint32_t iov_count = 1;
+    size_t max_data = *size;
+    int rc = opal_convertor_pack(conv, &iov, &iov_count, &max_data);
+    if (rc < 0) {
+        return OPAL_ERROR;
+    }
+    *size = max_data;
+    return OPAL_SUCCESS;
+}
+
+static mca_btl_base_descriptor_t *efa_prepare_src(struct mca_btl_base_module_t *base,
+                                                  struct mca_btl_base_endpoint_t *endpoint,
+                                                  struct opal_convertor_t *convertor, uint8_t order,
+                                                  size_t reserve, size_t *size, uint32_t flags) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    (void)order;
+    if (reserve > btl->super.btl_max_send_size) {
+        return NULL;
+    }
+    if (reserve + *size > btl->super.btl_max_send_size) {
+        *size = btl->super.btl_max_send_size - reserve;
+    }
+    efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
+    if (NULL == frag) {
+        return NULL;
+    }
+    uint8_t *data = (uint8_t *)frag->segment.seg_addr.pval;
+    if (*size > 0 && OPAL_SUCCESS != pack(convertor, data + reserve, size)) {
+        mca_btl_efa_frag_return(btl, frag);
+        return NULL;
+    }
+    frag->user = true;
+    frag->endpoint = endpoint;
+    frag->segment.seg_len = reserve + *size;
+    frag->base.des_flags = flags;
+    return &frag->base;
+}
+
+static void fill_am(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag,
+                    mca_btl_efa_endpoint_t *endpoint, mca_btl_base_tag_t tag, size_t len) {
+    efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
+    hdr->type = EFA_BTL_MSG_AM;
+    hdr->tag = tag;
+    hdr->pad = 0;
+    hdr->len = (uint32_t)len;
+    hdr->src = btl->my_name;
+    frag->send_len = sizeof(*hdr) + len;
+    frag->dest = endpoint->addr;
+    frag->endpoint = endpoint;
+}
+
+static int efa_send(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *endpoint,
+                    struct mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    efa_btl_frag_t *frag = frag_of(des);
+    (void)mca_btl_efa_drain_pending(btl);
+    fill_am(btl, frag, endpoint, tag, frag->segment.seg_len);
+    /* The callback always comes from progress, never from inside this call. */
+    return mca_btl_efa_frag_post(btl, frag);
+}
+
+static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *endpoint,
+                     struct opal_convertor_t *convertor, void *header, size_t header_size,
+                     size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+                     mca_btl_base_descriptor_t **descriptor) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    (void)order;
+    (void)flags;
+    if (descriptor) {
+        *descriptor = NULL;
+    }
+    if (header_size + payload_size > btl->super.btl_eager_limit || NULL != btl->pending_head) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
+    if (NULL == frag) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    uint8_t *data = (uint8_t *)frag->segment.seg_addr.pval;
+    memcpy(data, header, header_size);
+    size_t size = payload_size;
+    if (payload_size > 0 && OPAL_SUCCESS != pack(convertor, data + header_size, &size)) {
+        mca_btl_efa_frag_return(btl, frag);
+        return OPAL_ERROR;
+    }
+    fill_am(btl, frag, endpoint, tag, header_size + size);
+    int rc = mca_btl_efa_frag_post(btl, frag);
+    if (OPAL_SUCCESS != rc) {
+        mca_btl_efa_frag_return(btl, frag);
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    return OPAL_SUCCESS;
+}
+
+/* ---- receive ---- */
+
+void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err) {
+    mca_btl_efa_module_t *btl = arg;
+    (void)ctx;
+    if (err) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: receive failed: %s",
+                            fi_strerror(-err));
+        return;
+    }
+    if (len < sizeof(efa_btl_hdr_t)) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: short message dropped");
+        return;
+    }
+    const efa_btl_hdr_t *hdr = buf;
+    const uint8_t *body = (const uint8_t *)buf + sizeof(*hdr);
+    size_t body_len = len - sizeof(*hdr);
+    if (EFA_BTL_MSG_AM == hdr->type) {
+        if (hdr->len > body_len) {
+            opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated fragment dropped");
+            return;
+        }
+        const mca_btl_active_message_callback_t *reg =
+            &mca_btl_base_active_message_trigger[hdr->tag];
+        if (NULL == reg->cbfunc) {
+            return;
+        }
+        mca_btl_base_segment_t seg;
+        mca_btl_base_descriptor_t des;
+        memset(&des, 0, sizeof(des));
+        seg.seg_addr.pval = (void *)body;
+        seg.seg_len = hdr->len;
+        des.des_segments = &seg;
+        des.des_segment_count = 1;
+        des.order = MCA_BTL_NO_ORDER;
+        reg->cbfunc(&btl->super, hdr->tag, &des, reg->cbdata);
+        return;
+    }
+    if (body_len < sizeof(efa_btl_rma_t)) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: short request dropped");
+        return;
+    }
+    efa_btl_rma_t rma;
+    memcpy(&rma, body, sizeof(rma));
+    const uint8_t *payload = body + sizeof(rma);
+    size_t payload_len = body_len - sizeof(rma);
+    if (hdr->len > payload_len) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated request dropped");
+        return;
+    }
+    switch (hdr->type) {
+    case EFA_BTL_MSG_PUT:
+    case EFA_BTL_MSG_GET:
+    case EFA_BTL_MSG_ATOMIC:
+        mca_btl_efa_rdma_on_request(btl, hdr, &rma, payload);
+        break;
+    case EFA_BTL_MSG_RESP:
+        mca_btl_efa_rdma_on_response(btl, &rma, payload, hdr->len);
+        break;
+    default:
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: unknown message type %d dropped",
+                            hdr->type);
+    }
+}
+
+/* ---- setup ---- */
+
+static int efa_finalize(struct mca_btl_base_module_t *base) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    uint64_t key;
+    void *value, *node;
+    if (NULL == btl->core) {
+        return OPAL_SUCCESS;
+    }
+    /* Let sends in flight finish before their buffers go. */
+    for (int i = 0; i < 100000 && (btl->pending_head || btl->outstanding > 0); ++i) {
+        mca_btl_efa_drain_pending(btl);
+        efa_core_progress(btl->core);
+    }
+    efa_core_msg_set_handler(btl->core, NULL, NULL);
+    mca_btl_efa_rdma_module_fini(btl);
+    if (OPAL_SUCCESS ==
+        opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
+        do {
+            mca_btl_efa_endpoint_t *ep = value;
+            efa_core_peer_put(btl->core, ep->peer);
+            free(ep);
+        } while (OPAL_SUCCESS ==
+                 opal_hash_table_get_next_key_uint64(&btl->endpoints, &key, &value, node, &node));
+    }
+    OBJ_DESTRUCT(&btl->endpoints);
+    for (int i = 0; i < btl->num_slabs; ++i) {
+        efa_btl_slab_t *slab = btl->slabs[i];
+        if (slab->mr) {
+            efa_core_mr_release(btl->core, slab->mr);
+        }
+        free(slab->bufs);
+        free(slab->frags);
+        free(slab);
+    }
+    free(btl->slabs);
+    btl->slabs = NULL;
+    btl->num_slabs = 0;
+    btl->free_frags = NULL;
+    OBJ_DESTRUCT(&btl->lock);
+    mca_common_efa_release(btl->core);
+    btl->core = NULL;
+    return OPAL_SUCCESS;
+}
+
+int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
+    btl->core = core;
+    btl->ctx = efa_core_ctx(core, 0);
+    OBJ_CONSTRUCT(&btl->lock, opal_mutex_t);
+    OBJ_CONSTRUCT(&btl->endpoints, opal_hash_table_t);
+    opal_hash_table_init(&btl->endpoints, 256);
+    btl->my_name = name_key(&OPAL_PROC_MY_NAME);
+    btl->frag_size = efa_core_msg_max_size(core);
+    btl->rma_chunk = btl->frag_size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t);
+    btl->free_frags = NULL;
+    btl->pending_head = btl->pending_tail = NULL;
+    btl->outstanding = 0;
+    size_t max_send = btl->frag_size - sizeof(efa_btl_hdr_t);
+    if (btl->super.btl_max_send_size > max_send || 0 == btl->super.btl_max_send_size) {
+        btl->super.btl_max_send_size = max_send;
+    }
+    if (btl->super.btl_eager_limit > btl->super.btl_max_send_size) {
+        btl->super.btl_eager_limit = btl->super.btl_max_send_size;
+    }
+    if (btl->super.btl_rndv_eager_limit > btl->super.btl_eager_limit) {
+        btl->super.btl_rndv_eager_limit = btl->super.btl_eager_limit;
+    }
+    mca_btl_efa_rdma_module_setup(btl);
+    if (OPAL_SUCCESS != grow(btl)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    efa_core_msg_set_handler(core, mca_btl_efa_on_message, btl);
+    return OPAL_SUCCESS;
+}
+
+/* The function table; the limits are set by the component. */
+extern int mca_btl_efa_put(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *, void *,
+                           uint64_t, struct mca_btl_base_registration_handle_t *,
+                           struct mca_btl_base_registration_handle_t *, size_t, int, int,
+                           mca_btl_base_rdma_completion_fn_t, void *, void *);
+extern int mca_btl_efa_get(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *, void *,
+                           uint64_t, struct mca_btl_base_registration_handle_t *,
+                           struct mca_btl_base_registration_handle_t *, size_t, int, int,
+                           mca_btl_base_rdma_completion_fn_t, void *, void *);
+extern int mca_btl_efa_aop(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *,
+                           uint64_t, struct mca_btl_base_registration_handle_t *,
+                           mca_btl_base_atomic_op_t, uint64_t, int, int,
+                           mca_btl_base_rdma_completion_fn_t, void *, void *);
+extern int mca_btl_efa_afop(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *,
+                            void *, uint64_t, struct mca_btl_base_registration_handle_t *,
+                            struct mca_btl_base_registration_handle_t *, mca_btl_base_atomic_op_t,
+                            uint64_t, int, int, mca_btl_base_rdma_completion_fn_t, void *, void *);
+extern int mca_btl_efa_acswap(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *,
+                              void *, uint64_t, struct mca_btl_base_registration_handle_t *,
+                              struct mca_btl_base_registration_handle_t *, uint64_t, uint64_t, int,
+                              int, mca_btl_base_rdma_completion_fn_t, void *, void *);
+extern struct mca_btl_base_registration_handle_t *
+mca_btl_efa_register_mem(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *, void *,
+                         size_t, uint32_t);
+extern int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *,
+                                      struct mca_btl_base_registration_handle_t *);
+extern int mca_btl_efa_flush(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *);
+
+mca_btl_efa_module_t mca_btl_efa_module = {
+    .super =
+        {
+            .btl_component = &mca_btl_efa_component.super,
+            .btl_add_procs = efa_add_procs,
+            .btl_del_procs = efa_del_procs,
+            .btl_finalize = efa_finalize,
+            .btl_alloc = efa_alloc,
+            .btl_free = efa_free,
+            .btl_prepare_src = efa_prepare_src,
+            .btl_send = efa_send,
+            .btl_sendi = efa_sendi,
+            .btl_put = mca_btl_efa_put,
+            .btl_get = mca_btl_efa_get,
+            .btl_atomic_op = mca_btl_efa_aop,
+            .btl_atomic_fop = mca_btl_efa_afop,
+            .btl_atomic_cswap = mca_btl_efa_acswap,
+            .btl_register_mem = mca_btl_efa_register_mem,
+            .btl_deregister_mem = mca_btl_efa_deregister_mem,
+            .btl_flush = mca_btl_efa_flush,
+        },
+};

@@ -1,0 +1,568 @@
+/*
+ * btl_efa one-sided operations, carried as requests the target executes.
+ *
+ * Initiator: a put or get is split into chunks of at most rma_chunk bytes,
+ * one request message each; the operation completes (callback) when every
+ * chunk has been answered, i.e. once the target has executed it, so local
+ * completion implies remote completion.  Atomics are one request.
+ *
+ * Target: every request names a registration key of this process; the
+ * range and access rights are checked against this process's own table
+ * (never against anything the request claims), and a request that fails
+ * the check is answered with an error and writes nothing.  Atomics use CPU
+ * atomic instructions, so they are coherent with this process's own CPU
+ * atomics and with each other whatever their origin.
+ */
+#include "btl_efa.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+#include "opal/util/show_help.h"
+
+/* ---- target side ---- */
+
+static const char *type_name(int type) {
+    switch (type) {
+    case EFA_BTL_MSG_PUT:
+        return "put";
+    case EFA_BTL_MSG_GET:
+        return "get";
+    default:
+        return "atomic";
+    }
+}
+
+static void report_refusal(mca_btl_efa_module_t *btl, int type, uint64_t src, uint64_t addr,
+                           uint64_t len, uint64_t key, const char *why) {
+    if (btl->refused++ >= 10) {
+        return;
+    }
+    opal_process_name_t name;
+    memcpy(&name, &src, sizeof(name));
+    char range[128], keystr[32];
+    snprintf(range, sizeof(range), "0x%llx (%llu bytes)", (unsigned long long)addr,
+             (unsigned long long)len);
+    snprintf(keystr, sizeof(keystr), "%llu", (unsigned long long)key);
+    char *text =
+        opal_show_help_string("help-btl-efa.txt", "rma-refused", false, opal_process_info.nodename,
+                              type_name(type), OPAL_NAME_PRINT(name), range, keystr, why);
+    if (text) {
+        fputs(text, stderr);
+        fflush(stderr);
+        free(text);
+    }
+}
+
+/* Look the key up and check [addr, addr+len) and the access; the lock is
+ * held by the caller.  Returns NULL (and *why) when refused. */
+static const efa_btl_reg_t *check(mca_btl_efa_module_t *btl, uint64_t key, uint64_t addr,
+                                  uint64_t len, uint32_t access, const char **why) {
+    void *value = NULL;
+    if (OPAL_SUCCESS != opal_hash_table_get_value_uint64(&btl->regs, key, &value)) {
+        *why = "no such registration";
+        return NULL;
+    }
+    const efa_btl_reg_t *reg = value;
+    if (addr < reg->handle.base || len > reg->handle.len ||
+        addr - reg->handle.base > reg->handle.len - len) {
+        *why = "outside the registered range";
+        return NULL;
+    }
+    if ((reg->handle.access & access) != access) {
+        *why = "the registration does not grant this access";
+        return NULL;
+    }
+    return reg;
+}
+
+#define EFA_BTL_ATOMIC_BODY(T, ST)                                                                 \
+    do {                                                                                           \
+        T *p = (T *)(uintptr_t)addr;                                                               \
+        T a = (T)operand, b = (T)operand2, old;                                                    \
+        switch (op) {                                                                              \
+        case MCA_BTL_ATOMIC_ADD:                                                                   \
+            old = __atomic_fetch_add(p, a, __ATOMIC_SEQ_CST);                                      \
+            break;                                                                                 \
+        case MCA_BTL_ATOMIC_AND:                                                                   \
+            old = __atomic_fetch_and(p, a, __ATOMIC_SEQ_CST);                                      \
+            break;                                                                                 \
+        case MCA_BTL_ATOMIC_OR:                                                                    \
+            old = __atomic_fetch_or(p, a, __ATOMIC_SEQ_CST);                                       \
+            break;                                                                                 \
+        case MCA_BTL_ATOMIC_XOR:                                                                   \
+            old = __atomic_fetch_xor(p, a, __ATOMIC_SEQ_CST);                                      \
+            break;                                                                                 \
+        case MCA_BTL_ATOMIC_SWAP:                                                                  \
+            old = __atomic_exchange_n(p, a, __ATOMIC_SEQ_CST);                                     \
+            break;                                                                                 \
+        case EFA_BTL_OP_CSWAP:                                                                     \
+            old = a;                                                                               \
+            (void)__atomic_compare_exchange_n(p, &old, b, false, __ATOMIC_SEQ_CST,                 \
+                                              __ATOMIC_SEQ_CST);                                   \
+            break;                                                                                 \
+        default: {                                                                                 \
+            T cur = __atomic_load_n(p, __ATOMIC_SEQ_CST), next;                                    \
+            do {                                                                                   \
+                switch (op) {                                                                      \
+                case MCA_BTL_ATOMIC_MIN:                                                           \
+                    next = ((ST)a < (ST)cur) ? a : cur;                                            \
+                    break;                                                                         \
+                case MCA_BTL_ATOMIC_MAX:                                                           \
+                    next = ((ST)a > (ST)cur) ? a : cur;                                            \
+                    break;                                                                         \
+                case MCA_BTL_ATOMIC_LAND:                                                          \
+                    next = (T)(cur && a);                                                          \
+                    break;                                                                         \
+                case MCA_BTL_ATOMIC_LOR:                                                           \
+                    next = (T)(cur || a);                                                          \
+                    break;                                                                         \
+                default: /* LXOR */                                                                \
+                    next = (T)(!cur != !a);                                                        \
+                    break;                                                                         \
+                }                                                                                  \
+            } while (!__atomic_compare_exchange_n(p, &cur, next, false, __ATOMIC_SEQ_CST,          \
+                                                  __ATOMIC_SEQ_CST));                              \
+            old = cur;                                                                             \
+        }                                                                                          \
+        }                                                                                          \
+        *result = (uint64_t)old;                                                                   \
+    } while (0)
+
+static bool known_op(uint32_t op) {
+    switch (op) {
+    case MCA_BTL_ATOMIC_ADD:
+    case MCA_BTL_ATOMIC_AND:
+    case MCA_BTL_ATOMIC_OR:
+    case MCA_BTL_ATOMIC_XOR:
+    case MCA_BTL_ATOMIC_LAND:
+    case MCA_BTL_ATOMIC_LOR:
+    case MCA_BTL_ATOMIC_LXOR:
+    case MCA_BTL_ATOMIC_SWAP:
+    case MCA_BTL_ATOMIC_MIN:
+    case MCA_BTL_ATOMIC_MAX:
+    case EFA_BTL_OP_CSWAP:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Execute one request against this process's memory.  put: copy 'in' to
+ * the target; get: copy the target to 'out'; atomic: *result = old value.
+ * Returns an OPAL status; nothing is touched unless the check passed. */
+static int execute(mca_btl_efa_module_t *btl, int type, uint64_t src, const efa_btl_rma_t *rma,
+                   const void *in, void *out, uint64_t *result) {
+    const char *why = NULL;
+    uint32_t access;
+    uint64_t len = rma->len, addr = rma->addr;
+    uint32_t op = rma->op;
+    uint64_t operand = rma->operand, operand2 = rma->operand2;
+    switch (type) {
+    case EFA_BTL_MSG_PUT:
+        access = MCA_BTL_REG_FLAG_REMOTE_WRITE;
+        break;
+    case EFA_BTL_MSG_GET:
+        access = MCA_BTL_REG_FLAG_REMOTE_READ;
+        break;
+    default:
+        access = MCA_BTL_REG_FLAG_REMOTE_ATOMIC;
+        len = (rma->flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+        if (!known_op(op) || (rma->flags & MCA_BTL_ATOMIC_FLAG_FLOAT)) {
+            report_refusal(btl, type, src, addr, len, rma->key, "unsupported atomic operation");
+            return OPAL_ERR_NOT_SUPPORTED;
+        }
+        if (addr % len) {
+            report_refusal(btl, type, src, addr, len, rma->key, "misaligned atomic");
+            return OPAL_ERR_BAD_PARAM;
+        }
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (NULL == check(btl, rma->key, addr, len, access, &why)) {
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        report_refusal(btl, type, src, addr, len, rma->key, why);
+        return OPAL_ERR_PERM;
+    }
+    /* The lock stays held: a concurrent deregistration waits for the copy. */
+    switch (type) {
+    case EFA_BTL_MSG_PUT:
+        if (len) {
+            memcpy((void *)(uintptr_t)addr, in, len);
+        }
+        break;
+    case EFA_BTL_MSG_GET:
+        if (len) {
+            memcpy(out, (const void *)(uintptr_t)addr, len);
+        }
+        break;
+    default:
+        if (4 == len) {
+            EFA_BTL_ATOMIC_BODY(uint32_t, int32_t);
+        } else {
+            EFA_BTL_ATOMIC_BODY(uint64_t, int64_t);
+        }
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return OPAL_SUCCESS;
+}
+
+void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
+                                 const efa_btl_rma_t *rma, const void *payload) {
+    mca_btl_efa_endpoint_t *ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
+    if (NULL == ep) {
+        opal_output(0, "btl:efa: a request from an unknown process cannot be answered");
+        return;
+    }
+    efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
+    if (NULL == frag) {
+        opal_output(0, "btl:efa: out of memory answering a request");
+        return;
+    }
+    efa_btl_hdr_t *rh = (efa_btl_hdr_t *)frag->buf;
+    efa_btl_rma_t *rr = (efa_btl_rma_t *)(rh + 1);
+    uint8_t *data = (uint8_t *)(rr + 1);
+    uint64_t result = 0;
+    int status;
+    size_t data_len = 0;
+    if (EFA_BTL_MSG_PUT == hdr->type && rma->len != hdr->len) {
+        status = OPAL_ERR_BAD_PARAM;
+    } else if (EFA_BTL_MSG_GET == hdr->type && rma->len > btl->rma_chunk) {
+        status = OPAL_ERR_BAD_PARAM;
+    } else {
+        status = execute(btl, hdr->type, hdr->src, rma, payload, data, &result);
+        if (EFA_BTL_MSG_GET == hdr->type && OPAL_SUCCESS == status) {
+            data_len = rma->len;
+        }
+    }
+    memset(rh, 0, sizeof(*rh));
+    memset(rr, 0, sizeof(*rr));
+    rh->type = EFA_BTL_MSG_RESP;
+    rh->len = (uint32_t)data_len;
+    rh->src = btl->my_name;
+    rr->req = rma->req;
+    rr->offset = rma->offset;
+    rr->len = rma->len;
+    rr->operand = result;
+    rr->status = status;
+    frag->send_len = sizeof(*rh) + sizeof(*rr) + data_len;
+    frag->dest = ep->addr;
+    frag->endpoint = ep;
+    if (OPAL_SUCCESS != mca_btl_efa_frag_post(btl, frag)) {
+        mca_btl_efa_frag_return(btl, frag);
+    }
+}
+
+/* ---- initiator side ---- */
+
+static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
+    mca_btl_efa_endpoint_t *ep = req->endpoint;
+    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
+    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+    if (req->cbfunc) { /* osc/rdma may pass none and rely on flush */
+        req->cbfunc(&btl->super, ep, req->local_address, req->local_handle, req->cbcontext,
+                    req->cbdata, req->status);
+    }
+    free(req);
+}
+
+static void chunk_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status) {
+    if (OPAL_SUCCESS != status && OPAL_SUCCESS == req->status) {
+        req->status = status;
+    }
+    if (0 == OPAL_THREAD_ADD_FETCH32(&req->remaining, -1)) {
+        req_done(btl, req);
+    }
+}
+
+void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status) {
+    chunk_answered(btl, req, status);
+}
+
+void mca_btl_efa_rdma_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
+                                  const void *payload, size_t len) {
+    efa_btl_rdma_req_t *req = (efa_btl_rdma_req_t *)(uintptr_t)rma->req;
+    int status = rma->status;
+    if (OPAL_SUCCESS == status) {
+        if (EFA_BTL_MSG_GET == req->type) {
+            if (len != rma->len || rma->offset > req->size || len > req->size - rma->offset) {
+                status = OPAL_ERR_BAD_PARAM;
+            } else if (len) {
+                memcpy((uint8_t *)req->local_address + rma->offset, payload, len);
+            }
+        } else if (EFA_BTL_MSG_ATOMIC == req->type && req->local_address) {
+            if (4 == req->size) {
+                uint32_t v = (uint32_t)rma->operand;
+                memcpy(req->local_address, &v, 4);
+            } else {
+                memcpy(req->local_address, &rma->operand, 8);
+            }
+        }
+    }
+    chunk_answered(btl, req, status);
+}
+
+static int start(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
+                 void *local_address, uint64_t remote_address,
+                 struct mca_btl_base_registration_handle_t *local_handle,
+                 struct mca_btl_base_registration_handle_t *remote_handle, size_t size, uint32_t op,
+                 uint64_t operand, uint64_t operand2, uint32_t aflags,
+                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    static bool announced = false;
+    if (NULL == remote_handle) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    if (!announced) {
+        announced = true; /* the test harness looks for this line */
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: one-sided operations in use");
+    }
+    if (type != EFA_BTL_MSG_GET && mca_btl_efa_component.debug_corrupt_offset) {
+        remote_address += (int64_t)mca_btl_efa_component.debug_corrupt_offset;
+    }
+    efa_btl_rma_t rma;
+    memset(&rma, 0, sizeof(rma));
+    rma.key = remote_handle->key;
+    rma.op = op;
+    rma.operand = operand;
+    rma.operand2 = operand2;
+    rma.flags = aflags;
+
+    if (ep->is_self) {
+        /* Own memory: the same checked execution, at once. */
+        uint64_t result = 0;
+        int status = OPAL_SUCCESS;
+        size_t done = 0;
+        do {
+            size_t n = size - done;
+            rma.addr = remote_address + done;
+            rma.len = n;
+            if (EFA_BTL_MSG_ATOMIC == type) {
+                status = execute(btl, type, btl->my_name, &rma, NULL, NULL, &result);
+                if (OPAL_SUCCESS == status && local_address) {
+                    if (aflags & MCA_BTL_ATOMIC_FLAG_32BIT) {
+                        uint32_t v = (uint32_t)result;
+                        memcpy(local_address, &v, 4);
+                    } else {
+                        memcpy(local_address, &result, 8);
+                    }
+                }
+            } else {
+                status =
+                    execute(btl, type, btl->my_name, &rma, local_address, local_address, &result);
+            }
+            done += n;
+        } while (done < size && OPAL_SUCCESS == status);
+        if (cbfunc) {
+            cbfunc(&btl->super, ep, local_address, local_handle, cbcontext, cbdata, status);
+        }
+        return OPAL_SUCCESS;
+    }
+
+    size_t chunk = btl->rma_chunk;
+    int nchunks = (EFA_BTL_MSG_ATOMIC == type || 0 == size) ? 1 : (int)((size + chunk - 1) / chunk);
+    efa_btl_rdma_req_t *req = calloc(1, sizeof(*req));
+    if (NULL == req) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    req->endpoint = ep;
+    req->local_address = local_address;
+    req->local_handle = local_handle;
+    req->cbfunc = cbfunc;
+    req->cbcontext = cbcontext;
+    req->cbdata = cbdata;
+    req->type = type;
+    req->size = size;
+    req->status = OPAL_SUCCESS;
+    req->remaining = nchunks + 1; /* +1 until every chunk is posted */
+    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
+    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
+    (void)mca_btl_efa_drain_pending(btl);
+
+    for (int i = 0; i < nchunks; ++i) {
+        size_t off = (size_t)i * chunk;
+        size_t n = (EFA_BTL_MSG_ATOMIC == type) ? 0 : ((size - off < chunk) ? size - off : chunk);
+        efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
+        if (NULL == frag) {
+            chunk_answered(btl, req, OPAL_ERR_OUT_OF_RESOURCE);
+            continue;
+        }
+        efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
+        efa_btl_rma_t *r = (efa_btl_rma_t *)(hdr + 1);
+        memset(hdr, 0, sizeof(*hdr));
+        hdr->type = (uint8_t)type;
+        hdr->src = btl->my_name;
+        *r = rma;
+        r->req = (uint64_t)(uintptr_t)req;
+        r->addr = remote_address + off;
+        r->len = (EFA_BTL_MSG_ATOMIC == type) ? 0 : n;
+        r->offset = off;
+        size_t payload = 0;
+        if (EFA_BTL_MSG_PUT == type) {
+            payload = n;
+            if (n) {
+                memcpy(r + 1, (const uint8_t *)local_address + off, n);
+            }
+        }
+        hdr->len = (uint32_t)payload;
+        frag->send_len = sizeof(*hdr) + sizeof(*r) + payload;
+        frag->dest = ep->addr;
+        frag->endpoint = ep;
+        frag->req = req;
+        int rc = mca_btl_efa_frag_post(btl, frag);
+        if (OPAL_SUCCESS != rc) {
+            mca_btl_efa_frag_return(btl, frag);
+            chunk_answered(btl, req, rc);
+        }
+    }
+    chunk_answered(btl, req, OPAL_SUCCESS); /* all posted */
+    return OPAL_SUCCESS;
+}
+
+int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                    void *local_address, uint64_t remote_address,
+                    struct mca_btl_base_registration_handle_t *local_handle,
+                    struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                    int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                    void *cbdata) {
+    (void)flags;
+    (void)order;
+    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_PUT, local_address, remote_address,
+                 local_handle, remote_handle, size, 0, 0, 0, 0, cbfunc, cbcontext, cbdata);
+}
+
+int mca_btl_efa_get(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                    void *local_address, uint64_t remote_address,
+                    struct mca_btl_base_registration_handle_t *local_handle,
+                    struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                    int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                    void *cbdata) {
+    (void)flags;
+    (void)order;
+    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_GET, local_address, remote_address,
+                 local_handle, remote_handle, size, 0, 0, 0, 0, cbfunc, cbcontext, cbdata);
+}
+
+int mca_btl_efa_aop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                    uint64_t remote_address,
+                    struct mca_btl_base_registration_handle_t *remote_handle,
+                    mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    (void)order;
+    size_t size = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_ATOMIC, NULL, remote_address, NULL,
+                 remote_handle, size, (uint32_t)op, operand, 0, (uint32_t)flags, cbfunc, cbcontext,
+                 cbdata);
+}
+
+int mca_btl_efa_afop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                     void *local_address, uint64_t remote_address,
+                     struct mca_btl_base_registration_handle_t *local_handle,
+                     struct mca_btl_base_registration_handle_t *remote_handle,
+                     mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                     mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    (void)order;
+    size_t size = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_ATOMIC, local_address,
+                 remote_address, local_handle, remote_handle, size, (uint32_t)op, operand, 0,
+                 (uint32_t)flags, cbfunc, cbcontext, cbdata);
+}
+
+int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                       void *local_address, uint64_t remote_address,
+                       struct mca_btl_base_registration_handle_t *local_handle,
+                       struct mca_btl_base_registration_handle_t *remote_handle, uint64_t compare,
+                       uint64_t value, int flags, int order,
+                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    (void)order;
+    size_t size = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_ATOMIC, local_address,
+                 remote_address, local_handle, remote_handle, size, EFA_BTL_OP_CSWAP, compare,
+                 value, (uint32_t)flags, cbfunc, cbcontext, cbdata);
+}
+
+int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    volatile int32_t *count = ep ? &ep->outstanding : &btl->outstanding;
+    while (*count > 0) {
+        mca_btl_efa_drain_pending(btl);
+        opal_progress();
+    }
+    return OPAL_SUCCESS;
+}
+
+/* ---- registration ---- */
+
+struct mca_btl_base_registration_handle_t *
+mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
+                         struct mca_btl_base_endpoint_t *endpoint, void *addr, size_t size,
+                         uint32_t flags) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    const efa_core_info_t *info = efa_core_get_info(btl->core);
+    (void)endpoint;
+    efa_btl_reg_t *reg = calloc(1, sizeof(*reg));
+    if (NULL == reg) {
+        return NULL;
+    }
+    uint64_t access = FI_SEND | FI_RECV;
+    if (info->has_rma) {
+        access |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    }
+    if (size > 0) {
+        int err = 0;
+        reg->mr = efa_core_mr_acquire(btl->core, addr, size, access, &err);
+        if (NULL == reg->mr && info->mr_local) {
+            free(reg);
+            return NULL;
+        }
+    }
+    reg->handle.base = (uint64_t)(uintptr_t)addr;
+    reg->handle.len = size;
+    reg->handle.access = flags;
+    reg->handle.fi_key = reg->mr ? efa_mr_key(reg->mr) : 0;
+    OPAL_THREAD_LOCK(&btl->lock);
+    reg->handle.key = ++btl->next_key;
+    opal_hash_table_set_value_uint64(&btl->regs, reg->handle.key, reg);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return &reg->handle;
+}
+
+int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
+                               struct mca_btl_base_registration_handle_t *handle) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    efa_btl_reg_t *reg = (efa_btl_reg_t *)handle; /* the handle is the first member */
+    OPAL_THREAD_LOCK(&btl->lock);
+    opal_hash_table_remove_value_uint64(&btl->regs, handle->key);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (reg->mr) {
+        efa_core_mr_release(btl->core, reg->mr);
+    }
+    free(reg);
+    return OPAL_SUCCESS;
+}
+
+void mca_btl_efa_rdma_module_setup(mca_btl_efa_module_t *btl) {
+    OBJ_CONSTRUCT(&btl->regs, opal_hash_table_t);
+    opal_hash_table_init(&btl->regs, 256);
+    /* Keys start at a random point so a stale key from an earlier run of a
+     * component reload is unlikely to name a live registration. */
+    btl->next_key = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)btl;
+}
+
+void mca_btl_efa_rdma_module_fini(mca_btl_efa_module_t *btl) {
+    uint64_t key;
+    void *value, *node;
+    if (OPAL_SUCCESS == opal_hash_table_get_first_key_uint64(&btl->regs, &key, &value, &node)) {
+        do {
+            efa_btl_reg_t *reg = value;
+            if (reg->mr) {
+                efa_core_mr_release(btl->core, reg->mr);
+            }
+            free(reg);
+        } while (OPAL_SUCCESS ==
+                 opal_hash_table_get_next_key_uint64(&btl->regs, &key, &value, node, &node));
+    }
+    OBJ_DESTRUCT(&btl->regs);
+}

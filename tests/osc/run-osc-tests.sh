@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# One-sided tests of osc/rdma over btl_efa, over the stand-in providers.
+#   tests/osc/run-osc-tests.sh [-c CONFIG]... [-n NP]... [-t TEST]... [-T SECONDS]
+#                              [-a "EXTRA MPIRUN ARGS"]  (e.g. -a "--mca common_efa_force_mr_local 1")
+# Environment: EFA_MCA_COMPONENT_PATH (dir holding mca_btl_efa.so; default
+# _install/lib/openmpi), OSC_TEST_BIN_DIR (dir holding osc_test and
+# osc_hostile; default _build/tests/osc).
+# Configs: ob1-rxd ob1-rxm ob1-shm (pml ob1, btl efa,self) and cm-rxd
+# cm-rxm cm-shm (pml cm, mtl efa, btl efa,self); osc rdma everywhere.
+# Prints "PASS name config np=N" / "FAIL ..." per run and a final
+# "N passed, N failed"; exits non-zero on any failure.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
+bin=${OSC_TEST_BIN_DIR:-$top/_build/tests/osc}
+ompi_comp=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
+limit=180
+configs=() nps=() tests=() extra=""
+while getopts "c:n:t:T:a:h" o; do
+    case $o in
+    c) configs+=("$OPTARG") ;;
+    n) nps+=("$OPTARG") ;;
+    t) tests+=("$OPTARG") ;;
+    T) limit=$OPTARG ;;
+    a) extra=$OPTARG ;;
+    *) sed -n '2,13p' "$0"; exit 2 ;;
+    esac
+done
+[ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm)
+[ ${#nps[@]} -eq 0 ] && nps=(2 4)
+[ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader)
+for p in osc_test osc_hostile; do
+    [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
+done
+[ -f "$comp/mca_btl_efa.so" ] || { echo "run-osc-tests: no mca_btl_efa.so in $comp"; exit 2; }
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+passed=0 failed=0
+log=$(mktemp -d /tmp/osc-tests.XXXXXX)
+
+config_args() {
+    local prov
+    case ${1#*-} in
+    rxd) prov=udp ;; rxm) prov=tcp ;; shm) prov=shm ;; *) return 1 ;;
+    esac
+    case ${1%%-*} in
+    ob1) echo "--mca pml ob1 --mca btl efa,self --mca common_efa_provider_include $prov" ;;
+    cm) echo "--mca pml cm --mca mtl efa --mca btl efa,self --mca common_efa_provider_include $prov" ;;
+    *) return 1 ;;
+    esac
+}
+
+# shellcheck disable=SC2086
+run() { # name config np -- mpirun arguments
+    local out=$log/$1.$2.$3.out
+    shift 4
+    timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
+        --mca mca_base_component_path "$ompi_comp:$comp" --mca osc rdma \
+        --mca common_efa_verbose 1 $extra "$@" >"$out" 2>&1
+    echo $? >"$out.rc"
+}
+
+verdict() { # name config np ok
+    if [ "$4" = 1 ]; then
+        echo "PASS $1 $2 np=$3"; passed=$((passed + 1))
+    else
+        echo "FAIL $1 $2 np=$3 (log: $log/$1.$2.$3.out)"; failed=$((failed + 1))
+        grep -m3 "FAIL\|rror\|signal" "$log/$1.$2.$3.out" | sed 's/^/    /'
+    fi
+}
+
+for cfg in "${configs[@]}"; do
+    args=$(config_args "$cfg") || { echo "run-osc-tests: unknown config $cfg"; exit 2; }
+    for t in "${tests[@]}"; do
+        for np in "${nps[@]}"; do
+            out=$log/$t.$cfg.$np.out ok=0
+            case $t in
+            hostile)
+                [ "$np" = "${nps[0]}" ] || continue # one size is enough: 2 ranks
+                out=$log/$t.$cfg.2.out
+                # shellcheck disable=SC2086
+                run "$t" "$cfg" 2 -- $args --mca btl_efa_debug_corrupt_offset 4096 \
+                    "$bin/osc_hostile"
+                [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK hostile" "$out" &&
+                    grep -q "refused a one-sided put" "$out" &&
+                    grep -q "refused a one-sided atomic" "$out" && ok=1
+                verdict "$t" "$cfg" 2 $ok
+                ;;
+            vader)
+                # On one node the shared-memory BTL must serve osc/rdma
+                # when it is there (btl_efa must not be chosen).
+                [ "$np" = "${nps[0]}" ] || continue
+                # shellcheck disable=SC2086
+                run "$t" "$cfg" "$np" -- ${args/efa,self/efa,self,vader} "$bin/osc_test" atomics
+                [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK atomics" "$out" &&
+                    ! grep -q "btl:efa: one-sided operations in use" "$out" && ok=1
+                verdict "$t" "$cfg" "$np" $ok
+                ;;
+            *)
+                # shellcheck disable=SC2086
+                run "$t" "$cfg" "$np" -- $args "$bin/osc_test" "$t"
+                # osc rdma is forced (window creation fails otherwise) and
+                # btl_efa must have carried the one-sided operations.
+                [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK $t" "$out" &&
+                    grep -q "btl:efa: one-sided operations in use" "$out" &&
+                    ! grep -q "^FAIL" "$out" && ok=1
+                verdict "$t" "$cfg" "$np" $ok
+                ;;
+            esac
+        done
+    done
+done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ] || exit 1
+rm -rf "$log"

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds, then runs
+# every suite and prints one closing line "N passed, N failed".
+#   tests/run-all.sh [--no-build] [--build-dir DIR] [--quick]
+# Suites: unit tests (GoogleTest), parameter/bad-input checks, the MPI
+# point-to-point suite over mtl_efa on udp;ofi_rxd, tcp;ofi_rxm and shm
+# (plus the forced FI_MR_LOCAL and no-CQ-data paths), one-sided tests over
+# btl_efa when it is built, and the benchmark programs' self-checks.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/_build
+do_build=1
+quick=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --no-build) do_build=0 ;;
+    --build-dir) build=$2; shift ;;
+    --quick) quick=--quick ;;
+    *) echo "usage: $0 [--no-build] [--build-dir DIR] [--quick]"; exit 2 ;;
+    esac
+    shift
+done
+
+if [ $do_build -eq 1 ]; then
+    "$top/scripts/install-deps.sh" || { echo "0 passed, 1 failed"; exit 1; }
+    "$top/scripts/build.sh" || { echo "0 passed, 1 failed"; exit 1; }
+fi
+compdir=$top/_install/lib/openmpi
+[ -f "$build/config.status" ] && compdir=$(sed -n 's/^S\["prefix"\]="\(.*\)"$/\1/p' "$build/config.status")/lib/openmpi
+export EFA_MCA_COMPONENT_PATH=$compdir
+export MPI_TEST_BIN_DIR=$build/tests/mpi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+logdir=${TEST_LOG_DIR:-/tmp/efa-test-logs}
+mkdir -p "$logdir"
+
+total_pass=0
+total_fail=0
+add_counts() { # add the "N passed, N failed" of a suite's log
+    local line p f
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
+    if [ -z "$line" ]; then
+        echo "run-all: $2 printed no result line (counted as one failure)"
+        total_fail=$((total_fail + 1))
+        return
+    fi
+    p=${line%% passed*}
+    f=${line#*, }
+    f=${f%% failed*}
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+}
+
+echo "== unit tests"
+unit_log=$logdir/unit.log
+"$build/tests/unit/efa_unit_tests" >"$unit_log" 2>&1
+unit_rc=$?
+up=$(grep -oE '\[  PASSED  \] [0-9]+' "$unit_log" | grep -oE '[0-9]+$')
+uf=$(grep -oE '^ *[0-9]+ FAILED TESTS?' "$unit_log" | grep -oE '[0-9]+')
+up=${up:-0}
+uf=${uf:-0}
+[ $unit_rc -ne 0 ] && [ "$uf" -eq 0 ] && uf=1
+grep -E '^\[  FAILED  \]' "$unit_log" | sort -u
+echo "$up passed, $uf failed" | tee -a "$unit_log"
+add_counts "$unit_log" unit
+
+echo "== parameters and bad input"
+"$top/tests/run-param-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/params.log"
+add_counts "$logdir/params.log" params
+
+echo "== MPI point-to-point over mtl_efa"
+"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-rxd,cm-efa-rxm,cm-efa-shm 2>&1 |
+    tee "$logdir/mpi-mtl.log"
+add_counts "$logdir/mpi-mtl.log" mpi-mtl
+
+echo "== MPI point-to-point over mtl_efa, forced FI_MR_LOCAL and no-CQ-data tag layout"
+MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1 --mca common_efa_force_no_cq_data 1" \
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-rxm -n 2 2>&1 | tee "$logdir/mpi-mtl-forced.log"
+add_counts "$logdir/mpi-mtl-forced.log" mpi-mtl-forced
+
+if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ]; then
+    echo "== MPI point-to-point over pml ob1 + btl_efa"
+    "$top/tests/mpi/run-mpi-tests.sh" $quick -c ob1-efa-rxd,ob1-efa-rxm,ob1-efa-shm 2>&1 |
+        tee "$logdir/mpi-btl.log"
+    add_counts "$logdir/mpi-btl.log" mpi-btl
+    echo "== one-sided over osc/rdma + btl_efa"
+    MPI_TEST_BIN_DIR=$build/tests/osc "$top/tests/osc/run-osc-tests.sh" $quick 2>&1 |
+        tee "$logdir/osc.log"
+    add_counts "$logdir/osc.log" osc
+fi
+
+if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
+    echo "== benchmark self-checks"
+    BENCH_BIN_DIR=$build/bench "$top/bench/tests/run-bench-tests.sh" 2>&1 | tee "$logdir/bench.log"
+    add_counts "$logdir/bench.log" bench
+fi
+
+echo "logs: $logdir"
+echo "$total_pass passed, $total_fail failed"
+[ $total_fail -eq 0 ]
