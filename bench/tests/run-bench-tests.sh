@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Tests of the benchmark suite:
+#   1. the runner's Python unit tests (bench/tests/test_runner.py)
+#   2. every benchmark program in -v verification mode, np 2 (mpairs np 4,
+#      collectives also np 3) over ob1 + vader, small sizes
+#   3. the verification itself: an injected mismatch must make the program
+#      exit non-zero; bad options exit 2; the overhead probe runs
+# Prints "PASS name" / "FAIL name" lines and the closing line
+# "N passed, N failed"; exits non-zero when something failed.
+# Environment: BENCH_BIN_DIR (programs; built with bench/build-bench.sh into
+# bench/_build when missing there), BENCH_TEST_TIMEOUT (seconds per run, 120).
+set -u
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bench=$(dirname "$here")
+tmo=${BENCH_TEST_TIMEOUT:-120}
+pass=0
+fail=0
+logdir=$(mktemp -d "${TMPDIR:-/tmp}/bench-tests.XXXXXX")
+trap 'rm -rf "$logdir"' EXIT
+
+ok() {
+    echo "PASS $1"
+    pass=$((pass + 1))
+}
+ko() {
+    echo "FAIL $1${2:+: $2}"
+    fail=$((fail + 1))
+}
+
+# ---- 1. runner unit tests
+while read -r verdict name rest; do
+    case $verdict in
+    PASS) ok "runner/$name" ;;
+    FAIL) ko "runner/$name" "$rest" ;;
+    esac
+done < <(python3 "$here/run_py_tests.py" 2>"$logdir/py.err")
+if ! grep -q '^OK' "$logdir/py.err"; then
+    sed 's/^/  | /' "$logdir/py.err" | tail -40
+    grep -q '^FAILED' "$logdir/py.err" || ko "runner/unittest-run" "the test run did not finish"
+fi
+
+# ---- 2. programs in verification mode
+programs=(bench_pt2pt bench_rma bench_coll bench_overhead)
+bin=${BENCH_BIN_DIR:-}
+have_all() {
+    local p
+    for p in "${programs[@]}"; do [[ -x $1/$p ]] || return 1; done
+}
+if [[ -z $bin ]] || ! have_all "$bin"; then
+    [[ -n $bin ]] && echo "note: bench programs not in $bin; building them with bench/build-bench.sh"
+    if ! bin=$("$bench/build-bench.sh" 2>"$logdir/build.err"); then
+        sed 's/^/  | /' "$logdir/build.err" | tail -20
+        ko "build-bench" "bench/build-bench.sh failed"
+        echo "$pass passed, $fail failed"
+        exit 1
+    fi
+fi
+
+if [[ $(id -u) == 0 ]]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+transport=(--mca pml ob1 --mca btl "self,vader")
+cores=$(nproc 2>/dev/null || echo 1)
+
+launch() { # launch NP: mpirun's placement options
+    if (($1 <= cores)); then
+        echo "-np $1 --bind-to core"
+    else
+        echo "-np $1 --oversubscribe --bind-to none"
+    fi
+}
+
+# verify NAME NP PROGRAM ARGS...: passes when the run exits 0 and reports verify=ok
+verify() {
+    local name=$1 np=$2 prog=$3
+    shift 3
+    local log=$logdir/${name//\//_}.log
+    # shellcheck disable=SC2046
+    timeout -k 10 "$tmo" mpirun $(launch "$np") "${transport[@]}" "$bin/$prog" "$@" -v >"$log" 2>&1
+    local rc=$?
+    if ((rc == 0)) && grep -q '^# verify=ok' "$log" && grep -qE '^[0-9]+ [0-9.]+' "$log"; then
+        ok "$name"
+    else
+        ko "$name" "exit $rc; $(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import runner; print(runner.first_error_line(open(sys.argv[2], errors="replace").read()))' "$bench" "$log")"
+    fi
+}
+
+small=(-m 1 -M 16K -f 4 -i 20 -x 2)
+verify pt2pt/latency 2 bench_pt2pt -t latency "${small[@]}"
+verify pt2pt/bw 2 bench_pt2pt -t bw "${small[@]}" -w 16
+verify pt2pt/bibw 2 bench_pt2pt -t bibw "${small[@]}" -w 16
+verify pt2pt/msgrate-w64 2 bench_pt2pt -t msgrate "${small[@]}" -w 64
+verify pt2pt/msgrate-w256 2 bench_pt2pt -t msgrate -m 1 -M 1K -f 8 -i 5 -x 1 -w 256
+verify pt2pt/mpairs-np4 4 bench_pt2pt -t mpairs "${small[@]}" -w 16
+verify pt2pt/large-above-threshold 2 bench_pt2pt -t bw -m 64K -M 256K -f 4 -i 10 -x 1 -w 4 -L 8K
+for m in put_lat get_lat put_bw get_bw acc_lat fop_lat cas_lat; do
+    verify "rma/$m" 2 bench_rma -t "$m" "${small[@]}" -w 16
+done
+for m in allreduce alltoall; do
+    verify "coll/$m-np2" 2 bench_coll -t "$m" "${small[@]}"
+    verify "coll/$m-np3" 3 bench_coll -t "$m" -m 4 -M 4K -f 8 -i 10 -x 1
+done
+
+# ---- 3. the checks themselves
+# an injected mismatch must be reported and make the program fail
+log=$logdir/inject.log
+# shellcheck disable=SC2046
+BENCH_VERIFY_INJECT=1 timeout -k 10 "$tmo" mpirun $(launch 2) "${transport[@]}" \
+    "$bin/bench_pt2pt" -t latency -m 8 -M 8 -i 3 -x 0 -v >"$log" 2>&1
+rc=$?
+if ((rc != 0 && rc != 124)) && grep -q 'verification failed' "$log"; then
+    ok "verify/injected-mismatch-fails"
+else
+    ko "verify/injected-mismatch-fails" "exit $rc"
+fi
+
+# bad arguments: exit 2 with a usage text; -h: exit 0
+# shellcheck disable=SC2046
+timeout -k 10 "$tmo" mpirun $(launch 2) "${transport[@]}" "$bin/bench_rma" -t nosuchmode \
+    >"$logdir/bad.log" 2>&1
+rc=$?
+if ((rc != 0)) && grep -q 'unknown mode' "$logdir/bad.log"; then
+    ok "args/unknown-mode-rejected"
+else
+    ko "args/unknown-mode-rejected" "exit $rc"
+fi
+# shellcheck disable=SC2046
+if timeout -k 10 "$tmo" mpirun $(launch 2) "${transport[@]}" "$bin/bench_coll" -h \
+    >"$logdir/help.log" 2>&1 && grep -q 'usage:' "$logdir/help.log"; then
+    ok "args/help"
+else
+    ko "args/help"
+fi
+
+# the overhead probe (what bench/callgrind.sh runs), natively, with its fifo
+fifo=$logdir/probe.fifo
+mkfifo "$fifo"
+if timeout -k 10 "$tmo" mpirun --bind-to core "${transport[@]}" \
+    -np 1 "$bin/bench_overhead" -n 50 -F "$fifo" : -np 1 "$bin/bench_overhead" -n 50 -F "$fifo" \
+    >"$logdir/probe.log" 2>&1 && grep -q '^# bench=overhead' "$logdir/probe.log"; then
+    ok "overhead/fifo-probe"
+else
+    ko "overhead/fifo-probe"
+fi
+
+# the runner drives a real configuration end to end
+if python3 "$bench/runner.py" --bin-dir "$bin" -c ob1_vader -b latency,fop_lat -r 1 -s 1:64:8 \
+    --iters 20 --warmup 2 --timeout "$tmo" --no-plots -o "$logdir/runner-out" \
+    >"$logdir/runner.log" 2>&1 && grep -q '| status | ok 1/1 |' "$logdir/runner-out/summary.md"; then
+    ok "runner/ob1_vader-end-to-end"
+else
+    ko "runner/ob1_vader-end-to-end" "$(tail -1 "$logdir/runner.log")"
+fi
+
+echo "$pass passed, $fail failed"
+((fail == 0))

@@ -1,0 +1,332 @@
+"""Tests of bench/runner.py (Python standard library only).
+
+Run: python3 -m unittest discover -s bench/tests   (or bench/tests/run_py_tests.py)
+The end-to-end tests use fake configurations whose `command` is a small
+shell command, so they need neither MPI nor the bench programs.
+"""
+
+import configparser
+import csv
+import io
+import os
+import sys
+import tempfile
+import textwrap
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import runner  # noqa: E402
+
+
+def config_from_text(text):
+    cp = configparser.ConfigParser(interpolation=None, comment_prefixes=("#",),
+                                   inline_comment_prefixes=None, default_section="__none__")
+    cp.optionxform = str
+    cp.read_string(textwrap.dedent(text))
+    return cp
+
+
+class ParseOutputTest(unittest.TestCase):
+    def test_header_and_rows(self):
+        out = ("# bench=latency unit=us np=2 iters=10\n"
+               "# columns=size,latency_us\n"
+               "1 0.250\n"
+               "some warning printed by a library\n"
+               "1024 1.5 extra columns 7\n"
+               "# verify=ok bench=latency\n")
+        header, rows = runner.parse_output(out)
+        self.assertEqual(header["bench"], "latency")
+        self.assertEqual(header["unit"], "us")
+        self.assertEqual(header["np"], "2")
+        self.assertEqual(rows, [(1, 0.25), (1024, 1.5)])
+
+    def test_rate_rows_take_the_first_value_column(self):
+        header, rows = runner.parse_output("# bench=msgrate unit=msg/s\n8 12345.5 0.099\n")
+        self.assertEqual(header["unit"], "msg/s")
+        self.assertEqual(rows, [(8, 12345.5)])
+
+    def test_no_header_is_unparsable(self):
+        with self.assertRaises(runner.ParseError) as cm:
+            runner.parse_output("hello\n1 2.0\n")
+        self.assertIn("unparsable output", str(cm.exception))
+        self.assertIn("hello", str(cm.exception))
+
+    def test_no_rows_is_unparsable(self):
+        with self.assertRaises(runner.ParseError) as cm:
+            runner.parse_output("# bench=bw unit=MB/s\n")
+        self.assertIn("no data rows", str(cm.exception))
+
+    def test_failed_verification_is_an_error(self):
+        with self.assertRaises(runner.ParseError) as cm:
+            runner.parse_output("# bench=bw unit=MB/s\n1 2.0\n# verify=FAILED bench=bw errors=3\n")
+        self.assertIn("verification failed", str(cm.exception))
+
+
+class SummaryTest(unittest.TestCase):
+    def test_median_min_max_odd(self):
+        self.assertEqual(runner.summarize([3.0, 1.0, 2.0]), (2.0, 1.0, 3.0))
+
+    def test_median_min_max_even(self):
+        self.assertEqual(runner.summarize([4.0, 1.0, 2.0, 10.0]), (3.0, 1.0, 10.0))
+
+    def test_single_value(self):
+        self.assertEqual(runner.summarize([5.5]), (5.5, 5.5, 5.5))
+        self.assertEqual(runner.fmt_cell([5.5]), "5.50")
+
+    def test_empty_is_an_error(self):
+        with self.assertRaises(ValueError):
+            runner.summarize([])
+
+    def test_cell_format(self):
+        self.assertEqual(runner.fmt_cell([0.25, 0.3, 0.2]), "0.25 (0.2-0.3)")
+        self.assertEqual(runner.fmt_cell([12.7e6, 12.5e6, 12.9e6]), "12.7M (12.5M-12.9M)")
+        self.assertEqual(runner.fmt_size(4096), "4K")
+        self.assertEqual(runner.fmt_size(3 << 20), "3M")
+        self.assertEqual(runner.fmt_size(1000), "1000")
+
+    def test_table_has_medians_and_spread_per_size(self):
+        R = runner.RunResult
+        results = [
+            R(1, "latency", "A", "ok", rows=[(1, 1.0), (8, 2.0)], unit="us"),
+            R(2, "latency", "A", "ok", rows=[(1, 3.0), (8, 4.0)], unit="us"),
+            R(3, "latency", "A", "ok", rows=[(1, 2.0), (8, 9.0)], unit="us"),
+            R(1, "latency", "B", "ok", rows=[(1, 7.0)], unit="us"),
+            R(2, "latency", "B", "failed", error="boom | bang"),
+        ]
+        md = runner.markdown_tables(results, ["A", "B"], ["latency"])
+        lines = md.splitlines()
+        self.assertIn("| size | A | B |", lines)
+        self.assertIn("| status | ok 3/3 | ok 1/2; failed: boom \\| bang |", lines)
+        self.assertIn("| 1 | 2.00 (1.00-3.00) | 7.00 |", lines)
+        self.assertIn("| 8 | 4.00 (2.00-9.00) | - |", lines)
+
+    def test_most_frequent_error_is_shown(self):
+        self.assertEqual(runner.main_error(["x", "y", "y"]), "y")
+        self.assertEqual(runner.main_error(["x", "y"]), "x")
+
+
+class ErrorLineTest(unittest.TestCase):
+    def test_decorations_are_stripped(self):
+        err = ("-------------------\n"
+               "[host:123] [[4567,0],0] something broke badly\n"
+               "-------------------\n")
+        self.assertEqual(runner.first_error_line(err), "something broke badly")
+
+    def test_missing_component_names_framework_and_component(self):
+        err = ("------\nA requested component was not found, or was unable to be opened. Text\n"
+               "more text\n\nHost: h\nFramework: mtl\nComponent: efa\n------\n"
+               "[h:1] PML cm cannot be selected\n")
+        self.assertEqual(runner.first_error_line(err), "requested component not found: mtl/efa")
+
+    def test_mpi_error_code_is_used(self):
+        err = ("[h:9] *** An error occurred in MPI_Win_create\n"
+               "[h:9] *** reported by process [1,0]\n"
+               "[h:9] *** MPI_ERR_WIN: invalid window\n")
+        self.assertEqual(runner.first_error_line(err), "MPI_Win_create: MPI_ERR_WIN: invalid window")
+
+    def test_message_of_the_bench_error_handler(self):
+        err = ("[h:1] ORTE_ERROR_LOG: Data unpack failed in file show_help.c at line 1\n"
+               "rank 0: MPI error in MPI_Win_create: MPI_ERR_WIN: invalid window\n")
+        line = runner.first_error_line(err)
+        self.assertEqual(line, "MPI_Win_create: MPI_ERR_WIN: invalid window")
+        self.assertEqual(runner.error_strength(line), 3)
+
+    def test_lost_message(self):
+        err = "[h:1] [[2,0],0] ORTE_ERROR_LOG: Data unpack failed in file show_help.c at line 1\n"
+        line = runner.first_error_line(err)
+        self.assertEqual(line, runner.LOST_MESSAGE)
+        self.assertEqual(runner.error_strength(line), 0)
+
+    def test_strength_order(self):
+        self.assertEqual(runner.error_strength("requested component not found: btl/efa"), 3)
+        self.assertEqual(runner.error_strength("no pml component could be opened"), 2)
+        self.assertEqual(runner.error_strength("PML cm cannot be selected"), 1)
+
+    def test_long_lines_are_cut(self):
+        self.assertEqual(len(runner.first_error_line("x" * 500, limit=50)), 50)
+
+
+class ConfigTest(unittest.TestCase):
+    INI = """
+        [providers]
+        rxm = tcp;ofi_rxm
+        shm = shm
+        efa = efa
+
+        [defaults]
+        standins = rxm shm
+        common_args = --mca x 1
+
+        [mtl_efa-{prov}]
+        args = --mca pml cm --mca mtl efa --mca mtl_efa_provider_include {provider}
+        efa = yes
+
+        [ob1_tcp]
+        args = --mca pml ob1 --mca btl self,tcp
+
+        [only_rxm-{prov}]
+        args = --mca p {provider}
+        families = rma
+        providers = rxm efa
+        """
+
+    def test_templates_expand_per_provider(self):
+        cp = config_from_text(self.INI)
+        cfgs = runner.expand_configs(cp, ["rxm", "shm"], env={})
+        names = [c.name for c in cfgs]
+        self.assertEqual(names, ["mtl_efa-rxm", "mtl_efa-shm", "ob1_tcp", "only_rxm-rxm"])
+        rxm = cfgs[0]
+        self.assertEqual(rxm.args, ["--mca", "x", "1", "--mca", "pml", "cm", "--mca", "mtl", "efa",
+                                    "--mca", "mtl_efa_provider_include", "tcp;ofi_rxm"])
+        self.assertEqual(cfgs[3].families, ("rma",))
+
+    def test_component_path_only_for_efa_configs(self):
+        cp = config_from_text(self.INI)
+        cfgs = runner.expand_configs(cp, ["rxm"], env={"EFA_MCA_COMPONENT_PATH": "/x/lib"})
+        efa = next(c for c in cfgs if c.name == "mtl_efa-rxm")
+        tcp = next(c for c in cfgs if c.name == "ob1_tcp")
+        i = efa.args.index("mca_base_component_path")
+        self.assertTrue(efa.args[i + 1].endswith(":/x/lib"))
+        self.assertEqual(efa.args[i - 1], "--mca")
+        self.assertNotIn("mca_base_component_path", tcp.args)
+
+    def test_best_provider(self):
+        cp = config_from_text(self.INI)
+        self.assertEqual(runner.resolve_providers(cp, None, efa_probe=lambda: False),
+                         ["rxm", "shm"])
+        self.assertEqual(runner.resolve_providers(cp, "best", efa_probe=lambda: True), ["efa"])
+        self.assertEqual(runner.resolve_providers(cp, "shm", efa_probe=lambda: True), ["shm"])
+        self.assertEqual(runner.resolve_providers(cp, "all", efa_probe=lambda: False),
+                         ["rxm", "shm"])
+
+    def test_selection_by_family_name_and_glob(self):
+        cp = config_from_text(self.INI)
+        cfgs = runner.expand_configs(cp, ["rxm", "shm"], env={})
+        self.assertEqual([c.name for c in runner.select_configs(cfgs, "mtl_efa,ob1_tcp")],
+                         ["mtl_efa-rxm", "mtl_efa-shm", "ob1_tcp"])
+        self.assertEqual([c.name for c in runner.select_configs(cfgs, "*-shm")], ["mtl_efa-shm"])
+        with self.assertRaises(SystemExit):
+            runner.select_configs(cfgs, "nope")
+
+    def test_project_config_file_parses(self):
+        cp = runner.read_config_file(runner.DEFAULT_CONFIG_FILE)
+        names = [c.name for c in runner.expand_configs(cp, ["rxm", "shm", "rxd"], env={})]
+        for want in ("mtl_efa-rxm", "mtl_efa-shm", "mtl_efa-rxd", "btl_efa-rxm", "mtl_ofi-rxm",
+                     "ob1_tcp", "ob1_vader", "osc_pt2pt-ob1_tcp", "osc_pt2pt-mtl_ofi-rxm",
+                     "osc_ucx"):
+            self.assertIn(want, names)
+
+    def test_binding(self):
+        params = runner.RunParams(cores=2)
+        cfg = runner.Config("c", ["--mca", "pml", "ob1"])
+        cmd = runner.build_command(cfg, runner.BENCHES["latency"], params, "/bin")
+        self.assertEqual(cmd[:5], ["mpirun", "-np", "2", "--bind-to", "core"])
+        cmd = runner.build_command(cfg, runner.BENCHES["mpairs"], params, "/bin")
+        self.assertEqual(cmd[:6], ["mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none"])
+        self.assertIn("/bin/bench_pt2pt", cmd)
+
+
+class InterleaveTest(unittest.TestCase):
+    def test_order_is_a_b_c_a_b_c(self):
+        jobs = runner.plan(["A", "B", "C"], ["latency"], 2)
+        self.assertEqual([(j.rep, j.config) for j in jobs],
+                         [(1, "A"), (1, "B"), (1, "C"), (2, "A"), (2, "B"), (2, "C")])
+
+    def test_every_rep_covers_every_bench_before_the_next(self):
+        jobs = runner.plan(["A", "B"], ["latency", "bw"], 2)
+        self.assertEqual([(j.rep, j.bench, j.config) for j in jobs], [
+            (1, "latency", "A"), (1, "latency", "B"), (1, "bw", "A"), (1, "bw", "B"),
+            (2, "latency", "A"), (2, "latency", "B"), (2, "bw", "A"), (2, "bw", "B")])
+
+    def test_family_restriction(self):
+        jobs = runner.plan(["A", "R"], ["latency", "put_lat"], 1,
+                           families={"A": runner.FAMILIES, "R": ("rma",)})
+        self.assertEqual([(j.bench, j.config) for j in jobs],
+                         [("latency", "A"), ("put_lat", "A"), ("put_lat", "R")])
+
+
+FAKE_INI = r"""
+[providers]
+rxm = tcp;ofi_rxm
+
+[good]
+command = sh -c "printf '# bench=%s unit=us\n1 2.5\n8 3.5\n' {bench}"
+
+[broken]
+command = sh -c "echo '-----'; echo '[host:1] fake transport exploded: no such device' >&2; echo second line >&2; exit 3"
+
+[garbage]
+command = echo hello world
+
+[slow]
+command = sleep 30
+"""
+
+
+class EndToEndTest(unittest.TestCase):
+    """The runner with fake configurations: failures stay in the table."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        ini = os.path.join(cls.tmp.name, "fake.ini")
+        with open(ini, "w") as f:
+            f.write(FAKE_INI)
+        cls.out = os.path.join(cls.tmp.name, "out")
+        cls.stdout = io.StringIO()
+        cls.rc = runner.main(["--config-file", ini, "--benches", "latency,fop_lat", "--reps", "2",
+                              "--timeout", "1", "--out", cls.out, "--no-plots"],
+                             stdout=cls.stdout)
+        with open(os.path.join(cls.out, "summary.md")) as f:
+            cls.md = f.read()
+        with open(os.path.join(cls.out, "runs.csv")) as f:
+            cls.runs = list(csv.DictReader(f))
+        with open(os.path.join(cls.out, "results.csv")) as f:
+            cls.rows = list(csv.DictReader(f))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_exit_code(self):
+        self.assertEqual(self.rc, 0)
+
+    def test_failing_config_shows_its_first_error_line(self):
+        self.assertIn("failed: fake transport exploded: no such device", self.md)
+
+    def test_failing_config_is_a_column_not_dropped(self):
+        self.assertIn("| size | good | broken | garbage | slow |", self.md)
+        self.assertRegex(self.md, r"\| 1 \| 2\.50 \(2\.50-2\.50\) \| failed \| failed \| failed \|")
+
+    def test_unparsable_and_timeout(self):
+        self.assertIn("failed: unparsable output: no '# bench=' header: hello world", self.md)
+        self.assertIn("failed: timeout after 1 s", self.md)
+
+    def test_timed_out_bench_is_not_rerun(self):
+        slow = [r for r in self.runs if r["config"] == "slow" and r["bench"] == "latency"]
+        self.assertEqual(len(slow), 2)
+        self.assertIn("later reps skipped", slow[1]["error"])
+
+    def test_runs_are_interleaved(self):
+        order = [(r["rep"], r["bench"], r["config"]) for r in self.runs]
+        cfgs = ["good", "broken", "garbage", "slow"]
+        want = [(str(rep), b, c) for rep in (1, 2) for b in ("latency", "fop_lat") for c in cfgs]
+        self.assertEqual(order, want)
+
+    def test_csv_has_all_raw_rows(self):
+        good = [r for r in self.rows if r["config"] == "good"]
+        # 2 benches x 2 reps x 2 sizes
+        self.assertEqual(len(good), 8)
+        self.assertEqual(set(self.rows[0].keys()) >= {"config", "bench", "size", "rep", "value"},
+                         True)
+        self.assertEqual({r["config"] for r in self.rows}, {"good"})
+
+    def test_progress_is_printed(self):
+        text = self.stdout.getvalue()
+        self.assertRegex(text, r"\[  1/16 0:00:0\d\] rep 1/2 latency good")
+        self.assertIn("FAILED fake transport exploded", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
