@@ -33,14 +33,15 @@ enum {
     EFA_BTL_MSG_GET,    /* rma, answered by RESP + data */
     EFA_BTL_MSG_ATOMIC, /* rma (op, operands), answered by RESP (+ old value) */
     EFA_BTL_MSG_RESP,   /* rma.status, rma.operand: fetched value, + data for GET */
+    EFA_BTL_MSG_CREDIT, /* hdr only: returns credits, takes none */
 };
 
 typedef struct efa_btl_hdr {
     uint8_t type;
-    uint8_t tag; /* active-message tag (AM) */
-    uint16_t pad;
-    uint32_t len; /* payload bytes after the headers */
-    uint64_t src; /* the sender's opal_process_name_t */
+    uint8_t tag;      /* active-message tag (AM) */
+    uint16_t credits; /* send credits returned to the receiver of this message */
+    uint32_t len;     /* payload bytes after the headers */
+    uint64_t src;     /* the sender's opal_process_name_t */
 } efa_btl_hdr_t;
 
 typedef struct efa_btl_rma {
@@ -75,6 +76,13 @@ typedef struct efa_btl_reg {
     efa_mr_t *mr;
 } efa_btl_reg_t;
 
+/* Flow control: every message but a credit message takes one of the
+ * sender's credits for that peer; the receiver counts what it handled and
+ * returns it, piggybacked on its next message to the sender or, once half a
+ * window is owed, in a credit message (which needs no credit, so credits
+ * always flow back).  Sends without a credit, or that find the provider
+ * queue full, wait in the endpoint's queue, which progress drains in
+ * order.  Fields below 'outstanding' are protected by the module lock. */
 struct mca_btl_base_endpoint_t {
     opal_process_name_t name;
     opal_proc_t *proc;
@@ -82,6 +90,12 @@ struct mca_btl_base_endpoint_t {
     fi_addr_t addr;
     bool is_self;
     volatile int32_t outstanding; /* one-sided operations not yet completed */
+    int32_t credits;              /* messages this process may still send to the peer */
+    int32_t owed;                 /* messages handled from the peer, not yet credited back */
+    bool credit_due;              /* owed reached the threshold: send a credit message */
+    bool waiting;                 /* on the module's list of endpoints with work queued */
+    struct efa_btl_frag *queue_head, *queue_tail; /* sends waiting, in order */
+    struct mca_btl_base_endpoint_t *next_waiting;
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_efa_endpoint_t;
 
@@ -90,11 +104,12 @@ typedef struct efa_btl_frag {
     efa_op_t op; /* first: the core hands it back */
     mca_btl_base_descriptor_t base;
     mca_btl_base_segment_t segment;
-    struct efa_btl_frag *next; /* free list or pending queue */
+    struct efa_btl_frag *next; /* free list or an endpoint's queue */
     mca_btl_efa_endpoint_t *endpoint;
     fi_addr_t dest;
     void *desc;
     size_t send_len;
+    int err;                      /* a send that failed for good, until it is finished */
     bool user;                    /* a two-sided descriptor handed to the upper layer */
     struct efa_btl_rdma_req *req; /* a one-sided request chunk: fails the request on error */
     uint8_t *buf;
@@ -109,9 +124,15 @@ typedef struct efa_btl_rdma_req {
     mca_btl_base_rdma_completion_fn_t cbfunc;
     void *cbcontext, *cbdata;
     int type;
-    int remaining; /* chunks not yet answered */
     int status;
     size_t size;
+    uint64_t remote_address;
+    efa_btl_rma_t rma; /* template of the chunks' requests */
+    /* A bounded window of chunks is in flight; each answer lets the next go.
+     * Protected by the module lock. */
+    int nchunks;  /* chunks to send (cut short by a failure) */
+    int issued;   /* chunks handed to the send path */
+    int answered; /* chunks answered (or failed) */
 } efa_btl_rdma_req_t;
 
 typedef struct mca_btl_efa_module {
@@ -123,7 +144,11 @@ typedef struct mca_btl_efa_module {
     opal_hash_table_t regs;      /* key -> efa_btl_reg_t */
     uint64_t next_key;
     efa_btl_frag_t *free_frags;
-    efa_btl_frag_t *pending_head, *pending_tail; /* sends that met a full queue */
+    mca_btl_efa_endpoint_t *waiting_head, *waiting_tail; /* endpoints with sends queued */
+    volatile int32_t num_waiting; /* endpoints on that list (read without the lock) */
+    int32_t window;               /* credits per peer */
+    int32_t credit_threshold;     /* owed credits that warrant a credit message */
+    int rma_window;               /* chunks of one put/get in flight */
     void **slabs;
     int num_slabs;
     size_t frag_size;             /* bytes of one fragment buffer */
@@ -138,6 +163,8 @@ typedef struct mca_btl_efa_component {
     int priority;
     int verbose;
     int debug_corrupt_offset; /* testing: shift remote addresses of puts and atomics */
+    int send_window;          /* messages in flight per peer (0: from the receive pool) */
+    int rma_window;           /* chunks of one put/get in flight */
 } mca_btl_efa_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
@@ -149,6 +176,7 @@ efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl);
 void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
+bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
                                                      opal_proc_t *proc);
 void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);

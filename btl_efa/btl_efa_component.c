@@ -47,6 +47,20 @@ static int efa_component_register(void) {
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_btl_efa_component.debug_corrupt_offset);
 
+    mca_btl_efa_component.send_window = 0;
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "send_window",
+        "Messages in flight to one peer before waiting for the peer to return credits (0: as "
+        "many as a context keeps receive buffers posted, at least 8)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.send_window);
+    mca_btl_efa_component.rma_window = 4;
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "rma_window",
+        "Chunks of one put or get in flight; each answered chunk lets the next one go",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.rma_window);
+
     /* Defaults; mca_btl_base_param_register makes each a btl_efa_* parameter.
      * On one node the shared-memory BTL must win: a lower exclusivity than
      * vader's (bml/r2 sends through the most exclusive BTL) and a higher

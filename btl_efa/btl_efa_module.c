@@ -73,33 +73,37 @@ static int grow(mca_btl_efa_module_t *btl) {
     return OPAL_SUCCESS;
 }
 
-efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl) {
-    efa_btl_frag_t *frag = NULL;
-    OPAL_THREAD_LOCK(&btl->lock);
+/* The module lock is held. */
+static efa_btl_frag_t *frag_get_locked(mca_btl_efa_module_t *btl) {
     if (NULL == btl->free_frags) {
         (void)grow(btl);
     }
-    frag = btl->free_frags;
-    if (frag) {
-        btl->free_frags = frag->next;
+    efa_btl_frag_t *frag = btl->free_frags;
+    if (NULL == frag) {
+        return NULL;
     }
+    btl->free_frags = frag->next;
+    frag->next = NULL;
+    frag->endpoint = NULL;
+    frag->user = false;
+    frag->req = NULL;
+    frag->err = 0;
+    frag->base.des_segments = &frag->segment;
+    frag->base.des_segment_count = 1;
+    frag->base.des_cbfunc = NULL;
+    frag->base.des_cbdata = NULL;
+    frag->base.des_context = NULL;
+    frag->base.des_flags = 0;
+    frag->base.order = MCA_BTL_NO_ORDER;
+    frag->segment.seg_addr.pval = frag->buf + sizeof(efa_btl_hdr_t);
+    frag->segment.seg_len = 0;
+    return frag;
+}
+
+efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    efa_btl_frag_t *frag = frag_get_locked(btl);
     OPAL_THREAD_UNLOCK(&btl->lock);
-    if (frag) {
-        frag->next = NULL;
-        frag->endpoint = NULL;
-        frag->req = NULL;
-        frag->user = false;
-        frag->send_len = 0;
-        frag->base.des_segments = &frag->segment;
-        frag->base.des_segment_count = 1;
-        frag->base.des_cbfunc = NULL;
-        frag->base.des_cbdata = NULL;
-        frag->base.des_context = NULL;
-        frag->base.des_flags = 0;
-        frag->base.order = MCA_BTL_NO_ORDER;
-        frag->segment.seg_addr.pval = frag->buf + sizeof(efa_btl_hdr_t);
-        frag->segment.seg_len = 0;
-    }
     return frag;
 }
 
@@ -134,69 +138,192 @@ static void frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
                             fi_strerror(-cqe->err));
     }
     frag_finish(&mca_btl_efa_module, frag, status);
+    /* The provider's queue has room again. */
+    (void)mca_btl_efa_drain_pending(&mca_btl_efa_module);
 }
 
-/* Post a ready fragment (header filled, send_len and dest set).  A full
- * queue defers it to the pending list, which progress drains in order. */
-int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
-    int rc;
-    OPAL_THREAD_LOCK(&btl->lock);
-    if (NULL != btl->pending_head) {
-        frag->next = NULL;
-        btl->pending_tail->next = frag;
-        btl->pending_tail = frag;
-        OPAL_THREAD_UNLOCK(&btl->lock);
-        return OPAL_SUCCESS;
+/* ---- sending: credits and the endpoints' queues ---- */
+
+/* The module lock is held. */
+static void waiting_add(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    if (ep->waiting) {
+        return;
     }
-    OPAL_THREAD_UNLOCK(&btl->lock);
-    rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest, &frag->op);
+    ep->waiting = true;
+    ep->next_waiting = NULL;
+    if (btl->waiting_tail) {
+        btl->waiting_tail->next_waiting = ep;
+    } else {
+        btl->waiting_head = ep;
+    }
+    btl->waiting_tail = ep;
+    OPAL_THREAD_ADD_FETCH32(&btl->num_waiting, 1);
+}
+
+/* One attempt to hand a fragment to the provider, returning the credits
+ * owed to its destination with it.  The module lock is held. */
+static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                       efa_btl_frag_t *frag) {
+    efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
+    int32_t give = ep->owed > UINT16_MAX ? UINT16_MAX : ep->owed;
+    hdr->credits = (uint16_t)give;
+    int rc =
+        efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest, &frag->op);
     if (0 == rc) {
-        return OPAL_SUCCESS;
-    }
-    if (-FI_EAGAIN == rc) {
-        OPAL_THREAD_LOCK(&btl->lock);
-        frag->next = NULL;
-        if (btl->pending_tail) {
-            btl->pending_tail->next = frag;
-        } else {
-            btl->pending_head = frag;
+        ep->owed -= give;
+        if (ep->owed < btl->credit_threshold) {
+            ep->credit_due = false;
         }
-        btl->pending_tail = frag;
-        OPAL_THREAD_UNLOCK(&btl->lock);
-        return OPAL_SUCCESS;
+        if (EFA_BTL_MSG_CREDIT != hdr->type) {
+            --ep->credits;
+        }
     }
-    opal_output_verbose(1, mca_common_efa_output, "btl:efa: cannot post a send: %s",
-                        fi_strerror(-rc));
-    return mca_common_efa_fi_to_opal(rc);
+    return rc;
+}
+
+/* Post what the endpoint's queue holds while it has credits and the
+ * provider takes them, then a credit message if one is due.  Fragments that
+ * failed for good are chained on *failed.  Returns false when the provider
+ * queue is full.  The module lock is held. */
+static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            efa_btl_frag_t **failed) {
+    while (ep->queue_head && ep->credits > 0) {
+        efa_btl_frag_t *frag = ep->queue_head;
+        int rc = post_locked(btl, ep, frag);
+        if (-FI_EAGAIN == rc) {
+            return false;
+        }
+        ep->queue_head = frag->next;
+        if (NULL == ep->queue_head) {
+            ep->queue_tail = NULL;
+        }
+        if (0 != rc) {
+            frag->err = rc;
+            frag->next = *failed;
+            *failed = frag;
+        }
+    }
+    if (ep->credit_due && ep->owed > 0) {
+        efa_btl_frag_t *frag = frag_get_locked(btl);
+        if (NULL == frag) {
+            return true; /* retried on the next drain */
+        }
+        efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
+        memset(hdr, 0, sizeof(*hdr));
+        hdr->type = EFA_BTL_MSG_CREDIT;
+        hdr->src = btl->my_name;
+        frag->send_len = sizeof(*hdr);
+        frag->dest = ep->addr;
+        frag->endpoint = ep;
+        int rc = post_locked(btl, ep, frag);
+        if (0 != rc) {
+            frag->next = btl->free_frags;
+            btl->free_frags = frag;
+            if (-FI_EAGAIN == rc) {
+                return false;
+            }
+        }
+    }
+    ep->credit_due = false;
+    return true;
+}
+
+static void finish_failed(mca_btl_efa_module_t *btl, efa_btl_frag_t *failed) {
+    while (failed) {
+        efa_btl_frag_t *frag = failed;
+        failed = frag->next;
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: deferred send failed: %s",
+                            fi_strerror(-frag->err));
+        frag_finish(btl, frag, mca_common_efa_fi_to_opal(frag->err));
+    }
+}
+
+/* Post a ready fragment (header filled, send_len, dest and endpoint set).
+ * Without a credit for the peer, or with the provider queue full, it joins
+ * the endpoint's queue, which progress drains in order; the completion
+ * callback always comes from progress. */
+int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    mca_btl_efa_endpoint_t *ep = frag->endpoint;
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (NULL == ep->queue_head && ep->credits > 0) {
+        int rc = post_locked(btl, ep, frag);
+        if (0 == rc) {
+            OPAL_THREAD_UNLOCK(&btl->lock);
+            return OPAL_SUCCESS;
+        }
+        if (-FI_EAGAIN != rc) {
+            OPAL_THREAD_UNLOCK(&btl->lock);
+            opal_output_verbose(1, mca_common_efa_output, "btl:efa: cannot post a send: %s",
+                                fi_strerror(-rc));
+            return mca_common_efa_fi_to_opal(rc);
+        }
+    }
+    frag->next = NULL;
+    if (ep->queue_tail) {
+        ep->queue_tail->next = frag;
+    } else {
+        ep->queue_head = frag;
+    }
+    ep->queue_tail = frag;
+    waiting_add(btl, ep);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return OPAL_SUCCESS;
+}
+
+bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    (void)btl;
+    return NULL == ep->queue_head && ep->credits > 0;
 }
 
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
-    int count = 0;
-    for (;;) {
-        OPAL_THREAD_LOCK(&btl->lock);
-        efa_btl_frag_t *frag = btl->pending_head;
-        if (NULL == frag) {
-            OPAL_THREAD_UNLOCK(&btl->lock);
-            return count;
-        }
-        int rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
-                                  &frag->op);
-        if (-FI_EAGAIN == rc) {
-            OPAL_THREAD_UNLOCK(&btl->lock);
-            return count;
-        }
-        btl->pending_head = frag->next;
-        if (NULL == btl->pending_head) {
-            btl->pending_tail = NULL;
-        }
-        OPAL_THREAD_UNLOCK(&btl->lock);
-        ++count;
-        if (0 != rc) {
-            opal_output_verbose(1, mca_common_efa_output, "btl:efa: deferred send failed: %s",
-                                fi_strerror(-rc));
-            frag_finish(btl, frag, mca_common_efa_fi_to_opal(rc));
-        }
+    efa_btl_frag_t *failed = NULL;
+    int left;
+    (void)efa_core_msg_progress(btl->core);
+    if (0 == btl->num_waiting) {
+        return 0;
     }
+    OPAL_THREAD_LOCK(&btl->lock);
+    mca_btl_efa_endpoint_t *prev = NULL, *ep = btl->waiting_head;
+    while (ep) {
+        mca_btl_efa_endpoint_t *next = ep->next_waiting;
+        bool room = drain_ep_locked(btl, ep, &failed);
+        if (NULL == ep->queue_head && !ep->credit_due) {
+            if (prev) {
+                prev->next_waiting = next;
+            } else {
+                btl->waiting_head = next;
+            }
+            if (btl->waiting_tail == ep) {
+                btl->waiting_tail = prev;
+            }
+            ep->waiting = false;
+            ep->next_waiting = NULL;
+            OPAL_THREAD_ADD_FETCH32(&btl->num_waiting, -1);
+        } else {
+            prev = ep;
+        }
+        if (!room) {
+            break;
+        }
+        ep = next;
+    }
+    left = btl->num_waiting;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    finish_failed(btl, failed);
+    return left;
+}
+
+/* A message from ep arrived: take the credits it returns and count it
+ * towards what this process owes back. */
+static void note_received(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                          const efa_btl_hdr_t *hdr) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    ep->credits += hdr->credits;
+    if (EFA_BTL_MSG_CREDIT != hdr->type && ++ep->owed >= btl->credit_threshold) {
+        ep->credit_due = true;
+        waiting_add(btl, ep);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
 /* ---- endpoints ---- */
@@ -222,6 +349,7 @@ mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, 
     memcpy(&ep->name, &name, sizeof(name));
     ep->proc = proc;
     ep->is_self = (name == btl->my_name);
+    ep->credits = btl->window;
     int rc;
     ep->peer = mca_common_efa_peer_lookup(btl->core, &ep->name, &rc);
     if (NULL == ep->peer) {
@@ -344,7 +472,7 @@ static void fill_am(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag,
     efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
     hdr->type = EFA_BTL_MSG_AM;
     hdr->tag = tag;
-    hdr->pad = 0;
+    hdr->credits = 0;
     hdr->len = (uint32_t)len;
     hdr->src = btl->my_name;
     frag->send_len = sizeof(*hdr) + len;
@@ -372,7 +500,8 @@ static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_end
     if (descriptor) {
         *descriptor = NULL;
     }
-    if (header_size + payload_size > btl->super.btl_eager_limit || NULL != btl->pending_head) {
+    if (header_size + payload_size > btl->super.btl_eager_limit ||
+        !mca_btl_efa_can_send_now(btl, endpoint)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
     efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
@@ -410,6 +539,13 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
         return;
     }
     const efa_btl_hdr_t *hdr = buf;
+    mca_btl_efa_endpoint_t *ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
+    if (NULL != ep) {
+        note_received(btl, ep, hdr);
+    }
+    if (EFA_BTL_MSG_CREDIT == hdr->type) {
+        return;
+    }
     const uint8_t *body = (const uint8_t *)buf + sizeof(*hdr);
     size_t body_len = len - sizeof(*hdr);
     if (EFA_BTL_MSG_AM == hdr->type) {
@@ -470,7 +606,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
         return OPAL_SUCCESS;
     }
     /* Let sends in flight finish before their buffers go. */
-    for (int i = 0; i < 100000 && (btl->pending_head || btl->outstanding > 0); ++i) {
+    for (int i = 0; i < 100000 && (btl->num_waiting > 0 || btl->outstanding > 0); ++i) {
         mca_btl_efa_drain_pending(btl);
         efa_core_progress(btl->core);
     }
@@ -515,8 +651,18 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->frag_size = efa_core_msg_max_size(core);
     btl->rma_chunk = btl->frag_size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t);
     btl->free_frags = NULL;
-    btl->pending_head = btl->pending_tail = NULL;
+    btl->waiting_head = btl->waiting_tail = NULL;
+    btl->num_waiting = 0;
     btl->outstanding = 0;
+    /* A window as deep as the peer's receive pool, but never so small that
+     * the pipeline stalls on every credit round trip. */
+    btl->window = mca_btl_efa_component.send_window;
+    if (btl->window <= 0) {
+        size_t bufs = efa_core_msg_recv_count(core);
+        btl->window = bufs < 8 ? 8 : (int32_t)bufs;
+    }
+    btl->credit_threshold = btl->window / 2 > 0 ? btl->window / 2 : 1;
+    btl->rma_window = mca_btl_efa_component.rma_window > 0 ? mca_btl_efa_component.rma_window : 1;
     size_t max_send = btl->frag_size - sizeof(efa_btl_hdr_t);
     if (btl->super.btl_max_send_size > max_send || 0 == btl->super.btl_max_send_size) {
         btl->super.btl_max_send_size = max_send;
@@ -531,7 +677,12 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     if (OPAL_SUCCESS != grow(btl)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    efa_core_msg_set_handler(core, mca_btl_efa_on_message, btl);
+    int rc = efa_core_msg_set_handler(core, mca_btl_efa_on_message, btl);
+    if (0 != rc) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: cannot post receives: %s",
+                            fi_strerror(-rc));
+        return mca_common_efa_fi_to_opal(rc);
+    }
     return OPAL_SUCCESS;
 }
 

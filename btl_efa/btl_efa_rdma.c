@@ -2,9 +2,12 @@
  * btl_efa one-sided operations, carried as requests the target executes.
  *
  * Initiator: a put or get is split into chunks of at most rma_chunk bytes,
- * one request message each; the operation completes (callback) when every
- * chunk has been answered, i.e. once the target has executed it, so local
- * completion implies remote completion.  Atomics are one request.
+ * one request message each.  Only rma_window chunks of an operation are in
+ * flight at a time; each answer lets the next chunk go, so a large transfer
+ * never floods the provider (or the peer) with all of its chunks at once.
+ * The operation completes (callback) when every chunk has been answered,
+ * i.e. once the target has executed it, so local completion implies remote
+ * completion.  Atomics are one request.
  *
  * Target: every request names a registration key of this process; the
  * range and access rights are checked against this process's own table
@@ -269,13 +272,54 @@ static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     free(req);
 }
 
+static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int index);
+
+/* Account for 'answered' chunks (with status), then send the chunks the
+ * window allows; completes the request when everything is answered.  A
+ * chunk that cannot be sent counts as answered with its error and stops
+ * the rest from being sent. */
+static void rdma_advance(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status,
+                         int answered) {
+    for (;;) {
+        OPAL_THREAD_LOCK(&btl->lock);
+        req->answered += answered;
+        if (OPAL_SUCCESS != status && OPAL_SUCCESS == req->status) {
+            req->status = status;
+        }
+        if (OPAL_SUCCESS != req->status) {
+            req->nchunks = req->issued;
+        }
+        int first = req->issued;
+        int n = req->nchunks - req->issued;
+        int room = btl->rma_window - (req->issued - req->answered);
+        if (n > room) {
+            n = room > 0 ? room : 0;
+        }
+        req->issued += n;
+        bool done = req->answered == req->nchunks;
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        if (done) {
+            req_done(btl, req);
+            return;
+        }
+        int failed = 0, err = OPAL_SUCCESS;
+        for (int i = 0; i < n; ++i) {
+            int rc = issue_chunk(btl, req, first + i);
+            if (OPAL_SUCCESS != rc) {
+                ++failed;
+                err = rc;
+            }
+        }
+        if (0 == failed) {
+            return;
+        }
+        status = err;
+        answered = failed;
+    }
+}
+
 static void chunk_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status) {
-    if (OPAL_SUCCESS != status && OPAL_SUCCESS == req->status) {
-        req->status = status;
-    }
-    if (0 == OPAL_THREAD_ADD_FETCH32(&req->remaining, -1)) {
-        req_done(btl, req);
-    }
+    rdma_advance(btl, req, status, 1);
 }
 
 void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status) {
@@ -376,49 +420,55 @@ static int start(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type
     req->type = type;
     req->size = size;
     req->status = OPAL_SUCCESS;
-    req->remaining = nchunks + 1; /* +1 until every chunk is posted */
+    req->remote_address = remote_address;
+    req->rma = rma;
+    req->nchunks = nchunks;
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
     (void)mca_btl_efa_drain_pending(btl);
+    rdma_advance(btl, req, OPAL_SUCCESS, 0);
+    return OPAL_SUCCESS;
+}
 
-    for (int i = 0; i < nchunks; ++i) {
-        size_t off = (size_t)i * chunk;
-        size_t n = (EFA_BTL_MSG_ATOMIC == type) ? 0 : ((size - off < chunk) ? size - off : chunk);
-        efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
-        if (NULL == frag) {
-            chunk_answered(btl, req, OPAL_ERR_OUT_OF_RESOURCE);
-            continue;
-        }
-        efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
-        efa_btl_rma_t *r = (efa_btl_rma_t *)(hdr + 1);
-        memset(hdr, 0, sizeof(*hdr));
-        hdr->type = (uint8_t)type;
-        hdr->src = btl->my_name;
-        *r = rma;
-        r->req = (uint64_t)(uintptr_t)req;
-        r->addr = remote_address + off;
-        r->len = (EFA_BTL_MSG_ATOMIC == type) ? 0 : n;
-        r->offset = off;
-        size_t payload = 0;
-        if (EFA_BTL_MSG_PUT == type) {
-            payload = n;
-            if (n) {
-                memcpy(r + 1, (const uint8_t *)local_address + off, n);
-            }
-        }
-        hdr->len = (uint32_t)payload;
-        frag->send_len = sizeof(*hdr) + sizeof(*r) + payload;
-        frag->dest = ep->addr;
-        frag->endpoint = ep;
-        frag->req = req;
-        int rc = mca_btl_efa_frag_post(btl, frag);
-        if (OPAL_SUCCESS != rc) {
-            mca_btl_efa_frag_return(btl, frag);
-            chunk_answered(btl, req, rc);
+/* Build and send chunk 'index' of req. */
+static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int index) {
+    mca_btl_efa_endpoint_t *ep = req->endpoint;
+    const int type = req->type;
+    const size_t chunk = btl->rma_chunk;
+    const size_t off = (size_t)index * chunk;
+    const size_t n =
+        (EFA_BTL_MSG_ATOMIC == type) ? 0 : ((req->size - off < chunk) ? req->size - off : chunk);
+    efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
+    if (NULL == frag) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
+    efa_btl_rma_t *r = (efa_btl_rma_t *)(hdr + 1);
+    memset(hdr, 0, sizeof(*hdr));
+    hdr->type = (uint8_t)type;
+    hdr->src = btl->my_name;
+    *r = req->rma;
+    r->req = (uint64_t)(uintptr_t)req;
+    r->addr = req->remote_address + off;
+    r->len = n;
+    r->offset = off;
+    size_t payload = 0;
+    if (EFA_BTL_MSG_PUT == type) {
+        payload = n;
+        if (n) {
+            memcpy(r + 1, (const uint8_t *)req->local_address + off, n);
         }
     }
-    chunk_answered(btl, req, OPAL_SUCCESS); /* all posted */
-    return OPAL_SUCCESS;
+    hdr->len = (uint32_t)payload;
+    frag->send_len = sizeof(*hdr) + sizeof(*r) + payload;
+    frag->dest = ep->addr;
+    frag->endpoint = ep;
+    frag->req = req;
+    int rc = mca_btl_efa_frag_post(btl, frag);
+    if (OPAL_SUCCESS != rc) {
+        mca_btl_efa_frag_return(btl, frag);
+    }
+    return rc;
 }
 
 int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,

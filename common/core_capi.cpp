@@ -19,40 +19,44 @@ namespace {
 
 inline bool queue_full(ssize_t rc) { return rc == -FI_EAGAIN || rc == -FI_ENOMEM; }
 
-template <typename Post> int submit(efa_ctx *ctx, efa_op_t *op, Post post) {
-    if (ctx->backlog_size.load(std::memory_order_acquire) == 0) {
+void defer(efa::Backlog &b, efa_op_t *op, std::function<ssize_t()> post) {
+    std::lock_guard<std::mutex> guard(b.lock);
+    b.deferred.fetch_add(1, std::memory_order_relaxed);
+    b.ops.push_back(efa::Deferred{op, std::move(post)});
+    b.size.fetch_add(1, std::memory_order_release);
+}
+
+template <typename Post> int submit(efa::Backlog &b, efa_op_t *op, Post post) {
+    if (b.size.load(std::memory_order_acquire) == 0) {
         ssize_t rc = post();
         if (!queue_full(rc)) {
             return static_cast<int>(rc);
         }
     }
-    std::lock_guard<std::mutex> guard(ctx->backlog_lock);
-    ctx->deferred_posts.fetch_add(1, std::memory_order_relaxed);
-    ctx->backlog.push_back(efa::Deferred{op, std::function<ssize_t()>(post)});
-    ctx->backlog_size.fetch_add(1, std::memory_order_release);
+    defer(b, op, post);
     return 0;
 }
 
-// Post what the backlog holds, oldest first, until the provider is full again.
-void flush_backlog(efa_ctx *ctx) {
-    if (ctx->backlog_size.load(std::memory_order_acquire) == 0) {
+// Post what a backlog holds, oldest first, until the provider is full again.
+void flush_backlog(efa::Backlog &b) {
+    if (b.size.load(std::memory_order_acquire) == 0) {
         return;
     }
     std::vector<efa_op_t *> failed;
     std::vector<int> errors;
     {
-        std::unique_lock<std::mutex> guard(ctx->backlog_lock, std::try_to_lock);
+        std::unique_lock<std::mutex> guard(b.lock, std::try_to_lock);
         if (!guard.owns_lock()) {
             return; // another thread is at it
         }
-        while (!ctx->backlog.empty()) {
-            ssize_t rc = ctx->backlog.front().post();
+        while (!b.ops.empty()) {
+            ssize_t rc = b.ops.front().post();
             if (queue_full(rc)) {
                 break;
             }
-            efa_op_t *op = ctx->backlog.front().op;
-            ctx->backlog.pop_front();
-            ctx->backlog_size.fetch_sub(1, std::memory_order_release);
+            efa_op_t *op = b.ops.front().op;
+            b.ops.pop_front();
+            b.size.fetch_sub(1, std::memory_order_release);
             if (rc != 0 && op) {
                 failed.push_back(op);
                 errors.push_back(static_cast<int>(rc));
@@ -126,7 +130,8 @@ int efa_core_progress(efa_core_t *core) {
     for (int i = 0; i < n; ++i) {
         efa_ctx *ctx = core->nic->ctx(i);
         events += drain(ctx, core->progress_batch);
-        flush_backlog(ctx);
+        flush_backlog(ctx->tx_backlog);
+        flush_backlog(ctx->rx_backlog);
     }
     return events;
 }
@@ -136,11 +141,12 @@ int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_ad
     fid_ep *ep = ctx->ep;
     void *context = &op->fi_ctx;
     if (ctx->use_cq_data) {
-        return submit(ctx, op, [=] {
+        return submit(ctx->tx_backlog, op, [=] {
             return fi_tsenddata(ep, buf, len, desc, data, dest, tag, context);
         });
     }
-    return submit(ctx, op, [=] { return fi_tsend(ep, buf, len, desc, dest, tag, context); });
+    return submit(ctx->tx_backlog, op,
+                  [=] { return fi_tsend(ep, buf, len, desc, dest, tag, context); });
 }
 
 int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
@@ -151,7 +157,7 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
         return use_data ? fi_tinjectdata(ep, b, len, data, dest, tag)
                         : fi_tinject(ep, b, len, dest, tag);
     };
-    if (ctx->backlog_size.load(std::memory_order_acquire) == 0) {
+    if (ctx->tx_backlog.size.load(std::memory_order_acquire) == 0) {
         ssize_t rc = inject(buf);
         if (!queue_full(rc)) {
             return static_cast<int>(rc);
@@ -160,7 +166,8 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
     // The caller may reuse its buffer as soon as we return: keep a copy.
     auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t *>(buf),
                                                        static_cast<const uint8_t *>(buf) + len);
-    return submit(ctx, nullptr, [=] { return inject(copy->data()); });
+    defer(ctx->tx_backlog, nullptr, [=] { return inject(copy->data()); });
+    return 0;
 }
 
 int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
@@ -170,13 +177,13 @@ int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t s
     if (ctx->overflow_buf) {
         void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
         size_t olen = ctx->overflow_len;
-        return submit(ctx, op, [=] {
+        return submit(ctx->rx_backlog, op, [=] {
             iovec iov[2] = {{buf, len}, {obuf, olen}};
             void *descs[2] = {desc, odesc};
             return fi_trecvv(ep, iov, descs, 2, src, tag, ignore, context);
         });
     }
-    return submit(ctx, op,
+    return submit(ctx->rx_backlog, op,
                   [=] { return fi_trecv(ep, buf, len, desc, src, tag, ignore, context); });
 }
 
@@ -184,7 +191,7 @@ int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, 
                   efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     const uint64_t flags = FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0);
-    return submit(ctx, op, [=] {
+    return submit(ctx->rx_backlog, op, [=] {
         fi_msg_tagged msg = {};
         msg.addr = src;
         msg.tag = tag;
@@ -199,7 +206,7 @@ int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uin
     fid_ep *ep = ctx->ep;
     void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
     size_t olen = ctx->overflow_len;
-    return submit(ctx, op, [=] {
+    return submit(ctx->rx_backlog, op, [=] {
         iovec iov[2] = {{buf, len}, {obuf, olen}};
         void *d[2] = {desc, odesc};
         fi_msg_tagged msg = {};
@@ -216,12 +223,13 @@ int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uin
 
 int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
     bool found = false;
-    if (ctx->backlog_size.load(std::memory_order_acquire) > 0) {
-        std::lock_guard<std::mutex> guard(ctx->backlog_lock);
-        for (auto it = ctx->backlog.begin(); it != ctx->backlog.end(); ++it) {
+    efa::Backlog &b = ctx->rx_backlog;
+    if (b.size.load(std::memory_order_acquire) > 0) {
+        std::lock_guard<std::mutex> guard(b.lock);
+        for (auto it = b.ops.begin(); it != b.ops.end(); ++it) {
             if (it->op == op) {
-                ctx->backlog.erase(it);
-                ctx->backlog_size.fetch_sub(1, std::memory_order_release);
+                b.ops.erase(it);
+                b.size.fetch_sub(1, std::memory_order_release);
                 found = true;
                 break;
             }

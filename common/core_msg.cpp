@@ -1,13 +1,19 @@
 // Untagged messaging: the receive pool and the untagged sends (btl_efa).
 //
-// Each context keeps a fixed set of receive buffers posted with fi_recv.
-// A completion hands the buffer to the installed handler and posts it
-// again; without a handler the buffer is held (not re-posted) until one is
-// installed, so nothing that arrived early is lost.  Every receive carries
-// an efa_op_t context like all other operations the progress loop sees.
+// While a handler is installed each context keeps a fixed set of receive
+// buffers posted with fi_recv.  A completion hands the buffer to the
+// handler and posts it again.  Nothing is posted while no handler is
+// installed: under pml cm the BTL is opened and finalised during pml
+// selection, and buffers left posted then would keep occupying the receive
+// queue the MTL's tagged receives need (shm shares one queue for both).
+// Every receive carries an efa_op_t context like all other operations the
+// progress loop sees.  No post here ever spins on a full provider queue: a
+// buffer that cannot be posted waits in a list that efa_core_msg_progress
+// retries, and sends hand -FI_EAGAIN back to the caller.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
-#include <deque>
+#include <mutex>
 #include <vector>
 
 #include <rdma/fi_endpoint.h>
@@ -21,6 +27,10 @@ namespace {
 constexpr size_t kBufSize = 64 * 1024; // one receive buffer (also the largest message)
 constexpr size_t kBufsPerCtx = 32;
 
+inline bool queue_full(ssize_t rc) {
+    return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
+}
+
 } // namespace
 
 struct efa_msg_pool {
@@ -29,96 +39,108 @@ struct efa_msg_pool {
         efa_msg_pool *pool;
         efa_ctx *ctx;
         uint8_t *data;
-        size_t len; // bytes received, while held
-        bool posted;
+        std::atomic<bool> posted{false};
     };
     efa_core *core = nullptr;
+    size_t per_ctx = 0;
     uint8_t *slab = nullptr;
     size_t slab_len = 0;
     efa::MrEntry *mr = nullptr;
     void *desc = nullptr;
-    std::vector<Buf> bufs;
-    std::deque<Buf *> held;
-    efa_msg_handler_fn fn = nullptr;
+    std::vector<Buf> bufs; // empty while no handler is installed
+    std::mutex lock;       // unposted
+    std::vector<Buf *> unposted;
+    std::atomic<size_t> unposted_count{0};
+    std::atomic<efa_msg_handler_fn> fn{nullptr};
     void *arg = nullptr;
-    bool closing = false;
+    std::atomic<bool> closing{false};
 };
 
 namespace {
 
-int post(efa_msg_pool::Buf *b) {
-    for (;;) {
-        ssize_t rc =
-            fi_recv(b->ctx->ep, b->data, kBufSize, b->pool->desc, FI_ADDR_UNSPEC, &b->op.fi_ctx);
-        if (rc == 0) {
-            b->posted = true;
-            return 0;
-        }
-        if (rc != -FI_EAGAIN) {
-            return static_cast<int>(rc);
-        }
-        efa_core_progress(b->pool->core);
+// One attempt; a full queue parks the buffer for efa_core_msg_progress.
+void post(efa_msg_pool::Buf *b) {
+    efa_msg_pool *pool = b->pool;
+    b->posted.store(true, std::memory_order_relaxed);
+    ssize_t rc = fi_recv(b->ctx->ep, b->data, kBufSize, pool->desc, FI_ADDR_UNSPEC, &b->op.fi_ctx);
+    if (rc == 0) {
+        return;
     }
-}
-
-void repost(efa_msg_pool::Buf *b) {
-    int rc = post(b);
-    if (rc) {
-        b->pool->core->rep.say(1, std::string("cannot re-post an untagged receive: ") +
-                                      fi_strerror(-rc));
+    b->posted.store(false, std::memory_order_relaxed);
+    if (queue_full(rc)) {
+        std::lock_guard<std::mutex> guard(pool->lock);
+        pool->unposted.push_back(b);
+        pool->unposted_count.fetch_add(1, std::memory_order_release);
+        return;
     }
+    pool->core->rep.say(1, std::string("cannot post an untagged receive: ") +
+                               fi_strerror(static_cast<int>(-rc)));
 }
 
 void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *b = reinterpret_cast<efa_msg_pool::Buf *>(op);
     efa_msg_pool *pool = b->pool;
-    b->posted = false;
-    if (pool->closing) {
+    b->posted.store(false, std::memory_order_release);
+    if (pool->closing.load(std::memory_order_acquire)) {
         return;
     }
-    if (cqe->err) {
-        if (pool->fn) {
-            pool->fn(pool->arg, b->ctx, nullptr, 0, cqe->err);
+    efa_msg_handler_fn fn = pool->fn.load(std::memory_order_acquire);
+    if (fn) {
+        if (cqe->err) {
+            fn(pool->arg, b->ctx, nullptr, 0, cqe->err);
+        } else {
+            fn(pool->arg, b->ctx, b->data, cqe->len, 0);
         }
-        repost(b);
-        return;
     }
-    b->len = cqe->len;
-    if (!pool->fn || !pool->held.empty()) {
-        pool->held.push_back(b);
-        return;
-    }
-    pool->fn(pool->arg, b->ctx, b->data, b->len, 0);
-    repost(b);
-}
-
-template <typename Post> int retry(efa_ctx *ctx, Post p) {
-    for (;;) {
-        ssize_t rc = p();
-        if (rc != -FI_EAGAIN) {
-            return static_cast<int>(rc);
-        }
-        efa_core_progress(ctx->core);
+    if (!pool->closing.load(std::memory_order_acquire)) {
+        post(b);
     }
 }
 
-} // namespace
+bool any_posted(efa_msg_pool *pool) {
+    return std::any_of(pool->bufs.begin(), pool->bufs.end(), [](const efa_msg_pool::Buf &b) {
+        return b.posted.load(std::memory_order_acquire);
+    });
+}
 
-extern "C" {
-
-int efa_core_msg_open(efa_core_t *core) {
-    auto pool = std::make_unique<efa_msg_pool>();
-    pool->core = core;
-    const fi_info *info = core->nic->info();
-    size_t per_ctx = kBufsPerCtx;
-    if (info->rx_attr && info->rx_attr->size > 0) {
-        // Leave room in the receive queue for the MTL's tagged receives.
-        per_ctx = std::min(per_ctx, std::max<size_t>(info->rx_attr->size / 4, 1));
+// Cancel every posted buffer and collect the cancellations (bounded).
+// Frees the buffers unless the provider still holds some.
+void unpost_all(efa_msg_pool *pool) {
+    pool->closing.store(true, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> guard(pool->lock);
+        pool->unposted.clear();
+        pool->unposted_count.store(0, std::memory_order_release);
     }
+    for (auto &b : pool->bufs) {
+        if (b.posted.load(std::memory_order_acquire)) {
+            fi_cancel(&b.ctx->ep->fid, &b.op.fi_ctx);
+        }
+    }
+    for (int i = 0; i < 1000 && any_posted(pool); ++i) {
+        efa_core_progress(pool->core);
+    }
+    if (any_posted(pool)) {
+        return; // keep the memory: efa_core_msg_close tries again
+    }
+    if (pool->mr) {
+        pool->core->mr_cache->release(pool->mr);
+        pool->mr = nullptr;
+        pool->desc = nullptr;
+    }
+    free(pool->slab);
+    pool->slab = nullptr;
+    pool->slab_len = 0;
+    pool->bufs = std::vector<efa_msg_pool::Buf>();
+}
+
+int post_all(efa_msg_pool *pool) {
+    efa_core *core = pool->core;
     const int nctx = core->nic->num_contexts();
-    const size_t count = per_ctx * static_cast<size_t>(nctx);
+    const size_t count = pool->per_ctx * static_cast<size_t>(nctx);
     pool->slab_len = count * kBufSize;
     if (posix_memalign(reinterpret_cast<void **>(&pool->slab), 4096, pool->slab_len)) {
+        pool->slab = nullptr;
         return -FI_ENOMEM;
     }
     if (core->info.mr_local) {
@@ -127,29 +149,40 @@ int efa_core_msg_open(efa_core_t *core) {
                                            FI_RECV | FI_SEND | FI_READ | FI_WRITE, &err);
         if (!pool->mr) {
             free(pool->slab);
+            pool->slab = nullptr;
             return err ? err : -FI_ENOMEM;
         }
         pool->desc = pool->mr->reg.desc;
     }
-    pool->bufs.resize(count);
+    pool->bufs = std::vector<efa_msg_pool::Buf>(count);
     for (size_t i = 0; i < count; ++i) {
         efa_msg_pool::Buf &b = pool->bufs[i];
         b.op.complete = recv_complete;
-        b.pool = pool.get();
-        b.ctx = core->nic->ctx(static_cast<int>(i / per_ctx));
+        b.pool = pool;
+        b.ctx = core->nic->ctx(static_cast<int>(i / pool->per_ctx));
         b.data = pool->slab + i * kBufSize;
-        b.len = 0;
-        b.posted = false;
     }
-    core->msg_pool = pool.release();
-    for (auto &b : core->msg_pool->bufs) {
-        int rc = post(&b);
-        if (rc) {
-            core->rep.say(1, std::string("cannot post untagged receives: ") + fi_strerror(-rc));
-            efa_core_msg_close(core);
-            return rc;
-        }
+    pool->closing.store(false, std::memory_order_release);
+    for (auto &b : pool->bufs) {
+        post(&b);
     }
+    return 0;
+}
+
+} // namespace
+
+extern "C" {
+
+int efa_core_msg_open(efa_core_t *core) {
+    auto *pool = new efa_msg_pool();
+    pool->core = core;
+    const fi_info *info = core->nic->info();
+    pool->per_ctx = kBufsPerCtx;
+    if (info->rx_attr && info->rx_attr->size > 0) {
+        // Leave room in the receive queue for the MTL's tagged receives.
+        pool->per_ctx = std::min(pool->per_ctx, std::max<size_t>(info->rx_attr->size / 4, 1));
+    }
+    core->msg_pool = pool;
     return 0;
 }
 
@@ -158,43 +191,69 @@ void efa_core_msg_close(efa_core_t *core) {
     if (!pool) {
         return;
     }
-    pool->closing = true;
-    pool->fn = nullptr;
-    for (auto &b : pool->bufs) {
-        if (b.posted) {
-            fi_cancel(&b.ctx->ep->fid, &b.op.fi_ctx);
+    pool->fn.store(nullptr, std::memory_order_release);
+    if (!pool->bufs.empty()) {
+        unpost_all(pool);
+    }
+    if (pool->slab) { // the provider never gave some buffers back: the endpoints close next
+        if (pool->mr) {
+            core->mr_cache->release(pool->mr);
         }
+        free(pool->slab);
     }
-    // Collect the cancellations (bounded: the endpoints close next anyway).
-    for (int i = 0; i < 1000; ++i) {
-        bool any = std::any_of(pool->bufs.begin(), pool->bufs.end(),
-                               [](const efa_msg_pool::Buf &b) { return b.posted; });
-        if (!any) {
-            break;
-        }
-        efa_core_progress(core);
-    }
-    if (pool->mr) {
-        core->mr_cache->release(pool->mr);
-    }
-    free(pool->slab);
     core->msg_pool = nullptr;
     delete pool;
 }
 
-void efa_core_msg_set_handler(efa_core_t *core, efa_msg_handler_fn fn, void *arg) {
+int efa_core_msg_set_handler(efa_core_t *core, efa_msg_handler_fn fn, void *arg) {
     efa_msg_pool *pool = core->msg_pool;
     if (!pool) {
-        return;
+        return fn ? -FI_ENODEV : 0;
     }
-    pool->fn = fn;
+    if (!fn) {
+        pool->fn.store(nullptr, std::memory_order_release);
+        if (!pool->bufs.empty()) {
+            unpost_all(pool);
+        }
+        return 0;
+    }
     pool->arg = arg;
-    while (pool->fn && !pool->held.empty()) {
-        efa_msg_pool::Buf *b = pool->held.front();
-        pool->held.pop_front();
-        pool->fn(pool->arg, b->ctx, b->data, b->len, 0);
-        repost(b);
+    if (pool->bufs.empty() || pool->closing.load(std::memory_order_acquire)) {
+        if (pool->slab) {
+            unpost_all(pool); // an earlier detach left buffers with the provider
+            if (pool->slab) {
+                return -FI_EBUSY;
+            }
+        }
+        int rc = post_all(pool);
+        if (rc) {
+            return rc;
+        }
     }
+    pool->fn.store(fn, std::memory_order_release);
+    return 0;
+}
+
+size_t efa_core_msg_recv_count(const efa_core_t *core) {
+    return core->msg_pool ? core->msg_pool->per_ctx : 0;
+}
+
+int efa_core_msg_progress(efa_core_t *core) {
+    efa_msg_pool *pool = core->msg_pool;
+    if (!pool || pool->unposted_count.load(std::memory_order_acquire) == 0) {
+        return 0;
+    }
+    std::vector<efa_msg_pool::Buf *> todo;
+    {
+        std::lock_guard<std::mutex> guard(pool->lock);
+        todo.swap(pool->unposted);
+        pool->unposted_count.store(0, std::memory_order_release);
+    }
+    // post() parks again whatever still does not fit.
+    for (auto *b : todo) {
+        post(b);
+    }
+    return static_cast<int>(todo.size());
 }
 
 size_t efa_core_msg_max_size(const efa_core_t *core) {
@@ -205,20 +264,13 @@ size_t efa_core_msg_max_size(const efa_core_t *core) {
     return max;
 }
 
-int efa_ctx_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
-                 efa_op_t *op) {
-    if (len > kBufSize) {
-        return -FI_EMSGSIZE;
-    }
-    return retry(ctx, [&] { return fi_send(ctx->ep, buf, len, desc, dest, &op->fi_ctx); });
-}
-
 int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                      efa_op_t *op) {
     if (len > kBufSize) {
         return -FI_EMSGSIZE;
     }
-    return static_cast<int>(fi_send(ctx->ep, buf, len, desc, dest, &op->fi_ctx));
+    ssize_t rc = fi_send(ctx->ep, buf, len, desc, dest, &op->fi_ctx);
+    return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
 }
 
 } // extern "C"

@@ -3,10 +3,16 @@
  *
  * The MTL owns the tagged queue of the shared endpoint; the BTL's messages
  * travel untagged (FI_MSG), so the two never match each other's traffic.
- * The core keeps a pool of pre-posted untagged receive buffers on every
- * context and hands each arrived message to one registered handler; the
- * buffer is posted again when the handler returns, so the handler must
- * copy whatever it keeps.
+ * While a handler is installed the core keeps a pool of pre-posted untagged
+ * receive buffers on every context and hands each arrived message to the
+ * handler; the buffer is posted again when the handler returns, so the
+ * handler must copy whatever it keeps.  Without a handler nothing is posted:
+ * the receive queue (which some providers share between tagged and
+ * untagged receives) is left entirely to the MTL.
+ *
+ * Nothing here spins on a full provider queue: a receive buffer that
+ * cannot be posted again waits for efa_core_msg_progress(), and a send
+ * that finds the queue full is returned to the caller to queue.
  *
  * Same conventions as efa_core.h: 0 or a negative libfabric error.
  */
@@ -24,22 +30,30 @@ extern "C" {
  * a receive failed.  May post sends and drive progress. */
 typedef void (*efa_msg_handler_fn)(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
 
-/* Install the handler (NULL to remove).  Messages that arrived while no
- * handler was installed are held and delivered here, in order. */
-void efa_core_msg_set_handler(efa_core_t *core, efa_msg_handler_fn fn, void *arg);
+/* Install the handler and post the receive pool (the first install), or
+ * with fn NULL cancel and free the pool.  Returns 0 or a negative libfabric
+ * error (the pool could not be set up; no handler is installed then). */
+int efa_core_msg_set_handler(efa_core_t *core, efa_msg_handler_fn fn, void *arg);
+
+/* The number of receive buffers each context keeps posted while a handler
+ * is installed (what a sender's per-peer window should be sized against). */
+size_t efa_core_msg_recv_count(const efa_core_t *core);
+
+/* Re-post receive buffers that found the provider's queue full.  Cheap
+ * when there are none; the handler's owner calls it from its progress. */
+int efa_core_msg_progress(efa_core_t *core);
 
 /* The largest message a receive buffer holds; larger sends are refused. */
 size_t efa_core_msg_max_size(const efa_core_t *core);
 
-/* Untagged send; op completes when buf may be reused.  efa_ctx_send
- * retries -FI_EAGAIN while driving progress; efa_ctx_try_send returns it
- * (for callers inside a progress callback that queue instead). */
-int efa_ctx_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
-                 efa_op_t *op);
+/* Untagged send; op completes when buf may be reused.  Never waits: a full
+ * provider queue returns -FI_EAGAIN (also for providers that say
+ * -FI_ENOMEM) and the caller queues the send and retries it from
+ * progress. */
 int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                      efa_op_t *op);
 
-/* Used by core.cpp only: create the receive pool when the core opens and
+/* Used by core.cpp only: set up the (empty) pool when the core opens and
  * cancel and free it before the endpoints close. */
 int efa_core_msg_open(efa_core_t *core);
 void efa_core_msg_close(efa_core_t *core);

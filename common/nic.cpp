@@ -83,7 +83,10 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *c
         fi_cq_attr cq_attr = {};
         cq_attr.format = FI_CQ_FORMAT_TAGGED;
         cq_attr.wait_obj = FI_WAIT_NONE; // we poll from opal_progress
-        cq_attr.size = info->tx_attr->size + info->rx_attr->size;
+        // Never smaller than the provider's default: a tiny tx/rx queue
+        // (tests make them tiny on purpose) must not shrink the CQ, or
+        // completions back up inside the provider.
+        cq_attr.size = 0;
         fid_cq *cq = nullptr;
         rc = fi_cq_open(domain, &cq_attr, &cq, nullptr);
         if (rc) {

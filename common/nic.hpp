@@ -21,6 +21,13 @@ struct Deferred {
     efa_op_t *op = nullptr; // completes with an error if the late post fails; null for injects
     std::function<ssize_t()> post;
 };
+
+struct Backlog {
+    std::mutex lock;
+    std::deque<Deferred> ops;
+    std::atomic<size_t> size{0};
+    std::atomic<uint64_t> deferred{0}; // statistics: posts that found the queue full
+};
 } // namespace efa
 
 // The C-visible context: one endpoint and its completion queue.
@@ -40,12 +47,12 @@ struct efa_ctx {
     size_t overflow_len = 0;
     void *overflow_desc = nullptr;
 
-    // Posts that found the provider's queue full.  While it is non-empty,
-    // every new post on this context joins it, so order is kept.
-    std::mutex backlog_lock;
-    std::deque<efa::Deferred> backlog;
-    std::atomic<size_t> backlog_size{0};
-    std::atomic<uint64_t> deferred_posts{0}; // statistics: posts that found the queue full
+    // Posts that found the provider's queue full, one backlog per
+    // direction.  While one is non-empty, every new post of its direction
+    // joins it, so send order and receive posting order hold.  Separate,
+    // because receives that wait for space must never hold back the sends
+    // that the peer's receives are waiting for.
+    efa::Backlog tx_backlog, rx_backlog;
 };
 
 namespace efa {
