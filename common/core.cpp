@@ -245,7 +245,8 @@ void efa_core_release(efa_core_t *core) {
     }
     for (int i = 0; i < core->nic->num_contexts(); ++i) {
         efa_ctx *c = core->nic->ctx(i);
-        uint64_t n = c->tx_backlog.deferred.load() + c->rx_backlog.deferred.load();
+        uint64_t n = c->tx_backlog.deferred.load() + c->rx_backlog.deferred.load() +
+                     c->rx_internal_backlog.deferred.load();
         if (n) {
             core->rep.say(10, "context " + std::to_string(i) + ": " + std::to_string(n) +
                                   " posts waited for provider queue space");

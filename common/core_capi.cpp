@@ -19,14 +19,18 @@ namespace {
 
 inline bool queue_full(ssize_t rc) { return rc == -FI_EAGAIN || rc == -FI_ENOMEM; }
 
-void defer(efa::Backlog &b, efa_op_t *op, std::function<ssize_t()> post) {
+void defer(efa::Backlog &b, efa_op_t *op, std::function<ssize_t()> post,
+           bool holds_slot = false) {
     std::lock_guard<std::mutex> guard(b.lock);
     b.deferred.fetch_add(1, std::memory_order_relaxed);
-    b.ops.push_back(efa::Deferred{op, std::move(post)});
+    b.ops.push_back(efa::Deferred{op, std::move(post), holds_slot});
     b.size.fetch_add(1, std::memory_order_release);
 }
 
 template <typename Post> int submit(efa::Backlog &b, efa_op_t *op, Post post) {
+    if (op) {
+        op->rx_counted = 0;
+    }
     if (b.size.load(std::memory_order_acquire) == 0) {
         ssize_t rc = post();
         if (!queue_full(rc)) {
@@ -37,8 +41,59 @@ template <typename Post> int submit(efa::Backlog &b, efa_op_t *op, Post post) {
     return 0;
 }
 
-// Post what a backlog holds, oldest first, until the provider is full again.
-void flush_backlog(efa::Backlog &b) {
+// Receive-queue slots (see EFA_RX_* in efa_core.h).
+bool take_slot(efa_ctx *ctx, efa_op_t *op) {
+    if (ctx->rx_capacity == 0) {
+        return true;
+    }
+    const bool user = op->rx_class != EFA_RX_INTERNAL;
+    if (ctx->rx_posted.fetch_add(1, std::memory_order_acq_rel) >= ctx->rx_capacity) {
+        ctx->rx_posted.fetch_sub(1, std::memory_order_acq_rel);
+        return false;
+    }
+    if (user &&
+        ctx->rx_posted_user.fetch_add(1, std::memory_order_acq_rel) >= ctx->rx_user_capacity) {
+        ctx->rx_posted_user.fetch_sub(1, std::memory_order_acq_rel);
+        ctx->rx_posted.fetch_sub(1, std::memory_order_acq_rel);
+        return false;
+    }
+    op->rx_counted = 1;
+    return true;
+}
+
+inline void release_slot(efa_ctx *ctx, efa_op_t *op) {
+    if (op->rx_counted) {
+        op->rx_counted = 0;
+        ctx->rx_posted.fetch_sub(1, std::memory_order_acq_rel);
+        if (op->rx_class != EFA_RX_INTERNAL) {
+            ctx->rx_posted_user.fetch_sub(1, std::memory_order_acq_rel);
+        }
+    }
+}
+
+// A receive: it needs a queue slot of its class, and waits in its class's
+// backlog (internal receives never wait behind user receives).
+template <typename Post> int submit_recv(efa_ctx *ctx, efa_op_t *op, Post post) {
+    efa::Backlog &b =
+        op->rx_class == EFA_RX_INTERNAL ? ctx->rx_internal_backlog : ctx->rx_backlog;
+    op->rx_counted = 0;
+    if (b.size.load(std::memory_order_acquire) == 0 && take_slot(ctx, op)) {
+        ssize_t rc = post();
+        if (rc == 0) {
+            return 0;
+        }
+        release_slot(ctx, op);
+        if (!queue_full(rc)) {
+            return static_cast<int>(rc);
+        }
+    }
+    defer(b, op, post, true);
+    return 0;
+}
+
+// Post what a backlog holds, oldest first, until the provider (or the
+// receive class's share of it) is full again.
+void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
     if (b.size.load(std::memory_order_acquire) == 0) {
         return;
     }
@@ -50,7 +105,14 @@ void flush_backlog(efa::Backlog &b) {
             return; // another thread is at it
         }
         while (!b.ops.empty()) {
-            ssize_t rc = b.ops.front().post();
+            efa::Deferred &d = b.ops.front();
+            if (d.holds_slot && !take_slot(ctx, d.op)) {
+                break;
+            }
+            ssize_t rc = d.post();
+            if (rc != 0 && d.holds_slot) {
+                release_slot(ctx, d.op);
+            }
             if (queue_full(rc)) {
                 break;
             }
@@ -86,6 +148,7 @@ void dispatch_error(efa_ctx *ctx) {
     if (!op) {
         return;
     }
+    release_slot(ctx, op);
     efa_cqe_t cqe;
     cqe.err = -err.err;
     cqe.flags = err.flags;
@@ -108,6 +171,7 @@ inline int drain(efa_ctx *ctx, int batch) {
             if (!op) {
                 continue;
             }
+            release_slot(ctx, op);
             efa_cqe_t cqe{0, entries[i].flags, entries[i].tag, entries[i].data, entries[i].len, 0};
             op->complete(op, &cqe);
         }
@@ -130,8 +194,9 @@ int efa_core_progress(efa_core_t *core) {
     for (int i = 0; i < n; ++i) {
         efa_ctx *ctx = core->nic->ctx(i);
         events += drain(ctx, core->progress_batch);
-        flush_backlog(ctx->tx_backlog);
-        flush_backlog(ctx->rx_backlog);
+        flush_backlog(ctx, ctx->tx_backlog);
+        flush_backlog(ctx, ctx->rx_internal_backlog);
+        flush_backlog(ctx, ctx->rx_backlog);
     }
     return events;
 }
@@ -177,21 +242,21 @@ int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t s
     if (ctx->overflow_buf) {
         void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
         size_t olen = ctx->overflow_len;
-        return submit(ctx->rx_backlog, op, [=] {
+        return submit_recv(ctx, op, [=] {
             iovec iov[2] = {{buf, len}, {obuf, olen}};
             void *descs[2] = {desc, odesc};
             return fi_trecvv(ep, iov, descs, 2, src, tag, ignore, context);
         });
     }
-    return submit(ctx->rx_backlog, op,
-                  [=] { return fi_trecv(ep, buf, len, desc, src, tag, ignore, context); });
+    return submit_recv(ctx, op,
+                       [=] { return fi_trecv(ep, buf, len, desc, src, tag, ignore, context); });
 }
 
 int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, bool claim,
                   efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     const uint64_t flags = FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0);
-    return submit(ctx->rx_backlog, op, [=] {
+    return submit(ctx->rx_internal_backlog, op, [=] {
         fi_msg_tagged msg = {};
         msg.addr = src;
         msg.tag = tag;
@@ -206,7 +271,7 @@ int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uin
     fid_ep *ep = ctx->ep;
     void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
     size_t olen = ctx->overflow_len;
-    return submit(ctx->rx_backlog, op, [=] {
+    return submit(ctx->rx_internal_backlog, op, [=] {
         iovec iov[2] = {{buf, len}, {obuf, olen}};
         void *d[2] = {desc, odesc};
         fi_msg_tagged msg = {};
@@ -223,13 +288,15 @@ int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uin
 
 int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
     bool found = false;
-    efa::Backlog &b = ctx->rx_backlog;
-    if (b.size.load(std::memory_order_acquire) > 0) {
-        std::lock_guard<std::mutex> guard(b.lock);
-        for (auto it = b.ops.begin(); it != b.ops.end(); ++it) {
+    for (efa::Backlog *b : {&ctx->rx_backlog, &ctx->rx_internal_backlog}) {
+        if (found || b->size.load(std::memory_order_acquire) == 0) {
+            continue;
+        }
+        std::lock_guard<std::mutex> guard(b->lock);
+        for (auto it = b->ops.begin(); it != b->ops.end(); ++it) {
             if (it->op == op) {
-                b.ops.erase(it);
-                b.size.fetch_sub(1, std::memory_order_release);
+                b->ops.erase(it);
+                b->size.fetch_sub(1, std::memory_order_release);
                 found = true;
                 break;
             }

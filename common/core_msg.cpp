@@ -62,6 +62,7 @@ namespace {
 void post(efa_msg_pool::Buf *b) {
     efa_msg_pool *pool = b->pool;
     b->posted.store(true, std::memory_order_relaxed);
+    b->op.rx_counted = 0; // the pool's share of the queue is set aside (see nic.cpp)
     ssize_t rc = fi_recv(b->ctx->ep, b->data, kBufSize, pool->desc, FI_ADDR_UNSPEC, &b->op.fi_ctx);
     if (rc == 0) {
         return;
@@ -269,6 +270,7 @@ int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi
     if (len > kBufSize) {
         return -FI_EMSGSIZE;
     }
+    op->rx_counted = 0;
     ssize_t rc = fi_send(ctx->ep, buf, len, desc, dest, &op->fi_ctx);
     return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
 }

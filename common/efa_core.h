@@ -47,7 +47,17 @@ typedef struct efa_cqe {
 typedef struct efa_op {
     struct fi_context2 fi_ctx; /* must be first: libfabric hands it back */
     void (*complete)(struct efa_op *op, const efa_cqe_t *cqe);
+    uint8_t rx_class;   /* receives: EFA_RX_USER or EFA_RX_INTERNAL, set by the owner */
+    uint8_t rx_counted; /* core-private: this receive holds a provider queue slot */
 } efa_op_t;
+
+/* Receive classes.  The provider's receive queue is finite (shm: 1024).
+ * A program may post more receives than that and then block in a
+ * collective: the collective's receives (negative tags) and synchronous-send
+ * acknowledgements never match user receives, so they may bypass them, and
+ * a share of the queue is kept for them.  Without that reserve they would
+ * wait behind user receives that wait for them: a deadlock. */
+enum { EFA_RX_USER = 0, EFA_RX_INTERNAL = 1 };
 
 /* The addresses of one remote process: one per (NIC, context). */
 typedef struct efa_peer {

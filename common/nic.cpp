@@ -1,5 +1,7 @@
 #include "nic.hpp"
 
+#include <algorithm>
+
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
@@ -83,10 +85,10 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *c
         fi_cq_attr cq_attr = {};
         cq_attr.format = FI_CQ_FORMAT_TAGGED;
         cq_attr.wait_obj = FI_WAIT_NONE; // we poll from opal_progress
-        // Never smaller than the provider's default: a tiny tx/rx queue
-        // (tests make them tiny on purpose) must not shrink the CQ, or
-        // completions back up inside the provider.
-        cq_attr.size = 0;
+        // Room for every posted operation's completion, and never tiny: a
+        // small tx/rx queue (tests make them tiny on purpose) must not
+        // shrink the CQ, or completions back up inside the provider.
+        cq_attr.size = std::max<size_t>(info->tx_attr->size + info->rx_attr->size, 4096);
         fid_cq *cq = nullptr;
         rc = fi_cq_open(domain, &cq_attr, &cq, nullptr);
         if (rc) {
@@ -126,6 +128,17 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *c
         c.cq = cq;
         c.core = core;
         c.index = i;
+        // The untagged pool of the BTL may take up to a quarter of the
+        // queue; of the rest, an eighth (at least 4) is kept for internal
+        // receives.
+        if (info->rx_attr->size > 0 && info->rx_attr->size < (1u << 30)) {
+            int size = static_cast<int>(info->rx_attr->size);
+            c.rx_capacity = size - std::min(32, size / 4);
+            c.rx_user_capacity = c.rx_capacity - std::max(4, c.rx_capacity / 8);
+            if (c.rx_user_capacity < 1) {
+                c.rx_user_capacity = 1;
+            }
+        }
         if (i == 0) {
             report_efa_emulation(ep, info, rep);
         }

@@ -20,6 +20,7 @@ namespace efa {
 struct Deferred {
     efa_op_t *op = nullptr; // completes with an error if the late post fails; null for injects
     std::function<ssize_t()> post;
+    bool holds_slot = false; // a receive that occupies a provider queue slot while posted
 };
 
 struct Backlog {
@@ -52,7 +53,12 @@ struct efa_ctx {
     // joins it, so send order and receive posting order hold.  Separate,
     // because receives that wait for space must never hold back the sends
     // that the peer's receives are waiting for.
-    efa::Backlog tx_backlog, rx_backlog;
+    efa::Backlog tx_backlog, rx_backlog, rx_internal_backlog;
+
+    // Provider receive-queue slots held by posted receives (see EFA_RX_*).
+    // capacity 0: the provider gave no bound.
+    std::atomic<int> rx_posted{0}, rx_posted_user{0};
+    int rx_capacity = 0, rx_user_capacity = 0;
 };
 
 namespace efa {

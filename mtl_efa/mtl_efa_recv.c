@@ -129,6 +129,9 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
+    /* Negative tags are Open MPI's own traffic (collectives): they never
+     * match user receives, so they may bypass them for queue space. */
+    req->op.rx_class = (tag < 0 && MPI_ANY_TAG != tag) ? EFA_RX_INTERNAL : EFA_RX_USER;
     req->ctx = efa_core_ctx(ompi_mtl_efa.core, ci);
     rc = ompi_mtl_efa_reg_buffer(req, &desc);
     if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
@@ -170,6 +173,7 @@ static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_i
         return rc;
     }
     claim->op.complete = claim_complete;
+    claim->op.rx_class = EFA_RX_INTERNAL;
     claim->done = false;
     claim->mrecv = NULL;
     claim->ctx = efa_core_ctx(ompi_mtl_efa.core, ci);

@@ -77,6 +77,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         proto = EFA_PROTO_SYNC;
         req->pending = 2;
         req->ack_op.complete = ack_complete;
+        req->ack_op.rx_class = EFA_RX_INTERNAL; /* never matches a user receive */
         rc = efa_ctx_trecv(ctx, NULL, 0, NULL, addr,
                            efa_tag_pack(layout, EFA_PROTO_SYNC_ACK, cid, (uint32_t)dest, tag), 0,
                            &req->ack_op);

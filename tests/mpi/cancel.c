@@ -1,0 +1,257 @@
+/*
+ * cancel: cancelling receive requests.
+ *
+ * In each even/odd pair the odd rank receives and the even rank sends.
+ *   unmatched: Irecv that can never match (specific tag, ANY_SOURCE/ANY_TAG,
+ *              large buffer, a batch of 100) -> MPI_Cancel -> MPI_Wait (or a
+ *              bounded MPI_Test loop) -> MPI_Test_cancelled must be true.
+ *   no steal:  messages sent after those cancels, with the tags the cancelled
+ *              receives would have matched, go to new receives intact.
+ *   matched:   a receive that has completed (MPI_Request_get_status) and is
+ *              then cancelled is not cancelled and has the right data.
+ *   race:      cancel right after posting while the message may be in flight
+ *              (after no, a short or a long wait, or after Iprobe saw it):
+ *              either the receive is cancelled and the message is still
+ *              received by the next receive, or it completed with the right
+ *              data -- never lost, duplicated or both.
+ *   after:     ping-pong in both directions still works.
+ *
+ * Options: -n RACE_ITERS (default 200), -s LARGE (default 1M).
+ */
+#include "test_util.h"
+
+#define TAG_GO 98
+#define TAG_NEVER 77
+#define POLL_LIMIT 30.0
+
+static size_t large = 1u << 20;
+
+static void check_cancelled(MPI_Status *st, int expect, const char *what) {
+    int flag = -1;
+
+    MPI_Test_cancelled(st, &flag);
+    TU_ASSERT(flag == expect, "%s: MPI_Test_cancelled expected %s got %s", what,
+              expect ? "true" : "false", flag ? "true" : "false");
+}
+
+static void check_msg(MPI_Status *st, const char *buf, int src, int tag, size_t size, uint64_t seed,
+                      const char *what) {
+    int count;
+
+    MPI_Get_count(st, MPI_BYTE, &count);
+    TU_ASSERT(st->MPI_SOURCE == src && st->MPI_TAG == tag && (size_t)count == size,
+              "%s: status expected source %d tag %d count %zu, got source %d tag %d count %d", what,
+              src, tag, size, st->MPI_SOURCE, st->MPI_TAG, count);
+    tu_verify(buf, size, seed, what);
+}
+
+static void send_go(int peer) {
+    MPI_Send(NULL, 0, MPI_BYTE, peer, TAG_GO, MPI_COMM_WORLD);
+}
+
+static void wait_go(int peer) {
+    MPI_Recv(NULL, 0, MPI_BYTE, peer, TAG_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
+static void unmatched(int peer, char *buf) {
+    MPI_Request req, reqs[100];
+    MPI_Status st, sts[100];
+    int i, flag = 0;
+    double t0;
+
+    MPI_Irecv(buf, 64, MPI_BYTE, peer, TAG_NEVER, MPI_COMM_WORLD, &req);
+    MPI_Cancel(&req);
+    MPI_Wait(&req, &st);
+    check_cancelled(&st, 1, "unmatched Irecv(specific source and tag)");
+    TU_ASSERT(req == MPI_REQUEST_NULL, "request not freed by MPI_Wait after cancel");
+
+    MPI_Irecv(buf, 64, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &req);
+    MPI_Cancel(&req);
+    t0 = MPI_Wtime();
+    do {
+        MPI_Test(&req, &flag, &st);
+        TU_ASSERT(flag || MPI_Wtime() - t0 < POLL_LIMIT,
+                  "cancelled Irecv(ANY_SOURCE, ANY_TAG) not complete after %.0f s", POLL_LIMIT);
+    } while (!flag);
+    check_cancelled(&st, 1, "unmatched Irecv(ANY_SOURCE, ANY_TAG) completed by MPI_Test");
+
+    MPI_Irecv(buf, (int)large, MPI_BYTE, peer, 5, MPI_COMM_WORLD, &req);
+    MPI_Cancel(&req);
+    MPI_Wait(&req, &st);
+    check_cancelled(&st, 1, "unmatched large Irecv(tag 5)");
+
+    for (i = 0; i < 100; i++)
+        MPI_Irecv(buf + (size_t)i * 64, 64, MPI_BYTE, i % 3 ? peer : MPI_ANY_SOURCE,
+                  i % 2 ? 5 : MPI_ANY_TAG, MPI_COMM_WORLD, &reqs[i]);
+    for (i = 99; i >= 0; i--)
+        MPI_Cancel(&reqs[i]);
+    MPI_Waitall(100, reqs, sts);
+    for (i = 0; i < 100; i++)
+        check_cancelled(&sts[i], 1, "batch of 100 cancelled Irecvs");
+}
+
+/* After the cancels the messages with tag 5 must reach new receives. */
+static void no_steal_recv(int peer, char *buf) {
+    MPI_Status st;
+
+    memset(buf, TU_POISON, large);
+    send_go(peer);
+    MPI_Recv(buf, (int)large, MPI_BYTE, peer, 5, MPI_COMM_WORLD, &st);
+    check_msg(&st, buf, peer, 5, 1000, tu_seed(5, 0, 0, 0), "small message after cancels");
+    MPI_Recv(buf, (int)large, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+    check_msg(&st, buf, peer, 5, large, tu_seed(5, 1, 0, 0), "large message after cancels");
+}
+
+static void matched(int peer, char *buf) {
+    size_t sizes[2] = {100, large};
+    int i, flag;
+    MPI_Request req;
+    MPI_Status st;
+    double t0;
+
+    for (i = 0; i < 2; i++) {
+        memset(buf, TU_POISON, sizes[i]);
+        MPI_Irecv(buf, (int)sizes[i], MPI_BYTE, peer, 6, MPI_COMM_WORLD, &req);
+        send_go(peer);
+        t0 = MPI_Wtime();
+        do {
+            MPI_Request_get_status(req, &flag, &st);
+            TU_ASSERT(flag || MPI_Wtime() - t0 < POLL_LIMIT,
+                      "matched receive of %zu bytes not complete after %.0f s", sizes[i],
+                      POLL_LIMIT);
+        } while (!flag);
+        MPI_Cancel(&req);
+        MPI_Wait(&req, &st);
+        check_cancelled(&st, 0, "completed receive then MPI_Cancel");
+        check_msg(&st, buf, peer, 6, sizes[i], tu_seed(6, i, 0, 0),
+                  "completed receive then MPI_Cancel");
+    }
+}
+
+static int race(int peer, char *buf, int iters) {
+    int i, ncancelled = 0;
+    MPI_Request req;
+    MPI_Status st;
+    char what[96];
+
+    for (i = 0; i < iters; i++) {
+        size_t size = i % 5 == 4 ? large : (size_t)(i * 37) % 4000;
+        uint64_t seed = tu_seed(8, i, 0, 0);
+        double spin = (i % 4 == 1) ? 20e-6 : (i % 4 == 2) ? 200e-6 : 0, t0;
+        int cancelled = 0, flag = 0;
+
+        memset(buf, TU_POISON, size);
+        send_go(peer);
+        /* vary how far the message has got: spin in the progress engine */
+        t0 = MPI_Wtime();
+        while (MPI_Wtime() - t0 < spin)
+            MPI_Iprobe(peer, TAG_NEVER, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        while (i % 4 == 3 && !flag) {
+            MPI_Iprobe(peer, 8, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+            TU_ASSERT(flag || MPI_Wtime() - t0 < POLL_LIMIT, "race message %d not seen", i);
+        }
+        MPI_Irecv(buf, (int)size, MPI_BYTE, peer, 8, MPI_COMM_WORLD, &req);
+        MPI_Cancel(&req);
+        MPI_Wait(&req, &st);
+        MPI_Test_cancelled(&st, &cancelled);
+        snprintf(what, sizeof(what), "race iteration %d (%zu bytes, %s)", i, size,
+                 cancelled ? "cancelled" : "not cancelled");
+        if (cancelled) {
+            ncancelled++;
+            tu_verify_const(buf, size, TU_POISON, "buffer of a cancelled receive");
+            MPI_Recv(buf, (int)size, MPI_BYTE, peer, 8, MPI_COMM_WORLD, &st);
+        }
+        check_msg(&st, buf, peer, 8, size, seed, what);
+    }
+    return ncancelled;
+}
+
+static void sender(int peer, char *buf, int iters) {
+    int i;
+
+    /* no steal */
+    wait_go(peer);
+    tu_fill(buf, 1000, tu_seed(5, 0, 0, 0));
+    MPI_Send(buf, 1000, MPI_BYTE, peer, 5, MPI_COMM_WORLD);
+    tu_fill(buf, large, tu_seed(5, 1, 0, 0));
+    MPI_Send(buf, (int)large, MPI_BYTE, peer, 5, MPI_COMM_WORLD);
+    /* matched */
+    for (i = 0; i < 2; i++) {
+        size_t size = i ? large : 100;
+
+        wait_go(peer);
+        tu_fill(buf, size, tu_seed(6, i, 0, 0));
+        MPI_Send(buf, (int)size, MPI_BYTE, peer, 6, MPI_COMM_WORLD);
+    }
+    /* race */
+    for (i = 0; i < iters; i++) {
+        size_t size = i % 5 == 4 ? large : (size_t)(i * 37) % 4000;
+
+        wait_go(peer);
+        tu_fill(buf, size, tu_seed(8, i, 0, 0));
+        MPI_Send(buf, (int)size, MPI_BYTE, peer, 8, MPI_COMM_WORLD);
+    }
+}
+
+/* Verified exchange in both directions after all the cancelling. */
+static void after(int peer, char *sbuf, char *rbuf) {
+    size_t sizes[3] = {0, 3000, large};
+    int i;
+    MPI_Status st;
+
+    for (i = 0; i < 3; i++) {
+        tu_fill(sbuf, sizes[i], tu_seed(9, i, tu_rank, 0));
+        memset(rbuf, TU_POISON, sizes[i]);
+        MPI_Sendrecv(sbuf, (int)sizes[i], MPI_BYTE, peer, 9, rbuf, (int)sizes[i], MPI_BYTE, peer, 9,
+                     MPI_COMM_WORLD, &st);
+        check_msg(&st, rbuf, peer, 9, sizes[i], tu_seed(9, i, peer, 0),
+                  "exchange after cancel tests");
+    }
+}
+
+int main(int argc, char **argv) {
+    int iters = 200, opt, partner, ncancelled = 0;
+    char *buf, *buf2;
+
+    tu_init(&argc, &argv, "cancel");
+    while ((opt = getopt(argc, argv, "n:s:h")) != -1) {
+        switch (opt) {
+        case 'n':
+            iters = (int)tu_parse_long(optarg);
+            break;
+        case 's':
+            large = tu_parse_size(optarg);
+            break;
+        case 'h':
+            tu_usage("[-n RACE_ITERS] [-s LARGE]", 0);
+        default:
+            tu_usage("[-n RACE_ITERS] [-s LARGE]", 1);
+        }
+    }
+    TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
+    TU_ASSERT(large >= 6400 && large < (1u << 30), "LARGE must be in [6400, 1G)");
+
+    partner = tu_pair_partner();
+    buf = tu_malloc(large);
+    buf2 = tu_malloc(large);
+    if (partner >= 0) {
+        if (tu_rank % 2) {
+            unmatched(partner, buf);
+            no_steal_recv(partner, buf);
+            matched(partner, buf);
+            ncancelled = race(partner, buf, iters);
+        } else {
+            sender(partner, buf, iters);
+        }
+        after(partner, buf, buf2);
+    }
+    if (tu_rank == 0 && tu_size > 1)
+        MPI_Recv(&ncancelled, 1, MPI_INT, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else if (tu_rank == 1)
+        MPI_Send(&ncancelled, 1, MPI_INT, 0, 1, MPI_COMM_WORLD);
+    free(buf);
+    free(buf2);
+    tu_ok("np=%d unmatched,no_steal,matched,race(%d iters, %d cancelled at rank 1),after", tu_size,
+          iters, ncancelled);
+    return 0;
+}

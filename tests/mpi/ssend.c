@@ -1,0 +1,175 @@
+/*
+ * ssend: synchronous sends complete only once the receive has matched.
+ *
+ * In each even/odd pair the even rank sends and the odd rank receives. The
+ * pair synchronises with a zero-byte MPI_Sendrecv before each timed step.
+ *   ssend wait:  the receiver sleeps DELAY ms before posting its receive;
+ *                MPI_Ssend must take at least DELAY - 50 ms.
+ *   issend test: MPI_Issend then MPI_Test in a loop for DELAY - 100 ms: the
+ *                request must stay incomplete; then MPI_Wait.
+ *   preposted:   MPI_Ssend to a receive that was posted before the send.
+ *   in order:    many MPI_Ssend / MPI_Issend with the same tag arrive in
+ *                order.
+ * Sizes 0, 64 bytes and LARGE for the timed steps.
+ *
+ * Options: -d DELAY ms (default 300), -n COUNT for the in-order step
+ *          (default 200), -s LARGE (default 1M).
+ */
+#include "test_util.h"
+
+#define TAG_SYNC 90
+
+static void pair_sync(int peer) {
+    MPI_Sendrecv(NULL, 0, MPI_BYTE, peer, TAG_SYNC, NULL, 0, MPI_BYTE, peer, TAG_SYNC,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
+static void recv_check(char *buf, size_t size, int peer, int tag, uint64_t seed, const char *what) {
+    MPI_Status st;
+    int count;
+
+    memset(buf, TU_POISON, size);
+    MPI_Recv(buf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    TU_ASSERT((size_t)count == size && st.MPI_TAG == tag && st.MPI_SOURCE == peer,
+              "%s: expected count %zu tag %d source %d, got count %d tag %d source %d", what, size,
+              tag, peer, count, st.MPI_TAG, st.MPI_SOURCE);
+    tu_verify(buf, size, seed, what);
+}
+
+int main(int argc, char **argv) {
+    int delay = 300, count = 200, opt, peer, i, k, flag;
+    size_t large = 1u << 20, sizes[3];
+    double min_ssend = 1e9, t0, dt;
+    char *buf, what[128];
+    MPI_Request req;
+
+    tu_init(&argc, &argv, "ssend");
+    while ((opt = getopt(argc, argv, "d:n:s:h")) != -1) {
+        switch (opt) {
+        case 'd':
+            delay = (int)tu_parse_long(optarg);
+            break;
+        case 'n':
+            count = (int)tu_parse_long(optarg);
+            break;
+        case 's':
+            large = tu_parse_size(optarg);
+            break;
+        case 'h':
+            tu_usage("[-d DELAY_MS] [-n COUNT] [-s LARGE]", 0);
+        default:
+            tu_usage("[-d DELAY_MS] [-n COUNT] [-s LARGE]", 1);
+        }
+    }
+    TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
+    TU_ASSERT(delay >= 150, "DELAY must be at least 150 ms");
+    sizes[0] = 0;
+    sizes[1] = 64;
+    sizes[2] = large;
+    buf = tu_malloc(large);
+    peer = tu_pair_partner();
+
+    if (peer >= 0 && tu_rank % 2 == 0) {
+        /* sender */
+        for (i = 0; i < 3; i++) {
+            uint64_t seed = tu_seed(1, i, 0, 0);
+
+            /* ssend wait */
+            tu_fill(buf, sizes[i], seed);
+            pair_sync(peer);
+            t0 = MPI_Wtime();
+            MPI_Ssend(buf, (int)sizes[i], MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+            dt = MPI_Wtime() - t0;
+            min_ssend = dt < min_ssend ? dt : min_ssend;
+            TU_ASSERT(dt * 1000 >= delay - 50,
+                      "MPI_Ssend of %zu bytes returned after %.0f ms, but the receive was "
+                      "posted only after %d ms",
+                      sizes[i], dt * 1000, delay);
+
+            /* issend + test */
+            tu_fill(buf, sizes[i], seed + 1);
+            pair_sync(peer);
+            t0 = MPI_Wtime();
+            MPI_Issend(buf, (int)sizes[i], MPI_BYTE, peer, 2, MPI_COMM_WORLD, &req);
+            do {
+                MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+                dt = MPI_Wtime() - t0;
+                TU_ASSERT(!flag,
+                          "MPI_Issend of %zu bytes completed (MPI_Test) after %.0f ms, but the "
+                          "receive is posted only after %d ms",
+                          sizes[i], dt * 1000, delay);
+            } while (dt * 1000 < delay - 100);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+            dt = MPI_Wtime() - t0;
+            TU_ASSERT(dt * 1000 >= delay - 50,
+                      "MPI_Issend of %zu bytes completed (MPI_Wait) after %.0f ms, receive "
+                      "posted after %d ms",
+                      sizes[i], dt * 1000, delay);
+
+            /* preposted */
+            tu_fill(buf, sizes[i], seed + 2);
+            pair_sync(peer);
+            MPI_Ssend(buf, (int)sizes[i], MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+        }
+        /* in order: blocking, then nonblocking */
+        for (k = 0; k < count; k++) {
+            size_t size = (size_t)(k * 53) % 3000;
+
+            tu_fill(buf, size, tu_seed(2, k, 0, 0));
+            MPI_Ssend(buf, (int)size, MPI_BYTE, peer, 4, MPI_COMM_WORLD);
+        }
+        {
+            char *bufs = tu_malloc((size_t)count * 3000);
+            MPI_Request *reqs = tu_malloc(sizeof(*reqs) * count);
+
+            for (k = 0; k < count; k++) {
+                size_t size = (size_t)(k * 53) % 3000;
+
+                tu_fill(bufs + (size_t)k * 3000, size, tu_seed(3, k, 0, 0));
+                MPI_Issend(bufs + (size_t)k * 3000, (int)size, MPI_BYTE, peer, 4, MPI_COMM_WORLD,
+                           &reqs[k]);
+            }
+            MPI_Waitall(count, reqs, MPI_STATUSES_IGNORE);
+            free(bufs);
+            free(reqs);
+        }
+    } else if (peer >= 0) {
+        /* receiver */
+        for (i = 0; i < 3; i++) {
+            uint64_t seed = tu_seed(1, i, 0, 0);
+
+            snprintf(what, sizeof(what), "ssend of %zu bytes", sizes[i]);
+            pair_sync(peer);
+            tu_sleep_ms(delay);
+            recv_check(buf, sizes[i], peer, 1, seed, what);
+
+            snprintf(what, sizeof(what), "issend of %zu bytes", sizes[i]);
+            pair_sync(peer);
+            tu_sleep_ms(delay);
+            recv_check(buf, sizes[i], peer, 2, seed + 1, what);
+
+            snprintf(what, sizeof(what), "ssend of %zu bytes to a preposted receive", sizes[i]);
+            memset(buf, TU_POISON, sizes[i]);
+            MPI_Irecv(buf, (int)sizes[i], MPI_BYTE, peer, 3, MPI_COMM_WORLD, &req);
+            pair_sync(peer);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+            tu_verify(buf, sizes[i], seed + 2, what);
+        }
+        for (i = 2; i <= 3; i++) {
+            for (k = 0; k < count; k++) {
+                snprintf(what, sizeof(what), "%s number %d with the same tag",
+                         i == 2 ? "ssend" : "issend", k);
+                recv_check(buf, (size_t)(k * 53) % 3000, peer, 4, tu_seed(i, k, 0, 0), what);
+            }
+        }
+    }
+
+    free(buf);
+    if (tu_rank == 0 && peer >= 0)
+        tu_ok("np=%d delay=%dms shortest ssend=%.0fms sizes=0,64,%zu in-order=%d", tu_size, delay,
+              min_ssend * 1000, large, count);
+    else
+        tu_ok("np=%d", tu_size);
+    return 0;
+}

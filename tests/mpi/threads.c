@@ -1,0 +1,164 @@
+/*
+ * threads: concurrent communication from several threads per process.
+ *
+ * Requires MPI_THREAD_MULTIPLE (fails clearly when not provided). Each rank
+ * runs NTHREADS pthreads paired with the same thread index on the partner
+ * rank (even/odd pairs):
+ *   own comm:    every thread has its own dup'ed communicator and they all
+ *                use the same tag: blocking ping-pong, then isend/irecv
+ *                exchanges in both directions.
+ *   shared comm: all threads share one communicator and are kept apart by
+ *                tag only.
+ * All data is verified (pattern seeded by thread, iteration, size, sender).
+ *
+ * Options: -t NTHREADS (default 4), -i ITERS (default 20), -s MAXSIZE
+ *          (default 1M).
+ */
+#include "test_util.h"
+
+#include <pthread.h>
+
+#define MAX_THREADS 64
+
+struct targ {
+    int id;
+    MPI_Comm own;
+    MPI_Comm shared;
+};
+
+static int iters = 20;
+static size_t max_size = 1u << 20;
+static int partner;
+
+static const size_t base_sizes[] = {0, 1, 7, 1024, 4097, 65537, 262144, 1048576};
+
+static void check(const char *buf, MPI_Status *st, int tag, size_t size, uint64_t seed,
+                  const char *what) {
+    int count;
+
+    MPI_Get_count(st, MPI_BYTE, &count);
+    TU_ASSERT(st->MPI_SOURCE == partner && st->MPI_TAG == tag && (size_t)count == size,
+              "%s: expected source %d tag %d count %zu, got source %d tag %d count %d", what,
+              partner, tag, size, st->MPI_SOURCE, st->MPI_TAG, count);
+    tu_verify(buf, size, seed, what);
+}
+
+static void run_phase(struct targ *a, MPI_Comm comm, int tag, int phase, char *sbuf, char *rbuf) {
+    int even = tu_rank % 2 == 0, it;
+    unsigned i;
+    char what[160];
+    MPI_Status st[2];
+    MPI_Request req[2];
+
+    for (i = 0; i < sizeof(base_sizes) / sizeof(base_sizes[0]); i++) {
+        size_t size = base_sizes[i];
+
+        if (size > max_size)
+            break;
+        for (it = 0; it < iters; it++) {
+            uint64_t mine = tu_seed(a->id, phase * 1000 + it, size, tu_rank);
+            uint64_t theirs = tu_seed(a->id, phase * 1000 + it, size, partner);
+
+            /* blocking ping-pong */
+            snprintf(what, sizeof(what), "thread %d %s ping-pong size %zu iter %d", a->id,
+                     phase ? "shared-comm" : "own-comm", size, it);
+            tu_fill(sbuf, size, mine);
+            memset(rbuf, TU_POISON, size);
+            if (even) {
+                MPI_Send(sbuf, (int)size, MPI_BYTE, partner, tag, comm);
+                MPI_Recv(rbuf, (int)size, MPI_BYTE, partner, tag, comm, &st[0]);
+            } else {
+                MPI_Recv(rbuf, (int)size, MPI_BYTE, partner, tag, comm, &st[0]);
+                MPI_Send(sbuf, (int)size, MPI_BYTE, partner, tag, comm);
+            }
+            check(rbuf, &st[0], tag, size, theirs, what);
+
+            /* simultaneous exchange */
+            snprintf(what, sizeof(what), "thread %d %s isend/irecv size %zu iter %d", a->id,
+                     phase ? "shared-comm" : "own-comm", size, it);
+            tu_fill(sbuf, size, mine + 1);
+            memset(rbuf, TU_POISON, size);
+            MPI_Irecv(rbuf, (int)size, MPI_BYTE, partner, tag, comm, &req[0]);
+            MPI_Isend(sbuf, (int)size, MPI_BYTE, partner, tag, comm, &req[1]);
+            MPI_Waitall(2, req, st);
+            check(rbuf, &st[0], tag, size, theirs + 1, what);
+        }
+    }
+}
+
+static void *thread_main(void *p) {
+    struct targ *a = p;
+    char *sbuf = tu_malloc(max_size), *rbuf = tu_malloc(max_size);
+
+    run_phase(a, a->own, 5, 0, sbuf, rbuf);
+    run_phase(a, a->shared, 100 + a->id, 1, sbuf, rbuf);
+    free(sbuf);
+    free(rbuf);
+    return NULL;
+}
+
+static const char *level_name(int l) {
+    return l == MPI_THREAD_SINGLE       ? "MPI_THREAD_SINGLE"
+           : l == MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
+           : l == MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
+           : l == MPI_THREAD_MULTIPLE   ? "MPI_THREAD_MULTIPLE"
+                                        : "unknown";
+}
+
+int main(int argc, char **argv) {
+    int nthreads = 4, opt, provided, i;
+    pthread_t tids[MAX_THREADS];
+    struct targ args[MAX_THREADS];
+    MPI_Comm shared;
+    double t0;
+
+    provided = tu_init_thread(&argc, &argv, "threads", MPI_THREAD_MULTIPLE);
+    while ((opt = getopt(argc, argv, "t:i:s:h")) != -1) {
+        switch (opt) {
+        case 't':
+            nthreads = (int)tu_parse_long(optarg);
+            break;
+        case 'i':
+            iters = (int)tu_parse_long(optarg);
+            break;
+        case 's':
+            max_size = tu_parse_size(optarg);
+            break;
+        case 'h':
+            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE]", 0);
+        default:
+            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE]", 1);
+        }
+    }
+    TU_ASSERT(provided >= MPI_THREAD_MULTIPLE,
+              "MPI_THREAD_MULTIPLE required but MPI_Init_thread provided only %s",
+              level_name(provided));
+    TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
+    TU_ASSERT(nthreads >= 1 && nthreads <= MAX_THREADS, "NTHREADS must be 1..%d", MAX_THREADS);
+    TU_ASSERT(max_size <= (1u << 30), "MAXSIZE too large");
+
+    partner = tu_pair_partner();
+    MPI_Comm_dup(MPI_COMM_WORLD, &shared);
+    for (i = 0; i < nthreads; i++) {
+        args[i].id = i;
+        args[i].shared = shared;
+        MPI_Comm_dup(MPI_COMM_WORLD, &args[i].own);
+    }
+    t0 = MPI_Wtime();
+    if (partner >= 0) {
+        for (i = 0; i < nthreads; i++) {
+            int rc = pthread_create(&tids[i], NULL, thread_main, &args[i]);
+
+            TU_ASSERT(rc == 0, "pthread_create failed: %s", strerror(rc));
+        }
+        for (i = 0; i < nthreads; i++)
+            pthread_join(tids[i], NULL);
+    }
+    t0 = MPI_Wtime() - t0;
+    for (i = 0; i < nthreads; i++)
+        MPI_Comm_free(&args[i].own);
+    MPI_Comm_free(&shared);
+    tu_ok("np=%d threads=%d iters=%d sizes=0..%zu own-comm,shared-comm time=%.2fs", tu_size,
+          nthreads, iters, max_size, t0);
+    return 0;
+}
