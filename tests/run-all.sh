@@ -35,19 +35,22 @@ mkdir -p "$logdir"
 
 total_pass=0
 total_fail=0
-add_counts() { # add the "N passed, N failed" of a suite's log
-    local line p f
+total_skip=0
+add_counts() { # add the "N passed, N failed[, N skipped]" of a suite's log
+    local line p f k
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
     if [ -z "$line" ]; then
         echo "run-all: $2 printed no result line (counted as one failure)"
         total_fail=$((total_fail + 1))
         return
     fi
-    p=${line%% passed*}
-    f=${line#*, }
-    f=${f%% failed*}
+    p=$(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")
+    k=0
+    grep -qE 'skipped' <<<"$line" && k=$(sed -E 's/.*, ([0-9]+) skipped.*/\1/' <<<"$line")
     total_pass=$((total_pass + p))
     total_fail=$((total_fail + f))
+    total_skip=$((total_skip + k))
 }
 
 echo "== unit tests"
@@ -72,6 +75,10 @@ echo "== MPI point-to-point over mtl_efa"
     tee "$logdir/mpi-mtl.log"
 add_counts "$logdir/mpi-mtl.log" mpi-mtl
 
+echo "== stand-in provider defects still present (the reason for each SKIP)"
+cc -o "$logdir/shm_wildcard_unexpected" "$top/tests/provider-defects/shm_wildcard_unexpected.c" -lfabric &&
+    "$logdir/shm_wildcard_unexpected" shm
+
 echo "== MPI point-to-point over mtl_efa, forced FI_MR_LOCAL and no-CQ-data tag layout"
 MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1 --mca common_efa_force_no_cq_data 1" \
     "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-rxm -n 2 2>&1 | tee "$logdir/mpi-mtl-forced.log"
@@ -83,7 +90,7 @@ if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ];
         tee "$logdir/mpi-btl.log"
     add_counts "$logdir/mpi-btl.log" mpi-btl
     echo "== one-sided over osc/rdma + btl_efa"
-    MPI_TEST_BIN_DIR=$build/tests/osc "$top/tests/osc/run-osc-tests.sh" $quick 2>&1 |
+    OSC_TEST_BIN_DIR=$build/tests/osc "$top/tests/osc/run-osc-tests.sh" 2>&1 |
         tee "$logdir/osc.log"
     add_counts "$logdir/osc.log" osc
 fi
@@ -95,5 +102,9 @@ if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
 fi
 
 echo "logs: $logdir"
-echo "$total_pass passed, $total_fail failed"
+if [ $total_skip -gt 0 ]; then
+    echo "skipped (each listed above as SKIP with its reason):"
+    grep -h '^SKIP ' "$logdir"/*.log | sed 's/^/  /'
+fi
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ $total_fail -eq 0 ]
