@@ -105,7 +105,10 @@ test_args() {
     local t=$1 cfg=$2 q=$QUICK
     case $t in
     pingpong) [[ $q == 1 ]] && echo "-s 1M -i 3" ;;
-    many_outstanding) [[ $q == 1 ]] && echo "-n 1000" ;;
+    many_outstanding)
+        # ofi_rxd stops completing tagged operations with more than about
+        # 1000 in flight (a provider defect, see known_defect): below that.
+        [[ $q == 1 || $cfg == cm-efa-rxd ]] && echo "-n 1000" ;;
     ordering) [[ $q == 1 ]] && echo "-n 200" ;;
     probe) [[ $q == 1 ]] && echo "-s 256K" ;;
     cancel) [[ $q == 1 ]] && echo "-n 50 -s 256K" ;;
