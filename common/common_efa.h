@@ -35,9 +35,8 @@ OPAL_DECLSPEC efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need
 OPAL_DECLSPEC void mca_common_efa_release(efa_core_t *core);
 
 /* Look a remote process up in the modex and insert it into the AV. */
-OPAL_DECLSPEC efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core,
-                                                     const opal_process_name_t *name,
-                                                     int *opal_err);
+OPAL_DECLSPEC efa_peer_t *
+mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name, int *opal_err);
 
 /* libfabric error (negative) to an OPAL error code. */
 OPAL_DECLSPEC int mca_common_efa_fi_to_opal(int fi_err);

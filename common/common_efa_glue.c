@@ -36,13 +36,23 @@ static struct {
 } params = {NULL, NULL, 1, 0, 0, 1024, 16, false, false, 0};
 
 /* Indices of the registered shared variables, for the synonyms. */
-enum { P_INCLUDE, P_EXCLUDE, P_CONTEXTS, P_TX, P_RX, P_MRCACHE, P_BATCH, P_MRLOCAL, P_NOCQDATA,
-       P_VERBOSE, P_COUNT };
+enum {
+    P_INCLUDE,
+    P_EXCLUDE,
+    P_CONTEXTS,
+    P_TX,
+    P_RX,
+    P_MRCACHE,
+    P_BATCH,
+    P_MRLOCAL,
+    P_NOCQDATA,
+    P_VERBOSE,
+    P_COUNT
+};
 static int var_index[P_COUNT];
 static const char *var_names[P_COUNT] = {
-    "provider_include", "provider_exclude", "num_contexts",     "tx_size",
-    "rx_size",          "mr_cache_size",    "progress_batch",   "force_mr_local",
-    "force_no_cq_data", "verbose"};
+    "provider_include", "provider_exclude", "num_contexts",   "tx_size",          "rx_size",
+    "mr_cache_size",    "progress_batch",   "force_mr_local", "force_no_cq_data", "verbose"};
 static bool registered = false;
 static bool hooks_registered = false;
 static bool modex_sent = false;
@@ -110,11 +120,11 @@ static void register_shared(void) {
                                     "Register every buffer and pass local descriptors as if the "
                                     "provider required FI_MR_LOCAL (for testing that path).",
                                     &params.force_mr_local, OPAL_INFO_LVL_9);
-    var_index[P_NOCQDATA] = reg_bool(
-        "force_no_cq_data",
-        "Carry the source rank in the tag instead of remote CQ data (the layout used by "
-        "providers without CQ data; for testing). Lowers the largest tag to 2^23-1.",
-        &params.force_no_cq_data, OPAL_INFO_LVL_9);
+    var_index[P_NOCQDATA] =
+        reg_bool("force_no_cq_data",
+                 "Carry the source rank in the tag instead of remote CQ data (the layout used by "
+                 "providers without CQ data; for testing). Lowers the largest tag to 2^23-1.",
+                 &params.force_no_cq_data, OPAL_INFO_LVL_9);
     var_index[P_VERBOSE] = reg_int("verbose",
                                    "Verbosity of the EFA components (0: quiet, 1: what was chosen, "
                                    "10: why, 100: everything)",
@@ -126,15 +136,14 @@ int mca_common_efa_register_params(const mca_base_component_t *component) {
     for (int i = 0; i < P_COUNT; ++i) {
         if (var_index[i] >= 0) {
             mca_base_var_register_synonym(var_index[i], component->mca_project_name,
-                                          component->mca_type_name,
-                                          component->mca_component_name, var_names[i], 0);
+                                          component->mca_type_name, component->mca_component_name,
+                                          var_names[i], 0);
         }
     }
     return OPAL_SUCCESS;
 }
 
-void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple,
-                               bool need_remote_comm) {
+void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool need_remote_comm) {
     memset(p, 0, sizeof(*p));
     p->provider_include = params.provider_include;
     p->provider_exclude = params.provider_exclude;
@@ -154,9 +163,9 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple,
 
 /* Configuration mistakes read the same in every process. */
 static bool same_in_every_process(const char *topic) {
-    static const char *const topics[] = {"bad-param",        "conflicting-lists",
-                                         "empty-list-item",  "unknown-provider",
-                                         "no-efa-device",    "no-provider-matched"};
+    static const char *const topics[] = {"bad-param",       "conflicting-lists",
+                                         "empty-list-item", "unknown-provider",
+                                         "no-efa-device",   "no-provider-matched"};
     for (size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); ++i) {
         if (0 == strcmp(topic, topics[i])) {
             return true;
@@ -267,9 +276,8 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         opal_progress_register(progress_cb);
         /* Registrations of freed memory must not be reused: the cache
          * drops them when the memory hooks report a release. */
-        if (!hooks_registered &&
-            (opal_mem_hooks_support_level() &
-             (OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT))) {
+        if (!hooks_registered && (opal_mem_hooks_support_level() &
+                                  (OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT))) {
             opal_mem_hooks_register_release(mem_release_cb, NULL);
             hooks_registered = true;
         }

@@ -88,8 +88,8 @@ size_t choose_nic(const Selection &sel, const efa_core_params_t &p, std::string 
     if (hwloc_topology_load(topo) == 0) {
         hwloc_bitmap_t binding = hwloc_bitmap_alloc();
         bool bound = hwloc_get_cpubind(topo, binding, HWLOC_CPUBIND_PROCESS) == 0;
-        NicDecision d = select_nic(cands, topo, bound ? binding : nullptr, p.local_rank,
-                                   p.local_size);
+        NicDecision d =
+            select_nic(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size);
         index = d.index;
         *why = d.reason;
         hwloc_bitmap_free(binding);
@@ -267,9 +267,13 @@ void efa_core_release(efa_core_t *core) {
     delete core;
 }
 
-efa_core_t *efa_core_current(void) { return g_core; }
+efa_core_t *efa_core_current(void) {
+    return g_core;
+}
 
-const efa_core_info_t *efa_core_get_info(const efa_core_t *core) { return &core->info; }
+const efa_core_info_t *efa_core_get_info(const efa_core_t *core) {
+    return &core->info;
+}
 
 int efa_core_local_blob(efa_core_t *core, const void **blob, size_t *len) {
     *blob = core->blob.data();
@@ -306,8 +310,7 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
         ++it->second.refs;
         return it->second.peer;
     }
-    auto *peer =
-        static_cast<efa_peer_t *>(malloc(sizeof(efa_peer_t) + sizeof(fi_addr_t) * nctx));
+    auto *peer = static_cast<efa_peer_t *>(malloc(sizeof(efa_peer_t) + sizeof(fi_addr_t) * nctx));
     if (!peer) {
         *err = -FI_ENOMEM;
         return nullptr;
@@ -352,10 +355,18 @@ void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr) {
     core->mr_cache->release(reinterpret_cast<MrEntry *>(mr));
 }
 
-void *efa_mr_desc(const efa_mr_t *mr) { return reinterpret_cast<const MrEntry *>(mr)->reg.desc; }
-uint64_t efa_mr_key(const efa_mr_t *mr) { return reinterpret_cast<const MrEntry *>(mr)->reg.key; }
-uintptr_t efa_mr_base(const efa_mr_t *mr) { return reinterpret_cast<const MrEntry *>(mr)->base; }
-size_t efa_mr_len(const efa_mr_t *mr) { return reinterpret_cast<const MrEntry *>(mr)->len; }
+void *efa_mr_desc(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->reg.desc;
+}
+uint64_t efa_mr_key(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->reg.key;
+}
+uintptr_t efa_mr_base(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->base;
+}
+size_t efa_mr_len(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->len;
+}
 
 void efa_core_mem_release(void *addr, size_t len) {
     efa_core *core = g_core; // hooks fire from free(): no lock here

@@ -17,10 +17,11 @@
 
 namespace {
 
-inline bool queue_full(ssize_t rc) { return rc == -FI_EAGAIN || rc == -FI_ENOMEM; }
+inline bool queue_full(ssize_t rc) {
+    return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
+}
 
-void defer(efa::Backlog &b, efa_op_t *op, std::function<ssize_t()> post,
-           bool holds_slot = false) {
+void defer(efa::Backlog &b, efa_op_t *op, std::function<ssize_t()> post, bool holds_slot = false) {
     std::lock_guard<std::mutex> guard(b.lock);
     b.deferred.fetch_add(1, std::memory_order_relaxed);
     b.ops.push_back(efa::Deferred{op, std::move(post), holds_slot});
@@ -74,8 +75,7 @@ inline void release_slot(efa_ctx *ctx, efa_op_t *op) {
 // A receive: it needs a queue slot of its class, and waits in its class's
 // backlog (internal receives never wait behind user receives).
 template <typename Post> int submit_recv(efa_ctx *ctx, efa_op_t *op, Post post) {
-    efa::Backlog &b =
-        op->rx_class == EFA_RX_INTERNAL ? ctx->rx_internal_backlog : ctx->rx_backlog;
+    efa::Backlog &b = op->rx_class == EFA_RX_INTERNAL ? ctx->rx_internal_backlog : ctx->rx_backlog;
     op->rx_counted = 0;
     if (b.size.load(std::memory_order_acquire) == 0 && take_slot(ctx, op)) {
         ssize_t rc = post();
@@ -206,9 +206,8 @@ int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_ad
     fid_ep *ep = ctx->ep;
     void *context = &op->fi_ctx;
     if (ctx->use_cq_data) {
-        return submit(ctx->tx_backlog, op, [=] {
-            return fi_tsenddata(ep, buf, len, desc, data, dest, tag, context);
-        });
+        return submit(ctx->tx_backlog, op,
+                      [=] { return fi_tsenddata(ep, buf, len, desc, data, dest, tag, context); });
     }
     return submit(ctx->tx_backlog, op,
                   [=] { return fi_tsend(ep, buf, len, desc, dest, tag, context); });

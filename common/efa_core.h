@@ -65,7 +65,6 @@ typedef struct efa_peer {
     fi_addr_t addr[]; /* index: nic * num_contexts + context */
 } efa_peer_t;
 
-
 /* Settings the glue collects from MCA parameters and the runtime. */
 typedef struct efa_core_params {
     const char *provider_include; /* comma-separated; NULL or "" means the default ("efa") */
@@ -85,19 +84,19 @@ typedef struct efa_core_params {
 
 /* What the opened core offers (read-only after open). */
 typedef struct efa_core_info {
-    const char *provider;  /* e.g. "efa", "tcp;ofi_rxm" */
-    const char *fabric;    /* fabric name */
-    const char *domain;    /* the chosen NIC */
+    const char *provider; /* e.g. "efa", "tcp;ofi_rxm" */
+    const char *fabric;   /* fabric name */
+    const char *domain;   /* the chosen NIC */
     const char *nic_reason;
-    int num_nics;          /* NICs opened (1 today) */
-    int num_contexts;      /* endpoints per NIC */
-    size_t inject_size;    /* 0: no inject */
+    int num_nics;       /* NICs opened (1 today) */
+    int num_contexts;   /* endpoints per NIC */
+    size_t inject_size; /* 0: no inject */
     size_t max_msg_size;
-    size_t cq_data_size;   /* bytes of remote CQ data (0: none used) */
-    bool has_rma;          /* FI_RMA granted */
-    bool has_atomic;       /* FI_ATOMIC granted */
-    bool mr_local;         /* local descriptors needed (required or forced) */
-    bool mr_virt_addr;     /* remote addresses are virtual addresses */
+    size_t cq_data_size; /* bytes of remote CQ data (0: none used) */
+    bool has_rma;        /* FI_RMA granted */
+    bool has_atomic;     /* FI_ATOMIC granted */
+    bool mr_local;       /* local descriptors needed (required or forced) */
+    bool mr_virt_addr;   /* remote addresses are virtual addresses */
     bool mr_prov_key;
     efa_tag_layout_t tag_layout; /* see efa_tag.h */
 } efa_core_info_t;

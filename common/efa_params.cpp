@@ -5,8 +5,7 @@ namespace efa {
 namespace {
 void check_range(std::vector<ParamProblem> &out, const char *name, int v, int lo, int hi) {
     if (v < lo || v > hi) {
-        out.push_back(
-            {name, std::to_string(v), std::to_string(lo) + " to " + std::to_string(hi)});
+        out.push_back({name, std::to_string(v), std::to_string(lo) + " to " + std::to_string(hi)});
     }
 }
 } // namespace

@@ -47,7 +47,9 @@ static inline uint64_t efa_tag_mask(int bits) {
     return bits >= 64 ? ~(uint64_t)0 : bits <= 0 ? 0 : (((uint64_t)1 << bits) - 1);
 }
 
-static inline bool efa_tag_source_in_tag(const efa_tag_layout_t *l) { return l->src_bits > 0; }
+static inline bool efa_tag_source_in_tag(const efa_tag_layout_t *l) {
+    return l->src_bits > 0;
+}
 static inline uint32_t efa_tag_max_cid(const efa_tag_layout_t *l) {
     return (uint32_t)efa_tag_mask(l->cid_bits);
 }
@@ -93,8 +95,7 @@ static inline efa_tag_envelope_t efa_tag_unpack(const efa_tag_layout_t *l, uint6
 
 /* The bits a receive must ignore to match both ordinary and synchronous
  * sends, and optionally any source / any non-negative tag. */
-static inline uint64_t efa_tag_recv_ignore(const efa_tag_layout_t *l, bool any_src,
-                                           bool any_tag) {
+static inline uint64_t efa_tag_recv_ignore(const efa_tag_layout_t *l, bool any_src, bool any_tag) {
     const int proto_shift = l->tag_bits + l->src_bits + l->cid_bits;
     uint64_t ignore = (uint64_t)EFA_PROTO_SYNC << proto_shift;
     if (any_src) {

@@ -25,7 +25,7 @@ void report_efa_emulation(fid_ep *ep, const fi_info *info, const Reporter &rep) 
     if (prov.rfind("efa", 0) != 0) {
         return;
     }
-#if HAVE_DECL_FI_OPT_EFA_EMULATED_READ && HAVE_DECL_FI_OPT_EFA_EMULATED_WRITE && \
+#if HAVE_DECL_FI_OPT_EFA_EMULATED_READ && HAVE_DECL_FI_OPT_EFA_EMULATED_WRITE &&                   \
     HAVE_DECL_FI_OPT_EFA_EMULATED_ATOMICS
     bool rd = false, wr = false, at = false;
     size_t len = sizeof(bool);
@@ -34,8 +34,8 @@ void report_efa_emulation(fid_ep *ep, const fi_info *info, const Reporter &rep) 
     fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &wr, &len);
     len = sizeof(bool);
     fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_ATOMICS, &at, &len);
-    rep.say(1, std::string("efa: RDMA read ") + (rd ? "emulated" : "by the device") +
-                   ", write " + (wr ? "emulated" : "by the device") + ", atomics " +
+    rep.say(1, std::string("efa: RDMA read ") + (rd ? "emulated" : "by the device") + ", write " +
+                   (wr ? "emulated" : "by the device") + ", atomics " +
                    (at ? "emulated" : "by the device"));
 #else
     (void)ep;

@@ -76,7 +76,8 @@ bool ProviderFilter::admits(std::string_view name) const {
     return std::none_of(exclude_.begin(), exclude_.end(), match);
 }
 
-std::vector<std::string> ProviderFilter::unknown_items(const std::vector<std::string> &known) const {
+std::vector<std::string>
+ProviderFilter::unknown_items(const std::vector<std::string> &known) const {
     std::vector<std::string> unknown;
     for (const auto &item : include_) {
         bool found = std::any_of(known.begin(), known.end(),

@@ -20,8 +20,7 @@ class ProviderFilter {
     enum class Status { kOk, kConflict, kEmptyItem };
 
     // include empty => the default ("efa"); exclude empty => none.
-    static ProviderFilter parse(std::string_view include, std::string_view exclude,
-                                Status *status);
+    static ProviderFilter parse(std::string_view include, std::string_view exclude, Status *status);
 
     bool admits(std::string_view provider_name) const;
 

@@ -97,9 +97,9 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
     }
 
     ProviderFilter::Status st;
-    ProviderFilter filter = ProviderFilter::parse(
-        params.provider_include ? params.provider_include : "",
-        params.provider_exclude ? params.provider_exclude : "", &st);
+    ProviderFilter filter =
+        ProviderFilter::parse(params.provider_include ? params.provider_include : "",
+                              params.provider_exclude ? params.provider_exclude : "", &st);
     if (st == ProviderFilter::Status::kConflict) {
         always.help("conflicting-lists", params.provider_include, params.provider_exclude);
         return -FI_EINVAL;
@@ -164,9 +164,8 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
             out->nics = std::move(nics);
             out->caps = caps;
             out->mr_local = mr_local || (out->nics[0]->domain_attr->mr_mode & FI_MR_LOCAL);
-            rep.say(10, std::string("selected provider ") +
-                            out->nics[0]->fabric_attr->prov_name + " fabric " +
-                            out->nics[0]->fabric_attr->name + " with " +
+            rep.say(10, std::string("selected provider ") + out->nics[0]->fabric_attr->prov_name +
+                            " fabric " + out->nics[0]->fabric_attr->name + " with " +
                             std::to_string(out->nics.size()) + " NIC(s)");
             return 0;
         }

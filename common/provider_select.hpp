@@ -24,10 +24,10 @@ struct Reporter {
 };
 
 struct Selection {
-    InfoPtr list;                   // what fi_getinfo returned (owns the entries below)
-    std::vector<fi_info *> nics;    // one admitted entry per domain, same fabric
-    uint64_t caps = 0;              // the capability set that was granted
-    bool mr_local = false;          // FI_MR_LOCAL in effect (required or forced)
+    InfoPtr list;                // what fi_getinfo returned (owns the entries below)
+    std::vector<fi_info *> nics; // one admitted entry per domain, same fabric
+    uint64_t caps = 0;           // the capability set that was granted
+    bool mr_local = false;       // FI_MR_LOCAL in effect (required or forced)
 };
 
 // Returns 0, -FI_EINVAL (bad lists/params: reported), or -FI_ENODATA (no

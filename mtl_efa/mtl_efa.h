@@ -25,7 +25,7 @@ typedef struct mca_mtl_efa_module_t {
     efa_tag_layout_t layout;
     size_t inject_size; /* 0: never inject */
     int num_contexts;
-    bool mr_local;      /* pass registered descriptors with every buffer */
+    bool mr_local; /* pass registered descriptors with every buffer */
 } mca_mtl_efa_module_t;
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;
@@ -38,7 +38,7 @@ typedef struct mca_mtl_efa_request_t {
     int pending;             /* completions still expected */
     int error;               /* first OMPI error seen */
     bool is_send;
-    bool free_buffer;        /* the buffer was allocated to pack a datatype */
+    bool free_buffer; /* the buffer was allocated to pack a datatype */
     bool cancelled;
     void *buffer;
     size_t length;
@@ -58,8 +58,8 @@ typedef struct mca_mtl_efa_claim_t {
     mca_mtl_efa_request_t *mrecv; /* set by imrecv */
 } mca_mtl_efa_claim_t;
 
-#define MTL_EFA_REQ_OF(op_ptr, member) \
-    ((mca_mtl_efa_request_t *)((char *)(op_ptr) - offsetof(mca_mtl_efa_request_t, member)))
+#define MTL_EFA_REQ_OF(op_ptr, member)                                                             \
+    ((mca_mtl_efa_request_t *)((char *)(op_ptr)-offsetof(mca_mtl_efa_request_t, member)))
 
 /* A communicator maps to the same context index on both sides. */
 static inline int ompi_mtl_efa_ctx_index(struct ompi_communicator_t *comm) {
@@ -79,16 +79,14 @@ int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl);
 int ompi_mtl_efa_add_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm);
 int ompi_mtl_efa_del_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm);
 
-int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
-                      int dest, int tag, struct opal_convertor_t *convertor,
-                      mca_pml_base_send_mode_t mode);
+int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
+                      int tag, struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode);
 int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
                        int dest, int tag, struct opal_convertor_t *convertor,
                        mca_pml_base_send_mode_t mode, bool blocking,
                        mca_mtl_request_t *mtl_request);
-int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
-                       int src, int tag, struct opal_convertor_t *convertor,
-                       mca_mtl_request_t *mtl_request);
+int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int src,
+                       int tag, struct opal_convertor_t *convertor, mca_mtl_request_t *mtl_request);
 int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
                         int src, int tag, int *flag, struct ompi_status_public_t *status);
 int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,

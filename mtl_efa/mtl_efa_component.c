@@ -46,9 +46,13 @@ static int ompi_mtl_efa_component_register(void) {
     return mca_common_efa_register_params(&mca_mtl_efa_component.mtl_version);
 }
 
-static int ompi_mtl_efa_component_open(void) { return OMPI_SUCCESS; }
+static int ompi_mtl_efa_component_open(void) {
+    return OMPI_SUCCESS;
+}
 
-static int ompi_mtl_efa_component_close(void) { return OMPI_SUCCESS; }
+static int ompi_mtl_efa_component_close(void) {
+    return OMPI_SUCCESS;
+}
 
 static int ompi_mtl_efa_component_query(mca_base_module_t **module, int *priority) {
     /* Only claim the job when a provider is really there: otherwise another

@@ -37,8 +37,7 @@ int ompi_mtl_efa_module_init(efa_core_t *core) {
     /* Honest limits: what the tag layout can carry. */
     ompi_mtl_efa.base.mtl_max_contextid = (int)efa_tag_max_cid(&ompi_mtl_efa.layout);
     ompi_mtl_efa.base.mtl_max_tag = efa_tag_max_tag(&ompi_mtl_efa.layout);
-    ompi_mtl_efa.base.mtl_request_size =
-        sizeof(mca_mtl_efa_request_t) - sizeof(mca_mtl_request_t);
+    ompi_mtl_efa.base.mtl_request_size = sizeof(mca_mtl_efa_request_t) - sizeof(mca_mtl_request_t);
     return OMPI_SUCCESS;
 }
 
@@ -98,9 +97,8 @@ int ompi_mtl_efa_add_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communi
         int local = ompi_comm_size(comm);
         int largest = size > local ? size : local;
         if ((uint32_t)largest > efa_tag_max_src(&ompi_mtl_efa.layout) + 1) {
-            opal_show_help("help-mtl-efa.txt", "comm-too-large", true,
-                           opal_process_info.nodename, largest,
-                           (int)efa_tag_max_src(&ompi_mtl_efa.layout) + 1);
+            opal_show_help("help-mtl-efa.txt", "comm-too-large", true, opal_process_info.nodename,
+                           largest, (int)efa_tag_max_src(&ompi_mtl_efa.layout) + 1);
             return OMPI_ERR_OUT_OF_RESOURCE;
         }
     }

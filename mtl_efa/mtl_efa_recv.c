@@ -80,8 +80,8 @@ static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
 }
 
 /* The receive's match bits and, for a directed receive, the source address. */
-static int recv_match(struct ompi_communicator_t *comm, int src, int tag, int ci,
-                      fi_addr_t *addr, uint64_t *bits, uint64_t *ignore) {
+static int recv_match(struct ompi_communicator_t *comm, int src, int tag, int ci, fi_addr_t *addr,
+                      uint64_t *bits, uint64_t *ignore) {
     const efa_tag_layout_t *layout = &ompi_mtl_efa.layout;
     const bool any_src = MPI_ANY_SOURCE == src;
     const bool any_tag = MPI_ANY_TAG == tag;
@@ -112,8 +112,8 @@ static int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor_t *con
     return ompi_mtl_datatype_recv_buf(convertor, &req->buffer, &req->length, &req->free_buffer);
 }
 
-int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
-                       int src, int tag, struct opal_convertor_t *convertor,
+int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int src,
+                       int tag, struct opal_convertor_t *convertor,
                        mca_mtl_request_t *mtl_request) {
     (void)mtl;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;

@@ -132,9 +132,8 @@ static void blocking_send_done(mca_mtl_request_t *mtl_request) {
     ((blocking_send_t *)mtl_request)->done = true;
 }
 
-int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
-                      int dest, int tag, struct opal_convertor_t *convertor,
-                      mca_pml_base_send_mode_t mode) {
+int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
+                      int tag, struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode) {
     (void)mtl;
     blocking_send_t bs;
     mca_mtl_efa_request_t *req = &bs.req;

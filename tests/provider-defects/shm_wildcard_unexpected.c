@@ -31,7 +31,8 @@ static int open_ep(struct fi_info *info, struct fid_domain *dom, int k) {
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
     struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
     if (fi_av_open(dom, &av_attr, &av[k], NULL) || fi_cq_open(dom, &cq_attr, &cq[k], NULL) ||
-        fi_endpoint(dom, info, &ep[k], NULL) || fi_ep_bind(ep[k], &cq[k]->fid, FI_TRANSMIT | FI_RECV) ||
+        fi_endpoint(dom, info, &ep[k], NULL) ||
+        fi_ep_bind(ep[k], &cq[k]->fid, FI_TRANSMIT | FI_RECV) ||
         fi_ep_bind(ep[k], &av[k]->fid, 0) || fi_enable(ep[k])) {
         return -1;
     }

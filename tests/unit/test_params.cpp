@@ -25,7 +25,9 @@ bool refused(const efa_core_params_t &p, const std::string &name) {
     return false;
 }
 
-TEST(Params, DefaultsAreValid) { EXPECT_TRUE(validate_params(defaults()).empty()); }
+TEST(Params, DefaultsAreValid) {
+    EXPECT_TRUE(validate_params(defaults()).empty());
+}
 
 TEST(Params, NumContextsBounds) {
     auto p = defaults();
