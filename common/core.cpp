@@ -256,6 +256,7 @@ void efa_core_release(efa_core_t *core) {
         free(kv.second.peer);
     }
     core->peers.clear();
+    core->peer_index.clear();
     efa_core_msg_close(core);
     close_overflow_areas(core);
     core->mr_cache.reset(); // deregisters before the domain closes
@@ -324,21 +325,23 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
         *err = n < 0 ? n : -FI_EOTHER;
         return nullptr;
     }
-    core->peers.emplace(std::move(key), efa_core::PeerEntry{peer, 1});
+    auto inserted = core->peers.emplace(std::move(key), efa_core::PeerEntry{peer, 1}).first;
+    core->peer_index.emplace(peer, inserted);
     return peer;
 }
 
 void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
     std::lock_guard<std::mutex> guard(core->peers_lock);
-    for (auto it = core->peers.begin(); it != core->peers.end(); ++it) {
-        if (it->second.peer == peer) {
-            if (--it->second.refs == 0) {
-                fi_av_remove(core->nic->av(), peer->addr, peer->num_addrs, 0);
-                free(peer);
-                core->peers.erase(it);
-            }
-            return;
-        }
+    auto idx = core->peer_index.find(peer);
+    if (idx == core->peer_index.end()) {
+        return;
+    }
+    auto it = idx->second;
+    if (--it->second.refs == 0) {
+        fi_av_remove(core->nic->av(), peer->addr, peer->num_addrs, 0);
+        free(peer);
+        core->peers.erase(it);
+        core->peer_index.erase(idx);
     }
 }
 

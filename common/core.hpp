@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "efa_core.h"
@@ -54,6 +55,10 @@ struct efa_core {
     };
     std::mutex peers_lock;
     std::map<std::vector<uint8_t>, PeerEntry> peers;
+    // Reverse index, so that releasing a peer (del_procs, once per process
+    // of the job) does not scan the whole table.
+    std::unordered_map<efa_peer_t *, std::map<std::vector<uint8_t>, PeerEntry>::iterator>
+        peer_index;
 
     int progress_batch = 16;
 
