@@ -1,6 +1,12 @@
 #include "nic.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include <unistd.h>
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -42,6 +48,29 @@ void report_efa_emulation(fid_ep *ep, const fi_info *info, const Reporter &rep) 
     rep.say(1, "efa: this libfabric cannot tell which RMA operations are emulated "
                "(FI_OPT_EFA_EMULATED_* needs libfabric 1.18)");
 #endif
+}
+// shm names each endpoint's shared-memory region after the process id.  A
+// process that died without cleaning up (killed, aborted) leaves its region
+// in /dev/shm, and a later process that gets the same pid back then fails
+// fi_enable with EBUSY.  Give shm a name of our own that no earlier process
+// can have held: pid, start time in nanoseconds and context index.
+InfoPtr unique_shm_name(const fi_info *info, int index) {
+    if (info->addr_format != FI_ADDR_STR || std::string(info->fabric_attr->prov_name) != "shm") {
+        return nullptr;
+    }
+    InfoPtr copy = dup_one(info);
+    if (!copy) {
+        return nullptr;
+    }
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char name[96];
+    snprintf(name, sizeof(name), "efa-%d-%lld%09ld-%d", static_cast<int>(getpid()),
+             static_cast<long long>(ts.tv_sec), ts.tv_nsec, index);
+    free(copy->src_addr);
+    copy->src_addr = strdup(name);
+    copy->src_addrlen = strlen(name) + 1;
+    return copy;
 }
 } // namespace
 
@@ -97,7 +126,8 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *c
         }
         nic->cqs_.emplace_back(cq);
         fid_ep *ep = nullptr;
-        rc = fi_endpoint(domain, info, &ep, nullptr);
+        InfoPtr named = unique_shm_name(info, i);
+        rc = fi_endpoint(domain, named ? named.get() : info, &ep, nullptr);
         if (rc) {
             *err = fail(rep, "fi_endpoint", rc, info);
             return nullptr;
