@@ -7,6 +7,8 @@
 // Completions are read into a local batch and dispatched with no lock held,
 // so a callback may post new operations (a synchronous-send
 // acknowledgement, say) or drive progress itself.
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -16,6 +18,12 @@
 #include "core.hpp"
 
 namespace {
+
+std::string to_hex(uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(v));
+    return buf;
+}
 
 inline bool queue_full(ssize_t rc) {
     return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
@@ -126,6 +134,10 @@ void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
         }
     }
     for (size_t i = 0; i < failed.size(); ++i) {
+        static std::atomic<int> reported{0};
+        if (reported.fetch_add(1) < 8) {
+            ctx->core->rep.say(0, std::string("deferred post failed: ") + fi_strerror(-errors[i]));
+        }
         efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0};
         failed[i]->complete(failed[i], &cqe);
     }
@@ -138,11 +150,18 @@ void dispatch_error(efa_ctx *ctx) {
     }
     // The manual says positive; shm (1.17) reports some negative.
     err.err = err.err < 0 ? -err.err : err.err;
-    if (err.err != FI_ECANCELED && err.err != FI_ENOMSG && ctx->core->rep.verbosity >= 10) {
+    // Cancels, empty probes and truncation are normal MPI outcomes. Anything
+    // else fails a request: say so with the provider's own words (the first
+    // few times unconditionally, so a failed job shows why).
+    const bool expected = err.err == FI_ECANCELED || err.err == FI_ENOMSG || err.err == FI_ETRUNC;
+    static std::atomic<int> reported{0};
+    const int level = (!expected && reported.fetch_add(1) < 8) ? 0 : 10;
+    if (ctx->core->rep.verbosity >= level) {
         char buf[256];
         const char *prov = fi_cq_strerror(ctx->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
-        ctx->core->rep.say(10, std::string("completion error: ") + fi_strerror(err.err) + " (" +
-                                   (prov ? prov : "") + ")");
+        ctx->core->rep.say(level, std::string("completion error: ") + fi_strerror(err.err) +
+                                      " (provider: " + (prov ? prov : "") +
+                                      ", flags 0x" + to_hex(err.flags) + ")");
     }
     auto *op = static_cast<efa_op_t *>(err.op_context);
     if (!op) {
