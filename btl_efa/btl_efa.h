@@ -89,6 +89,9 @@ struct mca_btl_base_endpoint_t {
     efa_peer_t *peer;
     fi_addr_t addr;
     bool is_self;
+    /* The upper layer let go of this endpoint (del_procs; add_procs takes
+     * it back): nothing concerning it is delivered upwards any more. */
+    bool detached;
     volatile int32_t outstanding; /* one-sided operations not yet completed */
     int32_t credits;              /* messages this process may still send to the peer */
     int32_t owed;                 /* messages handled from the peer, not yet credited back */
@@ -111,6 +114,7 @@ typedef struct efa_btl_frag {
     size_t send_len;
     int err;                      /* a send that failed for good, until it is finished */
     bool user;                    /* a two-sided descriptor handed to the upper layer */
+    bool posted;                  /* the provider holds it: its completion is still to come */
     struct efa_btl_rdma_req *req; /* a one-sided request chunk: fails the request on error */
     uint8_t *buf;
 } efa_btl_frag_t;
@@ -154,6 +158,11 @@ typedef struct mca_btl_efa_module {
     size_t frag_size;             /* bytes of one fragment buffer */
     size_t rma_chunk;             /* payload bytes per put/get chunk */
     volatile int32_t outstanding; /* one-sided operations in flight, all endpoints */
+    volatile int32_t posted;      /* fragments the provider holds (sent, not yet completed) */
+    /* Finalize has begun: the upper layers (pml, osc) are closed and their
+     * code may be unloaded, so no callback, active message or one-sided
+     * request reaches them or their memory any more. */
+    volatile bool finalizing;
     uint64_t my_name;
     int refused; /* requests refused (for the first few, a warning) */
 } mca_btl_efa_module_t;
@@ -179,6 +188,12 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
                                                      opal_proc_t *proc);
+/* May something concerning ep (NULL: none in particular) still be handed to
+ * the upper layer?  Not once finalize began, nor for a detached endpoint. */
+static inline bool mca_btl_efa_upper_alive(const mca_btl_efa_module_t *btl,
+                                           const mca_btl_efa_endpoint_t *ep) {
+    return !btl->finalizing && (NULL == ep || !ep->detached);
+}
 void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
 
 /* btl_efa_rdma.c */

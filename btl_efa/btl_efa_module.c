@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rdma/fi_errno.h>
 
@@ -86,6 +87,7 @@ static efa_btl_frag_t *frag_get_locked(mca_btl_efa_module_t *btl) {
     frag->next = NULL;
     frag->endpoint = NULL;
     frag->user = false;
+    frag->posted = false;
     frag->req = NULL;
     frag->err = 0;
     frag->base.des_segments = &frag->segment;
@@ -114,12 +116,18 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
+/* A send is over (sent, or failed for good).  The upper layer hears of
+ * its descriptors only while it is there: a completion can come after
+ * del_procs, or (the provider may report a send complete well after the
+ * peer received it) during finalize, when the pml that set des_cbfunc has
+ * been closed and its code unloaded. */
 static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int status) {
     if (frag->user) {
-        if (frag->base.des_cbfunc) {
+        if (frag->base.des_cbfunc && mca_btl_efa_upper_alive(btl, frag->endpoint)) {
             frag->base.des_cbfunc(&btl->super, frag->endpoint, &frag->base, status);
         }
-        if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
+        /* Once finalize began nobody is left to free a descriptor it kept. */
+        if ((frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) || btl->finalizing) {
             mca_btl_efa_frag_return(btl, frag);
         }
         return;
@@ -132,6 +140,8 @@ static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int sta
 
 static void frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_frag_t *frag = (efa_btl_frag_t *)op;
+    frag->posted = false;
+    OPAL_THREAD_ADD_FETCH32(&mca_btl_efa_module.posted, -1);
     int status = cqe->err ? mca_common_efa_fi_to_opal(cqe->err) : OPAL_SUCCESS;
     if (cqe->err) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: send failed: %s",
@@ -167,9 +177,16 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
     int32_t give = ep->owed > UINT16_MAX ? UINT16_MAX : ep->owed;
     hdr->credits = (uint16_t)give;
+    /* Counted before the provider has it: another thread's progress may
+     * complete it before fi_send returns. */
+    frag->posted = true;
+    OPAL_THREAD_ADD_FETCH32(&btl->posted, 1);
     int rc =
         efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest, &frag->op);
-    if (0 == rc) {
+    if (0 != rc) {
+        frag->posted = false;
+        OPAL_THREAD_ADD_FETCH32(&btl->posted, -1);
+    } else {
         ep->owed -= give;
         if (ep->owed < btl->credit_threshold) {
             ep->credit_due = false;
@@ -379,8 +396,11 @@ static int efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
         mca_btl_efa_endpoint_t *ep =
             mca_btl_efa_endpoint_by_name(btl, name_key(&procs[i]->proc_name), procs[i]);
         endpoints[i] = ep;
-        if (ep && reachable) {
-            opal_bitmap_set_bit(reachable, (int)i);
+        if (ep) {
+            ep->detached = false;
+            if (reachable) {
+                opal_bitmap_set_bit(reachable, (int)i);
+            }
         }
     }
     return OPAL_SUCCESS;
@@ -389,11 +409,19 @@ static int efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
 static int efa_del_procs(struct mca_btl_base_module_t *base, size_t nprocs,
                          struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **peers) {
     /* Endpoints stay until finalize: a peer's one-sided requests may still
-     * need the way back. */
-    (void)base;
-    (void)nprocs;
+     * need the way back, and sends to the peer may still be in flight.  But
+     * the upper layer is done with them (ob1 calls this from MPI_Finalize,
+     * then closes and unloads itself before the BTLs are finalized): what
+     * still completes for them, or arrives from them, is not handed up. */
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     (void)procs;
-    (void)peers;
+    OPAL_THREAD_LOCK(&btl->lock);
+    for (size_t i = 0; peers && i < nprocs; ++i) {
+        if (peers[i]) {
+            peers[i]->detached = true;
+        }
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
     return OPAL_SUCCESS;
 }
 
@@ -549,6 +577,9 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
     const uint8_t *body = (const uint8_t *)buf + sizeof(*hdr);
     size_t body_len = len - sizeof(*hdr);
     if (EFA_BTL_MSG_AM == hdr->type) {
+        if (!mca_btl_efa_upper_alive(btl, ep)) {
+            return; /* nobody left to take it (see frag_finish) */
+        }
         if (hdr->len > body_len) {
             opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated fragment dropped");
             return;
@@ -598,6 +629,17 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
 
 /* ---- setup ---- */
 
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* How long finalize waits for the provider to give back the fragments it
+ * holds.  Only a peer that died or stopped progressing makes it wait that
+ * long; normally the last completions arrive within milliseconds. */
+#define EFA_BTL_FINALIZE_WAIT 2.0
+
 static int efa_finalize(struct mca_btl_base_module_t *base) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     uint64_t key;
@@ -605,12 +647,30 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     if (NULL == btl->core) {
         return OPAL_SUCCESS;
     }
-    /* Let sends in flight finish before their buffers go. */
-    for (int i = 0; i < 100000 && (btl->num_waiting > 0 || btl->outstanding > 0); ++i) {
+    /* The pml and osc are closed, and their code may be unloaded: from now
+     * on nothing is handed to them (mca_btl_efa_upper_alive). */
+    btl->finalizing = true;
+    opal_atomic_wmb();
+    /* Let queued sends go, and let the provider complete what it holds:
+     * a completion must not arrive once the fragment is freed.  Sends the
+     * peer has long received may still be reported late (shm). */
+    const double t0 = now_seconds();
+    const int posted0 = btl->posted;
+    while (btl->num_waiting > 0 || btl->outstanding > 0 || btl->posted > 0) {
+        if (now_seconds() - t0 > EFA_BTL_FINALIZE_WAIT) {
+            break;
+        }
         mca_btl_efa_drain_pending(btl);
         efa_core_progress(btl->core);
     }
+    /* Cancels the receive pool (and drives progress once more). */
     efa_core_msg_set_handler(btl->core, NULL, NULL);
+    opal_output_verbose(10, mca_common_efa_output,
+                        "btl:efa: finalize: %d send(s) in flight at the start; after %.3f s %d "
+                        "endpoint(s) with sends queued, %d one-sided operation(s) and %d "
+                        "send(s) unfinished",
+                        posted0, now_seconds() - t0, (int)btl->num_waiting, (int)btl->outstanding,
+                        (int)btl->posted);
     mca_btl_efa_rdma_module_fini(btl);
     if (OPAL_SUCCESS ==
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
@@ -622,8 +682,24 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
                  opal_hash_table_get_next_key_uint64(&btl->endpoints, &key, &value, node, &node));
     }
     OBJ_DESTRUCT(&btl->endpoints);
+    /* A slab with a fragment the provider still holds cannot be freed while
+     * the endpoint is open; the fragment's completion, should it come,
+     * goes to a function of the core's library (this component's code may
+     * be unloaded by then). */
+    int kept = 0;
     for (int i = 0; i < btl->num_slabs; ++i) {
         efa_btl_slab_t *slab = btl->slabs[i];
+        bool busy = false;
+        for (int j = 0; j < FRAGS_PER_SLAB; ++j) {
+            if (slab->frags[j].posted) {
+                slab->frags[j].op.complete = efa_op_complete_nothing;
+                busy = true;
+            }
+        }
+        if (busy) {
+            btl->slabs[kept++] = slab;
+            continue;
+        }
         if (slab->mr) {
             efa_core_mr_release(btl->core, slab->mr);
         }
@@ -631,13 +707,30 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
         free(slab->frags);
         free(slab);
     }
+    btl->num_slabs = kept;
+    btl->free_frags = NULL;
+    mca_common_efa_release(btl->core);
+    btl->core = NULL;
+    if (kept > 0 && NULL == efa_core_current()) {
+        /* The endpoints are closed: nothing will complete any more (the
+         * slabs' registrations went with the core). */
+        for (int i = 0; i < kept; ++i) {
+            efa_btl_slab_t *slab = btl->slabs[i];
+            free(slab->bufs);
+            free(slab->frags);
+            free(slab);
+        }
+        kept = 0;
+    } else if (kept > 0) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: %d fragment slab(s) left to the provider, which still "
+                            "holds sends of them",
+                            kept);
+    }
     free(btl->slabs);
     btl->slabs = NULL;
     btl->num_slabs = 0;
-    btl->free_frags = NULL;
     OBJ_DESTRUCT(&btl->lock);
-    mca_common_efa_release(btl->core);
-    btl->core = NULL;
     return OPAL_SUCCESS;
 }
 
@@ -654,6 +747,8 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->waiting_head = btl->waiting_tail = NULL;
     btl->num_waiting = 0;
     btl->outstanding = 0;
+    btl->posted = 0;
+    btl->finalizing = false;
     /* A window as deep as the peer's receive pool, but never so small that
      * the pipeline stalls on every credit round trip. */
     btl->window = mca_btl_efa_component.send_window;

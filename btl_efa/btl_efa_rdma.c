@@ -231,7 +231,11 @@ void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
     uint64_t result = 0;
     int status;
     size_t data_len = 0;
-    if (EFA_BTL_MSG_PUT == hdr->type && rma->len != hdr->len) {
+    if (btl->finalizing) {
+        /* The layers that registered this process's memory are closed:
+         * what they left registered may be freed memory by now. */
+        status = OPAL_ERR_UNREACH;
+    } else if (EFA_BTL_MSG_PUT == hdr->type && rma->len != hdr->len) {
         status = OPAL_ERR_BAD_PARAM;
     } else if (EFA_BTL_MSG_GET == hdr->type && rma->len > btl->rma_chunk) {
         status = OPAL_ERR_BAD_PARAM;
@@ -265,7 +269,9 @@ static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     mca_btl_efa_endpoint_t *ep = req->endpoint;
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
-    if (req->cbfunc) { /* osc/rdma may pass none and rely on flush */
+    /* osc/rdma may pass no callback and rely on flush; nor is the upper
+     * layer called once it has gone (see frag_finish). */
+    if (req->cbfunc && mca_btl_efa_upper_alive(btl, ep)) {
         req->cbfunc(&btl->super, ep, req->local_address, req->local_handle, req->cbcontext,
                     req->cbdata, req->status);
     }

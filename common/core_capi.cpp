@@ -160,8 +160,8 @@ void dispatch_error(efa_ctx *ctx) {
         char buf[256];
         const char *prov = fi_cq_strerror(ctx->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
         ctx->core->rep.say(level, std::string("completion error: ") + fi_strerror(err.err) +
-                                      " (provider: " + (prov ? prov : "") +
-                                      ", flags 0x" + to_hex(err.flags) + ")");
+                                      " (provider: " + (prov ? prov : "") + ", flags 0x" +
+                                      to_hex(err.flags) + ")");
     }
     auto *op = static_cast<efa_op_t *>(err.op_context);
     if (!op) {
@@ -206,6 +206,11 @@ inline int drain(efa_ctx *ctx, int batch) {
 } // namespace
 
 extern "C" {
+
+void efa_op_complete_nothing(efa_op_t *op, const efa_cqe_t *cqe) {
+    (void)op;
+    (void)cqe;
+}
 
 int efa_core_progress(efa_core_t *core) {
     int events = 0;

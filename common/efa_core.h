@@ -51,6 +51,14 @@ typedef struct efa_op {
     uint8_t rx_counted; /* core-private: this receive holds a provider queue slot */
 } efa_op_t;
 
+/* A completion that does nothing.  An owner that goes away while the
+ * provider still holds some of its operations (a component finalized while
+ * the core stays open for another one) points their 'complete' here and
+ * leaves their memory allocated: this function lives in the core's
+ * library, which stays loaded as long as the core is open, whereas the
+ * owner's code may be unloaded. */
+void efa_op_complete_nothing(efa_op_t *op, const efa_cqe_t *cqe);
+
 /* Receive classes.  The provider's receive queue is finite (shm: 1024).
  * A program may post more receives than that and then block in a
  * collective: the collective's receives (negative tags) and synchronous-send

@@ -5,7 +5,8 @@
 # Suites: unit tests (GoogleTest), parameter/bad-input checks, the MPI
 # point-to-point suite over mtl_efa on udp;ofi_rxd, tcp;ofi_rxm and shm
 # (plus the forced FI_MR_LOCAL and no-CQ-data paths), one-sided tests over
-# btl_efa when it is built, and the benchmark programs' self-checks.
+# btl_efa when it is built (also with FI_MR_LOCAL forced), and the benchmark
+# programs' self-checks.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/_build

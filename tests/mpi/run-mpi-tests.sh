@@ -314,10 +314,6 @@ known_defect() {
         echo "ofi_rxd corrupts or stalls data under concurrent threads (FI_THREAD_SAFE)" ;;
     *-efa-rxd:many_outstanding+tinyq:*)
         echo "ofi_rxd stops completing operations when its queues are made tiny" ;;
-    ob1-efa-shm:netpipe:*)
-        # Ours, not the provider's: open bug, named in the closing note.
-        echo "OUR OPEN BUG, not a provider defect: btl_efa on shm segfaults now and then" \
-            "at the end of NetPIPE's integrity run (after 3 MiB)" ;;
     *) return 1 ;;
     esac
 }

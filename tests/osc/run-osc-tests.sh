@@ -6,7 +6,11 @@
 # _install/lib/openmpi), OSC_TEST_BIN_DIR (dir holding osc_test and
 # osc_hostile; default _build/tests/osc).
 # Configs: ob1-rxd ob1-rxm ob1-shm (pml ob1, btl efa,self) and cm-rxd
-# cm-rxm cm-shm (pml cm, mtl efa, btl efa,self); osc rdma everywhere.
+# cm-rxm cm-shm (pml cm, mtl efa, btl efa,self); osc rdma everywhere.  A
+# "-mrlocal" suffix (ob1-rxm-mrlocal, cm-rxm-mrlocal: in the default list)
+# adds --mca common_efa_force_mr_local 1, the FI_MR_LOCAL path (every buffer
+# registered, descriptors passed) that EFA itself requires.
+# Process counts: 2 and 4, and 2 and 3 for the -mrlocal configs (unless -n).
 # Prints "PASS name config np=N" / "FAIL ..." per run and a final
 # "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -23,11 +27,11 @@ while getopts "c:n:t:T:a:h" o; do
     t) tests+=("$OPTARG") ;;
     T) limit=$OPTARG ;;
     a) extra=$OPTARG ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,15p' "$0"; exit 2 ;;
     esac
 done
-[ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm)
-[ ${#nps[@]} -eq 0 ] && nps=(2 4)
+[ ${#configs[@]} -eq 0 ] &&
+    configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm ob1-rxm-mrlocal cm-rxm-mrlocal)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader)
 for p in osc_test osc_hostile; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
@@ -38,16 +42,35 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 passed=0 failed=0
 log=$(mktemp -d /tmp/osc-tests.XXXXXX)
 
+# config_args CONFIG: the mpirun arguments of PML-PROVIDER[-mrlocal]
 config_args() {
-    local prov
-    case ${1#*-} in
+    local pml prov variant rest
+    pml=${1%%-*} rest=${1#*-}
+    prov=${rest%%-*} variant=${rest#"$prov"}
+    case $prov in
     rxd) prov=udp ;; rxm) prov=tcp ;; shm) prov=shm ;; *) return 1 ;;
     esac
-    case ${1%%-*} in
-    ob1) echo "--mca pml ob1 --mca btl efa,self --mca common_efa_provider_include $prov" ;;
-    cm) echo "--mca pml cm --mca mtl efa --mca btl efa,self --mca common_efa_provider_include $prov" ;;
+    case $pml in
+    ob1) echo -n "--mca pml ob1 --mca btl efa,self --mca common_efa_provider_include $prov" ;;
+    cm) echo -n "--mca pml cm --mca mtl efa --mca btl efa,self --mca common_efa_provider_include $prov" ;;
     *) return 1 ;;
     esac
+    case $variant in
+    "") echo ;;
+    -mrlocal) echo " --mca common_efa_force_mr_local 1" ;;
+    *) echo; return 1 ;;
+    esac
+}
+
+# config_nps CONFIG: the process counts (-n, or the config's default)
+config_nps() {
+    if [ ${#nps[@]} -gt 0 ]; then
+        echo "${nps[*]}"
+    elif [[ $1 == *-mrlocal ]]; then
+        echo "2 3"
+    else
+        echo "2 4"
+    fi
 }
 
 # shellcheck disable=SC2086
@@ -71,12 +94,13 @@ verdict() { # name config np ok
 
 for cfg in "${configs[@]}"; do
     args=$(config_args "$cfg") || { echo "run-osc-tests: unknown config $cfg"; exit 2; }
+    read -r -a cfg_nps <<<"$(config_nps "$cfg")"
     for t in "${tests[@]}"; do
-        for np in "${nps[@]}"; do
+        for np in "${cfg_nps[@]}"; do
             out=$log/$t.$cfg.$np.out ok=0
             case $t in
             hostile)
-                [ "$np" = "${nps[0]}" ] || continue # one size is enough: 2 ranks
+                [ "$np" = "${cfg_nps[0]}" ] || continue # one size is enough: 2 ranks
                 out=$log/$t.$cfg.2.out
                 # shellcheck disable=SC2086
                 run "$t" "$cfg" 2 -- $args --mca btl_efa_debug_corrupt_offset 4096 \
@@ -89,7 +113,7 @@ for cfg in "${configs[@]}"; do
             vader)
                 # On one node the shared-memory BTL must serve osc/rdma
                 # when it is there (btl_efa must not be chosen).
-                [ "$np" = "${nps[0]}" ] || continue
+                [ "$np" = "${cfg_nps[0]}" ] || continue
                 # shellcheck disable=SC2086
                 run "$t" "$cfg" "$np" -- ${args/efa,self/efa,self,vader} "$bin/osc_test" atomics
                 [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK atomics" "$out" &&
