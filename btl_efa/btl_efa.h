@@ -21,8 +21,9 @@
 #include "opal/mca/btl/base/base.h"
 #include "opal/threads/mutex.h"
 
-#include "common/common_efa.h"
-#include "common/efa_core_msg.h"
+/* The shared core's headers, by file name alone (see mtl_efa.h). */
+#include "common_efa.h"
+#include "efa_core_msg.h"
 
 BEGIN_C_DECLS
 

@@ -11,7 +11,7 @@
 #include "opal/mca/base/mca_base_component_repository.h"
 #include "opal/util/proc.h"
 
-#include "common/efa_core.h"
+#include "efa_core.h"
 
 BEGIN_C_DECLS
 

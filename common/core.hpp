@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,12 +54,23 @@ struct efa_core {
         efa_peer_t *peer;
         int refs;
     };
+    // Orders addresses by length, then bytes.  (std::less on the vectors
+    // would do, but g++ 12 at -O3, as in Open MPI's own build, warns
+    // wrongly about the memcmp inside its operator<=>.)
+    struct AddrLess {
+        bool operator()(const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) const {
+            if (a.size() != b.size()) {
+                return a.size() < b.size();
+            }
+            return !a.empty() && std::memcmp(a.data(), b.data(), a.size()) < 0;
+        }
+    };
+    using PeerMap = std::map<std::vector<uint8_t>, PeerEntry, AddrLess>;
     std::mutex peers_lock;
-    std::map<std::vector<uint8_t>, PeerEntry> peers;
+    PeerMap peers;
     // Reverse index, so that releasing a peer (del_procs, once per process
     // of the job) does not scan the whole table.
-    std::unordered_map<efa_peer_t *, std::map<std::vector<uint8_t>, PeerEntry>::iterator>
-        peer_index;
+    std::unordered_map<efa_peer_t *, PeerMap::iterator> peer_index;
 
     int progress_batch = 16;
 

@@ -13,9 +13,12 @@
 #include "ompi/mca/mtl/mtl.h"
 #include "ompi/proc/proc.h"
 
-#include "common/common_efa.h"
-#include "common/efa_core.h"
-#include "common/efa_tag.h"
+/* The shared core's headers, by file name alone: the directory holding them
+ * is common/ in this repository and opal/mca/common/efa/ inside an Open MPI
+ * tree, and both Makefile.am's put it on the include path. */
+#include "common_efa.h"
+#include "efa_core.h"
+#include "efa_tag.h"
 
 BEGIN_C_DECLS
 
@@ -29,7 +32,9 @@ typedef struct mca_mtl_efa_module_t {
 } mca_mtl_efa_module_t;
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;
-extern mca_mtl_base_component_2_0_0_t mca_mtl_efa_component;
+/* Open MPI finds the component structure by name with dlsym: keep it
+ * exported even where symbols are hidden by default. */
+OMPI_MODULE_DECLSPEC extern mca_mtl_base_component_2_0_0_t mca_mtl_efa_component;
 
 typedef struct mca_mtl_efa_request_t {
     mca_mtl_request_t super; /* pml/cm's view; must be first */
