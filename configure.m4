@@ -1,18 +1,14 @@
 dnl Configure macros shared by the top-level (out-of-tree) build.
 dnl Each macro does one job and says what it found.
 
+dnl Checks shared with the build inside an Open MPI tree (EFA_CXX20_IFELSE,
+dnl EFA_CHECK_FI_FEATURES) live in common/configure.m4, the file Open MPI's
+dnl autogen.pl reads there; its MCA_opal_common_efa_CONFIG is not used here.
+m4_include([common/configure.m4])
+
 dnl C++20 is required for the core; the Open MPI glue stays C.
 AC_DEFUN([EFA_CHECK_CXX20], [
-    AC_LANG_PUSH([C++])
-    efa_save_CXXFLAGS=$CXXFLAGS
-    CXXFLAGS="$CXXFLAGS -std=c++20"
-    AC_MSG_CHECKING([whether $CXX accepts -std=c++20])
-    AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <span>
-#include <concepts>]], [[std::span<int> s; return (int)s.size();]])],
-        [AC_MSG_RESULT([yes])],
-        [AC_MSG_RESULT([no]); AC_MSG_ERROR([a C++20 compiler is required (g++ 12 or newer)])])
-    CXXFLAGS=$efa_save_CXXFLAGS
-    AC_LANG_POP([C++])
+    EFA_CXX20_IFELSE([], [AC_MSG_ERROR([a C++20 compiler is required (g++ 12 or newer)])])
     AC_SUBST([EFA_CXXSTD], [-std=c++20])
     AC_SUBST([EFA_WARN_CFLAGS], ["-Wall -Wextra"])
 ])
@@ -80,19 +76,7 @@ AC_DEFUN([EFA_CHECK_LIBFABRIC], [
     LIBS="$LIBS $LIBFABRIC_LIBS"
     AC_CHECK_HEADER([rdma/fi_tagged.h], [], [AC_MSG_ERROR([rdma/fi_tagged.h not found])])
     AC_CHECK_FUNC([fi_getinfo], [], [AC_MSG_ERROR([cannot link with libfabric])])
-    AC_CHECK_HEADERS([rdma/fi_ext_efa.h rdma/fi_ext.h])
-    AC_CHECK_DECLS([FI_OPT_EFA_RNR_RETRY, FI_OPT_EFA_EMULATED_READ, FI_OPT_EFA_EMULATED_WRITE,
-                    FI_OPT_EFA_EMULATED_ATOMICS, FI_OPT_EFA_USE_DEVICE_RDMA,
-                    FI_OPT_CUDA_API_PERMITTED, FI_OPT_SHARED_MEMORY_PERMITTED], [], [], [[
-#include <rdma/fabric.h>
-#include <rdma/fi_endpoint.h>
-#ifdef HAVE_RDMA_FI_EXT_H
-#include <rdma/fi_ext.h>
-#endif
-#ifdef HAVE_RDMA_FI_EXT_EFA_H
-#include <rdma/fi_ext_efa.h>
-#endif
-]])
+    EFA_CHECK_FI_FEATURES
     CPPFLAGS=$efa_save_CPPFLAGS
     LIBS=$efa_save_LIBS
     AC_SUBST([LIBFABRIC_CFLAGS])

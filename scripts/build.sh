@@ -10,7 +10,8 @@ prefix=$top/_install
 jobs=$(nproc 2>/dev/null || echo 2)
 
 cd "$top"
-if [ ! -x configure ] || [ configure.ac -nt configure ] || [ configure.m4 -nt configure ]; then
+if [ ! -x configure ] || [ configure.ac -nt configure ] || [ configure.m4 -nt configure ] ||
+   [ common/configure.m4 -nt configure ]; then
     autoreconf -fi >/dev/null
 fi
 mkdir -p "$build"
