@@ -11,10 +11,10 @@
 #
 # By default the files are copied (only those that differ, so that a second
 # run after editing here rebuilds only what changed).  --symlink links the
-# three directories instead; Open MPI's autogen.pl and an in-source build
-# then write Makefile.in, objects and efa_build_config.h into this
-# checkout, so use it only with a VPATH build of Open MPI and run
-# `git clean` here before the out-of-tree build.
+# three directories instead (handy while editing); Open MPI's autogen.pl
+# then writes its Makefile.in into this checkout, over the out-of-tree
+# build's, and an in-source Open MPI build its objects too: run
+# `autoreconf -fi` here before building out of tree again.
 set -euo pipefail
 
 usage() { echo "usage: $0 [--symlink] OMPI_SRC" >&2; exit 2; }
