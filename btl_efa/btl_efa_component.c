@@ -61,6 +61,25 @@ static int efa_component_register(void) {
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_btl_efa_component.rma_window);
 
+    mca_btl_efa_component.rma_mode = "auto";
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "rma_mode",
+        "How put and get travel: \"native\" as the provider's RDMA write and read (needs "
+        "FI_RMA; pml ob1 then fetches large messages by RDMA read), \"emulated\" as requests "
+        "the target process executes after checking them byte for byte against its "
+        "registrations (any provider), \"auto\" native where the provider grants FI_RMA",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.rma_mode);
+    mca_btl_efa_component.atomic_mode = "auto";
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "atomic_mode",
+        "How atomics travel: \"native\" as the provider's fi_atomic operations (needs "
+        "FI_ATOMIC and every advertised operation on 32- and 64-bit integers, so that no "
+        "location mixes provider and CPU atomics), \"emulated\" as requests the target "
+        "executes with CPU atomics, \"auto\" native where the provider supports all of them",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.atomic_mode);
+
     /* Defaults; mca_btl_base_param_register makes each a btl_efa_* parameter.
      * On one node the shared-memory BTL must win: a lower exclusivity than
      * vader's (bml/r2 sends through the most exclusive BTL) and a higher
@@ -105,6 +124,53 @@ static int efa_component_close(void) {
     return OPAL_SUCCESS;
 }
 
+/* Decide the one-sided paths for this job from the parameters and what
+ * the provider granted.  Every process of a job sees the same provider and
+ * parameters, so all make the same choice.  A bad value, or "native" where
+ * the provider cannot, is reported and the BTL declines. */
+static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core) {
+    const efa_core_info_t *info = efa_core_get_info(core);
+    efa_rma_mode_t rma, atomics;
+    if (!efa_rma_parse_mode(mca_btl_efa_component.rma_mode, &rma)) {
+        mca_common_efa_show_help("help-btl-efa.txt", "bad-mode", true, opal_process_info.nodename,
+                                 "rma_mode", mca_btl_efa_component.rma_mode);
+        return OPAL_ERR_BAD_PARAM;
+    }
+    if (!efa_rma_parse_mode(mca_btl_efa_component.atomic_mode, &atomics)) {
+        mca_common_efa_show_help("help-btl-efa.txt", "bad-mode", true, opal_process_info.nodename,
+                                 "atomic_mode", mca_btl_efa_component.atomic_mode);
+        return OPAL_ERR_BAD_PARAM;
+    }
+    if (EFA_RMA_MODE_NATIVE == rma && !info->has_rma) {
+        mca_common_efa_show_help("help-btl-efa.txt", "native-unavailable", true,
+                                 opal_process_info.nodename, "rma_mode", info->provider,
+                                 "the provider did not grant FI_RMA");
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    btl->native_rma = EFA_RMA_MODE_EMULATED != rma && info->has_rma;
+    char why[160] = "";
+    bool usable = mca_btl_efa_native_atomics_usable(core, why, sizeof(why));
+    if (EFA_RMA_MODE_NATIVE == atomics && !usable) {
+        mca_common_efa_show_help("help-btl-efa.txt", "native-unavailable", true,
+                                 opal_process_info.nodename, "atomic_mode", info->provider, why);
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    btl->native_atomics = EFA_RMA_MODE_EMULATED != atomics && usable;
+    if (btl->native_atomics) {
+        /* Provider atomics need not be atomic with respect to the CPU's (a
+         * NIC may execute them), so osc/rdma must not mix the two; own
+         * memory goes through the provider as well (btl_efa_rdma.c). */
+        btl->super.btl_atomic_flags &= ~MCA_BTL_ATOMIC_SUPPORTS_GLOB;
+    }
+    opal_output_verbose(
+        1, mca_common_efa_output, "btl:efa: put/get %s; atomics %s%s%s",
+        btl->native_rma ? "native (RDMA write/read)" : "emulated (executed by the target)",
+        btl->native_atomics ? "native (provider atomics)" : "emulated (executed by the target)",
+        (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? ": " : "",
+        (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? why : "");
+    return OPAL_SUCCESS;
+}
+
 static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_progress_threads,
                                                   bool enable_mpi_threads) {
     int rc;
@@ -123,15 +189,15 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         mca_common_efa_release(core);
         return NULL;
     }
-    if (OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core)) {
+    if (OPAL_SUCCESS != choose_one_sided(&mca_btl_efa_module, core) ||
+        OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core)) {
         free(btls);
         mca_common_efa_release(core);
         return NULL;
     }
     const efa_core_info_t *info = efa_core_get_info(core);
     opal_output_verbose(1, mca_common_efa_output,
-                        "btl:efa: provider %s; one-sided operations as messages executed by the "
-                        "target; eager %zu, max send %zu, rma chunk %zu",
+                        "btl:efa: provider %s; eager %zu, max send %zu, emulated rma chunk %zu",
                         info->provider, mca_btl_efa_module.super.btl_eager_limit,
                         mca_btl_efa_module.super.btl_max_send_size, mca_btl_efa_module.rma_chunk);
     btls[0] = &mca_btl_efa_module.super;

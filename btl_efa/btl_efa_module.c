@@ -612,6 +612,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     }
     efa_core_msg_set_handler(btl->core, NULL, NULL);
     mca_btl_efa_rdma_module_fini(btl);
+    mca_btl_efa_native_fini(btl);
     if (OPAL_SUCCESS ==
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
         do {
@@ -674,6 +675,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
         btl->super.btl_rndv_eager_limit = btl->super.btl_eager_limit;
     }
     mca_btl_efa_rdma_module_setup(btl);
+    mca_btl_efa_native_setup(btl);
     if (OPAL_SUCCESS != grow(btl)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
