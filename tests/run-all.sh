@@ -75,9 +75,12 @@ echo "== MPI point-to-point over mtl_efa"
     tee "$logdir/mpi-mtl.log"
 add_counts "$logdir/mpi-mtl.log" mpi-mtl
 
-echo "== stand-in provider defects still present (the reason for each SKIP)"
+echo "== stand-in provider defects still present (the reason for each SKIP, and for emulated atomics on ofi_rxd)"
 cc -o "$logdir/shm_wildcard_unexpected" "$top/tests/provider-defects/shm_wildcard_unexpected.c" -lfabric &&
     "$logdir/shm_wildcard_unexpected" shm
+# (in the log directory: the provider's crash handler leaves files behind)
+cc -o "$logdir/rxd_loopback_fetch_atomic" "$top/tests/provider-defects/rxd_loopback_fetch_atomic.c" \
+    -lfabric && (cd "$logdir" && ./rxd_loopback_fetch_atomic "udp;ofi_rxd")
 
 echo "== MPI point-to-point over mtl_efa, forced FI_MR_LOCAL and no-CQ-data tag layout"
 MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1 --mca common_efa_force_no_cq_data 1" \

@@ -5,8 +5,17 @@
 # Environment: EFA_MCA_COMPONENT_PATH (dir holding mca_btl_efa.so; default
 # _install/lib/openmpi), OSC_TEST_BIN_DIR (dir holding osc_test and
 # osc_hostile; default _build/tests/osc).
-# Configs: ob1-rxd ob1-rxm ob1-shm (pml ob1, btl efa,self) and cm-rxd
-# cm-rxm cm-shm (pml cm, mtl efa, btl efa,self); osc rdma everywhere.
+# Configs: PML-PROVIDER[-MODE], PML ob1 (pml ob1, btl efa,self) or cm (pml
+# cm, mtl efa, btl efa,self), PROVIDER rxd, rxm or shm; osc rdma everywhere.
+# MODE picks btl_efa's one-sided paths: none = the default (auto: native
+# where the provider can), "native" (put/get and atomics native; the run
+# fails if the provider cannot), "emul" (both emulated, executed by the
+# target), "mixed" (native put/get, emulated atomics).  The default list
+# runs every provider under both PMLs in the default mode, and ob1 in the
+# emulated and mixed modes.  "hostile" checks the emulated target's own
+# refusal in emul/mixed configs, and the initiator's refusal where
+# put/get are native (there the provider's MR check protects the target, at
+# page granularity, and shm checks nothing).
 # Prints "PASS name config np=N" / "FAIL ..." per run and a final
 # "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -23,10 +32,11 @@ while getopts "c:n:t:T:a:h" o; do
     t) tests+=("$OPTARG") ;;
     T) limit=$OPTARG ;;
     a) extra=$OPTARG ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,23p' "$0"; exit 2 ;;
     esac
 done
-[ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm)
+[ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm
+    ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed)
 [ ${#nps[@]} -eq 0 ] && nps=(2 4)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader)
 for p in osc_test osc_hostile; do
@@ -39,25 +49,38 @@ passed=0 failed=0
 log=$(mktemp -d /tmp/osc-tests.XXXXXX)
 
 config_args() {
-    local prov
-    case ${1#*-} in
+    local pml prov mode
+    IFS=- read -r pml prov mode <<<"$1"
+    case $prov in
     rxd) prov=udp ;; rxm) prov=tcp ;; shm) prov=shm ;; *) return 1 ;;
     esac
-    case ${1%%-*} in
-    ob1) echo "--mca pml ob1 --mca btl efa,self --mca common_efa_provider_include $prov" ;;
-    cm) echo "--mca pml cm --mca mtl efa --mca btl efa,self --mca common_efa_provider_include $prov" ;;
+    case $pml in
+    ob1) echo -n "--mca pml ob1 --mca btl efa,self --mca common_efa_provider_include $prov" ;;
+    cm) echo -n "--mca pml cm --mca mtl efa --mca btl efa,self --mca common_efa_provider_include $prov" ;;
+    *) return 1 ;;
+    esac
+    case $mode in
+    "") echo ;;
+    native) echo " --mca btl_efa_rma_mode native --mca btl_efa_atomic_mode native" ;;
+    emul) echo " --mca btl_efa_rma_mode emulated --mca btl_efa_atomic_mode emulated" ;;
+    mixed) echo " --mca btl_efa_rma_mode native --mca btl_efa_atomic_mode emulated" ;;
     *) return 1 ;;
     esac
 }
+
+# Do puts travel natively in this config?  (All three stand-ins grant FI_RMA,
+# so the default mode is native there.)
+native_puts() { [[ $1 != *-emul ]]; }
 
 # shellcheck disable=SC2086
 run() { # name config np -- mpirun arguments
     local out=$log/$1.$2.$3.out
     shift 4
+    # The log is capped: a run that loops printing must not fill the disk.
     timeout -k 10 "$limit" mpirun --oversubscribe -np "$np" \
         --mca mca_base_component_path "$ompi_comp:$comp" --mca osc rdma \
-        --mca common_efa_verbose 1 $extra "$@" >"$out" 2>&1
-    echo $? >"$out.rc"
+        --mca common_efa_verbose 1 $extra "$@" 2>&1 | head -c 1000000 >"$out"
+    echo "${PIPESTATUS[0]}" >"$out.rc"
 }
 
 verdict() { # name config np ok
@@ -81,8 +104,17 @@ for cfg in "${configs[@]}"; do
                 # shellcheck disable=SC2086
                 run "$t" "$cfg" 2 -- $args --mca btl_efa_debug_corrupt_offset 4096 \
                     "$bin/osc_hostile"
+                # Emulated: the target's own check refuses (its message
+                # names the request); native: the initiator refuses what the
+                # peer's handle does not cover before the provider sees it.
+                # Atomics are refused in either case, by whichever path they take.
+                if native_puts "$cfg"; then
+                    who="btl:efa: refused a one-sided put of"
+                else
+                    who="refused a one-sided put request"
+                fi
                 [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK hostile" "$out" &&
-                    grep -q "refused a one-sided put" "$out" &&
+                    grep -q "$who" "$out" &&
                     grep -q "refused a one-sided atomic" "$out" && ok=1
                 verdict "$t" "$cfg" 2 $ok
                 ;;
