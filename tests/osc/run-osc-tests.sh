@@ -2,6 +2,15 @@
 # One-sided tests of osc/rdma over btl_efa, over the stand-in providers.
 #   tests/osc/run-osc-tests.sh [-c CONFIG]... [-n NP]... [-t TEST]... [-T SECONDS]
 #                              [-a "EXTRA MPIRUN ARGS"]  (e.g. -a "--mca common_efa_force_mr_local 1")
+#                              [-F]
+# -F spreads the ranks over pretend nodes, one rank each (hosts 127.0.0.N,
+# launched here by a stand-in for ssh), so Open MPI and osc/rdma take their
+# multi-node paths: FI_REMOTE_COMM, osc/rdma's window state updated through
+# the BTL's atomics instead of CPU atomics, and its own-memory atomics
+# through the BTL.  tcp;ofi_rxm and udp;ofi_rxd only (shm is node-local);
+# "vader" (one node) is left out, and "dynamic" hangs in MPI_Win_attach's
+# bookkeeping in this mode with or without this project's changes, so it is
+# reported as SKIP.
 # Environment: EFA_MCA_COMPONENT_PATH (dir holding mca_btl_efa.so; default
 # _install/lib/openmpi), OSC_TEST_BIN_DIR (dir holding osc_test and
 # osc_hostile; default _build/tests/osc).
@@ -24,17 +33,22 @@ comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 bin=${OSC_TEST_BIN_DIR:-$top/_build/tests/osc}
 ompi_comp=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
 limit=180
-configs=() nps=() tests=() extra=""
-while getopts "c:n:t:T:a:h" o; do
+configs=() nps=() tests=() extra="" fake_nodes=0
+while getopts "c:n:t:T:a:Fh" o; do
     case $o in
     c) configs+=("$OPTARG") ;;
     n) nps+=("$OPTARG") ;;
     t) tests+=("$OPTARG") ;;
     T) limit=$OPTARG ;;
     a) extra=$OPTARG ;;
-    *) sed -n '2,23p' "$0"; exit 2 ;;
+    F) fake_nodes=1 ;;
+    *) sed -n '2,32p' "$0"; exit 2 ;;
     esac
 done
+if [ $fake_nodes = 1 ]; then
+    [ ${#configs[@]} -eq 0 ] && configs=(ob1-rxm ob1-rxm-emul ob1-rxm-mixed cm-rxm ob1-rxd)
+    [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile)
+fi
 [ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm
     ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed)
 [ ${#nps[@]} -eq 0 ] && nps=(2 4)
@@ -45,8 +59,26 @@ done
 [ -f "$comp/mca_btl_efa.so" ] || { echo "run-osc-tests: no mca_btl_efa.so in $comp"; exit 2; }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 log=$(mktemp -d /tmp/osc-tests.XXXXXX)
+
+# -F: a host file of pretend nodes and an "ssh" that runs the daemon here.
+if [ $fake_nodes = 1 ]; then
+    for i in 1 2 3 4 5 6 7 8; do echo "127.0.0.$i slots=1"; done >"$log/hosts"
+    # Each pretend node gets its own session directory, as a real one has:
+    # daemons sharing one race to create it ("File exists").
+    cat >"$log/ssh" <<EOS
+#!/bin/sh
+# stand-in for ssh: drop the options and the host, run the command here
+while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
+mkdir -p "$log/node-\$1"
+export OMPI_MCA_orte_tmpdir_base="$log/node-\$1"
+shift
+exec /bin/sh -c "\$*"
+EOS
+    chmod +x "$log/ssh"
+    extra="$extra --hostfile $log/hosts --mca plm_rsh_agent $log/ssh --map-by node"
+fi
 
 config_args() {
     local pml prov mode
@@ -97,6 +129,11 @@ for cfg in "${configs[@]}"; do
     for t in "${tests[@]}"; do
         for np in "${nps[@]}"; do
             out=$log/$t.$cfg.$np.out ok=0
+            if [ $fake_nodes = 1 ] && [ "$t" = dynamic ]; then
+                echo "SKIP $t $cfg np=$np (hangs with pretend nodes, also before native RMA)"
+                skipped=$((skipped + 1))
+                continue
+            fi
             case $t in
             hostile)
                 [ "$np" = "${nps[0]}" ] || continue # one size is enough: 2 ranks
@@ -142,6 +179,10 @@ for cfg in "${configs[@]}"; do
         done
     done
 done
-echo "$passed passed, $failed failed"
+if [ $skipped -gt 0 ]; then
+    echo "$passed passed, $failed failed, $skipped skipped"
+else
+    echo "$passed passed, $failed failed"
+fi
 [ "$failed" = 0 ] || exit 1
 rm -rf "$log"
