@@ -201,6 +201,7 @@ typedef struct mca_btl_efa_component {
     int debug_corrupt_offset; /* testing: shift remote addresses of puts and atomics */
     int send_window;          /* messages in flight per peer (0: from the receive pool) */
     int rma_window;           /* chunks of one put/get in flight */
+    size_t rma_max_transfer;  /* largest native transfer (0: the provider's limit) */
     char *rma_mode;           /* btl_efa_rma_mode: auto, native, emulated */
     char *atomic_mode;        /* btl_efa_atomic_mode: auto, native, emulated */
 } mca_btl_efa_component_t;

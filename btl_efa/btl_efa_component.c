@@ -61,6 +61,14 @@ static int efa_component_register(void) {
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_btl_efa_component.rma_window);
 
+    mca_btl_efa_component.rma_max_transfer = 0;
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "rma_max_transfer",
+        "Largest single RDMA read or write handed to the provider; a larger native put or get "
+        "is cut into pieces of this size (0: the provider's own limit; smaller values are for "
+        "testing)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.rma_max_transfer);
     mca_btl_efa_component.rma_mode = "auto";
     (void)mca_base_component_var_register(
         &mca_btl_efa_component.super.btl_version, "rma_mode",
@@ -216,9 +224,12 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
     }
     const efa_core_info_t *info = efa_core_get_info(core);
     opal_output_verbose(1, mca_common_efa_output,
-                        "btl:efa: provider %s; eager %zu, max send %zu, emulated rma chunk %zu",
+                        "btl:efa: provider %s; eager %zu, max send %zu, rdma pipeline above %zu, "
+                        "native transfers up to %zu, emulated rma chunk %zu",
                         info->provider, mca_btl_efa_module.super.btl_eager_limit,
-                        mca_btl_efa_module.super.btl_max_send_size, mca_btl_efa_module.rma_chunk);
+                        mca_btl_efa_module.super.btl_max_send_size,
+                        mca_btl_efa_module.super.btl_min_rdma_pipeline_size,
+                        mca_btl_efa_module.rma_max, mca_btl_efa_module.rma_chunk);
     btls[0] = &mca_btl_efa_module.super;
     *num_btls = 1;
     return btls;

@@ -428,6 +428,10 @@ int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl) {
     btl->mr_virt_addr = info->mr_virt_addr;
     btl->mr_local = info->mr_local;
     btl->rma_max = info->max_rma_size;
+    if (mca_btl_efa_component.rma_max_transfer &&
+        (0 == btl->rma_max || mca_btl_efa_component.rma_max_transfer < btl->rma_max)) {
+        btl->rma_max = mca_btl_efa_component.rma_max_transfer;
+    }
     btl->free_rops = NULL;
     btl->rop_slabs = NULL;
     btl->num_rop_slabs = 0;

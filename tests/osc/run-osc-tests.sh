@@ -19,9 +19,10 @@
 # MODE picks btl_efa's one-sided paths: none = the default (auto: native
 # where the provider can), "native" (put/get and atomics native; the run
 # fails if the provider cannot), "emul" (both emulated, executed by the
-# target), "mixed" (native put/get, emulated atomics).  The default list
+# target), "mixed" (native put/get, emulated atomics), "pieces" (native,
+# every put/get above 64 KiB cut into 64 KiB pieces).  The default list
 # runs every provider under both PMLs in the default mode, and ob1 in the
-# emulated and mixed modes.  "hostile" checks the emulated target's own
+# emulated, mixed and pieces modes.  "hostile" checks the emulated target's own
 # refusal in emul/mixed configs, and the initiator's refusal where
 # put/get are native (there the provider's MR check protects the target, at
 # page granularity, and shm checks nothing).
@@ -50,7 +51,7 @@ if [ $fake_nodes = 1 ]; then
     [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile)
 fi
 [ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm
-    ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed)
+    ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces)
 [ ${#nps[@]} -eq 0 ] && nps=(2 4)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader)
 for p in osc_test osc_hostile; do
@@ -96,6 +97,7 @@ config_args() {
     native) echo " --mca btl_efa_rma_mode native --mca btl_efa_atomic_mode native" ;;
     emul) echo " --mca btl_efa_rma_mode emulated --mca btl_efa_atomic_mode emulated" ;;
     mixed) echo " --mca btl_efa_rma_mode native --mca btl_efa_atomic_mode emulated" ;;
+    pieces) echo " --mca btl_efa_rma_mode native --mca btl_efa_rma_max_transfer 65536" ;;
     *) return 1 ;;
     esac
 }
