@@ -1,14 +1,23 @@
 /*
  * btl_efa: the byte transfer layer over the shared EFA core.
  *
- * Everything travels as untagged messages of the core (the MTL owns the
- * tagged queue).  Two-sided fragments carry the active-message tag;
- * one-sided operations (put, get, atomics) are requests executed by the
- * target's progress against its own table of registrations, which refuses
- * anything outside a registered range or its access rights.  Operations on
- * the process's own memory take the same checked path, inline; atomics
- * always use CPU atomic instructions on the target memory, so they are
- * coherent with the process's own CPU atomics (MCA_BTL_ATOMIC_SUPPORTS_GLOB).
+ * Two-sided fragments travel as untagged messages of the core (the MTL owns
+ * the tagged queue), carrying the active-message tag.  One-sided operations
+ * take one of two paths, chosen once per job (btl_efa_rma_mode and
+ * btl_efa_atomic_mode):
+ *
+ *  - native (btl_efa_native.c): put and get are the provider's RDMA write
+ *    and read, atomics its fi_atomic calls, against the peer's libfabric
+ *    registration named in the handle;
+ *  - emulated (btl_efa_rdma.c): requests executed by the target's progress
+ *    against its own table of registrations, which refuses anything outside
+ *    a registered range or its access rights.  Works on any provider.
+ *
+ * Put and get on the process's own memory are copies after the same table
+ * check in both modes.  Emulated atomics always use CPU atomic
+ * instructions at the target, so they are coherent with the process's own
+ * CPU atomics (MCA_BTL_ATOMIC_SUPPORTS_GLOB); native atomics, own memory
+ * included, all go through the provider instead.
  */
 #ifndef MCA_BTL_EFA_H
 #define MCA_BTL_EFA_H
@@ -24,6 +33,7 @@
 /* The shared core's headers, by file name alone (see mtl_efa.h). */
 #include "common_efa.h"
 #include "efa_core_msg.h"
+#include "efa_rma.h"
 
 BEGIN_C_DECLS
 
@@ -61,14 +71,10 @@ typedef struct efa_btl_rma {
 
 #define EFA_BTL_OP_CSWAP 0x100
 
-/* Self-contained registration handle: osc/rdma copies it to the peers. */
+/* Self-contained registration handle: osc/rdma copies it to the peers
+ * (layout and meaning in common/efa_rma.h). */
 struct mca_btl_base_registration_handle_t {
-    uint64_t base; /* registered range as requested */
-    uint64_t len;
-    uint64_t key;    /* this process's registration key (checked by the target) */
-    uint64_t fi_key; /* libfabric key of the MR (for native RMA) */
-    uint32_t access; /* MCA_BTL_REG_FLAG_* */
-    uint32_t pad;
+    efa_rma_handle_t rma;
 };
 
 /* Target-side record of a registration, keyed by handle.key. */
@@ -140,6 +146,27 @@ typedef struct efa_btl_rdma_req {
     int answered; /* chunks answered (or failed) */
 } efa_btl_rdma_req_t;
 
+/* A one-sided operation handed to the provider (native path).  A transfer
+ * larger than the provider's limit is cut into pieces, each its own rop
+ * pointing at a parent rop that is never posted and reports once every
+ * piece has completed. */
+typedef struct efa_btl_rop {
+    efa_op_t op;                /* first: the core hands it back */
+    struct efa_btl_rop *next;   /* free list */
+    struct efa_btl_rop *parent; /* pieces: the rop that reports */
+    volatile int32_t pending;   /* parent: pieces not completed, plus one while posting */
+    int status;                 /* parent: first error */
+    mca_btl_efa_endpoint_t *endpoint;
+    void *local_address;
+    struct mca_btl_base_registration_handle_t *local_handle;
+    mca_btl_base_rdma_completion_fn_t cbfunc;
+    void *cbcontext, *cbdata;
+    efa_mr_t *local_mr;   /* local MR taken from the cache for a descriptor */
+    uint32_t result_size; /* fetching atomics: bytes to copy back to local_address */
+    uint64_t *scratch;    /* registered: [0] operand, [1] compare, [2] result */
+    void *scratch_desc;
+} efa_btl_rop_t;
+
 typedef struct mca_btl_efa_module {
     mca_btl_base_module_t super;
     efa_core_t *core;
@@ -166,6 +193,15 @@ typedef struct mca_btl_efa_module {
     volatile bool finalizing;
     uint64_t my_name;
     int refused; /* requests refused (for the first few, a warning) */
+    /* One-sided path, decided once in mca_btl_efa_module_init. */
+    bool native_rma;     /* put/get by fi_write/fi_read */
+    bool native_atomics; /* atomics by fi_atomic & co. */
+    bool mr_virt_addr;   /* the provider addresses remote memory virtually */
+    bool mr_local;       /* local buffers need descriptors */
+    size_t rma_max;      /* largest transfer handed to the provider at once */
+    efa_btl_rop_t *free_rops;
+    void **rop_slabs;
+    int num_rop_slabs;
 } mca_btl_efa_module_t;
 
 typedef struct mca_btl_efa_component {
@@ -175,6 +211,9 @@ typedef struct mca_btl_efa_component {
     int debug_corrupt_offset; /* testing: shift remote addresses of puts and atomics */
     int send_window;          /* messages in flight per peer (0: from the receive pool) */
     int rma_window;           /* chunks of one put/get in flight */
+    size_t rma_max_transfer;  /* largest native transfer (0: the provider's limit) */
+    char *rma_mode;           /* btl_efa_rma_mode: auto, native, emulated */
+    char *atomic_mode;        /* btl_efa_atomic_mode: auto, native, emulated */
 } mca_btl_efa_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
@@ -206,6 +245,32 @@ void mca_btl_efa_rdma_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
                                   const void *payload, size_t len);
 void mca_btl_efa_rdma_module_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_rdma_module_fini(mca_btl_efa_module_t *btl);
+int mca_btl_efa_emulated_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
+                              void *local_address, uint64_t remote_address,
+                              struct mca_btl_base_registration_handle_t *local_handle,
+                              struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                              uint32_t op, uint64_t operand, uint64_t operand2, uint32_t aflags,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                              void *cbdata);
+void mca_btl_efa_note_one_sided(void);
+
+/* btl_efa_native.c */
+int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl);
+void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl);
+int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
+                            void *local_address, uint64_t remote_address,
+                            struct mca_btl_base_registration_handle_t *local_handle,
+                            struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                            mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                            void *cbdata);
+int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                              void *local_address, uint64_t remote_address,
+                              struct mca_btl_base_registration_handle_t *local_handle,
+                              struct mca_btl_base_registration_handle_t *remote_handle, uint32_t op,
+                              uint64_t operand, uint64_t operand2, uint32_t aflags,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                              void *cbdata);
+bool mca_btl_efa_native_atomics_usable(efa_core_t *core, char *why, size_t why_len);
 
 END_C_DECLS
 #endif

@@ -672,6 +672,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
                         posted0, now_seconds() - t0, (int)btl->num_waiting, (int)btl->outstanding,
                         (int)btl->posted);
     mca_btl_efa_rdma_module_fini(btl);
+    mca_btl_efa_native_fini(btl);
     if (OPAL_SUCCESS ==
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
         do {
@@ -769,6 +770,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
         btl->super.btl_rndv_eager_limit = btl->super.btl_eager_limit;
     }
     mca_btl_efa_rdma_module_setup(btl);
+    mca_btl_efa_native_setup(btl);
     if (OPAL_SUCCESS != grow(btl)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }

@@ -1,5 +1,7 @@
 /*
- * btl_efa one-sided operations, carried as requests the target executes.
+ * btl_efa one-sided operations, carried as requests the target executes
+ * (the emulated path; btl_efa_native.c has the provider's RDMA), and the
+ * entry points and registrations both paths share.
  *
  * Initiator: a put or get is split into chunks of at most rma_chunk bytes,
  * one request message each.  Only rma_window chunks of an operation are in
@@ -71,12 +73,11 @@ static const efa_btl_reg_t *check(mca_btl_efa_module_t *btl, uint64_t key, uint6
         return NULL;
     }
     const efa_btl_reg_t *reg = value;
-    if (addr < reg->handle.base || len > reg->handle.len ||
-        addr - reg->handle.base > reg->handle.len - len) {
+    if (!efa_rma_in_range(&reg->handle.rma, addr, len)) {
         *why = "outside the registered range";
         return NULL;
     }
-    if ((reg->handle.access & access) != access) {
+    if ((reg->handle.rma.access & access) != access) {
         *why = "the registration does not grant this access";
         return NULL;
     }
@@ -355,26 +356,24 @@ void mca_btl_efa_rdma_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
     chunk_answered(btl, req, status);
 }
 
-static int start(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                 void *local_address, uint64_t remote_address,
-                 struct mca_btl_base_registration_handle_t *local_handle,
-                 struct mca_btl_base_registration_handle_t *remote_handle, size_t size, uint32_t op,
-                 uint64_t operand, uint64_t operand2, uint32_t aflags,
-                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+void mca_btl_efa_note_one_sided(void) {
     static bool announced = false;
-    if (NULL == remote_handle) {
-        return OPAL_ERR_BAD_PARAM;
-    }
     if (!announced) {
         announced = true; /* the test harness looks for this line */
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: one-sided operations in use");
     }
-    if (type != EFA_BTL_MSG_GET && mca_btl_efa_component.debug_corrupt_offset) {
-        remote_address += (int64_t)mca_btl_efa_component.debug_corrupt_offset;
-    }
+}
+
+int mca_btl_efa_emulated_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
+                              void *local_address, uint64_t remote_address,
+                              struct mca_btl_base_registration_handle_t *local_handle,
+                              struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                              uint32_t op, uint64_t operand, uint64_t operand2, uint32_t aflags,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                              void *cbdata) {
     efa_btl_rma_t rma;
     memset(&rma, 0, sizeof(rma));
-    rma.key = remote_handle->key;
+    rma.key = remote_handle->rma.key;
     rma.op = op;
     rma.operand = operand;
     rma.operand2 = operand2;
@@ -477,6 +476,59 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
     return rc;
 }
 
+/* ---- entry points: native or emulated, decided once per job ---- */
+
+/* Testing only (btl_efa_debug_corrupt_offset): shift the remote address of
+ * puts and atomics, so that the target's check can be seen refusing them. */
+static uint64_t corrupt(uint64_t remote_address) {
+    return remote_address + (uint64_t)(int64_t)mca_btl_efa_component.debug_corrupt_offset;
+}
+
+static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
+                void *local_address, uint64_t remote_address,
+                struct mca_btl_base_registration_handle_t *local_handle,
+                struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    if (NULL == remote_handle) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    mca_btl_efa_note_one_sided();
+    if (EFA_BTL_MSG_PUT == type) {
+        remote_address = corrupt(remote_address);
+    }
+    /* Own memory: a checked copy is all either path would amount to. */
+    if (btl->native_rma && !ep->is_self) {
+        return mca_btl_efa_native_rdma(btl, ep, type, local_address, remote_address, local_handle,
+                                       remote_handle, size, cbfunc, cbcontext, cbdata);
+    }
+    return mca_btl_efa_emulated_rdma(btl, ep, type, local_address, remote_address, local_handle,
+                                     remote_handle, size, 0, 0, 0, 0, cbfunc, cbcontext, cbdata);
+}
+
+/* Atomics: with native atomics even the process's own memory goes through
+ * the provider, so every atomic on a location is executed by the same
+ * agent whatever its origin. */
+static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, void *local_address,
+                  uint64_t remote_address, struct mca_btl_base_registration_handle_t *local_handle,
+                  struct mca_btl_base_registration_handle_t *remote_handle, uint32_t op,
+                  uint64_t operand, uint64_t operand2, int flags,
+                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    if (NULL == remote_handle) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    mca_btl_efa_note_one_sided();
+    remote_address = corrupt(remote_address);
+    if (btl->native_atomics) {
+        return mca_btl_efa_native_atomic(btl, ep, local_address, remote_address, local_handle,
+                                         remote_handle, op, operand, operand2, (uint32_t)flags,
+                                         cbfunc, cbcontext, cbdata);
+    }
+    size_t size = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+    return mca_btl_efa_emulated_rdma(btl, ep, EFA_BTL_MSG_ATOMIC, local_address, remote_address,
+                                     local_handle, remote_handle, size, op, operand, operand2,
+                                     (uint32_t)flags, cbfunc, cbcontext, cbdata);
+}
+
 int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
                     void *local_address, uint64_t remote_address,
                     struct mca_btl_base_registration_handle_t *local_handle,
@@ -485,8 +537,8 @@ int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
                     void *cbdata) {
     (void)flags;
     (void)order;
-    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_PUT, local_address, remote_address,
-                 local_handle, remote_handle, size, 0, 0, 0, 0, cbfunc, cbcontext, cbdata);
+    return rdma((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_PUT, local_address, remote_address,
+                local_handle, remote_handle, size, cbfunc, cbcontext, cbdata);
 }
 
 int mca_btl_efa_get(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -497,8 +549,8 @@ int mca_btl_efa_get(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
                     void *cbdata) {
     (void)flags;
     (void)order;
-    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_GET, local_address, remote_address,
-                 local_handle, remote_handle, size, 0, 0, 0, 0, cbfunc, cbcontext, cbdata);
+    return rdma((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_GET, local_address, remote_address,
+                local_handle, remote_handle, size, cbfunc, cbcontext, cbdata);
 }
 
 int mca_btl_efa_aop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -507,10 +559,8 @@ int mca_btl_efa_aop(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
                     mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
                     mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     (void)order;
-    size_t size = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
-    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_ATOMIC, NULL, remote_address, NULL,
-                 remote_handle, size, (uint32_t)op, operand, 0, (uint32_t)flags, cbfunc, cbcontext,
-                 cbdata);
+    return atomic((mca_btl_efa_module_t *)base, ep, NULL, remote_address, NULL, remote_handle,
+                  (uint32_t)op, operand, 0, flags, cbfunc, cbcontext, cbdata);
 }
 
 int mca_btl_efa_afop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -520,10 +570,8 @@ int mca_btl_efa_afop(struct mca_btl_base_module_t *base, struct mca_btl_base_end
                      mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
                      mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     (void)order;
-    size_t size = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
-    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_ATOMIC, local_address,
-                 remote_address, local_handle, remote_handle, size, (uint32_t)op, operand, 0,
-                 (uint32_t)flags, cbfunc, cbcontext, cbdata);
+    return atomic((mca_btl_efa_module_t *)base, ep, local_address, remote_address, local_handle,
+                  remote_handle, (uint32_t)op, operand, 0, flags, cbfunc, cbcontext, cbdata);
 }
 
 int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -533,10 +581,9 @@ int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_e
                        uint64_t value, int flags, int order,
                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     (void)order;
-    size_t size = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
-    return start((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_ATOMIC, local_address,
-                 remote_address, local_handle, remote_handle, size, EFA_BTL_OP_CSWAP, compare,
-                 value, (uint32_t)flags, cbfunc, cbcontext, cbdata);
+    return atomic((mca_btl_efa_module_t *)base, ep, local_address, remote_address, local_handle,
+                  remote_handle, EFA_BTL_OP_CSWAP, compare, value, flags, cbfunc, cbcontext,
+                  cbdata);
 }
 
 int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep) {
@@ -551,36 +598,60 @@ int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_en
 
 /* ---- registration ---- */
 
+/* The libfabric access a registration needs for the BTL flags it was
+ * asked with.  Every registration may be the local source of a write (and
+ * of the two-sided sends the BTL never does from it); only asked-for rights
+ * beyond that are added, so read-only memory (a constant send buffer) can
+ * still be registered for RDMA read. */
+static uint64_t fi_access_of(uint32_t flags) {
+    uint64_t access = FI_WRITE | FI_SEND;
+    if (flags & MCA_BTL_REG_FLAG_LOCAL_WRITE) {
+        access |= FI_READ | FI_RECV;
+    }
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_READ) {
+        access |= FI_REMOTE_READ;
+    }
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) {
+        access |= FI_REMOTE_WRITE;
+    }
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) {
+        access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+    }
+    return access;
+}
+
 struct mca_btl_base_registration_handle_t *
 mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
                          struct mca_btl_base_endpoint_t *endpoint, void *addr, size_t size,
                          uint32_t flags) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
-    const efa_core_info_t *info = efa_core_get_info(btl->core);
     (void)endpoint;
     efa_btl_reg_t *reg = calloc(1, sizeof(*reg));
     if (NULL == reg) {
         return NULL;
     }
-    uint64_t access = FI_SEND | FI_RECV;
-    if (info->has_rma) {
-        access |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-    }
-    if (size > 0) {
+    /* The emulated path needs no MR (the target copies), the native one
+     * does: peers name it by key. */
+    if ((btl->native_rma || btl->native_atomics) && size > 0) {
         int err = 0;
-        reg->mr = efa_core_mr_acquire(btl->core, addr, size, access, &err);
-        if (NULL == reg->mr && info->mr_local) {
+        reg->mr = efa_core_mr_acquire(btl->core, addr, size, fi_access_of(flags), &err);
+        if (NULL == reg->mr) {
+            opal_output_verbose(10, mca_common_efa_output,
+                                "btl:efa: cannot register %zu bytes at %p: %s", size, addr,
+                                fi_strerror(-err));
             free(reg);
             return NULL;
         }
+        reg->handle.rma.fi_key = efa_mr_key(reg->mr);
+        reg->handle.rma.mr_base = (uint64_t)efa_mr_base(reg->mr);
+        reg->handle.rma.flags |= EFA_RMA_HANDLE_HAS_MR;
     }
-    reg->handle.base = (uint64_t)(uintptr_t)addr;
-    reg->handle.len = size;
-    reg->handle.access = flags;
-    reg->handle.fi_key = reg->mr ? efa_mr_key(reg->mr) : 0;
+    reg->handle.rma.base = (uint64_t)(uintptr_t)addr;
+    reg->handle.rma.len = size;
+    reg->handle.rma.access = flags;
     OPAL_THREAD_LOCK(&btl->lock);
-    reg->handle.key = ++btl->next_key;
-    opal_hash_table_set_value_uint64(&btl->regs, reg->handle.key, reg);
+    reg->handle.rma.key = ++btl->next_key;
+    opal_hash_table_set_value_uint64(&btl->regs, reg->handle.rma.key, reg);
     OPAL_THREAD_UNLOCK(&btl->lock);
     return &reg->handle;
 }
@@ -590,7 +661,7 @@ int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     efa_btl_reg_t *reg = (efa_btl_reg_t *)handle; /* the handle is the first member */
     OPAL_THREAD_LOCK(&btl->lock);
-    opal_hash_table_remove_value_uint64(&btl->regs, handle->key);
+    opal_hash_table_remove_value_uint64(&btl->regs, handle->rma.key);
     OPAL_THREAD_UNLOCK(&btl->lock);
     if (reg->mr) {
         efa_core_mr_release(btl->core, reg->mr);

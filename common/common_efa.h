@@ -38,6 +38,14 @@ OPAL_DECLSPEC void mca_common_efa_release(efa_core_t *core);
 OPAL_DECLSPEC efa_peer_t *
 mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name, int *opal_err);
 
+/* Show a help topic of 'file' on stderr, the way the core's own messages
+ * go (Open MPI 4.1's show_help relay loses messages of several failing
+ * processes).  same_everywhere: a configuration mistake every process
+ * makes, so local rank 0 speaks first and the others only if the job is
+ * still alive a second later.  The arguments are the topic's (%s). */
+OPAL_DECLSPEC void mca_common_efa_show_help(const char *file, const char *topic,
+                                            bool same_everywhere, ...);
+
 /* libfabric error (negative) to an OPAL error code. */
 OPAL_DECLSPEC int mca_common_efa_fi_to_opal(int fi_err);
 

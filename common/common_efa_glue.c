@@ -5,6 +5,7 @@
  */
 #include "common_efa.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,18 +186,32 @@ static bool same_in_every_process(const char *topic) {
  * others wait, and speak only if the job is still alive a second later
  * (local rank 0 was slow or did not get this far).
  */
-static void show_help_cb(const char *topic, const char *a1, const char *a2, const char *a3) {
-    if (same_in_every_process(topic) && opal_process_info.my_local_rank > 0) {
-        usleep(1000 * 1000);
-    }
-    char *text = opal_show_help_string("help-common-efa.txt", topic, true,
-                                       opal_process_info.nodename, a1, a2, a3);
+static void emit_help(char *text) {
     if (text) {
         fputs(text, stderr);
         fflush(stderr);
         free(text);
     }
     usleep(300 * 1000); /* let stderr reach mpirun before the job is torn down */
+}
+
+static void show_help_cb(const char *topic, const char *a1, const char *a2, const char *a3) {
+    if (same_in_every_process(topic) && opal_process_info.my_local_rank > 0) {
+        usleep(1000 * 1000);
+    }
+    emit_help(opal_show_help_string("help-common-efa.txt", topic, true, opal_process_info.nodename,
+                                    a1, a2, a3));
+}
+
+void mca_common_efa_show_help(const char *file, const char *topic, bool same_everywhere, ...) {
+    va_list ap;
+    if (same_everywhere && opal_process_info.my_local_rank > 0) {
+        usleep(1000 * 1000);
+    }
+    va_start(ap, same_everywhere);
+    char *text = opal_show_help_vstring(file, topic, true, ap);
+    va_end(ap);
+    emit_help(text);
 }
 
 static void verbose_cb(int level, const char *msg) {

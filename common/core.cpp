@@ -17,8 +17,25 @@ namespace efa {
 
 int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *out) {
     fid_mr *mr = nullptr;
+    // Without FI_MR_PROV_KEY the key asked for is the key: a per-process
+    // counter keeps every registration of this domain distinct.
     int rc = fi_mr_reg(domain_, base, len, access, 0, next_key_.fetch_add(1), 0, &mr, nullptr);
     if (rc) {
+        return rc;
+    }
+    // FI_MR_ENDPOINT: the MR is usable only once bound to the endpoints that
+    // use it and enabled; every context may carry operations on any
+    // registration, so it is bound to all of them.
+    for (fid_ep *ep : bind_eps_) {
+        if ((rc = fi_mr_bind(mr, &ep->fid, 0))) {
+            break;
+        }
+    }
+    if (!rc && !bind_eps_.empty()) {
+        rc = fi_mr_enable(mr);
+    }
+    if (rc) {
+        fi_close(&mr->fid);
         return rc;
     }
     out->handle = mr;
@@ -158,7 +175,13 @@ int open_core(efa_core *core) {
     for (int i = 0; i < core->nic->num_contexts(); ++i) {
         core->nic->ctx(i)->use_cq_data = cq_data;
     }
-    core->mr_backend = std::make_unique<FiMrBackend>(core->nic->domain());
+    std::vector<fid_ep *> bind_eps;
+    if (ni->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+        for (int i = 0; i < core->nic->num_contexts(); ++i) {
+            bind_eps.push_back(core->nic->ctx(i)->ep);
+        }
+    }
+    core->mr_backend = std::make_unique<FiMrBackend>(core->nic->domain(), std::move(bind_eps));
     core->mr_cache = std::make_unique<MrCache>(*core->mr_backend,
                                                static_cast<size_t>(core->params.mr_cache_size));
     core->progress_batch = core->params.progress_batch;
@@ -174,11 +197,13 @@ int open_core(efa_core *core) {
     in.inject_size = ni->tx_attr->inject_size;
     in.max_msg_size = ni->ep_attr->max_msg_size;
     in.cq_data_size = cq_data ? ni->domain_attr->cq_data_size : 0;
+    in.max_rma_size = ni->ep_attr->max_msg_size;
     in.has_rma = (ni->caps & FI_RMA) != 0;
     in.has_atomic = (ni->caps & FI_ATOMIC) != 0;
     in.mr_local = core->selection.mr_local;
     in.mr_virt_addr = (ni->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
     in.mr_prov_key = (ni->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
+    in.mr_endpoint = (ni->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
     in.tag_layout = core->layout;
     if ((err = efa_core_msg_open(core))) {
         return err;
@@ -190,11 +215,14 @@ int open_core(efa_core *core) {
     memcpy(core->blob.data(), &h, sizeof(h));
     const auto &names = core->nic->names();
     core->blob.insert(core->blob.end(), names.begin(), names.end());
-    core->rep.say(1, std::string("using provider ") + in.provider + ", NIC " + in.domain + ", " +
-                         std::to_string(in.num_contexts) + " context(s), " +
-                         (cq_data ? "source rank in CQ data" : "source rank in the tag") +
-                         (in.mr_local ? ", FI_MR_LOCAL" : "") + (in.has_rma ? ", RMA" : "") +
-                         (in.has_atomic ? ", atomics" : ""));
+    core->rep.say(
+        1, std::string("using provider ") + in.provider + ", NIC " + in.domain + ", " +
+               std::to_string(in.num_contexts) + " context(s), " +
+               (cq_data ? "source rank in CQ data" : "source rank in the tag") +
+               (in.mr_local ? ", FI_MR_LOCAL" : "") + (in.has_rma ? ", RMA" : "") +
+               (in.has_atomic ? ", atomics" : "") +
+               (in.has_rma ? (in.mr_virt_addr ? ", MR virtual addresses" : ", MR offsets") : "") +
+               (in.mr_endpoint ? ", FI_MR_ENDPOINT" : ""));
     return 0;
 }
 

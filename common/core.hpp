@@ -23,12 +23,16 @@ namespace efa {
 // Registers memory with one NIC's domain for the cache.
 class FiMrBackend : public MrBackend {
   public:
-    explicit FiMrBackend(fid_domain *domain) : domain_(domain) {}
+    // bind_eps: with FI_MR_ENDPOINT every registration is bound to these
+    // endpoints and enabled before use; empty otherwise.
+    FiMrBackend(fid_domain *domain, std::vector<fid_ep *> bind_eps)
+        : domain_(domain), bind_eps_(std::move(bind_eps)) {}
     int reg(void *base, size_t len, uint64_t access, MrRegistration *out) override;
     void dereg(const MrRegistration &r) override;
 
   private:
     fid_domain *domain_;
+    std::vector<fid_ep *> bind_eps_;
     std::atomic<uint64_t> next_key_{1}; // for providers that do not pick keys
 };
 

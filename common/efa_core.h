@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
 
 #include "efa_tag.h"
 
@@ -100,12 +101,14 @@ typedef struct efa_core_info {
     int num_contexts;   /* endpoints per NIC */
     size_t inject_size; /* 0: no inject */
     size_t max_msg_size;
-    size_t cq_data_size; /* bytes of remote CQ data (0: none used) */
-    bool has_rma;        /* FI_RMA granted */
-    bool has_atomic;     /* FI_ATOMIC granted */
-    bool mr_local;       /* local descriptors needed (required or forced) */
-    bool mr_virt_addr;   /* remote addresses are virtual addresses */
-    bool mr_prov_key;
+    size_t cq_data_size;         /* bytes of remote CQ data (0: none used) */
+    size_t max_rma_size;         /* largest single RMA transfer the provider takes */
+    bool has_rma;                /* FI_RMA granted */
+    bool has_atomic;             /* FI_ATOMIC granted */
+    bool mr_local;               /* local descriptors needed (required or forced) */
+    bool mr_virt_addr;           /* remote addresses are virtual addresses, else MR offsets */
+    bool mr_prov_key;            /* the provider chooses keys (else the core numbers them) */
+    bool mr_endpoint;            /* registrations are bound to the endpoints and enabled */
     efa_tag_layout_t tag_layout; /* see efa_tag.h */
 } efa_core_info_t;
 
@@ -162,6 +165,33 @@ int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uin
 /* Cancel a posted receive; its op completes with -FI_ECANCELED if it was
  * still unmatched.  Returns 0 when the request was found. */
 int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op);
+
+/* One-sided operations, when the provider granted FI_RMA (and FI_ATOMIC
+ * for the atomics).  They are posted like the tagged sends: a full
+ * provider queue defers the post to the context's transmit backlog, which
+ * progress posts in order; nothing is dropped or spun on.  'raddr' is what
+ * the provider expects (virtual address or MR offset: efa_rma_remote_addr
+ * in efa_rma.h), 'rkey' the key of the target's MR; desc arguments are the
+ * local MRs' descriptors (NULL unless info.mr_local).  Writes and
+ * non-fetching atomics ask for FI_DELIVERY_COMPLETE, so their completion
+ * means the target's memory has been updated: osc/rdma's flush and ob1's
+ * FIN after a put rely on exactly that.  op completes through progress. */
+int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
+                  uint64_t raddr, uint64_t rkey, efa_op_t *op);
+int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
+                 uint64_t rkey, efa_op_t *op);
+/* One element of type dt; operand, compare and result are that size. */
+int efa_ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, const void *operand,
+                   void *desc, fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op);
+int efa_ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, const void *operand,
+                         void *desc, void *result, void *result_desc, fi_addr_t dest,
+                         uint64_t raddr, uint64_t rkey, efa_op_t *op);
+int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const void *swap, void *desc,
+                           const void *compare, void *compare_desc, void *result, void *result_desc,
+                           fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op);
+/* Does the provider do this atomic (kind: EFA_RMA_ATOMIC_* of efa_rma.h)?
+ * 0 when it does, else a negative libfabric error (-FI_EOPNOTSUPP, ...). */
+int efa_core_query_atomic(efa_core_t *core, enum fi_datatype dt, enum fi_op aop, int kind);
 
 /* Memory registration through the cache. */
 typedef struct efa_mr efa_mr_t;

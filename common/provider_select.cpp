@@ -51,7 +51,11 @@ InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local) {
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->threading = p.thread_multiple ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
     hints->domain_attr->av_type = FI_AV_TABLE; // the only kind efa has
-    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    // Every mode bit the core can honour: virtual or offset addresses and
+    // provider or core keys are carried in the registration handles, and
+    // FI_MR_ENDPOINT registrations are bound and enabled (FiMrBackend).
+    hints->domain_attr->mr_mode =
+        FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
     if (mr_local) {
         hints->domain_attr->mr_mode |= FI_MR_LOCAL;
     }

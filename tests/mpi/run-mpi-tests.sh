@@ -7,7 +7,10 @@
 #                         [-n NP[,NP...]] [--quick] [-l|--list] [-h|--help]
 #
 #   -c  configurations (default: ob1-vader). "all" = every configuration,
-#       "efa" = every cm-efa-* and ob1-efa-* configuration.
+#       "efa" = every cm-efa-* and ob1-efa-* configuration.  ob1-efa-PROV
+#       runs btl_efa's one-sided operations (ob1's RDMA get of large
+#       messages) in the default mode, native on every stand-in;
+#       ob1-efa-PROV-emul forces the emulated path (not part of "efa").
 #   -t  tests (default: all). many_outstanding also selects its tiny-queue
 #       variant (EFA configurations only).
 #   -n  run every selected test with these process counts instead of the
@@ -61,6 +64,12 @@ config_args() {
     cm-efa-*)
         prov=$(provider_string "${1#cm-efa-}") || return 1
         CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov")
+        ;;
+    ob1-efa-*-emul)
+        local rest=${1#ob1-efa-}
+        prov=$(provider_string "${rest%-emul}") || return 1
+        CFG_ARGS=(--mca pml ob1 --mca btl "efa,self" --mca btl_efa_provider_include "$prov"
+            --mca btl_efa_rma_mode emulated --mca btl_efa_atomic_mode emulated)
         ;;
     ob1-efa-*)
         prov=$(provider_string "${1#ob1-efa-}") || return 1
@@ -132,7 +141,7 @@ test_args() {
         # (FI_ECONNREFUSED). Its 8-process run moves 2 MiB per rank.
         if [[ $q == 1 ]]; then
             echo "-s 1M"
-        elif [[ $cfg == *-efa-rxd && $np -ge 8 ]]; then
+        elif [[ $cfg == *-efa-rxd* && $np -ge 8 ]]; then
             echo "-s 2M"
         fi
         ;;
@@ -147,6 +156,7 @@ test_args() {
 usage() {
     sed -n '3,/^# per run/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     echo "configurations: $ALL_CONFIGS"
+    echo "  and ob1-efa-rxd-emul ob1-efa-rxm-emul ob1-efa-shm-emul (emulated one-sided path)"
     echo "tests: $ALL_TESTS"
 }
 
@@ -310,9 +320,9 @@ known_defect() {
         echo "shm never completes an FI_PEEK that finds no message" ;;
     cm-efa-rxd:probe:*)
         echo "ofi_rxd claims (FI_CLAIM) a message other than the one FI_PEEK reported" ;;
-    cm-efa-rxd:threads:* | ob1-efa-rxd:threads:*)
+    cm-efa-rxd:threads:* | ob1-efa-rxd*:threads:*)
         echo "ofi_rxd corrupts or stalls data under concurrent threads (FI_THREAD_SAFE)" ;;
-    *-efa-rxd:many_outstanding+tinyq:*)
+    *-efa-rxd*:many_outstanding+tinyq:*)
         echo "ofi_rxd stops completing operations when its queues are made tiny" ;;
     *) return 1 ;;
     esac

@@ -1,0 +1,455 @@
+/*
+ * btl_efa one-sided operations by the provider's own RMA and atomics.
+ *
+ * Put is fi_write, get fi_read, atomics fi_atomic / fi_fetch_atomic /
+ * fi_compare_atomic, all against the libfabric MR the peer's handle names
+ * (key and, for offset-addressed providers, the MR's start).  The core
+ * posts them through the context's transmit backlog, so a full provider
+ * queue defers them in order and never fails them.  Writes and
+ * non-fetching atomics ask for delivery completion: the callback fires once
+ * the target's memory is updated, which is what osc/rdma's flush and ob1's
+ * FIN after a put rely on.
+ *
+ * Each operation is a small rop taken from slabs whose scratch words hold
+ * atomic operands and results (registered when the provider wants local
+ * descriptors, so even a result headed for unregistered memory lands in
+ * registered memory first and is copied on completion).  User buffers of
+ * put and get get their descriptor from the MR cache when the provider
+ * needs one; callers never have to register local memory
+ * (btl_*_local_registration_threshold stays at SIZE_MAX).
+ */
+#include "btl_efa.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "opal/util/output.h"
+
+#define ROPS_PER_SLAB 64
+#define SCRATCH_WORDS 4 /* per rop; a multiple of 8 bytes keeps every word aligned */
+
+typedef struct efa_btl_rop_slab {
+    efa_btl_rop_t *rops;
+    uint64_t *scratch;
+    efa_mr_t *mr;
+} efa_btl_rop_slab_t;
+
+static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe);
+
+/* The module lock is held. */
+static int rop_grow(mca_btl_efa_module_t *btl) {
+    efa_btl_rop_slab_t *slab = calloc(1, sizeof(*slab));
+    void **slabs = realloc(btl->rop_slabs, sizeof(void *) * (size_t)(btl->num_rop_slabs + 1));
+    if (NULL == slab || NULL == slabs) {
+        free(slab);
+        if (slabs) {
+            btl->rop_slabs = slabs;
+        }
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    btl->rop_slabs = slabs;
+    const size_t scratch_len = ROPS_PER_SLAB * SCRATCH_WORDS * sizeof(uint64_t);
+    slab->rops = calloc(ROPS_PER_SLAB, sizeof(efa_btl_rop_t));
+    if (NULL == slab->rops || 0 != posix_memalign((void **)&slab->scratch, 64, scratch_len)) {
+        free(slab->rops);
+        free(slab);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    if (btl->mr_local) {
+        int err = 0;
+        /* Operands are sent from it (FI_WRITE), results land in it (FI_READ). */
+        slab->mr = efa_core_mr_acquire(btl->core, slab->scratch, scratch_len,
+                                       FI_READ | FI_WRITE | FI_SEND | FI_RECV, &err);
+        if (NULL == slab->mr) {
+            free(slab->scratch);
+            free(slab->rops);
+            free(slab);
+            return mca_common_efa_fi_to_opal(err);
+        }
+    }
+    for (int i = 0; i < ROPS_PER_SLAB; ++i) {
+        efa_btl_rop_t *rop = &slab->rops[i];
+        rop->op.complete = rop_complete;
+        rop->scratch = slab->scratch + (size_t)i * SCRATCH_WORDS;
+        rop->scratch_desc = slab->mr ? efa_mr_desc(slab->mr) : NULL;
+        rop->next = btl->free_rops;
+        btl->free_rops = rop;
+    }
+    btl->rop_slabs[btl->num_rop_slabs++] = slab;
+    return OPAL_SUCCESS;
+}
+
+static efa_btl_rop_t *rop_get(mca_btl_efa_module_t *btl) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (NULL == btl->free_rops) {
+        (void)rop_grow(btl);
+    }
+    efa_btl_rop_t *rop = btl->free_rops;
+    if (rop) {
+        btl->free_rops = rop->next;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (rop) {
+        rop->next = NULL;
+        rop->parent = NULL;
+        rop->pending = 0;
+        rop->status = OPAL_SUCCESS;
+        rop->local_mr = NULL;
+        rop->result_size = 0;
+        rop->cbfunc = NULL;
+    }
+    return rop;
+}
+
+static void rop_return(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
+    if (rop->local_mr) {
+        efa_core_mr_release(btl->core, rop->local_mr);
+        rop->local_mr = NULL;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    rop->next = btl->free_rops;
+    btl->free_rops = rop;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+}
+
+/* The operation is over: tell the caller, then recycle. */
+static void rop_finish(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int status) {
+    mca_btl_efa_endpoint_t *ep = rop->endpoint;
+    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
+    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+    if (rop->cbfunc) { /* osc/rdma may pass none and rely on flush */
+        rop->cbfunc(&btl->super, ep, rop->local_address, rop->local_handle, rop->cbcontext,
+                    rop->cbdata, status);
+    }
+    rop_return(btl, rop);
+}
+
+/* A parent loses one of its 'pending' references; the last one reports. */
+static void parent_put(mca_btl_efa_module_t *btl, efa_btl_rop_t *parent, int status, int count) {
+    if (OPAL_SUCCESS != status) {
+        /* The first error wins; later ones change nothing. */
+        OPAL_THREAD_LOCK(&btl->lock);
+        if (OPAL_SUCCESS == parent->status) {
+            parent->status = status;
+        }
+        OPAL_THREAD_UNLOCK(&btl->lock);
+    }
+    if (0 == OPAL_THREAD_ADD_FETCH32(&parent->pending, -count)) {
+        rop_finish(btl, parent, parent->status);
+    }
+}
+
+static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    mca_btl_efa_module_t *btl = &mca_btl_efa_module;
+    efa_btl_rop_t *rop = (efa_btl_rop_t *)op;
+    int status = OPAL_SUCCESS;
+    if (cqe->err) {
+        status = mca_common_efa_fi_to_opal(cqe->err);
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: one-sided operation failed: %s",
+                            fi_strerror(-cqe->err));
+    } else if (rop->result_size && rop->local_address) {
+        memcpy(rop->local_address, &rop->scratch[2], rop->result_size);
+    }
+    if (rop->parent) {
+        efa_btl_rop_t *parent = rop->parent;
+        rop_return(btl, rop);
+        parent_put(btl, parent, status, 1);
+    } else {
+        rop_finish(btl, rop, status);
+    }
+}
+
+/* An operation outside what the peer's handle covers is refused before it
+ * reaches the provider (some providers, shm for one, check no keys and
+ * would write wherever told).  It fails the way a target's refusal does in
+ * the emulated path: through the callback with OPAL_ERR_PERM, not as a
+ * return code, which callers may take as a reason to retry. */
+static int refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
+                  void *local_address, struct mca_btl_base_registration_handle_t *local_handle,
+                  uint64_t remote_address, size_t size, mca_btl_base_rdma_completion_fn_t cbfunc,
+                  void *cbcontext, void *cbdata) {
+    if (btl->refused++ < 10) {
+        opal_output(0,
+                    "btl:efa: refused a one-sided %s of %zu bytes at 0x%llx: misaligned or "
+                    "outside the registration the peer handed out",
+                    what, size, (unsigned long long)remote_address);
+    }
+    if (cbfunc) {
+        cbfunc(&btl->super, ep, local_address, local_handle, cbcontext, cbdata, OPAL_ERR_PERM);
+    }
+    return OPAL_SUCCESS;
+}
+
+/* ---- put and get ---- */
+
+static int post_piece(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int type, void *local,
+                      size_t len, void *desc, uint64_t raddr, uint64_t rkey) {
+    fi_addr_t addr = rop->endpoint->addr;
+    int rc = EFA_BTL_MSG_PUT == type
+                 ? efa_ctx_write(btl->ctx, local, len, desc, addr, raddr, rkey, &rop->op)
+                 : efa_ctx_read(btl->ctx, local, len, desc, addr, raddr, rkey, &rop->op);
+    return mca_common_efa_fi_to_opal(rc);
+}
+
+int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
+                            void *local_address, uint64_t remote_address,
+                            struct mca_btl_base_registration_handle_t *local_handle,
+                            struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                            mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                            void *cbdata) {
+    uint64_t raddr;
+    if (0 == size) { /* nothing to move, and a handle of nothing has no MR */
+        if (cbfunc) {
+            cbfunc(&btl->super, ep, local_address, local_handle, cbcontext, cbdata, OPAL_SUCCESS);
+        }
+        return OPAL_SUCCESS;
+    }
+    if (!efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr, remote_address, size,
+                             &raddr)) {
+        return refuse(btl, ep, EFA_BTL_MSG_PUT == type ? "put" : "get", local_address, local_handle,
+                      remote_address, size, cbfunc, cbcontext, cbdata);
+    }
+    efa_btl_rop_t *rop = rop_get(btl);
+    if (NULL == rop) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    rop->endpoint = ep;
+    rop->local_address = local_address;
+    rop->local_handle = local_handle; /* only handed back to the callback */
+    rop->cbfunc = cbfunc;
+    rop->cbcontext = cbcontext;
+    rop->cbdata = cbdata;
+    void *desc = NULL;
+    if (btl->mr_local) {
+        int err = 0;
+        /* get writes into the local buffer (FI_READ), put reads from it */
+        rop->local_mr = efa_core_mr_acquire(btl->core, local_address, size,
+                                            EFA_BTL_MSG_GET == type ? FI_READ : FI_WRITE, &err);
+        if (NULL == rop->local_mr) {
+            rop_return(btl, rop);
+            return mca_common_efa_fi_to_opal(err);
+        }
+        desc = efa_mr_desc(rop->local_mr);
+    }
+    const uint64_t rkey = remote_handle->rma.fi_key;
+    const size_t pieces = efa_rma_num_pieces(size, btl->rma_max);
+    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
+    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
+    if (1 == pieces) {
+        int rc = post_piece(btl, rop, type, local_address, size, desc, raddr, rkey);
+        if (OPAL_SUCCESS != rc) {
+            OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
+            OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+            rop_return(btl, rop);
+        }
+        return rc;
+    }
+    /* Larger than the provider takes at once: pieces, each its own rop;
+     * this one is their parent and holds one extra reference while
+     * posting, so it cannot report before every piece has been tried. */
+    rop->pending = (int32_t)pieces + 1;
+    size_t posted = 0;
+    int rc = OPAL_SUCCESS;
+    for (; posted < pieces; ++posted) {
+        size_t off, n;
+        efa_rma_piece(size, btl->rma_max, posted, &off, &n);
+        efa_btl_rop_t *piece = rop_get(btl);
+        if (NULL == piece) {
+            rc = OPAL_ERR_OUT_OF_RESOURCE;
+            break;
+        }
+        piece->endpoint = ep;
+        piece->parent = rop;
+        rc = post_piece(btl, piece, type, (uint8_t *)local_address + off, n, desc, raddr + off,
+                        rkey);
+        if (OPAL_SUCCESS != rc) {
+            rop_return(btl, piece);
+            break;
+        }
+    }
+    if (0 == posted) { /* nothing went out: the caller hears it from the return value */
+        OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
+        OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+        rop_return(btl, rop);
+        return rc;
+    }
+    /* Pieces not posted will never complete: drop their references (and
+     * the poster's) now; the callback reports rc if any piece failed. */
+    parent_put(btl, rop, rc, (int)(pieces - posted) + 1);
+    return OPAL_SUCCESS;
+}
+
+/* ---- atomics ---- */
+
+static bool fi_op_of(uint32_t op, enum fi_op *out) {
+    switch (op) {
+    case MCA_BTL_ATOMIC_ADD:
+        *out = FI_SUM;
+        break;
+    case MCA_BTL_ATOMIC_AND:
+        *out = FI_BAND;
+        break;
+    case MCA_BTL_ATOMIC_OR:
+        *out = FI_BOR;
+        break;
+    case MCA_BTL_ATOMIC_XOR:
+        *out = FI_BXOR;
+        break;
+    case MCA_BTL_ATOMIC_LAND:
+        *out = FI_LAND;
+        break;
+    case MCA_BTL_ATOMIC_LOR:
+        *out = FI_LOR;
+        break;
+    case MCA_BTL_ATOMIC_LXOR:
+        *out = FI_LXOR;
+        break;
+    case MCA_BTL_ATOMIC_SWAP:
+        *out = FI_ATOMIC_WRITE; /* fetching: the old value comes back */
+        break;
+    case MCA_BTL_ATOMIC_MIN:
+        *out = FI_MIN;
+        break;
+    case MCA_BTL_ATOMIC_MAX:
+        *out = FI_MAX;
+        break;
+    case EFA_BTL_OP_CSWAP:
+        *out = FI_CSWAP;
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
+/* Scratch word w holds v in the operation's width (4 bytes at its start
+ * for 32-bit atomics). */
+static void put_word(efa_btl_rop_t *rop, int w, uint64_t v, size_t size) {
+    if (4 == size) {
+        uint32_t v32 = (uint32_t)v;
+        memcpy(&rop->scratch[w], &v32, 4);
+    } else {
+        rop->scratch[w] = v;
+    }
+}
+
+int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                              void *local_address, uint64_t remote_address,
+                              struct mca_btl_base_registration_handle_t *local_handle,
+                              struct mca_btl_base_registration_handle_t *remote_handle, uint32_t op,
+                              uint64_t operand, uint64_t operand2, uint32_t aflags,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                              void *cbdata) {
+    const size_t size = (aflags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+    const enum fi_datatype dt = 4 == size ? FI_INT32 : FI_INT64;
+    enum fi_op aop;
+    if ((aflags & MCA_BTL_ATOMIC_FLAG_FLOAT) || !fi_op_of(op, &aop)) {
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    uint64_t raddr;
+    if (remote_address % size || !efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr,
+                                                      remote_address, size, &raddr)) {
+        return refuse(btl, ep, "atomic", local_address, local_handle, remote_address, size, cbfunc,
+                      cbcontext, cbdata);
+    }
+    efa_btl_rop_t *rop = rop_get(btl);
+    if (NULL == rop) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    rop->endpoint = ep;
+    rop->local_address = local_address;
+    rop->local_handle = local_handle;
+    rop->cbfunc = cbfunc;
+    rop->cbcontext = cbcontext;
+    rop->cbdata = cbdata;
+    const uint64_t rkey = remote_handle->rma.fi_key;
+    const fi_addr_t dest = ep->addr;
+    uint64_t *w = rop->scratch;
+    void *d = rop->scratch_desc;
+    int rc;
+    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
+    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
+    if (FI_CSWAP == aop) {
+        /* operand is the value compared, operand2 the one swapped in */
+        put_word(rop, 0, operand2, size);
+        put_word(rop, 1, operand, size);
+        rop->result_size = (uint32_t)size;
+        rc = efa_ctx_compare_atomic(btl->ctx, dt, &w[0], d, &w[1], d, &w[2], d, dest, raddr, rkey,
+                                    &rop->op);
+    } else if (local_address) {
+        put_word(rop, 0, operand, size);
+        rop->result_size = (uint32_t)size;
+        rc = efa_ctx_fetch_atomic(btl->ctx, aop, dt, &w[0], d, &w[2], d, dest, raddr, rkey,
+                                  &rop->op);
+    } else {
+        put_word(rop, 0, operand, size);
+        rc = efa_ctx_atomic(btl->ctx, aop, dt, &w[0], d, dest, raddr, rkey, &rop->op);
+    }
+    if (0 != rc) {
+        OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
+        OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+        rop_return(btl, rop);
+        return mca_common_efa_fi_to_opal(rc);
+    }
+    return OPAL_SUCCESS;
+}
+
+static int query(void *arg, enum fi_datatype dt, enum fi_op op, int kind) {
+    return efa_core_query_atomic((efa_core_t *)arg, dt, op, kind);
+}
+
+bool mca_btl_efa_native_atomics_usable(efa_core_t *core, char *why, size_t why_len) {
+    const efa_core_info_t *info = efa_core_get_info(core);
+    if (!info->has_atomic) {
+        snprintf(why, why_len, "the provider did not grant FI_ATOMIC");
+        return false;
+    }
+    const char *defect = efa_rma_atomics_defect(info->provider);
+    if (defect) {
+        snprintf(why, why_len, "%s", defect);
+        return false;
+    }
+    enum fi_op op = FI_SUM;
+    enum fi_datatype dt = FI_INT64;
+    if (!efa_rma_atomics_all_supported(query, core, &op, &dt)) {
+        snprintf(why, why_len, "fi_query_atomic: the provider lacks %s on %s",
+                 fi_tostr(&op, FI_TYPE_ATOMIC_OP), fi_tostr(&dt, FI_TYPE_ATOMIC_TYPE));
+        return false;
+    }
+    return true;
+}
+
+/* ---- setup ---- */
+
+int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl) {
+    const efa_core_info_t *info = efa_core_get_info(btl->core);
+    btl->mr_virt_addr = info->mr_virt_addr;
+    btl->mr_local = info->mr_local;
+    btl->rma_max = info->max_rma_size;
+    if (mca_btl_efa_component.rma_max_transfer &&
+        (0 == btl->rma_max || mca_btl_efa_component.rma_max_transfer < btl->rma_max)) {
+        btl->rma_max = mca_btl_efa_component.rma_max_transfer;
+    }
+    btl->free_rops = NULL;
+    btl->rop_slabs = NULL;
+    btl->num_rop_slabs = 0;
+    return OPAL_SUCCESS;
+}
+
+void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl) {
+    for (int i = 0; i < btl->num_rop_slabs; ++i) {
+        efa_btl_rop_slab_t *slab = btl->rop_slabs[i];
+        if (slab->mr) {
+            efa_core_mr_release(btl->core, slab->mr);
+        }
+        free(slab->scratch);
+        free(slab->rops);
+        free(slab);
+    }
+    free(btl->rop_slabs);
+    btl->rop_slabs = NULL;
+    btl->num_rop_slabs = 0;
+    btl->free_rops = NULL;
+}
