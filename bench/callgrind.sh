@@ -13,7 +13,7 @@
 # (the minimum drops rare one-off work such as a buffer pool growing).
 #
 # usage: bench/callgrind.sh [-p PROV] [-n N1] [-N N2] [-r R] [-s INTERVAL_US] [-m SIZE]
-#                           [-o OUTDIR] [-t TIMEOUT] [CONFIG...]
+#                           [-b] [-o OUTDIR] [-t TIMEOUT] [CONFIG...]
 #   CONFIG  configuration names of bench/configs.ini
 #           (default: mtl_efa-PROV mtl_ofi-PROV)
 #   -p      provider short name (default: efa if `fi_info -p efa` works, else rxm)
@@ -23,6 +23,8 @@
 #           writes after replying; every INTERVAL us without it, rank 0 drives
 #           MPI progress once (default 10000)
 #   -m      message size (default 1)
+#   -b      blocking: rank 0 uses MPI_Send + MPI_Recv, the calls of the latency
+#           benchmark (default MPI_Irecv + MPI_Isend + MPI_Waitall)
 #   -o      output directory (default bench/results/callgrind-<timestamp>)
 #   -t      timeout per run in seconds (default 300)
 # Environment: BENCH_BIN_DIR (bench programs), EFA_MCA_COMPONENT_PATH (see runner.py).
@@ -34,13 +36,14 @@ n2=500
 reps=3
 interval=10000
 size=1
+blocking=()
 prov=
 out=
 tmo=300
 
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
-while getopts "p:n:N:r:s:m:o:t:h" opt; do
+while getopts "p:n:N:r:s:m:o:t:bh" opt; do
     case $opt in
     p) prov=$OPTARG ;;
     n) n1=$OPTARG ;;
@@ -48,6 +51,7 @@ while getopts "p:n:N:r:s:m:o:t:h" opt; do
     r) reps=$OPTARG ;;
     s) interval=$OPTARG ;;
     m) size=$OPTARG ;;
+    b) blocking=(-b) ;;
     o) out=$OPTARG ;;
     t) tmo=$OPTARG ;;
     h) usage; exit 0 ;;
@@ -113,7 +117,7 @@ declare -A best  # best[config,N] = minimum count
 declare -A counts # counts[config,N] = space separated counts
 declare -A failed # failed[config] = first error line
 
-echo "callgrind: configs ${configs[*]}; N1=$n1 N2=$n2 reps=$reps size=${size}B; output $out"
+echo "callgrind: configs ${configs[*]}; N1=$n1 N2=$n2 reps=$reps size=${size}B${blocking:+ blocking}; output $out"
 start=$SECONDS
 for ((rep = 1; rep <= reps; rep++)); do
     for n in "$n1" "$n2"; do
@@ -132,8 +136,8 @@ for ((rep = 1; rep <= reps; rep++)); do
             timeout -k 10 "$tmo" mpirun --bind-to core "${args[@]}" \
                 -np 1 valgrind -q --tool=callgrind --collect-atstart=no \
                 --toggle-collect=bench_overhead_measured --callgrind-out-file="$cg" \
-                "$prog" -n "$n" -s "$interval" -m "$size" -F "$fifo" \
-                : -np 1 "$prog" -n "$n" -s "$interval" -m "$size" -F "$fifo" >"$log" 2>&1
+                "$prog" -n "$n" -s "$interval" -m "$size" "${blocking[@]}" -F "$fifo" \
+                : -np 1 "$prog" -n "$n" -s "$interval" -m "$size" "${blocking[@]}" -F "$fifo" >"$log" 2>&1
             rc=$?
             rm -f "$fifo"
             total=
@@ -160,7 +164,7 @@ done
 
 table=$out/table.md
 {
-    echo "### instructions per iteration (rank 0: one ${size} B send + one receive), callgrind"
+    echo "### instructions per iteration (rank 0: one ${size} B send + one receive${blocking:+, blocking}), callgrind"
     echo
     echo "N1=$n1 N2=$n2, $reps reps each: (min count at N2 - min count at N1) / (N2 - N1)."
     echo "'runs at the minimum': runs within 1% of the minimum count at N1 and at N2 (the others"
