@@ -144,6 +144,21 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
+    if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && req->length <= ompi_mtl_efa.inject_size) {
+        /* Completing inside isend is allowed: pml/cm expects the MTL may
+         * have completed the request by the time isend returns.  This saves
+         * the provider a completion entry and progress a dispatch. */
+        rc = inject_send(comm, dest, tag, req->buffer, req->length);
+        if (OPAL_UNLIKELY(req->free_buffer)) {
+            free(req->buffer);
+        }
+        if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
+            req->is_send = true;
+            req->super.ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
+            req->super.completion_callback(&req->super);
+        }
+        return rc;
+    }
     rc = start_send(req, comm, dest, tag, mode);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc) && req->free_buffer) {
         free(req->buffer);
