@@ -193,7 +193,7 @@ __attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
     op->complete(op, &cqe);
 }
 
-inline int drain(efa_ctx *ctx, int batch) {
+__attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
     fi_cq_tagged_entry entries[64];
     if (batch > 64) {
         batch = 64;
