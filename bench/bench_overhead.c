@@ -28,9 +28,9 @@
  * Only bench_overhead_measured() is meant to be counted on rank 0
  * (mpirun -np 1 valgrind --tool=callgrind --collect-atstart=no
  *  --toggle-collect=bench_overhead_measured ./bench_overhead ... : -np 1
- *  ./bench_overhead ...). Running it with two iteration counts N1 < N2 and
- * dividing the difference of the counts by N2 - N1 gives instructions per
- * iteration: one send and one receive of rank 0.
+ *  ./bench_overhead ...); with --dump-before=bench_overhead_iteration
+ * callgrind writes one profile part per iteration: one send and one
+ * receive of rank 0 (bench/callgrind.sh).
  *
  * Options: -n iterations (default 1000), -x warm-up (default 100),
  *          -F fifo (default none), -s INTERVAL in microseconds (default
@@ -144,10 +144,17 @@ static void exchange(const struct probe *p) {
     }
 }
 
+/* One counted iteration, out of line so that callgrind can dump a profile
+ * part at each call (callgrind.sh: --dump-before=bench_overhead_iteration)
+ * and every iteration is counted on its own. */
+__attribute__((noinline)) void bench_overhead_iteration(const struct probe *p) {
+    exchange(p);
+}
+
 /* The region callgrind counts; kept out of line so that its name survives. */
 __attribute__((noinline)) void bench_overhead_measured(const struct probe *p, long iters) {
     for (long i = 0; i < iters; i++) {
-        exchange(p);
+        bench_overhead_iteration(p);
     }
     __asm__ volatile("" ::: "memory");
 }
