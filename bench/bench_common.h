@@ -18,6 +18,9 @@
 /* Iterations are divided by this factor above the large-message threshold. */
 #define BENCH_LARGE_DIVISOR 10
 
+/* Least warm-up of the first (small) size of a sweep; see bench_warmup_for. */
+#define BENCH_FIRST_WARMUP 2048
+
 struct bench_opts {
     const char *mode;    /* -t: which test of the program's family */
     size_t min_size;     /* -m */

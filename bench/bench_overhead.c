@@ -18,17 +18,24 @@
  * Either way MPI_Waitall finds the reply already there in the usual case,
  * and the count per iteration is a property of the software stack.
  *
+ * With -b (blocking) rank 0 does what the latency benchmark does instead:
+ * MPI_Send, then (after the same wait) MPI_Recv, so the count covers the
+ * blocking paths (an MTL's send, which may inject, and pml/cm's blocking
+ * receive). Rank 0 then has no request to test while it waits; if the
+ * signal is late it goes on into MPI_Recv, which spins: such a run counts
+ * more, and callgrind.sh keeps the minimum of its repetitions.
+ *
  * Only bench_overhead_measured() is meant to be counted on rank 0
  * (mpirun -np 1 valgrind --tool=callgrind --collect-atstart=no
  *  --toggle-collect=bench_overhead_measured ./bench_overhead ... : -np 1
- *  ./bench_overhead ...). Running it with two iteration counts N1 < N2 and
- * dividing the difference of the counts by N2 - N1 gives instructions per
- * iteration: one send and one receive of rank 0.
+ *  ./bench_overhead ...); with --dump-before=bench_overhead_iteration
+ * callgrind writes one profile part per iteration: one send and one
+ * receive of rank 0 (bench/callgrind.sh).
  *
  * Options: -n iterations (default 1000), -x warm-up (default 100),
  *          -F fifo (default none), -s INTERVAL in microseconds (default
  *          10000 with -F, rounded up to milliseconds; 1000 without),
- *          -m size (default 1)
+ *          -m size (default 1), -b blocking send and receive
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -60,11 +67,14 @@ struct probe {
     int rank;
     int fifo;      /* -1: sleep instead */
     long interval; /* us */
+    int blocking;  /* -b: MPI_Send + MPI_Recv on rank 0 */
 };
 
 /* Rank 0: wait until rank 1 signals through the FIFO, driving MPI progress
- * only when the signal is late. Returns when the signal byte was read. */
-static void wait_for_peer(const struct probe *p, MPI_Request *req) {
+ * only when the signal is late (req NULL: give up instead, the caller's
+ * blocking receive progresses). Returns 1 when the byte was read, 0 when
+ * given up. */
+static int wait_for_peer(const struct probe *p, MPI_Request *req) {
     struct pollfd pfd = {.fd = p->fifo, .events = POLLIN};
     int timeout_ms = (int)((p->interval + 999) / 1000);
     for (;;) {
@@ -73,13 +83,16 @@ static void wait_for_peer(const struct probe *p, MPI_Request *req) {
             char c;
             ssize_t r = read(p->fifo, &c, 1);
             if (r == 1) {
-                return;
+                return 1;
             }
             if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
                 fprintf(stderr, "bench_overhead: peer closed the fifo\n");
                 MPI_Abort(MPI_COMM_WORLD, 4);
             }
         } else if (n == 0) {
+            if (req == NULL) {
+                return 0;
+            }
             int flag = 0;
             MPI_Testall(2, req, &flag, MPI_STATUSES_IGNORE);
         }
@@ -87,7 +100,26 @@ static void wait_for_peer(const struct probe *p, MPI_Request *req) {
 }
 
 static void exchange(const struct probe *p) {
-    if (p->rank == 0) {
+    if (p->rank == 0 && p->blocking) {
+        MPI_Send(p->sbuf, p->size, MPI_BYTE, 1, 7, MPI_COMM_WORLD);
+        int late = 0;
+        if (p->fifo >= 0) {
+            late = !wait_for_peer(p, NULL);
+        } else {
+            pause_us(p->interval);
+        }
+        MPI_Recv(p->rbuf, p->size, MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (late) {
+            /* rank 1 writes the byte right after its send: take it now */
+            char c;
+            while (read(p->fifo, &c, 1) != 1) {
+                if (errno != EINTR && errno != EAGAIN) {
+                    fprintf(stderr, "bench_overhead: peer closed the fifo\n");
+                    MPI_Abort(MPI_COMM_WORLD, 4);
+                }
+            }
+        }
+    } else if (p->rank == 0) {
         MPI_Request req[2];
         MPI_Irecv(p->rbuf, p->size, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &req[0]);
         MPI_Isend(p->sbuf, p->size, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &req[1]);
@@ -112,10 +144,17 @@ static void exchange(const struct probe *p) {
     }
 }
 
+/* One counted iteration, out of line so that callgrind can dump a profile
+ * part at each call (callgrind.sh: --dump-before=bench_overhead_iteration)
+ * and every iteration is counted on its own. */
+__attribute__((noinline)) void bench_overhead_iteration(const struct probe *p) {
+    exchange(p);
+}
+
 /* The region callgrind counts; kept out of line so that its name survives. */
 __attribute__((noinline)) void bench_overhead_measured(const struct probe *p, long iters) {
     for (long i = 0; i < iters; i++) {
-        exchange(p);
+        bench_overhead_iteration(p);
     }
     __asm__ volatile("" ::: "memory");
 }
@@ -143,9 +182,13 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
+    int blocking = 0;
     int c;
-    while ((c = getopt(argc, argv, "n:x:s:m:F:h")) != -1) {
+    while ((c = getopt(argc, argv, "n:x:s:m:F:bh")) != -1) {
         switch (c) {
+        case 'b':
+            blocking = 1;
+            break;
         case 'n':
             iters = arg_long(optarg, "-n");
             break;
@@ -164,7 +207,7 @@ int main(int argc, char **argv) {
         default:
             if (rank == 0) {
                 fprintf(stderr, "usage: bench_overhead [-n iters] [-x warmup] [-F fifo] "
-                                "[-s interval_us] [-m size]\n");
+                                "[-s interval_us] [-m size] [-b]\n");
             }
             MPI_Finalize();
             return c == 'h' ? 0 : 2;
@@ -183,7 +226,8 @@ int main(int argc, char **argv) {
         interval = 1;
     }
 
-    struct probe p = {.size = (int)size, .rank = rank, .fifo = -1, .interval = interval};
+    struct probe p = {
+        .size = (int)size, .rank = rank, .fifo = -1, .interval = interval, .blocking = blocking};
     p.sbuf = malloc((size_t)size + 1);
     p.rbuf = malloc((size_t)size + 1);
     if (p.sbuf == NULL || p.rbuf == NULL) {
@@ -207,12 +251,18 @@ int main(int argc, char **argv) {
     }
     /* Settle: transports finish lazy set-up (connections, buffer pools)
      * when they are progressed some time after first use; give them that
-     * outside the counted region. */
+     * outside the counted region. Progress is driven by testing a receive
+     * that the peer satisfies only afterwards (not MPI_Iprobe: a probe that
+     * finds nothing never returns on some providers, shm among them). */
+    MPI_Request settle;
+    MPI_Irecv(NULL, 0, MPI_BYTE, 1 - rank, 8, MPI_COMM_WORLD, &settle);
     for (int i = 0; i < 50; i++) {
         int flag = 0;
         pause_us(2000);
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        MPI_Test(&settle, &flag, MPI_STATUS_IGNORE);
     }
+    MPI_Send(NULL, 0, MPI_BYTE, 1 - rank, 8, MPI_COMM_WORLD);
+    MPI_Wait(&settle, MPI_STATUS_IGNORE);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     bench_overhead_measured(&p, iters);

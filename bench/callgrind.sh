@@ -7,47 +7,54 @@
 # Rank 0 runs bench_overhead under callgrind, rank 1 runs natively. Only the
 # function bench_overhead_measured() is counted, and rank 0 never spins while
 # waiting for rank 1 (see bench_overhead.c), so a loaded machine only makes
-# the run slower, not the count larger. Each configuration runs with
-# N1 and N2 iterations, R times each; the result is
-#     (min count at N2 - min count at N1) / (N2 - N1)
-# (the minimum drops rare one-off work such as a buffer pool growing).
+# the run slower, not the count larger. Callgrind writes one profile part per
+# iteration (--dump-before on the iteration's function), so every iteration
+# is counted on its own. The result is the mean of the iterations that cost
+# at most 1.5 times their median: that drops one-off work (tcp;ofi_rxm grows
+# a buffer pool, 17 M instructions, near the start of the counted loop in
+# some runs and before it in others, which made differences of run totals
+# unreliable) and the rare iteration that spun on a late reply, and keeps
+# periodic work (opal_progress runs its low-priority callbacks every 8th
+# call). Each configuration runs R times; the iterations of all runs pool.
 #
-# usage: bench/callgrind.sh [-p PROV] [-n N1] [-N N2] [-r R] [-s INTERVAL_US] [-m SIZE]
+# usage: bench/callgrind.sh [-p PROV] [-n N] [-r R] [-s INTERVAL_US] [-m SIZE] [-b]
 #                           [-o OUTDIR] [-t TIMEOUT] [CONFIG...]
 #   CONFIG  configuration names of bench/configs.ini
 #           (default: mtl_efa-PROV mtl_ofi-PROV)
 #   -p      provider short name (default: efa if `fi_info -p efa` works, else rxm)
-#   -n/-N   iteration counts (default 100 and 500)
-#   -r      repetitions per count (default 3)
+#   -n      counted iterations per run (default 200)
+#   -r      runs per configuration (default 3)
 #   -s      rank 0 waits for rank 1's reply blocked on a named pipe that rank 1
 #           writes after replying; every INTERVAL us without it, rank 0 drives
-#           MPI progress once (default 10000)
+#           MPI progress once (default 100000)
 #   -m      message size (default 1)
+#   -b      blocking: rank 0 uses MPI_Send + MPI_Recv, the calls of the latency
+#           benchmark (default MPI_Irecv + MPI_Isend + MPI_Waitall)
 #   -o      output directory (default bench/results/callgrind-<timestamp>)
 #   -t      timeout per run in seconds (default 300)
 # Environment: BENCH_BIN_DIR (bench programs), EFA_MCA_COMPONENT_PATH (see runner.py).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-n1=100
-n2=500
+iters=200
 reps=3
-interval=10000
+interval=100000
 size=1
+blocking=()
 prov=
 out=
 tmo=300
 
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
-while getopts "p:n:N:r:s:m:o:t:h" opt; do
+while getopts "p:n:r:s:m:o:t:bh" opt; do
     case $opt in
     p) prov=$OPTARG ;;
-    n) n1=$OPTARG ;;
-    N) n2=$OPTARG ;;
+    n) iters=$OPTARG ;;
     r) reps=$OPTARG ;;
     s) interval=$OPTARG ;;
     m) size=$OPTARG ;;
+    b) blocking=(-b) ;;
     o) out=$OPTARG ;;
     t) tmo=$OPTARG ;;
     h) usage; exit 0 ;;
@@ -56,14 +63,14 @@ while getopts "p:n:N:r:s:m:o:t:h" opt; do
 done
 shift $((OPTIND - 1))
 
-for v in n1 n2 reps interval size tmo; do
+for v in iters reps interval size tmo; do
     if ! [[ ${!v} =~ ^[0-9]+$ ]]; then
         echo "callgrind.sh: $v must be a non-negative integer" >&2
         exit 2
     fi
 done
-if ((n2 <= n1 || reps < 1)); then
-    echo "callgrind.sh: need N1 < N2 and R >= 1" >&2
+if ((iters < 2 || reps < 1)); then
+    echo "callgrind.sh: need N >= 2 and R >= 1" >&2
     exit 2
 fi
 if ! command -v valgrind >/dev/null; then
@@ -109,87 +116,102 @@ error_line() {
 print(runner.first_error_line(open(sys.argv[2], errors="replace").read()))' "$here" "$1"
 }
 
-declare -A best  # best[config,N] = minimum count
-declare -A counts # counts[config,N] = space separated counts
-declare -A failed # failed[config] = first error line
+# Per-iteration counts of one run, one per line. Parts are numbered in dump
+# order; parts dumped while collection was off (warm-up) count nothing. The
+# first counted part runs from the start of collection to the first
+# iteration, and the final profile (no part number) holds the last
+# iteration and the tail of the run: both are left out, N - 1 remain.
+iteration_counts() {
+    local base=$1 f
+    for f in "$base".*; do
+        [[ -f $f ]] || continue
+        echo "${f##*.} $(awk '/^(totals|summary):/ {print $2; exit}' "$f")"
+    done | sort -n | awk '$2 > 0' | awk 'NR > 1 {print $2}'
+}
 
-echo "callgrind: configs ${configs[*]}; N1=$n1 N2=$n2 reps=$reps size=${size}B; output $out"
+declare -A samples # samples[config] = per-iteration counts of all its runs, one per line
+declare -A failed  # failed[config] = first error line
+
+echo "callgrind: configs ${configs[*]}; N=$iters reps=$reps size=${size}B${blocking:+ blocking}; output $out"
 start=$SECONDS
 for ((rep = 1; rep <= reps; rep++)); do
-    for n in "$n1" "$n2"; do
-        for cfg in "${configs[@]}"; do
-            [[ -n ${failed[$cfg]:-} ]] && continue
-            mapfile -t args < <(python3 "$here/runner.py" -p "$prov" --show-args "$cfg" 2>&1)
-            if [[ ${args[0]:-} == runner:* ]]; then
-                failed[$cfg]="${args[0]}"
-                continue
+    for cfg in "${configs[@]}"; do
+        [[ -n ${failed[$cfg]:-} ]] && continue
+        mapfile -t args < <(python3 "$here/runner.py" -p "$prov" --show-args "$cfg" 2>&1)
+        if [[ ${args[0]:-} == runner:* ]]; then
+            failed[$cfg]="${args[0]}"
+            continue
+        fi
+        tag="$cfg.rep$rep"
+        cg="$out/callgrind.$tag.out"
+        log="$out/$tag.log"
+        fifo="$out/$tag.fifo"
+        rm -f "$fifo" "$cg" "$cg".* && mkfifo "$fifo"
+        timeout -k 10 "$tmo" mpirun --bind-to core "${args[@]}" \
+            -np 1 valgrind -q --tool=callgrind --collect-atstart=no \
+            --toggle-collect=bench_overhead_measured --dump-before=bench_overhead_iteration \
+            --callgrind-out-file="$cg" \
+            "$prog" -n "$iters" -s "$interval" -m "$size" "${blocking[@]}" -F "$fifo" \
+            : -np 1 "$prog" -n "$iters" -s "$interval" -m "$size" "${blocking[@]}" -F "$fifo" \
+            >"$log" 2>&1
+        rc=$?
+        rm -f "$fifo"
+        counts=$(iteration_counts "$cg")
+        got=$(echo "$counts" | awk 'NF' | wc -l)
+        if ((rc != 0 || got < iters - 1)); then
+            if ((rc == 124)); then
+                failed[$cfg]="timeout after ${tmo} s"
+            elif ((rc != 0)); then
+                failed[$cfg]=$(error_line "$log")
+            else
+                failed[$cfg]="$got iteration profiles, expected $((iters - 1))"
             fi
-            tag="$cfg.n$n.rep$rep"
-            cg="$out/callgrind.$tag.out"
-            log="$out/$tag.log"
-            fifo="$out/$tag.fifo"
-            rm -f "$fifo" && mkfifo "$fifo"
-            timeout -k 10 "$tmo" mpirun --bind-to core "${args[@]}" \
-                -np 1 valgrind -q --tool=callgrind --collect-atstart=no \
-                --toggle-collect=bench_overhead_measured --callgrind-out-file="$cg" \
-                "$prog" -n "$n" -s "$interval" -m "$size" -F "$fifo" \
-                : -np 1 "$prog" -n "$n" -s "$interval" -m "$size" -F "$fifo" >"$log" 2>&1
-            rc=$?
-            rm -f "$fifo"
-            total=
-            if [[ -f $cg ]]; then
-                total=$(awk '/^(totals|summary):/ {print $2; exit}' "$cg")
-            fi
-            if ((rc != 0)) || [[ -z $total ]]; then
-                if ((rc == 124)); then
-                    failed[$cfg]="timeout after ${tmo} s"
-                else
-                    failed[$cfg]=$(error_line "$log")
-                fi
-                printf '[%4ds] %-22s N=%-6s rep %d/%d  FAILED %s\n' $((SECONDS - start)) "$cfg" "$n" "$rep" "$reps" "${failed[$cfg]}"
-                continue
-            fi
-            counts[$cfg,$n]="${counts[$cfg,$n]:-} $total"
-            if [[ -z ${best[$cfg,$n]:-} ]] || ((total < best[$cfg,$n])); then
-                best[$cfg,$n]=$total
-            fi
-            printf '[%4ds] %-22s N=%-6s rep %d/%d  %s instructions\n' $((SECONDS - start)) "$cfg" "$n" "$rep" "$reps" "$total"
-        done
+            printf '[%4ds] %-22s rep %d/%d  FAILED %s\n' $((SECONDS - start)) "$cfg" "$rep" "$reps" "${failed[$cfg]}"
+            continue
+        fi
+        samples[$cfg]+="$counts"$'\n'
+        printf '[%4ds] %-22s rep %d/%d  median %s instructions per iteration\n' $((SECONDS - start)) \
+            "$cfg" "$rep" "$reps" "$(echo "$counts" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')"
     done
 done
 
+# mean of the iterations at most 1.5 x the median; prints "mean median dropped total"
+summarize() {
+    sort -n | awk 'NF {v[++n] = $1}
+        END {
+            if (n == 0) { print "- - 0 0"; exit }
+            med = v[int((n + 1) / 2)]
+            for (i = 1; i <= n; i++) if (v[i] <= 1.5 * med) { s += v[i]; k++ }
+            printf "%.0f %d %d %d\n", s / k, med, n - k, n
+        }'
+}
+
 table=$out/table.md
 {
-    echo "### instructions per iteration (rank 0: one ${size} B send + one receive), callgrind"
+    echo "### instructions per iteration (rank 0: one ${size} B send + one receive${blocking:+, blocking}), callgrind"
     echo
-    echo "N1=$n1 N2=$n2, $reps reps each: (min count at N2 - min count at N1) / (N2 - N1)."
-    echo "'runs at the minimum': runs within 1% of the minimum count at N1 and at N2 (the others"
-    echo "did one-off extra work, e.g. a buffer pool growing)."
+    echo "$reps runs of $iters iterations per configuration, each iteration counted on its own; mean of"
+    echo "the iterations at most 1.5 x the median (the others did one-off work, e.g. a buffer pool"
+    echo "growing, or spun on a late reply)."
     echo
-    echo "| config | instructions/iteration | runs at the minimum | status |"
-    echo "|---|---:|---|---|"
+    echo "| config | instructions/iteration | median | iterations dropped | status |"
+    echo "|---|---:|---:|---:|---|"
+    declare -A mean
     for cfg in "${configs[@]}"; do
         if [[ -n ${failed[$cfg]:-} ]]; then
-            echo "| $cfg | - | - | failed: ${failed[$cfg]//|/\\|} |"
+            echo "| $cfg | - | - | - | failed: ${failed[$cfg]//|/\\|} |"
             continue
         fi
-        per=$(awk -v a="${best[$cfg,$n1]}" -v b="${best[$cfg,$n2]}" -v d=$((n2 - n1)) \
-            'BEGIN {printf "%.0f", (b - a) / d}')
-        agree=""
-        for n in "$n1" "$n2"; do
-            k=$(echo "${counts[$cfg,$n]}" | tr ' ' '\n' | awk -v m="${best[$cfg,$n]}" \
-                'NF && $1 <= m * 1.01 {k++} END {print k + 0}')
-            agree+="${agree:+, }$k/$reps"
-        done
-        echo "| $cfg | $per | $agree | ok |"
+        read -r m med dropped total < <(printf '%s' "${samples[$cfg]}" | summarize)
+        mean[$cfg]=$m
+        echo "| $cfg | $m | $med | $dropped of $total | ok |"
     done
-    if [[ -n ${best[${configs[0]},$n2]:-} && ${#configs[@]} -ge 2 ]]; then
-        ref=${configs[0]}
+    ref=${configs[0]}
+    if [[ -n ${mean[$ref]:-} && ${#configs[@]} -ge 2 ]]; then
         for cfg in "${configs[@]:1}"; do
-            [[ -n ${best[$cfg,$n2]:-} ]] || continue
-            awk -v a1="${best[$ref,$n1]}" -v a2="${best[$ref,$n2]}" -v b1="${best[$cfg,$n1]}" \
-                -v b2="${best[$cfg,$n2]}" -v r="$ref" -v c="$cfg" \
-                'BEGIN {x = a2 - a1; y = b2 - b1; if (y > 0) printf "\n%s / %s = %.2f\n", r, c, x / y}'
+            [[ -n ${mean[$cfg]:-} ]] || continue
+            awk -v a="${mean[$ref]}" -v b="${mean[$cfg]}" -v r="$ref" -v c="$cfg" \
+                'BEGIN {if (b > 0) printf "\n%s / %s = %.2f\n", r, c, a / b}'
         done
     fi
 } >"$table"
@@ -197,4 +219,5 @@ echo
 cat "$table"
 echo
 echo "table: $table"
-echo "callgrind files: $out (callgrind_annotate $out/callgrind.<config>.n$n2.rep1.out)"
+echo "callgrind files: $out (one part per iteration; callgrind_annotate sums the files it is given:"
+echo "  callgrind_annotate $out/callgrind.<config>.rep1.out.*)"

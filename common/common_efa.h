@@ -8,7 +8,9 @@
 
 #include "opal_config.h"
 
+#include "opal/constants.h"
 #include "opal/mca/base/mca_base_component_repository.h"
+#include "opal/prefetch.h"
 #include "opal/util/proc.h"
 
 #include "efa_core.h"
@@ -48,6 +50,12 @@ OPAL_DECLSPEC void mca_common_efa_show_help(const char *file, const char *topic,
 
 /* libfabric error (negative) to an OPAL error code. */
 OPAL_DECLSPEC int mca_common_efa_fi_to_opal(int fi_err);
+
+/* The same, with success decided inline: the hot paths call this after
+ * every post, and almost always with 0. */
+static inline int mca_common_efa_rc(int fi_err) {
+    return OPAL_LIKELY(0 == fi_err) ? OPAL_SUCCESS : mca_common_efa_fi_to_opal(fi_err);
+}
 
 /* Was the framework's selection string naming this component explicitly
  * (e.g. --mca mtl efa)?  Decides whether a decline is explained. */

@@ -254,9 +254,14 @@ int mca_common_efa_probe(bool explain, bool need_remote_comm) {
     return 0 == rc ? OPAL_SUCCESS : OPAL_ERR_NOT_AVAILABLE;
 }
 
+/* The core the progress callback drives: set while the callback is
+ * registered, so that each call (a blocking MPI call makes millions) goes
+ * straight to the core. */
+static efa_core_t *progress_core = NULL;
+
 static int progress_cb(void) {
-    efa_core_t *core = efa_core_current();
-    return core ? efa_core_progress(core) : 0;
+    efa_core_t *core = progress_core; /* NULL only while being unregistered */
+    return OPAL_LIKELY(NULL != core) ? efa_core_progress(core) : 0;
 }
 
 static void mem_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc) {
@@ -288,6 +293,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
             return NULL;
         }
         modex_sent = true;
+        progress_core = core;
         opal_progress_register(progress_cb);
         /* Registrations of freed memory must not be reused: the cache
          * drops them when the memory hooks report a release. */
@@ -309,6 +315,7 @@ void mca_common_efa_release(efa_core_t *core) {
     efa_core_release(core);
     if (before && NULL == efa_core_current()) {
         opal_progress_unregister(progress_cb);
+        progress_core = NULL;
         if (hooks_registered) {
             opal_mem_hooks_unregister_release(mem_release_cb);
             hooks_registered = false;

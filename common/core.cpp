@@ -174,6 +174,7 @@ int open_core(efa_core *core) {
     core->layout = cq_data ? EFA_TAG_LAYOUT_WITH_CQ_DATA : EFA_TAG_LAYOUT_WITHOUT_CQ_DATA;
     for (int i = 0; i < core->nic->num_contexts(); ++i) {
         core->nic->ctx(i)->use_cq_data = cq_data;
+        core->nic->ctx(i)->mt = core->params.thread_multiple;
     }
     std::vector<fid_ep *> bind_eps;
     if (ni->domain_attr->mr_mode & FI_MR_ENDPOINT) {

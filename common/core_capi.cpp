@@ -53,20 +53,31 @@ template <typename Post> int submit(efa::Backlog &b, efa_op_t *op, Post post) {
     return 0;
 }
 
-// Receive-queue slots (see EFA_RX_* in efa_core.h).
-bool take_slot(efa_ctx *ctx, efa_op_t *op) {
+// Receive-queue slots (see EFA_RX_* in efa_core.h).  A counter is only
+// ever changed by one thread at a time unless the context is shared by
+// threads (ctx->mt): then locked read-modify-writes, else a plain load and
+// store, which spares two locked instructions per post and per completion.
+inline int slot_add(efa_ctx *ctx, std::atomic<int> &counter, int delta) {
+    if (ctx->mt) {
+        return counter.fetch_add(delta, std::memory_order_acq_rel);
+    }
+    const int old = counter.load(std::memory_order_relaxed);
+    counter.store(old + delta, std::memory_order_relaxed);
+    return old;
+}
+
+inline bool take_slot(efa_ctx *ctx, efa_op_t *op) {
     if (ctx->rx_capacity == 0) {
         return true;
     }
     const bool user = op->rx_class != EFA_RX_INTERNAL;
-    if (ctx->rx_posted.fetch_add(1, std::memory_order_acq_rel) >= ctx->rx_capacity) {
-        ctx->rx_posted.fetch_sub(1, std::memory_order_acq_rel);
+    if (slot_add(ctx, ctx->rx_posted, 1) >= ctx->rx_capacity) {
+        slot_add(ctx, ctx->rx_posted, -1);
         return false;
     }
-    if (user &&
-        ctx->rx_posted_user.fetch_add(1, std::memory_order_acq_rel) >= ctx->rx_user_capacity) {
-        ctx->rx_posted_user.fetch_sub(1, std::memory_order_acq_rel);
-        ctx->rx_posted.fetch_sub(1, std::memory_order_acq_rel);
+    if (user && slot_add(ctx, ctx->rx_posted_user, 1) >= ctx->rx_user_capacity) {
+        slot_add(ctx, ctx->rx_posted_user, -1);
+        slot_add(ctx, ctx->rx_posted, -1);
         return false;
     }
     op->rx_counted = 1;
@@ -76,9 +87,9 @@ bool take_slot(efa_ctx *ctx, efa_op_t *op) {
 inline void release_slot(efa_ctx *ctx, efa_op_t *op) {
     if (op->rx_counted) {
         op->rx_counted = 0;
-        ctx->rx_posted.fetch_sub(1, std::memory_order_acq_rel);
+        slot_add(ctx, ctx->rx_posted, -1);
         if (op->rx_class != EFA_RX_INTERNAL) {
-            ctx->rx_posted_user.fetch_sub(1, std::memory_order_acq_rel);
+            slot_add(ctx, ctx->rx_posted_user, -1);
         }
     }
 }
@@ -103,11 +114,9 @@ template <typename Post> int submit_recv(efa_ctx *ctx, efa_op_t *op, Post post) 
 }
 
 // Post what a backlog holds, oldest first, until the provider (or the
-// receive class's share of it) is full again.
-void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
-    if (b.size.load(std::memory_order_acquire) == 0) {
-        return;
-    }
+// receive class's share of it) is full again.  Out of line: progress calls
+// it only when the backlog is non-empty.
+__attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b) {
     std::vector<efa_op_t *> failed;
     std::vector<int> errors;
     {
@@ -146,7 +155,13 @@ void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
     }
 }
 
-void dispatch_error(efa_ctx *ctx) {
+inline void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
+    if (b.size.load(std::memory_order_acquire) != 0) {
+        flush_backlog_slow(ctx, b);
+    }
+}
+
+__attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
     fi_cq_err_entry err = {};
     if (fi_cq_readerr(ctx->cq, &err, 0) < 0) {
         return;
@@ -181,7 +196,7 @@ void dispatch_error(efa_ctx *ctx) {
     op->complete(op, &cqe);
 }
 
-inline int drain(efa_ctx *ctx, int batch) {
+__attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
     fi_cq_tagged_entry entries[64];
     if (batch > 64) {
         batch = 64;

@@ -107,6 +107,55 @@ static inline uint64_t efa_tag_recv_ignore(const efa_tag_layout_t *l, bool any_s
     return ignore;
 }
 
+/* The same packing with every shift and mask worked out once, for the hot
+ * paths: the generic functions above recompute them from the field widths
+ * on every call, which costs tens of instructions per message. */
+typedef struct efa_tag_codec {
+    uint8_t src_shift, cid_shift, proto_shift;
+    bool source_in_tag;
+    uint64_t tag_mask, src_mask, cid_mask; /* in place (already shifted) */
+    uint64_t sign_bit;                     /* the tag field's sign bit */
+    int32_t min_tag, max_tag;
+} efa_tag_codec_t;
+
+static inline efa_tag_codec_t efa_tag_codec_make(const efa_tag_layout_t *l) {
+    efa_tag_codec_t c;
+    c.src_shift = (uint8_t)l->tag_bits;
+    c.cid_shift = (uint8_t)(l->tag_bits + l->src_bits);
+    c.proto_shift = (uint8_t)(l->tag_bits + l->src_bits + l->cid_bits);
+    c.source_in_tag = l->src_bits > 0;
+    c.tag_mask = efa_tag_mask(l->tag_bits);
+    c.src_mask = efa_tag_mask(l->src_bits) << c.src_shift;
+    c.cid_mask = efa_tag_mask(l->cid_bits) << c.cid_shift;
+    c.sign_bit = (uint64_t)1 << (l->tag_bits - 1);
+    c.min_tag = efa_tag_min_tag(l);
+    c.max_tag = efa_tag_max_tag(l);
+    return c;
+}
+
+static inline bool efa_tag_codec_fits(const efa_tag_codec_t *c, int32_t tag) {
+    return tag >= c->min_tag && tag <= c->max_tag;
+}
+
+static inline uint64_t efa_tag_codec_pack(const efa_tag_codec_t *c, uint32_t proto, uint32_t cid,
+                                          uint32_t src, int32_t tag) {
+    return (uint64_t)proto << c->proto_shift | ((uint64_t)cid << c->cid_shift & c->cid_mask) |
+           ((uint64_t)src << c->src_shift & c->src_mask) | ((uint64_t)(uint32_t)tag & c->tag_mask);
+}
+
+static inline uint32_t efa_tag_codec_proto(const efa_tag_codec_t *c, uint64_t bits) {
+    return (uint32_t)(bits >> c->proto_shift);
+}
+
+static inline uint32_t efa_tag_codec_src(const efa_tag_codec_t *c, uint64_t bits) {
+    return (uint32_t)((bits & c->src_mask) >> c->src_shift);
+}
+
+static inline int32_t efa_tag_codec_tag(const efa_tag_codec_t *c, uint64_t bits) {
+    uint64_t t = bits & c->tag_mask;
+    return (int32_t)(uint32_t)((t ^ c->sign_bit) - c->sign_bit); /* sign-extend */
+}
+
 #ifdef __cplusplus
 }
 #endif

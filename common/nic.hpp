@@ -38,6 +38,11 @@ struct efa_ctx {
     efa_core *core = nullptr;
     int index = 0;
     bool use_cq_data = false; // send the source rank as remote CQ data
+    // Several threads may post and progress at once (MPI_THREAD_MULTIPLE).
+    // Otherwise one thread at a time drives the context, and the
+    // receive-slot counters below need no locked instructions (each costs
+    // tens of cycles on every receive post and completion).
+    bool mt = true;
 
     // Receives carry a second iov into this scratch area when set: a message
     // longer than the user's buffer then overflows here instead of making

@@ -26,9 +26,13 @@ typedef struct mca_mtl_efa_module_t {
     mca_mtl_base_module_t base;
     efa_core_t *core;
     efa_tag_layout_t layout;
-    size_t inject_size; /* 0: never inject */
+    efa_tag_codec_t codec;   /* the layout's shifts and masks, for the hot paths */
+    uint64_t recv_ignore[4]; /* efa_tag_recv_ignore by any_src | any_tag << 1 */
+    size_t inject_size;      /* 0: never inject */
     int num_contexts;
-    bool mr_local; /* pass registered descriptors with every buffer */
+    efa_ctx_t **ctxs; /* by context index, looked up once at init */
+    bool mr_local;    /* pass registered descriptors with every buffer */
+    bool mt;          /* MPI_THREAD_MULTIPLE: completions may race */
 } mca_mtl_efa_module_t;
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;
@@ -66,15 +70,26 @@ typedef struct mca_mtl_efa_claim_t {
 #define MTL_EFA_REQ_OF(op_ptr, member)                                                             \
     ((mca_mtl_efa_request_t *)((char *)(op_ptr)-offsetof(mca_mtl_efa_request_t, member)))
 
-/* A communicator maps to the same context index on both sides. */
+/* A communicator maps to the same context index on both sides.  One
+ * context (the default) needs no division. */
 static inline int ompi_mtl_efa_ctx_index(struct ompi_communicator_t *comm) {
-    return (int)(comm->c_contextid % (uint32_t)ompi_mtl_efa.num_contexts);
+    return OPAL_LIKELY(1 == ompi_mtl_efa.num_contexts)
+               ? 0
+               : (int)(comm->c_contextid % (uint32_t)ompi_mtl_efa.num_contexts);
 }
 
-/* The peer's address for this communicator's context; NULL when unknown. */
-efa_peer_t *ompi_mtl_efa_peer(struct ompi_communicator_t *comm, int rank);
+/* A process met for the first time (dynamic processes): add it. */
+efa_peer_t *ompi_mtl_efa_peer_slow(struct ompi_proc_t *proc);
 
-int ompi_mtl_efa_module_init(efa_core_t *core);
+/* The peer's addresses; NULL when it cannot be reached.  Inline: every
+ * send and directed receive looks its peer up. */
+static inline efa_peer_t *ompi_mtl_efa_peer(struct ompi_communicator_t *comm, int rank) {
+    ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+    efa_peer_t *peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+    return OPAL_LIKELY(NULL != peer) ? peer : ompi_mtl_efa_peer_slow(proc);
+}
+
+int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple);
 
 int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs);

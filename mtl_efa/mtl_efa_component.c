@@ -76,7 +76,7 @@ static mca_mtl_base_module_t *ompi_mtl_efa_component_init(bool enable_progress_t
     if (NULL == core) {
         return NULL;
     }
-    if (OMPI_SUCCESS != ompi_mtl_efa_module_init(core)) {
+    if (OMPI_SUCCESS != ompi_mtl_efa_module_init(core, enable_mpi_threads)) {
         mca_common_efa_release(core);
         return NULL;
     }

@@ -27,13 +27,26 @@ mca_mtl_efa_module_t ompi_mtl_efa = {
         },
 };
 
-int ompi_mtl_efa_module_init(efa_core_t *core) {
+int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple) {
     const efa_core_info_t *info = efa_core_get_info(core);
     ompi_mtl_efa.core = core;
     ompi_mtl_efa.layout = info->tag_layout;
+    ompi_mtl_efa.codec = efa_tag_codec_make(&info->tag_layout);
+    for (int i = 0; i < 4; ++i) {
+        ompi_mtl_efa.recv_ignore[i] =
+            efa_tag_recv_ignore(&info->tag_layout, 0 != (i & 1), 0 != (i & 2));
+    }
     ompi_mtl_efa.inject_size = info->inject_size;
     ompi_mtl_efa.num_contexts = info->num_contexts;
     ompi_mtl_efa.mr_local = info->mr_local;
+    ompi_mtl_efa.mt = thread_multiple;
+    ompi_mtl_efa.ctxs = malloc(sizeof(efa_ctx_t *) * (size_t)info->num_contexts);
+    if (NULL == ompi_mtl_efa.ctxs) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    for (int i = 0; i < info->num_contexts; ++i) {
+        ompi_mtl_efa.ctxs[i] = efa_core_ctx(core, i);
+    }
     /* Honest limits: what the tag layout can carry. */
     ompi_mtl_efa.base.mtl_max_contextid = (int)efa_tag_max_cid(&ompi_mtl_efa.layout);
     ompi_mtl_efa.base.mtl_max_tag = efa_tag_max_tag(&ompi_mtl_efa.layout);
@@ -41,17 +54,11 @@ int ompi_mtl_efa_module_init(efa_core_t *core) {
     return OMPI_SUCCESS;
 }
 
-efa_peer_t *ompi_mtl_efa_peer(struct ompi_communicator_t *comm, int rank) {
-    ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
-    efa_peer_t *peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
-    if (OPAL_UNLIKELY(NULL == peer)) {
-        /* A process we were not told about (dynamic processes): add it now. */
-        if (OMPI_SUCCESS != ompi_mtl_efa_add_procs(&ompi_mtl_efa.base, 1, &proc)) {
-            return NULL;
-        }
-        peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+efa_peer_t *ompi_mtl_efa_peer_slow(struct ompi_proc_t *proc) {
+    if (OMPI_SUCCESS != ompi_mtl_efa_add_procs(&ompi_mtl_efa.base, 1, &proc)) {
+        return NULL;
     }
-    return peer;
+    return (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
 }
 
 int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
@@ -115,6 +122,8 @@ int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl) {
     (void)mtl;
     mca_common_efa_release(ompi_mtl_efa.core);
     ompi_mtl_efa.core = NULL;
+    free(ompi_mtl_efa.ctxs);
+    ompi_mtl_efa.ctxs = NULL;
     return OMPI_SUCCESS;
 }
 

@@ -20,10 +20,10 @@ static void send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag
         return;
     }
     const int ci = ompi_mtl_efa_ctx_index(comm);
-    efa_ctx_t *ctx = efa_core_ctx(ompi_mtl_efa.core, ci);
+    efa_ctx_t *ctx = ompi_mtl_efa.ctxs[ci];
     const uint32_t me = (uint32_t)comm->c_my_rank;
     const uint64_t bits =
-        efa_tag_pack(&ompi_mtl_efa.layout, EFA_PROTO_SYNC_ACK, comm->c_contextid, me, tag);
+        efa_tag_codec_pack(&ompi_mtl_efa.codec, EFA_PROTO_SYNC_ACK, comm->c_contextid, me, tag);
     if (ompi_mtl_efa.inject_size > 0) {
         efa_ctx_tinject(ctx, NULL, 0, peer->addr[ci], bits, me);
     } else {
@@ -33,10 +33,10 @@ static void send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag
 
 /* Fill an MPI status from a receive or peek completion. */
 static void fill_status(ompi_status_public_t *status, const efa_cqe_t *cqe) {
-    efa_tag_envelope_t env = efa_tag_unpack(&ompi_mtl_efa.layout, cqe->tag);
+    const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
     status->MPI_SOURCE =
-        efa_tag_source_in_tag(&ompi_mtl_efa.layout) ? (int)env.src : (int)(uint32_t)cqe->data;
-    status->MPI_TAG = env.tag;
+        codec->source_in_tag ? (int)efa_tag_codec_src(codec, cqe->tag) : (int)(uint32_t)cqe->data;
+    status->MPI_TAG = efa_tag_codec_tag(codec, cqe->tag);
     status->_ucount = cqe->len;
     status->MPI_ERROR = OMPI_SUCCESS;
 }
@@ -62,7 +62,7 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
                 status->MPI_ERROR = OMPI_ERROR;
             }
         }
-        if (EFA_PROTO_SYNC == efa_tag_unpack(&ompi_mtl_efa.layout, cqe->tag).proto &&
+        if (EFA_PROTO_SYNC == efa_tag_codec_proto(&ompi_mtl_efa.codec, cqe->tag) &&
             (OMPI_SUCCESS == status->MPI_ERROR || MPI_ERR_TRUNCATE == status->MPI_ERROR)) {
             send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG);
         }
@@ -80,27 +80,29 @@ static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
 }
 
 /* The receive's match bits and, for a directed receive, the source address. */
-static int recv_match(struct ompi_communicator_t *comm, int src, int tag, int ci, fi_addr_t *addr,
-                      uint64_t *bits, uint64_t *ignore) {
-    const efa_tag_layout_t *layout = &ompi_mtl_efa.layout;
+static inline __opal_attribute_always_inline__ int recv_match(struct ompi_communicator_t *comm,
+                                                              int src, int tag, int ci,
+                                                              fi_addr_t *addr, uint64_t *bits,
+                                                              uint64_t *ignore) {
+    const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
     const bool any_src = MPI_ANY_SOURCE == src;
     const bool any_tag = MPI_ANY_TAG == tag;
     *addr = FI_ADDR_UNSPEC;
-    if (!any_src && !efa_tag_source_in_tag(layout)) {
+    if (!any_src && !codec->source_in_tag) {
         efa_peer_t *peer = ompi_mtl_efa_peer(comm, src);
         if (OPAL_UNLIKELY(NULL == peer)) {
             return OMPI_ERR_UNREACH;
         }
         *addr = peer->addr[ci];
     }
-    *bits = efa_tag_pack(layout, EFA_PROTO_MSG, comm->c_contextid, any_src ? 0 : (uint32_t)src,
-                         any_tag ? 0 : tag);
-    *ignore = efa_tag_recv_ignore(layout, any_src, any_tag);
+    *bits = efa_tag_codec_pack(codec, EFA_PROTO_MSG, comm->c_contextid, any_src ? 0 : (uint32_t)src,
+                               any_tag ? 0 : tag);
+    *ignore = ompi_mtl_efa.recv_ignore[(int)any_src | (int)any_tag << 1];
     return OMPI_SUCCESS;
 }
 
-static int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor_t *convertor,
-                        struct ompi_communicator_t *comm) {
+static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor_t *convertor,
+                               struct ompi_communicator_t *comm) {
     req->is_send = false;
     req->cancelled = false;
     req->mr = NULL;
@@ -132,10 +134,13 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     /* Negative tags are Open MPI's own traffic (collectives): they never
      * match user receives, so they may bypass them for queue space. */
     req->op.rx_class = (tag < 0 && MPI_ANY_TAG != tag) ? EFA_RX_INTERNAL : EFA_RX_USER;
-    req->ctx = efa_core_ctx(ompi_mtl_efa.core, ci);
-    rc = ompi_mtl_efa_reg_buffer(req, &desc);
+    req->ctx = ompi_mtl_efa.ctxs[ci];
+    desc = NULL;
+    if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local)) {
+        rc = ompi_mtl_efa_reg_buffer(req, &desc);
+    }
     if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
-        rc = mca_common_efa_fi_to_opal(
+        rc = mca_common_efa_rc(
             efa_ctx_trecv(req->ctx, req->buffer, req->length, desc, addr, bits, ignore, &req->op));
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
@@ -176,7 +181,7 @@ static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_i
     claim->op.rx_class = EFA_RX_INTERNAL;
     claim->done = false;
     claim->mrecv = NULL;
-    claim->ctx = efa_core_ctx(ompi_mtl_efa.core, ci);
+    claim->ctx = ompi_mtl_efa.ctxs[ci];
     rc = efa_ctx_tpeek(claim->ctx, addr, claim->tag, claim->ignore, claim_it, &claim->op);
     if (OPAL_UNLIKELY(rc)) {
         return mca_common_efa_fi_to_opal(rc);

@@ -8,7 +8,11 @@
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 
 static void send_finish_one(mca_mtl_efa_request_t *req) {
-    if (__atomic_sub_fetch(&req->pending, 1, __ATOMIC_ACQ_REL) > 0) {
+    /* A synchronous send's two completions race only when threads may
+     * progress at once; otherwise a plain decrement (no locked instruction). */
+    const int left =
+        ompi_mtl_efa.mt ? __atomic_sub_fetch(&req->pending, 1, __ATOMIC_ACQ_REL) : --req->pending;
+    if (left > 0) {
         return;
     }
     if (req->free_buffer) {
@@ -49,8 +53,8 @@ static void ack_complete(efa_op_t *op, const efa_cqe_t *cqe) {
 /* Post a send of an already packed buffer. */
 static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *comm, int dest,
                       int tag, mca_pml_base_send_mode_t mode) {
-    const efa_tag_layout_t *layout = &ompi_mtl_efa.layout;
-    if (OPAL_UNLIKELY(!efa_tag_fits(layout, tag))) {
+    const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
+    if (OPAL_UNLIKELY(!efa_tag_codec_fits(codec, tag))) {
         return OMPI_ERR_BAD_PARAM;
     }
     efa_peer_t *peer = ompi_mtl_efa_peer(comm, dest);
@@ -58,7 +62,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         return OMPI_ERR_UNREACH;
     }
     const int ci = ompi_mtl_efa_ctx_index(comm);
-    efa_ctx_t *ctx = efa_core_ctx(ompi_mtl_efa.core, ci);
+    efa_ctx_t *ctx = ompi_mtl_efa.ctxs[ci];
     const fi_addr_t addr = peer->addr[ci];
     const uint32_t me = (uint32_t)comm->c_my_rank;
     const uint32_t cid = comm->c_contextid;
@@ -79,19 +83,22 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         req->ack_op.complete = ack_complete;
         req->ack_op.rx_class = EFA_RX_INTERNAL; /* never matches a user receive */
         rc = efa_ctx_trecv(ctx, NULL, 0, NULL, addr,
-                           efa_tag_pack(layout, EFA_PROTO_SYNC_ACK, cid, (uint32_t)dest, tag), 0,
-                           &req->ack_op);
+                           efa_tag_codec_pack(codec, EFA_PROTO_SYNC_ACK, cid, (uint32_t)dest, tag),
+                           0, &req->ack_op);
         if (OPAL_UNLIKELY(rc)) {
             return mca_common_efa_fi_to_opal(rc);
         }
     }
-    void *desc;
-    rc = ompi_mtl_efa_reg_buffer(req, &desc);
-    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
-        return rc; /* a posted ack receive stays: harmless, never matched */
+    void *desc = NULL;
+    req->mr = NULL;
+    if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local)) {
+        rc = ompi_mtl_efa_reg_buffer(req, &desc);
+        if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+            return rc; /* a posted ack receive stays: harmless, never matched */
+        }
     }
     rc = efa_ctx_tsend(ctx, req->buffer, req->length, desc, addr,
-                       efa_tag_pack(layout, proto, cid, me, tag), me, &req->op);
+                       efa_tag_codec_pack(codec, proto, cid, me, tag), me, &req->op);
     if (OPAL_UNLIKELY(rc)) {
         if (req->mr) {
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
@@ -100,6 +107,27 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         return mca_common_efa_fi_to_opal(rc);
     }
     return OMPI_SUCCESS;
+}
+
+/* A small send is injected: the buffer is reusable as soon as the call
+ * returns and the provider reports no completion, so the send is complete
+ * at once.  Kept apart from the general path so that the common case sets
+ * up no request state at all. */
+static inline __opal_attribute_always_inline__ int
+inject_send(struct ompi_communicator_t *comm, int dest, int tag, const void *buf, size_t len) {
+    const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
+    if (OPAL_UNLIKELY(!efa_tag_codec_fits(codec, tag))) {
+        return OMPI_ERR_BAD_PARAM;
+    }
+    efa_peer_t *peer = ompi_mtl_efa_peer(comm, dest);
+    if (OPAL_UNLIKELY(NULL == peer)) {
+        return OMPI_ERR_UNREACH;
+    }
+    const int ci = ompi_mtl_efa_ctx_index(comm);
+    const uint32_t me = (uint32_t)comm->c_my_rank;
+    return mca_common_efa_rc(
+        efa_ctx_tinject(ompi_mtl_efa.ctxs[ci], buf, len, peer->addr[ci],
+                        efa_tag_codec_pack(codec, EFA_PROTO_MSG, comm->c_contextid, me, tag), me));
 }
 
 int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
@@ -114,6 +142,21 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     req->convertor = convertor;
     int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
+    if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && req->length <= ompi_mtl_efa.inject_size) {
+        /* Completing inside isend is allowed: pml/cm expects the MTL may
+         * have completed the request by the time isend returns.  This saves
+         * the provider a completion entry and progress a dispatch. */
+        rc = inject_send(comm, dest, tag, req->buffer, req->length);
+        if (OPAL_UNLIKELY(req->free_buffer)) {
+            free(req->buffer);
+        }
+        if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
+            req->is_send = true;
+            req->super.ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
+            req->super.completion_callback(&req->super);
+        }
         return rc;
     }
     rc = start_send(req, comm, dest, tag, mode);
@@ -135,37 +178,30 @@ static void blocking_send_done(mca_mtl_request_t *mtl_request) {
 int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
                       int tag, struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode) {
     (void)mtl;
+    void *buffer;
+    size_t length;
+    bool free_buffer;
+    int rc = ompi_mtl_datatype_pack(convertor, &buffer, &length, &free_buffer);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
+    if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && length <= ompi_mtl_efa.inject_size) {
+        rc = inject_send(comm, dest, tag, buffer, length);
+        if (OPAL_UNLIKELY(free_buffer)) {
+            free(buffer);
+        }
+        return rc;
+    }
     blocking_send_t bs;
     mca_mtl_efa_request_t *req = &bs.req;
     req->super.ompi_req = NULL;
     req->super.completion_callback = blocking_send_done;
-    req->mr = NULL;
     req->cancelled = false;
     req->convertor = convertor;
+    req->buffer = buffer;
+    req->length = length;
+    req->free_buffer = free_buffer;
     bs.done = false;
-    int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
-    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
-        return rc;
-    }
-    /* Small non-synchronous sends are injected: no completion to wait for,
-     * and the buffer is reusable as soon as the call returns. */
-    if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && req->length <= ompi_mtl_efa.inject_size) {
-        const efa_tag_layout_t *layout = &ompi_mtl_efa.layout;
-        efa_peer_t *peer = ompi_mtl_efa_peer(comm, dest);
-        if (OPAL_UNLIKELY(NULL == peer || !efa_tag_fits(layout, tag))) {
-            rc = NULL == peer ? OMPI_ERR_UNREACH : OMPI_ERR_BAD_PARAM;
-        } else {
-            const int ci = ompi_mtl_efa_ctx_index(comm);
-            const uint32_t me = (uint32_t)comm->c_my_rank;
-            rc = mca_common_efa_fi_to_opal(efa_ctx_tinject(
-                efa_core_ctx(ompi_mtl_efa.core, ci), req->buffer, req->length, peer->addr[ci],
-                efa_tag_pack(layout, EFA_PROTO_MSG, comm->c_contextid, me, tag), me));
-        }
-        if (req->free_buffer) {
-            free(req->buffer);
-        }
-        return rc;
-    }
     rc = start_send(req, comm, dest, tag, mode);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         if (req->free_buffer) {

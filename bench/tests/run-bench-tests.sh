@@ -143,6 +143,14 @@ if timeout -k 10 "$tmo" mpirun --bind-to core "${transport[@]}" \
 else
     ko "overhead/fifo-probe"
 fi
+rm -f "$fifo" && mkfifo "$fifo"
+if timeout -k 10 "$tmo" mpirun --bind-to core "${transport[@]}" \
+    -np 1 "$bin/bench_overhead" -n 50 -b -F "$fifo" : -np 1 "$bin/bench_overhead" -n 50 -b -F "$fifo" \
+    >"$logdir/probe-b.log" 2>&1 && grep -q '^# bench=overhead' "$logdir/probe-b.log"; then
+    ok "overhead/fifo-probe-blocking"
+else
+    ko "overhead/fifo-probe-blocking"
+fi
 
 # the runner drives a real configuration end to end
 if python3 "$bench/runner.py" --bin-dir "$bin" -c ob1_vader -b latency,fop_lat -r 1 -s 1:64:8 \

@@ -97,6 +97,38 @@ TEST_P(Layouts, SourceFieldOnlyWhenInTag) {
     EXPECT_TRUE(matches(other_src, bits, any));
 }
 
+// The precomputed codec of the hot paths packs and unpacks exactly as the
+// generic functions do.
+TEST_P(Layouts, CodecAgreesWithGenericFunctions) {
+    efa_tag_layout_t l = GetParam();
+    efa_tag_codec_t c = efa_tag_codec_make(&l);
+    EXPECT_EQ(c.source_in_tag, efa_tag_source_in_tag(&l));
+    const int32_t tags[] = {0, 1, -1, efa_tag_max_tag(&l), efa_tag_min_tag(&l), -32, 12345};
+    const uint32_t cids[] = {0, 1, efa_tag_max_cid(&l), efa_tag_max_cid(&l) - 1};
+    const uint32_t srcs[] = {0, 1, efa_tag_max_src(&l)};
+    for (uint32_t proto : {EFA_PROTO_MSG, EFA_PROTO_SYNC, EFA_PROTO_SYNC_ACK}) {
+        for (uint32_t cid : cids) {
+            for (uint32_t src : srcs) {
+                for (int32_t tag : tags) {
+                    uint64_t bits = efa_tag_pack(&l, proto, cid, src, tag);
+                    EXPECT_EQ(efa_tag_codec_pack(&c, proto, cid, src, tag), bits);
+                    efa_tag_envelope_t e = efa_tag_unpack(&l, bits);
+                    EXPECT_EQ(efa_tag_codec_proto(&c, bits), e.proto);
+                    EXPECT_EQ(efa_tag_codec_src(&c, bits), e.src);
+                    EXPECT_EQ(efa_tag_codec_tag(&c, bits), e.tag);
+                }
+            }
+        }
+    }
+    for (int32_t tag : {0, -1, INT_MAX, INT_MIN, efa_tag_max_tag(&l), efa_tag_min_tag(&l)}) {
+        EXPECT_EQ(efa_tag_codec_fits(&c, tag), efa_tag_fits(&l, tag)) << tag;
+    }
+    if (l.tag_bits < 32) {
+        EXPECT_FALSE(efa_tag_codec_fits(&c, efa_tag_max_tag(&l) + 1));
+        EXPECT_FALSE(efa_tag_codec_fits(&c, efa_tag_min_tag(&l) - 1));
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tag, Layouts,
                          ::testing::Values(EFA_TAG_LAYOUT_WITH_CQ_DATA,
                                            EFA_TAG_LAYOUT_WITHOUT_CQ_DATA));
