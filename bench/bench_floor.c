@@ -4,14 +4,16 @@
  * FI_THREAD_DOMAIN, AV table, remote CQ data carrying the source, inject
  * up to the provider's inject size, directed receives; not the RMA and
  * atomics the core also asks for where offered).  MPI only exchanges the
- * endpoint names; the timed loop calls libfabric alone.  The calls come
- * in the order of MPI_Send + MPI_Recv / MPI_Recv + MPI_Send, so a receive is
- * posted while the message it waits for is still on its way.
+ * endpoint names; the timed loop calls libfabric alone.  Each receive is
+ * posted before the message it waits for is sent, the most favourable
+ * order: posted after a send that waits for its completion (as MPI_Send +
+ * MPI_Recv do) it read 5.9-6.9 us instead of 4.6-5.7 us on tcp;ofi_rxm at
+ * 256 B, most likely because the reply then often arrives before its receive.
  *
  * fi_pingpong -e rdm -m tagged reads slower than this on this machine
- * (medians of 10 interleaved runs, 1-16 B: 0.64-0.73 us against 0.60-0.66 us
- * on shm, 7.1-7.2 us against 4.6 us on tcp;ofi_rxm), so its figures are no
- * floor for an MTL.
+ * (medians of 10 interleaved runs, 1-16 B: 0.61-0.73 us against 0.56-0.66 us
+ * on shm, 6.9-7.2 us against 4.3-4.6 us on tcp;ofi_rxm), so its figures are
+ * no floor for an MTL.
  *
  * usage: mpirun -np 2 --bind-to core --mca pml ob1 --mca btl self,vader \
  *            bench_floor -p PROVIDER [-m MIN] [-M MAX] [-f FACTOR] [-i ITERS] [-x WARMUP]
@@ -187,8 +189,8 @@ int main(int argc, char **argv) {
                 t0 = MPI_Wtime();
             }
             if (rank == 0) {
-                send_msg(sbuf, size, 0);
                 post_recv(rbuf, size);
+                send_msg(sbuf, size, 0);
                 wait_for(&rx_ctx);
             } else {
                 post_recv(rbuf, size);
