@@ -152,6 +152,15 @@ else
     ko "overhead/fifo-probe-blocking"
 fi
 
+# the provider floor, on shm (every libfabric has it)
+if timeout -k 10 "$tmo" mpirun --bind-to core "${transport[@]}" -np 2 "$bin/bench_floor" -p shm \
+    -m 1 -M 64 -f 8 -i 200 -x 20 >"$logdir/floor.log" 2>&1 &&
+    grep -q '^# bench=latency' "$logdir/floor.log" && grep -q '^64 ' "$logdir/floor.log"; then
+    ok "floor/shm"
+else
+    ko "floor/shm" "$(tail -1 "$logdir/floor.log")"
+fi
+
 # the runner drives a real configuration end to end
 if python3 "$bench/runner.py" --bin-dir "$bin" -c ob1_vader -b latency,fop_lat -r 1 -s 1:64:8 \
     --iters 20 --warmup 2 --timeout "$tmo" --no-plots -o "$logdir/runner-out" \
