@@ -338,6 +338,20 @@ namespace {
 // when the data is back, which already implies that.
 constexpr uint64_t kRemoteCompleteFlags = FI_COMPLETION | FI_DELIVERY_COMPLETE;
 constexpr uint64_t kLocalCompleteFlags = FI_COMPLETION;
+
+// One local buffer against one remote range: every put and get is this shape.
+fi_msg_rma rma_msg(const iovec *iov, void **desc, fi_addr_t peer, const fi_rma_iov *riov,
+                   void *context) {
+    fi_msg_rma msg = {};
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = 1;
+    msg.addr = peer;
+    msg.rma_iov = riov;
+    msg.rma_iov_count = 1;
+    msg.context = context;
+    return msg;
+}
 } // namespace
 
 int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
@@ -348,14 +362,7 @@ int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_ad
         iovec iov = {const_cast<void *>(buf), len};
         void *d = desc;
         fi_rma_iov riov = {raddr, len, rkey};
-        fi_msg_rma msg = {};
-        msg.msg_iov = &iov;
-        msg.desc = &d;
-        msg.iov_count = 1;
-        msg.addr = dest;
-        msg.rma_iov = &riov;
-        msg.rma_iov_count = 1;
-        msg.context = context;
+        fi_msg_rma msg = rma_msg(&iov, &d, dest, &riov, context);
         return fi_writemsg(ep, &msg, kRemoteCompleteFlags);
     });
 }
@@ -368,14 +375,7 @@ int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t sr
         iovec iov = {buf, len};
         void *d = desc;
         fi_rma_iov riov = {raddr, len, rkey};
-        fi_msg_rma msg = {};
-        msg.msg_iov = &iov;
-        msg.desc = &d;
-        msg.iov_count = 1;
-        msg.addr = src;
-        msg.rma_iov = &riov;
-        msg.rma_iov_count = 1;
-        msg.context = context;
+        fi_msg_rma msg = rma_msg(&iov, &d, src, &riov, context);
         return fi_readmsg(ep, &msg, kLocalCompleteFlags);
     });
 }

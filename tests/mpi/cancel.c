@@ -34,17 +34,6 @@ static void check_cancelled(MPI_Status *st, int expect, const char *what) {
               expect ? "true" : "false", flag ? "true" : "false");
 }
 
-static void check_msg(MPI_Status *st, const char *buf, int src, int tag, size_t size, uint64_t seed,
-                      const char *what) {
-    int count;
-
-    MPI_Get_count(st, MPI_BYTE, &count);
-    TU_ASSERT(st->MPI_SOURCE == src && st->MPI_TAG == tag && (size_t)count == size,
-              "%s: status expected source %d tag %d count %zu, got source %d tag %d count %d", what,
-              src, tag, size, st->MPI_SOURCE, st->MPI_TAG, count);
-    tu_verify(buf, size, seed, what);
-}
-
 static void send_go(int peer) {
     MPI_Send(NULL, 0, MPI_BYTE, peer, TAG_GO, MPI_COMM_WORLD);
 }
@@ -97,9 +86,9 @@ static void no_steal_recv(int peer, char *buf) {
     memset(buf, TU_POISON, large);
     send_go(peer);
     MPI_Recv(buf, (int)large, MPI_BYTE, peer, 5, MPI_COMM_WORLD, &st);
-    check_msg(&st, buf, peer, 5, 1000, tu_seed(5, 0, 0, 0), "small message after cancels");
+    tu_verify_recv(buf, &st, peer, 5, 1000, tu_seed(5, 0, 0, 0), "small message after cancels");
     MPI_Recv(buf, (int)large, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
-    check_msg(&st, buf, peer, 5, large, tu_seed(5, 1, 0, 0), "large message after cancels");
+    tu_verify_recv(buf, &st, peer, 5, large, tu_seed(5, 1, 0, 0), "large message after cancels");
 }
 
 static void matched(int peer, char *buf) {
@@ -123,8 +112,8 @@ static void matched(int peer, char *buf) {
         MPI_Cancel(&req);
         MPI_Wait(&req, &st);
         check_cancelled(&st, 0, "completed receive then MPI_Cancel");
-        check_msg(&st, buf, peer, 6, sizes[i], tu_seed(6, i, 0, 0),
-                  "completed receive then MPI_Cancel");
+        tu_verify_recv(buf, &st, peer, 6, sizes[i], tu_seed(6, i, 0, 0),
+                       "completed receive then MPI_Cancel");
     }
 }
 
@@ -161,7 +150,7 @@ static int race(int peer, char *buf, int iters) {
             tu_verify_const(buf, size, TU_POISON, "buffer of a cancelled receive");
             MPI_Recv(buf, (int)size, MPI_BYTE, peer, 8, MPI_COMM_WORLD, &st);
         }
-        check_msg(&st, buf, peer, 8, size, seed, what);
+        tu_verify_recv(buf, &st, peer, 8, size, seed, what);
     }
     return ncancelled;
 }
@@ -204,8 +193,8 @@ static void after(int peer, char *sbuf, char *rbuf) {
         memset(rbuf, TU_POISON, sizes[i]);
         MPI_Sendrecv(sbuf, (int)sizes[i], MPI_BYTE, peer, 9, rbuf, (int)sizes[i], MPI_BYTE, peer, 9,
                      MPI_COMM_WORLD, &st);
-        check_msg(&st, rbuf, peer, 9, sizes[i], tu_seed(9, i, peer, 0),
-                  "exchange after cancel tests");
+        tu_verify_recv(rbuf, &st, peer, 9, sizes[i], tu_seed(9, i, peer, 0),
+                       "exchange after cancel tests");
     }
 }
 

@@ -35,17 +35,6 @@ static void send_pat(MPI_Comm comm, int dest, int tag, size_t size, uint64_t see
     free(buf);
 }
 
-static void check_recv(const char *buf, MPI_Status *st, int src, int tag, size_t size,
-                       uint64_t seed, const char *what) {
-    int count;
-
-    MPI_Get_count(st, MPI_BYTE, &count);
-    TU_ASSERT(st->MPI_SOURCE == src && st->MPI_TAG == tag && (size_t)count == size,
-              "%s: expected source %d tag %d count %zu, got source %d tag %d count %d", what, src,
-              tag, size, st->MPI_SOURCE, st->MPI_TAG, count);
-    tu_verify(buf, size, seed, what);
-}
-
 /* Communicator used only for synchronising the pair outside the tested ones. */
 static MPI_Comm sync_comm;
 
@@ -96,10 +85,10 @@ static void two_comms(int step, MPI_Comm c1, int peer1, MPI_Comm c2, int peer2, 
         }
         snprintf(what, sizeof(what), "%s %s size %zu: first communicator", name,
                  preposted ? "preposted" : "unexpected", size);
-        check_recv(b1, &st[0], peer1, TAG, size, tu_seed(step, 1, size, 0), what);
+        tu_verify_recv(b1, &st[0], peer1, TAG, size, tu_seed(step, 1, size, 0), what);
         snprintf(what, sizeof(what), "%s %s size %zu: second communicator", name,
                  preposted ? "preposted" : "unexpected", size);
-        check_recv(b2, &st[1], peer2, TAG, size + 1, tu_seed(step, 2, size, 0), what);
+        tu_verify_recv(b2, &st[1], peer2, TAG, size + 1, tu_seed(step, 2, size, 0), what);
         free(b1);
         free(b2);
     }
@@ -150,13 +139,13 @@ static void split_same_numbers(MPI_Comm split, const char *name) {
         send_pat(split, (srank + 1) % ssize, TAG, 33, tu_seed(100, srank, 2, 0));
     MPI_Wait(&req[0], &st);
     snprintf(what, sizeof(what), "%s: world message", name);
-    check_recv(buf[0], &st, wsrc, TAG, 31, tu_seed(100, wsrc, 1, 0), what);
+    tu_verify_recv(buf[0], &st, wsrc, TAG, 31, tu_seed(100, wsrc, 1, 0), what);
     if (ssize > 1) {
         int ssrc = (srank - 1 + ssize) % ssize;
 
         MPI_Wait(&req[1], &st);
         snprintf(what, sizeof(what), "%s: split-communicator message", name);
-        check_recv(buf[1], &st, ssrc, TAG, 33, tu_seed(100, ssrc, 2, 0), what);
+        tu_verify_recv(buf[1], &st, ssrc, TAG, 33, tu_seed(100, ssrc, 2, 0), what);
     }
 }
 
@@ -198,13 +187,13 @@ static void anysource(MPI_Comm c1, MPI_Comm c2) {
     {
         int src = (me1 - 1 + n) % n;
 
-        check_recv(buf, &st, src, 42, 20, tu_seed(201, src, 0, 0), "anysource: c1 message");
+        tu_verify_recv(buf, &st, src, 42, 20, tu_seed(201, src, 0, 0), "anysource: c1 message");
     }
     for (i = 0; i < n; i++) {
         if (i != me2) {
             MPI_Recv(buf, 64, MPI_BYTE, i, MPI_ANY_TAG, c2, &st);
             snprintf(what, sizeof(what), "anysource: c2 message from %d", i);
-            check_recv(buf, &st, i, me2 % 5, 10, tu_seed(200, i, me2, 0), what);
+            tu_verify_recv(buf, &st, i, me2 % 5, 10, tu_seed(200, i, me2, 0), what);
         }
     }
 }
@@ -256,8 +245,8 @@ static void coll_vs_anytag(MPI_Comm comm) {
               st.MPI_SOURCE, st.MPI_TAG);
     send_pat(comm, (me + 1) % n, 3, 12, tu_seed(300, me, 0, 0));
     MPI_Wait(&req, &st);
-    check_recv(buf, &st, src, 3, 12, tu_seed(300, src, 0, 0),
-               "coll: user message after collectives");
+    tu_verify_recv(buf, &st, src, 3, 12, tu_seed(300, src, 0, 0),
+                   "coll: user message after collectives");
     free(a2a_s);
     free(a2a_r);
 }
@@ -283,7 +272,7 @@ static void churn(int iters) {
             src = (r - 1 + n) % n;
             send_pat(c, (r + 1) % n, it, 17, tu_seed(400, it, r, 0));
             MPI_Recv(buf, 32, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, c, &st);
-            check_recv(buf, &st, src, it, 17, tu_seed(400, it, src, 0), "churn: message");
+            tu_verify_recv(buf, &st, src, it, 17, tu_seed(400, it, src, 0), "churn: message");
         }
         MPI_Comm_free(&c);
     }

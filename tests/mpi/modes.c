@@ -32,17 +32,6 @@ static void pair_sync(int peer) {
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
 
-static void check(const char *buf, MPI_Status *st, int src, int tag, size_t size, uint64_t seed,
-                  const char *what) {
-    int count;
-
-    MPI_Get_count(st, MPI_BYTE, &count);
-    TU_ASSERT(st->MPI_SOURCE == src && st->MPI_TAG == tag && (size_t)count == size,
-              "%s: expected source %d tag %d count %zu, got source %d tag %d count %d", what, src,
-              tag, size, st->MPI_SOURCE, st->MPI_TAG, count);
-    tu_verify(buf, size, seed, what);
-}
-
 static size_t bsend_size(int k) {
     static const size_t s[] = {0, 1, 100, 4097, 65537};
 
@@ -84,7 +73,7 @@ static void bsend(int peer, char *buf, char *rbuf) {
             snprintf(what, sizeof(what), "bsend message %d (%zu bytes)", k, bsend_size(k));
             memset(rbuf, TU_POISON, bsend_size(k));
             MPI_Recv(rbuf, (int)large, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &st);
-            check(rbuf, &st, peer, 1, bsend_size(k), tu_seed(1, k, 0, 0), what);
+            tu_verify_recv(rbuf, &st, peer, 1, bsend_size(k), tu_seed(1, k, 0, 0), what);
         }
     }
 }
@@ -115,9 +104,9 @@ static void rsend(int peer, char *buf, char *rbuf) {
             pair_sync(peer);
             MPI_Waitall(2, req, st);
             snprintf(what, sizeof(what), "rsend of %zu bytes", sizes[i]);
-            check(rbuf, &st[0], peer, 3, sizes[i], seed, what);
+            tu_verify_recv(rbuf, &st[0], peer, 3, sizes[i], seed, what);
             snprintf(what, sizeof(what), "irsend of %zu bytes", sizes[i]);
-            check(rbuf + sizes[i], &st[1], peer, 4, sizes[i], seed, what);
+            tu_verify_recv(rbuf + sizes[i], &st[1], peer, 4, sizes[i], seed, what);
         }
     }
 }
@@ -162,9 +151,9 @@ static void persistent(int peer, char *buf, char *rbuf) {
                 MPI_Wait(&req[1], &st[1]);
             }
             snprintf(what, sizeof(what), "persistent send iteration %d", it);
-            check(rbuf, &st[0], peer, 5, size, tu_seed(3, it, 0, 0), what);
+            tu_verify_recv(rbuf, &st[0], peer, 5, size, tu_seed(3, it, 0, 0), what);
             snprintf(what, sizeof(what), "persistent ssend iteration %d", it);
-            check(rbuf + size, &st[1], peer, 6, size, tu_seed(3, it, 1, 0), what);
+            tu_verify_recv(rbuf + size, &st[1], peer, 6, size, tu_seed(3, it, 1, 0), what);
         }
     }
     MPI_Request_free(&req[0]);
@@ -183,12 +172,12 @@ static void ring(char *buf, char *rbuf) {
         MPI_Sendrecv(buf, (int)sizes[i], MPI_BYTE, next, 7, rbuf, (int)sizes[i], MPI_BYTE, prev, 7,
                      MPI_COMM_WORLD, &st);
         snprintf(what, sizeof(what), "sendrecv of %zu bytes around the ring", sizes[i]);
-        check(rbuf, &st, prev, 7, sizes[i], tu_seed(4, i, prev, 0), what);
+        tu_verify_recv(rbuf, &st, prev, 7, sizes[i], tu_seed(4, i, prev, 0), what);
 
         tu_fill(buf, sizes[i], tu_seed(5, i, tu_rank, 0));
         MPI_Sendrecv_replace(buf, (int)sizes[i], MPI_BYTE, next, 8, prev, 8, MPI_COMM_WORLD, &st);
         snprintf(what, sizeof(what), "sendrecv_replace of %zu bytes around the ring", sizes[i]);
-        check(buf, &st, prev, 8, sizes[i], tu_seed(5, i, prev, 0), what);
+        tu_verify_recv(buf, &st, prev, 8, sizes[i], tu_seed(5, i, prev, 0), what);
     }
 }
 

@@ -228,6 +228,19 @@ static TU_UNUSED void tu_verify(const void *buf, size_t len, uint64_t seed, cons
                 tu_byte(seed, bad), ((const unsigned char *)buf)[bad]);
 }
 
+/* Check a completed receive: its status names the expected source, tag and
+ * byte count, and the buffer holds the pattern. */
+static TU_UNUSED void tu_verify_recv(const void *buf, const MPI_Status *st, int src, int tag,
+                                     size_t size, uint64_t seed, const char *what) {
+    int count;
+
+    MPI_Get_count(st, MPI_BYTE, &count);
+    TU_ASSERT(st->MPI_SOURCE == src && st->MPI_TAG == tag && (size_t)count == size,
+              "%s: expected source %d tag %d count %zu, got source %d tag %d count %d", what, src,
+              tag, size, st->MPI_SOURCE, st->MPI_TAG, count);
+    tu_verify(buf, size, seed, what);
+}
+
 /* Poison value written to receive buffers before a receive. */
 #define TU_POISON 0xa5
 

@@ -32,17 +32,6 @@ static int partner;
 
 static const size_t base_sizes[] = {0, 1, 7, 1024, 4097, 65537, 262144, 1048576};
 
-static void check(const char *buf, MPI_Status *st, int tag, size_t size, uint64_t seed,
-                  const char *what) {
-    int count;
-
-    MPI_Get_count(st, MPI_BYTE, &count);
-    TU_ASSERT(st->MPI_SOURCE == partner && st->MPI_TAG == tag && (size_t)count == size,
-              "%s: expected source %d tag %d count %zu, got source %d tag %d count %d", what,
-              partner, tag, size, st->MPI_SOURCE, st->MPI_TAG, count);
-    tu_verify(buf, size, seed, what);
-}
-
 static void run_phase(struct targ *a, MPI_Comm comm, int tag, int phase, char *sbuf, char *rbuf) {
     int even = tu_rank % 2 == 0, it;
     unsigned i;
@@ -71,7 +60,7 @@ static void run_phase(struct targ *a, MPI_Comm comm, int tag, int phase, char *s
                 MPI_Recv(rbuf, (int)size, MPI_BYTE, partner, tag, comm, &st[0]);
                 MPI_Send(sbuf, (int)size, MPI_BYTE, partner, tag, comm);
             }
-            check(rbuf, &st[0], tag, size, theirs, what);
+            tu_verify_recv(rbuf, &st[0], partner, tag, size, theirs, what);
 
             /* simultaneous exchange */
             snprintf(what, sizeof(what), "thread %d %s isend/irecv size %zu iter %d", a->id,
@@ -81,7 +70,7 @@ static void run_phase(struct targ *a, MPI_Comm comm, int tag, int phase, char *s
             MPI_Irecv(rbuf, (int)size, MPI_BYTE, partner, tag, comm, &req[0]);
             MPI_Isend(sbuf, (int)size, MPI_BYTE, partner, tag, comm, &req[1]);
             MPI_Waitall(2, req, st);
-            check(rbuf, &st[0], tag, size, theirs + 1, what);
+            tu_verify_recv(rbuf, &st[0], partner, tag, size, theirs + 1, what);
         }
     }
 }
