@@ -387,3 +387,12 @@ void bench_win_errhandler(MPI_Win win) {
     MPI_Win_set_errhandler(win, eh);
     MPI_Errhandler_free(&eh);
 }
+
+void bench_start(int *argc, char ***argv, const struct bench_prog *prog, struct bench_opts *opts,
+                 int *rank, int *np) {
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, np);
+    bench_install_errhandlers();
+    bench_parse_args(*argc, *argv, prog, opts);
+}

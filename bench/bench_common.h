@@ -112,4 +112,11 @@ extern const char *bench_where;
 void bench_install_errhandlers(void);
 void bench_win_errhandler(MPI_Win win);
 
+/*
+ * The start every benchmark program shares: MPI_Init, rank and size,
+ * MPI_COMM_WORLD's error handler, the command line.
+ */
+void bench_start(int *argc, char ***argv, const struct bench_prog *prog, struct bench_opts *opts,
+                 int *rank, int *np);
+
 #endif /* BENCH_COMMON_H */

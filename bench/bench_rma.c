@@ -272,11 +272,7 @@ static void run(struct ctx *c) {
 int main(int argc, char **argv) {
     struct ctx c;
     memset(&c, 0, sizeof c);
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &c.np);
-    bench_install_errhandlers();
-    bench_parse_args(argc, argv, &prog, &c.o);
+    bench_start(&argc, &argv, &prog, &c.o, &c.rank, &c.np);
     if (c.np < 2) {
         bench_die("%s needs at least 2 ranks", prog.name);
     }
