@@ -1,0 +1,58 @@
+/*
+ * The on-node message channel's C interface (shm_ring.hpp has the design).
+ *
+ * A process creates one inbox: a shared-memory segment with one ring per
+ * local rank of its job.  A sender attaches an outbox to its own ring (its
+ * local rank) of a peer's inbox, by the inbox's file name, and posts
+ * frames of at most efa_shm_outbox_max_frame() bytes; the owner polls its
+ * inbox from progress and gets every frame in the order each sender posted
+ * them.  Nothing waits: a full ring returns -FI_EAGAIN.
+ *
+ * Same conventions as efa_core.h: 0 or a negative error (libfabric's codes
+ * are errno values: -FI_EAGAIN, -FI_ENOENT, ...).
+ */
+#ifndef EFA_SHM_RING_H
+#define EFA_SHM_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct efa_shm_inbox efa_shm_inbox_t;
+typedef struct efa_shm_outbox efa_shm_outbox_t;
+
+/* Create the inbox file at path (replacing a stale one) with nrings rings
+ * of nslots (a power of two) slots of slot_size bytes (a multiple of 64,
+ * 8 of them the slot's header).  NULL and *err on failure. */
+efa_shm_inbox_t *efa_shm_inbox_create(const char *path, unsigned nrings, unsigned nslots,
+                                      size_t slot_size, int *err);
+/* Unlink the file and unmap it. */
+void efa_shm_inbox_destroy(efa_shm_inbox_t *inbox);
+
+/* Called for each frame: ring is the sender's index, the frame is valid
+ * until the function returns. */
+typedef void (*efa_shm_deliver_fn)(void *arg, unsigned ring, void *frame, size_t len);
+/* Deliver up to budget waiting frames; returns how many.  Reentrant and
+ * concurrent calls return 0 (only one poller at a time). */
+int efa_shm_inbox_poll(efa_shm_inbox_t *inbox, efa_shm_deliver_fn fn, void *arg, int budget);
+
+/* Attach to ring 'ring' of the inbox at path.  NULL and *err (-FI_ENOENT:
+ * no such inbox; -FI_EPROTO: not a compatible inbox; -FI_ERANGE: no such
+ * ring). */
+efa_shm_outbox_t *efa_shm_outbox_attach(const char *path, unsigned ring, int *err);
+void efa_shm_outbox_detach(efa_shm_outbox_t *outbox);
+size_t efa_shm_outbox_max_frame(const efa_shm_outbox_t *outbox);
+/* Copy a frame into the ring: 0, -FI_EAGAIN (full) or -FI_EMSGSIZE. */
+int efa_shm_outbox_send(efa_shm_outbox_t *outbox, const void *buf, size_t len);
+/* Zero-copy: room for len bytes (NULL: full or too long), then commit the
+ * bytes written.  Nothing else may use the outbox in between. */
+void *efa_shm_outbox_reserve(efa_shm_outbox_t *outbox, size_t len);
+void efa_shm_outbox_commit(efa_shm_outbox_t *outbox, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFA_SHM_RING_H */

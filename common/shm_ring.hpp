@@ -1,0 +1,217 @@
+// On-node message channel: one shared-memory segment per receiving
+// process, holding one single-producer/single-consumer ring per sender on
+// the node (indexed by the sender's local rank).
+//
+// Layout of a segment (a file, mapped MAP_SHARED by the owner and by each
+// sender):
+//
+//   page 0        header: magic, version, geometry, attach counter
+//   ring r        at ring_offset + r * ring_bytes (page aligned):
+//                   head     (cache line of its own: producer writes)
+//                   tail     (cache line of its own: consumer writes)
+//                   attached (set once by the sender)
+//                   slots    nslots x slot_size: uint32 length, then the frame
+//
+// head and tail are free-running 64-bit counters; slot = counter mod
+// nslots (a power of two).  The producer writes a slot, then publishes it
+// with a release store of head; the consumer reads head with acquire,
+// hands the frame (in place) to its caller, then gives the slot back with
+// a release store of tail.  Neither side takes a lock: each ring has one
+// writer of each counter.  A sender that may be driven by several threads
+// serialises its own calls (the BTL holds its module lock).
+//
+// The owner polls only rings whose sender has attached: senders bump the
+// header's attach counter, and the owner rescans the attached flags when
+// the counter changes, so an idle poll reads one header word and one head
+// per attached sender.
+#ifndef EFA_SHM_RING_HPP
+#define EFA_SHM_RING_HPP
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace efa::shm {
+
+constexpr uint64_t kMagic = 0x45464153484d5231ull; // "EFASHMR1"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kLine = 64;
+constexpr size_t kPage = 4096;
+constexpr size_t kRingControl = 4 * kLine; // head, tail, attached, spare
+constexpr size_t kSlotHeader = 8;          // uint32 length + padding
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+struct Geometry {
+    uint32_t nrings = 0;    // senders (local ranks) the segment serves
+    uint32_t nslots = 64;   // per ring, a power of two
+    uint32_t slot_size = 0; // bytes per slot, header included; multiple of 64
+    // Largest frame one slot carries.
+    size_t max_frame() const { return slot_size - kSlotHeader; }
+    size_t ring_bytes() const;
+    size_t total_bytes() const;
+    bool valid() const;
+};
+
+struct SegHeader {
+    std::atomic<uint64_t> magic; // written last by the owner
+    uint32_t version;
+    uint32_t nrings;
+    uint32_t nslots;
+    uint32_t slot_size;
+    uint64_t ring_offset;
+    uint64_t ring_bytes;
+    alignas(kLine) std::atomic<uint32_t> attach_seq; // bumped by each attaching sender
+};
+
+struct RingCtl {
+    alignas(kLine) std::atomic<uint64_t> head;     // next slot the producer fills
+    alignas(kLine) std::atomic<uint64_t> tail;     // next slot the consumer reads
+    alignas(kLine) std::atomic<uint32_t> attached; // a sender has attached
+};
+static_assert(sizeof(RingCtl) <= kRingControl);
+
+// The owner's inbound segment.  Created at init, unlinked and unmapped by
+// the destructor.
+class Inbox {
+  public:
+    // err: 0, or a negative errno.  path must not exist or is replaced.
+    static std::unique_ptr<Inbox> create(const std::string &path, const Geometry &g, int &err);
+    ~Inbox();
+    Inbox(const Inbox &) = delete;
+    Inbox &operator=(const Inbox &) = delete;
+
+    const Geometry &geometry() const { return geo_; }
+    const std::string &path() const { return path_; }
+
+    // Hand up to 'budget' waiting frames to deliver(ring, frame, len), in
+    // ring order; the frame is valid until deliver returns.  Returns the
+    // number delivered.  A poll while another is running (another thread,
+    // or deliver itself polling) returns 0 at once.
+    template <class F> int poll(F &&deliver, int budget);
+
+    // Frames a sender posted that the owner has not taken (tests).
+    uint64_t waiting(uint32_t ring) const;
+
+  private:
+    Inbox() = default;
+    RingCtl *ring(uint32_t r) const;
+    uint8_t *slot(uint32_t r, uint64_t n) const;
+    void rescan();
+
+    std::string path_;
+    Geometry geo_;
+    uint8_t *base_ = nullptr;
+    size_t len_ = 0;
+    SegHeader *hdr_ = nullptr;
+    std::atomic<uint32_t> seen_seq_{0};
+    std::atomic<bool> any_{false}; // active_ is not empty
+    std::vector<uint32_t> active_; // rings with a sender attached (changed only while polling)
+    std::vector<uint64_t> tails_;  // the consumer's own copy of each tail
+    std::atomic<bool> polling_{false};
+};
+
+// A sender's view of one ring of a peer's segment.
+class Outbox {
+  public:
+    // err: 0, or a negative errno (-ENOENT: the peer has no segment;
+    // -EPROTO: not a segment of this version; -ERANGE: no ring 'ring').
+    static std::unique_ptr<Outbox> attach(const std::string &path, uint32_t ring, int &err);
+    ~Outbox();
+    Outbox(const Outbox &) = delete;
+    Outbox &operator=(const Outbox &) = delete;
+
+    size_t max_frame() const { return geo_.max_frame(); }
+
+    // Room for a frame of len bytes, or nullptr (the ring is full, or len
+    // exceeds max_frame()).  commit(len) publishes it; nothing else may be
+    // reserved in between.
+    void *reserve(size_t len);
+    void commit(size_t len);
+    // reserve + copy + commit.  0, -EAGAIN (full) or -EMSGSIZE.
+    int send(const void *buf, size_t len);
+
+  private:
+    Outbox() = default;
+
+    Geometry geo_;
+    uint8_t *map_ = nullptr; // the ring's control block and slots
+    size_t len_ = 0;
+    RingCtl *ctl_ = nullptr;
+    uint8_t *slots_ = nullptr;
+    uint64_t head_ = 0;        // the producer's own copy of head
+    uint64_t cached_tail_ = 0; // last tail seen
+};
+
+inline RingCtl *Inbox::ring(uint32_t r) const {
+    return reinterpret_cast<RingCtl *>(base_ + hdr_->ring_offset + r * hdr_->ring_bytes);
+}
+
+inline uint8_t *Inbox::slot(uint32_t r, uint64_t n) const {
+    return reinterpret_cast<uint8_t *>(ring(r)) + kRingControl +
+           (n & (geo_.nslots - 1)) * geo_.slot_size;
+}
+
+template <class F> int Inbox::poll(F &&deliver, int budget) {
+    if (!any_.load(std::memory_order_relaxed) && hdr_->attach_seq.load(std::memory_order_relaxed) ==
+                                                     seen_seq_.load(std::memory_order_relaxed)) {
+        return 0; // nobody attached: the idle poll of a process without local peers
+    }
+    if (polling_.exchange(true, std::memory_order_acquire)) {
+        return 0;
+    }
+    if (hdr_->attach_seq.load(std::memory_order_acquire) !=
+        seen_seq_.load(std::memory_order_relaxed)) {
+        rescan();
+    }
+    int n = 0;
+    for (uint32_t r : active_) {
+        RingCtl *ctl = ring(r);
+        uint64_t t = tails_[r];
+        const uint64_t h = ctl->head.load(std::memory_order_acquire);
+        while (t != h && n < budget) {
+            uint8_t *s = slot(r, t);
+            uint32_t len;
+            __builtin_memcpy(&len, s, sizeof(len));
+            ++t;
+            if (len <= geo_.max_frame()) {
+                deliver(r, static_cast<void *>(s + kSlotHeader), static_cast<size_t>(len));
+                ++n;
+            }
+            // A longer length can only come from a corrupted sender: skipped.
+            tails_[r] = t;
+            ctl->tail.store(t, std::memory_order_release);
+        }
+    }
+    polling_.store(false, std::memory_order_release);
+    return n;
+}
+
+inline void *Outbox::reserve(size_t len) {
+    if (len > geo_.max_frame()) {
+        return nullptr;
+    }
+    if (head_ - cached_tail_ >= geo_.nslots) {
+        cached_tail_ = ctl_->tail.load(std::memory_order_acquire);
+        if (head_ - cached_tail_ >= geo_.nslots) {
+            return nullptr;
+        }
+    }
+    return slots_ + (head_ & (geo_.nslots - 1)) * geo_.slot_size + kSlotHeader;
+}
+
+inline void Outbox::commit(size_t len) {
+    uint8_t *s = slots_ + (head_ & (geo_.nslots - 1)) * geo_.slot_size;
+    const uint32_t l = static_cast<uint32_t>(len);
+    __builtin_memcpy(s, &l, sizeof(l));
+    ++head_;
+    ctl_->head.store(head_, std::memory_order_release);
+}
+
+} // namespace efa::shm
+
+#endif

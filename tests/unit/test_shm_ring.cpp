@@ -1,0 +1,282 @@
+// The on-node message channel (shm_ring.hpp): frames in order through
+// wrap-around, a full ring refusing and recovering, the slot boundary,
+// attach errors, reentrant polls, and a producer in another process.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "efa_shm_ring.h"
+#include "shm_ring.hpp"
+
+namespace {
+
+using efa::shm::Geometry;
+using efa::shm::Inbox;
+using efa::shm::Outbox;
+
+std::string temp_path(const char *what) {
+    return "/tmp/efa_shm_ring_test." + std::to_string(getpid()) + "." + what;
+}
+
+Geometry geo(uint32_t nrings, uint32_t nslots, uint32_t slot_size) {
+    Geometry g;
+    g.nrings = nrings;
+    g.nslots = nslots;
+    g.slot_size = slot_size;
+    return g;
+}
+
+struct Frame {
+    uint32_t ring;
+    std::vector<uint8_t> bytes;
+};
+
+std::vector<Frame> drain(Inbox &in, int budget = 1000) {
+    std::vector<Frame> got;
+    in.poll(
+        [&](uint32_t r, void *f, size_t len) {
+            auto *p = static_cast<uint8_t *>(f);
+            got.push_back({r, std::vector<uint8_t>(p, p + len)});
+        },
+        budget);
+    return got;
+}
+
+TEST(ShmRing, GeometryChecks) {
+    EXPECT_TRUE(geo(2, 64, 8192).valid());
+    EXPECT_FALSE(geo(0, 64, 8192).valid()); // no rings
+    EXPECT_FALSE(geo(2, 48, 8192).valid()); // not a power of two
+    EXPECT_FALSE(geo(2, 64, 100).valid());  // not a multiple of a line
+    EXPECT_FALSE(geo(2, 1, 8192).valid());  // one slot
+    EXPECT_EQ(geo(2, 64, 8192).max_frame(), 8192u - efa::shm::kSlotHeader);
+    EXPECT_EQ(geo(2, 64, 8192).ring_bytes() % efa::shm::kPage, 0u);
+    int err = 0;
+    EXPECT_EQ(Inbox::create(temp_path("bad"), geo(2, 3, 8192), err), nullptr);
+    EXPECT_EQ(err, -EINVAL);
+}
+
+TEST(ShmRing, AttachErrors) {
+    int err = 0;
+    EXPECT_EQ(Outbox::attach(temp_path("missing"), 0, err), nullptr);
+    EXPECT_EQ(err, -ENOENT);
+    const std::string path = temp_path("range");
+    auto in = Inbox::create(path, geo(2, 8, 256), err);
+    ASSERT_NE(in, nullptr) << err;
+    EXPECT_EQ(Outbox::attach(path, 2, err), nullptr);
+    EXPECT_EQ(err, -ERANGE);
+    // Not a segment: a file of the right size with no magic.
+    const std::string junk = temp_path("junk");
+    FILE *f = fopen(junk.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::vector<char> zeros(64 * 1024);
+    fwrite(zeros.data(), 1, zeros.size(), f);
+    fclose(f);
+    EXPECT_EQ(Outbox::attach(junk, 0, err), nullptr);
+    EXPECT_EQ(err, -EPROTO);
+    unlink(junk.c_str());
+}
+
+TEST(ShmRing, InOrderThroughWrapAround) {
+    int err = 0;
+    const std::string path = temp_path("wrap");
+    auto in = Inbox::create(path, geo(2, 4, 128), err);
+    ASSERT_NE(in, nullptr) << err;
+    auto out = Outbox::attach(path, 1, err);
+    ASSERT_NE(out, nullptr) << err;
+    // 4 slots, 25 frames, two at a time: the counters wrap the slots 6 times.
+    uint32_t next_sent = 0, next_seen = 0;
+    for (int round = 0; round < 13; ++round) {
+        for (int i = 0; i < 2 && next_sent < 25; ++i, ++next_sent) {
+            ASSERT_EQ(out->send(&next_sent, sizeof(next_sent)), 0);
+        }
+        for (const Frame &f : drain(*in)) {
+            EXPECT_EQ(f.ring, 1u);
+            ASSERT_EQ(f.bytes.size(), sizeof(uint32_t));
+            uint32_t v;
+            memcpy(&v, f.bytes.data(), sizeof(v));
+            EXPECT_EQ(v, next_seen++);
+        }
+    }
+    EXPECT_EQ(next_seen, 25u);
+}
+
+TEST(ShmRing, FullRingRefusesThenRecovers) {
+    int err = 0;
+    const std::string path = temp_path("full");
+    auto in = Inbox::create(path, geo(1, 8, 128), err);
+    ASSERT_NE(in, nullptr) << err;
+    auto out = Outbox::attach(path, 0, err);
+    ASSERT_NE(out, nullptr) << err;
+    for (uint8_t i = 0; i < 8; ++i) {
+        ASSERT_EQ(out->send(&i, 1), 0);
+    }
+    uint8_t x = 99;
+    EXPECT_EQ(out->send(&x, 1), -EAGAIN);
+    EXPECT_EQ(out->reserve(1), nullptr);
+    EXPECT_EQ(in->waiting(0), 8u);
+    // Taking three frames frees three slots, no more.
+    auto got = drain(*in, 3);
+    ASSERT_EQ(got.size(), 3u);
+    for (uint8_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(got[i].bytes[0], i);
+    }
+    for (uint8_t i = 8; i < 11; ++i) {
+        ASSERT_EQ(out->send(&i, 1), 0);
+    }
+    EXPECT_EQ(out->send(&x, 1), -EAGAIN);
+    got = drain(*in);
+    ASSERT_EQ(got.size(), 8u);
+    for (uint8_t i = 0; i < 8; ++i) {
+        EXPECT_EQ(got[i].bytes[0], i + 3);
+    }
+    EXPECT_EQ(in->waiting(0), 0u);
+}
+
+TEST(ShmRing, SlotBoundary) {
+    int err = 0;
+    const std::string path = temp_path("boundary");
+    auto in = Inbox::create(path, geo(1, 4, 256), err);
+    ASSERT_NE(in, nullptr) << err;
+    auto out = Outbox::attach(path, 0, err);
+    ASSERT_NE(out, nullptr) << err;
+    const size_t max = out->max_frame();
+    EXPECT_EQ(max, 256u - efa::shm::kSlotHeader);
+    std::vector<uint8_t> big(max + 1);
+    for (size_t i = 0; i < big.size(); ++i) {
+        big[i] = static_cast<uint8_t>(i * 7 + 1);
+    }
+    EXPECT_EQ(out->send(big.data(), max + 1), -EMSGSIZE);
+    EXPECT_EQ(out->reserve(max + 1), nullptr);
+    ASSERT_EQ(out->send(big.data(), max), 0);
+    ASSERT_EQ(out->send(big.data(), max - 1), 0);
+    ASSERT_EQ(out->send(big.data(), 0), 0); // an empty frame is a frame
+    // Zero-copy path.
+    void *dst = out->reserve(max);
+    ASSERT_NE(dst, nullptr);
+    memcpy(dst, big.data() + 1, max);
+    out->commit(max);
+    auto got = drain(*in);
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[0].bytes, std::vector<uint8_t>(big.begin(), big.begin() + max));
+    EXPECT_EQ(got[1].bytes, std::vector<uint8_t>(big.begin(), big.begin() + max - 1));
+    EXPECT_TRUE(got[2].bytes.empty());
+    EXPECT_EQ(got[3].bytes, std::vector<uint8_t>(big.begin() + 1, big.begin() + 1 + max));
+}
+
+TEST(ShmRing, SeveralSendersAndReentrantPoll) {
+    int err = 0;
+    const std::string path = temp_path("senders");
+    auto in = Inbox::create(path, geo(3, 8, 128), err);
+    ASSERT_NE(in, nullptr) << err;
+    EXPECT_TRUE(drain(*in).empty()); // nobody attached yet
+    auto a = Outbox::attach(path, 0, err);
+    auto c = Outbox::attach(path, 2, err);
+    ASSERT_TRUE(a && c);
+    char x = 'a', z = 'c';
+    ASSERT_EQ(a->send(&x, 1), 0);
+    ASSERT_EQ(c->send(&z, 1), 0);
+    ASSERT_EQ(c->send(&z, 1), 0);
+    int nested = -1;
+    std::vector<uint32_t> rings;
+    int n = in->poll(
+        [&](uint32_t r, void *, size_t) {
+            rings.push_back(r);
+            // A poll from inside delivery must not hand the frame out again.
+            nested = in->poll([](uint32_t, void *, size_t) { FAIL(); }, 10);
+        },
+        10);
+    EXPECT_EQ(n, 3);
+    EXPECT_EQ(nested, 0);
+    EXPECT_EQ(rings, (std::vector<uint32_t>{0, 2, 2}));
+}
+
+TEST(ShmRing, InboxUnlinksItsFile) {
+    int err = 0;
+    const std::string path = temp_path("unlink");
+    {
+        auto in = Inbox::create(path, geo(1, 4, 128), err);
+        ASSERT_NE(in, nullptr);
+        EXPECT_EQ(access(path.c_str(), F_OK), 0);
+    }
+    EXPECT_NE(access(path.c_str(), F_OK), 0);
+    // A stale file of that name is replaced.
+    FILE *f = fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("stale", f);
+    fclose(f);
+    auto in = Inbox::create(path, geo(1, 4, 128), err);
+    ASSERT_NE(in, nullptr) << err;
+    auto out = Outbox::attach(path, 0, err);
+    EXPECT_NE(out, nullptr) << err;
+}
+
+// Two processes: a child produces 100000 frames of varying length through
+// a ring of 8 slots (the ring is full most of the time), each carrying its
+// sequence number and a pattern; the parent checks every one.  The C API
+// is used here, as the BTL uses it.
+TEST(ShmRing, ForkedProducer) {
+    int err = 0;
+    const std::string path = temp_path("fork");
+    efa_shm_inbox_t *in = efa_shm_inbox_create(path.c_str(), 2, 8, 512, &err);
+    ASSERT_NE(in, nullptr) << err;
+    constexpr uint32_t kFrames = 100000;
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (0 == pid) {
+        efa_shm_outbox_t *out = efa_shm_outbox_attach(path.c_str(), 1, &err);
+        if (!out) {
+            _exit(2);
+        }
+        const size_t max = efa_shm_outbox_max_frame(out);
+        uint8_t buf[512];
+        for (uint32_t i = 0; i < kFrames; ++i) {
+            size_t len = sizeof(i) + (i * 13) % (max - sizeof(i) + 1);
+            memcpy(buf, &i, sizeof(i));
+            for (size_t k = sizeof(i); k < len; ++k) {
+                buf[k] = static_cast<uint8_t>(i + k);
+            }
+            while (-EAGAIN == efa_shm_outbox_send(out, buf, len)) {
+            }
+        }
+        efa_shm_outbox_detach(out);
+        _exit(0);
+    }
+    struct State {
+        uint32_t next = 0;
+        uint32_t bad = 0;
+        size_t max;
+    } st;
+    st.max = 512 - efa::shm::kSlotHeader;
+    while (st.next < kFrames && st.bad == 0) {
+        efa_shm_inbox_poll(
+            in,
+            [](void *arg, unsigned ring, void *frame, size_t len) {
+                auto *s = static_cast<State *>(arg);
+                uint32_t i;
+                memcpy(&i, frame, sizeof(i));
+                const size_t want = sizeof(i) + (i * 13) % (s->max - sizeof(i) + 1);
+                bool ok = ring == 1 && i == s->next && len == want;
+                for (size_t k = sizeof(i); ok && k < len; ++k) {
+                    ok = static_cast<uint8_t *>(frame)[k] == static_cast<uint8_t>(i + k);
+                }
+                s->bad += ok ? 0 : 1;
+                ++s->next;
+            },
+            &st, 16);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && 0 == WEXITSTATUS(status));
+    EXPECT_EQ(st.bad, 0u);
+    EXPECT_EQ(st.next, kFrames);
+    efa_shm_inbox_destroy(in);
+}
+
+} // namespace
