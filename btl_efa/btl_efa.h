@@ -34,6 +34,7 @@
 #include "common_efa.h"
 #include "efa_core_msg.h"
 #include "efa_rma.h"
+#include "efa_shm_ring.h"
 
 BEGIN_C_DECLS
 
@@ -106,6 +107,18 @@ struct mca_btl_base_endpoint_t {
     bool waiting;                 /* on the module's list of endpoints with work queued */
     struct efa_btl_frag *queue_head, *queue_tail; /* sends waiting, in order */
     struct mca_btl_base_endpoint_t *next_waiting;
+    /* On-node channel (btl_efa_ring.c): a peer of this job on this node
+     * gets the messages that fit a slot through its shared-memory inbox. */
+    int8_t ring_state;        /* EFA_BTL_RING_* */
+    uint32_t vpid;            /* names the peer's inbox */
+    efa_shm_outbox_t *outbox; /* attached on the first send */
+};
+
+enum {
+    EFA_BTL_RING_NONE = 0, /* not on this node (or the channel is off): provider */
+    EFA_BTL_RING_UNTRIED,  /* on this node: attach on the first send */
+    EFA_BTL_RING_ATTACHED, /* outbox attached */
+    EFA_BTL_RING_FAILED,   /* the peer's inbox could not be attached: provider */
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_efa_endpoint_t;
 
@@ -202,6 +215,13 @@ typedef struct mca_btl_efa_module {
     efa_btl_rop_t *free_rops;
     void **rop_slabs;
     int num_rop_slabs;
+    /* On-node channel (btl_efa_ring.c); inbox NULL when it is off. */
+    efa_shm_inbox_t *inbox;
+    size_t ring_max_frame;     /* largest message (header included) a slot carries */
+    unsigned ring_index;       /* this process's ring in its peers' inboxes (local rank) */
+    efa_btl_frag_t *ring_done; /* sent through a ring: finished from progress */
+    volatile int32_t num_ring_done;
+    uint64_t ring_sent, ring_received, ring_full; /* frames; sends that found a ring full */
 } mca_btl_efa_module_t;
 
 typedef struct mca_btl_efa_component {
@@ -214,6 +234,10 @@ typedef struct mca_btl_efa_component {
     size_t rma_max_transfer;  /* largest native transfer (0: the provider's limit) */
     char *rma_mode;           /* btl_efa_rma_mode: auto, native, emulated */
     char *atomic_mode;        /* btl_efa_atomic_mode: auto, native, emulated */
+    char *onnode_channel;     /* btl_efa_onnode_channel: auto, shm, none */
+    char *onnode_dir;         /* where the inboxes live ("": /dev/shm, else the session dir) */
+    int onnode_slots;         /* slots per ring */
+    size_t onnode_slot_size;  /* bytes per slot */
 } mca_btl_efa_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
@@ -225,7 +249,7 @@ efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl);
 void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
-bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
+bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len);
 mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
                                                      opal_proc_t *proc);
 /* May something concerning ep (NULL: none in particular) still be handed to
@@ -235,6 +259,27 @@ static inline bool mca_btl_efa_upper_alive(const mca_btl_efa_module_t *btl,
     return !btl->finalizing && (NULL == ep || !ep->detached);
 }
 void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
+/* Hand one message (provider or ring) to its handler. */
+void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring);
+
+/* btl_efa_ring.c: the on-node channel */
+int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted);
+void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl);
+void mca_btl_efa_ring_add_proc(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                               const opal_proc_t *proc);
+bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
+void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep);
+int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl);
+/* Does a message of len bytes (header included) to ep go through its ring?
+ * Attaches the ring on first use. */
+static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                        size_t len) {
+    if (OPAL_LIKELY(EFA_BTL_RING_ATTACHED == ep->ring_state)) {
+        return len <= btl->ring_max_frame;
+    }
+    return EFA_BTL_RING_UNTRIED == ep->ring_state && len <= btl->ring_max_frame &&
+           mca_btl_efa_ring_attach(btl, ep);
+}
 
 /* btl_efa_rdma.c */
 void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, struct efa_btl_rdma_req *req,

@@ -3,6 +3,7 @@
  */
 #include "btl_efa.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "ompi/mca/rte/rte.h"
@@ -88,6 +89,39 @@ static int efa_component_register(void) {
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_btl_efa_component.atomic_mode);
 
+    mca_btl_efa_component.onnode_channel = "auto";
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "onnode_channel",
+        "How messages to processes of the job on the same node travel: \"shm\" through "
+        "shared-memory rings of btl_efa's own (fragments and one-sided requests that fit a slot; "
+        "larger ones by the provider; the BTL declines if the rings cannot be set up), "
+        "\"none\" by the provider, \"auto\" (default) as shm where the rings can be set up. "
+        "With the rings and every peer on this node, atomic_mode=auto executes atomics at the "
+        "target (over the rings) rather than by the provider",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.onnode_channel);
+    mca_btl_efa_component.onnode_dir = "";
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "onnode_dir",
+        "Directory of the on-node channel's shared-memory files (default: /dev/shm if writable, "
+        "else the job's session directory)",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.onnode_dir);
+    mca_btl_efa_component.onnode_slots = 64;
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "onnode_slots",
+        "Slots of each on-node ring (a power of two, at least 2): messages one sender may have "
+        "waiting for one receiver before further ones queue",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.onnode_slots);
+    mca_btl_efa_component.onnode_slot_size = 8192;
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "onnode_slot_size",
+        "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB; 8 of them are the "
+        "slot's header): larger messages go by the provider",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.onnode_slot_size);
+
     /* Defaults; mca_btl_base_param_register makes each a btl_efa_* parameter.
      * On one node the shared-memory BTL must win: a lower exclusivity than
      * vader's (bml/r2 sends through the most exclusive BTL) and a higher
@@ -147,7 +181,7 @@ static bool param_is_default(const char *name) {
  * the provider granted.  Every process of a job sees the same provider and
  * parameters, so all make the same choice.  A bad value, or "native" where
  * the provider cannot, is reported and the BTL declines. */
-static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core) {
+static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ring_all) {
     const efa_core_info_t *info = efa_core_get_info(core);
     efa_rma_mode_t rma, atomics;
     if (!efa_rma_parse_mode(mca_btl_efa_component.rma_mode, &rma)) {
@@ -181,6 +215,15 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core) {
         mca_common_efa_show_help("help-btl-efa.txt", "native-unavailable", true,
                                  opal_process_info.nodename, "atomic_mode", info->provider, why);
         return OPAL_ERR_NOT_AVAILABLE;
+    }
+    if (EFA_RMA_MODE_AUTO == atomics && usable && ring_all) {
+        /* Every peer is on this node and reached through the on-node
+         * rings: an atomic executed by the target's CPU after one ring
+         * round trip beats the provider's (measured on shm: docs/
+         * PERFORMANCE.md).  All or nothing still holds: every process of
+         * the job makes the same choice. */
+        usable = false;
+        snprintf(why, sizeof(why), "the on-node channel carries them (every peer on this node)");
     }
     btl->native_atomics = EFA_RMA_MODE_EMULATED != atomics && usable;
     if (btl->native_atomics) {
@@ -216,8 +259,15 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         mca_common_efa_release(core);
         return NULL;
     }
-    if (OPAL_SUCCESS != choose_one_sided(&mca_btl_efa_module, core) ||
+    bool ring = false;
+    if (OPAL_SUCCESS != mca_btl_efa_ring_setup(&mca_btl_efa_module, &ring)) {
+        free(btls);
+        mca_common_efa_release(core);
+        return NULL;
+    }
+    if (OPAL_SUCCESS != choose_one_sided(&mca_btl_efa_module, core, ring && !job_spans_nodes()) ||
         OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core)) {
+        mca_btl_efa_ring_fini(&mca_btl_efa_module);
         free(btls);
         mca_common_efa_release(core);
         return NULL;
@@ -239,5 +289,6 @@ static int efa_component_progress(void) {
     if (NULL == mca_btl_efa_module.core) {
         return 0;
     }
-    return mca_btl_efa_drain_pending(&mca_btl_efa_module);
+    int n = mca_btl_efa_ring_poll(&mca_btl_efa_module);
+    return n + mca_btl_efa_drain_pending(&mca_btl_efa_module);
 }

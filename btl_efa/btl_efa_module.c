@@ -170,13 +170,74 @@ static void waiting_add(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     OPAL_THREAD_ADD_FETCH32(&btl->num_waiting, 1);
 }
 
-/* One attempt to hand a fragment to the provider, returning the credits
- * owed to its destination with it.  The module lock is held. */
+/* post_locked's answer when the peer's ring is full: only this endpoint
+ * waits (the provider's queue may still have room for others). */
+#define EFA_BTL_RING_FULL 1
+
+/* Copy a fragment into the peer's ring.  The copy is the send: the
+ * fragment is finished at once, a descriptor of the upper layer from
+ * progress (its callback never comes from inside a send call).  The module
+ * lock is held. */
+static int ring_post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            efa_btl_frag_t *frag) {
+    if (0 != efa_shm_outbox_send(ep->outbox, frag->buf, frag->send_len)) {
+        ++btl->ring_full;
+        return EFA_BTL_RING_FULL;
+    }
+    ++btl->ring_sent;
+    if (frag->user) {
+        frag->next = btl->ring_done;
+        btl->ring_done = frag;
+        OPAL_THREAD_ADD_FETCH32(&btl->num_ring_done, 1);
+    } else {
+        frag->next = btl->free_frags;
+        btl->free_frags = frag;
+    }
+    return 0;
+}
+
+/* Finish the fragments sent through rings (see ring_post_locked). */
+static void finish_ring_done(mca_btl_efa_module_t *btl) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    efa_btl_frag_t *done = btl->ring_done;
+    btl->ring_done = NULL;
+    btl->num_ring_done = 0;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    /* The list is last-in first-out: put it back in sending order. */
+    efa_btl_frag_t *ordered = NULL;
+    while (done) {
+        efa_btl_frag_t *next = done->next;
+        done->next = ordered;
+        ordered = done;
+        done = next;
+    }
+    while (ordered) {
+        efa_btl_frag_t *frag = ordered;
+        ordered = frag->next;
+        frag_finish(btl, frag, OPAL_SUCCESS);
+    }
+}
+
+/* One attempt to send a fragment, through the peer's ring when it fits a
+ * slot, else by the provider, returning the credits owed to its
+ * destination with it.  The module lock is held. */
 static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                        efa_btl_frag_t *frag) {
     efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
     int32_t give = ep->owed > UINT16_MAX ? UINT16_MAX : ep->owed;
     hdr->credits = (uint16_t)give;
+    if (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring_max_frame) {
+        /* Ring frames take no credit (the ring has its own limit) but
+         * carry the credits owed for the provider's messages. */
+        int rc = ring_post_locked(btl, ep, frag);
+        if (0 == rc) {
+            ep->owed -= give;
+            if (ep->owed < btl->credit_threshold) {
+                ep->credit_due = false;
+            }
+        }
+        return rc;
+    }
     /* Counted before the provider has it: another thread's progress may
      * complete it before fi_send returns. */
     frag->posted = true;
@@ -198,17 +259,28 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     return rc;
 }
 
+/* Can the fragment go now as far as credits are concerned?  Only the
+ * provider's messages take them. */
+static inline bool has_credit(const mca_btl_efa_module_t *btl, const mca_btl_efa_endpoint_t *ep,
+                              const efa_btl_frag_t *frag) {
+    return ep->credits > 0 ||
+           (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring_max_frame);
+}
+
 /* Post what the endpoint's queue holds while it has credits and the
- * provider takes them, then a credit message if one is due.  Fragments that
- * failed for good are chained on *failed.  Returns false when the provider
- * queue is full.  The module lock is held. */
+ * provider (or the peer's ring) takes them, then a credit message if one
+ * is due.  Fragments that failed for good are chained on *failed.  Returns
+ * false when the provider queue is full.  The module lock is held. */
 static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             efa_btl_frag_t **failed) {
-    while (ep->queue_head && ep->credits > 0) {
+    while (ep->queue_head && has_credit(btl, ep, ep->queue_head)) {
         efa_btl_frag_t *frag = ep->queue_head;
         int rc = post_locked(btl, ep, frag);
         if (-FI_EAGAIN == rc) {
             return false;
+        }
+        if (EFA_BTL_RING_FULL == rc) {
+            return true; /* this endpoint waits for the peer to read its ring */
         }
         ep->queue_head = frag->next;
         if (NULL == ep->queue_head) {
@@ -239,6 +311,9 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             if (-FI_EAGAIN == rc) {
                 return false;
             }
+            if (EFA_BTL_RING_FULL == rc) {
+                return true; /* still due: retried on the next drain */
+            }
         }
     }
     ep->credit_due = false;
@@ -261,14 +336,15 @@ static void finish_failed(mca_btl_efa_module_t *btl, efa_btl_frag_t *failed) {
  * callback always comes from progress. */
 int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     mca_btl_efa_endpoint_t *ep = frag->endpoint;
+    (void)mca_btl_efa_via_ring(btl, ep, frag->send_len); /* attaches on first use */
     OPAL_THREAD_LOCK(&btl->lock);
-    if (NULL == ep->queue_head && ep->credits > 0) {
+    if (NULL == ep->queue_head && has_credit(btl, ep, frag)) {
         int rc = post_locked(btl, ep, frag);
         if (0 == rc) {
             OPAL_THREAD_UNLOCK(&btl->lock);
             return OPAL_SUCCESS;
         }
-        if (-FI_EAGAIN != rc) {
+        if (-FI_EAGAIN != rc && EFA_BTL_RING_FULL != rc) {
             OPAL_THREAD_UNLOCK(&btl->lock);
             opal_output_verbose(1, mca_common_efa_output, "btl:efa: cannot post a send: %s",
                                 fi_strerror(-rc));
@@ -287,15 +363,17 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     return OPAL_SUCCESS;
 }
 
-bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
-    (void)btl;
-    return NULL == ep->queue_head && ep->credits > 0;
+bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len) {
+    return NULL == ep->queue_head && (ep->credits > 0 || mca_btl_efa_via_ring(btl, ep, len));
 }
 
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
     efa_btl_frag_t *failed = NULL;
     int left;
     (void)efa_core_msg_progress(btl->core);
+    if (0 != btl->num_ring_done) {
+        finish_ring_done(btl);
+    }
     if (0 == btl->num_waiting) {
         return 0;
     }
@@ -333,10 +411,13 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
 /* A message from ep arrived: take the credits it returns and count it
  * towards what this process owes back. */
 static void note_received(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                          const efa_btl_hdr_t *hdr) {
+                          const efa_btl_hdr_t *hdr, bool via_ring) {
+    if (via_ring && 0 == hdr->credits) {
+        return; /* took no credit, returns none */
+    }
     OPAL_THREAD_LOCK(&btl->lock);
     ep->credits += hdr->credits;
-    if (EFA_BTL_MSG_CREDIT != hdr->type && ++ep->owed >= btl->credit_threshold) {
+    if (!via_ring && EFA_BTL_MSG_CREDIT != hdr->type && ++ep->owed >= btl->credit_threshold) {
         ep->credit_due = true;
         waiting_add(btl, ep);
     }
@@ -397,6 +478,7 @@ static int efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
             mca_btl_efa_endpoint_by_name(btl, name_key(&procs[i]->proc_name), procs[i]);
         endpoints[i] = ep;
         if (ep) {
+            mca_btl_efa_ring_add_proc(btl, ep, procs[i]);
             ep->detached = false;
             if (reachable) {
                 opal_bitmap_set_bit(reachable, (int)i);
@@ -529,7 +611,8 @@ static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_end
         *descriptor = NULL;
     }
     if (header_size + payload_size > btl->super.btl_eager_limit ||
-        !mca_btl_efa_can_send_now(btl, endpoint)) {
+        !mca_btl_efa_can_send_now(btl, endpoint,
+                                  sizeof(efa_btl_hdr_t) + header_size + payload_size)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
     efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
@@ -562,6 +645,10 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
                             fi_strerror(-err));
         return;
     }
+    mca_btl_efa_deliver(btl, buf, len, false);
+}
+
+void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring) {
     if (len < sizeof(efa_btl_hdr_t)) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: short message dropped");
         return;
@@ -569,7 +656,7 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
     const efa_btl_hdr_t *hdr = buf;
     mca_btl_efa_endpoint_t *ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
     if (NULL != ep) {
-        note_received(btl, ep, hdr);
+        note_received(btl, ep, hdr, via_ring);
     }
     if (EFA_BTL_MSG_CREDIT == hdr->type) {
         return;
@@ -661,8 +748,11 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
             break;
         }
         mca_btl_efa_drain_pending(btl);
+        (void)mca_btl_efa_ring_poll(btl);
         efa_core_progress(btl->core);
     }
+    /* Peers' frames from now on land in a file nobody reads. */
+    mca_btl_efa_ring_fini(btl);
     /* Cancels the receive pool (and drives progress once more). */
     efa_core_msg_set_handler(btl->core, NULL, NULL);
     opal_output_verbose(10, mca_common_efa_output,
@@ -677,6 +767,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
         do {
             mca_btl_efa_endpoint_t *ep = value;
+            mca_btl_efa_ring_detach(ep);
             efa_core_peer_put(btl->core, ep->peer);
             free(ep);
         } while (OPAL_SUCCESS ==
