@@ -275,6 +275,8 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
                             efa_btl_frag_t **failed) {
     while (ep->queue_head && has_credit(btl, ep, ep->queue_head)) {
         efa_btl_frag_t *frag = ep->queue_head;
+        /* A send through a ring reuses frag->next at once. */
+        efa_btl_frag_t *next = frag->next;
         int rc = post_locked(btl, ep, frag);
         if (-FI_EAGAIN == rc) {
             return false;
@@ -282,7 +284,7 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         if (EFA_BTL_RING_FULL == rc) {
             return true; /* this endpoint waits for the peer to read its ring */
         }
-        ep->queue_head = frag->next;
+        ep->queue_head = next;
         if (NULL == ep->queue_head) {
             ep->queue_tail = NULL;
         }

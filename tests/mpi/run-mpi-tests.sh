@@ -11,6 +11,12 @@
 #       runs btl_efa's one-sided operations (ob1's RDMA get of large
 #       messages) in the default mode, native on every stand-in;
 #       ob1-efa-PROV-emul forces the emulated path (not part of "efa").
+#       btl_efa's on-node channel (shared-memory rings) is on in every
+#       ob1-efa-* configuration, and its pingpong runs once more with
+#       common_efa_verbose to check that the rings carried messages
+#       ("pingpong+ring"); ob1-efa-PROV-noring turns the channel off, so
+#       that every message takes the provider ("ob1-efa-shm-noring" and
+#       "ob1-efa-rxm-noring" are part of "efa").
 #   -t  tests (default: all). many_outstanding also selects its tiny-queue
 #       variant (EFA configurations only).
 #   -n  run every selected test with these process counts instead of the
@@ -41,6 +47,7 @@ DEFAULT_TIMEOUT=120
 ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms threads"
 ALL_TESTS+=" collectives datatypes modes netpipe"
 EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
+EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
 
 # ---- configurations: the one place that defines them ----------------------
@@ -59,6 +66,10 @@ provider_string() {
 config_args() {
     local prov
     case $1 in
+    ob1-efa-*-noring)
+        config_args "${1%-noring}" || return 1
+        CFG_ARGS+=(--mca btl_efa_onnode_channel none)
+        ;;
     ob1-vader) CFG_ARGS=(--mca pml ob1 --mca btl "self,vader") ;;
     ob1-tcp) CFG_ARGS=(--mca pml ob1 --mca btl "self,tcp") ;;
     cm-efa-*)
@@ -80,6 +91,9 @@ config_args() {
 }
 
 is_efa_config() { [[ $1 == *-efa-* ]]; }
+
+# Does btl_efa's on-node channel carry this configuration's messages?
+is_ring_config() { [[ $1 == ob1-efa-* && $1 != *-noring ]]; }
 
 # Extra mpirun arguments of the tiny-queue variant of many_outstanding.
 TINYQ_ARGS=(--mca common_efa_tx_size 16 --mca common_efa_rx_size 16)
@@ -157,6 +171,7 @@ usage() {
     sed -n '3,/^# per run/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     echo "configurations: $ALL_CONFIGS"
     echo "  and ob1-efa-rxd-emul ob1-efa-rxm-emul ob1-efa-shm-emul (emulated one-sided path)"
+    echo "  and ob1-efa-rxd-noring (on-node channel off; rxm and shm are part of \"efa\")"
     echo "tests: $ALL_TESTS"
 }
 
@@ -284,11 +299,13 @@ log_hint() {
     [[ -n $line ]] && echo ": $line"
 }
 
-# report LABEL CONFIG NP RC LOG TIMEOUT START_NS OKPATTERN
+# report LABEL CONFIG NP RC LOG TIMEOUT START_NS OKPATTERN [ALSO]: the log
+# must match OKPATTERN and, if given, ALSO
 report() {
-    local label=$1 cfg=$2 np=$3 rc=$4 log=$5 tmo=$6 t0=$7 okpat=$8 secs
+    local label=$1 cfg=$2 np=$3 rc=$4 log=$5 tmo=$6 t0=$7 okpat=$8 also=${9:-} secs
     secs=$(awk -v a="$t0" -v b="$(now_ns)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
-    if [[ $rc -eq 0 ]] && grep -q -a -E "$okpat" "$log"; then
+    if [[ $rc -eq 0 ]] && grep -q -a -E "$okpat" "$log" &&
+        { [[ -z $also ]] || grep -q -a -E "$also" "$log"; }; then
         echo "PASS $label $cfg np=$np (${secs}s${RUN_ARGS:+, args: $RUN_ARGS})"
         NPASS=$((NPASS + 1))
     else
@@ -357,7 +374,10 @@ run_test() {
     t0=$(now_ns)
     : >"$log"
     run_logged "$log" "${CMD[@]}"
-    report "$label" "$cfg" "$np" "$RC" "$log" "$tmo" "$t0" "^ok $t "
+    local also=""
+    # pingpong+ring: frames must have gone through the rings.
+    [[ $label == *+ring ]] && also="on-node channel: [1-9][0-9]* frames sent"
+    report "$label" "$cfg" "$np" "$RC" "$log" "$tmo" "$t0" "^ok $t " "$also"
 }
 
 # NetPIPE: an integrity-check run then a short performance run.
@@ -415,6 +435,9 @@ for cfg in $CONFIGS; do
         done
         if [[ $t == many_outstanding ]] && is_efa_config "$cfg"; then
             run_test "$t" "$t+tinyq" "$cfg" 2 "${TINYQ_ARGS[@]}"
+        fi
+        if [[ $t == pingpong ]] && is_ring_config "$cfg"; then
+            run_test "$t" "$t+ring" "$cfg" 2 --mca common_efa_verbose 1
         fi
     done
 done

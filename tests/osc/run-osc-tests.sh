@@ -23,9 +23,13 @@
 # every put/get above 64 KiB cut into 64 KiB pieces), "mrlocal" (the
 # default mode with --mca common_efa_force_mr_local 1: the FI_MR_LOCAL path,
 # every buffer registered and descriptors passed, that EFA itself requires;
-# process counts 2 and 3 unless -n).  The default list
+# process counts 2 and 3 unless -n), "noring" (the default mode with
+# btl_efa's on-node channel off: every request through the provider; the
+# channel is on in every other mode, and on one node an atomics run must
+# show frames through it).  The default list
 # runs every provider under both PMLs in the default mode, and ob1 in the
-# emulated, mixed and pieces modes, and rxm in mrlocal mode under both.  "hostile" checks the emulated target's own
+# emulated, mixed and pieces modes, rxm in mrlocal mode under both, and
+# ob1 on rxm and shm without the on-node channel.  "hostile" checks the emulated target's own
 # refusal in emul/mixed configs, and the initiator's refusal where
 # put/get are native (there the provider's MR check protects the target, at
 # page granularity, and shm checks nothing).
@@ -55,7 +59,7 @@ if [ $fake_nodes = 1 ]; then
 fi
 [ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm
     ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces
-    ob1-rxm-mrlocal cm-rxm-mrlocal)
+    ob1-rxm-mrlocal cm-rxm-mrlocal ob1-rxm-noring ob1-shm-noring)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader)
 for p in osc_test osc_hostile; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
@@ -103,6 +107,7 @@ config_args() {
     mixed) echo " --mca btl_efa_rma_mode native --mca btl_efa_atomic_mode emulated" ;;
     pieces) echo " --mca btl_efa_rma_mode native --mca btl_efa_rma_max_transfer 65536" ;;
     mrlocal) echo " --mca common_efa_force_mr_local 1" ;;
+    noring) echo " --mca btl_efa_onnode_channel none" ;;
     *) return 1 ;;
     esac
 }
@@ -117,6 +122,10 @@ config_nps() {
         echo "2 4"
     fi
 }
+
+# Does btl_efa's on-node channel carry this config's requests?  (All ranks
+# on this node unless -F.)
+ring_used() { [[ $1 != *-noring ]] && [ $fake_nodes = 0 ]; }
 
 # Do puts travel natively in this config?  (All three stand-ins grant FI_RMA,
 # so the default mode is native there.)
@@ -192,6 +201,14 @@ for cfg in "${configs[@]}"; do
                 [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK $t" "$out" &&
                     grep -q "btl:efa: one-sided operations in use" "$out" &&
                     ! grep -q "^FAIL" "$out" && ok=1
+                # The on-node channel carried the atomics (or must not have).
+                if [ "$t" = atomics ] && [ $ok = 1 ]; then
+                    if ring_used "$cfg"; then
+                        grep -q "on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
+                    else
+                        ! grep -q "on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
+                    fi
+                fi
                 verdict "$t" "$cfg" "$np" $ok
                 ;;
             esac
