@@ -63,6 +63,15 @@ expect_failure bad-atomic-mode "Allowed:   auto, native, emulated" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_atomic_mode Native
 expect_failure native-atomics-unavailable "cannot do" "${ob1[@]}" \
     --mca btl_efa_provider_include "udp;ofi_rxd" --mca btl_efa_atomic_mode native
+# The on-node channel: unknown value, bad ring geometry, and "shm" (not
+# "auto") where the rings cannot be created.
+expect_failure bad-onnode-channel "Allowed:   auto, shm, none" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_onnode_channel vader
+expect_failure bad-onnode-slots "must be a power of two" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_onnode_slots 48
+expect_failure onnode-channel-unavailable "could not be created" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_onnode_channel shm \
+    --mca btl_efa_onnode_dir /nonexistent/dir
 
 # Not asked for, no EFA: the MTL must step aside without a word, and the
 # job runs on whatever else Open MPI has.
@@ -98,7 +107,8 @@ fi
 
 info=$(OMPI_MCA_mca_base_component_path="$path" ompi_info --param btl efa --level 9 2>&1)
 missing=""
-for p in rma_mode atomic_mode rma_window send_window; do
+for p in rma_mode atomic_mode rma_window send_window onnode_channel onnode_dir onnode_slots \
+    onnode_slot_size; do
     grep -q "\"btl_efa_$p\"" <<<"$info" || missing="$missing $p"
 done
 if [ -z "$missing" ]; then
