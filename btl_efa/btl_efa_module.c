@@ -602,6 +602,50 @@ static int efa_send(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
     return mca_btl_efa_frag_post(btl, frag);
 }
 
+/* sendi through the peer's ring: header and payload are written straight
+ * into the slot, no fragment involved.  OPAL_ERR_RESOURCE_BUSY when the
+ * ring is full or sends to the peer are queued (ob1 then sends a
+ * descriptor, which queues in order). */
+static int ring_sendi(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                      opal_convertor_t *convertor, const void *header, size_t header_size,
+                      size_t payload_size, mca_btl_base_tag_t tag, size_t total) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    uint8_t *slot = NULL;
+    if (NULL == ep->queue_head) {
+        slot = efa_shm_outbox_reserve(ep->outbox, total);
+        if (NULL == slot) {
+            ++btl->ring_full;
+        }
+    }
+    if (NULL == slot) {
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    uint8_t *data = slot + sizeof(efa_btl_hdr_t);
+    memcpy(data, header, header_size);
+    size_t size = payload_size;
+    if (payload_size > 0 && OPAL_SUCCESS != pack(convertor, data + header_size, &size)) {
+        OPAL_THREAD_UNLOCK(&btl->lock); /* reserved, never committed: nothing sent */
+        return OPAL_ERROR;
+    }
+    efa_btl_hdr_t hdr;
+    int32_t give = ep->owed > UINT16_MAX ? UINT16_MAX : ep->owed;
+    hdr.type = EFA_BTL_MSG_AM;
+    hdr.tag = tag;
+    hdr.credits = (uint16_t)give;
+    hdr.len = (uint32_t)(header_size + size);
+    hdr.src = btl->my_name;
+    memcpy(slot, &hdr, sizeof(hdr));
+    efa_shm_outbox_commit(ep->outbox, sizeof(hdr) + header_size + size);
+    ++btl->ring_sent;
+    ep->owed -= give;
+    if (ep->owed < btl->credit_threshold) {
+        ep->credit_due = false;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return OPAL_SUCCESS;
+}
+
 static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *endpoint,
                      struct opal_convertor_t *convertor, void *header, size_t header_size,
                      size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
@@ -611,6 +655,10 @@ static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_end
     (void)flags;
     if (descriptor) {
         *descriptor = NULL;
+    }
+    const size_t total = sizeof(efa_btl_hdr_t) + header_size + payload_size;
+    if (mca_btl_efa_via_ring(btl, endpoint, total)) {
+        return ring_sendi(btl, endpoint, convertor, header, header_size, payload_size, tag, total);
     }
     if (header_size + payload_size > btl->super.btl_eager_limit ||
         !mca_btl_efa_can_send_now(btl, endpoint,
