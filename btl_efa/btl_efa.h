@@ -14,10 +14,12 @@
  *    a registered range or its access rights.  Works on any provider.
  *
  * Put and get on the process's own memory are copies after the same table
- * check in both modes.  Emulated atomics always use CPU atomic
- * instructions at the target, so they are coherent with the process's own
- * CPU atomics (MCA_BTL_ATOMIC_SUPPORTS_GLOB); native atomics, own memory
- * included, all go through the provider instead.
+ * check in both modes.  Put and get to another process of the same node
+ * are, where the kernel allows it, one copy by Linux cross-memory attach
+ * (btl_efa_cma.c, btl_efa_single_copy) instead of either path.  Emulated atomics always use CPU
+ * atomic instructions at the target, so they are coherent with the process's own CPU atomics
+ * (MCA_BTL_ATOMIC_SUPPORTS_GLOB); native atomics, own memory included, all go through the provider
+ * instead.
  */
 #ifndef MCA_BTL_EFA_H
 #define MCA_BTL_EFA_H
@@ -106,8 +108,18 @@ struct mca_btl_base_endpoint_t {
     bool waiting;                 /* on the module's list of endpoints with work queued */
     struct efa_btl_frag *queue_head, *queue_tail; /* sends waiting, in order */
     struct mca_btl_base_endpoint_t *next_waiting;
+    /* Single copy (btl_efa_cma.c): EFA_BTL_CMA_*, decided at the first
+     * put or get to the peer; cma_pid is the peer's pid once verified. */
+    volatile int32_t cma;
+    uint32_t cma_pid;
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_efa_endpoint_t;
+
+enum {
+    EFA_BTL_CMA_UNKNOWN = 0, /* not tried yet */
+    EFA_BTL_CMA_ON,          /* verified: put and get copy directly */
+    EFA_BTL_CMA_OFF,         /* not on this node, or the kernel refused: the provider's path */
+};
 
 /* A send fragment: the buffer begins with efa_btl_hdr_t. */
 typedef struct efa_btl_frag {
@@ -202,6 +214,12 @@ typedef struct mca_btl_efa_module {
     efa_btl_rop_t *free_rops;
     void **rop_slabs;
     int num_rop_slabs;
+    /* Single copy to processes of this node (btl_efa_cma.c). */
+    bool single_copy; /* allowed for this job (mode and build) */
+    efa_single_copy_mode_t single_copy_mode;
+    uint32_t my_pid;                     /* put in every handle while single_copy */
+    volatile int64_t cma_puts, cma_gets; /* operations done by CMA */
+    volatile int32_t cma_fallbacks;      /* peers the kernel refused */
 } mca_btl_efa_module_t;
 
 typedef struct mca_btl_efa_component {
@@ -214,6 +232,8 @@ typedef struct mca_btl_efa_component {
     size_t rma_max_transfer;  /* largest native transfer (0: the provider's limit) */
     char *rma_mode;           /* btl_efa_rma_mode: auto, native, emulated */
     char *atomic_mode;        /* btl_efa_atomic_mode: auto, native, emulated */
+    char *single_copy;        /* btl_efa_single_copy: auto, cma, none */
+    int debug_cma_refuse;     /* testing: act as if the kernel refused CMA (EPERM) */
 } mca_btl_efa_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
@@ -271,6 +291,25 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
                               mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                               void *cbdata);
 bool mca_btl_efa_native_atomics_usable(efa_core_t *core, char *why, size_t why_len);
+/* An operation outside the peer's handle: reported (the first few) and
+ * failed through the callback with OPAL_ERR_PERM; returns OPAL_SUCCESS. */
+int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
+                       void *local_address, struct mca_btl_base_registration_handle_t *local_handle,
+                       uint64_t remote_address, size_t size,
+                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+
+/* btl_efa_cma.c */
+int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode);
+void mca_btl_efa_cma_fini(mca_btl_efa_module_t *btl);
+/* A put or get by a direct copy into or out of the peer's memory.  Returns
+ * OPAL_ERR_NOT_AVAILABLE when the operation is not for this path (the
+ * caller then takes the provider's); anything else means it was handled,
+ * the callback already called (refusals included). */
+int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
+                         void *local_address, uint64_t remote_address,
+                         struct mca_btl_base_registration_handle_t *local_handle,
+                         struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                         mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
 
 END_C_DECLS
 #endif
