@@ -14,10 +14,12 @@
  *    a registered range or its access rights.  Works on any provider.
  *
  * Put and get on the process's own memory are copies after the same table
- * check in both modes.  Emulated atomics always use CPU atomic
- * instructions at the target, so they are coherent with the process's own
- * CPU atomics (MCA_BTL_ATOMIC_SUPPORTS_GLOB); native atomics, own memory
- * included, all go through the provider instead.
+ * check in both modes.  Put and get to another process of the same node
+ * are, where the kernel allows it, one copy by Linux cross-memory attach
+ * (btl_efa_cma.c, btl_efa_single_copy) instead of either path.  Emulated atomics always use CPU
+ * atomic instructions at the target, so they are coherent with the process's own CPU atomics
+ * (MCA_BTL_ATOMIC_SUPPORTS_GLOB); native atomics, own memory included, all go through the provider
+ * instead.
  */
 #ifndef MCA_BTL_EFA_H
 #define MCA_BTL_EFA_H
@@ -112,6 +114,10 @@ struct mca_btl_base_endpoint_t {
     int8_t ring_state;        /* EFA_BTL_RING_* */
     uint32_t vpid;            /* names the peer's inbox */
     efa_shm_outbox_t *outbox; /* attached on the first send */
+    /* Single copy (btl_efa_cma.c): EFA_BTL_CMA_*, decided at the first
+     * put or get to the peer; cma_pid is the peer's pid once verified. */
+    volatile int32_t cma;
+    uint32_t cma_pid;
 };
 
 enum {
@@ -121,6 +127,12 @@ enum {
     EFA_BTL_RING_FAILED,   /* the peer's inbox could not be attached: provider */
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_efa_endpoint_t;
+
+enum {
+    EFA_BTL_CMA_UNKNOWN = 0, /* not tried yet */
+    EFA_BTL_CMA_ON,          /* verified: put and get copy directly */
+    EFA_BTL_CMA_OFF,         /* not on this node, or the kernel refused: the provider's path */
+};
 
 /* A send fragment: the buffer begins with efa_btl_hdr_t. */
 typedef struct efa_btl_frag {
@@ -222,6 +234,12 @@ typedef struct mca_btl_efa_module {
     efa_btl_frag_t *ring_done; /* sent through a ring: finished from progress */
     volatile int32_t num_ring_done;
     uint64_t ring_sent, ring_received, ring_full; /* frames; sends that found a ring full */
+    /* Single copy to processes of this node (btl_efa_cma.c). */
+    bool single_copy; /* allowed for this job (mode and build) */
+    efa_single_copy_mode_t single_copy_mode;
+    uint32_t my_pid;                     /* put in every handle while single_copy */
+    volatile int64_t cma_puts, cma_gets; /* operations done by CMA */
+    volatile int32_t cma_fallbacks;      /* peers the kernel refused */
 } mca_btl_efa_module_t;
 
 typedef struct mca_btl_efa_component {
@@ -238,6 +256,8 @@ typedef struct mca_btl_efa_component {
     char *onnode_dir;         /* where the inboxes live ("": /dev/shm, else the session dir) */
     int onnode_slots;         /* slots per ring */
     size_t onnode_slot_size;  /* bytes per slot */
+    char *single_copy;        /* btl_efa_single_copy: auto, cma, none */
+    int debug_cma_refuse;     /* testing: act as if the kernel refused CMA (EPERM) */
 } mca_btl_efa_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
@@ -316,6 +336,25 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
                               mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                               void *cbdata);
 bool mca_btl_efa_native_atomics_usable(efa_core_t *core, char *why, size_t why_len);
+/* An operation outside the peer's handle: reported (the first few) and
+ * failed through the callback with OPAL_ERR_PERM; returns OPAL_SUCCESS. */
+int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
+                       void *local_address, struct mca_btl_base_registration_handle_t *local_handle,
+                       uint64_t remote_address, size_t size,
+                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+
+/* btl_efa_cma.c */
+int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode);
+void mca_btl_efa_cma_fini(mca_btl_efa_module_t *btl);
+/* A put or get by a direct copy into or out of the peer's memory.  Returns
+ * OPAL_ERR_NOT_AVAILABLE when the operation is not for this path (the
+ * caller then takes the provider's); anything else means it was handled,
+ * the callback already called (refusals included). */
+int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
+                         void *local_address, uint64_t remote_address,
+                         struct mca_btl_base_registration_handle_t *local_handle,
+                         struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                         mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
 
 END_C_DECLS
 #endif

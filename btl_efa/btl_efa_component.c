@@ -121,6 +121,26 @@ static int efa_component_register(void) {
         "slot's header): larger messages go by the provider",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_btl_efa_component.onnode_slot_size);
+    mca_btl_efa_component.single_copy = "auto";
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "single_copy",
+        "Put and get to another process of the same node: \"cma\" copies directly into or "
+        "out of the peer's registered memory with Linux cross-memory attach "
+        "(process_vm_writev/readv; complete at the target when the call returns), \"none\" "
+        "always takes the provider's path (or the emulated one), \"auto\" uses CMA where the "
+        "kernel allows it and the provider's path otherwise.  A peer the kernel refuses "
+        "(ptrace_scope, containers, another user) falls back to the provider's path, reported "
+        "at verbosity 1 (auto) or as an error message (cma).  Atomics and peers on other nodes "
+        "always take the provider's path.  Not used with btl_efa_rma_mode emulated",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.single_copy);
+    mca_btl_efa_component.debug_cma_refuse = 0;
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "debug_cma_refuse",
+        "Testing only: act as if the kernel refused cross-memory attach to every peer (EPERM), "
+        "so that the fallback to the provider's path can be seen (0: off)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.debug_cma_refuse);
 
     /* Defaults; mca_btl_base_param_register makes each a btl_efa_* parameter.
      * On one node the shared-memory BTL must win: a lower exclusivity than
@@ -194,6 +214,31 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
                                  "atomic_mode", mca_btl_efa_component.atomic_mode);
         return OPAL_ERR_BAD_PARAM;
     }
+    efa_single_copy_mode_t single_copy;
+    if (!efa_rma_parse_single_copy(mca_btl_efa_component.single_copy, &single_copy)) {
+        mca_common_efa_show_help("help-btl-efa.txt", "bad-single-copy", true,
+                                 opal_process_info.nodename, mca_btl_efa_component.single_copy);
+        return OPAL_ERR_BAD_PARAM;
+    }
+#ifndef EFA_HAVE_CMA
+    if (EFA_SINGLE_COPY_CMA == single_copy) {
+        mca_common_efa_show_help("help-btl-efa.txt", "cma-unavailable", true,
+                                 opal_process_info.nodename,
+                                 "btl_efa was built without process_vm_readv/process_vm_writev");
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+#endif
+    if (EFA_SINGLE_COPY_CMA == single_copy && EFA_RMA_MODE_EMULATED == rma) {
+        mca_common_efa_show_help("help-btl-efa.txt", "cma-unavailable", true,
+                                 opal_process_info.nodename,
+                                 "btl_efa_rma_mode is \"emulated\": put and get are to be "
+                                 "executed by the target");
+        return OPAL_ERR_BAD_PARAM;
+    }
+    if (EFA_RMA_MODE_EMULATED == rma) {
+        single_copy = EFA_SINGLE_COPY_NONE; /* the user asked for the target to execute them */
+    }
+    btl->single_copy_mode = single_copy;
     if (EFA_RMA_MODE_NATIVE == rma && !info->has_rma) {
         mca_common_efa_show_help("help-btl-efa.txt", "native-unavailable", true,
                                  opal_process_info.nodename, "rma_mode", info->provider,
@@ -233,8 +278,9 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
         btl->super.btl_atomic_flags &= ~MCA_BTL_ATOMIC_SUPPORTS_GLOB;
     }
     opal_output_verbose(
-        1, mca_common_efa_output, "btl:efa: put/get %s; atomics %s%s%s",
+        1, mca_common_efa_output, "btl:efa: put/get %s%s; atomics %s%s%s",
         btl->native_rma ? "native (RDMA write/read)" : "emulated (executed by the target)",
+        EFA_SINGLE_COPY_NONE != single_copy ? ", single copy (CMA) on this node where allowed" : "",
         btl->native_atomics ? "native (provider atomics)" : "emulated (executed by the target)",
         (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? ": " : "",
         (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? why : "");
@@ -266,7 +312,9 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         return NULL;
     }
     if (OPAL_SUCCESS != choose_one_sided(&mca_btl_efa_module, core, ring && !job_spans_nodes()) ||
-        OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core)) {
+        OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core) ||
+        OPAL_SUCCESS !=
+            mca_btl_efa_cma_init(&mca_btl_efa_module, mca_btl_efa_module.single_copy_mode)) {
         mca_btl_efa_ring_fini(&mca_btl_efa_module);
         free(btls);
         mca_common_efa_release(core);

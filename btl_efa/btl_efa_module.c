@@ -811,6 +811,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
                         "send(s) unfinished",
                         posted0, now_seconds() - t0, (int)btl->num_waiting, (int)btl->outstanding,
                         (int)btl->posted);
+    mca_btl_efa_cma_fini(btl);
     mca_btl_efa_rdma_module_fini(btl);
     mca_btl_efa_native_fini(btl);
     if (OPAL_SUCCESS ==

@@ -163,13 +163,13 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
 
 /* An operation outside what the peer's handle covers is refused before it
  * reaches the provider (some providers, shm for one, check no keys and
- * would write wherever told).  It fails the way a target's refusal does in
- * the emulated path: through the callback with OPAL_ERR_PERM, not as a
- * return code, which callers may take as a reason to retry. */
-static int refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
-                  void *local_address, struct mca_btl_base_registration_handle_t *local_handle,
-                  uint64_t remote_address, size_t size, mca_btl_base_rdma_completion_fn_t cbfunc,
-                  void *cbcontext, void *cbdata) {
+ * would write wherever told; the single-copy path writes itself).  It fails the way a target's
+ * refusal does in the emulated path: through the callback with OPAL_ERR_PERM, not as a return code,
+ * which callers may take as a reason to retry. */
+int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
+                       void *local_address, struct mca_btl_base_registration_handle_t *local_handle,
+                       uint64_t remote_address, size_t size,
+                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     if (btl->refused++ < 10) {
         opal_output(0,
                     "btl:efa: refused a one-sided %s of %zu bytes at 0x%llx: misaligned or "
@@ -208,8 +208,8 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     }
     if (!efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr, remote_address, size,
                              &raddr)) {
-        return refuse(btl, ep, EFA_BTL_MSG_PUT == type ? "put" : "get", local_address, local_handle,
-                      remote_address, size, cbfunc, cbcontext, cbdata);
+        return mca_btl_efa_refuse(btl, ep, EFA_BTL_MSG_PUT == type ? "put" : "get", local_address,
+                                  local_handle, remote_address, size, cbfunc, cbcontext, cbdata);
     }
     efa_btl_rop_t *rop = rop_get(btl);
     if (NULL == rop) {
@@ -351,8 +351,8 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     uint64_t raddr;
     if (remote_address % size || !efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr,
                                                       remote_address, size, &raddr)) {
-        return refuse(btl, ep, "atomic", local_address, local_handle, remote_address, size, cbfunc,
-                      cbcontext, cbdata);
+        return mca_btl_efa_refuse(btl, ep, "atomic", local_address, local_handle, remote_address,
+                                  size, cbfunc, cbcontext, cbdata);
     }
     efa_btl_rop_t *rop = rop_get(btl);
     if (NULL == rop) {

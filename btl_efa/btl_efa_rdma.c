@@ -496,6 +496,14 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
     if (EFA_BTL_MSG_PUT == type) {
         remote_address = corrupt(remote_address);
     }
+    /* Another process of this node: one copy by CMA where possible. */
+    if (btl->single_copy && !ep->is_self && 0 != size) {
+        int rc = mca_btl_efa_cma_rdma(btl, ep, type, local_address, remote_address, local_handle,
+                                      remote_handle, size, cbfunc, cbcontext, cbdata);
+        if (OPAL_ERR_NOT_AVAILABLE != rc) {
+            return rc;
+        }
+    }
     /* Own memory: a checked copy is all either path would amount to. */
     if (btl->native_rma && !ep->is_self) {
         return mca_btl_efa_native_rdma(btl, ep, type, local_address, remote_address, local_handle,
@@ -649,6 +657,7 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
     reg->handle.rma.base = (uint64_t)(uintptr_t)addr;
     reg->handle.rma.len = size;
     reg->handle.rma.access = flags;
+    reg->handle.rma.owner_pid = btl->my_pid; /* 0 unless single copy is on */
     OPAL_THREAD_LOCK(&btl->lock);
     reg->handle.rma.key = ++btl->next_key;
     opal_hash_table_set_value_uint64(&btl->regs, reg->handle.rma.key, reg);

@@ -60,6 +60,32 @@ AC_DEFUN([EFA_CHECK_FI_FEATURES], [
 ])
 
 
+# EFA_CHECK_CMA
+# -------------
+# Linux cross-memory attach (process_vm_readv / process_vm_writev in
+# <sys/uio.h>), btl_efa's single-copy path between processes of one node.
+# Without it that path is compiled out (btl_efa_single_copy then accepts
+# only "auto" and "none").  The result reaches the BTL as a preprocessor
+# flag, $(EFA_CMA_CPPFLAGS), not through efa_build_config.h: the BTL
+# includes opal_config.h, whose PACKAGE_* macros that header would repeat.
+AC_DEFUN([EFA_CHECK_CMA], [
+    efa_have_cma=no
+    AC_CHECK_HEADER([sys/uio.h],
+        [AC_CHECK_FUNCS([process_vm_readv process_vm_writev])
+         AS_IF([test "$ac_cv_func_process_vm_readv" = yes && test "$ac_cv_func_process_vm_writev" = yes],
+               [AC_CHECK_DECL([process_vm_readv], [efa_have_cma=yes], [], [[
+#define _GNU_SOURCE 1
+#include <sys/uio.h>
+]])])])
+    AC_MSG_CHECKING([whether btl_efa gets its CMA single-copy path])
+    AC_MSG_RESULT([$efa_have_cma])
+    AS_IF([test "$efa_have_cma" = yes],
+          [EFA_CMA_CPPFLAGS=-DEFA_HAVE_CMA=1],
+          [EFA_CMA_CPPFLAGS=])
+    AC_SUBST([EFA_CMA_CPPFLAGS])
+])
+
+
 # EFA_OMPI_DSO_ONLY(component, happy-variable)
 # --------------------------------------------
 # Inside Open MPI: the EFA components are built as DSOs only.  Built
@@ -147,6 +173,8 @@ AC_DEFUN([MCA_opal_common_efa_CONFIG], [
            CPPFLAGS="$CPPFLAGS $opal_ofi_CPPFLAGS"
            EFA_CHECK_FI_FEATURES
            CPPFLAGS=$common_efa_save_CPPFLAGS])
+
+    EFA_CHECK_CMA
 
     AC_SUBST([common_efa_CXXSTD])
     OPAL_VAR_SCOPE_POP

@@ -36,6 +36,12 @@ typedef struct efa_rma_handle {
     uint64_t mr_base; /* where that MR starts: offset-addressed providers count from here */
     uint32_t access;  /* MCA_BTL_REG_FLAG_* as registered */
     uint32_t flags;   /* EFA_RMA_HANDLE_* */
+    /* The owner's process id (getpid()) for the single-copy path between
+     * processes of one node, 0 when the owner offers none.  Only a hint:
+     * the initiator uses it only when it equals the pid it verified for the
+     * peer the operation goes to (efa_rma_cma_check). */
+    uint32_t owner_pid;
+    uint32_t reserved;
 } efa_rma_handle_t;
 
 enum {
@@ -161,6 +167,57 @@ static inline bool efa_rma_parse_mode(const char *s, efa_rma_mode_t *out) {
         return false;
     }
     return true;
+}
+
+/* Single-copy path between processes of one node (btl_efa_single_copy):
+ * auto (CMA where the kernel allows it, else the provider), cma (the same,
+ * but a refusal is reported loudly), none (always the provider). */
+typedef enum {
+    EFA_SINGLE_COPY_AUTO,
+    EFA_SINGLE_COPY_CMA,
+    EFA_SINGLE_COPY_NONE
+} efa_single_copy_mode_t;
+
+/* Parses "auto", "cma" or "none"; NULL or "" means auto.  Returns false
+ * for anything else. */
+static inline bool efa_rma_parse_single_copy(const char *s, efa_single_copy_mode_t *out) {
+    if (NULL == s || '\0' == s[0] || 0 == strcmp(s, "auto")) {
+        *out = EFA_SINGLE_COPY_AUTO;
+    } else if (0 == strcmp(s, "cma")) {
+        *out = EFA_SINGLE_COPY_CMA;
+    } else if (0 == strcmp(s, "none")) {
+        *out = EFA_SINGLE_COPY_NONE;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* What the single-copy path may do with an operation on [addr, addr+len)
+ * of a peer's handle, the peer's verified pid being 'peer_pid' and the
+ * operation needing the access bits 'need' (MCA_BTL_REG_FLAG_REMOTE_*). */
+typedef enum {
+    EFA_RMA_CMA_OK,        /* copy directly */
+    EFA_RMA_CMA_OUTSIDE,   /* outside the handle's range: refuse, copy nothing */
+    EFA_RMA_CMA_NOT_OWNER, /* the handle is not the peer's (or offers no pid): provider path */
+    EFA_RMA_CMA_NO_ACCESS, /* registered without the right: the provider decides */
+} efa_rma_cma_verdict_t;
+
+/* The range is checked first, byte for byte as the emulated target does,
+ * so an address outside the registration is refused whichever path would
+ * otherwise have carried it. */
+static inline efa_rma_cma_verdict_t efa_rma_cma_check(const efa_rma_handle_t *h, uint32_t peer_pid,
+                                                      uint64_t addr, uint64_t len, uint32_t need) {
+    if (!efa_rma_in_range(h, addr, len)) {
+        return EFA_RMA_CMA_OUTSIDE;
+    }
+    if (0 == peer_pid || h->owner_pid != peer_pid) {
+        return EFA_RMA_CMA_NOT_OWNER;
+    }
+    if ((h->access & need) != need) {
+        return EFA_RMA_CMA_NO_ACCESS;
+    }
+    return EFA_RMA_CMA_OK;
 }
 
 #ifdef __cplusplus

@@ -9,8 +9,11 @@
 #   -c  configurations (default: ob1-vader). "all" = every configuration,
 #       "efa" = every cm-efa-* and ob1-efa-* configuration.  ob1-efa-PROV
 #       runs btl_efa's one-sided operations (ob1's RDMA get of large
-#       messages) in the default mode, native on every stand-in;
-#       ob1-efa-PROV-emul forces the emulated path (not part of "efa").
+#       messages) in the default mode, native on every stand-in, and (all
+#       ranks on this node) by single copy (CMA);
+#       ob1-efa-PROV-emul forces the emulated path, ob1-efa-PROV-nocma the
+#       provider's native path (btl_efa_single_copy none); neither is part
+#       of "efa".
 #       btl_efa's on-node channel (shared-memory rings) is on in every
 #       ob1-efa-* configuration, and its pingpong runs once more with
 #       common_efa_verbose to check that the rings carried messages
@@ -81,6 +84,12 @@ config_args() {
         prov=$(provider_string "${rest%-emul}") || return 1
         CFG_ARGS=(--mca pml ob1 --mca btl "efa,self" --mca btl_efa_provider_include "$prov"
             --mca btl_efa_rma_mode emulated --mca btl_efa_atomic_mode emulated)
+        ;;
+    ob1-efa-*-nocma)
+        local rest=${1#ob1-efa-}
+        prov=$(provider_string "${rest%-nocma}") || return 1
+        CFG_ARGS=(--mca pml ob1 --mca btl "efa,self" --mca btl_efa_provider_include "$prov"
+            --mca btl_efa_single_copy none)
         ;;
     ob1-efa-*)
         prov=$(provider_string "${1#ob1-efa-}") || return 1
@@ -172,6 +181,7 @@ usage() {
     echo "configurations: $ALL_CONFIGS"
     echo "  and ob1-efa-rxd-emul ob1-efa-rxm-emul ob1-efa-shm-emul (emulated one-sided path)"
     echo "  and ob1-efa-rxd-noring (on-node channel off; rxm and shm are part of \"efa\")"
+    echo "  and ob1-efa-rxd-nocma ob1-efa-rxm-nocma ob1-efa-shm-nocma (provider path, no CMA)"
     echo "tests: $ALL_TESTS"
 }
 

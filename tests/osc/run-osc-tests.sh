@@ -26,13 +26,23 @@
 # process counts 2 and 3 unless -n), "noring" (the default mode with
 # btl_efa's on-node channel off: every request through the provider; the
 # channel is on in every other mode, and on one node an atomics run must
-# show frames through it).  The default list
+# show frames through it), "nocma" (the default mode with
+# btl_efa_single_copy none: put/get by the provider's RDMA, as between
+# nodes), "cmafail" (the default mode with btl_efa_debug_cma_refuse 1: every
+# peer's CMA probe fails as on EPERM, put/get fall back to the provider).
+# All ranks run on this node, so the default, native, mixed and noring modes
+# move put/get by single copy (CMA, btl_efa_single_copy auto); pieces and
+# mrlocal turn it off, as they test the provider's path.  Each putget run
+# checks which path carried put/get: "single copy (CMA) put/get in use"
+# with a non-zero count in the CMA modes, neither in the others (nor with
+# -F, where the ranks are on pretend nodes).  The default list
 # runs every provider under both PMLs in the default mode, and ob1 in the
-# emulated, mixed and pieces modes, rxm in mrlocal mode under both, and
-# ob1 on rxm and shm without the on-node channel.  "hostile" checks the emulated target's own
+# emulated, mixed, pieces and nocma modes, shm in cmafail mode, rxm in
+# mrlocal mode under both, and ob1 on rxm and shm without the on-node
+# channel.  "hostile" checks the emulated target's own
 # refusal in emul/mixed configs, and the initiator's refusal where
-# put/get are native (there the provider's MR check protects the target, at
-# page granularity, and shm checks nothing).
+# put/get are native or single copy (there the provider's MR check protects
+# the target, at page granularity, and shm and CMA check nothing).
 # Prints "PASS name config np=N" / "FAIL ..." per run and a final
 # "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -50,7 +60,7 @@ while getopts "c:n:t:T:a:Fh" o; do
     T) limit=$OPTARG ;;
     a) extra=$OPTARG ;;
     F) fake_nodes=1 ;;
-    *) sed -n '2,32p' "$0"; exit 2 ;;
+    *) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 2 ;;
     esac
 done
 if [ $fake_nodes = 1 ]; then
@@ -59,7 +69,8 @@ if [ $fake_nodes = 1 ]; then
 fi
 [ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm
     ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces
-    ob1-rxm-mrlocal cm-rxm-mrlocal ob1-rxm-noring ob1-shm-noring)
+    ob1-rxm-mrlocal cm-rxm-mrlocal ob1-rxm-noring ob1-shm-noring ob1-rxd-nocma ob1-rxm-nocma
+    ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader)
 for p in osc_test osc_hostile; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
@@ -105,9 +116,11 @@ config_args() {
     native) echo " --mca btl_efa_rma_mode native --mca btl_efa_atomic_mode native" ;;
     emul) echo " --mca btl_efa_rma_mode emulated --mca btl_efa_atomic_mode emulated" ;;
     mixed) echo " --mca btl_efa_rma_mode native --mca btl_efa_atomic_mode emulated" ;;
-    pieces) echo " --mca btl_efa_rma_mode native --mca btl_efa_rma_max_transfer 65536" ;;
-    mrlocal) echo " --mca common_efa_force_mr_local 1" ;;
+    pieces) echo " --mca btl_efa_rma_mode native --mca btl_efa_rma_max_transfer 65536 --mca btl_efa_single_copy none" ;;
+    mrlocal) echo " --mca common_efa_force_mr_local 1 --mca btl_efa_single_copy none" ;;
     noring) echo " --mca btl_efa_onnode_channel none" ;;
+    nocma) echo " --mca btl_efa_single_copy none" ;;
+    cmafail) echo " --mca btl_efa_debug_cma_refuse 1" ;;
     *) return 1 ;;
     esac
 }
@@ -130,6 +143,28 @@ ring_used() { [[ $1 != *-noring ]] && [ $fake_nodes = 0 ]; }
 # Do puts travel natively in this config?  (All three stand-ins grant FI_RMA,
 # so the default mode is native there.)
 native_puts() { [[ $1 != *-emul ]]; }
+
+# Do put/get travel by single copy (CMA) in this config?  Every rank is on
+# this node unless -F; modes that name a path for put/get turn it off.
+cma_puts() {
+    [ $fake_nodes = 0 ] && [[ $1 != *-emul && $1 != *-pieces && $1 != *-mrlocal &&
+        $1 != *-nocma && $1 != *-cmafail ]]
+}
+
+# Did the log show the path cma_puts expects?  In CMA configs the "in use"
+# line and a non-zero count at finalize; elsewhere neither, and in cmafail
+# mode the fallback message.
+path_ok() { # config log
+    local moved
+    moved=$(grep -o "single copy (CMA): [0-9]* put(s), [0-9]* get(s)" "$2" |
+        awk '{ n += $4 + $6 } END { print n + 0 }')
+    if cma_puts "$1"; then
+        grep -q "btl:efa: single copy (CMA) put/get in use" "$2" && [ "$moved" -gt 0 ]
+    else
+        ! grep -q "btl:efa: single copy (CMA) put/get in use" "$2" && [ "$moved" = 0 ] &&
+            { [[ $1 != *-cmafail ]] || grep -q "put/get take the provider's path" "$2"; }
+    fi
+}
 
 # shellcheck disable=SC2086
 run() { # name config np -- mpirun arguments
@@ -208,6 +243,12 @@ for cfg in "${configs[@]}"; do
                     else
                         ! grep -q "on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
                     fi
+                fi
+                # putget moves data both ways: it must have taken the
+                # path the config names.
+                if [ $ok = 1 ] && [ "$t" = putget ] && ! path_ok "$cfg" "$out"; then
+                    ok=0
+                    echo "    (put/get did not take the expected path: CMA expected: $(cma_puts "$cfg" && echo yes || echo no))"
                 fi
                 verdict "$t" "$cfg" "$np" $ok
                 ;;

@@ -32,12 +32,13 @@ efa_rma_handle_t handle(uint64_t base, uint64_t len, uint64_t mr_base, bool has_
 TEST(RmaHandle, IsPlainFixedSizeData) {
     EXPECT_TRUE(std::is_trivially_copyable_v<efa_rma_handle_t>);
     EXPECT_TRUE(std::is_standard_layout_v<efa_rma_handle_t>);
-    EXPECT_EQ(sizeof(efa_rma_handle_t), 5 * sizeof(uint64_t) + 2 * sizeof(uint32_t));
+    EXPECT_EQ(sizeof(efa_rma_handle_t), 5 * sizeof(uint64_t) + 4 * sizeof(uint32_t));
 }
 
 TEST(RmaHandle, SurvivesAByteCopy) {
     efa_rma_handle_t h = handle(0x7f0000001000, 4096, 0x7f0000000000);
     h.access = 0x1f;
+    h.owner_pid = 4242;
     unsigned char wire[sizeof(h)];
     std::memcpy(wire, &h, sizeof(h));
     efa_rma_handle_t copy;
@@ -48,6 +49,7 @@ TEST(RmaHandle, SurvivesAByteCopy) {
     EXPECT_EQ(a, b);
     EXPECT_EQ(copy.fi_key, h.fi_key);
     EXPECT_EQ(copy.access, h.access);
+    EXPECT_EQ(copy.owner_pid, h.owner_pid);
 }
 
 TEST(RmaRange, BoundariesAreExact) {
@@ -208,6 +210,51 @@ TEST(RmaMode, Parse) {
         EXPECT_FALSE(efa_rma_parse_mode(bad, &m)) << bad;
         EXPECT_EQ(m, EFA_RMA_MODE_NATIVE) << "changed on refusal: " << bad;
     }
+}
+
+TEST(RmaSingleCopy, Parse) {
+    efa_single_copy_mode_t m = EFA_SINGLE_COPY_NONE;
+    EXPECT_TRUE(efa_rma_parse_single_copy(nullptr, &m));
+    EXPECT_EQ(m, EFA_SINGLE_COPY_AUTO);
+    EXPECT_TRUE(efa_rma_parse_single_copy("", &m));
+    EXPECT_EQ(m, EFA_SINGLE_COPY_AUTO);
+    EXPECT_TRUE(efa_rma_parse_single_copy("cma", &m));
+    EXPECT_EQ(m, EFA_SINGLE_COPY_CMA);
+    EXPECT_TRUE(efa_rma_parse_single_copy("none", &m));
+    EXPECT_EQ(m, EFA_SINGLE_COPY_NONE);
+    EXPECT_TRUE(efa_rma_parse_single_copy("auto", &m));
+    EXPECT_EQ(m, EFA_SINGLE_COPY_AUTO);
+    for (const char *bad : {"CMA", "xpmem", "knem", "off", "0", "cma "}) {
+        m = EFA_SINGLE_COPY_CMA;
+        EXPECT_FALSE(efa_rma_parse_single_copy(bad, &m)) << bad;
+        EXPECT_EQ(m, EFA_SINGLE_COPY_CMA) << "changed on refusal: " << bad;
+    }
+}
+
+// The single-copy path writes the target's memory itself, so the range
+// the handle describes is the only protection: exact bounds, checked
+// before anything else, and only for a handle of the peer addressed.
+TEST(RmaSingleCopy, Check) {
+    const uint32_t rw = 0x6, r = 0x4, w = 0x2; // stand-ins for MCA_BTL_REG_FLAG_REMOTE_*
+    efa_rma_handle_t h = handle(1000, 100, 0, false);
+    h.owner_pid = 77;
+    h.access = rw;
+    EXPECT_EQ(efa_rma_cma_check(&h, 77, 1000, 100, w), EFA_RMA_CMA_OK);
+    EXPECT_EQ(efa_rma_cma_check(&h, 77, 1099, 1, r), EFA_RMA_CMA_OK);
+    EXPECT_EQ(efa_rma_cma_check(&h, 77, 1099, 2, w), EFA_RMA_CMA_OUTSIDE);
+    EXPECT_EQ(efa_rma_cma_check(&h, 77, 999, 1, w), EFA_RMA_CMA_OUTSIDE);
+    EXPECT_EQ(efa_rma_cma_check(&h, 77, 1050, UINT64_MAX, w), EFA_RMA_CMA_OUTSIDE);
+    // outside wins over every other verdict: refused whatever the path
+    EXPECT_EQ(efa_rma_cma_check(&h, 78, 5000, 8, w), EFA_RMA_CMA_OUTSIDE);
+    // another process's handle, or a peer without a verified pid
+    EXPECT_EQ(efa_rma_cma_check(&h, 78, 1000, 8, w), EFA_RMA_CMA_NOT_OWNER);
+    EXPECT_EQ(efa_rma_cma_check(&h, 0, 1000, 8, w), EFA_RMA_CMA_NOT_OWNER);
+    h.owner_pid = 0;
+    EXPECT_EQ(efa_rma_cma_check(&h, 0, 1000, 8, w), EFA_RMA_CMA_NOT_OWNER);
+    h.owner_pid = 77;
+    h.access = r;
+    EXPECT_EQ(efa_rma_cma_check(&h, 77, 1000, 8, w), EFA_RMA_CMA_NO_ACCESS);
+    EXPECT_EQ(efa_rma_cma_check(&h, 77, 1000, 8, r), EFA_RMA_CMA_OK);
 }
 
 } // namespace
