@@ -109,11 +109,14 @@ struct mca_btl_base_endpoint_t {
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_efa_endpoint_t;
 
-/* A send fragment: the buffer begins with efa_btl_hdr_t. */
+/* A send fragment: the buffer begins with efa_btl_hdr_t.  An in-place
+ * fragment (prepare_src of contiguous data, see inplace_min) has a second
+ * segment pointing into the caller's memory, sent without a copy as the
+ * message's second buffer. */
 typedef struct efa_btl_frag {
     efa_op_t op; /* first: the core hands it back */
     mca_btl_base_descriptor_t base;
-    mca_btl_base_segment_t segment;
+    mca_btl_base_segment_t segments[2];
     struct efa_btl_frag *next; /* free list or an endpoint's queue */
     mca_btl_efa_endpoint_t *endpoint;
     fi_addr_t dest;
@@ -124,6 +127,8 @@ typedef struct efa_btl_frag {
     bool posted;                  /* the provider holds it: its completion is still to come */
     struct efa_btl_rdma_req *req; /* a one-sided request chunk: fails the request on error */
     uint8_t *buf;
+    efa_mr_t *data_mr; /* in place with FI_MR_LOCAL: the caller's memory, held until done */
+    void *data_desc;
 } efa_btl_frag_t;
 
 /* An initiator's one-sided operation (split into chunks). */
@@ -202,6 +207,11 @@ typedef struct mca_btl_efa_module {
     efa_btl_rop_t *free_rops;
     void **rop_slabs;
     int num_rop_slabs;
+    /* Two-sided path. */
+    size_t inplace_min; /* contiguous sends from this size on go without a copy */
+    /* The endpoint the last message came from: consecutive messages mostly
+     * come from the same peer, and endpoints live until finalize. */
+    mca_btl_efa_endpoint_t *last_src;
 } mca_btl_efa_module_t;
 
 typedef struct mca_btl_efa_component {
@@ -212,6 +222,7 @@ typedef struct mca_btl_efa_component {
     int send_window;          /* messages in flight per peer (0: from the receive pool) */
     int rma_window;           /* chunks of one put/get in flight */
     size_t rma_max_transfer;  /* largest native transfer (0: the provider's limit) */
+    size_t inplace_min;       /* btl_efa_inplace_min (0: above the provider's inject size) */
     char *rma_mode;           /* btl_efa_rma_mode: auto, native, emulated */
     char *atomic_mode;        /* btl_efa_atomic_mode: auto, native, emulated */
 } mca_btl_efa_component_t;

@@ -69,6 +69,15 @@ static int efa_component_register(void) {
         "testing)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_btl_efa_component.rma_max_transfer);
+    mca_btl_efa_component.inplace_min = 0;
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "inplace_min",
+        "Contiguous sends of at least this many bytes go from the caller's buffer without a "
+        "copy, as the second buffer of the message, while btl_efa_flags has \"inplace\"; "
+        "smaller ones are copied behind the headers (0: above the provider's inject size, "
+        "below which the provider copies the message anyway)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.inplace_min);
     mca_btl_efa_component.rma_mode = "auto";
     (void)mca_base_component_var_register(
         &mca_btl_efa_component.super.btl_version, "rma_mode",
@@ -105,8 +114,9 @@ static int efa_component_register(void) {
     m->btl_rdma_pipeline_send_length = 256 * 1024;
     m->btl_rdma_pipeline_frag_size = 1024 * 1024;
     m->btl_min_rdma_pipeline_size = 256 * 1024;
-    m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
-                   MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH;
+    m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_PUT |
+                   MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS |
+                   MCA_BTL_FLAGS_RDMA_FLUSH;
     m->btl_atomic_flags =
         MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_AND | MCA_BTL_ATOMIC_SUPPORTS_OR |
         MCA_BTL_ATOMIC_SUPPORTS_XOR | MCA_BTL_ATOMIC_SUPPORTS_LAND | MCA_BTL_ATOMIC_SUPPORTS_LOR |

@@ -90,15 +90,17 @@ static efa_btl_frag_t *frag_get_locked(mca_btl_efa_module_t *btl) {
     frag->posted = false;
     frag->req = NULL;
     frag->err = 0;
-    frag->base.des_segments = &frag->segment;
+    frag->base.des_segments = frag->segments;
     frag->base.des_segment_count = 1;
     frag->base.des_cbfunc = NULL;
     frag->base.des_cbdata = NULL;
     frag->base.des_context = NULL;
     frag->base.des_flags = 0;
     frag->base.order = MCA_BTL_NO_ORDER;
-    frag->segment.seg_addr.pval = frag->buf + sizeof(efa_btl_hdr_t);
-    frag->segment.seg_len = 0;
+    frag->segments[0].seg_addr.pval = frag->buf + sizeof(efa_btl_hdr_t);
+    frag->segments[0].seg_len = 0;
+    frag->data_mr = NULL;
+    frag->data_desc = NULL;
     return frag;
 }
 
@@ -110,6 +112,12 @@ efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl) {
 }
 
 void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    if (NULL != frag->data_mr) {
+        if (NULL != btl->core) {
+            efa_core_mr_release(btl->core, frag->data_mr);
+        }
+        frag->data_mr = NULL;
+    }
     OPAL_THREAD_LOCK(&btl->lock);
     frag->next = btl->free_frags;
     btl->free_frags = frag;
@@ -181,8 +189,18 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
      * complete it before fi_send returns. */
     frag->posted = true;
     OPAL_THREAD_ADD_FETCH32(&btl->posted, 1);
-    int rc =
-        efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest, &frag->op);
+    int rc;
+    if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
+        rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
+                              &frag->op);
+    } else {
+        /* In place: headers from the fragment, data from the caller. */
+        const size_t data_len = frag->segments[1].seg_len;
+        struct iovec iov[2] = {{.iov_base = frag->buf, .iov_len = frag->send_len - data_len},
+                               {.iov_base = frag->segments[1].seg_addr.pval, .iov_len = data_len}};
+        void *desc[2] = {frag->desc, frag->data_desc};
+        rc = efa_ctx_try_sendv(btl->ctx, iov, desc, 2, frag->dest, &frag->op);
+    }
     if (0 != rc) {
         frag->posted = false;
         OPAL_THREAD_ADD_FETCH32(&btl->posted, -1);
@@ -441,7 +459,7 @@ static mca_btl_base_descriptor_t *efa_alloc(struct mca_btl_base_module_t *base,
     }
     frag->user = true;
     frag->endpoint = endpoint;
-    frag->segment.seg_len = size;
+    frag->segments[0].seg_len = size;
     frag->base.des_flags = flags;
     return &frag->base;
 }
@@ -467,6 +485,35 @@ static int pack(opal_convertor_t *conv, void *dst, size_t *size) {
     return OPAL_SUCCESS;
 }
 
+/* Reference *size bytes of the convertor's contiguous data in place as the
+ * fragment's second segment.  With FI_MR_LOCAL the memory needs a
+ * descriptor from the registration cache; false (nothing consumed) when
+ * that fails, and the caller copies instead. */
+static bool reference_in_place(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag,
+                               opal_convertor_t *conv, size_t *size) {
+    if (btl->mr_local) {
+        void *ptr = NULL;
+        int err = 0;
+        opal_convertor_get_current_pointer(conv, &ptr);
+        frag->data_mr = efa_core_mr_acquire(btl->core, ptr, *size, FI_SEND, &err);
+        if (NULL == frag->data_mr) {
+            return false;
+        }
+        frag->data_desc = efa_mr_desc(frag->data_mr);
+    }
+    /* A contiguous convertor hands out a pointer to the data when given no
+     * buffer (and advances as if it had packed). */
+    struct iovec iov = {.iov_base = NULL, .iov_len = *size};
+    uint32_t iov_count = 1;
+    size_t max_data = *size;
+    (void)opal_convertor_pack(conv, &iov, &iov_count, &max_data);
+    frag->segments[1].seg_addr.pval = iov.iov_base;
+    frag->segments[1].seg_len = max_data;
+    frag->base.des_segment_count = 2;
+    *size = max_data;
+    return true;
+}
+
 static mca_btl_base_descriptor_t *efa_prepare_src(struct mca_btl_base_module_t *base,
                                                   struct mca_btl_base_endpoint_t *endpoint,
                                                   struct opal_convertor_t *convertor, uint8_t order,
@@ -483,14 +530,24 @@ static mca_btl_base_descriptor_t *efa_prepare_src(struct mca_btl_base_module_t *
     if (NULL == frag) {
         return NULL;
     }
-    uint8_t *data = (uint8_t *)frag->segment.seg_addr.pval;
-    if (*size > 0 && OPAL_SUCCESS != pack(convertor, data + reserve, size)) {
-        mca_btl_efa_frag_return(btl, frag);
-        return NULL;
+    /* From inplace_min on, contiguous data is sent from the caller's
+     * buffer (ob1 completes the request only at the callback): no copy on
+     * this side, and providers that move large messages by CMA or RDMA
+     * (shm, efa) read it where it is. */
+    bool in_place = *size >= btl->inplace_min &&
+                    (btl->super.btl_flags & MCA_BTL_FLAGS_SEND_INPLACE) &&
+                    (convertor->flags & CONVERTOR_NO_OP) && !(convertor->flags & CONVERTOR_CUDA) &&
+                    reference_in_place(btl, frag, convertor, size);
+    if (!in_place) {
+        uint8_t *data = (uint8_t *)frag->segments[0].seg_addr.pval;
+        if (*size > 0 && OPAL_SUCCESS != pack(convertor, data + reserve, size)) {
+            mca_btl_efa_frag_return(btl, frag);
+            return NULL;
+        }
     }
     frag->user = true;
     frag->endpoint = endpoint;
-    frag->segment.seg_len = reserve + *size;
+    frag->segments[0].seg_len = in_place ? reserve : reserve + *size;
     frag->base.des_flags = flags;
     return &frag->base;
 }
@@ -513,7 +570,11 @@ static int efa_send(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     efa_btl_frag_t *frag = frag_of(des);
     (void)mca_btl_efa_drain_pending(btl);
-    fill_am(btl, frag, endpoint, tag, frag->segment.seg_len);
+    size_t len = frag->segments[0].seg_len;
+    if (frag->base.des_segment_count > 1) {
+        len += frag->segments[1].seg_len;
+    }
+    fill_am(btl, frag, endpoint, tag, len);
     /* The callback always comes from progress, never from inside this call. */
     return mca_btl_efa_frag_post(btl, frag);
 }
@@ -536,7 +597,7 @@ static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_end
     if (NULL == frag) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    uint8_t *data = (uint8_t *)frag->segment.seg_addr.pval;
+    uint8_t *data = (uint8_t *)frag->segments[0].seg_addr.pval;
     memcpy(data, header, header_size);
     size_t size = payload_size;
     if (payload_size > 0 && OPAL_SUCCESS != pack(convertor, data + header_size, &size)) {
@@ -567,7 +628,11 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
         return;
     }
     const efa_btl_hdr_t *hdr = buf;
-    mca_btl_efa_endpoint_t *ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
+    mca_btl_efa_endpoint_t *ep = btl->last_src;
+    if (NULL == ep || name_key(&ep->name) != hdr->src) {
+        ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
+        btl->last_src = ep;
+    }
     if (NULL != ep) {
         note_received(btl, ep, hdr);
     }
@@ -771,6 +836,18 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     }
     mca_btl_efa_rdma_module_setup(btl);
     mca_btl_efa_native_setup(btl);
+    /* In-place sends gather two buffers; below the provider's inject size
+     * the provider copies the message anyway, so a copy of ours costs
+     * little and the request completes at once (sendi). */
+    const efa_core_info_t *info = efa_core_get_info(core);
+    if (info->tx_iov_limit < 2) {
+        btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
+    }
+    btl->inplace_min = mca_btl_efa_component.inplace_min;
+    if (0 == btl->inplace_min) {
+        btl->inplace_min = info->inject_size + 1;
+    }
+    btl->last_src = NULL;
     if (OPAL_SUCCESS != grow(btl)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
