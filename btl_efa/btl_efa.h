@@ -125,6 +125,7 @@ typedef struct efa_btl_frag {
     int err;                      /* a send that failed for good, until it is finished */
     bool user;                    /* a two-sided descriptor handed to the upper layer */
     bool posted;                  /* the provider holds it: its completion is still to come */
+    bool inject;                  /* post with fi_inject (no completion; recycled at once) */
     struct efa_btl_rdma_req *req; /* a one-sided request chunk: fails the request on error */
     uint8_t *buf;
     efa_mr_t *data_mr; /* in place with FI_MR_LOCAL: the caller's memory, held until done */
@@ -209,6 +210,7 @@ typedef struct mca_btl_efa_module {
     int num_rop_slabs;
     /* Two-sided path. */
     size_t inplace_min; /* contiguous sends from this size on go without a copy */
+    size_t inject_max;  /* messages up to this size may be injected */
     /* The endpoint the last message came from: consecutive messages mostly
      * come from the same peer, and endpoints live until finalize. */
     mca_btl_efa_endpoint_t *last_src;

@@ -101,6 +101,7 @@ static efa_btl_frag_t *frag_get_locked(mca_btl_efa_module_t *btl) {
     frag->segments[0].seg_len = 0;
     frag->data_mr = NULL;
     frag->data_desc = NULL;
+    frag->inject = false;
     return frag;
 }
 
@@ -185,26 +186,34 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
     int32_t give = ep->owed > UINT16_MAX ? UINT16_MAX : ep->owed;
     hdr->credits = (uint16_t)give;
-    /* Counted before the provider has it: another thread's progress may
-     * complete it before fi_send returns. */
-    frag->posted = true;
-    OPAL_THREAD_ADD_FETCH32(&btl->posted, 1);
     int rc;
-    if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
-        rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
-                              &frag->op);
+    if (frag->inject) {
+        /* The provider copies it before returning and reports nothing:
+         * the caller recycles the fragment at once. */
+        rc = efa_ctx_try_inject(btl->ctx, frag->buf, frag->send_len, frag->dest);
     } else {
-        /* In place: headers from the fragment, data from the caller. */
-        const size_t data_len = frag->segments[1].seg_len;
-        struct iovec iov[2] = {{.iov_base = frag->buf, .iov_len = frag->send_len - data_len},
-                               {.iov_base = frag->segments[1].seg_addr.pval, .iov_len = data_len}};
-        void *desc[2] = {frag->desc, frag->data_desc};
-        rc = efa_ctx_try_sendv(btl->ctx, iov, desc, 2, frag->dest, &frag->op);
+        /* Counted before the provider has it: another thread's progress may
+         * complete it before fi_send returns. */
+        frag->posted = true;
+        OPAL_THREAD_ADD_FETCH32(&btl->posted, 1);
+        if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
+            rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
+                                  &frag->op);
+        } else {
+            /* In place: headers from the fragment, data from the caller. */
+            const size_t data_len = frag->segments[1].seg_len;
+            struct iovec iov[2] = {
+                {.iov_base = frag->buf, .iov_len = frag->send_len - data_len},
+                {.iov_base = frag->segments[1].seg_addr.pval, .iov_len = data_len}};
+            void *desc[2] = {frag->desc, frag->data_desc};
+            rc = efa_ctx_try_sendv(btl->ctx, iov, desc, 2, frag->dest, &frag->op);
+        }
+        if (0 != rc) {
+            frag->posted = false;
+            OPAL_THREAD_ADD_FETCH32(&btl->posted, -1);
+        }
     }
-    if (0 != rc) {
-        frag->posted = false;
-        OPAL_THREAD_ADD_FETCH32(&btl->posted, -1);
-    } else {
+    if (0 == rc) {
         ep->owed -= give;
         if (ep->owed < btl->credit_threshold) {
             ep->credit_due = false;
@@ -250,8 +259,9 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         frag->send_len = sizeof(*hdr);
         frag->dest = ep->addr;
         frag->endpoint = ep;
+        frag->inject = frag->send_len <= btl->inject_max;
         int rc = post_locked(btl, ep, frag);
-        if (0 != rc) {
+        if (0 != rc || frag->inject) {
             frag->next = btl->free_frags;
             btl->free_frags = frag;
             if (-FI_EAGAIN == rc) {
@@ -283,6 +293,10 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     if (NULL == ep->queue_head && ep->credits > 0) {
         int rc = post_locked(btl, ep, frag);
         if (0 == rc) {
+            if (frag->inject) {
+                frag->next = btl->free_frags;
+                btl->free_frags = frag;
+            }
             OPAL_THREAD_UNLOCK(&btl->lock);
             return OPAL_SUCCESS;
         }
@@ -294,6 +308,7 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
         }
     }
     frag->next = NULL;
+    frag->inject = false; /* sent from the queue like any other, with a completion */
     if (ep->queue_tail) {
         ep->queue_tail->next = frag;
     } else {
@@ -605,6 +620,9 @@ static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_end
         return OPAL_ERROR;
     }
     fill_am(btl, frag, endpoint, tag, header_size + size);
+    /* Nobody waits for this fragment's completion: a small one is injected
+     * and recycled at once, no completion to reap. */
+    frag->inject = frag->send_len <= btl->inject_max;
     int rc = mca_btl_efa_frag_post(btl, frag);
     if (OPAL_SUCCESS != rc) {
         mca_btl_efa_frag_return(btl, frag);
@@ -848,6 +866,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
         btl->inplace_min = info->inject_size + 1;
     }
     btl->last_src = NULL;
+    btl->inject_max = info->inject_size;
     if (OPAL_SUCCESS != grow(btl)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }

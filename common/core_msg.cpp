@@ -275,6 +275,11 @@ int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi
     return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
 }
 
+int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest) {
+    ssize_t rc = fi_inject(ctx->ep, buf, len, dest);
+    return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
+}
+
 int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size_t count,
                       fi_addr_t dest, efa_op_t *op) {
     size_t len = 0;
