@@ -211,6 +211,9 @@ typedef struct mca_btl_efa_module {
     /* Two-sided path. */
     size_t inplace_min; /* contiguous sends from this size on go without a copy */
     size_t inject_max;  /* messages up to this size may be injected */
+    /* Injected descriptors of the upper layer whose callbacks are due
+     * (from progress); protected by the module lock. */
+    efa_btl_frag_t *done_head, *done_tail;
     /* The endpoint the last message came from: consecutive messages mostly
      * come from the same peer, and endpoints live until finalize. */
     mca_btl_efa_endpoint_t *last_src;
@@ -238,6 +241,7 @@ efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl);
 void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
+void mca_btl_efa_run_done(mca_btl_efa_module_t *btl);
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
                                                      opal_proc_t *proc);

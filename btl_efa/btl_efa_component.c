@@ -4,6 +4,7 @@
 #include "btl_efa.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "ompi/mca/rte/rte.h"
 #include "opal/util/output.h"
@@ -208,6 +209,35 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core) {
     return OPAL_SUCCESS;
 }
 
+/* Two-sided defaults that depend on the provider, each left alone when
+ * the user set the parameter.  Measured on the stand-ins (commands and
+ * figures in docs/PERFORMANCE.md, "ob1 + btl_efa per message"):
+ *  - in-place sends (MCA_BTL_FLAGS_SEND_INPLACE) pay where the provider
+ *    moves a message above its inject size without a bounce buffer: shm
+ *    reads it from the sender's memory by CMA.  tcp;ofi_rxm copies every
+ *    message into its own buffers, so there the in-place path would only
+ *    replace ob1's immediate completion (sendi) by a completion callback
+ *    (+6% instructions per message); it is off there.
+ *  - shm: 16 KiB messages go eager, in place (one CMA copy into the
+ *    receive buffer, one copy out) rather than by RDMA read (two more
+ *    messages and a registration on each side).  tcp;ofi_rxm keeps
+ *    16 KiB (the 16 KiB payload goes by RDMA read): rxm cuts a message
+ *    above its 16 KiB eager buffers into segments through bounce
+ *    buffers, which costs more instructions and copies than the read. */
+static void choose_send_path(mca_btl_efa_module_t *btl, efa_core_t *core) {
+    const efa_core_info_t *info = efa_core_get_info(core);
+    const bool shm = 0 == strcmp(info->provider, "shm");
+    if (!shm && param_is_default("flags")) {
+        btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
+    }
+    if (shm && param_is_default("eager_limit")) {
+        btl->super.btl_eager_limit = 17 * 1024;
+    }
+    if (shm && param_is_default("rndv_eager_limit")) {
+        btl->super.btl_rndv_eager_limit = 17 * 1024;
+    }
+}
+
 static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_progress_threads,
                                                   bool enable_mpi_threads) {
     int rc;
@@ -226,6 +256,7 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         mca_common_efa_release(core);
         return NULL;
     }
+    choose_send_path(&mca_btl_efa_module, core);
     if (OPAL_SUCCESS != choose_one_sided(&mca_btl_efa_module, core) ||
         OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core)) {
         free(btls);
@@ -249,5 +280,6 @@ static int efa_component_progress(void) {
     if (NULL == mca_btl_efa_module.core) {
         return 0;
     }
+    mca_btl_efa_run_done(&mca_btl_efa_module);
     return mca_btl_efa_drain_pending(&mca_btl_efa_module);
 }

@@ -293,7 +293,16 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     if (NULL == ep->queue_head && ep->credits > 0) {
         int rc = post_locked(btl, ep, frag);
         if (0 == rc) {
-            if (frag->inject) {
+            if (frag->inject && frag->user) {
+                /* Its callback is due from progress (mca_btl_efa_run_done). */
+                frag->next = NULL;
+                if (btl->done_tail) {
+                    btl->done_tail->next = frag;
+                } else {
+                    btl->done_head = frag;
+                }
+                btl->done_tail = frag;
+            } else if (frag->inject) {
                 frag->next = btl->free_frags;
                 btl->free_frags = frag;
             }
@@ -323,6 +332,21 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     (void)btl;
     return NULL == ep->queue_head && ep->credits > 0;
+}
+
+void mca_btl_efa_run_done(mca_btl_efa_module_t *btl) {
+    if (NULL == btl->done_head) {
+        return;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    efa_btl_frag_t *frag = btl->done_head;
+    btl->done_head = btl->done_tail = NULL;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    while (frag) {
+        efa_btl_frag_t *next = frag->next;
+        frag_finish(btl, frag, OPAL_SUCCESS);
+        frag = next;
+    }
 }
 
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
@@ -590,7 +614,10 @@ static int efa_send(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
         len += frag->segments[1].seg_len;
     }
     fill_am(btl, frag, endpoint, tag, len);
-    /* The callback always comes from progress, never from inside this call. */
+    /* A small copied fragment is injected: no provider completion to reap.
+     * The callback always comes from progress, never from inside this call
+     * (an injected fragment's from mca_btl_efa_run_done). */
+    frag->inject = frag->base.des_segment_count < 2 && frag->send_len <= btl->inject_max;
     return mca_btl_efa_frag_post(btl, frag);
 }
 
@@ -739,10 +766,11 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
      * peer has long received may still be reported late (shm). */
     const double t0 = now_seconds();
     const int posted0 = btl->posted;
-    while (btl->num_waiting > 0 || btl->outstanding > 0 || btl->posted > 0) {
+    while (btl->num_waiting > 0 || btl->outstanding > 0 || btl->posted > 0 || btl->done_head) {
         if (now_seconds() - t0 > EFA_BTL_FINALIZE_WAIT) {
             break;
         }
+        mca_btl_efa_run_done(btl);
         mca_btl_efa_drain_pending(btl);
         efa_core_progress(btl->core);
     }
@@ -866,6 +894,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
         btl->inplace_min = info->inject_size + 1;
     }
     btl->last_src = NULL;
+    btl->done_head = btl->done_tail = NULL;
     btl->inject_max = info->inject_size;
     if (OPAL_SUCCESS != grow(btl)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
