@@ -209,7 +209,7 @@ typedef struct mca_btl_efa_module {
     void **rop_slabs;
     int num_rop_slabs;
     /* Two-sided path. */
-    size_t inplace_min; /* contiguous sends from this size on go without a copy */
+    size_t inplace_min; /* contiguous sends from this size on go without a copy (0: auto) */
     size_t inject_max;  /* messages up to this size may be injected */
     /* Injected descriptors of the upper layer whose callbacks are due
      * (from progress); protected by the module lock. */
@@ -227,7 +227,7 @@ typedef struct mca_btl_efa_component {
     int send_window;          /* messages in flight per peer (0: from the receive pool) */
     int rma_window;           /* chunks of one put/get in flight */
     size_t rma_max_transfer;  /* largest native transfer (0: the provider's limit) */
-    size_t inplace_min;       /* btl_efa_inplace_min (0: above the provider's inject size) */
+    size_t inplace_min;       /* btl_efa_inplace_min (0: messages above the inject size) */
     char *rma_mode;           /* btl_efa_rma_mode: auto, native, emulated */
     char *atomic_mode;        /* btl_efa_atomic_mode: auto, native, emulated */
 } mca_btl_efa_component_t;

@@ -75,8 +75,8 @@ static int efa_component_register(void) {
         &mca_btl_efa_component.super.btl_version, "inplace_min",
         "Contiguous sends of at least this many bytes go from the caller's buffer without a "
         "copy, as the second buffer of the message, while btl_efa_flags has \"inplace\"; "
-        "smaller ones are copied behind the headers (0: above the provider's inject size, "
-        "below which the provider copies the message anyway)",
+        "smaller ones are copied behind the headers (0: those whose message, headers included, "
+        "exceeds the provider's inject size, below which the provider copies it anyway)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_btl_efa_component.inplace_min);
     mca_btl_efa_component.rma_mode = "auto";

@@ -573,7 +573,8 @@ static mca_btl_base_descriptor_t *efa_prepare_src(struct mca_btl_base_module_t *
      * buffer (ob1 completes the request only at the callback): no copy on
      * this side, and providers that move large messages by CMA or RDMA
      * (shm, efa) read it where it is. */
-    bool in_place = *size >= btl->inplace_min &&
+    const size_t msg_len = sizeof(efa_btl_hdr_t) + reserve + *size;
+    bool in_place = (btl->inplace_min ? *size >= btl->inplace_min : msg_len > btl->inject_max) &&
                     (btl->super.btl_flags & MCA_BTL_FLAGS_SEND_INPLACE) &&
                     (convertor->flags & CONVERTOR_NO_OP) && !(convertor->flags & CONVERTOR_CUDA) &&
                     reference_in_place(btl, frag, convertor, size);
@@ -882,6 +883,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     }
     mca_btl_efa_rdma_module_setup(btl);
     mca_btl_efa_native_setup(btl);
+    btl->inject_max = efa_core_get_info(core)->inject_size;
     /* In-place sends gather two buffers; below the provider's inject size
      * the provider copies the message anyway, so a copy of ours costs
      * little and the request completes at once (sendi). */
@@ -889,13 +891,9 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     if (info->tx_iov_limit < 2) {
         btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
     }
-    btl->inplace_min = mca_btl_efa_component.inplace_min;
-    if (0 == btl->inplace_min) {
-        btl->inplace_min = info->inject_size + 1;
-    }
+    btl->inplace_min = mca_btl_efa_component.inplace_min; /* 0: message above inject_max */
     btl->last_src = NULL;
     btl->done_head = btl->done_tail = NULL;
-    btl->inject_max = info->inject_size;
     if (OPAL_SUCCESS != grow(btl)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
