@@ -569,10 +569,11 @@ static mca_btl_base_descriptor_t *efa_prepare_src(struct mca_btl_base_module_t *
     if (NULL == frag) {
         return NULL;
     }
-    /* From inplace_min on, contiguous data is sent from the caller's
-     * buffer (ob1 completes the request only at the callback): no copy on
-     * this side, and providers that move large messages by CMA or RDMA
-     * (shm, efa) read it where it is. */
+    /* Contiguous data of a message above the provider's inject size (or
+     * from btl_efa_inplace_min on) is sent from the caller's buffer, which
+     * ob1 leaves alone until the callback: no copy on this side, and a
+     * provider that moves such messages without a bounce buffer (shm, by
+     * CMA) reads it where it is. */
     const size_t msg_len = sizeof(efa_btl_hdr_t) + reserve + *size;
     bool in_place = (btl->inplace_min ? *size >= btl->inplace_min : msg_len > btl->inject_max) &&
                     (btl->super.btl_flags & MCA_BTL_FLAGS_SEND_INPLACE) &&
