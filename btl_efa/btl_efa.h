@@ -134,11 +134,14 @@ enum {
     EFA_BTL_CMA_OFF,         /* not on this node, or the kernel refused: the provider's path */
 };
 
-/* A send fragment: the buffer begins with efa_btl_hdr_t. */
+/* A send fragment: the buffer begins with efa_btl_hdr_t.  An in-place
+ * fragment (prepare_src of contiguous data, see inplace_min) has a second
+ * segment pointing into the caller's memory, sent without a copy as the
+ * message's second buffer (gathered into the slot on the on-node channel). */
 typedef struct efa_btl_frag {
     efa_op_t op; /* first: the core hands it back */
     mca_btl_base_descriptor_t base;
-    mca_btl_base_segment_t segment;
+    mca_btl_base_segment_t segments[2];
     struct efa_btl_frag *next; /* free list or an endpoint's queue */
     mca_btl_efa_endpoint_t *endpoint;
     fi_addr_t dest;
@@ -147,8 +150,11 @@ typedef struct efa_btl_frag {
     int err;                      /* a send that failed for good, until it is finished */
     bool user;                    /* a two-sided descriptor handed to the upper layer */
     bool posted;                  /* the provider holds it: its completion is still to come */
+    bool inject;                  /* post with fi_inject (no completion; recycled at once) */
     struct efa_btl_rdma_req *req; /* a one-sided request chunk: fails the request on error */
     uint8_t *buf;
+    efa_mr_t *data_mr; /* in place with FI_MR_LOCAL: the caller's memory, held until done */
+    void *data_desc;
 } efa_btl_frag_t;
 
 /* An initiator's one-sided operation (split into chunks). */
@@ -240,6 +246,15 @@ typedef struct mca_btl_efa_module {
     uint32_t my_pid;                     /* put in every handle while single_copy */
     volatile int64_t cma_puts, cma_gets; /* operations done by CMA */
     volatile int32_t cma_fallbacks;      /* peers the kernel refused */
+    /* Two-sided path. */
+    size_t inplace_min; /* contiguous sends from this size on go without a copy (0: auto) */
+    size_t inject_max;  /* messages up to this size may be injected */
+    /* Injected descriptors of the upper layer whose callbacks are due
+     * (from progress); protected by the module lock. */
+    efa_btl_frag_t *done_head, *done_tail;
+    /* The endpoint the last message came from: consecutive messages mostly
+     * come from the same peer, and endpoints live until finalize. */
+    mca_btl_efa_endpoint_t *last_src;
 } mca_btl_efa_module_t;
 
 typedef struct mca_btl_efa_component {
@@ -250,6 +265,7 @@ typedef struct mca_btl_efa_component {
     int send_window;          /* messages in flight per peer (0: from the receive pool) */
     int rma_window;           /* chunks of one put/get in flight */
     size_t rma_max_transfer;  /* largest native transfer (0: the provider's limit) */
+    size_t inplace_min;       /* btl_efa_inplace_min (0: messages above the inject size) */
     char *rma_mode;           /* btl_efa_rma_mode: auto, native, emulated */
     char *atomic_mode;        /* btl_efa_atomic_mode: auto, native, emulated */
     char *onnode_channel;     /* btl_efa_onnode_channel: auto, shm, none */
@@ -270,6 +286,7 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len);
+void mca_btl_efa_run_done(mca_btl_efa_module_t *btl);
 mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
                                                      opal_proc_t *proc);
 /* May something concerning ep (NULL: none in particular) still be handed to

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ompi/mca/rte/rte.h"
 #include "opal/util/output.h"
@@ -70,6 +71,15 @@ static int efa_component_register(void) {
         "testing)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_btl_efa_component.rma_max_transfer);
+    mca_btl_efa_component.inplace_min = 0;
+    (void)mca_base_component_var_register(
+        &mca_btl_efa_component.super.btl_version, "inplace_min",
+        "Contiguous sends of at least this many bytes go from the caller's buffer without a "
+        "copy, as the second buffer of the message, while btl_efa_flags has \"inplace\"; "
+        "smaller ones are copied behind the headers (0: those whose message, headers included, "
+        "exceeds the provider's inject size, below which the provider copies it anyway)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_btl_efa_component.inplace_min);
     mca_btl_efa_component.rma_mode = "auto";
     (void)mca_base_component_var_register(
         &mca_btl_efa_component.super.btl_version, "rma_mode",
@@ -159,8 +169,9 @@ static int efa_component_register(void) {
     m->btl_rdma_pipeline_send_length = 256 * 1024;
     m->btl_rdma_pipeline_frag_size = 1024 * 1024;
     m->btl_min_rdma_pipeline_size = 256 * 1024;
-    m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET |
-                   MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS | MCA_BTL_FLAGS_RDMA_FLUSH;
+    m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_PUT |
+                   MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS |
+                   MCA_BTL_FLAGS_RDMA_FLUSH;
     m->btl_atomic_flags =
         MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_AND | MCA_BTL_ATOMIC_SUPPORTS_OR |
         MCA_BTL_ATOMIC_SUPPORTS_XOR | MCA_BTL_ATOMIC_SUPPORTS_LAND | MCA_BTL_ATOMIC_SUPPORTS_LOR |
@@ -287,6 +298,35 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
     return OPAL_SUCCESS;
 }
 
+/* Two-sided defaults that depend on the provider, each left alone when
+ * the user set the parameter.  Measured on the stand-ins (commands and
+ * figures in docs/PERFORMANCE.md, "ob1 + btl_efa per message"):
+ *  - in-place sends (MCA_BTL_FLAGS_SEND_INPLACE) pay where the provider
+ *    moves a message above its inject size without a bounce buffer: shm
+ *    reads it from the sender's memory by CMA.  tcp;ofi_rxm copies every
+ *    message into its own buffers, so there the in-place path would only
+ *    replace ob1's immediate completion (sendi) by a completion callback
+ *    (+6% instructions per message); it is off there.
+ *  - shm: 16 KiB messages go eager, in place (one CMA copy into the
+ *    receive buffer, one copy out) rather than by RDMA read (two more
+ *    messages and a registration on each side).  tcp;ofi_rxm keeps
+ *    16 KiB (the 16 KiB payload goes by RDMA read): rxm cuts a message
+ *    above its 16 KiB eager buffers into segments through bounce
+ *    buffers, which costs more instructions and copies than the read. */
+static void choose_send_path(mca_btl_efa_module_t *btl, efa_core_t *core) {
+    const efa_core_info_t *info = efa_core_get_info(core);
+    const bool shm = 0 == strcmp(info->provider, "shm");
+    if (!shm && param_is_default("flags")) {
+        btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
+    }
+    if (shm && param_is_default("eager_limit")) {
+        btl->super.btl_eager_limit = 17 * 1024;
+    }
+    if (shm && param_is_default("rndv_eager_limit")) {
+        btl->super.btl_rndv_eager_limit = 17 * 1024;
+    }
+}
+
 static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_progress_threads,
                                                   bool enable_mpi_threads) {
     int rc;
@@ -305,6 +345,7 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         mca_common_efa_release(core);
         return NULL;
     }
+    choose_send_path(&mca_btl_efa_module, core);
     bool ring = false;
     if (OPAL_SUCCESS != mca_btl_efa_ring_setup(&mca_btl_efa_module, &ring)) {
         free(btls);
@@ -338,5 +379,6 @@ static int efa_component_progress(void) {
         return 0;
     }
     int n = mca_btl_efa_ring_poll(&mca_btl_efa_module);
+    mca_btl_efa_run_done(&mca_btl_efa_module);
     return n + mca_btl_efa_drain_pending(&mca_btl_efa_module);
 }

@@ -90,15 +90,18 @@ static efa_btl_frag_t *frag_get_locked(mca_btl_efa_module_t *btl) {
     frag->posted = false;
     frag->req = NULL;
     frag->err = 0;
-    frag->base.des_segments = &frag->segment;
+    frag->base.des_segments = frag->segments;
     frag->base.des_segment_count = 1;
     frag->base.des_cbfunc = NULL;
     frag->base.des_cbdata = NULL;
     frag->base.des_context = NULL;
     frag->base.des_flags = 0;
     frag->base.order = MCA_BTL_NO_ORDER;
-    frag->segment.seg_addr.pval = frag->buf + sizeof(efa_btl_hdr_t);
-    frag->segment.seg_len = 0;
+    frag->segments[0].seg_addr.pval = frag->buf + sizeof(efa_btl_hdr_t);
+    frag->segments[0].seg_len = 0;
+    frag->data_mr = NULL;
+    frag->data_desc = NULL;
+    frag->inject = false;
     return frag;
 }
 
@@ -110,6 +113,12 @@ efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl) {
 }
 
 void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    if (NULL != frag->data_mr) {
+        if (NULL != btl->core) {
+            efa_core_mr_release(btl->core, frag->data_mr);
+        }
+        frag->data_mr = NULL;
+    }
     OPAL_THREAD_LOCK(&btl->lock);
     frag->next = btl->free_frags;
     btl->free_frags = frag;
@@ -180,11 +189,31 @@ static void waiting_add(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
  * lock is held. */
 static int ring_post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             efa_btl_frag_t *frag) {
-    if (0 != efa_shm_outbox_send(ep->outbox, frag->buf, frag->send_len)) {
+    int rc;
+    if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
+        rc = efa_shm_outbox_send(ep->outbox, frag->buf, frag->send_len);
+    } else {
+        /* In place: the headers from the fragment and the data from the
+         * caller's buffer, gathered into the slot. */
+        const size_t data_len = frag->segments[1].seg_len;
+        const size_t head_len = frag->send_len - data_len;
+        uint8_t *slot = efa_shm_outbox_reserve(ep->outbox, frag->send_len);
+        rc = -FI_EAGAIN;
+        if (NULL != slot) {
+            memcpy(slot, frag->buf, head_len);
+            memcpy(slot + head_len, frag->segments[1].seg_addr.pval, data_len);
+            efa_shm_outbox_commit(ep->outbox, frag->send_len);
+            rc = 0;
+        }
+    }
+    if (0 != rc) {
         ++btl->ring_full;
         return EFA_BTL_RING_FULL;
     }
     ++btl->ring_sent;
+    /* Finished here (below), whether or not it was to be injected: the
+     * caller must not recycle or finish it again. */
+    frag->inject = false;
     if (frag->user) {
         frag->next = btl->ring_done;
         btl->ring_done = frag;
@@ -238,16 +267,34 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         }
         return rc;
     }
-    /* Counted before the provider has it: another thread's progress may
-     * complete it before fi_send returns. */
-    frag->posted = true;
-    OPAL_THREAD_ADD_FETCH32(&btl->posted, 1);
-    int rc =
-        efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest, &frag->op);
-    if (0 != rc) {
-        frag->posted = false;
-        OPAL_THREAD_ADD_FETCH32(&btl->posted, -1);
+    int rc;
+    if (frag->inject) {
+        /* The provider copies it before returning and reports nothing:
+         * the caller recycles the fragment at once. */
+        rc = efa_ctx_try_inject(btl->ctx, frag->buf, frag->send_len, frag->dest);
     } else {
+        /* Counted before the provider has it: another thread's progress may
+         * complete it before fi_send returns. */
+        frag->posted = true;
+        OPAL_THREAD_ADD_FETCH32(&btl->posted, 1);
+        if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
+            rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
+                                  &frag->op);
+        } else {
+            /* In place: headers from the fragment, data from the caller. */
+            const size_t data_len = frag->segments[1].seg_len;
+            struct iovec iov[2] = {
+                {.iov_base = frag->buf, .iov_len = frag->send_len - data_len},
+                {.iov_base = frag->segments[1].seg_addr.pval, .iov_len = data_len}};
+            void *desc[2] = {frag->desc, frag->data_desc};
+            rc = efa_ctx_try_sendv(btl->ctx, iov, desc, 2, frag->dest, &frag->op);
+        }
+        if (0 != rc) {
+            frag->posted = false;
+            OPAL_THREAD_ADD_FETCH32(&btl->posted, -1);
+        }
+    }
+    if (0 == rc) {
         ep->owed -= give;
         if (ep->owed < btl->credit_threshold) {
             ep->credit_due = false;
@@ -306,8 +353,9 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         frag->send_len = sizeof(*hdr);
         frag->dest = ep->addr;
         frag->endpoint = ep;
+        frag->inject = frag->send_len <= btl->inject_max;
         int rc = post_locked(btl, ep, frag);
-        if (0 != rc) {
+        if (0 != rc || frag->inject) {
             frag->next = btl->free_frags;
             btl->free_frags = frag;
             if (-FI_EAGAIN == rc) {
@@ -343,6 +391,19 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     if (NULL == ep->queue_head && has_credit(btl, ep, frag)) {
         int rc = post_locked(btl, ep, frag);
         if (0 == rc) {
+            if (frag->inject && frag->user) {
+                /* Its callback is due from progress (mca_btl_efa_run_done). */
+                frag->next = NULL;
+                if (btl->done_tail) {
+                    btl->done_tail->next = frag;
+                } else {
+                    btl->done_head = frag;
+                }
+                btl->done_tail = frag;
+            } else if (frag->inject) {
+                frag->next = btl->free_frags;
+                btl->free_frags = frag;
+            }
             OPAL_THREAD_UNLOCK(&btl->lock);
             return OPAL_SUCCESS;
         }
@@ -354,6 +415,7 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
         }
     }
     frag->next = NULL;
+    frag->inject = false; /* sent from the queue like any other, with a completion */
     if (ep->queue_tail) {
         ep->queue_tail->next = frag;
     } else {
@@ -367,6 +429,21 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
 
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len) {
     return NULL == ep->queue_head && (ep->credits > 0 || mca_btl_efa_via_ring(btl, ep, len));
+}
+
+void mca_btl_efa_run_done(mca_btl_efa_module_t *btl) {
+    if (NULL == btl->done_head) {
+        return;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    efa_btl_frag_t *frag = btl->done_head;
+    btl->done_head = btl->done_tail = NULL;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    while (frag) {
+        efa_btl_frag_t *next = frag->next;
+        frag_finish(btl, frag, OPAL_SUCCESS);
+        frag = next;
+    }
 }
 
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
@@ -525,7 +602,7 @@ static mca_btl_base_descriptor_t *efa_alloc(struct mca_btl_base_module_t *base,
     }
     frag->user = true;
     frag->endpoint = endpoint;
-    frag->segment.seg_len = size;
+    frag->segments[0].seg_len = size;
     frag->base.des_flags = flags;
     return &frag->base;
 }
@@ -551,6 +628,35 @@ static int pack(opal_convertor_t *conv, void *dst, size_t *size) {
     return OPAL_SUCCESS;
 }
 
+/* Reference *size bytes of the convertor's contiguous data in place as the
+ * fragment's second segment.  With FI_MR_LOCAL the memory needs a
+ * descriptor from the registration cache; false (nothing consumed) when
+ * that fails, and the caller copies instead. */
+static bool reference_in_place(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag,
+                               opal_convertor_t *conv, size_t *size) {
+    if (btl->mr_local) {
+        void *ptr = NULL;
+        int err = 0;
+        opal_convertor_get_current_pointer(conv, &ptr);
+        frag->data_mr = efa_core_mr_acquire(btl->core, ptr, *size, FI_SEND, &err);
+        if (NULL == frag->data_mr) {
+            return false;
+        }
+        frag->data_desc = efa_mr_desc(frag->data_mr);
+    }
+    /* A contiguous convertor hands out a pointer to the data when given no
+     * buffer (and advances as if it had packed). */
+    struct iovec iov = {.iov_base = NULL, .iov_len = *size};
+    uint32_t iov_count = 1;
+    size_t max_data = *size;
+    (void)opal_convertor_pack(conv, &iov, &iov_count, &max_data);
+    frag->segments[1].seg_addr.pval = iov.iov_base;
+    frag->segments[1].seg_len = max_data;
+    frag->base.des_segment_count = 2;
+    *size = max_data;
+    return true;
+}
+
 static mca_btl_base_descriptor_t *efa_prepare_src(struct mca_btl_base_module_t *base,
                                                   struct mca_btl_base_endpoint_t *endpoint,
                                                   struct opal_convertor_t *convertor, uint8_t order,
@@ -567,14 +673,26 @@ static mca_btl_base_descriptor_t *efa_prepare_src(struct mca_btl_base_module_t *
     if (NULL == frag) {
         return NULL;
     }
-    uint8_t *data = (uint8_t *)frag->segment.seg_addr.pval;
-    if (*size > 0 && OPAL_SUCCESS != pack(convertor, data + reserve, size)) {
-        mca_btl_efa_frag_return(btl, frag);
-        return NULL;
+    /* Contiguous data of a message above the provider's inject size (or
+     * from btl_efa_inplace_min on) is sent from the caller's buffer, which
+     * ob1 leaves alone until the callback: no copy on this side, and a
+     * provider that moves such messages without a bounce buffer (shm, by
+     * CMA) reads it where it is. */
+    const size_t msg_len = sizeof(efa_btl_hdr_t) + reserve + *size;
+    bool in_place = (btl->inplace_min ? *size >= btl->inplace_min : msg_len > btl->inject_max) &&
+                    (btl->super.btl_flags & MCA_BTL_FLAGS_SEND_INPLACE) &&
+                    (convertor->flags & CONVERTOR_NO_OP) && !(convertor->flags & CONVERTOR_CUDA) &&
+                    reference_in_place(btl, frag, convertor, size);
+    if (!in_place) {
+        uint8_t *data = (uint8_t *)frag->segments[0].seg_addr.pval;
+        if (*size > 0 && OPAL_SUCCESS != pack(convertor, data + reserve, size)) {
+            mca_btl_efa_frag_return(btl, frag);
+            return NULL;
+        }
     }
     frag->user = true;
     frag->endpoint = endpoint;
-    frag->segment.seg_len = reserve + *size;
+    frag->segments[0].seg_len = in_place ? reserve : reserve + *size;
     frag->base.des_flags = flags;
     return &frag->base;
 }
@@ -597,8 +715,15 @@ static int efa_send(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     efa_btl_frag_t *frag = frag_of(des);
     (void)mca_btl_efa_drain_pending(btl);
-    fill_am(btl, frag, endpoint, tag, frag->segment.seg_len);
-    /* The callback always comes from progress, never from inside this call. */
+    size_t len = frag->segments[0].seg_len;
+    if (frag->base.des_segment_count > 1) {
+        len += frag->segments[1].seg_len;
+    }
+    fill_am(btl, frag, endpoint, tag, len);
+    /* A small copied fragment is injected: no provider completion to reap.
+     * The callback always comes from progress, never from inside this call
+     * (an injected fragment's from mca_btl_efa_run_done). */
+    frag->inject = frag->base.des_segment_count < 2 && frag->send_len <= btl->inject_max;
     return mca_btl_efa_frag_post(btl, frag);
 }
 
@@ -669,7 +794,7 @@ static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_end
     if (NULL == frag) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    uint8_t *data = (uint8_t *)frag->segment.seg_addr.pval;
+    uint8_t *data = (uint8_t *)frag->segments[0].seg_addr.pval;
     memcpy(data, header, header_size);
     size_t size = payload_size;
     if (payload_size > 0 && OPAL_SUCCESS != pack(convertor, data + header_size, &size)) {
@@ -677,6 +802,9 @@ static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_end
         return OPAL_ERROR;
     }
     fill_am(btl, frag, endpoint, tag, header_size + size);
+    /* Nobody waits for this fragment's completion: a small one is injected
+     * and recycled at once, no completion to reap. */
+    frag->inject = frag->send_len <= btl->inject_max;
     int rc = mca_btl_efa_frag_post(btl, frag);
     if (OPAL_SUCCESS != rc) {
         mca_btl_efa_frag_return(btl, frag);
@@ -704,7 +832,11 @@ void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len,
         return;
     }
     const efa_btl_hdr_t *hdr = buf;
-    mca_btl_efa_endpoint_t *ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
+    mca_btl_efa_endpoint_t *ep = btl->last_src;
+    if (NULL == ep || name_key(&ep->name) != hdr->src) {
+        ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
+        btl->last_src = ep;
+    }
     if (NULL != ep) {
         note_received(btl, ep, hdr, via_ring);
     }
@@ -793,10 +925,11 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
      * peer has long received may still be reported late (shm). */
     const double t0 = now_seconds();
     const int posted0 = btl->posted;
-    while (btl->num_waiting > 0 || btl->outstanding > 0 || btl->posted > 0) {
+    while (btl->num_waiting > 0 || btl->outstanding > 0 || btl->posted > 0 || btl->done_head) {
         if (now_seconds() - t0 > EFA_BTL_FINALIZE_WAIT) {
             break;
         }
+        mca_btl_efa_run_done(btl);
         mca_btl_efa_drain_pending(btl);
         (void)mca_btl_efa_ring_poll(btl);
         efa_core_progress(btl->core);
@@ -913,6 +1046,17 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     }
     mca_btl_efa_rdma_module_setup(btl);
     mca_btl_efa_native_setup(btl);
+    btl->inject_max = efa_core_get_info(core)->inject_size;
+    /* In-place sends gather two buffers; below the provider's inject size
+     * the provider copies the message anyway, so a copy of ours costs
+     * little and the request completes at once (sendi). */
+    const efa_core_info_t *info = efa_core_get_info(core);
+    if (info->tx_iov_limit < 2) {
+        btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
+    }
+    btl->inplace_min = mca_btl_efa_component.inplace_min; /* 0: message above inject_max */
+    btl->last_src = NULL;
+    btl->done_head = btl->done_tail = NULL;
     if (OPAL_SUCCESS != grow(btl)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }

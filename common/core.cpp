@@ -196,6 +196,7 @@ int open_core(efa_core *core) {
     in.num_nics = 1;
     in.num_contexts = core->nic->num_contexts();
     in.inject_size = ni->tx_attr->inject_size;
+    in.tx_iov_limit = ni->tx_attr->iov_limit;
     in.max_msg_size = ni->ep_attr->max_msg_size;
     in.cq_data_size = cq_data ? ni->domain_attr->cq_data_size : 0;
     in.max_rma_size = ni->ep_attr->max_msg_size;

@@ -275,4 +275,23 @@ int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi
     return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
 }
 
+int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest) {
+    ssize_t rc = fi_inject(ctx->ep, buf, len, dest);
+    return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
+}
+
+int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size_t count,
+                      fi_addr_t dest, efa_op_t *op) {
+    size_t len = 0;
+    for (size_t i = 0; i < count; ++i) {
+        len += iov[i].iov_len;
+    }
+    if (len > kBufSize) {
+        return -FI_EMSGSIZE;
+    }
+    op->rx_counted = 0;
+    ssize_t rc = fi_sendv(ctx->ep, iov, desc, count, dest, &op->fi_ctx);
+    return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
+}
+
 } // extern "C"

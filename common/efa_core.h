@@ -97,9 +97,10 @@ typedef struct efa_core_info {
     const char *fabric;   /* fabric name */
     const char *domain;   /* the chosen NIC */
     const char *nic_reason;
-    int num_nics;       /* NICs opened (1 today) */
-    int num_contexts;   /* endpoints per NIC */
-    size_t inject_size; /* 0: no inject */
+    int num_nics;        /* NICs opened (1 today) */
+    int num_contexts;    /* endpoints per NIC */
+    size_t inject_size;  /* 0: no inject */
+    size_t tx_iov_limit; /* buffers one send may gather */
     size_t max_msg_size;
     size_t cq_data_size;         /* bytes of remote CQ data (0: none used) */
     size_t max_rma_size;         /* largest single RMA transfer the provider takes */

@@ -19,6 +19,8 @@
 #ifndef EFA_CORE_MSG_H
 #define EFA_CORE_MSG_H
 
+#include <sys/uio.h>
+
 #include "efa_core.h"
 
 #ifdef __cplusplus
@@ -52,6 +54,16 @@ size_t efa_core_msg_max_size(const efa_core_t *core);
  * progress. */
 int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                      efa_op_t *op);
+
+/* An untagged inject: buf is copied before the call returns and no
+ * completion is written (len at most efa_core_info_t.inject_size).
+ * -FI_EAGAIN when the provider queue is full. */
+int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest);
+
+/* The same as efa_ctx_try_send, gathering count buffers (at most efa_core_info_t.tx_iov_limit)
+ * into one message; desc holds one descriptor per buffer (or is NULL). */
+int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size_t count,
+                      fi_addr_t dest, efa_op_t *op);
 
 /* Used by core.cpp only: set up the (empty) pool when the core opens and
  * cancel and free it before the endpoints close. */
