@@ -77,9 +77,11 @@ echo "== MPI point-to-point over mtl_efa"
     tee "$logdir/mpi-mtl.log"
 add_counts "$logdir/mpi-mtl.log" mpi-mtl
 
-echo "== stand-in provider defects still present (the reason for each SKIP, and for emulated atomics on ofi_rxd)"
+echo "== stand-in provider defects still present (the reason for each SKIP, for emulated atomics on ofi_rxd and for copied sends on shm)"
 cc -o "$logdir/shm_wildcard_unexpected" "$top/tests/provider-defects/shm_wildcard_unexpected.c" -lfabric &&
     "$logdir/shm_wildcard_unexpected" shm
+cc -o "$logdir/shm_send_completion_order" "$top/tests/provider-defects/shm_send_completion_order.c" \
+    -lfabric && "$logdir/shm_send_completion_order" shm
 # (in the log directory: the provider's crash handler leaves files behind)
 cc -o "$logdir/rxd_loopback_fetch_atomic" "$top/tests/provider-defects/rxd_loopback_fetch_atomic.c" \
     -lfabric && (cd "$logdir" && ./rxd_loopback_fetch_atomic "udp;ofi_rxd")
