@@ -48,7 +48,7 @@ NETPIPE=${NETPIPE:-NPopenmpi}
 DEFAULT_TIMEOUT=120
 
 ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms threads"
-ALL_TESTS+=" collectives datatypes modes netpipe"
+ALL_TESTS+=" collectives datatypes modes send_progress netpipe"
 EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
@@ -157,6 +157,15 @@ test_args() {
         ;;
     comms) [[ $q == 1 ]] && echo "-n 10 -s 64K" ;;
     threads) [[ $q == 1 ]] && echo "-i 5 -s 256K" ;;
+    send_progress)
+        # (run on shm only with common_efa_shm_send_copies) shm never matches
+        # a synchronous message that is already waiting unexpected (the
+        # wildcard defect: every receive ignores the sync bit).
+        local a=""
+        [[ $cfg == cm-efa-shm ]] && a="-y"
+        [[ $q == 1 ]] && a="$a -i 5 -s 256K"
+        echo "$a"
+        ;;
     collectives)
         # ofi_rxd over loopback UDP, 8 processes on 2 cores: a 16 MiB
         # alltoall overflows the sockets, rxd loses its own receive buffers
@@ -343,6 +352,11 @@ known_defect() {
     cm-efa-shm:ordering:* | cm-efa-shm:truncate:* | cm-efa-shm:comms:* | cm-efa-shm:ssend:*)
         echo "shm never matches a wildcard-tag receive against a message already waiting" \
             "(tests/provider-defects/shm_wildcard_unexpected.c)" ;;
+    cm-efa-shm:send_progress:*)
+        # Unless the experimental copies are asked for (common_efa_shm_send_copies).
+        [[ ${MPI_TEST_EXTRA_ARGS:-} == *shm_send_copies\ 1* ]] && return 1
+        echo "shm completes a send only once every earlier send has been received" \
+            "(tests/provider-defects/shm_send_completion_order.c)" ;;
     cm-efa-shm:probe:* | cm-efa-shm:cancel:*)
         echo "shm never completes an FI_PEEK that finds no message" ;;
     cm-efa-rxd:probe:*)

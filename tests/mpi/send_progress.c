@@ -1,0 +1,121 @@
+/*
+ * send_progress: a send that its receiver has matched completes, whatever
+ * else the sender has outstanding.
+ *
+ * In each even/odd pair the even rank sends A (tag 1), B (tag 2) and a
+ * small C (tag 3), posting A nonblocking and B and C blocking; the odd rank
+ * receives B, then C, then A.  MPI_Send(B) must return once B is matched,
+ * although A is still waiting for its receive: a transport that completes
+ * sends only in posting order (libfabric's shm provider) deadlocks here
+ * unless it works around that.  Then the same with A synchronous
+ * (MPI_Issend), and with several sends held at once (A1..An before B).
+ * Sizes 64 KiB and MAXSIZE: above every provider's inject size.
+ *
+ * Options: -i ITERS (default 20), -n HELD (default 8), -s MAXSIZE
+ *          (default 1M), -y: standard sends only (no MPI_Issend; shm never
+ *          matches a synchronous message that waits unexpected, see
+ *          tests/provider-defects/shm_wildcard_unexpected.c).
+ */
+#include "test_util.h"
+
+#define MAX_HELD 64
+
+static void recv_check(char *buf, size_t size, int peer, int tag, uint64_t seed, const char *what) {
+    MPI_Status st;
+    int count;
+
+    memset(buf, TU_POISON, size);
+    MPI_Recv(buf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    TU_ASSERT((size_t)count == size && st.MPI_TAG == tag && st.MPI_SOURCE == peer,
+              "%s: expected count %zu tag %d source %d, got count %d tag %d source %d", what, size,
+              tag, peer, count, st.MPI_TAG, st.MPI_SOURCE);
+    tu_verify(buf, size, seed, what);
+}
+
+/* held: sends A1..A(held) wait for their receives while B and C go. */
+static void step(int peer, int even, size_t size, int held, int sync, int it, char **abuf,
+                 char *bbuf, char *rbuf) {
+    char what[128];
+    MPI_Request req[MAX_HELD];
+    uint64_t seed = tu_seed(size, (uint64_t)held, (uint64_t)sync, (uint64_t)it);
+    char cbuf[8], crecv[8];
+
+    snprintf(what, sizeof(what), "size %zu held %d %s iter %d", size, held,
+             sync ? "issend" : "isend", it);
+    if (even) {
+        for (int i = 0; i < held; i++) {
+            tu_fill(abuf[i], size, seed + 10 + (uint64_t)i);
+            if (sync) {
+                MPI_Issend(abuf[i], (int)size, MPI_BYTE, peer, 100 + i, MPI_COMM_WORLD, &req[i]);
+            } else {
+                MPI_Isend(abuf[i], (int)size, MPI_BYTE, peer, 100 + i, MPI_COMM_WORLD, &req[i]);
+            }
+        }
+        tu_fill(bbuf, size, seed + 1);
+        MPI_Send(bbuf, (int)size, MPI_BYTE, peer, 2, MPI_COMM_WORLD);
+        tu_fill(cbuf, sizeof(cbuf), seed + 2);
+        MPI_Send(cbuf, (int)sizeof(cbuf), MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+        MPI_Waitall(held, req, MPI_STATUSES_IGNORE);
+    } else {
+        recv_check(rbuf, size, peer, 2, seed + 1, what);
+        recv_check(crecv, sizeof(crecv), peer, 3, seed + 2, what);
+        for (int i = held - 1; i >= 0; i--) { /* last posted first */
+            recv_check(rbuf, size, peer, 100 + i, seed + 10 + (uint64_t)i, what);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    int iters = 20, held = 8, opt, with_sync = 1;
+    size_t max_size = 1u << 20;
+
+    tu_init(&argc, &argv, "send_progress");
+    while ((opt = getopt(argc, argv, "i:n:s:yh")) != -1) {
+        switch (opt) {
+        case 'i':
+            iters = (int)tu_parse_long(optarg);
+            break;
+        case 'n':
+            held = (int)tu_parse_long(optarg);
+            break;
+        case 's':
+            max_size = tu_parse_size(optarg);
+            break;
+        case 'y':
+            with_sync = 0;
+            break;
+        case 'h':
+            tu_usage("[-i ITERS] [-n HELD] [-s MAXSIZE] [-y]", 0);
+        default:
+            tu_usage("[-i ITERS] [-n HELD] [-s MAXSIZE] [-y]", 1);
+        }
+    }
+    TU_ASSERT(held >= 1 && held <= MAX_HELD, "HELD must be 1..%d", MAX_HELD);
+    TU_ASSERT(max_size >= 65536 && max_size <= (1u << 30), "MAXSIZE must be 64K..1G");
+    int peer = tu_pair_partner();
+    int even = tu_rank % 2 == 0;
+    const size_t sizes[] = {65536, max_size};
+    char *abuf[MAX_HELD], *bbuf = tu_malloc(max_size), *rbuf = tu_malloc(max_size);
+    for (int i = 0; i < held; i++) {
+        abuf[i] = tu_malloc(max_size);
+    }
+    if (peer >= 0) {
+        for (int s = 0; s < 2; s++) {
+            for (int sync = 0; sync <= with_sync; sync++) {
+                for (int it = 0; it < iters; it++) {
+                    step(peer, even, sizes[s], 1, sync, it, abuf, bbuf, rbuf);
+                    step(peer, even, sizes[s], held, sync, it, abuf, bbuf, rbuf);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < held; i++) {
+        free(abuf[i]);
+    }
+    free(bbuf);
+    free(rbuf);
+    tu_ok("np=%d iters=%d held=%d sizes=64K,%zu isend%s", tu_size, iters, held, max_size,
+          with_sync ? ",issend" : "");
+    return 0;
+}
