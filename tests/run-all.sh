@@ -77,7 +77,7 @@ echo "== MPI point-to-point over mtl_efa"
     tee "$logdir/mpi-mtl.log"
 add_counts "$logdir/mpi-mtl.log" mpi-mtl
 
-echo "== stand-in provider defects still present (the reason for each SKIP, for emulated atomics on ofi_rxd and for copied sends on shm)"
+echo "== stand-in provider defects still present (the reason for each SKIP and for emulated atomics on ofi_rxd)"
 cc -o "$logdir/shm_wildcard_unexpected" "$top/tests/provider-defects/shm_wildcard_unexpected.c" -lfabric &&
     "$logdir/shm_wildcard_unexpected" shm
 cc -o "$logdir/shm_send_completion_order" "$top/tests/provider-defects/shm_send_completion_order.c" \

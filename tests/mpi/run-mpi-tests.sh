@@ -158,8 +158,7 @@ test_args() {
     comms) [[ $q == 1 ]] && echo "-n 10 -s 64K" ;;
     threads) [[ $q == 1 ]] && echo "-i 5 -s 256K" ;;
     send_progress)
-        # (run on shm only with common_efa_shm_send_copies) shm never matches
-        # a synchronous message that is already waiting unexpected (the
+        # shm never matches a synchronous message that is already waiting unexpected (the
         # wildcard defect: every receive ignores the sync bit).
         local a=""
         [[ $cfg == cm-efa-shm ]] && a="-y"
@@ -353,8 +352,6 @@ known_defect() {
         echo "shm never matches a wildcard-tag receive against a message already waiting" \
             "(tests/provider-defects/shm_wildcard_unexpected.c)" ;;
     cm-efa-shm:send_progress:*)
-        # Unless the experimental copies are asked for (common_efa_shm_send_copies).
-        [[ ${MPI_TEST_EXTRA_ARGS:-} == *shm_send_copies\ 1* ]] && return 1
         echo "shm completes a send only once every earlier send has been received" \
             "(tests/provider-defects/shm_send_completion_order.c)" ;;
     cm-efa-shm:probe:* | cm-efa-shm:cancel:*)
