@@ -38,102 +38,87 @@ static bool job_spans_nodes(void) {
     return ompi_process_info.num_procs > (orte_vpid_t)(opal_process_info.num_local_peers + 1);
 }
 
+/* Every btl_efa parameter of its own is read once, at registration. */
+static void reg(const char *name, const char *help, mca_base_var_type_t type, int level,
+                void *storage) {
+    (void)mca_base_component_var_register(&mca_btl_efa_component.super.btl_version, name, help,
+                                          type, NULL, 0, 0, (mca_base_var_info_lvl_t)level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
 static int efa_component_register(void) {
     mca_btl_base_module_t *m = &mca_btl_efa_module.super;
 
     mca_btl_efa_component.debug_corrupt_offset = 0;
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "debug_corrupt_offset",
+    reg("debug_corrupt_offset",
         "Testing only: add this many bytes to the remote address of every put and atomic, so "
         "that the target's registration check can be seen refusing them (0: off)",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.debug_corrupt_offset);
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_corrupt_offset);
 
     mca_btl_efa_component.send_window = 0;
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "send_window",
+    reg("send_window",
         "Messages in flight to one peer before waiting for the peer to return credits (0: as "
         "many as a context keeps receive buffers posted, at least 8)",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.send_window);
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &mca_btl_efa_component.send_window);
     mca_btl_efa_component.rma_window = 4;
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "rma_window",
+    reg("rma_window",
         "Chunks of one put or get in flight; each answered chunk lets the next one go",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.rma_window);
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &mca_btl_efa_component.rma_window);
 
     mca_btl_efa_component.rma_max_transfer = 0;
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "rma_max_transfer",
+    reg("rma_max_transfer",
         "Largest single RDMA read or write handed to the provider; a larger native put or get "
         "is cut into pieces of this size (0: the provider's own limit; smaller values are for "
         "testing)",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.rma_max_transfer);
+        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &mca_btl_efa_component.rma_max_transfer);
     mca_btl_efa_component.inplace_min = 0;
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "inplace_min",
+    reg("inplace_min",
         "Contiguous sends of at least this many bytes go from the caller's buffer without a "
         "copy, as the second buffer of the message, while btl_efa_flags has \"inplace\"; "
         "smaller ones are copied behind the headers (0: those whose message, headers included, "
         "exceeds the provider's inject size, below which the provider copies it anyway)",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.inplace_min);
+        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_btl_efa_component.inplace_min);
     mca_btl_efa_component.rma_mode = "auto";
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "rma_mode",
+    reg("rma_mode",
         "How put and get travel: \"native\" as the provider's RDMA write and read (needs "
         "FI_RMA; pml ob1 then fetches large messages by RDMA read), \"emulated\" as requests "
         "the target process executes after checking them byte for byte against its "
         "registrations (any provider), \"auto\" native where the provider grants FI_RMA",
-        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.rma_mode);
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &mca_btl_efa_component.rma_mode);
     mca_btl_efa_component.atomic_mode = "auto";
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "atomic_mode",
+    reg("atomic_mode",
         "How atomics travel: \"native\" as the provider's fi_atomic operations (needs "
         "FI_ATOMIC and every advertised operation on 32- and 64-bit integers, so that no "
         "location mixes provider and CPU atomics), \"emulated\" as requests the target "
         "executes with CPU atomics, \"auto\" native where the provider supports all of them",
-        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.atomic_mode);
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &mca_btl_efa_component.atomic_mode);
 
     mca_btl_efa_component.onnode_channel = "auto";
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "onnode_channel",
+    reg("onnode_channel",
         "How messages to processes of the job on the same node travel: \"shm\" through "
         "shared-memory rings of btl_efa's own (fragments and one-sided requests that fit a slot; "
         "larger ones by the provider; the BTL declines if the rings cannot be set up), "
         "\"none\" by the provider, \"auto\" (default) as shm where the rings can be set up. "
         "With the rings and every peer on this node, atomic_mode=auto executes atomics at the "
         "target (over the rings) rather than by the provider",
-        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.onnode_channel);
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &mca_btl_efa_component.onnode_channel);
     mca_btl_efa_component.onnode_dir = "";
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "onnode_dir",
+    reg("onnode_dir",
         "Directory of the on-node channel's shared-memory files (default: /dev/shm if writable, "
         "else the job's session directory)",
-        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.onnode_dir);
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_9, &mca_btl_efa_component.onnode_dir);
     mca_btl_efa_component.onnode_slots = 64;
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "onnode_slots",
+    reg("onnode_slots",
         "Slots of each on-node ring (a power of two, at least 2): messages one sender may have "
         "waiting for one receiver before further ones queue",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.onnode_slots);
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.onnode_slots);
     mca_btl_efa_component.onnode_slot_size = 8192;
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "onnode_slot_size",
+    reg("onnode_slot_size",
         "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB; 8 of them are the "
         "slot's header): larger messages go by the provider",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.onnode_slot_size);
+        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &mca_btl_efa_component.onnode_slot_size);
     mca_btl_efa_component.single_copy = "auto";
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "single_copy",
+    reg("single_copy",
         "Put and get to another process of the same node: \"cma\" copies directly into or "
         "out of the peer's registered memory with Linux cross-memory attach "
         "(process_vm_writev/readv; complete at the target when the call returns), \"none\" "
@@ -142,15 +127,12 @@ static int efa_component_register(void) {
         "(ptrace_scope, containers, another user) falls back to the provider's path, reported "
         "at verbosity 1 (auto) or as an error message (cma).  Atomics and peers on other nodes "
         "always take the provider's path.  Not used with btl_efa_rma_mode emulated",
-        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.single_copy);
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &mca_btl_efa_component.single_copy);
     mca_btl_efa_component.debug_cma_refuse = 0;
-    (void)mca_base_component_var_register(
-        &mca_btl_efa_component.super.btl_version, "debug_cma_refuse",
+    reg("debug_cma_refuse",
         "Testing only: act as if the kernel refused cross-memory attach to every peer (EPERM), "
         "so that the fallback to the provider's path can be seen (0: off)",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_btl_efa_component.debug_cma_refuse);
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_cma_refuse);
 
     /* Defaults; mca_btl_base_param_register makes each a btl_efa_* parameter.
      * On one node the shared-memory BTL must win: a lower exclusivity than
