@@ -89,35 +89,27 @@ if ! fi_info -p efa >/dev/null 2>&1; then
     fi
 fi
 
-# ompi_info lists every parameter with a description.
-# ompi_info reads the component path only from the environment.
-info=$(OMPI_MCA_mca_base_component_path="$path" ompi_info --param mtl efa --level 9 2>&1)
-missing=""
-for p in provider_include provider_exclude num_contexts tx_size rx_size mr_cache_size \
-    progress_batch force_mr_local force_no_cq_data verbose priority; do
-    grep -q "\"mtl_efa_$p\"" <<<"$info" || missing="$missing $p"
-done
-if [ -z "$missing" ]; then
-    echo "PASS params/ompi_info-lists-parameters"
-    pass=$((pass + 1))
-else
-    echo "FAIL params/ompi_info-lists-parameters: missing$missing"
-    fail=$((fail + 1))
-fi
-
-info=$(OMPI_MCA_mca_base_component_path="$path" ompi_info --param btl efa --level 9 2>&1)
-missing=""
-for p in rma_mode atomic_mode rma_window send_window onnode_channel onnode_dir onnode_slots \
-    onnode_slot_size; do
-    grep -q "\"btl_efa_$p\"" <<<"$info" || missing="$missing $p"
-done
-if [ -z "$missing" ]; then
-    echo "PASS params/ompi_info-lists-btl-parameters"
-    pass=$((pass + 1))
-else
-    echo "FAIL params/ompi_info-lists-btl-parameters: missing$missing"
-    fail=$((fail + 1))
-fi
+# ompi_info --param FRAMEWORK efa --level 9 lists every parameter named
+# (ompi_info reads the component path only from the environment).
+check_listed() { # test-name framework parameter...
+    local name=$1 fw=$2 listing missing="" p
+    shift 2
+    listing=$(OMPI_MCA_mca_base_component_path="$path" ompi_info --param "$fw" efa --level 9 2>&1)
+    for p in "$@"; do
+        grep -q "\"${fw}_efa_$p\"" <<<"$listing" || missing="$missing $p"
+    done
+    if [ -z "$missing" ]; then
+        echo "PASS params/$name"
+        pass=$((pass + 1))
+    else
+        echo "FAIL params/$name: missing$missing"
+        fail=$((fail + 1))
+    fi
+}
+check_listed ompi_info-lists-parameters mtl provider_include provider_exclude num_contexts \
+    tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority
+check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \
+    onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
