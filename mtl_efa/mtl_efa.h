@@ -18,6 +18,7 @@
  * tree, and both Makefile.am's put it on the include path. */
 #include "common_efa.h"
 #include "efa_core.h"
+#include "efa_onnode.h"
 #include "efa_tag.h"
 
 BEGIN_C_DECLS
@@ -33,6 +34,11 @@ typedef struct mca_mtl_efa_module_t {
     efa_ctx_t **ctxs; /* by context index, looked up once at init */
     bool mr_local;    /* pass registered descriptors with every buffer */
     bool mt;          /* MPI_THREAD_MULTIPLE: completions may race */
+    /* The on-node path (mtl_efa_onnode.c); NULL when off. */
+    efa_onnode_t *onnode;
+    uint8_t *comm_onnode; /* by communicator id: 1 = takes the on-node path */
+    size_t comm_onnode_len;
+    uint8_t *peer_onnode; /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
 } mca_mtl_efa_module_t;
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;
@@ -49,12 +55,14 @@ typedef struct mca_mtl_efa_request_t {
     bool is_send;
     bool free_buffer; /* the buffer was allocated to pack a datatype */
     bool cancelled;
+    bool onnode; /* travels by the on-node path (on, not op) */
     void *buffer;
     size_t length;
     struct opal_convertor_t *convertor;
     struct ompi_communicator_t *comm;
     efa_ctx_t *ctx;
     efa_mr_t *mr;
+    efa_onnode_req_t on; /* the on-node path's request */
 } mca_mtl_efa_request_t;
 
 /* An improbe'd message waiting for its mrecv: the claimed context. */
@@ -116,6 +124,31 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
                         struct ompi_message_t **message, mca_mtl_request_t *mtl_request);
 int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mtl_request,
                         int flag);
+
+/* Does this communicator take the on-node path?  Decided in add_comm. */
+static inline bool ompi_mtl_efa_comm_onnode(const struct ompi_communicator_t *comm) {
+    return comm->c_contextid < ompi_mtl_efa.comm_onnode_len &&
+           ompi_mtl_efa.comm_onnode[comm->c_contextid];
+}
+
+/* The on-node path (mtl_efa_onnode.c). */
+void ompi_mtl_efa_onnode_register(const mca_base_component_t *c);
+int ompi_mtl_efa_onnode_init(bool thread_multiple);
+void ompi_mtl_efa_onnode_fini(void);
+int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm);
+void ompi_mtl_efa_onnode_del_comm(struct ompi_communicator_t *comm);
+int ompi_mtl_efa_onnode_isend(struct ompi_communicator_t *comm, int dest, int tag,
+                              mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req);
+int ompi_mtl_efa_onnode_send(struct ompi_communicator_t *comm, int dest, int tag,
+                             mca_pml_base_send_mode_t mode, void *buffer, size_t length,
+                             bool free_buffer);
+int ompi_mtl_efa_onnode_irecv(struct ompi_communicator_t *comm, int src, int tag,
+                              mca_mtl_efa_request_t *req);
+int ompi_mtl_efa_onnode_iprobe(struct ompi_communicator_t *comm, int src, int tag, bool claim,
+                               int *flag, struct ompi_message_t **message,
+                               struct ompi_status_public_t *status);
+int ompi_mtl_efa_onnode_imrecv(struct ompi_message_t *message, mca_mtl_efa_request_t *req);
+void ompi_mtl_efa_onnode_cancel(mca_mtl_efa_request_t *req);
 
 /* Register (or not, when the provider does not need it) a buffer. */
 int ompi_mtl_efa_reg_buffer(mca_mtl_efa_request_t *req, void **desc);

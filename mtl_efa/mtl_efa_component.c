@@ -43,6 +43,7 @@ static int ompi_mtl_efa_component_register(void) {
         "EFA instances)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &param_priority);
+    ompi_mtl_efa_onnode_register(&mca_mtl_efa_component.mtl_version);
     return mca_common_efa_register_params(&mca_mtl_efa_component.mtl_version);
 }
 
@@ -77,6 +78,12 @@ static mca_mtl_base_module_t *ompi_mtl_efa_component_init(bool enable_progress_t
         return NULL;
     }
     if (OMPI_SUCCESS != ompi_mtl_efa_module_init(core, enable_mpi_threads)) {
+        mca_common_efa_release(core);
+        return NULL;
+    }
+    if (OMPI_SUCCESS != ompi_mtl_efa_onnode_init(enable_mpi_threads)) {
+        free(ompi_mtl_efa.ctxs);
+        ompi_mtl_efa.ctxs = NULL;
         mca_common_efa_release(core);
         return NULL;
     }

@@ -105,6 +105,7 @@ static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor
                                struct ompi_communicator_t *comm) {
     req->is_send = false;
     req->cancelled = false;
+    req->onnode = false;
     req->mr = NULL;
     req->convertor = convertor;
     req->comm = comm;
@@ -119,6 +120,11 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
                        mca_mtl_request_t *mtl_request) {
     (void)mtl;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
+    if (ompi_mtl_efa_comm_onnode(comm)) {
+        int rc = prepare_recv(req, convertor, comm);
+        return OPAL_LIKELY(OMPI_SUCCESS == rc) ? ompi_mtl_efa_onnode_irecv(comm, src, tag, req)
+                                               : rc;
+    }
     const int ci = ompi_mtl_efa_ctx_index(comm);
     fi_addr_t addr;
     uint64_t bits, ignore;
@@ -198,6 +204,9 @@ static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_i
 int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
                         int src, int tag, int *flag, struct ompi_status_public_t *status) {
     (void)mtl;
+    if (ompi_mtl_efa_comm_onnode(comm)) {
+        return ompi_mtl_efa_onnode_iprobe(comm, src, tag, false, flag, NULL, status);
+    }
     mca_mtl_efa_claim_t probe;
     int rc = peek(comm, src, tag, false, &probe);
     *flag = 0;
@@ -219,6 +228,9 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
                          struct ompi_status_public_t *status) {
     (void)mtl;
     *matched = 0;
+    if (ompi_mtl_efa_comm_onnode(comm)) {
+        return ompi_mtl_efa_onnode_iprobe(comm, src, tag, true, matched, message, status);
+    }
     mca_mtl_efa_claim_t *claim = malloc(sizeof(*claim));
     if (NULL == claim) {
         return OMPI_ERR_OUT_OF_RESOURCE;
@@ -250,6 +262,17 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
                         struct ompi_message_t **message, mca_mtl_request_t *mtl_request) {
     (void)mtl;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
+    if (ompi_mtl_efa_comm_onnode((*message)->comm)) {
+        int rc = prepare_recv(req, convertor, (*message)->comm);
+        if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
+            rc = ompi_mtl_efa_onnode_imrecv(*message, req);
+        }
+        if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
+            ompi_message_return(*message);
+            *message = MPI_MESSAGE_NULL;
+        }
+        return rc;
+    }
     mca_mtl_efa_claim_t *claim = (mca_mtl_efa_claim_t *)(*message)->req_ptr;
     void *desc;
     int rc = prepare_recv(req, convertor, (*message)->comm);
@@ -279,6 +302,10 @@ int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mt
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
     if (req->is_send) {
         return OMPI_SUCCESS; /* sends are not cancellable; MPI allows that */
+    }
+    if (req->onnode) {
+        ompi_mtl_efa_onnode_cancel(req);
+        return OMPI_SUCCESS;
     }
     /* Drain first: a receive that already matched must not be cancelled. */
     efa_core_progress(ompi_mtl_efa.core);

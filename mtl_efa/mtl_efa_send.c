@@ -144,6 +144,10 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
+    if (ompi_mtl_efa_comm_onnode(comm)) {
+        return ompi_mtl_efa_onnode_isend(comm, dest, tag, mode, req);
+    }
+    req->onnode = false;
     if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && req->length <= ompi_mtl_efa.inject_size) {
         /* Completing inside isend is allowed: pml/cm expects the MTL may
          * have completed the request by the time isend returns.  This saves
@@ -185,6 +189,9 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
+    if (ompi_mtl_efa_comm_onnode(comm)) {
+        return ompi_mtl_efa_onnode_send(comm, dest, tag, mode, buffer, length, free_buffer);
+    }
     if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && length <= ompi_mtl_efa.inject_size) {
         rc = inject_send(comm, dest, tag, buffer, length);
         if (OPAL_UNLIKELY(free_buffer)) {
@@ -197,6 +204,7 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     req->super.ompi_req = NULL;
     req->super.completion_callback = blocking_send_done;
     req->cancelled = false;
+    req->onnode = false;
     req->convertor = convertor;
     req->buffer = buffer;
     req->length = length;

@@ -72,10 +72,18 @@ echo "== parameters and bad input"
 "$top/tests/run-param-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/params.log"
 add_counts "$logdir/params.log" params
 
-echo "== MPI point-to-point over mtl_efa"
-"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-rxd,cm-efa-rxm,cm-efa-shm 2>&1 |
+echo "== MPI point-to-point over mtl_efa: provider path (every message through the provider) and on-node path"
+"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-rxd,cm-efa-rxm,cm-efa-shm,cm-efa-onnode 2>&1 |
     tee "$logdir/mpi-mtl.log"
 add_counts "$logdir/mpi-mtl.log" mpi-mtl
+
+# Large on-node messages streamed through the rings, as where the kernel
+# refuses cross-memory attach.
+echo "== MPI point-to-point over mtl_efa's on-node path, large messages streamed"
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-onnode-stream \
+    -t pingpong,many_outstanding,probe,cancel,ssend,truncate,datatypes,modes,netpipe 2>&1 |
+    tee "$logdir/mpi-mtl-stream.log"
+add_counts "$logdir/mpi-mtl-stream.log" mpi-mtl-stream
 
 echo "== stand-in provider defects still present (the reason for each SKIP and for emulated atomics on ofi_rxd)"
 cc -o "$logdir/shm_wildcard_unexpected" "$top/tests/provider-defects/shm_wildcard_unexpected.c" -lfabric &&

@@ -72,6 +72,18 @@ expect_failure bad-onnode-slots "must be a power of two" "${ob1[@]}" \
 expect_failure onnode-channel-unavailable "could not be created" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_onnode_channel shm \
     --mca btl_efa_onnode_dir /nonexistent/dir
+# mtl_efa's on-node path: the same three, and an unknown single-copy mode.
+expect_failure mtl-bad-onnode-channel "Allowed:   auto, shm, none" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel rings
+expect_failure mtl-bad-onnode-slots "must be a power of two" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_slots 0
+expect_failure mtl-bad-onnode-slot-size "must be a power of two" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_slot_size 100
+expect_failure mtl-bad-single-copy "Allowed:   auto, none" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_single_copy cma
+expect_failure mtl-onnode-channel-unavailable "could not create its shared-memory inbox" \
+    "${cm[@]}" --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel shm \
+    --mca mtl_efa_onnode_dir /nonexistent/dir
 
 # Not asked for, no EFA: the MTL must step aside without a word, and the
 # job runs on whatever else Open MPI has.
@@ -107,7 +119,8 @@ check_listed() { # test-name framework parameter...
     fi
 }
 check_listed ompi_info-lists-parameters mtl provider_include provider_exclude num_contexts \
-    tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority
+    tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority \
+    onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size
 check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \
     onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min
 

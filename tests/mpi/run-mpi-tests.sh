@@ -14,6 +14,13 @@
 #       ob1-efa-PROV-emul forces the emulated path, ob1-efa-PROV-nocma the
 #       provider's native path (btl_efa_single_copy none); neither is part
 #       of "efa".
+#       cm-efa-PROV runs mtl_efa with every message through the provider
+#       (mtl_efa_onnode_channel none), as between nodes.  cm-efa-onnode runs
+#       it on its on-node path (rings, own matching, single-copy reads of
+#       large messages; the provider underneath is shm), cm-efa-onnode-stream
+#       the same with large messages streamed through the rings
+#       (mtl_efa_onnode_single_copy none); their pingpong runs once more to
+#       check that the rings carried the messages.
 #       btl_efa's on-node channel (shared-memory rings) is on in every
 #       ob1-efa-* configuration, and its pingpong runs once more with
 #       common_efa_verbose to check that the rings carried messages
@@ -49,7 +56,7 @@ DEFAULT_TIMEOUT=120
 
 ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms threads"
 ALL_TESTS+=" collectives datatypes modes send_progress netpipe"
-EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
+EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
 
@@ -75,9 +82,18 @@ config_args() {
         ;;
     ob1-vader) CFG_ARGS=(--mca pml ob1 --mca btl "self,vader") ;;
     ob1-tcp) CFG_ARGS=(--mca pml ob1 --mca btl "self,tcp") ;;
+    cm-efa-onnode)
+        CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm
+            --mca mtl_efa_onnode_channel shm)
+        ;;
+    cm-efa-onnode-stream)
+        config_args cm-efa-onnode
+        CFG_ARGS+=(--mca mtl_efa_onnode_single_copy none)
+        ;;
     cm-efa-*)
         prov=$(provider_string "${1#cm-efa-}") || return 1
-        CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov")
+        CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov"
+            --mca mtl_efa_onnode_channel none)
         ;;
     ob1-efa-*-emul)
         local rest=${1#ob1-efa-}
@@ -102,10 +118,19 @@ config_args() {
 is_efa_config() { [[ $1 == *-efa-* ]]; }
 
 # Does btl_efa's on-node channel carry this configuration's messages?
-is_ring_config() { [[ $1 == ob1-efa-* && $1 != *-noring ]]; }
+# (cm-efa-onnode*: mtl_efa's own rings)
+is_ring_config() { [[ ($1 == ob1-efa-* && $1 != *-noring) || $1 == cm-efa-onnode* ]]; }
 
-# Extra mpirun arguments of the tiny-queue variant of many_outstanding.
-TINYQ_ARGS=(--mca common_efa_tx_size 16 --mca common_efa_rx_size 16)
+# Extra mpirun arguments of the tiny-queue variant of many_outstanding: the
+# provider's queues, or the on-node rings (two slots: almost every message
+# waits in the sender's queue).
+tinyq_args() {
+    if [[ $1 == cm-efa-onnode* ]]; then
+        TINYQ_ARGS=(--mca mtl_efa_onnode_slots 2)
+    else
+        TINYQ_ARGS=(--mca common_efa_tx_size 16 --mca common_efa_rx_size 16)
+    fi
+}
 
 # ---- tests ------------------------------------------------------------------
 
@@ -188,6 +213,7 @@ usage() {
     sed -n '3,/^# per run/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     echo "configurations: $ALL_CONFIGS"
     echo "  and ob1-efa-rxd-emul ob1-efa-rxm-emul ob1-efa-shm-emul (emulated one-sided path)"
+    echo "  and cm-efa-onnode-stream (mtl_efa's on-node path, large messages streamed)"
     echo "  and ob1-efa-rxd-noring (on-node channel off; rxm and shm are part of \"efa\")"
     echo "  and ob1-efa-rxd-nocma ob1-efa-rxm-nocma ob1-efa-shm-nocma (provider path, no CMA)"
     echo "tests: $ALL_TESTS"
@@ -398,6 +424,10 @@ run_test() {
     local also=""
     # pingpong+ring: frames must have gone through the rings.
     [[ $label == *+ring ]] && also="on-node channel: [1-9][0-9]* frames sent"
+    [[ $label == *+ring && $cfg == cm-efa-onnode-stream ]] &&
+        also="mtl:efa: on-node channel: [1-9][0-9]* frames sent.*[1-9][0-9]* streamed"
+    [[ $label == *+ring && $cfg == cm-efa-onnode ]] &&
+        also="mtl:efa: on-node channel: [1-9][0-9]* frames sent.*[1-9][0-9]* single copy"
     report "$label" "$cfg" "$np" "$RC" "$log" "$tmo" "$t0" "^ok $t " "$also"
 }
 
@@ -455,6 +485,7 @@ for cfg in $CONFIGS; do
             run_test "$t" "$t" "$cfg" "$np"
         done
         if [[ $t == many_outstanding ]] && is_efa_config "$cfg"; then
+            tinyq_args "$cfg"
             run_test "$t" "$t+tinyq" "$cfg" 2 "${TINYQ_ARGS[@]}"
         fi
         if [[ $t == pingpong ]] && is_ring_config "$cfg"; then

@@ -1,0 +1,125 @@
+/*
+ * The on-node point-to-point engine of the shared core (mtl_efa's on-node
+ * path): MPI-style tagged messages between processes of one job on one
+ * node, over the shared-memory rings of efa_shm_ring.h, with matching of
+ * its own.  onnode_engine.hpp has the design.
+ *
+ * The caller speaks in envelopes (communicator id, source rank, tag) and
+ * buffers; it embeds an efa_onnode_req_t in each of its requests.  A
+ * receive or a send that does not finish inside the call finishes later
+ * from efa_onnode_progress(), which calls req->complete once.
+ *
+ * Same conventions as efa_core.h: 0 or a negative libfabric error code.
+ */
+#ifndef EFA_ONNODE_H
+#define EFA_ONNODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A wildcard source or tag in a receive or probe. */
+#define EFA_ONNODE_ANY (-1)
+
+typedef struct efa_onnode efa_onnode_t;
+
+typedef struct efa_onnode_link {
+    struct efa_onnode_link *prev, *next;
+} efa_onnode_link_t;
+
+typedef struct efa_onnode_req efa_onnode_req_t;
+typedef void (*efa_onnode_complete_fn)(efa_onnode_req_t *req);
+
+struct efa_onnode_req {
+    /* Set by the caller. */
+    efa_onnode_complete_fn complete;
+    void *buf;
+    size_t buflen;
+    /* Set when a receive completes: the message's envelope and full
+     * length, and 0, -FI_ETRUNC (len > buflen: buflen bytes were stored)
+     * or -FI_ECANCELED. */
+    int32_t msg_src;
+    int32_t msg_tag;
+    size_t msg_len;
+    int err;
+    /* The engine's own. */
+    efa_onnode_link_t link;
+    uint32_t cid;
+    int32_t src, tag;
+    uint32_t peer;   /* the other side's vpid */
+    uint8_t state;   /* engine's state machine */
+    uint8_t flags;   /* engine's flags */
+    uint64_t remote; /* the peer's id for this message */
+    size_t done;     /* bytes moved so far (streamed transfers) */
+};
+
+typedef struct efa_onnode_params {
+    const char *inbox_dir; /* where inbox files live */
+    const char *job_tag;   /* unique per job and user: part of the file names */
+    uint32_t my_vpid;
+    uint32_t local_rank; /* my ring in every inbox of the node */
+    uint32_t nlocal;     /* processes of the job on this node (rings per inbox) */
+    uint32_t slots;      /* per ring, a power of two */
+    uint32_t slot_size;  /* bytes, multiple of 64 */
+    bool single_copy;    /* allow reading large messages by process_vm_readv */
+    bool thread_safe;    /* several threads call in at once */
+} efa_onnode_params_t;
+
+/* Create the engine and its inbox.  NULL and *err on failure. */
+efa_onnode_t *efa_onnode_create(const efa_onnode_params_t *p, int *err);
+/* Flush control messages still queued (bounded wait), unlink the inbox and
+ * free everything.  Requests still pending are abandoned. */
+void efa_onnode_destroy(efa_onnode_t *e);
+/* The inbox file (for the runtime's cleanup list). */
+const char *efa_onnode_inbox_path(const efa_onnode_t *e);
+
+/* Send len bytes from buf to process 'peer' (vpid) as (cid, src, tag).
+ * Returns 1 when the send is already complete (buf reusable, no callback
+ * follows), 0 when req->complete will be called, or a negative error.
+ * sync: complete only once the receiver has matched the message. */
+int efa_onnode_send(efa_onnode_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
+                    const void *buf, size_t len, bool sync, efa_onnode_req_t *req);
+
+/* Post a receive into req->buf/buflen matching (cid, src, tag); src and
+ * tag may be EFA_ONNODE_ANY (a wildcard tag never matches a negative tag).
+ * Returns 1 when it completed inside the call (req->complete is NOT
+ * called), 0 when req->complete follows, or a negative error. */
+int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
+
+/* What a probe found. */
+typedef struct efa_onnode_probe {
+    int32_t src, tag;
+    size_t len;
+    void *msg; /* with claim: the message, for efa_onnode_mrecv */
+} efa_onnode_probe_t;
+
+/* Look for a waiting message matching (cid, src, tag): 1 found (*out
+ * filled), 0 none.  claim: remove it, so only efa_onnode_mrecv gets it. */
+int efa_onnode_probe(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, bool claim,
+                     efa_onnode_probe_t *out);
+/* Receive a claimed message into req->buf/buflen; returns like
+ * efa_onnode_recv. */
+int efa_onnode_mrecv(efa_onnode_t *e, void *msg, efa_onnode_req_t *req);
+
+/* Cancel a receive that has not matched: true, and req->complete follows
+ * with err -FI_ECANCELED; false when it matched already. */
+bool efa_onnode_cancel(efa_onnode_t *e, efa_onnode_req_t *req);
+
+/* Poll the inbox and push queued frames; returns events handled. */
+int efa_onnode_progress(efa_onnode_t *e);
+
+/* Counters, for verbose output and tests. */
+typedef struct efa_onnode_stats {
+    uint64_t frames_sent, frames_received;
+    uint64_t eager, rendezvous, single_copy, streamed, queued, unexpected;
+} efa_onnode_stats_t;
+void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFA_ONNODE_H */

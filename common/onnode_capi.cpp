@@ -1,0 +1,70 @@
+// The C interface of the on-node engine (efa_onnode.h).
+#include <new>
+
+#include <rdma/fi_errno.h>
+
+#include "efa_onnode.h"
+#include "onnode_engine.hpp"
+
+using efa::onnode::Engine;
+using efa::onnode::Message;
+
+extern "C" {
+
+efa_onnode_t *efa_onnode_create(const efa_onnode_params_t *p, int *err) {
+    int e = 0;
+    auto engine = Engine::create(*p, e);
+    if (!engine) {
+        *err = e ? e : -FI_ENOMEM;
+        return nullptr;
+    }
+    auto *o = new (std::nothrow) efa_onnode();
+    if (!o) {
+        *err = -FI_ENOMEM;
+        return nullptr;
+    }
+    o->engine = std::move(engine);
+    *err = 0;
+    return o;
+}
+
+void efa_onnode_destroy(efa_onnode_t *e) {
+    delete e;
+}
+
+const char *efa_onnode_inbox_path(const efa_onnode_t *e) {
+    return e->engine->path().c_str();
+}
+
+int efa_onnode_send(efa_onnode_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
+                    const void *buf, size_t len, bool sync, efa_onnode_req_t *req) {
+    return e->engine->send(peer, cid, src, tag, buf, len, sync, req);
+}
+
+int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,
+                    efa_onnode_req_t *req) {
+    return e->engine->recv(cid, src, tag, req);
+}
+
+int efa_onnode_probe(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, bool claim,
+                     efa_onnode_probe_t *out) {
+    return e->engine->probe(cid, src, tag, claim, out);
+}
+
+int efa_onnode_mrecv(efa_onnode_t *e, void *msg, efa_onnode_req_t *req) {
+    return e->engine->mrecv(static_cast<Message *>(msg), req);
+}
+
+bool efa_onnode_cancel(efa_onnode_t *e, efa_onnode_req_t *req) {
+    return e->engine->cancel(req);
+}
+
+int efa_onnode_progress(efa_onnode_t *e) {
+    return e->engine->progress();
+}
+
+void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out) {
+    *out = e->engine->stats;
+}
+
+} // extern "C"

@@ -1,0 +1,650 @@
+// The on-node point-to-point engine (onnode_engine.hpp has the design).
+#include "onnode_engine.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include <rdma/fi_errno.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace efa::onnode {
+
+namespace {
+
+// Request flags and states (efa_onnode_req_t.flags / .state).
+constexpr uint8_t kReqSync = 1;
+constexpr uint8_t kReqRndv = 2;
+
+enum : uint8_t {
+    kIdle = 0,
+    kPosted,     // receive in the posted queue
+    kRecvData,   // receive matched, waiting for DATA frames
+    kSendQueued, // message waiting for ring room
+    kWaitAck,    // synchronous eager send written, waiting for the match
+    kWaitFin,    // RTS written, waiting for FIN or CTS
+    kStreaming,  // writing DATA frames
+    kDone,
+};
+
+constexpr uint8_t kFrameSync = 1; // eager frame: answer ACK on match
+constexpr int kPollBudget = 64;
+
+// What this process names in its RTS frames so a receiver can check that
+// process_vm_readv reaches this process (and not another of the same pid
+// in another namespace).
+volatile uint64_t g_cookie = 0;
+
+uint64_t make_cookie() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(ts.tv_nsec) ^
+                 (static_cast<uint64_t>(ts.tv_sec) << 16) ^ reinterpret_cast<uintptr_t>(&ts);
+    x += 0x9e3779b97f4a7c15ull; // splitmix64 finaliser
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return (x ^ (x >> 31)) | 1;
+}
+
+// Copy len bytes at 'remote' in process pid to local: 0 or an errno.
+int cma_read(uint32_t pid, void *local, uint64_t remote, size_t len) {
+#ifdef EFA_HAVE_CMA
+    size_t done = 0;
+    while (done < len) {
+        iovec l{static_cast<uint8_t *>(local) + done, len - done};
+        iovec r{reinterpret_cast<void *>(static_cast<uintptr_t>(remote + done)), len - done};
+        ssize_t n = process_vm_readv(static_cast<pid_t>(pid), &l, 1, &r, 1, 0);
+        if (n < 0) {
+            if (EINTR == errno) {
+                continue;
+            }
+            return errno;
+        }
+        if (0 == n) {
+            return EFAULT;
+        }
+        done += static_cast<size_t>(n);
+    }
+    return 0;
+#else
+    (void)pid, (void)local, (void)remote, (void)len;
+    return ENOSYS;
+#endif
+}
+
+// Takes the engine's mutex only when threads share it.
+class Guard {
+  public:
+    Guard(std::mutex &mu, bool on) : mu_(on ? &mu : nullptr) {
+        if (mu_) {
+            mu_->lock();
+        }
+    }
+    ~Guard() {
+        if (mu_) {
+            mu_->unlock();
+        }
+    }
+    Guard(const Guard &) = delete;
+    Guard &operator=(const Guard &) = delete;
+
+  private:
+    std::mutex *mu_;
+};
+
+inline uint64_t id_of(const efa_onnode_req_t *r) {
+    return reinterpret_cast<uintptr_t>(r);
+}
+inline efa_onnode_req_t *req_from_id(uint64_t id) {
+    return reinterpret_cast<efa_onnode_req_t *>(static_cast<uintptr_t>(id));
+}
+
+} // namespace
+
+std::string inbox_path(const std::string &dir, const std::string &job_tag, uint32_t vpid) {
+    return dir + "/efa_mtl_ring." + job_tag + "." + std::to_string(vpid);
+}
+
+std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
+    err = 0;
+    if (!p.inbox_dir || !p.job_tag || p.nlocal == 0 || p.local_rank >= p.nlocal ||
+        p.slot_size < sizeof(FrameHdr) + sizeof(DataBody) + shm::kSlotHeader + 64) {
+        err = -FI_EINVAL;
+        return nullptr;
+    }
+    std::unique_ptr<Engine> e(new Engine());
+    e->params_ = p;
+    e->dir_ = p.inbox_dir;
+    e->job_tag_ = p.job_tag;
+    e->params_.inbox_dir = e->dir_.c_str();
+    e->params_.job_tag = e->job_tag_.c_str();
+    e->mt_ = p.thread_safe;
+    shm::Geometry g;
+    g.nrings = p.nlocal;
+    g.nslots = p.slots;
+    g.slot_size = p.slot_size;
+    e->inbox_ = shm::Inbox::create(inbox_path(e->dir_, e->job_tag_, p.my_vpid), g, err);
+    if (!e->inbox_) {
+        return nullptr;
+    }
+    e->eager_max_ = g.max_frame() - sizeof(FrameHdr);
+    e->data_max_ = g.max_frame() - sizeof(FrameHdr) - sizeof(DataBody);
+    if (0 == g_cookie) {
+        g_cookie = make_cookie();
+    }
+    return e;
+}
+
+Engine::~Engine() {
+    // Answers other processes still wait for (ACK, FIN, CTS, DATA) go out
+    // first; a peer that is gone cannot take them, hence the bound.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!busy_.empty() && std::chrono::steady_clock::now() < until) {
+        progress();
+    }
+    match_.drain_unexpected([](Message *m) { free(m); });
+}
+
+Engine::Peer *Engine::peer(uint32_t vpid, int &err) {
+    if (vpid >= peers_.size()) {
+        peers_.resize(static_cast<size_t>(vpid) + 1);
+    }
+    if (peers_[vpid]) {
+        return peers_[vpid].get();
+    }
+    auto out = shm::Outbox::attach(inbox_path(dir_, job_tag_, vpid), params_.local_rank, err);
+    if (!out) {
+        return nullptr;
+    }
+    auto p = std::make_unique<Peer>();
+    p->vpid = vpid;
+    p->out = std::move(out);
+    if (!params_.single_copy) {
+        p->cma = Peer::kCmaOff;
+    }
+    peers_[vpid] = std::move(p);
+    return peers_[vpid].get();
+}
+
+void Engine::mark_busy(Peer *p) {
+    if (!p->in_busy) {
+        p->in_busy = true;
+        busy_.push_back(p);
+    }
+}
+
+// ---- sending -----------------------------------------------------------
+
+bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
+    const bool rndv = r->flags & kReqRndv;
+    const bool short_hdr = 0 == r->flags; // eager, standard mode
+    const size_t hlen = short_hdr ? kShortHdr : sizeof(FrameHdr);
+    const size_t len = hlen + (rndv ? sizeof(RtsBody) : r->buflen);
+    auto *f = static_cast<uint8_t *>(p->out->reserve(len));
+    if (nullptr == f) {
+        return false;
+    }
+    FrameHdr h{};
+    h.type = rndv ? kRts : short_hdr ? kEagerShort : kEager;
+    h.flags = (r->flags & kReqSync) ? kFrameSync : 0;
+    h.sender = params_.my_vpid;
+    h.cid = r->cid;
+    h.src = r->src;
+    h.tag = r->tag;
+    h.id = id_of(r);
+    memcpy(f, &h, hlen);
+    if (rndv) {
+        RtsBody b{};
+        b.len = r->buflen;
+        b.addr = reinterpret_cast<uintptr_t>(r->buf);
+        b.cookie_addr = reinterpret_cast<uintptr_t>(&g_cookie);
+        b.cookie = g_cookie;
+        b.pid = static_cast<uint32_t>(getpid());
+        memcpy(f + sizeof(h), &b, sizeof(b));
+        ++stats.rendezvous;
+    } else {
+        if (r->buflen) {
+            memcpy(f + hlen, r->buf, r->buflen);
+        }
+        ++stats.eager;
+    }
+    p->out->commit(len);
+    ++stats.frames_sent;
+    return true;
+}
+
+// The message frame is in the ring: complete now (true) or wait.
+static bool after_written(efa_onnode_req_t *r) {
+    if (r->flags & kReqRndv) {
+        r->state = kWaitFin;
+        return false;
+    }
+    if (r->flags & kReqSync) {
+        r->state = kWaitAck;
+        return false;
+    }
+    r->state = kDone;
+    return true;
+}
+
+bool Engine::write_ctrl(Peer *p, const Ctrl &c) {
+    auto *f = static_cast<uint8_t *>(p->out->reserve(c.len));
+    if (nullptr == f) {
+        return false;
+    }
+    memcpy(f, &c.hdr, sizeof(c.hdr));
+    if (c.len > sizeof(c.hdr)) {
+        memcpy(f + sizeof(c.hdr), &c.cts, sizeof(c.cts));
+    }
+    p->out->commit(c.len);
+    ++stats.frames_sent;
+    return true;
+}
+
+void Engine::send_ctrl(uint32_t vpid, uint8_t type, uint64_t id, uint64_t recv_id) {
+    int err = 0;
+    Peer *p = peer(vpid, err);
+    if (nullptr == p) {
+        return; // the sender's inbox is gone: so is the sender
+    }
+    Ctrl c{};
+    c.hdr.type = type;
+    c.hdr.sender = params_.my_vpid;
+    c.hdr.id = id;
+    c.cts.recv_id = recv_id;
+    c.len = sizeof(FrameHdr) + (kCts == type ? sizeof(CtsBody) : 0);
+    if (p->ctrl.empty() && write_ctrl(p, c)) {
+        return;
+    }
+    p->ctrl.push_back(c);
+    mark_busy(p);
+}
+
+// Write what waits for p: control frames, then messages in order, then
+// DATA of streaming sends.  True when nothing is left.
+bool Engine::flush(Peer *p) {
+    while (!p->ctrl.empty() && write_ctrl(p, p->ctrl.front())) {
+        p->ctrl.pop_front();
+    }
+    while (efa_onnode_link_t *l = p->sends.front()) {
+        efa_onnode_req_t *r = req_of(l);
+        if (!write_message(p, r)) {
+            break;
+        }
+        p->sends.remove(l);
+        if (after_written(r)) {
+            finish(r);
+        }
+    }
+    while (efa_onnode_link_t *l = p->streams.front()) {
+        efa_onnode_req_t *r = req_of(l);
+        while (r->done < r->buflen) {
+            const size_t n = std::min(r->buflen - r->done, data_max_);
+            auto *f =
+                static_cast<uint8_t *>(p->out->reserve(sizeof(FrameHdr) + sizeof(DataBody) + n));
+            if (nullptr == f) {
+                return false;
+            }
+            FrameHdr h{};
+            h.type = kData;
+            h.sender = params_.my_vpid;
+            h.id = r->remote;
+            DataBody b{r->done};
+            memcpy(f, &h, sizeof(h));
+            memcpy(f + sizeof(h), &b, sizeof(b));
+            memcpy(f + sizeof(h) + sizeof(b), static_cast<const uint8_t *>(r->buf) + r->done, n);
+            p->out->commit(sizeof(FrameHdr) + sizeof(DataBody) + n);
+            ++stats.frames_sent;
+            r->done += n;
+        }
+        p->streams.remove(l);
+        r->state = kDone;
+        finish(r);
+    }
+    return !p->busy();
+}
+
+void Engine::flush_all() {
+    size_t keep = 0;
+    for (size_t i = 0; i < busy_.size(); ++i) {
+        Peer *p = busy_[i];
+        if (flush(p)) {
+            p->in_busy = false;
+        } else {
+            busy_[keep++] = p;
+        }
+    }
+    busy_.resize(keep);
+}
+
+int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
+                 bool sync, efa_onnode_req_t *req) {
+    Guard g(mu_, mt_);
+    int err = 0;
+    Peer *p = peer(vpid, err);
+    if (nullptr == p) {
+        return err ? err : -FI_ENOENT;
+    }
+    req->buf = const_cast<void *>(buf);
+    req->buflen = len;
+    req->cid = cid;
+    req->src = src;
+    req->tag = tag;
+    req->peer = vpid;
+    req->err = 0;
+    req->done = 0;
+    req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | (len > eager_max_ ? kReqRndv : 0));
+    if (p->sends.empty() && write_message(p, req)) {
+        return after_written(req) ? 1 : 0;
+    }
+    req->state = kSendQueued;
+    p->sends.push_back(&req->link);
+    ++stats.queued;
+    mark_busy(p);
+    return 0;
+}
+
+// ---- receiving ---------------------------------------------------------
+
+bool Engine::cma_ok(Peer *p, const RtsBody &b) {
+    if (Peer::kCmaUnknown == p->cma) {
+        uint64_t seen = 0;
+        p->cma = (0 == cma_read(b.pid, &seen, b.cookie_addr, sizeof(seen)) && seen == b.cookie)
+                     ? Peer::kCmaOn
+                     : Peer::kCmaOff;
+    }
+    return Peer::kCmaOn == p->cma;
+}
+
+// A receive matched an RTS: copy the bytes now (true: complete) or ask for
+// them (false: DATA frames follow).
+bool Engine::pull(efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b) {
+    req->msg_src = h.src;
+    req->msg_tag = h.tag;
+    req->msg_len = b.len;
+    const size_t n = std::min<size_t>(b.len, req->buflen);
+    int err = 0;
+    Peer *p = peer(h.sender, err);
+    if (nullptr == p) {
+        req->err = err ? err : -FI_ENOENT;
+        return true;
+    }
+    if (cma_ok(p, b)) {
+        if (0 == n || 0 == cma_read(b.pid, req->buf, b.addr, n)) {
+            req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
+            send_ctrl(h.sender, kFin, h.id, 0);
+            ++stats.single_copy;
+            return true;
+        }
+        p->cma = Peer::kCmaOff; // refused half way: the sender streams it all
+    }
+    req->state = kRecvData;
+    req->peer = h.sender;
+    req->remote = h.id;
+    req->done = 0;
+    send_ctrl(h.sender, kCts, h.id, id_of(req));
+    ++stats.streamed;
+    return false;
+}
+
+// Hand a waiting message to its receive: true when complete.
+bool Engine::take(Message *m, efa_onnode_req_t *req) {
+    req->msg_src = m->env.src;
+    req->msg_tag = m->env.tag;
+    req->msg_len = m->len;
+    if (kEager == m->type) {
+        const size_t n = std::min(m->len, req->buflen);
+        if (n) {
+            memcpy(req->buf, m->data, n);
+        }
+        req->err = m->len > req->buflen ? -FI_ETRUNC : 0;
+        if (m->flags & kFrameSync) {
+            send_ctrl(m->sender, kAck, m->id, 0);
+        }
+        free(m);
+        req->state = kDone;
+        return true;
+    }
+    FrameHdr h{};
+    h.sender = m->sender;
+    h.src = m->env.src;
+    h.tag = m->env.tag;
+    h.id = m->id;
+    RtsBody b{};
+    b.len = m->len;
+    b.addr = m->addr;
+    b.cookie_addr = m->cookie_addr;
+    b.cookie = m->cookie;
+    b.pid = m->pid;
+    free(m);
+    if (pull(req, h, b)) {
+        req->state = kDone;
+        return true;
+    }
+    return false;
+}
+
+void Engine::on_data(const FrameHdr &h, const uint8_t *bytes, size_t n) {
+    if (n < sizeof(DataBody)) {
+        return;
+    }
+    DataBody b;
+    memcpy(&b, bytes, sizeof(b));
+    bytes += sizeof(b);
+    n -= sizeof(b);
+    efa_onnode_req_t *req = req_from_id(h.id);
+    if (b.offset < req->buflen) {
+        memcpy(static_cast<uint8_t *>(req->buf) + b.offset, bytes,
+               std::min<size_t>(n, req->buflen - b.offset));
+    }
+    req->done += n;
+    if (req->done >= req->msg_len) {
+        req->err = req->msg_len > req->buflen ? -FI_ETRUNC : 0;
+        req->state = kDone;
+        finish(req);
+    }
+}
+
+void Engine::deliver(uint32_t ring, const void *frame, size_t len) {
+    (void)ring;
+    if (len < kShortHdr) {
+        return;
+    }
+    ++stats.frames_received;
+    FrameHdr h{};
+    memcpy(&h, frame, kShortHdr);
+    size_t hlen = kShortHdr;
+    if (kEagerShort != h.type) {
+        if (len < sizeof(FrameHdr)) {
+            return;
+        }
+        memcpy(&h, frame, sizeof(h));
+        hlen = sizeof(h);
+    }
+    const uint8_t *body = static_cast<const uint8_t *>(frame) + hlen;
+    const size_t blen = len - hlen;
+    switch (h.type) {
+    case kEagerShort:
+        h.type = kEager; // the same from here on, with no answer to send
+        [[fallthrough]];
+    case kEager:
+    case kRts: {
+        RtsBody b{};
+        if (kRts == h.type) {
+            if (blen < sizeof(b)) {
+                return;
+            }
+            memcpy(&b, body, sizeof(b));
+        }
+        const Envelope env{h.cid, h.src, h.tag};
+        if (efa_onnode_req_t *req = match_.arrive(env)) {
+            if (kEager == h.type) {
+                req->msg_src = h.src;
+                req->msg_tag = h.tag;
+                req->msg_len = blen;
+                const size_t n = std::min(blen, req->buflen);
+                if (n) {
+                    memcpy(req->buf, body, n);
+                }
+                req->err = blen > req->buflen ? -FI_ETRUNC : 0;
+                if (h.flags & kFrameSync) {
+                    send_ctrl(h.sender, kAck, h.id, 0);
+                }
+                req->state = kDone;
+                finish(req);
+            } else if (pull(req, h, b)) {
+                req->state = kDone;
+                finish(req);
+            }
+            return;
+        }
+        const size_t keep = kEager == h.type ? blen : 0;
+        auto *m = static_cast<Message *>(malloc(sizeof(Message) + keep));
+        if (nullptr == m) {
+            return; // cannot happen in practice; the sender's ssend would wait
+        }
+        m->env = env;
+        m->type = h.type;
+        m->flags = h.flags;
+        m->sender = h.sender;
+        m->id = h.id;
+        m->len = kEager == h.type ? blen : b.len;
+        m->addr = b.addr;
+        m->cookie_addr = b.cookie_addr;
+        m->cookie = b.cookie;
+        m->pid = b.pid;
+        if (keep) {
+            memcpy(m->data, body, keep);
+        }
+        match_.add_unexpected(m);
+        ++stats.unexpected;
+        return;
+    }
+    case kAck:
+    case kFin: {
+        efa_onnode_req_t *req = req_from_id(h.id);
+        req->state = kDone;
+        finish(req);
+        return;
+    }
+    case kCts: {
+        if (blen < sizeof(CtsBody)) {
+            return;
+        }
+        CtsBody c;
+        memcpy(&c, body, sizeof(c));
+        efa_onnode_req_t *req = req_from_id(h.id);
+        int err = 0;
+        Peer *p = peer(h.sender, err);
+        if (nullptr == p) {
+            req->err = err ? err : -FI_ENOENT;
+            finish(req);
+            return;
+        }
+        req->remote = c.recv_id;
+        req->done = 0;
+        req->state = kStreaming;
+        p->streams.push_back(&req->link);
+        mark_busy(p);
+        return;
+    }
+    case kData:
+        on_data(h, body, blen);
+        return;
+    default:
+        return; // not a frame of this version: dropped
+    }
+}
+
+int Engine::recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req) {
+    Guard g(mu_, mt_);
+    req->cid = cid;
+    req->src = src;
+    req->tag = tag;
+    req->err = 0;
+    req->link.next = req->link.prev = nullptr;
+    req->state = kPosted;
+    Message *m = match_.post(req);
+    if (nullptr == m) {
+        return 0;
+    }
+    req->state = kIdle;
+    return take(m, req) ? 1 : 0;
+}
+
+int Engine::mrecv(Message *m, efa_onnode_req_t *req) {
+    Guard g(mu_, mt_);
+    req->err = 0;
+    req->link.next = req->link.prev = nullptr;
+    req->state = kIdle;
+    return take(m, req) ? 1 : 0;
+}
+
+int Engine::probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_onnode_probe_t *out) {
+    progress(); // messages already in the rings count as arrived
+    Guard g(mu_, mt_);
+    Message *m = match_.probe(cid, src, tag, claim);
+    if (nullptr == m) {
+        return 0;
+    }
+    out->src = m->env.src;
+    out->tag = m->env.tag;
+    out->len = m->len;
+    out->msg = claim ? m : nullptr;
+    return 1;
+}
+
+bool Engine::cancel(efa_onnode_req_t *req) {
+    {
+        Guard g(mu_, mt_);
+        if (kPosted != req->state || !match_.cancel(req)) {
+            return false;
+        }
+        req->err = -FI_ECANCELED;
+        req->msg_len = 0;
+        req->state = kDone;
+        finish(req);
+    }
+    run_completions();
+    return true;
+}
+
+// ---- progress ----------------------------------------------------------
+
+void Engine::run_completions() {
+    for (;;) {
+        efa_onnode_req_t *r;
+        {
+            Guard g(mu_, mt_);
+            efa_onnode_link_t *l = done_.front();
+            if (nullptr == l) {
+                return;
+            }
+            done_.remove(l);
+            r = req_of(l);
+        }
+        r->complete(r);
+    }
+}
+
+int Engine::progress() {
+    int n;
+    {
+        Guard g(mu_, mt_);
+        n = inbox_->poll(
+            [this](uint32_t ring, void *frame, size_t len) { deliver(ring, frame, len); },
+            kPollBudget);
+        if (!busy_.empty()) {
+            flush_all();
+        }
+    }
+    if (mt_ || !done_.empty()) {
+        run_completions();
+    }
+    return n;
+}
+
+} // namespace efa::onnode

@@ -1,0 +1,158 @@
+// The on-node point-to-point engine: tagged messages between processes of
+// one job on one node, without the provider (mtl_efa's on-node path).
+//
+// Transport.  Every process owns one inbox (shm_ring.hpp): one
+// single-producer ring per local rank of the job.  A process sends to a
+// peer by writing frames into its own ring of the peer's inbox, so the
+// frames of one sender reach one receiver in the order they were written.
+//
+// Protocols, chosen by size (a frame is one ring slot):
+//   eager       header + bytes in one frame.  Complete at the sender once
+//               written; a synchronous send waits for an ACK sent when the
+//               receiver matches it.
+//   rendezvous  larger messages: an RTS frame with the length, the
+//               address of the bytes and the sender's pid.  When it
+//               matches, the receiver copies the bytes straight out of the
+//               sender with process_vm_readv (single copy) and answers
+//               FIN; where the kernel refuses that (ptrace_scope, another
+//               pid namespace: checked once per sender by reading a cookie
+//               the sender named) it answers CTS instead and the sender
+//               streams DATA frames into the ring, which the receiver
+//               copies into the receive buffer.  The send completes on FIN
+//               or when its last DATA frame is written.
+// Control frames (ACK, FIN, CTS) name the request they are about by the
+// address the other side gave; nothing else is shared.
+//
+// Matching (onnode_match.hpp) is MPI's: frames are matched in the order
+// they are read, and each sender's frames are read in the order written,
+// which gives non-overtaking per (sender, communicator).
+//
+// Nothing spins on a full ring: a frame that does not fit waits in the
+// peer's queue (in order behind every earlier message to that peer) and
+// progress writes it later.  A receiver always drains its inbox (an
+// unexpected small message is copied out), so queues always empty.
+//
+// Threads: with thread_safe every call takes the engine's mutex;
+// completion callbacks are always called after it is released.
+#ifndef EFA_ONNODE_ENGINE_HPP
+#define EFA_ONNODE_ENGINE_HPP
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "efa_onnode.h"
+#include "onnode_match.hpp"
+#include "shm_ring.hpp"
+
+namespace efa::onnode {
+
+enum FrameType : uint8_t { kEager = 1, kRts, kAck, kFin, kCts, kData, kEagerShort };
+
+// Every frame starts with this header.  A standard-mode eager message
+// (kEagerShort) carries only its first kShortHdr bytes: nobody answers
+// it, so it needs neither sender nor id, and a 40-byte message then still
+// fits the slot's first cache line, which is the one line the receiver
+// waits for.
+constexpr size_t kShortHdr = 16;
+struct FrameHdr {
+    uint8_t type;
+    uint8_t flags;
+    uint16_t pad;
+    uint32_t cid;
+    int32_t src;
+    int32_t tag;
+    uint32_t sender; // vpid; from here on not in kEagerShort frames
+    uint32_t pad2;
+    uint64_t id; // a request of the sender (eager/RTS/ACK/FIN/CTS) or receiver (DATA)
+};
+static_assert(sizeof(FrameHdr) == 32);
+
+struct RtsBody {
+    uint64_t len, addr, cookie_addr, cookie;
+    uint32_t pid, pad;
+};
+struct CtsBody {
+    uint64_t recv_id;
+};
+struct DataBody {
+    uint64_t offset;
+};
+
+// The inbox file of process 'vpid'.
+std::string inbox_path(const std::string &dir, const std::string &job_tag, uint32_t vpid);
+
+class Engine {
+  public:
+    static std::unique_ptr<Engine> create(const efa_onnode_params_t &p, int &err);
+    ~Engine();
+    Engine(const Engine &) = delete;
+    Engine &operator=(const Engine &) = delete;
+
+    int send(uint32_t peer, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
+             bool sync, efa_onnode_req_t *req);
+    int recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
+    int probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_onnode_probe_t *out);
+    int mrecv(Message *m, efa_onnode_req_t *req);
+    bool cancel(efa_onnode_req_t *req);
+    int progress();
+
+    const std::string &path() const { return inbox_->path(); }
+    size_t eager_max() const { return eager_max_; }
+    efa_onnode_stats_t stats{};
+
+  private:
+    struct Ctrl {
+        FrameHdr hdr;
+        CtsBody cts;
+        uint32_t len;
+    };
+    struct Peer {
+        uint32_t vpid = 0;
+        std::unique_ptr<shm::Outbox> out;
+        List sends;            // messages waiting for room, in order
+        List streams;          // sends streaming DATA after a CTS
+        std::deque<Ctrl> ctrl; // control frames waiting for room
+        enum { kCmaUnknown, kCmaOn, kCmaOff } cma = kCmaUnknown;
+        bool in_busy = false; // listed in busy_
+        bool busy() const { return !sends.empty() || !streams.empty() || !ctrl.empty(); }
+    };
+
+    Engine() = default;
+    Peer *peer(uint32_t vpid, int &err);
+    bool write_message(Peer *p, efa_onnode_req_t *req);
+    bool write_ctrl(Peer *p, const Ctrl &c);
+    void mark_busy(Peer *p);
+    void send_ctrl(uint32_t vpid, uint8_t type, uint64_t id, uint64_t recv_id);
+    bool flush(Peer *p);
+    void flush_all();
+    void deliver(uint32_t ring, const void *frame, size_t len);
+    bool take(Message *m, efa_onnode_req_t *req);
+    bool pull(efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b);
+    void on_data(const FrameHdr &h, const uint8_t *bytes, size_t n);
+    void finish(efa_onnode_req_t *req) { done_.push_back(&req->link); }
+    void run_completions();
+    bool cma_ok(Peer *p, const RtsBody &b);
+
+    efa_onnode_params_t params_{};
+    std::string dir_, job_tag_;
+    std::unique_ptr<shm::Inbox> inbox_;
+    size_t eager_max_ = 0;
+    size_t data_max_ = 0;
+    std::vector<std::unique_ptr<Peer>> peers_; // by vpid
+    std::vector<Peer *> busy_;                 // peers with something queued
+    Matcher match_;
+    List done_; // completed, callbacks not yet called
+    std::mutex mu_;
+    bool mt_ = false;
+};
+
+} // namespace efa::onnode
+
+struct efa_onnode {
+    std::unique_ptr<efa::onnode::Engine> engine;
+};
+
+#endif

@@ -1,0 +1,50 @@
+// Matching for the on-node engine (onnode_match.hpp).
+#include "onnode_match.hpp"
+
+namespace efa::onnode {
+
+Message *Matcher::post(efa_onnode_req_t *r) {
+    for (efa_onnode_link_t *l = unexpected_.front(); l && l != unexpected_.end(); l = l->next) {
+        Message *m = msg_of(l);
+        if (matches(r->cid, r->src, r->tag, m->env)) {
+            unexpected_.remove(l);
+            return m;
+        }
+    }
+    posted_.push_back(&r->link);
+    return nullptr;
+}
+
+efa_onnode_req_t *Matcher::arrive(const Envelope &env) {
+    for (efa_onnode_link_t *l = posted_.front(); l && l != posted_.end(); l = l->next) {
+        efa_onnode_req_t *r = req_of(l);
+        if (matches(r->cid, r->src, r->tag, env)) {
+            posted_.remove(l);
+            return r;
+        }
+    }
+    return nullptr;
+}
+
+Message *Matcher::probe(uint32_t cid, int32_t src, int32_t tag, bool take) {
+    for (efa_onnode_link_t *l = unexpected_.front(); l && l != unexpected_.end(); l = l->next) {
+        Message *m = msg_of(l);
+        if (matches(cid, src, tag, m->env)) {
+            if (take) {
+                unexpected_.remove(l);
+            }
+            return m;
+        }
+    }
+    return nullptr;
+}
+
+bool Matcher::cancel(efa_onnode_req_t *r) {
+    if (nullptr == r->link.next) {
+        return false;
+    }
+    posted_.remove(&r->link);
+    return true;
+}
+
+} // namespace efa::onnode

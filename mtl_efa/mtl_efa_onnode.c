@@ -1,0 +1,464 @@
+/*
+ * mtl_efa's on-node path: point-to-point traffic of communicators whose
+ * processes all sit on this node goes through the shared core's on-node
+ * engine (common/efa_onnode.h: shared-memory rings, matching of its own,
+ * single-copy reads of large messages) instead of the provider.
+ *
+ * Which communicators: the decision is made once, in add_comm, from facts
+ * every member sees alike, so both ends of every message agree on the path:
+ * every process of the communicator (both groups of an intercommunicator)
+ * belongs to this job, runs on this node and published, through a
+ * node-local modex entry, that its on-node inbox is up.  All other
+ * communicators (those spanning nodes, those with processes of other jobs)
+ * keep the provider for every peer, so MPI's ordering and ANY_SOURCE never
+ * have to span two matching engines.  Unifying the two (one matching
+ * engine over the rings and the provider) is the native SRD path's work.
+ */
+#include "mtl_efa.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rdma/fi_errno.h>
+
+#include "ompi/group/group.h"
+#include "ompi/mca/mtl/base/mtl_base_datatype.h"
+#include "ompi/message/message.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
+#define ONNODE_MODEX_KEY "mtl_efa_onnode"
+
+static char *param_channel = "auto";
+static char *param_single_copy = "auto";
+static char *param_dir = "";
+static int param_slots = 64;
+static size_t param_slot_size = 8192;
+
+static void reg(const mca_base_component_t *c, const char *name, const char *desc,
+                mca_base_var_type_t type, int level, void *storage) {
+    (void)mca_base_component_var_register(c, name, desc, type, NULL, 0, 0, level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+void ompi_mtl_efa_onnode_register(const mca_base_component_t *c) {
+    reg(c, "onnode_channel",
+        "How point-to-point messages of communicators whose processes are all on this node "
+        "travel: \"shm\" through mtl_efa's own shared-memory rings with its own matching "
+        "(the MTL declines if they cannot be set up), \"none\" by the provider, \"auto\" "
+        "(default) as shm where the rings can be set up.  Communicators spanning nodes always "
+        "use the provider",
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &param_channel);
+    reg(c, "onnode_single_copy",
+        "On-node messages larger than a ring slot: \"auto\" (default) copies them once, "
+        "straight out of the sender, with Linux cross-memory attach (process_vm_readv) where "
+        "the kernel allows it, else streams them through the rings; \"none\" always streams",
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_5, &param_single_copy);
+    reg(c, "onnode_dir",
+        "Directory of the on-node inbox files (default: /dev/shm if writable, else the job's "
+        "session directory)",
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_9, &param_dir);
+    reg(c, "onnode_slots",
+        "Slots of each on-node ring (a power of two, at least 2): frames one sender may have "
+        "waiting for one receiver before further ones queue",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &param_slots);
+    reg(c, "onnode_slot_size",
+        "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB): messages up to the "
+        "slot less 40 bytes of headers go eagerly, larger ones by rendezvous",
+        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &param_slot_size);
+}
+
+static const char *inbox_dir(void) {
+    if (NULL != param_dir && '\0' != param_dir[0]) {
+        return param_dir;
+    }
+    if (0 == access("/dev/shm", W_OK)) {
+        return "/dev/shm";
+    }
+    return opal_process_info.job_session_dir;
+}
+
+static int progress_cb(void) {
+    return efa_onnode_progress(ompi_mtl_efa.onnode);
+}
+
+/* Does the user's value name one of the choices (NULL-terminated)?
+ * Otherwise say so. */
+static int check_choice(const char *param, const char *value, const char *const *choices) {
+    char allowed[128] = "";
+    for (const char *const *c = choices; NULL != *c; ++c) {
+        if (NULL != value && 0 == strcmp(value, *c)) {
+            return OMPI_SUCCESS;
+        }
+        snprintf(allowed + strlen(allowed), sizeof(allowed) - strlen(allowed), "%s%s",
+                 c == choices ? "" : ", ", *c);
+    }
+    mca_common_efa_show_help("help-mtl-efa.txt", "bad-choice", true, opal_process_info.nodename,
+                             param, NULL == value ? "(null)" : value, allowed);
+    return OMPI_ERR_BAD_PARAM;
+}
+
+int ompi_mtl_efa_onnode_init(bool thread_multiple) {
+    ompi_mtl_efa.onnode = NULL;
+    ompi_mtl_efa.comm_onnode = NULL;
+    ompi_mtl_efa.comm_onnode_len = 0;
+    ompi_mtl_efa.peer_onnode = NULL;
+    static const char *const channels[] = {"auto", "shm", "none", NULL};
+    static const char *const copies[] = {"auto", "none", NULL};
+    if (OMPI_SUCCESS != check_choice("onnode_channel", param_channel, channels) ||
+        OMPI_SUCCESS != check_choice("onnode_single_copy", param_single_copy, copies)) {
+        return OMPI_ERR_BAD_PARAM;
+    }
+    const bool insist = 0 == strcmp(param_channel, "shm");
+    if (0 == strcmp(param_channel, "none")) {
+        opal_output_verbose(1, mca_common_efa_output, "mtl:efa: on-node channel off (none)");
+        return OMPI_SUCCESS;
+    }
+    if (param_slots < 2 || (param_slots & (param_slots - 1)) || param_slot_size < 256 ||
+        param_slot_size % 64 || param_slot_size > 1024 * 1024) {
+        char value[64];
+        snprintf(value, sizeof(value), "%d slots of %zu bytes", param_slots, param_slot_size);
+        mca_common_efa_show_help("help-mtl-efa.txt", "bad-ring", true, opal_process_info.nodename,
+                                 value);
+        return OMPI_ERR_BAD_PARAM;
+    }
+    const char *dir = inbox_dir();
+    if (opal_process_info.my_local_rank < 0 || NULL == dir) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: on-node channel off (no local rank or no directory)");
+        return OMPI_SUCCESS;
+    }
+    char job_tag[64];
+    snprintf(job_tag, sizeof(job_tag), "%u.%x", (unsigned)getuid(),
+             (unsigned)OPAL_PROC_MY_NAME.jobid);
+    efa_onnode_params_t p = {
+        .inbox_dir = dir,
+        .job_tag = job_tag,
+        .my_vpid = OPAL_PROC_MY_NAME.vpid,
+        .local_rank = (uint32_t)opal_process_info.my_local_rank,
+        .nlocal = (uint32_t)opal_process_info.num_local_peers + 1,
+        .slots = (uint32_t)param_slots,
+        .slot_size = (uint32_t)param_slot_size,
+        .single_copy = 0 == strcmp(param_single_copy, "auto"),
+        .thread_safe = thread_multiple,
+    };
+    int err = 0;
+    ompi_mtl_efa.onnode = efa_onnode_create(&p, &err);
+    if (NULL == ompi_mtl_efa.onnode) {
+        if (insist) {
+            mca_common_efa_show_help("help-mtl-efa.txt", "no-channel", true,
+                                     opal_process_info.nodename, dir, fi_strerror(-err));
+            return OMPI_ERR_NOT_AVAILABLE;
+        }
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: on-node channel unavailable (%s: %s): provider only", dir,
+                            fi_strerror(-err));
+        return OMPI_SUCCESS;
+    }
+    const char *path = efa_onnode_inbox_path(ompi_mtl_efa.onnode);
+    /* Removed by the runtime if this process dies without finalizing. */
+    if (NULL != opal_pmix.register_cleanup) {
+        (void)opal_pmix.register_cleanup((char *)path, false, false, false);
+    }
+    /* Only processes that published this take part: the others' inboxes
+     * do not exist, and every member must agree on a communicator's path. */
+    uint8_t up = 1;
+    int rc;
+    OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_LOCAL, ONNODE_MODEX_KEY, &up, sizeof(up));
+    if (OPAL_SUCCESS != rc) {
+        efa_onnode_destroy(ompi_mtl_efa.onnode);
+        ompi_mtl_efa.onnode = NULL;
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: on-node channel off: cannot publish the modex entry");
+        return OMPI_SUCCESS;
+    }
+    opal_progress_register(progress_cb);
+    opal_output_verbose(1, mca_common_efa_output,
+                        "mtl:efa: on-node channel: inbox %s, %d rings of %d slots of %zu bytes, "
+                        "single copy %s",
+                        path, opal_process_info.num_local_peers + 1, param_slots, param_slot_size,
+                        p.single_copy ? "allowed" : "off");
+    return OMPI_SUCCESS;
+}
+
+void ompi_mtl_efa_onnode_fini(void) {
+    if (NULL == ompi_mtl_efa.onnode) {
+        return;
+    }
+    opal_progress_unregister(progress_cb);
+    efa_onnode_stats_t s;
+    efa_onnode_get_stats(ompi_mtl_efa.onnode, &s);
+    opal_output_verbose(1, mca_common_efa_output,
+                        "mtl:efa: on-node channel: %llu frames sent, %llu received; %llu eager, "
+                        "%llu rendezvous (%llu single copy, %llu streamed); %llu queued, %llu "
+                        "unexpected",
+                        (unsigned long long)s.frames_sent, (unsigned long long)s.frames_received,
+                        (unsigned long long)s.eager, (unsigned long long)s.rendezvous,
+                        (unsigned long long)s.single_copy, (unsigned long long)s.streamed,
+                        (unsigned long long)s.queued, (unsigned long long)s.unexpected);
+    efa_onnode_destroy(ompi_mtl_efa.onnode);
+    ompi_mtl_efa.onnode = NULL;
+    free(ompi_mtl_efa.comm_onnode);
+    ompi_mtl_efa.comm_onnode = NULL;
+    ompi_mtl_efa.comm_onnode_len = 0;
+    free(ompi_mtl_efa.peer_onnode);
+    ompi_mtl_efa.peer_onnode = NULL;
+}
+
+/* ---- which communicators ------------------------------------------------ */
+
+/* Did process vpid (of this job) publish an on-node inbox?  Cached. */
+static bool peer_has_inbox(const ompi_proc_t *proc) {
+    const uint32_t vpid = proc->super.proc_name.vpid;
+    const uint32_t nprocs = (uint32_t)ompi_process_info.num_procs;
+    if (vpid == OPAL_PROC_MY_NAME.vpid) {
+        return true;
+    }
+    if (vpid >= nprocs) {
+        return false;
+    }
+    if (NULL == ompi_mtl_efa.peer_onnode) {
+        ompi_mtl_efa.peer_onnode = calloc(nprocs, 1);
+        if (NULL == ompi_mtl_efa.peer_onnode) {
+            return false;
+        }
+    }
+    uint8_t *known = &ompi_mtl_efa.peer_onnode[vpid];
+    if (0 == *known) {
+        uint8_t *bytes = NULL;
+        size_t len = 0;
+        int rc;
+        OPAL_MODEX_RECV_STRING(rc, ONNODE_MODEX_KEY, &proc->super.proc_name, &bytes, &len);
+        *known = (OPAL_SUCCESS == rc && NULL != bytes && 1 == len && 1 == bytes[0]) ? 1 : 2;
+        free(bytes);
+    }
+    return 1 == *known;
+}
+
+static bool group_on_node(ompi_group_t *group) {
+    const int n = ompi_group_size(group);
+    if (n > opal_process_info.num_local_peers + 1) {
+        return false; /* cannot all be here: no need to look them up */
+    }
+    for (int i = 0; i < n; ++i) {
+        ompi_proc_t *proc = ompi_group_peer_lookup(group, i);
+        if (NULL == proc || proc->super.proc_name.jobid != OPAL_PROC_MY_NAME.jobid ||
+            !OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags) || !peer_has_inbox(proc)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
+    if (NULL == ompi_mtl_efa.onnode) {
+        return OMPI_SUCCESS;
+    }
+    const uint32_t cid = comm->c_contextid;
+    bool here = group_on_node(comm->c_local_group) &&
+                (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));
+    if (cid >= ompi_mtl_efa.comm_onnode_len) {
+        size_t len = ompi_mtl_efa.comm_onnode_len ? ompi_mtl_efa.comm_onnode_len : 64;
+        while (len <= cid) {
+            len *= 2;
+        }
+        uint8_t *grown = realloc(ompi_mtl_efa.comm_onnode, len);
+        if (NULL == grown) {
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        memset(grown + ompi_mtl_efa.comm_onnode_len, 0, len - ompi_mtl_efa.comm_onnode_len);
+        ompi_mtl_efa.comm_onnode = grown;
+        ompi_mtl_efa.comm_onnode_len = len;
+    }
+    ompi_mtl_efa.comm_onnode[cid] = here;
+    opal_output_verbose(10, mca_common_efa_output, "mtl:efa: communicator %u takes the %s path",
+                        cid, here ? "on-node" : "provider");
+    return OMPI_SUCCESS;
+}
+
+void ompi_mtl_efa_onnode_del_comm(struct ompi_communicator_t *comm) {
+    if (comm->c_contextid < ompi_mtl_efa.comm_onnode_len) {
+        ompi_mtl_efa.comm_onnode[comm->c_contextid] = 0;
+    }
+}
+
+/* ---- sends -------------------------------------------------------------- */
+
+static void send_done(efa_onnode_req_t *r) {
+    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(r, on);
+    if (req->free_buffer) {
+        free(req->buffer);
+    }
+    if (req->super.ompi_req) {
+        req->super.ompi_req->req_status.MPI_ERROR =
+            r->err ? mca_common_efa_fi_to_opal(r->err) : OMPI_SUCCESS;
+    }
+    req->super.completion_callback(&req->super);
+}
+
+static inline int start_send(struct ompi_communicator_t *comm, int dest, int tag,
+                             mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req) {
+    ompi_proc_t *proc = ompi_comm_peer_lookup(comm, dest);
+    req->on.complete = send_done;
+    req->is_send = true;
+    req->onnode = true;
+    int rc = efa_onnode_send(ompi_mtl_efa.onnode, proc->super.proc_name.vpid, comm->c_contextid,
+                             comm->c_my_rank, tag, req->buffer, req->length,
+                             MCA_PML_BASE_SEND_SYNCHRONOUS == mode, &req->on);
+    return rc < 0 ? mca_common_efa_fi_to_opal(rc) : rc;
+}
+
+int ompi_mtl_efa_onnode_isend(struct ompi_communicator_t *comm, int dest, int tag,
+                              mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req) {
+    int rc = start_send(comm, dest, tag, mode, req);
+    if (OPAL_UNLIKELY(rc < 0)) {
+        if (req->free_buffer) {
+            free(req->buffer);
+        }
+        return rc;
+    }
+    if (1 == rc) { /* already complete: the buffer is reusable */
+        req->on.err = 0;
+        send_done(&req->on);
+    }
+    return OMPI_SUCCESS;
+}
+
+typedef struct {
+    mca_mtl_efa_request_t req; /* first: the callback gets &req.super */
+    volatile bool done;
+} blocking_send_t;
+
+static void blocking_send_done(mca_mtl_request_t *mtl_request) {
+    ((blocking_send_t *)mtl_request)->done = true;
+}
+
+int ompi_mtl_efa_onnode_send(struct ompi_communicator_t *comm, int dest, int tag,
+                             mca_pml_base_send_mode_t mode, void *buffer, size_t length,
+                             bool free_buffer) {
+    blocking_send_t bs;
+    mca_mtl_efa_request_t *req = &bs.req;
+    req->super.ompi_req = NULL;
+    req->super.completion_callback = blocking_send_done;
+    req->buffer = buffer;
+    req->length = length;
+    req->free_buffer = false; /* freed here, below */
+    bs.done = false;
+    int rc = start_send(comm, dest, tag, mode, req);
+    if (0 == rc) {
+        while (!bs.done) {
+            opal_progress();
+        }
+        rc = req->on.err ? mca_common_efa_fi_to_opal(req->on.err) : OMPI_SUCCESS;
+    } else if (1 == rc) {
+        rc = OMPI_SUCCESS;
+    }
+    if (free_buffer) {
+        free(buffer);
+    }
+    return rc;
+}
+
+/* ---- receives ----------------------------------------------------------- */
+
+static void recv_done(efa_onnode_req_t *r) {
+    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(r, on);
+    ompi_status_public_t *status = &req->super.ompi_req->req_status;
+    if (-FI_ECANCELED == r->err) {
+        status->_cancelled = true;
+        status->_ucount = 0;
+        if (req->free_buffer) {
+            free(req->buffer);
+        }
+    } else {
+        status->MPI_SOURCE = r->msg_src;
+        status->MPI_TAG = r->msg_tag;
+        status->_ucount = r->msg_len;
+        status->MPI_ERROR = OMPI_SUCCESS;
+        if (-FI_ETRUNC == r->err) {
+            status->MPI_ERROR = MPI_ERR_TRUNCATE;
+            status->_ucount = req->length; /* what the buffer held */
+        } else if (r->err) {
+            status->MPI_ERROR = mca_common_efa_fi_to_opal(r->err);
+            if (OMPI_SUCCESS == status->MPI_ERROR) {
+                status->MPI_ERROR = OMPI_ERROR;
+            }
+        }
+        ompi_mtl_datatype_unpack(req->convertor, req->buffer, status->_ucount);
+    }
+    req->super.completion_callback(&req->super);
+}
+
+static inline void prepare(mca_mtl_efa_request_t *req) {
+    req->is_send = false;
+    req->onnode = true;
+    req->on.complete = recv_done;
+    req->on.buf = req->buffer;
+    req->on.buflen = req->length;
+}
+
+int ompi_mtl_efa_onnode_irecv(struct ompi_communicator_t *comm, int src, int tag,
+                              mca_mtl_efa_request_t *req) {
+    prepare(req);
+    int rc = efa_onnode_recv(ompi_mtl_efa.onnode, comm->c_contextid,
+                             MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
+                             MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, &req->on);
+    if (1 == rc) {
+        recv_done(&req->on);
+    }
+    return rc < 0 ? mca_common_efa_fi_to_opal(rc) : OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_onnode_iprobe(struct ompi_communicator_t *comm, int src, int tag, bool claim,
+                               int *flag, struct ompi_message_t **message,
+                               struct ompi_status_public_t *status) {
+    efa_onnode_probe_t found;
+    /* The handle first: a claimed message must never be left without one. */
+    ompi_message_t *msg = NULL;
+    if (claim && NULL == (msg = ompi_message_alloc())) {
+        *flag = 0;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    *flag = efa_onnode_probe(ompi_mtl_efa.onnode, comm->c_contextid,
+                             MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
+                             MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, claim, &found);
+    if (!*flag) {
+        if (msg) {
+            ompi_message_return(msg);
+        }
+        return OMPI_SUCCESS;
+    }
+    if (claim) {
+        *message = msg;
+        (*message)->comm = comm;
+        (*message)->req_ptr = found.msg;
+        (*message)->peer = found.src;
+        (*message)->count = found.len;
+    }
+    if (MPI_STATUS_IGNORE != status) {
+        status->MPI_SOURCE = found.src;
+        status->MPI_TAG = found.tag;
+        status->_ucount = found.len;
+        status->MPI_ERROR = OMPI_SUCCESS;
+    }
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_onnode_imrecv(struct ompi_message_t *message, mca_mtl_efa_request_t *req) {
+    prepare(req);
+    int rc = efa_onnode_mrecv(ompi_mtl_efa.onnode, message->req_ptr, &req->on);
+    if (1 == rc) {
+        recv_done(&req->on);
+    }
+    return rc < 0 ? mca_common_efa_fi_to_opal(rc) : OMPI_SUCCESS;
+}
+
+void ompi_mtl_efa_onnode_cancel(mca_mtl_efa_request_t *req) {
+    if (!req->is_send) {
+        (void)efa_onnode_cancel(ompi_mtl_efa.onnode, &req->on);
+    }
+}

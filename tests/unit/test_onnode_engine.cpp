@@ -1,0 +1,325 @@
+// The on-node engine (efa_onnode.h) between two engines of one process,
+// as two processes of one node would use it: eager and rendezvous
+// messages (single copy and streamed), synchronous sends, unexpected
+// messages, truncation, full rings, cancel, probe and matched receive,
+// sends to oneself, and bad parameters.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+#include <unistd.h>
+
+#include "efa_onnode.h"
+
+namespace {
+
+struct Req {
+    efa_onnode_req_t on{};
+    int completions = 0;
+};
+
+void on_complete(efa_onnode_req_t *r) {
+    reinterpret_cast<Req *>(reinterpret_cast<char *>(r) - offsetof(Req, on))->completions++;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) {
+        v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 8));
+    }
+    return v;
+}
+
+class OnnodeEngine : public ::testing::Test {
+  protected:
+    efa_onnode_t *a = nullptr; // vpid 0, local rank 0
+    efa_onnode_t *b = nullptr; // vpid 1, local rank 1
+    std::string tag;
+
+    efa_onnode_t *make(uint32_t vpid, uint32_t slots, bool single_copy, int *err) {
+        efa_onnode_params_t p{};
+        p.inbox_dir = "/tmp";
+        p.job_tag = tag.c_str();
+        p.my_vpid = vpid;
+        p.local_rank = vpid;
+        p.nlocal = 2;
+        p.slots = slots;
+        p.slot_size = 1024;
+        p.single_copy = single_copy;
+        p.thread_safe = false;
+        return efa_onnode_create(&p, err);
+    }
+    void open(uint32_t slots = 8, bool single_copy_b = true) {
+        tag = "unit." + std::to_string(getpid()) + "." +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name();
+        int err = 0;
+        a = make(0, slots, true, &err);
+        ASSERT_NE(nullptr, a) << err;
+        b = make(1, slots, single_copy_b, &err);
+        ASSERT_NE(nullptr, b) << err;
+    }
+    void TearDown() override {
+        if (a) {
+            efa_onnode_destroy(a);
+        }
+        if (b) {
+            efa_onnode_destroy(b);
+        }
+    }
+    // Progress both sides until done() or a bound.
+    template <class F> bool until(F &&done) {
+        for (int i = 0; i < 100000; ++i) {
+            if (done()) {
+                return true;
+            }
+            efa_onnode_progress(a);
+            efa_onnode_progress(b);
+        }
+        return done();
+    }
+    static int post(efa_onnode_t *e, Req &r, void *buf, size_t len, uint32_t cid, int32_t src,
+                    int32_t tag) {
+        r.on.complete = on_complete;
+        r.on.buf = buf;
+        r.on.buflen = len;
+        return efa_onnode_recv(e, cid, src, tag, &r.on);
+    }
+    static int send(efa_onnode_t *e, Req &r, uint32_t to, const std::vector<uint8_t> &data,
+                    int32_t tag, bool sync = false, uint32_t cid = 3, int32_t src = 0) {
+        r.on.complete = on_complete;
+        return efa_onnode_send(e, to, cid, src, tag, data.data(), data.size(), sync, &r.on);
+    }
+};
+
+TEST_F(OnnodeEngine, EagerToAPostedReceive) {
+    open();
+    std::vector<uint8_t> got(200, 0);
+    Req r, s;
+    EXPECT_EQ(0, post(b, r, got.data(), got.size(), 3, 0, 11));
+    const auto data = pattern(100, 1);
+    EXPECT_EQ(1, send(a, s, 1, data, 11)); // complete at once: no callback
+    ASSERT_TRUE(until([&] { return r.completions == 1; }));
+    EXPECT_EQ(0, s.completions);
+    EXPECT_EQ(0, r.on.err);
+    EXPECT_EQ(100u, r.on.msg_len);
+    EXPECT_EQ(0, r.on.msg_src);
+    EXPECT_EQ(11, r.on.msg_tag);
+    EXPECT_EQ(0, memcmp(got.data(), data.data(), data.size()));
+}
+
+TEST_F(OnnodeEngine, UnexpectedEagerCompletesInsideTheReceive) {
+    open();
+    Req s, r;
+    const auto data = pattern(64, 3);
+    EXPECT_EQ(1, send(a, s, 1, data, 5));
+    efa_onnode_progress(b); // arrives with no receive posted
+    std::vector<uint8_t> got(64, 0);
+    EXPECT_EQ(1, post(b, r, got.data(), got.size(), 3, EFA_ONNODE_ANY, EFA_ONNODE_ANY));
+    EXPECT_EQ(0, r.completions); // inline: no callback
+    EXPECT_EQ(0, memcmp(got.data(), data.data(), data.size()));
+    efa_onnode_stats_t st;
+    efa_onnode_get_stats(b, &st);
+    EXPECT_EQ(1u, st.unexpected);
+}
+
+TEST_F(OnnodeEngine, SynchronousSendWaitsForTheMatch) {
+    open();
+    Req s, r;
+    const auto data = pattern(10, 5);
+    EXPECT_EQ(0, send(a, s, 1, data, 1, true));
+    for (int i = 0; i < 100; ++i) {
+        efa_onnode_progress(a);
+        efa_onnode_progress(b);
+    }
+    EXPECT_EQ(0, s.completions) << "completed before any receive was posted";
+    std::vector<uint8_t> got(10);
+    EXPECT_EQ(1, post(b, r, got.data(), got.size(), 3, 0, 1));
+    ASSERT_TRUE(until([&] { return s.completions == 1; }));
+    EXPECT_EQ(0, s.on.err);
+}
+
+TEST_F(OnnodeEngine, RendezvousBySingleCopy) {
+    open();
+    const auto data = pattern(300000, 9);
+    Req s, r;
+    std::vector<uint8_t> got(data.size(), 0);
+    EXPECT_EQ(0, send(a, s, 1, data, 2));
+    EXPECT_EQ(0, post(b, r, got.data(), got.size(), 3, 0, 2));
+    ASSERT_TRUE(until([&] { return r.completions == 1 && s.completions == 1; }));
+    EXPECT_EQ(0, r.on.err);
+    EXPECT_EQ(data.size(), r.on.msg_len);
+    EXPECT_EQ(data, got);
+    efa_onnode_stats_t st;
+    efa_onnode_get_stats(b, &st);
+    EXPECT_EQ(1u, st.single_copy);
+    EXPECT_EQ(0u, st.streamed);
+}
+
+TEST_F(OnnodeEngine, RendezvousStreamedWithoutSingleCopy) {
+    open(4, /*single_copy_b=*/false);
+    const auto data = pattern(50000, 13); // ~50 frames through a 4-slot ring
+    Req s, r;
+    std::vector<uint8_t> got(data.size(), 0);
+    EXPECT_EQ(0, post(b, r, got.data(), got.size(), 3, 0, 2));
+    EXPECT_EQ(0, send(a, s, 1, data, 2));
+    ASSERT_TRUE(until([&] { return r.completions == 1 && s.completions == 1; }));
+    EXPECT_EQ(0, r.on.err);
+    EXPECT_EQ(data, got);
+    efa_onnode_stats_t st;
+    efa_onnode_get_stats(b, &st);
+    EXPECT_EQ(0u, st.single_copy);
+    EXPECT_EQ(1u, st.streamed);
+}
+
+TEST_F(OnnodeEngine, TruncationKeepsToTheBuffer) {
+    open(8, false);
+    for (size_t len : {size_t(500), size_t(20000)}) { // eager, then streamed rendezvous
+        const auto data = pattern(len, 17);
+        std::vector<uint8_t> got(len / 2 + 16, 0xee);
+        Req s, r;
+        EXPECT_EQ(0, post(b, r, got.data(), len / 2, 3, 0, 4));
+        EXPECT_GE(send(a, s, 1, data, 4), 0);
+        ASSERT_TRUE(until([&] { return r.completions == 1; })) << len;
+        EXPECT_EQ(-FI_ETRUNC, r.on.err);
+        EXPECT_EQ(len, r.on.msg_len);
+        EXPECT_EQ(0, memcmp(got.data(), data.data(), len / 2));
+        for (size_t i = len / 2; i < got.size(); ++i) {
+            ASSERT_EQ(0xee, got[i]) << "written past the buffer at " << i;
+        }
+        ASSERT_TRUE(until([&] { return s.completions == (len > 900 ? 1 : 0); }));
+    }
+}
+
+TEST_F(OnnodeEngine, FullRingsQueueInOrder) {
+    open(2); // two slots: almost every send queues
+    const int n = 300;
+    std::vector<Req> sends(n), recvs(n);
+    std::vector<std::vector<uint8_t>> data(n), got(n);
+    int inline_done = 0;
+    for (int i = 0; i < n; ++i) {
+        data[i] = pattern(static_cast<size_t>(1 + i * 3), static_cast<uint8_t>(i));
+        int rc = send(a, sends[i], 1, data[i], 7);
+        ASSERT_GE(rc, 0);
+        inline_done += rc;
+    }
+    efa_onnode_stats_t st;
+    efa_onnode_get_stats(a, &st);
+    EXPECT_GT(st.queued, 0u);
+    for (int i = 0; i < n; ++i) {
+        got[i].assign(data[i].size(), 0);
+        ASSERT_GE(post(b, recvs[i], got[i].data(), got[i].size(), 3, 0, 7), 0);
+    }
+    ASSERT_TRUE(until([&] {
+        int done = 0;
+        for (int i = 0; i < n; ++i) {
+            done += sends[i].completions;
+        }
+        return done + inline_done == n;
+    }));
+    ASSERT_TRUE(until([&] {
+        for (int i = 0; i < n; ++i) {
+            if (got[i] != data[i]) {
+                return false;
+            }
+        }
+        return true;
+    })) << "messages overtook each other or were lost";
+}
+
+TEST_F(OnnodeEngine, CancelOnlyUnmatchedReceives) {
+    open();
+    Req r1, r2, s;
+    std::vector<uint8_t> buf(16);
+    EXPECT_EQ(0, post(b, r1, buf.data(), buf.size(), 3, 0, 1));
+    EXPECT_TRUE(efa_onnode_cancel(b, &r1.on));
+    EXPECT_EQ(1, r1.completions);
+    EXPECT_EQ(-FI_ECANCELED, r1.on.err);
+    EXPECT_EQ(0, post(b, r2, buf.data(), buf.size(), 3, 0, 1));
+    EXPECT_EQ(1, send(a, s, 1, pattern(16, 0), 1));
+    ASSERT_TRUE(until([&] { return r2.completions == 1; }));
+    EXPECT_FALSE(efa_onnode_cancel(b, &r2.on));
+    EXPECT_EQ(0, r2.on.err);
+}
+
+TEST_F(OnnodeEngine, ProbeClaimAndMatchedReceive) {
+    open();
+    Req s1, s2, r;
+    const auto big = pattern(5000, 21);
+    EXPECT_EQ(0, send(a, s1, 1, big, 9, false, 3, 4));
+    EXPECT_EQ(1, send(a, s2, 1, pattern(8, 1), 9, false, 3, 4));
+    efa_onnode_probe_t found{};
+    ASSERT_TRUE(until([&] { return 1 == efa_onnode_probe(b, 3, 4, 9, false, &found); }));
+    EXPECT_EQ(big.size(), found.len);
+    EXPECT_EQ(4, found.src);
+    ASSERT_EQ(1, efa_onnode_probe(b, 3, EFA_ONNODE_ANY, EFA_ONNODE_ANY, true, &found));
+    ASSERT_NE(nullptr, found.msg);
+    // Claimed: the next probe sees the second message.
+    efa_onnode_probe_t next{};
+    ASSERT_EQ(1, efa_onnode_probe(b, 3, 4, 9, false, &next));
+    EXPECT_EQ(8u, next.len);
+    std::vector<uint8_t> got(big.size());
+    r.on.complete = on_complete;
+    r.on.buf = got.data();
+    r.on.buflen = got.size();
+    int rc = efa_onnode_mrecv(b, found.msg, &r.on);
+    ASSERT_GE(rc, 0);
+    ASSERT_TRUE(until([&] { return (rc == 1 || r.completions == 1) && s1.completions == 1; }));
+    EXPECT_EQ(big, got);
+    Req r2;
+    std::vector<uint8_t> small(8);
+    EXPECT_EQ(1, post(b, r2, small.data(), small.size(), 3, 4, 9));
+}
+
+TEST_F(OnnodeEngine, SendToOneself) {
+    open();
+    Req s, r;
+    const auto data = pattern(3000, 2);
+    std::vector<uint8_t> got(data.size());
+    EXPECT_EQ(0, post(a, r, got.data(), got.size(), 3, 0, 6));
+    EXPECT_GE(send(a, s, 0, data, 6), 0);
+    ASSERT_TRUE(until([&] { return r.completions == 1; }));
+    EXPECT_EQ(data, got);
+}
+
+TEST(OnnodeEngineParams, BadParametersAreRefused) {
+    efa_onnode_params_t p{};
+    p.inbox_dir = "/tmp";
+    p.job_tag = "unit.bad";
+    p.nlocal = 2;
+    p.local_rank = 2; // outside the node's ranks
+    p.slots = 8;
+    p.slot_size = 1024;
+    int err = 0;
+    EXPECT_EQ(nullptr, efa_onnode_create(&p, &err));
+    EXPECT_EQ(-FI_EINVAL, err);
+    p.local_rank = 0;
+    p.slots = 6; // not a power of two
+    EXPECT_EQ(nullptr, efa_onnode_create(&p, &err));
+    EXPECT_NE(0, err);
+    p.slots = 8;
+    p.inbox_dir = "/nonexistent/dir";
+    EXPECT_EQ(nullptr, efa_onnode_create(&p, &err));
+    EXPECT_EQ(-ENOENT, err);
+}
+
+TEST(OnnodeEngineParams, AttachFailsWithoutThePeersInbox) {
+    efa_onnode_params_t p{};
+    p.inbox_dir = "/tmp";
+    const std::string tag = "unit.noattach." + std::to_string(getpid());
+    p.job_tag = tag.c_str();
+    p.nlocal = 2;
+    p.slots = 8;
+    p.slot_size = 1024;
+    int err = 0;
+    efa_onnode_t *e = efa_onnode_create(&p, &err);
+    ASSERT_NE(nullptr, e);
+    efa_onnode_req_t r{};
+    char c = 0;
+    EXPECT_EQ(-ENOENT, efa_onnode_send(e, 1, 0, 0, 0, &c, 1, false, &r));
+    efa_onnode_destroy(e);
+}
+
+} // namespace
