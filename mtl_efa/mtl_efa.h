@@ -65,6 +65,17 @@ typedef struct mca_mtl_efa_request_t {
     efa_onnode_req_t on; /* the on-node path's request */
 } mca_mtl_efa_request_t;
 
+/* A send MPI_Send waits for inside the MTL: the request lives on the
+ * caller's stack and completion only raises the flag. */
+typedef struct {
+    mca_mtl_efa_request_t req; /* first: the callback gets &req.super */
+    volatile bool done;
+} mca_mtl_efa_blocking_send_t;
+
+static inline void ompi_mtl_efa_blocking_send_done(mca_mtl_request_t *mtl_request) {
+    ((mca_mtl_efa_blocking_send_t *)mtl_request)->done = true;
+}
+
 /* An improbe'd message waiting for its mrecv: the claimed context. */
 typedef struct mca_mtl_efa_claim_t {
     efa_op_t op;

@@ -328,22 +328,13 @@ int ompi_mtl_efa_onnode_isend(struct ompi_communicator_t *comm, int dest, int ta
     return OMPI_SUCCESS;
 }
 
-typedef struct {
-    mca_mtl_efa_request_t req; /* first: the callback gets &req.super */
-    volatile bool done;
-} blocking_send_t;
-
-static void blocking_send_done(mca_mtl_request_t *mtl_request) {
-    ((blocking_send_t *)mtl_request)->done = true;
-}
-
 int ompi_mtl_efa_onnode_send(struct ompi_communicator_t *comm, int dest, int tag,
                              mca_pml_base_send_mode_t mode, void *buffer, size_t length,
                              bool free_buffer) {
-    blocking_send_t bs;
+    mca_mtl_efa_blocking_send_t bs;
     mca_mtl_efa_request_t *req = &bs.req;
     req->super.ompi_req = NULL;
-    req->super.completion_callback = blocking_send_done;
+    req->super.completion_callback = ompi_mtl_efa_blocking_send_done;
     req->buffer = buffer;
     req->length = length;
     req->free_buffer = false; /* freed here, below */

@@ -170,15 +170,6 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     return rc;
 }
 
-typedef struct {
-    mca_mtl_efa_request_t req; /* first: the callback gets &req.super */
-    volatile bool done;
-} blocking_send_t;
-
-static void blocking_send_done(mca_mtl_request_t *mtl_request) {
-    ((blocking_send_t *)mtl_request)->done = true;
-}
-
 int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
                       int tag, struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode) {
     (void)mtl;
@@ -199,10 +190,10 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
         }
         return rc;
     }
-    blocking_send_t bs;
+    mca_mtl_efa_blocking_send_t bs;
     mca_mtl_efa_request_t *req = &bs.req;
     req->super.ompi_req = NULL;
-    req->super.completion_callback = blocking_send_done;
+    req->super.completion_callback = ompi_mtl_efa_blocking_send_done;
     req->cancelled = false;
     req->onnode = false;
     req->convertor = convertor;
