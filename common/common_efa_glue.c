@@ -18,6 +18,7 @@
 #include "opal/mca/pmix/pmix.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal_progress.h"
+#include "opal/util/error.h"
 #include "opal/util/output.h"
 #include "opal/util/show_help.h"
 
@@ -334,8 +335,11 @@ efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name
     int rc;
     OPAL_MODEX_RECV_STRING(rc, "common_efa", name, &blob, &len);
     if (OPAL_SUCCESS != rc || NULL == blob) {
-        opal_show_help("help-common-efa.txt", "modex-missing", true, opal_process_info.nodename,
-                       OPAL_NAME_PRINT(*name));
+        /* Straight to stderr (Open MPI 4.1's relay loses messages of several
+         * failing processes), with the runtime's answer. */
+        mca_common_efa_show_help("help-common-efa.txt", "modex-missing", false,
+                                 opal_process_info.nodename, OPAL_NAME_PRINT(*name),
+                                 opal_strerror(rc));
         *opal_err = OPAL_ERR_UNREACH;
         return NULL;
     }

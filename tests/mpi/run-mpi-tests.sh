@@ -388,7 +388,7 @@ known_defect() {
         echo "ofi_rxd corrupts or stalls data under concurrent threads (FI_THREAD_SAFE)" ;;
     cm-efa-rxd:many_outstanding:*)
         echo "ofi_rxd truncates or stalls tagged messages with hundreds in flight on a loaded" \
-            "machine (2 of 12 runs at 1000, 2 of 10 at 500; provider path, unchanged code)" ;;
+            "machine (2 of 12 runs at 1000, 2 of 10 at 500; the build before mtl_efa's on-node path: 2 of 12)" ;;
     *-efa-rxd*:many_outstanding+tinyq:*)
         echo "ofi_rxd stops completing operations when its queues are made tiny" ;;
     *) return 1 ;;
