@@ -32,6 +32,9 @@ enum : uint8_t {
 
 constexpr uint8_t kFrameSync = 1; // eager frame: answer ACK on match
 constexpr int kPollBudget = 64;
+// Frame bytes in the slot's first cache line (the slot's own 8-byte header
+// takes the rest): slots are cache-line aligned.
+constexpr size_t kFirstLine = shm::kLine - shm::kSlotHeader;
 
 // What this process names in its RTS frames so a receiver can check that
 // process_vm_readv reaches this process (and not another of the same pid
@@ -195,6 +198,20 @@ bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
     h.src = r->src;
     h.tag = r->tag;
     h.id = id_of(r);
+    if (!rndv && hlen + r->buflen > kFirstLine) {
+        // The bytes past the slot's first cache line go first, the first
+        // line (header, first bytes) last: the receiver spins on that line,
+        // and it should see it change once, complete, rather than lose it
+        // to every store of the copy.
+        const size_t head = kFirstLine - hlen;
+        memcpy(f + kFirstLine, static_cast<const uint8_t *>(r->buf) + head, r->buflen - head);
+        memcpy(f, &h, hlen);
+        memcpy(f + hlen, r->buf, head);
+        p->out->commit(hlen + r->buflen);
+        ++stats.eager;
+        ++stats.frames_sent;
+        return true;
+    }
     memcpy(f, &h, hlen);
     if (rndv) {
         RtsBody b{};

@@ -110,6 +110,28 @@ TEST_F(OnnodeEngine, EagerToAPostedReceive) {
     EXPECT_EQ(0, memcmp(got.data(), data.data(), data.size()));
 }
 
+// The sender writes an eager frame's bytes past the slot's first cache
+// line before the first line: every size around that boundary, standard
+// (16-byte header) and synchronous (32-byte header), arrives intact.
+TEST_F(OnnodeEngine, EagerSizesAroundTheFirstCacheLine) {
+    open();
+    for (bool sync : {false, true}) {
+        for (size_t len = 0; len <= 140; ++len) {
+            const auto data = pattern(len, static_cast<uint8_t>(len));
+            std::vector<uint8_t> got(len + 8, 0xee);
+            Req r, s;
+            ASSERT_EQ(0, post(b, r, got.data(), len, 3, 0, 12));
+            ASSERT_GE(send(a, s, 1, data, 12, sync), 0);
+            ASSERT_TRUE(until([&] { return r.completions == 1; })) << len;
+            ASSERT_EQ(len, r.on.msg_len);
+            ASSERT_EQ(0, memcmp(got.data(), data.data(), len))
+                << "size " << len << " sync " << sync;
+            ASSERT_EQ(0xee, got[len]) << "written past the buffer at size " << len;
+            ASSERT_TRUE(until([&] { return !sync || s.completions == 1; }));
+        }
+    }
+}
+
 TEST_F(OnnodeEngine, UnexpectedEagerCompletesInsideTheReceive) {
     open();
     Req s, r;
