@@ -104,6 +104,10 @@ int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, efa
 #define EFA_ONNODE_MATCHED_LATER 2
 int efa_onnode_recv_partnered(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,
                               efa_onnode_req_t *req);
+/* The other half is posted now: only from here on may the engine call
+ * req->partner_cancel (with threads, a message can match the engine's half
+ * before the other half exists; it is held until then). */
+void efa_onnode_partner_armed(efa_onnode_t *e, efa_onnode_req_t *req);
 /* The other half of a partnered receive ended: 'matched' (it took a
  * message: the engine forgets req, and a message it held for req goes back
  * to matching as if it had just arrived) or cancelled (a message held for

@@ -51,6 +51,10 @@ int efa_onnode_recv_partnered(efa_onnode_t *e, uint32_t cid, int32_t src, int32_
     return e->engine->recv_partnered(cid, src, tag, req);
 }
 
+void efa_onnode_partner_armed(efa_onnode_t *e, efa_onnode_req_t *req) {
+    e->engine->partner_armed(req);
+}
+
 int efa_onnode_partner_done(efa_onnode_t *e, efa_onnode_req_t *req, bool matched) {
     return e->engine->partner_done(req, matched);
 }

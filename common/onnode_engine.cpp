@@ -19,6 +19,7 @@ namespace {
 constexpr uint8_t kReqSync = 1;
 constexpr uint8_t kReqRndv = 2;
 constexpr uint8_t kReqPartner = 4; // a receive posted elsewhere too
+constexpr uint8_t kReqArmed = 8;   // ... and that other half is posted
 
 enum : uint8_t {
     kIdle = 0,
@@ -499,7 +500,20 @@ void Engine::hold(Message *m, efa_onnode_req_t *req) {
     req->state = kHeld;
     req->remote = reinterpret_cast<uintptr_t>(m);
     ++held_;
-    cancels_.push_back(req);
+    if (req->flags & kReqArmed) {
+        cancels_.push_back(req);
+    } // else partner_armed asks for the cancel
+}
+
+void Engine::partner_armed(efa_onnode_req_t *req) {
+    {
+        Guard g(mu_, mt_);
+        req->flags |= kReqArmed;
+        if (kHeld == req->state) {
+            cancels_.push_back(req);
+        }
+    }
+    run_cancels();
 }
 
 void Engine::run_cancels() {
@@ -676,7 +690,7 @@ int Engine::partner_done(efa_onnode_req_t *req, bool matched) {
     int rc = 0;
     {
         Guard g(mu_, mt_);
-        req->flags &= static_cast<uint8_t>(~kReqPartner);
+        req->flags &= static_cast<uint8_t>(~(kReqPartner | kReqArmed));
         if (kPosted == req->state) {
             match_.cancel(req);
             req->state = kDone;

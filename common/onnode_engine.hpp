@@ -97,6 +97,7 @@ class Engine {
     int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
     int recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
     int partner_done(efa_onnode_req_t *req, bool matched);
+    void partner_armed(efa_onnode_req_t *req);
     int probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_onnode_probe_t *out);
     int mrecv(Message *m, efa_onnode_req_t *req);
     bool cancel(efa_onnode_req_t *req);

@@ -178,6 +178,9 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
         rc = mca_common_efa_rc(
             efa_ctx_trecv(req->ctx, req->buffer, req->length, desc, addr, bits, ignore, &req->op));
+        if (OMPI_SUCCESS == rc && req->dual) {
+            efa_onnode_partner_armed(ompi_mtl_efa.onnode, &req->on);
+        }
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         if (req->dual) {

@@ -369,7 +369,11 @@ class OnnodePartner : public OnnodeEngine {
         p.r.on.partner_cancel = on_partner_cancel;
         p.r.on.buf = buf;
         p.r.on.buflen = len;
-        return efa_onnode_recv_partnered(b, 3, EFA_ONNODE_ANY, tag, &p.r.on);
+        const int rc = efa_onnode_recv_partnered(b, 3, EFA_ONNODE_ANY, tag, &p.r.on);
+        if (0 == rc) {
+            efa_onnode_partner_armed(b, &p.r.on); // the other half is "posted"
+        }
+        return rc;
     }
     uint64_t received(efa_onnode_t *e) {
         efa_onnode_stats_t st;
@@ -456,6 +460,32 @@ TEST_F(OnnodePartner, HeldThenHandedToTheNextReceiveInOrder) {
     ASSERT_TRUE(until([&] { return received(b) == 2; }));
     EXPECT_EQ(1, post(b, r3, got3.data(), got3.size(), 3, 0, 8));
     EXPECT_EQ(second, got3);
+}
+
+// With threads a message can match the engine's half before the other half
+// is posted: it is held, and the cancel is asked for only once armed.
+TEST_F(OnnodePartner, NoCancelBeforeTheOtherHalfIsPosted) {
+    open();
+    PartnerReq p;
+    std::vector<uint8_t> got(20);
+    p.r.on.complete = on_complete;
+    p.r.on.partner_cancel = on_partner_cancel;
+    p.r.on.buf = got.data();
+    p.r.on.buflen = got.size();
+    EXPECT_EQ(0, efa_onnode_recv_partnered(b, 3, EFA_ONNODE_ANY, 8, &p.r.on)); // not armed yet
+    Req s;
+    const auto data = pattern(20, 3);
+    EXPECT_EQ(1, send(a, s, 1, data, 8));
+    for (int i = 0; i < 10; ++i) {
+        efa_onnode_progress(b);
+    }
+    EXPECT_EQ(1u, received(b)); // matched and held ...
+    EXPECT_EQ(0, p.cancels);    // ... but nothing to cancel yet
+    efa_onnode_partner_armed(b, &p.r.on);
+    EXPECT_EQ(1, p.cancels);
+    EXPECT_EQ(1, efa_onnode_partner_done(b, &p.r.on, false));
+    EXPECT_EQ(1, p.r.completions);
+    EXPECT_EQ(data, got);
 }
 
 TEST_F(OnnodePartner, HeldRendezvousIsReadAfterTheCancel) {
