@@ -46,6 +46,8 @@ struct efa_onnode_req {
     int32_t msg_tag;
     size_t msg_len;
     int err;
+    /* Set by the caller of efa_onnode_recv_partnered. */
+    efa_onnode_complete_fn partner_cancel;
     /* The engine's own. */
     efa_onnode_link_t link;
     uint32_t cid;
@@ -89,6 +91,29 @@ int efa_onnode_send(efa_onnode_t *e, uint32_t peer, uint32_t cid, int32_t src, i
  * Returns 1 when it completed inside the call (req->complete is NOT
  * called), 0 when req->complete follows, or a negative error. */
 int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
+
+/* A receive posted here and elsewhere too (the provider, for
+ * MPI_ANY_SOURCE in a communicator spanning nodes), so that only one of the
+ * two may take a message.  Returns 1 (a waiting message was taken, complete
+ * now), 2 (a waiting message was taken, req->complete follows) or 0 (posted:
+ * the caller now posts the other half).  When a message later matches a
+ * posted partnered receive, the engine does not deliver it: it holds it,
+ * reads no further frames (that keeps MPI's order), and calls
+ * req->partner_cancel.  The caller then reports with efa_onnode_partner_done
+ * how the other half ended. */
+#define EFA_ONNODE_MATCHED_LATER 2
+int efa_onnode_recv_partnered(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,
+                              efa_onnode_req_t *req);
+/* The other half is posted now: only from here on may the engine call
+ * req->partner_cancel (with threads, a message can match the engine's half
+ * before the other half exists; it is held until then). */
+void efa_onnode_partner_armed(efa_onnode_t *e, efa_onnode_req_t *req);
+/* The other half of a partnered receive ended: 'matched' (it took a
+ * message: the engine forgets req, and a message it held for req goes back
+ * to matching as if it had just arrived) or cancelled (a message held for
+ * req is delivered to it: returns 1 and req->complete follows; with none
+ * held, the engine forgets req and returns 0). */
+int efa_onnode_partner_done(efa_onnode_t *e, efa_onnode_req_t *req, bool matched);
 
 /* What a probe found. */
 typedef struct efa_onnode_probe {

@@ -46,6 +46,19 @@ int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,
     return e->engine->recv(cid, src, tag, req);
 }
 
+int efa_onnode_recv_partnered(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,
+                              efa_onnode_req_t *req) {
+    return e->engine->recv_partnered(cid, src, tag, req);
+}
+
+void efa_onnode_partner_armed(efa_onnode_t *e, efa_onnode_req_t *req) {
+    e->engine->partner_armed(req);
+}
+
+int efa_onnode_partner_done(efa_onnode_t *e, efa_onnode_req_t *req, bool matched) {
+    return e->engine->partner_done(req, matched);
+}
+
 int efa_onnode_probe(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, bool claim,
                      efa_onnode_probe_t *out) {
     return e->engine->probe(cid, src, tag, claim, out);

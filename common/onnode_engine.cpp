@@ -18,6 +18,8 @@ namespace {
 // Request flags and states (efa_onnode_req_t.flags / .state).
 constexpr uint8_t kReqSync = 1;
 constexpr uint8_t kReqRndv = 2;
+constexpr uint8_t kReqPartner = 4; // a receive posted elsewhere too
+constexpr uint8_t kReqArmed = 8;   // ... and that other half is posted
 
 enum : uint8_t {
     kIdle = 0,
@@ -27,6 +29,7 @@ enum : uint8_t {
     kWaitAck,    // synchronous eager send written, waiting for the match
     kWaitFin,    // RTS written, waiting for FIN or CTS
     kStreaming,  // writing DATA frames
+    kHeld,       // partnered receive: a message waits for the other half's cancel
     kDone,
 };
 
@@ -465,10 +468,91 @@ void Engine::on_data(const FrameHdr &h, const uint8_t *bytes, size_t n) {
     }
 }
 
-void Engine::deliver(uint32_t ring, const void *frame, size_t len) {
+// A copy of an arrived message's frame, for the unexpected queue or to
+// hold for a partnered receive (nullptr if out of memory).
+Message *Engine::make_message(const FrameHdr &h, const RtsBody &b, const uint8_t *body,
+                              size_t blen) {
+    const size_t keep = kEager == h.type ? blen : 0;
+    auto *m = static_cast<Message *>(malloc(sizeof(Message) + keep));
+    if (nullptr == m) {
+        return nullptr;
+    }
+    m->link.next = m->link.prev = nullptr;
+    m->env = Envelope{h.cid, h.src, h.tag};
+    m->type = h.type;
+    m->flags = h.flags;
+    m->sender = h.sender;
+    m->id = h.id;
+    m->len = kEager == h.type ? blen : b.len;
+    m->addr = b.addr;
+    m->cookie_addr = b.cookie_addr;
+    m->cookie = b.cookie;
+    m->pid = b.pid;
+    if (keep) {
+        memcpy(m->data, body, keep);
+    }
+    return m;
+}
+
+// A partnered receive matched m: keep m for it and ask for the other
+// half to be cancelled.  No frame is read until partner_done.
+void Engine::hold(Message *m, efa_onnode_req_t *req) {
+    req->state = kHeld;
+    req->remote = reinterpret_cast<uintptr_t>(m);
+    ++held_;
+    if (req->flags & kReqArmed) {
+        cancels_.push_back(req);
+    } // else partner_armed asks for the cancel
+}
+
+void Engine::partner_armed(efa_onnode_req_t *req) {
+    {
+        Guard g(mu_, mt_);
+        req->flags |= kReqArmed;
+        if (kHeld == req->state) {
+            cancels_.push_back(req);
+        }
+    }
+    run_cancels();
+}
+
+void Engine::run_cancels() {
+    std::vector<efa_onnode_req_t *> todo;
+    {
+        Guard g(mu_, mt_);
+        todo.swap(cancels_);
+    }
+    for (efa_onnode_req_t *r : todo) {
+        r->partner_cancel(r);
+    }
+}
+
+// m arrived (or came back from a partnered receive whose other half took
+// a message): to the first posted receive it matches, else unexpected.
+// False when it is now held.
+bool Engine::hand_over(Message *m) {
+    efa_onnode_req_t *req = match_.arrive(m->env);
+    if (nullptr == req) {
+        match_.add_unexpected(m);
+        ++stats.unexpected;
+        return true;
+    }
+    if (req->flags & kReqPartner) {
+        hold(m, req);
+        return false;
+    }
+    if (take(m, req)) {
+        req->state = kDone;
+        finish(req);
+    }
+    return true;
+}
+
+// One frame from the inbox; false stops the poll (a message is now held).
+bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
     (void)ring;
     if (len < kShortHdr) {
-        return;
+        return true;
     }
     ++stats.frames_received;
     FrameHdr h{};
@@ -476,7 +560,7 @@ void Engine::deliver(uint32_t ring, const void *frame, size_t len) {
     size_t hlen = kShortHdr;
     if (kEagerShort != h.type) {
         if (len < sizeof(FrameHdr)) {
-            return;
+            return true;
         }
         memcpy(&h, frame, sizeof(h));
         hlen = sizeof(h);
@@ -492,12 +576,14 @@ void Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         RtsBody b{};
         if (kRts == h.type) {
             if (blen < sizeof(b)) {
-                return;
+                return true;
             }
             memcpy(&b, body, sizeof(b));
         }
         const Envelope env{h.cid, h.src, h.tag};
-        if (efa_onnode_req_t *req = match_.arrive(env)) {
+        efa_onnode_req_t *req = match_.arrive(env);
+        if (nullptr != req && !(req->flags & kReqPartner)) {
+            // The common case: straight from the slot into the receive.
             if (kEager == h.type) {
                 req->msg_src = h.src;
                 req->msg_tag = h.tag;
@@ -516,40 +602,30 @@ void Engine::deliver(uint32_t ring, const void *frame, size_t len) {
                 req->state = kDone;
                 finish(req);
             }
-            return;
+            return true;
         }
-        const size_t keep = kEager == h.type ? blen : 0;
-        auto *m = static_cast<Message *>(malloc(sizeof(Message) + keep));
+        Message *m = make_message(h, b, body, blen);
         if (nullptr == m) {
-            return; // cannot happen in practice; the sender's ssend would wait
+            return true; // cannot happen in practice; the sender's ssend would wait
         }
-        m->env = env;
-        m->type = h.type;
-        m->flags = h.flags;
-        m->sender = h.sender;
-        m->id = h.id;
-        m->len = kEager == h.type ? blen : b.len;
-        m->addr = b.addr;
-        m->cookie_addr = b.cookie_addr;
-        m->cookie = b.cookie;
-        m->pid = b.pid;
-        if (keep) {
-            memcpy(m->data, body, keep);
+        if (nullptr == req) {
+            match_.add_unexpected(m);
+            ++stats.unexpected;
+            return true;
         }
-        match_.add_unexpected(m);
-        ++stats.unexpected;
-        return;
+        hold(m, req);
+        return false;
     }
     case kAck:
     case kFin: {
         efa_onnode_req_t *req = req_from_id(h.id);
         req->state = kDone;
         finish(req);
-        return;
+        return true;
     }
     case kCts: {
         if (blen < sizeof(CtsBody)) {
-            return;
+            return true;
         }
         CtsBody c;
         memcpy(&c, body, sizeof(c));
@@ -559,25 +635,31 @@ void Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         if (nullptr == p) {
             req->err = err ? err : -FI_ENOENT;
             finish(req);
-            return;
+            return true;
         }
         req->remote = c.recv_id;
         req->done = 0;
         req->state = kStreaming;
         p->streams.push_back(&req->link);
         mark_busy(p);
-        return;
+        return true;
     }
     case kData:
         on_data(h, body, blen);
-        return;
+        return true;
     default:
-        return; // not a frame of this version: dropped
+        return true; // not a frame of this version: dropped
     }
 }
 
 int Engine::recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req) {
+    return post_recv(cid, src, tag, req, 0);
+}
+
+int Engine::post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req,
+                      uint8_t flags) {
     Guard g(mu_, mt_);
+    req->flags = flags; // requests are recycled: nothing of an earlier use may stay
     req->cid = cid;
     req->src = src;
     req->tag = tag;
@@ -592,8 +674,53 @@ int Engine::recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req) 
     return take(m, req) ? 1 : 0;
 }
 
+int Engine::recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req) {
+    const int rc = post_recv(cid, src, tag, req, kReqPartner);
+    if (0 == rc && kPosted != req->state) {
+        req->flags = 0;
+        return EFA_ONNODE_MATCHED_LATER; // took an RTS: the bytes follow
+    }
+    if (1 == rc) {
+        req->flags = 0;
+    }
+    return rc;
+}
+
+int Engine::partner_done(efa_onnode_req_t *req, bool matched) {
+    int rc = 0;
+    {
+        Guard g(mu_, mt_);
+        req->flags &= static_cast<uint8_t>(~(kReqPartner | kReqArmed));
+        if (kPosted == req->state) {
+            match_.cancel(req);
+            req->state = kDone;
+            return 0;
+        }
+        if (kHeld != req->state) {
+            return 0;
+        }
+        auto *m = reinterpret_cast<Message *>(static_cast<uintptr_t>(req->remote));
+        --held_;
+        if (matched) {
+            req->state = kDone;
+            hand_over(m); // as if it had just arrived
+        } else {
+            req->state = kIdle;
+            if (take(m, req)) {
+                req->state = kDone;
+                finish(req);
+            }
+            rc = 1;
+        }
+    }
+    run_cancels();
+    run_completions();
+    return rc;
+}
+
 int Engine::mrecv(Message *m, efa_onnode_req_t *req) {
     Guard g(mu_, mt_);
+    req->flags = 0;
     req->err = 0;
     req->link.next = req->link.prev = nullptr;
     req->state = kIdle;
@@ -651,12 +778,18 @@ int Engine::progress() {
     int n;
     {
         Guard g(mu_, mt_);
-        n = inbox_->poll(
-            [this](uint32_t ring, void *frame, size_t len) { deliver(ring, frame, len); },
-            kPollBudget);
+        // While a message is held for a partnered receive no frame is read:
+        // a later message of the same sender must not be matched first.
+        n = held_ ? 0
+                  : inbox_->poll([this](uint32_t ring, void *frame,
+                                        size_t len) { return deliver(ring, frame, len); },
+                                 kPollBudget);
         if (!busy_.empty()) {
             flush_all();
         }
+    }
+    if (mt_ || held_) { // (held_ is read again under the mutex)
+        run_cancels();
     }
     if (mt_ || !done_.empty()) {
         run_completions();

@@ -94,6 +94,10 @@ class Engine {
     int send(uint32_t peer, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
              bool sync, efa_onnode_req_t *req);
     int recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
+    int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
+    int recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
+    int partner_done(efa_onnode_req_t *req, bool matched);
+    void partner_armed(efa_onnode_req_t *req);
     int probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_onnode_probe_t *out);
     int mrecv(Message *m, efa_onnode_req_t *req);
     bool cancel(efa_onnode_req_t *req);
@@ -128,7 +132,10 @@ class Engine {
     void send_ctrl(uint32_t vpid, uint8_t type, uint64_t id, uint64_t recv_id);
     bool flush(Peer *p);
     void flush_all();
-    void deliver(uint32_t ring, const void *frame, size_t len);
+    bool deliver(uint32_t ring, const void *frame, size_t len);
+    Message *make_message(const FrameHdr &h, const RtsBody &b, const uint8_t *body, size_t blen);
+    bool hand_over(Message *m);
+    void hold(Message *m, efa_onnode_req_t *req);
     bool take(Message *m, efa_onnode_req_t *req);
     bool pull(efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b);
     void on_data(const FrameHdr &h, const uint8_t *bytes, size_t n);
@@ -144,7 +151,12 @@ class Engine {
     std::vector<std::unique_ptr<Peer>> peers_; // by vpid
     std::vector<Peer *> busy_;                 // peers with something queued
     Matcher match_;
-    List done_; // completed, callbacks not yet called
+    List done_;    // completed, callbacks not yet called
+    int held_ = 0; // messages held for partnered receives: no frame is read meanwhile
+    // Partnered receives whose other half must be cancelled: called once the
+    // mutex is released (the caller's cancel takes the provider's locks).
+    std::vector<efa_onnode_req_t *> cancels_;
+    void run_cancels();
     std::mutex mu_;
     bool mt_ = false;
 };

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace efa::shm {
@@ -95,8 +96,9 @@ class Inbox {
     const std::string &path() const { return path_; }
 
     // Hand up to 'budget' waiting frames to deliver(ring, frame, len), in
-    // ring order; the frame is valid until deliver returns.  Returns the
-    // number delivered.  A poll while another is running (another thread,
+    // ring order; the frame is valid until deliver returns.  A deliver that
+    // returns bool stops the poll after this frame by returning false.
+    // Returns the number delivered.  A poll while another is running (another thread,
     // or deliver itself polling) returns 0 at once.
     template <class F> int poll(F &&deliver, int budget);
 
@@ -187,13 +189,23 @@ template <class F> int Inbox::poll(F &&deliver, int budget) {
             uint32_t len;
             __builtin_memcpy(&len, s, sizeof(len));
             ++t;
+            bool more = true;
             if (len <= geo_.max_frame()) {
-                deliver(r, static_cast<void *>(s + kSlotHeader), static_cast<size_t>(len));
+                void *frame = static_cast<void *>(s + kSlotHeader);
+                if constexpr (std::is_same_v<decltype(deliver(r, frame, size_t{})), bool>) {
+                    more = deliver(r, frame, static_cast<size_t>(len));
+                } else {
+                    deliver(r, frame, static_cast<size_t>(len));
+                }
                 ++n;
             }
             // A longer length can only come from a corrupted sender: skipped.
             tails_[r] = t;
             ctl->tail.store(t, std::memory_order_release);
+            if (!more) {
+                polling_.store(false, std::memory_order_release);
+                return n;
+            }
         }
     }
     polling_.store(false, std::memory_order_release);

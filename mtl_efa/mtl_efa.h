@@ -36,7 +36,7 @@ typedef struct mca_mtl_efa_module_t {
     bool mt;          /* MPI_THREAD_MULTIPLE: completions may race */
     /* The on-node path (mtl_efa_onnode.c); NULL when off. */
     efa_onnode_t *onnode;
-    uint8_t *comm_onnode; /* by communicator id: 1 = takes the on-node path */
+    uint8_t *comm_onnode; /* by communicator id: MTL_EFA_PATH_* */
     size_t comm_onnode_len;
     uint8_t *peer_onnode; /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
 } mca_mtl_efa_module_t;
@@ -56,6 +56,7 @@ typedef struct mca_mtl_efa_request_t {
     bool free_buffer; /* the buffer was allocated to pack a datatype */
     bool cancelled;
     bool onnode; /* travels by the on-node path (on, not op) */
+    bool dual;   /* ANY_SOURCE receive posted to the provider (op) and the rings (on) */
     void *buffer;
     size_t length;
     struct opal_convertor_t *convertor;
@@ -136,10 +137,25 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
 int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mtl_request,
                         int flag);
 
-/* Does this communicator take the on-node path?  Decided in add_comm. */
-static inline bool ompi_mtl_efa_comm_onnode(const struct ompi_communicator_t *comm) {
-    return comm->c_contextid < ompi_mtl_efa.comm_onnode_len &&
-           ompi_mtl_efa.comm_onnode[comm->c_contextid];
+/* How a communicator's messages travel, decided in add_comm. */
+#define MTL_EFA_PATH_PROVIDER 0 /* every peer through the provider */
+#define MTL_EFA_PATH_ONNODE 1   /* every process on this node: the rings */
+#define MTL_EFA_PATH_MIXED 2    /* peers on this node by the rings, the others by the provider */
+
+static inline int ompi_mtl_efa_comm_path(const struct ompi_communicator_t *comm) {
+    return comm->c_contextid < ompi_mtl_efa.comm_onnode_len
+               ? ompi_mtl_efa.comm_onnode[comm->c_contextid]
+               : MTL_EFA_PATH_PROVIDER;
+}
+
+/* In a mixed communicator: is 'rank' a process the rings reach? */
+bool ompi_mtl_efa_onnode_peer(struct ompi_communicator_t *comm, int rank);
+
+/* Do messages to or from 'rank' (not MPI_ANY_SOURCE) take the rings? */
+static inline bool ompi_mtl_efa_use_rings(struct ompi_communicator_t *comm, int rank) {
+    const int path = ompi_mtl_efa_comm_path(comm);
+    return MTL_EFA_PATH_PROVIDER != path &&
+           (MTL_EFA_PATH_ONNODE == path || ompi_mtl_efa_onnode_peer(comm, rank));
 }
 
 /* The on-node path (mtl_efa_onnode.c). */
@@ -160,6 +176,10 @@ int ompi_mtl_efa_onnode_iprobe(struct ompi_communicator_t *comm, int src, int ta
                                struct ompi_status_public_t *status);
 int ompi_mtl_efa_onnode_imrecv(struct ompi_message_t *message, mca_mtl_efa_request_t *req);
 void ompi_mtl_efa_onnode_cancel(mca_mtl_efa_request_t *req);
+/* The rings' half of a dual receive: 1 complete now, 2 taken (completes
+ * later), 0 posted (post the provider's half next), or an error. */
+int ompi_mtl_efa_onnode_irecv_partnered(struct ompi_communicator_t *comm, int tag,
+                                        mca_mtl_efa_request_t *req);
 
 /* Register (or not, when the provider does not need it) a buffer. */
 int ompi_mtl_efa_reg_buffer(mca_mtl_efa_request_t *req, void **desc);

@@ -176,6 +176,14 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
                             "mtl:efa: on-node channel off: cannot publish the modex entry");
         return OMPI_SUCCESS;
     }
+    /* What each process of the job published, looked up once each (filled
+     * in lazily; allocated here, before threads can race on it). */
+    ompi_mtl_efa.peer_onnode = calloc(ompi_process_info.num_procs, 1);
+    if (NULL == ompi_mtl_efa.peer_onnode) {
+        efa_onnode_destroy(ompi_mtl_efa.onnode);
+        ompi_mtl_efa.onnode = NULL;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
     opal_progress_register(progress_cb);
     opal_output_verbose(1, mca_common_efa_output,
                         "mtl:efa: on-node channel: inbox %s, %d rings of %d slots of %zu bytes, "
@@ -211,6 +219,14 @@ void ompi_mtl_efa_onnode_fini(void) {
 
 /* ---- which communicators ------------------------------------------------ */
 
+static bool peer_has_inbox(const ompi_proc_t *proc);
+
+bool ompi_mtl_efa_onnode_peer(struct ompi_communicator_t *comm, int rank) {
+    ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+    return NULL != proc && proc->super.proc_name.jobid == OPAL_PROC_MY_NAME.jobid &&
+           OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags) && peer_has_inbox(proc);
+}
+
 /* Did process vpid (of this job) publish an on-node inbox?  Cached. */
 static bool peer_has_inbox(const ompi_proc_t *proc) {
     const uint32_t vpid = proc->super.proc_name.vpid;
@@ -222,10 +238,7 @@ static bool peer_has_inbox(const ompi_proc_t *proc) {
         return false;
     }
     if (NULL == ompi_mtl_efa.peer_onnode) {
-        ompi_mtl_efa.peer_onnode = calloc(nprocs, 1);
-        if (NULL == ompi_mtl_efa.peer_onnode) {
-            return false;
-        }
+        return false;
     }
     uint8_t *known = &ompi_mtl_efa.peer_onnode[vpid];
     if (0 == *known) {
@@ -259,8 +272,14 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
         return OMPI_SUCCESS;
     }
     const uint32_t cid = comm->c_contextid;
-    bool here = group_on_node(comm->c_local_group) &&
-                (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));
+    /* All here: every message by the rings.  Otherwise, with other processes
+     * of the job on this node, mixed: each peer by its own path, decided
+     * per message (both ends of a pair on one node see the same facts). */
+    const bool all_here = group_on_node(comm->c_local_group) &&
+                          (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));
+    const uint8_t path = all_here                                ? MTL_EFA_PATH_ONNODE
+                         : opal_process_info.num_local_peers > 0 ? MTL_EFA_PATH_MIXED
+                                                                 : MTL_EFA_PATH_PROVIDER;
     if (cid >= ompi_mtl_efa.comm_onnode_len) {
         size_t len = ompi_mtl_efa.comm_onnode_len ? ompi_mtl_efa.comm_onnode_len : 64;
         while (len <= cid) {
@@ -274,9 +293,10 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
         ompi_mtl_efa.comm_onnode = grown;
         ompi_mtl_efa.comm_onnode_len = len;
     }
-    ompi_mtl_efa.comm_onnode[cid] = here;
+    ompi_mtl_efa.comm_onnode[cid] = path;
+    static const char *const names[] = {"provider", "on-node", "mixed"};
     opal_output_verbose(10, mca_common_efa_output, "mtl:efa: communicator %u takes the %s path",
-                        cid, here ? "on-node" : "provider");
+                        cid, names[path]);
     return OMPI_SUCCESS;
 }
 
@@ -359,6 +379,10 @@ int ompi_mtl_efa_onnode_send(struct ompi_communicator_t *comm, int dest, int tag
 static void recv_done(efa_onnode_req_t *r) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(r, on);
     ompi_status_public_t *status = &req->super.ompi_req->req_status;
+    if (req->mr) { /* a dual receive registered its buffer for the provider */
+        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+        req->mr = NULL;
+    }
     if (-FI_ECANCELED == r->err) {
         status->_cancelled = true;
         status->_ucount = 0;
@@ -402,6 +426,28 @@ int ompi_mtl_efa_onnode_irecv(struct ompi_communicator_t *comm, int src, int tag
         recv_done(&req->on);
     }
     return rc < 0 ? mca_common_efa_fi_to_opal(rc) : OMPI_SUCCESS;
+}
+
+/* The rings matched a message for a dual receive: cancel its provider half
+ * (its completion tells the engine what to do with the message). */
+static void partner_cancel(efa_onnode_req_t *r) {
+    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(r, on);
+    (void)efa_ctx_cancel(req->ctx, &req->op);
+}
+
+int ompi_mtl_efa_onnode_irecv_partnered(struct ompi_communicator_t *comm, int tag,
+                                        mca_mtl_efa_request_t *req) {
+    prepare(req);
+    req->onnode = false; /* completes through the provider's half, or the engine's */
+    req->on.partner_cancel = partner_cancel;
+    int rc = efa_onnode_recv_partnered(ompi_mtl_efa.onnode, comm->c_contextid, EFA_ONNODE_ANY,
+                                       MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, &req->on);
+    if (1 == rc) {
+        recv_done(&req->on);
+    } else if (EFA_ONNODE_MATCHED_LATER == rc) {
+        req->onnode = true; /* the engine's alone now (MPI_Cancel asks it) */
+    }
+    return rc < 0 ? mca_common_efa_fi_to_opal(rc) : rc;
 }
 
 int ompi_mtl_efa_onnode_iprobe(struct ompi_communicator_t *comm, int src, int tag, bool claim,

@@ -79,6 +79,23 @@ static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     recv_finish(MTL_EFA_REQ_OF(op, op), cqe);
 }
 
+/* The provider's half of a dual (ANY_SOURCE, mixed communicator) receive
+ * ended.  Cancelled: either the rings matched first and asked for it (the
+ * engine now delivers the message it held) or MPI_Cancel did (the rings'
+ * half is withdrawn too).  Matched: the rings' half is withdrawn, and a
+ * message the engine held for it goes back to matching. */
+static void dual_recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
+    if (-FI_ECANCELED == cqe->err) {
+        if (1 == efa_onnode_partner_done(ompi_mtl_efa.onnode, &req->on, false)) {
+            return;
+        }
+    } else {
+        (void)efa_onnode_partner_done(ompi_mtl_efa.onnode, &req->on, true);
+    }
+    recv_finish(req, cqe);
+}
+
 /* The receive's match bits and, for a directed receive, the source address. */
 static inline __opal_attribute_always_inline__ int recv_match(struct ompi_communicator_t *comm,
                                                               int src, int tag, int ci,
@@ -106,6 +123,7 @@ static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor
     req->is_send = false;
     req->cancelled = false;
     req->onnode = false;
+    req->dual = false;
     req->mr = NULL;
     req->convertor = convertor;
     req->comm = comm;
@@ -120,7 +138,9 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
                        mca_mtl_request_t *mtl_request) {
     (void)mtl;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
-    if (ompi_mtl_efa_comm_onnode(comm)) {
+    const int path = ompi_mtl_efa_comm_path(comm);
+    if (MTL_EFA_PATH_ONNODE == path || (MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE != src &&
+                                        ompi_mtl_efa_onnode_peer(comm, src))) {
         int rc = prepare_recv(req, convertor, comm);
         return OPAL_LIKELY(OMPI_SUCCESS == rc) ? ompi_mtl_efa_onnode_irecv(comm, src, tag, req)
                                                : rc;
@@ -141,6 +161,16 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
      * match user receives, so they may bypass them for queue space. */
     req->op.rx_class = (tag < 0 && MPI_ANY_TAG != tag) ? EFA_RX_INTERNAL : EFA_RX_USER;
     req->ctx = ompi_mtl_efa.ctxs[ci];
+    if (MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE == src) {
+        /* Any source of a communicator spanning nodes: the rings first (a
+         * message already waiting there is taken now), then the provider. */
+        rc = ompi_mtl_efa_onnode_irecv_partnered(comm, tag, req);
+        if (0 != rc) {
+            return rc < 0 ? rc : OMPI_SUCCESS;
+        }
+        req->dual = true;
+        req->op.complete = dual_recv_complete;
+    }
     desc = NULL;
     if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local)) {
         rc = ompi_mtl_efa_reg_buffer(req, &desc);
@@ -148,8 +178,14 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
         rc = mca_common_efa_rc(
             efa_ctx_trecv(req->ctx, req->buffer, req->length, desc, addr, bits, ignore, &req->op));
+        if (OMPI_SUCCESS == rc && req->dual) {
+            efa_onnode_partner_armed(ompi_mtl_efa.onnode, &req->on);
+        }
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        if (req->dual) {
+            (void)efa_onnode_partner_done(ompi_mtl_efa.onnode, &req->on, true); /* withdraw */
+        }
         if (req->mr) {
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
         }
@@ -204,8 +240,16 @@ static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_i
 int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
                         int src, int tag, int *flag, struct ompi_status_public_t *status) {
     (void)mtl;
-    if (ompi_mtl_efa_comm_onnode(comm)) {
-        return ompi_mtl_efa_onnode_iprobe(comm, src, tag, false, flag, NULL, status);
+    const int path = ompi_mtl_efa_comm_path(comm);
+    if (MTL_EFA_PATH_PROVIDER != path) {
+        /* Any source of a mixed communicator: the rings, then the provider. */
+        const bool any = MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE == src;
+        if (any || ompi_mtl_efa_use_rings(comm, src)) {
+            int rc = ompi_mtl_efa_onnode_iprobe(comm, src, tag, false, flag, NULL, status);
+            if (!any || OMPI_SUCCESS != rc || *flag) {
+                return rc;
+            }
+        }
     }
     mca_mtl_efa_claim_t probe;
     int rc = peek(comm, src, tag, false, &probe);
@@ -228,8 +272,15 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
                          struct ompi_status_public_t *status) {
     (void)mtl;
     *matched = 0;
-    if (ompi_mtl_efa_comm_onnode(comm)) {
-        return ompi_mtl_efa_onnode_iprobe(comm, src, tag, true, matched, message, status);
+    const int path = ompi_mtl_efa_comm_path(comm);
+    if (MTL_EFA_PATH_PROVIDER != path) {
+        const bool any = MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE == src;
+        if (any || ompi_mtl_efa_use_rings(comm, src)) {
+            int rc = ompi_mtl_efa_onnode_iprobe(comm, src, tag, true, matched, message, status);
+            if (!any || OMPI_SUCCESS != rc || *matched) {
+                return rc;
+            }
+        }
     }
     mca_mtl_efa_claim_t *claim = malloc(sizeof(*claim));
     if (NULL == claim) {
@@ -262,7 +313,8 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
                         struct ompi_message_t **message, mca_mtl_request_t *mtl_request) {
     (void)mtl;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
-    if (ompi_mtl_efa_comm_onnode((*message)->comm)) {
+    /* A message of a peer the rings reach was claimed from the rings. */
+    if (ompi_mtl_efa_use_rings((*message)->comm, (*message)->peer)) {
         int rc = prepare_recv(req, convertor, (*message)->comm);
         if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
             rc = ompi_mtl_efa_onnode_imrecv(*message, req);

@@ -144,7 +144,7 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
-    if (ompi_mtl_efa_comm_onnode(comm)) {
+    if (ompi_mtl_efa_use_rings(comm, dest)) {
         return ompi_mtl_efa_onnode_isend(comm, dest, tag, mode, req);
     }
     req->onnode = false;
@@ -180,7 +180,7 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
-    if (ompi_mtl_efa_comm_onnode(comm)) {
+    if (ompi_mtl_efa_use_rings(comm, dest)) {
         return ompi_mtl_efa_onnode_send(comm, dest, tag, mode, buffer, length, free_buffer);
     }
     if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && length <= ompi_mtl_efa.inject_size) {

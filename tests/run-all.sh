@@ -72,10 +72,22 @@ echo "== parameters and bad input"
 "$top/tests/run-param-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/params.log"
 add_counts "$logdir/params.log" params
 
-echo "== MPI point-to-point over mtl_efa: provider path (every message through the provider) and on-node path"
-"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-rxd,cm-efa-rxm,cm-efa-shm,cm-efa-onnode 2>&1 |
+echo "== MPI point-to-point over mtl_efa: provider path (every message through the provider), on-node path, and mixed (ranks on pretend nodes)"
+"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-rxd,cm-efa-rxm,cm-efa-shm,cm-efa-onnode,cm-efa-mixed 2>&1 |
     tee "$logdir/mpi-mtl.log"
 add_counts "$logdir/mpi-mtl.log" mpi-mtl
+
+# MPI_COMM_WORLD spanning pretend nodes for the tests whose default is 2
+# processes (threads: MPI_THREAD_MULTIPLE), and with FI_MR_LOCAL forced (an
+# ANY_SOURCE receive registers its buffer for the provider's half).
+echo "== MPI point-to-point over mtl_efa's mixed path, 4 processes on 2 pretend nodes"
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-mixed -t threads,send_progress,probe,cancel -n 4 2>&1 |
+    tee "$logdir/mpi-mtl-mixed.log"
+add_counts "$logdir/mpi-mtl-mixed.log" mpi-mtl-mixed
+MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1" \
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-mixed -t ordering,probe,cancel,ssend,truncate -n 4 2>&1 |
+    tee "$logdir/mpi-mtl-mixed-mrlocal.log"
+add_counts "$logdir/mpi-mtl-mixed-mrlocal.log" mpi-mtl-mixed-mrlocal
 
 # Large on-node messages streamed through the rings, as where the kernel
 # refuses cross-memory attach.

@@ -20,7 +20,12 @@
 #       large messages; the provider underneath is shm), cm-efa-onnode-stream
 #       the same with large messages streamed through the rings
 #       (mtl_efa_onnode_single_copy none); their pingpong runs once more to
-#       check that the rings carried the messages.
+#       check that the rings carried the messages.  cm-efa-mixed spreads the
+#       ranks over pretend nodes of two slots each (tests/pretend-nodes.sh;
+#       tcp;ofi_rxm between them), so that with 4 or 8 processes
+#       MPI_COMM_WORLD spans nodes: peers on one node take the rings, the
+#       others the provider, and ANY_SOURCE receives are posted to both; its
+#       ordering runs once more with 4 processes to check that.
 #       btl_efa's on-node channel (shared-memory rings) is on in every
 #       ob1-efa-* configuration, and its pingpong runs once more with
 #       common_efa_verbose to check that the rings carried messages
@@ -56,7 +61,7 @@ DEFAULT_TIMEOUT=120
 
 ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms threads"
 ALL_TESTS+=" collectives datatypes modes send_progress netpipe"
-EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
+EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
 
@@ -85,6 +90,12 @@ config_args() {
     cm-efa-onnode)
         CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm
             --mca mtl_efa_onnode_channel shm)
+        ;;
+    cm-efa-mixed)
+        local pretend
+        mapfile -t pretend < <("$SCRIPT_DIR/../pretend-nodes.sh" "$LOG_DIR/pretend-nodes" 2)
+        CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm"
+            --mca mtl_efa_onnode_channel shm "${pretend[@]}")
         ;;
     cm-efa-onnode-stream)
         config_args cm-efa-onnode
@@ -213,6 +224,7 @@ usage() {
     sed -n '3,/^# per run/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     echo "configurations: $ALL_CONFIGS"
     echo "  and ob1-efa-rxd-emul ob1-efa-rxm-emul ob1-efa-shm-emul (emulated one-sided path)"
+    echo "  (cm-efa-mixed: ranks on pretend nodes of 2 slots, mtl_efa's mixed path)"
     echo "  and cm-efa-onnode-stream (mtl_efa's on-node path, large messages streamed)"
     echo "  and ob1-efa-rxd-noring (on-node channel off; rxm and shm are part of \"efa\")"
     echo "  and ob1-efa-rxd-nocma ob1-efa-rxm-nocma ob1-efa-shm-nocma (provider path, no CMA)"
@@ -343,13 +355,14 @@ log_hint() {
     [[ -n $line ]] && echo ": $line"
 }
 
-# report LABEL CONFIG NP RC LOG TIMEOUT START_NS OKPATTERN [ALSO]: the log
-# must match OKPATTERN and, if given, ALSO
+# report LABEL CONFIG NP RC LOG TIMEOUT START_NS OKPATTERN [ALSO [ALSO2]]:
+# the log must match OKPATTERN and, if given, ALSO and ALSO2
 report() {
-    local label=$1 cfg=$2 np=$3 rc=$4 log=$5 tmo=$6 t0=$7 okpat=$8 also=${9:-} secs
+    local label=$1 cfg=$2 np=$3 rc=$4 log=$5 tmo=$6 t0=$7 okpat=$8 also=${9:-} also2=${10:-} secs
     secs=$(awk -v a="$t0" -v b="$(now_ns)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
     if [[ $rc -eq 0 ]] && grep -q -a -E "$okpat" "$log" &&
-        { [[ -z $also ]] || grep -q -a -E "$also" "$log"; }; then
+        { [[ -z $also ]] || grep -q -a -E "$also" "$log"; } &&
+        { [[ -z $also2 ]] || grep -q -a -E "$also2" "$log"; }; then
         echo "PASS $label $cfg np=$np (${secs}s${RUN_ARGS:+, args: $RUN_ARGS})"
         NPASS=$((NPASS + 1))
     else
@@ -431,7 +444,13 @@ run_test() {
         also="mtl:efa: on-node channel: [1-9][0-9]* frames sent.*[1-9][0-9]* streamed"
     [[ $label == *+ring && $cfg == cm-efa-onnode ]] &&
         also="mtl:efa: on-node channel: [1-9][0-9]* frames sent.*[1-9][0-9]* single copy"
-    report "$label" "$cfg" "$np" "$RC" "$log" "$tmo" "$t0" "^ok $t " "$also"
+    local also2=""
+    # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
+    if [[ $label == *+mixed ]]; then
+        also="mtl:efa: on-node channel: [1-9][0-9]* frames sent"
+        also2="communicator 0 takes the mixed path"
+    fi
+    report "$label" "$cfg" "$np" "$RC" "$log" "$tmo" "$t0" "^ok $t " "$also" "$also2"
 }
 
 # NetPIPE: an integrity-check run then a short performance run.
@@ -490,6 +509,9 @@ for cfg in $CONFIGS; do
         if [[ $t == many_outstanding ]] && is_efa_config "$cfg"; then
             tinyq_args "$cfg"
             run_test "$t" "$t+tinyq" "$cfg" 2 "${TINYQ_ARGS[@]}"
+        fi
+        if [[ $t == ordering && $cfg == cm-efa-mixed ]]; then
+            run_test "$t" "$t+mixed" "$cfg" 4 --mca common_efa_verbose 10
         fi
         if [[ $t == pingpong ]] && is_ring_config "$cfg"; then
             run_test "$t" "$t+ring" "$cfg" 2 --mca common_efa_verbose 1

@@ -6,7 +6,10 @@
  * rank (even/odd pairs):
  *   own comm:    every thread has its own dup'ed communicator and they all
  *                use the same tag: blocking ping-pong, then isend/irecv
- *                exchanges in both directions.
+ *                exchanges in both directions, received with MPI_ANY_SOURCE
+ *                (only the partner sends there; the status must name it).
+ *                Where MPI_COMM_WORLD spans nodes, mtl_efa posts such a
+ *                receive to its on-node rings and to the provider at once.
  *   shared comm: all threads share one communicator and are kept apart by
  *                tag only.
  * All data is verified (pattern seeded by thread, iteration, size, sender).
@@ -67,7 +70,8 @@ static void run_phase(struct targ *a, MPI_Comm comm, int tag, int phase, char *s
                      phase ? "shared-comm" : "own-comm", size, it);
             tu_fill(sbuf, size, mine + 1);
             memset(rbuf, TU_POISON, size);
-            MPI_Irecv(rbuf, (int)size, MPI_BYTE, partner, tag, comm, &req[0]);
+            MPI_Irecv(rbuf, (int)size, MPI_BYTE, phase ? partner : MPI_ANY_SOURCE, tag, comm,
+                      &req[0]);
             MPI_Isend(sbuf, (int)size, MPI_BYTE, partner, tag, comm, &req[1]);
             MPI_Waitall(2, req, st);
             tu_verify_recv(rbuf, &st[0], partner, tag, size, theirs + 1, what);

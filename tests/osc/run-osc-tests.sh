@@ -81,22 +81,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 passed=0 failed=0 skipped=0
 log=$(mktemp -d /tmp/osc-tests.XXXXXX)
 
-# -F: a host file of pretend nodes and an "ssh" that runs the daemon here.
+# -F: a host file of pretend nodes (one slot each) and an "ssh" that runs
+# the daemon here.
 if [ $fake_nodes = 1 ]; then
-    for i in 1 2 3 4 5 6 7 8; do echo "127.0.0.$i slots=1"; done >"$log/hosts"
-    # Each pretend node gets its own session directory, as a real one has:
-    # daemons sharing one race to create it ("File exists").
-    cat >"$log/ssh" <<EOS
-#!/bin/sh
-# stand-in for ssh: drop the options and the host, run the command here
-while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
-mkdir -p "$log/node-\$1"
-export OMPI_MCA_orte_tmpdir_base="$log/node-\$1"
-shift
-exec /bin/sh -c "\$*"
-EOS
-    chmod +x "$log/ssh"
-    extra="$extra --hostfile $log/hosts --mca plm_rsh_agent $log/ssh --map-by node"
+    extra="$extra $("$(dirname "$0")/../pretend-nodes.sh" "$log" 1 | tr '\n' ' ') --map-by node"
 fi
 
 # config_args CONFIG: the mpirun arguments of PML-PROVIDER[-MODE]

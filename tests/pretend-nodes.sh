@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Pretend nodes on this machine, for runs that need Open MPI to see several
+# hosts (processes on different "nodes" are not OPAL_PROC_ON_LOCAL_NODE).
+#   tests/pretend-nodes.sh DIR SLOTS
+# writes DIR/hosts (hosts 127.0.0.1 .. 127.0.0.8, SLOTS slots each) and
+# DIR/ssh, a stand-in for ssh that runs Open MPI's daemon here with a
+# session directory of its own per pretend node (daemons sharing one race to
+# create it), and prints the mpirun arguments that use them, one per line.
+set -eu
+dir=$1
+slots=$2
+mkdir -p "$dir"
+for i in 1 2 3 4 5 6 7 8; do echo "127.0.0.$i slots=$slots"; done >"$dir/hosts"
+cat >"$dir/ssh" <<EOS
+#!/bin/sh
+# stand-in for ssh: drop the options and the host, run the command here
+while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
+mkdir -p "$dir/node-\$1"
+export OMPI_MCA_orte_tmpdir_base="$dir/node-\$1"
+shift
+exec /bin/sh -c "\$*"
+EOS
+chmod +x "$dir/ssh"
+printf '%s\n' --hostfile "$dir/hosts" --mca plm_rsh_agent "$dir/ssh"
