@@ -192,7 +192,14 @@ test_args() {
         echo "$a"
         ;;
     comms) [[ $q == 1 ]] && echo "-n 10 -s 64K" ;;
-    threads) [[ $q == 1 ]] && echo "-i 5 -s 256K" ;;
+    threads)
+        # MPI_ANY_SOURCE in the own-comm exchange, except on the shm
+        # provider (its wildcard matching defect, see known_defect).
+        local a=""
+        [[ $cfg != cm-efa-shm ]] && a="-a"
+        [[ $q == 1 ]] && a="$a -i 5 -s 256K"
+        echo "$a"
+        ;;
     send_progress)
         # shm never matches a synchronous message that is already waiting unexpected (the
         # wildcard defect: every receive ignores the sync bit).

@@ -6,16 +6,17 @@
  * rank (even/odd pairs):
  *   own comm:    every thread has its own dup'ed communicator and they all
  *                use the same tag: blocking ping-pong, then isend/irecv
- *                exchanges in both directions, received with MPI_ANY_SOURCE
- *                (only the partner sends there; the status must name it).
- *                Where MPI_COMM_WORLD spans nodes, mtl_efa posts such a
- *                receive to its on-node rings and to the provider at once.
+ *                exchanges in both directions; with -a their receives name
+ *                MPI_ANY_SOURCE (only the partner sends there; the status
+ *                must name it).  Where MPI_COMM_WORLD spans nodes, mtl_efa
+ *                posts such a receive to its on-node rings and to the
+ *                provider at once.
  *   shared comm: all threads share one communicator and are kept apart by
  *                tag only.
  * All data is verified (pattern seeded by thread, iteration, size, sender).
  *
  * Options: -t NTHREADS (default 4), -i ITERS (default 20), -s MAXSIZE
- *          (default 1M).
+ *          (default 1M), -a (MPI_ANY_SOURCE in the own-comm exchange).
  */
 #include "test_util.h"
 
@@ -30,6 +31,7 @@ struct targ {
 };
 
 static int iters = 20;
+static int any_source = 0;
 static size_t max_size = 1u << 20;
 static int partner;
 
@@ -70,8 +72,8 @@ static void run_phase(struct targ *a, MPI_Comm comm, int tag, int phase, char *s
                      phase ? "shared-comm" : "own-comm", size, it);
             tu_fill(sbuf, size, mine + 1);
             memset(rbuf, TU_POISON, size);
-            MPI_Irecv(rbuf, (int)size, MPI_BYTE, phase ? partner : MPI_ANY_SOURCE, tag, comm,
-                      &req[0]);
+            MPI_Irecv(rbuf, (int)size, MPI_BYTE, any_source && !phase ? MPI_ANY_SOURCE : partner,
+                      tag, comm, &req[0]);
             MPI_Isend(sbuf, (int)size, MPI_BYTE, partner, tag, comm, &req[1]);
             MPI_Waitall(2, req, st);
             tu_verify_recv(rbuf, &st[0], partner, tag, size, theirs + 1, what);
@@ -106,7 +108,7 @@ int main(int argc, char **argv) {
     double t0;
 
     provided = tu_init_thread(&argc, &argv, "threads", MPI_THREAD_MULTIPLE);
-    while ((opt = getopt(argc, argv, "t:i:s:h")) != -1) {
+    while ((opt = getopt(argc, argv, "t:i:s:ah")) != -1) {
         switch (opt) {
         case 't':
             nthreads = (int)tu_parse_long(optarg);
@@ -117,10 +119,13 @@ int main(int argc, char **argv) {
         case 's':
             max_size = tu_parse_size(optarg);
             break;
+        case 'a':
+            any_source = 1;
+            break;
         case 'h':
-            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE]", 0);
+            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a]", 0);
         default:
-            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE]", 1);
+            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a]", 1);
         }
     }
     TU_ASSERT(provided >= MPI_THREAD_MULTIPLE,
@@ -151,7 +156,7 @@ int main(int argc, char **argv) {
     for (i = 0; i < nthreads; i++)
         MPI_Comm_free(&args[i].own);
     MPI_Comm_free(&shared);
-    tu_ok("np=%d threads=%d iters=%d sizes=0..%zu own-comm,shared-comm time=%.2fs", tu_size,
-          nthreads, iters, max_size, t0);
+    tu_ok("np=%d threads=%d iters=%d sizes=0..%zu own-comm%s,shared-comm time=%.2fs", tu_size,
+          nthreads, iters, max_size, any_source ? "(any-source)" : "", t0);
     return 0;
 }
