@@ -193,10 +193,9 @@ test_args() {
         ;;
     comms) [[ $q == 1 ]] && echo "-n 10 -s 64K" ;;
     threads)
-        # MPI_ANY_SOURCE in the own-comm exchange, except on the shm
-        # provider (its wildcard matching defect, see known_defect).
-        local a=""
-        [[ $cfg != cm-efa-shm ]] && a="-a"
+        # MPI_ANY_SOURCE in the own-comm exchange (cm-efa-shm does not run
+        # threads: see known_defect).
+        local a="-a"
         [[ $q == 1 ]] && a="$a -i 5 -s 256K"
         echo "$a"
         ;;
@@ -397,9 +396,10 @@ known_defect() {
     cm-efa-shm:ordering:* | cm-efa-shm:truncate:* | cm-efa-shm:comms:* | cm-efa-shm:ssend:*)
         echo "shm never matches a wildcard-tag receive against a message already waiting" \
             "(tests/provider-defects/shm_wildcard_unexpected.c)" ;;
-    cm-efa-shm:send_progress:*)
+    cm-efa-shm:send_progress:* | cm-efa-shm:threads:*)
         echo "shm completes a send only once every earlier send has been received" \
-            "(tests/provider-defects/shm_send_completion_order.c)" ;;
+            "(tests/provider-defects/shm_send_completion_order.c); under threads that deadlocks" \
+            "at times (2 CI runs of 6 this session, both ranks stopped)" ;;
     cm-efa-shm:probe:* | cm-efa-shm:cancel:*)
         echo "shm never completes an FI_PEEK that finds no message" ;;
     cm-efa-rxd:probe:*)
