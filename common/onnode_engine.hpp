@@ -94,7 +94,6 @@ class Engine {
     int send(uint32_t peer, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
              bool sync, efa_onnode_req_t *req);
     int recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
-    int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
     int recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
     int partner_done(efa_onnode_req_t *req, bool matched);
     void partner_armed(efa_onnode_req_t *req);
@@ -125,6 +124,7 @@ class Engine {
     };
 
     Engine() = default;
+    int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
     Peer *peer(uint32_t vpid, int &err);
     bool write_message(Peer *p, efa_onnode_req_t *req);
     bool write_ctrl(Peer *p, const Ctrl &c);
