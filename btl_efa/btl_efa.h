@@ -225,7 +225,8 @@ typedef struct mca_btl_efa_module {
     uint64_t my_name;
     int refused; /* requests refused (for the first few, a warning) */
     /* One-sided path, decided once in mca_btl_efa_module_init. */
-    bool native_rma;     /* put/get by fi_write/fi_read */
+    bool native_put;     /* put by fi_write */
+    bool native_get;     /* get by fi_read */
     bool native_atomics; /* atomics by fi_atomic & co. */
     bool mr_virt_addr;   /* the provider addresses remote memory virtually */
     bool mr_local;       /* local buffers need descriptors */

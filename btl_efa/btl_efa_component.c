@@ -190,6 +190,17 @@ static bool param_is_default(const char *name) {
            MCA_BASE_VAR_SOURCE_DEFAULT == var->mbv_source;
 }
 
+/* How put or get travels, and why, for the report. */
+static const char *rma_path(bool native, efa_rma_mode_t mode, efa_rma_by_t by) {
+    if (native) {
+        return EFA_RMA_BY_DEVICE == by ? "native (device RDMA)" : "native (provider RMA)";
+    }
+    if (EFA_RMA_MODE_AUTO == mode && EFA_RMA_BY_EMULATION == by) {
+        return "executed by the target (the provider would emulate it: no device RDMA)";
+    }
+    return "executed by the target";
+}
+
 /* Decide the one-sided paths for this job from the parameters and what
  * the provider granted.  Every process of a job sees the same provider and
  * parameters, so all make the same choice.  A bad value, or "native" where
@@ -238,8 +249,15 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
                                  "the provider did not grant FI_RMA");
         return OPAL_ERR_NOT_AVAILABLE;
     }
-    btl->native_rma = EFA_RMA_MODE_EMULATED != rma && info->has_rma;
-    if (btl->native_rma && param_is_default("min_rdma_pipeline_size")) {
+    /* auto: the provider's RMA only where the device does it.  An RMA
+     * the efa provider emulates costs the target's CPU as ours does, and
+     * ours executes a put or get in one round trip with no registration. */
+    const bool auto_rma = EFA_RMA_MODE_AUTO == rma;
+    btl->native_put = EFA_RMA_MODE_EMULATED != rma && info->has_rma &&
+                      !(auto_rma && EFA_RMA_BY_EMULATION == info->rma_write_by);
+    btl->native_get = EFA_RMA_MODE_EMULATED != rma && info->has_rma &&
+                      !(auto_rma && EFA_RMA_BY_EMULATION == info->rma_read_by);
+    if (btl->native_get && param_is_default("min_rdma_pipeline_size")) {
         /* pml ob1 uses its RDMA put pipeline for messages above this size
          * and one RDMA read of the receiver below it.  With native reads
          * and the MR cache, the read is one operation where the pipeline
@@ -249,6 +267,10 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
     }
     char why[160] = "";
     bool usable = mca_btl_efa_native_atomics_usable(core, why, sizeof(why));
+    if (EFA_RMA_MODE_AUTO == atomics && usable && EFA_RMA_BY_EMULATION == info->atomics_by) {
+        usable = false;
+        snprintf(why, sizeof(why), "the provider emulates atomics (the device has none)");
+    }
     if (EFA_RMA_MODE_NATIVE == atomics && !usable) {
         mca_common_efa_show_help("help-btl-efa.txt", "native-unavailable", true,
                                  opal_process_info.nodename, "atomic_mode", info->provider, why);
@@ -270,13 +292,18 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
          * memory goes through the provider as well (btl_efa_rdma.c). */
         btl->super.btl_atomic_flags &= ~MCA_BTL_ATOMIC_SUPPORTS_GLOB;
     }
-    opal_output_verbose(
-        1, mca_common_efa_output, "btl:efa: put/get %s%s; atomics %s%s%s",
-        btl->native_rma ? "native (RDMA write/read)" : "emulated (executed by the target)",
-        EFA_SINGLE_COPY_NONE != single_copy ? ", single copy (CMA) on this node where allowed" : "",
+    char line[512];
+    snprintf(
+        line, sizeof(line), "put %s, get %s%s%s; atomics %s%s%s",
+        rma_path(btl->native_put, rma, info->rma_write_by),
+        rma_path(btl->native_get, rma, info->rma_read_by),
+        EFA_SINGLE_COPY_NONE != single_copy ? "; single copy (CMA) on this node where allowed" : "",
+        ring_all ? "; on-node channel to every peer" : "",
         btl->native_atomics ? "native (provider atomics)" : "emulated (executed by the target)",
         (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? ": " : "",
         (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? why : "");
+    opal_output_verbose(1, mca_common_efa_output, "btl:efa: %s", line);
+    efa_core_note(core, "btl_efa", line);
     return OPAL_SUCCESS;
 }
 

@@ -552,6 +552,7 @@ static int efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
                          struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **endpoints,
                          struct opal_bitmap_t *reachable) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    mca_common_efa_report(btl->core);
     for (size_t i = 0; i < nprocs; ++i) {
         mca_btl_efa_endpoint_t *ep =
             mca_btl_efa_endpoint_by_name(btl, name_key(&procs[i]->proc_name), procs[i]);

@@ -505,7 +505,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
         }
     }
     /* Own memory: a checked copy is all either path would amount to. */
-    if (btl->native_rma && !ep->is_self) {
+    if ((EFA_BTL_MSG_PUT == type ? btl->native_put : btl->native_get) && !ep->is_self) {
         return mca_btl_efa_native_rdma(btl, ep, type, local_address, remote_address, local_handle,
                                        remote_handle, size, cbfunc, cbcontext, cbdata);
     }
@@ -640,7 +640,7 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
     }
     /* The emulated path needs no MR (the target copies), the native one
      * does: peers name it by key. */
-    if ((btl->native_rma || btl->native_atomics) && size > 0) {
+    if ((btl->native_put || btl->native_get || btl->native_atomics) && size > 0) {
         int err = 0;
         reg->mr = efa_core_mr_acquire(btl->core, addr, size, fi_access_of(flags), &err);
         if (NULL == reg->mr) {

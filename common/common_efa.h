@@ -48,6 +48,11 @@ mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name, in
 OPAL_DECLSPEC void mca_common_efa_show_help(const char *file, const char *topic,
                                             bool same_everywhere, ...);
 
+/* Say the verbose-1 report (core_report.hpp) once per process: node-wide
+ * lines from local rank 0, the NIC line from every rank.  Called at the
+ * first add_procs, when both components have made their choices. */
+OPAL_DECLSPEC void mca_common_efa_report(efa_core_t *core);
+
 /* libfabric error (negative) to an OPAL error code. */
 OPAL_DECLSPEC int mca_common_efa_fi_to_opal(int fi_err);
 

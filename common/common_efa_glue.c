@@ -35,7 +35,11 @@ static struct {
     bool force_mr_local;
     bool force_no_cq_data;
     int verbose;
-} params = {NULL, NULL, 1, 0, 0, 1024, 16, false, false, 0};
+    char *provider_shm;
+    int rnr_retry;
+    bool force_efa_options;
+    char *force_emulated;
+} params = {NULL, NULL, 1, 0, 0, 1024, 16, false, false, 0, NULL, -1, false, NULL};
 
 /* Indices of the registered shared variables, for the synonyms. */
 enum {
@@ -49,12 +53,17 @@ enum {
     P_MRLOCAL,
     P_NOCQDATA,
     P_VERBOSE,
+    P_PROVSHM,
+    P_RNR,
+    P_FORCEOPTS,
+    P_FORCEEMU,
     P_COUNT
 };
 static int var_index[P_COUNT];
 static const char *var_names[P_COUNT] = {
-    "provider_include", "provider_exclude", "num_contexts",   "tx_size",          "rx_size",
-    "mr_cache_size",    "progress_batch",   "force_mr_local", "force_no_cq_data", "verbose"};
+    "provider_include", "provider_exclude", "num_contexts",      "tx_size",          "rx_size",
+    "mr_cache_size",    "progress_batch",   "force_mr_local",    "force_no_cq_data", "verbose",
+    "provider_shm",     "rnr_retry",        "force_efa_options", "force_emulated"};
 static bool registered = false;
 static bool hooks_registered = false;
 static bool modex_sent = false;
@@ -131,6 +140,72 @@ static void register_shared(void) {
                                    "Verbosity of the EFA components (0: quiet, 1: what was chosen, "
                                    "10: why, 100: everything)",
                                    &params.verbose, OPAL_INFO_LVL_5);
+    params.provider_shm = "auto";
+    var_index[P_PROVSHM] = reg_string(
+        "provider_shm",
+        "The efa provider's own shared-memory path (FI_OPT_SHARED_MEMORY_PERMITTED): \"auto\" "
+        "turns it off where the components' on-node paths carry node-local traffic (the "
+        "provider would otherwise open a second shared-memory region and endpoint per process) "
+        "and on where an on-node path is \"none\"; \"on\", \"off\", or \"provider\" (left "
+        "untouched). Needs libfabric 1.18 or newer.",
+        &params.provider_shm, OPAL_INFO_LVL_4);
+    var_index[P_RNR] = reg_int("rnr_retry",
+                               "Times the EFA device retries a send the receiver had no buffer "
+                               "for, before the send fails (FI_OPT_EFA_RNR_RETRY, 0 to 7; 7: for "
+                               "ever; -1: the provider's default)",
+                               &params.rnr_retry, OPAL_INFO_LVL_5);
+    var_index[P_FORCEOPTS] = reg_bool(
+        "force_efa_options",
+        "Apply the efa provider's endpoint options (provider_shm, rnr_retry, device RDMA queries) "
+        "on any provider, as on efa (for testing that path on the stand-ins)",
+        &params.force_efa_options, OPAL_INFO_LVL_9);
+    params.force_emulated = "";
+    var_index[P_FORCEEMU] = reg_string(
+        "force_emulated",
+        "Treat these one-sided operations as emulated by the provider whatever it reports "
+        "(comma-separated: read, write, atomics), so btl_efa's auto modes take their own "
+        "target-executed path for them (for testing the choice made on EFA devices without "
+        "RDMA)",
+        &params.force_emulated, OPAL_INFO_LVL_9);
+}
+
+/* Is this on-node path parameter (mtl_efa_ or btl_efa_onnode_channel) of a
+ * loaded component set to "none"?  Unregistered (component not loaded):
+ * no. */
+static bool onnode_channel_off(const char *project, const char *framework) {
+    const char **value = NULL;
+    int idx = mca_base_var_find(project, framework, "efa", "onnode_channel");
+    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) ||
+        NULL == value || NULL == *value) {
+        return false;
+    }
+    return 0 == strcmp(*value, "none");
+}
+
+/* provider_shm as the core takes it: auto decides from the on-node paths.
+ * The job's processes see the same parameters, so they decide alike. */
+static int provider_shm_switch(void) {
+    const char *v = params.provider_shm ? params.provider_shm : "auto";
+    if (0 == strcmp(v, "on")) {
+        return EFA_SWITCH_ON;
+    }
+    if (0 == strcmp(v, "off")) {
+        return EFA_SWITCH_OFF;
+    }
+    if (0 == strcmp(v, "provider")) {
+        return EFA_SWITCH_AUTO;
+    }
+    if (opal_process_info.num_local_peers < 1) {
+        return EFA_SWITCH_AUTO; /* nobody on this node to talk to: leave it be */
+    }
+    return onnode_channel_off("ompi", "mtl") || onnode_channel_off("opal", "btl") ? EFA_SWITCH_ON
+                                                                                  : EFA_SWITCH_OFF;
+}
+
+static bool provider_shm_valid(void) {
+    const char *v = params.provider_shm ? params.provider_shm : "auto";
+    return 0 == strcmp(v, "auto") || 0 == strcmp(v, "on") || 0 == strcmp(v, "off") ||
+           0 == strcmp(v, "provider");
 }
 
 int mca_common_efa_register_params(const mca_base_component_t *component) {
@@ -161,6 +236,10 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->local_rank = opal_process_info.my_local_rank;
     p->local_size = opal_process_info.num_local_peers + 1;
     p->verbose = params.verbose;
+    p->provider_shm = provider_shm_switch();
+    p->rnr_retry = params.rnr_retry;
+    p->force_efa_options = params.force_efa_options;
+    p->force_emulated = params.force_emulated;
 }
 
 /* Configuration mistakes read the same in every process. */
@@ -246,6 +325,10 @@ int mca_common_efa_probe(bool explain, bool need_remote_comm) {
     setup_reporting();
     if (efa_core_current()) {
         return OPAL_SUCCESS;
+    }
+    if (!provider_shm_valid()) {
+        show_help_cb("bad-param", "provider_shm", params.provider_shm, "auto, on, off or provider");
+        return OPAL_ERR_NOT_AVAILABLE;
     }
     mca_common_efa_get_params(&p, false, need_remote_comm);
     /* An explicit provider list also means the user wants to hear why not. */
@@ -348,6 +431,12 @@ efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name
     free(blob);
     *opal_err = peer ? OPAL_SUCCESS : mca_common_efa_fi_to_opal(err);
     return peer;
+}
+
+void mca_common_efa_report(efa_core_t *core) {
+    if (NULL != core && params.verbose >= 1) {
+        efa_core_report(core, opal_process_info.my_local_rank <= 0);
+    }
 }
 
 int mca_common_efa_fi_to_opal(int fi_err) {

@@ -20,6 +20,15 @@ int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *ou
     // Without FI_MR_PROV_KEY the key asked for is the key: a per-process
     // counter keeps every registration of this domain distinct.
     int rc = fi_mr_reg(domain_, base, len, access, 0, next_key_.fetch_add(1), 0, &mr, nullptr);
+    if (rc == -FI_ENOKEY && !(access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) {
+        // libfabric 2.x's ofi_rxm with FI_ATOMIC files every registration in
+        // a key map, and every local-only one has the same key there
+        // (FI_KEY_NOTAVAIL): the second fails.  As a send buffer too, rxm
+        // registers it for its rendezvous reads, which gives it a key of its
+        // own.  Reproducer: tests/provider-defects/rxm_local_mr_key.c.
+        rc = fi_mr_reg(domain_, base, len, access | FI_SEND, 0, next_key_.fetch_add(1), 0, &mr,
+                       nullptr);
+    }
     if (rc) {
         return rc;
     }
@@ -165,7 +174,7 @@ int open_core(efa_core *core) {
     size_t nic_index = choose_nic(core->selection, core->params, &core->nic_reason);
     const fi_info *info = core->selection.nics[nic_index];
     core->rep.say(10, "NIC " + std::string(info->domain_attr->name) + ": " + core->nic_reason);
-    core->nic = Nic::open(info, core->params.num_contexts, core, core->rep, &err);
+    core->nic = Nic::open(info, core->params, core, core->rep, &err);
     if (!core->nic) {
         return err;
     }
@@ -217,14 +226,18 @@ int open_core(efa_core *core) {
     memcpy(core->blob.data(), &h, sizeof(h));
     const auto &names = core->nic->names();
     core->blob.insert(core->blob.end(), names.begin(), names.end());
-    core->rep.say(
-        1, std::string("using provider ") + in.provider + ", NIC " + in.domain + ", " +
-               std::to_string(in.num_contexts) + " context(s), " +
-               (cq_data ? "source rank in CQ data" : "source rank in the tag") +
-               (in.mr_local ? ", FI_MR_LOCAL" : "") + (in.has_rma ? ", RMA" : "") +
-               (in.has_atomic ? ", atomics" : "") +
-               (in.has_rma ? (in.mr_virt_addr ? ", MR virtual addresses" : ", MR offsets") : "") +
-               (in.mr_endpoint ? ", FI_MR_ENDPOINT" : ""));
+    in.api_version = core->selection.api_version;
+    in.lib_version = fi_version();
+    const ProviderSwitches &sw = core->nic->switches();
+    in.rma_read_by = sw.read;
+    in.rma_write_by = sw.write;
+    in.atomics_by = sw.atomics;
+    in.provider_shm = sw.provider_shm;
+    for (const auto &line : sw.lines) {
+        core->rep.say(10, "efa switches: " + line);
+    }
+    core->report.add_core_lines(*core);
+    return 0;
     return 0;
 }
 
@@ -296,6 +309,14 @@ void efa_core_release(efa_core_t *core) {
         g_core = nullptr;
     }
     delete core;
+}
+
+void efa_core_note(efa_core_t *core, const char *who, const char *text) {
+    core->report.note(who, text);
+}
+
+void efa_core_report(efa_core_t *core, bool node_leader) {
+    core->report.say_once(core->rep, node_leader);
 }
 
 efa_core_t *efa_core_current(void) {
@@ -381,7 +402,11 @@ efa_ctx_t *efa_core_ctx(efa_core_t *core, int index) {
 
 efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, uint64_t access,
                               int *err) {
-    return reinterpret_cast<efa_mr_t *>(core->mr_cache->acquire(addr, len, access, err));
+    auto *mr = reinterpret_cast<efa_mr_t *>(core->mr_cache->acquire(addr, len, access, err));
+    if (!mr) {
+        core->failures.report(core->rep, "fi_mr_reg", *err);
+    }
+    return mr;
 }
 
 void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr) {

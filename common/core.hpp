@@ -12,7 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core_report.hpp"
 #include "efa_core.h"
+#include "fi_failures.hpp"
 #include "mr_cache.hpp"
 #include "nic.hpp"
 #include "provider_select.hpp"
@@ -44,6 +46,8 @@ struct efa_core {
     efa_core_params_t params{};
     std::string include_str, exclude_str; // own the strings params point to
     efa::Reporter rep;
+    efa::FailureLog failures; // failed libfabric calls, said once per kind
+    efa::CoreReport report;   // the verbose-1 report (core_report.hpp)
     efa::Selection selection;
     std::unique_ptr<efa::Nic> nic;
     std::unique_ptr<efa::FiMrBackend> mr_backend;

@@ -32,24 +32,36 @@ inline bool queue_full(ssize_t rc) {
     return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
 }
 
-void defer(efa::Backlog &b, efa_op_t *op, std::function<ssize_t()> post, bool holds_slot = false) {
+void defer(efa::Backlog &b, const char *call, efa_op_t *op, std::function<ssize_t()> post,
+           bool holds_slot = false) {
     std::lock_guard<std::mutex> guard(b.lock);
     b.deferred.fetch_add(1, std::memory_order_relaxed);
-    b.ops.push_back(efa::Deferred{op, std::move(post), holds_slot});
+    b.ops.push_back(efa::Deferred{op, std::move(post), holds_slot, call});
     b.size.fetch_add(1, std::memory_order_release);
 }
 
-template <typename Post> int submit(efa::Backlog &b, efa_op_t *op, Post post) {
+// A post the provider refused for another reason than a full queue: say
+// which call and why (once per kind) and hand the error to the caller.
+__attribute__((noinline)) int post_failed(efa_ctx *ctx, const char *call, ssize_t rc) {
+    ctx->core->failures.report(ctx->core->rep, call, static_cast<int>(rc));
+    return static_cast<int>(rc);
+}
+
+template <typename Post>
+int submit(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op, Post post) {
     if (op) {
         op->rx_counted = 0;
     }
     if (b.size.load(std::memory_order_acquire) == 0) {
         ssize_t rc = post();
+        if (rc == 0) {
+            return 0;
+        }
         if (!queue_full(rc)) {
-            return static_cast<int>(rc);
+            return post_failed(ctx, call, rc);
         }
     }
-    defer(b, op, post);
+    defer(b, call, op, post);
     return 0;
 }
 
@@ -96,7 +108,7 @@ inline void release_slot(efa_ctx *ctx, efa_op_t *op) {
 
 // A receive: it needs a queue slot of its class, and waits in its class's
 // backlog (internal receives never wait behind user receives).
-template <typename Post> int submit_recv(efa_ctx *ctx, efa_op_t *op, Post post) {
+template <typename Post> int submit_recv(efa_ctx *ctx, const char *call, efa_op_t *op, Post post) {
     efa::Backlog &b = op->rx_class == EFA_RX_INTERNAL ? ctx->rx_internal_backlog : ctx->rx_backlog;
     op->rx_counted = 0;
     if (b.size.load(std::memory_order_acquire) == 0 && take_slot(ctx, op)) {
@@ -106,10 +118,10 @@ template <typename Post> int submit_recv(efa_ctx *ctx, efa_op_t *op, Post post) 
         }
         release_slot(ctx, op);
         if (!queue_full(rc)) {
-            return static_cast<int>(rc);
+            return post_failed(ctx, call, rc);
         }
     }
-    defer(b, op, post, true);
+    defer(b, call, op, post, true);
     return 0;
 }
 
@@ -119,6 +131,7 @@ template <typename Post> int submit_recv(efa_ctx *ctx, efa_op_t *op, Post post) 
 __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b) {
     std::vector<efa_op_t *> failed;
     std::vector<int> errors;
+    std::vector<const char *> calls;
     {
         std::unique_lock<std::mutex> guard(b.lock, std::try_to_lock);
         if (!guard.owns_lock()) {
@@ -137,11 +150,13 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
                 break;
             }
             efa_op_t *op = b.ops.front().op;
+            const char *call = b.ops.front().call;
             b.ops.pop_front();
             b.size.fetch_sub(1, std::memory_order_release);
-            if (rc != 0 && op) {
+            if (rc != 0) {
                 failed.push_back(op);
                 errors.push_back(static_cast<int>(rc));
+                calls.push_back(call);
             }
         }
     }
@@ -150,8 +165,12 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
         if (reported.fetch_add(1) < 8) {
             ctx->core->rep.say(0, std::string("deferred post failed: ") + fi_strerror(-errors[i]));
         }
-        efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0};
-        failed[i]->complete(failed[i], &cqe);
+        ctx->core->failures.report(ctx->core->rep, std::string(calls[i]) + " (deferred)",
+                                   errors[i]);
+        if (failed[i]) { // an inject has no operation to fail
+            efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0};
+            failed[i]->complete(failed[i], &cqe);
+        }
     }
 }
 
@@ -159,6 +178,27 @@ inline void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
     if (b.size.load(std::memory_order_acquire) != 0) {
         flush_backlog_slow(ctx, b);
     }
+}
+
+// Which kind of operation a failed completion belongs to, in the words of
+// the call that posted it.
+const char *completion_kind(uint64_t flags) {
+    if (flags & FI_READ) {
+        return "completion of fi_read";
+    }
+    if (flags & FI_WRITE) {
+        return "completion of fi_write";
+    }
+    if (flags & FI_ATOMIC) {
+        return "completion of fi_atomic";
+    }
+    if (flags & FI_SEND) {
+        return (flags & FI_TAGGED) ? "completion of fi_tsend" : "completion of fi_send";
+    }
+    if (flags & FI_RECV) {
+        return (flags & FI_TAGGED) ? "completion of fi_trecv" : "completion of fi_recv";
+    }
+    return "completion";
 }
 
 __attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
@@ -174,12 +214,18 @@ __attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
     const bool expected = err.err == FI_ECANCELED || err.err == FI_ENOMSG || err.err == FI_ETRUNC;
     static std::atomic<int> reported{0};
     const int level = (!expected && reported.fetch_add(1) < 8) ? 0 : 10;
-    if (ctx->core->rep.verbosity >= level) {
+    const char *kind = completion_kind(err.flags);
+    const bool new_kind =
+        !expected && ctx->core->rep.verbosity >= 1 && ctx->core->failures.is_new(kind, err.err);
+    if (new_kind || ctx->core->rep.verbosity >= level) {
         char buf[256];
         const char *prov = fi_cq_strerror(ctx->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
-        ctx->core->rep.say(level, std::string("completion error: ") + fi_strerror(err.err) +
-                                      " (provider: " + (prov ? prov : "") + ", flags 0x" +
-                                      to_hex(err.flags) + ")");
+        std::string detail = std::string(prov ? prov : "") + ", provider errno " +
+                             std::to_string(err.prov_errno) + ", flags 0x" + to_hex(err.flags);
+        if (!(new_kind && ctx->core->failures.report(ctx->core->rep, kind, err.err, detail))) {
+            ctx->core->rep.say(level, std::string("completion error: ") + fi_strerror(err.err) +
+                                          " (provider: " + detail + ")");
+        }
     }
     auto *op = static_cast<efa_op_t *>(err.op_context);
     if (!op) {
@@ -248,10 +294,10 @@ int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_ad
     fid_ep *ep = ctx->ep;
     void *context = &op->fi_ctx;
     if (ctx->use_cq_data) {
-        return submit(ctx->tx_backlog, op,
+        return submit(ctx, ctx->tx_backlog, "fi_tsenddata", op,
                       [=] { return fi_tsenddata(ep, buf, len, desc, data, dest, tag, context); });
     }
-    return submit(ctx->tx_backlog, op,
+    return submit(ctx, ctx->tx_backlog, "fi_tsend", op,
                   [=] { return fi_tsend(ep, buf, len, desc, dest, tag, context); });
 }
 
@@ -265,14 +311,17 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
     };
     if (ctx->tx_backlog.size.load(std::memory_order_acquire) == 0) {
         ssize_t rc = inject(buf);
+        if (rc == 0) {
+            return 0;
+        }
         if (!queue_full(rc)) {
-            return static_cast<int>(rc);
+            return post_failed(ctx, "fi_tinject", rc);
         }
     }
     // The caller may reuse its buffer as soon as we return: keep a copy.
     auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t *>(buf),
                                                        static_cast<const uint8_t *>(buf) + len);
-    defer(ctx->tx_backlog, nullptr, [=] { return inject(copy->data()); });
+    defer(ctx->tx_backlog, "fi_tinject", nullptr, [=] { return inject(copy->data()); });
     return 0;
 }
 
@@ -283,13 +332,13 @@ int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t s
     if (ctx->overflow_buf) {
         void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
         size_t olen = ctx->overflow_len;
-        return submit_recv(ctx, op, [=] {
+        return submit_recv(ctx, "fi_trecvv", op, [=] {
             iovec iov[2] = {{buf, len}, {obuf, olen}};
             void *descs[2] = {desc, odesc};
             return fi_trecvv(ep, iov, descs, 2, src, tag, ignore, context);
         });
     }
-    return submit_recv(ctx, op,
+    return submit_recv(ctx, "fi_trecv", op,
                        [=] { return fi_trecv(ep, buf, len, desc, src, tag, ignore, context); });
 }
 
@@ -297,7 +346,7 @@ int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, 
                   efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     const uint64_t flags = FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0);
-    return submit(ctx->rx_internal_backlog, op, [=] {
+    return submit(ctx, ctx->rx_internal_backlog, "fi_trecvmsg(FI_PEEK)", op, [=] {
         fi_msg_tagged msg = {};
         msg.addr = src;
         msg.tag = tag;
@@ -312,7 +361,7 @@ int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uin
     fid_ep *ep = ctx->ep;
     void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
     size_t olen = ctx->overflow_len;
-    return submit(ctx->rx_internal_backlog, op, [=] {
+    return submit(ctx, ctx->rx_internal_backlog, "fi_trecvmsg(FI_CLAIM)", op, [=] {
         iovec iov[2] = {{buf, len}, {obuf, olen}};
         void *d[2] = {desc, odesc};
         fi_msg_tagged msg = {};
@@ -358,7 +407,7 @@ int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_ad
                   uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     void *context = &op->fi_ctx;
-    return submit(ctx->tx_backlog, op, [=] {
+    return submit(ctx, ctx->tx_backlog, "fi_writemsg", op, [=] {
         iovec iov = {const_cast<void *>(buf), len};
         void *d = desc;
         fi_rma_iov riov = {raddr, len, rkey};
@@ -371,7 +420,7 @@ int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t sr
                  uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     void *context = &op->fi_ctx;
-    return submit(ctx->tx_backlog, op, [=] {
+    return submit(ctx, ctx->tx_backlog, "fi_readmsg", op, [=] {
         iovec iov = {buf, len};
         void *d = desc;
         fi_rma_iov riov = {raddr, len, rkey};
@@ -401,7 +450,7 @@ int efa_ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, const vo
                    void *desc, fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     void *context = &op->fi_ctx;
-    return submit(ctx->tx_backlog, op, [=] {
+    return submit(ctx, ctx->tx_backlog, "fi_atomicmsg", op, [=] {
         fi_ioc ioc = {const_cast<void *>(operand), 1};
         void *d = desc;
         fi_rma_ioc rioc = {raddr, 1, rkey};
@@ -415,7 +464,7 @@ int efa_ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, co
                          uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     void *context = &op->fi_ctx;
-    return submit(ctx->tx_backlog, op, [=] {
+    return submit(ctx, ctx->tx_backlog, "fi_fetch_atomicmsg", op, [=] {
         fi_ioc ioc = {const_cast<void *>(operand), 1};
         void *d = desc;
         fi_ioc res = {result, 1};
@@ -431,7 +480,7 @@ int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const void *swap
                            fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     void *context = &op->fi_ctx;
-    return submit(ctx->tx_backlog, op, [=] {
+    return submit(ctx, ctx->tx_backlog, "fi_compare_atomicmsg", op, [=] {
         fi_ioc ioc = {const_cast<void *>(swap), 1};
         void *d = desc;
         fi_ioc cmp = {const_cast<void *>(compare), 1};

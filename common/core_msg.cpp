@@ -58,6 +58,19 @@ struct efa_msg_pool {
 
 namespace {
 
+// A send's outcome for the caller: -FI_EAGAIN for a full queue (the BTL
+// queues the fragment), 0, or another error, said once per kind.
+inline int checked(efa_ctx *ctx, const char *call, ssize_t rc) {
+    if (__builtin_expect(rc == 0, 1)) {
+        return 0;
+    }
+    if (queue_full(rc)) {
+        return -FI_EAGAIN;
+    }
+    ctx->core->failures.report(ctx->core->rep, call, static_cast<int>(rc));
+    return static_cast<int>(rc);
+}
+
 // One attempt; a full queue parks the buffer for efa_core_msg_progress.
 void post(efa_msg_pool::Buf *b) {
     efa_msg_pool *pool = b->pool;
@@ -74,8 +87,8 @@ void post(efa_msg_pool::Buf *b) {
         pool->unposted_count.fetch_add(1, std::memory_order_release);
         return;
     }
-    pool->core->rep.say(1, std::string("cannot post an untagged receive: ") +
-                               fi_strerror(static_cast<int>(-rc)));
+    pool->core->failures.report(pool->core->rep, "fi_recv (untagged receive buffer)",
+                                static_cast<int>(rc));
 }
 
 void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
@@ -272,12 +285,12 @@ int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi
     }
     op->rx_counted = 0;
     ssize_t rc = fi_send(ctx->ep, buf, len, desc, dest, &op->fi_ctx);
-    return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
+    return checked(ctx, "fi_send", rc);
 }
 
 int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest) {
     ssize_t rc = fi_inject(ctx->ep, buf, len, dest);
-    return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
+    return checked(ctx, "fi_inject", rc);
 }
 
 int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size_t count,
@@ -291,7 +304,7 @@ int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size
     }
     op->rx_counted = 0;
     ssize_t rc = fi_sendv(ctx->ep, iov, desc, count, dest, &op->fi_ctx);
-    return queue_full(rc) ? -FI_EAGAIN : static_cast<int>(rc);
+    return checked(ctx, "fi_sendv", rc);
 }
 
 } // extern "C"

@@ -89,7 +89,22 @@ typedef struct efa_core_params {
     bool thread_multiple;         /* MPI_THREAD_MULTIPLE: ask for FI_THREAD_SAFE */
     int local_rank, local_size;   /* for NIC selection */
     int verbose;
+    /* The efa provider's own switches (provider_options.hpp). */
+    int provider_shm;       /* EFA_SWITCH_ON/OFF: FI_OPT_SHARED_MEMORY_PERMITTED; AUTO: untouched */
+    int rnr_retry;          /* FI_OPT_EFA_RNR_RETRY (0-7); -1: the provider's default */
+    bool force_efa_options; /* apply them on any provider, not only efa (test path) */
+    const char *force_emulated; /* "read,write,atomics": treat as emulated whatever the provider
+                                   says (test path); NULL or "": as reported */
 } efa_core_params_t;
+
+/* Tri-state answers and requests for the efa provider's switches. */
+enum { EFA_SWITCH_AUTO = 0, EFA_SWITCH_OFF = 1, EFA_SWITCH_ON = 2 };
+/* How the provider carries a one-sided operation (efa_core_info_t). */
+typedef enum {
+    EFA_RMA_BY_UNKNOWN = 0, /* the provider does not say (stand-ins, libfabric < 1.18) */
+    EFA_RMA_BY_DEVICE,      /* the device does it */
+    EFA_RMA_BY_EMULATION    /* the provider emulates it with messages (the target CPU works) */
+} efa_rma_by_t;
 
 /* What the opened core offers (read-only after open). */
 typedef struct efa_core_info {
@@ -111,6 +126,10 @@ typedef struct efa_core_info {
     bool mr_prov_key;            /* the provider chooses keys (else the core numbers them) */
     bool mr_endpoint;            /* registrations are bound to the endpoints and enabled */
     efa_tag_layout_t tag_layout; /* see efa_tag.h */
+    uint32_t api_version;        /* FI_VERSION asked of fi_getinfo */
+    uint32_t lib_version;        /* fi_version() of the loaded library */
+    efa_rma_by_t rma_read_by, rma_write_by, atomics_by;
+    int provider_shm; /* EFA_SWITCH_*: the provider's own shared memory (AUTO: unknown) */
 } efa_core_info_t;
 
 /* Diagnostics reach the user through the glue's opal_show_help; the core
@@ -132,6 +151,12 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err);
 void efa_core_release(efa_core_t *core);
 efa_core_t *efa_core_current(void);
 const efa_core_info_t *efa_core_get_info(const efa_core_t *core);
+
+/* The verbose-1 report (core_report.hpp): a component adds its line
+ * ("who" is its name); the first efa_core_report() says it all, once per
+ * process (node-wide lines only where node_leader). */
+void efa_core_note(efa_core_t *core, const char *who, const char *text);
+void efa_core_report(efa_core_t *core, bool node_leader);
 
 /* The process's address blob for the modex (every NIC and context). */
 int efa_core_local_blob(efa_core_t *core, const void **blob, size_t *len);

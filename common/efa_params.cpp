@@ -1,5 +1,7 @@
 #include "efa_params.hpp"
 
+#include "provider_options.hpp"
+
 namespace efa {
 
 namespace {
@@ -19,6 +21,14 @@ std::vector<ParamProblem> validate_params(const efa_core_params_t &p) {
     check_range(out, "rx_size", p.rx_size, 0, ParamLimits::kMaxQueueSize);
     check_range(out, "mr_cache_size", p.mr_cache_size, 0, ParamLimits::kMaxMrCache);
     check_range(out, "progress_batch", p.progress_batch, 1, ParamLimits::kMaxProgressBatch);
+    // -1 leaves the provider's default; 7 means "retry for ever" on EFA.
+    check_range(out, "rnr_retry", p.rnr_retry, -1, ParamLimits::kMaxRnrRetry);
+    EmulatedOverride ignored;
+    std::string bad;
+    if (!parse_emulated_list(p.force_emulated, &ignored, &bad)) {
+        out.push_back({"force_emulated", p.force_emulated,
+                       "a comma-separated list of read, write, atomics (or empty)"});
+    }
     return out;
 }
 

@@ -21,6 +21,7 @@ struct ParamLimits {
     static constexpr int kMaxQueueSize = 1 << 20;
     static constexpr int kMaxMrCache = 1 << 20;
     static constexpr int kMaxProgressBatch = 1024;
+    static constexpr int kMaxRnrRetry = 7; // the device's field is 3 bits wide
 };
 
 std::vector<ParamProblem> validate_params(const efa_core_params_t &p);

@@ -11,10 +11,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
-#include "efa_build_config.h"
-#ifdef HAVE_RDMA_FI_EXT_EFA_H
-#include <rdma/fi_ext_efa.h>
-#endif
+#include "provider_options.hpp"
 
 namespace efa {
 
@@ -24,31 +21,6 @@ int fail(const Reporter &rep, const char *call, int rc, const fi_info *info) {
     return rc;
 }
 
-// On the real efa provider, say which one-sided operations the device does
-// and which the provider emulates (the target CPU must then progress them).
-void report_efa_emulation(fid_ep *ep, const fi_info *info, const Reporter &rep) {
-    std::string prov = info->fabric_attr->prov_name;
-    if (prov.rfind("efa", 0) != 0) {
-        return;
-    }
-#if HAVE_DECL_FI_OPT_EFA_EMULATED_READ && HAVE_DECL_FI_OPT_EFA_EMULATED_WRITE &&                   \
-    HAVE_DECL_FI_OPT_EFA_EMULATED_ATOMICS
-    bool rd = false, wr = false, at = false;
-    size_t len = sizeof(bool);
-    fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_READ, &rd, &len);
-    len = sizeof(bool);
-    fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_WRITE, &wr, &len);
-    len = sizeof(bool);
-    fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_EMULATED_ATOMICS, &at, &len);
-    rep.say(1, std::string("efa: RDMA read ") + (rd ? "emulated" : "by the device") + ", write " +
-                   (wr ? "emulated" : "by the device") + ", atomics " +
-                   (at ? "emulated" : "by the device"));
-#else
-    (void)ep;
-    rep.say(1, "efa: this libfabric cannot tell which RMA operations are emulated "
-               "(FI_OPT_EFA_EMULATED_* needs libfabric 1.18)");
-#endif
-}
 // shm names each endpoint's shared-memory region after the process id.  A
 // process that died without cleaning up (killed, aborted) leaves its region
 // in /dev/shm, and a later process that gets the same pid back then fails
@@ -74,8 +46,9 @@ InfoPtr unique_shm_name(const fi_info *info, int index) {
 }
 } // namespace
 
-std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *core,
+std::unique_ptr<Nic> Nic::open(const fi_info *src, const efa_core_params_t &params, efa_core *core,
                                const Reporter &rep, int *err) {
+    const int num_contexts = params.num_contexts;
     std::unique_ptr<Nic> nic(new Nic());
     nic->info_ = dup_one(src);
     if (!nic->info_) {
@@ -133,6 +106,10 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *c
             return nullptr;
         }
         nic->eps_.emplace_back(ep);
+        // Every context gets the same switches; the first one's outcome
+        // is what the report says.
+        ProviderSwitches sw;
+        apply_switches_before_enable(ep, info, params, &sw);
         if ((rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) ||
             (rc = fi_ep_bind(ep, &av->fid, 0)) || (rc = fi_enable(ep))) {
             *err = fail(rep, "fi_ep_bind/fi_enable", rc, info);
@@ -170,7 +147,8 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, int num_contexts, efa_core *c
             }
         }
         if (i == 0) {
-            report_efa_emulation(ep, info, rep);
+            read_switches_after_enable(ep, info, params, &sw);
+            nic->switches_ = std::move(sw);
         }
     }
     return nic;

@@ -12,6 +12,7 @@
 
 #include "efa_core.h"
 #include "fi_handles.hpp"
+#include "provider_options.hpp"
 #include "provider_select.hpp"
 
 namespace efa {
@@ -21,6 +22,7 @@ struct Deferred {
     efa_op_t *op = nullptr; // completes with an error if the late post fails; null for injects
     std::function<ssize_t()> post;
     bool holds_slot = false; // a receive that occupies a provider queue slot while posted
+    const char *call = "";   // the libfabric call, for the failure report
 };
 
 struct Backlog {
@@ -72,8 +74,9 @@ class Nic {
   public:
     // Opens fabric, domain, AV and num_contexts endpoints from 'info'.
     // Returns nullptr and sets *err (reported through rep) on failure.
-    static std::unique_ptr<Nic> open(const fi_info *info, int num_contexts, efa_core *core,
-                                     const Reporter &rep, int *err);
+    // params.num_contexts endpoints; params also carries the efa switches.
+    static std::unique_ptr<Nic> open(const fi_info *info, const efa_core_params_t &params,
+                                     efa_core *core, const Reporter &rep, int *err);
     ~Nic();
 
     Nic(const Nic &) = delete;
@@ -87,6 +90,8 @@ class Nic {
     size_t addr_len() const { return addr_len_; }
     // Endpoint names, num_contexts * addr_len bytes.
     const std::vector<uint8_t> &names() const { return names_; }
+    // What came of the efa provider's switches (provider_options.hpp).
+    const ProviderSwitches &switches() const { return switches_; }
 
   private:
     Nic() = default;
@@ -99,6 +104,7 @@ class Nic {
     std::vector<std::unique_ptr<efa_ctx>> ctxs_;
     size_t addr_len_ = 0;
     std::vector<uint8_t> names_;
+    ProviderSwitches switches_;
 };
 
 } // namespace efa

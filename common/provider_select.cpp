@@ -27,8 +27,6 @@ void Reporter::say(int level, const std::string &msg) const {
 
 namespace {
 
-constexpr uint32_t kApiVersion = FI_VERSION(1, 14);
-
 std::string join(const std::vector<std::string> &v) {
     std::string out;
     for (const auto &s : v) {
@@ -73,10 +71,35 @@ InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local) {
 
 } // namespace
 
+uint32_t api_version() {
+    return negotiate_api_version(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), fi_version());
+}
+
+uint32_t negotiate_api_version(uint32_t header, uint32_t library) {
+    uint32_t v = std::min(header, library);
+    return v < kMinApiVersion ? kMinApiVersion : v;
+}
+
+std::string version_string(uint32_t v) {
+    return std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
+}
+
+bool prefer_fabric(const fi_info *info, std::string *why) {
+    const char *prov = info->fabric_attr->prov_name;
+    const char *fabric = info->fabric_attr->name;
+    if (prov && fabric && std::strcmp(prov, "efa") == 0 && std::strcmp(fabric, "efa-direct") == 0) {
+        *why = "fabric efa-direct skipped: the components use the efa fabric (tag matching, "
+               "ordering and segmentation in the provider); a native efa-direct path is not "
+               "built yet";
+        return false;
+    }
+    return true;
+}
+
 std::vector<std::string> known_provider_names() {
     std::vector<std::string> names;
     fi_info *all = nullptr;
-    if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, nullptr, &all) == 0) {
+    if (fi_getinfo(api_version(), nullptr, nullptr, 0, nullptr, &all) == 0) {
         for (fi_info *i = all; i; i = i->next) {
             std::string n = i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "";
             if (!n.empty() && std::find(names.begin(), names.end(), n) == names.end()) {
@@ -126,7 +149,7 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
     // no FI_ATOMIC) is fine: the BTL emulates them with messages.
     const uint64_t base = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
     const uint64_t tries[] = {base | FI_RMA | FI_ATOMIC, base | FI_RMA, base};
-    std::vector<std::string> seen; // admitted-by-name providers that lacked something
+    std::string skipped_fabric; // said at verbose 1 when a selection skipped one
     for (bool mr_local : {params.force_mr_local, true}) {
         for (uint64_t caps : tries) {
             InfoPtr hints = make_hints(params, caps, mr_local);
@@ -134,7 +157,7 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
                 return -FI_ENOMEM;
             }
             fi_info *list = nullptr;
-            int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list);
+            int rc = fi_getinfo(api_version(), nullptr, nullptr, 0, hints.get(), &list);
             if (rc != 0 || !list) {
                 continue;
             }
@@ -144,6 +167,12 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
             for (fi_info *i = list; i; i = i->next) {
                 const char *prov = i->fabric_attr->prov_name;
                 if (!prov || !filter.admits(prov)) {
+                    continue;
+                }
+                std::string why;
+                if (!prefer_fabric(i, &why)) {
+                    rep.say(10, why);
+                    skipped_fabric = why;
                     continue;
                 }
                 // NICs of one fabric only: for the stand-ins the fabrics are
@@ -168,6 +197,10 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
             out->nics = std::move(nics);
             out->caps = caps;
             out->mr_local = mr_local || (out->nics[0]->domain_attr->mr_mode & FI_MR_LOCAL);
+            out->api_version = api_version();
+            if (!skipped_fabric.empty()) {
+                rep.say(1, skipped_fabric);
+            }
             rep.say(10, std::string("selected provider ") + out->nics[0]->fabric_attr->prov_name +
                             " fabric " + out->nics[0]->fabric_attr->name + " with " +
                             std::to_string(out->nics.size()) + " NIC(s)");

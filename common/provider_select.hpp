@@ -28,7 +28,23 @@ struct Selection {
     std::vector<fi_info *> nics; // one admitted entry per domain, same fabric
     uint64_t caps = 0;           // the capability set that was granted
     bool mr_local = false;       // FI_MR_LOCAL in effect (required or forced)
+    uint32_t api_version = 0;    // what fi_getinfo was asked with
 };
+
+// The oldest libfabric API the code needs (FI_OPT_* it uses, fi_context2,
+// FI_MR_ENDPOINT): 1.14.  Below 1.18 the efa provider uses the device's RDMA
+// only on some newer hardware, so a newer API is asked for where both the
+// headers we were built with and the library loaded at run time have it.
+constexpr uint32_t kMinApiVersion = FI_VERSION(1, 14);
+// min(header, library), never below kMinApiVersion.
+uint32_t negotiate_api_version(uint32_t header, uint32_t library);
+// For this build and the library loaded now.
+uint32_t api_version();
+std::string version_string(uint32_t v); // "1.17"
+
+// Fabrics the components take: every one but efa's "efa-direct" (libfabric
+// 2.x), which offers no tag matching or ordering; *why says so when not.
+bool prefer_fabric(const fi_info *info, std::string *why);
 
 // Returns 0, -FI_EINVAL (bad lists/params: reported), or -FI_ENODATA (no
 // provider: reported when rep.explain).

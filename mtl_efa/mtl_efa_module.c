@@ -64,6 +64,7 @@ efa_peer_t *ompi_mtl_efa_peer_slow(struct ompi_proc_t *proc) {
 int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs) {
     (void)mtl;
+    mca_common_efa_report(ompi_mtl_efa.core);
     for (size_t i = 0; i < nprocs; ++i) {
         if (NULL != procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL]) {
             continue;
@@ -82,6 +83,7 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs) {
     (void)mtl;
+    mca_common_efa_report(ompi_mtl_efa.core);
     for (size_t i = 0; i < nprocs; ++i) {
         efa_peer_t *peer = (efa_peer_t *)procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
         if (peer) {

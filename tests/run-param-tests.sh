@@ -40,6 +40,29 @@ expect_failure() {
     fi
 }
 
+# expect_output NAME "regex" mpirun-args...: the job must succeed and print
+# a line matching the (extended) regex.
+expect_output() {
+    local name=$1 want=$2
+    shift 2
+    local out rc
+    out=$(timeout 60 mpirun -np 2 --oversubscribe --mca mca_base_component_path "$path" \
+        "$@" "$prog" 2>&1)
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "FAIL params/$name: exit $rc"
+        head -20 <<<"$out" | sed 's/^/    /'
+        fail=$((fail + 1))
+    elif ! grep -qE -- "$want" <<<"$out"; then
+        echo "FAIL params/$name: no line matches \"$want\"; got:"
+        grep "efa" <<<"$out" | head -20 | sed 's/^/    /'
+        fail=$((fail + 1))
+    else
+        echo "PASS params/$name"
+        pass=$((pass + 1))
+    fi
+}
+
 cm=(--mca pml cm --mca mtl efa)
 expect_failure unknown-provider "does not know" "${cm[@]}" --mca mtl_efa_provider_include "tpc;ofi_rxm"
 expect_failure conflicting-lists "only one of them" "${cm[@]}" \
@@ -51,6 +74,13 @@ expect_failure contexts-huge "outside its range" "${cm[@]}" --mca mtl_efa_provid
     --mca common_efa_num_contexts 100000
 expect_failure negative-queue "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_tx_size -4
+# The efa provider's switches: bad values are refused like the others.
+expect_failure bad-provider-shm "auto, on, off or provider" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_provider_shm yes
+expect_failure rnr-retry-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
+    --mca common_efa_rnr_retry 8
+expect_failure bad-force-emulated "read, write, atomics" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_force_emulated reads
 if ! fi_info -p efa >/dev/null 2>&1; then
     expect_failure no-efa-device "found no EFA device" "${cm[@]}"
 fi
@@ -84,6 +114,38 @@ expect_failure mtl-bad-single-copy "Allowed:   auto, none" "${cm[@]}" \
 expect_failure mtl-onnode-channel-unavailable "could not create its shared-memory inbox" \
     "${cm[@]}" --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel shm \
     --mca mtl_efa_onnode_dir /nonexistent/dir
+
+# The verbose-1 report: libfabric and API version, provider, MR mode and
+# device RDMA from local rank 0, and each rank's NIC.
+rxm=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm" --mca common_efa_verbose 1)
+expect_output report-versions "report: libfabric [0-9]+\.[0-9]+ \(API [0-9]+\.[0-9]+ asked\), provider tcp;ofi_rxm" "${rxm[@]}"
+expect_output report-rdma-and-shm "report: MR mode .*; RDMA read .*provider shm" "${rxm[@]}"
+expect_output report-nic-per-rank "report: local rank 1: NIC " "${rxm[@]}"
+expect_output report-onnode "report: mtl_efa: on-node channel" "${rxm[@]}"
+# The switches forced onto a stand-in (the efa provider needs a device): each
+# is tried, refused by tcp;ofi_rxm (or absent from this libfabric), said,
+# and the job runs on the provider's defaults.
+forced=("${rxm[@]}" --mca common_efa_force_efa_options 1 --mca common_efa_rnr_retry 3
+    --mca common_efa_provider_shm off)
+expect_output forced-rnr-retry "efa switch: (FI_OPT_EFA_RNR_RETRY: 3 refused|RNR retry not set: this libfabric has no)" "${forced[@]}"
+expect_output forced-provider-shm "efa switch: (FI_OPT_SHARED_MEMORY_PERMITTED: shm off refused|provider shm off not set: this libfabric has no FI_OPT_SHARED_MEMORY_PERMITTED)" "${forced[@]}"
+expect_output forced-device-rdma "efa switch: (RDMA read: the provider does not say|device RDMA unknown: this libfabric has no FI_OPT_EFA_EMULATED_)" "${forced[@]}"
+# provider_shm auto: off while our on-node paths carry node-local traffic,
+# on when one of them is off.  (Where this libfabric lacks the option, the
+# line says that instead; either way it names the decision.)
+auto_shm=("${rxm[@]}" --mca common_efa_force_efa_options 1)
+expect_output provider-shm-auto-off "provider shm off" "${auto_shm[@]}"
+expect_output provider-shm-auto-on "provider shm on" "${auto_shm[@]}" --mca mtl_efa_onnode_channel none
+# Device RDMA decides btl_efa's auto modes: with reads by the device and
+# writes and atomics emulated (forced), get is native, put and atomics are
+# btl_efa's own.
+ob1rxm=(--mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include "tcp;ofi_rxm"
+    --mca common_efa_verbose 1 --mca btl_efa_single_copy none)
+expect_output device-rdma-decides "btl:efa: put executed by the target \(the provider would emulate it: no device RDMA\), get native \(provider RMA\).*atomics emulated .*the provider emulates atomics" \
+    "${ob1rxm[@]}" --mca common_efa_force_emulated write,atomics
+expect_output device-rdma-all-emulated "btl:efa: put executed by the target \(the provider would emulate it: no device RDMA\), get executed by the target \(the provider would emulate it" \
+    "${ob1rxm[@]}" --mca common_efa_force_emulated read,write,atomics
+expect_output device-rdma-unknown-keeps-native "btl:efa: put native \(provider RMA\), get native \(provider RMA\)" "${ob1rxm[@]}"
 
 # Not asked for, no EFA: the MTL must step aside without a word, and the
 # job runs on whatever else Open MPI has.
@@ -120,6 +182,7 @@ check_listed() { # test-name framework parameter...
 }
 check_listed ompi_info-lists-parameters mtl provider_include provider_exclude num_contexts \
     tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority \
+    provider_shm rnr_retry force_efa_options force_emulated \
     onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size
 check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \
     onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min

@@ -70,7 +70,7 @@ fi
 [ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm
     ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces
     ob1-rxm-mrlocal cm-rxm-mrlocal ob1-rxm-noring ob1-shm-noring ob1-rxd-nocma ob1-rxm-nocma
-    ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail)
+    ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail ob1-rxm-devread)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader)
 for p in osc_test osc_hostile; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
@@ -109,6 +109,7 @@ config_args() {
     noring) echo " --mca btl_efa_onnode_channel none" ;;
     nocma) echo " --mca btl_efa_single_copy none" ;;
     cmafail) echo " --mca btl_efa_debug_cma_refuse 1" ;;
+    devread) echo " --mca common_efa_force_emulated write,atomics --mca btl_efa_single_copy none" ;;
     *) return 1 ;;
     esac
 }
@@ -130,13 +131,23 @@ ring_used() { [[ $1 != *-noring ]] && [ $fake_nodes = 0 ]; }
 
 # Do puts travel natively in this config?  (All three stand-ins grant FI_RMA,
 # so the default mode is native there.)
-native_puts() { [[ $1 != *-emul ]]; }
+# devread: the provider says (forced) that the device reads but emulates
+# writes and atomics, as on EFA devices with RDMA read only: auto takes the
+# provider's read for get and btl_efa's own path for put and atomics.
+native_puts() { [[ $1 != *-emul && $1 != *-devread ]]; }
 
 # Do put/get travel by single copy (CMA) in this config?  Every rank is on
 # this node unless -F; modes that name a path for put/get turn it off.
 cma_puts() {
     [ $fake_nodes = 0 ] && [[ $1 != *-emul && $1 != *-pieces && $1 != *-mrlocal &&
-        $1 != *-nocma && $1 != *-cmafail ]]
+        $1 != *-nocma && $1 != *-cmafail && $1 != *-devread ]]
+}
+
+# devread: did btl_efa say it chose by what the provider reported?
+device_choice_ok() { # config log
+    [[ $1 != *-devread ]] ||
+        { grep -q "put executed by the target (the provider would emulate it" "$2" &&
+            grep -q "get native" "$2" && grep -q "the provider emulates atomics" "$2"; }
 }
 
 # Did the log show the path cma_puts expects?  In CMA configs the "in use"
@@ -146,6 +157,7 @@ path_ok() { # config log
     local moved
     moved=$(grep -o "single copy (CMA): [0-9]* put(s), [0-9]* get(s)" "$2" |
         awk '{ n += $4 + $6 } END { print n + 0 }')
+    device_choice_ok "$1" "$2" || return 1
     if cma_puts "$1"; then
         grep -q "btl:efa: single copy (CMA) put/get in use" "$2" && [ "$moved" -gt 0 ]
     else

@@ -1,0 +1,87 @@
+#include "core_report.hpp"
+
+#include "core.hpp"
+
+namespace efa {
+
+std::string mr_mode_string(uint64_t mode) {
+    static const std::pair<uint64_t, const char *> bits[] = {
+        {FI_MR_LOCAL, "FI_MR_LOCAL"},         {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"},
+        {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"}, {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"},
+        {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"},   {FI_MR_RAW, "FI_MR_RAW"},
+        {FI_MR_HMEM, "FI_MR_HMEM"},
+    };
+    std::string out;
+    for (const auto &b : bits) {
+        if (mode & b.first) {
+            out += (out.empty() ? "" : "|") + std::string(b.second);
+        }
+    }
+    return out.empty() ? "none" : out;
+}
+
+const char *rma_by_string(efa_rma_by_t by) {
+    switch (by) {
+    case EFA_RMA_BY_DEVICE:
+        return "by the device";
+    case EFA_RMA_BY_EMULATION:
+        return "emulated by the provider";
+    default:
+        return "not reported";
+    }
+}
+
+void CoreReport::add_core_lines(const efa_core &core) {
+    const efa_core_info_t &in = core.info;
+    const fi_info *ni = core.nic->info();
+    std::lock_guard<std::mutex> guard(lock_);
+    node_lines_.clear();
+    node_lines_.push_back("libfabric " + version_string(in.lib_version) + " (API " +
+                          version_string(in.api_version) + " asked), provider " + in.provider +
+                          ", fabric " + in.fabric + ", " + std::to_string(in.num_contexts) +
+                          " endpoint(s) per NIC");
+    node_lines_.push_back("MR mode " + mr_mode_string(ni->domain_attr->mr_mode) +
+                          (core.params.force_mr_local ? " (FI_MR_LOCAL forced)" : "") +
+                          "; RDMA read " + rma_by_string(in.rma_read_by) + ", write " +
+                          rma_by_string(in.rma_write_by) + ", atomics " +
+                          rma_by_string(in.atomics_by) + "; provider shm " +
+                          (in.provider_shm == EFA_SWITCH_ON    ? "on"
+                           : in.provider_shm == EFA_SWITCH_OFF ? "off"
+                                                               : "left to the provider"));
+    for (const auto &line : core.nic->switches().lines) {
+        node_lines_.push_back("efa switch: " + line);
+    }
+    rank_line_ = "local rank " + std::to_string(core.params.local_rank) + ": NIC " + in.domain +
+                 " (" + in.nic_reason + ")";
+}
+
+void CoreReport::note(const std::string &who, const std::string &text) {
+    std::lock_guard<std::mutex> guard(lock_);
+    for (auto &n : notes_) {
+        if (n.first == who) {
+            n.second = text;
+            return;
+        }
+    }
+    notes_.emplace_back(who, text);
+}
+
+void CoreReport::say_once(const Reporter &rep, bool node_leader) {
+    std::lock_guard<std::mutex> guard(lock_);
+    if (said_) {
+        return;
+    }
+    said_ = true;
+    if (node_leader) {
+        rep.say(1, "report: " + node_lines_[0]);
+        for (size_t i = 1; i < node_lines_.size(); ++i) {
+            rep.say(1, "report: " + node_lines_[i]);
+        }
+        for (const auto &n : notes_) {
+            rep.say(1, "report: " + n.first + ": " + n.second);
+        }
+    }
+    rep.say(1, "report: " + rank_line_);
+}
+
+} // namespace efa

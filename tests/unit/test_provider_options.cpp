@@ -1,0 +1,260 @@
+// The libfabric version and efa-provider pieces: API version negotiation,
+// the efa/efa-direct fabric choice, the force_emulated list, the failure
+// log's once-per-kind rule, and the efa switches forced onto a stand-in
+// endpoint (the stand-ins refuse them: the outcome must say so).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "core_report.hpp"
+#include "efa_build_config.h"
+#include "efa_params.hpp"
+#include "fi_failures.hpp"
+#include "provider_options.hpp"
+#include "provider_select.hpp"
+
+namespace {
+
+TEST(ApiVersion, NewestBothHave) {
+    EXPECT_EQ(efa::negotiate_api_version(FI_VERSION(2, 6), FI_VERSION(1, 17)), FI_VERSION(1, 17));
+    EXPECT_EQ(efa::negotiate_api_version(FI_VERSION(1, 17), FI_VERSION(2, 6)), FI_VERSION(1, 17));
+    EXPECT_EQ(efa::negotiate_api_version(FI_VERSION(2, 6), FI_VERSION(2, 6)), FI_VERSION(2, 6));
+}
+
+TEST(ApiVersion, NeverBelowWhatTheCodeNeeds) {
+    EXPECT_EQ(efa::negotiate_api_version(FI_VERSION(1, 12), FI_VERSION(2, 0)), efa::kMinApiVersion);
+    EXPECT_EQ(efa::negotiate_api_version(FI_VERSION(2, 0), FI_VERSION(1, 9)), efa::kMinApiVersion);
+}
+
+TEST(ApiVersion, ThisBuildAsksForTheLoadedLibrarysVersionAtMost) {
+    const uint32_t v = efa::api_version();
+    EXPECT_LE(v, fi_version());
+    EXPECT_LE(v, FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION));
+    EXPECT_GE(v, efa::kMinApiVersion);
+    EXPECT_EQ(efa::version_string(FI_VERSION(2, 6)), "2.6");
+}
+
+// A fi_info naming a provider and a fabric, as fi_getinfo would return.
+efa::InfoPtr fake_info(const char *prov, const char *fabric) {
+    efa::InfoPtr info(fi_allocinfo());
+    info->fabric_attr->prov_name = strdup(prov);
+    info->fabric_attr->name = strdup(fabric);
+    return info;
+}
+
+TEST(FabricChoice, EfaDirectIsSkippedWithAReason) {
+    std::string why;
+    EXPECT_FALSE(efa::prefer_fabric(fake_info("efa", "efa-direct").get(), &why));
+    EXPECT_NE(why.find("efa-direct"), std::string::npos);
+    why.clear();
+    EXPECT_TRUE(efa::prefer_fabric(fake_info("efa", "efa").get(), &why));
+    EXPECT_TRUE(efa::prefer_fabric(fake_info("tcp;ofi_rxm", "192.0.2.0/24").get(), &why));
+    EXPECT_TRUE(why.empty());
+}
+
+TEST(ForceEmulated, ParsesTheThreeNames) {
+    efa::EmulatedOverride o;
+    std::string bad;
+    ASSERT_TRUE(efa::parse_emulated_list("read,atomics", &o, &bad));
+    EXPECT_TRUE(o.read);
+    EXPECT_FALSE(o.write);
+    EXPECT_TRUE(o.atomics);
+    ASSERT_TRUE(efa::parse_emulated_list("", &o, &bad));
+    EXPECT_FALSE(o.read || o.write || o.atomics);
+    ASSERT_TRUE(efa::parse_emulated_list(nullptr, &o, &bad));
+    EXPECT_FALSE(efa::parse_emulated_list("read,writes", &o, &bad));
+    EXPECT_EQ(bad, "writes");
+    EXPECT_FALSE(efa::parse_emulated_list("read,,write", &o, &bad));
+}
+
+efa_core_params_t defaults() {
+    efa_core_params_t p{};
+    p.num_contexts = 1;
+    p.mr_cache_size = 16;
+    p.progress_batch = 16;
+    p.rnr_retry = -1;
+    return p;
+}
+
+bool refused(const efa_core_params_t &p, const std::string &name) {
+    for (const auto &pb : efa::validate_params(p)) {
+        if (pb.name == name) {
+            return true;
+        }
+    }
+    return false;
+}
+
+TEST(SwitchParams, RnrRetryAndForceEmulatedAreChecked) {
+    auto p = defaults();
+    for (int v : {-1, 0, 7}) {
+        p.rnr_retry = v;
+        EXPECT_FALSE(refused(p, "rnr_retry")) << v;
+    }
+    for (int v : {-2, 8, 1 << 20}) {
+        p.rnr_retry = v;
+        EXPECT_TRUE(refused(p, "rnr_retry")) << v;
+    }
+    p.rnr_retry = -1;
+    p.force_emulated = "write";
+    EXPECT_FALSE(refused(p, "force_emulated"));
+    p.force_emulated = "rdma";
+    EXPECT_TRUE(refused(p, "force_emulated"));
+}
+
+std::vector<std::string> g_said;
+void collect(int, const char *msg) {
+    g_said.push_back(msg);
+}
+
+TEST(FailureLog, OncePerCallAndError) {
+    efa::Reporter rep;
+    rep.verbose = collect;
+    rep.verbosity = 1;
+    g_said.clear();
+    efa::FailureLog log;
+    EXPECT_TRUE(log.is_new("fi_tsend", -FI_EINVAL));
+    EXPECT_TRUE(log.report(rep, "fi_tsend", -FI_EINVAL, "bad address"));
+    EXPECT_FALSE(log.is_new("fi_tsend", FI_EINVAL)); // either sign is the same error
+    EXPECT_FALSE(log.report(rep, "fi_tsend", -FI_EINVAL));
+    EXPECT_TRUE(log.report(rep, "fi_tsend", -FI_EIO));
+    EXPECT_TRUE(log.report(rep, "fi_read", -FI_EINVAL));
+    ASSERT_EQ(g_said.size(), 3u);
+    EXPECT_NE(g_said[0].find("fi_tsend failed: "), std::string::npos);
+    EXPECT_NE(g_said[0].find(fi_strerror(FI_EINVAL)), std::string::npos);
+    EXPECT_NE(g_said[0].find("provider: bad address"), std::string::npos);
+}
+
+TEST(FailureLog, SilentBelowVerbose1ButCountsTheKind) {
+    efa::Reporter rep;
+    rep.verbose = collect;
+    rep.verbosity = 0;
+    g_said.clear();
+    efa::FailureLog log;
+    log.report(rep, "fi_mr_reg", -FI_ENOKEY);
+    EXPECT_TRUE(g_said.empty());
+    EXPECT_FALSE(log.is_new("fi_mr_reg", -FI_ENOKEY));
+}
+
+TEST(Report, MrModeNamesEveryBit) {
+    EXPECT_EQ(efa::mr_mode_string(0), "none");
+    EXPECT_EQ(efa::mr_mode_string(FI_MR_LOCAL | FI_MR_PROV_KEY), "FI_MR_LOCAL|FI_MR_PROV_KEY");
+    EXPECT_STREQ(efa::rma_by_string(EFA_RMA_BY_EMULATION), "emulated by the provider");
+}
+
+// A tcp;ofi_rxm endpoint with the efa switches forced on: the stand-in does
+// not know them, so each outcome must say "refused" (or that this libfabric
+// lacks the option), and nothing may claim the device does RDMA.
+class ForcedSwitches : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        efa::InfoPtr hints(fi_allocinfo());
+        hints->caps = FI_TAGGED | FI_MSG | FI_RMA;
+        hints->ep_attr->type = FI_EP_RDM;
+        hints->fabric_attr->prov_name = strdup("tcp;ofi_rxm");
+        fi_info *list = nullptr;
+        ASSERT_EQ(fi_getinfo(efa::api_version(), nullptr, nullptr, 0, hints.get(), &list), 0)
+            << "tcp;ofi_rxm is expected on the test machines";
+        info_.reset(list);
+        fid_fabric *fabric = nullptr;
+        ASSERT_EQ(fi_fabric(info_->fabric_attr, &fabric, nullptr), 0);
+        fabric_.reset(fabric);
+        fid_domain *domain = nullptr;
+        ASSERT_EQ(fi_domain(fabric, info_.get(), &domain, nullptr), 0);
+        domain_.reset(domain);
+        fid_ep *ep = nullptr;
+        ASSERT_EQ(fi_endpoint(domain, info_.get(), &ep, nullptr), 0);
+        ep_.reset(ep);
+    }
+    // As the core does after applying the switches (ofi_rxm also wants an
+    // endpoint enabled before it is closed).
+    void enable() {
+        fi_cq_attr cq_attr = {};
+        cq_attr.format = FI_CQ_FORMAT_TAGGED;
+        fid_cq *cq = nullptr;
+        ASSERT_EQ(fi_cq_open(domain_.get(), &cq_attr, &cq, nullptr), 0);
+        cq_.reset(cq);
+        fi_av_attr av_attr = {};
+        av_attr.type = FI_AV_TABLE;
+        fid_av *av = nullptr;
+        ASSERT_EQ(fi_av_open(domain_.get(), &av_attr, &av, nullptr), 0);
+        av_.reset(av);
+        ASSERT_EQ(fi_ep_bind(ep_.get(), &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+        ASSERT_EQ(fi_ep_bind(ep_.get(), &av->fid, 0), 0);
+        ASSERT_EQ(fi_enable(ep_.get()), 0) << "a refused option must not spoil the endpoint";
+    }
+    void TearDown() override {
+        ep_.reset();
+        av_.reset();
+        cq_.reset();
+    }
+    efa::InfoPtr info_;
+    efa::FabricPtr fabric_;
+    efa::DomainPtr domain_;
+    efa::CqPtr cq_;
+    efa::AvPtr av_;
+    efa::EpPtr ep_;
+};
+
+bool any_line_has(const efa::ProviderSwitches &sw, const std::string &a, const std::string &b) {
+    for (const auto &l : sw.lines) {
+        if (l.find(a) != std::string::npos || l.find(b) != std::string::npos) {
+            return true;
+        }
+    }
+    return false;
+}
+
+TEST_F(ForcedSwitches, NotAppliedUnlessEfaOrForced) {
+    auto p = defaults();
+    p.provider_shm = EFA_SWITCH_OFF;
+    p.rnr_retry = 3;
+    efa::ProviderSwitches sw;
+    EXPECT_FALSE(efa::provider_takes_efa_switches(info_.get(), p));
+    efa::apply_switches_before_enable(ep_.get(), info_.get(), p, &sw);
+    enable();
+    efa::read_switches_after_enable(ep_.get(), info_.get(), p, &sw);
+    EXPECT_TRUE(sw.lines.empty());
+    EXPECT_EQ(sw.provider_shm, EFA_SWITCH_AUTO);
+    EXPECT_EQ(sw.read, EFA_RMA_BY_UNKNOWN);
+}
+
+TEST_F(ForcedSwitches, RefusedOptionsKeepTheDefaultAndSaySo) {
+    auto p = defaults();
+    p.force_efa_options = true;
+    p.provider_shm = EFA_SWITCH_OFF;
+    p.rnr_retry = 3;
+    efa::ProviderSwitches sw;
+    efa::apply_switches_before_enable(ep_.get(), info_.get(), p, &sw);
+    EXPECT_TRUE(any_line_has(sw, "FI_OPT_SHARED_MEMORY_PERMITTED: shm off refused",
+                             "no FI_OPT_SHARED_MEMORY_PERMITTED"));
+    EXPECT_EQ(sw.provider_shm, EFA_SWITCH_AUTO); // not set, so unknown
+#if HAVE_DECL_FI_OPT_EFA_RNR_RETRY
+    EXPECT_TRUE(any_line_has(sw, "FI_OPT_EFA_RNR_RETRY: 3 refused", "<never>"));
+#else
+    EXPECT_TRUE(any_line_has(sw, "no FI_OPT_EFA_RNR_RETRY", "<never>"));
+#endif
+    enable();
+    efa::read_switches_after_enable(ep_.get(), info_.get(), p, &sw);
+    EXPECT_NE(sw.read, EFA_RMA_BY_DEVICE);
+    EXPECT_NE(sw.write, EFA_RMA_BY_DEVICE);
+    EXPECT_TRUE(any_line_has(sw, "does not say", "no FI_OPT_EFA_EMULATED_"));
+}
+
+TEST_F(ForcedSwitches, ForceEmulatedOverridesTheAnswer) {
+    auto p = defaults();
+    p.force_emulated = "write,atomics";
+    efa::ProviderSwitches sw;
+    enable();
+    efa::read_switches_after_enable(ep_.get(), info_.get(), p, &sw);
+    EXPECT_EQ(sw.read, EFA_RMA_BY_UNKNOWN);
+    EXPECT_EQ(sw.write, EFA_RMA_BY_EMULATION);
+    EXPECT_EQ(sw.atomics, EFA_RMA_BY_EMULATION);
+    EXPECT_TRUE(any_line_has(sw, "force_emulated=write,atomics", "<never>"));
+}
+
+} // namespace
