@@ -42,12 +42,13 @@ AC_DEFUN([EFA_CHECK_OMPI], [
            AC_MSG_ERROR([Open MPI was found at $MPICC but without development headers (ompi/mca/mtl/mtl.h); Open MPI must be configured with --with-devel-headers (Debian: libopenmpi-dev)])])
     EFA_OMPI_VERSION=`$OMPI_INFO --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'`
     AS_CASE([$EFA_OMPI_VERSION],
-        [4.1.*], [],
-        [AC_MSG_WARN([Open MPI $EFA_OMPI_VERSION: only the 4.1 series (MTL 2.0.0, BTL 3.1.0) is supported so far])])
+        [4.1.*|5.0.*], [],
+        [AC_MSG_WARN([Open MPI $EFA_OMPI_VERSION: the components are built and tested against the 4.1 and 5.0 series (MTL 2.0.0, BTL 3.1.0 and 3.3.0)])])
     EFA_OMPI_LIBDIR=`$OMPI_INFO --path libdir --parsable | sed -n 's/^path:libdir://p'`
     EFA_OMPI_PKGLIBDIR=`$OMPI_INFO --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p'`
     EFA_OMPI_PREFIX=`$OMPI_INFO --path prefix --parsable | sed -n 's/^path:prefix://p'`
     OMPI_CPPFLAGS="$MPI_CPPFLAGS -I$EFA_OMPI_INCDIR"
+    EFA_CHECK_OMPI_HEADERS
     OMPI_LIBS="-L$EFA_OMPI_LIBDIR -lmpi -lopen-pal"
     AC_SUBST([MPI_CPPFLAGS])
     AC_SUBST([MPI_LIBS])
@@ -55,6 +56,61 @@ AC_DEFUN([EFA_CHECK_OMPI], [
     AC_SUBST([OMPI_LIBS])
     AC_SUBST([EFA_OMPI_VERSION])
     AC_SUBST([EFA_OMPI_LIBDIR])
+])
+
+dnl Do the Open MPI headers the components include compile?  Open MPI 5.0's
+dnl --with-devel-headers leaves out a few headers that installed ones
+dnl include (opal/mca/threads/pthreads/*.h, opal/mca/timer/linux/*.h, ...).
+dnl Name the first missing one; --with-ompi-source=DIR (the tree Open MPI
+dnl was configured and built in) supplies them, after the installed ones.
+AC_DEFUN([EFA_CHECK_OMPI_HEADERS], [
+    AC_ARG_WITH([ompi-source],
+        [AS_HELP_STRING([--with-ompi-source=DIR],
+            [the Open MPI source (and build) tree of the installed Open MPI, for the headers its installation lacks (Open MPI 5.0)])])
+    AS_IF([test -n "$with_ompi_source" && test "$with_ompi_source" != yes],
+          [AS_IF([test -f "$with_ompi_source/opal/mca/btl/btl.h"],
+                 [OMPI_CPPFLAGS="$OMPI_CPPFLAGS -I$with_ompi_source"
+                  for d in opal/include ompi/include; do
+                      AS_IF([test -d "$with_ompi_source/$d"], [OMPI_CPPFLAGS="$OMPI_CPPFLAGS -I$with_ompi_source/$d"])
+                  done],
+                 [AC_MSG_ERROR([--with-ompi-source=$with_ompi_source: no Open MPI source tree there (opal/mca/btl/btl.h)])])])
+    AC_MSG_CHECKING([whether the Open MPI headers the components include compile])
+    cat > conftest_ompi.c <<_EFA_EOF
+#include "ompi_config.h"
+#include "ompi/version.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/mca/mtl/mtl.h"
+#include "ompi/mca/mtl/base/base.h"
+#include "ompi/mca/mtl/base/mtl_base_datatype.h"
+#include "ompi/message/message.h"
+#include "ompi/proc/proc.h"
+#if OMPI_MAJOR_VERSION >= 5
+#include "ompi/runtime/ompi_rte.h"
+#include "opal/mca/pmix/pmix-internal.h"
+#include "opal/mca/threads/mutex.h"
+#else
+#include "ompi/mca/rte/rte.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/threads/mutex.h"
+#endif
+#include "opal/mca/btl/btl.h"
+#include "opal/mca/btl/base/base.h"
+#include "opal/memoryhooks/memory.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/show_help.h"
+int main(void) { return 0; }
+_EFA_EOF
+    efa_hdr_out=`$CC $CPPFLAGS $OMPI_CPPFLAGS -c conftest_ompi.c -o conftest_ompi.o 2>&1`
+    efa_hdr_rc=$?
+    rm -f conftest_ompi.c conftest_ompi.o
+    AS_IF([test $efa_hdr_rc -eq 0],
+          [AC_MSG_RESULT([yes])],
+          [AC_MSG_RESULT([no])
+           efa_hdr_missing=`echo "$efa_hdr_out" | sed -n 's/.*fatal error: \([[^:]]*\): No such file.*/\1/p' | head -1`
+           echo "$efa_hdr_out" >&AS_MESSAGE_LOG_FD
+           AS_IF([test -n "$efa_hdr_missing"],
+                 [AC_MSG_ERROR([Open MPI $EFA_OMPI_VERSION's installed development headers ($EFA_OMPI_INCDIR) lack $efa_hdr_missing, which an installed header includes (Open MPI 5.0's --with-devel-headers does not install every header it needs).  Pass --with-ompi-source=DIR, the tree that Open MPI was configured and built in, or build the components inside that tree (scripts/add-to-ompi-tree.sh).])],
+                 [AC_MSG_ERROR([the Open MPI headers do not compile with $CC (see config.log)])])])
 ])
 
 dnl libfabric: --with-libfabric=DIR, else pkg-config.  Version-dependent

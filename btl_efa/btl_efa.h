@@ -30,9 +30,9 @@
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
-#include "opal/threads/mutex.h"
 
 /* The shared core's headers, by file name alone (see mtl_efa.h). */
+#include "btl_efa_compat.h"
 #include "common_efa.h"
 #include "efa_core_msg.h"
 #include "efa_rma.h"

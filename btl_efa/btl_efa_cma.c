@@ -35,7 +35,6 @@
 #endif
 
 #include "opal/mca/hwloc/base/base.h"
-#include "opal/mca/pmix/pmix.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 
@@ -260,7 +259,7 @@ int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode)
                                .cookie_addr = (uint64_t)(uintptr_t)&cma_cookie,
                                .cookie = cma_cookie};
     int rc;
-    OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_LOCAL, CMA_MODEX_KEY, &card, sizeof(card));
+    OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, CMA_MODEX_KEY, &card, sizeof(card));
     if (OPAL_SUCCESS != rc) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: single copy (CMA) off: cannot publish the modex entry");

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ompi/mca/rte/rte.h"
 #include "opal/util/output.h"
 
 static int efa_component_register(void);
@@ -35,7 +34,7 @@ mca_btl_efa_component_t mca_btl_efa_component = {
 
 /* Does the job span nodes?  Then a node-local provider (shm) cannot serve it. */
 static bool job_spans_nodes(void) {
-    return ompi_process_info.num_procs > (orte_vpid_t)(opal_process_info.num_local_peers + 1);
+    return mca_btl_efa_job_size() > (uint32_t)mca_common_efa_local_size();
 }
 
 /* Every btl_efa parameter of its own is read once, at registration. */

@@ -860,14 +860,9 @@ void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len,
             return;
         }
         mca_btl_base_segment_t seg;
-        mca_btl_base_descriptor_t des;
-        memset(&des, 0, sizeof(des));
         seg.seg_addr.pval = (void *)body;
         seg.seg_len = hdr->len;
-        des.des_segments = &seg;
-        des.des_segment_count = 1;
-        des.order = MCA_BTL_NO_ORDER;
-        reg->cbfunc(&btl->super, hdr->tag, &des, reg->cbdata);
+        mca_btl_efa_deliver_am(&btl->super, ep, hdr->tag, &seg);
         return;
     }
     if (body_len < sizeof(efa_btl_rma_t)) {

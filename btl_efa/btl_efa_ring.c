@@ -27,7 +27,6 @@
 
 #include <rdma/fi_errno.h>
 
-#include "opal/mca/pmix/pmix.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"
@@ -105,7 +104,7 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
                                  value);
         return OPAL_ERR_BAD_PARAM;
     }
-    if (opal_process_info.num_local_peers < 1 || opal_process_info.my_local_rank < 0) {
+    if (mca_common_efa_local_size() < 2 || mca_common_efa_local_rank() < 0) {
         say_channel(btl, "on-node channel not needed (no other process of the job "
                          "on this node)");
         return OPAL_SUCCESS;
@@ -113,7 +112,7 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
     char path[OPAL_PATH_MAX];
     int err = -FI_ENOENT;
     if (0 == inbox_path(path, sizeof(path), OPAL_PROC_MY_NAME.vpid)) {
-        btl->inbox = efa_shm_inbox_create(path, (unsigned)opal_process_info.num_local_peers + 1,
+        btl->inbox = efa_shm_inbox_create(path, (unsigned)mca_common_efa_local_size(),
                                           (unsigned)slots, slot_size, &err);
     }
     if (NULL == btl->inbox) {
@@ -127,14 +126,12 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
         return OPAL_SUCCESS;
     }
     /* Removed by the runtime if this process dies without finalizing. */
-    if (NULL != opal_pmix.register_cleanup) {
-        (void)opal_pmix.register_cleanup(path, false, false, false);
-    }
+    mca_common_efa_register_cleanup(path);
     btl->ring_max_frame = slot_size - 8;
-    btl->ring_index = (unsigned)opal_process_info.my_local_rank;
+    btl->ring_index = (unsigned)mca_common_efa_local_rank();
     *wanted = true;
     say_channel(btl, "on-node channel: inbox %s, %d rings of %d slots of %zu bytes", path,
-                opal_process_info.num_local_peers + 1, slots, slot_size);
+                mca_common_efa_local_size(), slots, slot_size);
     return OPAL_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
  * data path lives in the C++ core.
  */
 #include "common_efa.h"
+#include "common_efa_compat.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,7 +16,6 @@
 
 #include "opal/constants.h"
 #include "opal/mca/base/mca_base_var.h"
-#include "opal/mca/pmix/pmix.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/error.h"
@@ -195,7 +195,7 @@ static int provider_shm_switch(void) {
     if (0 == strcmp(v, "provider")) {
         return EFA_SWITCH_AUTO;
     }
-    if (opal_process_info.num_local_peers < 1) {
+    if (mca_common_efa_local_size() < 2) {
         return EFA_SWITCH_AUTO; /* nobody on this node to talk to: leave it be */
     }
     return onnode_channel_off("ompi", "mtl") || onnode_channel_off("opal", "btl") ? EFA_SWITCH_ON
@@ -233,8 +233,8 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->force_no_cq_data = params.force_no_cq_data;
     p->need_remote_comm = need_remote_comm;
     p->thread_multiple = thread_multiple;
-    p->local_rank = opal_process_info.my_local_rank;
-    p->local_size = opal_process_info.num_local_peers + 1;
+    p->local_rank = mca_common_efa_local_rank();
+    p->local_size = mca_common_efa_local_size();
     p->verbose = params.verbose;
     p->provider_shm = provider_shm_switch();
     p->rnr_retry = params.rnr_retry;
@@ -276,7 +276,7 @@ static void emit_help(char *text) {
 }
 
 static void show_help_cb(const char *topic, const char *a1, const char *a2, const char *a3) {
-    if (same_in_every_process(topic) && opal_process_info.my_local_rank > 0) {
+    if (same_in_every_process(topic) && mca_common_efa_local_rank() > 0) {
         usleep(1000 * 1000);
     }
     emit_help(opal_show_help_string("help-common-efa.txt", topic, true, opal_process_info.nodename,
@@ -285,7 +285,7 @@ static void show_help_cb(const char *topic, const char *a1, const char *a2, cons
 
 void mca_common_efa_show_help(const char *file, const char *topic, bool same_everywhere, ...) {
     va_list ap;
-    if (same_everywhere && opal_process_info.my_local_rank > 0) {
+    if (same_everywhere && mca_common_efa_local_rank() > 0) {
         usleep(1000 * 1000);
     }
     va_start(ap, same_everywhere);
@@ -370,7 +370,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         size_t len;
         int rc;
         efa_core_local_blob(core, &blob, &len);
-        OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_GLOBAL, "common_efa", blob, len);
+        OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_GLOBAL, "common_efa", blob, len);
         if (OPAL_SUCCESS != rc) {
             efa_core_release(core);
             *opal_err = rc;
@@ -435,7 +435,7 @@ efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name
 
 void mca_common_efa_report(efa_core_t *core) {
     if (NULL != core && params.verbose >= 1) {
-        efa_core_report(core, opal_process_info.my_local_rank <= 0);
+        efa_core_report(core, mca_common_efa_local_rank() <= 0);
     }
 }
 

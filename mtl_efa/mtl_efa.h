@@ -17,6 +17,7 @@
  * is common/ in this repository and opal/mca/common/efa/ inside an Open MPI
  * tree, and both Makefile.am's put it on the include path. */
 #include "common_efa.h"
+#include "mtl_efa_compat.h"
 #include "efa_core.h"
 #include "efa_onnode.h"
 #include "efa_tag.h"
@@ -95,7 +96,7 @@ typedef struct mca_mtl_efa_claim_t {
 static inline int ompi_mtl_efa_ctx_index(struct ompi_communicator_t *comm) {
     return OPAL_LIKELY(1 == ompi_mtl_efa.num_contexts)
                ? 0
-               : (int)(comm->c_contextid % (uint32_t)ompi_mtl_efa.num_contexts);
+               : (int)(mtl_efa_comm_cid(comm) % (uint32_t)ompi_mtl_efa.num_contexts);
 }
 
 /* A process met for the first time (dynamic processes): add it. */
@@ -143,8 +144,8 @@ int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mt
 #define MTL_EFA_PATH_MIXED 2    /* peers on this node by the rings, the others by the provider */
 
 static inline int ompi_mtl_efa_comm_path(const struct ompi_communicator_t *comm) {
-    return comm->c_contextid < ompi_mtl_efa.comm_onnode_len
-               ? ompi_mtl_efa.comm_onnode[comm->c_contextid]
+    return mtl_efa_comm_cid(comm) < ompi_mtl_efa.comm_onnode_len
+               ? ompi_mtl_efa.comm_onnode[mtl_efa_comm_cid(comm)]
                : MTL_EFA_PATH_PROVIDER;
 }
 

@@ -3,7 +3,6 @@
  */
 #include "mtl_efa.h"
 
-#include "ompi/mca/rte/rte.h"
 #include "opal/util/show_help.h"
 
 static int param_priority = 30;
@@ -12,8 +11,7 @@ static int ompi_mtl_efa_component_register(void);
 static int ompi_mtl_efa_component_open(void);
 static int ompi_mtl_efa_component_close(void);
 static int ompi_mtl_efa_component_query(mca_base_module_t **module, int *priority);
-static mca_mtl_base_module_t *ompi_mtl_efa_component_init(bool enable_progress_threads,
-                                                          bool enable_mpi_threads);
+static mca_mtl_base_module_t *ompi_mtl_efa_component_init(MTL_EFA_INIT_PARAMS);
 
 mca_mtl_base_component_2_0_0_t mca_mtl_efa_component = {
     .mtl_version =
@@ -33,7 +31,7 @@ mca_mtl_base_component_2_0_0_t mca_mtl_efa_component = {
 
 /* Does the job span nodes?  Then a node-local provider (shm) cannot serve it. */
 static bool job_spans_nodes(void) {
-    return ompi_process_info.num_procs > (orte_vpid_t)(opal_process_info.num_local_peers + 1);
+    return mtl_efa_job_size() > (uint32_t)mca_common_efa_local_size();
 }
 
 static int ompi_mtl_efa_component_register(void) {
@@ -69,10 +67,10 @@ static int ompi_mtl_efa_component_query(mca_base_module_t **module, int *priorit
     return OMPI_SUCCESS;
 }
 
-static mca_mtl_base_module_t *ompi_mtl_efa_component_init(bool enable_progress_threads,
-                                                          bool enable_mpi_threads) {
+static mca_mtl_base_module_t *ompi_mtl_efa_component_init(MTL_EFA_INIT_PARAMS) {
     int rc;
     (void)enable_progress_threads;
+    MTL_EFA_INIT_ACCELERATOR();
     efa_core_t *core = mca_common_efa_acquire(enable_mpi_threads, job_spans_nodes(), &rc);
     if (NULL == core) {
         return NULL;

@@ -98,7 +98,7 @@ int ompi_mtl_efa_add_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communi
     (void)mtl;
     /* The tag layout bounds the communicator id and, when the source rides
      * in the tag, the communicator size. */
-    if (comm->c_contextid > efa_tag_max_cid(&ompi_mtl_efa.layout)) {
+    if (mtl_efa_comm_cid(comm) > efa_tag_max_cid(&ompi_mtl_efa.layout)) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     if (efa_tag_source_in_tag(&ompi_mtl_efa.layout)) {

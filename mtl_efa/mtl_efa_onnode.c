@@ -27,7 +27,6 @@
 #include "ompi/group/group.h"
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 #include "ompi/message/message.h"
-#include "opal/mca/pmix/pmix.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -143,7 +142,7 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
         return OMPI_ERR_BAD_PARAM;
     }
     const char *dir = inbox_dir();
-    if (opal_process_info.my_local_rank < 0 || NULL == dir) {
+    if (mca_common_efa_local_rank() < 0 || NULL == dir) {
         say_onnode("on-node channel off (no local rank or no directory)");
         return OMPI_SUCCESS;
     }
@@ -154,8 +153,8 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
         .inbox_dir = dir,
         .job_tag = job_tag,
         .my_vpid = OPAL_PROC_MY_NAME.vpid,
-        .local_rank = (uint32_t)opal_process_info.my_local_rank,
-        .nlocal = (uint32_t)opal_process_info.num_local_peers + 1,
+        .local_rank = (uint32_t)mca_common_efa_local_rank(),
+        .nlocal = (uint32_t)mca_common_efa_local_size(),
         .slots = (uint32_t)param_slots,
         .slot_size = (uint32_t)param_slot_size,
         .single_copy = 0 == strcmp(param_single_copy, "auto"),
@@ -174,14 +173,12 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     }
     const char *path = efa_onnode_inbox_path(ompi_mtl_efa.onnode);
     /* Removed by the runtime if this process dies without finalizing. */
-    if (NULL != opal_pmix.register_cleanup) {
-        (void)opal_pmix.register_cleanup((char *)path, false, false, false);
-    }
+    mca_common_efa_register_cleanup(path);
     /* Only processes that published this take part: the others' inboxes
      * do not exist, and every member must agree on a communicator's path. */
     uint8_t up = 1;
     int rc;
-    OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_LOCAL, ONNODE_MODEX_KEY, &up, sizeof(up));
+    OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, ONNODE_MODEX_KEY, &up, sizeof(up));
     if (OPAL_SUCCESS != rc) {
         efa_onnode_destroy(ompi_mtl_efa.onnode);
         ompi_mtl_efa.onnode = NULL;
@@ -190,7 +187,7 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     }
     /* What each process of the job published, looked up once each (filled
      * in lazily; allocated here, before threads can race on it). */
-    ompi_mtl_efa.peer_onnode = calloc(ompi_process_info.num_procs, 1);
+    ompi_mtl_efa.peer_onnode = calloc(mtl_efa_job_size(), 1);
     if (NULL == ompi_mtl_efa.peer_onnode) {
         efa_onnode_destroy(ompi_mtl_efa.onnode);
         ompi_mtl_efa.onnode = NULL;
@@ -199,7 +196,7 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     opal_progress_register(progress_cb);
     say_onnode("on-node channel: inbox %s, %d rings of %d slots of %zu bytes, "
                "single copy %s",
-               path, opal_process_info.num_local_peers + 1, param_slots, param_slot_size,
+               path, mca_common_efa_local_size(), param_slots, param_slot_size,
                p.single_copy ? "allowed" : "off");
     return OMPI_SUCCESS;
 }
@@ -241,7 +238,7 @@ bool ompi_mtl_efa_onnode_peer(struct ompi_communicator_t *comm, int rank) {
 /* Did process vpid (of this job) publish an on-node inbox?  Cached. */
 static bool peer_has_inbox(const ompi_proc_t *proc) {
     const uint32_t vpid = proc->super.proc_name.vpid;
-    const uint32_t nprocs = (uint32_t)ompi_process_info.num_procs;
+    const uint32_t nprocs = mtl_efa_job_size();
     if (vpid == OPAL_PROC_MY_NAME.vpid) {
         return true;
     }
@@ -265,7 +262,7 @@ static bool peer_has_inbox(const ompi_proc_t *proc) {
 
 static bool group_on_node(ompi_group_t *group) {
     const int n = ompi_group_size(group);
-    if (n > opal_process_info.num_local_peers + 1) {
+    if (n > mca_common_efa_local_size()) {
         return false; /* cannot all be here: no need to look them up */
     }
     for (int i = 0; i < n; ++i) {
@@ -282,15 +279,15 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
     if (NULL == ompi_mtl_efa.onnode) {
         return OMPI_SUCCESS;
     }
-    const uint32_t cid = comm->c_contextid;
+    const uint32_t cid = mtl_efa_comm_cid(comm);
     /* All here: every message by the rings.  Otherwise, with other processes
      * of the job on this node, mixed: each peer by its own path, decided
      * per message (both ends of a pair on one node see the same facts). */
     const bool all_here = group_on_node(comm->c_local_group) &&
                           (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));
-    const uint8_t path = all_here                                ? MTL_EFA_PATH_ONNODE
-                         : opal_process_info.num_local_peers > 0 ? MTL_EFA_PATH_MIXED
-                                                                 : MTL_EFA_PATH_PROVIDER;
+    const uint8_t path = all_here                          ? MTL_EFA_PATH_ONNODE
+                         : mca_common_efa_local_size() > 1 ? MTL_EFA_PATH_MIXED
+                                                           : MTL_EFA_PATH_PROVIDER;
     if (cid >= ompi_mtl_efa.comm_onnode_len) {
         size_t len = ompi_mtl_efa.comm_onnode_len ? ompi_mtl_efa.comm_onnode_len : 64;
         while (len <= cid) {
@@ -312,8 +309,8 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
 }
 
 void ompi_mtl_efa_onnode_del_comm(struct ompi_communicator_t *comm) {
-    if (comm->c_contextid < ompi_mtl_efa.comm_onnode_len) {
-        ompi_mtl_efa.comm_onnode[comm->c_contextid] = 0;
+    if (mtl_efa_comm_cid(comm) < ompi_mtl_efa.comm_onnode_len) {
+        ompi_mtl_efa.comm_onnode[mtl_efa_comm_cid(comm)] = 0;
     }
 }
 
@@ -337,8 +334,8 @@ static inline int start_send(struct ompi_communicator_t *comm, int dest, int tag
     req->on.complete = send_done;
     req->is_send = true;
     req->onnode = true;
-    int rc = efa_onnode_send(ompi_mtl_efa.onnode, proc->super.proc_name.vpid, comm->c_contextid,
-                             comm->c_my_rank, tag, req->buffer, req->length,
+    int rc = efa_onnode_send(ompi_mtl_efa.onnode, proc->super.proc_name.vpid,
+                             mtl_efa_comm_cid(comm), comm->c_my_rank, tag, req->buffer, req->length,
                              MCA_PML_BASE_SEND_SYNCHRONOUS == mode, &req->on);
     return rc < 0 ? mca_common_efa_fi_to_opal(rc) : rc;
 }
@@ -430,7 +427,7 @@ static inline void prepare(mca_mtl_efa_request_t *req) {
 int ompi_mtl_efa_onnode_irecv(struct ompi_communicator_t *comm, int src, int tag,
                               mca_mtl_efa_request_t *req) {
     prepare(req);
-    int rc = efa_onnode_recv(ompi_mtl_efa.onnode, comm->c_contextid,
+    int rc = efa_onnode_recv(ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm),
                              MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
                              MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, &req->on);
     if (1 == rc) {
@@ -451,7 +448,7 @@ int ompi_mtl_efa_onnode_irecv_partnered(struct ompi_communicator_t *comm, int ta
     prepare(req);
     req->onnode = false; /* completes through the provider's half, or the engine's */
     req->on.partner_cancel = partner_cancel;
-    int rc = efa_onnode_recv_partnered(ompi_mtl_efa.onnode, comm->c_contextid, EFA_ONNODE_ANY,
+    int rc = efa_onnode_recv_partnered(ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm), EFA_ONNODE_ANY,
                                        MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, &req->on);
     if (1 == rc) {
         recv_done(&req->on);
@@ -471,7 +468,7 @@ int ompi_mtl_efa_onnode_iprobe(struct ompi_communicator_t *comm, int src, int ta
         *flag = 0;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    *flag = efa_onnode_probe(ompi_mtl_efa.onnode, comm->c_contextid,
+    *flag = efa_onnode_probe(ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm),
                              MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
                              MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, claim, &found);
     if (!*flag) {

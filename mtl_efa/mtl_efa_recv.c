@@ -22,8 +22,8 @@ static void send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag
     const int ci = ompi_mtl_efa_ctx_index(comm);
     efa_ctx_t *ctx = ompi_mtl_efa.ctxs[ci];
     const uint32_t me = (uint32_t)comm->c_my_rank;
-    const uint64_t bits =
-        efa_tag_codec_pack(&ompi_mtl_efa.codec, EFA_PROTO_SYNC_ACK, comm->c_contextid, me, tag);
+    const uint64_t bits = efa_tag_codec_pack(&ompi_mtl_efa.codec, EFA_PROTO_SYNC_ACK,
+                                             mtl_efa_comm_cid(comm), me, tag);
     if (ompi_mtl_efa.inject_size > 0) {
         efa_ctx_tinject(ctx, NULL, 0, peer->addr[ci], bits, me);
     } else {
@@ -112,8 +112,8 @@ static inline __opal_attribute_always_inline__ int recv_match(struct ompi_commun
         }
         *addr = peer->addr[ci];
     }
-    *bits = efa_tag_codec_pack(codec, EFA_PROTO_MSG, comm->c_contextid, any_src ? 0 : (uint32_t)src,
-                               any_tag ? 0 : tag);
+    *bits = efa_tag_codec_pack(codec, EFA_PROTO_MSG, mtl_efa_comm_cid(comm),
+                               any_src ? 0 : (uint32_t)src, any_tag ? 0 : tag);
     *ignore = ompi_mtl_efa.recv_ignore[(int)any_src | (int)any_tag << 1];
     return OMPI_SUCCESS;
 }

@@ -65,7 +65,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
     efa_ctx_t *ctx = ompi_mtl_efa.ctxs[ci];
     const fi_addr_t addr = peer->addr[ci];
     const uint32_t me = (uint32_t)comm->c_my_rank;
-    const uint32_t cid = comm->c_contextid;
+    const uint32_t cid = mtl_efa_comm_cid(comm);
     uint32_t proto = EFA_PROTO_MSG;
     int rc;
 
@@ -125,9 +125,9 @@ inject_send(struct ompi_communicator_t *comm, int dest, int tag, const void *buf
     }
     const int ci = ompi_mtl_efa_ctx_index(comm);
     const uint32_t me = (uint32_t)comm->c_my_rank;
-    return mca_common_efa_rc(
-        efa_ctx_tinject(ompi_mtl_efa.ctxs[ci], buf, len, peer->addr[ci],
-                        efa_tag_codec_pack(codec, EFA_PROTO_MSG, comm->c_contextid, me, tag), me));
+    return mca_common_efa_rc(efa_ctx_tinject(
+        ompi_mtl_efa.ctxs[ci], buf, len, peer->addr[ci],
+        efa_tag_codec_pack(codec, EFA_PROTO_MSG, mtl_efa_comm_cid(comm), me, tag), me));
 }
 
 int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,

@@ -1,0 +1,58 @@
+/*
+ * What differs for the BTL between Open MPI 4.1 (BTL 3.1) and 5.0 (BTL 3.3):
+ * the threads header moved, the job size comes from OPAL in 5.0 (4.1 has it
+ * only in ORTE), and an active message reaches its receive callback as a
+ * receive descriptor (5.0) instead of a descriptor plus tag and cbdata.
+ */
+#ifndef MCA_BTL_EFA_COMPAT_H
+#define MCA_BTL_EFA_COMPAT_H
+
+#include "opal_config.h"
+
+#include <string.h>
+
+#include "common_efa_compat.h"
+#include "opal/mca/btl/btl.h"
+
+#if OPAL_MAJOR_VERSION >= 5
+#include "opal/mca/threads/mutex.h"
+
+static inline uint32_t mca_btl_efa_job_size(void) {
+    return opal_process_info.num_procs;
+}
+
+/* Hand one received fragment to the framework that registered its tag. */
+static inline void mca_btl_efa_deliver_am(mca_btl_base_module_t *btl,
+                                          struct mca_btl_base_endpoint_t *ep,
+                                          mca_btl_base_tag_t tag, mca_btl_base_segment_t *seg) {
+    const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    mca_btl_base_receive_descriptor_t desc = {.endpoint = ep,
+                                              .des_segments = seg,
+                                              .des_segment_count = 1,
+                                              .tag = tag,
+                                              .cbdata = reg->cbdata};
+    reg->cbfunc(btl, &desc);
+}
+#else
+#include "ompi/mca/rte/rte.h" /* ORTE's job size: 4.1 has none in OPAL */
+#include "opal/threads/mutex.h"
+
+static inline uint32_t mca_btl_efa_job_size(void) {
+    return (uint32_t)ompi_process_info.num_procs;
+}
+
+static inline void mca_btl_efa_deliver_am(mca_btl_base_module_t *btl,
+                                          struct mca_btl_base_endpoint_t *ep,
+                                          mca_btl_base_tag_t tag, mca_btl_base_segment_t *seg) {
+    const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    mca_btl_base_descriptor_t des;
+    (void)ep;
+    memset(&des, 0, sizeof(des));
+    des.des_segments = seg;
+    des.des_segment_count = 1;
+    des.order = MCA_BTL_NO_ORDER;
+    reg->cbfunc(btl, tag, &des, reg->cbdata);
+}
+#endif
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * What differs between the Open MPI series the components build against
+ * (4.1 and 5.0) at the OPAL layer: where the runtime's PMIx wrappers live and
+ * what their scopes are called, how a file is handed to the runtime for
+ * cleanup, and the types of the process information.  Everything
+ * version-specific of the common glue is here; docs/DESIGN.md ("Open MPI 4.1
+ * and 5.0") lists every difference of the three components.
+ */
+#ifndef MCA_COMMON_EFA_COMPAT_H
+#define MCA_COMMON_EFA_COMPAT_H
+
+#include "opal_config.h"
+
+#include <stdint.h>
+
+#include "opal/util/proc.h"
+#include "opal/version.h"
+
+#if OPAL_MAJOR_VERSION >= 5
+#include "opal/mca/pmix/pmix-internal.h"
+
+#define EFA_PMIX_LOCAL PMIX_LOCAL
+#define EFA_PMIX_GLOBAL PMIX_GLOBAL
+
+/* Removed by the runtime if this process dies without finalizing. */
+static inline void mca_common_efa_register_cleanup(const char *path) {
+    (void)opal_pmix_register_cleanup((char *)path, false, false, false);
+}
+
+/* 5.0 keeps the local rank unsigned, UINT16_MAX where the runtime gave none. */
+static inline int mca_common_efa_local_rank(void) {
+    return UINT16_MAX == opal_process_info.my_local_rank ? -1
+                                                         : (int)opal_process_info.my_local_rank;
+}
+#else
+#include "opal/mca/pmix/pmix.h"
+
+#define EFA_PMIX_LOCAL OPAL_PMIX_LOCAL
+#define EFA_PMIX_GLOBAL OPAL_PMIX_GLOBAL
+
+static inline void mca_common_efa_register_cleanup(const char *path) {
+    if (NULL != opal_pmix.register_cleanup) {
+        (void)opal_pmix.register_cleanup((char *)path, false, false, false);
+    }
+}
+
+static inline int mca_common_efa_local_rank(void) {
+    return (int)opal_process_info.my_local_rank;
+}
+#endif
+
+/* Processes of this job on this node, this one included. */
+static inline int mca_common_efa_local_size(void) {
+    return (int)opal_process_info.num_local_peers + 1;
+}
+
+#endif

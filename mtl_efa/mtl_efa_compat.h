@@ -1,0 +1,46 @@
+/*
+ * What differs for the MTL between Open MPI 4.1 and 5.0: the runtime header
+ * (ORTE is gone in 5.0), the job size, the communicator's context id (5.0
+ * has 128-bit extended CIDs; without MCA_MTL_BASE_FLAG_SUPPORTS_EXT_CID
+ * pml/cm gives the MTL only communicators whose local CID every member
+ * agrees on, the same 32-bit id 4.1 has) and the component's init
+ * signature (5.0 asks about accelerator buffers).
+ */
+#ifndef MTL_EFA_COMPAT_H
+#define MTL_EFA_COMPAT_H
+
+#include "ompi_config.h"
+
+#include "common_efa_compat.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/version.h"
+
+#if OMPI_MAJOR_VERSION >= 5
+#include "ompi/runtime/ompi_rte.h"
+
+#define MTL_EFA_INIT_PARAMS                                                                        \
+    bool enable_progress_threads, bool enable_mpi_threads, bool *accelerator_support
+/* Host memory only (CUDA buffers are a later feature). */
+#define MTL_EFA_INIT_ACCELERATOR() (*accelerator_support = false)
+
+static inline uint32_t mtl_efa_comm_cid(const ompi_communicator_t *comm) {
+    return ompi_comm_get_local_cid(comm);
+}
+static inline uint32_t mtl_efa_job_size(void) {
+    return opal_process_info.num_procs;
+}
+#else
+#include "ompi/mca/rte/rte.h"
+
+#define MTL_EFA_INIT_PARAMS bool enable_progress_threads, bool enable_mpi_threads
+#define MTL_EFA_INIT_ACCELERATOR() ((void)0)
+
+static inline uint32_t mtl_efa_comm_cid(const ompi_communicator_t *comm) {
+    return comm->c_contextid;
+}
+static inline uint32_t mtl_efa_job_size(void) {
+    return (uint32_t)ompi_process_info.num_procs;
+}
+#endif
+
+#endif
