@@ -49,7 +49,11 @@ AC_DEFUN([EFA_CHECK_OMPI], [
     EFA_OMPI_PREFIX=`$OMPI_INFO --path prefix --parsable | sed -n 's/^path:prefix://p'`
     OMPI_CPPFLAGS="$MPI_CPPFLAGS -I$EFA_OMPI_INCDIR"
     EFA_CHECK_OMPI_HEADERS
+    EFA_OMPI_MACHINE_FLAGS
     OMPI_LIBS="-L$EFA_OMPI_LIBDIR -lmpi -lopen-pal"
+    # 4.1: ompi_process_info is ORTE's (libopen-rte); the BTL, which needs
+    # nothing else of libmpi, must name it or the symbol stays unresolved.
+    AS_IF([test -e "$EFA_OMPI_LIBDIR/libopen-rte.so"], [OMPI_LIBS="$OMPI_LIBS -lopen-rte"])
     AC_SUBST([MPI_CPPFLAGS])
     AC_SUBST([MPI_LIBS])
     AC_SUBST([OMPI_CPPFLAGS])
@@ -111,6 +115,25 @@ _EFA_EOF
            AS_IF([test -n "$efa_hdr_missing"],
                  [AC_MSG_ERROR([Open MPI $EFA_OMPI_VERSION's installed development headers ($EFA_OMPI_INCDIR) lack $efa_hdr_missing, which an installed header includes (Open MPI 5.0's --with-devel-headers does not install every header it needs).  Pass --with-ompi-source=DIR, the tree that Open MPI was configured and built in, or build the components inside that tree (scripts/add-to-ompi-tree.sh).])],
                  [AC_MSG_ERROR([the Open MPI headers do not compile with $CC (see config.log)])])])
+])
+
+dnl The machine flags (-m...) Open MPI itself was compiled with.  Its
+dnl inline atomics depend on them: without -mcx16 on x86_64 its 128-bit
+dnl compare-and-swap becomes a call to __sync_val_compare_and_swap_16, which
+dnl nothing defines, and the first MPI_Mprobe under MPI_THREAD_MULTIPLE
+dnl kills the process.  They go with the Open MPI include flags, so every
+dnl file that includes Open MPI headers gets them.
+AC_DEFUN([EFA_OMPI_MACHINE_FLAGS], [
+    AC_MSG_CHECKING([for the machine flags Open MPI was built with])
+    efa_ompi_build_cflags=`$OMPI_INFO --all --parsable 2>/dev/null | sed -n 's/^option:build:cflags://p'`
+    EFA_OMPI_MACHINE_CFLAGS=""
+    for efa_flag in $efa_ompi_build_cflags; do
+        AS_CASE([$efa_flag], [-m*], [EFA_OMPI_MACHINE_CFLAGS="$EFA_OMPI_MACHINE_CFLAGS $efa_flag"])
+    done
+    AS_IF([test -n "$EFA_OMPI_MACHINE_CFLAGS"],
+          [AC_MSG_RESULT([$EFA_OMPI_MACHINE_CFLAGS])
+           OMPI_CPPFLAGS="$OMPI_CPPFLAGS $EFA_OMPI_MACHINE_CFLAGS"],
+          [AC_MSG_RESULT([none])])
 ])
 
 dnl libfabric: --with-libfabric=DIR, else pkg-config.  Version-dependent

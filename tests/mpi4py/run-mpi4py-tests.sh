@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tests/mpi4py/smoke.py through Debian's python3-mpi4py (MPI_THREAD_MULTIPLE
+# by default, as every Python user gets it) over the components.
+#   tests/mpi4py/run-mpi4py-tests.sh <component-dir>
+set -u
+compdir=$1
+here=$(cd "$(dirname "$0")" && pwd)
+python=/usr/bin/python3 # Debian's, the one python3-mpi4py installs into
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+path="$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p'):$compdir"
+pass=0
+fail=0
+if ! "$python" -c "import mpi4py" 2>/dev/null; then
+    echo "FAIL mpi4py: python3-mpi4py is not installed for $python"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+run() { # name np mpirun-args...
+    local name=$1 np=$2 out rc
+    shift 2
+    out=$(timeout -k 10 120 mpirun -np "$np" --oversubscribe --mca mca_base_component_path "$path" \
+        "$@" "$python" "$here/smoke.py" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "^ok mpi4py np=$np" <<<"$out"; then
+        echo "PASS mpi4py $name np=$np"
+        pass=$((pass + 1))
+    else
+        echo "FAIL mpi4py $name np=$np (exit $rc)"
+        grep -v "^\s*$" <<<"$out" | head -12 | sed 's/^/    /'
+        fail=$((fail + 1))
+    fi
+}
+for np in 2 3; do
+    run cm-efa-rxm "$np" --mca pml cm --mca mtl efa --mca btl efa,self --mca osc rdma \
+        --mca common_efa_provider_include "tcp;ofi_rxm" --mca mtl_efa_onnode_channel none
+    run cm-efa-onnode "$np" --mca pml cm --mca mtl efa --mca btl efa,self --mca osc rdma \
+        --mca common_efa_provider_include shm
+    run ob1-efa-rxm "$np" --mca pml ob1 --mca btl efa,self --mca osc rdma \
+        --mca common_efa_provider_include "tcp;ofi_rxm"
+done
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
