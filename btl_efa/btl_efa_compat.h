@@ -12,10 +12,19 @@
 #include <string.h>
 
 #include "common_efa_compat.h"
+#include "opal/datatype/opal_convertor.h"
 #include "opal/mca/btl/btl.h"
 
 #if OPAL_MAJOR_VERSION >= 5
 #include "opal/mca/threads/mutex.h"
+
+/* Device memory behind a convertor (not sent in place): 5.0 says accelerator. */
+#define MCA_BTL_EFA_CONVERTOR_DEVICE CONVERTOR_ACCELERATOR
+
+/* 5.0 exports a component's structure with the plain DECLSPEC. */
+#ifndef OPAL_MODULE_DECLSPEC
+#define OPAL_MODULE_DECLSPEC OPAL_DECLSPEC
+#endif
 
 static inline uint32_t mca_btl_efa_job_size(void) {
     return opal_process_info.num_procs;
@@ -36,6 +45,8 @@ static inline void mca_btl_efa_deliver_am(mca_btl_base_module_t *btl,
 #else
 #include "ompi/mca/rte/rte.h" /* ORTE's job size: 4.1 has none in OPAL */
 #include "opal/threads/mutex.h"
+
+#define MCA_BTL_EFA_CONVERTOR_DEVICE CONVERTOR_CUDA
 
 static inline uint32_t mca_btl_efa_job_size(void) {
     return (uint32_t)ompi_process_info.num_procs;

@@ -682,7 +682,7 @@ static mca_btl_base_descriptor_t *efa_prepare_src(struct mca_btl_base_module_t *
     const size_t msg_len = sizeof(efa_btl_hdr_t) + reserve + *size;
     bool in_place = (btl->inplace_min ? *size >= btl->inplace_min : msg_len > btl->inject_max) &&
                     (btl->super.btl_flags & MCA_BTL_FLAGS_SEND_INPLACE) &&
-                    (convertor->flags & CONVERTOR_NO_OP) && !(convertor->flags & CONVERTOR_CUDA) &&
+                    (convertor->flags & CONVERTOR_NO_OP) && !(convertor->flags & MCA_BTL_EFA_CONVERTOR_DEVICE) &&
                     reference_in_place(btl, frag, convertor, size);
     if (!in_place) {
         uint8_t *data = (uint8_t *)frag->segments[0].seg_addr.pval;

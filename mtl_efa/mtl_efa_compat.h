@@ -18,6 +18,11 @@
 #if OMPI_MAJOR_VERSION >= 5
 #include "ompi/runtime/ompi_rte.h"
 
+/* 5.0 exports a component's structure with the plain DECLSPEC. */
+#ifndef OMPI_MODULE_DECLSPEC
+#define OMPI_MODULE_DECLSPEC OMPI_DECLSPEC
+#endif
+
 #define MTL_EFA_INIT_PARAMS                                                                        \
     bool enable_progress_threads, bool enable_mpi_threads, bool *accelerator_support
 /* Host memory only (CUDA buffers are a later feature). */

@@ -16,7 +16,7 @@ cat >"$dir/ssh" <<EOS
 # stand-in for ssh: drop the options and the host, run the command here
 while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
 mkdir -p "$dir/node-\$1"
-export OMPI_MCA_orte_tmpdir_base="$dir/node-\$1"
+export OMPI_MCA_orte_tmpdir_base="$dir/node-\$1" PRTE_MCA_prte_tmpdir_base="$dir/node-\$1"
 shift
 exec /bin/sh -c "\$*"
 EOS

@@ -57,6 +57,8 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BIN_DIR=${MPI_TEST_BIN_DIR:-$SCRIPT_DIR}
 LOG_DIR=${MPI_TEST_LOG_DIR:-/tmp/efa-mpi-tests}
 NETPIPE=${NETPIPE:-NPopenmpi}
+# shellcheck source=../runtime-checks.sh
+. "$SCRIPT_DIR/../runtime-checks.sh"
 DEFAULT_TIMEOUT=120
 
 ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms threads"
@@ -280,6 +282,7 @@ if [[ $LIST == 0 ]]; then
         echo "cannot write the log directory $LOG_DIR (set MPI_TEST_LOG_DIR)" >&2
         exit 2
     fi
+    rm -f "$LOG_DIR/pretend-nodes.ok" # decided afresh for the Open MPI of this run
 fi
 
 # Open MPI's own component directory, for EFA_MCA_COMPONENT_PATH
@@ -392,6 +395,9 @@ mpirun_cmd() {
 # known_defect LABEL CONFIG NP: prints the reason and succeeds if listed.
 known_defect() {
     local label=$1 cfg=$2 np=$3
+    if [[ $cfg == cm-efa-mixed ]] && ! pretend_nodes_ok "$BIN_DIR" "$LOG_DIR/pretend-nodes.ok"; then
+        return 0 # (the reason is printed)
+    fi
     case "$cfg:$label:$np" in
     cm-efa-shm:ordering:* | cm-efa-shm:truncate:* | cm-efa-shm:comms:* | cm-efa-shm:ssend:*)
         echo "shm never matches a wildcard-tag receive against a message already waiting" \
@@ -485,6 +491,11 @@ run_netpipe() {
     if ! command -v "$NETPIPE" >/dev/null; then
         echo "FAIL netpipe $cfg np=$np (missing program $NETPIPE: install netpipe-openmpi)"
         NFAIL=$((NFAIL + 1))
+        return
+    fi
+    if ! reason=$(same_libmpi "$(command -v "$NETPIPE")"); then
+        echo "SKIP netpipe $cfg np=$np (not this Open MPI's program: $reason)"
+        NSKIP=$((NSKIP + 1))
         return
     fi
     t0=$(now_ns)

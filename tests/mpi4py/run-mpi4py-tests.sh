@@ -15,6 +15,19 @@ if ! "$python" -c "import mpi4py" 2>/dev/null; then
     echo "0 passed, 1 failed"
     exit 1
 fi
+# shellcheck source=../runtime-checks.sh
+. "$here/../runtime-checks.sh"
+mod=$("$python" -c "import glob, os, mpi4py; print(glob.glob(os.path.join(os.path.dirname(mpi4py.__file__), 'MPI*.so'))[0])")
+if ! why=$(same_libmpi "$mod"); then
+    for t in cm-efa-rxm cm-efa-onnode ob1-efa-rxm; do
+        for np in 2 3; do
+            echo "SKIP mpi4py $t np=$np (not this Open MPI's program: $why)"
+        done
+    done
+    echo "0 passed, 0 failed, 6 skipped"
+    exit 0
+fi
+
 run() { # name np mpirun-args...
     local name=$1 np=$2 out rc
     shift 2
