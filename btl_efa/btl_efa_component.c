@@ -301,8 +301,7 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
         btl->native_atomics ? "native (provider atomics)" : "emulated (executed by the target)",
         (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? ": " : "",
         (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? why : "");
-    opal_output_verbose(1, mca_common_efa_output, "btl:efa: %s", line);
-    efa_core_note(core, "btl_efa", line);
+    mca_common_efa_say_choice("btl:efa", "btl_efa", "%s", line);
     return OPAL_SUCCESS;
 }
 

@@ -17,8 +17,6 @@
  * one thread at a time writes a ring even under MPI_THREAD_MULTIPLE; the
  * inbox admits one poller at a time by itself.
  */
-#include <stdarg.h>
-
 #include "btl_efa.h"
 
 #include <stdio.h>
@@ -56,21 +54,6 @@ static int inbox_path(char *buf, size_t len, uint32_t vpid) {
     return (n < 0 || (size_t)n >= len) ? -1 : 0;
 }
 
-/* The on-node channel's outcome: at verbose 1 and in the core's report. */
-static void say_channel(mca_btl_efa_module_t *btl, const char *fmt, ...) {
-    (void)btl;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    opal_output_verbose(1, mca_common_efa_output, "btl:efa: %s", line);
-    efa_core_t *core = efa_core_current(); /* acquired before the channel is set up */
-    if (NULL != core) {
-        efa_core_note(core, "btl_efa on-node", line);
-    }
-}
-
 /* btl_efa_onnode_channel: "auto" uses the channel when it can be set up,
  * "shm" insists (the BTL declines otherwise), "none" leaves everything to
  * the provider.  *wanted says whether the channel is on. */
@@ -87,7 +70,7 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
     } else if (0 == strcmp(mode, "shm")) {
         insist = true;
     } else if (0 == strcmp(mode, "none")) {
-        say_channel(btl, "on-node channel off (none)");
+        mca_common_efa_say_choice("btl:efa", "btl_efa on-node", "on-node channel off (none)");
         return OPAL_SUCCESS;
     } else {
         mca_common_efa_show_help("help-btl-efa.txt", "bad-channel", true,
@@ -105,8 +88,9 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
         return OPAL_ERR_BAD_PARAM;
     }
     if (mca_common_efa_local_size() < 2 || mca_common_efa_local_rank() < 0) {
-        say_channel(btl, "on-node channel not needed (no other process of the job "
-                         "on this node)");
+        mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
+                                  "on-node channel not needed (no other process of the job "
+                                  "on this node)");
         return OPAL_SUCCESS;
     }
     char path[OPAL_PATH_MAX];
@@ -121,8 +105,9 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
                                      opal_process_info.nodename, path, fi_strerror(-err));
             return OPAL_ERR_NOT_AVAILABLE;
         }
-        say_channel(btl, "on-node channel unavailable (%s: %s): provider only", path,
-                    fi_strerror(-err));
+        mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
+                                  "on-node channel unavailable (%s: %s): provider only", path,
+                                  fi_strerror(-err));
         return OPAL_SUCCESS;
     }
     /* Removed by the runtime if this process dies without finalizing. */
@@ -130,8 +115,9 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
     btl->ring_max_frame = slot_size - 8;
     btl->ring_index = (unsigned)mca_common_efa_local_rank();
     *wanted = true;
-    say_channel(btl, "on-node channel: inbox %s, %d rings of %d slots of %zu bytes", path,
-                mca_common_efa_local_size(), slots, slot_size);
+    mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
+                              "on-node channel: inbox %s, %d rings of %d slots of %zu bytes", path,
+                              mca_common_efa_local_size(), slots, slot_size);
     return OPAL_SUCCESS;
 }
 

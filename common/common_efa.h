@@ -53,6 +53,11 @@ OPAL_DECLSPEC void mca_common_efa_show_help(const char *file, const char *topic,
  * first add_procs, when both components have made their choices. */
 OPAL_DECLSPEC void mca_common_efa_report(efa_core_t *core);
 
+/* A component's choice, said at verbose 1 as "<prefix>: <text>" and added
+ * to the report under 'who' (the core must be open). */
+OPAL_DECLSPEC void mca_common_efa_say_choice(const char *prefix, const char *who, const char *fmt,
+                                             ...) __opal_attribute_format__(__printf__, 3, 4);
+
 /* libfabric error (negative) to an OPAL error code. */
 OPAL_DECLSPEC int mca_common_efa_fi_to_opal(int fi_err);
 

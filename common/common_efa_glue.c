@@ -433,6 +433,19 @@ efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name
     return peer;
 }
 
+void mca_common_efa_say_choice(const char *prefix, const char *who, const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    opal_output_verbose(1, mca_common_efa_output, "%s: %s", prefix, line);
+    efa_core_t *core = efa_core_current();
+    if (NULL != core) {
+        efa_core_note(core, who, line);
+    }
+}
+
 void mca_common_efa_report(efa_core_t *core) {
     if (NULL != core && params.verbose >= 1) {
         efa_core_report(core, mca_common_efa_local_rank() <= 0);

@@ -14,8 +14,6 @@
  * have to span two matching engines.  Unifying the two (one matching
  * engine over the rings and the provider) is the native SRD path's work.
  */
-#include <stdarg.h>
-
 #include "mtl_efa.h"
 
 #include <stdio.h>
@@ -89,20 +87,6 @@ static int progress_cb(void) {
 
 /* Does the user's value name one of the choices (NULL-terminated)?
  * Otherwise say so. */
-/* The on-node path's outcome: at verbose 1 and in the core's report. */
-static void say_onnode(const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    opal_output_verbose(1, mca_common_efa_output, "mtl:efa: %s", line);
-    efa_core_t *core = efa_core_current(); /* acquired before the channel is set up */
-    if (NULL != core) {
-        efa_core_note(core, "mtl_efa", line);
-    }
-}
-
 static int check_choice(const char *param, const char *value, const char *const *choices) {
     char allowed[128] = "";
     for (const char *const *c = choices; NULL != *c; ++c) {
@@ -130,7 +114,7 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     }
     const bool insist = 0 == strcmp(param_channel, "shm");
     if (0 == strcmp(param_channel, "none")) {
-        say_onnode("on-node channel off (none)");
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa", "on-node channel off (none)");
         return OMPI_SUCCESS;
     }
     if (param_slots < 2 || (param_slots & (param_slots - 1)) || param_slot_size < 256 ||
@@ -143,7 +127,8 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     }
     const char *dir = inbox_dir();
     if (mca_common_efa_local_rank() < 0 || NULL == dir) {
-        say_onnode("on-node channel off (no local rank or no directory)");
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "on-node channel off (no local rank or no directory)");
         return OMPI_SUCCESS;
     }
     char job_tag[64];
@@ -168,7 +153,9 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
                                      opal_process_info.nodename, dir, fi_strerror(-err));
             return OMPI_ERR_NOT_AVAILABLE;
         }
-        say_onnode("on-node channel unavailable (%s: %s): provider only", dir, fi_strerror(-err));
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "on-node channel unavailable (%s: %s): provider only", dir,
+                                  fi_strerror(-err));
         return OMPI_SUCCESS;
     }
     const char *path = efa_onnode_inbox_path(ompi_mtl_efa.onnode);
@@ -182,7 +169,8 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     if (OPAL_SUCCESS != rc) {
         efa_onnode_destroy(ompi_mtl_efa.onnode);
         ompi_mtl_efa.onnode = NULL;
-        say_onnode("on-node channel off: cannot publish the modex entry");
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "on-node channel off: cannot publish the modex entry");
         return OMPI_SUCCESS;
     }
     /* What each process of the job published, looked up once each (filled
@@ -194,10 +182,11 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     opal_progress_register(progress_cb);
-    say_onnode("on-node channel: inbox %s, %d rings of %d slots of %zu bytes, "
-               "single copy %s",
-               path, mca_common_efa_local_size(), param_slots, param_slot_size,
-               p.single_copy ? "allowed" : "off");
+    mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                              "on-node channel: inbox %s, %d rings of %d slots of %zu bytes, "
+                              "single copy %s",
+                              path, mca_common_efa_local_size(), param_slots, param_slot_size,
+                              p.single_copy ? "allowed" : "off");
     return OMPI_SUCCESS;
 }
 

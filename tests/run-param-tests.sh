@@ -13,26 +13,30 @@ prog=$bindir/pingpong
 pass=0
 fail=0
 
+# run_job mpirun-args...: sets OUT and RC of a 2-process run of the program.
+run_job() {
+    OUT=$(timeout 60 mpirun -np 2 --oversubscribe --mca mca_base_component_path "$path" \
+        "$@" "$prog" 2>&1)
+    RC=$?
+}
+
 # expect_failure NAME "expected text" mpirun-args...
 expect_failure() {
     local name=$1 want=$2
     shift 2
-    local out rc
-    out=$(timeout 60 mpirun -np 2 --oversubscribe --mca mca_base_component_path "$path" \
-        "$@" "$prog" 2>&1)
-    rc=$?
-    if [ $rc -eq 0 ]; then
+    run_job "$@"
+    if [ $RC -eq 0 ]; then
         echo "FAIL params/$name: the job succeeded but should have been refused"
         fail=$((fail + 1))
-    elif [ $rc -eq 124 ]; then
+    elif [ $RC -eq 124 ]; then
         echo "FAIL params/$name: hung (timeout)"
         fail=$((fail + 1))
-    elif grep -qiE "segmentation fault|core dumped|signal 11|signal 6" <<<"$out"; then
+    elif grep -qiE "segmentation fault|core dumped|signal 11|signal 6" <<<"$OUT"; then
         echo "FAIL params/$name: crashed"
         fail=$((fail + 1))
-    elif ! grep -qF -- "$want" <<<"$out"; then
+    elif ! grep -qF -- "$want" <<<"$OUT"; then
         echo "FAIL params/$name: message \"$want\" not printed; got:"
-        head -20 <<<"$out" | sed 's/^/    /'
+        head -20 <<<"$OUT" | sed 's/^/    /'
         fail=$((fail + 1))
     else
         echo "PASS params/$name"
@@ -45,17 +49,14 @@ expect_failure() {
 expect_output() {
     local name=$1 want=$2
     shift 2
-    local out rc
-    out=$(timeout 60 mpirun -np 2 --oversubscribe --mca mca_base_component_path "$path" \
-        "$@" "$prog" 2>&1)
-    rc=$?
-    if [ $rc -ne 0 ]; then
-        echo "FAIL params/$name: exit $rc"
-        head -20 <<<"$out" | sed 's/^/    /'
+    run_job "$@"
+    if [ $RC -ne 0 ]; then
+        echo "FAIL params/$name: exit $RC"
+        head -20 <<<"$OUT" | sed 's/^/    /'
         fail=$((fail + 1))
-    elif ! grep -qE -- "$want" <<<"$out"; then
+    elif ! grep -qE -- "$want" <<<"$OUT"; then
         echo "FAIL params/$name: no line matches \"$want\"; got:"
-        grep "efa" <<<"$out" | head -20 | sed 's/^/    /'
+        grep "efa" <<<"$OUT" | head -20 | sed 's/^/    /'
         fail=$((fail + 1))
     else
         echo "PASS params/$name"

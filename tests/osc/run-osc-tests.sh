@@ -29,7 +29,11 @@
 # show frames through it), "nocma" (the default mode with
 # btl_efa_single_copy none: put/get by the provider's RDMA, as between
 # nodes), "cmafail" (the default mode with btl_efa_debug_cma_refuse 1: every
-# peer's CMA probe fails as on EPERM, put/get fall back to the provider).
+# peer's CMA probe fails as on EPERM, put/get fall back to the provider),
+# "devread" (common_efa_force_emulated write,atomics, single copy off: the
+# provider is taken to emulate writes and atomics, as efa does on devices
+# with RDMA read only; auto must then read natively and execute puts and
+# atomics by the target, and the putget run checks that it said so).
 # All ranks run on this node, so the default, native, mixed and noring modes
 # move put/get by single copy (CMA, btl_efa_single_copy auto); pieces and
 # mrlocal turn it off, as they test the provider's path.  Each putget run
@@ -38,8 +42,8 @@
 # -F, where the ranks are on pretend nodes).  The default list
 # runs every provider under both PMLs in the default mode, and ob1 in the
 # emulated, mixed, pieces and nocma modes, shm in cmafail mode, rxm in
-# mrlocal mode under both, and ob1 on rxm and shm without the on-node
-# channel.  "hostile" checks the emulated target's own
+# mrlocal mode under both, ob1 on rxm and shm without the on-node
+# channel, and ob1 on rxm in devread mode.  "hostile" checks the emulated target's own
 # refusal in emul/mixed configs, and the initiator's refusal where
 # put/get are native or single copy (there the provider's MR check protects
 # the target, at page granularity, and shm and CMA check nothing).
