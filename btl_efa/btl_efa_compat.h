@@ -18,6 +18,13 @@
 #if OPAL_MAJOR_VERSION >= 5
 #include "opal/mca/threads/mutex.h"
 
+/* 5.0's osc/rdma takes only a BTL whose put, get and atomics complete
+ * at the target when their callback runs.  Ours do: writes and
+ * non-fetching atomics ask for FI_DELIVERY_COMPLETE, fetching ones have the
+ * data back, single copy is synchronous, and the emulated path completes on
+ * the target's answer, sent after it executed the request. */
+#define MCA_BTL_EFA_VERSION_FLAGS MCA_BTL_FLAGS_RDMA_REMOTE_COMPLETION
+
 /* Device memory behind a convertor (not sent in place): 5.0 says accelerator. */
 #define MCA_BTL_EFA_CONVERTOR_DEVICE CONVERTOR_ACCELERATOR
 
@@ -47,6 +54,7 @@ static inline void mca_btl_efa_deliver_am(mca_btl_base_module_t *btl,
 #include "opal/threads/mutex.h"
 
 #define MCA_BTL_EFA_CONVERTOR_DEVICE CONVERTOR_CUDA
+#define MCA_BTL_EFA_VERSION_FLAGS 0 /* 4.1 has no remote-completion flag */
 
 static inline uint32_t mca_btl_efa_job_size(void) {
     return (uint32_t)ompi_process_info.num_procs;

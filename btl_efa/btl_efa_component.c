@@ -152,7 +152,7 @@ static int efa_component_register(void) {
     m->btl_min_rdma_pipeline_size = 256 * 1024;
     m->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_PUT |
                    MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS |
-                   MCA_BTL_FLAGS_RDMA_FLUSH;
+                   MCA_BTL_FLAGS_RDMA_FLUSH | MCA_BTL_EFA_VERSION_FLAGS;
     m->btl_atomic_flags =
         MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_AND | MCA_BTL_ATOMIC_SUPPORTS_OR |
         MCA_BTL_ATOMIC_SUPPORTS_XOR | MCA_BTL_ATOMIC_SUPPORTS_LAND | MCA_BTL_ATOMIC_SUPPORTS_LOR |

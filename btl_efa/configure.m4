@@ -6,6 +6,13 @@
 # by opal/mca/common/efa/configure.m4 (the "common" framework is configured
 # before all other OPAL frameworks).
 
+# Built as a DSO only (common/configure.m4, EFA_OMPI_COMPILE_MODE_DSO).
+AC_DEFUN([MCA_opal_btl_efa_COMPILE_MODE], [
+    AC_MSG_CHECKING([for MCA component $2:$3 compile mode])
+    EFA_OMPI_COMPILE_MODE_DSO([$4])
+    AC_MSG_RESULT([$$4])
+])
+
 # MCA_opal_btl_efa_CONFIG([action-if-can-compile], [action-if-cant-compile])
 # -------------------------------------------------------------------------
 AC_DEFUN([MCA_opal_btl_efa_CONFIG], [

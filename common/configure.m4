@@ -104,6 +104,24 @@ AC_DEFUN([EFA_OMPI_DSO_ONLY], [
 ])
 
 
+# EFA_OMPI_COMPILE_MODE_DSO(mode-variable)
+# -----------------------------------------
+# The compile mode of the three EFA components: a DSO, whatever Open MPI
+# builds its own components as (5.0 builds them into libmpi by default),
+# unless dlopen is disabled, where EFA_OMPI_DSO_ONLY then skips them.  Used
+# by the MCA_<project>_<framework>_efa_COMPILE_MODE hooks, which Open MPI's
+# configure (4.1 and 5.0) asks instead of --enable-mca-dso/-static.
+AC_DEFUN([EFA_OMPI_COMPILE_MODE_DSO], [
+    AS_IF([test "$enable_dlopen" = no], [$1=static], [$1=dso])
+])
+
+AC_DEFUN([MCA_opal_common_efa_COMPILE_MODE], [
+    AC_MSG_CHECKING([for MCA component $2:$3 compile mode])
+    EFA_OMPI_COMPILE_MODE_DSO([$4])
+    AC_MSG_RESULT([$$4])
+])
+
+
 # MCA_opal_common_efa_POST_CONFIG(will_build)
 # -------------------------------------------
 # Open MPI runs the CONFIG macro even for a component the user disabled
@@ -128,7 +146,8 @@ AC_DEFUN([MCA_opal_common_efa_CONFIG], [
     # config headers' stamp files in the order it sees them, and config.status
     # in the order configure creates them; hwloc's must come before ours in
     # both, or efa_build_config.h is regenerated on every make.
-    AC_REQUIRE([MCA_opal_hwloc_CONFIG_REQUIRE])
+    # (Open MPI 5.0 has no such macro: there hwloc is configured first anyway.)
+    m4_ifdef([MCA_opal_hwloc_CONFIG_REQUIRE], [AC_REQUIRE([MCA_opal_hwloc_CONFIG_REQUIRE])])
 
     AC_CONFIG_FILES([opal/mca/common/efa/Makefile])
     # The core's own small config header, filled from the same checks as
@@ -145,7 +164,13 @@ AC_DEFUN([MCA_opal_common_efa_CONFIG], [
 
     EFA_OMPI_DSO_ONLY([common efa], [opal_common_efa_happy])
 
-    OPAL_CHECK_OFI
+    # 5.0 wants a prefix and sets <prefix>_{CPPFLAGS,LDFLAGS,LIBS}; 4.1
+    # ignores it and sets (and substitutes) opal_ofi_*: with the prefix
+    # opal_ofi the Makefile.am's read the same variables from both.
+    OPAL_CHECK_OFI([opal_ofi])
+    AC_SUBST([opal_ofi_CPPFLAGS])
+    AC_SUBST([opal_ofi_LDFLAGS])
+    AC_SUBST([opal_ofi_LIBS])
     AS_IF([test "$opal_ofi_happy" = yes],
           [OPAL_CHECK_OFI_VERSION_GE([1,14], [], [opal_common_efa_happy=no])],
           [opal_common_efa_happy=no])

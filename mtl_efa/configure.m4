@@ -13,6 +13,13 @@ AC_DEFUN([MCA_ompi_mtl_efa_POST_CONFIG], [
     AS_IF([test "$1" = "1"], [OMPI_REQUIRE_ENDPOINT_TAG([MTL])])
 ])dnl
 
+# Built as a DSO only (common/configure.m4, EFA_OMPI_COMPILE_MODE_DSO).
+AC_DEFUN([MCA_ompi_mtl_efa_COMPILE_MODE], [
+    AC_MSG_CHECKING([for MCA component $2:$3 compile mode])
+    EFA_OMPI_COMPILE_MODE_DSO([$4])
+    AC_MSG_RESULT([$$4])
+])
+
 # MCA_ompi_mtl_efa_CONFIG([action-if-can-compile], [action-if-cant-compile])
 # -------------------------------------------------------------------------
 AC_DEFUN([MCA_ompi_mtl_efa_CONFIG], [

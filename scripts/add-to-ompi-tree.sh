@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Put the EFA components into an Open MPI 4.1 source tree, so that Open MPI
+# Put the EFA components into an Open MPI 4.1 or 5.0 source tree, so that Open MPI
 # builds them as its own components:
 #   common/   -> opal/mca/common/efa   (libmca_common_efa, like common/ofi)
 #   btl_efa/  -> opal/mca/btl/efa      (mca_btl_efa)
@@ -27,8 +27,10 @@ ompi=$(cd "$1" && pwd)
 [ -f "$ompi/autogen.pl" ] && [ -d "$ompi/opal/mca/common" ] && [ -d "$ompi/ompi/mca/mtl" ] ||
     { echo "$0: $ompi is not an Open MPI source tree (no autogen.pl, opal/mca/common, ompi/mca/mtl)" >&2; exit 1; }
 version=$(sed -n 's/^major=//p; s/^minor=//p' "$ompi/VERSION" | paste -sd.)
-[ "$version" = 4.1 ] ||
-    echo "$0: warning: Open MPI $version; the components implement MTL 2.0.0 and BTL 3.1.0 (the 4.1 series)" >&2
+case $version in
+4.1 | 5.0) ;;
+*) echo "$0: warning: Open MPI $version; the components are built and tested in the 4.1 and 5.0 series" >&2 ;;
+esac
 
 # The files of one of our directories: what git tracks (plus files not yet
 # committed), or, outside a git checkout, everything but build products.

@@ -53,7 +53,7 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 bin=${OSC_TEST_BIN_DIR:-$top/_build/tests/osc}
-ompi_comp=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
+ompi_comp=$(ompi_info --path pkglibdir --parsable | sed -n "s/^path:pkglibdir://p")
 limit=180
 configs=() nps=() tests=() extra="" fake_nodes=0
 while getopts "c:n:t:T:a:Fh" o; do
