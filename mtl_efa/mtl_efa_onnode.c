@@ -292,8 +292,15 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
     }
     ompi_mtl_efa.comm_onnode[cid] = path;
     static const char *const names[] = {"provider", "on-node", "mixed"};
-    opal_output_verbose(10, mca_common_efa_output, "mtl:efa: communicator %u takes the %s path",
-                        cid, names[path]);
+    int by_rings = 0, size = ompi_comm_size(comm);
+    if (MTL_EFA_PATH_MIXED == path && !OMPI_COMM_IS_INTER(comm)) {
+        for (int r = 0; r < size; ++r) {
+            by_rings += ompi_mtl_efa_onnode_peer(comm, r) ? 1 : 0;
+        }
+    }
+    opal_output_verbose(10, mca_common_efa_output,
+                        "mtl:efa: communicator %u takes the %s path (%d of %d ranks by the rings)",
+                        cid, names[path], MTL_EFA_PATH_ONNODE == path ? size : by_rings, size);
     return OMPI_SUCCESS;
 }
 
