@@ -112,7 +112,11 @@ AC_DEFUN([EFA_OMPI_DSO_ONLY], [
 # by the MCA_<project>_<framework>_efa_COMPILE_MODE hooks, which Open MPI's
 # configure (4.1 and 5.0) asks instead of --enable-mca-dso/-static.
 AC_DEFUN([EFA_OMPI_COMPILE_MODE_DSO], [
-    AS_IF([test "$enable_dlopen" = no], [$1=static], [$1=dso])
+    # 5.0 reads the hook's answer indirectly (the value of the variable
+    # named by the value of $1, config/opal_mca.m4), 4.1 directly: "dso=dso"
+    # makes both read "dso".
+    AS_IF([test "$enable_dlopen" = no], [$1=static], [$1=dso
+                                                   dso=dso])
 ])
 
 AC_DEFUN([MCA_opal_common_efa_COMPILE_MODE], [
@@ -158,7 +162,7 @@ AC_DEFUN([MCA_opal_common_efa_CONFIG], [
     # every component's CONFIG macro, even for components it will not build.
     AM_CONDITIONAL([EFA_BUILD_IN_OMPI_TREE], [true])
 
-    OPAL_VAR_SCOPE_PUSH([common_efa_save_CPPFLAGS common_efa_save_CXXFLAGS])
+    OPAL_VAR_SCOPE_PUSH([common_efa_save_CPPFLAGS common_efa_save_CXXFLAGS common_efa_flag])
     opal_common_efa_happy=yes
     common_efa_CXXSTD=
 
@@ -201,7 +205,14 @@ AC_DEFUN([MCA_opal_common_efa_CONFIG], [
 
     EFA_CHECK_CMA
 
+    # Open MPI optimises its C (-O3) but leaves CXXFLAGS without -O: give the
+    # C++ core the optimisation level of Open MPI's C.
+    common_efa_CXXOPT=
+    for common_efa_flag in $CFLAGS; do
+        AS_CASE([$common_efa_flag], [-O*], [common_efa_CXXOPT=$common_efa_flag])
+    done
     AC_SUBST([common_efa_CXXSTD])
+    AC_SUBST([common_efa_CXXOPT])
     OPAL_VAR_SCOPE_POP
 
     AS_IF([test "$opal_common_efa_happy" = yes], [$1], [$2])
