@@ -597,10 +597,14 @@ int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_e
 int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     volatile int32_t *count = ep ? &ep->outstanding : &btl->outstanding;
-    while (*count > 0) {
+    /* Progress at least once, even with nothing outstanding: a process
+     * that flushes in a loop (a spin lock on its own window) must still
+     * execute the requests its peers wait for, as the target of the
+     * emulated path and of software providers' RMA. */
+    do {
         mca_btl_efa_drain_pending(btl);
         opal_progress();
-    }
+    } while (*count > 0);
     return OPAL_SUCCESS;
 }
 
