@@ -1,6 +1,7 @@
 // Opening and closing the core, the modex blob and the peer table.
 #include "core.hpp"
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -334,16 +335,23 @@ int efa_core_local_blob(efa_core_t *core, const void **blob, size_t *len) {
 }
 
 efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, int *err) {
-    BlobHeader h;
-    if (len < sizeof(h)) {
-        *err = -FI_EINVAL;
-        return nullptr;
+    BlobHeader h{};
+    if (len >= sizeof(h)) {
+        memcpy(&h, blob, sizeof(h));
     }
-    memcpy(&h, blob, sizeof(h));
     const int nctx = core->nic->num_contexts();
-    if (h.magic != kBlobMagic || h.version != kBlobVersion || h.num_nics < 1 ||
+    if (len < sizeof(h) || h.magic != kBlobMagic || h.version != kBlobVersion || h.num_nics < 1 ||
         h.addr_len != core->nic->addr_len() ||
         len < sizeof(h) + static_cast<size_t>(h.num_contexts) * h.addr_len) {
+        // Said always: the peer becomes unreachable, and MPI_Init's message
+        // alone does not say why.
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "a peer's address entry was refused: %zu bytes, magic %#x, version %u, "
+                 "%u NIC(s), %u context(s) of %u-byte addresses (ours: %zu-byte)",
+                 len, h.magic, h.version, h.num_nics, h.num_contexts, h.addr_len,
+                 core->nic->addr_len());
+        core->rep.say(0, why);
         *err = -FI_EINVAL;
         return nullptr;
     }
