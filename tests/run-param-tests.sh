@@ -132,11 +132,11 @@ expect_output forced-rnr-retry "efa switch: (FI_OPT_EFA_RNR_RETRY: 3 refused|RNR
 expect_output forced-provider-shm "efa switch: (FI_OPT_SHARED_MEMORY_PERMITTED: shm off refused|provider shm off not set: this libfabric has no FI_OPT_SHARED_MEMORY_PERMITTED)" "${forced[@]}"
 expect_output forced-device-rdma "efa switch: (RDMA read: the provider does not say|device RDMA unknown: this libfabric has no FI_OPT_EFA_EMULATED_)" "${forced[@]}"
 # provider_shm auto: off while our on-node paths carry node-local traffic,
-# on when one of them is off.  (Where this libfabric lacks the option, the
-# line says that instead; either way it names the decision.)
+# on when one of them is off.  (Where this libfabric lacks the option or the
+# provider refuses it, the line says that instead; either way it names the decision.)
 auto_shm=("${rxm[@]}" --mca common_efa_force_efa_options 1)
-expect_output provider-shm-auto-off "provider shm off" "${auto_shm[@]}"
-expect_output provider-shm-auto-on "provider shm on" "${auto_shm[@]}" --mca mtl_efa_onnode_channel none
+expect_output provider-shm-auto-off "provider shm off|shm off refused" "${auto_shm[@]}"
+expect_output provider-shm-auto-on "provider shm on|shm on refused" "${auto_shm[@]}" --mca mtl_efa_onnode_channel none
 # Device RDMA decides btl_efa's auto modes: with reads by the device and
 # writes and atomics emulated (forced), get is native, put and atomics are
 # btl_efa's own.
