@@ -36,15 +36,19 @@ InfoPtr unique_shm_name(const fi_info *info, int index) {
     }
     timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    char name[96];
-    snprintf(name, sizeof(name), "efa-%d-%lld%09ld-%d", static_cast<int>(getpid()),
-             static_cast<long long>(ts.tv_sec), ts.tv_nsec, index);
+    std::string name = shm_endpoint_name(getpid(), ts.tv_sec, ts.tv_nsec, index);
     free(copy->src_addr);
-    copy->src_addr = strdup(name);
-    copy->src_addrlen = strlen(name) + 1;
+    copy->src_addr = strdup(name.c_str());
+    copy->src_addrlen = name.size() + 1;
     return copy;
 }
 } // namespace
+
+std::string shm_endpoint_name(long pid, long long sec, long nsec, int index) {
+    char name[96];
+    snprintf(name, sizeof(name), "efa-%010ld-%011lld%09ld-%02d", pid, sec, nsec, index);
+    return name;
+}
 
 std::unique_ptr<Nic> Nic::open(const fi_info *src, const efa_core_params_t &params, efa_core *core,
                                const Reporter &rep, int *err) {

@@ -70,6 +70,12 @@ struct efa_ctx {
 
 namespace efa {
 
+// The name a shm endpoint gets (nic.cpp, unique_shm_name).  Fixed width:
+// peers compare address lengths, and shm's address is this string, so a
+// process whose pid (or context index) has one digit more than another's
+// would otherwise be refused by it.
+std::string shm_endpoint_name(long pid, long long sec, long nsec, int index);
+
 class Nic {
   public:
     // Opens fabric, domain, AV and num_contexts endpoints from 'info'.
