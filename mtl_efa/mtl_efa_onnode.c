@@ -483,8 +483,7 @@ int ompi_mtl_efa_onnode_iprobe(struct ompi_communicator_t *comm, int src, int ta
     if (MPI_STATUS_IGNORE != status) {
         status->MPI_SOURCE = found.src;
         status->MPI_TAG = found.tag;
-        status->_ucount = found.len;
-        status->MPI_ERROR = OMPI_SUCCESS;
+        status->_ucount = found.len; /* MPI_ERROR stays the caller's (single completion) */
     }
     return OMPI_SUCCESS;
 }

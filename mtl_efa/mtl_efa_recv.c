@@ -31,14 +31,17 @@ static void send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag
     }
 }
 
-/* Fill an MPI status from a receive or peek completion. */
+/* Fill an MPI status's envelope and count from a receive or peek
+ * completion.  Not MPI_ERROR: probes write straight into the user's status,
+ * and single-completion calls must leave that field alone (MPI sets it only
+ * in calls that complete several requests); a request's own status gets it
+ * in recv_finish. */
 static void fill_status(ompi_status_public_t *status, const efa_cqe_t *cqe) {
     const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
     status->MPI_SOURCE =
         codec->source_in_tag ? (int)efa_tag_codec_src(codec, cqe->tag) : (int)(uint32_t)cqe->data;
     status->MPI_TAG = efa_tag_codec_tag(codec, cqe->tag);
     status->_ucount = cqe->len;
-    status->MPI_ERROR = OMPI_SUCCESS;
 }
 
 static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
@@ -51,6 +54,7 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         }
     } else {
         fill_status(status, cqe);
+        status->MPI_ERROR = OMPI_SUCCESS;
         /* Truncation shows either as the provider's error or, where the
          * core posted an overflow area, as a length beyond the buffer. */
         if (-FI_ETRUNC == cqe->err || (0 == cqe->err && cqe->len > req->length)) {
@@ -303,7 +307,7 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
     (*message)->peer = st.MPI_SOURCE;
     (*message)->count = st._ucount;
     if (MPI_STATUS_IGNORE != status) {
-        *status = st;
+        fill_status(status, &claim->cqe); /* MPI_ERROR stays the caller's */
     }
     *matched = 1;
     return OMPI_SUCCESS;
