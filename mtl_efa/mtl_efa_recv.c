@@ -5,6 +5,7 @@
 
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 #include "ompi/message/message.h"
+#include "opal/runtime/opal_progress.h"
 
 /* Synchronous-send acknowledgements carry no payload and need no context
  * of their own when they cannot be injected. */
@@ -232,8 +233,10 @@ static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_i
     if (OPAL_UNLIKELY(rc)) {
         return mca_common_efa_fi_to_opal(rc);
     }
+    /* Every path moves meanwhile (see ompi_mtl_efa_send): a provider may
+     * take its time to answer a peek. */
     while (!claim->done) {
-        efa_core_progress(ompi_mtl_efa.core);
+        opal_progress();
     }
     if (-FI_ENOMSG == claim->cqe.err) {
         return OMPI_ERR_NOT_FOUND;

@@ -6,6 +6,7 @@
 #include "mtl_efa.h"
 
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
+#include "opal/runtime/opal_progress.h"
 
 static void send_finish_one(mca_mtl_efa_request_t *req) {
     /* A synchronous send's two completions race only when threads may
@@ -208,8 +209,12 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
         }
         return rc;
     }
+    /* All of Open MPI's progress, not the core's alone: while this send
+     * waits (a synchronous one for its receiver's match), messages on the
+     * other paths (the on-node rings, other components) must keep moving,
+     * or a peer whose progress this send waits on may be waiting for us. */
     while (!bs.done) {
-        efa_core_progress(ompi_mtl_efa.core);
+        opal_progress();
     }
     return req->error;
 }
