@@ -24,6 +24,17 @@
 
 BEGIN_C_DECLS
 
+/* Each communicator's path (MTL_EFA_PATH_*) by communicator id.  Senders
+ * read it without a lock while other threads create communicators
+ * (MPI_THREAD_MULTIPLE), so a table is never moved or freed under them:
+ * growing publishes a larger copy and keeps the older tables, linked from
+ * it, until finalize (a few KiB at most: ids are dense). */
+typedef struct mtl_efa_path_table {
+    size_t len;
+    struct mtl_efa_path_table *older;
+    uint8_t path[];
+} mtl_efa_path_table_t;
+
 typedef struct mca_mtl_efa_module_t {
     mca_mtl_base_module_t base;
     efa_core_t *core;
@@ -37,9 +48,8 @@ typedef struct mca_mtl_efa_module_t {
     bool mt;          /* MPI_THREAD_MULTIPLE: completions may race */
     /* The on-node path (mtl_efa_onnode.c); NULL when off. */
     efa_onnode_t *onnode;
-    uint8_t *comm_onnode; /* by communicator id: MTL_EFA_PATH_* */
-    size_t comm_onnode_len;
-    uint8_t *peer_onnode; /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
+    struct mtl_efa_path_table *comm_paths; /* by communicator id: MTL_EFA_PATH_* */
+    uint8_t *peer_onnode;                  /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
 } mca_mtl_efa_module_t;
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;
@@ -144,9 +154,11 @@ int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mt
 #define MTL_EFA_PATH_MIXED 2    /* peers on this node by the rings, the others by the provider */
 
 static inline int ompi_mtl_efa_comm_path(const struct ompi_communicator_t *comm) {
-    return mtl_efa_comm_cid(comm) < ompi_mtl_efa.comm_onnode_len
-               ? ompi_mtl_efa.comm_onnode[mtl_efa_comm_cid(comm)]
-               : MTL_EFA_PATH_PROVIDER;
+    /* Acquire: a table published by another thread is seen filled in. */
+    const mtl_efa_path_table_t *t = __atomic_load_n(&ompi_mtl_efa.comm_paths, __ATOMIC_ACQUIRE);
+    const uint32_t cid = mtl_efa_comm_cid(comm);
+    return NULL != t && cid < t->len ? __atomic_load_n(&t->path[cid], __ATOMIC_RELAXED)
+                                     : MTL_EFA_PATH_PROVIDER;
 }
 
 /* In a mixed communicator: is 'rank' a process the rings reach? */

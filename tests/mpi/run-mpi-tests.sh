@@ -196,8 +196,8 @@ test_args() {
     comms) [[ $q == 1 ]] && echo "-n 10 -s 64K" ;;
     threads)
         # MPI_ANY_SOURCE in the own-comm exchange (cm-efa-shm does not run
-        # threads: see known_defect).
-        local a="-a"
+        # threads: see known_defect); communicators created meanwhile.
+        local a="-a -c"
         [[ $q == 1 ]] && a="$a -i 5 -s 256K"
         echo "$a"
         ;;
