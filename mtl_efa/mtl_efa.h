@@ -57,12 +57,20 @@ extern mca_mtl_efa_module_t ompi_mtl_efa;
  * exported even where symbols are hidden by default. */
 OMPI_MODULE_DECLSPEC extern mca_mtl_base_component_2_0_0_t mca_mtl_efa_component;
 
+/* A synchronous send's acknowledgement receive, apart from the request: a
+ * cancelled send may complete before it (mtl_efa_send.c). */
+typedef struct mca_mtl_efa_ack_recv_t {
+    efa_op_t op;                       /* first: the completion hands it back */
+    struct mca_mtl_efa_request_t *req; /* NULL once the send no longer waits for it */
+} mca_mtl_efa_ack_recv_t;
+
 typedef struct mca_mtl_efa_request_t {
-    mca_mtl_request_t super; /* pml/cm's view; must be first */
-    efa_op_t op;             /* the send or the receive */
-    efa_op_t ack_op;         /* synchronous send: the acknowledgement receive */
-    int pending;             /* completions still expected */
-    int error;               /* first OMPI error seen */
+    mca_mtl_request_t super;            /* pml/cm's view; must be first */
+    efa_op_t op;                        /* the send or the receive */
+    struct mca_mtl_efa_ack_recv_t *ack; /* synchronous send: its acknowledgement's receive */
+    bool data_done; /* synchronous send: the provider completed the message itself */
+    int pending;    /* completions still expected */
+    int error;      /* first OMPI error seen */
     bool is_send;
     bool free_buffer; /* the buffer was allocated to pack a datatype */
     bool cancelled;
@@ -147,6 +155,8 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
                         struct ompi_message_t **message, mca_mtl_request_t *mtl_request);
 int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mtl_request,
                         int flag);
+/* MPI_Cancel of a send through the provider (mtl_efa_send.c). */
+void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req);
 
 /* How a communicator's messages travel, decided in add_comm. */
 #define MTL_EFA_PATH_PROVIDER 0 /* every peer through the provider */

@@ -348,8 +348,13 @@ static void send_done(efa_onnode_req_t *r) {
         free(req->buffer);
     }
     if (req->super.ompi_req) {
-        req->super.ompi_req->req_status.MPI_ERROR =
-            r->err ? mca_common_efa_fi_to_opal(r->err) : OMPI_SUCCESS;
+        ompi_status_public_t *status = &req->super.ompi_req->req_status;
+        if (-FI_ECANCELED == r->err) { /* MPI_Cancel withdrew it: never received */
+            status->_cancelled = true;
+            status->MPI_ERROR = OMPI_SUCCESS;
+        } else {
+            status->MPI_ERROR = r->err ? mca_common_efa_fi_to_opal(r->err) : OMPI_SUCCESS;
+        }
     }
     req->super.completion_callback(&req->super);
 }
@@ -528,7 +533,9 @@ int ompi_mtl_efa_onnode_imrecv(struct ompi_message_t *message, mca_mtl_efa_reque
 }
 
 void ompi_mtl_efa_onnode_cancel(mca_mtl_efa_request_t *req) {
-    if (!req->is_send) {
+    if (req->is_send) {
+        efa_onnode_cancel_send(ompi_mtl_efa.onnode, &req->on); /* completes, one way or the other */
+    } else {
         (void)efa_onnode_cancel(ompi_mtl_efa.onnode, &req->on);
     }
 }

@@ -381,11 +381,12 @@ int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mt
     (void)mtl;
     (void)flag;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
-    if (req->is_send) {
-        return OMPI_SUCCESS; /* sends are not cancellable; MPI allows that */
-    }
     if (req->onnode) {
-        ompi_mtl_efa_onnode_cancel(req);
+        ompi_mtl_efa_onnode_cancel(req); /* a send or a receive */
+        return OMPI_SUCCESS;
+    }
+    if (req->is_send) {
+        ompi_mtl_efa_cancel_send(req);
         return OMPI_SUCCESS;
     }
     /* Drain first: a receive that already matched must not be cancelled. */
