@@ -134,6 +134,14 @@ int efa_onnode_mrecv(efa_onnode_t *e, void *msg, efa_onnode_req_t *req);
  * with err -FI_ECANCELED; false when it matched already. */
 bool efa_onnode_cancel(efa_onnode_t *e, efa_onnode_req_t *req);
 
+/* Cancel a send that has not completed.  req->complete follows in every
+ * case: with err -FI_ECANCELED when the message can never be received (it
+ * was still queued here, or the receiver withdrew it from its unexpected
+ * messages on our request), with 0 when the receiver had matched it (the
+ * send then completes as it would have).  A standard-mode eager send
+ * completes when written, so it never reaches this. */
+void efa_onnode_cancel_send(efa_onnode_t *e, efa_onnode_req_t *req);
+
 /* Poll the inbox and push queued frames; returns events handled. */
 int efa_onnode_progress(efa_onnode_t *e);
 

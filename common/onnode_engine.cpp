@@ -20,6 +20,7 @@ constexpr uint8_t kReqSync = 1;
 constexpr uint8_t kReqRndv = 2;
 constexpr uint8_t kReqPartner = 4; // a receive posted elsewhere too
 constexpr uint8_t kReqArmed = 8;   // ... and that other half is posted
+constexpr uint8_t kReqCancel = 16; // send: kCancel written or queued
 
 enum : uint8_t {
     kIdle = 0,
@@ -647,6 +648,24 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
     case kData:
         on_data(h, body, blen);
         return true;
+    case kCancel: {
+        // The message frame came earlier in this ring, so it is here: still
+        // unexpected (withdrawn now, the send is cancelled) or matched (its
+        // normal answer is on its way or already sent: nothing to add).
+        // No message is held at this point (nothing is read meanwhile).
+        if (Message *m = match_.withdraw(h.sender, h.id)) {
+            free(m);
+            send_ctrl(h.sender, kCancelled, h.id, 0);
+        }
+        return true;
+    }
+    case kCancelled: {
+        efa_onnode_req_t *req = req_from_id(h.id);
+        req->err = -FI_ECANCELED;
+        req->state = kDone;
+        finish(req);
+        return true;
+    }
     default:
         return true; // not a frame of this version: dropped
     }
@@ -754,6 +773,31 @@ bool Engine::cancel(efa_onnode_req_t *req) {
     }
     run_completions();
     return true;
+}
+
+// A send the caller wants cancelled.  Only a message no receiver can ever
+// match may be reported cancelled: one still queued here, or one the
+// receiver withdraws from its unexpected queue.  Asking the receiver is
+// the only way to know: the message may have matched meanwhile.
+void Engine::cancel_send(efa_onnode_req_t *req) {
+    {
+        Guard g(mu_, mt_);
+        if (kSendQueued == req->state) { // never written: nobody saw it
+            int err = 0;
+            Peer *p = peer(req->peer, err);
+            if (nullptr != p) {
+                p->sends.remove(&req->link);
+                req->err = -FI_ECANCELED;
+                req->state = kDone;
+                finish(req);
+            }
+        } else if ((kWaitAck == req->state || kWaitFin == req->state) &&
+                   !(req->flags & kReqCancel)) {
+            req->flags |= kReqCancel; // asked once
+            send_ctrl(req->peer, kCancel, id_of(req), 0);
+        } // else streaming or done: matched, completes as it is
+    }
+    run_completions();
 }
 
 // ---- progress ----------------------------------------------------------

@@ -49,7 +49,21 @@
 
 namespace efa::onnode {
 
-enum FrameType : uint8_t { kEager = 1, kRts, kAck, kFin, kCts, kData, kEagerShort };
+// kCancel: a sender asks the receiver to withdraw an unmatched message
+// (by the id its frame carried); kCancelled: withdrawn, the send is
+// cancelled.  A matched message gets no answer: its ACK, FIN or DATA
+// completes the send as usual.
+enum FrameType : uint8_t {
+    kEager = 1,
+    kRts,
+    kAck,
+    kFin,
+    kCts,
+    kData,
+    kEagerShort,
+    kCancel,
+    kCancelled
+};
 
 // Every frame starts with this header.  A standard-mode eager message
 // (kEagerShort) carries only its first kShortHdr bytes: nobody answers
@@ -100,6 +114,7 @@ class Engine {
     int probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_onnode_probe_t *out);
     int mrecv(Message *m, efa_onnode_req_t *req);
     bool cancel(efa_onnode_req_t *req);
+    void cancel_send(efa_onnode_req_t *req);
     int progress();
 
     const std::string &path() const { return inbox_->path(); }

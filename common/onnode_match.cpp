@@ -39,6 +39,17 @@ Message *Matcher::probe(uint32_t cid, int32_t src, int32_t tag, bool take) {
     return nullptr;
 }
 
+Message *Matcher::withdraw(uint32_t sender, uint64_t id) {
+    for (efa_onnode_link_t *l = unexpected_.front(); l && l != unexpected_.end(); l = l->next) {
+        Message *m = msg_of(l);
+        if (m->sender == sender && m->id == id) {
+            unexpected_.remove(l);
+            return m;
+        }
+    }
+    return nullptr;
+}
+
 bool Matcher::cancel(efa_onnode_req_t *r) {
     if (nullptr == r->link.next) {
         return false;

@@ -100,6 +100,9 @@ class Matcher {
     Message *probe(uint32_t cid, int32_t src, int32_t tag, bool take);
     // Remove a receive still waiting; false if it matched already.
     bool cancel(efa_onnode_req_t *r);
+    // Remove the waiting message that sender's request 'id' sent; nullptr
+    // if none waits (it matched, or was claimed by a probe).
+    Message *withdraw(uint32_t sender, uint64_t id);
 
     size_t posted() const { return posted_.size(); }
     size_t unexpected() const { return unexpected_.size(); }

@@ -24,6 +24,17 @@
 
 BEGIN_C_DECLS
 
+/* Each communicator's path (MTL_EFA_PATH_*) by communicator id.  Senders
+ * read it without a lock while other threads create communicators
+ * (MPI_THREAD_MULTIPLE), so a table is never moved or freed under them:
+ * growing publishes a larger copy and keeps the older tables, linked from
+ * it, until finalize (a few KiB at most: ids are dense). */
+typedef struct mtl_efa_path_table {
+    size_t len;
+    struct mtl_efa_path_table *older;
+    uint8_t path[];
+} mtl_efa_path_table_t;
+
 typedef struct mca_mtl_efa_module_t {
     mca_mtl_base_module_t base;
     efa_core_t *core;
@@ -37,9 +48,8 @@ typedef struct mca_mtl_efa_module_t {
     bool mt;          /* MPI_THREAD_MULTIPLE: completions may race */
     /* The on-node path (mtl_efa_onnode.c); NULL when off. */
     efa_onnode_t *onnode;
-    uint8_t *comm_onnode; /* by communicator id: MTL_EFA_PATH_* */
-    size_t comm_onnode_len;
-    uint8_t *peer_onnode; /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
+    struct mtl_efa_path_table *comm_paths; /* by communicator id: MTL_EFA_PATH_* */
+    uint8_t *peer_onnode;                  /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
 } mca_mtl_efa_module_t;
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;
@@ -47,12 +57,20 @@ extern mca_mtl_efa_module_t ompi_mtl_efa;
  * exported even where symbols are hidden by default. */
 OMPI_MODULE_DECLSPEC extern mca_mtl_base_component_2_0_0_t mca_mtl_efa_component;
 
+/* A synchronous send's acknowledgement receive, apart from the request: a
+ * cancelled send may complete before it (mtl_efa_send.c). */
+typedef struct mca_mtl_efa_ack_recv_t {
+    efa_op_t op;                       /* first: the completion hands it back */
+    struct mca_mtl_efa_request_t *req; /* NULL once the send no longer waits for it */
+} mca_mtl_efa_ack_recv_t;
+
 typedef struct mca_mtl_efa_request_t {
-    mca_mtl_request_t super; /* pml/cm's view; must be first */
-    efa_op_t op;             /* the send or the receive */
-    efa_op_t ack_op;         /* synchronous send: the acknowledgement receive */
-    int pending;             /* completions still expected */
-    int error;               /* first OMPI error seen */
+    mca_mtl_request_t super;            /* pml/cm's view; must be first */
+    efa_op_t op;                        /* the send or the receive */
+    struct mca_mtl_efa_ack_recv_t *ack; /* synchronous send: its acknowledgement's receive */
+    bool data_done; /* synchronous send: the provider completed the message itself */
+    int pending;    /* completions still expected */
+    int error;      /* first OMPI error seen */
     bool is_send;
     bool free_buffer; /* the buffer was allocated to pack a datatype */
     bool cancelled;
@@ -137,6 +155,8 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
                         struct ompi_message_t **message, mca_mtl_request_t *mtl_request);
 int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mtl_request,
                         int flag);
+/* MPI_Cancel of a send through the provider (mtl_efa_send.c). */
+void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req);
 
 /* How a communicator's messages travel, decided in add_comm. */
 #define MTL_EFA_PATH_PROVIDER 0 /* every peer through the provider */
@@ -144,9 +164,11 @@ int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mt
 #define MTL_EFA_PATH_MIXED 2    /* peers on this node by the rings, the others by the provider */
 
 static inline int ompi_mtl_efa_comm_path(const struct ompi_communicator_t *comm) {
-    return mtl_efa_comm_cid(comm) < ompi_mtl_efa.comm_onnode_len
-               ? ompi_mtl_efa.comm_onnode[mtl_efa_comm_cid(comm)]
-               : MTL_EFA_PATH_PROVIDER;
+    /* Acquire: a table published by another thread is seen filled in. */
+    const mtl_efa_path_table_t *t = __atomic_load_n(&ompi_mtl_efa.comm_paths, __ATOMIC_ACQUIRE);
+    const uint32_t cid = mtl_efa_comm_cid(comm);
+    return NULL != t && cid < t->len ? __atomic_load_n(&t->path[cid], __ATOMIC_RELAXED)
+                                     : MTL_EFA_PATH_PROVIDER;
 }
 
 /* In a mixed communicator: is 'rank' a process the rings reach? */

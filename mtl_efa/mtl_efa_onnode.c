@@ -16,6 +16,7 @@
  */
 #include "mtl_efa.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -103,8 +104,7 @@ static int check_choice(const char *param, const char *value, const char *const 
 
 int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     ompi_mtl_efa.onnode = NULL;
-    ompi_mtl_efa.comm_onnode = NULL;
-    ompi_mtl_efa.comm_onnode_len = 0;
+    ompi_mtl_efa.comm_paths = NULL;
     ompi_mtl_efa.peer_onnode = NULL;
     static const char *const channels[] = {"auto", "shm", "none", NULL};
     static const char *const copies[] = {"auto", "none", NULL};
@@ -207,9 +207,12 @@ void ompi_mtl_efa_onnode_fini(void) {
                         (unsigned long long)s.queued, (unsigned long long)s.unexpected);
     efa_onnode_destroy(ompi_mtl_efa.onnode);
     ompi_mtl_efa.onnode = NULL;
-    free(ompi_mtl_efa.comm_onnode);
-    ompi_mtl_efa.comm_onnode = NULL;
-    ompi_mtl_efa.comm_onnode_len = 0;
+    /* No sender is left: the current table and every older one go. */
+    for (mtl_efa_path_table_t *t = ompi_mtl_efa.comm_paths, *next; NULL != t; t = next) {
+        next = t->older;
+        free(t);
+    }
+    ompi_mtl_efa.comm_paths = NULL;
     free(ompi_mtl_efa.peer_onnode);
     ompi_mtl_efa.peer_onnode = NULL;
 }
@@ -264,6 +267,44 @@ static bool group_on_node(ompi_group_t *group) {
     return true;
 }
 
+/* Writers (threads creating or freeing communicators) take turns, so that
+ * none writes into a table another is copying; readers take no lock
+ * (mtl_efa.h: ompi_mtl_efa_comm_path). */
+static pthread_mutex_t paths_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int set_path(uint32_t cid, uint8_t path) {
+    pthread_mutex_lock(&paths_lock);
+    mtl_efa_path_table_t *t = ompi_mtl_efa.comm_paths;
+    const size_t have = NULL == t ? 0 : t->len;
+    if (cid >= have) {
+        if (MTL_EFA_PATH_PROVIDER == path) {
+            pthread_mutex_unlock(&paths_lock); /* what a missing entry means */
+            return OMPI_SUCCESS;
+        }
+        size_t len = have ? have : 64;
+        while (len <= cid) {
+            len *= 2;
+        }
+        mtl_efa_path_table_t *grown = calloc(1, sizeof(*grown) + len);
+        if (NULL == grown) {
+            pthread_mutex_unlock(&paths_lock);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        grown->len = len;
+        grown->older = t;
+        if (have) {
+            memcpy(grown->path, t->path, have);
+        }
+        /* Release: a reader that sees the new table sees it filled in.
+         * Readers still holding the old one keep reading valid memory. */
+        __atomic_store_n(&ompi_mtl_efa.comm_paths, grown, __ATOMIC_RELEASE);
+        t = grown;
+    }
+    __atomic_store_n(&t->path[cid], path, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&paths_lock);
+    return OMPI_SUCCESS;
+}
+
 int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
     if (NULL == ompi_mtl_efa.onnode) {
         return OMPI_SUCCESS;
@@ -277,20 +318,9 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
     const uint8_t path = all_here                          ? MTL_EFA_PATH_ONNODE
                          : mca_common_efa_local_size() > 1 ? MTL_EFA_PATH_MIXED
                                                            : MTL_EFA_PATH_PROVIDER;
-    if (cid >= ompi_mtl_efa.comm_onnode_len) {
-        size_t len = ompi_mtl_efa.comm_onnode_len ? ompi_mtl_efa.comm_onnode_len : 64;
-        while (len <= cid) {
-            len *= 2;
-        }
-        uint8_t *grown = realloc(ompi_mtl_efa.comm_onnode, len);
-        if (NULL == grown) {
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
-        memset(grown + ompi_mtl_efa.comm_onnode_len, 0, len - ompi_mtl_efa.comm_onnode_len);
-        ompi_mtl_efa.comm_onnode = grown;
-        ompi_mtl_efa.comm_onnode_len = len;
+    if (OMPI_SUCCESS != set_path(cid, path)) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    ompi_mtl_efa.comm_onnode[cid] = path;
     static const char *const names[] = {"provider", "on-node", "mixed"};
     int by_rings = 0, size = ompi_comm_size(comm);
     if (MTL_EFA_PATH_MIXED == path && !OMPI_COMM_IS_INTER(comm)) {
@@ -305,8 +335,8 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
 }
 
 void ompi_mtl_efa_onnode_del_comm(struct ompi_communicator_t *comm) {
-    if (mtl_efa_comm_cid(comm) < ompi_mtl_efa.comm_onnode_len) {
-        ompi_mtl_efa.comm_onnode[mtl_efa_comm_cid(comm)] = 0;
+    if (NULL != ompi_mtl_efa.onnode) {
+        (void)set_path(mtl_efa_comm_cid(comm), MTL_EFA_PATH_PROVIDER); /* never grows: no error */
     }
 }
 
@@ -318,8 +348,13 @@ static void send_done(efa_onnode_req_t *r) {
         free(req->buffer);
     }
     if (req->super.ompi_req) {
-        req->super.ompi_req->req_status.MPI_ERROR =
-            r->err ? mca_common_efa_fi_to_opal(r->err) : OMPI_SUCCESS;
+        ompi_status_public_t *status = &req->super.ompi_req->req_status;
+        if (-FI_ECANCELED == r->err) { /* MPI_Cancel withdrew it: never received */
+            status->_cancelled = true;
+            status->MPI_ERROR = OMPI_SUCCESS;
+        } else {
+            status->MPI_ERROR = r->err ? mca_common_efa_fi_to_opal(r->err) : OMPI_SUCCESS;
+        }
     }
     req->super.completion_callback(&req->super);
 }
@@ -483,8 +518,7 @@ int ompi_mtl_efa_onnode_iprobe(struct ompi_communicator_t *comm, int src, int ta
     if (MPI_STATUS_IGNORE != status) {
         status->MPI_SOURCE = found.src;
         status->MPI_TAG = found.tag;
-        status->_ucount = found.len;
-        status->MPI_ERROR = OMPI_SUCCESS;
+        status->_ucount = found.len; /* MPI_ERROR stays the caller's (single completion) */
     }
     return OMPI_SUCCESS;
 }
@@ -499,7 +533,9 @@ int ompi_mtl_efa_onnode_imrecv(struct ompi_message_t *message, mca_mtl_efa_reque
 }
 
 void ompi_mtl_efa_onnode_cancel(mca_mtl_efa_request_t *req) {
-    if (!req->is_send) {
+    if (req->is_send) {
+        efa_onnode_cancel_send(ompi_mtl_efa.onnode, &req->on); /* completes, one way or the other */
+    } else {
         (void)efa_onnode_cancel(ompi_mtl_efa.onnode, &req->on);
     }
 }

@@ -5,19 +5,28 @@
 
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 #include "ompi/message/message.h"
+#include "opal/runtime/opal_progress.h"
 
-/* Synchronous-send acknowledgements carry no payload and need no context
- * of their own when they cannot be injected. */
+/* Synchronous-send acknowledgements carry no payload.  Where the provider
+ * injects, they need no context.  Otherwise each one gets its own (a
+ * provider may use an operation's fi_context2 as scratch space until it
+ * completes, so two acknowledgements in flight can never share one), freed
+ * by its completion. */
+typedef struct {
+    efa_op_t op; /* first: the completion hands it back */
+} mtl_efa_ack_send_t;
+
 static void ack_send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
-    (void)op;
-    (void)cqe;
+    (void)cqe; /* a lost acknowledgement shows at the sender, as an error or a wait */
+    free(op);
 }
-static efa_op_t ack_send_op = {.complete = ack_send_complete};
 
-static void send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag) {
+/* 0, or an OMPI error: the acknowledgement could not be posted (a full
+ * queue is not an error: the core keeps the post in its backlog). */
+static int send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag) {
     efa_peer_t *peer = ompi_mtl_efa_peer(comm, src);
     if (OPAL_UNLIKELY(NULL == peer)) {
-        return;
+        return OMPI_ERR_UNREACH;
     }
     const int ci = ompi_mtl_efa_ctx_index(comm);
     efa_ctx_t *ctx = ompi_mtl_efa.ctxs[ci];
@@ -25,20 +34,32 @@ static void send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag
     const uint64_t bits = efa_tag_codec_pack(&ompi_mtl_efa.codec, EFA_PROTO_SYNC_ACK,
                                              mtl_efa_comm_cid(comm), me, tag);
     if (ompi_mtl_efa.inject_size > 0) {
-        efa_ctx_tinject(ctx, NULL, 0, peer->addr[ci], bits, me);
-    } else {
-        efa_ctx_tsend(ctx, NULL, 0, NULL, peer->addr[ci], bits, me, &ack_send_op);
+        return mca_common_efa_rc(efa_ctx_tinject(ctx, NULL, 0, peer->addr[ci], bits, me));
     }
+    mtl_efa_ack_send_t *ack = malloc(sizeof(*ack));
+    if (OPAL_UNLIKELY(NULL == ack)) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    ack->op.complete = ack_send_complete;
+    int rc = efa_ctx_tsend(ctx, NULL, 0, NULL, peer->addr[ci], bits, me, &ack->op);
+    if (OPAL_UNLIKELY(rc)) {
+        free(ack); /* never reached the provider */
+        return mca_common_efa_fi_to_opal(rc);
+    }
+    return OMPI_SUCCESS;
 }
 
-/* Fill an MPI status from a receive or peek completion. */
+/* Fill an MPI status's envelope and count from a receive or peek
+ * completion.  Not MPI_ERROR: probes write straight into the user's status,
+ * and single-completion calls must leave that field alone (MPI sets it only
+ * in calls that complete several requests); a request's own status gets it
+ * in recv_finish. */
 static void fill_status(ompi_status_public_t *status, const efa_cqe_t *cqe) {
     const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
     status->MPI_SOURCE =
         codec->source_in_tag ? (int)efa_tag_codec_src(codec, cqe->tag) : (int)(uint32_t)cqe->data;
     status->MPI_TAG = efa_tag_codec_tag(codec, cqe->tag);
     status->_ucount = cqe->len;
-    status->MPI_ERROR = OMPI_SUCCESS;
 }
 
 static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
@@ -51,6 +72,7 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         }
     } else {
         fill_status(status, cqe);
+        status->MPI_ERROR = OMPI_SUCCESS;
         /* Truncation shows either as the provider's error or, where the
          * core posted an overflow area, as a length beyond the buffer. */
         if (-FI_ETRUNC == cqe->err || (0 == cqe->err && cqe->len > req->length)) {
@@ -64,7 +86,12 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         }
         if (EFA_PROTO_SYNC == efa_tag_codec_proto(&ompi_mtl_efa.codec, cqe->tag) &&
             (OMPI_SUCCESS == status->MPI_ERROR || MPI_ERR_TRUNCATE == status->MPI_ERROR)) {
-            send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG);
+            /* The data is here, but the sender's MPI_Ssend would wait for
+             * ever: say so on this receive rather than nowhere. */
+            int rc = send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG);
+            if (OPAL_UNLIKELY(OMPI_SUCCESS != rc) && OMPI_SUCCESS == status->MPI_ERROR) {
+                status->MPI_ERROR = rc;
+            }
         }
         ompi_mtl_datatype_unpack(req->convertor, req->buffer, status->_ucount);
     }
@@ -228,8 +255,10 @@ static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_i
     if (OPAL_UNLIKELY(rc)) {
         return mca_common_efa_fi_to_opal(rc);
     }
+    /* Every path moves meanwhile (see ompi_mtl_efa_send): a provider may
+     * take its time to answer a peek. */
     while (!claim->done) {
-        efa_core_progress(ompi_mtl_efa.core);
+        opal_progress();
     }
     if (-FI_ENOMSG == claim->cqe.err) {
         return OMPI_ERR_NOT_FOUND;
@@ -303,7 +332,7 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
     (*message)->peer = st.MPI_SOURCE;
     (*message)->count = st._ucount;
     if (MPI_STATUS_IGNORE != status) {
-        *status = st;
+        fill_status(status, &claim->cqe); /* MPI_ERROR stays the caller's */
     }
     *matched = 1;
     return OMPI_SUCCESS;
@@ -352,11 +381,12 @@ int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mt
     (void)mtl;
     (void)flag;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
-    if (req->is_send) {
-        return OMPI_SUCCESS; /* sends are not cancellable; MPI allows that */
-    }
     if (req->onnode) {
-        ompi_mtl_efa_onnode_cancel(req);
+        ompi_mtl_efa_onnode_cancel(req); /* a send or a receive */
+        return OMPI_SUCCESS;
+    }
+    if (req->is_send) {
+        ompi_mtl_efa_cancel_send(req);
         return OMPI_SUCCESS;
     }
     /* Drain first: a receive that already matched must not be cancelled. */

@@ -6,6 +6,9 @@
 #include "mtl_efa.h"
 
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
+#include "opal/runtime/opal_progress.h"
+
+#include <pthread.h>
 
 static void send_finish_one(mca_mtl_efa_request_t *req) {
     /* A synchronous send's two completions race only when threads may
@@ -38,16 +41,75 @@ static void note_error(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     }
 }
 
+static mca_mtl_efa_request_t *detach_ack(mca_mtl_efa_request_t *req);
+
 static void send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
     note_error(req, cqe);
+    /* A synchronous send cancelled before its message left: it stops
+     * waiting for the acknowledgement now (ompi_mtl_efa_cancel_send).  The
+     * flags are written and read in opposite orders here and there, with
+     * full fences, so that one of the two sees both. */
+    bool stop_waiting = false;
+    if (NULL != req->ack) {
+        __atomic_store_n(&req->data_done, true, __ATOMIC_SEQ_CST);
+        stop_waiting =
+            __atomic_load_n(&req->cancelled, __ATOMIC_SEQ_CST) && NULL != detach_ack(req);
+    }
+    if (stop_waiting) {
+        send_finish_one(req); /* for the acknowledgement: the request stays until the next */
+    }
     send_finish_one(req);
 }
 
+/* Between an acknowledgement's completion and a cancel that detaches the
+ * send from it (synchronous sends only: not on the hot path). */
+static pthread_mutex_t ack_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void ack_complete(efa_op_t *op, const efa_cqe_t *cqe) {
-    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, ack_op);
-    note_error(req, cqe);
-    send_finish_one(req);
+    mca_mtl_efa_ack_recv_t *ack = (mca_mtl_efa_ack_recv_t *)op;
+    pthread_mutex_lock(&ack_lock);
+    mca_mtl_efa_request_t *req = ack->req;
+    if (NULL != req) {
+        req->ack = NULL;
+    }
+    pthread_mutex_unlock(&ack_lock);
+    free(ack);
+    if (NULL != req) {
+        note_error(req, cqe);
+        send_finish_one(req);
+    }
+}
+
+/* The send no longer waits for its acknowledgement: the receive stays
+ * posted (a receiver that matches the message later still answers, and
+ * that answer must not be left to a later synchronous send of the same
+ * envelope) and frees itself when it completes. */
+static mca_mtl_efa_request_t *detach_ack(mca_mtl_efa_request_t *req) {
+    pthread_mutex_lock(&ack_lock);
+    mca_mtl_efa_ack_recv_t *ack = req->ack;
+    if (NULL != ack) {
+        ack->req = NULL;
+        req->ack = NULL;
+    }
+    pthread_mutex_unlock(&ack_lock);
+    return NULL != ack ? req : NULL;
+}
+
+/* MPI_Cancel of a send through the provider.  A send may be reported
+ * cancelled only if no receiver can ever match it, and the provider cannot
+ * withdraw a message it has taken (fi_cancel covers receives only).  So:
+ * a synchronous send whose message the provider has already delivered
+ * (only the receiver's acknowledgement is missing) completes now, not
+ * cancelled: the message stays receivable and will be received as MPI asks
+ * of a send that completes normally; it must not make MPI_Wait wait for a
+ * receiver that may never post.  Any other send completes when the
+ * provider completes it (as it would have), again not cancelled. */
+void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req) {
+    __atomic_store_n(&req->cancelled, true, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&req->data_done, __ATOMIC_SEQ_CST) && NULL != detach_ack(req)) {
+        send_finish_one(req);
+    } /* else send_complete looks at 'cancelled' */
 }
 
 /* Post a send of an already packed buffer. */
@@ -75,17 +137,27 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
     req->ctx = ctx;
     req->pending = 1;
     req->op.complete = send_complete;
+    req->ack = NULL;
+    req->data_done = false;
     if (MCA_PML_BASE_SEND_SYNCHRONOUS == mode) {
         /* Post the acknowledgement's receive before the send, so it can
          * never arrive unexpected. */
         proto = EFA_PROTO_SYNC;
+        mca_mtl_efa_ack_recv_t *ack = malloc(sizeof(*ack));
+        if (OPAL_UNLIKELY(NULL == ack)) {
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
         req->pending = 2;
-        req->ack_op.complete = ack_complete;
-        req->ack_op.rx_class = EFA_RX_INTERNAL; /* never matches a user receive */
+        ack->op.complete = ack_complete;
+        ack->op.rx_class = EFA_RX_INTERNAL; /* never matches a user receive */
+        ack->req = req;
+        req->ack = ack;
         rc = efa_ctx_trecv(ctx, NULL, 0, NULL, addr,
                            efa_tag_codec_pack(codec, EFA_PROTO_SYNC_ACK, cid, (uint32_t)dest, tag),
-                           0, &req->ack_op);
+                           0, &ack->op);
         if (OPAL_UNLIKELY(rc)) {
+            req->ack = NULL;
+            free(ack);
             return mca_common_efa_fi_to_opal(rc);
         }
     }
@@ -94,7 +166,8 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
     if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local)) {
         rc = ompi_mtl_efa_reg_buffer(req, &desc);
         if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
-            return rc; /* a posted ack receive stays: harmless, never matched */
+            (void)detach_ack(req); /* stays posted, never matched */
+            return rc;
         }
     }
     rc = efa_ctx_tsend(ctx, req->buffer, req->length, desc, addr,
@@ -104,6 +177,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
             req->mr = NULL;
         }
+        (void)detach_ack(req); /* stays posted, never matched */
         return mca_common_efa_fi_to_opal(rc);
     }
     return OMPI_SUCCESS;
@@ -139,6 +213,8 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
     req->mr = NULL;
     req->cancelled = false;
+    req->ack = NULL; /* (MPI_Cancel looks at these whatever the path) */
+    req->data_done = false;
     req->convertor = convertor;
     int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
@@ -208,8 +284,12 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
         }
         return rc;
     }
+    /* All of Open MPI's progress, not the core's alone: while this send
+     * waits (a synchronous one for its receiver's match), messages on the
+     * other paths (the on-node rings, other components) must keep moving,
+     * or a peer whose progress this send waits on may be waiting for us. */
     while (!bs.done) {
-        efa_core_progress(ompi_mtl_efa.core);
+        opal_progress();
     }
     return req->error;
 }

@@ -15,8 +15,19 @@
  *              received by the next receive, or it completed with the right
  *              data -- never lost, duplicated or both.
  *   after:     ping-pong in both directions still works.
+ *   sends (-x, -X): the even rank posts sends nobody has matched yet
+ *              (-x: a small MPI_Issend; -X also a large MPI_Isend and a
+ *              large MPI_Issend), cancels each and waits for it, which must
+ *              return (bounded MPI_Test loop); then it tells the odd rank
+ *              which ones MPI_Test_cancelled reported.  A cancelled message
+ *              must never arrive (Iprobe finds nothing), any other one must
+ *              arrive intact.  Not every transport completes such sends
+ *              (pml ob1 cancels none, and mtl_efa's provider path cannot
+ *              withdraw a large message the provider holds): the runner
+ *              passes -x to mtl_efa's configurations, -X where its on-node
+ *              rings carry the pair.
  *
- * Options: -n RACE_ITERS (default 200), -s LARGE (default 1M).
+ * Options: -n RACE_ITERS (default 200), -s LARGE (default 1M), -x, -X.
  */
 #include "test_util.h"
 
@@ -182,6 +193,75 @@ static void sender(int peer, char *buf, int iters) {
     }
 }
 
+#define TAG_SENDS 60
+#define SEND_CASES 3
+
+/* Case i of the send cancels: its size and whether it is synchronous. */
+static size_t send_case_size(int i) {
+    return i == 0 ? 100 : large;
+}
+
+static void cancel_sends(int peer, char *buf, int ncases) {
+    int flags[SEND_CASES] = {0, 0, 0};
+
+    for (int i = 0; i < ncases; i++) {
+        size_t size = send_case_size(i);
+        char *sbuf = tu_malloc(size);
+        MPI_Request req;
+        MPI_Status st;
+        int done = 0;
+        double t0;
+
+        tu_fill(sbuf, size, tu_seed(12, i, 0, 0));
+        if (i == 1)
+            MPI_Isend(sbuf, (int)size, MPI_BYTE, peer, TAG_SENDS + i, MPI_COMM_WORLD, &req);
+        else
+            MPI_Issend(sbuf, (int)size, MPI_BYTE, peer, TAG_SENDS + i, MPI_COMM_WORLD, &req);
+        MPI_Cancel(&req);
+        t0 = MPI_Wtime();
+        do {
+            MPI_Test(&req, &done, &st);
+            TU_ASSERT(done || MPI_Wtime() - t0 < POLL_LIMIT,
+                      "send case %d (%zu bytes, %s): MPI_Test after MPI_Cancel not complete after "
+                      "%.0f s (the receiver has posted nothing)",
+                      i, size, i == 1 ? "Isend" : "Issend", POLL_LIMIT);
+        } while (!done);
+        MPI_Test_cancelled(&st, &flags[i]);
+        /* Cancelled or not, the buffer is the sender's again: scribble. */
+        memset(sbuf, TU_POISON, size);
+        free(sbuf);
+    }
+    (void)buf;
+    MPI_Send(flags, SEND_CASES, MPI_INT, peer, TAG_GO, MPI_COMM_WORLD);
+}
+
+static int cancelled_sends_recv(int peer, char *buf, int ncases) {
+    int flags[SEND_CASES], n = 0;
+
+    MPI_Recv(flags, SEND_CASES, MPI_INT, peer, TAG_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (int i = 0; i < ncases; i++) {
+        size_t size = send_case_size(i);
+        char what[96];
+        MPI_Status st;
+
+        snprintf(what, sizeof(what), "send case %d (%zu bytes) %s", i, size,
+                 flags[i] ? "reported cancelled" : "reported not cancelled");
+        if (flags[i]) {
+            int found = 1;
+
+            /* The sender's cancel completed before it sent the flags. */
+            MPI_Iprobe(peer, TAG_SENDS + i, MPI_COMM_WORLD, &found, &st);
+            TU_ASSERT(!found, "%s: the message arrived all the same", what);
+            n++;
+        } else {
+            memset(buf, TU_POISON, size);
+            MPI_Recv(buf, (int)size, MPI_BYTE, peer, TAG_SENDS + i, MPI_COMM_WORLD, &st);
+            tu_verify_recv(buf, &st, peer, TAG_SENDS + i, size, tu_seed(12, i, 0, 0), what);
+        }
+    }
+    return n;
+}
+
 /* Verified exchange in both directions after all the cancelling. */
 static void after(int peer, char *sbuf, char *rbuf) {
     size_t sizes[3] = {0, 3000, large};
@@ -199,11 +279,11 @@ static void after(int peer, char *sbuf, char *rbuf) {
 }
 
 int main(int argc, char **argv) {
-    int iters = 200, opt, partner, ncancelled = 0;
+    int iters = 200, opt, partner, ncancelled = 0, send_cases = 0, nsends = 0;
     char *buf, *buf2;
 
     tu_init(&argc, &argv, "cancel");
-    while ((opt = getopt(argc, argv, "n:s:h")) != -1) {
+    while ((opt = getopt(argc, argv, "n:s:xXh")) != -1) {
         switch (opt) {
         case 'n':
             iters = (int)tu_parse_long(optarg);
@@ -211,10 +291,16 @@ int main(int argc, char **argv) {
         case 's':
             large = tu_parse_size(optarg);
             break;
+        case 'x':
+            send_cases = send_cases > 1 ? send_cases : 1;
+            break;
+        case 'X':
+            send_cases = SEND_CASES;
+            break;
         case 'h':
-            tu_usage("[-n RACE_ITERS] [-s LARGE]", 0);
+            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X]", 0);
         default:
-            tu_usage("[-n RACE_ITERS] [-s LARGE]", 1);
+            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X]", 1);
         }
     }
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
@@ -229,8 +315,12 @@ int main(int argc, char **argv) {
             no_steal_recv(partner, buf);
             matched(partner, buf);
             ncancelled = race(partner, buf, iters);
+            if (send_cases)
+                nsends = cancelled_sends_recv(partner, buf, send_cases);
         } else {
             sender(partner, buf, iters);
+            if (send_cases)
+                cancel_sends(partner, buf, send_cases);
         }
         after(partner, buf, buf2);
     }
@@ -240,7 +330,12 @@ int main(int argc, char **argv) {
         MPI_Send(&ncancelled, 1, MPI_INT, 0, 1, MPI_COMM_WORLD);
     free(buf);
     free(buf2);
-    tu_ok("np=%d unmatched,no_steal,matched,race(%d iters, %d cancelled at rank 1),after", tu_size,
-          iters, ncancelled);
+    if (tu_rank == 0 && tu_size > 1)
+        MPI_Recv(&nsends, 1, MPI_INT, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else if (tu_rank == 1)
+        MPI_Send(&nsends, 1, MPI_INT, 0, 2, MPI_COMM_WORLD);
+    tu_ok("np=%d unmatched,no_steal,matched,race(%d iters, %d cancelled at rank 1),after%s "
+          "(%d of %d cancelled at rank 0)",
+          tu_size, iters, ncancelled, send_cases ? ",sends" : "", nsends, send_cases);
     return 0;
 }

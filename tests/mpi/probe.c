@@ -14,6 +14,9 @@
  *             still gives each handle its own message.
  *   improbe:  poll Improbe, then Imrecv + Wait.
  *   proc_null: Probe/Mprobe with MPI_PROC_NULL.
+ * Every call that fills one status (Probe, Iprobe, Mprobe, Improbe, Recv,
+ * Mrecv, Wait) must leave its MPI_ERROR field as it was: MPI sets that
+ * field only in calls that complete several requests (MPI_ERR_IN_STATUS).
  * Finally every rank sends two messages to rank 0, which discovers them with
  * Probe or Mprobe on MPI_ANY_SOURCE/MPI_ANY_TAG and receives by envelope.
  *
@@ -26,9 +29,20 @@
 
 static size_t large = 1u << 20;
 
+/* What MPI_ERROR holds before each single-completion call (kept by it). */
+#define ERR_UNTOUCHED 0x5eed
+
+static MPI_Status *arm(MPI_Status *st) {
+    st->MPI_ERROR = ERR_UNTOUCHED;
+    return st;
+}
+
 static void check_status(MPI_Status *st, int src, int tag, int count, const char *what) {
     int got;
 
+    TU_ASSERT(st->MPI_ERROR == ERR_UNTOUCHED,
+              "%s: a single-completion call changed status.MPI_ERROR (from %d to %d)", what,
+              ERR_UNTOUCHED, st->MPI_ERROR);
     MPI_Get_count(st, MPI_BYTE, &got);
     TU_ASSERT(st->MPI_SOURCE == src, "%s: status source expected %d got %d", what, src,
               st->MPI_SOURCE);
@@ -106,7 +120,7 @@ static void recv_verify(int src, int tag, size_t size, uint64_t seed, const char
     MPI_Status st;
 
     memset(buf, TU_POISON, size + 16);
-    MPI_Recv(buf, (int)size + 16, MPI_BYTE, src, tag, MPI_COMM_WORLD, &st);
+    MPI_Recv(buf, (int)size + 16, MPI_BYTE, src, tag, MPI_COMM_WORLD, arm(&st));
     check_status(&st, src, tag, (int)size, what);
     tu_verify(buf, size, seed, what);
     free(buf);
@@ -128,11 +142,11 @@ static void receiver(int peer) {
         snprintf(what, sizeof(what), "probe size %d", n);
         expect_nothing(MPI_ANY_SOURCE, MPI_ANY_TAG, what);
         send_go(peer);
-        MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, arm(&st));
         check_status(&st, peer, 10 + i, n, what);
-        MPI_Probe(peer, 10 + i, MPI_COMM_WORLD, &st);
+        MPI_Probe(peer, 10 + i, MPI_COMM_WORLD, arm(&st));
         check_status(&st, peer, 10 + i, n, "second probe (must not consume)");
-        MPI_Iprobe(MPI_ANY_SOURCE, 10 + i, MPI_COMM_WORLD, &flag, &st);
+        MPI_Iprobe(MPI_ANY_SOURCE, 10 + i, MPI_COMM_WORLD, &flag, arm(&st));
         TU_ASSERT(flag, "%s: Iprobe after Probe did not find the message", what);
         check_status(&st, peer, 10 + i, n, "Iprobe after Probe");
         recv_verify(peer, 10 + i, sizes[i], tu_seed(1, i, 0, 0), what);
@@ -143,7 +157,7 @@ static void receiver(int peer) {
         send_go(peer);
         t0 = MPI_Wtime();
         do {
-            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, arm(&st));
             TU_ASSERT(flag || MPI_Wtime() - t0 < POLL_LIMIT, "%s: nothing found after %.0f s", what,
                       POLL_LIMIT);
         } while (!flag);
@@ -153,18 +167,18 @@ static void receiver(int peer) {
         /* mprobe: same envelope twice */
         snprintf(what, sizeof(what), "mprobe size %d", n);
         send_go(peer);
-        MPI_Mprobe(MPI_ANY_SOURCE, 30, MPI_COMM_WORLD, &m1, &st);
+        MPI_Mprobe(MPI_ANY_SOURCE, 30, MPI_COMM_WORLD, &m1, arm(&st));
         check_status(&st, peer, 30, n + 1, "first Mprobe (must get the first message)");
-        MPI_Mprobe(peer, MPI_ANY_TAG, MPI_COMM_WORLD, &m2, &st);
+        MPI_Mprobe(peer, MPI_ANY_TAG, MPI_COMM_WORLD, &m2, arm(&st));
         check_status(&st, peer, 30, n + 2, "second Mprobe (must get the second message)");
         expect_nothing(MPI_ANY_SOURCE, MPI_ANY_TAG, "after two Mprobes");
         {
             char *b1 = tu_malloc(sizes[i] + 1), *b2 = tu_malloc(sizes[i] + 2);
 
-            MPI_Mrecv(b2, n + 2, MPI_BYTE, &m2, &st);
+            MPI_Mrecv(b2, n + 2, MPI_BYTE, &m2, arm(&st));
             check_status(&st, peer, 30, n + 2, "Mrecv of second message");
             TU_ASSERT(m2 == MPI_MESSAGE_NULL, "Mrecv did not set the handle to MPI_MESSAGE_NULL");
-            MPI_Mrecv(b1, n + 1, MPI_BYTE, &m1, &st);
+            MPI_Mrecv(b1, n + 1, MPI_BYTE, &m1, arm(&st));
             check_status(&st, peer, 30, n + 1, "Mrecv of first message");
             tu_verify(b1, sizes[i] + 1, tu_seed(3, i, 1, 0), "Mrecv first message");
             tu_verify(b2, sizes[i] + 2, tu_seed(3, i, 2, 0), "Mrecv second message");
@@ -177,7 +191,7 @@ static void receiver(int peer) {
         send_go(peer);
         t0 = MPI_Wtime();
         do {
-            MPI_Improbe(peer, 40 + i, MPI_COMM_WORLD, &flag, &m1, &st);
+            MPI_Improbe(peer, 40 + i, MPI_COMM_WORLD, &flag, &m1, arm(&st));
             TU_ASSERT(flag || MPI_Wtime() - t0 < POLL_LIMIT, "%s: nothing found after %.0f s", what,
                       POLL_LIMIT);
         } while (!flag);
@@ -187,7 +201,7 @@ static void receiver(int peer) {
 
             memset(b, TU_POISON, sizes[i] + 3);
             MPI_Imrecv(b, n + 3, MPI_BYTE, &m1, &req);
-            MPI_Wait(&req, &st);
+            MPI_Wait(&req, arm(&st));
             check_status(&st, peer, 40 + i, n + 3, "Imrecv");
             tu_verify(b, sizes[i] + 3, tu_seed(4, i, 0, 0), "Imrecv");
             free(b);
@@ -233,9 +247,9 @@ static void gather_by_probe(void) {
             char *buf, what[96];
 
             if (i % 2)
-                MPI_Mprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &msg, &st);
+                MPI_Mprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &msg, arm(&st));
             else
-                MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+                MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, arm(&st));
             src = st.MPI_SOURCE;
             TU_ASSERT(src > 0 && src < tu_size, "wildcard probe: bad source %d", src);
             second = seen[src]++;
@@ -247,9 +261,9 @@ static void gather_by_probe(void) {
                          (int)(second ? large / 2 : 10) + src, what);
             buf = tu_malloc((size_t)count);
             if (i % 2)
-                MPI_Mrecv(buf, count, MPI_BYTE, &msg, &st);
+                MPI_Mrecv(buf, count, MPI_BYTE, &msg, arm(&st));
             else
-                MPI_Recv(buf, count, MPI_BYTE, src, st.MPI_TAG, MPI_COMM_WORLD, &st);
+                MPI_Recv(buf, count, MPI_BYTE, src, st.MPI_TAG, MPI_COMM_WORLD, arm(&st));
             check_status(&st, src, (second ? 60 : 50) + src % 7, count, what);
             tu_verify(buf, (size_t)count, tu_seed(5, src, second, 0), what);
             free(buf);

@@ -182,7 +182,16 @@ test_args() {
         [[ $q == 1 || $cfg == cm-efa-rxd ]] && echo "-n 1000" ;;
     ordering) [[ $q == 1 ]] && echo "-n 200" ;;
     probe) [[ $q == 1 ]] && echo "-s 256K" ;;
-    cancel) [[ $q == 1 ]] && echo "-n 50 -s 256K" ;;
+    cancel)
+        # Cancelled sends nobody matches must complete: mtl_efa (-x: a small
+        # MPI_Issend), and on its on-node rings also large ones (-X); pml
+        # ob1 cancels no send.
+        local a=""
+        [[ $cfg == cm-efa-* ]] && a="-x"
+        [[ $cfg == cm-efa-onnode* ]] && a="-X"
+        [[ $q == 1 ]] && a="$a -n 50 -s 256K"
+        echo "$a"
+        ;;
     ssend) [[ $q == 1 ]] && echo "-n 50 -s 256K" ;;
     truncate)
         # Open MPI 4.1's ob1 writes the whole message past the end of the
@@ -196,8 +205,8 @@ test_args() {
     comms) [[ $q == 1 ]] && echo "-n 10 -s 64K" ;;
     threads)
         # MPI_ANY_SOURCE in the own-comm exchange (cm-efa-shm does not run
-        # threads: see known_defect).
-        local a="-a"
+        # threads: see known_defect); communicators created meanwhile.
+        local a="-a -c"
         [[ $q == 1 ]] && a="$a -i 5 -s 256K"
         echo "$a"
         ;;

@@ -11,6 +11,15 @@
  * (MPI_Issend), and with several sends held at once (A1..An before B).
  * Sizes 64 KiB and MAXSIZE: above every provider's inject size.
  *
+ * With 3 or more ranks, also a wait that must drive every path: A (rank
+ * 0) posts Irecv(C, 64 KiB) and then Ssend(B); C (rank 1) sends 64 KiB to
+ * A, then a message to B; B (rank 2) receives C's message, then A's.  A's
+ * Ssend completes only after B has received C's message, which C sends
+ * only once A has taken its 64 KiB: A must keep receiving while it waits
+ * in Ssend.  With the ranks on pretend nodes of two slots (cm-efa-mixed)
+ * A and C share a node (their message takes mtl_efa's rings) and B is on
+ * the other (the Ssend takes the provider).
+ *
  * Options: -i ITERS (default 20), -n HELD (default 8), -s MAXSIZE
  *          (default 1M), -y: standard sends only (no MPI_Issend; shm never
  *          matches a synchronous message that waits unexpected, see
@@ -66,6 +75,41 @@ static void step(int peer, int even, size_t size, int held, int sync, int it, ch
     }
 }
 
+/* A = rank 0, C = rank 1, B = rank 2 (see the top of the file). */
+static void three_way(int it) {
+    const size_t big = 65536;
+    char small[8], small_in[8];
+    char *buf = tu_malloc(big);
+    uint64_t seed = tu_seed(3, (uint64_t)it, 0, 0);
+    char what[64];
+
+    snprintf(what, sizeof(what), "three-way iter %d", it);
+    if (0 == tu_rank) {
+        MPI_Request req;
+        MPI_Status st;
+        int count;
+
+        memset(buf, TU_POISON, big);
+        MPI_Irecv(buf, (int)big, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &req);
+        tu_fill(small, sizeof(small), seed + 1);
+        MPI_Ssend(small, (int)sizeof(small), MPI_BYTE, 2, 8, MPI_COMM_WORLD);
+        MPI_Wait(&req, &st);
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        TU_ASSERT((size_t)count == big, "%s: A got %d bytes from C, expected %zu", what, count,
+                  big);
+        tu_verify(buf, big, seed, what);
+    } else if (1 == tu_rank) {
+        tu_fill(buf, big, seed);
+        MPI_Send(buf, (int)big, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+        tu_fill(small, sizeof(small), seed + 2);
+        MPI_Send(small, (int)sizeof(small), MPI_BYTE, 2, 9, MPI_COMM_WORLD);
+    } else if (2 == tu_rank) {
+        recv_check(small_in, sizeof(small_in), 1, 9, seed + 2, what);
+        recv_check(small_in, sizeof(small_in), 0, 8, seed + 1, what);
+    }
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     int iters = 20, held = 8, opt, with_sync = 1;
     size_t max_size = 1u << 20;
@@ -110,12 +154,17 @@ int main(int argc, char **argv) {
             }
         }
     }
+    if (tu_size >= 3) {
+        for (int it = 0; it < iters; it++) {
+            three_way(it);
+        }
+    }
     for (int i = 0; i < held; i++) {
         free(abuf[i]);
     }
     free(bbuf);
     free(rbuf);
-    tu_ok("np=%d iters=%d held=%d sizes=64K,%zu isend%s", tu_size, iters, held, max_size,
-          with_sync ? ",issend" : "");
+    tu_ok("np=%d iters=%d held=%d sizes=64K,%zu isend%s%s", tu_size, iters, held, max_size,
+          with_sync ? ",issend" : "", tu_size >= 3 ? ",three-way" : "");
     return 0;
 }

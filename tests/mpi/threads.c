@@ -13,10 +13,16 @@
  *                provider at once.
  *   shared comm: all threads share one communicator and are kept apart by
  *                tag only.
+ *   churn (-c):  meanwhile one more thread per rank creates communicators
+ *                (CHURN_COMMS dups held at once, twice over) and sends a
+ *                message round the ring on each new one, so mtl_efa's table
+ *                of communicator paths grows while the other threads' sends
+ *                read it.
  * All data is verified (pattern seeded by thread, iteration, size, sender).
  *
  * Options: -t NTHREADS (default 4), -i ITERS (default 20), -s MAXSIZE
- *          (default 1M), -a (MPI_ANY_SOURCE in the own-comm exchange).
+ *          (default 1M), -a (MPI_ANY_SOURCE in the own-comm exchange),
+ *          -c (the churn thread).
  */
 #include "test_util.h"
 
@@ -34,6 +40,9 @@ static int iters = 20;
 static int any_source = 0;
 static size_t max_size = 1u << 20;
 static int partner;
+static int churn = 0;
+
+#define CHURN_COMMS 300
 
 static const size_t base_sizes[] = {0, 1, 7, 1024, 4097, 65537, 262144, 1048576};
 
@@ -92,6 +101,31 @@ static void *thread_main(void *p) {
     return NULL;
 }
 
+/* Communicators come and go while the workers send (see the top). */
+static void *churn_main(void *p) {
+    MPI_Comm parent = *(MPI_Comm *)p;
+    MPI_Comm *comms = malloc(CHURN_COMMS * sizeof(*comms));
+    int next = (tu_rank + 1) % tu_size, prev = (tu_rank + tu_size - 1) % tu_size;
+
+    TU_ASSERT(comms != NULL, "out of memory");
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < CHURN_COMMS; i++) {
+            int out = tu_rank * 100000 + round * 1000 + i, in = -1;
+            MPI_Status st;
+
+            MPI_Comm_dup(parent, &comms[i]);
+            MPI_Sendrecv(&out, 1, MPI_INT, next, 3, &in, 1, MPI_INT, prev, 3, comms[i], &st);
+            TU_ASSERT(in == prev * 100000 + round * 1000 + i,
+                      "churn: communicator %d of round %d: got %d from rank %d, expected %d", i,
+                      round, in, prev, prev * 100000 + round * 1000 + i);
+        }
+        for (int i = 0; i < CHURN_COMMS; i++)
+            MPI_Comm_free(&comms[i]);
+    }
+    free(comms);
+    return NULL;
+}
+
 static const char *level_name(int l) {
     return l == MPI_THREAD_SINGLE       ? "MPI_THREAD_SINGLE"
            : l == MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
@@ -104,11 +138,12 @@ int main(int argc, char **argv) {
     int nthreads = 4, opt, provided, i;
     pthread_t tids[MAX_THREADS];
     struct targ args[MAX_THREADS];
-    MPI_Comm shared;
+    MPI_Comm shared, churn_parent = MPI_COMM_NULL;
+    pthread_t churn_tid;
     double t0;
 
     provided = tu_init_thread(&argc, &argv, "threads", MPI_THREAD_MULTIPLE);
-    while ((opt = getopt(argc, argv, "t:i:s:ah")) != -1) {
+    while ((opt = getopt(argc, argv, "t:i:s:ach")) != -1) {
         switch (opt) {
         case 't':
             nthreads = (int)tu_parse_long(optarg);
@@ -122,10 +157,13 @@ int main(int argc, char **argv) {
         case 'a':
             any_source = 1;
             break;
+        case 'c':
+            churn = 1;
+            break;
         case 'h':
-            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a]", 0);
+            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a] [-c]", 0);
         default:
-            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a]", 1);
+            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a] [-c]", 1);
         }
     }
     TU_ASSERT(provided >= MPI_THREAD_MULTIPLE,
@@ -142,6 +180,13 @@ int main(int argc, char **argv) {
         args[i].shared = shared;
         MPI_Comm_dup(MPI_COMM_WORLD, &args[i].own);
     }
+    if (churn) {
+        int rc;
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &churn_parent); /* its collectives are the churn's alone */
+        rc = pthread_create(&churn_tid, NULL, churn_main, &churn_parent);
+        TU_ASSERT(rc == 0, "pthread_create failed: %s", strerror(rc));
+    }
     t0 = MPI_Wtime();
     if (partner >= 0) {
         for (i = 0; i < nthreads; i++) {
@@ -152,11 +197,15 @@ int main(int argc, char **argv) {
         for (i = 0; i < nthreads; i++)
             pthread_join(tids[i], NULL);
     }
+    if (churn) {
+        pthread_join(churn_tid, NULL);
+        MPI_Comm_free(&churn_parent);
+    }
     t0 = MPI_Wtime() - t0;
     for (i = 0; i < nthreads; i++)
         MPI_Comm_free(&args[i].own);
     MPI_Comm_free(&shared);
-    tu_ok("np=%d threads=%d iters=%d sizes=0..%zu own-comm%s,shared-comm time=%.2fs", tu_size,
-          nthreads, iters, max_size, any_source ? "(any-source)" : "", t0);
+    tu_ok("np=%d threads=%d iters=%d sizes=0..%zu own-comm%s,shared-comm%s time=%.2fs", tu_size,
+          nthreads, iters, max_size, any_source ? "(any-source)" : "", churn ? ",churn" : "", t0);
     return 0;
 }
