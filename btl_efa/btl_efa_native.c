@@ -349,8 +349,11 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
         return OPAL_ERR_NOT_SUPPORTED;
     }
     uint64_t raddr;
-    if (remote_address % size || !efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr,
-                                                      remote_address, size, &raddr)) {
+    /* A torn handle (see efa_rma_handle_t) cannot go to the target's CPU
+     * instead as put and get do: native atomics must not mix with its. */
+    if (remote_address % size || !efa_rma_handle_intact(&remote_handle->rma) ||
+        !efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr, remote_address, size,
+                             &raddr)) {
         return mca_btl_efa_refuse(btl, ep, "atomic", local_address, local_handle, remote_address,
                                   size, cbfunc, cbcontext, cbdata);
     }

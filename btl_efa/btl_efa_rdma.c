@@ -63,25 +63,56 @@ static void report_refusal(mca_btl_efa_module_t *btl, int type, uint64_t src, ui
     }
 }
 
-/* Look the key up and check [addr, addr+len) and the access; the lock is
- * held by the caller.  Returns NULL (and *why) when refused. */
+static bool covers(const efa_btl_reg_t *reg, uint64_t addr, uint64_t len, uint32_t access) {
+    return efa_rma_in_range(&reg->handle.rma, addr, len) &&
+           (reg->handle.rma.access & access) == access;
+}
+
+/* Any live registration of this process that covers [addr, addr+len) with
+ * the access; the lock is held by the caller. */
+static const efa_btl_reg_t *find_covering(mca_btl_efa_module_t *btl, uint64_t addr, uint64_t len,
+                                          uint32_t access) {
+    uint64_t key;
+    void *value, *node;
+    int rc = opal_hash_table_get_first_key_uint64(&btl->regs, &key, &value, &node);
+    while (OPAL_SUCCESS == rc) {
+        if (covers(value, addr, len, access)) {
+            return value;
+        }
+        rc = opal_hash_table_get_next_key_uint64(&btl->regs, &key, &value, node, &node);
+    }
+    return NULL;
+}
+
+/* Check [addr, addr+len) and the access against this process's own table;
+ * the lock is held by the caller.  Returns NULL (and *why) when refused.
+ * The registration the key names is tried first; when it does not cover
+ * the range, any other live registration that does is accepted.  The key
+ * is only the initiator's hint: osc/rdma on a dynamic window reads a
+ * peer's table of attached regions from shared memory without the table's
+ * lock, so while the peer attaches (and shifts the table) it can pair a
+ * region's range with its neighbour's handle.  The operation is still
+ * legitimate when the memory is registered here, and this table alone
+ * says what is. */
 static const efa_btl_reg_t *check(mca_btl_efa_module_t *btl, uint64_t key, uint64_t addr,
                                   uint64_t len, uint32_t access, const char **why) {
     void *value = NULL;
-    if (OPAL_SUCCESS != opal_hash_table_get_value_uint64(&btl->regs, key, &value)) {
+    const bool known = OPAL_SUCCESS == opal_hash_table_get_value_uint64(&btl->regs, key, &value);
+    if (known && covers(value, addr, len, access)) {
+        return value;
+    }
+    const efa_btl_reg_t *other = find_covering(btl, addr, len, access);
+    if (NULL != other) {
+        return other;
+    }
+    if (!known) {
         *why = "no such registration";
-        return NULL;
-    }
-    const efa_btl_reg_t *reg = value;
-    if (!efa_rma_in_range(&reg->handle.rma, addr, len)) {
+    } else if (!efa_rma_in_range(&((const efa_btl_reg_t *)value)->handle.rma, addr, len)) {
         *why = "outside the registered range";
-        return NULL;
-    }
-    if ((reg->handle.rma.access & access) != access) {
+    } else {
         *why = "the registration does not grant this access";
-        return NULL;
     }
-    return reg;
+    return NULL;
 }
 
 #define EFA_BTL_ATOMIC_BODY(T, ST)                                                                 \
@@ -484,6 +515,19 @@ static uint64_t corrupt(uint64_t remote_address) {
     return remote_address + (uint64_t)(int64_t)mca_btl_efa_component.debug_corrupt_offset;
 }
 
+/* Said once at verbosity 10: how often it happens is of no interest, that
+ * it happens explains the emulated requests of a native configuration. */
+static void note_uncovered(int type, uint64_t remote_address, size_t size) {
+    static bool said = false;
+    if (!said) {
+        said = true;
+        opal_output_verbose(10, mca_common_efa_output,
+                            "btl:efa: a %s of %zu bytes at 0x%llx lies outside the handle it came "
+                            "with: the target checks it against its own registrations",
+                            type_name(type), size, (unsigned long long)remote_address);
+    }
+}
+
 static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
                 void *local_address, uint64_t remote_address,
                 struct mca_btl_base_registration_handle_t *local_handle,
@@ -496,8 +540,23 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
     if (EFA_BTL_MSG_PUT == type) {
         remote_address = corrupt(remote_address);
     }
+    /* The handle may sit in memory its owner rewrites meanwhile (osc/rdma's
+     * shared region table): checked and used as one copy, read once. */
+    struct mca_btl_base_registration_handle_t snap = *remote_handle;
+    remote_handle = &snap;
+    /* A handle that does not cover the range, or a torn one, is not
+     * necessarily a wrong operation: osc/rdma can hand out a neighbouring
+     * region's handle, or a mixture of two, for attached memory of a
+     * dynamic window (see check() in the target side).  The direct paths trust the handle, so such
+     * an operation goes to the target, which executes it if its own table covers the range and
+     * refuses it otherwise. */
+    const bool covered = efa_rma_handle_intact(&remote_handle->rma) &&
+                         efa_rma_in_range(&remote_handle->rma, remote_address, size);
+    if (!covered) {
+        note_uncovered(type, remote_address, size);
+    }
     /* Another process of this node: one copy by CMA where possible. */
-    if (btl->single_copy && !ep->is_self && 0 != size) {
+    if (covered && btl->single_copy && !ep->is_self && 0 != size) {
         int rc = mca_btl_efa_cma_rdma(btl, ep, type, local_address, remote_address, local_handle,
                                       remote_handle, size, cbfunc, cbcontext, cbdata);
         if (OPAL_ERR_NOT_AVAILABLE != rc) {
@@ -505,7 +564,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
         }
     }
     /* Own memory: a checked copy is all either path would amount to. */
-    if ((EFA_BTL_MSG_PUT == type ? btl->native_put : btl->native_get) && !ep->is_self) {
+    if (covered && (EFA_BTL_MSG_PUT == type ? btl->native_put : btl->native_get) && !ep->is_self) {
         return mca_btl_efa_native_rdma(btl, ep, type, local_address, remote_address, local_handle,
                                        remote_handle, size, cbfunc, cbcontext, cbdata);
     }
@@ -526,6 +585,8 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, void *l
     }
     mca_btl_efa_note_one_sided();
     remote_address = corrupt(remote_address);
+    struct mca_btl_base_registration_handle_t snap = *remote_handle; /* read once, see rdma() */
+    remote_handle = &snap;
     if (btl->native_atomics) {
         return mca_btl_efa_native_atomic(btl, ep, local_address, remote_address, local_handle,
                                          remote_handle, op, operand, operand2, (uint32_t)flags,
@@ -664,6 +725,7 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
     reg->handle.rma.owner_pid = btl->my_pid; /* 0 unless single copy is on */
     OPAL_THREAD_LOCK(&btl->lock);
     reg->handle.rma.key = ++btl->next_key;
+    efa_rma_handle_seal(&reg->handle.rma);
     opal_hash_table_set_value_uint64(&btl->regs, reg->handle.rma.key, reg);
     OPAL_THREAD_UNLOCK(&btl->lock);
     return &reg->handle;
