@@ -74,6 +74,9 @@ typedef struct efa_btl_rma {
 
 #define EFA_BTL_OP_CSWAP 0x100
 
+/* The smallest btl_efa_rma_max_transfer accepted (besides 0). */
+#define EFA_BTL_MIN_RMA_TRANSFER 4096
+
 /* Self-contained registration handle: osc/rdma copies it to the peers
  * (layout and meaning in common/efa_rma.h). */
 struct mca_btl_base_registration_handle_t {
@@ -185,7 +188,7 @@ typedef struct efa_btl_rop {
     efa_op_t op;                /* first: the core hands it back */
     struct efa_btl_rop *next;   /* free list */
     struct efa_btl_rop *parent; /* pieces: the rop that reports */
-    volatile int32_t pending;   /* parent: pieces not completed, plus one while posting */
+    volatile int64_t pending;   /* parent: pieces not completed, plus one while posting */
     int status;                 /* parent: first error */
     mca_btl_efa_endpoint_t *endpoint;
     void *local_address;

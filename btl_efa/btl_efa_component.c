@@ -67,8 +67,8 @@ static int efa_component_register(void) {
     mca_btl_efa_component.rma_max_transfer = 0;
     reg("rma_max_transfer",
         "Largest single RDMA read or write handed to the provider; a larger native put or get "
-        "is cut into pieces of this size (0: the provider's own limit; smaller values are for "
-        "testing)",
+        "is cut into pieces of this size (0: the provider's own limit; otherwise at least 4096, "
+        "smaller values than the provider's are for testing)",
         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &mca_btl_efa_component.rma_max_transfer);
     mca_btl_efa_component.inplace_min = 0;
     reg("inplace_min",
@@ -215,6 +215,19 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
     if (!efa_rma_parse_mode(mca_btl_efa_component.atomic_mode, &atomics)) {
         mca_common_efa_show_help("help-btl-efa.txt", "bad-mode", true, opal_process_info.nodename,
                                  "atomic_mode", mca_btl_efa_component.atomic_mode);
+        return OPAL_ERR_BAD_PARAM;
+    }
+    /* Every piece of a native transfer is an operation of its own (and a
+     * rop): a limit of a few bytes would turn one put into millions of
+     * them.  Below a page nothing is worth testing either. */
+    const size_t max_transfer = mca_btl_efa_component.rma_max_transfer;
+    if (0 != max_transfer && max_transfer < EFA_BTL_MIN_RMA_TRANSFER) {
+        char value[32], allowed[96];
+        snprintf(value, sizeof(value), "%zu", max_transfer);
+        snprintf(allowed, sizeof(allowed), "0 (the provider's limit) or at least %d bytes",
+                 EFA_BTL_MIN_RMA_TRANSFER);
+        mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
+                                 "rma_max_transfer", value, allowed);
         return OPAL_ERR_BAD_PARAM;
     }
     efa_single_copy_mode_t single_copy;

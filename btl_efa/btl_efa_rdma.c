@@ -442,7 +442,12 @@ int mca_btl_efa_emulated_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     }
 
     size_t chunk = btl->rma_chunk;
-    int nchunks = (EFA_BTL_MSG_ATOMIC == type || 0 == size) ? 1 : (int)((size + chunk - 1) / chunk);
+    const size_t count =
+        (EFA_BTL_MSG_ATOMIC == type || 0 == size) ? 1 : size / chunk + (0 != size % chunk);
+    if (count > INT32_MAX) { /* beyond what the chunk counters hold: never truncated */
+        return OPAL_ERR_BAD_PARAM;
+    }
+    const int nchunks = (int)count;
     efa_btl_rdma_req_t *req = calloc(1, sizeof(*req));
     if (NULL == req) {
         return OPAL_ERR_OUT_OF_RESOURCE;
