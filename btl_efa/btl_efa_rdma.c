@@ -22,12 +22,19 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rdma/fi_errno.h>
 
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "opal/util/show_help.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* ---- target side ---- */
 
@@ -290,7 +297,17 @@ void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
     frag->send_len = sizeof(*rh) + sizeof(*rr) + data_len;
     frag->dest = ep->addr;
     frag->endpoint = ep;
+    if (1 == mca_btl_efa_component.debug_lose_answers) {
+        mca_btl_efa_frag_return(btl, frag); /* testing: the answer is lost */
+        return;
+    }
+    if (2 == mca_btl_efa_component.debug_lose_answers) {
+        rr->req = ~rma->req; /* testing: names a request never issued */
+    }
     if (OPAL_SUCCESS != mca_btl_efa_frag_post(btl, frag)) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an answer to a one-sided request cannot be sent; the "
+                            "initiator's operation will time out");
         mca_btl_efa_frag_return(btl, frag);
     }
 }
@@ -299,6 +316,9 @@ void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
 
 static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     mca_btl_efa_endpoint_t *ep = req->endpoint;
+    OPAL_THREAD_LOCK(&btl->lock);
+    opal_hash_table_remove_value_uint64(&btl->reqs, req->id);
+    OPAL_THREAD_UNLOCK(&btl->lock);
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
     /* osc/rdma may pass no callback and rely on flush; nor is the upper
@@ -360,13 +380,80 @@ static void chunk_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, i
     rdma_advance(btl, req, status, 1);
 }
 
-void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status) {
-    chunk_answered(btl, req, status);
+static efa_btl_rdma_req_t *req_lookup(mca_btl_efa_module_t *btl, uint64_t id) {
+    void *value = NULL;
+    OPAL_THREAD_LOCK(&btl->lock);
+    const int found = opal_hash_table_get_value_uint64(&btl->reqs, id, &value);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return OPAL_SUCCESS == found ? value : NULL;
+}
+
+/* A chunk's send failed.  Its request may have timed out meanwhile: looked
+ * up by id, like an answer. */
+void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status) {
+    efa_btl_rdma_req_t *req = req_lookup(btl, req_id);
+    if (NULL != req) {
+        chunk_answered(btl, req, status);
+    }
+}
+
+/* Requests failed per call at most (the rest on the next one). */
+#define EXPIRE_BATCH 16
+
+int mca_btl_efa_rdma_expire(mca_btl_efa_module_t *btl) {
+    static int reported = 0;
+    const double now = now_seconds();
+    const double limit = (double)mca_btl_efa_component.rma_timeout;
+    efa_btl_rdma_req_t *expired[EXPIRE_BATCH];
+    int n = 0;
+    uint64_t key;
+    void *value, *node;
+    OPAL_THREAD_LOCK(&btl->lock);
+    int rc = opal_hash_table_get_first_key_uint64(&btl->reqs, &key, &value, &node);
+    while (OPAL_SUCCESS == rc && n < EXPIRE_BATCH) {
+        efa_btl_rdma_req_t *req = value;
+        if (now - req->last > limit) {
+            expired[n++] = req;
+        }
+        rc = opal_hash_table_get_next_key_uint64(&btl->reqs, &key, &value, node, &node);
+    }
+    /* Out of the table first: a late answer or chunk failure finds nothing. */
+    for (int i = 0; i < n; ++i) {
+        opal_hash_table_remove_value_uint64(&btl->reqs, expired[i]->id);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    for (int i = 0; i < n; ++i) {
+        efa_btl_rdma_req_t *req = expired[i];
+        if (reported++ < 10) {
+            opal_output(0,
+                        "btl:efa: a one-sided %s of %zu bytes to %s got no answer for %d s "
+                        "(btl_efa_rma_timeout): it fails; the target's answers were lost or it "
+                        "stopped progressing",
+                        type_name(req->type), req->size, OPAL_NAME_PRINT(req->endpoint->name),
+                        mca_btl_efa_component.rma_timeout);
+        }
+        req->status = OPAL_ERR_TIMEOUT;
+        req_done(btl, req);
+    }
+    return n;
 }
 
 void mca_btl_efa_rdma_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
                                   const void *payload, size_t len) {
-    efa_btl_rdma_req_t *req = (efa_btl_rdma_req_t *)(uintptr_t)rma->req;
+    /* The answer comes from another process: its request id is looked up,
+     * never taken for an address. */
+    void *value = NULL;
+    OPAL_THREAD_LOCK(&btl->lock);
+    const int found = opal_hash_table_get_value_uint64(&btl->reqs, rma->req, &value);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (OPAL_SUCCESS != found) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an answer for no request in flight (id 0x%llx) dropped",
+                            (unsigned long long)rma->req);
+        return;
+    }
+    efa_btl_rdma_req_t *req = value;
+    req->last = now_seconds();
     int status = rma->status;
     if (OPAL_SUCCESS == status) {
         if (EFA_BTL_MSG_GET == req->type) {
@@ -464,6 +551,15 @@ int mca_btl_efa_emulated_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     req->remote_address = remote_address;
     req->rma = rma;
     req->nchunks = nchunks;
+    req->last = now_seconds();
+    OPAL_THREAD_LOCK(&btl->lock);
+    req->id = ++btl->next_req_id;
+    int rc = opal_hash_table_set_value_uint64(&btl->reqs, req->id, req);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (OPAL_SUCCESS != rc) {
+        free(req);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
     (void)mca_btl_efa_drain_pending(btl);
@@ -489,7 +585,7 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
     hdr->type = (uint8_t)type;
     hdr->src = btl->my_name;
     *r = req->rma;
-    r->req = (uint64_t)(uintptr_t)req;
+    r->req = req->id;
     r->addr = req->remote_address + off;
     r->len = n;
     r->offset = off;
@@ -504,7 +600,7 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
     frag->send_len = sizeof(*hdr) + sizeof(*r) + payload;
     frag->dest = ep->addr;
     frag->endpoint = ep;
-    frag->req = req;
+    frag->req_id = req->id;
     int rc = mca_btl_efa_frag_post(btl, frag);
     if (OPAL_SUCCESS != rc) {
         mca_btl_efa_frag_return(btl, frag);
@@ -667,9 +763,24 @@ int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_en
      * that flushes in a loop (a spin lock on its own window) must still
      * execute the requests its peers wait for, as the target of the
      * emulated path and of software providers' RMA. */
+    /* Bounded: emulated requests fail after btl_efa_rma_timeout without an
+     * answer (checked here too); what the provider holds (native) gets the
+     * same time again before flush gives up on it with a message. */
+    const double deadline = now_seconds() + 2.0 * mca_btl_efa_component.rma_timeout;
+    unsigned spins = 0;
     do {
         mca_btl_efa_drain_pending(btl);
         opal_progress();
+        if (*count > 0 && 0 == (++spins & 1023)) {
+            (void)mca_btl_efa_rdma_expire(btl);
+            if (*count > 0 && now_seconds() > deadline) {
+                opal_output(0,
+                            "btl:efa: flush gives up after %d s with %d one-sided operation(s) "
+                            "still outstanding (the provider has not completed them)",
+                            2 * mca_btl_efa_component.rma_timeout, (int)*count);
+                return OPAL_ERR_TIMEOUT;
+            }
+        }
     } while (*count > 0);
     return OPAL_SUCCESS;
 }
@@ -756,6 +867,11 @@ void mca_btl_efa_rdma_module_setup(mca_btl_efa_module_t *btl) {
     /* Keys start at a random point so a stale key from an earlier run of a
      * component reload is unlikely to name a live registration. */
     btl->next_key = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)btl;
+    OBJ_CONSTRUCT(&btl->reqs, opal_hash_table_t);
+    opal_hash_table_init(&btl->reqs, 256);
+    /* Likewise for request ids: a late answer to an earlier run's request
+     * is unlikely to name one in flight. */
+    btl->next_req_id = btl->next_key << 16;
 }
 
 void mca_btl_efa_rdma_module_fini(mca_btl_efa_module_t *btl) {
@@ -772,4 +888,7 @@ void mca_btl_efa_rdma_module_fini(mca_btl_efa_module_t *btl) {
                  opal_hash_table_get_next_key_uint64(&btl->regs, &key, &value, node, &node));
     }
     OBJ_DESTRUCT(&btl->regs);
+    /* Requests still in flight at finalize are abandoned (their answers
+     * would be dropped), as before: their memory is left alone. */
+    OBJ_DESTRUCT(&btl->reqs);
 }

@@ -48,6 +48,8 @@
 # put/get send what their handle does not cover to the target's check) and
 # the refusal of atomics.  "llist" (osc_llist) builds one linked list from
 # every rank in a dynamic window, each element attached on its own.
+# "lost" (osc_lost, emul configs) has the target lose its answers: put and
+# get must fail after btl_efa_rma_timeout and flush return.
 # Prints "PASS name config np=N" / "FAIL ..." per run and a final
 # "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -76,8 +78,8 @@ fi
     ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces
     ob1-rxm-mrlocal cm-rxm-mrlocal ob1-rxm-noring ob1-shm-noring ob1-rxd-nocma ob1-rxm-nocma
     ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail ob1-rxm-devread)
-[ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist)
-for p in osc_test osc_hostile osc_llist; do
+[ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost)
+for p in osc_test osc_hostile osc_llist osc_lost; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
 done
 [ -f "$comp/mca_btl_efa.so" ] || { echo "run-osc-tests: no mca_btl_efa.so in $comp"; exit 2; }
@@ -225,6 +227,26 @@ for cfg in "${configs[@]}"; do
                 [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK llist" "$out" &&
                     ! grep -q "^FAIL\|refused" "$out" && ok=1
                 verdict "$t" "$cfg" "$np" $ok
+                ;;
+            lost)
+                # The target loses its answers (btl_efa_debug_lose_answers 1:
+                # dropped, 2: naming a request never issued): put and get
+                # must fail after btl_efa_rma_timeout (2 s), flush return,
+                # nothing crash.  Emulated configs only (elsewhere put/get
+                # take no answers); 2 ranks.
+                [[ $cfg == *-emul ]] && [ "$np" = "${cfg_nps[0]}" ] || continue
+                for how in 1 2; do
+                    out=$log/$t$how.$cfg.2.out ok=0
+                    # shellcheck disable=SC2086
+                    run "$t$how" "$cfg" 2 -- $args --mca btl_efa_rma_timeout 2 \
+                        --mca btl_efa_debug_lose_answers $how "$bin/osc_lost"
+                    [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK lost" "$out" &&
+                        grep -q "got no answer for 2 s" "$out" && ok=1
+                    if [ $how = 2 ] && ! grep -q "an answer for no request in flight" "$out"; then
+                        ok=0
+                    fi
+                    verdict "$t$how" "$cfg" 2 $ok
+                done
                 ;;
             vader)
                 # On one node with Open MPI's shared-memory BTL loaded too:
