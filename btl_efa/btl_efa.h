@@ -74,6 +74,9 @@ typedef struct efa_btl_rma {
 
 #define EFA_BTL_OP_CSWAP 0x100
 
+/* The smallest btl_efa_rma_max_transfer accepted (besides 0). */
+#define EFA_BTL_MIN_RMA_TRANSFER 4096
+
 /* Self-contained registration handle: osc/rdma copies it to the peers
  * (layout and meaning in common/efa_rma.h). */
 struct mca_btl_base_registration_handle_t {
@@ -147,11 +150,12 @@ typedef struct efa_btl_frag {
     fi_addr_t dest;
     void *desc;
     size_t send_len;
-    int err;                      /* a send that failed for good, until it is finished */
-    bool user;                    /* a two-sided descriptor handed to the upper layer */
-    bool posted;                  /* the provider holds it: its completion is still to come */
-    bool inject;                  /* post with fi_inject (no completion; recycled at once) */
-    struct efa_btl_rdma_req *req; /* a one-sided request chunk: fails the request on error */
+    int err;         /* a send that failed for good, until it is finished */
+    bool user;       /* a two-sided descriptor handed to the upper layer */
+    bool posted;     /* the provider holds it: its completion is still to come */
+    bool inject;     /* post with fi_inject (no completion; recycled at once) */
+    uint64_t req_id; /* a one-sided request chunk (its id, 0: none): fails the request on error */
+    uint8_t retries; /* an answer (RESP) sent again after its send failed */
     uint8_t *buf;
     efa_mr_t *data_mr; /* in place with FI_MR_LOCAL: the caller's memory, held until done */
     void *data_desc;
@@ -160,6 +164,7 @@ typedef struct efa_btl_frag {
 /* An initiator's one-sided operation (split into chunks). */
 typedef struct efa_btl_rdma_req {
     struct efa_btl_rdma_req *next;
+    uint64_t id; /* names it in requests and answers (module's reqs table) */
     mca_btl_efa_endpoint_t *endpoint;
     void *local_address;
     struct mca_btl_base_registration_handle_t *local_handle;
@@ -175,6 +180,7 @@ typedef struct efa_btl_rdma_req {
     int nchunks;  /* chunks to send (cut short by a failure) */
     int issued;   /* chunks handed to the send path */
     int answered; /* chunks answered (or failed) */
+    double last;  /* when it was issued or last answered (btl_efa_rma_timeout) */
 } efa_btl_rdma_req_t;
 
 /* A one-sided operation handed to the provider (native path).  A transfer
@@ -185,7 +191,7 @@ typedef struct efa_btl_rop {
     efa_op_t op;                /* first: the core hands it back */
     struct efa_btl_rop *next;   /* free list */
     struct efa_btl_rop *parent; /* pieces: the rop that reports */
-    volatile int32_t pending;   /* parent: pieces not completed, plus one while posting */
+    volatile int64_t pending;   /* parent: pieces not completed, plus one while posting */
     int status;                 /* parent: first error */
     mca_btl_efa_endpoint_t *endpoint;
     void *local_address;
@@ -206,6 +212,10 @@ typedef struct mca_btl_efa_module {
     opal_hash_table_t endpoints; /* name (uint64) -> endpoint */
     opal_hash_table_t regs;      /* key -> efa_btl_reg_t */
     uint64_t next_key;
+    /* Emulated one-sided requests in flight, by id: an answer names its
+     * request by id, never by address (it comes from another process). */
+    opal_hash_table_t reqs; /* id -> efa_btl_rdma_req_t */
+    uint64_t next_req_id;
     efa_btl_frag_t *free_frags;
     mca_btl_efa_endpoint_t *waiting_head, *waiting_tail; /* endpoints with sends queued */
     volatile int32_t num_waiting; /* endpoints on that list (read without the lock) */
@@ -275,6 +285,8 @@ typedef struct mca_btl_efa_component {
     size_t onnode_slot_size;  /* bytes per slot */
     char *single_copy;        /* btl_efa_single_copy: auto, cma, none */
     int debug_cma_refuse;     /* testing: act as if the kernel refused CMA (EPERM) */
+    int rma_timeout;          /* seconds an emulated request may go unanswered */
+    int debug_lose_answers;   /* testing: 1 drop the target's answers, 2 send them misaddressed */
 } mca_btl_efa_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
@@ -320,8 +332,10 @@ static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_e
 }
 
 /* btl_efa_rdma.c */
-void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, struct efa_btl_rdma_req *req,
-                                 int status);
+void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status);
+/* Fail the emulated requests that went unanswered for btl_efa_rma_timeout;
+ * returns how many. */
+int mca_btl_efa_rdma_expire(mca_btl_efa_module_t *btl);
 void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
                                  const efa_btl_rma_t *rma, const void *payload);
 void mca_btl_efa_rdma_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,

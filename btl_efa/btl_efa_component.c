@@ -64,11 +64,22 @@ static int efa_component_register(void) {
         "Chunks of one put or get in flight; each answered chunk lets the next one go",
         MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &mca_btl_efa_component.rma_window);
 
+    mca_btl_efa_component.rma_timeout = 120;
+    reg("rma_timeout",
+        "Seconds a one-sided operation executed by the target may go without an answer before "
+        "it fails (OPAL_ERR_TIMEOUT, with a message) and flush stops waiting for it: the "
+        "answer was lost or the target stopped progressing (1-86400)",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &mca_btl_efa_component.rma_timeout);
+    mca_btl_efa_component.debug_lose_answers = 0;
+    reg("debug_lose_answers",
+        "Testing only: the target loses its answers to one-sided requests: 1 drops them, 2 "
+        "sends them naming a request the initiator never issued (0: off)",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_lose_answers);
     mca_btl_efa_component.rma_max_transfer = 0;
     reg("rma_max_transfer",
         "Largest single RDMA read or write handed to the provider; a larger native put or get "
-        "is cut into pieces of this size (0: the provider's own limit; smaller values are for "
-        "testing)",
+        "is cut into pieces of this size (0: the provider's own limit; otherwise at least 4096, "
+        "smaller values than the provider's are for testing)",
         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &mca_btl_efa_component.rma_max_transfer);
     mca_btl_efa_component.inplace_min = 0;
     reg("inplace_min",
@@ -215,6 +226,27 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
     if (!efa_rma_parse_mode(mca_btl_efa_component.atomic_mode, &atomics)) {
         mca_common_efa_show_help("help-btl-efa.txt", "bad-mode", true, opal_process_info.nodename,
                                  "atomic_mode", mca_btl_efa_component.atomic_mode);
+        return OPAL_ERR_BAD_PARAM;
+    }
+    /* Every piece of a native transfer is an operation of its own (and a
+     * rop): a limit of a few bytes would turn one put into millions of
+     * them.  Below a page nothing is worth testing either. */
+    const size_t max_transfer = mca_btl_efa_component.rma_max_transfer;
+    if (0 != max_transfer && max_transfer < EFA_BTL_MIN_RMA_TRANSFER) {
+        char value[32], allowed[96];
+        snprintf(value, sizeof(value), "%zu", max_transfer);
+        snprintf(allowed, sizeof(allowed), "0 (the provider's limit) or at least %d bytes",
+                 EFA_BTL_MIN_RMA_TRANSFER);
+        mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
+                                 "rma_max_transfer", value, allowed);
+        return OPAL_ERR_BAD_PARAM;
+    }
+    const int timeout = mca_btl_efa_component.rma_timeout;
+    if (timeout < 1 || timeout > 86400) {
+        char value[32];
+        snprintf(value, sizeof(value), "%d", timeout);
+        mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
+                                 "rma_timeout", value, "1 to 86400 seconds");
         return OPAL_ERR_BAD_PARAM;
     }
     efa_single_copy_mode_t single_copy;
@@ -398,5 +430,11 @@ static int efa_component_progress(void) {
     }
     int n = mca_btl_efa_ring_poll(&mca_btl_efa_module);
     mca_btl_efa_run_done(&mca_btl_efa_module);
+    /* Unanswered requests are looked for now and then (a clock read per
+     * call would cost more than the rest of an idle progress call). */
+    static unsigned calls;
+    if (mca_btl_efa_module.outstanding > 0 && 0 == (++calls & 1023)) {
+        n += mca_btl_efa_rdma_expire(&mca_btl_efa_module);
+    }
     return n + mca_btl_efa_drain_pending(&mca_btl_efa_module);
 }

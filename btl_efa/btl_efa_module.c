@@ -16,6 +16,9 @@
 
 #define FRAGS_PER_SLAB 16
 
+/* Sends of an answer (RESP) after the first that failed. */
+#define EFA_BTL_RESP_RETRIES 3
+
 typedef struct efa_btl_slab {
     efa_btl_frag_t *frags;
     uint8_t *bufs;
@@ -88,7 +91,8 @@ static efa_btl_frag_t *frag_get_locked(mca_btl_efa_module_t *btl) {
     frag->endpoint = NULL;
     frag->user = false;
     frag->posted = false;
-    frag->req = NULL;
+    frag->req_id = 0;
+    frag->retries = 0;
     frag->err = 0;
     frag->base.des_segments = frag->segments;
     frag->base.des_segment_count = 1;
@@ -141,8 +145,24 @@ static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int sta
         }
         return;
     }
-    if (OPAL_SUCCESS != status && frag->req) {
-        mca_btl_efa_rdma_fail_chunk(btl, frag->req, status);
+    if (OPAL_SUCCESS != status && frag->req_id) {
+        mca_btl_efa_rdma_fail_chunk(btl, frag->req_id, status);
+    } else if (OPAL_SUCCESS != status && EFA_BTL_MSG_RESP == ((efa_btl_hdr_t *)frag->buf)->type &&
+               frag->retries < EFA_BTL_RESP_RETRIES && !btl->finalizing) {
+        /* An answer is the initiator's only news of its operation: sent
+         * again a few times before it is given up (the initiator's
+         * btl_efa_rma_timeout then reports the operation failed). */
+        ++frag->retries;
+        frag->err = 0;
+        if (OPAL_SUCCESS == mca_btl_efa_frag_post(btl, frag)) {
+            return;
+        }
+    }
+    if (OPAL_SUCCESS != status && EFA_BTL_MSG_RESP == ((efa_btl_hdr_t *)frag->buf)->type) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an answer to a one-sided request is lost (its send failed "
+                            "%d times); the initiator's operation will time out",
+                            frag->retries + 1);
     }
     mca_btl_efa_frag_return(btl, frag);
 }
@@ -682,7 +702,8 @@ static mca_btl_base_descriptor_t *efa_prepare_src(struct mca_btl_base_module_t *
     const size_t msg_len = sizeof(efa_btl_hdr_t) + reserve + *size;
     bool in_place = (btl->inplace_min ? *size >= btl->inplace_min : msg_len > btl->inject_max) &&
                     (btl->super.btl_flags & MCA_BTL_FLAGS_SEND_INPLACE) &&
-                    (convertor->flags & CONVERTOR_NO_OP) && !(convertor->flags & MCA_BTL_EFA_CONVERTOR_DEVICE) &&
+                    (convertor->flags & CONVERTOR_NO_OP) &&
+                    !(convertor->flags & MCA_BTL_EFA_CONVERTOR_DEVICE) &&
                     reference_in_place(btl, frag, convertor, size);
     if (!in_place) {
         uint8_t *data = (uint8_t *)frag->segments[0].seg_addr.pval;
@@ -832,7 +853,11 @@ void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len,
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: short message dropped");
         return;
     }
-    const efa_btl_hdr_t *hdr = buf;
+    /* The header is read once, into a copy: a ring slot is the sender's
+     * memory too, and a length checked must be the length used. */
+    efa_btl_hdr_t hdr_copy;
+    memcpy(&hdr_copy, buf, sizeof(hdr_copy));
+    const efa_btl_hdr_t *hdr = &hdr_copy;
     mca_btl_efa_endpoint_t *ep = btl->last_src;
     if (NULL == ep || name_key(&ep->name) != hdr->src) {
         ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
@@ -844,8 +869,8 @@ void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len,
     if (EFA_BTL_MSG_CREDIT == hdr->type) {
         return;
     }
-    const uint8_t *body = (const uint8_t *)buf + sizeof(*hdr);
-    size_t body_len = len - sizeof(*hdr);
+    const uint8_t *body = (const uint8_t *)buf + sizeof(hdr_copy);
+    size_t body_len = len - sizeof(hdr_copy);
     if (EFA_BTL_MSG_AM == hdr->type) {
         if (!mca_btl_efa_upper_alive(btl, ep)) {
             return; /* nobody left to take it (see frag_finish) */

@@ -127,7 +127,8 @@ static void rop_finish(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int status
 }
 
 /* A parent loses one of its 'pending' references; the last one reports. */
-static void parent_put(mca_btl_efa_module_t *btl, efa_btl_rop_t *parent, int status, int count) {
+static void parent_put(mca_btl_efa_module_t *btl, efa_btl_rop_t *parent, int status,
+                       int64_t count) {
     if (OPAL_SUCCESS != status) {
         /* The first error wins; later ones change nothing. */
         OPAL_THREAD_LOCK(&btl->lock);
@@ -136,7 +137,7 @@ static void parent_put(mca_btl_efa_module_t *btl, efa_btl_rop_t *parent, int sta
         }
         OPAL_THREAD_UNLOCK(&btl->lock);
     }
-    if (0 == OPAL_THREAD_ADD_FETCH32(&parent->pending, -count)) {
+    if (0 == OPAL_THREAD_ADD_FETCH64(&parent->pending, -count)) {
         rop_finish(btl, parent, parent->status);
     }
 }
@@ -249,7 +250,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     /* Larger than the provider takes at once: pieces, each its own rop;
      * this one is their parent and holds one extra reference while
      * posting, so it cannot report before every piece has been tried. */
-    rop->pending = (int32_t)pieces + 1;
+    rop->pending = (int64_t)pieces + 1; /* 64 bits: no piece count is truncated */
     size_t posted = 0;
     int rc = OPAL_SUCCESS;
     for (; posted < pieces; ++posted) {
@@ -277,7 +278,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     }
     /* Pieces not posted will never complete: drop their references (and
      * the poster's) now; the callback reports rc if any piece failed. */
-    parent_put(btl, rop, rc, (int)(pieces - posted) + 1);
+    parent_put(btl, rop, rc, (int64_t)(pieces - posted) + 1);
     return OPAL_SUCCESS;
 }
 
@@ -349,8 +350,11 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
         return OPAL_ERR_NOT_SUPPORTED;
     }
     uint64_t raddr;
-    if (remote_address % size || !efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr,
-                                                      remote_address, size, &raddr)) {
+    /* A torn handle (see efa_rma_handle_t) cannot go to the target's CPU
+     * instead as put and get do: native atomics must not mix with its. */
+    if (remote_address % size || !efa_rma_handle_intact(&remote_handle->rma) ||
+        !efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr, remote_address, size,
+                             &raddr)) {
         return mca_btl_efa_refuse(btl, ep, "atomic", local_address, local_handle, remote_address,
                                   size, cbfunc, cbcontext, cbdata);
     }

@@ -22,12 +22,19 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rdma/fi_errno.h>
 
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "opal/util/show_help.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* ---- target side ---- */
 
@@ -63,25 +70,56 @@ static void report_refusal(mca_btl_efa_module_t *btl, int type, uint64_t src, ui
     }
 }
 
-/* Look the key up and check [addr, addr+len) and the access; the lock is
- * held by the caller.  Returns NULL (and *why) when refused. */
+static bool covers(const efa_btl_reg_t *reg, uint64_t addr, uint64_t len, uint32_t access) {
+    return efa_rma_in_range(&reg->handle.rma, addr, len) &&
+           (reg->handle.rma.access & access) == access;
+}
+
+/* Any live registration of this process that covers [addr, addr+len) with
+ * the access; the lock is held by the caller. */
+static const efa_btl_reg_t *find_covering(mca_btl_efa_module_t *btl, uint64_t addr, uint64_t len,
+                                          uint32_t access) {
+    uint64_t key;
+    void *value, *node;
+    int rc = opal_hash_table_get_first_key_uint64(&btl->regs, &key, &value, &node);
+    while (OPAL_SUCCESS == rc) {
+        if (covers(value, addr, len, access)) {
+            return value;
+        }
+        rc = opal_hash_table_get_next_key_uint64(&btl->regs, &key, &value, node, &node);
+    }
+    return NULL;
+}
+
+/* Check [addr, addr+len) and the access against this process's own table;
+ * the lock is held by the caller.  Returns NULL (and *why) when refused.
+ * The registration the key names is tried first; when it does not cover
+ * the range, any other live registration that does is accepted.  The key
+ * is only the initiator's hint: osc/rdma on a dynamic window reads a
+ * peer's table of attached regions from shared memory without the table's
+ * lock, so while the peer attaches (and shifts the table) it can pair a
+ * region's range with its neighbour's handle.  The operation is still
+ * legitimate when the memory is registered here, and this table alone
+ * says what is. */
 static const efa_btl_reg_t *check(mca_btl_efa_module_t *btl, uint64_t key, uint64_t addr,
                                   uint64_t len, uint32_t access, const char **why) {
     void *value = NULL;
-    if (OPAL_SUCCESS != opal_hash_table_get_value_uint64(&btl->regs, key, &value)) {
+    const bool known = OPAL_SUCCESS == opal_hash_table_get_value_uint64(&btl->regs, key, &value);
+    if (known && covers(value, addr, len, access)) {
+        return value;
+    }
+    const efa_btl_reg_t *other = find_covering(btl, addr, len, access);
+    if (NULL != other) {
+        return other;
+    }
+    if (!known) {
         *why = "no such registration";
-        return NULL;
-    }
-    const efa_btl_reg_t *reg = value;
-    if (!efa_rma_in_range(&reg->handle.rma, addr, len)) {
+    } else if (!efa_rma_in_range(&((const efa_btl_reg_t *)value)->handle.rma, addr, len)) {
         *why = "outside the registered range";
-        return NULL;
-    }
-    if ((reg->handle.rma.access & access) != access) {
+    } else {
         *why = "the registration does not grant this access";
-        return NULL;
     }
-    return reg;
+    return NULL;
 }
 
 #define EFA_BTL_ATOMIC_BODY(T, ST)                                                                 \
@@ -259,7 +297,17 @@ void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
     frag->send_len = sizeof(*rh) + sizeof(*rr) + data_len;
     frag->dest = ep->addr;
     frag->endpoint = ep;
+    if (1 == mca_btl_efa_component.debug_lose_answers) {
+        mca_btl_efa_frag_return(btl, frag); /* testing: the answer is lost */
+        return;
+    }
+    if (2 == mca_btl_efa_component.debug_lose_answers) {
+        rr->req = ~rma->req; /* testing: names a request never issued */
+    }
     if (OPAL_SUCCESS != mca_btl_efa_frag_post(btl, frag)) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an answer to a one-sided request cannot be sent; the "
+                            "initiator's operation will time out");
         mca_btl_efa_frag_return(btl, frag);
     }
 }
@@ -268,6 +316,9 @@ void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
 
 static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     mca_btl_efa_endpoint_t *ep = req->endpoint;
+    OPAL_THREAD_LOCK(&btl->lock);
+    opal_hash_table_remove_value_uint64(&btl->reqs, req->id);
+    OPAL_THREAD_UNLOCK(&btl->lock);
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
     /* osc/rdma may pass no callback and rely on flush; nor is the upper
@@ -329,13 +380,80 @@ static void chunk_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, i
     rdma_advance(btl, req, status, 1);
 }
 
-void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status) {
-    chunk_answered(btl, req, status);
+static efa_btl_rdma_req_t *req_lookup(mca_btl_efa_module_t *btl, uint64_t id) {
+    void *value = NULL;
+    OPAL_THREAD_LOCK(&btl->lock);
+    const int found = opal_hash_table_get_value_uint64(&btl->reqs, id, &value);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return OPAL_SUCCESS == found ? value : NULL;
+}
+
+/* A chunk's send failed.  Its request may have timed out meanwhile: looked
+ * up by id, like an answer. */
+void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status) {
+    efa_btl_rdma_req_t *req = req_lookup(btl, req_id);
+    if (NULL != req) {
+        chunk_answered(btl, req, status);
+    }
+}
+
+/* Requests failed per call at most (the rest on the next one). */
+#define EXPIRE_BATCH 16
+
+int mca_btl_efa_rdma_expire(mca_btl_efa_module_t *btl) {
+    static int reported = 0;
+    const double now = now_seconds();
+    const double limit = (double)mca_btl_efa_component.rma_timeout;
+    efa_btl_rdma_req_t *expired[EXPIRE_BATCH];
+    int n = 0;
+    uint64_t key;
+    void *value, *node;
+    OPAL_THREAD_LOCK(&btl->lock);
+    int rc = opal_hash_table_get_first_key_uint64(&btl->reqs, &key, &value, &node);
+    while (OPAL_SUCCESS == rc && n < EXPIRE_BATCH) {
+        efa_btl_rdma_req_t *req = value;
+        if (now - req->last > limit) {
+            expired[n++] = req;
+        }
+        rc = opal_hash_table_get_next_key_uint64(&btl->reqs, &key, &value, node, &node);
+    }
+    /* Out of the table first: a late answer or chunk failure finds nothing. */
+    for (int i = 0; i < n; ++i) {
+        opal_hash_table_remove_value_uint64(&btl->reqs, expired[i]->id);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    for (int i = 0; i < n; ++i) {
+        efa_btl_rdma_req_t *req = expired[i];
+        if (reported++ < 10) {
+            opal_output(0,
+                        "btl:efa: a one-sided %s of %zu bytes to %s got no answer for %d s "
+                        "(btl_efa_rma_timeout): it fails; the target's answers were lost or it "
+                        "stopped progressing",
+                        type_name(req->type), req->size, OPAL_NAME_PRINT(req->endpoint->name),
+                        mca_btl_efa_component.rma_timeout);
+        }
+        req->status = OPAL_ERR_TIMEOUT;
+        req_done(btl, req);
+    }
+    return n;
 }
 
 void mca_btl_efa_rdma_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
                                   const void *payload, size_t len) {
-    efa_btl_rdma_req_t *req = (efa_btl_rdma_req_t *)(uintptr_t)rma->req;
+    /* The answer comes from another process: its request id is looked up,
+     * never taken for an address. */
+    void *value = NULL;
+    OPAL_THREAD_LOCK(&btl->lock);
+    const int found = opal_hash_table_get_value_uint64(&btl->reqs, rma->req, &value);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (OPAL_SUCCESS != found) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an answer for no request in flight (id 0x%llx) dropped",
+                            (unsigned long long)rma->req);
+        return;
+    }
+    efa_btl_rdma_req_t *req = value;
+    req->last = now_seconds();
     int status = rma->status;
     if (OPAL_SUCCESS == status) {
         if (EFA_BTL_MSG_GET == req->type) {
@@ -411,7 +529,12 @@ int mca_btl_efa_emulated_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     }
 
     size_t chunk = btl->rma_chunk;
-    int nchunks = (EFA_BTL_MSG_ATOMIC == type || 0 == size) ? 1 : (int)((size + chunk - 1) / chunk);
+    const size_t count =
+        (EFA_BTL_MSG_ATOMIC == type || 0 == size) ? 1 : size / chunk + (0 != size % chunk);
+    if (count > INT32_MAX) { /* beyond what the chunk counters hold: never truncated */
+        return OPAL_ERR_BAD_PARAM;
+    }
+    const int nchunks = (int)count;
     efa_btl_rdma_req_t *req = calloc(1, sizeof(*req));
     if (NULL == req) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -428,6 +551,15 @@ int mca_btl_efa_emulated_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     req->remote_address = remote_address;
     req->rma = rma;
     req->nchunks = nchunks;
+    req->last = now_seconds();
+    OPAL_THREAD_LOCK(&btl->lock);
+    req->id = ++btl->next_req_id;
+    int rc = opal_hash_table_set_value_uint64(&btl->reqs, req->id, req);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (OPAL_SUCCESS != rc) {
+        free(req);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
     (void)mca_btl_efa_drain_pending(btl);
@@ -453,7 +585,7 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
     hdr->type = (uint8_t)type;
     hdr->src = btl->my_name;
     *r = req->rma;
-    r->req = (uint64_t)(uintptr_t)req;
+    r->req = req->id;
     r->addr = req->remote_address + off;
     r->len = n;
     r->offset = off;
@@ -468,7 +600,7 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
     frag->send_len = sizeof(*hdr) + sizeof(*r) + payload;
     frag->dest = ep->addr;
     frag->endpoint = ep;
-    frag->req = req;
+    frag->req_id = req->id;
     int rc = mca_btl_efa_frag_post(btl, frag);
     if (OPAL_SUCCESS != rc) {
         mca_btl_efa_frag_return(btl, frag);
@@ -484,6 +616,19 @@ static uint64_t corrupt(uint64_t remote_address) {
     return remote_address + (uint64_t)(int64_t)mca_btl_efa_component.debug_corrupt_offset;
 }
 
+/* Said once at verbosity 10: how often it happens is of no interest, that
+ * it happens explains the emulated requests of a native configuration. */
+static void note_uncovered(int type, uint64_t remote_address, size_t size) {
+    static bool said = false;
+    if (!said) {
+        said = true;
+        opal_output_verbose(10, mca_common_efa_output,
+                            "btl:efa: a %s of %zu bytes at 0x%llx lies outside the handle it came "
+                            "with: the target checks it against its own registrations",
+                            type_name(type), size, (unsigned long long)remote_address);
+    }
+}
+
 static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
                 void *local_address, uint64_t remote_address,
                 struct mca_btl_base_registration_handle_t *local_handle,
@@ -496,8 +641,23 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
     if (EFA_BTL_MSG_PUT == type) {
         remote_address = corrupt(remote_address);
     }
+    /* The handle may sit in memory its owner rewrites meanwhile (osc/rdma's
+     * shared region table): checked and used as one copy, read once. */
+    struct mca_btl_base_registration_handle_t snap = *remote_handle;
+    remote_handle = &snap;
+    /* A handle that does not cover the range, or a torn one, is not
+     * necessarily a wrong operation: osc/rdma can hand out a neighbouring
+     * region's handle, or a mixture of two, for attached memory of a
+     * dynamic window (see check() in the target side).  The direct paths trust the handle, so such
+     * an operation goes to the target, which executes it if its own table covers the range and
+     * refuses it otherwise. */
+    const bool covered = efa_rma_handle_intact(&remote_handle->rma) &&
+                         efa_rma_in_range(&remote_handle->rma, remote_address, size);
+    if (!covered) {
+        note_uncovered(type, remote_address, size);
+    }
     /* Another process of this node: one copy by CMA where possible. */
-    if (btl->single_copy && !ep->is_self && 0 != size) {
+    if (covered && btl->single_copy && !ep->is_self && 0 != size) {
         int rc = mca_btl_efa_cma_rdma(btl, ep, type, local_address, remote_address, local_handle,
                                       remote_handle, size, cbfunc, cbcontext, cbdata);
         if (OPAL_ERR_NOT_AVAILABLE != rc) {
@@ -505,7 +665,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
         }
     }
     /* Own memory: a checked copy is all either path would amount to. */
-    if ((EFA_BTL_MSG_PUT == type ? btl->native_put : btl->native_get) && !ep->is_self) {
+    if (covered && (EFA_BTL_MSG_PUT == type ? btl->native_put : btl->native_get) && !ep->is_self) {
         return mca_btl_efa_native_rdma(btl, ep, type, local_address, remote_address, local_handle,
                                        remote_handle, size, cbfunc, cbcontext, cbdata);
     }
@@ -526,6 +686,8 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, void *l
     }
     mca_btl_efa_note_one_sided();
     remote_address = corrupt(remote_address);
+    struct mca_btl_base_registration_handle_t snap = *remote_handle; /* read once, see rdma() */
+    remote_handle = &snap;
     if (btl->native_atomics) {
         return mca_btl_efa_native_atomic(btl, ep, local_address, remote_address, local_handle,
                                          remote_handle, op, operand, operand2, (uint32_t)flags,
@@ -601,9 +763,24 @@ int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_en
      * that flushes in a loop (a spin lock on its own window) must still
      * execute the requests its peers wait for, as the target of the
      * emulated path and of software providers' RMA. */
+    /* Bounded: emulated requests fail after btl_efa_rma_timeout without an
+     * answer (checked here too); what the provider holds (native) gets the
+     * same time again before flush gives up on it with a message. */
+    const double deadline = now_seconds() + 2.0 * mca_btl_efa_component.rma_timeout;
+    unsigned spins = 0;
     do {
         mca_btl_efa_drain_pending(btl);
         opal_progress();
+        if (*count > 0 && 0 == (++spins & 1023)) {
+            (void)mca_btl_efa_rdma_expire(btl);
+            if (*count > 0 && now_seconds() > deadline) {
+                opal_output(0,
+                            "btl:efa: flush gives up after %d s with %d one-sided operation(s) "
+                            "still outstanding (the provider has not completed them)",
+                            2 * mca_btl_efa_component.rma_timeout, (int)*count);
+                return OPAL_ERR_TIMEOUT;
+            }
+        }
     } while (*count > 0);
     return OPAL_SUCCESS;
 }
@@ -664,6 +841,7 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
     reg->handle.rma.owner_pid = btl->my_pid; /* 0 unless single copy is on */
     OPAL_THREAD_LOCK(&btl->lock);
     reg->handle.rma.key = ++btl->next_key;
+    efa_rma_handle_seal(&reg->handle.rma);
     opal_hash_table_set_value_uint64(&btl->regs, reg->handle.rma.key, reg);
     OPAL_THREAD_UNLOCK(&btl->lock);
     return &reg->handle;
@@ -689,6 +867,11 @@ void mca_btl_efa_rdma_module_setup(mca_btl_efa_module_t *btl) {
     /* Keys start at a random point so a stale key from an earlier run of a
      * component reload is unlikely to name a live registration. */
     btl->next_key = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)btl;
+    OBJ_CONSTRUCT(&btl->reqs, opal_hash_table_t);
+    opal_hash_table_init(&btl->reqs, 256);
+    /* Likewise for request ids: a late answer to an earlier run's request
+     * is unlikely to name one in flight. */
+    btl->next_req_id = btl->next_key << 16;
 }
 
 void mca_btl_efa_rdma_module_fini(mca_btl_efa_module_t *btl) {
@@ -705,4 +888,7 @@ void mca_btl_efa_rdma_module_fini(mca_btl_efa_module_t *btl) {
                  opal_hash_table_get_next_key_uint64(&btl->regs, &key, &value, node, &node));
     }
     OBJ_DESTRUCT(&btl->regs);
+    /* Requests still in flight at finalize are abandoned (their answers
+     * would be dropped), as before: their memory is left alone. */
+    OBJ_DESTRUCT(&btl->reqs);
 }

@@ -41,13 +41,39 @@ typedef struct efa_rma_handle {
      * the initiator uses it only when it equals the pid it verified for the
      * peer the operation goes to (efa_rma_cma_check). */
     uint32_t owner_pid;
-    uint32_t reserved;
+    /* efa_rma_handle_seal's digest of every other field.  osc/rdma can
+     * read a handle while its owner is still writing it (a dynamic
+     * window's region table, read without its lock); such a mixture of
+     * two handles fails efa_rma_handle_intact, and the paths that trust
+     * the handle (native, single copy) are then not taken. */
+    uint32_t seal;
 } efa_rma_handle_t;
 
 enum {
     /* fi_key and mr_base are valid: the range has a libfabric MR */
     EFA_RMA_HANDLE_HAS_MR = 1u << 0,
 };
+
+/* The digest of a handle's fields (FNV-1a over the bytes before 'seal'):
+ * not a protection against a forger, only against a torn copy. */
+static inline uint32_t efa_rma_handle_digest(const efa_rma_handle_t *h) {
+    const unsigned char *p = (const unsigned char *)h;
+    uint32_t d = 2166136261u;
+    for (size_t i = 0; i < offsetof(efa_rma_handle_t, seal); ++i) {
+        d = (d ^ p[i]) * 16777619u;
+    }
+    return d;
+}
+
+/* The owner seals a handle once every other field is final. */
+static inline void efa_rma_handle_seal(efa_rma_handle_t *h) {
+    h->seal = efa_rma_handle_digest(h);
+}
+
+/* Is the handle as its owner sealed it (no mixture of two handles)? */
+static inline bool efa_rma_handle_intact(const efa_rma_handle_t *h) {
+    return h->seal == efa_rma_handle_digest(h);
+}
 
 /* Is [addr, addr+len) inside the handle's range?  Written so that no sum
  * can wrap: an address near 2^64 must not pass by overflowing. */

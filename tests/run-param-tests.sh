@@ -94,6 +94,13 @@ expect_failure bad-atomic-mode "Allowed:   auto, native, emulated" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_atomic_mode Native
 expect_failure native-atomics-unavailable "cannot do" "${ob1[@]}" \
     --mca btl_efa_provider_include "udp;ofi_rxd" --mca btl_efa_atomic_mode native
+# A native transfer limit of one byte would cut a large put into as many
+# operations (and once counted them in 32 bits): refused with its range.
+expect_failure tiny-rma-max-transfer "Parameter: btl_efa_rma_max_transfer" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_rma_max_transfer 1
+# One-sided requests must fail after a bounded time, never wait for ever.
+expect_failure zero-rma-timeout "Allowed:   1 to 86400 seconds" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_rma_timeout 0
 # The on-node channel: unknown value, bad ring geometry, and "shm" (not
 # "auto") where the rings cannot be created.
 expect_failure bad-onnode-channel "Allowed:   auto, shm, none" "${ob1[@]}" \

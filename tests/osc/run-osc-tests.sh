@@ -43,10 +43,13 @@
 # runs every provider under both PMLs in the default mode, and ob1 in the
 # emulated, mixed, pieces and nocma modes, shm in cmafail mode, rxm in
 # mrlocal mode under both, ob1 on rxm and shm without the on-node
-# channel, and ob1 on rxm in devread mode.  "hostile" checks the emulated target's own
-# refusal in emul/mixed configs, and the initiator's refusal where
-# put/get are native or single copy (there the provider's MR check protects
-# the target, at page granularity, and shm and CMA check nothing).
+# channel, and ob1 on rxm in devread mode.  "hostile" checks the target's own
+# refusal of a put outside its window in every mode (native and single-copy
+# put/get send what their handle does not cover to the target's check) and
+# the refusal of atomics.  "llist" (osc_llist) builds one linked list from
+# every rank in a dynamic window, each element attached on its own.
+# "lost" (osc_lost, emul configs) has the target lose its answers: put and
+# get must fail after btl_efa_rma_timeout and flush return.
 # Prints "PASS name config np=N" / "FAIL ..." per run and a final
 # "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -75,8 +78,8 @@ fi
     ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces
     ob1-rxm-mrlocal cm-rxm-mrlocal ob1-rxm-noring ob1-shm-noring ob1-rxd-nocma ob1-rxm-nocma
     ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail ob1-rxm-devread)
-[ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader)
-for p in osc_test osc_hostile; do
+[ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost)
+for p in osc_test osc_hostile osc_llist osc_lost; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
 done
 [ -f "$comp/mca_btl_efa.so" ] || { echo "run-osc-tests: no mca_btl_efa.so in $comp"; exit 2; }
@@ -136,13 +139,6 @@ config_nps() {
 # on this node unless -F.)
 ring_used() { [[ $1 != *-noring ]] && [ $fake_nodes = 0 ]; }
 
-# Do puts travel natively in this config?  (All three stand-ins grant FI_RMA,
-# so the default mode is native there.)
-# devread: the provider says (forced) that the device reads but emulates
-# writes and atomics, as on EFA devices with RDMA read only: auto takes the
-# provider's read for get and btl_efa's own path for put and atomics.
-native_puts() { [[ $1 != *-emul && $1 != *-devread ]]; }
-
 # Do put/get travel by single copy (CMA) in this config?  Every rank is on
 # this node unless -F; modes that name a path for put/get turn it off.
 cma_puts() {
@@ -199,7 +195,7 @@ for cfg in "${configs[@]}"; do
     for t in "${tests[@]}"; do
         for np in "${cfg_nps[@]}"; do
             out=$log/$t.$cfg.$np.out ok=0
-            if [ $fake_nodes = 1 ] && [ "$t" = dynamic ]; then
+            if [ $fake_nodes = 1 ] && { [ "$t" = dynamic ] || [ "$t" = llist ]; }; then
                 echo "SKIP $t $cfg np=$np (hangs with pretend nodes, also before native RMA)"
                 skipped=$((skipped + 1))
                 continue
@@ -211,19 +207,46 @@ for cfg in "${configs[@]}"; do
                 # shellcheck disable=SC2086
                 run "$t" "$cfg" 2 -- $args --mca btl_efa_debug_corrupt_offset 4096 \
                     "$bin/osc_hostile"
-                # Emulated: the target's own check refuses (its message
-                # names the request); native: the initiator refuses what the
-                # peer's handle does not cover before the provider sees it.
+                # The target's own check refuses the put (its message names
+                # the request) in every mode: a put outside the handle it
+                # came with goes to the target even where put is native or
+                # single copy, as the handle alone does not decide (a
+                # dynamic window's may be a neighbour's, see llist).
                 # Atomics are refused in either case, by whichever path they take.
-                if native_puts "$cfg"; then
-                    who="btl:efa: refused a one-sided put of"
-                else
-                    who="refused a one-sided put request"
-                fi
                 [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK hostile" "$out" &&
-                    grep -q "$who" "$out" &&
+                    grep -q "refused a one-sided put request" "$out" &&
                     grep -q "refused a one-sided atomic" "$out" && ok=1
                 verdict "$t" "$cfg" 2 $ok
+                ;;
+            llist)
+                # A linked list in a dynamic window, every element attached
+                # on its own (osc_llist.c): CAS, fetch-and-op and exclusive
+                # locks on memory many attachments share pages of.
+                # shellcheck disable=SC2086
+                run "$t" "$cfg" "$np" -- $args "$bin/osc_llist" 128
+                [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK llist" "$out" &&
+                    ! grep -q "^FAIL\|refused" "$out" && ok=1
+                verdict "$t" "$cfg" "$np" $ok
+                ;;
+            lost)
+                # The target loses its answers (btl_efa_debug_lose_answers 1:
+                # dropped, 2: naming a request never issued): put and get
+                # must fail after btl_efa_rma_timeout (2 s), flush return,
+                # nothing crash.  Emulated configs only (elsewhere put/get
+                # take no answers); 2 ranks.
+                [[ $cfg == *-emul ]] && [ "$np" = "${cfg_nps[0]}" ] || continue
+                for how in 1 2; do
+                    out=$log/$t$how.$cfg.2.out ok=0
+                    # shellcheck disable=SC2086
+                    run "$t$how" "$cfg" 2 -- $args --mca btl_efa_rma_timeout 2 \
+                        --mca btl_efa_debug_lose_answers $how "$bin/osc_lost"
+                    [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK lost" "$out" &&
+                        grep -q "got no answer for 2 s" "$out" && ok=1
+                    if [ $how = 2 ] && ! grep -q "an answer for no request in flight" "$out"; then
+                        ok=0
+                    fi
+                    verdict "$t$how" "$cfg" 2 $ok
+                done
                 ;;
             vader)
                 # On one node with Open MPI's shared-memory BTL loaded too:

@@ -52,6 +52,37 @@ TEST(RmaHandle, SurvivesAByteCopy) {
     EXPECT_EQ(copy.owner_pid, h.owner_pid);
 }
 
+// osc/rdma can copy a handle while its owner rewrites the slot it sits
+// in (a dynamic window's region table): the seal tells a handle as sealed,
+// and its byte copy, from a mixture of two handles.
+TEST(RmaHandle, SealTellsATornCopy) {
+    efa_rma_handle_t a = handle(0x10000, 0x1000, 0x10000);
+    efa_rma_handle_t b = handle(0x11000, 0x2000, 0x11000);
+    b.key = 8;
+    b.fi_key = 0x5678;
+    efa_rma_handle_seal(&a);
+    efa_rma_handle_seal(&b);
+    EXPECT_TRUE(efa_rma_handle_intact(&a));
+    EXPECT_TRUE(efa_rma_handle_intact(&b));
+    efa_rma_handle_t copy;
+    std::memcpy(&copy, &b, sizeof(copy));
+    EXPECT_TRUE(efa_rma_handle_intact(&copy));
+    // Every split point of a front-to-back copy of b over a: a's tail
+    // with b's head is no sealed handle.
+    for (size_t cut = 1; cut < sizeof(a); ++cut) {
+        efa_rma_handle_t torn;
+        std::memcpy(&torn, &a, sizeof(torn));
+        std::memcpy(&torn, &b, cut);
+        if (0 == std::memcmp(&torn, &a, sizeof(a))) {
+            continue; // b's first bytes equal a's: this is a itself
+        }
+        EXPECT_FALSE(efa_rma_handle_intact(&torn)) << "split after byte " << cut;
+    }
+    efa_rma_handle_t unsealed = handle(0x10000, 0x1000, 0x10000);
+    unsealed.seal = 0;
+    EXPECT_FALSE(efa_rma_handle_intact(&unsealed));
+}
+
 TEST(RmaRange, BoundariesAreExact) {
     efa_rma_handle_t h = handle(1000, 100, 0);
     EXPECT_TRUE(efa_rma_in_range(&h, 1000, 100));
