@@ -209,3 +209,63 @@ AC_DEFUN([EFA_SET_INSTALL_DIRS], [
           [ompi_componentdir=$with_ompi_component_dir])
     AC_SUBST([ompi_componentdir])
 ])
+
+dnl --enable-sanitizers[=LIST]: instrument the components, the core and the
+dnl test programs with the compiler's sanitizers (default address,undefined).
+dnl Open MPI itself stays uninstrumented: the test programs carry the
+dnl runtime, so the components dlopen'ed into them find it.  Undefined
+dnl behaviour aborts (no recovery), so a run that hits it fails.
+AC_DEFUN([EFA_CHECK_SANITIZERS], [
+    AC_ARG_ENABLE([sanitizers],
+        [AS_HELP_STRING([--enable-sanitizers@<:@=LIST@:>@],
+            [build with -fsanitize=LIST (default address,undefined) for tests/run-sanitizer-tests.sh])])
+    EFA_SAN_FLAGS=""
+    AS_CASE([$enable_sanitizers],
+        [""|no], [],
+        [yes], [EFA_SAN_FLAGS="-fsanitize=address,undefined"],
+        [EFA_SAN_FLAGS="-fsanitize=$enable_sanitizers"])
+    AS_IF([test -n "$EFA_SAN_FLAGS"], [
+        EFA_SAN_FLAGS="$EFA_SAN_FLAGS -fno-sanitize-recover=all -fno-omit-frame-pointer"
+        AC_MSG_CHECKING([whether $CC and $CXX accept $EFA_SAN_FLAGS])
+        efa_save_CFLAGS=$CFLAGS
+        efa_save_LDFLAGS=$LDFLAGS
+        CFLAGS="$CFLAGS $EFA_SAN_FLAGS"
+        LDFLAGS="$LDFLAGS $EFA_SAN_FLAGS"
+        AC_LINK_IFELSE([AC_LANG_PROGRAM([], [])], [efa_san_ok=yes], [efa_san_ok=no])
+        CFLAGS=$efa_save_CFLAGS
+        LDFLAGS=$efa_save_LDFLAGS
+        AC_MSG_RESULT([$efa_san_ok])
+        AS_IF([test $efa_san_ok = no],
+              [AC_MSG_ERROR([--enable-sanitizers: the compiler cannot build with $EFA_SAN_FLAGS (Debian: the sanitizer runtimes come with gcc; clang needs libclang-rt-dev)])])
+        CFLAGS="$CFLAGS $EFA_SAN_FLAGS"
+        CXXFLAGS="$CXXFLAGS $EFA_SAN_FLAGS"
+        LDFLAGS="$LDFLAGS $EFA_SAN_FLAGS"])
+    AC_SUBST([EFA_SAN_FLAGS])
+])
+
+dnl --enable-fuzzers: build the libFuzzer harnesses of tests/fuzz (clang
+dnl only: configure with CC=clang CXX=clang++; scripts/build-instrumented.sh
+dnl fuzz does).  The core is then compiled with coverage instrumentation
+dnl (-fsanitize=fuzzer-no-link) so that the fuzzer sees its branches.
+AC_DEFUN([EFA_CHECK_FUZZERS], [
+    AC_ARG_ENABLE([fuzzers],
+        [AS_HELP_STRING([--enable-fuzzers], [build the libFuzzer harnesses in tests/fuzz (needs clang)])])
+    AS_IF([test "x$enable_fuzzers" = xyes], [
+        AC_LANG_PUSH([C++])
+        AC_MSG_CHECKING([whether $CXX builds libFuzzer harnesses])
+        efa_save_CXXFLAGS=$CXXFLAGS
+        CXXFLAGS="$CXXFLAGS -fsanitize=fuzzer"
+        AC_LINK_IFELSE([AC_LANG_SOURCE([[
+#include <cstddef>
+#include <cstdint>
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *, size_t) { return 0; }]])],
+            [efa_fuzz_ok=yes], [efa_fuzz_ok=no])
+        CXXFLAGS=$efa_save_CXXFLAGS
+        AC_MSG_RESULT([$efa_fuzz_ok])
+        AC_LANG_POP([C++])
+        AS_IF([test $efa_fuzz_ok = no],
+              [AC_MSG_ERROR([--enable-fuzzers needs clang with libFuzzer: configure with CC=clang CXX=clang++ (Debian: clang and libclang-rt-dev)])])
+        CFLAGS="$CFLAGS -fsanitize=fuzzer-no-link"
+        CXXFLAGS="$CXXFLAGS -fsanitize=fuzzer-no-link"])
+    AM_CONDITIONAL([EFA_FUZZERS], [test "x$enable_fuzzers" = xyes])
+])

@@ -13,6 +13,7 @@
 #include "efa_core_msg.h"
 #include "efa_params.hpp"
 #include "nic_select.hpp"
+#include "peer_blob.hpp"
 
 namespace efa {
 
@@ -61,17 +62,6 @@ void FiMrBackend::dereg(const MrRegistration &r) {
 }
 
 namespace {
-
-// The modex blob: a small header, then every NIC's endpoint names.
-struct BlobHeader {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t num_nics;
-    uint16_t num_contexts;
-    uint16_t addr_len;
-};
-constexpr uint32_t kBlobMagic = 0xefa0c0de;
-constexpr uint16_t kBlobVersion = 1;
 
 std::mutex g_core_lock;
 efa_core *g_core = nullptr;
@@ -221,12 +211,8 @@ int open_core(efa_core *core) {
         return err;
     }
 
-    BlobHeader h{kBlobMagic, kBlobVersion, 1, static_cast<uint16_t>(core->nic->num_contexts()),
-                 static_cast<uint16_t>(core->nic->addr_len())};
-    core->blob.resize(sizeof(h));
-    memcpy(core->blob.data(), &h, sizeof(h));
-    const auto &names = core->nic->names();
-    core->blob.insert(core->blob.end(), names.begin(), names.end());
+    core->blob = make_peer_blob(static_cast<uint16_t>(core->nic->num_contexts()),
+                                static_cast<uint16_t>(core->nic->addr_len()), core->nic->names());
     in.api_version = core->selection.api_version;
     in.lib_version = fi_version();
     const ProviderSwitches &sw = core->nic->switches();
@@ -335,30 +321,21 @@ int efa_core_local_blob(efa_core_t *core, const void **blob, size_t *len) {
 }
 
 efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, int *err) {
-    BlobHeader h{};
-    if (len >= sizeof(h)) {
-        memcpy(&h, blob, sizeof(h));
-    }
     const int nctx = core->nic->num_contexts();
-    if (len < sizeof(h) || h.magic != kBlobMagic || h.version != kBlobVersion || h.num_nics < 1 ||
-        h.addr_len != core->nic->addr_len() ||
-        len < sizeof(h) + static_cast<size_t>(h.num_contexts) * h.addr_len) {
+    PeerBlob pb;
+    std::string why;
+    switch (parse_peer_blob(blob, len, core->nic->addr_len(), nctx, &pb, &why)) {
+    case PeerBlobStatus::kOk:
+        break;
+    case PeerBlobStatus::kMalformed:
         // Said always: the peer becomes unreachable, and MPI_Init's message
         // alone does not say why.
-        char why[160];
-        snprintf(why, sizeof(why),
-                 "a peer's address entry was refused: %zu bytes, magic %#x, version %u, "
-                 "%u NIC(s), %u context(s) of %u-byte addresses (ours: %zu-byte)",
-                 len, h.magic, h.version, h.num_nics, h.num_contexts, h.addr_len,
-                 core->nic->addr_len());
         core->rep.say(0, why);
         *err = -FI_EINVAL;
         return nullptr;
-    }
-    if (h.num_contexts != nctx) {
-        // Peers must agree on contexts: a communicator maps to the same
-        // context index on both sides.
-        core->rep.help("context-mismatch", std::to_string(nctx), std::to_string(h.num_contexts));
+    case PeerBlobStatus::kContextMismatch:
+        core->rep.help("context-mismatch", std::to_string(nctx),
+                       std::to_string(pb.header.num_contexts));
         *err = -FI_EINVAL;
         return nullptr;
     }
@@ -376,8 +353,7 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
         return nullptr;
     }
     peer->num_addrs = nctx;
-    int n = fi_av_insert(core->nic->av(), static_cast<const uint8_t *>(blob) + sizeof(h), nctx,
-                         peer->addr, 0, nullptr);
+    int n = fi_av_insert(core->nic->av(), pb.names, nctx, peer->addr, 0, nullptr);
     if (n != nctx) {
         free(peer);
         core->rep.help("av-insert-failed", std::to_string(n), fi_strerror(n < 0 ? -n : FI_EOTHER));

@@ -571,6 +571,10 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
     switch (h.type) {
     case kEagerShort:
         h.type = kEager; // the same from here on, with no answer to send
+        // Nor may the frame ask for one: it names no sender, so an ACK
+        // would go to vpid 0 about request 0 (a corrupted frame made this
+        // process acknowledge itself and crash; tests/fuzz corpus).
+        h.flags &= static_cast<uint8_t>(~kFrameSync);
         [[fallthrough]];
     case kEager:
     case kRts: {

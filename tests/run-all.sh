@@ -7,7 +7,8 @@
 # (plus the forced FI_MR_LOCAL and no-CQ-data paths), the same over pml ob1 +
 # btl_efa with native and emulated one-sided paths, one-sided tests over
 # btl_efa in native, emulated and mixed modes (and with FI_MR_LOCAL forced),
-# and the benchmark programs' self-checks.
+# the benchmark programs' self-checks, and the sanitizer (ASan + UBSan) and
+# libFuzzer builds (tests/run-sanitizer-tests.sh, tests/fuzz/run-fuzzers.sh).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/_build
@@ -151,6 +152,31 @@ if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
     BENCH_BIN_DIR=$build/bench "$top/bench/tests/run-bench-tests.sh" 2>&1 | tee "$logdir/bench.log"
     add_counts "$logdir/bench.log" bench
 fi
+
+# Instrumented builds beside the normal one (scripts/build-instrumented.sh):
+# ASan + UBSan over the unit tests and subsets of the MPI and one-sided
+# suites, then every libFuzzer harness over its corpus and for 20 s.
+for kind in asan fuzz; do
+    case $kind in
+    asan) title="sanitizers (ASan + UBSan): unit tests, MPI and one-sided subsets"
+          runner=("$top/tests/run-sanitizer-tests.sh" -b "$top/_build-asan" -i "$top/_install-asan") ;;
+    fuzz) title="fuzzers (libFuzzer + ASan + UBSan): corpus, then 20 s per harness"
+          runner=("$top/tests/fuzz/run-fuzzers.sh" -T 20 -b "$top/_build-fuzz") ;;
+    esac
+    echo "== $title"
+    if [ $do_build -eq 1 ]; then
+        "$top/scripts/build-instrumented.sh" $kind >"$logdir/build-$kind.log" 2>&1 ||
+            { tail -20 "$logdir/build-$kind.log"; echo "FAIL build-$kind"; }
+    elif [ ! -d "$top/_build-$kind" ]; then
+        echo "SKIP $kind: --no-build and no _build-$kind (scripts/build-instrumented.sh $kind)" |
+            tee "$logdir/$kind.log"
+        echo "0 passed, 0 failed, 1 skipped" >>"$logdir/$kind.log"
+        add_counts "$logdir/$kind.log" $kind
+        continue
+    fi
+    SAN_TEST_LOG_DIR=$logdir/san FUZZ_LOG_DIR=$logdir/fuzz "${runner[@]}" 2>&1 | tee "$logdir/$kind.log"
+    add_counts "$logdir/$kind.log" $kind
+done
 
 echo "logs: $logdir"
 if [ $total_skip -gt 0 ]; then

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Run every libFuzzer harness of tests/fuzz: first over its committed
+# corpus (tests/fuzz/corpus/NAME: seeds and the inputs of every crash found
+# so far, each a regression test), then for a bounded time of new inputs.
+#   tests/fuzz/run-fuzzers.sh [-T SECONDS] [-b BUILD_DIR] [NAME...]
+# -T  seconds of fuzzing per harness (default 30; 0: the corpus only)
+# -b  the fuzz build (default _build-fuzz, made by scripts/build-instrumented.sh fuzz)
+# A crash, a sanitizer report, a broken invariant or a timeout fails the
+# harness; the input is kept in the log directory (FUZZ_LOG_DIR, default
+# /tmp/efa-fuzz-logs) with a line to reproduce it.  New inputs the fuzzer
+# finds go to that directory, never into the committed corpus.
+# Prints "PASS name ..." / "FAIL name ..." per harness and "N passed, N failed".
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+secs=30
+build=$top/_build-fuzz
+while getopts "T:b:h" o; do
+    case $o in
+    T) secs=$OPTARG ;;
+    b) build=$OPTARG ;;
+    *) sed -n '2,13p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+names=("$@")
+[ ${#names[@]} -eq 0 ] && names=(fuzz_tag fuzz_params fuzz_peer_blob fuzz_rma fuzz_shm_ring fuzz_onnode_frame)
+logs=${FUZZ_LOG_DIR:-/tmp/efa-fuzz-logs}
+mkdir -p "$logs"
+# Leaks count (the harnesses free what they take); UBSan findings abort.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+pass=0 fail=0
+for n in "${names[@]}"; do
+    bin=$build/tests/fuzz/$n
+    if [ ! -x "$bin" ]; then
+        echo "FAIL $n (no harness at $bin: scripts/build-instrumented.sh fuzz)"
+        fail=$((fail + 1))
+        continue
+    fi
+    corpus=$here/corpus/$n
+    work=$logs/$n
+    rm -rf "$work"
+    mkdir -p "$work/new" "$work/artifacts"
+    log=$logs/$n.log
+    # 1. The committed corpus, every input once.
+    if ! (cd "$work" && "$bin" -runs=0 -timeout=10 -artifact_prefix="$work/artifacts/" "$corpus") >"$log" 2>&1 ||
+        ! grep -q 'Done [0-9]* runs\|INITED\|DONE' "$log"; then
+        echo "FAIL $n corpus ($(grep -m1 -E 'ERROR|runtime error|invariant broken' "$log" || echo "see $log"))"
+        fail=$((fail + 1))
+        continue
+    fi
+    if [ "$secs" -eq 0 ]; then
+        echo "PASS $n corpus ($(ls "$corpus" | wc -l) inputs)"
+        pass=$((pass + 1))
+        continue
+    fi
+    # 2. New inputs for a bounded time, starting from the corpus.  One
+    # input may take at most 10 s (a hang is a failure).
+    start=$(date +%s)
+    if (cd "$work" && timeout $((secs + 60)) "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/new" "$corpus") >>"$log" 2>&1; then
+        runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
+        echo "PASS $n (corpus $(ls "$corpus" | wc -l) inputs, ${runs:-?} runs in $(($(date +%s) - start)) s)"
+        pass=$((pass + 1))
+    else
+        art=$(ls "$work/artifacts" 2>/dev/null | head -1)
+        echo "FAIL $n ($(grep -m1 -E 'ERROR:|runtime error|invariant broken' "$log" || echo "see $log"))"
+        [ -n "$art" ] && echo "  input: $work/artifacts/$art  reproduce: $bin $work/artifacts/$art"
+        fail=$((fail + 1))
+    fi
+done
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

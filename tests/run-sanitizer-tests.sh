@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The unit tests and a subset of the MPI and one-sided suites against the
+# AddressSanitizer + UndefinedBehaviorSanitizer build (_build-asan, made by
+# scripts/build-instrumented.sh asan).  Open MPI stays uninstrumented: the
+# test programs carry the sanitizer runtime, so the components Open MPI
+# dlopens into them are checked.  Every sanitizer report fails the run,
+# whatever the program's own verdict: reports are written to files
+# (log_path) and counted after each suite.
+#   tests/run-sanitizer-tests.sh [-b BUILD_DIR] [-i INSTALL_DIR]
+# Logs: SAN_TEST_LOG_DIR (default /tmp/efa-san-logs).
+# Prints "N passed, N failed" (the suites' own counts plus one failure per
+# process with a sanitizer report).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/_build-asan
+inst=$top/_install-asan
+while getopts "b:i:h" o; do
+    case $o in
+    b) build=$OPTARG ;;
+    i) inst=$OPTARG ;;
+    *) sed -n '2,13p' "$0"; exit 2 ;;
+    esac
+done
+logs=${SAN_TEST_LOG_DIR:-/tmp/efa-san-logs}
+rm -rf "$logs"
+mkdir -p "$logs/reports"
+pass=0 fail=0 skip=0
+
+# Each process's reports go to reports/asan.PID (ASan, UBSan alike).
+# Leaks: checked in the unit tests; not under MPI (Open MPI's own
+# allocations outlive MPI_Finalize by design).
+san_common="log_path=$logs/reports/san:print_stacktrace=1"
+export UBSAN_OPTIONS="$san_common:halt_on_error=1"
+
+count() { # add the "N passed, N failed[, N skipped]" line of a log
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
+    if [ -z "$line" ]; then
+        echo "FAIL $2 (no result line; see $1)"
+        fail=$((fail + 1))
+        return
+    fi
+    pass=$((pass + $(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")))
+    fail=$((fail + $(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")))
+    grep -q skipped <<<"$line" && skip=$((skip + $(sed -E 's/.*, ([0-9]+) skipped.*/\1/' <<<"$line")))
+}
+
+reports() { # one failure per process that left a report since the last call
+    local f n=0
+    for f in "$logs"/reports/san.*; do
+        [ -s "$f" ] || continue
+        echo "FAIL $1: sanitizer report $(grep -m1 -E 'ERROR: [A-Za-z]+Sanitizer|runtime error' "$f")"
+        sed -n '1,30p' "$f" | sed 's/^/    /'
+        mv "$f" "$logs/$1.$(basename "$f")"
+        n=$((n + 1))
+    done
+    fail=$((fail + n))
+}
+
+if [ ! -x "$build/tests/unit/efa_unit_tests" ] || [ ! -f "$inst/lib/openmpi/mca_btl_efa.so" ]; then
+    echo "FAIL no sanitizer build in $build / $inst (scripts/build-instrumented.sh asan)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+echo "== unit tests (ASan with leak checks, UBSan)"
+ASAN_OPTIONS="$san_common:detect_leaks=1" "$build/tests/unit/efa_unit_tests" >"$logs/unit.log" 2>&1
+rc=$?
+up=$(grep -oE '\[  PASSED  \] [0-9]+' "$logs/unit.log" | grep -oE '[0-9]+$')
+uf=$(grep -oE '^ *[0-9]+ FAILED TESTS?' "$logs/unit.log" | grep -oE '[0-9]+')
+up=${up:-0} uf=${uf:-0}
+[ $rc -ne 0 ] && [ "$uf" -eq 0 ] && uf=1
+grep -E '^\[  FAILED  \]' "$logs/unit.log" | sort -u
+echo "unit: $up passed, $uf failed"
+pass=$((pass + up)) fail=$((fail + uf))
+reports unit
+
+export ASAN_OPTIONS="$san_common:detect_leaks=0"
+export EFA_MCA_COMPONENT_PATH=$inst/lib/openmpi
+
+echo "== MPI point-to-point (mtl_efa provider and on-node paths, ob1 + btl_efa), instrumented"
+MPI_TEST_BIN_DIR=$build/tests/mpi MPI_TEST_LOG_DIR=$logs/mpi \
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-rxm,cm-efa-onnode,ob1-efa-shm \
+    -t pingpong,probe,cancel,ssend,truncate,datatypes -n 2 >"$logs/mpi.log" 2>&1
+grep -E '^(PASS|FAIL|SKIP) ' "$logs/mpi.log"
+count "$logs/mpi.log" mpi
+reports mpi
+
+echo "== one-sided over osc/rdma + btl_efa (native, emulated), instrumented"
+OSC_TEST_BIN_DIR=$build/tests/osc "$top/tests/osc/run-osc-tests.sh" -c ob1-rxm -c ob1-shm-emul \
+    -n 2 -t putget -t atomics -t accumulate -t hostile >"$logs/osc.log" 2>&1
+grep -E '^(PASS|FAIL|SKIP) ' "$logs/osc.log"
+count "$logs/osc.log" osc
+reports osc
+
+echo "logs: $logs"
+if [ $skip -gt 0 ]; then
+    echo "$pass passed, $fail failed, $skip skipped"
+else
+    echo "$pass passed, $fail failed"
+fi
+[ $fail -eq 0 ]
