@@ -4,10 +4,13 @@
  * provider, when they fit a slot.
  *
  * Each process creates its inbox at init: one ring per local rank of the
- * job, in a file named after the job and the process's vpid, so a peer
- * finds it from the name alone (no modex).  A sender attaches its own ring
- * (its local rank) of a peer's inbox on the first send to that peer; if it
- * cannot, the peer is served by the provider as before.  The module's
+ * job, in a file named after the job and the process's vpid, and publishes
+ * the inbox's random cookie in a node-local modex entry.  A sender attaches
+ * its own ring (its local rank) of a peer's inbox on the first send to that
+ * peer, only if the peer published a cookie and the file at that name
+ * holds it (and is a file of this user, closed to others: a file planted
+ * by someone else is never written into); otherwise the peer is served by
+ * the provider.  The module's
  * progress polls the inbox and hands each frame to the same dispatch as a
  * provider message (mca_btl_efa_deliver).  Frames carry the same bytes as
  * provider messages, so every message type (fragments, one-sided requests
@@ -19,7 +22,9 @@
  */
 #include "btl_efa.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,6 +36,18 @@
 
 /* Frames handed up per progress call. */
 #define EFA_BTL_RING_BUDGET 32
+
+#define RING_MODEX_KEY "btl_efa_ring"
+
+/* Corrupted frames the inbox dropped, as last reported. */
+static uint64_t dropped_seen;
+
+/* Failures a user should hear of even under "auto": a file of someone
+ * else's at an inbox's name, or a full file system. */
+static bool worth_telling(int err) {
+    return -EEXIST == err || -ELOOP == err || -EACCES == err || -EKEYREJECTED == err ||
+           -ENOSPC == err;
+}
 
 static const char *inbox_dir(void) {
     const char *dir = mca_btl_efa_component.onnode_dir;
@@ -93,28 +110,48 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
                                   "on this node)");
         return OPAL_SUCCESS;
     }
-    char path[OPAL_PATH_MAX];
+    /* Wanted from here on even if this process's inbox cannot be made:
+     * the one-sided choices that depend on it (atomics executed by the
+     * target) must be the same in every process of the job, and they stay
+     * correct when some messages take the provider. */
+    *wanted = true;
+    dropped_seen = 0;
+    char path[OPAL_PATH_MAX] = "(no directory for the inbox)";
     int err = -FI_ENOENT;
     if (0 == inbox_path(path, sizeof(path), OPAL_PROC_MY_NAME.vpid)) {
         btl->inbox = efa_shm_inbox_create(path, (unsigned)mca_common_efa_local_size(),
                                           (unsigned)slots, slot_size, &err);
     }
+    if (NULL != btl->inbox) {
+        /* Senders attach only to the file holding this cookie. */
+        uint64_t cookie = efa_shm_inbox_cookie(btl->inbox);
+        int rc;
+        OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, RING_MODEX_KEY, &cookie, sizeof(cookie));
+        if (OPAL_SUCCESS != rc) {
+            efa_shm_inbox_destroy(btl->inbox);
+            btl->inbox = NULL;
+            err = -FI_EOTHER;
+        }
+    }
     if (NULL == btl->inbox) {
         if (insist) {
             mca_common_efa_show_help("help-btl-efa.txt", "no-channel", true,
-                                     opal_process_info.nodename, path, fi_strerror(-err));
+                                     opal_process_info.nodename, path, efa_shm_strerror(err));
             return OPAL_ERR_NOT_AVAILABLE;
+        }
+        if (worth_telling(err)) {
+            mca_common_efa_show_help("help-btl-efa.txt", "inbox-refused", -ENOSPC == err,
+                                     opal_process_info.nodename, path, efa_shm_strerror(err));
         }
         mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
                                   "on-node channel unavailable (%s: %s): provider only", path,
-                                  fi_strerror(-err));
+                                  efa_shm_strerror(err));
         return OPAL_SUCCESS;
     }
     /* Removed by the runtime if this process dies without finalizing. */
     mca_common_efa_register_cleanup(path);
     btl->ring_max_frame = slot_size - 8;
     btl->ring_index = (unsigned)mca_common_efa_local_rank();
-    *wanted = true;
     mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
                               "on-node channel: inbox %s, %d rings of %d slots of %zu bytes", path,
                               mca_common_efa_local_size(), slots, slot_size);
@@ -135,10 +172,22 @@ void mca_btl_efa_ring_add_proc(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
 bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     OPAL_THREAD_LOCK(&btl->lock);
     if (EFA_BTL_RING_UNTRIED == ep->ring_state) {
-        char path[OPAL_PATH_MAX];
+        char path[OPAL_PATH_MAX] = "(no directory for the inbox)";
         int err = -FI_ENOENT;
-        if (0 == inbox_path(path, sizeof(path), ep->vpid)) {
-            ep->outbox = efa_shm_outbox_attach(path, btl->ring_index, &err);
+        uint8_t *bytes = NULL;
+        size_t len = 0;
+        int rc;
+        OPAL_MODEX_RECV_STRING(rc, RING_MODEX_KEY, &ep->name, &bytes, &len);
+        uint64_t cookie = 0;
+        if (OPAL_SUCCESS == rc && NULL != bytes && sizeof(cookie) == len) {
+            memcpy(&cookie, bytes, sizeof(cookie));
+        }
+        free(bytes);
+        if (0 == cookie) {
+            /* The peer has no inbox: whatever is at its name is not its. */
+            snprintf(path, sizeof(path), "(the peer published no inbox)");
+        } else if (0 == inbox_path(path, sizeof(path), ep->vpid)) {
+            ep->outbox = efa_shm_outbox_attach(path, btl->ring_index, cookie, &err);
         }
         if (NULL != ep->outbox) {
             opal_atomic_wmb();
@@ -146,10 +195,14 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
             opal_output_verbose(10, mca_common_efa_output, "btl:efa: attached to %s", path);
         } else {
             ep->ring_state = EFA_BTL_RING_FAILED;
+            if (0 != cookie && worth_telling(err)) {
+                mca_common_efa_show_help("help-btl-efa.txt", "outbox-refused", -ENOSPC == err,
+                                         opal_process_info.nodename, path, efa_shm_strerror(err));
+            }
             opal_output_verbose(1, mca_common_efa_output,
                                 "btl:efa: cannot attach to the on-node inbox %s (%s): that peer "
                                 "is served by the provider",
-                                path, fi_strerror(-err));
+                                path, efa_shm_strerror(err));
         }
     }
     bool ok = EFA_BTL_RING_ATTACHED == ep->ring_state;
@@ -176,7 +229,18 @@ int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {
     if (NULL == btl->inbox) {
         return 0;
     }
-    return efa_shm_inbox_poll(btl->inbox, on_frame, btl, EFA_BTL_RING_BUDGET);
+    const int n = efa_shm_inbox_poll(btl->inbox, on_frame, btl, EFA_BTL_RING_BUDGET);
+    const uint64_t dropped = efa_shm_inbox_dropped(btl->inbox);
+    if (OPAL_UNLIKELY(dropped != dropped_seen)) {
+        if (0 == dropped_seen) {
+            opal_output(0,
+                        "btl:efa: %s: dropped %llu corrupted frame(s) found in the on-node "
+                        "inbox (a length longer than its slot): another process wrote into it",
+                        opal_process_info.nodename, (unsigned long long)dropped);
+        }
+        dropped_seen = dropped;
+    }
+    return n;
 }
 
 void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl) {
@@ -185,9 +249,10 @@ void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl) {
     }
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: on-node channel: %llu frames sent, %llu received, %llu sends "
-                        "found a ring full",
+                        "found a ring full, %llu corrupted frames dropped",
                         (unsigned long long)btl->ring_sent, (unsigned long long)btl->ring_received,
-                        (unsigned long long)btl->ring_full);
+                        (unsigned long long)btl->ring_full,
+                        (unsigned long long)efa_shm_inbox_dropped(btl->inbox));
     efa_shm_inbox_destroy(btl->inbox);
     btl->inbox = NULL;
 }

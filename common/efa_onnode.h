@@ -52,23 +52,38 @@ struct efa_onnode_req {
     efa_onnode_link_t link;
     uint32_t cid;
     int32_t src, tag;
-    uint32_t peer;   /* the other side's vpid */
-    uint8_t state;   /* engine's state machine */
-    uint8_t flags;   /* engine's flags */
-    uint64_t remote; /* the peer's id for this message */
-    size_t done;     /* bytes moved so far (streamed transfers) */
+    uint32_t peer;     /* the other side's vpid */
+    uint8_t state;     /* engine's state machine */
+    uint8_t flags;     /* engine's flags */
+    uint64_t remote;   /* the peer's id for this message */
+    uint64_t local_id; /* this side's id for it in the peer's answers (0: none) */
+    size_t done;       /* bytes moved so far (streamed transfers) */
 };
+
+/* What each process publishes to the processes of its node (the modex):
+ * its inbox's cookie, which a sender checks before writing into the file
+ * of that name, and its local rank, the ring its frames come in by. */
+typedef struct efa_onnode_card {
+    uint64_t cookie;
+    uint32_t local_rank;
+    uint32_t pad;
+} efa_onnode_card_t;
+/* The card process vpid published: 0, or a negative error (none). */
+typedef int (*efa_onnode_card_fn)(void *arg, uint32_t vpid, efa_onnode_card_t *card);
 
 typedef struct efa_onnode_params {
     const char *inbox_dir; /* where inbox files live */
     const char *job_tag;   /* unique per job and user: part of the file names */
     uint32_t my_vpid;
-    uint32_t local_rank; /* my ring in every inbox of the node */
-    uint32_t nlocal;     /* processes of the job on this node (rings per inbox) */
-    uint32_t slots;      /* per ring, a power of two */
-    uint32_t slot_size;  /* bytes, multiple of 64 */
-    bool single_copy;    /* allow reading large messages by process_vm_readv */
-    bool thread_safe;    /* several threads call in at once */
+    uint32_t local_rank;          /* my ring in every inbox of the node */
+    uint32_t nlocal;              /* processes of the job on this node (rings per inbox) */
+    uint32_t nprocs;              /* processes of the job: every vpid is below */
+    uint32_t slots;               /* per ring, a power of two */
+    uint32_t slot_size;           /* bytes, multiple of 64 */
+    bool single_copy;             /* allow reading large messages by process_vm_readv */
+    bool thread_safe;             /* several threads call in at once */
+    efa_onnode_card_fn peer_card; /* looks a peer's card up, once per peer */
+    void *peer_card_arg;
 } efa_onnode_params_t;
 
 /* Create the engine and its inbox.  NULL and *err on failure. */
@@ -78,6 +93,10 @@ efa_onnode_t *efa_onnode_create(const efa_onnode_params_t *p, int *err);
 void efa_onnode_destroy(efa_onnode_t *e);
 /* The inbox file (for the runtime's cleanup list). */
 const char *efa_onnode_inbox_path(const efa_onnode_t *e);
+/* The inbox file the engine of these parameters uses (for messages). */
+void efa_onnode_inbox_file(const efa_onnode_params_t *p, char *buf, size_t len);
+/* This process's card, to publish before any peer sends. */
+void efa_onnode_my_card(const efa_onnode_t *e, efa_onnode_card_t *out);
 
 /* Send len bytes from buf to process 'peer' (vpid) as (cid, src, tag).
  * Returns 1 when the send is already complete (buf reusable, no callback
@@ -149,8 +168,11 @@ int efa_onnode_progress(efa_onnode_t *e);
 typedef struct efa_onnode_stats {
     uint64_t frames_sent, frames_received;
     uint64_t eager, rendezvous, single_copy, streamed, queued, unexpected;
+    uint64_t dropped; /* corrupted frames (bad length, sender or request id) */
 } efa_onnode_stats_t;
 void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out);
+/* stats.dropped alone (cheap enough for every progress call). */
+uint64_t efa_onnode_dropped(const efa_onnode_t *e);
 
 #ifdef __cplusplus
 }

@@ -24,11 +24,18 @@ extern "C" {
 typedef struct efa_shm_inbox efa_shm_inbox_t;
 typedef struct efa_shm_outbox efa_shm_outbox_t;
 
-/* Create the inbox file at path (replacing a stale one) with nrings rings
- * of nslots (a power of two) slots of slot_size bytes (a multiple of 64,
- * 8 of them the slot's header).  NULL and *err on failure. */
+/* Create the inbox file at path with nrings rings of nslots (a power of
+ * two) slots of slot_size bytes (a multiple of 64, 8 of them the slot's
+ * header).  A stale inbox of this user at path is replaced; anything else
+ * there is refused (-FI_EEXIST) and left alone.  Senders reserve their
+ * own ring's space when they attach.  NULL and *err on failure
+ * (-FI_ENOSPC: the file system has no room). */
 efa_shm_inbox_t *efa_shm_inbox_create(const char *path, unsigned nrings, unsigned nslots,
                                       size_t slot_size, int *err);
+/* The random value senders must present to attach: publish it (modex). */
+uint64_t efa_shm_inbox_cookie(const efa_shm_inbox_t *inbox);
+/* Frames dropped because their length was corrupted. */
+uint64_t efa_shm_inbox_dropped(const efa_shm_inbox_t *inbox);
 /* Unlink the file and unmap it. */
 void efa_shm_inbox_destroy(efa_shm_inbox_t *inbox);
 
@@ -39,10 +46,15 @@ typedef void (*efa_shm_deliver_fn)(void *arg, unsigned ring, void *frame, size_t
  * concurrent calls return 0 (only one poller at a time). */
 int efa_shm_inbox_poll(efa_shm_inbox_t *inbox, efa_shm_deliver_fn fn, void *arg, int budget);
 
-/* Attach to ring 'ring' of the inbox at path.  NULL and *err (-FI_ENOENT:
- * no such inbox; -FI_EPROTO: not a compatible inbox; -FI_ERANGE: no such
- * ring). */
-efa_shm_outbox_t *efa_shm_outbox_attach(const char *path, unsigned ring, int *err);
+/* Attach to ring 'ring' of the inbox at path, which must be a regular file
+ * of this user closed to others, holding 'cookie' (what its owner
+ * published).  NULL and *err (-FI_ENOENT: no such inbox; -ELOOP, -EACCES:
+ * not a file the owner created; -EKEYREJECTED: another inbox than the one
+ * published; -FI_EPROTO: not a compatible inbox; -FI_ERANGE: no such ring;
+ * -FI_ENOSPC: no room for the ring). */
+efa_shm_outbox_t *efa_shm_outbox_attach(const char *path, unsigned ring, uint64_t cookie, int *err);
+/* What an error of create or attach means, in words. */
+const char *efa_shm_strerror(int err);
 void efa_shm_outbox_detach(efa_shm_outbox_t *outbox);
 size_t efa_shm_outbox_max_frame(const efa_shm_outbox_t *outbox);
 /* Copy a frame into the ring: 0, -FI_EAGAIN (full) or -FI_EMSGSIZE. */

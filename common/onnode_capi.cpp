@@ -1,4 +1,5 @@
 // The C interface of the on-node engine (efa_onnode.h).
+#include <cstdio>
 #include <new>
 
 #include <rdma/fi_errno.h>
@@ -80,8 +81,26 @@ int efa_onnode_progress(efa_onnode_t *e) {
     return e->engine->progress();
 }
 
+void efa_onnode_inbox_file(const efa_onnode_params_t *p, char *buf, size_t len) {
+    if (len) {
+        snprintf(buf, len, "%s",
+                 efa::onnode::inbox_path(p->inbox_dir ? p->inbox_dir : "",
+                                         p->job_tag ? p->job_tag : "", p->my_vpid)
+                     .c_str());
+    }
+}
+
+void efa_onnode_my_card(const efa_onnode_t *e, efa_onnode_card_t *out) {
+    *out = e->engine->my_card();
+}
+
 void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out) {
     *out = e->engine->stats;
+    out->dropped = e->engine->dropped();
+}
+
+uint64_t efa_onnode_dropped(const efa_onnode_t *e) {
+    return e->engine->dropped();
 }
 
 } // extern "C"

@@ -102,14 +102,39 @@ class Guard {
     std::mutex *mu_;
 };
 
-inline uint64_t id_of(const efa_onnode_req_t *r) {
-    return reinterpret_cast<uintptr_t>(r);
-}
-inline efa_onnode_req_t *req_from_id(uint64_t id) {
-    return reinterpret_cast<efa_onnode_req_t *>(static_cast<uintptr_t>(id));
+} // namespace
+
+uint64_t IdTable::add(efa_onnode_req_t *req) {
+    uint32_t i;
+    if (!free_.empty()) {
+        i = free_.back();
+        free_.pop_back();
+    } else {
+        i = static_cast<uint32_t>(entries_.size());
+        entries_.emplace_back();
+    }
+    Entry &e = entries_[i];
+    e.req = req;
+    e.gen = e.gen + 1 ? e.gen + 1 : 1; // never 0: an id of 0 means none
+    return static_cast<uint64_t>(e.gen) << 32 | i;
 }
 
-} // namespace
+efa_onnode_req_t *IdTable::find(uint64_t id) const {
+    const uint64_t i = id & 0xffffffffu;
+    if (i >= entries_.size() || entries_[i].gen != static_cast<uint32_t>(id >> 32)) {
+        return nullptr;
+    }
+    return entries_[i].req;
+}
+
+void IdTable::remove(uint64_t id) {
+    const uint64_t i = id & 0xffffffffu;
+    if (0 != id && i < entries_.size() && entries_[i].req &&
+        entries_[i].gen == static_cast<uint32_t>(id >> 32)) {
+        entries_[i].req = nullptr;
+        free_.push_back(static_cast<uint32_t>(i));
+    }
+}
 
 std::string inbox_path(const std::string &dir, const std::string &job_tag, uint32_t vpid) {
     return dir + "/efa_mtl_ring." + job_tag + "." + std::to_string(vpid);
@@ -118,6 +143,7 @@ std::string inbox_path(const std::string &dir, const std::string &job_tag, uint3
 std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
     err = 0;
     if (!p.inbox_dir || !p.job_tag || p.nlocal == 0 || p.local_rank >= p.nlocal ||
+        p.nprocs < p.nlocal || p.my_vpid >= p.nprocs || !p.peer_card ||
         p.slot_size < sizeof(FrameHdr) + sizeof(DataBody) + shm::kSlotHeader + 64) {
         err = -FI_EINVAL;
         return nullptr;
@@ -133,7 +159,10 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
     g.nrings = p.nlocal;
     g.nslots = p.slots;
     g.slot_size = p.slot_size;
-    e->inbox_ = shm::Inbox::create(inbox_path(e->dir_, e->job_tag_, p.my_vpid), g, err);
+    // Every ring reserved now: once this process publishes its card, every
+    // peer sends to it through the rings (both ends must agree on the
+    // path), so a sender cannot fall back later for want of room.
+    e->inbox_ = shm::Inbox::create(inbox_path(e->dir_, e->job_tag_, p.my_vpid), g, err, true);
     if (!e->inbox_) {
         return nullptr;
     }
@@ -155,19 +184,42 @@ Engine::~Engine() {
     match_.drain_unexpected([](Message *m) { free(m); });
 }
 
+efa_onnode_card_t Engine::my_card() const {
+    efa_onnode_card_t c{};
+    c.cookie = inbox_->cookie();
+    c.local_rank = params_.local_rank;
+    return c;
+}
+
 Engine::Peer *Engine::peer(uint32_t vpid, int &err) {
+    if (vpid >= params_.nprocs) {
+        err = -FI_EINVAL; // not a process of this job
+        return nullptr;
+    }
     if (vpid >= peers_.size()) {
         peers_.resize(static_cast<size_t>(vpid) + 1);
     }
     if (peers_[vpid]) {
         return peers_[vpid].get();
     }
-    auto out = shm::Outbox::attach(inbox_path(dir_, job_tag_, vpid), params_.local_rank, err);
+    efa_onnode_card_t card{};
+    if (vpid == params_.my_vpid) {
+        card = my_card();
+    } else if (0 != (err = params_.peer_card(params_.peer_card_arg, vpid, &card))) {
+        return nullptr;
+    }
+    if (card.local_rank >= params_.nlocal) {
+        err = -FI_EINVAL;
+        return nullptr;
+    }
+    auto out =
+        shm::Outbox::attach(inbox_path(dir_, job_tag_, vpid), params_.local_rank, card.cookie, err);
     if (!out) {
         return nullptr;
     }
     auto p = std::make_unique<Peer>();
     p->vpid = vpid;
+    p->ring = card.local_rank;
     p->out = std::move(out);
     if (!params_.single_copy) {
         p->cma = Peer::kCmaOff;
@@ -201,7 +253,7 @@ bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
     h.cid = r->cid;
     h.src = r->src;
     h.tag = r->tag;
-    h.id = id_of(r);
+    h.id = r->local_id;
     if (!rndv && hlen + r->buflen > kFirstLine) {
         // The bytes past the slot's first cache line go first, the first
         // line (header, first bytes) last: the receiver spins on that line,
@@ -322,6 +374,7 @@ bool Engine::flush(Peer *p) {
             r->done += n;
         }
         p->streams.remove(l);
+        ids_.remove(r->local_id);
         r->state = kDone;
         finish(r);
     }
@@ -358,6 +411,8 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
     req->err = 0;
     req->done = 0;
     req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | (len > eager_max_ ? kReqRndv : 0));
+    // Only a send the receiver answers (ACK, FIN, CTS) needs an id.
+    req->local_id = req->flags ? ids_.add(req) : 0;
     if (p->sends.empty() && write_message(p, req)) {
         return after_written(req) ? 1 : 0;
     }
@@ -406,7 +461,8 @@ bool Engine::pull(efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b) {
     req->peer = h.sender;
     req->remote = h.id;
     req->done = 0;
-    send_ctrl(h.sender, kCts, h.id, id_of(req));
+    req->local_id = ids_.add(req);
+    send_ctrl(h.sender, kCts, h.id, req->local_id);
     ++stats.streamed;
     return false;
 }
@@ -448,21 +504,29 @@ bool Engine::take(Message *m, efa_onnode_req_t *req) {
     return false;
 }
 
-void Engine::on_data(const FrameHdr &h, const uint8_t *bytes, size_t n) {
+// DATA for a receive that answered CTS.  A sender streams in order through
+// one ring, so each frame starts where the last ended; anything else (or
+// bytes beyond the message's length) is a corrupted frame.
+void Engine::on_data(efa_onnode_req_t *req, const uint8_t *bytes, size_t n) {
     if (n < sizeof(DataBody)) {
+        drop();
         return;
     }
     DataBody b;
     memcpy(&b, bytes, sizeof(b));
     bytes += sizeof(b);
     n -= sizeof(b);
-    efa_onnode_req_t *req = req_from_id(h.id);
+    if (b.offset != req->done || n > req->msg_len - req->done) {
+        drop();
+        return;
+    }
     if (b.offset < req->buflen) {
         memcpy(static_cast<uint8_t *>(req->buf) + b.offset, bytes,
                std::min<size_t>(n, req->buflen - b.offset));
     }
     req->done += n;
     if (req->done >= req->msg_len) {
+        ids_.remove(req->local_id);
         req->err = req->msg_len > req->buflen ? -FI_ETRUNC : 0;
         req->state = kDone;
         finish(req);
@@ -549,11 +613,41 @@ bool Engine::hand_over(Message *m) {
     return true;
 }
 
+// A corrupted frame: counted (the MTL reports the count), never followed.
+bool Engine::drop() {
+    ++stats.dropped;
+    return true;
+}
+
+// Did process vpid write this frame: a process of the job whose ring is
+// the one the frame came in by?  (Attaches the peer on first use.)
+bool Engine::from_ring(uint32_t ring, uint32_t vpid) {
+    if (vpid < peers_.size() && peers_[vpid]) {
+        return peers_[vpid]->ring == ring;
+    }
+    int err = 0;
+    const Peer *p = peer(vpid, err);
+    return nullptr != p && p->ring == ring;
+}
+
+// The request an answer (ACK, FIN, CTS, DATA) is about: it must be in the
+// table, in 'state', and waiting for the process that wrote the frame.
+efa_onnode_req_t *Engine::answered(uint32_t ring, const FrameHdr &h, uint8_t state) {
+    efa_onnode_req_t *req = ids_.find(h.id);
+    if (nullptr == req || state != req->state || req->peer != h.sender ||
+        !from_ring(ring, h.sender)) {
+        return nullptr;
+    }
+    return req;
+}
+
 // One frame from the inbox; false stops the poll (a message is now held).
+// The frame is in shared memory: its header is copied once, its lengths
+// come from the ring (read once there), and every field is checked before
+// it is used.
 bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
-    (void)ring;
     if (len < kShortHdr) {
-        return true;
+        return drop();
     }
     ++stats.frames_received;
     FrameHdr h{};
@@ -561,7 +655,7 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
     size_t hlen = kShortHdr;
     if (kEagerShort != h.type) {
         if (len < sizeof(FrameHdr)) {
-            return true;
+            return drop();
         }
         memcpy(&h, frame, sizeof(h));
         hlen = sizeof(h);
@@ -581,9 +675,14 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         RtsBody b{};
         if (kRts == h.type) {
             if (blen < sizeof(b)) {
-                return true;
+                return drop();
             }
             memcpy(&b, body, sizeof(b));
+        }
+        // A frame to be answered names its sender: checked before it can
+        // match (a dropped frame must not take a receive).
+        if ((kRts == h.type || (h.flags & kFrameSync)) && !from_ring(ring, h.sender)) {
+            return drop();
         }
         const Envelope env{h.cid, h.src, h.tag};
         efa_onnode_req_t *req = match_.arrive(env);
@@ -623,21 +722,26 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
     }
     case kAck:
     case kFin: {
-        efa_onnode_req_t *req = req_from_id(h.id);
+        efa_onnode_req_t *req = answered(ring, h, kAck == h.type ? kWaitAck : kWaitFin);
+        if (nullptr == req) {
+            return drop();
+        }
+        ids_.remove(req->local_id);
         req->state = kDone;
         finish(req);
         return true;
     }
     case kCts: {
-        if (blen < sizeof(CtsBody)) {
-            return true;
+        efa_onnode_req_t *req = answered(ring, h, kWaitFin);
+        if (blen < sizeof(CtsBody) || nullptr == req) {
+            return drop();
         }
         CtsBody c;
         memcpy(&c, body, sizeof(c));
-        efa_onnode_req_t *req = req_from_id(h.id);
         int err = 0;
-        Peer *p = peer(h.sender, err);
+        Peer *p = peer(h.sender, err); // attached: answered() checked its ring
         if (nullptr == p) {
+            ids_.remove(req->local_id);
             req->err = err ? err : -FI_ENOENT;
             finish(req);
             return true;
@@ -649,14 +753,23 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         mark_busy(p);
         return true;
     }
-    case kData:
-        on_data(h, body, blen);
+    case kData: {
+        efa_onnode_req_t *req = answered(ring, h, kRecvData);
+        if (nullptr == req) {
+            return drop();
+        }
+        on_data(req, body, blen);
         return true;
+    }
     case kCancel: {
         // The message frame came earlier in this ring, so it is here: still
         // unexpected (withdrawn now, the send is cancelled) or matched (its
         // normal answer is on its way or already sent: nothing to add).
         // No message is held at this point (nothing is read meanwhile).
+        // Only the sender itself may withdraw its message.
+        if (!from_ring(ring, h.sender)) {
+            return drop();
+        }
         if (Message *m = match_.withdraw(h.sender, h.id)) {
             free(m);
             send_ctrl(h.sender, kCancelled, h.id, 0);
@@ -664,14 +777,19 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         return true;
     }
     case kCancelled: {
-        efa_onnode_req_t *req = req_from_id(h.id);
+        efa_onnode_req_t *req = ids_.find(h.id);
+        if (nullptr == req || !(req->flags & kReqCancel) || req->peer != h.sender ||
+            (kWaitAck != req->state && kWaitFin != req->state) || !from_ring(ring, h.sender)) {
+            return drop();
+        }
+        ids_.remove(req->local_id);
         req->err = -FI_ECANCELED;
         req->state = kDone;
         finish(req);
         return true;
     }
     default:
-        return true; // not a frame of this version: dropped
+        return drop(); // not a frame of this version
     }
 }
 
@@ -791,6 +909,9 @@ void Engine::cancel_send(efa_onnode_req_t *req) {
             Peer *p = peer(req->peer, err);
             if (nullptr != p) {
                 p->sends.remove(&req->link);
+                if (req->local_id) {
+                    ids_.remove(req->local_id);
+                }
                 req->err = -FI_ECANCELED;
                 req->state = kDone;
                 finish(req);
@@ -798,7 +919,7 @@ void Engine::cancel_send(efa_onnode_req_t *req) {
         } else if ((kWaitAck == req->state || kWaitFin == req->state) &&
                    !(req->flags & kReqCancel)) {
             req->flags |= kReqCancel; // asked once
-            send_ctrl(req->peer, kCancel, id_of(req), 0);
+            send_ctrl(req->peer, kCancel, req->local_id, 0);
         } // else streaming or done: matched, completes as it is
     }
     run_completions();

@@ -20,8 +20,18 @@
 //               streams DATA frames into the ring, which the receiver
 //               copies into the receive buffer.  The send completes on FIN
 //               or when its last DATA frame is written.
-// Control frames (ACK, FIN, CTS) name the request they are about by the
-// address the other side gave; nothing else is shared.
+// Control frames (ACK, FIN, CTS) and DATA name the request they are about
+// by an id the other side gave: an index and a generation into that
+// side's table of requests waiting for an answer (IdTable), never an
+// address, so a corrupted or stale id finds nothing and is dropped.
+//
+// Trust.  Frames come out of shared memory another process writes, so
+// each is checked before anything acts on it: lengths against the frame,
+// a sender's vpid against the job's size and against the ring the frame
+// came in by (the sender's local rank, from the card it published), a
+// request id against the table and the request's state and peer, a DATA
+// offset against the bytes still expected.  What fails is dropped and
+// counted (stats.dropped), never followed.
 //
 // Matching (onnode_match.hpp) is MPI's: frames are matched in the order
 // they are read, and each sender's frames are read in the order written,
@@ -95,6 +105,24 @@ struct DataBody {
     uint64_t offset;
 };
 
+// Requests this side named in a frame and waits for an answer about:
+// id = generation << 32 | index, so an id from a corrupted frame, or one
+// of a request finished since, finds nothing.
+class IdTable {
+  public:
+    uint64_t add(efa_onnode_req_t *req);
+    efa_onnode_req_t *find(uint64_t id) const;
+    void remove(uint64_t id);
+
+  private:
+    struct Entry {
+        efa_onnode_req_t *req = nullptr;
+        uint32_t gen = 0;
+    };
+    std::vector<Entry> entries_;
+    std::vector<uint32_t> free_;
+};
+
 // The inbox file of process 'vpid'.
 std::string inbox_path(const std::string &dir, const std::string &job_tag, uint32_t vpid);
 
@@ -118,6 +146,8 @@ class Engine {
     int progress();
 
     const std::string &path() const { return inbox_->path(); }
+    efa_onnode_card_t my_card() const;
+    uint64_t dropped() const { return stats.dropped + inbox_->dropped(); }
     size_t eager_max() const { return eager_max_; }
     efa_onnode_stats_t stats{};
 
@@ -129,6 +159,7 @@ class Engine {
     };
     struct Peer {
         uint32_t vpid = 0;
+        uint32_t ring = 0; // its local rank: the ring of this inbox its frames come by
         std::unique_ptr<shm::Outbox> out;
         List sends;            // messages waiting for room, in order
         List streams;          // sends streaming DATA after a CTS
@@ -141,6 +172,9 @@ class Engine {
     Engine() = default;
     int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
     Peer *peer(uint32_t vpid, int &err);
+    bool from_ring(uint32_t ring, uint32_t vpid);
+    efa_onnode_req_t *answered(uint32_t ring, const FrameHdr &h, uint8_t state);
+    bool drop();
     bool write_message(Peer *p, efa_onnode_req_t *req);
     bool write_ctrl(Peer *p, const Ctrl &c);
     void mark_busy(Peer *p);
@@ -153,7 +187,7 @@ class Engine {
     void hold(Message *m, efa_onnode_req_t *req);
     bool take(Message *m, efa_onnode_req_t *req);
     bool pull(efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b);
-    void on_data(const FrameHdr &h, const uint8_t *bytes, size_t n);
+    void on_data(efa_onnode_req_t *req, const uint8_t *bytes, size_t n);
     void finish(efa_onnode_req_t *req) { done_.push_back(&req->link); }
     void run_completions();
     bool cma_ok(Peer *p, const RtsBody &b);
@@ -163,8 +197,9 @@ class Engine {
     std::unique_ptr<shm::Inbox> inbox_;
     size_t eager_max_ = 0;
     size_t data_max_ = 0;
-    std::vector<std::unique_ptr<Peer>> peers_; // by vpid
-    std::vector<Peer *> busy_;                 // peers with something queued
+    std::vector<std::unique_ptr<Peer>> peers_; // by vpid, below params_.nprocs
+    IdTable ids_;
+    std::vector<Peer *> busy_; // peers with something queued
     Matcher match_;
     List done_;    // completed, callbacks not yet called
     int held_ = 0; // messages held for partnered receives: no frame is read meanwhile

@@ -5,8 +5,11 @@
 #include <cerrno>
 #include <new>
 
+#include <ctime>
+
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +22,25 @@ size_t round_up(size_t n, size_t to) {
 }
 
 } // namespace
+
+uint64_t random_cookie() {
+    uint64_t x = 0;
+    // getrandom: the kernel's CSPRNG, so another user cannot guess it from
+    // the time or the pid.  It only fails before the pool is seeded at
+    // boot (EAGAIN with GRND_NONBLOCK) or where the call is filtered; the
+    // clock then still makes a stale file of an earlier job differ.
+    if (static_cast<ssize_t>(sizeof(x)) != getrandom(&x, sizeof(x), GRND_NONBLOCK)) {
+        timespec ts{};
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        x = (static_cast<uint64_t>(getpid()) << 40) ^ static_cast<uint64_t>(ts.tv_nsec) ^
+            (static_cast<uint64_t>(ts.tv_sec) << 20);
+        x += 0x9e3779b97f4a7c15ull; // splitmix64 finaliser: spread the bits
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        x ^= x >> 31;
+    }
+    return x ? x : 1;
+}
 
 size_t Geometry::ring_bytes() const {
     return round_up(kRingControl + static_cast<size_t>(nslots) * slot_size, kPage);
@@ -34,26 +56,72 @@ bool Geometry::valid() const {
            slot_size <= (1u << 24);
 }
 
-std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g, int &err) {
+// Create path exclusively.  What is already there is replaced only when it
+// can be nothing but an earlier inbox of this user (a job of the same id
+// that died): a regular file of ours, mode 0600, one link.  Anything else
+// (another user's file, a symbolic link, a directory) is refused and left
+// as it is.
+static int create_exclusive(const std::string &path, int &err) {
+    constexpr int kFlags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(path.c_str(), kFlags, 0600);
+    if (fd < 0 && EEXIST == errno) {
+        struct stat st;
+        if (0 == lstat(path.c_str(), &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+            0600 == (st.st_mode & 07777) && 1 == st.st_nlink) {
+            (void)unlink(path.c_str());
+            fd = open(path.c_str(), kFlags, 0600);
+        } else {
+            errno = EEXIST;
+        }
+    }
+    if (fd < 0) {
+        err = -errno;
+        return -1;
+    }
+    // The umask may have taken bits away; senders need exactly these.
+    if (0 != fchmod(fd, 0600)) {
+        err = -errno;
+        close(fd);
+        (void)unlink(path.c_str());
+        return -1;
+    }
+    return fd;
+}
+
+// posix_fallocate returns its error instead of setting errno.
+static int reserve_space(int fd, size_t off, size_t len) {
+    const int rc = posix_fallocate(fd, static_cast<off_t>(off), static_cast<off_t>(len));
+    return 0 == rc ? 0 : -rc;
+}
+
+std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g, int &err,
+                                     bool reserve_all) {
     err = 0;
     if (!g.valid()) {
         err = -EINVAL;
         return nullptr;
     }
-    // A file left by an earlier job of the same name cannot be trusted.
-    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && EEXIST == errno) {
-        (void)unlink(path.c_str());
-        fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    }
+    const uint64_t cookie = random_cookie();
+    int fd = create_exclusive(path, err);
     if (fd < 0) {
-        err = -errno;
         return nullptr;
     }
     const size_t len = g.total_bytes();
-    // Sparse: pages are allocated when a ring is first used.
     if (0 != ftruncate(fd, static_cast<off_t>(len))) {
         err = -errno;
+        close(fd);
+        (void)unlink(path.c_str());
+        return nullptr;
+    }
+    // Pages the owner reads (header, every ring's control page) or, with
+    // reserve_all, every page: a store into a hole of a full tmpfs would
+    // raise SIGBUS.
+    int rc = reserve_space(fd, 0, reserve_all ? len : kPage);
+    for (uint32_t r = 0; 0 == rc && !reserve_all && r < g.nrings; ++r) {
+        rc = reserve_space(fd, kPage + r * g.ring_bytes(), kPage);
+    }
+    if (0 != rc) {
+        err = rc;
         close(fd);
         (void)unlink(path.c_str());
         return nullptr;
@@ -75,6 +143,8 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     }
     in->path_ = path;
     in->geo_ = g;
+    in->ring_bytes_ = g.ring_bytes();
+    in->cookie_ = cookie;
     in->base_ = static_cast<uint8_t *>(p);
     in->len_ = len;
     in->tails_.assign(g.nrings, 0);
@@ -87,6 +157,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     h->slot_size = g.slot_size;
     h->ring_offset = kPage;
     h->ring_bytes = g.ring_bytes();
+    h->cookie = cookie;
     h->attach_seq.store(0, std::memory_order_relaxed);
     in->hdr_ = h;
     h->magic.store(kMagic, std::memory_order_release);
@@ -119,17 +190,69 @@ uint64_t Inbox::waiting(uint32_t r) const {
     return ctl->head.load(std::memory_order_acquire) - ctl->tail.load(std::memory_order_acquire);
 }
 
-std::unique_ptr<Outbox> Outbox::attach(const std::string &path, uint32_t r, int &err) {
+// Is the open file one this user's job created for its own use: a regular
+// file of ours, closed to others, with one link?  0 or a negative errno.
+static int check_owner(int fd, struct stat &st) {
+    if (0 != fstat(fd, &st)) {
+        return -errno;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || 0 != (st.st_mode & 077) ||
+        1 != st.st_nlink) {
+        return -EACCES;
+    }
+    return 0;
+}
+
+std::unique_ptr<Outbox> Outbox::attach(const std::string &path, uint32_t r, uint64_t cookie,
+                                       int &err) {
     err = 0;
-    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    // O_NOFOLLOW: a link is refused (-ELOOP); O_NONBLOCK: a FIFO planted at
+    // the name does not block the open (fstat refuses it then).
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         err = -errno;
         return nullptr;
     }
     struct stat st;
-    if (0 != fstat(fd, &st) || static_cast<size_t>(st.st_size) < kPage) {
+    err = check_owner(fd, st);
+    if (0 != err) {
+        close(fd);
+        return nullptr;
+    }
+    // The header, read once; only this copy is used from here on.
+    HeaderImage h{};
+    if (static_cast<size_t>(st.st_size) < kPage ||
+        sizeof(h) != static_cast<size_t>(pread(fd, &h, sizeof(h), 0))) {
         close(fd);
         err = -EPROTO;
+        return nullptr;
+    }
+    Geometry g;
+    g.nrings = h.nrings;
+    g.nslots = h.nslots;
+    g.slot_size = h.slot_size;
+    if (kMagic != h.magic || kVersion != h.version || !g.valid() || h.ring_offset != kPage ||
+        h.ring_bytes != g.ring_bytes() || static_cast<size_t>(st.st_size) != g.total_bytes()) {
+        close(fd);
+        err = -EPROTO;
+        return nullptr;
+    }
+    if (h.cookie != cookie) {
+        close(fd);
+        err = -EKEYREJECTED;
+        return nullptr;
+    }
+    if (r >= g.nrings) {
+        close(fd);
+        err = -ERANGE;
+        return nullptr;
+    }
+    // Only this sender's ring is mapped, once its pages are reserved.
+    const size_t len = g.ring_bytes();
+    const size_t off = kPage + static_cast<size_t>(r) * len;
+    err = reserve_space(fd, off, len);
+    if (0 != err) {
+        close(fd);
         return nullptr;
     }
     void *hp = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -138,29 +261,7 @@ std::unique_ptr<Outbox> Outbox::attach(const std::string &path, uint32_t r, int 
         close(fd);
         return nullptr;
     }
-    auto *h = static_cast<SegHeader *>(hp);
-    Geometry g;
-    g.nrings = h->nrings;
-    g.nslots = h->nslots;
-    g.slot_size = h->slot_size;
-    if (kMagic != h->magic.load(std::memory_order_acquire) || kVersion != h->version ||
-        !g.valid() || h->ring_offset != kPage || h->ring_bytes != g.ring_bytes() ||
-        static_cast<size_t>(st.st_size) < g.total_bytes()) {
-        munmap(hp, kPage);
-        close(fd);
-        err = -EPROTO;
-        return nullptr;
-    }
-    if (r >= g.nrings) {
-        munmap(hp, kPage);
-        close(fd);
-        err = -ERANGE;
-        return nullptr;
-    }
-    // Only this sender's ring is mapped.
-    const size_t len = g.ring_bytes();
-    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                   static_cast<off_t>(kPage + r * len));
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(off));
     const int map_errno = errno;
     close(fd);
     if (MAP_FAILED == p) {
@@ -168,24 +269,27 @@ std::unique_ptr<Outbox> Outbox::attach(const std::string &path, uint32_t r, int 
         err = -map_errno;
         return nullptr;
     }
-    std::unique_ptr<Outbox> out(new (std::nothrow) Outbox());
+    auto *ctl = reinterpret_cast<RingCtl *>(p);
+    // A re-attach (the component opened again) resumes where the ring is;
+    // counters that cannot be (more in flight than slots) are corruption.
+    const uint64_t head = ctl->head.load(std::memory_order_relaxed);
+    const uint64_t tail = ctl->tail.load(std::memory_order_acquire);
+    std::unique_ptr<Outbox> out(head - tail <= g.nslots ? new (std::nothrow) Outbox() : nullptr);
     if (!out) {
         munmap(p, len);
         munmap(hp, kPage);
-        err = -ENOMEM;
+        err = head - tail <= g.nslots ? -ENOMEM : -EPROTO;
         return nullptr;
     }
     out->geo_ = g;
     out->map_ = static_cast<uint8_t *>(p);
     out->len_ = len;
-    out->ctl_ = reinterpret_cast<RingCtl *>(p);
+    out->ctl_ = ctl;
     out->slots_ = out->map_ + kRingControl;
-    // A ring is attached once per job (one sender per local rank); a
-    // re-attach (the component opened again) resumes where it was.
-    out->head_ = out->ctl_->head.load(std::memory_order_relaxed);
-    out->cached_tail_ = out->ctl_->tail.load(std::memory_order_acquire);
+    out->head_ = head;
+    out->cached_tail_ = tail;
     out->ctl_->attached.store(1, std::memory_order_release);
-    h->attach_seq.fetch_add(1, std::memory_order_acq_rel);
+    static_cast<SegHeader *>(hp)->attach_seq.fetch_add(1, std::memory_order_acq_rel);
     munmap(hp, kPage);
     return out;
 }

@@ -30,6 +30,23 @@
 // header's attach counter, and the owner rescans the attached flags when
 // the counter changes, so an idle poll reads one header word and one head
 // per attached sender.
+//
+// Trust.  The file is created exclusively (O_EXCL, O_NOFOLLOW, mode 0600):
+// a file or symbolic link planted at its name is refused and left alone.
+// An attaching sender opens it without following links and checks that it
+// is a regular file of its own user, closed to others, and that the
+// header's random cookie is the one the owner published through the modex:
+// it then writes only into the file its peer created.  Nothing read from
+// the shared mapping is trusted by the reader: each side works from its
+// own copy of the geometry (the owner's from create, the sender's copied
+// and checked once at attach), a slot's length is read once and checked,
+// and a frame too long for its slot is dropped and counted.
+//
+// Space.  The owner reserves the header and every ring's control page
+// (posix_fallocate), and, with reserve_all, every ring; otherwise a
+// sender reserves its own ring when it attaches.  A full tmpfs then fails
+// the create or the attach (-ENOSPC: the caller falls back to the
+// provider) instead of raising SIGBUS in a later store into a hole.
 #ifndef EFA_SHM_RING_HPP
 #define EFA_SHM_RING_HPP
 
@@ -44,7 +61,7 @@
 namespace efa::shm {
 
 constexpr uint64_t kMagic = 0x45464153484d5231ull; // "EFASHMR1"
-constexpr uint32_t kVersion = 2;                   // 2: slots carry stamps
+constexpr uint32_t kVersion = 3;                   // 2: slots carry stamps; 3: cookie
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr size_t kRingControl = 4 * kLine; // head, tail, attached, spare
@@ -72,8 +89,26 @@ struct SegHeader {
     uint32_t slot_size;
     uint64_t ring_offset;
     uint64_t ring_bytes;
+    uint64_t cookie; // random; the owner publishes it so that senders know its file
     alignas(kLine) std::atomic<uint32_t> attach_seq; // bumped by each attaching sender
 };
+
+// The header's fields as a sender reads them, once, from the file.
+struct HeaderImage {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t nrings;
+    uint32_t nslots;
+    uint32_t slot_size;
+    uint64_t ring_offset;
+    uint64_t ring_bytes;
+    uint64_t cookie;
+};
+static_assert(offsetof(SegHeader, cookie) == offsetof(HeaderImage, cookie));
+static_assert(sizeof(HeaderImage) <= offsetof(SegHeader, attach_seq));
+
+// A random 64-bit value nobody else can predict (never 0).
+uint64_t random_cookie();
 
 struct RingCtl {
     alignas(kLine) std::atomic<uint64_t> head;     // next slot the producer fills
@@ -86,14 +121,22 @@ static_assert(sizeof(RingCtl) <= kRingControl);
 // the destructor.
 class Inbox {
   public:
-    // err: 0, or a negative errno.  path must not exist or is replaced.
-    static std::unique_ptr<Inbox> create(const std::string &path, const Geometry &g, int &err);
+    // err: 0, or a negative errno (-EEXIST: something not ours is at
+    // path, left alone; -ENOSPC: no room to reserve).  A file at path of
+    // this user, mode 0600 and one link (an earlier job's) is replaced.
+    // reserve_all: reserve every ring now (else each sender its own).
+    static std::unique_ptr<Inbox> create(const std::string &path, const Geometry &g, int &err,
+                                         bool reserve_all = false);
     ~Inbox();
     Inbox(const Inbox &) = delete;
     Inbox &operator=(const Inbox &) = delete;
 
     const Geometry &geometry() const { return geo_; }
     const std::string &path() const { return path_; }
+    // What senders must be told (through the modex) to attach.
+    uint64_t cookie() const { return cookie_; }
+    // Frames dropped: a length longer than the slot (a corrupted sender).
+    uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
     // Hand up to 'budget' waiting frames to deliver(ring, frame, len), in
     // ring order; the frame is valid until deliver returns.  A deliver that
@@ -112,10 +155,13 @@ class Inbox {
     void rescan();
 
     std::string path_;
-    Geometry geo_;
+    Geometry geo_; // the owner's own copy: the shared header is never read back
+    size_t ring_bytes_ = 0;
+    uint64_t cookie_ = 0;
+    std::atomic<uint64_t> dropped_{0}; // read by other threads for reports
     uint8_t *base_ = nullptr;
     size_t len_ = 0;
-    SegHeader *hdr_ = nullptr;
+    SegHeader *hdr_ = nullptr; // only attach_seq is read from it
     std::atomic<uint32_t> seen_seq_{0};
     std::atomic<bool> any_{false}; // active_ is not empty
     std::vector<uint32_t> active_; // rings with a sender attached (changed only while polling)
@@ -127,8 +173,12 @@ class Inbox {
 class Outbox {
   public:
     // err: 0, or a negative errno (-ENOENT: the peer has no segment;
-    // -EPROTO: not a segment of this version; -ERANGE: no ring 'ring').
-    static std::unique_ptr<Outbox> attach(const std::string &path, uint32_t ring, int &err);
+    // -ELOOP: a symbolic link; -EACCES: not a regular file of this user
+    // closed to others; -EPROTO: not a segment of this version or
+    // corrupted; -EKEYREJECTED: not the segment whose cookie the peer
+    // published; -ERANGE: no ring 'ring'; -ENOSPC: no room to reserve it).
+    static std::unique_ptr<Outbox> attach(const std::string &path, uint32_t ring, uint64_t cookie,
+                                          int &err);
     ~Outbox();
     Outbox(const Outbox &) = delete;
     Outbox &operator=(const Outbox &) = delete;
@@ -156,7 +206,7 @@ class Outbox {
 };
 
 inline RingCtl *Inbox::ring(uint32_t r) const {
-    return reinterpret_cast<RingCtl *>(base_ + hdr_->ring_offset + r * hdr_->ring_bytes);
+    return reinterpret_cast<RingCtl *>(base_ + kPage + r * ring_bytes_);
 }
 
 inline uint8_t *Inbox::slot(uint32_t r, uint64_t n) const {
@@ -198,8 +248,10 @@ template <class F> int Inbox::poll(F &&deliver, int budget) {
                     deliver(r, frame, static_cast<size_t>(len));
                 }
                 ++n;
+            } else {
+                dropped_.fetch_add(
+                    1, std::memory_order_relaxed); // only a corrupted sender writes that: skipped
             }
-            // A longer length can only come from a corrupted sender: skipped.
             tails_[r] = t;
             ctl->tail.store(t, std::memory_order_release);
             if (!more) {

@@ -1,5 +1,9 @@
 // The C interface of the on-node message channel (efa_shm_ring.h).
 #include "efa_shm_ring.h"
+
+#include <cerrno>
+#include <cstring>
+
 #include "shm_ring.hpp"
 
 struct efa_shm_inbox {
@@ -29,6 +33,14 @@ efa_shm_inbox_t *efa_shm_inbox_create(const char *path, unsigned nrings, unsigne
     return new efa_shm_inbox{std::move(in)};
 }
 
+uint64_t efa_shm_inbox_cookie(const efa_shm_inbox_t *inbox) {
+    return inbox->in->cookie();
+}
+
+uint64_t efa_shm_inbox_dropped(const efa_shm_inbox_t *inbox) {
+    return inbox->in->dropped();
+}
+
 void efa_shm_inbox_destroy(efa_shm_inbox_t *inbox) {
     delete inbox;
 }
@@ -38,9 +50,10 @@ int efa_shm_inbox_poll(efa_shm_inbox_t *inbox, efa_shm_deliver_fn fn, void *arg,
         [fn, arg](uint32_t r, void *frame, size_t len) { fn(arg, r, frame, len); }, budget);
 }
 
-efa_shm_outbox_t *efa_shm_outbox_attach(const char *path, unsigned ring, int *err) {
+efa_shm_outbox_t *efa_shm_outbox_attach(const char *path, unsigned ring, uint64_t cookie,
+                                        int *err) {
     int rc = 0;
-    auto out = efa::shm::Outbox::attach(path, ring, rc);
+    auto out = efa::shm::Outbox::attach(path, ring, cookie, rc);
     if (!out) {
         if (err) {
             *err = rc;
@@ -68,6 +81,28 @@ void *efa_shm_outbox_reserve(efa_shm_outbox_t *outbox, size_t len) {
 
 void efa_shm_outbox_commit(efa_shm_outbox_t *outbox, size_t len) {
     outbox->out->commit(len);
+}
+
+const char *efa_shm_strerror(int err) {
+    switch (-err) {
+    case EEXIST:
+        return "a file not created by this user's job for this purpose (another user's, a "
+               "symbolic link, or open to others) has the inbox's name: refused and left alone";
+    case ELOOP:
+        return "the inbox's name is a symbolic link: refused";
+    case EACCES:
+        return "the inbox is not a regular file of this user closed to others: refused";
+    case EKEYREJECTED:
+        return "the file at the inbox's name is not the inbox its owner published (cookie "
+               "differs): refused";
+    case EPROTO:
+        return "not an inbox of this version, or a corrupted one";
+    case ENOSPC:
+        return "no room to reserve the rings' memory (a full /dev/shm? Docker's is 64 MiB: "
+               "--shm-size)";
+    default:
+        return strerror(-err);
+    }
 }
 
 } // extern "C"

@@ -16,6 +16,7 @@
  */
 #include "mtl_efa.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +31,8 @@
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"
+
+#include "efa_shm_ring.h"
 
 #define ONNODE_MODEX_KEY "mtl_efa_onnode"
 
@@ -82,8 +85,48 @@ static const char *inbox_dir(void) {
     return opal_process_info.job_session_dir;
 }
 
+/* Corrupted frames the engine dropped: said once (with the count so far),
+ * and the total at finalize. */
+static uint64_t dropped_seen;
+
 static int progress_cb(void) {
-    return efa_onnode_progress(ompi_mtl_efa.onnode);
+    const int n = efa_onnode_progress(ompi_mtl_efa.onnode);
+    const uint64_t dropped = efa_onnode_dropped(ompi_mtl_efa.onnode);
+    if (OPAL_UNLIKELY(dropped != dropped_seen)) {
+        if (0 == dropped_seen) {
+            opal_output(0,
+                        "mtl:efa: %s: dropped %llu corrupted frame(s) found in the on-node "
+                        "inbox %s (bad length, sender or request id): another process wrote "
+                        "into it",
+                        opal_process_info.nodename, (unsigned long long)dropped,
+                        efa_onnode_inbox_path(ompi_mtl_efa.onnode));
+        }
+        dropped_seen = dropped;
+    }
+    return n;
+}
+
+/* The card (inbox cookie, local rank) process vpid of this job published:
+ * the engine asks once per peer, before it writes into that peer's file. */
+static int peer_card(void *arg, uint32_t vpid, efa_onnode_card_t *card) {
+    (void)arg;
+    opal_process_name_t name = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = vpid};
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    int rc;
+    OPAL_MODEX_RECV_STRING(rc, ONNODE_MODEX_KEY, &name, &bytes, &len);
+    const bool ok = OPAL_SUCCESS == rc && NULL != bytes && sizeof(*card) == len;
+    if (ok) {
+        memcpy(card, bytes, sizeof(*card));
+    }
+    free(bytes);
+    return ok ? 0 : -FI_ENOENT;
+}
+
+/* Inbox failures the user should hear of even under "auto": a file of
+ * someone else's at the inbox's name, or a full file system. */
+static bool worth_telling(int err) {
+    return -EEXIST == err || -ELOOP == err || -EACCES == err || -ENOSPC == err;
 }
 
 /* Does the user's value name one of the choices (NULL-terminated)?
@@ -142,30 +185,42 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
         .nlocal = (uint32_t)mca_common_efa_local_size(),
         .slots = (uint32_t)param_slots,
         .slot_size = (uint32_t)param_slot_size,
+        .nprocs = mtl_efa_job_size(),
         .single_copy = 0 == strcmp(param_single_copy, "auto"),
         .thread_safe = thread_multiple,
+        .peer_card = peer_card,
     };
     int err = 0;
+    dropped_seen = 0;
     ompi_mtl_efa.onnode = efa_onnode_create(&p, &err);
     if (NULL == ompi_mtl_efa.onnode) {
+        char file[OPAL_PATH_MAX];
+        efa_onnode_inbox_file(&p, file, sizeof(file));
         if (insist) {
             mca_common_efa_show_help("help-mtl-efa.txt", "no-channel", true,
-                                     opal_process_info.nodename, dir, fi_strerror(-err));
+                                     opal_process_info.nodename, file, efa_shm_strerror(err));
             return OMPI_ERR_NOT_AVAILABLE;
         }
+        if (worth_telling(err)) {
+            mca_common_efa_show_help("help-mtl-efa.txt", "inbox-refused", -ENOSPC == err,
+                                     opal_process_info.nodename, file, efa_shm_strerror(err));
+        }
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
-                                  "on-node channel unavailable (%s: %s): provider only", dir,
-                                  fi_strerror(-err));
+                                  "on-node channel unavailable (%s: %s): provider only", file,
+                                  efa_shm_strerror(err));
         return OMPI_SUCCESS;
     }
     const char *path = efa_onnode_inbox_path(ompi_mtl_efa.onnode);
     /* Removed by the runtime if this process dies without finalizing. */
     mca_common_efa_register_cleanup(path);
     /* Only processes that published this take part: the others' inboxes
-     * do not exist, and every member must agree on a communicator's path. */
-    uint8_t up = 1;
+     * do not exist, and every member must agree on a communicator's path.
+     * The card's cookie lets a sender check that the file at the inbox's
+     * name is the one this process created. */
+    efa_onnode_card_t card;
+    efa_onnode_my_card(ompi_mtl_efa.onnode, &card);
     int rc;
-    OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, ONNODE_MODEX_KEY, &up, sizeof(up));
+    OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, ONNODE_MODEX_KEY, &card, sizeof(card));
     if (OPAL_SUCCESS != rc) {
         efa_onnode_destroy(ompi_mtl_efa.onnode);
         ompi_mtl_efa.onnode = NULL;
@@ -205,6 +260,10 @@ void ompi_mtl_efa_onnode_fini(void) {
                         (unsigned long long)s.eager, (unsigned long long)s.rendezvous,
                         (unsigned long long)s.single_copy, (unsigned long long)s.streamed,
                         (unsigned long long)s.queued, (unsigned long long)s.unexpected);
+    if (s.dropped) {
+        opal_output(0, "mtl:efa: %s: %llu corrupted frame(s) dropped by the on-node channel",
+                    opal_process_info.nodename, (unsigned long long)s.dropped);
+    }
     efa_onnode_destroy(ompi_mtl_efa.onnode);
     ompi_mtl_efa.onnode = NULL;
     /* No sender is left: the current table and every older one go. */
@@ -246,7 +305,7 @@ static bool peer_has_inbox(const ompi_proc_t *proc) {
         size_t len = 0;
         int rc;
         OPAL_MODEX_RECV_STRING(rc, ONNODE_MODEX_KEY, &proc->super.proc_name, &bytes, &len);
-        *known = (OPAL_SUCCESS == rc && NULL != bytes && 1 == len && 1 == bytes[0]) ? 1 : 2;
+        *known = (OPAL_SUCCESS == rc && NULL != bytes && sizeof(efa_onnode_card_t) == len) ? 1 : 2;
         free(bytes);
     }
     return 1 == *known;

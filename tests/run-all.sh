@@ -2,7 +2,8 @@
 # The README's test command: installs what is missing, builds, then runs
 # every suite and prints one closing line "N passed, N failed".
 #   tests/run-all.sh [--no-build] [--build-dir DIR] [--quick]
-# Suites: unit tests (GoogleTest), parameter/bad-input checks, the MPI
+# Suites: unit tests (GoogleTest), parameter/bad-input checks, the on-node
+# channels in a hostile or full /dev/shm, the MPI
 # point-to-point suite over mtl_efa on udp;ofi_rxd, tcp;ofi_rxm and shm
 # (plus the forced FI_MR_LOCAL and no-CQ-data paths), the same over pml ob1 +
 # btl_efa with native and emulated one-sided paths, one-sided tests over
@@ -80,6 +81,10 @@ add_counts "$logdir/mpi4py.log" mpi4py
 echo "== parameters and bad input"
 "$top/tests/run-param-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/params.log"
 add_counts "$logdir/params.log" params
+
+echo "== on-node channels in a hostile or full /dev/shm: planted files refused and left alone, no SIGBUS"
+"$top/tests/run-shm-hostile-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/shm-hostile.log"
+add_counts "$logdir/shm-hostile.log" shm-hostile
 
 echo "== MPI point-to-point over mtl_efa: provider path (every message through the provider), on-node path, and mixed (ranks on pretend nodes)"
 "$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-rxd,cm-efa-rxm,cm-efa-shm,cm-efa-onnode,cm-efa-mixed 2>&1 |

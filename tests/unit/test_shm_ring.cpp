@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,12 +66,12 @@ TEST(ShmRing, GeometryChecks) {
 
 TEST(ShmRing, AttachErrors) {
     int err = 0;
-    EXPECT_EQ(Outbox::attach(temp_path("missing"), 0, err), nullptr);
+    EXPECT_EQ(Outbox::attach(temp_path("missing"), 0, 1, err), nullptr);
     EXPECT_EQ(err, -ENOENT);
     const std::string path = temp_path("range");
     auto in = Inbox::create(path, geo(2, 8, 256), err);
     ASSERT_NE(in, nullptr) << err;
-    EXPECT_EQ(Outbox::attach(path, 2, err), nullptr);
+    EXPECT_EQ(Outbox::attach(path, 2, in->cookie(), err), nullptr);
     EXPECT_EQ(err, -ERANGE);
     // Not a segment: a file of the right size with no magic.
     const std::string junk = temp_path("junk");
@@ -78,7 +80,11 @@ TEST(ShmRing, AttachErrors) {
     std::vector<char> zeros(64 * 1024);
     fwrite(zeros.data(), 1, zeros.size(), f);
     fclose(f);
-    EXPECT_EQ(Outbox::attach(junk, 0, err), nullptr);
+    ASSERT_EQ(chmod(junk.c_str(), 0644), 0);
+    EXPECT_EQ(Outbox::attach(junk, 0, 1, err), nullptr);
+    EXPECT_EQ(err, -EACCES); // open to others: not an inbox
+    ASSERT_EQ(chmod(junk.c_str(), 0600), 0);
+    EXPECT_EQ(Outbox::attach(junk, 0, 1, err), nullptr);
     EXPECT_EQ(err, -EPROTO);
     unlink(junk.c_str());
 }
@@ -88,7 +94,7 @@ TEST(ShmRing, InOrderThroughWrapAround) {
     const std::string path = temp_path("wrap");
     auto in = Inbox::create(path, geo(2, 4, 128), err);
     ASSERT_NE(in, nullptr) << err;
-    auto out = Outbox::attach(path, 1, err);
+    auto out = Outbox::attach(path, 1, in->cookie(), err);
     ASSERT_NE(out, nullptr) << err;
     // 4 slots, 25 frames, two at a time: the counters wrap the slots 6 times.
     uint32_t next_sent = 0, next_seen = 0;
@@ -112,7 +118,7 @@ TEST(ShmRing, FullRingRefusesThenRecovers) {
     const std::string path = temp_path("full");
     auto in = Inbox::create(path, geo(1, 8, 128), err);
     ASSERT_NE(in, nullptr) << err;
-    auto out = Outbox::attach(path, 0, err);
+    auto out = Outbox::attach(path, 0, in->cookie(), err);
     ASSERT_NE(out, nullptr) << err;
     for (uint8_t i = 0; i < 8; ++i) {
         ASSERT_EQ(out->send(&i, 1), 0);
@@ -144,7 +150,7 @@ TEST(ShmRing, SlotBoundary) {
     const std::string path = temp_path("boundary");
     auto in = Inbox::create(path, geo(1, 4, 256), err);
     ASSERT_NE(in, nullptr) << err;
-    auto out = Outbox::attach(path, 0, err);
+    auto out = Outbox::attach(path, 0, in->cookie(), err);
     ASSERT_NE(out, nullptr) << err;
     const size_t max = out->max_frame();
     EXPECT_EQ(max, 256u - efa::shm::kSlotHeader);
@@ -176,8 +182,8 @@ TEST(ShmRing, SeveralSendersAndReentrantPoll) {
     auto in = Inbox::create(path, geo(3, 8, 128), err);
     ASSERT_NE(in, nullptr) << err;
     EXPECT_TRUE(drain(*in).empty()); // nobody attached yet
-    auto a = Outbox::attach(path, 0, err);
-    auto c = Outbox::attach(path, 2, err);
+    auto a = Outbox::attach(path, 0, in->cookie(), err);
+    auto c = Outbox::attach(path, 2, in->cookie(), err);
     ASSERT_TRUE(a && c);
     char x = 'a', z = 'c';
     ASSERT_EQ(a->send(&x, 1), 0);
@@ -206,15 +212,179 @@ TEST(ShmRing, InboxUnlinksItsFile) {
         EXPECT_EQ(access(path.c_str(), F_OK), 0);
     }
     EXPECT_NE(access(path.c_str(), F_OK), 0);
-    // A stale file of that name is replaced.
+    // A stale inbox of this user (mode 0600) of that name is replaced.
     FILE *f = fopen(path.c_str(), "w");
     ASSERT_NE(f, nullptr);
     fputs("stale", f);
     fclose(f);
+    ASSERT_EQ(chmod(path.c_str(), 0600), 0);
     auto in = Inbox::create(path, geo(1, 4, 128), err);
     ASSERT_NE(in, nullptr) << err;
-    auto out = Outbox::attach(path, 0, err);
+    auto out = Outbox::attach(path, 0, in->cookie(), err);
     EXPECT_NE(out, nullptr) << err;
+}
+
+// ---- files planted at an inbox's name, corrupted headers and slots ----
+
+// Write 'len' bytes at 'off' of the file, as another process with the
+// file open would.
+void poke(const std::string &path, off_t off, const void *bytes, size_t len) {
+    int fd = open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(static_cast<ssize_t>(len), pwrite(fd, bytes, len, off));
+    close(fd);
+}
+
+std::string contents(const std::string &path) {
+    std::string s;
+    FILE *f = fopen(path.c_str(), "r");
+    if (f) {
+        char buf[256];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+            s.append(buf, n);
+        }
+        fclose(f);
+    }
+    return s;
+}
+
+// A symbolic link, or a file open to others, at the inbox's name is
+// refused by the owner and left as it is (neither followed nor removed);
+// a sender refuses both too.
+TEST(ShmRing, PlantedFilesAreRefusedAndLeftAlone) {
+    int err = 0;
+    const std::string path = temp_path("planted");
+    const std::string target = temp_path("planted-target");
+    FILE *f = fopen(target.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("victim", f);
+    fclose(f);
+    ASSERT_EQ(0, symlink(target.c_str(), path.c_str()));
+    EXPECT_EQ(Inbox::create(path, geo(1, 4, 128), err), nullptr);
+    EXPECT_EQ(err, -EEXIST);
+    char link[512] = {};
+    EXPECT_GT(readlink(path.c_str(), link, sizeof(link) - 1), 0) << "the link was removed";
+    EXPECT_EQ(target, link);
+    EXPECT_EQ("victim", contents(target));
+    EXPECT_EQ(Outbox::attach(path, 0, 1, err), nullptr);
+    EXPECT_EQ(err, -ELOOP);
+    unlink(path.c_str());
+    // A file of this user open to others: not one of its inboxes.
+    f = fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("planted", f);
+    fclose(f);
+    ASSERT_EQ(0, chmod(path.c_str(), 0666));
+    EXPECT_EQ(Inbox::create(path, geo(1, 4, 128), err), nullptr);
+    EXPECT_EQ(err, -EEXIST);
+    EXPECT_EQ("planted", contents(path));
+    unlink(path.c_str());
+    unlink(target.c_str());
+}
+
+// Another user's file (mode 0600, as an inbox would be): refused by the
+// owner and by a sender even where the caller could open it (root).
+TEST(ShmRing, AnotherUsersFileIsRefused) {
+    if (0 != geteuid()) {
+        GTEST_SKIP() << "needs root to make a file of another user";
+    }
+    int err = 0;
+    const std::string path = temp_path("other-user");
+    {
+        auto in = Inbox::create(path, geo(1, 4, 128), err);
+        ASSERT_NE(in, nullptr) << err;
+        ASSERT_EQ(0, chown(path.c_str(), 65534, 65534));
+        EXPECT_EQ(Outbox::attach(path, 0, in->cookie(), err), nullptr);
+        EXPECT_EQ(err, -EACCES);
+        // Keep the file past the inbox: link it to a second name.
+        ASSERT_EQ(0, link(path.c_str(), (path + ".keep").c_str()));
+    }
+    ASSERT_EQ(0, rename((path + ".keep").c_str(), path.c_str()));
+    const std::string before = contents(path);
+    EXPECT_EQ(Inbox::create(path, geo(1, 4, 128), err), nullptr);
+    EXPECT_EQ(err, -EEXIST);
+    struct stat st;
+    ASSERT_EQ(0, stat(path.c_str(), &st)) << "another user's file was removed";
+    EXPECT_EQ(65534u, st.st_uid);
+    EXPECT_EQ(before, contents(path));
+    unlink(path.c_str());
+}
+
+// Each field of the shared header, corrupted, makes a sender refuse the
+// segment; another owner's cookie too.
+TEST(ShmRing, CorruptedHeaderIsRefusedAtAttach) {
+    int err = 0;
+    const std::string path = temp_path("badhdr");
+    auto in = Inbox::create(path, geo(2, 8, 256), err);
+    ASSERT_NE(in, nullptr) << err;
+    EXPECT_EQ(Outbox::attach(path, 0, in->cookie() ^ 1, err), nullptr);
+    EXPECT_EQ(err, -EKEYREJECTED);
+    efa::shm::HeaderImage good{};
+    int fd = open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(static_cast<ssize_t>(sizeof(good)), pread(fd, &good, sizeof(good), 0));
+    close(fd);
+    std::vector<efa::shm::HeaderImage> bad(7, good);
+    bad[0].magic ^= 1;
+    bad[1].version = 99;
+    bad[2].nrings = 0;
+    bad[3].nslots = 3;
+    bad[4].slot_size = 100;
+    bad[5].ring_offset = 1ull << 40;
+    bad[6].ring_bytes += efa::shm::kPage;
+    for (size_t i = 0; i < bad.size(); ++i) {
+        poke(path, 0, &bad[i], sizeof(bad[i]));
+        EXPECT_EQ(Outbox::attach(path, 0, in->cookie(), err), nullptr) << "field " << i;
+        EXPECT_EQ(err, -EPROTO) << "field " << i;
+    }
+    poke(path, 0, &good, sizeof(good));
+    // Counters with more in flight than slots.
+    const uint64_t tail = 100;
+    const off_t ring0 = static_cast<off_t>(efa::shm::kPage);
+    poke(path, ring0 + static_cast<off_t>(efa::shm::kLine), &tail, sizeof(tail));
+    EXPECT_EQ(Outbox::attach(path, 0, in->cookie(), err), nullptr);
+    EXPECT_EQ(err, -EPROTO);
+    EXPECT_NE(Outbox::attach(path, 1, in->cookie(), err), nullptr) << err;
+}
+
+// The owner works from its own geometry: a header corrupted after the
+// sender attached changes nothing (it used to take the rings' offset and
+// size from it), and a slot length longer than the slot is dropped and
+// counted.
+TEST(ShmRing, OwnerIgnoresTheSharedHeaderAndDropsBadLengths) {
+    int err = 0;
+    const std::string path = temp_path("owner");
+    auto in = Inbox::create(path, geo(2, 4, 128), err);
+    ASSERT_NE(in, nullptr) << err;
+    auto out = Outbox::attach(path, 1, in->cookie(), err);
+    ASSERT_NE(out, nullptr) << err;
+    efa::shm::HeaderImage h{};
+    int fd = open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(static_cast<ssize_t>(sizeof(h)), pread(fd, &h, sizeof(h), 0));
+    close(fd);
+    h.ring_offset = 1ull << 40;
+    h.ring_bytes = 1ull << 40;
+    h.nrings = 1000;
+    h.nslots = 1u << 20;
+    poke(path, 0, &h, sizeof(h));
+    const char msg[] = "still fine";
+    ASSERT_EQ(0, out->send(msg, sizeof(msg)));
+    auto got = drain(*in);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].ring, 1u);
+    EXPECT_EQ(0, memcmp(got[0].bytes.data(), msg, sizeof(msg)));
+    // The next slot (1) of ring 1: a length beyond the slot.
+    ASSERT_EQ(0, out->send(msg, sizeof(msg)));
+    const uint32_t huge = 1u << 30;
+    const off_t slot1 = static_cast<off_t>(efa::shm::kPage + geo(2, 4, 128).ring_bytes() +
+                                           efa::shm::kRingControl + 128);
+    poke(path, slot1, &huge, sizeof(huge));
+    EXPECT_TRUE(drain(*in).empty());
+    EXPECT_EQ(in->dropped(), 1u);
+    ASSERT_EQ(0, out->send(msg, sizeof(msg)));
+    EXPECT_EQ(drain(*in).size(), 1u);
 }
 
 // Two processes: a child produces 100000 frames of varying length through
@@ -230,7 +400,8 @@ TEST(ShmRing, ForkedProducer) {
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (0 == pid) {
-        efa_shm_outbox_t *out = efa_shm_outbox_attach(path.c_str(), 1, &err);
+        efa_shm_outbox_t *out =
+            efa_shm_outbox_attach(path.c_str(), 1, efa_shm_inbox_cookie(in), &err);
         if (!out) {
             _exit(2);
         }
