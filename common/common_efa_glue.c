@@ -125,7 +125,7 @@ static void register_shared(void) {
                                    &params.mr_cache_size, OPAL_INFO_LVL_5);
     var_index[P_BATCH] = reg_int("progress_batch",
                                  "Completions read from each completion queue per progress call "
-                                 "(1 to 1024; more favours throughput, fewer bounds latency).",
+                                 "(1 to 64; more favours throughput, fewer bounds latency).",
                                  &params.progress_batch, OPAL_INFO_LVL_6);
     var_index[P_MRLOCAL] = reg_bool("force_mr_local",
                                     "Register every buffer and pass local descriptors as if the "
@@ -244,9 +244,9 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
 
 /* Configuration mistakes read the same in every process. */
 static bool same_in_every_process(const char *topic) {
-    static const char *const topics[] = {"bad-param",       "conflicting-lists",
-                                         "empty-list-item", "unknown-provider",
-                                         "no-efa-device",   "no-provider-matched"};
+    static const char *const topics[] = {
+        "bad-param",     "conflicting-lists",   "empty-list-item",          "unknown-provider",
+        "no-efa-device", "no-provider-matched", "unknown-excluded-provider"};
     for (size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); ++i) {
         if (0 == strcmp(topic, topics[i])) {
             return true;
@@ -449,6 +449,17 @@ void mca_common_efa_say_choice(const char *prefix, const char *who, const char *
 void mca_common_efa_report(efa_core_t *core) {
     if (NULL != core && params.verbose >= 1) {
         efa_core_report(core, mca_common_efa_local_rank() <= 0);
+    }
+}
+
+void mca_common_efa_register_cleanup(const char *path) {
+    int rc = mca_common_efa_pmix_register_cleanup(path);
+    if (OPAL_SUCCESS != rc) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "common:efa: the runtime did not take %s for removal at an abnormal "
+                            "end (%s): should this process die without finalizing, the file "
+                            "stays behind",
+                            path, opal_strerror(rc));
     }
 }
 
