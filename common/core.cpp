@@ -314,6 +314,7 @@ void efa_core_release(efa_core_t *core) {
     core->mr_cache.reset(); // deregisters before the domain closes
     core->mr_backend.reset();
     core->nic.reset();
+    efa_core_msg_free(core); // receive buffers the provider kept: safe once the endpoints are gone
     if (g_core == core) {
         g_core = nullptr;
     }

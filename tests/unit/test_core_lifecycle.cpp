@@ -1,14 +1,20 @@
 // The whole core opened on a stand-in provider (tcp;ofi_rxm, FI_MR_LOCAL
 // forced so that everything registers): what its registration cache does
-// with and without memory hooks.
+// with and without memory hooks, and that memory the provider may still
+// write into outlives the endpoints.
 #include <gtest/gtest.h>
 
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
+#include <rdma/fi_endpoint.h>
+
 #include "core.hpp"
+#include "efa_core_msg.h"
 
 namespace {
 
@@ -103,6 +109,70 @@ TEST(CoreLifecycle, RemoteRightsAreExactInTheCoresCache) {
     EXPECT_EQ(c.max_cached_entries, 16u);
     EXPECT_TRUE(c.reuse);
     EXPECT_FALSE(efa::mr_cache_config(rxm_params(false)).reuse);
+}
+
+// ---- receive buffers the provider does not give back ----
+//
+// The endpoint's operations are wrapped: cancel does nothing (a provider
+// that keeps cancelled receives), recv notes the buffers the core posts,
+// and close looks whether they are still mapped at that moment.
+
+fi_ops_ep g_ep_ops;
+fi_ops_msg g_msg_ops;
+fi_ops g_fid_ops;
+ssize_t (*g_real_recv)(fid_ep *, void *, size_t, void *, fi_addr_t, void *);
+int (*g_real_close)(fid *);
+uintptr_t g_lo = UINTPTR_MAX, g_hi = 0;
+int g_posted = 0;
+int g_mapped_at_close = -1;
+
+ssize_t cancel_nothing(fid_t, void *) {
+    return 0;
+}
+
+ssize_t noting_recv(fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, void *ctx) {
+    const auto a = reinterpret_cast<uintptr_t>(buf);
+    g_lo = std::min(g_lo, a);
+    g_hi = std::max(g_hi, a + len);
+    ++g_posted;
+    return g_real_recv(ep, buf, len, desc, src, ctx);
+}
+
+int checking_close(fid *f) {
+    const uintptr_t lo = g_lo & ~(kPage - 1);
+    // msync fails with ENOMEM where any page of the range is unmapped.
+    g_mapped_at_close = msync(reinterpret_cast<void *>(lo), g_hi - lo, MS_ASYNC) == 0;
+    return g_real_close(f);
+}
+
+void noop_handler(void *, efa_ctx_t *, void *, size_t, int) {}
+
+TEST(CoreLifecycle, ReceiveBuffersTheProviderKeepsOutliveTheEndpoints) {
+    // The pool's slab (2 MiB) then comes from mmap and its free unmaps it,
+    // which makes a premature free visible to msync.
+    ASSERT_EQ(mallopt(M_MMAP_THRESHOLD, 128 * 1024), 1);
+    {
+        OpenCore core(rxm_params(true));
+        ASSERT_NE(core.get(), nullptr);
+        fid_ep *ep = efa_core_ctx(core.get(), 0)->ep;
+        g_ep_ops = *ep->ops;
+        g_ep_ops.cancel = cancel_nothing;
+        ep->ops = &g_ep_ops;
+        g_msg_ops = *ep->msg;
+        g_real_recv = g_msg_ops.recv;
+        g_msg_ops.recv = noting_recv;
+        ep->msg = &g_msg_ops;
+        g_fid_ops = *ep->fid.ops;
+        g_real_close = g_fid_ops.close;
+        g_fid_ops.close = checking_close;
+        ep->fid.ops = &g_fid_ops;
+
+        ASSERT_EQ(efa_core_msg_set_handler(core.get(), noop_handler, nullptr), 0);
+        ASSERT_GT(g_posted, 0);
+        ASSERT_EQ(static_cast<size_t>(g_posted), efa_core_msg_recv_count(core.get()));
+    } // efa_core_release: the buffers cannot be cancelled, then the endpoint closes
+    EXPECT_EQ(g_mapped_at_close, 1)
+        << "the receive buffers were freed while the endpoint could still write into them";
 }
 
 } // namespace
