@@ -58,6 +58,12 @@ OPAL_DECLSPEC void mca_common_efa_report(efa_core_t *core);
 OPAL_DECLSPEC void mca_common_efa_say_choice(const char *prefix, const char *who, const char *fmt,
                                              ...) __opal_attribute_format__(__printf__, 3, 4);
 
+/* Hand a file of this process (an on-node channel's inbox) to the runtime,
+ * which removes it if the process dies without finalizing.  A runtime that
+ * refuses is said at verbose 1 with the path: the file would then outlive
+ * a crash (a normal finalize still removes it). */
+OPAL_DECLSPEC void mca_common_efa_register_cleanup(const char *path);
+
 /* libfabric error (negative) to an OPAL error code. */
 OPAL_DECLSPEC int mca_common_efa_fi_to_opal(int fi_err);
 

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "opal/constants.h"
 #include "opal/util/proc.h"
 #include "opal/version.h"
 
@@ -22,9 +23,10 @@
 #define EFA_PMIX_LOCAL PMIX_LOCAL
 #define EFA_PMIX_GLOBAL PMIX_GLOBAL
 
-/* Removed by the runtime if this process dies without finalizing. */
-static inline void mca_common_efa_register_cleanup(const char *path) {
-    (void)opal_pmix_register_cleanup((char *)path, false, false, false);
+/* Hand a file to the runtime, which removes it if this process dies
+ * without finalizing (mca_common_efa_register_cleanup says a refusal). */
+static inline int mca_common_efa_pmix_register_cleanup(const char *path) {
+    return opal_pmix_register_cleanup((char *)path, false, false, false);
 }
 
 /* 5.0 keeps the local rank unsigned, UINT16_MAX where the runtime gave none. */
@@ -38,10 +40,11 @@ static inline int mca_common_efa_local_rank(void) {
 #define EFA_PMIX_LOCAL OPAL_PMIX_LOCAL
 #define EFA_PMIX_GLOBAL OPAL_PMIX_GLOBAL
 
-static inline void mca_common_efa_register_cleanup(const char *path) {
-    if (NULL != opal_pmix.register_cleanup) {
-        (void)opal_pmix.register_cleanup((char *)path, false, false, false);
+static inline int mca_common_efa_pmix_register_cleanup(const char *path) {
+    if (NULL == opal_pmix.register_cleanup) {
+        return OPAL_ERR_NOT_SUPPORTED; /* a runtime without the call (e.g. a singleton) */
     }
+    return opal_pmix.register_cleanup((char *)path, false, false, false);
 }
 
 static inline int mca_common_efa_local_rank(void) {

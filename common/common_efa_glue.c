@@ -16,6 +16,7 @@
 
 #include "opal/constants.h"
 #include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/memory/base/base.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/error.h"
@@ -125,7 +126,7 @@ static void register_shared(void) {
                                    &params.mr_cache_size, OPAL_INFO_LVL_5);
     var_index[P_BATCH] = reg_int("progress_batch",
                                  "Completions read from each completion queue per progress call "
-                                 "(1 to 1024; more favours throughput, fewer bounds latency).",
+                                 "(1 to 64; more favours throughput, fewer bounds latency).",
                                  &params.progress_batch, OPAL_INFO_LVL_6);
     var_index[P_MRLOCAL] = reg_bool("force_mr_local",
                                     "Register every buffer and pass local descriptors as if the "
@@ -220,6 +221,51 @@ int mca_common_efa_register_params(const mca_base_component_t *component) {
     return OPAL_SUCCESS;
 }
 
+/* Open MPI installs its memory hooks only for a component that opens the
+ * memory framework (as its registration caches do); without that the
+ * support level stays 0 however the process was started.  Opened with the
+ * core, closed with it (the framework counts its users). */
+static bool memory_framework_open = false;
+
+static void open_memory_framework(void) {
+    if (!memory_framework_open &&
+        OPAL_SUCCESS == mca_base_framework_open(&opal_memory_base_framework, 0)) {
+        memory_framework_open = true;
+    }
+}
+
+static void close_memory_framework(void) {
+    if (memory_framework_open) {
+        (void)mca_base_framework_close(&opal_memory_base_framework);
+        memory_framework_open = false;
+    }
+}
+
+static void mem_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc);
+
+/* Hear of every release of memory, free() included, where the runtime can
+ * tell: only then may the core reuse a registration after its users let it
+ * go (hooks_registered becomes the core's mem_release_hooks).  Without (no
+ * memory component, as with "--mca memory ^patcher", or a static binary)
+ * the support level is 0.  FREE implies MUNMAP; MUNMAP alone misses the
+ * pages free() hands back.  Registered before the core opens, so that no
+ * registration is made unheard. */
+static void start_mem_hooks(void) {
+    open_memory_framework();
+    if (!hooks_registered && (opal_mem_hooks_support_level() & OPAL_MEMORY_FREE_SUPPORT) &&
+        OPAL_SUCCESS == opal_mem_hooks_register_release(mem_release_cb, NULL)) {
+        hooks_registered = true;
+    }
+}
+
+static void stop_mem_hooks(void) {
+    if (hooks_registered) {
+        opal_mem_hooks_unregister_release(mem_release_cb);
+        hooks_registered = false;
+    }
+    close_memory_framework();
+}
+
 void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool need_remote_comm) {
     memset(p, 0, sizeof(*p));
     p->provider_include = params.provider_include;
@@ -240,13 +286,14 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->rnr_retry = params.rnr_retry;
     p->force_efa_options = params.force_efa_options;
     p->force_emulated = params.force_emulated;
+    p->mem_release_hooks = hooks_registered;
 }
 
 /* Configuration mistakes read the same in every process. */
 static bool same_in_every_process(const char *topic) {
-    static const char *const topics[] = {"bad-param",       "conflicting-lists",
-                                         "empty-list-item", "unknown-provider",
-                                         "no-efa-device",   "no-provider-matched"};
+    static const char *const topics[] = {
+        "bad-param",     "conflicting-lists",   "empty-list-item",          "unknown-provider",
+        "no-efa-device", "no-provider-matched", "unknown-excluded-provider"};
     for (size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); ++i) {
         if (0 == strcmp(topic, topics[i])) {
             return true;
@@ -358,10 +405,16 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
     efa_core_params_t p;
     int err = 0;
     setup_reporting();
-    mca_common_efa_get_params(&p, thread_multiple, need_remote_comm);
     bool first = (NULL == efa_core_current());
+    if (first) {
+        start_mem_hooks(); /* before get_params reads hooks_registered */
+    }
+    mca_common_efa_get_params(&p, thread_multiple, need_remote_comm);
     efa_core_t *core = efa_core_acquire(&p, &err);
     if (NULL == core) {
+        if (first) {
+            stop_mem_hooks();
+        }
         *opal_err = mca_common_efa_fi_to_opal(err);
         return NULL;
     }
@@ -373,19 +426,13 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_GLOBAL, "common_efa", blob, len);
         if (OPAL_SUCCESS != rc) {
             efa_core_release(core);
+            stop_mem_hooks();
             *opal_err = rc;
             return NULL;
         }
         modex_sent = true;
         progress_core = core;
         opal_progress_register(progress_cb);
-        /* Registrations of freed memory must not be reused: the cache
-         * drops them when the memory hooks report a release. */
-        if (!hooks_registered && (opal_mem_hooks_support_level() &
-                                  (OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT))) {
-            opal_mem_hooks_register_release(mem_release_cb, NULL);
-            hooks_registered = true;
-        }
     }
     *opal_err = OPAL_SUCCESS;
     return core;
@@ -400,10 +447,7 @@ void mca_common_efa_release(efa_core_t *core) {
     if (before && NULL == efa_core_current()) {
         opal_progress_unregister(progress_cb);
         progress_core = NULL;
-        if (hooks_registered) {
-            opal_mem_hooks_unregister_release(mem_release_cb);
-            hooks_registered = false;
-        }
+        stop_mem_hooks();
         /* The modex key stays published; a later acquire in this process
          * (rare: a component re-opened) reopens endpoints with new names,
          * which is why it republishes. */
@@ -449,6 +493,17 @@ void mca_common_efa_say_choice(const char *prefix, const char *who, const char *
 void mca_common_efa_report(efa_core_t *core) {
     if (NULL != core && params.verbose >= 1) {
         efa_core_report(core, mca_common_efa_local_rank() <= 0);
+    }
+}
+
+void mca_common_efa_register_cleanup(const char *path) {
+    int rc = mca_common_efa_pmix_register_cleanup(path);
+    if (OPAL_SUCCESS != rc) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "common:efa: the runtime did not take %s for removal at an abnormal "
+                            "end (%s): should this process die without finalizing, the file "
+                            "stays behind",
+                            path, opal_strerror(rc));
     }
 }
 

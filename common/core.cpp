@@ -1,6 +1,7 @@
 // Opening and closing the core, the modex blob and the peer table.
 #include "core.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -59,6 +60,14 @@ void FiMrBackend::dereg(const MrRegistration &r) {
     if (r.handle) {
         fi_close(&static_cast<fid_mr *>(r.handle)->fid);
     }
+}
+
+MrCacheConfig mr_cache_config(const efa_core_params_t &params) {
+    MrCacheConfig c;
+    c.max_cached_entries = static_cast<size_t>(std::max(params.mr_cache_size, 0));
+    c.exact_access = FI_REMOTE_READ | FI_REMOTE_WRITE;
+    c.reuse = params.mem_release_hooks;
+    return c;
 }
 
 namespace {
@@ -183,8 +192,7 @@ int open_core(efa_core *core) {
         }
     }
     core->mr_backend = std::make_unique<FiMrBackend>(core->nic->domain(), std::move(bind_eps));
-    core->mr_cache = std::make_unique<MrCache>(*core->mr_backend,
-                                               static_cast<size_t>(core->params.mr_cache_size));
+    core->mr_cache = std::make_unique<MrCache>(*core->mr_backend, mr_cache_config(core->params));
     core->progress_batch = core->params.progress_batch;
     open_overflow_areas(core);
 
@@ -292,6 +300,7 @@ void efa_core_release(efa_core_t *core) {
     core->mr_cache.reset(); // deregisters before the domain closes
     core->mr_backend.reset();
     core->nic.reset();
+    efa_core_msg_free(core); // receive buffers the provider kept: safe once the endpoints are gone
     if (g_core == core) {
         g_core = nullptr;
     }

@@ -38,6 +38,11 @@ class FiMrBackend : public MrBackend {
     std::atomic<uint64_t> next_key_{1}; // for providers that do not pick keys
 };
 
+// How the core's registration cache serves acquires: remote rights exact
+// (a key grants every right of its registration to whoever holds it), and
+// no reuse at all where freed memory goes unreported.
+MrCacheConfig mr_cache_config(const efa_core_params_t &params);
+
 } // namespace efa
 
 struct efa_msg_pool; // core_msg.cpp: untagged receive buffers (btl_efa)

@@ -18,6 +18,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "core.hpp"
+#include "efa_params.hpp"
 #include "efa_rma.h"
 
 namespace {
@@ -243,10 +244,8 @@ __attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
 }
 
 __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
-    fi_cq_tagged_entry entries[64];
-    if (batch > 64) {
-        batch = 64;
-    }
+    // validate_params keeps batch within 1..kMaxProgressBatch (refused otherwise).
+    fi_cq_tagged_entry entries[efa::ParamLimits::kMaxProgressBatch];
     ssize_t n = fi_cq_read(ctx->cq, entries, static_cast<size_t>(batch));
     if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) {

@@ -209,12 +209,31 @@ void efa_core_msg_close(efa_core_t *core) {
     if (!pool->bufs.empty()) {
         unpost_all(pool);
     }
-    if (pool->slab) { // the provider never gave some buffers back: the endpoints close next
+    if (pool->slab) {
+        // The provider never gave some buffers back: it may still write into
+        // them, and (FI_CONTEXT2) into their contexts in pool->bufs, until
+        // the endpoints close.  The registration goes now (before the
+        // domain); the memory and the pool stay until efa_core_msg_free,
+        // after the endpoints are closed.
+        core->rep.say(10, "untagged receive buffers still held by the provider at close: kept "
+                          "until the endpoints are closed");
         if (pool->mr) {
             core->mr_cache->release(pool->mr);
+            pool->mr = nullptr;
+            pool->desc = nullptr;
         }
-        free(pool->slab);
+        return;
     }
+    core->msg_pool = nullptr;
+    delete pool;
+}
+
+void efa_core_msg_free(efa_core_t *core) {
+    efa_msg_pool *pool = core->msg_pool;
+    if (!pool) {
+        return;
+    }
+    free(pool->slab);
     core->msg_pool = nullptr;
     delete pool;
 }

@@ -48,6 +48,20 @@ void CoreReport::add_core_lines(const efa_core &core) {
                           (in.provider_shm == EFA_SWITCH_ON    ? "on"
                            : in.provider_shm == EFA_SWITCH_OFF ? "off"
                                                                : "left to the provider"));
+    // Said even where nothing registers (no FI_MR_LOCAL, no native RMA):
+    // the same job on EFA does, and this is where it would look.
+    if (core.mr_cache->reuses()) {
+        node_lines_.push_back("registration cache: up to " +
+                              std::to_string(core.params.mr_cache_size) +
+                              " idle registrations kept, dropped when the memory hooks report "
+                              "their memory released");
+    } else {
+        node_lines_.push_back(
+            "registration cache: off, every registration is dropped when its last user releases "
+            "it: Open MPI reports no memory hooks (no memory component, as with --mca memory "
+            "^patcher, or a static binary), "
+            "so memory freed and mapped again could meet its old registration");
+    }
     for (const auto &line : core.nic->switches().lines) {
         node_lines_.push_back("efa switch: " + line);
     }

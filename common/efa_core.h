@@ -95,6 +95,9 @@ typedef struct efa_core_params {
     bool force_efa_options; /* apply them on any provider, not only efa (test path) */
     const char *force_emulated; /* "read,write,atomics": treat as emulated whatever the provider
                                    says (test path); NULL or "": as reported */
+    bool mem_release_hooks;     /* the runtime reports free() and munmap() (efa_core_mem_release);
+                                   false: registrations are never reused, as a freed and
+                                   remapped address could meet its old registration */
 } efa_core_params_t;
 
 /* Tri-state answers and requests for the efa provider's switches. */

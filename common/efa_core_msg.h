@@ -65,10 +65,13 @@ int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t de
 int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size_t count,
                       fi_addr_t dest, efa_op_t *op);
 
-/* Used by core.cpp only: set up the (empty) pool when the core opens and
- * cancel and free it before the endpoints close. */
+/* Used by core.cpp only: set up the (empty) pool when the core opens;
+ * cancel its buffers and free it before the endpoints close (close), or,
+ * where the provider kept some buffers, free it once they are closed (free:
+ * the provider may write into them until then). */
 int efa_core_msg_open(efa_core_t *core);
 void efa_core_msg_close(efa_core_t *core);
+void efa_core_msg_free(efa_core_t *core);
 
 #ifdef __cplusplus
 }

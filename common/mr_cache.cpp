@@ -94,40 +94,59 @@ class MrCache::Lock {
 };
 
 MrCache::MrCache(MrBackend &backend, size_t max_cached_entries)
-    : backend_(backend), max_cached_(max_cached_entries), page_size_(system_page_size()) {}
+    : MrCache(backend, MrCacheConfig{max_cached_entries, 0, true}) {}
+
+MrCache::MrCache(MrBackend &backend, const MrCacheConfig &config)
+    : backend_(backend), max_cached_(config.max_cached_entries), exact_access_(config.exact_access),
+      reuse_(config.reuse), page_size_(system_page_size()) {}
 
 MrCache::~MrCache() {
     Lock lock(*this);
-    for (auto &[base, e] : lookup_) {
-        if (e->refcount == 0) {
-            lru_.remove(e);
+    for (auto &[bits, map] : lookups_) {
+        for (auto &[base, e] : map) {
+            if (e->refcount == 0) {
+                lru_.remove(e);
+            }
+            e->cached = false;
+            lock.dead.push_front(e);
         }
-        e->cached = false;
-        lock.dead.push_front(e);
+        map.clear();
     }
-    lookup_.clear();
     lock.dead.splice_front(stale_held_);
 }
 
-MrCache::Map::iterator MrCache::first_overlap(uintptr_t begin, uintptr_t end) {
+MrCache::Map *MrCache::lookup_for(uint64_t bits) {
+    try {
+        return &lookups_.try_emplace(bits).first->second;
+    } catch (const std::bad_alloc &) {
+        return nullptr;
+    }
+}
+
+MrCache::Map::iterator MrCache::first_overlap(Map &map, uintptr_t begin, uintptr_t end) {
     // Entries do not overlap each other, so only the last one starting at or before 'begin'
     // can reach into the range from the left; everything after it starts inside or beyond.
-    auto it = lookup_.upper_bound(begin);
-    if (it != lookup_.begin()) {
+    auto it = map.upper_bound(begin);
+    if (it != map.begin()) {
         auto prev = std::prev(it);
         if (prev->second->base + prev->second->len > begin) {
             return prev;
         }
     }
-    if (it != lookup_.end() && it->second->base < end) {
+    if (it != map.end() && it->second->base < end) {
         return it;
     }
-    return lookup_.end();
+    return map.end();
 }
 
 MrEntry *MrCache::find_covering(uintptr_t begin, uintptr_t end, uint64_t access) {
-    auto it = lookup_.upper_bound(begin);
-    if (it == lookup_.begin()) {
+    auto found = lookups_.find(exact_bits(access));
+    if (found == lookups_.end()) {
+        return nullptr;
+    }
+    Map &map = found->second;
+    auto it = map.upper_bound(begin);
+    if (it == map.begin()) {
         return nullptr;
     }
     MrEntry *e = std::prev(it)->second;
@@ -155,24 +174,28 @@ MrEntry *MrCache::register_new(uintptr_t begin, uintptr_t end, uint64_t access, 
         return nullptr;
     }
 
-    // Grow the request to the union with every overlapping entry (range and access), so the
-    // new entry can replace all of them in the lookup: a buffer that keeps growing, or is
-    // used with increasing rights, converges on a single registration.
+    // Grow the request to the union with every overlapping entry (range and access) of the
+    // same exact rights, so the new entry can replace all of them in their lookup: a buffer
+    // that keeps growing, or is used with increasing local rights, converges on a single
+    // registration. Without reuse, or without a lookup to put it in, it stays alone.
     uintptr_t ubegin = begin;
     uintptr_t uend = end;
     uint64_t uaccess = access;
-    const auto first = first_overlap(begin, end);
-    auto last = first;
-    for (; last != lookup_.end() && last->second->base < end; ++last) {
-        const MrEntry *o = last->second;
-        ubegin = std::min(ubegin, o->base);
-        uend = std::max(uend, o->base + o->len);
-        uaccess |= o->access;
+    Map *map = reuse_ ? lookup_for(exact_bits(access)) : nullptr;
+    Map::iterator first, last;
+    if (map != nullptr) {
+        first = first_overlap(*map, begin, end);
+        for (last = first; last != map->end() && last->second->base < end; ++last) {
+            const MrEntry *o = last->second;
+            ubegin = std::min(ubegin, o->base);
+            uend = std::max(uend, o->base + o->len);
+            uaccess |= o->access;
+        }
     }
 
     // The map is not modified until the end of this function: the backend may trigger
     // re-entrant invalidate() calls, but those are only queued, so [first, last) stays valid.
-    bool merged = true;
+    bool merged = map != nullptr;
     int rc = backend_.reg(reinterpret_cast<void *>(ubegin), uend - ubegin, uaccess, &e->reg);
     if (rc != 0 && (ubegin != begin || uend != end || uaccess != access)) {
         // The union may be unregistrable (e.g. an old neighbour needed rights this memory
@@ -200,11 +223,11 @@ MrEntry *MrCache::register_new(uintptr_t begin, uintptr_t end, uint64_t access, 
         // Superseded entries leave the lookup; their holders keep using them until release.
         for (auto it = first; it != last;) {
             MrEntry *o = it->second;
-            it = lookup_.erase(it);
+            it = map->erase(it);
             make_stale(o, dead);
         }
         try {
-            lookup_.emplace(e->base, e);
+            map->emplace(e->base, e);
             e->cached = true;
         } catch (const std::bad_alloc &) {
             // Still a valid registration; it just is not reusable.
@@ -232,7 +255,8 @@ MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *er
     const uintptr_t end = (start + nbytes + page_size_ - 1) & ~(page_size_ - 1);
 
     Lock lock(*this);
-    if (MrEntry *e = find_covering(begin, end, access)) {
+    MrEntry *found = reuse_ ? find_covering(begin, end, access) : nullptr;
+    if (MrEntry *e = found) {
         if (e->refcount++ == 0) {
             lru_.remove(e);
         }
@@ -250,7 +274,7 @@ MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *er
 void MrCache::trim_lru(detail::MrEntryList &dead) {
     while (lru_.size() > max_cached_) {
         MrEntry *e = lru_.pop_back();
-        lookup_.erase(e->base);
+        lookups_[exact_bits(e->access)].erase(e->base); // cached: its lookup exists
         e->cached = false;
         dead.push_front(e);
         ++stats_.evictions;
@@ -279,13 +303,15 @@ void MrCache::release(MrEntry *e) {
 }
 
 void MrCache::invalidate_locked(uintptr_t begin, uintptr_t end, detail::MrEntryList &dead) {
-    auto it = first_overlap(begin, end);
-    while (it != lookup_.end() && it->second->base < end) {
-        MrEntry *e = it->second;
-        // erase() frees a node, which may re-enter invalidate(); that only queues a range.
-        it = lookup_.erase(it);
-        make_stale(e, dead);
-        ++stats_.invalidations;
+    for (auto &[bits, map] : lookups_) {
+        auto it = first_overlap(map, begin, end);
+        while (it != map.end() && it->second->base < end) {
+            MrEntry *e = it->second;
+            // erase() frees a node, which may re-enter invalidate(); that only queues a range.
+            it = map.erase(it);
+            make_stale(e, dead);
+            ++stats_.invalidations;
+        }
     }
 }
 
@@ -334,7 +360,11 @@ void MrCache::destroy(detail::MrEntryList &dead) {
 
 size_t MrCache::cached_entries() const {
     std::lock_guard<std::mutex> guard(mutex_);
-    return lookup_.size();
+    size_t n = 0;
+    for (const auto &[bits, map] : lookups_) {
+        n += map.size();
+    }
+    return n;
 }
 
 MrCache::Stats MrCache::stats() const {

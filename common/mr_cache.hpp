@@ -12,6 +12,12 @@
 //  * invalidate() (called from the memory-release hook when memory is freed or unmapped)
 //    makes every overlapping entry stale at once, so a reused address is registered anew.
 //  * Unreferenced cached entries are kept in LRU order, at most max_cached_entries of them.
+//  * Rights named in MrCacheConfig::exact_access (the remote ones) are never widened: an entry
+//    serves, and merges with, only requests asking exactly those bits, because every holder
+//    of a registration's key gets all of its rights. Other rights may be merged upwards.
+//  * Without reuse (MrCacheConfig::reuse false) nothing is ever looked up: every acquire
+//    registers its own range and its release deregisters it. For processes where freed memory
+//    goes unreported, so that no registration can outlive the memory it was made for.
 //
 // Locking and re-entrancy: one std::mutex protects everything. The memory-release hook can
 // fire inside our own critical sections (std::map node allocation/free, or the backend
@@ -52,6 +58,18 @@ class MrBackend {
 
 class MrCache;
 
+// How a cache serves acquires (see the file comment).
+struct MrCacheConfig {
+    // Unreferenced entries kept for reuse (LRU); 0: an entry is deregistered when its last
+    // holder releases it.
+    size_t max_cached_entries = 0;
+    // Access bits an entry must carry exactly as asked, never more (libfabric: the remote
+    // rights). Entries differing in these bits may overlap; each lives in its own lookup.
+    uint64_t exact_access = 0;
+    // false: no entry is ever shared or kept (free() and munmap() go unreported).
+    bool reuse = true;
+};
+
 namespace detail {
 class MrEntryList;
 }
@@ -60,7 +78,7 @@ class MrEntryList;
 struct MrEntry {
     uintptr_t base = 0;  // page-aligned start of the registration
     size_t len = 0;      // page-aligned length
-    uint64_t access = 0; // access flags actually registered (may exceed what was asked for)
+    uint64_t access = 0; // access flags registered (may exceed those asked, but for exact ones)
     MrRegistration reg;
 
   private:
@@ -105,6 +123,7 @@ class MrCache {
     // max_cached_entries bounds the unreferenced entries kept for reuse (LRU); 0 disables
     // caching: an entry is deregistered when its last holder releases it.
     MrCache(MrBackend &backend, size_t max_cached_entries);
+    MrCache(MrBackend &backend, const MrCacheConfig &config);
     // Deregisters everything. Entries still held at this point are deregistered too (their
     // holders' pointers dangle afterwards, so release everything first). The memory-release
     // hook must be detached from this cache before destruction.
@@ -113,7 +132,8 @@ class MrCache {
     MrCache(const MrCache &) = delete;
     MrCache &operator=(const MrCache &) = delete;
 
-    // Find or create a registration covering [addr, addr+len) with at least 'access' rights.
+    // Find or create a registration covering [addr, addr+len) with at least 'access' rights
+    // (exactly those in the config's exact_access bits).
     // Registrations are page-aligned. len == 0 is treated as one byte, so the page holding
     // addr is registered and the caller gets a usable descriptor. Returns nullptr and sets
     // *err (negative; err may be nullptr) on failure. Pair every success with release().
@@ -128,6 +148,9 @@ class MrCache {
 
     // Entries currently findable by acquire(), held or idle.
     size_t cached_entries() const;
+
+    // Whether acquires may be served by earlier registrations (MrCacheConfig::reuse).
+    bool reuses() const { return reuse_; }
 
     struct Stats {
         uint64_t hits;          // acquires served by an existing entry
@@ -146,7 +169,10 @@ class MrCache {
 
     using Map = std::map<uintptr_t, MrEntry *>;
 
-    Map::iterator first_overlap(uintptr_t begin, uintptr_t end);
+    uint64_t exact_bits(uint64_t access) const { return access & exact_access_; }
+    // The lookup of entries whose exact bits are 'bits'; nullptr if it cannot be created.
+    Map *lookup_for(uint64_t bits);
+    static Map::iterator first_overlap(Map &map, uintptr_t begin, uintptr_t end);
     MrEntry *find_covering(uintptr_t begin, uintptr_t end, uint64_t access);
     MrEntry *register_new(uintptr_t begin, uintptr_t end, uint64_t access, int *err,
                           detail::MrEntryList &dead);
@@ -158,6 +184,8 @@ class MrCache {
 
     MrBackend &backend_;
     const size_t max_cached_;
+    const uint64_t exact_access_;
+    const bool reuse_;
     const uintptr_t page_size_;
 
     mutable std::mutex mutex_;
@@ -165,7 +193,9 @@ class MrCache {
     // recognised. Only the holder writes its own id, so a relaxed load is enough to tell.
     std::atomic<std::thread::id> owner_{};
 
-    Map lookup_;                     // cached entries, keyed by base; pairwise non-overlapping
+    // Cached entries by their exact bits, then by base; pairwise non-overlapping within one
+    // lookup. Lookups are created on first use and kept (a handful at most).
+    std::map<uint64_t, Map> lookups_;
     detail::MrEntryList lru_;        // cached entries with refcount 0, most recent first
     detail::MrEntryList stale_held_; // stale entries that still have holders
     Stats stats_{};

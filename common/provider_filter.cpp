@@ -76,16 +76,31 @@ bool ProviderFilter::admits(std::string_view name) const {
     return std::none_of(exclude_.begin(), exclude_.end(), match);
 }
 
-std::vector<std::string>
-ProviderFilter::unknown_items(const std::vector<std::string> &known) const {
+namespace {
+std::vector<std::string> not_in(const std::vector<std::string> &items,
+                                const std::vector<std::string> &known) {
     std::vector<std::string> unknown;
-    for (const auto &item : include_) {
-        bool found = std::any_of(known.begin(), known.end(),
-                                 [&](const std::string &k) { return item_matches(item, k); });
+    for (const auto &item : items) {
+        bool found = std::any_of(known.begin(), known.end(), [&](const std::string &k) {
+            return ProviderFilter::item_matches(item, k);
+        });
         if (!found) {
             unknown.push_back(item);
         }
     }
+    return unknown;
+}
+} // namespace
+
+std::vector<std::string>
+ProviderFilter::unknown_items(const std::vector<std::string> &known) const {
+    return not_in(include_, known);
+}
+
+std::vector<std::string>
+ProviderFilter::unknown_excluded(const std::vector<std::string> &known) const {
+    std::vector<std::string> unknown = not_in(exclude_, known);
+    std::erase(unknown, std::string(kDefaultInclude));
     return unknown;
 }
 

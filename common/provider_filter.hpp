@@ -27,6 +27,11 @@ class ProviderFilter {
     // Items of the include list that name no provider in 'known' at all:
     // the user most likely mistyped them.
     std::vector<std::string> unknown_items(const std::vector<std::string> &known) const;
+    // The same for the exclude list, where a mistyped name would admit the
+    // very provider it was meant to keep out.  kDefaultInclude is never
+    // unknown here: excluding the components' own provider is meaningful
+    // on a machine whose libfabric lists no EFA device.
+    std::vector<std::string> unknown_excluded(const std::vector<std::string> &known) const;
 
     const std::vector<std::string> &include() const { return include_; }
     const std::vector<std::string> &exclude() const { return exclude_; }

@@ -144,6 +144,10 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
             return -FI_EINVAL;
         }
     }
+    for (const auto &item : filter.unknown_excluded(known)) {
+        always.help("unknown-excluded-provider", item, join(known));
+        return -FI_EINVAL;
+    }
 
     // Richest capability set first; atomics or RMA missing (tcp;ofi_rxm has
     // no FI_ATOMIC) is fine: the BTL emulates them with messages.

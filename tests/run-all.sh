@@ -144,7 +144,7 @@ if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ];
     # nodes, with it off.
     echo "== MPI point-to-point over pml ob1 + btl_efa, provider RDMA read (no single copy)"
     "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rxd-nocma,ob1-efa-rxm-nocma,ob1-efa-shm-nocma \
-        -t pingpong,truncate,modes,datatypes,netpipe 2>&1 | tee "$logdir/mpi-btl-nocma.log"
+        -t pingpong,truncate,modes,datatypes,remap,netpipe 2>&1 | tee "$logdir/mpi-btl-nocma.log"
     add_counts "$logdir/mpi-btl-nocma.log" mpi-btl-nocma
     echo "== one-sided over osc/rdma + btl_efa"
     OSC_TEST_BIN_DIR=$build/tests/osc "$top/tests/osc/run-osc-tests.sh" 2>&1 |

@@ -69,6 +69,12 @@ expect_failure unknown-provider "does not know" "${cm[@]}" --mca mtl_efa_provide
 expect_failure conflicting-lists "only one of them" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_provider_exclude tcp
 expect_failure empty-list-item "empty item" "${cm[@]}" --mca mtl_efa_provider_include "shm,,tcp"
+# A mistyped exclusion would let in the provider it meant to keep out.
+expect_failure unknown-excluded-provider "asked to exclude a libfabric provider" "${cm[@]}" \
+    --mca mtl_efa_provider_exclude "tpc;ofi_rxm"
+# The progress loop reads at most 64 completions per CQ read: more is refused, not cut silently.
+expect_failure progress-batch-above-64 "outside its range" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_progress_batch 65
 expect_failure contexts-zero "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca mtl_efa_num_contexts 0
 expect_failure contexts-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \

@@ -33,7 +33,10 @@
 #       that every message takes the provider ("ob1-efa-shm-noring" and
 #       "ob1-efa-rxm-noring" are part of "efa").
 #   -t  tests (default: all). many_outstanding also selects its tiny-queue
-#       variant (EFA configurations only).
+#       variant (EFA configurations only), remap its runs with and without
+#       memory hooks (EFA configurations only: remap+hooks, where the
+#       components must say that they cache registrations, and remap+nohooks
+#       with --mca memory ^patcher, where they must say that they do not).
 #   -n  run every selected test with these process counts instead of the
 #       default matrix (netpipe always uses 2).
 #   --quick  smaller sizes and fewer iterations.
@@ -62,7 +65,7 @@ NETPIPE=${NETPIPE:-NPopenmpi}
 DEFAULT_TIMEOUT=120
 
 ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms threads"
-ALL_TESTS+=" collectives datatypes modes send_progress netpipe"
+ALL_TESTS+=" collectives datatypes modes send_progress remap netpipe"
 EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
@@ -151,7 +154,7 @@ tinyq_args() {
 test_nps() {
     case $1 in
     ordering | many_outstanding | collectives) echo "2 4 8" ;;
-    threads | netpipe) echo "2" ;;
+    threads | netpipe | remap) echo "2" ;;
     *) echo "2 4" ;;
     esac
 }
@@ -231,6 +234,7 @@ test_args() {
         ;;
     datatypes) [[ $q == 1 ]] && echo "-s 512K" ;;
     modes) [[ $q == 1 ]] && echo "-s 256K -i 10" ;;
+    remap) [[ $q == 1 ]] && echo "-i 3" ;;
     esac
     return 0
 }
@@ -384,7 +388,12 @@ report() {
         echo "PASS $label $cfg np=$np (${secs}s${RUN_ARGS:+, args: $RUN_ARGS})"
         NPASS=$((NPASS + 1))
     else
-        echo "FAIL $label $cfg np=$np ($(fail_reason "$rc" "$log" "$tmo"); ${secs}s)"
+        local why
+        why=$(fail_reason "$rc" "$log" "$tmo")
+        if [[ $rc -eq 0 ]] && grep -q -a -E "$okpat" "$log"; then
+            why="the program passed, but no line matches \"$also\"${also2:+ and \"$also2\"}"
+        fi
+        echo "FAIL $label $cfg np=$np ($why; ${secs}s)"
         NFAIL=$((NFAIL + 1))
     fi
 }
@@ -470,6 +479,11 @@ run_test() {
     [[ $label == *+ring && $cfg == cm-efa-onnode ]] &&
         also="mtl:efa: on-node channel: [1-9][0-9]* frames sent.*[1-9][0-9]* single copy"
     local also2=""
+    # remap+hooks: the components installed Open MPI's memory hooks and
+    # cache registrations; remap+nohooks: without hooks they must not cache
+    # (the stand-ins would not show stale data: they read by virtual address).
+    [[ $label == *+hooks ]] && also="registration cache: up to [0-9]+ idle"
+    [[ $label == *+nohooks ]] && also="registration cache: off"
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
     if [[ $label == *+mixed ]]; then
         also="mtl:efa: on-node channel: [1-9][0-9]* frames sent"
@@ -542,6 +556,10 @@ for cfg in $CONFIGS; do
         fi
         if [[ $t == ordering && $cfg == cm-efa-mixed ]]; then
             run_test "$t" "$t+mixed" "$cfg" 4 --mca common_efa_verbose 10
+        fi
+        if [[ $t == remap ]] && is_efa_config "$cfg"; then
+            run_test "$t" "$t+hooks" "$cfg" 2 --mca common_efa_verbose 1
+            run_test "$t" "$t+nohooks" "$cfg" 2 --mca memory ^patcher --mca common_efa_verbose 1
         fi
         if [[ $t == pingpong ]] && is_ring_config "$cfg"; then
             run_test "$t" "$t+ring" "$cfg" 2 --mca common_efa_verbose 1

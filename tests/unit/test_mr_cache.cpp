@@ -27,7 +27,8 @@ using efa::MrRegistration;
 
 constexpr uint64_t kRead = 1;
 constexpr uint64_t kWrite = 2;
-constexpr uint64_t kRemote = 4;
+constexpr uint64_t kRemote = 4;      // a remote right (remote read, say)
+constexpr uint64_t kRemoteWrite = 8; // another one
 
 const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
 
@@ -523,6 +524,121 @@ TEST_F(MrCacheTest, DestructorDeregistersEverything) {
     }
     EXPECT_EQ(backend.outstanding(), 0u);
     EXPECT_EQ(backend.regs(), backend.deregs());
+}
+
+// ---- exact remote rights (MrCacheConfig::exact_access) ----
+
+efa::MrCacheConfig exact_remote(size_t max_cached) {
+    efa::MrCacheConfig c;
+    c.max_cached_entries = max_cached;
+    c.exact_access = kRemote | kRemoteWrite;
+    return c;
+}
+
+// A read-only window sharing a page with a writable registration must not
+// get (or lend) remote write: whoever holds its key could write otherwise.
+TEST_F(MrCacheTest, RemoteRightsAreNeverWidenedOrMerged) {
+    MrCache cache(backend, exact_remote(8));
+    MrEntry *writable = acquire(cache, mem.page(0), 2 * kPage, kRead | kRemote | kRemoteWrite);
+    MrEntry *readonly = acquire(cache, mem.page(1) + 100, 200, kRead | kRemote);
+    EXPECT_NE(readonly, writable) << "a superset of remote rights must not serve the request";
+    EXPECT_EQ(readonly->access & kRemoteWrite, 0u);
+    EXPECT_EQ(backend.calls.back().access, kRead | kRemote) << "registered with exactly its rights";
+    EXPECT_EQ(readonly->base, reinterpret_cast<uintptr_t>(mem.page(1)));
+    EXPECT_EQ(readonly->len, kPage) << "not merged with the overlapping writable entry";
+    EXPECT_TRUE(backend.is_live(writable)) << "and the writable one was not superseded";
+    EXPECT_EQ(cache.cached_entries(), 2u);
+
+    // Each serves only its own kind of request.
+    MrEntry *w2 = acquire(cache, mem.page(0) + 8, 16, kRemoteWrite | kRemote);
+    EXPECT_EQ(w2, writable);
+    MrEntry *r2 = acquire(cache, mem.page(1), 16, kRemote);
+    EXPECT_EQ(r2, readonly);
+    EXPECT_EQ(backend.regs(), 2u);
+    // Remote read alone across pages 0 and 1 (page 0 covered only by the writable entry): a
+    // new registration.
+    MrEntry *r3 = acquire(cache, mem.page(0), kPage + 16, kRemote);
+    EXPECT_NE(r3, writable);
+    EXPECT_EQ(r3->access & (kRemote | kRemoteWrite), kRemote);
+    // It merged with the read-only entry next to it (same remote rights), not the writable one.
+    EXPECT_EQ(r3->base, reinterpret_cast<uintptr_t>(mem.page(0)));
+    EXPECT_EQ(r3->len, 2 * kPage);
+    for (MrEntry *e : {writable, readonly, w2, r2, r3}) {
+        cache.release(e);
+    }
+    EXPECT_EQ(cache.cached_entries(), 2u);
+}
+
+TEST_F(MrCacheTest, LocalRightsStillMergeWithinRemoteRights) {
+    MrCache cache(backend, exact_remote(8));
+    cache.release(acquire(cache, mem.page(0), kPage, kRead));
+    MrEntry *m = acquire(cache, mem.page(0), 2 * kPage, kWrite);
+    EXPECT_EQ(m->access, kRead | kWrite) << "local rights are merged upwards as before";
+    EXPECT_EQ(m->len, 2 * kPage);
+    EXPECT_EQ(cache.cached_entries(), 1u);
+    cache.release(m);
+    // A local-only request is not served by an entry with remote rights either.
+    MrEntry *remote = acquire(cache, mem.page(4), kPage, kRead | kRemote);
+    MrEntry *local = acquire(cache, mem.page(4), kPage, kRead);
+    EXPECT_NE(local, remote);
+    cache.release(local);
+    cache.release(remote);
+}
+
+TEST_F(MrCacheTest, InvalidateAndEvictionReachEveryRightsClass) {
+    MrCache cache(backend, exact_remote(2));
+    cache.release(acquire(cache, mem.page(0), kPage, kRead));
+    cache.release(acquire(cache, mem.page(0), kPage, kRemote));
+    cache.release(acquire(cache, mem.page(0), kPage, kRemote | kRemoteWrite));
+    EXPECT_EQ(cache.cached_entries(), 2u) << "LRU limit across classes";
+    EXPECT_EQ(cache.stats().evictions, 1u);
+    cache.invalidate(mem.page(0) + 5, 1);
+    EXPECT_EQ(cache.cached_entries(), 0u);
+    EXPECT_EQ(backend.outstanding(), 0u);
+}
+
+// ---- no reuse (MrCacheConfig::reuse false: no memory hooks) ----
+
+// Without word of free() and munmap(), an address mapped again would meet
+// the registration of the memory it replaced (a NIC would move the old
+// pages): nothing is ever reused then, held or idle.
+TEST_F(MrCacheTest, WithoutReuseEveryAcquireRegistersAndEveryReleaseDeregisters) {
+    efa::MrCacheConfig c;
+    c.max_cached_entries = 8;
+    c.reuse = false;
+    MrCache cache(backend, c);
+    EXPECT_FALSE(cache.reuses());
+    MrEntry *a = acquire(cache, mem.page(0), kPage, kRead);
+    MrEntry *b = acquire(cache, mem.page(0), kPage, kRead);
+    EXPECT_NE(a, b) << "not even concurrent holders share";
+    EXPECT_EQ(backend.regs(), 2u);
+    EXPECT_EQ(cache.cached_entries(), 0u);
+    cache.release(a);
+    cache.release(b);
+    EXPECT_EQ(backend.outstanding(), 0u);
+    EXPECT_EQ(cache.stats().hits, 0u);
+}
+
+TEST_F(MrCacheTest, WithoutReuseARemappedAddressGetsANewRegistration) {
+    efa::MrCacheConfig c;
+    c.max_cached_entries = 8;
+    c.reuse = false;
+    MrCache cache(backend, c);
+    const size_t len = 4 * kPage;
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    MrEntry *a = acquire(cache, p, len, kRead);
+    const uint64_t old_key = a->reg.key;
+    cache.release(a);
+    ASSERT_EQ(munmap(p, len), 0); // nobody tells the cache
+    void *q = mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    ASSERT_EQ(q, p);
+    MrEntry *b = acquire(cache, q, len, kRead);
+    EXPECT_NE(b->reg.key, old_key);
+    EXPECT_EQ(backend.regs(), 2u);
+    cache.release(b);
+    munmap(q, len);
+    EXPECT_EQ(backend.outstanding(), 0u);
 }
 
 TEST_F(MrCacheTest, ConcurrentAcquireReleaseInvalidate) {

@@ -65,7 +65,19 @@ TEST(Params, MrCacheAndBatch) {
     EXPECT_EQ(problems[0].name, "mr_cache_size");
     EXPECT_EQ(problems[0].value, "-1");
     EXPECT_EQ(problems[1].name, "progress_batch");
-    EXPECT_EQ(problems[1].allowed, "1 to 1024");
+    EXPECT_EQ(problems[1].allowed, "1 to 64");
+}
+
+// The progress loop reads at most 64 completions per CQ read: a larger
+// batch would be cut silently, so it is refused instead.
+TEST(Params, ProgressBatchAboveWhatOneReadTakesIsRefused) {
+    auto p = defaults();
+    p.progress_batch = 64;
+    EXPECT_TRUE(validate_params(p).empty());
+    p.progress_batch = 65;
+    EXPECT_TRUE(refused(p, "progress_batch"));
+    p.progress_batch = 1024;
+    EXPECT_TRUE(refused(p, "progress_batch"));
 }
 
 } // namespace

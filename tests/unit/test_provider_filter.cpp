@@ -80,6 +80,19 @@ TEST(ProviderFilter, UnknownItems) {
     EXPECT_EQ(unknown[0], "tpc");
 }
 
+// A mistyped exclusion would admit what it meant to keep out: such names
+// are found too, except the components' own provider (absent from
+// libfabric's list where there is no EFA device, and meaningful to exclude).
+TEST(ProviderFilter, UnknownExcludedItems) {
+    ProviderFilter::Status st;
+    auto f = parse("", "shm,tpc,efa", &st);
+    auto unknown = f.unknown_excluded({"shm", "tcp;ofi_rxm", "udp;ofi_rxd"});
+    ASSERT_EQ(unknown.size(), 1u);
+    EXPECT_EQ(unknown[0], "tpc");
+    EXPECT_TRUE(parse("", "tcp", &st).unknown_excluded({"tcp;ofi_rxm"}).empty());
+    EXPECT_TRUE(parse("shm", "", &st).unknown_excluded({"tcp;ofi_rxm"}).empty());
+}
+
 TEST(ProviderFilter, Describe) {
     ProviderFilter::Status st;
     EXPECT_EQ(parse("shm,tcp", "", &st).describe(), "shm,tcp");

@@ -82,6 +82,21 @@ TEST(ProviderSelect, UnknownNameIsRefused) {
     EXPECT_EQ(g_topics[0], "unknown-provider");
 }
 
+TEST(ProviderSelect, UnknownExcludedNameIsRefused) {
+    efa::Selection sel;
+    EXPECT_EQ(select(params("", "tpc;ofi_rxm"), &sel), -FI_EINVAL);
+    ASSERT_EQ(g_topics.size(), 1u);
+    EXPECT_EQ(g_topics[0], "unknown-excluded-provider");
+}
+
+TEST(ProviderSelect, ExcludingEfaIsNeverUnknown) {
+    efa::Selection sel;
+    select(params("", "efa"), &sel);
+    for (const auto &t : g_topics) {
+        EXPECT_NE(t, "unknown-excluded-provider");
+    }
+}
+
 TEST(ProviderSelect, ConflictingListsAreRefused) {
     efa::Selection sel;
     EXPECT_EQ(select(params("shm", "tcp"), &sel), -FI_EINVAL);
