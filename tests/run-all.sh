@@ -8,6 +8,9 @@
 # btl_efa with native and emulated one-sided paths, one-sided tests over
 # btl_efa in native, emulated and mixed modes (and with FI_MR_LOCAL forced),
 # and the benchmark programs' self-checks.
+# NETPIPE (tests/mpi/run-mpi-tests.sh), MPI4PY_PYTHON and PYTHONPATH
+# (tests/mpi4py/run-mpi4py-tests.sh) pass through to the runners: programs
+# built against the Open MPI on PATH, where Debian's are skipped.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/_build
