@@ -10,6 +10,9 @@
 # btl_efa in native, emulated and mixed modes (and with FI_MR_LOCAL forced),
 # the benchmark programs' self-checks, and the sanitizer (ASan + UBSan) and
 # libFuzzer builds (tests/run-sanitizer-tests.sh, tests/fuzz/run-fuzzers.sh).
+# NETPIPE (tests/mpi/run-mpi-tests.sh), MPI4PY_PYTHON and PYTHONPATH
+# (tests/mpi4py/run-mpi4py-tests.sh) pass through to the runners: programs
+# built against the Open MPI on PATH, where Debian's are skipped.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/_build

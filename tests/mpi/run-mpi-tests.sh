@@ -48,7 +48,12 @@
 #   MPI_TEST_EXTRA_ARGS   extra mpirun arguments, appended to every run
 #   EFA_MCA_COMPONENT_PATH  directory with our built components; added to
 #                         mca_base_component_path after Open MPI's own dir
-#   NETPIPE               NetPIPE binary (default: NPopenmpi)
+#   NETPIPE               NetPIPE binary (default: NPopenmpi, Debian's
+#                         netpipe-openmpi).  A NetPIPE 3.7 NPmpi built
+#                         against the Open MPI on PATH can stand in (Debian's
+#                         is linked to its Open MPI 4.1 and is skipped under
+#                         any other); it must take -i (integrity check), -u,
+#                         -n, -p and -o.
 #
 # Output: "PASS test config np=N (secs)", "FAIL test config np=N (reason)" or
 # "SKIP test config np=N (known provider defect: ...)" per run, then
@@ -515,12 +520,12 @@ run_netpipe() {
     fi
     mkdir -p "$LOG_DIR/$cfg"
     if ! command -v "$NETPIPE" >/dev/null; then
-        echo "FAIL netpipe $cfg np=$np (missing program $NETPIPE: install netpipe-openmpi)"
+        echo "FAIL netpipe $cfg np=$np (missing program $NETPIPE: install netpipe-openmpi or set NETPIPE)"
         NFAIL=$((NFAIL + 1))
         return
     fi
     if ! reason=$(same_libmpi "$(command -v "$NETPIPE")"); then
-        echo "SKIP netpipe $cfg np=$np (not this Open MPI's program: $reason)"
+        echo "SKIP netpipe $cfg np=$np (not this Open MPI's program: $reason; see NETPIPE)"
         NSKIP=$((NSKIP + 1))
         return
     fi
