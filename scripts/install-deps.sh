@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(g++ make autoconf automake libtool pkg-config
       libopenmpi-dev openmpi-bin libfabric-dev libfabric-bin libhwloc-dev hwloc
-      libgtest-dev netpipe-openmpi gnuplot-nox valgrind python3 python3-mpi4py)
+      libgtest-dev netpipe-openmpi gnuplot-nox valgrind python3 python3-mpi4py
+      iproute2 nftables) # namespace hosts and their faults (tests/netns)
 
 missing=()
 for p in "${pkgs[@]}"; do

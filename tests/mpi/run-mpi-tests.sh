@@ -32,6 +32,14 @@
 #       ("pingpong+ring"); ob1-efa-PROV-noring turns the channel off, so
 #       that every message takes the provider ("ob1-efa-shm-noring" and
 #       "ob1-efa-rxm-noring" are part of "efa").
+#       cm-efa-rxd-netns, cm-efa-rxm-netns, ob1-efa-rxd-netns and
+#       ob1-efa-rxm-netns run the ranks on two hosts that are network
+#       namespaces on a bridge (tests/netns/; root, ip and nft needed),
+#       round-robin, so that neighbours talk over a real network stack and
+#       Open MPI's on-node paths are not taken between hosts.  The runner
+#       makes the hosts if they are not there (and removes them at its end);
+#       where they cannot be made, every run is a SKIP with the reason.
+#       Not part of "all" or "efa".
 #   -t  tests (default: all). many_outstanding also selects its tiny-queue
 #       variant (EFA configurations only).
 #   -n  run every selected test with these process counts instead of the
@@ -83,6 +91,11 @@ provider_string() {
 config_args() {
     local prov
     case $1 in
+    *-netns)
+        # the same configuration with the ranks on namespace hosts
+        config_args "${1%-netns}" || return 1
+        [[ $LIST == 1 || -z ${NETNS_ARGS+x} ]] || CFG_ARGS+=("${NETNS_ARGS[@]}")
+        ;;
     ob1-efa-*-noring)
         config_args "${1%-noring}" || return 1
         CFG_ARGS+=(--mca btl_efa_onnode_channel none)
@@ -132,7 +145,8 @@ is_efa_config() { [[ $1 == *-efa-* ]]; }
 
 # Does btl_efa's on-node channel carry this configuration's messages?
 # (cm-efa-onnode*: mtl_efa's own rings)
-is_ring_config() { [[ ($1 == ob1-efa-* && $1 != *-noring) || $1 == cm-efa-onnode* ]]; }
+# (*-netns: pingpong's two ranks are on different hosts)
+is_ring_config() { [[ ($1 == ob1-efa-* && $1 != *-noring && $1 != *-netns) || $1 == cm-efa-onnode* ]]; }
 
 # Extra mpirun arguments of the tiny-queue variant of many_outstanding: the
 # provider's queues, or the on-node rings (two slots: almost every message
@@ -179,7 +193,7 @@ test_args() {
     many_outstanding)
         # ofi_rxd stops completing tagged operations with more than about
         # 1000 in flight (a provider defect, see known_defect): below that.
-        [[ $q == 1 || $cfg == cm-efa-rxd ]] && echo "-n 1000" ;;
+        [[ $q == 1 || ${cfg%-netns} == cm-efa-rxd ]] && echo "-n 1000" ;;
     ordering) [[ $q == 1 ]] && echo "-n 200" ;;
     probe) [[ $q == 1 ]] && echo "-s 256K" ;;
     cancel) [[ $q == 1 ]] && echo "-n 50 -s 256K" ;;
@@ -236,6 +250,7 @@ usage() {
     echo "  and cm-efa-onnode-stream (mtl_efa's on-node path, large messages streamed)"
     echo "  and ob1-efa-rxd-noring (on-node channel off; rxm and shm are part of \"efa\")"
     echo "  and ob1-efa-rxd-nocma ob1-efa-rxm-nocma ob1-efa-shm-nocma (provider path, no CMA)"
+    echo "  and cm-efa-rxd-netns cm-efa-rxm-netns ob1-efa-rxd-netns ob1-efa-rxm-netns (namespace hosts)"
     echo "tests: $ALL_TESTS"
 }
 
@@ -283,6 +298,29 @@ if [[ $LIST == 0 ]]; then
         exit 2
     fi
     rm -f "$LOG_DIR/pretend-nodes.ok" # decided afresh for the Open MPI of this run
+fi
+
+# Namespace hosts for the *-netns configurations: made here unless they
+# exist (then removed at the end), or the reason they cannot be, for SKIP.
+NETNS_DIR=$SCRIPT_DIR/../netns
+NETNS_REASON=""
+netns_cleanup() { "$NETNS_DIR/teardown.sh"; }
+if [[ $LIST == 0 && " $CONFIGS " == *-netns\ * ]]; then
+    if [[ -z $(bash -c ". '$NETNS_DIR/common.sh' && netns_hosts") ]]; then
+        if NETNS_REASON=$("$NETNS_DIR/setup.sh" 2 2>&1 >/dev/null); then
+            trap netns_cleanup EXIT
+        else
+            NETNS_REASON=${NETNS_REASON#setup.sh: }
+            NETNS_REASON=${NETNS_REASON:-tests/netns/setup.sh failed}
+        fi
+    fi
+    if [[ -z $NETNS_REASON ]]; then
+        if out=$("$NETNS_DIR/mpirun-args.sh" "$LOG_DIR/netns" 4 2>&1); then
+            mapfile -t NETNS_ARGS <<<"$out"
+        else
+            NETNS_REASON=$out
+        fi
+    fi
 fi
 
 # Open MPI's own component directory, for EFA_MCA_COMPONENT_PATH
@@ -398,7 +436,12 @@ known_defect() {
     if [[ $cfg == cm-efa-mixed ]] && ! pretend_nodes_ok "$BIN_DIR" "$LOG_DIR/pretend-nodes.ok"; then
         return 0 # (the reason is printed)
     fi
-    case "$cfg:$label:$np" in
+    if [[ $cfg == *-netns && -n $NETNS_REASON ]]; then
+        echo "no namespace hosts here: $NETNS_REASON"
+        return 0
+    fi
+    # (the provider's defects are the same between namespace hosts)
+    case "${cfg%-netns}:$label:$np" in
     cm-efa-shm:ordering:* | cm-efa-shm:truncate:* | cm-efa-shm:comms:* | cm-efa-shm:ssend:*)
         echo "shm never matches a wildcard-tag receive against a message already waiting" \
             "(tests/provider-defects/shm_wildcard_unexpected.c)" ;;
