@@ -8,6 +8,10 @@
 #   fault.sh cut I      host I off the network: every frame from or to it
 #                       dropped, mpirun's side included (as when a host
 #                       loses its link)
+#   fault.sh isolate I  host I cut off from the other hosts only: its
+#                       traffic with mpirun's side (Open MPI's out-of-band)
+#                       still flows, as when a separate data network (EFA)
+#                       fails and the IP network stays up
 #   fault.sh clear      no faults
 #   fault.sh show       the rules and their counters
 # Rules add up (loss and a cut at once); "clear" removes them all.
@@ -31,6 +35,14 @@ cut)
     for c in forward input; do nft add rule bridge "$t" $c iifname "$v" counter drop comment "\"cut $i\""; done
     for c in forward output; do nft add rule bridge "$t" $c oifname "$v" counter drop comment "\"cut $i\""; done
     ;;
+isolate)
+    i=${2:-}
+    [[ $i =~ ^[1-9]$ ]] && ip netns list | grep -q "^$(netns_name "$i")\b" ||
+        { echo "fault.sh: isolate needs an existing host number, not '$i'" >&2; exit 2; }
+    v=$(netns_veth "$i")
+    nft add rule bridge "$t" forward iifname "$v" counter drop comment "\"isolate $i\""
+    nft add rule bridge "$t" forward oifname "$v" counter drop comment "\"isolate $i\""
+    ;;
 clear)
     for c in forward input output; do nft flush chain bridge "$t" $c; done
     ;;
@@ -38,7 +50,7 @@ show)
     nft list table bridge "$t"
     ;;
 *)
-    echo "usage: fault.sh loss PCT | cut HOST | clear | show" >&2
+    echo "usage: fault.sh loss PCT | cut HOST | isolate HOST | clear | show" >&2
     exit 2
     ;;
 esac

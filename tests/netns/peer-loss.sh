@@ -4,20 +4,27 @@
 #   kill  the victim kills itself (SIGKILL) in the middle of a transfer
 #   cut   once the ranks are transferring, host 3 is cut off the network
 #         (tests/netns/fault.sh cut 3: every frame from or to it dropped,
-#         Open MPI's own out-of-band traffic to its daemon included)
+#         Open MPI's own out-of-band traffic to its daemon included); the
+#         runs set Open MPI's out-of-band keepalive short (below), which is
+#         what lets the runtime notice a silent host
+#   partition  host 3 cut off from the other hosts only (fault.sh isolate
+#         3): its daemon still talks to mpirun, as when EFA fails and the
+#         IP network stays up.  Nothing bounds this case today (see
+#         docs/RELIABILITY.md, "Several hosts and faults"): it is printed
+#         as SKIP with that reason unless PEER_LOSS_RUN_GAPS=1
 # The survivors are then in a blocking send, an MPI_Ssend, a wait or a
 # window flush with the victim.  A run passes when the job ends within
 # DEADLINE seconds of the kill or the cut, with a non-zero exit status and
 # a message that names the lost peer: a survivor's "peer_loss: rank R: OP
 # with rank 2 failed" (an MPI error came back) or Open MPI's runtime
 # naming rank 2 or its host (efa-h3 / NET.3).  It fails when the job is
-# still running then (the survivors hang), and says where they were.
+# still running then (the survivors hang).
 #   tests/netns/peer-loss.sh [-c CONFIG[,CONFIG...]] [-d DEADLINE] [-a ARGS] [SCENARIO...]
 #   -c  cm-rxd, cm-rxm (pml cm + mtl_efa), ob1-rxd, ob1-rxm (pml ob1 +
 #       btl_efa); one-sided through osc/rdma + btl_efa (default: all four)
 #   -d  seconds (default 60)
 #   -a  extra mpirun arguments (e.g. "--mca oob_tcp_keepalive_time 10")
-#   SCENARIO  kill, cut (default: both)
+#   SCENARIO  kill, cut, partition (default: all three)
 # Environment: EFA_MCA_COMPONENT_PATH, PEER_LOSS_BIN (default
 # _build/tests/netns/peer_loss), PEER_LOSS_LOG_DIR (default
 # /tmp/efa-peer-loss).  Makes the hosts and removes them at the end (also
@@ -40,10 +47,11 @@ while getopts "c:d:a:h" o; do
     esac
 done
 shift $((OPTIND - 1))
-scenarios=${*:-kill cut}
+scenarios=${*:-kill cut partition}
 [[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "peer-loss.sh: bad deadline '$deadline'" >&2; exit 2; }
 for s in $scenarios; do
-    [[ $s == kill || $s == cut ]] || { echo "peer-loss.sh: unknown scenario '$s' (kill, cut)" >&2; exit 2; }
+    [[ $s == kill || $s == cut || $s == partition ]] ||
+        { echo "peer-loss.sh: unknown scenario '$s' (kill, cut, partition)" >&2; exit 2; }
 done
 
 npass=0 nfail=0 nskip=0
@@ -67,6 +75,11 @@ mkdir -p "$logdir"
 mapfile -t netns_args < <("$here/mpirun-args.sh" "$logdir" 1)
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 read -r -a extra_args <<<"$extra"
+# Open MPI's out-of-band connections carry no traffic while a job computes;
+# a host that vanishes is noticed only by TCP keepalive, 300 s idle then 9
+# probes 20 s apart by default (8 minutes).  5 s, then 3 probes 2 s apart:
+# about 11 s.
+keepalive=(--mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # Every process left in the namespaces (a hung job's daemons and ranks).
@@ -104,7 +117,7 @@ run_one() {
     args+=(--mca btl efa,self --mca btl_efa_provider_include "$prov" --mca osc rdma)
     log=$logdir/peer_loss-$s-$c.log
     local cmd=(mpirun -np 3 --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
-        "${netns_args[@]}" "${args[@]}" "${extra_args[@]}" -x MPI_TEST_TIMEOUT=0 "$bin" -t 300)
+        "${netns_args[@]}" "${args[@]}" "${keepalive[@]}" "${extra_args[@]}" -x MPI_TEST_TIMEOUT=0 "$bin" -t 300)
     [ "$s" = kill ] && cmd+=(-k)
     echo "# $(printf '%q ' "${cmd[@]}")" >"$log"
     "${cmd[@]}" </dev/null >>"$log" 2>&1 &
@@ -124,6 +137,7 @@ run_one() {
     done
     t_fault=$(date +%s.%N)
     [ "$s" = cut ] && "$here/fault.sh" cut 3
+    [ "$s" = partition ] && "$here/fault.sh" isolate 3
     if ! wait_for "$pid" "$deadline"; then
         echo "FAIL peer_loss-$s $c (the job still ran $deadline s after the $s: the survivors hang; log $log)"
         nfail=$((nfail + 1))
@@ -153,6 +167,13 @@ run_one() {
 
 for c in ${configs//,/ }; do
     for s in $scenarios; do
+        if [[ $s == partition && ${PEER_LOSS_RUN_GAPS:-0} != 1 ]]; then
+            echo "SKIP peer_loss-$s $c (known gap: no deadline on operations to a peer that stops" \
+                "answering while Open MPI's runtime still reaches its host; the survivors wait for" \
+                "ever, docs/RELIABILITY.md; PEER_LOSS_RUN_GAPS=1 runs it)"
+            nskip=$((nskip + 1))
+            continue
+        fi
         run_one "$c" "$s"
     done
 done
