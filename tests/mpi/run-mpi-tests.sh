@@ -36,7 +36,9 @@
 #       ob1-efa-rxm-netns run the ranks on two hosts that are network
 #       namespaces on a bridge (tests/netns/; root, ip and nft needed),
 #       round-robin, so that neighbours talk over a real network stack and
-#       Open MPI's on-node paths are not taken between hosts.  The runner
+#       Open MPI's on-node paths are not taken between hosts (their
+#       pingpong runs once more, "pingpong+hosts", to check that each rank
+#       is alone on a node of its own name and uses the host's eth0).  The runner
 #       makes the hosts if they are not there (and removes them at its end);
 #       where they cannot be made, every run is a SKIP with the reason.
 #       Not part of "all" or "efa".
@@ -304,6 +306,7 @@ fi
 # exist (then removed at the end), or the reason they cannot be, for SKIP.
 NETNS_DIR=$SCRIPT_DIR/../netns
 NETNS_REASON=""
+NETNS_PREFIX=$(bash -c ". '$NETNS_DIR/common.sh' && echo \$NETNS_PREFIX")
 netns_cleanup() { "$NETNS_DIR/teardown.sh"; }
 if [[ $LIST == 0 && " $CONFIGS " == *-netns\ * ]]; then
     if [[ -z $(bash -c ". '$NETNS_DIR/common.sh' && netns_hosts") ]]; then
@@ -507,6 +510,13 @@ run_test() {
     [[ $label == *+ring && $cfg == cm-efa-onnode ]] &&
         also="mtl:efa: on-node channel: [1-9][0-9]* frames sent.*[1-9][0-9]* single copy"
     local also2=""
+    # pingpong+hosts: each rank is local rank 0 on its own host (Open MPI
+    # sees two nodes, under the hosts' own names) and its NIC is the host's
+    # interface.
+    if [[ $label == *+hosts ]]; then
+        also="\\[${NETNS_PREFIX}1:[0-9]+\\] common:efa: report: local rank 0: NIC eth0"
+        also2="\\[${NETNS_PREFIX}2:[0-9]+\\] common:efa: report: local rank 0: NIC eth0"
+    fi
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
     if [[ $label == *+mixed ]]; then
         also="mtl:efa: on-node channel: [1-9][0-9]* frames sent"
@@ -579,6 +589,9 @@ for cfg in $CONFIGS; do
         fi
         if [[ $t == ordering && $cfg == cm-efa-mixed ]]; then
             run_test "$t" "$t+mixed" "$cfg" 4 --mca common_efa_verbose 10
+        fi
+        if [[ $t == pingpong && $cfg == *-netns ]]; then
+            run_test "$t" "$t+hosts" "$cfg" 2 --mca common_efa_verbose 1
         fi
         if [[ $t == pingpong ]] && is_ring_config "$cfg"; then
             run_test "$t" "$t+ring" "$cfg" 2 --mca common_efa_verbose 1
