@@ -151,9 +151,9 @@ fi
 # Several hosts: network namespaces on a bridge (tests/netns; root, ip and
 # nft).  Each runner makes the hosts and removes them; where they cannot be
 # made, each of its runs is a SKIP with the reason.
-echo "== several hosts (network namespaces): MPI point-to-point across hosts over mtl_efa and btl_efa"
+echo "== several hosts (network namespaces): MPI point-to-point across hosts over mtl_efa (provider and mixed paths) and btl_efa"
 "$top/tests/mpi/run-mpi-tests.sh" --quick \
-    -c cm-efa-rxd-netns,cm-efa-rxm-netns,ob1-efa-rxd-netns,ob1-efa-rxm-netns 2>&1 |
+    -c cm-efa-rxd-netns,cm-efa-rxm-netns,cm-efa-mixed-netns,ob1-efa-rxd-netns,ob1-efa-rxm-netns 2>&1 |
     tee "$logdir/mpi-netns.log"
 add_counts "$logdir/mpi-netns.log" mpi-netns
 echo "== several hosts: soak (random point-to-point and one-sided traffic, every byte checked) under 3 % random loss"

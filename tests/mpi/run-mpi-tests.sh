@@ -41,7 +41,9 @@
 #       is alone on a node of its own name and uses the host's eth0).  The runner
 #       makes the hosts if they are not there (and removes them at its end);
 #       where they cannot be made, every run is a SKIP with the reason.
-#       Not part of "all" or "efa".
+#       cm-efa-mixed-netns is cm-efa-mixed on namespace hosts (its ordering
+#       runs once more with 4 processes and checks the mixed path, as
+#       cm-efa-mixed's does).  Not part of "all" or "efa".
 #   -t  tests (default: all). many_outstanding also selects its tiny-queue
 #       variant (EFA configurations only).
 #   -n  run every selected test with these process counts instead of the
@@ -93,6 +95,12 @@ provider_string() {
 config_args() {
     local prov
     case $1 in
+    cm-efa-mixed-netns)
+        # mtl_efa's mixed path between real hosts (not pretend nodes)
+        CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm"
+            --mca mtl_efa_onnode_channel shm)
+        [[ $LIST == 1 || -z ${NETNS_ARGS+x} ]] || CFG_ARGS+=("${NETNS_ARGS[@]}")
+        ;;
     *-netns)
         # the same configuration with the ranks on namespace hosts
         config_args "${1%-netns}" || return 1
@@ -252,7 +260,8 @@ usage() {
     echo "  and cm-efa-onnode-stream (mtl_efa's on-node path, large messages streamed)"
     echo "  and ob1-efa-rxd-noring (on-node channel off; rxm and shm are part of \"efa\")"
     echo "  and ob1-efa-rxd-nocma ob1-efa-rxm-nocma ob1-efa-shm-nocma (provider path, no CMA)"
-    echo "  and cm-efa-rxd-netns cm-efa-rxm-netns ob1-efa-rxd-netns ob1-efa-rxm-netns (namespace hosts)"
+    echo "  and cm-efa-rxd-netns cm-efa-rxm-netns ob1-efa-rxd-netns ob1-efa-rxm-netns cm-efa-mixed-netns"
+    echo "      (namespace hosts)"
     echo "tests: $ALL_TESTS"
 }
 
@@ -587,7 +596,7 @@ for cfg in $CONFIGS; do
             tinyq_args "$cfg"
             run_test "$t" "$t+tinyq" "$cfg" 2 "${TINYQ_ARGS[@]}"
         fi
-        if [[ $t == ordering && $cfg == cm-efa-mixed ]]; then
+        if [[ $t == ordering && $cfg == cm-efa-mixed* ]]; then
             run_test "$t" "$t+mixed" "$cfg" 4 --mca common_efa_verbose 10
         fi
         if [[ $t == pingpong && $cfg == *-netns ]]; then
