@@ -153,7 +153,8 @@ run_one() {
     took=$(awk -v a="$t_fault" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     # what named the lost peer
     named=$(grep -m1 -a -E 'peer_loss: rank [0-9]+: .* with rank 2 failed' "$log" ||
-        grep -m1 -a -E "rank 2 .*(exited|killed)|(node|host) ($(netns_name 3)|$(netns_addr 3))\b|$(netns_name 3)|$(netns_addr 3)" "$log" | grep -v '^#')
+        grep -a -v '^#' "$log" |
+        grep -m1 -a -E "rank 2 .*(exited|killed)|$(netns_name 3)\b|${NETNS_NET//./\\.}\\.3\b")
     named=$(echo "$named" | sed 's/^[[:space:]]*//' | cut -c1-200)
     if [ $rc -ne 0 ] && [ -n "$named" ]; then
         echo "PASS peer_loss-$s $c (ended ${took} s after the $s, exit $rc: $named)"
