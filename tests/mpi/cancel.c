@@ -24,8 +24,8 @@
  *              arrive intact.  Not every transport completes such sends
  *              (pml ob1 cancels none, and mtl_efa's provider path cannot
  *              withdraw a large message the provider holds): the runner
- *              passes -x to mtl_efa's configurations, -X where its on-node
- *              rings carry the pair.
+ *              passes -X where mtl_efa's on-node rings carry the pair, -X -P
+ *              to its provider path (below).
  *   held (-P, with -X): mtl_efa's provider path, whose documented limit
  *              (docs/RELIABILITY.md, "Cancelling sends") is that a large
  *              send the provider holds until the receiver matches it
