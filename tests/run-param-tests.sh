@@ -200,7 +200,7 @@ check_listed() { # test-name framework parameter...
 }
 check_listed ompi_info-lists-parameters mtl provider_include provider_exclude num_contexts \
     tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority \
-    provider_shm rnr_retry force_efa_options force_emulated \
+    provider_shm rnr_retry force_efa_options force_emulated debug_no_inject \
     onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size
 check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \
     onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min
