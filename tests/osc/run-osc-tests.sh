@@ -50,6 +50,13 @@
 # every rank in a dynamic window, each element attached on its own.
 # "lost" (osc_lost, emul configs) has the target lose its answers: put and
 # get must fail after btl_efa_rma_timeout and flush return.
+# "agree" (plain rxm configs, 3 ranks) checks that every rank says the same
+# one-sided mode of the job and the atomics test passes while the ranks'
+# inputs differ: rank 1's on-node inbox is not created
+# (btl_efa_debug_fail_inbox_rank 1), and, with the on-node channel off,
+# rank 1 alone is told the provider emulates atomics (an MPMD launch with
+# common_efa_force_emulated atomics for it): the job must then emulate them
+# everywhere, where rank 1's own line says emulated and the others' native.
 # Prints "PASS name config np=N" / "FAIL ..." per run and a final
 # "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -78,7 +85,8 @@ fi
     ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces
     ob1-rxm-mrlocal cm-rxm-mrlocal ob1-rxm-noring ob1-shm-noring ob1-rxd-nocma ob1-rxm-nocma
     ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail ob1-rxm-devread)
-[ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost)
+[ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost
+    agree)
 for p in osc_test osc_hostile osc_llist osc_lost; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
 done
@@ -247,6 +255,44 @@ for cfg in "${configs[@]}"; do
                     fi
                     verdict "$t$how" "$cfg" 2 $ok
                 done
+                ;;
+            agree)
+                [[ $cfg == *-rxm ]] && [ "$np" = "${cfg_nps[0]}" ] || continue
+                np_loop=$np
+                for how in inbox mpmd; do
+                    out=$log/$t-$how.$cfg.3.out ok=0
+                    if [ $how = inbox ]; then
+                        np=3 # run's mpirun -np
+                        # shellcheck disable=SC2086
+                        run "$t-$how" "$cfg" 3 -- $args --mca btl_efa_debug_fail_inbox_rank 1 \
+                            "$bin/osc_test" atomics
+                        grep -q "on-node channel unavailable ((btl_efa_debug_fail_inbox_rank)" \
+                            "$out" && ok=1
+                    else
+                        np=1 # the first of three application contexts
+                        # shellcheck disable=SC2086
+                        run "$t-$how" "$cfg" 1 -- $args --mca btl_efa_onnode_channel none \
+                            "$bin/osc_test" atomics : -np 1 \
+                            -x OMPI_MCA_common_efa_force_emulated=atomics "$bin/osc_test" atomics \
+                            : -np 1 "$bin/osc_test" atomics
+                        mv "$log/$t-$how.$cfg.1.out" "$out"
+                        mv "$log/$t-$how.$cfg.1.out.rc" "$out.rc"
+                        # The inputs differed (else this proves nothing) ...
+                        grep -q "; atomics native (provider atomics)" "$out" &&
+                            grep -q "; atomics emulated (executed by the target): the provider emulates" \
+                                "$out" &&
+                            grep -q "one-sided mode of the job .*atomics emulated (process 1: " \
+                                "$out" && ok=1
+                    fi
+                    # ... and every rank says the same mode, once.
+                    modes=$(grep -o "btl:efa: one-sided mode of the job.*" "$out")
+                    [ "$(echo "$modes" | grep -c .)" = 3 ] &&
+                        [ "$(echo "$modes" | sort -u | wc -l)" = 1 ] || ok=0
+                    [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK atomics" "$out" &&
+                        ! grep -q "^FAIL" "$out" || ok=0
+                    verdict "$t-$how" "$cfg" 3 $ok
+                done
+                np=$np_loop
                 ;;
             vader)
                 # On one node with Open MPI's shared-memory BTL loaded too:
