@@ -207,6 +207,9 @@ typedef struct efa_btl_rop {
     uint32_t result_size; /* fetching atomics: bytes to copy back to local_address */
     uint64_t *scratch;    /* registered: [0] operand, [1] compare, [2] result */
     void *scratch_desc;
+    /* The provider holds it (posted, completion still to come): its slab
+     * must outlive finalize (mca_btl_efa_native_fini). */
+    volatile bool posted;
 } efa_btl_rop_t;
 
 typedef struct mca_btl_efa_module {
@@ -391,6 +394,8 @@ void mca_btl_efa_note_one_sided(void);
 /* btl_efa_native.c */
 int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl);
+/* After the core reference is dropped: free what native_fini had to keep. */
+void mca_btl_efa_native_fini_released(mca_btl_efa_module_t *btl);
 int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
                             void *local_address, uint64_t remote_address,
                             struct mca_btl_base_registration_handle_t *local_handle,

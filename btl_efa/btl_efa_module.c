@@ -1012,6 +1012,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     btl->free_frags = NULL;
     mca_common_efa_release(btl->core);
     btl->core = NULL;
+    mca_btl_efa_native_fini_released(btl);
     if (kept > 0 && NULL == efa_core_current()) {
         /* The endpoints are closed: nothing will complete any more (the
          * slabs' registrations went with the core). */
