@@ -285,6 +285,9 @@ int efa_core_progress(efa_core_t *core) {
         flush_backlog(ctx, ctx->rx_internal_backlog);
         flush_backlog(ctx, ctx->rx_backlog);
     }
+    if (core->mr_cache) {
+        core->mr_cache->apply_invalidations(); // memory freed since: deregistered here
+    }
     return events;
 }
 

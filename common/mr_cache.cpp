@@ -68,19 +68,19 @@ uintptr_t system_page_size() {
 
 } // namespace
 
-// Scoped ownership of the cache lock. Besides locking, it (1) publishes the owning thread so
-// re-entrant invalidate() calls get queued, (2) applies those queued invalidations before
-// unlocking, and (3) deregisters and deletes entries that died in the critical section only
-// after unlocking, so backend dereg() and free() never run with the lock held.
+// Scoped ownership of the cache lock. Besides locking, it (1) applies the invalidations
+// queued since the lock was last held, before the holder looks anything up, (2) applies those
+// queued while it was held before unlocking, and (3) deregisters and deletes entries that died
+// in the critical section only after unlocking, so backend dereg() and free() never run with
+// the lock held.
 class MrCache::Lock {
   public:
     explicit Lock(MrCache &cache) : cache_(cache) {
         cache_.mutex_.lock();
-        cache_.owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+        cache_.drain_pending(dead);
     }
     ~Lock() {
         cache_.drain_pending(dead);
-        cache_.owner_.store(std::thread::id{}, std::memory_order_relaxed);
         cache_.mutex_.unlock();
         cache_.destroy(dead);
     }
@@ -315,37 +315,63 @@ void MrCache::invalidate_locked(uintptr_t begin, uintptr_t end, detail::MrEntryL
     }
 }
 
+// Called from Open MPI's memory-release hook, which fires inside free(), munmap() or sbrk():
+// often with malloc's own arena lock held, and at times inside one of our own critical
+// sections. So it only queues the range, in a fixed array under a spin flag: it never
+// allocates, frees, deregisters or waits for the cache mutex. Deregistering here (which frees)
+// deadlocked in malloc's lock with libfabric 2.6's tcp;ofi_rxm; the efa provider's
+// ibv_dereg_mr frees too. The next holder of the lock applies the queue before it looks
+// anything up, so a reused address is never served from a stale entry.
 void MrCache::invalidate(const void *addr, size_t len) {
     if (len == 0) {
         return;
     }
     const uintptr_t begin = reinterpret_cast<uintptr_t>(addr);
     const uintptr_t end = begin > UINTPTR_MAX - len ? UINTPTR_MAX : begin + len;
-
-    if (owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
-        // Nested inside one of our own critical sections (a hook fired from free/munmap that
-        // we or the backend called): the map may be mid-update, so queue the range.
-        if (npending_ < kMaxPending) {
-            pending_[npending_++] = Range{begin, end};
-        } else {
-            pending_overflow_ = true;
-        }
-        return;
+    while (pending_flag_.test_and_set(std::memory_order_acquire)) {
     }
-    Lock lock(*this);
-    invalidate_locked(begin, end, lock.dead);
+    if (npending_ < kMaxPending) {
+        pending_[npending_++] = Range{begin, end};
+    } else {
+        pending_overflow_ = true;
+    }
+    has_pending_.store(true, std::memory_order_relaxed);
+    pending_flag_.clear(std::memory_order_release);
+}
+
+void MrCache::apply_invalidations() {
+    if (has_pending_.load(std::memory_order_relaxed)) {
+        Lock lock(*this);
+    }
 }
 
 void MrCache::drain_pending(detail::MrEntryList &dead) {
-    // Applying a range can free map nodes and queue further ranges, hence the loop.
-    while (npending_ > 0 || pending_overflow_) {
+    // Applying a range can free map nodes and queue further ranges, hence the loop; the flag
+    // is not held while a range is applied.
+    for (;;) {
+        while (pending_flag_.test_and_set(std::memory_order_acquire)) {
+        }
+        Range r{};
+        bool all = false;
+        bool any = true;
         if (pending_overflow_) {
             // Lost track of exactly what was freed: dropping everything is always correct.
             pending_overflow_ = false;
             npending_ = 0;
+            all = true;
+        } else if (npending_ > 0) {
+            r = pending_[--npending_];
+        } else {
+            any = false;
+            has_pending_.store(false, std::memory_order_relaxed);
+        }
+        pending_flag_.clear(std::memory_order_release);
+        if (!any) {
+            return;
+        }
+        if (all) {
             invalidate_locked(0, UINTPTR_MAX, dead);
         } else {
-            const Range r = pending_[--npending_];
             invalidate_locked(r.begin, r.end, dead);
         }
     }
@@ -359,7 +385,7 @@ void MrCache::destroy(detail::MrEntryList &dead) {
 }
 
 size_t MrCache::cached_entries() const {
-    std::lock_guard<std::mutex> guard(mutex_);
+    Lock lock(const_cast<MrCache &>(*this)); // applies queued invalidations first
     size_t n = 0;
     for (const auto &[bits, map] : lookups_) {
         n += map.size();
@@ -368,7 +394,7 @@ size_t MrCache::cached_entries() const {
 }
 
 MrCache::Stats MrCache::stats() const {
-    std::lock_guard<std::mutex> guard(mutex_);
+    Lock lock(const_cast<MrCache &>(*this)); // applies queued invalidations first
     return stats_;
 }
 

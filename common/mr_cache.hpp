@@ -19,16 +19,15 @@
 //    registers its own range and its release deregisters it. For processes where freed memory
 //    goes unreported, so that no registration can outlive the memory it was made for.
 //
-// Locking and re-entrancy: one std::mutex protects everything. The memory-release hook can
-// fire inside our own critical sections (std::map node allocation/free, or the backend
-// allocating/freeing while it registers), i.e. in the thread that already holds the lock.
-// A recursive mutex would not help there: the nested invalidate() would modify the map in the
-// middle of, say, an erase. Instead, the lock holder's thread id is recorded, and an
-// invalidate() from that thread only queues its range in a fixed array (no allocation); the
-// queue is applied before the lock is dropped. Deregistration and deletion of dead entries
-// happen after the lock is dropped, so backend dereg() and free() never run under it.
-// The backend must not call acquire(), release(), stats() or cached_entries() of the cache
-// that is calling it; invalidate() is fine.
+// Locking and re-entrancy: one std::mutex protects everything but the queue of invalidated
+// ranges. invalidate() runs inside Open MPI's memory-release hook, i.e. inside free(),
+// munmap() or sbrk(), often with malloc's arena lock held and at times inside one of our own
+// critical sections; so it only queues its range in a fixed array under a spin flag (no
+// allocation, no free, no deregistration, no wait for the mutex). Whoever takes the lock next
+// applies the queue before looking anything up, and again before unlocking. Deregistration
+// and deletion of dead entries happen after the lock is dropped, so backend dereg() and free()
+// never run under it. The backend must not call acquire(), release(), stats() or
+// cached_entries() of the cache that is calling it; invalidate() is fine.
 #pragma once
 
 #include <array>
@@ -140,11 +139,17 @@ class MrCache {
     MrEntry *acquire(const void *addr, size_t len, uint64_t access, int *err);
     void release(MrEntry *e);
 
-    // [addr, addr+len) was freed or unmapped. Every entry overlapping it (byte granularity)
-    // leaves the lookup at once; idle ones are deregistered now, held ones on their last
-    // release. len == 0 does nothing. Safe to call re-entrantly from inside the cache's own
-    // critical sections (see the file comment).
+    // The memory [addr, addr+len) was freed or unmapped: every entry overlapping it by a byte
+    // leaves the lookup, idle ones are deregistered, held ones on their last release. Only
+    // queued here (safe inside free(), munmap() and our own critical sections: see the file
+    // comment); applied by the next acquire(), release(), apply_invalidations(), stats() or
+    // cached_entries(). len == 0 does nothing.
     void invalidate(const void *addr, size_t len);
+
+    // Applies queued invalidations now (a relaxed load when there are none): the core's
+    // progress calls it, so freed memory does not stay registered (pinned) until the next
+    // registration.
+    void apply_invalidations();
 
     // Entries currently findable by acquire(), held or idle.
     size_t cached_entries() const;
@@ -189,9 +194,6 @@ class MrCache {
     const uintptr_t page_size_;
 
     mutable std::mutex mutex_;
-    // Thread currently holding mutex_, so a nested invalidate() from the same thread can be
-    // recognised. Only the holder writes its own id, so a relaxed load is enough to tell.
-    std::atomic<std::thread::id> owner_{};
 
     // Cached entries by their exact bits, then by base; pairwise non-overlapping within one
     // lookup. Lookups are created on first use and kept (a handful at most).
@@ -200,9 +202,11 @@ class MrCache {
     detail::MrEntryList stale_held_; // stale entries that still have holders
     Stats stats_{};
 
-    // Ranges invalidated re-entrantly while the lock was held; applied before unlocking.
+    // Ranges invalidated and not applied yet (guarded by pending_flag_, not the mutex).
     // Fixed size so queuing never allocates; on overflow everything is invalidated instead.
     static constexpr size_t kMaxPending = 32;
+    std::atomic_flag pending_flag_ = ATOMIC_FLAG_INIT;
+    std::atomic<bool> has_pending_{false}; // a hint for apply_invalidations()
     std::array<Range, kMaxPending> pending_{};
     size_t npending_ = 0;
     bool pending_overflow_ = false;

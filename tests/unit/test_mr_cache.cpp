@@ -67,6 +67,11 @@ class FakeBackend : public efa::MrBackend {
     }
 
     void dereg(const MrRegistration &r) override {
+        if (in_release_hook) {
+            // A real deregistration frees memory: inside free()'s hook that waits for ever
+            // on malloc's own lock (seen with libfabric 2.6's tcp;ofi_rxm).
+            ADD_FAILURE() << "dereg from inside the memory-release hook";
+        }
         std::lock_guard<std::mutex> g(mu_);
         ++dereg_calls;
         auto it = live_.find(r.handle);
@@ -97,6 +102,7 @@ class FakeBackend : public efa::MrBackend {
     size_t fail_above = 0; // fail registrations longer than this (0 = never)
     bool touch_pages = false;
     std::function<void(void *, size_t)> on_reg;
+    bool in_release_hook = false; // set by tests around invalidate(), as free() would be
 
   private:
     mutable std::mutex mu_;
@@ -247,7 +253,8 @@ TEST_F(MrCacheTest, FreeReallocSimulation) {
     char *buf = mem.page(7) + 64;
     MrEntry *a = acquire(cache, buf, 512, kRead);
     cache.release(a);
-    cache.invalidate(buf, 512); // what the free() hook does
+    cache.invalidate(buf, 512);  // what the free() hook does
+    cache.apply_invalidations(); // what the core's progress does next
     EXPECT_EQ(backend.deregs(), 1u) << "idle entry is deregistered on invalidate";
     EXPECT_EQ(cache.cached_entries(), 0u);
     // "malloc" hands back the same address.
@@ -255,6 +262,28 @@ TEST_F(MrCacheTest, FreeReallocSimulation) {
     EXPECT_EQ(backend.regs(), 2u);
     EXPECT_EQ(cache.stats().hits, 0u);
     cache.release(b);
+}
+
+// The hook fires inside free()/munmap(), often with malloc's lock held: invalidate() must
+// not deregister (nor allocate or free) there. The registration goes at the next cache
+// operation or progress call instead, and a reused address is still registered anew.
+TEST_F(MrCacheTest, InvalidateDefersDeregistrationOutOfTheHook) {
+    MrCache cache(backend, 8);
+    MrEntry *a = acquire(cache, mem.page(0), 2 * kPage, kRead);
+    cache.release(a);
+    backend.in_release_hook = true;
+    cache.invalidate(mem.page(0), kPage);
+    backend.in_release_hook = false;
+    EXPECT_EQ(backend.deregs(), 0u) << "nothing deregistered inside the hook";
+    MrEntry *b = acquire(cache, mem.page(0), kPage, kRead);
+    EXPECT_EQ(backend.deregs(), 1u) << "the stale entry goes before the lookup";
+    EXPECT_EQ(backend.regs(), 2u) << "the freed range is registered anew";
+    cache.release(b);
+    backend.in_release_hook = true;
+    cache.invalidate(mem.page(0), kPage);
+    backend.in_release_hook = false;
+    cache.apply_invalidations();
+    EXPECT_EQ(backend.outstanding(), 0u) << "progress deregisters what was freed";
 }
 
 TEST_F(MrCacheTest, MmapMunmapMmapSameAddress) {
@@ -279,6 +308,7 @@ TEST_F(MrCacheTest, MmapMunmapMmapSameAddress) {
     cache.release(b);
     munmap(q, len);
     cache.invalidate(q, len);
+    cache.apply_invalidations();
     EXPECT_EQ(backend.outstanding(), 0u);
 }
 
