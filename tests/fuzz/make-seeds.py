@@ -81,3 +81,42 @@ for name, body in seeds.items():
     with open(os.path.join(d, name), "wb") as f:
         f.write(b"\0" + body)
 print(f"{len(seeds)} seeds in {d}")
+
+# fuzz_btl_wire: 2 bytes (fragment size less the headers), 4 bytes (the
+# size of the get an answer is for), then one btl_efa message.
+AM, PUT, GET, ATOMIC, RESP, CREDIT = range(1, 7)
+
+
+def hdr(mtype, plen, tag=0, credits=0, src=0x100000002):
+    return struct.pack("<BBHIQ", mtype, tag, credits, plen, src)
+
+
+def rma(req=1, addr=0x1000, key=3, length=0, offset=0, operand=0, operand2=0, op=0, status=0,
+        flags=0):
+    return struct.pack("<QQQQQQQIiII", req, addr, key, length, offset, operand, operand2, op,
+                       status, flags, 0)
+
+
+pre = struct.pack("<HI", 8000, 4096)
+btl = {
+    "credit": hdr(CREDIT, 0, credits=16),
+    "am": hdr(AM, 5, tag=65) + b"hello",
+    "am-truncated": hdr(AM, 50, tag=65) + b"hello",
+    "short": hdr(AM, 0)[:12],
+    "put": hdr(PUT, 8) + rma(length=8) + b"12345678",
+    "put-length-mismatch": hdr(PUT, 8) + rma(length=4096) + b"12345678",
+    "get": hdr(GET, 0) + rma(length=4096),
+    "get-above-chunk": hdr(GET, 0) + rma(length=9000),
+    "atomic-cswap-32": hdr(ATOMIC, 0) + rma(addr=0x1004, op=0x100, flags=1),
+    "atomic-misaligned": hdr(ATOMIC, 0) + rma(addr=0x1004, op=1),
+    "resp-get": hdr(RESP, 16) + rma(length=16, offset=4080) + b"r" * 16,
+    "resp-get-wraps": hdr(RESP, 16) + rma(length=16, offset=2**64 - 8) + b"r" * 16,
+    "request-truncated": hdr(GET, 100) + rma(length=4),
+    "unknown-type": hdr(9, 0) + rma(),
+}
+d = os.path.join(top, "fuzz_btl_wire")
+os.makedirs(d, exist_ok=True)
+for name, body in btl.items():
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(pre + body)
+print(f"{len(btl)} seeds in {d}")
