@@ -101,7 +101,12 @@ static inline efa_btl_wire_kind_t efa_btl_wire_parse(const void *buf, size_t len
         if (msg->hdr.len > body_len) {
             return EFA_BTL_WIRE_AM_TRUNCATED;
         }
-        (void)ntags;
+        /* The tag indexes Open MPI's table of callbacks, which has
+         * MCA_BTL_TAG_MAX (255) entries, one fewer than a uint8_t names:
+         * tag 255 read past its end (tests/fuzz corpus). */
+        if (msg->hdr.tag >= ntags) {
+            return EFA_BTL_WIRE_AM_BAD_TAG;
+        }
         msg->payload = body;
         msg->payload_len = msg->hdr.len;
         return EFA_BTL_WIRE_AM;
