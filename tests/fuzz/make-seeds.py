@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-# Writes the hand-made seeds of the harnesses whose input is a program of
-# steps (fuzz_onnode_frame), so that each reaches one protocol path on its
-# first run: tests/fuzz/make-seeds.py [CORPUS_DIR] (default: corpus/ here).
-# The layout of a step is the harness's (fuzz_onnode_frame.cpp); inputs of
-# defects found are kept beside these seeds and are not made here.
+# Writes the hand-made seeds of fuzz_onnode_frame, fuzz_btl_wire and some
+# of fuzz_shm_ring, so that each reaches one path on its first run:
+#   tests/fuzz/make-seeds.py [CORPUS_DIR]   (default: corpus/ here)
+# The layouts are the harnesses' (see their sources); inputs of defects
+# found are kept beside these seeds and are not made here.
 import os
 import struct
 import sys
@@ -120,3 +120,33 @@ for name, body in btl.items():
     with open(os.path.join(d, name), "wb") as f:
         f.write(pre + body)
 print(f"{len(btl)} seeds in {d}")
+
+# fuzz_shm_ring (layout in fuzz_shm_ring.cpp): a valid segment attached,
+# then its words changed under the sender between frames; an owner whose
+# header fields and ring 0 (no sender attached) are rewritten.
+def frame16(mult=0):
+    return bytes([0, 16]) + b"f" * 16 + bytes([mult])
+
+
+def poke(off, v):
+    return bytes([1]) + struct.pack("<IQ", off, v)
+
+
+ring1 = 4096 + 4096  # 2 rings of 8 slots of 256 bytes: one page each
+shm = {
+    "attach-then-corrupt": bytes([0, 1, 2, 2, 0, 1, 0]) + frame16() +
+    poke(ring1 + 64, 2**64 - 1) + frame16() + poke(16, 0) + poke(ring1, 5) + frame16(3),
+    "poll-header-fields": bytes([1, 1, 0, 2]) +
+    bytes([3, 3]) + struct.pack("<Q", 0xdeadbeef) +
+    bytes([3, 4]) + struct.pack("<Q", 1 << 40) +
+    bytes([0x82]) + struct.pack("<IQ", 128, 1) +
+    bytes([2]) + struct.pack("<I", 7) +
+    bytes([0x83]) + struct.pack("<HI", 0, 4000) +
+    bytes([0x83]) + struct.pack("<HI", 1, 16) + bytes([4, 8, 0, 0]),
+}
+d = os.path.join(top, "fuzz_shm_ring")
+os.makedirs(d, exist_ok=True)
+for name, body in shm.items():
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(body)
+print(f"{len(shm)} seeds in {d}")
