@@ -91,6 +91,11 @@ struct mca_btl_base_endpoint_t {
      * put or get to the peer; cma_pid is the peer's pid once verified. */
     volatile int32_t cma;
     uint32_t cma_pid;
+    /* A process of another job (btl_efa_mode.c): its job agreed its own
+     * one-sided mode, so put and get take the emulated path, and atomics
+     * are refused where the two jobs' kinds could mix. */
+    bool foreign_mode;
+    bool foreign_atomics;
 };
 
 enum {
@@ -172,6 +177,9 @@ typedef struct efa_btl_rop {
     uint32_t result_size; /* fetching atomics: bytes to copy back to local_address */
     uint64_t *scratch;    /* registered: [0] operand, [1] compare, [2] result */
     void *scratch_desc;
+    /* The provider holds it (posted, completion still to come): its slab
+     * must outlive finalize (mca_btl_efa_native_fini). */
+    volatile bool posted;
 } efa_btl_rop_t;
 
 typedef struct mca_btl_efa_module {
@@ -204,13 +212,23 @@ typedef struct mca_btl_efa_module {
     volatile bool finalizing;
     uint64_t my_name;
     int refused; /* requests refused (for the first few, a warning) */
-    /* One-sided path, decided once in mca_btl_efa_module_init. */
+    /* One-sided path: what this process could do alone (choose_one_sided,
+     * published), then the job's agreement (btl_efa_mode.c, at the first
+     * add_procs; registrations and operations wait for it). */
     bool native_put;     /* put by fi_write */
     bool native_get;     /* get by fi_read */
     bool native_atomics; /* atomics by fi_atomic & co. */
     bool mr_virt_addr;   /* the provider addresses remote memory virtually */
     bool mr_local;       /* local buffers need descriptors */
     size_t rma_max;      /* largest transfer handed to the provider at once */
+    /* The job's agreement (btl_efa_mode.c). */
+    volatile bool mode_agreed;
+    uint8_t mode_own;        /* EFA_BTL_CAN_* this process published */
+    uint8_t mode_why[3];     /* EFA_BTL_WHY_* of put, get, atomics where not native */
+    bool rma_insisted;       /* btl_efa_rma_mode native */
+    bool atomics_insisted;   /* btl_efa_atomic_mode native */
+    bool pipeline_raised;    /* btl_min_rdma_pipeline_size raised for native reads */
+    size_t pipeline_default; /* its value before */
     efa_btl_rop_t *free_rops;
     void **rop_slabs;
     int num_rop_slabs;
@@ -257,6 +275,8 @@ typedef struct mca_btl_efa_component {
     int debug_cma_refuse;     /* testing: act as if the kernel refused CMA (EPERM) */
     int rma_timeout;          /* seconds an emulated request may go unanswered */
     int debug_lose_answers;   /* testing: 1 drop the target's answers, 2 send them misaddressed */
+    /* testing: this rank's on-node inbox is not created (-1: none) */
+    int debug_fail_inbox_rank;
 } mca_btl_efa_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
@@ -281,6 +301,26 @@ static inline bool mca_btl_efa_upper_alive(const mca_btl_efa_module_t *btl,
 void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
 /* Hand one message (provider or ring) to its handler. */
 void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring);
+
+/* btl_efa_mode.c: the one-sided mode agreed by the job */
+enum { EFA_BTL_CAN_PUT = 1, EFA_BTL_CAN_GET = 2, EFA_BTL_CAN_ATOMICS = 4 };
+enum {
+    EFA_BTL_WHY_NONE = 0,
+    EFA_BTL_WHY_PARAM,    /* the parameter says emulated */
+    EFA_BTL_WHY_PROVIDER, /* the provider cannot (no FI_RMA/FI_ATOMIC, an op missing, a defect) */
+    EFA_BTL_WHY_EMULATED, /* the provider would emulate it: auto prefers ours */
+    EFA_BTL_WHY_RING,     /* atomics: the on-node channel carries them */
+};
+int mca_btl_efa_mode_publish(mca_btl_efa_module_t *btl);
+/* Agree on the job's mode (once; every later call returns at once). */
+void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl);
+static inline void mca_btl_efa_mode_ready(mca_btl_efa_module_t *btl) {
+    if (OPAL_UNLIKELY(!btl->mode_agreed)) {
+        mca_btl_efa_mode_agree(btl);
+    }
+}
+void mca_btl_efa_mode_add_peer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                               const opal_proc_t *proc);
 
 /* btl_efa_ring.c: the on-node channel */
 int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted);
@@ -324,6 +364,8 @@ void mca_btl_efa_note_one_sided(void);
 /* btl_efa_native.c */
 int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl);
+/* After the core reference is dropped: free what native_fini had to keep. */
+void mca_btl_efa_native_fini_released(mca_btl_efa_module_t *btl);
 int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
                             void *local_address, uint64_t remote_address,
                             struct mca_btl_base_registration_handle_t *local_handle,

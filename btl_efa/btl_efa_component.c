@@ -81,6 +81,12 @@ static int efa_component_register(void) {
         "is cut into pieces of this size (0: the provider's own limit; otherwise at least 4096, "
         "smaller values than the provider's are for testing)",
         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &mca_btl_efa_component.rma_max_transfer);
+    mca_btl_efa_component.debug_fail_inbox_rank = -1;
+    reg("debug_fail_inbox_rank",
+        "Testing only: the process of this rank (vpid) in the job fails to create its on-node "
+        "inbox, as on a full /dev/shm, so that the job's one-sided mode can be seen agreeing "
+        "anyway (-1: off)",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_fail_inbox_rank);
     mca_btl_efa_component.inplace_min = 0;
     reg("inplace_min",
         "Contiguous sends of at least this many bytes go from the caller's buffer without a "
@@ -288,6 +294,15 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
                       !(auto_rma && EFA_RMA_BY_EMULATION == info->rma_write_by);
     btl->native_get = EFA_RMA_MODE_EMULATED != rma && info->has_rma &&
                       !(auto_rma && EFA_RMA_BY_EMULATION == info->rma_read_by);
+    const uint8_t rma_why = EFA_RMA_MODE_EMULATED == rma ? EFA_BTL_WHY_PARAM
+                            : !info->has_rma             ? EFA_BTL_WHY_PROVIDER
+                                                         : EFA_BTL_WHY_EMULATED;
+    btl->mode_why[0] = btl->native_put ? EFA_BTL_WHY_NONE : rma_why;
+    btl->mode_why[1] = btl->native_get ? EFA_BTL_WHY_NONE : rma_why;
+    btl->rma_insisted = EFA_RMA_MODE_NATIVE == rma;
+    btl->atomics_insisted = EFA_RMA_MODE_NATIVE == atomics;
+    btl->pipeline_default = btl->super.btl_min_rdma_pipeline_size;
+    btl->pipeline_raised = false;
     if (btl->native_get && param_is_default("min_rdma_pipeline_size")) {
         /* pml ob1 uses its RDMA put pipeline for messages above this size
          * and one RDMA read of the receiver below it.  With native reads
@@ -295,11 +310,14 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
          * takes three messages per fragment, and measured no slower at
          * 256 KiB to 1 MiB on tcp;ofi_rxm and shm: reads for every size. */
         btl->super.btl_min_rdma_pipeline_size = SIZE_MAX;
+        btl->pipeline_raised = true;
     }
     char why[160] = "";
     bool usable = mca_btl_efa_native_atomics_usable(core, why, sizeof(why));
+    btl->mode_why[2] = usable ? EFA_BTL_WHY_NONE : EFA_BTL_WHY_PROVIDER;
     if (EFA_RMA_MODE_AUTO == atomics && usable && EFA_RMA_BY_EMULATION == info->atomics_by) {
         usable = false;
+        btl->mode_why[2] = EFA_BTL_WHY_EMULATED;
         snprintf(why, sizeof(why), "the provider emulates atomics (the device has none)");
     }
     if (EFA_RMA_MODE_NATIVE == atomics && !usable) {
@@ -314,9 +332,13 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
          * PERFORMANCE.md).  All or nothing still holds: every process of
          * the job makes the same choice. */
         usable = false;
+        btl->mode_why[2] = EFA_BTL_WHY_RING;
         snprintf(why, sizeof(why), "the on-node channel carries them (every peer on this node)");
     }
     btl->native_atomics = EFA_RMA_MODE_EMULATED != atomics && usable;
+    if (EFA_RMA_MODE_EMULATED == atomics) {
+        btl->mode_why[2] = EFA_BTL_WHY_PARAM;
+    }
     if (btl->native_atomics) {
         /* Provider atomics need not be atomic with respect to the CPU's (a
          * NIC may execute them), so osc/rdma must not mix the two; own
@@ -333,8 +355,10 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
         btl->native_atomics ? "native (provider atomics)" : "emulated (executed by the target)",
         (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? ": " : "",
         (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? why : "");
+    /* What this process could do alone; the job's agreement (the minimum
+     * over every process, btl_efa_mode.c) follows at the first add_procs. */
     mca_common_efa_say_choice("btl:efa", "btl_efa", "%s", line);
-    return OPAL_SUCCESS;
+    return mca_btl_efa_mode_publish(btl);
 }
 
 /* Two-sided defaults that depend on the provider, each left alone when

@@ -572,12 +572,16 @@ static int efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
                          struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **endpoints,
                          struct opal_bitmap_t *reachable) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    /* Before anything is registered or sent one-sided (and before the
+     * report, which says it). */
+    mca_btl_efa_mode_agree(btl);
     mca_common_efa_report(btl->core);
     for (size_t i = 0; i < nprocs; ++i) {
         mca_btl_efa_endpoint_t *ep =
             mca_btl_efa_endpoint_by_name(btl, name_key(&procs[i]->proc_name), procs[i]);
         endpoints[i] = ep;
         if (ep) {
+            mca_btl_efa_mode_add_peer(btl, ep, procs[i]);
             mca_btl_efa_ring_add_proc(btl, ep, procs[i]);
             ep->detached = false;
             if (reachable) {
@@ -1007,6 +1011,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     btl->free_frags = NULL;
     mca_common_efa_release(btl->core);
     btl->core = NULL;
+    mca_btl_efa_native_fini_released(btl);
     if (kept > 0 && NULL == efa_core_current()) {
         /* The endpoints are closed: nothing will complete any more (the
          * slabs' registrations went with the core). */

@@ -145,6 +145,7 @@ static void parent_put(mca_btl_efa_module_t *btl, efa_btl_rop_t *parent, int sta
 static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_btl_efa_module_t *btl = &mca_btl_efa_module;
     efa_btl_rop_t *rop = (efa_btl_rop_t *)op;
+    rop->posted = false;
     int status = OPAL_SUCCESS;
     if (cqe->err) {
         status = mca_common_efa_fi_to_opal(cqe->err);
@@ -188,9 +189,15 @@ int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, co
 static int post_piece(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int type, void *local,
                       size_t len, void *desc, uint64_t raddr, uint64_t rkey) {
     fi_addr_t addr = rop->endpoint->addr;
+    /* Marked before the provider has it: another thread's progress may
+     * complete it before the post returns. */
+    rop->posted = true;
     int rc = EFA_BTL_MSG_PUT == type
                  ? efa_ctx_write(btl->ctx, local, len, desc, addr, raddr, rkey, &rop->op)
                  : efa_ctx_read(btl->ctx, local, len, desc, addr, raddr, rkey, &rop->op);
+    if (0 != rc) {
+        rop->posted = false;
+    }
     return mca_common_efa_fi_to_opal(rc);
 }
 
@@ -375,6 +382,7 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     int rc;
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
+    rop->posted = true; /* see post_piece */
     if (FI_CSWAP == aop) {
         /* operand is the value compared, operand2 the one swapped in */
         put_word(rop, 0, operand2, size);
@@ -392,6 +400,7 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
         rc = efa_ctx_atomic(btl->ctx, aop, dt, &w[0], d, dest, raddr, rkey, &rop->op);
     }
     if (0 != rc) {
+        rop->posted = false;
         OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
         OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
         rop_return(btl, rop);
@@ -442,18 +451,57 @@ int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl) {
     return OPAL_SUCCESS;
 }
 
+static void slab_free(mca_btl_efa_module_t *btl, efa_btl_rop_slab_t *slab, bool release_mr) {
+    if (slab->mr && release_mr) {
+        efa_core_mr_release(btl->core, slab->mr);
+    }
+    free(slab->scratch);
+    free(slab->rops);
+    free(slab);
+}
+
+/* Finalize may come with operations still posted (a peer that stopped
+ * progressing outlasts finalize's wait).  The provider writes their
+ * results into the scratch words (and the user's memory) and reports them
+ * through the rop: a slab holding one stays allocated and registered, its
+ * completions pointed at a function of the core's library (this
+ * component may be unloaded by then), as the fragment slabs are. */
 void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl) {
+    int kept = 0;
     for (int i = 0; i < btl->num_rop_slabs; ++i) {
         efa_btl_rop_slab_t *slab = btl->rop_slabs[i];
-        if (slab->mr) {
-            efa_core_mr_release(btl->core, slab->mr);
+        bool busy = false;
+        for (int j = 0; j < ROPS_PER_SLAB; ++j) {
+            if (slab->rops[j].posted) {
+                slab->rops[j].op.complete = efa_op_complete_nothing;
+                busy = true;
+            }
         }
-        free(slab->scratch);
-        free(slab->rops);
-        free(slab);
+        if (busy) {
+            btl->rop_slabs[kept++] = slab;
+        } else {
+            slab_free(btl, slab, true);
+        }
+    }
+    btl->num_rop_slabs = kept;
+    btl->free_rops = NULL;
+}
+
+void mca_btl_efa_native_fini_released(mca_btl_efa_module_t *btl) {
+    const int kept = btl->num_rop_slabs;
+    if (kept > 0 && NULL == efa_core_current()) {
+        /* The endpoints are closed: nothing completes any more, and the
+         * registrations went with the core. */
+        for (int i = 0; i < kept; ++i) {
+            slab_free(btl, btl->rop_slabs[i], false);
+        }
+    } else if (kept > 0) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: %d one-sided operation slab(s) left to the provider, which "
+                            "still holds operations of them",
+                            kept);
     }
     free(btl->rop_slabs);
     btl->rop_slabs = NULL;
     btl->num_rop_slabs = 0;
-    btl->free_rops = NULL;
 }

@@ -226,6 +226,14 @@ static int execute(mca_btl_efa_module_t *btl, int type, uint64_t src, const efa_
             report_refusal(btl, type, src, addr, len, rma->key, "misaligned atomic");
             return OPAL_ERR_BAD_PARAM;
         }
+        if (btl->native_atomics) {
+            /* This job's atomics go through the provider, which need not be
+             * atomic with respect to this CPU's: only a process that did
+             * not agree with the job (another job's) sends these. */
+            report_refusal(btl, type, src, addr, len, rma->key,
+                           "this job executes atomics by the provider (btl_efa_atomic_mode)");
+            return OPAL_ERR_NOT_SUPPORTED;
+        }
     }
     }
     OPAL_THREAD_LOCK(&btl->lock);
@@ -642,6 +650,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
     if (NULL == remote_handle) {
         return OPAL_ERR_BAD_PARAM;
     }
+    mca_btl_efa_mode_ready(btl);
     mca_btl_efa_note_one_sided();
     if (EFA_BTL_MSG_PUT == type) {
         remote_address = corrupt(remote_address);
@@ -669,8 +678,10 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
             return rc;
         }
     }
-    /* Own memory: a checked copy is all either path would amount to. */
-    if (covered && (EFA_BTL_MSG_PUT == type ? btl->native_put : btl->native_get) && !ep->is_self) {
+    /* Own memory: a checked copy is all either path would amount to.  A
+     * process of another job may have no provider registration. */
+    if (covered && (EFA_BTL_MSG_PUT == type ? btl->native_put : btl->native_get) && !ep->is_self &&
+        !ep->foreign_mode) {
         return mca_btl_efa_native_rdma(btl, ep, type, local_address, remote_address, local_handle,
                                        remote_handle, size, cbfunc, cbcontext, cbdata);
     }
@@ -688,6 +699,10 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, void *l
                   mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     if (NULL == remote_handle) {
         return OPAL_ERR_BAD_PARAM;
+    }
+    mca_btl_efa_mode_ready(btl);
+    if (OPAL_UNLIKELY(ep->foreign_atomics)) {
+        return OPAL_ERR_NOT_SUPPORTED; /* said at add_procs (btl_efa_mode.c) */
     }
     mca_btl_efa_note_one_sided();
     remote_address = corrupt(remote_address);
@@ -820,6 +835,7 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
                          uint32_t flags) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     (void)endpoint;
+    mca_btl_efa_mode_ready(btl); /* whether peers will need a provider MR */
     efa_btl_reg_t *reg = calloc(1, sizeof(*reg));
     if (NULL == reg) {
         return NULL;

@@ -118,7 +118,12 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
     dropped_seen = 0;
     char path[OPAL_PATH_MAX] = "(no directory for the inbox)";
     int err = -FI_ENOENT;
-    if (0 == inbox_path(path, sizeof(path), OPAL_PROC_MY_NAME.vpid)) {
+    const int fail_rank = mca_btl_efa_component.debug_fail_inbox_rank;
+    if (fail_rank >= 0 && (uint32_t)fail_rank == OPAL_PROC_MY_NAME.vpid) {
+        /* Testing: as if the file could not be made (btl_efa_debug_fail_inbox_rank). */
+        snprintf(path, sizeof(path), "(btl_efa_debug_fail_inbox_rank)");
+        err = -FI_EIO;
+    } else if (0 == inbox_path(path, sizeof(path), OPAL_PROC_MY_NAME.vpid)) {
         btl->inbox = efa_shm_inbox_create(path, (unsigned)mca_common_efa_local_size(),
                                           (unsigned)slots, slot_size, &err);
     }

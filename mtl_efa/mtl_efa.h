@@ -128,6 +128,9 @@ static inline efa_peer_t *ompi_mtl_efa_peer(struct ompi_communicator_t *comm, in
     return OPAL_LIKELY(NULL != peer) ? peer : ompi_mtl_efa_peer_slow(proc);
 }
 
+/* mtl_efa_debug_no_inject (test setting): never inject. */
+extern bool ompi_mtl_efa_debug_no_inject;
+
 int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple);
 
 int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,

@@ -6,6 +6,9 @@
 #include "opal/util/show_help.h"
 
 static int param_priority = 30;
+/* Test setting: behave as if the provider's inject size were 0 (see
+ * ompi_mtl_efa_module_init).  Read there, hence not static. */
+bool ompi_mtl_efa_debug_no_inject = false;
 
 static int ompi_mtl_efa_component_register(void);
 static int ompi_mtl_efa_component_open(void);
@@ -41,6 +44,14 @@ static int ompi_mtl_efa_component_register(void) {
         "EFA instances)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &param_priority);
+    (void)mca_base_component_var_register(
+        &mca_mtl_efa_component.mtl_version, "debug_no_inject",
+        "For tests only: act as if the provider's inject size were 0, so that no message, "
+        "synchronous-send acknowledgement included, is ever injected (every send is posted "
+        "with a context of its own and completes through the completion queue, as on a "
+        "provider without inject).  Default false",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &ompi_mtl_efa_debug_no_inject);
     ompi_mtl_efa_onnode_register(&mca_mtl_efa_component.mtl_version);
     return mca_common_efa_register_params(&mca_mtl_efa_component.mtl_version);
 }

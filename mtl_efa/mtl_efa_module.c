@@ -37,6 +37,14 @@ int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple) {
             efa_tag_recv_ignore(&info->tag_layout, 0 != (i & 1), 0 != (i & 2));
     }
     ompi_mtl_efa.inject_size = info->inject_size;
+    if (ompi_mtl_efa_debug_no_inject) {
+        /* The paths a provider without inject takes (its own context for
+         * every acknowledgement) are otherwise never run on the stand-ins,
+         * which all inject. */
+        ompi_mtl_efa.inject_size = 0;
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "inject off (mtl_efa_debug_no_inject, a test setting)");
+    }
     ompi_mtl_efa.num_contexts = info->num_contexts;
     ompi_mtl_efa.mr_local = info->mr_local;
     ompi_mtl_efa.mt = thread_multiple;

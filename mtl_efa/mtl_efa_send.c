@@ -224,7 +224,9 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         return ompi_mtl_efa_onnode_isend(comm, dest, tag, mode, req);
     }
     req->onnode = false;
-    if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && req->length <= ompi_mtl_efa.inject_size) {
+    /* Inject size 0 means no inject at all, not "zero-byte messages only". */
+    if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && req->length <= ompi_mtl_efa.inject_size &&
+        0 != ompi_mtl_efa.inject_size) {
         /* Completing inside isend is allowed: pml/cm expects the MTL may
          * have completed the request by the time isend returns.  This saves
          * the provider a completion entry and progress a dispatch. */
@@ -259,7 +261,8 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     if (ompi_mtl_efa_use_rings(comm, dest)) {
         return ompi_mtl_efa_onnode_send(comm, dest, tag, mode, buffer, length, free_buffer);
     }
-    if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && length <= ompi_mtl_efa.inject_size) {
+    if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && length <= ompi_mtl_efa.inject_size &&
+        0 != ompi_mtl_efa.inject_size) {
         rc = inject_send(comm, dest, tag, buffer, length);
         if (OPAL_UNLIKELY(free_buffer)) {
             free(buffer);

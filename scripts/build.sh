@@ -24,7 +24,7 @@ make -j"$jobs" >make.out 2>&1 || { grep -E "error|Error" -A3 make.out | head -40
 # Test and benchmark programs (check_PROGRAMS), directory by directory: the
 # top-level "make check" runs the whole test suite, which is not wanted here.
 : >make-check.out
-for d in tests/unit tests/mpi tests/osc bench; do
+for d in tests/unit tests/mpi tests/osc tests/soak tests/netns bench; do
     [ -f "$d/Makefile" ] || continue
     make -C "$d" -j"$jobs" check TESTS= >>make-check.out 2>&1 ||
         { grep -E "error|Error" -A3 make-check.out | head -40; echo "build.sh: building $d failed"; exit 1; }

@@ -6,7 +6,8 @@ set -euo pipefail
 pkgs=(g++ make autoconf automake libtool pkg-config
       libopenmpi-dev openmpi-bin libfabric-dev libfabric-bin libhwloc-dev hwloc
       libgtest-dev netpipe-openmpi gnuplot-nox valgrind python3 python3-mpi4py
-      clang libclang-rt-dev)  # clang: the libFuzzer harnesses (tests/fuzz)
+      clang libclang-rt-dev   # clang: the libFuzzer harnesses (tests/fuzz)
+      iproute2 nftables)      # namespace hosts and their faults (tests/netns)
 
 missing=()
 for p in "${pkgs[@]}"; do

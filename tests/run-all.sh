@@ -8,8 +8,13 @@
 # (plus the forced FI_MR_LOCAL and no-CQ-data paths), the same over pml ob1 +
 # btl_efa with native and emulated one-sided paths, one-sided tests over
 # btl_efa in native, emulated and mixed modes (and with FI_MR_LOCAL forced),
-# the benchmark programs' self-checks, and the sanitizer (ASan + UBSan) and
-# libFuzzer builds (tests/run-sanitizer-tests.sh, tests/fuzz/run-fuzzers.sh).
+# the same point-to-point suites, a soak under random loss and peer-loss
+# tests across hosts made of network namespaces, the benchmark programs'
+# self-checks, and the sanitizer (ASan + UBSan) and libFuzzer builds
+# (tests/run-sanitizer-tests.sh, tests/fuzz/run-fuzzers.sh).
+# NETPIPE (tests/mpi/run-mpi-tests.sh), MPI4PY_PYTHON and PYTHONPATH
+# (tests/mpi4py/run-mpi4py-tests.sh) pass through to the runners: programs
+# built against the Open MPI on PATH, where Debian's are skipped.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/_build
@@ -151,6 +156,23 @@ if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ];
         tee "$logdir/osc.log"
     add_counts "$logdir/osc.log" osc
 fi
+
+# Several hosts: network namespaces on a bridge (tests/netns; root, ip and
+# nft).  Each runner makes the hosts and removes them; where they cannot be
+# made, each of its runs is a SKIP with the reason.
+echo "== several hosts (network namespaces): MPI point-to-point across hosts over mtl_efa (provider and mixed paths) and btl_efa"
+"$top/tests/mpi/run-mpi-tests.sh" --quick \
+    -c cm-efa-rxd-netns,cm-efa-rxm-netns,cm-efa-mixed-netns,ob1-efa-rxd-netns,ob1-efa-rxm-netns 2>&1 |
+    tee "$logdir/mpi-netns.log"
+add_counts "$logdir/mpi-netns.log" mpi-netns
+echo "== several hosts: soak (random point-to-point and one-sided traffic, every byte checked) under 3 % random loss"
+SOAK_BIN=$build/tests/soak/soak SOAK_LOG_DIR=$logdir/soak "$top/tests/soak.sh" -t 45 -l 3 \
+    -c cm-rxd,ob1-rxm 2>&1 | tee "$logdir/soak.log"
+add_counts "$logdir/soak.log" soak
+echo "== several hosts: a rank killed mid-transfer, a host cut off (the job must end, naming the peer)"
+PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss \
+    "$top/tests/netns/peer-loss.sh" 2>&1 | tee "$logdir/peer-loss.log"
+add_counts "$logdir/peer-loss.log" peer-loss
 
 if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
     echo "== benchmark self-checks"

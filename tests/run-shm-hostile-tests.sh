@@ -32,20 +32,41 @@ mtl=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm")
 
 # Run by mpirun in front of the test program: rank PLANT_RANK puts the
 # planted file at its own inbox name (uid, job id in hex and vpid, as the
-# components name them) before MPI_Init, then becomes the program.
+# components name them) before MPI_Init, then becomes the program.  Open
+# MPI 4.1 gives the job id in the environment; 5.0 does not (its job id is
+# a hash of the PMIx namespace), so there the rank waits for rank 0's inbox
+# of this job (made in MPI_Init, before the processes exchange addresses)
+# and takes the job part of its name.
 cat >"$work/plant.sh" <<'EOF'
 #!/usr/bin/env bash
-if [ "${OMPI_MCA_ess_base_vpid:-}" = "$PLANT_RANK" ]; then
-    name=/dev/shm/$PLANT_PREFIX.$(id -u).$(printf %x "$OMPI_MCA_ess_base_jobid").$PLANT_RANK
-    case $PLANT in
-    other-user)
-        printf 'planted by another user\n' >"$name"
-        chmod 0666 "$name"
-        chown 65534:65534 "$name"
-        ;;
-    symlink) ln -s "$PLANT_TARGET" "$name" ;;
-    esac
-    echo "$name" >"$PLANT_RECORD"
+rank=${OMPI_MCA_ess_base_vpid:-${OMPI_COMM_WORLD_RANK:-}}
+if [ "$rank" = "$PLANT_RANK" ]; then
+    if [ -n "${OMPI_MCA_ess_base_jobid:-}" ]; then
+        job=$(printf %x "$OMPI_MCA_ess_base_jobid")
+    else
+        # Rank 0 is a sibling (same launching daemon): its inbox is among
+        # the files it maps (another job's inbox may be in /dev/shm too).
+        for _ in $(seq 300); do
+            first=$(for p in $(pgrep -P "$PPID"); do cat "/proc/$p/maps" 2>/dev/null; done |
+                grep -oE "/dev/shm/$PLANT_PREFIX\.$(id -u)\.[0-9a-f]+\.0\$" | head -1)
+            [ -n "$first" ] && break
+            sleep 0.1
+        done
+        job=${first%.0}
+        job=${job##*.}
+    fi
+    if [ -n "$job" ]; then
+        name=/dev/shm/$PLANT_PREFIX.$(id -u).$job.$PLANT_RANK
+        case $PLANT in
+        other-user)
+            printf 'planted by another user\n' >"$name"
+            chmod 0666 "$name"
+            chown 65534:65534 "$name"
+            ;;
+        symlink) ln -s "$PLANT_TARGET" "$name" ;;
+        esac
+        echo "$name" >"$PLANT_RECORD"
+    fi
 fi
 exec "$@"
 EOF
@@ -91,14 +112,15 @@ planted() {
     rm -f "$record"
     local out rc
     out=$(PLANT=$kind PLANT_RANK=1 PLANT_PREFIX=$prefix PLANT_TARGET=$target PLANT_RECORD=$record \
-        timeout 120 mpirun -np 2 --oversubscribe --mca mca_base_component_path "$path" \
+        timeout 120 mpirun -np 2 --oversubscribe \
+        --mca mca_base_component_path "$path" \
         -x PLANT -x PLANT_RANK -x PLANT_PREFIX -x PLANT_TARGET -x PLANT_RECORD \
         "${args[@]}" "$work/plant.sh" "$prog" -s 64k -i 20 2>&1)
     rc=$?
     local file why=""
     file=$(cat "$record" 2>/dev/null)
     if [ -z "$file" ]; then
-        why="the file was not planted (no job id in the environment?)"
+        why="the file was not planted (no job id in the environment, no inbox of rank 0 seen)"
     elif ! job_ok "$rc" "$out"; then
         why=$WHY
     elif [ "$kind" = other-user ]; then

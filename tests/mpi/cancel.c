@@ -24,10 +24,18 @@
  *              arrive intact.  Not every transport completes such sends
  *              (pml ob1 cancels none, and mtl_efa's provider path cannot
  *              withdraw a large message the provider holds): the runner
- *              passes -x to mtl_efa's configurations, -X where its on-node
- *              rings carry the pair.
+ *              passes -X where mtl_efa's on-node rings carry the pair, -X -P
+ *              to its provider path (below).
+ *   held (-P, with -X): mtl_efa's provider path, whose documented limit
+ *              (docs/RELIABILITY.md, "Cancelling sends") is that a large
+ *              send the provider holds until the receiver matches it
+ *              cannot be cancelled, and completes only once the receive is
+ *              posted.  A large case not complete after HOLD_WAIT seconds
+ *              is "held": the receiver then posts its receive, which must
+ *              get the message intact, and the sender's MPI_Wait must then
+ *              return with the send not cancelled.
  *
- * Options: -n RACE_ITERS (default 200), -s LARGE (default 1M), -x, -X.
+ * Options: -n RACE_ITERS (default 200), -s LARGE (default 1M), -x, -X, -P.
  */
 #include "test_util.h"
 
@@ -195,6 +203,9 @@ static void sender(int peer, char *buf, int iters) {
 
 #define TAG_SENDS 60
 #define SEND_CASES 3
+#define HOLD_WAIT 2.0 /* seconds before a large send counts as held (-P) */
+
+static int allow_held; /* -P */
 
 /* Case i of the send cancels: its size and whether it is synchronous. */
 static size_t send_case_size(int i) {
@@ -202,7 +213,10 @@ static size_t send_case_size(int i) {
 }
 
 static void cancel_sends(int peer, char *buf, int ncases) {
-    int flags[SEND_CASES] = {0, 0, 0};
+    /* flags[i]: MPI_Test_cancelled of case i; flags[SEND_CASES + i]: held */
+    int flags[2 * SEND_CASES] = {0};
+    char *held_buf[SEND_CASES] = {NULL};
+    MPI_Request held_req[SEND_CASES];
 
     for (int i = 0; i < ncases; i++) {
         size_t size = send_case_size(i);
@@ -210,7 +224,7 @@ static void cancel_sends(int peer, char *buf, int ncases) {
         MPI_Request req;
         MPI_Status st;
         int done = 0;
-        double t0;
+        double t0, limit = allow_held && i > 0 ? HOLD_WAIT : POLL_LIMIT;
 
         tu_fill(sbuf, size, tu_seed(12, i, 0, 0));
         if (i == 1)
@@ -221,31 +235,66 @@ static void cancel_sends(int peer, char *buf, int ncases) {
         t0 = MPI_Wtime();
         do {
             MPI_Test(&req, &done, &st);
-            TU_ASSERT(done || MPI_Wtime() - t0 < POLL_LIMIT,
+            if (!done && limit == HOLD_WAIT && MPI_Wtime() - t0 >= limit)
+                break; /* held: the receiver will post (see the header) */
+            TU_ASSERT(done || MPI_Wtime() - t0 < limit,
                       "send case %d (%zu bytes, %s): MPI_Test after MPI_Cancel not complete after "
                       "%.0f s (the receiver has posted nothing)",
-                      i, size, i == 1 ? "Isend" : "Issend", POLL_LIMIT);
+                      i, size, i == 1 ? "Isend" : "Issend", limit);
         } while (!done);
+        if (!done) {
+            flags[SEND_CASES + i] = 1;
+            held_buf[i] = sbuf; /* the provider may still read it */
+            held_req[i] = req;
+            continue;
+        }
         MPI_Test_cancelled(&st, &flags[i]);
         /* Cancelled or not, the buffer is the sender's again: scribble. */
         memset(sbuf, TU_POISON, size);
         free(sbuf);
     }
     (void)buf;
-    MPI_Send(flags, SEND_CASES, MPI_INT, peer, TAG_GO, MPI_COMM_WORLD);
+    MPI_Send(flags, 2 * SEND_CASES, MPI_INT, peer, TAG_GO, MPI_COMM_WORLD);
+    for (int i = 0; i < ncases; i++) {
+        MPI_Status st;
+        int done = 0, cancelled = -1;
+        double t0 = MPI_Wtime();
+
+        if (!flags[SEND_CASES + i])
+            continue;
+        do {
+            MPI_Test(&held_req[i], &done, &st);
+            TU_ASSERT(done || MPI_Wtime() - t0 < POLL_LIMIT,
+                      "held send case %d (%zu bytes): not complete %.0f s after the receiver was "
+                      "told to post its receive",
+                      i, send_case_size(i), POLL_LIMIT);
+        } while (!done);
+        MPI_Test_cancelled(&st, &cancelled);
+        TU_ASSERT(!cancelled,
+                  "held send case %d (%zu bytes): reported cancelled, but its receive was posted "
+                  "and must have matched it",
+                  i, send_case_size(i));
+        free(held_buf[i]);
+    }
 }
 
-static int cancelled_sends_recv(int peer, char *buf, int ncases) {
-    int flags[SEND_CASES], n = 0;
+/* Returns how many sends were reported cancelled; *held how many were
+ * held until this receiver posted. */
+static int cancelled_sends_recv(int peer, char *buf, int ncases, int *held) {
+    int flags[2 * SEND_CASES], n = 0;
 
-    MPI_Recv(flags, SEND_CASES, MPI_INT, peer, TAG_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    *held = 0;
+    MPI_Recv(flags, 2 * SEND_CASES, MPI_INT, peer, TAG_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     for (int i = 0; i < ncases; i++) {
         size_t size = send_case_size(i);
         char what[96];
         MPI_Status st;
 
         snprintf(what, sizeof(what), "send case %d (%zu bytes) %s", i, size,
-                 flags[i] ? "reported cancelled" : "reported not cancelled");
+                 flags[SEND_CASES + i] ? "held until the receive was posted"
+                 : flags[i]            ? "reported cancelled"
+                                       : "reported not cancelled");
+        TU_ASSERT(allow_held || !flags[SEND_CASES + i], "%s without -P", what);
         if (flags[i]) {
             int found = 1;
 
@@ -254,6 +303,8 @@ static int cancelled_sends_recv(int peer, char *buf, int ncases) {
             TU_ASSERT(!found, "%s: the message arrived all the same", what);
             n++;
         } else {
+            /* Not cancelled (or held): the message must arrive. */
+            *held += flags[SEND_CASES + i];
             memset(buf, TU_POISON, size);
             MPI_Recv(buf, (int)size, MPI_BYTE, peer, TAG_SENDS + i, MPI_COMM_WORLD, &st);
             tu_verify_recv(buf, &st, peer, TAG_SENDS + i, size, tu_seed(12, i, 0, 0), what);
@@ -279,11 +330,11 @@ static void after(int peer, char *sbuf, char *rbuf) {
 }
 
 int main(int argc, char **argv) {
-    int iters = 200, opt, partner, ncancelled = 0, send_cases = 0, nsends = 0;
+    int iters = 200, opt, partner, ncancelled = 0, send_cases = 0, nsends = 0, nheld = 0;
     char *buf, *buf2;
 
     tu_init(&argc, &argv, "cancel");
-    while ((opt = getopt(argc, argv, "n:s:xXh")) != -1) {
+    while ((opt = getopt(argc, argv, "n:s:xXPh")) != -1) {
         switch (opt) {
         case 'n':
             iters = (int)tu_parse_long(optarg);
@@ -297,10 +348,13 @@ int main(int argc, char **argv) {
         case 'X':
             send_cases = SEND_CASES;
             break;
+        case 'P':
+            allow_held = 1;
+            break;
         case 'h':
-            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X]", 0);
+            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X [-P]]", 0);
         default:
-            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X]", 1);
+            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X [-P]]", 1);
         }
     }
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
@@ -316,7 +370,7 @@ int main(int argc, char **argv) {
             matched(partner, buf);
             ncancelled = race(partner, buf, iters);
             if (send_cases)
-                nsends = cancelled_sends_recv(partner, buf, send_cases);
+                nsends = cancelled_sends_recv(partner, buf, send_cases, &nheld);
         } else {
             sender(partner, buf, iters);
             if (send_cases)
@@ -330,12 +384,15 @@ int main(int argc, char **argv) {
         MPI_Send(&ncancelled, 1, MPI_INT, 0, 1, MPI_COMM_WORLD);
     free(buf);
     free(buf2);
-    if (tu_rank == 0 && tu_size > 1)
+    if (tu_rank == 0 && tu_size > 1) {
         MPI_Recv(&nsends, 1, MPI_INT, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    else if (tu_rank == 1)
+        MPI_Recv(&nheld, 1, MPI_INT, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (tu_rank == 1) {
         MPI_Send(&nsends, 1, MPI_INT, 0, 2, MPI_COMM_WORLD);
+        MPI_Send(&nheld, 1, MPI_INT, 0, 3, MPI_COMM_WORLD);
+    }
     tu_ok("np=%d unmatched,no_steal,matched,race(%d iters, %d cancelled at rank 1),after%s "
-          "(%d of %d cancelled at rank 0)",
-          tu_size, iters, ncancelled, send_cases ? ",sends" : "", nsends, send_cases);
+          "(%d of %d cancelled at rank 0, %d held until the receive was posted)",
+          tu_size, iters, ncancelled, send_cases ? ",sends" : "", nsends, send_cases, nheld);
     return 0;
 }

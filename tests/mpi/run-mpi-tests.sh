@@ -32,8 +32,26 @@
 #       ("pingpong+ring"); ob1-efa-PROV-noring turns the channel off, so
 #       that every message takes the provider ("ob1-efa-shm-noring" and
 #       "ob1-efa-rxm-noring" are part of "efa").
+#       cm-efa-rxd-netns, cm-efa-rxm-netns, ob1-efa-rxd-netns and
+#       ob1-efa-rxm-netns run the ranks on two hosts that are network
+#       namespaces on a bridge (tests/netns/; root, ip and nft needed),
+#       round-robin, so that neighbours talk over a real network stack and
+#       Open MPI's on-node paths are not taken between hosts (their
+#       pingpong runs once more, "pingpong+hosts", to check that each rank
+#       is alone on a node of its own name and uses the host's eth0).  The runner
+#       makes the hosts if they are not there (and removes them at its end);
+#       where they cannot be made, every run is a SKIP with the reason.
+#       cm-efa-mixed-netns is cm-efa-mixed on namespace hosts (its ordering
+#       runs once more with 4 processes and checks the mixed path, as
+#       cm-efa-mixed's does).  Not part of "all" or "efa".
 #   -t  tests (default: all). many_outstanding also selects its tiny-queue
-#       variant (EFA configurations only), remap its runs with and without
+#       variant (EFA configurations only), ssend and modes their no-inject
+#       variants (cm-efa-rxm and cm-efa-rxd: ssend+noinject, modes+noinject
+#       with mtl_efa_debug_no_inject, so that every message and every
+#       synchronous-send acknowledgement is posted with a context of its own
+#       as on a provider without inject; on rxm with a 16-entry transmit
+#       queue too, so that acknowledgements wait in the core's backlog; the
+#       MTL must say "inject off"), remap its runs with and without
 #       memory hooks (EFA configurations only: remap+hooks, where the
 #       components must say that they cache registrations, and remap+nohooks
 #       with --mca memory ^patcher, where they must say that they do not).
@@ -48,7 +66,12 @@
 #   MPI_TEST_EXTRA_ARGS   extra mpirun arguments, appended to every run
 #   EFA_MCA_COMPONENT_PATH  directory with our built components; added to
 #                         mca_base_component_path after Open MPI's own dir
-#   NETPIPE               NetPIPE binary (default: NPopenmpi)
+#   NETPIPE               NetPIPE binary (default: NPopenmpi, Debian's
+#                         netpipe-openmpi).  A NetPIPE 3.7 NPmpi built
+#                         against the Open MPI on PATH can stand in (Debian's
+#                         is linked to its Open MPI 4.1 and is skipped under
+#                         any other); it must take -i (integrity check), -u,
+#                         -n, -p and -o.
 #
 # Output: "PASS test config np=N (secs)", "FAIL test config np=N (reason)" or
 # "SKIP test config np=N (known provider defect: ...)" per run, then
@@ -86,6 +109,17 @@ provider_string() {
 config_args() {
     local prov
     case $1 in
+    cm-efa-mixed-netns)
+        # mtl_efa's mixed path between real hosts (not pretend nodes)
+        CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm"
+            --mca mtl_efa_onnode_channel shm)
+        [[ $LIST == 1 || -z ${NETNS_ARGS+x} ]] || CFG_ARGS+=("${NETNS_ARGS[@]}")
+        ;;
+    *-netns)
+        # the same configuration with the ranks on namespace hosts
+        config_args "${1%-netns}" || return 1
+        [[ $LIST == 1 || -z ${NETNS_ARGS+x} ]] || CFG_ARGS+=("${NETNS_ARGS[@]}")
+        ;;
     ob1-efa-*-noring)
         config_args "${1%-noring}" || return 1
         CFG_ARGS+=(--mca btl_efa_onnode_channel none)
@@ -135,7 +169,8 @@ is_efa_config() { [[ $1 == *-efa-* ]]; }
 
 # Does btl_efa's on-node channel carry this configuration's messages?
 # (cm-efa-onnode*: mtl_efa's own rings)
-is_ring_config() { [[ ($1 == ob1-efa-* && $1 != *-noring) || $1 == cm-efa-onnode* ]]; }
+# (*-netns: pingpong's two ranks are on different hosts)
+is_ring_config() { [[ ($1 == ob1-efa-* && $1 != *-noring && $1 != *-netns) || $1 == cm-efa-onnode* ]]; }
 
 # Extra mpirun arguments of the tiny-queue variant of many_outstanding: the
 # provider's queues, or the on-node rings (two slots: almost every message
@@ -147,6 +182,17 @@ tinyq_args() {
         TINYQ_ARGS=(--mca common_efa_tx_size 16 --mca common_efa_rx_size 16)
     fi
 }
+
+# Extra mpirun arguments of the no-inject variants of ssend and modes:
+# mtl_efa acts as if the provider could not inject; on rxm (not rxd: it
+# stops completing with tiny queues, see known_defect) the transmit queue
+# is small enough that a burst of acknowledgements overflows it.
+noinject_args() {
+    NOINJECT_ARGS=(--mca mtl_efa_debug_no_inject 1 --mca common_efa_verbose 1)
+    [[ $1 == cm-efa-rxm ]] && NOINJECT_ARGS+=(--mca common_efa_tx_size 16)
+}
+
+is_noinject_config() { [[ $1 == cm-efa-rxm || $1 == cm-efa-rxd ]]; }
 
 # ---- tests ------------------------------------------------------------------
 
@@ -182,16 +228,19 @@ test_args() {
     many_outstanding)
         # ofi_rxd stops completing tagged operations with more than about
         # 1000 in flight (a provider defect, see known_defect): below that.
-        [[ $q == 1 || $cfg == cm-efa-rxd ]] && echo "-n 1000" ;;
+        [[ $q == 1 || ${cfg%-netns} == cm-efa-rxd ]] && echo "-n 1000" ;;
     ordering) [[ $q == 1 ]] && echo "-n 200" ;;
     probe) [[ $q == 1 ]] && echo "-s 256K" ;;
     cancel)
-        # Cancelled sends nobody matches must complete: mtl_efa (-x: a small
-        # MPI_Issend), and on its on-node rings also large ones (-X); pml
-        # ob1 cancels no send.
+        # Cancelled sends nobody matches must complete: mtl_efa's on-node
+        # rings complete small and large ones (-X: cm-efa-mixed pairs its
+        # ranks on one pretend node); its provider path small ones, and
+        # large ones once the receive is posted where the provider holds
+        # them until then, its documented limit (-X -P, docs/RELIABILITY.md,
+        # "Cancelling sends"); pml ob1 cancels no send.
         local a=""
-        [[ $cfg == cm-efa-* ]] && a="-x"
-        [[ $cfg == cm-efa-onnode* ]] && a="-X"
+        [[ $cfg == cm-efa-* ]] && a="-X -P"
+        [[ $cfg == cm-efa-onnode* || $cfg == cm-efa-mixed ]] && a="-X"
         [[ $q == 1 ]] && a="$a -n 50 -s 256K"
         echo "$a"
         ;;
@@ -249,6 +298,8 @@ usage() {
     echo "  and cm-efa-onnode-stream (mtl_efa's on-node path, large messages streamed)"
     echo "  and ob1-efa-rxd-noring (on-node channel off; rxm and shm are part of \"efa\")"
     echo "  and ob1-efa-rxd-nocma ob1-efa-rxm-nocma ob1-efa-shm-nocma (provider path, no CMA)"
+    echo "  and cm-efa-rxd-netns cm-efa-rxm-netns ob1-efa-rxd-netns ob1-efa-rxm-netns cm-efa-mixed-netns"
+    echo "      (namespace hosts)"
     echo "tests: $ALL_TESTS"
 }
 
@@ -296,6 +347,30 @@ if [[ $LIST == 0 ]]; then
         exit 2
     fi
     rm -f "$LOG_DIR/pretend-nodes.ok" # decided afresh for the Open MPI of this run
+fi
+
+# Namespace hosts for the *-netns configurations: made here unless they
+# exist (then removed at the end), or the reason they cannot be, for SKIP.
+NETNS_DIR=$SCRIPT_DIR/../netns
+NETNS_REASON=""
+NETNS_PREFIX=$(bash -c ". '$NETNS_DIR/common.sh' && echo \$NETNS_PREFIX")
+netns_cleanup() { "$NETNS_DIR/teardown.sh"; }
+if [[ $LIST == 0 && " $CONFIGS " == *-netns\ * ]]; then
+    if [[ -z $(bash -c ". '$NETNS_DIR/common.sh' && netns_hosts") ]]; then
+        if NETNS_REASON=$("$NETNS_DIR/setup.sh" 2 2>&1 >/dev/null); then
+            trap netns_cleanup EXIT
+        else
+            NETNS_REASON=${NETNS_REASON#setup.sh: }
+            NETNS_REASON=${NETNS_REASON:-tests/netns/setup.sh failed}
+        fi
+    fi
+    if [[ -z $NETNS_REASON ]]; then
+        if out=$("$NETNS_DIR/mpirun-args.sh" "$LOG_DIR/netns" 4 2>&1); then
+            mapfile -t NETNS_ARGS <<<"$out"
+        else
+            NETNS_REASON=$out
+        fi
+    fi
 fi
 
 # Open MPI's own component directory, for EFA_MCA_COMPONENT_PATH
@@ -416,7 +491,12 @@ known_defect() {
     if [[ $cfg == cm-efa-mixed ]] && ! pretend_nodes_ok "$BIN_DIR" "$LOG_DIR/pretend-nodes.ok"; then
         return 0 # (the reason is printed)
     fi
-    case "$cfg:$label:$np" in
+    if [[ $cfg == *-netns && -n $NETNS_REASON ]]; then
+        echo "no namespace hosts here: $NETNS_REASON"
+        return 0
+    fi
+    # (the provider's defects are the same between namespace hosts)
+    case "${cfg%-netns}:$label:$np" in
     cm-efa-shm:ordering:* | cm-efa-shm:truncate:* | cm-efa-shm:comms:* | cm-efa-shm:ssend:*)
         echo "shm never matches a wildcard-tag receive against a message already waiting" \
             "(tests/provider-defects/shm_wildcard_unexpected.c)" ;;
@@ -442,13 +522,16 @@ known_defect() {
     esac
 }
 
+# (a machine without namespace hosts is no defect)
+skip_kind() { [[ $1 == "no namespace hosts"* ]] || echo "known defect: "; }
+
 # run_test TEST LABEL CONFIG NP [extra mpirun args...]
 run_test() {
     local t=$1 label=$2 cfg=$3 np=$4
     shift 4
     local tmo log t0 args reason
     if [[ $LIST != 1 ]] && reason=$(known_defect "$label" "$cfg" "$np"); then
-        echo "SKIP $label $cfg np=$np (known defect: $reason)"
+        echo "SKIP $label $cfg np=$np ($(skip_kind "$reason")$reason)"
         NSKIP=$((NSKIP + 1))
         return
     fi
@@ -484,6 +567,15 @@ run_test() {
     # (the stand-ins would not show stale data: they read by virtual address).
     [[ $label == *+hooks ]] && also="registration cache: up to [0-9]+ idle"
     [[ $label == *+nohooks ]] && also="registration cache: off"
+    # pingpong+hosts: each rank is local rank 0 on its own host (Open MPI
+    # sees two nodes, under the hosts' own names) and its NIC is the host's
+    # interface.
+    if [[ $label == *+hosts ]]; then
+        also="\\[${NETNS_PREFIX}1:[0-9]+\\] common:efa: report: local rank 0: NIC eth0"
+        also2="\\[${NETNS_PREFIX}2:[0-9]+\\] common:efa: report: local rank 0: NIC eth0"
+    fi
+    # ssend+noinject, modes+noinject: the MTL took the test setting.
+    [[ $label == *+noinject ]] && also="mtl:efa: inject off"
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
     if [[ $label == *+mixed ]]; then
         also="mtl:efa: on-node channel: [1-9][0-9]* frames sent"
@@ -497,7 +589,7 @@ run_netpipe() {
     RUN_ARGS=""
     local cfg=$1 np=2 tmo log t0 rc=0 out upper reps reason
     if [[ $LIST != 1 ]] && reason=$(known_defect netpipe "$cfg" "$np"); then
-        echo "SKIP netpipe $cfg np=$np (known defect: $reason)"
+        echo "SKIP netpipe $cfg np=$np ($(skip_kind "$reason")$reason)"
         NSKIP=$((NSKIP + 1))
         return
     fi
@@ -515,12 +607,12 @@ run_netpipe() {
     fi
     mkdir -p "$LOG_DIR/$cfg"
     if ! command -v "$NETPIPE" >/dev/null; then
-        echo "FAIL netpipe $cfg np=$np (missing program $NETPIPE: install netpipe-openmpi)"
+        echo "FAIL netpipe $cfg np=$np (missing program $NETPIPE: install netpipe-openmpi or set NETPIPE)"
         NFAIL=$((NFAIL + 1))
         return
     fi
     if ! reason=$(same_libmpi "$(command -v "$NETPIPE")"); then
-        echo "SKIP netpipe $cfg np=$np (not this Open MPI's program: $reason)"
+        echo "SKIP netpipe $cfg np=$np (not this Open MPI's program: $reason; see NETPIPE)"
         NSKIP=$((NSKIP + 1))
         return
     fi
@@ -554,12 +646,19 @@ for cfg in $CONFIGS; do
             tinyq_args "$cfg"
             run_test "$t" "$t+tinyq" "$cfg" 2 "${TINYQ_ARGS[@]}"
         fi
-        if [[ $t == ordering && $cfg == cm-efa-mixed ]]; then
+        if [[ $t == ssend || $t == modes ]] && is_noinject_config "$cfg"; then
+            noinject_args "$cfg"
+            run_test "$t" "$t+noinject" "$cfg" 2 "${NOINJECT_ARGS[@]}"
+        fi
+        if [[ $t == ordering && $cfg == cm-efa-mixed* ]]; then
             run_test "$t" "$t+mixed" "$cfg" 4 --mca common_efa_verbose 10
         fi
         if [[ $t == remap ]] && is_efa_config "$cfg"; then
             run_test "$t" "$t+hooks" "$cfg" 2 --mca common_efa_verbose 1
             run_test "$t" "$t+nohooks" "$cfg" 2 --mca memory ^patcher --mca common_efa_verbose 1
+        fi
+        if [[ $t == pingpong && $cfg == *-netns ]]; then
+            run_test "$t" "$t+hosts" "$cfg" 2 --mca common_efa_verbose 1
         fi
         if [[ $t == pingpong ]] && is_ring_config "$cfg"; then
             run_test "$t" "$t+ring" "$cfg" 2 --mca common_efa_verbose 1

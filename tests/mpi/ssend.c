@@ -10,10 +10,18 @@
  *   preposted:   MPI_Ssend to a receive that was posted before the send.
  *   in order:    many MPI_Ssend / MPI_Issend with the same tag arrive in
  *                order.
+ *   burst:       BURST MPI_Issend (0 to 3000 bytes, one tag) in flight at
+ *                once to one peer whose receives are posted only after
+ *                DELAY ms, all together: none may complete before (MPI_Testsome
+ *                in a loop), all must complete after, with their data in
+ *                order.  The receiver then answers BURST matches at once
+ *                (mtl_efa: BURST acknowledgements in flight together; with
+ *                mtl_efa_debug_no_inject each is posted with a context of its
+ *                own instead of injected).
  * Sizes 0, 64 bytes and LARGE for the timed steps.
  *
  * Options: -d DELAY ms (default 300), -n COUNT for the in-order step
- *          (default 200), -s LARGE (default 1M).
+ *          (default 200), -s LARGE (default 1M), -b BURST (default 64).
  */
 #include "test_util.h"
 
@@ -37,15 +45,85 @@ static void recv_check(char *buf, size_t size, int peer, int tag, uint64_t seed,
     tu_verify(buf, size, seed, what);
 }
 
+#define TAG_BURST 5
+#define BURST_SLOT 3000
+
+static size_t burst_size(int k) {
+    return (size_t)(k * 131) % BURST_SLOT; /* k = 0: 0 bytes */
+}
+
+/* The burst step's sender: see the header. */
+static void burst_send(int peer, int burst, int delay) {
+    char *bufs = tu_malloc((size_t)burst * BURST_SLOT);
+    MPI_Request *reqs = tu_malloc(sizeof(*reqs) * (size_t)burst);
+    int *idx = tu_malloc(sizeof(*idx) * (size_t)burst);
+    int k, n;
+    double t0, dt;
+
+    for (k = 0; k < burst; k++)
+        tu_fill(bufs + (size_t)k * BURST_SLOT, burst_size(k), tu_seed(4, k, 0, 0));
+    pair_sync(peer);
+    t0 = MPI_Wtime();
+    for (k = 0; k < burst; k++)
+        MPI_Issend(bufs + (size_t)k * BURST_SLOT, (int)burst_size(k), MPI_BYTE, peer, TAG_BURST,
+                   MPI_COMM_WORLD, &reqs[k]);
+    do {
+        MPI_Testsome(burst, reqs, &n, idx, MPI_STATUSES_IGNORE);
+        dt = MPI_Wtime() - t0;
+        TU_ASSERT(n == 0,
+                  "burst: %d of %d MPI_Issend completed after %.0f ms (first: number %d of %zu "
+                  "bytes), but the receives are posted only after %d ms",
+                  n, burst, dt * 1000, idx[0], burst_size(idx[0]), delay);
+    } while (dt * 1000 < delay - 100);
+    MPI_Waitall(burst, reqs, MPI_STATUSES_IGNORE);
+    dt = MPI_Wtime() - t0;
+    TU_ASSERT(dt * 1000 >= delay - 50,
+              "burst: %d MPI_Issend completed (MPI_Waitall) after %.0f ms, receives posted after "
+              "%d ms",
+              burst, dt * 1000, delay);
+    free(bufs);
+    free(reqs);
+    free(idx);
+}
+
+/* The burst step's receiver: every receive posted at once, late. */
+static void burst_recv(int peer, int burst, int delay) {
+    char *bufs = tu_malloc((size_t)burst * BURST_SLOT);
+    MPI_Request *reqs = tu_malloc(sizeof(*reqs) * (size_t)burst);
+    MPI_Status *sts = tu_malloc(sizeof(*sts) * (size_t)burst);
+    char what[96];
+    int k, count;
+
+    memset(bufs, TU_POISON, (size_t)burst * BURST_SLOT);
+    pair_sync(peer);
+    tu_sleep_ms(delay);
+    for (k = 0; k < burst; k++)
+        MPI_Irecv(bufs + (size_t)k * BURST_SLOT, BURST_SLOT, MPI_BYTE, peer, TAG_BURST,
+                  MPI_COMM_WORLD, &reqs[k]);
+    MPI_Waitall(burst, reqs, sts);
+    for (k = 0; k < burst; k++) {
+        snprintf(what, sizeof(what), "burst issend number %d of %d", k, burst);
+        MPI_Get_count(&sts[k], MPI_BYTE, &count);
+        TU_ASSERT((size_t)count == burst_size(k) && sts[k].MPI_SOURCE == peer &&
+                      sts[k].MPI_TAG == TAG_BURST,
+                  "%s: expected count %zu source %d tag %d, got count %d source %d tag %d", what,
+                  burst_size(k), peer, TAG_BURST, count, sts[k].MPI_SOURCE, sts[k].MPI_TAG);
+        tu_verify(bufs + (size_t)k * BURST_SLOT, burst_size(k), tu_seed(4, k, 0, 0), what);
+    }
+    free(bufs);
+    free(reqs);
+    free(sts);
+}
+
 int main(int argc, char **argv) {
-    int delay = 300, count = 200, opt, peer, i, k, flag;
+    int delay = 300, count = 200, burst = 64, opt, peer, i, k, flag;
     size_t large = 1u << 20, sizes[3];
     double min_ssend = 1e9, t0, dt;
     char *buf, what[128];
     MPI_Request req;
 
     tu_init(&argc, &argv, "ssend");
-    while ((opt = getopt(argc, argv, "d:n:s:h")) != -1) {
+    while ((opt = getopt(argc, argv, "d:n:s:b:h")) != -1) {
         switch (opt) {
         case 'd':
             delay = (int)tu_parse_long(optarg);
@@ -56,14 +134,18 @@ int main(int argc, char **argv) {
         case 's':
             large = tu_parse_size(optarg);
             break;
+        case 'b':
+            burst = (int)tu_parse_long(optarg);
+            break;
         case 'h':
-            tu_usage("[-d DELAY_MS] [-n COUNT] [-s LARGE]", 0);
+            tu_usage("[-d DELAY_MS] [-n COUNT] [-s LARGE] [-b BURST]", 0);
         default:
-            tu_usage("[-d DELAY_MS] [-n COUNT] [-s LARGE]", 1);
+            tu_usage("[-d DELAY_MS] [-n COUNT] [-s LARGE] [-b BURST]", 1);
         }
     }
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
     TU_ASSERT(delay >= 150, "DELAY must be at least 150 ms");
+    TU_ASSERT(burst >= 1 && burst <= 100000, "BURST must be in [1, 100000]");
     sizes[0] = 0;
     sizes[1] = 64;
     sizes[2] = large;
@@ -134,6 +216,7 @@ int main(int argc, char **argv) {
             free(bufs);
             free(reqs);
         }
+        burst_send(peer, burst, delay);
     } else if (peer >= 0) {
         /* receiver */
         for (i = 0; i < 3; i++) {
@@ -163,12 +246,13 @@ int main(int argc, char **argv) {
                 recv_check(buf, (size_t)(k * 53) % 3000, peer, 4, tu_seed(i, k, 0, 0), what);
             }
         }
+        burst_recv(peer, burst, delay);
     }
 
     free(buf);
     if (tu_rank == 0 && peer >= 0)
-        tu_ok("np=%d delay=%dms shortest ssend=%.0fms sizes=0,64,%zu in-order=%d", tu_size, delay,
-              min_ssend * 1000, large, count);
+        tu_ok("np=%d delay=%dms shortest ssend=%.0fms sizes=0,64,%zu in-order=%d burst=%d", tu_size,
+              delay, min_ssend * 1000, large, count, burst);
     else
         tu_ok("np=%d", tu_size);
     return 0;

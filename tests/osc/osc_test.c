@@ -6,6 +6,10 @@
  *   sync      fence, post-start-complete-wait, lock/unlock, lock_all + flush
  *   dynamic   MPI_Win_create_dynamic + attach/detach, memory re-allocated
  *   accumulate MPI_Accumulate MPI_SUM on doubles
+ *   accflush  MPI_Accumulate MPI_SUM of a large block of doubles from every
+ *             rank but 0 into rank 0, MPI_Win_flush_local after each, in a
+ *             lock_all epoch; OSC_ACCFLUSH_DOUBLES and OSC_ACCFLUSH_ROUNDS
+ *             (default 65536 and 4) size it; prints the time taken
  *   realloc   windows on memory freed and re-allocated between epochs
  * Windows come from MPI_Win_create / dynamic windows only (MPI_Win_allocate
  * would take osc/rdma's shared-memory path on one node).  Prints
@@ -318,6 +322,53 @@ static void test_accumulate(void) {
     free(src);
 }
 
+/* ---- accumulate of large blocks with flush_local ---- */
+
+static long env_long(const char *name, long dflt) {
+    const char *v = getenv(name);
+    return (v && *v) ? strtol(v, NULL, 10) : dflt;
+}
+
+/* osc/rdma carries an accumulate of doubles (no BTL atomic for it) as lock
+ * the target's accumulate lock, get, add, put, unlock: large blocks are
+ * many get and put chunks, and two origins contend for the one lock. */
+static void test_accflush(void) {
+    const long n = env_long("OSC_ACCFLUSH_DOUBLES", 65536);
+    const long rounds = env_long("OSC_ACCFLUSH_ROUNDS", 4);
+    OU_CHECK(n > 0 && n <= (1L << 27) && rounds > 0, "bad OSC_ACCFLUSH_DOUBLES/ROUNDS");
+    double *mem = calloc((size_t)n, sizeof(double));
+    double *src = malloc(sizeof(double) * (size_t)n);
+    OU_CHECK(mem && src, "out of memory");
+    MPI_Win win = make_win(mem, sizeof(double) * (size_t)n);
+    for (long i = 0; i < n; ++i) {
+        src[i] = ou_rank + (double)(i % 1000); /* exact in doubles: the sum is too */
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    OU_MPI(MPI_Win_lock_all(0, win));
+    if (0 != ou_rank) {
+        for (long r = 0; r < rounds; ++r) {
+            OU_MPI(MPI_Accumulate(src, (int)n, MPI_DOUBLE, 0, 0, (int)n, MPI_DOUBLE, MPI_SUM, win));
+            OU_MPI(MPI_Win_flush_local(0, win));
+        }
+    }
+    OU_MPI(MPI_Win_unlock_all(win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t = MPI_Wtime() - t0;
+    if (0 == ou_rank) {
+        double ranks = 0.5 * (ou_size - 1) * ou_size; /* sum of the origins' ranks */
+        for (long i = 0; i < n; ++i) {
+            double expect = (double)rounds * (ranks + (double)(ou_size - 1) * (double)(i % 1000));
+            OU_CHECK(mem[i] == expect, "element %ld is %g, expected %g", i, mem[i], expect);
+        }
+        printf("accflush: %ld doubles x %ld rounds from %d origin(s): %.3f s\n", n, rounds,
+               ou_size - 1, t);
+    }
+    OU_MPI(MPI_Win_free(&win));
+    free(mem);
+    free(src);
+}
+
 /* ---- windows on memory freed and re-allocated ---- */
 
 static void test_realloc(void) {
@@ -356,7 +407,7 @@ int main(int argc, char **argv) {
     } tests[] = {{"putget", test_putget},   {"atomics", test_atomics},
                  {"lock", test_lock},       {"sync", test_sync},
                  {"dynamic", test_dynamic}, {"accumulate", test_accumulate},
-                 {"realloc", test_realloc}};
+                 {"realloc", test_realloc}, {"accflush", test_accflush}};
     int found = 0;
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); ++i) {
         if (0 == strcmp(ou_test, tests[i].name) || 0 == strcmp(ou_test, "all")) {

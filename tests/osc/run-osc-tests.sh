@@ -50,6 +50,23 @@
 # every rank in a dynamic window, each element attached on its own.
 # "lost" (osc_lost, emul configs) has the target lose its answers: put and
 # get must fail after btl_efa_rma_timeout and flush return.
+# "accflush" (osc_test accflush; default and emul configs): the accumulate
+# pattern of large blocks of doubles with MPI_Win_flush_local after each.
+# "agree" (plain rxm configs, 3 ranks) checks that every rank says the same
+# one-sided mode of the job and the atomics test passes while the ranks'
+# inputs differ: rank 1's on-node inbox is not created
+# (btl_efa_debug_fail_inbox_rank 1), and, with the on-node channel off,
+# rank 1 alone is told the provider emulates atomics (an MPMD launch with
+# common_efa_force_emulated atomics for it): the job must then emulate them
+# everywhere, where rank 1's own line says emulated and the others' native.
+# "inflight" (osc_inflight, cm-rxm, 2 ranks): rank 1 calls btl_efa's
+# finalize itself with a 64 MiB native get from a rank that does not
+# progress, and then progresses through the MTL, which keeps the core open:
+# the get's late completion must find its slab alive (said at verbose 1:
+# "one-sided operation slab(s) left to the provider"); under the ASan build
+# (tests/run-sanitizer-tests.sh) a freed slab is a report.  Neither rank
+# can call MPI_Finalize after that (osc/rdma's window is on the finalized
+# BTL): both print OK and _exit, so mpirun's exit status is not checked.
 # Prints "PASS name config np=N" / "FAIL ..." per run and a final
 # "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -78,8 +95,9 @@ fi
     ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces
     ob1-rxm-mrlocal cm-rxm-mrlocal ob1-rxm-noring ob1-shm-noring ob1-rxd-nocma ob1-rxm-nocma
     ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail ob1-rxm-devread)
-[ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost)
-for p in osc_test osc_hostile osc_llist osc_lost; do
+[ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost
+    accflush agree inflight)
+for p in osc_test osc_hostile osc_llist osc_lost osc_inflight; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
 done
 [ -f "$comp/mca_btl_efa.so" ] || { echo "run-osc-tests: no mca_btl_efa.so in $comp"; exit 2; }
@@ -200,6 +218,12 @@ for cfg in "${configs[@]}"; do
                 skipped=$((skipped + 1))
                 continue
             fi
+            # accflush (MPI_Accumulate of 64 Ki doubles from every rank
+            # into rank 0, flush_local after each): the default mode and
+            # the emulated one are enough.
+            if [ "$t" = accflush ] && [[ $cfg == *-*-* && $cfg != *-emul ]]; then
+                continue
+            fi
             case $t in
             hostile)
                 [ "$np" = "${cfg_nps[0]}" ] || continue # one size is enough: 2 ranks
@@ -247,6 +271,58 @@ for cfg in "${configs[@]}"; do
                     fi
                     verdict "$t$how" "$cfg" 2 $ok
                 done
+                ;;
+            inflight)
+                [[ $cfg == cm-rxm ]] && [ "$np" = "${cfg_nps[0]}" ] || continue
+                np_loop=$np np=2
+                out=$log/$t.$cfg.2.out
+                # shellcheck disable=SC2086
+                run "$t" "$cfg" 2 -- $args --mca btl_efa_rma_mode native \
+                    --mca btl_efa_single_copy none "$bin/osc_inflight"
+                np=$np_loop
+                grep -q "^OK inflight (rank 0)" "$out" && grep -q "^OK inflight (rank 1)" "$out" &&
+                    grep -q "one-sided operation slab(s) left to the provider" "$out" &&
+                    ! grep -q "AddressSanitizer\|runtime error\|Segmentation fault\|on signal\|^FAIL" "$out" &&
+                    ok=1
+                verdict "$t" "$cfg" 2 $ok
+                ;;
+            agree)
+                [[ $cfg == *-rxm ]] && [ "$np" = "${cfg_nps[0]}" ] || continue
+                np_loop=$np
+                for how in inbox mpmd; do
+                    out=$log/$t-$how.$cfg.3.out ok=0
+                    if [ $how = inbox ]; then
+                        np=3 # run's mpirun -np
+                        # shellcheck disable=SC2086
+                        run "$t-$how" "$cfg" 3 -- $args --mca btl_efa_debug_fail_inbox_rank 1 \
+                            "$bin/osc_test" atomics
+                        grep -q "on-node channel unavailable ((btl_efa_debug_fail_inbox_rank)" \
+                            "$out" && ok=1
+                    else
+                        np=1 # the first of three application contexts
+                        # shellcheck disable=SC2086
+                        run "$t-$how" "$cfg" 1 -- $args --mca btl_efa_onnode_channel none \
+                            "$bin/osc_test" atomics : -np 1 \
+                            -x OMPI_MCA_common_efa_force_emulated=atomics "$bin/osc_test" atomics \
+                            : -np 1 "$bin/osc_test" atomics
+                        mv "$log/$t-$how.$cfg.1.out" "$out"
+                        mv "$log/$t-$how.$cfg.1.out.rc" "$out.rc"
+                        # The inputs differed (else this proves nothing) ...
+                        grep -q "; atomics native (provider atomics)" "$out" &&
+                            grep -q "; atomics emulated (executed by the target): the provider emulates" \
+                                "$out" &&
+                            grep -q "one-sided mode of the job .*atomics emulated (process 1: " \
+                                "$out" && ok=1
+                    fi
+                    # ... and every rank says the same mode, once.
+                    modes=$(grep -o "btl:efa: one-sided mode of the job.*" "$out")
+                    [ "$(echo "$modes" | grep -c .)" = 3 ] &&
+                        [ "$(echo "$modes" | sort -u | wc -l)" = 1 ] || ok=0
+                    [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK atomics" "$out" &&
+                        ! grep -q "^FAIL" "$out" || ok=0
+                    verdict "$t-$how" "$cfg" 3 $ok
+                done
+                np=$np_loop
                 ;;
             vader)
                 # On one node with Open MPI's shared-memory BTL loaded too:

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Peer death and lost hosts: tests/netns/peer_loss on three namespace hosts
+# (one rank each; the victim, rank 2, alone on host 3), in two scenarios:
+#   kill  the victim kills itself (SIGKILL) in the middle of a transfer
+#   cut   once the ranks are transferring, host 3 is cut off the network
+#         (tests/netns/fault.sh cut 3: every frame from or to it dropped,
+#         Open MPI's own out-of-band traffic to its daemon included); the
+#         runs set Open MPI's out-of-band keepalive short (below), which is
+#         what lets the runtime notice a silent host
+#   partition  host 3 cut off from the other hosts only (fault.sh isolate
+#         3): its daemon still talks to mpirun, as when EFA fails and the
+#         IP network stays up.  Nothing bounds this case today (see
+#         docs/RELIABILITY.md, "Several hosts and faults"): it is printed
+#         as SKIP with that reason unless PEER_LOSS_RUN_GAPS=1
+# The survivors are then in a blocking send, an MPI_Ssend, a wait or a
+# window flush with the victim.  A run passes when the job ends within
+# DEADLINE seconds of the kill or the cut, with a non-zero exit status and
+# a message that names the lost peer: a survivor's "peer_loss: rank R: OP
+# with rank 2 failed" (an MPI error came back) or Open MPI's runtime
+# naming rank 2 or its host (efa-h3 / NET.3).  It fails when the job is
+# still running then (the survivors hang).
+#   tests/netns/peer-loss.sh [-c CONFIG[,CONFIG...]] [-d DEADLINE] [-a ARGS] [SCENARIO...]
+#   -c  cm-rxd, cm-rxm (pml cm + mtl_efa), ob1-rxd, ob1-rxm (pml ob1 +
+#       btl_efa); one-sided through osc/rdma + btl_efa (default: all four)
+#   -d  seconds (default 60)
+#   -a  extra mpirun arguments (e.g. "--mca oob_tcp_keepalive_time 10")
+#   SCENARIO  kill, cut, partition (default: all three)
+# Environment: EFA_MCA_COMPONENT_PATH, PEER_LOSS_BIN (default
+# _build/tests/netns/peer_loss), PEER_LOSS_LOG_DIR (default
+# /tmp/efa-peer-loss).  Makes the hosts and removes them at the end (also
+# on failure); where they cannot be made, each run is a SKIP with the
+# reason.  Prints PASS/FAIL/SKIP per run and "N passed, N failed, N skipped".
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+top=$(cd "$here/../.." && pwd)
+. "$here/common.sh"
+comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
+bin=${PEER_LOSS_BIN:-$top/_build/tests/netns/peer_loss}
+logdir=${PEER_LOSS_LOG_DIR:-/tmp/efa-peer-loss}
+configs=cm-rxd,cm-rxm,ob1-rxd,ob1-rxm deadline=60 extra=""
+while getopts "c:d:a:h" o; do
+    case $o in
+    c) configs=$OPTARG ;;
+    d) deadline=$OPTARG ;;
+    a) extra=$OPTARG ;;
+    *) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+scenarios=${*:-kill cut partition}
+[[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "peer-loss.sh: bad deadline '$deadline'" >&2; exit 2; }
+for s in $scenarios; do
+    [[ $s == kill || $s == cut || $s == partition ]] ||
+        { echo "peer-loss.sh: unknown scenario '$s' (kill, cut, partition)" >&2; exit 2; }
+done
+
+npass=0 nfail=0 nskip=0
+finish() {
+    echo "$npass passed, $nfail failed, $nskip skipped"
+    [ $nfail -eq 0 ]
+}
+if ! reason=$("$here/setup.sh" 3 2>&1 >/dev/null); then
+    for c in ${configs//,/ }; do
+        for s in $scenarios; do
+            echo "SKIP peer_loss-$s $c (no namespace hosts here: ${reason#setup.sh: })"
+            nskip=$((nskip + 1))
+        done
+    done
+    finish
+    exit
+fi
+trap '"$here/teardown.sh"' EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$logdir"
+mapfile -t netns_args < <("$here/mpirun-args.sh" "$logdir" 1)
+pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
+read -r -a extra_args <<<"$extra"
+# Open MPI's out-of-band connections carry no traffic while a job computes;
+# a host that vanishes is noticed only by TCP keepalive, 300 s idle then 9
+# probes 20 s apart by default (8 minutes).  5 s, then 3 probes 2 s apart:
+# about 11 s.
+keepalive=(--mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# Every process left in the namespaces (a hung job's daemons and ranks).
+kill_leftovers() {
+    local i pids
+    for i in $(netns_hosts); do
+        pids=$(ip netns pids "$(netns_name "$i")")
+        [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+    done
+    "$here/fault.sh" clear
+}
+
+# wait_for PID SECONDS: 0 when PID ended within SECONDS
+wait_for() {
+    local pid=$1 end=$((SECONDS + $2))
+    while kill -0 "$pid" 2>/dev/null; do
+        [ $SECONDS -ge $end ] && return 1
+        sleep 0.5
+    done
+    return 0
+}
+
+run_one() {
+    local c=$1 s=$2 prov args log pid t_fault rc named
+    case ${c#*-} in
+    rxd) prov='udp;ofi_rxd' ;;
+    rxm) prov='tcp;ofi_rxm' ;;
+    *) echo "peer-loss.sh: unknown configuration $c" >&2; exit 2 ;;
+    esac
+    case ${c%%-*} in
+    cm) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov") ;;
+    ob1) args=(--mca pml ob1) ;;
+    *) echo "peer-loss.sh: unknown configuration $c" >&2; exit 2 ;;
+    esac
+    args+=(--mca btl efa,self --mca btl_efa_provider_include "$prov" --mca osc rdma)
+    log=$logdir/peer_loss-$s-$c.log
+    local cmd=(mpirun -np 3 --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
+        "${netns_args[@]}" "${args[@]}" "${keepalive[@]}" "${extra_args[@]}" -x MPI_TEST_TIMEOUT=0 "$bin" -t 300)
+    [ "$s" = kill ] && cmd+=(-k)
+    echo "# $(printf '%q ' "${cmd[@]}")" >"$log"
+    "${cmd[@]}" </dev/null >>"$log" 2>&1 &
+    pid=$!
+    # the fault comes once every rank is transferring
+    local end=$((SECONDS + 60))
+    until grep -q '^peer_loss: transferring' "$log"; do
+        if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -ge $end ]; then
+            kill -KILL "$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+            echo "FAIL peer_loss-$s $c (the ranks never started transferring; log $log)"
+            nfail=$((nfail + 1))
+            kill_leftovers
+            return
+        fi
+        sleep 0.2
+    done
+    t_fault=$(date +%s.%N)
+    [ "$s" = cut ] && "$here/fault.sh" cut 3
+    [ "$s" = partition ] && "$here/fault.sh" isolate 3
+    if ! wait_for "$pid" "$deadline"; then
+        echo "FAIL peer_loss-$s $c (the job still ran $deadline s after the $s: the survivors hang; log $log)"
+        nfail=$((nfail + 1))
+        kill -TERM "$pid" 2>/dev/null
+        wait_for "$pid" 10 || kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        kill_leftovers
+        return
+    fi
+    wait "$pid"
+    rc=$?
+    local took
+    took=$(awk -v a="$t_fault" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    # what named the lost peer
+    named=$(grep -m1 -a -E 'peer_loss: rank [0-9]+: .* with rank 2 failed' "$log" ||
+        grep -a -v '^#' "$log" |
+        grep -m1 -a -E "rank 2 .*(exited|killed)|$(netns_name 3)\b|${NETNS_NET//./\\.}\\.3\b")
+    named=$(echo "$named" | sed 's/^[[:space:]]*//' | cut -c1-200)
+    if [ $rc -ne 0 ] && [ -n "$named" ]; then
+        echo "PASS peer_loss-$s $c (ended ${took} s after the $s, exit $rc: $named)"
+        npass=$((npass + 1))
+    else
+        echo "FAIL peer_loss-$s $c (ended ${took} s after the $s with exit $rc, and no message naming rank 2 or its host; log $log)"
+        nfail=$((nfail + 1))
+    fi
+    kill_leftovers
+}
+
+for c in ${configs//,/ }; do
+    for s in $scenarios; do
+        if [[ $s == partition && ${PEER_LOSS_RUN_GAPS:-0} != 1 ]]; then
+            echo "SKIP peer_loss-$s $c (known gap: no deadline on operations to a peer that stops" \
+                "answering while Open MPI's runtime still reaches its host; the survivors wait for" \
+                "ever, docs/RELIABILITY.md; PEER_LOSS_RUN_GAPS=1 runs it)"
+            nskip=$((nskip + 1))
+            continue
+        fi
+        run_one "$c" "$s"
+    done
+done
+finish

@@ -1,0 +1,132 @@
+/*
+ * peer_loss: what the other ranks see when a peer dies or its host drops
+ * off the network in the middle of transfers (tests/netns/peer-loss.sh).
+ *
+ * The last rank is the victim; the others (survivors) loop over the
+ * operations that can wait on one peer for ever: a blocking MPI_Send large
+ * enough for a rendezvous, an MPI_Ssend, an MPI_Irecv + MPI_Wait, and an
+ * MPI_Put + MPI_Win_flush (passive target), each with the victim, which
+ * serves them in turn.  Once every rank has been through a few rounds,
+ * rank 0 prints "peer_loss: transferring" (the runner cuts the victim's
+ * host then).  With -k the victim kills itself (SIGKILL) a few rounds
+ * later, while a large message to it is under way.
+ *
+ * MPI errors return (MPI_ERRORS_RETURN on the communicator and the
+ * window): a survivor whose operation fails prints
+ *   "peer_loss: rank R: OP with rank V failed T s after the last success: ..."
+ * and aborts the job, which is one of the two endings the runner accepts
+ * (the other is Open MPI's runtime ending the job with a message that
+ * names the peer).  A run that goes on for -t seconds without either
+ * (neither a kill nor a cut came) prints FAIL: the runner's setup failed.
+ *
+ * usage: peer_loss [-k] [-t SECONDS] [-s SIZE]
+ *   -k  the victim kills itself mid-transfer
+ *   -t  give up after this long (default 600)
+ *   -s  size of the blocking sends (default 4M: a rendezvous on every path)
+ */
+#include "test_util.h"
+
+#define PL_WARM_ROUNDS 3
+#define PL_PUT_BYTES 65536
+
+static double last_ok;
+
+static void check(int rc, const char *op, int peer) {
+    char str[MPI_MAX_ERROR_STRING];
+    int len = 0;
+
+    if (rc == MPI_SUCCESS) {
+        last_ok = MPI_Wtime();
+        return;
+    }
+    if (MPI_Error_string(rc, str, &len) != MPI_SUCCESS)
+        snprintf(str, sizeof(str), "error %d", rc);
+    printf("peer_loss: rank %d: %s with rank %d failed %.1f s after the last success: %s\n",
+           tu_rank, op, peer, MPI_Wtime() - last_ok, str);
+    fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+}
+
+int main(int argc, char **argv) {
+    size_t size = 4u << 20;
+    long limit = 600, round;
+    double t_start;
+    int kill_victim = 0, opt, victim;
+    unsigned char *big, small[64], *winbase;
+    MPI_Win win;
+    MPI_Request req;
+
+    tu_init(&argc, &argv, "peer_loss");
+    while ((opt = getopt(argc, argv, "kt:s:h")) != -1) {
+        switch (opt) {
+        case 'k':
+            kill_victim = 1;
+            break;
+        case 't':
+            limit = tu_parse_long(optarg);
+            break;
+        case 's':
+            size = tu_parse_size(optarg);
+            break;
+        case 'h':
+            tu_usage("[-k] [-t SECONDS] [-s SIZE]", 0);
+        default:
+            tu_usage("[-k] [-t SECONDS] [-s SIZE]", 1);
+        }
+    }
+    TU_ASSERT(tu_size >= 2 && size > 0 && size <= (1u << 30), "needs 2 processes and -s 1..1G");
+    victim = tu_size - 1;
+    big = tu_malloc(size);
+    memset(big, 1, size);
+    memset(small, 2, sizeof(small));
+    MPI_Win_allocate(PL_PUT_BYTES * tu_size, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &winbase, &win);
+    /* from here on, errors come back to us instead of ending the job */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    check(MPI_Win_lock_all(0, win), "MPI_Win_lock_all", victim);
+    last_ok = t_start = MPI_Wtime();
+    for (round = 0;; round++) {
+        if (round == PL_WARM_ROUNDS) {
+            check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", victim);
+            if (tu_rank == 0)
+                printf("peer_loss: transferring (%d processes, victim rank %d)\n", tu_size, victim);
+            fflush(stdout);
+        }
+        if (MPI_Wtime() - t_start > (double)limit)
+            break;
+        if (tu_rank != victim) {
+            check(MPI_Send(big, (int)size, MPI_BYTE, victim, 1, MPI_COMM_WORLD), "MPI_Send",
+                  victim);
+            check(MPI_Ssend(small, sizeof(small), MPI_BYTE, victim, 2, MPI_COMM_WORLD), "MPI_Ssend",
+                  victim);
+            check(MPI_Irecv(small, sizeof(small), MPI_BYTE, victim, 3, MPI_COMM_WORLD, &req),
+                  "MPI_Irecv", victim);
+            check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (receive)", victim);
+            check(MPI_Put(big, PL_PUT_BYTES, MPI_BYTE, victim, (MPI_Aint)tu_rank * PL_PUT_BYTES,
+                          PL_PUT_BYTES, MPI_BYTE, win),
+                  "MPI_Put", victim);
+            check(MPI_Win_flush(victim, win), "MPI_Win_flush", victim);
+            continue;
+        }
+        for (int s = 0; s < victim; s++) {
+            if (kill_victim && round == PL_WARM_ROUNDS + 2 && s == 0) {
+                /* mid-transfer: the sender's rendezvous is under way */
+                MPI_Irecv(big, (int)size, MPI_BYTE, s, 1, MPI_COMM_WORLD, &req);
+                tu_sleep_ms(20);
+                printf("peer_loss: victim rank %d kills itself (SIGKILL) mid-transfer\n", tu_rank);
+                fflush(stdout);
+                raise(SIGKILL);
+            }
+            check(MPI_Recv(big, (int)size, MPI_BYTE, s, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  "MPI_Recv", s);
+            check(MPI_Recv(small, sizeof(small), MPI_BYTE, s, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  "MPI_Recv (synchronous)", s);
+            check(MPI_Send(small, sizeof(small), MPI_BYTE, s, 3, MPI_COMM_WORLD), "MPI_Send", s);
+        }
+    }
+    /* no kill and no cut came: the runner did not do its part */
+    printf("FAIL peer_loss: the victim was still there after %ld s (rank %d)\n", limit, tu_rank);
+    fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+}

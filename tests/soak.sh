@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Soak: tests/soak/soak (a seeded random mix of point-to-point in every
+# mode and one-sided operations, every byte checked) on namespace hosts
+# (tests/netns) with random loss between them, for a while.
+#   tests/soak.sh [-m MINUTES | -t SECONDS] [-c CONFIG[,CONFIG...]] [-l LOSS%]
+#                 [-H HOSTS] [-n NP] [-s SEED]
+#   -m / -t  how long each configuration runs (default 10 minutes)
+#   -c  PML-PROVIDER: cm-rxd, cm-rxm (pml cm + mtl_efa), ob1-rxd, ob1-rxm
+#       (pml ob1 + btl_efa); one-sided through osc/rdma + btl_efa in all
+#       (default cm-rxd,ob1-rxm)
+#   -l  percentage of frames between hosts dropped at random (default 3)
+#   -H  namespace hosts (default 2), -n processes (default 4, round-robin
+#       over the hosts), -s seed (default: the date, printed)
+# Environment: EFA_MCA_COMPONENT_PATH (default _install/lib/openmpi),
+# SOAK_BIN (default _build/tests/soak/soak), SOAK_LOG_DIR (default
+# /tmp/efa-soak).
+# The hosts are made here and removed at the end, also on failure or
+# interruption; where they cannot be made (not root, no ip or nft) every
+# configuration is a SKIP with the reason.  Prints "PASS soak CONFIG ..." or
+# "FAIL soak CONFIG (reason)" per configuration with the program's totals,
+# then "N passed, N failed, N skipped"; exits non-zero on any failure.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
+bin=${SOAK_BIN:-$top/_build/tests/soak/soak}
+logdir=${SOAK_LOG_DIR:-/tmp/efa-soak}
+secs=600 configs=cm-rxd,ob1-rxm loss=3 hosts=2 np=4 seed=$(date +%Y%m%d%H%M)
+while getopts "m:t:c:l:H:n:s:h" o; do
+    case $o in
+    m) secs=$((OPTARG * 60)) ;;
+    t) secs=$OPTARG ;;
+    c) configs=$OPTARG ;;
+    l) loss=$OPTARG ;;
+    H) hosts=$OPTARG ;;
+    n) np=$OPTARG ;;
+    s) seed=$OPTARG ;;
+    *) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
+    esac
+done
+for v in "$secs" "$loss" "$hosts" "$np" "$seed"; do
+    [[ $v =~ ^[0-9]+$ ]] || { echo "soak.sh: '$v' is not a number" >&2; exit 2; }
+done
+
+npass=0 nfail=0 nskip=0
+finish() {
+    echo "$npass passed, $nfail failed, $nskip skipped"
+    [ $nfail -eq 0 ]
+}
+
+if ! reason=$("$top/tests/netns/setup.sh" "$hosts" 2>&1 >/dev/null); then
+    for c in ${configs//,/ }; do
+        echo "SKIP soak $c (no namespace hosts here: ${reason#setup.sh: })"
+        nskip=$((nskip + 1))
+    done
+    finish
+    exit
+fi
+trap '"$top/tests/netns/teardown.sh"' EXIT
+trap 'exit 130' INT TERM
+"$top/tests/netns/fault.sh" loss "$loss" || exit 1
+mapfile -t netns_args < <("$top/tests/netns/mpirun-args.sh" "$logdir" "$np")
+pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$logdir"
+
+for c in ${configs//,/ }; do
+    case ${c#*-} in
+    rxd) prov='udp;ofi_rxd' ;;
+    rxm) prov='tcp;ofi_rxm' ;;
+    *) echo "soak.sh: unknown configuration $c (PML-PROVIDER: cm-rxd, cm-rxm, ob1-rxd, ob1-rxm)" >&2; exit 2 ;;
+    esac
+    case ${c%%-*} in
+    cm) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov") ;;
+    ob1) args=(--mca pml ob1) ;;
+    *) echo "soak.sh: unknown configuration $c" >&2; exit 2 ;;
+    esac
+    args+=(--mca btl efa,self --mca btl_efa_provider_include "$prov" --mca osc rdma)
+    log=$logdir/soak-$c.log
+    # the program stops itself after $secs; the watchdog and the timeout
+    # leave room for start-up and a last round under loss
+    cmd=(timeout -k 15 $((secs + 180)) mpirun -np "$np" --oversubscribe --bind-to none
+        --mca mca_base_component_path "$pkglibdir:$comp" "${netns_args[@]}" "${args[@]}"
+        -x MPI_TEST_TIMEOUT=$((secs + 150)) "$bin" -t "$secs" -s "$seed")
+    echo "# $(printf '%q ' "${cmd[@]}")" >"$log"
+    "$top/tests/netns/fault.sh" show | grep -E 'loss|counter' >>"$log"
+    t0=$(date +%s)
+    "${cmd[@]}" </dev/null >>"$log" 2>&1
+    rc=$?
+    dropped=$("$top/tests/netns/fault.sh" show | sed -n 's/.*counter packets \([0-9]*\) .*loss.*/\1/p' | head -1)
+    stats=$(grep -m1 '^soak: ' "$log" | sed 's/^soak: //')
+    if [ $rc -eq 0 ] && grep -q '^ok soak ' "$log"; then
+        echo "PASS soak $c np=$np loss=$loss% ($stats; $dropped frames dropped so far)"
+        npass=$((npass + 1))
+    else
+        why=$(grep -m1 -E '^FAIL|^ERROR' "$log")
+        [ $rc -eq 124 ] || [ $rc -eq 137 ] && why="timeout after $((secs + 180)) s${why:+: $why}"
+        echo "FAIL soak $c np=$np loss=$loss% (exit $rc${why:+: $why}${stats:+; $stats}; $(($(date +%s) - t0)) s; log $log)"
+        nfail=$((nfail + 1))
+    fi
+done
+finish
