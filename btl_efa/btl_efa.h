@@ -34,45 +34,15 @@
 /* The shared core's headers, by file name alone (see mtl_efa.h). */
 #include "btl_efa_compat.h"
 #include "common_efa.h"
+#include "efa_btl_wire.h"
 #include "efa_core_msg.h"
 #include "efa_rma.h"
 #include "efa_shm_ring.h"
 
 BEGIN_C_DECLS
 
-/* Wire format.  Peers of one job share the architecture (no byte swap). */
-enum {
-    EFA_BTL_MSG_AM = 1, /* two-sided fragment: hdr + payload */
-    EFA_BTL_MSG_PUT,    /* rma + payload, answered by RESP */
-    EFA_BTL_MSG_GET,    /* rma, answered by RESP + data */
-    EFA_BTL_MSG_ATOMIC, /* rma (op, operands), answered by RESP (+ old value) */
-    EFA_BTL_MSG_RESP,   /* rma.status, rma.operand: fetched value, + data for GET */
-    EFA_BTL_MSG_CREDIT, /* hdr only: returns credits, takes none */
-};
-
-typedef struct efa_btl_hdr {
-    uint8_t type;
-    uint8_t tag;      /* active-message tag (AM) */
-    uint16_t credits; /* send credits returned to the receiver of this message */
-    uint32_t len;     /* payload bytes after the headers */
-    uint64_t src;     /* the sender's opal_process_name_t */
-} efa_btl_hdr_t;
-
-typedef struct efa_btl_rma {
-    uint64_t req;      /* initiator's request, echoed in the response */
-    uint64_t addr;     /* target address */
-    uint64_t key;      /* target's registration key */
-    uint64_t len;      /* bytes to put/get */
-    uint64_t offset;   /* of this chunk within the request's local buffer */
-    uint64_t operand;  /* atomics: operand; RESP: fetched value */
-    uint64_t operand2; /* compare-and-swap: the new value */
-    uint32_t op;       /* atomic op (mca_btl_base_atomic_op_t, 0x100: cswap) */
-    int32_t status;    /* RESP: OPAL status */
-    uint32_t flags;    /* atomics: MCA_BTL_ATOMIC_FLAG_32BIT */
-    uint32_t pad;
-} efa_btl_rma_t;
-
-#define EFA_BTL_OP_CSWAP 0x100
+/* Wire format (efa_btl_hdr_t, efa_btl_rma_t) and the checks of what
+ * arrives by it: common/efa_btl_wire.h, pure C so that it can be fuzzed. */
 
 /* The smallest btl_efa_rma_max_transfer accepted (besides 0). */
 #define EFA_BTL_MIN_RMA_TRANSFER 4096

@@ -853,15 +853,17 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
 }
 
 void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring) {
-    if (len < sizeof(efa_btl_hdr_t)) {
+    /* Lengths and type are checked by efa_btl_wire_parse (common/
+     * efa_btl_wire.h, fuzzed), which reads each header once, into a copy:
+     * a ring slot is the sender's memory too, and a length checked must be
+     * the length used. */
+    efa_btl_wire_msg_t msg;
+    const efa_btl_wire_kind_t kind = efa_btl_wire_parse(buf, len, MCA_BTL_TAG_MAX, &msg);
+    if (EFA_BTL_WIRE_SHORT == kind) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: short message dropped");
         return;
     }
-    /* The header is read once, into a copy: a ring slot is the sender's
-     * memory too, and a length checked must be the length used. */
-    efa_btl_hdr_t hdr_copy;
-    memcpy(&hdr_copy, buf, sizeof(hdr_copy));
-    const efa_btl_hdr_t *hdr = &hdr_copy;
+    const efa_btl_hdr_t *hdr = &msg.hdr;
     mca_btl_efa_endpoint_t *ep = btl->last_src;
     if (NULL == ep || name_key(&ep->name) != hdr->src) {
         ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
@@ -870,17 +872,20 @@ void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len,
     if (NULL != ep) {
         note_received(btl, ep, hdr, via_ring);
     }
-    if (EFA_BTL_MSG_CREDIT == hdr->type) {
-        return;
-    }
-    const uint8_t *body = (const uint8_t *)buf + sizeof(hdr_copy);
-    size_t body_len = len - sizeof(hdr_copy);
-    if (EFA_BTL_MSG_AM == hdr->type) {
+    switch (kind) {
+    case EFA_BTL_WIRE_AM:
+    case EFA_BTL_WIRE_AM_TRUNCATED:
+    case EFA_BTL_WIRE_AM_BAD_TAG: {
         if (!mca_btl_efa_upper_alive(btl, ep)) {
             return; /* nobody left to take it (see frag_finish) */
         }
-        if (hdr->len > body_len) {
+        if (EFA_BTL_WIRE_AM_TRUNCATED == kind) {
             opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated fragment dropped");
+            return;
+        }
+        if (EFA_BTL_WIRE_AM_BAD_TAG == kind) {
+            opal_output_verbose(1, mca_common_efa_output,
+                                "btl:efa: fragment with tag %d (no such tag) dropped", hdr->tag);
             return;
         }
         const mca_btl_active_message_callback_t *reg =
@@ -889,35 +894,29 @@ void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len,
             return;
         }
         mca_btl_base_segment_t seg;
-        seg.seg_addr.pval = (void *)body;
-        seg.seg_len = hdr->len;
+        seg.seg_addr.pval = (void *)msg.payload;
+        seg.seg_len = msg.payload_len;
         mca_btl_efa_deliver_am(&btl->super, ep, hdr->tag, &seg);
         return;
     }
-    if (body_len < sizeof(efa_btl_rma_t)) {
+    case EFA_BTL_WIRE_SHORT_REQUEST:
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: short request dropped");
         return;
-    }
-    efa_btl_rma_t rma;
-    memcpy(&rma, body, sizeof(rma));
-    const uint8_t *payload = body + sizeof(rma);
-    size_t payload_len = body_len - sizeof(rma);
-    if (hdr->len > payload_len) {
+    case EFA_BTL_WIRE_TRUNCATED_REQUEST:
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated request dropped");
         return;
-    }
-    switch (hdr->type) {
-    case EFA_BTL_MSG_PUT:
-    case EFA_BTL_MSG_GET:
-    case EFA_BTL_MSG_ATOMIC:
-        mca_btl_efa_rdma_on_request(btl, hdr, &rma, payload);
-        break;
-    case EFA_BTL_MSG_RESP:
-        mca_btl_efa_rdma_on_response(btl, &rma, payload, hdr->len);
-        break;
-    default:
+    case EFA_BTL_WIRE_REQUEST:
+        mca_btl_efa_rdma_on_request(btl, hdr, &msg.rma, msg.payload);
+        return;
+    case EFA_BTL_WIRE_RESPONSE:
+        mca_btl_efa_rdma_on_response(btl, &msg.rma, msg.payload, msg.payload_len);
+        return;
+    case EFA_BTL_WIRE_UNKNOWN_TYPE:
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: unknown message type %d dropped",
                             hdr->type);
+        return;
+    default: /* SHORT (above), CREDIT: nothing more to do */
+        return;
     }
 }
 

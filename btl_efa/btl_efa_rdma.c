@@ -175,6 +175,10 @@ static const efa_btl_reg_t *check(mca_btl_efa_module_t *btl, uint64_t key, uint6
         *result = (uint64_t)old;                                                                   \
     } while (0)
 
+/* The atomic flags travel as efa_btl_wire_atomic_extent reads them. */
+_Static_assert(EFA_BTL_WIRE_ATOMIC_32BIT == MCA_BTL_ATOMIC_FLAG_32BIT, "32-bit atomic flag");
+_Static_assert(EFA_BTL_WIRE_ATOMIC_FLOAT == MCA_BTL_ATOMIC_FLAG_FLOAT, "float atomic flag");
+
 static bool known_op(uint32_t op) {
     switch (op) {
     case MCA_BTL_ATOMIC_ADD:
@@ -211,14 +215,14 @@ static int execute(mca_btl_efa_module_t *btl, int type, uint64_t src, const efa_
     case EFA_BTL_MSG_GET:
         access = MCA_BTL_REG_FLAG_REMOTE_READ;
         break;
-    default:
+    default: {
         access = MCA_BTL_REG_FLAG_REMOTE_ATOMIC;
-        len = (rma->flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
-        if (!known_op(op) || (rma->flags & MCA_BTL_ATOMIC_FLAG_FLOAT)) {
+        const efa_btl_wire_atomic_t extent = efa_btl_wire_atomic_extent(addr, rma->flags, &len);
+        if (!known_op(op) || EFA_BTL_WIRE_ATOMIC_UNSUPPORTED == extent) {
             report_refusal(btl, type, src, addr, len, rma->key, "unsupported atomic operation");
             return OPAL_ERR_NOT_SUPPORTED;
         }
-        if (addr % len) {
+        if (EFA_BTL_WIRE_ATOMIC_MISALIGNED == extent) {
             report_refusal(btl, type, src, addr, len, rma->key, "misaligned atomic");
             return OPAL_ERR_BAD_PARAM;
         }
@@ -230,6 +234,7 @@ static int execute(mca_btl_efa_module_t *btl, int type, uint64_t src, const efa_
                            "this job executes atomics by the provider (btl_efa_atomic_mode)");
             return OPAL_ERR_NOT_SUPPORTED;
         }
+    }
     }
     OPAL_THREAD_LOCK(&btl->lock);
     if (NULL == check(btl, rma->key, addr, len, access, &why)) {
@@ -282,9 +287,9 @@ void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
         /* The layers that registered this process's memory are closed:
          * what they left registered may be freed memory by now. */
         status = OPAL_ERR_UNREACH;
-    } else if (EFA_BTL_MSG_PUT == hdr->type && rma->len != hdr->len) {
-        status = OPAL_ERR_BAD_PARAM;
-    } else if (EFA_BTL_MSG_GET == hdr->type && rma->len > btl->rma_chunk) {
+    } else if (!efa_btl_wire_request_len_ok(hdr->type, hdr->len, rma->len, btl->rma_chunk)) {
+        /* A put carries what it names; a get asks for no more than the
+         * answer's fragment holds. */
         status = OPAL_ERR_BAD_PARAM;
     } else {
         status = execute(btl, hdr->type, hdr->src, rma, payload, data, &result);
@@ -465,7 +470,7 @@ void mca_btl_efa_rdma_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
     int status = rma->status;
     if (OPAL_SUCCESS == status) {
         if (EFA_BTL_MSG_GET == req->type) {
-            if (len != rma->len || rma->offset > req->size || len > req->size - rma->offset) {
+            if (!efa_btl_wire_get_answer_fits(len, rma->len, rma->offset, req->size)) {
                 status = OPAL_ERR_BAD_PARAM;
             } else if (len) {
                 memcpy((uint8_t *)req->local_address + rma->offset, payload, len);

@@ -1,22 +1,28 @@
 // Frames of the on-node engine (common/onnode_engine.cpp, Engine::deliver):
 // a peer of the node writes them into its ring of this process's inbox.
-// The harness plays that peer: it attaches to ring 1 of engine A's inbox
-// and writes frames (header fields, lengths and bodies from the input)
-// while A has receives posted or not, then lets A progress.  A second
-// engine (B, vpid 1) exists only so that A's answers (ACK, CTS) have an
-// inbox to go to; it is never progressed.
+// The harness plays that peer, hostile: it attaches to ring 1 (local rank
+// 1, engine B's) or ring 2 (local rank 2, a process with no inbox) of
+// engine A's inbox and writes frames of every type (eager, short eager,
+// RTS, ACK, FIN, CTS, DATA, cancel and cancelled, unknown ones) with any
+// sender id, request id, envelope, length and body, while A has receives
+// posted, sends waiting for answers (synchronous, rendezvous, streaming)
+// and cancels asked for, then lets A progress.  A request id is taken
+// from the input or from one of A's requests (exact, or off by an index
+// or a generation), so that the answers A waits for are reached too.
 //
-// Limitation, on purpose and reported (docs/RELIABILITY.md): the control
-// and data frames (ACK, FIN, CTS, DATA) name the receiver's request by its
-// address, and a sender id selects an entry of a table grown to that id, so
-// today a corrupted frame of those kinds crashes or exhausts memory by
-// design.  Until the frames carry checked ids, the harness writes only the
-// frames a receiver parses without trusting an address (eager, short
-// eager, RTS) and always as sender 1; EFA_FUZZ_HOSTILE_IDS=1 lifts both
-// restrictions (for the fix, and to show the crash).
+// Job layout (vpids): 0 is A (local rank 0), 1 is B (local rank 1, only
+// there so that A's answers have an inbox to go to; progressed only at the
+// end), 2 has local rank 2 but no inbox, 3 publishes no card, 4 a card
+// with a local rank outside the node; 5 and above are not in the job.
+//
+// Checks beyond "no crash, no sanitizer report": a request completes at
+// most once; a completed receive never reports more bytes than its
+// buffer took unless truncated; a send is reported cancelled only when
+// it was asked to be.
 #include <rdma/fi_errno.h>
 #include <unistd.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -28,13 +34,24 @@ using namespace efa::onnode;
 
 namespace {
 
+constexpr uint32_t kNprocs = 5;
+constexpr uint32_t kNlocal = 3;
+
 struct Req {
-    efa_onnode_req_t on{};
+    efa_onnode_req_t on{}; // first: the callback's pointer is the Req's
     std::vector<uint8_t> buf;
+    bool is_send = false;
+    bool cancel_asked = false;
+    int completions = 0;
 };
 
-// What a completed receive reports must agree with its buffer.
 void on_complete(efa_onnode_req_t *r) {
+    Req *q = reinterpret_cast<Req *>(r);
+    FUZZ_CHECK(++q->completions == 1);
+    if (q->is_send) {
+        FUZZ_CHECK(r->err != -FI_ECANCELED || q->cancel_asked);
+        return;
+    }
     if (r->err == 0) {
         FUZZ_CHECK(r->msg_len <= r->buflen);
     } else if (r->err == -FI_ETRUNC) {
@@ -42,24 +59,61 @@ void on_complete(efa_onnode_req_t *r) {
     }
 }
 
-efa_onnode_t *make(const std::string &tag, uint32_t vpid, bool single_copy) {
+struct Job {
+    std::string tag;
+    efa_onnode_t *a = nullptr;
+    efa_onnode_t *b = nullptr;
+};
+
+// The modex's part (see the job layout above).
+int card_of(void *arg, uint32_t vpid, efa_onnode_card_t *card) {
+    const Job *j = static_cast<const Job *>(arg);
+    switch (vpid) {
+    case 0:
+    case 1:
+        efa_onnode_my_card(0 == vpid ? j->a : j->b, card);
+        return 0;
+    case 2:
+        card->cookie = 0x1234;
+        card->local_rank = 2;
+        return 0;
+    case 4:
+        card->cookie = 0x1234;
+        card->local_rank = 7;
+        return 0;
+    default:
+        return -FI_ENOENT;
+    }
+}
+
+efa_onnode_t *make(Job &j, uint32_t vpid, uint32_t slots, bool single_copy) {
     efa_onnode_params_t p{};
     p.inbox_dir = "/dev/shm";
-    p.job_tag = tag.c_str();
+    p.job_tag = j.tag.c_str();
     p.my_vpid = vpid;
     p.local_rank = vpid;
-    p.nlocal = 2;
-    p.slots = 64;
+    p.nlocal = kNlocal;
+    p.nprocs = kNprocs;
+    p.slots = slots;
     p.slot_size = 256;
     p.single_copy = single_copy;
+    p.peer_card = card_of;
+    p.peer_card_arg = &j;
     int err = 0;
     efa_onnode_t *e = efa_onnode_create(&p, &err);
     FUZZ_CHECK(e != nullptr);
     return e;
 }
 
-const bool g_hostile = [] {
-    const char *v = getenv("EFA_FUZZ_HOSTILE_IDS");
+// A small value most of the time (so that envelopes match and ids hit),
+// any value when the top bit asks for it.
+uint32_t small_or_raw(fuzz::Input &in, uint32_t mod) {
+    const uint32_t v = in.take<uint32_t>();
+    return (v & 0x80000000u) ? v : v % mod;
+}
+
+const bool g_verbose = [] {
+    const char *v = getenv("EFA_FUZZ_VERBOSE");
     return v && v[0] == '1';
 }();
 
@@ -67,19 +121,31 @@ const bool g_hostile = [] {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz::Input in(data, size);
-    const std::string tag = "fuzz." + std::to_string(getpid());
+    Job job;
+    job.tag = "fuzz." + std::to_string(getpid());
     const bool single_copy = in.take<uint8_t>() & 1;
-    efa_onnode_t *a = make(tag, 0, single_copy);
-    efa_onnode_t *b = make(tag, 1, false);
+    job.a = make(job, 0, 64, single_copy);
+    // B's rings are deep: B is not progressed until the end, and A's
+    // answers and streamed DATA must not be left waiting for room.
+    job.b = make(job, 1, 1024, false);
     int err = 0;
-    auto out = efa::shm::Outbox::attach(efa_onnode_inbox_path(a), 1, err);
-    FUZZ_CHECK(out != nullptr);
+    std::array<std::unique_ptr<efa::shm::Outbox>, kNlocal> out;
+    efa_onnode_card_t card{};
+    efa_onnode_my_card(job.a, &card);
+    for (uint32_t r = 1; r < kNlocal; ++r) {
+        out[r] = efa::shm::Outbox::attach(efa_onnode_inbox_path(job.a), r, card.cookie, err);
+        FUZZ_CHECK(out[r] != nullptr);
+    }
 
-    std::vector<Req> reqs(8); // never reallocated: the engine keeps pointers
+    std::vector<Req> reqs(16); // never reallocated: the engine keeps pointers
     size_t nreq = 0;
-    for (int step = 0; step < 16 && in.left() >= 2; ++step) {
+    for (int step = 0; step < 32 && in.left() >= 2; ++step) {
         const uint8_t op = in.take<uint8_t>();
-        if (op % 3 == 0 && nreq < reqs.size()) { // post a receive
+        switch (op % 6) {
+        case 0: { // A posts a receive
+            if (nreq == reqs.size()) {
+                break;
+            }
             Req &r = reqs[nreq++];
             r.buf.assign(in.take<uint8_t>() * 4u, 0);
             r.on.complete = on_complete;
@@ -88,22 +154,70 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const uint32_t cid = in.take<uint8_t>() % 4;
             const int32_t src = static_cast<int32_t>(in.take<int8_t>() % 4);
             const int32_t rtag = static_cast<int32_t>(in.take<int8_t>() % 8);
-            const int rc = efa_onnode_recv(a, cid, src < 0 ? EFA_ONNODE_ANY : src,
+            const int rc = efa_onnode_recv(job.a, cid, src < 0 ? EFA_ONNODE_ANY : src,
                                            rtag < -1 ? EFA_ONNODE_ANY : rtag, &r.on);
             FUZZ_CHECK(rc >= 0);
-        } else { // a frame from peer 1
+            if (rc == 1) {
+                on_complete(&r.on); // complete inside the call: no callback follows
+            }
+            break;
+        }
+        case 1: { // A sends (to B mostly; to itself or a process it cannot reach)
+            if (nreq == reqs.size()) {
+                break;
+            }
+            Req &r = reqs[nreq++];
+            r.is_send = true;
+            const uint8_t to = in.take<uint8_t>();
+            const uint32_t peer = to < 0xc0 ? 1 : to % 8;
+            const bool sync = in.take<uint8_t>() & 1;
+            // Eager (up to 216 bytes in a 256-byte slot) or rendezvous.
+            r.buf.assign(in.take<uint8_t>() * 4u, 0x3c);
+            r.on.complete = on_complete;
+            const int rc =
+                efa_onnode_send(job.a, peer, in.take<uint8_t>() % 4, 0, in.take<int8_t>() % 8,
+                                r.buf.data(), r.buf.size(), sync, &r.on);
+            if (rc == 1) {
+                on_complete(&r.on);
+            } else if (rc < 0) {
+                FUZZ_CHECK(peer > 1); // only an unreachable peer refuses
+                r.completions = 1;    // never started: no callback
+            }
+            break;
+        }
+        case 2: { // A cancels one of its requests
+            if (nreq == 0) {
+                break;
+            }
+            Req &r = reqs[in.take<uint8_t>() % nreq];
+            if (r.completions) {
+                break; // done: its memory is the caller's again
+            }
+            if (r.is_send) {
+                r.cancel_asked = true;
+                efa_onnode_cancel_send(job.a, &r.on);
+            } else {
+                (void)efa_onnode_cancel(job.a, &r.on);
+            }
+            break;
+        }
+        default: { // a frame from the peer on ring 1 or 2
             FrameHdr h{};
             h.type = in.take<uint8_t>();
             h.flags = in.take<uint8_t>();
-            h.cid = in.take<uint8_t>() % 4;
-            h.src = in.take<int8_t>() % 4;
-            h.tag = in.take<int8_t>();
-            h.sender = in.take<uint32_t>();
+            h.cid = small_or_raw(in, 4);
+            h.src = static_cast<int32_t>(small_or_raw(in, 4));
+            h.tag = static_cast<int32_t>(small_or_raw(in, 8));
+            h.sender = small_or_raw(in, kNprocs + 1);
             h.id = in.take<uint64_t>();
-            if (!g_hostile) {
-                static const uint8_t kSafe[] = {kEager, kRts, kEagerShort};
-                h.type = kSafe[h.type % 3];
-                h.sender = 1;
+            const uint8_t idsel = in.take<uint8_t>();
+            if ((idsel & 0x80) && nreq) {
+                h.id = reqs[idsel % nreq].on.local_id;
+                if (idsel & 0x20) {
+                    h.id += 1; // the next index
+                } else if (idsel & 0x40) {
+                    h.id += uint64_t{1} << 32; // a later generation
+                }
             }
             std::vector<uint8_t> frame(sizeof(h));
             memcpy(frame.data(), &h, sizeof(h));
@@ -115,18 +229,44 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             // Any length up to the slot, shorter than a header included.
             frame.resize(std::min<size_t>(
                 frame.size(), in.take<uint8_t>() % 2 ? frame.size() : in.take<uint8_t>() % 48));
-            const int rc = out->send(frame.data(), frame.size());
+            const int rc = out[(op & 0x80) ? 2 : 1]->send(frame.data(), frame.size());
             FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -EMSGSIZE);
+            break;
         }
-        efa_onnode_progress(a);
+        }
+        efa_onnode_progress(job.a);
     }
     for (size_t i = 0; i < nreq; ++i) {
         Req &r = reqs[i];
-        (void)efa_onnode_cancel(a, &r.on);
+        if (!r.is_send && !r.completions) {
+            (void)efa_onnode_cancel(job.a, &r.on);
+        }
     }
-    efa_onnode_progress(a);
-    out.reset();
-    efa_onnode_destroy(a);
-    efa_onnode_destroy(b);
+    efa_onnode_progress(job.a);
+    if (g_verbose) { // what an input reached (make-seeds.py's seeds are checked so)
+        efa_onnode_stats_t st{};
+        efa_onnode_get_stats(job.a, &st);
+        fprintf(stderr,
+                "A: frames sent %llu received %llu dropped %llu; eager %llu rendezvous %llu "
+                "streamed %llu unexpected %llu\n",
+                (unsigned long long)st.frames_sent, (unsigned long long)st.frames_received,
+                (unsigned long long)st.dropped, (unsigned long long)st.eager,
+                (unsigned long long)st.rendezvous, (unsigned long long)st.streamed,
+                (unsigned long long)st.unexpected);
+        for (size_t i = 0; i < nreq; ++i) {
+            fprintf(stderr, "  req %zu %s: %s err %d len %zu\n", i,
+                    reqs[i].is_send ? "send" : "recv", reqs[i].completions ? "complete" : "pending",
+                    reqs[i].on.err, reqs[i].on.msg_len);
+        }
+    }
+    // B takes what A wrote (so that A's destroy finds no answer waiting
+    // for room), then A once more.
+    efa_onnode_progress(job.b);
+    efa_onnode_progress(job.a);
+    for (auto &o : out) {
+        o.reset();
+    }
+    efa_onnode_destroy(job.a);
+    efa_onnode_destroy(job.b);
     return 0;
 }

@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     h.access = in.take<uint32_t>();
     h.flags = in.take<uint32_t>();
     h.owner_pid = in.take<uint32_t>();
-    h.reserved = 0;
+    h.seal = 0; // from the input's end (the layout of the seeds stays)
     const uint64_t addr = in.take<uint64_t>();
     const uint64_t len = in.take<uint64_t>();
     const uint32_t peer_pid = in.take<uint32_t>();
@@ -64,5 +64,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         FUZZ_CHECK(covered == tlen);
     }
+
+    // The seal: a handle passes as intact only with its own digest, and
+    // sealing makes any handle intact (a torn copy is all the seal catches).
+    h.seal = in.take<uint32_t>();
+    FUZZ_CHECK(efa_rma_handle_intact(&h) == (h.seal == efa_rma_handle_digest(&h)));
+    efa_rma_handle_seal(&h);
+    FUZZ_CHECK(efa_rma_handle_intact(&h));
     return 0;
 }

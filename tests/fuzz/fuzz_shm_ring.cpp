@@ -1,13 +1,18 @@
 // The on-node rings (common/shm_ring.*): every byte of a segment is
 // writable by every process that attaches to it.  Two halves:
-//  - attach: a sender maps a segment whose header page (and size) another
-//    process wrote: it must refuse what is not a valid segment, and what it
-//    accepts must carry frames without touching memory outside its ring;
-//  - poll: the owner reads a ring whose control words, slot headers and
-//    frames a sender wrote at will (and the header's attach counter): it
-//    must hand out only frames inside a slot, and never crash.
+//  - attach: a sender maps a segment whose header page (and size, mode,
+//    cookie) another process wrote: it must refuse what is not a valid
+//    segment of the cookie it was given, and what it accepts must carry
+//    frames without touching memory outside its ring, however the file's
+//    bytes (header, control words of any ring, slots) change after the
+//    attach;
+//  - poll: the owner reads a segment of which a sender may write every
+//    byte at will (header fields, ring offsets and sizes included, control
+//    words, slot lengths and stamps of any ring): it must hand out only
+//    frames inside a slot, and never crash.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,34 +64,60 @@ void fuzz_attach(fuzz::Input &in) {
         file_len = in.take<uint32_t>() % (g.total_bytes() * 2 + 1);
     }
     const uint32_t ring = in.take<uint8_t>() % 8;
+    // The owner's cookie (the sender is given another with bit 1), and
+    // the file's mode (open to others with bit 2).
+    const uint8_t which2 = in.take<uint8_t>();
+    const uint64_t cookie = 0x5eed0000c0ffee01ull;
+    memcpy(page + offsetof(SegHeader, cookie), &cookie, 8);
 
-    int fd = memfd_create("efa-fuzz-seg", MFD_CLOEXEC);
+    // A real file (the attach opens without following links, so no
+    // /proc/self/fd path), of this user, mode 0600 unless asked otherwise.
+    const std::string path = "/dev/shm/efa-fuzz-seg." + std::to_string(getpid());
+    (void)unlink(path.c_str());
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     FUZZ_CHECK(fd >= 0);
+    FUZZ_CHECK(0 == fchmod(fd, (which2 & 2) ? 0644 : 0600));
     FUZZ_CHECK(0 == ftruncate(fd, static_cast<off_t>(file_len)));
     if (file_len > 0) {
         FUZZ_CHECK(static_cast<ssize_t>(std::min(file_len, kPage)) ==
                    pwrite(fd, page, std::min(file_len, kPage), 0));
     }
     int err = 0;
-    auto out = Outbox::attach("/proc/self/fd/" + std::to_string(fd), ring, err);
-    const bool valid_header = (which & 0x7f) == 0 && file_len >= g.total_bytes();
-    if (valid_header && ring < g.nrings) {
+    auto out = Outbox::attach(path, ring, (which2 & 1) ? ~cookie : cookie, err);
+    const bool valid = (which & 0x7f) == 0 && file_len == g.total_bytes() && !(which2 & 3);
+    if (valid && ring < g.nrings) {
         FUZZ_CHECK(out != nullptr);
+    }
+    if (which2 & 2) {
+        FUZZ_CHECK(out == nullptr && err == -EACCES);
+    } else if ((which & 0x7f) == 0 && file_len == g.total_bytes() && (which2 & 1)) {
+        FUZZ_CHECK(out == nullptr && err == -EKEYREJECTED);
     }
     if (out) {
         FUZZ_CHECK(err == 0);
-        // Frames of the sizes the input asks for, until the ring is full.
-        for (int i = 0; i < 8 && in.left(); ++i) {
+        const size_t max = out->max_frame();
+        // Frames of the sizes the input asks for, until the ring is full,
+        // while any word of the file (header, any ring's control words and
+        // slots, this sender's own head and tail) changes under the sender.
+        for (int i = 0; i < 16 && in.left(); ++i) {
+            if (in.take<uint8_t>() & 1) {
+                const uint64_t off = in.take<uint32_t>() % (file_len - 7);
+                const uint64_t v = in.take<uint64_t>();
+                FUZZ_CHECK(8 == pwrite(fd, &v, 8, static_cast<off_t>(off)));
+                continue;
+            }
             std::vector<uint8_t> frame = in.bytes(255);
             frame.resize(frame.size() * (in.take<uint8_t>() % 8 + 1), 0x5a);
             const int rc = out->send(frame.data(), frame.size());
             FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -EMSGSIZE);
-            FUZZ_CHECK((rc == -EMSGSIZE) == (frame.size() > out->max_frame()));
+            FUZZ_CHECK((rc == -EMSGSIZE) == (frame.size() > max));
+            FUZZ_CHECK(out->max_frame() == max); // its own copy of the geometry
         }
     } else {
         FUZZ_CHECK(err < 0);
     }
     close(fd);
+    (void)unlink(path.c_str());
 }
 
 void fuzz_poll(fuzz::Input &in) {
@@ -98,7 +129,7 @@ void fuzz_poll(fuzz::Input &in) {
     int err = 0;
     auto inbox = Inbox::create(path, g, err);
     FUZZ_CHECK(inbox != nullptr);
-    auto out = Outbox::attach(path, 1, err);
+    auto out = Outbox::attach(path, 1, inbox->cookie(), err);
     FUZZ_CHECK(out != nullptr);
     // A few honest frames first, so that the counters are not all zero.
     const uint8_t honest = in.take<uint8_t>() % (g.nslots + 1);
@@ -107,21 +138,23 @@ void fuzz_poll(fuzz::Input &in) {
         memset(frame, i, sizeof(frame));
         (void)out->send(frame, sizeof(frame));
     }
-    // The sender's own view of its ring, written at will.
+    // The whole segment, written at will: any process that can attach
+    // can write every byte of it, not only its own ring.
     int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
     FUZZ_CHECK(fd >= 0);
     const size_t ring_len = g.ring_bytes();
-    auto *ring = static_cast<uint8_t *>(
-        mmap(nullptr, ring_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, kPage + ring_len));
-    FUZZ_CHECK(ring != MAP_FAILED);
-    auto *hdr =
-        static_cast<uint8_t *>(mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-    FUZZ_CHECK(hdr != MAP_FAILED);
+    const size_t seg_len = g.total_bytes();
+    auto *seg =
+        static_cast<uint8_t *>(mmap(nullptr, seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    FUZZ_CHECK(seg != MAP_FAILED);
     close(fd);
+    uint8_t *const hdr = seg;
     int budget = 1;
     while (in.left() >= 4) {
         const uint8_t op = in.take<uint8_t>();
-        switch (op % 4) {
+        // Ring 1 (the attached sender's) unless the op's high bit picks 0.
+        uint8_t *ring = seg + kPage + ((op & 0x80) ? 0 : ring_len);
+        switch (op % 5) {
         case 0: { // a word of the ring: control block or a slot
             const uint32_t off = in.take<uint32_t>() % (ring_len - 7);
             const uint64_t v = in.take<uint64_t>();
@@ -142,6 +175,14 @@ void fuzz_poll(fuzz::Input &in) {
             memcpy(hdr + offsetof(SegHeader, attach_seq), &v, 4);
             break;
         }
+        case 3: { // a header field (magic, version, geometry, ring offset
+                  // and size, cookie), or a word anywhere in the segment
+            const uint8_t f = in.take<uint8_t>();
+            const uint64_t v = in.take<uint64_t>();
+            const size_t off = (f & 0x80) ? (in.take<uint32_t>() % (seg_len - 7)) : (f % 8) * 8;
+            memcpy(seg + off, &v, 8);
+            break;
+        }
         default:
             budget = in.take<uint8_t>() % 16 + 1;
             break;
@@ -160,8 +201,7 @@ void fuzz_poll(fuzz::Input &in) {
             },
             budget);
     }
-    munmap(ring, ring_len);
-    munmap(hdr, kPage);
+    munmap(seg, seg_len);
 }
 
 } // namespace

@@ -1,0 +1,179 @@
+/*
+ * btl_efa's wire format, and the checks of every field of it that comes
+ * from another process (a provider message or an on-node ring slot) before
+ * the BTL acts on it.  Pure C without Open MPI's headers, so that the
+ * fuzzer (tests/fuzz/fuzz_btl_wire.cpp) runs the very checks the BTL runs
+ * (mca_btl_efa_deliver in btl_efa_module.c, the emulated one-sided target
+ * and initiator in btl_efa_rdma.c).  Peers of one job share the
+ * architecture (no byte swap).
+ */
+#ifndef EFA_BTL_WIRE_H
+#define EFA_BTL_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    EFA_BTL_MSG_AM = 1, /* two-sided fragment: hdr + payload */
+    EFA_BTL_MSG_PUT,    /* rma + payload, answered by RESP */
+    EFA_BTL_MSG_GET,    /* rma, answered by RESP + data */
+    EFA_BTL_MSG_ATOMIC, /* rma (op, operands), answered by RESP (+ old value) */
+    EFA_BTL_MSG_RESP,   /* rma.status, rma.operand: fetched value, + data for GET */
+    EFA_BTL_MSG_CREDIT, /* hdr only: returns credits, takes none */
+};
+
+typedef struct efa_btl_hdr {
+    uint8_t type;
+    uint8_t tag;      /* active-message tag (AM) */
+    uint16_t credits; /* send credits returned to the receiver of this message */
+    uint32_t len;     /* payload bytes after the headers */
+    uint64_t src;     /* the sender's opal_process_name_t */
+} efa_btl_hdr_t;
+
+typedef struct efa_btl_rma {
+    uint64_t req;      /* initiator's request, echoed in the response */
+    uint64_t addr;     /* target address */
+    uint64_t key;      /* target's registration key */
+    uint64_t len;      /* bytes to put/get */
+    uint64_t offset;   /* of this chunk within the request's local buffer */
+    uint64_t operand;  /* atomics: operand; RESP: fetched value */
+    uint64_t operand2; /* compare-and-swap: the new value */
+    uint32_t op;       /* atomic op (mca_btl_base_atomic_op_t, 0x100: cswap) */
+    int32_t status;    /* RESP: OPAL status */
+    uint32_t flags;    /* atomics: MCA_BTL_ATOMIC_FLAG_32BIT */
+    uint32_t pad;
+} efa_btl_rma_t;
+
+#define EFA_BTL_OP_CSWAP 0x100
+
+/* Open MPI's MCA_BTL_ATOMIC_FLAG_32BIT and _FLOAT, as they travel in
+ * efa_btl_rma_t.flags (btl_efa_rdma.c checks that they are the same). */
+#define EFA_BTL_WIRE_ATOMIC_32BIT 0x1u
+#define EFA_BTL_WIRE_ATOMIC_FLOAT 0x2u
+
+/* What a received message is, once its lengths and type are checked. */
+typedef enum {
+    EFA_BTL_WIRE_SHORT,             /* shorter than a header: nothing in it is read */
+    EFA_BTL_WIRE_CREDIT,            /* returns credits only */
+    EFA_BTL_WIRE_AM,                /* a fragment for the upper layer */
+    EFA_BTL_WIRE_AM_TRUNCATED,      /* its payload length runs past the message */
+    EFA_BTL_WIRE_AM_BAD_TAG,        /* a tag outside the table of active-message callbacks */
+    EFA_BTL_WIRE_SHORT_REQUEST,     /* one-sided kinds and unknown ones: no room for the rma */
+    EFA_BTL_WIRE_TRUNCATED_REQUEST, /* its payload length runs past the message */
+    EFA_BTL_WIRE_REQUEST,           /* put, get, atomic: executed by this process */
+    EFA_BTL_WIRE_RESPONSE,          /* an answer to a request of this process */
+    EFA_BTL_WIRE_UNKNOWN_TYPE,      /* a type of no version of this BTL */
+} efa_btl_wire_kind_t;
+
+/* A message as parsed: copies of its headers (a ring slot is the sender's
+ * memory too: a length checked must be the length used) and where its
+ * payload lies in the buffer. */
+typedef struct efa_btl_wire_msg {
+    efa_btl_hdr_t hdr; /* all kinds but SHORT */
+    efa_btl_rma_t rma; /* REQUEST, RESPONSE, TRUNCATED_REQUEST, UNKNOWN_TYPE */
+    const uint8_t *payload;
+    size_t payload_len; /* AM, REQUEST, RESPONSE: hdr.len bytes, inside the buffer */
+} efa_btl_wire_msg_t;
+
+/* Parse one message of len bytes.  ntags: entries of the active-message
+ * callback table (MCA_BTL_TAG_MAX): an AM's tag indexes it.  The headers
+ * are read once each, into *msg; the order of the checks is the order in
+ * which the BTL reports them. */
+static inline efa_btl_wire_kind_t efa_btl_wire_parse(const void *buf, size_t len, unsigned ntags,
+                                                     efa_btl_wire_msg_t *msg) {
+    memset(msg, 0, sizeof(*msg));
+    if (len < sizeof(efa_btl_hdr_t)) {
+        return EFA_BTL_WIRE_SHORT;
+    }
+    memcpy(&msg->hdr, buf, sizeof(msg->hdr));
+    if (EFA_BTL_MSG_CREDIT == msg->hdr.type) {
+        return EFA_BTL_WIRE_CREDIT;
+    }
+    const uint8_t *body = (const uint8_t *)buf + sizeof(efa_btl_hdr_t);
+    const size_t body_len = len - sizeof(efa_btl_hdr_t);
+    if (EFA_BTL_MSG_AM == msg->hdr.type) {
+        if (msg->hdr.len > body_len) {
+            return EFA_BTL_WIRE_AM_TRUNCATED;
+        }
+        /* The tag indexes Open MPI's table of callbacks, which has
+         * MCA_BTL_TAG_MAX (255) entries, one fewer than a uint8_t names:
+         * tag 255 read past its end (tests/fuzz corpus). */
+        if (msg->hdr.tag >= ntags) {
+            return EFA_BTL_WIRE_AM_BAD_TAG;
+        }
+        msg->payload = body;
+        msg->payload_len = msg->hdr.len;
+        return EFA_BTL_WIRE_AM;
+    }
+    if (body_len < sizeof(efa_btl_rma_t)) {
+        return EFA_BTL_WIRE_SHORT_REQUEST;
+    }
+    memcpy(&msg->rma, body, sizeof(msg->rma));
+    if (msg->hdr.len > body_len - sizeof(efa_btl_rma_t)) {
+        return EFA_BTL_WIRE_TRUNCATED_REQUEST;
+    }
+    msg->payload = body + sizeof(efa_btl_rma_t);
+    msg->payload_len = msg->hdr.len;
+    switch (msg->hdr.type) {
+    case EFA_BTL_MSG_PUT:
+    case EFA_BTL_MSG_GET:
+    case EFA_BTL_MSG_ATOMIC:
+        return EFA_BTL_WIRE_REQUEST;
+    case EFA_BTL_MSG_RESP:
+        return EFA_BTL_WIRE_RESPONSE;
+    default:
+        return EFA_BTL_WIRE_UNKNOWN_TYPE;
+    }
+}
+
+/* The target's check of a put's or get's length, before any lookup: a put
+ * carries exactly the bytes it names (carried: hdr.len), a get asks for no
+ * more than one answer holds (max_get: the chunk size).  Atomics have
+ * their own (efa_btl_wire_atomic_extent). */
+static inline bool efa_btl_wire_request_len_ok(uint8_t type, uint32_t carried, uint64_t len,
+                                               size_t max_get) {
+    if (EFA_BTL_MSG_PUT == type) {
+        return len == carried;
+    }
+    if (EFA_BTL_MSG_GET == type) {
+        return len <= max_get;
+    }
+    return true;
+}
+
+typedef enum {
+    EFA_BTL_WIRE_ATOMIC_OK,
+    EFA_BTL_WIRE_ATOMIC_UNSUPPORTED, /* floating point: not executed here */
+    EFA_BTL_WIRE_ATOMIC_MISALIGNED,  /* addr not a multiple of the operand's size */
+} efa_btl_wire_atomic_t;
+
+/* An atomic's operand size (*len: 4 with the 32-bit flag, else 8) and
+ * whether the target can execute it at addr.  The op itself is checked by
+ * the caller (Open MPI's op numbers). */
+static inline efa_btl_wire_atomic_t efa_btl_wire_atomic_extent(uint64_t addr, uint32_t flags,
+                                                               uint64_t *len) {
+    *len = (flags & EFA_BTL_WIRE_ATOMIC_32BIT) ? 4 : 8;
+    if (flags & EFA_BTL_WIRE_ATOMIC_FLOAT) {
+        return EFA_BTL_WIRE_ATOMIC_UNSUPPORTED;
+    }
+    return (addr % *len) ? EFA_BTL_WIRE_ATOMIC_MISALIGNED : EFA_BTL_WIRE_ATOMIC_OK;
+}
+
+/* Does a get's answer fit the request it names: the carried bytes are the
+ * chunk's length, and [offset, offset + carried) lies inside the request's
+ * buffer of req_size bytes (written so that no sum can wrap). */
+static inline bool efa_btl_wire_get_answer_fits(size_t carried, uint64_t rma_len, uint64_t offset,
+                                                size_t req_size) {
+    return carried == rma_len && offset <= req_size && carried <= req_size - offset;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFA_BTL_WIRE_H */
