@@ -144,7 +144,15 @@ void send_probe(efa_core *core, fi_addr_t addr) {
             return;
         }
     }
+    // One empty buffer rather than none: ofi_rxd reads msg_iov[0] even
+    // when iov_count is 0.
+    static char nothing;
+    iovec iov = {&nothing, 0};
+    void *desc = nullptr;
     fi_msg_tagged msg = {};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
     msg.addr = addr;
     msg.tag = kProbeTag;
     msg.context = &t->op.fi_ctx;
