@@ -106,7 +106,9 @@ struct efa_core {
     std::atomic<uint64_t> deadline_next_ms{0};
     std::unordered_map<efa_peer_t *, std::string> peer_names;
     std::vector<efa_op_t *> probe_recvs; // one per context, core_deadline.cpp
-    uint32_t busy_calls = 0; // progress calls that found work since the last deadline tick
+    // Progress calls that found work (core_capi.cpp): a counter, racy on
+    // purpose across threads (a lost increment only delays a check).
+    std::atomic<uint32_t> busy_calls{0};
 };
 
 namespace efa {

@@ -285,6 +285,14 @@ int tracked_post(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, efa::PeerDeadline::
 }
 
 constexpr auto kSend = efa::PeerDeadline::Kind::Send;
+
+// A relaxed load and store, not a locked increment: the count only paces
+// the deadline's checks.
+inline uint32_t bump(std::atomic<uint32_t> &c) {
+    const uint32_t v = c.load(std::memory_order_relaxed) + 1;
+    c.store(v, std::memory_order_relaxed);
+    return v;
+}
 } // namespace
 
 extern "C" {
@@ -307,7 +315,7 @@ int efa_core_progress(efa_core_t *core) {
     // The deadline's clock is read when a call found nothing (a wait), or
     // every 64th busy call (a peer may be silent while others keep this
     // process busy), so the fast path stays a counter.
-    if (core->deadline_on && (events == 0 || (++core->busy_calls & 63) == 0)) {
+    if (core->deadline_on && (events == 0 || (bump(core->busy_calls) & 63) == 0)) {
         efa::deadline_tick(core);
     }
     return events;
