@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core_report.hpp"
@@ -106,6 +107,9 @@ struct efa_core {
     std::atomic<uint64_t> deadline_next_ms{0};
     std::unordered_map<efa_peer_t *, std::string> peer_names;
     std::vector<efa_op_t *> probe_recvs; // one per context, core_deadline.cpp
+    // Stand-ins of failed operations the provider still holds: freed when
+    // it hands them back, or after the endpoints close.
+    std::unordered_set<const void *> orphans;
     // Progress calls that found work (core_capi.cpp): a counter, racy on
     // purpose across threads (a lost increment only delays a check).
     std::atomic<uint32_t> busy_calls{0};

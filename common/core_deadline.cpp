@@ -67,6 +67,9 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         mine = core->deadline.completed(t->peer, t, now_ms());
+        if (!mine) {
+            core->orphans.erase(t);
+        }
     }
     const fi_addr_t peer = t->peer;
     const int err = cqe->err;
@@ -114,6 +117,7 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
             std::vector<const void *> more = core->deadline.declare_dead(a);
             ops.insert(ops.end(), more.begin(), more.end());
         }
+        core->orphans.insert(ops.begin(), ops.end());
     }
     if (first) {
         core->rep.help("peer-unreachable", name, why, fi_strerror(-err));
@@ -217,6 +221,13 @@ void deadline_close(efa_core *core) {
         delete reinterpret_cast<ProbeRecv *>(op);
     }
     core->probe_recvs.clear();
+    // The endpoints are closed: nothing hands these back any more.
+    std::vector<const void *> left = core->deadline.release_all();
+    left.insert(left.end(), core->orphans.begin(), core->orphans.end());
+    for (const void *p : left) {
+        delete static_cast<const Tracked *>(p);
+    }
+    core->orphans.clear();
 }
 
 efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadline::Kind kind,

@@ -102,4 +102,17 @@ std::vector<const void *> PeerDeadline::declare_dead(uint64_t peer) {
     return ops;
 }
 
+std::vector<const void *> PeerDeadline::release_all() {
+    std::vector<const void *> ops;
+    for (auto &kv : peers_) {
+        for (auto &o : kv.second.ops) {
+            ops.push_back(o.first);
+        }
+        kv.second.ops.clear();
+        kv.second.sends = 0;
+    }
+    total_ = 0;
+    return ops;
+}
+
 } // namespace efa

@@ -70,6 +70,9 @@ class PeerDeadline {
 
     size_t tracked() const { return total_; }
 
+    // Every tracked operation, no longer tracked (the core closes).
+    std::vector<const void *> release_all();
+
   private:
     struct Peer {
         std::unordered_map<const void *, Kind> ops;

@@ -157,7 +157,8 @@ TEST(CoreDeadline, OffMeansTheSendStillWaits) {
     DeadPeerCore s("udp;ofi_rxd", 0, SOCK_DGRAM);
     ASSERT_NE(s.peer, nullptr);
     efa_ctx_t *ctx = efa_core_ctx(s.core, 0);
-    auto *send = new Op; // the provider may still hold it after the core closes
+    static Op op; // the provider may still hold it after the core closes
+    Op *send = &op;
     ASSERT_EQ(efa_ctx_tsend(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 1, 0, &send->op),
               0);
     wait_for(s.core, *send, 3);

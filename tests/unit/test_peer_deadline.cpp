@@ -111,3 +111,12 @@ TEST(PeerDeadline, ChecksAtMostOncePerIntervalAndOnlyWhenBusy) {
     d.completed(kPeer, &ops[0], 1500);
     EXPECT_FALSE(d.due(5000));
 }
+
+TEST(PeerDeadline, ReleaseAllHandsBackEveryTrackedOp) {
+    PeerDeadline d(10000);
+    d.posted(kPeer, &ops[0], Kind::Send, 0);
+    d.posted(kOther, &ops[1], Kind::Recv, 0);
+    EXPECT_EQ(d.release_all().size(), 2u);
+    EXPECT_EQ(d.tracked(), 0u);
+    EXPECT_FALSE(d.completed(kPeer, &ops[0], 1)); // no longer tracked
+}
