@@ -64,10 +64,10 @@ enum {
 };
 static int var_index[P_COUNT];
 static const char *var_names[P_COUNT] = {
-    "provider_include", "provider_exclude", "num_contexts",      "tx_size",          "rx_size",
-    "mr_cache_size",    "progress_batch",   "force_mr_local",    "force_no_cq_data", "verbose",
-    "provider_shm",     "rnr_retry",        "force_efa_options", "force_emulated",
-    "peer_timeout"};
+    "provider_include",  "provider_exclude", "num_contexts",   "tx_size",
+    "rx_size",           "mr_cache_size",    "progress_batch", "force_mr_local",
+    "force_no_cq_data",  "verbose",          "provider_shm",   "rnr_retry",
+    "force_efa_options", "force_emulated",   "peer_timeout"};
 static bool registered = false;
 static bool hooks_registered = false;
 static bool modex_sent = false;
