@@ -167,6 +167,16 @@ static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int sta
     mca_btl_efa_frag_return(btl, frag);
 }
 
+/* The upper layer's handler of fatal errors (ob1's aborts the job). */
+static mca_btl_base_module_error_cb_fn_t efa_error_cb = NULL;
+
+static int efa_register_error(struct mca_btl_base_module_t *btl,
+                              mca_btl_base_module_error_cb_fn_t cbfunc) {
+    (void)btl;
+    efa_error_cb = cbfunc;
+    return OPAL_SUCCESS;
+}
+
 static void frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_frag_t *frag = (efa_btl_frag_t *)op;
     frag->posted = false;
@@ -175,6 +185,15 @@ static void frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (cqe->err) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: send failed: %s",
                             fi_strerror(-cqe->err));
+    }
+    /* The core declared the peer lost (its deadline, or the provider said
+     * unreachable; the message naming it is out).  ob1 drops the failed
+     * sends of its control messages (acknowledgements, FIN) and would wait
+     * for ever: its error handler ends the job instead. */
+    if ((-FI_ETIMEDOUT == cqe->err || -FI_EHOSTUNREACH == cqe->err) && NULL != efa_error_cb &&
+        NULL != frag->endpoint && !mca_btl_efa_module.finalizing) {
+        efa_error_cb(&mca_btl_efa_module.super, MCA_BTL_ERROR_FLAGS_FATAL, frag->endpoint->proc,
+                     "btl_efa: peer unreachable (common_efa_peer_timeout)");
     }
     frag_finish(&mca_btl_efa_module, frag, status);
     /* The provider's queue has room again. */
@@ -1142,5 +1161,6 @@ mca_btl_efa_module_t mca_btl_efa_module = {
             .btl_register_mem = mca_btl_efa_register_mem,
             .btl_deregister_mem = mca_btl_efa_deregister_mem,
             .btl_flush = mca_btl_efa_flush,
+            .btl_register_error = efa_register_error,
         },
 };

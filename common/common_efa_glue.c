@@ -40,7 +40,8 @@ static struct {
     int rnr_retry;
     bool force_efa_options;
     char *force_emulated;
-} params = {NULL, NULL, 1, 0, 0, 1024, 16, false, false, 0, NULL, -1, false, NULL};
+    int peer_timeout;
+} params = {NULL, NULL, 1, 0, 0, 1024, 16, false, false, 0, NULL, -1, false, NULL, 600};
 
 /* Indices of the registered shared variables, for the synonyms. */
 enum {
@@ -58,13 +59,15 @@ enum {
     P_RNR,
     P_FORCEOPTS,
     P_FORCEEMU,
+    P_PEERTIMEOUT,
     P_COUNT
 };
 static int var_index[P_COUNT];
 static const char *var_names[P_COUNT] = {
-    "provider_include", "provider_exclude", "num_contexts",      "tx_size",          "rx_size",
-    "mr_cache_size",    "progress_batch",   "force_mr_local",    "force_no_cq_data", "verbose",
-    "provider_shm",     "rnr_retry",        "force_efa_options", "force_emulated"};
+    "provider_include",  "provider_exclude", "num_contexts",   "tx_size",
+    "rx_size",           "mr_cache_size",    "progress_batch", "force_mr_local",
+    "force_no_cq_data",  "verbose",          "provider_shm",   "rnr_retry",
+    "force_efa_options", "force_emulated",   "peer_timeout"};
 static bool registered = false;
 static bool hooks_registered = false;
 static bool modex_sent = false;
@@ -168,6 +171,15 @@ static void register_shared(void) {
         "target-executed path for them (for testing the choice made on EFA devices without "
         "RDMA)",
         &params.force_emulated, OPAL_INFO_LVL_9);
+    var_index[P_PEERTIMEOUT] = reg_int(
+        "peer_timeout",
+        "Seconds a peer may leave operations to it (sends, one-sided operations, a probe sent "
+        "while a receive waits on it alone) without any completion before it is declared "
+        "unreachable: its operations then fail (MPI_ERR_OTHER class, timeout), later ones fail "
+        "at once, and a message names it. Bounds a host lost to the data network while the "
+        "runtime still reaches it. A live peer must enter MPI at least that often while "
+        "others wait on it. 0: never (wait for ever). 0 to 86400.",
+        &params.peer_timeout, OPAL_INFO_LVL_4);
 }
 
 /* Is this on-node path parameter (mtl_efa_ or btl_efa_onnode_channel) of a
@@ -287,6 +299,7 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->force_efa_options = params.force_efa_options;
     p->force_emulated = params.force_emulated;
     p->mem_release_hooks = hooks_registered;
+    p->peer_timeout = params.peer_timeout;
 }
 
 /* Configuration mistakes read the same in every process. */
@@ -473,6 +486,16 @@ efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name
     int err = 0;
     efa_peer_t *peer = efa_core_peer_get(core, blob, len, &err);
     free(blob);
+    if (peer) {
+        /* For the peer deadline's message: the rank and host a user knows. */
+        char *host = NULL;
+        char pname[256];
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_HOSTNAME, name, &host, OPAL_STRING);
+        snprintf(pname, sizeof(pname), "rank %u (%s) on host %s", (unsigned)name->vpid,
+                 OPAL_NAME_PRINT(*name), (OPAL_SUCCESS == rc && host) ? host : "(unknown)");
+        free(host);
+        efa_core_peer_set_name(core, peer, pname);
+    }
     *opal_err = peer ? OPAL_SUCCESS : mca_common_efa_fi_to_opal(err);
     return peer;
 }
@@ -523,7 +546,11 @@ int mca_common_efa_fi_to_opal(int fi_err) {
     case FI_EHOSTUNREACH:
     case FI_ECONNREFUSED:
     case FI_ECONNRESET:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
         return OPAL_ERR_UNREACH;
+    case FI_ETIMEDOUT:
+        return OPAL_ERR_TIMEOUT;
     default:
         return OPAL_ERROR;
     }

@@ -218,6 +218,7 @@ int open_core(efa_core *core) {
     if ((err = efa_core_msg_open(core))) {
         return err;
     }
+    deadline_open(core);
 
     core->blob = make_peer_blob(static_cast<uint16_t>(core->nic->num_contexts()),
                                 static_cast<uint16_t>(core->nic->addr_len()), core->nic->names());
@@ -301,6 +302,7 @@ void efa_core_release(efa_core_t *core) {
     core->mr_backend.reset();
     core->nic.reset();
     efa_core_msg_free(core); // receive buffers the provider kept: safe once the endpoints are gone
+    deadline_close(core);
     if (g_core == core) {
         g_core = nullptr;
     }
@@ -383,6 +385,7 @@ void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
     auto it = idx->second;
     if (--it->second.refs == 0) {
         fi_av_remove(core->nic->av(), peer->addr, peer->num_addrs, 0);
+        core->peer_names.erase(peer);
         free(peer);
         core->peers.erase(it);
         core->peer_index.erase(idx);

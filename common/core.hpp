@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core_report.hpp"
@@ -17,6 +18,7 @@
 #include "fi_failures.hpp"
 #include "mr_cache.hpp"
 #include "nic.hpp"
+#include "peer_deadline.hpp"
 #include "provider_select.hpp"
 #include "efa_tag.h"
 
@@ -96,4 +98,37 @@ struct efa_core {
     std::vector<OverflowArea> overflow_areas;
 
     efa_msg_pool *msg_pool = nullptr;
+
+    // The peer deadline (core_deadline.cpp).  deadline_on is fixed at open;
+    // the rest is guarded by deadline_lock.  peer_names: under peers_lock.
+    bool deadline_on = false;
+    std::mutex deadline_lock;
+    efa::PeerDeadline deadline{0};
+    std::atomic<uint64_t> deadline_next_ms{0};
+    std::unordered_map<efa_peer_t *, std::string> peer_names;
+    std::vector<efa_op_t *> probe_recvs; // one per context, core_deadline.cpp
+    // Stand-ins of failed operations the provider still holds: freed when
+    // it hands them back, or after the endpoints close.
+    std::unordered_set<const void *> orphans;
+    // Progress calls that found work (core_capi.cpp): a counter, racy on
+    // purpose across threads (a lost increment only delays a check).
+    std::atomic<uint32_t> busy_calls{0};
 };
+
+namespace efa {
+// The peer deadline's hooks into the post and completion paths
+// (core_deadline.cpp).
+void deadline_open(efa_core *core);
+void deadline_close(efa_core *core); // after the endpoints are closed
+// The operation to hand the provider for 'op' with 'peer': op itself when
+// the deadline is off, else a stand-in that the core keeps until the
+// provider returns it.  nullptr with *err when the peer is already dead.
+efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadline::Kind kind,
+                         uint64_t flags, int *err);
+// A post of 'tracked' (from deadline_track) failed at once: forget it.
+void deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op);
+// Is 'peer' dead (posts without an operation: injects)?
+bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer);
+// From progress: checks the peers at most once a second.
+void deadline_tick(efa_core *core);
+} // namespace efa

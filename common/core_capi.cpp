@@ -266,6 +266,33 @@ __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
     return 0;
 }
 
+// Posts 'op' with 'peer' through the peer deadline: the provider gets the
+// deadline's stand-in (core_deadline.cpp) when it is on.  post(pop) posts
+// with pop as the operation.
+template <typename Post>
+int tracked_post(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, efa::PeerDeadline::Kind kind,
+                 uint64_t flags, Post post) {
+    int err = 0;
+    efa_op_t *pop = efa::deadline_track(ctx, peer, op, kind, flags, &err);
+    if (!pop) {
+        return err;
+    }
+    int rc = post(pop);
+    if (rc) {
+        efa::deadline_untrack(ctx, pop, op);
+    }
+    return rc;
+}
+
+constexpr auto kSend = efa::PeerDeadline::Kind::Send;
+
+// A relaxed load and store, not a locked increment: the count only paces
+// the deadline's checks.
+inline uint32_t bump(std::atomic<uint32_t> &c) {
+    const uint32_t v = c.load(std::memory_order_relaxed) + 1;
+    c.store(v, std::memory_order_relaxed);
+    return v;
+}
 } // namespace
 
 extern "C" {
@@ -288,25 +315,37 @@ int efa_core_progress(efa_core_t *core) {
     if (core->mr_cache) {
         core->mr_cache->apply_invalidations(); // memory freed since: deregistered here
     }
+    // The deadline's clock is read when a call found nothing (a wait), or
+    // every 64th busy call (a peer may be silent while others keep this
+    // process busy), so the fast path stays a counter.
+    if (core->deadline_on && (events == 0 || (bump(core->busy_calls) & 63) == 0)) {
+        efa::deadline_tick(core);
+    }
     return events;
 }
 
 int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                   uint64_t tag, uint64_t data, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    void *context = &op->fi_ctx;
-    if (ctx->use_cq_data) {
-        return submit(ctx, ctx->tx_backlog, "fi_tsenddata", op,
-                      [=] { return fi_tsenddata(ep, buf, len, desc, data, dest, tag, context); });
-    }
-    return submit(ctx, ctx->tx_backlog, "fi_tsend", op,
-                  [=] { return fi_tsend(ep, buf, len, desc, dest, tag, context); });
+    return tracked_post(ctx, dest, op, kSend, FI_SEND | FI_TAGGED, [&](efa_op_t *pop) {
+        void *context = &pop->fi_ctx;
+        if (ctx->use_cq_data) {
+            return submit(ctx, ctx->tx_backlog, "fi_tsenddata", pop, [=] {
+                return fi_tsenddata(ep, buf, len, desc, data, dest, tag, context);
+            });
+        }
+        return submit(ctx, ctx->tx_backlog, "fi_tsend", pop,
+                      [=] { return fi_tsend(ep, buf, len, desc, dest, tag, context); });
+    });
 }
 
 int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
                     uint64_t data) {
     fid_ep *ep = ctx->ep;
     const bool use_data = ctx->use_cq_data;
+    if (efa::deadline_refuses(ctx, dest)) {
+        return -FI_EHOSTUNREACH;
+    }
     auto inject = [=](const void *b) {
         return use_data ? fi_tinjectdata(ep, b, len, data, dest, tag)
                         : fi_tinject(ep, b, len, dest, tag);
@@ -330,24 +369,34 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
 int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
                   uint64_t ignore, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    void *context = &op->fi_ctx;
-    if (ctx->overflow_buf) {
-        void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
-        size_t olen = ctx->overflow_len;
-        return submit_recv(ctx, "fi_trecvv", op, [=] {
-            iovec iov[2] = {{buf, len}, {obuf, olen}};
-            void *descs[2] = {desc, odesc};
-            return fi_trecvv(ep, iov, descs, 2, src, tag, ignore, context);
-        });
+    auto post = [&](efa_op_t *pop) {
+        void *context = &pop->fi_ctx;
+        if (ctx->overflow_buf) {
+            void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
+            size_t olen = ctx->overflow_len;
+            return submit_recv(ctx, "fi_trecvv", pop, [=] {
+                iovec iov[2] = {{buf, len}, {obuf, olen}};
+                void *descs[2] = {desc, odesc};
+                return fi_trecvv(ep, iov, descs, 2, src, tag, ignore, context);
+            });
+        }
+        return submit_recv(ctx, "fi_trecv", pop,
+                           [=] { return fi_trecv(ep, buf, len, desc, src, tag, ignore, context); });
+    };
+    // A receive from one peer waits on it (the deadline probes it); one
+    // from any source waits on nobody in particular.
+    if (src == FI_ADDR_UNSPEC) {
+        op->tracker = nullptr;
+        return post(op);
     }
-    return submit_recv(ctx, "fi_trecv", op,
-                       [=] { return fi_trecv(ep, buf, len, desc, src, tag, ignore, context); });
+    return tracked_post(ctx, src, op, efa::PeerDeadline::Kind::Recv, FI_RECV | FI_TAGGED, post);
 }
 
 int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, bool claim,
                   efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     const uint64_t flags = FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0);
+    op->tracker = nullptr;
     return submit(ctx, ctx->rx_internal_backlog, "fi_trecvmsg(FI_PEEK)", op, [=] {
         fi_msg_tagged msg = {};
         msg.addr = src;
@@ -363,6 +412,7 @@ int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uin
     fid_ep *ep = ctx->ep;
     void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
     size_t olen = ctx->overflow_len;
+    op->tracker = nullptr;
     return submit(ctx, ctx->rx_internal_backlog, "fi_trecvmsg(FI_CLAIM)", op, [=] {
         iovec iov[2] = {{buf, len}, {obuf, olen}};
         void *d[2] = {desc, odesc};
@@ -408,26 +458,30 @@ fi_msg_rma rma_msg(const iovec *iov, void **desc, fi_addr_t peer, const fi_rma_i
 int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                   uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    void *context = &op->fi_ctx;
-    return submit(ctx, ctx->tx_backlog, "fi_writemsg", op, [=] {
-        iovec iov = {const_cast<void *>(buf), len};
-        void *d = desc;
-        fi_rma_iov riov = {raddr, len, rkey};
-        fi_msg_rma msg = rma_msg(&iov, &d, dest, &riov, context);
-        return fi_writemsg(ep, &msg, kRemoteCompleteFlags);
+    return tracked_post(ctx, dest, op, kSend, FI_RMA | FI_WRITE, [&](efa_op_t *pop) {
+        void *context = &pop->fi_ctx;
+        return submit(ctx, ctx->tx_backlog, "fi_writemsg", pop, [=] {
+            iovec iov = {const_cast<void *>(buf), len};
+            void *d = desc;
+            fi_rma_iov riov = {raddr, len, rkey};
+            fi_msg_rma msg = rma_msg(&iov, &d, dest, &riov, context);
+            return fi_writemsg(ep, &msg, kRemoteCompleteFlags);
+        });
     });
 }
 
 int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
                  uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    void *context = &op->fi_ctx;
-    return submit(ctx, ctx->tx_backlog, "fi_readmsg", op, [=] {
-        iovec iov = {buf, len};
-        void *d = desc;
-        fi_rma_iov riov = {raddr, len, rkey};
-        fi_msg_rma msg = rma_msg(&iov, &d, src, &riov, context);
-        return fi_readmsg(ep, &msg, kLocalCompleteFlags);
+    return tracked_post(ctx, src, op, kSend, FI_RMA | FI_READ, [&](efa_op_t *pop) {
+        void *context = &pop->fi_ctx;
+        return submit(ctx, ctx->tx_backlog, "fi_readmsg", pop, [=] {
+            iovec iov = {buf, len};
+            void *d = desc;
+            fi_rma_iov riov = {raddr, len, rkey};
+            fi_msg_rma msg = rma_msg(&iov, &d, src, &riov, context);
+            return fi_readmsg(ep, &msg, kLocalCompleteFlags);
+        });
     });
 }
 
@@ -451,13 +505,15 @@ fi_msg_atomic atomic_msg(const fi_ioc *ioc, void **desc, fi_addr_t dest, const f
 int efa_ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, const void *operand,
                    void *desc, fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    void *context = &op->fi_ctx;
-    return submit(ctx, ctx->tx_backlog, "fi_atomicmsg", op, [=] {
-        fi_ioc ioc = {const_cast<void *>(operand), 1};
-        void *d = desc;
-        fi_rma_ioc rioc = {raddr, 1, rkey};
-        fi_msg_atomic msg = atomic_msg(&ioc, &d, dest, &rioc, dt, aop, context);
-        return fi_atomicmsg(ep, &msg, kRemoteCompleteFlags);
+    return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_WRITE, [&](efa_op_t *pop) {
+        void *context = &pop->fi_ctx;
+        return submit(ctx, ctx->tx_backlog, "fi_atomicmsg", pop, [=] {
+            fi_ioc ioc = {const_cast<void *>(operand), 1};
+            void *d = desc;
+            fi_rma_ioc rioc = {raddr, 1, rkey};
+            fi_msg_atomic msg = atomic_msg(&ioc, &d, dest, &rioc, dt, aop, context);
+            return fi_atomicmsg(ep, &msg, kRemoteCompleteFlags);
+        });
     });
 }
 
@@ -465,15 +521,17 @@ int efa_ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, co
                          void *desc, void *result, void *result_desc, fi_addr_t dest,
                          uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    void *context = &op->fi_ctx;
-    return submit(ctx, ctx->tx_backlog, "fi_fetch_atomicmsg", op, [=] {
-        fi_ioc ioc = {const_cast<void *>(operand), 1};
-        void *d = desc;
-        fi_ioc res = {result, 1};
-        void *rd = result_desc;
-        fi_rma_ioc rioc = {raddr, 1, rkey};
-        fi_msg_atomic msg = atomic_msg(&ioc, &d, dest, &rioc, dt, aop, context);
-        return fi_fetch_atomicmsg(ep, &msg, &res, &rd, 1, kLocalCompleteFlags);
+    return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
+        void *context = &pop->fi_ctx;
+        return submit(ctx, ctx->tx_backlog, "fi_fetch_atomicmsg", pop, [=] {
+            fi_ioc ioc = {const_cast<void *>(operand), 1};
+            void *d = desc;
+            fi_ioc res = {result, 1};
+            void *rd = result_desc;
+            fi_rma_ioc rioc = {raddr, 1, rkey};
+            fi_msg_atomic msg = atomic_msg(&ioc, &d, dest, &rioc, dt, aop, context);
+            return fi_fetch_atomicmsg(ep, &msg, &res, &rd, 1, kLocalCompleteFlags);
+        });
     });
 }
 
@@ -481,17 +539,19 @@ int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const void *swap
                            const void *compare, void *compare_desc, void *result, void *result_desc,
                            fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    void *context = &op->fi_ctx;
-    return submit(ctx, ctx->tx_backlog, "fi_compare_atomicmsg", op, [=] {
-        fi_ioc ioc = {const_cast<void *>(swap), 1};
-        void *d = desc;
-        fi_ioc cmp = {const_cast<void *>(compare), 1};
-        void *cd = compare_desc;
-        fi_ioc res = {result, 1};
-        void *rd = result_desc;
-        fi_rma_ioc rioc = {raddr, 1, rkey};
-        fi_msg_atomic msg = atomic_msg(&ioc, &d, dest, &rioc, dt, FI_CSWAP, context);
-        return fi_compare_atomicmsg(ep, &msg, &cmp, &cd, 1, &res, &rd, 1, kLocalCompleteFlags);
+    return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
+        void *context = &pop->fi_ctx;
+        return submit(ctx, ctx->tx_backlog, "fi_compare_atomicmsg", pop, [=] {
+            fi_ioc ioc = {const_cast<void *>(swap), 1};
+            void *d = desc;
+            fi_ioc cmp = {const_cast<void *>(compare), 1};
+            void *cd = compare_desc;
+            fi_ioc res = {result, 1};
+            void *rd = result_desc;
+            fi_rma_ioc rioc = {raddr, 1, rkey};
+            fi_msg_atomic msg = atomic_msg(&ioc, &d, dest, &rioc, dt, FI_CSWAP, context);
+            return fi_compare_atomicmsg(ep, &msg, &cmp, &cd, 1, &res, &rd, 1, kLocalCompleteFlags);
+        });
     });
 }
 
@@ -511,6 +571,11 @@ int efa_core_query_atomic(efa_core_t *core, enum fi_datatype dt, enum fi_op aop,
 }
 
 int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
+    // The provider (or the backlog) holds the deadline's stand-in, if any;
+    // its cancel completion reaches op through it.
+    if (op->tracker) {
+        op = op->tracker;
+    }
     bool found = false;
     for (efa::Backlog *b : {&ctx->rx_backlog, &ctx->rx_internal_backlog}) {
         if (found || b->size.load(std::memory_order_acquire) == 0) {

@@ -302,12 +302,24 @@ int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi
     if (len > kBufSize) {
         return -FI_EMSGSIZE;
     }
-    op->rx_counted = 0;
-    ssize_t rc = fi_send(ctx->ep, buf, len, desc, dest, &op->fi_ctx);
-    return checked(ctx, "fi_send", rc);
+    int err = 0;
+    efa_op_t *pop =
+        efa::deadline_track(ctx, dest, op, efa::PeerDeadline::Kind::Send, FI_SEND, &err);
+    if (!pop) {
+        return err;
+    }
+    pop->rx_counted = 0;
+    int rc = checked(ctx, "fi_send", fi_send(ctx->ep, buf, len, desc, dest, &pop->fi_ctx));
+    if (rc) {
+        efa::deadline_untrack(ctx, pop, op);
+    }
+    return rc;
 }
 
 int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest) {
+    if (efa::deadline_refuses(ctx, dest)) {
+        return -FI_EHOSTUNREACH;
+    }
     ssize_t rc = fi_inject(ctx->ep, buf, len, dest);
     return checked(ctx, "fi_inject", rc);
 }
@@ -321,9 +333,18 @@ int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size
     if (len > kBufSize) {
         return -FI_EMSGSIZE;
     }
-    op->rx_counted = 0;
-    ssize_t rc = fi_sendv(ctx->ep, iov, desc, count, dest, &op->fi_ctx);
-    return checked(ctx, "fi_sendv", rc);
+    int err = 0;
+    efa_op_t *pop =
+        efa::deadline_track(ctx, dest, op, efa::PeerDeadline::Kind::Send, FI_SEND, &err);
+    if (!pop) {
+        return err;
+    }
+    pop->rx_counted = 0;
+    int rc = checked(ctx, "fi_sendv", fi_sendv(ctx->ep, iov, desc, count, dest, &pop->fi_ctx));
+    if (rc) {
+        efa::deadline_untrack(ctx, pop, op);
+    }
+    return rc;
 }
 
 } // extern "C"

@@ -50,6 +50,10 @@ typedef struct efa_op {
     void (*complete)(struct efa_op *op, const efa_cqe_t *cqe);
     uint8_t rx_class;   /* receives: EFA_RX_USER or EFA_RX_INTERNAL, set by the owner */
     uint8_t rx_counted; /* core-private: this receive holds a provider queue slot */
+    /* core-private: the core's stand-in for this operation at the provider
+     * while the peer deadline watches it (common/core_deadline.cpp), or
+     * NULL; set at every post. */
+    struct efa_op *tracker;
 } efa_op_t;
 
 /* A completion that does nothing.  An owner that goes away while the
@@ -95,6 +99,8 @@ typedef struct efa_core_params {
     bool force_efa_options; /* apply them on any provider, not only efa (test path) */
     const char *force_emulated; /* "read,write,atomics": treat as emulated whatever the provider
                                    says (test path); NULL or "": as reported */
+    int peer_timeout;           /* seconds a peer may leave operations to it without any
+                                   completion before it is declared dead (0: never) */
     bool mem_release_hooks;     /* the runtime reports free() and munmap() (efa_core_mem_release);
                                    false: registrations are never reused, as a freed and
                                    remapped address could meet its old registration */
@@ -168,6 +174,8 @@ int efa_core_local_blob(efa_core_t *core, const void **blob, size_t *len);
  * peer (the MTL and BTL share AV entries).  Refcounted. */
 efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, int *err);
 void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer);
+/* How messages name the peer ("rank 2 on host-3"); the glue knows it. */
+void efa_core_peer_set_name(efa_core_t *core, efa_peer_t *peer, const char *name);
 
 /* Contexts of NIC 0 (multi-NIC striping will add a NIC index). */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);

@@ -23,6 +23,8 @@ std::vector<ParamProblem> validate_params(const efa_core_params_t &p) {
     check_range(out, "progress_batch", p.progress_batch, 1, ParamLimits::kMaxProgressBatch);
     // -1 leaves the provider's default; 7 means "retry for ever" on EFA.
     check_range(out, "rnr_retry", p.rnr_retry, -1, ParamLimits::kMaxRnrRetry);
+    // 0 turns the peer deadline off; a day is more than any real silence.
+    check_range(out, "peer_timeout", p.peer_timeout, 0, ParamLimits::kMaxPeerTimeout);
     EmulatedOverride ignored;
     std::string bad;
     if (!parse_emulated_list(p.force_emulated, &ignored, &bad)) {

@@ -29,6 +29,8 @@ enum {
     EFA_PROTO_MSG = 0,      /* an ordinary message */
     EFA_PROTO_SYNC = 1,     /* synchronous send: the receiver acknowledges the match */
     EFA_PROTO_SYNC_ACK = 2, /* that acknowledgement */
+    EFA_PROTO_PROBE = 3,    /* the core's liveness probe (core_deadline.cpp); no receive of
+                               the components matches it */
 };
 
 typedef struct efa_tag_layout {

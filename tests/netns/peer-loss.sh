@@ -9,9 +9,11 @@
 #         what lets the runtime notice a silent host
 #   partition  host 3 cut off from the other hosts only (fault.sh isolate
 #         3): its daemon still talks to mpirun, as when EFA fails and the
-#         IP network stays up.  Nothing bounds this case today (see
-#         docs/RELIABILITY.md, "Several hosts and faults"): it is printed
-#         as SKIP with that reason unless PEER_LOSS_RUN_GAPS=1
+#         IP network stays up.  Only the components' peer deadline bounds
+#         this case (docs/RELIABILITY.md): the runs set it to
+#         PARTITION_TIMEOUT (10 s) and must end within PARTITION_BOUND
+#         (30 s: the deadline, a probe's half deadline, the once-a-second
+#         check and the abort) or DEADLINE, whichever is shorter
 # The survivors are then in a blocking send, an MPI_Ssend, a wait or a
 # window flush with the victim.  A run passes when the job ends within
 # DEADLINE seconds of the kill or the cut, with a non-zero exit status and
@@ -79,6 +81,7 @@ read -r -a extra_args <<<"$extra"
 # a host that vanishes is noticed only by TCP keepalive, 300 s idle then 9
 # probes 20 s apart by default (8 minutes).  5 s, then 3 probes 2 s apart:
 # about 11 s.
+PARTITION_TIMEOUT=10 PARTITION_BOUND=30
 keepalive=(--mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -119,6 +122,11 @@ run_one() {
     local cmd=(mpirun -np 3 --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
         "${netns_args[@]}" "${args[@]}" "${keepalive[@]}" "${extra_args[@]}" -x MPI_TEST_TIMEOUT=0 "$bin" -t 300)
     [ "$s" = kill ] && cmd+=(-k)
+    local bound=$deadline
+    if [ "$s" = partition ]; then
+        cmd=("${cmd[@]:0:3}" --mca common_efa_peer_timeout "$PARTITION_TIMEOUT" "${cmd[@]:3}")
+        [ "$bound" -gt "$PARTITION_BOUND" ] && bound=$PARTITION_BOUND
+    fi
     echo "# $(printf '%q ' "${cmd[@]}")" >"$log"
     "${cmd[@]}" </dev/null >>"$log" 2>&1 &
     pid=$!
@@ -138,8 +146,8 @@ run_one() {
     t_fault=$(date +%s.%N)
     [ "$s" = cut ] && "$here/fault.sh" cut 3
     [ "$s" = partition ] && "$here/fault.sh" isolate 3
-    if ! wait_for "$pid" "$deadline"; then
-        echo "FAIL peer_loss-$s $c (the job still ran $deadline s after the $s: the survivors hang; log $log)"
+    if ! wait_for "$pid" "$bound"; then
+        echo "FAIL peer_loss-$s $c (the job still ran $bound s after the $s: the survivors hang; log $log)"
         nfail=$((nfail + 1))
         kill -TERM "$pid" 2>/dev/null
         wait_for "$pid" 10 || kill -KILL "$pid" 2>/dev/null
@@ -168,13 +176,6 @@ run_one() {
 
 for c in ${configs//,/ }; do
     for s in $scenarios; do
-        if [[ $s == partition && ${PEER_LOSS_RUN_GAPS:-0} != 1 ]]; then
-            echo "SKIP peer_loss-$s $c (known gap: no deadline on operations to a peer that stops" \
-                "answering while Open MPI's runtime still reaches its host; the survivors wait for" \
-                "ever, docs/RELIABILITY.md; PEER_LOSS_RUN_GAPS=1 runs it)"
-            nskip=$((nskip + 1))
-            continue
-        fi
         run_one "$c" "$s"
     done
 done

@@ -80,4 +80,17 @@ TEST(Params, ProgressBatchAboveWhatOneReadTakesIsRefused) {
     EXPECT_TRUE(refused(p, "progress_batch"));
 }
 
+// The peer deadline: 0 (off) to a day; a negative one would never be met.
+TEST(Params, PeerTimeoutBounds) {
+    auto p = defaults();
+    p.peer_timeout = 0;
+    EXPECT_TRUE(validate_params(p).empty());
+    p.peer_timeout = ParamLimits::kMaxPeerTimeout;
+    EXPECT_TRUE(validate_params(p).empty());
+    p.peer_timeout = -1;
+    EXPECT_TRUE(refused(p, "peer_timeout"));
+    p.peer_timeout = ParamLimits::kMaxPeerTimeout + 1;
+    EXPECT_TRUE(refused(p, "peer_timeout"));
+}
+
 } // namespace

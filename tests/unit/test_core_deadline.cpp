@@ -1,0 +1,186 @@
+// The peer deadline through the whole core on the stand-in providers: a
+// peer that never answers (a bound UDP socket that reads nothing, as a host
+// cut off the network) and one whose host refuses connections (a bound TCP
+// socket that does not listen).  Without the deadline every one of these
+// operations waits for ever (OffMeansTheSendStillWaits).
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+#include "peer_blob.hpp"
+
+namespace {
+
+efa_core_params_t params(const char *provider, int peer_timeout) {
+    efa_core_params_t p{};
+    p.provider_include = provider;
+    p.provider_exclude = "";
+    p.num_contexts = 1;
+    p.mr_cache_size = 16;
+    p.progress_batch = 16;
+    p.local_rank = 0;
+    p.local_size = 1;
+    p.rnr_retry = -1;
+    p.force_emulated = "";
+    p.peer_timeout = peer_timeout;
+    return p;
+}
+
+// A socket of 'type' bound to the core's own IP address on a fresh port,
+// never read from or listened on: the address of a peer that cannot answer.
+// (Open and bound, so that no other process takes the port meanwhile.)
+class DeadEnd {
+  public:
+    DeadEnd(const std::vector<uint8_t> &own_name, int type) : name_(own_name) {
+        sockaddr_storage ss{};
+        std::memcpy(&ss, name_.data(), std::min(name_.size(), sizeof(ss)));
+        const socklen_t len = ss.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+        reinterpret_cast<sockaddr_in *>(&ss)->sin_port = 0; // same offset in sockaddr_in6
+        fd_ = socket(ss.ss_family, type, 0);
+        EXPECT_GE(fd_, 0);
+        EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr *>(&ss), len), 0);
+        socklen_t got = len;
+        EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr *>(&ss), &got), 0);
+        std::memcpy(name_.data() + 2, &reinterpret_cast<sockaddr_in *>(&ss)->sin_port, 2);
+    }
+    ~DeadEnd() { close(fd_); }
+    DeadEnd(const DeadEnd &) = delete;
+    DeadEnd &operator=(const DeadEnd &) = delete;
+    const std::vector<uint8_t> &name() const { return name_; }
+
+  private:
+    std::vector<uint8_t> name_;
+    int fd_ = -1;
+};
+
+struct Op {
+    efa_op_t op{};
+    bool done = false;
+    int err = 1;
+    Op() {
+        op.complete = [](efa_op_t *o, const efa_cqe_t *c) {
+            auto *self = reinterpret_cast<Op *>(o);
+            self->done = true;
+            self->err = c->err;
+        };
+    }
+};
+
+// Drives progress until op completes or 'limit' passes; the seconds taken.
+double wait_for(efa_core_t *core, const Op &op, double limit) {
+    auto t0 = std::chrono::steady_clock::now();
+    double s = 0;
+    while (!op.done && s < limit) {
+        efa_core_progress(core);
+        usleep(1000);
+        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    return s;
+}
+
+struct DeadPeerCore {
+    efa_core_t *core = nullptr;
+    efa_peer_t *peer = nullptr;
+    std::unique_ptr<DeadEnd> dead;
+    DeadPeerCore(const char *provider, int timeout, int sock_type) {
+        efa_core_params_t p = params(provider, timeout);
+        int err = 0;
+        core = efa_core_acquire(&p, &err);
+        EXPECT_NE(core, nullptr) << "efa_core_acquire on " << provider << ": " << err;
+        if (!core) {
+            return;
+        }
+        dead = std::make_unique<DeadEnd>(core->nic->names(), sock_type);
+        auto blob =
+            efa::make_peer_blob(1, static_cast<uint16_t>(core->nic->addr_len()), dead->name());
+        peer = efa_core_peer_get(core, blob.data(), blob.size(), &err);
+        EXPECT_NE(peer, nullptr) << err;
+    }
+    ~DeadPeerCore() {
+        if (peer) {
+            efa_core_peer_put(core, peer);
+        }
+        if (core) {
+            efa_core_release(core);
+        }
+    }
+};
+
+char g_buf[64];
+
+} // namespace
+
+TEST(CoreDeadline, ASendToASilentPeerFailsAfterTheDeadlineAndLaterPostsAtOnce) {
+    DeadPeerCore s("udp;ofi_rxd", 2, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    efa_ctx_t *ctx = efa_core_ctx(s.core, 0);
+    Op send;
+    ASSERT_EQ(efa_ctx_tsend(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 1, 0, &send.op),
+              0);
+    const double took = wait_for(s.core, send, 10);
+    ASSERT_TRUE(send.done) << "the send to a silent peer still waits after 10 s";
+    EXPECT_EQ(send.err, -FI_ETIMEDOUT);
+    EXPECT_GE(took, 1.5);
+    EXPECT_LE(took, 5.0);
+    Op again;
+    EXPECT_EQ(efa_ctx_tsend(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 1, 0, &again.op),
+              -FI_EHOSTUNREACH);
+    EXPECT_EQ(efa_ctx_tinject(ctx, g_buf, 8, s.peer->addr[0], 1, 0), -FI_EHOSTUNREACH);
+    EXPECT_FALSE(again.done);
+}
+
+// A receive from one peer has nothing to fail: the probe decides.
+TEST(CoreDeadline, AReceiveFromASilentPeerFailsThroughTheProbe) {
+    DeadPeerCore s("udp;ofi_rxd", 2, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    efa_ctx_t *ctx = efa_core_ctx(s.core, 0);
+    Op recv;
+    ASSERT_EQ(efa_ctx_trecv(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 5, 0, &recv.op),
+              0);
+    const double took = wait_for(s.core, recv, 10);
+    ASSERT_TRUE(recv.done) << "the receive from a silent peer still waits after 10 s";
+    EXPECT_EQ(recv.err, -FI_ETIMEDOUT);
+    EXPECT_GE(took, 1.5);
+    EXPECT_LE(took, 5.0);
+}
+
+TEST(CoreDeadline, OffMeansTheSendStillWaits) {
+    DeadPeerCore s("udp;ofi_rxd", 0, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    efa_ctx_t *ctx = efa_core_ctx(s.core, 0);
+    static Op op; // the provider may still hold it after the core closes
+    Op *send = &op;
+    ASSERT_EQ(efa_ctx_tsend(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 1, 0, &send->op),
+              0);
+    wait_for(s.core, *send, 3);
+    EXPECT_FALSE(send->done);
+    send->op.complete = efa_op_complete_nothing;
+}
+
+// tcp;ofi_rxm keeps retrying a connection the peer's host refuses (a
+// bound port that does not listen): the deadline ends that too.
+TEST(CoreDeadline, ASendToARefusingHostFailsWithinTheDeadline) {
+    DeadPeerCore s("tcp;ofi_rxm", 2, SOCK_STREAM);
+    ASSERT_NE(s.peer, nullptr);
+    efa_ctx_t *ctx = efa_core_ctx(s.core, 0);
+    Op send;
+    ASSERT_EQ(efa_ctx_tsend(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 1, 0, &send.op),
+              0);
+    const double took = wait_for(s.core, send, 10);
+    ASSERT_TRUE(send.done) << "the send to a refusing host still waits after 10 s";
+    EXPECT_NE(send.err, 0);
+    EXPECT_LE(took, 5.0);
+    Op again;
+    EXPECT_EQ(efa_ctx_tsend(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 1, 0, &again.op),
+              -FI_EHOSTUNREACH)
+        << "first error: " << fi_strerror(-send.err);
+}

@@ -1,0 +1,122 @@
+// The peer deadline's rules (common/peer_deadline.hpp) on a fake clock.
+#include <gtest/gtest.h>
+
+#include "peer_deadline.hpp"
+
+using efa::PeerDeadline;
+using Kind = PeerDeadline::Kind;
+
+namespace {
+int ops[8]; // addresses to stand for operations
+constexpr uint64_t kPeer = 7, kOther = 9;
+} // namespace
+
+TEST(PeerDeadline, DisabledNeverChecks) {
+    PeerDeadline d(0);
+    EXPECT_TRUE(d.posted(kPeer, &ops[0], Kind::Send, 0));
+    EXPECT_FALSE(d.due(1000000));
+}
+
+TEST(PeerDeadline, SendWithoutNewsExpiresAfterTimeout) {
+    PeerDeadline d(10000);
+    ASSERT_TRUE(d.posted(kPeer, &ops[0], Kind::Send, 5000));
+    EXPECT_TRUE(d.check(14999).expired.empty());
+    auto v = d.check(15000);
+    ASSERT_EQ(v.expired.size(), 1u);
+    EXPECT_EQ(v.expired[0], kPeer);
+}
+
+TEST(PeerDeadline, CompletionsKeepABusyPeerAlive) {
+    PeerDeadline d(10000);
+    d.posted(kPeer, &ops[0], Kind::Send, 0);
+    d.posted(kPeer, &ops[1], Kind::Send, 0);
+    EXPECT_TRUE(d.completed(kPeer, &ops[0], 9000));
+    EXPECT_TRUE(d.check(18999).expired.empty()); // ops[1] still out, but news at 9000
+    EXPECT_EQ(d.check(19000).expired.size(), 1u);
+}
+
+TEST(PeerDeadline, IdleTimeIsNoSilence) {
+    PeerDeadline d(10000);
+    d.posted(kPeer, &ops[0], Kind::Send, 0);
+    d.completed(kPeer, &ops[0], 1);
+    d.posted(kPeer, &ops[1], Kind::Send, 50000); // long idle, then busy again
+    EXPECT_TRUE(d.check(59999).expired.empty());
+    EXPECT_EQ(d.check(60000).expired.size(), 1u);
+}
+
+TEST(PeerDeadline, OnlyThePeerWithoutNewsExpires) {
+    PeerDeadline d(10000);
+    d.posted(kPeer, &ops[0], Kind::Send, 0);
+    d.posted(kOther, &ops[1], Kind::Send, 0);
+    d.completed(kOther, &ops[1], 8000);
+    d.posted(kOther, &ops[2], Kind::Send, 8000);
+    auto v = d.check(12000);
+    ASSERT_EQ(v.expired.size(), 1u);
+    EXPECT_EQ(v.expired[0], kPeer);
+}
+
+TEST(PeerDeadline, AWaitedPeerIsProbedAtHalfTheTimeoutOnce) {
+    PeerDeadline d(10000);
+    d.posted(kPeer, &ops[0], Kind::Recv, 0);
+    EXPECT_TRUE(d.check(4999).probe.empty());
+    auto v = d.check(5000);
+    EXPECT_TRUE(v.expired.empty()); // a receive alone never expires
+    ASSERT_EQ(v.probe.size(), 1u);
+    EXPECT_EQ(v.probe[0], kPeer);
+    EXPECT_TRUE(d.check(6000).probe.empty()); // not again so soon
+    // The probe (a send) is out: without an answer the peer expires at the
+    // full timeout from its last news.
+    d.posted(kPeer, &ops[1], Kind::Send, 5000);
+    EXPECT_TRUE(d.check(9999).expired.empty());
+    EXPECT_EQ(d.check(10000).expired.size(), 1u);
+}
+
+TEST(PeerDeadline, AnsweredProbeKeepsTheWaitGoing) {
+    PeerDeadline d(10000);
+    d.posted(kPeer, &ops[0], Kind::Recv, 0);
+    ASSERT_EQ(d.check(5000).probe.size(), 1u);
+    d.posted(kPeer, &ops[1], Kind::Send, 5000);
+    d.completed(kPeer, &ops[1], 5100);
+    auto v = d.check(10099);
+    EXPECT_TRUE(v.expired.empty());
+    EXPECT_TRUE(v.probe.empty()); // news at 5100: the next probe half a timeout after it
+    EXPECT_EQ(d.check(10100).probe.size(), 1u);
+    EXPECT_TRUE(d.check(30000).expired.empty()); // still only waited on
+}
+
+TEST(PeerDeadline, DeadPeerHandsBackItsOpsAndRefusesNewOnes) {
+    PeerDeadline d(10000);
+    d.posted(kPeer, &ops[0], Kind::Send, 0);
+    d.posted(kPeer, &ops[1], Kind::Recv, 0);
+    d.posted(kOther, &ops[2], Kind::Send, 0);
+    auto failed = d.declare_dead(kPeer);
+    EXPECT_EQ(failed.size(), 2u);
+    EXPECT_TRUE(d.dead(kPeer));
+    EXPECT_FALSE(d.dead(kOther));
+    EXPECT_EQ(d.tracked(), 1u);
+    // The provider's late completion of a failed op is not the owner's.
+    EXPECT_FALSE(d.completed(kPeer, &ops[0], 20000));
+    EXPECT_FALSE(d.posted(kPeer, &ops[3], Kind::Send, 20000));
+    EXPECT_TRUE(d.check(100000).expired.size() == 1u); // kOther only
+    EXPECT_TRUE(d.declare_dead(kPeer).empty());        // idempotent
+}
+
+TEST(PeerDeadline, ChecksAtMostOncePerIntervalAndOnlyWhenBusy) {
+    PeerDeadline d(10000, 1000);
+    EXPECT_FALSE(d.due(0)); // nothing tracked
+    d.posted(kPeer, &ops[0], Kind::Send, 0);
+    EXPECT_TRUE(d.due(0));
+    EXPECT_FALSE(d.due(999));
+    EXPECT_TRUE(d.due(1000));
+    d.completed(kPeer, &ops[0], 1500);
+    EXPECT_FALSE(d.due(5000));
+}
+
+TEST(PeerDeadline, ReleaseAllHandsBackEveryTrackedOp) {
+    PeerDeadline d(10000);
+    d.posted(kPeer, &ops[0], Kind::Send, 0);
+    d.posted(kOther, &ops[1], Kind::Recv, 0);
+    EXPECT_EQ(d.release_all().size(), 2u);
+    EXPECT_EQ(d.tracked(), 0u);
+    EXPECT_FALSE(d.completed(kPeer, &ops[0], 1)); // no longer tracked
+}
