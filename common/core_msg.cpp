@@ -183,6 +183,24 @@ int post_all(efa_msg_pool *pool) {
     return 0;
 }
 
+// An untagged send under the peer deadline: tracked before the post (a
+// dead peer refuses it at once), untracked again when the post fails.
+template <class Post>
+int tracked_send(efa_ctx_t *ctx, fi_addr_t dest, efa_op_t *op, const char *call, Post post) {
+    int err = 0;
+    efa_op_t *pop =
+        efa::deadline_track(ctx, dest, op, efa::PeerDeadline::Kind::Send, FI_SEND, &err);
+    if (!pop) {
+        return err;
+    }
+    pop->rx_counted = 0;
+    const int rc = checked(ctx, call, post(&pop->fi_ctx));
+    if (rc) {
+        efa::deadline_untrack(ctx, pop, op);
+    }
+    return rc;
+}
+
 } // namespace
 
 extern "C" {
@@ -302,18 +320,9 @@ int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi
     if (len > kBufSize) {
         return -FI_EMSGSIZE;
     }
-    int err = 0;
-    efa_op_t *pop =
-        efa::deadline_track(ctx, dest, op, efa::PeerDeadline::Kind::Send, FI_SEND, &err);
-    if (!pop) {
-        return err;
-    }
-    pop->rx_counted = 0;
-    int rc = checked(ctx, "fi_send", fi_send(ctx->ep, buf, len, desc, dest, &pop->fi_ctx));
-    if (rc) {
-        efa::deadline_untrack(ctx, pop, op);
-    }
-    return rc;
+    return tracked_send(ctx, dest, op, "fi_send", [&](void *context) {
+        return fi_send(ctx->ep, buf, len, desc, dest, context);
+    });
 }
 
 int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest) {
@@ -333,18 +342,9 @@ int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size
     if (len > kBufSize) {
         return -FI_EMSGSIZE;
     }
-    int err = 0;
-    efa_op_t *pop =
-        efa::deadline_track(ctx, dest, op, efa::PeerDeadline::Kind::Send, FI_SEND, &err);
-    if (!pop) {
-        return err;
-    }
-    pop->rx_counted = 0;
-    int rc = checked(ctx, "fi_sendv", fi_sendv(ctx->ep, iov, desc, count, dest, &pop->fi_ctx));
-    if (rc) {
-        efa::deadline_untrack(ctx, pop, op);
-    }
-    return rc;
+    return tracked_send(ctx, dest, op, "fi_sendv", [&](void *context) {
+        return fi_sendv(ctx->ep, iov, desc, count, dest, context);
+    });
 }
 
 } // extern "C"
