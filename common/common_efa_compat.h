@@ -22,6 +22,9 @@
 
 #define EFA_PMIX_LOCAL PMIX_LOCAL
 #define EFA_PMIX_GLOBAL PMIX_GLOBAL
+/* The key and type of a peer's host name in the modex. */
+#define EFA_PMIX_HOSTNAME PMIX_HOSTNAME
+#define EFA_PMIX_STRING PMIX_STRING
 
 /* Hand a file to the runtime, which removes it if this process dies
  * without finalizing (mca_common_efa_register_cleanup says a refusal). */
@@ -39,6 +42,8 @@ static inline int mca_common_efa_local_rank(void) {
 
 #define EFA_PMIX_LOCAL OPAL_PMIX_LOCAL
 #define EFA_PMIX_GLOBAL OPAL_PMIX_GLOBAL
+#define EFA_PMIX_HOSTNAME OPAL_PMIX_HOSTNAME
+#define EFA_PMIX_STRING OPAL_STRING
 
 static inline int mca_common_efa_pmix_register_cleanup(const char *path) {
     if (NULL == opal_pmix.register_cleanup) {

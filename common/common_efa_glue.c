@@ -490,7 +490,7 @@ efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name
         /* For the peer deadline's message: the rank and host a user knows. */
         char *host = NULL;
         char pname[256];
-        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_HOSTNAME, name, &host, OPAL_STRING);
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, EFA_PMIX_HOSTNAME, name, &host, EFA_PMIX_STRING);
         snprintf(pname, sizeof(pname), "rank %u (%s) on host %s", (unsigned)name->vpid,
                  OPAL_NAME_PRINT(*name), (OPAL_SUCCESS == rc && host) ? host : "(unknown)");
         free(host);
