@@ -96,6 +96,10 @@ struct mca_btl_base_endpoint_t {
      * are refused where the two jobs' kinds could mix. */
     bool foreign_mode;
     bool foreign_atomics;
+    /* The peer's messages reach this process through the provider only (not
+     * on this node, or no on-node channel between us): the core polls the
+     * provider on every progress call while such a peer is known. */
+    bool net_interest;
 };
 
 enum {
@@ -212,6 +216,7 @@ typedef struct mca_btl_efa_module {
     volatile bool finalizing;
     uint64_t my_name;
     int refused; /* requests refused (for the first few, a warning) */
+    int net_interest; /* endpoints holding an interest in the core (net_interest) */
     /* One-sided path: what this process could do alone (choose_one_sided,
      * published), then the job's agreement (btl_efa_mode.c, at the first
      * add_procs; registrations and operations wait for it). */

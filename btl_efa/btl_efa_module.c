@@ -587,6 +587,25 @@ mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, 
     return ep;
 }
 
+/* A peer that reaches this process through the provider only sends
+ * unannounced (active messages into the receive pool): the core must poll
+ * the provider on every progress call while it is known, not only at the
+ * paced interval (efa_core_progress_paced).  Peers of the on-node channel
+ * need no such interest: what they send through the provider (frames
+ * larger than a slot) comes in streams that keep the provider polled. */
+static void hold_net_interest(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    if (ep->is_self || EFA_BTL_RING_NONE != ep->ring_state) {
+        return;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (!ep->net_interest) {
+        ep->net_interest = true;
+        ++btl->net_interest;
+        efa_core_net_interest(btl->core, 1);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+}
+
 static int efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
                          struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **endpoints,
                          struct opal_bitmap_t *reachable) {
@@ -602,6 +621,7 @@ static int efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
         if (ep) {
             mca_btl_efa_mode_add_peer(btl, ep, procs[i]);
             mca_btl_efa_ring_add_proc(btl, ep, procs[i]);
+            hold_net_interest(btl, ep);
             ep->detached = false;
             if (reachable) {
                 opal_bitmap_set_bit(reachable, (int)i);
@@ -1028,6 +1048,9 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     }
     btl->num_slabs = kept;
     btl->free_frags = NULL;
+    /* The core may stay open for the MTL: it polls at its own pace again. */
+    efa_core_net_interest(btl->core, -btl->net_interest);
+    btl->net_interest = 0;
     mca_common_efa_release(btl->core);
     btl->core = NULL;
     mca_btl_efa_native_fini_released(btl);

@@ -194,6 +194,7 @@ int open_core(efa_core *core) {
     core->mr_backend = std::make_unique<FiMrBackend>(core->nic->domain(), std::move(bind_eps));
     core->mr_cache = std::make_unique<MrCache>(*core->mr_backend, mr_cache_config(core->params));
     core->progress_batch = core->params.progress_batch;
+    core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;
     open_overflow_areas(core);
 
     efa_core_info_t &in = core->info;

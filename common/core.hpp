@@ -113,9 +113,45 @@ struct efa_core {
     // Progress calls that found work (core_capi.cpp): a counter, racy on
     // purpose across threads (a lost increment only delays a check).
     std::atomic<uint32_t> busy_calls{0};
+
+    // Pacing of the provider poll (efa_core_progress_paced, core_pace.cpp).
+    // Relaxed loads and stores only: these fields decide how often to poll,
+    // never whether a completion is handled.
+    std::atomic<int> net_interest{0};
+    uint64_t net_interval_ns = 0; // 0: poll on every call
+    std::atomic<uint32_t> net_idle_calls{0};
+    std::atomic<bool> net_warm{false};   // a poll found completions lately
+    std::atomic<bool> net_events{false}; // ... since the last look at the clock
+    std::atomic<uint64_t> net_last_event_ns{0}, net_last_poll_ns{0};
+    std::atomic<uint64_t> net_skipped{0}, net_polled{0}; // paced calls, for the report
 };
 
 namespace efa {
+// In-flight operations of a context (efa_ctx::inflight), counted at the
+// post and at the completion, with the receive-slot counters' economy:
+// locked instructions only where threads share the context.
+inline void inflight_add(efa_ctx *ctx, efa_op_t *op) {
+    op->net_counted = 1;
+    if (ctx->mt) {
+        ctx->inflight.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        ctx->inflight.store(ctx->inflight.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_relaxed);
+    }
+}
+inline void inflight_done(efa_ctx *ctx, efa_op_t *op) {
+    if (!op->net_counted) {
+        return; // the pool's standing receives, the deadline's probes
+    }
+    op->net_counted = 0;
+    if (ctx->mt) {
+        ctx->inflight.fetch_sub(1, std::memory_order_relaxed);
+    } else {
+        ctx->inflight.store(ctx->inflight.load(std::memory_order_relaxed) - 1,
+                            std::memory_order_relaxed);
+    }
+}
+
 // The peer deadline's hooks into the post and completion paths
 // (core_deadline.cpp).
 void deadline_open(efa_core *core);

@@ -52,6 +52,7 @@ template <typename Post>
 int submit(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op, Post post) {
     if (op) {
         op->rx_counted = 0;
+        efa::inflight_add(ctx, op); // before the post: a completion may come first
     }
     if (b.size.load(std::memory_order_acquire) == 0) {
         ssize_t rc = post();
@@ -59,6 +60,9 @@ int submit(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op, Post p
             return 0;
         }
         if (!queue_full(rc)) {
+            if (op) {
+                efa::inflight_done(ctx, op);
+            }
             return post_failed(ctx, call, rc);
         }
     }
@@ -112,6 +116,7 @@ inline void release_slot(efa_ctx *ctx, efa_op_t *op) {
 template <typename Post> int submit_recv(efa_ctx *ctx, const char *call, efa_op_t *op, Post post) {
     efa::Backlog &b = op->rx_class == EFA_RX_INTERNAL ? ctx->rx_internal_backlog : ctx->rx_backlog;
     op->rx_counted = 0;
+    efa::inflight_add(ctx, op);
     if (b.size.load(std::memory_order_acquire) == 0 && take_slot(ctx, op)) {
         ssize_t rc = post();
         if (rc == 0) {
@@ -119,6 +124,7 @@ template <typename Post> int submit_recv(efa_ctx *ctx, const char *call, efa_op_
         }
         release_slot(ctx, op);
         if (!queue_full(rc)) {
+            efa::inflight_done(ctx, op);
             return post_failed(ctx, call, rc);
         }
     }
@@ -169,6 +175,7 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
         ctx->core->failures.report(ctx->core->rep, std::string(calls[i]) + " (deferred)",
                                    errors[i]);
         if (failed[i]) { // an inject has no operation to fail
+            efa::inflight_done(ctx, failed[i]);
             efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0};
             failed[i]->complete(failed[i], &cqe);
         }
@@ -233,6 +240,7 @@ __attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
         return;
     }
     release_slot(ctx, op);
+    efa::inflight_done(ctx, op);
     efa_cqe_t cqe;
     cqe.err = -err.err;
     cqe.flags = err.flags;
@@ -254,6 +262,7 @@ __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
                 continue;
             }
             release_slot(ctx, op);
+            efa::inflight_done(ctx, op);
             efa_cqe_t cqe{0, entries[i].flags, entries[i].tag, entries[i].data, entries[i].len, 0};
             op->complete(op, &cqe);
         }
@@ -592,6 +601,7 @@ int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
         }
     }
     if (found) { // never reached the provider: cancelled here
+        efa::inflight_done(ctx, op);
         efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0};
         op->complete(op, &cqe);
         return 0;

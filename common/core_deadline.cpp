@@ -56,7 +56,7 @@ constexpr uint64_t kProbeIgnore = (static_cast<uint64_t>(1) << 62) - 1;
 
 // What a probe's stand-in completes into: the probe's only effect is on the
 // deadline's clock.
-efa_op_t g_probe_owner = {{}, efa_op_complete_nothing, EFA_RX_INTERNAL, 0, nullptr};
+efa_op_t g_probe_owner = {{}, efa_op_complete_nothing, EFA_RX_INTERNAL, 0, 0, nullptr};
 
 void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why);
 

@@ -76,6 +76,7 @@ void post(efa_msg_pool::Buf *b) {
     efa_msg_pool *pool = b->pool;
     b->posted.store(true, std::memory_order_relaxed);
     b->op.rx_counted = 0; // the pool's share of the queue is set aside (see nic.cpp)
+    b->op.net_counted = 0; // standing: not an operation anyone waits for
     ssize_t rc = fi_recv(b->ctx->ep, b->data, kBufSize, pool->desc, FI_ADDR_UNSPEC, &b->op.fi_ctx);
     if (rc == 0) {
         return;
@@ -194,8 +195,10 @@ int tracked_send(efa_ctx_t *ctx, fi_addr_t dest, efa_op_t *op, const char *call,
         return err;
     }
     pop->rx_counted = 0;
+    efa::inflight_add(ctx, pop);
     const int rc = checked(ctx, call, post(&pop->fi_ctx));
     if (rc) {
+        efa::inflight_done(ctx, pop);
         efa::deadline_untrack(ctx, pop, op);
     }
     return rc;

@@ -62,6 +62,15 @@ void CoreReport::add_core_lines(const efa_core &core) {
             "^patcher, or a static binary), "
             "so memory freed and mapped again could meet its old registration");
     }
+    if (core.params.net_poll_interval_us == 0) {
+        node_lines_.push_back("provider polled on every progress call (net_poll_interval 0)");
+    } else {
+        node_lines_.push_back(
+            "provider polled on every progress call while operations are in flight on it, a "
+            "peer reaches this process through it only, or it had completions in the last "
+            "millisecond; otherwise every " +
+            std::to_string(core.params.net_poll_interval_us) + " us (net_poll_interval)");
+    }
     for (const auto &line : core.nic->switches().lines) {
         node_lines_.push_back("efa switch: " + line);
     }

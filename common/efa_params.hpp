@@ -25,6 +25,7 @@ struct ParamLimits {
     static constexpr int kMaxProgressBatch = 64;
     static constexpr int kMaxRnrRetry = 7;        // the device's field is 3 bits wide
     static constexpr int kMaxPeerTimeout = 86400; // seconds
+    static constexpr int kMaxNetPollInterval = 1000000; // microseconds
 };
 
 std::vector<ParamProblem> validate_params(const efa_core_params_t &p);

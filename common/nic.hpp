@@ -66,6 +66,11 @@ struct efa_ctx {
     // capacity 0: the provider gave no bound.
     std::atomic<int> rx_posted{0}, rx_posted_user{0};
     int rx_capacity = 0, rx_user_capacity = 0;
+
+    // Operations posted through the core and not completed yet (receives
+    // of the pool that stay posted for ever are not counted): while any
+    // is in flight, efa_core_progress_paced polls on every call.
+    std::atomic<int> inflight{0};
 };
 
 namespace efa {

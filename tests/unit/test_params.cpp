@@ -93,4 +93,17 @@ TEST(Params, PeerTimeoutBounds) {
     EXPECT_TRUE(refused(p, "peer_timeout"));
 }
 
+// The provider poll's pacing: 0 (every call) to a second.
+TEST(Params, NetPollIntervalBounds) {
+    auto p = defaults();
+    p.net_poll_interval_us = 0;
+    EXPECT_TRUE(validate_params(p).empty());
+    p.net_poll_interval_us = ParamLimits::kMaxNetPollInterval;
+    EXPECT_TRUE(validate_params(p).empty());
+    p.net_poll_interval_us = -1;
+    EXPECT_TRUE(refused(p, "net_poll_interval"));
+    p.net_poll_interval_us = ParamLimits::kMaxNetPollInterval + 1;
+    EXPECT_TRUE(refused(p, "net_poll_interval"));
+}
+
 } // namespace

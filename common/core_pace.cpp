@@ -1,0 +1,105 @@
+// How often Open MPI's progress loop polls the network provider.
+//
+// Every opal_progress() call used to poll every context's completion
+// queue.  On tcp;ofi_rxm and udp;ofi_rxd that poll is the provider's whole
+// progress engine (socket reads, timers): 0.3 to 0.5 us, paid by every
+// on-node message the rings carry in 0.1 us, whether or not the network
+// could have brought anything.  The provider is now polled on every call
+// only when it can have something this process waits for, and otherwise at
+// a bounded interval, which still delivers whatever arrives unannounced
+// (a message nobody has posted a receive for yet, a provider's own
+// acknowledgements and retransmissions) within net_poll_interval_us.
+#include <chrono>
+
+#include "core.hpp"
+
+namespace {
+
+// Calls between two looks at the clock while idle (a clock read costs
+// about as much as the rest of an idle call).
+constexpr uint32_t kClockEvery = 16;
+// After a poll that found completions, every call polls for this long: a
+// stream of messages keeps the provider hot, and only a lull of this
+// length lets pacing start again.
+constexpr uint64_t kWarmNs = 1000000;
+
+inline uint64_t now_ns() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+}
+
+template <typename T> inline T relaxed(const std::atomic<T> &v) {
+    return v.load(std::memory_order_relaxed);
+}
+
+// Something posted through the core is waiting for the provider.
+bool work_in_flight(efa_core *core) {
+    const int n = core->nic->num_contexts();
+    for (int i = 0; i < n; ++i) {
+        efa_ctx *ctx = core->nic->ctx(i);
+        if (relaxed(ctx->inflight) != 0 || relaxed(ctx->tx_backlog.size) != 0 ||
+            relaxed(ctx->rx_backlog.size) != 0 || relaxed(ctx->rx_internal_backlog.size) != 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// Does this call poll the provider?
+bool poll_due(efa_core *core) {
+    if (core->net_interval_ns == 0 || relaxed(core->net_interest) > 0 || work_in_flight(core)) {
+        return true;
+    }
+    const uint32_t calls = relaxed(core->net_idle_calls) + 1;
+    core->net_idle_calls.store(calls, std::memory_order_relaxed);
+    const bool look = calls % kClockEvery == 0;
+    if (relaxed(core->net_warm)) {
+        if (look) {
+            const uint64_t now = now_ns();
+            if (core->net_events.exchange(false, std::memory_order_relaxed)) {
+                core->net_last_event_ns.store(now, std::memory_order_relaxed);
+            } else if (now - relaxed(core->net_last_event_ns) >= kWarmNs) {
+                core->net_warm.store(false, std::memory_order_relaxed);
+            }
+        }
+        return true;
+    }
+    if (!look) {
+        return false;
+    }
+    const uint64_t now = now_ns();
+    if (now - relaxed(core->net_last_poll_ns) < core->net_interval_ns) {
+        return false;
+    }
+    core->net_last_poll_ns.store(now, std::memory_order_relaxed);
+    return true;
+}
+
+} // namespace
+
+extern "C" {
+
+int efa_core_progress_paced(efa_core_t *core) {
+    if (!poll_due(core)) {
+        core->net_skipped.store(relaxed(core->net_skipped) + 1, std::memory_order_relaxed);
+        return 0;
+    }
+    core->net_polled.store(relaxed(core->net_polled) + 1, std::memory_order_relaxed);
+    const int events = efa_core_progress(core);
+    if (events > 0 && core->net_interval_ns != 0) {
+        if (!relaxed(core->net_warm)) {
+            core->net_last_event_ns.store(now_ns(), std::memory_order_relaxed);
+            core->net_warm.store(true, std::memory_order_relaxed);
+        } else {
+            core->net_events.store(true, std::memory_order_relaxed);
+        }
+    }
+    return events;
+}
+
+void efa_core_net_interest(efa_core_t *core, int delta) {
+    core->net_interest.fetch_add(delta, std::memory_order_relaxed);
+}
+
+} // extern "C"
