@@ -215,7 +215,7 @@ typedef struct mca_btl_efa_module {
      * request reaches them or their memory any more. */
     volatile bool finalizing;
     uint64_t my_name;
-    int refused; /* requests refused (for the first few, a warning) */
+    int refused;      /* requests refused (for the first few, a warning) */
     int net_interest; /* endpoints holding an interest in the core (net_interest) */
     /* One-sided path: what this process could do alone (choose_one_sided,
      * published), then the job's agreement (btl_efa_mode.c, at the first

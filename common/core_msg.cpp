@@ -75,7 +75,7 @@ inline int checked(efa_ctx *ctx, const char *call, ssize_t rc) {
 void post(efa_msg_pool::Buf *b) {
     efa_msg_pool *pool = b->pool;
     b->posted.store(true, std::memory_order_relaxed);
-    b->op.rx_counted = 0; // the pool's share of the queue is set aside (see nic.cpp)
+    b->op.rx_counted = 0;  // the pool's share of the queue is set aside (see nic.cpp)
     b->op.net_counted = 0; // standing: not an operation anyone waits for
     ssize_t rc = fi_recv(b->ctx->ep, b->data, kBufSize, pool->desc, FI_ADDR_UNSPEC, &b->op.fi_ctx);
     if (rc == 0) {

@@ -48,8 +48,8 @@ typedef struct efa_cqe {
 typedef struct efa_op {
     struct fi_context2 fi_ctx; /* must be first: libfabric hands it back */
     void (*complete)(struct efa_op *op, const efa_cqe_t *cqe);
-    uint8_t rx_class;   /* receives: EFA_RX_USER or EFA_RX_INTERNAL, set by the owner */
-    uint8_t rx_counted; /* core-private: this receive holds a provider queue slot */
+    uint8_t rx_class;    /* receives: EFA_RX_USER or EFA_RX_INTERNAL, set by the owner */
+    uint8_t rx_counted;  /* core-private: this receive holds a provider queue slot */
     uint8_t net_counted; /* core-private: counted in its context's in-flight operations */
     /* core-private: the core's stand-in for this operation at the provider
      * while the peer deadline watches it (common/core_deadline.cpp), or

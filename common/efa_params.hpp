@@ -23,8 +23,8 @@ struct ParamLimits {
     // The completions one CQ read takes, into an array on the stack of the
     // progress call (48 bytes each); more per call buys nothing measurable.
     static constexpr int kMaxProgressBatch = 64;
-    static constexpr int kMaxRnrRetry = 7;        // the device's field is 3 bits wide
-    static constexpr int kMaxPeerTimeout = 86400; // seconds
+    static constexpr int kMaxRnrRetry = 7;              // the device's field is 3 bits wide
+    static constexpr int kMaxPeerTimeout = 86400;       // seconds
     static constexpr int kMaxNetPollInterval = 1000000; // microseconds
 };
 
