@@ -5,11 +5,20 @@
 #   2. build the project (scripts/build.sh if it exists; it installs the
 #      components into ./_install and prints the component directory) and the
 #      bench programs (bench/build-bench.sh)
-#   3. a short side-by-side comparison: latency, bandwidth, message rate,
-#      put latency, fetch-and-op latency; 3 interleaved reps; configurations
-#      mtl_efa, btl_efa, mtl_ofi (best providers: efa if it exists, else the
-#      stand-ins rxm and shm), ob1_tcp, ob1_vader
-# Output: bench/results/<timestamp>/ (summary.md, results.csv, plots/*.png).
+#   3. two short side-by-side comparisons, 3 interleaved reps each, on the
+#      network provider a multi-node job would load (efa if it exists, else
+#      the stand-in tcp;ofi_rxm), each labelled:
+#      a. on one node (2 ranks bound to cores): latency, bandwidth and
+#         message rate of mtl_efa and btl_efa (on-node paths, the network
+#         provider loaded; also as before the paced provider poll,
+#         *_unpaced) against ob1 + vader;
+#      b. between nodes (2 pretend nodes of tests/pretend-nodes.sh, ranks
+#         not bound): the same of mtl_efa, btl_efa, mtl_ofi and ob1 + tcp,
+#         then put and fetch-and-op latency of btl_efa against osc/pt2pt
+#         over ob1 + tcp.
+#      Never one kind against the other: an on-node path beats any network.
+# Output: bench/results/<timestamp>-{onnode,network,network-rma}/
+# (summary.md, results.csv, plots/*.png).
 #   bench/main-job.sh [--no-deps] [--no-build] [runner.py arguments, e.g. --reps 5]
 set -euo pipefail
 
@@ -102,10 +111,26 @@ if [[ -z ${BENCH_BIN_DIR:-} ]]; then
 fi
 echo "bench programs: $BENCH_BIN_DIR"
 
-step "comparison (output $out)"
-python3 "$here/runner.py" --quick --reps 3 --timeout 30 \
-    --configs mtl_efa,btl_efa,mtl_ofi,ob1_tcp,ob1_vader \
-    --benches latency,bw,msgrate_w64,put_lat,fop_lat \
-    --out "$out" "$@"
+prov=rxm
+fi_info -p efa >/dev/null 2>&1 && prov=efa
+common=(--quick --reps 3 --timeout 30 --providers "$prov")
 
-step "done in $((SECONDS - start)) s; results in $out"
+step "a. on one node, provider $prov loaded (output $out-onnode)"
+python3 "$here/runner.py" "${common[@]}" --title "on one node (provider $prov loaded)" \
+    --configs mtl_efa,mtl_efa_unpaced,btl_efa,btl_efa_unpaced,ob1_vader \
+    --benches latency,bw,msgrate_w64 --out "$out-onnode" "$@"
+
+pn=$(mktemp -d)
+trap 'rm -rf "$pn"' EXIT
+hosts=$(bash "$repo/tests/pretend-nodes.sh" "$pn" 1 | tr '\n' ' ')
+step "b. between pretend nodes, provider $prov (output $out-network)"
+python3 "$here/runner.py" "${common[@]}" --title "between pretend nodes (provider $prov)" \
+    --launch-args "$hosts" --configs mtl_efa,btl_efa,mtl_ofi,ob1_tcp \
+    --benches latency,bw,msgrate_w64 --out "$out-network" "$@"
+step "b. one-sided between pretend nodes (output $out-network-rma)"
+python3 "$here/runner.py" "${common[@]}" \
+    --title "one-sided between pretend nodes (provider $prov)" \
+    --launch-args "$hosts" --configs btl_efa,btl_efa_intrinsic,osc_pt2pt-ob1_tcp \
+    --benches put_lat,fop_lat --out "$out-network-rma" "$@"
+
+step "done in $((SECONDS - start)) s; results in $out-{onnode,network,network-rma}"

@@ -276,6 +276,10 @@ class RunParams:
     np_coll: int = 2
     np_mpairs: int = 4
     cores: int = os.cpu_count() or 1
+    # extra mpirun arguments that place the ranks (--launch-args), e.g. the
+    # hostfile and ssh stand-in of tests/pretend-nodes.sh; ranks are then
+    # not bound (a pretend node has no cores of its own)
+    hosts: tuple = ()
 
 
 def bench_np(bench, params):
@@ -310,7 +314,9 @@ def program_args(bench, params):
     return args
 
 
-def launch_args(np, cores):
+def launch_args(np, cores, hosts=()):
+    if hosts:
+        return ["-np", str(np), "--bind-to", "none"] + list(hosts)
     if np <= cores:
         return ["-np", str(np), "--bind-to", "core"]
     return ["-np", str(np), "--oversubscribe", "--bind-to", "none"]
@@ -320,7 +326,7 @@ def build_command(cfg, bench, params, bin_dir, rep=1):
     np = bench_np(bench, params)
     prog = os.path.join(bin_dir, bench.program)
     pargs = program_args(bench, params)
-    launch = launch_args(np, params.cores)
+    launch = launch_args(np, params.cores, params.hosts)
     if cfg.command:
         scalars = {"np": str(np), "bench": bench.name, "program": prog, "rep": str(rep),
                    "provider": cfg.provider}
@@ -838,6 +844,12 @@ def build_parser():
     p.add_argument("--max-timeouts", type=int, default=2,
                    help="after this many timeouts of one configuration, skip its remaining "
                         "runs (default 2; a timed-out benchmark is never re-run)")
+    p.add_argument("--launch-args", default="",
+                   help="extra mpirun arguments placing the ranks (shell-style quoting), e.g. "
+                        "the output of tests/pretend-nodes.sh DIR 1; ranks are then not bound")
+    p.add_argument("--title", default=None,
+                   help="what this comparison is (summary heading and printed tables), e.g. "
+                        "'on one node' or 'between pretend nodes'")
     p.add_argument("--no-plots", action="store_true", help="do not run gnuplot")
     p.add_argument("--list", action="store_true", help="list configurations and benchmarks")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
@@ -890,7 +902,8 @@ def main(argv=None, stdout=None):
     reps = args.reps if args.reps is not None else (3 if args.quick else 5)
     timeout = args.timeout if args.timeout is not None else (60 if args.quick else 180)
     params = RunParams(sizes=args.sizes, iters=args.iters, warmup=args.warmup, quick=args.quick,
-                       np_coll=args.np_coll, np_mpairs=args.np_mpairs)
+                       np_coll=args.np_coll, np_mpairs=args.np_mpairs,
+                       hosts=tuple(shlex.split(args.launch_args)))
     bin_dir = find_bin_dir(args.bin_dir)
     by_name = {c.name: c for c in configs}
     jobs = plan([c.name for c in configs], benches, reps,
@@ -982,7 +995,10 @@ def main(argv=None, stdout=None):
     with open(os.path.join(outdir, "meta.json"), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2)
     with open(os.path.join(outdir, "summary.md"), "w", encoding="utf-8") as f:
-        f.write(f"# Benchmark comparison {stamp}\n\n")
+        heading = f"{args.title} ({stamp})" if args.title else f"Benchmark comparison {stamp}"
+        f.write(f"# {heading}\n\n")
+        if params.hosts:
+            f.write(f"- ranks placed by: `{shlex.join(params.hosts)}` (not bound)\n")
         f.write(f"- runs: {len(results)} ({len(jobs)} planned), interleaved, {reps} reps, "
                 f"{fmt_elapsed(meta['seconds'])}\n")
         f.write(f"- host: {os.uname().nodename}, {os.cpu_count()} cpus, load "
@@ -997,6 +1013,9 @@ def main(argv=None, stdout=None):
             for p in plots:
                 f.write(f"![{os.path.basename(p)}](plots/{os.path.basename(p)})\n")
     say("")
+    if args.title:
+        say(f"## {args.title}")
+        say("")
     say(tables)
     say(f"summary: {os.path.join(outdir, 'summary.md')}")
     say(f"csv:     {os.path.join(outdir, 'results.csv')} (runs: runs.csv, logs: logs/)")

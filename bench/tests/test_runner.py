@@ -226,6 +226,14 @@ class ConfigTest(unittest.TestCase):
         self.assertEqual(cmd[:6], ["mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none"])
         self.assertIn("/bin/bench_pt2pt", cmd)
 
+    def test_launch_args_place_the_ranks_unbound(self):
+        params = runner.RunParams(cores=2, hosts=("--hostfile", "/tmp/pn/hosts"))
+        cfg = runner.Config("c", ["--mca", "pml", "ob1"])
+        cmd = runner.build_command(cfg, runner.BENCHES["latency"], params, "/bin")
+        self.assertEqual(cmd[:7], ["mpirun", "-np", "2", "--bind-to", "none", "--hostfile",
+                                   "/tmp/pn/hosts"])
+        self.assertNotIn("core", cmd)
+
 
 class InterleaveTest(unittest.TestCase):
     def test_order_is_a_b_c_a_b_c(self):
@@ -276,7 +284,8 @@ class EndToEndTest(unittest.TestCase):
         cls.out = os.path.join(cls.tmp.name, "out")
         cls.stdout = io.StringIO()
         cls.rc = runner.main(["--config-file", ini, "--benches", "latency,fop_lat", "--reps", "2",
-                              "--timeout", "1", "--out", cls.out, "--no-plots"],
+                              "--timeout", "1", "--out", cls.out, "--no-plots",
+                              "--title", "on one node"],
                              stdout=cls.stdout)
         with open(os.path.join(cls.out, "summary.md")) as f:
             cls.md = f.read()
@@ -291,6 +300,10 @@ class EndToEndTest(unittest.TestCase):
 
     def test_exit_code(self):
         self.assertEqual(self.rc, 0)
+
+    def test_title_heads_the_summary_and_the_printed_tables(self):
+        self.assertTrue(self.md.startswith("# on one node ("))
+        self.assertIn("## on one node", self.stdout.getvalue())
 
     def test_failing_config_shows_its_first_error_line(self):
         self.assertIn("failed: fake transport exploded: no such device", self.md)
