@@ -107,7 +107,7 @@ class TwoContexts {
         }
         ASSERT_EQ(g_arrived, 1) << "no message through shm at all";
         g_arrived = 0;
-        spin_paced(3000); // longer than the warm period (1 ms)
+        spin_paced(20000); // far longer than the warm period (1 ms)
     }
     // A progress loop that finds nothing, for 'us' microseconds.
     void spin_paced(int us) {
@@ -190,8 +190,8 @@ TEST(CorePace, InterestAndRecentTrafficPollOnEveryCall) {
     EXPECT_EQ(g_arrived, 2) << "the provider went unpolled right after traffic";
 
     // After a lull longer than the warm period (a progress loop that finds
-    // nothing for 3 ms): paced again.
-    t.spin_paced(3000);
+    // nothing for 20 ms): paced again.
+    t.spin_paced(20000);
     t.inject_to_ctx0();
     t.paced_until([] { return g_arrived == 3; }, 2000);
     EXPECT_EQ(g_arrived, 2) << "still polled on every call after the lull";
