@@ -6,10 +6,14 @@
 #   scripts/build-instrumented.sh fuzz   # _build-fuzz: the libFuzzer harnesses of
 #                                        # tests/fuzz (clang, with ASan + UBSan)
 # Open MPI itself stays uninstrumented.  Prints the build directory.
+# EFA_INSTRUMENTED_CONFIGURE_ARGS: more configure arguments, e.g.
+# "--with-libfabric=DIR" or "--with-ompi=DIR --with-ompi-source=SRC" for
+# the same builds against another stack (docs/PLATFORMS.md).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 kind=${1:-}
 jobs=$(nproc 2>/dev/null || echo 2)
+read -r -a extra <<<"${EFA_INSTRUMENTED_CONFIGURE_ARGS:-}"
 case $kind in
 asan)
     build=$top/_build-asan
@@ -38,7 +42,7 @@ fi
 mkdir -p "$build"
 cd "$build"
 if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
-    "$top/configure" "${args[@]}" >configure.out 2>&1 ||
+    "$top/configure" "${args[@]}" "${extra[@]}" >configure.out 2>&1 ||
         { tail -30 configure.out; echo "build-instrumented: configure failed ($build/configure.out)"; exit 1; }
 fi
 if [ "$kind" = asan ]; then
