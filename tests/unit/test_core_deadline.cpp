@@ -16,21 +16,13 @@
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
+#include "core_test_params.hpp"
 #include "peer_blob.hpp"
 
 namespace {
 
 efa_core_params_t params(const char *provider, int peer_timeout) {
-    efa_core_params_t p{};
-    p.provider_include = provider;
-    p.provider_exclude = "";
-    p.num_contexts = 1;
-    p.mr_cache_size = 16;
-    p.progress_batch = 16;
-    p.local_rank = 0;
-    p.local_size = 1;
-    p.rnr_retry = -1;
-    p.force_emulated = "";
+    efa_core_params_t p = core_test_params(provider);
     p.peer_timeout = peer_timeout;
     return p;
 }

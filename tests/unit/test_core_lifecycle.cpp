@@ -14,6 +14,7 @@
 #include <rdma/fi_endpoint.h>
 
 #include "core.hpp"
+#include "core_test_params.hpp"
 #include "efa_core_msg.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -30,17 +31,8 @@
 namespace {
 
 efa_core_params_t rxm_params(bool mem_release_hooks) {
-    efa_core_params_t p{};
-    p.provider_include = "tcp;ofi_rxm";
-    p.provider_exclude = "";
-    p.num_contexts = 1;
-    p.mr_cache_size = 16;
-    p.progress_batch = 16;
+    efa_core_params_t p = core_test_params("tcp;ofi_rxm");
     p.force_mr_local = true;
-    p.local_rank = 0;
-    p.local_size = 1;
-    p.rnr_retry = -1;
-    p.force_emulated = "";
     p.mem_release_hooks = mem_release_hooks;
     return p;
 }

@@ -12,6 +12,7 @@
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
+#include "core_test_params.hpp"
 #include "efa_core_msg.h"
 
 namespace {
@@ -19,16 +20,8 @@ namespace {
 constexpr int kIntervalUs = 1000000; // long enough that a skipped poll shows
 
 efa_core_params_t shm_params(int interval_us) {
-    efa_core_params_t p{};
-    p.provider_include = "shm";
-    p.provider_exclude = "";
+    efa_core_params_t p = core_test_params("shm");
     p.num_contexts = 2;
-    p.mr_cache_size = 16;
-    p.progress_batch = 16;
-    p.local_rank = 0;
-    p.local_size = 1;
-    p.rnr_retry = -1;
-    p.force_emulated = "";
     p.net_poll_interval_us = interval_us;
     return p;
 }
