@@ -123,7 +123,6 @@ struct efa_core {
     std::atomic<bool> net_warm{false};   // a poll found completions lately
     std::atomic<bool> net_events{false}; // ... since the last look at the clock
     std::atomic<uint64_t> net_last_event_ns{0}, net_last_poll_ns{0};
-    std::atomic<uint64_t> net_skipped{0}, net_polled{0}; // paced calls, for the report
 };
 
 namespace efa {

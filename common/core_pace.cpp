@@ -82,10 +82,8 @@ extern "C" {
 
 int efa_core_progress_paced(efa_core_t *core) {
     if (!poll_due(core)) {
-        core->net_skipped.store(relaxed(core->net_skipped) + 1, std::memory_order_relaxed);
         return 0;
     }
-    core->net_polled.store(relaxed(core->net_polled) + 1, std::memory_order_relaxed);
     const int events = efa_core_progress(core);
     if (events > 0 && core->net_interval_ns != 0) {
         if (!relaxed(core->net_warm)) {
