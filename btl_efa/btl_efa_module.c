@@ -794,8 +794,7 @@ static int efa_send(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
 
 /* sendi through the peer's ring: header and payload are written straight
  * into the slot, no fragment involved.  OPAL_ERR_RESOURCE_BUSY when the
- * ring is full or sends to the peer are queued (ob1 then sends a
- * descriptor, which queues in order). */
+ * ring is full or sends to the peer are queued (see sendi_busy). */
 static int ring_sendi(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                       opal_convertor_t *convertor, const void *header, size_t header_size,
                       size_t payload_size, mca_btl_base_tag_t tag, size_t total) {
@@ -836,28 +835,46 @@ static int ring_sendi(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     return OPAL_SUCCESS;
 }
 
+/* sendi cannot send now (no credit, sends to the peer queued, the ring
+ * full): OPAL_ERR_RESOURCE_BUSY with a descriptor of the message's size, as
+ * the BTL interface asks, which the caller fills and hands to btl_send,
+ * where it queues in order.  Without one, Open MPI 5's ob1 parks a control
+ * message (FIN, ACK) on its own pending list and retries it only when a
+ * descriptor of this BTL completes: after a window of rendezvous receives
+ * nothing else may complete, and the peer waits for ever. */
+static int sendi_busy(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *endpoint,
+                      size_t size, uint32_t flags, mca_btl_base_descriptor_t **descriptor) {
+    if (descriptor) {
+        *descriptor = efa_alloc(base, endpoint, MCA_BTL_NO_ORDER, size, flags);
+    }
+    return OPAL_ERR_RESOURCE_BUSY;
+}
+
 static int efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *endpoint,
                      struct opal_convertor_t *convertor, void *header, size_t header_size,
                      size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
                      mca_btl_base_descriptor_t **descriptor) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     (void)order;
-    (void)flags;
     if (descriptor) {
         *descriptor = NULL;
     }
     const size_t total = sizeof(efa_btl_hdr_t) + header_size + payload_size;
     if (mca_btl_efa_via_ring(btl, endpoint, total)) {
-        return ring_sendi(btl, endpoint, convertor, header, header_size, payload_size, tag, total);
+        int rc =
+            ring_sendi(btl, endpoint, convertor, header, header_size, payload_size, tag, total);
+        if (OPAL_ERR_RESOURCE_BUSY == rc) {
+            return sendi_busy(base, endpoint, header_size + payload_size, flags, descriptor);
+        }
+        return rc;
     }
     if (header_size + payload_size > btl->super.btl_eager_limit ||
-        !mca_btl_efa_can_send_now(btl, endpoint,
-                                  sizeof(efa_btl_hdr_t) + header_size + payload_size)) {
-        return OPAL_ERR_RESOURCE_BUSY;
+        !mca_btl_efa_can_send_now(btl, endpoint, total)) {
+        return sendi_busy(base, endpoint, header_size + payload_size, flags, descriptor);
     }
     efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
     if (NULL == frag) {
-        return OPAL_ERR_RESOURCE_BUSY;
+        return OPAL_ERR_RESOURCE_BUSY; /* none to hand out either */
     }
     uint8_t *data = (uint8_t *)frag->segments[0].seg_addr.pval;
     memcpy(data, header, header_size);

@@ -55,6 +55,9 @@
 #       memory hooks (EFA configurations only: remap+hooks, where the
 #       components must say that they cache registrations, and remap+nohooks
 #       with --mca memory ^patcher, where they must say that they do not).
+#       btl_sendi runs in the ob1-efa-* configurations only: it calls
+#       btl_efa's sendi itself until the peer's credits or ring are used
+#       up, and the descriptor sendi must then hand back is sent.
 #   -n  run every selected test with these process counts instead of the
 #       default matrix (netpipe always uses 2).
 #   --quick  smaller sizes and fewer iterations.
@@ -88,7 +91,7 @@ NETPIPE=${NETPIPE:-NPopenmpi}
 DEFAULT_TIMEOUT=120
 
 ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms threads"
-ALL_TESTS+=" collectives datatypes modes send_progress remap netpipe"
+ALL_TESTS+=" collectives datatypes modes send_progress remap btl_sendi netpipe"
 EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
@@ -200,7 +203,7 @@ is_noinject_config() { [[ $1 == cm-efa-rxm || $1 == cm-efa-rxd ]]; }
 test_nps() {
     case $1 in
     ordering | many_outstanding | collectives) echo "2 4 8" ;;
-    threads | netpipe | remap) echo "2" ;;
+    threads | netpipe | remap | btl_sendi) echo "2" ;;
     *) echo "2 4" ;;
     esac
 }
@@ -635,6 +638,8 @@ run_netpipe() {
 for cfg in $CONFIGS; do
     config_args "$cfg"
     for t in $TESTS; do
+        # btl_sendi calls btl_efa's sendi itself: ob1-efa-* configurations only.
+        [[ $t == btl_sendi && $cfg != ob1-efa-* ]] && continue
         if [[ $t == netpipe ]]; then
             run_netpipe "$cfg"
             continue
