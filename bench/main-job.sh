@@ -127,10 +127,14 @@ step "b. between pretend nodes, provider $prov (output $out-network)"
 python3 "$here/runner.py" "${common[@]}" --title "between pretend nodes (provider $prov)" \
     --launch-args "$hosts" --configs mtl_efa,btl_efa,mtl_ofi,ob1_tcp \
     --benches latency,bw,msgrate_w64 --out "$out-network" "$@"
+# The one-sided baseline over ob1 + tcp: osc/pt2pt (4.1); 5.0 has none
+# and does it with osc/rdma on btl/tcp.
+osc_base=osc_pt2pt-ob1_tcp
+ompi_info --parsable 2>/dev/null | grep -q "^mca:osc:pt2pt:" || osc_base=osc_rdma-ob1_tcp
 step "b. one-sided between pretend nodes (output $out-network-rma)"
 python3 "$here/runner.py" "${common[@]}" \
     --title "one-sided between pretend nodes (provider $prov)" \
-    --launch-args "$hosts" --configs btl_efa,btl_efa_intrinsic,osc_pt2pt-ob1_tcp \
+    --launch-args "$hosts" --configs "btl_efa,btl_efa_intrinsic,$osc_base" \
     --benches put_lat,fop_lat --out "$out-network-rma" "$@"
 
 step "done in $((SECONDS - start)) s; results in $out-{onnode,network,network-rma}"

@@ -138,6 +138,10 @@ typedef struct efa_btl_frag {
     uint8_t *buf;
     efa_mr_t *data_mr; /* in place with FI_MR_LOCAL: the caller's memory, held until done */
     void *data_desc;
+    /* A batch (btl_efa_batch.c): the fragments packed in it, chained by
+     * next, finished with it. */
+    struct efa_btl_frag *inner, *inner_last;
+    int inner_count;
 } efa_btl_frag_t;
 
 /* An initiator's one-sided operation (split into chunks). */
@@ -253,6 +257,11 @@ typedef struct mca_btl_efa_module {
     /* Two-sided path. */
     size_t inplace_min; /* contiguous sends from this size on go without a copy (0: auto) */
     size_t inject_max;  /* messages up to this size may be injected */
+    /* Coalescing (btl_efa_batch.c): a batch's bytes at most (0: off) and
+     * messages at most; what it did. */
+    size_t coalesce_bytes;
+    int coalesce_max;
+    uint64_t batches_sent, batched_msgs;
     /* Injected descriptors of the upper layer whose callbacks are due
      * (from progress); protected by the module lock. */
     efa_btl_frag_t *done_head, *done_tail;
@@ -282,6 +291,8 @@ typedef struct mca_btl_efa_component {
     int debug_lose_answers;   /* testing: 1 drop the target's answers, 2 send them misaddressed */
     /* testing: this rank's on-node inbox is not created (-1: none) */
     int debug_fail_inbox_rank;
+    size_t coalesce_bytes; /* btl_efa_coalesce_bytes (0: off) */
+    int coalesce_max;      /* btl_efa_coalesce_max */
 } mca_btl_efa_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
@@ -290,6 +301,8 @@ extern mca_btl_efa_module_t mca_btl_efa_module;
 /* btl_efa_module.c */
 int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core);
 efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl);
+/* The same with the module lock held. */
+efa_btl_frag_t *mca_btl_efa_frag_get_locked(mca_btl_efa_module_t *btl);
 void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
@@ -345,6 +358,19 @@ static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_e
     return EFA_BTL_RING_UNTRIED == ep->ring_state && len <= btl->ring_max_frame &&
            mca_btl_efa_ring_attach(btl, ep);
 }
+
+/* btl_efa_batch.c (the module lock held where the name says so) */
+/* A batch of the active messages at the head of ep's queue (2 or more,
+ * within btl_efa_coalesce_bytes and _max), ready to post; NULL when they
+ * are fewer or do not fit.  They stay queued until it is posted. */
+efa_btl_frag_t *mca_btl_efa_batch_build_locked(mca_btl_efa_module_t *btl,
+                                               mca_btl_efa_endpoint_t *ep);
+/* The batch is posted: its messages leave the queue. */
+void mca_btl_efa_batch_posted_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                     efa_btl_frag_t *batch);
+/* The batch could not be posted: recycled, its messages still queued. */
+void mca_btl_efa_batch_discard_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *batch);
+void mca_btl_efa_batch_report(const mca_btl_efa_module_t *btl);
 
 /* btl_efa_rdma.c */
 void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status);

@@ -94,6 +94,16 @@ static int efa_component_register(void) {
         "smaller ones are copied behind the headers (0: those whose message, headers included, "
         "exceeds the provider's inject size, below which the provider copies it anyway)",
         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_btl_efa_component.inplace_min);
+    mca_btl_efa_component.coalesce_bytes = 4096;
+    reg("coalesce_bytes",
+        "Active messages that wait for one peer (its credits or the provider's queue used up) "
+        "are packed into one provider message of at most this many bytes (capped at the "
+        "provider's message size); a message that can go at once always goes alone "
+        "(0: off, else 64 to 1048576)",
+        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_btl_efa_component.coalesce_bytes);
+    mca_btl_efa_component.coalesce_max = 32;
+    reg("coalesce_max", "Messages packed into one provider message at most (2 to 1024)",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &mca_btl_efa_component.coalesce_max);
     mca_btl_efa_component.rma_mode = "auto";
     reg("rma_mode",
         "How put and get travel: \"native\" as the provider's RDMA write and read (needs "
@@ -245,6 +255,22 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
                  EFA_BTL_MIN_RMA_TRANSFER);
         mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
                                  "rma_max_transfer", value, allowed);
+        return OPAL_ERR_BAD_PARAM;
+    }
+    const size_t coalesce = mca_btl_efa_component.coalesce_bytes;
+    if (0 != coalesce && (coalesce < 64 || coalesce > 1048576)) {
+        char value[32];
+        snprintf(value, sizeof(value), "%zu", coalesce);
+        mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
+                                 "coalesce_bytes", value, "0 (off) or 64 to 1048576 bytes");
+        return OPAL_ERR_BAD_PARAM;
+    }
+    const int coalesce_max = mca_btl_efa_component.coalesce_max;
+    if (coalesce_max < 2 || coalesce_max > 1024) {
+        char value[32];
+        snprintf(value, sizeof(value), "%d", coalesce_max);
+        mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
+                                 "coalesce_max", value, "2 to 1024 messages");
         return OPAL_ERR_BAD_PARAM;
     }
     const int timeout = mca_btl_efa_component.rma_timeout;

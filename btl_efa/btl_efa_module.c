@@ -78,7 +78,7 @@ static int grow(mca_btl_efa_module_t *btl) {
 }
 
 /* The module lock is held. */
-static efa_btl_frag_t *frag_get_locked(mca_btl_efa_module_t *btl) {
+efa_btl_frag_t *mca_btl_efa_frag_get_locked(mca_btl_efa_module_t *btl) {
     if (NULL == btl->free_frags) {
         (void)grow(btl);
     }
@@ -106,12 +106,14 @@ static efa_btl_frag_t *frag_get_locked(mca_btl_efa_module_t *btl) {
     frag->data_mr = NULL;
     frag->data_desc = NULL;
     frag->inject = false;
+    frag->inner = frag->inner_last = NULL;
+    frag->inner_count = 0;
     return frag;
 }
 
 efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl) {
     OPAL_THREAD_LOCK(&btl->lock);
-    efa_btl_frag_t *frag = frag_get_locked(btl);
+    efa_btl_frag_t *frag = mca_btl_efa_frag_get_locked(btl);
     OPAL_THREAD_UNLOCK(&btl->lock);
     return frag;
 }
@@ -135,6 +137,18 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
  * peer received it) during finalize, when the pml that set des_cbfunc has
  * been closed and its code unloaded. */
 static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int status) {
+    if (frag->inner) {
+        /* A batch: each message packed in it ends as the batch did. */
+        efa_btl_frag_t *inner = frag->inner;
+        frag->inner = frag->inner_last = NULL;
+        while (inner) {
+            efa_btl_frag_t *next = inner->next;
+            frag_finish(btl, inner, status);
+            inner = next;
+        }
+        mca_btl_efa_frag_return(btl, frag);
+        return;
+    }
     if (frag->user) {
         if (frag->base.des_cbfunc && mca_btl_efa_upper_alive(btl, frag->endpoint)) {
             frag->base.des_cbfunc(&btl->super, frag->endpoint, &frag->base, status);
@@ -360,6 +374,24 @@ static inline bool has_credit(const mca_btl_efa_module_t *btl, const mca_btl_efa
 static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             efa_btl_frag_t **failed) {
     while (ep->queue_head && has_credit(btl, ep, ep->queue_head)) {
+        /* Messages that wait for this peer go packed, one credit for all
+         * (btl_efa_batch.c); the ring carries its own frames. */
+        if (btl->coalesce_bytes && EFA_BTL_RING_ATTACHED != ep->ring_state) {
+            efa_btl_frag_t *batch = mca_btl_efa_batch_build_locked(btl, ep);
+            if (batch) {
+                int rc = post_locked(btl, ep, batch);
+                if (0 == rc) {
+                    mca_btl_efa_batch_posted_locked(btl, ep, batch);
+                    continue;
+                }
+                mca_btl_efa_batch_discard_locked(btl, batch);
+                if (-FI_EAGAIN == rc) {
+                    return false;
+                }
+                /* Any other failure: the messages go one by one below,
+                 * each with its own outcome. */
+            }
+        }
         efa_btl_frag_t *frag = ep->queue_head;
         /* A send through a ring reuses frag->next at once. */
         efa_btl_frag_t *next = frag->next;
@@ -381,7 +413,7 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         }
     }
     if (ep->credit_due && ep->owed > 0) {
-        efa_btl_frag_t *frag = frag_get_locked(btl);
+        efa_btl_frag_t *frag = mca_btl_efa_frag_get_locked(btl);
         if (NULL == frag) {
             return true; /* retried on the next drain */
         }
@@ -908,6 +940,33 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
     mca_btl_efa_deliver(btl, buf, len, false);
 }
 
+/* Hand one active message up (kind: its parse; a truncated or mistagged
+ * one is dropped here, with a word at verbose 1). */
+static void deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                       efa_btl_wire_kind_t kind, const efa_btl_wire_msg_t *msg) {
+    if (!mca_btl_efa_upper_alive(btl, ep)) {
+        return; /* nobody left to take it (see frag_finish) */
+    }
+    if (EFA_BTL_WIRE_AM_TRUNCATED == kind) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated fragment dropped");
+        return;
+    }
+    if (EFA_BTL_WIRE_AM_BAD_TAG == kind) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: fragment with tag %d (no such tag) dropped", msg->hdr.tag);
+        return;
+    }
+    const mca_btl_active_message_callback_t *reg =
+        &mca_btl_base_active_message_trigger[msg->hdr.tag];
+    if (NULL == reg->cbfunc) {
+        return;
+    }
+    mca_btl_base_segment_t seg;
+    seg.seg_addr.pval = (void *)msg->payload;
+    seg.seg_len = msg->payload_len;
+    mca_btl_efa_deliver_am(&btl->super, ep, msg->hdr.tag, &seg);
+}
+
 void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring) {
     /* Lengths and type are checked by efa_btl_wire_parse (common/
      * efa_btl_wire.h, fuzzed), which reads each header once, into a copy:
@@ -931,30 +990,30 @@ void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len,
     switch (kind) {
     case EFA_BTL_WIRE_AM:
     case EFA_BTL_WIRE_AM_TRUNCATED:
-    case EFA_BTL_WIRE_AM_BAD_TAG: {
-        if (!mca_btl_efa_upper_alive(btl, ep)) {
-            return; /* nobody left to take it (see frag_finish) */
+    case EFA_BTL_WIRE_AM_BAD_TAG:
+        deliver_am(btl, ep, kind, &msg);
+        return;
+    case EFA_BTL_WIRE_BATCH: {
+        /* Messages packed by the sender's coalescing (btl_efa_batch.c),
+         * handed up in the order they were sent. */
+        size_t off = 0;
+        efa_btl_wire_kind_t entry;
+        efa_btl_wire_msg_t one;
+        while (efa_btl_wire_batch_next(msg.payload, msg.payload_len, &off, MCA_BTL_TAG_MAX, &entry,
+                                       &one)) {
+            if (EFA_BTL_WIRE_BATCH_BAD_ENTRY == entry) {
+                opal_output_verbose(1, mca_common_efa_output,
+                                    "btl:efa: malformed entry in a batch: it and the rest of "
+                                    "the batch dropped");
+                return;
+            }
+            deliver_am(btl, ep, entry, &one);
         }
-        if (EFA_BTL_WIRE_AM_TRUNCATED == kind) {
-            opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated fragment dropped");
-            return;
-        }
-        if (EFA_BTL_WIRE_AM_BAD_TAG == kind) {
-            opal_output_verbose(1, mca_common_efa_output,
-                                "btl:efa: fragment with tag %d (no such tag) dropped", hdr->tag);
-            return;
-        }
-        const mca_btl_active_message_callback_t *reg =
-            &mca_btl_base_active_message_trigger[hdr->tag];
-        if (NULL == reg->cbfunc) {
-            return;
-        }
-        mca_btl_base_segment_t seg;
-        seg.seg_addr.pval = (void *)msg.payload;
-        seg.seg_len = msg.payload_len;
-        mca_btl_efa_deliver_am(&btl->super, ep, hdr->tag, &seg);
         return;
     }
+    case EFA_BTL_WIRE_BATCH_TRUNCATED:
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated batch dropped");
+        return;
     case EFA_BTL_WIRE_SHORT_REQUEST:
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: short request dropped");
         return;
@@ -1014,6 +1073,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
         (void)mca_btl_efa_ring_poll(btl);
         efa_core_progress(btl->core);
     }
+    mca_btl_efa_batch_report(btl);
     /* Peers' frames from now on land in a file nobody reads. */
     mca_btl_efa_ring_fini(btl);
     /* Cancels the receive pool (and drives progress once more). */
@@ -1139,6 +1199,9 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
         btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
     }
     btl->inplace_min = mca_btl_efa_component.inplace_min; /* 0: message above inject_max */
+    btl->coalesce_bytes = mca_btl_efa_component.coalesce_bytes;
+    btl->coalesce_max = mca_btl_efa_component.coalesce_max;
+    btl->batches_sent = btl->batched_msgs = 0;
     btl->last_src = NULL;
     btl->done_head = btl->done_tail = NULL;
     if (OPAL_SUCCESS != grow(btl)) {

@@ -26,7 +26,17 @@ enum {
     EFA_BTL_MSG_ATOMIC, /* rma (op, operands), answered by RESP (+ old value) */
     EFA_BTL_MSG_RESP,   /* rma.status, rma.operand: fetched value, + data for GET */
     EFA_BTL_MSG_CREDIT, /* hdr only: returns credits, takes none */
+    EFA_BTL_MSG_BATCH,  /* hdr + several AM messages packed (efa_btl_wire_batch_next) */
 };
+
+/* Messages packed in a batch start at multiples of this many bytes of its
+ * payload (the upper layer reads its headers in place). */
+#define EFA_BTL_WIRE_BATCH_ALIGN 8u
+
+/* The bytes a message of len bytes takes in a batch. */
+static inline size_t efa_btl_wire_batch_span(size_t len) {
+    return (len + EFA_BTL_WIRE_BATCH_ALIGN - 1) & ~(size_t)(EFA_BTL_WIRE_BATCH_ALIGN - 1);
+}
 
 typedef struct efa_btl_hdr {
     uint8_t type;
@@ -69,6 +79,9 @@ typedef enum {
     EFA_BTL_WIRE_REQUEST,           /* put, get, atomic: executed by this process */
     EFA_BTL_WIRE_RESPONSE,          /* an answer to a request of this process */
     EFA_BTL_WIRE_UNKNOWN_TYPE,      /* a type of no version of this BTL */
+    EFA_BTL_WIRE_BATCH,             /* several AM messages: payload holds them */
+    EFA_BTL_WIRE_BATCH_TRUNCATED,   /* its payload length runs past the message */
+    EFA_BTL_WIRE_BATCH_BAD_ENTRY,   /* (batch_next) an entry that is no whole AM message */
 } efa_btl_wire_kind_t;
 
 /* A message as parsed: copies of its headers (a ring slot is the sender's
@@ -111,6 +124,14 @@ static inline efa_btl_wire_kind_t efa_btl_wire_parse(const void *buf, size_t len
         msg->payload_len = msg->hdr.len;
         return EFA_BTL_WIRE_AM;
     }
+    if (EFA_BTL_MSG_BATCH == msg->hdr.type) {
+        if (msg->hdr.len > body_len) {
+            return EFA_BTL_WIRE_BATCH_TRUNCATED;
+        }
+        msg->payload = body;
+        msg->payload_len = msg->hdr.len;
+        return EFA_BTL_WIRE_BATCH;
+    }
     if (body_len < sizeof(efa_btl_rma_t)) {
         return EFA_BTL_WIRE_SHORT_REQUEST;
     }
@@ -130,6 +151,53 @@ static inline efa_btl_wire_kind_t efa_btl_wire_parse(const void *buf, size_t len
     default:
         return EFA_BTL_WIRE_UNKNOWN_TYPE;
     }
+}
+
+/* Append one message to a batch's payload p (cap bytes, *used taken):
+ * head_len bytes from head (the message's efa_btl_hdr_t and whatever of its
+ * payload is contiguous with it), then data_len bytes from data, then zero
+ * bytes up to the next entry's start.  false, nothing written, when it
+ * does not fit. */
+static inline bool efa_btl_wire_batch_add(uint8_t *p, size_t cap, size_t *used, const void *head,
+                                          size_t head_len, const void *data, size_t data_len) {
+    const size_t span = efa_btl_wire_batch_span(head_len + data_len);
+    if (*used > cap || span > cap - *used) {
+        return false;
+    }
+    uint8_t *at = p + *used;
+    memcpy(at, head, head_len);
+    if (data_len) {
+        memcpy(at + head_len, data, data_len);
+    }
+    memset(at + head_len + data_len, 0, span - head_len - data_len);
+    *used += span;
+    return true;
+}
+
+/* The next message of a batch whose payload is p[0, len): parsed from
+ * *off into *msg, *off moved past it.  false at the end of the batch.  An
+ * entry must be a whole AM message (EFA_BTL_WIRE_AM, or _AM_BAD_TAG, which
+ * the caller drops alone); anything else (a truncated or short entry, a
+ * request, a credit, a batch inside the batch) is EFA_BTL_WIRE_BATCH_BAD_ENTRY
+ * and ends the walk: what follows it cannot be trusted to start where the
+ * entry says. */
+static inline bool efa_btl_wire_batch_next(const uint8_t *p, size_t len, size_t *off,
+                                           unsigned ntags, efa_btl_wire_kind_t *kind,
+                                           efa_btl_wire_msg_t *msg) {
+    if (*off >= len) {
+        return false;
+    }
+    const size_t left = len - *off;
+    *kind = efa_btl_wire_parse(p + *off, left, ntags, msg);
+    if (EFA_BTL_WIRE_AM != *kind && EFA_BTL_WIRE_AM_BAD_TAG != *kind) {
+        *kind = EFA_BTL_WIRE_BATCH_BAD_ENTRY;
+        *off = len;
+        return true;
+    }
+    /* hdr.len <= left - header here: no sum wraps. */
+    const size_t span = efa_btl_wire_batch_span(sizeof(efa_btl_hdr_t) + (size_t)msg->hdr.len);
+    *off = span < left ? *off + span : len;
+    return true;
 }
 
 /* The target's check of a put's or get's length, before any lookup: a put

@@ -151,6 +151,12 @@ if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ];
     "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rxd-nocma,ob1-efa-rxm-nocma,ob1-efa-shm-nocma \
         -t pingpong,truncate,modes,datatypes,remap,netpipe 2>&1 | tee "$logdir/mpi-btl-nocma.log"
     add_counts "$logdir/mpi-btl-nocma.log" mpi-btl-nocma
+    # Every message through the provider with a window of 4 messages per
+    # peer: sends queue, and btl_efa's coalescing packs them.
+    echo "== MPI point-to-point over pml ob1 + btl_efa, queued messages coalesced"
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rxm-batch 2>&1 |
+        tee "$logdir/mpi-btl-batch.log"
+    add_counts "$logdir/mpi-btl-batch.log" mpi-btl-batch
     echo "== one-sided over osc/rdma + btl_efa"
     OSC_TEST_BIN_DIR=$build/tests/osc "$top/tests/osc/run-osc-tests.sh" 2>&1 |
         tee "$logdir/osc.log"

@@ -121,6 +121,11 @@ expect_failure tiny-rma-max-transfer "Parameter: btl_efa_rma_max_transfer" "${ob
 # One-sided requests must fail after a bounded time, never wait for ever.
 expect_failure zero-rma-timeout "Allowed:   1 to 86400 seconds" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_rma_timeout 0
+# Coalescing: a batch too small to hold two messages, or of one message.
+expect_failure tiny-coalesce-bytes "0 (off) or 64 to 1048576 bytes" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_coalesce_bytes 5
+expect_failure one-message-batches "Parameter: btl_efa_coalesce_max" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_coalesce_max 1
 # The on-node channel: unknown value, bad ring geometry, and "shm" (not
 # "auto") where the rings cannot be created.
 expect_failure bad-onnode-channel "Allowed:   auto, shm, none" "${ob1[@]}" \

@@ -41,6 +41,10 @@ efa_btl_wire_kind_t expected(const uint8_t *buf, size_t len) {
         }
         return h.tag < kTagMax ? EFA_BTL_WIRE_AM : EFA_BTL_WIRE_AM_BAD_TAG;
     }
+    if (h.type == EFA_BTL_MSG_BATCH) {
+        return kHdr + static_cast<uint64_t>(h.len) > len ? EFA_BTL_WIRE_BATCH_TRUNCATED
+                                                         : EFA_BTL_WIRE_BATCH;
+    }
     if (len < kHdr + kRma) {
         return EFA_BTL_WIRE_SHORT_REQUEST;
     }
@@ -98,6 +102,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(m.payload == b + kHdr && m.payload_len == m.hdr.len);
         touch(m.payload, m.payload_len);
         break;
+    case EFA_BTL_WIRE_BATCH: {
+        // Each entry handed up lies inside the batch, after the one
+        // before it; the walk ends.
+        FUZZ_CHECK(m.payload == b + kHdr && m.payload_len == m.hdr.len);
+        const uint8_t *p = m.payload;
+        size_t off = 0, prev_end = 0, n = 0;
+        efa_btl_wire_kind_t k;
+        efa_btl_wire_msg_t e;
+        while (efa_btl_wire_batch_next(p, m.payload_len, &off, kTagMax, &k, &e)) {
+            FUZZ_CHECK(++n <= m.payload_len / kHdr + 1);
+            if (k == EFA_BTL_WIRE_AM) {
+                FUZZ_CHECK(e.hdr.tag < kTagMax);
+                FUZZ_CHECK(e.payload >= p + prev_end + kHdr &&
+                           e.payload + e.payload_len <= p + m.payload_len);
+                touch(e.payload, e.payload_len);
+                prev_end = static_cast<size_t>(e.payload - p) + e.payload_len;
+            } else {
+                FUZZ_CHECK(k == EFA_BTL_WIRE_AM_BAD_TAG || k == EFA_BTL_WIRE_BATCH_BAD_ENTRY);
+            }
+            FUZZ_CHECK(off <= m.payload_len);
+        }
+        break;
+    }
     case EFA_BTL_WIRE_REQUEST: {
         FUZZ_CHECK(0 == memcmp(&m.rma, b + kHdr, kRma));
         FUZZ_CHECK(m.payload == b + kHdr + kRma && m.payload_len == m.hdr.len);

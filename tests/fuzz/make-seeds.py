@@ -84,7 +84,7 @@ print(f"{len(seeds)} seeds in {d}")
 
 # fuzz_btl_wire: 2 bytes (fragment size less the headers), 4 bytes (the
 # size of the get an answer is for), then one btl_efa message.
-AM, PUT, GET, ATOMIC, RESP, CREDIT = range(1, 7)
+AM, PUT, GET, ATOMIC, RESP, CREDIT, BATCH = range(1, 8)
 
 
 def hdr(mtype, plen, tag=0, credits=0, src=0x100000002):
@@ -114,6 +114,10 @@ btl = {
     "request-truncated": hdr(GET, 100) + rma(length=4),
     "unknown-type": hdr(9, 0) + rma(),
 }
+entry = hdr(AM, 5, tag=65) + b"hello" + b"\0" * 3  # padded to 8 bytes
+btl["batch"] = hdr(BATCH, 2 * len(entry)) + entry * 2
+btl["batch-bad-entry"] = hdr(BATCH, 2 * len(entry)) + entry + hdr(AM, 500, tag=65) + b"x" * 8
+btl["batch-truncated"] = hdr(BATCH, 100) + entry
 d = os.path.join(top, "fuzz_btl_wire")
 os.makedirs(d, exist_ok=True)
 for name, body in btl.items():

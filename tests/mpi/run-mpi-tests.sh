@@ -31,7 +31,11 @@
 #       common_efa_verbose to check that the rings carried messages
 #       ("pingpong+ring"); ob1-efa-PROV-noring turns the channel off, so
 #       that every message takes the provider ("ob1-efa-shm-noring" and
-#       "ob1-efa-rxm-noring" are part of "efa").
+#       "ob1-efa-rxm-noring" are part of "efa").  ob1-efa-PROV-batch is
+#       -noring with a window of 4 messages per peer (btl_efa_send_window),
+#       so that sends queue and btl_efa's coalescing packs them; its
+#       many_outstanding runs once more to check that batches went
+#       ("many_outstanding+batch"; ob1-efa-rxm-batch is part of "efa").
 #       cm-efa-rxd-netns, cm-efa-rxm-netns, ob1-efa-rxd-netns and
 #       ob1-efa-rxm-netns run the ranks on two hosts that are network
 #       namespaces on a bridge (tests/netns/; root, ip and nft needed),
@@ -93,7 +97,7 @@ DEFAULT_TIMEOUT=120
 ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms threads"
 ALL_TESTS+=" collectives datatypes modes send_progress remap btl_sendi netpipe"
 EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
-EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring"
+EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring ob1-efa-rxm-batch"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
 
 # ---- configurations: the one place that defines them ----------------------
@@ -126,6 +130,13 @@ config_args() {
     ob1-efa-*-noring)
         config_args "${1%-noring}" || return 1
         CFG_ARGS+=(--mca btl_efa_onnode_channel none)
+        ;;
+    ob1-efa-*-batch)
+        # btl_efa's coalescing at work: every message through the provider,
+        # and a window of 4 messages per peer, so that sends queue and go
+        # packed in batches
+        config_args "${1%-batch}-noring" || return 1
+        CFG_ARGS+=(--mca btl_efa_send_window 4)
         ;;
     ob1-vader) CFG_ARGS=(--mca pml ob1 --mca btl "self,vader") ;;
     ob1-tcp) CFG_ARGS=(--mca pml ob1 --mca btl "self,tcp") ;;
@@ -173,7 +184,9 @@ is_efa_config() { [[ $1 == *-efa-* ]]; }
 # Does btl_efa's on-node channel carry this configuration's messages?
 # (cm-efa-onnode*: mtl_efa's own rings)
 # (*-netns: pingpong's two ranks are on different hosts)
-is_ring_config() { [[ ($1 == ob1-efa-* && $1 != *-noring && $1 != *-netns) || $1 == cm-efa-onnode* ]]; }
+is_ring_config() {
+    [[ ($1 == ob1-efa-* && $1 != *-noring && $1 != *-batch && $1 != *-netns) || $1 == cm-efa-onnode* ]]
+}
 
 # Extra mpirun arguments of the tiny-queue variant of many_outstanding: the
 # provider's queues, or the on-node rings (two slots: almost every message
@@ -579,6 +592,8 @@ run_test() {
     fi
     # ssend+noinject, modes+noinject: the MTL took the test setting.
     [[ $label == *+noinject ]] && also="mtl:efa: inject off"
+    # many_outstanding+batch: queued messages went packed.
+    [[ $label == *+batch ]] && also="btl:efa: coalescing: [1-9][0-9]* batch\\(es\\) carried"
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
     if [[ $label == *+mixed ]]; then
         also="mtl:efa: on-node channel: [1-9][0-9]* frames sent"
@@ -664,6 +679,9 @@ for cfg in $CONFIGS; do
         fi
         if [[ $t == pingpong && $cfg == *-netns ]]; then
             run_test "$t" "$t+hosts" "$cfg" 2 --mca common_efa_verbose 1
+        fi
+        if [[ $t == many_outstanding && $cfg == *-batch ]]; then
+            run_test "$t" "$t+batch" "$cfg" 2 --mca common_efa_verbose 1
         fi
         if [[ $t == pingpong ]] && is_ring_config "$cfg"; then
             run_test "$t" "$t+ring" "$cfg" 2 --mca common_efa_verbose 1

@@ -65,4 +65,103 @@ TEST(BtlWire, RequestLengthsAndAtomics) {
               efa_btl_wire_atomic_extent(0x1000, EFA_BTL_WIRE_ATOMIC_FLOAT, &len));
 }
 
+// A batch as btl_efa's sender packs it (efa_btl_wire_batch_add) and its
+// receiver walks it (efa_btl_wire_batch_next).
+std::vector<uint8_t> batch_of(const std::vector<std::vector<uint8_t>> &msgs, size_t cap = 4096) {
+    std::vector<uint8_t> b(sizeof(efa_btl_hdr_t) + cap, 0xee);
+    size_t used = 0;
+    for (const auto &m : msgs) {
+        // header and first bytes from one place, the rest from another,
+        // as an in-place fragment is packed
+        const size_t head = m.size() > 20 ? 20 : m.size();
+        EXPECT_TRUE(efa_btl_wire_batch_add(b.data() + sizeof(efa_btl_hdr_t), cap, &used, m.data(),
+                                           head, m.data() + head, m.size() - head));
+    }
+    efa_btl_hdr_t h{};
+    h.type = EFA_BTL_MSG_BATCH;
+    h.len = static_cast<uint32_t>(used);
+    memcpy(b.data(), &h, sizeof(h));
+    b.resize(sizeof(h) + used);
+    return b;
+}
+
+TEST(BtlWire, BatchRoundTripInOrderAligned) {
+    std::vector<std::vector<uint8_t>> msgs = {am(65, 3, 3), am(66, 0, 0), am(67, 200, 200)};
+    for (size_t i = 0; i < msgs.size(); ++i) { // distinct payloads
+        for (size_t j = sizeof(efa_btl_hdr_t); j < msgs[i].size(); ++j) {
+            msgs[i][j] = static_cast<uint8_t>(i * 31 + j);
+        }
+    }
+    auto b = batch_of(msgs);
+    efa_btl_wire_msg_t msg;
+    ASSERT_EQ(EFA_BTL_WIRE_BATCH, efa_btl_wire_parse(b.data(), b.size(), kTagMax, &msg));
+    const uint8_t *p = msg.payload;
+    const size_t len = msg.payload_len;
+    size_t off = 0, n = 0;
+    efa_btl_wire_kind_t kind;
+    efa_btl_wire_msg_t sub;
+    while (efa_btl_wire_batch_next(p, len, &off, kTagMax, &kind, &sub)) {
+        ASSERT_LT(n, msgs.size());
+        EXPECT_EQ(EFA_BTL_WIRE_AM, kind);
+        EXPECT_EQ(msgs[n][1], sub.hdr.tag);
+        ASSERT_EQ(msgs[n].size() - sizeof(efa_btl_hdr_t), sub.payload_len);
+        EXPECT_EQ(0, memcmp(sub.payload, msgs[n].data() + sizeof(efa_btl_hdr_t), sub.payload_len));
+        EXPECT_EQ(0u, static_cast<size_t>(sub.payload - p) % EFA_BTL_WIRE_BATCH_ALIGN);
+        ++n;
+    }
+    EXPECT_EQ(msgs.size(), n);
+}
+
+TEST(BtlWire, BatchFullRefusesWithoutWriting) {
+    std::vector<uint8_t> p(40, 0x5a);
+    size_t used = 0;
+    auto m = am(1, 8, 8); // 24 bytes, one span of 24
+    EXPECT_TRUE(efa_btl_wire_batch_add(p.data(), p.size(), &used, m.data(), m.size(), nullptr, 0));
+    EXPECT_EQ(24u, used);
+    EXPECT_FALSE(efa_btl_wire_batch_add(p.data(), p.size(), &used, m.data(), m.size(), nullptr, 0));
+    EXPECT_EQ(24u, used);
+    EXPECT_EQ(0x5a, p[24]);
+}
+
+TEST(BtlWire, BatchWalkStopsAtAnEntryThatIsNoWholeMessage) {
+    auto b = batch_of({am(65, 4, 4), am(66, 4, 4)});
+    efa_btl_wire_msg_t msg;
+    ASSERT_EQ(EFA_BTL_WIRE_BATCH, efa_btl_wire_parse(b.data(), b.size(), kTagMax, &msg));
+    // the second entry claims more bytes than the batch holds
+    std::vector<uint8_t> payload(msg.payload, msg.payload + msg.payload_len);
+    efa_btl_hdr_t h;
+    memcpy(&h, payload.data() + 24, sizeof(h));
+    h.len = 1000;
+    memcpy(payload.data() + 24, &h, sizeof(h));
+    size_t off = 0;
+    efa_btl_wire_kind_t kind;
+    efa_btl_wire_msg_t sub;
+    ASSERT_TRUE(
+        efa_btl_wire_batch_next(payload.data(), payload.size(), &off, kTagMax, &kind, &sub));
+    EXPECT_EQ(EFA_BTL_WIRE_AM, kind);
+    ASSERT_TRUE(
+        efa_btl_wire_batch_next(payload.data(), payload.size(), &off, kTagMax, &kind, &sub));
+    EXPECT_EQ(EFA_BTL_WIRE_BATCH_BAD_ENTRY, kind);
+    EXPECT_FALSE(
+        efa_btl_wire_batch_next(payload.data(), payload.size(), &off, kTagMax, &kind, &sub));
+    // a batch inside a batch, and a request, are no entries either
+    for (uint8_t type :
+         {uint8_t(EFA_BTL_MSG_BATCH), uint8_t(EFA_BTL_MSG_PUT), uint8_t(EFA_BTL_MSG_CREDIT)}) {
+        memcpy(&h, payload.data(), sizeof(h));
+        h.type = type;
+        h.len = 0;
+        memcpy(payload.data(), &h, sizeof(h));
+        off = 0;
+        ASSERT_TRUE(
+            efa_btl_wire_batch_next(payload.data(), payload.size(), &off, kTagMax, &kind, &sub));
+        EXPECT_EQ(EFA_BTL_WIRE_BATCH_BAD_ENTRY, kind);
+        EXPECT_EQ(payload.size(), off);
+    }
+    // the batch's own length past the message
+    memcpy(&h, b.data(), sizeof(h));
+    h.len += 1;
+    memcpy(b.data(), &h, sizeof(h));
+    EXPECT_EQ(EFA_BTL_WIRE_BATCH_TRUNCATED, efa_btl_wire_parse(b.data(), b.size(), kTagMax, &msg));
+}
+
 } // namespace
