@@ -298,18 +298,67 @@ typedef struct mca_btl_efa_component {
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
 extern mca_btl_efa_module_t mca_btl_efa_module;
 
+/* A process name as the BTL's 64-bit key (wire headers, endpoint table). */
+static inline uint64_t mca_btl_efa_name_key(const opal_process_name_t *name) {
+    uint64_t key;
+    memcpy(&key, name, sizeof(key));
+    return key;
+}
+
 /* btl_efa_module.c */
 int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core);
+
+/* btl_efa_frag.c: the fragment pool */
+int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl);
 efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl);
 /* The same with the module lock held. */
 efa_btl_frag_t *mca_btl_efa_frag_get_locked(mca_btl_efa_module_t *btl);
 void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
+/* Finalize, before the core is released: idle slabs freed, busy ones kept
+ * (their completions pointed at the core); after: the kept ones freed
+ * where the endpoints are closed. */
+void mca_btl_efa_frag_slabs_fini(mca_btl_efa_module_t *btl);
+void mca_btl_efa_frag_slabs_fini_released(mca_btl_efa_module_t *btl);
+
+/* btl_efa_send.c: credits, queues, completions */
 int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
+/* The provider's completion of a fragment (its efa_op_t callback). */
+void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe);
+int mca_btl_efa_register_error(struct mca_btl_base_module_t *btl,
+                               mca_btl_base_module_error_cb_fn_t cbfunc);
+/* A message from ep arrived: take the credits it returns and count it
+ * towards what this process owes back. */
+void mca_btl_efa_note_received(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                               const efa_btl_hdr_t *hdr, bool via_ring);
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len);
 void mca_btl_efa_run_done(mca_btl_efa_module_t *btl);
+
+/* btl_efa_endpoint.c */
 mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
                                                      opal_proc_t *proc);
+int mca_btl_efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
+                          struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **endpoints,
+                          struct opal_bitmap_t *reachable);
+int mca_btl_efa_del_procs(struct mca_btl_base_module_t *base, size_t nprocs,
+                          struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **peers);
+
+/* btl_efa_am.c: the two-sided entry points */
+mca_btl_base_descriptor_t *mca_btl_efa_alloc(struct mca_btl_base_module_t *base,
+                                             struct mca_btl_base_endpoint_t *endpoint,
+                                             uint8_t order, size_t size, uint32_t flags);
+int mca_btl_efa_free(struct mca_btl_base_module_t *base, mca_btl_base_descriptor_t *des);
+mca_btl_base_descriptor_t *mca_btl_efa_prepare_src(struct mca_btl_base_module_t *base,
+                                                   struct mca_btl_base_endpoint_t *endpoint,
+                                                   struct opal_convertor_t *convertor,
+                                                   uint8_t order, size_t reserve, size_t *size,
+                                                   uint32_t flags);
+int mca_btl_efa_send(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *endpoint,
+                     struct mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag);
+int mca_btl_efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *endpoint,
+                      struct opal_convertor_t *convertor, void *header, size_t header_size,
+                      size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+                      mca_btl_base_descriptor_t **descriptor);
 /* May something concerning ep (NULL: none in particular) still be handed to
  * the upper layer?  Not once finalize began, nor for a detached endpoint. */
 static inline bool mca_btl_efa_upper_alive(const mca_btl_efa_module_t *btl,

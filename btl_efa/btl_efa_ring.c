@@ -16,7 +16,7 @@
  * provider messages, so every message type (fragments, one-sided requests
  * and responses, credits) can take either path.
  *
- * Sending (btl_efa_module.c, post_locked) happens under the module lock, so
+ * Sending (btl_efa_send.c, post_locked) happens under the module lock, so
  * one thread at a time writes a ring even under MPI_THREAD_MULTIPLE; the
  * inbox admits one poller at a time by itself.
  */

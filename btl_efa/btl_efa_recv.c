@@ -1,0 +1,117 @@
+/*
+ * btl_efa's receive path: every message (from the provider's receive pool
+ * or an on-node ring) is checked (common/efa_btl_wire.h) and handed to its
+ * handler: ob1's active-message callbacks, the emulated one-sided target
+ * or initiator, the credit count.
+ */
+#include "btl_efa.h"
+
+#include <rdma/fi_errno.h>
+
+#include "opal/util/output.h"
+
+void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err) {
+    mca_btl_efa_module_t *btl = arg;
+    (void)ctx;
+    if (err) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: receive failed: %s",
+                            fi_strerror(-err));
+        return;
+    }
+    mca_btl_efa_deliver(btl, buf, len, false);
+}
+
+/* Hand one active message up (kind: its parse; a truncated or mistagged
+ * one is dropped here, with a word at verbose 1). */
+static void deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                       efa_btl_wire_kind_t kind, const efa_btl_wire_msg_t *msg) {
+    if (!mca_btl_efa_upper_alive(btl, ep)) {
+        return; /* nobody left to take it (see frag_finish) */
+    }
+    if (EFA_BTL_WIRE_AM_TRUNCATED == kind) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated fragment dropped");
+        return;
+    }
+    if (EFA_BTL_WIRE_AM_BAD_TAG == kind) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: fragment with tag %d (no such tag) dropped", msg->hdr.tag);
+        return;
+    }
+    const mca_btl_active_message_callback_t *reg =
+        &mca_btl_base_active_message_trigger[msg->hdr.tag];
+    if (NULL == reg->cbfunc) {
+        return;
+    }
+    mca_btl_base_segment_t seg;
+    seg.seg_addr.pval = (void *)msg->payload;
+    seg.seg_len = msg->payload_len;
+    mca_btl_efa_deliver_am(&btl->super, ep, msg->hdr.tag, &seg);
+}
+
+void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring) {
+    /* Lengths and type are checked by efa_btl_wire_parse (common/
+     * efa_btl_wire.h, fuzzed), which reads each header once, into a copy:
+     * a ring slot is the sender's memory too, and a length checked must be
+     * the length used. */
+    efa_btl_wire_msg_t msg;
+    const efa_btl_wire_kind_t kind = efa_btl_wire_parse(buf, len, MCA_BTL_TAG_MAX, &msg);
+    if (EFA_BTL_WIRE_SHORT == kind) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: short message dropped");
+        return;
+    }
+    const efa_btl_hdr_t *hdr = &msg.hdr;
+    mca_btl_efa_endpoint_t *ep = btl->last_src;
+    if (NULL == ep || mca_btl_efa_name_key(&ep->name) != hdr->src) {
+        ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
+        btl->last_src = ep;
+    }
+    if (NULL != ep) {
+        mca_btl_efa_note_received(btl, ep, hdr, via_ring);
+    }
+    switch (kind) {
+    case EFA_BTL_WIRE_AM:
+    case EFA_BTL_WIRE_AM_TRUNCATED:
+    case EFA_BTL_WIRE_AM_BAD_TAG:
+        deliver_am(btl, ep, kind, &msg);
+        return;
+    case EFA_BTL_WIRE_BATCH: {
+        /* Messages packed by the sender's coalescing (btl_efa_batch.c),
+         * handed up in the order they were sent. */
+        size_t off = 0;
+        efa_btl_wire_kind_t entry;
+        efa_btl_wire_msg_t one;
+        while (efa_btl_wire_batch_next(msg.payload, msg.payload_len, &off, MCA_BTL_TAG_MAX, &entry,
+                                       &one)) {
+            if (EFA_BTL_WIRE_BATCH_BAD_ENTRY == entry) {
+                opal_output_verbose(1, mca_common_efa_output,
+                                    "btl:efa: malformed entry in a batch: it and the rest of "
+                                    "the batch dropped");
+                return;
+            }
+            deliver_am(btl, ep, entry, &one);
+        }
+        return;
+    }
+    case EFA_BTL_WIRE_BATCH_TRUNCATED:
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated batch dropped");
+        return;
+    case EFA_BTL_WIRE_SHORT_REQUEST:
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: short request dropped");
+        return;
+    case EFA_BTL_WIRE_TRUNCATED_REQUEST:
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated request dropped");
+        return;
+    case EFA_BTL_WIRE_REQUEST:
+        mca_btl_efa_rdma_on_request(btl, hdr, &msg.rma, msg.payload);
+        return;
+    case EFA_BTL_WIRE_RESPONSE:
+        mca_btl_efa_rdma_on_response(btl, &msg.rma, msg.payload, msg.payload_len);
+        return;
+    case EFA_BTL_WIRE_UNKNOWN_TYPE:
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: unknown message type %d dropped",
+                            hdr->type);
+        return;
+    default: /* SHORT (above), CREDIT: nothing more to do */
+        return;
+    }
+}

@@ -1,0 +1,457 @@
+/*
+ * btl_efa's send path: per-peer credits, the endpoints' queues and their
+ * drain (with coalescing, btl_efa_batch.c), the on-node ring or the
+ * provider for each fragment, and the end of every send (its completion
+ * and the upper layer's callback).
+ */
+#include "btl_efa.h"
+
+#include <rdma/fi_errno.h>
+
+#include "opal/util/output.h"
+
+/* Sends of an answer (RESP) after the first that failed. */
+#define EFA_BTL_RESP_RETRIES 3
+
+/* A send is over (sent, or failed for good).  The upper layer hears of
+ * its descriptors only while it is there: a completion can come after
+ * del_procs, or (the provider may report a send complete well after the
+ * peer received it) during finalize, when the pml that set des_cbfunc has
+ * been closed and its code unloaded. */
+static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int status) {
+    if (frag->inner) {
+        /* A batch: each message packed in it ends as the batch did. */
+        efa_btl_frag_t *inner = frag->inner;
+        frag->inner = frag->inner_last = NULL;
+        while (inner) {
+            efa_btl_frag_t *next = inner->next;
+            frag_finish(btl, inner, status);
+            inner = next;
+        }
+        mca_btl_efa_frag_return(btl, frag);
+        return;
+    }
+    if (frag->user) {
+        if (frag->base.des_cbfunc && mca_btl_efa_upper_alive(btl, frag->endpoint)) {
+            frag->base.des_cbfunc(&btl->super, frag->endpoint, &frag->base, status);
+        }
+        /* Once finalize began nobody is left to free a descriptor it kept. */
+        if ((frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) || btl->finalizing) {
+            mca_btl_efa_frag_return(btl, frag);
+        }
+        return;
+    }
+    if (OPAL_SUCCESS != status && frag->req_id) {
+        mca_btl_efa_rdma_fail_chunk(btl, frag->req_id, status);
+    } else if (OPAL_SUCCESS != status && EFA_BTL_MSG_RESP == ((efa_btl_hdr_t *)frag->buf)->type &&
+               frag->retries < EFA_BTL_RESP_RETRIES && !btl->finalizing) {
+        /* An answer is the initiator's only news of its operation: sent
+         * again a few times before it is given up (the initiator's
+         * btl_efa_rma_timeout then reports the operation failed). */
+        ++frag->retries;
+        frag->err = 0;
+        if (OPAL_SUCCESS == mca_btl_efa_frag_post(btl, frag)) {
+            return;
+        }
+    }
+    if (OPAL_SUCCESS != status && EFA_BTL_MSG_RESP == ((efa_btl_hdr_t *)frag->buf)->type) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an answer to a one-sided request is lost (its send failed "
+                            "%d times); the initiator's operation will time out",
+                            frag->retries + 1);
+    }
+    mca_btl_efa_frag_return(btl, frag);
+}
+
+/* The upper layer's handler of fatal errors (ob1's aborts the job). */
+static mca_btl_base_module_error_cb_fn_t efa_error_cb = NULL;
+
+int mca_btl_efa_register_error(struct mca_btl_base_module_t *btl,
+                               mca_btl_base_module_error_cb_fn_t cbfunc) {
+    (void)btl;
+    efa_error_cb = cbfunc;
+    return OPAL_SUCCESS;
+}
+
+void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    efa_btl_frag_t *frag = (efa_btl_frag_t *)op;
+    frag->posted = false;
+    OPAL_THREAD_ADD_FETCH32(&mca_btl_efa_module.posted, -1);
+    int status = cqe->err ? mca_common_efa_fi_to_opal(cqe->err) : OPAL_SUCCESS;
+    if (cqe->err) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: send failed: %s",
+                            fi_strerror(-cqe->err));
+    }
+    /* The core declared the peer lost (its deadline, or the provider said
+     * unreachable; the message naming it is out).  ob1 drops the failed
+     * sends of its control messages (acknowledgements, FIN) and would wait
+     * for ever: its error handler ends the job instead. */
+    if ((-FI_ETIMEDOUT == cqe->err || -FI_EHOSTUNREACH == cqe->err) && NULL != efa_error_cb &&
+        NULL != frag->endpoint && !mca_btl_efa_module.finalizing) {
+        efa_error_cb(&mca_btl_efa_module.super, MCA_BTL_ERROR_FLAGS_FATAL, frag->endpoint->proc,
+                     "btl_efa: peer unreachable (common_efa_peer_timeout)");
+    }
+    frag_finish(&mca_btl_efa_module, frag, status);
+    /* The provider's queue has room again. */
+    (void)mca_btl_efa_drain_pending(&mca_btl_efa_module);
+}
+
+/* ---- sending: credits and the endpoints' queues ---- */
+
+/* The module lock is held. */
+static void waiting_add(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    if (ep->waiting) {
+        return;
+    }
+    ep->waiting = true;
+    ep->next_waiting = NULL;
+    if (btl->waiting_tail) {
+        btl->waiting_tail->next_waiting = ep;
+    } else {
+        btl->waiting_head = ep;
+    }
+    btl->waiting_tail = ep;
+    OPAL_THREAD_ADD_FETCH32(&btl->num_waiting, 1);
+}
+
+/* post_locked's answer when the peer's ring is full: only this endpoint
+ * waits (the provider's queue may still have room for others). */
+#define EFA_BTL_RING_FULL 1
+
+/* Copy a fragment into the peer's ring.  The copy is the send: the
+ * fragment is finished at once, a descriptor of the upper layer from
+ * progress (its callback never comes from inside a send call).  The module
+ * lock is held. */
+static int ring_post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            efa_btl_frag_t *frag) {
+    int rc;
+    if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
+        rc = efa_shm_outbox_send(ep->outbox, frag->buf, frag->send_len);
+    } else {
+        /* In place: the headers from the fragment and the data from the
+         * caller's buffer, gathered into the slot. */
+        const size_t data_len = frag->segments[1].seg_len;
+        const size_t head_len = frag->send_len - data_len;
+        uint8_t *slot = efa_shm_outbox_reserve(ep->outbox, frag->send_len);
+        rc = -FI_EAGAIN;
+        if (NULL != slot) {
+            memcpy(slot, frag->buf, head_len);
+            memcpy(slot + head_len, frag->segments[1].seg_addr.pval, data_len);
+            efa_shm_outbox_commit(ep->outbox, frag->send_len);
+            rc = 0;
+        }
+    }
+    if (0 != rc) {
+        ++btl->ring_full;
+        return EFA_BTL_RING_FULL;
+    }
+    ++btl->ring_sent;
+    /* Finished here (below), whether or not it was to be injected: the
+     * caller must not recycle or finish it again. */
+    frag->inject = false;
+    if (frag->user) {
+        frag->next = btl->ring_done;
+        btl->ring_done = frag;
+        OPAL_THREAD_ADD_FETCH32(&btl->num_ring_done, 1);
+    } else {
+        frag->next = btl->free_frags;
+        btl->free_frags = frag;
+    }
+    return 0;
+}
+
+/* Finish the fragments sent through rings (see ring_post_locked). */
+static void finish_ring_done(mca_btl_efa_module_t *btl) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    efa_btl_frag_t *done = btl->ring_done;
+    btl->ring_done = NULL;
+    btl->num_ring_done = 0;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    /* The list is last-in first-out: put it back in sending order. */
+    efa_btl_frag_t *ordered = NULL;
+    while (done) {
+        efa_btl_frag_t *next = done->next;
+        done->next = ordered;
+        ordered = done;
+        done = next;
+    }
+    while (ordered) {
+        efa_btl_frag_t *frag = ordered;
+        ordered = frag->next;
+        frag_finish(btl, frag, OPAL_SUCCESS);
+    }
+}
+
+/* One attempt to send a fragment, through the peer's ring when it fits a
+ * slot, else by the provider, returning the credits owed to its
+ * destination with it.  The module lock is held. */
+static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                       efa_btl_frag_t *frag) {
+    efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
+    int32_t give = ep->owed > UINT16_MAX ? UINT16_MAX : ep->owed;
+    hdr->credits = (uint16_t)give;
+    if (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring_max_frame) {
+        /* Ring frames take no credit (the ring has its own limit) but
+         * carry the credits owed for the provider's messages. */
+        int rc = ring_post_locked(btl, ep, frag);
+        if (0 == rc) {
+            ep->owed -= give;
+            if (ep->owed < btl->credit_threshold) {
+                ep->credit_due = false;
+            }
+        }
+        return rc;
+    }
+    int rc;
+    if (frag->inject) {
+        /* The provider copies it before returning and reports nothing:
+         * the caller recycles the fragment at once. */
+        rc = efa_ctx_try_inject(btl->ctx, frag->buf, frag->send_len, frag->dest);
+    } else {
+        /* Counted before the provider has it: another thread's progress may
+         * complete it before fi_send returns. */
+        frag->posted = true;
+        OPAL_THREAD_ADD_FETCH32(&btl->posted, 1);
+        if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
+            rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
+                                  &frag->op);
+        } else {
+            /* In place: headers from the fragment, data from the caller. */
+            const size_t data_len = frag->segments[1].seg_len;
+            struct iovec iov[2] = {
+                {.iov_base = frag->buf, .iov_len = frag->send_len - data_len},
+                {.iov_base = frag->segments[1].seg_addr.pval, .iov_len = data_len}};
+            void *desc[2] = {frag->desc, frag->data_desc};
+            rc = efa_ctx_try_sendv(btl->ctx, iov, desc, 2, frag->dest, &frag->op);
+        }
+        if (0 != rc) {
+            frag->posted = false;
+            OPAL_THREAD_ADD_FETCH32(&btl->posted, -1);
+        }
+    }
+    if (0 == rc) {
+        ep->owed -= give;
+        if (ep->owed < btl->credit_threshold) {
+            ep->credit_due = false;
+        }
+        if (EFA_BTL_MSG_CREDIT != hdr->type) {
+            --ep->credits;
+        }
+    }
+    return rc;
+}
+
+/* Can the fragment go now as far as credits are concerned?  Only the
+ * provider's messages take them. */
+static inline bool has_credit(const mca_btl_efa_module_t *btl, const mca_btl_efa_endpoint_t *ep,
+                              const efa_btl_frag_t *frag) {
+    return ep->credits > 0 ||
+           (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring_max_frame);
+}
+
+/* Post what the endpoint's queue holds while it has credits and the
+ * provider (or the peer's ring) takes them, then a credit message if one
+ * is due.  Fragments that failed for good are chained on *failed.  Returns
+ * false when the provider queue is full.  The module lock is held. */
+static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            efa_btl_frag_t **failed) {
+    while (ep->queue_head && has_credit(btl, ep, ep->queue_head)) {
+        /* Messages that wait for this peer go packed, one credit for all
+         * (btl_efa_batch.c); the ring carries its own frames. */
+        if (btl->coalesce_bytes && EFA_BTL_RING_ATTACHED != ep->ring_state) {
+            efa_btl_frag_t *batch = mca_btl_efa_batch_build_locked(btl, ep);
+            if (batch) {
+                int rc = post_locked(btl, ep, batch);
+                if (0 == rc) {
+                    mca_btl_efa_batch_posted_locked(btl, ep, batch);
+                    continue;
+                }
+                mca_btl_efa_batch_discard_locked(btl, batch);
+                if (-FI_EAGAIN == rc) {
+                    return false;
+                }
+                /* Any other failure: the messages go one by one below,
+                 * each with its own outcome. */
+            }
+        }
+        efa_btl_frag_t *frag = ep->queue_head;
+        /* A send through a ring reuses frag->next at once. */
+        efa_btl_frag_t *next = frag->next;
+        int rc = post_locked(btl, ep, frag);
+        if (-FI_EAGAIN == rc) {
+            return false;
+        }
+        if (EFA_BTL_RING_FULL == rc) {
+            return true; /* this endpoint waits for the peer to read its ring */
+        }
+        ep->queue_head = next;
+        if (NULL == ep->queue_head) {
+            ep->queue_tail = NULL;
+        }
+        if (0 != rc) {
+            frag->err = rc;
+            frag->next = *failed;
+            *failed = frag;
+        }
+    }
+    if (ep->credit_due && ep->owed > 0) {
+        efa_btl_frag_t *frag = mca_btl_efa_frag_get_locked(btl);
+        if (NULL == frag) {
+            return true; /* retried on the next drain */
+        }
+        efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
+        memset(hdr, 0, sizeof(*hdr));
+        hdr->type = EFA_BTL_MSG_CREDIT;
+        hdr->src = btl->my_name;
+        frag->send_len = sizeof(*hdr);
+        frag->dest = ep->addr;
+        frag->endpoint = ep;
+        frag->inject = frag->send_len <= btl->inject_max;
+        int rc = post_locked(btl, ep, frag);
+        if (0 != rc || frag->inject) {
+            frag->next = btl->free_frags;
+            btl->free_frags = frag;
+            if (-FI_EAGAIN == rc) {
+                return false;
+            }
+            if (EFA_BTL_RING_FULL == rc) {
+                return true; /* still due: retried on the next drain */
+            }
+        }
+    }
+    ep->credit_due = false;
+    return true;
+}
+
+static void finish_failed(mca_btl_efa_module_t *btl, efa_btl_frag_t *failed) {
+    while (failed) {
+        efa_btl_frag_t *frag = failed;
+        failed = frag->next;
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: deferred send failed: %s",
+                            fi_strerror(-frag->err));
+        frag_finish(btl, frag, mca_common_efa_fi_to_opal(frag->err));
+    }
+}
+
+/* Post a ready fragment (header filled, send_len, dest and endpoint set).
+ * Without a credit for the peer, or with the provider queue full, it joins
+ * the endpoint's queue, which progress drains in order; the completion
+ * callback always comes from progress. */
+int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    mca_btl_efa_endpoint_t *ep = frag->endpoint;
+    (void)mca_btl_efa_via_ring(btl, ep, frag->send_len); /* attaches on first use */
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (NULL == ep->queue_head && has_credit(btl, ep, frag)) {
+        int rc = post_locked(btl, ep, frag);
+        if (0 == rc) {
+            if (frag->inject && frag->user) {
+                /* Its callback is due from progress (mca_btl_efa_run_done). */
+                frag->next = NULL;
+                if (btl->done_tail) {
+                    btl->done_tail->next = frag;
+                } else {
+                    btl->done_head = frag;
+                }
+                btl->done_tail = frag;
+            } else if (frag->inject) {
+                frag->next = btl->free_frags;
+                btl->free_frags = frag;
+            }
+            OPAL_THREAD_UNLOCK(&btl->lock);
+            return OPAL_SUCCESS;
+        }
+        if (-FI_EAGAIN != rc && EFA_BTL_RING_FULL != rc) {
+            OPAL_THREAD_UNLOCK(&btl->lock);
+            opal_output_verbose(1, mca_common_efa_output, "btl:efa: cannot post a send: %s",
+                                fi_strerror(-rc));
+            return mca_common_efa_fi_to_opal(rc);
+        }
+    }
+    frag->next = NULL;
+    frag->inject = false; /* sent from the queue like any other, with a completion */
+    if (ep->queue_tail) {
+        ep->queue_tail->next = frag;
+    } else {
+        ep->queue_head = frag;
+    }
+    ep->queue_tail = frag;
+    waiting_add(btl, ep);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return OPAL_SUCCESS;
+}
+
+bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len) {
+    return NULL == ep->queue_head && (ep->credits > 0 || mca_btl_efa_via_ring(btl, ep, len));
+}
+
+void mca_btl_efa_run_done(mca_btl_efa_module_t *btl) {
+    if (NULL == btl->done_head) {
+        return;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    efa_btl_frag_t *frag = btl->done_head;
+    btl->done_head = btl->done_tail = NULL;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    while (frag) {
+        efa_btl_frag_t *next = frag->next;
+        frag_finish(btl, frag, OPAL_SUCCESS);
+        frag = next;
+    }
+}
+
+int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
+    efa_btl_frag_t *failed = NULL;
+    int left;
+    (void)efa_core_msg_progress(btl->core);
+    if (0 != btl->num_ring_done) {
+        finish_ring_done(btl);
+    }
+    if (0 == btl->num_waiting) {
+        return 0;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    mca_btl_efa_endpoint_t *prev = NULL, *ep = btl->waiting_head;
+    while (ep) {
+        mca_btl_efa_endpoint_t *next = ep->next_waiting;
+        bool room = drain_ep_locked(btl, ep, &failed);
+        if (NULL == ep->queue_head && !ep->credit_due) {
+            if (prev) {
+                prev->next_waiting = next;
+            } else {
+                btl->waiting_head = next;
+            }
+            if (btl->waiting_tail == ep) {
+                btl->waiting_tail = prev;
+            }
+            ep->waiting = false;
+            ep->next_waiting = NULL;
+            OPAL_THREAD_ADD_FETCH32(&btl->num_waiting, -1);
+        } else {
+            prev = ep;
+        }
+        if (!room) {
+            break;
+        }
+        ep = next;
+    }
+    left = btl->num_waiting;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    finish_failed(btl, failed);
+    return left;
+}
+
+/* A message from ep arrived: take the credits it returns and count it
+ * towards what this process owes back. */
+void mca_btl_efa_note_received(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                               const efa_btl_hdr_t *hdr, bool via_ring) {
+    if (via_ring && 0 == hdr->credits) {
+        return; /* took no credit, returns none */
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    ep->credits += hdr->credits;
+    if (!via_ring && EFA_BTL_MSG_CREDIT != hdr->type && ++ep->owed >= btl->credit_threshold) {
+        ep->credit_due = true;
+        waiting_add(btl, ep);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+}
