@@ -23,6 +23,9 @@ while getopts "T:b:h" o; do
     esac
 done
 shift $((OPTIND - 1))
+# Each harness runs in its own work directory: a relative -b must not
+# change meaning there.
+[[ $build == /* ]] || build=$PWD/$build
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=(fuzz_tag fuzz_params fuzz_peer_blob fuzz_rma fuzz_shm_ring fuzz_onnode_frame fuzz_btl_wire)
 logs=${FUZZ_LOG_DIR:-/tmp/efa-fuzz-logs}
