@@ -227,6 +227,46 @@ static const char *rma_path(bool native, efa_rma_mode_t mode, efa_rma_by_t by) {
     return "executed by the target";
 }
 
+/* A numeric parameter outside its range: said (help-btl-efa.txt) and the
+ * BTL declines. */
+static int refuse_value(const char *param, const char *value, const char *allowed) {
+    mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
+                             param, value, allowed);
+    return OPAL_ERR_BAD_PARAM;
+}
+
+/* The numeric parameters' ranges. */
+static int check_numbers(void) {
+    char value[32], allowed[96];
+    /* Every piece of a native transfer is an operation of its own (and a
+     * rop): a limit of a few bytes would turn one put into millions of
+     * them.  Below a page nothing is worth testing either. */
+    const size_t max_transfer = mca_btl_efa_component.rma_max_transfer;
+    if (0 != max_transfer && max_transfer < EFA_BTL_MIN_RMA_TRANSFER) {
+        snprintf(value, sizeof(value), "%zu", max_transfer);
+        snprintf(allowed, sizeof(allowed), "0 (the provider's limit) or at least %d bytes",
+                 EFA_BTL_MIN_RMA_TRANSFER);
+        return refuse_value("rma_max_transfer", value, allowed);
+    }
+    /* A batch must hold two small messages at least. */
+    const size_t coalesce = mca_btl_efa_component.coalesce_bytes;
+    if (0 != coalesce && (coalesce < 64 || coalesce > 1048576)) {
+        snprintf(value, sizeof(value), "%zu", coalesce);
+        return refuse_value("coalesce_bytes", value, "0 (off) or 64 to 1048576 bytes");
+    }
+    const int coalesce_max = mca_btl_efa_component.coalesce_max;
+    if (coalesce_max < 2 || coalesce_max > 1024) {
+        snprintf(value, sizeof(value), "%d", coalesce_max);
+        return refuse_value("coalesce_max", value, "2 to 1024 messages");
+    }
+    const int timeout = mca_btl_efa_component.rma_timeout;
+    if (timeout < 1 || timeout > 86400) {
+        snprintf(value, sizeof(value), "%d", timeout);
+        return refuse_value("rma_timeout", value, "1 to 86400 seconds");
+    }
+    return OPAL_SUCCESS;
+}
+
 /* Decide the one-sided paths for this job from the parameters and what
  * the provider granted.  Every process of a job sees the same provider and
  * parameters, so all make the same choice.  A bad value, or "native" where
@@ -242,43 +282,6 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
     if (!efa_rma_parse_mode(mca_btl_efa_component.atomic_mode, &atomics)) {
         mca_common_efa_show_help("help-btl-efa.txt", "bad-mode", true, opal_process_info.nodename,
                                  "atomic_mode", mca_btl_efa_component.atomic_mode);
-        return OPAL_ERR_BAD_PARAM;
-    }
-    /* Every piece of a native transfer is an operation of its own (and a
-     * rop): a limit of a few bytes would turn one put into millions of
-     * them.  Below a page nothing is worth testing either. */
-    const size_t max_transfer = mca_btl_efa_component.rma_max_transfer;
-    if (0 != max_transfer && max_transfer < EFA_BTL_MIN_RMA_TRANSFER) {
-        char value[32], allowed[96];
-        snprintf(value, sizeof(value), "%zu", max_transfer);
-        snprintf(allowed, sizeof(allowed), "0 (the provider's limit) or at least %d bytes",
-                 EFA_BTL_MIN_RMA_TRANSFER);
-        mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
-                                 "rma_max_transfer", value, allowed);
-        return OPAL_ERR_BAD_PARAM;
-    }
-    const size_t coalesce = mca_btl_efa_component.coalesce_bytes;
-    if (0 != coalesce && (coalesce < 64 || coalesce > 1048576)) {
-        char value[32];
-        snprintf(value, sizeof(value), "%zu", coalesce);
-        mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
-                                 "coalesce_bytes", value, "0 (off) or 64 to 1048576 bytes");
-        return OPAL_ERR_BAD_PARAM;
-    }
-    const int coalesce_max = mca_btl_efa_component.coalesce_max;
-    if (coalesce_max < 2 || coalesce_max > 1024) {
-        char value[32];
-        snprintf(value, sizeof(value), "%d", coalesce_max);
-        mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
-                                 "coalesce_max", value, "2 to 1024 messages");
-        return OPAL_ERR_BAD_PARAM;
-    }
-    const int timeout = mca_btl_efa_component.rma_timeout;
-    if (timeout < 1 || timeout > 86400) {
-        char value[32];
-        snprintf(value, sizeof(value), "%d", timeout);
-        mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
-                                 "rma_timeout", value, "1 to 86400 seconds");
         return OPAL_ERR_BAD_PARAM;
     }
     efa_single_copy_mode_t single_copy;
@@ -448,7 +451,10 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         mca_common_efa_release(core);
         return NULL;
     }
-    int rc_one_sided = choose_one_sided(&mca_btl_efa_module, core, ring && !job_spans_nodes());
+    int rc_one_sided = check_numbers();
+    if (OPAL_SUCCESS == rc_one_sided) {
+        rc_one_sided = choose_one_sided(&mca_btl_efa_module, core, ring && !job_spans_nodes());
+    }
     if (OPAL_SUCCESS == rc_one_sided) {
         choose_send_path(&mca_btl_efa_module, core); /* needs the single-copy mode */
     }

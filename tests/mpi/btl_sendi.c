@@ -24,9 +24,7 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
-#include <dlfcn.h>
-#include <link.h>
-
+#include "btl_efa_dl.h"
 #include "opal_config.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/util/proc.h"
@@ -48,17 +46,6 @@ static void on_sent(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpo
     (void)des;
     sent_status = status;
     sent_done = 1;
-}
-
-static int find_btl(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    const char *name = info->dlpi_name;
-    size_t n = strlen(name);
-    if (n >= 14 && 0 == strcmp(name + n - 14, "mca_btl_efa.so")) {
-        snprintf(data, 4096, "%s", name);
-        return 1;
-    }
-    return 0;
 }
 
 static double now_s(void) {
@@ -88,11 +75,9 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    char path[4096] = "";
-    dl_iterate_phdr(find_btl, path);
-    TU_ASSERT('\0' != path[0], "mca_btl_efa.so is not loaded (run under --mca btl efa,self)");
-    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    TU_ASSERT(lib, "dlopen %s: %s", path, dlerror());
+    char why[4200];
+    void *lib = efa_test_open_btl_efa(why, sizeof(why));
+    TU_ASSERT(lib, "%s", why);
     mca_btl_base_module_t *btl = dlsym(lib, "mca_btl_efa_module");
     endpoint_by_name_fn by_name = (endpoint_by_name_fn)dlsym(lib, "mca_btl_efa_endpoint_by_name");
     TU_ASSERT(btl && btl->btl_sendi && btl->btl_send && by_name, "btl_efa's symbols are missing");

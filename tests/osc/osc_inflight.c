@@ -19,11 +19,10 @@
 #define _GNU_SOURCE
 #include "osc_util.h"
 
-#include <dlfcn.h>
-#include <link.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "btl_efa_dl.h"
 #include "opal_config.h"
 #include "opal/mca/btl/btl.h"
 
@@ -33,17 +32,6 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int find_btl(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    const char *name = info->dlpi_name;
-    size_t n = strlen(name);
-    if (n >= 14 && 0 == strcmp(name + n - 14, "mca_btl_efa.so")) {
-        snprintf(data, 4096, "%s", name);
-        return 1;
-    }
-    return 0;
 }
 
 /* Progress (through the MTL, which keeps the core open) for 'seconds'. */
@@ -77,11 +65,9 @@ int main(int argc, char **argv) {
         _exit(0);
     }
     OU_MPI(MPI_Get(mem, GET_BYTES, MPI_BYTE, 0, 0, GET_BYTES, MPI_BYTE, win));
-    char path[4096] = "";
-    dl_iterate_phdr(find_btl, path);
-    OU_CHECK('\0' != path[0], "mca_btl_efa.so is not loaded");
-    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    OU_CHECK(lib, "dlopen %s: %s", path, dlerror());
+    char why[4200];
+    void *lib = efa_test_open_btl_efa(why, sizeof(why));
+    OU_CHECK(lib, "%s", why);
     mca_btl_base_module_t *btl = dlsym(lib, "mca_btl_efa_module");
     OU_CHECK(btl && btl->btl_finalize, "no mca_btl_efa_module");
     OU_CHECK(OPAL_SUCCESS == btl->btl_finalize(btl), "btl_efa's finalize failed");
