@@ -51,8 +51,10 @@ struct efa_msg_pool {
     std::mutex lock;       // unposted
     std::vector<Buf *> unposted;
     std::atomic<size_t> unposted_count{0};
-    std::atomic<efa_msg_handler_fn> fn{nullptr};
-    void *arg = nullptr;
+    // One handler per channel (efa_core_msg.h): the first byte of a message
+    // says whose it is.
+    std::atomic<efa_msg_handler_fn> fn[EFA_MSG_CHANNELS]{};
+    void *arg[EFA_MSG_CHANNELS]{};
     std::atomic<bool> closing{false};
 };
 
@@ -99,13 +101,17 @@ void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (pool->closing.load(std::memory_order_acquire)) {
         return;
     }
-    efa_msg_handler_fn fn = pool->fn.load(std::memory_order_acquire);
-    if (fn) {
-        if (cqe->err) {
-            fn(pool->arg, b->ctx, nullptr, 0, cqe->err);
-        } else {
-            fn(pool->arg, b->ctx, b->data, cqe->len, 0);
+    if (cqe->err) {
+        for (int c = 0; c < EFA_MSG_CHANNELS; ++c) {
+            if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
+                fn(pool->arg[c], b->ctx, nullptr, 0, cqe->err);
+            }
         }
+    } else {
+        const int c = efa_msg_channel_of(b->data, cqe->len);
+        if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
+            fn(pool->arg[c], b->ctx, b->data, cqe->len, 0);
+        } // else nobody listens on that channel in this process: dropped
     }
     if (!pool->closing.load(std::memory_order_acquire)) {
         post(b);
@@ -226,7 +232,9 @@ void efa_core_msg_close(efa_core_t *core) {
     if (!pool) {
         return;
     }
-    pool->fn.store(nullptr, std::memory_order_release);
+    for (auto &fn : pool->fn) {
+        fn.store(nullptr, std::memory_order_release);
+    }
     if (!pool->bufs.empty()) {
         unpost_all(pool);
     }
@@ -260,18 +268,28 @@ void efa_core_msg_free(efa_core_t *core) {
 }
 
 int efa_core_msg_set_handler(efa_core_t *core, efa_msg_handler_fn fn, void *arg) {
+    return efa_core_msg_set_channel(core, EFA_MSG_CHANNEL_BTL, fn, arg);
+}
+
+int efa_core_msg_set_channel(efa_core_t *core, int channel, efa_msg_handler_fn fn, void *arg) {
     efa_msg_pool *pool = core->msg_pool;
+    if (channel < 0 || channel >= EFA_MSG_CHANNELS) {
+        return -FI_EINVAL;
+    }
     if (!pool) {
         return fn ? -FI_ENODEV : 0;
     }
     if (!fn) {
-        pool->fn.store(nullptr, std::memory_order_release);
-        if (!pool->bufs.empty()) {
+        pool->fn[channel].store(nullptr, std::memory_order_release);
+        const bool other = std::any_of(std::begin(pool->fn), std::end(pool->fn), [](auto &f) {
+            return f.load(std::memory_order_acquire) != nullptr;
+        });
+        if (!other && !pool->bufs.empty()) {
             unpost_all(pool);
         }
         return 0;
     }
-    pool->arg = arg;
+    pool->arg[channel] = arg;
     if (pool->bufs.empty() || pool->closing.load(std::memory_order_acquire)) {
         if (pool->slab) {
             unpost_all(pool); // an earlier detach left buffers with the provider
@@ -284,7 +302,7 @@ int efa_core_msg_set_handler(efa_core_t *core, efa_msg_handler_fn fn, void *arg)
             return rc;
         }
     }
-    pool->fn.store(fn, std::memory_order_release);
+    pool->fn[channel].store(fn, std::memory_order_release);
     return 0;
 }
 

@@ -27,14 +27,31 @@
 extern "C" {
 #endif
 
+/* Channels: two owners share the untagged receive pool (btl_efa's active
+ * and one-sided messages, and the on-node engine's frames to and from
+ * other nodes when mtl_efa matches messages itself).  A message's first
+ * byte says whose it is: below 0x80 the BTL's (its message types), from
+ * 0x80 the engine's.  A message for a channel nobody listens on in this
+ * process is dropped. */
+#define EFA_MSG_CHANNEL_BTL 0
+#define EFA_MSG_CHANNEL_ENGINE 1
+#define EFA_MSG_CHANNELS 2
+static inline int efa_msg_channel_of(const void *buf, size_t len) {
+    return len > 0 && ((const uint8_t *)buf)[0] >= 0x80 ? EFA_MSG_CHANNEL_ENGINE
+                                                        : EFA_MSG_CHANNEL_BTL;
+}
+
 /* Called from progress for every untagged message that arrived (len bytes
  * at buf, valid until the handler returns), or with err < 0 and len 0 when
  * a receive failed.  May post sends and drive progress. */
 typedef void (*efa_msg_handler_fn)(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
 
-/* Install the handler and post the receive pool (the first install), or
- * with fn NULL cancel and free the pool.  Returns 0 or a negative libfabric
- * error (the pool could not be set up; no handler is installed then). */
+/* Install a channel's handler and post the receive pool (the first install
+ * of any channel), or with fn NULL remove it (and cancel and free the pool
+ * when no channel is left).  Returns 0 or a negative libfabric error (the
+ * pool could not be set up; no handler is installed then). */
+int efa_core_msg_set_channel(efa_core_t *core, int channel, efa_msg_handler_fn fn, void *arg);
+/* The BTL's channel. */
 int efa_core_msg_set_handler(efa_core_t *core, efa_msg_handler_fn fn, void *arg);
 
 /* The number of receive buffers each context keeps posted while a handler

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "efa_core.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -68,8 +70,13 @@ typedef struct efa_onnode_card {
     uint32_t local_rank;
     uint32_t pad;
 } efa_onnode_card_t;
-/* The card process vpid published: 0, or a negative error (none). */
+/* The card process vpid published: 0, -FI_ENOENT when it published none
+ * (another node, or no inbox: then it is reached through the provider if
+ * the engine has the core), or another negative error. */
 typedef int (*efa_onnode_card_fn)(void *arg, uint32_t vpid, efa_onnode_card_t *card);
+/* How process vpid is reached through the provider: its address and the
+ * context to send by.  0 or a negative error. */
+typedef int (*efa_onnode_addr_fn)(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx);
 
 typedef struct efa_onnode_params {
     const char *inbox_dir; /* where inbox files live */
@@ -84,6 +91,16 @@ typedef struct efa_onnode_params {
     bool thread_safe;             /* several threads call in at once */
     efa_onnode_card_fn peer_card; /* looks a peer's card up, once per peer */
     void *peer_card_arg;
+    /* Peers without a card (other nodes): through the provider's untagged
+     * messages (onnode_net.hpp), when core is set; else unreachable. */
+    efa_core_t *core;
+    bool no_rings;                /* no inbox: every peer through the provider */
+    efa_onnode_addr_fn peer_addr; /* with core: a peer's address, once per peer */
+    size_t net_eager;             /* larger messages to other nodes go by rendezvous */
+    uint32_t net_window;          /* provider messages in flight per peer before packing */
+    size_t net_coalesce_bytes;    /* a provider message packs frames up to this (0: one each) */
+    uint32_t net_coalesce_max;    /* ... and at most this many */
+    bool net_debug_swap;          /* test shim: hand provider messages on in swapped pairs */
 } efa_onnode_params_t;
 
 /* Create the engine and its inbox.  NULL and *err on failure. */
@@ -169,6 +186,10 @@ typedef struct efa_onnode_stats {
     uint64_t frames_sent, frames_received;
     uint64_t eager, rendezvous, single_copy, streamed, queued, unexpected;
     uint64_t dropped; /* corrupted frames (bad length, sender or request id) */
+    /* Other nodes: provider messages sent (and how many of them packed
+     * several frames) and received, and received ones that came early and
+     * waited for those before them. */
+    uint64_t net_sent, net_batched, net_received, net_reordered;
 } efa_onnode_stats_t;
 void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

@@ -95,8 +95,7 @@ void efa_onnode_my_card(const efa_onnode_t *e, efa_onnode_card_t *out) {
 }
 
 void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out) {
-    *out = e->engine->stats;
-    out->dropped = e->engine->dropped();
+    e->engine->get_stats(out);
 }
 
 uint64_t efa_onnode_dropped(const efa_onnode_t *e) {

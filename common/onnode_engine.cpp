@@ -9,6 +9,8 @@
 
 #include <rdma/fi_errno.h>
 #include <sys/uio.h>
+
+#include "efa_core_msg.h"
 #include <unistd.h>
 
 namespace efa::onnode {
@@ -22,20 +24,9 @@ constexpr uint8_t kReqPartner = 4; // a receive posted elsewhere too
 constexpr uint8_t kReqArmed = 8;   // ... and that other half is posted
 constexpr uint8_t kReqCancel = 16; // send: kCancel written or queued
 
-enum : uint8_t {
-    kIdle = 0,
-    kPosted,     // receive in the posted queue
-    kRecvData,   // receive matched, waiting for DATA frames
-    kSendQueued, // message waiting for ring room
-    kWaitAck,    // synchronous eager send written, waiting for the match
-    kWaitFin,    // RTS written, waiting for FIN or CTS
-    kStreaming,  // writing DATA frames
-    kHeld,       // partnered receive: a message waits for the other half's cancel
-    kDone,
-};
-
 constexpr uint8_t kFrameSync = 1; // eager frame: answer ACK on match
 constexpr int kPollBudget = 64;
+constexpr uint32_t kNoRing = 0xffffffffu;
 // Frame bytes in the slot's first cache line (the slot's own 8-byte header
 // takes the rest): slots are cache-line aligned.
 constexpr size_t kFirstLine = shm::kLine - shm::kSlotHeader;
@@ -82,26 +73,6 @@ int cma_read(uint32_t pid, void *local, uint64_t remote, size_t len) {
 #endif
 }
 
-// Takes the engine's mutex only when threads share it.
-class Guard {
-  public:
-    Guard(std::mutex &mu, bool on) : mu_(on ? &mu : nullptr) {
-        if (mu_) {
-            mu_->lock();
-        }
-    }
-    ~Guard() {
-        if (mu_) {
-            mu_->unlock();
-        }
-    }
-    Guard(const Guard &) = delete;
-    Guard &operator=(const Guard &) = delete;
-
-  private:
-    std::mutex *mu_;
-};
-
 } // namespace
 
 uint64_t IdTable::add(efa_onnode_req_t *req) {
@@ -142,9 +113,11 @@ std::string inbox_path(const std::string &dir, const std::string &job_tag, uint3
 
 std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
     err = 0;
-    if (!p.inbox_dir || !p.job_tag || p.nlocal == 0 || p.local_rank >= p.nlocal ||
-        p.nprocs < p.nlocal || p.my_vpid >= p.nprocs || !p.peer_card ||
-        p.slot_size < sizeof(FrameHdr) + sizeof(DataBody) + shm::kSlotHeader + 64) {
+    const bool rings = !p.no_rings;
+    if (!p.inbox_dir || !p.job_tag || (rings && (p.nlocal == 0 || p.local_rank >= p.nlocal)) ||
+        p.nprocs < p.nlocal || p.my_vpid >= p.nprocs || p.nprocs >= kNetVia || !p.peer_card ||
+        (rings && p.slot_size < sizeof(FrameHdr) + sizeof(DataBody) + shm::kSlotHeader + 64) ||
+        (!rings && !p.core) || (p.core && (!p.peer_addr || p.net_eager < 64))) {
         err = -FI_EINVAL;
         return nullptr;
     }
@@ -155,19 +128,45 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
     e->params_.inbox_dir = e->dir_.c_str();
     e->params_.job_tag = e->job_tag_.c_str();
     e->mt_ = p.thread_safe;
-    shm::Geometry g;
-    g.nrings = p.nlocal;
-    g.nslots = p.slots;
-    g.slot_size = p.slot_size;
-    // Every ring reserved now: once this process publishes its card, every
-    // peer sends to it through the rings (both ends must agree on the
-    // path), so a sender cannot fall back later for want of room.
-    e->inbox_ = shm::Inbox::create(inbox_path(e->dir_, e->job_tag_, p.my_vpid), g, err, true);
-    if (!e->inbox_) {
-        return nullptr;
+    if (rings) {
+        shm::Geometry g;
+        g.nrings = p.nlocal;
+        g.nslots = p.slots;
+        g.slot_size = p.slot_size;
+        // Every ring reserved now: once this process publishes its card,
+        // every peer sends to it through the rings (both ends must agree on
+        // the path), so a sender cannot fall back later for want of room.
+        e->inbox_ = shm::Inbox::create(inbox_path(e->dir_, e->job_tag_, p.my_vpid), g, err, true);
+        if (!e->inbox_) {
+            return nullptr;
+        }
+        e->eager_max_ = g.max_frame() - sizeof(FrameHdr);
+        e->data_max_ = g.max_frame() - sizeof(FrameHdr) - sizeof(DataBody);
     }
-    e->eager_max_ = g.max_frame() - sizeof(FrameHdr);
-    e->data_max_ = g.max_frame() - sizeof(FrameHdr) - sizeof(DataBody);
+    if (p.core) {
+        NetParams np;
+        np.core = p.core;
+        np.my_vpid = p.my_vpid;
+        np.buf_size = std::max(np.buf_size, p.net_eager + sizeof(FrameHdr) + sizeof(NetHdr) +
+                                                sizeof(NetFrameHdr));
+        if (p.net_window) {
+            np.window = p.net_window;
+        }
+        np.coalesce_bytes = p.net_coalesce_bytes;
+        if (p.net_coalesce_max) {
+            np.coalesce_max = p.net_coalesce_max;
+        }
+        e->net_ = NetLink::create(np, net_sent, e.get(), err);
+        if (!e->net_) {
+            return nullptr;
+        }
+        e->order_ = NetOrder(p.nprocs);
+        err = efa_core_msg_set_channel(p.core, EFA_MSG_CHANNEL_ENGINE, net_message, e.get());
+        if (err) {
+            e->net_.reset();
+            return nullptr;
+        }
+    }
     if (0 == g_cookie) {
         g_cookie = make_cookie();
     }
@@ -178,15 +177,30 @@ Engine::~Engine() {
     // Answers other processes still wait for (ACK, FIN, CTS, DATA) go out
     // first; a peer that is gone cannot take them, hence the bound.
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (!busy_.empty() && std::chrono::steady_clock::now() < until) {
+    while ((!busy_.empty() || (net_ && !net_->idle())) &&
+           std::chrono::steady_clock::now() < until) {
         progress();
+        if (net_) {
+            efa_core_progress(net_->core());
+        }
+    }
+    if (net_) {
+        efa_core_msg_set_channel(net_->core(), EFA_MSG_CHANNEL_ENGINE, nullptr, nullptr);
+        if (interest_) {
+            efa_core_net_interest(net_->core(), -1);
+        }
     }
     match_.drain_unexpected([](Message *m) { free(m); });
 }
 
+const std::string &Engine::path() const {
+    static const std::string none;
+    return inbox_ ? inbox_->path() : none;
+}
+
 efa_onnode_card_t Engine::my_card() const {
     efa_onnode_card_t c{};
-    c.cookie = inbox_->cookie();
+    c.cookie = inbox_ ? inbox_->cookie() : 0;
     c.local_rank = params_.local_rank;
     return c;
 }
@@ -203,9 +217,15 @@ Engine::Peer *Engine::peer(uint32_t vpid, int &err) {
         return peers_[vpid].get();
     }
     efa_onnode_card_t card{};
+    if (!inbox_) {
+        return net_peer(vpid, err);
+    }
     if (vpid == params_.my_vpid) {
         card = my_card();
     } else if (0 != (err = params_.peer_card(params_.peer_card_arg, vpid, &card))) {
+        if (-FI_ENOENT == err && net_) {
+            return net_peer(vpid, err);
+        }
         return nullptr;
     }
     if (card.local_rank >= params_.nlocal) {
@@ -221,9 +241,29 @@ Engine::Peer *Engine::peer(uint32_t vpid, int &err) {
     p->vpid = vpid;
     p->ring = card.local_rank;
     p->out = std::move(out);
+    p->eager_max = eager_max_;
+    p->data_max = data_max_;
     if (!params_.single_copy) {
         p->cma = Peer::kCmaOff;
     }
+    peers_[vpid] = std::move(p);
+    return peers_[vpid].get();
+}
+
+// A peer reached through the provider (peers_ is sized already).
+Engine::Peer *Engine::net_peer(uint32_t vpid, int &err) {
+    fi_addr_t addr = FI_ADDR_UNSPEC;
+    efa_ctx_t *ctx = nullptr;
+    if (0 != (err = params_.peer_addr(params_.peer_card_arg, vpid, &addr, &ctx))) {
+        return nullptr;
+    }
+    auto p = std::make_unique<Peer>();
+    p->vpid = vpid;
+    p->ring = kNoRing;
+    p->net = net_->add_peer(vpid, addr, ctx);
+    p->cma = Peer::kCmaOff; // its pid means nothing on this node
+    p->eager_max = std::min(params_.net_eager, net_->max_frame() - sizeof(FrameHdr));
+    p->data_max = net_->max_frame() - sizeof(FrameHdr) - sizeof(DataBody);
     peers_[vpid] = std::move(p);
     return peers_[vpid].get();
 }
@@ -242,7 +282,7 @@ bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
     const bool short_hdr = 0 == r->flags; // eager, standard mode
     const size_t hlen = short_hdr ? kShortHdr : sizeof(FrameHdr);
     const size_t len = hlen + (rndv ? sizeof(RtsBody) : r->buflen);
-    auto *f = static_cast<uint8_t *>(p->out->reserve(len));
+    auto *f = static_cast<uint8_t *>(reserve(p, len));
     if (nullptr == f) {
         return false;
     }
@@ -263,7 +303,7 @@ bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
         memcpy(f + kFirstLine, static_cast<const uint8_t *>(r->buf) + head, r->buflen - head);
         memcpy(f, &h, hlen);
         memcpy(f + hlen, r->buf, head);
-        p->out->commit(hlen + r->buflen);
+        commit(p, hlen + r->buflen);
         ++stats.eager;
         ++stats.frames_sent;
         return true;
@@ -284,7 +324,7 @@ bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
         }
         ++stats.eager;
     }
-    p->out->commit(len);
+    commit(p, len);
     ++stats.frames_sent;
     return true;
 }
@@ -304,7 +344,7 @@ static bool after_written(efa_onnode_req_t *r) {
 }
 
 bool Engine::write_ctrl(Peer *p, const Ctrl &c) {
-    auto *f = static_cast<uint8_t *>(p->out->reserve(c.len));
+    auto *f = static_cast<uint8_t *>(reserve(p, c.len));
     if (nullptr == f) {
         return false;
     }
@@ -312,7 +352,7 @@ bool Engine::write_ctrl(Peer *p, const Ctrl &c) {
     if (c.len > sizeof(c.hdr)) {
         memcpy(f + sizeof(c.hdr), &c.cts, sizeof(c.cts));
     }
-    p->out->commit(c.len);
+    commit(p, c.len);
     ++stats.frames_sent;
     return true;
 }
@@ -320,8 +360,8 @@ bool Engine::write_ctrl(Peer *p, const Ctrl &c) {
 void Engine::send_ctrl(uint32_t vpid, uint8_t type, uint64_t id, uint64_t recv_id) {
     int err = 0;
     Peer *p = peer(vpid, err);
-    if (nullptr == p) {
-        return; // the sender's inbox is gone: so is the sender
+    if (nullptr == p || p->error) {
+        return; // the sender's inbox is gone, or the provider cannot reach it: so is the sender
     }
     Ctrl c{};
     c.hdr.type = type;
@@ -355,9 +395,8 @@ bool Engine::flush(Peer *p) {
     while (efa_onnode_link_t *l = p->streams.front()) {
         efa_onnode_req_t *r = req_of(l);
         while (r->done < r->buflen) {
-            const size_t n = std::min(r->buflen - r->done, data_max_);
-            auto *f =
-                static_cast<uint8_t *>(p->out->reserve(sizeof(FrameHdr) + sizeof(DataBody) + n));
+            const size_t n = std::min(r->buflen - r->done, p->data_max);
+            auto *f = static_cast<uint8_t *>(reserve(p, sizeof(FrameHdr) + sizeof(DataBody) + n));
             if (nullptr == f) {
                 return false;
             }
@@ -369,7 +408,7 @@ bool Engine::flush(Peer *p) {
             memcpy(f, &h, sizeof(h));
             memcpy(f + sizeof(h), &b, sizeof(b));
             memcpy(f + sizeof(h) + sizeof(b), static_cast<const uint8_t *>(r->buf) + r->done, n);
-            p->out->commit(sizeof(FrameHdr) + sizeof(DataBody) + n);
+            commit(p, sizeof(FrameHdr) + sizeof(DataBody) + n);
             ++stats.frames_sent;
             r->done += n;
         }
@@ -402,6 +441,13 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
     if (nullptr == p) {
         return err ? err : -FI_ENOENT;
     }
+    if (p->error) {
+        return p->error;
+    }
+    if (p->net && !interest_) {
+        interest_ = true; // answers and completions come from the provider now
+        efa_core_net_interest(net_->core(), 1);
+    }
     req->buf = const_cast<void *>(buf);
     req->buflen = len;
     req->cid = cid;
@@ -410,7 +456,7 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
     req->peer = vpid;
     req->err = 0;
     req->done = 0;
-    req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | (len > eager_max_ ? kReqRndv : 0));
+    req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | (len > p->eager_max ? kReqRndv : 0));
     // Only a send the receiver answers (ACK, FIN, CTS) needs an id.
     req->local_id = req->flags ? ids_.add(req) : 0;
     if (p->sends.empty() && write_message(p, req)) {
@@ -622,6 +668,14 @@ bool Engine::drop() {
 // Did process vpid write this frame: a process of the job whose ring is
 // the one the frame came in by?  (Attaches the peer on first use.)
 bool Engine::from_ring(uint32_t ring, uint32_t vpid) {
+    if (ring & kNetVia) { // the provider message named vpid: is that one reached so?
+        if ((ring & ~kNetVia) != vpid) {
+            return false;
+        }
+        int err = 0;
+        const Peer *p = peer(vpid, err);
+        return nullptr != p && nullptr != p->net;
+    }
     if (vpid < peers_.size() && peers_[vpid]) {
         return peers_[vpid]->ring == ring;
     }
@@ -800,6 +854,10 @@ int Engine::recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req) 
 int Engine::post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req,
                       uint8_t flags) {
     Guard g(mu_, mt_);
+    if (net_ && !interest_) {
+        interest_ = true; // a peer on another node may send what it waits for
+        efa_core_net_interest(net_->core(), 1);
+    }
     req->flags = flags; // requests are recycled: nothing of an earlier use may stay
     req->cid = cid;
     req->src = src;
@@ -816,6 +874,12 @@ int Engine::post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *
 }
 
 int Engine::recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req) {
+    if (net_) {
+        // With the provider's traffic in the engine, a receive has nothing
+        // else to be posted to; holding a message would also stall frames
+        // that came in one provider message.
+        return -FI_EOPNOTSUPP;
+    }
     const int rc = post_recv(cid, src, tag, req, kReqPartner);
     if (0 == rc && kPosted != req->state) {
         req->flags = 0;
@@ -869,6 +933,9 @@ int Engine::mrecv(Message *m, efa_onnode_req_t *req) {
 }
 
 int Engine::probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_onnode_probe_t *out) {
+    if (net_) {
+        efa_core_progress(net_->core()); // ... and those the provider has
+    }
     progress(); // messages already in the rings count as arrived
     Guard g(mu_, mt_);
     Message *m = match_.probe(cid, src, tag, claim);
@@ -949,12 +1016,25 @@ int Engine::progress() {
         Guard g(mu_, mt_);
         // While a message is held for a partnered receive no frame is read:
         // a later message of the same sender must not be matched first.
-        n = held_ ? 0
-                  : inbox_->poll([this](uint32_t ring, void *frame,
-                                        size_t len) { return deliver(ring, frame, len); },
-                                 kPollBudget);
+        n = held_ || !inbox_
+                ? 0
+                : inbox_->poll([this](uint32_t ring, void *frame,
+                                      size_t len) { return deliver(ring, frame, len); },
+                               kPollBudget);
+        if (net_) {
+            net_->progress();
+            if (!swap_held_.empty() && ++swap_age_ > 64) { // the shim's lone message
+                std::vector<uint8_t> m;
+                m.swap(swap_held_);
+                net_in_order(m.data(), m.size());
+            }
+        }
         if (!busy_.empty()) {
             flush_all();
+        }
+        if (interest_ && net_idle()) {
+            interest_ = false; // nothing can come from the provider for a while
+            efa_core_net_interest(net_->core(), -1);
         }
     }
     if (mt_ || held_) { // (held_ is read again under the mutex)

@@ -42,6 +42,16 @@
 // progress writes it later.  A receiver always drains its inbox (an
 // unexpected small message is copied out), so queues always empty.
 //
+// Other nodes (mtl_efa's own matching).  Given the core, the engine also
+// reaches peers that have no inbox on this node: the same frames travel
+// in the provider's untagged messages (onnode_net.hpp), several packed in
+// one when they queue up, with a sequence number that restores each
+// sender's order on arrival (net_order.hpp).  Matching, the protocols and
+// the checks are the ones above; only single copy is never tried with a
+// peer on another node (its RTS is answered CTS, and the bytes stream as
+// DATA frames).  A peer the provider cannot reach any more (a failed send)
+// fails every request waiting on it.
+//
 // Threads: with thread_safe every call takes the engine's mutex;
 // completion callbacks are always called after it is released.
 #ifndef EFA_ONNODE_ENGINE_HPP
@@ -54,7 +64,9 @@
 #include <vector>
 
 #include "efa_onnode.h"
+#include "net_order.hpp"
 #include "onnode_match.hpp"
+#include "onnode_net.hpp"
 #include "shm_ring.hpp"
 
 namespace efa::onnode {
@@ -105,6 +117,43 @@ struct DataBody {
     uint64_t offset;
 };
 
+// Takes the engine's mutex only when threads share it.
+class Guard {
+  public:
+    Guard(std::mutex &mu, bool on) : mu_(on ? &mu : nullptr) {
+        if (mu_) {
+            mu_->lock();
+        }
+    }
+    ~Guard() {
+        if (mu_) {
+            mu_->unlock();
+        }
+    }
+    Guard(const Guard &) = delete;
+    Guard &operator=(const Guard &) = delete;
+
+  private:
+    std::mutex *mu_;
+};
+
+// Request states (efa_onnode_req_t.state).
+enum ReqState : uint8_t {
+    kIdle = 0,
+    kPosted,     // receive in the posted queue
+    kRecvData,   // receive matched, waiting for DATA frames
+    kSendQueued, // message waiting for ring room
+    kWaitAck,    // synchronous eager send written, waiting for the match
+    kWaitFin,    // RTS written, waiting for FIN or CTS
+    kStreaming,  // writing DATA frames
+    kHeld,       // partnered receive: a message waits for the other half's cancel
+    kDone,
+};
+
+// What deliver() is told a frame came by: a ring (the sender's local
+// rank), or the provider, from the vpid a provider message named.
+constexpr uint32_t kNetVia = 0x80000000u;
+
 // Requests this side named in a frame and waits for an answer about:
 // id = generation << 32 | index, so an id from a corrupted frame, or one
 // of a request finished since, finds nothing.
@@ -113,6 +162,15 @@ class IdTable {
     uint64_t add(efa_onnode_req_t *req);
     efa_onnode_req_t *find(uint64_t id) const;
     void remove(uint64_t id);
+    size_t live() const { return entries_.size() - free_.size(); }
+    // Every request in the table, with its id.
+    template <class F> void each(F &&f) const {
+        for (size_t i = 0; i < entries_.size(); ++i) {
+            if (entries_[i].req) {
+                f(entries_[i].req, static_cast<uint64_t>(entries_[i].gen) << 32 | i);
+            }
+        }
+    }
 
   private:
     struct Entry {
@@ -145,10 +203,13 @@ class Engine {
     void cancel_send(efa_onnode_req_t *req);
     int progress();
 
-    const std::string &path() const { return inbox_->path(); }
+    const std::string &path() const;
     efa_onnode_card_t my_card() const;
-    uint64_t dropped() const { return stats.dropped + inbox_->dropped(); }
+    uint64_t dropped() const {
+        return stats.dropped + (inbox_ ? inbox_->dropped() : 0) + order_.dropped();
+    }
     size_t eager_max() const { return eager_max_; }
+    void get_stats(efa_onnode_stats_t *out) const;
     efa_onnode_stats_t stats{};
 
   private:
@@ -160,7 +221,10 @@ class Engine {
     struct Peer {
         uint32_t vpid = 0;
         uint32_t ring = 0; // its local rank: the ring of this inbox its frames come by
-        std::unique_ptr<shm::Outbox> out;
+        std::unique_ptr<shm::Outbox> out; // on this node; else:
+        NetLink::Peer *net = nullptr;     // through the provider
+        size_t eager_max = 0, data_max = 0;
+        int error = 0;         // unreachable: sends to it fail
         List sends;            // messages waiting for room, in order
         List streams;          // sends streaming DATA after a CTS
         std::deque<Ctrl> ctrl; // control frames waiting for room
@@ -170,6 +234,23 @@ class Engine {
     };
 
     Engine() = default;
+    void *reserve(Peer *p, size_t len) {
+        return p->out ? p->out->reserve(len) : net_->reserve(p->net, len);
+    }
+    void commit(Peer *p, size_t len) {
+        if (p->out) {
+            p->out->commit(len);
+        } else {
+            net_->commit(p->net, len);
+        }
+    }
+    Peer *net_peer(uint32_t vpid, int &err);
+    static void net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err);
+    static void net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
+    void on_net(const uint8_t *msg, size_t len);
+    void net_in_order(const uint8_t *msg, size_t len);
+    void fail_peer(uint32_t vpid, int err);
+    bool net_idle() const;
     int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
     Peer *peer(uint32_t vpid, int &err);
     bool from_ring(uint32_t ring, uint32_t vpid);
@@ -209,6 +290,16 @@ class Engine {
     void run_cancels();
     std::mutex mu_;
     bool mt_ = false;
+    // Other nodes.
+    std::unique_ptr<NetLink> net_;
+    NetOrder order_;
+    bool interest_ = false; // holding the core's net interest (efa_core_net_interest)
+    uint64_t net_received_ = 0;
+    // The test shim (params_.net_debug_swap): a message held back until
+    // the next one is in (or a few progress calls pass), then handed on
+    // after it.
+    std::vector<uint8_t> swap_held_;
+    int swap_age_ = 0;
 };
 
 } // namespace efa::onnode

@@ -50,7 +50,28 @@ typedef struct mca_mtl_efa_module_t {
     efa_onnode_t *onnode;
     struct mtl_efa_path_table *comm_paths; /* by communicator id: MTL_EFA_PATH_* */
     uint8_t *peer_onnode;                  /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
+    bool own_matching; /* the engine carries every peer of this job (mtl_efa_own.c) */
 } mca_mtl_efa_module_t;
+
+/* The MCA parameters of the on-node channel and of matching
+ * (mtl_efa_params.c). */
+typedef struct mtl_efa_params {
+    char *channel, *single_copy, *dir;
+    int slots;
+    size_t slot_size;
+    char *matching;
+    size_t net_eager;
+    int net_window;
+    size_t coalesce_bytes;
+    int coalesce_max;
+    bool debug_swap; /* test shim: provider messages handed on in swapped pairs */
+} mtl_efa_params_t;
+extern mtl_efa_params_t ompi_mtl_efa_params;
+void ompi_mtl_efa_params_register(const mca_base_component_t *c);
+/* Checks every value (a message for a bad one): OMPI_SUCCESS or
+ * OMPI_ERR_BAD_PARAM. */
+int ompi_mtl_efa_params_check(void);
+int ompi_mtl_efa_check_choice(const char *param, const char *value, const char *const *choices);
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;
 /* Open MPI finds the component structure by name with dlsym: keep it
@@ -184,8 +205,17 @@ static inline bool ompi_mtl_efa_use_rings(struct ompi_communicator_t *comm, int 
            (MTL_EFA_PATH_ONNODE == path || ompi_mtl_efa_onnode_peer(comm, rank));
 }
 
+/* Own matching (mtl_efa_own.c): fills the engine's parameters for peers
+ * on other nodes; false when matching stays with the provider. */
+struct efa_onnode_params;
+bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p);
+/* Does the engine carry this communicator whole (every process of it in
+ * this job)? */
+bool ompi_mtl_efa_own_comm(struct ompi_communicator_t *comm);
+/* Is process vpid of this job on this node? */
+bool ompi_mtl_efa_vpid_local(uint32_t vpid);
+
 /* The on-node path (mtl_efa_onnode.c). */
-void ompi_mtl_efa_onnode_register(const mca_base_component_t *c);
 int ompi_mtl_efa_onnode_init(bool thread_multiple);
 void ompi_mtl_efa_onnode_fini(void);
 int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm);

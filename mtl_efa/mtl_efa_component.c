@@ -52,7 +52,7 @@ static int ompi_mtl_efa_component_register(void) {
         "provider without inject).  Default false",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
         &ompi_mtl_efa_debug_no_inject);
-    ompi_mtl_efa_onnode_register(&mca_mtl_efa_component.mtl_version);
+    ompi_mtl_efa_params_register(&mca_mtl_efa_component.mtl_version);
     return mca_common_efa_register_params(&mca_mtl_efa_component.mtl_version);
 }
 

@@ -36,48 +36,10 @@
 
 #define ONNODE_MODEX_KEY "mtl_efa_onnode"
 
-static char *param_channel = "auto";
-static char *param_single_copy = "auto";
-static char *param_dir = "";
-static int param_slots = 64;
-static size_t param_slot_size = 8192;
-
-static void reg(const mca_base_component_t *c, const char *name, const char *desc,
-                mca_base_var_type_t type, int level, void *storage) {
-    (void)mca_base_component_var_register(c, name, desc, type, NULL, 0, 0, level,
-                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
-}
-
-void ompi_mtl_efa_onnode_register(const mca_base_component_t *c) {
-    reg(c, "onnode_channel",
-        "How point-to-point messages of communicators whose processes are all on this node "
-        "travel: \"shm\" through mtl_efa's own shared-memory rings with its own matching "
-        "(the MTL declines if they cannot be set up), \"none\" by the provider, \"auto\" "
-        "(default) as shm where the rings can be set up.  Communicators spanning nodes always "
-        "use the provider",
-        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &param_channel);
-    reg(c, "onnode_single_copy",
-        "On-node messages larger than a ring slot: \"auto\" (default) copies them once, "
-        "straight out of the sender, with Linux cross-memory attach (process_vm_readv) where "
-        "the kernel allows it, else streams them through the rings; \"none\" always streams",
-        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_5, &param_single_copy);
-    reg(c, "onnode_dir",
-        "Directory of the on-node inbox files (default: /dev/shm if writable, else the job's "
-        "session directory)",
-        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_9, &param_dir);
-    reg(c, "onnode_slots",
-        "Slots of each on-node ring (a power of two, at least 2): frames one sender may have "
-        "waiting for one receiver before further ones queue",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &param_slots);
-    reg(c, "onnode_slot_size",
-        "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB): messages up to the "
-        "slot less 40 bytes of headers go eagerly, larger ones by rendezvous",
-        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &param_slot_size);
-}
-
 static const char *inbox_dir(void) {
-    if (NULL != param_dir && '\0' != param_dir[0]) {
-        return param_dir;
+    const char *dir = ompi_mtl_efa_params.dir;
+    if (NULL != dir && '\0' != dir[0]) {
+        return dir;
     }
     if (0 == access("/dev/shm", W_OK)) {
         return "/dev/shm";
@@ -110,6 +72,9 @@ static int progress_cb(void) {
  * the engine asks once per peer, before it writes into that peer's file. */
 static int peer_card(void *arg, uint32_t vpid, efa_onnode_card_t *card) {
     (void)arg;
+    if (!ompi_mtl_efa_vpid_local(vpid)) {
+        return -FI_ENOENT; /* another node: no card to look for */
+    }
     opal_process_name_t name = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = vpid};
     uint8_t *bytes = NULL;
     size_t len = 0;
@@ -129,71 +94,56 @@ static bool worth_telling(int err) {
     return -EEXIST == err || -ELOOP == err || -EACCES == err || -ENOSPC == err;
 }
 
-/* Does the user's value name one of the choices (NULL-terminated)?
- * Otherwise say so. */
-static int check_choice(const char *param, const char *value, const char *const *choices) {
-    char allowed[128] = "";
-    for (const char *const *c = choices; NULL != *c; ++c) {
-        if (NULL != value && 0 == strcmp(value, *c)) {
-            return OMPI_SUCCESS;
-        }
-        snprintf(allowed + strlen(allowed), sizeof(allowed) - strlen(allowed), "%s%s",
-                 c == choices ? "" : ", ", *c);
-    }
-    mca_common_efa_show_help("help-mtl-efa.txt", "bad-choice", true, opal_process_info.nodename,
-                             param, NULL == value ? "(null)" : value, allowed);
-    return OMPI_ERR_BAD_PARAM;
-}
-
 int ompi_mtl_efa_onnode_init(bool thread_multiple) {
+    const mtl_efa_params_t *mp = &ompi_mtl_efa_params;
     ompi_mtl_efa.onnode = NULL;
     ompi_mtl_efa.comm_paths = NULL;
     ompi_mtl_efa.peer_onnode = NULL;
-    static const char *const channels[] = {"auto", "shm", "none", NULL};
-    static const char *const copies[] = {"auto", "none", NULL};
-    if (OMPI_SUCCESS != check_choice("onnode_channel", param_channel, channels) ||
-        OMPI_SUCCESS != check_choice("onnode_single_copy", param_single_copy, copies)) {
+    if (OMPI_SUCCESS != ompi_mtl_efa_params_check()) {
         return OMPI_ERR_BAD_PARAM;
     }
-    const bool insist = 0 == strcmp(param_channel, "shm");
-    if (0 == strcmp(param_channel, "none")) {
-        mca_common_efa_say_choice("mtl:efa", "mtl_efa", "on-node channel off (none)");
-        return OMPI_SUCCESS;
-    }
-    if (param_slots < 2 || (param_slots & (param_slots - 1)) || param_slot_size < 256 ||
-        param_slot_size % 64 || param_slot_size > 1024 * 1024) {
+    const bool insist = 0 == strcmp(mp->channel, "shm");
+    const bool rings = 0 != strcmp(mp->channel, "none");
+    if (rings && (mp->slots < 2 || (mp->slots & (mp->slots - 1)) || mp->slot_size < 256 ||
+                  mp->slot_size % 64 || mp->slot_size > 1024 * 1024)) {
         char value[64];
-        snprintf(value, sizeof(value), "%d slots of %zu bytes", param_slots, param_slot_size);
+        snprintf(value, sizeof(value), "%d slots of %zu bytes", mp->slots, mp->slot_size);
         mca_common_efa_show_help("help-mtl-efa.txt", "bad-ring", true, opal_process_info.nodename,
                                  value);
         return OMPI_ERR_BAD_PARAM;
     }
     const char *dir = inbox_dir();
-    if (mca_common_efa_local_rank() < 0 || NULL == dir) {
-        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
-                                  "on-node channel off (no local rank or no directory)");
-        return OMPI_SUCCESS;
-    }
     char job_tag[64];
     snprintf(job_tag, sizeof(job_tag), "%u.%x", (unsigned)getuid(),
              (unsigned)OPAL_PROC_MY_NAME.jobid);
     efa_onnode_params_t p = {
-        .inbox_dir = dir,
+        .inbox_dir = NULL == dir ? "" : dir,
         .job_tag = job_tag,
         .my_vpid = OPAL_PROC_MY_NAME.vpid,
         .local_rank = (uint32_t)mca_common_efa_local_rank(),
         .nlocal = (uint32_t)mca_common_efa_local_size(),
-        .slots = (uint32_t)param_slots,
-        .slot_size = (uint32_t)param_slot_size,
+        .slots = (uint32_t)mp->slots,
+        .slot_size = (uint32_t)mp->slot_size,
         .nprocs = mtl_efa_job_size(),
-        .single_copy = 0 == strcmp(param_single_copy, "auto"),
+        .single_copy = 0 == strcmp(mp->single_copy, "auto"),
         .thread_safe = thread_multiple,
         .peer_card = peer_card,
     };
+    const bool own = ompi_mtl_efa_own_setup(&p);
+    if (!rings) {
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa", "on-node channel off (none)");
+    } else if (mca_common_efa_local_rank() < 0 || NULL == dir) {
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "on-node channel off (no local rank or no directory)");
+    }
+    p.no_rings = !rings || mca_common_efa_local_rank() < 0 || NULL == dir;
+    if (p.no_rings && !own) {
+        return OMPI_SUCCESS;
+    }
     int err = 0;
     dropped_seen = 0;
     ompi_mtl_efa.onnode = efa_onnode_create(&p, &err);
-    if (NULL == ompi_mtl_efa.onnode) {
+    if (NULL == ompi_mtl_efa.onnode && !p.no_rings) {
         char file[OPAL_PATH_MAX];
         efa_onnode_inbox_file(&p, file, sizeof(file));
         if (insist) {
@@ -208,6 +158,28 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "on-node channel unavailable (%s: %s): provider only", file,
                                   efa_shm_strerror(err));
+        if (own) { /* the engine still carries everything, by the provider */
+            p.no_rings = true;
+            ompi_mtl_efa.onnode = efa_onnode_create(&p, &err);
+        }
+    }
+    if (NULL == ompi_mtl_efa.onnode) {
+        if (own) {
+            mca_common_efa_show_help("help-mtl-efa.txt", "no-own-matching", true,
+                                     opal_process_info.nodename, fi_strerror(-err));
+            ompi_mtl_efa.own_matching = false;
+        }
+        return OMPI_SUCCESS;
+    }
+    opal_progress_register(progress_cb);
+    if (own) {
+        mca_common_efa_say_choice(
+            "mtl:efa", "mtl_efa",
+            "matching: own (the provider carries untagged messages to other nodes; eager up to "
+            "%zu bytes, %d in flight per peer, packing up to %zu bytes or %d messages)",
+            mp->net_eager, mp->net_window, mp->coalesce_bytes, mp->coalesce_max);
+    }
+    if (p.no_rings) {
         return OMPI_SUCCESS;
     }
     const char *path = efa_onnode_inbox_path(ompi_mtl_efa.onnode);
@@ -222,8 +194,10 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     int rc;
     OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, ONNODE_MODEX_KEY, &card, sizeof(card));
     if (OPAL_SUCCESS != rc) {
+        opal_progress_unregister(progress_cb);
         efa_onnode_destroy(ompi_mtl_efa.onnode);
         ompi_mtl_efa.onnode = NULL;
+        ompi_mtl_efa.own_matching = false;
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "on-node channel off: cannot publish the modex entry");
         return OMPI_SUCCESS;
@@ -232,15 +206,15 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
      * in lazily; allocated here, before threads can race on it). */
     ompi_mtl_efa.peer_onnode = calloc(mtl_efa_job_size(), 1);
     if (NULL == ompi_mtl_efa.peer_onnode) {
+        opal_progress_unregister(progress_cb);
         efa_onnode_destroy(ompi_mtl_efa.onnode);
         ompi_mtl_efa.onnode = NULL;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    opal_progress_register(progress_cb);
     mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                               "on-node channel: inbox %s, %d rings of %d slots of %zu bytes, "
                               "single copy %s",
-                              path, mca_common_efa_local_size(), param_slots, param_slot_size,
+                              path, mca_common_efa_local_size(), mp->slots, mp->slot_size,
                               p.single_copy ? "allowed" : "off");
     return OMPI_SUCCESS;
 }
@@ -260,6 +234,14 @@ void ompi_mtl_efa_onnode_fini(void) {
                         (unsigned long long)s.eager, (unsigned long long)s.rendezvous,
                         (unsigned long long)s.single_copy, (unsigned long long)s.streamed,
                         (unsigned long long)s.queued, (unsigned long long)s.unexpected);
+    if (ompi_mtl_efa.own_matching) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: own matching: %llu provider messages sent (%llu packing "
+                            "several), %llu received (%llu came early and waited)",
+                            (unsigned long long)s.net_sent, (unsigned long long)s.net_batched,
+                            (unsigned long long)s.net_received,
+                            (unsigned long long)s.net_reordered);
+    }
     if (s.dropped) {
         opal_output(0, "mtl:efa: %s: %llu corrupted frame(s) dropped by the on-node channel",
                     opal_process_info.nodename, (unsigned long long)s.dropped);
@@ -372,15 +354,29 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
     /* All here: every message by the rings.  Otherwise, with other processes
      * of the job on this node, mixed: each peer by its own path, decided
      * per message (both ends of a pair on one node see the same facts). */
-    const bool all_here = group_on_node(comm->c_local_group) &&
-                          (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));
-    const uint8_t path = all_here                          ? MTL_EFA_PATH_ONNODE
-                         : mca_common_efa_local_size() > 1 ? MTL_EFA_PATH_MIXED
-                                                           : MTL_EFA_PATH_PROVIDER;
+    /* Own matching: the engine carries every communicator of this job's
+     * processes alone (its rings or the provider per peer); one with
+     * processes of other jobs keeps the provider's matching whole. */
+    uint8_t path;
+    if (ompi_mtl_efa.own_matching) {
+        path = ompi_mtl_efa_own_comm(comm) ? MTL_EFA_PATH_ONNODE : MTL_EFA_PATH_PROVIDER;
+    } else {
+        const bool all_here = group_on_node(comm->c_local_group) &&
+                              (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));
+        path = all_here                          ? MTL_EFA_PATH_ONNODE
+               : mca_common_efa_local_size() > 1 ? MTL_EFA_PATH_MIXED
+                                                 : MTL_EFA_PATH_PROVIDER;
+    }
     if (OMPI_SUCCESS != set_path(cid, path)) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     static const char *const names[] = {"provider", "on-node", "mixed"};
+    if (ompi_mtl_efa.own_matching) {
+        opal_output_verbose(10, mca_common_efa_output, "mtl:efa: communicator %u takes the %s path",
+                            cid,
+                            MTL_EFA_PATH_ONNODE == path ? "engine (own matching)" : "provider");
+        return OMPI_SUCCESS;
+    }
     int by_rings = 0, size = ompi_comm_size(comm);
     if (MTL_EFA_PATH_MIXED == path && !OMPI_COMM_IS_INTER(comm)) {
         for (int r = 0; r < size; ++r) {

@@ -108,6 +108,24 @@ MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1" \
     tee "$logdir/mpi-mtl-mixed-mrlocal.log"
 add_counts "$logdir/mpi-mtl-mixed-mrlocal.log" mpi-mtl-mixed-mrlocal
 
+# mtl_efa's own matching: one engine matches every message, those of peers
+# on another pretend node carried by the provider's untagged messages (and
+# with the rings off, all of them); ordering+swap hands the provider's
+# messages on in swapped pairs, many_outstanding+pack requires packed
+# messages.  Then 4 processes on 2 pretend nodes for the tests whose default
+# is 2, and with FI_MR_LOCAL forced (the registered send buffers).
+echo "== MPI point-to-point over mtl_efa's own matching (rings and provider under one engine; rings off; arrivals swapped; FI_MR_LOCAL forced)"
+"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-own-rxm,cm-efa-own-rxd,cm-efa-own-rxm-noring 2>&1 |
+    tee "$logdir/mpi-mtl-own.log"
+add_counts "$logdir/mpi-mtl-own.log" mpi-mtl-own
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxm -t threads,send_progress,probe,cancel,ssend -n 4 2>&1 |
+    tee "$logdir/mpi-mtl-own-4.log"
+add_counts "$logdir/mpi-mtl-own-4.log" mpi-mtl-own-4
+MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1" \
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxm-noring -t ordering,probe,ssend,truncate,pingpong 2>&1 |
+    tee "$logdir/mpi-mtl-own-mrlocal.log"
+add_counts "$logdir/mpi-mtl-own-mrlocal.log" mpi-mtl-own-mrlocal
+
 # Large on-node messages streamed through the rings, as where the kernel
 # refuses cross-memory attach.
 echo "== MPI point-to-point over mtl_efa's on-node path, large messages streamed"

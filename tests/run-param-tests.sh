@@ -90,6 +90,17 @@ expect_failure bad-provider-shm "auto, on, off or provider" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_provider_shm yes
 expect_failure rnr-retry-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_rnr_retry 8
+# Own matching: an unknown choice and numbers out of their ranges.
+expect_failure bad-matching "Allowed:   provider, own" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_matching tagged
+expect_failure net-window-zero "Parameter: mtl_efa_net_window" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca mtl_efa_net_window 0
+expect_failure tiny-mtl-coalesce-bytes "0, or 64 to 60000" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca mtl_efa_coalesce_bytes 7
+expect_failure huge-net-eager "Parameter: mtl_efa_net_eager_max" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_net_eager_max 1000000
+expect_output own-matching-said "mtl:efa: matching: own" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca common_efa_verbose 1
 expect_failure bad-force-emulated "read, write, atomics" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_force_emulated reads
 # The peer deadline: negative would never be met, beyond a day is a typo.

@@ -98,6 +98,7 @@ ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms 
 ALL_TESTS+=" collectives datatypes modes send_progress remap btl_sendi netpipe"
 EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring ob1-efa-rxm-batch"
+EFA_CONFIGS+=" cm-efa-own-rxm cm-efa-own-rxd cm-efa-own-rxm-noring"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
 
 # ---- configurations: the one place that defines them ----------------------
@@ -149,6 +150,22 @@ config_args() {
         mapfile -t pretend < <("$SCRIPT_DIR/../pretend-nodes.sh" "$LOG_DIR/pretend-nodes" 2)
         CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm"
             --mca mtl_efa_onnode_channel shm "${pretend[@]}")
+        ;;
+    cm-efa-own-*-noring)
+        # own matching with the rings off: every message, on-node ones too,
+        # through the provider's untagged messages
+        config_args "${1%-noring}" || return 1
+        CFG_ARGS+=(--mca mtl_efa_onnode_channel none)
+        ;;
+    cm-efa-own-*)
+        # mtl_efa's own matching: ranks on pretend nodes of 2 slots, so that
+        # every communicator mixes peers by the rings and by the provider's
+        # untagged messages, matched by the one engine
+        local pretend
+        prov=$(provider_string "${1#cm-efa-own-}") || return 1
+        mapfile -t pretend < <("$SCRIPT_DIR/../pretend-nodes.sh" "$LOG_DIR/pretend-nodes" 2)
+        CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov"
+            --mca mtl_efa_matching own "${pretend[@]}")
         ;;
     cm-efa-onnode-stream)
         config_args cm-efa-onnode
@@ -256,7 +273,7 @@ test_args() {
         # "Cancelling sends"); pml ob1 cancels no send.
         local a=""
         [[ $cfg == cm-efa-* ]] && a="-X -P"
-        [[ $cfg == cm-efa-onnode* || $cfg == cm-efa-mixed ]] && a="-X"
+        [[ $cfg == cm-efa-onnode* || $cfg == cm-efa-mixed || $cfg == cm-efa-own-* ]] && a="-X"
         [[ $q == 1 ]] && a="$a -n 50 -s 256K"
         echo "$a"
         ;;
@@ -311,6 +328,8 @@ usage() {
     echo "configurations: $ALL_CONFIGS"
     echo "  and ob1-efa-rxd-emul ob1-efa-rxm-emul ob1-efa-shm-emul (emulated one-sided path)"
     echo "  (cm-efa-mixed: ranks on pretend nodes of 2 slots, mtl_efa's mixed path)"
+    echo "  and cm-efa-own-rxm cm-efa-own-rxd (own matching, pretend nodes of 2 slots)"
+    echo "  and cm-efa-own-rxm-noring cm-efa-own-rxd-noring (own matching, rings off)"
     echo "  and cm-efa-onnode-stream (mtl_efa's on-node path, large messages streamed)"
     echo "  and ob1-efa-rxd-noring (on-node channel off; rxm and shm are part of \"efa\")"
     echo "  and ob1-efa-rxd-nocma ob1-efa-rxm-nocma ob1-efa-shm-nocma (provider path, no CMA)"
@@ -504,7 +523,7 @@ mpirun_cmd() {
 # known_defect LABEL CONFIG NP: prints the reason and succeeds if listed.
 known_defect() {
     local label=$1 cfg=$2 np=$3
-    if [[ $cfg == cm-efa-mixed ]] && ! pretend_nodes_ok "$BIN_DIR" "$LOG_DIR/pretend-nodes.ok"; then
+    if [[ $cfg == cm-efa-mixed || $cfg == cm-efa-own-* ]] && ! pretend_nodes_ok "$BIN_DIR" "$LOG_DIR/pretend-nodes.ok"; then
         return 0 # (the reason is printed)
     fi
     if [[ $cfg == *-netns && -n $NETNS_REASON ]]; then
@@ -594,6 +613,10 @@ run_test() {
     [[ $label == *+noinject ]] && also="mtl:efa: inject off"
     # many_outstanding+batch: queued messages went packed.
     [[ $label == *+batch ]] && also="btl:efa: coalescing: [1-9][0-9]* batch\\(es\\) carried"
+    # ordering+swap: own matching put swapped provider messages back in order.
+    [[ $label == *+swap ]] && also="mtl:efa: own matching: [1-9][0-9]* provider messages sent .*received \\([1-9][0-9]* came early"
+    # many_outstanding+pack: own matching packed queued messages.
+    [[ $label == *+pack ]] && also="mtl:efa: own matching: [1-9][0-9]* provider messages sent \\([1-9][0-9]* packing several\\)"
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
     if [[ $label == *+mixed ]]; then
         also="mtl:efa: on-node channel: [1-9][0-9]* frames sent"
@@ -669,6 +692,13 @@ for cfg in $CONFIGS; do
         if [[ $t == ssend || $t == modes ]] && is_noinject_config "$cfg"; then
             noinject_args "$cfg"
             run_test "$t" "$t+noinject" "$cfg" 2 "${NOINJECT_ARGS[@]}"
+        fi
+        if [[ $t == ordering && $cfg == cm-efa-own-* ]]; then
+            run_test "$t" "$t+swap" "$cfg" 4 --mca mtl_efa_debug_swap_net 1 --mca common_efa_verbose 1
+        fi
+        if [[ $t == many_outstanding && $cfg == cm-efa-own-*-noring ]]; then
+            # (with rings, many_outstanding's pairs share a pretend node)
+            run_test "$t" "$t+pack" "$cfg" 2 --mca mtl_efa_net_window 2 --mca common_efa_verbose 1
         fi
         if [[ $t == ordering && $cfg == cm-efa-mixed* ]]; then
             run_test "$t" "$t+mixed" "$cfg" 4 --mca common_efa_verbose 10

@@ -1,0 +1,144 @@
+// The on-node engine's side of its peers on other nodes: provider
+// messages in (through the sequence check to deliver()), completions of
+// its own, and a peer the provider cannot reach (onnode_engine.hpp and
+// onnode_net.hpp have the design).
+#include "onnode_engine.hpp"
+
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+namespace efa::onnode {
+
+// Nothing this engine does waits on the provider: no receive posted (a
+// remote sender may match it), no request waiting for an answer, nothing
+// queued, in flight or held for reordering.
+bool Engine::net_idle() const {
+    return 0 == match_.posted() && 0 == ids_.live() && busy_.empty() && net_->idle() &&
+           0 == order_.held() && swap_held_.empty();
+}
+
+// A provider message of the engine's channel (from the core's progress,
+// no lock held).
+void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err) {
+    (void)ctx;
+    if (err) {
+        return; // a failed receive of the pool: the buffer is posted again
+    }
+    auto *e = static_cast<Engine *>(arg);
+    e->on_net(static_cast<const uint8_t *>(buf), len);
+    e->run_completions();
+}
+
+void Engine::on_net(const uint8_t *msg, size_t len) {
+    Guard g(mu_, mt_);
+    NetHdr h{};
+    if (len < sizeof(h)) {
+        drop();
+        return;
+    }
+    memcpy(&h, msg, sizeof(h));
+    if (kNetMagic != h.magic || kNetVersion != h.version) {
+        drop();
+        return;
+    }
+    ++net_received_;
+    if (params_.net_debug_swap) {
+        if (swap_held_.empty()) {
+            swap_held_.assign(msg, msg + len);
+            swap_age_ = 0;
+            return;
+        }
+        std::vector<uint8_t> first;
+        first.swap(swap_held_);
+        net_in_order(msg, len);
+        net_in_order(first.data(), first.size());
+    } else {
+        net_in_order(msg, len);
+    }
+    if (!busy_.empty()) {
+        flush_all(); // answers (ACK, CTS) queued by what came
+    }
+}
+
+// A checked provider message, through the sequence check to deliver().
+void Engine::net_in_order(const uint8_t *msg, size_t len) {
+    NetHdr h;
+    memcpy(&h, msg, sizeof(h));
+    const uint32_t via = kNetVia | h.sender;
+    order_.arrive(h.sender, h.seq, msg, len, [&](const uint8_t *m, size_t l) {
+        if (!net_frames(m, l, [&](const uint8_t *f, size_t fl) { deliver(via, f, fl); })) {
+            drop(); // frames cut short: what was whole went on
+        }
+    });
+}
+
+// A provider message of ours completed (b), or a post failed for good (b
+// NULL: called from inside the link, under the lock).
+void Engine::net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err) {
+    auto *e = static_cast<Engine *>(owner);
+    if (nullptr == b) {
+        e->fail_peer(np->vpid, err);
+        return;
+    }
+    {
+        Guard g(e->mu_, e->mt_);
+        e->net_->release(b);
+        if (err && !np->error) {
+            np->error = err;
+            e->fail_peer(np->vpid, err);
+        }
+    }
+    e->run_completions();
+}
+
+// The provider cannot reach vpid: every request waiting on it (an answer,
+// room to write, DATA) fails with err, and later sends to it fail at once.
+// Messages it sent that wait unexpected stay receivable.
+void Engine::fail_peer(uint32_t vpid, int err) {
+    if (vpid >= peers_.size() || !peers_[vpid]) {
+        return;
+    }
+    Peer *p = peers_[vpid].get();
+    p->error = err;
+    std::vector<efa_onnode_req_t *> waiting;
+    ids_.each([&](efa_onnode_req_t *r, uint64_t) {
+        if (r->peer == vpid && kDone != r->state) {
+            waiting.push_back(r);
+        }
+    });
+    for (List *l : {&p->sends, &p->streams}) {
+        while (efa_onnode_link_t *x = l->front()) {
+            l->remove(x);
+            efa_onnode_req_t *r = req_of(x);
+            if (0 == r->local_id || nullptr == ids_.find(r->local_id)) {
+                waiting.push_back(r); // a standard eager send: not in the table
+            }
+        }
+    }
+    p->ctrl.clear();
+    for (efa_onnode_req_t *r : waiting) {
+        if (r->local_id) {
+            ids_.remove(r->local_id);
+        }
+        if (kPosted == r->state) {
+            continue; // a receive: not this peer's to fail
+        }
+        r->err = err;
+        r->state = kDone;
+        finish(r);
+    }
+}
+
+void Engine::get_stats(efa_onnode_stats_t *out) const {
+    *out = stats;
+    out->dropped = dropped();
+    if (net_) {
+        out->net_sent = net_->stats().messages;
+        out->net_batched = net_->stats().batched;
+        out->net_received = net_received_;
+        out->net_reordered = order_.reordered();
+    }
+}
+
+} // namespace efa::onnode

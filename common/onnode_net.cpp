@@ -1,0 +1,222 @@
+// The on-node engine's frames to other nodes (onnode_net.hpp has the design).
+#include "onnode_net.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "efa_core_msg.h"
+
+namespace efa::onnode {
+
+namespace {
+constexpr uint32_t kSlabBufs = 32;
+} // namespace
+
+std::unique_ptr<NetLink> NetLink::create(const NetParams &p, SentFn sent, void *owner, int &err) {
+    err = 0;
+    if (!p.core || !sent || p.window == 0 || p.max_bufs == 0 ||
+        p.buf_size < sizeof(NetHdr) + sizeof(NetFrameHdr) + 256 ||
+        p.buf_size > efa_core_msg_max_size(p.core)) {
+        err = -FI_EINVAL;
+        return nullptr;
+    }
+    std::unique_ptr<NetLink> l(new NetLink());
+    l->params_ = p;
+    l->params_.buf_size = (p.buf_size + 63) & ~size_t{63};
+    if (l->params_.buf_size > efa_core_msg_max_size(p.core)) {
+        l->params_.buf_size = p.buf_size;
+    }
+    l->params_.coalesce_max = std::max<uint32_t>(p.coalesce_max, 1);
+    l->sent_ = sent;
+    l->owner_ = owner;
+    return l;
+}
+
+NetLink::~NetLink() {
+    // The owner waited for the provider to give back what it could; a
+    // message still held by it keeps its buffer (the provider may still
+    // read it) and its completion goes nowhere.
+    for (auto &chunk : bufs_) {
+        for (uint32_t i = 0; i < kSlabBufs; ++i) {
+            chunk[i].op.complete = efa_op_complete_nothing;
+        }
+    }
+    if (inflight_) {
+        return; // leaked on purpose: see above
+    }
+    for (Slab &s : slabs_) {
+        if (s.mr) {
+            efa_core_mr_release(params_.core, s.mr);
+        }
+        free(s.mem);
+    }
+}
+
+NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr, efa_ctx_t *ctx) {
+    auto p = std::make_unique<Peer>();
+    p->vpid = vpid;
+    p->addr = addr;
+    p->ctx = ctx;
+    peers_.push_back(std::move(p));
+    return peers_.back().get();
+}
+
+NetLink::Buf *NetLink::get_buf() {
+    if (free_) {
+        Buf *b = free_;
+        free_ = b->next_free;
+        return b;
+    }
+    if (nbufs_ >= params_.max_bufs) {
+        return nullptr;
+    }
+    // Another slab of buffers (registered once, where the provider needs it).
+    const size_t len = kSlabBufs * params_.buf_size;
+    void *mem = nullptr;
+    if (posix_memalign(&mem, 4096, len)) {
+        return nullptr;
+    }
+    efa_mr_t *mr = nullptr;
+    if (efa_core_get_info(params_.core)->mr_local) {
+        int err = 0;
+        mr = efa_core_mr_acquire(params_.core, mem, len, FI_SEND, &err);
+        if (!mr) {
+            free(mem);
+            return nullptr;
+        }
+    }
+    slabs_.push_back(Slab{static_cast<uint8_t *>(mem), mr});
+    std::unique_ptr<Buf[]> chunk(new Buf[kSlabBufs]());
+    for (uint32_t i = 0; i < kSlabBufs; ++i) {
+        Buf &b = chunk[i];
+        b.op.complete = on_complete;
+        b.link = this;
+        b.data = static_cast<uint8_t *>(mem) + i * params_.buf_size;
+        b.desc = mr ? efa_mr_desc(mr) : nullptr;
+        b.next_free = i + 1 < kSlabBufs ? &chunk[i + 1] : nullptr;
+    }
+    free_ = &chunk[1];
+    Buf *b = &chunk[0];
+    bufs_.push_back(std::move(chunk));
+    nbufs_ += kSlabBufs;
+    return b;
+}
+
+void *NetLink::reserve(Peer *p, size_t len) {
+    if (len > max_frame()) {
+        return nullptr;
+    }
+    const size_t need = net_span(len);
+    Buf *b = p->open;
+    if (b) {
+        // A frame joins the open message while it stays within the
+        // coalescing limits; a frame alone may fill a whole buffer.
+        const bool room = b->used + need <= params_.buf_size &&
+                          b->used + need <= sizeof(NetHdr) + params_.coalesce_bytes &&
+                          b->frames < params_.coalesce_max;
+        if (!room) {
+            if (p->waiting || p->inflight >= params_.window || !post(p)) {
+                return nullptr;
+            }
+            b = nullptr;
+        }
+    }
+    if (!b) {
+        if (p->error) {
+            return nullptr;
+        }
+        b = get_buf();
+        if (!b) {
+            return nullptr;
+        }
+        b->peer = p;
+        b->used = sizeof(NetHdr);
+        b->frames = 0;
+        p->open = b;
+        ++open_;
+    }
+    return b->data + b->used + sizeof(NetFrameHdr);
+}
+
+void NetLink::commit(Peer *p, size_t len) {
+    Buf *b = p->open;
+    NetFrameHdr fh{static_cast<uint32_t>(len), 0};
+    memcpy(b->data + b->used, &fh, sizeof(fh));
+    b->used += net_span(len);
+    ++b->frames;
+    ++stats_.frames;
+    if (!p->waiting && p->inflight < params_.window) {
+        post(p); // nothing to wait for: it goes now
+    }            // else it gathers more frames until one of p's messages completes
+}
+
+// Post p's open message: true when it left (or failed for good: the
+// error is kept and the owner hears of it from the completion).
+bool NetLink::post(Peer *p) {
+    Buf *b = p->open;
+    NetHdr h{kNetMagic, kNetVersion, static_cast<uint16_t>(b->frames), params_.my_vpid, p->seq};
+    memcpy(b->data, &h, sizeof(h));
+    // The padding of the last frame need not travel.
+    const int rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+    if (-FI_EAGAIN == rc) {
+        if (!p->waiting) {
+            p->waiting = true;
+            waiting_.push_back(p);
+        }
+        return false;
+    }
+    p->open = nullptr;
+    --open_;
+    if (rc) {
+        // Unreachable (a dead peer, or the provider refused): the frames
+        // are lost, the owner fails what waits on this peer.
+        p->error = rc;
+        b->next_free = free_;
+        free_ = b;
+        sent_(owner_, nullptr, p, rc); // no buffer: just the error
+        return true;
+    }
+    ++p->seq;
+    ++p->inflight;
+    ++inflight_;
+    ++stats_.messages;
+    if (b->frames > 1) {
+        ++stats_.batched;
+    }
+    return true;
+}
+
+void NetLink::on_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    auto *b = reinterpret_cast<Buf *>(op);
+    b->link->sent_(b->link->owner_, b, b->peer, cqe->err);
+}
+
+void NetLink::release(Buf *b) {
+    Peer *p = b->peer;
+    --p->inflight;
+    --inflight_;
+    b->next_free = free_;
+    free_ = b;
+    if (p->open && !p->waiting && p->inflight < params_.window) {
+        post(p);
+    }
+}
+
+void NetLink::progress() {
+    if (waiting_.empty()) {
+        return;
+    }
+    std::vector<Peer *> todo;
+    todo.swap(waiting_);
+    for (Peer *p : todo) {
+        p->waiting = false;
+        if (p->open) {
+            post(p); // back into waiting_ if still full
+        }
+    }
+}
+
+} // namespace efa::onnode

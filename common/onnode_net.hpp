@@ -1,0 +1,184 @@
+// The on-node engine's way to other nodes: its frames carried in the
+// provider's untagged messages (FI_MSG), so that mtl_efa can match every
+// message itself (the "own" matching path) instead of leaving matching to
+// the provider's tagged interface.
+//
+// What travels.  One provider message holds a NetHdr and one or more
+// frames of the engine's format (onnode_engine.hpp), each preceded by its
+// length and padded to 8 bytes.  The header's first byte (kNetMagic, 0x80
+// or above) puts the message in the engine's channel of the core's
+// untagged receive pool (efa_core_msg.h), apart from btl_efa's messages;
+// its sequence number lets the receiver restore the sender's order
+// (net_order.hpp).
+//
+// Sending works like a ring: reserve() gives room in the peer's open
+// message, the engine writes its frame there, commit() closes the frame.
+// A peer with fewer than 'window' messages in flight gets the open message
+// posted at once, so a lone message never waits.  With the window full,
+// further frames go into the same open message (coalescing: many small
+// MPI messages in one provider message) until it reaches coalesce_bytes or
+// coalesce_max frames; it is posted when one of the peer's messages
+// completes.  When it is full and cannot go, reserve() says no and the
+// engine queues the frame as it does for a full ring.  The bytes are
+// copied into the link's send buffers (registered where the provider needs
+// it), so a frame is "written" once committed, as in a ring.
+//
+// Threads: the owner serialises every call (the engine's mutex), and the
+// send completions, which come from the core's progress, call the owner's
+// 'sent' handler, which takes that mutex before calling release().
+#ifndef EFA_ONNODE_NET_HPP
+#define EFA_ONNODE_NET_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "efa_core.h"
+
+namespace efa::onnode {
+
+constexpr uint8_t kNetMagic = 0xE5;
+constexpr uint8_t kNetVersion = 1;
+
+struct NetHdr {
+    uint8_t magic;
+    uint8_t version;
+    uint16_t frames;
+    uint32_t sender; // vpid
+    uint64_t seq;    // per (sender, receiver), from 0
+};
+static_assert(sizeof(NetHdr) == 16);
+
+// Before each frame: its length; frames start 8-byte aligned.
+struct NetFrameHdr {
+    uint32_t len;
+    uint32_t pad;
+};
+constexpr size_t kNetAlign = 8;
+inline size_t net_span(size_t len) {
+    return sizeof(NetFrameHdr) + ((len + kNetAlign - 1) & ~(kNetAlign - 1));
+}
+
+// Walk the frames of one provider message: calls f(frame, len) for each;
+// false when the message is malformed (what came before was handed on).
+template <class F> bool net_frames(const uint8_t *msg, size_t len, F &&f) {
+    if (len < sizeof(NetHdr)) {
+        return false;
+    }
+    NetHdr h;
+    __builtin_memcpy(&h, msg, sizeof(h));
+    size_t off = sizeof(NetHdr);
+    for (uint32_t i = 0; i < h.frames; ++i) {
+        NetFrameHdr fh;
+        if (len - off < sizeof(fh)) {
+            return false;
+        }
+        __builtin_memcpy(&fh, msg + off, sizeof(fh));
+        if (fh.len > len - off - sizeof(fh)) {
+            return false;
+        }
+        f(msg + off + sizeof(fh), static_cast<size_t>(fh.len));
+        off += net_span(fh.len);
+        if (off > len) {
+            off = len; // the last frame's padding may be cut off
+        }
+    }
+    return true;
+}
+
+struct NetParams {
+    efa_core_t *core = nullptr;
+    uint32_t my_vpid = 0;
+    size_t buf_size = 16 * 1024 + 64; // one send buffer: the largest provider message
+    uint32_t max_bufs = 512;          // send buffers at most (allocated 32 at a time)
+    uint32_t window = 16;             // provider messages in flight per peer
+    size_t coalesce_bytes = 4096;     // a message gathers frames up to this size (0: one frame)
+    uint32_t coalesce_max = 64;       // ... and this many frames
+};
+
+struct NetStats {
+    uint64_t messages = 0; // provider messages posted
+    uint64_t batched = 0;  // ... of them with more than one frame
+    uint64_t frames = 0;   // frames they carried
+};
+
+class NetLink {
+  public:
+    struct Peer;
+    struct Buf {
+        efa_op_t op; // first: the core hands it back
+        NetLink *link;
+        Peer *peer;
+        uint8_t *data;
+        void *desc;
+        size_t used;
+        uint32_t frames;
+        Buf *next_free;
+    };
+    struct Peer {
+        uint32_t vpid = 0;
+        fi_addr_t addr = FI_ADDR_UNSPEC;
+        efa_ctx_t *ctx = nullptr;
+        uint32_t inflight = 0;
+        uint64_t seq = 0;
+        Buf *open = nullptr;  // frames written, not posted yet
+        bool waiting = false; // open found the provider's queue full: in waiting_
+        int error = 0;        // a post failed for good: the peer is unreachable
+    };
+    // 'sent' is called for every completed provider message (err 0 or a
+    // negative libfabric error) from the core's progress, with the owner's
+    // lock not held, and with b NULL (under the lock, from inside the
+    // link's calls) when a post to p failed for good.
+    using SentFn = void (*)(void *owner, Buf *b, Peer *p, int err);
+
+    static std::unique_ptr<NetLink> create(const NetParams &p, SentFn sent, void *owner, int &err);
+    ~NetLink();
+    NetLink(const NetLink &) = delete;
+    NetLink &operator=(const NetLink &) = delete;
+
+    // A peer reached at addr through context ctx (owned by the link).
+    Peer *add_peer(uint32_t vpid, fi_addr_t addr, efa_ctx_t *ctx);
+    // The largest frame one message carries.
+    size_t max_frame() const { return params_.buf_size - sizeof(NetHdr) - sizeof(NetFrameHdr); }
+
+    // Room for a frame of len bytes to p, or nullptr (wait and retry).
+    void *reserve(Peer *p, size_t len);
+    void commit(Peer *p, size_t len);
+    // A completed message's buffer goes back (called by the owner's
+    // 'sent' handler, under its lock); p's open message may go now.
+    void release(Buf *b);
+    // Post messages that found the provider's queue full.
+    void progress();
+    // Messages posted and not completed, or written and not posted.
+    bool idle() const { return 0 == inflight_ && waiting_.empty() && open_ == 0; }
+    efa_core_t *core() const { return params_.core; }
+    const NetStats &stats() const { return stats_; }
+
+  private:
+    NetLink() = default;
+    Buf *get_buf();
+    bool post(Peer *p);
+    static void on_complete(efa_op_t *op, const efa_cqe_t *cqe);
+
+    NetParams params_;
+    SentFn sent_ = nullptr;
+    void *owner_ = nullptr;
+    std::vector<std::unique_ptr<Peer>> peers_;
+    struct Slab {
+        uint8_t *mem;
+        efa_mr_t *mr;
+    };
+    std::vector<Slab> slabs_;
+    std::vector<std::unique_ptr<Buf[]>> bufs_;
+    Buf *free_ = nullptr;
+    uint32_t nbufs_ = 0;
+    uint32_t inflight_ = 0;
+    uint32_t open_ = 0; // peers with an open message
+    std::vector<Peer *> waiting_;
+    NetStats stats_;
+};
+
+} // namespace efa::onnode
+
+#endif

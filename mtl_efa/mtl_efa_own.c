@@ -1,0 +1,93 @@
+/*
+ * mtl_efa's own matching (mtl_efa_matching = own): the on-node engine
+ * carries every peer of the job, those on this node through its rings and
+ * the others through the provider's untagged messages (common/onnode_net),
+ * and matches every message itself.  The provider's tag matching is then
+ * not used for this job's communicators: ANY_SOURCE in a communicator that
+ * spans nodes needs no receive posted in two places, and several small
+ * messages to one peer can share one provider message.
+ *
+ * This file supplies what the engine needs from Open MPI: a peer's address
+ * and whether a peer is on this node, and says which communicators the
+ * engine carries (those whose processes all belong to this job; others,
+ * after MPI_Comm_spawn or connect, keep the provider's matching).
+ */
+#include "mtl_efa.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ompi/group/group.h"
+#include "opal/util/proc.h"
+
+static opal_process_name_t name_of(uint32_t vpid) {
+    opal_process_name_t name = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = vpid};
+    return name;
+}
+
+bool ompi_mtl_efa_vpid_local(uint32_t vpid) {
+    if (vpid == OPAL_PROC_MY_NAME.vpid) {
+        return true;
+    }
+    opal_proc_t *proc = ompi_proc_for_name(name_of(vpid));
+    return NULL != proc && OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags);
+}
+
+/* The engine's question: how is process vpid reached by the provider? */
+static int peer_addr(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
+    (void)arg;
+    ompi_proc_t *proc = (ompi_proc_t *)ompi_proc_for_name(name_of(vpid));
+    if (NULL == proc) {
+        return -FI_ENOENT;
+    }
+    efa_peer_t *peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+    if (NULL == peer && NULL == (peer = ompi_mtl_efa_peer_slow(proc))) {
+        return -FI_EHOSTUNREACH;
+    }
+    /* Context 0: the receiver keeps untagged buffers posted on every
+     * context, and sequence numbers make the choice free. */
+    *addr = peer->addr[0];
+    *ctx = ompi_mtl_efa.ctxs[0];
+    return 0;
+}
+
+bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p) {
+    const mtl_efa_params_t *mp = &ompi_mtl_efa_params;
+    ompi_mtl_efa.own_matching = false;
+    if (0 != strcmp(mp->matching, "own")) {
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "matching: provider (each MPI message one tagged provider "
+                                  "message; mtl_efa_matching own matches them here)");
+        return false;
+    }
+    p->core = ompi_mtl_efa.core;
+    p->peer_addr = peer_addr;
+    p->net_eager = mp->net_eager;
+    p->net_window = (uint32_t)mp->net_window;
+    p->net_coalesce_bytes = mp->coalesce_bytes;
+    p->net_coalesce_max = (uint32_t)mp->coalesce_max;
+    p->net_debug_swap = mp->debug_swap;
+    if (mp->debug_swap) {
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "provider messages swapped in pairs on arrival "
+                                  "(mtl_efa_debug_swap_net, a test setting)");
+    }
+    ompi_mtl_efa.own_matching = true;
+    return true;
+}
+
+static bool group_in_job(ompi_group_t *group) {
+    const int n = ompi_group_size(group);
+    for (int i = 0; i < n; ++i) {
+        ompi_proc_t *proc = ompi_group_peer_lookup(group, i);
+        if (NULL == proc || proc->super.proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool ompi_mtl_efa_own_comm(struct ompi_communicator_t *comm) {
+    return ompi_mtl_efa.own_matching && group_in_job(comm->c_local_group) &&
+           (!OMPI_COMM_IS_INTER(comm) || group_in_job(comm->c_remote_group));
+}

@@ -1,0 +1,133 @@
+/*
+ * mtl_efa's MCA parameters of the on-node channel and of matching, and
+ * their checks.  Read at init (mtl_efa_onnode.c, mtl_efa_own.c).
+ */
+#include "mtl_efa.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "opal/util/proc.h"
+
+mtl_efa_params_t ompi_mtl_efa_params = {
+    .channel = "auto",
+    .single_copy = "auto",
+    .dir = "",
+    .slots = 64,
+    .slot_size = 8192,
+    .matching = "provider",
+    .net_eager = 8192,
+    .net_window = 16,
+    .coalesce_bytes = 4096,
+    .coalesce_max = 64,
+};
+
+static void reg(const mca_base_component_t *c, const char *name, const char *desc,
+                mca_base_var_type_t type, int level, void *storage) {
+    (void)mca_base_component_var_register(c, name, desc, type, NULL, 0, 0, level,
+                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+void ompi_mtl_efa_params_register(const mca_base_component_t *c) {
+    mtl_efa_params_t *p = &ompi_mtl_efa_params;
+    reg(c, "onnode_channel",
+        "How point-to-point messages of communicators whose processes are all on this node "
+        "travel: \"shm\" through mtl_efa's own shared-memory rings with its own matching "
+        "(the MTL declines if they cannot be set up), \"none\" by the provider, \"auto\" "
+        "(default) as shm where the rings can be set up.  Communicators spanning nodes use "
+        "the provider (see mtl_efa_matching)",
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &p->channel);
+    reg(c, "onnode_single_copy",
+        "On-node messages larger than a ring slot: \"auto\" (default) copies them once, "
+        "straight out of the sender, with Linux cross-memory attach (process_vm_readv) where "
+        "the kernel allows it, else streams them through the rings; \"none\" always streams",
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_5, &p->single_copy);
+    reg(c, "onnode_dir",
+        "Directory of the on-node inbox files (default: /dev/shm if writable, else the job's "
+        "session directory)",
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_9, &p->dir);
+    reg(c, "onnode_slots",
+        "Slots of each on-node ring (a power of two, at least 2): frames one sender may have "
+        "waiting for one receiver before further ones queue",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p->slots);
+    reg(c, "onnode_slot_size",
+        "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB): messages up to the "
+        "slot less 40 bytes of headers go eagerly, larger ones by rendezvous",
+        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &p->slot_size);
+    reg(c, "matching",
+        "Who matches MPI messages to and from other nodes: \"provider\" (default): each MPI "
+        "message is one tagged provider message, matched by the provider; \"own\": mtl_efa "
+        "matches every message itself with the on-node engine's matching, the messages to "
+        "other nodes travel as the provider's untagged messages with a sequence number, "
+        "several small ones packed into one when they queue up (mtl_efa_coalesce_bytes)",
+        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &p->matching);
+    reg(c, "net_eager_max",
+        "Own matching: messages to other nodes up to this many bytes go eagerly (copied into "
+        "one provider message), larger ones by rendezvous (64 to 60000; default 8192)",
+        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p->net_eager);
+    reg(c, "net_window",
+        "Own matching: provider messages one peer may have in flight before further messages "
+        "to it are packed together (1 to 4096; default 16)",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &p->net_window);
+    reg(c, "coalesce_bytes",
+        "Own matching: messages waiting for the same peer are packed into one provider message "
+        "of up to this many bytes (0: never packed; else 64 to 60000; default 4096).  A lone "
+        "message never waits",
+        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p->coalesce_bytes);
+    reg(c, "coalesce_max",
+        "Own matching: at most this many messages in one packed provider message (1 to 1024; "
+        "default 64)",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &p->coalesce_max);
+    reg(c, "debug_swap_net",
+        "For tests only, with own matching: the receiver holds back every other provider "
+        "message and hands it on after the next one, so that messages arrive out of order "
+        "and the sequence numbers must restore it.  Default false",
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &p->debug_swap);
+}
+
+int ompi_mtl_efa_check_choice(const char *param, const char *value, const char *const *choices) {
+    char allowed[128] = "";
+    for (const char *const *c = choices; NULL != *c; ++c) {
+        if (NULL != value && 0 == strcmp(value, *c)) {
+            return OMPI_SUCCESS;
+        }
+        snprintf(allowed + strlen(allowed), sizeof(allowed) - strlen(allowed), "%s%s",
+                 c == choices ? "" : ", ", *c);
+    }
+    mca_common_efa_show_help("help-mtl-efa.txt", "bad-choice", true, opal_process_info.nodename,
+                             param, NULL == value ? "(null)" : value, allowed);
+    return OMPI_ERR_BAD_PARAM;
+}
+
+static int refuse(const char *param, size_t value, const char *range) {
+    char text[32];
+    snprintf(text, sizeof(text), "%zu", value);
+    mca_common_efa_show_help("help-mtl-efa.txt", "bad-number", true, opal_process_info.nodename,
+                             param, text, range);
+    return OMPI_ERR_BAD_PARAM;
+}
+
+int ompi_mtl_efa_params_check(void) {
+    const mtl_efa_params_t *p = &ompi_mtl_efa_params;
+    static const char *const channels[] = {"auto", "shm", "none", NULL};
+    static const char *const copies[] = {"auto", "none", NULL};
+    static const char *const matchings[] = {"provider", "own", NULL};
+    if (OMPI_SUCCESS != ompi_mtl_efa_check_choice("onnode_channel", p->channel, channels) ||
+        OMPI_SUCCESS != ompi_mtl_efa_check_choice("onnode_single_copy", p->single_copy, copies) ||
+        OMPI_SUCCESS != ompi_mtl_efa_check_choice("matching", p->matching, matchings)) {
+        return OMPI_ERR_BAD_PARAM;
+    }
+    if (p->net_eager < 64 || p->net_eager > 60000) {
+        return refuse("net_eager_max", p->net_eager, "64 to 60000");
+    }
+    if (p->net_window < 1 || p->net_window > 4096) {
+        return refuse("net_window", (size_t)p->net_window, "1 to 4096");
+    }
+    if (p->coalesce_bytes != 0 && (p->coalesce_bytes < 64 || p->coalesce_bytes > 60000)) {
+        return refuse("coalesce_bytes", p->coalesce_bytes, "0, or 64 to 60000");
+    }
+    if (p->coalesce_max < 1 || p->coalesce_max > 1024) {
+        return refuse("coalesce_max", (size_t)p->coalesce_max, "1 to 1024");
+    }
+    return OMPI_SUCCESS;
+}

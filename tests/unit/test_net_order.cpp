@@ -1,0 +1,91 @@
+// The receiver's restoring of each sender's order (net_order.hpp):
+// messages handed on strictly by sequence number, early ones held and
+// released by the one they waited for, duplicates and absurd numbers
+// dropped.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "net_order.hpp"
+
+using efa::onnode::NetOrder;
+using V = NetOrder::Verdict;
+
+namespace {
+
+struct Sink {
+    std::vector<std::string> got;
+    void operator()(const uint8_t *m, size_t len) {
+        got.emplace_back(reinterpret_cast<const char *>(m), len);
+    }
+};
+
+V arrive(NetOrder &o, Sink &s, uint32_t sender, uint64_t seq, const std::string &text) {
+    return o.arrive(sender, seq, reinterpret_cast<const uint8_t *>(text.data()), text.size(),
+                    [&](const uint8_t *m, size_t l) { s(m, l); });
+}
+
+} // namespace
+
+TEST(NetOrder, InOrderGoesStraightThrough) {
+    NetOrder o(2);
+    Sink s;
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 1, 0, "a"));
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 1, 1, "b"));
+    EXPECT_EQ((std::vector<std::string>{"a", "b"}), s.got);
+    EXPECT_EQ(2u, o.next(1));
+    EXPECT_EQ(0u, o.next(0));
+    EXPECT_EQ(0u, o.reordered());
+}
+
+TEST(NetOrder, EarlyMessagesWaitForTheOnesBefore) {
+    NetOrder o(1);
+    Sink s;
+    EXPECT_EQ(V::kHeld, arrive(o, s, 0, 2, "c"));
+    EXPECT_EQ(V::kHeld, arrive(o, s, 0, 1, "b"));
+    EXPECT_TRUE(s.got.empty());
+    EXPECT_EQ(2u, o.held());
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 0, 0, "a"));
+    EXPECT_EQ((std::vector<std::string>{"a", "b", "c"}), s.got);
+    EXPECT_EQ(0u, o.held());
+    EXPECT_EQ(2u, o.reordered());
+    // A gap stays a gap: 4 waits for 3.
+    EXPECT_EQ(V::kHeld, arrive(o, s, 0, 4, "e"));
+    EXPECT_EQ(3u, s.got.size());
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 0, 3, "d"));
+    EXPECT_EQ((std::vector<std::string>{"a", "b", "c", "d", "e"}), s.got);
+}
+
+TEST(NetOrder, SendersAreIndependent) {
+    NetOrder o(3);
+    Sink s;
+    EXPECT_EQ(V::kHeld, arrive(o, s, 0, 1, "0b"));
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 2, 0, "2a"));
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 0, 0, "0a"));
+    EXPECT_EQ((std::vector<std::string>{"2a", "0a", "0b"}), s.got);
+}
+
+TEST(NetOrder, DuplicatesAndCorruptedNumbersAreDropped) {
+    NetOrder o(2, 100);
+    Sink s;
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 0, 0, "a"));
+    EXPECT_EQ(V::kDuplicate, arrive(o, s, 0, 0, "a again"));
+    EXPECT_EQ(V::kHeld, arrive(o, s, 0, 5, "f"));
+    EXPECT_EQ(V::kDuplicate, arrive(o, s, 0, 5, "f again"));
+    EXPECT_EQ(V::kTooFar, arrive(o, s, 0, 1000, "far"));
+    EXPECT_EQ(V::kTooFar, arrive(o, s, 7, 0, "no such sender"));
+    EXPECT_EQ(4u, o.dropped());
+    EXPECT_EQ((std::vector<std::string>{"a"}), s.got);
+    EXPECT_EQ(1u, o.held());
+}
+
+TEST(NetOrder, HeldBytesAreCopies) {
+    NetOrder o(1);
+    Sink s;
+    std::string early = "early";
+    EXPECT_EQ(V::kHeld, arrive(o, s, 0, 1, early));
+    early = "XXXXX"; // the provider reuses its receive buffer
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 0, 0, "first"));
+    EXPECT_EQ((std::vector<std::string>{"first", "early"}), s.got);
+}

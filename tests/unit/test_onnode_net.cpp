@@ -1,0 +1,260 @@
+// The on-node engine reaching a peer through the provider (onnode_net.hpp):
+// one engine without rings sends to itself through a whole core on the shm
+// provider (from context 1 to context 0's untagged receive pool), as it
+// would to a process on another node.  Eager and streamed rendezvous
+// messages, synchronous sends, packing of queued messages (and none when
+// it is off), and MPI order kept when the provider's messages arrive
+// swapped.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+#include <unistd.h>
+
+#include "core_test_params.hpp"
+#include "efa_core.h"
+#include "efa_onnode.h"
+
+namespace {
+
+struct Req {
+    efa_onnode_req_t on{};
+    int completions = 0;
+};
+
+void on_complete(efa_onnode_req_t *r) {
+    reinterpret_cast<Req *>(reinterpret_cast<char *>(r) - offsetof(Req, on))->completions++;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) {
+        v[i] = static_cast<uint8_t>(seed + i * 13 + (i >> 9));
+    }
+    return v;
+}
+
+class OnnodeNet : public ::testing::Test {
+  protected:
+    efa_core_t *core = nullptr;
+    efa_peer_t *self = nullptr;
+    efa_onnode_t *e = nullptr;
+    std::string tag;
+
+    static int no_card(void *, uint32_t, efa_onnode_card_t *) { return -FI_ENOENT; }
+    static int addr_of(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
+        auto *t = static_cast<OnnodeNet *>(arg);
+        if (vpid != 0) {
+            return -FI_ENOENT;
+        }
+        *addr = t->self->addr[0];        // context 0 receives
+        *ctx = efa_core_ctx(t->core, 1); // context 1 sends
+        return 0;
+    }
+
+    void open(uint32_t window, size_t coalesce, bool swap = false) {
+        efa_core_params_t cp = core_test_params("shm");
+        cp.num_contexts = 2;
+        int err = 0;
+        core = efa_core_acquire(&cp, &err);
+        ASSERT_NE(nullptr, core) << err;
+        const void *blob = nullptr;
+        size_t len = 0;
+        ASSERT_EQ(0, efa_core_local_blob(core, &blob, &len));
+        self = efa_core_peer_get(core, blob, len, &err);
+        ASSERT_NE(nullptr, self) << err;
+        tag = "unitnet." + std::to_string(getpid());
+        efa_onnode_params_t p{};
+        p.inbox_dir = "/tmp";
+        p.job_tag = tag.c_str();
+        p.my_vpid = 0;
+        p.nlocal = 1;
+        p.nprocs = 1;
+        p.no_rings = true;
+        p.peer_card = no_card;
+        p.peer_card_arg = this;
+        p.core = core;
+        p.peer_addr = addr_of;
+        p.net_eager = 1024;
+        p.net_window = window;
+        p.net_coalesce_bytes = coalesce;
+        p.net_coalesce_max = 64;
+        p.net_debug_swap = swap;
+        e = efa_onnode_create(&p, &err);
+        ASSERT_NE(nullptr, e) << err;
+    }
+    void TearDown() override {
+        if (e) {
+            efa_onnode_destroy(e);
+        }
+        if (self) {
+            efa_core_peer_put(core, self);
+        }
+        if (core) {
+            efa_core_release(core);
+        }
+    }
+    void progress() {
+        efa_core_progress(core);
+        efa_onnode_progress(e);
+    }
+    // Progress until every request of reqs completed (bounded).
+    bool wait_all(std::vector<Req> &reqs) {
+        for (int i = 0; i < 2000000; ++i) {
+            bool all = true;
+            for (auto &r : reqs) {
+                all = all && r.completions > 0;
+            }
+            if (all) {
+                return true;
+            }
+            progress();
+        }
+        return false;
+    }
+    int send(const std::vector<uint8_t> &buf, int32_t t, bool sync, Req &r) {
+        r.on.complete = on_complete;
+        return efa_onnode_send(e, 0, 5, 0, t, buf.data(), buf.size(), sync, &r.on);
+    }
+    void recv(std::vector<uint8_t> &buf, int32_t t, Req &r) {
+        r.on.complete = on_complete;
+        r.on.buf = buf.data();
+        r.on.buflen = buf.size();
+        int rc = efa_onnode_recv(e, 5, EFA_ONNODE_ANY, t, &r.on);
+        ASSERT_GE(rc, 0);
+        if (1 == rc) {
+            r.completions++;
+        }
+    }
+    efa_onnode_stats_t stats() {
+        efa_onnode_stats_t s{};
+        efa_onnode_get_stats(e, &s);
+        return s;
+    }
+};
+
+// Sends that completed inside the call count as done.
+void note(int rc, Req &r) {
+    ASSERT_GE(rc, 0);
+    if (1 == rc) {
+        r.completions++;
+    }
+}
+
+} // namespace
+
+TEST_F(OnnodeNet, EagerAndStreamedRendezvous) {
+    open(16, 4096);
+    auto small = pattern(100, 1), large = pattern(200000, 2);
+    std::vector<Req> sends(2), recvs(2);
+    note(send(small, 1, false, sends[0]), sends[0]);
+    note(send(large, 2, false, sends[1]), sends[1]);
+    std::vector<uint8_t> got_small(100), got_large(200000);
+    recv(got_small, 1, recvs[0]);
+    recv(got_large, 2, recvs[1]);
+    ASSERT_TRUE(wait_all(recvs));
+    ASSERT_TRUE(wait_all(sends));
+    EXPECT_EQ(small, got_small);
+    EXPECT_EQ(large, got_large);
+    EXPECT_EQ(0, recvs[1].on.err);
+    EXPECT_EQ(200000u, recvs[1].on.msg_len);
+    const auto s = stats();
+    EXPECT_EQ(1u, s.rendezvous);
+    EXPECT_EQ(1u, s.streamed);
+    EXPECT_EQ(0u, s.single_copy); // never across nodes
+    EXPECT_GT(s.net_sent, 2u);
+    EXPECT_EQ(s.net_sent, s.net_received);
+    EXPECT_EQ(0u, s.dropped);
+}
+
+TEST_F(OnnodeNet, SynchronousSendWaitsForTheMatch) {
+    open(16, 4096);
+    auto msg = pattern(64, 3);
+    std::vector<Req> sends(1), recvs(1);
+    note(send(msg, 7, true, sends[0]), sends[0]);
+    for (int i = 0; i < 20000; ++i) {
+        progress();
+    }
+    EXPECT_EQ(0, sends[0].completions) << "a synchronous send completed before its match";
+    std::vector<uint8_t> got(64);
+    recv(got, 7, recvs[0]);
+    ASSERT_TRUE(wait_all(recvs));
+    ASSERT_TRUE(wait_all(sends));
+    EXPECT_EQ(msg, got);
+}
+
+// With one provider message in flight per peer, the messages posted
+// meanwhile are packed; they arrive whole and in order.
+TEST_F(OnnodeNet, QueuedMessagesArePackedAndKeepTheirOrder) {
+    open(1, 4096);
+    constexpr int kN = 60;
+    std::vector<std::vector<uint8_t>> bufs;
+    std::vector<Req> sends(kN), recvs(kN);
+    for (int i = 0; i < kN; ++i) {
+        bufs.push_back(pattern(8 + i, static_cast<uint8_t>(i)));
+        note(send(bufs.back(), 9, false, sends[i]), sends[i]);
+    }
+    std::vector<std::vector<uint8_t>> got(kN, std::vector<uint8_t>(128));
+    for (int i = 0; i < kN; ++i) {
+        recv(got[i], 9, recvs[i]);
+    }
+    ASSERT_TRUE(wait_all(recvs));
+    ASSERT_TRUE(wait_all(sends));
+    for (int i = 0; i < kN; ++i) {
+        ASSERT_EQ(8u + i, recvs[i].on.msg_len) << "message " << i << " out of order";
+        got[i].resize(8 + i);
+        EXPECT_EQ(bufs[i], got[i]) << "message " << i;
+    }
+    const auto s = stats();
+    EXPECT_GT(s.net_batched, 0u);
+    EXPECT_LT(s.net_sent, static_cast<uint64_t>(kN));
+}
+
+TEST_F(OnnodeNet, NoPackingWhenCoalescingIsOff) {
+    open(1, 0);
+    constexpr int kN = 30;
+    auto msg = pattern(16, 4);
+    std::vector<Req> sends(kN), recvs(kN);
+    for (int i = 0; i < kN; ++i) {
+        note(send(msg, 11, false, sends[i]), sends[i]);
+    }
+    std::vector<std::vector<uint8_t>> got(kN, std::vector<uint8_t>(16));
+    for (int i = 0; i < kN; ++i) {
+        recv(got[i], 11, recvs[i]);
+    }
+    ASSERT_TRUE(wait_all(recvs));
+    ASSERT_TRUE(wait_all(sends));
+    for (auto &g : got) {
+        EXPECT_EQ(msg, g);
+    }
+    const auto s = stats();
+    EXPECT_EQ(0u, s.net_batched);
+    EXPECT_GE(s.net_sent, static_cast<uint64_t>(kN));
+}
+
+// The test shim swaps arriving provider messages in pairs: the sequence
+// numbers put them back, so receives see the messages in the order sent.
+TEST_F(OnnodeNet, SwappedArrivalsAreReordered) {
+    open(64, 0, true);
+    constexpr int kN = 41;
+    std::vector<std::vector<uint8_t>> bufs;
+    std::vector<Req> sends(kN), recvs(kN);
+    std::vector<std::vector<uint8_t>> got(kN, std::vector<uint8_t>(64));
+    for (int i = 0; i < kN; ++i) {
+        recv(got[i], 13, recvs[i]);
+    }
+    for (int i = 0; i < kN; ++i) {
+        bufs.push_back(pattern(20 + i % 7, static_cast<uint8_t>(i)));
+        note(send(bufs.back(), 13, false, sends[i]), sends[i]);
+        progress();
+    }
+    ASSERT_TRUE(wait_all(recvs));
+    for (int i = 0; i < kN; ++i) {
+        got[i].resize(recvs[i].on.msg_len);
+        EXPECT_EQ(bufs[i], got[i]) << "message " << i;
+    }
+    EXPECT_GT(stats().net_reordered, 0u);
+}
