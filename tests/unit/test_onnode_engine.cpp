@@ -13,27 +13,15 @@
 #include <unistd.h>
 
 #include "efa_onnode.h"
+#include "onnode_test_req.hpp"
 #include "efa_shm_ring.h"
 #include "onnode_engine.hpp"
 
 namespace {
 
-struct Req {
-    efa_onnode_req_t on{};
-    int completions = 0;
-};
-
-void on_complete(efa_onnode_req_t *r) {
-    reinterpret_cast<Req *>(reinterpret_cast<char *>(r) - offsetof(Req, on))->completions++;
-}
-
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-    std::vector<uint8_t> v(n);
-    for (size_t i = 0; i < n; ++i) {
-        v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 8));
-    }
-    return v;
-}
+using onnode_test::on_complete;
+using onnode_test::pattern;
+using onnode_test::Req;
 
 class OnnodeEngine : public ::testing::Test {
   protected:
