@@ -159,7 +159,6 @@ bool NetLink::post(Peer *p) {
     Buf *b = p->open;
     NetHdr h{kNetMagic, kNetVersion, static_cast<uint16_t>(b->frames), params_.my_vpid, p->seq};
     memcpy(b->data, &h, sizeof(h));
-    // The padding of the last frame need not travel.
     const int rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
     if (-FI_EAGAIN == rc) {
         if (!p->waiting) {
