@@ -42,7 +42,11 @@ static struct {
     char *force_emulated;
     int peer_timeout;
     int net_poll_interval;
-} params = {NULL, NULL, 1, 0, 0, 1024, 16, false, false, 0, NULL, -1, false, NULL, 600, 20};
+    bool force_direct_mode;
+    int direct_mode_mtu;
+    bool debug_swap_messages;
+} params = {NULL, NULL, 1,     0,    0,   1024, 16,    false, false, 0,
+            NULL, -1,   false, NULL, 600, 20,   false, 8192,  false};
 
 /* Indices of the registered shared variables, for the synonyms. */
 enum {
@@ -62,14 +66,18 @@ enum {
     P_FORCEEMU,
     P_PEERTIMEOUT,
     P_NETPOLL,
+    P_DIRECT,
+    P_DIRECTMTU,
+    P_SWAPMSGS,
     P_COUNT
 };
 static int var_index[P_COUNT];
 static const char *var_names[P_COUNT] = {
-    "provider_include",  "provider_exclude", "num_contexts",   "tx_size",
-    "rx_size",           "mr_cache_size",    "progress_batch", "force_mr_local",
-    "force_no_cq_data",  "verbose",          "provider_shm",   "rnr_retry",
-    "force_efa_options", "force_emulated",   "peer_timeout",   "net_poll_interval"};
+    "provider_include",  "provider_exclude", "num_contexts",       "tx_size",
+    "rx_size",           "mr_cache_size",    "progress_batch",     "force_mr_local",
+    "force_no_cq_data",  "verbose",          "provider_shm",       "rnr_retry",
+    "force_efa_options", "force_emulated",   "peer_timeout",       "net_poll_interval",
+    "force_direct_mode", "direct_mode_mtu",  "debug_swap_messages"};
 static bool registered = false;
 static bool hooks_registered = false;
 static bool modex_sent = false;
@@ -190,6 +198,25 @@ static void register_shared(void) {
         "between skip the provider, so on-node messages do not pay for its poll (0.3 to 0.5 us "
         "on tcp;ofi_rxm and udp;ofi_rxd). 0: poll it on every progress call. 0 to 1000000.",
         &params.net_poll_interval, OPAL_INFO_LVL_5);
+    var_index[P_DIRECT] = reg_bool(
+        "force_direct_mode",
+        "Use the provider as libfabric's efa-direct fabric must be used: untagged messages and "
+        "RMA only (no FI_TAGGED: mtl_efa matches messages itself), no message order asked for, "
+        "FI_MR_LOCAL, no message over direct_mode_mtu bytes, and arrivals swapped in pairs so "
+        "that nothing relies on the provider's order. Admits the efa-direct fabric, which is "
+        "skipped otherwise; on the stand-ins it tests that path.",
+        &params.force_direct_mode, OPAL_INFO_LVL_9);
+    var_index[P_DIRECTMTU] =
+        reg_int("direct_mode_mtu",
+                "The largest message, in bytes, under force_direct_mode (efa-direct's limit is the "
+                "device's MTU, 8928 bytes on EFA). 1024 to 65536.",
+                &params.direct_mode_mtu, OPAL_INFO_LVL_9);
+    var_index[P_SWAPMSGS] = reg_bool(
+        "debug_swap_messages",
+        "Hand the provider's untagged arrivals on in swapped pairs (one held until the next "
+        "arrives, or for 64 progress calls), to test that the components keep MPI's order "
+        "themselves (a test setting; on in force_direct_mode)",
+        &params.debug_swap_messages, OPAL_INFO_LVL_9);
 }
 
 /* Is this on-node path parameter (mtl_efa_ or btl_efa_onnode_channel) of a
@@ -311,6 +338,9 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->mem_release_hooks = hooks_registered;
     p->peer_timeout = params.peer_timeout;
     p->net_poll_interval_us = params.net_poll_interval;
+    p->force_direct_mode = params.force_direct_mode;
+    p->direct_mode_mtu = params.direct_mode_mtu;
+    p->debug_swap_messages = params.debug_swap_messages;
 }
 
 /* Configuration mistakes read the same in every process. */

@@ -207,11 +207,22 @@ int open_core(efa_core *core) {
     in.inject_size = ni->tx_attr->inject_size;
     in.tx_iov_limit = ni->tx_attr->iov_limit;
     in.max_msg_size = ni->ep_attr->max_msg_size;
+    if (core->params.force_direct_mode) {
+        // efa-direct takes no message larger than the device's MTU.
+        const size_t mtu = core->params.direct_mode_mtu > 0
+                               ? static_cast<size_t>(core->params.direct_mode_mtu)
+                               : static_cast<size_t>(ParamLimits::kDefaultDirectMtu);
+        in.max_msg_size = in.max_msg_size ? std::min(in.max_msg_size, mtu) : mtu;
+    }
     in.cq_data_size = cq_data ? ni->domain_attr->cq_data_size : 0;
     in.max_rma_size = ni->ep_attr->max_msg_size;
     in.has_rma = (ni->caps & FI_RMA) != 0;
     in.has_atomic = (ni->caps & FI_ATOMIC) != 0;
     in.mr_local = core->selection.mr_local;
+    in.has_tagged = (ni->caps & FI_TAGGED) != 0 && !core->params.force_direct_mode;
+    in.ordered =
+        !core->params.force_direct_mode && (ni->tx_attr->msg_order & FI_ORDER_SAS) == FI_ORDER_SAS;
+    in.swaps_messages = core->params.debug_swap_messages || core->params.force_direct_mode;
     in.mr_virt_addr = (ni->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
     in.mr_prov_key = (ni->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
     in.mr_endpoint = (ni->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;

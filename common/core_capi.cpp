@@ -18,6 +18,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "core.hpp"
+#include "efa_core_msg.h"
 #include "efa_params.hpp"
 #include "efa_rma.h"
 
@@ -321,6 +322,9 @@ int efa_core_progress(efa_core_t *core) {
         flush_backlog(ctx, ctx->rx_internal_backlog);
         flush_backlog(ctx, ctx->rx_backlog);
     }
+    // Untagged receive buffers that found the queue full are posted again
+    // here, whichever component owns a channel (a load when there are none).
+    efa_core_msg_progress(core);
     if (core->mr_cache) {
         core->mr_cache->apply_invalidations(); // memory freed since: deregistered here
     }

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <string>
 
+#include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
@@ -136,10 +137,40 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
 
 // A zero-byte message asking for delivery completion: it completes only
 // once the peer's provider has it, so it tells whether the peer answers
-// (a plain send may complete as soon as a local socket takes it).
+// (a plain send may complete as soon as a local socket takes it).  Tagged
+// where the provider has tags (a receive of its own takes it); untagged
+// without (the direct mode), where the peer's untagged receive pool takes
+// it and drops it (core_msg.cpp: zero bytes are a probe).
+ssize_t post_probe(efa_ctx *ctx, fi_addr_t addr, void *context) {
+    // One empty buffer rather than none: ofi_rxd reads msg_iov[0] even
+    // when iov_count is 0.
+    static char nothing;
+    iovec iov = {&nothing, 0};
+    void *desc = nullptr;
+    const uint64_t flags = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+    if (!ctx->core->info.has_tagged) {
+        fi_msg msg = {};
+        msg.msg_iov = &iov;
+        msg.desc = &desc;
+        msg.iov_count = 1;
+        msg.addr = addr;
+        msg.context = context;
+        return fi_sendmsg(ctx->ep, &msg, flags);
+    }
+    fi_msg_tagged msg = {};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = addr;
+    msg.tag = kProbeTag;
+    msg.context = context;
+    return fi_tsendmsg(ctx->ep, &msg, flags);
+}
+
 void send_probe(efa_core *core, fi_addr_t addr) {
     efa_ctx *ctx = core->nic->ctx(0);
-    auto *t = new Tracked{{}, &g_probe_owner, ctx, addr, FI_SEND | FI_TAGGED};
+    const uint64_t kind = core->info.has_tagged ? FI_SEND | FI_TAGGED : FI_SEND | FI_MSG;
+    auto *t = new Tracked{{}, &g_probe_owner, ctx, addr, kind};
     t->op.complete = tracked_complete;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -148,23 +179,11 @@ void send_probe(efa_core *core, fi_addr_t addr) {
             return;
         }
     }
-    // One empty buffer rather than none: ofi_rxd reads msg_iov[0] even
-    // when iov_count is 0.
-    static char nothing;
-    iovec iov = {&nothing, 0};
-    void *desc = nullptr;
-    fi_msg_tagged msg = {};
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
-    msg.addr = addr;
-    msg.tag = kProbeTag;
-    msg.context = &t->op.fi_ctx;
-    ssize_t rc = fi_tsendmsg(ctx->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    ssize_t rc = post_probe(ctx, addr, &t->op.fi_ctx);
     if (rc) {
         // A full queue: the next check asks again.  Anything else: said once.
         if (rc != -FI_EAGAIN) {
-            core->failures.report(core->rep, "fi_tsendmsg (peer probe)", static_cast<int>(rc));
+            core->failures.report(core->rep, "fi_sendmsg (peer probe)", static_cast<int>(rc));
         }
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         core->deadline.forget(addr, t);
@@ -204,7 +223,8 @@ void deadline_open(efa_core *core) {
     core->deadline_on = secs > 0;
     core->deadline = PeerDeadline(static_cast<uint64_t>(secs > 0 ? secs : 0) * 1000);
     // Posted whatever this process's own setting: a peer may probe it.
-    for (int i = 0; i < core->nic->num_contexts(); ++i) {
+    // Without tags, probes arrive in the untagged receive pool instead.
+    for (int i = 0; core->info.has_tagged && i < core->nic->num_contexts(); ++i) {
         auto *r = new ProbeRecv{{}, core->nic->ctx(i)};
         r->op.complete = probe_recv_done;
         r->op.rx_class = EFA_RX_INTERNAL;

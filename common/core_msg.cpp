@@ -10,6 +10,13 @@
 // progress loop sees.  No post here ever spins on a full provider queue: a
 // buffer that cannot be posted waits in a list that efa_core_msg_progress
 // retries, and sends hand -FI_EAGAIN back to the caller.
+//
+// Zero-byte messages are the core's peer probes where the provider has no
+// tags (core_deadline.cpp); they are dropped here.  Where the provider
+// does not order messages (efa-direct), or to test that nobody relies on
+// its order (debug_swap_messages, the forced direct mode), arrivals are
+// handed on in swapped pairs: one is held until the next arrives, or for
+// kSwapHoldCalls progress calls when none does.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -26,6 +33,7 @@ namespace {
 
 constexpr size_t kBufSize = 64 * 1024; // one receive buffer (also the largest message)
 constexpr size_t kBufsPerCtx = 32;
+constexpr uint32_t kSwapHoldCalls = 64;
 
 inline bool queue_full(ssize_t rc) {
     return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
@@ -39,6 +47,7 @@ struct efa_msg_pool {
         efa_msg_pool *pool;
         efa_ctx *ctx;
         uint8_t *data;
+        size_t len = 0; // while held back by the swap
         std::atomic<bool> posted{false};
     };
     efa_core *core = nullptr;
@@ -56,6 +65,12 @@ struct efa_msg_pool {
     std::atomic<efa_msg_handler_fn> fn[EFA_MSG_CHANNELS]{};
     void *arg[EFA_MSG_CHANNELS]{};
     std::atomic<bool> closing{false};
+    // The swap (see above): the arrival held back, the progress calls it
+    // has waited, and how many arrivals were handed on out of order.
+    bool swap = false;
+    std::atomic<Buf *> held{nullptr};
+    std::atomic<uint32_t> held_calls{0};
+    std::atomic<uint64_t> swapped{0};
 };
 
 namespace {
@@ -94,6 +109,55 @@ void post(efa_msg_pool::Buf *b) {
                                 static_cast<int>(rc));
 }
 
+// Hand an arrived message (or a failed receive) to its channel and post
+// the buffer again.
+void deliver(efa_msg_pool::Buf *b, size_t len, int err) {
+    efa_msg_pool *pool = b->pool;
+    if (err) {
+        for (int c = 0; c < EFA_MSG_CHANNELS; ++c) {
+            if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
+                fn(pool->arg[c], b->ctx, nullptr, 0, err);
+            }
+        }
+    } else if (len > 0) { // zero bytes: a peer probe, nothing to hand on
+        const int c = efa_msg_channel_of(b->data, len);
+        if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
+            fn(pool->arg[c], b->ctx, b->data, len, 0);
+        } // else nobody listens on that channel in this process: dropped
+    }
+    if (!pool->closing.load(std::memory_order_acquire)) {
+        post(b);
+    }
+}
+
+// The swap: hold this arrival back if none is held (true: held), else
+// hand it on before the one held.
+bool swap_arrival(efa_msg_pool::Buf *b, size_t len) {
+    efa_msg_pool *pool = b->pool;
+    b->len = len;
+    efa_msg_pool::Buf *prev = pool->held.exchange(nullptr, std::memory_order_acq_rel);
+    if (!prev) {
+        efa_msg_pool::Buf *none = nullptr;
+        pool->held_calls.store(0, std::memory_order_relaxed);
+        return pool->held.compare_exchange_strong(none, b, std::memory_order_acq_rel);
+    }
+    deliver(b, len, 0);
+    pool->swapped.fetch_add(1, std::memory_order_relaxed);
+    deliver(prev, prev->len, 0);
+    return true;
+}
+
+// A held arrival that waited long enough for a successor goes on alone.
+void release_held(efa_msg_pool *pool) {
+    if (!pool->held.load(std::memory_order_acquire) ||
+        pool->held_calls.fetch_add(1, std::memory_order_relaxed) < kSwapHoldCalls) {
+        return;
+    }
+    if (efa_msg_pool::Buf *prev = pool->held.exchange(nullptr, std::memory_order_acq_rel)) {
+        deliver(prev, prev->len, 0);
+    }
+}
+
 void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *b = reinterpret_cast<efa_msg_pool::Buf *>(op);
     efa_msg_pool *pool = b->pool;
@@ -101,21 +165,10 @@ void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (pool->closing.load(std::memory_order_acquire)) {
         return;
     }
-    if (cqe->err) {
-        for (int c = 0; c < EFA_MSG_CHANNELS; ++c) {
-            if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
-                fn(pool->arg[c], b->ctx, nullptr, 0, cqe->err);
-            }
-        }
-    } else {
-        const int c = efa_msg_channel_of(b->data, cqe->len);
-        if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
-            fn(pool->arg[c], b->ctx, b->data, cqe->len, 0);
-        } // else nobody listens on that channel in this process: dropped
+    if (pool->swap && !cqe->err && cqe->len > 0 && swap_arrival(b, cqe->len)) {
+        return;
     }
-    if (!pool->closing.load(std::memory_order_acquire)) {
-        post(b);
-    }
+    deliver(b, cqe->len, cqe->err);
 }
 
 bool any_posted(efa_msg_pool *pool) {
@@ -128,6 +181,8 @@ bool any_posted(efa_msg_pool *pool) {
 // Frees the buffers unless the provider still holds some.
 void unpost_all(efa_msg_pool *pool) {
     pool->closing.store(true, std::memory_order_release);
+    // A message held back by the swap is dropped: nobody listens any more.
+    pool->held.store(nullptr, std::memory_order_release);
     {
         std::lock_guard<std::mutex> guard(pool->lock);
         pool->unposted.clear();
@@ -219,6 +274,7 @@ int efa_core_msg_open(efa_core_t *core) {
     pool->core = core;
     const fi_info *info = core->nic->info();
     pool->per_ctx = kBufsPerCtx;
+    pool->swap = core->info.swaps_messages;
     if (info->rx_attr && info->rx_attr->size > 0) {
         // Leave room in the receive queue for the MTL's tagged receives.
         pool->per_ctx = std::min(pool->per_ctx, std::max<size_t>(info->rx_attr->size / 4, 1));
@@ -231,6 +287,11 @@ void efa_core_msg_close(efa_core_t *core) {
     efa_msg_pool *pool = core->msg_pool;
     if (!pool) {
         return;
+    }
+    if (const uint64_t n = pool->swapped.load(std::memory_order_relaxed)) {
+        core->rep.say(1, "untagged messages: " + std::to_string(n) +
+                             " handed on out of order (swapped in pairs on arrival, a test "
+                             "setting)");
     }
     for (auto &fn : pool->fn) {
         fn.store(nullptr, std::memory_order_release);
@@ -312,7 +373,13 @@ size_t efa_core_msg_recv_count(const efa_core_t *core) {
 
 int efa_core_msg_progress(efa_core_t *core) {
     efa_msg_pool *pool = core->msg_pool;
-    if (!pool || pool->unposted_count.load(std::memory_order_acquire) == 0) {
+    if (!pool) {
+        return 0;
+    }
+    if (pool->swap) {
+        release_held(pool);
+    }
+    if (pool->unposted_count.load(std::memory_order_acquire) == 0) {
         return 0;
     }
     std::vector<efa_msg_pool::Buf *> todo;
@@ -338,7 +405,9 @@ size_t efa_core_msg_max_size(const efa_core_t *core) {
 
 int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                      efa_op_t *op) {
-    if (len > kBufSize) {
+    // The peer's buffers hold kBufSize; the provider (efa-direct: its
+    // MTU) may take less.
+    if (len > efa_core_msg_max_size(ctx->core)) {
         return -FI_EMSGSIZE;
     }
     return tracked_send(ctx, dest, op, "fi_send", [&](void *context) {
@@ -360,7 +429,9 @@ int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size
     for (size_t i = 0; i < count; ++i) {
         len += iov[i].iov_len;
     }
-    if (len > kBufSize) {
+    // The peer's buffers hold kBufSize; the provider (efa-direct: its
+    // MTU) may take less.
+    if (len > efa_core_msg_max_size(ctx->core)) {
         return -FI_EMSGSIZE;
     }
     return tracked_send(ctx, dest, op, "fi_sendv", [&](void *context) {

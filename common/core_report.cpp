@@ -40,14 +40,27 @@ void CoreReport::add_core_lines(const efa_core &core) {
                           version_string(in.api_version) + " asked), provider " + in.provider +
                           ", fabric " + in.fabric + ", " + std::to_string(in.num_contexts) +
                           " endpoint(s) per NIC");
-    node_lines_.push_back("MR mode " + mr_mode_string(ni->domain_attr->mr_mode) +
-                          (core.params.force_mr_local ? " (FI_MR_LOCAL forced)" : "") +
-                          "; RDMA read " + rma_by_string(in.rma_read_by) + ", write " +
-                          rma_by_string(in.rma_write_by) + ", atomics " +
-                          rma_by_string(in.atomics_by) + "; provider shm " +
-                          (in.provider_shm == EFA_SWITCH_ON    ? "on"
-                           : in.provider_shm == EFA_SWITCH_OFF ? "off"
-                                                               : "left to the provider"));
+    node_lines_.push_back(
+        "MR mode " + mr_mode_string(ni->domain_attr->mr_mode) +
+        (in.mr_local && !(ni->domain_attr->mr_mode & FI_MR_LOCAL) ? " (FI_MR_LOCAL forced)" : "") +
+        "; RDMA read " + rma_by_string(in.rma_read_by) + ", write " +
+        rma_by_string(in.rma_write_by) + ", atomics " + rma_by_string(in.atomics_by) +
+        "; provider shm " +
+        (in.provider_shm == EFA_SWITCH_ON    ? "on"
+         : in.provider_shm == EFA_SWITCH_OFF ? "off"
+                                             : "left to the provider"));
+    if (core.params.force_direct_mode || !in.has_tagged) {
+        node_lines_.push_back(
+            std::string(core.params.force_direct_mode ? "direct mode forced (force_direct_mode)"
+                                                      : "direct mode (the provider has no tags)") +
+            ": untagged messages of at most " + std::to_string(in.max_msg_size) +
+            " bytes, no tag matching" + (in.ordered ? "" : " and no message order") +
+            " asked of the provider");
+    }
+    if (in.swaps_messages) {
+        node_lines_.push_back("untagged messages handed on in swapped pairs on arrival (a test "
+                              "setting: nothing may rely on the provider's order)");
+    }
     // Said even where nothing registers (no FI_MR_LOCAL, no native RMA):
     // the same job on EFA does, and this is where it would look.
     if (core.mr_cache->reuses()) {

@@ -107,6 +107,13 @@ typedef struct efa_core_params {
     bool mem_release_hooks;     /* the runtime reports free() and munmap() (efa_core_mem_release);
                                    false: registrations are never reused, as a freed and
                                    remapped address could meet its old registration */
+    /* Behave as on libfabric's efa-direct fabric (test path on the
+     * stand-ins, and what admits efa-direct itself): no FI_TAGGED, no
+     * message ordering asked for, FI_MR_LOCAL, every message at most
+     * direct_mode_mtu bytes, and untagged arrivals swapped in pairs. */
+    bool force_direct_mode;
+    int direct_mode_mtu;      /* bytes; the largest message in the forced mode */
+    bool debug_swap_messages; /* hand untagged arrivals on in swapped pairs (test path) */
 } efa_core_params_t;
 
 /* Tri-state answers and requests for the efa provider's switches. */
@@ -134,6 +141,10 @@ typedef struct efa_core_info {
     bool has_rma;                /* FI_RMA granted */
     bool has_atomic;             /* FI_ATOMIC granted */
     bool mr_local;               /* local descriptors needed (required or forced) */
+    bool has_tagged;             /* FI_TAGGED granted (false on efa-direct and in the forced
+                                    direct mode: only untagged messages and RMA) */
+    bool ordered;                /* send-after-send order granted for messages */
+    bool swaps_messages;         /* untagged arrivals are handed on in swapped pairs */
     bool mr_virt_addr;           /* remote addresses are virtual addresses, else MR offsets */
     bool mr_prov_key;            /* the provider chooses keys (else the core numbers them) */
     bool mr_endpoint;            /* registrations are bound to the endpoints and enabled */

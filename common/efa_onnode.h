@@ -188,8 +188,9 @@ typedef struct efa_onnode_stats {
     uint64_t dropped; /* corrupted frames (bad length, sender or request id) */
     /* Other nodes: provider messages sent (and how many of them packed
      * several frames) and received, and received ones that came early and
-     * waited for those before them. */
-    uint64_t net_sent, net_batched, net_received, net_reordered;
+     * waited for those before them; the local endpoints the peers on
+     * other nodes are spread over. */
+    uint64_t net_sent, net_batched, net_received, net_reordered, net_endpoints;
 } efa_onnode_stats_t;
 void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

@@ -28,6 +28,13 @@ std::vector<ParamProblem> validate_params(const efa_core_params_t &p) {
     // 0 polls on every call; a second is already far beyond any use.
     check_range(out, "net_poll_interval", p.net_poll_interval_us, 0,
                 ParamLimits::kMaxNetPollInterval);
+    // Only read in the forced direct mode; checked always, as a typo there
+    // would otherwise surface only once someone turns the mode on.
+    // 0 means the default (kDefaultDirectMtu).
+    if (p.direct_mode_mtu != 0) {
+        check_range(out, "direct_mode_mtu", p.direct_mode_mtu, ParamLimits::kMinDirectMtu,
+                    ParamLimits::kMaxDirectMtu);
+    }
     EmulatedOverride ignored;
     std::string bad;
     if (!parse_emulated_list(p.force_emulated, &ignored, &bad)) {

@@ -26,6 +26,9 @@ struct ParamLimits {
     static constexpr int kMaxRnrRetry = 7;              // the device's field is 3 bits wide
     static constexpr int kMaxPeerTimeout = 86400;       // seconds
     static constexpr int kMaxNetPollInterval = 1000000; // microseconds
+    static constexpr int kMinDirectMtu = 1024;          // room for the engine's headers
+    static constexpr int kMaxDirectMtu = 65536;         // the untagged receive buffers' size
+    static constexpr int kDefaultDirectMtu = 8192;      // an EFA device's MTU is 8928 bytes
 };
 
 std::vector<ParamProblem> validate_params(const efa_core_params_t &p);

@@ -149,6 +149,9 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
         np.my_vpid = p.my_vpid;
         np.buf_size = std::max(np.buf_size, p.net_eager + sizeof(FrameHdr) + sizeof(NetHdr) +
                                                 sizeof(NetFrameHdr));
+        // No provider message over its limit (efa-direct's is the MTU):
+        // eager messages and streamed data shrink to fit.
+        np.buf_size = std::min(np.buf_size, efa_core_msg_max_size(p.core));
         if (p.net_window) {
             np.window = p.net_window;
         }

@@ -138,6 +138,7 @@ void Engine::get_stats(efa_onnode_stats_t *out) const {
         out->net_batched = net_->stats().batched;
         out->net_received = net_received_;
         out->net_reordered = order_.reordered();
+        out->net_endpoints = net_->stats().endpoints;
     }
 }
 

@@ -60,6 +60,10 @@ NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr, efa_ctx_t *ctx) 
     p->vpid = vpid;
     p->addr = addr;
     p->ctx = ctx;
+    if (std::find(ctxs_.begin(), ctxs_.end(), ctx) == ctxs_.end()) {
+        ctxs_.push_back(ctx);
+        stats_.endpoints = static_cast<uint32_t>(ctxs_.size());
+    }
     peers_.push_back(std::move(p));
     return peers_.back().get();
 }

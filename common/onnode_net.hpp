@@ -98,9 +98,10 @@ struct NetParams {
 };
 
 struct NetStats {
-    uint64_t messages = 0; // provider messages posted
-    uint64_t batched = 0;  // ... of them with more than one frame
-    uint64_t frames = 0;   // frames they carried
+    uint64_t messages = 0;  // provider messages posted
+    uint64_t batched = 0;   // ... of them with more than one frame
+    uint64_t frames = 0;    // frames they carried
+    uint32_t endpoints = 0; // local endpoints (contexts) the peers are spread over
 };
 
 class NetLink {
@@ -176,6 +177,7 @@ class NetLink {
     uint32_t inflight_ = 0;
     uint32_t open_ = 0; // peers with an open message
     std::vector<Peer *> waiting_;
+    std::vector<efa_ctx_t *> ctxs_; // the distinct contexts peers were given
     NetStats stats_;
 };
 

@@ -57,9 +57,12 @@ InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local) {
     if (mr_local) {
         hints->domain_attr->mr_mode |= FI_MR_LOCAL;
     }
-    // MPI's non-overtaking rule needs send-after-send order.
-    hints->tx_attr->msg_order = FI_ORDER_SAS;
-    hints->rx_attr->msg_order = FI_ORDER_SAS;
+    // MPI's non-overtaking rule needs send-after-send order when the
+    // provider matches tags; the direct mode (efa-direct has no ordering)
+    // asks for none and relies on the engine's sequence numbers.
+    const uint64_t order = p.force_direct_mode ? FI_ORDER_NONE : FI_ORDER_SAS;
+    hints->tx_attr->msg_order = order;
+    hints->rx_attr->msg_order = order;
     if (p.tx_size > 0) {
         hints->tx_attr->size = static_cast<size_t>(p.tx_size);
     }
@@ -84,13 +87,13 @@ std::string version_string(uint32_t v) {
     return std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
 }
 
-bool prefer_fabric(const fi_info *info, std::string *why) {
+bool prefer_fabric(const fi_info *info, bool direct_mode, std::string *why) {
     const char *prov = info->fabric_attr->prov_name;
     const char *fabric = info->fabric_attr->name;
-    if (prov && fabric && std::strcmp(prov, "efa") == 0 && std::strcmp(fabric, "efa-direct") == 0) {
+    if (!direct_mode && prov && fabric && std::strcmp(prov, "efa") == 0 &&
+        std::strcmp(fabric, "efa-direct") == 0) {
         *why = "fabric efa-direct skipped: the components use the efa fabric (tag matching, "
-               "ordering and segmentation in the provider); a native efa-direct path is not "
-               "built yet";
+               "ordering and segmentation in the provider); force_direct_mode admits it";
         return false;
     }
     return true;
@@ -151,10 +154,17 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
 
     // Richest capability set first; atomics or RMA missing (tcp;ofi_rxm has
     // no FI_ATOMIC) is fine: the BTL emulates them with messages.
-    const uint64_t base = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
-    const uint64_t tries[] = {base | FI_RMA | FI_ATOMIC, base | FI_RMA, base};
+    // The direct mode asks for what efa-direct offers: untagged messages
+    // and RMA, no tags.
+    const uint64_t base =
+        params.force_direct_mode ? FI_MSG : (FI_TAGGED | FI_MSG | FI_DIRECTED_RECV);
+    // efa-direct has no atomics either: the direct mode leaves them to
+    // btl_efa's emulation.
+    const uint64_t richest = params.force_direct_mode ? base | FI_RMA : base | FI_RMA | FI_ATOMIC;
+    const uint64_t tries[] = {richest, base | FI_RMA, base};
     std::string skipped_fabric; // said at verbose 1 when a selection skipped one
-    for (bool mr_local : {params.force_mr_local, true}) {
+    const bool mr_local_first = params.force_mr_local || params.force_direct_mode;
+    for (bool mr_local : {mr_local_first, true}) {
         for (uint64_t caps : tries) {
             InfoPtr hints = make_hints(params, caps, mr_local);
             if (!hints) {
@@ -174,7 +184,7 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
                     continue;
                 }
                 std::string why;
-                if (!prefer_fabric(i, &why)) {
+                if (!prefer_fabric(i, params.force_direct_mode, &why)) {
                     rep.say(10, why);
                     skipped_fabric = why;
                     continue;

@@ -43,8 +43,9 @@ uint32_t api_version();
 std::string version_string(uint32_t v); // "1.17"
 
 // Fabrics the components take: every one but efa's "efa-direct" (libfabric
-// 2.x), which offers no tag matching or ordering; *why says so when not.
-bool prefer_fabric(const fi_info *info, std::string *why);
+// 2.x), which offers no tag matching or ordering, unless the direct mode
+// (force_direct_mode: untagged messages only) is on; *why says so when not.
+bool prefer_fabric(const fi_info *info, bool direct_mode, std::string *why);
 
 // Returns 0, -FI_EINVAL (bad lists/params: reported), or -FI_ENODATA (no
 // provider: reported when rep.explain).

@@ -71,6 +71,8 @@ void ompi_mtl_efa_params_register(const mca_base_component_t *c);
 /* Checks every value (a message for a bad one): OMPI_SUCCESS or
  * OMPI_ERR_BAD_PARAM. */
 int ompi_mtl_efa_params_check(void);
+/* Was this mtl_efa_ parameter given by the user (not left at its default)? */
+bool ompi_mtl_efa_param_set_by_user(const char *name);
 int ompi_mtl_efa_check_choice(const char *param, const char *value, const char *const *choices);
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;

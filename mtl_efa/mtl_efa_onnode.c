@@ -164,6 +164,12 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
         }
     }
     if (NULL == ompi_mtl_efa.onnode) {
+        if (own && !efa_core_get_info(ompi_mtl_efa.core)->has_tagged) {
+            /* No tags: without the engine the MTL cannot carry anything. */
+            mca_common_efa_show_help("help-mtl-efa.txt", "no-engine-no-tags", true,
+                                     opal_process_info.nodename, fi_strerror(-err));
+            return OMPI_ERR_NOT_AVAILABLE;
+        }
         if (own) {
             mca_common_efa_show_help("help-mtl-efa.txt", "no-own-matching", true,
                                      opal_process_info.nodename, fi_strerror(-err));
@@ -237,10 +243,11 @@ void ompi_mtl_efa_onnode_fini(void) {
     if (ompi_mtl_efa.own_matching) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: own matching: %llu provider messages sent (%llu packing "
-                            "several), %llu received (%llu came early and waited)",
+                            "several), %llu received (%llu came early and waited); peers "
+                            "spread over %llu endpoint(s)",
                             (unsigned long long)s.net_sent, (unsigned long long)s.net_batched,
-                            (unsigned long long)s.net_received,
-                            (unsigned long long)s.net_reordered);
+                            (unsigned long long)s.net_received, (unsigned long long)s.net_reordered,
+                            (unsigned long long)s.net_endpoints);
     }
     if (s.dropped) {
         opal_output(0, "mtl:efa: %s: %llu corrupted frame(s) dropped by the on-node channel",
@@ -360,6 +367,13 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
     uint8_t path;
     if (ompi_mtl_efa.own_matching) {
         path = ompi_mtl_efa_own_comm(comm) ? MTL_EFA_PATH_ONNODE : MTL_EFA_PATH_PROVIDER;
+        if (MTL_EFA_PATH_PROVIDER == path && !efa_core_get_info(ompi_mtl_efa.core)->has_tagged) {
+            /* Processes of another job (spawn, connect) are not the
+             * engine's, and the provider cannot match for them. */
+            mca_common_efa_show_help("help-mtl-efa.txt", "other-job-no-tags", true,
+                                     opal_process_info.nodename, cid);
+            return OMPI_ERR_NOT_SUPPORTED;
+        }
     } else {
         const bool all_here = group_on_node(comm->c_local_group) &&
                               (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));

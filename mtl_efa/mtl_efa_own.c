@@ -44,17 +44,35 @@ static int peer_addr(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx)
     if (NULL == peer && NULL == (peer = ompi_mtl_efa_peer_slow(proc))) {
         return -FI_EHOSTUNREACH;
     }
-    /* Context 0: the receiver keeps untagged buffers posted on every
-     * context, and sequence numbers make the choice free. */
-    *addr = peer->addr[0];
-    *ctx = ompi_mtl_efa.ctxs[0];
+    /* Peers spread over the endpoints (common_efa_num_contexts), so that
+     * one thread sending to many peers drives several queue pairs, which
+     * is what lifts EFA's message rate past one queue pair's: this
+     * process sends to peer v from its context v mod n, into the peer's
+     * context (own vpid) mod n, so that the peer's incoming messages are
+     * spread too.  Any choice is correct: the receiver keeps untagged
+     * buffers posted on every context, and the sequence numbers restore
+     * the order whichever endpoints a message crossed. */
+    const int n = ompi_mtl_efa.num_contexts;
+    *ctx = ompi_mtl_efa.ctxs[vpid % (uint32_t)n];
+    const int slots = peer->num_addrs < n ? peer->num_addrs : n;
+    *addr = peer->addr[slots > 0 ? OPAL_PROC_MY_NAME.vpid % (uint32_t)slots : 0];
     return 0;
 }
 
 bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p) {
     const mtl_efa_params_t *mp = &ompi_mtl_efa_params;
     ompi_mtl_efa.own_matching = false;
-    if (0 != strcmp(mp->matching, "own")) {
+    const efa_core_info_t *info = efa_core_get_info(ompi_mtl_efa.core);
+    if (!info->has_tagged) {
+        /* efa-direct, or the forced direct mode: the provider has no tags,
+         * so the engine matches every message whatever was asked. */
+        if (0 != strcmp(mp->matching, "own") && ompi_mtl_efa_param_set_by_user("matching")) {
+            mca_common_efa_show_help("help-mtl-efa.txt", "no-tags-own-matching", false,
+                                     opal_process_info.nodename, info->provider, info->fabric);
+        }
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "matching: own, as the provider has no tags (%s)", info->fabric);
+    } else if (0 != strcmp(mp->matching, "own")) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "matching: provider (each MPI message one tagged provider "
                                   "message; mtl_efa_matching own matches them here)");

@@ -28,6 +28,13 @@ static void reg(const mca_base_component_t *c, const char *name, const char *des
                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
 }
 
+bool ompi_mtl_efa_param_set_by_user(const char *name) {
+    const mca_base_var_t *var = NULL;
+    int idx = mca_base_var_find("ompi", "mtl", "efa", name);
+    return idx >= 0 && OPAL_SUCCESS == mca_base_var_get(idx, &var) && NULL != var &&
+           MCA_BASE_VAR_SOURCE_DEFAULT != var->mbv_source;
+}
+
 void ompi_mtl_efa_params_register(const mca_base_component_t *c) {
     mtl_efa_params_t *p = &ompi_mtl_efa_params;
     reg(c, "onnode_channel",

@@ -125,6 +125,24 @@ MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1" \
     "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxm-noring -t ordering,probe,ssend,truncate,pingpong 2>&1 |
     tee "$logdir/mpi-mtl-own-mrlocal.log"
 add_counts "$logdir/mpi-mtl-own-mrlocal.log" mpi-mtl-own-mrlocal
+# Two endpoints per NIC: own matching spreads the peers on the other node
+# over both (ordering+endpoints requires it said so), in the own and the
+# direct mode.
+MPI_TEST_EXTRA_ARGS="--mca common_efa_num_contexts 2" \
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxm,cm-efa-direct-rxd \
+    -t pingpong,many_outstanding,probe,cancel,ssend,threads,collectives -n 4 2>&1 |
+    tee "$logdir/mpi-mtl-own-2ep.log"
+add_counts "$logdir/mpi-mtl-own-2ep.log" mpi-mtl-own-2ep
+
+# The forced efa-direct-like mode (common_efa_force_direct_mode): no tags
+# (mtl_efa matches every message itself), no order asked of the provider,
+# FI_MR_LOCAL, provider messages of at most 8 KiB, and every other arrival
+# held back and handed on after the next; ordering+direct requires swapped
+# arrivals to be counted.  pml ob1 + btl_efa in the same mode below.
+echo "== MPI point-to-point over mtl_efa in the forced efa-direct-like mode (no tags, no order, 8 KiB messages, arrivals swapped)"
+"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-direct-rxm,cm-efa-direct-rxd 2>&1 |
+    tee "$logdir/mpi-mtl-direct.log"
+add_counts "$logdir/mpi-mtl-direct.log" mpi-mtl-direct
 
 # Large on-node messages streamed through the rings, as where the kernel
 # refuses cross-memory attach.
@@ -175,6 +193,10 @@ if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ];
     "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rxm-batch 2>&1 |
         tee "$logdir/mpi-btl-batch.log"
     add_counts "$logdir/mpi-btl-batch.log" mpi-btl-batch
+    echo "== MPI point-to-point over pml ob1 + btl_efa in the forced efa-direct-like mode (every message through the provider)"
+    "$top/tests/mpi/run-mpi-tests.sh" $quick -c ob1-efa-direct-rxm,ob1-efa-direct-rxd 2>&1 |
+        tee "$logdir/mpi-btl-direct.log"
+    add_counts "$logdir/mpi-btl-direct.log" mpi-btl-direct
     echo "== one-sided over osc/rdma + btl_efa"
     OSC_TEST_BIN_DIR=$build/tests/osc "$top/tests/osc/run-osc-tests.sh" 2>&1 |
         tee "$logdir/osc.log"

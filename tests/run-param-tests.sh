@@ -101,6 +101,21 @@ expect_failure huge-net-eager "Parameter: mtl_efa_net_eager_max" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_net_eager_max 1000000
 expect_output own-matching-said "mtl:efa: matching: own" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca common_efa_verbose 1
+# The forced efa-direct-like mode: the MTU's bounds; no tags, so the MTL
+# matches itself even when left at (or told) provider matching; prog_args'
+# 4 MiB messages travel in pieces of at most the MTU.
+expect_failure direct-mtu-tiny "Parameter: common_efa_direct_mode_mtu" "${cm[@]}" \
+    --mca mtl_efa_provider_include tcp --mca common_efa_force_direct_mode 1 \
+    --mca common_efa_direct_mode_mtu 512
+expect_failure direct-mtu-huge "Parameter: common_efa_direct_mode_mtu" "${cm[@]}" \
+    --mca mtl_efa_provider_include tcp --mca common_efa_direct_mode_mtu 65537
+expect_output direct-mode-matches-itself "mtl:efa: matching: own, as the provider has no tags" \
+    "${cm[@]}" --mca mtl_efa_provider_include tcp --mca mtl_efa_onnode_channel none \
+    --mca common_efa_force_direct_mode 1 --mca common_efa_direct_mode_mtu 1024 \
+    --mca common_efa_verbose 1
+expect_output direct-mode-told-provider "asks for the provider's tag matching, but the provider" \
+    "${cm[@]}" --mca mtl_efa_provider_include tcp --mca mtl_efa_onnode_channel none \
+    --mca common_efa_force_direct_mode 1 --mca mtl_efa_matching provider
 expect_failure bad-force-emulated "read, write, atomics" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_force_emulated reads
 # The peer deadline: negative would never be met, beyond a day is a typo.
@@ -227,7 +242,8 @@ check_listed() { # test-name framework parameter...
 check_listed ompi_info-lists-parameters mtl provider_include provider_exclude num_contexts \
     tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority \
     provider_shm rnr_retry force_efa_options force_emulated debug_no_inject peer_timeout \
-    net_poll_interval onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size
+    net_poll_interval onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size \
+    force_direct_mode direct_mode_mtu debug_swap_messages
 check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \
     onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min
 

@@ -99,6 +99,7 @@ ALL_TESTS+=" collectives datatypes modes send_progress remap btl_sendi netpipe"
 EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring ob1-efa-rxm-batch"
 EFA_CONFIGS+=" cm-efa-own-rxm cm-efa-own-rxd cm-efa-own-rxm-noring"
+EFA_CONFIGS+=" cm-efa-direct-rxm cm-efa-direct-rxd ob1-efa-direct-rxm ob1-efa-direct-rxd"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
 
 # ---- configurations: the one place that defines them ----------------------
@@ -167,6 +168,18 @@ config_args() {
         CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov"
             --mca mtl_efa_matching own "${pretend[@]}")
         ;;
+    cm-efa-direct-*)
+        # the forced efa-direct-like mode (common_efa_force_direct_mode: no
+        # tags, no order asked for, FI_MR_LOCAL, messages of at most 8 KiB,
+        # arrivals swapped in pairs) under own matching on pretend nodes
+        config_args "cm-efa-own-${1#cm-efa-direct-}" || return 1
+        CFG_ARGS+=(--mca common_efa_force_direct_mode 1)
+        ;;
+    ob1-efa-direct-*)
+        # the same mode under ob1 with every message through the provider
+        config_args "ob1-efa-${1#ob1-efa-direct-}-noring" || return 1
+        CFG_ARGS+=(--mca common_efa_force_direct_mode 1)
+        ;;
     cm-efa-onnode-stream)
         config_args cm-efa-onnode
         CFG_ARGS+=(--mca mtl_efa_onnode_single_copy none)
@@ -202,7 +215,8 @@ is_efa_config() { [[ $1 == *-efa-* ]]; }
 # (cm-efa-onnode*: mtl_efa's own rings)
 # (*-netns: pingpong's two ranks are on different hosts)
 is_ring_config() {
-    [[ ($1 == ob1-efa-* && $1 != *-noring && $1 != *-batch && $1 != *-netns) || $1 == cm-efa-onnode* ]]
+    [[ ($1 == ob1-efa-* && $1 != *-noring && $1 != *-batch && $1 != *-netns && $1 != ob1-efa-direct-*) ||
+        $1 == cm-efa-onnode* ]]
 }
 
 # Extra mpirun arguments of the tiny-queue variant of many_outstanding: the
@@ -273,7 +287,8 @@ test_args() {
         # "Cancelling sends"); pml ob1 cancels no send.
         local a=""
         [[ $cfg == cm-efa-* ]] && a="-X -P"
-        [[ $cfg == cm-efa-onnode* || $cfg == cm-efa-mixed || $cfg == cm-efa-own-* ]] && a="-X"
+        [[ $cfg == cm-efa-onnode* || $cfg == cm-efa-mixed || $cfg == cm-efa-own-* ||
+            $cfg == cm-efa-direct-* ]] && a="-X"
         [[ $q == 1 ]] && a="$a -n 50 -s 256K"
         echo "$a"
         ;;
@@ -330,6 +345,7 @@ usage() {
     echo "  (cm-efa-mixed: ranks on pretend nodes of 2 slots, mtl_efa's mixed path)"
     echo "  and cm-efa-own-rxm cm-efa-own-rxd (own matching, pretend nodes of 2 slots)"
     echo "  and cm-efa-own-rxm-noring cm-efa-own-rxd-noring (own matching, rings off)"
+    echo "  (cm-efa-direct-*, ob1-efa-direct-*: common_efa_force_direct_mode, the efa-direct-like mode)"
     echo "  and cm-efa-onnode-stream (mtl_efa's on-node path, large messages streamed)"
     echo "  and ob1-efa-rxd-noring (on-node channel off; rxm and shm are part of \"efa\")"
     echo "  and ob1-efa-rxd-nocma ob1-efa-rxm-nocma ob1-efa-shm-nocma (provider path, no CMA)"
@@ -523,7 +539,7 @@ mpirun_cmd() {
 # known_defect LABEL CONFIG NP: prints the reason and succeeds if listed.
 known_defect() {
     local label=$1 cfg=$2 np=$3
-    if [[ $cfg == cm-efa-mixed || $cfg == cm-efa-own-* ]] && ! pretend_nodes_ok "$BIN_DIR" "$LOG_DIR/pretend-nodes.ok"; then
+    if [[ $cfg == cm-efa-mixed || $cfg == cm-efa-own-* || $cfg == cm-efa-direct-* ]] && ! pretend_nodes_ok "$BIN_DIR" "$LOG_DIR/pretend-nodes.ok"; then
         return 0 # (the reason is printed)
     fi
     if [[ $cfg == *-netns && -n $NETNS_REASON ]]; then
@@ -543,7 +559,7 @@ known_defect() {
         echo "shm never completes an FI_PEEK that finds no message" ;;
     cm-efa-rxd:probe:*)
         echo "ofi_rxd claims (FI_CLAIM) a message other than the one FI_PEEK reported" ;;
-    cm-efa-rxd:threads:* | ob1-efa-rxd*:threads:*)
+    cm-efa-rxd:threads:* | ob1-efa-rxd*:threads:* | ob1-efa-direct-rxd:threads:*)
         echo "ofi_rxd corrupts or stalls data under concurrent threads (FI_THREAD_SAFE)" ;;
     cm-efa-rxd:collectives:*)
         echo "ofi_rxd stalls collectives over mtl_efa's provider path at times (3 of 6 runs at np 4" \
@@ -551,7 +567,7 @@ known_defect() {
     cm-efa-rxd:many_outstanding:*)
         echo "ofi_rxd truncates or stalls tagged messages with hundreds in flight on a loaded" \
             "machine (2 of 12 runs at 1000, 2 of 10 at 500; the build before mtl_efa's on-node path: 2 of 12)" ;;
-    *-efa-rxd*:many_outstanding+tinyq:*)
+    *-efa-rxd*:many_outstanding+tinyq:* | ob1-efa-direct-rxd:many_outstanding+tinyq:*)
         echo "ofi_rxd stops completing operations when its queues are made tiny" ;;
     *) return 1 ;;
     esac
@@ -616,6 +632,13 @@ run_test() {
     # ordering+swap: own matching put swapped provider messages back in order.
     [[ $label == *+swap ]] && also="mtl:efa: own matching: [1-9][0-9]* provider messages sent .*received \\([1-9][0-9]* came early"
     # many_outstanding+pack: own matching packed queued messages.
+    # ordering+endpoints: own matching spread the peers over 2 endpoints.
+    [[ $label == *+endpoints ]] && also="mtl:efa: own matching: [1-9][0-9]* provider messages sent .*peers spread over 2 endpoint"
+    # ordering+direct: the core swapped arrivals, and the mode was on.
+    if [[ $label == *+direct ]]; then
+        also="untagged messages: [1-9][0-9]* handed on out of order"
+        also2="direct mode forced \\(force_direct_mode\\): untagged messages of at most 8192 bytes"
+    fi
     [[ $label == *+pack ]] && also="mtl:efa: own matching: [1-9][0-9]* provider messages sent \\([1-9][0-9]* packing several\\)"
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
     if [[ $label == *+mixed ]]; then
@@ -695,6 +718,13 @@ for cfg in $CONFIGS; do
         fi
         if [[ $t == ordering && $cfg == cm-efa-own-* ]]; then
             run_test "$t" "$t+swap" "$cfg" 4 --mca mtl_efa_debug_swap_net 1 --mca common_efa_verbose 1
+        fi
+        if [[ $t == ordering && $cfg == cm-efa-own-* ]]; then
+            # peers on the other node spread over two endpoints
+            run_test "$t" "$t+endpoints" "$cfg" 4 --mca common_efa_num_contexts 2 --mca common_efa_verbose 1
+        fi
+        if [[ $t == ordering && $cfg == *-efa-direct-* ]]; then
+            run_test "$t" "$t+direct" "$cfg" 4 --mca common_efa_verbose 1
         fi
         if [[ $t == many_outstanding && $cfg == cm-efa-own-*-noring ]]; then
             # (with rings, many_outstanding's pairs share a pretend node)

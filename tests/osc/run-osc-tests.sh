@@ -33,7 +33,11 @@
 # "devread" (common_efa_force_emulated write,atomics, single copy off: the
 # provider is taken to emulate writes and atomics, as efa does on devices
 # with RDMA read only; auto must then read natively and execute puts and
-# atomics by the target, and the putget run checks that it said so).
+# atomics by the target, and the putget run checks that it said so),
+# "direct" (common_efa_force_direct_mode: the efa-direct-like mode, no tags,
+# no atomics, no order, FI_MR_LOCAL, 8 KiB messages, arrivals swapped;
+# on-node channel and single copy off, so every request crosses the
+# provider).
 # All ranks run on this node, so the default, native, mixed and noring modes
 # move put/get by single copy (CMA, btl_efa_single_copy auto); pieces and
 # mrlocal turn it off, as they test the provider's path.  Each putget run
@@ -94,7 +98,8 @@ fi
 [ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm cm-shm
     ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces
     ob1-rxm-mrlocal cm-rxm-mrlocal ob1-rxm-noring ob1-shm-noring ob1-rxd-nocma ob1-rxm-nocma
-    ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail ob1-rxm-devread)
+    ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail ob1-rxm-devread ob1-rxm-direct ob1-rxd-direct
+    cm-rxm-direct)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost
     accflush agree inflight)
 for p in osc_test osc_hostile osc_llist osc_lost osc_inflight; do
@@ -138,6 +143,7 @@ config_args() {
     nocma) echo " --mca btl_efa_single_copy none" ;;
     cmafail) echo " --mca btl_efa_debug_cma_refuse 1" ;;
     devread) echo " --mca common_efa_force_emulated write,atomics --mca btl_efa_single_copy none" ;;
+    direct) echo " --mca common_efa_force_direct_mode 1 --mca btl_efa_onnode_channel none --mca btl_efa_single_copy none" ;;
     *) return 1 ;;
     esac
 }
@@ -155,13 +161,13 @@ config_nps() {
 
 # Does btl_efa's on-node channel carry this config's requests?  (All ranks
 # on this node unless -F.)
-ring_used() { [[ $1 != *-noring ]] && [ $fake_nodes = 0 ]; }
+ring_used() { [[ $1 != *-noring && $1 != *-direct ]] && [ $fake_nodes = 0 ]; }
 
 # Do put/get travel by single copy (CMA) in this config?  Every rank is on
 # this node unless -F; modes that name a path for put/get turn it off.
 cma_puts() {
     [ $fake_nodes = 0 ] && [[ $1 != *-emul && $1 != *-pieces && $1 != *-mrlocal &&
-        $1 != *-nocma && $1 != *-cmafail && $1 != *-devread ]]
+        $1 != *-nocma && $1 != *-cmafail && $1 != *-devread && $1 != *-direct ]]
 }
 
 # devread: did btl_efa say it chose by what the provider reported?
@@ -352,12 +358,13 @@ for cfg in "${configs[@]}"; do
                 [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK $t" "$out" &&
                     grep -q "btl:efa: one-sided operations in use" "$out" &&
                     ! grep -q "^FAIL" "$out" && ok=1
-                # The on-node channel carried the atomics (or must not have).
+                # btl_efa's on-node channel carried the atomics (or must
+                # not have; mtl_efa's rings carry pml cm's messages).
                 if [ "$t" = atomics ] && [ $ok = 1 ]; then
                     if ring_used "$cfg"; then
-                        grep -q "on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
+                        grep -q "btl:efa: on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
                     else
-                        ! grep -q "on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
+                        ! grep -q "btl:efa: on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
                     fi
                 fi
                 # putget moves data both ways: it must have taken the

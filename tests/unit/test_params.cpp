@@ -107,3 +107,15 @@ TEST(Params, NetPollIntervalBounds) {
 }
 
 } // namespace
+
+TEST(Params, DirectModeMtu) {
+    auto p = defaults();
+    for (int v : {0, ParamLimits::kMinDirectMtu, ParamLimits::kMaxDirectMtu}) {
+        p.direct_mode_mtu = v;
+        EXPECT_FALSE(refused(p, "direct_mode_mtu")) << v;
+    }
+    for (int v : {-1, 1, ParamLimits::kMinDirectMtu - 1, ParamLimits::kMaxDirectMtu + 1}) {
+        p.direct_mode_mtu = v;
+        EXPECT_TRUE(refused(p, "direct_mode_mtu")) << v;
+    }
+}

@@ -49,11 +49,18 @@ efa::InfoPtr fake_info(const char *prov, const char *fabric) {
 
 TEST(FabricChoice, EfaDirectIsSkippedWithAReason) {
     std::string why;
-    EXPECT_FALSE(efa::prefer_fabric(fake_info("efa", "efa-direct").get(), &why));
+    EXPECT_FALSE(efa::prefer_fabric(fake_info("efa", "efa-direct").get(), false, &why));
     EXPECT_NE(why.find("efa-direct"), std::string::npos);
     why.clear();
-    EXPECT_TRUE(efa::prefer_fabric(fake_info("efa", "efa").get(), &why));
-    EXPECT_TRUE(efa::prefer_fabric(fake_info("tcp;ofi_rxm", "192.0.2.0/24").get(), &why));
+    EXPECT_TRUE(efa::prefer_fabric(fake_info("efa", "efa").get(), false, &why));
+    EXPECT_TRUE(efa::prefer_fabric(fake_info("tcp;ofi_rxm", "192.0.2.0/24").get(), false, &why));
+    EXPECT_TRUE(why.empty());
+}
+
+TEST(FabricChoice, DirectModeAdmitsEfaDirect) {
+    std::string why;
+    EXPECT_TRUE(efa::prefer_fabric(fake_info("efa", "efa-direct").get(), true, &why));
+    EXPECT_TRUE(efa::prefer_fabric(fake_info("efa", "efa").get(), true, &why));
     EXPECT_TRUE(why.empty());
 }
 
