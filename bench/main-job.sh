@@ -13,7 +13,8 @@
 #         provider loaded; also as before the paced provider poll,
 #         *_unpaced) against ob1 + vader;
 #      b. between nodes (2 pretend nodes of tests/pretend-nodes.sh, ranks
-#         not bound): the same of mtl_efa, btl_efa, mtl_ofi and ob1 + tcp,
+#         not bound): the same of mtl_efa (provider matching and its own,
+#         mtl_efa_own), btl_efa, mtl_ofi and ob1 + tcp,
 #         then put and fetch-and-op latency of btl_efa against osc/pt2pt
 #         over ob1 + tcp.
 #      Never one kind against the other: an on-node path beats any network.
@@ -125,7 +126,7 @@ trap 'rm -rf "$pn"' EXIT
 hosts=$(bash "$repo/tests/pretend-nodes.sh" "$pn" 1 | tr '\n' ' ')
 step "b. between pretend nodes, provider $prov (output $out-network)"
 python3 "$here/runner.py" "${common[@]}" --title "between pretend nodes (provider $prov)" \
-    --launch-args "$hosts" --configs mtl_efa,btl_efa,mtl_ofi,ob1_tcp \
+    --launch-args "$hosts" --configs mtl_efa,mtl_efa_own,btl_efa,mtl_ofi,ob1_tcp \
     --benches latency,bw,msgrate_w64 --out "$out-network" "$@"
 # The one-sided baseline over ob1 + tcp: osc/pt2pt (4.1); 5.0 has none
 # and does it with osc/rdma on btl/tcp.
