@@ -11,6 +11,7 @@
 #include <rdma/fi_errno.h>
 
 #include "core_test_params.hpp"
+#include "core_with_self.hpp"
 #include "efa_core.h"
 #include "efa_core_msg.h"
 
@@ -18,6 +19,7 @@ namespace {
 
 class CoreDirect : public ::testing::Test {
   protected:
+    CoreWithSelf opened;
     efa_core_t *core = nullptr;
     efa_peer_t *self = nullptr;
     std::vector<uint8_t> arrived; // first byte of each message, in handing-on order
@@ -39,25 +41,14 @@ class CoreDirect : public ::testing::Test {
         p.force_direct_mode = direct;
         p.debug_swap_messages = swap;
         p.direct_mode_mtu = mtu;
-        int err = 0;
-        core = efa_core_acquire(&p, &err);
-        ASSERT_NE(nullptr, core) << err;
-        const void *blob = nullptr;
-        size_t len = 0;
-        ASSERT_EQ(0, efa_core_local_blob(core, &blob, &len));
-        self = efa_core_peer_get(core, blob, len, &err);
-        ASSERT_NE(nullptr, self) << err;
+        ASSERT_TRUE(opened.open(p));
+        core = opened.core();
+        self = opened.self();
         ASSERT_EQ(0, efa_core_msg_set_channel(core, EFA_MSG_CHANNEL_BTL, on_message, this));
     }
     void TearDown() override {
         if (core) {
             efa_core_msg_set_channel(core, EFA_MSG_CHANNEL_BTL, nullptr, nullptr);
-        }
-        if (self) {
-            efa_core_peer_put(core, self);
-        }
-        if (core) {
-            efa_core_release(core);
         }
     }
     // One message of len bytes whose first byte is 'first', from context 1

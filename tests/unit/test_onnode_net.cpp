@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core_test_params.hpp"
+#include "core_with_self.hpp"
 #include "efa_core.h"
 #include "efa_onnode.h"
 #include "onnode_test_req.hpp"
@@ -27,6 +28,7 @@ using onnode_test::Req;
 
 class OnnodeNet : public ::testing::Test {
   protected:
+    CoreWithSelf opened; // released after TearDown destroyed the engine
     efa_core_t *core = nullptr;
     efa_peer_t *self = nullptr;
     efa_onnode_t *e = nullptr;
@@ -49,14 +51,10 @@ class OnnodeNet : public ::testing::Test {
         cp.num_contexts = 2;
         cp.force_direct_mode = direct_mtu > 0;
         cp.direct_mode_mtu = direct_mtu;
+        ASSERT_TRUE(opened.open(cp));
+        core = opened.core();
+        self = opened.self();
         int err = 0;
-        core = efa_core_acquire(&cp, &err);
-        ASSERT_NE(nullptr, core) << err;
-        const void *blob = nullptr;
-        size_t len = 0;
-        ASSERT_EQ(0, efa_core_local_blob(core, &blob, &len));
-        self = efa_core_peer_get(core, blob, len, &err);
-        ASSERT_NE(nullptr, self) << err;
         tag = "unitnet." + std::to_string(getpid());
         efa_onnode_params_t p{};
         p.inbox_dir = "/tmp";
@@ -80,12 +78,6 @@ class OnnodeNet : public ::testing::Test {
     void TearDown() override {
         if (e) {
             efa_onnode_destroy(e);
-        }
-        if (self) {
-            efa_core_peer_put(core, self);
-        }
-        if (core) {
-            efa_core_release(core);
         }
     }
     void progress() {
