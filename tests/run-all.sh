@@ -213,7 +213,7 @@ echo "== several hosts (network namespaces): MPI point-to-point across hosts ove
 add_counts "$logdir/mpi-netns.log" mpi-netns
 echo "== several hosts: soak (random point-to-point and one-sided traffic, every byte checked) under 3 % random loss"
 SOAK_BIN=$build/tests/soak/soak SOAK_LOG_DIR=$logdir/soak "$top/tests/soak.sh" -t 45 -l 3 \
-    -c cm-rxd,ob1-rxm 2>&1 | tee "$logdir/soak.log"
+    -c cm-rxd,cm-own-rxd,ob1-rxm 2>&1 | tee "$logdir/soak.log"
 add_counts "$logdir/soak.log" soak
 echo "== several hosts: a rank killed mid-transfer, a host cut off (the job must end, naming the peer)"
 PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss \

@@ -5,9 +5,12 @@
 #   tests/soak.sh [-m MINUTES | -t SECONDS] [-c CONFIG[,CONFIG...]] [-l LOSS%]
 #                 [-H HOSTS] [-n NP] [-s SEED]
 #   -m / -t  how long each configuration runs (default 10 minutes)
-#   -c  PML-PROVIDER: cm-rxd, cm-rxm (pml cm + mtl_efa), ob1-rxd, ob1-rxm
-#       (pml ob1 + btl_efa); one-sided through osc/rdma + btl_efa in all
-#       (default cm-rxd,ob1-rxm)
+#   -c  PML-PROVIDER: cm-rxd, cm-rxm (pml cm + mtl_efa), cm-own-rxd,
+#       cm-own-rxm (mtl_efa matching itself over untagged provider
+#       messages), cm-direct-rxd, cm-direct-rxm (the same in the forced
+#       efa-direct-like mode, common_efa_force_direct_mode), ob1-rxd,
+#       ob1-rxm (pml ob1 + btl_efa); one-sided through osc/rdma + btl_efa
+#       in all (default cm-rxd,ob1-rxm)
 #   -l  percentage of frames between hosts dropped at random (default 3)
 #   -H  namespace hosts (default 2), -n processes (default 4, round-robin
 #       over the hosts), -s seed (default: the date, printed)
@@ -64,13 +67,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$logdir"
 
 for c in ${configs//,/ }; do
-    case ${c#*-} in
+    case ${c##*-} in
     rxd) prov='udp;ofi_rxd' ;;
     rxm) prov='tcp;ofi_rxm' ;;
-    *) echo "soak.sh: unknown configuration $c (PML-PROVIDER: cm-rxd, cm-rxm, ob1-rxd, ob1-rxm)" >&2; exit 2 ;;
+    *) echo "soak.sh: unknown configuration $c (PML-PROVIDER: cm-rxd, cm-rxm, cm-own-rxd, cm-own-rxm, cm-direct-rxd, cm-direct-rxm, ob1-rxd, ob1-rxm)" >&2; exit 2 ;;
     esac
-    case ${c%%-*} in
-    cm) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov") ;;
+    case ${c%-*} in
+    cm) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca mtl_efa_matching provider) ;;
+    cm-own) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca mtl_efa_matching own) ;;
+    cm-direct) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca common_efa_force_direct_mode 1) ;;
     ob1) args=(--mca pml ob1) ;;
     *) echo "soak.sh: unknown configuration $c" >&2; exit 2 ;;
     esac

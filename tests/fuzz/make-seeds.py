@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-# Writes the hand-made seeds of fuzz_onnode_frame, fuzz_btl_wire and some
-# of fuzz_shm_ring, so that each reaches one path on its first run:
+# Writes the hand-made seeds of fuzz_onnode_frame, fuzz_onnode_net,
+# fuzz_btl_wire and some of fuzz_shm_ring, so that each reaches one path
+# on its first run:
 #   tests/fuzz/make-seeds.py [CORPUS_DIR]   (default: corpus/ here)
 # The layouts are the harnesses' (see their sources); inputs of defects
 # found are kept beside these seeds and are not made here.
@@ -81,6 +82,85 @@ for name, body in seeds.items():
     with open(os.path.join(d, name), "wb") as f:
         f.write(b"\0" + body)
 print(f"{len(seeds)} seeds in {d}")
+
+# fuzz_onnode_net: byte 0 the mode (window 1 + mode % 4; 0x10 no packing;
+# 0x20 the swap shim), then steps.  A provider message: hsel (0x01 a raw
+# sequence number, 0x02 a little early, 0x04 a raw magic and version, 0x08
+# a raw frame count, 0x40 cut to a length), the sender, then its frames,
+# each as in frame() plus a length-word selector (0x80: a raw length).
+
+
+def net_frame(ftype, body=b"", flags=0, cid=1, src=1, tag=2, sender=1, fid=0, req=None,
+              raw_len=None):
+    idsel = 0 if req is None else 0x80 | req
+    b = bytes([ftype, flags]) + struct.pack("<IIIIQ", cid, src, tag, sender, fid)
+    b += bytes([idsel, len(body)]) + body + bytes([1])
+    return b + (bytes([0]) if raw_len is None else bytes([0x80]) + struct.pack("<I", raw_len))
+
+
+def net_msg(frames, sender=1, seq=None, early=0, magic=None, count=None, cut=None):
+    hsel = (0x01 if seq is not None else 0) | (0x02 | (early << 4) if early else 0)
+    hsel |= (0x04 if magic else 0) | (0x08 if count is not None else 0)
+    hsel |= 0x40 if cut is not None else 0
+    b = bytes([3, hsel]) + struct.pack("<I", sender)
+    if seq is not None:
+        b += struct.pack("<Q", seq)
+    if magic:
+        b += bytes(magic)
+    b += bytes([len(frames) - 1]) + b"".join(frames)
+    if count is not None:
+        b += struct.pack("<H", count)
+    if cut is not None:
+        b += bytes([cut])
+    return b
+
+
+def net_send(nbytes, sync=False, peer=0, cid=1, tag=2):
+    return bytes([1, peer, int(sync), nbytes // 4, cid]) + struct.pack("<b", tag)
+
+
+net_seeds = {
+    # A's receive takes a message from the other node; two packed in one
+    # provider message; one before its receive.
+    "eager-matched": recv(64, 1, 1, 2) + net_msg([net_frame(EAGER, b"hello")]),
+    "packed-two": recv(64, 1, 1, 2) + recv(64, 1, 1, 2) +
+    net_msg([net_frame(EAGER, b"one"), net_frame(EAGER, b"two")]),
+    "unexpected-then-recv": net_msg([net_frame(EAGER, b"early")]) + recv(64, 1, -1, -1),
+    # Out of order: number 1 first (held), then 0 (both go on); a
+    # duplicate; a number absurdly far ahead.
+    "early-then-in-order": recv(64, 1, 1, 2) + recv(64, 1, 1, 2) +
+    net_msg([net_frame(EAGER, b"second")], early=1) + net_msg([net_frame(EAGER, b"first")]),
+    "duplicate": net_msg([net_frame(EAGER, b"a")]) + net_msg([net_frame(EAGER, b"a")], seq=0),
+    "too-far": net_msg([net_frame(EAGER, b"a")], seq=1 << 40),
+    # Malformed: a bad version, a frame count beyond the frames, a length
+    # word past the end, a message cut inside its header.
+    "bad-version": net_msg([net_frame(EAGER, b"v")], magic=(0xE5, 9)),
+    "count-too-high": net_msg([net_frame(EAGER, b"c")], count=40),
+    "length-past-end": recv(64, 1, 1, 2) + net_msg([net_frame(EAGER, b"l", raw_len=0x10000)]),
+    "cut-header": net_msg([net_frame(EAGER, b"h")], cut=10),
+    # Senders: outside the job, A itself, one with no address (3).
+    "sender-outside-job": net_msg([net_frame(EAGER, b"x", flags=1)], sender=0x80000009),
+    "sender-unreachable": net_msg([net_frame(RTS, rts_body(300), sender=3)], sender=3),
+    # A's sends to itself through the provider: eager, synchronous,
+    # rendezvous streamed (over net_eager, 256 bytes).
+    "self-eager": recv(64, 1, 0, 2) + net_send(40),
+    "self-sync": recv(64, 1, 0, 2) + net_send(40, sync=True),
+    "self-rndv": recv(1020, 1, 0, 2) + net_send(1000),
+    # Answers for A's requests from the other node: ACK for a synchronous
+    # send, CTS for a rendezvous one, then a cancel.
+    "sync-send-ack": net_send(40, sync=True, peer=2) +
+    net_msg([net_frame(ACK, sender=2, req=0)], sender=2),
+    "rndv-send-cts": net_send(1000, peer=2) +
+    net_msg([net_frame(CTS, struct.pack("<Q", 0x100000007), sender=2, req=0)], sender=2),
+    "send-cancelled": net_send(40, sync=True, peer=2) + cancel(0) +
+    net_msg([net_frame(CANCELLED, sender=2, req=0)], sender=2),
+}
+d = os.path.join(top, "fuzz_onnode_net")
+os.makedirs(d, exist_ok=True)
+for name, body in net_seeds.items():
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(b"\0" + body)
+print(f"{len(net_seeds)} seeds in {d}")
 
 # fuzz_btl_wire: 2 bytes (fragment size less the headers), 4 bytes (the
 # size of the get an answer is for), then one btl_efa message.

@@ -22,8 +22,12 @@
 # naming rank 2 or its host (efa-h3 / NET.3).  It fails when the job is
 # still running then (the survivors hang).
 #   tests/netns/peer-loss.sh [-c CONFIG[,CONFIG...]] [-d DEADLINE] [-a ARGS] [SCENARIO...]
-#   -c  cm-rxd, cm-rxm (pml cm + mtl_efa), ob1-rxd, ob1-rxm (pml ob1 +
-#       btl_efa); one-sided through osc/rdma + btl_efa (default: all four)
+#   -c  cm-rxd, cm-rxm (pml cm + mtl_efa), cm-own-rxd, cm-own-rxm (the same
+#       with mtl_efa matching itself: untagged provider messages),
+#       cm-direct-rxd, cm-direct-rxm (own matching in the forced
+#       efa-direct-like mode, common_efa_force_direct_mode), ob1-rxd,
+#       ob1-rxm (pml ob1 + btl_efa); one-sided through osc/rdma + btl_efa
+#       (default: all but cm-direct-rxm)
 #   -d  seconds (default 60)
 #   -a  extra mpirun arguments (e.g. "--mca oob_tcp_keepalive_time 10")
 #   SCENARIO  kill, cut, partition (default: all three)
@@ -39,7 +43,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 bin=${PEER_LOSS_BIN:-$top/_build/tests/netns/peer_loss}
 logdir=${PEER_LOSS_LOG_DIR:-/tmp/efa-peer-loss}
-configs=cm-rxd,cm-rxm,ob1-rxd,ob1-rxm deadline=60 extra=""
+configs=cm-rxd,cm-rxm,cm-own-rxd,cm-own-rxm,cm-direct-rxd,ob1-rxd,ob1-rxm deadline=60 extra=""
 while getopts "c:d:a:h" o; do
     case $o in
     c) configs=$OPTARG ;;
@@ -119,13 +123,15 @@ run_one() {
         nskip=$((nskip + 1))
         return
     fi
-    case ${c#*-} in
+    case ${c##*-} in
     rxd) prov='udp;ofi_rxd' ;;
     rxm) prov='tcp;ofi_rxm' ;;
     *) echo "peer-loss.sh: unknown configuration $c" >&2; exit 2 ;;
     esac
-    case ${c%%-*} in
-    cm) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov") ;;
+    case ${c%-*} in
+    cm) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca mtl_efa_matching provider) ;;
+    cm-own) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca mtl_efa_matching own) ;;
+    cm-direct) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca common_efa_force_direct_mode 1) ;;
     ob1) args=(--mca pml ob1) ;;
     *) echo "peer-loss.sh: unknown configuration $c" >&2; exit 2 ;;
     esac
