@@ -101,6 +101,7 @@ typedef struct efa_onnode_params {
     size_t net_coalesce_bytes;    /* a provider message packs frames up to this (0: one each) */
     uint32_t net_coalesce_max;    /* ... and at most this many */
     bool net_debug_swap;          /* test shim: hand provider messages on in swapped pairs */
+    bool net_no_inject;           /* every provider message posted with a completion (tests) */
 } efa_onnode_params_t;
 
 /* Create the engine and its inbox.  NULL and *err on failure. */
@@ -191,6 +192,7 @@ typedef struct efa_onnode_stats {
      * waited for those before them; the local endpoints the peers on
      * other nodes are spread over. */
     uint64_t net_sent, net_batched, net_received, net_reordered, net_endpoints;
+    uint64_t net_injected; /* of net_sent, those that went by inject (a lone small message) */
 } efa_onnode_stats_t;
 void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

@@ -156,6 +156,7 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
             np.window = p.net_window;
         }
         np.coalesce_bytes = p.net_coalesce_bytes;
+        np.inject = !p.net_no_inject;
         if (p.net_coalesce_max) {
             np.coalesce_max = p.net_coalesce_max;
         }

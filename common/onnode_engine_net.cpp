@@ -139,6 +139,7 @@ void Engine::get_stats(efa_onnode_stats_t *out) const {
         out->net_received = net_received_;
         out->net_reordered = order_.reordered();
         out->net_endpoints = net_->stats().endpoints;
+        out->net_injected = net_->stats().injected;
     }
 }
 

@@ -30,6 +30,7 @@ std::unique_ptr<NetLink> NetLink::create(const NetParams &p, SentFn sent, void *
         l->params_.buf_size = p.buf_size;
     }
     l->params_.coalesce_max = std::max<uint32_t>(p.coalesce_max, 1);
+    l->inject_max_ = p.inject ? efa_core_get_info(p.core)->inject_size : 0;
     l->sent_ = sent;
     l->owner_ = owner;
     return l;
@@ -163,7 +164,9 @@ bool NetLink::post(Peer *p) {
     Buf *b = p->open;
     NetHdr h{kNetMagic, kNetVersion, static_cast<uint16_t>(b->frames), params_.my_vpid, p->seq};
     memcpy(b->data, &h, sizeof(h));
-    const int rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+    const bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_;
+    const int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr)
+                          : efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
     if (-FI_EAGAIN == rc) {
         if (!p->waiting) {
             p->waiting = true;
@@ -183,12 +186,20 @@ bool NetLink::post(Peer *p) {
         return true;
     }
     ++p->seq;
-    ++p->inflight;
-    ++inflight_;
     ++stats_.messages;
     if (b->frames > 1) {
         ++stats_.batched;
     }
+    if (inject) { // copied by the provider: the buffer is free again
+        ++stats_.injected;
+        p->injected = true;
+        injected_.push_back(p);
+        b->next_free = free_;
+        free_ = b;
+        return true;
+    }
+    ++p->inflight;
+    ++inflight_;
     return true;
 }
 
@@ -209,6 +220,10 @@ void NetLink::release(Buf *b) {
 }
 
 void NetLink::progress() {
+    for (Peer *p : injected_) {
+        p->injected = false;
+    }
+    injected_.clear();
     if (waiting_.empty()) {
         return;
     }

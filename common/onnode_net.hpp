@@ -19,7 +19,15 @@
 // MPI messages in one provider message) until it reaches coalesce_bytes or
 // coalesce_max frames; it is posted when one of the peer's messages
 // completes.  When it is full and cannot go, reserve() says no and the
-// engine queues the frame as it does for a full ring.  The bytes are
+// engine queues the frame as it does for a full ring.
+//
+// A lone small message goes by inject (no completion to reap, which is
+// most of what a message costs here beyond the provider-matched path):
+// when nothing is in flight to the peer, the message fits the provider's
+// inject size, and no other message went to that peer by inject since the
+// owner's last progress call.  The last condition keeps packing alive: a
+// burst of sends between two progress calls injects its first message
+// only, the rest go as posted sends and fill the window as before.  The bytes are
 // copied into the link's send buffers (registered where the provider needs
 // it), so a frame is "written" once committed, as in a ring.
 //
@@ -95,12 +103,14 @@ struct NetParams {
     uint32_t window = 16;             // provider messages in flight per peer
     size_t coalesce_bytes = 4096;     // a message gathers frames up to this size (0: one frame)
     uint32_t coalesce_max = 64;       // ... and this many frames
+    bool inject = true;               // a lone small message by inject (see above)
 };
 
 struct NetStats {
     uint64_t messages = 0;  // provider messages posted
     uint64_t batched = 0;   // ... of them with more than one frame
     uint64_t frames = 0;    // frames they carried
+    uint64_t injected = 0;  // ... of the messages, those that went by inject
     uint32_t endpoints = 0; // local endpoints (contexts) the peers are spread over
 };
 
@@ -123,9 +133,10 @@ class NetLink {
         efa_ctx_t *ctx = nullptr;
         uint32_t inflight = 0;
         uint64_t seq = 0;
-        Buf *open = nullptr;  // frames written, not posted yet
-        bool waiting = false; // open found the provider's queue full: in waiting_
-        int error = 0;        // a post failed for good: the peer is unreachable
+        Buf *open = nullptr;   // frames written, not posted yet
+        bool waiting = false;  // open found the provider's queue full: in waiting_
+        bool injected = false; // a message went by inject since the last progress()
+        int error = 0;         // a post failed for good: the peer is unreachable
     };
     // 'sent' is called for every completed provider message (err 0 or a
     // negative libfabric error) from the core's progress, with the owner's
@@ -149,7 +160,8 @@ class NetLink {
     // A completed message's buffer goes back (called by the owner's
     // 'sent' handler, under its lock); p's open message may go now.
     void release(Buf *b);
-    // Post messages that found the provider's queue full.
+    // Post messages that found the provider's queue full; a peer may have
+    // a message injected again.
     void progress();
     // Messages posted and not completed, or written and not posted.
     bool idle() const { return 0 == inflight_ && waiting_.empty() && open_ == 0; }
@@ -177,6 +189,8 @@ class NetLink {
     uint32_t inflight_ = 0;
     uint32_t open_ = 0; // peers with an open message
     std::vector<Peer *> waiting_;
+    std::vector<Peer *> injected_;  // peers with injected set
+    size_t inject_max_ = 0;         // the provider's inject size (0: never)
     std::vector<efa_ctx_t *> ctxs_; // the distinct contexts peers were given
     NetStats stats_;
 };

@@ -170,11 +170,15 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
                                      opal_process_info.nodename, fi_strerror(-err));
             return OMPI_ERR_NOT_AVAILABLE;
         }
-        if (own) {
+        if (own && 0 == strcmp(ompi_mtl_efa_params.matching, "own")) {
             mca_common_efa_show_help("help-mtl-efa.txt", "no-own-matching", true,
                                      opal_process_info.nodename, fi_strerror(-err));
-            ompi_mtl_efa.own_matching = false;
+        } else if (own) { /* auto: the provider's matching is the other good choice */
+            mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                      "matching: provider (own matching needs the engine: %s)",
+                                      fi_strerror(-err));
         }
+        ompi_mtl_efa.own_matching = false;
         return OMPI_SUCCESS;
     }
     opal_progress_register(progress_cb);
@@ -243,10 +247,11 @@ void ompi_mtl_efa_onnode_fini(void) {
     if (ompi_mtl_efa.own_matching) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: own matching: %llu provider messages sent (%llu packing "
-                            "several), %llu received (%llu came early and waited); peers "
-                            "spread over %llu endpoint(s)",
+                            "several, %llu injected), %llu received (%llu came early and "
+                            "waited); peers spread over %llu endpoint(s)",
                             (unsigned long long)s.net_sent, (unsigned long long)s.net_batched,
-                            (unsigned long long)s.net_received, (unsigned long long)s.net_reordered,
+                            (unsigned long long)s.net_injected, (unsigned long long)s.net_received,
+                            (unsigned long long)s.net_reordered,
                             (unsigned long long)s.net_endpoints);
     }
     if (s.dropped) {

@@ -15,7 +15,7 @@ mtl_efa_params_t ompi_mtl_efa_params = {
     .dir = "",
     .slots = 64,
     .slot_size = 8192,
-    .matching = "provider",
+    .matching = "auto",
     .net_eager = 8192,
     .net_window = 16,
     .coalesce_bytes = 4096,
@@ -62,11 +62,13 @@ void ompi_mtl_efa_params_register(const mca_base_component_t *c) {
         "slot less 40 bytes of headers go eagerly, larger ones by rendezvous",
         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &p->slot_size);
     reg(c, "matching",
-        "Who matches MPI messages to and from other nodes: \"provider\" (default): each MPI "
-        "message is one tagged provider message, matched by the provider; \"own\": mtl_efa "
-        "matches every message itself with the on-node engine's matching, the messages to "
-        "other nodes travel as the provider's untagged messages with a sequence number, "
-        "several small ones packed into one when they queue up (mtl_efa_coalesce_bytes)",
+        "Who matches MPI messages to and from other nodes: \"provider\": each MPI message is "
+        "one tagged provider message, matched by the provider; \"own\": mtl_efa matches every "
+        "message itself with the on-node engine's matching, the messages to other nodes travel "
+        "as the provider's untagged messages with a sequence number, several small ones packed "
+        "into one when they queue up (mtl_efa_coalesce_bytes); \"auto\" (default): own on the "
+        "providers where it was measured to pay (tcp;ofi_rxm, udp;ofi_rxd), provider elsewhere "
+        "(efa included, until measured there); a provider without tags always gets own",
         MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &p->matching);
     reg(c, "net_eager_max",
         "Own matching: messages to other nodes up to this many bytes go eagerly (copied into "
@@ -118,7 +120,7 @@ int ompi_mtl_efa_params_check(void) {
     const mtl_efa_params_t *p = &ompi_mtl_efa_params;
     static const char *const channels[] = {"auto", "shm", "none", NULL};
     static const char *const copies[] = {"auto", "none", NULL};
-    static const char *const matchings[] = {"provider", "own", NULL};
+    static const char *const matchings[] = {"auto", "provider", "own", NULL};
     if (OMPI_SUCCESS != ompi_mtl_efa_check_choice("onnode_channel", p->channel, channels) ||
         OMPI_SUCCESS != ompi_mtl_efa_check_choice("onnode_single_copy", p->single_copy, copies) ||
         OMPI_SUCCESS != ompi_mtl_efa_check_choice("matching", p->matching, matchings)) {

@@ -91,7 +91,7 @@ expect_failure bad-provider-shm "auto, on, off or provider" "${cm[@]}" \
 expect_failure rnr-retry-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_rnr_retry 8
 # Own matching: an unknown choice and numbers out of their ranges.
-expect_failure bad-matching "Allowed:   provider, own" "${cm[@]}" \
+expect_failure bad-matching "Allowed:   auto, provider, own" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching tagged
 expect_failure net-window-zero "Parameter: mtl_efa_net_window" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca mtl_efa_net_window 0
@@ -101,6 +101,15 @@ expect_failure huge-net-eager "Parameter: mtl_efa_net_eager_max" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_net_eager_max 1000000
 expect_output own-matching-said "mtl:efa: matching: own" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca common_efa_verbose 1
+# The default (auto): own matching where it was measured to pay, the
+# provider's elsewhere; the choice and its reason said at verbose 1.
+expect_output matching-auto-own-on-rxm "mtl:efa: matching: own \\(auto: on tcp;ofi_rxm" "${cm[@]}" \
+    --mca mtl_efa_provider_include "tcp;ofi_rxm" --mca common_efa_verbose 1
+expect_output matching-auto-provider-on-shm "mtl:efa: matching: provider \\(auto: own matching is not measured on shm" \
+    "${cm[@]}" --mca mtl_efa_provider_include shm --mca common_efa_verbose 1
+expect_output matching-provider-said "mtl:efa: matching: provider \\(mtl_efa_matching provider" \
+    "${cm[@]}" --mca mtl_efa_provider_include "udp;ofi_rxd" --mca mtl_efa_matching provider \
+    --mca common_efa_verbose 1
 # The forced efa-direct-like mode: the MTU's bounds; no tags, so the MTL
 # matches itself even when left at (or told) provider matching; prog_args'
 # 4 MiB messages travel in pieces of at most the MTU.

@@ -33,6 +33,7 @@ class OnnodeNet : public ::testing::Test {
     efa_peer_t *self = nullptr;
     efa_onnode_t *e = nullptr;
     std::string tag;
+    bool no_inject = false; // set before open()
 
     static int no_card(void *, uint32_t, efa_onnode_card_t *) { return -FI_ENOENT; }
     static int addr_of(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
@@ -72,6 +73,7 @@ class OnnodeNet : public ::testing::Test {
         p.net_coalesce_bytes = coalesce;
         p.net_coalesce_max = 64;
         p.net_debug_swap = swap;
+        p.net_no_inject = no_inject;
         e = efa_onnode_create(&p, &err);
         ASSERT_NE(nullptr, e) << err;
     }
@@ -224,6 +226,47 @@ TEST_F(OnnodeNet, QueuedMessagesArePackedAndKeepTheirOrder) {
     const auto s = stats();
     EXPECT_GT(s.net_batched, 0u);
     EXPECT_LT(s.net_sent, static_cast<uint64_t>(kN));
+    // A burst between two progress calls injects its first message only.
+    EXPECT_LE(s.net_injected, 1u);
+}
+
+// A lone small message goes by inject (no completion to reap); one per
+// progress call and peer, so that a ping-pong injects every message.
+TEST_F(OnnodeNet, LoneSmallMessagesGoByInject) {
+    open(16, 4096);
+    if (0 == efa_core_get_info(core)->inject_size) {
+        GTEST_SKIP() << "the provider has no inject";
+    }
+    constexpr int kN = 5;
+    for (int i = 0; i < kN; ++i) {
+        auto msg = pattern(32, static_cast<uint8_t>(i));
+        std::vector<Req> sends(1), recvs(1);
+        note(send(msg, 21, false, sends[0]), sends[0]);
+        std::vector<uint8_t> got(32);
+        recv(got, 21, recvs[0]);
+        ASSERT_TRUE(wait_all(recvs));
+        ASSERT_TRUE(wait_all(sends));
+        EXPECT_EQ(msg, got) << "message " << i;
+    }
+    const auto s = stats();
+    EXPECT_EQ(static_cast<uint64_t>(kN), s.net_sent);
+    EXPECT_EQ(static_cast<uint64_t>(kN), s.net_injected);
+    EXPECT_EQ(s.net_sent, s.net_received);
+}
+
+// ... unless switched off (net_no_inject).
+TEST_F(OnnodeNet, NoInjectWhenOff) {
+    no_inject = true;
+    open(16, 4096);
+    auto msg = pattern(32, 7);
+    std::vector<Req> sends(1), recvs(1);
+    note(send(msg, 22, false, sends[0]), sends[0]);
+    std::vector<uint8_t> got(32);
+    recv(got, 22, recvs[0]);
+    ASSERT_TRUE(wait_all(recvs));
+    ASSERT_TRUE(wait_all(sends));
+    EXPECT_EQ(msg, got);
+    EXPECT_EQ(0u, stats().net_injected);
 }
 
 TEST_F(OnnodeNet, NoPackingWhenCoalescingIsOff) {
