@@ -28,36 +28,19 @@
 
 #include "efa_onnode.h"
 #include "fuzz_input.hpp"
+#include "fuzz_onnode_req.hpp"
 #include "onnode_engine.hpp"
 
 using namespace efa::onnode;
 
 namespace {
 
+using fuzz::on_complete;
+using fuzz::Req;
+using fuzz::small_or_raw;
+
 constexpr uint32_t kNprocs = 5;
 constexpr uint32_t kNlocal = 3;
-
-struct Req {
-    efa_onnode_req_t on{}; // first: the callback's pointer is the Req's
-    std::vector<uint8_t> buf;
-    bool is_send = false;
-    bool cancel_asked = false;
-    int completions = 0;
-};
-
-void on_complete(efa_onnode_req_t *r) {
-    Req *q = reinterpret_cast<Req *>(r);
-    FUZZ_CHECK(++q->completions == 1);
-    if (q->is_send) {
-        FUZZ_CHECK(r->err != -FI_ECANCELED || q->cancel_asked);
-        return;
-    }
-    if (r->err == 0) {
-        FUZZ_CHECK(r->msg_len <= r->buflen);
-    } else if (r->err == -FI_ETRUNC) {
-        FUZZ_CHECK(r->msg_len > r->buflen);
-    }
-}
 
 struct Job {
     std::string tag;
@@ -105,18 +88,6 @@ efa_onnode_t *make(Job &j, uint32_t vpid, uint32_t slots, bool single_copy) {
     return e;
 }
 
-// A small value most of the time (so that envelopes match and ids hit),
-// any value when the top bit asks for it.
-uint32_t small_or_raw(fuzz::Input &in, uint32_t mod) {
-    const uint32_t v = in.take<uint32_t>();
-    return (v & 0x80000000u) ? v : v % mod;
-}
-
-const bool g_verbose = [] {
-    const char *v = getenv("EFA_FUZZ_VERBOSE");
-    return v && v[0] == '1';
-}();
-
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -142,26 +113,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int step = 0; step < 32 && in.left() >= 2; ++step) {
         const uint8_t op = in.take<uint8_t>();
         switch (op % 6) {
-        case 0: { // A posts a receive
-            if (nreq == reqs.size()) {
-                break;
-            }
-            Req &r = reqs[nreq++];
-            r.buf.assign(in.take<uint8_t>() * 4u, 0);
-            r.on.complete = on_complete;
-            r.on.buf = r.buf.data();
-            r.on.buflen = r.buf.size();
-            const uint32_t cid = in.take<uint8_t>() % 4;
-            const int32_t src = static_cast<int32_t>(in.take<int8_t>() % 4);
-            const int32_t rtag = static_cast<int32_t>(in.take<int8_t>() % 8);
-            const int rc = efa_onnode_recv(job.a, cid, src < 0 ? EFA_ONNODE_ANY : src,
-                                           rtag < -1 ? EFA_ONNODE_ANY : rtag, &r.on);
-            FUZZ_CHECK(rc >= 0);
-            if (rc == 1) {
-                on_complete(&r.on); // complete inside the call: no callback follows
-            }
+        case 0: // A posts a receive
+            fuzz::post_recv(in, job.a, reqs, nreq);
             break;
-        }
         case 1: { // A sends (to B mostly; to itself or a process it cannot reach)
             if (nreq == reqs.size()) {
                 break;
@@ -185,50 +139,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             break;
         }
-        case 2: { // A cancels one of its requests
-            if (nreq == 0) {
-                break;
-            }
-            Req &r = reqs[in.take<uint8_t>() % nreq];
-            if (r.completions) {
-                break; // done: its memory is the caller's again
-            }
-            if (r.is_send) {
-                r.cancel_asked = true;
-                efa_onnode_cancel_send(job.a, &r.on);
-            } else {
-                (void)efa_onnode_cancel(job.a, &r.on);
-            }
+        case 2: // A cancels one of its requests
+            fuzz::cancel_one(in, job.a, reqs, nreq);
             break;
-        }
         default: { // a frame from the peer on ring 1 or 2
-            FrameHdr h{};
-            h.type = in.take<uint8_t>();
-            h.flags = in.take<uint8_t>();
-            h.cid = small_or_raw(in, 4);
-            h.src = static_cast<int32_t>(small_or_raw(in, 4));
-            h.tag = static_cast<int32_t>(small_or_raw(in, 8));
-            h.sender = small_or_raw(in, kNprocs + 1);
-            h.id = in.take<uint64_t>();
-            const uint8_t idsel = in.take<uint8_t>();
-            if ((idsel & 0x80) && nreq) {
-                h.id = reqs[idsel % nreq].on.local_id;
-                if (idsel & 0x20) {
-                    h.id += 1; // the next index
-                } else if (idsel & 0x40) {
-                    h.id += uint64_t{1} << 32; // a later generation
-                }
-            }
-            std::vector<uint8_t> frame(sizeof(h));
-            memcpy(frame.data(), &h, sizeof(h));
-            if (h.type == kEagerShort) {
-                frame.resize(kShortHdr);
-            }
-            const std::vector<uint8_t> body = in.bytes(255);
-            frame.insert(frame.end(), body.begin(), body.end());
-            // Any length up to the slot, shorter than a header included.
-            frame.resize(std::min<size_t>(
-                frame.size(), in.take<uint8_t>() % 2 ? frame.size() : in.take<uint8_t>() % 48));
+            const std::vector<uint8_t> frame = fuzz::make_frame(in, reqs, nreq, kNprocs);
             const int rc = out[(op & 0x80) ? 2 : 1]->send(frame.data(), frame.size());
             FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -EMSGSIZE);
             break;
@@ -243,7 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     efa_onnode_progress(job.a);
-    if (g_verbose) { // what an input reached (make-seeds.py's seeds are checked so)
+    if (fuzz::verbose()) { // what an input reached (make-seeds.py's seeds are checked so)
         efa_onnode_stats_t st{};
         efa_onnode_get_stats(job.a, &st);
         fprintf(stderr,

@@ -34,7 +34,9 @@
 #include "efa_core.h"
 #include "efa_core_msg.h"
 #include "efa_onnode.h"
+#include "tests/unit/core_test_params.hpp"
 #include "fuzz_input.hpp"
+#include "fuzz_onnode_req.hpp"
 #include "onnode_engine.hpp"
 #include "onnode_net.hpp"
 
@@ -42,29 +44,11 @@ using namespace efa::onnode;
 
 namespace {
 
+using fuzz::on_complete;
+using fuzz::Req;
+using fuzz::small_or_raw;
+
 constexpr uint32_t kNprocs = 4;
-
-struct Req {
-    efa_onnode_req_t on{}; // first: the callback's pointer is the Req's
-    std::vector<uint8_t> buf;
-    bool is_send = false;
-    bool cancel_asked = false;
-    int completions = 0;
-};
-
-void on_complete(efa_onnode_req_t *r) {
-    Req *q = reinterpret_cast<Req *>(r);
-    FUZZ_CHECK(++q->completions == 1);
-    if (q->is_send) {
-        FUZZ_CHECK(r->err != -FI_ECANCELED || q->cancel_asked);
-        return;
-    }
-    if (r->err == 0) {
-        FUZZ_CHECK(r->msg_len <= r->buflen);
-    } else if (r->err == -FI_ETRUNC) {
-        FUZZ_CHECK(r->msg_len > r->buflen);
-    }
-}
 
 // One core for the whole run: opening one per input would measure the
 // provider, not the engine.  Context 1 sends, context 0's pool receives.
@@ -72,15 +56,8 @@ struct Fabric {
     efa_core_t *core = nullptr;
     efa_peer_t *self = nullptr;
     Fabric() {
-        efa_core_params_t p{};
-        p.provider_include = "shm";
-        p.provider_exclude = "";
+        efa_core_params_t p = core_test_params("shm");
         p.num_contexts = 2;
-        p.mr_cache_size = 16;
-        p.progress_batch = 16;
-        p.local_size = 1;
-        p.rnr_retry = -1;
-        p.force_emulated = "";
         int err = 0;
         core = efa_core_acquire(&p, &err);
         if (!core) {
@@ -113,42 +90,10 @@ int addr_of(void *, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
     return 0;
 }
 
-// A small value most of the time (so that envelopes match and ids hit),
-// any value when the top bit asks for it.
-uint32_t small_or_raw(fuzz::Input &in, uint32_t mod) {
-    const uint32_t v = in.take<uint32_t>();
-    return (v & 0x80000000u) ? v : v % mod;
-}
-
 // One frame as the input describes it, behind its length word.
 void add_frame(fuzz::Input &in, const std::vector<Req> &reqs, size_t nreq,
                std::vector<uint8_t> &msg) {
-    FrameHdr h{};
-    h.type = in.take<uint8_t>();
-    h.flags = in.take<uint8_t>();
-    h.cid = small_or_raw(in, 4);
-    h.src = static_cast<int32_t>(small_or_raw(in, 4));
-    h.tag = static_cast<int32_t>(small_or_raw(in, 8));
-    h.sender = small_or_raw(in, kNprocs + 1);
-    h.id = in.take<uint64_t>();
-    const uint8_t idsel = in.take<uint8_t>();
-    if ((idsel & 0x80) && nreq) {
-        h.id = reqs[idsel % nreq].on.local_id;
-        if (idsel & 0x20) {
-            h.id += 1; // the next index
-        } else if (idsel & 0x40) {
-            h.id += uint64_t{1} << 32; // a later generation
-        }
-    }
-    std::vector<uint8_t> frame(sizeof(h));
-    memcpy(frame.data(), &h, sizeof(h));
-    if (h.type == kEagerShort) {
-        frame.resize(kShortHdr);
-    }
-    const std::vector<uint8_t> body = in.bytes(255);
-    frame.insert(frame.end(), body.begin(), body.end());
-    frame.resize(std::min<size_t>(frame.size(),
-                                  in.take<uint8_t>() % 2 ? frame.size() : in.take<uint8_t>() % 48));
+    const std::vector<uint8_t> frame = fuzz::make_frame(in, reqs, nreq, kNprocs);
     // The length word: the frame's own most of the time, any when asked.
     const uint8_t lensel = in.take<uint8_t>();
     NetFrameHdr fh{static_cast<uint32_t>(frame.size()), 0};
@@ -161,11 +106,6 @@ void add_frame(fuzz::Input &in, const std::vector<Req> &reqs, size_t nreq,
     msg.insert(msg.end(), frame.begin(), frame.end());
     msg.resize(at + net_span(frame.size()));
 }
-
-const bool g_verbose = [] {
-    const char *v = getenv("EFA_FUZZ_VERBOSE");
-    return v && v[0] == '1';
-}();
 
 uint64_t seen(efa_onnode_t *a) {
     efa_onnode_stats_t st{};
@@ -212,26 +152,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int step = 0; step < 24 && in.left() >= 2; ++step) {
         const uint8_t op = in.take<uint8_t>();
         switch (op % 6) {
-        case 0: { // A posts a receive
-            if (nreq == reqs.size()) {
-                break;
-            }
-            Req &r = reqs[nreq++];
-            r.buf.assign(in.take<uint8_t>() * 4u, 0);
-            r.on.complete = on_complete;
-            r.on.buf = r.buf.data();
-            r.on.buflen = r.buf.size();
-            const uint32_t cid = in.take<uint8_t>() % 4;
-            const int32_t src = static_cast<int32_t>(in.take<int8_t>() % 4);
-            const int32_t rtag = static_cast<int32_t>(in.take<int8_t>() % 8);
-            const int rc = efa_onnode_recv(a, cid, src < 0 ? EFA_ONNODE_ANY : src,
-                                           rtag < -1 ? EFA_ONNODE_ANY : rtag, &r.on);
-            FUZZ_CHECK(rc >= 0);
-            if (rc == 1) {
-                on_complete(&r.on); // complete inside the call: no callback follows
-            }
+        case 0: // A posts a receive
+            fuzz::post_recv(in, a, reqs, nreq);
             break;
-        }
         case 1: { // A sends to itself, to the other node, or to a process it cannot reach
             if (nreq == reqs.size()) {
                 break;
@@ -254,22 +177,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             break;
         }
-        case 2: { // A cancels one of its requests
-            if (nreq == 0) {
-                break;
-            }
-            Req &r = reqs[in.take<uint8_t>() % nreq];
-            if (r.completions) {
-                break; // done: its memory is the caller's again
-            }
-            if (r.is_send) {
-                r.cancel_asked = true;
-                efa_onnode_cancel_send(a, &r.on);
-            } else {
-                (void)efa_onnode_cancel(a, &r.on);
-            }
+        case 2: // A cancels one of its requests
+            fuzz::cancel_one(in, a, reqs, nreq);
             break;
-        }
         default: { // a provider message from "the other node"
             NetHdr h{kNetMagic, kNetVersion, 0, 0, 0};
             const uint8_t hsel = in.take<uint8_t>();
@@ -346,7 +256,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < 64; ++i) {
         progress(a);
     }
-    if (g_verbose) { // what an input reached
+    if (fuzz::verbose()) { // what an input reached
         efa_onnode_stats_t st{};
         efa_onnode_get_stats(a, &st);
         fprintf(stderr,
