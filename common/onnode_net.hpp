@@ -19,7 +19,9 @@
 // MPI messages in one provider message) until it reaches coalesce_bytes or
 // coalesce_max frames; it is posted when one of the peer's messages
 // completes.  When it is full and cannot go, reserve() says no and the
-// engine queues the frame as it does for a full ring.
+// engine queues the frame as it does for a full ring.  The bytes are
+// copied into the link's send buffers (registered where the provider needs
+// it), so a frame is "written" once committed, as in a ring.
 //
 // A lone small message goes by inject (no completion to reap, which is
 // most of what a message costs here beyond the provider-matched path):
@@ -27,9 +29,7 @@
 // inject size, and no other message went to that peer by inject since the
 // owner's last progress call.  The last condition keeps packing alive: a
 // burst of sends between two progress calls injects its first message
-// only, the rest go as posted sends and fill the window as before.  The bytes are
-// copied into the link's send buffers (registered where the provider needs
-// it), so a frame is "written" once committed, as in a ring.
+// only, the rest go as posted sends and fill the window as before.
 //
 // Threads: the owner serialises every call (the engine's mutex), and the
 // send completions, which come from the core's progress, call the owner's
