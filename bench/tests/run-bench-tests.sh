@@ -152,13 +152,29 @@ else
     ko "overhead/fifo-probe-blocking"
 fi
 
-# the provider floor, on shm (every libfabric has it)
-if timeout -k 10 "$tmo" mpirun --bind-to core "${transport[@]}" -np 2 "$bin/bench_floor" -p shm \
-    -m 1 -M 64 -f 8 -i 200 -x 20 >"$logdir/floor.log" 2>&1 &&
-    grep -q '^# bench=latency' "$logdir/floor.log" && grep -q '^64 ' "$logdir/floor.log"; then
+# the provider floor, on shm (every libfabric has it).  Once in CI (session
+# 11) a run ended in an MPI_Abort whose cause the log no longer had: a
+# failed run now says the program's own error line, and is tried once more,
+# which the PASS line then says.
+floor_run() {
+    timeout -k 10 "$tmo" mpirun --bind-to core "${transport[@]}" -np 2 "$bin/bench_floor" -p shm \
+        -m 1 -M 64 -f 8 -i 200 -x 20 >"$logdir/floor.log" 2>&1 &&
+        grep -q '^# bench=latency' "$logdir/floor.log" && grep -q '^64 ' "$logdir/floor.log"
+}
+floor_why() {
+    grep -m1 -a -E 'fi_[a-z_]+|cq error|failed|error' "$logdir/floor.log" ||
+        grep -a -v -E '^-+$|^$' "$logdir/floor.log" | head -1
+}
+if floor_run; then
     ok "floor/shm"
 else
-    ko "floor/shm" "$(tail -1 "$logdir/floor.log")"
+    first=$(floor_why)
+    cp "$logdir/floor.log" "$logdir/floor-1.log"
+    if floor_run; then
+        ok "floor/shm (second try; the first failed: $first)"
+    else
+        ko "floor/shm" "first try: $first; second: $(floor_why)"
+    fi
 fi
 
 # the runner drives a real configuration end to end
