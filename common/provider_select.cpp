@@ -59,8 +59,9 @@ InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local) {
     }
     // MPI's non-overtaking rule needs send-after-send order when the
     // provider matches tags; the direct mode (efa-direct has no ordering)
-    // asks for none and relies on the engine's sequence numbers.
-    const uint64_t order = p.force_direct_mode ? FI_ORDER_NONE : FI_ORDER_SAS;
+    // asks for none (no order bits; libfabric 2.x deprecates the name
+    // FI_ORDER_NONE for that 0) and relies on the engine's sequence numbers.
+    const uint64_t order = p.force_direct_mode ? 0 : FI_ORDER_SAS;
     hints->tx_attr->msg_order = order;
     hints->rx_attr->msg_order = order;
     if (p.tx_size > 0) {
