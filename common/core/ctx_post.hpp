@@ -1,0 +1,148 @@
+// How a context posts an operation (the hot path's shared steps, used by
+// ctx_tagged.cpp and ctx_rma.cpp; ctx_progress.cpp drains what they post).
+//
+// A post that finds the provider's queue full (-FI_EAGAIN; shm says
+// -FI_ENOMEM) is not spun on: spinning in a receive post could deadlock two
+// processes that each wait for the other to send.  It joins the context's
+// backlog and progress posts it later, in order; the caller sees success.
+// Completions are read into a local batch and dispatched with no lock held,
+// so a callback may post new operations (a synchronous-send
+// acknowledgement, say) or drive progress itself.
+#ifndef EFA_CTX_POST_HPP
+#define EFA_CTX_POST_HPP
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+
+namespace efa::post {
+
+inline bool queue_full(ssize_t rc) {
+    return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
+}
+
+inline void defer(efa::Backlog &b, const char *call, efa_op_t *op, std::function<ssize_t()> post,
+                  bool holds_slot = false) {
+    std::lock_guard<std::mutex> guard(b.lock);
+    b.deferred.fetch_add(1, std::memory_order_relaxed);
+    b.ops.push_back(efa::Deferred{op, std::move(post), holds_slot, call});
+    b.size.fetch_add(1, std::memory_order_release);
+}
+
+// A post the provider refused for another reason than a full queue: say
+// which call and why (once per kind) and hand the error to the caller.
+// Out of line (ctx_progress.cpp): the failure path stays off the hot one.
+int post_failed(efa_ctx *ctx, const char *call, ssize_t rc);
+
+template <typename Post>
+inline int submit(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op, Post post) {
+    if (op) {
+        op->rx_counted = 0;
+        efa::inflight_add(ctx, op); // before the post: a completion may come first
+    }
+    if (b.size.load(std::memory_order_acquire) == 0) {
+        ssize_t rc = post();
+        if (rc == 0) {
+            return 0;
+        }
+        if (!queue_full(rc)) {
+            if (op) {
+                efa::inflight_done(ctx, op);
+            }
+            return post_failed(ctx, call, rc);
+        }
+    }
+    defer(b, call, op, post);
+    return 0;
+}
+
+// Receive-queue slots (see EFA_RX_* in efa_core.h).  A counter is only
+// ever changed by one thread at a time unless the context is shared by
+// threads (ctx->mt): then locked read-modify-writes, else a plain load and
+// store, which spares two locked instructions per post and per completion.
+inline int slot_add(efa_ctx *ctx, std::atomic<int> &counter, int delta) {
+    if (ctx->mt) {
+        return counter.fetch_add(delta, std::memory_order_acq_rel);
+    }
+    const int old = counter.load(std::memory_order_relaxed);
+    counter.store(old + delta, std::memory_order_relaxed);
+    return old;
+}
+
+inline bool take_slot(efa_ctx *ctx, efa_op_t *op) {
+    if (ctx->rx_capacity == 0) {
+        return true;
+    }
+    const bool user = op->rx_class != EFA_RX_INTERNAL;
+    if (slot_add(ctx, ctx->rx_posted, 1) >= ctx->rx_capacity) {
+        slot_add(ctx, ctx->rx_posted, -1);
+        return false;
+    }
+    if (user && slot_add(ctx, ctx->rx_posted_user, 1) >= ctx->rx_user_capacity) {
+        slot_add(ctx, ctx->rx_posted_user, -1);
+        slot_add(ctx, ctx->rx_posted, -1);
+        return false;
+    }
+    op->rx_counted = 1;
+    return true;
+}
+
+inline void release_slot(efa_ctx *ctx, efa_op_t *op) {
+    if (op->rx_counted) {
+        op->rx_counted = 0;
+        slot_add(ctx, ctx->rx_posted, -1);
+        if (op->rx_class != EFA_RX_INTERNAL) {
+            slot_add(ctx, ctx->rx_posted_user, -1);
+        }
+    }
+}
+
+// A receive: it needs a queue slot of its class, and waits in its class's
+// backlog (internal receives never wait behind user receives).
+template <typename Post>
+inline int submit_recv(efa_ctx *ctx, const char *call, efa_op_t *op, Post post) {
+    efa::Backlog &b = op->rx_class == EFA_RX_INTERNAL ? ctx->rx_internal_backlog : ctx->rx_backlog;
+    op->rx_counted = 0;
+    efa::inflight_add(ctx, op);
+    if (b.size.load(std::memory_order_acquire) == 0 && take_slot(ctx, op)) {
+        ssize_t rc = post();
+        if (rc == 0) {
+            return 0;
+        }
+        release_slot(ctx, op);
+        if (!queue_full(rc)) {
+            efa::inflight_done(ctx, op);
+            return post_failed(ctx, call, rc);
+        }
+    }
+    defer(b, call, op, post, true);
+    return 0;
+}
+
+// Posts 'op' with 'peer' through the peer deadline: the provider gets the
+// deadline's stand-in (core_deadline.cpp) when it is on.  post(pop) posts
+// with pop as the operation.
+template <typename Post>
+inline int tracked_post(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, efa::PeerDeadline::Kind kind,
+                        uint64_t flags, Post post) {
+    int err = 0;
+    efa_op_t *pop = efa::deadline_track(ctx, peer, op, kind, flags, &err);
+    if (!pop) {
+        return err;
+    }
+    int rc = post(pop);
+    if (rc) {
+        efa::deadline_untrack(ctx, pop, op);
+    }
+    return rc;
+}
+
+inline constexpr auto kSend = efa::PeerDeadline::Kind::Send;
+
+} // namespace efa::post
+
+#endif // EFA_CTX_POST_HPP

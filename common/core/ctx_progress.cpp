@@ -1,0 +1,215 @@
+// Progress of a context: drain its completion queue (a bounded batch, each
+// completion dispatched through the efa_op_t it carries, with no lock
+// held, so a callback may post or drive progress itself) and post what its
+// backlogs hold.
+#include <atomic>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "ctx_ops.hpp"
+#include "ctx_post.hpp"
+#include "efa_core_msg.h"
+#include "efa_params.hpp"
+#include "mr_cache.hpp"
+
+namespace efa::post {
+
+__attribute__((noinline)) int post_failed(efa_ctx *ctx, const char *call, ssize_t rc) {
+    ctx->core->failures.report(ctx->core->rep, call, static_cast<int>(rc));
+    return static_cast<int>(rc);
+}
+
+} // namespace efa::post
+
+namespace {
+using namespace efa::post;
+
+std::string to_hex(uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+// Post what a backlog holds, oldest first, until the provider (or the
+// receive class's share of it) is full again.  Out of line: progress calls
+// it only when the backlog is non-empty.
+__attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b) {
+    std::vector<efa_op_t *> failed;
+    std::vector<int> errors;
+    std::vector<const char *> calls;
+    {
+        std::unique_lock<std::mutex> guard(b.lock, std::try_to_lock);
+        if (!guard.owns_lock()) {
+            return; // another thread is at it
+        }
+        while (!b.ops.empty()) {
+            efa::Deferred &d = b.ops.front();
+            if (d.holds_slot && !take_slot(ctx, d.op)) {
+                break;
+            }
+            ssize_t rc = d.post();
+            if (rc != 0 && d.holds_slot) {
+                release_slot(ctx, d.op);
+            }
+            if (queue_full(rc)) {
+                break;
+            }
+            efa_op_t *op = b.ops.front().op;
+            const char *call = b.ops.front().call;
+            b.ops.pop_front();
+            b.size.fetch_sub(1, std::memory_order_release);
+            if (rc != 0) {
+                failed.push_back(op);
+                errors.push_back(static_cast<int>(rc));
+                calls.push_back(call);
+            }
+        }
+    }
+    for (size_t i = 0; i < failed.size(); ++i) {
+        static std::atomic<int> reported{0};
+        if (reported.fetch_add(1) < 8) {
+            ctx->core->rep.say(0, std::string("deferred post failed: ") + fi_strerror(-errors[i]));
+        }
+        ctx->core->failures.report(ctx->core->rep, std::string(calls[i]) + " (deferred)",
+                                   errors[i]);
+        if (failed[i]) { // an inject has no operation to fail
+            efa::inflight_done(ctx, failed[i]);
+            efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0};
+            failed[i]->complete(failed[i], &cqe);
+        }
+    }
+}
+
+inline void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
+    if (b.size.load(std::memory_order_acquire) != 0) {
+        flush_backlog_slow(ctx, b);
+    }
+}
+
+// Which kind of operation a failed completion belongs to, in the words of
+// the call that posted it.
+const char *completion_kind(uint64_t flags) {
+    if (flags & FI_READ) {
+        return "completion of fi_read";
+    }
+    if (flags & FI_WRITE) {
+        return "completion of fi_write";
+    }
+    if (flags & FI_ATOMIC) {
+        return "completion of fi_atomic";
+    }
+    if (flags & FI_SEND) {
+        return (flags & FI_TAGGED) ? "completion of fi_tsend" : "completion of fi_send";
+    }
+    if (flags & FI_RECV) {
+        return (flags & FI_TAGGED) ? "completion of fi_trecv" : "completion of fi_recv";
+    }
+    return "completion";
+}
+
+__attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
+    fi_cq_err_entry err = {};
+    if (fi_cq_readerr(ctx->cq, &err, 0) < 0) {
+        return;
+    }
+    // The manual says positive; shm (1.17) reports some negative.
+    err.err = err.err < 0 ? -err.err : err.err;
+    // Cancels, empty probes and truncation are normal MPI outcomes. Anything
+    // else fails a request: say so with the provider's own words (the first
+    // few times unconditionally, so a failed job shows why).
+    const bool expected = err.err == FI_ECANCELED || err.err == FI_ENOMSG || err.err == FI_ETRUNC;
+    static std::atomic<int> reported{0};
+    const int level = (!expected && reported.fetch_add(1) < 8) ? 0 : 10;
+    const char *kind = completion_kind(err.flags);
+    const bool new_kind =
+        !expected && ctx->core->rep.verbosity >= 1 && ctx->core->failures.is_new(kind, err.err);
+    if (new_kind || ctx->core->rep.verbosity >= level) {
+        char buf[256];
+        const char *prov = fi_cq_strerror(ctx->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
+        std::string detail = std::string(prov ? prov : "") + ", provider errno " +
+                             std::to_string(err.prov_errno) + ", flags 0x" + to_hex(err.flags);
+        if (!(new_kind && ctx->core->failures.report(ctx->core->rep, kind, err.err, detail))) {
+            ctx->core->rep.say(level, std::string("completion error: ") + fi_strerror(err.err) +
+                                          " (provider: " + detail + ")");
+        }
+    }
+    auto *op = static_cast<efa_op_t *>(err.op_context);
+    if (!op) {
+        return;
+    }
+    release_slot(ctx, op);
+    efa::inflight_done(ctx, op);
+    efa_cqe_t cqe;
+    cqe.err = -err.err;
+    cqe.flags = err.flags;
+    cqe.tag = err.tag;
+    cqe.data = err.data;
+    cqe.len = err.len;
+    cqe.olen = err.olen;
+    op->complete(op, &cqe);
+}
+
+__attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
+    // validate_params keeps batch within 1..kMaxProgressBatch (refused otherwise).
+    fi_cq_tagged_entry entries[efa::ParamLimits::kMaxProgressBatch];
+    ssize_t n = fi_cq_read(ctx->cq, entries, static_cast<size_t>(batch));
+    if (n > 0) {
+        for (ssize_t i = 0; i < n; ++i) {
+            auto *op = static_cast<efa_op_t *>(entries[i].op_context);
+            if (!op) {
+                continue;
+            }
+            release_slot(ctx, op);
+            efa::inflight_done(ctx, op);
+            efa_cqe_t cqe{0, entries[i].flags, entries[i].tag, entries[i].data, entries[i].len, 0};
+            op->complete(op, &cqe);
+        }
+        return static_cast<int>(n);
+    }
+    if (n == -FI_EAVAIL) {
+        dispatch_error(ctx);
+        return 1;
+    }
+    return 0;
+}
+
+// A relaxed load and store, not a locked increment: the count only paces
+// the deadline's checks.
+inline uint32_t bump(std::atomic<uint32_t> &c) {
+    const uint32_t v = c.load(std::memory_order_relaxed) + 1;
+    c.store(v, std::memory_order_relaxed);
+    return v;
+}
+} // namespace
+
+namespace efa {
+
+int progress(efa_core_t *core) {
+    int events = 0;
+    const int n = core->nic->num_contexts();
+    for (int i = 0; i < n; ++i) {
+        efa_ctx *ctx = core->nic->ctx(i);
+        events += drain(ctx, core->progress_batch);
+        flush_backlog(ctx, ctx->tx_backlog);
+        flush_backlog(ctx, ctx->rx_internal_backlog);
+        flush_backlog(ctx, ctx->rx_backlog);
+    }
+    // Untagged receive buffers that found the queue full are posted again
+    // here, whichever component owns a channel (a load when there are none).
+    efa_core_msg_progress(core);
+    if (core->mr_cache) {
+        core->mr_cache->apply_invalidations(); // memory freed since: deregistered here
+    }
+    // The deadline's clock is read when a call found nothing (a wait), or
+    // every 64th busy call (a peer may be silent while others keep this
+    // process busy), so the fast path stays a counter.
+    if (core->deadline_on && (events == 0 || (bump(core->busy_calls) & 63) == 0)) {
+        efa::deadline_tick(core);
+    }
+    return events;
+}
+
+} // namespace efa
