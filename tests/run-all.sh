@@ -79,6 +79,10 @@ echo "== installed libraries resolve every symbol"
 "$top/tests/check-symbols.sh" "$compdir" "$(dirname "$compdir")" 2>&1 | tee "$logdir/symbols.log"
 add_counts "$logdir/symbols.log" symbols
 
+echo "== the tree's shape: files of at most 600 lines, no include cycle, the components see only common/include, capi holds shims"
+"$top/tests/check-tree.sh" 2>&1 | tee "$logdir/tree.log"
+add_counts "$logdir/tree.log" tree
+
 echo "== Python through python3-mpi4py (MPI_THREAD_MULTIPLE): probe, mprobe, isend/irecv, a window"
 "$top/tests/mpi4py/run-mpi4py-tests.sh" "$compdir" 2>&1 | tee "$logdir/mpi4py.log"
 add_counts "$logdir/mpi4py.log" mpi4py

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The shape of the tree (docs/DESIGN.md, "Pieces"), checked so that it stays:
+# - no source file over 600 lines (C, C++, shell, Python, Makefile.am);
+# - no cycle among the project's #include "..." edges;
+# - the components include only common/include/ and the OPAL glue's header
+#   from common/ (the core's and the node stack's C++ stay private to it);
+# - common/capi/ holds only extern "C" shims: no namespace of its own and no
+#   function longer than a few lines.
+# Prints one line per check and "N passed, N failed".
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+pass=0
+fail=0
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+
+sources=$(git ls-files 2>/dev/null | grep -E '\.(c|h|cpp|hpp|py|sh|am|m4)$|(^|/)(run|rsh-agent)$' |
+    grep -vE '^(config/|tests/fuzz/corpus/)')
+[ -n "$sources" ] || sources=$(find common mtl_efa btl_efa tests bench scripts -type f \
+    \( -name '*.[ch]' -o -name '*.[ch]pp' -o -name '*.py' -o -name '*.sh' -o -name Makefile.am \) |
+    grep -v '/corpus/')
+
+long=""
+for f in $sources; do
+    [ -f "$f" ] || continue
+    n=$(wc -l <"$f")
+    [ "$n" -gt 600 ] && long="$long $f($n)"
+done
+if [ -z "$long" ]; then ok "no source file over 600 lines"; else bad "source files over 600 lines:$long"; fi
+
+pyout=$(python3 - "$top" <<'PY'
+import os, re, sys
+top = sys.argv[1]
+dirs = ["common", "mtl_efa", "btl_efa", "tests", "bench"]
+files = {}
+for d in dirs:
+    for root, _, names in os.walk(os.path.join(top, d)):
+        if "/corpus" in root or "/_build" in root:
+            continue
+        for n in names:
+            if n.endswith((".c", ".h", ".cpp", ".hpp")):
+                files.setdefault(n, []).append(os.path.join(root, n))
+inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+edges = {}
+for name, paths in files.items():
+    for p in paths:
+        with open(p, errors="replace") as fh:
+            for m in inc.finditer(fh.read()):
+                tgt = os.path.basename(m.group(1))
+                if tgt in files:
+                    edges.setdefault(p, set()).update(files[tgt])
+# Cycles by depth-first search.
+state, stack, cycles = {}, [], []
+def visit(v):
+    state[v] = 1
+    stack.append(v)
+    for w in sorted(edges.get(v, ())):
+        if state.get(w) == 1:
+            cycles.append(stack[stack.index(w):] + [w])
+        elif w not in state:
+            visit(w)
+    stack.pop()
+    state[v] = 2
+sys.setrecursionlimit(10000)
+for v in sorted(edges):
+    if v not in state:
+        visit(v)
+rel = lambda p: os.path.relpath(p, top)
+if cycles:
+    print("FAIL include cycles: " + "; ".join(" -> ".join(map(rel, c)) for c in cycles[:5]))
+else:
+    print("PASS no include cycle among %d files" % sum(len(v) for v in files.values()))
+# What the components may include from common/.
+allowed = {os.path.basename(p) for p in os.listdir(os.path.join(top, "common", "include"))}
+allowed |= {"common_efa.h", "common_efa_compat.h"}
+private = {n for n, ps in files.items() if any("/common/" in p and "/common/include/" not in p for p in ps)} - allowed
+leaks = []
+for d in ("mtl_efa", "btl_efa"):
+    for root, _, names in os.walk(os.path.join(top, d)):
+        for n in names:
+            if n.endswith((".c", ".h")):
+                p = os.path.join(root, n)
+                with open(p, errors="replace") as fh:
+                    for m in inc.finditer(fh.read()):
+                        if os.path.basename(m.group(1)) in private:
+                            leaks.append("%s includes %s" % (rel(p), m.group(1)))
+if leaks:
+    print("FAIL components include the core's private headers: " + "; ".join(leaks))
+else:
+    print("PASS the components include only common/include/ and the glue's header")
+# capi/: shims only.
+long_fns = []
+for n in sorted(os.listdir(os.path.join(top, "common", "capi"))):
+    p = os.path.join(top, "common", "capi", n)
+    text = open(p, errors="replace").read()
+    if re.search(r"^namespace\s", text, re.M):
+        long_fns.append("%s opens a namespace" % rel(p))
+    body = 0
+    for line in text.split("\n"):
+        if re.match(r"^\S.*\)\s*(const\s*)?\{$", line) and not line.startswith(("extern", "namespace")):
+            body = 1
+            start = line
+            continue
+        if body:
+            if line == "}":
+                if body > 12:
+                    long_fns.append("%s: %s (%d lines)" % (rel(p), start.split("(")[0], body - 1))
+                body = 0
+            else:
+                body += 1
+if long_fns:
+    print("FAIL common/capi holds more than shims: " + "; ".join(long_fns))
+else:
+    print("PASS common/capi holds only extern \"C\" shims")
+PY
+)
+[ -n "$pyout" ] && echo "$pyout"
+pass=$((pass + $(grep -c '^PASS' <<<"$pyout")))
+fail=$((fail + $(grep -c '^FAIL' <<<"$pyout")))
+[ "$(grep -cE '^(PASS|FAIL)' <<<"$pyout")" -eq 3 ] || { echo "FAIL the include and shim checks did not run"; fail=$((fail + 1)); }
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
