@@ -1,6 +1,7 @@
 // What the on-node engine's unit tests (test_onnode_engine.cpp,
-// test_onnode_net.cpp) share: a request that counts its completions, and
-// message bytes that differ by position and seed.
+// test_onnode_partner.cpp, test_onnode_forged_frames.cpp, test_onnode_net.cpp)
+// share: a request that counts its completions, and message bytes that differ
+// by position and seed.
 #pragma once
 
 #include <cstddef>

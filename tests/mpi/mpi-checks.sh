@@ -1,0 +1,108 @@
+# shellcheck shell=bash disable=SC2034 # (what is set here, the runner reads)
+# Sourced by run-mpi-tests.sh: how it judges a run.  A run passes when it
+# exits 0 and its log has the program's "ok" line and the lines that show its
+# variant took the path it is meant to check (expected_lines); otherwise the
+# FAIL line says why, from the exit code and the log.  Counts into the
+# runner's NPASS and NFAIL and reports its RUN_ARGS.
+
+# expected_lines LABEL CONFIG: sets ALSO and ALSO2 to the patterns (if any)
+# that the log of the variant LABEL must match besides its "ok" line.
+expected_lines() {
+    local label=$1 cfg=$2
+    ALSO=""
+    ALSO2=""
+    # pingpong+ring: frames must have gone through the rings.
+    [[ $label == *+ring ]] && ALSO="on-node channel: [1-9][0-9]* frames sent"
+    [[ $label == *+ring && $cfg == cm-efa-onnode-stream ]] &&
+        ALSO="mtl:efa: on-node channel: [1-9][0-9]* frames sent.*[1-9][0-9]* streamed"
+    [[ $label == *+ring && $cfg == cm-efa-onnode ]] &&
+        ALSO="mtl:efa: on-node channel: [1-9][0-9]* frames sent.*[1-9][0-9]* single copy"
+    # remap+hooks: the components installed Open MPI's memory hooks and
+    # cache registrations; remap+nohooks: without hooks they must not cache
+    # (the stand-ins would not show stale data: they read by virtual address).
+    [[ $label == *+hooks ]] && ALSO="registration cache: up to [0-9]+ idle"
+    [[ $label == *+nohooks ]] && ALSO="registration cache: off"
+    # pingpong+hosts: each rank is local rank 0 on its own host (Open MPI
+    # sees two nodes, under the hosts' own names) and its NIC is the host's
+    # interface.
+    if [[ $label == *+hosts ]]; then
+        ALSO="\\[${NETNS_PREFIX}1:[0-9]+\\] common:efa: report: local rank 0: NIC eth0"
+        ALSO2="\\[${NETNS_PREFIX}2:[0-9]+\\] common:efa: report: local rank 0: NIC eth0"
+    fi
+    # ssend+noinject, modes+noinject: the MTL took the test setting.
+    [[ $label == *+noinject ]] && ALSO="mtl:efa: inject off"
+    # many_outstanding+batch: queued messages went packed.
+    [[ $label == *+batch ]] && ALSO="btl:efa: coalescing: [1-9][0-9]* batch\\(es\\) carried"
+    # ordering+swap: own matching put swapped provider messages back in order.
+    [[ $label == *+swap ]] && ALSO="mtl:efa: own matching: [1-9][0-9]* provider messages sent .*received \\([1-9][0-9]* came early"
+    # many_outstanding+pack: own matching packed queued messages.
+    # ordering+endpoints: own matching spread the peers over 2 endpoints.
+    [[ $label == *+endpoints ]] && ALSO="mtl:efa: own matching: [1-9][0-9]* provider messages sent .*peers spread over 2 endpoint"
+    # ordering+direct: the core swapped arrivals, and the mode was on.
+    if [[ $label == *+direct ]]; then
+        ALSO="untagged messages: [1-9][0-9]* handed on out of order"
+        ALSO2="direct mode forced \\(force_direct_mode\\): untagged messages of at most 8192 bytes"
+    fi
+    [[ $label == *+pack ]] && ALSO="mtl:efa: own matching: [1-9][0-9]* provider messages sent \\([1-9][0-9]* packing several,"
+    # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
+    if [[ $label == *+mixed ]]; then
+        ALSO="mtl:efa: on-node channel: [1-9][0-9]* frames sent"
+        ALSO2="communicator 0 takes the mixed path"
+    fi
+}
+
+# Why a run failed, from its exit code and log.
+fail_reason() {
+    local rc=$1 log=$2 tmo=$3 line
+    line=$(grep -m1 -a '^FAIL ' "$log")
+    if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+        echo "timeout after ${tmo}s${line:+: $line}"
+    elif [[ -n $line ]]; then
+        echo "exit code $rc: $line"
+    elif [[ $rc -eq 0 ]]; then
+        echo "exit code 0 but no 'ok' line"
+    else
+        echo "exit code $rc$(log_hint "$log")"
+    fi
+}
+
+# A short hint from the log of a run that failed without a FAIL line.
+log_hint() {
+    local log=$1 fw comp line
+    if grep -q -a 'A requested component was not found' "$log"; then
+        fw=$(grep -m1 -a '^Framework:' "$log" | awk '{print $2}')
+        comp=$(grep -m1 -a '^Component:' "$log" | awk '{print $2}')
+        echo ": Open MPI component not found: ${fw:-?} ${comp:-?}"
+        return
+    fi
+    line=$(grep -m1 -a -E 'cannot be selected|exited on signal|Signal: |Segmentation fault|MPI_ABORT was invoked' \
+        "$log")
+    if [[ -z $line ]]; then
+        # first meaningful line, skipping Open MPI's runtime noise
+        line=$(grep -a -v -E '^#|^-+$|^[[:space:]]*$|ORTE_ERROR_LOG|help message|help_aggregate' \
+            "$log" | head -n1)
+    fi
+    line=$(echo "$line" | sed 's/^[[:space:]]*//' | cut -c1-160)
+    [[ -n $line ]] && echo ": $line"
+}
+
+# report LABEL CONFIG NP RC LOG TIMEOUT START_NS OKPATTERN [ALSO [ALSO2]]:
+# the log must match OKPATTERN and, if given, ALSO and ALSO2
+report() {
+    local label=$1 cfg=$2 np=$3 rc=$4 log=$5 tmo=$6 t0=$7 okpat=$8 also=${9:-} also2=${10:-} secs
+    secs=$(awk -v a="$t0" -v b="$(now_ns)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+    if [[ $rc -eq 0 ]] && grep -q -a -E "$okpat" "$log" &&
+        { [[ -z $also ]] || grep -q -a -E "$also" "$log"; } &&
+        { [[ -z $also2 ]] || grep -q -a -E "$also2" "$log"; }; then
+        echo "PASS $label $cfg np=$np (${secs}s${RUN_ARGS:+, args: $RUN_ARGS})"
+        NPASS=$((NPASS + 1))
+    else
+        local why
+        why=$(fail_reason "$rc" "$log" "$tmo")
+        if [[ $rc -eq 0 ]] && grep -q -a -E "$okpat" "$log"; then
+            why="the program passed, but no line matches \"$also\"${also2:+ and \"$also2\"}"
+        fi
+        echo "FAIL $label $cfg np=$np ($why; ${secs}s)"
+        NFAIL=$((NFAIL + 1))
+    fi
+}

@@ -1,0 +1,119 @@
+// The on-node engine (efa_onnode.h) against frames another process of the
+// node corrupted or forged: a third local rank with no engine writes raw
+// frames into an engine's inbox, and each bad one is dropped and counted
+// while the real senders are still heard.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "efa_onnode.h"
+#include "efa_shm_ring.h"
+#include "onnode_engine.hpp"
+#include "onnode_engine_pair.hpp"
+#include "onnode_test_req.hpp"
+
+namespace {
+
+using efa::onnode::FrameHdr;
+using onnode_test::pattern;
+using onnode_test::Req;
+
+// A third local rank (no engine) that writes raw frames into its ring of
+// an engine's inbox, as a corrupted or hostile process of the node would.
+class OnnodeCorrupt : public onnode_test::EnginePair {
+  protected:
+    efa_shm_outbox_t *forger = nullptr;
+
+    // The forger writes into b's inbox, or a's.
+    void open_with_forger(bool into_b) {
+        nlocal = 3;
+        open();
+        efa_onnode_t *victim = into_b ? b : a;
+        efa_onnode_card_t card{};
+        efa_onnode_my_card(victim, &card);
+        int err = 0;
+        forger = efa_shm_outbox_attach(efa_onnode_inbox_path(victim), 2, card.cookie, &err);
+        ASSERT_NE(nullptr, forger) << err;
+    }
+    void TearDown() override {
+        if (forger) {
+            efa_shm_outbox_detach(forger);
+        }
+        EnginePair::TearDown();
+    }
+    void forge(uint8_t type, uint32_t sender, uint64_t id, size_t body = 0, uint8_t flags = 0,
+               int32_t tag = 9) {
+        std::vector<uint8_t> f(sizeof(FrameHdr) + body, 0x5a);
+        FrameHdr h{};
+        h.type = type;
+        h.flags = flags;
+        h.cid = 3;
+        h.tag = tag;
+        h.sender = sender;
+        h.id = id;
+        memcpy(f.data(), &h, sizeof(h));
+        ASSERT_EQ(0, efa_shm_outbox_send(forger, f.data(), f.size()));
+    }
+    static uint64_t dropped(efa_onnode_t *e) {
+        efa_onnode_stats_t st{};
+        efa_onnode_get_stats(e, &st);
+        return st.dropped;
+    }
+};
+
+// Answers naming requests that do not exist, senders outside the job or
+// not writing their own ring, unknown types, short frames: each dropped
+// and counted, nothing followed (an id used to be dereferenced as a
+// pointer, a sender id used to size a table), and the engine goes on.
+TEST_F(OnnodeCorrupt, BadFramesAreDroppedAndTheEngineGoesOn) {
+    open_with_forger(true);
+    std::vector<uint8_t> got(64, 0);
+    Req r;
+    ASSERT_EQ(0, post(b, r, got.data(), got.size(), 3, EFA_ONNODE_ANY, 9));
+    forge(efa::onnode::kAck, 2, 0xdeadbeef00000010ull);                     // no such request
+    forge(efa::onnode::kFin, 0, 0);                                         // id 0 and not ring 0
+    forge(efa::onnode::kCts, 2, 0x10, sizeof(efa::onnode::CtsBody));        // no such request
+    forge(efa::onnode::kData, 2, 0x7fff0001ull, 64);                        // no such request
+    forge(efa::onnode::kRts, 0x7fffffffu, 1, sizeof(efa::onnode::RtsBody)); // not of the job
+    forge(efa::onnode::kEager, 0, 1, 8, 1); // synchronous, names vpid 0, but in ring 2
+    forge(efa::onnode::kRts, 2, 1, 4);      // body shorter than an RTS
+    forge(0x77, 2, 1);                      // no such type
+    ASSERT_TRUE(until([&] { return dropped(b) == 8; })) << dropped(b); // (8 slots)
+    const uint8_t tiny[4] = {1, 2, 3, 4};
+    ASSERT_EQ(0, efa_shm_outbox_send(forger, tiny, sizeof(tiny))); // shorter than a header
+    ASSERT_TRUE(until([&] { return dropped(b) == 9; })) << dropped(b);
+    EXPECT_EQ(0, r.completions) << "a dropped frame matched the receive";
+    // The real sender is still heard.
+    Req s;
+    const auto data = pattern(40, 9);
+    EXPECT_GE(send(a, s, 1, data, 9, true), 0);
+    ASSERT_TRUE(until([&] { return r.completions == 1 && s.completions == 1; }));
+    EXPECT_EQ(0, memcmp(got.data(), data.data(), data.size()));
+    EXPECT_EQ(9u, dropped(b));
+}
+
+// An answer with the right id but from another ring than the peer's (or
+// an id of a request finished since) completes nothing.
+TEST_F(OnnodeCorrupt, ForgedAnswerToARealRequestIsDropped) {
+    open_with_forger(false);
+    Req s;
+    const auto data = pattern(40, 4);
+    ASSERT_EQ(0, send(a, s, 1, data, 9, true)); // synchronous: waits for b's ACK
+    ASSERT_NE(0u, s.on.local_id);
+    forge(efa::onnode::kAck, 1, s.on.local_id); // b's name, but ring 2
+    ASSERT_TRUE(until([&] { return dropped(a) == 1; }));
+    EXPECT_EQ(0, s.completions) << "a forged ACK completed a synchronous send";
+    std::vector<uint8_t> got(64, 0);
+    Req r;
+    ASSERT_GE(post(b, r, got.data(), got.size(), 3, 0, 9), 0); // complete now or later
+    ASSERT_TRUE(until([&] { return s.completions == 1; }));
+    EXPECT_EQ(0, memcmp(got.data(), data.data(), data.size()));
+    const uint64_t stale = s.on.local_id; // answered: no longer in the table
+    forge(efa::onnode::kAck, 1, stale);
+    ASSERT_TRUE(until([&] { return dropped(a) == 2; }));
+    EXPECT_EQ(1, s.completions);
+}
+
+} // namespace
