@@ -186,6 +186,11 @@ typedef struct mca_btl_efa_module {
      * request by id, never by address (it comes from another process). */
     opal_hash_table_t reqs; /* id -> efa_btl_rdma_req_t (btl_efa_emul_initiator.c) */
     uint64_t next_req_id;
+    /* A request chunk's send failed for good (fragment's req_id, status):
+     * the initiator's, set by mca_btl_efa_emul_setup.  The send
+     * path calls it through here because the initiator sends through the
+     * send path: neither file calls back into the other. */
+    void (*chunk_send_failed)(struct mca_btl_efa_module *btl, uint64_t req_id, int status);
     efa_btl_frag_t *free_frags;
     mca_btl_efa_endpoint_t *waiting_head, *waiting_tail; /* endpoints with sends queued */
     volatile int32_t num_waiting; /* endpoints on that list (read without the lock) */
@@ -459,8 +464,6 @@ void mca_btl_efa_reg_fini(mca_btl_efa_module_t *btl);
 /* After mca_btl_efa_reg_setup (request ids start from its random point). */
 void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl);
-/* A request's send failed for good (the send path, by the fragment's req_id). */
-void mca_btl_efa_emul_fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status);
 /* Fail the emulated requests that went unanswered for btl_efa_rma_timeout;
  * returns how many. */
 int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl);

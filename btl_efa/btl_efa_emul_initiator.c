@@ -122,9 +122,10 @@ static efa_btl_rdma_req_t *req_lookup(mca_btl_efa_module_t *btl, uint64_t id) {
     return OPAL_SUCCESS == found ? value : NULL;
 }
 
-/* A chunk's send failed.  Its request may have timed out meanwhile: looked
- * up by id, like an answer. */
-void mca_btl_efa_emul_fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status) {
+/* A chunk's send failed (the send path, through btl->chunk_send_failed).
+ * Its request may have timed out meanwhile: looked up by id, like an
+ * answer. */
+static void fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status) {
     efa_btl_rdma_req_t *req = req_lookup(btl, req_id);
     if (NULL != req) {
         chunk_answered(btl, req, status);
@@ -346,6 +347,7 @@ void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl) {
      * start at a random point: a late answer to an earlier run's request
      * is unlikely to name one in flight. */
     btl->next_req_id = btl->next_key << 16;
+    btl->chunk_send_failed = fail_chunk;
 }
 
 void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl) {
