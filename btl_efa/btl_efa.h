@@ -9,9 +9,13 @@
  *  - native (btl_efa_native.c): put and get are the provider's RDMA write
  *    and read, atomics its fi_atomic calls, against the peer's libfabric
  *    registration named in the handle;
- *  - emulated (btl_efa_rdma.c): requests executed by the target's progress
- *    against its own table of registrations, which refuses anything outside
- *    a registered range or its access rights.  Works on any provider.
+ *  - emulated (btl_efa_emul.h: btl_efa_emul_initiator.c and
+ *    btl_efa_emul_target.c): requests executed by the target's progress
+ *    against its own table of registrations (btl_efa_reg.c), which refuses
+ *    anything outside a registered range or its access rights.  Works on
+ *    any provider.
+ *
+ * btl_efa_rdma.c holds the entry points, which choose the path.
  *
  * Put and get on the process's own memory are copies after the same table
  * check in both modes.  Put and get to another process of the same node
@@ -25,6 +29,8 @@
 #define MCA_BTL_EFA_H
 
 #include "opal_config.h"
+
+#include <time.h>
 
 #include "opal/class/opal_hash_table.h"
 #include "opal/class/opal_list.h"
@@ -144,28 +150,6 @@ typedef struct efa_btl_frag {
     int inner_count;
 } efa_btl_frag_t;
 
-/* An initiator's one-sided operation (split into chunks). */
-typedef struct efa_btl_rdma_req {
-    struct efa_btl_rdma_req *next;
-    uint64_t id; /* names it in requests and answers (module's reqs table) */
-    mca_btl_efa_endpoint_t *endpoint;
-    void *local_address;
-    struct mca_btl_base_registration_handle_t *local_handle;
-    mca_btl_base_rdma_completion_fn_t cbfunc;
-    void *cbcontext, *cbdata;
-    int type;
-    int status;
-    size_t size;
-    uint64_t remote_address;
-    efa_btl_rma_t rma; /* template of the chunks' requests */
-    /* A bounded window of chunks is in flight; each answer lets the next go.
-     * Protected by the module lock. */
-    int nchunks;  /* chunks to send (cut short by a failure) */
-    int issued;   /* chunks handed to the send path */
-    int answered; /* chunks answered (or failed) */
-    double last;  /* when it was issued or last answered (btl_efa_rma_timeout) */
-} efa_btl_rdma_req_t;
-
 /* A one-sided operation handed to the provider (native path).  A transfer
  * larger than the provider's limit is cut into pieces, each its own rop
  * pointing at a parent rop that is never posted and reports once every
@@ -200,8 +184,13 @@ typedef struct mca_btl_efa_module {
     uint64_t next_key;
     /* Emulated one-sided requests in flight, by id: an answer names its
      * request by id, never by address (it comes from another process). */
-    opal_hash_table_t reqs; /* id -> efa_btl_rdma_req_t */
+    opal_hash_table_t reqs; /* id -> efa_btl_rdma_req_t (btl_efa_emul_initiator.c) */
     uint64_t next_req_id;
+    /* A request chunk's send failed for good (fragment's req_id, status):
+     * the initiator's, set by mca_btl_efa_emul_setup.  The send
+     * path calls it through here because the initiator sends through the
+     * send path: neither file calls back into the other. */
+    void (*chunk_send_failed)(struct mca_btl_efa_module *btl, uint64_t req_id, int status);
     efa_btl_frag_t *free_frags;
     mca_btl_efa_endpoint_t *waiting_head, *waiting_tail; /* endpoints with sends queued */
     volatile int32_t num_waiting; /* endpoints on that list (read without the lock) */
@@ -297,6 +286,13 @@ typedef struct mca_btl_efa_component {
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;
 extern mca_btl_efa_module_t mca_btl_efa_module;
+
+/* Monotonic seconds, for timeouts (finalize's wait, btl_efa_rma_timeout). */
+static inline double mca_btl_efa_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* A process name as the BTL's 64-bit key (wire headers, endpoint table). */
 static inline uint64_t mca_btl_efa_name_key(const opal_process_name_t *name) {
@@ -421,25 +417,62 @@ void mca_btl_efa_batch_posted_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endp
 void mca_btl_efa_batch_discard_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *batch);
 void mca_btl_efa_batch_report(const mca_btl_efa_module_t *btl);
 
-/* btl_efa_rdma.c */
-void mca_btl_efa_rdma_fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status);
+/* btl_efa_rdma.c: the one-sided entry points (the module's function table) */
+int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                    void *local_address, uint64_t remote_address,
+                    struct mca_btl_base_registration_handle_t *local_handle,
+                    struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                    int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                    void *cbdata);
+int mca_btl_efa_get(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                    void *local_address, uint64_t remote_address,
+                    struct mca_btl_base_registration_handle_t *local_handle,
+                    struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                    int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                    void *cbdata);
+int mca_btl_efa_aop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                    uint64_t remote_address,
+                    struct mca_btl_base_registration_handle_t *remote_handle,
+                    mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+int mca_btl_efa_afop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                     void *local_address, uint64_t remote_address,
+                     struct mca_btl_base_registration_handle_t *local_handle,
+                     struct mca_btl_base_registration_handle_t *remote_handle,
+                     mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                     mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                       void *local_address, uint64_t remote_address,
+                       struct mca_btl_base_registration_handle_t *local_handle,
+                       struct mca_btl_base_registration_handle_t *remote_handle, uint64_t compare,
+                       uint64_t value, int flags, int order,
+                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep);
+
+/* btl_efa_reg.c: registrations and the table of them */
+struct mca_btl_base_registration_handle_t *
+mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
+                         struct mca_btl_base_endpoint_t *endpoint, void *addr, size_t size,
+                         uint32_t flags);
+int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
+                               struct mca_btl_base_registration_handle_t *handle);
+void mca_btl_efa_reg_setup(mca_btl_efa_module_t *btl);
+void mca_btl_efa_reg_fini(mca_btl_efa_module_t *btl);
+
+/* btl_efa_emul_initiator.c: the emulated protocol's initiator (what the
+ * rest of the BTL calls; the rest in btl_efa_emul.h) */
+/* After mca_btl_efa_reg_setup (request ids start from its random point). */
+void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl);
+void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl);
 /* Fail the emulated requests that went unanswered for btl_efa_rma_timeout;
  * returns how many. */
-int mca_btl_efa_rdma_expire(mca_btl_efa_module_t *btl);
-void mca_btl_efa_rdma_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
-                                 const efa_btl_rma_t *rma, const void *payload);
-void mca_btl_efa_rdma_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
+int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl);
+void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
                                   const void *payload, size_t len);
-void mca_btl_efa_rdma_module_setup(mca_btl_efa_module_t *btl);
-void mca_btl_efa_rdma_module_fini(mca_btl_efa_module_t *btl);
-int mca_btl_efa_emulated_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                              void *local_address, uint64_t remote_address,
-                              struct mca_btl_base_registration_handle_t *local_handle,
-                              struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                              uint32_t op, uint64_t operand, uint64_t operand2, uint32_t aflags,
-                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                              void *cbdata);
-void mca_btl_efa_note_one_sided(void);
+
+/* btl_efa_emul_target.c: the emulated protocol's target */
+void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
+                                 const efa_btl_rma_t *rma, const void *payload);
 
 /* btl_efa_native.c */
 int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl);

@@ -490,7 +490,7 @@ static int efa_component_progress(void) {
      * call would cost more than the rest of an idle progress call). */
     static unsigned calls;
     if (mca_btl_efa_module.outstanding > 0 && 0 == (++calls & 1023)) {
-        n += mca_btl_efa_rdma_expire(&mca_btl_efa_module);
+        n += mca_btl_efa_emul_expire(&mca_btl_efa_module);
     }
     return n + mca_btl_efa_drain_pending(&mca_btl_efa_module);
 }

@@ -2,23 +2,18 @@
  * btl_efa module: its setup and finalize, and the function table Open MPI
  * calls through.  The paths themselves: btl_efa_am.c (two-sided entry
  * points), btl_efa_send.c (credits, queues, completions), btl_efa_recv.c,
- * btl_efa_endpoint.c, btl_efa_frag.c (the fragment pool), btl_efa_rdma.c
- * and btl_efa_native.c (one-sided).
+ * btl_efa_endpoint.c, btl_efa_frag.c (the fragment pool); btl_efa_rdma.c
+ * (one-sided entry points), btl_efa_reg.c (registrations),
+ * btl_efa_emul_initiator.c and btl_efa_emul_target.c (the emulated
+ * protocol), btl_efa_native.c (the provider's RDMA).
  */
 #include "btl_efa.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 #include <rdma/fi_errno.h>
 
 #include "opal/util/output.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* How long finalize waits for the provider to give back the fragments it
  * holds.  Only a peer that died or stopped progressing makes it wait that
@@ -39,10 +34,10 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     /* Let queued sends go, and let the provider complete what it holds:
      * a completion must not arrive once the fragment is freed.  Sends the
      * peer has long received may still be reported late (shm). */
-    const double t0 = now_seconds();
+    const double t0 = mca_btl_efa_now();
     const int posted0 = btl->posted;
     while (btl->num_waiting > 0 || btl->outstanding > 0 || btl->posted > 0 || btl->done_head) {
-        if (now_seconds() - t0 > EFA_BTL_FINALIZE_WAIT) {
+        if (mca_btl_efa_now() - t0 > EFA_BTL_FINALIZE_WAIT) {
             break;
         }
         mca_btl_efa_run_done(btl);
@@ -59,10 +54,11 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
                         "btl:efa: finalize: %d send(s) in flight at the start; after %.3f s %d "
                         "endpoint(s) with sends queued, %d one-sided operation(s) and %d "
                         "send(s) unfinished",
-                        posted0, now_seconds() - t0, (int)btl->num_waiting, (int)btl->outstanding,
-                        (int)btl->posted);
+                        posted0, mca_btl_efa_now() - t0, (int)btl->num_waiting,
+                        (int)btl->outstanding, (int)btl->posted);
     mca_btl_efa_cma_fini(btl);
-    mca_btl_efa_rdma_module_fini(btl);
+    mca_btl_efa_reg_fini(btl);
+    mca_btl_efa_emul_fini(btl);
     mca_btl_efa_native_fini(btl);
     if (OPAL_SUCCESS ==
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
@@ -121,7 +117,8 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     if (btl->super.btl_rndv_eager_limit > btl->super.btl_eager_limit) {
         btl->super.btl_rndv_eager_limit = btl->super.btl_eager_limit;
     }
-    mca_btl_efa_rdma_module_setup(btl);
+    mca_btl_efa_reg_setup(btl);
+    mca_btl_efa_emul_setup(btl);
     mca_btl_efa_native_setup(btl);
     btl->inject_max = efa_core_get_info(core)->inject_size;
     /* In-place sends gather two buffers; below the provider's inject size
@@ -149,34 +146,8 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     return OPAL_SUCCESS;
 }
 
-/* The function table; the limits are set by the component. */
-extern int mca_btl_efa_put(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *, void *,
-                           uint64_t, struct mca_btl_base_registration_handle_t *,
-                           struct mca_btl_base_registration_handle_t *, size_t, int, int,
-                           mca_btl_base_rdma_completion_fn_t, void *, void *);
-extern int mca_btl_efa_get(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *, void *,
-                           uint64_t, struct mca_btl_base_registration_handle_t *,
-                           struct mca_btl_base_registration_handle_t *, size_t, int, int,
-                           mca_btl_base_rdma_completion_fn_t, void *, void *);
-extern int mca_btl_efa_aop(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *,
-                           uint64_t, struct mca_btl_base_registration_handle_t *,
-                           mca_btl_base_atomic_op_t, uint64_t, int, int,
-                           mca_btl_base_rdma_completion_fn_t, void *, void *);
-extern int mca_btl_efa_afop(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *,
-                            void *, uint64_t, struct mca_btl_base_registration_handle_t *,
-                            struct mca_btl_base_registration_handle_t *, mca_btl_base_atomic_op_t,
-                            uint64_t, int, int, mca_btl_base_rdma_completion_fn_t, void *, void *);
-extern int mca_btl_efa_acswap(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *,
-                              void *, uint64_t, struct mca_btl_base_registration_handle_t *,
-                              struct mca_btl_base_registration_handle_t *, uint64_t, uint64_t, int,
-                              int, mca_btl_base_rdma_completion_fn_t, void *, void *);
-extern struct mca_btl_base_registration_handle_t *
-mca_btl_efa_register_mem(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *, void *,
-                         size_t, uint32_t);
-extern int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *,
-                                      struct mca_btl_base_registration_handle_t *);
-extern int mca_btl_efa_flush(struct mca_btl_base_module_t *, struct mca_btl_base_endpoint_t *);
-
+/* The function table (its functions declared in btl_efa.h); the limits are
+ * set by the component. */
 mca_btl_efa_module_t mca_btl_efa_module = {
     .super =
         {

@@ -102,10 +102,10 @@ void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len,
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: truncated request dropped");
         return;
     case EFA_BTL_WIRE_REQUEST:
-        mca_btl_efa_rdma_on_request(btl, hdr, &msg.rma, msg.payload);
+        mca_btl_efa_emul_on_request(btl, hdr, &msg.rma, msg.payload);
         return;
     case EFA_BTL_WIRE_RESPONSE:
-        mca_btl_efa_rdma_on_response(btl, &msg.rma, msg.payload, msg.payload_len);
+        mca_btl_efa_emul_on_response(btl, &msg.rma, msg.payload, msg.payload_len);
         return;
     case EFA_BTL_WIRE_UNKNOWN_TYPE:
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: unknown message type %d dropped",

@@ -42,7 +42,7 @@ static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int sta
         return;
     }
     if (OPAL_SUCCESS != status && frag->req_id) {
-        mca_btl_efa_rdma_fail_chunk(btl, frag->req_id, status);
+        btl->chunk_send_failed(btl, frag->req_id, status); /* the initiator's */
     } else if (OPAL_SUCCESS != status && EFA_BTL_MSG_RESP == ((efa_btl_hdr_t *)frag->buf)->type &&
                frag->retries < EFA_BTL_RESP_RETRIES && !btl->finalizing) {
         /* An answer is the initiator's only news of its operation: sent

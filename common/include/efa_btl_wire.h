@@ -4,8 +4,8 @@
  * the BTL acts on it.  Pure C without Open MPI's headers, so that the
  * fuzzer (tests/fuzz/fuzz_btl_wire.cpp) runs the very checks the BTL runs
  * (mca_btl_efa_deliver in btl_efa_recv.c, the emulated one-sided target
- * and initiator in btl_efa_rdma.c).  Peers of one job share the
- * architecture (no byte swap).
+ * and initiator in btl_efa_emul_target.c and btl_efa_emul_initiator.c).
+ * Peers of one job share the architecture (no byte swap).
  */
 #ifndef EFA_BTL_WIRE_H
 #define EFA_BTL_WIRE_H
@@ -63,7 +63,8 @@ typedef struct efa_btl_rma {
 #define EFA_BTL_OP_CSWAP 0x100
 
 /* Open MPI's MCA_BTL_ATOMIC_FLAG_32BIT and _FLOAT, as they travel in
- * efa_btl_rma_t.flags (btl_efa_rdma.c checks that they are the same). */
+ * efa_btl_rma_t.flags (btl_efa_emul_target.c checks that they are the
+ * same). */
 #define EFA_BTL_WIRE_ATOMIC_32BIT 0x1u
 #define EFA_BTL_WIRE_ATOMIC_FLOAT 0x2u
 

@@ -2,11 +2,11 @@
 // every byte of a message comes from another process, by the provider or
 // through an on-node ring slot.  The harness runs the checks
 // mca_btl_efa_deliver and the emulated one-sided target and initiator run
-// (btl_efa_recv.c, btl_efa_rdma.c), then does with the result what the
-// BTL does with it: reads the payload handed up, copies a put's bytes,
-// writes a get's answer into a fragment of the BTL's size and an answer's
-// bytes into the request's buffer, each at its exact size (ASan sees a
-// byte too far).
+// (btl_efa_recv.c, btl_efa_emul_target.c, btl_efa_emul_initiator.c), then
+// does with the result what the BTL does with it: reads the payload handed
+// up, copies a put's bytes, writes a get's answer into a fragment of the
+// BTL's size and an answer's bytes into the request's buffer, each at its
+// exact size (ASan sees a byte too far).
 //
 // Input: 2 bytes (the fragment size), 4 bytes (the size of the get an
 // answer is for), then the message.

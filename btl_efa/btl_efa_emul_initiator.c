@@ -1,0 +1,357 @@
+/*
+ * btl_efa's emulated one-sided protocol, initiator side: an operation's
+ * requests, the table of operations in flight, the target's answers and the
+ * expiry of operations that get none (the target's side:
+ * btl_efa_emul_target.c; the protocol: btl_efa_emul.h).
+ *
+ * A put or get is split into chunks of at most rma_chunk bytes, one request
+ * message each.  Only rma_window chunks of an operation are in flight at a
+ * time; each answer lets the next chunk go, so a large transfer never
+ * floods the provider (or the peer) with all of its chunks at once.  The
+ * operation completes (its callback) when every chunk has been answered,
+ * i.e. once the target has executed it, so local completion implies remote
+ * completion.  Atomics are one request.
+ *
+ * Operations in flight are found by id (the module's reqs table, under its
+ * lock): an answer comes from another process, so its id is looked up,
+ * never taken for an address, and an operation that expired is simply no
+ * longer found.
+ */
+#include "btl_efa_emul.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/util/output.h"
+
+/* An initiator's one-sided operation (split into chunks). */
+typedef struct efa_btl_rdma_req {
+    struct efa_btl_rdma_req *next;
+    uint64_t id; /* names it in requests and answers (module's reqs table) */
+    mca_btl_efa_endpoint_t *endpoint;
+    void *local_address;
+    struct mca_btl_base_registration_handle_t *local_handle;
+    mca_btl_base_rdma_completion_fn_t cbfunc;
+    void *cbcontext, *cbdata;
+    int type;
+    int status;
+    size_t size;
+    uint64_t remote_address;
+    efa_btl_rma_t rma; /* template of the chunks' requests */
+    /* A bounded window of chunks is in flight; each answer lets the next go.
+     * Protected by the module lock. */
+    int nchunks;  /* chunks to send (cut short by a failure) */
+    int issued;   /* chunks handed to the send path */
+    int answered; /* chunks answered (or failed) */
+    double last;  /* when it was issued or last answered (btl_efa_rma_timeout) */
+} efa_btl_rdma_req_t;
+
+/* The operation is over (answered, failed or expired): out of the table,
+ * and its caller told through the completion callback it gave. */
+static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
+    mca_btl_efa_endpoint_t *ep = req->endpoint;
+    OPAL_THREAD_LOCK(&btl->lock);
+    opal_hash_table_remove_value_uint64(&btl->reqs, req->id);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
+    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+    /* osc/rdma may pass no callback and rely on flush; nor is the upper
+     * layer called once it has gone (see frag_finish). */
+    if (req->cbfunc && mca_btl_efa_upper_alive(btl, ep)) {
+        req->cbfunc(&btl->super, ep, req->local_address, req->local_handle, req->cbcontext,
+                    req->cbdata, req->status);
+    }
+    free(req);
+}
+
+static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int index);
+
+/* Account for 'answered' chunks (with status), then send the chunks the
+ * window allows; completes the request when everything is answered.  A
+ * chunk that cannot be sent counts as answered with its error and stops
+ * the rest from being sent. */
+static void rdma_advance(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status,
+                         int answered) {
+    for (;;) {
+        OPAL_THREAD_LOCK(&btl->lock);
+        req->answered += answered;
+        if (OPAL_SUCCESS != status && OPAL_SUCCESS == req->status) {
+            req->status = status;
+        }
+        if (OPAL_SUCCESS != req->status) {
+            req->nchunks = req->issued;
+        }
+        int first = req->issued;
+        int n = req->nchunks - req->issued;
+        int room = btl->rma_window - (req->issued - req->answered);
+        if (n > room) {
+            n = room > 0 ? room : 0;
+        }
+        req->issued += n;
+        bool done = req->answered == req->nchunks;
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        if (done) {
+            req_done(btl, req);
+            return;
+        }
+        int failed = 0, err = OPAL_SUCCESS;
+        for (int i = 0; i < n; ++i) {
+            int rc = issue_chunk(btl, req, first + i);
+            if (OPAL_SUCCESS != rc) {
+                ++failed;
+                err = rc;
+            }
+        }
+        if (0 == failed) {
+            return;
+        }
+        status = err;
+        answered = failed;
+    }
+}
+
+static void chunk_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status) {
+    rdma_advance(btl, req, status, 1);
+}
+
+static efa_btl_rdma_req_t *req_lookup(mca_btl_efa_module_t *btl, uint64_t id) {
+    void *value = NULL;
+    OPAL_THREAD_LOCK(&btl->lock);
+    const int found = opal_hash_table_get_value_uint64(&btl->reqs, id, &value);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return OPAL_SUCCESS == found ? value : NULL;
+}
+
+/* A chunk's send failed (the send path, through btl->chunk_send_failed).
+ * Its request may have timed out meanwhile: looked up by id, like an
+ * answer. */
+static void fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status) {
+    efa_btl_rdma_req_t *req = req_lookup(btl, req_id);
+    if (NULL != req) {
+        chunk_answered(btl, req, status);
+    }
+}
+
+/* Requests failed per call at most (the rest on the next one). */
+#define EXPIRE_BATCH 16
+
+/* Also from flush (btl_efa_rdma.c), which waits for these operations, and
+ * from the component's progress. */
+int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
+    static int reported = 0;
+    const double now = mca_btl_efa_now();
+    const double limit = (double)mca_btl_efa_component.rma_timeout;
+    efa_btl_rdma_req_t *expired[EXPIRE_BATCH];
+    int n = 0;
+    uint64_t key;
+    void *value, *node;
+    OPAL_THREAD_LOCK(&btl->lock);
+    int rc = opal_hash_table_get_first_key_uint64(&btl->reqs, &key, &value, &node);
+    while (OPAL_SUCCESS == rc && n < EXPIRE_BATCH) {
+        efa_btl_rdma_req_t *req = value;
+        if (now - req->last > limit) {
+            expired[n++] = req;
+        }
+        rc = opal_hash_table_get_next_key_uint64(&btl->reqs, &key, &value, node, &node);
+    }
+    /* Out of the table first: a late answer or chunk failure finds nothing. */
+    for (int i = 0; i < n; ++i) {
+        opal_hash_table_remove_value_uint64(&btl->reqs, expired[i]->id);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    for (int i = 0; i < n; ++i) {
+        efa_btl_rdma_req_t *req = expired[i];
+        if (reported++ < 10) {
+            opal_output(0,
+                        "btl:efa: a one-sided %s of %zu bytes to %s got no answer for %d s "
+                        "(btl_efa_rma_timeout): it fails; the target's answers were lost or it "
+                        "stopped progressing",
+                        mca_btl_efa_emul_type_name(req->type), req->size,
+                        OPAL_NAME_PRINT(req->endpoint->name), mca_btl_efa_component.rma_timeout);
+        }
+        req->status = OPAL_ERR_TIMEOUT;
+        req_done(btl, req);
+    }
+    return n;
+}
+
+/* An answer from a target (from btl_efa_recv.c): the chunk it answers is
+ * accounted for, which sends the next ones or completes the operation. */
+void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
+                                  const void *payload, size_t len) {
+    /* The answer comes from another process: its request id is looked up,
+     * never taken for an address. */
+    void *value = NULL;
+    OPAL_THREAD_LOCK(&btl->lock);
+    const int found = opal_hash_table_get_value_uint64(&btl->reqs, rma->req, &value);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (OPAL_SUCCESS != found) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an answer for no request in flight (id 0x%llx) dropped",
+                            (unsigned long long)rma->req);
+        return;
+    }
+    efa_btl_rdma_req_t *req = value;
+    req->last = mca_btl_efa_now();
+    int status = rma->status;
+    if (OPAL_SUCCESS == status) {
+        if (EFA_BTL_MSG_GET == req->type) {
+            if (!efa_btl_wire_get_answer_fits(len, rma->len, rma->offset, req->size)) {
+                status = OPAL_ERR_BAD_PARAM;
+            } else if (len) {
+                memcpy((uint8_t *)req->local_address + rma->offset, payload, len);
+            }
+        } else if (EFA_BTL_MSG_ATOMIC == req->type && req->local_address) {
+            if (4 == req->size) {
+                uint32_t v = (uint32_t)rma->operand;
+                memcpy(req->local_address, &v, 4);
+            } else {
+                memcpy(req->local_address, &rma->operand, 8);
+            }
+        }
+    }
+    chunk_answered(btl, req, status);
+}
+
+/* See btl_efa_emul.h. */
+int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
+                          void *local_address, uint64_t remote_address,
+                          struct mca_btl_base_registration_handle_t *local_handle,
+                          struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                          uint32_t op, uint64_t operand, uint64_t operand2, uint32_t aflags,
+                          mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    efa_btl_rma_t rma;
+    memset(&rma, 0, sizeof(rma));
+    rma.key = remote_handle->rma.key;
+    rma.op = op;
+    rma.operand = operand;
+    rma.operand2 = operand2;
+    rma.flags = aflags;
+
+    if (ep->is_self) {
+        /* Own memory: the same checked execution, at once. */
+        uint64_t result = 0;
+        int status = OPAL_SUCCESS;
+        size_t done = 0;
+        do {
+            size_t n = size - done;
+            rma.addr = remote_address + done;
+            rma.len = n;
+            if (EFA_BTL_MSG_ATOMIC == type) {
+                status =
+                    mca_btl_efa_emul_execute(btl, type, btl->my_name, &rma, NULL, NULL, &result);
+                if (OPAL_SUCCESS == status && local_address) {
+                    if (aflags & MCA_BTL_ATOMIC_FLAG_32BIT) {
+                        uint32_t v = (uint32_t)result;
+                        memcpy(local_address, &v, 4);
+                    } else {
+                        memcpy(local_address, &result, 8);
+                    }
+                }
+            } else {
+                status = mca_btl_efa_emul_execute(btl, type, btl->my_name, &rma, local_address,
+                                                  local_address, &result);
+            }
+            done += n;
+        } while (done < size && OPAL_SUCCESS == status);
+        if (cbfunc) {
+            cbfunc(&btl->super, ep, local_address, local_handle, cbcontext, cbdata, status);
+        }
+        return OPAL_SUCCESS;
+    }
+
+    size_t chunk = btl->rma_chunk;
+    const size_t count =
+        (EFA_BTL_MSG_ATOMIC == type || 0 == size) ? 1 : size / chunk + (0 != size % chunk);
+    if (count > INT32_MAX) { /* beyond what the chunk counters hold: never truncated */
+        return OPAL_ERR_BAD_PARAM;
+    }
+    const int nchunks = (int)count;
+    efa_btl_rdma_req_t *req = calloc(1, sizeof(*req));
+    if (NULL == req) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    req->endpoint = ep;
+    req->local_address = local_address;
+    req->local_handle = local_handle;
+    req->cbfunc = cbfunc;
+    req->cbcontext = cbcontext;
+    req->cbdata = cbdata;
+    req->type = type;
+    req->size = size;
+    req->status = OPAL_SUCCESS;
+    req->remote_address = remote_address;
+    req->rma = rma;
+    req->nchunks = nchunks;
+    req->last = mca_btl_efa_now();
+    OPAL_THREAD_LOCK(&btl->lock);
+    req->id = ++btl->next_req_id;
+    int rc = opal_hash_table_set_value_uint64(&btl->reqs, req->id, req);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (OPAL_SUCCESS != rc) {
+        free(req);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
+    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
+    (void)mca_btl_efa_drain_pending(btl);
+    rdma_advance(btl, req, OPAL_SUCCESS, 0);
+    return OPAL_SUCCESS;
+}
+
+/* Build and send chunk 'index' of req. */
+static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int index) {
+    mca_btl_efa_endpoint_t *ep = req->endpoint;
+    const int type = req->type;
+    const size_t chunk = btl->rma_chunk;
+    const size_t off = (size_t)index * chunk;
+    const size_t n =
+        (EFA_BTL_MSG_ATOMIC == type) ? 0 : ((req->size - off < chunk) ? req->size - off : chunk);
+    efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
+    if (NULL == frag) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
+    efa_btl_rma_t *r = (efa_btl_rma_t *)(hdr + 1);
+    memset(hdr, 0, sizeof(*hdr));
+    hdr->type = (uint8_t)type;
+    hdr->src = btl->my_name;
+    *r = req->rma;
+    r->req = req->id;
+    r->addr = req->remote_address + off;
+    r->len = n;
+    r->offset = off;
+    size_t payload = 0;
+    if (EFA_BTL_MSG_PUT == type) {
+        payload = n;
+        if (n) {
+            memcpy(r + 1, (const uint8_t *)req->local_address + off, n);
+        }
+    }
+    hdr->len = (uint32_t)payload;
+    frag->send_len = sizeof(*hdr) + sizeof(*r) + payload;
+    frag->dest = ep->addr;
+    frag->endpoint = ep;
+    frag->req_id = req->id;
+    int rc = mca_btl_efa_frag_post(btl, frag);
+    if (OPAL_SUCCESS != rc) {
+        mca_btl_efa_frag_return(btl, frag);
+    }
+    return rc;
+}
+
+void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl) {
+    OBJ_CONSTRUCT(&btl->reqs, opal_hash_table_t);
+    opal_hash_table_init(&btl->reqs, 256);
+    /* Like registration keys (mca_btl_efa_reg_setup, called first), ids
+     * start at a random point: a late answer to an earlier run's request
+     * is unlikely to name one in flight. */
+    btl->next_req_id = btl->next_key << 16;
+    btl->chunk_send_failed = fail_chunk;
+}
+
+void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl) {
+    /* Requests still in flight at finalize are abandoned (their answers
+     * would be dropped), as before: their memory is left alone. */
+    OBJ_DESTRUCT(&btl->reqs);
+}

@@ -1,0 +1,113 @@
+/*
+ * btl_efa's memory registrations: the self-contained handles handed out
+ * for one-sided operations (common/efa_rma.h), the provider's memory
+ * registration where the native path needs one, and the process's table of
+ * its registrations, which the emulated target checks every request
+ * against (btl_efa_emul_target.c).
+ */
+#include "btl_efa.h"
+
+#include <stdlib.h>
+
+#include <rdma/fi_errno.h>
+
+#include "opal/util/output.h"
+
+/* The libfabric access a registration needs for the BTL flags it was
+ * asked with.  Every registration may be the local source of a write (and
+ * of the two-sided sends the BTL never does from it); only asked-for rights
+ * beyond that are added, so read-only memory (a constant send buffer) can
+ * still be registered for RDMA read. */
+static uint64_t fi_access_of(uint32_t flags) {
+    uint64_t access = FI_WRITE | FI_SEND;
+    if (flags & MCA_BTL_REG_FLAG_LOCAL_WRITE) {
+        access |= FI_READ | FI_RECV;
+    }
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_READ) {
+        access |= FI_REMOTE_READ;
+    }
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) {
+        access |= FI_REMOTE_WRITE;
+    }
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) {
+        access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+    }
+    return access;
+}
+
+struct mca_btl_base_registration_handle_t *
+mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
+                         struct mca_btl_base_endpoint_t *endpoint, void *addr, size_t size,
+                         uint32_t flags) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    (void)endpoint;
+    mca_btl_efa_mode_ready(btl); /* whether peers will need a provider MR */
+    efa_btl_reg_t *reg = calloc(1, sizeof(*reg));
+    if (NULL == reg) {
+        return NULL;
+    }
+    /* The emulated path needs no MR (the target copies), the native one
+     * does: peers name it by key. */
+    if ((btl->native_put || btl->native_get || btl->native_atomics) && size > 0) {
+        int err = 0;
+        reg->mr = efa_core_mr_acquire(btl->core, addr, size, fi_access_of(flags), &err);
+        if (NULL == reg->mr) {
+            opal_output_verbose(10, mca_common_efa_output,
+                                "btl:efa: cannot register %zu bytes at %p: %s", size, addr,
+                                fi_strerror(-err));
+            free(reg);
+            return NULL;
+        }
+        reg->handle.rma.fi_key = efa_mr_key(reg->mr);
+        reg->handle.rma.mr_base = (uint64_t)efa_mr_base(reg->mr);
+        reg->handle.rma.flags |= EFA_RMA_HANDLE_HAS_MR;
+    }
+    reg->handle.rma.base = (uint64_t)(uintptr_t)addr;
+    reg->handle.rma.len = size;
+    reg->handle.rma.access = flags;
+    reg->handle.rma.owner_pid = btl->my_pid; /* 0 unless single copy is on */
+    OPAL_THREAD_LOCK(&btl->lock);
+    reg->handle.rma.key = ++btl->next_key;
+    efa_rma_handle_seal(&reg->handle.rma);
+    opal_hash_table_set_value_uint64(&btl->regs, reg->handle.rma.key, reg);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return &reg->handle;
+}
+
+int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
+                               struct mca_btl_base_registration_handle_t *handle) {
+    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
+    efa_btl_reg_t *reg = (efa_btl_reg_t *)handle; /* the handle is the first member */
+    OPAL_THREAD_LOCK(&btl->lock);
+    opal_hash_table_remove_value_uint64(&btl->regs, handle->rma.key);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (reg->mr) {
+        efa_core_mr_release(btl->core, reg->mr);
+    }
+    free(reg);
+    return OPAL_SUCCESS;
+}
+
+void mca_btl_efa_reg_setup(mca_btl_efa_module_t *btl) {
+    OBJ_CONSTRUCT(&btl->regs, opal_hash_table_t);
+    opal_hash_table_init(&btl->regs, 256);
+    /* Keys start at a random point so a stale key from an earlier run of a
+     * component reload is unlikely to name a live registration. */
+    btl->next_key = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)btl;
+}
+
+void mca_btl_efa_reg_fini(mca_btl_efa_module_t *btl) {
+    uint64_t key;
+    void *value, *node;
+    if (OPAL_SUCCESS == opal_hash_table_get_first_key_uint64(&btl->regs, &key, &value, &node)) {
+        do {
+            efa_btl_reg_t *reg = value;
+            if (reg->mr) {
+                efa_core_mr_release(btl->core, reg->mr);
+            }
+            free(reg);
+        } while (OPAL_SUCCESS ==
+                 opal_hash_table_get_next_key_uint64(&btl->regs, &key, &value, node, &node));
+    }
+    OBJ_DESTRUCT(&btl->regs);
+}
