@@ -128,14 +128,15 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     }
     void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     const int map_errno = errno;
-    close(fd);
     if (MAP_FAILED == p) {
+        close(fd);
         err = -map_errno;
         (void)unlink(path.c_str());
         return nullptr;
     }
     std::unique_ptr<Inbox> in(new (std::nothrow) Inbox());
     if (!in) {
+        close(fd);
         munmap(p, len);
         (void)unlink(path.c_str());
         err = -ENOMEM;
@@ -147,6 +148,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     in->cookie_ = cookie;
     in->base_ = static_cast<uint8_t *>(p);
     in->len_ = len;
+    in->fd_ = fd;
     in->tails_.assign(g.nrings, 0);
     in->active_.reserve(g.nrings);
     // The file is zero-filled: every counter and flag starts at 0.
@@ -171,6 +173,16 @@ Inbox::~Inbox() {
         (void)unlink(path_.c_str());
         munmap(base_, len_);
     }
+    if (fd_ >= 0) {
+        close(fd_);
+    }
+}
+
+int Inbox::reserve_rings(uint32_t first, uint32_t count) {
+    if (first > geo_.nrings || count > geo_.nrings - first) {
+        return -ERANGE;
+    }
+    return 0 == count ? 0 : reserve_space(fd_, kPage + first * ring_bytes_, count * ring_bytes_);
 }
 
 void Inbox::rescan() {

@@ -6,14 +6,6 @@
 
 #include "shm_ring.hpp"
 
-struct efa_shm_inbox {
-    std::unique_ptr<efa::shm::Inbox> in;
-};
-
-struct efa_shm_outbox {
-    std::unique_ptr<efa::shm::Outbox> out;
-};
-
 extern "C" {
 
 efa_shm_inbox_t *efa_shm_inbox_create(const char *path, unsigned nrings, unsigned nslots,
@@ -48,6 +40,13 @@ void efa_shm_inbox_destroy(efa_shm_inbox_t *inbox) {
 int efa_shm_inbox_poll(efa_shm_inbox_t *inbox, efa_shm_deliver_fn fn, void *arg, int budget) {
     return inbox->in->poll(
         [fn, arg](uint32_t r, void *frame, size_t len) { fn(arg, r, frame, len); }, budget);
+}
+
+int efa_shm_inbox_poll_range(efa_shm_inbox_t *inbox, unsigned first, unsigned count,
+                             efa_shm_deliver_fn fn, void *arg, int budget) {
+    return inbox->in->poll_range(
+        first, count, [fn, arg](uint32_t r, void *frame, size_t len) { fn(arg, r, frame, len); },
+        budget);
 }
 
 efa_shm_outbox_t *efa_shm_outbox_attach(const char *path, unsigned ring, uint64_t cookie,
