@@ -244,6 +244,7 @@ typedef struct mca_btl_efa_module {
     /* On-node channel (btl_efa_ring.c): channel EFA_NODE_CHANNEL_BTL of the
      * process's shared node; NULL when it is off. */
     efa_node_t *node;
+    bool progress_added;       /* component progress on the common callback (first add_procs) */
     size_t ring_max_frame;     /* largest message (header included) a slot carries */
     efa_btl_frag_t *ring_done; /* sent through a ring: finished from progress */
     volatile int32_t num_ring_done;

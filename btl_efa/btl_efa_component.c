@@ -456,12 +456,6 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         mca_common_efa_release(core);
         return NULL;
     }
-    if (OPAL_SUCCESS != mca_common_efa_progress_add(mca_btl_efa_component_progress)) {
-        mca_btl_efa_ring_fini(&mca_btl_efa_module);
-        free(btls);
-        mca_common_efa_release(core);
-        return NULL;
-    }
     const efa_core_info_t *info = efa_core_get_info(core);
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: provider %s; eager %zu, max send %zu, rdma pipeline above %zu, "

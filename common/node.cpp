@@ -88,6 +88,15 @@ namespace efa::node {
 Node &of(efa_node_t *n) {
     return *n->node;
 }
+
+efa_node_t *adopt(std::unique_ptr<Node> n) {
+    auto *h = new (std::nothrow) efa_node();
+    if (h) {
+        h->node = std::move(n);
+        h->refs = 1;
+    }
+    return h;
+}
 } // namespace efa::node
 
 namespace {

@@ -68,6 +68,9 @@ class Node {
 
 // The C handle's object (for the engine, which takes an efa_node_t *).
 Node &of(efa_node_t *n);
+// A handle of its own for n, not the process's node (tests that play
+// several processes in one): efa_node_release frees it.
+efa_node_t *adopt(std::unique_ptr<Node> n);
 
 } // namespace efa::node
 

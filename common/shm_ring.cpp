@@ -193,8 +193,12 @@ void Inbox::rescan() {
             active_.push_back(r);
         }
     }
-    seen_seq_.store(seq, std::memory_order_relaxed);
+    if (!active_.empty()) {
+        lo_active_.store(active_.front(), std::memory_order_relaxed);
+        hi_active_.store(active_.back(), std::memory_order_relaxed);
+    }
     any_.store(!active_.empty(), std::memory_order_relaxed);
+    seen_seq_.store(seq, std::memory_order_relaxed);
 }
 
 uint64_t Inbox::waiting(uint32_t r) const {

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "efa_node.h"
+#include "efa_onnode.h"
+#include <rdma/fi_errno.h>
 #include "node.hpp"
 #include "shm_ring.hpp"
 
@@ -160,6 +162,102 @@ TEST(Node, InboxRangePollLeavesOtherRings) {
     EXPECT_EQ(rings, (std::vector<uint32_t>{1, 0}));
     EXPECT_EQ(in->reserve_rings(3, 2), -ERANGE);
     EXPECT_EQ(in->reserve_rings(2, 2), 0);
+}
+
+// mtl_efa's engine on channel 0 of two processes' nodes while btl_efa's
+// frames use channel 1 of the same inboxes: each gets only its own.
+struct EngineOnNode {
+    efa_node_t *node[2] = {nullptr, nullptr};
+    efa_onnode_t *eng[2] = {nullptr, nullptr};
+
+    static int card_of(void *arg, uint32_t vpid, efa_onnode_card_t *card) {
+        auto *t = static_cast<EngineOnNode *>(arg);
+        if (vpid > 1 || !t->node[vpid]) {
+            return -FI_ENOENT;
+        }
+        efa_node_card_t c;
+        efa_node_my_card(t->node[vpid], &c);
+        if (!(c.channels & (1u << EFA_NODE_CHANNEL_ENGINE))) {
+            return -FI_ENOENT;
+        }
+        *card = efa_onnode_card_t{c.cookie, c.local_rank, 0};
+        return 0;
+    }
+    ~EngineOnNode() {
+        for (int i = 0; i < 2; ++i) {
+            if (eng[i]) {
+                efa_onnode_destroy(eng[i]);
+            }
+            if (node[i]) {
+                efa_node_release(node[i]);
+            }
+        }
+    }
+};
+
+struct Done {
+    efa_onnode_req_t on{};
+    int completions = 0;
+};
+
+TEST(Node, EngineServesItsChannelOnly) {
+    const std::string tag = "engine." + std::to_string(getpid());
+    EngineOnNode t;
+    for (uint32_t v = 0; v < 2; ++v) {
+        efa_node_params_t np = params(tag, v, v);
+        np.nlocal = 2;
+        np.slot_size = 1024;
+        int err = 0;
+        auto n = efa::node::Node::create(np, err);
+        ASSERT_NE(n, nullptr) << err;
+        t.node[v] = efa::node::adopt(std::move(n));
+        ASSERT_EQ(efa_node_open_channel(t.node[v], EFA_NODE_CHANNEL_BTL, false), 0);
+        efa_onnode_params_t p{};
+        p.node = t.node[v];
+        p.channel = EFA_NODE_CHANNEL_ENGINE;
+        p.my_vpid = v;
+        p.local_rank = v;
+        p.nlocal = 2;
+        p.nprocs = 2;
+        p.slots = 8;
+        p.slot_size = 1024;
+        p.peer_card = EngineOnNode::card_of;
+        p.peer_card_arg = &t;
+        t.eng[v] = efa_onnode_create(&p, &err);
+        ASSERT_NE(t.eng[v], nullptr) << err;
+        EXPECT_STREQ(efa_onnode_inbox_path(t.eng[v]), efa_node_path(t.node[v]));
+    }
+    // A btl_efa frame from process 0 to process 1 (channel 1), then an
+    // engine message the same way (channel 0).
+    efa_node_card_t card1;
+    efa_node_my_card(t.node[1], &card1);
+    EXPECT_EQ(card1.channels, 3u);
+    int err = 0;
+    efa_shm_outbox_t *btl = efa_node_attach(t.node[0], 1, &card1, EFA_NODE_CHANNEL_BTL, &err);
+    ASSERT_NE(btl, nullptr) << err;
+    const int frame = 77;
+    ASSERT_EQ(efa_shm_outbox_send(btl, &frame, sizeof(frame)), 0);
+
+    int got = 0;
+    Done r, s;
+    r.on.complete = [](efa_onnode_req_t *q) { ++reinterpret_cast<Done *>(q)->completions; };
+    s.on.complete = r.on.complete;
+    r.on.buf = &got;
+    r.on.buflen = sizeof(got);
+    ASSERT_EQ(efa_onnode_recv(t.eng[1], 5, 0, 9, &r.on), 0);
+    const int msg = 1234;
+    ASSERT_EQ(efa_onnode_send(t.eng[0], 1, 5, 0, 9, &msg, sizeof(msg), false, &s.on), 1);
+    for (int i = 0; i < 1000 && 0 == r.completions; ++i) {
+        efa_onnode_progress(t.eng[1]);
+    }
+    EXPECT_EQ(r.completions, 1);
+    EXPECT_EQ(got, 1234);
+    // The engine left the BTL's frame alone: channel 1's poll has it, from
+    // local rank 0.
+    Got btl_frames;
+    EXPECT_EQ(poll_channel(t.node[1], EFA_NODE_CHANNEL_BTL, btl_frames), 1);
+    EXPECT_EQ(btl_frames, (Got{{0, 77}}));
+    efa_shm_outbox_detach(btl);
 }
 
 } // namespace
