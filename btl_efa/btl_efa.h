@@ -230,10 +230,11 @@ typedef struct mca_btl_efa_module {
     efa_btl_rop_t *free_rops;
     void **rop_slabs;
     int num_rop_slabs;
-    /* On-node channel (btl_efa_ring.c); inbox NULL when it is off. */
-    efa_shm_inbox_t *inbox;
+    /* On-node channel (btl_efa_ring.c): channel EFA_NODE_CHANNEL_BTL of the
+     * process's shared node; NULL when it is off. */
+    efa_node_t *node;
+    bool progress_added;       /* component progress on the common callback (first add_procs) */
     size_t ring_max_frame;     /* largest message (header included) a slot carries */
-    unsigned ring_index;       /* this process's ring in its peers' inboxes (local rank) */
     efa_btl_frag_t *ring_done; /* sent through a ring: finished from progress */
     volatile int32_t num_ring_done;
     uint64_t ring_sent, ring_received, ring_full; /* frames; sends that found a ring full */
@@ -271,9 +272,6 @@ typedef struct mca_btl_efa_component {
     char *rma_mode;           /* btl_efa_rma_mode: auto, native, emulated */
     char *atomic_mode;        /* btl_efa_atomic_mode: auto, native, emulated */
     char *onnode_channel;     /* btl_efa_onnode_channel: auto, shm, none */
-    char *onnode_dir;         /* where the inboxes live ("": /dev/shm, else the session dir) */
-    int onnode_slots;         /* slots per ring */
-    size_t onnode_slot_size;  /* bytes per slot */
     char *single_copy;        /* btl_efa_single_copy: auto, cma, none */
     int debug_cma_refuse;     /* testing: act as if the kernel refused CMA (EPERM) */
     int rma_timeout;          /* seconds an emulated request may go unanswered */
@@ -384,6 +382,10 @@ static inline void mca_btl_efa_mode_ready(mca_btl_efa_module_t *btl) {
 }
 void mca_btl_efa_mode_add_peer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                const opal_proc_t *proc);
+
+/* The component's progress (btl_efa_component.c), run by the common
+ * progress callback (btl_progress is NULL). */
+int mca_btl_efa_component_progress(void);
 
 /* btl_efa_ring.c: the on-node channel */
 int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted);

@@ -14,7 +14,6 @@ static int efa_component_open(void);
 static int efa_component_close(void);
 static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_progress_threads,
                                                   bool enable_mpi_threads);
-static int efa_component_progress(void);
 
 mca_btl_efa_component_t mca_btl_efa_component = {
     .super =
@@ -28,7 +27,10 @@ mca_btl_efa_component_t mca_btl_efa_component = {
                 },
             .btl_data = {MCA_BASE_METADATA_PARAM_CHECKPOINT},
             .btl_init = efa_component_init,
-            .btl_progress = efa_component_progress,
+            /* None for the BML to register: the common progress callback
+             * runs mca_btl_efa_component_progress after the core's progress (one
+             * hook for the whole stack; mca_common_efa_progress_add). */
+            .btl_progress = NULL,
         },
 };
 
@@ -128,21 +130,8 @@ static int efa_component_register(void) {
         "With the rings and every peer on this node, atomic_mode=auto executes atomics at the "
         "target (over the rings) rather than by the provider",
         MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &mca_btl_efa_component.onnode_channel);
-    mca_btl_efa_component.onnode_dir = "";
-    reg("onnode_dir",
-        "Directory of the on-node channel's shared-memory files (default: /dev/shm if writable, "
-        "else the job's session directory)",
-        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_9, &mca_btl_efa_component.onnode_dir);
-    mca_btl_efa_component.onnode_slots = 64;
-    reg("onnode_slots",
-        "Slots of each on-node ring (a power of two, at least 2): messages one sender may have "
-        "waiting for one receiver before further ones queue",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.onnode_slots);
-    mca_btl_efa_component.onnode_slot_size = 8192;
-    reg("onnode_slot_size",
-        "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB; 8 of them are the "
-        "slot's header): larger messages go by the provider",
-        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &mca_btl_efa_component.onnode_slot_size);
+    /* onnode_dir, onnode_slots and onnode_slot_size are synonyms of the
+     * common parameters (common_efa_onnode_*): one inbox per process. */
     mca_btl_efa_component.single_copy = "auto";
     reg("single_copy",
         "Put and get to another process of the same node: \"cma\" copies directly into or "
@@ -480,7 +469,7 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
     return btls;
 }
 
-static int efa_component_progress(void) {
+int mca_btl_efa_component_progress(void) {
     if (NULL == mca_btl_efa_module.core) {
         return 0;
     }

@@ -79,11 +79,13 @@ int mca_btl_efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
      * report, which says it). */
     mca_btl_efa_mode_agree(btl);
     mca_common_efa_report(btl->core);
+    bool any = false;
     for (size_t i = 0; i < nprocs; ++i) {
         mca_btl_efa_endpoint_t *ep =
             mca_btl_efa_endpoint_by_name(btl, mca_btl_efa_name_key(&procs[i]->proc_name), procs[i]);
         endpoints[i] = ep;
         if (ep) {
+            any = true;
             mca_btl_efa_mode_add_peer(btl, ep, procs[i]);
             mca_btl_efa_ring_add_proc(btl, ep, procs[i]);
             hold_net_interest(btl, ep);
@@ -92,6 +94,15 @@ int mca_btl_efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
                 opal_bitmap_set_bit(reachable, (int)i);
             }
         }
+    }
+    /* In use from now on: the component's progress joins the common
+     * progress callback (where the BML would have registered btl_progress
+     * for a BTL in use; btl_progress is NULL so that it does not). */
+    if (any && !btl->progress_added) {
+        if (OPAL_SUCCESS != mca_common_efa_progress_add(mca_btl_efa_component_progress)) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        btl->progress_added = true;
     }
     return OPAL_SUCCESS;
 }

@@ -46,6 +46,9 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
         efa_core_progress(btl->core);
     }
     mca_btl_efa_batch_report(btl);
+    /* Off the common progress callback before its state goes. */
+    mca_common_efa_progress_remove(mca_btl_efa_component_progress);
+    btl->progress_added = false;
     /* Peers' frames from now on land in a file nobody reads. */
     mca_btl_efa_ring_fini(btl);
     /* Cancels the receive pool (and drives progress once more). */

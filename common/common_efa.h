@@ -14,6 +14,7 @@
 #include "opal/util/proc.h"
 
 #include "efa_core.h"
+#include "efa_node.h"
 
 BEGIN_C_DECLS
 
@@ -63,6 +64,28 @@ OPAL_DECLSPEC void mca_common_efa_say_choice(const char *prefix, const char *who
  * refuses is said at verbose 1 with the path: the file would then outlive
  * a crash (a normal finalize still removes it). */
 OPAL_DECLSPEC void mca_common_efa_register_cleanup(const char *path);
+
+/* The progress callback (one opal_progress hook for the whole stack)
+ * runs the core's paced progress, then each function added here, in the
+ * order added (the components' on-node channels).  Up to 4 functions. */
+typedef int (*mca_common_efa_progress_fn_t)(void);
+OPAL_DECLSPEC int mca_common_efa_progress_add(mca_common_efa_progress_fn_t fn);
+OPAL_DECLSPEC void mca_common_efa_progress_remove(mca_common_efa_progress_fn_t fn);
+
+/* The on-node stack (efa_node.h): one inbox per process whose channels the
+ * components share, in the directory and of the geometry of the common
+ * parameters (common_efa_onnode_dir, _slots, _slot_size). */
+OPAL_DECLSPEC const char *mca_common_efa_onnode_dir(void); /* NULL: none */
+OPAL_DECLSPEC void mca_common_efa_onnode_geometry(int *slots, size_t *slot_size);
+/* This process's inbox file name (for messages). */
+OPAL_DECLSPEC void mca_common_efa_node_file(char *buf, size_t len);
+/* Take a reference to the node (the first creates its inbox and hands the
+ * file to the runtime's cleanup).  NULL and *err (negative errno). */
+OPAL_DECLSPEC efa_node_t *mca_common_efa_node_acquire(int *err);
+/* Publish the node's card (after a channel opened): an OPAL error code. */
+OPAL_DECLSPEC int mca_common_efa_node_publish(efa_node_t *node);
+/* The card process 'name' published: false when none. */
+OPAL_DECLSPEC bool mca_common_efa_node_card(const opal_process_name_t *name, efa_node_card_t *card);
 
 /* libfabric error (negative) to an OPAL error code. */
 OPAL_DECLSPEC int mca_common_efa_fi_to_opal(int fi_err);

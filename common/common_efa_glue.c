@@ -6,6 +6,7 @@
 #include "common_efa.h"
 #include "common_efa_compat.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +46,11 @@ static struct {
     bool force_direct_mode;
     int direct_mode_mtu;
     bool debug_swap_messages;
-} params = {NULL, NULL, 1,     0,    0,   1024, 16,    false, false, 0,
-            NULL, -1,   false, NULL, 600, 20,   false, 8192,  false};
+    char *onnode_dir;
+    int onnode_slots;
+    size_t onnode_slot_size;
+} params = {NULL, NULL,  1,    0,   0,  1024,  16,   false, false, 0,  NULL,
+            -1,   false, NULL, 600, 20, false, 8192, false, NULL,  64, 8192};
 
 /* Indices of the registered shared variables, for the synonyms. */
 enum {
@@ -69,15 +73,19 @@ enum {
     P_DIRECT,
     P_DIRECTMTU,
     P_SWAPMSGS,
+    P_ONDIR,
+    P_ONSLOTS,
+    P_ONSLOTSIZE,
     P_COUNT
 };
 static int var_index[P_COUNT];
 static const char *var_names[P_COUNT] = {
-    "provider_include",  "provider_exclude", "num_contexts",       "tx_size",
-    "rx_size",           "mr_cache_size",    "progress_batch",     "force_mr_local",
-    "force_no_cq_data",  "verbose",          "provider_shm",       "rnr_retry",
-    "force_efa_options", "force_emulated",   "peer_timeout",       "net_poll_interval",
-    "force_direct_mode", "direct_mode_mtu",  "debug_swap_messages"};
+    "provider_include",  "provider_exclude", "num_contexts",        "tx_size",
+    "rx_size",           "mr_cache_size",    "progress_batch",      "force_mr_local",
+    "force_no_cq_data",  "verbose",          "provider_shm",        "rnr_retry",
+    "force_efa_options", "force_emulated",   "peer_timeout",        "net_poll_interval",
+    "force_direct_mode", "direct_mode_mtu",  "debug_swap_messages", "onnode_dir",
+    "onnode_slots",      "onnode_slot_size"};
 static bool registered = false;
 static bool hooks_registered = false;
 static bool modex_sent = false;
@@ -217,6 +225,28 @@ static void register_shared(void) {
         "arrives, or for 64 progress calls), to test that the components keep MPI's order "
         "themselves (a test setting; on in force_direct_mode)",
         &params.debug_swap_messages, OPAL_INFO_LVL_9);
+    /* One geometry and place for the node's one inbox (efa_node.h), which
+     * both components' on-node channels share: the old per-component names
+     * (mtl_efa_onnode_slots, btl_efa_onnode_slots, ...) are its synonyms. */
+    params.onnode_dir = "";
+    var_index[P_ONDIR] = reg_string(
+        "onnode_dir",
+        "Directory of the on-node inbox files, one per process shared by mtl_efa's and "
+        "btl_efa's on-node channels (default: /dev/shm if writable, else the job's session "
+        "directory)",
+        &params.onnode_dir, OPAL_INFO_LVL_9);
+    var_index[P_ONSLOTS] = reg_int(
+        "onnode_slots",
+        "Slots of each on-node ring (a power of two, at least 2): frames one sender may have "
+        "waiting for one receiver before further ones queue",
+        &params.onnode_slots, OPAL_INFO_LVL_9);
+    var_index[P_ONSLOTSIZE] = mca_base_var_register(
+        "opal", "common", "efa", "onnode_slot_size",
+        "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB; 8 of them are the "
+        "slot's header): mtl_efa sends messages up to the slot less 40 bytes of headers "
+        "eagerly, larger ones by rendezvous; btl_efa sends larger messages by the provider",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &params.onnode_slot_size);
 }
 
 /* Is this on-node path parameter (mtl_efa_ or btl_efa_onnode_channel) of a
@@ -444,9 +474,67 @@ int mca_common_efa_probe(bool explain, bool need_remote_comm) {
  * straight to the core. */
 static efa_core_t *progress_core = NULL;
 
+/* The components' own progress functions (the on-node channels), run after
+ * the core's by the same callback: one opal_progress hook for the whole
+ * stack.  A fixed array: nothing is allocated or locked on the hot path. */
+#define EFA_PROGRESS_FNS 4
+static mca_common_efa_progress_fn_t progress_fns[EFA_PROGRESS_FNS];
+static int num_progress_fns = 0;
+static bool progress_registered = false;
+
 static int progress_cb(void) {
     efa_core_t *core = progress_core; /* NULL only while being unregistered */
-    return OPAL_LIKELY(NULL != core) ? efa_core_progress_paced(core) : 0;
+    int n = OPAL_LIKELY(NULL != core) ? efa_core_progress_paced(core) : 0;
+    const int fns = __atomic_load_n(&num_progress_fns, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < fns; ++i) {
+        mca_common_efa_progress_fn_t fn = progress_fns[i];
+        if (OPAL_LIKELY(NULL != fn)) {
+            n += fn();
+        }
+    }
+    return n;
+}
+
+/* The callback is registered while it has something to drive. */
+static void update_progress_registration(void) {
+    const bool wanted = NULL != progress_core || num_progress_fns > 0;
+    if (wanted && !progress_registered) {
+        opal_progress_register(progress_cb);
+        progress_registered = true;
+    } else if (!wanted && progress_registered) {
+        opal_progress_unregister(progress_cb);
+        progress_registered = false;
+    }
+}
+
+int mca_common_efa_progress_add(mca_common_efa_progress_fn_t fn) {
+    for (int i = 0; i < num_progress_fns; ++i) {
+        if (progress_fns[i] == fn) {
+            return OPAL_SUCCESS;
+        }
+    }
+    if (num_progress_fns >= EFA_PROGRESS_FNS) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    progress_fns[num_progress_fns] = fn;
+    /* Release: a progress call that sees the new count sees the entry. */
+    __atomic_store_n(&num_progress_fns, num_progress_fns + 1, __ATOMIC_RELEASE);
+    update_progress_registration();
+    return OPAL_SUCCESS;
+}
+
+void mca_common_efa_progress_remove(mca_common_efa_progress_fn_t fn) {
+    for (int i = 0; i < num_progress_fns; ++i) {
+        if (progress_fns[i] == fn) {
+            /* Components go at finalize, when no other thread progresses. */
+            for (int j = i + 1; j < num_progress_fns; ++j) {
+                progress_fns[j - 1] = progress_fns[j];
+            }
+            progress_fns[--num_progress_fns] = NULL;
+            break;
+        }
+    }
+    update_progress_registration();
 }
 
 static void mem_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc) {
@@ -486,7 +574,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         }
         modex_sent = true;
         progress_core = core;
-        opal_progress_register(progress_cb);
+        update_progress_registration();
     }
     *opal_err = OPAL_SUCCESS;
     return core;
@@ -499,8 +587,8 @@ void mca_common_efa_release(efa_core_t *core) {
     efa_core_t *before = efa_core_current();
     efa_core_release(core);
     if (before && NULL == efa_core_current()) {
-        opal_progress_unregister(progress_cb);
         progress_core = NULL;
+        update_progress_registration();
         stop_mem_hooks();
         /* The modex key stays published; a later acquire in this process
          * (rare: a component re-opened) reopens endpoints with new names,
@@ -558,6 +646,95 @@ void mca_common_efa_report(efa_core_t *core) {
     if (NULL != core && params.verbose >= 1) {
         efa_core_report(core, mca_common_efa_local_rank() <= 0);
     }
+}
+
+/* ---- the node's on-node stack (efa_node.h) ---------------------------- */
+
+#define NODE_MODEX_KEY "common_efa_node"
+
+const char *mca_common_efa_onnode_dir(void) {
+    const char *dir = params.onnode_dir;
+    if (NULL != dir && '\0' != dir[0]) {
+        return dir;
+    }
+    if (0 == access("/dev/shm", W_OK)) {
+        return "/dev/shm";
+    }
+    return opal_process_info.job_session_dir;
+}
+
+void mca_common_efa_onnode_geometry(int *slots, size_t *slot_size) {
+    *slots = params.onnode_slots;
+    *slot_size = params.onnode_slot_size;
+}
+
+/* The node's parameters (job_tag: room for the tag they point to). */
+static bool node_params(efa_node_params_t *p, char *job_tag, size_t len) {
+    const char *dir = mca_common_efa_onnode_dir();
+    if (NULL == dir || mca_common_efa_local_rank() < 0 || mca_common_efa_local_size() < 1) {
+        return false;
+    }
+    snprintf(job_tag, len, "%u.%x", (unsigned)getuid(), (unsigned)OPAL_PROC_MY_NAME.jobid);
+    memset(p, 0, sizeof(*p));
+    p->dir = dir;
+    p->job_tag = job_tag;
+    p->my_vpid = OPAL_PROC_MY_NAME.vpid;
+    p->local_rank = (uint32_t)mca_common_efa_local_rank();
+    p->nlocal = (uint32_t)mca_common_efa_local_size();
+    p->slots = (uint32_t)params.onnode_slots;
+    p->slot_size = (uint32_t)params.onnode_slot_size;
+    return true;
+}
+
+void mca_common_efa_node_file(char *buf, size_t len) {
+    efa_node_params_t p;
+    char job_tag[64];
+    if (!node_params(&p, job_tag, sizeof(job_tag))) {
+        snprintf(buf, len, "(no directory for the inbox)");
+        return;
+    }
+    efa_node_file(&p, p.my_vpid, buf, len);
+}
+
+efa_node_t *mca_common_efa_node_acquire(int *err) {
+    efa_node_params_t p;
+    char job_tag[64];
+    if (!node_params(&p, job_tag, sizeof(job_tag))) {
+        *err = -ENOENT;
+        return NULL;
+    }
+    bool created = false;
+    efa_node_t *node = efa_node_acquire(&p, &created, err);
+    if (NULL != node && created) {
+        /* Removed by the runtime if this process dies without finalizing:
+         * asked once, for the one file. */
+        mca_common_efa_register_cleanup(efa_node_path(node));
+    }
+    return node;
+}
+
+int mca_common_efa_node_publish(efa_node_t *node) {
+    /* The one card, put again each time a channel opens (a put of the same
+     * key replaces the value until the modex is exchanged): its channel
+     * bits then say what this process serves. */
+    efa_node_card_t card;
+    efa_node_my_card(node, &card);
+    int rc;
+    OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, NODE_MODEX_KEY, &card, sizeof(card));
+    return rc;
+}
+
+bool mca_common_efa_node_card(const opal_process_name_t *name, efa_node_card_t *card) {
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    int rc;
+    OPAL_MODEX_RECV_STRING(rc, NODE_MODEX_KEY, name, &bytes, &len);
+    const bool ok = OPAL_SUCCESS == rc && NULL != bytes && sizeof(*card) == len;
+    if (ok) {
+        memcpy(card, bytes, sizeof(*card));
+    }
+    free(bytes);
+    return ok;
 }
 
 void mca_common_efa_register_cleanup(const char *path) {

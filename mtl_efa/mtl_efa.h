@@ -48,6 +48,7 @@ typedef struct mca_mtl_efa_module_t {
     bool mt;          /* MPI_THREAD_MULTIPLE: completions may race */
     /* The on-node path (mtl_efa_onnode.c); NULL when off. */
     efa_onnode_t *onnode;
+    efa_node_t *node; /* the process's shared on-node stack, while the engine serves a channel */
     struct mtl_efa_path_table *comm_paths; /* by communicator id: MTL_EFA_PATH_* */
     uint8_t *peer_onnode;                  /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
     bool own_matching; /* the engine carries every peer of this job (mtl_efa_own.c) */
@@ -56,9 +57,7 @@ typedef struct mca_mtl_efa_module_t {
 /* The MCA parameters of the on-node channel and of matching
  * (mtl_efa_params.c). */
 typedef struct mtl_efa_params {
-    char *channel, *single_copy, *dir;
-    int slots;
-    size_t slot_size;
+    char *channel, *single_copy;
     char *matching;
     size_t net_eager;
     int net_window;

@@ -34,19 +34,6 @@
 
 #include "efa_shm_ring.h"
 
-#define ONNODE_MODEX_KEY "mtl_efa_onnode"
-
-static const char *inbox_dir(void) {
-    const char *dir = ompi_mtl_efa_params.dir;
-    if (NULL != dir && '\0' != dir[0]) {
-        return dir;
-    }
-    if (0 == access("/dev/shm", W_OK)) {
-        return "/dev/shm";
-    }
-    return opal_process_info.job_session_dir;
-}
-
 /* Corrupted frames the engine dropped: said once (with the count so far),
  * and the total at finalize. */
 static uint64_t dropped_seen;
@@ -76,16 +63,25 @@ static int peer_card(void *arg, uint32_t vpid, efa_onnode_card_t *card) {
         return -FI_ENOENT; /* another node: no card to look for */
     }
     opal_process_name_t name = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = vpid};
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    int rc;
-    OPAL_MODEX_RECV_STRING(rc, ONNODE_MODEX_KEY, &name, &bytes, &len);
-    const bool ok = OPAL_SUCCESS == rc && NULL != bytes && sizeof(*card) == len;
-    if (ok) {
-        memcpy(card, bytes, sizeof(*card));
+    efa_node_card_t node_card;
+    if (!mca_common_efa_node_card(&name, &node_card) ||
+        !(node_card.channels & (1u << EFA_NODE_CHANNEL_ENGINE))) {
+        return -FI_ENOENT; /* no inbox, or its engine does not serve the rings */
     }
-    free(bytes);
-    return ok ? 0 : -FI_ENOENT;
+    memset(card, 0, sizeof(*card));
+    card->cookie = node_card.cookie;
+    card->local_rank = node_card.local_rank;
+    return 0;
+}
+
+/* The engine over, and the process's reference to the node dropped. */
+static void destroy_engine(void) {
+    efa_onnode_destroy(ompi_mtl_efa.onnode);
+    ompi_mtl_efa.onnode = NULL;
+    if (NULL != ompi_mtl_efa.node) {
+        efa_node_release(ompi_mtl_efa.node);
+        ompi_mtl_efa.node = NULL;
+    }
 }
 
 /* Inbox failures the user should hear of even under "auto": a file of
@@ -97,6 +93,7 @@ static bool worth_telling(int err) {
 int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     const mtl_efa_params_t *mp = &ompi_mtl_efa_params;
     ompi_mtl_efa.onnode = NULL;
+    ompi_mtl_efa.node = NULL;
     ompi_mtl_efa.comm_paths = NULL;
     ompi_mtl_efa.peer_onnode = NULL;
     if (OMPI_SUCCESS != ompi_mtl_efa_params_check()) {
@@ -104,26 +101,25 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     }
     const bool insist = 0 == strcmp(mp->channel, "shm");
     const bool rings = 0 != strcmp(mp->channel, "none");
-    if (rings && (mp->slots < 2 || (mp->slots & (mp->slots - 1)) || mp->slot_size < 256 ||
-                  mp->slot_size % 64 || mp->slot_size > 1024 * 1024)) {
+    int slots;
+    size_t slot_size;
+    mca_common_efa_onnode_geometry(&slots, &slot_size);
+    if (rings && (slots < 2 || (slots & (slots - 1)) || slot_size < 256 || slot_size % 64 ||
+                  slot_size > 1024 * 1024)) {
         char value[64];
-        snprintf(value, sizeof(value), "%d slots of %zu bytes", mp->slots, mp->slot_size);
+        snprintf(value, sizeof(value), "%d slots of %zu bytes", slots, slot_size);
         mca_common_efa_show_help("help-mtl-efa.txt", "bad-ring", true, opal_process_info.nodename,
                                  value);
         return OMPI_ERR_BAD_PARAM;
     }
-    const char *dir = inbox_dir();
-    char job_tag[64];
-    snprintf(job_tag, sizeof(job_tag), "%u.%x", (unsigned)getuid(),
-             (unsigned)OPAL_PROC_MY_NAME.jobid);
+    const char *dir = mca_common_efa_onnode_dir();
     efa_onnode_params_t p = {
-        .inbox_dir = NULL == dir ? "" : dir,
-        .job_tag = job_tag,
+        .channel = EFA_NODE_CHANNEL_ENGINE,
         .my_vpid = OPAL_PROC_MY_NAME.vpid,
         .local_rank = (uint32_t)mca_common_efa_local_rank(),
         .nlocal = (uint32_t)mca_common_efa_local_size(),
-        .slots = (uint32_t)mp->slots,
-        .slot_size = (uint32_t)mp->slot_size,
+        .slots = (uint32_t)slots,
+        .slot_size = (uint32_t)slot_size,
         .nprocs = mtl_efa_job_size(),
         .single_copy = 0 == strcmp(mp->single_copy, "auto"),
         .thread_safe = thread_multiple,
@@ -142,10 +138,23 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
     }
     int err = 0;
     dropped_seen = 0;
-    ompi_mtl_efa.onnode = efa_onnode_create(&p, &err);
+    if (!p.no_rings) {
+        /* The process's one inbox, shared with btl_efa: the engine serves
+         * its channel (EFA_NODE_CHANNEL_ENGINE) of it. */
+        p.node = ompi_mtl_efa.node = mca_common_efa_node_acquire(&err);
+        if (NULL != p.node) {
+            ompi_mtl_efa.onnode = efa_onnode_create(&p, &err);
+            if (NULL == ompi_mtl_efa.onnode) {
+                efa_node_release(ompi_mtl_efa.node);
+                ompi_mtl_efa.node = p.node = NULL;
+            }
+        }
+    } else {
+        ompi_mtl_efa.onnode = efa_onnode_create(&p, &err);
+    }
     if (NULL == ompi_mtl_efa.onnode && !p.no_rings) {
         char file[OPAL_PATH_MAX];
-        efa_onnode_inbox_file(&p, file, sizeof(file));
+        mca_common_efa_node_file(file, sizeof(file));
         if (insist) {
             mca_common_efa_show_help("help-mtl-efa.txt", "no-channel", true,
                                      opal_process_info.nodename, file, efa_shm_strerror(err));
@@ -181,7 +190,12 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
         ompi_mtl_efa.own_matching = false;
         return OMPI_SUCCESS;
     }
-    opal_progress_register(progress_cb);
+    /* Driven by the common progress callback, after the core. */
+    if (OPAL_SUCCESS != mca_common_efa_progress_add(progress_cb)) {
+        destroy_engine();
+        ompi_mtl_efa.own_matching = false;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
     if (own) {
         mca_common_efa_say_choice(
             "mtl:efa", "mtl_efa",
@@ -193,20 +207,15 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
         return OMPI_SUCCESS;
     }
     const char *path = efa_onnode_inbox_path(ompi_mtl_efa.onnode);
-    /* Removed by the runtime if this process dies without finalizing. */
-    mca_common_efa_register_cleanup(path);
-    /* Only processes that published this take part: the others' inboxes
-     * do not exist, and every member must agree on a communicator's path.
-     * The card's cookie lets a sender check that the file at the inbox's
-     * name is the one this process created. */
-    efa_onnode_card_t card;
-    efa_onnode_my_card(ompi_mtl_efa.onnode, &card);
-    int rc;
-    OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, ONNODE_MODEX_KEY, &card, sizeof(card));
+    /* Only processes whose node card has the engine's bit take part: the
+     * others do not read that channel, and every member must agree on a
+     * communicator's path.  The card's cookie lets a sender check that the
+     * file at the inbox's name is the one this process created (the node
+     * handed the file to the runtime's cleanup when it made it). */
+    int rc = mca_common_efa_node_publish(ompi_mtl_efa.node);
     if (OPAL_SUCCESS != rc) {
-        opal_progress_unregister(progress_cb);
-        efa_onnode_destroy(ompi_mtl_efa.onnode);
-        ompi_mtl_efa.onnode = NULL;
+        mca_common_efa_progress_remove(progress_cb);
+        destroy_engine();
         ompi_mtl_efa.own_matching = false;
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "on-node channel off: cannot publish the modex entry");
@@ -216,15 +225,14 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
      * in lazily; allocated here, before threads can race on it). */
     ompi_mtl_efa.peer_onnode = calloc(mtl_efa_job_size(), 1);
     if (NULL == ompi_mtl_efa.peer_onnode) {
-        opal_progress_unregister(progress_cb);
-        efa_onnode_destroy(ompi_mtl_efa.onnode);
-        ompi_mtl_efa.onnode = NULL;
+        mca_common_efa_progress_remove(progress_cb);
+        destroy_engine();
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                               "on-node channel: inbox %s, %d rings of %d slots of %zu bytes, "
                               "single copy %s",
-                              path, mca_common_efa_local_size(), mp->slots, mp->slot_size,
+                              path, mca_common_efa_local_size(), slots, slot_size,
                               p.single_copy ? "allowed" : "off");
     return OMPI_SUCCESS;
 }
@@ -233,7 +241,7 @@ void ompi_mtl_efa_onnode_fini(void) {
     if (NULL == ompi_mtl_efa.onnode) {
         return;
     }
-    opal_progress_unregister(progress_cb);
+    mca_common_efa_progress_remove(progress_cb);
     efa_onnode_stats_t s;
     efa_onnode_get_stats(ompi_mtl_efa.onnode, &s);
     opal_output_verbose(1, mca_common_efa_output,
@@ -258,8 +266,7 @@ void ompi_mtl_efa_onnode_fini(void) {
         opal_output(0, "mtl:efa: %s: %llu corrupted frame(s) dropped by the on-node channel",
                     opal_process_info.nodename, (unsigned long long)s.dropped);
     }
-    efa_onnode_destroy(ompi_mtl_efa.onnode);
-    ompi_mtl_efa.onnode = NULL;
+    destroy_engine();
     /* No sender is left: the current table and every older one go. */
     for (mtl_efa_path_table_t *t = ompi_mtl_efa.comm_paths, *next; NULL != t; t = next) {
         next = t->older;
@@ -295,12 +302,11 @@ static bool peer_has_inbox(const ompi_proc_t *proc) {
     }
     uint8_t *known = &ompi_mtl_efa.peer_onnode[vpid];
     if (0 == *known) {
-        uint8_t *bytes = NULL;
-        size_t len = 0;
-        int rc;
-        OPAL_MODEX_RECV_STRING(rc, ONNODE_MODEX_KEY, &proc->super.proc_name, &bytes, &len);
-        *known = (OPAL_SUCCESS == rc && NULL != bytes && sizeof(efa_onnode_card_t) == len) ? 1 : 2;
-        free(bytes);
+        efa_node_card_t card;
+        *known = (mca_common_efa_node_card(&proc->super.proc_name, &card) &&
+                  (card.channels & (1u << EFA_NODE_CHANNEL_ENGINE)))
+                     ? 1
+                     : 2;
     }
     return 1 == *known;
 }

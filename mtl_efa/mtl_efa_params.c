@@ -12,9 +12,6 @@
 mtl_efa_params_t ompi_mtl_efa_params = {
     .channel = "auto",
     .single_copy = "auto",
-    .dir = "",
-    .slots = 64,
-    .slot_size = 8192,
     .matching = "auto",
     .net_eager = 8192,
     .net_window = 16,
@@ -49,18 +46,8 @@ void ompi_mtl_efa_params_register(const mca_base_component_t *c) {
         "straight out of the sender, with Linux cross-memory attach (process_vm_readv) where "
         "the kernel allows it, else streams them through the rings; \"none\" always streams",
         MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_5, &p->single_copy);
-    reg(c, "onnode_dir",
-        "Directory of the on-node inbox files (default: /dev/shm if writable, else the job's "
-        "session directory)",
-        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_9, &p->dir);
-    reg(c, "onnode_slots",
-        "Slots of each on-node ring (a power of two, at least 2): frames one sender may have "
-        "waiting for one receiver before further ones queue",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p->slots);
-    reg(c, "onnode_slot_size",
-        "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB): messages up to the "
-        "slot less 40 bytes of headers go eagerly, larger ones by rendezvous",
-        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &p->slot_size);
+    /* onnode_dir, onnode_slots and onnode_slot_size are synonyms of the
+     * common parameters (common_efa_onnode_*): one inbox per process. */
     reg(c, "matching",
         "Who matches MPI messages to and from other nodes: \"provider\": each MPI message is "
         "one tagged provider message, matched by the provider; \"own\": mtl_efa matches every "

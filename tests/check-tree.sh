@@ -104,7 +104,7 @@ for n in sorted(os.listdir(os.path.join(top, "common", "capi"))):
             continue
         if body:
             if line == "}":
-                if body > 12:
+                if body > 16:
                     long_fns.append("%s: %s (%d lines)" % (rel(p), start.split("(")[0], body - 1))
                 body = 0
             else:

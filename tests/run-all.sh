@@ -83,6 +83,10 @@ echo "== the tree's shape: files of at most 600 lines, no include cycle, the com
 "$top/tests/check-tree.sh" 2>&1 | tee "$logdir/tree.log"
 add_counts "$logdir/tree.log" tree
 
+echo "== layout: one on-node stack per process (no component progress hook or inbox of its own)"
+"$top/tests/check-layout.sh" 2>&1 | tee "$logdir/layout.log"
+add_counts "$logdir/layout.log" layout
+
 echo "== Python through python3-mpi4py (MPI_THREAD_MULTIPLE): probe, mprobe, isend/irecv, a window"
 "$top/tests/mpi4py/run-mpi4py-tests.sh" "$compdir" 2>&1 | tee "$logdir/mpi4py.log"
 add_counts "$logdir/mpi4py.log" mpi4py
@@ -94,6 +98,10 @@ add_counts "$logdir/params.log" params
 echo "== on-node channels in a hostile or full /dev/shm: planted files refused and left alone, no SIGBUS"
 "$top/tests/run-shm-hostile-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/shm-hostile.log"
 add_counts "$logdir/shm-hostile.log" shm-hostile
+
+echo "== one on-node inbox file per process with both components (cm + mtl_efa, osc rdma + btl_efa)"
+"$top/tests/run-node-files-test.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/node-files.log"
+add_counts "$logdir/node-files.log" node-files
 
 echo "== MPI point-to-point over mtl_efa: provider path (every message through the provider), on-node path, and mixed (ranks on pretend nodes)"
 "$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-rxd,cm-efa-rxm,cm-efa-shm,cm-efa-onnode,cm-efa-mixed 2>&1 |

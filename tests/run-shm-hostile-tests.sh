@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The on-node channels (mtl_efa's and btl_efa's shared-memory inboxes) in a
+# The on-node channels (mtl_efa's and btl_efa's, one shared-memory inbox per
+# process: efa_node.<uid>.<jobid hex>.<vpid>) in a
 # hostile or starved /dev/shm.  Each case runs pingpong (which checks every
 # byte it receives) on 2 processes of one node and must end correctly:
 #  - planted-*: before the job starts, a file of another user (mode 0666)
@@ -97,12 +98,11 @@ job_ok() { # job_ok RC OUT -> sets WHY
 
 # planted NAME other-user|symlink btl|mtl "expected message"
 planted() {
-    local name=$1 kind=$2 comp=$3 want=$4 prefix args
+    # Both components share one inbox per process (common/efa_node.h).
+    local name=$1 kind=$2 comp=$3 want=$4 prefix=efa_node args
     if [ "$comp" = btl ]; then
-        prefix=btl_efa_ring
         args=("${btl[@]}")
     else
-        prefix=efa_mtl_ring
         args=("${mtl[@]}")
     fi
     local record=$work/$name.record target=$work/$name.target

@@ -6,14 +6,6 @@
 
 #include "shm_ring.hpp"
 
-struct efa_shm_inbox {
-    std::unique_ptr<efa::shm::Inbox> in;
-};
-
-struct efa_shm_outbox {
-    std::unique_ptr<efa::shm::Outbox> out;
-};
-
 extern "C" {
 
 efa_shm_inbox_t *efa_shm_inbox_create(const char *path, unsigned nrings, unsigned nslots,
@@ -50,6 +42,13 @@ int efa_shm_inbox_poll(efa_shm_inbox_t *inbox, efa_shm_deliver_fn fn, void *arg,
         [fn, arg](uint32_t r, void *frame, size_t len) { fn(arg, r, frame, len); }, budget);
 }
 
+int efa_shm_inbox_poll_range(efa_shm_inbox_t *inbox, unsigned first, unsigned count,
+                             efa_shm_deliver_fn fn, void *arg, int budget) {
+    return inbox->in->poll_range(
+        first, count, [fn, arg](uint32_t r, void *frame, size_t len) { fn(arg, r, frame, len); },
+        budget);
+}
+
 efa_shm_outbox_t *efa_shm_outbox_attach(const char *path, unsigned ring, uint64_t cookie,
                                         int *err) {
     int rc = 0;
@@ -84,25 +83,7 @@ void efa_shm_outbox_commit(efa_shm_outbox_t *outbox, size_t len) {
 }
 
 const char *efa_shm_strerror(int err) {
-    switch (-err) {
-    case EEXIST:
-        return "a file not created by this user's job for this purpose (another user's, a "
-               "symbolic link, or open to others) has the inbox's name: refused and left alone";
-    case ELOOP:
-        return "the inbox's name is a symbolic link: refused";
-    case EACCES:
-        return "the inbox is not a regular file of this user closed to others: refused";
-    case EKEYREJECTED:
-        return "the file at the inbox's name is not the inbox its owner published (cookie "
-               "differs): refused";
-    case EPROTO:
-        return "not an inbox of this version, or a corrupted one";
-    case ENOSPC:
-        return "no room to reserve the rings' memory (a full /dev/shm? Docker's is 64 MiB: "
-               "--shm-size)";
-    default:
-        return strerror(-err);
-    }
+    return efa::shm::strerror_of(err);
 }
 
 } // extern "C"

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "efa_core.h"
+#include "efa_node.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,6 +80,13 @@ typedef int (*efa_onnode_card_fn)(void *arg, uint32_t vpid, efa_onnode_card_t *c
 typedef int (*efa_onnode_addr_fn)(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx);
 
 typedef struct efa_onnode_params {
+    /* The process's shared on-node stack (efa_node.h): the engine serves
+     * its channel 'channel' (rings channel * nlocal + local rank of every
+     * inbox), which it opens (reserving its rings) and closes; the node's
+     * geometry replaces slots and slot_size, its files inbox_dir's.  NULL:
+     * the engine makes an inbox of its own in inbox_dir (tests). */
+    efa_node_t *node;
+    uint32_t channel;
     const char *inbox_dir; /* where inbox files live */
     const char *job_tag;   /* unique per job and user: part of the file names */
     uint32_t my_vpid;
@@ -104,7 +112,8 @@ typedef struct efa_onnode_params {
     bool net_no_inject;           /* every provider message posted with a completion (tests) */
 } efa_onnode_params_t;
 
-/* Create the engine and its inbox.  NULL and *err on failure. */
+/* Create the engine (and its inbox, without a node).  NULL and *err on
+ * failure. */
 efa_onnode_t *efa_onnode_create(const efa_onnode_params_t *p, int *err);
 /* Flush control messages still queued (bounded wait), unlink the inbox and
  * free everything.  Requests still pending are abandoned. */

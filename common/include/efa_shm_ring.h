@@ -45,6 +45,11 @@ typedef void (*efa_shm_deliver_fn)(void *arg, unsigned ring, void *frame, size_t
 /* Deliver up to budget waiting frames; returns how many.  Reentrant and
  * concurrent calls return 0 (only one poller at a time). */
 int efa_shm_inbox_poll(efa_shm_inbox_t *inbox, efa_shm_deliver_fn fn, void *arg, int budget);
+/* The same over rings [first, first + count) only (one channel of a shared
+ * inbox, common/efa_node.h); fn is told the ring's index within the range.
+ * A call while any other poll of the inbox runs returns 0. */
+int efa_shm_inbox_poll_range(efa_shm_inbox_t *inbox, unsigned first, unsigned count,
+                             efa_shm_deliver_fn fn, void *arg, int budget);
 
 /* Attach to ring 'ring' of the inbox at path, which must be a regular file
  * of this user closed to others, holding 'cookie' (what its owner

@@ -114,7 +114,10 @@ std::string inbox_path(const std::string &dir, const std::string &job_tag, uint3
 std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
     err = 0;
     const bool rings = !p.no_rings;
-    if (!p.inbox_dir || !p.job_tag || (rings && (p.nlocal == 0 || p.local_rank >= p.nlocal)) ||
+    if ((rings && !p.node && (!p.inbox_dir || !p.job_tag)) ||
+        (rings && (p.nlocal == 0 || p.local_rank >= p.nlocal)) ||
+        (p.node && (p.channel >= EFA_NODE_CHANNELS || node::of(p.node).nlocal() != p.nlocal ||
+                    node::of(p.node).local_rank() != p.local_rank)) ||
         p.nprocs < p.nlocal || p.my_vpid >= p.nprocs || p.nprocs >= kNetVia || !p.peer_card ||
         (rings && p.slot_size < sizeof(FrameHdr) + sizeof(DataBody) + shm::kSlotHeader + 64) ||
         (!rings && !p.core) || (p.core && (!p.peer_addr || p.net_eager < 64))) {
@@ -123,12 +126,27 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
     }
     std::unique_ptr<Engine> e(new Engine());
     e->params_ = p;
-    e->dir_ = p.inbox_dir;
-    e->job_tag_ = p.job_tag;
+    e->dir_ = p.inbox_dir ? p.inbox_dir : "";
+    e->job_tag_ = p.job_tag ? p.job_tag : "";
     e->params_.inbox_dir = e->dir_.c_str();
     e->params_.job_tag = e->job_tag_.c_str();
     e->mt_ = p.thread_safe;
-    if (rings) {
+    if (rings && p.node) {
+        // The shared inbox: its channel's rings, reserved now for the same
+        // reason as below.
+        e->node_ = &node::of(p.node);
+        err = e->node_->open_channel(p.channel, true);
+        if (err) {
+            return nullptr;
+        }
+        if (e->node_->max_frame() < sizeof(FrameHdr) + sizeof(DataBody) + 64) {
+            e->node_->close_channel(p.channel);
+            err = -FI_EINVAL;
+            return nullptr;
+        }
+        e->eager_max_ = e->node_->max_frame() - sizeof(FrameHdr);
+        e->data_max_ = e->node_->max_frame() - sizeof(FrameHdr) - sizeof(DataBody);
+    } else if (rings) {
         shm::Geometry g;
         g.nrings = p.nlocal;
         g.nslots = p.slots;
@@ -162,12 +180,18 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
         }
         e->net_ = NetLink::create(np, net_sent, e.get(), err);
         if (!e->net_) {
+            if (e->node_) {
+                e->node_->close_channel(p.channel);
+            }
             return nullptr;
         }
         e->order_ = NetOrder(p.nprocs);
         err = efa_core_msg_set_channel(p.core, EFA_MSG_CHANNEL_ENGINE, net_message, e.get());
         if (err) {
             e->net_.reset();
+            if (e->node_) {
+                e->node_->close_channel(p.channel);
+            }
             return nullptr;
         }
     }
@@ -195,16 +219,19 @@ Engine::~Engine() {
         }
     }
     match_.drain_unexpected([](Message *m) { free(m); });
+    if (node_) {
+        node_->close_channel(params_.channel); // the node (and its file) stays its other users'
+    }
 }
 
 const std::string &Engine::path() const {
     static const std::string none;
-    return inbox_ ? inbox_->path() : none;
+    return inbox_ ? inbox_->path() : node_ ? node_->path() : none;
 }
 
 efa_onnode_card_t Engine::my_card() const {
     efa_onnode_card_t c{};
-    c.cookie = inbox_ ? inbox_->cookie() : 0;
+    c.cookie = inbox_ ? inbox_->cookie() : node_ ? node_->card().cookie : 0;
     c.local_rank = params_.local_rank;
     return c;
 }
@@ -221,7 +248,7 @@ Engine::Peer *Engine::peer(uint32_t vpid, int &err) {
         return peers_[vpid].get();
     }
     efa_onnode_card_t card{};
-    if (!inbox_) {
+    if (!inbox_ && !node_) {
         return net_peer(vpid, err);
     }
     if (vpid == params_.my_vpid) {
@@ -236,8 +263,14 @@ Engine::Peer *Engine::peer(uint32_t vpid, int &err) {
         err = -FI_EINVAL;
         return nullptr;
     }
-    auto out =
-        shm::Outbox::attach(inbox_path(dir_, job_tag_, vpid), params_.local_rank, card.cookie, err);
+    std::unique_ptr<shm::Outbox> out;
+    if (node_) { // the peer's card said it serves this channel (else peer_card said -FI_ENOENT)
+        const efa_node_card_t nc{card.cookie, card.local_rank, 1u << params_.channel};
+        out = node_->attach(vpid, nc, params_.channel, err);
+    } else {
+        out = shm::Outbox::attach(inbox_path(dir_, job_tag_, vpid), params_.local_rank, card.cookie,
+                                  err);
+    }
     if (!out) {
         return nullptr;
     }
@@ -1020,11 +1053,15 @@ int Engine::progress() {
         Guard g(mu_, mt_);
         // While a message is held for a partnered receive no frame is read:
         // a later message of the same sender must not be matched first.
-        n = held_ || !inbox_
-                ? 0
-                : inbox_->poll([this](uint32_t ring, void *frame,
-                                      size_t len) { return deliver(ring, frame, len); },
-                               kPollBudget);
+        // With the shared inbox only this channel's rings are read: the
+        // other channel's frames keep flowing while a message is held.
+        auto take = [this](uint32_t ring, void *frame, size_t len) {
+            return deliver(ring, frame, len);
+        };
+        n = held_    ? 0
+            : inbox_ ? inbox_->poll(take, kPollBudget)
+            : node_  ? node_->poll(params_.channel, take, kPollBudget)
+                     : 0;
         if (net_) {
             net_->progress();
             if (!swap_held_.empty() && ++swap_age_ > 64) { // the shim's lone message

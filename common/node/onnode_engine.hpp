@@ -67,6 +67,7 @@
 #include "net_order.hpp"
 #include "onnode_match.hpp"
 #include "onnode_net.hpp"
+#include "node.hpp"
 #include "shm_ring.hpp"
 
 namespace efa::onnode {
@@ -206,7 +207,11 @@ class Engine {
     const std::string &path() const;
     efa_onnode_card_t my_card() const;
     uint64_t dropped() const {
-        return stats.dropped + (inbox_ ? inbox_->dropped() : 0) + order_.dropped();
+        return stats.dropped +
+               (inbox_  ? inbox_->dropped()
+                : node_ ? node_->dropped()
+                        : 0) +
+               order_.dropped();
     }
     size_t eager_max() const { return eager_max_; }
     void get_stats(efa_onnode_stats_t *out) const;
@@ -275,7 +280,8 @@ class Engine {
 
     efa_onnode_params_t params_{};
     std::string dir_, job_tag_;
-    std::unique_ptr<shm::Inbox> inbox_;
+    std::unique_ptr<shm::Inbox> inbox_; // of its own (no node)
+    node::Node *node_ = nullptr;        // or the shared one's channel params_.channel
     size_t eager_max_ = 0;
     size_t data_max_ = 0;
     std::vector<std::unique_ptr<Peer>> peers_; // by vpid, below params_.nprocs

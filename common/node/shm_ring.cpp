@@ -2,6 +2,8 @@
 // shared-memory segments (the hot paths are inline in shm_ring.hpp).
 #include "shm_ring.hpp"
 
+#include <cstring>
+
 #include <cerrno>
 #include <new>
 
@@ -128,14 +130,15 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     }
     void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     const int map_errno = errno;
-    close(fd);
     if (MAP_FAILED == p) {
+        close(fd);
         err = -map_errno;
         (void)unlink(path.c_str());
         return nullptr;
     }
     std::unique_ptr<Inbox> in(new (std::nothrow) Inbox());
     if (!in) {
+        close(fd);
         munmap(p, len);
         (void)unlink(path.c_str());
         err = -ENOMEM;
@@ -147,6 +150,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     in->cookie_ = cookie;
     in->base_ = static_cast<uint8_t *>(p);
     in->len_ = len;
+    in->fd_ = fd;
     in->tails_.assign(g.nrings, 0);
     in->active_.reserve(g.nrings);
     // The file is zero-filled: every counter and flag starts at 0.
@@ -171,6 +175,16 @@ Inbox::~Inbox() {
         (void)unlink(path_.c_str());
         munmap(base_, len_);
     }
+    if (fd_ >= 0) {
+        close(fd_);
+    }
+}
+
+int Inbox::reserve_rings(uint32_t first, uint32_t count) {
+    if (first > geo_.nrings || count > geo_.nrings - first) {
+        return -ERANGE;
+    }
+    return 0 == count ? 0 : reserve_space(fd_, kPage + first * ring_bytes_, count * ring_bytes_);
 }
 
 void Inbox::rescan() {
@@ -181,8 +195,12 @@ void Inbox::rescan() {
             active_.push_back(r);
         }
     }
-    seen_seq_.store(seq, std::memory_order_relaxed);
+    if (!active_.empty()) {
+        lo_active_.store(active_.front(), std::memory_order_relaxed);
+        hi_active_.store(active_.back(), std::memory_order_relaxed);
+    }
     any_.store(!active_.empty(), std::memory_order_relaxed);
+    seen_seq_.store(seq, std::memory_order_relaxed);
 }
 
 uint64_t Inbox::waiting(uint32_t r) const {
@@ -313,6 +331,29 @@ int Outbox::send(const void *buf, size_t len) {
     }
     commit(len);
     return 0;
+}
+
+// What an error of create or attach means, in words (efa_shm_strerror).
+const char *strerror_of(int err) {
+    switch (-err) {
+    case EEXIST:
+        return "a file not created by this user's job for this purpose (another user's, a "
+               "symbolic link, or open to others) has the inbox's name: refused and left alone";
+    case ELOOP:
+        return "the inbox's name is a symbolic link: refused";
+    case EACCES:
+        return "the inbox is not a regular file of this user closed to others: refused";
+    case EKEYREJECTED:
+        return "the file at the inbox's name is not the inbox its owner published (cookie "
+               "differs): refused";
+    case EPROTO:
+        return "not an inbox of this version, or a corrupted one";
+    case ENOSPC:
+        return "no room to reserve the rings' memory (a full /dev/shm? Docker's is 64 MiB: "
+               "--shm-size)";
+    default:
+        return strerror(-err);
+    }
 }
 
 } // namespace efa::shm

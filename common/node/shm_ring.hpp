@@ -143,10 +143,25 @@ class Inbox {
     // returns bool stops the poll after this frame by returning false.
     // Returns the number delivered.  A poll while another is running (another thread,
     // or deliver itself polling) returns 0 at once.
-    template <class F> int poll(F &&deliver, int budget);
+    template <class F> int poll(F &&deliver, int budget) {
+        return poll_range(0, geo_.nrings, static_cast<F &&>(deliver), budget);
+    }
+    // The same over rings [first, first + count) only, deliver being told
+    // the ring's index within the range (ring - first).  One inbox then
+    // serves several channels (common/node.hpp): each polls its own block
+    // of rings, so one channel that stops reading (the engine holding a
+    // message) never stalls another.  The guard is the inbox's: a range
+    // poll while any other poll runs returns 0 (the next progress call
+    // takes the frames); an idle poll costs what poll's costs.
+    template <class F> int poll_range(uint32_t first, uint32_t count, F &&deliver, int budget);
 
     // Frames a sender posted that the owner has not taken (tests).
     uint64_t waiting(uint32_t ring) const;
+
+    // Reserve the space of rings [first, first + count) now (as reserve_all
+    // does for every ring): for a channel whose senders must never fail to
+    // attach for want of room.  0 or a negative errno (-ENOSPC).
+    int reserve_rings(uint32_t first, uint32_t count);
 
   private:
     Inbox() = default;
@@ -161,9 +176,13 @@ class Inbox {
     std::atomic<uint64_t> dropped_{0}; // read by other threads for reports
     uint8_t *base_ = nullptr;
     size_t len_ = 0;
+    int fd_ = -1;              // kept open for reserve_rings
     SegHeader *hdr_ = nullptr; // only attach_seq is read from it
     std::atomic<uint32_t> seen_seq_{0};
     std::atomic<bool> any_{false}; // active_ is not empty
+    // The lowest and highest ring in active_: a range poll of a channel
+    // none of whose senders attached returns as cheaply as an idle poll.
+    std::atomic<uint32_t> lo_active_{0}, hi_active_{0};
     std::vector<uint32_t> active_; // rings with a sender attached (changed only while polling)
     std::vector<uint64_t> tails_;  // the consumer's own copy of each tail
     std::atomic<bool> polling_{false};
@@ -214,10 +233,13 @@ inline uint8_t *Inbox::slot(uint32_t r, uint64_t n) const {
            (n & (geo_.nslots - 1)) * geo_.slot_size;
 }
 
-template <class F> int Inbox::poll(F &&deliver, int budget) {
-    if (!any_.load(std::memory_order_relaxed) && hdr_->attach_seq.load(std::memory_order_relaxed) ==
-                                                     seen_seq_.load(std::memory_order_relaxed)) {
-        return 0; // nobody attached: the idle poll of a process without local peers
+template <class F> int Inbox::poll_range(uint32_t first, uint32_t count, F &&deliver, int budget) {
+    const bool any = any_.load(std::memory_order_relaxed);
+    if (hdr_->attach_seq.load(std::memory_order_relaxed) ==
+            seen_seq_.load(std::memory_order_relaxed) &&
+        (!any || hi_active_.load(std::memory_order_relaxed) < first ||
+         lo_active_.load(std::memory_order_relaxed) >= first + count)) {
+        return 0; // nobody attached (to this range): the idle poll
     }
     if (polling_.exchange(true, std::memory_order_acquire)) {
         return 0;
@@ -227,7 +249,14 @@ template <class F> int Inbox::poll(F &&deliver, int budget) {
         rescan();
     }
     int n = 0;
+    const uint32_t end = first + count; // active_ is in ring order
     for (uint32_t r : active_) {
+        if (r < first) {
+            continue;
+        }
+        if (r >= end) {
+            break;
+        }
         RingCtl *ctl = ring(r);
         uint64_t t = tails_[r];
         while (n < budget) {
@@ -243,9 +272,9 @@ template <class F> int Inbox::poll(F &&deliver, int budget) {
             if (len <= geo_.max_frame()) {
                 void *frame = static_cast<void *>(s + kSlotHeader);
                 if constexpr (std::is_same_v<decltype(deliver(r, frame, size_t{})), bool>) {
-                    more = deliver(r, frame, static_cast<size_t>(len));
+                    more = deliver(r - first, frame, static_cast<size_t>(len));
                 } else {
-                    deliver(r, frame, static_cast<size_t>(len));
+                    deliver(r - first, frame, static_cast<size_t>(len));
                 }
                 ++n;
             } else {
@@ -293,6 +322,19 @@ inline void Outbox::commit(size_t len) {
     __builtin_prefetch(next + kLine, 1, 3);
 }
 
+// What an error of Inbox::create or Outbox::attach means, in words.
+const char *strerror_of(int err);
+
 } // namespace efa::shm
+
+// The C handles (efa_shm_ring.h), here so that other C seams (efa_node.h)
+// can hand out outboxes.
+struct efa_shm_inbox {
+    std::unique_ptr<efa::shm::Inbox> in;
+};
+
+struct efa_shm_outbox {
+    std::unique_ptr<efa::shm::Outbox> out;
+};
 
 #endif
