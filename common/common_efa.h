@@ -48,6 +48,9 @@ mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name, in
  * still alive a second later.  The arguments are the topic's (%s). */
 OPAL_DECLSPEC void mca_common_efa_show_help(const char *file, const char *topic,
                                             bool same_everywhere, ...);
+/* The core's help texts (help-common-efa.txt), as efa_core_set_reporters
+ * wants them: used by the glue itself. */
+void mca_common_efa_core_help(const char *topic, const char *a1, const char *a2, const char *a3);
 
 /* Say the verbose-1 report (core_report.hpp) once per process: node-wide
  * lines from local rank 0, the NIC line from every rank.  Called at the

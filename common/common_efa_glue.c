@@ -373,58 +373,6 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->debug_swap_messages = params.debug_swap_messages;
 }
 
-/* Configuration mistakes read the same in every process. */
-static bool same_in_every_process(const char *topic) {
-    static const char *const topics[] = {
-        "bad-param",     "conflicting-lists",   "empty-list-item",          "unknown-provider",
-        "no-efa-device", "no-provider-matched", "unknown-excluded-provider"};
-    for (size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); ++i) {
-        if (0 == strcmp(topic, topics[i])) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/*
- * Every topic ends in the components declining, and a job that asked for
- * them then aborts.  Open MPI 4.1 loses such messages when they travel the
- * runtime's show_help relay (several processes reporting at once arrive
- * "truncated": "Data unpack would read past end of buffer"; mtl/ofi's
- * messages suffer the same), so the text is rendered from the help file
- * here and written to stderr, whose forwarding mpirun flushes.  One copy
- * of a configuration mistake is enough: local rank 0 says it at once; the
- * others wait, and speak only if the job is still alive a second later
- * (local rank 0 was slow or did not get this far).
- */
-static void emit_help(char *text) {
-    if (text) {
-        fputs(text, stderr);
-        fflush(stderr);
-        free(text);
-    }
-    usleep(300 * 1000); /* let stderr reach mpirun before the job is torn down */
-}
-
-static void show_help_cb(const char *topic, const char *a1, const char *a2, const char *a3) {
-    if (same_in_every_process(topic) && mca_common_efa_local_rank() > 0) {
-        usleep(1000 * 1000);
-    }
-    emit_help(opal_show_help_string("help-common-efa.txt", topic, true, opal_process_info.nodename,
-                                    a1, a2, a3));
-}
-
-void mca_common_efa_show_help(const char *file, const char *topic, bool same_everywhere, ...) {
-    va_list ap;
-    if (same_everywhere && mca_common_efa_local_rank() > 0) {
-        usleep(1000 * 1000);
-    }
-    va_start(ap, same_everywhere);
-    char *text = opal_show_help_vstring(file, topic, true, ap);
-    va_end(ap);
-    emit_help(text);
-}
-
 static void verbose_cb(int level, const char *msg) {
     opal_output_verbose(level, mca_common_efa_output, "common:efa: %s", msg);
 }
@@ -438,7 +386,7 @@ static void setup_reporting(void) {
     opal_show_help_add_dir(EFA_HELP_DIR);
     mca_common_efa_output = opal_output_open(NULL);
     opal_output_set_verbosity(mca_common_efa_output, params.verbose);
-    efa_core_set_reporters(show_help_cb, verbose_cb);
+    efa_core_set_reporters(mca_common_efa_core_help, verbose_cb);
 }
 
 bool mca_common_efa_explicitly_requested(const char *project, const char *framework) {
@@ -458,7 +406,8 @@ int mca_common_efa_probe(bool explain, bool need_remote_comm) {
         return OPAL_SUCCESS;
     }
     if (!provider_shm_valid()) {
-        show_help_cb("bad-param", "provider_shm", params.provider_shm, "auto, on, off or provider");
+        mca_common_efa_core_help("bad-param", "provider_shm", params.provider_shm,
+                                 "auto, on, off or provider");
         return OPAL_ERR_NOT_AVAILABLE;
     }
     mca_common_efa_get_params(&p, false, need_remote_comm);
@@ -597,38 +546,6 @@ void mca_common_efa_release(efa_core_t *core) {
     }
 }
 
-efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name,
-                                       int *opal_err) {
-    uint8_t *blob = NULL;
-    size_t len = 0;
-    int rc;
-    OPAL_MODEX_RECV_STRING(rc, "common_efa", name, &blob, &len);
-    if (OPAL_SUCCESS != rc || NULL == blob) {
-        /* Straight to stderr (Open MPI 4.1's relay loses messages of several
-         * failing processes), with the runtime's answer. */
-        mca_common_efa_show_help("help-common-efa.txt", "modex-missing", false,
-                                 opal_process_info.nodename, OPAL_NAME_PRINT(*name),
-                                 opal_strerror(rc));
-        *opal_err = OPAL_ERR_UNREACH;
-        return NULL;
-    }
-    int err = 0;
-    efa_peer_t *peer = efa_core_peer_get(core, blob, len, &err);
-    free(blob);
-    if (peer) {
-        /* For the peer deadline's message: the rank and host a user knows. */
-        char *host = NULL;
-        char pname[256];
-        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, EFA_PMIX_HOSTNAME, name, &host, EFA_PMIX_STRING);
-        snprintf(pname, sizeof(pname), "rank %u (%s) on host %s", (unsigned)name->vpid,
-                 OPAL_NAME_PRINT(*name), (OPAL_SUCCESS == rc && host) ? host : "(unknown)");
-        free(host);
-        efa_core_peer_set_name(core, peer, pname);
-    }
-    *opal_err = peer ? OPAL_SUCCESS : mca_common_efa_fi_to_opal(err);
-    return peer;
-}
-
 void mca_common_efa_say_choice(const char *prefix, const char *who, const char *fmt, ...) {
     char line[512];
     va_list ap;
@@ -650,8 +567,6 @@ void mca_common_efa_report(efa_core_t *core) {
 
 /* ---- the node's on-node stack (efa_node.h) ---------------------------- */
 
-#define NODE_MODEX_KEY "common_efa_node"
-
 const char *mca_common_efa_onnode_dir(void) {
     const char *dir = params.onnode_dir;
     if (NULL != dir && '\0' != dir[0]) {
@@ -666,110 +581,4 @@ const char *mca_common_efa_onnode_dir(void) {
 void mca_common_efa_onnode_geometry(int *slots, size_t *slot_size) {
     *slots = params.onnode_slots;
     *slot_size = params.onnode_slot_size;
-}
-
-/* The node's parameters (job_tag: room for the tag they point to). */
-static bool node_params(efa_node_params_t *p, char *job_tag, size_t len) {
-    const char *dir = mca_common_efa_onnode_dir();
-    if (NULL == dir || mca_common_efa_local_rank() < 0 || mca_common_efa_local_size() < 1) {
-        return false;
-    }
-    snprintf(job_tag, len, "%u.%x", (unsigned)getuid(), (unsigned)OPAL_PROC_MY_NAME.jobid);
-    memset(p, 0, sizeof(*p));
-    p->dir = dir;
-    p->job_tag = job_tag;
-    p->my_vpid = OPAL_PROC_MY_NAME.vpid;
-    p->local_rank = (uint32_t)mca_common_efa_local_rank();
-    p->nlocal = (uint32_t)mca_common_efa_local_size();
-    p->slots = (uint32_t)params.onnode_slots;
-    p->slot_size = (uint32_t)params.onnode_slot_size;
-    return true;
-}
-
-void mca_common_efa_node_file(char *buf, size_t len) {
-    efa_node_params_t p;
-    char job_tag[64];
-    if (!node_params(&p, job_tag, sizeof(job_tag))) {
-        snprintf(buf, len, "(no directory for the inbox)");
-        return;
-    }
-    efa_node_file(&p, p.my_vpid, buf, len);
-}
-
-efa_node_t *mca_common_efa_node_acquire(int *err) {
-    efa_node_params_t p;
-    char job_tag[64];
-    if (!node_params(&p, job_tag, sizeof(job_tag))) {
-        *err = -ENOENT;
-        return NULL;
-    }
-    bool created = false;
-    efa_node_t *node = efa_node_acquire(&p, &created, err);
-    if (NULL != node && created) {
-        /* Removed by the runtime if this process dies without finalizing:
-         * asked once, for the one file. */
-        mca_common_efa_register_cleanup(efa_node_path(node));
-    }
-    return node;
-}
-
-int mca_common_efa_node_publish(efa_node_t *node) {
-    /* The one card, put again each time a channel opens (a put of the same
-     * key replaces the value until the modex is exchanged): its channel
-     * bits then say what this process serves. */
-    efa_node_card_t card;
-    efa_node_my_card(node, &card);
-    int rc;
-    OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, NODE_MODEX_KEY, &card, sizeof(card));
-    return rc;
-}
-
-bool mca_common_efa_node_card(const opal_process_name_t *name, efa_node_card_t *card) {
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    int rc;
-    OPAL_MODEX_RECV_STRING(rc, NODE_MODEX_KEY, name, &bytes, &len);
-    const bool ok = OPAL_SUCCESS == rc && NULL != bytes && sizeof(*card) == len;
-    if (ok) {
-        memcpy(card, bytes, sizeof(*card));
-    }
-    free(bytes);
-    return ok;
-}
-
-void mca_common_efa_register_cleanup(const char *path) {
-    int rc = mca_common_efa_pmix_register_cleanup(path);
-    if (OPAL_SUCCESS != rc) {
-        opal_output_verbose(1, mca_common_efa_output,
-                            "common:efa: the runtime did not take %s for removal at an abnormal "
-                            "end (%s): should this process die without finalizing, the file "
-                            "stays behind",
-                            path, opal_strerror(rc));
-    }
-}
-
-int mca_common_efa_fi_to_opal(int fi_err) {
-    switch (-fi_err) {
-    case 0:
-        return OPAL_SUCCESS;
-    case FI_EAGAIN:
-        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
-    case FI_ENOMEM:
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    case FI_EINVAL:
-        return OPAL_ERR_BAD_PARAM;
-    case FI_ENODATA:
-    case FI_ENOSYS:
-        return OPAL_ERR_NOT_AVAILABLE;
-    case FI_EHOSTUNREACH:
-    case FI_ECONNREFUSED:
-    case FI_ECONNRESET:
-    case FI_ECONNABORTED:
-    case FI_ENOTCONN:
-        return OPAL_ERR_UNREACH;
-    case FI_ETIMEDOUT:
-        return OPAL_ERR_TIMEOUT;
-    default:
-        return OPAL_ERROR;
-    }
 }
