@@ -64,6 +64,7 @@ typedef struct mtl_efa_params {
     size_t coalesce_bytes;
     int coalesce_max;
     bool debug_swap; /* test shim: provider messages handed on in swapped pairs */
+    int debug_lose;  /* test shim: the Nth provider message to arrive is lost (0: none) */
 } mtl_efa_params_t;
 extern mtl_efa_params_t ompi_mtl_efa_params;
 void ompi_mtl_efa_params_register(const mca_base_component_t *c);

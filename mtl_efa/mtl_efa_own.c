@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ompi/group/group.h"
+#include "ompi/runtime/mpiruntime.h"
 #include "opal/util/proc.h"
 
 static opal_process_name_t name_of(uint32_t vpid) {
@@ -32,6 +33,18 @@ bool ompi_mtl_efa_vpid_local(uint32_t vpid) {
     }
     opal_proc_t *proc = ompi_proc_for_name(name_of(vpid));
     return NULL != proc && OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags);
+}
+
+/* The engine lost a message from another node (the provider failed a
+ * receive, or a sender's stream waits for a message that never came):
+ * MPI's order and that message's data cannot be restored, and a receive
+ * waiting on ANY_SOURCE could wait for it for ever, so the job ends here,
+ * saying why, as MPI_ERRORS_ARE_FATAL would. */
+static void lost(void *arg, const char *why) {
+    (void)arg;
+    mca_common_efa_show_help("help-mtl-efa.txt", "message-lost", true, opal_process_info.nodename,
+                             why);
+    ompi_mpi_abort(&ompi_mpi_comm_world.comm, MPI_ERR_OTHER);
 }
 
 /* The engine's question: how is process vpid reached by the provider? */
@@ -109,11 +122,20 @@ bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p) {
     }
     p->core = ompi_mtl_efa.core;
     p->peer_addr = peer_addr;
+    p->lost = lost;
     p->net_eager = mp->net_eager;
     p->net_window = (uint32_t)mp->net_window;
     p->net_coalesce_bytes = mp->coalesce_bytes;
     p->net_coalesce_max = (uint32_t)mp->coalesce_max;
     p->net_debug_swap = mp->debug_swap;
+    p->net_debug_lose = mp->debug_lose > 0 ? (uint32_t)mp->debug_lose : 0;
+    if (mp->debug_lose > 0) {
+        char what[128];
+        snprintf(what, sizeof(what),
+                 "provider message %d to arrive lost (mtl_efa_debug_lose_net, a test setting)",
+                 mp->debug_lose);
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa", what);
+    }
     if (mp->debug_swap) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "provider messages swapped in pairs on arrival "

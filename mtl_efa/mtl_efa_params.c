@@ -79,6 +79,12 @@ void ompi_mtl_efa_params_register(const mca_base_component_t *c) {
         "message and hands it on after the next one, so that messages arrive out of order "
         "and the sequence numbers must restore it.  Default false",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &p->debug_swap);
+    reg(c, "debug_lose_net",
+        "For tests only, with own matching: the Nth provider message to arrive here (counting "
+        "from 1) is taken as a receive the provider failed, as ofi_rxd does under load, so "
+        "that its sender's stream waits for a message that never comes and the sender must "
+        "be failed with a message naming it.  0 (default): none; 0 to 1000000000",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &p->debug_lose);
 }
 
 int ompi_mtl_efa_check_choice(const char *param, const char *value, const char *const *choices) {
@@ -95,12 +101,16 @@ int ompi_mtl_efa_check_choice(const char *param, const char *value, const char *
     return OMPI_ERR_BAD_PARAM;
 }
 
-static int refuse(const char *param, size_t value, const char *range) {
-    char text[32];
-    snprintf(text, sizeof(text), "%zu", value);
+static int refuse_text(const char *param, const char *text, const char *range) {
     mca_common_efa_show_help("help-mtl-efa.txt", "bad-number", true, opal_process_info.nodename,
                              param, text, range);
     return OMPI_ERR_BAD_PARAM;
+}
+
+static int refuse(const char *param, size_t value, const char *range) {
+    char text[32];
+    snprintf(text, sizeof(text), "%zu", value);
+    return refuse_text(param, text, range);
 }
 
 int ompi_mtl_efa_params_check(void) {
@@ -124,6 +134,11 @@ int ompi_mtl_efa_params_check(void) {
     }
     if (p->coalesce_max < 1 || p->coalesce_max > 1024) {
         return refuse("coalesce_max", (size_t)p->coalesce_max, "1 to 1024");
+    }
+    if (p->debug_lose < 0 || p->debug_lose > 1000000000) {
+        char text[32];
+        snprintf(text, sizeof(text), "%d", p->debug_lose);
+        return refuse_text("debug_lose_net", text, "0 to 1000000000");
     }
     return OMPI_SUCCESS;
 }

@@ -99,6 +99,15 @@ expect_failure tiny-mtl-coalesce-bytes "0, or 64 to 60000" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca mtl_efa_coalesce_bytes 7
 expect_failure huge-net-eager "Parameter: mtl_efa_net_eager_max" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_net_eager_max 1000000
+expect_failure debug-lose-negative "Parameter: mtl_efa_debug_lose_net" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_debug_lose_net -1
+# A provider message lost between nodes (as ofi_rxd loses them under load;
+# the test setting takes the 5th arrival as a failed receive): the job ends
+# at once with the reason, no hang (before: the receiver's stream waited
+# for ever for the lost message).
+expect_failure own-message-lost "A message of this job that travelled between nodes" "${cm[@]}" \
+    --mca mtl_efa_provider_include "tcp;ofi_rxm" --mca mtl_efa_matching own \
+    --mca mtl_efa_onnode_channel none --mca mtl_efa_debug_lose_net 5
 expect_output own-matching-said "mtl:efa: matching: own" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca common_efa_verbose 1
 # The default (auto): own matching where it was measured to pay, the

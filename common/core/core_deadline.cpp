@@ -325,3 +325,11 @@ extern "C" void efa_core_peer_set_name(efa_core_t *core, efa_peer_t *peer, const
     std::lock_guard<std::mutex> guard(core->peers_lock);
     core->peer_names[peer] = name ? name : "";
 }
+
+extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, const char *why) {
+    efa::peer_dead(core, addr, err, why ? why : "");
+}
+
+extern "C" int efa_core_peer_timeout(const efa_core_t *core) {
+    return core->params.peer_timeout;
+}

@@ -190,6 +190,13 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
 void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer);
 /* How messages name the peer ("rank 2 on host-3"); the glue knows it. */
 void efa_core_peer_set_name(efa_core_t *core, efa_peer_t *peer, const char *name);
+/* The process at addr can no longer be talked to correctly (a message of
+ * its stream was lost, 'why' says how): said once (help topic
+ * peer-unreachable), its tracked operations fail with err, later ones at
+ * once, as when the peer deadline expires. */
+void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, const char *why);
+/* The common_efa_peer_timeout in effect, in seconds (0: never). */
+int efa_core_peer_timeout(const efa_core_t *core);
 
 /* Contexts of NIC 0 (multi-NIC striping will add a NIC index). */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);

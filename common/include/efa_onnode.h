@@ -78,6 +78,9 @@ typedef int (*efa_onnode_card_fn)(void *arg, uint32_t vpid, efa_onnode_card_t *c
 /* How process vpid is reached through the provider: its address and the
  * context to send by.  0 or a negative error. */
 typedef int (*efa_onnode_addr_fn)(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx);
+/* A message from another node was lost by the provider (why says how):
+ * MPI's order and data cannot be kept any more; the MTL ends the job. */
+typedef void (*efa_onnode_lost_fn)(void *arg, const char *why);
 
 typedef struct efa_onnode_params {
     /* The process's shared on-node stack (efa_node.h): the engine serves
@@ -104,12 +107,14 @@ typedef struct efa_onnode_params {
     efa_core_t *core;
     bool no_rings;                /* no inbox: every peer through the provider */
     efa_onnode_addr_fn peer_addr; /* with core: a peer's address, once per peer */
-    size_t net_eager;             /* larger messages to other nodes go by rendezvous */
-    uint32_t net_window;          /* provider messages in flight per peer before packing */
-    size_t net_coalesce_bytes;    /* a provider message packs frames up to this (0: one each) */
-    uint32_t net_coalesce_max;    /* ... and at most this many */
-    bool net_debug_swap;          /* test shim: hand provider messages on in swapped pairs */
-    bool net_no_inject;           /* every provider message posted with a completion (tests) */
+    efa_onnode_lost_fn lost;   /* with core: called once a message is lost (NULL: the peer fails) */
+    size_t net_eager;          /* larger messages to other nodes go by rendezvous */
+    uint32_t net_window;       /* provider messages in flight per peer before packing */
+    size_t net_coalesce_bytes; /* a provider message packs frames up to this (0: one each) */
+    uint32_t net_coalesce_max; /* ... and at most this many */
+    bool net_debug_swap;       /* test shim: hand provider messages on in swapped pairs */
+    uint32_t net_debug_lose;   /* test shim: the Nth provider message to arrive is lost */
+    bool net_no_inject;        /* every provider message posted with a completion (tests) */
 } efa_onnode_params_t;
 
 /* Create the engine (and its inbox, without a node).  NULL and *err on
@@ -202,6 +207,7 @@ typedef struct efa_onnode_stats {
      * other nodes are spread over. */
     uint64_t net_sent, net_batched, net_received, net_reordered, net_endpoints;
     uint64_t net_injected; /* of net_sent, those that went by inject (a lone small message) */
+    uint64_t net_lost;     /* provider receives that failed: messages lost by the provider */
 } efa_onnode_stats_t;
 void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

@@ -47,7 +47,7 @@ class NetOrder {
         }
         uint64_t &next = next_[sender];
         if (seq < next) {
-            ++dropped_;
+            ++(UINT64_MAX == next ? discarded_ : dropped_);
             return Verdict::kDuplicate;
         }
         if (seq != next) {
@@ -73,19 +73,70 @@ class NetOrder {
         return Verdict::kDelivered;
     }
 
+    // Senders whose stream has stood still for limit_ms: messages of theirs
+    // are held, waiting for one that has not come, and the one awaited is
+    // the same as at least limit_ms ago (now_ms: a monotonic clock).  On a
+    // reliable provider such a gap means the provider lost that message;
+    // the caller fails the sender.  Each call remembers where every
+    // blocked stream stands; a stream that moved starts over.
+    std::vector<uint32_t> stalled(uint64_t now_ms, uint64_t limit_ms) {
+        std::vector<uint32_t> out;
+        if (0 == held_count_) {
+            return out;
+        }
+        if (since_.size() != next_.size()) {
+            since_.assign(next_.size(), Mark{});
+        }
+        for (uint32_t s = 0; s < next_.size(); ++s) {
+            Mark &m = since_[s];
+            if (held_[s].empty()) {
+                m = Mark{};
+                continue;
+            }
+            if (!m.armed || m.next != next_[s]) {
+                m = Mark{true, next_[s], now_ms};
+            } else if (now_ms - m.at >= limit_ms) {
+                out.push_back(s);
+            }
+        }
+        return out;
+    }
+
+    // Forget what sender's stream holds (it was failed): its held messages
+    // are dropped and counted, and so is everything it sends later.
+    void close(uint32_t sender) {
+        if (sender >= next_.size()) {
+            return;
+        }
+        discarded_ += held_[sender].size();
+        held_count_ -= held_[sender].size();
+        held_[sender].clear();
+        next_[sender] = UINT64_MAX; // nothing numbered can be next again
+    }
+
     // The number the next message from sender must carry.
     uint64_t next(uint32_t sender) const { return sender < next_.size() ? next_[sender] : 0; }
     size_t held() const { return held_count_; }
+    size_t held(uint32_t sender) const { return sender < held_.size() ? held_[sender].size() : 0; }
     uint64_t reordered() const { return reordered_; }
     uint64_t dropped() const { return dropped_; }
+    // Messages of closed streams: held when closed, or arrived after.
+    uint64_t discarded() const { return discarded_; }
 
   private:
+    struct Mark {
+        bool armed = false; // a gap was seen at this sender's 'next'
+        uint64_t next = 0;
+        uint64_t at = 0; // when
+    };
+    std::vector<Mark> since_;
     std::vector<uint64_t> next_;
     std::vector<std::map<uint64_t, std::vector<uint8_t>>> held_;
     uint64_t window_;
     size_t held_count_ = 0;
     uint64_t reordered_ = 0;
     uint64_t dropped_ = 0;
+    uint64_t discarded_ = 0;
 };
 
 } // namespace efa::onnode

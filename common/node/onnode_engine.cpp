@@ -314,6 +314,7 @@ void Engine::run_completions() {
 
 int Engine::progress() {
     int n;
+    std::vector<LostStream> lost;
     {
         Guard g(mu_, mt_);
         // While a message is held for a partnered receive no frame is read:
@@ -334,6 +335,9 @@ int Engine::progress() {
                 m.swap(swap_held_);
                 net_in_order(m.data(), m.size());
             }
+            if (order_.held() && 0 == (++gap_calls_ & 1023)) {
+                lost = check_net_gaps();
+            }
         }
         if (!busy_.empty()) {
             flush_all();
@@ -341,6 +345,13 @@ int Engine::progress() {
         if (interest_ && net_idle()) {
             interest_ = false; // nothing can come from the provider for a while
             efa_core_net_interest(net_->core(), -1);
+        }
+    }
+    for (const LostStream &l : lost) {
+        if (params_.lost) {
+            params_.lost(params_.peer_card_arg, l.why.c_str());
+        } else {
+            efa_core_peer_lost(net_->core(), l.addr, -FI_EIO, l.why.c_str());
         }
     }
     if (mt_ || held_) { // (held_ is read again under the mutex)

@@ -254,6 +254,11 @@ class Engine {
     static void net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
     void on_net(const uint8_t *msg, size_t len);
     void net_in_order(const uint8_t *msg, size_t len);
+    struct LostStream {
+        fi_addr_t addr;
+        std::string why;
+    };
+    std::vector<LostStream> check_net_gaps();
     void fail_peer(uint32_t vpid, int err);
     bool net_idle() const;
     int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
@@ -301,6 +306,14 @@ class Engine {
     NetOrder order_;
     bool interest_ = false; // holding the core's net interest (efa_core_net_interest)
     uint64_t net_received_ = 0;
+    // Receives of the provider's pool that failed (not cancelled): each lost
+    // a message of some peer on another node (ofi_rxd reports FI_ETRUNC
+    // under load); its stream then waits for it (check_net_gaps).
+    uint64_t net_lost_ = 0;
+    int net_lost_err_ = 0;
+    uint32_t gap_calls_ = 0;
+    uint32_t net_arrived_ =
+        0; // (for params_.net_debug_lose) // progress calls since the streams were last checked
     // The test shim (params_.net_debug_swap): a message held back until
     // the next one is in (or a few progress calls pass), then handed on
     // after it.

@@ -4,7 +4,9 @@
 // onnode_net.hpp have the design).
 #include "onnode_engine.hpp"
 
+#include <chrono>
 #include <cstring>
+#include <string>
 
 #include <rdma/fi_errno.h>
 
@@ -22,10 +24,30 @@ bool Engine::net_idle() const {
 // no lock held).
 void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err) {
     (void)ctx;
-    if (err) {
-        return; // a failed receive of the pool: the buffer is posted again
-    }
     auto *e = static_cast<Engine *>(arg);
+    if (!err && e->params_.net_debug_lose && ++e->net_arrived_ == e->params_.net_debug_lose) {
+        err = -FI_ETRUNC; // the test shim: as ofi_rxd reports it
+    }
+    if (err) {
+        // A failed receive of the pool (the buffer is posted again).
+        // Cancelled: the pool is closing.  Anything else lost a message of
+        // a peer on another node, which no frame says; its stream will wait
+        // for it (check_net_gaps finds which).  The owner ends the job now.
+        if (-FI_ECANCELED != err) {
+            {
+                Guard g(e->mu_, e->mt_);
+                ++e->net_lost_;
+                e->net_lost_err_ = err;
+            }
+            if (e->params_.lost) {
+                const std::string why = std::string("a receive of a message from another node "
+                                                    "failed: ") +
+                                        fi_strerror(-err);
+                e->params_.lost(e->params_.peer_card_arg, why.c_str());
+            }
+        }
+        return;
+    }
     e->on_net(static_cast<const uint8_t *>(buf), len);
     e->run_completions();
 }
@@ -140,7 +162,55 @@ void Engine::get_stats(efa_onnode_stats_t *out) const {
         out->net_reordered = order_.reordered();
         out->net_endpoints = net_->stats().endpoints;
         out->net_injected = net_->stats().injected;
+        out->net_lost = net_lost_;
     }
+}
+
+} // namespace efa::onnode
+
+namespace efa::onnode {
+
+// A peer on another node whose stream to this process waits for a message
+// that does not come while later ones are held has lost that message: a
+// reliable provider never leaves such a gap open for long.  After a failed
+// receive here (net_lost_) a gap open for kLostGapMs is taken as that loss;
+// without one, after common_efa_peer_timeout.  The peer then fails as a
+// dead one would (fail_peer here, the core's peer-unreachable message and
+// its operations; the caller reports, outside the lock): a job that waits
+// on the lost message ends with an error that names the peer instead of
+// hanging.  With an owner's lost callback the caller hands it the reason
+// instead (the MTL ends the job: receives waiting on ANY_SOURCE could wait
+// for the lost message for ever).  Called under mu_.
+std::vector<Engine::LostStream> Engine::check_net_gaps() {
+    constexpr uint64_t kLostGapMs = 2000;
+    std::vector<LostStream> lost;
+    const int secs = efa_core_peer_timeout(net_->core());
+    const uint64_t limit = net_lost_ ? kLostGapMs : secs > 0 ? secs * uint64_t{1000} : 0;
+    if (0 == limit) {
+        return lost;
+    }
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    const auto now_ms =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    for (uint32_t s : order_.stalled(now_ms, limit)) {
+        std::string why = "MPI_COMM_WORLD rank " + std::to_string(s) + ": message " +
+                          std::to_string(order_.next(s)) +
+                          " of its stream to this process never came, although " +
+                          std::to_string(order_.held(s)) + " later ones did";
+        why += net_lost_ ? std::string(" (a receive here failed: ") + fi_strerror(-net_lost_err_) +
+                               "): the provider lost it"
+                         : " (for " + std::to_string(secs) + " s, common_efa_peer_timeout)";
+        order_.close(s);
+        int err = 0;
+        Peer *p = peer(s, err); // (made now if this process never sent to it)
+        if (p && p->net) {
+            lost.push_back({p->net->addr, why});
+        }
+        if (!params_.lost) {
+            fail_peer(s, -FI_EIO);
+        }
+    }
+    return lost;
 }
 
 } // namespace efa::onnode

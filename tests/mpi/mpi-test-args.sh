@@ -89,7 +89,7 @@ test_args() {
         # (FI_ECONNREFUSED). Its 8-process run moves 2 MiB per rank.
         if [[ $q == 1 ]]; then
             echo "-s 1M"
-        elif [[ $cfg == *-efa-rxd* && $np -ge 8 ]]; then
+        elif [[ $cfg == *-rxd* && $np -ge 8 ]]; then
             echo "-s 2M"
         fi
         ;;

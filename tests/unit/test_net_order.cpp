@@ -89,3 +89,41 @@ TEST(NetOrder, HeldBytesAreCopies) {
     EXPECT_EQ(V::kDelivered, arrive(o, s, 0, 0, "first"));
     EXPECT_EQ((std::vector<std::string>{"first", "early"}), s.got);
 }
+
+// A gap that stays open is reported once it has stood still for the limit;
+// one that moves starts the clock again, and a stream without held
+// messages is never stalled.
+TEST(NetOrder, StalledAfterTheGapStandsStillForTheLimit) {
+    NetOrder o(3);
+    Sink s;
+    EXPECT_TRUE(o.stalled(0, 100).empty()); // nothing held
+    arrive(o, s, 1, 0, "a");
+    EXPECT_EQ(V::kHeld, arrive(o, s, 1, 2, "c")); // 1 is missing
+    EXPECT_EQ(V::kHeld, arrive(o, s, 2, 1, "y")); // 0 is missing
+    EXPECT_TRUE(o.stalled(1000, 100).empty());    // first seen now
+    EXPECT_TRUE(o.stalled(1099, 100).empty());
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 2, 0, "x")); // sender 2's gap closes
+    EXPECT_EQ((std::vector<uint32_t>{1}), o.stalled(1100, 100));
+    EXPECT_EQ(V::kHeld, arrive(o, s, 1, 4, "e"));
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 1, 1, "b")); // moved: 3 now missing
+    EXPECT_TRUE(o.stalled(1200, 100).empty());         // the clock starts again
+    EXPECT_EQ((std::vector<uint32_t>{1}), o.stalled(1300, 100));
+    EXPECT_EQ(1u, o.held(1));
+}
+
+// A closed stream drops what it held and everything it sends later.
+TEST(NetOrder, ClosedStreamDropsHeldAndLaterMessages) {
+    NetOrder o(2);
+    Sink s;
+    arrive(o, s, 0, 1, "b");
+    arrive(o, s, 0, 2, "c");
+    EXPECT_EQ(2u, o.held());
+    o.close(0);
+    EXPECT_EQ(0u, o.held());
+    EXPECT_EQ(V::kDuplicate, arrive(o, s, 0, 0, "a"));
+    EXPECT_EQ(3u, o.discarded());
+    EXPECT_EQ(0u, o.dropped()); // (dropped counts corrupted headers only)
+    EXPECT_TRUE(s.got.empty());
+    EXPECT_TRUE(o.stalled(5000, 1).empty());
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 1, 0, "z")); // the others flow on
+}
