@@ -431,14 +431,29 @@ static mca_common_efa_progress_fn_t progress_fns[EFA_PROGRESS_FNS];
 static int num_progress_fns = 0;
 static bool progress_registered = false;
 
+/* The second and later added functions (both components loaded). */
+static int progress_more(int fns) {
+    int n = 0;
+    for (int i = 1; i < fns; ++i) {
+        mca_common_efa_progress_fn_t fn = progress_fns[i];
+        if (OPAL_LIKELY(NULL != fn)) {
+            n += fn();
+        }
+    }
+    return n;
+}
+
+/* Every opal_progress call of the job comes here: the first added function
+ * is called straight, the rest out of line. */
 static int progress_cb(void) {
     efa_core_t *core = progress_core; /* NULL only while being unregistered */
     int n = OPAL_LIKELY(NULL != core) ? efa_core_progress_paced(core) : 0;
     const int fns = __atomic_load_n(&num_progress_fns, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < fns; ++i) {
-        mca_common_efa_progress_fn_t fn = progress_fns[i];
-        if (OPAL_LIKELY(NULL != fn)) {
-            n += fn();
+    if (OPAL_LIKELY(fns > 0)) {
+        mca_common_efa_progress_fn_t fn = progress_fns[0];
+        n += OPAL_LIKELY(NULL != fn) ? fn() : 0;
+        if (OPAL_UNLIKELY(fns > 1)) {
+            n += progress_more(fns);
         }
     }
     return n;

@@ -66,7 +66,7 @@ efa_shm_outbox_t *efa_node_attach(const efa_node_t *n, uint32_t vpid, const efa_
                                   unsigned channel, int *err) {
     int rc = 0;
     efa_shm_outbox_t *o = efa::node::attach_handle(n, vpid, *card, channel, rc);
-    *err = o ? *err : rc;
+    *err = o ? 0 : rc;
     return o;
 }
 

@@ -49,9 +49,13 @@ class Node {
 
     // Frames of channel c's rings; deliver(ring, frame, len) is told the
     // sender's local rank.
-    template <class F> int poll(uint32_t c, F &&deliver, int budget) {
+    template <class F>
+    __attribute__((always_inline)) int poll(uint32_t c, F &&deliver, int budget) {
         return inbox_->poll_range(c * nlocal_, nlocal_, static_cast<F &&>(deliver), budget);
     }
+    // The inbox itself, for a channel that polls its block of rings
+    // (c * nlocal(), nlocal()) on its own hot path.
+    shm::Inbox *inbox() const { return inbox_.get(); }
 
     // This process's ring of channel c in the inbox of process vpid, whose
     // card is 'card': -ENOENT when that process does not serve channel c,

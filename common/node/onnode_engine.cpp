@@ -128,6 +128,9 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
         }
         e->eager_max_ = e->node_->max_frame() - sizeof(FrameHdr);
         e->data_max_ = e->node_->max_frame() - sizeof(FrameHdr) - sizeof(DataBody);
+        e->poll_inbox_ = e->node_->inbox();
+        e->poll_first_ = p.channel * e->node_->nlocal();
+        e->poll_count_ = e->node_->nlocal();
     } else if (rings) {
         shm::Geometry g;
         g.nrings = p.nlocal;
@@ -140,6 +143,9 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
         if (!e->inbox_) {
             return nullptr;
         }
+        e->poll_inbox_ = e->inbox_.get();
+        e->poll_first_ = 0;
+        e->poll_count_ = g.nrings;
         e->eager_max_ = g.max_frame() - sizeof(FrameHdr);
         e->data_max_ = g.max_frame() - sizeof(FrameHdr) - sizeof(DataBody);
     }
@@ -314,7 +320,6 @@ void Engine::run_completions() {
 
 int Engine::progress() {
     int n;
-    std::vector<LostStream> lost;
     {
         Guard g(mu_, mt_);
         // While a message is held for a partnered receive no frame is read:
@@ -324,10 +329,9 @@ int Engine::progress() {
         auto take = [this](uint32_t ring, void *frame, size_t len) {
             return deliver(ring, frame, len);
         };
-        n = held_    ? 0
-            : inbox_ ? inbox_->poll(take, kPollBudget)
-            : node_  ? node_->poll(params_.channel, take, kPollBudget)
-                     : 0;
+        n = held_ || !poll_inbox_
+                ? 0
+                : poll_inbox_->poll_range(poll_first_, poll_count_, take, kPollBudget);
         if (net_) {
             net_->progress();
             if (!swap_held_.empty() && ++swap_age_ > 64) { // the shim's lone message
@@ -336,7 +340,7 @@ int Engine::progress() {
                 net_in_order(m.data(), m.size());
             }
             if (order_.held() && 0 == (++gap_calls_ & 1023)) {
-                lost = check_net_gaps();
+                check_net_gaps(); // (into lost_, said below outside the lock)
             }
         }
         if (!busy_.empty()) {
@@ -347,12 +351,8 @@ int Engine::progress() {
             efa_core_net_interest(net_->core(), -1);
         }
     }
-    for (const LostStream &l : lost) {
-        if (params_.lost) {
-            params_.lost(params_.peer_card_arg, l.why.c_str());
-        } else {
-            efa_core_peer_lost(net_->core(), l.addr, -FI_EIO, l.why.c_str());
-        }
+    if (!lost_.empty()) {
+        report_lost();
     }
     if (mt_ || held_) { // (held_ is read again under the mutex)
         run_cancels();

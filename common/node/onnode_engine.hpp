@@ -258,7 +258,9 @@ class Engine {
         fi_addr_t addr;
         std::string why;
     };
-    std::vector<LostStream> check_net_gaps();
+    void check_net_gaps();
+    void report_lost();
+    std::vector<LostStream> lost_; // found by check_net_gaps, reported by progress()
     void fail_peer(uint32_t vpid, int err);
     bool net_idle() const;
     int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
@@ -287,6 +289,9 @@ class Engine {
     std::string dir_, job_tag_;
     std::unique_ptr<shm::Inbox> inbox_; // of its own (no node)
     node::Node *node_ = nullptr;        // or the shared one's channel params_.channel
+    // What progress() polls: the rings of this engine's channel (either inbox).
+    shm::Inbox *poll_inbox_ = nullptr;
+    uint32_t poll_first_ = 0, poll_count_ = 0;
     size_t eager_max_ = 0;
     size_t data_max_ = 0;
     std::vector<std::unique_ptr<Peer>> peers_; // by vpid, below params_.nprocs

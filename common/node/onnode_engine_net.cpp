@@ -181,13 +181,12 @@ namespace efa::onnode {
 // hanging.  With an owner's lost callback the caller hands it the reason
 // instead (the MTL ends the job: receives waiting on ANY_SOURCE could wait
 // for the lost message for ever).  Called under mu_.
-std::vector<Engine::LostStream> Engine::check_net_gaps() {
+void Engine::check_net_gaps() {
     constexpr uint64_t kLostGapMs = 2000;
-    std::vector<LostStream> lost;
     const int secs = efa_core_peer_timeout(net_->core());
     const uint64_t limit = net_lost_ ? kLostGapMs : secs > 0 ? secs * uint64_t{1000} : 0;
     if (0 == limit) {
-        return lost;
+        return;
     }
     const auto now = std::chrono::steady_clock::now().time_since_epoch();
     const auto now_ms =
@@ -204,13 +203,30 @@ std::vector<Engine::LostStream> Engine::check_net_gaps() {
         int err = 0;
         Peer *p = peer(s, err); // (made now if this process never sent to it)
         if (p && p->net) {
-            lost.push_back({p->net->addr, why});
+            lost_.push_back({p->net->addr, why});
         }
         if (!params_.lost) {
             fail_peer(s, -FI_EIO);
         }
     }
-    return lost;
+}
+
+// Say what check_net_gaps found, outside the lock (the owner's callback
+// ends the job; the core's fails the peer's operations, whose completions
+// come back into this engine).
+void Engine::report_lost() {
+    std::vector<LostStream> lost;
+    {
+        Guard g(mu_, mt_);
+        lost.swap(lost_);
+    }
+    for (const LostStream &l : lost) {
+        if (params_.lost) {
+            params_.lost(params_.peer_card_arg, l.why.c_str());
+        } else {
+            efa_core_peer_lost(net_->core(), l.addr, -FI_EIO, l.why.c_str());
+        }
+    }
 }
 
 } // namespace efa::onnode

@@ -195,10 +195,6 @@ void Inbox::rescan() {
             active_.push_back(r);
         }
     }
-    if (!active_.empty()) {
-        lo_active_.store(active_.front(), std::memory_order_relaxed);
-        hi_active_.store(active_.back(), std::memory_order_relaxed);
-    }
     any_.store(!active_.empty(), std::memory_order_relaxed);
     seen_seq_.store(seq, std::memory_order_relaxed);
 }
