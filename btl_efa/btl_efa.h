@@ -192,6 +192,12 @@ typedef struct mca_btl_efa_module {
      * send path: neither file calls back into the other. */
     void (*chunk_send_failed)(struct mca_btl_efa_module *btl, uint64_t req_id, int status);
     efa_btl_frag_t *free_frags;
+    /* What a fragment's provider completion calls (the send path's, given
+     * to the pool at init: the pool calls nothing of the layers above). */
+    void (*frag_complete)(efa_op_t *op, const efa_cqe_t *cqe);
+    /* Where a frame read from the on-node rings goes (recv.c's dispatch,
+     * set at init: ring.c calls nothing of the layers above it). */
+    void (*deliver)(struct mca_btl_efa_module *btl, const void *buf, size_t len, bool via_ring);
     mca_btl_efa_endpoint_t *waiting_head, *waiting_tail; /* endpoints with sends queued */
     volatile int32_t num_waiting; /* endpoints on that list (read without the lock) */
     int32_t window;               /* credits per peer */
@@ -303,7 +309,8 @@ static inline uint64_t mca_btl_efa_name_key(const opal_process_name_t *name) {
 int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core);
 
 /* btl_efa_frag.c: the fragment pool */
-int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl);
+int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,
+                               void (*complete)(efa_op_t *op, const efa_cqe_t *cqe));
 efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl);
 /* The same with the module lock held. */
 efa_btl_frag_t *mca_btl_efa_frag_get_locked(mca_btl_efa_module_t *btl);

@@ -20,19 +20,17 @@
  * is used for a direct copy only if that pid is the verified pid of the
  * peer addressed, and only inside the range it describes (byte-exact,
  * efa_rma_cma_check): the copy writes the target's memory without the
- * target or a provider checking anything.
+ * target or a provider checking anything.  The copy loop, the cookie and
+ * its check are common's (efa_cma.h), shared with mtl_efa's on-node engine.
  */
 #include "btl_efa.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#ifdef EFA_HAVE_CMA
-#include <sys/uio.h>
-#endif
+#include "efa_cma.h"
 
 #include "opal/mca/hwloc/base/base.h"
 #include "opal/util/output.h"
@@ -46,39 +44,6 @@ typedef struct efa_btl_cma_card {
 } efa_btl_cma_card_t;
 
 #define CMA_MODEX_KEY "btl_efa_cma"
-
-/* Read by peers through process_vm_readv. */
-static volatile uint64_t cma_cookie;
-
-#ifdef EFA_HAVE_CMA
-
-/* Move len bytes between local and the peer's remote, looping over partial
- * transfers.  Returns 0 or the errno of the call that failed; *moved says
- * how far it got. */
-static int cma_copy(pid_t pid, bool put, void *local, uint64_t remote, size_t len, size_t *moved) {
-    size_t done = 0;
-    int err = 0;
-    while (done < len) {
-        struct iovec l = {.iov_base = (uint8_t *)local + done, .iov_len = len - done};
-        struct iovec r = {.iov_base = (void *)(uintptr_t)(remote + done), .iov_len = len - done};
-        ssize_t n =
-            put ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
-        if (n < 0) {
-            if (EINTR == errno) {
-                continue;
-            }
-            err = errno;
-            break;
-        }
-        if (0 == n) { /* no progress: nothing more is mapped there */
-            err = EFAULT;
-            break;
-        }
-        done += (size_t)n;
-    }
-    *moved = done;
-    return err;
-}
 
 /* The peer is not reachable by CMA: the provider's path from now on, said
  * once per job (a help message when the user asked for cma). */
@@ -125,19 +90,17 @@ static void cma_probe(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     }
     memcpy(&c, bytes, sizeof(c));
     free(bytes);
-    uint64_t seen = 0;
-    size_t moved = 0;
     int err = mca_btl_efa_component.debug_cma_refuse
                   ? EPERM
-                  : cma_copy((pid_t)c.pid, false, &seen, c.cookie_addr, sizeof(seen), &moved);
-    if (0 != err) {
+                  : efa_cma_verify((uint32_t)c.pid, c.cookie_addr, c.cookie);
+    if (EFA_CMA_OTHER_PROCESS != err && 0 != err) {
         snprintf(why, sizeof(why), "process_vm_readv from pid %llu: %s%s",
                  (unsigned long long)c.pid, strerror(err),
                  EPERM == err ? " (ptrace_scope, a container's policy or another user)" : "");
         cma_give_up(btl, ep, why);
         return;
     }
-    if (seen != c.cookie) {
+    if (EFA_CMA_OTHER_PROCESS == err) {
         snprintf(why, sizeof(why),
                  "pid %llu is not the peer seen from here (another pid namespace?)",
                  (unsigned long long)c.pid);
@@ -180,7 +143,7 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, 
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: single copy (CMA) put/get in use");
     }
     size_t moved = 0;
-    int err = cma_copy((pid_t)ep->cma_pid, put, local_address, remote_address, size, &moved);
+    int err = efa_cma_copy(ep->cma_pid, put, local_address, remote_address, size, &moved);
     int status = OPAL_SUCCESS;
     if (0 != err) {
         if (EFAULT != err) {
@@ -213,34 +176,6 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, 
     return OPAL_SUCCESS;
 }
 
-#else /* !EFA_HAVE_CMA */
-
-int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                         void *local_address, uint64_t remote_address,
-                         struct mca_btl_base_registration_handle_t *local_handle,
-                         struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                         mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
-    (void)btl, (void)ep, (void)type, (void)local_address, (void)remote_address;
-    (void)local_handle, (void)remote_handle, (void)size, (void)cbfunc, (void)cbcontext;
-    (void)cbdata;
-    return OPAL_ERR_NOT_AVAILABLE;
-}
-
-#endif /* EFA_HAVE_CMA */
-
-/* A cookie no other process is likely to hold at the same address. */
-static uint64_t make_cookie(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
-                 (uint64_t)(uintptr_t)&ts;
-    /* splitmix64 finaliser: spread the bits */
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return (x ^ (x >> 31)) | 1;
-}
-
 /* Decide whether this job may use the single-copy path and, if so,
  * publish this process's card to the processes of its node.  Called from
  * component init, before the modex is exchanged. */
@@ -250,14 +185,11 @@ int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode)
     btl->my_pid = 0;
     btl->cma_puts = btl->cma_gets = 0;
     btl->cma_fallbacks = 0;
-#ifdef EFA_HAVE_CMA
-    if (EFA_SINGLE_COPY_NONE == mode) {
+    if (EFA_SINGLE_COPY_NONE == mode || !efa_cma_built()) {
         return OPAL_SUCCESS;
     }
-    cma_cookie = make_cookie();
-    efa_btl_cma_card_t card = {.pid = (uint64_t)getpid(),
-                               .cookie_addr = (uint64_t)(uintptr_t)&cma_cookie,
-                               .cookie = cma_cookie};
+    efa_btl_cma_card_t card = {.pid = (uint64_t)getpid()};
+    card.cookie = efa_cma_cookie(&card.cookie_addr);
     int rc;
     OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, CMA_MODEX_KEY, &card, sizeof(card));
     if (OPAL_SUCCESS != rc) {
@@ -267,10 +199,6 @@ int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode)
     }
     btl->single_copy = true;
     btl->my_pid = (uint32_t)getpid();
-#else
-    (void)cma_cookie;
-    (void)make_cookie;
-#endif
     return OPAL_SUCCESS;
 }
 

@@ -468,18 +468,3 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
     *num_btls = 1;
     return btls;
 }
-
-int mca_btl_efa_component_progress(void) {
-    if (NULL == mca_btl_efa_module.core) {
-        return 0;
-    }
-    int n = mca_btl_efa_ring_poll(&mca_btl_efa_module);
-    mca_btl_efa_run_done(&mca_btl_efa_module);
-    /* Unanswered requests are looked for now and then (a clock read per
-     * call would cost more than the rest of an idle progress call). */
-    static unsigned calls;
-    if (mca_btl_efa_module.outstanding > 0 && 0 == (++calls & 1023)) {
-        n += mca_btl_efa_emul_expire(&mca_btl_efa_module);
-    }
-    return n + mca_btl_efa_drain_pending(&mca_btl_efa_module);
-}

@@ -1,13 +1,11 @@
 /*
- * btl_efa's endpoints: one per peer process, found by the peer's name,
- * kept until finalize; add_procs and del_procs.
+ * btl_efa's endpoints: one per peer process, found (or made) by the peer's
+ * name, kept until finalize.  add_procs and del_procs are btl_efa_procs.c's.
  */
 #include "btl_efa.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#include "opal/class/opal_bitmap.h"
 
 mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
                                                      opal_proc_t *proc) {
@@ -50,78 +48,4 @@ mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, 
     opal_hash_table_set_value_uint64(&btl->endpoints, name, ep);
     OPAL_THREAD_UNLOCK(&btl->lock);
     return ep;
-}
-
-/* A peer that reaches this process through the provider only sends
- * unannounced (active messages into the receive pool): the core must poll
- * the provider on every progress call while it is known, not only at the
- * paced interval (efa_core_progress_paced).  Peers of the on-node channel
- * need no such interest: what they send through the provider (frames
- * larger than a slot) comes in streams that keep the provider polled. */
-static void hold_net_interest(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
-    if (ep->is_self || EFA_BTL_RING_NONE != ep->ring_state) {
-        return;
-    }
-    OPAL_THREAD_LOCK(&btl->lock);
-    if (!ep->net_interest) {
-        ep->net_interest = true;
-        ++btl->net_interest;
-        efa_core_net_interest(btl->core, 1);
-    }
-    OPAL_THREAD_UNLOCK(&btl->lock);
-}
-
-int mca_btl_efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
-                          struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **endpoints,
-                          struct opal_bitmap_t *reachable) {
-    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
-    /* Before anything is registered or sent one-sided (and before the
-     * report, which says it). */
-    mca_btl_efa_mode_agree(btl);
-    mca_common_efa_report(btl->core);
-    bool any = false;
-    for (size_t i = 0; i < nprocs; ++i) {
-        mca_btl_efa_endpoint_t *ep =
-            mca_btl_efa_endpoint_by_name(btl, mca_btl_efa_name_key(&procs[i]->proc_name), procs[i]);
-        endpoints[i] = ep;
-        if (ep) {
-            any = true;
-            mca_btl_efa_mode_add_peer(btl, ep, procs[i]);
-            mca_btl_efa_ring_add_proc(btl, ep, procs[i]);
-            hold_net_interest(btl, ep);
-            ep->detached = false;
-            if (reachable) {
-                opal_bitmap_set_bit(reachable, (int)i);
-            }
-        }
-    }
-    /* In use from now on: the component's progress joins the common
-     * progress callback (where the BML would have registered btl_progress
-     * for a BTL in use; btl_progress is NULL so that it does not). */
-    if (any && !btl->progress_added) {
-        if (OPAL_SUCCESS != mca_common_efa_progress_add(mca_btl_efa_component_progress)) {
-            return OPAL_ERR_OUT_OF_RESOURCE;
-        }
-        btl->progress_added = true;
-    }
-    return OPAL_SUCCESS;
-}
-
-int mca_btl_efa_del_procs(struct mca_btl_base_module_t *base, size_t nprocs,
-                          struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **peers) {
-    /* Endpoints stay until finalize: a peer's one-sided requests may still
-     * need the way back, and sends to the peer may still be in flight.  But
-     * the upper layer is done with them (ob1 calls this from MPI_Finalize,
-     * then closes and unloads itself before the BTLs are finalized): what
-     * still completes for them, or arrives from them, is not handed up. */
-    mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
-    (void)procs;
-    OPAL_THREAD_LOCK(&btl->lock);
-    for (size_t i = 0; peers && i < nprocs; ++i) {
-        if (peers[i]) {
-            peers[i]->detached = true;
-        }
-    }
-    OPAL_THREAD_UNLOCK(&btl->lock);
-    return OPAL_SUCCESS;
 }

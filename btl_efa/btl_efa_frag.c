@@ -49,7 +49,7 @@ static int grow(mca_btl_efa_module_t *btl) {
     for (int i = 0; i < FRAGS_PER_SLAB; ++i) {
         efa_btl_frag_t *frag = &slab->frags[i];
         OBJ_CONSTRUCT(&frag->base, mca_btl_base_descriptor_t);
-        frag->op.complete = mca_btl_efa_frag_complete;
+        frag->op.complete = btl->frag_complete;
         frag->buf = slab->bufs + (size_t)i * btl->frag_size;
         frag->desc = slab->mr ? efa_mr_desc(slab->mr) : NULL;
         frag->next = btl->free_frags;
@@ -113,8 +113,10 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
-int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl) {
+int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,
+                               void (*complete)(efa_op_t *op, const efa_cqe_t *cqe)) {
     btl->free_frags = NULL;
+    btl->frag_complete = complete;
     return grow(btl);
 }
 

@@ -96,6 +96,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->frag_size = efa_core_msg_max_size(core);
     btl->rma_chunk = btl->frag_size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t);
     btl->free_frags = NULL;
+    btl->deliver = mca_btl_efa_deliver;
     btl->waiting_head = btl->waiting_tail = NULL;
     btl->num_waiting = 0;
     btl->outstanding = 0;
@@ -137,7 +138,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->batches_sent = btl->batched_msgs = 0;
     btl->last_src = NULL;
     btl->done_head = btl->done_tail = NULL;
-    if (OPAL_SUCCESS != mca_btl_efa_frag_pool_init(btl)) {
+    if (OPAL_SUCCESS != mca_btl_efa_frag_pool_init(btl, mca_btl_efa_frag_complete)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     int rc = efa_core_msg_set_handler(core, mca_btl_efa_on_message, btl);

@@ -13,7 +13,8 @@
  * to others: a file planted by someone else is never written into);
  * otherwise the peer is served by the provider.  The component's progress
  * (run by the common progress callback) polls the channel and hands each
- * frame to the same dispatch as a provider message (mca_btl_efa_deliver).
+ * frame to the same dispatch as a provider message (btl->deliver, which
+ * is recv.c's mca_btl_efa_deliver).
  * Frames carry the same bytes as provider messages, so every message type
  * (fragments, one-sided requests and responses, credits) can take either
  * path.
@@ -203,7 +204,7 @@ static void on_frame(void *arg, unsigned ring, void *frame, size_t len) {
     mca_btl_efa_module_t *btl = arg;
     (void)ring;
     ++btl->ring_received;
-    mca_btl_efa_deliver(btl, frame, len, true);
+    btl->deliver(btl, frame, len, true);
 }
 
 int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {

@@ -1,5 +1,6 @@
 /*
- * mtl_efa module: the module table, peers and communicators.
+ * mtl_efa module: the module table, its setup and finalize, and the
+ * communicators (peers: mtl_efa_peers.c).
  */
 #include "mtl_efa.h"
 
@@ -62,46 +63,6 @@ int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple) {
     return OMPI_SUCCESS;
 }
 
-efa_peer_t *ompi_mtl_efa_peer_slow(struct ompi_proc_t *proc) {
-    if (OMPI_SUCCESS != ompi_mtl_efa_add_procs(&ompi_mtl_efa.base, 1, &proc)) {
-        return NULL;
-    }
-    return (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
-}
-
-int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
-                           struct ompi_proc_t **procs) {
-    (void)mtl;
-    mca_common_efa_report(ompi_mtl_efa.core);
-    for (size_t i = 0; i < nprocs; ++i) {
-        if (NULL != procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL]) {
-            continue;
-        }
-        int rc;
-        efa_peer_t *peer =
-            mca_common_efa_peer_lookup(ompi_mtl_efa.core, &procs[i]->super.proc_name, &rc);
-        if (NULL == peer) {
-            return rc;
-        }
-        procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = peer;
-    }
-    return OMPI_SUCCESS;
-}
-
-int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
-                           struct ompi_proc_t **procs) {
-    (void)mtl;
-    mca_common_efa_report(ompi_mtl_efa.core);
-    for (size_t i = 0; i < nprocs; ++i) {
-        efa_peer_t *peer = (efa_peer_t *)procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
-        if (peer) {
-            efa_core_peer_put(ompi_mtl_efa.core, peer);
-            procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = NULL;
-        }
-    }
-    return OMPI_SUCCESS;
-}
-
 int ompi_mtl_efa_add_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm) {
     (void)mtl;
     /* The tag layout bounds the communicator id and, when the source rides
@@ -135,21 +96,5 @@ int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl) {
     ompi_mtl_efa.core = NULL;
     free(ompi_mtl_efa.ctxs);
     ompi_mtl_efa.ctxs = NULL;
-    return OMPI_SUCCESS;
-}
-
-int ompi_mtl_efa_reg_buffer(mca_mtl_efa_request_t *req, void **desc) {
-    *desc = NULL;
-    req->mr = NULL;
-    if (!ompi_mtl_efa.mr_local || 0 == req->length) {
-        return OMPI_SUCCESS;
-    }
-    int err = 0;
-    uint64_t access = req->is_send ? FI_SEND : FI_RECV;
-    req->mr = efa_core_mr_acquire(ompi_mtl_efa.core, req->buffer, req->length, access, &err);
-    if (NULL == req->mr) {
-        return mca_common_efa_fi_to_opal(err);
-    }
-    *desc = efa_mr_desc(req->mr);
     return OMPI_SUCCESS;
 }

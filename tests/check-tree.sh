@@ -5,10 +5,15 @@
 # - the components include only common/include/ and the OPAL glue's header
 #   from common/ (the core's and the node stack's C++ stay private to it);
 # - common/capi/ holds only extern "C" shims: no namespace of its own and no
-#   function longer than a few lines.
+#   function longer than a few lines;
+# - no call cycle between the source files of common, mtl_efa and btl_efa
+#   (tests/call_cycles.py, from the objects of the build directory BUILD,
+#   default _build).
 # Prints one line per check and "N passed, N failed".
+#   tests/check-tree.sh [BUILD]
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$top/_build}
 cd "$top" || exit 1
 pass=0
 fail=0
@@ -119,5 +124,6 @@ PY
 pass=$((pass + $(grep -c '^PASS' <<<"$pyout")))
 fail=$((fail + $(grep -c '^FAIL' <<<"$pyout")))
 [ "$(grep -cE '^(PASS|FAIL)' <<<"$pyout")" -eq 3 ] || { echo "FAIL the include and shim checks did not run"; fail=$((fail + 1)); }
+if python3 "$top/tests/call_cycles.py" "$build"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -79,8 +79,8 @@ echo "== installed libraries resolve every symbol"
 "$top/tests/check-symbols.sh" "$compdir" "$(dirname "$compdir")" 2>&1 | tee "$logdir/symbols.log"
 add_counts "$logdir/symbols.log" symbols
 
-echo "== the tree's shape: files of at most 600 lines, no include cycle, the components see only common/include, capi holds shims"
-"$top/tests/check-tree.sh" 2>&1 | tee "$logdir/tree.log"
+echo "== the tree's shape: files of at most 600 lines, no include or call cycle, the components see only common/include, capi holds shims"
+"$top/tests/check-tree.sh" "$build" 2>&1 | tee "$logdir/tree.log"
 add_counts "$logdir/tree.log" tree
 
 echo "== layout: one on-node stack per process (no component progress hook or inbox of its own)"

@@ -4,11 +4,6 @@
 
 extern "C" {
 
-void efa_op_complete_nothing(efa_op_t *op, const efa_cqe_t *cqe) {
-    (void)op;
-    (void)cqe;
-}
-
 int efa_core_progress(efa_core_t *core) {
     return efa::progress(core);
 }

@@ -98,6 +98,9 @@ struct efa_core {
     std::vector<OverflowArea> overflow_areas;
 
     efa_msg_pool *msg_pool = nullptr;
+    // Set while msg_pool is open (core_msg.cpp): progress reposts its
+    // buffers through it, so that the progress loop calls nothing above it.
+    int (*msg_progress)(efa_core *core) = nullptr;
 
     // The peer deadline (core_deadline.cpp).  deadline_on is fixed at open;
     // the rest is guarded by deadline_lock.  peer_names: under peers_lock.

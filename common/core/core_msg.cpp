@@ -27,6 +27,7 @@
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
+#include "ctx_ops.hpp"
 #include "efa_core_msg.h"
 
 namespace {
@@ -194,7 +195,7 @@ void unpost_all(efa_msg_pool *pool) {
         }
     }
     for (int i = 0; i < 1000 && any_posted(pool); ++i) {
-        efa_core_progress(pool->core);
+        efa::progress(pool->core);
     }
     if (any_posted(pool)) {
         return; // keep the memory: efa_core_msg_close tries again
@@ -280,6 +281,7 @@ int efa_core_msg_open(efa_core_t *core) {
         pool->per_ctx = std::min(pool->per_ctx, std::max<size_t>(info->rx_attr->size / 4, 1));
     }
     core->msg_pool = pool;
+    core->msg_progress = efa_core_msg_progress;
     return 0;
 }
 
@@ -315,6 +317,7 @@ void efa_core_msg_close(efa_core_t *core) {
         return;
     }
     core->msg_pool = nullptr;
+    core->msg_progress = nullptr;
     delete pool;
 }
 
@@ -325,6 +328,7 @@ void efa_core_msg_free(efa_core_t *core) {
     }
     free(pool->slab);
     core->msg_pool = nullptr;
+    core->msg_progress = nullptr;
     delete pool;
 }
 

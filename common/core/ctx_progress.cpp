@@ -199,7 +199,9 @@ int progress(efa_core_t *core) {
     }
     // Untagged receive buffers that found the queue full are posted again
     // here, whichever component owns a channel (a load when there are none).
-    efa_core_msg_progress(core);
+    if (core->msg_progress) {
+        core->msg_progress(core);
+    }
     if (core->mr_cache) {
         core->mr_cache->apply_invalidations(); // memory freed since: deregistered here
     }

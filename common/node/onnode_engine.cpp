@@ -5,57 +5,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 
 #include <rdma/fi_errno.h>
-#include <sys/uio.h>
 
 #include "efa_core_msg.h"
 #include <unistd.h>
 
 namespace efa::onnode {
-
-volatile uint64_t g_cookie = 0;
-
-namespace {
-
-uint64_t make_cookie() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(ts.tv_nsec) ^
-                 (static_cast<uint64_t>(ts.tv_sec) << 16) ^ reinterpret_cast<uintptr_t>(&ts);
-    x += 0x9e3779b97f4a7c15ull; // splitmix64 finaliser
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return (x ^ (x >> 31)) | 1;
-}
-
-} // namespace
-
-int cma_read(uint32_t pid, void *local, uint64_t remote, size_t len) {
-#ifdef EFA_HAVE_CMA
-    size_t done = 0;
-    while (done < len) {
-        iovec l{static_cast<uint8_t *>(local) + done, len - done};
-        iovec r{reinterpret_cast<void *>(static_cast<uintptr_t>(remote + done)), len - done};
-        ssize_t n = process_vm_readv(static_cast<pid_t>(pid), &l, 1, &r, 1, 0);
-        if (n < 0) {
-            if (EINTR == errno) {
-                continue;
-            }
-            return errno;
-        }
-        if (0 == n) {
-            return EFAULT;
-        }
-        done += static_cast<size_t>(n);
-    }
-    return 0;
-#else
-    (void)pid, (void)local, (void)remote, (void)len;
-    return ENOSYS;
-#endif
-}
 
 uint64_t IdTable::add(efa_onnode_req_t *req) {
     uint32_t i;
@@ -183,9 +139,7 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
             return nullptr;
         }
     }
-    if (0 == g_cookie) {
-        g_cookie = make_cookie();
-    }
+    e->cookie_ = cma::cookie(&e->cookie_addr_);
     return e;
 }
 

@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "efa_onnode.h"
+#include "cma.hpp"
 #include "net_order.hpp"
 #include "onnode_match.hpp"
 #include "onnode_net.hpp"
@@ -304,6 +305,9 @@ class Engine {
     // mutex is released (the caller's cancel takes the provider's locks).
     std::vector<efa_onnode_req_t *> cancels_;
     void run_cancels();
+    // What this process names in its RTS frames so that a receiver can
+    // check that process_vm_readv reaches it (cma.hpp).
+    uint64_t cookie_ = 0, cookie_addr_ = 0;
     std::mutex mu_;
     bool mt_ = false;
     // Other nodes.

@@ -17,10 +17,7 @@ namespace efa::onnode {
 
 bool Engine::cma_ok(Peer *p, const RtsBody &b) {
     if (Peer::kCmaUnknown == p->cma) {
-        uint64_t seen = 0;
-        p->cma = (0 == cma_read(b.pid, &seen, b.cookie_addr, sizeof(seen)) && seen == b.cookie)
-                     ? Peer::kCmaOn
-                     : Peer::kCmaOff;
+        p->cma = 0 == cma::verify(b.pid, b.cookie_addr, b.cookie) ? Peer::kCmaOn : Peer::kCmaOff;
     }
     return Peer::kCmaOn == p->cma;
 }
@@ -39,7 +36,7 @@ bool Engine::pull(efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b) {
         return true;
     }
     if (cma_ok(p, b)) {
-        if (0 == n || 0 == cma_read(b.pid, req->buf, b.addr, n)) {
+        if (0 == n || 0 == cma::copy(b.pid, false, req->buf, b.addr, n, nullptr)) {
             req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
             send_ctrl(h.sender, kFin, h.id, 0);
             ++stats.single_copy;

@@ -26,14 +26,6 @@ constexpr uint32_t kNoRing = 0xffffffffu;
 // takes the rest): slots are cache-line aligned.
 constexpr size_t kFirstLine = shm::kLine - shm::kSlotHeader;
 
-// What this process names in its RTS frames so a receiver can check that
-// process_vm_readv reaches this process (and not another of the same pid
-// in another namespace); set once at the first engine's creation.
-extern volatile uint64_t g_cookie;
-
-// Copy len bytes at 'remote' in process pid to local: 0 or an errno.
-int cma_read(uint32_t pid, void *local, uint64_t remote, size_t len);
-
 } // namespace efa::onnode
 
 #endif // EFA_ONNODE_ENGINE_IMPL_HPP

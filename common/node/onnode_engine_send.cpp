@@ -50,8 +50,8 @@ bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
         RtsBody b{};
         b.len = r->buflen;
         b.addr = reinterpret_cast<uintptr_t>(r->buf);
-        b.cookie_addr = reinterpret_cast<uintptr_t>(&g_cookie);
-        b.cookie = g_cookie;
+        b.cookie_addr = cookie_addr_;
+        b.cookie = cookie_;
         b.pid = static_cast<uint32_t>(getpid());
         memcpy(f + sizeof(h), &b, sizeof(b));
         ++stats.rendezvous;

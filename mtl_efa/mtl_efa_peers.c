@@ -1,0 +1,46 @@
+/*
+ * mtl_efa's peers: the core's peer (its addresses in the shared address
+ * vector) of every process pml cm gives, kept in the process's MTL
+ * endpoint slot; one looked up on first use when it came after add_procs.
+ */
+#include "mtl_efa.h"
+
+efa_peer_t *ompi_mtl_efa_peer_slow(struct ompi_proc_t *proc) {
+    if (OMPI_SUCCESS != ompi_mtl_efa_add_procs(&ompi_mtl_efa.base, 1, &proc)) {
+        return NULL;
+    }
+    return (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+}
+
+int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
+                           struct ompi_proc_t **procs) {
+    (void)mtl;
+    mca_common_efa_report(ompi_mtl_efa.core);
+    for (size_t i = 0; i < nprocs; ++i) {
+        if (NULL != procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL]) {
+            continue;
+        }
+        int rc;
+        efa_peer_t *peer =
+            mca_common_efa_peer_lookup(ompi_mtl_efa.core, &procs[i]->super.proc_name, &rc);
+        if (NULL == peer) {
+            return rc;
+        }
+        procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = peer;
+    }
+    return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
+                           struct ompi_proc_t **procs) {
+    (void)mtl;
+    mca_common_efa_report(ompi_mtl_efa.core);
+    for (size_t i = 0; i < nprocs; ++i) {
+        efa_peer_t *peer = (efa_peer_t *)procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+        if (peer) {
+            efa_core_peer_put(ompi_mtl_efa.core, peer);
+            procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = NULL;
+        }
+    }
+    return OMPI_SUCCESS;
+}
