@@ -150,6 +150,28 @@ typedef struct efa_btl_frag {
     int inner_count;
 } efa_btl_frag_t;
 
+/* What ending a one-sided operation hands back to its caller: the upper
+ * layer's callback and what that callback is told.  Kept whole from the
+ * entry point (btl_efa_rdma.c) to whichever path finishes the operation. */
+typedef struct efa_btl_rdma_cb {
+    void *local_address;
+    struct mca_btl_base_registration_handle_t *local_handle;
+    mca_btl_base_rdma_completion_fn_t cbfunc; /* osc/rdma may pass none and rely on flush */
+    void *cbcontext, *cbdata;
+} efa_btl_rdma_cb_t;
+
+/* One one-sided operation as the entry points received it: the paths
+ * (single copy, native, emulated) take it whole, never field by field. */
+typedef struct efa_btl_rdma_args {
+    int type; /* EFA_BTL_MSG_PUT, _GET or _ATOMIC */
+    uint64_t remote_address;
+    struct mca_btl_base_registration_handle_t *remote_handle; /* a copy, read once */
+    size_t size;
+    uint32_t op, aflags;        /* atomics: the operation and MCA_BTL_ATOMIC_FLAG_* */
+    uint64_t operand, operand2; /* atomics; compare-and-swap: compared, swapped in */
+    efa_btl_rdma_cb_t cb;
+} efa_btl_rdma_args_t;
+
 /* A one-sided operation handed to the provider (native path).  A transfer
  * larger than the provider's limit is cut into pieces, each its own rop
  * pointing at a parent rop that is never posted and reports once every
@@ -161,10 +183,7 @@ typedef struct efa_btl_rop {
     volatile int64_t pending;   /* parent: pieces not completed, plus one while posting */
     int status;                 /* parent: first error */
     mca_btl_efa_endpoint_t *endpoint;
-    void *local_address;
-    struct mca_btl_base_registration_handle_t *local_handle;
-    mca_btl_base_rdma_completion_fn_t cbfunc;
-    void *cbcontext, *cbdata;
+    efa_btl_rdma_cb_t cb;
     efa_mr_t *local_mr;   /* local MR taken from the cache for a descriptor */
     uint32_t result_size; /* fetching atomics: bytes to copy back to local_address */
     uint64_t *scratch;    /* registered: [0] operand, [1] compare, [2] result */
@@ -488,26 +507,23 @@ int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl);
 /* After the core reference is dropped: free what native_fini had to keep. */
 void mca_btl_efa_native_fini_released(mca_btl_efa_module_t *btl);
-int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                            void *local_address, uint64_t remote_address,
-                            struct mca_btl_base_registration_handle_t *local_handle,
-                            struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                            mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                            void *cbdata);
+int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            const efa_btl_rdma_args_t *a);
 int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                              void *local_address, uint64_t remote_address,
-                              struct mca_btl_base_registration_handle_t *local_handle,
-                              struct mca_btl_base_registration_handle_t *remote_handle, uint32_t op,
-                              uint64_t operand, uint64_t operand2, uint32_t aflags,
-                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                              void *cbdata);
+                              const efa_btl_rdma_args_t *a);
 bool mca_btl_efa_native_atomics_usable(efa_core_t *core, char *why, size_t why_len);
 /* An operation outside the peer's handle: reported (the first few) and
  * failed through the callback with OPAL_ERR_PERM; returns OPAL_SUCCESS. */
 int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
-                       void *local_address, struct mca_btl_base_registration_handle_t *local_handle,
-                       uint64_t remote_address, size_t size,
-                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+                       const efa_btl_rdma_args_t *a);
+/* Tell the operation's caller (if it gave a callback) that it is over. */
+static inline void mca_btl_efa_rdma_cb_call(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                            const efa_btl_rdma_cb_t *cb, int status) {
+    if (cb->cbfunc) {
+        cb->cbfunc(&btl->super, ep, cb->local_address, cb->local_handle, cb->cbcontext, cb->cbdata,
+                   status);
+    }
+}
 
 /* btl_efa_cma.c */
 int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode);
@@ -516,11 +532,8 @@ void mca_btl_efa_cma_fini(mca_btl_efa_module_t *btl);
  * OPAL_ERR_NOT_AVAILABLE when the operation is not for this path (the
  * caller then takes the provider's); anything else means it was handled,
  * the callback already called (refusals included). */
-int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                         void *local_address, uint64_t remote_address,
-                         struct mca_btl_base_registration_handle_t *local_handle,
-                         struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                         mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                         const efa_btl_rdma_args_t *a);
 
 END_C_DECLS
 #endif

@@ -112,12 +112,11 @@ static void cma_probe(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     ep->cma = EFA_BTL_CMA_ON;
 }
 
-int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                         void *local_address, uint64_t remote_address,
-                         struct mca_btl_base_registration_handle_t *local_handle,
-                         struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                         mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
-    const bool put = EFA_BTL_MSG_PUT == type;
+int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                         const efa_btl_rdma_args_t *a) {
+    const bool put = EFA_BTL_MSG_PUT == a->type;
+    const uint64_t remote_address = a->remote_address;
+    const size_t size = a->size;
     if (EFA_BTL_CMA_ON != ep->cma) {
         if (EFA_BTL_CMA_OFF == ep->cma) {
             return OPAL_ERR_NOT_AVAILABLE;
@@ -127,13 +126,12 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, 
             return OPAL_ERR_NOT_AVAILABLE;
         }
     }
-    switch (efa_rma_cma_check(&remote_handle->rma, ep->cma_pid, remote_address, size,
+    switch (efa_rma_cma_check(&a->remote_handle->rma, ep->cma_pid, remote_address, size,
                               put ? MCA_BTL_REG_FLAG_REMOTE_WRITE : MCA_BTL_REG_FLAG_REMOTE_READ)) {
     case EFA_RMA_CMA_OK:
         break;
     case EFA_RMA_CMA_OUTSIDE:
-        return mca_btl_efa_refuse(btl, ep, put ? "put" : "get", local_address, local_handle,
-                                  remote_address, size, cbfunc, cbcontext, cbdata);
+        return mca_btl_efa_refuse(btl, ep, put ? "put" : "get", a);
     default:
         return OPAL_ERR_NOT_AVAILABLE;
     }
@@ -143,7 +141,7 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, 
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: single copy (CMA) put/get in use");
     }
     size_t moved = 0;
-    int err = efa_cma_copy(ep->cma_pid, put, local_address, remote_address, size, &moved);
+    int err = efa_cma_copy(ep->cma_pid, put, a->cb.local_address, remote_address, size, &moved);
     int status = OPAL_SUCCESS;
     if (0 != err) {
         if (EFAULT != err) {
@@ -170,9 +168,7 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, 
     } else {
         OPAL_THREAD_ADD_FETCH64(&btl->cma_gets, 1);
     }
-    if (cbfunc) {
-        cbfunc(&btl->super, ep, local_address, local_handle, cbcontext, cbdata, status);
-    }
+    mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, status);
     return OPAL_SUCCESS;
 }
 

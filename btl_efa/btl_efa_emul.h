@@ -44,12 +44,8 @@ static inline const char *mca_btl_efa_emul_type_name(int type) {
  * EFA_BTL_MSG_PUT, _GET or _ATOMIC; op, operand, operand2 and aflags for
  * atomics only).  Completes through cbfunc, at once for the process's own
  * memory. */
-int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                          void *local_address, uint64_t remote_address,
-                          struct mca_btl_base_registration_handle_t *local_handle,
-                          struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                          uint32_t op, uint64_t operand, uint64_t operand2, uint32_t aflags,
-                          mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                          const efa_btl_rdma_args_t *a);
 
 /* btl_efa_emul_target.c: execute one request of process src against this
  * process's memory, after checking it against this process's own table of

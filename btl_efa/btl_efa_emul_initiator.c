@@ -29,10 +29,7 @@ typedef struct efa_btl_rdma_req {
     struct efa_btl_rdma_req *next;
     uint64_t id; /* names it in requests and answers (module's reqs table) */
     mca_btl_efa_endpoint_t *endpoint;
-    void *local_address;
-    struct mca_btl_base_registration_handle_t *local_handle;
-    mca_btl_base_rdma_completion_fn_t cbfunc;
-    void *cbcontext, *cbdata;
+    efa_btl_rdma_cb_t cb;
     int type;
     int status;
     size_t size;
@@ -57,9 +54,8 @@ static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
     /* osc/rdma may pass no callback and rely on flush; nor is the upper
      * layer called once it has gone (see frag_finish). */
-    if (req->cbfunc && mca_btl_efa_upper_alive(btl, ep)) {
-        req->cbfunc(&btl->super, ep, req->local_address, req->local_handle, req->cbcontext,
-                    req->cbdata, req->status);
+    if (mca_btl_efa_upper_alive(btl, ep)) {
+        mca_btl_efa_rdma_cb_call(btl, ep, &req->cb, req->status);
     }
     free(req);
 }
@@ -199,14 +195,14 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
             if (!efa_btl_wire_get_answer_fits(len, rma->len, rma->offset, req->size)) {
                 status = OPAL_ERR_BAD_PARAM;
             } else if (len) {
-                memcpy((uint8_t *)req->local_address + rma->offset, payload, len);
+                memcpy((uint8_t *)req->cb.local_address + rma->offset, payload, len);
             }
-        } else if (EFA_BTL_MSG_ATOMIC == req->type && req->local_address) {
+        } else if (EFA_BTL_MSG_ATOMIC == req->type && req->cb.local_address) {
             if (4 == req->size) {
                 uint32_t v = (uint32_t)rma->operand;
-                memcpy(req->local_address, &v, 4);
+                memcpy(req->cb.local_address, &v, 4);
             } else {
-                memcpy(req->local_address, &rma->operand, 8);
+                memcpy(req->cb.local_address, &rma->operand, 8);
             }
         }
     }
@@ -214,19 +210,18 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
 }
 
 /* See btl_efa_emul.h. */
-int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                          void *local_address, uint64_t remote_address,
-                          struct mca_btl_base_registration_handle_t *local_handle,
-                          struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                          uint32_t op, uint64_t operand, uint64_t operand2, uint32_t aflags,
-                          mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                          const efa_btl_rdma_args_t *a) {
+    const int type = a->type;
+    const size_t size = a->size;
+    void *local_address = a->cb.local_address;
     efa_btl_rma_t rma;
     memset(&rma, 0, sizeof(rma));
-    rma.key = remote_handle->rma.key;
-    rma.op = op;
-    rma.operand = operand;
-    rma.operand2 = operand2;
-    rma.flags = aflags;
+    rma.key = a->remote_handle->rma.key;
+    rma.op = a->op;
+    rma.operand = a->operand;
+    rma.operand2 = a->operand2;
+    rma.flags = a->aflags;
 
     if (ep->is_self) {
         /* Own memory: the same checked execution, at once. */
@@ -235,13 +230,13 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         size_t done = 0;
         do {
             size_t n = size - done;
-            rma.addr = remote_address + done;
+            rma.addr = a->remote_address + done;
             rma.len = n;
             if (EFA_BTL_MSG_ATOMIC == type) {
                 status =
                     mca_btl_efa_emul_execute(btl, type, btl->my_name, &rma, NULL, NULL, &result);
                 if (OPAL_SUCCESS == status && local_address) {
-                    if (aflags & MCA_BTL_ATOMIC_FLAG_32BIT) {
+                    if (a->aflags & MCA_BTL_ATOMIC_FLAG_32BIT) {
                         uint32_t v = (uint32_t)result;
                         memcpy(local_address, &v, 4);
                     } else {
@@ -254,9 +249,7 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
             }
             done += n;
         } while (done < size && OPAL_SUCCESS == status);
-        if (cbfunc) {
-            cbfunc(&btl->super, ep, local_address, local_handle, cbcontext, cbdata, status);
-        }
+        mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, status);
         return OPAL_SUCCESS;
     }
 
@@ -272,15 +265,11 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     req->endpoint = ep;
-    req->local_address = local_address;
-    req->local_handle = local_handle;
-    req->cbfunc = cbfunc;
-    req->cbcontext = cbcontext;
-    req->cbdata = cbdata;
+    req->cb = a->cb;
     req->type = type;
     req->size = size;
     req->status = OPAL_SUCCESS;
-    req->remote_address = remote_address;
+    req->remote_address = a->remote_address;
     req->rma = rma;
     req->nchunks = nchunks;
     req->last = mca_btl_efa_now();
@@ -325,7 +314,7 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
     if (EFA_BTL_MSG_PUT == type) {
         payload = n;
         if (n) {
-            memcpy(r + 1, (const uint8_t *)req->local_address + off, n);
+            memcpy(r + 1, (const uint8_t *)req->cb.local_address + off, n);
         }
     }
     hdr->len = (uint32_t)payload;

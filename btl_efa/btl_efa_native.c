@@ -98,7 +98,7 @@ static efa_btl_rop_t *rop_get(mca_btl_efa_module_t *btl) {
         rop->status = OPAL_SUCCESS;
         rop->local_mr = NULL;
         rop->result_size = 0;
-        rop->cbfunc = NULL;
+        rop->cb.cbfunc = NULL;
     }
     return rop;
 }
@@ -119,10 +119,7 @@ static void rop_finish(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int status
     mca_btl_efa_endpoint_t *ep = rop->endpoint;
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
-    if (rop->cbfunc) { /* osc/rdma may pass none and rely on flush */
-        rop->cbfunc(&btl->super, ep, rop->local_address, rop->local_handle, rop->cbcontext,
-                    rop->cbdata, status);
-    }
+    mca_btl_efa_rdma_cb_call(btl, ep, &rop->cb, status);
     rop_return(btl, rop);
 }
 
@@ -151,8 +148,8 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         status = mca_common_efa_fi_to_opal(cqe->err);
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: one-sided operation failed: %s",
                             fi_strerror(-cqe->err));
-    } else if (rop->result_size && rop->local_address) {
-        memcpy(rop->local_address, &rop->scratch[2], rop->result_size);
+    } else if (rop->result_size && rop->cb.local_address) {
+        memcpy(rop->cb.local_address, &rop->scratch[2], rop->result_size);
     }
     if (rop->parent) {
         efa_btl_rop_t *parent = rop->parent;
@@ -169,18 +166,14 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
  * refusal does in the emulated path: through the callback with OPAL_ERR_PERM, not as a return code,
  * which callers may take as a reason to retry. */
 int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
-                       void *local_address, struct mca_btl_base_registration_handle_t *local_handle,
-                       uint64_t remote_address, size_t size,
-                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+                       const efa_btl_rdma_args_t *a) {
     if (btl->refused++ < 10) {
         opal_output(0,
                     "btl:efa: refused a one-sided %s of %zu bytes at 0x%llx: misaligned or "
                     "outside the registration the peer handed out",
-                    what, size, (unsigned long long)remote_address);
+                    what, a->size, (unsigned long long)a->remote_address);
     }
-    if (cbfunc) {
-        cbfunc(&btl->super, ep, local_address, local_handle, cbcontext, cbdata, OPAL_ERR_PERM);
-    }
+    mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, OPAL_ERR_PERM);
     return OPAL_SUCCESS;
 }
 
@@ -201,34 +194,26 @@ static int post_piece(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int type, v
     return mca_common_efa_fi_to_opal(rc);
 }
 
-int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                            void *local_address, uint64_t remote_address,
-                            struct mca_btl_base_registration_handle_t *local_handle,
-                            struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                            mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                            void *cbdata) {
+int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            const efa_btl_rdma_args_t *a) {
+    const int type = a->type;
+    const size_t size = a->size;
+    void *local_address = a->cb.local_address;
     uint64_t raddr;
     if (0 == size) { /* nothing to move, and a handle of nothing has no MR */
-        if (cbfunc) {
-            cbfunc(&btl->super, ep, local_address, local_handle, cbcontext, cbdata, OPAL_SUCCESS);
-        }
+        mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, OPAL_SUCCESS);
         return OPAL_SUCCESS;
     }
-    if (!efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr, remote_address, size,
+    if (!efa_rma_remote_addr(&a->remote_handle->rma, btl->mr_virt_addr, a->remote_address, size,
                              &raddr)) {
-        return mca_btl_efa_refuse(btl, ep, EFA_BTL_MSG_PUT == type ? "put" : "get", local_address,
-                                  local_handle, remote_address, size, cbfunc, cbcontext, cbdata);
+        return mca_btl_efa_refuse(btl, ep, EFA_BTL_MSG_PUT == type ? "put" : "get", a);
     }
     efa_btl_rop_t *rop = rop_get(btl);
     if (NULL == rop) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     rop->endpoint = ep;
-    rop->local_address = local_address;
-    rop->local_handle = local_handle; /* only handed back to the callback */
-    rop->cbfunc = cbfunc;
-    rop->cbcontext = cbcontext;
-    rop->cbdata = cbdata;
+    rop->cb = a->cb; /* local_handle is only handed back to the callback */
     void *desc = NULL;
     if (btl->mr_local) {
         int err = 0;
@@ -241,7 +226,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         }
         desc = efa_mr_desc(rop->local_mr);
     }
-    const uint64_t rkey = remote_handle->rma.fi_key;
+    const uint64_t rkey = a->remote_handle->rma.fi_key;
     const size_t pieces = efa_rma_num_pieces(size, btl->rma_max);
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
@@ -344,38 +329,29 @@ static void put_word(efa_btl_rop_t *rop, int w, uint64_t v, size_t size) {
 }
 
 int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                              void *local_address, uint64_t remote_address,
-                              struct mca_btl_base_registration_handle_t *local_handle,
-                              struct mca_btl_base_registration_handle_t *remote_handle, uint32_t op,
-                              uint64_t operand, uint64_t operand2, uint32_t aflags,
-                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                              void *cbdata) {
-    const size_t size = (aflags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+                              const efa_btl_rdma_args_t *a) {
+    const size_t size = a->size; /* 4 or 8 (MCA_BTL_ATOMIC_FLAG_32BIT) */
+    const uint64_t operand = a->operand;
     const enum fi_datatype dt = 4 == size ? FI_INT32 : FI_INT64;
     enum fi_op aop;
-    if ((aflags & MCA_BTL_ATOMIC_FLAG_FLOAT) || !fi_op_of(op, &aop)) {
+    if ((a->aflags & MCA_BTL_ATOMIC_FLAG_FLOAT) || !fi_op_of(a->op, &aop)) {
         return OPAL_ERR_NOT_SUPPORTED;
     }
     uint64_t raddr;
     /* A torn handle (see efa_rma_handle_t) cannot go to the target's CPU
      * instead as put and get do: native atomics must not mix with its. */
-    if (remote_address % size || !efa_rma_handle_intact(&remote_handle->rma) ||
-        !efa_rma_remote_addr(&remote_handle->rma, btl->mr_virt_addr, remote_address, size,
+    if (a->remote_address % size || !efa_rma_handle_intact(&a->remote_handle->rma) ||
+        !efa_rma_remote_addr(&a->remote_handle->rma, btl->mr_virt_addr, a->remote_address, size,
                              &raddr)) {
-        return mca_btl_efa_refuse(btl, ep, "atomic", local_address, local_handle, remote_address,
-                                  size, cbfunc, cbcontext, cbdata);
+        return mca_btl_efa_refuse(btl, ep, "atomic", a);
     }
     efa_btl_rop_t *rop = rop_get(btl);
     if (NULL == rop) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     rop->endpoint = ep;
-    rop->local_address = local_address;
-    rop->local_handle = local_handle;
-    rop->cbfunc = cbfunc;
-    rop->cbcontext = cbcontext;
-    rop->cbdata = cbdata;
-    const uint64_t rkey = remote_handle->rma.fi_key;
+    rop->cb = a->cb;
+    const uint64_t rkey = a->remote_handle->rma.fi_key;
     const fi_addr_t dest = ep->addr;
     uint64_t *w = rop->scratch;
     void *d = rop->scratch_desc;
@@ -385,12 +361,12 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     rop->posted = true; /* see post_piece */
     if (FI_CSWAP == aop) {
         /* operand is the value compared, operand2 the one swapped in */
-        put_word(rop, 0, operand2, size);
+        put_word(rop, 0, a->operand2, size);
         put_word(rop, 1, operand, size);
         rop->result_size = (uint32_t)size;
         rc = efa_ctx_compare_atomic(btl->ctx, dt, &w[0], d, &w[1], d, &w[2], d, dest, raddr, rkey,
                                     &rop->op);
-    } else if (local_address) {
+    } else if (a->cb.local_address) {
         put_word(rop, 0, operand, size);
         rop->result_size = (uint32_t)size;
         rc = efa_ctx_fetch_atomic(btl->ctx, aop, dt, &w[0], d, &w[2], d, dest, raddr, rkey,

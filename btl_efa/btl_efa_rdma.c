@@ -50,23 +50,19 @@ static void note_uncovered(int type, uint64_t remote_address, size_t size) {
     }
 }
 
-static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
-                void *local_address, uint64_t remote_address,
-                struct mca_btl_base_registration_handle_t *local_handle,
-                struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
-    if (NULL == remote_handle) {
+static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_rdma_args_t *a) {
+    if (NULL == a->remote_handle) {
         return OPAL_ERR_BAD_PARAM;
     }
     mca_btl_efa_mode_ready(btl);
     note_one_sided();
-    if (EFA_BTL_MSG_PUT == type) {
-        remote_address = corrupt(remote_address);
+    if (EFA_BTL_MSG_PUT == a->type) {
+        a->remote_address = corrupt(a->remote_address);
     }
     /* The handle may sit in memory its owner rewrites meanwhile (osc/rdma's
      * shared region table): checked and used as one copy, read once. */
-    struct mca_btl_base_registration_handle_t snap = *remote_handle;
-    remote_handle = &snap;
+    struct mca_btl_base_registration_handle_t snap = *a->remote_handle;
+    a->remote_handle = &snap;
     /* A handle that does not cover the range, or a torn one, is not
      * necessarily a wrong operation: osc/rdma can hand out a neighbouring
      * region's handle, or a mixture of two, for attached memory of a
@@ -74,39 +70,32 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int type,
      * paths trust the handle, so such an operation goes to the target,
      * which executes it if its own table covers the range and refuses it
      * otherwise. */
-    const bool covered = efa_rma_handle_intact(&remote_handle->rma) &&
-                         efa_rma_in_range(&remote_handle->rma, remote_address, size);
+    const bool covered =
+        efa_rma_handle_intact(&snap.rma) && efa_rma_in_range(&snap.rma, a->remote_address, a->size);
     if (!covered) {
-        note_uncovered(type, remote_address, size);
+        note_uncovered(a->type, a->remote_address, a->size);
     }
     /* Another process of this node: one copy by CMA where possible. */
-    if (covered && btl->single_copy && !ep->is_self && 0 != size) {
-        int rc = mca_btl_efa_cma_rdma(btl, ep, type, local_address, remote_address, local_handle,
-                                      remote_handle, size, cbfunc, cbcontext, cbdata);
+    if (covered && btl->single_copy && !ep->is_self && 0 != a->size) {
+        int rc = mca_btl_efa_cma_rdma(btl, ep, a);
         if (OPAL_ERR_NOT_AVAILABLE != rc) {
             return rc;
         }
     }
     /* Own memory: a checked copy is all either path would amount to.  A
      * process of another job may have no provider registration. */
-    if (covered && (EFA_BTL_MSG_PUT == type ? btl->native_put : btl->native_get) && !ep->is_self &&
-        !ep->foreign_mode) {
-        return mca_btl_efa_native_rdma(btl, ep, type, local_address, remote_address, local_handle,
-                                       remote_handle, size, cbfunc, cbcontext, cbdata);
+    if (covered && (EFA_BTL_MSG_PUT == a->type ? btl->native_put : btl->native_get) &&
+        !ep->is_self && !ep->foreign_mode) {
+        return mca_btl_efa_native_rdma(btl, ep, a);
     }
-    return mca_btl_efa_emul_rdma(btl, ep, type, local_address, remote_address, local_handle,
-                                 remote_handle, size, 0, 0, 0, 0, cbfunc, cbcontext, cbdata);
+    return mca_btl_efa_emul_rdma(btl, ep, a);
 }
 
 /* Atomics: with native atomics even the process's own memory goes through
  * the provider, so every atomic on a location is executed by the same
  * agent whatever its origin. */
-static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, void *local_address,
-                  uint64_t remote_address, struct mca_btl_base_registration_handle_t *local_handle,
-                  struct mca_btl_base_registration_handle_t *remote_handle, uint32_t op,
-                  uint64_t operand, uint64_t operand2, int flags,
-                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
-    if (NULL == remote_handle) {
+static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_rdma_args_t *a) {
+    if (NULL == a->remote_handle) {
         return OPAL_ERR_BAD_PARAM;
     }
     mca_btl_efa_mode_ready(btl);
@@ -114,18 +103,22 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, void *l
         return OPAL_ERR_NOT_SUPPORTED; /* said at add_procs (btl_efa_mode.c) */
     }
     note_one_sided();
-    remote_address = corrupt(remote_address);
-    struct mca_btl_base_registration_handle_t snap = *remote_handle; /* read once, see rdma() */
-    remote_handle = &snap;
-    if (btl->native_atomics) {
-        return mca_btl_efa_native_atomic(btl, ep, local_address, remote_address, local_handle,
-                                         remote_handle, op, operand, operand2, (uint32_t)flags,
-                                         cbfunc, cbcontext, cbdata);
-    }
-    size_t size = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
-    return mca_btl_efa_emul_rdma(btl, ep, EFA_BTL_MSG_ATOMIC, local_address, remote_address,
-                                 local_handle, remote_handle, size, op, operand, operand2,
-                                 (uint32_t)flags, cbfunc, cbcontext, cbdata);
+    a->remote_address = corrupt(a->remote_address);
+    struct mca_btl_base_registration_handle_t snap = *a->remote_handle; /* read once, see rdma() */
+    a->remote_handle = &snap;
+    a->type = EFA_BTL_MSG_ATOMIC;
+    a->size = (a->aflags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+    return btl->native_atomics ? mca_btl_efa_native_atomic(btl, ep, a)
+                               : mca_btl_efa_emul_rdma(btl, ep, a);
+}
+
+/* The completion half of an operation, as the caller gave it. */
+static efa_btl_rdma_cb_t cb_of(void *local_address,
+                               struct mca_btl_base_registration_handle_t *local_handle,
+                               mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                               void *cbdata) {
+    efa_btl_rdma_cb_t cb = {local_address, local_handle, cbfunc, cbcontext, cbdata};
+    return cb;
 }
 
 int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -136,8 +129,12 @@ int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
                     void *cbdata) {
     (void)flags;
     (void)order;
-    return rdma((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_PUT, local_address, remote_address,
-                local_handle, remote_handle, size, cbfunc, cbcontext, cbdata);
+    efa_btl_rdma_args_t a = {.type = EFA_BTL_MSG_PUT,
+                             .remote_address = remote_address,
+                             .remote_handle = remote_handle,
+                             .size = size,
+                             .cb = cb_of(local_address, local_handle, cbfunc, cbcontext, cbdata)};
+    return rdma((mca_btl_efa_module_t *)base, ep, &a);
 }
 
 int mca_btl_efa_get(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -148,8 +145,12 @@ int mca_btl_efa_get(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
                     void *cbdata) {
     (void)flags;
     (void)order;
-    return rdma((mca_btl_efa_module_t *)base, ep, EFA_BTL_MSG_GET, local_address, remote_address,
-                local_handle, remote_handle, size, cbfunc, cbcontext, cbdata);
+    efa_btl_rdma_args_t a = {.type = EFA_BTL_MSG_GET,
+                             .remote_address = remote_address,
+                             .remote_handle = remote_handle,
+                             .size = size,
+                             .cb = cb_of(local_address, local_handle, cbfunc, cbcontext, cbdata)};
+    return rdma((mca_btl_efa_module_t *)base, ep, &a);
 }
 
 int mca_btl_efa_aop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -158,8 +159,13 @@ int mca_btl_efa_aop(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
                     mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
                     mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     (void)order;
-    return atomic((mca_btl_efa_module_t *)base, ep, NULL, remote_address, NULL, remote_handle,
-                  (uint32_t)op, operand, 0, flags, cbfunc, cbcontext, cbdata);
+    efa_btl_rdma_args_t a = {.remote_address = remote_address,
+                             .remote_handle = remote_handle,
+                             .op = (uint32_t)op,
+                             .aflags = (uint32_t)flags,
+                             .operand = operand,
+                             .cb = cb_of(NULL, NULL, cbfunc, cbcontext, cbdata)};
+    return atomic((mca_btl_efa_module_t *)base, ep, &a);
 }
 
 int mca_btl_efa_afop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -169,8 +175,13 @@ int mca_btl_efa_afop(struct mca_btl_base_module_t *base, struct mca_btl_base_end
                      mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
                      mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     (void)order;
-    return atomic((mca_btl_efa_module_t *)base, ep, local_address, remote_address, local_handle,
-                  remote_handle, (uint32_t)op, operand, 0, flags, cbfunc, cbcontext, cbdata);
+    efa_btl_rdma_args_t a = {.remote_address = remote_address,
+                             .remote_handle = remote_handle,
+                             .op = (uint32_t)op,
+                             .aflags = (uint32_t)flags,
+                             .operand = operand,
+                             .cb = cb_of(local_address, local_handle, cbfunc, cbcontext, cbdata)};
+    return atomic((mca_btl_efa_module_t *)base, ep, &a);
 }
 
 int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -180,9 +191,14 @@ int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_e
                        uint64_t value, int flags, int order,
                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
     (void)order;
-    return atomic((mca_btl_efa_module_t *)base, ep, local_address, remote_address, local_handle,
-                  remote_handle, EFA_BTL_OP_CSWAP, compare, value, flags, cbfunc, cbcontext,
-                  cbdata);
+    efa_btl_rdma_args_t a = {.remote_address = remote_address,
+                             .remote_handle = remote_handle,
+                             .op = EFA_BTL_OP_CSWAP,
+                             .aflags = (uint32_t)flags,
+                             .operand = compare,
+                             .operand2 = value,
+                             .cb = cb_of(local_address, local_handle, cbfunc, cbcontext, cbdata)};
+    return atomic((mca_btl_efa_module_t *)base, ep, &a);
 }
 
 int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep) {
