@@ -432,8 +432,9 @@ static int num_progress_fns = 0;
 static bool progress_registered = false;
 
 /* The second and later added functions (both components loaded). */
-static int progress_more(int fns) {
+static int progress_more(void) {
     int n = 0;
+    const int fns = __atomic_load_n(&num_progress_fns, __ATOMIC_ACQUIRE);
     for (int i = 1; i < fns; ++i) {
         mca_common_efa_progress_fn_t fn = progress_fns[i];
         if (OPAL_LIKELY(NULL != fn)) {
@@ -444,16 +445,16 @@ static int progress_more(int fns) {
 }
 
 /* Every opal_progress call of the job comes here: the first added function
- * is called straight, the rest out of line. */
+ * is called straight (progress_fns[0], NULL when none), the rest out of
+ * line (progress_fns[1] set: both components loaded). */
 static int progress_cb(void) {
     efa_core_t *core = progress_core; /* NULL only while being unregistered */
     int n = OPAL_LIKELY(NULL != core) ? efa_core_progress_paced(core) : 0;
-    const int fns = __atomic_load_n(&num_progress_fns, __ATOMIC_ACQUIRE);
-    if (OPAL_LIKELY(fns > 0)) {
-        mca_common_efa_progress_fn_t fn = progress_fns[0];
-        n += OPAL_LIKELY(NULL != fn) ? fn() : 0;
-        if (OPAL_UNLIKELY(fns > 1)) {
-            n += progress_more(fns);
+    mca_common_efa_progress_fn_t fn = __atomic_load_n(&progress_fns[0], __ATOMIC_ACQUIRE);
+    if (OPAL_LIKELY(NULL != fn)) {
+        n += fn();
+        if (OPAL_UNLIKELY(NULL != progress_fns[1])) {
+            n += progress_more();
         }
     }
     return n;
@@ -480,8 +481,9 @@ int mca_common_efa_progress_add(mca_common_efa_progress_fn_t fn) {
     if (num_progress_fns >= EFA_PROGRESS_FNS) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    progress_fns[num_progress_fns] = fn;
-    /* Release: a progress call that sees the new count sees the entry. */
+    /* Release: a progress call that sees the entry (or the new count) sees
+     * what the component set up before adding it. */
+    __atomic_store_n(&progress_fns[num_progress_fns], fn, __ATOMIC_RELEASE);
     __atomic_store_n(&num_progress_fns, num_progress_fns + 1, __ATOMIC_RELEASE);
     update_progress_registration();
     return OPAL_SUCCESS;

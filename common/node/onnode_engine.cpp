@@ -305,7 +305,7 @@ int Engine::progress() {
             efa_core_net_interest(net_->core(), -1);
         }
     }
-    if (!lost_.empty()) {
+    if (net_ && !lost_.empty()) { // (no provider peers: nothing can be lost)
         report_lost();
     }
     if (mt_ || held_) { // (held_ is read again under the mutex)

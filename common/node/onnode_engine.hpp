@@ -208,11 +208,8 @@ class Engine {
     const std::string &path() const;
     efa_onnode_card_t my_card() const;
     uint64_t dropped() const {
-        return stats.dropped +
-               (inbox_  ? inbox_->dropped()
-                : node_ ? node_->dropped()
-                        : 0) +
-               order_.dropped();
+        // (poll_inbox_: this engine's inbox, its own or the node's)
+        return stats.dropped + (poll_inbox_ ? poll_inbox_->dropped() : 0) + order_.dropped();
     }
     size_t eager_max() const { return eager_max_; }
     void get_stats(efa_onnode_stats_t *out) const;
