@@ -444,9 +444,8 @@ static int progress_more(void) {
     return n;
 }
 
-/* Every opal_progress call of the job comes here: the first added function
- * is called straight (progress_fns[0], NULL when none), the rest out of
- * line (progress_fns[1] set: both components loaded). */
+/* Every opal_progress call comes here: the first added function straight
+ * (NULL when none), the rest out of line (both components loaded). */
 static int progress_cb(void) {
     efa_core_t *core = progress_core; /* NULL only while being unregistered */
     int n = OPAL_LIKELY(NULL != core) ? efa_core_progress_paced(core) : 0;
