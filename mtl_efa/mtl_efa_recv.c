@@ -62,6 +62,18 @@ static void fill_status(ompi_status_public_t *status, const efa_cqe_t *cqe) {
     status->_ucount = cqe->len;
 }
 
+/* The provider delivered part of a message that fitted (ofi_rxd under
+ * loss): the data is lost, so the receive fails; say why once per process
+ * rather than let it read as the sender's truncation. */
+static void short_delivery(const mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
+    static bool said = false;
+    if (!said) {
+        said = true;
+        mca_common_efa_show_help("help-mtl-efa.txt", "short-delivery", true,
+                                 opal_process_info.nodename, cqe->len, req->length);
+    }
+}
+
 static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     ompi_status_public_t *status = &req->super.ompi_req->req_status;
     if (-FI_ECANCELED == cqe->err) {
@@ -75,7 +87,11 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         status->MPI_ERROR = OMPI_SUCCESS;
         /* Truncation shows either as the provider's error or, where the
          * core posted an overflow area, as a length beyond the buffer. */
-        if (-FI_ETRUNC == cqe->err || (0 == cqe->err && cqe->len > req->length)) {
+        efa_recv_outcome_t outcome = efa_recv_outcome(cqe, req->length);
+        if (EFA_RECV_SHORT == outcome) {
+            short_delivery(req, cqe);
+            status->MPI_ERROR = MPI_ERR_INTERN;
+        } else if (EFA_RECV_TRUNCATED == outcome || (0 == cqe->err && cqe->len > req->length)) {
             status->MPI_ERROR = MPI_ERR_TRUNCATE;
             status->_ucount = req->length; /* what the buffer held */
         } else if (cqe->err) {

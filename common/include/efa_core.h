@@ -42,6 +42,31 @@ typedef struct efa_cqe {
     size_t olen;    /* bytes that did not fit (truncation) */
 } efa_cqe_t;
 
+/* What a receive's completion means for the message it was posted for.
+ * A truncation fills the posted buffer (len == posted) and says how much
+ * did not fit (olen).  ofi_rxd also reports FI_ETRUNC when it lost part of
+ * a message that fitted: fewer bytes than posted and nothing over.  That
+ * is lost data, not the sender's mistake, and must not read as
+ * MPI_ERR_TRUNCATE.  (A length of 0 stays a truncation: some providers
+ * leave len unset in error entries.) */
+typedef enum {
+    EFA_RECV_DONE,      /* no error */
+    EFA_RECV_TRUNCATED, /* the message was longer than the receive */
+    EFA_RECV_SHORT,     /* the provider delivered part of a message that fitted */
+    EFA_RECV_FAILED,    /* any other error, cancel included */
+} efa_recv_outcome_t;
+
+static inline efa_recv_outcome_t efa_recv_outcome(const efa_cqe_t *cqe, size_t posted) {
+    if (0 == cqe->err) {
+        return EFA_RECV_DONE;
+    }
+    if (-FI_ETRUNC != cqe->err) {
+        return EFA_RECV_FAILED;
+    }
+    return (0 == cqe->olen && cqe->len > 0 && cqe->len < posted) ? EFA_RECV_SHORT
+                                                                 : EFA_RECV_TRUNCATED;
+}
+
 /* Every operation the core posts carries one of these as its libfabric
  * context.  Owners embed it first in their own request/fragment and get
  * the callback from the progress engine. */
