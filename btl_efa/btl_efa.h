@@ -42,6 +42,7 @@
 #include "common_efa.h"
 #include "efa_btl_wire.h"
 #include "efa_core_msg.h"
+#include "efa_emul_target.h"
 #include "efa_rma.h"
 #include "efa_shm_ring.h"
 
@@ -199,7 +200,7 @@ typedef struct mca_btl_efa_module {
     efa_ctx_t *ctx;
     opal_mutex_t lock;           /* free lists, pending queue, tables */
     opal_hash_table_t endpoints; /* name (uint64) -> endpoint */
-    opal_hash_table_t regs;      /* key -> efa_btl_reg_t */
+    efa_emul_table_t *regs;      /* key -> efa_btl_reg_t, checked by the emulated target */
     uint64_t next_key;
     /* Emulated one-sided requests in flight, by id: an answer names its
      * request by id, never by address (it comes from another process). */
@@ -484,7 +485,7 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
                          uint32_t flags);
 int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
                                struct mca_btl_base_registration_handle_t *handle);
-void mca_btl_efa_reg_setup(mca_btl_efa_module_t *btl);
+int mca_btl_efa_reg_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_reg_fini(mca_btl_efa_module_t *btl);
 
 /* btl_efa_emul_initiator.c: the emulated protocol's initiator (what the

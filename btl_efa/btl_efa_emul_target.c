@@ -1,15 +1,10 @@
 /*
- * btl_efa's emulated one-sided protocol, target side: execute a peer's
- * put, get or atomic request against this process's memory and answer it
- * (the initiator's side: btl_efa_emul_initiator.c; the protocol:
- * btl_efa_emul.h).
- *
- * Every request names a registration key of this process; the range and
- * access rights are checked against this process's own table (never
- * against anything the request claims), and a request that fails the
- * check is answered with an error and writes nothing.  Atomics use CPU
- * atomic instructions, so they are coherent with this process's own CPU
- * atomics and with each other whatever their origin.
+ * btl_efa's emulated one-sided protocol, target side: hand a peer's put,
+ * get or atomic request to common's target (efa_emul_target.h: the check
+ * against this process's own table of registrations, and the execution),
+ * and answer it (the initiator's side: btl_efa_emul_initiator.c; the
+ * protocol: btl_efa_emul.h).  A refused request is answered with an error
+ * and writes nothing.
  *
  * The answer is a message (EFA_BTL_MSG_RESP) through the send path: the
  * target never calls into the initiator's code, even for its own requests.
@@ -43,198 +38,64 @@ static void report_refusal(mca_btl_efa_module_t *btl, int type, uint64_t src, ui
     }
 }
 
-static bool covers(const efa_btl_reg_t *reg, uint64_t addr, uint64_t len, uint32_t access) {
-    return efa_rma_in_range(&reg->handle.rma, addr, len) &&
-           (reg->handle.rma.access & access) == access;
-}
-
-/* Any live registration of this process that covers [addr, addr+len) with
- * the access; the lock is held by the caller. */
-static const efa_btl_reg_t *find_covering(mca_btl_efa_module_t *btl, uint64_t addr, uint64_t len,
-                                          uint32_t access) {
-    uint64_t key;
-    void *value, *node;
-    int rc = opal_hash_table_get_first_key_uint64(&btl->regs, &key, &value, &node);
-    while (OPAL_SUCCESS == rc) {
-        if (covers(value, addr, len, access)) {
-            return value;
-        }
-        rc = opal_hash_table_get_next_key_uint64(&btl->regs, &key, &value, node, &node);
-    }
-    return NULL;
-}
-
-/* Check [addr, addr+len) and the access against this process's own table;
- * the lock is held by the caller.  Returns NULL (and *why) when refused.
- * The registration the key names is tried first; when it does not cover
- * the range, any other live registration that does is accepted.  The key
- * is only the initiator's hint: osc/rdma on a dynamic window reads a
- * peer's table of attached regions from shared memory without the table's
- * lock, so while the peer attaches (and shifts the table) it can pair a
- * region's range with its neighbour's handle.  The operation is still
- * legitimate when the memory is registered here, and this table alone
- * says what is. */
-static const efa_btl_reg_t *check(mca_btl_efa_module_t *btl, uint64_t key, uint64_t addr,
-                                  uint64_t len, uint32_t access, const char **why) {
-    void *value = NULL;
-    const bool known = OPAL_SUCCESS == opal_hash_table_get_value_uint64(&btl->regs, key, &value);
-    if (known && covers(value, addr, len, access)) {
-        return value;
-    }
-    const efa_btl_reg_t *other = find_covering(btl, addr, len, access);
-    if (NULL != other) {
-        return other;
-    }
-    if (!known) {
-        *why = "no such registration";
-    } else if (!efa_rma_in_range(&((const efa_btl_reg_t *)value)->handle.rma, addr, len)) {
-        *why = "outside the registered range";
-    } else {
-        *why = "the registration does not grant this access";
-    }
-    return NULL;
-}
-
-#define EFA_BTL_ATOMIC_BODY(T, ST)                                                                 \
-    do {                                                                                           \
-        T *p = (T *)(uintptr_t)addr;                                                               \
-        T a = (T)operand, b = (T)operand2, old;                                                    \
-        switch (op) {                                                                              \
-        case MCA_BTL_ATOMIC_ADD:                                                                   \
-            old = __atomic_fetch_add(p, a, __ATOMIC_SEQ_CST);                                      \
-            break;                                                                                 \
-        case MCA_BTL_ATOMIC_AND:                                                                   \
-            old = __atomic_fetch_and(p, a, __ATOMIC_SEQ_CST);                                      \
-            break;                                                                                 \
-        case MCA_BTL_ATOMIC_OR:                                                                    \
-            old = __atomic_fetch_or(p, a, __ATOMIC_SEQ_CST);                                       \
-            break;                                                                                 \
-        case MCA_BTL_ATOMIC_XOR:                                                                   \
-            old = __atomic_fetch_xor(p, a, __ATOMIC_SEQ_CST);                                      \
-            break;                                                                                 \
-        case MCA_BTL_ATOMIC_SWAP:                                                                  \
-            old = __atomic_exchange_n(p, a, __ATOMIC_SEQ_CST);                                     \
-            break;                                                                                 \
-        case EFA_BTL_OP_CSWAP:                                                                     \
-            old = a;                                                                               \
-            (void)__atomic_compare_exchange_n(p, &old, b, false, __ATOMIC_SEQ_CST,                 \
-                                              __ATOMIC_SEQ_CST);                                   \
-            break;                                                                                 \
-        default: {                                                                                 \
-            T cur = __atomic_load_n(p, __ATOMIC_SEQ_CST), next;                                    \
-            do {                                                                                   \
-                switch (op) {                                                                      \
-                case MCA_BTL_ATOMIC_MIN:                                                           \
-                    next = ((ST)a < (ST)cur) ? a : cur;                                            \
-                    break;                                                                         \
-                case MCA_BTL_ATOMIC_MAX:                                                           \
-                    next = ((ST)a > (ST)cur) ? a : cur;                                            \
-                    break;                                                                         \
-                case MCA_BTL_ATOMIC_LAND:                                                          \
-                    next = (T)(cur && a);                                                          \
-                    break;                                                                         \
-                case MCA_BTL_ATOMIC_LOR:                                                           \
-                    next = (T)(cur || a);                                                          \
-                    break;                                                                         \
-                default: /* LXOR */                                                                \
-                    next = (T)(!cur != !a);                                                        \
-                    break;                                                                         \
-                }                                                                                  \
-            } while (!__atomic_compare_exchange_n(p, &cur, next, false, __ATOMIC_SEQ_CST,          \
-                                                  __ATOMIC_SEQ_CST));                              \
-            old = cur;                                                                             \
-        }                                                                                          \
-        }                                                                                          \
-        *result = (uint64_t)old;                                                                   \
-    } while (0)
-
-/* The atomic flags travel as efa_btl_wire_atomic_extent reads them. */
+/* The codes as the core (common/include/efa_btl_wire.h) reads them. */
 _Static_assert(EFA_BTL_WIRE_ATOMIC_32BIT == MCA_BTL_ATOMIC_FLAG_32BIT, "32-bit atomic flag");
 _Static_assert(EFA_BTL_WIRE_ATOMIC_FLOAT == MCA_BTL_ATOMIC_FLAG_FLOAT, "float atomic flag");
+_Static_assert(EFA_BTL_WIRE_OP_ADD == MCA_BTL_ATOMIC_ADD &&
+                   EFA_BTL_WIRE_OP_AND == MCA_BTL_ATOMIC_AND &&
+                   EFA_BTL_WIRE_OP_OR == MCA_BTL_ATOMIC_OR &&
+                   EFA_BTL_WIRE_OP_XOR == MCA_BTL_ATOMIC_XOR,
+               "atomic op codes");
+_Static_assert(EFA_BTL_WIRE_OP_LAND == MCA_BTL_ATOMIC_LAND &&
+                   EFA_BTL_WIRE_OP_LOR == MCA_BTL_ATOMIC_LOR &&
+                   EFA_BTL_WIRE_OP_LXOR == MCA_BTL_ATOMIC_LXOR &&
+                   EFA_BTL_WIRE_OP_SWAP == MCA_BTL_ATOMIC_SWAP,
+               "atomic op codes");
+_Static_assert(EFA_BTL_WIRE_OP_MIN == MCA_BTL_ATOMIC_MIN &&
+                   EFA_BTL_WIRE_OP_MAX == MCA_BTL_ATOMIC_MAX,
+               "atomic op codes");
+_Static_assert(EFA_BTL_WIRE_ACCESS_REMOTE_READ == MCA_BTL_REG_FLAG_REMOTE_READ &&
+                   EFA_BTL_WIRE_ACCESS_REMOTE_WRITE == MCA_BTL_REG_FLAG_REMOTE_WRITE &&
+                   EFA_BTL_WIRE_ACCESS_REMOTE_ATOMIC == MCA_BTL_REG_FLAG_REMOTE_ATOMIC,
+               "remote access flags");
 
-static bool known_op(uint32_t op) {
-    switch (op) {
-    case MCA_BTL_ATOMIC_ADD:
-    case MCA_BTL_ATOMIC_AND:
-    case MCA_BTL_ATOMIC_OR:
-    case MCA_BTL_ATOMIC_XOR:
-    case MCA_BTL_ATOMIC_LAND:
-    case MCA_BTL_ATOMIC_LOR:
-    case MCA_BTL_ATOMIC_LXOR:
-    case MCA_BTL_ATOMIC_SWAP:
-    case MCA_BTL_ATOMIC_MIN:
-    case MCA_BTL_ATOMIC_MAX:
-    case EFA_BTL_OP_CSWAP:
-        return true;
+static int status_of(efa_emul_verdict_t v) {
+    switch (v) {
+    case EFA_EMUL_DONE:
+        return OPAL_SUCCESS;
+    case EFA_EMUL_UNSUPPORTED_OP:
+        return OPAL_ERR_NOT_SUPPORTED;
+    case EFA_EMUL_MISALIGNED:
+        return OPAL_ERR_BAD_PARAM;
     default:
-        return false;
+        return OPAL_ERR_PERM;
     }
 }
 
-/* See btl_efa_emul.h.  Also the initiator's path for its own memory. */
+/* See btl_efa_emul.h.  Also the initiator's path for its own memory.  The
+ * checks and the execution are common's (efa_emul_target.h); this adds
+ * the job's atomic mode and the words to the user. */
 int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
                              const efa_btl_rma_t *rma, const void *in, void *out,
                              uint64_t *result) {
-    const char *why = NULL;
-    uint32_t access;
-    uint64_t len = rma->len, addr = rma->addr;
-    uint32_t op = rma->op;
-    uint64_t operand = rma->operand, operand2 = rma->operand2;
-    switch (type) {
-    case EFA_BTL_MSG_PUT:
-        access = MCA_BTL_REG_FLAG_REMOTE_WRITE;
-        break;
-    case EFA_BTL_MSG_GET:
-        access = MCA_BTL_REG_FLAG_REMOTE_READ;
-        break;
-    default: {
-        access = MCA_BTL_REG_FLAG_REMOTE_ATOMIC;
-        const efa_btl_wire_atomic_t extent = efa_btl_wire_atomic_extent(addr, rma->flags, &len);
-        if (!known_op(op) || EFA_BTL_WIRE_ATOMIC_UNSUPPORTED == extent) {
-            report_refusal(btl, type, src, addr, len, rma->key, "unsupported atomic operation");
-            return OPAL_ERR_NOT_SUPPORTED;
-        }
-        if (EFA_BTL_WIRE_ATOMIC_MISALIGNED == extent) {
-            report_refusal(btl, type, src, addr, len, rma->key, "misaligned atomic");
-            return OPAL_ERR_BAD_PARAM;
-        }
-        if (btl->native_atomics) {
-            /* This job's atomics go through the provider, which need not be
-             * atomic with respect to this CPU's: only a process that did
-             * not agree with the job (another job's) sends these. */
-            report_refusal(btl, type, src, addr, len, rma->key,
-                           "this job executes atomics by the provider (btl_efa_atomic_mode)");
-            return OPAL_ERR_NOT_SUPPORTED;
-        }
+    const bool atomic = EFA_BTL_MSG_PUT != type && EFA_BTL_MSG_GET != type;
+    if (atomic && btl->native_atomics) {
+        /* This job's atomics go through the provider, which need not be
+         * atomic with respect to this CPU's: only a process that did not
+         * agree with the job (another job's) sends these. */
+        report_refusal(btl, type, src, rma->addr, rma->len, rma->key,
+                       "this job executes atomics by the provider (btl_efa_atomic_mode)");
+        return OPAL_ERR_NOT_SUPPORTED;
     }
-    }
-    OPAL_THREAD_LOCK(&btl->lock);
-    if (NULL == check(btl, rma->key, addr, len, access, &why)) {
-        OPAL_THREAD_UNLOCK(&btl->lock);
-        report_refusal(btl, type, src, addr, len, rma->key, why);
-        return OPAL_ERR_PERM;
-    }
-    /* The lock stays held: a concurrent deregistration waits for the copy. */
-    switch (type) {
-    case EFA_BTL_MSG_PUT:
-        if (len) {
-            memcpy((void *)(uintptr_t)addr, in, len);
+    const efa_emul_verdict_t v = efa_emul_execute(btl->regs, (uint8_t)type, rma, in, out, result);
+    if (EFA_EMUL_DONE != v) {
+        uint64_t len = rma->len;
+        if (atomic) {
+            (void)efa_btl_wire_atomic_extent(rma->addr, rma->flags, &len);
         }
-        break;
-    case EFA_BTL_MSG_GET:
-        if (len) {
-            memcpy(out, (const void *)(uintptr_t)addr, len);
-        }
-        break;
-    default:
-        if (4 == len) {
-            EFA_BTL_ATOMIC_BODY(uint32_t, int32_t);
-        } else {
-            EFA_BTL_ATOMIC_BODY(uint64_t, int64_t);
-        }
+        report_refusal(btl, type, src, rma->addr, len, rma->key, efa_emul_verdict_text(v));
     }
-    OPAL_THREAD_UNLOCK(&btl->lock);
-    return OPAL_SUCCESS;
+    return status_of(v);
 }
 
 /* A peer's request (from btl_efa_recv.c): executed unless refused, and

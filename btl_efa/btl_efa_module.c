@@ -121,7 +121,9 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     if (btl->super.btl_rndv_eager_limit > btl->super.btl_eager_limit) {
         btl->super.btl_rndv_eager_limit = btl->super.btl_eager_limit;
     }
-    mca_btl_efa_reg_setup(btl);
+    if (OPAL_SUCCESS != mca_btl_efa_reg_setup(btl)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
     mca_btl_efa_emul_setup(btl);
     mca_btl_efa_native_setup(btl);
     btl->inject_max = efa_core_get_info(core)->inject_size;

@@ -2,8 +2,8 @@
  * btl_efa's memory registrations: the self-contained handles handed out
  * for one-sided operations (common/efa_rma.h), the provider's memory
  * registration where the native path needs one, and the process's table of
- * its registrations, which the emulated target checks every request
- * against (btl_efa_emul_target.c).
+ * its registrations (common's efa_emul_table), which the emulated target
+ * checks every request against.
  */
 #include "btl_efa.h"
 
@@ -68,19 +68,23 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
     reg->handle.rma.owner_pid = btl->my_pid; /* 0 unless single copy is on */
     OPAL_THREAD_LOCK(&btl->lock);
     reg->handle.rma.key = ++btl->next_key;
-    efa_rma_handle_seal(&reg->handle.rma);
-    opal_hash_table_set_value_uint64(&btl->regs, reg->handle.rma.key, reg);
     OPAL_THREAD_UNLOCK(&btl->lock);
+    efa_rma_handle_seal(&reg->handle.rma);
+    if (0 != efa_emul_table_add(btl->regs, &reg->handle.rma, reg)) {
+        if (reg->mr) {
+            efa_core_mr_release(btl->core, reg->mr);
+        }
+        free(reg);
+        return NULL;
+    }
     return &reg->handle;
 }
 
 int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
                                struct mca_btl_base_registration_handle_t *handle) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
-    efa_btl_reg_t *reg = (efa_btl_reg_t *)handle; /* the handle is the first member */
-    OPAL_THREAD_LOCK(&btl->lock);
-    opal_hash_table_remove_value_uint64(&btl->regs, handle->rma.key);
-    OPAL_THREAD_UNLOCK(&btl->lock);
+    efa_btl_reg_t *reg = (efa_btl_reg_t *)handle;      /* the handle is the first member */
+    efa_emul_table_remove(btl->regs, handle->rma.key); /* waits for a request on it */
     if (reg->mr) {
         efa_core_mr_release(btl->core, reg->mr);
     }
@@ -88,26 +92,25 @@ int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
     return OPAL_SUCCESS;
 }
 
-void mca_btl_efa_reg_setup(mca_btl_efa_module_t *btl) {
-    OBJ_CONSTRUCT(&btl->regs, opal_hash_table_t);
-    opal_hash_table_init(&btl->regs, 256);
+int mca_btl_efa_reg_setup(mca_btl_efa_module_t *btl) {
+    btl->regs = efa_emul_table_create();
     /* Keys start at a random point so a stale key from an earlier run of a
      * component reload is unlikely to name a live registration. */
     btl->next_key = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)btl;
+    return NULL == btl->regs ? OPAL_ERR_OUT_OF_RESOURCE : OPAL_SUCCESS;
+}
+
+/* A registration the layers above left behind at finalize. */
+static void release_leftover(void *arg, void *owner) {
+    mca_btl_efa_module_t *btl = arg;
+    efa_btl_reg_t *reg = owner;
+    if (reg->mr) {
+        efa_core_mr_release(btl->core, reg->mr);
+    }
+    free(reg);
 }
 
 void mca_btl_efa_reg_fini(mca_btl_efa_module_t *btl) {
-    uint64_t key;
-    void *value, *node;
-    if (OPAL_SUCCESS == opal_hash_table_get_first_key_uint64(&btl->regs, &key, &value, &node)) {
-        do {
-            efa_btl_reg_t *reg = value;
-            if (reg->mr) {
-                efa_core_mr_release(btl->core, reg->mr);
-            }
-            free(reg);
-        } while (OPAL_SUCCESS ==
-                 opal_hash_table_get_next_key_uint64(&btl->regs, &key, &value, node, &node));
-    }
-    OBJ_DESTRUCT(&btl->regs);
+    efa_emul_table_destroy(btl->regs, release_leftover, btl);
+    btl->regs = NULL;
 }

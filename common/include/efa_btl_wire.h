@@ -62,6 +62,26 @@ typedef struct efa_btl_rma {
 
 #define EFA_BTL_OP_CSWAP 0x100
 
+/* Open MPI's atomic operations (mca_btl_base_atomic_op_t) as they travel
+ * in efa_btl_rma_t.op, and its remote access flags (MCA_BTL_REG_FLAG_*) as
+ * efa_rma_handle_t.access holds them: the core executes requests without
+ * Open MPI's headers (btl_efa_emul_target.c checks that they are the
+ * same). */
+#define EFA_BTL_WIRE_OP_ADD 0x01u
+#define EFA_BTL_WIRE_OP_AND 0x11u
+#define EFA_BTL_WIRE_OP_OR 0x12u
+#define EFA_BTL_WIRE_OP_XOR 0x14u
+#define EFA_BTL_WIRE_OP_LAND 0x15u
+#define EFA_BTL_WIRE_OP_LOR 0x16u
+#define EFA_BTL_WIRE_OP_LXOR 0x17u
+#define EFA_BTL_WIRE_OP_SWAP 0x1au
+#define EFA_BTL_WIRE_OP_MIN 0x20u
+#define EFA_BTL_WIRE_OP_MAX 0x21u
+#define EFA_BTL_WIRE_OP_CSWAP EFA_BTL_OP_CSWAP
+#define EFA_BTL_WIRE_ACCESS_REMOTE_READ 0x2u
+#define EFA_BTL_WIRE_ACCESS_REMOTE_WRITE 0x4u
+#define EFA_BTL_WIRE_ACCESS_REMOTE_ATOMIC 0x8u
+
 /* Open MPI's MCA_BTL_ATOMIC_FLAG_32BIT and _FLOAT, as they travel in
  * efa_btl_rma_t.flags (btl_efa_emul_target.c checks that they are the
  * same). */

@@ -234,3 +234,32 @@ for name, body in shm.items():
     with open(os.path.join(d, name), "wb") as f:
         f.write(body)
 print(f"{len(shm)} seeds in {d}")
+
+
+# fuzz_emul_target (layout in fuzz_emul_target.cpp): requests against a
+# block of 96 bytes, [0, 32) read-only (key 1), [32, 96) everything (key 2).
+def emul(kind, where, length, key, op=0, flags=0, a=0, b=0, payload=b"", raw=False):
+    return (bytes([kind, int(raw)]) + struct.pack("<QQBIIQQ", where, length, key, op, flags, a, b) +
+            payload)
+
+
+PUT, GET, ATOMIC = 0, 1, 2
+OP_ADD, OP_MIN, OP_CSWAP = 0x01, 0x20, 0x100
+emul_seeds = {
+    "put-inside": emul(PUT, 40, 8, 2, payload=b"12345678"),
+    "put-read-only": emul(PUT, 0, 8, 1, payload=b"12345678"),
+    "put-straddles": emul(PUT, 28, 8, 2, payload=b"12345678"),
+    "get-read-only": emul(GET, 4, 16, 1),
+    "get-past-end": emul(GET, 90, 16, 2),
+    "add-64": emul(ATOMIC, 40, 0, 2, OP_ADD, 0, 5),
+    "min-32": emul(ATOMIC, 44, 0, 2, OP_MIN, 1, 2**32 - 3),
+    "cswap-other-key": emul(ATOMIC, 48, 0, 9, OP_CSWAP, 0, 0, 7),
+    "misaligned": emul(ATOMIC, 41, 0, 2, OP_ADD, 0, 1),
+    "wrap": emul(PUT, 2**64 - 4, 8, 2, payload=b"12345678", raw=True),
+}
+d = os.path.join(top, "fuzz_emul_target")
+os.makedirs(d, exist_ok=True)
+for name, body in emul_seeds.items():
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(body)
+print(f"{len(emul_seeds)} seeds in {d}")

@@ -1,0 +1,185 @@
+// The emulated one-sided target (emul_target.hpp).  Requests come from
+// other processes: every field is checked before memory is touched.
+#include "emul_target.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+namespace efa {
+
+namespace {
+
+bool covers(const efa_rma_handle_t &h, uint64_t addr, uint64_t len, uint32_t access) {
+    return efa_rma_in_range(&h, addr, len) && (h.access & access) == access;
+}
+
+bool known_op(uint32_t op) {
+    switch (op) {
+    case EFA_BTL_WIRE_OP_ADD:
+    case EFA_BTL_WIRE_OP_AND:
+    case EFA_BTL_WIRE_OP_OR:
+    case EFA_BTL_WIRE_OP_XOR:
+    case EFA_BTL_WIRE_OP_LAND:
+    case EFA_BTL_WIRE_OP_LOR:
+    case EFA_BTL_WIRE_OP_LXOR:
+    case EFA_BTL_WIRE_OP_SWAP:
+    case EFA_BTL_WIRE_OP_MIN:
+    case EFA_BTL_WIRE_OP_MAX:
+    case EFA_BTL_WIRE_OP_CSWAP:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// The value an operation leaves when the word holds cur (the operations
+// without a CPU instruction of their own: min, max and the logical ones);
+// min and max compare as signed, as MPI's integers are.
+template <typename T> T combine(uint32_t op, T cur, T a) {
+    using S = std::make_signed_t<T>;
+    switch (op) {
+    case EFA_BTL_WIRE_OP_MIN:
+        return static_cast<S>(a) < static_cast<S>(cur) ? a : cur;
+    case EFA_BTL_WIRE_OP_MAX:
+        return static_cast<S>(a) > static_cast<S>(cur) ? a : cur;
+    case EFA_BTL_WIRE_OP_LAND:
+        return static_cast<T>(cur && a);
+    case EFA_BTL_WIRE_OP_LOR:
+        return static_cast<T>(cur || a);
+    default: // LXOR
+        return static_cast<T>(!cur != !a);
+    }
+}
+
+// Applies a known op to *p; returns the old value.
+template <typename T> uint64_t apply(T *p, uint32_t op, T a, T b) {
+    switch (op) {
+    case EFA_BTL_WIRE_OP_ADD:
+        return __atomic_fetch_add(p, a, __ATOMIC_SEQ_CST);
+    case EFA_BTL_WIRE_OP_AND:
+        return __atomic_fetch_and(p, a, __ATOMIC_SEQ_CST);
+    case EFA_BTL_WIRE_OP_OR:
+        return __atomic_fetch_or(p, a, __ATOMIC_SEQ_CST);
+    case EFA_BTL_WIRE_OP_XOR:
+        return __atomic_fetch_xor(p, a, __ATOMIC_SEQ_CST);
+    case EFA_BTL_WIRE_OP_SWAP:
+        return __atomic_exchange_n(p, a, __ATOMIC_SEQ_CST);
+    case EFA_BTL_WIRE_OP_CSWAP: {
+        T old = a;
+        __atomic_compare_exchange_n(p, &old, b, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        return old;
+    }
+    default: {
+        T cur = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+        while (!__atomic_compare_exchange_n(p, &cur, combine(op, cur, a), false, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST)) {
+        }
+        return cur;
+    }
+    }
+}
+
+} // namespace
+
+const char *EmulTarget::text(efa_emul_verdict_t v) {
+    switch (v) {
+    case EFA_EMUL_DONE:
+        return "done";
+    case EFA_EMUL_NO_SUCH_REG:
+        return "no such registration";
+    case EFA_EMUL_OUTSIDE:
+        return "outside the registered range";
+    case EFA_EMUL_NO_ACCESS:
+        return "the registration does not grant this access";
+    case EFA_EMUL_UNSUPPORTED_OP:
+        return "unsupported atomic operation";
+    case EFA_EMUL_MISALIGNED:
+        return "misaligned atomic";
+    }
+    return "unknown verdict";
+}
+
+void EmulTarget::add(const efa_rma_handle_t &h, void *owner) {
+    std::lock_guard<std::mutex> g(mu_);
+    regs_[h.key] = Entry{h, owner};
+}
+
+void EmulTarget::remove(uint64_t key) {
+    std::lock_guard<std::mutex> g(mu_);
+    regs_.erase(key);
+}
+
+size_t EmulTarget::size() {
+    std::lock_guard<std::mutex> g(mu_);
+    return regs_.size();
+}
+
+efa_emul_verdict_t EmulTarget::check(uint64_t key, uint64_t addr, uint64_t len,
+                                     uint32_t access) const {
+    auto it = regs_.find(key);
+    if (it != regs_.end() && covers(it->second.h, addr, len, access)) {
+        return EFA_EMUL_DONE;
+    }
+    for (const auto &kv : regs_) {
+        if (covers(kv.second.h, addr, len, access)) {
+            return EFA_EMUL_DONE;
+        }
+    }
+    if (it == regs_.end()) {
+        return EFA_EMUL_NO_SUCH_REG;
+    }
+    return efa_rma_in_range(&it->second.h, addr, len) ? EFA_EMUL_NO_ACCESS : EFA_EMUL_OUTSIDE;
+}
+
+efa_emul_verdict_t EmulTarget::execute(uint8_t type, const efa_btl_rma_t &rma, const void *in,
+                                       void *out, uint64_t *result) {
+    uint64_t len = rma.len;
+    uint32_t access;
+    switch (type) {
+    case EFA_BTL_MSG_PUT:
+        access = EFA_BTL_WIRE_ACCESS_REMOTE_WRITE;
+        break;
+    case EFA_BTL_MSG_GET:
+        access = EFA_BTL_WIRE_ACCESS_REMOTE_READ;
+        break;
+    default: {
+        access = EFA_BTL_WIRE_ACCESS_REMOTE_ATOMIC;
+        const efa_btl_wire_atomic_t extent = efa_btl_wire_atomic_extent(rma.addr, rma.flags, &len);
+        if (!known_op(rma.op) || EFA_BTL_WIRE_ATOMIC_UNSUPPORTED == extent) {
+            return EFA_EMUL_UNSUPPORTED_OP;
+        }
+        if (EFA_BTL_WIRE_ATOMIC_MISALIGNED == extent) {
+            return EFA_EMUL_MISALIGNED;
+        }
+    }
+    }
+    std::lock_guard<std::mutex> g(mu_); // a deregistration waits for the copy
+    const efa_emul_verdict_t v = check(rma.key, rma.addr, len, access);
+    if (EFA_EMUL_DONE != v) {
+        return v;
+    }
+    void *target = reinterpret_cast<void *>(static_cast<uintptr_t>(rma.addr));
+    switch (type) {
+    case EFA_BTL_MSG_PUT:
+        if (len) {
+            std::memcpy(target, in, len);
+        }
+        break;
+    case EFA_BTL_MSG_GET:
+        if (len) {
+            std::memcpy(out, target, len);
+        }
+        break;
+    default:
+        if (4 == len) {
+            *result =
+                apply(static_cast<uint32_t *>(target), rma.op, static_cast<uint32_t>(rma.operand),
+                      static_cast<uint32_t>(rma.operand2));
+        } else {
+            *result = apply(static_cast<uint64_t *>(target), rma.op, rma.operand, rma.operand2);
+        }
+    }
+    return EFA_EMUL_DONE;
+}
+
+} // namespace efa

@@ -1,0 +1,52 @@
+// The target half of the emulated one-sided protocol: the table of this
+// process's registrations that peers may name, and the execution of their
+// requests against it (the C seam: include/efa_emul_target.h).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include "efa_emul_target.h"
+
+namespace efa {
+
+class EmulTarget {
+  public:
+    static const char *text(efa_emul_verdict_t v);
+
+    void add(const efa_rma_handle_t &h, void *owner);
+    void remove(uint64_t key);
+    size_t size();
+
+    // Hands every owner still registered to fn and empties the table.
+    template <typename Fn> void drain(Fn fn) {
+        std::lock_guard<std::mutex> g(mu_);
+        for (auto &kv : regs_) {
+            fn(kv.second.owner);
+        }
+        regs_.clear();
+    }
+
+    efa_emul_verdict_t execute(uint8_t type, const efa_btl_rma_t &rma, const void *in, void *out,
+                               uint64_t *result);
+
+  private:
+    struct Entry {
+        efa_rma_handle_t h;
+        void *owner;
+    };
+    // The registration that lets [addr, addr+len) be accessed so, or the
+    // verdict why none does; mu_ is held.
+    efa_emul_verdict_t check(uint64_t key, uint64_t addr, uint64_t len, uint32_t access) const;
+
+    // Held while a request executes, so a deregistration waits for it.
+    std::mutex mu_;
+    std::unordered_map<uint64_t, Entry> regs_;
+};
+
+} // namespace efa
+
+struct efa_emul_table {
+    efa::EmulTarget target;
+};

@@ -1,0 +1,263 @@
+// The emulated one-sided target (common/core/emul_target.cpp) without Open
+// MPI: what a peer's put, get or atomic request may touch (the registration
+// table decides, not the request), what each atomic operation leaves, and
+// that a refused request writes nothing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "efa_emul_target.h"
+
+namespace {
+
+constexpr uint32_t kAll = EFA_BTL_WIRE_ACCESS_REMOTE_READ | EFA_BTL_WIRE_ACCESS_REMOTE_WRITE |
+                          EFA_BTL_WIRE_ACCESS_REMOTE_ATOMIC;
+
+efa_rma_handle_t handle(const void *p, size_t len, uint64_t key, uint32_t access) {
+    efa_rma_handle_t h{};
+    h.base = reinterpret_cast<uintptr_t>(p);
+    h.len = len;
+    h.key = key;
+    h.access = access;
+    return h;
+}
+
+efa_btl_rma_t request(const void *p, uint64_t len, uint64_t key) {
+    efa_btl_rma_t r{};
+    r.addr = reinterpret_cast<uintptr_t>(p);
+    r.len = len;
+    r.key = key;
+    return r;
+}
+
+efa_btl_rma_t atomic(const void *p, uint64_t key, uint32_t op, uint64_t a, uint64_t b = 0,
+                     uint32_t flags = 0) {
+    efa_btl_rma_t r = request(p, 0, key);
+    r.op = op;
+    r.operand = a;
+    r.operand2 = b;
+    r.flags = flags;
+    return r;
+}
+
+struct Table {
+    efa_emul_table_t *t = efa_emul_table_create();
+    ~Table() { efa_emul_table_destroy(t, nullptr, nullptr); }
+};
+
+TEST(EmulTarget, PutAndGetInsideTheRegistration) {
+    Table tb;
+    std::vector<uint8_t> mem(256, 0);
+    efa_rma_handle_t h = handle(mem.data(), mem.size(), 7, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &h, nullptr));
+    const char in[] = "written by a peer";
+    efa_btl_rma_t put = request(mem.data() + 100, sizeof(in), 7);
+    EXPECT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, in, nullptr, nullptr));
+    EXPECT_EQ(0, std::memcmp(mem.data() + 100, in, sizeof(in)));
+    char out[sizeof(in)] = {};
+    efa_btl_rma_t get = request(mem.data() + 100, sizeof(in), 7);
+    EXPECT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_GET, &get, nullptr, out, nullptr));
+    EXPECT_STREQ(in, out);
+    // the last byte of the range, and an empty put at its end
+    efa_btl_rma_t last = request(mem.data() + 255, 1, 7);
+    EXPECT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &last, "x", nullptr, nullptr));
+    EXPECT_EQ('x', mem[255]);
+    efa_btl_rma_t empty = request(mem.data() + 256, 0, 7);
+    EXPECT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &empty, "", nullptr, nullptr));
+}
+
+TEST(EmulTarget, RefusalsWriteNothing) {
+    Table tb;
+    std::vector<uint8_t> mem(64, 0), guard(64, 0);
+    efa_rma_handle_t ro = handle(mem.data(), 32, 1, EFA_BTL_WIRE_ACCESS_REMOTE_READ);
+    efa_rma_handle_t rw = handle(mem.data() + 32, 32, 2, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &ro, nullptr));
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &rw, nullptr));
+    const std::vector<uint8_t> in(64, 0xab);
+    // read-only memory: no put, no atomic
+    efa_btl_rma_t put = request(mem.data(), 8, 1);
+    EXPECT_EQ(EFA_EMUL_NO_ACCESS,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, in.data(), nullptr, nullptr));
+    efa_btl_rma_t add = atomic(mem.data(), 1, EFA_BTL_WIRE_OP_ADD, 5);
+    uint64_t old = 0;
+    EXPECT_EQ(EFA_EMUL_NO_ACCESS,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &add, nullptr, nullptr, &old));
+    // one byte over the end of the second registration
+    efa_btl_rma_t over = request(mem.data() + 40, 25, 2);
+    EXPECT_EQ(EFA_EMUL_OUTSIDE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &over, in.data(), nullptr, nullptr));
+    // a key nobody registered, on memory nobody registered
+    efa_btl_rma_t stranger = request(guard.data(), 8, 99);
+    EXPECT_EQ(EFA_EMUL_NO_SUCH_REG,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &stranger, in.data(), nullptr, nullptr));
+    // an address that wraps around 2^64
+    efa_btl_rma_t wrap = request(mem.data() + 40, UINT64_MAX - 8, 2);
+    EXPECT_EQ(EFA_EMUL_OUTSIDE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &wrap, in.data(), nullptr, nullptr));
+    EXPECT_EQ(std::vector<uint8_t>(64, 0), mem);
+    EXPECT_EQ(std::vector<uint8_t>(64, 0), guard);
+}
+
+TEST(EmulTarget, TheKeyIsAHintAnotherCoveringRegistrationServes) {
+    // osc/rdma can pair a region's range with its neighbour's key
+    Table tb;
+    std::vector<uint8_t> a(16, 0), b(16, 0);
+    efa_rma_handle_t ha = handle(a.data(), a.size(), 1, kAll);
+    efa_rma_handle_t hb = handle(b.data(), b.size(), 2, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &ha, nullptr));
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &hb, nullptr));
+    efa_btl_rma_t put = request(b.data(), 4, 1);
+    EXPECT_EQ(EFA_EMUL_DONE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, "abcd", nullptr, nullptr));
+    EXPECT_EQ(0, std::memcmp(b.data(), "abcd", 4));
+}
+
+TEST(EmulTarget, RemovedRegistrationIsRefused) {
+    Table tb;
+    std::vector<uint8_t> mem(16, 0);
+    efa_rma_handle_t h = handle(mem.data(), mem.size(), 5, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &h, nullptr));
+    EXPECT_EQ(1u, efa_emul_table_size(tb.t));
+    efa_emul_table_remove(tb.t, 5);
+    EXPECT_EQ(0u, efa_emul_table_size(tb.t));
+    efa_btl_rma_t put = request(mem.data(), 4, 5);
+    EXPECT_EQ(EFA_EMUL_NO_SUCH_REG,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, "abcd", nullptr, nullptr));
+    EXPECT_EQ(0, mem[0]);
+}
+
+struct AtomicCase {
+    uint32_t op;
+    int64_t start, a, b, after;
+};
+
+TEST(EmulTarget, EveryAtomicOn64And32Bits) {
+    const AtomicCase cases[] = {
+        {EFA_BTL_WIRE_OP_ADD, 40, 2, 0, 42},
+        {EFA_BTL_WIRE_OP_AND, 0xf0f, 0x0ff, 0, 0x00f},
+        {EFA_BTL_WIRE_OP_OR, 0xf00, 0x00f, 0, 0xf0f},
+        {EFA_BTL_WIRE_OP_XOR, 0xff, 0x0f, 0, 0xf0},
+        {EFA_BTL_WIRE_OP_LAND, 3, 0, 0, 0},
+        {EFA_BTL_WIRE_OP_LAND, 3, 7, 0, 1},
+        {EFA_BTL_WIRE_OP_LOR, 0, 0, 0, 0},
+        {EFA_BTL_WIRE_OP_LOR, 0, 9, 0, 1},
+        {EFA_BTL_WIRE_OP_LXOR, 5, 9, 0, 0},
+        {EFA_BTL_WIRE_OP_LXOR, 0, 9, 0, 1},
+        {EFA_BTL_WIRE_OP_SWAP, 1, 77, 0, 77},
+        {EFA_BTL_WIRE_OP_MIN, -3, 4, 0, -3},
+        {EFA_BTL_WIRE_OP_MIN, 4, -3, 0, -3},
+        {EFA_BTL_WIRE_OP_MAX, -3, 4, 0, 4},
+        {EFA_BTL_WIRE_OP_MAX, 4, -3, 0, 4},
+        {EFA_BTL_WIRE_OP_CSWAP, 10, 10, 20, 20},
+        {EFA_BTL_WIRE_OP_CSWAP, 10, 11, 20, 10},
+    };
+    Table tb;
+    alignas(8) int64_t w64 = 0;
+    alignas(4) int32_t w32 = 0;
+    efa_rma_handle_t h64 = handle(&w64, sizeof(w64), 1, kAll);
+    efa_rma_handle_t h32 = handle(&w32, sizeof(w32), 2, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &h64, nullptr));
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &h32, nullptr));
+    for (const AtomicCase &c : cases) {
+        w64 = c.start;
+        uint64_t old = 0;
+        efa_btl_rma_t r =
+            atomic(&w64, 1, c.op, static_cast<uint64_t>(c.a), static_cast<uint64_t>(c.b));
+        ASSERT_EQ(EFA_EMUL_DONE,
+                  efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &r, nullptr, nullptr, &old));
+        EXPECT_EQ(c.after, w64) << "op 0x" << std::hex << c.op;
+        EXPECT_EQ(static_cast<uint64_t>(c.start), old) << "op 0x" << std::hex << c.op;
+
+        w32 = static_cast<int32_t>(c.start);
+        r = atomic(&w32, 2, c.op, static_cast<uint32_t>(c.a), static_cast<uint32_t>(c.b),
+                   EFA_BTL_WIRE_ATOMIC_32BIT);
+        ASSERT_EQ(EFA_EMUL_DONE,
+                  efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &r, nullptr, nullptr, &old));
+        EXPECT_EQ(static_cast<int32_t>(c.after), w32) << "32-bit op 0x" << std::hex << c.op;
+        EXPECT_EQ(static_cast<uint32_t>(c.start), old) << "32-bit op 0x" << std::hex << c.op;
+    }
+}
+
+TEST(EmulTarget, AtomicsRefusedBeforeTheTable) {
+    Table tb;
+    alignas(8) uint64_t words[2] = {0, 0};
+    efa_rma_handle_t h = handle(words, sizeof(words), 1, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &h, nullptr));
+    uint64_t old = 0;
+    efa_btl_rma_t bad_op = atomic(words, 1, 0x99, 1);
+    EXPECT_EQ(EFA_EMUL_UNSUPPORTED_OP,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &bad_op, nullptr, nullptr, &old));
+    efa_btl_rma_t fp = atomic(words, 1, EFA_BTL_WIRE_OP_ADD, 1, 0, EFA_BTL_WIRE_ATOMIC_FLOAT);
+    EXPECT_EQ(EFA_EMUL_UNSUPPORTED_OP,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &fp, nullptr, nullptr, &old));
+    efa_btl_rma_t skew = atomic(reinterpret_cast<uint8_t *>(words) + 4, 1, EFA_BTL_WIRE_OP_ADD, 1);
+    EXPECT_EQ(EFA_EMUL_MISALIGNED,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &skew, nullptr, nullptr, &old));
+    // a 32-bit atomic at that address is aligned; one over the end is not inside
+    efa_btl_rma_t last32 = atomic(reinterpret_cast<uint8_t *>(words) + 12, 1, EFA_BTL_WIRE_OP_ADD,
+                                  1, 0, EFA_BTL_WIRE_ATOMIC_32BIT);
+    EXPECT_EQ(EFA_EMUL_DONE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &last32, nullptr, nullptr, &old));
+    efa_btl_rma_t past = atomic(words + 2, 1, EFA_BTL_WIRE_OP_ADD, 1);
+    EXPECT_EQ(EFA_EMUL_OUTSIDE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &past, nullptr, nullptr, &old));
+    EXPECT_EQ(0u, words[0]);
+    EXPECT_EQ(uint64_t{1} << 32, words[1]); // only last32's add, in the upper half
+}
+
+TEST(EmulTarget, ConcurrentAddsLoseNothing) {
+    Table tb;
+    alignas(8) uint64_t counter = 0;
+    efa_rma_handle_t h = handle(&counter, sizeof(counter), 1, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &h, nullptr));
+    constexpr int kThreads = 4, kEach = 5000;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+        threads.emplace_back([&] {
+            for (int k = 0; k < kEach; ++k) {
+                uint64_t old;
+                efa_btl_rma_t r = atomic(&counter, 1, EFA_BTL_WIRE_OP_ADD, 1);
+                efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &r, nullptr, nullptr, &old);
+            }
+        });
+    }
+    // the process's own CPU atomics mix with the peers'
+    for (int k = 0; k < kEach; ++k) {
+        __atomic_fetch_add(&counter, 1, __ATOMIC_SEQ_CST);
+    }
+    for (auto &t : threads) {
+        t.join();
+    }
+    EXPECT_EQ(uint64_t{(kThreads + 1) * kEach}, counter);
+}
+
+TEST(EmulTarget, DestroyHandsBackWhatIsLeft) {
+    efa_emul_table_t *t = efa_emul_table_create();
+    ASSERT_NE(nullptr, t);
+    int owners[3] = {};
+    std::vector<uint8_t> mem(8);
+    for (int i = 0; i < 3; ++i) {
+        efa_rma_handle_t h = handle(mem.data(), mem.size(), 10 + i, kAll);
+        ASSERT_EQ(0, efa_emul_table_add(t, &h, &owners[i]));
+    }
+    efa_emul_table_remove(t, 11);
+    std::vector<void *> left;
+    efa_emul_table_destroy(
+        t,
+        [](void *arg, void *owner) { static_cast<std::vector<void *> *>(arg)->push_back(owner); },
+        &left);
+    ASSERT_EQ(2u, left.size());
+    EXPECT_TRUE((left[0] == &owners[0] && left[1] == &owners[2]) ||
+                (left[0] == &owners[2] && left[1] == &owners[0]));
+}
+
+TEST(EmulTarget, VerdictsHaveWords) {
+    for (efa_emul_verdict_t v : {EFA_EMUL_NO_SUCH_REG, EFA_EMUL_OUTSIDE, EFA_EMUL_NO_ACCESS,
+                                 EFA_EMUL_UNSUPPORTED_OP, EFA_EMUL_MISALIGNED}) {
+        EXPECT_STRNE("unknown verdict", efa_emul_verdict_text(v));
+    }
+}
+
+} // namespace
