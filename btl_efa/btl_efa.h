@@ -43,6 +43,7 @@
 #include "efa_btl_wire.h"
 #include "efa_core_msg.h"
 #include "efa_emul_target.h"
+#include "efa_pool.h"
 #include "efa_rma.h"
 #include "efa_shm_ring.h"
 
@@ -211,7 +212,7 @@ typedef struct mca_btl_efa_module {
      * path calls it through here because the initiator sends through the
      * send path: neither file calls back into the other. */
     void (*chunk_send_failed)(struct mca_btl_efa_module *btl, uint64_t req_id, int status);
-    efa_btl_frag_t *free_frags;
+    efa_pool_t *frags; /* efa_btl_frag_t, each with a buffer of frag_size */
     /* What a fragment's provider completion calls (the send path's, given
      * to the pool at init: the pool calls nothing of the layers above). */
     void (*frag_complete)(efa_op_t *op, const efa_cqe_t *cqe);
@@ -223,8 +224,6 @@ typedef struct mca_btl_efa_module {
     int32_t window;               /* credits per peer */
     int32_t credit_threshold;     /* owed credits that warrant a credit message */
     int rma_window;               /* chunks of one put/get in flight */
-    void **slabs;
-    int num_slabs;
     size_t frag_size;             /* bytes of one fragment buffer */
     size_t rma_chunk;             /* payload bytes per put/get chunk */
     volatile int32_t outstanding; /* one-sided operations in flight, all endpoints */
@@ -253,9 +252,7 @@ typedef struct mca_btl_efa_module {
     bool atomics_insisted;   /* btl_efa_atomic_mode native */
     bool pipeline_raised;    /* btl_min_rdma_pipeline_size raised for native reads */
     size_t pipeline_default; /* its value before */
-    efa_btl_rop_t *free_rops;
-    void **rop_slabs;
-    int num_rop_slabs;
+    efa_pool_t *rops;        /* efa_btl_rop_t, each with its scratch words */
     /* On-node channel (btl_efa_ring.c): channel EFA_NODE_CHANNEL_BTL of the
      * process's shared node; NULL when it is off. */
     efa_node_t *node;
@@ -335,6 +332,11 @@ efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl);
 /* The same with the module lock held. */
 efa_btl_frag_t *mca_btl_efa_frag_get_locked(mca_btl_efa_module_t *btl);
 void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
+/* Back to the pool as it is (no registration of its own): the module lock
+ * is held. */
+static inline void mca_btl_efa_frag_return_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    efa_pool_put(btl->frags, frag);
+}
 /* Finalize, before the core is released: idle slabs freed, busy ones kept
  * (their completions pointed at the core); after: the kept ones freed
  * where the endpoints are closed. */

@@ -95,8 +95,7 @@ void mca_btl_efa_batch_posted_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endp
 void mca_btl_efa_batch_discard_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *batch) {
     batch->inner = batch->inner_last = NULL;
     batch->inner_count = 0;
-    batch->next = btl->free_frags;
-    btl->free_frags = batch;
+    mca_btl_efa_frag_return_locked(btl, batch);
 }
 
 void mca_btl_efa_batch_report(const mca_btl_efa_module_t *btl) {

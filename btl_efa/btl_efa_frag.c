@@ -11,65 +11,22 @@
 
 #define FRAGS_PER_SLAB 16
 
-typedef struct efa_btl_slab {
-    efa_btl_frag_t *frags;
-    uint8_t *bufs;
-    efa_mr_t *mr;
-} efa_btl_slab_t;
-
-static int grow(mca_btl_efa_module_t *btl) {
-    efa_btl_slab_t *slab = calloc(1, sizeof(*slab));
-    void **slabs = realloc(btl->slabs, sizeof(void *) * (size_t)(btl->num_slabs + 1));
-    if (NULL == slab || NULL == slabs) {
-        free(slab);
-        if (slabs) {
-            btl->slabs = slabs;
-        }
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    btl->slabs = slabs;
-    slab->frags = calloc(FRAGS_PER_SLAB, sizeof(efa_btl_frag_t));
-    if (NULL == slab->frags ||
-        0 != posix_memalign((void **)&slab->bufs, 4096, FRAGS_PER_SLAB * btl->frag_size)) {
-        free(slab->frags);
-        free(slab);
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    if (efa_core_get_info(btl->core)->mr_local) {
-        int err = 0;
-        slab->mr = efa_core_mr_acquire(btl->core, slab->bufs, FRAGS_PER_SLAB * btl->frag_size,
-                                       FI_SEND | FI_RECV | FI_READ | FI_WRITE, &err);
-        if (NULL == slab->mr) {
-            free(slab->bufs);
-            free(slab->frags);
-            free(slab);
-            return mca_common_efa_fi_to_opal(err);
-        }
-    }
-    for (int i = 0; i < FRAGS_PER_SLAB; ++i) {
-        efa_btl_frag_t *frag = &slab->frags[i];
-        OBJ_CONSTRUCT(&frag->base, mca_btl_base_descriptor_t);
-        frag->op.complete = btl->frag_complete;
-        frag->buf = slab->bufs + (size_t)i * btl->frag_size;
-        frag->desc = slab->mr ? efa_mr_desc(slab->mr) : NULL;
-        frag->next = btl->free_frags;
-        btl->free_frags = frag;
-    }
-    btl->slabs[btl->num_slabs++] = slab;
-    return OPAL_SUCCESS;
+/* Once per fragment, as the pool makes its slab. */
+static void frag_init(void *arg, void *elem, void *buf, void *desc) {
+    mca_btl_efa_module_t *btl = arg;
+    efa_btl_frag_t *frag = elem;
+    OBJ_CONSTRUCT(&frag->base, mca_btl_base_descriptor_t);
+    frag->op.complete = btl->frag_complete;
+    frag->buf = buf;
+    frag->desc = desc;
 }
 
 /* The module lock is held. */
 efa_btl_frag_t *mca_btl_efa_frag_get_locked(mca_btl_efa_module_t *btl) {
-    if (NULL == btl->free_frags) {
-        (void)grow(btl);
-    }
-    efa_btl_frag_t *frag = btl->free_frags;
+    efa_btl_frag_t *frag = efa_pool_get(btl->frags);
     if (NULL == frag) {
         return NULL;
     }
-    btl->free_frags = frag->next;
-    frag->next = NULL;
     frag->endpoint = NULL;
     frag->user = false;
     frag->posted = false;
@@ -108,66 +65,60 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
         frag->data_mr = NULL;
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    frag->next = btl->free_frags;
-    btl->free_frags = frag;
+    mca_btl_efa_frag_return_locked(btl, frag);
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
 int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,
                                void (*complete)(efa_op_t *op, const efa_cqe_t *cqe)) {
-    btl->free_frags = NULL;
     btl->frag_complete = complete;
-    return grow(btl);
+    const bool mr_local = efa_core_get_info(btl->core)->mr_local;
+    const efa_pool_desc_t desc = {
+        .elem_size = sizeof(efa_btl_frag_t),
+        .link_off = offsetof(efa_btl_frag_t, next),
+        .buf_size = btl->frag_size,
+        .buf_align = 4096,
+        .per_slab = FRAGS_PER_SLAB,
+        .core = btl->core,
+        .mr_access = mr_local ? (FI_SEND | FI_RECV | FI_READ | FI_WRITE) : 0,
+        .init = frag_init,
+        .arg = btl,
+    };
+    int err = 0;
+    btl->frags = efa_pool_create(&desc, &err);
+    return NULL == btl->frags ? mca_common_efa_fi_to_opal(err) : OPAL_SUCCESS;
 }
 
-/* A slab with a fragment the provider still holds cannot be freed while
- * the endpoint is open; the fragment's completion, should it come, goes
- * to a function of the core's library (this component's code may be
- * unloaded by then).  The others go now. */
-void mca_btl_efa_frag_slabs_fini(mca_btl_efa_module_t *btl) {
-    int kept = 0;
-    for (int i = 0; i < btl->num_slabs; ++i) {
-        efa_btl_slab_t *slab = btl->slabs[i];
-        bool busy = false;
-        for (int j = 0; j < FRAGS_PER_SLAB; ++j) {
-            if (slab->frags[j].posted) {
-                slab->frags[j].op.complete = efa_op_complete_nothing;
-                busy = true;
-            }
-        }
-        if (busy) {
-            btl->slabs[kept++] = slab;
-            continue;
-        }
-        if (slab->mr) {
-            efa_core_mr_release(btl->core, slab->mr);
-        }
-        free(slab->bufs);
-        free(slab->frags);
-        free(slab);
+/* A fragment the provider still holds: its completion, should it come,
+ * goes to a function of the core's library (this component's code may be
+ * unloaded by then), and its slab stays. */
+static bool frag_busy(void *arg, void *elem) {
+    (void)arg;
+    efa_btl_frag_t *frag = elem;
+    if (frag->posted) {
+        frag->op.complete = efa_op_complete_nothing;
     }
-    btl->num_slabs = kept;
-    btl->free_frags = NULL;
+    return frag->posted;
+}
+
+void mca_btl_efa_frag_slabs_fini(mca_btl_efa_module_t *btl) {
+    if (NULL != btl->frags) {
+        (void)efa_pool_retire(btl->frags, frag_busy, NULL);
+    }
 }
 
 void mca_btl_efa_frag_slabs_fini_released(mca_btl_efa_module_t *btl) {
-    const int kept = btl->num_slabs;
-    if (kept > 0 && NULL == efa_core_current()) {
-        /* The endpoints are closed: nothing will complete any more (the
-         * slabs' registrations went with the core). */
-        for (int i = 0; i < kept; ++i) {
-            efa_btl_slab_t *slab = btl->slabs[i];
-            free(slab->bufs);
-            free(slab->frags);
-            free(slab);
-        }
-    } else if (kept > 0) {
+    if (NULL == btl->frags) {
+        return;
+    }
+    /* With the endpoints closed nothing will complete any more (the slabs'
+     * registrations went with the core). */
+    const size_t kept = efa_pool_destroy(btl->frags, NULL == efa_core_current());
+    if (kept > 0) {
         opal_output_verbose(1, mca_common_efa_output,
-                            "btl:efa: %d fragment slab(s) left to the provider, which still "
+                            "btl:efa: %zu fragment slab(s) left to the provider, which still "
                             "holds sends of them",
                             kept);
     }
-    free(btl->slabs);
-    btl->slabs = NULL;
-    btl->num_slabs = 0;
+    btl->frags = NULL;
 }

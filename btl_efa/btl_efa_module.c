@@ -95,7 +95,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->my_name = mca_btl_efa_name_key(&OPAL_PROC_MY_NAME);
     btl->frag_size = efa_core_msg_max_size(core);
     btl->rma_chunk = btl->frag_size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t);
-    btl->free_frags = NULL;
+    btl->frags = NULL;
     btl->deliver = mca_btl_efa_deliver;
     btl->waiting_head = btl->waiting_tail = NULL;
     btl->num_waiting = 0;

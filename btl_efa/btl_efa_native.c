@@ -30,69 +30,45 @@
 #define ROPS_PER_SLAB 64
 #define SCRATCH_WORDS 4 /* per rop; a multiple of 8 bytes keeps every word aligned */
 
-typedef struct efa_btl_rop_slab {
-    efa_btl_rop_t *rops;
-    uint64_t *scratch;
-    efa_mr_t *mr;
-} efa_btl_rop_slab_t;
-
 static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe);
 
-/* The module lock is held. */
-static int rop_grow(mca_btl_efa_module_t *btl) {
-    efa_btl_rop_slab_t *slab = calloc(1, sizeof(*slab));
-    void **slabs = realloc(btl->rop_slabs, sizeof(void *) * (size_t)(btl->num_rop_slabs + 1));
-    if (NULL == slab || NULL == slabs) {
-        free(slab);
-        if (slabs) {
-            btl->rop_slabs = slabs;
-        }
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    btl->rop_slabs = slabs;
-    const size_t scratch_len = ROPS_PER_SLAB * SCRATCH_WORDS * sizeof(uint64_t);
-    slab->rops = calloc(ROPS_PER_SLAB, sizeof(efa_btl_rop_t));
-    if (NULL == slab->rops || 0 != posix_memalign((void **)&slab->scratch, 64, scratch_len)) {
-        free(slab->rops);
-        free(slab);
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    if (btl->mr_local) {
+/* Once per rop, as the pool makes its slab. */
+static void rop_init(void *arg, void *elem, void *buf, void *desc) {
+    (void)arg;
+    efa_btl_rop_t *rop = elem;
+    rop->op.complete = rop_complete;
+    rop->scratch = buf;
+    rop->scratch_desc = desc;
+}
+
+/* The pool, made at the first operation; the module lock is held. */
+static efa_btl_rop_t *rop_get_locked(mca_btl_efa_module_t *btl) {
+    if (NULL == btl->rops) {
+        const efa_pool_desc_t desc = {
+            .elem_size = sizeof(efa_btl_rop_t),
+            .link_off = offsetof(efa_btl_rop_t, next),
+            .buf_size = SCRATCH_WORDS * sizeof(uint64_t),
+            .buf_align = 64,
+            .per_slab = ROPS_PER_SLAB,
+            .core = btl->core,
+            /* Operands are sent from it (FI_WRITE), results land in it (FI_READ). */
+            .mr_access = btl->mr_local ? (FI_READ | FI_WRITE | FI_SEND | FI_RECV) : 0,
+            .init = rop_init,
+        };
         int err = 0;
-        /* Operands are sent from it (FI_WRITE), results land in it (FI_READ). */
-        slab->mr = efa_core_mr_acquire(btl->core, slab->scratch, scratch_len,
-                                       FI_READ | FI_WRITE | FI_SEND | FI_RECV, &err);
-        if (NULL == slab->mr) {
-            free(slab->scratch);
-            free(slab->rops);
-            free(slab);
-            return mca_common_efa_fi_to_opal(err);
+        btl->rops = efa_pool_create(&desc, &err);
+        if (NULL == btl->rops) {
+            return NULL;
         }
     }
-    for (int i = 0; i < ROPS_PER_SLAB; ++i) {
-        efa_btl_rop_t *rop = &slab->rops[i];
-        rop->op.complete = rop_complete;
-        rop->scratch = slab->scratch + (size_t)i * SCRATCH_WORDS;
-        rop->scratch_desc = slab->mr ? efa_mr_desc(slab->mr) : NULL;
-        rop->next = btl->free_rops;
-        btl->free_rops = rop;
-    }
-    btl->rop_slabs[btl->num_rop_slabs++] = slab;
-    return OPAL_SUCCESS;
+    return efa_pool_get(btl->rops);
 }
 
 static efa_btl_rop_t *rop_get(mca_btl_efa_module_t *btl) {
     OPAL_THREAD_LOCK(&btl->lock);
-    if (NULL == btl->free_rops) {
-        (void)rop_grow(btl);
-    }
-    efa_btl_rop_t *rop = btl->free_rops;
-    if (rop) {
-        btl->free_rops = rop->next;
-    }
+    efa_btl_rop_t *rop = rop_get_locked(btl);
     OPAL_THREAD_UNLOCK(&btl->lock);
     if (rop) {
-        rop->next = NULL;
         rop->parent = NULL;
         rop->pending = 0;
         rop->status = OPAL_SUCCESS;
@@ -109,8 +85,7 @@ static void rop_return(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
         rop->local_mr = NULL;
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    rop->next = btl->free_rops;
-    btl->free_rops = rop;
+    efa_pool_put(btl->rops, rop);
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
@@ -421,19 +396,8 @@ int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl) {
         (0 == btl->rma_max || mca_btl_efa_component.rma_max_transfer < btl->rma_max)) {
         btl->rma_max = mca_btl_efa_component.rma_max_transfer;
     }
-    btl->free_rops = NULL;
-    btl->rop_slabs = NULL;
-    btl->num_rop_slabs = 0;
+    btl->rops = NULL;
     return OPAL_SUCCESS;
-}
-
-static void slab_free(mca_btl_efa_module_t *btl, efa_btl_rop_slab_t *slab, bool release_mr) {
-    if (slab->mr && release_mr) {
-        efa_core_mr_release(btl->core, slab->mr);
-    }
-    free(slab->scratch);
-    free(slab->rops);
-    free(slab);
 }
 
 /* Finalize may come with operations still posted (a peer that stopped
@@ -442,42 +406,33 @@ static void slab_free(mca_btl_efa_module_t *btl, efa_btl_rop_slab_t *slab, bool 
  * through the rop: a slab holding one stays allocated and registered, its
  * completions pointed at a function of the core's library (this
  * component may be unloaded by then), as the fragment slabs are. */
-void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl) {
-    int kept = 0;
-    for (int i = 0; i < btl->num_rop_slabs; ++i) {
-        efa_btl_rop_slab_t *slab = btl->rop_slabs[i];
-        bool busy = false;
-        for (int j = 0; j < ROPS_PER_SLAB; ++j) {
-            if (slab->rops[j].posted) {
-                slab->rops[j].op.complete = efa_op_complete_nothing;
-                busy = true;
-            }
-        }
-        if (busy) {
-            btl->rop_slabs[kept++] = slab;
-        } else {
-            slab_free(btl, slab, true);
-        }
+static bool rop_busy(void *arg, void *elem) {
+    (void)arg;
+    efa_btl_rop_t *rop = elem;
+    if (rop->posted) {
+        rop->op.complete = efa_op_complete_nothing;
     }
-    btl->num_rop_slabs = kept;
-    btl->free_rops = NULL;
+    return rop->posted;
+}
+
+void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl) {
+    if (NULL != btl->rops) {
+        (void)efa_pool_retire(btl->rops, rop_busy, NULL);
+    }
 }
 
 void mca_btl_efa_native_fini_released(mca_btl_efa_module_t *btl) {
-    const int kept = btl->num_rop_slabs;
-    if (kept > 0 && NULL == efa_core_current()) {
-        /* The endpoints are closed: nothing completes any more, and the
-         * registrations went with the core. */
-        for (int i = 0; i < kept; ++i) {
-            slab_free(btl, btl->rop_slabs[i], false);
-        }
-    } else if (kept > 0) {
+    if (NULL == btl->rops) {
+        return;
+    }
+    /* With the endpoints closed nothing completes any more, and the
+     * registrations went with the core. */
+    const size_t kept = efa_pool_destroy(btl->rops, NULL == efa_core_current());
+    if (kept > 0) {
         opal_output_verbose(1, mca_common_efa_output,
-                            "btl:efa: %d one-sided operation slab(s) left to the provider, which "
-                            "still holds operations of them",
+                            "btl:efa: %zu one-sided operation slab(s) left to the provider, "
+                            "which still holds operations of them",
                             kept);
     }
-    free(btl->rop_slabs);
-    btl->rop_slabs = NULL;
-    btl->num_rop_slabs = 0;
+    btl->rops = NULL;
 }

@@ -154,8 +154,7 @@ static int ring_post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         btl->ring_done = frag;
         OPAL_THREAD_ADD_FETCH32(&btl->num_ring_done, 1);
     } else {
-        frag->next = btl->free_frags;
-        btl->free_frags = frag;
+        mca_btl_efa_frag_return_locked(btl, frag);
     }
     return 0;
 }
@@ -309,8 +308,7 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         frag->inject = frag->send_len <= btl->inject_max;
         int rc = post_locked(btl, ep, frag);
         if (0 != rc || frag->inject) {
-            frag->next = btl->free_frags;
-            btl->free_frags = frag;
+            mca_btl_efa_frag_return_locked(btl, frag);
             if (-FI_EAGAIN == rc) {
                 return false;
             }
@@ -354,8 +352,7 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
                 }
                 btl->done_tail = frag;
             } else if (frag->inject) {
-                frag->next = btl->free_frags;
-                btl->free_frags = frag;
+                mca_btl_efa_frag_return_locked(btl, frag);
             }
             OPAL_THREAD_UNLOCK(&btl->lock);
             return OPAL_SUCCESS;

@@ -29,6 +29,7 @@
 #include "core.hpp"
 #include "ctx_ops.hpp"
 #include "efa_core_msg.h"
+#include "registered_block.hpp"
 
 namespace {
 
@@ -53,9 +54,7 @@ struct efa_msg_pool {
     };
     efa_core *core = nullptr;
     size_t per_ctx = 0;
-    uint8_t *slab = nullptr;
-    size_t slab_len = 0;
-    efa::MrEntry *mr = nullptr;
+    efa::RegisteredBlock slab; // the buffers, kBufSize bytes each
     void *desc = nullptr;
     std::vector<Buf> bufs; // empty while no handler is installed
     std::mutex lock;       // unposted
@@ -200,14 +199,8 @@ void unpost_all(efa_msg_pool *pool) {
     if (any_posted(pool)) {
         return; // keep the memory: efa_core_msg_close tries again
     }
-    if (pool->mr) {
-        pool->core->mr_cache->release(pool->mr);
-        pool->mr = nullptr;
-        pool->desc = nullptr;
-    }
-    free(pool->slab);
-    pool->slab = nullptr;
-    pool->slab_len = 0;
+    pool->slab.release(pool->core, true);
+    pool->desc = nullptr;
     pool->bufs = std::vector<efa_msg_pool::Buf>();
 }
 
@@ -215,29 +208,18 @@ int post_all(efa_msg_pool *pool) {
     efa_core *core = pool->core;
     const int nctx = core->nic->num_contexts();
     const size_t count = pool->per_ctx * static_cast<size_t>(nctx);
-    pool->slab_len = count * kBufSize;
-    if (posix_memalign(reinterpret_cast<void **>(&pool->slab), 4096, pool->slab_len)) {
-        pool->slab = nullptr;
-        return -FI_ENOMEM;
+    const uint64_t access = core->info.mr_local ? (FI_RECV | FI_SEND | FI_READ | FI_WRITE) : 0;
+    if (int err = pool->slab.make(core, count * kBufSize, 4096, access)) {
+        return err;
     }
-    if (core->info.mr_local) {
-        int err = 0;
-        pool->mr = core->mr_cache->acquire(pool->slab, pool->slab_len,
-                                           FI_RECV | FI_SEND | FI_READ | FI_WRITE, &err);
-        if (!pool->mr) {
-            free(pool->slab);
-            pool->slab = nullptr;
-            return err ? err : -FI_ENOMEM;
-        }
-        pool->desc = pool->mr->reg.desc;
-    }
+    pool->desc = pool->slab.desc();
     pool->bufs = std::vector<efa_msg_pool::Buf>(count);
     for (size_t i = 0; i < count; ++i) {
         efa_msg_pool::Buf &b = pool->bufs[i];
         b.op.complete = recv_complete;
         b.pool = pool;
         b.ctx = core->nic->ctx(static_cast<int>(i / pool->per_ctx));
-        b.data = pool->slab + i * kBufSize;
+        b.data = reinterpret_cast<uint8_t *>(pool->slab.data) + i * kBufSize;
     }
     pool->closing.store(false, std::memory_order_release);
     for (auto &b : pool->bufs) {
@@ -301,7 +283,7 @@ void efa_core_msg_close(efa_core_t *core) {
     if (!pool->bufs.empty()) {
         unpost_all(pool);
     }
-    if (pool->slab) {
+    if (pool->slab.data) {
         // The provider never gave some buffers back: it may still write into
         // them, and (FI_CONTEXT2) into their contexts in pool->bufs, until
         // the endpoints close.  The registration goes now (before the
@@ -309,11 +291,8 @@ void efa_core_msg_close(efa_core_t *core) {
         // after the endpoints are closed.
         core->rep.say(10, "untagged receive buffers still held by the provider at close: kept "
                           "until the endpoints are closed");
-        if (pool->mr) {
-            core->mr_cache->release(pool->mr);
-            pool->mr = nullptr;
-            pool->desc = nullptr;
-        }
+        pool->slab.unregister(core);
+        pool->desc = nullptr;
         return;
     }
     core->msg_pool = nullptr;
@@ -326,7 +305,7 @@ void efa_core_msg_free(efa_core_t *core) {
     if (!pool) {
         return;
     }
-    free(pool->slab);
+    pool->slab.release(core, false); // (unregistered at close)
     core->msg_pool = nullptr;
     core->msg_progress = nullptr;
     delete pool;
@@ -356,9 +335,9 @@ int efa_core_msg_set_channel(efa_core_t *core, int channel, efa_msg_handler_fn f
     }
     pool->arg[channel] = arg;
     if (pool->bufs.empty() || pool->closing.load(std::memory_order_acquire)) {
-        if (pool->slab) {
+        if (pool->slab.data) {
             unpost_all(pool); // an earlier detach left buffers with the provider
-            if (pool->slab) {
+            if (pool->slab.data) {
                 return -FI_EBUSY;
             }
         }

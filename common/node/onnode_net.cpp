@@ -48,11 +48,8 @@ NetLink::~NetLink() {
     if (inflight_) {
         return; // leaked on purpose: see above
     }
-    for (Slab &s : slabs_) {
-        if (s.mr) {
-            efa_core_mr_release(params_.core, s.mr);
-        }
-        free(s.mem);
+    for (efa::RegisteredBlock &s : slabs_) {
+        s.release(params_.core, true);
     }
 }
 
@@ -79,28 +76,19 @@ NetLink::Buf *NetLink::get_buf() {
         return nullptr;
     }
     // Another slab of buffers (registered once, where the provider needs it).
-    const size_t len = kSlabBufs * params_.buf_size;
-    void *mem = nullptr;
-    if (posix_memalign(&mem, 4096, len)) {
+    efa::RegisteredBlock slab;
+    const bool mr_local = efa_core_get_info(params_.core)->mr_local;
+    if (slab.make(params_.core, kSlabBufs * params_.buf_size, 4096, mr_local ? FI_SEND : 0)) {
         return nullptr;
     }
-    efa_mr_t *mr = nullptr;
-    if (efa_core_get_info(params_.core)->mr_local) {
-        int err = 0;
-        mr = efa_core_mr_acquire(params_.core, mem, len, FI_SEND, &err);
-        if (!mr) {
-            free(mem);
-            return nullptr;
-        }
-    }
-    slabs_.push_back(Slab{static_cast<uint8_t *>(mem), mr});
+    slabs_.push_back(slab);
     std::unique_ptr<Buf[]> chunk(new Buf[kSlabBufs]());
     for (uint32_t i = 0; i < kSlabBufs; ++i) {
         Buf &b = chunk[i];
         b.op.complete = on_complete;
         b.link = this;
-        b.data = static_cast<uint8_t *>(mem) + i * params_.buf_size;
-        b.desc = mr ? efa_mr_desc(mr) : nullptr;
+        b.data = reinterpret_cast<uint8_t *>(slab.data) + i * params_.buf_size;
+        b.desc = slab.desc();
         b.next_free = i + 1 < kSlabBufs ? &chunk[i + 1] : nullptr;
     }
     free_ = &chunk[1];

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "efa_core.h"
+#include "registered_block.hpp"
 
 namespace efa::onnode {
 
@@ -178,11 +179,7 @@ class NetLink {
     SentFn sent_ = nullptr;
     void *owner_ = nullptr;
     std::vector<std::unique_ptr<Peer>> peers_;
-    struct Slab {
-        uint8_t *mem;
-        efa_mr_t *mr;
-    };
-    std::vector<Slab> slabs_;
+    std::vector<efa::RegisteredBlock> slabs_;
     std::vector<std::unique_ptr<Buf[]>> bufs_;
     Buf *free_ = nullptr;
     uint32_t nbufs_ = 0;

@@ -12,6 +12,16 @@ import sys
 here = os.path.dirname(os.path.abspath(__file__))
 top = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
 
+
+def write_seeds(harness, seeds, prefix=b""):
+    d = os.path.join(top, harness)
+    os.makedirs(d, exist_ok=True)
+    for name, body in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(prefix + body)
+    print(f"{len(seeds)} seeds in {d}")
+
+
 EAGER, RTS, ACK, FIN, CTS, DATA, SHORT, CANCEL, CANCELLED = range(1, 10)
 
 
@@ -76,12 +86,7 @@ seeds = {
     "regress-short-eager-sync-ack-to-self": recv(64, 1, 1, 2) + frame(SHORT, b"abc", flags=1),
 }
 # Byte 0 of every input: single copy off (the streamed path is reachable).
-d = os.path.join(top, "fuzz_onnode_frame")
-os.makedirs(d, exist_ok=True)
-for name, body in seeds.items():
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(b"\0" + body)
-print(f"{len(seeds)} seeds in {d}")
+write_seeds("fuzz_onnode_frame", seeds, prefix=b"\0")
 
 # fuzz_onnode_net: byte 0 the mode (window 1 + mode % 4; 0x10 no packing;
 # 0x20 the swap shim), then steps.  A provider message: hsel (0x01 a raw
@@ -155,12 +160,7 @@ net_seeds = {
     "send-cancelled": net_send(40, sync=True, peer=2) + cancel(0) +
     net_msg([net_frame(CANCELLED, sender=2, req=0)], sender=2),
 }
-d = os.path.join(top, "fuzz_onnode_net")
-os.makedirs(d, exist_ok=True)
-for name, body in net_seeds.items():
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(b"\0" + body)
-print(f"{len(net_seeds)} seeds in {d}")
+write_seeds("fuzz_onnode_net", net_seeds, prefix=b"\0")
 
 # fuzz_btl_wire: 2 bytes (fragment size less the headers), 4 bytes (the
 # size of the get an answer is for), then one btl_efa message.
@@ -198,12 +198,7 @@ entry = hdr(AM, 5, tag=65) + b"hello" + b"\0" * 3  # padded to 8 bytes
 btl["batch"] = hdr(BATCH, 2 * len(entry)) + entry * 2
 btl["batch-bad-entry"] = hdr(BATCH, 2 * len(entry)) + entry + hdr(AM, 500, tag=65) + b"x" * 8
 btl["batch-truncated"] = hdr(BATCH, 100) + entry
-d = os.path.join(top, "fuzz_btl_wire")
-os.makedirs(d, exist_ok=True)
-for name, body in btl.items():
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(pre + body)
-print(f"{len(btl)} seeds in {d}")
+write_seeds("fuzz_btl_wire", btl, prefix=pre)
 
 # fuzz_shm_ring (layout in fuzz_shm_ring.cpp): a valid segment attached,
 # then its words changed under the sender between frames; an owner whose
@@ -228,12 +223,7 @@ shm = {
     bytes([0x83]) + struct.pack("<HI", 0, 4000) +
     bytes([0x83]) + struct.pack("<HI", 1, 16) + bytes([4, 8, 0, 0]),
 }
-d = os.path.join(top, "fuzz_shm_ring")
-os.makedirs(d, exist_ok=True)
-for name, body in shm.items():
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(body)
-print(f"{len(shm)} seeds in {d}")
+write_seeds("fuzz_shm_ring", shm)
 
 
 # fuzz_emul_target (layout in fuzz_emul_target.cpp): requests against a
@@ -257,9 +247,4 @@ emul_seeds = {
     "misaligned": emul(ATOMIC, 41, 0, 2, OP_ADD, 0, 1),
     "wrap": emul(PUT, 2**64 - 4, 8, 2, payload=b"12345678", raw=True),
 }
-d = os.path.join(top, "fuzz_emul_target")
-os.makedirs(d, exist_ok=True)
-for name, body in emul_seeds.items():
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(body)
-print(f"{len(emul_seeds)} seeds in {d}")
+write_seeds("fuzz_emul_target", emul_seeds)
