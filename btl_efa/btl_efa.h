@@ -43,6 +43,7 @@
 #include "efa_btl_wire.h"
 #include "efa_core_msg.h"
 #include "efa_emul_target.h"
+#include "efa_msg_flow.h"
 #include "efa_pool.h"
 #include "efa_rma.h"
 #include "efa_shm_ring.h"
@@ -67,13 +68,9 @@ typedef struct efa_btl_reg {
     efa_mr_t *mr;
 } efa_btl_reg_t;
 
-/* Flow control: every message but a credit message takes one of the
- * sender's credits for that peer; the receiver counts what it handled and
- * returns it, piggybacked on its next message to the sender or, once half a
- * window is owed, in a credit message (which needs no credit, so credits
- * always flow back).  Sends without a credit, or that find the provider
- * queue full, wait in the endpoint's queue, which progress drains in
- * order.  Fields below 'outstanding' are protected by the module lock. */
+/* Flow control (credits, the endpoint's queue of sends that wait): the
+ * core's message flow, common/efa_msg_flow.h.  The fields below
+ * 'outstanding' are protected by the module lock. */
 struct mca_btl_base_endpoint_t {
     opal_process_name_t name;
     opal_proc_t *proc;
@@ -84,12 +81,7 @@ struct mca_btl_base_endpoint_t {
      * it back): nothing concerning it is delivered upwards any more. */
     bool detached;
     volatile int32_t outstanding; /* one-sided operations not yet completed */
-    int32_t credits;              /* messages this process may still send to the peer */
-    int32_t owed;                 /* messages handled from the peer, not yet credited back */
-    bool credit_due;              /* owed reached the threshold: send a credit message */
-    bool waiting;                 /* on the module's list of endpoints with work queued */
-    struct efa_btl_frag *queue_head, *queue_tail; /* sends waiting, in order */
-    struct mca_btl_base_endpoint_t *next_waiting;
+    efa_flow_peer_t flow;         /* credits and the sends waiting (efa_btl_frag_t, by next) */
     /* On-node channel (btl_efa_ring.c): a peer of this job on this node
      * gets the messages that fit a slot through its shared-memory inbox. */
     int8_t ring_state;        /* EFA_BTL_RING_* */
@@ -108,6 +100,12 @@ struct mca_btl_base_endpoint_t {
      * on this node, or no on-node channel between us): the core polls the
      * provider on every progress call while such a peer is known. */
     bool net_interest;
+    /* The watch on this peer (btl_efa_watch.c): provider traffic since the
+     * last sweep, sweeps without, and the watch itself while it is on. */
+    bool exchanged;
+    bool watching;
+    uint8_t quiet_sweeps;
+    efa_op_t watch;
 };
 
 enum {
@@ -219,10 +217,7 @@ typedef struct mca_btl_efa_module {
     /* Where a frame read from the on-node rings goes (recv.c's dispatch,
      * set at init: ring.c calls nothing of the layers above it). */
     void (*deliver)(struct mca_btl_efa_module *btl, const void *buf, size_t len, bool via_ring);
-    mca_btl_efa_endpoint_t *waiting_head, *waiting_tail; /* endpoints with sends queued */
-    volatile int32_t num_waiting; /* endpoints on that list (read without the lock) */
-    int32_t window;               /* credits per peer */
-    int32_t credit_threshold;     /* owed credits that warrant a credit message */
+    efa_flow_t flow;              /* credits per peer; the endpoints with sends waiting */
     int rma_window;               /* chunks of one put/get in flight */
     size_t frag_size;             /* bytes of one fragment buffer */
     size_t rma_chunk;             /* payload bytes per put/get chunk */
@@ -278,6 +273,9 @@ typedef struct mca_btl_efa_module {
     /* Injected descriptors of the upper layer whose callbacks are due
      * (from progress); protected by the module lock. */
     efa_btl_frag_t *done_head, *done_tail;
+    /* The watch's sweeps (btl_efa_watch.c): every watch_period seconds (0:
+     * the peer deadline is off), the next one due at watch_next. */
+    double watch_period, watch_next;
     /* The endpoint the last message came from: consecutive messages mostly
      * come from the same peer, and endpoints live until finalize. */
     mca_btl_efa_endpoint_t *last_src;
@@ -299,6 +297,8 @@ typedef struct mca_btl_efa_component {
     int debug_cma_refuse;     /* testing: act as if the kernel refused CMA (EPERM) */
     int rma_timeout;          /* seconds an emulated request may go unanswered */
     int debug_lose_answers;   /* testing: 1 drop the target's answers, 2 send them misaddressed */
+    int debug_lose_recv;      /* testing: the Nth provider arrival fails (0: off) */
+    bool peer_watch;          /* btl_efa_peer_watch (btl_efa_watch.c) */
     /* testing: this rank's on-node inbox is not created (-1: none) */
     int debug_fail_inbox_rank;
     size_t coalesce_bytes; /* btl_efa_coalesce_bytes (0: off) */
@@ -349,6 +349,11 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe);
 int mca_btl_efa_register_error(struct mca_btl_base_module_t *btl,
                                mca_btl_base_module_error_cb_fn_t cbfunc);
+/* Tell the upper layer (ob1: it ends the job) of an error it cannot
+ * recover from; proc may be NULL.  Nothing once finalize began. */
+void mca_btl_efa_fatal(mca_btl_efa_module_t *btl, opal_proc_t *proc, char *why);
+/* Is anyone listening (ob1 registers its handler; osc/rdma does not)? */
+bool mca_btl_efa_fatal_heard(void);
 /* A message from ep arrived: take the credits it returns and count it
  * towards what this process owes back. */
 void mca_btl_efa_note_received(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
@@ -415,6 +420,13 @@ void mca_btl_efa_mode_add_peer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
 /* The component's progress (btl_efa_component.c), run by the common
  * progress callback (btl_progress is NULL). */
 int mca_btl_efa_component_progress(void);
+
+/* btl_efa_watch.c: the peers ob1 may wait on, watched through the peer
+ * deadline */
+void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl);
+/* Now and then from progress: starts and ends watches. */
+void mca_btl_efa_watch_sweep(mca_btl_efa_module_t *btl);
+void mca_btl_efa_watch_fini(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 
 /* btl_efa_ring.c: the on-node channel */
 int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted);

@@ -158,7 +158,7 @@ static int ring_sendi(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                       size_t payload_size, mca_btl_base_tag_t tag, size_t total) {
     OPAL_THREAD_LOCK(&btl->lock);
     uint8_t *slot = NULL;
-    if (NULL == ep->queue_head) {
+    if (NULL == ep->flow.head) {
         slot = efa_shm_outbox_reserve(ep->outbox, total);
         if (NULL == slot) {
             ++btl->ring_full;
@@ -176,19 +176,16 @@ static int ring_sendi(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         return OPAL_ERROR;
     }
     efa_btl_hdr_t hdr;
-    int32_t give = ep->owed > UINT16_MAX ? UINT16_MAX : ep->owed;
+    const uint16_t give = efa_flow_give(&ep->flow);
     hdr.type = EFA_BTL_MSG_AM;
     hdr.tag = tag;
-    hdr.credits = (uint16_t)give;
+    hdr.credits = give;
     hdr.len = (uint32_t)(header_size + size);
     hdr.src = btl->my_name;
     memcpy(slot, &hdr, sizeof(hdr));
     efa_shm_outbox_commit(ep->outbox, sizeof(hdr) + header_size + size);
     ++btl->ring_sent;
-    ep->owed -= give;
-    if (ep->owed < btl->credit_threshold) {
-        ep->credit_due = false;
-    }
+    efa_flow_sent(&btl->flow, &ep->flow, give, false); /* a ring frame takes no credit */
     OPAL_THREAD_UNLOCK(&btl->lock);
     return OPAL_SUCCESS;
 }

@@ -38,7 +38,7 @@ static bool add(uint8_t *payload, size_t cap, size_t *used, efa_btl_frag_t *frag
 
 efa_btl_frag_t *mca_btl_efa_batch_build_locked(mca_btl_efa_module_t *btl,
                                                mca_btl_efa_endpoint_t *ep) {
-    efa_btl_frag_t *first = ep->queue_head;
+    efa_btl_frag_t *first = (efa_btl_frag_t *)ep->flow.head;
     if (NULL == first || NULL == first->next || !batchable(first) || !batchable(first->next)) {
         return NULL;
     }
@@ -83,11 +83,7 @@ efa_btl_frag_t *mca_btl_efa_batch_build_locked(mca_btl_efa_module_t *btl,
 
 void mca_btl_efa_batch_posted_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                      efa_btl_frag_t *batch) {
-    ep->queue_head = batch->inner_last->next;
-    if (NULL == ep->queue_head) {
-        ep->queue_tail = NULL;
-    }
-    batch->inner_last->next = NULL;
+    efa_flow_dequeue_through(&btl->flow, &ep->flow, batch->inner_last);
     ++btl->batches_sent;
     btl->batched_msgs += (uint64_t)batch->inner_count;
 }

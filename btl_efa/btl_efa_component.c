@@ -77,6 +77,19 @@ static int efa_component_register(void) {
         "Testing only: the target loses its answers to one-sided requests: 1 drops them, 2 "
         "sends them naming a request the initiator never issued (0: off)",
         MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_lose_answers);
+    mca_btl_efa_component.peer_watch = true;
+    reg("peer_watch",
+        "Watch the peers this process exchanged messages with through the provider lately "
+        "(within two common_efa_peer_timeout), so that pml ob1 waiting on one that dropped off "
+        "the network ends the job within about two timeouts, naming it, instead of waiting for "
+        "ever; a watched peer must then enter MPI at least once per timeout (docs/RELIABILITY.md)",
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, &mca_btl_efa_component.peer_watch);
+    mca_btl_efa_component.debug_lose_recv = 0;
+    reg("debug_lose_recv",
+        "Testing only: the Nth message this process receives through the provider arrives as "
+        "a failed receive, as a provider that lost it would report it (0: off; 0 to "
+        "1000000000)",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_lose_recv);
     mca_btl_efa_component.rma_max_transfer = 0;
     reg("rma_max_transfer",
         "Largest single RDMA read or write handed to the provider; a larger native put or get "
@@ -247,6 +260,11 @@ static int check_numbers(void) {
     if (coalesce_max < 2 || coalesce_max > 1024) {
         snprintf(value, sizeof(value), "%d", coalesce_max);
         return refuse_value("coalesce_max", value, "2 to 1024 messages");
+    }
+    const int lose = mca_btl_efa_component.debug_lose_recv;
+    if (lose < 0 || lose > 1000000000) {
+        snprintf(value, sizeof(value), "%d", lose);
+        return refuse_value("debug_lose_recv", value, "0 (off) to 1000000000");
     }
     const int timeout = mca_btl_efa_component.rma_timeout;
     if (timeout < 1 || timeout > 86400) {

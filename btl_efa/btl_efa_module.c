@@ -36,7 +36,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
      * peer has long received may still be reported late (shm). */
     const double t0 = mca_btl_efa_now();
     const int posted0 = btl->posted;
-    while (btl->num_waiting > 0 || btl->outstanding > 0 || btl->posted > 0 || btl->done_head) {
+    while (btl->flow.num_waiting > 0 || btl->outstanding > 0 || btl->posted > 0 || btl->done_head) {
         if (mca_btl_efa_now() - t0 > EFA_BTL_FINALIZE_WAIT) {
             break;
         }
@@ -57,7 +57,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
                         "btl:efa: finalize: %d send(s) in flight at the start; after %.3f s %d "
                         "endpoint(s) with sends queued, %d one-sided operation(s) and %d "
                         "send(s) unfinished",
-                        posted0, mca_btl_efa_now() - t0, (int)btl->num_waiting,
+                        posted0, mca_btl_efa_now() - t0, (int)btl->flow.num_waiting,
                         (int)btl->outstanding, (int)btl->posted);
     mca_btl_efa_cma_fini(btl);
     mca_btl_efa_reg_fini(btl);
@@ -67,6 +67,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
         do {
             mca_btl_efa_endpoint_t *ep = value;
+            mca_btl_efa_watch_fini(btl, ep);
             mca_btl_efa_ring_detach(ep);
             efa_core_peer_put(btl->core, ep->peer);
             free(ep);
@@ -97,19 +98,18 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->rma_chunk = btl->frag_size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t);
     btl->frags = NULL;
     btl->deliver = mca_btl_efa_deliver;
-    btl->waiting_head = btl->waiting_tail = NULL;
-    btl->num_waiting = 0;
     btl->outstanding = 0;
     btl->posted = 0;
     btl->finalizing = false;
     /* A window as deep as the peer's receive pool, but never so small that
      * the pipeline stalls on every credit round trip. */
-    btl->window = mca_btl_efa_component.send_window;
-    if (btl->window <= 0) {
+    int32_t window = mca_btl_efa_component.send_window;
+    if (window <= 0) {
         size_t bufs = efa_core_msg_recv_count(core);
-        btl->window = bufs < 8 ? 8 : (int32_t)bufs;
+        window = bufs < 8 ? 8 : (int32_t)bufs;
     }
-    btl->credit_threshold = btl->window / 2 > 0 ? btl->window / 2 : 1;
+    efa_flow_init(&btl->flow, window, offsetof(efa_btl_frag_t, next));
+    mca_btl_efa_watch_init(btl);
     btl->rma_window = mca_btl_efa_component.rma_window > 0 ? mca_btl_efa_component.rma_window : 1;
     size_t max_send = btl->frag_size - sizeof(efa_btl_hdr_t);
     if (btl->super.btl_max_send_size > max_send || 0 == btl->super.btl_max_send_size) {

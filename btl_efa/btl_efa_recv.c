@@ -10,12 +10,36 @@
 
 #include "opal/util/output.h"
 
-void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err) {
-    mca_btl_efa_module_t *btl = arg;
-    (void)ctx;
-    if (err) {
+/* A receive of the provider's pool failed: whatever it was to carry (an
+ * active message, a one-sided request or answer, credits) is lost, and
+ * nothing above retransmits it: ob1 would wait for ever for it.  Said
+ * once, and the upper layer is told (ob1 ends the job).  A cancelled
+ * receive is the pool closing, nothing lost. */
+static void receive_failed(mca_btl_efa_module_t *btl, int err) {
+    static bool said = false;
+    if (-FI_ECANCELED == err || btl->finalizing) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: receive failed: %s",
                             fi_strerror(-err));
+        return;
+    }
+    if (!said) {
+        said = true;
+        mca_common_efa_show_help("help-btl-efa.txt", "message-lost", true,
+                                 opal_process_info.nodename, fi_strerror(-err), err);
+    }
+    mca_btl_efa_fatal(btl, NULL, "btl_efa: a message through the provider was lost");
+}
+
+void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err) {
+    mca_btl_efa_module_t *btl = arg;
+    static int arrivals = 0;
+    (void)ctx;
+    if (OPAL_UNLIKELY(mca_btl_efa_component.debug_lose_recv > 0) && 0 == err &&
+        ++arrivals == mca_btl_efa_component.debug_lose_recv) {
+        err = -FI_ETRUNC; /* as ofi_rxd reports a message it lost part of */
+    }
+    if (OPAL_UNLIKELY(err)) {
+        receive_failed(btl, err);
         return;
     }
     mca_btl_efa_deliver(btl, buf, len, false);

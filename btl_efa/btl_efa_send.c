@@ -73,6 +73,16 @@ int mca_btl_efa_register_error(struct mca_btl_base_module_t *btl,
     return OPAL_SUCCESS;
 }
 
+bool mca_btl_efa_fatal_heard(void) {
+    return NULL != efa_error_cb;
+}
+
+void mca_btl_efa_fatal(mca_btl_efa_module_t *btl, opal_proc_t *proc, char *why) {
+    if (NULL != efa_error_cb && !btl->finalizing) {
+        efa_error_cb(&btl->super, MCA_BTL_ERROR_FLAGS_FATAL, proc, why);
+    }
+}
+
 void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_frag_t *frag = (efa_btl_frag_t *)op;
     frag->posted = false;
@@ -86,33 +96,16 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
      * unreachable; the message naming it is out).  ob1 drops the failed
      * sends of its control messages (acknowledgements, FIN) and would wait
      * for ever: its error handler ends the job instead. */
-    if ((-FI_ETIMEDOUT == cqe->err || -FI_EHOSTUNREACH == cqe->err) && NULL != efa_error_cb &&
-        NULL != frag->endpoint && !mca_btl_efa_module.finalizing) {
-        efa_error_cb(&mca_btl_efa_module.super, MCA_BTL_ERROR_FLAGS_FATAL, frag->endpoint->proc,
-                     "btl_efa: peer unreachable (common_efa_peer_timeout)");
+    if ((-FI_ETIMEDOUT == cqe->err || -FI_EHOSTUNREACH == cqe->err) && NULL != frag->endpoint) {
+        mca_btl_efa_fatal(&mca_btl_efa_module, frag->endpoint->proc,
+                          "btl_efa: peer unreachable (common_efa_peer_timeout)");
     }
     frag_finish(&mca_btl_efa_module, frag, status);
     /* The provider's queue has room again. */
     (void)mca_btl_efa_drain_pending(&mca_btl_efa_module);
 }
 
-/* ---- sending: credits and the endpoints' queues ---- */
-
-/* The module lock is held. */
-static void waiting_add(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
-    if (ep->waiting) {
-        return;
-    }
-    ep->waiting = true;
-    ep->next_waiting = NULL;
-    if (btl->waiting_tail) {
-        btl->waiting_tail->next_waiting = ep;
-    } else {
-        btl->waiting_head = ep;
-    }
-    btl->waiting_tail = ep;
-    OPAL_THREAD_ADD_FETCH32(&btl->num_waiting, 1);
-}
+/* ---- sending: credits and the endpoints' queues (efa_msg_flow.h) ---- */
 
 /* post_locked's answer when the peer's ring is full: only this endpoint
  * waits (the provider's queue may still have room for others). */
@@ -187,17 +180,14 @@ static void finish_ring_done(mca_btl_efa_module_t *btl) {
 static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                        efa_btl_frag_t *frag) {
     efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
-    int32_t give = ep->owed > UINT16_MAX ? UINT16_MAX : ep->owed;
-    hdr->credits = (uint16_t)give;
+    const uint16_t give = efa_flow_give(&ep->flow);
+    hdr->credits = give;
     if (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring_max_frame) {
         /* Ring frames take no credit (the ring has its own limit) but
          * carry the credits owed for the provider's messages. */
         int rc = ring_post_locked(btl, ep, frag);
         if (0 == rc) {
-            ep->owed -= give;
-            if (ep->owed < btl->credit_threshold) {
-                ep->credit_due = false;
-            }
+            efa_flow_sent(&btl->flow, &ep->flow, give, false);
         }
         return rc;
     }
@@ -229,13 +219,8 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         }
     }
     if (0 == rc) {
-        ep->owed -= give;
-        if (ep->owed < btl->credit_threshold) {
-            ep->credit_due = false;
-        }
-        if (EFA_BTL_MSG_CREDIT != hdr->type) {
-            --ep->credits;
-        }
+        efa_flow_sent(&btl->flow, &ep->flow, give, EFA_BTL_MSG_CREDIT != hdr->type);
+        ep->exchanged = true; /* through the provider: the peer is watched */
     }
     return rc;
 }
@@ -244,7 +229,7 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
  * provider's messages take them. */
 static inline bool has_credit(const mca_btl_efa_module_t *btl, const mca_btl_efa_endpoint_t *ep,
                               const efa_btl_frag_t *frag) {
-    return ep->credits > 0 ||
+    return ep->flow.credits > 0 ||
            (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring_max_frame);
 }
 
@@ -254,7 +239,7 @@ static inline bool has_credit(const mca_btl_efa_module_t *btl, const mca_btl_efa
  * false when the provider queue is full.  The module lock is held. */
 static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             efa_btl_frag_t **failed) {
-    while (ep->queue_head && has_credit(btl, ep, ep->queue_head)) {
+    while (ep->flow.head && has_credit(btl, ep, (efa_btl_frag_t *)ep->flow.head)) {
         /* Messages that wait for this peer go packed, one credit for all
          * (btl_efa_batch.c); the ring carries its own frames. */
         if (btl->coalesce_bytes && EFA_BTL_RING_ATTACHED != ep->ring_state) {
@@ -273,19 +258,15 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
                  * each with its own outcome. */
             }
         }
-        efa_btl_frag_t *frag = ep->queue_head;
-        /* A send through a ring reuses frag->next at once. */
-        efa_btl_frag_t *next = frag->next;
+        /* Out of the queue before the post: a send through a ring reuses
+         * frag->next at once. */
+        efa_btl_frag_t *frag = efa_flow_pop(&btl->flow, &ep->flow);
         int rc = post_locked(btl, ep, frag);
-        if (-FI_EAGAIN == rc) {
-            return false;
-        }
-        if (EFA_BTL_RING_FULL == rc) {
-            return true; /* this endpoint waits for the peer to read its ring */
-        }
-        ep->queue_head = next;
-        if (NULL == ep->queue_head) {
-            ep->queue_tail = NULL;
+        if (-FI_EAGAIN == rc || EFA_BTL_RING_FULL == rc) {
+            efa_flow_push_front(&btl->flow, &ep->flow, frag);
+            /* the provider is full, or this endpoint waits for the peer to
+             * read its ring */
+            return EFA_BTL_RING_FULL == rc;
         }
         if (0 != rc) {
             frag->err = rc;
@@ -293,7 +274,7 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             *failed = frag;
         }
     }
-    if (ep->credit_due && ep->owed > 0) {
+    if (efa_flow_credit_due(&ep->flow)) {
         efa_btl_frag_t *frag = mca_btl_efa_frag_get_locked(btl);
         if (NULL == frag) {
             return true; /* retried on the next drain */
@@ -317,7 +298,7 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             }
         }
     }
-    ep->credit_due = false;
+    efa_flow_credit_settled(&ep->flow);
     return true;
 }
 
@@ -339,7 +320,7 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     mca_btl_efa_endpoint_t *ep = frag->endpoint;
     (void)mca_btl_efa_via_ring(btl, ep, frag->send_len); /* attaches on first use */
     OPAL_THREAD_LOCK(&btl->lock);
-    if (NULL == ep->queue_head && has_credit(btl, ep, frag)) {
+    if (NULL == ep->flow.head && has_credit(btl, ep, frag)) {
         int rc = post_locked(btl, ep, frag);
         if (0 == rc) {
             if (frag->inject && frag->user) {
@@ -364,21 +345,14 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
             return mca_common_efa_fi_to_opal(rc);
         }
     }
-    frag->next = NULL;
     frag->inject = false; /* sent from the queue like any other, with a completion */
-    if (ep->queue_tail) {
-        ep->queue_tail->next = frag;
-    } else {
-        ep->queue_head = frag;
-    }
-    ep->queue_tail = frag;
-    waiting_add(btl, ep);
+    efa_flow_enqueue(&btl->flow, &ep->flow, frag);
     OPAL_THREAD_UNLOCK(&btl->lock);
     return OPAL_SUCCESS;
 }
 
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len) {
-    return NULL == ep->queue_head && (ep->credits > 0 || mca_btl_efa_via_ring(btl, ep, len));
+    return NULL == ep->flow.head && (ep->flow.credits > 0 || mca_btl_efa_via_ring(btl, ep, len));
 }
 
 void mca_btl_efa_run_done(mca_btl_efa_module_t *btl) {
@@ -396,44 +370,32 @@ void mca_btl_efa_run_done(mca_btl_efa_module_t *btl) {
     }
 }
 
+/* What the flow's drain hands each waiting endpoint. */
+typedef struct drain_state {
+    mca_btl_efa_module_t *btl;
+    efa_btl_frag_t *failed; /* sends that failed for good, finished after */
+} drain_state_t;
+
+static bool drain_peer(void *arg, efa_flow_peer_t *peer) {
+    drain_state_t *state = (drain_state_t *)arg;
+    mca_btl_efa_endpoint_t *ep =
+        (mca_btl_efa_endpoint_t *)((char *)peer - offsetof(mca_btl_efa_endpoint_t, flow));
+    return drain_ep_locked(state->btl, ep, &state->failed);
+}
+
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
-    efa_btl_frag_t *failed = NULL;
-    int left;
     (void)efa_core_msg_progress(btl->core);
     if (0 != btl->num_ring_done) {
         finish_ring_done(btl);
     }
-    if (0 == btl->num_waiting) {
+    if (0 == btl->flow.num_waiting) {
         return 0;
     }
+    drain_state_t state = {btl, NULL};
     OPAL_THREAD_LOCK(&btl->lock);
-    mca_btl_efa_endpoint_t *prev = NULL, *ep = btl->waiting_head;
-    while (ep) {
-        mca_btl_efa_endpoint_t *next = ep->next_waiting;
-        bool room = drain_ep_locked(btl, ep, &failed);
-        if (NULL == ep->queue_head && !ep->credit_due) {
-            if (prev) {
-                prev->next_waiting = next;
-            } else {
-                btl->waiting_head = next;
-            }
-            if (btl->waiting_tail == ep) {
-                btl->waiting_tail = prev;
-            }
-            ep->waiting = false;
-            ep->next_waiting = NULL;
-            OPAL_THREAD_ADD_FETCH32(&btl->num_waiting, -1);
-        } else {
-            prev = ep;
-        }
-        if (!room) {
-            break;
-        }
-        ep = next;
-    }
-    left = btl->num_waiting;
+    int left = efa_flow_drain(&btl->flow, drain_peer, &state);
     OPAL_THREAD_UNLOCK(&btl->lock);
-    finish_failed(btl, failed);
+    finish_failed(btl, state.failed);
     return left;
 }
 
@@ -441,14 +403,13 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
  * towards what this process owes back. */
 void mca_btl_efa_note_received(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                const efa_btl_hdr_t *hdr, bool via_ring) {
-    if (via_ring && 0 == hdr->credits) {
+    if (!via_ring) {
+        ep->exchanged = true; /* through the provider: the peer is watched */
+    } else if (0 == hdr->credits) {
         return; /* took no credit, returns none */
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    ep->credits += hdr->credits;
-    if (!via_ring && EFA_BTL_MSG_CREDIT != hdr->type && ++ep->owed >= btl->credit_threshold) {
-        ep->credit_due = true;
-        waiting_add(btl, ep);
-    }
+    efa_flow_received(&btl->flow, &ep->flow, hdr->credits,
+                      !via_ring && EFA_BTL_MSG_CREDIT != hdr->type);
     OPAL_THREAD_UNLOCK(&btl->lock);
 }

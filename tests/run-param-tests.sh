@@ -170,6 +170,15 @@ expect_failure tiny-coalesce-bytes "0 (off) or 64 to 1048576 bytes" "${ob1[@]}" 
     --mca btl_efa_provider_include shm --mca btl_efa_coalesce_bytes 5
 expect_failure one-message-batches "Parameter: btl_efa_coalesce_max" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_coalesce_max 1
+# A message of btl_efa's lost by the provider (as ofi_rxd loses them under
+# loss; the test setting takes the 5th arrival as a failed receive): the
+# job ends at once with the reason, no hang (before: the receive error was
+# dropped at verbose 1 and ob1 waited for ever for the lost fragment).
+expect_failure debug-lose-recv-negative "Parameter: btl_efa_debug_lose_recv" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_lose_recv -1
+expect_failure btl-message-lost "A message of this job that arrived through the provider was lost" \
+    "${ob1[@]}" --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_onnode_channel none \
+    --mca btl_efa_debug_lose_recv 5
 # The on-node channel: unknown value, bad ring geometry, and "shm" (not
 # "auto") where the rings cannot be created.
 expect_failure bad-onnode-channel "Allowed:   auto, shm, none" "${ob1[@]}" \

@@ -23,9 +23,10 @@
 # "FAIL soak CONFIG (reason)" per configuration with the program's totals,
 # then "N passed, N failed, N skipped"; exits non-zero on any failure.
 # An rxd configuration that ends because ofi_rxd lost a message (mtl_efa's
-# message-lost or short-delivery text in the log) runs once more with the
-# next seed, and the result line says so; if that run ends the same way
-# too, the configuration is a SKIP (known defect) with both logs named.
+# message-lost or short-delivery text, or btl_efa's message-lost, in the log)
+# runs once more with the next seed, and the result line says so; if that
+# run ends the same way too, the configuration is a SKIP (known defect)
+# with both logs named.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
@@ -85,12 +86,14 @@ run_soak() {
 
 # provider_lost LOG: prints which and succeeds if the run ended because the
 # provider lost a message (mtl_efa's help texts message-lost and
-# short-delivery), not through a fault of ours
+# short-delivery, btl_efa's message-lost), not through a fault of ours
 provider_lost() {
     if grep -q 'A message of this job that travelled between nodes through the provider' "$1"; then
         echo "mtl_efa: message-lost"
     elif grep -q 'The provider completed a receive with a truncation error, yet it had' "$1"; then
         echo "mtl_efa: short-delivery"
+    elif grep -q 'A message of this job that arrived through the provider was lost' "$1"; then
+        echo "btl_efa: message-lost"
     else
         return 1
     fi

@@ -333,3 +333,29 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
 extern "C" int efa_core_peer_timeout(const efa_core_t *core) {
     return core->params.peer_timeout;
 }
+
+// A watch is a stand-in the provider never sees, tracked as a receive:
+// flags 0, so that declaring the peer dead does not cancel it at the
+// provider.
+extern "C" int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t *watch) {
+    int err = 0;
+    efa_op_t *t = efa::deadline_track(core->nic->ctx(0), peer->addr[0], watch,
+                                      efa::PeerDeadline::Kind::Recv, 0, &err);
+    return t ? 0 : err;
+}
+
+extern "C" void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch) {
+    auto *t = reinterpret_cast<efa::Tracked *>(watch->tracker);
+    if (!t) {
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        if (core->orphans.count(t)) {
+            return; // declared dead meanwhile: its call is due, the close frees it
+        }
+        core->deadline.forget(t->peer, t);
+    }
+    watch->tracker = nullptr;
+    delete t;
+}

@@ -222,6 +222,15 @@ void efa_core_peer_set_name(efa_core_t *core, efa_peer_t *peer, const char *name
 void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, const char *why);
 /* The common_efa_peer_timeout in effect, in seconds (0: never). */
 int efa_core_peer_timeout(const efa_core_t *core);
+/* Watch a peer the owner may be waiting on with nothing posted to it (pml
+ * ob1 over btl_efa: its receives take any source).  For the peer deadline
+ * a watched peer is waited on: silent for half the deadline, it is probed,
+ * and when the probe goes unanswered it is declared lost and the watch's
+ * 'complete' is called, once, with the error.  0 (nothing to do when the
+ * deadline is off), or -FI_EHOSTUNREACH when the peer is already lost. */
+int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t *watch);
+/* End a watch without a call; nothing when it ended already. */
+void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch);
 
 /* Contexts of NIC 0 (multi-NIC striping will add a NIC index). */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);

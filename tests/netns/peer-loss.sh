@@ -111,18 +111,10 @@ wait_for() {
 
 run_one() {
     local c=$1 s=$2 prov args log pid t_fault rc named
-    # Known gap (docs/RELIABILITY.md, "the peer deadline"): under pml ob1 a
-    # survivor that only waits for a message from the lost peer has nothing
-    # out at btl_efa (its receives are for any source), so it is not
-    # probed; the job ends only when the lost side's own deadline fails one
-    # of its operations, which it did in some runs and not in CI's (the
-    # survivors still ran 30 s later).  PEER_LOSS_RUN_GAPS=1 runs it.
-    if [ "$s" = partition ] && [ "${c%%-*}" = ob1 ] && [ "${PEER_LOSS_RUN_GAPS:-0}" != 1 ]; then
-        echo "SKIP peer_loss-$s $c (known gap: pml ob1 survivors that only wait for a receive" \
-            "from the lost peer are not probed; RELIABILITY.md)"
-        nskip=$((nskip + 1))
-        return
-    fi
+    # (Under pml ob1 the partition is caught by btl_efa's watch on the
+    # peers it talked to lately, btl_efa_watch.c: before it, a survivor
+    # that only waited for a message from the lost peer was never probed
+    # and these runs were a printed SKIP.)
     case ${c##*-} in
     rxd) prov='udp;ofi_rxd' ;;
     rxm) prov='tcp;ofi_rxm' ;;

@@ -179,3 +179,39 @@ TEST(CoreDeadline, ASendToARefusingHostFailsWithinTheDeadline) {
               -FI_EHOSTUNREACH)
         << "first error: " << fi_strerror(-send.err);
 }
+
+// A watch (pml ob1's waits, which post nothing to the peer): the peer is
+// probed like one waited on by a receive, and the watch is told it is lost.
+TEST(CoreDeadline, AWatchedSilentPeerIsDeclaredLostThroughTheProbe) {
+    DeadPeerCore s("udp;ofi_rxd", 2, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    Op watch;
+    ASSERT_EQ(efa_core_peer_watch(s.core, s.peer, &watch.op), 0);
+    EXPECT_NE(watch.op.tracker, nullptr);
+    expect_deadline_failure(s.core, watch, "the watch");
+    efa_core_peer_unwatch(s.core, &watch.op); // after the loss: nothing left to end
+    Op again;
+    EXPECT_EQ(efa_core_peer_watch(s.core, s.peer, &again.op), -FI_EHOSTUNREACH);
+    EXPECT_FALSE(again.done);
+}
+
+TEST(CoreDeadline, AnEndedWatchIsNeverCalled) {
+    DeadPeerCore s("udp;ofi_rxd", 2, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    Op watch;
+    ASSERT_EQ(efa_core_peer_watch(s.core, s.peer, &watch.op), 0);
+    efa_core_peer_unwatch(s.core, &watch.op);
+    EXPECT_EQ(watch.op.tracker, nullptr);
+    wait_for(s.core, watch, 4);
+    EXPECT_FALSE(watch.done) << "a watch ended before the deadline was still called";
+}
+
+TEST(CoreDeadline, AWatchWithTheDeadlineOffIsNothing) {
+    DeadPeerCore s("udp;ofi_rxd", 0, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    Op watch;
+    EXPECT_EQ(efa_core_peer_watch(s.core, s.peer, &watch.op), 0);
+    EXPECT_EQ(watch.op.tracker, nullptr);
+    efa_core_peer_unwatch(s.core, &watch.op);
+    EXPECT_FALSE(watch.done);
+}

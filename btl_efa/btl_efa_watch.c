@@ -1,0 +1,105 @@
+/*
+ * btl_efa's watch on the peers pml ob1 may be waiting on.
+ *
+ * ob1 waits on a peer (a rendezvous acknowledgement, a receive it posted
+ * for that peer) with nothing of it at the BTL: btl_efa's receives take any
+ * source.  A peer whose host dropped off the data network while the
+ * runtime still reaches it would leave ob1 waiting for ever.  So every peer
+ * this process exchanged provider messages with lately is watched through
+ * the core's peer deadline (efa_core_peer_watch): silent for half the
+ * deadline it is probed, and an unanswered probe ends the job through
+ * ob1's error handler, naming the peer (help topic peer-unreachable).
+ *
+ * "Lately": a sweep every half deadline (from progress, now and then)
+ * starts a watch on a peer with traffic since the last sweep and ends one
+ * after EFA_BTL_WATCH_QUIET_SWEEPS sweeps without, two deadlines: longer
+ * than a probe takes to expire (half a deadline of silence, then a
+ * deadline), so a peer lost right after its last message is still caught.
+ * The cost (docs/RELIABILITY.md): a peer must enter MPI at least once per
+ * deadline while a process it talked to lately is inside MPI.  Only where
+ * an upper layer registered an error handler (ob1 does; under pml cm
+ * nobody would hear of the loss).
+ */
+#include "btl_efa.h"
+
+#include <rdma/fi_errno.h>
+
+#define EFA_BTL_WATCH_QUIET_SWEEPS 4
+
+static mca_btl_efa_endpoint_t *endpoint_of(efa_op_t *watch) {
+    return (mca_btl_efa_endpoint_t *)((char *)watch - offsetof(mca_btl_efa_endpoint_t, watch));
+}
+
+/* The core declared the watched peer lost (the message naming it is out). */
+static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe) {
+    (void)cqe;
+    mca_btl_efa_endpoint_t *ep = endpoint_of(op);
+    OPAL_THREAD_LOCK(&mca_btl_efa_module.lock);
+    ep->watching = false;
+    const bool tell = !ep->detached;
+    OPAL_THREAD_UNLOCK(&mca_btl_efa_module.lock);
+    if (tell) {
+        mca_btl_efa_fatal(&mca_btl_efa_module, ep->proc,
+                          "btl_efa: peer unreachable (common_efa_peer_timeout)");
+    }
+}
+
+/* The module lock is held. */
+static void watch_start(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    ep->watch.complete = watch_lost;
+    ep->watching = 0 == efa_core_peer_watch(btl->core, ep->peer, &ep->watch);
+}
+
+/* The module lock is held. */
+static void watch_stop(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    if (ep->watching) {
+        efa_core_peer_unwatch(btl->core, &ep->watch);
+        ep->watching = false;
+    }
+}
+
+void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl) {
+    const int timeout = efa_core_peer_timeout(btl->core);
+    btl->watch_period = timeout > 0 && mca_btl_efa_component.peer_watch ? timeout / 2.0 : 0;
+    btl->watch_next = mca_btl_efa_now() + btl->watch_period;
+}
+
+void mca_btl_efa_watch_sweep(mca_btl_efa_module_t *btl) {
+    /* Only for an upper layer that hears of it (ob1): under pml cm the
+     * MTL waits on its peers through operations the deadline tracks, and
+     * osc/rdma's through btl_efa_rma_timeout. */
+    if (btl->watch_period <= 0 || !mca_btl_efa_fatal_heard()) {
+        return;
+    }
+    const double now = mca_btl_efa_now();
+    if (now < btl->watch_next) {
+        return;
+    }
+    btl->watch_next = now + btl->watch_period;
+    uint64_t key;
+    void *value, *node;
+    OPAL_THREAD_LOCK(&btl->lock);
+    int rc = opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node);
+    while (OPAL_SUCCESS == rc) {
+        mca_btl_efa_endpoint_t *ep = value;
+        if (ep->is_self || ep->detached) {
+            watch_stop(btl, ep);
+        } else if (ep->exchanged) {
+            ep->exchanged = false;
+            ep->quiet_sweeps = 0;
+            if (!ep->watching) {
+                watch_start(btl, ep);
+            }
+        } else if (ep->watching && ++ep->quiet_sweeps >= EFA_BTL_WATCH_QUIET_SWEEPS) {
+            watch_stop(btl, ep);
+        }
+        rc = opal_hash_table_get_next_key_uint64(&btl->endpoints, &key, &value, node, &node);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+}
+
+void mca_btl_efa_watch_fini(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    watch_stop(btl, ep);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+}

@@ -1,0 +1,103 @@
+// MsgFlow (msg_flow.hpp).
+#include "msg_flow.hpp"
+
+namespace efa {
+
+void MsgFlow::init(int32_t w, size_t off) {
+    waiting_head = waiting_tail = nullptr;
+    num_waiting = 0;
+    window = w > 0 ? w : 1;
+    // Half a window: the credits come back before the sender runs dry, in
+    // one message for many.
+    threshold = window / 2 > 0 ? window / 2 : 1;
+    link_off = off;
+}
+
+void MsgFlow::init_peer(efa_flow_peer_t *p) const {
+    *p = efa_flow_peer_t{};
+    p->credits = window;
+}
+
+void MsgFlow::wait(efa_flow_peer_t *p) {
+    if (p->waiting) {
+        return;
+    }
+    p->waiting = true;
+    p->next_waiting = nullptr;
+    if (waiting_tail) {
+        waiting_tail->next_waiting = p;
+    } else {
+        waiting_head = p;
+    }
+    waiting_tail = p;
+    num_waiting = num_waiting + 1;
+}
+
+void MsgFlow::received(efa_flow_peer_t *p, uint16_t returned, bool counts) {
+    p->credits += returned;
+    if (counts && ++p->owed >= threshold) {
+        p->credit_due = true;
+        wait(p);
+    }
+}
+
+void MsgFlow::enqueue(efa_flow_peer_t *p, void *item) {
+    *link(item) = nullptr;
+    if (p->tail) {
+        *link(p->tail) = item;
+    } else {
+        p->head = item;
+    }
+    p->tail = item;
+    wait(p);
+}
+
+void *MsgFlow::pop(efa_flow_peer_t *p) {
+    void *item = p->head;
+    if (item) {
+        dequeue_through(p, item);
+    }
+    return item;
+}
+
+void MsgFlow::push_front(efa_flow_peer_t *p, void *item) {
+    *link(item) = p->head;
+    p->head = item;
+    if (!p->tail) {
+        p->tail = item;
+    }
+}
+
+void MsgFlow::dequeue_through(efa_flow_peer_t *p, void *last) {
+    p->head = *link(last);
+    if (!p->head) {
+        p->tail = nullptr;
+    }
+    *link(last) = nullptr;
+}
+
+int32_t MsgFlow::drain(bool (*drain_peer)(void *arg, efa_flow_peer_t *p), void *arg) {
+    efa_flow_peer_t *prev = nullptr;
+    for (efa_flow_peer_t *p = waiting_head; p;) {
+        efa_flow_peer_t *next = p->next_waiting;
+        const bool room = drain_peer(arg, p);
+        if (!p->head && !p->credit_due) {
+            (prev ? prev->next_waiting : waiting_head) = next;
+            if (waiting_tail == p) {
+                waiting_tail = prev;
+            }
+            p->waiting = false;
+            p->next_waiting = nullptr;
+            num_waiting = num_waiting - 1;
+        } else {
+            prev = p;
+        }
+        if (!room) {
+            break;
+        }
+        p = next;
+    }
+    return num_waiting;
+}
+
+} // namespace efa

@@ -1,0 +1,185 @@
+// A context's backlog (ctx_post.hpp, flushed by ctx_progress.cpp): a post
+// that finds the provider's queue full is kept and posted later from
+// progress, in order, and the caller sees success.  The provider's answers
+// are scripted here (the post closures return what the test says), on a
+// real context of a shm core, so the backlog's own logic is what is tested.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+#include "core_test_params.hpp"
+#include "core_with_self.hpp"
+#include "ctx_ops.hpp"
+#include "ctx_post.hpp"
+
+namespace {
+
+// What the provider answers to the next posts (0 once the script is out),
+// and the order in which the posts it accepted were made.
+struct ScriptedProvider {
+    std::deque<ssize_t> answers;
+    std::vector<int> accepted;
+
+    auto post(int id) {
+        return [this, id]() -> ssize_t {
+            ssize_t rc = 0;
+            if (!answers.empty()) {
+                rc = answers.front();
+                answers.pop_front();
+            }
+            if (rc == 0) {
+                accepted.push_back(id);
+            }
+            return rc;
+        };
+    }
+};
+
+struct TestOp {
+    efa_op_t op{};
+    int completions = 0;
+    int last_err = 0;
+};
+
+void record_completion(efa_op_t *op, const efa_cqe_t *cqe) {
+    auto *t = reinterpret_cast<TestOp *>(op);
+    ++t->completions;
+    t->last_err = cqe->err;
+}
+
+class CtxBacklog : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_TRUE(core_.open(core_test_params("shm")));
+        ctx_ = efa_core_ctx(core_.core(), 0);
+        ASSERT_NE(ctx_, nullptr);
+        for (auto &t : ops_) {
+            t.op.complete = record_completion;
+        }
+    }
+    // Posts that were accepted hold their operations in flight until a
+    // completion the scripted provider never gives: the test ends them.
+    void TearDown() override {
+        for (auto &t : ops_) {
+            if (t.op.net_counted) {
+                efa::inflight_done(ctx_, &t.op);
+            }
+        }
+    }
+    int submit(int id) {
+        return efa::post::submit(ctx_, ctx_->tx_backlog, "fi_send", &ops_[id].op,
+                                 provider_.post(id));
+    }
+
+    CoreWithSelf core_;
+    efa_ctx_t *ctx_ = nullptr;
+    ScriptedProvider provider_;
+    TestOp ops_[6];
+};
+
+TEST_F(CtxBacklog, AFullQueueDefersThePostAndTheCallerSeesSuccess) {
+    provider_.answers = {-FI_EAGAIN};
+    EXPECT_EQ(submit(0), 0);
+    EXPECT_EQ(ctx_->tx_backlog.size.load(), 1u);
+    EXPECT_EQ(ctx_->tx_backlog.deferred.load(), 1u);
+    EXPECT_TRUE(provider_.accepted.empty());
+    EXPECT_EQ(ops_[0].completions, 0) << "a deferred post is not an error";
+}
+
+TEST_F(CtxBacklog, LaterPostsQueueBehindAndProgressPostsThemInOrder) {
+    provider_.answers = {-FI_EAGAIN};
+    for (int id = 0; id < 4; ++id) {
+        EXPECT_EQ(submit(id), 0);
+    }
+    // Only the first reached the provider: the rest would have overtaken it.
+    EXPECT_TRUE(provider_.accepted.empty());
+    EXPECT_EQ(ctx_->tx_backlog.size.load(), 4u);
+    efa::progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(ctx_->tx_backlog.size.load(), 0u);
+    // The backlog is empty again: the next post goes straight through.
+    EXPECT_EQ(submit(4), 0);
+    EXPECT_EQ(provider_.accepted.back(), 4);
+}
+
+TEST_F(CtxBacklog, AFlushStopsWhereTheQueueIsFullAgain) {
+    provider_.answers = {-FI_EAGAIN};
+    for (int id = 0; id < 3; ++id) {
+        submit(id);
+    }
+    provider_.answers = {0, -FI_EAGAIN}; // room for one, then full
+    efa::progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0}));
+    EXPECT_EQ(ctx_->tx_backlog.size.load(), 2u);
+    efa::progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 1, 2}));
+}
+
+TEST_F(CtxBacklog, ShmsENOMEMCountsAsAFullQueue) {
+    provider_.answers = {-FI_ENOMEM};
+    EXPECT_EQ(submit(0), 0);
+    EXPECT_EQ(ctx_->tx_backlog.size.load(), 1u);
+    efa::progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0}));
+}
+
+TEST_F(CtxBacklog, ARefusalOnTheFirstPostGoesToTheCaller) {
+    const int before = ctx_->inflight.load();
+    provider_.answers = {-FI_EINVAL};
+    EXPECT_EQ(submit(0), -FI_EINVAL);
+    EXPECT_EQ(ctx_->tx_backlog.size.load(), 0u);
+    EXPECT_EQ(ops_[0].completions, 0) << "the caller has the error: no completion as well";
+    EXPECT_EQ(ctx_->inflight.load(), before) << "a refused post is not in flight";
+}
+
+TEST_F(CtxBacklog, ALateRefusalCompletesItsOperationWithTheErrorAndTheRestGoOn) {
+    provider_.answers = {-FI_EAGAIN};
+    for (int id = 0; id < 3; ++id) {
+        submit(id);
+    }
+    const int before = ctx_->inflight.load();
+    provider_.answers = {0, -FI_EINVAL, 0};
+    efa::progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 2}));
+    EXPECT_EQ(ops_[1].completions, 1);
+    EXPECT_EQ(ops_[1].last_err, -FI_EINVAL);
+    EXPECT_EQ(ops_[0].completions + ops_[2].completions, 0);
+    EXPECT_EQ(ctx_->inflight.load(), before - 1) << "the failed one is no longer in flight";
+    EXPECT_EQ(ctx_->tx_backlog.size.load(), 0u);
+}
+
+TEST_F(CtxBacklog, ReceivesWithoutAQueueSlotWaitAndInternalOnesDoNotWaitBehindThem) {
+    // One slot for user receives, two in all.
+    ASSERT_EQ(ctx_->rx_posted.load(), 0) << "nothing of the core's own is posted here";
+    const int capacity = ctx_->rx_capacity, user_capacity = ctx_->rx_user_capacity;
+    ctx_->rx_capacity = 2;
+    ctx_->rx_user_capacity = 1;
+    auto recv = [&](int id, uint8_t cls) {
+        ops_[id].op.rx_class = cls;
+        return efa::post::submit_recv(ctx_, "fi_trecv", &ops_[id].op, provider_.post(id));
+    };
+    EXPECT_EQ(recv(0, EFA_RX_USER), 0);
+    EXPECT_EQ(recv(1, EFA_RX_USER), 0); // no user slot left: waits
+    EXPECT_EQ(recv(2, EFA_RX_INTERNAL), 0);
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 2}));
+    EXPECT_EQ(ctx_->rx_backlog.size.load(), 1u);
+    EXPECT_EQ(ctx_->rx_internal_backlog.size.load(), 0u);
+    // Still no slot: progress leaves it waiting without asking the provider.
+    efa::progress(core_.core());
+    EXPECT_EQ(provider_.accepted.size(), 2u);
+    // The first receive completes (its slot comes back): the second goes.
+    efa::post::release_slot(ctx_, &ops_[0].op);
+    efa::progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 2, 1}));
+    EXPECT_EQ(ctx_->rx_backlog.size.load(), 0u);
+    efa::post::release_slot(ctx_, &ops_[1].op);
+    efa::post::release_slot(ctx_, &ops_[2].op);
+    ctx_->rx_capacity = capacity;
+    ctx_->rx_user_capacity = user_capacity;
+}
+
+} // namespace
