@@ -355,9 +355,16 @@ void mca_btl_efa_fatal(mca_btl_efa_module_t *btl, opal_proc_t *proc, char *why);
 /* Is anyone listening (ob1 registers its handler; osc/rdma does not)? */
 bool mca_btl_efa_fatal_heard(void);
 /* A message from ep arrived: take the credits it returns and count it
- * towards what this process owes back. */
-void mca_btl_efa_note_received(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                               const efa_btl_hdr_t *hdr, bool via_ring);
+ * towards what this process owes back.  Inline for the on-node ring's
+ * frames, which mostly carry no credit and so need nothing. */
+void mca_btl_efa_note_received_slow(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                    const efa_btl_hdr_t *hdr, bool via_ring);
+static inline void mca_btl_efa_note_received(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                             const efa_btl_hdr_t *hdr, bool via_ring) {
+    if (!via_ring || 0 != hdr->credits) {
+        mca_btl_efa_note_received_slow(btl, ep, hdr, via_ring);
+    }
+}
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len);
 void mca_btl_efa_run_done(mca_btl_efa_module_t *btl);
@@ -424,8 +431,8 @@ int mca_btl_efa_component_progress(void);
 /* btl_efa_watch.c: the peers ob1 may wait on, watched through the peer
  * deadline */
 void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl);
-/* Now and then from progress: starts and ends watches. */
-void mca_btl_efa_watch_sweep(mca_btl_efa_module_t *btl);
+/* At finalize, before the endpoints go: no sweep any more. */
+void mca_btl_efa_watch_stop_sweeps(mca_btl_efa_module_t *btl);
 void mca_btl_efa_watch_fini(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 
 /* btl_efa_ring.c: the on-node channel */

@@ -63,6 +63,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     mca_btl_efa_reg_fini(btl);
     mca_btl_efa_emul_fini(btl);
     mca_btl_efa_native_fini(btl);
+    mca_btl_efa_watch_stop_sweeps(btl);
     if (OPAL_SUCCESS ==
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
         do {

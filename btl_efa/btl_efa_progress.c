@@ -2,8 +2,7 @@
  * btl_efa's progress: what the common progress callback runs after the
  * core's (mca_common_efa_progress_add, from add_procs): frames of the
  * on-node rings, finished operations, now and then one-sided requests left
- * unanswered and the peers to watch, and the sends waiting for credits or
- * queue room.
+ * unanswered, and the sends waiting for credits or queue room.
  */
 #include "btl_efa.h"
 
@@ -13,15 +12,11 @@ int mca_btl_efa_component_progress(void) {
     }
     int n = mca_btl_efa_ring_poll(&mca_btl_efa_module);
     mca_btl_efa_run_done(&mca_btl_efa_module);
-    /* Unanswered requests and the peers to watch are looked at now and
-     * then (a clock read per call would cost more than the rest of an idle
-     * progress call). */
+    /* Unanswered requests are looked for now and then (a clock read per
+     * call would cost more than the rest of an idle progress call). */
     static unsigned calls;
-    if (OPAL_UNLIKELY(0 == (++calls & 1023))) {
-        if (mca_btl_efa_module.outstanding > 0) {
-            n += mca_btl_efa_emul_expire(&mca_btl_efa_module);
-        }
-        mca_btl_efa_watch_sweep(&mca_btl_efa_module);
+    if (mca_btl_efa_module.outstanding > 0 && 0 == (++calls & 1023)) {
+        n += mca_btl_efa_emul_expire(&mca_btl_efa_module);
     }
     return n + mca_btl_efa_drain_pending(&mca_btl_efa_module);
 }

@@ -399,16 +399,12 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
     return left;
 }
 
-/* A message from ep arrived: take the credits it returns and count it
- * towards what this process owes back. */
-void mca_btl_efa_note_received(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                               const efa_btl_hdr_t *hdr, bool via_ring) {
-    if (!via_ring) {
-        ep->exchanged = true; /* through the provider: the peer is watched */
-    } else if (0 == hdr->credits) {
-        return; /* took no credit, returns none */
-    }
+/* mca_btl_efa_note_received (btl_efa.h) past its inline test: the credits it
+ * returns, and what this process owes back. */
+void mca_btl_efa_note_received_slow(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                    const efa_btl_hdr_t *hdr, bool via_ring) {
     OPAL_THREAD_LOCK(&btl->lock);
+    ep->exchanged |= !via_ring; /* through the provider: the peer is watched */
     efa_flow_received(&btl->flow, &ep->flow, hdr->credits,
                       !via_ring && EFA_BTL_MSG_CREDIT != hdr->type);
     OPAL_THREAD_UNLOCK(&btl->lock);

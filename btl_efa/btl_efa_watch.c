@@ -10,7 +10,7 @@
  * deadline it is probed, and an unanswered probe ends the job through
  * ob1's error handler, naming the peer (help topic peer-unreachable).
  *
- * "Lately": a sweep every half deadline (from progress, now and then)
+ * "Lately": a sweep every half deadline (from the core's deadline check)
  * starts a watch on a peer with traffic since the last sweep and ends one
  * after EFA_BTL_WATCH_QUIET_SWEEPS sweeps without, two deadlines: longer
  * than a probe takes to expire (half a deadline of silence, then a
@@ -58,13 +58,20 @@ static void watch_stop(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     }
 }
 
+static void sweep(void *arg);
+
 void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl) {
     const int timeout = efa_core_peer_timeout(btl->core);
     btl->watch_period = timeout > 0 && mca_btl_efa_component.peer_watch ? timeout / 2.0 : 0;
     btl->watch_next = mca_btl_efa_now() + btl->watch_period;
+    if (btl->watch_period > 0) {
+        efa_core_set_deadline_tick(btl->core, sweep, btl);
+    }
 }
 
-void mca_btl_efa_watch_sweep(mca_btl_efa_module_t *btl) {
+/* About once a second, from the core's deadline check (no lock held). */
+static void sweep(void *arg) {
+    mca_btl_efa_module_t *btl = arg;
     /* Only for an upper layer that hears of it (ob1): under pml cm the
      * MTL waits on its peers through operations the deadline tracks, and
      * osc/rdma's through btl_efa_rma_timeout. */
@@ -96,6 +103,12 @@ void mca_btl_efa_watch_sweep(mca_btl_efa_module_t *btl) {
         rc = opal_hash_table_get_next_key_uint64(&btl->endpoints, &key, &value, node, &node);
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
+}
+
+void mca_btl_efa_watch_stop_sweeps(mca_btl_efa_module_t *btl) {
+    if (btl->watch_period > 0) {
+        efa_core_set_deadline_tick(btl->core, NULL, NULL);
+    }
 }
 
 void mca_btl_efa_watch_fini(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {

@@ -113,6 +113,16 @@ struct efa_core {
     // Stand-ins of failed operations the provider still holds: freed when
     // it hands them back, or after the endpoints close.
     std::unordered_set<const void *> orphans;
+    // Stand-ins no longer in use, for the next tracked operation (no
+    // allocation per operation); under deadline_lock.
+    std::vector<void *> deadline_free;
+    // Some peer was declared dead: injects must look (deadline_refuses).
+    std::atomic<bool> deadline_any_dead{false};
+    // Called about once a second from the deadline's check (an owner's
+    // sweep over the peers it watches: btl_efa_watch.c); set by
+    // efa_core_set_deadline_tick, read under deadline_lock.
+    void (*deadline_tick_fn)(void *arg) = nullptr;
+    void *deadline_tick_arg = nullptr;
     // Progress calls that found work (core_capi.cpp): a counter, racy on
     // purpose across threads (a lost increment only delays a check).
     std::atomic<uint32_t> busy_calls{0};

@@ -7,7 +7,9 @@
 // core allocates and frees only when the provider returns it.  A stand-in
 // whose owner was already failed completes into nothing.  Receives failed
 // this way are also cancelled, so that the provider lets go of the buffer.
+#include <cstddef>
 #include <ctime>
+#include <new>
 #include <string>
 
 #include <rdma/fi_endpoint.h>
@@ -22,11 +24,40 @@ namespace {
 
 struct Tracked {
     efa_op_t op; // first: the provider hands back &op.fi_ctx
+    PeerDeadline::Entry entry;
     efa_op_t *owner;
     efa_ctx *ctx;
     fi_addr_t peer;
     uint64_t flags; // what the failure completion says it was (FI_SEND, FI_RECV, ...)
 };
+
+Tracked *tracked_of(PeerDeadline::Entry *e) {
+    return reinterpret_cast<Tracked *>(reinterpret_cast<char *>(e) - offsetof(Tracked, entry));
+}
+
+// A stand-in, recycled when one is free (core->deadline_free); nullptr
+// when memory is out.  deadline_lock is held.
+Tracked *take_tracked(efa_core *core, efa_op_t *owner, efa_ctx *ctx, fi_addr_t peer,
+                      uint64_t flags) {
+    Tracked *t;
+    if (!core->deadline_free.empty()) {
+        t = static_cast<Tracked *>(core->deadline_free.back());
+        core->deadline_free.pop_back();
+    } else if (!(t = new (std::nothrow) Tracked)) {
+        return nullptr;
+    }
+    *t = Tracked{{}, {}, owner, ctx, peer, flags};
+    return t;
+}
+
+// deadline_lock is held.
+void give_tracked(efa_core *core, Tracked *t) {
+    try {
+        core->deadline_free.push_back(t);
+    } catch (...) {
+        delete t;
+    }
+}
 
 // A coarse clock (a few ms of resolution, no system call): the deadline
 // counts seconds.
@@ -64,21 +95,22 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why);
 void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *t = reinterpret_cast<Tracked *>(op);
     efa_core *core = t->ctx->core;
+    efa_op_t *owner = t->owner;
+    const fi_addr_t peer = t->peer;
     bool mine;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
-        mine = core->deadline.completed(t->peer, t, now_ms());
+        mine = core->deadline.completed(&t->entry, now_ms());
         if (!mine) {
             core->orphans.erase(t);
         }
+        give_tracked(core, t); // the provider is done with it
     }
-    const fi_addr_t peer = t->peer;
     const int err = cqe->err;
     if (mine) {
-        t->owner->tracker = nullptr;
-        t->owner->complete(t->owner, cqe);
+        owner->tracker = nullptr;
+        owner->complete(owner, cqe);
     }
-    delete t;
     if (mine && err && unreachable(err)) {
         peer_dead(core, peer, err, "the provider reported it unreachable");
     }
@@ -109,29 +141,39 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
     if (name.empty()) {
         name = "address " + std::to_string(addr);
     }
-    std::vector<const void *> ops;
+    // What failing each operation needs, copied under the lock: once it is
+    // released the provider may hand a stand-in back and it be reused.
+    struct Failed {
+        Tracked *t;
+        efa_op_t *owner;
+        fid_ep *ep;
+        uint64_t flags;
+    };
+    std::vector<Failed> ops;
     bool first;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
+        core->deadline_any_dead.store(true, std::memory_order_relaxed);
         first = !core->deadline.dead(addr);
         for (fi_addr_t a : addrs) {
-            std::vector<const void *> more = core->deadline.declare_dead(a);
-            ops.insert(ops.end(), more.begin(), more.end());
+            for (PeerDeadline::Entry *e : core->deadline.declare_dead(a)) {
+                Tracked *t = tracked_of(e);
+                core->orphans.insert(t);
+                ops.push_back(Failed{t, t->owner, t->ctx->ep, t->flags});
+            }
         }
-        core->orphans.insert(ops.begin(), ops.end());
     }
     if (first) {
         core->rep.help("peer-unreachable", name, why, fi_strerror(-err));
     }
-    for (const void *p : ops) {
-        auto *t = const_cast<Tracked *>(static_cast<const Tracked *>(p));
-        if (t->flags & FI_RECV) {
+    for (const Failed &f : ops) {
+        if (f.flags & FI_RECV) {
             // The provider keeps the stand-in until the cancel's completion.
-            (void)fi_cancel(&t->ctx->ep->fid, &t->op.fi_ctx);
+            (void)fi_cancel(&f.ep->fid, &f.t->op.fi_ctx);
         }
-        efa_cqe_t cqe{err, t->flags, 0, 0, 0, 0};
-        t->owner->tracker = nullptr;
-        t->owner->complete(t->owner, &cqe);
+        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0};
+        f.owner->tracker = nullptr;
+        f.owner->complete(f.owner, &cqe);
     }
 }
 
@@ -170,12 +212,16 @@ ssize_t post_probe(efa_ctx *ctx, fi_addr_t addr, void *context) {
 void send_probe(efa_core *core, fi_addr_t addr) {
     efa_ctx *ctx = core->nic->ctx(0);
     const uint64_t kind = core->info.has_tagged ? FI_SEND | FI_TAGGED : FI_SEND | FI_MSG;
-    auto *t = new Tracked{{}, &g_probe_owner, ctx, addr, kind};
-    t->op.complete = tracked_complete;
+    Tracked *t;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
-        if (!core->deadline.posted(addr, t, PeerDeadline::Kind::Send, now_ms())) {
-            delete t;
+        t = take_tracked(core, &g_probe_owner, ctx, addr, kind);
+        if (!t) {
+            return; // the next check asks again
+        }
+        t->op.complete = tracked_complete;
+        if (!core->deadline.posted(addr, &t->entry, PeerDeadline::Kind::Send, now_ms())) {
+            give_tracked(core, t);
             return;
         }
     }
@@ -186,8 +232,8 @@ void send_probe(efa_core *core, fi_addr_t addr) {
             core->failures.report(core->rep, "fi_sendmsg (peer probe)", static_cast<int>(rc));
         }
         std::lock_guard<std::mutex> guard(core->deadline_lock);
-        core->deadline.forget(addr, t);
-        delete t;
+        core->deadline.forget(&t->entry);
+        give_tracked(core, t);
     }
 }
 
@@ -242,12 +288,17 @@ void deadline_close(efa_core *core) {
     }
     core->probe_recvs.clear();
     // The endpoints are closed: nothing hands these back any more.
-    std::vector<const void *> left = core->deadline.release_all();
-    left.insert(left.end(), core->orphans.begin(), core->orphans.end());
-    for (const void *p : left) {
+    for (PeerDeadline::Entry *e : core->deadline.release_all()) {
+        delete tracked_of(e);
+    }
+    for (const void *p : core->orphans) {
         delete static_cast<const Tracked *>(p);
     }
     core->orphans.clear();
+    for (void *p : core->deadline_free) {
+        delete static_cast<Tracked *>(p);
+    }
+    core->deadline_free.clear();
 }
 
 efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadline::Kind kind,
@@ -257,13 +308,18 @@ efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadlin
     if (!core->deadline_on) {
         return op;
     }
-    auto *t = new Tracked{{}, op, ctx, peer, flags};
-    t->op.complete = tracked_complete;
-    t->op.rx_class = op->rx_class;
+    Tracked *t;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
-        if (!core->deadline.posted(peer, t, kind, now_ms())) {
-            delete t;
+        t = take_tracked(core, op, ctx, peer, flags);
+        if (!t) {
+            *err = -FI_ENOMEM;
+            return nullptr;
+        }
+        t->op.complete = tracked_complete;
+        t->op.rx_class = op->rx_class;
+        if (!core->deadline.posted(peer, &t->entry, kind, now_ms())) {
+            give_tracked(core, t);
             *err = -FI_EHOSTUNREACH;
             return nullptr;
         }
@@ -279,15 +335,16 @@ void deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op) {
     auto *t = reinterpret_cast<Tracked *>(tracked);
     {
         std::lock_guard<std::mutex> guard(ctx->core->deadline_lock);
-        ctx->core->deadline.forget(t->peer, t);
+        ctx->core->deadline.forget(&t->entry);
+        give_tracked(ctx->core, t);
     }
     op->tracker = nullptr;
-    delete t;
 }
 
 bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer) {
     efa_core *core = ctx->core;
-    if (!core->deadline_on) {
+    // No lock until some peer died: an inject per message would pay for it.
+    if (!core->deadline_on || !core->deadline_any_dead.load(std::memory_order_relaxed)) {
         return false;
     }
     std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -300,13 +357,27 @@ void deadline_tick(efa_core *core) {
         return;
     }
     PeerDeadline::Verdict v;
+    void (*tick)(void *) = nullptr;
+    void *tick_arg = nullptr;
+    bool due;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
-        core->deadline_next_ms.store(now + 1000, std::memory_order_relaxed);
-        if (!core->deadline.due(now)) {
-            return;
+        if (now < core->deadline_next_ms.load(std::memory_order_relaxed)) {
+            return; // another thread ticked meanwhile
         }
-        v = core->deadline.check(now);
+        core->deadline_next_ms.store(now + 1000, std::memory_order_relaxed);
+        tick = core->deadline_tick_fn;
+        tick_arg = core->deadline_tick_arg;
+        due = core->deadline.due(now);
+        if (due) {
+            v = core->deadline.check(now);
+        }
+    }
+    if (tick) {
+        tick(tick_arg); // may start or end watches: no lock held
+    }
+    if (!due) {
+        return;
     }
     for (fi_addr_t a : v.probe) {
         send_probe(core, a);
@@ -337,6 +408,12 @@ extern "C" int efa_core_peer_timeout(const efa_core_t *core) {
 // A watch is a stand-in the provider never sees, tracked as a receive:
 // flags 0, so that declaring the peer dead does not cancel it at the
 // provider.
+extern "C" void efa_core_set_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg) {
+    std::lock_guard<std::mutex> guard(core->deadline_lock);
+    core->deadline_tick_fn = fn;
+    core->deadline_tick_arg = arg;
+}
+
 extern "C" int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t *watch) {
     int err = 0;
     efa_op_t *t = efa::deadline_track(core->nic->ctx(0), peer->addr[0], watch,
@@ -354,8 +431,8 @@ extern "C" void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch) {
         if (core->orphans.count(t)) {
             return; // declared dead meanwhile: its call is due, the close frees it
         }
-        core->deadline.forget(t->peer, t);
+        core->deadline.forget(&t->entry);
+        give_tracked(core, t);
     }
     watch->tracker = nullptr;
-    delete t;
 }

@@ -2,54 +2,66 @@
 
 namespace efa {
 
-bool PeerDeadline::posted(uint64_t peer, const void *op, Kind kind, uint64_t now) {
+bool PeerDeadline::posted(uint64_t peer, Entry *op, Kind kind, uint64_t now) {
     Peer &p = peers_[peer];
     if (p.dead) {
         return false;
     }
+    if (op->peer) {
+        return true; // tracked already
+    }
     // An idle peer's clock starts with its first operation: the time it
     // spent with nothing to do is no silence.
-    if (p.ops.empty()) {
+    if (p.count == 0) {
         p.last = now;
     }
-    if (p.ops.emplace(op, kind).second) {
-        ++total_;
-        p.sends += kind == Kind::Send;
+    op->prev = nullptr;
+    op->next = p.head;
+    if (p.head) {
+        p.head->prev = op;
     }
+    p.head = op;
+    op->peer = &p;
+    op->kind = kind;
+    ++p.count;
+    ++total_;
+    p.sends += kind == Kind::Send;
     return true;
 }
 
-bool PeerDeadline::completed(uint64_t peer, const void *op, uint64_t now) {
-    auto it = peers_.find(peer);
-    if (it == peers_.end()) {
-        return false;
+void PeerDeadline::unlink(Entry *e) {
+    Peer &p = *e->peer;
+    if (e->prev) {
+        e->prev->next = e->next;
+    } else {
+        p.head = e->next;
     }
-    Peer &p = it->second;
-    auto o = p.ops.find(op);
-    if (o == p.ops.end()) {
-        return false;
+    if (e->next) {
+        e->next->prev = e->prev;
     }
-    p.sends -= o->second == Kind::Send;
-    p.ops.erase(o);
+    e->prev = e->next = nullptr;
+    e->peer = nullptr;
+    --p.count;
     --total_;
+    p.sends -= e->kind == Kind::Send;
+}
+
+bool PeerDeadline::completed(Entry *op, uint64_t now) {
+    Peer *p = op->peer;
+    if (!p) {
+        return false;
+    }
+    unlink(op);
     // An error completion is news from the provider too: it ends the wait
     // for this operation, and an unreachable peer is declared dead by the
     // caller from the error itself.
-    p.last = now;
+    p->last = now;
     return true;
 }
 
-void PeerDeadline::forget(uint64_t peer, const void *op) {
-    auto it = peers_.find(peer);
-    if (it == peers_.end()) {
-        return;
-    }
-    Peer &p = it->second;
-    auto o = p.ops.find(op);
-    if (o != p.ops.end()) {
-        p.sends -= o->second == Kind::Send;
-        p.ops.erase(o);
-        --total_;
+void PeerDeadline::forget(Entry *op) {
+    if (op->peer) {
+        unlink(op);
     }
 }
 
@@ -70,7 +82,7 @@ PeerDeadline::Verdict PeerDeadline::check(uint64_t now) {
     Verdict v;
     for (auto &kv : peers_) {
         Peer &p = kv.second;
-        if (p.dead || p.ops.empty()) {
+        if (p.dead || p.count == 0) {
             continue;
         }
         const uint64_t quiet = now > p.last ? now - p.last : 0;
@@ -88,30 +100,28 @@ PeerDeadline::Verdict PeerDeadline::check(uint64_t now) {
     return v;
 }
 
-std::vector<const void *> PeerDeadline::declare_dead(uint64_t peer) {
+void PeerDeadline::drain(Peer &p, std::vector<Entry *> *out) {
+    while (p.head) {
+        Entry *e = p.head;
+        unlink(e);
+        out->push_back(e);
+    }
+}
+
+std::vector<PeerDeadline::Entry *> PeerDeadline::declare_dead(uint64_t peer) {
     Peer &p = peers_[peer];
     p.dead = true;
-    std::vector<const void *> ops;
-    ops.reserve(p.ops.size());
-    for (auto &kv : p.ops) {
-        ops.push_back(kv.first);
-    }
-    total_ -= p.ops.size();
-    p.ops.clear();
-    p.sends = 0;
+    std::vector<Entry *> ops;
+    ops.reserve(p.count);
+    drain(p, &ops);
     return ops;
 }
 
-std::vector<const void *> PeerDeadline::release_all() {
-    std::vector<const void *> ops;
+std::vector<PeerDeadline::Entry *> PeerDeadline::release_all() {
+    std::vector<Entry *> ops;
     for (auto &kv : peers_) {
-        for (auto &o : kv.second.ops) {
-            ops.push_back(o.first);
-        }
-        kv.second.ops.clear();
-        kv.second.sends = 0;
+        drain(kv.second, &ops);
     }
-    total_ = 0;
     return ops;
 }
 

@@ -24,14 +24,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace efa {
 
 class PeerDeadline {
+    struct Peer;
+
   public:
     enum class Kind { Send, Recv };
+
+    // What the deadline keeps of one tracked operation, inside the caller's
+    // record of it (core_deadline.cpp's stand-in): the links of its peer's
+    // list, so that tracking costs no allocation and no hashing of the
+    // operation (a completion unlinks it in a few instructions).
+    struct Entry {
+        Entry *prev = nullptr, *next = nullptr;
+        Peer *peer = nullptr; // the peer whose list holds it; null: not tracked
+        Kind kind = Kind::Send;
+    };
 
     // timeout_ms 0: never expire (every call is then cheap and tracks nothing).
     explicit PeerDeadline(uint64_t timeout_ms, uint64_t check_interval_ms = 1000)
@@ -42,15 +53,15 @@ class PeerDeadline {
 
     // An operation with 'peer' was posted.  false: the peer is dead, the
     // operation is not tracked and must fail at once.
-    bool posted(uint64_t peer, const void *op, Kind kind, uint64_t now);
+    bool posted(uint64_t peer, Entry *op, Kind kind, uint64_t now);
     // A tracked operation completed (with or without error).  false: it was
     // no longer tracked (failed by the deadline already): the caller must
     // not complete it again.
-    bool completed(uint64_t peer, const void *op, uint64_t now);
+    bool completed(Entry *op, uint64_t now);
 
     // Drops a tracked operation without counting it as news (its post
     // failed at once).
-    void forget(uint64_t peer, const void *op);
+    void forget(Entry *op);
 
     bool dead(uint64_t peer) const;
 
@@ -66,24 +77,29 @@ class PeerDeadline {
 
     // Marks the peer dead; returns its tracked operations (they are no
     // longer tracked: the caller fails them).  Idempotent.
-    std::vector<const void *> declare_dead(uint64_t peer);
+    std::vector<Entry *> declare_dead(uint64_t peer);
 
     size_t tracked() const { return total_; }
 
     // Every tracked operation, no longer tracked (the core closes).
-    std::vector<const void *> release_all();
+    std::vector<Entry *> release_all();
 
   private:
     struct Peer {
-        std::unordered_map<const void *, Kind> ops;
+        Entry *head = nullptr; // its tracked operations
+        size_t count = 0;
         size_t sends = 0;
         uint64_t last = 0;       // last completion with it, or when it became busy
         uint64_t last_probe = 0; // when a probe was last asked for
         bool dead = false;
     };
+    void unlink(Entry *e);
+    void drain(Peer &p, std::vector<Entry *> *out);
+
     uint64_t timeout_, interval_;
     uint64_t next_check_ = 0;
     size_t total_ = 0;
+    // Node-based: a Peer never moves, so entries may point at it.
     std::unordered_map<uint64_t, Peer> peers_;
 };
 

@@ -231,6 +231,9 @@ int efa_core_peer_timeout(const efa_core_t *core);
 int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t *watch);
 /* End a watch without a call; nothing when it ended already. */
 void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch);
+/* fn(arg) about once a second from progress while the peer deadline is
+ * on (where the owner of watches sweeps them); one owner, NULL: none. */
+void efa_core_set_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg);
 
 /* Contexts of NIC 0 (multi-NIC striping will add a NIC index). */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);

@@ -7,17 +7,18 @@ using efa::PeerDeadline;
 using Kind = PeerDeadline::Kind;
 
 namespace {
-int ops[8]; // addresses to stand for operations
 constexpr uint64_t kPeer = 7, kOther = 9;
 } // namespace
 
 TEST(PeerDeadline, DisabledNeverChecks) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(0);
     EXPECT_TRUE(d.posted(kPeer, &ops[0], Kind::Send, 0));
     EXPECT_FALSE(d.due(1000000));
 }
 
 TEST(PeerDeadline, SendWithoutNewsExpiresAfterTimeout) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(10000);
     ASSERT_TRUE(d.posted(kPeer, &ops[0], Kind::Send, 5000));
     EXPECT_TRUE(d.check(14999).expired.empty());
@@ -27,28 +28,31 @@ TEST(PeerDeadline, SendWithoutNewsExpiresAfterTimeout) {
 }
 
 TEST(PeerDeadline, CompletionsKeepABusyPeerAlive) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(10000);
     d.posted(kPeer, &ops[0], Kind::Send, 0);
     d.posted(kPeer, &ops[1], Kind::Send, 0);
-    EXPECT_TRUE(d.completed(kPeer, &ops[0], 9000));
+    EXPECT_TRUE(d.completed(&ops[0], 9000));
     EXPECT_TRUE(d.check(18999).expired.empty()); // ops[1] still out, but news at 9000
     EXPECT_EQ(d.check(19000).expired.size(), 1u);
 }
 
 TEST(PeerDeadline, IdleTimeIsNoSilence) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(10000);
     d.posted(kPeer, &ops[0], Kind::Send, 0);
-    d.completed(kPeer, &ops[0], 1);
+    d.completed(&ops[0], 1);
     d.posted(kPeer, &ops[1], Kind::Send, 50000); // long idle, then busy again
     EXPECT_TRUE(d.check(59999).expired.empty());
     EXPECT_EQ(d.check(60000).expired.size(), 1u);
 }
 
 TEST(PeerDeadline, OnlyThePeerWithoutNewsExpires) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(10000);
     d.posted(kPeer, &ops[0], Kind::Send, 0);
     d.posted(kOther, &ops[1], Kind::Send, 0);
-    d.completed(kOther, &ops[1], 8000);
+    d.completed(&ops[1], 8000);
     d.posted(kOther, &ops[2], Kind::Send, 8000);
     auto v = d.check(12000);
     ASSERT_EQ(v.expired.size(), 1u);
@@ -56,6 +60,7 @@ TEST(PeerDeadline, OnlyThePeerWithoutNewsExpires) {
 }
 
 TEST(PeerDeadline, AWaitedPeerIsProbedAtHalfTheTimeoutOnce) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(10000);
     d.posted(kPeer, &ops[0], Kind::Recv, 0);
     EXPECT_TRUE(d.check(4999).probe.empty());
@@ -72,11 +77,12 @@ TEST(PeerDeadline, AWaitedPeerIsProbedAtHalfTheTimeoutOnce) {
 }
 
 TEST(PeerDeadline, AnsweredProbeKeepsTheWaitGoing) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(10000);
     d.posted(kPeer, &ops[0], Kind::Recv, 0);
     ASSERT_EQ(d.check(5000).probe.size(), 1u);
     d.posted(kPeer, &ops[1], Kind::Send, 5000);
-    d.completed(kPeer, &ops[1], 5100);
+    d.completed(&ops[1], 5100);
     auto v = d.check(10099);
     EXPECT_TRUE(v.expired.empty());
     EXPECT_TRUE(v.probe.empty()); // news at 5100: the next probe half a timeout after it
@@ -85,6 +91,7 @@ TEST(PeerDeadline, AnsweredProbeKeepsTheWaitGoing) {
 }
 
 TEST(PeerDeadline, DeadPeerHandsBackItsOpsAndRefusesNewOnes) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(10000);
     d.posted(kPeer, &ops[0], Kind::Send, 0);
     d.posted(kPeer, &ops[1], Kind::Recv, 0);
@@ -95,28 +102,30 @@ TEST(PeerDeadline, DeadPeerHandsBackItsOpsAndRefusesNewOnes) {
     EXPECT_FALSE(d.dead(kOther));
     EXPECT_EQ(d.tracked(), 1u);
     // The provider's late completion of a failed op is not the owner's.
-    EXPECT_FALSE(d.completed(kPeer, &ops[0], 20000));
+    EXPECT_FALSE(d.completed(&ops[0], 20000));
     EXPECT_FALSE(d.posted(kPeer, &ops[3], Kind::Send, 20000));
     EXPECT_TRUE(d.check(100000).expired.size() == 1u); // kOther only
     EXPECT_TRUE(d.declare_dead(kPeer).empty());        // idempotent
 }
 
 TEST(PeerDeadline, ChecksAtMostOncePerIntervalAndOnlyWhenBusy) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(10000, 1000);
     EXPECT_FALSE(d.due(0)); // nothing tracked
     d.posted(kPeer, &ops[0], Kind::Send, 0);
     EXPECT_TRUE(d.due(0));
     EXPECT_FALSE(d.due(999));
     EXPECT_TRUE(d.due(1000));
-    d.completed(kPeer, &ops[0], 1500);
+    d.completed(&ops[0], 1500);
     EXPECT_FALSE(d.due(5000));
 }
 
 TEST(PeerDeadline, ReleaseAllHandsBackEveryTrackedOp) {
+    PeerDeadline::Entry ops[8]; // the tracked operations
     PeerDeadline d(10000);
     d.posted(kPeer, &ops[0], Kind::Send, 0);
     d.posted(kOther, &ops[1], Kind::Recv, 0);
     EXPECT_EQ(d.release_all().size(), 2u);
     EXPECT_EQ(d.tracked(), 0u);
-    EXPECT_FALSE(d.completed(kPeer, &ops[0], 1)); // no longer tracked
+    EXPECT_FALSE(d.completed(&ops[0], 1)); // no longer tracked
 }
