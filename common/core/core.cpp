@@ -230,10 +230,9 @@ int open_core(efa_core *core) {
     if ((err = efa_core_msg_open(core))) {
         return err;
     }
-    deadline_open(core);
-
     core->blob = make_peer_blob(static_cast<uint16_t>(core->nic->num_contexts()),
                                 static_cast<uint16_t>(core->nic->addr_len()), core->nic->names());
+    deadline_open(core); // after the blob: the probes carry its hash
     in.api_version = core->selection.api_version;
     in.lib_version = fi_version();
     const ProviderSwitches &sw = core->nic->switches();
@@ -308,6 +307,7 @@ void efa_core_release(efa_core_t *core) {
     }
     core->peers.clear();
     core->peer_index.clear();
+    core->peers_by_probe_id.clear();
     efa_core_msg_close(core);
     close_overflow_areas(core);
     core->mr_cache.reset(); // deregisters before the domain closes
@@ -385,6 +385,7 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
     }
     auto inserted = core->peers.emplace(std::move(key), efa_core::PeerEntry{peer, 1}).first;
     core->peer_index.emplace(peer, inserted);
+    core->peers_by_probe_id.emplace(probe_id_of(blob, len), peer);
     return peer;
 }
 
@@ -398,6 +399,14 @@ void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
     if (--it->second.refs == 0) {
         fi_av_remove(core->nic->av(), peer->addr, peer->num_addrs, 0);
         core->peer_names.erase(peer);
+        auto ids =
+            core->peers_by_probe_id.equal_range(probe_id_of(it->first.data(), it->first.size()));
+        for (auto i = ids.first; i != ids.second; ++i) {
+            if (i->second == peer) {
+                core->peers_by_probe_id.erase(i);
+                break;
+            }
+        }
         free(peer);
         core->peers.erase(it);
         core->peer_index.erase(idx);

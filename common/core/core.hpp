@@ -109,7 +109,18 @@ struct efa_core {
     efa::PeerDeadline deadline{0};
     std::atomic<uint64_t> deadline_next_ms{0};
     std::unordered_map<efa_peer_t *, std::string> peer_names;
-    std::vector<efa_op_t *> probe_recvs; // one per context, core_deadline.cpp
+    // The liveness probes (core_probe.cpp): the receives for pings and
+    // answers (one per context); this process's probe id (a hash of its
+    // blob) and the peers' (under peers_lock); the probes waiting for an
+    // answer, by address, and the answers that found a full queue (under
+    // deadline_lock; answers_pending says there are some).
+    std::vector<efa_op_t *> probe_recvs;
+    uint64_t probe_id = 0;
+    std::unordered_multimap<uint64_t, efa_peer_t *> peers_by_probe_id;
+    std::unordered_map<fi_addr_t, void *> probes_out;
+    std::vector<std::pair<efa_ctx *, fi_addr_t>> answers_due;
+    std::unordered_set<void *> answers_out; // answers the provider holds
+    std::atomic<bool> answers_pending{false};
     // Stand-ins of failed operations the provider still holds: freed when
     // it hands them back, or after the endpoints close.
     std::unordered_set<const void *> orphans;
@@ -179,4 +190,9 @@ void deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op);
 bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer);
 // From progress: checks the peers at most once a second.
 void deadline_tick(efa_core *core);
+// The id a peer's probes carry: a hash of its blob (core_probe.cpp).
+uint64_t probe_id_of(const void *blob, size_t len);
+// From progress while answers_pending: answers to peers' pings that found
+// a full queue, again (core_probe.cpp).
+void probe_answers_retry(efa_core *core);
 } // namespace efa

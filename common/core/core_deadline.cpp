@@ -16,56 +16,11 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#include "core.hpp"
+#include "deadline_tracked.hpp"
 
 namespace efa {
 
 namespace {
-
-struct Tracked {
-    efa_op_t op; // first: the provider hands back &op.fi_ctx
-    PeerDeadline::Entry entry;
-    efa_op_t *owner;
-    efa_ctx *ctx;
-    fi_addr_t peer;
-    uint64_t flags; // what the failure completion says it was (FI_SEND, FI_RECV, ...)
-};
-
-Tracked *tracked_of(PeerDeadline::Entry *e) {
-    return reinterpret_cast<Tracked *>(reinterpret_cast<char *>(e) - offsetof(Tracked, entry));
-}
-
-// A stand-in, recycled when one is free (core->deadline_free); nullptr
-// when memory is out.  deadline_lock is held.
-Tracked *take_tracked(efa_core *core, efa_op_t *owner, efa_ctx *ctx, fi_addr_t peer,
-                      uint64_t flags) {
-    Tracked *t;
-    if (!core->deadline_free.empty()) {
-        t = static_cast<Tracked *>(core->deadline_free.back());
-        core->deadline_free.pop_back();
-    } else if (!(t = new (std::nothrow) Tracked)) {
-        return nullptr;
-    }
-    *t = Tracked{{}, {}, owner, ctx, peer, flags};
-    return t;
-}
-
-// deadline_lock is held.
-void give_tracked(efa_core *core, Tracked *t) {
-    try {
-        core->deadline_free.push_back(t);
-    } catch (...) {
-        delete t;
-    }
-}
-
-// A coarse clock (a few ms of resolution, no system call): the deadline
-// counts seconds.
-uint64_t now_ms() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
 
 // Provider errors that say the peer cannot be reached any more: the same
 // verdict as the deadline's, given at once.
@@ -83,18 +38,14 @@ bool unreachable(int err) {
     }
 }
 
-constexpr uint64_t kProbeTag = static_cast<uint64_t>(EFA_PROTO_PROBE) << 62;
-constexpr uint64_t kProbeIgnore = (static_cast<uint64_t>(1) << 62) - 1;
-
-// What a probe's stand-in completes into: the probe's only effect is on the
-// deadline's clock.
-efa_op_t g_probe_owner = {{}, efa_op_complete_nothing, EFA_RX_INTERNAL, 0, 0, nullptr};
-
 void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why);
 
 void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *t = reinterpret_cast<Tracked *>(op);
     efa_core *core = t->ctx->core;
+    if (t->owner == &g_probe_owner && probe_sent(core, t, cqe->err)) {
+        return;
+    }
     efa_op_t *owner = t->owner;
     const fi_addr_t peer = t->peer;
     bool mine;
@@ -158,6 +109,10 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
         for (fi_addr_t a : addrs) {
             for (PeerDeadline::Entry *e : core->deadline.declare_dead(a)) {
                 Tracked *t = tracked_of(e);
+                if (t->owner == &g_probe_owner && probe_dropped(core, t)) {
+                    give_tracked(core, t); // answered by nobody, held by nobody
+                    continue;
+                }
                 core->orphans.insert(t);
                 ops.push_back(Failed{t, t->owner, t->ctx->ep, t->flags});
             }
@@ -177,41 +132,13 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
     }
 }
 
-// A zero-byte message asking for delivery completion: it completes only
-// once the peer's provider has it, so it tells whether the peer answers
-// (a plain send may complete as soon as a local socket takes it).  Tagged
-// where the provider has tags (a receive of its own takes it); untagged
-// without (the direct mode), where the peer's untagged receive pool takes
-// it and drops it (core_msg.cpp: zero bytes are a probe).
-ssize_t post_probe(efa_ctx *ctx, fi_addr_t addr, void *context) {
-    // One empty buffer rather than none: ofi_rxd reads msg_iov[0] even
-    // when iov_count is 0.
-    static char nothing;
-    iovec iov = {&nothing, 0};
-    void *desc = nullptr;
-    const uint64_t flags = FI_COMPLETION | FI_DELIVERY_COMPLETE;
-    if (!ctx->core->info.has_tagged) {
-        fi_msg msg = {};
-        msg.msg_iov = &iov;
-        msg.desc = &desc;
-        msg.iov_count = 1;
-        msg.addr = addr;
-        msg.context = context;
-        return fi_sendmsg(ctx->ep, &msg, flags);
-    }
-    fi_msg_tagged msg = {};
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
-    msg.addr = addr;
-    msg.tag = kProbeTag;
-    msg.context = context;
-    return fi_tsendmsg(ctx->ep, &msg, flags);
-}
-
+// A probe (core_probe.cpp), tracked like a send; tagged, it is news only
+// when its answer arrives (probes_out), not when its send completes.
 void send_probe(efa_core *core, fi_addr_t addr) {
+    core->rep.say(20, "peer deadline: probing address " + std::to_string(addr));
     efa_ctx *ctx = core->nic->ctx(0);
-    const uint64_t kind = core->info.has_tagged ? FI_SEND | FI_TAGGED : FI_SEND | FI_MSG;
+    const bool tagged = core->info.has_tagged;
+    const uint64_t kind = tagged ? FI_SEND | FI_TAGGED : FI_SEND | FI_MSG;
     Tracked *t;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -224,41 +151,20 @@ void send_probe(efa_core *core, fi_addr_t addr) {
             give_tracked(core, t);
             return;
         }
+        if (tagged) {
+            core->probes_out[addr] = t;
+        }
     }
-    ssize_t rc = post_probe(ctx, addr, &t->op.fi_ctx);
+    ssize_t rc = probe_post_ping(ctx, addr, &t->op.fi_ctx);
     if (rc) {
         // A full queue: the next check asks again.  Anything else: said once.
         if (rc != -FI_EAGAIN) {
             core->failures.report(core->rep, "fi_sendmsg (peer probe)", static_cast<int>(rc));
         }
         std::lock_guard<std::mutex> guard(core->deadline_lock);
+        core->probes_out.erase(addr);
         core->deadline.forget(&t->entry);
         give_tracked(core, t);
-    }
-}
-
-// The receive that takes the peers' probes, one per context, reposted as
-// each completes.
-struct ProbeRecv {
-    efa_op_t op;
-    efa_ctx *ctx;
-};
-
-int post_probe_recv(ProbeRecv *r) {
-    return static_cast<int>(fi_trecv(r->ctx->ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kProbeTag,
-                                     kProbeIgnore, &r->op.fi_ctx));
-}
-
-void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
-    auto *r = reinterpret_cast<ProbeRecv *>(op);
-    if (cqe->err == -FI_ECANCELED) {
-        return;
-    }
-    // A failed repost leaves later probes to the provider's unexpected
-    // queue (the sender's probe still completes): said once.
-    int rc = post_probe_recv(r);
-    if (rc) {
-        r->ctx->core->failures.report(r->ctx->core->rep, "fi_trecv (peer probe)", rc);
     }
 }
 
@@ -268,25 +174,11 @@ void deadline_open(efa_core *core) {
     const int secs = core->params.peer_timeout;
     core->deadline_on = secs > 0;
     core->deadline = PeerDeadline(static_cast<uint64_t>(secs > 0 ? secs : 0) * 1000);
-    // Posted whatever this process's own setting: a peer may probe it.
-    // Without tags, probes arrive in the untagged receive pool instead.
-    for (int i = 0; core->info.has_tagged && i < core->nic->num_contexts(); ++i) {
-        auto *r = new ProbeRecv{{}, core->nic->ctx(i)};
-        r->op.complete = probe_recv_done;
-        r->op.rx_class = EFA_RX_INTERNAL;
-        if (post_probe_recv(r)) {
-            delete r;
-            continue;
-        }
-        core->probe_recvs.push_back(&r->op);
-    }
+    probe_open(core); // whatever this process's own setting: a peer may probe it
 }
 
 void deadline_close(efa_core *core) {
-    for (efa_op_t *op : core->probe_recvs) {
-        delete reinterpret_cast<ProbeRecv *>(op);
-    }
-    core->probe_recvs.clear();
+    probe_close(core);
     // The endpoints are closed: nothing hands these back any more.
     for (PeerDeadline::Entry *e : core->deadline.release_all()) {
         delete tracked_of(e);

@@ -211,6 +211,9 @@ int progress(efa_core_t *core) {
     if (core->deadline_on && (events == 0 || (bump(core->busy_calls) & 63) == 0)) {
         efa::deadline_tick(core);
     }
+    if (core->answers_pending.load(std::memory_order_relaxed)) {
+        efa::probe_answers_retry(core); // whatever this process's deadline: peers may probe it
+    }
     return events;
 }
 

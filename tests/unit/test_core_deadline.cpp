@@ -9,13 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <vector>
 
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
+#include "core_test_op.hpp"
 #include "core_test_params.hpp"
 #include "peer_blob.hpp"
 
@@ -54,30 +54,7 @@ class DeadEnd {
     int fd_ = -1;
 };
 
-struct Op {
-    efa_op_t op{};
-    bool done = false;
-    int err = 1;
-    Op() {
-        op.complete = [](efa_op_t *o, const efa_cqe_t *c) {
-            auto *self = reinterpret_cast<Op *>(o);
-            self->done = true;
-            self->err = c->err;
-        };
-    }
-};
-
-// Drives progress until op completes or 'limit' passes; the seconds taken.
-double wait_for(efa_core_t *core, const Op &op, double limit) {
-    auto t0 = std::chrono::steady_clock::now();
-    double s = 0;
-    while (!op.done && s < limit) {
-        efa_core_progress(core);
-        usleep(1000);
-        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    return s;
-}
+using Op = CoreTestOp;
 
 struct DeadPeerCore {
     efa_core_t *core = nullptr;
@@ -112,7 +89,7 @@ char g_buf[64];
 // 'op' (to a silent peer, deadline 2 s) must fail with -FI_ETIMEDOUT
 // after the deadline and well before 5 s.
 void expect_deadline_failure(efa_core_t *core, const Op &op, const char *what) {
-    const double took = wait_for(core, op, 10);
+    const double took = core_test_wait(core, op, 10);
     ASSERT_TRUE(op.done) << what << " to a silent peer still waits after 10 s";
     EXPECT_EQ(op.err, -FI_ETIMEDOUT);
     EXPECT_GE(took, 1.5);
@@ -156,7 +133,7 @@ TEST(CoreDeadline, OffMeansTheSendStillWaits) {
     Op *send = &op;
     ASSERT_EQ(efa_ctx_tsend(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 1, 0, &send->op),
               0);
-    wait_for(s.core, *send, 3);
+    core_test_wait(s.core, *send, 3);
     EXPECT_FALSE(send->done);
     send->op.complete = efa_op_complete_nothing;
 }
@@ -170,7 +147,7 @@ TEST(CoreDeadline, ASendToARefusingHostFailsWithinTheDeadline) {
     Op send;
     ASSERT_EQ(efa_ctx_tsend(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 1, 0, &send.op),
               0);
-    const double took = wait_for(s.core, send, 10);
+    const double took = core_test_wait(s.core, send, 10);
     ASSERT_TRUE(send.done) << "the send to a refusing host still waits after 10 s";
     EXPECT_NE(send.err, 0);
     EXPECT_LE(took, 5.0);
@@ -202,7 +179,7 @@ TEST(CoreDeadline, AnEndedWatchIsNeverCalled) {
     ASSERT_EQ(efa_core_peer_watch(s.core, s.peer, &watch.op), 0);
     efa_core_peer_unwatch(s.core, &watch.op);
     EXPECT_EQ(watch.op.tracker, nullptr);
-    wait_for(s.core, watch, 4);
+    core_test_wait(s.core, watch, 4);
     EXPECT_FALSE(watch.done) << "a watch ended before the deadline was still called";
 }
 

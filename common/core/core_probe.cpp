@@ -1,0 +1,290 @@
+// The liveness probe: how the peer deadline asks a peer it has only waited
+// on whether it is still there (the second rule in peer_deadline.hpp).
+//
+// A probe is a ping that the peer's core answers, and only the answer is
+// news.  The send of a ping completing says nothing where a provider
+// completes a send once a local socket takes it: tcp;ofi_rxm did so across
+// a partition (FI_DELIVERY_COMPLETE asked, not honoured), which kept a
+// partitioned peer alive for ever.  Where the provider has tags, pings and
+// answers are zero-byte tagged messages in the probe space of the tag
+// (EFA_PROTO_PROBE), taken by a receive of their own on every context: the
+// low bits carry the sender's probe id (a hash of its address blob, by
+// which the receiver finds the sender among its peers), one bit tells an
+// answer from a ping.  Answers are sent whatever this process's own
+// deadline, from the progress loop: a peer must enter MPI within half the
+// deadline of being probed (docs/RELIABILITY.md).
+//
+// Without tags (the direct mode) a probe is a zero-byte untagged message
+// that the peer's receive pool drops (core_msg.cpp), and its completion is
+// the answer: that holds where a send completes once the peer's device or
+// provider has it (SRD, ofi_rxd), not on a stream provider.
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "deadline_tracked.hpp"
+
+namespace efa {
+
+namespace {
+
+constexpr uint64_t kProbeTag = static_cast<uint64_t>(EFA_PROTO_PROBE) << 62;
+constexpr uint64_t kAnswerBit = static_cast<uint64_t>(1) << 61;
+constexpr uint64_t kIdMask = kAnswerBit - 1;
+constexpr uint64_t kProbeIgnore = (static_cast<uint64_t>(1) << 62) - 1;
+
+// A zero-byte message; tagged with 'tag' where the provider has tags.
+ssize_t post_empty(efa_ctx *ctx, fi_addr_t addr, uint64_t tag, uint64_t flags, void *context) {
+    // One empty buffer rather than none: ofi_rxd reads msg_iov[0] even
+    // when iov_count is 0.
+    static char nothing;
+    iovec iov = {&nothing, 0};
+    void *desc = nullptr;
+    if (!ctx->core->info.has_tagged) {
+        fi_msg msg = {};
+        msg.msg_iov = &iov;
+        msg.desc = &desc;
+        msg.iov_count = 1;
+        msg.addr = addr;
+        msg.context = context;
+        return fi_sendmsg(ctx->ep, &msg, flags);
+    }
+    fi_msg_tagged msg = {};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = addr;
+    msg.tag = tag;
+    msg.context = context;
+    return fi_tsendmsg(ctx->ep, &msg, flags);
+}
+
+// An answer the provider holds, freed when it hands it back (or at close).
+struct Answer {
+    efa_op_t op;
+    efa_core *core;
+};
+
+void answer_done(efa_op_t *op, const efa_cqe_t *cqe) {
+    (void)cqe;
+    auto *a = reinterpret_cast<Answer *>(op);
+    {
+        std::lock_guard<std::mutex> guard(a->core->deadline_lock);
+        a->core->answers_out.erase(a);
+    }
+    delete a;
+}
+
+// -FI_EAGAIN: the queue is full, ask again later.
+ssize_t post_answer(efa_ctx *ctx, fi_addr_t to) {
+    efa_core *core = ctx->core;
+    auto *a = new (std::nothrow) Answer{{}, core};
+    if (!a) {
+        return -FI_EAGAIN;
+    }
+    a->op.complete = answer_done;
+    a->op.rx_class = EFA_RX_INTERNAL;
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        core->answers_out.insert(a);
+    }
+    ssize_t rc =
+        post_empty(ctx, to, kProbeTag | kAnswerBit | core->probe_id, FI_COMPLETION, &a->op.fi_ctx);
+    if (rc) {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        core->answers_out.erase(a);
+        delete a;
+    }
+    return rc;
+}
+
+void send_answer(efa_ctx *ctx, fi_addr_t to) {
+    efa_core *core = ctx->core;
+    ssize_t rc = post_answer(ctx, to);
+    if (rc == -FI_EAGAIN) {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        core->answers_due.emplace_back(ctx, to);
+        core->answers_pending.store(true, std::memory_order_relaxed);
+    } else if (rc) {
+        core->failures.report(core->rep, "fi_tsendmsg (peer probe answer)", static_cast<int>(rc));
+    }
+}
+
+// A ping from the peer(s) with 'id' (a hash: more than one only by
+// accident), answered from the context it came in on.
+void answer(efa_ctx *ctx, uint64_t id) {
+    efa_core *core = ctx->core;
+    std::vector<fi_addr_t> to;
+    {
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        auto range = core->peers_by_probe_id.equal_range(id);
+        for (auto i = range.first; i != range.second; ++i) {
+            to.push_back(i->second->addr[0]);
+        }
+    }
+    if (to.empty()) {
+        // A process this one has not met: it cannot be told, and its
+        // deadline ends its wait on this one (it probes only peers it has
+        // exchanged messages with, which are in this table).
+        core->rep.say(10, "peer probe from a process not known here: not answered");
+    }
+    for (fi_addr_t a : to) {
+        send_answer(ctx, a);
+    }
+}
+
+// An answer from the peer(s) with 'id': the probes out to them are news.
+void answered(efa_core *core, uint64_t id) {
+    std::vector<fi_addr_t> addrs;
+    {
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        auto range = core->peers_by_probe_id.equal_range(id);
+        for (auto i = range.first; i != range.second; ++i) {
+            addrs.insert(addrs.end(), i->second->addr, i->second->addr + i->second->num_addrs);
+        }
+    }
+    std::lock_guard<std::mutex> guard(core->deadline_lock);
+    const uint64_t now = now_ms();
+    for (fi_addr_t a : addrs) {
+        auto it = core->probes_out.find(a);
+        if (it == core->probes_out.end()) {
+            continue;
+        }
+        auto *t = static_cast<Tracked *>(it->second);
+        core->probes_out.erase(it);
+        core->deadline.completed(&t->entry, now);
+        if (t->sent) {
+            give_tracked(core, t);
+        } else {
+            core->orphans.insert(t); // the provider still holds it: its completion frees it
+        }
+    }
+}
+
+// The receive that takes the peers' pings and answers, one per context,
+// posted again as each completes.
+struct ProbeRecv {
+    efa_op_t op;
+    efa_ctx *ctx;
+};
+
+int post_probe_recv(ProbeRecv *r) {
+    return static_cast<int>(fi_trecv(r->ctx->ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kProbeTag,
+                                     kProbeIgnore, &r->op.fi_ctx));
+}
+
+void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
+    auto *r = reinterpret_cast<ProbeRecv *>(op);
+    if (cqe->err == -FI_ECANCELED) {
+        return;
+    }
+    if (!cqe->err) {
+        const uint64_t id = cqe->tag & kIdMask;
+        if (cqe->tag & kAnswerBit) {
+            answered(r->ctx->core, id);
+        } else {
+            answer(r->ctx, id);
+        }
+    }
+    // A failed repost leaves later probes to the provider's unexpected
+    // queue, unanswered: said once.
+    int rc = post_probe_recv(r);
+    if (rc) {
+        r->ctx->core->failures.report(r->ctx->core->rep, "fi_trecv (peer probe)", rc);
+    }
+}
+
+} // namespace
+
+// FNV-1a over the blob, cut to the tag's id bits: two peers share an id
+// with odds of about n^2 / 2^62 (an accidental share answers both).
+uint64_t probe_id_of(const void *blob, size_t len) {
+    uint64_t h = 14695981039346656037ull;
+    const auto *b = static_cast<const unsigned char *>(blob);
+    for (size_t i = 0; i < len; ++i) {
+        h = (h ^ b[i]) * 1099511628211ull;
+    }
+    return h & kIdMask;
+}
+
+void probe_open(efa_core *core) {
+    core->probe_id = probe_id_of(core->blob.data(), core->blob.size());
+    // Without tags, probes arrive in the untagged receive pool instead.
+    for (int i = 0; core->info.has_tagged && i < core->nic->num_contexts(); ++i) {
+        auto *r = new ProbeRecv{{}, core->nic->ctx(i)};
+        r->op.complete = probe_recv_done;
+        r->op.rx_class = EFA_RX_INTERNAL;
+        if (post_probe_recv(r)) {
+            delete r;
+            continue;
+        }
+        core->probe_recvs.push_back(&r->op);
+    }
+}
+
+void probe_close(efa_core *core) {
+    for (efa_op_t *op : core->probe_recvs) {
+        delete reinterpret_cast<ProbeRecv *>(op);
+    }
+    core->probe_recvs.clear();
+    core->probes_out.clear(); // still tracked: the deadline's release frees them
+    core->answers_due.clear();
+    for (void *a : core->answers_out) {
+        delete static_cast<Answer *>(a);
+    }
+    core->answers_out.clear();
+}
+
+ssize_t probe_post_ping(efa_ctx *ctx, fi_addr_t addr, void *context) {
+    return post_empty(ctx, addr, kProbeTag | ctx->core->probe_id,
+                      FI_COMPLETION | FI_DELIVERY_COMPLETE, context);
+}
+
+bool probe_sent(efa_core *core, Tracked *t, int err) {
+    if (!core->info.has_tagged) {
+        return false; // the completion is the answer
+    }
+    std::lock_guard<std::mutex> guard(core->deadline_lock);
+    if (err) {
+        auto it = core->probes_out.find(t->peer);
+        if (it != core->probes_out.end() && it->second == t) {
+            core->probes_out.erase(it);
+        }
+        return false;
+    }
+    if (t->entry.peer) {
+        t->sent = true; // waits for the answer
+        return true;
+    }
+    // Answered already, or its peer was declared dead: done.
+    core->orphans.erase(t);
+    give_tracked(core, t);
+    return true;
+}
+
+bool probe_dropped(efa_core *core, Tracked *t) {
+    auto it = core->probes_out.find(t->peer);
+    if (it != core->probes_out.end() && it->second == t) {
+        core->probes_out.erase(it);
+    }
+    return t->sent;
+}
+
+void probe_answers_retry(efa_core *core) {
+    std::vector<std::pair<efa_ctx *, fi_addr_t>> due;
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        due.swap(core->answers_due);
+        core->answers_pending.store(false, std::memory_order_relaxed);
+    }
+    for (const auto &d : due) {
+        send_answer(d.first, d.second);
+    }
+}
+
+} // namespace efa

@@ -1,0 +1,55 @@
+// The peer deadline's stand-in for one operation it tracks
+// (deadline_tracked.cpp), shared by the post and completion hooks
+// (core_deadline.cpp) and the liveness probe (core_probe.cpp, which
+// core_deadline.cpp calls, never the other way round).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core.hpp"
+
+namespace efa {
+
+struct Tracked {
+    efa_op_t op; // first: the provider hands back &op.fi_ctx
+    PeerDeadline::Entry entry;
+    efa_op_t *owner;
+    efa_ctx *ctx;
+    fi_addr_t peer;
+    uint64_t flags; // what the failure completion says it was (FI_SEND, FI_RECV, ...)
+    bool sent;      // a probe the provider has handed back, still waiting for its answer
+};
+
+inline Tracked *tracked_of(PeerDeadline::Entry *e) {
+    return reinterpret_cast<Tracked *>(reinterpret_cast<char *>(e) - offsetof(Tracked, entry));
+}
+
+// A stand-in, recycled when one is free; nullptr when memory is out.
+// deadline_lock is held.
+Tracked *take_tracked(efa_core *core, efa_op_t *owner, efa_ctx *ctx, fi_addr_t peer,
+                      uint64_t flags);
+// deadline_lock is held.
+void give_tracked(efa_core *core, Tracked *t);
+
+// A coarse clock in ms (a few ms of resolution, no system call).
+uint64_t now_ms();
+
+// The liveness probe (core_probe.cpp).  A probe is a ping that the peer's
+// core answers: its completion at the provider alone is no news (on a
+// stream provider a send completes once a local socket takes it).
+extern efa_op_t g_probe_owner;    // what a probe's stand-in completes into
+void probe_open(efa_core *core);  // the receives for pings and answers
+void probe_close(efa_core *core); // after the endpoints are closed
+// Posts a ping to 'addr' from 'ctx' (the caller tracks it: core_deadline.cpp).
+ssize_t probe_post_ping(efa_ctx *ctx, fi_addr_t addr, void *context);
+// A probe's send came back from the provider.  true: handled (the probe
+// now waits for its answer, or was answered or failed already); false:
+// complete it as any tracked operation (an error, or no answers here).
+bool probe_sent(efa_core *core, Tracked *t, int err);
+// peer_dead, deadline_lock held: a probe of the dead peer leaves the table
+// of probes out; true when the provider no longer holds it (free it).
+bool probe_dropped(efa_core *core, Tracked *t);
+
+} // namespace efa
