@@ -118,6 +118,9 @@ struct efa_core {
     uint64_t probe_id = 0;
     std::unordered_multimap<uint64_t, efa_peer_t *> peers_by_probe_id;
     std::unordered_map<fi_addr_t, void *> probes_out;
+    // Probes the queue refused for now (-FI_EAGAIN): still tracked, posted
+    // again at the next check (under deadline_lock).
+    std::vector<void *> probes_unposted;
     std::vector<std::pair<efa_ctx *, fi_addr_t>> answers_due;
     std::unordered_set<void *> answers_out; // answers the provider holds
     std::atomic<bool> answers_pending{false};

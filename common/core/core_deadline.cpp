@@ -132,6 +132,8 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
     }
 }
 
+void post_probe(efa_core *core, Tracked *t);
+
 // A probe (core_probe.cpp), tracked like a send; tagged, it is news only
 // when its answer arrives (probes_out), not when its send completes.
 void send_probe(efa_core *core, fi_addr_t addr) {
@@ -155,16 +157,55 @@ void send_probe(efa_core *core, fi_addr_t addr) {
             core->probes_out[addr] = t;
         }
     }
-    ssize_t rc = probe_post_ping(ctx, addr, &t->op.fi_ctx);
-    if (rc) {
-        // A full queue: the next check asks again.  Anything else: said once.
-        if (rc != -FI_EAGAIN) {
-            core->failures.report(core->rep, "fi_sendmsg (peer probe)", static_cast<int>(rc));
-        }
+    post_probe(core, t);
+}
+
+// Post a tracked probe.  One the queue refuses for now (-FI_EAGAIN: full,
+// or tcp;ofi_rxm's connection to the peer not up yet, which a peer that
+// vanished before it was never lets it be) stays tracked as a send, so
+// that the peer still expires a deadline after its last news, and the
+// next check posts it again.  Any other error is said once and the probe
+// dropped (the next check asks again).
+void post_probe(efa_core *core, Tracked *t) {
+    const ssize_t rc = probe_post_ping(t->ctx, t->peer, &t->op.fi_ctx);
+    if (0 == rc) {
+        return;
+    }
+    if (-FI_EAGAIN != rc) {
+        core->failures.report(core->rep, "fi_sendmsg (peer probe)", static_cast<int>(rc));
+    }
+    std::lock_guard<std::mutex> guard(core->deadline_lock);
+    if (-FI_EAGAIN == rc) {
+        core->probes_unposted.push_back(t);
+        return;
+    }
+    core->probes_out.erase(t->peer);
+    core->deadline.forget(&t->entry);
+    give_tracked(core, t);
+}
+
+// The probes a full queue refused, posted again (those whose peer was
+// declared dead meanwhile are done: the provider never had them).
+void repost_probes(efa_core *core) {
+    std::vector<void *> again;
+    {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
-        core->probes_out.erase(addr);
-        core->deadline.forget(&t->entry);
-        give_tracked(core, t);
+        if (core->probes_unposted.empty()) {
+            return;
+        }
+        for (void *p : core->probes_unposted) {
+            auto *t = static_cast<Tracked *>(p);
+            if (t->entry.peer) {
+                again.push_back(t);
+            } else {
+                core->orphans.erase(t);
+                give_tracked(core, t);
+            }
+        }
+        core->probes_unposted.clear();
+    }
+    for (void *p : again) {
+        post_probe(core, static_cast<Tracked *>(p));
     }
 }
 
@@ -187,6 +228,7 @@ void deadline_close(efa_core *core) {
         delete static_cast<const Tracked *>(p);
     }
     core->orphans.clear();
+    core->probes_unposted.clear(); // each is tracked or an orphan: freed above
     for (void *p : core->deadline_free) {
         delete static_cast<Tracked *>(p);
     }
@@ -268,6 +310,7 @@ void deadline_tick(efa_core *core) {
     if (tick) {
         tick(tick_arg); // may start or end watches: no lock held
     }
+    repost_probes(core);
     if (!due) {
         return;
     }
@@ -306,11 +349,16 @@ extern "C" void efa_core_set_deadline_tick(efa_core_t *core, void (*fn)(void *ar
     core->deadline_tick_arg = arg;
 }
 
-extern "C" int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t *watch) {
+extern "C" int efa_core_addr_watch(efa_core_t *core, efa_ctx_t *ctx, fi_addr_t addr,
+                                   efa_op_t *watch) {
+    (void)core;
     int err = 0;
-    efa_op_t *t = efa::deadline_track(core->nic->ctx(0), peer->addr[0], watch,
-                                      efa::PeerDeadline::Kind::Recv, 0, &err);
+    efa_op_t *t = efa::deadline_track(ctx, addr, watch, efa::PeerDeadline::Kind::Recv, 0, &err);
     return t ? 0 : err;
+}
+
+extern "C" int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t *watch) {
+    return efa_core_addr_watch(core, core->nic->ctx(0), peer->addr[0], watch);
 }
 
 extern "C" void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch) {

@@ -229,6 +229,9 @@ int efa_core_peer_timeout(const efa_core_t *core);
  * 'complete' is called, once, with the error.  0 (nothing to do when the
  * deadline is off), or -FI_EHOSTUNREACH when the peer is already lost. */
 int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t *watch);
+/* The same for the peer at addr as context ctx reaches it (the on-node
+ * engine knows its peers on other nodes by address). */
+int efa_core_addr_watch(efa_core_t *core, efa_ctx_t *ctx, fi_addr_t addr, efa_op_t *watch);
 /* End a watch without a call; nothing when it ended already. */
 void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch);
 /* fn(arg) about once a second from progress while the peer deadline is

@@ -142,6 +142,14 @@ int efa_onnode_send(efa_onnode_t *e, uint32_t peer, uint32_t cid, int32_t src, i
  * Returns 1 when it completed inside the call (req->complete is NOT
  * called), 0 when req->complete follows, or a negative error. */
 int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
+/* The same, for a receive whose src names process src_vpid (or
+ * EFA_ONNODE_NO_VPID: any source, or not known): while it waits, a peer
+ * on another node is watched by the core's peer deadline, and when that
+ * peer is declared lost the receive fails with the error instead of
+ * waiting for ever. */
+#define EFA_ONNODE_NO_VPID UINT32_MAX
+int efa_onnode_recv_from(efa_onnode_t *e, uint32_t cid, int32_t src, uint32_t src_vpid, int32_t tag,
+                         efa_onnode_req_t *req);
 
 /* A receive posted here and elsewhere too (the provider, for
  * MPI_ANY_SOURCE in a communicator spanning nodes), so that only one of the

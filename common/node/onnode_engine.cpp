@@ -155,6 +155,7 @@ Engine::~Engine() {
         }
     }
     if (net_) {
+        unwatch_all();
         efa_core_msg_set_channel(net_->core(), EFA_MSG_CHANNEL_ENGINE, nullptr, nullptr);
         if (interest_) {
             efa_core_net_interest(net_->core(), -1);
@@ -295,6 +296,9 @@ int Engine::progress() {
             }
             if (order_.held() && 0 == (++gap_calls_ & 1023)) {
                 check_net_gaps(); // (into lost_, said below outside the lock)
+            }
+            if (0 == (++watch_calls_ & 1023)) {
+                watch_sweep();
             }
         }
         if (!busy_.empty()) {

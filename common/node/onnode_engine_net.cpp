@@ -115,8 +115,9 @@ void Engine::net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err) 
 }
 
 // The provider cannot reach vpid: every request waiting on it (an answer,
-// room to write, DATA) fails with err, and later sends to it fail at once.
-// Messages it sent that wait unexpected stay receivable.
+// room to write, DATA, a receive posted for it alone) fails with err, and
+// later sends to it fail at once.  Messages it sent that wait unexpected
+// stay receivable.
 void Engine::fail_peer(uint32_t vpid, int err) {
     if (vpid >= peers_.size() || !peers_[vpid]) {
         return;
@@ -139,6 +140,19 @@ void Engine::fail_peer(uint32_t vpid, int err) {
         }
     }
     p->ctrl.clear();
+    std::vector<efa_onnode_req_t *> receives;
+    match_.each_posted([&](efa_onnode_req_t *r) {
+        if (r->peer == vpid) {
+            receives.push_back(r);
+        }
+    });
+    for (efa_onnode_req_t *r : receives) {
+        match_.cancel(r);
+        r->err = err;
+        r->msg_len = 0;
+        r->state = kDone;
+        finish(r);
+    }
     for (efa_onnode_req_t *r : waiting) {
         if (r->local_id) {
             ids_.remove(r->local_id);

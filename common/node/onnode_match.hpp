@@ -105,6 +105,13 @@ class Matcher {
     Message *withdraw(uint32_t sender, uint64_t id);
 
     size_t posted() const { return posted_.size(); }
+    // Calls f(r) for every receive waiting in the posted queue, in order
+    // (f must not change the queue).
+    template <class F> void each_posted(F &&f) {
+        for (efa_onnode_link_t *l = posted_.front(); l && l != posted_.end(); l = l->next) {
+            f(req_of(l));
+        }
+    }
     size_t unexpected() const { return unexpected_.size(); }
     // Hand every waiting message to f (which frees it) and empty the queue.
     template <class F> void drain_unexpected(F &&f) {

@@ -99,12 +99,18 @@ template <class F> bool net_frames(const uint8_t *msg, size_t len, F &&f) {
 struct NetParams {
     efa_core_t *core = nullptr;
     uint32_t my_vpid = 0;
-    size_t buf_size = 16 * 1024 + 64; // one send buffer: the largest provider message
-    uint32_t max_bufs = 512;          // send buffers at most (allocated 32 at a time)
-    uint32_t window = 16;             // provider messages in flight per peer
-    size_t coalesce_bytes = 4096;     // a message gathers frames up to this size (0: one frame)
-    uint32_t coalesce_max = 64;       // ... and this many frames
-    bool inject = true;               // a lone small message by inject (see above)
+    // One send buffer: the largest provider message, header included.  No
+    // more than tcp;ofi_rxm's eager buffer (16 KiB): at 64 bytes over, every
+    // streamed chunk took rxm's large-message protocol, and own matching's
+    // latency was 1.4x today's at 32 KiB and 2x at 128 KiB (session 16,
+    // docs/PERFORMANCE.md).  Raised where eager messages need more
+    // (mtl_efa_net_eager_max), capped by the provider's limit.
+    size_t buf_size = 16 * 1024;
+    uint32_t max_bufs = 512;      // send buffers at most (allocated 32 at a time)
+    uint32_t window = 16;         // provider messages in flight per peer
+    size_t coalesce_bytes = 4096; // a message gathers frames up to this size (0: one frame)
+    uint32_t coalesce_max = 64;   // ... and this many frames
+    bool inject = true;           // a lone small message by inject (see above)
 };
 
 struct NetStats {

@@ -7,18 +7,16 @@
 // what is sent, as across a partition) answers nothing and must be.
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
-#include <vector>
 
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
 #include "core_test_op.hpp"
 #include "core_test_params.hpp"
+#include "forked_core_peer.hpp"
 
 namespace {
 
@@ -30,84 +28,28 @@ efa_core_params_t params(int peer_timeout) {
     return p;
 }
 
-bool write_blob(int fd, const std::vector<uint8_t> &blob) {
-    const uint32_t n = static_cast<uint32_t>(blob.size());
-    return write(fd, &n, sizeof(n)) == sizeof(n) &&
-           write(fd, blob.data(), n) == static_cast<ssize_t>(n);
-}
-
-bool read_all(int fd, void *buf, size_t len) {
-    auto *p = static_cast<char *>(buf);
-    while (len > 0) {
-        ssize_t r = read(fd, p, len);
-        if (r <= 0) {
-            return false;
-        }
-        p += r;
-        len -= static_cast<size_t>(r);
-    }
-    return true;
-}
-
-bool read_blob(int fd, std::vector<uint8_t> *blob) {
-    uint32_t n = 0;
-    if (!read_all(fd, &n, sizeof(n)) || n > 65536) {
-        return false;
-    }
-    blob->resize(n);
-    return read_all(fd, blob->data(), n);
-}
-
-// The child: a core of its own (deadline off: it only answers), the
-// parent in its table, then progress until killed.
-[[noreturn]] void child_main(int to_parent, int from_parent) {
-    efa_core_params_t p = params(0);
-    int err = 0;
-    efa_core_t *core = efa_core_acquire(&p, &err);
-    if (!core || !write_blob(to_parent, core->blob)) {
-        _exit(2);
-    }
-    std::vector<uint8_t> parent;
-    if (!read_blob(from_parent, &parent) ||
-        !efa_core_peer_get(core, parent.data(), parent.size(), &err)) {
-        _exit(3);
-    }
-    for (;;) {
-        efa_core_progress(core);
-        usleep(200);
-    }
-}
-
 using Op = CoreTestOp;
 
 // The parent's side: its core, the child in its table, and a message that
-// reached the child (so that the connection stands before any probe).
+// reached the child (so that the connection stands before any probe).  The
+// child (deadline off: it only answers) calls progress until killed.
 class ProbedChild : public ::testing::Test {
   protected:
     void SetUp() override {
-        int up[2], down[2];
-        ASSERT_EQ(pipe(up), 0);
-        ASSERT_EQ(pipe(down), 0);
-        child_ = fork();
-        ASSERT_GE(child_, 0);
-        if (child_ == 0) {
-            close(up[0]);
-            close(down[1]);
-            child_main(up[1], down[0]);
+        auto child_fn = [](int to_parent, int from_parent) {
+            forked_core_peer::child(params(0), to_parent, from_parent, [](efa_core_t *core) {
+                for (;;) {
+                    efa_core_progress(core);
+                    usleep(200);
+                }
+            });
+        };
+        const char *why = nullptr;
+        ASSERT_TRUE(forked_core_peer::start(params(2), child_fn, &child_, &core_, &peer_, &why))
+            << why << " (" << kProvider << ")";
+        if (!connect_first()) {
+            return;
         }
-        close(up[1]);
-        close(down[0]);
-        efa_core_params_t p = params(2);
-        int err = 0;
-        core_ = efa_core_acquire(&p, &err);
-        ASSERT_NE(core_, nullptr) << "efa_core_acquire on " << kProvider << ": " << err;
-        std::vector<uint8_t> blob;
-        ASSERT_TRUE(read_blob(up[0], &blob)) << "the child did not open its core";
-        ASSERT_TRUE(write_blob(down[1], core_->blob));
-        close(up[0]);
-        close(down[1]);
-        peer_ = efa_core_peer_get(core_, blob.data(), blob.size(), &err);
-        ASSERT_NE(peer_, nullptr) << err;
         Op hello;
         ASSERT_EQ(efa_ctx_tsend(efa_core_ctx(core_, 0), buf_, sizeof(buf_), nullptr, peer_->addr[0],
                                 1, 0, &hello.op),
@@ -117,10 +59,7 @@ class ProbedChild : public ::testing::Test {
         ASSERT_EQ(hello.err, 0);
     }
     void TearDown() override {
-        if (child_ > 0) {
-            kill(child_, SIGKILL);
-            waitpid(child_, nullptr, 0);
-        }
+        forked_core_peer::stop(child_);
         if (peer_) {
             efa_core_peer_put(core_, peer_);
         }
@@ -128,10 +67,19 @@ class ProbedChild : public ::testing::Test {
             efa_core_release(core_);
         }
     }
+    virtual bool connect_first() const { return true; }
     pid_t child_ = -1;
     efa_core_t *core_ = nullptr;
     efa_peer_t *peer_ = nullptr;
     char buf_[8] = {};
+};
+
+// The same child, never sent anything before it stops: tcp;ofi_rxm's
+// connection to it never comes up, and every send to it is refused
+// (-FI_EAGAIN) for as long as it stays stopped.
+class UnconnectedChild : public ProbedChild {
+  protected:
+    bool connect_first() const override { return false; }
 };
 
 } // namespace
@@ -155,4 +103,15 @@ TEST_F(ProbedChild, AStoppedPeerWhoseSocketTakesTheProbeIsDeclaredLost) {
     EXPECT_EQ(watch.err, -FI_ETIMEDOUT);
     EXPECT_GE(took, 1.5);
     EXPECT_LE(took, 5.0);
+}
+
+TEST_F(UnconnectedChild, APeerWhoseConnectionNeverComesUpIsDeclaredLost) {
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    Op watch;
+    ASSERT_EQ(efa_core_peer_watch(core_, peer_, &watch.op), 0);
+    const double took = core_test_wait(core_, watch, 10);
+    ASSERT_TRUE(watch.done) << "a stopped peer that no probe could be posted to was still alive "
+                               "after 10 s";
+    EXPECT_EQ(watch.err, -FI_ETIMEDOUT);
+    EXPECT_LE(took, 6.0);
 }
