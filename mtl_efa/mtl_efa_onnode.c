@@ -388,26 +388,12 @@ static inline void prepare(mca_mtl_efa_request_t *req) {
     req->on.buflen = req->length;
 }
 
-/* The process a receive's source names, so that the engine can watch it
- * while the receive waits (a peer on another node that drops off the data
- * network fails the receive instead of leaving it waiting). */
-static uint32_t source_vpid(struct ompi_communicator_t *comm, int src) {
-    if (MPI_ANY_SOURCE == src) {
-        return EFA_ONNODE_NO_VPID;
-    }
-    const ompi_proc_t *proc = ompi_comm_peer_lookup(comm, src);
-    if (NULL == proc || proc->super.proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
-        return EFA_ONNODE_NO_VPID;
-    }
-    return proc->super.proc_name.vpid;
-}
-
 int ompi_mtl_efa_onnode_irecv(struct ompi_communicator_t *comm, int src, int tag,
                               mca_mtl_efa_request_t *req) {
     prepare(req);
-    int rc = efa_onnode_recv_from(
-        ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm), MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
-        source_vpid(comm, src), MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, &req->on);
+    int rc = efa_onnode_recv(ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm),
+                             MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
+                             MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, &req->on);
     if (1 == rc) {
         recv_done(&req->on);
     }

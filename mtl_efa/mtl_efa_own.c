@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ompi/communicator/communicator.h"
 #include "ompi/group/group.h"
 #include "ompi/runtime/mpiruntime.h"
 #include "opal/util/proc.h"
@@ -73,6 +74,22 @@ static int peer_addr(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx)
     return 0;
 }
 
+/* The engine's question, about once a second per receive posted for one
+ * source: which process is rank 'src' of communicator 'cid'?  (So that it
+ * watches a peer on another node that receive waits on.) */
+static uint32_t source_vpid(void *arg, uint32_t cid, int32_t src) {
+    (void)arg;
+    ompi_communicator_t *comm = ompi_comm_lookup(cid);
+    if (NULL == comm || src < 0 || src >= ompi_comm_remote_size(comm)) {
+        return EFA_ONNODE_NO_VPID;
+    }
+    const ompi_proc_t *proc = ompi_comm_peer_lookup(comm, src);
+    if (NULL == proc || proc->super.proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
+        return EFA_ONNODE_NO_VPID;
+    }
+    return proc->super.proc_name.vpid;
+}
+
 /* mtl_efa_matching auto: own matching where it was measured to pay
  * (docs/PERFORMANCE.md, "Own matching in mtl_efa": about 3x the message
  * rate of the provider's matching at 8 B, window 64, latency no worse at
@@ -123,6 +140,7 @@ bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p) {
     p->core = ompi_mtl_efa.core;
     p->peer_addr = peer_addr;
     p->lost = lost;
+    p->source_vpid = source_vpid;
     p->net_eager = mp->net_eager;
     p->net_window = (uint32_t)mp->net_window;
     p->net_coalesce_bytes = mp->coalesce_bytes;

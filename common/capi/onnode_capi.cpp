@@ -44,12 +44,7 @@ int efa_onnode_send(efa_onnode_t *e, uint32_t peer, uint32_t cid, int32_t src, i
 
 int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,
                     efa_onnode_req_t *req) {
-    return e->engine->recv(cid, src, tag, EFA_ONNODE_NO_VPID, req);
-}
-
-int efa_onnode_recv_from(efa_onnode_t *e, uint32_t cid, int32_t src, uint32_t src_vpid, int32_t tag,
-                         efa_onnode_req_t *req) {
-    return e->engine->recv(cid, src, tag, src_vpid, req);
+    return e->engine->recv(cid, src, tag, req);
 }
 
 int efa_onnode_recv_partnered(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,

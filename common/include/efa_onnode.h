@@ -78,6 +78,10 @@ typedef int (*efa_onnode_card_fn)(void *arg, uint32_t vpid, efa_onnode_card_t *c
 /* How process vpid is reached through the provider: its address and the
  * context to send by.  0 or a negative error. */
 typedef int (*efa_onnode_addr_fn)(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx);
+/* The process that source 'src' of communicator 'cid' is, or
+ * EFA_ONNODE_NO_VPID when that is not known. */
+#define EFA_ONNODE_NO_VPID UINT32_MAX
+typedef uint32_t (*efa_onnode_vpid_fn)(void *arg, uint32_t cid, int32_t src);
 /* A message from another node was lost by the provider (why says how):
  * MPI's order and data cannot be kept any more; the MTL ends the job. */
 typedef void (*efa_onnode_lost_fn)(void *arg, const char *why);
@@ -107,7 +111,13 @@ typedef struct efa_onnode_params {
     efa_core_t *core;
     bool no_rings;                /* no inbox: every peer through the provider */
     efa_onnode_addr_fn peer_addr; /* with core: a peer's address, once per peer */
-    efa_onnode_lost_fn lost;   /* with core: called once a message is lost (NULL: the peer fails) */
+    efa_onnode_lost_fn lost; /* with core: called once a message is lost (NULL: the peer fails) */
+    /* With core: which process a posted receive's source is (asked about
+     * once a second per receive for one source, never per message), so
+     * that a peer on another node a receive waits on is watched and the
+     * receive fails when that peer is lost.  NULL: such receives are not
+     * watched. */
+    efa_onnode_vpid_fn source_vpid;
     size_t net_eager;          /* larger messages to other nodes go by rendezvous */
     uint32_t net_window;       /* provider messages in flight per peer before packing */
     size_t net_coalesce_bytes; /* a provider message packs frames up to this (0: one each) */
@@ -142,14 +152,6 @@ int efa_onnode_send(efa_onnode_t *e, uint32_t peer, uint32_t cid, int32_t src, i
  * Returns 1 when it completed inside the call (req->complete is NOT
  * called), 0 when req->complete follows, or a negative error. */
 int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
-/* The same, for a receive whose src names process src_vpid (or
- * EFA_ONNODE_NO_VPID: any source, or not known): while it waits, a peer
- * on another node is watched by the core's peer deadline, and when that
- * peer is declared lost the receive fails with the error instead of
- * waiting for ever. */
-#define EFA_ONNODE_NO_VPID UINT32_MAX
-int efa_onnode_recv_from(efa_onnode_t *e, uint32_t cid, int32_t src, uint32_t src_vpid, int32_t tag,
-                         efa_onnode_req_t *req);
 
 /* A receive posted here and elsewhere too (the provider, for
  * MPI_ANY_SOURCE in a communicator spanning nodes), so that only one of the

@@ -195,7 +195,7 @@ class Engine {
 
     int send(uint32_t peer, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
              bool sync, efa_onnode_req_t *req);
-    int recv(uint32_t cid, int32_t src, int32_t tag, uint32_t src_vpid, efa_onnode_req_t *req);
+    int recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
     int recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
     int partner_done(efa_onnode_req_t *req, bool matched);
     void partner_armed(efa_onnode_req_t *req);
@@ -272,13 +272,13 @@ class Engine {
     void fail_peer(uint32_t vpid, int err);
     void watch_sweep();
     void watch_peer(Peer *p);
+    uint32_t source_of(const efa_onnode_req_t *posted) const;
     void unwatch_all();
     static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe);
     uint32_t watch_calls_ = 0;   // progress calls since the sweep last looked at the clock
     uint64_t watch_next_ms_ = 0; // when the next sweep is due
     bool net_idle() const;
-    int post_recv(uint32_t cid, int32_t src, int32_t tag, uint32_t src_vpid, efa_onnode_req_t *req,
-                  uint8_t flags);
+    int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
     Peer *peer(uint32_t vpid, int &err);
     bool from_ring(uint32_t ring, uint32_t vpid);
     efa_onnode_req_t *answered(uint32_t ring, const FrameHdr &h, uint8_t state);

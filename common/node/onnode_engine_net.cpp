@@ -142,7 +142,7 @@ void Engine::fail_peer(uint32_t vpid, int err) {
     p->ctrl.clear();
     std::vector<efa_onnode_req_t *> receives;
     match_.each_posted([&](efa_onnode_req_t *r) {
-        if (r->peer == vpid) {
+        if (source_of(r) == vpid) {
             receives.push_back(r);
         }
     });

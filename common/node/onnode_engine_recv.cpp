@@ -12,15 +12,12 @@
 
 namespace efa::onnode {
 
-int Engine::recv(uint32_t cid, int32_t src, int32_t tag, uint32_t src_vpid, efa_onnode_req_t *req) {
-    return post_recv(cid, src, tag, src_vpid, req, 0);
+int Engine::recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req) {
+    return post_recv(cid, src, tag, req, 0);
 }
 
-// A posted receive's 'peer' is the process its source names (or
-// EFA_ONNODE_NO_VPID), which the watch sweep and fail_peer read; a match
-// sets it to the sender.
-int Engine::post_recv(uint32_t cid, int32_t src, int32_t tag, uint32_t src_vpid,
-                      efa_onnode_req_t *req, uint8_t flags) {
+int Engine::post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req,
+                      uint8_t flags) {
     Guard g(mu_, mt_);
     if (net_ && !interest_) {
         interest_ = true; // a peer on another node may send what it waits for
@@ -30,7 +27,6 @@ int Engine::post_recv(uint32_t cid, int32_t src, int32_t tag, uint32_t src_vpid,
     req->cid = cid;
     req->src = src;
     req->tag = tag;
-    req->peer = src_vpid;
     req->err = 0;
     req->link.next = req->link.prev = nullptr;
     req->state = kPosted;
@@ -49,7 +45,7 @@ int Engine::recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_onnode_re
         // that came in one provider message.
         return -FI_EOPNOTSUPP;
     }
-    const int rc = post_recv(cid, src, tag, EFA_ONNODE_NO_VPID, req, kReqPartner);
+    const int rc = post_recv(cid, src, tag, req, kReqPartner);
     if (0 == rc && kPosted != req->state) {
         req->flags = 0;
         return EFA_ONNODE_MATCHED_LATER; // took an RTS: the bytes follow

@@ -14,7 +14,9 @@
 // watched peer silent for half the deadline is probed; unanswered, the
 // core declares it lost (its peer-unreachable message names it) and
 // watch_lost fails every request waiting on it (fail_peer), so the MPI
-// calls return an error instead of hanging.
+// calls return an error instead of hanging.  Which process a receive
+// posted for one source waits on, the owner says (params.source_vpid),
+// here and never per message: the on-node path's receives pay nothing.
 //
 // Not watched: receives on MPI_ANY_SOURCE (they wait on nobody in
 // particular), and a peer this process never exchanged a message with
@@ -61,8 +63,8 @@ void Engine::watch_sweep() {
             peers_[vpid]->watch.waited = true;
         }
     };
-    ids_.each([&](efa_onnode_req_t *r, uint64_t) { mark(r->peer); }); // waiting for an answer
-    match_.each_posted([&](efa_onnode_req_t *r) { mark(r->peer); });  // a receive for one peer
+    ids_.each([&](efa_onnode_req_t *r, uint64_t) { mark(r->peer); });     // waiting for an answer
+    match_.each_posted([&](efa_onnode_req_t *r) { mark(source_of(r)); }); // a receive for one peer
     for (auto &p : peers_) {
         if (!p || !p->net) {
             continue;
@@ -76,6 +78,14 @@ void Engine::watch_sweep() {
             p->watch.on = false;
         }
     }
+}
+
+// The process a posted receive waits on, if it names one the owner knows.
+uint32_t Engine::source_of(const efa_onnode_req_t *posted) const {
+    if (EFA_ONNODE_ANY == posted->src || !params_.source_vpid) {
+        return EFA_ONNODE_NO_VPID;
+    }
+    return params_.source_vpid(params_.peer_card_arg, posted->cid, posted->src);
 }
 
 // Under mu_.

@@ -56,6 +56,11 @@ int addr_of(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
     return 0;
 }
 
+// Both processes of the test are their communicator's ranks 0 and 1.
+uint32_t source_vpid(void *, uint32_t, int32_t src) {
+    return static_cast<uint32_t>(src);
+}
+
 efa_onnode_t *open_engine(Reach *reach, uint32_t vpid, const std::string &tag) {
     efa_onnode_params_t p{};
     p.inbox_dir = "/tmp";
@@ -68,6 +73,7 @@ efa_onnode_t *open_engine(Reach *reach, uint32_t vpid, const std::string &tag) {
     p.peer_card_arg = reach;
     p.core = reach->core;
     p.peer_addr = addr_of;
+    p.source_vpid = source_vpid;
     p.net_eager = 1024;
     int err = 0;
     return efa_onnode_create(&p, &err);
@@ -150,11 +156,11 @@ class EngineWatch : public ::testing::Test {
         }
         return s;
     }
-    void recv(Req &r, int32_t src, uint32_t src_vpid) {
+    void recv(Req &r, int32_t src) {
         r.on.complete = on_complete;
         r.on.buf = buf_;
         r.on.buflen = sizeof(buf_);
-        ASSERT_EQ(efa_onnode_recv_from(engine_, kCid, src, src_vpid, 2, &r.on), 0);
+        ASSERT_EQ(efa_onnode_recv(engine_, kCid, src, 2, &r.on), 0);
     }
     std::string tag_;
     pid_t child_ = -1;
@@ -169,8 +175,8 @@ class EngineWatch : public ::testing::Test {
 TEST_F(EngineWatch, AReceiveFromAStoppedPeerFailsAndAnAnySourceReceiveWaits) {
     ASSERT_EQ(kill(child_, SIGSTOP), 0);
     Req from_child, any;
-    recv(from_child, 1, 1);
-    recv(any, EFA_ONNODE_ANY, EFA_ONNODE_NO_VPID);
+    recv(from_child, 1);
+    recv(any, EFA_ONNODE_ANY);
     const double took = wait(from_child, 12);
     EXPECT_EQ(from_child.completions, 1) << "a receive from a stopped peer still waited after 12 s";
     if (0 == from_child.completions) {
@@ -204,7 +210,7 @@ TEST_F(EngineWatch, ARendezvousToAStoppedPeerFails) {
 
 TEST_F(EngineWatch, AWaitOnAnAnsweringPeerIsLeftAlone) {
     Req from_child;
-    recv(from_child, 1, 1);
+    recv(from_child, 1);
     wait(from_child, 5); // two and a half deadlines: probed, and answered
     EXPECT_EQ(from_child.completions, 0)
         << "a receive from a live peer failed: " << fi_strerror(-from_child.on.err);
