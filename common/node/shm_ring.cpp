@@ -155,16 +155,17 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     in->active_.reserve(g.nrings);
     // The file is zero-filled: every counter and flag starts at 0.
     auto *h = new (p) SegHeader;
-    h->version = kVersion;
-    h->nrings = g.nrings;
-    h->nslots = g.nslots;
-    h->slot_size = g.slot_size;
-    h->ring_offset = kPage;
-    h->ring_bytes = g.ring_bytes();
-    h->cookie = cookie;
+    HeaderImage &f = h->image;
+    f.version = kVersion;
+    f.nrings = g.nrings;
+    f.nslots = g.nslots;
+    f.slot_size = g.slot_size;
+    f.ring_offset = kPage;
+    f.ring_bytes = g.ring_bytes();
+    f.cookie = cookie;
     h->attach_seq.store(0, std::memory_order_relaxed);
     in->hdr_ = h;
-    h->magic.store(kMagic, std::memory_order_release);
+    __atomic_store_n(&f.magic, kMagic, __ATOMIC_RELEASE);
     return in;
 }
 

@@ -81,8 +81,10 @@ struct Geometry {
     bool valid() const;
 };
 
-struct SegHeader {
-    std::atomic<uint64_t> magic; // written last by the owner
+// The header's fields: in the file at offset 0, and as a sender reads
+// them, once, into a private copy (the only one it uses).
+struct HeaderImage {
+    uint64_t magic; // written last by the owner (release)
     uint32_t version;
     uint32_t nrings;
     uint32_t nslots;
@@ -90,22 +92,13 @@ struct SegHeader {
     uint64_t ring_offset;
     uint64_t ring_bytes;
     uint64_t cookie; // random; the owner publishes it so that senders know its file
-    alignas(kLine) std::atomic<uint32_t> attach_seq; // bumped by each attaching sender
 };
 
-// The header's fields as a sender reads them, once, from the file.
-struct HeaderImage {
-    uint64_t magic;
-    uint32_t version;
-    uint32_t nrings;
-    uint32_t nslots;
-    uint32_t slot_size;
-    uint64_t ring_offset;
-    uint64_t ring_bytes;
-    uint64_t cookie;
+struct SegHeader {
+    HeaderImage image;
+    alignas(kLine) std::atomic<uint32_t> attach_seq; // bumped by each attaching sender
 };
-static_assert(offsetof(SegHeader, cookie) == offsetof(HeaderImage, cookie));
-static_assert(sizeof(HeaderImage) <= offsetof(SegHeader, attach_seq));
+static_assert(offsetof(SegHeader, image) == 0);
 
 // A random 64-bit value nobody else can predict (never 0).
 uint64_t random_cookie();

@@ -51,13 +51,13 @@ void fuzz_attach(fuzz::Input &in) {
         ring_offset = in.take<uint64_t>();
     if (which & 64)
         ring_bytes = in.take<uint64_t>();
-    memcpy(page + offsetof(SegHeader, magic), &magic, 8);
-    memcpy(page + offsetof(SegHeader, version), &version, 4);
-    memcpy(page + offsetof(SegHeader, nrings), &nrings, 4);
-    memcpy(page + offsetof(SegHeader, nslots), &nslots, 4);
-    memcpy(page + offsetof(SegHeader, slot_size), &slot_size, 4);
-    memcpy(page + offsetof(SegHeader, ring_offset), &ring_offset, 8);
-    memcpy(page + offsetof(SegHeader, ring_bytes), &ring_bytes, 8);
+    memcpy(page + offsetof(HeaderImage, magic), &magic, 8);
+    memcpy(page + offsetof(HeaderImage, version), &version, 4);
+    memcpy(page + offsetof(HeaderImage, nrings), &nrings, 4);
+    memcpy(page + offsetof(HeaderImage, nslots), &nslots, 4);
+    memcpy(page + offsetof(HeaderImage, slot_size), &slot_size, 4);
+    memcpy(page + offsetof(HeaderImage, ring_offset), &ring_offset, 8);
+    memcpy(page + offsetof(HeaderImage, ring_bytes), &ring_bytes, 8);
     // File size: as the header says, or shorter/longer (capped: sparse).
     size_t file_len = g.total_bytes();
     if (which & 128) {
@@ -68,7 +68,7 @@ void fuzz_attach(fuzz::Input &in) {
     // the file's mode (open to others with bit 2).
     const uint8_t which2 = in.take<uint8_t>();
     const uint64_t cookie = 0x5eed0000c0ffee01ull;
-    memcpy(page + offsetof(SegHeader, cookie), &cookie, 8);
+    memcpy(page + offsetof(HeaderImage, cookie), &cookie, 8);
 
     // A real file (the attach opens without following links, so no
     // /proc/self/fd path), of this user, mode 0600 unless asked otherwise.
