@@ -121,20 +121,32 @@ static efa_btl_rdma_cb_t cb_of(void *local_address,
     return cb;
 }
 
+/* Put and get differ only in their direction. */
+static int put_or_get(int type, struct mca_btl_base_module_t *base,
+                      struct mca_btl_base_endpoint_t *ep, void *local_address,
+                      uint64_t remote_address,
+                      struct mca_btl_base_registration_handle_t *local_handle,
+                      struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                      int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc,
+                      void *cbcontext, void *cbdata) {
+    (void)flags;
+    (void)order;
+    efa_btl_rdma_args_t a = {.type = type,
+                             .remote_address = remote_address,
+                             .remote_handle = remote_handle,
+                             .size = size,
+                             .cb = cb_of(local_address, local_handle, cbfunc, cbcontext, cbdata)};
+    return rdma((mca_btl_efa_module_t *)base, ep, &a);
+}
+
 int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
                     void *local_address, uint64_t remote_address,
                     struct mca_btl_base_registration_handle_t *local_handle,
                     struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
                     int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                     void *cbdata) {
-    (void)flags;
-    (void)order;
-    efa_btl_rdma_args_t a = {.type = EFA_BTL_MSG_PUT,
-                             .remote_address = remote_address,
-                             .remote_handle = remote_handle,
-                             .size = size,
-                             .cb = cb_of(local_address, local_handle, cbfunc, cbcontext, cbdata)};
-    return rdma((mca_btl_efa_module_t *)base, ep, &a);
+    return put_or_get(EFA_BTL_MSG_PUT, base, ep, local_address, remote_address, local_handle,
+                      remote_handle, size, flags, order, cbfunc, cbcontext, cbdata);
 }
 
 int mca_btl_efa_get(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -143,29 +155,8 @@ int mca_btl_efa_get(struct mca_btl_base_module_t *base, struct mca_btl_base_endp
                     struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
                     int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                     void *cbdata) {
-    (void)flags;
-    (void)order;
-    efa_btl_rdma_args_t a = {.type = EFA_BTL_MSG_GET,
-                             .remote_address = remote_address,
-                             .remote_handle = remote_handle,
-                             .size = size,
-                             .cb = cb_of(local_address, local_handle, cbfunc, cbcontext, cbdata)};
-    return rdma((mca_btl_efa_module_t *)base, ep, &a);
-}
-
-int mca_btl_efa_aop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
-                    uint64_t remote_address,
-                    struct mca_btl_base_registration_handle_t *remote_handle,
-                    mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
-                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
-    (void)order;
-    efa_btl_rdma_args_t a = {.remote_address = remote_address,
-                             .remote_handle = remote_handle,
-                             .op = (uint32_t)op,
-                             .aflags = (uint32_t)flags,
-                             .operand = operand,
-                             .cb = cb_of(NULL, NULL, cbfunc, cbcontext, cbdata)};
-    return atomic((mca_btl_efa_module_t *)base, ep, &a);
+    return put_or_get(EFA_BTL_MSG_GET, base, ep, local_address, remote_address, local_handle,
+                      remote_handle, size, flags, order, cbfunc, cbcontext, cbdata);
 }
 
 int mca_btl_efa_afop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -182,6 +173,16 @@ int mca_btl_efa_afop(struct mca_btl_base_module_t *base, struct mca_btl_base_end
                              .operand = operand,
                              .cb = cb_of(local_address, local_handle, cbfunc, cbcontext, cbdata)};
     return atomic((mca_btl_efa_module_t *)base, ep, &a);
+}
+
+/* An atomic without a result is a fetching one with nowhere to put it. */
+int mca_btl_efa_aop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
+                    uint64_t remote_address,
+                    struct mca_btl_base_registration_handle_t *remote_handle,
+                    mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    return mca_btl_efa_afop(base, ep, NULL, remote_address, NULL, remote_handle, op, operand, flags,
+                            order, cbfunc, cbcontext, cbdata);
 }
 
 int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
