@@ -112,24 +112,33 @@ void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req) {
     } /* else send_complete looks at 'cancelled' */
 }
 
+/* The peer a send to (comm, dest) with this tag goes to: OMPI_SUCCESS, or
+ * why the send cannot be made (the tag does not fit the provider's tag
+ * layout, the peer is unreachable). */
+static inline __opal_attribute_always_inline__ int send_peer(struct ompi_communicator_t *comm,
+                                                             int dest, int tag, efa_peer_t **peer) {
+    if (OPAL_UNLIKELY(!efa_tag_codec_fits(&ompi_mtl_efa.codec, tag))) {
+        return OMPI_ERR_BAD_PARAM;
+    }
+    *peer = ompi_mtl_efa_peer(comm, dest);
+    return OPAL_UNLIKELY(NULL == *peer) ? OMPI_ERR_UNREACH : OMPI_SUCCESS;
+}
+
 /* Post a send of an already packed buffer. */
 static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *comm, int dest,
                       int tag, mca_pml_base_send_mode_t mode) {
+    efa_peer_t *peer;
+    int rc = send_peer(comm, dest, tag, &peer);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
+    }
     const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
-    if (OPAL_UNLIKELY(!efa_tag_codec_fits(codec, tag))) {
-        return OMPI_ERR_BAD_PARAM;
-    }
-    efa_peer_t *peer = ompi_mtl_efa_peer(comm, dest);
-    if (OPAL_UNLIKELY(NULL == peer)) {
-        return OMPI_ERR_UNREACH;
-    }
     const int ci = ompi_mtl_efa_ctx_index(comm);
     efa_ctx_t *ctx = ompi_mtl_efa.ctxs[ci];
     const fi_addr_t addr = peer->addr[ci];
     const uint32_t me = (uint32_t)comm->c_my_rank;
     const uint32_t cid = mtl_efa_comm_cid(comm);
     uint32_t proto = EFA_PROTO_MSG;
-    int rc;
 
     req->is_send = true;
     req->error = OMPI_SUCCESS;
@@ -189,19 +198,17 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
  * up no request state at all. */
 static inline __opal_attribute_always_inline__ int
 inject_send(struct ompi_communicator_t *comm, int dest, int tag, const void *buf, size_t len) {
-    const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
-    if (OPAL_UNLIKELY(!efa_tag_codec_fits(codec, tag))) {
-        return OMPI_ERR_BAD_PARAM;
-    }
-    efa_peer_t *peer = ompi_mtl_efa_peer(comm, dest);
-    if (OPAL_UNLIKELY(NULL == peer)) {
-        return OMPI_ERR_UNREACH;
+    efa_peer_t *peer;
+    const int rc = send_peer(comm, dest, tag, &peer);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        return rc;
     }
     const int ci = ompi_mtl_efa_ctx_index(comm);
     const uint32_t me = (uint32_t)comm->c_my_rank;
     return mca_common_efa_rc(efa_ctx_tinject(
         ompi_mtl_efa.ctxs[ci], buf, len, peer->addr[ci],
-        efa_tag_codec_pack(codec, EFA_PROTO_MSG, mtl_efa_comm_cid(comm), me, tag), me));
+        efa_tag_codec_pack(&ompi_mtl_efa.codec, EFA_PROTO_MSG, mtl_efa_comm_cid(comm), me, tag),
+        me));
 }
 
 int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
