@@ -115,6 +115,21 @@ typedef struct efa_btl_wire_msg {
     size_t payload_len; /* AM, REQUEST, RESPONSE: hdr.len bytes, inside the buffer */
 } efa_btl_wire_msg_t;
 
+/* What a message carrying an efa_btl_rma_t is, by its type alone: the
+ * parser's last step, a table the fuzz harness's oracle shares. */
+static inline efa_btl_wire_kind_t efa_btl_wire_request_kind(uint8_t type) {
+    switch (type) {
+    case EFA_BTL_MSG_PUT:
+    case EFA_BTL_MSG_GET:
+    case EFA_BTL_MSG_ATOMIC:
+        return EFA_BTL_WIRE_REQUEST;
+    case EFA_BTL_MSG_RESP:
+        return EFA_BTL_WIRE_RESPONSE;
+    default:
+        return EFA_BTL_WIRE_UNKNOWN_TYPE;
+    }
+}
+
 /* Parse one message of len bytes.  ntags: entries of the active-message
  * callback table (MCA_BTL_TAG_MAX): an AM's tag indexes it.  The headers
  * are read once each, into *msg; the order of the checks is the order in
@@ -162,16 +177,7 @@ static inline efa_btl_wire_kind_t efa_btl_wire_parse(const void *buf, size_t len
     }
     msg->payload = body + sizeof(efa_btl_rma_t);
     msg->payload_len = msg->hdr.len;
-    switch (msg->hdr.type) {
-    case EFA_BTL_MSG_PUT:
-    case EFA_BTL_MSG_GET:
-    case EFA_BTL_MSG_ATOMIC:
-        return EFA_BTL_WIRE_REQUEST;
-    case EFA_BTL_MSG_RESP:
-        return EFA_BTL_WIRE_RESPONSE;
-    default:
-        return EFA_BTL_WIRE_UNKNOWN_TYPE;
-    }
+    return efa_btl_wire_request_kind(msg->hdr.type);
 }
 
 /* Append one message to a batch's payload p (cap bytes, *used taken):

@@ -25,7 +25,8 @@ constexpr size_t kHdr = sizeof(efa_btl_hdr_t);
 constexpr size_t kRma = sizeof(efa_btl_rma_t);
 
 // What the message must parse as, written from the wire format's
-// definition rather than from the parser.
+// definition rather than from the parser (but for the mapping of a
+// request's type to its kind, a table both share).
 efa_btl_wire_kind_t expected(const uint8_t *buf, size_t len) {
     if (len < kHdr) {
         return EFA_BTL_WIRE_SHORT;
@@ -51,16 +52,7 @@ efa_btl_wire_kind_t expected(const uint8_t *buf, size_t len) {
     if (kHdr + kRma + static_cast<uint64_t>(h.len) > len) {
         return EFA_BTL_WIRE_TRUNCATED_REQUEST;
     }
-    switch (h.type) {
-    case EFA_BTL_MSG_PUT:
-    case EFA_BTL_MSG_GET:
-    case EFA_BTL_MSG_ATOMIC:
-        return EFA_BTL_WIRE_REQUEST;
-    case EFA_BTL_MSG_RESP:
-        return EFA_BTL_WIRE_RESPONSE;
-    default:
-        return EFA_BTL_WIRE_UNKNOWN_TYPE;
-    }
+    return efa_btl_wire_request_kind(h.type);
 }
 
 volatile uint8_t g_sink;
