@@ -13,6 +13,23 @@ bool matches(uint64_t msg, uint64_t bits, uint64_t ignore) {
     return ((msg ^ bits) & ~ignore) == 0;
 }
 
+// Calls f(proto, cid, src, tag) for every protocol and each field at and
+// next to its limits (and a few values between), for layout l.
+template <typename F> void for_each_boundary_envelope(const efa_tag_layout_t &l, F f) {
+    const int32_t tags[] = {0, 1, -1, efa_tag_max_tag(&l), efa_tag_min_tag(&l), -32, 12345};
+    const uint32_t cids[] = {0, 1, efa_tag_max_cid(&l), efa_tag_max_cid(&l) - 1};
+    const uint32_t srcs[] = {0, 1, efa_tag_max_src(&l)};
+    for (uint32_t proto : {EFA_PROTO_MSG, EFA_PROTO_SYNC, EFA_PROTO_SYNC_ACK}) {
+        for (uint32_t cid : cids) {
+            for (uint32_t src : srcs) {
+                for (int32_t tag : tags) {
+                    f(proto, cid, src, tag);
+                }
+            }
+        }
+    }
+}
+
 class Layouts : public ::testing::TestWithParam<efa_tag_layout_t> {};
 
 TEST_P(Layouts, UsesAll64Bits) {
@@ -22,23 +39,14 @@ TEST_P(Layouts, UsesAll64Bits) {
 
 TEST_P(Layouts, RoundTripAtBoundaries) {
     efa_tag_layout_t l = GetParam();
-    const int32_t tags[] = {0, 1, -1, efa_tag_max_tag(&l), efa_tag_min_tag(&l), -32, 12345};
-    const uint32_t cids[] = {0, 1, efa_tag_max_cid(&l), efa_tag_max_cid(&l) - 1};
-    const uint32_t srcs[] = {0, 1, efa_tag_max_src(&l)};
-    for (uint32_t proto : {EFA_PROTO_MSG, EFA_PROTO_SYNC, EFA_PROTO_SYNC_ACK}) {
-        for (uint32_t cid : cids) {
-            for (uint32_t src : srcs) {
-                for (int32_t tag : tags) {
-                    uint64_t bits = efa_tag_pack(&l, proto, cid, src, tag);
-                    efa_tag_envelope_t e = efa_tag_unpack(&l, bits);
-                    EXPECT_EQ(e.proto, proto);
-                    EXPECT_EQ(e.cid, cid);
-                    EXPECT_EQ(e.src, efa_tag_source_in_tag(&l) ? src : 0u);
-                    EXPECT_EQ(e.tag, tag) << "cid " << cid << " src " << src;
-                }
-            }
-        }
-    }
+    for_each_boundary_envelope(l, [&](uint32_t proto, uint32_t cid, uint32_t src, int32_t tag) {
+        uint64_t bits = efa_tag_pack(&l, proto, cid, src, tag);
+        efa_tag_envelope_t e = efa_tag_unpack(&l, bits);
+        EXPECT_EQ(e.proto, proto);
+        EXPECT_EQ(e.cid, cid);
+        EXPECT_EQ(e.src, efa_tag_source_in_tag(&l) ? src : 0u);
+        EXPECT_EQ(e.tag, tag) << "cid " << cid << " src " << src;
+    });
 }
 
 TEST_P(Layouts, FieldsDoNotBleed) {
@@ -103,23 +111,14 @@ TEST_P(Layouts, CodecAgreesWithGenericFunctions) {
     efa_tag_layout_t l = GetParam();
     efa_tag_codec_t c = efa_tag_codec_make(&l);
     EXPECT_EQ(c.source_in_tag, efa_tag_source_in_tag(&l));
-    const int32_t tags[] = {0, 1, -1, efa_tag_max_tag(&l), efa_tag_min_tag(&l), -32, 12345};
-    const uint32_t cids[] = {0, 1, efa_tag_max_cid(&l), efa_tag_max_cid(&l) - 1};
-    const uint32_t srcs[] = {0, 1, efa_tag_max_src(&l)};
-    for (uint32_t proto : {EFA_PROTO_MSG, EFA_PROTO_SYNC, EFA_PROTO_SYNC_ACK}) {
-        for (uint32_t cid : cids) {
-            for (uint32_t src : srcs) {
-                for (int32_t tag : tags) {
-                    uint64_t bits = efa_tag_pack(&l, proto, cid, src, tag);
-                    EXPECT_EQ(efa_tag_codec_pack(&c, proto, cid, src, tag), bits);
-                    efa_tag_envelope_t e = efa_tag_unpack(&l, bits);
-                    EXPECT_EQ(efa_tag_codec_proto(&c, bits), e.proto);
-                    EXPECT_EQ(efa_tag_codec_src(&c, bits), e.src);
-                    EXPECT_EQ(efa_tag_codec_tag(&c, bits), e.tag);
-                }
-            }
-        }
-    }
+    for_each_boundary_envelope(l, [&](uint32_t proto, uint32_t cid, uint32_t src, int32_t tag) {
+        uint64_t bits = efa_tag_pack(&l, proto, cid, src, tag);
+        EXPECT_EQ(efa_tag_codec_pack(&c, proto, cid, src, tag), bits);
+        efa_tag_envelope_t e = efa_tag_unpack(&l, bits);
+        EXPECT_EQ(efa_tag_codec_proto(&c, bits), e.proto);
+        EXPECT_EQ(efa_tag_codec_src(&c, bits), e.src);
+        EXPECT_EQ(efa_tag_codec_tag(&c, bits), e.tag);
+    });
     for (int32_t tag : {0, -1, INT_MAX, INT_MIN, efa_tag_max_tag(&l), efa_tag_min_tag(&l)}) {
         EXPECT_EQ(efa_tag_codec_fits(&c, tag), efa_tag_fits(&l, tag)) << tag;
     }
