@@ -49,22 +49,12 @@ static void check_sum(const int64_t *v, size_t count, const char *what) {
 
 int main(int argc, char **argv) {
     size_t max_total = 16u << 20, s, i;
-    int opt, roots[3], nr, r, k;
+    int roots[3], nr, r, k;
     char *a, *b, what[128];
     double t0;
 
     tu_init(&argc, &argv, "collectives");
-    while ((opt = getopt(argc, argv, "s:h")) != -1) {
-        switch (opt) {
-        case 's':
-            max_total = tu_parse_size(optarg);
-            break;
-        case 'h':
-            tu_usage("[-s MAXTOTAL]", 0);
-        default:
-            tu_usage("[-s MAXTOTAL]", 1);
-        }
-    }
+    tu_parse_count_size(argc, argv, "[-s MAXTOTAL]", NULL, &max_total);
     TU_ASSERT(max_total >= 8 && max_total <= (1u << 30), "bad MAXTOTAL");
     a = tu_malloc(max_total);
     b = tu_malloc(max_total);

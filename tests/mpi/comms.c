@@ -279,24 +279,11 @@ static void churn(int iters) {
 }
 
 int main(int argc, char **argv) {
-    int iters = 50, opt;
+    int iters = 50;
     MPI_Comm d1, d2, rev, eo;
 
     tu_init(&argc, &argv, "comms");
-    while ((opt = getopt(argc, argv, "n:s:h")) != -1) {
-        switch (opt) {
-        case 'n':
-            iters = (int)tu_parse_long(optarg);
-            break;
-        case 's':
-            large = tu_parse_size(optarg);
-            break;
-        case 'h':
-            tu_usage("[-n CHURN] [-s LARGE]", 0);
-        default:
-            tu_usage("[-n CHURN] [-s LARGE]", 1);
-        }
-    }
+    tu_parse_count_size(argc, argv, "[-n CHURN] [-s LARGE]", &iters, &large);
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
 
     MPI_Comm_dup(MPI_COMM_WORLD, &sync_comm);

@@ -224,21 +224,11 @@ static void run_case(const char *name, struct layout *s, struct layout *r, int n
 }
 
 int main(int argc, char **argv) {
-    int opt, peer, nb, ncases = 0;
+    int peer, nb, ncases = 0;
     struct layout s, r;
 
     tu_init(&argc, &argv, "datatypes");
-    while ((opt = getopt(argc, argv, "s:h")) != -1) {
-        switch (opt) {
-        case 's':
-            large = tu_parse_size(optarg);
-            break;
-        case 'h':
-            tu_usage("[-s LARGE]", 0);
-        default:
-            tu_usage("[-s LARGE]", 1);
-        }
-    }
+    tu_parse_count_size(argc, argv, "[-s LARGE]", NULL, &large);
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
     TU_ASSERT(large >= 16 && large <= (256u << 20), "bad LARGE");
     peer = tu_pair_partner();

@@ -98,7 +98,7 @@ static void run_round(int round, int count, size_t max, int partner, char *sbuf,
 }
 
 int main(int argc, char **argv) {
-    int count = 10000, opt, partner, round, i;
+    int count = 10000, partner, round, i;
     size_t max = 8192, total = 0, *soff;
     char *sbuf = NULL, *rbuf = NULL, tmp[32];
     MPI_Request *reqs;
@@ -106,20 +106,7 @@ int main(int argc, char **argv) {
     double t0;
 
     tu_init(&argc, &argv, "many_outstanding");
-    while ((opt = getopt(argc, argv, "n:s:h")) != -1) {
-        switch (opt) {
-        case 'n':
-            count = (int)tu_parse_long(optarg);
-            break;
-        case 's':
-            max = tu_parse_size(optarg);
-            break;
-        case 'h':
-            tu_usage("[-n COUNT] [-s MAXMSG]", 0);
-        default:
-            tu_usage("[-n COUNT] [-s MAXMSG]", 1);
-        }
-    }
+    tu_parse_count_size(argc, argv, "[-n COUNT] [-s MAXMSG]", &count, &max);
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
     TU_ASSERT(count >= 1 && max >= 1 && max <= (64u << 20), "bad COUNT/MAXMSG");
 

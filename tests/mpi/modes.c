@@ -111,6 +111,20 @@ static void rsend(int peer, char *buf, char *rbuf) {
     }
 }
 
+/* One round of the two persistent requests: started and completed
+ * together, or one after the other (both ways must work). */
+static void run_both(MPI_Request req[2], MPI_Status st[2], int together) {
+    if (together) {
+        MPI_Startall(2, req);
+        MPI_Waitall(2, req, st);
+    } else {
+        MPI_Start(&req[0]);
+        MPI_Wait(&req[0], &st[0]);
+        MPI_Start(&req[1]);
+        MPI_Wait(&req[1], &st[1]);
+    }
+}
+
 static void persistent(int peer, char *buf, char *rbuf) {
     size_t size = 5000;
     MPI_Request req[2];
@@ -124,15 +138,7 @@ static void persistent(int peer, char *buf, char *rbuf) {
         for (it = 0; it < iters; it++) {
             tu_fill(buf, size, tu_seed(3, it, 0, 0));
             tu_fill(buf + size, size, tu_seed(3, it, 1, 0));
-            if (it % 2) {
-                MPI_Startall(2, req);
-                MPI_Waitall(2, req, st);
-            } else {
-                MPI_Start(&req[0]);
-                MPI_Wait(&req[0], &st[0]);
-                MPI_Start(&req[1]);
-                MPI_Wait(&req[1], &st[1]);
-            }
+            run_both(req, st, it % 2);
             TU_ASSERT(req[0] != MPI_REQUEST_NULL, "persistent request freed by MPI_Wait");
         }
     } else {
@@ -141,15 +147,7 @@ static void persistent(int peer, char *buf, char *rbuf) {
                       &req[1]);
         for (it = 0; it < iters; it++) {
             memset(rbuf, TU_POISON, 2 * size);
-            if (it % 2) {
-                MPI_Startall(2, req);
-                MPI_Waitall(2, req, st);
-            } else {
-                MPI_Start(&req[0]);
-                MPI_Wait(&req[0], &st[0]);
-                MPI_Start(&req[1]);
-                MPI_Wait(&req[1], &st[1]);
-            }
+            run_both(req, st, it % 2);
             snprintf(what, sizeof(what), "persistent send iteration %d", it);
             tu_verify_recv(rbuf, &st[0], peer, 5, size, tu_seed(3, it, 0, 0), what);
             snprintf(what, sizeof(what), "persistent ssend iteration %d", it);

@@ -203,22 +203,12 @@ static void recv_phase(int phase, struct oracle *o, char *rbuf, size_t max, MPI_
 }
 
 int main(int argc, char **argv) {
-    int count = 1000, opt, phase, k;
+    int count = 1000, phase, k;
     size_t max;
     double t0;
 
     tu_init(&argc, &argv, "ordering");
-    while ((opt = getopt(argc, argv, "n:h")) != -1) {
-        switch (opt) {
-        case 'n':
-            count = (int)tu_parse_long(optarg);
-            break;
-        case 'h':
-            tu_usage("[-n COUNT]", 0);
-        default:
-            tu_usage("[-n COUNT]", 1);
-        }
-    }
+    tu_parse_count_size(argc, argv, "[-n COUNT]", &count, NULL);
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
     TU_ASSERT(count >= 1, "COUNT must be positive");
     max = 0;

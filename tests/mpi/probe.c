@@ -273,20 +273,10 @@ static void gather_by_probe(void) {
 }
 
 int main(int argc, char **argv) {
-    int opt, partner;
+    int partner;
 
     tu_init(&argc, &argv, "probe");
-    while ((opt = getopt(argc, argv, "s:h")) != -1) {
-        switch (opt) {
-        case 's':
-            large = tu_parse_size(optarg);
-            break;
-        case 'h':
-            tu_usage("[-s LARGE]", 0);
-        default:
-            tu_usage("[-s LARGE]", 1);
-        }
-    }
+    tu_parse_count_size(argc, argv, "[-s LARGE]", NULL, &large);
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
     TU_ASSERT(large >= 2 && large < (1u << 30), "bad LARGE size");
 

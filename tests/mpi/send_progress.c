@@ -29,19 +29,6 @@
 
 #define MAX_HELD 64
 
-static void recv_check(char *buf, size_t size, int peer, int tag, uint64_t seed, const char *what) {
-    MPI_Status st;
-    int count;
-
-    memset(buf, TU_POISON, size);
-    MPI_Recv(buf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    TU_ASSERT((size_t)count == size && st.MPI_TAG == tag && st.MPI_SOURCE == peer,
-              "%s: expected count %zu tag %d source %d, got count %d tag %d source %d", what, size,
-              tag, peer, count, st.MPI_TAG, st.MPI_SOURCE);
-    tu_verify(buf, size, seed, what);
-}
-
 /* held: sends A1..A(held) wait for their receives while B and C go. */
 static void step(int peer, int even, size_t size, int held, int sync, int it, char **abuf,
                  char *bbuf, char *rbuf) {
@@ -67,10 +54,10 @@ static void step(int peer, int even, size_t size, int held, int sync, int it, ch
         MPI_Send(cbuf, (int)sizeof(cbuf), MPI_BYTE, peer, 3, MPI_COMM_WORLD);
         MPI_Waitall(held, req, MPI_STATUSES_IGNORE);
     } else {
-        recv_check(rbuf, size, peer, 2, seed + 1, what);
-        recv_check(crecv, sizeof(crecv), peer, 3, seed + 2, what);
+        tu_recv_verify(rbuf, size, peer, 2, seed + 1, what);
+        tu_recv_verify(crecv, sizeof(crecv), peer, 3, seed + 2, what);
         for (int i = held - 1; i >= 0; i--) { /* last posted first */
-            recv_check(rbuf, size, peer, 100 + i, seed + 10 + (uint64_t)i, what);
+            tu_recv_verify(rbuf, size, peer, 100 + i, seed + 10 + (uint64_t)i, what);
         }
     }
 }
@@ -104,8 +91,8 @@ static void three_way(int it) {
         tu_fill(small, sizeof(small), seed + 2);
         MPI_Send(small, (int)sizeof(small), MPI_BYTE, 2, 9, MPI_COMM_WORLD);
     } else if (2 == tu_rank) {
-        recv_check(small_in, sizeof(small_in), 1, 9, seed + 2, what);
-        recv_check(small_in, sizeof(small_in), 0, 8, seed + 1, what);
+        tu_recv_verify(small_in, sizeof(small_in), 1, 9, seed + 2, what);
+        tu_recv_verify(small_in, sizeof(small_in), 0, 8, seed + 1, what);
     }
     free(buf);
 }

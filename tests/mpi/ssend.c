@@ -32,19 +32,6 @@ static void pair_sync(int peer) {
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
 
-static void recv_check(char *buf, size_t size, int peer, int tag, uint64_t seed, const char *what) {
-    MPI_Status st;
-    int count;
-
-    memset(buf, TU_POISON, size);
-    MPI_Recv(buf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    TU_ASSERT((size_t)count == size && st.MPI_TAG == tag && st.MPI_SOURCE == peer,
-              "%s: expected count %zu tag %d source %d, got count %d tag %d source %d", what, size,
-              tag, peer, count, st.MPI_TAG, st.MPI_SOURCE);
-    tu_verify(buf, size, seed, what);
-}
-
 #define TAG_BURST 5
 #define BURST_SLOT 3000
 
@@ -225,12 +212,12 @@ int main(int argc, char **argv) {
             snprintf(what, sizeof(what), "ssend of %zu bytes", sizes[i]);
             pair_sync(peer);
             tu_sleep_ms(delay);
-            recv_check(buf, sizes[i], peer, 1, seed, what);
+            tu_recv_verify(buf, sizes[i], peer, 1, seed, what);
 
             snprintf(what, sizeof(what), "issend of %zu bytes", sizes[i]);
             pair_sync(peer);
             tu_sleep_ms(delay);
-            recv_check(buf, sizes[i], peer, 2, seed + 1, what);
+            tu_recv_verify(buf, sizes[i], peer, 2, seed + 1, what);
 
             snprintf(what, sizeof(what), "ssend of %zu bytes to a preposted receive", sizes[i]);
             memset(buf, TU_POISON, sizes[i]);
@@ -243,7 +230,7 @@ int main(int argc, char **argv) {
             for (k = 0; k < count; k++) {
                 snprintf(what, sizeof(what), "%s number %d with the same tag",
                          i == 2 ? "ssend" : "issend", k);
-                recv_check(buf, (size_t)(k * 53) % 3000, peer, 4, tu_seed(i, k, 0, 0), what);
+                tu_recv_verify(buf, (size_t)(k * 53) % 3000, peer, 4, tu_seed(i, k, 0, 0), what);
             }
         }
         burst_recv(peer, burst, delay);

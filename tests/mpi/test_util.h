@@ -9,7 +9,7 @@
  *   - a watchdog (SIGALRM) so that every program is bounded in time,
  *   - deterministic data patterns (tu_fill/tu_verify) keyed by a seed so
  *     that stale or misplaced data is detected,
- *   - small utilities: size parsing, sleeping, allocation.
+ *   - small utilities: size and option parsing, sleeping, allocation.
  *
  * The watchdog length comes from the environment variable MPI_TEST_TIMEOUT
  * (seconds, 0 disables); the default is TU_DEFAULT_TIMEOUT. It is armed
@@ -257,6 +257,18 @@ static TU_UNUSED void tu_verify_const(const void *buf, size_t len, unsigned char
     }
 }
 
+/* Receive size bytes from peer with tag on MPI_COMM_WORLD into buf, poisoned
+ * first so that bytes the receive did not write are seen, then check the
+ * status and the pattern. */
+static TU_UNUSED void tu_recv_verify(void *buf, size_t size, int peer, int tag, uint64_t seed,
+                                     const char *what) {
+    MPI_Status st;
+
+    memset(buf, TU_POISON, size);
+    MPI_Recv(buf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
+    tu_verify_recv(buf, &st, peer, tag, size, seed, what);
+}
+
 /* ---- misc ------------------------------------------------------------- */
 
 static TU_UNUSED void *tu_malloc(size_t len) {
@@ -327,6 +339,29 @@ static TU_UNUSED TU_NORETURN void tu_usage(const char *usage, int bad) {
     alarm(0);
     MPI_Finalize();
     exit(0);
+}
+
+/* The command line of the programs whose options are at most -n COUNT and
+ * -s SIZE (pass NULL for the one a program does not take), and -h. */
+static TU_UNUSED void tu_parse_count_size(int argc, char **argv, const char *usage, int *count,
+                                          size_t *size) {
+    const char *optstring = count ? (size ? "n:s:h" : "n:h") : (size ? "s:h" : "h");
+    int opt;
+
+    while ((opt = getopt(argc, argv, optstring)) != -1) {
+        switch (opt) {
+        case 'n':
+            *count = (int)tu_parse_long(optarg);
+            break;
+        case 's':
+            *size = tu_parse_size(optarg);
+            break;
+        case 'h':
+            tu_usage(usage, 0);
+        default:
+            tu_usage(usage, 1);
+        }
+    }
 }
 
 /* Partner in the even/odd pairing (0<->1, 2<->3, ...), or -1 for the odd one out. */
