@@ -196,6 +196,68 @@ static int plan_p2p(uint64_t seed, uint64_t round, size_t maxlen, bool prepost, 
     return n;
 }
 
+/* Post this rank's receives of the round's messages. */
+static void post_receives(int n, const struct soak_msg *msgs, unsigned char **bufs,
+                          MPI_Request *reqs) {
+    for (int i = 0; i < n; i++)
+        if (msgs[i].dst == tu_rank)
+            MPI_Irecv(bufs[i], (int)msgs[i].len, MPI_BYTE,
+                      msgs[i].any_source ? MPI_ANY_SOURCE : msgs[i].src, msgs[i].tag,
+                      MPI_COMM_WORLD, &reqs[i]);
+}
+
+/* One message in its blocking mode (ready mode: every receive is posted). */
+static void send_blocking(const struct soak_msg *m, const unsigned char *buf) {
+    int c = (int)m->len;
+    switch (m->mode) {
+    case MODE_STD:
+        MPI_Send(buf, c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD);
+        break;
+    case MODE_SYNC:
+        MPI_Ssend(buf, c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD);
+        break;
+    case MODE_BUF:
+        MPI_Bsend(buf, c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD);
+        break;
+    default:
+        MPI_Rsend(buf, c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD);
+        break;
+    }
+}
+
+/* One message in its nonblocking mode (no ready mode: the receive may not
+ * be posted yet). */
+static void send_nonblocking(const struct soak_msg *m, const unsigned char *buf, MPI_Request *req) {
+    int c = (int)m->len;
+    switch (m->mode) {
+    case MODE_SYNC:
+        MPI_Issend(buf, c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD, req);
+        break;
+    case MODE_BUF:
+        MPI_Ibsend(buf, c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD, req);
+        break;
+    default:
+        MPI_Isend(buf, c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD, req);
+        break;
+    }
+}
+
+/* Send the round's messages from this rank; true when one went buffered. */
+static bool send_mine(int n, const struct soak_msg *msgs, unsigned char **bufs, MPI_Request *reqs,
+                      bool blocking) {
+    bool bsent = false;
+    for (int i = 0; i < n; i++) {
+        if (msgs[i].src != tu_rank)
+            continue;
+        if (blocking)
+            send_blocking(&msgs[i], bufs[i]);
+        else
+            send_nonblocking(&msgs[i], bufs[i], &reqs[i]);
+        bsent |= msgs[i].mode == MODE_BUF;
+    }
+    return bsent;
+}
+
 static void p2p_round(uint64_t seed, uint64_t round, size_t maxlen, uint64_t *seqs) {
     static struct soak_msg msgs[SOAK_MAX_MSGS];
     static unsigned char *bufs[SOAK_MAX_MSGS];
@@ -203,7 +265,7 @@ static void p2p_round(uint64_t seed, uint64_t round, size_t maxlen, uint64_t *se
     static MPI_Status stats[SOAK_MAX_MSGS];
     bool prepost = (tu_mix64(seed ^ round) & 1) != 0;
     int n = plan_p2p(seed, round, maxlen, prepost, seqs, msgs);
-    bool bsent = false;
+    bool bsent;
 
     for (int i = 0; i < n; i++) {
         reqs[i] = MPI_REQUEST_NULL;
@@ -216,57 +278,12 @@ static void p2p_round(uint64_t seed, uint64_t round, size_t maxlen, uint64_t *se
             memset(bufs[i], TU_POISON, msgs[i].len);
     }
     if (prepost) {
-        for (int i = 0; i < n; i++)
-            if (msgs[i].dst == tu_rank)
-                MPI_Irecv(bufs[i], (int)msgs[i].len, MPI_BYTE,
-                          msgs[i].any_source ? MPI_ANY_SOURCE : msgs[i].src, msgs[i].tag,
-                          MPI_COMM_WORLD, &reqs[i]);
+        post_receives(n, msgs, bufs, reqs);
         MPI_Barrier(MPI_COMM_WORLD); /* every receive is posted: ready mode is valid */
-        for (int i = 0; i < n; i++) {
-            const struct soak_msg *m = &msgs[i];
-            if (m->src != tu_rank)
-                continue;
-            int c = (int)m->len;
-            switch (m->mode) {
-            case MODE_STD:
-                MPI_Send(bufs[i], c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD);
-                break;
-            case MODE_SYNC:
-                MPI_Ssend(bufs[i], c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD);
-                break;
-            case MODE_BUF:
-                MPI_Bsend(bufs[i], c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD);
-                break;
-            default:
-                MPI_Rsend(bufs[i], c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD);
-                break;
-            }
-            bsent |= m->mode == MODE_BUF;
-        }
+        bsent = send_mine(n, msgs, bufs, reqs, true);
     } else {
-        for (int i = 0; i < n; i++) {
-            const struct soak_msg *m = &msgs[i];
-            if (m->src != tu_rank)
-                continue;
-            int c = (int)m->len;
-            switch (m->mode) {
-            case MODE_SYNC:
-                MPI_Issend(bufs[i], c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD, &reqs[i]);
-                break;
-            case MODE_BUF:
-                MPI_Ibsend(bufs[i], c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD, &reqs[i]);
-                break;
-            default:
-                MPI_Isend(bufs[i], c, MPI_BYTE, m->dst, m->tag, MPI_COMM_WORLD, &reqs[i]);
-                break;
-            }
-            bsent |= m->mode == MODE_BUF;
-        }
-        for (int i = 0; i < n; i++)
-            if (msgs[i].dst == tu_rank)
-                MPI_Irecv(bufs[i], (int)msgs[i].len, MPI_BYTE,
-                          msgs[i].any_source ? MPI_ANY_SOURCE : msgs[i].src, msgs[i].tag,
-                          MPI_COMM_WORLD, &reqs[i]);
+        bsent = send_mine(n, msgs, bufs, reqs, false);
+        post_receives(n, msgs, bufs, reqs);
     }
     MPI_Waitall(n, reqs, stats);
     for (int i = 0; i < n; i++) {
