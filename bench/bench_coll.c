@@ -119,9 +119,8 @@ static void run(struct ctx *c) {
         MPI_Reduce(&us, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (c->rank == 0) {
             printf("%zu %.3f %.3f %.3f\n", size, sum / c->np, lo, hi);
-            fflush(stdout);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        bench_size_done();
     }
 }
 
@@ -129,7 +128,6 @@ int main(int argc, char **argv) {
     struct ctx c;
     memset(&c, 0, sizeof c);
     bench_start(&argc, &argv, &prog, &c.o, &c.rank, &c.np);
-    bench_where = c.o.mode;
     c.alltoall = strcmp(c.o.mode, "alltoall") == 0;
 
     size_t max = c.o.max_size > 0 ? c.o.max_size : 1;

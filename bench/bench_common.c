@@ -388,6 +388,11 @@ void bench_win_errhandler(MPI_Win win) {
     MPI_Errhandler_free(&eh);
 }
 
+void bench_size_done(void) {
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 void bench_start(int *argc, char ***argv, const struct bench_prog *prog, struct bench_opts *opts,
                  int *rank, int *np) {
     MPI_Init(argc, argv);
@@ -395,4 +400,8 @@ void bench_start(int *argc, char ***argv, const struct bench_prog *prog, struct 
     MPI_Comm_size(MPI_COMM_WORLD, np);
     bench_install_errhandlers();
     bench_parse_args(*argc, *argv, prog, opts);
+    if (*np < prog->min_ranks) {
+        bench_die("%s needs at least %d ranks", prog->name, prog->min_ranks);
+    }
+    bench_where = opts->mode; /* what an MPI error is said to have happened in from here on */
 }

@@ -37,6 +37,7 @@ struct bench_opts {
 /* Description of a program for the usage text and the defaults. */
 struct bench_prog {
     const char *name;         /* program name, e.g. "bench_pt2pt" */
+    int min_ranks;            /* bench_start stops a job of fewer processes (0: any) */
     const char *const *modes; /* NULL-terminated list of accepted -t values */
     const char *default_mode; /* used when -t is not given */
     size_t default_min;       /* default -m */
@@ -113,8 +114,15 @@ void bench_install_errhandlers(void);
 void bench_win_errhandler(MPI_Win win);
 
 /*
+ * The end of one size's measurement: the row rank 0 printed is out
+ * (flushed), and every rank is done with this size before the next starts.
+ */
+void bench_size_done(void);
+
+/*
  * The start every benchmark program shares: MPI_Init, rank and size,
- * MPI_COMM_WORLD's error handler, the command line.
+ * MPI_COMM_WORLD's error handler, the command line, the number of processes
+ * the program needs; bench_where is then the mode (-t).
  */
 void bench_start(int *argc, char ***argv, const struct bench_prog *prog, struct bench_opts *opts,
                  int *rank, int *np);

@@ -31,6 +31,7 @@ static const char *const modes[] = {"latency", "bw", "bibw", "msgrate", "mpairs"
 
 static const struct bench_prog prog = {
     .name = "bench_pt2pt",
+    .min_ranks = 2,
     .modes = modes,
     .default_mode = "latency",
     .default_min = 1,
@@ -117,9 +118,8 @@ static void run_latency(struct ctx *c) {
         double t = MPI_Wtime() - t0;
         if (c->rank == 0) {
             printf("%zu %.3f\n", size, t * 1e6 / (2.0 * (double)iters));
-            fflush(stdout);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        bench_size_done();
     }
 }
 
@@ -256,9 +256,8 @@ static void run_stream(struct ctx *c, enum stream_kind kind) {
             } else {
                 printf("%zu %.1f %.3f\n", size, msgs / tmax, mbs);
             }
-            fflush(stdout);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        bench_size_done();
     }
 }
 
@@ -266,11 +265,7 @@ int main(int argc, char **argv) {
     struct ctx c;
     memset(&c, 0, sizeof c);
     bench_start(&argc, &argv, &prog, &c.o, &c.rank, &c.np);
-    bench_where = c.o.mode;
 
-    if (c.np < 2) {
-        bench_die("%s needs at least 2 ranks", prog.name);
-    }
     int is_latency = strcmp(c.o.mode, "latency") == 0;
     c.nslots = is_latency ? 1 : slots_for(&c.o, c.o.window);
     size_t bytes = (size_t)c.nslots * (c.o.max_size > 0 ? c.o.max_size : 1);

@@ -30,6 +30,7 @@ static const char *const modes[] = {"put_lat", "get_lat", "put_bw",  "get_bw",
 
 static const struct bench_prog prog = {
     .name = "bench_rma",
+    .min_ranks = 2,
     .modes = modes,
     .default_mode = "put_lat",
     .default_min = 1,
@@ -260,9 +261,8 @@ static void run(struct ctx *c) {
             } else {
                 printf("%zu %.3f\n", size, t * 1e6 / (double)iters);
             }
-            fflush(stdout);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        bench_size_done();
         if (c->rank == 1 && c->o.verify) {
             target_verify(c, size, warm + iters);
         }
@@ -273,9 +273,6 @@ int main(int argc, char **argv) {
     struct ctx c;
     memset(&c, 0, sizeof c);
     bench_start(&argc, &argv, &prog, &c.o, &c.rank, &c.np);
-    if (c.np < 2) {
-        bench_die("%s needs at least 2 ranks", prog.name);
-    }
     for (int k = 0; modes[k] != NULL; k++) {
         if (strcmp(modes[k], c.o.mode) == 0) {
             c.kind = (enum rma_kind)k;
