@@ -29,6 +29,7 @@
 # with both logs named.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/tests/netns/configs.sh"
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 bin=${SOAK_BIN:-$top/_build/tests/soak/soak}
 logdir=${SOAK_LOG_DIR:-/tmp/efa-soak}
@@ -100,19 +101,8 @@ provider_lost() {
 }
 
 for c in ${configs//,/ }; do
-    case ${c##*-} in
-    rxd) prov='udp;ofi_rxd' ;;
-    rxm) prov='tcp;ofi_rxm' ;;
-    *) echo "soak.sh: unknown configuration $c (PML-PROVIDER: cm-rxd, cm-rxm, cm-own-rxd, cm-own-rxm, cm-direct-rxd, cm-direct-rxm, ob1-rxd, ob1-rxm)" >&2; exit 2 ;;
-    esac
-    case ${c%-*} in
-    cm) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca mtl_efa_matching provider) ;;
-    cm-own) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca mtl_efa_matching own) ;;
-    cm-direct) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca common_efa_force_direct_mode 1) ;;
-    ob1) args=(--mca pml ob1) ;;
-    *) echo "soak.sh: unknown configuration $c" >&2; exit 2 ;;
-    esac
-    args+=(--mca btl efa,self --mca btl_efa_provider_include "$prov" --mca osc rdma)
+    config_mpirun_args "$c" ||
+        { echo "soak.sh: unknown configuration $c (PML-PROVIDER: cm-rxd, cm-rxm, cm-own-rxd, cm-own-rxm, cm-direct-rxd, cm-direct-rxm, ob1-rxd, ob1-rxm)" >&2; exit 2; }
     log=$logdir/soak-$c.log
     t0=$(date +%s)
     run_soak "$seed"

@@ -40,6 +40,7 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
 . "$here/common.sh"
+. "$here/configs.sh"
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 bin=${PEER_LOSS_BIN:-$top/_build/tests/netns/peer_loss}
 logdir=${PEER_LOSS_LOG_DIR:-/tmp/efa-peer-loss}
@@ -110,24 +111,12 @@ wait_for() {
 }
 
 run_one() {
-    local c=$1 s=$2 prov args log pid t_fault rc named
+    local c=$1 s=$2 args log pid t_fault rc named
     # (Under pml ob1 the partition is caught by btl_efa's watch on the
     # peers it talked to lately, btl_efa_watch.c: before it, a survivor
     # that only waited for a message from the lost peer was never probed
     # and these runs were a printed SKIP.)
-    case ${c##*-} in
-    rxd) prov='udp;ofi_rxd' ;;
-    rxm) prov='tcp;ofi_rxm' ;;
-    *) echo "peer-loss.sh: unknown configuration $c" >&2; exit 2 ;;
-    esac
-    case ${c%-*} in
-    cm) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca mtl_efa_matching provider) ;;
-    cm-own) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca mtl_efa_matching own) ;;
-    cm-direct) args=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov" --mca common_efa_force_direct_mode 1) ;;
-    ob1) args=(--mca pml ob1) ;;
-    *) echo "peer-loss.sh: unknown configuration $c" >&2; exit 2 ;;
-    esac
-    args+=(--mca btl efa,self --mca btl_efa_provider_include "$prov" --mca osc rdma)
+    config_mpirun_args "$c" || { echo "peer-loss.sh: unknown configuration $c" >&2; exit 2; }
     log=$logdir/peer_loss-$s-$c.log
     local cmd=(mpirun -np 3 --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
         "${netns_args[@]}" "${args[@]}" "${keepalive[@]}" "${extra_args[@]}" -x MPI_TEST_TIMEOUT=0 "$bin" -t 300)
