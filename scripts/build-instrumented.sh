@@ -11,6 +11,7 @@
 # the same builds against another stack (docs/PLATFORMS.md).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/scripts/build-steps.sh"
 kind=${1:-}
 jobs=$(nproc 2>/dev/null || echo 2)
 read -r -a extra <<<"${EFA_INSTRUMENTED_CONFIGURE_ARGS:-}"
@@ -34,32 +35,14 @@ fuzz)
     ;;
 esac
 
-cd "$top"
-if [ ! -x configure ] || [ configure.ac -nt configure ] || [ configure.m4 -nt configure ] ||
-   [ common/configure.m4 -nt configure ]; then
-    autoreconf -fi >/dev/null
-fi
-mkdir -p "$build"
-cd "$build"
-if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
-    "$top/configure" "${args[@]}" "${extra[@]}" >configure.out 2>&1 ||
-        { tail -30 configure.out; echo "build-instrumented: configure failed ($build/configure.out)"; exit 1; }
-fi
+configure_once build-instrumented "$top" "$build" "${args[@]}" "${extra[@]}"
 if [ "$kind" = asan ]; then
-    make -j"$jobs" >make.out 2>&1 || { grep -E "error|Error" -A3 make.out | head -40; echo "build-instrumented: make failed ($build/make.out)"; exit 1; }
+    make_logged build-instrumented -j"$jobs"
     make install >make-install.out 2>&1 || { tail -20 make-install.out; exit 1; }
 else
     # The harnesses need the core only, not the Open MPI components.
-    make -C common -j"$jobs" libefa_core.la >make.out 2>&1 ||
-        { grep -E "error|Error" -A3 make.out | head -40; echo "build-instrumented: make failed ($build/make.out)"; exit 1; }
+    make_logged build-instrumented -C common -j"$jobs" libefa_core.la
 fi
-: >make-check.out
-for d in "${dirs[@]}"; do
-    make -C "$d" -j"$jobs" check TESTS= >>make-check.out 2>&1 ||
-        { grep -E "error|Error" -A3 make-check.out | head -40; echo "build-instrumented: building $d failed"; exit 1; }
-done
-if grep -q "warning:" make.out make-check.out; then
-    echo "build-instrumented: the build printed warnings:"
-    grep "warning:" make.out make-check.out | sort -u | head -20
-fi
+build_test_programs build-instrumented "$jobs" "${dirs[@]}"
+report_warnings build-instrumented
 echo "$build"
