@@ -4,11 +4,7 @@
 # default on a machine without EFA: the MTL steps aside silently.
 #   run-param-tests.sh <component-dir> <mpi-test-bin-dir>
 set -u
-compdir=$1
-bindir=$2
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ompi_dir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
-path="$ompi_dir:$compdir"
+. "$(dirname "$0")/runner-args.sh"
 prog=$bindir/pingpong
 # Sizes up to 4 MiB: these cases are about parameters and what is said; the
 # default 64 MiB over the target-executed path took more than the minute

@@ -16,11 +16,7 @@
 # Prints "N passed, N failed[, N skipped]".
 #   run-shm-hostile-tests.sh <component-dir> <mpi-test-bin-dir>
 set -u
-compdir=$1
-bindir=$2
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ompi_dir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
-path="$ompi_dir:$compdir"
+. "$(dirname "$0")/runner-args.sh"
 prog=$bindir/pingpong
 work=$(mktemp -d /tmp/efa-shm-hostile.XXXXXX)
 trap 'rm -rf "$work"' EXIT
