@@ -11,6 +11,7 @@
 # the same builds against another stack (docs/PLATFORMS.md).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=build-steps.sh
 . "$top/scripts/build-steps.sh"
 kind=${1:-}
 jobs=$(nproc 2>/dev/null || echo 2)

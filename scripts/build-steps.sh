@@ -9,13 +9,13 @@
 configure_once() {
     local who=$1 top=$2 build=$3
     shift 3
-    cd "$top"
+    cd "$top" || exit 1
     if [ ! -x configure ] || [ configure.ac -nt configure ] || [ configure.m4 -nt configure ] ||
        [ common/configure.m4 -nt configure ]; then
         autoreconf -fi >/dev/null
     fi
     mkdir -p "$build"
-    cd "$build"
+    cd "$build" || exit 1
     if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
         "$top/configure" "$@" >configure.out 2>&1 ||
             { tail -30 configure.out; echo "$who: configure failed (full log: $build/configure.out)"; exit 1; }

@@ -9,6 +9,7 @@ build=$top/_build
 prefix=$top/_install
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# shellcheck source=build-steps.sh
 . "$top/scripts/build-steps.sh"
 
 configure_once build.sh "$top" "$build" --prefix="$prefix" "$@"

@@ -10,6 +10,7 @@
 # Prints "N passed, N failed".
 #   run-node-files-test.sh <component-dir> <mpi-test-bin-dir>
 set -u
+# shellcheck source=runner-args.sh
 . "$(dirname "$0")/runner-args.sh"
 pass=0
 fail=0

@@ -4,6 +4,7 @@
 # default on a machine without EFA: the MTL steps aside silently.
 #   run-param-tests.sh <component-dir> <mpi-test-bin-dir>
 set -u
+# shellcheck source=runner-args.sh
 . "$(dirname "$0")/runner-args.sh"
 prog=$bindir/pingpong
 # Sizes up to 4 MiB: these cases are about parameters and what is said; the

@@ -16,6 +16,7 @@
 # Prints "N passed, N failed[, N skipped]".
 #   run-shm-hostile-tests.sh <component-dir> <mpi-test-bin-dir>
 set -u
+# shellcheck source=runner-args.sh
 . "$(dirname "$0")/runner-args.sh"
 prog=$bindir/pingpong
 work=$(mktemp -d /tmp/efa-shm-hostile.XXXXXX)

@@ -29,6 +29,7 @@
 # with both logs named.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=netns/configs.sh
 . "$top/tests/netns/configs.sh"
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 bin=${SOAK_BIN:-$top/_build/tests/soak/soak}

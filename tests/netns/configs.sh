@@ -22,5 +22,6 @@ config_mpirun_args() {
     ob1) pml=(--mca pml ob1) ;;
     *) return 1 ;;
     esac
+    # shellcheck disable=SC2034,SC2054 # args is the caller's; "efa,self" is one argument
     args=("${pml[@]}" --mca btl efa,self --mca btl_efa_provider_include "$prov" --mca osc rdma)
 }

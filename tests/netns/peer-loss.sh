@@ -40,6 +40,7 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
 . "$here/common.sh"
+# shellcheck source=configs.sh
 . "$here/configs.sh"
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 bin=${PEER_LOSS_BIN:-$top/_build/tests/netns/peer_loss}
