@@ -273,6 +273,7 @@ class Engine {
     void watch_sweep();
     void watch_peer(Peer *p);
     uint32_t source_of(const efa_onnode_req_t *posted) const;
+    Peer *remote_peer(uint32_t vpid);
     void unwatch_all();
     static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe);
     uint32_t watch_calls_ = 0;   // progress calls since the sweep last looked at the clock

@@ -19,8 +19,9 @@
 // here and never per message: the on-node path's receives pay nothing.
 //
 // Not watched: receives on MPI_ANY_SOURCE (they wait on nobody in
-// particular), and a peer this process never exchanged a message with
-// (made by the sweep it would need an address lookup inside progress).
+// particular).  A receive from a peer this process never exchanged a
+// message with makes that peer (its address looked up once, as a first
+// send would).
 // The worst case from the start of a wait to the loss: a sweep a second
 // late, half a deadline of silence, a deadline for the probe.
 #include <chrono>
@@ -63,8 +64,13 @@ void Engine::watch_sweep() {
             peers_[vpid]->watch.waited = true;
         }
     };
-    ids_.each([&](efa_onnode_req_t *r, uint64_t) { mark(r->peer); });     // waiting for an answer
-    match_.each_posted([&](efa_onnode_req_t *r) { mark(source_of(r)); }); // a receive for one peer
+    ids_.each([&](efa_onnode_req_t *r, uint64_t) { mark(r->peer); }); // waiting for an answer
+    match_.each_posted([&](efa_onnode_req_t *r) {                     // a receive for one peer
+        const uint32_t vpid = source_of(r);
+        if (remote_peer(vpid)) {
+            mark(vpid);
+        }
+    });
     for (auto &p : peers_) {
         if (!p || !p->net) {
             continue;
@@ -86,6 +92,28 @@ uint32_t Engine::source_of(const efa_onnode_req_t *posted) const {
         return EFA_ONNODE_NO_VPID;
     }
     return params_.source_vpid(params_.peer_card_arg, posted->cid, posted->src);
+}
+
+// The peer on another node that process vpid is, made now if this
+// process never exchanged a message with it (a receive may wait on a peer
+// that never sent anything yet); nullptr for a process of this node (not
+// watched) or one that cannot be reached.  Under mu_.
+Engine::Peer *Engine::remote_peer(uint32_t vpid) {
+    if (vpid >= params_.nprocs || vpid == params_.my_vpid) {
+        return nullptr;
+    }
+    if (vpid < peers_.size() && peers_[vpid]) {
+        return peers_[vpid]->net ? peers_[vpid].get() : nullptr;
+    }
+    efa_onnode_card_t card{};
+    if ((inbox_ || node_) && -FI_ENOENT != params_.peer_card(params_.peer_card_arg, vpid, &card)) {
+        return nullptr; // on this node (as peer() decides it)
+    }
+    if (vpid >= peers_.size()) {
+        peers_.resize(static_cast<size_t>(vpid) + 1);
+    }
+    int err = 0;
+    return net_peer(vpid, err);
 }
 
 // Under mu_.

@@ -104,6 +104,11 @@ class EngineWatch : public ::testing::Test {
             forked_core_peer::start(params(2), child_fn, &child_, &reach_.core, &peer_, &why))
             << why << " (" << kProvider << ")";
         reach_.other = peer_->addr[0];
+        if (!say_hello()) {
+            engine_ = open_engine(&reach_, 0, tag_);
+            ASSERT_NE(engine_, nullptr);
+            return;
+        }
         // A message with a completion first: the connection to the child
         // stands before it is stopped (an inject may complete before that).
         CoreTestOp hello_core;
@@ -162,6 +167,7 @@ class EngineWatch : public ::testing::Test {
         r.on.buflen = sizeof(buf_);
         ASSERT_EQ(efa_onnode_recv(engine_, kCid, src, 2, &r.on), 0);
     }
+    virtual bool say_hello() const { return true; }
     std::string tag_;
     pid_t child_ = -1;
     Reach reach_;
@@ -170,7 +176,29 @@ class EngineWatch : public ::testing::Test {
     char buf_[64] = {};
 };
 
+// The same child, never sent anything: not a peer of the engine's yet,
+// and tcp;ofi_rxm's connection to it never comes up while it is stopped.
+class EngineWatchUntalked : public EngineWatch {
+  protected:
+    bool say_hello() const override { return false; }
+};
+
 } // namespace
+
+TEST_F(EngineWatchUntalked, AReceiveFromAStoppedPeerNeverTalkedToFails) {
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    Req from_child;
+    recv(from_child, 1);
+    const double took = wait(from_child, 12);
+    EXPECT_EQ(from_child.completions, 1)
+        << "a receive from a stopped peer never talked to still waited after 12 s";
+    if (0 == from_child.completions) {
+        efa_onnode_cancel(engine_, &from_child.on); // (the engine outlives the request)
+    } else {
+        EXPECT_NE(from_child.on.err, 0);
+        EXPECT_LE(took, 8.0);
+    }
+}
 
 TEST_F(EngineWatch, AReceiveFromAStoppedPeerFailsAndAnAnySourceReceiveWaits) {
     ASSERT_EQ(kill(child_, SIGSTOP), 0);
