@@ -60,6 +60,7 @@ typedef struct mtl_efa_params {
     char *channel, *single_copy;
     char *matching;
     size_t net_eager;
+    size_t net_read_min; /* own matching: rendezvous by RMA read from this size (0: never) */
     int net_window;
     size_t coalesce_bytes;
     int coalesce_max;

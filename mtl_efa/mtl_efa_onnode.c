@@ -191,11 +191,20 @@ int ompi_mtl_efa_onnode_init(bool thread_multiple) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     if (own) {
+        const bool rma = efa_core_get_info(ompi_mtl_efa.core)->has_rma;
+        char read[96];
+        if (rma && mp->net_read_min) {
+            snprintf(read, sizeof(read), "read by RMA from %zu bytes", mp->net_read_min);
+        } else {
+            snprintf(read, sizeof(read), "streamed (%s)",
+                     rma ? "mtl_efa_net_read_min 0" : "the provider has no FI_RMA");
+        }
         mca_common_efa_say_choice(
             "mtl:efa", "mtl_efa",
             "matching: own (the provider carries untagged messages to other nodes; eager up to "
-            "%zu bytes, %d in flight per peer, packing up to %zu bytes or %d messages)",
-            mp->net_eager, mp->net_window, mp->coalesce_bytes, mp->coalesce_max);
+            "%zu bytes, larger ones %s; %d in flight per peer, packing up to %zu bytes or %d "
+            "messages)",
+            mp->net_eager, read, mp->net_window, mp->coalesce_bytes, mp->coalesce_max);
     }
     if (p.no_rings) {
         return OMPI_SUCCESS;
@@ -250,11 +259,13 @@ void ompi_mtl_efa_onnode_fini(void) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: own matching: %llu provider messages sent (%llu packing "
                             "several, %llu injected), %llu received (%llu came early and "
-                            "waited); peers spread over %llu endpoint(s)",
+                            "waited); peers spread over %llu endpoint(s); %llu rendezvous "
+                            "read by RMA (%llu reads failed and streamed instead)",
                             (unsigned long long)s.net_sent, (unsigned long long)s.net_batched,
                             (unsigned long long)s.net_injected, (unsigned long long)s.net_received,
                             (unsigned long long)s.net_reordered,
-                            (unsigned long long)s.net_endpoints);
+                            (unsigned long long)s.net_endpoints, (unsigned long long)s.net_read,
+                            (unsigned long long)s.net_read_failed);
     }
     if (s.dropped) {
         opal_output(0, "mtl:efa: %s: %llu corrupted frame(s) dropped by the on-node channel",

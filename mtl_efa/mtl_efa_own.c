@@ -142,6 +142,7 @@ bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p) {
     p->lost = lost;
     p->source_vpid = source_vpid;
     p->net_eager = mp->net_eager;
+    p->net_read_min = mp->net_read_min;
     p->net_window = (uint32_t)mp->net_window;
     p->net_coalesce_bytes = mp->coalesce_bytes;
     p->net_coalesce_max = (uint32_t)mp->coalesce_max;

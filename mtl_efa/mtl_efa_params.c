@@ -15,6 +15,7 @@ mtl_efa_params_t ompi_mtl_efa_params = {
     .matching = "auto",
     .net_eager = 8192,
     .net_window = 16,
+    .net_read_min = 65536,
     .coalesce_bytes = 4096,
     .coalesce_max = 64,
 };
@@ -61,6 +62,13 @@ void ompi_mtl_efa_params_register(const mca_base_component_t *c) {
         "Own matching: messages to other nodes up to this many bytes go eagerly (copied into "
         "one provider message), larger ones by rendezvous (64 to 60000; default 8192)",
         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p->net_eager);
+    reg(c, "net_read_min",
+        "Own matching: rendezvous messages to other nodes of at least this many bytes are read "
+        "by the receiver straight out of the sender's buffer with the provider's RMA read (one "
+        "transfer, by the NIC where it reads natively), where the provider has FI_RMA; smaller "
+        "ones, and any whose read fails, stream as the provider's messages.  0: never read "
+        "(default 65536)",
+        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &p->net_read_min);
     reg(c, "net_window",
         "Own matching: provider messages one peer may have in flight before further messages "
         "to it are packed together (1 to 4096; default 16)",

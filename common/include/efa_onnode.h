@@ -61,6 +61,7 @@ struct efa_onnode_req {
     uint64_t remote;   /* the peer's id for this message */
     uint64_t local_id; /* this side's id for it in the peer's answers (0: none) */
     size_t done;       /* bytes moved so far (streamed transfers) */
+    void *net_mr;      /* send: the registration a receiver on another node reads */
 };
 
 /* What each process publishes to the processes of its node (the modex):
@@ -118,13 +119,19 @@ typedef struct efa_onnode_params {
      * receive fails when that peer is lost.  NULL: such receives are not
      * watched. */
     efa_onnode_vpid_fn source_vpid;
-    size_t net_eager;          /* larger messages to other nodes go by rendezvous */
-    uint32_t net_window;       /* provider messages in flight per peer before packing */
-    size_t net_coalesce_bytes; /* a provider message packs frames up to this (0: one each) */
-    uint32_t net_coalesce_max; /* ... and at most this many */
-    bool net_debug_swap;       /* test shim: hand provider messages on in swapped pairs */
-    uint32_t net_debug_lose;   /* test shim: the Nth provider message to arrive is lost */
-    bool net_no_inject;        /* every provider message posted with a completion (tests) */
+    size_t net_eager; /* larger messages to other nodes go by rendezvous */
+    /* Rendezvous messages to other nodes of at least this many bytes are
+     * offered to the receiver for an RMA read of the sender's buffer, where
+     * the provider has FI_RMA (0: never; they stream as DATA frames). */
+    size_t net_read_min;
+    uint32_t net_window;         /* provider messages in flight per peer before packing */
+    size_t net_coalesce_bytes;   /* a provider message packs frames up to this (0: one each) */
+    uint32_t net_coalesce_max;   /* ... and at most this many */
+    bool net_debug_swap;         /* test shim: hand provider messages on in swapped pairs */
+    uint32_t net_debug_lose;     /* test shim: the Nth provider message to arrive is lost */
+    bool net_no_inject;          /* every provider message posted with a completion (tests) */
+    size_t net_debug_read_piece; /* tests: reads in pieces of at most this (0: the provider's) */
+    bool net_debug_fail_reads;   /* tests: every read is taken as one the provider failed */
 } efa_onnode_params_t;
 
 /* Create the engine (and its inbox, without a node).  NULL and *err on
@@ -218,6 +225,9 @@ typedef struct efa_onnode_stats {
     uint64_t net_sent, net_batched, net_received, net_reordered, net_endpoints;
     uint64_t net_injected; /* of net_sent, those that went by inject (a lone small message) */
     uint64_t net_lost;     /* provider receives that failed: messages lost by the provider */
+    /* Rendezvous messages from other nodes this process read by RMA, and
+     * those whose read failed and that were streamed instead. */
+    uint64_t net_read, net_read_failed;
 } efa_onnode_stats_t;
 void efa_onnode_get_stats(const efa_onnode_t *e, efa_onnode_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

@@ -130,6 +130,12 @@ std::unique_ptr<Engine> Engine::create(const efa_onnode_params_t &p, int &err) {
             return nullptr;
         }
         e->order_ = NetOrder(p.nprocs);
+        const efa_core_info_t *info = efa_core_get_info(p.core);
+        e->read_on_ = p.net_read_min > 0 && info->has_rma;
+        e->read_piece_ = info->max_rma_size ? info->max_rma_size : SIZE_MAX;
+        if (p.net_debug_read_piece) {
+            e->read_piece_ = std::min(e->read_piece_, p.net_debug_read_piece);
+        }
         err = efa_core_msg_set_channel(p.core, EFA_MSG_CHANNEL_ENGINE, net_message, e.get());
         if (err) {
             e->net_.reset();
@@ -147,7 +153,7 @@ Engine::~Engine() {
     // Answers other processes still wait for (ACK, FIN, CTS, DATA) go out
     // first; a peer that is gone cannot take them, hence the bound.
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while ((!busy_.empty() || (net_ && !net_->idle())) &&
+    while ((!busy_.empty() || !reads_.empty() || (net_ && !net_->idle())) &&
            std::chrono::steady_clock::now() < until) {
         progress();
         if (net_) {
@@ -155,6 +161,7 @@ Engine::~Engine() {
         }
     }
     if (net_) {
+        orphan_reads();
         unwatch_all();
         efa_core_msg_set_channel(net_->core(), EFA_MSG_CHANNEL_ENGINE, nullptr, nullptr);
         if (interest_) {

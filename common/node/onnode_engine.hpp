@@ -47,10 +47,13 @@
 // in the provider's untagged messages (onnode_net.hpp), several packed in
 // one when they queue up, with a sequence number that restores each
 // sender's order on arrival (net_order.hpp).  Matching, the protocols and
-// the checks are the ones above; only single copy is never tried with a
-// peer on another node (its RTS is answered CTS, and the bytes stream as
-// DATA frames).  A peer the provider cannot reach any more (a failed send)
-// fails every request waiting on it.
+// the checks are the ones above, but single copy is never tried with a
+// peer on another node: where the provider has FI_RMA, a large message's
+// RTS names the sender's registered buffer and the receiver reads it by
+// RMA, then answers FIN (onnode_engine_read.cpp); otherwise, or when the
+// read fails, its RTS is answered CTS and the bytes stream as DATA frames.
+// A peer the provider cannot reach any more (a failed send) fails every
+// request waiting on it.
 //
 // Threads: with thread_safe every call takes the engine's mutex;
 // completion callbacks are always called after it is released.
@@ -144,6 +147,7 @@ enum ReqState : uint8_t {
     kIdle = 0,
     kPosted,     // receive in the posted queue
     kRecvData,   // receive matched, waiting for DATA frames
+    kRecvRead,   // receive matched, reading the bytes from a peer on another node by RMA
     kSendQueued, // message waiting for ring room
     kWaitAck,    // synchronous eager send written, waiting for the match
     kWaitFin,    // RTS written, waiting for FIN or CTS
@@ -151,6 +155,14 @@ enum ReqState : uint8_t {
     kHeld,       // partnered receive: a message waits for the other half's cancel
     kDone,
 };
+
+// A send whose buffer is registered for a receiver on another node to
+// read (req->net_mr); the registration goes when the send finishes.
+constexpr uint8_t kReqNetMr = 32;
+// An RTS frame from another node whose bytes may be read by RMA: its body
+// then carries the remote address and key in place of the single-copy
+// fields.
+constexpr uint8_t kFrameRead = 2;
 
 // What deliver() is told a frame came by: a ring (the sender's local
 // rank), or the provider, from the vpid a provider message named.
@@ -297,9 +309,26 @@ class Engine {
     bool take(Message *m, efa_onnode_req_t *req);
     bool pull(efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b);
     void on_data(efa_onnode_req_t *req, const uint8_t *bytes, size_t n);
-    void finish(efa_onnode_req_t *req) { done_.push_back(&req->link); }
+    void finish(efa_onnode_req_t *req) {
+        if (req->flags & kReqNetMr) {
+            release_send_mr(req);
+        }
+        done_.push_back(&req->link);
+    }
     void run_completions();
     bool cma_ok(Peer *p, const RtsBody &b);
+    // Rendezvous by RMA read with peers on other nodes
+    // (onnode_engine_read.cpp).
+    struct ReadOp;
+    bool offer_read(Peer *p, efa_onnode_req_t *r, RtsBody &b);
+    bool read_from(Peer *p, efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b);
+    static void read_done(efa_op_t *op, const efa_cqe_t *cqe);
+    void end_read(ReadOp *ro);
+    void release_send_mr(efa_onnode_req_t *r);
+    void orphan_reads();
+    bool read_on_ = false;  // the provider has FI_RMA and net_read_min is set
+    size_t read_piece_ = 0; // the largest single read the provider takes
+    std::vector<ReadOp *> reads_;
 
     efa_onnode_params_t params_{};
     std::string dir_, job_tag_;

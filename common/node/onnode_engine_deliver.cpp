@@ -44,6 +44,9 @@ bool Engine::pull(efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b) {
         }
         p->cma = Peer::kCmaOff; // refused half way: the sender streams it all
     }
+    if (p->net && (h.flags & kFrameRead) && read_from(p, req, h, b)) {
+        return false; // end_read completes it
+    }
     req->state = kRecvData;
     req->peer = h.sender;
     req->remote = h.id;
@@ -73,6 +76,7 @@ bool Engine::take(Message *m, efa_onnode_req_t *req) {
         return true;
     }
     FrameHdr h{};
+    h.flags = m->flags;
     h.sender = m->sender;
     h.src = m->env.src;
     h.tag = m->env.tag;

@@ -26,6 +26,18 @@ bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
     FrameHdr h{};
     h.type = rndv ? kRts : short_hdr ? kEagerShort : kEager;
     h.flags = (r->flags & kReqSync) ? kFrameSync : 0;
+    RtsBody b{};
+    if (rndv) {
+        b.len = r->buflen;
+        if (offer_read(p, r, b)) { // a peer on another node reads it by RMA
+            h.flags |= kFrameRead;
+        } else {
+            b.addr = reinterpret_cast<uintptr_t>(r->buf);
+            b.cookie_addr = cookie_addr_;
+            b.cookie = cookie_;
+            b.pid = static_cast<uint32_t>(getpid());
+        }
+    }
     h.sender = params_.my_vpid;
     h.cid = r->cid;
     h.src = r->src;
@@ -47,12 +59,6 @@ bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
     }
     memcpy(f, &h, hlen);
     if (rndv) {
-        RtsBody b{};
-        b.len = r->buflen;
-        b.addr = reinterpret_cast<uintptr_t>(r->buf);
-        b.cookie_addr = cookie_addr_;
-        b.cookie = cookie_;
-        b.pid = static_cast<uint32_t>(getpid());
         memcpy(f + sizeof(h), &b, sizeof(b));
         ++stats.rendezvous;
     } else {
