@@ -43,6 +43,13 @@ expected_lines() {
         ALSO="untagged messages: [1-9][0-9]* handed on out of order"
         ALSO2="direct mode forced \\(force_direct_mode\\): untagged messages of at most 8192 bytes"
     fi
+    # pingpong+read: own matching read large messages from the other node
+    # by RMA, none failed; pingpong+stream: none read, the bytes streamed.
+    [[ $label == *+read ]] && ALSO="own matching: .* [1-9][0-9]* rendezvous read by RMA \\(0 reads failed"
+    if [[ $label == *+stream ]]; then
+        ALSO="own matching: .* 0 rendezvous read by RMA"
+        ALSO2="mtl:efa: on-node channel: .*[1-9][0-9]* streamed"
+    fi
     [[ $label == *+pack ]] && ALSO="mtl:efa: own matching: [1-9][0-9]* provider messages sent \\([1-9][0-9]* packing several,"
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
     if [[ $label == *+mixed ]]; then

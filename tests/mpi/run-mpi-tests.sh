@@ -59,6 +59,10 @@
 #       memory hooks (EFA configurations only: remap+hooks, where the
 #       components must say that they cache registrations, and remap+nohooks
 #       with --mca memory ^patcher, where they must say that they do not).
+#       pingpong in cm-efa-own-* and cm-efa-direct-* runs once more with
+#       the pair on two pretend nodes ("pingpong+read": large messages must
+#       have been read by RMA, none failed) and, in cm-efa-own-*, with
+#       mtl_efa_net_read_min 0 ("pingpong+stream": none read, streamed).
 #       btl_sendi runs in the ob1-efa-* configurations only: it calls
 #       btl_efa's sendi itself until the peer's credits or ring are used
 #       up, and the descriptor sendi must then hand back is sent.
@@ -263,6 +267,15 @@ for cfg in $CONFIGS; do
         fi
         if [[ $t == many_outstanding && $cfg == *-batch ]]; then
             run_test "$t" "$t+batch" "$cfg" 2 --mca common_efa_verbose 1
+        fi
+        if [[ $t == pingpong && ($cfg == cm-efa-own-* || $cfg == cm-efa-direct-*) ]]; then
+            # the pair on two pretend nodes: large messages read by RMA ...
+            run_test "$t" "$t+read" "$cfg" 2 --map-by node --mca common_efa_verbose 1
+        fi
+        if [[ $t == pingpong && $cfg == cm-efa-own-* ]]; then
+            # ... or, with reads off, streamed as provider messages
+            run_test "$t" "$t+stream" "$cfg" 2 --map-by node --mca mtl_efa_net_read_min 0 \
+                --mca common_efa_verbose 1
         fi
         if [[ $t == pingpong ]] && is_ring_config "$cfg"; then
             run_test "$t" "$t+ring" "$cfg" 2 --mca common_efa_verbose 1
