@@ -411,13 +411,17 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
  *    provider's RDMA read (two more messages and a registration on each
  *    side).  With single copy (btl_efa_single_copy, on one node) ob1's
  *    read of a 16 KiB message is one process_vm_readv, which beats the
- *    eager send (8.7 against 5.7 GB/s, window 64): 16 KiB stays.  tcp;ofi_rxm keeps
- *    16 KiB (the 16 KiB payload goes by RDMA read): rxm cuts a message
- *    above its 16 KiB eager buffers into segments through bounce
- *    buffers, which costs more instructions and copies than the read. */
-static void choose_send_path(mca_btl_efa_module_t *btl, efa_core_t *core) {
+ *    eager send (8.7 against 5.7 GB/s, window 64): 16 KiB stays.  tcp;ofi_rxm
+ *    on one node keeps 16 KiB (the 16 KiB payload goes by RDMA read): rxm
+ *    cuts a message above its 16 KiB eager buffers into segments through
+ *    bounce buffers, which costs more instructions and copies than the
+ *    read.
+ *  - between nodes on udp;ofi_rxd the round trips of the rendezvous
+ *    outweigh the copies: eager up to max_send_size (below). */
+static const char *choose_send_path(mca_btl_efa_module_t *btl, efa_core_t *core, bool spans_nodes) {
     const efa_core_info_t *info = efa_core_get_info(core);
     const bool shm = 0 == strcmp(info->provider, "shm");
+    const char *eager_why = param_is_default("eager_limit") ? "default" : "set by the user";
     if (!shm && param_is_default("flags")) {
         btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
     }
@@ -432,6 +436,33 @@ static void choose_send_path(mca_btl_efa_module_t *btl, efa_core_t *core) {
     if (shm && !single_copy && param_is_default("rndv_eager_limit")) {
         btl->super.btl_rndv_eager_limit = 17 * 1024;
     }
+    if (shm && !single_copy && param_is_default("eager_limit")) {
+        eager_why = "17 KiB: shm without single copy";
+    }
+    /* Between nodes on udp;ofi_rxd every message up to the largest
+     * fragment (max_send_size, 60 KiB; the peer's receive buffers hold 64
+     * KiB, kBufSize in common/core/core_msg.cpp) goes eager: one provider
+     * message, which rxd cuts into datagrams without a handshake, where
+     * ob1's rendezvous takes its header, an RDMA read that rxd emulates
+     * (request and answer) and a FIN: 16 KiB 68 -> 48 us, 32 KiB 109 -> 90
+     * between pretend nodes (docs/PERFORMANCE.md, session 18).
+     * tcp;ofi_rxm keeps 16 KiB: a message above its 16 KiB eager buffer
+     * takes rxm's own rendezvous, so eager measured the same as ob1's
+     * (36 against 35 us at 16 KiB).  The efa provider keeps 16 KiB until
+     * measured on the device.  One node keeps 16 KiB: the read is one CMA
+     * copy there, and on-node fragments above a ring slot take the
+     * provider; in a job spanning nodes the peers on this node normally go
+     * by vader (more exclusive), so the limit is for the other nodes'. */
+    const bool rxd = 0 == strcmp(info->provider, "udp;ofi_rxd");
+    if (rxd && spans_nodes && param_is_default("eager_limit")) {
+        btl->super.btl_eager_limit = btl->super.btl_max_send_size;
+        eager_why = "max send size: udp;ofi_rxd and the job spans nodes";
+    }
+    if (rxd && spans_nodes && param_is_default("rndv_eager_limit")) {
+        /* never above the eager limit (module init clamps it) */
+        btl->super.btl_rndv_eager_limit = btl->super.btl_max_send_size;
+    }
+    return eager_why;
 }
 
 static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_progress_threads,
@@ -462,8 +493,10 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
     if (OPAL_SUCCESS == rc_one_sided) {
         rc_one_sided = choose_one_sided(&mca_btl_efa_module, core, ring && !job_spans_nodes());
     }
+    const char *eager_why = "default";
     if (OPAL_SUCCESS == rc_one_sided) {
-        choose_send_path(&mca_btl_efa_module, core); /* needs the single-copy mode */
+        /* needs the single-copy mode */
+        eager_why = choose_send_path(&mca_btl_efa_module, core, job_spans_nodes());
     }
     if (OPAL_SUCCESS != rc_one_sided ||
         OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core) ||
@@ -476,9 +509,9 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
     }
     const efa_core_info_t *info = efa_core_get_info(core);
     opal_output_verbose(1, mca_common_efa_output,
-                        "btl:efa: provider %s; eager %zu, max send %zu, rdma pipeline above %zu, "
-                        "native transfers up to %zu, emulated rma chunk %zu",
-                        info->provider, mca_btl_efa_module.super.btl_eager_limit,
+                        "btl:efa: provider %s; eager %zu (%s), max send %zu, rdma pipeline "
+                        "above %zu, native transfers up to %zu, emulated rma chunk %zu",
+                        info->provider, mca_btl_efa_module.super.btl_eager_limit, eager_why,
                         mca_btl_efa_module.super.btl_max_send_size,
                         mca_btl_efa_module.super.btl_min_rdma_pipeline_size,
                         mca_btl_efa_module.rma_max, mca_btl_efa_module.rma_chunk);

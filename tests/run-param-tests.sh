@@ -229,6 +229,21 @@ expect_output device-rdma-decides "btl:efa: put executed by the target \(the pro
 expect_output device-rdma-all-emulated "btl:efa: put executed by the target \(the provider would emulate it: no device RDMA\), get executed by the target \(the provider would emulate it" \
     "${ob1rxm[@]}" --mca common_efa_force_emulated read,write,atomics
 expect_output device-rdma-unknown-keeps-native "btl:efa: put native \(provider RMA\), get native \(provider RMA\)" "${ob1rxm[@]}"
+# btl_efa's eager limit: 16 KiB on one node and on tcp;ofi_rxm; between
+# nodes on udp;ofi_rxd every fragment up to max_send_size goes eager
+# (session 18 of docs/PERFORMANCE.md), unless the user set the limit.
+pn=$(mktemp -d)
+mapfile -t apart < <(bash "$(dirname "$0")/pretend-nodes.sh" "$pn" 1)
+ob1rxd=(--mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include "udp;ofi_rxd"
+    --mca common_efa_verbose 1)
+expect_output eager-rxd-one-node "btl:efa: provider udp;ofi_rxd; eager 16384 \(default\)" "${ob1rxd[@]}"
+expect_output eager-rxd-between-nodes "btl:efa: provider udp;ofi_rxd; eager 61440 \(max send size: udp;ofi_rxd and the job spans nodes\)" \
+    "${ob1rxd[@]}" "${apart[@]}"
+expect_output eager-rxd-user-wins "btl:efa: provider udp;ofi_rxd; eager 32768 \(set by the user\)" \
+    "${ob1rxd[@]}" "${apart[@]}" --mca btl_efa_eager_limit 32768
+expect_output eager-rxm-between-nodes "btl:efa: provider tcp;ofi_rxm; eager 16384 \(default\)" \
+    "${ob1rxm[@]}" "${apart[@]}"
+rm -rf "$pn"
 
 # Not asked for, no EFA: the MTL must step aside without a word, and the
 # job runs on whatever else Open MPI has.
