@@ -90,6 +90,26 @@ static uint32_t source_vpid(void *arg, uint32_t cid, int32_t src) {
     return proc->super.proc_name.vpid;
 }
 
+/* The engine's question, about once a second per communicator with an
+ * MPI_ANY_SOURCE receive posted that long, and when a peer on another node
+ * is lost: which processes may such a receive of communicator 'cid' hear
+ * from?  Those of its remote group (an intra-communicator's remote group
+ * is its own), by name: nothing is allocated for a process never talked
+ * to. */
+static size_t comm_members(void *arg, uint32_t cid, uint32_t *vpids, size_t max) {
+    (void)arg;
+    ompi_communicator_t *comm = ompi_comm_lookup(cid);
+    if (NULL == comm) {
+        return 0;
+    }
+    const int n = ompi_comm_remote_size(comm);
+    for (int i = 0; i < n && (size_t)i < max; ++i) {
+        const opal_process_name_t name = ompi_group_get_proc_name(comm->c_remote_group, i);
+        vpids[i] = name.jobid == OPAL_PROC_MY_NAME.jobid ? name.vpid : EFA_ONNODE_NO_VPID;
+    }
+    return n > 0 ? (size_t)n : 0;
+}
+
 /* mtl_efa_matching auto: own matching where it was measured to pay
  * (docs/PERFORMANCE.md, "Own matching in mtl_efa": about 3x the message
  * rate of the provider's matching at 8 B, window 64, latency no worse at
@@ -141,6 +161,7 @@ bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p) {
     p->peer_addr = peer_addr;
     p->lost = lost;
     p->source_vpid = source_vpid;
+    p->comm_members = comm_members;
     p->net_eager = mp->net_eager;
     p->net_window = (uint32_t)mp->net_window;
     p->net_coalesce_bytes = mp->coalesce_bytes;
