@@ -74,13 +74,20 @@ static int peer_addr(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx)
     return 0;
 }
 
+/* How many processes a receive of comm may hear from: its remote group's
+ * (an intra-communicator's remote group is its own).  Not
+ * ompi_comm_remote_size, which says 0 for an intra-communicator. */
+static int peer_count(ompi_communicator_t *comm) {
+    return ompi_group_size(comm->c_remote_group);
+}
+
 /* The engine's question, about once a second per receive posted for one
  * source: which process is rank 'src' of communicator 'cid'?  (So that it
  * watches a peer on another node that receive waits on.) */
 static uint32_t source_vpid(void *arg, uint32_t cid, int32_t src) {
     (void)arg;
     ompi_communicator_t *comm = ompi_comm_lookup(cid);
-    if (NULL == comm || src < 0 || src >= ompi_comm_remote_size(comm)) {
+    if (NULL == comm || src < 0 || src >= peer_count(comm)) {
         return EFA_ONNODE_NO_VPID;
     }
     const ompi_proc_t *proc = ompi_comm_peer_lookup(comm, src);
@@ -102,7 +109,7 @@ static size_t comm_members(void *arg, uint32_t cid, uint32_t *vpids, size_t max)
     if (NULL == comm) {
         return 0;
     }
-    const int n = ompi_comm_remote_size(comm);
+    const int n = peer_count(comm);
     for (int i = 0; i < n && (size_t)i < max; ++i) {
         const opal_process_name_t name = ompi_group_get_proc_name(comm->c_remote_group, i);
         vpids[i] = name.jobid == OPAL_PROC_MY_NAME.jobid ? name.vpid : EFA_ONNODE_NO_VPID;
