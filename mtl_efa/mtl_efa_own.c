@@ -74,13 +74,20 @@ static int peer_addr(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx)
     return 0;
 }
 
+/* How many processes a receive of comm may hear from: its remote group's
+ * (an intra-communicator's remote group is its own).  Not
+ * ompi_comm_remote_size, which says 0 for an intra-communicator. */
+static int peer_count(ompi_communicator_t *comm) {
+    return ompi_group_size(comm->c_remote_group);
+}
+
 /* The engine's question, about once a second per receive posted for one
  * source: which process is rank 'src' of communicator 'cid'?  (So that it
  * watches a peer on another node that receive waits on.) */
 static uint32_t source_vpid(void *arg, uint32_t cid, int32_t src) {
     (void)arg;
     ompi_communicator_t *comm = ompi_comm_lookup(cid);
-    if (NULL == comm || src < 0 || src >= ompi_comm_remote_size(comm)) {
+    if (NULL == comm || src < 0 || src >= peer_count(comm)) {
         return EFA_ONNODE_NO_VPID;
     }
     const ompi_proc_t *proc = ompi_comm_peer_lookup(comm, src);
@@ -88,6 +95,26 @@ static uint32_t source_vpid(void *arg, uint32_t cid, int32_t src) {
         return EFA_ONNODE_NO_VPID;
     }
     return proc->super.proc_name.vpid;
+}
+
+/* The engine's question, about once a second per communicator with an
+ * MPI_ANY_SOURCE receive posted that long, and when a peer on another node
+ * is lost: which processes may such a receive of communicator 'cid' hear
+ * from?  Those of its remote group (an intra-communicator's remote group
+ * is its own), by name: nothing is allocated for a process never talked
+ * to. */
+static size_t comm_members(void *arg, uint32_t cid, uint32_t *vpids, size_t max) {
+    (void)arg;
+    ompi_communicator_t *comm = ompi_comm_lookup(cid);
+    if (NULL == comm) {
+        return 0;
+    }
+    const int n = peer_count(comm);
+    for (int i = 0; i < n && (size_t)i < max; ++i) {
+        const opal_process_name_t name = ompi_group_get_proc_name(comm->c_remote_group, i);
+        vpids[i] = name.jobid == OPAL_PROC_MY_NAME.jobid ? name.vpid : EFA_ONNODE_NO_VPID;
+    }
+    return n > 0 ? (size_t)n : 0;
 }
 
 /* mtl_efa_matching auto: own matching where it was measured to pay
@@ -141,6 +168,7 @@ bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p) {
     p->peer_addr = peer_addr;
     p->lost = lost;
     p->source_vpid = source_vpid;
+    p->comm_members = comm_members;
     p->net_eager = mp->net_eager;
     p->net_read_min = mp->net_read_min;
     p->net_window = (uint32_t)mp->net_window;

@@ -83,6 +83,11 @@ typedef int (*efa_onnode_addr_fn)(void *arg, uint32_t vpid, fi_addr_t *addr, efa
  * EFA_ONNODE_NO_VPID when that is not known. */
 #define EFA_ONNODE_NO_VPID UINT32_MAX
 typedef uint32_t (*efa_onnode_vpid_fn)(void *arg, uint32_t cid, int32_t src);
+/* The processes an MPI_ANY_SOURCE receive of communicator 'cid' may hear
+ * from (its remote group for an inter-communicator): their number, 0 when
+ * cid is not known; the first min(number, max) are written to vpids, by
+ * rank (EFA_ONNODE_NO_VPID for a process of another job). */
+typedef size_t (*efa_onnode_members_fn)(void *arg, uint32_t cid, uint32_t *vpids, size_t max);
 /* A message from another node was lost by the provider (why says how):
  * MPI's order and data cannot be kept any more; the MTL ends the job. */
 typedef void (*efa_onnode_lost_fn)(void *arg, const char *why);
@@ -119,6 +124,13 @@ typedef struct efa_onnode_params {
      * receive fails when that peer is lost.  NULL: such receives are not
      * watched. */
     efa_onnode_vpid_fn source_vpid;
+    /* With core: the processes of a communicator (asked about once a
+     * second per communicator with an MPI_ANY_SOURCE receive posted that
+     * long, and when a peer is lost), so that such a receive watches the
+     * peers on other nodes it may hear from and fails when one of them is
+     * lost (ULFM's rule).  NULL: such receives are neither watched nor
+     * failed. */
+    efa_onnode_members_fn comm_members;
     size_t net_eager; /* larger messages to other nodes go by rendezvous */
     /* Rendezvous messages to other nodes of at least this many bytes are
      * offered to the receiver for an RMA read of the sender's buffer, where

@@ -53,7 +53,8 @@
 // RMA, then answers FIN (onnode_engine_read.cpp); otherwise, or when the
 // read fails, its RTS is answered CTS and the bytes stream as DATA frames.
 // A peer the provider cannot reach any more (a failed send) fails every
-// request waiting on it.
+// request waiting on it, and every receive on MPI_ANY_SOURCE whose
+// communicator it belongs to (ULFM's rule: onnode_engine_watch.cpp).
 //
 // Threads: with thread_safe every call takes the engine's mutex;
 // completion callbacks are always called after it is released.
@@ -64,6 +65,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "efa_onnode.h"
@@ -285,6 +287,11 @@ class Engine {
     void watch_sweep();
     void watch_peer(Peer *p);
     uint32_t source_of(const efa_onnode_req_t *posted) const;
+    std::vector<uint32_t> members_of(uint32_t cid) const;
+    void note_any_source(efa_onnode_req_t *posted, std::vector<uint32_t> &cids);
+    // (cid, whether the lost peer is a member), asked once per fail_peer.
+    using Membership = std::vector<std::pair<uint32_t, bool>>;
+    bool any_source_hears(const efa_onnode_req_t *posted, uint32_t vpid, Membership &known) const;
     Peer *remote_peer(uint32_t vpid);
     void unwatch_all();
     static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe);

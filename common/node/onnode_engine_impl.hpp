@@ -18,6 +18,7 @@ constexpr uint8_t kReqRndv = 2;
 constexpr uint8_t kReqPartner = 4; // a receive posted elsewhere too
 constexpr uint8_t kReqArmed = 8;   // ... and that other half is posted
 constexpr uint8_t kReqCancel = 16; // send: kCancel written or queued
+constexpr uint8_t kReqSwept = 32;  // ANY_SOURCE receive: seen posted by a watch sweep
 
 constexpr uint8_t kFrameSync = 1; // eager frame: answer ACK on match
 constexpr int kPollBudget = 64;

@@ -115,9 +115,10 @@ void Engine::net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err) 
 }
 
 // The provider cannot reach vpid: every request waiting on it (an answer,
-// room to write, DATA, a receive posted for it alone) fails with err, and
-// later sends to it fail at once.  Messages it sent that wait unexpected
-// stay receivable.
+// room to write, DATA, a receive posted for it alone, a receive on
+// ANY_SOURCE of a communicator it belongs to: onnode_engine_watch.cpp)
+// fails with err, and later sends to it fail at once.  Messages it sent
+// that wait unexpected stay receivable.
 void Engine::fail_peer(uint32_t vpid, int err) {
     if (vpid >= peers_.size() || !peers_[vpid]) {
         return;
@@ -141,8 +142,9 @@ void Engine::fail_peer(uint32_t vpid, int err) {
     }
     p->ctrl.clear();
     std::vector<efa_onnode_req_t *> receives;
+    Membership known;
     match_.each_posted([&](efa_onnode_req_t *r) {
-        if (source_of(r) == vpid) {
+        if (source_of(r) == vpid || any_source_hears(r, vpid, known)) {
             receives.push_back(r);
         }
     });

@@ -18,17 +18,34 @@
 // posted for one source waits on, the owner says (params.source_vpid),
 // here and never per message: the on-node path's receives pay nothing.
 //
-// Not watched: receives on MPI_ANY_SOURCE (they wait on nobody in
-// particular).  A receive from a peer this process never exchanged a
-// message with makes that peer (its address looked up once, as a first
-// send would).
+// A receive from a peer this process never exchanged a message with makes
+// that peer (its address looked up once, as a first send would).
+//
+// Receives on MPI_ANY_SOURCE follow ULFM's rule: such a receive fails when
+// a member of its communicator is lost (the remote group of an
+// inter-communicator), since that member may be the only one that would
+// ever send what it waits for; receives of communicators without the lost
+// peer stay posted.  fail_peer fails those posted when the peer is
+// declared lost, and the sweep those posted later (a peer that failed
+// before is marked waited on like any other).  For the loss to be found,
+// the sweep also watches, for every communicator with an ANY_SOURCE
+// receive posted for a whole sweep period (kReqSwept, set by the sweep
+// that first saw it), the peers on other nodes of that communicator: the
+// owner lists them (params.comm_members), once a second per such
+// communicator.  A short wait, the common case, is never looked at twice,
+// and nothing of this runs per message.  Not covered here: partnered
+// receives (only without the core's traffic in the engine, where every
+// peer it carries is on this node: the provider's half is mtl_efa's).
+//
 // The worst case from the start of a wait to the loss: a sweep a second
-// late, half a deadline of silence, a deadline for the probe.
+// late, half a deadline of silence, a deadline for the probe; one more
+// sweep period for an ANY_SOURCE receive.
+#include <algorithm>
 #include <chrono>
 
 #include <rdma/fi_errno.h>
 
-#include "onnode_engine.hpp"
+#include "onnode_engine_impl.hpp"
 
 namespace efa::onnode {
 
@@ -65,12 +82,21 @@ void Engine::watch_sweep() {
         }
     };
     ids_.each([&](efa_onnode_req_t *r, uint64_t) { mark(r->peer); }); // waiting for an answer
-    match_.each_posted([&](efa_onnode_req_t *r) {                     // a receive for one peer
-        const uint32_t vpid = source_of(r);
-        if (remote_peer(vpid)) {
-            mark(vpid);
+    std::vector<uint32_t> any_cids; // communicators an ANY_SOURCE receive waited on a period
+    match_.each_posted([&](efa_onnode_req_t *r) {
+        if (EFA_ONNODE_ANY == r->src) {
+            note_any_source(r, any_cids);
+        } else if (const uint32_t vpid = source_of(r); remote_peer(vpid)) {
+            mark(vpid); // a receive for one peer
         }
     });
+    for (uint32_t cid : any_cids) {
+        for (uint32_t vpid : members_of(cid)) {
+            if (remote_peer(vpid)) {
+                mark(vpid); // one the receive may hear from
+            }
+        }
+    }
     for (auto &p : peers_) {
         if (!p || !p->net) {
             continue;
@@ -92,6 +118,53 @@ uint32_t Engine::source_of(const efa_onnode_req_t *posted) const {
         return EFA_ONNODE_NO_VPID;
     }
     return params_.source_vpid(params_.peer_card_arg, posted->cid, posted->src);
+}
+
+// An ANY_SOURCE receive the sweep finds posted: its communicator goes to
+// cids once the receive was posted at the sweep before too (a short wait
+// costs nothing).  Partnered receives are left out: their other half is
+// posted to the provider, which is not the engine's to fail.
+void Engine::note_any_source(efa_onnode_req_t *posted, std::vector<uint32_t> &cids) {
+    if (!params_.comm_members || (posted->flags & kReqPartner)) {
+        return;
+    }
+    if (!(posted->flags & kReqSwept)) {
+        posted->flags |= kReqSwept;
+    } else if (std::find(cids.begin(), cids.end(), posted->cid) == cids.end()) {
+        cids.push_back(posted->cid);
+    }
+}
+
+// The processes of communicator cid, as the owner lists them (none
+// without the callback or for a communicator it does not know).
+std::vector<uint32_t> Engine::members_of(uint32_t cid) const {
+    std::vector<uint32_t> vpids;
+    if (!params_.comm_members) {
+        return vpids;
+    }
+    vpids.resize(params_.comm_members(params_.peer_card_arg, cid, nullptr, 0));
+    const size_t n = params_.comm_members(params_.peer_card_arg, cid, vpids.data(), vpids.size());
+    vpids.resize(std::min(n, vpids.size()));
+    return vpids;
+}
+
+// Whether the lost peer vpid is one a posted ANY_SOURCE receive may hear
+// from (a member of its communicator): ULFM's rule fails that receive.
+// Each communicator is asked about once per loss (known).
+bool Engine::any_source_hears(const efa_onnode_req_t *posted, uint32_t vpid,
+                              Membership &known) const {
+    if (EFA_ONNODE_ANY != posted->src || (posted->flags & kReqPartner)) {
+        return false;
+    }
+    for (const auto &[cid, member] : known) {
+        if (cid == posted->cid) {
+            return member;
+        }
+    }
+    const std::vector<uint32_t> vpids = members_of(posted->cid);
+    const bool member = std::find(vpids.begin(), vpids.end(), vpid) != vpids.end();
+    known.emplace_back(posted->cid, member);
+    return member;
 }
 
 // The peer on another node that process vpid is, made now if this

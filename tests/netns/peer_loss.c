@@ -9,7 +9,12 @@
  * serves them in turn.  Once every rank has been through a few rounds,
  * rank 0 prints "peer_loss: transferring" (the runner cuts the victim's
  * host then).  With -k the victim kills itself (SIGKILL) a few rounds
- * later, while a large message to it is under way.
+ * later, while a large message to it is under way.  With -a the survivors
+ * wait in MPI_Recv(MPI_ANY_SOURCE) alone, which the victim serves with a
+ * small MPI_Isend to each in turn: what ends such a wait when the victim's host
+ * is lost is the ANY_SOURCE rule of mtl_efa's own matching (a receive on
+ * ANY_SOURCE fails when a member of its communicator is lost), or under
+ * pml ob1 btl_efa's watch.
  *
  * MPI errors return (MPI_ERRORS_RETURN on the communicator and the
  * window): a survivor whose operation fails prints
@@ -19,8 +24,9 @@
  * names the peer).  A run that goes on for -t seconds without either
  * (neither a kill nor a cut came) prints FAIL: the runner's setup failed.
  *
- * usage: peer_loss [-k] [-t SECONDS] [-s SIZE]
+ * usage: peer_loss [-k] [-a] [-t SECONDS] [-s SIZE]
  *   -k  the victim kills itself mid-transfer
+ *   -a  the survivors only wait on MPI_ANY_SOURCE
  *   -t  give up after this long (default 600)
  *   -s  size of the blocking sends (default 4M: a rendezvous on every path)
  */
@@ -47,20 +53,43 @@ static void check(int rc, const char *op, int peer) {
     MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
+/* One round of -a: each survivor waits on MPI_ANY_SOURCE for a message
+ * that only the victim sends.  The victim's sends are freed unwaited, so
+ * that nothing of the victim's sees the loss (its own deadline would end
+ * the job as soon as the survivors' receives could, which would leave
+ * these untested); its pause keeps it from running far ahead. */
+static void serve_any_source(unsigned char *buf, int len, int victim) {
+    MPI_Request req;
+
+    if (tu_rank != victim) {
+        check(MPI_Recv(buf, len, MPI_BYTE, MPI_ANY_SOURCE, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              "MPI_Recv (ANY_SOURCE)", victim);
+        return;
+    }
+    for (int s = 0; s < victim; s++) {
+        check(MPI_Isend(buf, len, MPI_BYTE, s, 3, MPI_COMM_WORLD, &req), "MPI_Isend", s);
+        check(MPI_Request_free(&req), "MPI_Request_free", s);
+    }
+    tu_sleep_ms(2);
+}
+
 int main(int argc, char **argv) {
     size_t size = 4u << 20;
     long limit = 600, round;
     double t_start;
-    int kill_victim = 0, opt, victim;
+    int kill_victim = 0, any_source = 0, opt, victim;
     unsigned char *big, small[64], *winbase;
     MPI_Win win;
     MPI_Request req;
 
     tu_init(&argc, &argv, "peer_loss");
-    while ((opt = getopt(argc, argv, "kt:s:h")) != -1) {
+    while ((opt = getopt(argc, argv, "kat:s:h")) != -1) {
         switch (opt) {
         case 'k':
             kill_victim = 1;
+            break;
+        case 'a':
+            any_source = 1;
             break;
         case 't':
             limit = tu_parse_long(optarg);
@@ -69,9 +98,9 @@ int main(int argc, char **argv) {
             size = tu_parse_size(optarg);
             break;
         case 'h':
-            tu_usage("[-k] [-t SECONDS] [-s SIZE]", 0);
+            tu_usage("[-k] [-a] [-t SECONDS] [-s SIZE]", 0);
         default:
-            tu_usage("[-k] [-t SECONDS] [-s SIZE]", 1);
+            tu_usage("[-k] [-a] [-t SECONDS] [-s SIZE]", 1);
         }
     }
     TU_ASSERT(tu_size >= 2 && size > 0 && size <= (1u << 30), "needs 2 processes and -s 1..1G");
@@ -94,6 +123,10 @@ int main(int argc, char **argv) {
         }
         if (MPI_Wtime() - t_start > (double)limit)
             break;
+        if (any_source) {
+            serve_any_source(small, sizeof(small), victim);
+            continue;
+        }
         if (tu_rank != victim) {
             check(MPI_Send(big, (int)size, MPI_BYTE, victim, 1, MPI_COMM_WORLD), "MPI_Send",
                   victim);

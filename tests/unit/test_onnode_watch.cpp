@@ -6,7 +6,10 @@
 // a receive posted for the child alone and a rendezvous send waiting for
 // its CTS must fail through the watch (2 s deadline) instead of waiting
 // for ever.  A child that keeps calling progress answers the probes, and a
-// wait on it is left alone.
+// wait on it is left alone.  Receives on ANY_SOURCE follow ULFM's rule:
+// they fail when a member of their communicator is lost (the sweep
+// watches those members once such a receive waited a sweep period), and
+// stay posted in a communicator the lost peer is not in.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -29,7 +32,8 @@ using onnode_test::on_complete;
 using onnode_test::Req;
 
 constexpr const char *kProvider = "tcp;ofi_rxm";
-constexpr uint32_t kCid = 5;
+constexpr uint32_t kCid = 5;      // both processes
+constexpr uint32_t kCidAlone = 6; // the parent alone
 
 efa_core_params_t params(int peer_timeout) {
     efa_core_params_t p = core_test_params(kProvider);
@@ -61,6 +65,14 @@ uint32_t source_vpid(void *, uint32_t, int32_t src) {
     return static_cast<uint32_t>(src);
 }
 
+size_t comm_members(void *, uint32_t cid, uint32_t *vpids, size_t max) {
+    const size_t n = kCidAlone == cid ? 1 : 2;
+    for (size_t i = 0; i < n && i < max; ++i) {
+        vpids[i] = static_cast<uint32_t>(i);
+    }
+    return n;
+}
+
 efa_onnode_t *open_engine(Reach *reach, uint32_t vpid, const std::string &tag) {
     efa_onnode_params_t p{};
     p.inbox_dir = "/tmp";
@@ -74,6 +86,7 @@ efa_onnode_t *open_engine(Reach *reach, uint32_t vpid, const std::string &tag) {
     p.core = reach->core;
     p.peer_addr = addr_of;
     p.source_vpid = source_vpid;
+    p.comm_members = comm_members;
     p.net_eager = 1024;
     int err = 0;
     return efa_onnode_create(&p, &err);
@@ -161,11 +174,17 @@ class EngineWatch : public ::testing::Test {
         }
         return s;
     }
-    void recv(Req &r, int32_t src) {
+    void recv(Req &r, int32_t src, uint32_t cid = kCid) {
         r.on.complete = on_complete;
         r.on.buf = buf_;
         r.on.buflen = sizeof(buf_);
-        ASSERT_EQ(efa_onnode_recv(engine_, kCid, src, 2, &r.on), 0);
+        ASSERT_EQ(efa_onnode_recv(engine_, cid, src, 2, &r.on), 0);
+    }
+    // Cancels r if it still waits (the engine outlives the request).
+    void forget(Req &r) {
+        if (0 == r.completions) {
+            efa_onnode_cancel(engine_, &r.on);
+        }
     }
     virtual bool say_hello() const { return true; }
     std::string tag_;
@@ -200,24 +219,88 @@ TEST_F(EngineWatchUntalked, AReceiveFromAStoppedPeerNeverTalkedToFails) {
     }
 }
 
-TEST_F(EngineWatch, AReceiveFromAStoppedPeerFailsAndAnAnySourceReceiveWaits) {
+TEST_F(EngineWatchUntalked, AnAnySourceReceiveAmongStoppedPeersNeverTalkedToFails) {
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    Req any;
+    recv(any, EFA_ONNODE_ANY);
+    const double took = wait(any, 15);
+    EXPECT_EQ(any.completions, 1) << "an ANY_SOURCE receive whose only other member is stopped "
+                                     "and never talked to still waited after 15 s";
+    if (0 != any.completions) {
+        EXPECT_NE(any.on.err, 0);
+        EXPECT_LE(took, 11.0);
+    }
+    forget(any);
+}
+
+// Until the ANY_SOURCE rule this test asserted that the ANY_SOURCE receive
+// kept waiting ("it waits on nobody in particular"): in a communicator
+// whose every other member is lost it then waited for ever.  Now it fails
+// with the receive for the lost peer, with the same error.
+TEST_F(EngineWatch, AReceiveFromAStoppedPeerFailsAndSoDoesAnAnySourceReceive) {
     ASSERT_EQ(kill(child_, SIGSTOP), 0);
     Req from_child, any;
     recv(from_child, 1);
     recv(any, EFA_ONNODE_ANY);
     const double took = wait(from_child, 12);
     EXPECT_EQ(from_child.completions, 1) << "a receive from a stopped peer still waited after 12 s";
-    if (0 == from_child.completions) {
-        efa_onnode_cancel(engine_, &from_child.on); // (the engine outlives the request)
-    } else {
+    if (0 != from_child.completions) {
         EXPECT_EQ(from_child.on.err, -FI_ETIMEDOUT);
         EXPECT_GE(took, 1.0);
         EXPECT_LE(took, 8.0);
     }
-    // ANY_SOURCE waits on nobody in particular: not failed.
-    EXPECT_EQ(any.completions, 0);
-    EXPECT_TRUE(efa_onnode_cancel(engine_, &any.on));
-    EXPECT_EQ(any.completions, 1);
+    EXPECT_EQ(any.completions, 1) << "an ANY_SOURCE receive outlived the loss of a member";
+    if (0 != any.completions) {
+        EXPECT_EQ(any.on.err, -FI_ETIMEDOUT);
+    }
+    forget(from_child);
+    forget(any);
+}
+
+// Nothing but the ANY_SOURCE receive waits on the child: the sweep must
+// watch the members of its communicator for the loss to be found at all.
+TEST_F(EngineWatch, AnAnySourceReceiveAloneFailsWhenAMemberIsLost) {
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    Req any;
+    recv(any, EFA_ONNODE_ANY);
+    const double took = wait(any, 15);
+    EXPECT_EQ(any.completions, 1) << "an ANY_SOURCE receive whose only other member is stopped "
+                                     "still waited after 15 s";
+    if (0 != any.completions) {
+        EXPECT_EQ(any.on.err, -FI_ETIMEDOUT);
+        EXPECT_LE(took, 10.0); // a sweep late, a sweep period, the probe's deadline
+    }
+    forget(any);
+}
+
+// MPI's semantics elsewhere: an ANY_SOURCE receive of a communicator the
+// lost peer is not in stays posted (through many sweeps after the loss),
+// while one posted after the loss in a communicator it is in fails too.
+TEST_F(EngineWatch, OnlyAnySourceReceivesOfTheLostPeersCommunicatorsFail) {
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    Req any, alone, later;
+    recv(any, EFA_ONNODE_ANY);
+    recv(alone, EFA_ONNODE_ANY, kCidAlone);
+    wait(any, 15);
+    EXPECT_EQ(any.completions, 1) << "an ANY_SOURCE receive outlived the loss of a member";
+    recv(later, EFA_ONNODE_ANY);
+    const double took = wait(later, 8);
+    EXPECT_EQ(later.completions, 1) << "an ANY_SOURCE receive posted after a member was lost "
+                                       "still waited after 8 s";
+    if (0 != later.completions) {
+        EXPECT_NE(later.on.err, 0);
+        EXPECT_LE(took, 4.0); // seen by one sweep, failed by the next
+    }
+    EXPECT_EQ(alone.completions, 0) << "an ANY_SOURCE receive of a communicator without the lost "
+                                       "peer failed: "
+                                    << fi_strerror(-alone.on.err);
+    if (0 == alone.completions) {
+        EXPECT_TRUE(efa_onnode_cancel(engine_, &alone.on));
+        EXPECT_EQ(alone.completions, 1);
+        EXPECT_EQ(alone.on.err, -FI_ECANCELED);
+    }
+    forget(any);
+    forget(later);
 }
 
 TEST_F(EngineWatch, ARendezvousToAStoppedPeerFails) {
@@ -237,13 +320,18 @@ TEST_F(EngineWatch, ARendezvousToAStoppedPeerFails) {
 }
 
 TEST_F(EngineWatch, AWaitOnAnAnsweringPeerIsLeftAlone) {
-    Req from_child;
+    Req from_child, any;
     recv(from_child, 1);
-    wait(from_child, 5); // two and a half deadlines: probed, and answered
+    recv(any, EFA_ONNODE_ANY); // watched from the second sweep on
+    wait(from_child, 5);       // two and a half deadlines: probed, and answered
     EXPECT_EQ(from_child.completions, 0)
         << "a receive from a live peer failed: " << fi_strerror(-from_child.on.err);
-    if (0 == from_child.completions) {
-        EXPECT_TRUE(efa_onnode_cancel(engine_, &from_child.on));
-        EXPECT_EQ(from_child.completions, 1);
+    EXPECT_EQ(any.completions, 0) << "an ANY_SOURCE receive among live peers failed: "
+                                  << fi_strerror(-any.on.err);
+    for (Req *r : {&from_child, &any}) {
+        if (0 == r->completions) {
+            EXPECT_TRUE(efa_onnode_cancel(engine_, &r->on));
+            EXPECT_EQ(r->completions, 1);
+        }
     }
 }
