@@ -158,9 +158,20 @@ enum ReqState : uint8_t {
     kDone,
 };
 
+// Request flags (efa_onnode_req_t.flags): one list, so that no two share
+// a bit.
+constexpr uint8_t kReqSync = 1;
+constexpr uint8_t kReqRndv = 2;
+constexpr uint8_t kReqPartner = 4; // a receive posted elsewhere too
+constexpr uint8_t kReqArmed = 8;   // ... and that other half is posted
+constexpr uint8_t kReqCancel = 16; // send: kCancel written or queued
+constexpr uint8_t kReqSwept = 32;  // ANY_SOURCE receive: seen posted by a watch sweep
 // A send whose buffer is registered for a receiver on another node to
 // read (req->net_mr); the registration goes when the send finishes.
-constexpr uint8_t kReqNetMr = 32;
+constexpr uint8_t kReqNetMr = 64;
+
+// Frame flags (FrameHdr.flags).
+constexpr uint8_t kFrameSync = 1; // eager frame: answer ACK on match
 // An RTS frame from another node whose bytes may be read by RMA: its body
 // then carries the remote address and key in place of the single-copy
 // fields.

@@ -321,6 +321,11 @@ TEST_F(EngineWatch, ARendezvousToAStoppedPeerFails) {
 
 TEST_F(EngineWatch, AWaitOnAnAnsweringPeerIsLeftAlone) {
     Req from_child, any;
+    // Under MPI a request's memory is not zeroed: a receive's net_mr (a
+    // send's field) must never be read, whatever flags the sweep sets on
+    // it (a flag bit shared by the sweep and the sender's registration
+    // released a stale pointer when a swept receive completed).
+    from_child.on.net_mr = any.on.net_mr = reinterpret_cast<void *>(uintptr_t{0x8});
     recv(from_child, 1);
     recv(any, EFA_ONNODE_ANY); // watched from the second sweep on
     wait(from_child, 5);       // two and a half deadlines: probed, and answered
