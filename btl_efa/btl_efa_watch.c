@@ -64,8 +64,8 @@ void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl) {
     const int timeout = efa_core_peer_timeout(btl->core);
     btl->watch_period = timeout > 0 && mca_btl_efa_component.peer_watch ? timeout / 2.0 : 0;
     btl->watch_next = mca_btl_efa_now() + btl->watch_period;
-    if (btl->watch_period > 0) {
-        efa_core_set_deadline_tick(btl->core, sweep, btl);
+    if (btl->watch_period > 0 && 0 != efa_core_add_deadline_tick(btl->core, sweep, btl)) {
+        btl->watch_period = 0; /* out of memory: no watch (the deadline still bounds sends) */
     }
 }
 
@@ -107,7 +107,7 @@ static void sweep(void *arg) {
 
 void mca_btl_efa_watch_stop_sweeps(mca_btl_efa_module_t *btl) {
     if (btl->watch_period > 0) {
-        efa_core_set_deadline_tick(btl->core, NULL, NULL);
+        efa_core_remove_deadline_tick(btl->core, sweep, btl);
     }
 }
 

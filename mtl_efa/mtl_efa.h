@@ -52,6 +52,7 @@ typedef struct mca_mtl_efa_module_t {
     struct mtl_efa_path_table *comm_paths; /* by communicator id: MTL_EFA_PATH_* */
     uint8_t *peer_onnode;                  /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
     bool own_matching; /* the engine carries every peer of this job (mtl_efa_own.c) */
+    bool any_watch;    /* ANY_SOURCE receives at the provider are listed (mtl_efa_any.c) */
 } mca_mtl_efa_module_t;
 
 /* The MCA parameters of the on-node channel and of matching
@@ -107,6 +108,12 @@ typedef struct mca_mtl_efa_request_t {
     efa_ctx_t *ctx;
     efa_mr_t *mr;
     efa_onnode_req_t on; /* the on-node path's request */
+    /* An ANY_SOURCE receive the provider holds, on mtl_efa_any.c's list
+     * (under its lock) until the provider hands it back. */
+    struct mca_mtl_efa_request_t *any_prev, *any_next;
+    bool any_linked;
+    bool any_swept; /* a sweep saw it posted */
+    int any_lost;   /* cancelled as a member of its communicator was lost: the error */
 } mca_mtl_efa_request_t;
 
 /* A send MPI_Send waits for inside the MTL: the request lives on the
@@ -239,6 +246,19 @@ void ompi_mtl_efa_onnode_cancel(mca_mtl_efa_request_t *req);
  * later), 0 posted (post the provider's half next), or an error. */
 int ompi_mtl_efa_onnode_irecv_partnered(struct ompi_communicator_t *comm, int tag,
                                         mca_mtl_efa_request_t *req);
+
+/* The watch on ANY_SOURCE receives at the provider (mtl_efa_any.c): on
+ * while the peer deadline is.  Link before the post; the provider's
+ * completion (or a failed post) unlinks. */
+void ompi_mtl_efa_any_init(void);
+void ompi_mtl_efa_any_fini(void);
+void ompi_mtl_efa_any_link(mca_mtl_efa_request_t *req);
+void ompi_mtl_efa_any_unlink_slow(mca_mtl_efa_request_t *req);
+static inline void ompi_mtl_efa_any_done(mca_mtl_efa_request_t *req) {
+    if (OPAL_UNLIKELY(req->any_linked)) {
+        ompi_mtl_efa_any_unlink_slow(req);
+    }
+}
 
 /* Register (or not, when the provider does not need it) a buffer. */
 int ompi_mtl_efa_reg_buffer(mca_mtl_efa_request_t *req, void **desc);

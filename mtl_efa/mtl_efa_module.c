@@ -60,6 +60,7 @@ int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple) {
     ompi_mtl_efa.base.mtl_max_contextid = (int)efa_tag_max_cid(&ompi_mtl_efa.layout);
     ompi_mtl_efa.base.mtl_max_tag = efa_tag_max_tag(&ompi_mtl_efa.layout);
     ompi_mtl_efa.base.mtl_request_size = sizeof(mca_mtl_efa_request_t) - sizeof(mca_mtl_request_t);
+    ompi_mtl_efa_any_init();
     return OMPI_SUCCESS;
 }
 
@@ -91,6 +92,7 @@ int ompi_mtl_efa_del_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communi
 
 int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl) {
     (void)mtl;
+    ompi_mtl_efa_any_fini();
     ompi_mtl_efa_onnode_fini();
     mca_common_efa_release(ompi_mtl_efa.core);
     ompi_mtl_efa.core = NULL;

@@ -76,7 +76,18 @@ static void short_delivery(const mca_mtl_efa_request_t *req, const efa_cqe_t *cq
 
 static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     ompi_status_public_t *status = &req->super.ompi_req->req_status;
-    if (-FI_ECANCELED == cqe->err) {
+    if (-FI_ECANCELED == cqe->err && req->any_lost) {
+        /* Withdrawn as a member of its communicator was lost
+         * (mtl_efa_any.c): an error, not a cancel. */
+        status->MPI_ERROR = mca_common_efa_fi_to_opal(req->any_lost);
+        if (OMPI_SUCCESS == status->MPI_ERROR) {
+            status->MPI_ERROR = OMPI_ERROR;
+        }
+        status->_ucount = 0;
+        if (req->free_buffer) {
+            free(req->buffer);
+        }
+    } else if (-FI_ECANCELED == cqe->err) {
         status->_cancelled = true;
         status->_ucount = 0;
         if (req->free_buffer) {
@@ -119,7 +130,9 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
 }
 
 static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
-    recv_finish(MTL_EFA_REQ_OF(op, op), cqe);
+    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
+    ompi_mtl_efa_any_done(req);
+    recv_finish(req, cqe);
 }
 
 /* The provider's half of a dual (ANY_SOURCE, mixed communicator) receive
@@ -129,6 +142,7 @@ static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
  * message the engine held for it goes back to matching. */
 static void dual_recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
+    ompi_mtl_efa_any_done(req);
     if (-FI_ECANCELED == cqe->err) {
         if (1 == efa_onnode_partner_done(ompi_mtl_efa.onnode, &req->on, false)) {
             return;
@@ -172,6 +186,9 @@ static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor
     req->comm = comm;
     req->pending = 1;
     req->error = OMPI_SUCCESS;
+    req->any_linked = false;
+    req->any_swept = false;
+    req->any_lost = 0;
     req->op.complete = recv_complete;
     return ompi_mtl_datatype_recv_buf(convertor, &req->buffer, &req->length, &req->free_buffer);
 }
@@ -214,6 +231,9 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         req->dual = true;
         req->op.complete = dual_recv_complete;
     }
+    if (MPI_ANY_SOURCE == src && ompi_mtl_efa.any_watch) {
+        ompi_mtl_efa_any_link(req); /* before the post: it may complete at once */
+    }
     desc = NULL;
     if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local)) {
         rc = ompi_mtl_efa_reg_buffer(req, &desc);
@@ -226,6 +246,7 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         }
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        ompi_mtl_efa_any_done(req);
         if (req->dual) {
             (void)efa_onnode_partner_done(ompi_mtl_efa.onnode, &req->on, true); /* withdraw */
         }

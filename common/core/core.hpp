@@ -132,11 +132,15 @@ struct efa_core {
     std::vector<void *> deadline_free;
     // Some peer was declared dead: injects must look (deadline_refuses).
     std::atomic<bool> deadline_any_dead{false};
-    // Called about once a second from the deadline's check (an owner's
-    // sweep over the peers it watches: btl_efa_watch.c); set by
-    // efa_core_set_deadline_tick, read under deadline_lock.
-    void (*deadline_tick_fn)(void *arg) = nullptr;
-    void *deadline_tick_arg = nullptr;
+    // Called about once a second from the deadline's check: the owners'
+    // sweeps over the peers they watch (btl_efa_watch.c, mtl_efa_any.c;
+    // both may share one core); efa_core_add_deadline_tick, read under
+    // deadline_lock.
+    struct DeadlineTick {
+        void (*fn)(void *arg);
+        void *arg;
+    };
+    std::vector<DeadlineTick> deadline_ticks;
     // Progress calls that found work (core_capi.cpp): a counter, racy on
     // purpose across threads (a lost increment only delays a check).
     std::atomic<uint32_t> busy_calls{0};

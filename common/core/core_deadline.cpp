@@ -7,6 +7,7 @@
 // core allocates and frees only when the provider returns it.  A stand-in
 // whose owner was already failed completes into nothing.  Receives failed
 // this way are also cancelled, so that the provider lets go of the buffer.
+#include <algorithm>
 #include <cstddef>
 #include <ctime>
 #include <new>
@@ -291,8 +292,7 @@ void deadline_tick(efa_core *core) {
         return;
     }
     PeerDeadline::Verdict v;
-    void (*tick)(void *) = nullptr;
-    void *tick_arg = nullptr;
+    std::vector<efa_core::DeadlineTick> ticks;
     bool due;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -300,15 +300,14 @@ void deadline_tick(efa_core *core) {
             return; // another thread ticked meanwhile
         }
         core->deadline_next_ms.store(now + 1000, std::memory_order_relaxed);
-        tick = core->deadline_tick_fn;
-        tick_arg = core->deadline_tick_arg;
+        ticks = core->deadline_ticks;
         due = core->deadline.due(now);
         if (due) {
             v = core->deadline.check(now);
         }
     }
-    if (tick) {
-        tick(tick_arg); // may start or end watches: no lock held
+    for (const efa_core::DeadlineTick &t : ticks) {
+        t.fn(t.arg); // may start or end watches: no lock held
     }
     repost_probes(core);
     if (!due) {
@@ -343,10 +342,23 @@ extern "C" int efa_core_peer_timeout(const efa_core_t *core) {
 // A watch is a stand-in the provider never sees, tracked as a receive:
 // flags 0, so that declaring the peer dead does not cancel it at the
 // provider.
-extern "C" void efa_core_set_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg) {
+extern "C" int efa_core_add_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg) {
     std::lock_guard<std::mutex> guard(core->deadline_lock);
-    core->deadline_tick_fn = fn;
-    core->deadline_tick_arg = arg;
+    try {
+        core->deadline_ticks.push_back({fn, arg});
+    } catch (const std::bad_alloc &) {
+        return -FI_ENOMEM;
+    }
+    return 0;
+}
+
+extern "C" void efa_core_remove_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg) {
+    std::lock_guard<std::mutex> guard(core->deadline_lock);
+    auto &v = core->deadline_ticks;
+    v.erase(
+        std::remove_if(v.begin(), v.end(),
+                       [&](const efa_core::DeadlineTick &t) { return t.fn == fn && t.arg == arg; }),
+        v.end());
 }
 
 extern "C" int efa_core_addr_watch(efa_core_t *core, efa_ctx_t *ctx, fi_addr_t addr,

@@ -235,8 +235,10 @@ int efa_core_addr_watch(efa_core_t *core, efa_ctx_t *ctx, fi_addr_t addr, efa_op
 /* End a watch without a call; nothing when it ended already. */
 void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch);
 /* fn(arg) about once a second from progress while the peer deadline is
- * on (where the owner of watches sweeps them); one owner, NULL: none. */
-void efa_core_set_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg);
+ * on (where an owner of watches sweeps them; btl_efa and mtl_efa each
+ * add theirs).  0 or -FI_ENOMEM.  Remove takes the pair added. */
+int efa_core_add_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg);
+void efa_core_remove_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg);
 
 /* Contexts of NIC 0 (multi-NIC striping will add a NIC index). */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);

@@ -16,9 +16,11 @@
 #         check and the abort) or DEADLINE, whichever is shorter
 #   partition-any  the same partition while the survivors only wait in
 #         MPI_Recv(MPI_ANY_SOURCE) for the victim's messages (peer_loss
-#         -a): covered by own matching (cm-own-*, cm-direct-*) and pml ob1,
-#         not by the provider's matching (cm-rxd, cm-rxm: those runs hang,
-#         docs/RELIABILITY.md); not among the default scenarios
+#         -a): such a receive fails once a member of its communicator is
+#         lost (ULFM's rule): own matching's engine (cm-own-*, cm-direct-*),
+#         mtl_efa's watch on the receives the provider holds (cm-rxd,
+#         cm-rxm: mtl_efa_any.c; before it those runs hung) and, under pml
+#         ob1, btl_efa's watch
 # Otherwise the survivors are in a blocking send, an MPI_Ssend, a wait or a
 # window flush with the victim.  A run passes when the job ends within
 # DEADLINE seconds of the kill or the cut, with a non-zero exit status and
@@ -35,7 +37,7 @@
 #       (default: all but cm-direct-rxm)
 #   -d  seconds (default 60)
 #   -a  extra mpirun arguments (e.g. "--mca oob_tcp_keepalive_time 10")
-#   SCENARIO  kill, cut, partition, partition-any (default: the first three)
+#   SCENARIO  kill, cut, partition, partition-any (default: all four)
 # Environment: EFA_MCA_COMPONENT_PATH, PEER_LOSS_BIN (default
 # _build/tests/netns/peer_loss), PEER_LOSS_LOG_DIR (default
 # /tmp/efa-peer-loss).  Makes the hosts and removes them at the end (also
@@ -60,7 +62,7 @@ while getopts "c:d:a:h" o; do
     esac
 done
 shift $((OPTIND - 1))
-scenarios=${*:-kill cut partition}
+scenarios=${*:-kill cut partition partition-any}
 [[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "peer-loss.sh: bad deadline '$deadline'" >&2; exit 2; }
 for s in $scenarios; do
     [[ $s == kill || $s == cut || $s == partition || $s == partition-any ]] ||

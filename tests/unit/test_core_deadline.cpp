@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -191,4 +192,38 @@ TEST(CoreDeadline, AWatchWithTheDeadlineOffIsNothing) {
     EXPECT_EQ(watch.op.tracker, nullptr);
     efa_core_peer_unwatch(s.core, &watch.op);
     EXPECT_FALSE(watch.done);
+}
+
+namespace {
+void count_tick(void *arg) {
+    ++*static_cast<int *>(arg);
+}
+
+// Drives progress for 'secs' (the deadline check ticks about once a second).
+void progress_for(efa_core_t *core, double secs) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(secs);
+    while (std::chrono::steady_clock::now() < end) {
+        efa_core_progress(core);
+    }
+}
+} // namespace
+
+// btl_efa and mtl_efa share one core, each with its sweep: both are
+// called, and a removed one no more (only one was kept before: the second
+// owner's sweep replaced the first's).
+TEST(CoreDeadline, EveryOwnersTickIsCalledUntilRemoved) {
+    DeadPeerCore s("udp;ofi_rxd", 2, SOCK_DGRAM);
+    ASSERT_NE(s.core, nullptr);
+    int first = 0, second = 0;
+    ASSERT_EQ(efa_core_add_deadline_tick(s.core, count_tick, &first), 0);
+    ASSERT_EQ(efa_core_add_deadline_tick(s.core, count_tick, &second), 0);
+    progress_for(s.core, 2.5);
+    EXPECT_GE(first, 1);
+    EXPECT_GE(second, 1);
+    efa_core_remove_deadline_tick(s.core, count_tick, &first);
+    first = second = 0;
+    progress_for(s.core, 2.5);
+    EXPECT_EQ(first, 0);
+    EXPECT_GE(second, 1);
+    efa_core_remove_deadline_tick(s.core, count_tick, &second);
 }

@@ -1,0 +1,263 @@
+/*
+ * mtl_efa's watch on the MPI_ANY_SOURCE receives the provider holds.
+ *
+ * Under the provider's matching an ANY_SOURCE receive is a tagged receive
+ * for no address: nothing the core's peer deadline tracks, since it waits
+ * on nobody in particular.  A peer whose host drops off the data network
+ * would leave it posted for ever when that peer was the one to send.
+ * ULFM's rule, which own matching follows too (onnode_engine_watch.cpp):
+ * such a receive fails once a member of its communicator (the remote
+ * group of an inter-communicator) is lost, since that member may be the
+ * only one that would ever send what it waits for.
+ *
+ * So, while the deadline is on (common_efa_peer_timeout), every
+ * ANY_SOURCE receive posted to the provider is on a list until the
+ * provider hands it back (the lock and a link per such receive: directed
+ * receives pay nothing).  About once a second, from the core's deadline
+ * check, a sweep watches (efa_core_peer_watch) every member of each
+ * communicator with such a receive posted for a whole sweep period (a
+ * short wait, the common case, is never looked at twice), and ends the
+ * watches nobody waits on any more.  A watched peer silent for half the
+ * deadline is probed; unanswered, the core declares it lost and
+ * watch_lost cancels every listed receive that may hear from it.  The
+ * cancel's completion fails the receive (recv_finish: any_lost), unless
+ * a message matched it first, which then completes as usual: nothing
+ * received is dropped.  Receives posted after the loss fail at the next
+ * sweep.
+ *
+ * The worst case from the start of a wait to the error: a sweep period to
+ * be swept, one more to be watched, half a deadline of silence and a
+ * deadline for the probe.
+ */
+#include "mtl_efa.h"
+
+#include <rdma/fi_errno.h>
+
+#include "ompi/group/group.h"
+#include "opal/class/opal_hash_table.h"
+#include "opal/threads/mutex.h"
+
+/* One peer watched for the list's receives: kept from the first sweep
+ * that wanted it to finalize (at most one per process of the job). */
+typedef struct {
+    efa_op_t op; /* first: the core's call hands it back */
+    efa_peer_t *peer;
+    opal_process_name_t name;
+    bool on;     /* the core watches it */
+    bool waited; /* a listed receive may hear from it (this sweep) */
+    int err;     /* declared lost: the error; 0 while alive */
+} mtl_efa_any_watch_t;
+
+static struct {
+    /* Recursive: a cancel may complete its receive at once (the core's
+     * backlog), and the completion takes the receive off the list. */
+    opal_recursive_mutex_t lock;
+    mca_mtl_efa_request_t *head;
+    opal_hash_table_t watches; /* efa_peer_t * -> mtl_efa_any_watch_t * */
+} any;
+
+static void sweep(void *arg);
+
+void ompi_mtl_efa_any_init(void) {
+    ompi_mtl_efa.any_watch = false;
+    if (efa_core_peer_timeout(ompi_mtl_efa.core) <= 0) {
+        return; /* nothing is ever declared lost */
+    }
+    OBJ_CONSTRUCT(&any.lock, opal_recursive_mutex_t);
+    OBJ_CONSTRUCT(&any.watches, opal_hash_table_t);
+    any.head = NULL;
+    if (OPAL_SUCCESS != opal_hash_table_init(&any.watches, 64) ||
+        0 != efa_core_add_deadline_tick(ompi_mtl_efa.core, sweep, NULL)) {
+        OBJ_DESTRUCT(&any.watches);
+        OBJ_DESTRUCT(&any.lock);
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "ANY_SOURCE receives unwatched (out of memory): a lost "
+                                  "peer's may wait for ever");
+        return;
+    }
+    ompi_mtl_efa.any_watch = true;
+}
+
+void ompi_mtl_efa_any_fini(void) {
+    if (!ompi_mtl_efa.any_watch) {
+        return;
+    }
+    efa_core_remove_deadline_tick(ompi_mtl_efa.core, sweep, NULL);
+    uint64_t key;
+    void *value, *node;
+    int rc = opal_hash_table_get_first_key_uint64(&any.watches, &key, &value, &node);
+    while (OPAL_SUCCESS == rc) {
+        mtl_efa_any_watch_t *w = value;
+        if (w->on) {
+            efa_core_peer_unwatch(ompi_mtl_efa.core, &w->op);
+        }
+        free(w);
+        rc = opal_hash_table_get_next_key_uint64(&any.watches, &key, &value, node, &node);
+    }
+    OBJ_DESTRUCT(&any.watches);
+    OBJ_DESTRUCT(&any.lock);
+    ompi_mtl_efa.any_watch = false;
+}
+
+void ompi_mtl_efa_any_link(mca_mtl_efa_request_t *req) {
+    OPAL_THREAD_LOCK(&any.lock);
+    req->any_prev = NULL;
+    req->any_next = any.head;
+    if (any.head) {
+        any.head->any_prev = req;
+    }
+    any.head = req;
+    req->any_linked = true;
+    OPAL_THREAD_UNLOCK(&any.lock);
+}
+
+void ompi_mtl_efa_any_unlink_slow(mca_mtl_efa_request_t *req) {
+    OPAL_THREAD_LOCK(&any.lock);
+    if (req->any_prev) {
+        req->any_prev->any_next = req->any_next;
+    } else {
+        any.head = req->any_next;
+    }
+    if (req->any_next) {
+        req->any_next->any_prev = req->any_prev;
+    }
+    req->any_linked = false;
+    OPAL_THREAD_UNLOCK(&any.lock);
+}
+
+/* May a receive of comm hear from the process 'name'?  By name: nothing is
+ * allocated for members never talked to. */
+static bool comm_hears(ompi_communicator_t *comm, const opal_process_name_t *name) {
+    ompi_group_t *g = comm->c_remote_group; /* an intra-communicator's is its own */
+    const int n = ompi_group_size(g);
+    for (int i = 0; i < n; ++i) {
+        const opal_process_name_t m = ompi_group_get_proc_name(g, i);
+        if (m.jobid == name->jobid && m.vpid == name->vpid) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The lock is held.  Every listed receive that may hear from w's peer,
+ * lost with w->err, is cancelled; its completion fails it. */
+static void fail_hearing(mtl_efa_any_watch_t *w) {
+    mca_mtl_efa_request_t *next;
+    for (mca_mtl_efa_request_t *r = any.head; NULL != r; r = next) {
+        next = r->any_next; /* a cancel may unlink r at once, never another */
+        if (0 == r->any_lost && comm_hears(r->comm, &w->name)) {
+            r->any_lost = w->err;
+            (void)efa_ctx_cancel(r->ctx, &r->op);
+        }
+    }
+}
+
+/* The core declared a watched peer lost (its message naming the peer is
+ * out); from progress or the deadline check, no lock of ours held. */
+static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe) {
+    mtl_efa_any_watch_t *w = (mtl_efa_any_watch_t *)op;
+    OPAL_THREAD_LOCK(&any.lock);
+    w->on = false;
+    w->err = cqe->err ? cqe->err : -FI_EHOSTUNREACH;
+    fail_hearing(w);
+    OPAL_THREAD_UNLOCK(&any.lock);
+}
+
+/* The lock is held.  The watch of the process at rank i of comm's remote
+ * group, made on first use; NULL for this process or one unreachable. */
+static mtl_efa_any_watch_t *watch_of(ompi_communicator_t *comm, int i) {
+    ompi_proc_t *proc = ompi_group_peer_lookup(comm->c_remote_group, i);
+    if (NULL == proc || ompi_proc_local() == proc) {
+        return NULL;
+    }
+    efa_peer_t *peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+    if (NULL == peer && NULL == (peer = ompi_mtl_efa_peer_slow(proc))) {
+        return NULL;
+    }
+    void *value = NULL;
+    if (OPAL_SUCCESS ==
+        opal_hash_table_get_value_uint64(&any.watches, (uint64_t)(uintptr_t)peer, &value)) {
+        return value;
+    }
+    mtl_efa_any_watch_t *w = calloc(1, sizeof(*w));
+    if (NULL == w) {
+        return NULL; /* the next sweep asks again */
+    }
+    w->peer = peer;
+    w->name = proc->super.proc_name;
+    w->op.complete = watch_lost;
+    if (OPAL_SUCCESS !=
+        opal_hash_table_set_value_uint64(&any.watches, (uint64_t)(uintptr_t)peer, w)) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* The lock is held.  Marks every member of comm waited on (each
+ * communicator once per sweep: seen). */
+static void mark_members(ompi_communicator_t *comm, ompi_communicator_t **seen, size_t *nseen) {
+    for (size_t i = 0; i < *nseen; ++i) {
+        if (seen[i] == comm) {
+            return;
+        }
+    }
+    seen[(*nseen)++] = comm;
+    const int n = ompi_group_size(comm->c_remote_group);
+    for (int i = 0; i < n; ++i) {
+        mtl_efa_any_watch_t *w = watch_of(comm, i);
+        if (w) {
+            w->waited = true;
+        }
+    }
+}
+
+/* About once a second, from the core's deadline check (no lock held). */
+static void sweep(void *arg) {
+    (void)arg;
+    OPAL_THREAD_LOCK(&any.lock);
+    if (NULL == any.head && 0 == opal_hash_table_get_size(&any.watches)) {
+        OPAL_THREAD_UNLOCK(&any.lock); /* the common case: nothing waits */
+        return;
+    }
+    uint64_t key;
+    void *value, *node;
+    int rc = opal_hash_table_get_first_key_uint64(&any.watches, &key, &value, &node);
+    while (OPAL_SUCCESS == rc) {
+        ((mtl_efa_any_watch_t *)value)->waited = false;
+        rc = opal_hash_table_get_next_key_uint64(&any.watches, &key, &value, node, &node);
+    }
+    /* The communicators of receives listed since the sweep before. */
+    size_t listed = 0, nseen = 0;
+    for (mca_mtl_efa_request_t *r = any.head; NULL != r; r = r->any_next) {
+        ++listed;
+    }
+    ompi_communicator_t **seen = listed ? malloc(listed * sizeof(*seen)) : NULL;
+    for (mca_mtl_efa_request_t *r = any.head; NULL != r && NULL != seen; r = r->any_next) {
+        if (!r->any_swept) {
+            r->any_swept = true;
+        } else if (0 == r->any_lost) {
+            mark_members(r->comm, seen, &nseen);
+        }
+    }
+    free(seen);
+    rc = opal_hash_table_get_first_key_uint64(&any.watches, &key, &value, &node);
+    while (OPAL_SUCCESS == rc) {
+        mtl_efa_any_watch_t *w = value;
+        if (w->waited && w->err) {
+            fail_hearing(w); /* receives posted after it was lost */
+        } else if (w->waited && !w->on) {
+            const int err = efa_core_peer_watch(ompi_mtl_efa.core, w->peer, &w->op);
+            w->on = 0 == err;
+            if (-FI_EHOSTUNREACH == err) { /* lost already, through another operation */
+                w->err = err;
+                fail_hearing(w);
+            }
+        } else if (!w->waited && w->on) {
+            efa_core_peer_unwatch(ompi_mtl_efa.core, &w->op);
+            w->on = false;
+        }
+        rc = opal_hash_table_get_next_key_uint64(&any.watches, &key, &value, node, &node);
+    }
+    OPAL_THREAD_UNLOCK(&any.lock);
+}
