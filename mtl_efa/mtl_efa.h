@@ -254,6 +254,12 @@ void ompi_mtl_efa_any_init(void);
 void ompi_mtl_efa_any_fini(void);
 void ompi_mtl_efa_any_link(mca_mtl_efa_request_t *req);
 void ompi_mtl_efa_any_unlink_slow(mca_mtl_efa_request_t *req);
+/* A probe through the provider found nothing (pml cm's MPI_Probe calls
+ * again): what it waits on is watched a while.  OMPI_SUCCESS, or the error
+ * of a loss it waits on (the probe fails with it). */
+int ompi_mtl_efa_any_probe_missed(struct ompi_communicator_t *comm, int src);
+/* The communicator is freed: its probes' waits are forgotten. */
+void ompi_mtl_efa_any_comm_freed(struct ompi_communicator_t *comm);
 static inline void ompi_mtl_efa_any_done(mca_mtl_efa_request_t *req) {
     if (OPAL_UNLIKELY(req->any_linked)) {
         ompi_mtl_efa_any_unlink_slow(req);

@@ -25,6 +25,13 @@
  * received is dropped.  Receives posted after the loss fail at the next
  * sweep.
  *
+ * Blocking probes wait with nothing posted at all: pml cm's MPI_Probe
+ * calls iprobe until a message is there.  A probe that finds nothing
+ * notes what it waits on (ompi_mtl_efa_any_probe_missed): its peer, or for
+ * ANY_SOURCE its communicator, is watched for the next two sweeps, and once
+ * a peer it waits on is lost the next miss returns the loss's error,
+ * which ends MPI_Probe with it.
+ *
  * The worst case from the start of a wait to the error: a sweep period to
  * be swept, one more to be watched, half a deadline of silence and a
  * deadline for the probe.
@@ -43,10 +50,23 @@ typedef struct {
     efa_op_t op; /* first: the core's call hands it back */
     efa_peer_t *peer;
     opal_process_name_t name;
-    bool on;     /* the core watches it */
-    bool waited; /* a listed receive may hear from it (this sweep) */
-    int err;     /* declared lost: the error; 0 while alive */
+    bool on;        /* the core watches it */
+    bool waited;    /* a listed receive or a probe may hear from it (this sweep) */
+    uint8_t probed; /* sweeps still to watch it for a probe's miss */
+    int err;        /* declared lost: the error; 0 while alive */
 } mtl_efa_any_watch_t;
+
+/* A probe's miss watched for a few sweeps (renewed by each miss). */
+#define MTL_EFA_PROBE_SWEEPS 2
+/* ANY_SOURCE probes noted at once (a wait per thread in MPI_Probe, as a
+ * rule); when full, the wait renewed longest ago goes. */
+#define MTL_EFA_PROBE_COMMS 16
+
+typedef struct {
+    uint32_t cid;
+    uint8_t sweeps;
+    int err; /* a member was lost */
+} mtl_efa_probe_comm_t;
 
 static struct {
     /* Recursive: a cancel may complete its receive at once (the core's
@@ -54,6 +74,8 @@ static struct {
     opal_recursive_mutex_t lock;
     mca_mtl_efa_request_t *head;
     opal_hash_table_t watches; /* efa_peer_t * -> mtl_efa_any_watch_t * */
+    mtl_efa_probe_comm_t probe_comms[MTL_EFA_PROBE_COMMS];
+    int nprobe_comms;
 } any;
 
 static void sweep(void *arg);
@@ -66,6 +88,7 @@ void ompi_mtl_efa_any_init(void) {
     OBJ_CONSTRUCT(&any.lock, opal_recursive_mutex_t);
     OBJ_CONSTRUCT(&any.watches, opal_hash_table_t);
     any.head = NULL;
+    any.nprobe_comms = 0;
     if (OPAL_SUCCESS != opal_hash_table_init(&any.watches, 64) ||
         0 != efa_core_add_deadline_tick(ompi_mtl_efa.core, sweep, NULL)) {
         OBJ_DESTRUCT(&any.watches);
@@ -152,6 +175,18 @@ static void fail_hearing(mtl_efa_any_watch_t *w) {
     }
 }
 
+/* The lock is held.  The ANY_SOURCE probes of communicators w's peer
+ * belongs to fail at their next miss. */
+static void fail_probes(const mtl_efa_any_watch_t *w) {
+    for (int i = 0; i < any.nprobe_comms; ++i) {
+        mtl_efa_probe_comm_t *pc = &any.probe_comms[i];
+        ompi_communicator_t *comm = ompi_comm_lookup(pc->cid);
+        if (0 == pc->err && NULL != comm && comm_hears(comm, &w->name)) {
+            pc->err = w->err;
+        }
+    }
+}
+
 /* The core declared a watched peer lost (its message naming the peer is
  * out); from progress or the deadline check, no lock of ours held. */
 static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe) {
@@ -160,6 +195,7 @@ static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe) {
     w->on = false;
     w->err = cqe->err ? cqe->err : -FI_EHOSTUNREACH;
     fail_hearing(w);
+    fail_probes(w);
     OPAL_THREAD_UNLOCK(&any.lock);
 }
 
@@ -195,20 +231,88 @@ static mtl_efa_any_watch_t *watch_of(ompi_communicator_t *comm, int i) {
 }
 
 /* The lock is held.  Marks every member of comm waited on (each
- * communicator once per sweep: seen). */
-static void mark_members(ompi_communicator_t *comm, ompi_communicator_t **seen, size_t *nseen) {
+ * communicator once per sweep: seen); the error of a member lost, or 0. */
+static int mark_members(ompi_communicator_t *comm, ompi_communicator_t **seen, size_t *nseen) {
     for (size_t i = 0; i < *nseen; ++i) {
         if (seen[i] == comm) {
-            return;
+            return 0;
         }
     }
     seen[(*nseen)++] = comm;
+    int err = 0;
     const int n = ompi_group_size(comm->c_remote_group);
     for (int i = 0; i < n; ++i) {
         mtl_efa_any_watch_t *w = watch_of(comm, i);
         if (w) {
             w->waited = true;
+            err = err ? err : w->err;
         }
+    }
+    return err;
+}
+
+int ompi_mtl_efa_any_probe_missed(ompi_communicator_t *comm, int src) {
+    int err = 0;
+    OPAL_THREAD_LOCK(&any.lock);
+    if (MPI_ANY_SOURCE != src) {
+        mtl_efa_any_watch_t *w = watch_of(comm, src);
+        if (w && 0 == (err = w->err)) {
+            w->probed = MTL_EFA_PROBE_SWEEPS;
+        }
+        OPAL_THREAD_UNLOCK(&any.lock);
+        return err ? mca_common_efa_fi_to_opal(err) : OMPI_SUCCESS;
+    }
+    const uint32_t cid = mtl_efa_comm_cid(comm);
+    mtl_efa_probe_comm_t *pc = NULL;
+    for (int i = 0; i < any.nprobe_comms && NULL == pc; ++i) {
+        pc = any.probe_comms[i].cid == cid ? &any.probe_comms[i] : NULL;
+    }
+    if (NULL == pc && any.nprobe_comms < MTL_EFA_PROBE_COMMS) {
+        pc = &any.probe_comms[any.nprobe_comms++];
+        pc->cid = cid;
+        pc->err = 0;
+    } else if (NULL == pc) {
+        pc = &any.probe_comms[0]; /* full: replace the wait renewed longest ago */
+        for (int i = 1; i < MTL_EFA_PROBE_COMMS; ++i) {
+            if (any.probe_comms[i].sweeps < pc->sweeps) {
+                pc = &any.probe_comms[i];
+            }
+        }
+        pc->cid = cid;
+        pc->err = 0;
+    }
+    pc->sweeps = MTL_EFA_PROBE_SWEEPS;
+    err = pc->err;
+    OPAL_THREAD_UNLOCK(&any.lock);
+    return err ? mca_common_efa_fi_to_opal(err) : OMPI_SUCCESS;
+}
+
+/* The lock is held.  The probes' waits: peers of directed ones marked,
+ * ANY_SOURCE ones' communicators' members marked (seen), and a wait on a
+ * member lost takes its error; those no miss renewed are dropped. */
+static void sweep_probes(ompi_communicator_t **seen, size_t *nseen) {
+    uint64_t key;
+    void *value, *node;
+    int rc = opal_hash_table_get_first_key_uint64(&any.watches, &key, &value, &node);
+    while (OPAL_SUCCESS == rc) {
+        mtl_efa_any_watch_t *w = value;
+        if (w->probed) {
+            w->waited = true;
+            --w->probed;
+        }
+        rc = opal_hash_table_get_next_key_uint64(&any.watches, &key, &value, node, &node);
+    }
+    for (int i = 0; i < any.nprobe_comms;) {
+        mtl_efa_probe_comm_t *pc = &any.probe_comms[i];
+        ompi_communicator_t *comm = ompi_comm_lookup(pc->cid);
+        if (NULL == comm || 0 == pc->sweeps) {
+            *pc = any.probe_comms[--any.nprobe_comms]; /* freed, or no longer waited */
+            continue;
+        }
+        --pc->sweeps;
+        const int err = mark_members(comm, seen, nseen);
+        pc->err = pc->err ? pc->err : err;
+        ++i;
     }
 }
 
@@ -216,7 +320,7 @@ static void mark_members(ompi_communicator_t *comm, ompi_communicator_t **seen, 
 static void sweep(void *arg) {
     (void)arg;
     OPAL_THREAD_LOCK(&any.lock);
-    if (NULL == any.head && 0 == opal_hash_table_get_size(&any.watches)) {
+    if (NULL == any.head && 0 == opal_hash_table_get_size(&any.watches) && 0 == any.nprobe_comms) {
         OPAL_THREAD_UNLOCK(&any.lock); /* the common case: nothing waits */
         return;
     }
@@ -232,13 +336,16 @@ static void sweep(void *arg) {
     for (mca_mtl_efa_request_t *r = any.head; NULL != r; r = r->any_next) {
         ++listed;
     }
-    ompi_communicator_t **seen = listed ? malloc(listed * sizeof(*seen)) : NULL;
+    ompi_communicator_t **seen = malloc((listed + MTL_EFA_PROBE_COMMS) * sizeof(*seen));
     for (mca_mtl_efa_request_t *r = any.head; NULL != r && NULL != seen; r = r->any_next) {
         if (!r->any_swept) {
             r->any_swept = true;
         } else if (0 == r->any_lost) {
-            mark_members(r->comm, seen, &nseen);
+            (void)mark_members(r->comm, seen, &nseen);
         }
+    }
+    if (NULL != seen) {
+        sweep_probes(seen, &nseen);
     }
     free(seen);
     rc = opal_hash_table_get_first_key_uint64(&any.watches, &key, &value, &node);
@@ -258,6 +365,22 @@ static void sweep(void *arg) {
             w->on = false;
         }
         rc = opal_hash_table_get_next_key_uint64(&any.watches, &key, &value, node, &node);
+    }
+    OPAL_THREAD_UNLOCK(&any.lock);
+}
+
+void ompi_mtl_efa_any_comm_freed(struct ompi_communicator_t *comm) {
+    if (!ompi_mtl_efa.any_watch) {
+        return;
+    }
+    const uint32_t cid = mtl_efa_comm_cid(comm); /* it may name another one next */
+    OPAL_THREAD_LOCK(&any.lock);
+    for (int i = 0; i < any.nprobe_comms;) {
+        if (any.probe_comms[i].cid == cid) {
+            any.probe_comms[i] = any.probe_comms[--any.nprobe_comms];
+        } else {
+            ++i;
+        }
     }
     OPAL_THREAD_UNLOCK(&any.lock);
 }

@@ -86,6 +86,7 @@ int ompi_mtl_efa_add_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communi
 
 int ompi_mtl_efa_del_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm) {
     (void)mtl;
+    ompi_mtl_efa_any_comm_freed(comm);
     ompi_mtl_efa_onnode_del_comm(comm);
     return OMPI_SUCCESS;
 }

@@ -443,14 +443,16 @@ int ompi_mtl_efa_onnode_iprobe(struct ompi_communicator_t *comm, int src, int ta
         *flag = 0;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    *flag = efa_onnode_probe(ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm),
-                             MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
-                             MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, claim, &found);
+    const int rc = efa_onnode_probe(ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm),
+                                    MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
+                                    MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, claim, &found);
+    *flag = rc > 0;
     if (!*flag) {
         if (msg) {
             ompi_message_return(msg);
         }
-        return OMPI_SUCCESS;
+        /* A peer the probe waits on was lost: MPI_Probe would wait for ever. */
+        return rc < 0 ? mca_common_efa_fi_to_opal(rc) : OMPI_SUCCESS;
     }
     if (claim) {
         *message = msg;

@@ -154,5 +154,6 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
 void ompi_mtl_efa_onnode_del_comm(struct ompi_communicator_t *comm) {
     if (NULL != ompi_mtl_efa.onnode) {
         (void)set_path(mtl_efa_comm_cid(comm), MTL_EFA_PATH_PROVIDER); /* never grows: no error */
+        efa_onnode_comm_freed(ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm));
     }
 }

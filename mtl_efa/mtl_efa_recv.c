@@ -321,7 +321,7 @@ int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communica
     int rc = peek(comm, src, tag, false, &probe);
     *flag = 0;
     if (OMPI_ERR_NOT_FOUND == rc) {
-        return OMPI_SUCCESS;
+        return ompi_mtl_efa.any_watch ? ompi_mtl_efa_any_probe_missed(comm, src) : OMPI_SUCCESS;
     }
     if (OMPI_SUCCESS != rc) {
         return rc;
@@ -355,6 +355,9 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
     int rc = peek(comm, src, tag, true, claim);
     if (OMPI_SUCCESS != rc) {
         free(claim);
+        if (OMPI_ERR_NOT_FOUND == rc && ompi_mtl_efa.any_watch) {
+            return ompi_mtl_efa_any_probe_missed(comm, src); /* MPI_Mprobe loops too */
+        }
         return OMPI_ERR_NOT_FOUND == rc ? OMPI_SUCCESS : rc;
     }
     ompi_status_public_t st;

@@ -235,6 +235,13 @@ echo "== several hosts: a rank killed mid-transfer, a host cut off (the job must
 PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss \
     "$top/tests/netns/peer-loss.sh" 2>&1 | tee "$logdir/peer-loss.log"
 add_counts "$logdir/peer-loss.log" peer-loss
+# Blocking probes under pml cm (pml ob1's are btl_efa's watch, as its
+# receives): both matching paths, both providers.
+echo "== several hosts: survivors in MPI_Probe on a partitioned peer (the probe must fail)"
+PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-probe \
+    "$top/tests/netns/peer-loss.sh" -c cm-rxd,cm-rxm,cm-own-rxm,cm-direct-rxd \
+    partition-probe partition-probe-any 2>&1 | tee "$logdir/peer-loss-probe.log"
+add_counts "$logdir/peer-loss-probe.log" peer-loss-probe
 
 if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
     echo "== benchmark self-checks"

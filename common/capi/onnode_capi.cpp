@@ -65,6 +65,10 @@ int efa_onnode_probe(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, bo
     return e->engine->probe(cid, src, tag, claim, out);
 }
 
+void efa_onnode_comm_freed(efa_onnode_t *e, uint32_t cid) {
+    e->engine->comm_freed(cid);
+}
+
 int efa_onnode_mrecv(efa_onnode_t *e, void *msg, efa_onnode_req_t *req) {
     return e->engine->mrecv(static_cast<Message *>(msg), req);
 }

@@ -203,9 +203,16 @@ typedef struct efa_onnode_probe {
 } efa_onnode_probe_t;
 
 /* Look for a waiting message matching (cid, src, tag): 1 found (*out
- * filled), 0 none.  claim: remove it, so only efa_onnode_mrecv gets it. */
+ * filled), 0 none.  claim: remove it, so only efa_onnode_mrecv gets it.
+ * A negative error: none, and the peer on another node it waits on (with
+ * EFA_ONNODE_ANY, a member of the communicator) was lost; a blocking
+ * probe calls again until it finds one, and the engine watches what such
+ * misses wait on as it watches posted receives. */
 int efa_onnode_probe(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, bool claim,
                      efa_onnode_probe_t *out);
+/* Communicator cid was freed (its id may come back for another): what
+ * the engine noted of it for probes is forgotten. */
+void efa_onnode_comm_freed(efa_onnode_t *e, uint32_t cid);
 /* Receive a claimed message into req->buf/buflen; returns like
  * efa_onnode_recv. */
 int efa_onnode_mrecv(efa_onnode_t *e, void *msg, efa_onnode_req_t *req);

@@ -225,6 +225,7 @@ class Engine {
     int partner_done(efa_onnode_req_t *req, bool matched);
     void partner_armed(efa_onnode_req_t *req);
     int probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_onnode_probe_t *out);
+    void comm_freed(uint32_t cid);
     int mrecv(Message *m, efa_onnode_req_t *req);
     bool cancel(efa_onnode_req_t *req);
     void cancel_send(efa_onnode_req_t *req);
@@ -303,7 +304,21 @@ class Engine {
     // (cid, whether the lost peer is a member), asked once per fail_peer.
     using Membership = std::vector<std::pair<uint32_t, bool>>;
     bool any_source_hears(const efa_onnode_req_t *posted, uint32_t vpid, Membership &known) const;
+    bool member_of(uint32_t cid, uint32_t vpid, Membership &known) const;
     Peer *remote_peer(uint32_t vpid);
+    // Blocking probes (onnode_engine_watch.cpp): pml cm's MPI_Probe calls
+    // probe() until it finds a message, so each miss notes what it waited
+    // on, for the sweeps to watch; one that waits on a lost peer fails.
+    struct ProbeWait {
+        uint32_t cid;
+        int32_t src;    // a rank, or EFA_ONNODE_ANY
+        uint8_t sweeps; // sweeps still to watch it for (renewed by each miss)
+        int err;        // a peer it waits on was lost
+    };
+    std::vector<ProbeWait> probe_waits_;
+    int probe_missed(uint32_t cid, int32_t src);
+    void probe_sweep(std::vector<uint32_t> &any_cids);
+    void probe_lost(uint32_t vpid, int err, Membership &known);
     void unwatch_all();
     static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe);
     uint32_t watch_calls_ = 0;   // progress calls since the sweep last looked at the clock

@@ -148,6 +148,7 @@ void Engine::fail_peer(uint32_t vpid, int err) {
             receives.push_back(r);
         }
     });
+    probe_lost(vpid, err, known);
     for (efa_onnode_req_t *r : receives) {
         match_.cancel(r);
         r->err = err;

@@ -105,7 +105,7 @@ int Engine::probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_onnode
     Guard g(mu_, mt_);
     Message *m = match_.probe(cid, src, tag, claim);
     if (nullptr == m) {
-        return 0;
+        return net_ ? probe_missed(cid, src) : 0; // (peers on other nodes are watched)
     }
     out->src = m->env.src;
     out->tag = m->env.tag;

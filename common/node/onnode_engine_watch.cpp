@@ -37,6 +37,13 @@
 // receives (only without the core's traffic in the engine, where every
 // peer it carries is on this node: the provider's half is mtl_efa's).
 //
+// Blocking probes wait too, with nothing posted: pml cm's MPI_Probe calls
+// probe() until a message is there.  Each miss is noted (probe_missed:
+// per communicator and source, nothing per message that is found), the
+// next two sweeps watch its peer, or its communicator's members for an
+// ANY_SOURCE probe, and once one of those is lost the next miss returns
+// the loss's error, which ends MPI_Probe with it.
+//
 // The worst case from the start of a wait to the loss: a sweep a second
 // late, half a deadline of silence, a deadline for the probe; one more
 // sweep period for an ANY_SOURCE receive.
@@ -52,6 +59,10 @@ namespace efa::onnode {
 namespace {
 
 constexpr uint64_t kSweepMs = 1000;
+// A probe's miss is watched for this many sweeps: MPI_Probe misses again
+// long before the second.
+constexpr uint8_t kProbeSweeps = 2;
+constexpr size_t kMaxProbeWaits = 32;
 
 uint64_t now_ms() {
     const auto now = std::chrono::steady_clock::now().time_since_epoch();
@@ -90,6 +101,7 @@ void Engine::watch_sweep() {
             mark(vpid); // a receive for one peer
         }
     });
+    probe_sweep(any_cids);
     for (uint32_t cid : any_cids) {
         for (uint32_t vpid : members_of(cid)) {
             if (remote_peer(vpid)) {
@@ -108,6 +120,93 @@ void Engine::watch_sweep() {
         } else if (!p->watch.waited && p->watch.on) {
             efa_core_peer_unwatch(net_->core(), &p->watch.op);
             p->watch.on = false;
+        }
+    }
+}
+
+// A probe found nothing (under mu_, net_ set): pml cm's MPI_Probe calls
+// again until it does, and nothing is posted meanwhile that the sweep
+// would see.  So the miss is noted, for the next kProbeSweeps sweeps to
+// watch what it waits on as they watch a posted receive (a polling
+// MPI_Iprobe is noted alike: the same wait, seen from here); 0, or the
+// error of a loss it waits on (the caller's probe then fails).  A probe
+// on one source looks its peer up once, when first noted; the table is
+// small (a wait per thread in MPI_Probe, as a rule) and searched in full.
+int Engine::probe_missed(uint32_t cid, int32_t src) {
+    for (ProbeWait &w : probe_waits_) {
+        if (w.cid == cid && w.src == src) {
+            w.sweeps = kProbeSweeps;
+            return w.err;
+        }
+    }
+    if (efa_core_peer_timeout(net_->core()) <= 0) {
+        return 0; // nothing is ever declared lost
+    }
+    if (EFA_ONNODE_ANY != src && params_.source_vpid) {
+        const uint32_t vpid = params_.source_vpid(params_.peer_card_arg, cid, src);
+        if (vpid < peers_.size() && peers_[vpid] && peers_[vpid]->error) {
+            return peers_[vpid]->error; // lost before
+        }
+    }
+    if (probe_waits_.size() >= kMaxProbeWaits) { // the wait renewed longest ago goes
+        auto oldest = std::min_element(
+            probe_waits_.begin(), probe_waits_.end(),
+            [](const ProbeWait &a, const ProbeWait &b) { return a.sweeps < b.sweeps; });
+        probe_waits_.erase(oldest);
+    }
+    probe_waits_.push_back(ProbeWait{cid, src, kProbeSweeps, 0});
+    return 0;
+}
+
+// From the sweep (under mu_): every noted probe's peer is marked waited
+// on, and an ANY_SOURCE probe's communicator goes to any_cids (its
+// members are marked there).  A wait on a peer that failed takes its
+// error; one no miss renewed for kProbeSweeps sweeps is dropped (so is
+// one of a communicator freed: comm_freed, as its id may come back).
+void Engine::probe_sweep(std::vector<uint32_t> &any_cids) {
+    for (auto it = probe_waits_.begin(); it != probe_waits_.end();) {
+        ProbeWait &w = *it;
+        if (0 == w.sweeps) {
+            it = probe_waits_.erase(it);
+            continue;
+        }
+        --w.sweeps;
+        if (EFA_ONNODE_ANY != w.src) {
+            const uint32_t vpid = params_.source_vpid
+                                      ? params_.source_vpid(params_.peer_card_arg, w.cid, w.src)
+                                      : EFA_ONNODE_NO_VPID;
+            if (Peer *p = remote_peer(vpid)) {
+                p->watch.waited = true;
+                w.err = w.err ? w.err : p->error;
+            }
+        } else {
+            if (std::find(any_cids.begin(), any_cids.end(), w.cid) == any_cids.end()) {
+                any_cids.push_back(w.cid);
+            }
+            for (uint32_t vpid : members_of(w.cid)) {
+                if (vpid < peers_.size() && peers_[vpid] && peers_[vpid]->error && !w.err) {
+                    w.err = peers_[vpid]->error; // lost before the probe began
+                }
+            }
+        }
+        ++it;
+    }
+}
+
+// Peer vpid was lost (fail_peer, under mu_): the noted probes that wait on
+// it, or on ANY_SOURCE of a communicator it belongs to, fail at their next
+// miss.
+void Engine::probe_lost(uint32_t vpid, int err, Membership &known) {
+    for (ProbeWait &w : probe_waits_) {
+        if (w.err) {
+            continue;
+        }
+        const bool hears = EFA_ONNODE_ANY == w.src
+                               ? member_of(w.cid, vpid, known)
+                               : params_.source_vpid && params_.source_vpid(params_.peer_card_arg,
+                                                                            w.cid, w.src) == vpid;
+        if (hears) {
+            w.err = err;
         }
     }
 }
@@ -156,14 +255,20 @@ bool Engine::any_source_hears(const efa_onnode_req_t *posted, uint32_t vpid,
     if (EFA_ONNODE_ANY != posted->src || (posted->flags & kReqPartner)) {
         return false;
     }
-    for (const auto &[cid, member] : known) {
-        if (cid == posted->cid) {
+    return member_of(posted->cid, vpid, known);
+}
+
+// Is process vpid a member of communicator cid?  Each communicator is
+// asked about once per loss (known).
+bool Engine::member_of(uint32_t cid, uint32_t vpid, Membership &known) const {
+    for (const auto &[c, member] : known) {
+        if (c == cid) {
             return member;
         }
     }
-    const std::vector<uint32_t> vpids = members_of(posted->cid);
+    const std::vector<uint32_t> vpids = members_of(cid);
     const bool member = std::find(vpids.begin(), vpids.end(), vpid) != vpids.end();
-    known.emplace_back(posted->cid, member);
+    known.emplace_back(cid, member);
     return member;
 }
 
@@ -224,6 +329,14 @@ void Engine::unwatch_all() {
             p->watch.on = false;
         }
     }
+}
+
+// Communicator cid was freed: its id may name another one next.
+void Engine::comm_freed(uint32_t cid) {
+    Guard g(mu_, mt_);
+    probe_waits_.erase(std::remove_if(probe_waits_.begin(), probe_waits_.end(),
+                                      [cid](const ProbeWait &w) { return w.cid == cid; }),
+                       probe_waits_.end());
 }
 
 } // namespace efa::onnode

@@ -21,6 +21,13 @@
 #         mtl_efa's watch on the receives the provider holds (cm-rxd,
 #         cm-rxm: mtl_efa_any.c; before it those runs hung) and, under pml
 #         ob1, btl_efa's watch
+#   partition-probe, partition-probe-any  the same partition while the
+#         survivors wait in MPI_Probe on the victim (or on MPI_ANY_SOURCE)
+#         before each receive (peer_loss -p, -p -a): pml cm calls the MTL's
+#         iprobe until a message is there, so the misses are watched
+#         (mtl_efa_any.c, onnode_engine_watch.cpp; before, these hung on
+#         cm-rxm and cm-own-rxm); not among the default scenarios (CI runs
+#         them on the pml cm configurations)
 # Otherwise the survivors are in a blocking send, an MPI_Ssend, a wait or a
 # window flush with the victim.  A run passes when the job ends within
 # DEADLINE seconds of the kill or the cut, with a non-zero exit status and
@@ -37,7 +44,8 @@
 #       (default: all but cm-direct-rxm)
 #   -d  seconds (default 60)
 #   -a  extra mpirun arguments (e.g. "--mca oob_tcp_keepalive_time 10")
-#   SCENARIO  kill, cut, partition, partition-any (default: all four)
+#   SCENARIO  kill, cut, partition, partition-any, partition-probe,
+#             partition-probe-any (default: the first four)
 # Environment: EFA_MCA_COMPONENT_PATH, PEER_LOSS_BIN (default
 # _build/tests/netns/peer_loss), PEER_LOSS_LOG_DIR (default
 # /tmp/efa-peer-loss).  Makes the hosts and removes them at the end (also
@@ -65,8 +73,10 @@ shift $((OPTIND - 1))
 scenarios=${*:-kill cut partition partition-any}
 [[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "peer-loss.sh: bad deadline '$deadline'" >&2; exit 2; }
 for s in $scenarios; do
-    [[ $s == kill || $s == cut || $s == partition || $s == partition-any ]] ||
-        { echo "peer-loss.sh: unknown scenario '$s' (kill, cut, partition, partition-any)" >&2; exit 2; }
+    [[ $s == kill || $s == cut || $s == partition || $s == partition-any || $s == partition-probe ||
+        $s == partition-probe-any ]] ||
+        { echo "peer-loss.sh: unknown scenario '$s' (kill, cut, partition, partition-any," \
+            "partition-probe, partition-probe-any)" >&2; exit 2; }
 done
 
 npass=0 nfail=0 nskip=0
@@ -129,9 +139,10 @@ run_one() {
     local cmd=(mpirun -np 3 --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
         "${netns_args[@]}" "${args[@]}" "${keepalive[@]}" "${extra_args[@]}" -x MPI_TEST_TIMEOUT=0 "$bin" -t 300)
     [ "$s" = kill ] && cmd+=(-k)
-    [ "$s" = partition-any ] && cmd+=(-a)
+    [[ $s == partition-any || $s == partition-probe-any ]] && cmd+=(-a)
+    [[ $s == partition-probe* ]] && cmd+=(-p)
     local bound=$deadline
-    if [ "${s%-any}" = partition ]; then
+    if [[ $s == partition* ]]; then
         cmd=("${cmd[@]:0:3}" --mca common_efa_peer_timeout "$PARTITION_TIMEOUT" "${cmd[@]:3}")
         [ "$bound" -gt "$PARTITION_BOUND" ] && bound=$PARTITION_BOUND
     fi
@@ -153,7 +164,7 @@ run_one() {
     done
     t_fault=$(date +%s.%N)
     [ "$s" = cut ] && "$here/fault.sh" cut 3
-    [ "${s%-any}" = partition ] && "$here/fault.sh" isolate 3
+    [[ $s == partition* ]] && "$here/fault.sh" isolate 3
     if ! wait_for "$pid" "$bound"; then
         echo "FAIL peer_loss-$s $c (the job still ran $bound s after the $s: the survivors hang; log $log)"
         nfail=$((nfail + 1))

@@ -11,10 +11,12 @@
  * host then).  With -k the victim kills itself (SIGKILL) a few rounds
  * later, while a large message to it is under way.  With -a the survivors
  * wait in MPI_Recv(MPI_ANY_SOURCE) alone, which the victim serves with a
- * small MPI_Isend to each in turn: what ends such a wait when the victim's host
- * is lost is the ANY_SOURCE rule of mtl_efa's own matching (a receive on
- * ANY_SOURCE fails when a member of its communicator is lost), or under
- * pml ob1 btl_efa's watch.
+ * small MPI_Isend to each in turn: what ends such a wait when the victim's
+ * host is lost is mtl_efa's ANY_SOURCE rule (a receive on ANY_SOURCE fails
+ * when a member of its communicator is lost), or under pml ob1 btl_efa's
+ * watch.  With -p they wait in MPI_Probe on the victim (with -a on
+ * MPI_ANY_SOURCE) before each receive: a blocking probe waits on a peer
+ * as a receive does.
  *
  * MPI errors return (MPI_ERRORS_RETURN on the communicator and the
  * window): a survivor whose operation fails prints
@@ -24,9 +26,11 @@
  * names the peer).  A run that goes on for -t seconds without either
  * (neither a kill nor a cut came) prints FAIL: the runner's setup failed.
  *
- * usage: peer_loss [-k] [-a] [-t SECONDS] [-s SIZE]
+ * usage: peer_loss [-k] [-a] [-p] [-t SECONDS] [-s SIZE]
  *   -k  the victim kills itself mid-transfer
  *   -a  the survivors only wait on MPI_ANY_SOURCE
+ *   -p  the survivors wait in MPI_Probe (on the victim; with -a on
+ *       MPI_ANY_SOURCE) before each receive
  *   -t  give up after this long (default 600)
  *   -s  size of the blocking sends (default 4M: a rendezvous on every path)
  */
@@ -53,17 +57,25 @@ static void check(int rc, const char *op, int peer) {
     MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
-/* One round of -a: each survivor waits on MPI_ANY_SOURCE for a message
- * that only the victim sends.  The victim's sends are freed unwaited, so
- * that nothing of the victim's sees the loss (its own deadline would end
- * the job as soon as the survivors' receives could, which would leave
- * these untested); its pause keeps it from running far ahead. */
-static void serve_any_source(unsigned char *buf, int len, int victim) {
+/* One round of -a or -p: each survivor waits for a message that only the
+ * victim sends: in MPI_Recv(MPI_ANY_SOURCE) (-a), in MPI_Probe on the
+ * victim (-p) or on MPI_ANY_SOURCE (-p -a), then receives it.  The
+ * victim's sends are freed unwaited, so that nothing of the victim's sees
+ * the loss (its own deadline would end the job as soon as the survivors'
+ * waits could, which would leave these untested); its pause keeps it from
+ * running far ahead. */
+static void serve_waits(unsigned char *buf, int len, int victim, int any, int probe) {
     MPI_Request req;
+    MPI_Status st;
 
     if (tu_rank != victim) {
-        check(MPI_Recv(buf, len, MPI_BYTE, MPI_ANY_SOURCE, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-              "MPI_Recv (ANY_SOURCE)", victim);
+        const int from = any ? MPI_ANY_SOURCE : victim;
+        if (probe) {
+            check(MPI_Probe(from, 3, MPI_COMM_WORLD, &st),
+                  any ? "MPI_Probe (ANY_SOURCE)" : "MPI_Probe", victim);
+        }
+        check(MPI_Recv(buf, len, MPI_BYTE, from, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              any ? "MPI_Recv (ANY_SOURCE)" : "MPI_Recv", victim);
         return;
     }
     for (int s = 0; s < victim; s++) {
@@ -77,19 +89,22 @@ int main(int argc, char **argv) {
     size_t size = 4u << 20;
     long limit = 600, round;
     double t_start;
-    int kill_victim = 0, any_source = 0, opt, victim;
+    int kill_victim = 0, any_source = 0, probe = 0, opt, victim;
     unsigned char *big, small[64], *winbase;
     MPI_Win win;
     MPI_Request req;
 
     tu_init(&argc, &argv, "peer_loss");
-    while ((opt = getopt(argc, argv, "kat:s:h")) != -1) {
+    while ((opt = getopt(argc, argv, "kapt:s:h")) != -1) {
         switch (opt) {
         case 'k':
             kill_victim = 1;
             break;
         case 'a':
             any_source = 1;
+            break;
+        case 'p':
+            probe = 1;
             break;
         case 't':
             limit = tu_parse_long(optarg);
@@ -98,9 +113,9 @@ int main(int argc, char **argv) {
             size = tu_parse_size(optarg);
             break;
         case 'h':
-            tu_usage("[-k] [-a] [-t SECONDS] [-s SIZE]", 0);
+            tu_usage("[-k] [-a] [-p] [-t SECONDS] [-s SIZE]", 0);
         default:
-            tu_usage("[-k] [-a] [-t SECONDS] [-s SIZE]", 1);
+            tu_usage("[-k] [-a] [-p] [-t SECONDS] [-s SIZE]", 1);
         }
     }
     TU_ASSERT(tu_size >= 2 && size > 0 && size <= (1u << 30), "needs 2 processes and -s 1..1G");
@@ -123,8 +138,8 @@ int main(int argc, char **argv) {
         }
         if (MPI_Wtime() - t_start > (double)limit)
             break;
-        if (any_source) {
-            serve_any_source(small, sizeof(small), victim);
+        if (any_source || probe) {
+            serve_waits(small, sizeof(small), victim, any_source, probe);
             continue;
         }
         if (tu_rank != victim) {

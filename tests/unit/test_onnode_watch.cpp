@@ -9,7 +9,8 @@
 // wait on it is left alone.  Receives on ANY_SOURCE follow ULFM's rule:
 // they fail when a member of their communicator is lost (the sweep
 // watches those members once such a receive waited a sweep period), and
-// stay posted in a communicator the lost peer is not in.
+// stay posted in a communicator the lost peer is not in.  A blocking
+// probe posts nothing: its misses are watched alike (EngineWatchProbe).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -180,6 +181,20 @@ class EngineWatch : public ::testing::Test {
         r.on.buflen = sizeof(buf_);
         ASSERT_EQ(efa_onnode_recv(engine_, cid, src, 2, &r.on), 0);
     }
+    // Probes (as pml cm's MPI_Probe does: again after every miss) until a
+    // probe fails or 'limit' seconds passed: 0 (still nothing) or the
+    // error; *took, the seconds taken.
+    int probe_until(int32_t src, uint32_t cid, double limit, double *took) {
+        const auto t0 = std::chrono::steady_clock::now();
+        efa_onnode_probe_t found{};
+        int rc = 0;
+        for (*took = 0; 0 == rc && *took < limit;) {
+            rc = efa_onnode_probe(engine_, cid, src, 2, false, &found);
+            usleep(200);
+            *took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        return rc;
+    }
     // Cancels r if it still waits (the engine outlives the request).
     void forget(Req &r) {
         if (0 == r.completions) {
@@ -339,4 +354,37 @@ TEST_F(EngineWatch, AWaitOnAnAnsweringPeerIsLeftAlone) {
             EXPECT_EQ(r->completions, 1);
         }
     }
+}
+
+// MPI_Probe under pml cm probes until a message is there: on a stopped
+// peer it waited for ever before the engine watched the misses (the netns
+// scenario partition-probe hung on cm-own-rxm).
+TEST_F(EngineWatch, AProbeOfAStoppedPeerFails) {
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    double took = 0;
+    const int rc = probe_until(1, kCid, 15, &took);
+    EXPECT_EQ(rc, -FI_ETIMEDOUT) << "a probe of a stopped peer still found nothing after " << took
+                                 << " s";
+    EXPECT_LE(took, 10.0); // a sweep late, a sweep period, the probe's deadline
+}
+
+TEST_F(EngineWatch, AnAnySourceProbeFailsWhenAMemberIsLostAndNotElsewhere) {
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    double took = 0;
+    const int rc = probe_until(EFA_ONNODE_ANY, kCid, 15, &took);
+    EXPECT_EQ(rc, -FI_ETIMEDOUT) << "an ANY_SOURCE probe whose only other member is stopped "
+                                    "still found nothing after "
+                                 << took << " s";
+    EXPECT_LE(took, 10.0);
+    EXPECT_EQ(probe_until(EFA_ONNODE_ANY, kCidAlone, 3, &took), 0)
+        << "an ANY_SOURCE probe of a communicator without the lost peer failed";
+    EXPECT_EQ(probe_until(1, kCid, 1, &took), -FI_ETIMEDOUT)
+        << "a probe of the lost peer begun after the loss did not fail at once";
+}
+
+TEST_F(EngineWatch, AProbeOfAnAnsweringPeerNeverFails) {
+    double took = 0;
+    EXPECT_EQ(probe_until(1, kCid, 3, &took), 0) << "a probe of a live peer failed";
+    EXPECT_EQ(probe_until(EFA_ONNODE_ANY, kCid, 3, &took), 0)
+        << "an ANY_SOURCE probe among live peers failed";
 }
