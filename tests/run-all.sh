@@ -176,6 +176,9 @@ cc -o "$logdir/shm_send_completion_order" "$top/tests/provider-defects/shm_send_
 # (in the log directory: the provider's crash handler leaves files behind)
 cc -o "$logdir/rxd_loopback_fetch_atomic" "$top/tests/provider-defects/rxd_loopback_fetch_atomic.c" \
     -lfabric && (cd "$logdir" && ./rxd_loopback_fetch_atomic "udp;ofi_rxd")
+# (the reason for the SKIP of many_outstanding+tinyq on cm-efa-own-rxd-noring)
+cc -o "$logdir/rxd_tiny_queues" "$top/tests/provider-defects/rxd_tiny_queues.c" -lfabric &&
+    "$logdir/rxd_tiny_queues" "udp;ofi_rxd" 16
 # libfabric 2.x only (1.17 passes it): the reason for the registration retry in core.cpp
 cc -o "$logdir/rxm_local_mr_key" "$top/tests/provider-defects/rxm_local_mr_key.c" -lfabric &&
     "$logdir/rxm_local_mr_key" "tcp;ofi_rxm"
