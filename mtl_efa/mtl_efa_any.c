@@ -336,17 +336,25 @@ static void sweep(void *arg) {
     for (mca_mtl_efa_request_t *r = any.head; NULL != r; r = r->any_next) {
         ++listed;
     }
+    /* The communicators first, the members after: looking a member up may
+     * add it (the runtime's modex), which must not run under the walk. */
+    ompi_communicator_t **comms = malloc(listed * sizeof(*comms) + 1);
     ompi_communicator_t **seen = malloc((listed + MTL_EFA_PROBE_COMMS) * sizeof(*seen));
-    for (mca_mtl_efa_request_t *r = any.head; NULL != r && NULL != seen; r = r->any_next) {
+    size_t ncomms = 0;
+    for (mca_mtl_efa_request_t *r = any.head; NULL != r && NULL != comms; r = r->any_next) {
         if (!r->any_swept) {
             r->any_swept = true;
         } else if (0 == r->any_lost) {
-            (void)mark_members(r->comm, seen, &nseen);
+            comms[ncomms++] = r->comm; /* kept by the pending request */
         }
+    }
+    for (size_t i = 0; i < ncomms && NULL != seen; ++i) {
+        (void)mark_members(comms[i], seen, &nseen);
     }
     if (NULL != seen) {
         sweep_probes(seen, &nseen);
     }
+    free(comms);
     free(seen);
     rc = opal_hash_table_get_first_key_uint64(&any.watches, &key, &value, &node);
     while (OPAL_SUCCESS == rc) {
@@ -381,6 +389,24 @@ void ompi_mtl_efa_any_comm_freed(struct ompi_communicator_t *comm) {
         } else {
             ++i;
         }
+    }
+    OPAL_THREAD_UNLOCK(&any.lock);
+}
+
+void ompi_mtl_efa_any_peer_gone(efa_peer_t *peer) {
+    if (!ompi_mtl_efa.any_watch) {
+        return;
+    }
+    void *value = NULL;
+    OPAL_THREAD_LOCK(&any.lock);
+    if (OPAL_SUCCESS ==
+        opal_hash_table_get_value_uint64(&any.watches, (uint64_t)(uintptr_t)peer, &value)) {
+        mtl_efa_any_watch_t *w = value;
+        if (w->on) {
+            efa_core_peer_unwatch(ompi_mtl_efa.core, &w->op);
+        }
+        (void)opal_hash_table_remove_value_uint64(&any.watches, (uint64_t)(uintptr_t)peer);
+        free(w);
     }
     OPAL_THREAD_UNLOCK(&any.lock);
 }
