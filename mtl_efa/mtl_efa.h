@@ -260,8 +260,6 @@ void ompi_mtl_efa_any_unlink_slow(mca_mtl_efa_request_t *req);
 int ompi_mtl_efa_any_probe_missed(struct ompi_communicator_t *comm, int src);
 /* The communicator is freed: its probes' waits are forgotten. */
 void ompi_mtl_efa_any_comm_freed(struct ompi_communicator_t *comm);
-/* The peer is about to be released (del_procs): its watch ends. */
-void ompi_mtl_efa_any_peer_gone(efa_peer_t *peer);
 static inline void ompi_mtl_efa_any_done(mca_mtl_efa_request_t *req) {
     if (OPAL_UNLIKELY(req->any_linked)) {
         ompi_mtl_efa_any_unlink_slow(req);

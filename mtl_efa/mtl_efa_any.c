@@ -47,13 +47,12 @@
 /* One peer watched for the list's receives: kept from the first sweep
  * that wanted it to finalize (at most one per process of the job). */
 typedef struct {
-    efa_op_t op; /* first: the core's call hands it back */
-    efa_peer_t *peer;
-    opal_process_name_t name;
-    bool on;        /* the core watches it */
-    bool waited;    /* a listed receive or a probe may hear from it (this sweep) */
-    uint8_t probed; /* sweeps still to watch it for a probe's miss */
-    int err;        /* declared lost: the error; 0 while alive */
+    efa_op_t op;              /* first: the core's call hands it back */
+    opal_process_name_t name; /* the key (a peer may be released and made again) */
+    bool on;                  /* the core watches it */
+    bool waited;              /* a listed receive or a probe may hear from it (this sweep) */
+    uint8_t probed;           /* sweeps still to watch it for a probe's miss */
+    int err;                  /* declared lost: the error; 0 while alive */
 } mtl_efa_any_watch_t;
 
 /* A probe's miss watched for a few sweeps (renewed by each miss). */
@@ -73,7 +72,7 @@ static struct {
      * backlog), and the completion takes the receive off the list. */
     opal_recursive_mutex_t lock;
     mca_mtl_efa_request_t *head;
-    opal_hash_table_t watches; /* efa_peer_t * -> mtl_efa_any_watch_t * */
+    opal_hash_table_t watches; /* name_key() -> mtl_efa_any_watch_t * */
     mtl_efa_probe_comm_t probe_comms[MTL_EFA_PROBE_COMMS];
     int nprobe_comms;
 } any;
@@ -199,35 +198,43 @@ static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe) {
     OPAL_THREAD_UNLOCK(&any.lock);
 }
 
+static uint64_t name_key(opal_process_name_t name) {
+    return (uint64_t)name.jobid << 32 | name.vpid;
+}
+
 /* The lock is held.  The watch of the process at rank i of comm's remote
- * group, made on first use; NULL for this process or one unreachable. */
+ * group, made on first use (and its peer with it: the first message to
+ * it would make it too); NULL for this process or one unreachable. */
 static mtl_efa_any_watch_t *watch_of(ompi_communicator_t *comm, int i) {
     ompi_proc_t *proc = ompi_group_peer_lookup(comm->c_remote_group, i);
-    if (NULL == proc || ompi_proc_local() == proc) {
+    if (NULL == proc || ompi_proc_local() == proc ||
+        (NULL == proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] &&
+         NULL == ompi_mtl_efa_peer_slow(proc))) {
         return NULL;
     }
-    efa_peer_t *peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
-    if (NULL == peer && NULL == (peer = ompi_mtl_efa_peer_slow(proc))) {
-        return NULL;
-    }
+    const uint64_t key = name_key(proc->super.proc_name);
     void *value = NULL;
-    if (OPAL_SUCCESS ==
-        opal_hash_table_get_value_uint64(&any.watches, (uint64_t)(uintptr_t)peer, &value)) {
+    if (OPAL_SUCCESS == opal_hash_table_get_value_uint64(&any.watches, key, &value)) {
         return value;
     }
     mtl_efa_any_watch_t *w = calloc(1, sizeof(*w));
     if (NULL == w) {
         return NULL; /* the next sweep asks again */
     }
-    w->peer = peer;
     w->name = proc->super.proc_name;
     w->op.complete = watch_lost;
-    if (OPAL_SUCCESS !=
-        opal_hash_table_set_value_uint64(&any.watches, (uint64_t)(uintptr_t)peer, w)) {
+    if (OPAL_SUCCESS != opal_hash_table_set_value_uint64(&any.watches, key, w)) {
         free(w);
         return NULL;
     }
     return w;
+}
+
+/* The core's peer of a watched process now, or NULL (released at
+ * del_procs: nothing is watched then). */
+static efa_peer_t *peer_now(const mtl_efa_any_watch_t *w) {
+    ompi_proc_t *proc = (ompi_proc_t *)ompi_proc_for_name(w->name);
+    return NULL == proc ? NULL : (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
 }
 
 /* The lock is held.  Marks every member of comm waited on (each
@@ -361,8 +368,8 @@ static void sweep(void *arg) {
         mtl_efa_any_watch_t *w = value;
         if (w->waited && w->err) {
             fail_hearing(w); /* receives posted after it was lost */
-        } else if (w->waited && !w->on) {
-            const int err = efa_core_peer_watch(ompi_mtl_efa.core, w->peer, &w->op);
+        } else if (w->waited && !w->on && NULL != peer_now(w)) {
+            const int err = efa_core_peer_watch(ompi_mtl_efa.core, peer_now(w), &w->op);
             w->on = 0 == err;
             if (-FI_EHOSTUNREACH == err) { /* lost already, through another operation */
                 w->err = err;
@@ -389,24 +396,6 @@ void ompi_mtl_efa_any_comm_freed(struct ompi_communicator_t *comm) {
         } else {
             ++i;
         }
-    }
-    OPAL_THREAD_UNLOCK(&any.lock);
-}
-
-void ompi_mtl_efa_any_peer_gone(efa_peer_t *peer) {
-    if (!ompi_mtl_efa.any_watch) {
-        return;
-    }
-    void *value = NULL;
-    OPAL_THREAD_LOCK(&any.lock);
-    if (OPAL_SUCCESS ==
-        opal_hash_table_get_value_uint64(&any.watches, (uint64_t)(uintptr_t)peer, &value)) {
-        mtl_efa_any_watch_t *w = value;
-        if (w->on) {
-            efa_core_peer_unwatch(ompi_mtl_efa.core, &w->op);
-        }
-        (void)opal_hash_table_remove_value_uint64(&any.watches, (uint64_t)(uintptr_t)peer);
-        free(w);
     }
     OPAL_THREAD_UNLOCK(&any.lock);
 }

@@ -38,7 +38,6 @@ int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
     for (size_t i = 0; i < nprocs; ++i) {
         efa_peer_t *peer = (efa_peer_t *)procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
         if (peer) {
-            ompi_mtl_efa_any_peer_gone(peer);
             efa_core_peer_put(ompi_mtl_efa.core, peer);
             procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = NULL;
         }
