@@ -42,7 +42,6 @@
 
 #include "ompi/group/group.h"
 #include "opal/class/opal_hash_table.h"
-#include "opal/threads/mutex.h"
 
 /* One peer watched for the list's receives: kept from the first sweep
  * that wanted it to finalize (at most one per process of the job). */

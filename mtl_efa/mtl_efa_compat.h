@@ -3,8 +3,9 @@
  * (ORTE is gone in 5.0), the job size, the communicator's context id (5.0
  * has 128-bit extended CIDs; without MCA_MTL_BASE_FLAG_SUPPORTS_EXT_CID
  * pml/cm gives the MTL only communicators whose local CID every member
- * agrees on, the same 32-bit id 4.1 has) and the component's init
- * signature (5.0 asks about accelerator buffers).
+ * agrees on, the same 32-bit id 4.1 has), the component's init
+ * signature (5.0 asks about accelerator buffers) and where OPAL's mutex
+ * header lives (opal/mca/threads in 5.0).
  */
 #ifndef MTL_EFA_COMPAT_H
 #define MTL_EFA_COMPAT_H
@@ -17,6 +18,7 @@
 
 #if OMPI_MAJOR_VERSION >= 5
 #include "ompi/runtime/ompi_rte.h"
+#include "opal/mca/threads/mutex.h"
 
 /* 5.0 exports a component's structure with the plain DECLSPEC. */
 #ifndef OMPI_MODULE_DECLSPEC
@@ -36,6 +38,7 @@ static inline uint32_t mtl_efa_job_size(void) {
 }
 #else
 #include "ompi/mca/rte/rte.h"
+#include "opal/threads/mutex.h"
 
 #define MTL_EFA_INIT_PARAMS bool enable_progress_threads, bool enable_mpi_threads
 #define MTL_EFA_INIT_ACCELERATOR() ((void)0)
