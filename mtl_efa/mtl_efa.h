@@ -53,7 +53,14 @@ typedef struct mca_mtl_efa_module_t {
     uint8_t *peer_onnode;                  /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
     bool own_matching; /* the engine carries every peer of this job (mtl_efa_own.c) */
     bool any_watch;    /* ANY_SOURCE receives at the provider are listed (mtl_efa_any.c) */
+    bool withdraw;     /* large provider sends carry a seq and can be withdrawn */
 } mca_mtl_efa_module_t;
+
+/* Sends from this size carry a seq in their tag, so that MPI_Cancel can
+ * withdraw them at the receiver (mtl_efa_send.c).  Smaller ones complete
+ * without the receiver on every provider: eager (rxm: up to 16 KiB; efa:
+ * one packet, medium up to 64 KiB). */
+#define MTL_EFA_WITHDRAW_MIN 8192
 
 /* The MCA parameters of the on-node channel and of matching
  * (mtl_efa_params.c). */
@@ -114,6 +121,12 @@ typedef struct mca_mtl_efa_request_t {
     bool any_linked;
     bool any_swept; /* a sweep saw it posted */
     int any_lost;   /* cancelled as a member of its communicator was lost: the error */
+    /* A provider send with a seq: its tag and address, and its withdrawal
+     * once MPI_Cancel asked for one (mtl_efa_send.c). */
+    uint64_t seq_tag; /* 0: no seq, cannot be withdrawn */
+    fi_addr_t seq_addr;
+    bool withdrawing, withdrawn;
+    efa_withdraw_t wd;
 } mca_mtl_efa_request_t;
 
 /* A send MPI_Send waits for inside the MTL: the request lives on the

@@ -46,6 +46,12 @@ int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "inject off (mtl_efa_debug_no_inject, a test setting)");
     }
+    ompi_mtl_efa.withdraw = efa_core_can_withdraw(core);
+    mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                              ompi_mtl_efa.withdraw
+                                  ? "MPI_Cancel withdraws large provider sends at the receiver"
+                                  : "MPI_Cancel cannot withdraw large provider sends here (tag "
+                                    "layout without seq, or no tags)");
     ompi_mtl_efa.num_contexts = info->num_contexts;
     ompi_mtl_efa.mr_local = info->mr_local;
     ompi_mtl_efa.mt = thread_multiple;

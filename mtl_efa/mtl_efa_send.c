@@ -25,6 +25,11 @@ static void send_finish_one(mca_mtl_efa_request_t *req) {
         efa_core_mr_release(ompi_mtl_efa.core, req->mr);
     }
     if (req->super.ompi_req) {
+        if (req->withdrawn) {
+            /* The receiver took the message away: nobody will get it. */
+            req->super.ompi_req->req_status._cancelled = true;
+            req->error = OMPI_SUCCESS;
+        }
         req->super.ompi_req->req_status.MPI_ERROR = req->error;
     }
     req->super.completion_callback(&req->super);
@@ -98,14 +103,51 @@ static mca_mtl_efa_request_t *detach_ack(mca_mtl_efa_request_t *req) {
 
 /* MPI_Cancel of a send through the provider.  A send may be reported
  * cancelled only if no receiver can ever match it, and the provider cannot
- * withdraw a message it has taken (fi_cancel covers receives only).  So:
+ * withdraw a message it has taken (fi_cancel covers receives only).  A
+ * large send carries a seq, and the receiver's core withdraws it if no
+ * receive has matched it yet (core_withdraw.cpp).  Otherwise,
  * a synchronous send whose message the provider has already delivered
  * (only the receiver's acknowledgement is missing) completes now, not
  * cancelled: the message stays receivable and will be received as MPI asks
  * of a send that completes normally; it must not make MPI_Wait wait for a
  * receiver that may never post.  Any other send completes when the
  * provider completes it (as it would have), again not cancelled. */
+static void withdraw_done(efa_withdraw_t *w, int result) {
+    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(w, wd);
+    if (1 == result) {
+        req->withdrawn = true;
+        if (NULL != detach_ack(req)) {
+            send_finish_one(req); /* a synchronous send: no acknowledgement will come */
+        }
+    }
+    send_finish_one(req); /* the withdrawal's own share */
+}
+
+/* Asks the receiver to withdraw a send that carries a seq: the request
+ * then waits for the answer too (one more pending completion), and is
+ * reported cancelled if the receiver took the message.  false: not asked
+ * (no seq, asked already, complete already, or the request failed). */
+static bool withdraw(mca_mtl_efa_request_t *req) {
+    if (0 == req->seq_tag || __atomic_exchange_n(&req->withdrawing, true, __ATOMIC_ACQ_REL)) {
+        return false;
+    }
+    int left = __atomic_load_n(&req->pending, __ATOMIC_ACQUIRE);
+    do {
+        if (left <= 0) {
+            return false; /* completed meanwhile */
+        }
+    } while (!__atomic_compare_exchange_n(&req->pending, &left, left + 1, false, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE));
+    req->wd.done = withdraw_done;
+    if (0 != efa_ctx_withdraw(req->ctx, req->seq_addr, req->seq_tag, &req->wd)) {
+        send_finish_one(req); /* gives back the share taken above */
+        return false;
+    }
+    return true;
+}
+
 void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req) {
+    (void)withdraw(req);
     __atomic_store_n(&req->cancelled, true, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&req->data_done, __ATOMIC_SEQ_CST) && NULL != detach_ack(req)) {
         send_finish_one(req);
@@ -122,6 +164,16 @@ static inline __opal_attribute_always_inline__ int send_peer(struct ompi_communi
     }
     *peer = ompi_mtl_efa_peer(comm, dest);
     return OPAL_UNLIKELY(NULL == *peer) ? OMPI_ERR_UNREACH : OMPI_SUCCESS;
+}
+
+/* The next seq of a large send to this peer, 1 to the layout's largest:
+ * it names the message at the receiver should the send be cancelled.  It
+ * wraps: a withdrawal could take an older unexpected message of the same
+ * envelope and seq only after that many large sends to one peer. */
+static inline uint32_t next_seq(efa_peer_t *peer) {
+    const uint32_t n = ompi_mtl_efa.mt ? __atomic_add_fetch(&peer->send_seq, 1, __ATOMIC_RELAXED)
+                                       : ++peer->send_seq;
+    return n % efa_tag_max_seq(&ompi_mtl_efa.layout) + 1;
 }
 
 /* Post a send of an already packed buffer. */
@@ -148,6 +200,9 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
     req->op.complete = send_complete;
     req->ack = NULL;
     req->data_done = false;
+    req->seq_tag = 0;
+    req->withdrawing = false;
+    req->withdrawn = false;
     if (MCA_PML_BASE_SEND_SYNCHRONOUS == mode) {
         /* Post the acknowledgement's receive before the send, so it can
          * never arrive unexpected. */
@@ -179,8 +234,13 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
             return rc;
         }
     }
-    rc = efa_ctx_tsend(ctx, req->buffer, req->length, desc, addr,
-                       efa_tag_codec_pack(codec, proto, cid, me, tag), me, &req->op);
+    uint64_t bits = efa_tag_codec_pack(codec, proto, cid, me, tag);
+    if (ompi_mtl_efa.withdraw && req->length >= MTL_EFA_WITHDRAW_MIN) {
+        bits = efa_tag_codec_with_seq(codec, bits, next_seq(peer));
+        req->seq_tag = bits;
+        req->seq_addr = addr;
+    }
+    rc = efa_ctx_tsend(ctx, req->buffer, req->length, desc, addr, bits, me, &req->op);
     if (OPAL_UNLIKELY(rc)) {
         if (req->mr) {
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
@@ -222,6 +282,9 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     req->cancelled = false;
     req->ack = NULL; /* (MPI_Cancel looks at these whatever the path) */
     req->data_done = false;
+    req->seq_tag = 0;
+    req->withdrawing = false;
+    req->withdrawn = false;
     req->convertor = convertor;
     int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {

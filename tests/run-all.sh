@@ -182,6 +182,9 @@ cc -o "$logdir/rxd_tiny_queues" "$top/tests/provider-defects/rxd_tiny_queues.c" 
 # libfabric 2.x only (1.17 passes it): the reason for the registration retry in core.cpp
 cc -o "$logdir/rxm_local_mr_key" "$top/tests/provider-defects/rxm_local_mr_key.c" -lfabric &&
     "$logdir/rxm_local_mr_key" "tcp;ofi_rxm"
+# (why a withdrawn message is received into scratch memory, not discarded: core_withdraw.cpp)
+cc -o "$logdir/rxm_discard_holds_send" "$top/tests/provider-defects/rxm_discard_holds_send.c" \
+    -lfabric && "$logdir/rxm_discard_holds_send" "tcp;ofi_rxm"
 
 echo "== MPI point-to-point over mtl_efa, forced FI_MR_LOCAL and no-CQ-data tag layout"
 MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1 --mca common_efa_force_no_cq_data 1" \

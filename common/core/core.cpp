@@ -376,6 +376,7 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
         return nullptr;
     }
     peer->num_addrs = nctx;
+    peer->send_seq = 0;
     int n = fi_av_insert(core->nic->av(), pb.names, nctx, peer->addr, 0, nullptr);
     if (n != nctx) {
         free(peer);

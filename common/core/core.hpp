@@ -124,6 +124,15 @@ struct efa_core {
     std::vector<std::pair<efa_ctx *, fi_addr_t>> answers_due;
     std::unordered_set<void *> answers_out; // answers the provider holds
     std::atomic<bool> answers_pending{false};
+    // Withdrawing messages (core_withdraw.cpp), under withdraw_lock: the
+    // receives for requests and replies (per context), the requests this
+    // process waits on by id, and the claims it works on for its peers.
+    std::mutex withdraw_lock;
+    bool withdraw_on = false;
+    uint64_t withdraw_next_id = 1;
+    std::vector<void *> withdraw_recvs;
+    std::unordered_map<uint64_t, efa_withdraw_t *> withdraws_out;
+    std::unordered_set<void *> withdraw_work;
     // Stand-ins of failed operations the provider still holds: freed when
     // it hands them back, or after the endpoints close.
     std::unordered_set<const void *> orphans;
@@ -202,4 +211,9 @@ uint64_t probe_id_of(const void *blob, size_t len);
 // From progress while answers_pending: answers to peers' pings that found
 // a full queue, again (core_probe.cpp).
 void probe_answers_retry(efa_core *core);
+// Withdrawing messages (core_withdraw.cpp): the receives for requests and
+// replies, posted with the probes' (deadline_open); close after the
+// endpoints are closed.
+void withdraw_open(efa_core *core);
+void withdraw_close(efa_core *core);
 } // namespace efa

@@ -27,16 +27,17 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "control_tags.hpp"
 #include "deadline_tracked.hpp"
 
 namespace efa {
 
 namespace {
 
-constexpr uint64_t kProbeTag = static_cast<uint64_t>(EFA_PROTO_PROBE) << 62;
-constexpr uint64_t kAnswerBit = static_cast<uint64_t>(1) << 61;
-constexpr uint64_t kIdMask = kAnswerBit - 1;
-constexpr uint64_t kProbeIgnore = (static_cast<uint64_t>(1) << 62) - 1;
+using control::kAnswerBit;
+using control::kIdMask;
+using control::kProbeIgnore;
+using control::kProbeTag;
 
 // A zero-byte message; tagged with 'tag' where the provider has tags.
 ssize_t post_empty(efa_ctx *ctx, fi_addr_t addr, uint64_t tag, uint64_t flags, void *context) {
@@ -202,7 +203,7 @@ void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
 } // namespace
 
 // FNV-1a over the blob, cut to the tag's id bits: two peers share an id
-// with odds of about n^2 / 2^62 (an accidental share answers both).
+// with odds of about n^2 / 2^57 (an accidental share answers both).
 uint64_t probe_id_of(const void *blob, size_t len) {
     uint64_t h = 14695981039346656037ull;
     const auto *b = static_cast<const unsigned char *>(blob);

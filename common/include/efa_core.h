@@ -101,7 +101,8 @@ enum { EFA_RX_USER = 0, EFA_RX_INTERNAL = 1 };
 /* The addresses of one remote process: one per (NIC, context). */
 typedef struct efa_peer {
     int num_addrs;
-    fi_addr_t addr[]; /* index: nic * num_contexts + context */
+    uint32_t send_seq; /* the MTL's last seq to this process (efa_tag.h) */
+    fi_addr_t addr[];  /* index: nic * num_contexts + context */
 } efa_peer_t;
 
 /* Settings the glue collects from MCA parameters and the runtime. */
@@ -281,6 +282,32 @@ int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uin
 /* Cancel a posted receive; its op completes with -FI_ECANCELED if it was
  * still unmatched.  Returns 0 when the request was found. */
 int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op);
+
+/* Withdrawing a tagged message this process sent and the receiver has not
+ * matched (MPI_Cancel of a send the provider holds until the receiver
+ * posts).  The receiver's core claims the unexpected message with exactly
+ * 'tag' (its seq included, efa_tag.h) from this process and takes it into
+ * scratch memory: no receive can match it any more, and the provider
+ * completes the send.  Or it finds none: the message has matched. */
+typedef struct efa_withdraw {
+    efa_op_t send;  /* the request to the receiver */
+    efa_op_t watch; /* the receiver, while the answer is due */
+    /* Called once, from progress, after the request's send has completed:
+     * 1 withdrawn, 0 not there (matched already, or the receiver could not
+     * look), negative: the receiver was lost or the request failed. */
+    void (*done)(struct efa_withdraw *w, int result);
+    efa_core_t *core;
+    uint64_t id;
+    int parts, result;
+    uint8_t wire[16];
+} efa_withdraw_t;
+/* Whether this core can withdraw messages: tags with a seq field, and
+ * receives into memory the core allocates (no FI_MR_LOCAL). */
+bool efa_core_can_withdraw(const efa_core_t *core);
+/* Asks the process at 'dest' (ctx's address for it, the context the
+ * message went out on) to withdraw 'tag'.  0: done will be called; else
+ * the request was not made (done will not be called). */
+int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, efa_withdraw_t *w);
 
 /* One-sided operations, when the provider granted FI_RMA (and FI_ATOMIC
  * for the atomics).  They are posted like the tagged sends: a full

@@ -5,9 +5,14 @@
  *
  * Two layouts, chosen when the core opens:
  *  - with remote CQ data (efa gives 4 bytes): the source rank rides in the
- *    CQ data, so the tag holds proto:2 | cid:30 | tag:32 and MPI tags reach
- *    2^31-1;
+ *    CQ data, so the tag holds proto:2 | seq:14 | cid:16 | tag:32 and MPI
+ *    tags reach 2^31-1;
  *  - without CQ data (or when forced): proto:2 | cid:16 | src:22 | tag:24.
+ *
+ * seq names one large send among the sender's sends to that peer, so that
+ * the receiver can withdraw exactly that message when the sender cancels it
+ * (core_withdraw.cpp); every receive ignores it, and a message that cannot
+ * be withdrawn carries 0.  The layout without CQ data has no room for it.
  *
  * The tag field holds the MPI tag in two's complement.  MPI_ANY_TAG must
  * never match the negative tags Open MPI uses internally (collectives), so a
@@ -35,10 +40,11 @@ enum {
 
 typedef struct efa_tag_layout {
     int cid_bits, src_bits, tag_bits; /* src_bits 0: the source rides in CQ data */
+    int seq_bits;                     /* 0: no message can be withdrawn */
 } efa_tag_layout_t;
 
-#define EFA_TAG_LAYOUT_WITH_CQ_DATA ((efa_tag_layout_t){30, 0, 32})
-#define EFA_TAG_LAYOUT_WITHOUT_CQ_DATA ((efa_tag_layout_t){16, 22, 24})
+#define EFA_TAG_LAYOUT_WITH_CQ_DATA ((efa_tag_layout_t){16, 0, 32, 14})
+#define EFA_TAG_LAYOUT_WITHOUT_CQ_DATA ((efa_tag_layout_t){16, 22, 24, 0})
 
 typedef struct efa_tag_envelope {
     uint32_t proto, cid, src;
@@ -72,7 +78,7 @@ static inline uint64_t efa_tag_pack(const efa_tag_layout_t *l, uint32_t proto, u
                                     uint32_t src, int32_t tag) {
     const int src_shift = l->tag_bits;
     const int cid_shift = src_shift + l->src_bits;
-    const int proto_shift = cid_shift + l->cid_bits;
+    const int proto_shift = cid_shift + l->cid_bits + l->seq_bits;
     return ((uint64_t)proto & efa_tag_mask(EFA_PROTO_BITS)) << proto_shift |
            ((uint64_t)cid & efa_tag_mask(l->cid_bits)) << cid_shift |
            ((uint64_t)src & efa_tag_mask(l->src_bits)) << src_shift |
@@ -82,7 +88,7 @@ static inline uint64_t efa_tag_pack(const efa_tag_layout_t *l, uint32_t proto, u
 static inline efa_tag_envelope_t efa_tag_unpack(const efa_tag_layout_t *l, uint64_t bits) {
     const int src_shift = l->tag_bits;
     const int cid_shift = src_shift + l->src_bits;
-    const int proto_shift = cid_shift + l->cid_bits;
+    const int proto_shift = cid_shift + l->cid_bits + l->seq_bits;
     efa_tag_envelope_t e;
     e.proto = (uint32_t)((bits >> proto_shift) & efa_tag_mask(EFA_PROTO_BITS));
     e.cid = (uint32_t)((bits >> cid_shift) & efa_tag_mask(l->cid_bits));
@@ -95,11 +101,19 @@ static inline efa_tag_envelope_t efa_tag_unpack(const efa_tag_layout_t *l, uint6
     return e;
 }
 
+/* The largest seq a layout carries (0: none). */
+static inline uint32_t efa_tag_max_seq(const efa_tag_layout_t *l) {
+    return (uint32_t)efa_tag_mask(l->seq_bits);
+}
+
 /* The bits a receive must ignore to match both ordinary and synchronous
- * sends, and optionally any source / any non-negative tag. */
+ * sends whatever their seq, and optionally any source / any non-negative
+ * tag. */
 static inline uint64_t efa_tag_recv_ignore(const efa_tag_layout_t *l, bool any_src, bool any_tag) {
-    const int proto_shift = l->tag_bits + l->src_bits + l->cid_bits;
+    const int seq_shift = l->tag_bits + l->src_bits + l->cid_bits;
+    const int proto_shift = seq_shift + l->seq_bits;
     uint64_t ignore = (uint64_t)EFA_PROTO_SYNC << proto_shift;
+    ignore |= efa_tag_mask(l->seq_bits) << seq_shift;
     if (any_src) {
         ignore |= efa_tag_mask(l->src_bits) << l->tag_bits;
     }
@@ -113,10 +127,10 @@ static inline uint64_t efa_tag_recv_ignore(const efa_tag_layout_t *l, bool any_s
  * paths: the generic functions above recompute them from the field widths
  * on every call, which costs tens of instructions per message. */
 typedef struct efa_tag_codec {
-    uint8_t src_shift, cid_shift, proto_shift;
+    uint8_t src_shift, cid_shift, seq_shift, proto_shift;
     bool source_in_tag;
-    uint64_t tag_mask, src_mask, cid_mask; /* in place (already shifted) */
-    uint64_t sign_bit;                     /* the tag field's sign bit */
+    uint64_t tag_mask, src_mask, cid_mask, seq_mask; /* in place (already shifted) */
+    uint64_t sign_bit;                               /* the tag field's sign bit */
     int32_t min_tag, max_tag;
 } efa_tag_codec_t;
 
@@ -124,11 +138,13 @@ static inline efa_tag_codec_t efa_tag_codec_make(const efa_tag_layout_t *l) {
     efa_tag_codec_t c;
     c.src_shift = (uint8_t)l->tag_bits;
     c.cid_shift = (uint8_t)(l->tag_bits + l->src_bits);
-    c.proto_shift = (uint8_t)(l->tag_bits + l->src_bits + l->cid_bits);
+    c.seq_shift = (uint8_t)(l->tag_bits + l->src_bits + l->cid_bits);
+    c.proto_shift = (uint8_t)(c.seq_shift + l->seq_bits);
     c.source_in_tag = l->src_bits > 0;
     c.tag_mask = efa_tag_mask(l->tag_bits);
     c.src_mask = efa_tag_mask(l->src_bits) << c.src_shift;
     c.cid_mask = efa_tag_mask(l->cid_bits) << c.cid_shift;
+    c.seq_mask = efa_tag_mask(l->seq_bits) << c.seq_shift;
     c.sign_bit = (uint64_t)1 << (l->tag_bits - 1);
     c.min_tag = efa_tag_min_tag(l);
     c.max_tag = efa_tag_max_tag(l);
@@ -143,6 +159,16 @@ static inline uint64_t efa_tag_codec_pack(const efa_tag_codec_t *c, uint32_t pro
                                           uint32_t src, int32_t tag) {
     return (uint64_t)proto << c->proto_shift | ((uint64_t)cid << c->cid_shift & c->cid_mask) |
            ((uint64_t)src << c->src_shift & c->src_mask) | ((uint64_t)(uint32_t)tag & c->tag_mask);
+}
+
+/* A packed tag with its seq field set (a layout without one: unchanged). */
+static inline uint64_t efa_tag_codec_with_seq(const efa_tag_codec_t *c, uint64_t bits,
+                                              uint32_t seq) {
+    return (bits & ~c->seq_mask) | ((uint64_t)seq << c->seq_shift & c->seq_mask);
+}
+
+static inline uint32_t efa_tag_codec_seq(const efa_tag_codec_t *c, uint64_t bits) {
+    return (uint32_t)((bits & c->seq_mask) >> c->seq_shift);
 }
 
 static inline uint32_t efa_tag_codec_proto(const efa_tag_codec_t *c, uint64_t bits) {

@@ -50,7 +50,9 @@ test_args() {
         # them until then, its documented limit (-X -P, docs/RELIABILITY.md,
         # "Cancelling sends"); pml ob1 cancels no send.
         local a=""
-        [[ $cfg == cm-efa-* ]] && a="-X -P"
+        [[ $cfg == cm-efa-* ]] && a="-X"
+        [[ ${MPI_TEST_EXTRA_ARGS:-} == *force_no_cq_data\ 1* ||
+            ${MPI_TEST_EXTRA_ARGS:-} == *force_mr_local\ 1* ]] && a="-X -P"
         [[ $cfg == cm-efa-onnode* || $cfg == cm-efa-mixed || $cfg == cm-efa-own-* ||
             $cfg == cm-efa-direct-* ]] && a="-X"
         [[ $q == 1 ]] && a="$a -n 50 -s 256K"

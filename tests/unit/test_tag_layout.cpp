@@ -34,7 +34,7 @@ class Layouts : public ::testing::TestWithParam<efa_tag_layout_t> {};
 
 TEST_P(Layouts, UsesAll64Bits) {
     efa_tag_layout_t l = GetParam();
-    EXPECT_EQ(EFA_PROTO_BITS + l.cid_bits + l.src_bits + l.tag_bits, 64);
+    EXPECT_EQ(EFA_PROTO_BITS + l.seq_bits + l.cid_bits + l.src_bits + l.tag_bits, 64);
 }
 
 TEST_P(Layouts, RoundTripAtBoundaries) {
@@ -128,6 +128,40 @@ TEST_P(Layouts, CodecAgreesWithGenericFunctions) {
     }
 }
 
+// A large send's seq (what a withdrawal names it by) changes nothing a
+// receive or the envelope sees, and reads back as written.
+TEST_P(Layouts, SeqIsIgnoredByEveryReceiveAndReadsBack) {
+    efa_tag_layout_t l = GetParam();
+    efa_tag_codec_t c = efa_tag_codec_make(&l);
+    const uint64_t plain = efa_tag_pack(&l, EFA_PROTO_SYNC, 5, 2, 9);
+    for (uint32_t seq : {1u, 2u, efa_tag_max_seq(&l)}) {
+        const uint64_t bits = efa_tag_codec_with_seq(&c, plain, seq);
+        if (0 == l.seq_bits) {
+            EXPECT_EQ(bits, plain); // the layout has no seq
+            continue;
+        }
+        EXPECT_NE(bits, plain);
+        EXPECT_EQ(efa_tag_codec_seq(&c, bits), seq);
+        EXPECT_EQ(efa_tag_codec_with_seq(&c, bits, 0), plain);
+        efa_tag_envelope_t e = efa_tag_unpack(&l, bits);
+        EXPECT_EQ(e.proto, static_cast<uint32_t>(EFA_PROTO_SYNC));
+        EXPECT_EQ(e.cid, 5u);
+        EXPECT_EQ(e.tag, 9);
+        EXPECT_EQ(efa_tag_codec_proto(&c, bits), static_cast<uint32_t>(EFA_PROTO_SYNC));
+        for (bool any_src : {false, true}) {
+            for (bool any_tag : {false, true}) {
+                const uint64_t want = efa_tag_pack(&l, EFA_PROTO_MSG, 5, 2, any_tag ? 0 : 9);
+                EXPECT_TRUE(matches(bits, want, efa_tag_recv_ignore(&l, any_src, any_tag)))
+                    << "seq " << seq << " any_src " << any_src << " any_tag " << any_tag;
+            }
+        }
+        // An acknowledgement never matches a receive, whatever its seq.
+        const uint64_t ack =
+            efa_tag_codec_with_seq(&c, efa_tag_pack(&l, EFA_PROTO_SYNC_ACK, 5, 2, 9), seq);
+        EXPECT_FALSE(matches(ack, plain, efa_tag_recv_ignore(&l, true, false)));
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tag, Layouts,
                          ::testing::Values(EFA_TAG_LAYOUT_WITH_CQ_DATA,
                                            EFA_TAG_LAYOUT_WITHOUT_CQ_DATA));
@@ -136,7 +170,8 @@ TEST(TagLayout, WithCqDataReachesMpiIntMax) {
     efa_tag_layout_t l = EFA_TAG_LAYOUT_WITH_CQ_DATA;
     EXPECT_EQ(efa_tag_max_tag(&l), INT_MAX);
     EXPECT_EQ(efa_tag_min_tag(&l), INT_MIN);
-    EXPECT_EQ(efa_tag_max_cid(&l), (1u << 30) - 1);
+    EXPECT_EQ(efa_tag_max_cid(&l), 65535u);
+    EXPECT_EQ(efa_tag_max_seq(&l), (1u << 14) - 1);
     EXPECT_FALSE(efa_tag_source_in_tag(&l));
 }
 
@@ -146,6 +181,7 @@ TEST(TagLayout, WithoutCqDataLimits) {
     EXPECT_GE(efa_tag_max_tag(&l), 32767); // MPI's minimum for MPI_TAG_UB
     EXPECT_EQ(efa_tag_max_src(&l), (1u << 22) - 1);
     EXPECT_EQ(efa_tag_max_cid(&l), 65535u);
+    EXPECT_EQ(efa_tag_max_seq(&l), 0u); // no room: nothing can be withdrawn
 }
 
 } // namespace

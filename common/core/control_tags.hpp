@@ -1,0 +1,31 @@
+// The core's own messages in the tag space no component receive matches
+// (EFA_PROTO_PROBE, efa_tag.h), and how they share it:
+//
+//   proto:2 = 3 | answer:1 | withdraw:1 | reply:1 | zero:2 | id:56
+//
+//  - liveness pings and answers (core_probe.cpp): withdraw and reply 0,
+//    'answer' tells the two apart, 'id' is the sender's probe id;
+//  - withdraw requests and their replies (core_withdraw.cpp): withdraw 1,
+//    'reply' tells the two apart; a request's 'id' is the requester's probe
+//    id, by which the receiver finds its address.
+// Each kind has receives of its own, which require the others' bits zero.
+#pragma once
+
+#include <cstdint>
+
+#include "efa_tag.h"
+
+namespace efa::control {
+
+constexpr uint64_t kProbeTag = static_cast<uint64_t>(EFA_PROTO_PROBE) << 62;
+constexpr uint64_t kAnswerBit = static_cast<uint64_t>(1) << 61;
+constexpr uint64_t kWithdrawBit = static_cast<uint64_t>(1) << 60;
+constexpr uint64_t kReplyBit = static_cast<uint64_t>(1) << 59;
+constexpr uint64_t kIdMask = (static_cast<uint64_t>(1) << 56) - 1;
+
+// Pings and answers: any id, either answer bit; withdraw and reply zero.
+constexpr uint64_t kProbeIgnore = kAnswerBit | kIdMask;
+// Withdraw requests and replies: any id, either reply bit.
+constexpr uint64_t kWithdrawIgnore = kReplyBit | kIdMask;
+
+} // namespace efa::control

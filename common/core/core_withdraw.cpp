@@ -1,0 +1,314 @@
+// Withdrawing a message the sender cancels (MPI_Cancel of a send) before
+// any receive has matched it.
+//
+// Under the provider's matching, a large send stays with the provider until
+// the receiver matches it (tcp;ofi_rxm's rendezvous, efa's long
+// protocols), and the provider cannot cancel a send.  The receiver can take
+// the message away: its core claims the unexpected message (FI_PEEK |
+// FI_CLAIM) and receives it into scratch memory.  A plain FI_DISCARD would
+// not do: neither rxm nor efa tells the sender, whose send then never
+// completes (tests/provider-defects/rxm_discard_holds_send.c).
+//
+// Which message: the tag names it exactly.  Large sends carry a seq in the
+// tag (efa_tag.h) that every user receive ignores, and the claim asks for
+// the whole tag from the requester's address.  The request travels after
+// the message on the same pair of endpoints, so the receiver's provider has
+// the message (unexpected or matched) by the time the request is read:
+// send-after-send order, which MPI's non-overtaking already needs.
+//
+// Messages (control_tags.hpp): the request carries the tag and the
+// requester's id for the answer; the reply the id and the outcome.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "control_tags.hpp"
+#include "core.hpp"
+
+namespace efa {
+
+namespace {
+
+using control::kIdMask;
+using control::kProbeTag;
+using control::kReplyBit;
+using control::kWithdrawBit;
+using control::kWithdrawIgnore;
+
+constexpr int kRecvsPerContext = 2;
+constexpr size_t kWire = 16;
+
+void put64(uint8_t *p, uint64_t v) {
+    memcpy(p, &v, sizeof(v));
+}
+uint64_t get64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+// --- the requester's side ---
+
+efa_withdraw_t *withdraw_of(efa_op_t *op, size_t offset) {
+    return reinterpret_cast<efa_withdraw_t *>(reinterpret_cast<char *>(op) - offset);
+}
+
+void part_done(efa_withdraw_t *w) {
+    if (__atomic_sub_fetch(&w->parts, 1, __ATOMIC_ACQ_REL) == 0) {
+        w->done(w, w->result);
+    }
+}
+
+// The answer (a reply, the receiver's loss, or the request's failure):
+// taken once, by whichever comes first.
+void settle(efa_core *core, uint64_t id, int result) {
+    efa_withdraw_t *w = nullptr;
+    {
+        std::lock_guard<std::mutex> guard(core->withdraw_lock);
+        auto it = core->withdraws_out.find(id);
+        if (it == core->withdraws_out.end()) {
+            return;
+        }
+        w = it->second;
+        core->withdraws_out.erase(it);
+    }
+    w->result = result;
+    efa_core_peer_unwatch(core, &w->watch);
+    part_done(w);
+}
+
+void request_sent(efa_op_t *op, const efa_cqe_t *cqe) {
+    efa_withdraw_t *w = withdraw_of(op, offsetof(efa_withdraw_t, send));
+    if (cqe->err) {
+        settle(w->core, w->id, cqe->err); // no answer will come
+    }
+    part_done(w);
+}
+
+void receiver_lost(efa_op_t *op, const efa_cqe_t *cqe) {
+    efa_withdraw_t *w = withdraw_of(op, offsetof(efa_withdraw_t, watch));
+    settle(w->core, w->id, cqe->err ? cqe->err : -FI_EHOSTUNREACH);
+}
+
+// --- the receiver's side ---
+
+// One request worked on: peek and claim, receive into scratch, reply.
+struct Claim {
+    efa_op_t op;
+    efa_ctx *ctx;
+    fi_addr_t from;
+    uint64_t tag, id;
+    void *scratch;
+    bool receiving;
+    uint8_t wire[kWire];
+};
+
+void claim_forget(Claim *c) {
+    {
+        std::lock_guard<std::mutex> guard(c->ctx->core->withdraw_lock);
+        c->ctx->core->withdraw_work.erase(c);
+    }
+    free(c->scratch);
+    delete c;
+}
+
+void reply_sent(efa_op_t *op, const efa_cqe_t *cqe) {
+    (void)cqe; // a lost reply shows at the requester: its watch ends the wait
+    claim_forget(reinterpret_cast<Claim *>(op));
+}
+
+void reply(Claim *c, int result) {
+    efa_core *core = c->ctx->core;
+    free(c->scratch);
+    c->scratch = nullptr;
+    put64(c->wire, c->id);
+    put64(c->wire + 8, static_cast<uint64_t>(static_cast<int64_t>(result)));
+    c->op.complete = reply_sent;
+    c->op.rx_class = EFA_RX_INTERNAL;
+    int rc = efa_ctx_tsend(c->ctx, c->wire, kWire, nullptr, c->from,
+                           kProbeTag | kWithdrawBit | kReplyBit, 0, &c->op);
+    if (rc) {
+        core->failures.report(core->rep, "fi_tsend (withdraw reply)", rc);
+        claim_forget(c);
+    }
+}
+
+void claim_step(efa_op_t *op, const efa_cqe_t *cqe) {
+    auto *c = reinterpret_cast<Claim *>(op);
+    efa_core *core = c->ctx->core;
+    if (c->receiving) {
+        // Taken: whatever the receive says (a truncation cannot happen with
+        // a buffer of the message's size), no user receive will see it.
+        reply(c, 1);
+        return;
+    }
+    if (cqe->err) {
+        if (cqe->err != -FI_ENOMSG) {
+            core->failures.report(core->rep, "fi_trecvmsg(FI_PEEK | FI_CLAIM) (withdraw)",
+                                  cqe->err);
+        }
+        reply(c, 0); // matched already: the sender's send completes as usual
+        return;
+    }
+    c->scratch = malloc(cqe->len ? cqe->len : 1);
+    c->receiving = true;
+    int rc = c->scratch
+                 ? efa_ctx_trecv_claimed(c->ctx, c->scratch, cqe->len, nullptr, c->tag, 0, &c->op)
+                 : -FI_ENOMEM;
+    if (rc) {
+        // Claimed but not taken: it stays with the provider, unmatched.
+        core->failures.report(core->rep, "fi_trecvmsg(FI_CLAIM) (withdraw)", rc);
+        reply(c, 0);
+    }
+}
+
+void claim_start(efa_ctx *ctx, uint64_t requester, uint64_t tag, uint64_t id) {
+    efa_core *core = ctx->core;
+    fi_addr_t from = FI_ADDR_NOTAVAIL;
+    {
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        auto range = core->peers_by_probe_id.equal_range(requester);
+        for (auto i = range.first; i != range.second; ++i) {
+            if (ctx->index < i->second->num_addrs) {
+                from = i->second->addr[ctx->index];
+                break;
+            }
+        }
+    }
+    if (from == FI_ADDR_NOTAVAIL) {
+        core->rep.say(1, "withdraw request from a process not known here: not answered");
+        return;
+    }
+    auto *c = new (std::nothrow) Claim{{}, ctx, from, tag, id, nullptr, false, {}};
+    if (!c) {
+        core->rep.say(1, "withdraw request: out of memory, not answered");
+        return;
+    }
+    c->op.complete = claim_step;
+    c->op.rx_class = EFA_RX_INTERNAL;
+    {
+        std::lock_guard<std::mutex> guard(core->withdraw_lock);
+        core->withdraw_work.insert(c);
+    }
+    int rc = efa_ctx_tpeek(ctx, from, tag, 0, true, &c->op);
+    if (rc) {
+        core->failures.report(core->rep, "fi_trecvmsg(FI_PEEK) (withdraw)", rc);
+        reply(c, 0);
+    }
+}
+
+// The receives for requests and replies, posted again as each completes.
+struct ControlRecv {
+    efa_op_t op;
+    efa_ctx *ctx;
+    uint8_t buf[kWire];
+};
+
+int post_control_recv(ControlRecv *r) {
+    return static_cast<int>(fi_trecv(r->ctx->ep, r->buf, kWire, nullptr, FI_ADDR_UNSPEC,
+                                     kProbeTag | kWithdrawBit, kWithdrawIgnore, &r->op.fi_ctx));
+}
+
+void control_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
+    auto *r = reinterpret_cast<ControlRecv *>(op);
+    if (cqe->err == -FI_ECANCELED) {
+        return;
+    }
+    if (!cqe->err && cqe->len >= kWire) {
+        const uint64_t a = get64(r->buf), b = get64(r->buf + 8);
+        if (cqe->tag & kReplyBit) {
+            settle(r->ctx->core, a, static_cast<int>(static_cast<int64_t>(b)));
+        } else {
+            claim_start(r->ctx, cqe->tag & kIdMask, a, b);
+        }
+    }
+    int rc = post_control_recv(r);
+    if (rc) {
+        r->ctx->core->failures.report(r->ctx->core->rep, "fi_trecv (withdraw)", rc);
+    }
+}
+
+} // namespace
+
+void withdraw_open(efa_core *core) {
+    const fi_info *ni = core->nic->info();
+    if (!core->info.has_tagged || core->layout.seq_bits == 0 ||
+        (ni->domain_attr->mr_mode & FI_MR_LOCAL)) {
+        core->rep.say(10, "held sends cannot be withdrawn here (no tags, no seq in the tag layout, "
+                          "or local registration needed)");
+        return;
+    }
+    for (int i = 0; i < core->nic->num_contexts(); ++i) {
+        for (int k = 0; k < kRecvsPerContext; ++k) {
+            auto *r = new ControlRecv{{}, core->nic->ctx(i), {}};
+            r->op.complete = control_recv_done;
+            r->op.rx_class = EFA_RX_INTERNAL;
+            if (post_control_recv(r)) {
+                delete r;
+                return; // withdraw_on stays false; the posted ones close with the rest
+            }
+            core->withdraw_recvs.push_back(r);
+        }
+    }
+    core->withdraw_on = true;
+}
+
+// After the endpoints are closed.
+void withdraw_close(efa_core *core) {
+    for (void *r : core->withdraw_recvs) {
+        delete static_cast<ControlRecv *>(r);
+    }
+    core->withdraw_recvs.clear();
+    for (void *w : core->withdraw_work) {
+        auto *c = static_cast<Claim *>(w);
+        free(c->scratch);
+        delete c;
+    }
+    core->withdraw_work.clear();
+    core->withdraws_out.clear();
+    core->withdraw_on = false;
+}
+
+} // namespace efa
+
+extern "C" bool efa_core_can_withdraw(const efa_core_t *core) {
+    return core->withdraw_on;
+}
+
+extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, efa_withdraw_t *w) {
+    efa_core *core = ctx->core;
+    if (!core->withdraw_on) {
+        return -FI_ENOSYS;
+    }
+    w->core = core;
+    w->parts = 2; // the request's send, and the answer
+    w->result = 0;
+    w->send.complete = efa::request_sent;
+    w->send.rx_class = EFA_RX_INTERNAL;
+    w->watch.complete = efa::receiver_lost;
+    w->watch.tracker = nullptr;
+    {
+        std::lock_guard<std::mutex> guard(core->withdraw_lock);
+        w->id = core->withdraw_next_id++;
+        core->withdraws_out.emplace(w->id, w);
+    }
+    efa::put64(w->wire, tag);
+    efa::put64(w->wire + 8, w->id);
+    int rc = efa_core_addr_watch(core, ctx, dest, &w->watch);
+    if (!rc) {
+        rc = efa_ctx_tsend(ctx, w->wire, efa::kWire, nullptr, dest,
+                           efa::control::kProbeTag | efa::control::kWithdrawBit | core->probe_id, 0,
+                           &w->send);
+        if (rc) {
+            efa_core_peer_unwatch(core, &w->watch);
+        }
+    }
+    if (rc) {
+        std::lock_guard<std::mutex> guard(core->withdraw_lock);
+        core->withdraws_out.erase(w->id);
+    }
+    return rc;
+}

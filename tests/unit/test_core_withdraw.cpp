@@ -1,0 +1,165 @@
+// Withdrawing a message the receiver has not matched
+// (common/core/core_withdraw.cpp), between two real processes on
+// tcp;ofi_rxm, whose rendezvous sends stay incomplete until the receiver
+// matches them.  The peer is a forked child with a core of its own; what it
+// posts decides the answer:
+//  - nothing matching: the parent's large send is held; the withdrawal
+//    takes it (answer 1), the send then completes, and the message is gone
+//    (a receive posted afterwards gets the next message of that envelope);
+//  - a receive that matched: the withdrawal finds nothing (answer 0).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+#include "core_test_op.hpp"
+#include "core_test_params.hpp"
+#include "efa_tag.h"
+#include "forked_core_peer.hpp"
+
+namespace {
+
+constexpr const char *kProvider = "tcp;ofi_rxm";
+constexpr size_t kLarge = 1 << 20; // rxm's rendezvous: held until matched
+constexpr uint64_t kTag = 0x2a;    // the envelope (communicator 0, tag 42)
+constexpr uint64_t kHello = 0x1;   // the first message, which sets up the connection
+
+// The tag of the large message: the envelope with a seq, as mtl_efa sends
+// it (efa_tag.h, the layout with CQ data).
+uint64_t with_seq(uint32_t seq) {
+    const efa_tag_layout_t l = EFA_TAG_LAYOUT_WITH_CQ_DATA;
+    const efa_tag_codec_t c = efa_tag_codec_make(&l);
+    return efa_tag_codec_with_seq(&c, kTag, seq);
+}
+
+struct Withdrawal {
+    efa_withdraw_t w{};
+    bool done = false;
+    int result = -1000;
+    Withdrawal() {
+        w.done = [](efa_withdraw_t *wd, int result) {
+            auto *self = reinterpret_cast<Withdrawal *>(wd);
+            self->done = true;
+            self->result = result;
+        };
+    }
+};
+
+void wait_withdrawal(efa_core_t *core, const Withdrawal &w, double limit) {
+    for (int i = 0; i < static_cast<int>(limit * 1000) && !w.done; ++i) {
+        efa_core_progress(core);
+        usleep(1000);
+    }
+}
+
+// The child: takes the hello, then (if kMatch) posts a receive for the
+// envelope whatever its seq, and then only progresses (the parent checks
+// what its own side sees).
+template <bool kMatch> void child_body(efa_core_t *core) {
+    efa_ctx_t *ctx = efa_core_ctx(core, 0);
+    static char hello[8];
+    static std::vector<char> big(kLarge);
+    CoreTestOp h, r;
+    efa_ctx_trecv(ctx, hello, sizeof(hello), nullptr, FI_ADDR_UNSPEC, kHello, 0, &h.op);
+    if (kMatch) {
+        const efa_tag_layout_t l = EFA_TAG_LAYOUT_WITH_CQ_DATA;
+        efa_ctx_trecv(ctx, big.data(), big.size(), nullptr, FI_ADDR_UNSPEC, kTag,
+                      efa_tag_recv_ignore(&l, false, false), &r.op);
+    }
+    for (;;) {
+        efa_core_progress(core);
+        usleep(200);
+    }
+}
+
+template <bool kMatch> class WithdrawFrom : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        auto child_fn = [](int to_parent, int from_parent) {
+            forked_core_peer::child(core_test_params(kProvider), to_parent, from_parent,
+                                    child_body<kMatch>);
+        };
+        const char *why = nullptr;
+        ASSERT_TRUE(forked_core_peer::start(core_test_params(kProvider), child_fn, &child_, &core_,
+                                            &peer_, &why))
+            << why << " (" << kProvider << ")";
+        ctx_ = efa_core_ctx(core_, 0);
+        CoreTestOp hello;
+        ASSERT_EQ(
+            efa_ctx_tsend(ctx_, buf_.data(), 8, nullptr, peer_->addr[0], kHello, 0, &hello.op), 0);
+        core_test_wait(core_, hello, 10);
+        ASSERT_TRUE(hello.done) << "the first message to the child never completed";
+        if (!efa_core_can_withdraw(core_)) {
+            GTEST_FAIL() << "the core says it cannot withdraw on " << kProvider;
+        }
+    }
+    void TearDown() override {
+        forked_core_peer::stop(child_);
+        if (peer_) {
+            efa_core_peer_put(core_, peer_);
+        }
+        if (core_) {
+            efa_core_release(core_);
+        }
+    }
+    pid_t child_ = -1;
+    efa_core_t *core_ = nullptr;
+    efa_ctx_t *ctx_ = nullptr;
+    efa_peer_t *peer_ = nullptr;
+    std::vector<char> buf_ = std::vector<char>(kLarge, 7);
+};
+
+using WithdrawFromIdleChild = WithdrawFrom<false>;
+using WithdrawFromReceivingChild = WithdrawFrom<true>;
+
+TEST_F(WithdrawFromIdleChild, AHeldMessageIsTakenAndItsSendCompletes) {
+    CoreTestOp send;
+    const uint64_t tag = with_seq(5);
+    ASSERT_EQ(efa_ctx_tsend(ctx_, buf_.data(), kLarge, nullptr, peer_->addr[0], tag, 0, &send.op),
+              0);
+    core_test_wait(core_, send, 1.0);
+    ASSERT_FALSE(send.done) << "rxm completed a rendezvous send nobody matched: nothing to test";
+    Withdrawal w;
+    ASSERT_EQ(efa_ctx_withdraw(ctx_, peer_->addr[0], tag, &w.w), 0);
+    wait_withdrawal(core_, w, 10);
+    ASSERT_TRUE(w.done) << "no answer in 10 s";
+    EXPECT_EQ(w.result, 1) << "the child did not take the message";
+    core_test_wait(core_, send, 5);
+    EXPECT_TRUE(send.done) << "the withdrawn message's send never completed";
+}
+
+TEST_F(WithdrawFromIdleChild, AnotherSeqIsNotTaken) {
+    CoreTestOp send;
+    ASSERT_EQ(
+        efa_ctx_tsend(ctx_, buf_.data(), kLarge, nullptr, peer_->addr[0], with_seq(5), 0, &send.op),
+        0);
+    Withdrawal w;
+    ASSERT_EQ(efa_ctx_withdraw(ctx_, peer_->addr[0], with_seq(6), &w.w), 0);
+    wait_withdrawal(core_, w, 10);
+    ASSERT_TRUE(w.done) << "no answer in 10 s";
+    EXPECT_EQ(w.result, 0) << "a message with another seq was taken";
+    core_test_wait(core_, send, 1.0);
+    EXPECT_FALSE(send.done) << "the message that was not named left the receiver's queue";
+}
+
+TEST_F(WithdrawFromReceivingChild, AMatchedMessageIsNotTaken) {
+    CoreTestOp send;
+    const uint64_t tag = with_seq(9);
+    ASSERT_EQ(efa_ctx_tsend(ctx_, buf_.data(), kLarge, nullptr, peer_->addr[0], tag, 0, &send.op),
+              0);
+    core_test_wait(core_, send, 10);
+    ASSERT_TRUE(send.done) << "the child's receive never matched";
+    Withdrawal w;
+    ASSERT_EQ(efa_ctx_withdraw(ctx_, peer_->addr[0], tag, &w.w), 0);
+    wait_withdrawal(core_, w, 10);
+    ASSERT_TRUE(w.done) << "no answer in 10 s";
+    EXPECT_EQ(w.result, 0) << "a matched message was reported withdrawn";
+}
+
+} // namespace
