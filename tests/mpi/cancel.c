@@ -22,18 +22,18 @@
  *              which ones MPI_Test_cancelled reported.  A cancelled message
  *              must never arrive (Iprobe finds nothing), any other one must
  *              arrive intact.  Not every transport completes such sends
- *              (pml ob1 cancels none, and mtl_efa's provider path cannot
- *              withdraw a large message the provider holds): the runner
- *              passes -X where mtl_efa's on-node rings carry the pair, -X -P
- *              to its provider path (below).
- *   held (-P, with -X): mtl_efa's provider path, whose documented limit
- *              (docs/RELIABILITY.md, "Cancelling sends") is that a large
- *              send the provider holds until the receiver matches it
- *              cannot be cancelled, and completes only once the receive is
- *              posted.  A large case not complete after HOLD_WAIT seconds
- *              is "held": the receiver then posts its receive, which must
- *              get the message intact, and the sender's MPI_Wait must then
- *              return with the send not cancelled.
+ *              (pml ob1 cancels none): the runner passes -X to mtl_efa,
+ *              whose on-node rings and own matching cancel them, and whose
+ *              provider path has the receiver withdraw a large one
+ *              (docs/RELIABILITY.md, "Cancelling sends"), and -X -P where
+ *              nothing can be withdrawn (no seq in the tag layout).
+ *   held (-P, with -X): mtl_efa's provider path without withdrawal: a
+ *              large send the provider holds until the receiver matches
+ *              it cannot be cancelled, and completes only once the receive
+ *              is posted.  A large case not complete after HOLD_WAIT
+ *              seconds is "held": the receiver then posts its receive,
+ *              which must get the message intact, and the sender's
+ *              MPI_Wait must then return with the send not cancelled.
  *
  * Options: -n RACE_ITERS (default 200), -s LARGE (default 1M), -x, -X, -P.
  */

@@ -44,11 +44,13 @@ test_args() {
     probe) [[ $q == 1 ]] && echo "-s 256K" ;;
     cancel)
         # Cancelled sends nobody matches must complete: mtl_efa's on-node
-        # rings complete small and large ones (-X: cm-efa-mixed pairs its
-        # ranks on one pretend node); its provider path small ones, and
-        # large ones once the receive is posted where the provider holds
-        # them until then, its documented limit (-X -P, docs/RELIABILITY.md,
-        # "Cancelling sends"); pml ob1 cancels no send.
+        # rings and own matching complete small and large ones (-X:
+        # cm-efa-mixed pairs its ranks on one pretend node), and so does its
+        # provider path, where the receiver withdraws a large one the
+        # provider holds; where nothing can be withdrawn (the forced
+        # no-CQ-data or FI_MR_LOCAL run), large ones complete once the
+        # receive is posted (-X -P, docs/RELIABILITY.md, "Cancelling
+        # sends"); pml ob1 cancels no send.
         local a=""
         [[ $cfg == cm-efa-* ]] && a="-X"
         [[ ${MPI_TEST_EXTRA_ARGS:-} == *force_no_cq_data\ 1* ||

@@ -9,6 +9,7 @@
 //  - a receive that matched: the withdrawal finds nothing (answer 0).
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -86,8 +87,9 @@ template <bool kMatch> class WithdrawFrom : public ::testing::Test {
                                     child_body<kMatch>);
         };
         const char *why = nullptr;
-        ASSERT_TRUE(forked_core_peer::start(core_test_params(kProvider), child_fn, &child_, &core_,
-                                            &peer_, &why))
+        efa_core_params_t params = core_test_params(kProvider);
+        params.peer_timeout = peer_timeout();
+        ASSERT_TRUE(forked_core_peer::start(params, child_fn, &child_, &core_, &peer_, &why))
             << why << " (" << kProvider << ")";
         ctx_ = efa_core_ctx(core_, 0);
         CoreTestOp hello;
@@ -108,6 +110,7 @@ template <bool kMatch> class WithdrawFrom : public ::testing::Test {
             efa_core_release(core_);
         }
     }
+    virtual int peer_timeout() const { return 0; }
     pid_t child_ = -1;
     efa_core_t *core_ = nullptr;
     efa_ctx_t *ctx_ = nullptr;
@@ -117,6 +120,12 @@ template <bool kMatch> class WithdrawFrom : public ::testing::Test {
 
 using WithdrawFromIdleChild = WithdrawFrom<false>;
 using WithdrawFromReceivingChild = WithdrawFrom<true>;
+
+// The parent's peer deadline at 2 s, for a child that stops answering.
+class WithdrawFromStoppedChild : public WithdrawFrom<false> {
+  protected:
+    int peer_timeout() const override { return 2; }
+};
 
 TEST_F(WithdrawFromIdleChild, AHeldMessageIsTakenAndItsSendCompletes) {
     CoreTestOp send;
@@ -160,6 +169,24 @@ TEST_F(WithdrawFromReceivingChild, AMatchedMessageIsNotTaken) {
     wait_withdrawal(core_, w, 10);
     ASSERT_TRUE(w.done) << "no answer in 10 s";
     EXPECT_EQ(w.result, 0) << "a matched message was reported withdrawn";
+}
+
+// A receiver lost before it answers (stopped, as across a partition): the
+// peer deadline's watch ends the wait with an error, never a hang.
+TEST_F(WithdrawFromStoppedChild, ALostReceiverEndsTheWaitWithAnError) {
+    CoreTestOp send;
+    const uint64_t tag = with_seq(3);
+    ASSERT_EQ(efa_ctx_tsend(ctx_, buf_.data(), kLarge, nullptr, peer_->addr[0], tag, 0, &send.op),
+              0);
+    core_test_wait(core_, send, 0.5);
+    ASSERT_FALSE(send.done);
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    Withdrawal w;
+    ASSERT_EQ(efa_ctx_withdraw(ctx_, peer_->addr[0], tag, &w.w), 0);
+    wait_withdrawal(core_, w, 15);
+    kill(child_, SIGCONT);
+    ASSERT_TRUE(w.done) << "no answer 15 s after the receiver stopped, with a 2 s deadline";
+    EXPECT_LT(w.result, 0) << "a stopped receiver answered";
 }
 
 } // namespace
