@@ -212,8 +212,8 @@ uint64_t probe_id_of(const void *blob, size_t len);
 // a full queue, again (core_probe.cpp).
 void probe_answers_retry(efa_core *core);
 // Withdrawing messages (core_withdraw.cpp): the receives for requests and
-// replies, posted with the probes' (deadline_open); close after the
-// endpoints are closed.
+// replies, posted after deadline_open; close after the endpoints are
+// closed.
 void withdraw_open(efa_core *core);
 void withdraw_close(efa_core *core);
 } // namespace efa

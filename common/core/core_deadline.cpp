@@ -217,12 +217,10 @@ void deadline_open(efa_core *core) {
     core->deadline_on = secs > 0;
     core->deadline = PeerDeadline(static_cast<uint64_t>(secs > 0 ? secs : 0) * 1000);
     probe_open(core); // whatever this process's own setting: a peer may probe it
-    withdraw_open(core);
 }
 
 void deadline_close(efa_core *core) {
     probe_close(core);
-    withdraw_close(core);
     // The endpoints are closed: nothing hands these back any more.
     for (PeerDeadline::Entry *e : core->deadline.release_all()) {
         delete tracked_of(e);
