@@ -117,4 +117,15 @@ inline void stop(pid_t pid) {
     }
 }
 
+// The end of a test: the child killed, then the parent's peer and core.
+inline void stop_all(pid_t pid, efa_core_t *core, efa_peer_t *peer) {
+    stop(pid);
+    if (peer) {
+        efa_core_peer_put(core, peer);
+    }
+    if (core) {
+        efa_core_release(core);
+    }
+}
+
 } // namespace forked_core_peer

@@ -58,15 +58,7 @@ class ProbedChild : public ::testing::Test {
         ASSERT_TRUE(hello.done) << "the first message to the child never completed";
         ASSERT_EQ(hello.err, 0);
     }
-    void TearDown() override {
-        forked_core_peer::stop(child_);
-        if (peer_) {
-            efa_core_peer_put(core_, peer_);
-        }
-        if (core_) {
-            efa_core_release(core_);
-        }
-    }
+    void TearDown() override { forked_core_peer::stop_all(child_, core_, peer_); }
     virtual bool connect_first() const { return true; }
     pid_t child_ = -1;
     efa_core_t *core_ = nullptr;
