@@ -139,7 +139,7 @@ static bool withdraw(mca_mtl_efa_request_t *req) {
     } while (!__atomic_compare_exchange_n(&req->pending, &left, left + 1, false, __ATOMIC_ACQ_REL,
                                           __ATOMIC_ACQUIRE));
     req->wd.done = withdraw_done;
-    if (0 != efa_ctx_withdraw(req->ctx, req->seq_addr, req->seq_tag, &req->wd)) {
+    if (0 != efa_ctx_withdraw(req->ctx, req->seq_addr, req->seq_tag, req->length, &req->wd)) {
         send_finish_one(req); /* gives back the share taken above */
         return false;
     }

@@ -16,11 +16,13 @@
 // the message (unexpected or matched) by the time the request is read:
 // send-after-send order, which MPI's non-overtaking already needs.
 //
-// Messages (control_tags.hpp): the request carries the tag and the
-// requester's id for the answer; the reply the id and the outcome.
+// Messages (control_tags.hpp): the request carries the tag, the message's
+// length and the requester's id for the answer; the reply the id and the
+// outcome.
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
@@ -40,7 +42,8 @@ using control::kWithdrawBit;
 using control::kWithdrawIgnore;
 
 constexpr int kRecvsPerContext = 2;
-constexpr size_t kWire = 16;
+constexpr size_t kWire = 24;  // a request: tag, id, length
+constexpr size_t kReply = 16; // a reply: id, outcome
 
 void put64(uint8_t *p, uint64_t v) {
     memcpy(p, &v, sizeof(v));
@@ -96,14 +99,15 @@ void receiver_lost(efa_op_t *op, const efa_cqe_t *cqe) {
 
 // --- the receiver's side ---
 
-// One request worked on: peek and claim, receive into scratch, reply.
+// One request worked on: look (peek), claim, receive into scratch, reply.
 struct Claim {
+    enum Step { kLooking, kClaiming, kReceiving };
     efa_op_t op;
     efa_ctx *ctx;
     fi_addr_t from;
-    uint64_t tag, id;
+    uint64_t tag, id, len;
     void *scratch;
-    bool receiving;
+    Step step;
     uint8_t wire[kWire];
 };
 
@@ -129,7 +133,7 @@ void reply(Claim *c, int result) {
     put64(c->wire + 8, static_cast<uint64_t>(static_cast<int64_t>(result)));
     c->op.complete = reply_sent;
     c->op.rx_class = EFA_RX_INTERNAL;
-    int rc = ctx_tsend(c->ctx, c->wire, kWire, nullptr, c->from,
+    int rc = ctx_tsend(c->ctx, c->wire, kReply, nullptr, c->from,
                        kProbeTag | kWithdrawBit | kReplyBit, 0, &c->op);
     if (rc) {
         core->failures.report(core->rep, "fi_tsend (withdraw reply)", rc);
@@ -137,10 +141,13 @@ void reply(Claim *c, int result) {
     }
 }
 
+// Looking first, without claiming: a claim cannot be undone, and the
+// oldest unexpected message with this tag is the one asked for only if its
+// length is too (the seq wraps, efa_tag.h).
 void claim_step(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *c = reinterpret_cast<Claim *>(op);
     efa_core *core = c->ctx->core;
-    if (c->receiving) {
+    if (c->step == Claim::kReceiving) {
         // Taken: whatever the receive says (a truncation cannot happen with
         // a buffer of the message's size), no user receive will see it.
         reply(c, 1);
@@ -148,25 +155,41 @@ void claim_step(efa_op_t *op, const efa_cqe_t *cqe) {
     }
     if (cqe->err) {
         if (cqe->err != -FI_ENOMSG) {
-            core->failures.report(core->rep, "fi_trecvmsg(FI_PEEK | FI_CLAIM) (withdraw)",
-                                  cqe->err);
+            core->failures.report(core->rep, "fi_trecvmsg(FI_PEEK) (withdraw)", cqe->err);
         }
         reply(c, 0); // matched already: the sender's send completes as usual
         return;
     }
+    if (c->step == Claim::kLooking) {
+        if (cqe->len != c->len) {
+            core->rep.say(1, "withdraw: the waiting message with that tag is another one (" +
+                                 std::to_string(cqe->len) + " bytes, not " +
+                                 std::to_string(c->len) + "): not taken");
+            reply(c, 0);
+            return;
+        }
+        c->step = Claim::kClaiming;
+        int rc = ctx_tpeek(c->ctx, c->from, c->tag, 0, true, &c->op);
+        if (rc) {
+            core->failures.report(core->rep, "fi_trecvmsg(FI_PEEK | FI_CLAIM) (withdraw)", rc);
+            reply(c, 0);
+        }
+        return;
+    }
     c->scratch = malloc(cqe->len ? cqe->len : 1);
-    c->receiving = true;
+    c->step = Claim::kReceiving;
     int rc = c->scratch
                  ? ctx_trecv_claimed(c->ctx, c->scratch, cqe->len, nullptr, c->tag, 0, &c->op)
                  : -FI_ENOMEM;
     if (rc) {
-        // Claimed but not taken: it stays with the provider, unmatched.
+        // Claimed but not taken: it stays with the provider, and no receive
+        // can match it any more; the sender waits for a match (said).
         core->failures.report(core->rep, "fi_trecvmsg(FI_CLAIM) (withdraw)", rc);
         reply(c, 0);
     }
 }
 
-void claim_start(efa_ctx *ctx, uint64_t requester, uint64_t tag, uint64_t id) {
+void claim_start(efa_ctx *ctx, uint64_t requester, uint64_t tag, uint64_t id, uint64_t len) {
     efa_core *core = ctx->core;
     fi_addr_t from = FI_ADDR_NOTAVAIL;
     {
@@ -183,7 +206,7 @@ void claim_start(efa_ctx *ctx, uint64_t requester, uint64_t tag, uint64_t id) {
         core->rep.say(1, "withdraw request from a process not known here: not answered");
         return;
     }
-    auto *c = new (std::nothrow) Claim{{}, ctx, from, tag, id, nullptr, false, {}};
+    auto *c = new (std::nothrow) Claim{{}, ctx, from, tag, id, len, nullptr, Claim::kLooking, {}};
     if (!c) {
         core->rep.say(1, "withdraw request: out of memory, not answered");
         return;
@@ -194,7 +217,7 @@ void claim_start(efa_ctx *ctx, uint64_t requester, uint64_t tag, uint64_t id) {
         std::lock_guard<std::mutex> guard(core->withdraw_lock);
         core->withdraw_work.insert(c);
     }
-    int rc = ctx_tpeek(ctx, from, tag, 0, true, &c->op);
+    int rc = ctx_tpeek(ctx, from, tag, 0, false, &c->op);
     if (rc) {
         core->failures.report(core->rep, "fi_trecvmsg(FI_PEEK) (withdraw)", rc);
         reply(c, 0);
@@ -218,12 +241,13 @@ void control_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
     if (cqe->err == -FI_ECANCELED) {
         return;
     }
-    if (!cqe->err && cqe->len >= kWire) {
+    const bool is_reply = (cqe->tag & kReplyBit) != 0;
+    if (!cqe->err && cqe->len >= (is_reply ? kReply : kWire)) {
         const uint64_t a = get64(r->buf), b = get64(r->buf + 8);
-        if (cqe->tag & kReplyBit) {
+        if (is_reply) {
             settle(r->ctx->core, a, static_cast<int>(static_cast<int64_t>(b)));
         } else {
-            claim_start(r->ctx, cqe->tag & kIdMask, a, b);
+            claim_start(r->ctx, cqe->tag & kIdMask, a, b, get64(r->buf + 16));
         }
     }
     int rc = post_control_recv(r);
@@ -279,7 +303,8 @@ extern "C" bool efa_core_can_withdraw(const efa_core_t *core) {
     return core->withdraw_on;
 }
 
-extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, efa_withdraw_t *w) {
+extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, size_t len,
+                                efa_withdraw_t *w) {
     efa_core *core = ctx->core;
     if (!core->withdraw_on) {
         return -FI_ENOSYS;
@@ -298,6 +323,7 @@ extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, ef
     }
     efa::put64(w->wire, tag);
     efa::put64(w->wire + 8, w->id);
+    efa::put64(w->wire + 16, len);
     int rc = efa_core_addr_watch(core, ctx, dest, &w->watch);
     if (!rc) {
         rc = efa::ctx_tsend(ctx, w->wire, efa::kWire, nullptr, dest,

@@ -299,15 +299,16 @@ typedef struct efa_withdraw {
     efa_core_t *core;
     uint64_t id;
     int parts, result;
-    uint8_t wire[16];
+    uint8_t wire[24];
 } efa_withdraw_t;
 /* Whether this core can withdraw messages: tags with a seq field, and
  * receives into memory the core allocates (no FI_MR_LOCAL). */
 bool efa_core_can_withdraw(const efa_core_t *core);
 /* Asks the process at 'dest' (ctx's address for it, the context the
- * message went out on) to withdraw 'tag'.  0: done will be called; else
- * the request was not made (done will not be called). */
-int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, efa_withdraw_t *w);
+ * message went out on) to withdraw the message of 'len' bytes with 'tag'.
+ * 0: done will be called; else the request was not made (done will not be
+ * called). */
+int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, size_t len, efa_withdraw_t *w);
 
 /* One-sided operations, when the provider granted FI_RMA (and FI_ATOMIC
  * for the atomics).  They are posted like the tagged sends: a full

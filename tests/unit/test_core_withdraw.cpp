@@ -4,8 +4,8 @@
 // matches them.  The peer is a forked child with a core of its own; what it
 // posts decides the answer:
 //  - nothing matching: the parent's large send is held; the withdrawal
-//    takes it (answer 1), the send then completes, and the message is gone
-//    (a receive posted afterwards gets the next message of that envelope);
+//    takes it (answer 1) and the send then completes; one that names
+//    another seq or another length takes nothing (answer 0);
 //  - a receive that matched: the withdrawal finds nothing (answer 0).
 #include <gtest/gtest.h>
 
@@ -110,10 +110,11 @@ template <bool kMatch> class WithdrawFrom : public ::testing::Test {
             0);
         core_test_wait(core_, *send, secs);
     }
-    // Asks the child to withdraw 'tag'; the answer (asserted to come).
-    int withdraw(uint64_t tag, double limit) {
+    // Asks the child to withdraw 'tag' of 'len' bytes; the answer
+    // (asserted to come).
+    int withdraw(uint64_t tag, double limit, size_t len = kLarge) {
         Withdrawal w;
-        EXPECT_EQ(efa_ctx_withdraw(ctx_, peer_->addr[0], tag, &w.w), 0);
+        EXPECT_EQ(efa_ctx_withdraw(ctx_, peer_->addr[0], tag, len, &w.w), 0);
         wait_withdrawal(core_, w, limit);
         EXPECT_TRUE(w.done) << "no answer in " << limit << " s";
         return w.done ? w.result : -1000;
@@ -147,6 +148,16 @@ TEST_F(WithdrawFromIdleChild, AnotherSeqIsNotTaken) {
     CoreTestOp send;
     send_large(with_seq(5), &send, 0);
     EXPECT_EQ(withdraw(with_seq(6), 10), 0) << "a message with another seq was taken";
+    core_test_wait(core_, send, 1.0);
+    EXPECT_FALSE(send.done) << "the message that was not named left the receiver's queue";
+}
+
+// The seq wraps: a waiting message with the same tag but another length
+// is an older one, not the one asked for, and stays.
+TEST_F(WithdrawFromIdleChild, AnotherLengthIsNotTaken) {
+    CoreTestOp send;
+    send_large(with_seq(5), &send, 0);
+    EXPECT_EQ(withdraw(with_seq(5), 10, kLarge / 2), 0) << "a message of another length was taken";
     core_test_wait(core_, send, 1.0);
     EXPECT_FALSE(send.done) << "the message that was not named left the receiver's queue";
 }
