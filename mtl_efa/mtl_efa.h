@@ -121,12 +121,11 @@ typedef struct mca_mtl_efa_request_t {
     bool any_linked;
     bool any_swept; /* a sweep saw it posted */
     int any_lost;   /* cancelled as a member of its communicator was lost: the error */
-    /* A provider send with a seq: its tag and address, and its withdrawal
-     * once MPI_Cancel asked for one (mtl_efa_send.c). */
+    /* A provider send with a seq: its tag and address, and whether
+     * MPI_Cancel asked the receiver to withdraw it (mtl_efa_send.c). */
     uint64_t seq_tag; /* 0: no seq, cannot be withdrawn */
     fi_addr_t seq_addr;
     bool withdrawing, withdrawn;
-    efa_withdraw_t wd;
 } mca_mtl_efa_request_t;
 
 /* A send MPI_Send waits for inside the MTL: the request lives on the

@@ -112,8 +112,16 @@ static mca_mtl_efa_request_t *detach_ack(mca_mtl_efa_request_t *req) {
  * of a send that completes normally; it must not make MPI_Wait wait for a
  * receiver that may never post.  Any other send completes when the
  * provider completes it (as it would have), again not cancelled. */
+/* A withdrawal in progress, allocated by MPI_Cancel (rare) rather than
+ * carried in every request. */
+typedef struct {
+    efa_withdraw_t w; /* first */
+    mca_mtl_efa_request_t *req;
+} mtl_efa_withdrawal_t;
+
 static void withdraw_done(efa_withdraw_t *w, int result) {
-    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(w, wd);
+    mca_mtl_efa_request_t *req = ((mtl_efa_withdrawal_t *)w)->req;
+    free(w); /* the core holds it no more */
     if (1 == result) {
         req->withdrawn = true;
         if (NULL != detach_ack(req)) {
@@ -138,12 +146,17 @@ static bool withdraw(mca_mtl_efa_request_t *req) {
         }
     } while (!__atomic_compare_exchange_n(&req->pending, &left, left + 1, false, __ATOMIC_ACQ_REL,
                                           __ATOMIC_ACQUIRE));
-    req->wd.done = withdraw_done;
-    if (0 != efa_ctx_withdraw(req->ctx, req->seq_addr, req->seq_tag, req->length, &req->wd)) {
-        send_finish_one(req); /* gives back the share taken above */
-        return false;
+    mtl_efa_withdrawal_t *wd = calloc(1, sizeof(*wd));
+    if (NULL != wd) {
+        wd->w.done = withdraw_done;
+        wd->req = req;
+        if (0 == efa_ctx_withdraw(req->ctx, req->seq_addr, req->seq_tag, req->length, &wd->w)) {
+            return true;
+        }
+        free(wd);
     }
-    return true;
+    send_finish_one(req); /* gives back the share taken above */
+    return false;
 }
 
 void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req) {
