@@ -50,8 +50,9 @@ int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple) {
     mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                               ompi_mtl_efa.withdraw
                                   ? "MPI_Cancel withdraws large provider sends at the receiver"
-                                  : "MPI_Cancel cannot withdraw large provider sends here (tag "
-                                    "layout without seq, or no tags)");
+                                  : "MPI_Cancel cannot withdraw large provider sends here (no "
+                                    "seq in the tag layout, no tags, local registration, or "
+                                    "shm): they complete once matched");
     ompi_mtl_efa.num_contexts = info->num_contexts;
     ompi_mtl_efa.mr_local = info->mr_local;
     ompi_mtl_efa.mt = thread_multiple;
