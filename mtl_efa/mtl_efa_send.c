@@ -101,17 +101,6 @@ static mca_mtl_efa_request_t *detach_ack(mca_mtl_efa_request_t *req) {
     return NULL != ack ? req : NULL;
 }
 
-/* MPI_Cancel of a send through the provider.  A send may be reported
- * cancelled only if no receiver can ever match it, and the provider cannot
- * withdraw a message it has taken (fi_cancel covers receives only).  A
- * large send carries a seq, and the receiver's core withdraws it if no
- * receive has matched it yet (core_withdraw.cpp).  Otherwise,
- * a synchronous send whose message the provider has already delivered
- * (only the receiver's acknowledgement is missing) completes now, not
- * cancelled: the message stays receivable and will be received as MPI asks
- * of a send that completes normally; it must not make MPI_Wait wait for a
- * receiver that may never post.  Any other send completes when the
- * provider completes it (as it would have), again not cancelled. */
 /* A withdrawal in progress, allocated by MPI_Cancel (rare) rather than
  * carried in every request. */
 typedef struct {
@@ -159,6 +148,17 @@ static bool withdraw(mca_mtl_efa_request_t *req) {
     return false;
 }
 
+/* MPI_Cancel of a send through the provider.  A send may be reported
+ * cancelled only if no receiver can ever match it, and the provider cannot
+ * withdraw a message it has taken (fi_cancel covers receives only).  A
+ * large send carries a seq, and the receiver's core withdraws it if no
+ * receive has matched it yet (core_withdraw.cpp).  Otherwise,
+ * a synchronous send whose message the provider has already delivered
+ * (only the receiver's acknowledgement is missing) completes now, not
+ * cancelled: the message stays receivable and will be received as MPI asks
+ * of a send that completes normally; it must not make MPI_Wait wait for a
+ * receiver that may never post.  Any other send completes when the
+ * provider completes it (as it would have), again not cancelled. */
 void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req) {
     (void)withdraw(req);
     __atomic_store_n(&req->cancelled, true, __ATOMIC_SEQ_CST);
