@@ -94,6 +94,8 @@ OMPI_MODULE_DECLSPEC extern mca_mtl_base_component_2_0_0_t mca_mtl_efa_component
 typedef struct mca_mtl_efa_ack_recv_t {
     efa_op_t op;                       /* first: the completion hands it back */
     struct mca_mtl_efa_request_t *req; /* NULL once the send no longer waits for it */
+    int refs;  /* the provider's completion, and a withdrawal that may cancel it */
+    bool done; /* completed: nothing left to cancel */
 } mca_mtl_efa_ack_recv_t;
 
 typedef struct mca_mtl_efa_request_t {

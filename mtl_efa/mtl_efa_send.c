@@ -71,6 +71,16 @@ static void send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
  * send from it (synchronous sends only: not on the hot path). */
 static pthread_mutex_t ack_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Drops one reference to an acknowledgement's receive. */
+static void ack_put(mca_mtl_efa_ack_recv_t *ack) {
+    pthread_mutex_lock(&ack_lock);
+    const bool last = 0 == --ack->refs;
+    pthread_mutex_unlock(&ack_lock);
+    if (last) {
+        free(ack);
+    }
+}
+
 static void ack_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_ack_recv_t *ack = (mca_mtl_efa_ack_recv_t *)op;
     pthread_mutex_lock(&ack_lock);
@@ -78,8 +88,12 @@ static void ack_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (NULL != req) {
         req->ack = NULL;
     }
+    ack->done = true;
+    const bool last = 0 == --ack->refs;
     pthread_mutex_unlock(&ack_lock);
-    free(ack);
+    if (last) {
+        free(ack);
+    }
     if (NULL != req) {
         note_error(req, cqe);
         send_finish_one(req);
@@ -106,16 +120,46 @@ static mca_mtl_efa_request_t *detach_ack(mca_mtl_efa_request_t *req) {
 typedef struct {
     efa_withdraw_t w; /* first */
     mca_mtl_efa_request_t *req;
+    /* A synchronous send's acknowledgement receive, referenced (refs) so
+     * that it can still be cancelled after the send stopped waiting for it
+     * (detach_ack), which happens first when the receiver's claim completes
+     * the send before its answer arrives. */
+    mca_mtl_efa_ack_recv_t *ack;
 } mtl_efa_withdrawal_t;
 
+/* A withdrawn message is never matched, so its acknowledgement never
+ * comes: the receive is cancelled.  Left posted, it would take the
+ * acknowledgement of the next synchronous send of the same envelope (no
+ * seq in acknowledgements), which would then wait for ever, and it would
+ * keep the peer watched and the context busy. */
+static void cancel_unanswered_ack(efa_ctx_t *ctx, mca_mtl_efa_ack_recv_t *ack) {
+    pthread_mutex_lock(&ack_lock);
+    const bool live = !ack->done;
+    pthread_mutex_unlock(&ack_lock);
+    if (live) {
+        /* Not under ack_lock: a receive still in the backlog completes
+         * inside the call.  The reference keeps the memory. */
+        (void)efa_ctx_cancel(ctx, &ack->op);
+    }
+}
+
 static void withdraw_done(efa_withdraw_t *w, int result) {
-    mca_mtl_efa_request_t *req = ((mtl_efa_withdrawal_t *)w)->req;
-    free(w); /* the core holds it no more */
+    mtl_efa_withdrawal_t *wd = (mtl_efa_withdrawal_t *)w;
+    mca_mtl_efa_request_t *req = wd->req;
+    mca_mtl_efa_ack_recv_t *ack = wd->ack;
+    efa_ctx_t *ctx = req->ctx;
+    free(wd); /* the core holds it no more */
     if (1 == result) {
         req->withdrawn = true;
         if (NULL != detach_ack(req)) {
             send_finish_one(req); /* a synchronous send: no acknowledgement will come */
         }
+        if (NULL != ack) {
+            cancel_unanswered_ack(ctx, ack);
+        }
+    }
+    if (NULL != ack) {
+        ack_put(ack);
     }
     send_finish_one(req); /* the withdrawal's own share */
 }
@@ -139,8 +183,17 @@ static bool withdraw(mca_mtl_efa_request_t *req) {
     if (NULL != wd) {
         wd->w.done = withdraw_done;
         wd->req = req;
+        pthread_mutex_lock(&ack_lock);
+        wd->ack = req->ack;
+        if (NULL != wd->ack) {
+            wd->ack->refs++;
+        }
+        pthread_mutex_unlock(&ack_lock);
         if (0 == efa_ctx_withdraw(req->ctx, req->seq_addr, req->seq_tag, req->length, &wd->w)) {
             return true;
+        }
+        if (NULL != wd->ack) {
+            ack_put(wd->ack);
         }
         free(wd);
     }
@@ -228,6 +281,8 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         ack->op.complete = ack_complete;
         ack->op.rx_class = EFA_RX_INTERNAL; /* never matches a user receive */
         ack->req = req;
+        ack->refs = 1; /* the provider's completion */
+        ack->done = false;
         req->ack = ack;
         rc = efa_ctx_trecv(ctx, NULL, 0, NULL, addr,
                            efa_tag_codec_pack(codec, EFA_PROTO_SYNC_ACK, cid, (uint32_t)dest, tag),

@@ -27,6 +27,9 @@
  *              provider path has the receiver withdraw a large one
  *              (docs/RELIABILITY.md, "Cancelling sends"), and -X -P where
  *              nothing can be withdrawn (no seq in the tag layout).
+ *              Then each case's envelope is sent again as an MPI_Issend,
+ *              which must complete and arrive intact (nothing a cancel
+ *              left posted may take its acknowledgement).
  *   held (-P, with -X): mtl_efa's provider path without withdrawal: a
  *              large send the provider holds until the receiver matches
  *              it cannot be cancelled, and completes only once the receive
@@ -317,6 +320,45 @@ static int cancelled_sends_recv(int peer, char *buf, int ncases, int *held) {
     return n;
 }
 
+/* Then each case's envelope again, as a synchronous send: what a cancel
+ * left behind (a withdrawn synchronous send's acknowledgement receive)
+ * must not take the next one's acknowledgement, or its MPI_Wait never
+ * returns. */
+static void resend_sends(int peer, int ncases) {
+    wait_go(peer); /* the receiver's checks that cancelled ones never arrive are done */
+    for (int i = 0; i < ncases; i++) {
+        size_t size = send_case_size(i);
+        char *sbuf = tu_malloc(size);
+        MPI_Request req;
+        int done = 0;
+        double t0 = MPI_Wtime();
+
+        tu_fill(sbuf, size, tu_seed(13, i, 0, 0));
+        MPI_Issend(sbuf, (int)size, MPI_BYTE, peer, TAG_SENDS + i, MPI_COMM_WORLD, &req);
+        do {
+            MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            TU_ASSERT(done || MPI_Wtime() - t0 < POLL_LIMIT,
+                      "send case %d's envelope again (%zu bytes, Issend): not complete %.0f s "
+                      "after it was sent (its receive is posted)",
+                      i, size, POLL_LIMIT);
+        } while (!done);
+        free(sbuf);
+    }
+}
+
+static void resend_recv(int peer, char *buf, int ncases) {
+    send_go(peer);
+    for (int i = 0; i < ncases; i++) {
+        size_t size = send_case_size(i);
+        MPI_Status st;
+
+        memset(buf, TU_POISON, size);
+        MPI_Recv(buf, (int)size, MPI_BYTE, peer, TAG_SENDS + i, MPI_COMM_WORLD, &st);
+        tu_verify_recv(buf, &st, peer, TAG_SENDS + i, size, tu_seed(13, i, 0, 0),
+                       "a send case's envelope again");
+    }
+}
+
 /* Verified exchange in both directions after all the cancelling. */
 static void after(int peer, char *sbuf, char *rbuf) {
     size_t sizes[3] = {0, 3000, large};
@@ -373,12 +415,16 @@ int main(int argc, char **argv) {
             no_steal_recv(partner, buf);
             matched(partner, buf);
             ncancelled = race(partner, buf, iters);
-            if (send_cases)
+            if (send_cases) {
                 nsends = cancelled_sends_recv(partner, buf, send_cases, &nheld);
+                resend_recv(partner, buf, send_cases);
+            }
         } else {
             sender(partner, buf, iters);
-            if (send_cases)
+            if (send_cases) {
                 cancel_sends(partner, buf, send_cases);
+                resend_sends(partner, send_cases);
+            }
         }
         after(partner, buf, buf2);
     }
