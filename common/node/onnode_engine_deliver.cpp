@@ -365,8 +365,10 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         // unexpected (withdrawn now, the send is cancelled) or matched (its
         // normal answer is on its way or already sent: nothing to add).
         // No message is held at this point (nothing is read meanwhile).
-        // Only the sender itself may withdraw its message.
-        if (!from_ring(ring, h.sender)) {
+        // Only the sender itself may withdraw its message, and only one
+        // that named its request: id 0 is what every standard-mode eager
+        // frame keeps, whoever sent it, so such a cancel is corrupted.
+        if (0 == h.id || !from_ring(ring, h.sender)) {
             return drop();
         }
         if (Message *m = match_.withdraw(h.sender, h.id)) {
