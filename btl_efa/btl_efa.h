@@ -43,6 +43,7 @@
 #include "efa_btl_wire.h"
 #include "efa_core_msg.h"
 #include "efa_emul_target.h"
+#include "efa_inflight.h"
 #include "efa_msg_flow.h"
 #include "efa_pool.h"
 #include "efa_rma.h"
@@ -202,8 +203,9 @@ typedef struct mca_btl_efa_module {
     efa_emul_table_t *regs;      /* key -> efa_btl_reg_t, checked by the emulated target */
     uint64_t next_key;
     /* Emulated one-sided requests in flight, by id: an answer names its
-     * request by id, never by address (it comes from another process). */
-    opal_hash_table_t reqs; /* id -> efa_btl_rdma_req_t (btl_efa_emul_initiator.c) */
+     * request by id, never by address (it comes from another process);
+     * claims decide who may touch and who completes one (efa_inflight.h). */
+    efa_inflight_t *reqs; /* id -> efa_btl_rdma_req_t (btl_efa_emul_initiator.c) */
     uint64_t next_req_id;
     /* A request chunk's send failed for good (fragment's req_id, status):
      * the initiator's, set by mca_btl_efa_emul_setup.  The send

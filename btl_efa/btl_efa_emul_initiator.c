@@ -12,10 +12,13 @@
  * i.e. once the target has executed it, so local completion implies remote
  * completion.  Atomics are one request.
  *
- * Operations in flight are found by id (the module's reqs table, under its
- * lock): an answer comes from another process, so its id is looked up,
- * never taken for an address, and an operation that expired is simply no
- * longer found.
+ * Operations in flight are found by id (the module's reqs table,
+ * efa_inflight.h): an answer comes from another process, so its id is
+ * looked up, never taken for an address, and an operation that expired is
+ * simply no longer found.  Whoever touches an operation holds a claim on
+ * it (the initiator while it issues chunks, an answer or a send failure
+ * while it writes into it): the expiry, in another thread, takes only
+ * operations nobody holds, and exactly one caller completes each.
  */
 #include "btl_efa_emul.h"
 
@@ -40,16 +43,13 @@ typedef struct efa_btl_rdma_req {
     int nchunks;  /* chunks to send (cut short by a failure) */
     int issued;   /* chunks handed to the send path */
     int answered; /* chunks answered (or failed) */
-    double last;  /* when it was issued or last answered (btl_efa_rma_timeout) */
 } efa_btl_rdma_req_t;
 
-/* The operation is over (answered, failed or expired): out of the table,
- * and its caller told through the completion callback it gave. */
+/* The operation is over (answered, failed or expired) and out of the
+ * table, its last claim dropped: its caller is told through the
+ * completion callback it gave. */
 static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     mca_btl_efa_endpoint_t *ep = req->endpoint;
-    OPAL_THREAD_LOCK(&btl->lock);
-    opal_hash_table_remove_value_uint64(&btl->reqs, req->id);
-    OPAL_THREAD_UNLOCK(&btl->lock);
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
     /* osc/rdma may pass no callback and rely on flush; nor is the upper
@@ -62,11 +62,21 @@ static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
 
 static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int index);
 
+/* Drop the caller's claim on req (over: every chunk is answered); the
+ * caller that drops the last claim of an operation that is over completes
+ * it. */
+static void drop_claim(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, bool over) {
+    const uint64_t id = req->id;
+    if (efa_inflight_release(btl->reqs, id, over)) {
+        req_done(btl, req);
+    }
+}
+
 /* Account for 'answered' chunks (with status), then send the chunks the
- * window allows; completes the request when everything is answered.  A
- * chunk that cannot be sent counts as answered with its error and stops
- * the rest from being sent. */
-static void rdma_advance(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status,
+ * window allows.  A chunk that cannot be sent counts as answered with its
+ * error and stops the rest from being sent.  The caller holds a claim on
+ * req; true when everything is answered (the operation is over). */
+static bool rdma_advance(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status,
                          int answered) {
     for (;;) {
         OPAL_THREAD_LOCK(&btl->lock);
@@ -87,8 +97,7 @@ static void rdma_advance(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int
         bool done = req->answered == req->nchunks;
         OPAL_THREAD_UNLOCK(&btl->lock);
         if (done) {
-            req_done(btl, req);
-            return;
+            return true;
         }
         int failed = 0, err = OPAL_SUCCESS;
         for (int i = 0; i < n; ++i) {
@@ -99,30 +108,24 @@ static void rdma_advance(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int
             }
         }
         if (0 == failed) {
-            return;
+            return false;
         }
         status = err;
         answered = failed;
     }
 }
 
+/* One chunk of req (claimed by the caller) answered with status; the
+ * claim is dropped. */
 static void chunk_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status) {
-    rdma_advance(btl, req, status, 1);
-}
-
-static efa_btl_rdma_req_t *req_lookup(mca_btl_efa_module_t *btl, uint64_t id) {
-    void *value = NULL;
-    OPAL_THREAD_LOCK(&btl->lock);
-    const int found = opal_hash_table_get_value_uint64(&btl->reqs, id, &value);
-    OPAL_THREAD_UNLOCK(&btl->lock);
-    return OPAL_SUCCESS == found ? value : NULL;
+    drop_claim(btl, req, rdma_advance(btl, req, status, 1));
 }
 
 /* A chunk's send failed (the send path, through btl->chunk_send_failed).
- * Its request may have timed out meanwhile: looked up by id, like an
+ * Its request may have timed out meanwhile: claimed by id, like an
  * answer. */
 static void fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status) {
-    efa_btl_rdma_req_t *req = req_lookup(btl, req_id);
+    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->reqs, req_id, mca_btl_efa_now());
     if (NULL != req) {
         chunk_answered(btl, req, status);
     }
@@ -137,24 +140,10 @@ int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
     static int reported = 0;
     const double now = mca_btl_efa_now();
     const double limit = (double)mca_btl_efa_component.rma_timeout;
-    efa_btl_rdma_req_t *expired[EXPIRE_BATCH];
-    int n = 0;
-    uint64_t key;
-    void *value, *node;
-    OPAL_THREAD_LOCK(&btl->lock);
-    int rc = opal_hash_table_get_first_key_uint64(&btl->reqs, &key, &value, &node);
-    while (OPAL_SUCCESS == rc && n < EXPIRE_BATCH) {
-        efa_btl_rdma_req_t *req = value;
-        if (now - req->last > limit) {
-            expired[n++] = req;
-        }
-        rc = opal_hash_table_get_next_key_uint64(&btl->reqs, &key, &value, node, &node);
-    }
-    /* Out of the table first: a late answer or chunk failure finds nothing. */
-    for (int i = 0; i < n; ++i) {
-        opal_hash_table_remove_value_uint64(&btl->reqs, expired[i]->id);
-    }
-    OPAL_THREAD_UNLOCK(&btl->lock);
+    void *expired[EXPIRE_BATCH];
+    /* Out of the table, and held by nobody: a late answer or chunk failure
+     * finds nothing, and none is writing into them now. */
+    const int n = (int)efa_inflight_expire(btl->reqs, now, limit, expired, EXPIRE_BATCH);
     for (int i = 0; i < n; ++i) {
         efa_btl_rdma_req_t *req = expired[i];
         if (reported++ < 10) {
@@ -176,19 +165,15 @@ int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
 void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
                                   const void *payload, size_t len) {
     /* The answer comes from another process: its request id is looked up,
-     * never taken for an address. */
-    void *value = NULL;
-    OPAL_THREAD_LOCK(&btl->lock);
-    const int found = opal_hash_table_get_value_uint64(&btl->reqs, rma->req, &value);
-    OPAL_THREAD_UNLOCK(&btl->lock);
-    if (OPAL_SUCCESS != found) {
+     * never taken for an address.  Claimed: the request cannot expire (be
+     * completed and freed) while this writes into it and its buffer. */
+    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->reqs, rma->req, mca_btl_efa_now());
+    if (NULL == req) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: an answer for no request in flight (id 0x%llx) dropped",
                             (unsigned long long)rma->req);
         return;
     }
-    efa_btl_rdma_req_t *req = value;
-    req->last = mca_btl_efa_now();
     int status = rma->status;
     if (OPAL_SUCCESS == status) {
         if (EFA_BTL_MSG_GET == req->type) {
@@ -272,19 +257,19 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     req->remote_address = a->remote_address;
     req->rma = rma;
     req->nchunks = nchunks;
-    req->last = mca_btl_efa_now();
     OPAL_THREAD_LOCK(&btl->lock);
     req->id = ++btl->next_req_id;
-    int rc = opal_hash_table_set_value_uint64(&btl->reqs, req->id, req);
     OPAL_THREAD_UNLOCK(&btl->lock);
-    if (OPAL_SUCCESS != rc) {
+    /* Entered claimed by this call: nothing expires it while its first
+     * chunks go out. */
+    if (0 != efa_inflight_add(btl->reqs, req->id, req, mca_btl_efa_now())) {
         free(req);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
     (void)mca_btl_efa_drain_pending(btl);
-    rdma_advance(btl, req, OPAL_SUCCESS, 0);
+    drop_claim(btl, req, rdma_advance(btl, req, OPAL_SUCCESS, 0));
     return OPAL_SUCCESS;
 }
 
@@ -330,8 +315,9 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
 }
 
 void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl) {
-    OBJ_CONSTRUCT(&btl->reqs, opal_hash_table_t);
-    opal_hash_table_init(&btl->reqs, 256);
+    /* Out of memory: every emulated operation fails to start (NULL finds
+     * nothing and takes nothing). */
+    btl->reqs = efa_inflight_create();
     /* Like registration keys (mca_btl_efa_reg_setup, called first), ids
      * start at a random point: a late answer to an earlier run's request
      * is unlikely to name one in flight. */
@@ -342,5 +328,6 @@ void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl) {
 void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl) {
     /* Requests still in flight at finalize are abandoned (their answers
      * would be dropped), as before: their memory is left alone. */
-    OBJ_DESTRUCT(&btl->reqs);
+    efa_inflight_destroy(btl->reqs);
+    btl->reqs = NULL;
 }

@@ -39,7 +39,7 @@ static int progress_cb(void) {
         if (0 == dropped_seen) {
             opal_output(0,
                         "mtl:efa: %s: dropped %llu corrupted frame(s) found in the on-node "
-                        "inbox %s (bad length, sender or request id): another process wrote "
+                        "inbox %s (bad length, sender, request id or pid): another process wrote "
                         "into it",
                         opal_process_info.nodename, (unsigned long long)dropped,
                         efa_onnode_inbox_path(ompi_mtl_efa.onnode));
@@ -49,8 +49,9 @@ static int progress_cb(void) {
     return n;
 }
 
-/* The card (inbox cookie, local rank) process vpid of this job published:
- * the engine asks once per peer, before it writes into that peer's file. */
+/* The card (inbox cookie, local rank, pid and single-copy cookie) process
+ * vpid of this job published: the engine asks once per peer, before it
+ * writes into that peer's file. */
 static int peer_card(void *arg, uint32_t vpid, efa_onnode_card_t *card) {
     (void)arg;
     if (!ompi_mtl_efa_vpid_local(vpid)) {
@@ -65,6 +66,9 @@ static int peer_card(void *arg, uint32_t vpid, efa_onnode_card_t *card) {
     memset(card, 0, sizeof(*card));
     card->cookie = node_card.cookie;
     card->local_rank = node_card.local_rank;
+    card->pid = node_card.pid;
+    card->cma_cookie_addr = node_card.cma_cookie_addr;
+    card->cma_cookie = node_card.cma_cookie;
     return 0;
 }
 

@@ -39,11 +39,16 @@ typedef struct efa_node_params {
 } efa_node_params_t;
 
 /* What a process publishes (one modex entry): the cookie of its inbox, its
- * local rank, and a bit (1 << channel) for each channel it serves. */
+ * local rank, and a bit (1 << channel) for each channel it serves; its pid
+ * and the address and value of its single-copy cookie (efa_cma.h), which
+ * a reader checks before it trusts that pid. */
 typedef struct efa_node_card {
     uint64_t cookie;
     uint32_t local_rank;
     uint32_t channels;
+    uint64_t cma_cookie_addr, cma_cookie;
+    uint32_t pid;
+    uint32_t pad;
 } efa_node_card_t;
 
 /* The process's node, created by the first call (*created true) with p;

@@ -66,11 +66,15 @@ struct efa_onnode_req {
 
 /* What each process publishes to the processes of its node (the modex):
  * its inbox's cookie, which a sender checks before writing into the file
- * of that name, and its local rank, the ring its frames come in by. */
+ * of that name, and its local rank, the ring its frames come in by; its
+ * pid and where its single-copy cookie is (cma.hpp), the only process a
+ * receiver reads its large messages from, checked once by that cookie
+ * (pid 0: none, no single copy from it). */
 typedef struct efa_onnode_card {
     uint64_t cookie;
     uint32_t local_rank;
-    uint32_t pad;
+    uint32_t pid;
+    uint64_t cma_cookie_addr, cma_cookie;
 } efa_onnode_card_t;
 /* The card process vpid published: 0, -FI_ENOENT when it published none
  * (another node, or no inbox: then it is reached through the provider if
@@ -236,7 +240,7 @@ int efa_onnode_progress(efa_onnode_t *e);
 typedef struct efa_onnode_stats {
     uint64_t frames_sent, frames_received;
     uint64_t eager, rendezvous, single_copy, streamed, queued, unexpected;
-    uint64_t dropped; /* corrupted frames (bad length, sender or request id) */
+    uint64_t dropped; /* corrupted frames (bad length, sender, request id or pid) */
     /* Other nodes: provider messages sent (and how many of them packed
      * several frames) and received, and received ones that came early and
      * waited for those before them; the local endpoints the peers on

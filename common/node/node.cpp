@@ -6,6 +6,10 @@
 #include <mutex>
 #include <new>
 
+#include <unistd.h>
+
+#include "cma.hpp"
+
 namespace efa::node {
 
 std::string file_of(const std::string &dir, const std::string &job_tag, uint32_t vpid) {
@@ -51,6 +55,8 @@ efa_node_card_t Node::card() const {
     c.cookie = inbox_->cookie();
     c.local_rank = local_rank_;
     c.channels = channels_;
+    c.cma_cookie = cma::cookie(&c.cma_cookie_addr);
+    c.pid = static_cast<uint32_t>(getpid());
     return c;
 }
 

@@ -183,6 +183,9 @@ efa_onnode_card_t Engine::my_card() const {
     efa_onnode_card_t c{};
     c.cookie = inbox_ ? inbox_->cookie() : node_ ? node_->card().cookie : 0;
     c.local_rank = params_.local_rank;
+    c.pid = static_cast<uint32_t>(getpid());
+    c.cma_cookie_addr = cookie_addr_;
+    c.cma_cookie = cookie_;
     return c;
 }
 
@@ -215,7 +218,10 @@ Engine::Peer *Engine::peer(uint32_t vpid, int &err) {
     }
     std::unique_ptr<shm::Outbox> out;
     if (node_) { // the peer's card said it serves this channel (else peer_card said -FI_ENOENT)
-        const efa_node_card_t nc{card.cookie, card.local_rank, 1u << params_.channel};
+        efa_node_card_t nc{};
+        nc.cookie = card.cookie;
+        nc.local_rank = card.local_rank;
+        nc.channels = 1u << params_.channel;
         out = node_->attach(vpid, nc, params_.channel, err);
     } else {
         out = shm::Outbox::attach(inbox_path(dir_, job_tag_, vpid), params_.local_rank, card.cookie,
@@ -227,10 +233,13 @@ Engine::Peer *Engine::peer(uint32_t vpid, int &err) {
     auto p = std::make_unique<Peer>();
     p->vpid = vpid;
     p->ring = card.local_rank;
+    p->pid = card.pid;
+    p->cma_cookie_addr = card.cma_cookie_addr;
+    p->cma_cookie = card.cma_cookie;
     p->out = std::move(out);
     p->eager_max = eager_max_;
     p->data_max = data_max_;
-    if (!params_.single_copy) {
+    if (!params_.single_copy || 0 == p->pid) {
         p->cma = Peer::kCmaOff;
     }
     peers_[vpid] = std::move(p);

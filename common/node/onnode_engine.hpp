@@ -259,6 +259,11 @@ class Engine {
     struct Peer {
         uint32_t vpid = 0;
         uint32_t ring = 0; // its local rank: the ring of this inbox its frames come by
+        // From its card: the one process single copy reads its messages
+        // from (0: none), and the cookie that proves this pid is that
+        // process.  An RTS naming another pid is corrupted (pid_ok).
+        uint32_t pid = 0;
+        uint64_t cma_cookie_addr = 0, cma_cookie = 0;
         std::unique_ptr<shm::Outbox> out; // on this node; else:
         NetLink::Peer *net = nullptr;     // through the provider
         size_t eager_max = 0, data_max = 0;
@@ -349,7 +354,8 @@ class Engine {
         done_.push_back(&req->link);
     }
     void run_completions();
-    bool cma_ok(Peer *p, const RtsBody &b);
+    bool cma_ok(Peer *p);
+    bool pid_ok(uint32_t vpid, uint32_t pid);
     // Rendezvous by RMA read with peers on other nodes
     // (onnode_engine_read.cpp).
     struct ReadOp;

@@ -15,11 +15,27 @@ namespace efa::onnode {
 
 // ---- receiving ---------------------------------------------------------
 
-bool Engine::cma_ok(Peer *p, const RtsBody &b) {
+// May the bytes of p's messages be read out of p->pid?  Checked once, by
+// the cookie p's card named (never one a frame names: a pid that holds a
+// value the frame chose proves nothing).  The pid stays pinned: every
+// later read is of that pid, whatever a frame says.
+bool Engine::cma_ok(Peer *p) {
     if (Peer::kCmaUnknown == p->cma) {
-        p->cma = 0 == cma::verify(b.pid, b.cookie_addr, b.cookie) ? Peer::kCmaOn : Peer::kCmaOff;
+        p->cma = 0 == cma::verify(p->pid, p->cma_cookie_addr, p->cma_cookie) ? Peer::kCmaOn
+                                                                             : Peer::kCmaOff;
     }
     return Peer::kCmaOn == p->cma;
+}
+
+// Does an RTS of process vpid (whose ring was checked) name the pid its
+// card published?  One that names another is corrupted or forged: it
+// would have single copy read some other process.  Peers never read so
+// (through the provider, single copy off or refused, no pid on the card)
+// are not asked: their RTS's pid means nothing.
+bool Engine::pid_ok(uint32_t vpid, uint32_t pid) {
+    int err = 0;
+    const Peer *p = peer(vpid, err);
+    return nullptr != p && (Peer::kCmaOff == p->cma || p->pid == pid);
 }
 
 // A receive matched an RTS: copy the bytes now (true: complete) or ask for
@@ -35,8 +51,8 @@ bool Engine::pull(efa_onnode_req_t *req, const FrameHdr &h, const RtsBody &b) {
         req->err = err ? err : -FI_ENOENT;
         return true;
     }
-    if (cma_ok(p, b)) {
-        if (0 == n || 0 == cma::copy(b.pid, false, req->buf, b.addr, n, nullptr)) {
+    if (cma_ok(p)) {
+        if (0 == n || 0 == cma::copy(p->pid, false, req->buf, b.addr, n, nullptr)) {
             req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
             send_ctrl(h.sender, kFin, h.id, 0);
             ++stats.single_copy;
@@ -283,6 +299,9 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         if ((kRts == h.type || (h.flags & kFrameSync)) && !from_ring(ring, h.sender)) {
             return drop();
         }
+        if (kRts == h.type && !pid_ok(h.sender, b.pid)) {
+            return drop();
+        }
         const Envelope env{h.cid, h.src, h.tag};
         efa_onnode_req_t *req = match_.arrive(env);
         if (nullptr != req && !(req->flags & kReqPartner)) {
@@ -365,8 +384,10 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         // unexpected (withdrawn now, the send is cancelled) or matched (its
         // normal answer is on its way or already sent: nothing to add).
         // No message is held at this point (nothing is read meanwhile).
-        // Only the sender itself may withdraw its message.
-        if (!from_ring(ring, h.sender)) {
+        // Only the sender itself may withdraw its message, and only one
+        // that named its request: id 0 is what every standard-mode eager
+        // frame keeps, whoever sent it, so such a cancel is corrupted.
+        if (0 == h.id || !from_ring(ring, h.sender)) {
             return drop();
         }
         if (Message *m = match_.withdraw(h.sender, h.id)) {

@@ -40,6 +40,12 @@ Message *Matcher::probe(uint32_t cid, int32_t src, int32_t tag, bool take) {
 }
 
 Message *Matcher::withdraw(uint32_t sender, uint64_t id) {
+    // Id 0 names no request: the messages that keep it (standard-mode eager
+    // frames, which carry neither sender nor id) are never anyone's to
+    // withdraw, whoever the cancel names.
+    if (0 == id) {
+        return nullptr;
+    }
     for (efa_onnode_link_t *l = unexpected_.front(); l && l != unexpected_.end(); l = l->next) {
         Message *m = msg_of(l);
         if (m->sender == sender && m->id == id) {

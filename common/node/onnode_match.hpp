@@ -101,7 +101,9 @@ class Matcher {
     // Remove a receive still waiting; false if it matched already.
     bool cancel(efa_onnode_req_t *r);
     // Remove the waiting message that sender's request 'id' sent; nullptr
-    // if none waits (it matched, or was claimed by a probe).
+    // if none waits (it matched, or was claimed by a probe).  'sender' must
+    // be the cancel's verified source; id 0 (a message that named no
+    // request, whose sender field means nothing) never matches.
     Message *withdraw(uint32_t sender, uint64_t id);
 
     size_t posted() const { return posted_.size(); }

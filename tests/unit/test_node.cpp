@@ -180,7 +180,7 @@ struct EngineOnNode {
         if (!(c.channels & (1u << EFA_NODE_CHANNEL_ENGINE))) {
             return -FI_ENOENT;
         }
-        *card = efa_onnode_card_t{c.cookie, c.local_rank, 0};
+        *card = efa_onnode_card_t{c.cookie, c.local_rank, c.pid, c.cma_cookie_addr, c.cma_cookie};
         return 0;
     }
     ~EngineOnNode() {

@@ -8,6 +8,11 @@
 #include <cstring>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "efa_cma.h"
+
 #include "efa_onnode.h"
 #include "efa_shm_ring.h"
 #include "onnode_engine.hpp"
@@ -30,11 +35,17 @@ class OnnodeCorrupt : public onnode_test::EnginePair {
     void open_with_forger(bool into_b) {
         nlocal = 3;
         open();
-        efa_onnode_t *victim = into_b ? b : a;
+        attach_forger(into_b ? b : a, 2);
+    }
+    // The forger writes into ring 'ring' of victim's inbox: that of a real
+    // peer (ring 0: a's), as a process that can write the whole file could,
+    // which passes the ring check.  The peer must not write that ring of
+    // the victim's inbox from then on (one producer per ring).
+    void attach_forger(efa_onnode_t *victim, uint32_t ring) {
         efa_onnode_card_t card{};
         efa_onnode_my_card(victim, &card);
         int err = 0;
-        forger = efa_shm_outbox_attach(efa_onnode_inbox_path(victim), 2, card.cookie, &err);
+        forger = efa_shm_outbox_attach(efa_onnode_inbox_path(victim), ring, card.cookie, &err);
         ASSERT_NE(nullptr, forger) << err;
     }
     void TearDown() override {
@@ -54,6 +65,18 @@ class OnnodeCorrupt : public onnode_test::EnginePair {
         h.sender = sender;
         h.id = id;
         memcpy(f.data(), &h, sizeof(h));
+        ASSERT_EQ(0, efa_shm_outbox_send(forger, f.data(), f.size()));
+    }
+    void forge_rts(uint32_t sender, uint64_t id, const efa::onnode::RtsBody &body, int32_t tag) {
+        std::vector<uint8_t> f(sizeof(FrameHdr) + sizeof(body), 0);
+        FrameHdr h{};
+        h.type = efa::onnode::kRts;
+        h.cid = 3;
+        h.tag = tag;
+        h.sender = sender;
+        h.id = id;
+        memcpy(f.data(), &h, sizeof(h));
+        memcpy(f.data() + sizeof(h), &body, sizeof(body));
         ASSERT_EQ(0, efa_shm_outbox_send(forger, f.data(), f.size()));
     }
     static uint64_t dropped(efa_onnode_t *e) {
@@ -114,6 +137,103 @@ TEST_F(OnnodeCorrupt, ForgedAnswerToARealRequestIsDropped) {
     forge(efa::onnode::kAck, 1, stale);
     ASSERT_TRUE(until([&] { return dropped(a) == 2; }));
     EXPECT_EQ(1, s.completions);
+}
+
+// A cancel frame with id 0 (from a real peer's ring: it passes the ring
+// check) withdraws nothing: id 0 is what every standard-mode eager message
+// keeps, whoever sent it (its frame names neither sender nor request), so
+// it used to withdraw b's short message waiting unexpected at a.  The
+// frame is dropped and counted; the message stays for its receive.
+TEST_F(OnnodeCorrupt, CancelNamingNoRequestWithdrawsNothing) {
+    open();
+    Req s;
+    const auto data = pattern(8, 3);
+    ASSERT_GE(send(b, s, 0, data, 9, false, 3, 1), 0); // short eager: no sender, id 0
+    ASSERT_TRUE(until([&] {
+        efa_onnode_stats_t st{};
+        efa_onnode_get_stats(a, &st);
+        return 1 == st.unexpected;
+    }));
+    attach_forger(a, 0); // a's own ring of its inbox: vpid 0's (a never sends to itself here)
+    forge(efa::onnode::kCancel, 0, 0);
+    ASSERT_TRUE(until([&] { return dropped(a) >= 1; }));
+    std::vector<uint8_t> got(8, 0);
+    Req r;
+    const int rc = post(a, r, got.data(), got.size(), 3, 1, 9); // 1: complete at once
+    ASSERT_GE(rc, 0);
+    EXPECT_TRUE(until([&] { return 1 == rc || 1 == r.completions; }))
+        << "a cancel with id 0 withdrew another sender's short message";
+    EXPECT_EQ(data, got);
+    EXPECT_EQ(1u, dropped(a));
+    if (1 != rc && 0 == r.completions) {
+        EXPECT_TRUE(efa_onnode_cancel(a, &r.on));
+    }
+}
+
+// Single copy reads the pid the peer's card named, checked once by the
+// card's cookie; a later RTS from that peer's ring naming another pid (a
+// child holding other bytes at the same address) is dropped and counted,
+// never read (it used to be: the pid was checked once, then each RTS's
+// pid was read).
+TEST_F(OnnodeCorrupt, RtsNamingAnotherPidIsNotRead) {
+    open();
+    {
+        Req s, r;
+        const auto data = pattern(300000, 5);
+        std::vector<uint8_t> got(data.size(), 0);
+        ASSERT_EQ(0, send(a, s, 1, data, 2));
+        ASSERT_GE(post(b, r, got.data(), got.size(), 3, 0, 2), 0);
+        ASSERT_TRUE(until([&] { return r.completions == 1 && s.completions == 1; }));
+        ASSERT_EQ(data, got);
+        efa_onnode_stats_t st{};
+        efa_onnode_get_stats(b, &st);
+        if (1 != st.single_copy) {
+            GTEST_SKIP() << "no single copy here (" << st.single_copy << ")";
+        }
+    }
+    // A child with other bytes than ours at the same address.
+    const size_t len = 4096;
+    std::vector<uint8_t> secret(len, 0xa5);
+    int go[2];
+    ASSERT_EQ(0, pipe(go));
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (0 == child) {
+        char c;
+        (void)!read(go[0], &c, 1);
+        _exit(0);
+    }
+    memset(secret.data(), 0, len);
+    uint8_t probe = 0;
+    const int readable = efa_cma_copy(static_cast<uint32_t>(child), false, &probe,
+                                      reinterpret_cast<uintptr_t>(secret.data()), 1, nullptr);
+    std::vector<uint8_t> got(len, 0x11);
+    Req r;
+    if (0 == readable && 0xa5 == probe) { // else the forged read could not succeed anyway
+        ASSERT_EQ(0, post(b, r, got.data(), got.size(), 3, 0, 7));
+        attach_forger(b, 0); // a's ring of b's inbox; a writes nothing more into it
+        efa::onnode::RtsBody body{};
+        body.len = len;
+        body.addr = reinterpret_cast<uintptr_t>(secret.data());
+        body.pid = static_cast<uint32_t>(child);
+        body.cookie = efa_cma_cookie(&body.cookie_addr); // the child's too (a fork's copy)
+        forge_rts(0, 0x100000077ull, body, 7);
+        ASSERT_TRUE(until([&] { return dropped(b) >= 1 || r.completions == 1; }));
+    }
+    (void)!write(go[1], "x", 1);
+    close(go[0]);
+    close(go[1]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (0 != readable || 0xa5 != probe) {
+        GTEST_SKIP() << "cannot read a child process here (" << readable << ")";
+    }
+    EXPECT_EQ(0, r.completions) << "an RTS naming another pid matched the receive";
+    EXPECT_EQ(std::vector<uint8_t>(len, 0x11), got) << "the other process's bytes were read";
+    EXPECT_EQ(1u, dropped(b));
+    if (0 == r.completions) {
+        EXPECT_TRUE(efa_onnode_cancel(b, &r.on));
+    }
 }
 
 } // namespace

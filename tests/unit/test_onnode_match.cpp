@@ -121,4 +121,26 @@ TEST(OnnodeMatch, ProbeLooksOrTakes) {
     free(taken);
 }
 
+// A withdrawal takes only the message of the sender and request named;
+// id 0 (kept by every standard-mode eager message, whose frame names no
+// sender: sender 0 too) names none and never withdraws anything.
+TEST(OnnodeMatch, WithdrawOnlyTheNamedSendersRequest) {
+    Matcher mt;
+    Message *shorty = message(1, 4, 8, 0); // a short eager message: sender 0, id 0
+    Message *named = message(1, 2, 8, 0x100000002ull);
+    named->sender = 2;
+    mt.add_unexpected(shorty);
+    mt.add_unexpected(named);
+    EXPECT_EQ(nullptr, mt.withdraw(0, 0)) << "id 0 withdrew a message that named no request";
+    EXPECT_EQ(nullptr, mt.withdraw(2, 0));
+    EXPECT_EQ(nullptr, mt.withdraw(3, 0x100000002ull)) << "another sender's cancel withdrew it";
+    EXPECT_EQ(2u, mt.unexpected());
+    EXPECT_EQ(named, mt.withdraw(2, 0x100000002ull));
+    EXPECT_EQ(nullptr, mt.withdraw(2, 0x100000002ull)); // gone already
+    EXPECT_EQ(1u, mt.unexpected());
+    EXPECT_EQ(shorty, mt.probe(1, 4, 8, true));
+    free(named);
+    free(shorty);
+}
+
 } // namespace

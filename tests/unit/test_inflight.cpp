@@ -1,0 +1,154 @@
+// The table of operations in flight answered by id, with claims
+// (efa_inflight.h; btl_efa's emulated one-sided requests): an answer that
+// holds an operation is never raced by its expiry, and each operation is
+// completed by exactly one caller, whatever the threads do.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "efa_inflight.h"
+
+namespace {
+
+struct Table {
+    efa_inflight_t *t = efa_inflight_create();
+    ~Table() { efa_inflight_destroy(t); }
+};
+
+// The interleaving of the defect: an answer claims the operation, the
+// expiry runs (at a time far past the limit) before the answer writes;
+// the expiry must leave it, and the answer's release completes it.
+TEST(Inflight, ExpiryLeavesAnOperationAnAnswerHolds) {
+    Table tb;
+    int op = 0;
+    ASSERT_EQ(0, efa_inflight_add(tb.t, 7, &op, 0.0));
+    EXPECT_FALSE(efa_inflight_release(tb.t, 7, false)); // the initiator issued its chunks
+    ASSERT_EQ(&op, efa_inflight_claim(tb.t, 7, 0.0));   // an answer arrives
+    void *out[4];
+    EXPECT_EQ(0u, efa_inflight_expire(tb.t, 1000.0, 1.0, out, 4)) << "expired while claimed";
+    op = 1;                                             // the answer writes
+    EXPECT_TRUE(efa_inflight_release(tb.t, 7, true));   // ... and completes it
+    EXPECT_EQ(nullptr, efa_inflight_claim(tb.t, 7, 0)); // a late answer finds nothing
+    EXPECT_EQ(0u, efa_inflight_expire(tb.t, 1000.0, 1.0, out, 4));
+    EXPECT_EQ(0u, efa_inflight_size(tb.t));
+}
+
+// Idle and held by nobody: the expiry takes it, once, and a late answer
+// or send failure finds nothing.
+TEST(Inflight, ExpiryTakesAnIdleOperationOnce) {
+    Table tb;
+    int a = 0, b = 0;
+    ASSERT_EQ(0, efa_inflight_add(tb.t, 1, &a, 0.0));
+    ASSERT_EQ(0, efa_inflight_add(tb.t, 2, &b, 0.0));
+    EXPECT_EQ(-EEXIST, efa_inflight_add(tb.t, 2, &b, 0.0));
+    EXPECT_FALSE(efa_inflight_release(tb.t, 1, false)); // 2 stays its initiator's
+    void *out[4];
+    ASSERT_EQ(1u, efa_inflight_expire(tb.t, 3.0, 1.0, out, 4));
+    EXPECT_EQ(&a, out[0]);
+    EXPECT_EQ(nullptr, efa_inflight_claim(tb.t, 1, 3.0)); // a late answer
+    EXPECT_FALSE(efa_inflight_release(tb.t, 1, true)) << "an unclaimed release completed";
+    EXPECT_EQ(0u, efa_inflight_expire(tb.t, 3.0, 1.0, out, 4));
+    // A claim resets the clock: answered at 9, not idle at 9.5.
+    ASSERT_EQ(&b, efa_inflight_claim(tb.t, 2, 9.0));
+    EXPECT_FALSE(efa_inflight_release(tb.t, 2, false));
+    EXPECT_FALSE(efa_inflight_release(tb.t, 2, false)); // the initiator's
+    EXPECT_EQ(0u, efa_inflight_expire(tb.t, 9.5, 1.0, out, 4));
+    ASSERT_EQ(1u, efa_inflight_expire(tb.t, 10.5, 1.0, out, 4));
+    EXPECT_EQ(&b, out[0]);
+    EXPECT_EQ(0u, efa_inflight_size(tb.t));
+    EXPECT_EQ(0u, efa_inflight_expire(nullptr, 0, 0, out, 4)); // no table: nothing
+}
+
+// Two answers hold it (the last chunk's and a stray duplicate): the one
+// that finds it over does not complete it while the other still writes;
+// the last release does, and nobody can claim it after it is over.
+TEST(Inflight, TheLastClaimCompletes) {
+    Table tb;
+    int op = 0;
+    ASSERT_EQ(0, efa_inflight_add(tb.t, 3, &op, 0.0));
+    ASSERT_EQ(&op, efa_inflight_claim(tb.t, 3, 0.0));
+    EXPECT_FALSE(efa_inflight_release(tb.t, 3, true)) << "completed under the initiator's claim";
+    EXPECT_EQ(nullptr, efa_inflight_claim(tb.t, 3, 0.0)) << "claimed after it was over";
+    void *out[1];
+    EXPECT_EQ(0u, efa_inflight_expire(tb.t, 100.0, 0.0, out, 1)) << "an operation over expired";
+    EXPECT_TRUE(efa_inflight_release(tb.t, 3, false));
+    EXPECT_EQ(0u, efa_inflight_size(tb.t));
+}
+
+// The race itself, between threads: answers (claim, write into the
+// operation, release as over) against an expiry with a limit of 0 that
+// runs all the time.  Every operation is completed exactly once, by one
+// side or the other, and one completed by its answer was written first;
+// completion frees it, so a write after it is a use after free (which the
+// sanitizer tier reports) and a second completion a double free.
+TEST(Inflight, AnswersRacingTheExpiryCompleteEachOnce) {
+    Table tb;
+    constexpr int kOps = 20000;
+    struct Op {
+        std::atomic<int> completed{0};
+        std::atomic<int> written{0};
+        bool by_answer = false;
+    };
+    std::vector<Op> ops(kOps);
+    std::atomic<int> doubles{0}, unwritten{0};
+    auto complete = [&](Op *op, bool by_answer) {
+        if (op->completed.fetch_add(1) != 0) {
+            doubles.fetch_add(1);
+        }
+        op->by_answer = by_answer;
+        if (by_answer && 0 == op->written.load()) {
+            unwritten.fetch_add(1);
+        }
+    };
+    for (int i = 0; i < kOps; ++i) {
+        ASSERT_EQ(0, efa_inflight_add(tb.t, 100 + i, &ops[i], 0.0));
+        EXPECT_FALSE(efa_inflight_release(tb.t, 100 + i, false));
+    }
+    std::atomic<bool> stop{false};
+    std::thread expiry([&] {
+        void *out[16];
+        while (!stop.load()) {
+            const size_t n = efa_inflight_expire(tb.t, 1.0, 0.0, out, 16);
+            for (size_t k = 0; k < n; ++k) {
+                complete(static_cast<Op *>(out[k]), false);
+            }
+        }
+    });
+    for (int i = 0; i < kOps; ++i) {
+        auto *op = static_cast<Op *>(efa_inflight_claim(tb.t, 100 + i, 0.0));
+        if (nullptr == op) {
+            continue; // expired first: the answer is dropped
+        }
+        if (op->completed.load() != 0) {
+            doubles.fetch_add(1); // claimed what was already completed
+        }
+        op->written.store(1);
+        if (efa_inflight_release(tb.t, 100 + i, true)) {
+            complete(op, true);
+        }
+    }
+    stop.store(true);
+    expiry.join();
+    void *out[16];
+    while (size_t n = efa_inflight_expire(tb.t, 1.0, 0.0, out, 16)) {
+        for (size_t k = 0; k < n; ++k) {
+            complete(static_cast<Op *>(out[k]), false);
+        }
+    }
+    int answered = 0;
+    for (const Op &op : ops) {
+        EXPECT_EQ(1, op.completed.load());
+        answered += op.by_answer;
+    }
+    EXPECT_EQ(0, doubles.load());
+    EXPECT_EQ(0, unwritten.load());
+    EXPECT_EQ(0u, efa_inflight_size(tb.t));
+    RecordProperty("completed_by_answer", answered);
+}
+
+} // namespace
