@@ -257,7 +257,10 @@ fi
 
 # Instrumented builds beside the normal one (scripts/build-instrumented.sh):
 # ASan + UBSan over the unit tests and subsets of the MPI and one-sided
-# suites, then every libFuzzer harness over its corpus and for 20 s.
+# suites, then every libFuzzer harness over its corpus and for 20 s.  A
+# build that fails is one failure, and its suite is not run: the build
+# directory may hold the programs of an earlier build, which would be
+# tested in place of this checkout's.
 for kind in asan fuzz; do
     case $kind in
     asan) title="sanitizers (ASan + UBSan): unit tests, MPI and one-sided subsets"
@@ -267,8 +270,13 @@ for kind in asan fuzz; do
     esac
     echo "== $title"
     if [ $do_build -eq 1 ]; then
-        "$top/scripts/build-instrumented.sh" $kind >"$logdir/build-$kind.log" 2>&1 ||
-            { tail -20 "$logdir/build-$kind.log"; echo "FAIL build-$kind"; }
+        if ! "$top/scripts/build-instrumented.sh" $kind >"$logdir/build-$kind.log" 2>&1; then
+            tail -20 "$logdir/build-$kind.log"
+            { echo "FAIL build-$kind (log: $logdir/build-$kind.log; its suite not run)"
+              echo "0 passed, 1 failed"; } | tee "$logdir/$kind.log"
+            add_counts "$logdir/$kind.log" $kind
+            continue
+        fi
     elif [ ! -d "$top/_build-$kind" ]; then
         echo "SKIP $kind: --no-build and no _build-$kind (scripts/build-instrumented.sh $kind)" |
             tee "$logdir/$kind.log"
