@@ -89,7 +89,8 @@ struct mca_btl_base_endpoint_t {
     uint32_t vpid;            /* names the peer's inbox */
     efa_shm_outbox_t *outbox; /* attached on the first send */
     /* Single copy (btl_efa_cma.c): EFA_BTL_CMA_*, decided at the first
-     * put or get to the peer; cma_pid is the peer's pid once verified. */
+     * put or get to the peer; cma_pid is the peer's pid once verified,
+     * published by the release store of EFA_BTL_CMA_ON. */
     volatile int32_t cma;
     uint32_t cma_pid;
     /* A process of another job (btl_efa_mode.c): its job agreed its own
@@ -121,6 +122,7 @@ enum {
     EFA_BTL_CMA_UNKNOWN = 0, /* not tried yet */
     EFA_BTL_CMA_ON,          /* verified: put and get copy directly */
     EFA_BTL_CMA_OFF,         /* not on this node, or the kernel refused: the provider's path */
+    EFA_BTL_CMA_PROBING,     /* one thread is deciding: the others take the other paths */
 };
 
 /* A send fragment: the buffer begins with efa_btl_hdr_t.  An in-place

@@ -15,7 +15,10 @@ int mca_btl_efa_component_progress(void) {
     /* Unanswered requests are looked for now and then (a clock read per
      * call would cost more than the rest of an idle progress call). */
     static unsigned calls;
-    if (mca_btl_efa_module.outstanding > 0 && 0 == (++calls & 1023)) {
+    /* Both read and counted by every progressing thread: atomics (relaxed,
+     * only how often the look happens depends on them). */
+    if (__atomic_load_n(&mca_btl_efa_module.outstanding, __ATOMIC_RELAXED) > 0 &&
+        0 == (__atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED) & 1023)) {
         n += mca_btl_efa_emul_expire(&mca_btl_efa_module);
     }
     return n + mca_btl_efa_drain_pending(&mca_btl_efa_module);

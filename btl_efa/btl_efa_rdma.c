@@ -24,8 +24,8 @@
 
 static void note_one_sided(void) {
     static bool announced = false;
-    if (!announced) {
-        announced = true; /* the test harness looks for this line */
+    if (!__atomic_exchange_n(&announced, true, __ATOMIC_RELAXED)) {
+        /* the test harness looks for this line */
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: one-sided operations in use");
     }
 }

@@ -157,7 +157,7 @@ static void finish_ring_done(mca_btl_efa_module_t *btl) {
     OPAL_THREAD_LOCK(&btl->lock);
     efa_btl_frag_t *done = btl->ring_done;
     btl->ring_done = NULL;
-    btl->num_ring_done = 0;
+    __atomic_store_n(&btl->num_ring_done, 0, __ATOMIC_RELAXED);
     OPAL_THREAD_UNLOCK(&btl->lock);
     /* The list is last-in first-out: put it back in sending order. */
     efa_btl_frag_t *ordered = NULL;
@@ -385,7 +385,9 @@ static bool drain_peer(void *arg, efa_flow_peer_t *peer) {
 
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
     (void)efa_core_msg_progress(btl->core);
-    if (0 != btl->num_ring_done) {
+    /* A peek without the lock (finish_ring_done takes it): atomic, as the
+     * count changes under the lock in other threads. */
+    if (0 != __atomic_load_n(&btl->num_ring_done, __ATOMIC_RELAXED)) {
         finish_ring_done(btl);
     }
     if (0 == btl->flow.num_waiting) {

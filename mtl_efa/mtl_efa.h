@@ -20,6 +20,7 @@
 #include "mtl_efa_compat.h"
 #include "efa_core.h"
 #include "efa_onnode.h"
+#include "efa_tsan.h"
 #include "efa_tag.h"
 
 BEGIN_C_DECLS
@@ -128,6 +129,12 @@ typedef struct mca_mtl_efa_request_t {
     uint64_t seq_tag; /* 0: no seq, cannot be withdrawn */
     fi_addr_t seq_addr;
     bool withdrawing, withdrawn;
+#if EFA_TSAN
+    /* pml/cm's completion callback, called through mtl_efa_module.c's
+     * annotation. */
+    void (*tsan_callback)(struct mca_mtl_request_t *mtl_request);
+    bool tsan_on_stack; /* it or its convertor is on the caller's stack */
+#endif
 } mca_mtl_efa_request_t;
 
 /* A send MPI_Send waits for inside the MTL: the request lives on the
@@ -137,8 +144,12 @@ typedef struct {
     volatile bool done;
 } mca_mtl_efa_blocking_send_t;
 
+/* Release: the waiter, which reads 'done' with acquire, then reads what
+ * the completion wrote (the request's error) and pops the request off its
+ * stack.  A plain (volatile) flag orders neither on a weakly ordered CPU
+ * (aarch64). */
 static inline void ompi_mtl_efa_blocking_send_done(mca_mtl_request_t *mtl_request) {
-    ((mca_mtl_efa_blocking_send_t *)mtl_request)->done = true;
+    __atomic_store_n(&((mca_mtl_efa_blocking_send_t *)mtl_request)->done, true, __ATOMIC_RELEASE);
 }
 
 /* An improbe'd message waiting for its mrecv: the claimed context. */

@@ -4,7 +4,82 @@
  */
 #include "mtl_efa.h"
 
+#include "opal/datatype/opal_convertor.h"
 #include "opal/util/show_help.h"
+
+#if EFA_TSAN
+/* pml/cm recycles its requests through free lists whose atomics TSan cannot
+ * see: what one thread's completion wrote and the next user's
+ * initialization then read as races.  A request is taken (acquire) as
+ * pml/cm hands it to the MTL and handed back (release) just before its
+ * completion callback, so any access of the MTL's after that is still
+ * seen. */
+static void tsan_handed_back(mca_mtl_request_t *r) {
+    mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)r;
+    void (*callback)(struct mca_mtl_request_t *) = req->tsan_callback;
+    if (req->tsan_on_stack) {
+        /* pml/cm's blocking calls keep the request or its convertor on the
+         * waiting thread's stack, which is reused once Open MPI's wait
+         * returns, with nothing of ours in that thread to acquire: what was
+         * done to them until now is forgotten instead (accesses after this
+         * point are still seen). */
+        struct opal_convertor_t *convertor = req->convertor;
+        if (convertor) {
+            EFA_TSAN_NEW_MEMORY(convertor, sizeof(*convertor));
+        }
+        EFA_TSAN_NEW_MEMORY(req, sizeof(*req));
+    }
+    EFA_TSAN_RELEASE(req); /* last: the request may be taken again from here on */
+    callback(r);
+}
+
+static void tsan_take(mca_mtl_request_t *r, const struct opal_convertor_t *convertor) {
+    mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)r;
+    char here;
+    EFA_TSAN_ACQUIRE(req);
+    /* In a frame above this one, within 64 KiB: the caller's stack. */
+    req->tsan_on_stack = ((char *)r > &here && (char *)r - &here < 65536) ||
+                         ((char *)convertor > &here && (char *)convertor - &here < 65536);
+    if (r->completion_callback != tsan_handed_back) { /* pml/cm may set it once per request */
+        req->tsan_callback = r->completion_callback;
+        r->completion_callback = tsan_handed_back;
+    }
+}
+
+/* A request refused at once goes back to pml/cm without a callback. */
+static int tsan_refused(mca_mtl_request_t *r, int rc) {
+    if (OMPI_SUCCESS != rc) {
+        EFA_TSAN_RELEASE(r);
+    }
+    return rc;
+}
+
+static int tsan_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
+                      int tag, struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode,
+                      bool blocking, mca_mtl_request_t *r) {
+    tsan_take(r, convertor);
+    return tsan_refused(r, ompi_mtl_efa_isend(mtl, comm, dest, tag, convertor, mode, blocking, r));
+}
+
+static int tsan_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int src,
+                      int tag, struct opal_convertor_t *convertor, mca_mtl_request_t *r) {
+    tsan_take(r, convertor);
+    return tsan_refused(r, ompi_mtl_efa_irecv(mtl, comm, src, tag, convertor, r));
+}
+
+static int tsan_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor_t *convertor,
+                       struct ompi_message_t **message, mca_mtl_request_t *r) {
+    tsan_take(r, convertor);
+    return tsan_refused(r, ompi_mtl_efa_imrecv(mtl, convertor, message, r));
+}
+#define MTL_EFA_ISEND tsan_isend
+#define MTL_EFA_IRECV tsan_irecv
+#define MTL_EFA_IMRECV tsan_imrecv
+#else
+#define MTL_EFA_ISEND ompi_mtl_efa_isend
+#define MTL_EFA_IRECV ompi_mtl_efa_irecv
+#define MTL_EFA_IMRECV ompi_mtl_efa_imrecv
+#endif
 
 mca_mtl_efa_module_t ompi_mtl_efa = {
     .base =
@@ -17,10 +92,10 @@ mca_mtl_efa_module_t ompi_mtl_efa = {
             .mtl_del_procs = ompi_mtl_efa_del_procs,
             .mtl_finalize = ompi_mtl_efa_finalize,
             .mtl_send = ompi_mtl_efa_send,
-            .mtl_isend = ompi_mtl_efa_isend,
-            .mtl_irecv = ompi_mtl_efa_irecv,
+            .mtl_isend = MTL_EFA_ISEND,
+            .mtl_irecv = MTL_EFA_IRECV,
             .mtl_iprobe = ompi_mtl_efa_iprobe,
-            .mtl_imrecv = ompi_mtl_efa_imrecv,
+            .mtl_imrecv = MTL_EFA_IMRECV,
             .mtl_improbe = ompi_mtl_efa_improbe,
             .mtl_cancel = ompi_mtl_efa_cancel,
             .mtl_add_comm = ompi_mtl_efa_add_comm,

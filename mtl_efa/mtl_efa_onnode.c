@@ -348,7 +348,7 @@ int ompi_mtl_efa_onnode_send(struct ompi_communicator_t *comm, int dest, int tag
     bs.done = false;
     int rc = start_send(comm, dest, tag, mode, req);
     if (0 == rc) {
-        while (!bs.done) {
+        while (!__atomic_load_n(&bs.done, __ATOMIC_ACQUIRE)) {
             opal_progress();
         }
         rc = req->on.err ? mca_common_efa_fi_to_opal(req->on.err) : OMPI_SUCCESS;

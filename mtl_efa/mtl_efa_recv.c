@@ -239,9 +239,13 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         rc = ompi_mtl_efa_reg_buffer(req, &desc);
     }
     if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
+        /* Read before the post: a receive that is not dual may complete in
+         * another thread's progress as soon as it is posted, and pml/cm
+         * hand the request to another receive. */
+        const bool dual = req->dual;
         rc = mca_common_efa_rc(
             efa_ctx_trecv(req->ctx, req->buffer, req->length, desc, addr, bits, ignore, &req->op));
-        if (OMPI_SUCCESS == rc && req->dual) {
+        if (OMPI_SUCCESS == rc && dual) {
             efa_onnode_partner_armed(ompi_mtl_efa.onnode, &req->on);
         }
     }

@@ -3,6 +3,8 @@
 #   scripts/build-instrumented.sh asan   # _build-asan, installed into _install-asan:
 #                                        # components, core, unit and MPI test programs
 #                                        # with AddressSanitizer + UndefinedBehaviorSanitizer (gcc)
+#   scripts/build-instrumented.sh tsan   # _build-tsan, installed into _install-tsan:
+#                                        # the same with ThreadSanitizer (clang)
 #   scripts/build-instrumented.sh fuzz   # _build-fuzz: the libFuzzer harnesses of
 #                                        # tests/fuzz (clang, with ASan + UBSan)
 # Open MPI itself stays uninstrumented.  Prints the build directory.
@@ -24,6 +26,13 @@ asan)
           CFLAGS="-g -O1" CXXFLAGS="-g -O1")
     dirs=(tests/unit tests/mpi tests/osc)
     ;;
+tsan)
+    # No one-sided test program starts threads: tests/osc is not needed.
+    build=$top/_build-tsan
+    args=(--prefix="$top/_install-tsan" --enable-sanitizers=thread
+          CC=clang CXX=clang++ CFLAGS="-g -O1" CXXFLAGS="-g -O1")
+    dirs=(tests/unit tests/mpi)
+    ;;
 fuzz)
     build=$top/_build-fuzz
     args=(--prefix="$top/_install-fuzz" --enable-sanitizers=address,undefined --enable-fuzzers
@@ -31,13 +40,13 @@ fuzz)
     dirs=(tests/fuzz)
     ;;
 *)
-    echo "usage: $0 asan|fuzz" >&2
+    echo "usage: $0 asan|tsan|fuzz" >&2
     exit 2
     ;;
 esac
 
 configure_once build-instrumented "$top" "$build" "${args[@]}" "${extra[@]}"
-if [ "$kind" = asan ]; then
+if [ "$kind" != fuzz ]; then
     make_logged build-instrumented -j"$jobs"
     make install >make-install.out 2>&1 || { tail -20 make-install.out; exit 1; }
 else

@@ -5,7 +5,11 @@
 # configure_once WHO TOP BUILD CONFIGURE-ARGS...: regenerates TOP/configure
 # when it is missing or older than its inputs, then configures BUILD
 # (created if need be) unless it is configured by the current configure
-# already.  Leaves the shell in BUILD.
+# with the same arguments already (BUILD/configure.args, written once
+# configure succeeds).  Configured again with other arguments (another
+# compiler, flags, Open MPI), BUILD is cleaned too: make compares times,
+# not flags, and would keep the objects and programs of the old ones.
+# Leaves the shell in BUILD.
 configure_once() {
     local who=$1 top=$2 build=$3
     shift 3
@@ -16,9 +20,18 @@ configure_once() {
     fi
     mkdir -p "$build"
     cd "$build" || exit 1
-    if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
+    local args clean=0
+    args=$(printf '%q ' "$@")
+    [ -f Makefile ] && [ "$(cat configure.args 2>/dev/null)" != "$args" ] && clean=1
+    if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ] || [ $clean -eq 1 ]; then
+        rm -f configure.args
         "$top/configure" "$@" >configure.out 2>&1 ||
             { tail -30 configure.out; echo "$who: configure failed (full log: $build/configure.out)"; exit 1; }
+        if [ $clean -eq 1 ]; then
+            echo "$who: configured with other arguments than before: cleaning $build"
+            make clean >make-clean.out 2>&1 || { tail -20 make-clean.out; exit 1; }
+        fi
+        printf '%s\n' "$args" >configure.args
     fi
 }
 

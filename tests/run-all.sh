@@ -10,8 +10,9 @@
 # btl_efa in native, emulated and mixed modes (and with FI_MR_LOCAL forced),
 # the same point-to-point suites, a soak under random loss and peer-loss
 # tests across hosts made of network namespaces, the benchmark programs'
-# self-checks, and the sanitizer (ASan + UBSan) and libFuzzer builds
-# (tests/run-sanitizer-tests.sh, tests/fuzz/run-fuzzers.sh).
+# self-checks, and the sanitizer (ASan + UBSan), ThreadSanitizer and
+# libFuzzer builds (tests/run-sanitizer-tests.sh, tests/run-tsan-tests.sh,
+# tests/fuzz/run-fuzzers.sh).
 # NETPIPE (tests/mpi/run-mpi-tests.sh), MPI4PY_PYTHON and PYTHONPATH
 # (tests/mpi4py/run-mpi4py-tests.sh) pass through to the runners: programs
 # built against the Open MPI on PATH, where Debian's are skipped.
@@ -257,18 +258,28 @@ fi
 
 # Instrumented builds beside the normal one (scripts/build-instrumented.sh):
 # ASan + UBSan over the unit tests and subsets of the MPI and one-sided
-# suites, then every libFuzzer harness over its corpus and for 20 s.
-for kind in asan fuzz; do
+# suites, ThreadSanitizer over the threaded suites, then every libFuzzer
+# harness over its corpus and for 20 s.  A build that fails is one failure,
+# and its suite is not run: the build directory may hold the programs of
+# an earlier build, which would be tested in place of this checkout's.
+for kind in asan tsan fuzz; do
     case $kind in
     asan) title="sanitizers (ASan + UBSan): unit tests, MPI and one-sided subsets"
           runner=("$top/tests/run-sanitizer-tests.sh" -b "$top/_build-asan" -i "$top/_install-asan") ;;
+    tsan) title="ThreadSanitizer: threaded unit tests, MPI_THREAD_MULTIPLE over mtl_efa and btl_efa"
+          runner=("$top/tests/run-tsan-tests.sh" -b "$top/_build-tsan" -i "$top/_install-tsan") ;;
     fuzz) title="fuzzers (libFuzzer + ASan + UBSan): corpus, then 20 s per harness"
           runner=("$top/tests/fuzz/run-fuzzers.sh" -T 20 -b "$top/_build-fuzz") ;;
     esac
     echo "== $title"
     if [ $do_build -eq 1 ]; then
-        "$top/scripts/build-instrumented.sh" $kind >"$logdir/build-$kind.log" 2>&1 ||
-            { tail -20 "$logdir/build-$kind.log"; echo "FAIL build-$kind"; }
+        if ! "$top/scripts/build-instrumented.sh" $kind >"$logdir/build-$kind.log" 2>&1; then
+            tail -20 "$logdir/build-$kind.log"
+            { echo "FAIL build-$kind (log: $logdir/build-$kind.log; its suite not run)"
+              echo "0 passed, 1 failed"; } | tee "$logdir/$kind.log"
+            add_counts "$logdir/$kind.log" $kind
+            continue
+        fi
     elif [ ! -d "$top/_build-$kind" ]; then
         echo "SKIP $kind: --no-build and no _build-$kind (scripts/build-instrumented.sh $kind)" |
             tee "$logdir/$kind.log"
@@ -276,7 +287,8 @@ for kind in asan fuzz; do
         add_counts "$logdir/$kind.log" $kind
         continue
     fi
-    SAN_TEST_LOG_DIR=$logdir/san FUZZ_LOG_DIR=$logdir/fuzz "${runner[@]}" 2>&1 | tee "$logdir/$kind.log"
+    SAN_TEST_LOG_DIR=$logdir/san TSAN_TEST_LOG_DIR=$logdir/tsan FUZZ_LOG_DIR=$logdir/fuzz \
+        "${runner[@]}" 2>&1 | tee "$logdir/$kind.log"
     add_counts "$logdir/$kind.log" $kind
 done
 

@@ -1,7 +1,7 @@
 // The core's own messages in the tag space no component receive matches
 // (EFA_PROTO_PROBE, efa_tag.h), and how they share it:
 //
-//   proto:2 = 3 | answer:1 | withdraw:1 | reply:1 | zero:2 | id:56
+//   proto:2 = 3 | answer:1 | withdraw:1 | reply:1 | zero:3 | id:56
 //
 //  - liveness pings and answers (core_probe.cpp): withdraw and reply 0,
 //    'answer' tells the two apart, 'id' is the sender's probe id;

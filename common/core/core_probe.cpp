@@ -28,6 +28,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "control_tags.hpp"
+#include "control_wire.hpp"
 #include "deadline_tracked.hpp"
 
 namespace efa {
@@ -184,12 +185,12 @@ void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
     if (cqe->err == -FI_ECANCELED) {
         return;
     }
-    if (!cqe->err) {
-        const uint64_t id = cqe->tag & kIdMask;
-        if (cqe->tag & kAnswerBit) {
-            answered(r->ctx->core, id);
+    const control::ProbeMsg m = cqe->err ? control::ProbeMsg{} : control::parse_probe(cqe->tag);
+    if (m.valid) {
+        if (m.answer) {
+            answered(r->ctx->core, m.id);
         } else {
-            answer(r->ctx, id);
+            answer(r->ctx, m.id);
         }
     }
     // A failed repost leaves later probes to the provider's unexpected

@@ -28,6 +28,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "control_tags.hpp"
+#include "control_wire.hpp"
 #include "core.hpp"
 #include "ctx_ops.hpp"
 
@@ -35,7 +36,6 @@ namespace efa {
 
 namespace {
 
-using control::kIdMask;
 using control::kProbeTag;
 using control::kReplyBit;
 using control::kWithdrawBit;
@@ -47,11 +47,6 @@ constexpr size_t kReply = 16; // a reply: id, outcome
 
 void put64(uint8_t *p, uint64_t v) {
     memcpy(p, &v, sizeof(v));
-}
-uint64_t get64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
 }
 
 // --- the requester's side ---
@@ -241,13 +236,15 @@ void control_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
     if (cqe->err == -FI_ECANCELED) {
         return;
     }
-    const bool is_reply = (cqe->tag & kReplyBit) != 0;
-    if (!cqe->err && cqe->len >= (is_reply ? kReply : kWire)) {
-        const uint64_t a = get64(r->buf), b = get64(r->buf + 8);
-        if (is_reply) {
-            settle(r->ctx->core, a, static_cast<int>(static_cast<int64_t>(b)));
-        } else {
-            claim_start(r->ctx, cqe->tag & kIdMask, a, b, get64(r->buf + 16));
+    static_assert(kWire == control::kWithdrawRequestBytes &&
+                  kReply == control::kWithdrawReplyBytes);
+    if (!cqe->err) {
+        const control::WithdrawMsg m =
+            control::parse_withdraw(cqe->tag, r->buf, cqe->len < kWire ? cqe->len : kWire);
+        if (m.kind == control::WithdrawMsg::kReply) {
+            settle(r->ctx->core, m.id, m.result);
+        } else if (m.kind == control::WithdrawMsg::kRequest) {
+            claim_start(r->ctx, m.requester, m.tag, m.id, m.len);
         }
     }
     int rc = post_control_recv(r);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Writes the hand-made seeds of fuzz_onnode_frame, fuzz_onnode_net,
-# fuzz_btl_wire and some of fuzz_shm_ring, so that each reaches one path
+# fuzz_btl_wire, fuzz_control_wire and some of fuzz_shm_ring, so that each reaches one path
 # on its first run:
 #   tests/fuzz/make-seeds.py [CORPUS_DIR]   (default: corpus/ here)
 # The layouts are the harnesses' (see their sources); inputs of defects
@@ -248,3 +248,34 @@ emul_seeds = {
     "wrap": emul(PUT, 2**64 - 4, 8, 2, payload=b"12345678", raw=True),
 }
 write_seeds("fuzz_emul_target", emul_seeds)
+
+
+# fuzz_control_wire: 8 bytes (the tag), then the message (layout in
+# common/core/control_tags.hpp): pings and answers, withdraw requests and
+# replies, each cut short, and tags just outside their spaces.
+PROBE, ANSWER, WITHDRAW, REPLY = 3 << 62, 1 << 61, 1 << 60, 1 << 59
+PEER = 0x00ABCDEF01234567  # a probe id (56 bits)
+
+
+def ctl(tag, body=b""):
+    return struct.pack("<Q", tag) + body
+
+
+request = struct.pack("<QQQ", 0x8000000000000007, 42, 1 << 20)  # tag, id, length
+control = {
+    "ping": ctl(PROBE | PEER),
+    "answer": ctl(PROBE | ANSWER | PEER),
+    "withdraw-request": ctl(PROBE | WITHDRAW | PEER, request),
+    "withdraw-request-short": ctl(PROBE | WITHDRAW | PEER, request[:23]),
+    "withdraw-request-long": ctl(PROBE | WITHDRAW | PEER, request + b"x" * 16),
+    "withdraw-reply-taken": ctl(PROBE | WITHDRAW | REPLY, struct.pack("<Qq", 42, 1)),
+    "withdraw-reply-error": ctl(PROBE | WITHDRAW | REPLY, struct.pack("<Qq", 42, -103)),
+    "withdraw-reply-wide": ctl(PROBE | WITHDRAW | REPLY, struct.pack("<QQ", 42, (1 << 32) | 1)),
+    "withdraw-reply-short": ctl(PROBE | WITHDRAW | REPLY, struct.pack("<Q", 42)),
+    "zero-bit-set": ctl(PROBE | WITHDRAW | (1 << 57) | PEER, request),
+    "zero-bit-58-set": ctl(PROBE | WITHDRAW | REPLY | (1 << 58), struct.pack("<Qq", 42, 1)),
+    "answer-and-withdraw": ctl(PROBE | ANSWER | WITHDRAW | PEER, request),
+    "reply-bit-on-ping": ctl(PROBE | REPLY | PEER),
+    "component-message": ctl((1 << 62) | PEER, request),
+}
+write_seeds("fuzz_control_wire", control)

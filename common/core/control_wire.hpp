@@ -1,0 +1,40 @@
+// Reading the core's control messages (control_tags.hpp) as they arrive:
+// a liveness ping or answer is its tag alone, a withdraw request or reply
+// its tag and a few bytes.  Every bit of them is another process's to
+// choose; the receives (core_probe.cpp, core_withdraw.cpp) read them only
+// through these functions, which tests/fuzz/fuzz_control_wire.cpp tries
+// with any bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace efa::control {
+
+// A ping or an answer (core_probe.cpp).
+struct ProbeMsg {
+    bool valid;  // in the space of pings and answers (kProbeTag, kProbeIgnore)
+    bool answer; // an answer to this process's ping, not a ping
+    uint64_t id; // the sender's probe id
+};
+ProbeMsg parse_probe(uint64_t tag);
+
+// A withdraw request: the message's tag, the requester's id for the
+// answer, the message's length; a reply: that id and the outcome.  Each a
+// 64-bit word in host order (the peers are the same machine type).
+constexpr size_t kWithdrawRequestBytes = 24;
+constexpr size_t kWithdrawReplyBytes = 16;
+
+struct WithdrawMsg {
+    enum Kind { kNone, kRequest, kReply };
+    Kind kind;          // kNone: not a withdraw message, or too short
+    uint64_t requester; // a request's: the requester's probe id
+    uint64_t tag;       // a request's: the tag of the message to withdraw
+    uint64_t id;        // the requester's name for the withdrawal
+    uint64_t len;       // a request's: the length of the message
+    int result;         // a reply's: 1 taken, 0 not, below 0 an error
+};
+// 'len' bytes received at 'buf' with tag 'tag'.
+WithdrawMsg parse_withdraw(uint64_t tag, const uint8_t *buf, size_t len);
+
+} // namespace efa::control

@@ -1,0 +1,99 @@
+// The core's control messages (common/core/control_wire.hpp): liveness
+// pings and answers (core_probe.cpp) and withdraw requests and replies
+// (core_withdraw.cpp) as their receives read them.  Tag and bytes are the
+// sender's to choose.  What each must parse as is written here from the
+// tag space's definition (control_tags.hpp: proto 3 | answer | withdraw |
+// reply | three zero bits | a 56-bit id), not from the parser; a control
+// message never reads as a component's message under either tag layout; a
+// message is read only within its length (a copy of exactly that size, so
+// ASan sees a byte too far); and a probe id made from any address blob
+// fits the id field and comes back from a ping's tag.
+//
+// Input: 8 bytes (the tag), then the message's bytes.
+#include "control_wire.hpp"
+#include "core.hpp"
+#include "efa_tag.h"
+#include "fuzz_input.hpp"
+
+namespace {
+
+using efa::control::ProbeMsg;
+using efa::control::WithdrawMsg;
+
+uint64_t bit(int n) {
+    return static_cast<uint64_t>(1) << n;
+}
+uint64_t word(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+constexpr uint64_t kId = (static_cast<uint64_t>(1) << 56) - 1;
+
+// Under both layouts: the proto field reads "probe", and a receive of any
+// source and any tag on the communicator the bits name does not match.
+void check_not_a_component_message(uint64_t tag) {
+    const efa_tag_layout_t layouts[] = {EFA_TAG_LAYOUT_WITH_CQ_DATA,
+                                        EFA_TAG_LAYOUT_WITHOUT_CQ_DATA};
+    for (const efa_tag_layout_t &l : layouts) {
+        const efa_tag_envelope_t e = efa_tag_unpack(&l, tag);
+        FUZZ_CHECK(e.proto == EFA_PROTO_PROBE);
+        const uint64_t want = efa_tag_pack(&l, EFA_PROTO_MSG, e.cid, 0, 0);
+        FUZZ_CHECK(((tag ^ want) & ~efa_tag_recv_ignore(&l, true, true)) != 0);
+    }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fuzz::Input in(data, size);
+    const uint64_t tag = in.take<uint64_t>();
+    const std::vector<uint8_t> body = in.rest();
+    auto *msg = static_cast<uint8_t *>(malloc(body.empty() ? 1 : body.size()));
+    if (!body.empty()) {
+        memcpy(msg, body.data(), body.size());
+    }
+
+    const bool control = (tag >> 62) == 3 && (tag & (bit(58) | bit(57) | bit(56))) == 0;
+    const bool answer_bit = tag & bit(61), withdraw_bit = tag & bit(60), reply_bit = tag & bit(59);
+
+    // A ping or answer: withdraw and reply zero.
+    const ProbeMsg p = efa::control::parse_probe(tag);
+    FUZZ_CHECK(p.valid == (control && !withdraw_bit && !reply_bit));
+    if (p.valid) {
+        FUZZ_CHECK(p.answer == answer_bit);
+        FUZZ_CHECK(p.id == (tag & kId));
+        check_not_a_component_message(tag);
+    }
+
+    // A withdraw request or reply: withdraw 1, answer 0, long enough.
+    const WithdrawMsg w = efa::control::parse_withdraw(tag, msg, body.size());
+    const bool withdraw = control && withdraw_bit && !answer_bit;
+    FUZZ_CHECK(!(p.valid && w.kind != WithdrawMsg::kNone)); // the receives never share a message
+    if (!withdraw) {
+        FUZZ_CHECK(w.kind == WithdrawMsg::kNone);
+    } else if (reply_bit) {
+        FUZZ_CHECK(w.kind == (body.size() >= 16 ? WithdrawMsg::kReply : WithdrawMsg::kNone));
+    } else {
+        FUZZ_CHECK(w.kind == (body.size() >= 24 ? WithdrawMsg::kRequest : WithdrawMsg::kNone));
+    }
+    if (w.kind == WithdrawMsg::kReply) {
+        FUZZ_CHECK(w.id == word(msg));
+        FUZZ_CHECK(w.result == static_cast<int>(static_cast<int64_t>(word(msg + 8))));
+        check_not_a_component_message(tag);
+    } else if (w.kind == WithdrawMsg::kRequest) {
+        FUZZ_CHECK(w.requester == (tag & kId));
+        FUZZ_CHECK(w.tag == word(msg) && w.id == word(msg + 8) && w.len == word(msg + 16));
+        check_not_a_component_message(tag);
+    }
+
+    // The body as another process's address blob: its probe id fits the
+    // tag's id field, and a ping carrying it reads back as that id.
+    const uint64_t id = efa::probe_id_of(msg, body.size());
+    FUZZ_CHECK((id & ~kId) == 0);
+    const ProbeMsg ping = efa::control::parse_probe((static_cast<uint64_t>(3) << 62) | id);
+    FUZZ_CHECK(ping.valid && !ping.answer && ping.id == id);
+    free(msg);
+    return 0;
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The threaded suites against the ThreadSanitizer build (_build-tsan, made
+# by scripts/build-instrumented.sh tsan): the unit tests that start
+# threads, and the MPI threads test (MPI_THREAD_MULTIPLE, tests/mpi/threads.c)
+# over mtl_efa with the provider's and its own matching and over pml ob1 +
+# btl_efa.  Open MPI, libfabric and hwloc stay uninstrumented: the test
+# programs carry the TSan runtime, which sees every access of the
+# components and the core Open MPI dlopens into them; what it reports of
+# the uninstrumented libraries' own synchronization is suppressed, each
+# with its reason, in tests/tsan.supp.  Every report that is left fails the
+# run, whatever the program's own verdict: reports are written to files
+# (log_path) and counted after each suite.  No one-sided test program
+# starts threads of its own, so tests/osc is not run here.
+#   tests/run-tsan-tests.sh [-b BUILD_DIR] [-i INSTALL_DIR]
+# Logs: TSAN_TEST_LOG_DIR (default /tmp/efa-tsan-logs).
+# Prints "N passed, N failed" (the suites' own counts plus one failure per
+# process with a report).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/_build-tsan
+inst=$top/_install-tsan
+while getopts "b:i:h" o; do
+    case $o in
+    b) build=$OPTARG ;;
+    i) inst=$OPTARG ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
+    esac
+done
+logs=${TSAN_TEST_LOG_DIR:-/tmp/efa-tsan-logs}
+rm -rf "$logs"
+mkdir -p "$logs/reports"
+pass=0 fail=0 skip=0
+
+# Each process's reports go to reports/tsan.PID; the program's exit status
+# stays its own (exitcode=0), the reports are counted here.
+# report_signal_unsafe=0: Open MPI's and libfabric's signal handlers are
+# theirs.
+export TSAN_OPTIONS="log_path=$logs/reports/tsan:suppressions=$top/tests/tsan.supp:halt_on_error=0:exitcode=0:second_deadlock_stack=1:report_signal_unsafe=0:print_suppressions=0"
+
+count() { # add the "N passed, N failed[, N skipped]" line of a log
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
+    if [ -z "$line" ]; then
+        echo "FAIL $2 (no result line; see $1)"
+        fail=$((fail + 1))
+        return
+    fi
+    pass=$((pass + $(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")))
+    fail=$((fail + $(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")))
+    grep -q skipped <<<"$line" && skip=$((skip + $(sed -E 's/.*, ([0-9]+) skipped.*/\1/' <<<"$line")))
+}
+
+reports() { # one failure per process that left a report since the last call
+    local f n=0
+    for f in "$logs"/reports/tsan.*; do
+        [ -s "$f" ] || continue
+        echo "FAIL $1: ThreadSanitizer report $(grep -m1 -E 'WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|FATAL: ThreadSanitizer' "$f")"
+        sed -n '1,40p' "$f" | sed 's/^/    /'
+        mv "$f" "$logs/$1.$(basename "$f")"
+        n=$((n + 1))
+    done
+    fail=$((fail + n))
+}
+
+if [ ! -x "$build/tests/unit/efa_unit_tests" ] || [ ! -f "$inst/lib/openmpi/mca_mtl_efa.so" ] ||
+   [ ! -f "$inst/lib/openmpi/mca_btl_efa.so" ]; then
+    echo "FAIL no ThreadSanitizer build in $build / $inst (scripts/build-instrumented.sh tsan)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+# The unit tests that start threads (the others cannot race).
+unit_threaded=EmulTarget.ConcurrentAddsLoseNothing:MrCacheTest.ConcurrentAcquireReleaseInvalidate
+echo "== unit tests that start threads"
+"$build/tests/unit/efa_unit_tests" --gtest_filter="$unit_threaded" >"$logs/unit.log" 2>&1
+rc=$?
+up=$(grep -oE '\[  PASSED  \] [0-9]+' "$logs/unit.log" | grep -oE '[0-9]+$')
+uf=$(grep -oE '^ *[0-9]+ FAILED TESTS?' "$logs/unit.log" | grep -oE '[0-9]+')
+up=${up:-0} uf=${uf:-0}
+[ $rc -ne 0 ] && [ "$uf" -eq 0 ] && uf=1
+# Each named test must have run (a renamed one would pass unseen).
+want=$(tr ':' '\n' <<<"$unit_threaded" | wc -l)
+[ $((up + uf)) -ne "$want" ] && { echo "FAIL unit: $((up + uf)) of the $want threaded tests ran"; uf=$((uf + 1)); }
+grep -E '^\[  FAILED  \]' "$logs/unit.log" | sort -u
+echo "unit: $up passed, $uf failed"
+pass=$((pass + up)) fail=$((fail + uf))
+reports unit
+
+# Without Open MPI's memory hooks (memory ^patcher): glibc gives back an
+# ended thread's stack with madvise after TSan has let the thread go, the
+# hook calls the components' release callback, and TSan crashes on an
+# instrumented call from a thread it no longer knows.  The registration
+# cache's invalidation from several threads is the unit test's
+# (MrCacheTest.ConcurrentAcquireReleaseInvalidate).
+echo "== MPI_THREAD_MULTIPLE over mtl_efa (provider's and own matching) and pml ob1 + btl_efa, instrumented"
+EFA_MCA_COMPONENT_PATH=$inst/lib/openmpi MPI_TEST_BIN_DIR=$build/tests/mpi MPI_TEST_LOG_DIR=$logs/mpi \
+    MPI_TEST_EXTRA_ARGS="${MPI_TEST_EXTRA_ARGS:-} --mca memory ^patcher" \
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-rxm,cm-efa-own-rxm,ob1-efa-rxm \
+    -t threads -n 2 >"$logs/mpi.log" 2>&1
+grep -E '^(PASS|FAIL|SKIP) ' "$logs/mpi.log"
+count "$logs/mpi.log" mpi
+reports mpi
+
+echo "logs: $logs"
+if [ $skip -gt 0 ]; then
+    echo "$pass passed, $fail failed, $skip skipped"
+else
+    echo "$pass passed, $fail failed"
+fi
+[ $fail -eq 0 ]
