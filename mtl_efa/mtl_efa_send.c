@@ -429,7 +429,7 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
      * waits (a synchronous one for its receiver's match), messages on the
      * other paths (the on-node rings, other components) must keep moving,
      * or a peer whose progress this send waits on may be waiting for us. */
-    while (!bs.done) {
+    while (!__atomic_load_n(&bs.done, __ATOMIC_ACQUIRE)) {
         opal_progress();
     }
     return req->error;
