@@ -136,6 +136,10 @@ struct efa_core {
     // Stand-ins of failed operations the provider still holds: freed when
     // it hands them back, or after the endpoints close.
     std::unordered_set<const void *> orphans;
+    // Of those, the receives whose owners have not been told yet: told
+    // when the provider hands them back (it may write the buffer until
+    // then), or after a further peer_timeout (deadline_tick).
+    std::vector<void *> held_recvs;
     // Stand-ins no longer in use, for the next tracked operation (no
     // allocation per operation); under deadline_lock.
     std::vector<void *> deadline_free;
@@ -204,6 +208,10 @@ efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadlin
 void deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op);
 // Is 'peer' dead (posts without an operation: injects)?
 bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer);
+// Is 'op', waiting in a backlog, a stand-in whose peer was declared dead
+// since it was tracked?  Its owner has been told (or is told when it
+// completes): the flush must drop it, never post it.
+bool deadline_dropped(const efa_op_t *op);
 // From progress: checks the peers at most once a second.
 void deadline_tick(efa_core *core);
 // The id a peer's probes carry: a hash of its blob (core_probe.cpp).

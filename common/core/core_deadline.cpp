@@ -5,18 +5,37 @@
 // context back later, or never.  So the provider never holds the owner's
 // efa_op_t while the deadline is on: it holds a stand-in (Tracked) that the
 // core allocates and frees only when the provider returns it.  A stand-in
-// whose owner was already failed completes into nothing.  Receives failed
-// this way are also cancelled, so that the provider lets go of the buffer.
+// whose owner was already failed completes into nothing.
+//
+// Failing an operation must not leave the provider free to touch the
+// owner's buffer after the owner heard of it (the MTL releases the
+// registration, the application may free the memory):
+//  - a stand-in still waiting in a context's backlog never reached the
+//    provider: it leaves the backlog before its owner is told, and one
+//    that joins a backlog later (posted by another thread as the peer was
+//    declared dead) is dropped by the flush (deadline_dropped);
+//  - a receive the provider holds is cancelled, and its owner is told only
+//    when the provider hands it back (the cancel's completion, or the
+//    receive's own if it matched first), since until then the provider
+//    may still write into the buffer.  A provider that keeps it (a receive
+//    matched to a message whose sender died midway) is given a further
+//    peer_timeout; then the owner is told anyway, and said so, so that a
+//    job is never held for ever by a lost peer.
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <ctime>
 #include <new>
 #include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "ctx_post.hpp"
 #include "deadline_tracked.hpp"
 
 namespace efa {
@@ -41,6 +60,15 @@ bool unreachable(int err) {
 
 void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why);
 
+// deadline_lock is held.
+void unhold(efa_core *core, Tracked *t) {
+    auto &v = core->held_recvs;
+    v.erase(std::remove(v.begin(), v.end(), static_cast<void *>(t)), v.end());
+    t->held_err = 0;
+}
+
+} // namespace
+
 void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *t = reinterpret_cast<Tracked *>(op);
     efa_core *core = t->ctx->core;
@@ -49,12 +77,18 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     }
     efa_op_t *owner = t->owner;
     const fi_addr_t peer = t->peer;
+    const uint64_t flags = t->flags;
     bool mine;
+    int held_err = 0;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         mine = core->deadline.completed(&t->entry, now_ms());
         if (!mine) {
             core->orphans.erase(t);
+            held_err = t->held_err; // a failed receive whose owner waited for this
+            if (held_err) {
+                unhold(core, t);
+            }
         }
         give_tracked(core, t); // the provider is done with it
     }
@@ -62,11 +96,27 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (mine) {
         owner->tracker = nullptr;
         owner->complete(owner, cqe);
+    } else if (held_err) {
+        // A receive that completed whole is what it is; anything else
+        // (its cancel, above all) fails with the peer's loss.
+        efa_cqe_t c = *cqe;
+        if (c.err) {
+            c = efa_cqe_t{held_err, flags, 0, 0, 0, 0};
+        }
+        owner->tracker = nullptr;
+        owner->complete(owner, &c);
     }
     if (mine && err && unreachable(err)) {
         peer_dead(core, peer, err, "the provider reported it unreachable");
     }
 }
+
+bool deadline_dropped(const efa_op_t *op) {
+    return op->complete == tracked_complete &&
+           reinterpret_cast<const Tracked *>(op)->failed.load(std::memory_order_acquire);
+}
+
+namespace {
 
 // Every address of the process 'addr' belongs to (one per context), and
 // its name.
@@ -87,18 +137,36 @@ std::vector<fi_addr_t> same_process(efa_core *core, fi_addr_t addr, std::string 
     return {addr};
 }
 
+// The stand-ins of 'failed' still waiting in their contexts' backlogs,
+// taken out of them (deadline_lock is held: the backlogs' locks nest in
+// it, never the other way round).
+std::unordered_set<const efa_op_t *> take_unposted(const std::vector<Tracked *> &failed) {
+    std::vector<efa_op_t *> taken;
+    std::vector<efa_ctx *> ctxs;
+    std::unordered_set<const efa_op_t *> mine;
+    for (Tracked *t : failed) {
+        mine.insert(&t->op);
+        if (std::find(ctxs.begin(), ctxs.end(), t->ctx) == ctxs.end()) {
+            ctxs.push_back(t->ctx);
+        }
+    }
+    for (efa_ctx *ctx : ctxs) {
+        efa::post::take_waiting(
+            ctx, [&](const efa_op_t *op) { return mine.count(op) != 0; }, &taken);
+    }
+    return {taken.begin(), taken.end()};
+}
+
 void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) {
     std::string name;
     std::vector<fi_addr_t> addrs = same_process(core, addr, &name);
     if (name.empty()) {
         name = "address " + std::to_string(addr);
     }
-    // What failing each operation needs, copied under the lock: once it is
-    // released the provider may hand a stand-in back and it be reused.
+    // The owners to tell now, copied under the lock: once it is released
+    // the provider may hand a stand-in back and it be reused.
     struct Failed {
-        Tracked *t;
         efa_op_t *owner;
-        fid_ep *ep;
         uint64_t flags;
     };
     std::vector<Failed> ops;
@@ -107,6 +175,7 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         core->deadline_any_dead.store(true, std::memory_order_relaxed);
         first = !core->deadline.dead(addr);
+        std::vector<Tracked *> failed;
         for (fi_addr_t a : addrs) {
             for (PeerDeadline::Entry *e : core->deadline.declare_dead(a)) {
                 Tracked *t = tracked_of(e);
@@ -114,22 +183,70 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
                     give_tracked(core, t); // answered by nobody, held by nobody
                     continue;
                 }
-                core->orphans.insert(t);
-                ops.push_back(Failed{t, t->owner, t->ctx->ep, t->flags});
+                t->failed.store(true, std::memory_order_release); // before the backlogs are read
+                failed.push_back(t);
             }
+        }
+        const std::unordered_set<const efa_op_t *> unposted = take_unposted(failed);
+        const uint64_t until = now_ms() + core->deadline.timeout_ms();
+        for (Tracked *t : failed) {
+            if (unposted.count(&t->op)) {
+                efa::inflight_done(t->ctx, &t->op);
+                ops.push_back(Failed{t->owner, t->flags});
+                give_tracked(core, t); // nobody else ever had it
+                continue;
+            }
+            core->orphans.insert(t);
+            if (t->flags & FI_RECV) {
+                // Under the lock: a stand-in handed back meanwhile could
+                // be another operation's already, and that one cancelled.
+                t->held_err = err ? err : -FI_EHOSTUNREACH; // (0 would read as not held)
+                t->held_until = until;
+                core->held_recvs.push_back(t);
+                (void)fi_cancel(&t->ctx->ep->fid, &t->op.fi_ctx);
+                continue;
+            }
+            ops.push_back(Failed{t->owner, t->flags});
         }
     }
     if (first) {
         core->rep.help("peer-unreachable", name, why, fi_strerror(-err));
     }
     for (const Failed &f : ops) {
-        if (f.flags & FI_RECV) {
-            // The provider keeps the stand-in until the cancel's completion.
-            (void)fi_cancel(&f.ep->fid, &f.t->op.fi_ctx);
-        }
         efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0};
         f.owner->tracker = nullptr;
         f.owner->complete(f.owner, &cqe);
+    }
+}
+
+// The receives a lost peer's provider still holds after their grace
+// (held_until): their owners are told now.  The provider may still write
+// into such a buffer if the message ever comes: said once, with the count.
+void release_held(efa_core *core, uint64_t now) {
+    std::vector<std::pair<efa_op_t *, efa_cqe_t>> late;
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        for (size_t i = 0; i < core->held_recvs.size();) {
+            auto *t = static_cast<Tracked *>(core->held_recvs[i]);
+            if (now < t->held_until) {
+                ++i;
+                continue;
+            }
+            late.push_back({t->owner, efa_cqe_t{t->held_err, t->flags, 0, 0, 0, 0}});
+            unhold(core, t); // its hand-back, if any, now only frees it
+        }
+    }
+    if (late.empty()) {
+        return;
+    }
+    static std::atomic<bool> said{false};
+    const int level = said.exchange(true) ? 10 : 0;
+    core->rep.say(level, "peer deadline: the provider still holds " + std::to_string(late.size()) +
+                             " receive(s) of a lost peer after their cancel; they fail now, "
+                             "and their buffers may still be written if the message comes");
+    for (auto &l : late) {
+        l.first->tracker = nullptr;
+        l.first->complete(l.first, &l.second);
     }
 }
 
@@ -229,6 +346,8 @@ void deadline_close(efa_core *core) {
         delete static_cast<const Tracked *>(p);
     }
     core->orphans.clear();
+    // Their owners are not told: nothing is left to hear it at close.
+    core->held_recvs.clear();      // each an orphan: freed above
     core->probes_unposted.clear(); // each is tracked or an orphan: freed above
     for (void *p : core->deadline_free) {
         delete static_cast<Tracked *>(p);
@@ -309,6 +428,7 @@ void deadline_tick(efa_core *core) {
     for (const efa_core::DeadlineTick &t : ticks) {
         t.fn(t.arg); // may start or end watches: no lock held
     }
+    release_held(core, now);
     repost_probes(core);
     if (!due) {
         return;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <vector>
 
 #include <rdma/fi_errno.h>
 
@@ -31,6 +32,29 @@ inline void defer(efa::Backlog &b, const char *call, efa_op_t *op, std::function
     b.deferred.fetch_add(1, std::memory_order_relaxed);
     b.ops.push_back(efa::Deferred{op, std::move(post), holds_slot, call});
     b.size.fetch_add(1, std::memory_order_release);
+}
+
+// Takes out of ctx's backlogs every waiting post whose operation 'pick'
+// chooses, and appends those operations to *taken: the peer deadline
+// fails them (core_deadline.cpp), and a post that never reached the
+// provider must not reach it after its owner heard it failed.
+template <typename Pick>
+inline void take_waiting(efa_ctx *ctx, Pick pick, std::vector<efa_op_t *> *taken) {
+    for (efa::Backlog *b : {&ctx->tx_backlog, &ctx->rx_backlog, &ctx->rx_internal_backlog}) {
+        if (b->size.load(std::memory_order_acquire) == 0) {
+            continue;
+        }
+        std::lock_guard<std::mutex> guard(b->lock);
+        for (auto it = b->ops.begin(); it != b->ops.end();) {
+            if (it->op && pick(it->op)) {
+                taken->push_back(it->op);
+                it = b->ops.erase(it);
+                b->size.fetch_sub(1, std::memory_order_release);
+            } else {
+                ++it;
+            }
+        }
+    }
 }
 
 // A post the provider refused for another reason than a full queue: say

@@ -34,10 +34,12 @@ std::string to_hex(uint64_t v) {
 }
 
 // Post what a backlog holds, oldest first, until the provider (or the
-// receive class's share of it) is full again.  Out of line: progress calls
-// it only when the backlog is non-empty.
+// receive class's share of it) is full again.  A stand-in whose peer was
+// declared dead since it was tracked is dropped, never posted: its owner
+// heard it failed, and the buffer may be gone (core_deadline.cpp).  Out
+// of line: progress calls it only when the backlog is non-empty.
 __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b) {
-    std::vector<efa_op_t *> failed;
+    std::vector<efa_op_t *> failed, dropped;
     std::vector<int> errors;
     std::vector<const char *> calls;
     {
@@ -47,6 +49,12 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
         }
         while (!b.ops.empty()) {
             efa::Deferred &d = b.ops.front();
+            if (d.op && efa::deadline_dropped(d.op)) {
+                dropped.push_back(d.op);
+                b.ops.pop_front();
+                b.size.fetch_sub(1, std::memory_order_release);
+                continue;
+            }
             if (d.holds_slot && !take_slot(ctx, d.op)) {
                 break;
             }
@@ -80,6 +88,11 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
             efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0};
             failed[i]->complete(failed[i], &cqe);
         }
+    }
+    for (efa_op_t *op : dropped) { // back to the deadline, which tells the owner if need be
+        efa::inflight_done(ctx, op);
+        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0};
+        op->complete(op, &cqe);
     }
 }
 

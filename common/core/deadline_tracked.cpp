@@ -18,7 +18,17 @@ Tracked *take_tracked(efa_core *core, efa_op_t *owner, efa_ctx *ctx, fi_addr_t p
     } else if (!(t = new (std::nothrow) Tracked)) {
         return nullptr;
     }
-    *t = Tracked{{}, {}, owner, ctx, peer, flags, false};
+    // Field by field: the atomic makes the whole struct unassignable.
+    t->op = efa_op_t{};
+    t->entry = PeerDeadline::Entry{};
+    t->owner = owner;
+    t->ctx = ctx;
+    t->peer = peer;
+    t->flags = flags;
+    t->sent = false;
+    t->failed.store(false, std::memory_order_relaxed);
+    t->held_err = 0;
+    t->held_until = 0;
     return t;
 }
 

@@ -4,6 +4,7 @@
 // core_deadline.cpp calls, never the other way round).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,6 +21,15 @@ struct Tracked {
     fi_addr_t peer;
     uint64_t flags; // what the failure completion says it was (FI_SEND, FI_RECV, ...)
     bool sent;      // a probe the provider has handed back, still waiting for its answer
+    // Failed by peer_dead: never to reach the provider after that (a
+    // backlog's flush drops it: deadline_dropped).  Atomic: the flush
+    // reads it under the backlog's lock, not deadline_lock.
+    std::atomic<bool> failed;
+    // A receive failed by peer_dead that the provider still held: its
+    // owner is told (with held_err) only when the provider hands it back,
+    // or at held_until (ms) at the latest (deadline_lock).  0: not held.
+    int held_err;
+    uint64_t held_until;
 };
 
 inline Tracked *tracked_of(PeerDeadline::Entry *e) {
@@ -32,6 +42,10 @@ Tracked *take_tracked(efa_core *core, efa_op_t *owner, efa_ctx *ctx, fi_addr_t p
                       uint64_t flags);
 // deadline_lock is held.
 void give_tracked(efa_core *core, Tracked *t);
+
+// The completion of every stand-in (core_deadline.cpp): how a backlog
+// tells a stand-in from an owner's operation.
+void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe);
 
 // A coarse clock in ms (a few ms of resolution, no system call).
 uint64_t now_ms();

@@ -219,7 +219,9 @@ void efa_core_peer_set_name(efa_core_t *core, efa_peer_t *peer, const char *name
 /* The process at addr can no longer be talked to correctly (a message of
  * its stream was lost, 'why' says how): said once (help topic
  * peer-unreachable), its tracked operations fail with err, later ones at
- * once, as when the peer deadline expires. */
+ * once, as when the peer deadline expires.  A receive the provider holds
+ * fails when the provider gives it back (its cancel), or a further
+ * peer_timeout later: until then the provider may write its buffer. */
 void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, const char *why);
 /* The common_efa_peer_timeout in effect, in seconds (0: never). */
 int efa_core_peer_timeout(const efa_core_t *core);

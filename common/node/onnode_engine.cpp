@@ -320,6 +320,7 @@ int Engine::progress() {
         if (!busy_.empty()) {
             flush_all();
         }
+        fail_noted(); // posts above (or since the last call) that failed for good
         if (interest_ && net_idle()) {
             interest_ = false; // nothing can come from the provider for a while
             efa_core_net_interest(net_->core(), -1);

@@ -301,6 +301,11 @@ class Engine {
     void report_lost();
     std::vector<LostStream> lost_; // found by check_net_gaps, reported by progress()
     void fail_peer(uint32_t vpid, int err);
+    // Peers (vpid, error) whose posts failed for good while a write was
+    // under way: failed by fail_noted() once it is done
+    // (onnode_engine_net.cpp).
+    std::vector<std::pair<uint32_t, int>> net_failed_;
+    void fail_noted();
     void watch_sweep();
     void watch_peer(Peer *p);
     uint32_t source_of(const efa_onnode_req_t *posted) const;

@@ -81,6 +81,7 @@ void Engine::on_net(const uint8_t *msg, size_t len) {
     if (!busy_.empty()) {
         flush_all(); // answers (ACK, CTS) queued by what came
     }
+    fail_noted();
 }
 
 // A checked provider message, through the sequence check to deliver().
@@ -96,22 +97,41 @@ void Engine::net_in_order(const uint8_t *msg, size_t len) {
 }
 
 // A provider message of ours completed (b), or a post failed for good (b
-// NULL: called from inside the link, under the lock).
+// NULL: called from inside the link, under the lock).  The failure is only
+// noted here: the post came from a write to np (flush() going through its
+// queues, send() before it sets the request's state, an answer from
+// deliver()), and failing the peer at once would empty those queues and
+// finish their requests under the writer's feet.  The link writes nothing
+// more to np meanwhile (its reserve() refuses); fail_noted() fails it once
+// the writer is done.
 void Engine::net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err) {
     auto *e = static_cast<Engine *>(owner);
     if (nullptr == b) {
-        e->fail_peer(np->vpid, err);
+        e->net_failed_.push_back({np->vpid, err});
         return;
     }
     {
         Guard g(e->mu_, e->mt_);
-        e->net_->release(b);
+        e->net_->release(b); // (may post: a failure is noted)
         if (err && !np->error) {
             np->error = err;
             e->fail_peer(np->vpid, err);
         }
+        e->fail_noted();
     }
     e->run_completions();
+}
+
+// The peers whose posts failed for good (net_sent), failed now: called
+// under mu_ where no write is under way.
+void Engine::fail_noted() {
+    while (!net_failed_.empty()) {
+        std::vector<std::pair<uint32_t, int>> failed;
+        failed.swap(net_failed_);
+        for (const auto &f : failed) {
+            fail_peer(f.first, f.second);
+        }
+    }
 }
 
 // The provider cannot reach vpid: every request waiting on it (an answer,

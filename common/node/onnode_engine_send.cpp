@@ -203,12 +203,15 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
     // Only a send the receiver answers (ACK, FIN, CTS) needs an id.
     req->local_id = req->flags ? ids_.add(req) : 0;
     if (p->sends.empty() && write_message(p, req)) {
-        return after_written(req) ? 1 : 0;
+        const int done = after_written(req) ? 1 : 0;
+        fail_noted(); // its post failed for good: req fails with the peer if it waits
+        return done;
     }
     req->state = kSendQueued;
     p->sends.push_back(&req->link);
     ++stats.queued;
     mark_busy(p);
+    fail_noted(); // (reserve() may have posted p's open message, and that failed)
     return 0;
 }
 
