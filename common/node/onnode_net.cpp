@@ -25,12 +25,16 @@ std::unique_ptr<NetLink> NetLink::create(const NetParams &p, SentFn sent, void *
     }
     std::unique_ptr<NetLink> l(new NetLink());
     l->params_ = p;
+    // Frames are padded to kNetAlign: a buffer of a multiple of it holds a
+    // frame of max_frame() with its padding (at an MTU of 1025, a frame of
+    // 1001 bytes took 1032 and the provider refused the message).
     l->params_.buf_size = (p.buf_size + 63) & ~size_t{63};
     if (l->params_.buf_size > efa_core_msg_max_size(p.core)) {
-        l->params_.buf_size = p.buf_size;
+        l->params_.buf_size = p.buf_size & ~(kNetAlign - 1);
     }
     l->params_.coalesce_max = std::max<uint32_t>(p.coalesce_max, 1);
-    l->inject_max_ = p.inject ? efa_core_get_info(p.core)->inject_size : 0;
+    const efa_core_info_t *info = efa_core_get_info(p.core);
+    l->inject_max_ = p.inject ? std::min(info->inject_size, efa_core_msg_max_size(p.core)) : 0;
     l->sent_ = sent;
     l->owner_ = owner;
     return l;
@@ -152,9 +156,12 @@ bool NetLink::post(Peer *p) {
     Buf *b = p->open;
     NetHdr h{kNetMagic, kNetVersion, static_cast<uint16_t>(b->frames), params_.my_vpid, p->seq};
     memcpy(b->data, &h, sizeof(h));
-    const bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_;
-    const int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr)
-                          : efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+    bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_;
+    int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr) : -FI_EMSGSIZE;
+    if (-FI_EMSGSIZE == rc) { // not by inject (or the core refused it): with a completion
+        inject = false;
+        rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+    }
     if (-FI_EAGAIN == rc) {
         if (!p->waiting) {
             p->waiting = true;
