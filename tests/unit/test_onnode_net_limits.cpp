@@ -1,12 +1,14 @@
 // The on-node engine's provider messages at their limits (onnode_net.hpp):
 // frames that fill a buffer whose size is not a multiple of the frame
-// alignment (an odd common_efa_direct_mode_mtu).
+// alignment (an odd common_efa_direct_mode_mtu), and the credit that
+// bounds what a receiver holds for a sender after a message comes late.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
 #include "efa_onnode.h"
+#include "onnode_net.hpp"
 #include "onnode_net_fixture.hpp"
 #include "onnode_test_req.hpp"
 
@@ -66,3 +68,120 @@ TEST_P(OnnodeNetOddMtu, EverySizeUpToTheEagerLimitAndStreamed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mtus, OnnodeNetOddMtu, ::testing::Values(1025, 1031, 1100, 2047, 4097));
+
+namespace {
+
+// What the receiver grants here (window 1): kFirstGrant messages beyond
+// those it handed on.
+constexpr uint64_t kGrant = efa::onnode::kFirstGrant;
+
+// The receives that completed.
+int completed(const std::vector<Req> &rs) {
+    int n = 0;
+    for (const Req &r : rs) {
+        n += r.completions;
+    }
+    return n;
+}
+
+} // namespace
+
+// A sender whose message 2 comes late (held back by the test shim for many
+// progress calls) and that keeps sending: the receiver, which handed on
+// messages 0 and 1, granted it up to 2 + kGrant, so it holds kGrant - 1
+// messages at most; the sender stops there and queues the rest, and once
+// the late one is in, everything arrives in order and the sender goes on.
+// (Here the engine sends to itself: its grants travel in the headers of
+// its own messages.)  Before the credit, every message sent was held.
+TEST_F(OnnodeNet, LateMessageStopsTheSenderAtItsGrant) {
+    delay = 3; // the third provider message to arrive: message 2
+    open(1, 0);
+    constexpr int kN = static_cast<int>(3 * kGrant);
+    constexpr size_t kLen = 1000;
+    std::vector<std::vector<uint8_t>> bufs, got(kN, std::vector<uint8_t>(kLen));
+    std::vector<Req> sends(kN), recvs(kN);
+    for (int i = 0; i < kN; ++i) {
+        recv(got[i], 41, recvs[i]);
+    }
+    for (int i = 0; i < kN; ++i) {
+        bufs.push_back(pattern(kLen, static_cast<uint8_t>(i)));
+        note(send(bufs.back(), 41, false, sends[i]), sends[i]);
+        progress();
+    }
+    for (int i = 0; i < 8000; ++i) { // (the shim holds it for 16384)
+        progress();
+    }
+    auto s = stats();
+    // One frame per message (no coalescing).
+    EXPECT_EQ(2u + kGrant, s.net_sent) << "the sender did not stop at its grant";
+    EXPECT_GE(s.net_no_credit, 1u);
+    EXPECT_EQ(2, completed(recvs)) << "only the messages before the late one are handed on";
+    // The held bytes: at most kGrant - 1 provider messages of one frame.
+    EXPECT_LE(s.net_held_bytes_max, (kGrant - 1) * (kLen + 64)) << "more held than granted";
+    EXPECT_GT(s.net_held_bytes_max, 0u);
+    ASSERT_TRUE(wait_all(recvs));
+    ASSERT_TRUE(wait_all(sends));
+    for (int i = 0; i < kN; ++i) {
+        ASSERT_EQ(0, recvs[i].on.err);
+        ASSERT_EQ(bufs[i], got[i]) << "message " << i << " out of order";
+    }
+    s = stats();
+    EXPECT_EQ(static_cast<uint64_t>(kN), s.net_sent);
+    EXPECT_EQ(s.net_sent, s.net_received);
+    EXPECT_LE(s.net_held_bytes_max, (kGrant - 1) * (kLen + 64));
+    EXPECT_EQ(0u, s.dropped);
+}
+
+// The same loss with nothing more to send once the late message is in: no
+// message carries the new grant, so it goes alone (a grant message, not
+// among the messages sent or received), once.
+TEST_F(OnnodeNet, AGrantGoesAloneWhenNoMessageCarriesIt) {
+    delay = 3;
+    open(1, 0);
+    constexpr int kN = static_cast<int>(2 + kGrant);
+    std::vector<std::vector<uint8_t>> bufs, got(kN, std::vector<uint8_t>(100));
+    std::vector<Req> sends(kN), recvs(kN);
+    for (int i = 0; i < kN; ++i) {
+        recv(got[i], 43, recvs[i]);
+        bufs.push_back(pattern(100, static_cast<uint8_t>(i)));
+        note(send(bufs.back(), 43, false, sends[i]), sends[i]);
+        progress();
+    }
+    ASSERT_TRUE(wait_all(recvs));
+    ASSERT_TRUE(wait_all(sends));
+    for (int i = 0; i < kN; ++i) {
+        ASSERT_EQ(bufs[i], got[i]) << "message " << i;
+    }
+    const auto s = stats();
+    EXPECT_EQ(static_cast<uint64_t>(kN), s.net_sent);
+    EXPECT_EQ(s.net_sent, s.net_received);
+    EXPECT_EQ(1u, s.net_grants);
+}
+
+// Credit never stalls a stream without a loss: many more messages than
+// the grant, in one burst, all arrive (grants flow back as the receiver
+// hands messages on), without a message held.
+TEST_F(OnnodeNet, GrantsKeepALongStreamGoing) {
+    open(2, 0);
+    constexpr int kN = static_cast<int>(8 * kGrant);
+    std::vector<std::vector<uint8_t>> bufs, got(kN, std::vector<uint8_t>(64));
+    std::vector<Req> sends(kN), recvs(kN);
+    for (int i = 0; i < kN; ++i) {
+        recv(got[i], 42, recvs[i]);
+    }
+    for (int i = 0; i < kN; ++i) {
+        bufs.push_back(pattern(48, static_cast<uint8_t>(i)));
+        note(send(bufs.back(), 42, false, sends[i]), sends[i]);
+    }
+    ASSERT_TRUE(wait_all(recvs));
+    ASSERT_TRUE(wait_all(sends));
+    for (int i = 0; i < kN; ++i) {
+        got[i].resize(recvs[i].on.msg_len);
+        ASSERT_EQ(bufs[i], got[i]) << "message " << i;
+    }
+    const auto s = stats();
+    EXPECT_GT(s.net_sent, kGrant);
+    EXPECT_EQ(s.net_sent, s.net_received);
+    EXPECT_EQ(0u, s.net_held_bytes_max);
+    EXPECT_EQ(0u, s.dropped);
+}
