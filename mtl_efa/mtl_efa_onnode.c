@@ -263,12 +263,16 @@ void ompi_mtl_efa_onnode_fini(void) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: own matching: %llu provider messages sent (%llu packing "
                             "several, %llu injected), %llu received (%llu came early and "
-                            "waited); peers spread over %llu endpoint(s); %llu rendezvous "
-                            "read by RMA (%llu reads failed and streamed instead)",
+                            "waited, at most %llu bytes held for one sender); peers spread "
+                            "over %llu endpoint(s); %llu grant(s) sent alone, %llu time(s) a "
+                            "peer's grant was used up; %llu rendezvous read by RMA (%llu reads "
+                            "failed and streamed instead)",
                             (unsigned long long)s.net_sent, (unsigned long long)s.net_batched,
                             (unsigned long long)s.net_injected, (unsigned long long)s.net_received,
                             (unsigned long long)s.net_reordered,
-                            (unsigned long long)s.net_endpoints, (unsigned long long)s.net_read,
+                            (unsigned long long)s.net_held_bytes_max,
+                            (unsigned long long)s.net_endpoints, (unsigned long long)s.net_grants,
+                            (unsigned long long)s.net_no_credit, (unsigned long long)s.net_read,
                             (unsigned long long)s.net_read_failed);
     }
     if (s.dropped) {

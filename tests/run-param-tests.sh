@@ -131,6 +131,24 @@ expect_output direct-mode-matches-itself "mtl:efa: matching: own, as the provide
 expect_output direct-mode-told-provider "asks for the provider's tag matching, but the provider" \
     "${cm[@]}" --mca mtl_efa_provider_include tcp --mca mtl_efa_onnode_channel none \
     --mca common_efa_force_direct_mode 1 --mca mtl_efa_matching provider
+# An MTU that is not a multiple of 8 (any value from 1024 is valid): every
+# size around the eager limit, synchronous and standard, and the timed
+# steps' 100 KiB streamed in pieces.  At 1025, a 969-byte MPI_Issend took a
+# frame whose padding made the message 1032 bytes: refused, and the peer
+# was declared unreachable.
+prog=$bindir/ssend
+prog_args=(-d 150 -f 900 -n 200 -s 100K)
+for mtu in 1025 1031; do
+    expect_output "direct-mode-odd-mtu-$mtu-cm" "in-order=200" "${cm[@]}" \
+        --mca mtl_efa_provider_include "tcp;ofi_rxm" --mca mtl_efa_onnode_channel none \
+        --mca common_efa_force_direct_mode 1 --mca common_efa_direct_mode_mtu "$mtu"
+    expect_output "direct-mode-odd-mtu-$mtu-ob1" "in-order=200" --mca pml ob1 \
+        --mca btl self,efa --mca btl_efa_provider_include "tcp;ofi_rxm" \
+        --mca btl_efa_onnode_channel none --mca common_efa_force_direct_mode 1 \
+        --mca common_efa_direct_mode_mtu "$mtu"
+done
+prog=$bindir/pingpong
+prog_args=(-s 4M -i 5)
 expect_failure bad-force-emulated "read, write, atomics" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_force_emulated reads
 # The peer deadline: negative would never be met, beyond a day is a typo.

@@ -214,6 +214,10 @@ int open_core(efa_core *core) {
                                : static_cast<size_t>(ParamLimits::kDefaultDirectMtu);
         in.max_msg_size = in.max_msg_size ? std::min(in.max_msg_size, mtu) : mtu;
     }
+    // No inject larger than a message may be (the forced MTU included).
+    if (in.max_msg_size && in.inject_size > in.max_msg_size) {
+        in.inject_size = in.max_msg_size;
+    }
     in.cq_data_size = cq_data ? ni->domain_attr->cq_data_size : 0;
     in.max_rma_size = ni->ep_attr->max_msg_size;
     in.has_rma = (ni->caps & FI_RMA) != 0;

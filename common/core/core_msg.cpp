@@ -399,6 +399,13 @@ int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi
 }
 
 int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest) {
+    // Refused before the provider sees it: past its inject size the
+    // provider may fail the endpoint (or, in the forced direct mode, take
+    // a message over the MTU that efa-direct would not).  The caller sends
+    // it with a completion instead.
+    if (len > ctx->core->info.inject_size || len > efa_core_msg_max_size(ctx->core)) {
+        return -FI_EMSGSIZE;
+    }
     if (efa::deadline_refuses(ctx, dest)) {
         return -FI_EHOSTUNREACH;
     }

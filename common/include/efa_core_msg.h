@@ -73,8 +73,10 @@ int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi
                      efa_op_t *op);
 
 /* An untagged inject: buf is copied before the call returns and no
- * completion is written (len at most efa_core_info_t.inject_size).
- * -FI_EAGAIN when the provider queue is full. */
+ * completion is written.  -FI_EAGAIN when the provider queue is full;
+ * -FI_EMSGSIZE, with nothing posted, when len is over
+ * efa_core_info_t.inject_size (or efa_core_msg_max_size): send it with
+ * efa_ctx_try_send instead. */
 int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest);
 
 /* The same as efa_ctx_try_send, gathering count buffers (at most efa_core_info_t.tx_iov_limit)

@@ -145,6 +145,7 @@ typedef struct efa_onnode_params {
     uint32_t net_coalesce_max;   /* ... and at most this many */
     bool net_debug_swap;         /* test shim: hand provider messages on in swapped pairs */
     uint32_t net_debug_lose;     /* test shim: the Nth provider message to arrive is lost */
+    uint32_t net_debug_delay;    /* test shim: ... handed on late (after many progress calls) */
     bool net_no_inject;          /* every provider message posted with a completion (tests) */
     size_t net_debug_read_piece; /* tests: reads in pieces of at most this (0: the provider's) */
     bool net_debug_fail_reads;   /* tests: every read is taken as one the provider failed */
@@ -248,6 +249,10 @@ typedef struct efa_onnode_stats {
     uint64_t net_sent, net_batched, net_received, net_reordered, net_endpoints;
     uint64_t net_injected; /* of net_sent, those that went by inject (a lone small message) */
     uint64_t net_lost;     /* provider receives that failed: messages lost by the provider */
+    /* Credit (onnode_net.hpp): grant messages sent alone, times a peer's
+     * grant was used up with a message to send, and the most bytes ever
+     * held for one sender's early messages. */
+    uint64_t net_grants, net_no_credit, net_held_bytes_max;
     /* Rendezvous messages from other nodes this process read by RMA, and
      * those whose read failed and that were streamed instead. */
     uint64_t net_read, net_read_failed;

@@ -10,11 +10,14 @@
 // messages on strictly in that order: one that comes early is copied and
 // held until the ones before it are in; one whose number was handed on
 // already (a duplicate) or lies absurdly far ahead (a corrupted header)
-// is dropped and counted.  No I/O here: unit-tested alone
+// is dropped and counted.  What it holds is bounded by the sender, which
+// sends no further than the receiver's grant (onnode_net.hpp); the window
+// here only catches corrupted numbers.  No I/O here: unit-tested alone
 // (tests/unit/test_net_order.cpp).
 #ifndef EFA_NET_ORDER_HPP
 #define EFA_NET_ORDER_HPP
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -34,7 +37,7 @@ class NetOrder {
     // senders: every sender is below it; window: how far ahead of the
     // next expected number a message may be and still be held.
     explicit NetOrder(uint32_t senders = 0, uint64_t window = 1u << 16)
-        : next_(senders, 0), held_(senders), window_(window) {}
+        : next_(senders, 0), held_(senders), held_bytes_(senders, 0), window_(window) {}
 
     // A message (len bytes at msg) numbered seq arrived from sender:
     // deliver(msg, len) is called for it and for every held one it
@@ -57,6 +60,8 @@ class NetOrder {
             }
             held_[sender].emplace(seq, std::vector<uint8_t>(msg, msg + len));
             ++held_count_;
+            held_bytes_[sender] += len;
+            held_bytes_max_ = std::max(held_bytes_max_, held_bytes_[sender]);
             ++reordered_;
             return Verdict::kHeld;
         }
@@ -67,6 +72,7 @@ class NetOrder {
             std::vector<uint8_t> m = std::move(h.begin()->second);
             h.erase(h.begin());
             --held_count_;
+            held_bytes_[sender] -= m.size();
             deliver(m.data(), m.size());
             ++next;
         }
@@ -111,6 +117,7 @@ class NetOrder {
         discarded_ += held_[sender].size();
         held_count_ -= held_[sender].size();
         held_[sender].clear();
+        held_bytes_[sender] = 0;
         next_[sender] = UINT64_MAX; // nothing numbered can be next again
     }
 
@@ -118,6 +125,11 @@ class NetOrder {
     uint64_t next(uint32_t sender) const { return sender < next_.size() ? next_[sender] : 0; }
     size_t held() const { return held_count_; }
     size_t held(uint32_t sender) const { return sender < held_.size() ? held_[sender].size() : 0; }
+    size_t held_bytes(uint32_t sender) const {
+        return sender < held_bytes_.size() ? held_bytes_[sender] : 0;
+    }
+    // The most bytes ever held for one sender.
+    size_t held_bytes_max() const { return held_bytes_max_; }
     uint64_t reordered() const { return reordered_; }
     uint64_t dropped() const { return dropped_; }
     // Messages of closed streams: held when closed, or arrived after.
@@ -132,6 +144,8 @@ class NetOrder {
     std::vector<Mark> since_;
     std::vector<uint64_t> next_;
     std::vector<std::map<uint64_t, std::vector<uint8_t>>> held_;
+    std::vector<size_t> held_bytes_; // by sender
+    size_t held_bytes_max_ = 0;
     uint64_t window_;
     size_t held_count_ = 0;
     uint64_t reordered_ = 0;

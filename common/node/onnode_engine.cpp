@@ -310,6 +310,11 @@ int Engine::progress() {
                 m.swap(swap_held_);
                 net_in_order(m.data(), m.size());
             }
+            if (!delayed_.empty() && ++delay_age_ > kDelayCalls) { // the other shim's
+                std::vector<uint8_t> m;
+                m.swap(delayed_);
+                on_net_locked(m.data(), m.size());
+            }
             if (order_.held() && 0 == (++gap_calls_ & 1023)) {
                 check_net_gaps(); // (into lost_, said below outside the lock)
             }

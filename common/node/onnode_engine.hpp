@@ -292,7 +292,10 @@ class Engine {
     static void net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err);
     static void net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
     void on_net(const uint8_t *msg, size_t len);
+    void on_net_locked(const uint8_t *msg, size_t len);
     void net_in_order(const uint8_t *msg, size_t len);
+    void net_granted(uint32_t vpid, uint64_t grant);
+    void net_delivered(uint32_t sender);
     struct LostStream {
         fi_addr_t addr;
         std::string why;
@@ -409,13 +412,17 @@ class Engine {
     uint64_t net_lost_ = 0;
     int net_lost_err_ = 0;
     uint32_t gap_calls_ = 0;
-    uint32_t net_arrived_ =
-        0; // (for params_.net_debug_lose) // progress calls since the streams were last checked
+    uint32_t net_arrived_ = 0; // (for params_.net_debug_lose and net_debug_delay)
     // The test shim (params_.net_debug_swap): a message held back until
     // the next one is in (or a few progress calls pass), then handed on
     // after it.
     std::vector<uint8_t> swap_held_;
     int swap_age_ = 0;
+    // The test shim (params_.net_debug_delay): that message held back for
+    // kDelayCalls progress calls, as one the provider delivers late.
+    static constexpr uint32_t kDelayCalls = 1u << 14;
+    std::vector<uint8_t> delayed_;
+    uint32_t delay_age_ = 0;
 };
 
 } // namespace efa::onnode

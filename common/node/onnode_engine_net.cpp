@@ -17,7 +17,7 @@ namespace efa::onnode {
 // queued, in flight or held for reordering.
 bool Engine::net_idle() const {
     return 0 == match_.posted() && 0 == ids_.live() && busy_.empty() && reads_.empty() &&
-           net_->idle() && 0 == order_.held() && swap_held_.empty();
+           net_->idle() && 0 == order_.held() && swap_held_.empty() && delayed_.empty();
 }
 
 // A provider message of the engine's channel (from the core's progress,
@@ -25,8 +25,17 @@ bool Engine::net_idle() const {
 void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err) {
     (void)ctx;
     auto *e = static_cast<Engine *>(arg);
-    if (!err && e->params_.net_debug_lose && ++e->net_arrived_ == e->params_.net_debug_lose) {
+    const uint32_t nth =
+        !err && (e->params_.net_debug_lose || e->params_.net_debug_delay) ? ++e->net_arrived_ : 0;
+    if (nth && nth == e->params_.net_debug_lose) {
         err = -FI_ETRUNC; // the test shim: as ofi_rxd reports it
+    }
+    if (nth && nth == e->params_.net_debug_delay) {
+        Guard g(e->mu_, e->mt_); // the test shim: progress() hands it on later
+        const auto *m = static_cast<const uint8_t *>(buf);
+        e->delayed_.assign(m, m + len);
+        e->delay_age_ = 0;
+        return;
     }
     if (err) {
         // A failed receive of the pool (the buffer is posted again).
@@ -54,6 +63,10 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
 
 void Engine::on_net(const uint8_t *msg, size_t len) {
     Guard g(mu_, mt_);
+    on_net_locked(msg, len);
+}
+
+void Engine::on_net_locked(const uint8_t *msg, size_t len) {
     NetHdr h{};
     if (len < sizeof(h)) {
         drop();
@@ -62,6 +75,18 @@ void Engine::on_net(const uint8_t *msg, size_t len) {
     memcpy(&h, msg, sizeof(h));
     if (kNetMagic != h.magic || kNetVersion != h.version) {
         drop();
+        return;
+    }
+    if (h.grant) {
+        net_granted(h.sender, h.grant);
+    }
+    if (kNoSeq == h.seq) { // a grant alone: outside the order
+        if (0 != h.frames) {
+            drop();
+        }
+        if (!busy_.empty()) {
+            flush_all(); // what waited for the grant
+        }
         return;
     }
     ++net_received_;
@@ -81,7 +106,34 @@ void Engine::on_net(const uint8_t *msg, size_t len) {
     if (!busy_.empty()) {
         flush_all(); // answers (ACK, CTS) queued by what came
     }
-    fail_noted();
+    net_->send_grants(); // those the answers did not carry
+    fail_noted();        // after every write (a failed post only noted the peer)
+}
+
+// vpid granted this process messages below grant (onnode_net.hpp).
+void Engine::net_granted(uint32_t vpid, uint64_t grant) {
+    if (vpid < peers_.size() && peers_[vpid] && peers_[vpid]->net) {
+        net_->granted(peers_[vpid]->net, grant);
+    } // else this process never sent to vpid: nothing to grant
+}
+
+// Messages of sender's were handed on: grant it as many more.  A peer is
+// made (as check_net_gaps does) only once a grant must be said.
+void Engine::net_delivered(uint32_t sender) {
+    const uint64_t n = order_.next(sender);
+    if (UINT64_MAX == n) {
+        return; // a closed stream
+    }
+    if (sender >= peers_.size() || !peers_[sender]) {
+        if (n + net_->credit() - kFirstGrant < net_->credit() / 4) {
+            return; // nothing to say yet
+        }
+    }
+    int err = 0;
+    Peer *p = peer(sender, err);
+    if (p && p->net) {
+        net_->delivered(p->net, n);
+    } // else a peer that cannot be reached, or one on this node
 }
 
 // A checked provider message, through the sequence check to deliver().
@@ -89,11 +141,14 @@ void Engine::net_in_order(const uint8_t *msg, size_t len) {
     NetHdr h;
     memcpy(&h, msg, sizeof(h));
     const uint32_t via = kNetVia | h.sender;
-    order_.arrive(h.sender, h.seq, msg, len, [&](const uint8_t *m, size_t l) {
+    const auto v = order_.arrive(h.sender, h.seq, msg, len, [&](const uint8_t *m, size_t l) {
         if (!net_frames(m, l, [&](const uint8_t *f, size_t fl) { deliver(via, f, fl); })) {
             drop(); // frames cut short: what was whole went on
         }
     });
+    if (NetOrder::Verdict::kDelivered == v) {
+        net_delivered(h.sender);
+    }
 }
 
 // A provider message of ours completed (b), or a post failed for good (b
@@ -200,6 +255,9 @@ void Engine::get_stats(efa_onnode_stats_t *out) const {
         out->net_endpoints = net_->stats().endpoints;
         out->net_injected = net_->stats().injected;
         out->net_lost = net_lost_;
+        out->net_grants = net_->stats().grants;
+        out->net_no_credit = net_->stats().no_credit;
+        out->net_held_bytes_max = order_.held_bytes_max();
     }
 }
 

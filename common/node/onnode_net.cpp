@@ -25,12 +25,18 @@ std::unique_ptr<NetLink> NetLink::create(const NetParams &p, SentFn sent, void *
     }
     std::unique_ptr<NetLink> l(new NetLink());
     l->params_ = p;
+    // Frames are padded to kNetAlign: a buffer of a multiple of it holds a
+    // frame of max_frame() with its padding (at an MTU of 1025, a frame of
+    // 1001 bytes took 1032 and the provider refused the message).
     l->params_.buf_size = (p.buf_size + 63) & ~size_t{63};
     if (l->params_.buf_size > efa_core_msg_max_size(p.core)) {
-        l->params_.buf_size = p.buf_size;
+        l->params_.buf_size = p.buf_size & ~(kNetAlign - 1);
     }
     l->params_.coalesce_max = std::max<uint32_t>(p.coalesce_max, 1);
-    l->inject_max_ = p.inject ? efa_core_get_info(p.core)->inject_size : 0;
+    l->params_.credit =
+        std::max<uint64_t>(p.credit ? p.credit : 16 * uint64_t{p.window}, kFirstGrant);
+    const efa_core_info_t *info = efa_core_get_info(p.core);
+    l->inject_max_ = p.inject ? std::min(info->inject_size, efa_core_msg_max_size(p.core)) : 0;
     l->sent_ = sent;
     l->owner_ = owner;
     return l;
@@ -147,14 +153,26 @@ void NetLink::commit(Peer *p, size_t len) {
 }
 
 // Post p's open message: true when it left (or failed for good: the
-// error is kept and the owner hears of it from the completion).
+// error is kept and the owner hears of it from the completion); false
+// when it waits for the provider's queue or for p's grant.
 bool NetLink::post(Peer *p) {
+    if (!has_credit(p)) {
+        if (!p->starved) {
+            p->starved = true;
+            ++stats_.no_credit;
+        }
+        return false; // granted() posts it
+    }
     Buf *b = p->open;
-    NetHdr h{kNetMagic, kNetVersion, static_cast<uint16_t>(b->frames), params_.my_vpid, p->seq};
+    const auto frames = static_cast<uint16_t>(b->frames);
+    const NetHdr h{kNetMagic, kNetVersion, frames, params_.my_vpid, p->seq, p->grant_out};
     memcpy(b->data, &h, sizeof(h));
-    const bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_;
-    const int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr)
-                          : efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+    bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_;
+    int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr) : -FI_EMSGSIZE;
+    if (-FI_EMSGSIZE == rc) { // not by inject (or the core refused it): with a completion
+        inject = false;
+        rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+    }
     if (-FI_EAGAIN == rc) {
         if (!p->waiting) {
             p->waiting = true;
@@ -174,6 +192,7 @@ bool NetLink::post(Peer *p) {
         return true;
     }
     ++p->seq;
+    p->grant_said = std::max(p->grant_said, h.grant);
     ++stats_.messages;
     if (b->frames > 1) {
         ++stats_.batched;
@@ -207,11 +226,89 @@ void NetLink::release(Buf *b) {
     }
 }
 
+// A grant alone to p: true when it left, or need not (p is unreachable:
+// its messages fail anyway); false to try again from progress().
+bool NetLink::send_grant(Peer *p) {
+    if (p->error) {
+        return true;
+    }
+    const NetHdr h{kNetMagic, kNetVersion, 0, params_.my_vpid, kNoSeq, p->grant_out};
+    int rc = -FI_EMSGSIZE;
+    if (sizeof(h) <= inject_max_) {
+        rc = efa_ctx_try_inject(p->ctx, &h, sizeof(h), p->addr);
+    }
+    if (-FI_EMSGSIZE == rc) {
+        Buf *b = get_buf();
+        if (!b) {
+            return false;
+        }
+        b->peer = p;
+        b->used = sizeof(h);
+        b->frames = 0;
+        memcpy(b->data, &h, sizeof(h));
+        rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+        if (0 == rc) {
+            ++p->inflight; // release() on completion, as for any message
+            ++inflight_;
+        } else {
+            b->next_free = free_;
+            free_ = b;
+        }
+    }
+    if (-FI_EAGAIN == rc) {
+        return false;
+    }
+    if (0 == rc) {
+        p->grant_said = h.grant;
+        ++stats_.grants;
+    }
+    return true;
+}
+
+void NetLink::granted(Peer *p, uint64_t grant) {
+    if (grant <= p->limit) {
+        return; // old news (grants may arrive in any order)
+    }
+    p->limit = grant;
+    p->starved = false;
+    if (p->open && !p->waiting && p->inflight < params_.window) {
+        post(p);
+    }
+}
+
+void NetLink::delivered(Peer *p, uint64_t delivered) {
+    const uint64_t grant = delivered + params_.credit;
+    if (grant <= p->grant_out) {
+        return;
+    }
+    p->grant_out = grant;
+    if (!p->grant_due && grant - p->grant_said >= params_.credit / 4) {
+        p->grant_due = true; // sent by send_grants() unless a message to p carries it first
+        grants_.push_back(p);
+    }
+}
+
+void NetLink::send_grants() {
+    if (grants_.empty()) {
+        return;
+    }
+    std::vector<Peer *> todo;
+    todo.swap(grants_);
+    for (Peer *p : todo) {
+        if (p->grant_out - p->grant_said < params_.credit / 4 || send_grant(p)) {
+            p->grant_due = false;
+        } else {
+            grants_.push_back(p); // the provider's queue is full: later
+        }
+    }
+}
+
 void NetLink::progress() {
     for (Peer *p : injected_) {
         p->injected = false;
     }
     injected_.clear();
+    send_grants();
     if (waiting_.empty()) {
         return;
     }

@@ -31,6 +31,22 @@
 // burst of sends between two progress calls injects its first message
 // only, the rest go as posted sends and fill the window as before.
 //
+// Credit.  A receiver holds a sender's early messages until the ones
+// before them come (net_order.hpp); after one loss the provider may keep
+// delivering later ones for a long time.  So a sender posts a message
+// numbered seq only below its peer's grant: the receiver grants 'credit'
+// messages beyond those it has handed on, carried in every NetHdr it
+// sends to that sender, and on its own (a grant message, numbered kNoSeq,
+// outside the order and the credit) once a quarter of the credit went
+// unsaid.  The credit (16 windows, 256 messages by default) is well above
+// what a stream keeps in flight (bench_pt2pt's bw posts 64 at a time), so
+// that a stream without a loss never waits for its grant.
+// Held memory per sender is then at most credit messages of buf_size
+// bytes; nothing is dropped: a sender without credit packs and queues as
+// for a full window, and the message that fills the gap releases the held
+// ones, whose delivery sends the grant that lets the sender go on.  Every
+// process starts from kFirstGrant, granted without a word.
+//
 // Threads: the owner serialises every call (the engine's mutex), and the
 // send completions, which come from the core's progress, call the owner's
 // 'sent' handler, which takes that mutex before calling release().
@@ -48,16 +64,20 @@
 namespace efa::onnode {
 
 constexpr uint8_t kNetMagic = 0xE5;
-constexpr uint8_t kNetVersion = 1;
+constexpr uint8_t kNetVersion = 2;
 
 struct NetHdr {
     uint8_t magic;
     uint8_t version;
     uint16_t frames;
     uint32_t sender; // vpid
-    uint64_t seq;    // per (sender, receiver), from 0
+    uint64_t seq;    // per (sender, receiver), from 0; kNoSeq: a grant alone
+    uint64_t grant;  // the receiver of this may send to its sender below this seq (0: nothing new)
 };
-static_assert(sizeof(NetHdr) == 16);
+static_assert(sizeof(NetHdr) == 24);
+constexpr uint64_t kNoSeq = UINT64_MAX;
+// What a receiver grants before it says anything (both ends know it).
+constexpr uint64_t kFirstGrant = 256;
 
 // Before each frame: its length; frames start 8-byte aligned.
 struct NetFrameHdr {
@@ -111,6 +131,9 @@ struct NetParams {
     size_t coalesce_bytes = 4096; // a message gathers frames up to this size (0: one frame)
     uint32_t coalesce_max = 64;   // ... and this many frames
     bool inject = true;           // a lone small message by inject (see above)
+    // Messages granted beyond those handed on (0: 16 windows); at least
+    // kFirstGrant, which a sender assumes before the first grant comes.
+    uint64_t credit = 0;
 };
 
 struct NetStats {
@@ -118,6 +141,8 @@ struct NetStats {
     uint64_t batched = 0;   // ... of them with more than one frame
     uint64_t frames = 0;    // frames they carried
     uint64_t injected = 0;  // ... of the messages, those that went by inject
+    uint64_t grants = 0;    // grant messages sent (not among 'messages')
+    uint64_t no_credit = 0; // times a message found its peer's grant used up
     uint32_t endpoints = 0; // local endpoints (contexts) the peers are spread over
 };
 
@@ -140,10 +165,15 @@ class NetLink {
         efa_ctx_t *ctx = nullptr;
         uint32_t inflight = 0;
         uint64_t seq = 0;
-        Buf *open = nullptr;   // frames written, not posted yet
-        bool waiting = false;  // open found the provider's queue full: in waiting_
-        bool injected = false; // a message went by inject since the last progress()
-        int error = 0;         // a post failed for good: the peer is unreachable
+        Buf *open = nullptr;               // frames written, not posted yet
+        bool waiting = false;              // open found the provider's queue full: in waiting_
+        bool injected = false;             // a message went by inject since the last progress()
+        int error = 0;                     // a post failed for good: the peer is unreachable
+        uint64_t limit = kFirstGrant;      // may post while seq is below (the peer's grant)
+        uint64_t grant_out = 0;            // what this process grants the peer now
+        uint64_t grant_said = kFirstGrant; // ... and what the peer has heard of it
+        bool grant_due = false;            // a grant message waits in grants_
+        bool starved = false;              // a message waits for limit to rise
     };
     // 'sent' is called for every completed provider message (err 0 or a
     // negative libfabric error) from the core's progress, with the owner's
@@ -158,8 +188,11 @@ class NetLink {
 
     // A peer reached at addr through context ctx (owned by the link).
     Peer *add_peer(uint32_t vpid, fi_addr_t addr, efa_ctx_t *ctx);
-    // The largest frame one message carries.
+    // The largest frame one message carries (buf_size is a multiple of
+    // kNetAlign: the frame's padding fits too).
     size_t max_frame() const { return params_.buf_size - sizeof(NetHdr) - sizeof(NetFrameHdr); }
+    size_t buf_size() const { return params_.buf_size; }
+    uint64_t credit() const { return params_.credit; }
 
     // Room for a frame of len bytes to p, or nullptr (wait and retry).
     void *reserve(Peer *p, size_t len);
@@ -167,11 +200,23 @@ class NetLink {
     // A completed message's buffer goes back (called by the owner's
     // 'sent' handler, under its lock); p's open message may go now.
     void release(Buf *b);
-    // Post messages that found the provider's queue full; a peer may have
-    // a message injected again.
+    // Post messages that found the provider's queue full, and grants that
+    // could not go; a peer may have a message injected again.
     void progress();
-    // Messages posted and not completed, or written and not posted.
-    bool idle() const { return 0 == inflight_ && waiting_.empty() && open_ == 0; }
+    // p granted this process messages below 'grant' (from any NetHdr of p's).
+    void granted(Peer *p, uint64_t grant);
+    // This process has handed on 'delivered' messages of p's: p may send
+    // credit more; said by a grant message once a quarter of the credit
+    // went unsaid (else with the next message to p).
+    void delivered(Peer *p, uint64_t delivered);
+    // The grant messages delivered() found due, unless a message to their
+    // peer carried them meanwhile (also from progress()).
+    void send_grants();
+    // Messages posted and not completed, or written and not posted, or
+    // grants not sent.
+    bool idle() const {
+        return 0 == inflight_ && waiting_.empty() && open_ == 0 && grants_.empty();
+    }
     efa_core_t *core() const { return params_.core; }
     const NetStats &stats() const { return stats_; }
 
@@ -179,6 +224,8 @@ class NetLink {
     NetLink() = default;
     Buf *get_buf();
     bool post(Peer *p);
+    bool send_grant(Peer *p);
+    bool has_credit(const Peer *p) const { return p->seq < p->limit; }
     static void on_complete(efa_op_t *op, const efa_cqe_t *cqe);
 
     NetParams params_;
@@ -193,6 +240,7 @@ class NetLink {
     uint32_t open_ = 0; // peers with an open message
     std::vector<Peer *> waiting_;
     std::vector<Peer *> injected_;  // peers with injected set
+    std::vector<Peer *> grants_;    // peers with grant_due set
     size_t inject_max_ = 0;         // the provider's inject size (0: never)
     std::vector<efa_ctx_t *> ctxs_; // the distinct contexts peers were given
     NetStats stats_;

@@ -181,7 +181,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fuzz::cancel_one(in, a, reqs, nreq);
             break;
         default: { // a provider message from "the other node"
-            NetHdr h{kNetMagic, kNetVersion, 0, 0, 0};
+            NetHdr h{kNetMagic, kNetVersion, 0, 0, 0, 0};
             const uint8_t hsel = in.take<uint8_t>();
             h.sender = small_or_raw(in, kNprocs + 1);
             const uint32_t s = h.sender <= kNprocs ? h.sender : kNprocs;
@@ -191,6 +191,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 h.seq = next_seq[s] + 1 + (hsel >> 4) % 4; // a little early
             } else {
                 h.seq = next_seq[s]++;
+            }
+            if (hsel & 0x80) { // any grant, sometimes as a grant alone (kNoSeq)
+                h.grant = in.take<uint64_t>();
+                h.seq = (h.grant & 1) ? kNoSeq : h.seq;
             }
             if (hsel & 0x04) {
                 h.magic = in.take<uint8_t>() | 0x80; // still the engine's channel

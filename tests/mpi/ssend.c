@@ -9,7 +9,8 @@
  *                request must stay incomplete; then MPI_Wait.
  *   preposted:   MPI_Ssend to a receive that was posted before the send.
  *   in order:    many MPI_Ssend / MPI_Issend with the same tag arrive in
- *                order.
+ *                order (sizes k * 53 mod 3000, or with -f FIRST every size
+ *                from FIRST on: the sizes around a transport's limits).
  *   burst:       BURST MPI_Issend (0 to 3000 bytes, one tag) in flight at
  *                once to one peer whose receives are posted only after
  *                DELAY ms, all together: none may complete before (MPI_Testsome
@@ -21,7 +22,8 @@
  * Sizes 0, 64 bytes and LARGE for the timed steps.
  *
  * Options: -d DELAY ms (default 300), -n COUNT for the in-order step
- *          (default 200), -s LARGE (default 1M), -b BURST (default 64).
+ *          (default 200), -f FIRST size of the in-order step (default:
+ *          spread), -s LARGE (default 1M), -b BURST (default 64).
  */
 #include "test_util.h"
 
@@ -34,6 +36,12 @@ static void pair_sync(int peer) {
 
 #define TAG_BURST 5
 #define BURST_SLOT 3000
+
+static long first_size = -1; /* -f: the in-order step's sizes FIRST, FIRST+1, ... */
+
+static size_t in_order_size(int k) {
+    return first_size >= 0 ? (size_t)first_size + (size_t)k : (size_t)(k * 53) % 3000;
+}
 
 static size_t burst_size(int k) {
     return (size_t)(k * 131) % BURST_SLOT; /* k = 0: 0 bytes */
@@ -110,13 +118,16 @@ int main(int argc, char **argv) {
     MPI_Request req;
 
     tu_init(&argc, &argv, "ssend");
-    while ((opt = getopt(argc, argv, "d:n:s:b:h")) != -1) {
+    while ((opt = getopt(argc, argv, "d:n:f:s:b:h")) != -1) {
         switch (opt) {
         case 'd':
             delay = (int)tu_parse_long(optarg);
             break;
         case 'n':
             count = (int)tu_parse_long(optarg);
+            break;
+        case 'f':
+            first_size = tu_parse_long(optarg);
             break;
         case 's':
             large = tu_parse_size(optarg);
@@ -125,14 +136,16 @@ int main(int argc, char **argv) {
             burst = (int)tu_parse_long(optarg);
             break;
         case 'h':
-            tu_usage("[-d DELAY_MS] [-n COUNT] [-s LARGE] [-b BURST]", 0);
+            tu_usage("[-d DELAY_MS] [-n COUNT] [-f FIRST] [-s LARGE] [-b BURST]", 0);
         default:
-            tu_usage("[-d DELAY_MS] [-n COUNT] [-s LARGE] [-b BURST]", 1);
+            tu_usage("[-d DELAY_MS] [-n COUNT] [-f FIRST] [-s LARGE] [-b BURST]", 1);
         }
     }
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
     TU_ASSERT(delay >= 150, "DELAY must be at least 150 ms");
     TU_ASSERT(burst >= 1 && burst <= 100000, "BURST must be in [1, 100000]");
+    TU_ASSERT(first_size < 0 || first_size + count <= 3000,
+              "FIRST + COUNT must be at most 3000 (the in-order step's slots)");
     sizes[0] = 0;
     sizes[1] = 64;
     sizes[2] = large;
@@ -183,7 +196,7 @@ int main(int argc, char **argv) {
         }
         /* in order: blocking, then nonblocking */
         for (k = 0; k < count; k++) {
-            size_t size = (size_t)(k * 53) % 3000;
+            size_t size = in_order_size(k);
 
             tu_fill(buf, size, tu_seed(2, k, 0, 0));
             MPI_Ssend(buf, (int)size, MPI_BYTE, peer, 4, MPI_COMM_WORLD);
@@ -193,7 +206,7 @@ int main(int argc, char **argv) {
             MPI_Request *reqs = tu_malloc(sizeof(*reqs) * count);
 
             for (k = 0; k < count; k++) {
-                size_t size = (size_t)(k * 53) % 3000;
+                size_t size = in_order_size(k);
 
                 tu_fill(bufs + (size_t)k * 3000, size, tu_seed(3, k, 0, 0));
                 MPI_Issend(bufs + (size_t)k * 3000, (int)size, MPI_BYTE, peer, 4, MPI_COMM_WORLD,
@@ -230,7 +243,7 @@ int main(int argc, char **argv) {
             for (k = 0; k < count; k++) {
                 snprintf(what, sizeof(what), "%s number %d with the same tag",
                          i == 2 ? "ssend" : "issend", k);
-                tu_recv_verify(buf, (size_t)(k * 53) % 3000, peer, 4, tu_seed(i, k, 0, 0), what);
+                tu_recv_verify(buf, in_order_size(k), peer, 4, tu_seed(i, k, 0, 0), what);
             }
         }
         burst_recv(peer, burst, delay);

@@ -33,6 +33,7 @@ class OnnodeNet : public ::testing::Test {
     size_t read_min = 0;   // net_read_min: rendezvous by RMA read from this size
     size_t read_piece = 0; // net_debug_read_piece
     bool fail_reads = false;
+    uint32_t delay = 0; // net_debug_delay: that provider message handed on late
 
     static int no_card(void *, uint32_t, efa_onnode_card_t *) { return -FI_ENOENT; }
     static int addr_of(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
@@ -76,6 +77,7 @@ class OnnodeNet : public ::testing::Test {
         p.net_read_min = read_min;
         p.net_debug_read_piece = read_piece;
         p.net_debug_fail_reads = fail_reads;
+        p.net_debug_delay = delay;
         e = efa_onnode_create(&p, &err);
         ASSERT_NE(nullptr, e) << err;
     }

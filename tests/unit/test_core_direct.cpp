@@ -150,3 +150,32 @@ TEST_F(CoreDirect, ZeroByteMessagesAreProbesAndDropped) {
     EXPECT_EQ(9, arrived[0]);
     EXPECT_TRUE(probe.done);
 }
+
+// An inject over the provider's inject size, or (forced direct mode) over
+// the MTU, is refused before the provider sees it, so that the caller can
+// send it with a completion; the inject size the core reports is never
+// over the largest message.
+TEST_F(CoreDirect, OversizeInjectIsRefusedNotPassedOn) {
+    open(true, false, 1025);
+    const efa_core_info_t *in = efa_core_get_info(core);
+    if (0 == in->inject_size) {
+        GTEST_SKIP() << "the provider has no inject";
+    }
+    EXPECT_LE(in->inject_size, 1025u);
+    std::vector<uint8_t> buf(in->inject_size + 64, 5);
+    EXPECT_EQ(-FI_EMSGSIZE,
+              efa_ctx_try_inject(efa_core_ctx(core, 1), buf.data(), 1032, self->addr[0]));
+    EXPECT_EQ(-FI_EMSGSIZE, efa_ctx_try_inject(efa_core_ctx(core, 1), buf.data(),
+                                               in->inject_size + 1, self->addr[0]));
+    int rc;
+    do {
+        rc = efa_ctx_try_inject(efa_core_ctx(core, 1), buf.data(), in->inject_size, self->addr[0]);
+        if (-FI_EAGAIN == rc) {
+            efa_core_progress(core);
+        }
+    } while (-FI_EAGAIN == rc);
+    ASSERT_EQ(0, rc);
+    ASSERT_TRUE(progress_until(1));
+    EXPECT_EQ(5, arrived[0]);
+    EXPECT_EQ(0, failures);
+}

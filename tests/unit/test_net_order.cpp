@@ -127,3 +127,25 @@ TEST(NetOrder, ClosedStreamDropsHeldAndLaterMessages) {
     EXPECT_TRUE(o.stalled(5000, 1).empty());
     EXPECT_EQ(V::kDelivered, arrive(o, s, 1, 0, "z")); // the others flow on
 }
+
+// What each sender's early messages take, counted by sender (what the
+// credit of onnode_net.hpp bounds): it grows while they wait, returns to
+// 0 once they are handed on or the stream is closed, and the most ever
+// held for one sender is kept.
+TEST(NetOrder, HeldBytesAreCountedBySender) {
+    NetOrder o(2);
+    Sink s;
+    EXPECT_EQ(V::kHeld, arrive(o, s, 0, 1, "abc"));
+    EXPECT_EQ(V::kHeld, arrive(o, s, 0, 2, "defgh"));
+    EXPECT_EQ(V::kHeld, arrive(o, s, 1, 3, "zz"));
+    EXPECT_EQ(8u, o.held_bytes(0));
+    EXPECT_EQ(2u, o.held_bytes(1));
+    EXPECT_EQ(8u, o.held_bytes_max());
+    EXPECT_EQ(V::kDelivered, arrive(o, s, 0, 0, "x"));
+    EXPECT_EQ(0u, o.held_bytes(0));
+    EXPECT_EQ(8u, o.held_bytes_max());
+    o.close(1);
+    EXPECT_EQ(0u, o.held_bytes(1));
+    EXPECT_EQ(0u, o.held());
+    EXPECT_EQ(0u, o.held_bytes(7)); // not a sender
+}
