@@ -200,6 +200,9 @@ void Engine::fail_peer(uint32_t vpid, int err) {
     }
     Peer *p = peers_[vpid].get();
     p->error = err;
+    if (p->net) {
+        net_->abandon(p->net, err); // a message waiting for its grant would wait for ever
+    }
     std::vector<efa_onnode_req_t *> waiting;
     ids_.each([&](efa_onnode_req_t *r, uint64_t) {
         if (r->peer == vpid && kDone != r->state) {

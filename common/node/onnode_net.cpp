@@ -210,6 +210,23 @@ bool NetLink::post(Peer *p) {
     return true;
 }
 
+void NetLink::abandon(Peer *p, int err) {
+    if (0 == p->error) {
+        p->error = err;
+    }
+    if (Buf *b = p->open) {
+        p->open = nullptr;
+        --open_;
+        b->next_free = free_;
+        free_ = b;
+    }
+    if (p->waiting) {
+        waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), p), waiting_.end());
+        p->waiting = false;
+    }
+    p->starved = false;
+}
+
 void NetLink::on_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *b = reinterpret_cast<Buf *>(op);
     b->link->sent_(b->link->owner_, b, b->peer, cqe->err);

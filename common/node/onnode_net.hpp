@@ -212,6 +212,10 @@ class NetLink {
     // The grant messages delivered() found due, unless a message to their
     // peer carried them meanwhile (also from progress()).
     void send_grants();
+    // The owner failed p (err): what was written to p and not posted never
+    // goes (a message waiting for p's grant or for the provider's queue),
+    // and nothing more is written to p.
+    void abandon(Peer *p, int err);
     // Messages posted and not completed, or written and not posted, or
     // grants not sent.
     bool idle() const {

@@ -17,7 +17,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include <rdma/fi_errno.h>
 
@@ -203,4 +205,43 @@ TEST_F(EngineNetFail, AQueuedControlFrameWhosePostFailsInTheFlushLeavesNothingBe
     EXPECT_EQ(c.completions, 1);
     EXPECT_EQ(c.on.err, kLost);
     EXPECT_TRUE(engine_idle()) << "the failed peer still has something queued";
+}
+
+// The child never grants (it runs no engine): after the first grant's
+// messages the next one waits for credit, written and not posted, and the
+// sends after it queue.  Once the child is lost the written one must be
+// given up, or the link never goes idle and the engine's teardown spends
+// its whole bound waiting for a grant.
+TEST_F(EngineNetFail, MessagesWaitingForAGrantAreGivenUpWithTheirPeer) {
+    std::vector<Req> reqs(400);
+    efa_onnode_stats_t st{};
+    size_t sent = 0;
+    for (int i = 0; i < 20000 && 0 == st.net_no_credit; ++i) {
+        if (sent < reqs.size()) {
+            ASSERT_GE(send(reqs[sent++], false), 0);
+        }
+        progress(1);
+        efa_onnode_get_stats(engine_, &st);
+    }
+    ASSERT_GT(st.net_no_credit, 0u) << "the sender never ran out of the child's first grant";
+    // A few more queue behind the one waiting for credit: they wait on
+    // the child, so the engine watches it and hears of its loss.
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(send(reqs[sent++], false), 0) << "a send past the grant did not wait";
+    }
+    lose_child();
+    // The engine's watch of the peers its requests wait on hears of it.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (reqs[sent - 1].completions == 0 && std::chrono::steady_clock::now() < until) {
+        progress(1);
+    }
+    for (size_t i = 0; i < sent; ++i) {
+        EXPECT_EQ(reqs[i].completions, 1) << "send " << i;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    efa_onnode_destroy(engine_);
+    engine_ = nullptr;
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(waited, 1.0) << "the teardown waited for a grant from a lost peer";
 }
