@@ -133,7 +133,6 @@ typedef struct mca_mtl_efa_request_t {
     /* pml/cm's completion callback, called through mtl_efa_module.c's
      * annotation. */
     void (*tsan_callback)(struct mca_mtl_request_t *mtl_request);
-    bool tsan_on_stack; /* it or its convertor is on the caller's stack */
 #endif
 } mca_mtl_efa_request_t;
 

@@ -13,22 +13,24 @@
  * initialization then read as races.  A request is taken (acquire) as
  * pml/cm hands it to the MTL and handed back (release) just before its
  * completion callback, so any access of the MTL's after that is still
- * seen. */
+ * seen.
+ * pml/cm's blocking calls keep the request and its convertor on the
+ * waiting thread's stack, which that thread reuses once Open MPI's wait
+ * returns, with no call of ours in between to acquire the request: the
+ * thread notes its last such request, and its next entry into the MTL
+ * acquires it (tsan_enter). */
+static __thread mca_mtl_request_t *tsan_last_on_stack;
+
+static void tsan_enter(void) {
+    if (NULL != tsan_last_on_stack) {
+        EFA_TSAN_ACQUIRE(tsan_last_on_stack);
+        tsan_last_on_stack = NULL;
+    }
+}
+
 static void tsan_handed_back(mca_mtl_request_t *r) {
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)r;
     void (*callback)(struct mca_mtl_request_t *) = req->tsan_callback;
-    if (req->tsan_on_stack) {
-        /* pml/cm's blocking calls keep the request or its convertor on the
-         * waiting thread's stack, which is reused once Open MPI's wait
-         * returns, with nothing of ours in that thread to acquire: what was
-         * done to them until now is forgotten instead (accesses after this
-         * point are still seen). */
-        struct opal_convertor_t *convertor = req->convertor;
-        if (convertor) {
-            EFA_TSAN_NEW_MEMORY(convertor, sizeof(*convertor));
-        }
-        EFA_TSAN_NEW_MEMORY(req, sizeof(*req));
-    }
     EFA_TSAN_RELEASE(req); /* last: the request may be taken again from here on */
     callback(r);
 }
@@ -36,10 +38,13 @@ static void tsan_handed_back(mca_mtl_request_t *r) {
 static void tsan_take(mca_mtl_request_t *r, const struct opal_convertor_t *convertor) {
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)r;
     char here;
+    tsan_enter();
     EFA_TSAN_ACQUIRE(req);
     /* In a frame above this one, within 64 KiB: the caller's stack. */
-    req->tsan_on_stack = ((char *)r > &here && (char *)r - &here < 65536) ||
-                         ((char *)convertor > &here && (char *)convertor - &here < 65536);
+    if (((char *)r > &here && (char *)r - &here < 65536) ||
+        ((char *)convertor > &here && (char *)convertor - &here < 65536)) {
+        tsan_last_on_stack = r;
+    }
     if (r->completion_callback != tsan_handed_back) { /* pml/cm may set it once per request */
         req->tsan_callback = r->completion_callback;
         r->completion_callback = tsan_handed_back;
@@ -52,6 +57,12 @@ static int tsan_refused(mca_mtl_request_t *r, int rc) {
         EFA_TSAN_RELEASE(r);
     }
     return rc;
+}
+
+static int tsan_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
+                     int tag, struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode) {
+    tsan_enter();
+    return ompi_mtl_efa_send(mtl, comm, dest, tag, convertor, mode);
 }
 
 static int tsan_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
@@ -72,10 +83,12 @@ static int tsan_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor_
     tsan_take(r, convertor);
     return tsan_refused(r, ompi_mtl_efa_imrecv(mtl, convertor, message, r));
 }
+#define MTL_EFA_SEND tsan_send
 #define MTL_EFA_ISEND tsan_isend
 #define MTL_EFA_IRECV tsan_irecv
 #define MTL_EFA_IMRECV tsan_imrecv
 #else
+#define MTL_EFA_SEND ompi_mtl_efa_send
 #define MTL_EFA_ISEND ompi_mtl_efa_isend
 #define MTL_EFA_IRECV ompi_mtl_efa_irecv
 #define MTL_EFA_IMRECV ompi_mtl_efa_imrecv
@@ -91,7 +104,7 @@ mca_mtl_efa_module_t ompi_mtl_efa = {
             .mtl_add_procs = ompi_mtl_efa_add_procs,
             .mtl_del_procs = ompi_mtl_efa_del_procs,
             .mtl_finalize = ompi_mtl_efa_finalize,
-            .mtl_send = ompi_mtl_efa_send,
+            .mtl_send = MTL_EFA_SEND,
             .mtl_isend = MTL_EFA_ISEND,
             .mtl_irecv = MTL_EFA_IRECV,
             .mtl_iprobe = ompi_mtl_efa_iprobe,

@@ -344,10 +344,6 @@ int ompi_mtl_efa_onnode_send(struct ompi_communicator_t *comm, int dest, int tag
                              bool free_buffer) {
     mca_mtl_efa_blocking_send_t bs;
     mca_mtl_efa_request_t *req = &bs.req;
-    /* A new frame: whatever another thread's progress did at these stack
-     * addresses for an earlier blocking call was ordered by Open MPI's wait,
-     * which ThreadSanitizer cannot see (efa_tsan.h). */
-    EFA_TSAN_NEW_MEMORY(&bs, sizeof(bs));
     req->super.ompi_req = NULL;
     req->super.completion_callback = ompi_mtl_efa_blocking_send_done;
     req->buffer = buffer;

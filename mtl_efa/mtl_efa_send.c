@@ -409,10 +409,6 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     }
     mca_mtl_efa_blocking_send_t bs;
     mca_mtl_efa_request_t *req = &bs.req;
-    /* A new frame: whatever another thread's progress did at these stack
-     * addresses for an earlier blocking call was ordered by Open MPI's wait,
-     * which ThreadSanitizer cannot see (efa_tsan.h). */
-    EFA_TSAN_NEW_MEMORY(&bs, sizeof(bs));
     req->super.ompi_req = NULL;
     req->super.completion_callback = ompi_mtl_efa_blocking_send_done;
     req->cancelled = false;

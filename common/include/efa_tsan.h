@@ -25,18 +25,14 @@ extern "C" {
 /* The TSan runtime's (compiler-rt's tsan_interface.h). */
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
-/* Forgets the accesses to [mem, mem + size): the memory is new. */
-void AnnotateNewMemory(const char *file, int line, const volatile void *mem, long size);
 #ifdef __cplusplus
 }
 #endif
 #define EFA_TSAN_ACQUIRE(p) __tsan_acquire((void *)(p))
 #define EFA_TSAN_RELEASE(p) __tsan_release((void *)(p))
-#define EFA_TSAN_NEW_MEMORY(p, n) AnnotateNewMemory(__FILE__, __LINE__, (p), (long)(n))
 #else
 #define EFA_TSAN_ACQUIRE(p) ((void)0)
 #define EFA_TSAN_RELEASE(p) ((void)0)
-#define EFA_TSAN_NEW_MEMORY(p, n) ((void)0)
 #endif
 
 #endif
