@@ -404,7 +404,8 @@ static inline bool mca_btl_efa_upper_alive(const mca_btl_efa_module_t *btl,
                                            const mca_btl_efa_endpoint_t *ep) {
     return !btl->finalizing && (NULL == ep || !ep->detached);
 }
-void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
+void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
+                            fi_addr_t src);
 /* Hand one message (provider or ring) to its handler. */
 void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring);
 

@@ -213,7 +213,7 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
         core->rep.help("peer-unreachable", name, why, fi_strerror(-err));
     }
     for (const Failed &f : ops) {
-        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0};
+        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
         f.owner->tracker = nullptr;
         f.owner->complete(f.owner, &cqe);
     }

@@ -28,6 +28,7 @@ struct Selection {
     std::vector<fi_info *> nics; // one admitted entry per domain, same fabric
     uint64_t caps = 0;           // the capability set that was granted
     bool mr_local = false;       // FI_MR_LOCAL in effect (required or forced)
+    bool source = false;         // FI_SOURCE asked for and granted (fi_cq_readfrom says who sent)
     uint32_t api_version = 0;    // what fi_getinfo was asked with
 };
 
