@@ -302,6 +302,7 @@ typedef struct mca_btl_efa_component {
     int rma_timeout;          /* seconds an emulated request may go unanswered */
     int debug_lose_answers;   /* testing: 1 drop the target's answers, 2 send them misaddressed */
     int debug_lose_recv;      /* testing: the Nth provider arrival fails (0: off) */
+    int debug_forge_src;      /* testing: the Nth injected fragment goes twice, forged (0: off) */
     bool peer_watch;          /* btl_efa_peer_watch (btl_efa_watch.c) */
     /* testing: this rank's on-node inbox is not created (-1: none) */
     int debug_fail_inbox_rank;
