@@ -188,9 +188,9 @@ TEST_F(ForgedWithdrawal, IsDroppedCountedAndTakesNothing) {
     // Still there for the receive it was meant for.
     std::vector<char> in(kLarge);
     CoreTestOp recv;
-    ASSERT_EQ(efa_ctx_trecv(ctx_, in.data(), kLarge, nullptr, FI_ADDR_UNSPEC, with_seq(5), 0,
-                            &recv.op),
-              0);
+    ASSERT_EQ(
+        efa_ctx_trecv(ctx_, in.data(), kLarge, nullptr, FI_ADDR_UNSPEC, with_seq(5), 0, &recv.op),
+        0);
     core_test_wait(core_, recv, 10);
     EXPECT_TRUE(recv.done && recv.err == 0) << "the held message did not reach its receive";
     core_test_wait(core_, send, 10);
@@ -200,9 +200,9 @@ TEST_F(ForgedWithdrawal, IsDroppedCountedAndTakesNothing) {
 TEST_F(GenuineWithdrawal, PassesTheCheck) {
     int64_t result = -2000;
     CoreTestOp told;
-    ASSERT_EQ(efa_ctx_trecv(ctx_, &result, sizeof(result), nullptr, FI_ADDR_UNSPEC, kResult, 0,
-                            &told.op),
-              0);
+    ASSERT_EQ(
+        efa_ctx_trecv(ctx_, &result, sizeof(result), nullptr, FI_ADDR_UNSPEC, kResult, 0, &told.op),
+        0);
     core_test_wait(core_, told, 20);
     ASSERT_TRUE(told.done) << "the child never said what its withdrawal answered";
     EXPECT_EQ(result, 1) << "the child's own request did not take its own message";

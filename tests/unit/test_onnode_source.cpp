@@ -104,8 +104,8 @@ template <uint32_t Vpid> void child_body(efa_core_t *core, const std::string &ta
     static std::vector<uint8_t> msg = onnode_test::pattern(64, 9);
     static Req send;
     send.on.complete = on_complete;
-    if (efa_onnode_send(e, 0, kCid, static_cast<int32_t>(Vpid), kTag, msg.data(), msg.size(),
-                        false, &send.on) < 0) {
+    if (efa_onnode_send(e, 0, kCid, static_cast<int32_t>(Vpid), kTag, msg.data(), msg.size(), false,
+                        &send.on) < 0) {
         _exit(5);
     }
     for (;;) {
