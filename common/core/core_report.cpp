@@ -90,8 +90,10 @@ void CoreReport::add_core_lines(const efa_core &core) {
               "message whose named sender is another process is dropped, one from an address "
               "not in the address vector is taken unchecked (said if it happens)"
             : std::string("sender check: off, provider ") + in.provider +
-                  " does not report message sources (FI_SOURCE not granted): the sender a "
-                  "message names is believed");
+                  (source_unreliable(in.provider)
+                       ? std::string(": ") + source_unreliable(in.provider)
+                       : std::string(" does not report message sources (FI_SOURCE not granted)")) +
+                  ": the sender a message names is believed");
     for (const auto &line : core.nic->switches().lines) {
         node_lines_.push_back("efa switch: " + line);
     }

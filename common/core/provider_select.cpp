@@ -100,6 +100,14 @@ bool prefer_fabric(const fi_info *info, bool direct_mode, std::string *why) {
     return true;
 }
 
+const char *source_unreliable(const char *prov_name) {
+    if (prov_name && std::strstr(prov_name, "ofi_rxd")) {
+        return "ofi_rxd reports its own index of the sending peer as the source, not the "
+               "address vector entry";
+    }
+    return nullptr;
+}
+
 std::vector<std::string> known_provider_names() {
     std::vector<std::string> names;
     fi_info *all = nullptr;
@@ -225,7 +233,8 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
             out->list = std::move(owned);
             out->nics = std::move(nics);
             out->caps = caps;
-            out->source = t.source && (out->nics[0]->caps & FI_SOURCE) != 0;
+            out->source = t.source && (out->nics[0]->caps & FI_SOURCE) != 0 &&
+                          !source_unreliable(out->nics[0]->fabric_attr->prov_name);
             out->mr_local = mr_local || (out->nics[0]->domain_attr->mr_mode & FI_MR_LOCAL);
             out->api_version = api_version();
             if (!skipped_fabric.empty()) {
