@@ -91,7 +91,7 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
     }
     for (efa_op_t *op : dropped) { // back to the deadline, which tells the owner if need be
         efa::inflight_done(ctx, op);
-        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0};
+        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
         op->complete(op, &cqe);
     }
 }
