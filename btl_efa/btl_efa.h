@@ -302,6 +302,7 @@ typedef struct mca_btl_efa_component {
     int rma_timeout;          /* seconds an emulated request may go unanswered */
     int debug_lose_answers;   /* testing: 1 drop the target's answers, 2 send them misaddressed */
     int debug_lose_recv;      /* testing: the Nth provider arrival fails (0: off) */
+    int debug_forge_src;      /* testing: the Nth injected fragment goes twice, forged (0: off) */
     bool peer_watch;          /* btl_efa_peer_watch (btl_efa_watch.c) */
     /* testing: this rank's on-node inbox is not created (-1: none) */
     int debug_fail_inbox_rank;
@@ -404,7 +405,8 @@ static inline bool mca_btl_efa_upper_alive(const mca_btl_efa_module_t *btl,
                                            const mca_btl_efa_endpoint_t *ep) {
     return !btl->finalizing && (NULL == ep || !ep->detached);
 }
-void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
+void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
+                            fi_addr_t src);
 /* Hand one message (provider or ring) to its handler. */
 void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring);
 

@@ -90,6 +90,12 @@ static int efa_component_register(void) {
         "a failed receive, as a provider that lost it would report it (0: off; 0 to "
         "1000000000)",
         MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_lose_recv);
+    mca_btl_efa_component.debug_forge_src = 0;
+    reg("debug_forge_src",
+        "Testing only: the Nth fragment this process injects through the provider goes out a "
+        "second time with a header naming its destination as the sender, as a forged message "
+        "would; the receiver's sender check drops it (0: off; 0 to 1000000000)",
+        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_forge_src);
     mca_btl_efa_component.rma_max_transfer = 0;
     reg("rma_max_transfer",
         "Largest single RDMA read or write handed to the provider; a larger native put or get "
@@ -265,6 +271,11 @@ static int check_numbers(void) {
     if (lose < 0 || lose > 1000000000) {
         snprintf(value, sizeof(value), "%d", lose);
         return refuse_value("debug_lose_recv", value, "0 (off) to 1000000000");
+    }
+    const int forge = mca_btl_efa_component.debug_forge_src;
+    if (forge < 0 || forge > 1000000000) {
+        snprintf(value, sizeof(value), "%d", forge);
+        return refuse_value("debug_forge_src", value, "0 (off) to 1000000000");
     }
     const int timeout = mca_btl_efa_component.rma_timeout;
     if (timeout < 1 || timeout > 86400) {

@@ -30,7 +30,11 @@ static void receive_failed(mca_btl_efa_module_t *btl, int err) {
     mca_btl_efa_fatal(btl, NULL, "btl_efa: a message through the provider was lost");
 }
 
-void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err) {
+static void deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring,
+                         fi_addr_t src);
+
+void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
+                            fi_addr_t src) {
     mca_btl_efa_module_t *btl = arg;
     static int arrivals = 0;
     (void)ctx;
@@ -42,7 +46,7 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
         receive_failed(btl, err);
         return;
     }
-    mca_btl_efa_deliver(btl, buf, len, false);
+    deliver_from(btl, buf, len, false, src);
 }
 
 /* Hand one active message up (kind: its parse; a truncated or mistagged
@@ -72,7 +76,16 @@ static void deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     mca_btl_efa_deliver_am(&btl->super, ep, msg->hdr.tag, &seg);
 }
 
+/* A ring frame comes with no provider's word on who wrote it. */
 void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring) {
+    deliver_from(btl, buf, len, via_ring, FI_ADDR_NOTAVAIL);
+}
+
+/* src: the provider's source of the message (efa_cqe_t.src), checked
+ * against the sender the header names before anything of it is believed:
+ * its credits, its fragments, its one-sided requests and answers. */
+static void deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring,
+                         fi_addr_t src) {
     /* Lengths and type are checked by efa_btl_wire_parse (common/
      * efa_btl_wire.h, fuzzed), which reads each header once, into a copy:
      * a ring slot is the sender's memory too, and a length checked must be
@@ -88,6 +101,9 @@ void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len,
     if (NULL == ep || mca_btl_efa_name_key(&ep->name) != hdr->src) {
         ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
         btl->last_src = ep;
+    }
+    if (NULL != ep && !efa_core_source_ok(btl->core, src, ep->addr, "a btl_efa message")) {
+        return; /* another process wrote it: dropped (the core counts and says so) */
     }
     if (NULL != ep) {
         mca_btl_efa_note_received(btl, ep, hdr, via_ring);

@@ -6,6 +6,9 @@
  */
 #include "btl_efa.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include <rdma/fi_errno.h>
 
 #include "opal/util/output.h"
@@ -174,6 +177,32 @@ static void finish_ring_done(mca_btl_efa_module_t *btl) {
     }
 }
 
+/* The test setting debug_forge_src: the Nth injected fragment again, its
+ * header naming the destination itself as the sender (no credits), as a
+ * process forging another's messages would send it.  The receiver's
+ * sender check (btl_efa_recv.c) must drop it. */
+static void forge_copy(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                       const efa_btl_frag_t *frag) {
+    static int injected = 0;
+    if (++injected != mca_btl_efa_component.debug_forge_src) {
+        return;
+    }
+    uint8_t *copy = malloc(frag->send_len);
+    if (NULL == copy) {
+        return;
+    }
+    memcpy(copy, frag->buf, frag->send_len);
+    efa_btl_hdr_t hdr;
+    memcpy(&hdr, copy, sizeof(hdr));
+    hdr.src = mca_btl_efa_name_key(&ep->name);
+    hdr.credits = 0;
+    memcpy(copy, &hdr, sizeof(hdr));
+    if (-FI_EAGAIN == efa_ctx_try_inject(btl->ctx, copy, frag->send_len, frag->dest)) {
+        --injected; /* the queue is full: the next one (no progress under the lock) */
+    }
+    free(copy);
+}
+
 /* One attempt to send a fragment, through the peer's ring when it fits a
  * slot, else by the provider, returning the credits owed to its
  * destination with it.  The module lock is held. */
@@ -196,6 +225,9 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         /* The provider copies it before returning and reports nothing:
          * the caller recycles the fragment at once. */
         rc = efa_ctx_try_inject(btl->ctx, frag->buf, frag->send_len, frag->dest);
+        if (OPAL_UNLIKELY(mca_btl_efa_component.debug_forge_src > 0) && 0 == rc) {
+            forge_copy(btl, ep, frag);
+        }
     } else {
         /* Counted before the provider has it: another thread's progress may
          * complete it before fi_send returns. */

@@ -194,6 +194,16 @@ expect_failure debug-lose-recv-negative "Parameter: btl_efa_debug_lose_recv" "${
 expect_failure btl-message-lost "A message of this job that arrived through the provider was lost" \
     "${ob1[@]}" --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_onnode_channel none \
     --mca btl_efa_debug_lose_recv 5
+# Who sent it: a fragment whose header names another process than the one
+# the provider reports as its source is dropped, said once, and the job
+# goes on (the test setting sends the 5th injected fragment a second time,
+# naming the receiver itself as the sender; before the check, the copy was
+# handed to ob1 as the receiver's own message).
+expect_failure debug-forge-src-negative "Parameter: btl_efa_debug_forge_src" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_forge_src -1
+expect_output btl-forged-sender "Came from: +rank|Came from: +AV entry" "${ob1[@]}" \
+    --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_onnode_channel none \
+    --mca btl_efa_debug_forge_src 5
 # The on-node channel: unknown value, bad ring geometry, and "shm" (not
 # "auto") where the rings cannot be created.
 expect_failure bad-onnode-channel "Allowed:   auto, shm, none" "${ob1[@]}" \

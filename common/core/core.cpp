@@ -184,6 +184,7 @@ int open_core(efa_core *core) {
     for (int i = 0; i < core->nic->num_contexts(); ++i) {
         core->nic->ctx(i)->use_cq_data = cq_data;
         core->nic->ctx(i)->mt = core->params.thread_multiple;
+        core->nic->ctx(i)->source = core->selection.source;
     }
     std::vector<fid_ep *> bind_eps;
     if (ni->domain_attr->mr_mode & FI_MR_ENDPOINT) {
@@ -231,6 +232,7 @@ int open_core(efa_core *core) {
     in.mr_prov_key = (ni->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
     in.mr_endpoint = (ni->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
     in.tag_layout = core->layout;
+    in.has_source = core->selection.source;
     if ((err = efa_core_msg_open(core))) {
         return err;
     }
@@ -312,6 +314,7 @@ void efa_core_release(efa_core_t *core) {
     }
     core->peers.clear();
     core->peer_index.clear();
+    core->addr_owner.clear();
     core->peers_by_probe_id.clear();
     efa_core_msg_close(core);
     close_overflow_areas(core);
@@ -393,6 +396,9 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
     auto inserted = core->peers.emplace(std::move(key), efa_core::PeerEntry{peer, 1}).first;
     core->peer_index.emplace(peer, inserted);
     core->peers_by_probe_id.emplace(probe_id_of(blob, len), peer);
+    for (int i = 0; i < nctx; ++i) {
+        core->addr_owner[peer->addr[i]] = peer;
+    }
     return peer;
 }
 
@@ -405,6 +411,9 @@ void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
     auto it = idx->second;
     if (--it->second.refs == 0) {
         fi_av_remove(core->nic->av(), peer->addr, peer->num_addrs, 0);
+        for (int i = 0; i < peer->num_addrs; ++i) {
+            core->addr_owner.erase(peer->addr[i]);
+        }
         core->peer_names.erase(peer);
         auto ids =
             core->peers_by_probe_id.equal_range(probe_id_of(it->first.data(), it->first.size()));

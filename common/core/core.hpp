@@ -86,6 +86,14 @@ struct efa_core {
     // Reverse index, so that releasing a peer (del_procs, once per process
     // of the job) does not scan the whole table.
     std::unordered_map<efa_peer_t *, PeerMap::iterator> peer_index;
+    // Which peer each AV entry belongs to, for the check of a claimed
+    // sender against a message's source (core_source.cpp).
+    std::unordered_map<fi_addr_t, efa_peer_t *> addr_owner;
+    // Messages dropped because their source was another process than the
+    // one they named, and receives from addresses not in the AV (their
+    // claim cannot be checked); each kind said once.
+    std::atomic<uint64_t> source_forged{0}, source_unchecked{0};
+    std::atomic<bool> source_forged_said{false};
 
     int progress_batch = 16;
 
@@ -224,4 +232,7 @@ void probe_answers_retry(efa_core *core);
 // closed.
 void withdraw_open(efa_core *core);
 void withdraw_close(efa_core *core);
+// A receive's source is not in the AV although the provider reports
+// sources: counted, said once (core_source.cpp).
+void source_unchecked(efa_core *core);
 } // namespace efa

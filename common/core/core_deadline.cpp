@@ -101,7 +101,7 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         // (its cancel, above all) fails with the peer's loss.
         efa_cqe_t c = *cqe;
         if (c.err) {
-            c = efa_cqe_t{held_err, flags, 0, 0, 0, 0};
+            c = efa_cqe_t{held_err, flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
         }
         owner->tracker = nullptr;
         owner->complete(owner, &c);
@@ -213,7 +213,7 @@ void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) 
         core->rep.help("peer-unreachable", name, why, fi_strerror(-err));
     }
     for (const Failed &f : ops) {
-        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0};
+        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
         f.owner->tracker = nullptr;
         f.owner->complete(f.owner, &cqe);
     }
@@ -232,7 +232,8 @@ void release_held(efa_core *core, uint64_t now) {
                 ++i;
                 continue;
             }
-            late.push_back({t->owner, efa_cqe_t{t->held_err, t->flags, 0, 0, 0, 0}});
+            late.push_back(
+                {t->owner, efa_cqe_t{t->held_err, t->flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL}});
             unhold(core, t); // its hand-back, if any, now only frees it
         }
     }

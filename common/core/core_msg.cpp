@@ -49,7 +49,8 @@ struct efa_msg_pool {
         efa_msg_pool *pool;
         efa_ctx *ctx;
         uint8_t *data;
-        size_t len = 0; // while held back by the swap
+        size_t len = 0;                   // while held back by the swap
+        fi_addr_t src = FI_ADDR_NOTAVAIL; // the same
         std::atomic<bool> posted{false};
     };
     efa_core *core = nullptr;
@@ -111,18 +112,18 @@ void post(efa_msg_pool::Buf *b) {
 
 // Hand an arrived message (or a failed receive) to its channel and post
 // the buffer again.
-void deliver(efa_msg_pool::Buf *b, size_t len, int err) {
+void deliver(efa_msg_pool::Buf *b, size_t len, int err, fi_addr_t src) {
     efa_msg_pool *pool = b->pool;
     if (err) {
         for (int c = 0; c < EFA_MSG_CHANNELS; ++c) {
             if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
-                fn(pool->arg[c], b->ctx, nullptr, 0, err);
+                fn(pool->arg[c], b->ctx, nullptr, 0, err, FI_ADDR_NOTAVAIL);
             }
         }
     } else if (len > 0) { // zero bytes: a peer probe, nothing to hand on
         const int c = efa_msg_channel_of(b->data, len);
         if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
-            fn(pool->arg[c], b->ctx, b->data, len, 0);
+            fn(pool->arg[c], b->ctx, b->data, len, 0, src);
         } // else nobody listens on that channel in this process: dropped
     }
     if (!pool->closing.load(std::memory_order_acquire)) {
@@ -132,18 +133,19 @@ void deliver(efa_msg_pool::Buf *b, size_t len, int err) {
 
 // The swap: hold this arrival back if none is held (true: held), else
 // hand it on before the one held.
-bool swap_arrival(efa_msg_pool::Buf *b, size_t len) {
+bool swap_arrival(efa_msg_pool::Buf *b, size_t len, fi_addr_t src) {
     efa_msg_pool *pool = b->pool;
     b->len = len;
+    b->src = src;
     efa_msg_pool::Buf *prev = pool->held.exchange(nullptr, std::memory_order_acq_rel);
     if (!prev) {
         efa_msg_pool::Buf *none = nullptr;
         pool->held_calls.store(0, std::memory_order_relaxed);
         return pool->held.compare_exchange_strong(none, b, std::memory_order_acq_rel);
     }
-    deliver(b, len, 0);
+    deliver(b, len, 0, src);
     pool->swapped.fetch_add(1, std::memory_order_relaxed);
-    deliver(prev, prev->len, 0);
+    deliver(prev, prev->len, 0, prev->src);
     return true;
 }
 
@@ -154,7 +156,7 @@ void release_held(efa_msg_pool *pool) {
         return;
     }
     if (efa_msg_pool::Buf *prev = pool->held.exchange(nullptr, std::memory_order_acq_rel)) {
-        deliver(prev, prev->len, 0);
+        deliver(prev, prev->len, 0, prev->src);
     }
 }
 
@@ -165,10 +167,10 @@ void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (pool->closing.load(std::memory_order_acquire)) {
         return;
     }
-    if (pool->swap && !cqe->err && cqe->len > 0 && swap_arrival(b, cqe->len)) {
+    if (pool->swap && !cqe->err && cqe->len > 0 && swap_arrival(b, cqe->len, cqe->src)) {
         return;
     }
-    deliver(b, cqe->len, cqe->err);
+    deliver(b, cqe->len, cqe->err, cqe->src);
 }
 
 bool any_posted(efa_msg_pool *pool) {

@@ -117,38 +117,51 @@ void send_answer(efa_ctx *ctx, fi_addr_t to) {
     }
 }
 
-// A ping from the peer(s) with 'id' (a hash: more than one only by
-// accident), answered from the context it came in on.
-void answer(efa_ctx *ctx, uint64_t id) {
-    efa_core *core = ctx->core;
-    std::vector<fi_addr_t> to;
+// The addresses of each peer with probe id 'id' (a hash: more than one
+// only by accident) that 'src' (the provider's source of the message
+// naming it, efa_cqe_t.src) may be: a ping or answer from a third process
+// naming a peer would otherwise keep that peer alive for the deadline, or
+// have this process answer it unasked.
+std::vector<std::vector<fi_addr_t>> peers_named(efa_core *core, uint64_t id, fi_addr_t src,
+                                                const char *what) {
+    std::vector<std::vector<fi_addr_t>> named;
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
         auto range = core->peers_by_probe_id.equal_range(id);
         for (auto i = range.first; i != range.second; ++i) {
-            to.push_back(i->second->addr[0]);
+            named.emplace_back(i->second->addr, i->second->addr + i->second->num_addrs);
         }
     }
-    if (to.empty()) {
+    std::vector<std::vector<fi_addr_t>> out;
+    for (auto &n : named) { // the check takes peers_lock itself
+        if (!n.empty() && efa_core_source_ok(core, src, n[0], what)) {
+            out.push_back(std::move(n));
+        }
+    }
+    return out;
+}
+
+// A ping from the peer(s) with 'id', answered from the context it came in
+// on.
+void answer(efa_ctx *ctx, uint64_t id, fi_addr_t src) {
+    efa_core *core = ctx->core;
+    const auto peers = peers_named(core, id, src, "a peer probe");
+    if (peers.empty()) {
         // A process this one has not met: it cannot be told, and its
         // deadline ends its wait on this one (it probes only peers it has
         // exchanged messages with, which are in this table).
         core->rep.say(10, "peer probe from a process not known here: not answered");
     }
-    for (fi_addr_t a : to) {
-        send_answer(ctx, a);
+    for (const auto &p : peers) {
+        send_answer(ctx, p[0]);
     }
 }
 
 // An answer from the peer(s) with 'id': the probes out to them are news.
-void answered(efa_core *core, uint64_t id) {
+void answered(efa_core *core, uint64_t id, fi_addr_t src) {
     std::vector<fi_addr_t> addrs;
-    {
-        std::lock_guard<std::mutex> guard(core->peers_lock);
-        auto range = core->peers_by_probe_id.equal_range(id);
-        for (auto i = range.first; i != range.second; ++i) {
-            addrs.insert(addrs.end(), i->second->addr, i->second->addr + i->second->num_addrs);
-        }
+    for (const auto &p : peers_named(core, id, src, "a peer probe's answer")) {
+        addrs.insert(addrs.end(), p.begin(), p.end());
     }
     std::lock_guard<std::mutex> guard(core->deadline_lock);
     const uint64_t now = now_ms();
@@ -188,9 +201,9 @@ void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
     const control::ProbeMsg m = cqe->err ? control::ProbeMsg{} : control::parse_probe(cqe->tag);
     if (m.valid) {
         if (m.answer) {
-            answered(r->ctx->core, m.id);
+            answered(r->ctx->core, m.id, cqe->src);
         } else {
-            answer(r->ctx, m.id);
+            answer(r->ctx, m.id, cqe->src);
         }
     }
     // A failed repost leaves later probes to the provider's unexpected

@@ -84,6 +84,16 @@ void CoreReport::add_core_lines(const efa_core &core) {
             "millisecond; otherwise every " +
             std::to_string(core.params.net_poll_interval_us) + " us (net_poll_interval)");
     }
+    node_lines_.push_back(
+        in.has_source
+            ? "sender check: on, the provider reports each message's source (FI_SOURCE); a "
+              "message whose named sender is another process is dropped, one from an address "
+              "not in the address vector is taken unchecked (said if it happens)"
+            : std::string("sender check: off, provider ") + in.provider +
+                  (source_unreliable(in.provider)
+                       ? std::string(": ") + source_unreliable(in.provider)
+                       : std::string(" does not report message sources (FI_SOURCE not granted)")) +
+                  ": the sender a message names is believed");
     for (const auto &line : core.nic->switches().lines) {
         node_lines_.push_back("efa switch: " + line);
     }

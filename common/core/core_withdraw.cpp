@@ -61,6 +61,21 @@ void part_done(efa_withdraw_t *w) {
     }
 }
 
+// A reply to request 'id' from src (efa_cqe_t.src): only the receiver
+// asked may answer it.
+bool reply_from_receiver(efa_core *core, uint64_t id, fi_addr_t src) {
+    fi_addr_t dest = FI_ADDR_NOTAVAIL;
+    {
+        std::lock_guard<std::mutex> guard(core->withdraw_lock);
+        auto it = core->withdraws_out.find(id);
+        if (it == core->withdraws_out.end()) {
+            return false; // answered already, or no such request
+        }
+        dest = it->second->dest;
+    }
+    return efa_core_source_ok(core, src, dest, "a withdraw reply");
+}
+
 // The answer (a reply, the receiver's loss, or the request's failure):
 // taken once, by whichever comes first.
 void settle(efa_core *core, uint64_t id, int result) {
@@ -184,7 +199,11 @@ void claim_step(efa_op_t *op, const efa_cqe_t *cqe) {
     }
 }
 
-void claim_start(efa_ctx *ctx, uint64_t requester, uint64_t tag, uint64_t id, uint64_t len) {
+// src: where the request came from (the provider's word, efa_cqe_t.src):
+// it must be the requester it names, or a third process could take a
+// peer's message away.
+void claim_start(efa_ctx *ctx, fi_addr_t src, uint64_t requester, uint64_t tag, uint64_t id,
+                 uint64_t len) {
     efa_core *core = ctx->core;
     fi_addr_t from = FI_ADDR_NOTAVAIL;
     {
@@ -200,6 +219,9 @@ void claim_start(efa_ctx *ctx, uint64_t requester, uint64_t tag, uint64_t id, ui
     if (from == FI_ADDR_NOTAVAIL) {
         core->rep.say(1, "withdraw request from a process not known here: not answered");
         return;
+    }
+    if (!efa_core_source_ok(core, src, from, "a withdraw request")) {
+        return; // not answered: the claimed requester did not ask
     }
     auto *c = new (std::nothrow) Claim{{}, ctx, from, tag, id, len, nullptr, Claim::kLooking, {}};
     if (!c) {
@@ -242,9 +264,11 @@ void control_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
         const control::WithdrawMsg m =
             control::parse_withdraw(cqe->tag, r->buf, cqe->len < kWire ? cqe->len : kWire);
         if (m.kind == control::WithdrawMsg::kReply) {
-            settle(r->ctx->core, m.id, m.result);
+            if (reply_from_receiver(r->ctx->core, m.id, cqe->src)) {
+                settle(r->ctx->core, m.id, m.result);
+            }
         } else if (m.kind == control::WithdrawMsg::kRequest) {
-            claim_start(r->ctx, m.requester, m.tag, m.id, m.len);
+            claim_start(r->ctx, cqe->src, m.requester, m.tag, m.id, m.len);
         }
     }
     int rc = post_control_recv(r);
@@ -315,6 +339,7 @@ extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, si
         return -FI_ENOSYS;
     }
     w->core = core;
+    w->dest = dest;
     w->parts = 2; // the request's send, and the answer
     w->result = 0;
     w->send.complete = efa::request_sent;

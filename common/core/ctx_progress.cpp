@@ -85,13 +85,13 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
                                    errors[i]);
         if (failed[i]) { // an inject has no operation to fail
             efa::inflight_done(ctx, failed[i]);
-            efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0};
+            efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
             failed[i]->complete(failed[i], &cqe);
         }
     }
     for (efa_op_t *op : dropped) { // back to the deadline, which tells the owner if need be
         efa::inflight_done(ctx, op);
-        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0};
+        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
         op->complete(op, &cqe);
     }
 }
@@ -162,13 +162,20 @@ __attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
     cqe.data = err.data;
     cqe.len = err.len;
     cqe.olen = err.olen;
+    cqe.src = FI_ADDR_NOTAVAIL; // (FI_SOURCE_ERR is not asked for)
     op->complete(op, &cqe);
 }
 
 __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
     // validate_params keeps batch within 1..kMaxProgressBatch (refused otherwise).
     fi_cq_tagged_entry entries[efa::ParamLimits::kMaxProgressBatch];
-    ssize_t n = fi_cq_read(ctx->cq, entries, static_cast<size_t>(batch));
+    // With FI_SOURCE each completion comes with its sender's AV entry
+    // (receives only; FI_ADDR_NOTAVAIL for a sender not in the AV), which
+    // owners check claimed senders against (core_source.cpp).
+    fi_addr_t srcs[efa::ParamLimits::kMaxProgressBatch];
+    const bool source = ctx->source;
+    ssize_t n = source ? fi_cq_readfrom(ctx->cq, entries, static_cast<size_t>(batch), srcs)
+                       : fi_cq_read(ctx->cq, entries, static_cast<size_t>(batch));
     if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) {
             auto *op = static_cast<efa_op_t *>(entries[i].op_context);
@@ -177,7 +184,15 @@ __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
             }
             release_slot(ctx, op);
             efa::inflight_done(ctx, op);
-            efa_cqe_t cqe{0, entries[i].flags, entries[i].tag, entries[i].data, entries[i].len, 0};
+            fi_addr_t src = FI_ADDR_NOTAVAIL;
+            if (source && (entries[i].flags & FI_RECV)) {
+                src = srcs[i];
+                if (__builtin_expect(src == FI_ADDR_NOTAVAIL, 0)) {
+                    efa::source_unchecked(ctx->core);
+                }
+            }
+            efa_cqe_t cqe{0,  entries[i].flags, entries[i].tag, entries[i].data, entries[i].len, 0,
+                          src};
             op->complete(op, &cqe);
         }
         return static_cast<int>(n);

@@ -178,7 +178,7 @@ int ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
     }
     if (found) { // never reached the provider: cancelled here
         efa::inflight_done(ctx, op);
-        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0};
+        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
         op->complete(op, &cqe);
         return 0;
     }

@@ -40,6 +40,7 @@ struct efa_ctx {
     efa_core *core = nullptr;
     int index = 0;
     bool use_cq_data = false; // send the source rank as remote CQ data
+    bool source = false;      // FI_SOURCE granted: completions are read with their source
     // Several threads may post and progress at once (MPI_THREAD_MULTIPLE).
     // Otherwise one thread at a time drives the context, and the
     // receive-slot counters below need no locked instructions (each costs

@@ -100,6 +100,14 @@ bool prefer_fabric(const fi_info *info, bool direct_mode, std::string *why) {
     return true;
 }
 
+const char *source_unreliable(const char *prov_name) {
+    if (prov_name && std::strstr(prov_name, "ofi_rxd")) {
+        return "ofi_rxd reports its own index of the sending peer as the source, not the "
+               "address vector entry";
+    }
+    return nullptr;
+}
+
 std::vector<std::string> known_provider_names() {
     std::vector<std::string> names;
     fi_info *all = nullptr;
@@ -165,9 +173,23 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
     const uint64_t tries[] = {richest, base | FI_RMA, base};
     std::string skipped_fabric; // said at verbose 1 when a selection skipped one
     const bool mr_local_first = params.force_mr_local || params.force_direct_mode;
+    // FI_SOURCE (receives say which AV entry sent them: claimed senders
+    // are checked, efa_core_source_ok) is a secondary capability, which a
+    // provider that lacks it refuses outright: asked for with each
+    // capability set first, then that set without it.
+    struct Try {
+        uint64_t caps;
+        bool source;
+    };
+    std::vector<Try> with_source;
+    for (uint64_t caps : tries) {
+        with_source.push_back({caps, true});
+        with_source.push_back({caps, false});
+    }
     for (bool mr_local : {mr_local_first, true}) {
-        for (uint64_t caps : tries) {
-            InfoPtr hints = make_hints(params, caps, mr_local);
+        for (const Try &t : with_source) {
+            const uint64_t caps = t.caps;
+            InfoPtr hints = make_hints(params, t.source ? caps | FI_SOURCE : caps, mr_local);
             if (!hints) {
                 return -FI_ENOMEM;
             }
@@ -211,6 +233,8 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
             out->list = std::move(owned);
             out->nics = std::move(nics);
             out->caps = caps;
+            out->source = t.source && (out->nics[0]->caps & FI_SOURCE) != 0 &&
+                          !source_unreliable(out->nics[0]->fabric_attr->prov_name);
             out->mr_local = mr_local || (out->nics[0]->domain_attr->mr_mode & FI_MR_LOCAL);
             out->api_version = api_version();
             if (!skipped_fabric.empty()) {

@@ -28,6 +28,7 @@ struct Selection {
     std::vector<fi_info *> nics; // one admitted entry per domain, same fabric
     uint64_t caps = 0;           // the capability set that was granted
     bool mr_local = false;       // FI_MR_LOCAL in effect (required or forced)
+    bool source = false;         // FI_SOURCE asked for and granted (fi_cq_readfrom says who sent)
     uint32_t api_version = 0;    // what fi_getinfo was asked with
 };
 
@@ -50,6 +51,13 @@ bool prefer_fabric(const fi_info *info, bool direct_mode, std::string *why);
 // Returns 0, -FI_EINVAL (bad lists/params: reported), or -FI_ENODATA (no
 // provider: reported when rep.explain).
 int select_provider(const efa_core_params_t &params, const Reporter &rep, Selection *out);
+
+// Why a provider's FI_SOURCE cannot be believed, or nullptr when it can:
+// udp;ofi_rxd (libfabric 1.17) reports its own index of the sending peer,
+// which is the AV entry only while both were inserted in the same order
+// (a process that inserted itself first saw its peer's messages "come
+// from" itself).  The sender check is then off (efa_core_source_ok).
+const char *source_unreliable(const char *prov_name);
 
 // Names of every provider libfabric knows on this machine (any endpoint type).
 std::vector<std::string> known_provider_names();

@@ -40,6 +40,11 @@ typedef struct efa_cqe {
     uint64_t data;  /* remote CQ data when flags has FI_REMOTE_CQ_DATA */
     size_t len;     /* bytes placed (receives) or message length (peeks) */
     size_t olen;    /* bytes that did not fit (truncation) */
+    /* Receives without error: the sending endpoint's address as the
+     * provider reports it (FI_SOURCE), the AV entry this process inserted
+     * for it.  FI_ADDR_NOTAVAIL where nobody can say: a provider without
+     * FI_SOURCE, a sender not in the AV, sends and failed operations. */
+    fi_addr_t src;
 } efa_cqe_t;
 
 /* What a receive's completion means for the message it was posted for.
@@ -179,6 +184,7 @@ typedef struct efa_core_info {
     uint32_t lib_version;        /* fi_version() of the loaded library */
     efa_rma_by_t rma_read_by, rma_write_by, atomics_by;
     int provider_shm; /* EFA_SWITCH_*: the provider's own shared memory (AUTO: unknown) */
+    bool has_source;  /* FI_SOURCE granted: receives say who sent them (efa_cqe_t.src) */
 } efa_core_info_t;
 
 /* Diagnostics reach the user through the glue's opal_show_help; the core
@@ -243,6 +249,35 @@ void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch);
 int efa_core_add_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg);
 void efa_core_remove_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg);
 
+/* Who sent it.  A message names its sender itself (btl_efa's header, the
+ * on-node engine's, a withdrawal's or probe's id); where the provider
+ * reports the source (efa_cqe_t.src), that claim is checked against the
+ * AV entry of the claimed sender: a message from an endpoint of another
+ * process is forged (or misrouted), and its owner drops it.  'claimed' is
+ * any address of the claimed process (the one its messages are expected
+ * from costs one compare; another of its contexts a table lookup).  true
+ * when the claim holds or cannot be checked (src FI_ADDR_NOTAVAIL: the
+ * provider does not say, or the sender is not in the AV; claimed
+ * FI_ADDR_NOTAVAIL: the owner does not know the claimed process's
+ * address).  false: the message is to be dropped; the core has counted it
+ * and said so once (help topic forged-sender), 'what' naming the kind of
+ * message. */
+bool efa_core_source_differs(efa_core_t *core, fi_addr_t src, fi_addr_t claimed, const char *what);
+static inline bool efa_core_source_ok(efa_core_t *core, fi_addr_t src, fi_addr_t claimed,
+                                      const char *what) {
+    return src == claimed || src == FI_ADDR_NOTAVAIL || claimed == FI_ADDR_NOTAVAIL ||
+           !efa_core_source_differs(core, src, claimed, what);
+}
+static inline bool efa_core_source_is(efa_core_t *core, const efa_cqe_t *cqe, fi_addr_t claimed,
+                                      const char *what) {
+    return efa_core_source_ok(core, cqe->src, claimed, what);
+}
+/* Messages dropped so far because their claimed sender was not their
+ * source, and receives whose source could not be checked although the
+ * provider reports sources (a sender not in the AV). */
+uint64_t efa_core_source_forged(const efa_core_t *core);
+uint64_t efa_core_source_unchecked(const efa_core_t *core);
+
 /* Contexts of NIC 0 (multi-NIC striping will add a NIC index). */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);
 
@@ -299,6 +334,7 @@ typedef struct efa_withdraw {
      * look), negative: the receiver was lost or the request failed. */
     void (*done)(struct efa_withdraw *w, int result);
     efa_core_t *core;
+    fi_addr_t dest; /* the receiver asked: only it may answer */
     uint64_t id;
     int parts, result;
     uint8_t wire[24];

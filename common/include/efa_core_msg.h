@@ -43,8 +43,12 @@ static inline int efa_msg_channel_of(const void *buf, size_t len) {
 
 /* Called from progress for every untagged message that arrived (len bytes
  * at buf, valid until the handler returns), or with err < 0 and len 0 when
- * a receive failed.  May post sends and drive progress. */
-typedef void (*efa_msg_handler_fn)(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
+ * a receive failed.  src: the sending endpoint's AV entry as the provider
+ * reports it, for the check of the sender the message names
+ * (efa_core_source_ok); FI_ADDR_NOTAVAIL where it does not say.  May post
+ * sends and drive progress. */
+typedef void (*efa_msg_handler_fn)(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
+                                   fi_addr_t src);
 
 /* Install a channel's handler and post the receive pool (the first install
  * of any channel), or with fn NULL remove it (and cancel and free the pool

@@ -313,7 +313,7 @@ int Engine::progress() {
             if (!delayed_.empty() && ++delay_age_ > kDelayCalls) { // the other shim's
                 std::vector<uint8_t> m;
                 m.swap(delayed_);
-                on_net_locked(m.data(), m.size());
+                on_net_locked(m.data(), m.size(), delayed_src_);
             }
             if (order_.held() && 0 == (++gap_calls_ & 1023)) {
                 check_net_gaps(); // (into lost_, said below outside the lock)

@@ -290,9 +290,11 @@ class Engine {
     }
     Peer *net_peer(uint32_t vpid, int &err);
     static void net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err);
-    static void net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err);
-    void on_net(const uint8_t *msg, size_t len);
-    void on_net_locked(const uint8_t *msg, size_t len);
+    static void net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
+                            fi_addr_t src);
+    void on_net(const uint8_t *msg, size_t len, fi_addr_t src);
+    void on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src);
+    bool net_sender_ok(uint32_t vpid, fi_addr_t src);
     void net_in_order(const uint8_t *msg, size_t len);
     void net_granted(uint32_t vpid, uint64_t grant);
     void net_delivered(uint32_t sender);
@@ -422,6 +424,7 @@ class Engine {
     // kDelayCalls progress calls, as one the provider delivers late.
     static constexpr uint32_t kDelayCalls = 1u << 14;
     std::vector<uint8_t> delayed_;
+    fi_addr_t delayed_src_ = FI_ADDR_NOTAVAIL; // its source (efa_cqe_t.src)
     uint32_t delay_age_ = 0;
 };
 

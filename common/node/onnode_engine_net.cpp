@@ -22,7 +22,7 @@ bool Engine::net_idle() const {
 
 // A provider message of the engine's channel (from the core's progress,
 // no lock held).
-void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err) {
+void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err, fi_addr_t src) {
     (void)ctx;
     auto *e = static_cast<Engine *>(arg);
     const uint32_t nth =
@@ -34,6 +34,7 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
         Guard g(e->mu_, e->mt_); // the test shim: progress() hands it on later
         const auto *m = static_cast<const uint8_t *>(buf);
         e->delayed_.assign(m, m + len);
+        e->delayed_src_ = src;
         e->delay_age_ = 0;
         return;
     }
@@ -57,23 +58,42 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
         }
         return;
     }
-    e->on_net(static_cast<const uint8_t *>(buf), len);
+    e->on_net(static_cast<const uint8_t *>(buf), len, src);
     e->run_completions();
 }
 
-void Engine::on_net(const uint8_t *msg, size_t len) {
-    Guard g(mu_, mt_);
-    on_net_locked(msg, len);
+// Is src (the provider's source of the message, efa_cqe_t.src) an endpoint
+// of the process its header names?  A third process could otherwise write
+// into that peer's stream: its order, its matches, its answers.  Under mu_.
+bool Engine::net_sender_ok(uint32_t vpid, fi_addr_t src) {
+    if (FI_ADDR_NOTAVAIL == src) {
+        return true; // the provider does not say: nothing to check
+    }
+    fi_addr_t claimed = FI_ADDR_NOTAVAIL;
+    if (vpid < peers_.size() && peers_[vpid] && peers_[vpid]->net) {
+        claimed = peers_[vpid]->net->addr;
+    } else if (vpid < params_.nprocs && params_.peer_addr) {
+        efa_ctx_t *ctx = nullptr; // (a process this one has not sent to yet)
+        if (0 != params_.peer_addr(params_.peer_card_arg, vpid, &claimed, &ctx)) {
+            claimed = FI_ADDR_NOTAVAIL;
+        }
+    }
+    return efa_core_source_ok(net_->core(), src, claimed, "a message of the on-node engine");
 }
 
-void Engine::on_net_locked(const uint8_t *msg, size_t len) {
+void Engine::on_net(const uint8_t *msg, size_t len, fi_addr_t src) {
+    Guard g(mu_, mt_);
+    on_net_locked(msg, len, src);
+}
+
+void Engine::on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src) {
     NetHdr h{};
     if (len < sizeof(h)) {
         drop();
         return;
     }
     memcpy(&h, msg, sizeof(h));
-    if (kNetMagic != h.magic || kNetVersion != h.version) {
+    if (kNetMagic != h.magic || kNetVersion != h.version || !net_sender_ok(h.sender, src)) {
         drop();
         return;
     }

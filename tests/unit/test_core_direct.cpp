@@ -25,7 +25,7 @@ class CoreDirect : public ::testing::Test {
     std::vector<uint8_t> arrived; // first byte of each message, in handing-on order
     int failures = 0;
 
-    static void on_message(void *arg, efa_ctx_t *, void *buf, size_t len, int err) {
+    static void on_message(void *arg, efa_ctx_t *, void *buf, size_t len, int err, fi_addr_t) {
         auto *t = static_cast<CoreDirect *>(arg);
         if (err) {
             t->failures++;

@@ -155,7 +155,7 @@ int checking_close(fid *f) {
     return g_real_close(f);
 }
 
-void noop_handler(void *, efa_ctx_t *, void *, size_t, int) {}
+void noop_handler(void *, efa_ctx_t *, void *, size_t, int, fi_addr_t) {}
 
 TEST(CoreLifecycle, ReceiveBuffersTheProviderKeepsOutliveTheEndpoints) {
     // The pool's slab (2 MiB) then comes from mmap and its free unmaps it,

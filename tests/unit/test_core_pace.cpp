@@ -27,7 +27,7 @@ efa_core_params_t shm_params(int interval_us) {
 }
 
 int g_arrived = 0;
-void count_arrivals(void *, efa_ctx_t *, void *, size_t, int err) {
+void count_arrivals(void *, efa_ctx_t *, void *, size_t, int err, fi_addr_t) {
     if (err == 0) {
         ++g_arrived;
     }
