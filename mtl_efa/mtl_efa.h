@@ -109,8 +109,9 @@ typedef struct mca_mtl_efa_request_t {
     bool is_send;
     bool free_buffer; /* the buffer was allocated to pack a datatype */
     bool cancelled;
-    bool onnode; /* travels by the on-node path (on, not op) */
-    bool dual;   /* ANY_SOURCE receive posted to the provider (op) and the rings (on) */
+    bool onnode;  /* travels by the on-node path (on, not op) */
+    bool on_sent; /* on-node send: its completion ran (MPI_Cancel of a buffered one waits) */
+    bool dual;    /* ANY_SOURCE receive posted to the provider (op) and the rings (on) */
     void *buffer;
     size_t length;
     struct opal_convertor_t *convertor;

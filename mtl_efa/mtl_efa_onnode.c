@@ -308,6 +308,7 @@ static void send_done(efa_onnode_req_t *r) {
             status->MPI_ERROR = r->err ? mca_common_efa_fi_to_opal(r->err) : OMPI_SUCCESS;
         }
     }
+    __atomic_store_n(&req->on_sent, true, __ATOMIC_RELEASE);
     req->super.completion_callback(&req->super);
 }
 
@@ -317,6 +318,7 @@ static inline int start_send(struct ompi_communicator_t *comm, int dest, int tag
     req->on.complete = send_done;
     req->is_send = true;
     req->onnode = true;
+    req->on_sent = false;
     int rc = efa_onnode_send(ompi_mtl_efa.onnode, proc->super.proc_name.vpid,
                              mtl_efa_comm_cid(comm), comm->c_my_rank, tag, req->buffer, req->length,
                              MCA_PML_BASE_SEND_SYNCHRONOUS == mode, &req->on);
@@ -486,9 +488,29 @@ int ompi_mtl_efa_onnode_imrecv(struct ompi_message_t *message, mca_mtl_efa_reque
     return rc < 0 ? mca_common_efa_fi_to_opal(rc) : OMPI_SUCCESS;
 }
 
+/* A send not complete yet completes, one way or the other, by its callback,
+ * which MPI_Wait waits for.  One complete already (a standard-mode eager
+ * send, done once written) may still wait unmatched at the receiver, which
+ * is asked to withdraw it: MPI wants it reported cancelled then, and the
+ * request, complete, has no callback left to tell, so the answer is waited
+ * for here (the receiver answers from its progress, whatever MPI call it
+ * is in).  So is the callback of a buffered send that pml cm completed for
+ * MPI at its start: MPI_Wait would not wait for it. */
 void ompi_mtl_efa_onnode_cancel(mca_mtl_efa_request_t *req) {
     if (req->is_send) {
-        efa_onnode_cancel_send(ompi_mtl_efa.onnode, &req->on); /* completes, one way or the other */
+        int rc = efa_onnode_cancel_send(ompi_mtl_efa.onnode, &req->on);
+        while (-FI_EAGAIN == rc) {
+            opal_progress();
+            rc = efa_onnode_cancel_send(ompi_mtl_efa.onnode, &req->on);
+        }
+        if (1 == rc && req->super.ompi_req) {
+            req->super.ompi_req->req_status._cancelled = true;
+        }
+        if (req->super.ompi_req && REQUEST_COMPLETE(req->super.ompi_req)) {
+            while (!__atomic_load_n(&req->on_sent, __ATOMIC_ACQUIRE)) {
+                opal_progress();
+            }
+        }
     } else {
         (void)efa_onnode_cancel(ompi_mtl_efa.onnode, &req->on);
     }

@@ -77,8 +77,8 @@ bool efa_onnode_cancel(efa_onnode_t *e, efa_onnode_req_t *req) {
     return e->engine->cancel(req);
 }
 
-void efa_onnode_cancel_send(efa_onnode_t *e, efa_onnode_req_t *req) {
-    e->engine->cancel_send(req);
+int efa_onnode_cancel_send(efa_onnode_t *e, efa_onnode_req_t *req) {
+    return e->engine->cancel_send(req);
 }
 
 int efa_onnode_progress(efa_onnode_t *e) {

@@ -60,6 +60,7 @@ struct efa_onnode_req {
     uint8_t flags;     /* engine's flags */
     uint64_t remote;   /* the peer's id for this message */
     uint64_t local_id; /* this side's id for it in the peer's answers (0: none) */
+    uint64_t seq;      /* send: its number among this side's messages to peer (0: not written) */
     size_t done;       /* bytes moved so far (streamed transfers) */
     void *net_mr;      /* send: the registration a receiver on another node reads */
 };
@@ -226,13 +227,20 @@ int efa_onnode_mrecv(efa_onnode_t *e, void *msg, efa_onnode_req_t *req);
  * with err -FI_ECANCELED; false when it matched already. */
 bool efa_onnode_cancel(efa_onnode_t *e, efa_onnode_req_t *req);
 
-/* Cancel a send that has not completed.  req->complete follows in every
- * case: with err -FI_ECANCELED when the message can never be received (it
- * was still queued here, or the receiver withdrew it from its unexpected
- * messages on our request), with 0 when the receiver had matched it (the
- * send then completes as it would have).  A standard-mode eager send
- * completes when written, so it never reaches this. */
-void efa_onnode_cancel_send(efa_onnode_t *e, efa_onnode_req_t *req);
+/* Cancel a send.  Only a message no receive can ever match is reported
+ * cancelled: one still queued here, or one the receiver withdraws from its
+ * unexpected messages on our request.
+ * Not complete yet: returns 0, and req->complete follows in every case:
+ * with err -FI_ECANCELED when the message can never be received, with 0
+ * when the receiver had matched it (the send completes as it would have).
+ * Complete already (a standard-mode eager send completes once written):
+ * the receiver is asked all the same, and the answer is the caller's to
+ * wait for, since no callback is left to tell it: returns -FI_EAGAIN while
+ * it is awaited (make progress, then call again), then 1 when the receiver
+ * withdrew the message (it is never received: the caller reports the send
+ * cancelled) or 0 (it matched, or its peer was lost).  The receiver
+ * answers from its progress, as it answers any message. */
+int efa_onnode_cancel_send(efa_onnode_t *e, efa_onnode_req_t *req);
 
 /* Poll the inbox and push queued frames; returns events handled. */
 int efa_onnode_progress(efa_onnode_t *e);

@@ -25,6 +25,15 @@
 // side's table of requests waiting for an answer (IdTable), never an
 // address, so a corrupted or stale id finds nothing and is dropped.
 //
+// Cancelling a send (kCancel, any size and mode): the receiver withdraws
+// the message if it still waits unexpected, and the send is cancelled.
+// The message is named by its number among its sender's messages to this
+// receiver: both sides count the message frames (Peer::sent, arrived_),
+// which one sender's ring or provider stream delivers in the order
+// written, and the ring a frame came by says who sent it; so no frame
+// carries the number, a short frame's header stays 16 bytes, and the hot
+// path pays an increment on each side.
+//
 // Trust.  Frames come out of shared memory another process writes, so
 // each is checked before anything acts on it: lengths against the frame,
 // a sender's vpid against the job's size and against the ring the frame
@@ -78,10 +87,13 @@
 
 namespace efa::onnode {
 
-// kCancel: a sender asks the receiver to withdraw an unmatched message
-// (by the id its frame carried); kCancelled: withdrawn, the send is
-// cancelled.  A matched message gets no answer: its ACK, FIN or DATA
-// completes the send as usual.
+// kCancel: a sender asks the receiver to withdraw an unmatched message,
+// named by its number among the sender's messages to the receiver (which
+// both count: no message frame carries it); kCancelled: withdrawn, the
+// send is cancelled.  A matched message gets no answer, its ACK, FIN or
+// DATA completes the send as usual, unless the kCancel asks for one
+// (kFrameAnswer: a send complete already, which nothing else would
+// answer): kKept.
 enum FrameType : uint8_t {
     kEager = 1,
     kRts,
@@ -91,12 +103,14 @@ enum FrameType : uint8_t {
     kData,
     kEagerShort,
     kCancel,
-    kCancelled
+    kCancelled,
+    kKept
 };
 
 // Every frame starts with this header.  A standard-mode eager message
 // (kEagerShort) carries only its first kShortHdr bytes: nobody answers
-// it, so it needs neither sender nor id, and a 40-byte message then still
+// it, so it needs neither sender nor id (a cancel names it by its number,
+// which no frame carries), and a 40-byte message then still
 // fits the slot's first cache line, which is the one line the receiver
 // waits for.
 constexpr size_t kShortHdr = 16;
@@ -122,6 +136,9 @@ struct CtsBody {
 };
 struct DataBody {
     uint64_t offset;
+};
+struct CancelBody {
+    uint64_t seq; // the message's number (Message::seq)
 };
 
 // Takes the engine's mutex only when threads share it.
@@ -155,6 +172,7 @@ enum ReqState : uint8_t {
     kWaitFin,    // RTS written, waiting for FIN or CTS
     kStreaming,  // writing DATA frames
     kHeld,       // partnered receive: a message waits for the other half's cancel
+    kRecall,     // send complete already: the receiver is asked to withdraw it
     kDone,
 };
 
@@ -176,6 +194,8 @@ constexpr uint8_t kFrameSync = 1; // eager frame: answer ACK on match
 // then carries the remote address and key in place of the single-copy
 // fields.
 constexpr uint8_t kFrameRead = 2;
+// A kCancel frame that wants an answer either way (kCancelled or kKept).
+constexpr uint8_t kFrameAnswer = 4;
 
 // What deliver() is told a frame came by: a ring (the sender's local
 // rank), or the provider, from the vpid a provider message named.
@@ -228,7 +248,7 @@ class Engine {
     void comm_freed(uint32_t cid);
     int mrecv(Message *m, efa_onnode_req_t *req);
     bool cancel(efa_onnode_req_t *req);
-    void cancel_send(efa_onnode_req_t *req);
+    int cancel_send(efa_onnode_req_t *req);
     int progress();
 
     const std::string &path() const;
@@ -253,7 +273,7 @@ class Engine {
     };
     struct Ctrl {
         FrameHdr hdr;
-        CtsBody cts;
+        CtsBody cts; // kCts; a kCancel's CancelBody, of the same size
         uint32_t len;
     };
     struct Peer {
@@ -273,6 +293,7 @@ class Engine {
         std::deque<Ctrl> ctrl; // control frames waiting for room
         enum { kCmaUnknown, kCmaOn, kCmaOff } cma = kCmaUnknown;
         bool in_busy = false; // listed in busy_
+        uint64_t sent = 0;    // message frames written to it (Message::seq)
         Watch watch;
         bool busy() const { return !sends.empty() || !streams.empty() || !ctrl.empty(); }
     };
@@ -347,11 +368,15 @@ class Engine {
     bool write_message(Peer *p, efa_onnode_req_t *req);
     bool write_ctrl(Peer *p, const Ctrl &c);
     void mark_busy(Peer *p);
-    void send_ctrl(uint32_t vpid, uint8_t type, uint64_t id, uint64_t recv_id);
+    void send_ctrl(uint32_t vpid, uint8_t type, uint64_t id, uint64_t body, uint8_t flags = 0);
     bool flush(Peer *p);
     void flush_all();
     bool deliver(uint32_t ring, const void *frame, size_t len);
-    Message *make_message(const FrameHdr &h, const RtsBody &b, const uint8_t *body, size_t blen);
+    Message *make_message(const FrameHdr &h, const RtsBody &b, const uint8_t *body, size_t blen,
+                          uint32_t via, uint64_t seq);
+    uint64_t count_arrival(uint32_t ring);
+    void on_cancel(uint32_t ring, const FrameHdr &h, const uint8_t *body, size_t blen);
+    void on_cancel_answer(uint32_t ring, const FrameHdr &h);
     bool hand_over(Message *m);
     void hold(Message *m, efa_onnode_req_t *req);
     bool take(Message *m, efa_onnode_req_t *req);
@@ -390,6 +415,11 @@ class Engine {
     size_t data_max_ = 0;
     std::vector<std::unique_ptr<Peer>> peers_; // by vpid, below params_.nprocs
     IdTable ids_;
+    // Message frames (eager, RTS) that came from each sender, by the ring
+    // they come by (a ring of the inbox: its index; the provider:
+    // poll_count_ + the sender's vpid): the number of the latest one, as
+    // the sender counts them too (Peer::sent).
+    std::vector<uint64_t> arrived_;
     std::vector<Peer *> busy_; // peers with something queued
     Matcher match_;
     List done_;    // completed, callbacks not yet called

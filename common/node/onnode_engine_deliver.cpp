@@ -142,8 +142,8 @@ void Engine::on_data(efa_onnode_req_t *req, const uint8_t *bytes, size_t n) {
 
 // A copy of an arrived message's frame, for the unexpected queue or to
 // hold for a partnered receive (nullptr if out of memory).
-Message *Engine::make_message(const FrameHdr &h, const RtsBody &b, const uint8_t *body,
-                              size_t blen) {
+Message *Engine::make_message(const FrameHdr &h, const RtsBody &b, const uint8_t *body, size_t blen,
+                              uint32_t via, uint64_t seq) {
     const size_t keep = kEager == h.type ? blen : 0;
     auto *m = static_cast<Message *>(malloc(sizeof(Message) + keep));
     if (nullptr == m) {
@@ -160,6 +160,8 @@ Message *Engine::make_message(const FrameHdr &h, const RtsBody &b, const uint8_t
     m->cookie_addr = b.cookie_addr;
     m->cookie = b.cookie;
     m->pid = b.pid;
+    m->via = via;
+    m->seq = seq;
     if (keep) {
         memcpy(m->data, body, keep);
     }
@@ -287,6 +289,8 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         [[fallthrough]];
     case kEager:
     case kRts: {
+        // Numbered before any check: the sender numbered it when written.
+        const uint64_t seq = count_arrival(ring);
         RtsBody b{};
         if (kRts == h.type) {
             if (blen < sizeof(b)) {
@@ -326,7 +330,7 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
             }
             return true;
         }
-        Message *m = make_message(h, b, body, blen);
+        Message *m = make_message(h, b, body, blen, ring, seq);
         if (nullptr == m) {
             return true; // cannot happen in practice; the sender's ssend would wait
         }
@@ -379,38 +383,87 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         on_data(req, body, blen);
         return true;
     }
-    case kCancel: {
-        // The message frame came earlier in this ring, so it is here: still
-        // unexpected (withdrawn now, the send is cancelled) or matched (its
-        // normal answer is on its way or already sent: nothing to add).
-        // No message is held at this point (nothing is read meanwhile).
-        // Only the sender itself may withdraw its message, and only one
-        // that named its request: id 0 is what every standard-mode eager
-        // frame keeps, whoever sent it, so such a cancel is corrupted.
-        if (0 == h.id || !from_ring(ring, h.sender)) {
-            return drop();
-        }
-        if (Message *m = match_.withdraw(h.sender, h.id)) {
-            free(m);
-            send_ctrl(h.sender, kCancelled, h.id, 0);
-        }
+    case kCancel:
+        on_cancel(ring, h, body, blen);
         return true;
-    }
-    case kCancelled: {
-        efa_onnode_req_t *req = ids_.find(h.id);
-        if (nullptr == req || !(req->flags & kReqCancel) || req->peer != h.sender ||
-            (kWaitAck != req->state && kWaitFin != req->state) || !from_ring(ring, h.sender)) {
-            return drop();
-        }
-        ids_.remove(req->local_id);
-        req->err = -FI_ECANCELED;
-        req->state = kDone;
-        finish(req);
+    case kCancelled:
+    case kKept:
+        on_cancel_answer(ring, h);
         return true;
-    }
     default:
         return drop(); // not a frame of this version
     }
+}
+
+// The number of a message frame that came by 'ring' (from 1): the
+// sender's count of the message frames it wrote to this process, kept
+// here alike.  0 for a provider message naming no process of the job.
+uint64_t Engine::count_arrival(uint32_t ring) {
+    size_t i = ring;
+    if (ring & kNetVia) {
+        const uint32_t vpid = ring & ~kNetVia;
+        if (vpid >= params_.nprocs) {
+            return 0;
+        }
+        i = poll_count_ + vpid;
+    }
+    if (i >= arrived_.size()) [[unlikely]] {
+        arrived_.resize(i + 1);
+    }
+    return ++arrived_[i];
+}
+
+// A sender asks for its message number seq to be withdrawn.  The message
+// frame came earlier by the same ring, so it is here: still unexpected
+// (withdrawn now, the send is cancelled) or matched or claimed by a probe
+// (its normal answer is on its way or already sent; an answer kKept only
+// if asked for).  No message is held at this point (nothing is read
+// meanwhile).  Only the sender itself may withdraw its message: it names
+// itself, and the ring checks the name; the number is of that ring's
+// messages alone.  A cancel names its request for the answer: id 0 names
+// none, so such a frame is corrupted.
+void Engine::on_cancel(uint32_t ring, const FrameHdr &h, const uint8_t *body, size_t blen) {
+    if (blen < sizeof(CancelBody) || 0 == h.id || !from_ring(ring, h.sender)) {
+        drop();
+        return;
+    }
+    CancelBody c;
+    memcpy(&c, body, sizeof(c));
+    if (Message *m = match_.withdraw(ring, c.seq)) {
+        free(m);
+        send_ctrl(h.sender, kCancelled, h.id, 0);
+    } else if (h.flags & kFrameAnswer) {
+        send_ctrl(h.sender, kKept, h.id, 0);
+    }
+}
+
+// The receiver's answer to our kCancel: kCancelled (withdrawn: the send
+// is cancelled) or kKept (matched: for a send complete already, the
+// cancel fails).  A send still waiting (ACK, FIN) completes now as
+// cancelled; one complete already only records the outcome for the
+// caller's poll (efa_onnode_cancel_send).
+void Engine::on_cancel_answer(uint32_t ring, const FrameHdr &h) {
+    efa_onnode_req_t *req = ids_.find(h.id);
+    if (nullptr == req || !(req->flags & kReqCancel) || req->peer != h.sender ||
+        !from_ring(ring, h.sender)) {
+        drop();
+        return;
+    }
+    if (kRecall == req->state) {
+        ids_.remove(req->local_id);
+        req->local_id = 0;
+        req->err = kCancelled == h.type ? -FI_ECANCELED : 0;
+        req->state = kDone; // no callback: it was called when the send completed
+        return;
+    }
+    if (kKept == h.type || (kWaitAck != req->state && kWaitFin != req->state)) {
+        drop(); // a waiting send is never asked for kKept
+        return;
+    }
+    ids_.remove(req->local_id);
+    req->err = -FI_ECANCELED;
+    req->state = kDone;
+    finish(req);
 }
 
 } // namespace efa::onnode

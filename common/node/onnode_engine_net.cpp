@@ -261,6 +261,14 @@ void Engine::fail_peer(uint32_t vpid, int err) {
         if (kPosted == r->state) {
             continue; // a receive: not this peer's to fail
         }
+        if (kRecall == r->state) {
+            // Complete already (its callback was called): the caller's poll
+            // learns that it is not known to be withdrawn.
+            r->local_id = 0;
+            r->err = 0;
+            r->state = kDone;
+            continue;
+        }
         r->err = err;
         r->state = kDone;
         finish(r);

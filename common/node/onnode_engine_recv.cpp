@@ -132,8 +132,12 @@ bool Engine::cancel(efa_onnode_req_t *req) {
 // A send the caller wants cancelled.  Only a message no receiver can ever
 // match may be reported cancelled: one still queued here, or one the
 // receiver withdraws from its unexpected queue.  Asking the receiver is
-// the only way to know: the message may have matched meanwhile.
-void Engine::cancel_send(efa_onnode_req_t *req) {
+// the only way to know: the message may have matched meanwhile.  A send
+// waiting for an answer (ACK, FIN) learns the outcome from the answers; a
+// standard-mode eager send, complete once written, asks for an answer
+// either way and the caller polls for it (efa_onnode.h).
+int Engine::cancel_send(efa_onnode_req_t *req) {
+    int rc = 0;
     {
         Guard g(mu_, mt_);
         if (kSendQueued == req->state) { // never written: nobody saw it
@@ -151,10 +155,30 @@ void Engine::cancel_send(efa_onnode_req_t *req) {
         } else if ((kWaitAck == req->state || kWaitFin == req->state) &&
                    !(req->flags & kReqCancel)) {
             req->flags |= kReqCancel; // asked once
-            send_ctrl(req->peer, kCancel, req->local_id, 0);
-        } // else streaming or done: matched, completes as it is
+            send_ctrl(req->peer, kCancel, req->local_id, req->seq);
+        } else if (kRecall == req->state) {
+            rc = -FI_EAGAIN;
+        } else if (kDone == req->state && (req->flags & kReqCancel)) {
+            // Asked already (or cancelled while queued): the outcome stands.
+            rc = 0 == (req->flags & (kReqSync | kReqRndv)) && -FI_ECANCELED == req->err;
+        } else if (kDone == req->state && 0 == (req->flags & (kReqSync | kReqRndv)) &&
+                   0 != req->seq && 0 == req->err) {
+            // Written and complete: only the receiver knows whether a
+            // receive took it.  (A synchronous or rendezvous send that is
+            // complete was matched: no question to ask.)
+            int err = 0;
+            Peer *p = peer(req->peer, err);
+            if (nullptr != p && !p->error) {
+                req->flags |= kReqCancel;
+                req->state = kRecall;
+                req->local_id = ids_.add(req); // names the answer
+                send_ctrl(req->peer, kCancel, req->local_id, req->seq, kFrameAnswer);
+                rc = -FI_EAGAIN;
+            }
+        } // else streaming, or complete after a match: it completes (or did) as it is
     }
     run_completions();
+    return rc;
 }
 
 } // namespace efa::onnode

@@ -43,6 +43,7 @@ bool Engine::write_message(Peer *p, efa_onnode_req_t *r) {
     h.src = r->src;
     h.tag = r->tag;
     h.id = r->local_id;
+    r->seq = ++p->sent; // the receiver counts it alike (count_arrival)
     if (!rndv && hlen + r->buflen > kFirstLine) {
         // The bytes past the slot's first cache line go first, the first
         // line (header, first bytes) last: the receiver spins on that line,
@@ -100,18 +101,21 @@ bool Engine::write_ctrl(Peer *p, const Ctrl &c) {
     return true;
 }
 
-void Engine::send_ctrl(uint32_t vpid, uint8_t type, uint64_t id, uint64_t recv_id) {
+// body: a kCts frame's receive id, a kCancel frame's message number.
+void Engine::send_ctrl(uint32_t vpid, uint8_t type, uint64_t id, uint64_t body, uint8_t flags) {
     int err = 0;
     Peer *p = peer(vpid, err);
     if (nullptr == p || p->error) {
         return; // the sender's inbox is gone, or the provider cannot reach it: so is the sender
     }
     Ctrl c{};
+    static_assert(sizeof(CancelBody) == sizeof(CtsBody));
     c.hdr.type = type;
+    c.hdr.flags = flags;
     c.hdr.sender = params_.my_vpid;
     c.hdr.id = id;
-    c.cts.recv_id = recv_id;
-    c.len = sizeof(FrameHdr) + (kCts == type ? sizeof(CtsBody) : 0);
+    c.cts.recv_id = body;
+    c.len = sizeof(FrameHdr) + (kCts == type || kCancel == type ? sizeof(CtsBody) : 0);
     if (p->ctrl.empty() && write_ctrl(p, c)) {
         return;
     }
@@ -199,6 +203,7 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
     req->peer = vpid;
     req->err = 0;
     req->done = 0;
+    req->seq = 0;
     req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | (len > p->eager_max ? kReqRndv : 0));
     // Only a send the receiver answers (ACK, FIN, CTS) needs an id.
     req->local_id = req->flags ? ids_.add(req) : 0;

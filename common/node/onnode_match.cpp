@@ -39,16 +39,13 @@ Message *Matcher::probe(uint32_t cid, int32_t src, int32_t tag, bool take) {
     return nullptr;
 }
 
-Message *Matcher::withdraw(uint32_t sender, uint64_t id) {
-    // Id 0 names no request: the messages that keep it (standard-mode eager
-    // frames, which carry neither sender nor id) are never anyone's to
-    // withdraw, whoever the cancel names.
-    if (0 == id) {
+Message *Matcher::withdraw(uint32_t via, uint64_t seq) {
+    if (0 == seq) {
         return nullptr;
     }
     for (efa_onnode_link_t *l = unexpected_.front(); l && l != unexpected_.end(); l = l->next) {
         Message *m = msg_of(l);
-        if (m->sender == sender && m->id == id) {
+        if (m->via == via && m->seq == seq) {
             unexpected_.remove(l);
             return m;
         }

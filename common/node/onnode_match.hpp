@@ -44,6 +44,8 @@ struct Message {
     uint64_t addr;   // rendezvous: where the bytes are in the sender
     uint64_t cookie_addr, cookie;
     uint32_t pid;
+    uint32_t via;              // the ring it came by (deliver()'s ring): its sender
+    uint64_t seq;              // its number among the messages that came by 'via' (from 1)
     alignas(8) uint8_t data[]; // eager: len bytes
 };
 
@@ -100,11 +102,10 @@ class Matcher {
     Message *probe(uint32_t cid, int32_t src, int32_t tag, bool take);
     // Remove a receive still waiting; false if it matched already.
     bool cancel(efa_onnode_req_t *r);
-    // Remove the waiting message that sender's request 'id' sent; nullptr
-    // if none waits (it matched, or was claimed by a probe).  'sender' must
-    // be the cancel's verified source; id 0 (a message that named no
-    // request, whose sender field means nothing) never matches.
-    Message *withdraw(uint32_t sender, uint64_t id);
+    // Remove the waiting message number 'seq' of those that came by ring
+    // 'via'; nullptr if none waits (it matched, or was claimed by a probe)
+    // or seq is 0 (no message's number).
+    Message *withdraw(uint32_t via, uint64_t seq);
 
     size_t posted() const { return posted_.size(); }
     // Calls f(r) for every receive waiting in the posted queue, in order

@@ -37,8 +37,19 @@
  *              seconds is "held": the receiver then posts its receive,
  *              which must get the message intact, and the sender's
  *              MPI_Wait must then return with the send not cancelled.
+ *   unexpected (-U): the even rank sends messages of every mode and
+ *              size (Isend, Issend, Ibsend, Irsend of 100 bytes; Isend of 0
+ *              and 4000 bytes; Isend, Issend, Ibsend of LARGE); the odd rank
+ *              Iprobes until each waits in its unexpected queue, then lets
+ *              the sender cancel them all: each must be reported cancelled,
+ *              a standard-mode one complete before MPI_Cancel included
+ *              (MPICH's scancel and scancel_unmatch).  The receiver must
+ *              then find none of them (Iprobe), and a later message with
+ *              the same tag must arrive intact.  The runner passes -U where
+ *              mtl_efa's engine matches the pair's messages (its rings, its
+ *              own matching), which withdraws any unmatched message.
  *
- * Options: -n RACE_ITERS (default 200), -s LARGE (default 1M), -x, -X, -P.
+ * Options: -n RACE_ITERS (default 200), -s LARGE (default 1M), -x, -X, -P, -U.
  */
 #include "test_util.h"
 
@@ -359,6 +370,125 @@ static void resend_recv(int peer, char *buf, int ncases) {
     }
 }
 
+#define TAG_UNEXP 70
+#define UNEXP_CASES 9
+
+/* Case i of the unexpected sends: its size and mode ('s' standard, 'y'
+ * synchronous, 'b' buffered, 'r' ready).  A large buffered one is complete
+ * for MPI at once (pml cm), before its message is. */
+static size_t unexp_size(int i) {
+    static const size_t small[] = {100, 100, 100, 100, 0, 4000};
+    return i < 6 ? small[i] : large;
+}
+static char unexp_mode(int i) {
+    return "sybrsssyb"[i];
+}
+
+static void unexp_send(int peer) {
+    MPI_Request reqs[UNEXP_CASES];
+    char *bufs[UNEXP_CASES];
+    int flags[UNEXP_CASES], size, size2;
+    char *bsend;
+
+    MPI_Pack_size(100, MPI_BYTE, MPI_COMM_WORLD, &size);
+    MPI_Pack_size((int)large, MPI_BYTE, MPI_COMM_WORLD, &size2);
+    size += size2 + 2 * MPI_BSEND_OVERHEAD;
+    bsend = tu_malloc((size_t)size);
+    MPI_Buffer_attach(bsend, size);
+    for (int i = 0; i < UNEXP_CASES; i++) {
+        size_t n = unexp_size(i);
+        int tag = TAG_UNEXP + i;
+
+        bufs[i] = tu_malloc(n);
+        tu_fill(bufs[i], n, tu_seed(14, i, 0, 0));
+        switch (unexp_mode(i)) {
+        case 'y':
+            MPI_Issend(bufs[i], (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &reqs[i]);
+            break;
+        case 'b':
+            MPI_Ibsend(bufs[i], (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &reqs[i]);
+            break;
+        case 'r': /* (no receive posted: erroneous, as in MPICH's scancel) */
+            MPI_Irsend(bufs[i], (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &reqs[i]);
+            break;
+        default:
+            MPI_Isend(bufs[i], (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &reqs[i]);
+        }
+    }
+    wait_go(peer); /* every message waits unexpected at the receiver now */
+    for (int i = 0; i < UNEXP_CASES; i++) {
+        MPI_Status st;
+        int done = 0;
+        double t0 = MPI_Wtime();
+
+        MPI_Cancel(&reqs[i]);
+        do {
+            MPI_Test(&reqs[i], &done, &st);
+            TU_ASSERT(done || MPI_Wtime() - t0 < POLL_LIMIT,
+                      "unexpected case %d (%zu bytes, mode %c): not complete %.0f s after "
+                      "MPI_Cancel",
+                      i, unexp_size(i), unexp_mode(i), POLL_LIMIT);
+        } while (!done);
+        MPI_Test_cancelled(&st, &flags[i]);
+        TU_ASSERT(flags[i],
+                  "unexpected case %d (%zu bytes, mode %c): waiting unmatched at the receiver, "
+                  "reported not cancelled",
+                  i, unexp_size(i), unexp_mode(i));
+        free(bufs[i]);
+    }
+    MPI_Send(flags, UNEXP_CASES, MPI_INT, peer, TAG_GO, MPI_COMM_WORLD);
+    /* The same tags again, once the receiver has looked for the cancelled
+     * ones: these must arrive, and intact. */
+    wait_go(peer);
+    for (int i = 0; i < UNEXP_CASES; i++) {
+        size_t n = unexp_size(i);
+        char *b = tu_malloc(n);
+
+        tu_fill(b, n, tu_seed(14, i, 1, 0));
+        MPI_Send(b, (int)n, MPI_BYTE, peer, TAG_UNEXP + i, MPI_COMM_WORLD);
+        free(b);
+    }
+    MPI_Buffer_detach(&bsend, &size);
+    free(bsend);
+}
+
+static void unexp_recv(int peer, char *buf) {
+    int flags[UNEXP_CASES];
+
+    for (int i = 0; i < UNEXP_CASES; i++) {
+        int found = 0;
+        double t0 = MPI_Wtime();
+
+        while (!found) {
+            MPI_Iprobe(peer, TAG_UNEXP + i, MPI_COMM_WORLD, &found, MPI_STATUS_IGNORE);
+            TU_ASSERT(found || MPI_Wtime() - t0 < POLL_LIMIT,
+                      "unexpected case %d: the message did not arrive in %.0f s", i, POLL_LIMIT);
+        }
+    }
+    send_go(peer);
+    MPI_Recv(flags, UNEXP_CASES, MPI_INT, peer, TAG_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (int i = 0; i < UNEXP_CASES; i++) {
+        int found = 1;
+
+        /* Cancelled before the sender sent the flags: gone for good. */
+        MPI_Iprobe(peer, TAG_UNEXP + i, MPI_COMM_WORLD, &found, MPI_STATUS_IGNORE);
+        TU_ASSERT(!found, "unexpected case %d (%zu bytes, mode %c): cancelled, yet receivable", i,
+                  unexp_size(i), unexp_mode(i));
+    }
+    send_go(peer);
+    for (int i = 0; i < UNEXP_CASES; i++) {
+        size_t n = unexp_size(i);
+        char what[96];
+        MPI_Status st;
+
+        snprintf(what, sizeof(what), "unexpected case %d (%zu bytes, mode %c), the later message",
+                 i, n, unexp_mode(i));
+        memset(buf, TU_POISON, n);
+        MPI_Recv(buf, (int)n, MPI_BYTE, peer, TAG_UNEXP + i, MPI_COMM_WORLD, &st);
+        tu_verify_recv(buf, &st, peer, TAG_UNEXP + i, n, tu_seed(14, i, 1, 0), what);
+    }
+}
+
 /* Verified exchange in both directions after all the cancelling. */
 static void after(int peer, char *sbuf, char *rbuf) {
     size_t sizes[3] = {0, 3000, large};
@@ -377,10 +507,11 @@ static void after(int peer, char *sbuf, char *rbuf) {
 
 int main(int argc, char **argv) {
     int iters = 200, opt, partner, ncancelled = 0, send_cases = 0, nsends = 0, nheld = 0;
+    int unexp = 0;
     char *buf, *buf2;
 
     tu_init(&argc, &argv, "cancel");
-    while ((opt = getopt(argc, argv, "n:s:xXPh")) != -1) {
+    while ((opt = getopt(argc, argv, "n:s:xXPUh")) != -1) {
         switch (opt) {
         case 'n':
             iters = (int)tu_parse_long(optarg);
@@ -397,10 +528,13 @@ int main(int argc, char **argv) {
         case 'P':
             allow_held = 1;
             break;
+        case 'U':
+            unexp = 1;
+            break;
         case 'h':
-            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X [-P]]", 0);
+            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X [-P]] [-U]", 0);
         default:
-            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X [-P]]", 1);
+            tu_usage("[-n RACE_ITERS] [-s LARGE] [-x|-X [-P]] [-U]", 1);
         }
     }
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
@@ -419,12 +553,16 @@ int main(int argc, char **argv) {
                 nsends = cancelled_sends_recv(partner, buf, send_cases, &nheld);
                 resend_recv(partner, buf, send_cases);
             }
+            if (unexp)
+                unexp_recv(partner, buf);
         } else {
             sender(partner, buf, iters);
             if (send_cases) {
                 cancel_sends(partner, buf, send_cases);
                 resend_sends(partner, send_cases);
             }
+            if (unexp)
+                unexp_send(partner);
         }
         after(partner, buf, buf2);
     }
@@ -441,8 +579,9 @@ int main(int argc, char **argv) {
         MPI_Send(&nsends, 1, MPI_INT, 0, 2, MPI_COMM_WORLD);
         MPI_Send(&nheld, 1, MPI_INT, 0, 3, MPI_COMM_WORLD);
     }
-    tu_ok("np=%d unmatched,no_steal,matched,race(%d iters, %d cancelled at rank 1),after%s "
+    tu_ok("np=%d unmatched,no_steal,matched,race(%d iters, %d cancelled at rank 1),after%s%s "
           "(%d of %d cancelled at rank 0, %d held until the receive was posted)",
-          tu_size, iters, ncancelled, send_cases ? ",sends" : "", nsends, send_cases, nheld);
+          tu_size, iters, ncancelled, send_cases ? ",sends" : "",
+          unexp ? ",unexpected(9 of 9 cancelled)" : "", nsends, send_cases, nheld);
     return 0;
 }

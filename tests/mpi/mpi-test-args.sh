@@ -55,8 +55,11 @@ test_args() {
         [[ $cfg == cm-efa-* ]] && a="-X"
         [[ ${MPI_TEST_EXTRA_ARGS:-} == *force_no_cq_data\ 1* ||
             ${MPI_TEST_EXTRA_ARGS:-} == *force_mr_local\ 1* ]] && a="-X -P"
+        # Where the engine matches the pair's messages (its rings, its own
+        # matching), any send still unmatched is withdrawn, a standard-mode
+        # one complete before MPI_Cancel included: -U checks that.
         [[ $cfg == cm-efa-onnode* || $cfg == cm-efa-mixed || $cfg == cm-efa-own-* ||
-            $cfg == cm-efa-direct-* ]] && a="-X"
+            $cfg == cm-efa-direct-* ]] && a="-X -U"
         [[ $q == 1 ]] && a="$a -n 50 -s 256K"
         echo "$a"
         ;;

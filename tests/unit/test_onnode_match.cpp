@@ -121,26 +121,32 @@ TEST(OnnodeMatch, ProbeLooksOrTakes) {
     free(taken);
 }
 
-// A withdrawal takes only the message of the sender and request named;
-// id 0 (kept by every standard-mode eager message, whose frame names no
-// sender: sender 0 too) names none and never withdraws anything.
-TEST(OnnodeMatch, WithdrawOnlyTheNamedSendersRequest) {
+// A withdrawal takes only the message of the ring and number named: each
+// sender numbers its own messages, so another ring's message of the same
+// number stays; number 0 (no message's: a standard-mode eager frame names
+// neither sender nor request, and used to keep id 0 whoever sent it) never
+// withdraws anything.
+TEST(OnnodeMatch, WithdrawOnlyTheNamedRingsMessage) {
     Matcher mt;
-    Message *shorty = message(1, 4, 8, 0); // a short eager message: sender 0, id 0
-    Message *named = message(1, 2, 8, 0x100000002ull);
-    named->sender = 2;
-    mt.add_unexpected(shorty);
+    Message *other = message(1, 4, 8, 0); // ring 0's first message
+    other->via = 0;
+    other->seq = 1;
+    Message *named = message(1, 2, 8, 0); // ring 2's first message
+    named->via = 2;
+    named->seq = 1;
+    mt.add_unexpected(other);
     mt.add_unexpected(named);
-    EXPECT_EQ(nullptr, mt.withdraw(0, 0)) << "id 0 withdrew a message that named no request";
+    EXPECT_EQ(nullptr, mt.withdraw(0, 0)) << "number 0 withdrew a message";
     EXPECT_EQ(nullptr, mt.withdraw(2, 0));
-    EXPECT_EQ(nullptr, mt.withdraw(3, 0x100000002ull)) << "another sender's cancel withdrew it";
+    EXPECT_EQ(nullptr, mt.withdraw(3, 1)) << "another ring's cancel withdrew it";
+    EXPECT_EQ(nullptr, mt.withdraw(2, 2)) << "another number withdrew it";
     EXPECT_EQ(2u, mt.unexpected());
-    EXPECT_EQ(named, mt.withdraw(2, 0x100000002ull));
-    EXPECT_EQ(nullptr, mt.withdraw(2, 0x100000002ull)); // gone already
+    EXPECT_EQ(named, mt.withdraw(2, 1));
+    EXPECT_EQ(nullptr, mt.withdraw(2, 1)); // gone already
     EXPECT_EQ(1u, mt.unexpected());
-    EXPECT_EQ(shorty, mt.probe(1, 4, 8, true));
+    EXPECT_EQ(other, mt.probe(1, 4, 8, true));
     free(named);
-    free(shorty);
+    free(other);
 }
 
 } // namespace
