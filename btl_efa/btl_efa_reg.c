@@ -6,6 +6,7 @@
  * checks every request against.
  */
 #include "btl_efa.h"
+#include "efa_tsan.h"
 
 #include <stdlib.h>
 
@@ -77,6 +78,9 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
         free(reg);
         return NULL;
     }
+    /* The handle goes to ob1 or osc, which may hand it to another thread
+     * for the deregistration through its own atomics (efa_tsan.h). */
+    EFA_TSAN_RELEASE(reg);
     return &reg->handle;
 }
 
@@ -84,6 +88,7 @@ int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
                                struct mca_btl_base_registration_handle_t *handle) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     efa_btl_reg_t *reg = (efa_btl_reg_t *)handle;      /* the handle is the first member */
+    EFA_TSAN_ACQUIRE(reg);
     efa_emul_table_remove(btl->regs, handle->rma.key); /* waits for a request on it */
     if (reg->mr) {
         efa_core_mr_release(btl->core, reg->mr);

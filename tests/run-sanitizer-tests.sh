@@ -32,30 +32,12 @@ pass=0 fail=0 skip=0
 san_common="log_path=$logs/reports/san:print_stacktrace=1"
 export UBSAN_OPTIONS="$san_common:halt_on_error=1"
 
-count() { # add the "N passed, N failed[, N skipped]" line of a log
-    local line
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
-    if [ -z "$line" ]; then
-        echo "FAIL $2 (no result line; see $1)"
-        fail=$((fail + 1))
-        return
-    fi
-    pass=$((pass + $(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")))
-    fail=$((fail + $(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")))
-    grep -q skipped <<<"$line" && skip=$((skip + $(sed -E 's/.*, ([0-9]+) skipped.*/\1/' <<<"$line")))
-}
-
-reports() { # one failure per process that left a report since the last call
-    local f n=0
-    for f in "$logs"/reports/san.*; do
-        [ -s "$f" ] || continue
-        echo "FAIL $1: sanitizer report $(grep -m1 -E 'ERROR: [A-Za-z]+Sanitizer|runtime error' "$f")"
-        sed -n '1,30p' "$f" | sed 's/^/    /'
-        mv "$f" "$logs/$1.$(basename "$f")"
-        n=$((n + 1))
-    done
-    fail=$((fail + n))
-}
+report_prefix=san
+report_what="sanitizer report"
+report_first='ERROR: [A-Za-z]+Sanitizer|runtime error'
+report_lines=30
+# shellcheck source=sanitizer-counts.sh
+. "$top/tests/sanitizer-counts.sh"
 
 if [ ! -x "$build/tests/unit/efa_unit_tests" ] || [ ! -f "$inst/lib/openmpi/mca_btl_efa.so" ]; then
     echo "FAIL no sanitizer build in $build / $inst (scripts/build-instrumented.sh asan)"

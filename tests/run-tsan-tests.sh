@@ -37,30 +37,12 @@ pass=0 fail=0 skip=0
 # theirs.
 export TSAN_OPTIONS="log_path=$logs/reports/tsan:suppressions=$top/tests/tsan.supp:halt_on_error=0:exitcode=0:second_deadlock_stack=1:report_signal_unsafe=0:print_suppressions=0"
 
-count() { # add the "N passed, N failed[, N skipped]" line of a log
-    local line
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
-    if [ -z "$line" ]; then
-        echo "FAIL $2 (no result line; see $1)"
-        fail=$((fail + 1))
-        return
-    fi
-    pass=$((pass + $(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")))
-    fail=$((fail + $(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")))
-    grep -q skipped <<<"$line" && skip=$((skip + $(sed -E 's/.*, ([0-9]+) skipped.*/\1/' <<<"$line")))
-}
-
-reports() { # one failure per process that left a report since the last call
-    local f n=0
-    for f in "$logs"/reports/tsan.*; do
-        [ -s "$f" ] || continue
-        echo "FAIL $1: ThreadSanitizer report $(grep -m1 -E 'WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|FATAL: ThreadSanitizer' "$f")"
-        sed -n '1,40p' "$f" | sed 's/^/    /'
-        mv "$f" "$logs/$1.$(basename "$f")"
-        n=$((n + 1))
-    done
-    fail=$((fail + n))
-}
+report_prefix=tsan
+report_what="ThreadSanitizer report"
+report_first='WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|FATAL: ThreadSanitizer'
+report_lines=40
+# shellcheck source=sanitizer-counts.sh
+. "$top/tests/sanitizer-counts.sh"
 
 if [ ! -x "$build/tests/unit/efa_unit_tests" ] || [ ! -f "$inst/lib/openmpi/mca_mtl_efa.so" ] ||
    [ ! -f "$inst/lib/openmpi/mca_btl_efa.so" ]; then
