@@ -257,10 +257,11 @@ typedef struct efa_onnode_stats {
     uint64_t net_sent, net_batched, net_received, net_reordered, net_endpoints;
     uint64_t net_injected; /* of net_sent, those that went by inject (a lone small message) */
     uint64_t net_lost;     /* provider receives that failed: messages lost by the provider */
-    /* Credit (onnode_net.hpp): grant messages sent alone, times a peer's
+    /* Credit (onnode_net.hpp): grant messages sent alone (and received:
+     * not in net_received, which counts the ordered stream), times a peer's
      * grant was used up with a message to send, and the most bytes ever
      * held for one sender's early messages. */
-    uint64_t net_grants, net_no_credit, net_held_bytes_max;
+    uint64_t net_grants, net_grants_received, net_no_credit, net_held_bytes_max;
     /* Rendezvous messages from other nodes this process read by RMA, and
      * those whose read failed and that were streamed instead. */
     uint64_t net_read, net_read_failed;

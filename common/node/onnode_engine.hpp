@@ -438,6 +438,7 @@ class Engine {
     NetOrder order_;
     bool interest_ = false; // holding the core's net interest (efa_core_net_interest)
     uint64_t net_received_ = 0;
+    uint64_t net_grants_received_ = 0; // grant messages alone (outside the order)
     // Receives of the provider's pool that failed (not cancelled): each lost
     // a message of some peer on another node (ofi_rxd reports FI_ETRUNC
     // under load); its stream then waits for it (check_net_gaps).

@@ -103,6 +103,8 @@ void Engine::on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src) {
     if (kNoSeq == h.seq) { // a grant alone: outside the order
         if (0 != h.frames) {
             drop();
+        } else {
+            ++net_grants_received_;
         }
         if (!busy_.empty()) {
             flush_all(); // what waited for the grant
@@ -287,6 +289,7 @@ void Engine::get_stats(efa_onnode_stats_t *out) const {
         out->net_injected = net_->stats().injected;
         out->net_lost = net_lost_;
         out->net_grants = net_->stats().grants;
+        out->net_grants_received = net_grants_received_;
         out->net_no_credit = net_->stats().no_credit;
         out->net_held_bytes_max = order_.held_bytes_max();
     }
