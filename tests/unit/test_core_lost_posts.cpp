@@ -27,29 +27,9 @@
 #include "core_with_self.hpp"
 #include "ctx_ops.hpp"
 #include "ctx_post.hpp"
+#include "scripted_provider.hpp"
 
 namespace {
-
-// What the provider answers to the next posts (0 once the script is out),
-// and which posts it accepted.
-struct ScriptedProvider {
-    std::deque<ssize_t> answers;
-    std::vector<int> accepted;
-
-    auto post(int id) {
-        return [this, id]() -> ssize_t {
-            ssize_t rc = 0;
-            if (!answers.empty()) {
-                rc = answers.front();
-                answers.pop_front();
-            }
-            if (rc == 0) {
-                accepted.push_back(id);
-            }
-            return rc;
-        };
-    }
-};
 
 // An operation that counts its completions.
 struct CountedOp {
