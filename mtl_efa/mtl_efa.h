@@ -221,13 +221,26 @@ void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req);
 #define MTL_EFA_PATH_PROVIDER 0 /* every peer through the provider */
 #define MTL_EFA_PATH_ONNODE 1   /* every process on this node: the rings */
 #define MTL_EFA_PATH_MIXED 2    /* peers on this node by the rings, the others by the provider */
+/* A bit beside the path: every process of the communicator is reached by
+ * the rings (under own matching the on-node path also carries peers on
+ * other nodes, and only this tells the two apart). */
+#define MTL_EFA_PATH_ALL_HERE 0x10
 
-static inline int ompi_mtl_efa_comm_path(const struct ompi_communicator_t *comm) {
+static inline int ompi_mtl_efa_comm_path_bits(const struct ompi_communicator_t *comm) {
     /* Acquire: a table published by another thread is seen filled in. */
     const mtl_efa_path_table_t *t = __atomic_load_n(&ompi_mtl_efa.comm_paths, __ATOMIC_ACQUIRE);
     const uint32_t cid = mtl_efa_comm_cid(comm);
     return NULL != t && cid < t->len ? __atomic_load_n(&t->path[cid], __ATOMIC_RELAXED)
                                      : MTL_EFA_PATH_PROVIDER;
+}
+
+static inline int ompi_mtl_efa_comm_path(const struct ompi_communicator_t *comm) {
+    return ompi_mtl_efa_comm_path_bits(comm) & ~MTL_EFA_PATH_ALL_HERE;
+}
+
+/* Does every process of the communicator take the rings? */
+static inline bool ompi_mtl_efa_comm_all_here(const struct ompi_communicator_t *comm) {
+    return 0 != (ompi_mtl_efa_comm_path_bits(comm) & MTL_EFA_PATH_ALL_HERE);
 }
 
 /* In a mixed communicator: is 'rank' a process the rings reach? */

@@ -412,9 +412,14 @@ static inline void prepare(mca_mtl_efa_request_t *req) {
 int ompi_mtl_efa_onnode_irecv(struct ompi_communicator_t *comm, int src, int tag,
                               mca_mtl_efa_request_t *req) {
     prepare(req);
-    int rc = efa_onnode_recv(ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm),
-                             MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
-                             MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, &req->on);
+    /* Under own matching a receive no process on another node can match
+     * must not keep the engine polling the provider on every call (without
+     * it the engine has no provider peers). */
+    const bool local = !ompi_mtl_efa.own_matching || ompi_mtl_efa_comm_all_here(comm) ||
+                       (MPI_ANY_SOURCE != src && ompi_mtl_efa_onnode_peer(comm, src));
+    int rc = (local ? efa_onnode_recv_local : efa_onnode_recv)(
+        ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm), MPI_ANY_SOURCE == src ? EFA_ONNODE_ANY : src,
+        MPI_ANY_TAG == tag ? EFA_ONNODE_ANY : tag, &req->on);
     if (1 == rc) {
         recv_done(&req->on);
     }

@@ -113,6 +113,8 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
      * processes alone (its rings or the provider per peer); one with
      * processes of other jobs keeps the provider's matching whole. */
     uint8_t path;
+    const bool all_here = group_on_node(comm->c_local_group) &&
+                          (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));
     if (ompi_mtl_efa.own_matching) {
         path = ompi_mtl_efa_own_comm(comm) ? MTL_EFA_PATH_ONNODE : MTL_EFA_PATH_PROVIDER;
         if (MTL_EFA_PATH_PROVIDER == path && !efa_core_get_info(ompi_mtl_efa.core)->has_tagged) {
@@ -123,13 +125,12 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
             return OMPI_ERR_NOT_SUPPORTED;
         }
     } else {
-        const bool all_here = group_on_node(comm->c_local_group) &&
-                              (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));
         path = all_here                          ? MTL_EFA_PATH_ONNODE
                : mca_common_efa_local_size() > 1 ? MTL_EFA_PATH_MIXED
                                                  : MTL_EFA_PATH_PROVIDER;
     }
-    if (OMPI_SUCCESS != set_path(cid, path)) {
+    const uint8_t bits = path | (MTL_EFA_PATH_ONNODE == path && all_here ? MTL_EFA_PATH_ALL_HERE : 0);
+    if (OMPI_SUCCESS != set_path(cid, bits)) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     static const char *const names[] = {"provider", "on-node", "mixed"};

@@ -44,7 +44,12 @@ int efa_onnode_send(efa_onnode_t *e, uint32_t peer, uint32_t cid, int32_t src, i
 
 int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,
                     efa_onnode_req_t *req) {
-    return e->engine->recv(cid, src, tag, req);
+    return e->engine->recv(cid, src, tag, req, false);
+}
+
+int efa_onnode_recv_local(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,
+                          efa_onnode_req_t *req) {
+    return e->engine->recv(cid, src, tag, req, true);
 }
 
 int efa_onnode_recv_partnered(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,

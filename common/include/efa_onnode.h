@@ -177,6 +177,14 @@ int efa_onnode_send(efa_onnode_t *e, uint32_t peer, uint32_t cid, int32_t src, i
  * Returns 1 when it completed inside the call (req->complete is NOT
  * called), 0 when req->complete follows, or a negative error. */
 int efa_onnode_recv(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
+/* The same for a receive that only processes of this node can match (its
+ * source is on this node, or it takes any source of a communicator with no
+ * process elsewhere).  The caller vouches for that: while only such
+ * receives wait, the engine leaves the provider to the core's paced poll
+ * (efa_core_progress_paced), which an on-node round trip would otherwise
+ * pay on every progress call. */
+int efa_onnode_recv_local(efa_onnode_t *e, uint32_t cid, int32_t src, int32_t tag,
+                          efa_onnode_req_t *req);
 
 /* A receive posted here and elsewhere too (the provider, for
  * MPI_ANY_SOURCE in a communicator spanning nodes), so that only one of the

@@ -187,6 +187,7 @@ constexpr uint8_t kReqSwept = 32;  // ANY_SOURCE receive: seen posted by a watch
 // A send whose buffer is registered for a receiver on another node to
 // read (req->net_mr); the registration goes when the send finishes.
 constexpr uint8_t kReqNetMr = 64;
+// kReqLocal = 128 (onnode_match.hpp): a receive only this node can match.
 
 // Frame flags (FrameHdr.flags).
 constexpr uint8_t kFrameSync = 1; // eager frame: answer ACK on match
@@ -240,7 +241,7 @@ class Engine {
 
     int send(uint32_t peer, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
              bool sync, efa_onnode_req_t *req);
-    int recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
+    int recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, bool local);
     int recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req);
     int partner_done(efa_onnode_req_t *req, bool matched);
     void partner_armed(efa_onnode_req_t *req);

@@ -16,7 +16,7 @@ namespace efa::onnode {
 // remote sender may match it), no request waiting for an answer, nothing
 // queued, in flight or held for reordering.
 bool Engine::net_idle() const {
-    return 0 == match_.posted() && 0 == ids_.live() && busy_.empty() && reads_.empty() &&
+    return 0 == match_.posted_net() && 0 == ids_.live() && busy_.empty() && reads_.empty() &&
            net_->idle() && 0 == order_.held() && swap_held_.empty() && delayed_.empty();
 }
 

@@ -12,14 +12,14 @@
 
 namespace efa::onnode {
 
-int Engine::recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req) {
-    return post_recv(cid, src, tag, req, 0);
+int Engine::recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, bool local) {
+    return post_recv(cid, src, tag, req, local ? kReqLocal : 0);
 }
 
 int Engine::post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req,
                       uint8_t flags) {
     Guard g(mu_, mt_);
-    if (net_ && !interest_) {
+    if (net_ && !interest_ && !(flags & kReqLocal)) {
         interest_ = true; // a peer on another node may send what it waits for
         efa_core_net_interest(net_->core(), 1);
     }

@@ -12,6 +12,7 @@ Message *Matcher::post(efa_onnode_req_t *r) {
         }
     }
     posted_.push_back(&r->link);
+    posted_net_ += (r->flags & kReqLocal) ? 0 : 1;
     return nullptr;
 }
 
@@ -20,6 +21,7 @@ efa_onnode_req_t *Matcher::arrive(const Envelope &env) {
         efa_onnode_req_t *r = req_of(l);
         if (matches(r->cid, r->src, r->tag, env)) {
             posted_.remove(l);
+            unposted(r);
             return r;
         }
     }
@@ -58,6 +60,7 @@ bool Matcher::cancel(efa_onnode_req_t *r) {
         return false;
     }
     posted_.remove(&r->link);
+    unposted(r);
     return true;
 }
 

@@ -87,6 +87,13 @@ inline Message *msg_of(efa_onnode_link_t *l) {
     return reinterpret_cast<Message *>(l);
 }
 
+// A receive that only processes of this node can match (its source is on
+// this node, or it takes any source of a communicator with no process
+// elsewhere): while only such receives wait, nothing the process waits for
+// can come from the provider (efa_onnode_recv_local).  One of the engine's
+// request flags (onnode_engine.hpp), kept here because the queue counts it.
+constexpr uint8_t kReqLocal = 128;
+
 class Matcher {
   public:
     // A new receive (r->cid, r->src, r->tag): the first waiting message it
@@ -108,6 +115,9 @@ class Matcher {
     Message *withdraw(uint32_t via, uint64_t seq);
 
     size_t posted() const { return posted_.size(); }
+    // Of those, the receives a process on another node may match (not
+    // kReqLocal): the ones the provider must be polled for.
+    size_t posted_net() const { return posted_net_; }
     // Calls f(r) for every receive waiting in the posted queue, in order
     // (f must not change the queue).
     template <class F> void each_posted(F &&f) {
@@ -125,8 +135,13 @@ class Matcher {
     }
 
   private:
+    void unposted(const efa_onnode_req_t *r) {
+        posted_net_ -= (r->flags & kReqLocal) ? 0 : 1;
+    }
+
     List posted_;
     List unexpected_;
+    size_t posted_net_ = 0;
 };
 
 } // namespace efa::onnode
