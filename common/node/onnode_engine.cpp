@@ -189,7 +189,7 @@ efa_onnode_card_t Engine::my_card() const {
     return c;
 }
 
-Engine::Peer *Engine::peer(uint32_t vpid, int &err) {
+Engine::Peer *Engine::peer_first(uint32_t vpid, int &err) {
     if (vpid >= params_.nprocs) {
         err = -FI_EINVAL; // not a process of this job
         return nullptr;

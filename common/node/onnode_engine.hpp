@@ -332,7 +332,14 @@ class Engine {
     // under way: failed by fail_noted() once it is done
     // (onnode_engine_net.cpp).
     std::vector<std::pair<uint32_t, int>> net_failed_;
-    void fail_noted();
+    // Inline test first: called on every send and progress call, and
+    // almost always with nothing noted.
+    void fail_noted() {
+        if (!net_failed_.empty()) [[unlikely]] {
+            fail_noted_peers();
+        }
+    }
+    void fail_noted_peers();
     void watch_sweep();
     void watch_peer(Peer *p);
     uint32_t source_of(const efa_onnode_req_t *posted) const;
@@ -362,7 +369,15 @@ class Engine {
     uint64_t watch_next_ms_ = 0; // when the next sweep is due
     bool net_idle() const;
     int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_onnode_req_t *req, uint8_t flags);
-    Peer *peer(uint32_t vpid, int &err);
+    // A known peer inline (every send looks its peer up); the first look
+    // at one sets it up (peer_first).
+    Peer *peer(uint32_t vpid, int &err) {
+        if (vpid < peers_.size() && peers_[vpid]) [[likely]] {
+            return peers_[vpid].get();
+        }
+        return peer_first(vpid, err);
+    }
+    Peer *peer_first(uint32_t vpid, int &err);
     bool from_ring(uint32_t ring, uint32_t vpid);
     efa_onnode_req_t *answered(uint32_t ring, const FrameHdr &h, uint8_t state);
     bool drop();

@@ -201,7 +201,7 @@ void Engine::net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err) 
 
 // The peers whose posts failed for good (net_sent), failed now: called
 // under mu_ where no write is under way.
-void Engine::fail_noted() {
+void Engine::fail_noted_peers() {
     while (!net_failed_.empty()) {
         std::vector<std::pair<uint32_t, int>> failed;
         failed.swap(net_failed_);

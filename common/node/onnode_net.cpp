@@ -320,7 +320,7 @@ void NetLink::send_grants() {
     }
 }
 
-void NetLink::progress() {
+void NetLink::progress_pending() {
     for (Peer *p : injected_) {
         p->injected = false;
     }

@@ -202,7 +202,14 @@ class NetLink {
     void release(Buf *b);
     // Post messages that found the provider's queue full, and grants that
     // could not go; a peer may have a message injected again.
-    void progress();
+    // Inline test first: the engine calls it on every progress call, and
+    // with no peer waiting, no grant due and nothing injected it has
+    // nothing to do.
+    void progress() {
+        if (!injected_.empty() || !grants_.empty() || !waiting_.empty()) {
+            progress_pending();
+        }
+    }
     // p granted this process messages below 'grant' (from any NetHdr of p's).
     void granted(Peer *p, uint64_t grant);
     // This process has handed on 'delivered' messages of p's: p may send
@@ -225,6 +232,7 @@ class NetLink {
     const NetStats &stats() const { return stats_; }
 
   private:
+    void progress_pending();
     NetLink() = default;
     Buf *get_buf();
     bool post(Peer *p);
