@@ -76,7 +76,7 @@ if ((update)); then
         awk -F'\t' -v c="$c" '$1 == c && $7 == "ok" {f = 1} END {exit !f}' "$table" || echo "$c"
     done)
     if [[ -n $missing ]]; then
-        echo "callgrind-gate: not updating $baseline: no count for $(echo $missing)"
+        echo "callgrind-gate: not updating $baseline: no count for ${missing//$'\n'/ }"
         exit 1
     fi
     commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
