@@ -80,7 +80,10 @@ if ((update)); then
         exit 1
     fi
     commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
-    [[ -n $(git -C "$here" status --porcelain 2>/dev/null) ]] && commit+="+changes"
+    # tracked files changed since the commit, the baseline itself aside
+    self=$(realpath --relative-to="$here/.." "$baseline")
+    [[ -n $(git -C "$here/.." status --porcelain --untracked-files=no -- . ":(exclude)$self" \
+        2>/dev/null) ]] && commit+="+changes"
     {
         echo "# bench/callgrind-gate.sh baseline: instructions per 1 B blocking send + receive"
         echo "# (rank 0; bench/callgrind.sh -b -n $iters -r $reps, the cheapest iteration)."
