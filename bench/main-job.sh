@@ -5,7 +5,7 @@
 #   2. build the project (scripts/build.sh if it exists; it installs the
 #      components into ./_install and prints the component directory) and the
 #      bench programs (bench/build-bench.sh)
-#   3. four short side-by-side comparisons, 3 interleaved reps each, on the
+#   3. four short side-by-side comparisons, 5 interleaved reps each, on the
 #      network provider a multi-node job would load (efa if it exists, else
 #      the stand-in tcp;ofi_rxm). Each leads with the defaults: mtl_efa and
 #      btl_efa with nothing set but the provider, against their anchor, with
@@ -119,7 +119,7 @@ echo "bench programs: $BENCH_BIN_DIR"
 
 prov=rxm
 fi_info -p efa >/dev/null 2>&1 && prov=efa
-common=(--quick --reps 3 --timeout 30 --providers "$prov")
+common=(--quick --reps 5 --timeout 30 --providers "$prov")
 # Each comparison is one interleaved run; its first tables are the defaults
 # (nothing set but the provider) against the anchor, then one table per
 # variant, titled by what the variant changes, with its ratio to the same

@@ -121,7 +121,7 @@ def _columns(cols, anchors, present):
         out.append((c, "value", c, None))
         if a and a in present:
             out.append((f"{c} / {a}", "ratio", c, a))
-            used.append(a)
+            used += [a] if a not in used else []
     for c in cols:
         if c in present and c in anchors.values() and c not in used:
             used.append(c)
@@ -139,7 +139,7 @@ def _bench_table(bench, per_cfg, cols, anchors, title):
     unit = next((per_cfg[c]["unit"] for c in present if per_cfg[c]["unit"]), "")
     label = KIND_LABEL.get(b.kind, "") if b else ""
     reps = max(per_cfg[c]["ok"] + per_cfg[c]["failed"] for c in present)
-    ratio = "; ratio: per rep over the anchor's value, median (min-max)" if any(
+    ratio = "; ratio to the anchor per rep, median (min-max)" if any(
         k == "ratio" for _, k, _, _ in columns) else ""
     out = [(f"### {title}: {bench}" if title else f"### {bench}")
            + (f" [{unit}]" if unit else "") + (f" - {label}" if label else "")
