@@ -21,7 +21,8 @@
 #                           [-o OUTDIR] [-t TIMEOUT] [CONFIG...]
 #   CONFIG  configuration names of bench/configs.ini
 #           (default: mtl_efa-PROV mtl_ofi-PROV)
-#   -p      provider short name (default: efa if `fi_info -p efa` works, else rxm)
+#   -p      provider short name, or a comma list of them for configurations of
+#           several providers (default: efa if `fi_info -p efa` works, else rxm)
 #   -n      counted iterations per run (default 200)
 #   -r      runs per configuration (default 3)
 #   -s      rank 0 waits for rank 1's reply blocked on a named pipe that rank 1
@@ -30,7 +31,10 @@
 #   -m      message size (default 1)
 #   -b      blocking: rank 0 uses MPI_Send + MPI_Recv, the calls of the latency
 #           benchmark (default MPI_Irecv + MPI_Isend + MPI_Waitall)
-#   -o      output directory (default bench/results/callgrind-<timestamp>)
+#   -o      output directory (default bench/results/callgrind-<timestamp>); it
+#           gets table.md and counts.tsv (config, instructions/iteration,
+#           median, minimum, iterations dropped, iterations, status; "-"
+#           where failed)
 #   -t      timeout per run in seconds (default 300)
 # Environment: BENCH_BIN_DIR (bench programs), EFA_MCA_COMPONENT_PATH (see runner.py).
 set -uo pipefail
@@ -91,7 +95,7 @@ if [[ -z $prov ]]; then
 fi
 configs=("$@")
 if ((${#configs[@]} == 0)); then
-    configs=("mtl_efa-$prov" "mtl_ofi-$prov")
+    configs=("mtl_efa-${prov%%,*}" "mtl_ofi-${prov%%,*}")
 fi
 
 bin=${BENCH_BIN_DIR:-}
@@ -175,18 +179,20 @@ for ((rep = 1; rep <= reps; rep++)); do
     done
 done
 
-# mean of the iterations at most 1.5 x the median; prints "mean median dropped total"
+# mean of the iterations at most 1.5 x the median; prints "mean median dropped total min"
 summarize() {
     sort -n | awk 'NF {v[++n] = $1}
         END {
-            if (n == 0) { print "- - 0 0"; exit }
+            if (n == 0) { print "- - 0 0 -"; exit }
             med = v[int((n + 1) / 2)]
             for (i = 1; i <= n; i++) if (v[i] <= 1.5 * med) { s += v[i]; k++ }
-            printf "%.0f %d %d %d\n", s / k, med, n - k, n
+            printf "%.0f %d %d %d %d\n", s / k, med, n - k, n, v[1]
         }'
 }
 
 table=$out/table.md
+counts=$out/counts.tsv
+: >"$counts"
 {
     echo "### instructions per iteration (rank 0: one ${size} B send + one receive${blocking:+, blocking}), callgrind"
     echo
@@ -194,17 +200,19 @@ table=$out/table.md
     echo "the iterations at most 1.5 x the median (the others did one-off work, e.g. a buffer pool"
     echo "growing, or spun on a late reply)."
     echo
-    echo "| config | instructions/iteration | median | iterations dropped | status |"
-    echo "|---|---:|---:|---:|---|"
+    echo "| config | instructions/iteration | median | minimum | iterations dropped | status |"
+    echo "|---|---:|---:|---:|---:|---|"
     declare -A mean
     for cfg in "${configs[@]}"; do
         if [[ -n ${failed[$cfg]:-} ]]; then
-            echo "| $cfg | - | - | - | failed: ${failed[$cfg]//|/\\|} |"
+            echo "| $cfg | - | - | - | - | failed: ${failed[$cfg]//|/\\|} |"
+            printf '%s\t-\t-\t-\t-\t-\tfailed: %s\n' "$cfg" "${failed[$cfg]}" >>"$counts"
             continue
         fi
-        read -r m med dropped total < <(printf '%s' "${samples[$cfg]}" | summarize)
+        read -r m med dropped total low < <(printf '%s' "${samples[$cfg]}" | summarize)
         mean[$cfg]=$m
-        echo "| $cfg | $m | $med | $dropped of $total | ok |"
+        echo "| $cfg | $m | $med | $low | $dropped of $total | ok |"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\tok\n' "$cfg" "$m" "$med" "$low" "$dropped" "$total" >>"$counts"
     done
     ref=${configs[0]}
     if [[ -n ${mean[$ref]:-} && ${#configs[@]} -ge 2 ]]; then

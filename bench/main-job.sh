@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine, in under 5 minutes:
+# The main job on a fresh machine, in about 10 minutes:
 #   1. install what is missing (scripts/install-deps.sh if the project has it,
 #      else the Debian packages listed below)
 #   2. build the project (scripts/build.sh if it exists; it installs the
 #      components into ./_install and prints the component directory) and the
 #      bench programs (bench/build-bench.sh)
-#   3. two short side-by-side comparisons, 3 interleaved reps each, on the
+#   3. four short side-by-side comparisons, 5 interleaved reps each, on the
 #      network provider a multi-node job would load (efa if it exists, else
-#      the stand-in tcp;ofi_rxm), each labelled:
+#      the stand-in tcp;ofi_rxm). Each leads with the defaults: mtl_efa and
+#      btl_efa with nothing set but the provider, against their anchor, with
+#      the ratio to it; every variant follows in its own table, titled by
+#      what it changes, against the same anchor:
 #      a. on one node (2 ranks bound to cores): latency, bandwidth and
-#         message rate of mtl_efa and btl_efa (on-node paths, the network
-#         provider loaded; also as before the paced provider poll,
-#         *_unpaced) against ob1 + vader;
-#      b. between nodes (2 pretend nodes of tests/pretend-nodes.sh, ranks
-#         not bound): the same of mtl_efa (provider matching and its own,
-#         mtl_efa_own), btl_efa, mtl_ofi and ob1 + tcp,
-#         then put and fetch-and-op latency of btl_efa against osc/pt2pt
-#         over ob1 + tcp.
+#         message rate against ob1 + vader; variants: provider matching
+#         (mtl_efa_provmatch), the provider polled on every call (*_unpaced);
+#      b. one-sided on one node: put, fetch-and-op and compare-and-swap
+#         latency of btl_efa against osc/rdma over vader; variant:
+#         btl_efa_intrinsic;
+#      c. between nodes (2 pretend nodes of tests/pretend-nodes.sh, ranks
+#         not bound): mtl_efa against mtl_ofi, btl_efa against ob1 + tcp;
+#         variant: mtl_efa_provmatch;
+#      d. one-sided between nodes: btl_efa against osc/pt2pt over ob1 + tcp;
+#         variant: btl_efa_intrinsic.
 #      Never one kind against the other: an on-node path beats any network.
-# Output: bench/results/<timestamp>-{onnode,network,network-rma}/
+# Output: bench/results/<timestamp>-{onnode,onnode-rma,network,network-rma}/
 # (summary.md, results.csv, plots/*.png).
 #   bench/main-job.sh [--no-deps] [--no-build] [runner.py arguments, e.g. --reps 5]
 set -euo pipefail
@@ -114,28 +119,44 @@ echo "bench programs: $BENCH_BIN_DIR"
 
 prov=rxm
 fi_info -p efa >/dev/null 2>&1 && prov=efa
-common=(--quick --reps 3 --timeout 30 --providers "$prov")
+common=(--quick --reps 5 --timeout 30 --providers "$prov")
+# Each comparison is one interleaved run; its first tables are the defaults
+# (nothing set but the provider) against the anchor, then one table per
+# variant, titled by what the variant changes, with its ratio to the same
+# anchor measured in the same run.
+defaults="defaults (nothing set but the provider)"
+provmatch="mtl_efa_provmatch: the provider matches MPI messages (mtl_efa_matching provider)"
+unpaced="*_unpaced: the provider polled on every progress call (common_efa_net_poll_interval 0)"
+intrinsic="btl_efa_intrinsic: accumulates to one location as one operation (osc_rdma_acc_single_intrinsic)"
 
 step "a. on one node, provider $prov loaded (output $out-onnode)"
 python3 "$here/runner.py" "${common[@]}" --title "on one node (provider $prov loaded)" \
-    --configs mtl_efa,mtl_efa_unpaced,btl_efa,btl_efa_unpaced,ob1_vader \
+    --table "$defaults=mtl_efa-$prov,btl_efa-$prov" --table "$provmatch=mtl_efa_provmatch-$prov" \
+    --table "$unpaced=mtl_efa_unpaced-$prov,btl_efa_unpaced-$prov" --anchor ob1_vader \
     --benches latency,bw,msgrate_w64 --out "$out-onnode" "$@"
+
+step "b. one-sided on one node, provider $prov loaded (output $out-onnode-rma)"
+python3 "$here/runner.py" "${common[@]}" --title "one-sided on one node (provider $prov loaded)" \
+    --table "$defaults=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
+    --anchor osc_rdma-ob1_vader --benches put_lat,fop_lat,cas_lat --out "$out-onnode-rma" "$@"
 
 pn=$(mktemp -d)
 trap 'rm -rf "$pn"' EXIT
 hosts=$(bash "$repo/tests/pretend-nodes.sh" "$pn" 1 | tr '\n' ' ')
-step "b. between pretend nodes, provider $prov (output $out-network)"
+step "c. between pretend nodes, provider $prov (output $out-network)"
 python3 "$here/runner.py" "${common[@]}" --title "between pretend nodes (provider $prov)" \
-    --launch-args "$hosts" --configs mtl_efa,mtl_efa_own,btl_efa,mtl_ofi,ob1_tcp \
+    --launch-args "$hosts" --table "$defaults=mtl_efa-$prov,btl_efa-$prov" \
+    --table "$provmatch=mtl_efa_provmatch-$prov" \
+    --anchor "mtl_efa*=mtl_ofi-$prov" --anchor "btl_efa*=ob1_tcp" \
     --benches latency,bw,msgrate_w64 --out "$out-network" "$@"
 # The one-sided baseline over ob1 + tcp: osc/pt2pt (4.1); 5.0 has none
 # and does it with osc/rdma on btl/tcp.
 osc_base=osc_pt2pt-ob1_tcp
 ompi_info --parsable 2>/dev/null | grep -q "^mca:osc:pt2pt:" || osc_base=osc_rdma-ob1_tcp
-step "b. one-sided between pretend nodes (output $out-network-rma)"
+step "d. one-sided between pretend nodes (output $out-network-rma)"
 python3 "$here/runner.py" "${common[@]}" \
-    --title "one-sided between pretend nodes (provider $prov)" \
-    --launch-args "$hosts" --configs "btl_efa,btl_efa_intrinsic,$osc_base" \
-    --benches put_lat,fop_lat --out "$out-network-rma" "$@"
+    --title "one-sided between pretend nodes (provider $prov)" --launch-args "$hosts" \
+    --table "$defaults=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
+    --anchor "$osc_base" --benches put_lat,fop_lat,cas_lat --out "$out-network-rma" "$@"
 
-step "done in $((SECONDS - start)) s; results in $out-{onnode,network,network-rma}"
+step "done in $((SECONDS - start)) s; results in $out-{onnode,onnode-rma,network,network-rma}"

@@ -46,7 +46,7 @@ from runner_output import (  # noqa: F401
     LOST_MESSAGE, ROW_RE, ParseError, error_strength, first_error_line, parse_output)
 from runner_report import (  # noqa: F401
     collect, fmt_cell, fmt_num, fmt_size, gnuplot_terminal, main_error, make_plots,
-    markdown_tables, md_escape, status_cell, summarize)
+    fmt_ratio, markdown_tables, md_escape, rep_ratios, status_cell, summarize)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -89,9 +89,10 @@ def build_parser():
         epilog="Benchmarks: " + ", ".join(BENCHES) + ". Families: " + ", ".join(FAMILIES) + ".")
     p.add_argument("--config-file", default=DEFAULT_CONFIG_FILE,
                    help="configurations file (default bench/configs.ini)")
-    p.add_argument("-c", "--configs", default="all",
+    p.add_argument("-c", "--configs", default=None,
                    help="comma list of configuration names, globs or families "
-                        "(e.g. mtl_efa,ob1_vader,'osc_pt2pt-*'); default all")
+                        "(e.g. mtl_efa,ob1_vader,'osc_pt2pt-*'); default all, or with "
+                        "--table those of the tables and the anchors")
     p.add_argument("-b", "--benches", default=None,
                    help="comma list of benchmarks or families; default all "
                         "(--quick: latency,bw,msgrate_w64,put_lat,fop_lat)")
@@ -124,6 +125,13 @@ def build_parser():
     p.add_argument("--title", default=None,
                    help="what this comparison is (summary heading and printed tables), e.g. "
                         "'on one node' or 'between pretend nodes'")
+    p.add_argument("--table", action="append", default=[], metavar="TITLE=CONFIGS",
+                   help="a titled table of these configurations (names, globs or families); "
+                        "repeatable, in order; configurations of no table come last")
+    p.add_argument("--anchor", action="append", default=[], metavar="[CONFIGS=]ANCHOR",
+                   help="show each configuration's ratio to ANCHOR (a name or family matching "
+                        "one configuration), for all or for CONFIGS only; repeatable, the "
+                        "first that matches a configuration is its anchor")
     p.add_argument("--no-plots", action="store_true", help="do not run gnuplot")
     p.add_argument("--list", action="store_true", help="list configurations and benchmarks")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
@@ -133,6 +141,42 @@ def build_parser():
 
 
 QUICK_BENCHES = "latency,bw,msgrate_w64,put_lat,fop_lat"
+
+
+def parse_tables(specs, all_configs):
+    """--table TITLE=CONFIGS values -> [(title, [names])]."""
+    out = []
+    for spec in specs:
+        title, sep, pats = spec.rpartition("=")
+        if not sep or not title.strip():
+            raise SystemExit(f"runner: --table wants TITLE=CONFIGS, not '{spec}'")
+        out.append((title.strip(), [c.name for c in select_configs(all_configs, pats)]))
+    return out
+
+
+def parse_anchors(specs, all_configs):
+    """--anchor [CONFIGS=]ANCHOR values -> [(names or None for all, anchor)]."""
+    out = []
+    for spec in specs:
+        pats, sep, anchor = spec.rpartition("=")
+        hits = select_configs(all_configs, anchor)
+        if len(hits) != 1:
+            raise SystemExit(f"runner: anchor '{anchor}' must name one configuration, not "
+                             f"{', '.join(c.name for c in hits)}")
+        names = [c.name for c in select_configs(all_configs, pats)] if sep else None
+        out.append((names, hits[0].name))
+    return out
+
+
+def anchor_of(anchor_specs, names):
+    """configuration -> its anchor (the first spec that covers it)."""
+    out = {}
+    for c in names:
+        for covered, anchor in anchor_specs:
+            if c != anchor and anchor in names and (covered is None or c in covered):
+                out[c] = anchor
+                break
+    return out
 
 
 def fmt_elapsed(secs):
@@ -171,7 +215,13 @@ def main(argv=None, stdout=None):
                 + (f" -w {b.window}" if b.window else ""))
         return 0
 
-    configs = select_configs(all_configs, args.configs)
+    table_specs = parse_tables(args.table, all_configs)
+    anchor_specs = parse_anchors(args.anchor, all_configs)
+    spec = args.configs
+    if spec is None and table_specs:
+        spec = ",".join(dict.fromkeys([n for _, names in table_specs for n in names]
+                                      + [a for _, a in anchor_specs]))
+    configs = select_configs(all_configs, spec or "all")
     benches = select_benches(args.benches or (QUICK_BENCHES if args.quick else "all"))
     reps = args.reps if args.reps is not None else (3 if args.quick else 5)
     timeout = args.timeout if args.timeout is not None else (60 if args.quick else 180)
@@ -261,7 +311,14 @@ def main(argv=None, stdout=None):
         runs_csv.close()
 
     names = [c.name for c in configs]
-    tables = markdown_tables(results, names, benches)
+    groups = None
+    if table_specs:
+        anchors_used = {a for _, a in anchor_specs}
+        rest = [n for n in names if n not in anchors_used
+                and not any(n in g for _, g in table_specs)]
+        groups = table_specs + ([("other configurations", rest)] if rest else [])
+    tables = markdown_tables(results, names, benches, anchors=anchor_of(anchor_specs, names),
+                             groups=groups)
     plots = [] if args.no_plots else make_plots(results, names, benches, outdir)
     meta.update({"finished": datetime.datetime.now().isoformat(timespec="seconds"),
                  "seconds": round(time.monotonic() - t_start, 1), "loadavg_end": _loadavg(),

@@ -1,6 +1,8 @@
 """bench/runner.py's results side by side: per benchmark a markdown table of
 medians with min-max spread per size (failed configurations as a column
-that says why), and gnuplot plots of value against message size."""
+that says why), with each configuration's ratio to its anchor, split into
+titled tables of chosen configurations; and gnuplot plots of value against
+message size."""
 
 import os
 import shutil
@@ -54,17 +56,19 @@ def md_escape(text):
 
 
 def collect(results):
-    """bench -> config -> {'values': {size: [v...]}, 'ok': n, 'failed': n,
-    'errors': [..], 'unit': str}"""
+    """bench -> config -> {'values': {size: [v...]}, 'by_rep': {size: {rep: v}},
+    'ok': n, 'failed': n, 'errors': [..], 'unit': str}"""
     table = {}
     for r in results:
         d = table.setdefault(r.bench, {}).setdefault(
-            r.config, {"values": {}, "ok": 0, "failed": 0, "errors": [], "unit": ""})
+            r.config, {"values": {}, "by_rep": {}, "ok": 0, "failed": 0, "errors": [],
+                       "unit": ""})
         if r.status == "ok":
             d["ok"] += 1
             d["unit"] = d["unit"] or r.unit
             for size, value in r.rows:
                 d["values"].setdefault(size, []).append(value)
+                d["by_rep"].setdefault(size, {})[r.rep] = value
         else:
             d["failed"] += 1
             d["errors"].append(r.error)
@@ -88,39 +92,95 @@ def status_cell(d):
     return f"ok {d['ok']}/{d['ok'] + d['failed']}; failed: {err}"
 
 
-def markdown_tables(results, configs, benches):
-    """One table per benchmark: a status row, then one row per size."""
-    table = collect(results)
+def rep_ratios(d, a, size):
+    """Per rep, the configuration's value over the anchor's in the same rep
+    (interleaved: the two runs were next to each other in time)."""
+    mine = d["by_rep"].get(size, {})
+    theirs = a["by_rep"].get(size, {})
+    return [mine[r] / theirs[r] for r in sorted(mine) if theirs.get(r)]
+
+
+def fmt_ratio(ratios):
+    if not ratios:
+        return "-"
+    med, lo, hi = summarize(ratios)
+    if len(ratios) == 1:
+        return f"{med:.2f}"
+    return f"{med:.2f} ({lo:.2f}-{hi:.2f})"
+
+
+def _columns(cols, anchors, present):
+    """(header, kind, config, anchor) per column: each configuration, then
+    its ratio to its anchor when it has one here; the anchors come last."""
     out = []
-    for bench in benches:
-        per_cfg = table.get(bench)
-        if not per_cfg:
+    used = []
+    for c in cols:
+        a = anchors.get(c)
+        if c in anchors.values() or c not in present:
             continue
-        cols = [c for c in configs if c in per_cfg]
-        b = BENCHES.get(bench)
-        unit = next((per_cfg[c]["unit"] for c in cols if per_cfg[c]["unit"]), "")
-        label = KIND_LABEL.get(b.kind, "") if b else ""
-        reps = max(per_cfg[c]["ok"] + per_cfg[c]["failed"] for c in cols)
-        out.append(f"### {bench}" + (f" [{unit}]" if unit else "")
-                   + (f" - {label}" if label else "")
-                   + f"; median (min-max) of {reps} rep{'s' if reps != 1 else ''}")
-        out.append("")
-        out.append("| size | " + " | ".join(cols) + " |")
-        out.append("|---:|" + "---|" * len(cols))
-        out.append("| status | " + " | ".join(status_cell(per_cfg[c]) for c in cols) + " |")
-        sizes = sorted({s for c in cols for s in per_cfg[c]["values"]})
-        for size in sizes:
-            cells = []
-            for c in cols:
-                vals = per_cfg[c]["values"].get(size)
-                if vals:
-                    cells.append(fmt_cell(vals))
-                elif per_cfg[c]["ok"] == 0:
-                    cells.append("failed")
-                else:
-                    cells.append("-")
-            out.append(f"| {fmt_size(size)} | " + " | ".join(cells) + " |")
-        out.append("")
+        out.append((c, "value", c, None))
+        if a and a in present:
+            out.append((f"{c} / {a}", "ratio", c, a))
+            used += [a] if a not in used else []
+    for c in cols:
+        if c in present and c in anchors.values() and c not in used:
+            used.append(c)
+    for a in used:
+        out.append((a, "value", a, None))
+    return out
+
+
+def _bench_table(bench, per_cfg, cols, anchors, title):
+    present = [c for c in cols if c in per_cfg]
+    columns = _columns(cols, anchors, present)
+    if not columns:
+        return []
+    b = BENCHES.get(bench)
+    unit = next((per_cfg[c]["unit"] for c in present if per_cfg[c]["unit"]), "")
+    label = KIND_LABEL.get(b.kind, "") if b else ""
+    reps = max(per_cfg[c]["ok"] + per_cfg[c]["failed"] for c in present)
+    ratio = "; ratio to the anchor per rep, median (min-max)" if any(
+        k == "ratio" for _, k, _, _ in columns) else ""
+    out = [(f"### {title}: {bench}" if title else f"### {bench}")
+           + (f" [{unit}]" if unit else "") + (f" - {label}" if label else "")
+           + f"; median (min-max) of {reps} rep{'s' if reps != 1 else ''}" + ratio, ""]
+    out.append("| size | " + " | ".join(h for h, _, _, _ in columns) + " |")
+    out.append("|---:|" + "---|" * len(columns))
+    out.append("| status | " + " | ".join(
+        status_cell(per_cfg[c]) if k == "value" else "" for _, k, c, _ in columns) + " |")
+    sizes = sorted({s for c in present for s in per_cfg[c]["values"]})
+    for size in sizes:
+        cells = []
+        for _, kind, c, a in columns:
+            vals = per_cfg[c]["values"].get(size)
+            if kind == "ratio":
+                cells.append(fmt_ratio(rep_ratios(per_cfg[c], per_cfg[a], size)))
+            elif vals:
+                cells.append(fmt_cell(vals))
+            elif per_cfg[c]["ok"] == 0:
+                cells.append("failed")
+            else:
+                cells.append("-")
+        out.append(f"| {fmt_size(size)} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
+def markdown_tables(results, configs, benches, anchors=None, groups=None):
+    """Per group of configurations (title, names; default: one untitled
+    group of all), one table per benchmark: a status row, then one row per
+    size. anchors: configuration -> the configuration its ratio is taken
+    against; an anchor is shown as the last column of every table where a
+    configuration refers to it."""
+    table = collect(results)
+    anchors = anchors or {}
+    out = []
+    for title, names in groups or [("", configs)]:
+        cols = [c for c in configs if c in names]
+        cols += [a for a in dict.fromkeys(anchors.get(c) for c in cols) if a and a not in cols]
+        for bench in benches:
+            if table.get(bench):
+                out += _bench_table(bench, table[bench], cols, anchors, title)
     return "\n".join(out)
 
 

@@ -5,6 +5,8 @@
 #      collectives also np 3) over ob1 + vader, small sizes
 #   3. the verification itself: an injected mismatch must make the program
 #      exit non-zero; bad options exit 2; the overhead probe runs
+#   4. the callgrind gate's comparison (bench/callgrind-gate.sh --compare) on
+#      tables made from the committed baseline, without running callgrind
 # Prints "PASS name" / "FAIL name" lines and the closing line
 # "N passed, N failed"; exits non-zero when something failed.
 # Environment: BENCH_BIN_DIR (programs; built with bench/build-bench.sh into
@@ -185,6 +187,40 @@ if python3 "$bench/runner.py" --bin-dir "$bin" -c ob1_vader -b latency,fop_lat -
 else
     ko "runner/ob1_vader-end-to-end" "$(tail -1 "$logdir/runner.log")"
 fi
+
+# ---- 4. the callgrind gate's comparison, on tables made from the baseline
+gate=$bench/callgrind-gate.sh
+base=$bench/callgrind-baseline.txt
+g=$logdir/gate
+mkdir -p "$g"
+# today's table as callgrind.sh writes it: every configuration of the baseline
+awk '!/^#/ && NF >= 2 {printf "%s\t%s\t%s\t%s\t0\t99\tok\n", $1, $2, $2, $2}' "$base" >"$g/today.tsv"
+first=$(awk '!/^#/ && NF >= 2 {print $1; exit}' "$base")
+# scaled FACTOR: the baseline with the first configuration's count times FACTOR
+scaled() {
+    awk -v c="$first" -v f="$1" '!/^#/ && $1 == c {$2 = int($2 * f + 0.5)} {print}' "$base"
+}
+# gate_case NAME WANT_RC BASELINE PATTERN: the gate's exit status, and a line of its output
+gate_case() {
+    "$gate" --compare "$g/today.tsv" --baseline "$3" >"$g/$1.log" 2>&1
+    local rc=$?
+    if ((rc == $2)) && grep -qE "$4" "$g/$1.log" && tail -1 "$g/$1.log" | grep -qE '^[0-9]+ passed, [0-9]+ failed$'; then
+        ok "callgrind-gate/$1"
+    else
+        ko "callgrind-gate/$1" "exit $rc (want $2); $(grep -m1 "$first" "$g/$1.log")"
+    fi
+}
+gate_case same-as-baseline 0 "$base" ' 0 failed$'
+scaled 0.95 >"$g/base-5.txt"
+gate_case 5pc-rise-fails 1 "$g/base-5.txt" "^\| $first \|.*\| \+5\.[0-9] % \| FAIL more than 3 %"
+scaled 0.99 >"$g/base-1.txt"
+gate_case 1pc-rise-passes 0 "$g/base-1.txt" "^\| $first \|.*\| \+1\.[0-9] % \| ok \|"
+grep -v "^$first " "$base" >"$g/base-missing.txt"
+gate_case missing-config-reported 1 "$g/base-missing.txt" "^FAIL $first: not in the baseline"
+cp "$g/today.tsv" "$g/today-ok.tsv"
+awk -v c="$first" -F'\t' -v OFS='\t' '$1 == c {$2 = $4 = "-"; $7 = "failed: boom"} {print}' \
+    "$g/today-ok.tsv" >"$g/today.tsv"
+gate_case failed-run-fails 1 "$base" "^FAIL $first: failed: boom"
 
 echo "$pass passed, $fail failed"
 ((fail == 0))

@@ -101,6 +101,40 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("| 1 | 2.00 (1.00-3.00) | 7.00 |", lines)
         self.assertIn("| 8 | 4.00 (2.00-9.00) | - |", lines)
 
+    def test_ratio_to_the_anchor_is_taken_per_rep(self):
+        R = runner.RunResult
+        # rep by rep: A/V = 2/1, 3/2, 8/2 -> ratios 2.0, 1.5, 4.0
+        results = [R(rep, "latency", c, "ok", rows=[(1, v)], unit="us")
+                   for rep, c, v in ((1, "A", 2.0), (1, "V", 1.0), (2, "A", 3.0), (2, "V", 2.0),
+                                     (3, "A", 8.0), (3, "V", 2.0))]
+        md = runner.markdown_tables(results, ["A", "V"], ["latency"], anchors={"A": "V"})
+        lines = md.splitlines()
+        self.assertIn("| size | A | A / V | V |", lines)
+        self.assertIn("| 1 | 3.00 (2.00-8.00) | 2.00 (1.50-4.00) | 2.00 (1.00-2.00) |", lines)
+        # a rep the anchor lacks gives no ratio
+        self.assertEqual(runner.rep_ratios({"by_rep": {1: {1: 2.0, 2: 4.0}}},
+                                           {"by_rep": {1: {2: 2.0}}}, 1), [2.0])
+        self.assertEqual(runner.fmt_ratio([]), "-")
+
+    def test_groups_are_titled_tables_with_their_anchor_last(self):
+        R = runner.RunResult
+        results = [R(1, "latency", c, "ok", rows=[(1, v)], unit="us")
+                   for c, v in (("D", 1.0), ("X", 3.0), ("V", 2.0))]
+        md = runner.markdown_tables(results, ["D", "X", "V"], ["latency"],
+                                    anchors={"D": "V", "X": "V"},
+                                    groups=[("defaults", ["D"]), ("X changed", ["X"])])
+        heads = [ln for ln in md.splitlines() if ln.startswith("###")]
+        self.assertEqual(len(heads), 2)
+        self.assertTrue(heads[0].startswith("### defaults: latency"))
+        self.assertTrue(heads[1].startswith("### X changed: latency"))
+        self.assertIn("| size | D | D / V | V |", md)
+        self.assertIn("| size | X | X / V | V |", md)
+        self.assertIn("| 1 | 3.00 | 1.50 | 2.00 |", md)
+        # two configurations with one anchor: the anchor once, last
+        md = runner.markdown_tables(results, ["D", "X", "V"], ["latency"],
+                                    anchors={"D": "V", "X": "V"})
+        self.assertIn("| size | D | D / V | X | X / V | V |", md)
+
     def test_most_frequent_error_is_shown(self):
         self.assertEqual(runner.main_error(["x", "y", "y"]), "y")
         self.assertEqual(runner.main_error(["x", "y"]), "x")
@@ -216,6 +250,24 @@ class ConfigTest(unittest.TestCase):
                      "ob1_tcp", "ob1_vader", "osc_pt2pt-ob1_tcp", "osc_pt2pt-mtl_ofi-rxm",
                      "osc_rdma-ob1_tcp", "osc_ucx", "btl_efa_nocoalesce-rxm"):
             self.assertIn(want, names)
+
+    def test_tables_and_anchors_from_the_command_line(self):
+        cp = config_from_text(ConfigTest.INI)
+        cfgs = runner.expand_configs(cp, ["rxm", "shm"], env={})
+        tables = runner.parse_tables(["defaults=mtl_efa", "tcp=ob1_tcp"], cfgs)
+        self.assertEqual(tables, [("defaults", ["mtl_efa-rxm", "mtl_efa-shm"]),
+                                  ("tcp", ["ob1_tcp"])])
+        specs = runner.parse_anchors(["mtl_efa-shm=ob1_tcp", "only_rxm"], cfgs)
+        names = [c.name for c in cfgs]
+        self.assertEqual(runner.anchor_of(specs, names),
+                         {"mtl_efa-shm": "ob1_tcp", "mtl_efa-rxm": "only_rxm-rxm",
+                          "ob1_tcp": "only_rxm-rxm"})
+        # an anchor that is not run gives no ratio
+        self.assertEqual(runner.anchor_of(specs, ["mtl_efa-rxm"]), {})
+        with self.assertRaises(SystemExit):  # two configurations
+            runner.parse_anchors(["mtl_efa"], cfgs)
+        with self.assertRaises(SystemExit):  # no title
+            runner.parse_tables(["mtl_efa"], cfgs)
 
     def test_binding(self):
         params = runner.RunParams(cores=2)
