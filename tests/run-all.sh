@@ -256,6 +256,14 @@ if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
     add_counts "$logdir/bench.log" bench
 fi
 
+# Instructions per 1 B send + receive of every default configuration on one
+# node, against the committed baseline (a rise over 3 % fails; load does not
+# move the count: bench/callgrind-gate.sh).
+echo "== callgrind gate: the defaults' instructions per 1 B send + receive against bench/callgrind-baseline.txt"
+BENCH_BIN_DIR=$build/bench "$top/bench/callgrind-gate.sh" -o "$logdir/callgrind-gate" 2>&1 |
+    tee "$logdir/callgrind-gate.log"
+add_counts "$logdir/callgrind-gate.log" callgrind-gate
+
 # Instrumented builds beside the normal one (scripts/build-instrumented.sh):
 # ASan + UBSan over the unit tests and subsets of the MPI and one-sided
 # suites, ThreadSanitizer over the threaded suites, then every libFuzzer
