@@ -218,9 +218,15 @@ typedef struct mca_btl_efa_module {
     /* What a fragment's provider completion calls (the send path's, given
      * to the pool at init: the pool calls nothing of the layers above). */
     void (*frag_complete)(efa_op_t *op, const efa_cqe_t *cqe);
-    /* Where a frame read from the on-node rings goes (recv.c's dispatch,
-     * set at init: ring.c calls nothing of the layers above it). */
-    void (*deliver)(struct mca_btl_efa_module *btl, const void *buf, size_t len, bool via_ring);
+    /* Where a frame read from the on-node rings goes (recv.c's
+     * mca_btl_efa_ring_frame, set at init and handed to the ring's poll
+     * as it is: ring.c calls nothing of the layers above it). */
+    efa_shm_deliver_fn ring_frame;
+    /* The descriptor and segment that hand the ring's active messages up:
+     * set up once, used only by the thread holding the inbox's poll (one
+     * at a time; a poll inside an upcall returns at once). */
+    mca_btl_efa_recv_des_t ring_des;
+    mca_btl_base_segment_t ring_seg;
     efa_flow_t flow;              /* credits per peer; the endpoints with sends waiting */
     int rma_window;               /* chunks of one put/get in flight */
     size_t frag_size;             /* bytes of one fragment buffer */
@@ -371,6 +377,13 @@ static inline void mca_btl_efa_note_received(mca_btl_efa_module_t *btl, mca_btl_
     }
 }
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
+/* Has drain_pending anything to do: fragments sent through a ring to
+ * finish, or endpoints waiting?  Peeked without the lock (progress calls
+ * drain_pending only then; it looks again under the lock). */
+static inline bool mca_btl_efa_send_work(mca_btl_efa_module_t *btl) {
+    return 0 != __atomic_load_n(&btl->num_ring_done, __ATOMIC_RELAXED) ||
+           0 != btl->flow.num_waiting;
+}
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len);
 void mca_btl_efa_run_done(mca_btl_efa_module_t *btl);
 
@@ -407,8 +420,9 @@ static inline bool mca_btl_efa_upper_alive(const mca_btl_efa_module_t *btl,
 }
 void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
                             fi_addr_t src);
-/* Hand one message (provider or ring) to its handler. */
-void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring);
+/* A frame of the on-node ring (an efa_shm_deliver_fn, arg the module):
+ * to the same handlers as a provider's message. */
+void mca_btl_efa_ring_frame(void *arg, unsigned ring, void *frame, size_t len);
 
 /* btl_efa_mode.c: the one-sided mode agreed by the job */
 enum { EFA_BTL_CAN_PUT = 1, EFA_BTL_CAN_GET = 2, EFA_BTL_CAN_ATOMICS = 4 };
@@ -449,6 +463,9 @@ void mca_btl_efa_ring_add_proc(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
 bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep);
 int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl);
+/* Say once that the inbox dropped corrupted frames (from progress, now and
+ * then: the count only moves when another process wrote into the inbox). */
+void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl);
 /* Does a message of len bytes (header included) to ep go through its ring?
  * Attaches the ring on first use. */
 static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,

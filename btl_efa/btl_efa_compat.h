@@ -49,6 +49,25 @@ static inline void mca_btl_efa_deliver_am(mca_btl_base_module_t *btl,
                                               .cbdata = reg->cbdata};
     reg->cbfunc(btl, &desc);
 }
+
+/* The on-node ring's own descriptor (see the 4.1 branch): 5.0's is small,
+ * filled per message. */
+typedef mca_btl_base_receive_descriptor_t mca_btl_efa_recv_des_t;
+static inline void mca_btl_efa_recv_des_init(mca_btl_efa_recv_des_t *des,
+                                             mca_btl_base_segment_t *seg) {
+    memset(des, 0, sizeof(*des));
+    des->des_segments = seg;
+    des->des_segment_count = 1;
+}
+static inline void mca_btl_efa_deliver_am_des(mca_btl_base_module_t *btl,
+                                              struct mca_btl_base_endpoint_t *ep,
+                                              mca_btl_base_tag_t tag, mca_btl_efa_recv_des_t *des) {
+    const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    des->endpoint = ep;
+    des->tag = tag;
+    des->cbdata = reg->cbdata;
+    reg->cbfunc(btl, des);
+}
 #else
 #include "ompi/mca/rte/rte.h" /* ORTE's job size: 4.1 has none in OPAL */
 #include "opal/threads/mutex.h"
@@ -71,6 +90,26 @@ static inline void mca_btl_efa_deliver_am(mca_btl_base_module_t *btl,
     des.des_segment_count = 1;
     des.order = MCA_BTL_NO_ORDER;
     reg->cbfunc(btl, tag, &des, reg->cbdata);
+}
+
+/* A receive descriptor kept by its user and set up once (the on-node
+ * ring's: one poller at a time), its segment the only thing that changes
+ * per message: the zeroing of a whole descriptor on the stack cost more
+ * than the rest of handing a message up. */
+typedef mca_btl_base_descriptor_t mca_btl_efa_recv_des_t;
+static inline void mca_btl_efa_recv_des_init(mca_btl_efa_recv_des_t *des,
+                                             mca_btl_base_segment_t *seg) {
+    memset(des, 0, sizeof(*des));
+    des->des_segments = seg;
+    des->des_segment_count = 1;
+    des->order = MCA_BTL_NO_ORDER;
+}
+static inline void mca_btl_efa_deliver_am_des(mca_btl_base_module_t *btl,
+                                              struct mca_btl_base_endpoint_t *ep,
+                                              mca_btl_base_tag_t tag, mca_btl_efa_recv_des_t *des) {
+    const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    (void)ep;
+    reg->cbfunc(btl, tag, des, reg->cbdata);
 }
 #endif
 

@@ -98,7 +98,8 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->frag_size = efa_core_msg_max_size(core);
     btl->rma_chunk = btl->frag_size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t);
     btl->frags = NULL;
-    btl->deliver = mca_btl_efa_deliver;
+    btl->ring_frame = mca_btl_efa_ring_frame;
+    mca_btl_efa_recv_des_init(&btl->ring_des, &btl->ring_seg);
     btl->outstanding = 0;
     btl->posted = 0;
     btl->finalizing = false;

@@ -2,24 +2,41 @@
  * btl_efa's progress: what the common progress callback runs after the
  * core's (mca_common_efa_progress_add, from add_procs): frames of the
  * on-node rings, finished operations, now and then one-sided requests left
- * unanswered, and the sends waiting for credits or queue room.
+ * unanswered and the inbox's count of corrupted frames, and the sends
+ * waiting for credits or queue room.
+ *
+ * It runs on every opal_progress call, so each step that mostly has
+ * nothing to do is a test here, inline, and a call only when there is
+ * work: an on-node round trip pays this function twice.
  */
 #include "btl_efa.h"
 
 int mca_btl_efa_component_progress(void) {
-    if (NULL == mca_btl_efa_module.core) {
+    mca_btl_efa_module_t *btl = &mca_btl_efa_module;
+    if (NULL == btl->core) {
         return 0;
     }
-    int n = mca_btl_efa_ring_poll(&mca_btl_efa_module);
-    mca_btl_efa_run_done(&mca_btl_efa_module);
-    /* Unanswered requests are looked for now and then (a clock read per
-     * call would cost more than the rest of an idle progress call). */
-    static unsigned calls;
-    /* Both read and counted by every progressing thread: atomics (relaxed,
-     * only how often the look happens depends on them). */
-    if (__atomic_load_n(&mca_btl_efa_module.outstanding, __ATOMIC_RELAXED) > 0 &&
-        0 == (__atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED) & 1023)) {
-        n += mca_btl_efa_emul_expire(&mca_btl_efa_module);
+    int n = NULL != btl->node ? mca_btl_efa_ring_poll(btl) : 0;
+    if (NULL != btl->done_head) { /* peeked without the lock: run_done takes it */
+        mca_btl_efa_run_done(btl);
     }
-    return n + mca_btl_efa_drain_pending(&mca_btl_efa_module);
+    /* Unanswered requests and dropped frames are looked for now and then
+     * (a clock read per call would cost more than the rest of an idle
+     * progress call).  The count is read and written by every progressing
+     * thread: relaxed atomics, a load and a store (not a locked add: only
+     * how often the look happens depends on it, and a lost count does not
+     * matter). */
+    static unsigned calls;
+    const unsigned call = __atomic_load_n(&calls, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&calls, call, __ATOMIC_RELAXED);
+    if (OPAL_UNLIKELY(0 == (call & 1023))) {
+        if (__atomic_load_n(&btl->outstanding, __ATOMIC_RELAXED) > 0) {
+            n += mca_btl_efa_emul_expire(btl);
+        }
+        mca_btl_efa_ring_check_dropped(btl);
+    }
+    if (mca_btl_efa_send_work(btl)) {
+        n += mca_btl_efa_drain_pending(btl);
+    }
+    return n;
 }

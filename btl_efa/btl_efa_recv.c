@@ -50,9 +50,10 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
 }
 
 /* Hand one active message up (kind: its parse; a truncated or mistagged
- * one is dropped here, with a word at verbose 1). */
+ * one is dropped here, with a word at verbose 1).  via_ring: from the
+ * ring's poll, whose descriptor (btl->ring_des) this thread holds. */
 static void deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                       efa_btl_wire_kind_t kind, const efa_btl_wire_msg_t *msg) {
+                       efa_btl_wire_kind_t kind, const efa_btl_wire_msg_t *msg, bool via_ring) {
     if (!mca_btl_efa_upper_alive(btl, ep)) {
         return; /* nobody left to take it (see frag_finish) */
     }
@@ -70,15 +71,25 @@ static void deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     if (NULL == reg->cbfunc) {
         return;
     }
+    if (via_ring) {
+        btl->ring_seg.seg_addr.pval = (void *)msg->payload;
+        btl->ring_seg.seg_len = msg->payload_len;
+        mca_btl_efa_deliver_am_des(&btl->super, ep, msg->hdr.tag, &btl->ring_des);
+        return;
+    }
     mca_btl_base_segment_t seg;
     seg.seg_addr.pval = (void *)msg->payload;
     seg.seg_len = msg->payload_len;
     mca_btl_efa_deliver_am(&btl->super, ep, msg->hdr.tag, &seg);
 }
 
-/* A ring frame comes with no provider's word on who wrote it. */
-void mca_btl_efa_deliver(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring) {
-    deliver_from(btl, buf, len, via_ring, FI_ADDR_NOTAVAIL);
+/* A ring frame comes with no provider's word on who wrote it.  Called by
+ * the inbox's poll (btl->ring_frame), one thread at a time. */
+void mca_btl_efa_ring_frame(void *arg, unsigned ring, void *frame, size_t len) {
+    mca_btl_efa_module_t *btl = arg;
+    (void)ring;
+    ++btl->ring_received;
+    deliver_from(btl, frame, len, true, FI_ADDR_NOTAVAIL);
 }
 
 /* src: the provider's source of the message (efa_cqe_t.src), checked
@@ -112,7 +123,7 @@ static void deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len,
     case EFA_BTL_WIRE_AM:
     case EFA_BTL_WIRE_AM_TRUNCATED:
     case EFA_BTL_WIRE_AM_BAD_TAG:
-        deliver_am(btl, ep, kind, &msg);
+        deliver_am(btl, ep, kind, &msg, via_ring);
         return;
     case EFA_BTL_WIRE_BATCH: {
         /* Messages packed by the sender's coalescing (btl_efa_batch.c),
@@ -128,7 +139,7 @@ static void deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len,
                                     "the batch dropped");
                 return;
             }
-            deliver_am(btl, ep, entry, &one);
+            deliver_am(btl, ep, entry, &one, via_ring);
         }
         return;
     }

@@ -13,8 +13,8 @@
  * to others: a file planted by someone else is never written into);
  * otherwise the peer is served by the provider.  The component's progress
  * (run by the common progress callback) polls the channel and hands each
- * frame to the same dispatch as a provider message (btl->deliver, which
- * is recv.c's mca_btl_efa_deliver).
+ * frame to the same dispatch as a provider message (btl->ring_frame, which
+ * is recv.c's mca_btl_efa_ring_frame).
  * Frames carry the same bytes as provider messages, so every message type
  * (fragments, one-sided requests and responses, credits) can take either
  * path.
@@ -200,19 +200,18 @@ void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep) {
     ep->ring_state = EFA_BTL_RING_NONE;
 }
 
-static void on_frame(void *arg, unsigned ring, void *frame, size_t len) {
-    mca_btl_efa_module_t *btl = arg;
-    (void)ring;
-    ++btl->ring_received;
-    btl->deliver(btl, frame, len, true);
-}
-
 int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {
     if (NULL == btl->node) {
         return 0;
     }
-    const int n =
-        efa_node_poll(btl->node, EFA_NODE_CHANNEL_BTL, on_frame, btl, EFA_BTL_RING_BUDGET);
+    return efa_node_poll(btl->node, EFA_NODE_CHANNEL_BTL, btl->ring_frame, btl,
+                         EFA_BTL_RING_BUDGET);
+}
+
+void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl) {
+    if (NULL == btl->node) {
+        return;
+    }
     const uint64_t dropped = efa_node_dropped(btl->node); /* the inbox's, any channel */
     if (OPAL_UNLIKELY(dropped != dropped_seen)) {
         if (0 == dropped_seen) {
@@ -223,13 +222,13 @@ int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {
         }
         dropped_seen = dropped;
     }
-    return n;
 }
 
 void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl) {
     if (NULL == btl->node) {
         return;
     }
+    mca_btl_efa_ring_check_dropped(btl);
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: on-node channel: %llu frames sent, %llu received, %llu sends "
                         "found a ring full, %llu corrupted frames dropped",

@@ -415,8 +415,10 @@ static bool drain_peer(void *arg, efa_flow_peer_t *peer) {
     return drain_ep_locked(state->btl, ep, &state->failed);
 }
 
+/* (The receive pool's buffers that could not be posted again are posted
+ * by the core's own progress, efa_core_msg_progress, whenever it polls the
+ * provider that consumed them: nothing of that here.) */
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
-    (void)efa_core_msg_progress(btl->core);
     /* A peek without the lock (finish_ring_done takes it): atomic, as the
      * count changes under the lock in other threads. */
     if (0 != __atomic_load_n(&btl->num_ring_done, __ATOMIC_RELAXED)) {
