@@ -243,6 +243,11 @@ __attribute__((always_inline)) inline int Inbox::poll_range(uint32_t first, uint
     }
     int n = 0;
     const uint32_t end = first + count; // active_ is in ring order
+    // The geometry in locals: deliver is an opaque call, after which the
+    // members would be loaded again for every slot.
+    const uint64_t mask = geo_.nslots - 1;
+    const size_t slot_size = geo_.slot_size;
+    const size_t max_frame = geo_.max_frame();
     for (uint32_t r : active_) {
         if (r < first) {
             continue;
@@ -251,9 +256,10 @@ __attribute__((always_inline)) inline int Inbox::poll_range(uint32_t first, uint
             break;
         }
         RingCtl *ctl = ring(r);
+        uint8_t *const slots = reinterpret_cast<uint8_t *>(ctl) + kRingControl;
         uint64_t t = tails_[r];
         while (n < budget) {
-            uint8_t *s = slot(r, t);
+            uint8_t *s = slots + (t & mask) * slot_size;
             if (__atomic_load_n(reinterpret_cast<uint32_t *>(s + 4), __ATOMIC_ACQUIRE) !=
                 static_cast<uint32_t>(t + 1)) {
                 break; // not written yet
@@ -262,7 +268,7 @@ __attribute__((always_inline)) inline int Inbox::poll_range(uint32_t first, uint
             __builtin_memcpy(&len, s, sizeof(len));
             ++t;
             bool more = true;
-            if (len <= geo_.max_frame()) {
+            if (len <= max_frame) {
                 void *frame = static_cast<void *>(s + kSlotHeader);
                 if constexpr (std::is_same_v<decltype(deliver(r, frame, size_t{})), bool>) {
                     more = deliver(r - first, frame, static_cast<size_t>(len));
