@@ -248,7 +248,8 @@ class ConfigTest(unittest.TestCase):
         names = [c.name for c in runner.expand_configs(cp, ["rxm", "shm", "rxd"], env={})]
         for want in ("mtl_efa-rxm", "mtl_efa-shm", "mtl_efa-rxd", "btl_efa-rxm", "mtl_ofi-rxm",
                      "ob1_tcp", "ob1_vader", "osc_pt2pt-ob1_tcp", "osc_pt2pt-mtl_ofi-rxm",
-                     "osc_rdma-ob1_tcp", "osc_ucx", "btl_efa_nocoalesce-rxm"):
+                     "osc_rdma-ob1_tcp", "osc_rdma-ob1_vader", "osc_ucx",
+                     "btl_efa_nocoalesce-rxm"):
             self.assertIn(want, names)
 
     def test_tables_and_anchors_from_the_command_line(self):
