@@ -432,7 +432,7 @@ static int num_progress_fns = 0;
 static bool progress_registered = false;
 
 /* The second and later added functions (both components loaded). */
-static int progress_more(void) {
+__attribute__((noinline)) static int progress_more(void) {
     int n = 0;
     const int fns = __atomic_load_n(&num_progress_fns, __ATOMIC_ACQUIRE);
     for (int i = 1; i < fns; ++i) {

@@ -34,7 +34,7 @@ template <typename T> inline T relaxed(const std::atomic<T> &v) {
 }
 
 // Something posted through the core is waiting for the provider.
-bool work_in_flight(efa_core *core) {
+inline bool work_in_flight(efa_core *core) {
     const int n = core->nic->num_contexts();
     for (int i = 0; i < n; ++i) {
         efa_ctx *ctx = core->nic->ctx(i);
@@ -46,29 +46,19 @@ bool work_in_flight(efa_core *core) {
     return false;
 }
 
-// Does this call poll the provider?
-bool poll_due(efa_core *core) {
-    if (core->net_interval_ns == 0 || relaxed(core->net_interest) > 0 || work_in_flight(core)) {
-        return true;
-    }
-    const uint32_t calls = relaxed(core->net_idle_calls) + 1;
-    core->net_idle_calls.store(calls, std::memory_order_relaxed);
-    const bool look = calls % kClockEvery == 0;
+// Every kClockEvery-th idle call: is the provider still warm, or is its
+// paced poll due?  (Out of line: the calls in between then need no stack
+// frame at all.)
+__attribute__((noinline)) bool clock_says_poll(efa_core *core) {
+    const uint64_t now = now_ns();
     if (relaxed(core->net_warm)) {
-        if (look) {
-            const uint64_t now = now_ns();
-            if (core->net_events.exchange(false, std::memory_order_relaxed)) {
-                core->net_last_event_ns.store(now, std::memory_order_relaxed);
-            } else if (now - relaxed(core->net_last_event_ns) >= kWarmNs) {
-                core->net_warm.store(false, std::memory_order_relaxed);
-            }
+        if (core->net_events.exchange(false, std::memory_order_relaxed)) {
+            core->net_last_event_ns.store(now, std::memory_order_relaxed);
+        } else if (now - relaxed(core->net_last_event_ns) >= kWarmNs) {
+            core->net_warm.store(false, std::memory_order_relaxed);
         }
         return true;
     }
-    if (!look) {
-        return false;
-    }
-    const uint64_t now = now_ns();
     if (now - relaxed(core->net_last_poll_ns) < core->net_interval_ns) {
         return false;
     }
@@ -76,14 +66,21 @@ bool poll_due(efa_core *core) {
     return true;
 }
 
-} // namespace
-
-extern "C" {
-
-int efa_core_progress_paced(efa_core_t *core) {
-    if (!poll_due(core)) {
-        return 0;
+// Does this call poll the provider?
+inline bool poll_due(efa_core *core) {
+    if (core->net_interval_ns == 0 || relaxed(core->net_interest) > 0 || work_in_flight(core)) {
+        return true;
     }
+    const uint32_t calls = relaxed(core->net_idle_calls) + 1;
+    core->net_idle_calls.store(calls, std::memory_order_relaxed);
+    if (calls % kClockEvery == 0) {
+        return clock_says_poll(core);
+    }
+    return relaxed(core->net_warm);
+}
+
+// The poll itself, and what it tells the pacing.
+__attribute__((noinline)) int poll_now(efa_core *core) {
     const int events = efa_core_progress(core);
     if (events > 0 && core->net_interval_ns != 0) {
         if (!relaxed(core->net_warm)) {
@@ -94,6 +91,16 @@ int efa_core_progress_paced(efa_core_t *core) {
         }
     }
     return events;
+}
+
+} // namespace
+
+extern "C" {
+
+int efa_core_progress_paced(efa_core_t *core) {
+    // The idle call (every on-node message pays several) is a few loads
+    // and a tail call at most.
+    return poll_due(core) ? poll_now(core) : 0;
 }
 
 void efa_core_net_interest(efa_core_t *core, int delta) {
