@@ -54,15 +54,33 @@ enum {
     EFA_RMA_HANDLE_HAS_MR = 1u << 0,
 };
 
-/* The digest of a handle's fields (FNV-1a over the bytes before 'seal'):
- * not a protection against a forger, only against a torn copy. */
+/* The digest of a handle's fields (the bytes before 'seal', eight at a
+ * time: FNV-1a's step on 64-bit words, each followed by a shift-xor so
+ * that a difference in a word's high bits reaches the low ones, folded to
+ * 32 bits): not a protection against a forger, only against a torn copy.
+ * Every put and get to a process of the node checks it, so it is about 30
+ * instructions, where a byte at a time took 300 (as much as the copy). */
 static inline uint32_t efa_rma_handle_digest(const efa_rma_handle_t *h) {
     const unsigned char *p = (const unsigned char *)h;
-    uint32_t d = 2166136261u;
-    for (size_t i = 0; i < offsetof(efa_rma_handle_t, seal); ++i) {
-        d = (d ^ p[i]) * 16777619u;
+    const size_t n = offsetof(efa_rma_handle_t, seal);
+    uint64_t d = 14695981039346656037ull;
+    size_t i = 0;
+    for (; i + sizeof(uint64_t) <= n; i += sizeof(uint64_t)) {
+        uint64_t w;
+        memcpy(&w, p + i, sizeof(w));
+        d = (d ^ w) * 1099511628211ull;
+        d ^= d >> 29;
     }
-    return d;
+    if (i + sizeof(uint32_t) <= n) {
+        uint32_t w;
+        memcpy(&w, p + i, sizeof(w));
+        d = (d ^ w) * 1099511628211ull;
+        i += sizeof(w);
+    }
+    for (; i < n; ++i) {
+        d = (d ^ p[i]) * 1099511628211ull;
+    }
+    return (uint32_t)(d ^ (d >> 32));
 }
 
 /* The owner seals a handle once every other field is final. */
