@@ -54,7 +54,7 @@ static int pack(opal_convertor_t *conv, void *dst, size_t *size) {
  * convertor's pack (60 instructions of a 1-byte send).  The convertor is
  * not advanced: sendi sends all of the data, and its caller is done with
  * the convertor once sendi succeeds. */
-static int copy_out(opal_convertor_t *conv, void *dst, size_t *size) {
+static inline int copy_out(opal_convertor_t *conv, void *dst, size_t *size) {
     if (OPAL_LIKELY((conv->flags & CONVERTOR_NO_OP) &&
                     !(conv->flags & MCA_BTL_EFA_CONVERTOR_DEVICE))) {
         void *src = NULL;

@@ -42,7 +42,9 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
         }
         mca_btl_efa_run_done(btl);
         mca_btl_efa_drain_pending(btl);
-        (void)mca_btl_efa_ring_poll(btl);
+        if (NULL != btl->node) {
+            (void)mca_btl_efa_ring_poll(btl);
+        }
         efa_core_progress(btl->core);
     }
     mca_btl_efa_batch_report(btl);

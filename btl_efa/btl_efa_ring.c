@@ -37,9 +37,6 @@
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"
 
-/* Frames handed up per progress call. */
-#define EFA_BTL_RING_BUDGET 32
-
 /* Corrupted frames the inbox dropped, as last reported. */
 static uint64_t dropped_seen;
 
@@ -198,14 +195,6 @@ void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep) {
         ep->outbox = NULL;
     }
     ep->ring_state = EFA_BTL_RING_NONE;
-}
-
-int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {
-    if (NULL == btl->node) {
-        return 0;
-    }
-    return efa_node_poll(btl->node, EFA_NODE_CHANNEL_BTL, btl->ring_frame, btl,
-                         EFA_BTL_RING_BUDGET);
 }
 
 void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl) {
