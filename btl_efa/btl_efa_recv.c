@@ -123,6 +123,10 @@ deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ri
     if (NULL != ep) {
         mca_btl_efa_note_received(btl, ep, hdr, via_ring);
     }
+    if (OPAL_LIKELY(EFA_BTL_WIRE_AM == kind)) { /* nearly every message: no jump table */
+        deliver_am(btl, ep, kind, &msg, via_ring);
+        return;
+    }
     switch (kind) {
     case EFA_BTL_WIRE_AM:
     case EFA_BTL_WIRE_AM_TRUNCATED:
