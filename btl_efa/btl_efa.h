@@ -209,6 +209,8 @@ typedef struct mca_btl_efa_module {
      * claims decide who may touch and who completes one (efa_inflight.h). */
     efa_inflight_t *reqs; /* id -> efa_btl_rdma_req_t (btl_efa_emul_initiator.c) */
     uint64_t next_req_id;
+    struct efa_btl_rdma_req *free_reqs; /* finished requests kept for reuse (module lock) */
+    int num_free_reqs;
     /* A request chunk's send failed for good (fragment's req_id, status):
      * the initiator's, set by mca_btl_efa_emul_setup.  The send
      * path calls it through here because the initiator sends through the

@@ -45,6 +45,23 @@ typedef struct efa_btl_rdma_req {
     int answered; /* chunks answered (or failed) */
 } efa_btl_rdma_req_t;
 
+/* Requests kept for the next operations (the module's free_reqs, under
+ * its lock): an atomic or small put/get of one node is a few hundred
+ * instructions, and malloc and free took as many again. */
+#define EFA_BTL_FREE_REQS_MAX 64
+
+static void req_put(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (btl->num_free_reqs < EFA_BTL_FREE_REQS_MAX) {
+        req->next = btl->free_reqs;
+        btl->free_reqs = req;
+        ++btl->num_free_reqs;
+        req = NULL;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    free(req);
+}
+
 /* The operation is over (answered, failed or expired) and out of the
  * table, its last claim dropped: its caller is told through the
  * completion callback it gave. */
@@ -57,7 +74,7 @@ static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     if (mca_btl_efa_upper_alive(btl, ep)) {
         mca_btl_efa_rdma_cb_call(btl, ep, &req->cb, req->status);
     }
-    free(req);
+    req_put(btl, req);
 }
 
 static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int index);
@@ -245,10 +262,19 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         return OPAL_ERR_BAD_PARAM;
     }
     const int nchunks = (int)count;
-    efa_btl_rdma_req_t *req = calloc(1, sizeof(*req));
-    if (NULL == req) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    efa_btl_rdma_req_t *req = btl->free_reqs;
+    if (NULL != req) {
+        btl->free_reqs = req->next;
+        --btl->num_free_reqs;
+    }
+    const uint64_t id = ++btl->next_req_id;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (NULL == req && NULL == (req = malloc(sizeof(*req)))) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
+    memset(req, 0, sizeof(*req));
+    req->id = id;
     req->endpoint = ep;
     req->cb = a->cb;
     req->type = type;
@@ -257,18 +283,17 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     req->remote_address = a->remote_address;
     req->rma = rma;
     req->nchunks = nchunks;
-    OPAL_THREAD_LOCK(&btl->lock);
-    req->id = ++btl->next_req_id;
-    OPAL_THREAD_UNLOCK(&btl->lock);
     /* Entered claimed by this call: nothing expires it while its first
      * chunks go out. */
     if (0 != efa_inflight_add(btl->reqs, req->id, req, mca_btl_efa_now())) {
-        free(req);
+        req_put(btl, req);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
-    (void)mca_btl_efa_drain_pending(btl);
+    if (mca_btl_efa_send_work(btl)) {
+        (void)mca_btl_efa_drain_pending(btl);
+    }
     drop_claim(btl, req, rdma_advance(btl, req, OPAL_SUCCESS, 0));
     return OPAL_SUCCESS;
 }
@@ -322,6 +347,8 @@ void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl) {
      * start at a random point: a late answer to an earlier run's request
      * is unlikely to name one in flight. */
     btl->next_req_id = btl->next_key << 16;
+    btl->free_reqs = NULL;
+    btl->num_free_reqs = 0;
     btl->chunk_send_failed = fail_chunk;
 }
 
@@ -330,4 +357,10 @@ void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl) {
      * would be dropped), as before: their memory is left alone. */
     efa_inflight_destroy(btl->reqs);
     btl->reqs = NULL;
+    while (NULL != btl->free_reqs) {
+        efa_btl_rdma_req_t *req = btl->free_reqs;
+        btl->free_reqs = req->next;
+        free(req);
+    }
+    btl->num_free_reqs = 0;
 }
