@@ -143,6 +143,16 @@ python3 "$here/runner.py" "${common[@]}" --title "one-sided on one node (provide
 pn=$(mktemp -d)
 trap 'rm -rf "$pn"' EXIT
 hosts=$(bash "$repo/tests/pretend-nodes.sh" "$pn" 1 | tr '\n' ' ')
+# Figures "between nodes" only where the two ranks are on two nodes: a
+# runtime that places both on one host would measure the on-node paths.
+# shellcheck disable=SC2086 # (hosts: one argument per word)
+spread=$(timeout -k 5 60 mpirun -np 2 --bind-to none $hosts hostname 2>/dev/null | sort -u | tr '\n' ' ') || true
+if [[ $(wc -w <<<"$spread") -ne 2 ]]; then
+    echo "main-job: the 2 ranks of the between-node runs are on the hosts [${spread% }], not on 2;" \
+        "no between-node figures (tests/pretend-nodes.sh, mpirun $(mpirun --version 2>&1 | head -1))" >&2
+    exit 1
+fi
+echo "between-node runs: ranks on ${spread% }"
 step "c. between pretend nodes, provider $prov (output $out-network)"
 python3 "$here/runner.py" "${common[@]}" --title "between pretend nodes (provider $prov)" \
     --launch-args "$hosts" --table "$defaults=mtl_efa-$prov,btl_efa-$prov" \

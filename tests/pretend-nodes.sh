@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # Pretend nodes on this machine, for runs that need Open MPI to see several
 # hosts (processes on different "nodes" are not OPAL_PROC_ON_LOCAL_NODE).
-#   tests/pretend-nodes.sh DIR SLOTS
+#   tests/pretend-nodes.sh DIR SLOTS [slot|node]
 # writes DIR/hosts (hosts 127.0.0.1 .. 127.0.0.8, SLOTS slots each) and
 # DIR/ssh, a stand-in for ssh that runs Open MPI's daemon here with a
 # session directory of its own per pretend node (daemons sharing one race to
 # create it; PRRTE's daemons read PRTE_MCA_prte_tmpdir_base, ORTE's
 # OMPI_MCA_orte_tmpdir_base), and prints the mpirun arguments that use them,
-# one per line.
+# one per line, with the ranks' placement: --map-by slot (the default: SLOTS
+# ranks on the first node, then the next) or --map-by node (round-robin).
+# The placement is always named: with --oversubscribe and no --map-by,
+# Open MPI 5.0's runtime (PRRTE 3.0) maps by core and puts every rank on the
+# first host whatever its slots, so that "between nodes" would be one node.
+# Callers give the placement here, not a second --map-by (5.0 refuses two).
 set -eu
 dir=$1
 slots=$2
+policy=${3:-slot}
+case $policy in
+slot | node) ;;
+*) echo "pretend-nodes.sh: placement '$policy' is neither slot nor node" >&2; exit 2 ;;
+esac
 mkdir -p "$dir"
 for i in 1 2 3 4 5 6 7 8; do echo "127.0.0.$i slots=$slots"; done >"$dir/hosts"
 cat >"$dir/ssh" <<EOS
@@ -31,7 +41,7 @@ fi
 exec /bin/sh -c "\$*"
 EOS
 chmod +x "$dir/ssh"
-printf '%s\n' --hostfile "$dir/hosts" --mca plm_rsh_agent "$dir/ssh"
+printf '%s\n' --hostfile "$dir/hosts" --map-by "$policy" --mca plm_rsh_agent "$dir/ssh"
 # Without a host name per pretend node, coll/han (Open MPI 5.0's default for
 # communicators spanning nodes) sees them inconsistently: processes pick
 # different collective algorithms and wait for each other for ever, whatever

@@ -26,8 +26,8 @@ pretend_nodes_ok() {
     local bindir=$1 cache=$2 dir out
     if [ ! -f "$cache" ]; then
         dir=$(mktemp -d /tmp/pretend-check.XXXXXX)
-        if out=$(timeout -k 5 30 mpirun -np 2 --bind-to none --map-by node \
-            $("$(dirname "${BASH_SOURCE[0]}")/pretend-nodes.sh" "$dir" 1 | tr '\n' ' ') \
+        if out=$(timeout -k 5 30 mpirun -np 2 --bind-to none \
+            $("$(dirname "${BASH_SOURCE[0]}")/pretend-nodes.sh" "$dir" 1 node | tr '\n' ' ') \
             --mca pml ob1 --mca btl tcp,self -x MPI_TEST_TIMEOUT=20 \
             "$bindir/pingpong" -s 64 -i 2 2>&1) && grep -q "^ok pingpong" <<<"$out"; then
             echo ok >"$cache"

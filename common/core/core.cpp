@@ -300,6 +300,7 @@ void efa_core_release(efa_core_t *core) {
     if (!core || --core->refcount > 0) {
         return;
     }
+    uint64_t completions = 0;
     for (int i = 0; i < core->nic->num_contexts(); ++i) {
         efa_ctx *c = core->nic->ctx(i);
         uint64_t n = c->tx_backlog.deferred.load() + c->rx_backlog.deferred.load() +
@@ -308,7 +309,11 @@ void efa_core_release(efa_core_t *core) {
             core->rep.say(10, "context " + std::to_string(i) + ": " + std::to_string(n) +
                                   " posts waited for provider queue space");
         }
+        completions += c->completions.load(std::memory_order_relaxed);
     }
+    core->rep.say(1, std::string("provider ") + core->nic->info()->fabric_attr->prov_name + ": " +
+                         std::to_string(completions) + " completions read over " +
+                         std::to_string(core->nic->num_contexts()) + " endpoint(s)");
     for (auto &kv : core->peers) {
         free(kv.second.peer);
     }

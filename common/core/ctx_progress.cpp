@@ -177,6 +177,9 @@ __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
     ssize_t n = source ? fi_cq_readfrom(ctx->cq, entries, static_cast<size_t>(batch), srcs)
                        : fi_cq_read(ctx->cq, entries, static_cast<size_t>(batch));
     if (n > 0) {
+        ctx->completions.store(ctx->completions.load(std::memory_order_relaxed) +
+                                   static_cast<uint64_t>(n),
+                               std::memory_order_relaxed);
         for (ssize_t i = 0; i < n; ++i) {
             auto *op = static_cast<efa_op_t *>(entries[i].op_context);
             if (!op) {

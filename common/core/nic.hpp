@@ -72,6 +72,12 @@ struct efa_ctx {
     // of the pool that stay posted for ever are not counted): while any
     // is in flight, efa_core_progress_paced polls on every call.
     std::atomic<int> inflight{0};
+
+    // Statistics: completions read from the CQ over the context's life,
+    // reported when the core closes (a job's proof that its traffic
+    // crossed the provider).  A relaxed load and store: concurrent pollers
+    // under MPI_THREAD_MULTIPLE may lose a count, never invent one.
+    std::atomic<uint64_t> completions{0};
 };
 
 namespace efa {

@@ -6,11 +6,13 @@
 # runner's NPASS and NFAIL and reports its RUN_ARGS.
 
 # expected_lines LABEL CONFIG: sets ALSO and ALSO2 to the patterns (if any)
-# that the log of the variant LABEL must match besides its "ok" line.
+# that the log of the variant LABEL must match besides its "ok" line, and
+# EACH to one (if any) that it must match once per process.
 expected_lines() {
     local label=$1 cfg=$2
     ALSO=""
     ALSO2=""
+    EACH=""
     # pingpong+ring: frames must have gone through the rings.
     [[ $label == *+ring ]] && ALSO="on-node channel: [1-9][0-9]* frames sent"
     [[ $label == *+ring && $cfg == cm-efa-onnode-stream ]] &&
@@ -51,6 +53,10 @@ expected_lines() {
         ALSO2="mtl:efa: on-node channel: .*[1-9][0-9]* streamed"
     fi
     [[ $label == *+pack ]] && ALSO="mtl:efa: own matching: [1-9][0-9]* provider messages sent \\([1-9][0-9]* packing several,"
+    # span: every process (EACH: as many lines as processes) read
+    # completions from the provider, so its peers on the other node were
+    # reached through it.
+    [[ $label == span ]] && EACH="common:efa: provider [^ ]+: [1-9][0-9]* completions read"
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
     if [[ $label == *+mixed ]]; then
         ALSO="mtl:efa: on-node channel: [1-9][0-9]* frames sent"
@@ -100,7 +106,8 @@ report() {
     secs=$(awk -v a="$t0" -v b="$(now_ns)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
     if [[ $rc -eq 0 ]] && grep -q -a -E "$okpat" "$log" &&
         { [[ -z $also ]] || grep -q -a -E "$also" "$log"; } &&
-        { [[ -z $also2 ]] || grep -q -a -E "$also2" "$log"; }; then
+        { [[ -z $also2 ]] || grep -q -a -E "$also2" "$log"; } &&
+        { [[ -z ${EACH:-} ]] || [[ $(grep -c -a -E "$EACH" "$log") -ge $np ]]; }; then
         echo "PASS $label $cfg np=$np (${secs}s${RUN_ARGS:+, args: $RUN_ARGS})"
         NPASS=$((NPASS + 1))
     else
@@ -108,6 +115,7 @@ report() {
         why=$(fail_reason "$rc" "$log" "$tmo")
         if [[ $rc -eq 0 ]] && grep -q -a -E "$okpat" "$log"; then
             why="the program passed, but no line matches \"$also\"${also2:+ and \"$also2\"}"
+            [[ -n ${EACH:-} ]] && why="the program passed, but fewer than $np lines (one per process) match \"$EACH\""
         fi
         echo "FAIL $label $cfg np=$np ($why; ${secs}s)"
         NFAIL=$((NFAIL + 1))

@@ -118,6 +118,13 @@ config_args() {
 
 is_efa_config() { [[ $1 == *-efa-* ]]; }
 
+# Do this configuration's ranks span nodes (pretend nodes, namespace hosts)?
+# Its span run checks that they do, and that every rank's traffic crossed
+# the provider.
+spans_nodes_config() {
+    [[ $1 == cm-efa-mixed* || $1 == cm-efa-own-* || $1 == cm-efa-direct-* || $1 == *-netns ]]
+}
+
 # Does btl_efa's on-node channel carry this configuration's messages?
 # (cm-efa-onnode*: mtl_efa's own rings)
 # (*-netns: pingpong's two ranks are on different hosts)

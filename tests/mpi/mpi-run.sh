@@ -29,11 +29,24 @@ run_logged() {
 # a command line that can be pasted back into a shell
 quote_cmd() { printf '%q ' "$@"; }
 
-# mpirun_cmd NP TIMEOUT -- sets CMD to the mpirun prefix (without program)
+# mpirun_cmd NP TIMEOUT [extra mpirun args...] -- sets CMD to the mpirun
+# prefix (without program).  A --map-by among the extra arguments replaces
+# the configuration's (Open MPI 5.0's mpirun refuses two).
 mpirun_cmd() {
-    local np=$1 tmo=$2
-    CMD=(timeout -k 15 "$tmo" mpirun -np "$np" "${COMMON_ARGS[@]}" "${CFG_ARGS[@]}"
-        -x MPI_TEST_TIMEOUT=$((tmo > 20 ? tmo - 10 : tmo)) "${EXTRA_ARGS[@]}")
+    local np=$1 tmo=$2 cfg_args=("${CFG_ARGS[@]}") i
+    shift 2
+    if [[ " $* " == *" --map-by "* ]]; then
+        cfg_args=()
+        for ((i = 0; i < ${#CFG_ARGS[@]}; ++i)); do
+            if [[ ${CFG_ARGS[i]} == --map-by ]]; then
+                ((++i))
+                continue
+            fi
+            cfg_args+=("${CFG_ARGS[i]}")
+        done
+    fi
+    CMD=(timeout -k 15 "$tmo" mpirun -np "$np" "${COMMON_ARGS[@]}" "${cfg_args[@]}"
+        -x MPI_TEST_TIMEOUT=$((tmo > 20 ? tmo - 10 : tmo)) "${EXTRA_ARGS[@]}" "$@")
 }
 
 # run_test TEST LABEL CONFIG NP [extra mpirun args...]
@@ -50,8 +63,8 @@ run_test() {
     log="$LOG_DIR/$cfg/$label-np$np.log"
     read -r -a args <<<"$(test_args "$t" "$cfg" "$np")"
     RUN_ARGS="${args[*]}"
-    mpirun_cmd "$np" "$tmo"
-    CMD+=("$@" "$BIN_DIR/$t" "${args[@]}")
+    mpirun_cmd "$np" "$tmo" "$@"
+    CMD+=("$BIN_DIR/$t" "${args[@]}")
     if [[ $LIST == 1 ]]; then
         quote_cmd "${CMD[@]}"; echo
         return
@@ -72,6 +85,7 @@ run_test() {
 # NetPIPE: an integrity-check run then a short performance run.
 run_netpipe() {
     RUN_ARGS=""
+    EACH=""
     local cfg=$1 np=2 tmo log t0 rc=0 out upper reps reason
     if [[ $LIST != 1 ]] && reason=$(known_defect netpipe "$cfg" "$np"); then
         echo "SKIP netpipe $cfg np=$np ($(skip_kind "$reason")$reason)"

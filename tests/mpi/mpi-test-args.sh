@@ -36,6 +36,7 @@ test_args() {
     local t=$1 cfg=$2 np=$3 q=$QUICK
     case $t in
     pingpong) [[ $q == 1 ]] && echo "-s 1M -i 3" ;;
+    span) echo "-n 2" ;;
     many_outstanding)
         # ofi_rxd stops completing tagged operations with more than about
         # 1000 in flight (a provider defect, see known_defect): below that.

@@ -25,7 +25,13 @@
 #       tcp;ofi_rxm between them), so that with 4 or 8 processes
 #       MPI_COMM_WORLD spans nodes: peers on one node take the rings, the
 #       others the provider, and ANY_SOURCE receives are posted to both; its
-#       ordering runs once more with 4 processes to check that.
+#       ordering runs once more with 4 processes to check that.  Every
+#       configuration whose ranks span nodes (cm-efa-mixed*, cm-efa-own-*,
+#       cm-efa-direct-*, *-netns) runs "span" with 4 processes after its
+#       pingpong: each rank prints its node and which peers are on it, and
+#       the run fails unless there are 2 nodes, Open MPI's locality agrees
+#       with the host names, and every process read completions from the
+#       provider (common:efa's closing line).
 #       btl_efa's on-node channel (shared-memory rings) is on in every
 #       ob1-efa-* configuration, and its pingpong runs once more with
 #       common_efa_verbose to check that the rings carried messages
@@ -276,6 +282,12 @@ for cfg in $CONFIGS; do
             # ... or, with reads off, streamed as provider messages
             run_test "$t" "$t+stream" "$cfg" 2 --map-by node --mca mtl_efa_net_read_min 0 \
                 --mca common_efa_verbose 1
+        fi
+        if [[ $t == pingpong ]] && spans_nodes_config "$cfg"; then
+            # the ranks are on 2 nodes by Open MPI's own locality and by
+            # host name, and every rank's component read completions from
+            # the provider
+            run_test span span "$cfg" 4 --mca common_efa_verbose 1
         fi
         if [[ $t == pingpong ]] && is_ring_config "$cfg"; then
             run_test "$t" "$t+ring" "$cfg" 2 --mca common_efa_verbose 1

@@ -117,7 +117,7 @@ log=$(mktemp -d /tmp/osc-tests.XXXXXX)
 # -F: a host file of pretend nodes (one slot each) and an "ssh" that runs
 # the daemon here.
 if [ $fake_nodes = 1 ]; then
-    extra="$extra $("$(dirname "$0")/../pretend-nodes.sh" "$log" 1 | tr '\n' ' ') --map-by node"
+    extra="$extra $("$(dirname "$0")/../pretend-nodes.sh" "$log" 1 node | tr '\n' ' ')"
 fi
 
 # config_args CONFIG: the mpirun arguments of PML-PROVIDER[-MODE]
