@@ -88,6 +88,10 @@ echo "== layout: one on-node stack per process (no component progress hook or in
 "$top/tests/check-layout.sh" 2>&1 | tee "$logdir/layout.log"
 add_counts "$logdir/layout.log" layout
 
+echo "== the documents name only paths that exist (README.md, docs/*.md)"
+"$top/tests/check-doc-paths.sh" 2>&1 | tee "$logdir/docpaths.log"
+add_counts "$logdir/docpaths.log" docpaths
+
 echo "== Python through python3-mpi4py (MPI_THREAD_MULTIPLE): probe, mprobe, isend/irecv, a window"
 "$top/tests/mpi4py/run-mpi4py-tests.sh" "$compdir" 2>&1 | tee "$logdir/mpi4py.log"
 add_counts "$logdir/mpi4py.log" mpi4py
