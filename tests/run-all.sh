@@ -46,8 +46,14 @@ mkdir -p "$logdir"
 total_pass=0
 total_fail=0
 total_skip=0
+# Each suite's wall time (since the previous suite's count), printed at the
+# end: where CI's minutes go.
+suite_start=$SECONDS
+suite_times=("$(printf '%5d s  %s' $SECONDS "dependencies and build")")
 add_counts() { # add the "N passed, N failed[, N skipped]" of a suite's log
     local line p f k
+    suite_times+=("$(printf '%5d s  %s' $((SECONDS - suite_start)) "$2")")
+    suite_start=$SECONDS
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
     if [ -z "$line" ]; then
         echo "run-all: $2 printed no result line (counted as one failure)"
@@ -305,6 +311,8 @@ for kind in asan tsan fuzz; do
 done
 
 echo "logs: $logdir"
+echo "time per suite (total $((SECONDS / 60)) min):"
+printf '  %s\n' "${suite_times[@]}"
 if [ $total_skip -gt 0 ]; then
     echo "skipped (each listed above as SKIP with its reason):"
     grep -h '^SKIP ' "$logdir"/*.log | sed 's/^/  /'
