@@ -456,7 +456,7 @@ static const char *choose_send_path(mca_btl_efa_module_t *btl, efa_core_t *core,
      * message, which rxd cuts into datagrams without a handshake, where
      * ob1's rendezvous takes its header, an RDMA read that rxd emulates
      * (request and answer) and a FIN: 16 KiB 68 -> 48 us, 32 KiB 109 -> 90
-     * between pretend nodes (docs/PERFORMANCE.md, session 18).
+     * between pretend nodes (docs/PERFORMANCE.md, "ob1 + btl_efa at 16 KiB").
      * tcp;ofi_rxm keeps 16 KiB: a message above its 16 KiB eager buffer
      * takes rxm's own rendezvous, so eager measured the same as ob1's
      * (36 against 35 us at 16 KiB).  The efa provider keeps 16 KiB until

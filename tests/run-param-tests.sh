@@ -259,7 +259,7 @@ expect_output device-rdma-all-emulated "btl:efa: put executed by the target \(th
 expect_output device-rdma-unknown-keeps-native "btl:efa: put native \(provider RMA\), get native \(provider RMA\)" "${ob1rxm[@]}"
 # btl_efa's eager limit: 16 KiB on one node and on tcp;ofi_rxm; between
 # nodes on udp;ofi_rxd every fragment up to max_send_size goes eager
-# (session 18 of docs/PERFORMANCE.md), unless the user set the limit.
+# (docs/PERFORMANCE.md, "ob1 + btl_efa at 16 KiB"), unless the user set the limit.
 pn=$(mktemp -d)
 mapfile -t apart < <(bash "$(dirname "$0")/pretend-nodes.sh" "$pn" 1)
 ob1rxd=(--mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include "udp;ofi_rxd"

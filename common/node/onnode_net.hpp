@@ -122,8 +122,8 @@ struct NetParams {
     // One send buffer: the largest provider message, header included.  No
     // more than tcp;ofi_rxm's eager buffer (16 KiB): at 64 bytes over, every
     // streamed chunk took rxm's large-message protocol, and own matching's
-    // latency was 1.4x today's at 32 KiB and 2x at 128 KiB (session 16,
-    // docs/PERFORMANCE.md).  Raised where eager messages need more
+    // latency was 1.4x this one's at 32 KiB and 2x at 128 KiB (2847155,
+    // 2026-11-26; docs/PERFORMANCE.md).  Raised where eager messages need more
     // (mtl_efa_net_eager_max), capped by the provider's limit.
     size_t buf_size = 16 * 1024;
     uint32_t max_bufs = 512;      // send buffers at most (allocated 32 at a time)

@@ -25,7 +25,7 @@ known_defect() {
     cm-efa-shm:send_progress:* | cm-efa-shm:threads:*)
         echo "shm completes a send only once every earlier send has been received" \
             "(tests/provider-defects/shm_send_completion_order.c); under threads that deadlocks" \
-            "at times (2 CI runs of 6 this session, both ranks stopped)" ;;
+            "at times (2 CI runs of 6 on 2026-11-23, both ranks stopped)" ;;
     cm-efa-shm:probe:* | cm-efa-shm:cancel:*)
         echo "shm never completes an FI_PEEK that finds no message" ;;
     cm-efa-rxd:probe:*)
@@ -34,7 +34,7 @@ known_defect() {
         echo "ofi_rxd corrupts or stalls data under concurrent threads (FI_THREAD_SAFE)" ;;
     cm-efa-rxd:collectives:*)
         echo "ofi_rxd stalls collectives over mtl_efa's provider path at times (3 of 6 runs at np 4" \
-            "under load with this build and the same with the build before session 5: 3 of 6)" ;;
+            "under load, the same before and after mtl_efa's on-node path: 3 of 6)" ;;
     cm-efa-rxd:many_outstanding:*)
         echo "ofi_rxd truncates or stalls tagged messages with hundreds in flight on a loaded" \
             "machine (2 of 12 runs at 1000, 2 of 10 at 500; the build before mtl_efa's on-node path: 2 of 12)" ;;
