@@ -446,7 +446,7 @@ static inline void mca_btl_efa_mode_ready(mca_btl_efa_module_t *btl) {
 void mca_btl_efa_mode_add_peer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                const opal_proc_t *proc);
 
-/* The component's progress (btl_efa_component.c), run by the common
+/* The component's progress (btl_efa_progress.c), run by the common
  * progress callback (btl_progress is NULL). */
 int mca_btl_efa_component_progress(void);
 

@@ -3,7 +3,7 @@
  * from another process (a provider message or an on-node ring slot) before
  * the BTL acts on it.  Pure C without Open MPI's headers, so that the
  * fuzzer (tests/fuzz/fuzz_btl_wire.cpp) runs the very checks the BTL runs
- * (mca_btl_efa_deliver in btl_efa_recv.c, the emulated one-sided target
+ * (deliver_from in btl_efa_recv.c, the emulated one-sided target
  * and initiator in btl_efa_emul_target.c and btl_efa_emul_initiator.c).
  * Peers of one job share the architecture (no byte swap).
  */
