@@ -19,7 +19,7 @@
 #include "common_efa.h"
 #include "mtl_efa_compat.h"
 #include "efa_core.h"
-#include "efa_onnode.h"
+#include "efa_engine.h"
 #include "efa_tsan.h"
 #include "efa_tag.h"
 
@@ -47,8 +47,10 @@ typedef struct mca_mtl_efa_module_t {
     efa_ctx_t **ctxs; /* by context index, looked up once at init */
     bool mr_local;    /* pass registered descriptors with every buffer */
     bool mt;          /* MPI_THREAD_MULTIPLE: completions may race */
-    /* The on-node path (mtl_efa_onnode.c); NULL when off. */
-    efa_onnode_t *onnode;
+    /* The matching engine (mtl_efa_engine.c): the rings to this node's
+     * processes and, under own matching, the net link to other nodes; NULL
+     * when off. */
+    efa_engine_t *engine;
     efa_node_t *node; /* the process's shared on-node stack, while the engine serves a channel */
     struct mtl_efa_path_table *comm_paths; /* by communicator id: MTL_EFA_PATH_* */
     uint8_t *peer_onnode;                  /* by vpid: 0 unknown, 1 has an inbox, 2 has none */
@@ -109,7 +111,7 @@ typedef struct mca_mtl_efa_request_t {
     bool is_send;
     bool free_buffer; /* the buffer was allocated to pack a datatype */
     bool cancelled;
-    bool onnode;  /* travels by the on-node path (on, not op) */
+    bool by_engine; /* travels by the matching engine (on, not op) */
     bool on_sent; /* on-node send: its completion ran (MPI_Cancel of a buffered one waits) */
     bool dual;    /* ANY_SOURCE receive posted to the provider (op) and the rings (on) */
     void *buffer;
@@ -118,7 +120,7 @@ typedef struct mca_mtl_efa_request_t {
     struct ompi_communicator_t *comm;
     efa_ctx_t *ctx;
     efa_mr_t *mr;
-    efa_onnode_req_t on; /* the on-node path's request */
+    efa_engine_req_t on; /* the engine's request */
     /* An ANY_SOURCE receive the provider holds, on mtl_efa_any.c's list
      * (under its lock) until the provider hands it back. */
     struct mca_mtl_efa_request_t *any_prev, *any_next;
@@ -219,7 +221,7 @@ void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req);
 
 /* How a communicator's messages travel, decided in add_comm. */
 #define MTL_EFA_PATH_PROVIDER 0 /* every peer through the provider */
-#define MTL_EFA_PATH_ONNODE 1   /* every process on this node: the rings */
+#define MTL_EFA_PATH_ENGINE 1   /* every peer by the engine: rings here, under own matching its net link */
 #define MTL_EFA_PATH_MIXED 2    /* peers on this node by the rings, the others by the provider */
 /* A bit beside the path: every process of the communicator is reached by
  * the rings (under own matching the on-node path also carries peers on
@@ -244,45 +246,45 @@ static inline bool ompi_mtl_efa_comm_all_here(const struct ompi_communicator_t *
 }
 
 /* In a mixed communicator: is 'rank' a process the rings reach? */
-bool ompi_mtl_efa_onnode_peer(struct ompi_communicator_t *comm, int rank);
+bool ompi_mtl_efa_engine_peer(struct ompi_communicator_t *comm, int rank);
 
-/* Do messages to or from 'rank' (not MPI_ANY_SOURCE) take the rings? */
-static inline bool ompi_mtl_efa_use_rings(struct ompi_communicator_t *comm, int rank) {
+/* Do messages to or from 'rank' (not MPI_ANY_SOURCE) take the engine? */
+static inline bool ompi_mtl_efa_use_engine(struct ompi_communicator_t *comm, int rank) {
     const int path = ompi_mtl_efa_comm_path(comm);
     return MTL_EFA_PATH_PROVIDER != path &&
-           (MTL_EFA_PATH_ONNODE == path || ompi_mtl_efa_onnode_peer(comm, rank));
+           (MTL_EFA_PATH_ENGINE == path || ompi_mtl_efa_engine_peer(comm, rank));
 }
 
 /* Own matching (mtl_efa_own.c): fills the engine's parameters for peers
  * on other nodes; false when matching stays with the provider. */
-struct efa_onnode_params;
-bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p);
+struct efa_engine_params;
+bool ompi_mtl_efa_own_setup(struct efa_engine_params *p);
 /* Does the engine carry this communicator whole (every process of it in
  * this job)? */
 bool ompi_mtl_efa_own_comm(struct ompi_communicator_t *comm);
 /* Is process vpid of this job on this node? */
 bool ompi_mtl_efa_vpid_local(uint32_t vpid);
 
-/* The on-node path (mtl_efa_onnode.c). */
-int ompi_mtl_efa_onnode_init(bool thread_multiple);
-void ompi_mtl_efa_onnode_fini(void);
-int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm);
-void ompi_mtl_efa_onnode_del_comm(struct ompi_communicator_t *comm);
-int ompi_mtl_efa_onnode_isend(struct ompi_communicator_t *comm, int dest, int tag,
+/* The matching engine's glue (mtl_efa_engine.c). */
+int ompi_mtl_efa_engine_init(bool thread_multiple);
+void ompi_mtl_efa_engine_fini(void);
+int ompi_mtl_efa_engine_add_comm(struct ompi_communicator_t *comm);
+void ompi_mtl_efa_engine_del_comm(struct ompi_communicator_t *comm);
+int ompi_mtl_efa_engine_isend(struct ompi_communicator_t *comm, int dest, int tag,
                               mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req);
-int ompi_mtl_efa_onnode_send(struct ompi_communicator_t *comm, int dest, int tag,
+int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag,
                              mca_pml_base_send_mode_t mode, void *buffer, size_t length,
                              bool free_buffer);
-int ompi_mtl_efa_onnode_irecv(struct ompi_communicator_t *comm, int src, int tag,
+int ompi_mtl_efa_engine_irecv(struct ompi_communicator_t *comm, int src, int tag,
                               mca_mtl_efa_request_t *req);
-int ompi_mtl_efa_onnode_iprobe(struct ompi_communicator_t *comm, int src, int tag, bool claim,
+int ompi_mtl_efa_engine_iprobe(struct ompi_communicator_t *comm, int src, int tag, bool claim,
                                int *flag, struct ompi_message_t **message,
                                struct ompi_status_public_t *status);
-int ompi_mtl_efa_onnode_imrecv(struct ompi_message_t *message, mca_mtl_efa_request_t *req);
-void ompi_mtl_efa_onnode_cancel(mca_mtl_efa_request_t *req);
+int ompi_mtl_efa_engine_imrecv(struct ompi_message_t *message, mca_mtl_efa_request_t *req);
+void ompi_mtl_efa_engine_cancel(mca_mtl_efa_request_t *req);
 /* The rings' half of a dual receive: 1 complete now, 2 taken (completes
  * later), 0 posted (post the provider's half next), or an error. */
-int ompi_mtl_efa_onnode_irecv_partnered(struct ompi_communicator_t *comm, int tag,
+int ompi_mtl_efa_engine_irecv_partnered(struct ompi_communicator_t *comm, int tag,
                                         mca_mtl_efa_request_t *req);
 
 /* The watch on ANY_SOURCE receives at the provider (mtl_efa_any.c): on

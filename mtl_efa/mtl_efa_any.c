@@ -5,7 +5,7 @@
  * for no address: nothing the core's peer deadline tracks, since it waits
  * on nobody in particular.  A peer whose host drops off the data network
  * would leave it posted for ever when that peer was the one to send.
- * ULFM's rule, which own matching follows too (onnode_engine_watch.cpp):
+ * ULFM's rule, which own matching follows too (engine_watch.cpp):
  * such a receive fails once a member of its communicator (the remote
  * group of an inter-communicator) is lost, since that member may be the
  * only one that would ever send what it waits for.

@@ -90,7 +90,7 @@ static mca_mtl_base_module_t *ompi_mtl_efa_component_init(MTL_EFA_INIT_PARAMS) {
         mca_common_efa_release(core);
         return NULL;
     }
-    if (OMPI_SUCCESS != ompi_mtl_efa_onnode_init(enable_mpi_threads)) {
+    if (OMPI_SUCCESS != ompi_mtl_efa_engine_init(enable_mpi_threads)) {
         free(ompi_mtl_efa.ctxs);
         ompi_mtl_efa.ctxs = NULL;
         mca_common_efa_release(core);

@@ -176,20 +176,20 @@ int ompi_mtl_efa_add_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communi
             return OMPI_ERR_OUT_OF_RESOURCE;
         }
     }
-    return ompi_mtl_efa_onnode_add_comm(comm);
+    return ompi_mtl_efa_engine_add_comm(comm);
 }
 
 int ompi_mtl_efa_del_comm(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm) {
     (void)mtl;
     ompi_mtl_efa_any_comm_freed(comm);
-    ompi_mtl_efa_onnode_del_comm(comm);
+    ompi_mtl_efa_engine_del_comm(comm);
     return OMPI_SUCCESS;
 }
 
 int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl) {
     (void)mtl;
     ompi_mtl_efa_any_fini();
-    ompi_mtl_efa_onnode_fini();
+    ompi_mtl_efa_engine_fini();
     mca_common_efa_release(ompi_mtl_efa.core);
     ompi_mtl_efa.core = NULL;
     free(ompi_mtl_efa.ctxs);

@@ -2,7 +2,7 @@
  * mtl_efa's own matching (mtl_efa_matching = own, or auto on the providers
  * where it was measured to pay): the on-node engine
  * carries every peer of the job, those on this node through its rings and
- * the others through the provider's untagged messages (common/onnode_net),
+ * the others through the provider's untagged messages (common/net_link),
  * and matches every message itself.  The provider's tag matching is then
  * not used for this job's communicators: ANY_SOURCE in a communicator that
  * spans nodes needs no receive posted in two places, and several small
@@ -88,11 +88,11 @@ static uint32_t source_vpid(void *arg, uint32_t cid, int32_t src) {
     (void)arg;
     ompi_communicator_t *comm = ompi_comm_lookup(cid);
     if (NULL == comm || src < 0 || src >= peer_count(comm)) {
-        return EFA_ONNODE_NO_VPID;
+        return EFA_ENGINE_NO_VPID;
     }
     const ompi_proc_t *proc = ompi_comm_peer_lookup(comm, src);
     if (NULL == proc || proc->super.proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
-        return EFA_ONNODE_NO_VPID;
+        return EFA_ENGINE_NO_VPID;
     }
     return proc->super.proc_name.vpid;
 }
@@ -112,7 +112,7 @@ static size_t comm_members(void *arg, uint32_t cid, uint32_t *vpids, size_t max)
     const int n = peer_count(comm);
     for (int i = 0; i < n && (size_t)i < max; ++i) {
         const opal_process_name_t name = ompi_group_get_proc_name(comm->c_remote_group, i);
-        vpids[i] = name.jobid == OPAL_PROC_MY_NAME.jobid ? name.vpid : EFA_ONNODE_NO_VPID;
+        vpids[i] = name.jobid == OPAL_PROC_MY_NAME.jobid ? name.vpid : EFA_ENGINE_NO_VPID;
     }
     return n > 0 ? (size_t)n : 0;
 }
@@ -133,7 +133,7 @@ static bool own_measured_to_pay(const char *provider) {
     return false;
 }
 
-bool ompi_mtl_efa_own_setup(struct efa_onnode_params *p) {
+bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
     const mtl_efa_params_t *mp = &ompi_mtl_efa_params;
     ompi_mtl_efa.own_matching = false;
     const efa_core_info_t *info = efa_core_get_info(ompi_mtl_efa.core);

@@ -1,6 +1,6 @@
 /*
  * mtl_efa's MCA parameters of the on-node channel and of matching, and
- * their checks.  Read at init (mtl_efa_onnode.c, mtl_efa_own.c).
+ * their checks.  Read at init (mtl_efa_engine.c, mtl_efa_own.c).
  */
 #include "mtl_efa.h"
 

@@ -18,7 +18,7 @@
 
 static bool peer_has_inbox(const ompi_proc_t *proc);
 
-bool ompi_mtl_efa_onnode_peer(struct ompi_communicator_t *comm, int rank) {
+bool ompi_mtl_efa_engine_peer(struct ompi_communicator_t *comm, int rank) {
     ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
     return NULL != proc && proc->super.proc_name.jobid == OPAL_PROC_MY_NAME.jobid &&
            OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags) && peer_has_inbox(proc);
@@ -101,8 +101,8 @@ static int set_path(uint32_t cid, uint8_t path) {
     return OMPI_SUCCESS;
 }
 
-int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
-    if (NULL == ompi_mtl_efa.onnode) {
+int ompi_mtl_efa_engine_add_comm(struct ompi_communicator_t *comm) {
+    if (NULL == ompi_mtl_efa.engine) {
         return OMPI_SUCCESS;
     }
     const uint32_t cid = mtl_efa_comm_cid(comm);
@@ -116,7 +116,7 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
     const bool all_here = group_on_node(comm->c_local_group) &&
                           (!OMPI_COMM_IS_INTER(comm) || group_on_node(comm->c_remote_group));
     if (ompi_mtl_efa.own_matching) {
-        path = ompi_mtl_efa_own_comm(comm) ? MTL_EFA_PATH_ONNODE : MTL_EFA_PATH_PROVIDER;
+        path = ompi_mtl_efa_own_comm(comm) ? MTL_EFA_PATH_ENGINE : MTL_EFA_PATH_PROVIDER;
         if (MTL_EFA_PATH_PROVIDER == path && !efa_core_get_info(ompi_mtl_efa.core)->has_tagged) {
             /* Processes of another job (spawn, connect) are not the
              * engine's, and the provider cannot match for them. */
@@ -125,11 +125,11 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
             return OMPI_ERR_NOT_SUPPORTED;
         }
     } else {
-        path = all_here                          ? MTL_EFA_PATH_ONNODE
+        path = all_here                          ? MTL_EFA_PATH_ENGINE
                : mca_common_efa_local_size() > 1 ? MTL_EFA_PATH_MIXED
                                                  : MTL_EFA_PATH_PROVIDER;
     }
-    const uint8_t bits = path | (MTL_EFA_PATH_ONNODE == path && all_here ? MTL_EFA_PATH_ALL_HERE : 0);
+    const uint8_t bits = path | (MTL_EFA_PATH_ENGINE == path && all_here ? MTL_EFA_PATH_ALL_HERE : 0);
     if (OMPI_SUCCESS != set_path(cid, bits)) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
@@ -137,24 +137,24 @@ int ompi_mtl_efa_onnode_add_comm(struct ompi_communicator_t *comm) {
     if (ompi_mtl_efa.own_matching) {
         opal_output_verbose(10, mca_common_efa_output, "mtl:efa: communicator %u takes the %s path",
                             cid,
-                            MTL_EFA_PATH_ONNODE == path ? "engine (own matching)" : "provider");
+                            MTL_EFA_PATH_ENGINE == path ? "engine (own matching)" : "provider");
         return OMPI_SUCCESS;
     }
     int by_rings = 0, size = ompi_comm_size(comm);
     if (MTL_EFA_PATH_MIXED == path && !OMPI_COMM_IS_INTER(comm)) {
         for (int r = 0; r < size; ++r) {
-            by_rings += ompi_mtl_efa_onnode_peer(comm, r) ? 1 : 0;
+            by_rings += ompi_mtl_efa_engine_peer(comm, r) ? 1 : 0;
         }
     }
     opal_output_verbose(10, mca_common_efa_output,
                         "mtl:efa: communicator %u takes the %s path (%d of %d ranks by the rings)",
-                        cid, names[path], MTL_EFA_PATH_ONNODE == path ? size : by_rings, size);
+                        cid, names[path], MTL_EFA_PATH_ENGINE == path ? size : by_rings, size);
     return OMPI_SUCCESS;
 }
 
-void ompi_mtl_efa_onnode_del_comm(struct ompi_communicator_t *comm) {
-    if (NULL != ompi_mtl_efa.onnode) {
+void ompi_mtl_efa_engine_del_comm(struct ompi_communicator_t *comm) {
+    if (NULL != ompi_mtl_efa.engine) {
         (void)set_path(mtl_efa_comm_cid(comm), MTL_EFA_PATH_PROVIDER); /* never grows: no error */
-        efa_onnode_comm_freed(ompi_mtl_efa.onnode, mtl_efa_comm_cid(comm));
+        efa_engine_comm_freed(ompi_mtl_efa.engine, mtl_efa_comm_cid(comm));
     }
 }

@@ -144,11 +144,11 @@ static void dual_recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
     ompi_mtl_efa_any_done(req);
     if (-FI_ECANCELED == cqe->err) {
-        if (1 == efa_onnode_partner_done(ompi_mtl_efa.onnode, &req->on, false)) {
+        if (1 == efa_engine_partner_done(ompi_mtl_efa.engine, &req->on, false)) {
             return;
         }
     } else {
-        (void)efa_onnode_partner_done(ompi_mtl_efa.onnode, &req->on, true);
+        (void)efa_engine_partner_done(ompi_mtl_efa.engine, &req->on, true);
     }
     recv_finish(req, cqe);
 }
@@ -179,7 +179,7 @@ static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor
                                struct ompi_communicator_t *comm) {
     req->is_send = false;
     req->cancelled = false;
-    req->onnode = false;
+    req->by_engine = false;
     req->dual = false;
     req->mr = NULL;
     req->convertor = convertor;
@@ -199,10 +199,10 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     (void)mtl;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
     const int path = ompi_mtl_efa_comm_path(comm);
-    if (MTL_EFA_PATH_ONNODE == path || (MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE != src &&
-                                        ompi_mtl_efa_onnode_peer(comm, src))) {
+    if (MTL_EFA_PATH_ENGINE == path || (MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE != src &&
+                                        ompi_mtl_efa_engine_peer(comm, src))) {
         int rc = prepare_recv(req, convertor, comm);
-        return OPAL_LIKELY(OMPI_SUCCESS == rc) ? ompi_mtl_efa_onnode_irecv(comm, src, tag, req)
+        return OPAL_LIKELY(OMPI_SUCCESS == rc) ? ompi_mtl_efa_engine_irecv(comm, src, tag, req)
                                                : rc;
     }
     const int ci = ompi_mtl_efa_ctx_index(comm);
@@ -224,7 +224,7 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE == src) {
         /* Any source of a communicator spanning nodes: the rings first (a
          * message already waiting there is taken now), then the provider. */
-        rc = ompi_mtl_efa_onnode_irecv_partnered(comm, tag, req);
+        rc = ompi_mtl_efa_engine_irecv_partnered(comm, tag, req);
         if (0 != rc) {
             return rc < 0 ? rc : OMPI_SUCCESS;
         }
@@ -246,13 +246,13 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         rc = mca_common_efa_rc(
             efa_ctx_trecv(req->ctx, req->buffer, req->length, desc, addr, bits, ignore, &req->op));
         if (OMPI_SUCCESS == rc && dual) {
-            efa_onnode_partner_armed(ompi_mtl_efa.onnode, &req->on);
+            efa_engine_partner_armed(ompi_mtl_efa.engine, &req->on);
         }
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         ompi_mtl_efa_any_done(req);
         if (req->dual) {
-            (void)efa_onnode_partner_done(ompi_mtl_efa.onnode, &req->on, true); /* withdraw */
+            (void)efa_engine_partner_done(ompi_mtl_efa.engine, &req->on, true); /* withdraw */
         }
         if (req->mr) {
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
@@ -314,8 +314,8 @@ int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communica
     if (MTL_EFA_PATH_PROVIDER != path) {
         /* Any source of a mixed communicator: the rings, then the provider. */
         const bool any = MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE == src;
-        if (any || ompi_mtl_efa_use_rings(comm, src)) {
-            int rc = ompi_mtl_efa_onnode_iprobe(comm, src, tag, false, flag, NULL, status);
+        if (any || ompi_mtl_efa_use_engine(comm, src)) {
+            int rc = ompi_mtl_efa_engine_iprobe(comm, src, tag, false, flag, NULL, status);
             if (!any || OMPI_SUCCESS != rc || *flag) {
                 return rc;
             }
@@ -345,8 +345,8 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
     const int path = ompi_mtl_efa_comm_path(comm);
     if (MTL_EFA_PATH_PROVIDER != path) {
         const bool any = MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE == src;
-        if (any || ompi_mtl_efa_use_rings(comm, src)) {
-            int rc = ompi_mtl_efa_onnode_iprobe(comm, src, tag, true, matched, message, status);
+        if (any || ompi_mtl_efa_use_engine(comm, src)) {
+            int rc = ompi_mtl_efa_engine_iprobe(comm, src, tag, true, matched, message, status);
             if (!any || OMPI_SUCCESS != rc || *matched) {
                 return rc;
             }
@@ -387,10 +387,10 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
     (void)mtl;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
     /* A message of a peer the rings reach was claimed from the rings. */
-    if (ompi_mtl_efa_use_rings((*message)->comm, (*message)->peer)) {
+    if (ompi_mtl_efa_use_engine((*message)->comm, (*message)->peer)) {
         int rc = prepare_recv(req, convertor, (*message)->comm);
         if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
-            rc = ompi_mtl_efa_onnode_imrecv(*message, req);
+            rc = ompi_mtl_efa_engine_imrecv(*message, req);
         }
         if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
             ompi_message_return(*message);
@@ -425,8 +425,8 @@ int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mt
     (void)mtl;
     (void)flag;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
-    if (req->onnode) {
-        ompi_mtl_efa_onnode_cancel(req); /* a send or a receive */
+    if (req->by_engine) {
+        ompi_mtl_efa_engine_cancel(req); /* a send or a receive */
         return OMPI_SUCCESS;
     }
     if (req->is_send) {

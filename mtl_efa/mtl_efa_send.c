@@ -358,10 +358,10 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
-    if (ompi_mtl_efa_use_rings(comm, dest)) {
-        return ompi_mtl_efa_onnode_isend(comm, dest, tag, mode, req);
+    if (ompi_mtl_efa_use_engine(comm, dest)) {
+        return ompi_mtl_efa_engine_isend(comm, dest, tag, mode, req);
     }
-    req->onnode = false;
+    req->by_engine = false;
     /* Inject size 0 means no inject at all, not "zero-byte messages only". */
     if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && req->length <= ompi_mtl_efa.inject_size &&
         0 != ompi_mtl_efa.inject_size) {
@@ -396,8 +396,8 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
-    if (ompi_mtl_efa_use_rings(comm, dest)) {
-        return ompi_mtl_efa_onnode_send(comm, dest, tag, mode, buffer, length, free_buffer);
+    if (ompi_mtl_efa_use_engine(comm, dest)) {
+        return ompi_mtl_efa_engine_send(comm, dest, tag, mode, buffer, length, free_buffer);
     }
     if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && length <= ompi_mtl_efa.inject_size &&
         0 != ompi_mtl_efa.inject_size) {
@@ -412,7 +412,7 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     req->super.ompi_req = NULL;
     req->super.completion_callback = ompi_mtl_efa_blocking_send_done;
     req->cancelled = false;
-    req->onnode = false;
+    req->by_engine = false;
     req->convertor = convertor;
     req->buffer = buffer;
     req->length = length;

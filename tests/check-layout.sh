@@ -38,7 +38,7 @@ check no-progress-register "a component registers its own opal_progress callback
 check no-own-inbox "a component creates an inbox of its own" \
     none_in_components 'efa_shm_inbox_create[[:space:]]*\('
 check no-own-modex-key "a component publishes an on-node modex key of its own" \
-    none_in_components '"(mtl_efa_onnode|btl_efa_ring)"'
+    none_in_components '"(mtl_efa_onnode|mtl_efa_engine|btl_efa_ring)"'
 
 btl_progress_null() {
     local line

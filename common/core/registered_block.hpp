@@ -2,7 +2,7 @@
 // the provider wants local descriptors (FI_MR_LOCAL, as EFA does).  Every
 // pool of send or receive buffers is made of these: btl_efa's fragments
 // and one-sided operations (slab_pool), the untagged receive buffers
-// (core_msg) and own matching's send buffers (node/onnode_net).
+// (core_msg) and own matching's send buffers (engine/net_link).
 #pragma once
 
 #include <cstddef>

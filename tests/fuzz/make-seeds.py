@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Writes the hand-made seeds of fuzz_onnode_frame, fuzz_onnode_net,
+# Writes the hand-made seeds of fuzz_engine_frame, fuzz_engine_net,
 # fuzz_btl_wire, fuzz_control_wire and some of fuzz_shm_ring, so that each reaches one path
 # on its first run:
 #   tests/fuzz/make-seeds.py [CORPUS_DIR]   (default: corpus/ here)
@@ -86,9 +86,9 @@ seeds = {
     "regress-short-eager-sync-ack-to-self": recv(64, 1, 1, 2) + frame(SHORT, b"abc", flags=1),
 }
 # Byte 0 of every input: single copy off (the streamed path is reachable).
-write_seeds("fuzz_onnode_frame", seeds, prefix=b"\0")
+write_seeds("fuzz_engine_frame", seeds, prefix=b"\0")
 
-# fuzz_onnode_net: byte 0 the mode (window 1 + mode % 4; 0x10 no packing;
+# fuzz_engine_net: byte 0 the mode (window 1 + mode % 4; 0x10 no packing;
 # 0x20 the swap shim), then steps.  A provider message: hsel (0x01 a raw
 # sequence number, 0x02 a little early, 0x04 a raw magic and version, 0x08
 # a raw frame count, 0x40 cut to a length), the sender, then its frames,
@@ -160,7 +160,7 @@ net_seeds = {
     "send-cancelled": net_send(40, sync=True, peer=2) + cancel(0) +
     net_msg([net_frame(CANCELLED, sender=2, req=0)], sender=2),
 }
-write_seeds("fuzz_onnode_net", net_seeds, prefix=b"\0")
+write_seeds("fuzz_engine_net", net_seeds, prefix=b"\0")
 
 # fuzz_btl_wire: 2 bytes (fragment size less the headers), 4 bytes (the
 # size of the get an answer is for), then one btl_efa message.

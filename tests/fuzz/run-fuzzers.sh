@@ -27,7 +27,7 @@ shift $((OPTIND - 1))
 # change meaning there.
 [[ $build == /* ]] || build=$PWD/$build
 names=("$@")
-[ ${#names[@]} -eq 0 ] && names=(fuzz_tag fuzz_params fuzz_peer_blob fuzz_rma fuzz_shm_ring fuzz_onnode_frame fuzz_onnode_net fuzz_btl_wire fuzz_emul_target fuzz_control_wire)
+[ ${#names[@]} -eq 0 ] && names=(fuzz_tag fuzz_params fuzz_peer_blob fuzz_rma fuzz_shm_ring fuzz_engine_frame fuzz_engine_net fuzz_btl_wire fuzz_emul_target fuzz_control_wire)
 logs=${FUZZ_LOG_DIR:-/tmp/efa-fuzz-logs}
 mkdir -p "$logs"
 # Leaks count (the harnesses free what they take); UBSan findings abort.

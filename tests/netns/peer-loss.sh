@@ -25,7 +25,7 @@
 #         survivors wait in MPI_Probe on the victim (or on MPI_ANY_SOURCE)
 #         before each receive (peer_loss -p, -p -a): pml cm calls the MTL's
 #         iprobe until a message is there, so the misses are watched
-#         (mtl_efa_any.c, onnode_engine_watch.cpp; before, these hung on
+#         (mtl_efa_any.c, engine_watch.cpp; before, these hung on
 #         cm-rxm and cm-own-rxm); not among the default scenarios (CI runs
 #         them on the pml cm configurations)
 # Otherwise the survivors are in a blocking send, an MPI_Ssend, a wait or a

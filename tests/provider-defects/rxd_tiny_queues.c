@@ -10,7 +10,7 @@
  * unexpected messages), 64 passed.
  *
  * The traffic is that of mtl_efa's own matching between two nodes
- * (common/node/onnode_net.cpp, common/core/core_msg.cpp), without Open MPI
+ * (common/engine/net_link.cpp, common/core/core_msg.cpp), without Open MPI
  * or our components: two processes, one endpoint each, send each other
  * COUNT messages of 16 bytes to 16 KiB at once, at most 16 posted sends in
  * flight per process (a send the provider refuses with -FI_EAGAIN is tried

@@ -1,5 +1,5 @@
 // A peer in another process for the tests that need a real one
-// (test_core_probe.cpp, test_onnode_watch.cpp): a forked child that opens
+// (test_core_probe.cpp, test_engine_watch.cpp): a forked child that opens
 // a core of its own, and the two processes' address blobs exchanged over
 // pipes, so that each has the other in its table (a probe is answered
 // only for a peer in the table).

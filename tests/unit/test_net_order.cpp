@@ -9,7 +9,7 @@
 
 #include "net_order.hpp"
 
-using efa::onnode::NetOrder;
+using efa::engine::NetOrder;
 using V = NetOrder::Verdict;
 
 namespace {
@@ -129,7 +129,7 @@ TEST(NetOrder, ClosedStreamDropsHeldAndLaterMessages) {
 }
 
 // What each sender's early messages take, counted by sender (what the
-// credit of onnode_net.hpp bounds): it grows while they wait, returns to
+// credit of net_link.hpp bounds): it grows while they wait, returns to
 // 0 once they are handed on or the stream is closed, and the most ever
 // held for one sender is kept.
 TEST(NetOrder, HeldBytesAreCountedBySender) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "efa_node.h"
-#include "efa_onnode.h"
+#include "efa_engine.h"
 #include <rdma/fi_errno.h>
 #include "node.hpp"
 #include "shm_ring.hpp"
@@ -168,9 +168,9 @@ TEST(Node, InboxRangePollLeavesOtherRings) {
 // frames use channel 1 of the same inboxes: each gets only its own.
 struct EngineOnNode {
     efa_node_t *node[2] = {nullptr, nullptr};
-    efa_onnode_t *eng[2] = {nullptr, nullptr};
+    efa_engine_t *eng[2] = {nullptr, nullptr};
 
-    static int card_of(void *arg, uint32_t vpid, efa_onnode_card_t *card) {
+    static int card_of(void *arg, uint32_t vpid, efa_engine_card_t *card) {
         auto *t = static_cast<EngineOnNode *>(arg);
         if (vpid > 1 || !t->node[vpid]) {
             return -FI_ENOENT;
@@ -180,13 +180,13 @@ struct EngineOnNode {
         if (!(c.channels & (1u << EFA_NODE_CHANNEL_ENGINE))) {
             return -FI_ENOENT;
         }
-        *card = efa_onnode_card_t{c.cookie, c.local_rank, c.pid, c.cma_cookie_addr, c.cma_cookie};
+        *card = efa_engine_card_t{c.cookie, c.local_rank, c.pid, c.cma_cookie_addr, c.cma_cookie};
         return 0;
     }
     ~EngineOnNode() {
         for (int i = 0; i < 2; ++i) {
             if (eng[i]) {
-                efa_onnode_destroy(eng[i]);
+                efa_engine_destroy(eng[i]);
             }
             if (node[i]) {
                 efa_node_release(node[i]);
@@ -196,7 +196,7 @@ struct EngineOnNode {
 };
 
 struct Done {
-    efa_onnode_req_t on{};
+    efa_engine_req_t on{};
     int completions = 0;
 };
 
@@ -212,7 +212,7 @@ TEST(Node, EngineServesItsChannelOnly) {
         ASSERT_NE(n, nullptr) << err;
         t.node[v] = efa::node::adopt(std::move(n));
         ASSERT_EQ(efa_node_open_channel(t.node[v], EFA_NODE_CHANNEL_BTL, false), 0);
-        efa_onnode_params_t p{};
+        efa_engine_params_t p{};
         p.node = t.node[v];
         p.channel = EFA_NODE_CHANNEL_ENGINE;
         p.my_vpid = v;
@@ -223,9 +223,9 @@ TEST(Node, EngineServesItsChannelOnly) {
         p.slot_size = 1024;
         p.peer_card = EngineOnNode::card_of;
         p.peer_card_arg = &t;
-        t.eng[v] = efa_onnode_create(&p, &err);
+        t.eng[v] = efa_engine_create(&p, &err);
         ASSERT_NE(t.eng[v], nullptr) << err;
-        EXPECT_STREQ(efa_onnode_inbox_path(t.eng[v]), efa_node_path(t.node[v]));
+        EXPECT_STREQ(efa_engine_inbox_path(t.eng[v]), efa_node_path(t.node[v]));
     }
     // A btl_efa frame from process 0 to process 1 (channel 1), then an
     // engine message the same way (channel 0).
@@ -240,15 +240,15 @@ TEST(Node, EngineServesItsChannelOnly) {
 
     int got = 0;
     Done r, s;
-    r.on.complete = [](efa_onnode_req_t *q) { ++reinterpret_cast<Done *>(q)->completions; };
+    r.on.complete = [](efa_engine_req_t *q) { ++reinterpret_cast<Done *>(q)->completions; };
     s.on.complete = r.on.complete;
     r.on.buf = &got;
     r.on.buflen = sizeof(got);
-    ASSERT_EQ(efa_onnode_recv(t.eng[1], 5, 0, 9, &r.on), 0);
+    ASSERT_EQ(efa_engine_recv(t.eng[1], 5, 0, 9, &r.on), 0);
     const int msg = 1234;
-    ASSERT_EQ(efa_onnode_send(t.eng[0], 1, 5, 0, 9, &msg, sizeof(msg), false, &s.on), 1);
+    ASSERT_EQ(efa_engine_send(t.eng[0], 1, 5, 0, 9, &msg, sizeof(msg), false, &s.on), 1);
     for (int i = 0; i < 1000 && 0 == r.completions; ++i) {
-        efa_onnode_progress(t.eng[1]);
+        efa_engine_progress(t.eng[1]);
     }
     EXPECT_EQ(r.completions, 1);
     EXPECT_EQ(got, 1234);

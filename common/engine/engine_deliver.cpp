@@ -1,0 +1,469 @@
+// The on-node engine, receiving frames: checks, single-copy pulls and
+// streamed data, matching an arrival or keeping it unexpected, and the
+// partnered receives' hold (engine.hpp).
+#include "engine_impl.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "efa_core_msg.h"
+
+namespace efa::engine {
+
+// ---- receiving ---------------------------------------------------------
+
+// May the bytes of p's messages be read out of p->pid?  Checked once, by
+// the cookie p's card named (never one a frame names: a pid that holds a
+// value the frame chose proves nothing).  The pid stays pinned: every
+// later read is of that pid, whatever a frame says.
+bool Engine::cma_ok(Peer *p) {
+    if (Peer::kCmaUnknown == p->cma) {
+        p->cma = 0 == cma::verify(p->pid, p->cma_cookie_addr, p->cma_cookie) ? Peer::kCmaOn
+                                                                             : Peer::kCmaOff;
+    }
+    return Peer::kCmaOn == p->cma;
+}
+
+// Does an RTS of process vpid (whose ring was checked) name the pid its
+// card published?  One that names another is corrupted or forged: it
+// would have single copy read some other process.  Peers never read so
+// (through the provider, single copy off or refused, no pid on the card)
+// are not asked: their RTS's pid means nothing.
+bool Engine::pid_ok(uint32_t vpid, uint32_t pid) {
+    int err = 0;
+    const Peer *p = peer(vpid, err);
+    return nullptr != p && (Peer::kCmaOff == p->cma || p->pid == pid);
+}
+
+// A receive matched an RTS: copy the bytes now (true: complete) or ask for
+// them (false: DATA frames follow).
+bool Engine::pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b) {
+    req->msg_src = h.src;
+    req->msg_tag = h.tag;
+    req->msg_len = b.len;
+    const size_t n = std::min<size_t>(b.len, req->buflen);
+    int err = 0;
+    Peer *p = peer(h.sender, err);
+    if (nullptr == p) {
+        req->err = err ? err : -FI_ENOENT;
+        return true;
+    }
+    if (cma_ok(p)) {
+        if (0 == n || 0 == cma::copy(p->pid, false, req->buf, b.addr, n, nullptr)) {
+            req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
+            send_ctrl(h.sender, kFin, h.id, 0);
+            ++stats.single_copy;
+            return true;
+        }
+        p->cma = Peer::kCmaOff; // refused half way: the sender streams it all
+    }
+    if (p->net && (h.flags & kFrameRead) && read_from(p, req, h, b)) {
+        return false; // end_read completes it
+    }
+    req->state = kRecvData;
+    req->peer = h.sender;
+    req->remote = h.id;
+    req->done = 0;
+    req->local_id = ids_.add(req);
+    send_ctrl(h.sender, kCts, h.id, req->local_id);
+    ++stats.streamed;
+    return false;
+}
+
+// Hand a waiting message to its receive: true when complete.
+bool Engine::take(Message *m, efa_engine_req_t *req) {
+    req->msg_src = m->env.src;
+    req->msg_tag = m->env.tag;
+    req->msg_len = m->len;
+    if (kEager == m->type) {
+        const size_t n = std::min(m->len, req->buflen);
+        if (n) {
+            memcpy(req->buf, m->data, n);
+        }
+        req->err = m->len > req->buflen ? -FI_ETRUNC : 0;
+        if (m->flags & kFrameSync) {
+            send_ctrl(m->sender, kAck, m->id, 0);
+        }
+        free(m);
+        req->state = kDone;
+        return true;
+    }
+    FrameHdr h{};
+    h.flags = m->flags;
+    h.sender = m->sender;
+    h.src = m->env.src;
+    h.tag = m->env.tag;
+    h.id = m->id;
+    RtsBody b{};
+    b.len = m->len;
+    b.addr = m->addr;
+    b.cookie_addr = m->cookie_addr;
+    b.cookie = m->cookie;
+    b.pid = m->pid;
+    free(m);
+    if (pull(req, h, b)) {
+        req->state = kDone;
+        return true;
+    }
+    return false;
+}
+
+// DATA for a receive that answered CTS.  A sender streams in order through
+// one ring, so each frame starts where the last ended; anything else (or
+// bytes beyond the message's length) is a corrupted frame.
+void Engine::on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n) {
+    if (n < sizeof(DataBody)) {
+        drop();
+        return;
+    }
+    DataBody b;
+    memcpy(&b, bytes, sizeof(b));
+    bytes += sizeof(b);
+    n -= sizeof(b);
+    if (b.offset != req->done || n > req->msg_len - req->done) {
+        drop();
+        return;
+    }
+    if (b.offset < req->buflen) {
+        memcpy(static_cast<uint8_t *>(req->buf) + b.offset, bytes,
+               std::min<size_t>(n, req->buflen - b.offset));
+    }
+    req->done += n;
+    if (req->done >= req->msg_len) {
+        ids_.remove(req->local_id);
+        req->err = req->msg_len > req->buflen ? -FI_ETRUNC : 0;
+        req->state = kDone;
+        finish(req);
+    }
+}
+
+// A copy of an arrived message's frame, for the unexpected queue or to
+// hold for a partnered receive (nullptr if out of memory).
+Message *Engine::make_message(const FrameHdr &h, const RtsBody &b, const uint8_t *body, size_t blen,
+                              uint32_t via, uint64_t seq) {
+    const size_t keep = kEager == h.type ? blen : 0;
+    auto *m = static_cast<Message *>(malloc(sizeof(Message) + keep));
+    if (nullptr == m) {
+        return nullptr;
+    }
+    m->link.next = m->link.prev = nullptr;
+    m->env = Envelope{h.cid, h.src, h.tag};
+    m->type = h.type;
+    m->flags = h.flags;
+    m->sender = h.sender;
+    m->id = h.id;
+    m->len = kEager == h.type ? blen : b.len;
+    m->addr = b.addr;
+    m->cookie_addr = b.cookie_addr;
+    m->cookie = b.cookie;
+    m->pid = b.pid;
+    m->via = via;
+    m->seq = seq;
+    if (keep) {
+        memcpy(m->data, body, keep);
+    }
+    return m;
+}
+
+// A partnered receive matched m: keep m for it and ask for the other
+// half to be cancelled.  No frame is read until partner_done.
+void Engine::hold(Message *m, efa_engine_req_t *req) {
+    req->state = kHeld;
+    req->remote = reinterpret_cast<uintptr_t>(m);
+    ++held_;
+    if (req->flags & kReqArmed) {
+        cancels_.push_back(req);
+    } // else partner_armed asks for the cancel
+}
+
+void Engine::partner_armed(efa_engine_req_t *req) {
+    {
+        Guard g(mu_, mt_);
+        req->flags |= kReqArmed;
+        if (kHeld == req->state) {
+            cancels_.push_back(req);
+        }
+    }
+    run_cancels();
+}
+
+void Engine::run_cancels() {
+    std::vector<efa_engine_req_t *> todo;
+    {
+        Guard g(mu_, mt_);
+        todo.swap(cancels_);
+    }
+    for (efa_engine_req_t *r : todo) {
+        r->partner_cancel(r);
+    }
+}
+
+// m arrived (or came back from a partnered receive whose other half took
+// a message): to the first posted receive it matches, else unexpected.
+// False when it is now held.
+bool Engine::hand_over(Message *m) {
+    efa_engine_req_t *req = match_.arrive(m->env);
+    if (nullptr == req) {
+        match_.add_unexpected(m);
+        ++stats.unexpected;
+        return true;
+    }
+    if (req->flags & kReqPartner) {
+        hold(m, req);
+        return false;
+    }
+    if (take(m, req)) {
+        req->state = kDone;
+        finish(req);
+    }
+    return true;
+}
+
+// A corrupted frame: counted (the MTL reports the count), never followed.
+bool Engine::drop() {
+    ++stats.dropped;
+    return true;
+}
+
+// Did process vpid write this frame: a process of the job whose ring is
+// the one the frame came in by?  (Attaches the peer on first use.)
+bool Engine::from_ring(uint32_t ring, uint32_t vpid) {
+    if (ring & kNetVia) { // the provider message named vpid: is that one reached so?
+        if ((ring & ~kNetVia) != vpid) {
+            return false;
+        }
+        int err = 0;
+        const Peer *p = peer(vpid, err);
+        return nullptr != p && nullptr != p->net;
+    }
+    if (vpid < peers_.size() && peers_[vpid]) {
+        return peers_[vpid]->ring == ring;
+    }
+    int err = 0;
+    const Peer *p = peer(vpid, err);
+    return nullptr != p && p->ring == ring;
+}
+
+// The request an answer (ACK, FIN, CTS, DATA) is about: it must be in the
+// table, in 'state', and waiting for the process that wrote the frame.
+efa_engine_req_t *Engine::answered(uint32_t ring, const FrameHdr &h, uint8_t state) {
+    efa_engine_req_t *req = ids_.find(h.id);
+    if (nullptr == req || state != req->state || req->peer != h.sender ||
+        !from_ring(ring, h.sender)) {
+        return nullptr;
+    }
+    return req;
+}
+
+// One frame from the inbox; false stops the poll (a message is now held).
+// The frame is in shared memory: its header is copied once, its lengths
+// come from the ring (read once there), and every field is checked before
+// it is used.
+bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
+    if (len < kShortHdr) {
+        return drop();
+    }
+    ++stats.frames_received;
+    FrameHdr h{};
+    memcpy(&h, frame, kShortHdr);
+    size_t hlen = kShortHdr;
+    if (kEagerShort != h.type) {
+        if (len < sizeof(FrameHdr)) {
+            return drop();
+        }
+        memcpy(&h, frame, sizeof(h));
+        hlen = sizeof(h);
+    }
+    const uint8_t *body = static_cast<const uint8_t *>(frame) + hlen;
+    const size_t blen = len - hlen;
+    switch (h.type) {
+    case kEagerShort:
+        h.type = kEager; // the same from here on, with no answer to send
+        // Nor may the frame ask for one: it names no sender, so an ACK
+        // would go to vpid 0 about request 0 (a corrupted frame made this
+        // process acknowledge itself and crash; tests/fuzz corpus).
+        h.flags &= static_cast<uint8_t>(~kFrameSync);
+        [[fallthrough]];
+    case kEager:
+    case kRts: {
+        // Numbered before any check: the sender numbered it when written.
+        const uint64_t seq = count_arrival(ring);
+        RtsBody b{};
+        if (kRts == h.type) {
+            if (blen < sizeof(b)) {
+                return drop();
+            }
+            memcpy(&b, body, sizeof(b));
+        }
+        // A frame to be answered names its sender: checked before it can
+        // match (a dropped frame must not take a receive).
+        if ((kRts == h.type || (h.flags & kFrameSync)) && !from_ring(ring, h.sender)) {
+            return drop();
+        }
+        if (kRts == h.type && !pid_ok(h.sender, b.pid)) {
+            return drop();
+        }
+        const Envelope env{h.cid, h.src, h.tag};
+        efa_engine_req_t *req = match_.arrive(env);
+        if (nullptr != req && !(req->flags & kReqPartner)) {
+            // The common case: straight from the slot into the receive.
+            if (kEager == h.type) {
+                req->msg_src = h.src;
+                req->msg_tag = h.tag;
+                req->msg_len = blen;
+                const size_t n = std::min(blen, req->buflen);
+                if (n) {
+                    memcpy(req->buf, body, n);
+                }
+                req->err = blen > req->buflen ? -FI_ETRUNC : 0;
+                if (h.flags & kFrameSync) {
+                    send_ctrl(h.sender, kAck, h.id, 0);
+                }
+                req->state = kDone;
+                finish(req);
+            } else if (pull(req, h, b)) {
+                req->state = kDone;
+                finish(req);
+            }
+            return true;
+        }
+        Message *m = make_message(h, b, body, blen, ring, seq);
+        if (nullptr == m) {
+            return true; // cannot happen in practice; the sender's ssend would wait
+        }
+        if (nullptr == req) {
+            match_.add_unexpected(m);
+            ++stats.unexpected;
+            return true;
+        }
+        hold(m, req);
+        return false;
+    }
+    case kAck:
+    case kFin: {
+        efa_engine_req_t *req = answered(ring, h, kAck == h.type ? kWaitAck : kWaitFin);
+        if (nullptr == req) {
+            return drop();
+        }
+        ids_.remove(req->local_id);
+        req->state = kDone;
+        finish(req);
+        return true;
+    }
+    case kCts: {
+        efa_engine_req_t *req = answered(ring, h, kWaitFin);
+        if (blen < sizeof(CtsBody) || nullptr == req) {
+            return drop();
+        }
+        CtsBody c;
+        memcpy(&c, body, sizeof(c));
+        int err = 0;
+        Peer *p = peer(h.sender, err); // attached: answered() checked its ring
+        if (nullptr == p) {
+            ids_.remove(req->local_id);
+            req->err = err ? err : -FI_ENOENT;
+            finish(req);
+            return true;
+        }
+        req->remote = c.recv_id;
+        req->done = 0;
+        req->state = kStreaming;
+        p->streams.push_back(&req->link);
+        mark_busy(p);
+        return true;
+    }
+    case kData: {
+        efa_engine_req_t *req = answered(ring, h, kRecvData);
+        if (nullptr == req) {
+            return drop();
+        }
+        on_data(req, body, blen);
+        return true;
+    }
+    case kCancel:
+        on_cancel(ring, h, body, blen);
+        return true;
+    case kCancelled:
+    case kKept:
+        on_cancel_answer(ring, h);
+        return true;
+    default:
+        return drop(); // not a frame of this version
+    }
+}
+
+// The number of a message frame that came by 'ring' (from 1): the
+// sender's count of the message frames it wrote to this process, kept
+// here alike.  0 for a provider message naming no process of the job.
+uint64_t Engine::count_arrival(uint32_t ring) {
+    size_t i = ring;
+    if (ring & kNetVia) {
+        const uint32_t vpid = ring & ~kNetVia;
+        if (vpid >= params_.nprocs) {
+            return 0;
+        }
+        i = poll_count_ + vpid;
+    }
+    if (i >= arrived_.size()) [[unlikely]] {
+        arrived_.resize(i + 1);
+    }
+    return ++arrived_[i];
+}
+
+// A sender asks for its message number seq to be withdrawn.  The message
+// frame came earlier by the same ring, so it is here: still unexpected
+// (withdrawn now, the send is cancelled) or matched or claimed by a probe
+// (its normal answer is on its way or already sent; an answer kKept only
+// if asked for).  No message is held at this point (nothing is read
+// meanwhile).  Only the sender itself may withdraw its message: it names
+// itself, and the ring checks the name; the number is of that ring's
+// messages alone.  A cancel names its request for the answer: id 0 names
+// none, so such a frame is corrupted.
+void Engine::on_cancel(uint32_t ring, const FrameHdr &h, const uint8_t *body, size_t blen) {
+    if (blen < sizeof(CancelBody) || 0 == h.id || !from_ring(ring, h.sender)) {
+        drop();
+        return;
+    }
+    CancelBody c;
+    memcpy(&c, body, sizeof(c));
+    if (Message *m = match_.withdraw(ring, c.seq)) {
+        free(m);
+        send_ctrl(h.sender, kCancelled, h.id, 0);
+    } else if (h.flags & kFrameAnswer) {
+        send_ctrl(h.sender, kKept, h.id, 0);
+    }
+}
+
+// The receiver's answer to our kCancel: kCancelled (withdrawn: the send
+// is cancelled) or kKept (matched: for a send complete already, the
+// cancel fails).  A send still waiting (ACK, FIN) completes now as
+// cancelled; one complete already only records the outcome for the
+// caller's poll (efa_engine_cancel_send).
+void Engine::on_cancel_answer(uint32_t ring, const FrameHdr &h) {
+    efa_engine_req_t *req = ids_.find(h.id);
+    if (nullptr == req || !(req->flags & kReqCancel) || req->peer != h.sender ||
+        !from_ring(ring, h.sender)) {
+        drop();
+        return;
+    }
+    if (kRecall == req->state) {
+        ids_.remove(req->local_id);
+        req->local_id = 0;
+        req->err = kCancelled == h.type ? -FI_ECANCELED : 0;
+        req->state = kDone; // no callback: it was called when the send completed
+        return;
+    }
+    if (kKept == h.type || (kWaitAck != req->state && kWaitFin != req->state)) {
+        drop(); // a waiting send is never asked for kKept
+        return;
+    }
+    ids_.remove(req->local_id);
+    req->err = -FI_ECANCELED;
+    req->state = kDone;
+    finish(req);
+}
+
+} // namespace efa::engine

@@ -1,0 +1,200 @@
+// The on-node engine's rendezvous with peers on other nodes by RMA read.
+//
+// Streaming a large message as DATA frames copies every byte twice on
+// each side (into the link's send buffers, out of the receive pool) and
+// sends one provider message per 16 KiB.  Where the provider has FI_RMA,
+// a sender instead registers its buffer and names it in the RTS (address
+// and key, flag kFrameRead); the receiver, once the RTS matches, reads
+// the bytes straight into the receive buffer and answers FIN, as the
+// single-copy path on the node does.  On EFA hardware that reads
+// natively this is one zero-copy transfer by the NIC; where the provider
+// emulates the read it is the provider's own bulk protocol, still one
+// request for the whole message.
+//
+// The RTS stays an offer: a receiver whose read fails for any reason but
+// the peer's loss answers CTS instead, and the sender, still waiting in
+// kWaitFin, streams the message as before.  A read that fails because the
+// peer is lost fails the receive.  The sender's registration lives until
+// its send finishes (FIN, the streamed data, a cancel or the peer's loss).
+#include "engine_impl.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include <rdma/fi_errno.h>
+
+namespace efa::engine {
+
+struct Engine::ReadOp {
+    struct Piece {
+        efa_op_t op; // first: the core hands it back
+        ReadOp *read;
+    };
+    Engine *engine = nullptr;
+    efa_engine_req_t *req = nullptr;
+    uint32_t sender = 0;
+    uint64_t sender_id = 0; // the sender's id of the message, for FIN or CTS
+    efa_mr_t *mr = nullptr; // the receive buffer's, where the provider wants local ones
+    uint32_t pieces = 0, left = 0;
+    int err = 0;
+    std::unique_ptr<Piece[]> piece;
+};
+
+// Under mu_, from write_message: register r's buffer and fill b with what
+// a reader needs.  False: no offer (the receiver asks for DATA frames).
+bool Engine::offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b) {
+    if (!read_on_ || nullptr == p->net || r->buflen < params_.net_read_min) {
+        return false;
+    }
+    if (!(r->flags & kReqNetMr)) {
+        int err = 0;
+        efa_mr_t *mr = efa_core_mr_acquire(net_->core(), r->buf, r->buflen, FI_REMOTE_READ, &err);
+        if (nullptr == mr) {
+            return false;
+        }
+        r->net_mr = mr;
+        r->flags |= kReqNetMr;
+    }
+    const auto *mr = static_cast<const efa_mr_t *>(r->net_mr);
+    const auto addr = reinterpret_cast<uintptr_t>(r->buf);
+    const efa_core_info_t *info = efa_core_get_info(net_->core());
+    b.addr = info->mr_virt_addr ? addr : addr - efa_mr_base(mr);
+    b.cookie = efa_mr_key(mr);
+    b.cookie_addr = 0;
+    b.pid = 0;
+    return true;
+}
+
+void Engine::release_send_mr(efa_engine_req_t *r) {
+    efa_core_mr_release(net_->core(), static_cast<efa_mr_t *>(r->net_mr));
+    r->net_mr = nullptr;
+    r->flags &= static_cast<uint8_t>(~kReqNetMr);
+}
+
+// Under mu_, from pull(): a receive matched an RTS of peer p that offers
+// its bytes for reading.  False when no read could be posted (the caller
+// streams instead); else the receive completes in end_read.
+bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b) {
+    const size_t n = std::min<size_t>(b.len, req->buflen);
+    if (!read_on_ || 0 == n) {
+        return false;
+    }
+    auto ro = std::make_unique<ReadOp>();
+    ro->engine = this;
+    ro->req = req;
+    ro->sender = h.sender;
+    ro->sender_id = h.id;
+    efa_core_t *core = net_->core();
+    void *desc = nullptr;
+    if (efa_core_get_info(core)->mr_local) {
+        int err = 0;
+        ro->mr = efa_core_mr_acquire(core, req->buf, n, FI_READ, &err);
+        if (nullptr == ro->mr) {
+            return false;
+        }
+        desc = efa_mr_desc(ro->mr);
+    }
+    ro->pieces = static_cast<uint32_t>(1 + (n - 1) / read_piece_); // (n > 0)
+    ro->piece = std::make_unique<ReadOp::Piece[]>(ro->pieces);
+    req->state = kRecvRead;
+    req->peer = h.sender;
+    req->remote = h.id;
+    ReadOp *r = ro.get();
+    for (uint32_t i = 0; i < r->pieces; ++i) {
+        const size_t off = i * read_piece_;
+        ReadOp::Piece &pc = r->piece[i];
+        pc.op.complete = read_done;
+        pc.read = r;
+        const int rc = efa_ctx_read(p->net->ctx, static_cast<uint8_t *>(req->buf) + off,
+                                    std::min(read_piece_, n - off), desc, p->net->addr,
+                                    b.addr + off, b.cookie, &pc.op);
+        if (rc) {
+            r->err = rc; // the pieces posted still complete; then it ends
+            break;
+        }
+        ++r->left;
+    }
+    if (0 == r->left) { // nothing went out: stream it
+        if (r->mr) {
+            efa_core_mr_release(core, r->mr);
+        }
+        ++stats.net_read_failed;
+        return false;
+    }
+    reads_.push_back(ro.release());
+    return true;
+}
+
+// A piece of a read completed (from the core's progress, mu_ not held).
+void Engine::read_done(efa_op_t *op, const efa_cqe_t *cqe) {
+    ReadOp *r = reinterpret_cast<ReadOp::Piece *>(op)->read;
+    Engine *e = r->engine;
+    {
+        Guard g(e->mu_, e->mt_);
+        // (The test shim takes every read as one the provider failed.)
+        const int err = cqe->err ? cqe->err : e->params_.net_debug_fail_reads ? -FI_EIO : 0;
+        if (err && !r->err) {
+            r->err = err;
+        }
+        if (0 == --r->left) {
+            e->end_read(r);
+        }
+    }
+    e->run_completions();
+}
+
+// Does a read's error say that the peer is gone (the core's deadline, the
+// provider's own), rather than that the read itself was refused?
+static int peer_gone(int err) {
+    return -FI_EHOSTUNREACH == err || -FI_ETIMEDOUT == err || -FI_ECONNRESET == err ? err : 0;
+}
+
+// Under mu_: every piece of r is done.  Complete the receive and answer
+// FIN, or ask for the bytes as DATA frames (CTS), or fail the receive if
+// the peer is lost.
+void Engine::end_read(ReadOp *r) {
+    reads_.erase(std::find(reads_.begin(), reads_.end(), r));
+    if (r->mr) {
+        efa_core_mr_release(net_->core(), r->mr);
+    }
+    efa_engine_req_t *req = r->req;
+    int err = 0;
+    const Peer *p = peer(r->sender, err);
+    const int lost = nullptr == p ? (err ? err : -FI_ENOENT)
+                     : p->error   ? p->error
+                                  : peer_gone(r->err);
+    if (0 == r->err) {
+        req->err = req->msg_len > req->buflen ? -FI_ETRUNC : 0;
+        req->state = kDone;
+        send_ctrl(r->sender, kFin, r->sender_id, 0);
+        ++stats.net_read;
+        finish(req);
+    } else if (lost) {
+        req->err = lost;
+        req->state = kDone;
+        finish(req);
+    } else {
+        ++stats.net_read_failed;
+        req->state = kRecvData;
+        req->done = 0;
+        req->local_id = ids_.add(req);
+        send_ctrl(r->sender, kCts, r->sender_id, req->local_id);
+        ++stats.streamed;
+    }
+    delete r;
+}
+
+// The engine closes with reads still out: their completions may still
+// come from the core, which stays open, so they find a function of the
+// core's library, and memory (the pieces, the registration) that is never
+// given back.
+void Engine::orphan_reads() {
+    for (ReadOp *r : reads_) {
+        for (uint32_t i = 0; i < r->pieces; ++i) {
+            r->piece[i].op.complete = efa_op_complete_nothing;
+        }
+    }
+    reads_.clear();
+}
+
+} // namespace efa::engine

@@ -1,0 +1,223 @@
+// The on-node engine, sending: eager frames, rendezvous announcements, control
+// frames, and the queue of what found a ring full (engine.hpp).
+#include "engine_impl.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "efa_core_msg.h"
+
+namespace efa::engine {
+
+// ---- sending -----------------------------------------------------------
+
+bool Engine::write_message(Peer *p, efa_engine_req_t *r) {
+    const bool rndv = r->flags & kReqRndv;
+    const bool short_hdr = 0 == r->flags; // eager, standard mode
+    const size_t hlen = short_hdr ? kShortHdr : sizeof(FrameHdr);
+    const size_t len = hlen + (rndv ? sizeof(RtsBody) : r->buflen);
+    auto *f = static_cast<uint8_t *>(reserve(p, len));
+    if (nullptr == f) {
+        return false;
+    }
+    FrameHdr h{};
+    h.type = rndv ? kRts : short_hdr ? kEagerShort : kEager;
+    h.flags = (r->flags & kReqSync) ? kFrameSync : 0;
+    RtsBody b{};
+    if (rndv) {
+        b.len = r->buflen;
+        if (offer_read(p, r, b)) { // a peer on another node reads it by RMA
+            h.flags |= kFrameRead;
+        } else {
+            b.addr = reinterpret_cast<uintptr_t>(r->buf);
+            b.cookie_addr = cookie_addr_;
+            b.cookie = cookie_;
+            b.pid = static_cast<uint32_t>(getpid());
+        }
+    }
+    h.sender = params_.my_vpid;
+    h.cid = r->cid;
+    h.src = r->src;
+    h.tag = r->tag;
+    h.id = r->local_id;
+    r->seq = ++p->sent; // the receiver counts it alike (count_arrival)
+    if (!rndv && hlen + r->buflen > kFirstLine) {
+        // The bytes past the slot's first cache line go first, the first
+        // line (header, first bytes) last: the receiver spins on that line,
+        // and it should see it change once, complete, rather than lose it
+        // to every store of the copy.
+        const size_t head = kFirstLine - hlen;
+        memcpy(f + kFirstLine, static_cast<const uint8_t *>(r->buf) + head, r->buflen - head);
+        memcpy(f, &h, hlen);
+        memcpy(f + hlen, r->buf, head);
+        commit(p, hlen + r->buflen);
+        ++stats.eager;
+        ++stats.frames_sent;
+        return true;
+    }
+    memcpy(f, &h, hlen);
+    if (rndv) {
+        memcpy(f + sizeof(h), &b, sizeof(b));
+        ++stats.rendezvous;
+    } else {
+        if (r->buflen) {
+            memcpy(f + hlen, r->buf, r->buflen);
+        }
+        ++stats.eager;
+    }
+    commit(p, len);
+    ++stats.frames_sent;
+    return true;
+}
+
+// The message frame is in the ring: complete now (true) or wait.
+static bool after_written(efa_engine_req_t *r) {
+    if (r->flags & kReqRndv) {
+        r->state = kWaitFin;
+        return false;
+    }
+    if (r->flags & kReqSync) {
+        r->state = kWaitAck;
+        return false;
+    }
+    r->state = kDone;
+    return true;
+}
+
+bool Engine::write_ctrl(Peer *p, const Ctrl &c) {
+    auto *f = static_cast<uint8_t *>(reserve(p, c.len));
+    if (nullptr == f) {
+        return false;
+    }
+    memcpy(f, &c.hdr, sizeof(c.hdr));
+    if (c.len > sizeof(c.hdr)) {
+        memcpy(f + sizeof(c.hdr), &c.cts, sizeof(c.cts));
+    }
+    commit(p, c.len);
+    ++stats.frames_sent;
+    return true;
+}
+
+// body: a kCts frame's receive id, a kCancel frame's message number.
+void Engine::send_ctrl(uint32_t vpid, uint8_t type, uint64_t id, uint64_t body, uint8_t flags) {
+    int err = 0;
+    Peer *p = peer(vpid, err);
+    if (nullptr == p || p->error) {
+        return; // the sender's inbox is gone, or the provider cannot reach it: so is the sender
+    }
+    Ctrl c{};
+    static_assert(sizeof(CancelBody) == sizeof(CtsBody));
+    c.hdr.type = type;
+    c.hdr.flags = flags;
+    c.hdr.sender = params_.my_vpid;
+    c.hdr.id = id;
+    c.cts.recv_id = body;
+    c.len = sizeof(FrameHdr) + (kCts == type || kCancel == type ? sizeof(CtsBody) : 0);
+    if (p->ctrl.empty() && write_ctrl(p, c)) {
+        return;
+    }
+    p->ctrl.push_back(c);
+    mark_busy(p);
+}
+
+// Write what waits for p: control frames, then messages in order, then
+// DATA of streaming sends.  True when nothing is left.
+bool Engine::flush(Peer *p) {
+    while (!p->ctrl.empty() && write_ctrl(p, p->ctrl.front())) {
+        p->ctrl.pop_front();
+    }
+    while (efa_engine_link_t *l = p->sends.front()) {
+        efa_engine_req_t *r = req_of(l);
+        if (!write_message(p, r)) {
+            break;
+        }
+        p->sends.remove(l);
+        if (after_written(r)) {
+            finish(r);
+        }
+    }
+    while (efa_engine_link_t *l = p->streams.front()) {
+        efa_engine_req_t *r = req_of(l);
+        while (r->done < r->buflen) {
+            const size_t n = std::min(r->buflen - r->done, p->data_max);
+            auto *f = static_cast<uint8_t *>(reserve(p, sizeof(FrameHdr) + sizeof(DataBody) + n));
+            if (nullptr == f) {
+                return false;
+            }
+            FrameHdr h{};
+            h.type = kData;
+            h.sender = params_.my_vpid;
+            h.id = r->remote;
+            DataBody b{r->done};
+            memcpy(f, &h, sizeof(h));
+            memcpy(f + sizeof(h), &b, sizeof(b));
+            memcpy(f + sizeof(h) + sizeof(b), static_cast<const uint8_t *>(r->buf) + r->done, n);
+            commit(p, sizeof(FrameHdr) + sizeof(DataBody) + n);
+            ++stats.frames_sent;
+            r->done += n;
+        }
+        p->streams.remove(l);
+        ids_.remove(r->local_id);
+        r->state = kDone;
+        finish(r);
+    }
+    return !p->busy();
+}
+
+void Engine::flush_all() {
+    size_t keep = 0;
+    for (size_t i = 0; i < busy_.size(); ++i) {
+        Peer *p = busy_[i];
+        if (flush(p)) {
+            p->in_busy = false;
+        } else {
+            busy_[keep++] = p;
+        }
+    }
+    busy_.resize(keep);
+}
+
+int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
+                 bool sync, efa_engine_req_t *req) {
+    Guard g(mu_, mt_);
+    int err = 0;
+    Peer *p = peer(vpid, err);
+    if (nullptr == p) {
+        return err ? err : -FI_ENOENT;
+    }
+    if (p->error) {
+        return p->error;
+    }
+    if (p->net && !interest_) {
+        interest_ = true; // answers and completions come from the provider now
+        efa_core_net_interest(net_->core(), 1);
+    }
+    req->buf = const_cast<void *>(buf);
+    req->buflen = len;
+    req->cid = cid;
+    req->src = src;
+    req->tag = tag;
+    req->peer = vpid;
+    req->err = 0;
+    req->done = 0;
+    req->seq = 0;
+    req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | (len > p->eager_max ? kReqRndv : 0));
+    // Only a send the receiver answers (ACK, FIN, CTS) needs an id.
+    req->local_id = req->flags ? ids_.add(req) : 0;
+    if (p->sends.empty() && write_message(p, req)) {
+        const int done = after_written(req) ? 1 : 0;
+        fail_noted(); // its post failed for good: req fails with the peer if it waits
+        return done;
+    }
+    req->state = kSendQueued;
+    p->sends.push_back(&req->link);
+    ++stats.queued;
+    mark_busy(p);
+    fail_noted(); // (reserve() may have posted p's open message, and that failed)
+    return 0;
+}
+
+} // namespace efa::engine

@@ -1,0 +1,342 @@
+// The on-node engine's frames to other nodes (net_link.hpp has the design).
+#include "net_link.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "efa_core_msg.h"
+
+namespace efa::engine {
+
+namespace {
+constexpr uint32_t kSlabBufs = 32;
+} // namespace
+
+std::unique_ptr<NetLink> NetLink::create(const NetParams &p, SentFn sent, void *owner, int &err) {
+    err = 0;
+    if (!p.core || !sent || p.window == 0 || p.max_bufs == 0 ||
+        p.buf_size < sizeof(NetHdr) + sizeof(NetFrameHdr) + 256 ||
+        p.buf_size > efa_core_msg_max_size(p.core)) {
+        err = -FI_EINVAL;
+        return nullptr;
+    }
+    std::unique_ptr<NetLink> l(new NetLink());
+    l->params_ = p;
+    // Frames are padded to kNetAlign: a buffer of a multiple of it holds a
+    // frame of max_frame() with its padding (at an MTU of 1025, a frame of
+    // 1001 bytes took 1032 and the provider refused the message).
+    l->params_.buf_size = (p.buf_size + 63) & ~size_t{63};
+    if (l->params_.buf_size > efa_core_msg_max_size(p.core)) {
+        l->params_.buf_size = p.buf_size & ~(kNetAlign - 1);
+    }
+    l->params_.coalesce_max = std::max<uint32_t>(p.coalesce_max, 1);
+    l->params_.credit =
+        std::max<uint64_t>(p.credit ? p.credit : 16 * uint64_t{p.window}, kFirstGrant);
+    const efa_core_info_t *info = efa_core_get_info(p.core);
+    l->inject_max_ = p.inject ? std::min(info->inject_size, efa_core_msg_max_size(p.core)) : 0;
+    l->sent_ = sent;
+    l->owner_ = owner;
+    return l;
+}
+
+NetLink::~NetLink() {
+    // The owner waited for the provider to give back what it could; a
+    // message still held by it keeps its buffer (the provider may still
+    // read it) and its completion goes nowhere.
+    for (auto &chunk : bufs_) {
+        for (uint32_t i = 0; i < kSlabBufs; ++i) {
+            chunk[i].op.complete = efa_op_complete_nothing;
+        }
+    }
+    if (inflight_) {
+        return; // leaked on purpose: see above
+    }
+    for (efa::RegisteredBlock &s : slabs_) {
+        s.release(params_.core, true);
+    }
+}
+
+NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr, efa_ctx_t *ctx) {
+    auto p = std::make_unique<Peer>();
+    p->vpid = vpid;
+    p->addr = addr;
+    p->ctx = ctx;
+    if (std::find(ctxs_.begin(), ctxs_.end(), ctx) == ctxs_.end()) {
+        ctxs_.push_back(ctx);
+        stats_.endpoints = static_cast<uint32_t>(ctxs_.size());
+    }
+    peers_.push_back(std::move(p));
+    return peers_.back().get();
+}
+
+NetLink::Buf *NetLink::get_buf() {
+    if (free_) {
+        Buf *b = free_;
+        free_ = b->next_free;
+        return b;
+    }
+    if (nbufs_ >= params_.max_bufs) {
+        return nullptr;
+    }
+    // Another slab of buffers (registered once, where the provider needs it).
+    efa::RegisteredBlock slab;
+    const bool mr_local = efa_core_get_info(params_.core)->mr_local;
+    if (slab.make(params_.core, kSlabBufs * params_.buf_size, 4096, mr_local ? FI_SEND : 0)) {
+        return nullptr;
+    }
+    slabs_.push_back(slab);
+    std::unique_ptr<Buf[]> chunk(new Buf[kSlabBufs]());
+    for (uint32_t i = 0; i < kSlabBufs; ++i) {
+        Buf &b = chunk[i];
+        b.op.complete = on_complete;
+        b.link = this;
+        b.data = reinterpret_cast<uint8_t *>(slab.data) + i * params_.buf_size;
+        b.desc = slab.desc();
+        b.next_free = i + 1 < kSlabBufs ? &chunk[i + 1] : nullptr;
+    }
+    free_ = &chunk[1];
+    Buf *b = &chunk[0];
+    bufs_.push_back(std::move(chunk));
+    nbufs_ += kSlabBufs;
+    return b;
+}
+
+void *NetLink::reserve(Peer *p, size_t len) {
+    if (len > max_frame()) {
+        return nullptr;
+    }
+    const size_t need = net_span(len);
+    Buf *b = p->open;
+    if (b) {
+        // A frame joins the open message while it stays within the
+        // coalescing limits; a frame alone may fill a whole buffer.
+        const bool room = b->used + need <= params_.buf_size &&
+                          b->used + need <= sizeof(NetHdr) + params_.coalesce_bytes &&
+                          b->frames < params_.coalesce_max;
+        if (!room) {
+            if (p->waiting || p->inflight >= params_.window || !post(p)) {
+                return nullptr;
+            }
+            b = nullptr;
+        }
+    }
+    if (!b) {
+        if (p->error) {
+            return nullptr;
+        }
+        b = get_buf();
+        if (!b) {
+            return nullptr;
+        }
+        b->peer = p;
+        b->used = sizeof(NetHdr);
+        b->frames = 0;
+        p->open = b;
+        ++open_;
+    }
+    return b->data + b->used + sizeof(NetFrameHdr);
+}
+
+void NetLink::commit(Peer *p, size_t len) {
+    Buf *b = p->open;
+    NetFrameHdr fh{static_cast<uint32_t>(len), 0};
+    memcpy(b->data + b->used, &fh, sizeof(fh));
+    b->used += net_span(len);
+    ++b->frames;
+    ++stats_.frames;
+    if (!p->waiting && p->inflight < params_.window) {
+        post(p); // nothing to wait for: it goes now
+    }            // else it gathers more frames until one of p's messages completes
+}
+
+// Post p's open message: true when it left (or failed for good: the
+// error is kept and the owner hears of it from the completion); false
+// when it waits for the provider's queue or for p's grant.
+bool NetLink::post(Peer *p) {
+    if (!has_credit(p)) {
+        if (!p->starved) {
+            p->starved = true;
+            ++stats_.no_credit;
+        }
+        return false; // granted() posts it
+    }
+    Buf *b = p->open;
+    const auto frames = static_cast<uint16_t>(b->frames);
+    const NetHdr h{kNetMagic, kNetVersion, frames, params_.my_vpid, p->seq, p->grant_out};
+    memcpy(b->data, &h, sizeof(h));
+    bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_;
+    int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr) : -FI_EMSGSIZE;
+    if (-FI_EMSGSIZE == rc) { // not by inject (or the core refused it): with a completion
+        inject = false;
+        rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+    }
+    if (-FI_EAGAIN == rc) {
+        if (!p->waiting) {
+            p->waiting = true;
+            waiting_.push_back(p);
+        }
+        return false;
+    }
+    p->open = nullptr;
+    --open_;
+    if (rc) {
+        // Unreachable (a dead peer, or the provider refused): the frames
+        // are lost, the owner fails what waits on this peer.
+        p->error = rc;
+        b->next_free = free_;
+        free_ = b;
+        sent_(owner_, nullptr, p, rc); // no buffer: just the error
+        return true;
+    }
+    ++p->seq;
+    p->grant_said = std::max(p->grant_said, h.grant);
+    ++stats_.messages;
+    if (b->frames > 1) {
+        ++stats_.batched;
+    }
+    if (inject) { // copied by the provider: the buffer is free again
+        ++stats_.injected;
+        p->injected = true;
+        injected_.push_back(p);
+        b->next_free = free_;
+        free_ = b;
+        return true;
+    }
+    ++p->inflight;
+    ++inflight_;
+    return true;
+}
+
+void NetLink::abandon(Peer *p, int err) {
+    if (0 == p->error) {
+        p->error = err;
+    }
+    if (Buf *b = p->open) {
+        p->open = nullptr;
+        --open_;
+        b->next_free = free_;
+        free_ = b;
+    }
+    if (p->waiting) {
+        waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), p), waiting_.end());
+        p->waiting = false;
+    }
+    p->starved = false;
+}
+
+void NetLink::on_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    auto *b = reinterpret_cast<Buf *>(op);
+    b->link->sent_(b->link->owner_, b, b->peer, cqe->err);
+}
+
+void NetLink::release(Buf *b) {
+    Peer *p = b->peer;
+    --p->inflight;
+    --inflight_;
+    b->next_free = free_;
+    free_ = b;
+    if (p->open && !p->waiting && p->inflight < params_.window) {
+        post(p);
+    }
+}
+
+// A grant alone to p: true when it left, or need not (p is unreachable:
+// its messages fail anyway); false to try again from progress().
+bool NetLink::send_grant(Peer *p) {
+    if (p->error) {
+        return true;
+    }
+    const NetHdr h{kNetMagic, kNetVersion, 0, params_.my_vpid, kNoSeq, p->grant_out};
+    int rc = -FI_EMSGSIZE;
+    if (sizeof(h) <= inject_max_) {
+        rc = efa_ctx_try_inject(p->ctx, &h, sizeof(h), p->addr);
+    }
+    if (-FI_EMSGSIZE == rc) {
+        Buf *b = get_buf();
+        if (!b) {
+            return false;
+        }
+        b->peer = p;
+        b->used = sizeof(h);
+        b->frames = 0;
+        memcpy(b->data, &h, sizeof(h));
+        rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+        if (0 == rc) {
+            ++p->inflight; // release() on completion, as for any message
+            ++inflight_;
+        } else {
+            b->next_free = free_;
+            free_ = b;
+        }
+    }
+    if (-FI_EAGAIN == rc) {
+        return false;
+    }
+    if (0 == rc) {
+        p->grant_said = h.grant;
+        ++stats_.grants;
+    }
+    return true;
+}
+
+void NetLink::granted(Peer *p, uint64_t grant) {
+    if (grant <= p->limit) {
+        return; // old news (grants may arrive in any order)
+    }
+    p->limit = grant;
+    p->starved = false;
+    if (p->open && !p->waiting && p->inflight < params_.window) {
+        post(p);
+    }
+}
+
+void NetLink::delivered(Peer *p, uint64_t delivered) {
+    const uint64_t grant = delivered + params_.credit;
+    if (grant <= p->grant_out) {
+        return;
+    }
+    p->grant_out = grant;
+    if (!p->grant_due && grant - p->grant_said >= params_.credit / 4) {
+        p->grant_due = true; // sent by send_grants() unless a message to p carries it first
+        grants_.push_back(p);
+    }
+}
+
+void NetLink::send_grants() {
+    if (grants_.empty()) {
+        return;
+    }
+    std::vector<Peer *> todo;
+    todo.swap(grants_);
+    for (Peer *p : todo) {
+        if (p->grant_out - p->grant_said < params_.credit / 4 || send_grant(p)) {
+            p->grant_due = false;
+        } else {
+            grants_.push_back(p); // the provider's queue is full: later
+        }
+    }
+}
+
+void NetLink::progress_pending() {
+    for (Peer *p : injected_) {
+        p->injected = false;
+    }
+    injected_.clear();
+    send_grants();
+    if (waiting_.empty()) {
+        return;
+    }
+    std::vector<Peer *> todo;
+    todo.swap(waiting_);
+    for (Peer *p : todo) {
+        p->waiting = false;
+        if (p->open) {
+            post(p); // back into waiting_ if still full
+        }
+    }
+}
+
+} // namespace efa::engine

@@ -1,0 +1,263 @@
+// The on-node engine's way to other nodes: its frames carried in the
+// provider's untagged messages (FI_MSG), so that mtl_efa can match every
+// message itself (the "own" matching path) instead of leaving matching to
+// the provider's tagged interface.
+//
+// What travels.  One provider message holds a NetHdr and one or more
+// frames of the engine's format (engine.hpp), each preceded by its
+// length and padded to 8 bytes.  The header's first byte (kNetMagic, 0x80
+// or above) puts the message in the engine's channel of the core's
+// untagged receive pool (efa_core_msg.h), apart from btl_efa's messages;
+// its sequence number lets the receiver restore the sender's order
+// (net_order.hpp).
+//
+// Sending works like a ring: reserve() gives room in the peer's open
+// message, the engine writes its frame there, commit() closes the frame.
+// A peer with fewer than 'window' messages in flight gets the open message
+// posted at once, so a lone message never waits.  With the window full,
+// further frames go into the same open message (coalescing: many small
+// MPI messages in one provider message) until it reaches coalesce_bytes or
+// coalesce_max frames; it is posted when one of the peer's messages
+// completes.  When it is full and cannot go, reserve() says no and the
+// engine queues the frame as it does for a full ring.  The bytes are
+// copied into the link's send buffers (registered where the provider needs
+// it), so a frame is "written" once committed, as in a ring.
+//
+// A lone small message goes by inject (no completion to reap, which is
+// most of what a message costs here beyond the provider-matched path):
+// when nothing is in flight to the peer, the message fits the provider's
+// inject size, and no other message went to that peer by inject since the
+// owner's last progress call.  The last condition keeps packing alive: a
+// burst of sends between two progress calls injects its first message
+// only, the rest go as posted sends and fill the window as before.
+//
+// Credit.  A receiver holds a sender's early messages until the ones
+// before them come (net_order.hpp); after one loss the provider may keep
+// delivering later ones for a long time.  So a sender posts a message
+// numbered seq only below its peer's grant: the receiver grants 'credit'
+// messages beyond those it has handed on, carried in every NetHdr it
+// sends to that sender, and on its own (a grant message, numbered kNoSeq,
+// outside the order and the credit) once a quarter of the credit went
+// unsaid.  The credit (16 windows, 256 messages by default) is well above
+// what a stream keeps in flight (bench_pt2pt's bw posts 64 at a time), so
+// that a stream without a loss never waits for its grant.
+// Held memory per sender is then at most credit messages of buf_size
+// bytes; nothing is dropped: a sender without credit packs and queues as
+// for a full window, and the message that fills the gap releases the held
+// ones, whose delivery sends the grant that lets the sender go on.  Every
+// process starts from kFirstGrant, granted without a word.
+//
+// Threads: the owner serialises every call (the engine's mutex), and the
+// send completions, which come from the core's progress, call the owner's
+// 'sent' handler, which takes that mutex before calling release().
+#ifndef EFA_ENGINE_NET_HPP
+#define EFA_ENGINE_NET_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "efa_core.h"
+#include "registered_block.hpp"
+
+namespace efa::engine {
+
+constexpr uint8_t kNetMagic = 0xE5;
+constexpr uint8_t kNetVersion = 2;
+
+struct NetHdr {
+    uint8_t magic;
+    uint8_t version;
+    uint16_t frames;
+    uint32_t sender; // vpid
+    uint64_t seq;    // per (sender, receiver), from 0; kNoSeq: a grant alone
+    uint64_t grant;  // the receiver of this may send to its sender below this seq (0: nothing new)
+};
+static_assert(sizeof(NetHdr) == 24);
+constexpr uint64_t kNoSeq = UINT64_MAX;
+// What a receiver grants before it says anything (both ends know it).
+constexpr uint64_t kFirstGrant = 256;
+
+// Before each frame: its length; frames start 8-byte aligned.
+struct NetFrameHdr {
+    uint32_t len;
+    uint32_t pad;
+};
+constexpr size_t kNetAlign = 8;
+inline size_t net_span(size_t len) {
+    return sizeof(NetFrameHdr) + ((len + kNetAlign - 1) & ~(kNetAlign - 1));
+}
+
+// Walk the frames of one provider message: calls f(frame, len) for each;
+// false when the message is malformed (what came before was handed on).
+template <class F> bool net_frames(const uint8_t *msg, size_t len, F &&f) {
+    if (len < sizeof(NetHdr)) {
+        return false;
+    }
+    NetHdr h;
+    __builtin_memcpy(&h, msg, sizeof(h));
+    size_t off = sizeof(NetHdr);
+    for (uint32_t i = 0; i < h.frames; ++i) {
+        NetFrameHdr fh;
+        if (len - off < sizeof(fh)) {
+            return false;
+        }
+        __builtin_memcpy(&fh, msg + off, sizeof(fh));
+        if (fh.len > len - off - sizeof(fh)) {
+            return false;
+        }
+        f(msg + off + sizeof(fh), static_cast<size_t>(fh.len));
+        off += net_span(fh.len);
+        if (off > len) {
+            off = len; // the last frame's padding may be cut off
+        }
+    }
+    return true;
+}
+
+struct NetParams {
+    efa_core_t *core = nullptr;
+    uint32_t my_vpid = 0;
+    // One send buffer: the largest provider message, header included.  No
+    // more than tcp;ofi_rxm's eager buffer (16 KiB): at 64 bytes over, every
+    // streamed chunk took rxm's large-message protocol, and own matching's
+    // latency was 1.4x this one's at 32 KiB and 2x at 128 KiB (2847155,
+    // 2026-11-26; docs/PERFORMANCE.md).  Raised where eager messages need more
+    // (mtl_efa_net_eager_max), capped by the provider's limit.
+    size_t buf_size = 16 * 1024;
+    uint32_t max_bufs = 512;      // send buffers at most (allocated 32 at a time)
+    uint32_t window = 16;         // provider messages in flight per peer
+    size_t coalesce_bytes = 4096; // a message gathers frames up to this size (0: one frame)
+    uint32_t coalesce_max = 64;   // ... and this many frames
+    bool inject = true;           // a lone small message by inject (see above)
+    // Messages granted beyond those handed on (0: 16 windows); at least
+    // kFirstGrant, which a sender assumes before the first grant comes.
+    uint64_t credit = 0;
+};
+
+struct NetStats {
+    uint64_t messages = 0;  // provider messages posted
+    uint64_t batched = 0;   // ... of them with more than one frame
+    uint64_t frames = 0;    // frames they carried
+    uint64_t injected = 0;  // ... of the messages, those that went by inject
+    uint64_t grants = 0;    // grant messages sent (not among 'messages')
+    uint64_t no_credit = 0; // times a message found its peer's grant used up
+    uint32_t endpoints = 0; // local endpoints (contexts) the peers are spread over
+};
+
+class NetLink {
+  public:
+    struct Peer;
+    struct Buf {
+        efa_op_t op; // first: the core hands it back
+        NetLink *link;
+        Peer *peer;
+        uint8_t *data;
+        void *desc;
+        size_t used;
+        uint32_t frames;
+        Buf *next_free;
+    };
+    struct Peer {
+        uint32_t vpid = 0;
+        fi_addr_t addr = FI_ADDR_UNSPEC;
+        efa_ctx_t *ctx = nullptr;
+        uint32_t inflight = 0;
+        uint64_t seq = 0;
+        Buf *open = nullptr;               // frames written, not posted yet
+        bool waiting = false;              // open found the provider's queue full: in waiting_
+        bool injected = false;             // a message went by inject since the last progress()
+        int error = 0;                     // a post failed for good: the peer is unreachable
+        uint64_t limit = kFirstGrant;      // may post while seq is below (the peer's grant)
+        uint64_t grant_out = 0;            // what this process grants the peer now
+        uint64_t grant_said = kFirstGrant; // ... and what the peer has heard of it
+        bool grant_due = false;            // a grant message waits in grants_
+        bool starved = false;              // a message waits for limit to rise
+    };
+    // 'sent' is called for every completed provider message (err 0 or a
+    // negative libfabric error) from the core's progress, with the owner's
+    // lock not held, and with b NULL (under the lock, from inside the
+    // link's calls) when a post to p failed for good.
+    using SentFn = void (*)(void *owner, Buf *b, Peer *p, int err);
+
+    static std::unique_ptr<NetLink> create(const NetParams &p, SentFn sent, void *owner, int &err);
+    ~NetLink();
+    NetLink(const NetLink &) = delete;
+    NetLink &operator=(const NetLink &) = delete;
+
+    // A peer reached at addr through context ctx (owned by the link).
+    Peer *add_peer(uint32_t vpid, fi_addr_t addr, efa_ctx_t *ctx);
+    // The largest frame one message carries (buf_size is a multiple of
+    // kNetAlign: the frame's padding fits too).
+    size_t max_frame() const { return params_.buf_size - sizeof(NetHdr) - sizeof(NetFrameHdr); }
+    size_t buf_size() const { return params_.buf_size; }
+    uint64_t credit() const { return params_.credit; }
+
+    // Room for a frame of len bytes to p, or nullptr (wait and retry).
+    void *reserve(Peer *p, size_t len);
+    void commit(Peer *p, size_t len);
+    // A completed message's buffer goes back (called by the owner's
+    // 'sent' handler, under its lock); p's open message may go now.
+    void release(Buf *b);
+    // Post messages that found the provider's queue full, and grants that
+    // could not go; a peer may have a message injected again.
+    // Inline test first: the engine calls it on every progress call, and
+    // with no peer waiting, no grant due and nothing injected it has
+    // nothing to do.
+    void progress() {
+        if (!injected_.empty() || !grants_.empty() || !waiting_.empty()) {
+            progress_pending();
+        }
+    }
+    // p granted this process messages below 'grant' (from any NetHdr of p's).
+    void granted(Peer *p, uint64_t grant);
+    // This process has handed on 'delivered' messages of p's: p may send
+    // credit more; said by a grant message once a quarter of the credit
+    // went unsaid (else with the next message to p).
+    void delivered(Peer *p, uint64_t delivered);
+    // The grant messages delivered() found due, unless a message to their
+    // peer carried them meanwhile (also from progress()).
+    void send_grants();
+    // The owner failed p (err): what was written to p and not posted never
+    // goes (a message waiting for p's grant or for the provider's queue),
+    // and nothing more is written to p.
+    void abandon(Peer *p, int err);
+    // Messages posted and not completed, or written and not posted, or
+    // grants not sent.
+    bool idle() const {
+        return 0 == inflight_ && waiting_.empty() && open_ == 0 && grants_.empty();
+    }
+    efa_core_t *core() const { return params_.core; }
+    const NetStats &stats() const { return stats_; }
+
+  private:
+    void progress_pending();
+    NetLink() = default;
+    Buf *get_buf();
+    bool post(Peer *p);
+    bool send_grant(Peer *p);
+    bool has_credit(const Peer *p) const { return p->seq < p->limit; }
+    static void on_complete(efa_op_t *op, const efa_cqe_t *cqe);
+
+    NetParams params_;
+    SentFn sent_ = nullptr;
+    void *owner_ = nullptr;
+    std::vector<std::unique_ptr<Peer>> peers_;
+    std::vector<efa::RegisteredBlock> slabs_;
+    std::vector<std::unique_ptr<Buf[]>> bufs_;
+    Buf *free_ = nullptr;
+    uint32_t nbufs_ = 0;
+    uint32_t inflight_ = 0;
+    uint32_t open_ = 0; // peers with an open message
+    std::vector<Peer *> waiting_;
+    std::vector<Peer *> injected_;  // peers with injected set
+    std::vector<Peer *> grants_;    // peers with grant_due set
+    size_t inject_max_ = 0;         // the provider's inject size (0: never)
+    std::vector<efa_ctx_t *> ctxs_; // the distinct contexts peers were given
+    NetStats stats_;
+};
+
+} // namespace efa::engine
+
+#endif
