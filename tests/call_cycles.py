@@ -3,8 +3,8 @@
 objects (nm: which file defines a function, which files call it).  A cycle
 means a lower file calls back into one that calls it, which docs/DESIGN.md
 rules out: lower layers report up through a completion callback or a
-handler pointer.  The files of one class split by job (the on-node engine's
-onnode_engine*.cpp) count as one.
+handler pointer.  The files of one class split by job (the matching engine's
+engine*.cpp) count as one.
 
 usage: call_cycles.py BUILD_DIR   (prints PASS or FAIL and the edges)"""
 import collections
@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 # Files that are one unit: the parts of one class.
-UNITS = [(re.compile(r"^onnode_engine(_\w+)?$"), "onnode_engine*")]
+UNITS = [(re.compile(r"^engine(_\w+)?$"), "engine*")]
 
 
 def unit(obj):
