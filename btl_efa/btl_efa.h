@@ -9,11 +9,10 @@
  *  - native (btl_efa_native.c): put and get are the provider's RDMA write
  *    and read, atomics its fi_atomic calls, against the peer's libfabric
  *    registration named in the handle;
- *  - emulated (btl_efa_emul.h: btl_efa_emul_initiator.c and
- *    btl_efa_emul_target.c): requests executed by the target's progress
- *    against its own table of registrations (btl_efa_reg.c), which refuses
- *    anything outside a registered range or its access rights.  Works on
- *    any provider.
+ *  - emulated (btl_efa_emul.h, btl_efa_emul.c): requests executed by the
+ *    target's progress against its own table of registrations
+ *    (btl_efa_reg.c), which refuses anything outside a registered range or
+ *    its access rights.  Works on any provider.
  *
  * btl_efa_rdma.c holds the entry points, which choose the path.
  *
@@ -196,101 +195,138 @@ typedef struct efa_btl_rop {
     volatile bool posted;
 } efa_btl_rop_t;
 
+/* The module, one struct per concern, each naming its owner: the one file
+ * that writes it after open (readers may be anywhere; open is the
+ * component's init with mca_btl_efa_module_init, before Open MPI sees the
+ * module), and what guards it (DESIGN.md, "Structs with one owner per
+ * field"). */
 typedef struct mca_btl_efa_module {
     mca_btl_base_module_t super;
+    /* btl_efa_module.c (open and finalize); fixed after open but for finalizing. */
     efa_core_t *core;
     efa_ctx_t *ctx;
-    opal_mutex_t lock;           /* free lists, pending queue, tables */
-    opal_hash_table_t endpoints; /* name (uint64) -> endpoint */
-    efa_emul_table_t *regs;      /* key -> efa_btl_reg_t, checked by the emulated target */
-    uint64_t next_key;
-    /* Emulated one-sided requests in flight, by id: an answer names its
-     * request by id, never by address (it comes from another process);
-     * claims decide who may touch and who completes one (efa_inflight.h). */
-    efa_inflight_t *reqs; /* id -> efa_btl_rdma_req_t (btl_efa_emul_initiator.c) */
-    uint64_t next_req_id;
-    struct efa_btl_rdma_req *free_reqs; /* finished requests kept for reuse (module lock) */
-    int num_free_reqs;
-    /* A request chunk's send failed for good (fragment's req_id, status):
-     * the initiator's, set by mca_btl_efa_emul_setup.  The send
-     * path calls it through here because the initiator sends through the
-     * send path: neither file calls back into the other. */
-    void (*chunk_send_failed)(struct mca_btl_efa_module *btl, uint64_t req_id, int status);
-    efa_pool_t *frags; /* efa_btl_frag_t, each with a buffer of frag_size */
-    /* What a fragment's provider completion calls (the send path's, given
-     * to the pool at init: the pool calls nothing of the layers above). */
-    void (*frag_complete)(efa_op_t *op, const efa_cqe_t *cqe);
-    /* Where a frame read from the on-node rings goes (recv.c's
-     * mca_btl_efa_ring_frame, set at init and handed to the ring's poll
-     * as it is: ring.c calls nothing of the layers above it). */
-    efa_shm_deliver_fn ring_frame;
-    /* The descriptor and segment that hand the ring's active messages up:
-     * set up once, used only by the thread holding the inbox's poll (one
-     * at a time; a poll inside an upcall returns at once). */
-    mca_btl_efa_recv_des_t ring_des;
-    mca_btl_base_segment_t ring_seg;
-    efa_flow_t flow;              /* credits per peer; the endpoints with sends waiting */
-    int rma_window;               /* chunks of one put/get in flight */
-    size_t frag_size;             /* bytes of one fragment buffer */
-    size_t rma_chunk;             /* payload bytes per put/get chunk */
-    volatile int32_t outstanding; /* one-sided operations in flight, all endpoints */
-    volatile int32_t posted;      /* fragments the provider holds (sent, not yet completed) */
+    opal_mutex_t lock;           /* the "module lock" of the structs below */
+    opal_hash_table_t endpoints; /* name (uint64) -> endpoint: btl_efa_endpoint.c adds (lock) */
+    uint64_t my_name;
     /* Finalize has begun: the upper layers (pml, osc) are closed and their
      * code may be unloaded, so no callback, active message or one-sided
      * request reaches them or their memory any more. */
     volatile bool finalizing;
-    uint64_t my_name;
-    int refused;      /* requests refused (for the first few, a warning) */
-    int net_interest; /* endpoints holding an interest in the core (net_interest) */
-    /* One-sided path: what this process could do alone (choose_one_sided,
-     * published), then the job's agreement (btl_efa_mode.c, at the first
-     * add_procs; registrations and operations wait for it). */
-    bool native_put;     /* put by fi_write */
-    bool native_get;     /* get by fi_read */
-    bool native_atomics; /* atomics by fi_atomic & co. */
-    bool mr_virt_addr;   /* the provider addresses remote memory virtually */
-    bool mr_local;       /* local buffers need descriptors */
-    size_t rma_max;      /* largest transfer handed to the provider at once */
-    /* The job's agreement (btl_efa_mode.c). */
-    volatile bool mode_agreed;
-    uint8_t mode_own;        /* EFA_BTL_CAN_* this process published */
-    uint8_t mode_why[3];     /* EFA_BTL_WHY_* of put, get, atomics where not native */
-    bool rma_insisted;       /* btl_efa_rma_mode native */
-    bool atomics_insisted;   /* btl_efa_atomic_mode native */
-    bool pipeline_raised;    /* btl_min_rdma_pipeline_size raised for native reads */
-    size_t pipeline_default; /* its value before */
-    efa_pool_t *rops;        /* efa_btl_rop_t, each with its scratch words */
-    /* On-node channel (btl_efa_ring.c): channel EFA_NODE_CHANNEL_BTL of the
-     * process's shared node; NULL when it is off. */
-    efa_node_t *node;
-    bool progress_added;       /* component progress on the common callback (first add_procs) */
-    size_t ring_max_frame;     /* largest message (header included) a slot carries */
-    efa_btl_frag_t *ring_done; /* sent through a ring: finished from progress */
-    volatile int32_t num_ring_done;
-    uint64_t ring_sent, ring_received, ring_full; /* frames; sends that found a ring full */
-    /* Single copy to processes of this node (btl_efa_cma.c). */
-    bool single_copy; /* allowed for this job (mode and build) */
-    efa_single_copy_mode_t single_copy_mode;
-    uint32_t my_pid;                     /* put in every handle while single_copy */
-    volatile int64_t cma_puts, cma_gets; /* operations done by CMA */
-    volatile int32_t cma_fallbacks;      /* peers the kernel refused */
-    /* Two-sided path. */
-    size_t inplace_min; /* contiguous sends from this size on go without a copy (0: auto) */
-    size_t inject_max;  /* messages up to this size may be injected */
-    /* Coalescing (btl_efa_batch.c): a batch's bytes at most (0: off) and
-     * messages at most; what it did. */
-    size_t coalesce_bytes;
-    int coalesce_max;
-    uint64_t batches_sent, batched_msgs;
-    /* Injected descriptors of the upper layer whose callbacks are due
-     * (from progress); protected by the module lock. */
-    efa_btl_frag_t *done_head, *done_tail;
-    /* The watch's sweeps (btl_efa_watch.c): every watch_period seconds (0:
-     * the peer deadline is off), the next one due at watch_next. */
-    double watch_period, watch_next;
-    /* The endpoint the last message came from: consecutive messages mostly
-     * come from the same peer, and endpoints live until finalize. */
-    mca_btl_efa_endpoint_t *last_src;
+    /* One-sided operations in flight, all endpoints (atomic): each path
+     * (btl_efa_native.c, btl_efa_emul.c) counts its own. */
+    volatile int32_t outstanding;
+    /* Requests refused (for the first few, a warning): the emulated target
+     * (btl_efa_emul.c) and the native path (btl_efa_native.c) count them in
+     * one, so that the warnings of both stop together. */
+    int refused;
+    /* btl_efa_procs.c (module lock); btl_efa_module.c clears it at finalize */
+    struct {
+        int net_interest;    /* endpoints holding an interest in the core (net_interest) */
+        bool progress_added; /* component progress on the common callback (first add_procs) */
+    } procs;
+    /* btl_efa_frag.c: the fragment pool (module lock) */
+    struct {
+        efa_pool_t *pool; /* efa_btl_frag_t, each with a buffer of size bytes */
+        /* What a fragment's provider completion calls (the send path's, given
+         * at init: the pool calls nothing of the layers above). */
+        void (*complete)(efa_op_t *op, const efa_cqe_t *cqe);
+        size_t size;
+    } frag;
+    /* btl_efa_send.c: credits, queues, completions (module lock).  flow
+     * (efa_msg_flow.h) also by btl_efa_am.c (a sendi into a ring),
+     * btl_efa_batch.c (a posted batch leaves the queue), btl_efa_endpoint.c
+     * (a new peer). */
+    struct {
+        efa_flow_t flow;         /* credits per peer; the endpoints with sends waiting */
+        volatile int32_t posted; /* fragments the provider holds (atomic) */
+        size_t inplace_min;      /* contiguous sends from this size on: no copy (0: auto) */
+        size_t inject_max;       /* messages up to this size may be injected */
+        efa_btl_frag_t *done_head, *done_tail; /* injected upper-layer descriptors, callback due */
+        efa_btl_frag_t *ring_done;             /* sent through a ring: finished from progress */
+        volatile int32_t num_ring_done;
+    } send;
+    /* btl_efa_batch.c: coalescing (module lock) */
+    struct {
+        size_t bytes;        /* a batch's bytes at most (0: off) */
+        int max;             /* and messages */
+        uint64_t sent, msgs; /* what it did */
+    } batch;
+    /* btl_efa_recv.c: what hands the ring's active messages up, used by the
+     * thread holding the inbox's poll (one at a time; a poll inside an
+     * upcall returns at once); last_src, the endpoint the last message came
+     * from (a hint: endpoints live until finalize), without lock. */
+    struct {
+        mca_btl_efa_recv_des_t ring_des;
+        mca_btl_base_segment_t ring_seg;
+        mca_btl_efa_endpoint_t *last_src;
+    } recv;
+    /* btl_efa_ring.c: the on-node channel, EFA_NODE_CHANNEL_BTL of the
+     * process's shared node (NULL: off), set at open.  Its counters: by the
+     * senders (btl_efa_am.c, btl_efa_send.c, module lock) and btl_efa_recv.c
+     * (the inbox's poll), reported by btl_efa_ring.c at close. */
+    struct {
+        efa_node_t *node;
+        /* recv.c's mca_btl_efa_ring_frame, handed to the poll as it is
+         * (ring.c calls nothing of the layers above it). */
+        efa_shm_deliver_fn frame;
+        size_t max_frame;              /* largest message (header included) a slot carries */
+        uint64_t sent, received, full; /* frames; sends that found a ring full */
+    } ring;
+    /* btl_efa_mode.c (module lock; agreed is read without): what this
+     * process could do alone (the component's choose_one_sided, published),
+     * then the job's agreement (first add_procs; registrations and
+     * operations wait for it). */
+    struct {
+        bool native_put;     /* put by fi_write */
+        bool native_get;     /* get by fi_read */
+        bool native_atomics; /* atomics by fi_atomic & co. */
+        volatile bool agreed;
+        uint8_t own;             /* EFA_BTL_CAN_* this process published */
+        uint8_t why[3];          /* EFA_BTL_WHY_* of put, get, atomics where not native */
+        bool rma_insisted;       /* btl_efa_rma_mode native */
+        bool atomics_insisted;   /* btl_efa_atomic_mode native */
+        bool pipeline_raised;    /* btl_min_rdma_pipeline_size raised for native reads */
+        size_t pipeline_default; /* its value before */
+    } mode;
+    /* btl_efa_native.c: the provider's RMA, set at open (rops: module lock) */
+    struct {
+        bool mr_virt_addr; /* the provider addresses remote memory virtually */
+        bool mr_local;     /* local buffers need descriptors */
+        size_t rma_max;    /* largest transfer handed to the provider at once */
+        efa_pool_t *rops;  /* efa_btl_rop_t, each with its scratch words */
+    } native;
+    /* btl_efa_reg.c: registrations (next_key: module lock) */
+    struct {
+        efa_emul_table_t *table; /* key -> efa_btl_reg_t, checked by the emulated target */
+        uint64_t next_key;
+    } reg;
+    /* btl_efa_emul.c: the emulated requests in flight, by id (an answer
+     * names its request by id, never by address: it comes from another
+     * process; claims decide who may touch and who completes one:
+     * efa_inflight.h, its own lock).  The rest: module lock. */
+    struct {
+        efa_inflight_t *reqs; /* id -> efa_btl_rdma_req_t */
+        uint64_t next_id;
+        struct efa_btl_rdma_req *free_reqs; /* finished requests kept for reuse */
+        int num_free_reqs;
+        int window;   /* chunks of one put/get in flight (set at open) */
+        size_t chunk; /* payload bytes per put/get chunk (set at open) */
+        /* A request chunk's send failed for good: the send path calls the
+         * initiator through here, as the initiator sends through it. */
+        void (*chunk_send_failed)(struct mca_btl_efa_module *btl, uint64_t req_id, int status);
+    } emul;
+    /* btl_efa_cma.c: single copy to processes of this node, set at open */
+    struct {
+        bool allowed; /* for this job (mode and build) */
+        efa_single_copy_mode_t mode;
+        uint32_t my_pid;             /* put in every handle while allowed */
+        volatile int64_t puts, gets; /* operations done by CMA (atomic) */
+        volatile int32_t fallbacks;  /* peers the kernel refused (atomic) */
+    } cma;
+    /* btl_efa_watch.c: the sweeps, every period s (0: no peer deadline) */
+    struct {
+        double period, next;
+    } watch;
 } mca_btl_efa_module_t;
 
 typedef struct mca_btl_efa_component {
@@ -348,7 +384,7 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 /* Back to the pool as it is (no registration of its own): the module lock
  * is held. */
 static inline void mca_btl_efa_frag_return_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
-    efa_pool_put(btl->frags, frag);
+    efa_pool_put(btl->frag.pool, frag);
 }
 /* Finalize, before the core is released: idle slabs freed, busy ones kept
  * (their completions pointed at the core); after: the kept ones freed
@@ -383,8 +419,8 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
  * finish, or endpoints waiting?  Peeked without the lock (progress calls
  * drain_pending only then; it looks again under the lock). */
 static inline bool mca_btl_efa_send_work(mca_btl_efa_module_t *btl) {
-    return 0 != __atomic_load_n(&btl->num_ring_done, __ATOMIC_RELAXED) ||
-           0 != btl->flow.num_waiting;
+    return 0 != __atomic_load_n(&btl->send.num_ring_done, __ATOMIC_RELAXED) ||
+           0 != btl->send.flow.num_waiting;
 }
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len);
 void mca_btl_efa_run_done(mca_btl_efa_module_t *btl);
@@ -426,26 +462,6 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
  * to the same handlers as a provider's message. */
 void mca_btl_efa_ring_frame(void *arg, unsigned ring, void *frame, size_t len);
 
-/* btl_efa_mode.c: the one-sided mode agreed by the job */
-enum { EFA_BTL_CAN_PUT = 1, EFA_BTL_CAN_GET = 2, EFA_BTL_CAN_ATOMICS = 4 };
-enum {
-    EFA_BTL_WHY_NONE = 0,
-    EFA_BTL_WHY_PARAM,    /* the parameter says emulated */
-    EFA_BTL_WHY_PROVIDER, /* the provider cannot (no FI_RMA/FI_ATOMIC, an op missing, a defect) */
-    EFA_BTL_WHY_EMULATED, /* the provider would emulate it: auto prefers ours */
-    EFA_BTL_WHY_RING,     /* atomics: the on-node channel carries them */
-};
-int mca_btl_efa_mode_publish(mca_btl_efa_module_t *btl);
-/* Agree on the job's mode (once; every later call returns at once). */
-void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl);
-static inline void mca_btl_efa_mode_ready(mca_btl_efa_module_t *btl) {
-    if (OPAL_UNLIKELY(!btl->mode_agreed)) {
-        mca_btl_efa_mode_agree(btl);
-    }
-}
-void mca_btl_efa_mode_add_peer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                               const opal_proc_t *proc);
-
 /* The component's progress (btl_efa_progress.c), run by the common
  * progress callback (btl_progress is NULL). */
 int mca_btl_efa_component_progress(void);
@@ -466,10 +482,10 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
 void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep);
 /* Frames handed up per progress call. */
 #define EFA_BTL_RING_BUDGET 32
-/* Poll the channel (btl->node set): inline in the component's progress,
+/* Poll the channel (btl->ring.node set): inline in the component's progress,
  * which runs it on every opal_progress call. */
 static inline int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {
-    return efa_node_poll(btl->node, EFA_NODE_CHANNEL_BTL, btl->ring_frame, btl,
+    return efa_node_poll(btl->ring.node, EFA_NODE_CHANNEL_BTL, btl->ring.frame, btl,
                          EFA_BTL_RING_BUDGET);
 }
 /* Say once that the inbox dropped corrupted frames (from progress, now and
@@ -480,24 +496,11 @@ void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl);
 static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                         size_t len) {
     if (OPAL_LIKELY(EFA_BTL_RING_ATTACHED == ep->ring_state)) {
-        return len <= btl->ring_max_frame;
+        return len <= btl->ring.max_frame;
     }
-    return EFA_BTL_RING_UNTRIED == ep->ring_state && len <= btl->ring_max_frame &&
+    return EFA_BTL_RING_UNTRIED == ep->ring_state && len <= btl->ring.max_frame &&
            mca_btl_efa_ring_attach(btl, ep);
 }
-
-/* btl_efa_batch.c (the module lock held where the name says so) */
-/* A batch of the active messages at the head of ep's queue (2 or more,
- * within btl_efa_coalesce_bytes and _max), ready to post; NULL when they
- * are fewer or do not fit.  They stay queued until it is posted. */
-efa_btl_frag_t *mca_btl_efa_batch_build_locked(mca_btl_efa_module_t *btl,
-                                               mca_btl_efa_endpoint_t *ep);
-/* The batch is posted: its messages leave the queue. */
-void mca_btl_efa_batch_posted_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                     efa_btl_frag_t *batch);
-/* The batch could not be posted: recycled, its messages still queued. */
-void mca_btl_efa_batch_discard_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *batch);
-void mca_btl_efa_batch_report(const mca_btl_efa_module_t *btl);
 
 /* btl_efa_rdma.c: the one-sided entry points (the module's function table) */
 int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -540,21 +543,6 @@ int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
                                struct mca_btl_base_registration_handle_t *handle);
 int mca_btl_efa_reg_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_reg_fini(mca_btl_efa_module_t *btl);
-
-/* btl_efa_emul_initiator.c: the emulated protocol's initiator (what the
- * rest of the BTL calls; the rest in btl_efa_emul.h) */
-/* After mca_btl_efa_reg_setup (request ids start from its random point). */
-void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl);
-void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl);
-/* Fail the emulated requests that went unanswered for btl_efa_rma_timeout;
- * returns how many. */
-int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl);
-void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
-                                  const void *payload, size_t len);
-
-/* btl_efa_emul_target.c: the emulated protocol's target */
-void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
-                                 const efa_btl_rma_t *rma, const void *payload);
 
 /* btl_efa_native.c */
 int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl);

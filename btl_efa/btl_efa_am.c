@@ -71,7 +71,7 @@ static inline int copy_out(opal_convertor_t *conv, void *dst, size_t *size) {
  * that fails, and the caller copies instead. */
 static bool reference_in_place(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag,
                                opal_convertor_t *conv, size_t *size) {
-    if (btl->mr_local) {
+    if (btl->native.mr_local) {
         void *ptr = NULL;
         int err = 0;
         opal_convertor_get_current_pointer(conv, &ptr);
@@ -117,11 +117,12 @@ mca_btl_base_descriptor_t *mca_btl_efa_prepare_src(struct mca_btl_base_module_t 
      * provider that moves such messages without a bounce buffer (shm, by
      * CMA) reads it where it is. */
     const size_t msg_len = sizeof(efa_btl_hdr_t) + reserve + *size;
-    bool in_place = (btl->inplace_min ? *size >= btl->inplace_min : msg_len > btl->inject_max) &&
-                    (btl->super.btl_flags & MCA_BTL_FLAGS_SEND_INPLACE) &&
-                    (convertor->flags & CONVERTOR_NO_OP) &&
-                    !(convertor->flags & MCA_BTL_EFA_CONVERTOR_DEVICE) &&
-                    reference_in_place(btl, frag, convertor, size);
+    bool in_place =
+        (btl->send.inplace_min ? *size >= btl->send.inplace_min : msg_len > btl->send.inject_max) &&
+        (btl->super.btl_flags & MCA_BTL_FLAGS_SEND_INPLACE) &&
+        (convertor->flags & CONVERTOR_NO_OP) &&
+        !(convertor->flags & MCA_BTL_EFA_CONVERTOR_DEVICE) &&
+        reference_in_place(btl, frag, convertor, size);
     if (!in_place) {
         uint8_t *data = (uint8_t *)frag->segments[0].seg_addr.pval;
         if (*size > 0 && OPAL_SUCCESS != pack(convertor, data + reserve, size)) {
@@ -162,7 +163,7 @@ int mca_btl_efa_send(struct mca_btl_base_module_t *base, struct mca_btl_base_end
     /* A small copied fragment is injected: no provider completion to reap.
      * The callback always comes from progress, never from inside this call
      * (an injected fragment's from mca_btl_efa_run_done). */
-    frag->inject = frag->base.des_segment_count < 2 && frag->send_len <= btl->inject_max;
+    frag->inject = frag->base.des_segment_count < 2 && frag->send_len <= btl->send.inject_max;
     return mca_btl_efa_frag_post(btl, frag);
 }
 
@@ -177,7 +178,7 @@ static int ring_sendi(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     if (NULL == ep->flow.head) {
         slot = efa_shm_outbox_reserve(ep->outbox, total);
         if (NULL == slot) {
-            ++btl->ring_full;
+            ++btl->ring.full;
         }
     }
     if (NULL == slot) {
@@ -200,8 +201,8 @@ static int ring_sendi(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     hdr.src = btl->my_name;
     memcpy(slot, &hdr, sizeof(hdr));
     efa_shm_outbox_commit(ep->outbox, sizeof(hdr) + header_size + size);
-    ++btl->ring_sent;
-    efa_flow_sent(&btl->flow, &ep->flow, give, false); /* a ring frame takes no credit */
+    ++btl->ring.sent;
+    efa_flow_sent(&btl->send.flow, &ep->flow, give, false); /* a ring frame takes no credit */
     OPAL_THREAD_UNLOCK(&btl->lock);
     return OPAL_SUCCESS;
 }
@@ -257,7 +258,7 @@ int mca_btl_efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_en
     fill_am(btl, frag, endpoint, tag, header_size + size);
     /* Nobody waits for this fragment's completion: a small one is injected
      * and recycled at once, no completion to reap. */
-    frag->inject = frag->send_len <= btl->inject_max;
+    frag->inject = frag->send_len <= btl->send.inject_max;
     int rc = mca_btl_efa_frag_post(btl, frag);
     if (OPAL_SUCCESS != rc) {
         mca_btl_efa_frag_return(btl, frag);

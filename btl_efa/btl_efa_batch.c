@@ -9,7 +9,7 @@
  * one provider operation and one completion for many messages.  On EFA a
  * provider message costs far more than the bytes it carries.
  */
-#include "btl_efa.h"
+#include "btl_efa_batch.h"
 
 #include "opal/util/output.h"
 
@@ -42,8 +42,7 @@ efa_btl_frag_t *mca_btl_efa_batch_build_locked(mca_btl_efa_module_t *btl,
     if (NULL == first || NULL == first->next || !batchable(first) || !batchable(first->next)) {
         return NULL;
     }
-    const size_t limit =
-        btl->coalesce_bytes < btl->frag_size ? btl->coalesce_bytes : btl->frag_size;
+    const size_t limit = btl->batch.bytes < btl->frag.size ? btl->batch.bytes : btl->frag.size;
     const size_t cap = limit - sizeof(efa_btl_hdr_t);
     /* The first two must fit, or there is nothing to gain. */
     if (efa_btl_wire_batch_span(first->send_len) + efa_btl_wire_batch_span(first->next->send_len) >
@@ -58,7 +57,7 @@ efa_btl_frag_t *mca_btl_efa_batch_build_locked(mca_btl_efa_module_t *btl,
     size_t used = 0;
     int count = 0;
     efa_btl_frag_t *last = NULL;
-    for (efa_btl_frag_t *f = first; f && count < btl->coalesce_max && batchable(f); f = f->next) {
+    for (efa_btl_frag_t *f = first; f && count < btl->batch.max && batchable(f); f = f->next) {
         if (!add(payload, cap, &used, f)) {
             break;
         }
@@ -83,9 +82,9 @@ efa_btl_frag_t *mca_btl_efa_batch_build_locked(mca_btl_efa_module_t *btl,
 
 void mca_btl_efa_batch_posted_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                      efa_btl_frag_t *batch) {
-    efa_flow_dequeue_through(&btl->flow, &ep->flow, batch->inner_last);
-    ++btl->batches_sent;
-    btl->batched_msgs += (uint64_t)batch->inner_count;
+    efa_flow_dequeue_through(&btl->send.flow, &ep->flow, batch->inner_last);
+    ++btl->batch.sent;
+    btl->batch.msgs += (uint64_t)batch->inner_count;
 }
 
 void mca_btl_efa_batch_discard_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *batch) {
@@ -95,12 +94,11 @@ void mca_btl_efa_batch_discard_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t 
 }
 
 void mca_btl_efa_batch_report(const mca_btl_efa_module_t *btl) {
-    if (0 == btl->coalesce_bytes) {
+    if (0 == btl->batch.bytes) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: coalescing off");
         return;
     }
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: coalescing: %llu batch(es) carried %llu queued message(s)",
-                        (unsigned long long)btl->batches_sent,
-                        (unsigned long long)btl->batched_msgs);
+                        (unsigned long long)btl->batch.sent, (unsigned long long)btl->batch.msgs);
 }

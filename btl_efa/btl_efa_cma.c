@@ -50,11 +50,11 @@ typedef struct efa_btl_cma_card {
 static void cma_give_up(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *why) {
     static volatile int32_t said = 0;
     __atomic_store_n(&ep->cma, EFA_BTL_CMA_OFF, __ATOMIC_RELEASE);
-    OPAL_THREAD_ADD_FETCH32(&btl->cma_fallbacks, 1);
+    OPAL_THREAD_ADD_FETCH32(&btl->cma.fallbacks, 1);
     if (1 != OPAL_THREAD_ADD_FETCH32(&said, 1)) {
         return;
     }
-    if (EFA_SINGLE_COPY_CMA == btl->single_copy_mode) {
+    if (EFA_SINGLE_COPY_CMA == btl->cma.mode) {
         mca_common_efa_show_help("help-btl-efa.txt", "cma-refused", true,
                                  opal_process_info.nodename, OPAL_NAME_PRINT(ep->name), why);
     } else {
@@ -173,9 +173,9 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             strerror(err));
         status = OPAL_ERR_BAD_PARAM;
     } else if (put) {
-        OPAL_THREAD_ADD_FETCH64(&btl->cma_puts, 1);
+        OPAL_THREAD_ADD_FETCH64(&btl->cma.puts, 1);
     } else {
-        OPAL_THREAD_ADD_FETCH64(&btl->cma_gets, 1);
+        OPAL_THREAD_ADD_FETCH64(&btl->cma.gets, 1);
     }
     mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, status);
     return OPAL_SUCCESS;
@@ -185,11 +185,11 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
  * publish this process's card to the processes of its node.  Called from
  * component init, before the modex is exchanged. */
 int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode) {
-    btl->single_copy_mode = mode;
-    btl->single_copy = false;
-    btl->my_pid = 0;
-    btl->cma_puts = btl->cma_gets = 0;
-    btl->cma_fallbacks = 0;
+    btl->cma.mode = mode;
+    btl->cma.allowed = false;
+    btl->cma.my_pid = 0;
+    btl->cma.puts = btl->cma.gets = 0;
+    btl->cma.fallbacks = 0;
     if (EFA_SINGLE_COPY_NONE == mode || !efa_cma_built()) {
         return OPAL_SUCCESS;
     }
@@ -202,17 +202,17 @@ int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode)
                             "btl:efa: single copy (CMA) off: cannot publish the modex entry");
         return OPAL_SUCCESS;
     }
-    btl->single_copy = true;
-    btl->my_pid = (uint32_t)getpid();
+    btl->cma.allowed = true;
+    btl->cma.my_pid = (uint32_t)getpid();
     return OPAL_SUCCESS;
 }
 
 void mca_btl_efa_cma_fini(mca_btl_efa_module_t *btl) {
-    if (btl->single_copy) {
+    if (btl->cma.allowed) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: single copy (CMA): %lld put(s), %lld get(s); %d peer(s) "
                             "left on the provider's path",
-                            (long long)btl->cma_puts, (long long)btl->cma_gets,
-                            (int)btl->cma_fallbacks);
+                            (long long)btl->cma.puts, (long long)btl->cma.gets,
+                            (int)btl->cma.fallbacks);
     }
 }

@@ -1,7 +1,7 @@
 /*
  * btl_efa component: parameters, selection and module creation.
  */
-#include "btl_efa.h"
+#include "btl_efa_mode.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,7 +326,7 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
     if (EFA_RMA_MODE_EMULATED == rma) {
         single_copy = EFA_SINGLE_COPY_NONE; /* the user asked for the target to execute them */
     }
-    btl->single_copy_mode = single_copy;
+    btl->cma.mode = single_copy;
     if (EFA_RMA_MODE_NATIVE == rma && !info->has_rma) {
         mca_common_efa_show_help("help-btl-efa.txt", "native-unavailable", true,
                                  opal_process_info.nodename, "rma_mode", info->provider,
@@ -337,34 +337,34 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
      * the efa provider emulates costs the target's CPU as ours does, and
      * ours executes a put or get in one round trip with no registration. */
     const bool auto_rma = EFA_RMA_MODE_AUTO == rma;
-    btl->native_put = EFA_RMA_MODE_EMULATED != rma && info->has_rma &&
-                      !(auto_rma && EFA_RMA_BY_EMULATION == info->rma_write_by);
-    btl->native_get = EFA_RMA_MODE_EMULATED != rma && info->has_rma &&
-                      !(auto_rma && EFA_RMA_BY_EMULATION == info->rma_read_by);
+    btl->mode.native_put = EFA_RMA_MODE_EMULATED != rma && info->has_rma &&
+                           !(auto_rma && EFA_RMA_BY_EMULATION == info->rma_write_by);
+    btl->mode.native_get = EFA_RMA_MODE_EMULATED != rma && info->has_rma &&
+                           !(auto_rma && EFA_RMA_BY_EMULATION == info->rma_read_by);
     const uint8_t rma_why = EFA_RMA_MODE_EMULATED == rma ? EFA_BTL_WHY_PARAM
                             : !info->has_rma             ? EFA_BTL_WHY_PROVIDER
                                                          : EFA_BTL_WHY_EMULATED;
-    btl->mode_why[0] = btl->native_put ? EFA_BTL_WHY_NONE : rma_why;
-    btl->mode_why[1] = btl->native_get ? EFA_BTL_WHY_NONE : rma_why;
-    btl->rma_insisted = EFA_RMA_MODE_NATIVE == rma;
-    btl->atomics_insisted = EFA_RMA_MODE_NATIVE == atomics;
-    btl->pipeline_default = btl->super.btl_min_rdma_pipeline_size;
-    btl->pipeline_raised = false;
-    if (btl->native_get && param_is_default("min_rdma_pipeline_size")) {
+    btl->mode.why[0] = btl->mode.native_put ? EFA_BTL_WHY_NONE : rma_why;
+    btl->mode.why[1] = btl->mode.native_get ? EFA_BTL_WHY_NONE : rma_why;
+    btl->mode.rma_insisted = EFA_RMA_MODE_NATIVE == rma;
+    btl->mode.atomics_insisted = EFA_RMA_MODE_NATIVE == atomics;
+    btl->mode.pipeline_default = btl->super.btl_min_rdma_pipeline_size;
+    btl->mode.pipeline_raised = false;
+    if (btl->mode.native_get && param_is_default("min_rdma_pipeline_size")) {
         /* pml ob1 uses its RDMA put pipeline for messages above this size
          * and one RDMA read of the receiver below it.  With native reads
          * and the MR cache, the read is one operation where the pipeline
          * takes three messages per fragment, and measured no slower at
          * 256 KiB to 1 MiB on tcp;ofi_rxm and shm: reads for every size. */
         btl->super.btl_min_rdma_pipeline_size = SIZE_MAX;
-        btl->pipeline_raised = true;
+        btl->mode.pipeline_raised = true;
     }
     char why[160] = "";
     bool usable = mca_btl_efa_native_atomics_usable(core, why, sizeof(why));
-    btl->mode_why[2] = usable ? EFA_BTL_WHY_NONE : EFA_BTL_WHY_PROVIDER;
+    btl->mode.why[2] = usable ? EFA_BTL_WHY_NONE : EFA_BTL_WHY_PROVIDER;
     if (EFA_RMA_MODE_AUTO == atomics && usable && EFA_RMA_BY_EMULATION == info->atomics_by) {
         usable = false;
-        btl->mode_why[2] = EFA_BTL_WHY_EMULATED;
+        btl->mode.why[2] = EFA_BTL_WHY_EMULATED;
         snprintf(why, sizeof(why), "the provider emulates atomics (the device has none)");
     }
     if (EFA_RMA_MODE_NATIVE == atomics && !usable) {
@@ -379,29 +379,30 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
          * PERFORMANCE.md).  All or nothing still holds: every process of
          * the job makes the same choice. */
         usable = false;
-        btl->mode_why[2] = EFA_BTL_WHY_RING;
+        btl->mode.why[2] = EFA_BTL_WHY_RING;
         snprintf(why, sizeof(why), "the on-node channel carries them (every peer on this node)");
     }
-    btl->native_atomics = EFA_RMA_MODE_EMULATED != atomics && usable;
+    btl->mode.native_atomics = EFA_RMA_MODE_EMULATED != atomics && usable;
     if (EFA_RMA_MODE_EMULATED == atomics) {
-        btl->mode_why[2] = EFA_BTL_WHY_PARAM;
+        btl->mode.why[2] = EFA_BTL_WHY_PARAM;
     }
-    if (btl->native_atomics) {
+    if (btl->mode.native_atomics) {
         /* Provider atomics need not be atomic with respect to the CPU's (a
          * NIC may execute them), so osc/rdma must not mix the two; own
          * memory goes through the provider as well (btl_efa_rdma.c). */
         btl->super.btl_atomic_flags &= ~MCA_BTL_ATOMIC_SUPPORTS_GLOB;
     }
     char line[512];
-    snprintf(
-        line, sizeof(line), "put %s, get %s%s%s; atomics %s%s%s",
-        rma_path(btl->native_put, rma, info->rma_write_by),
-        rma_path(btl->native_get, rma, info->rma_read_by),
-        EFA_SINGLE_COPY_NONE != single_copy ? "; single copy (CMA) on this node where allowed" : "",
-        ring_all ? "; on-node channel to every peer" : "",
-        btl->native_atomics ? "native (provider atomics)" : "emulated (executed by the target)",
-        (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? ": " : "",
-        (!btl->native_atomics && EFA_RMA_MODE_AUTO == atomics) ? why : "");
+    snprintf(line, sizeof(line), "put %s, get %s%s%s; atomics %s%s%s",
+             rma_path(btl->mode.native_put, rma, info->rma_write_by),
+             rma_path(btl->mode.native_get, rma, info->rma_read_by),
+             EFA_SINGLE_COPY_NONE != single_copy ? "; single copy (CMA) on this node where allowed"
+                                                 : "",
+             ring_all ? "; on-node channel to every peer" : "",
+             btl->mode.native_atomics ? "native (provider atomics)"
+                                      : "emulated (executed by the target)",
+             (!btl->mode.native_atomics && EFA_RMA_MODE_AUTO == atomics) ? ": " : "",
+             (!btl->mode.native_atomics && EFA_RMA_MODE_AUTO == atomics) ? why : "");
     /* What this process could do alone; the job's agreement (the minimum
      * over every process, btl_efa_mode.c) follows at the first add_procs. */
     mca_common_efa_say_choice("btl:efa", "btl_efa", "%s", line);
@@ -437,7 +438,7 @@ static const char *choose_send_path(mca_btl_efa_module_t *btl, efa_core_t *core,
         btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
     }
 #ifdef EFA_HAVE_CMA
-    const bool single_copy = EFA_SINGLE_COPY_NONE != btl->single_copy_mode;
+    const bool single_copy = EFA_SINGLE_COPY_NONE != btl->cma.mode;
 #else
     const bool single_copy = false;
 #endif
@@ -511,8 +512,7 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
     }
     if (OPAL_SUCCESS != rc_one_sided ||
         OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core) ||
-        OPAL_SUCCESS !=
-            mca_btl_efa_cma_init(&mca_btl_efa_module, mca_btl_efa_module.single_copy_mode)) {
+        OPAL_SUCCESS != mca_btl_efa_cma_init(&mca_btl_efa_module, mca_btl_efa_module.cma.mode)) {
         mca_btl_efa_ring_fini(&mca_btl_efa_module);
         free(btls);
         mca_common_efa_release(core);
@@ -525,7 +525,7 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
                         info->provider, mca_btl_efa_module.super.btl_eager_limit, eager_why,
                         mca_btl_efa_module.super.btl_max_send_size,
                         mca_btl_efa_module.super.btl_min_rdma_pipeline_size,
-                        mca_btl_efa_module.rma_max, mca_btl_efa_module.rma_chunk);
+                        mca_btl_efa_module.native.rma_max, mca_btl_efa_module.emul.chunk);
     btls[0] = &mca_btl_efa_module.super;
     *num_btls = 1;
     return btls;

@@ -1,19 +1,18 @@
 /*
- * btl_efa's emulated one-sided protocol: what its two halves and the entry
- * points share (the declarations the rest of the BTL calls are in
- * btl_efa.h).
+ * btl_efa's emulated one-sided protocol (btl_efa_emul.c, both sides): what
+ * the rest of the BTL calls.
  *
  * A put, get or atomic travels as request messages that the target's
  * progress executes against its own table of registrations, and answers
  * that complete the operation at the initiator:
  *
- *   btl_efa_rdma.c         entry points: choose this path (or native, or CMA)
+ *   btl_efa_rdma.c     entry points: choose this path (or native, or CMA)
  *        |
  *        v
- *   btl_efa_emul_initiator.c   requests, the table of those in flight,
- *        |                     their answers and their expiry
+ *   initiator          requests, the table of those in flight, their
+ *        |             answers and their expiry
  *        v
- *   btl_efa_emul_target.c      check and execute a request, send its answer
+ *   target             check and execute a request, send its answer
  *
  * Calls go down this picture only: the target answers by message (never by
  * calling the initiator), and the initiator completes an operation through
@@ -40,20 +39,23 @@ static inline const char *mca_btl_efa_emul_type_name(int type) {
     }
 }
 
-/* btl_efa_emul_initiator.c: start an operation on the emulated path (type
- * EFA_BTL_MSG_PUT, _GET or _ATOMIC; op, operand, operand2 and aflags for
- * atomics only).  Completes through cbfunc, at once for the process's own
- * memory. */
+/* Start an operation on the emulated path (a->type EFA_BTL_MSG_PUT, _GET
+ * or _ATOMIC).  Completes through the callback, at once for the process's
+ * own memory. */
 int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                           const efa_btl_rdma_args_t *a);
-
-/* btl_efa_emul_target.c: execute one request of process src against this
- * process's memory, after checking it against this process's own table of
- * registrations.  put: copy 'in' to the target; get: copy the target to
- * 'out'; atomic: *result = the old value.  Returns an OPAL status; nothing
- * is touched unless the check passed. */
-int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
-                             const efa_btl_rma_t *rma, const void *in, void *out, uint64_t *result);
+/* After mca_btl_efa_reg_setup (request ids start from its random point). */
+void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl);
+void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl);
+/* Fail the emulated requests that went unanswered for btl_efa_rma_timeout;
+ * returns how many. */
+int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl);
+/* What btl_efa_recv.c hands over: a peer's request (executed unless
+ * refused, and answered either way), an answer to one of ours. */
+void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
+                                 const efa_btl_rma_t *rma, const void *payload);
+void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
+                                  const void *payload, size_t len);
 
 END_C_DECLS
 #endif

@@ -28,7 +28,7 @@ mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, 
     memcpy(&ep->name, &name, sizeof(name));
     ep->proc = proc;
     ep->is_self = (name == btl->my_name);
-    efa_flow_peer_init(&btl->flow, &ep->flow);
+    efa_flow_peer_init(&btl->send.flow, &ep->flow);
     int rc;
     ep->peer = mca_common_efa_peer_lookup(btl->core, &ep->name, &rc);
     if (NULL == ep->peer) {

@@ -16,14 +16,14 @@ static void frag_init(void *arg, void *elem, void *buf, void *desc) {
     mca_btl_efa_module_t *btl = arg;
     efa_btl_frag_t *frag = elem;
     OBJ_CONSTRUCT(&frag->base, mca_btl_base_descriptor_t);
-    frag->op.complete = btl->frag_complete;
+    frag->op.complete = btl->frag.complete;
     frag->buf = buf;
     frag->desc = desc;
 }
 
 /* The module lock is held. */
 efa_btl_frag_t *mca_btl_efa_frag_get_locked(mca_btl_efa_module_t *btl) {
-    efa_btl_frag_t *frag = efa_pool_get(btl->frags);
+    efa_btl_frag_t *frag = efa_pool_get(btl->frag.pool);
     if (NULL == frag) {
         return NULL;
     }
@@ -71,12 +71,12 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
 
 int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,
                                void (*complete)(efa_op_t *op, const efa_cqe_t *cqe)) {
-    btl->frag_complete = complete;
+    btl->frag.complete = complete;
     const bool mr_local = efa_core_get_info(btl->core)->mr_local;
     const efa_pool_desc_t desc = {
         .elem_size = sizeof(efa_btl_frag_t),
         .link_off = offsetof(efa_btl_frag_t, next),
-        .buf_size = btl->frag_size,
+        .buf_size = btl->frag.size,
         .buf_align = 4096,
         .per_slab = FRAGS_PER_SLAB,
         .core = btl->core,
@@ -85,8 +85,8 @@ int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,
         .arg = btl,
     };
     int err = 0;
-    btl->frags = efa_pool_create(&desc, &err);
-    return NULL == btl->frags ? mca_common_efa_fi_to_opal(err) : OPAL_SUCCESS;
+    btl->frag.pool = efa_pool_create(&desc, &err);
+    return NULL == btl->frag.pool ? mca_common_efa_fi_to_opal(err) : OPAL_SUCCESS;
 }
 
 /* A fragment the provider still holds: its completion, should it come,
@@ -102,23 +102,23 @@ static bool frag_busy(void *arg, void *elem) {
 }
 
 void mca_btl_efa_frag_slabs_fini(mca_btl_efa_module_t *btl) {
-    if (NULL != btl->frags) {
-        (void)efa_pool_retire(btl->frags, frag_busy, NULL);
+    if (NULL != btl->frag.pool) {
+        (void)efa_pool_retire(btl->frag.pool, frag_busy, NULL);
     }
 }
 
 void mca_btl_efa_frag_slabs_fini_released(mca_btl_efa_module_t *btl) {
-    if (NULL == btl->frags) {
+    if (NULL == btl->frag.pool) {
         return;
     }
     /* With the endpoints closed nothing will complete any more (the slabs'
      * registrations went with the core). */
-    const size_t kept = efa_pool_destroy(btl->frags, NULL == efa_core_current());
+    const size_t kept = efa_pool_destroy(btl->frag.pool, NULL == efa_core_current());
     if (kept > 0) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: %zu fragment slab(s) left to the provider, which still "
                             "holds sends of them",
                             kept);
     }
-    btl->frags = NULL;
+    btl->frag.pool = NULL;
 }

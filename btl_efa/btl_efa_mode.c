@@ -22,7 +22,7 @@
  * jobs surely execute them with CPU atomics, since they would mix with its
  * job's own.
  */
-#include "btl_efa.h"
+#include "btl_efa_mode.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,18 +59,18 @@ static efa_btl_mode_card_t own_card(const mca_btl_efa_module_t *btl) {
     efa_btl_mode_card_t card;
     memset(&card, 0, sizeof(card));
     card.magic = MODE_CARD_MAGIC;
-    card.can = (uint8_t)((btl->native_put ? EFA_BTL_CAN_PUT : 0) |
-                         (btl->native_get ? EFA_BTL_CAN_GET : 0) |
-                         (btl->native_atomics ? EFA_BTL_CAN_ATOMICS : 0));
-    memcpy(card.why, btl->mode_why, sizeof(card.why));
+    card.can = (uint8_t)((btl->mode.native_put ? EFA_BTL_CAN_PUT : 0) |
+                         (btl->mode.native_get ? EFA_BTL_CAN_GET : 0) |
+                         (btl->mode.native_atomics ? EFA_BTL_CAN_ATOMICS : 0));
+    memcpy(card.why, btl->mode.why, sizeof(card.why));
     return card;
 }
 
 int mca_btl_efa_mode_publish(mca_btl_efa_module_t *btl) {
     efa_btl_mode_card_t card = own_card(btl);
     int rc;
-    btl->mode_agreed = false;
-    btl->mode_own = card.can;
+    btl->mode.agreed = false;
+    btl->mode.own = card.can;
     OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_GLOBAL, MODE_MODEX_KEY, &card, sizeof(card));
     if (OPAL_SUCCESS != rc) {
         opal_output_verbose(1, mca_common_efa_output,
@@ -103,29 +103,29 @@ static const char *path_name(bool native) {
 /* Apply the agreed mode to the module: the paths and the flags the upper
  * layers read (GLOB, the RDMA pipeline). */
 static void apply(mca_btl_efa_module_t *btl, uint8_t can) {
-    btl->native_put = 0 != (can & EFA_BTL_CAN_PUT);
-    btl->native_get = 0 != (can & EFA_BTL_CAN_GET);
-    btl->native_atomics = 0 != (can & EFA_BTL_CAN_ATOMICS);
+    btl->mode.native_put = 0 != (can & EFA_BTL_CAN_PUT);
+    btl->mode.native_get = 0 != (can & EFA_BTL_CAN_GET);
+    btl->mode.native_atomics = 0 != (can & EFA_BTL_CAN_ATOMICS);
     /* Provider atomics need not be atomic with respect to the CPU's:
      * osc/rdma must not use CPU atomics on its own state then. */
-    if (btl->native_atomics) {
+    if (btl->mode.native_atomics) {
         btl->super.btl_atomic_flags &= ~MCA_BTL_ATOMIC_SUPPORTS_GLOB;
     } else {
         btl->super.btl_atomic_flags |= MCA_BTL_ATOMIC_SUPPORTS_GLOB;
     }
-    if (!btl->native_get && btl->pipeline_raised) {
+    if (!btl->mode.native_get && btl->mode.pipeline_raised) {
         /* Raised for native reads only (choose_one_sided). */
-        btl->super.btl_min_rdma_pipeline_size = btl->pipeline_default;
-        btl->pipeline_raised = false;
+        btl->super.btl_min_rdma_pipeline_size = btl->mode.pipeline_default;
+        btl->mode.pipeline_raised = false;
     }
 }
 
 void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl) {
-    if (btl->mode_agreed) {
+    if (btl->mode.agreed) {
         return;
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    if (btl->mode_agreed) {
+    if (btl->mode.agreed) {
         OPAL_THREAD_UNLOCK(&btl->lock);
         return;
     }
@@ -133,7 +133,7 @@ void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl) {
      * cards and reaches the same result.  One modex lookup per process,
      * once per job (local lookups after the full modex exchange). */
     const uint32_t size = mca_btl_efa_job_size();
-    uint8_t can = btl->mode_own;
+    uint8_t can = btl->mode.own;
     uint32_t published = 0;
     /* The first process that lacks each native path, and why. */
     int64_t first[3] = {-1, -1, -1};
@@ -144,7 +144,7 @@ void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl) {
         efa_btl_mode_card_t card;
         if (vpid == OPAL_PROC_MY_NAME.vpid) {
             card = own_card(btl);
-            card.can = btl->mode_own;
+            card.can = btl->mode.own;
         } else if (!read_card(&name, &card)) {
             continue;
         }
@@ -157,10 +157,10 @@ void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl) {
         }
         can &= card.can;
     }
-    const uint8_t lowered = (uint8_t)(btl->mode_own & ~can);
+    const uint8_t lowered = (uint8_t)(btl->mode.own & ~can);
     apply(btl, can);
     opal_atomic_wmb();
-    btl->mode_agreed = true;
+    btl->mode.agreed = true;
     OPAL_THREAD_UNLOCK(&btl->lock);
 
     char reasons[3][200];
@@ -175,13 +175,13 @@ void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl) {
     mca_common_efa_say_choice("btl:efa", "btl_efa job",
                               "one-sided mode of the job (job-wide minimum of %u process(es)): "
                               "put %s%s, get %s%s, atomics %s%s",
-                              published, path_name(btl->native_put), reasons[0],
-                              path_name(btl->native_get), reasons[1],
-                              path_name(btl->native_atomics), reasons[2]);
+                              published, path_name(btl->mode.native_put), reasons[0],
+                              path_name(btl->mode.native_get), reasons[1],
+                              path_name(btl->mode.native_atomics), reasons[2]);
     /* "native" asked for by parameter and not granted by the job: said
      * plainly; the job runs on the emulated path, which every process has. */
     for (int k = 0; k < 3; ++k) {
-        const bool asked = 2 == k ? btl->atomics_insisted : btl->rma_insisted;
+        const bool asked = 2 == k ? btl->mode.atomics_insisted : btl->mode.rma_insisted;
         if ((lowered & (1u << k)) && asked) {
             char detail[256];
             snprintf(detail, sizeof(detail), "process %lld of the job cannot: %s",
@@ -208,14 +208,14 @@ void mca_btl_efa_mode_add_peer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
     const bool known = read_card(&proc->proc_name, &card);
     ep->foreign_mode = true;
     const bool theirs = !known || (card.can & EFA_BTL_CAN_ATOMICS);
-    ep->foreign_atomics = theirs || btl->native_atomics;
+    ep->foreign_atomics = theirs || btl->mode.native_atomics;
     if (ep->foreign_atomics) {
         opal_output(0,
                     "btl:efa: %s: atomics with process %s of another job are refused: this job "
                     "executes them %s, that one %s, and provider and CPU atomics must not mix "
                     "on one location",
                     opal_process_info.nodename, OPAL_NAME_PRINT(proc->proc_name),
-                    btl->native_atomics ? "by the provider" : "by the target's CPU",
+                    btl->mode.native_atomics ? "by the provider" : "by the target's CPU",
                     theirs ? "may use the provider" : "by the target's CPU");
     }
 }

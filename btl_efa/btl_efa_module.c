@@ -4,10 +4,11 @@
  * points), btl_efa_send.c (credits, queues, completions), btl_efa_recv.c,
  * btl_efa_endpoint.c, btl_efa_frag.c (the fragment pool); btl_efa_rdma.c
  * (one-sided entry points), btl_efa_reg.c (registrations),
- * btl_efa_emul_initiator.c and btl_efa_emul_target.c (the emulated
- * protocol), btl_efa_native.c (the provider's RDMA).
+ * btl_efa_emul.c (the emulated protocol), btl_efa_native.c (the provider's
+ * RDMA).
  */
-#include "btl_efa.h"
+#include "btl_efa_batch.h"
+#include "btl_efa_emul.h"
 
 #include <stdlib.h>
 
@@ -35,14 +36,15 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
      * a completion must not arrive once the fragment is freed.  Sends the
      * peer has long received may still be reported late (shm). */
     const double t0 = mca_btl_efa_now();
-    const int posted0 = btl->posted;
-    while (btl->flow.num_waiting > 0 || btl->outstanding > 0 || btl->posted > 0 || btl->done_head) {
+    const int posted0 = btl->send.posted;
+    while (btl->send.flow.num_waiting > 0 || btl->outstanding > 0 || btl->send.posted > 0 ||
+           btl->send.done_head) {
         if (mca_btl_efa_now() - t0 > EFA_BTL_FINALIZE_WAIT) {
             break;
         }
         mca_btl_efa_run_done(btl);
         mca_btl_efa_drain_pending(btl);
-        if (NULL != btl->node) {
+        if (NULL != btl->ring.node) {
             (void)mca_btl_efa_ring_poll(btl);
         }
         efa_core_progress(btl->core);
@@ -50,7 +52,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     mca_btl_efa_batch_report(btl);
     /* Off the common progress callback before its state goes. */
     mca_common_efa_progress_remove(mca_btl_efa_component_progress);
-    btl->progress_added = false;
+    btl->procs.progress_added = false;
     /* Peers' frames from now on land in a file nobody reads. */
     mca_btl_efa_ring_fini(btl);
     /* Cancels the receive pool (and drives progress once more). */
@@ -59,8 +61,8 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
                         "btl:efa: finalize: %d send(s) in flight at the start; after %.3f s %d "
                         "endpoint(s) with sends queued, %d one-sided operation(s) and %d "
                         "send(s) unfinished",
-                        posted0, mca_btl_efa_now() - t0, (int)btl->flow.num_waiting,
-                        (int)btl->outstanding, (int)btl->posted);
+                        posted0, mca_btl_efa_now() - t0, (int)btl->send.flow.num_waiting,
+                        (int)btl->outstanding, (int)btl->send.posted);
     mca_btl_efa_cma_fini(btl);
     mca_btl_efa_reg_fini(btl);
     mca_btl_efa_emul_fini(btl);
@@ -80,8 +82,8 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     OBJ_DESTRUCT(&btl->endpoints);
     mca_btl_efa_frag_slabs_fini(btl);
     /* The core may stay open for the MTL: it polls at its own pace again. */
-    efa_core_net_interest(btl->core, -btl->net_interest);
-    btl->net_interest = 0;
+    efa_core_net_interest(btl->core, -btl->procs.net_interest);
+    btl->procs.net_interest = 0;
     mca_common_efa_release(btl->core);
     btl->core = NULL;
     mca_btl_efa_native_fini_released(btl);
@@ -97,13 +99,13 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     OBJ_CONSTRUCT(&btl->endpoints, opal_hash_table_t);
     opal_hash_table_init(&btl->endpoints, 256);
     btl->my_name = mca_btl_efa_name_key(&OPAL_PROC_MY_NAME);
-    btl->frag_size = efa_core_msg_max_size(core);
-    btl->rma_chunk = btl->frag_size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t);
-    btl->frags = NULL;
-    btl->ring_frame = mca_btl_efa_ring_frame;
-    mca_btl_efa_recv_des_init(&btl->ring_des, &btl->ring_seg);
+    btl->frag.size = efa_core_msg_max_size(core);
+    btl->emul.chunk = btl->frag.size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t);
+    btl->frag.pool = NULL;
+    btl->ring.frame = mca_btl_efa_ring_frame;
+    mca_btl_efa_recv_des_init(&btl->recv.ring_des, &btl->recv.ring_seg);
     btl->outstanding = 0;
-    btl->posted = 0;
+    btl->send.posted = 0;
     btl->finalizing = false;
     /* A window as deep as the peer's receive pool, but never so small that
      * the pipeline stalls on every credit round trip. */
@@ -112,10 +114,10 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
         size_t bufs = efa_core_msg_recv_count(core);
         window = bufs < 8 ? 8 : (int32_t)bufs;
     }
-    efa_flow_init(&btl->flow, window, offsetof(efa_btl_frag_t, next));
+    efa_flow_init(&btl->send.flow, window, offsetof(efa_btl_frag_t, next));
     mca_btl_efa_watch_init(btl);
-    btl->rma_window = mca_btl_efa_component.rma_window > 0 ? mca_btl_efa_component.rma_window : 1;
-    size_t max_send = btl->frag_size - sizeof(efa_btl_hdr_t);
+    btl->emul.window = mca_btl_efa_component.rma_window > 0 ? mca_btl_efa_component.rma_window : 1;
+    size_t max_send = btl->frag.size - sizeof(efa_btl_hdr_t);
     if (btl->super.btl_max_send_size > max_send || 0 == btl->super.btl_max_send_size) {
         btl->super.btl_max_send_size = max_send;
     }
@@ -130,7 +132,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     }
     mca_btl_efa_emul_setup(btl);
     mca_btl_efa_native_setup(btl);
-    btl->inject_max = efa_core_get_info(core)->inject_size;
+    btl->send.inject_max = efa_core_get_info(core)->inject_size;
     /* In-place sends gather two buffers; below the provider's inject size
      * the provider copies the message anyway, so a copy of ours costs
      * little and the request completes at once (sendi). */
@@ -138,12 +140,12 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     if (info->tx_iov_limit < 2) {
         btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
     }
-    btl->inplace_min = mca_btl_efa_component.inplace_min; /* 0: message above inject_max */
-    btl->coalesce_bytes = mca_btl_efa_component.coalesce_bytes;
-    btl->coalesce_max = mca_btl_efa_component.coalesce_max;
-    btl->batches_sent = btl->batched_msgs = 0;
-    btl->last_src = NULL;
-    btl->done_head = btl->done_tail = NULL;
+    btl->send.inplace_min = mca_btl_efa_component.inplace_min; /* 0: message above inject_max */
+    btl->batch.bytes = mca_btl_efa_component.coalesce_bytes;
+    btl->batch.max = mca_btl_efa_component.coalesce_max;
+    btl->batch.sent = btl->batch.msgs = 0;
+    btl->recv.last_src = NULL;
+    btl->send.done_head = btl->send.done_tail = NULL;
     if (OPAL_SUCCESS != mca_btl_efa_frag_pool_init(btl, mca_btl_efa_frag_complete)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }

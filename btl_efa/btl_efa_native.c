@@ -43,7 +43,7 @@ static void rop_init(void *arg, void *elem, void *buf, void *desc) {
 
 /* The pool, made at the first operation; the module lock is held. */
 static efa_btl_rop_t *rop_get_locked(mca_btl_efa_module_t *btl) {
-    if (NULL == btl->rops) {
+    if (NULL == btl->native.rops) {
         const efa_pool_desc_t desc = {
             .elem_size = sizeof(efa_btl_rop_t),
             .link_off = offsetof(efa_btl_rop_t, next),
@@ -52,16 +52,16 @@ static efa_btl_rop_t *rop_get_locked(mca_btl_efa_module_t *btl) {
             .per_slab = ROPS_PER_SLAB,
             .core = btl->core,
             /* Operands are sent from it (FI_WRITE), results land in it (FI_READ). */
-            .mr_access = btl->mr_local ? (FI_READ | FI_WRITE | FI_SEND | FI_RECV) : 0,
+            .mr_access = btl->native.mr_local ? (FI_READ | FI_WRITE | FI_SEND | FI_RECV) : 0,
             .init = rop_init,
         };
         int err = 0;
-        btl->rops = efa_pool_create(&desc, &err);
-        if (NULL == btl->rops) {
+        btl->native.rops = efa_pool_create(&desc, &err);
+        if (NULL == btl->native.rops) {
             return NULL;
         }
     }
-    return efa_pool_get(btl->rops);
+    return efa_pool_get(btl->native.rops);
 }
 
 static efa_btl_rop_t *rop_get(mca_btl_efa_module_t *btl) {
@@ -85,7 +85,7 @@ static void rop_return(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
         rop->local_mr = NULL;
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    efa_pool_put(btl->rops, rop);
+    efa_pool_put(btl->native.rops, rop);
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
@@ -179,8 +179,8 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, OPAL_SUCCESS);
         return OPAL_SUCCESS;
     }
-    if (!efa_rma_remote_addr(&a->remote_handle->rma, btl->mr_virt_addr, a->remote_address, size,
-                             &raddr)) {
+    if (!efa_rma_remote_addr(&a->remote_handle->rma, btl->native.mr_virt_addr, a->remote_address,
+                             size, &raddr)) {
         return mca_btl_efa_refuse(btl, ep, EFA_BTL_MSG_PUT == type ? "put" : "get", a);
     }
     efa_btl_rop_t *rop = rop_get(btl);
@@ -190,7 +190,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     rop->endpoint = ep;
     rop->cb = a->cb; /* local_handle is only handed back to the callback */
     void *desc = NULL;
-    if (btl->mr_local) {
+    if (btl->native.mr_local) {
         int err = 0;
         /* get writes into the local buffer (FI_READ), put reads from it */
         rop->local_mr = efa_core_mr_acquire(btl->core, local_address, size,
@@ -202,7 +202,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         desc = efa_mr_desc(rop->local_mr);
     }
     const uint64_t rkey = a->remote_handle->rma.fi_key;
-    const size_t pieces = efa_rma_num_pieces(size, btl->rma_max);
+    const size_t pieces = efa_rma_num_pieces(size, btl->native.rma_max);
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
     if (1 == pieces) {
@@ -222,7 +222,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     int rc = OPAL_SUCCESS;
     for (; posted < pieces; ++posted) {
         size_t off, n;
-        efa_rma_piece(size, btl->rma_max, posted, &off, &n);
+        efa_rma_piece(size, btl->native.rma_max, posted, &off, &n);
         efa_btl_rop_t *piece = rop_get(btl);
         if (NULL == piece) {
             rc = OPAL_ERR_OUT_OF_RESOURCE;
@@ -316,8 +316,8 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     /* A torn handle (see efa_rma_handle_t) cannot go to the target's CPU
      * instead as put and get do: native atomics must not mix with its. */
     if (a->remote_address % size || !efa_rma_handle_intact(&a->remote_handle->rma) ||
-        !efa_rma_remote_addr(&a->remote_handle->rma, btl->mr_virt_addr, a->remote_address, size,
-                             &raddr)) {
+        !efa_rma_remote_addr(&a->remote_handle->rma, btl->native.mr_virt_addr, a->remote_address,
+                             size, &raddr)) {
         return mca_btl_efa_refuse(btl, ep, "atomic", a);
     }
     efa_btl_rop_t *rop = rop_get(btl);
@@ -389,14 +389,15 @@ bool mca_btl_efa_native_atomics_usable(efa_core_t *core, char *why, size_t why_l
 
 int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl) {
     const efa_core_info_t *info = efa_core_get_info(btl->core);
-    btl->mr_virt_addr = info->mr_virt_addr;
-    btl->mr_local = info->mr_local;
-    btl->rma_max = info->max_rma_size;
+    btl->native.mr_virt_addr = info->mr_virt_addr;
+    btl->native.mr_local = info->mr_local;
+    btl->native.rma_max = info->max_rma_size;
     if (mca_btl_efa_component.rma_max_transfer &&
-        (0 == btl->rma_max || mca_btl_efa_component.rma_max_transfer < btl->rma_max)) {
-        btl->rma_max = mca_btl_efa_component.rma_max_transfer;
+        (0 == btl->native.rma_max ||
+         mca_btl_efa_component.rma_max_transfer < btl->native.rma_max)) {
+        btl->native.rma_max = mca_btl_efa_component.rma_max_transfer;
     }
-    btl->rops = NULL;
+    btl->native.rops = NULL;
     return OPAL_SUCCESS;
 }
 
@@ -416,23 +417,23 @@ static bool rop_busy(void *arg, void *elem) {
 }
 
 void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl) {
-    if (NULL != btl->rops) {
-        (void)efa_pool_retire(btl->rops, rop_busy, NULL);
+    if (NULL != btl->native.rops) {
+        (void)efa_pool_retire(btl->native.rops, rop_busy, NULL);
     }
 }
 
 void mca_btl_efa_native_fini_released(mca_btl_efa_module_t *btl) {
-    if (NULL == btl->rops) {
+    if (NULL == btl->native.rops) {
         return;
     }
     /* With the endpoints closed nothing completes any more, and the
      * registrations went with the core. */
-    const size_t kept = efa_pool_destroy(btl->rops, NULL == efa_core_current());
+    const size_t kept = efa_pool_destroy(btl->native.rops, NULL == efa_core_current());
     if (kept > 0) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: %zu one-sided operation slab(s) left to the provider, "
                             "which still holds operations of them",
                             kept);
     }
-    btl->rops = NULL;
+    btl->native.rops = NULL;
 }

@@ -3,7 +3,7 @@
  * it, their one-sided mode and on-node channel, and, once one is in use,
  * the BTL's progress joined to the common progress callback.
  */
-#include "btl_efa.h"
+#include "btl_efa_mode.h"
 
 #include "opal/class/opal_bitmap.h"
 
@@ -20,7 +20,7 @@ static void hold_net_interest(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     OPAL_THREAD_LOCK(&btl->lock);
     if (!ep->net_interest) {
         ep->net_interest = true;
-        ++btl->net_interest;
+        ++btl->procs.net_interest;
         efa_core_net_interest(btl->core, 1);
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
@@ -53,11 +53,11 @@ int mca_btl_efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
     /* In use from now on: the component's progress joins the common
      * progress callback (where the BML would have registered btl_progress
      * for a BTL in use; btl_progress is NULL so that it does not). */
-    if (any && !btl->progress_added) {
+    if (any && !btl->procs.progress_added) {
         if (OPAL_SUCCESS != mca_common_efa_progress_add(mca_btl_efa_component_progress)) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
-        btl->progress_added = true;
+        btl->procs.progress_added = true;
     }
     return OPAL_SUCCESS;
 }

@@ -9,15 +9,15 @@
  * nothing to do is a test here, inline, and a call only when there is
  * work: an on-node round trip pays this function twice.
  */
-#include "btl_efa.h"
+#include "btl_efa_emul.h"
 
 int mca_btl_efa_component_progress(void) {
     mca_btl_efa_module_t *btl = &mca_btl_efa_module;
     if (NULL == btl->core) {
         return 0;
     }
-    int n = NULL != btl->node ? mca_btl_efa_ring_poll(btl) : 0;
-    if (NULL != btl->done_head) { /* peeked without the lock: run_done takes it */
+    int n = NULL != btl->ring.node ? mca_btl_efa_ring_poll(btl) : 0;
+    if (NULL != btl->send.done_head) { /* peeked without the lock: run_done takes it */
         mca_btl_efa_run_done(btl);
     }
     /* Unanswered requests and dropped frames are looked for now and then

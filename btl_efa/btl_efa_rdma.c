@@ -16,6 +16,7 @@
  * and never call back into this file.  Registrations: btl_efa_reg.c.
  */
 #include "btl_efa_emul.h"
+#include "btl_efa_mode.h"
 
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
@@ -69,7 +70,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
     /* A handle that does not cover the range, or a torn one, is not
      * necessarily a wrong operation: osc/rdma can hand out a neighbouring
      * region's handle, or a mixture of two, for attached memory of a
-     * dynamic window (see check() in btl_efa_emul_target.c).  The direct
+     * dynamic window (see btl_efa_emul.c).  The direct
      * paths trust the handle, so such an operation goes to the target,
      * which executes it if its own table covers the range and refuses it
      * otherwise. */
@@ -79,7 +80,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
         note_uncovered(a->type, a->remote_address, a->size);
     }
     /* Another process of this node: one copy by CMA where possible. */
-    if (covered && btl->single_copy && !ep->is_self && 0 != a->size) {
+    if (covered && btl->cma.allowed && !ep->is_self && 0 != a->size) {
         int rc = mca_btl_efa_cma_rdma(btl, ep, a);
         if (OPAL_ERR_NOT_AVAILABLE != rc) {
             return rc;
@@ -87,7 +88,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
     }
     /* Own memory: a checked copy is all either path would amount to.  A
      * process of another job may have no provider registration. */
-    if (covered && (EFA_BTL_MSG_PUT == a->type ? btl->native_put : btl->native_get) &&
+    if (covered && (EFA_BTL_MSG_PUT == a->type ? btl->mode.native_put : btl->mode.native_get) &&
         !ep->is_self && !ep->foreign_mode) {
         return mca_btl_efa_native_rdma(btl, ep, a);
     }
@@ -111,8 +112,8 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl
     a->remote_handle = &snap;
     a->type = EFA_BTL_MSG_ATOMIC;
     a->size = (a->aflags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
-    return btl->native_atomics ? mca_btl_efa_native_atomic(btl, ep, a)
-                               : mca_btl_efa_emul_rdma(btl, ep, a);
+    return btl->mode.native_atomics ? mca_btl_efa_native_atomic(btl, ep, a)
+                                    : mca_btl_efa_emul_rdma(btl, ep, a);
 }
 
 /* The completion half of an operation, as the caller gave it. */

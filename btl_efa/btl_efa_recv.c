@@ -4,7 +4,7 @@
  * handler: ob1's active-message callbacks, the emulated one-sided target
  * or initiator, the credit count.
  */
-#include "btl_efa.h"
+#include "btl_efa_emul.h"
 
 #include <rdma/fi_errno.h>
 
@@ -51,7 +51,7 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
 
 /* Hand one active message up (kind: its parse; a truncated or mistagged
  * one is dropped here, with a word at verbose 1).  via_ring: from the
- * ring's poll, whose descriptor (btl->ring_des) this thread holds. */
+ * ring's poll, whose descriptor (btl->recv.ring_des) this thread holds. */
 static inline __attribute__((always_inline)) void
 deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_wire_kind_t kind,
            const efa_btl_wire_msg_t *msg, bool via_ring) {
@@ -73,9 +73,9 @@ deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_wire_k
         return;
     }
     if (via_ring) {
-        btl->ring_seg.seg_addr.pval = (void *)msg->payload;
-        btl->ring_seg.seg_len = msg->payload_len;
-        mca_btl_efa_deliver_am_des(&btl->super, ep, msg->hdr.tag, &btl->ring_des);
+        btl->recv.ring_seg.seg_addr.pval = (void *)msg->payload;
+        btl->recv.ring_seg.seg_len = msg->payload_len;
+        mca_btl_efa_deliver_am_des(&btl->super, ep, msg->hdr.tag, &btl->recv.ring_des);
         return;
     }
     mca_btl_base_segment_t seg;
@@ -85,11 +85,11 @@ deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_wire_k
 }
 
 /* A ring frame comes with no provider's word on who wrote it.  Called by
- * the inbox's poll (btl->ring_frame), one thread at a time. */
+ * the inbox's poll (btl->ring.frame), one thread at a time. */
 void mca_btl_efa_ring_frame(void *arg, unsigned ring, void *frame, size_t len) {
     mca_btl_efa_module_t *btl = arg;
     (void)ring;
-    ++btl->ring_received;
+    ++btl->ring.received;
     deliver_from(btl, frame, len, true, FI_ADDR_NOTAVAIL);
 }
 
@@ -112,10 +112,10 @@ deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ri
         return;
     }
     const efa_btl_hdr_t *hdr = &msg.hdr;
-    mca_btl_efa_endpoint_t *ep = btl->last_src;
+    mca_btl_efa_endpoint_t *ep = btl->recv.last_src;
     if (NULL == ep || mca_btl_efa_name_key(&ep->name) != hdr->src) {
         ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
-        btl->last_src = ep;
+        btl->recv.last_src = ep;
     }
     if (NULL != ep && !efa_core_source_ok(btl->core, src, ep->addr, "a btl_efa message")) {
         return; /* another process wrote it: dropped (the core counts and says so) */

@@ -5,7 +5,7 @@
  * its registrations (common's efa_emul_table), which the emulated target
  * checks every request against.
  */
-#include "btl_efa.h"
+#include "btl_efa_mode.h"
 #include "efa_tsan.h"
 
 #include <stdlib.h>
@@ -49,7 +49,7 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
     }
     /* The emulated path needs no MR (the target copies), the native one
      * does: peers name it by key. */
-    if ((btl->native_put || btl->native_get || btl->native_atomics) && size > 0) {
+    if ((btl->mode.native_put || btl->mode.native_get || btl->mode.native_atomics) && size > 0) {
         int err = 0;
         reg->mr = efa_core_mr_acquire(btl->core, addr, size, fi_access_of(flags), &err);
         if (NULL == reg->mr) {
@@ -66,12 +66,12 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
     reg->handle.rma.base = (uint64_t)(uintptr_t)addr;
     reg->handle.rma.len = size;
     reg->handle.rma.access = flags;
-    reg->handle.rma.owner_pid = btl->my_pid; /* 0 unless single copy is on */
+    reg->handle.rma.owner_pid = btl->cma.my_pid; /* 0 unless single copy is on */
     OPAL_THREAD_LOCK(&btl->lock);
-    reg->handle.rma.key = ++btl->next_key;
+    reg->handle.rma.key = ++btl->reg.next_key;
     OPAL_THREAD_UNLOCK(&btl->lock);
     efa_rma_handle_seal(&reg->handle.rma);
-    if (0 != efa_emul_table_add(btl->regs, &reg->handle.rma, reg)) {
+    if (0 != efa_emul_table_add(btl->reg.table, &reg->handle.rma, reg)) {
         if (reg->mr) {
             efa_core_mr_release(btl->core, reg->mr);
         }
@@ -89,7 +89,7 @@ int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     efa_btl_reg_t *reg = (efa_btl_reg_t *)handle;      /* the handle is the first member */
     EFA_TSAN_ACQUIRE(reg);
-    efa_emul_table_remove(btl->regs, handle->rma.key); /* waits for a request on it */
+    efa_emul_table_remove(btl->reg.table, handle->rma.key); /* waits for a request on it */
     if (reg->mr) {
         efa_core_mr_release(btl->core, reg->mr);
     }
@@ -98,11 +98,11 @@ int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
 }
 
 int mca_btl_efa_reg_setup(mca_btl_efa_module_t *btl) {
-    btl->regs = efa_emul_table_create();
+    btl->reg.table = efa_emul_table_create();
     /* Keys start at a random point so a stale key from an earlier run of a
      * component reload is unlikely to name a live registration. */
-    btl->next_key = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)btl;
-    return NULL == btl->regs ? OPAL_ERR_OUT_OF_RESOURCE : OPAL_SUCCESS;
+    btl->reg.next_key = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)btl;
+    return NULL == btl->reg.table ? OPAL_ERR_OUT_OF_RESOURCE : OPAL_SUCCESS;
 }
 
 /* A registration the layers above left behind at finalize. */
@@ -116,6 +116,6 @@ static void release_leftover(void *arg, void *owner) {
 }
 
 void mca_btl_efa_reg_fini(mca_btl_efa_module_t *btl) {
-    efa_emul_table_destroy(btl->regs, release_leftover, btl);
-    btl->regs = NULL;
+    efa_emul_table_destroy(btl->reg.table, release_leftover, btl);
+    btl->reg.table = NULL;
 }

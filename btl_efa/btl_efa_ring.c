@@ -13,7 +13,7 @@
  * to others: a file planted by someone else is never written into);
  * otherwise the peer is served by the provider.  The component's progress
  * (run by the common progress callback) polls the channel and hands each
- * frame to the same dispatch as a provider message (btl->ring_frame, which
+ * frame to the same dispatch as a provider message (btl->ring.frame, which
  * is recv.c's mca_btl_efa_ring_frame).
  * Frames carry the same bytes as provider messages, so every message type
  * (fragments, one-sided requests and responses, credits) can take either
@@ -52,10 +52,10 @@ static bool worth_telling(int err) {
  * the provider.  *wanted says whether the channel is on. */
 int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
     const char *mode = mca_btl_efa_component.onnode_channel;
-    btl->node = NULL;
-    btl->ring_done = NULL;
-    btl->num_ring_done = 0;
-    btl->ring_sent = btl->ring_received = btl->ring_full = 0;
+    btl->ring.node = NULL;
+    btl->send.ring_done = NULL;
+    btl->send.num_ring_done = 0;
+    btl->ring.sent = btl->ring.received = btl->ring.full = 0;
     *wanted = false;
     bool insist;
     if (NULL == mode || 0 == strcmp(mode, "auto")) {
@@ -104,22 +104,22 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
         snprintf(path, sizeof(path), "(btl_efa_debug_fail_inbox_rank)");
         err = -FI_EIO;
     } else {
-        btl->node = mca_common_efa_node_acquire(&err);
+        btl->ring.node = mca_common_efa_node_acquire(&err);
     }
-    if (NULL != btl->node) {
+    if (NULL != btl->ring.node) {
         /* Senders attach only to the file holding the card's cookie, and
          * only to a channel the card says this process serves. */
-        err = efa_node_open_channel(btl->node, EFA_NODE_CHANNEL_BTL, false);
-        if (0 == err && OPAL_SUCCESS != mca_common_efa_node_publish(btl->node)) {
-            efa_node_close_channel(btl->node, EFA_NODE_CHANNEL_BTL);
+        err = efa_node_open_channel(btl->ring.node, EFA_NODE_CHANNEL_BTL, false);
+        if (0 == err && OPAL_SUCCESS != mca_common_efa_node_publish(btl->ring.node)) {
+            efa_node_close_channel(btl->ring.node, EFA_NODE_CHANNEL_BTL);
             err = -FI_EOTHER;
         }
         if (0 != err) {
-            efa_node_release(btl->node);
-            btl->node = NULL;
+            efa_node_release(btl->ring.node);
+            btl->ring.node = NULL;
         }
     }
-    if (NULL == btl->node) {
+    if (NULL == btl->ring.node) {
         if (insist) {
             mca_common_efa_show_help("help-btl-efa.txt", "no-channel", true,
                                      opal_process_info.nodename, path, efa_shm_strerror(err));
@@ -135,7 +135,7 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
         return OPAL_SUCCESS;
     }
     /* (The node handed its file to the runtime's cleanup when it made it.) */
-    btl->ring_max_frame = efa_node_max_frame(btl->node);
+    btl->ring.max_frame = efa_node_max_frame(btl->ring.node);
     mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
                               "on-node channel: inbox %s, %d rings of %d slots of %zu bytes", path,
                               mca_common_efa_local_size(), slots, slot_size);
@@ -144,7 +144,7 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
 
 void mca_btl_efa_ring_add_proc(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                const opal_proc_t *proc) {
-    if (NULL == btl->node || ep->is_self || EFA_BTL_RING_NONE != ep->ring_state ||
+    if (NULL == btl->ring.node || ep->is_self || EFA_BTL_RING_NONE != ep->ring_state ||
         proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid ||
         !OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags)) {
         return;
@@ -165,8 +165,9 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
             /* The peer serves no BTL channel: whatever is at its name is not its. */
             snprintf(path, sizeof(path), "(the peer published no inbox)");
         } else {
-            efa_node_peer_file(btl->node, ep->vpid, path, sizeof(path));
-            ep->outbox = efa_node_attach(btl->node, ep->vpid, &card, EFA_NODE_CHANNEL_BTL, &err);
+            efa_node_peer_file(btl->ring.node, ep->vpid, path, sizeof(path));
+            ep->outbox =
+                efa_node_attach(btl->ring.node, ep->vpid, &card, EFA_NODE_CHANNEL_BTL, &err);
         }
         if (NULL != ep->outbox) {
             opal_atomic_wmb();
@@ -198,10 +199,10 @@ void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep) {
 }
 
 void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl) {
-    if (NULL == btl->node) {
+    if (NULL == btl->ring.node) {
         return;
     }
-    const uint64_t dropped = efa_node_dropped(btl->node); /* the inbox's, any channel */
+    const uint64_t dropped = efa_node_dropped(btl->ring.node); /* the inbox's, any channel */
     if (OPAL_UNLIKELY(dropped != dropped_seen)) {
         if (0 == dropped_seen) {
             opal_output(0,
@@ -214,18 +215,18 @@ void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl) {
 }
 
 void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl) {
-    if (NULL == btl->node) {
+    if (NULL == btl->ring.node) {
         return;
     }
     mca_btl_efa_ring_check_dropped(btl);
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: on-node channel: %llu frames sent, %llu received, %llu sends "
                         "found a ring full, %llu corrupted frames dropped",
-                        (unsigned long long)btl->ring_sent, (unsigned long long)btl->ring_received,
-                        (unsigned long long)btl->ring_full,
-                        (unsigned long long)efa_node_dropped(btl->node));
+                        (unsigned long long)btl->ring.sent, (unsigned long long)btl->ring.received,
+                        (unsigned long long)btl->ring.full,
+                        (unsigned long long)efa_node_dropped(btl->ring.node));
     /* The file stays while mtl_efa's engine still uses the node. */
-    efa_node_close_channel(btl->node, EFA_NODE_CHANNEL_BTL);
-    efa_node_release(btl->node);
-    btl->node = NULL;
+    efa_node_close_channel(btl->ring.node, EFA_NODE_CHANNEL_BTL);
+    efa_node_release(btl->ring.node);
+    btl->ring.node = NULL;
 }

@@ -4,7 +4,7 @@
  * provider for each fragment, and the end of every send (its completion
  * and the upper layer's callback).
  */
-#include "btl_efa.h"
+#include "btl_efa_batch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +45,7 @@ static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int sta
         return;
     }
     if (OPAL_SUCCESS != status && frag->req_id) {
-        btl->chunk_send_failed(btl, frag->req_id, status); /* the initiator's */
+        btl->emul.chunk_send_failed(btl, frag->req_id, status); /* the initiator's */
     } else if (OPAL_SUCCESS != status && EFA_BTL_MSG_RESP == ((efa_btl_hdr_t *)frag->buf)->type &&
                frag->retries < EFA_BTL_RESP_RETRIES && !btl->finalizing) {
         /* An answer is the initiator's only news of its operation: sent
@@ -89,7 +89,7 @@ void mca_btl_efa_fatal(mca_btl_efa_module_t *btl, opal_proc_t *proc, char *why) 
 void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_frag_t *frag = (efa_btl_frag_t *)op;
     frag->posted = false;
-    OPAL_THREAD_ADD_FETCH32(&mca_btl_efa_module.posted, -1);
+    OPAL_THREAD_ADD_FETCH32(&mca_btl_efa_module.send.posted, -1);
     int status = cqe->err ? mca_common_efa_fi_to_opal(cqe->err) : OPAL_SUCCESS;
     if (cqe->err) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: send failed: %s",
@@ -138,17 +138,17 @@ static int ring_post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         }
     }
     if (0 != rc) {
-        ++btl->ring_full;
+        ++btl->ring.full;
         return EFA_BTL_RING_FULL;
     }
-    ++btl->ring_sent;
+    ++btl->ring.sent;
     /* Finished here (below), whether or not it was to be injected: the
      * caller must not recycle or finish it again. */
     frag->inject = false;
     if (frag->user) {
-        frag->next = btl->ring_done;
-        btl->ring_done = frag;
-        OPAL_THREAD_ADD_FETCH32(&btl->num_ring_done, 1);
+        frag->next = btl->send.ring_done;
+        btl->send.ring_done = frag;
+        OPAL_THREAD_ADD_FETCH32(&btl->send.num_ring_done, 1);
     } else {
         mca_btl_efa_frag_return_locked(btl, frag);
     }
@@ -158,9 +158,9 @@ static int ring_post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
 /* Finish the fragments sent through rings (see ring_post_locked). */
 static void finish_ring_done(mca_btl_efa_module_t *btl) {
     OPAL_THREAD_LOCK(&btl->lock);
-    efa_btl_frag_t *done = btl->ring_done;
-    btl->ring_done = NULL;
-    __atomic_store_n(&btl->num_ring_done, 0, __ATOMIC_RELAXED);
+    efa_btl_frag_t *done = btl->send.ring_done;
+    btl->send.ring_done = NULL;
+    __atomic_store_n(&btl->send.num_ring_done, 0, __ATOMIC_RELAXED);
     OPAL_THREAD_UNLOCK(&btl->lock);
     /* The list is last-in first-out: put it back in sending order. */
     efa_btl_frag_t *ordered = NULL;
@@ -211,12 +211,12 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
     const uint16_t give = efa_flow_give(&ep->flow);
     hdr->credits = give;
-    if (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring_max_frame) {
+    if (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring.max_frame) {
         /* Ring frames take no credit (the ring has its own limit) but
          * carry the credits owed for the provider's messages. */
         int rc = ring_post_locked(btl, ep, frag);
         if (0 == rc) {
-            efa_flow_sent(&btl->flow, &ep->flow, give, false);
+            efa_flow_sent(&btl->send.flow, &ep->flow, give, false);
         }
         return rc;
     }
@@ -232,7 +232,7 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         /* Counted before the provider has it: another thread's progress may
          * complete it before fi_send returns. */
         frag->posted = true;
-        OPAL_THREAD_ADD_FETCH32(&btl->posted, 1);
+        OPAL_THREAD_ADD_FETCH32(&btl->send.posted, 1);
         if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
             rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
                                   &frag->op);
@@ -247,11 +247,11 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         }
         if (0 != rc) {
             frag->posted = false;
-            OPAL_THREAD_ADD_FETCH32(&btl->posted, -1);
+            OPAL_THREAD_ADD_FETCH32(&btl->send.posted, -1);
         }
     }
     if (0 == rc) {
-        efa_flow_sent(&btl->flow, &ep->flow, give, EFA_BTL_MSG_CREDIT != hdr->type);
+        efa_flow_sent(&btl->send.flow, &ep->flow, give, EFA_BTL_MSG_CREDIT != hdr->type);
         ep->exchanged = true; /* through the provider: the peer is watched */
     }
     return rc;
@@ -262,7 +262,7 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
 static inline bool has_credit(const mca_btl_efa_module_t *btl, const mca_btl_efa_endpoint_t *ep,
                               const efa_btl_frag_t *frag) {
     return ep->flow.credits > 0 ||
-           (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring_max_frame);
+           (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring.max_frame);
 }
 
 /* Post what the endpoint's queue holds while it has credits and the
@@ -274,7 +274,7 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     while (ep->flow.head && has_credit(btl, ep, (efa_btl_frag_t *)ep->flow.head)) {
         /* Messages that wait for this peer go packed, one credit for all
          * (btl_efa_batch.c); the ring carries its own frames. */
-        if (btl->coalesce_bytes && EFA_BTL_RING_ATTACHED != ep->ring_state) {
+        if (btl->batch.bytes && EFA_BTL_RING_ATTACHED != ep->ring_state) {
             efa_btl_frag_t *batch = mca_btl_efa_batch_build_locked(btl, ep);
             if (batch) {
                 int rc = post_locked(btl, ep, batch);
@@ -292,10 +292,10 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         }
         /* Out of the queue before the post: a send through a ring reuses
          * frag->next at once. */
-        efa_btl_frag_t *frag = efa_flow_pop(&btl->flow, &ep->flow);
+        efa_btl_frag_t *frag = efa_flow_pop(&btl->send.flow, &ep->flow);
         int rc = post_locked(btl, ep, frag);
         if (-FI_EAGAIN == rc || EFA_BTL_RING_FULL == rc) {
-            efa_flow_push_front(&btl->flow, &ep->flow, frag);
+            efa_flow_push_front(&btl->send.flow, &ep->flow, frag);
             /* the provider is full, or this endpoint waits for the peer to
              * read its ring */
             return EFA_BTL_RING_FULL == rc;
@@ -318,7 +318,7 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         frag->send_len = sizeof(*hdr);
         frag->dest = ep->addr;
         frag->endpoint = ep;
-        frag->inject = frag->send_len <= btl->inject_max;
+        frag->inject = frag->send_len <= btl->send.inject_max;
         int rc = post_locked(btl, ep, frag);
         if (0 != rc || frag->inject) {
             mca_btl_efa_frag_return_locked(btl, frag);
@@ -358,12 +358,12 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
             if (frag->inject && frag->user) {
                 /* Its callback is due from progress (mca_btl_efa_run_done). */
                 frag->next = NULL;
-                if (btl->done_tail) {
-                    btl->done_tail->next = frag;
+                if (btl->send.done_tail) {
+                    btl->send.done_tail->next = frag;
                 } else {
-                    btl->done_head = frag;
+                    btl->send.done_head = frag;
                 }
-                btl->done_tail = frag;
+                btl->send.done_tail = frag;
             } else if (frag->inject) {
                 mca_btl_efa_frag_return_locked(btl, frag);
             }
@@ -378,7 +378,7 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
         }
     }
     frag->inject = false; /* sent from the queue like any other, with a completion */
-    efa_flow_enqueue(&btl->flow, &ep->flow, frag);
+    efa_flow_enqueue(&btl->send.flow, &ep->flow, frag);
     OPAL_THREAD_UNLOCK(&btl->lock);
     return OPAL_SUCCESS;
 }
@@ -388,12 +388,12 @@ bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
 }
 
 void mca_btl_efa_run_done(mca_btl_efa_module_t *btl) {
-    if (NULL == btl->done_head) {
+    if (NULL == btl->send.done_head) {
         return;
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    efa_btl_frag_t *frag = btl->done_head;
-    btl->done_head = btl->done_tail = NULL;
+    efa_btl_frag_t *frag = btl->send.done_head;
+    btl->send.done_head = btl->send.done_tail = NULL;
     OPAL_THREAD_UNLOCK(&btl->lock);
     while (frag) {
         efa_btl_frag_t *next = frag->next;
@@ -421,15 +421,15 @@ static bool drain_peer(void *arg, efa_flow_peer_t *peer) {
 int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
     /* A peek without the lock (finish_ring_done takes it): atomic, as the
      * count changes under the lock in other threads. */
-    if (0 != __atomic_load_n(&btl->num_ring_done, __ATOMIC_RELAXED)) {
+    if (0 != __atomic_load_n(&btl->send.num_ring_done, __ATOMIC_RELAXED)) {
         finish_ring_done(btl);
     }
-    if (0 == btl->flow.num_waiting) {
+    if (0 == btl->send.flow.num_waiting) {
         return 0;
     }
     drain_state_t state = {btl, NULL};
     OPAL_THREAD_LOCK(&btl->lock);
-    int left = efa_flow_drain(&btl->flow, drain_peer, &state);
+    int left = efa_flow_drain(&btl->send.flow, drain_peer, &state);
     OPAL_THREAD_UNLOCK(&btl->lock);
     finish_failed(btl, state.failed);
     return left;
@@ -441,7 +441,7 @@ void mca_btl_efa_note_received_slow(mca_btl_efa_module_t *btl, mca_btl_efa_endpo
                                     const efa_btl_hdr_t *hdr, bool via_ring) {
     OPAL_THREAD_LOCK(&btl->lock);
     ep->exchanged |= !via_ring; /* through the provider: the peer is watched */
-    efa_flow_received(&btl->flow, &ep->flow, hdr->credits,
+    efa_flow_received(&btl->send.flow, &ep->flow, hdr->credits,
                       !via_ring && EFA_BTL_MSG_CREDIT != hdr->type);
     OPAL_THREAD_UNLOCK(&btl->lock);
 }

@@ -62,10 +62,10 @@ static void sweep(void *arg);
 
 void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl) {
     const int timeout = efa_core_peer_timeout(btl->core);
-    btl->watch_period = timeout > 0 && mca_btl_efa_component.peer_watch ? timeout / 2.0 : 0;
-    btl->watch_next = mca_btl_efa_now() + btl->watch_period;
-    if (btl->watch_period > 0 && 0 != efa_core_add_deadline_tick(btl->core, sweep, btl)) {
-        btl->watch_period = 0; /* out of memory: no watch (the deadline still bounds sends) */
+    btl->watch.period = timeout > 0 && mca_btl_efa_component.peer_watch ? timeout / 2.0 : 0;
+    btl->watch.next = mca_btl_efa_now() + btl->watch.period;
+    if (btl->watch.period > 0 && 0 != efa_core_add_deadline_tick(btl->core, sweep, btl)) {
+        btl->watch.period = 0; /* out of memory: no watch (the deadline still bounds sends) */
     }
 }
 
@@ -75,14 +75,14 @@ static void sweep(void *arg) {
     /* Only for an upper layer that hears of it (ob1): under pml cm the
      * MTL waits on its peers through operations the deadline tracks, and
      * osc/rdma's through btl_efa_rma_timeout. */
-    if (btl->watch_period <= 0 || !mca_btl_efa_fatal_heard()) {
+    if (btl->watch.period <= 0 || !mca_btl_efa_fatal_heard()) {
         return;
     }
     const double now = mca_btl_efa_now();
-    if (now < btl->watch_next) {
+    if (now < btl->watch.next) {
         return;
     }
-    btl->watch_next = now + btl->watch_period;
+    btl->watch.next = now + btl->watch.period;
     uint64_t key;
     void *value, *node;
     OPAL_THREAD_LOCK(&btl->lock);
@@ -106,7 +106,7 @@ static void sweep(void *arg) {
 }
 
 void mca_btl_efa_watch_stop_sweeps(mca_btl_efa_module_t *btl) {
-    if (btl->watch_period > 0) {
+    if (btl->watch.period > 0) {
         efa_core_remove_deadline_tick(btl->core, sweep, btl);
     }
 }

@@ -4,7 +4,7 @@
  * the BTL acts on it.  Pure C without Open MPI's headers, so that the
  * fuzzer (tests/fuzz/fuzz_btl_wire.cpp) runs the very checks the BTL runs
  * (deliver_from in btl_efa_recv.c, the emulated one-sided target
- * and initiator in btl_efa_emul_target.c and btl_efa_emul_initiator.c).
+ * and initiator in btl_efa_emul.c).
  * Peers of one job share the architecture (no byte swap).
  */
 #ifndef EFA_BTL_WIRE_H
@@ -65,7 +65,7 @@ typedef struct efa_btl_rma {
 /* Open MPI's atomic operations (mca_btl_base_atomic_op_t) as they travel
  * in efa_btl_rma_t.op, and its remote access flags (MCA_BTL_REG_FLAG_*) as
  * efa_rma_handle_t.access holds them: the core executes requests without
- * Open MPI's headers (btl_efa_emul_target.c checks that they are the
+ * Open MPI's headers (btl_efa_emul.c checks that they are the
  * same). */
 #define EFA_BTL_WIRE_OP_ADD 0x01u
 #define EFA_BTL_WIRE_OP_AND 0x11u
@@ -83,7 +83,7 @@ typedef struct efa_btl_rma {
 #define EFA_BTL_WIRE_ACCESS_REMOTE_ATOMIC 0x8u
 
 /* Open MPI's MCA_BTL_ATOMIC_FLAG_32BIT and _FLOAT, as they travel in
- * efa_btl_rma_t.flags (btl_efa_emul_target.c checks that they are the
+ * efa_btl_rma_t.flags (btl_efa_emul.c checks that they are the
  * same). */
 #define EFA_BTL_WIRE_ATOMIC_32BIT 0x1u
 #define EFA_BTL_WIRE_ATOMIC_FLOAT 0x2u

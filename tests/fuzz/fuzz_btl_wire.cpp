@@ -2,7 +2,7 @@
 // every byte of a message comes from another process, by the provider or
 // through an on-node ring slot.  The harness runs the checks
 // mca_btl_efa_deliver and the emulated one-sided target and initiator run
-// (btl_efa_recv.c, btl_efa_emul_target.c, btl_efa_emul_initiator.c), then
+// (btl_efa_recv.c, btl_efa_emul.c), then
 // does with the result what the BTL does with it: reads the payload handed
 // up, copies a put's bytes, writes a get's answer into a fragment of the
 // BTL's size and an answer's bytes into the request's buffer, each at its

@@ -1,24 +1,31 @@
 /*
- * btl_efa's emulated one-sided protocol, initiator side: an operation's
- * requests, the table of operations in flight, the target's answers and the
- * expiry of operations that get none (the target's side:
- * btl_efa_emul_target.c; the protocol: btl_efa_emul.h).
+ * btl_efa's emulated one-sided operations, both sides (the protocol:
+ * btl_efa_emul.h).
  *
- * A put or get is split into chunks of at most rma_chunk bytes, one request
- * message each.  Only rma_window chunks of an operation are in flight at a
+ * Target: a peer's put, get or atomic request goes to common's target
+ * (efa_emul_target.h: the check against this process's own table of
+ * registrations, and the execution), and is answered.  A refused request
+ * is answered with an error and writes nothing.  The answer is a message
+ * (EFA_BTL_MSG_RESP) through the send path: the target never calls into
+ * the initiator's code, even for its own requests.
+ *
+ * Initiator: an operation's requests, the table of operations in flight,
+ * the target's answers and the expiry of operations that get none.  A put
+ * or get is split into chunks of at most emul.chunk bytes, one request
+ * message each.  Only emul.window chunks of an operation are in flight at a
  * time; each answer lets the next chunk go, so a large transfer never
  * floods the provider (or the peer) with all of its chunks at once.  The
  * operation completes (its callback) when every chunk has been answered,
  * i.e. once the target has executed it, so local completion implies remote
  * completion.  Atomics are one request.
  *
- * Operations in flight are found by id (the module's reqs table,
- * efa_inflight.h): an answer comes from another process, so its id is
- * looked up, never taken for an address, and an operation that expired is
- * simply no longer found.  Whoever touches an operation holds a claim on
- * it (the initiator while it issues chunks, an answer or a send failure
- * while it writes into it): the expiry, in another thread, takes only
- * operations nobody holds, and exactly one caller completes each.
+ * Operations in flight are found by id (emul.reqs, efa_inflight.h): an
+ * answer comes from another process, so its id is looked up, never taken
+ * for an address, and an operation that expired is simply no longer found.
+ * Whoever touches an operation holds a claim on it (the initiator while it
+ * issues chunks, an answer or a send failure while it writes into it): the
+ * expiry, in another thread, takes only operations nobody holds, and
+ * exactly one caller completes each.
  */
 #include "btl_efa_emul.h"
 
@@ -26,11 +33,160 @@
 #include <string.h>
 
 #include "opal/util/output.h"
+#include "opal/util/show_help.h"
+
+static void report_refusal(mca_btl_efa_module_t *btl, int type, uint64_t src, uint64_t addr,
+                           uint64_t len, uint64_t key, const char *why) {
+    if (btl->refused++ >= 10) {
+        return;
+    }
+    opal_process_name_t name;
+    memcpy(&name, &src, sizeof(name));
+    char range[128], keystr[32];
+    snprintf(range, sizeof(range), "0x%llx (%llu bytes)", (unsigned long long)addr,
+             (unsigned long long)len);
+    snprintf(keystr, sizeof(keystr), "%llu", (unsigned long long)key);
+    char *text = opal_show_help_string("help-btl-efa.txt", "rma-refused", false,
+                                       opal_process_info.nodename, mca_btl_efa_emul_type_name(type),
+                                       OPAL_NAME_PRINT(name), range, keystr, why);
+    if (text) {
+        fputs(text, stderr);
+        fflush(stderr);
+        free(text);
+    }
+}
+
+/* The codes as the core (common/include/efa_btl_wire.h) reads them. */
+_Static_assert(EFA_BTL_WIRE_ATOMIC_32BIT == MCA_BTL_ATOMIC_FLAG_32BIT, "32-bit atomic flag");
+_Static_assert(EFA_BTL_WIRE_ATOMIC_FLOAT == MCA_BTL_ATOMIC_FLAG_FLOAT, "float atomic flag");
+_Static_assert(EFA_BTL_WIRE_OP_ADD == MCA_BTL_ATOMIC_ADD &&
+                   EFA_BTL_WIRE_OP_AND == MCA_BTL_ATOMIC_AND &&
+                   EFA_BTL_WIRE_OP_OR == MCA_BTL_ATOMIC_OR &&
+                   EFA_BTL_WIRE_OP_XOR == MCA_BTL_ATOMIC_XOR,
+               "atomic op codes");
+_Static_assert(EFA_BTL_WIRE_OP_LAND == MCA_BTL_ATOMIC_LAND &&
+                   EFA_BTL_WIRE_OP_LOR == MCA_BTL_ATOMIC_LOR &&
+                   EFA_BTL_WIRE_OP_LXOR == MCA_BTL_ATOMIC_LXOR &&
+                   EFA_BTL_WIRE_OP_SWAP == MCA_BTL_ATOMIC_SWAP,
+               "atomic op codes");
+_Static_assert(EFA_BTL_WIRE_OP_MIN == MCA_BTL_ATOMIC_MIN &&
+                   EFA_BTL_WIRE_OP_MAX == MCA_BTL_ATOMIC_MAX,
+               "atomic op codes");
+_Static_assert(EFA_BTL_WIRE_ACCESS_REMOTE_READ == MCA_BTL_REG_FLAG_REMOTE_READ &&
+                   EFA_BTL_WIRE_ACCESS_REMOTE_WRITE == MCA_BTL_REG_FLAG_REMOTE_WRITE &&
+                   EFA_BTL_WIRE_ACCESS_REMOTE_ATOMIC == MCA_BTL_REG_FLAG_REMOTE_ATOMIC,
+               "remote access flags");
+
+static int status_of(efa_emul_verdict_t v) {
+    switch (v) {
+    case EFA_EMUL_DONE:
+        return OPAL_SUCCESS;
+    case EFA_EMUL_UNSUPPORTED_OP:
+        return OPAL_ERR_NOT_SUPPORTED;
+    case EFA_EMUL_MISALIGNED:
+        return OPAL_ERR_BAD_PARAM;
+    default:
+        return OPAL_ERR_PERM;
+    }
+}
+
+/* Execute one request of process src against this process's memory, after
+ * checking it against this process's own table of registrations (also the
+ * initiator's path for its own memory).  put: copy 'in' to the target; get:
+ * copy the target to 'out'; atomic: *result = the old value.  Returns an
+ * OPAL status; nothing is touched unless the check passed.  The checks and
+ * the execution are common's (efa_emul_target.h); this adds the job's
+ * atomic mode and the words to the user. */
+static int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
+                                    const efa_btl_rma_t *rma, const void *in, void *out,
+                                    uint64_t *result) {
+    const bool atomic = EFA_BTL_MSG_PUT != type && EFA_BTL_MSG_GET != type;
+    if (atomic && btl->mode.native_atomics) {
+        /* This job's atomics go through the provider, which need not be
+         * atomic with respect to this CPU's: only a process that did not
+         * agree with the job (another job's) sends these. */
+        report_refusal(btl, type, src, rma->addr, rma->len, rma->key,
+                       "this job executes atomics by the provider (btl_efa_atomic_mode)");
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    const efa_emul_verdict_t v =
+        efa_emul_execute(btl->reg.table, (uint8_t)type, rma, in, out, result);
+    if (EFA_EMUL_DONE != v) {
+        uint64_t len = rma->len;
+        if (atomic) {
+            (void)efa_btl_wire_atomic_extent(rma->addr, rma->flags, &len);
+        }
+        report_refusal(btl, type, src, rma->addr, len, rma->key, efa_emul_verdict_text(v));
+    }
+    return status_of(v);
+}
+
+/* A peer's request (from btl_efa_recv.c): executed unless refused, and
+ * answered either way, so the initiator's operation completes. */
+void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
+                                 const efa_btl_rma_t *rma, const void *payload) {
+    mca_btl_efa_endpoint_t *ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
+    if (NULL == ep) {
+        opal_output(0, "btl:efa: a request from an unknown process cannot be answered");
+        return;
+    }
+    efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
+    if (NULL == frag) {
+        opal_output(0, "btl:efa: out of memory answering a request");
+        return;
+    }
+    efa_btl_hdr_t *rh = (efa_btl_hdr_t *)frag->buf;
+    efa_btl_rma_t *rr = (efa_btl_rma_t *)(rh + 1);
+    uint8_t *data = (uint8_t *)(rr + 1);
+    uint64_t result = 0;
+    int status;
+    size_t data_len = 0;
+    if (btl->finalizing) {
+        /* The layers that registered this process's memory are closed:
+         * what they left registered may be freed memory by now. */
+        status = OPAL_ERR_UNREACH;
+    } else if (!efa_btl_wire_request_len_ok(hdr->type, hdr->len, rma->len, btl->emul.chunk)) {
+        /* A put carries what it names; a get asks for no more than the
+         * answer's fragment holds. */
+        status = OPAL_ERR_BAD_PARAM;
+    } else {
+        status = mca_btl_efa_emul_execute(btl, hdr->type, hdr->src, rma, payload, data, &result);
+        if (EFA_BTL_MSG_GET == hdr->type && OPAL_SUCCESS == status) {
+            data_len = rma->len;
+        }
+    }
+    memset(rh, 0, sizeof(*rh));
+    memset(rr, 0, sizeof(*rr));
+    rh->type = EFA_BTL_MSG_RESP;
+    rh->len = (uint32_t)data_len;
+    rh->src = btl->my_name;
+    rr->req = rma->req;
+    rr->offset = rma->offset;
+    rr->len = rma->len;
+    rr->operand = result;
+    rr->status = status;
+    frag->send_len = sizeof(*rh) + sizeof(*rr) + data_len;
+    frag->dest = ep->addr;
+    frag->endpoint = ep;
+    if (1 == mca_btl_efa_component.debug_lose_answers) {
+        mca_btl_efa_frag_return(btl, frag); /* testing: the answer is lost */
+        return;
+    }
+    if (2 == mca_btl_efa_component.debug_lose_answers) {
+        rr->req = ~rma->req; /* testing: names a request never issued */
+    }
+    if (OPAL_SUCCESS != mca_btl_efa_frag_post(btl, frag)) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an answer to a one-sided request cannot be sent; the "
+                            "initiator's operation will time out");
+        mca_btl_efa_frag_return(btl, frag);
+    }
+}
 
 /* An initiator's one-sided operation (split into chunks). */
 typedef struct efa_btl_rdma_req {
     struct efa_btl_rdma_req *next;
-    uint64_t id; /* names it in requests and answers (module's reqs table) */
+    uint64_t id; /* names it in requests and answers (emul.reqs) */
     mca_btl_efa_endpoint_t *endpoint;
     efa_btl_rdma_cb_t cb;
     int type;
@@ -45,17 +201,17 @@ typedef struct efa_btl_rdma_req {
     int answered; /* chunks answered (or failed) */
 } efa_btl_rdma_req_t;
 
-/* Requests kept for the next operations (the module's free_reqs, under
- * its lock): an atomic or small put/get of one node is a few hundred
+/* Requests kept for the next operations (emul.free_reqs, under the module
+ * lock): an atomic or small put/get of one node is a few hundred
  * instructions, and malloc and free took as many again. */
 #define EFA_BTL_FREE_REQS_MAX 64
 
 static void req_put(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     OPAL_THREAD_LOCK(&btl->lock);
-    if (btl->num_free_reqs < EFA_BTL_FREE_REQS_MAX) {
-        req->next = btl->free_reqs;
-        btl->free_reqs = req;
-        ++btl->num_free_reqs;
+    if (btl->emul.num_free_reqs < EFA_BTL_FREE_REQS_MAX) {
+        req->next = btl->emul.free_reqs;
+        btl->emul.free_reqs = req;
+        ++btl->emul.num_free_reqs;
         req = NULL;
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
@@ -84,7 +240,7 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
  * it. */
 static void drop_claim(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, bool over) {
     const uint64_t id = req->id;
-    if (efa_inflight_release(btl->reqs, id, over)) {
+    if (efa_inflight_release(btl->emul.reqs, id, over)) {
         req_done(btl, req);
     }
 }
@@ -106,7 +262,7 @@ static bool rdma_advance(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int
         }
         int first = req->issued;
         int n = req->nchunks - req->issued;
-        int room = btl->rma_window - (req->issued - req->answered);
+        int room = btl->emul.window - (req->issued - req->answered);
         if (n > room) {
             n = room > 0 ? room : 0;
         }
@@ -138,11 +294,11 @@ static void chunk_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, i
     drop_claim(btl, req, rdma_advance(btl, req, status, 1));
 }
 
-/* A chunk's send failed (the send path, through btl->chunk_send_failed).
+/* A chunk's send failed (the send path, through btl->emul.chunk_send_failed).
  * Its request may have timed out meanwhile: claimed by id, like an
  * answer. */
 static void fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status) {
-    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->reqs, req_id, mca_btl_efa_now());
+    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->emul.reqs, req_id, mca_btl_efa_now());
     if (NULL != req) {
         chunk_answered(btl, req, status);
     }
@@ -160,7 +316,7 @@ int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
     void *expired[EXPIRE_BATCH];
     /* Out of the table, and held by nobody: a late answer or chunk failure
      * finds nothing, and none is writing into them now. */
-    const int n = (int)efa_inflight_expire(btl->reqs, now, limit, expired, EXPIRE_BATCH);
+    const int n = (int)efa_inflight_expire(btl->emul.reqs, now, limit, expired, EXPIRE_BATCH);
     for (int i = 0; i < n; ++i) {
         efa_btl_rdma_req_t *req = expired[i];
         if (reported++ < 10) {
@@ -184,7 +340,7 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
     /* The answer comes from another process: its request id is looked up,
      * never taken for an address.  Claimed: the request cannot expire (be
      * completed and freed) while this writes into it and its buffer. */
-    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->reqs, rma->req, mca_btl_efa_now());
+    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->emul.reqs, rma->req, mca_btl_efa_now());
     if (NULL == req) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: an answer for no request in flight (id 0x%llx) dropped",
@@ -255,7 +411,7 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         return OPAL_SUCCESS;
     }
 
-    size_t chunk = btl->rma_chunk;
+    size_t chunk = btl->emul.chunk;
     const size_t count =
         (EFA_BTL_MSG_ATOMIC == type || 0 == size) ? 1 : size / chunk + (0 != size % chunk);
     if (count > INT32_MAX) { /* beyond what the chunk counters hold: never truncated */
@@ -263,12 +419,12 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     }
     const int nchunks = (int)count;
     OPAL_THREAD_LOCK(&btl->lock);
-    efa_btl_rdma_req_t *req = btl->free_reqs;
+    efa_btl_rdma_req_t *req = btl->emul.free_reqs;
     if (NULL != req) {
-        btl->free_reqs = req->next;
-        --btl->num_free_reqs;
+        btl->emul.free_reqs = req->next;
+        --btl->emul.num_free_reqs;
     }
-    const uint64_t id = ++btl->next_req_id;
+    const uint64_t id = ++btl->emul.next_id;
     OPAL_THREAD_UNLOCK(&btl->lock);
     if (NULL == req && NULL == (req = malloc(sizeof(*req)))) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -285,7 +441,7 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     req->nchunks = nchunks;
     /* Entered claimed by this call: nothing expires it while its first
      * chunks go out. */
-    if (0 != efa_inflight_add(btl->reqs, req->id, req, mca_btl_efa_now())) {
+    if (0 != efa_inflight_add(btl->emul.reqs, req->id, req, mca_btl_efa_now())) {
         req_put(btl, req);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -302,7 +458,7 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
 static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int index) {
     mca_btl_efa_endpoint_t *ep = req->endpoint;
     const int type = req->type;
-    const size_t chunk = btl->rma_chunk;
+    const size_t chunk = btl->emul.chunk;
     const size_t off = (size_t)index * chunk;
     const size_t n =
         (EFA_BTL_MSG_ATOMIC == type) ? 0 : ((req->size - off < chunk) ? req->size - off : chunk);
@@ -342,25 +498,25 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
 void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl) {
     /* Out of memory: every emulated operation fails to start (NULL finds
      * nothing and takes nothing). */
-    btl->reqs = efa_inflight_create();
+    btl->emul.reqs = efa_inflight_create();
     /* Like registration keys (mca_btl_efa_reg_setup, called first), ids
      * start at a random point: a late answer to an earlier run's request
      * is unlikely to name one in flight. */
-    btl->next_req_id = btl->next_key << 16;
-    btl->free_reqs = NULL;
-    btl->num_free_reqs = 0;
-    btl->chunk_send_failed = fail_chunk;
+    btl->emul.next_id = btl->reg.next_key << 16;
+    btl->emul.free_reqs = NULL;
+    btl->emul.num_free_reqs = 0;
+    btl->emul.chunk_send_failed = fail_chunk;
 }
 
 void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl) {
     /* Requests still in flight at finalize are abandoned (their answers
      * would be dropped), as before: their memory is left alone. */
-    efa_inflight_destroy(btl->reqs);
-    btl->reqs = NULL;
-    while (NULL != btl->free_reqs) {
-        efa_btl_rdma_req_t *req = btl->free_reqs;
-        btl->free_reqs = req->next;
+    efa_inflight_destroy(btl->emul.reqs);
+    btl->emul.reqs = NULL;
+    while (NULL != btl->emul.free_reqs) {
+        efa_btl_rdma_req_t *req = btl->emul.free_reqs;
+        btl->emul.free_reqs = req->next;
         free(req);
     }
-    btl->num_free_reqs = 0;
+    btl->emul.num_free_reqs = 0;
 }
