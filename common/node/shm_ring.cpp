@@ -332,29 +332,6 @@ int Outbox::send(const void *buf, size_t len) {
     return 0;
 }
 
-// What an error of create or attach means, in words (efa_shm_strerror).
-const char *strerror_of(int err) {
-    switch (-err) {
-    case EEXIST:
-        return "a file not created by this user's job for this purpose (another user's, a "
-               "symbolic link, or open to others) has the inbox's name: refused and left alone";
-    case ELOOP:
-        return "the inbox's name is a symbolic link: refused";
-    case EACCES:
-        return "the inbox is not a regular file of this user closed to others: refused";
-    case EKEYREJECTED:
-        return "the file at the inbox's name is not the inbox its owner published (cookie "
-               "differs): refused";
-    case EPROTO:
-        return "not an inbox of this version, or a corrupted one";
-    case ENOSPC:
-        return "no room to reserve the rings' memory (a full /dev/shm? Docker's is 64 MiB: "
-               "--shm-size)";
-    default:
-        return strerror(-err);
-    }
-}
-
 } // namespace efa::shm
 
 // The C seam (efa_shm_ring.h)
@@ -435,8 +412,27 @@ void efa_shm_outbox_commit(efa_shm_outbox_t *outbox, size_t len) {
     outbox->out->commit(len);
 }
 
+// What an error of create or attach means, in words.
 const char *efa_shm_strerror(int err) {
-    return efa::shm::strerror_of(err);
+    switch (-err) {
+    case EEXIST:
+        return "a file not created by this user's job for this purpose (another user's, a "
+               "symbolic link, or open to others) has the inbox's name: refused and left alone";
+    case ELOOP:
+        return "the inbox's name is a symbolic link: refused";
+    case EACCES:
+        return "the inbox is not a regular file of this user closed to others: refused";
+    case EKEYREJECTED:
+        return "the file at the inbox's name is not the inbox its owner published (cookie "
+               "differs): refused";
+    case EPROTO:
+        return "not an inbox of this version, or a corrupted one";
+    case ENOSPC:
+        return "no room to reserve the rings' memory (a full /dev/shm? Docker's is 64 MiB: "
+               "--shm-size)";
+    default:
+        return strerror(-err);
+    }
 }
 
 } // extern "C"
