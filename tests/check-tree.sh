@@ -4,8 +4,8 @@
 # - no cycle among the project's #include "..." edges;
 # - the components include only common/include/ and the OPAL glue's header
 #   from common/ (the core's and the node stack's C++ stay private to it);
-# - common/capi/ holds only extern "C" shims: no namespace of its own and no
-#   function longer than a few lines;
+# - the C seam: each function of common/include/ defined once in common/,
+#   none a shim forwarding to a free C++ function;
 # - no call cycle between the source files of common, mtl_efa and btl_efa
 #   (tests/call_cycles.py, from the objects of the build directory BUILD,
 #   default _build).
@@ -94,30 +94,41 @@ if leaks:
     print("FAIL components include the core's private headers: " + "; ".join(leaks))
 else:
     print("PASS the components include only common/include/ and the glue's header")
-# capi/: shims only.
-long_fns = []
-for n in sorted(os.listdir(os.path.join(top, "common", "capi"))):
-    p = os.path.join(top, "common", "capi", n)
-    text = open(p, errors="replace").read()
-    if re.search(r"^namespace\s", text, re.M):
-        long_fns.append("%s opens a namespace" % rel(p))
-    body = 0
-    for line in text.split("\n"):
-        if re.match(r"^\S.*\)\s*(const\s*)?\{$", line) and not line.startswith(("extern", "namespace")):
-            body = 1
-            start = line
-            continue
-        if body:
-            if line == "}":
-                if body > 16:
-                    long_fns.append("%s: %s (%d lines)" % (rel(p), start.split("(")[0], body - 1))
-                body = 0
-            else:
-                body += 1
-if long_fns:
-    print("FAIL common/capi holds more than shims: " + "; ".join(long_fns))
+# The C seam (docs/DESIGN.md, "The C seam, one rule"): every function a
+# header of common/include/ declares is defined once, in common/, and no
+# definition only forwards to a free C++ function of the core.
+import glob
+decl = re.compile(r"^(?!static|#|\s|typedef|struct|enum|union|extern|\}|/)[^;{]*?\b(efa_\w+)\s*\(", re.M)
+defn = re.compile(r"^(?!\s|#|/|static\b)[^;{()]*?\b(efa_\w+)\s*\(", re.M)
+# (a call of a class, efa::Name::..., is the class's seam, not a forward)
+fwd = re.compile(r"\{\s*(return\s+)?efa::(?:[a-z_]\w*::)*[a-z_]\w*\s*\([^;]*\);\s*\}")
+def ends_before(text, pos, first, second):
+    a, b = text.find(first, pos), text.find(second, pos)
+    return a != -1 and (b == -1 or a < b)
+declared = {}
+for h in sorted(glob.glob(os.path.join(top, "common", "include", "*.h"))):
+    text = open(h, errors="replace").read()
+    for m in decl.finditer(text):
+        if ends_before(text, m.end(), ";", "{"):
+            declared.setdefault(m.group(1), rel(h))
+defined, forwards = {}, []
+for f in sorted(glob.glob(os.path.join(top, "common", "**", "*.c*"), recursive=True)):
+    if not f.endswith((".c", ".cpp")):
+        continue
+    text = open(f, errors="replace").read()
+    for m in defn.finditer(text):
+        if m.group(1) in declared and ends_before(text, m.end(), "{", ";"):
+            defined.setdefault(m.group(1), []).append(rel(f))
+            body = text[text.find("{", m.end()):]
+            if fwd.match(body):
+                forwards.append("%s in %s" % (m.group(1), rel(f)))
+seam = ["%s (%s) is not defined in common/" % (n, h) for n, h in sorted(declared.items()) if n not in defined]
+seam += ["%s is defined %d times: %s" % (n, len(v), ", ".join(v)) for n, v in sorted(defined.items()) if len(v) > 1]
+seam += ["%s only forwards to a C++ function" % x for x in forwards]
+if seam or not declared:
+    print("FAIL the C seam: " + ("; ".join(seam) or "no declaration found"))
 else:
-    print("PASS common/capi holds only extern \"C\" shims")
+    print("PASS the C seam: each of the %d functions of common/include/ is defined once, none a forwarding shim" % len(declared))
 PY
 )
 [ -n "$pyout" ] && echo "$pyout"

@@ -86,7 +86,7 @@ echo "== installed libraries resolve every symbol"
 "$top/tests/check-symbols.sh" "$compdir" "$(dirname "$compdir")" 2>&1 | tee "$logdir/symbols.log"
 add_counts "$logdir/symbols.log" symbols
 
-echo "== the tree's shape: files of at most 600 lines, no include or call cycle, the components see only common/include, capi holds shims"
+echo "== the tree's shape: files of at most 600 lines, no include or call cycle, the components see only common/include, each C function defined once"
 "$top/tests/check-tree.sh" "$build" 2>&1 | tee "$logdir/tree.log"
 add_counts "$logdir/tree.log" tree
 

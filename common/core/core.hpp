@@ -162,7 +162,7 @@ struct efa_core {
         void *arg;
     };
     std::vector<DeadlineTick> deadline_ticks;
-    // Progress calls that found work (core_capi.cpp): a counter, racy on
+    // Progress calls that found work (ctx_progress.cpp): a counter, racy on
     // purpose across threads (a lost increment only delays a check).
     std::atomic<uint32_t> busy_calls{0};
 

@@ -58,7 +58,6 @@ bool unreachable(int err) {
     }
 }
 
-void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why);
 
 // deadline_lock is held.
 void unhold(efa_core *core, Tracked *t) {
@@ -107,7 +106,7 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         owner->complete(owner, &c);
     }
     if (mine && err && unreachable(err)) {
-        peer_dead(core, peer, err, "the provider reported it unreachable");
+        efa_core_peer_lost(core, peer, err, "the provider reported it unreachable");
     }
 }
 
@@ -157,7 +156,10 @@ std::unordered_set<const efa_op_t *> take_unposted(const std::vector<Tracked *> 
     return {taken.begin(), taken.end()};
 }
 
-void peer_dead(efa_core *core, fi_addr_t addr, int err, const std::string &why) {
+// efa_core.h's efa_core_peer_lost, also the core's own way to declare a peer
+// dead (defined here, in the namespace of the helpers it uses).
+extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, const char *why_c) {
+    const std::string why = why_c ? why_c : "";
     std::string name;
     std::vector<fi_addr_t> addrs = same_process(core, addr, &name);
     if (name.empty()) {
@@ -441,7 +443,7 @@ void deadline_tick(efa_core *core) {
                             std::to_string(core->params.peer_timeout) +
                             " s (common_efa_peer_timeout)";
     for (fi_addr_t a : v.expired) {
-        peer_dead(core, a, -FI_ETIMEDOUT, why);
+        efa_core_peer_lost(core, a, -FI_ETIMEDOUT, why.c_str());
     }
 }
 
@@ -450,10 +452,6 @@ void deadline_tick(efa_core *core) {
 extern "C" void efa_core_peer_set_name(efa_core_t *core, efa_peer_t *peer, const char *name) {
     std::lock_guard<std::mutex> guard(core->peers_lock);
     core->peer_names[peer] = name ? name : "";
-}
-
-extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, const char *why) {
-    efa::peer_dead(core, addr, err, why ? why : "");
 }
 
 extern "C" int efa_core_peer_timeout(const efa_core_t *core) {

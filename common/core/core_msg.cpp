@@ -27,7 +27,6 @@
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
-#include "ctx_ops.hpp"
 #include "efa_core_msg.h"
 #include "registered_block.hpp"
 
@@ -196,7 +195,7 @@ void unpost_all(efa_msg_pool *pool) {
         }
     }
     for (int i = 0; i < 1000 && any_posted(pool); ++i) {
-        efa::progress(pool->core);
+        efa_core_progress(pool->core);
     }
     if (any_posted(pool)) {
         return; // keep the memory: efa_core_msg_close tries again

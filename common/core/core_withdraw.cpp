@@ -30,7 +30,6 @@
 #include "control_tags.hpp"
 #include "control_wire.hpp"
 #include "core.hpp"
-#include "ctx_ops.hpp"
 
 namespace efa {
 
@@ -143,8 +142,8 @@ void reply(Claim *c, int result) {
     put64(c->wire + 8, static_cast<uint64_t>(static_cast<int64_t>(result)));
     c->op.complete = reply_sent;
     c->op.rx_class = EFA_RX_INTERNAL;
-    int rc = ctx_tsend(c->ctx, c->wire, kReply, nullptr, c->from,
-                       kProbeTag | kWithdrawBit | kReplyBit, 0, &c->op);
+    int rc = efa_ctx_tsend(c->ctx, c->wire, kReply, nullptr, c->from,
+                           kProbeTag | kWithdrawBit | kReplyBit, 0, &c->op);
     if (rc) {
         core->failures.report(core->rep, "fi_tsend (withdraw reply)", rc);
         claim_forget(c);
@@ -179,7 +178,7 @@ void claim_step(efa_op_t *op, const efa_cqe_t *cqe) {
             return;
         }
         c->step = Claim::kClaiming;
-        int rc = ctx_tpeek(c->ctx, c->from, c->tag, 0, true, &c->op);
+        int rc = efa_ctx_tpeek(c->ctx, c->from, c->tag, 0, true, &c->op);
         if (rc) {
             core->failures.report(core->rep, "fi_trecvmsg(FI_PEEK | FI_CLAIM) (withdraw)", rc);
             reply(c, 0);
@@ -189,7 +188,7 @@ void claim_step(efa_op_t *op, const efa_cqe_t *cqe) {
     c->scratch = malloc(cqe->len ? cqe->len : 1);
     c->step = Claim::kReceiving;
     int rc = c->scratch
-                 ? ctx_trecv_claimed(c->ctx, c->scratch, cqe->len, nullptr, c->tag, 0, &c->op)
+                 ? efa_ctx_trecv_claimed(c->ctx, c->scratch, cqe->len, nullptr, c->tag, 0, &c->op)
                  : -FI_ENOMEM;
     if (rc) {
         // Claimed but not taken: it stays with the provider, and no receive
@@ -234,7 +233,7 @@ void claim_start(efa_ctx *ctx, fi_addr_t src, uint64_t requester, uint64_t tag, 
         std::lock_guard<std::mutex> guard(core->withdraw_lock);
         core->withdraw_work.insert(c);
     }
-    int rc = ctx_tpeek(ctx, from, tag, 0, false, &c->op);
+    int rc = efa_ctx_tpeek(ctx, from, tag, 0, false, &c->op);
     if (rc) {
         core->failures.report(core->rep, "fi_trecvmsg(FI_PEEK) (withdraw)", rc);
         reply(c, 0);
@@ -356,9 +355,9 @@ extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, si
     efa::put64(w->wire + 16, len);
     int rc = efa_core_addr_watch(core, ctx, dest, &w->watch);
     if (!rc) {
-        rc = efa::ctx_tsend(ctx, w->wire, efa::kWire, nullptr, dest,
-                            efa::control::kProbeTag | efa::control::kWithdrawBit | core->probe_id,
-                            0, &w->send);
+        rc = efa_ctx_tsend(ctx, w->wire, efa::kWire, nullptr, dest,
+                           efa::control::kProbeTag | efa::control::kWithdrawBit | core->probe_id, 0,
+                           &w->send);
         if (rc) {
             efa_core_peer_unwatch(core, &w->watch);
         }

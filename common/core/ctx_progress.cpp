@@ -9,8 +9,8 @@
 
 #include <rdma/fi_errno.h>
 
-#include "ctx_ops.hpp"
 #include "ctx_post.hpp"
+#include "efa_core.h"
 #include "efa_core_msg.h"
 #include "efa_params.hpp"
 #include "mr_cache.hpp"
@@ -216,9 +216,7 @@ inline uint32_t bump(std::atomic<uint32_t> &c) {
 }
 } // namespace
 
-namespace efa {
-
-int progress(efa_core_t *core) {
+extern "C" int efa_core_progress(efa_core_t *core) {
     int events = 0;
     const int n = core->nic->num_contexts();
     for (int i = 0; i < n; ++i) {
@@ -247,5 +245,3 @@ int progress(efa_core_t *core) {
     }
     return events;
 }
-
-} // namespace efa

@@ -8,11 +8,10 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
-#include "ctx_ops.hpp"
 #include "ctx_post.hpp"
+#include "efa_core.h"
 #include "efa_rma.h"
 
-namespace efa {
 using namespace efa::post;
 
 // The lambdas hold copies of every argument (descriptors included), so a
@@ -40,8 +39,8 @@ fi_msg_rma rma_msg(const iovec *iov, void **desc, fi_addr_t peer, const fi_rma_i
 }
 } // namespace
 
-int ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
-              uint64_t raddr, uint64_t rkey, efa_op_t *op) {
+extern "C" int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc,
+                             fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     return tracked_post(ctx, dest, op, kSend, FI_RMA | FI_WRITE, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
@@ -55,8 +54,8 @@ int ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t
     });
 }
 
-int ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
-             uint64_t rkey, efa_op_t *op) {
+extern "C" int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src,
+                            uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     return tracked_post(ctx, src, op, kSend, FI_RMA | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
@@ -87,8 +86,9 @@ fi_msg_atomic atomic_msg(const fi_ioc *ioc, void **desc, fi_addr_t dest, const f
 }
 } // namespace
 
-int ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, const void *operand, void *desc,
-               fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
+extern "C" int efa_ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt,
+                              const void *operand, void *desc, fi_addr_t dest, uint64_t raddr,
+                              uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_WRITE, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
@@ -102,9 +102,10 @@ int ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, const void *
     });
 }
 
-int ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, const void *operand,
-                     void *desc, void *result, void *result_desc, fi_addr_t dest, uint64_t raddr,
-                     uint64_t rkey, efa_op_t *op) {
+extern "C" int efa_ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt,
+                                    const void *operand, void *desc, void *result,
+                                    void *result_desc, fi_addr_t dest, uint64_t raddr,
+                                    uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
@@ -120,9 +121,10 @@ int ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt, const 
     });
 }
 
-int ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const void *swap, void *desc,
-                       const void *compare, void *compare_desc, void *result, void *result_desc,
-                       fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
+extern "C" int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const void *swap,
+                                      void *desc, const void *compare, void *compare_desc,
+                                      void *result, void *result_desc, fi_addr_t dest,
+                                      uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
@@ -140,7 +142,8 @@ int ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const void *swap, vo
     });
 }
 
-int core_query_atomic(efa_core_t *core, enum fi_datatype dt, enum fi_op aop, int kind) {
+extern "C" int efa_core_query_atomic(efa_core_t *core, enum fi_datatype dt, enum fi_op aop,
+                                     int kind) {
     if (!(core->info.has_atomic)) {
         return -FI_EOPNOTSUPP;
     }
@@ -155,7 +158,7 @@ int core_query_atomic(efa_core_t *core, enum fi_datatype dt, enum fi_op aop, int
     return attr.count >= 1 ? 0 : -FI_EOPNOTSUPP;
 }
 
-int ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
+extern "C" int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
     // The provider (or the backlog) holds the deadline's stand-in, if any;
     // its cancel completion reaches op through it.
     if (op->tracker) {
@@ -184,5 +187,3 @@ int ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
     }
     return static_cast<int>(fi_cancel(&ctx->ep->fid, &op->fi_ctx));
 }
-
-} // namespace efa

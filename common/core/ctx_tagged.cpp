@@ -7,14 +7,15 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#include "ctx_ops.hpp"
 #include "ctx_post.hpp"
+#include "efa_core.h"
 
-namespace efa {
 using namespace efa::post;
 
-int ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest, uint64_t tag,
-              uint64_t data, efa_op_t *op) {
+extern "C" {
+
+int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
+                  uint64_t tag, uint64_t data, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     return tracked_post(ctx, dest, op, kSend, FI_SEND | FI_TAGGED, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
@@ -28,8 +29,8 @@ int ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t
     });
 }
 
-int ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
-                uint64_t data) {
+int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
+                    uint64_t data) {
     fid_ep *ep = ctx->ep;
     const bool use_data = ctx->use_cq_data;
     if (efa::deadline_refuses(ctx, dest)) {
@@ -55,8 +56,8 @@ int ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest, uin
     return 0;
 }
 
-int ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
-              uint64_t ignore, efa_op_t *op) {
+int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
+                  uint64_t ignore, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     auto post = [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
@@ -81,8 +82,8 @@ int ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, 
     return tracked_post(ctx, src, op, efa::PeerDeadline::Kind::Recv, FI_RECV | FI_TAGGED, post);
 }
 
-int ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, bool claim,
-              efa_op_t *op) {
+int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, bool claim,
+                  efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     const uint64_t flags = FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0);
     op->tracker = nullptr;
@@ -96,8 +97,8 @@ int ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, bool
     });
 }
 
-int ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uint64_t tag,
-                      uint64_t ignore, efa_op_t *op) {
+int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uint64_t tag,
+                          uint64_t ignore, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
     void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
     size_t olen = ctx->overflow_len;
@@ -117,4 +118,4 @@ int ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uint64_
     });
 }
 
-} // namespace efa
+} // extern "C"

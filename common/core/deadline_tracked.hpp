@@ -21,11 +21,11 @@ struct Tracked {
     fi_addr_t peer;
     uint64_t flags; // what the failure completion says it was (FI_SEND, FI_RECV, ...)
     bool sent;      // a probe the provider has handed back, still waiting for its answer
-    // Failed by peer_dead: never to reach the provider after that (a
+    // Failed by efa_core_peer_lost: never to reach the provider after that (a
     // backlog's flush drops it: deadline_dropped).  Atomic: the flush
     // reads it under the backlog's lock, not deadline_lock.
     std::atomic<bool> failed;
-    // A receive failed by peer_dead that the provider still held: its
+    // A receive failed by efa_core_peer_lost that the provider still held: its
     // owner is told (with held_err) only when the provider hands it back,
     // or at held_until (ms) at the latest (deadline_lock).  0: not held.
     int held_err;
@@ -62,7 +62,7 @@ ssize_t probe_post_ping(efa_ctx *ctx, fi_addr_t addr, void *context);
 // now waits for its answer, or was answered or failed already); false:
 // complete it as any tracked operation (an error, or no answers here).
 bool probe_sent(efa_core *core, Tracked *t, int err);
-// peer_dead, deadline_lock held: a probe of the dead peer leaves the table
+// efa_core_peer_lost, deadline_lock held: a probe of the dead peer leaves the table
 // of probes out; true when the provider no longer holds it (free it).
 bool probe_dropped(efa_core *core, Tracked *t);
 

@@ -6,8 +6,8 @@
 // and nobody ends the job.  This class keeps, per peer, the operations
 // posted to it or waiting on it and the time something last completed with
 // it, and says which peers are past the deadline.  Pure bookkeeping with
-// the time passed in (tests drive a fake clock); the core (core_capi.cpp)
-// posts, fails and probes.
+// the time passed in (tests drive a fake clock); the core posts
+// (ctx_post.hpp), fails (core_deadline.cpp) and probes (core_probe.cpp).
 //
 // Rules:
 //  - a peer with a send (or one-sided operation, or probe) outstanding and

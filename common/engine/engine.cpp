@@ -147,7 +147,7 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
             return nullptr;
         }
     }
-    e->cookie_ = cma::cookie(&e->cookie_addr_);
+    e->cookie_ = efa_cma_cookie(&e->cookie_addr_);
     return e;
 }
 
@@ -347,10 +347,10 @@ int Engine::progress() {
 
 } // namespace efa::engine
 
-// The C seam (efa_engine.h): each function converts the handle and calls
-// the engine.
+// The C seam (efa_engine.h): the engine's life, progress and reports. Each
+// function converts the handle and calls the engine; those of sending and
+// receiving end engine_send.cpp and engine_recv.cpp.
 using efa::engine::Engine;
-using efa::engine::Message;
 
 extern "C" {
 
@@ -379,53 +379,12 @@ const char *efa_engine_inbox_path(const efa_engine_t *e) {
     return e->engine->path().c_str();
 }
 
-int efa_engine_send(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
-                    const void *buf, size_t len, bool sync, efa_engine_req_t *req) {
-    return e->engine->send(peer, cid, src, tag, buf, len, sync, req);
-}
-
-int efa_engine_recv(efa_engine_t *e, uint32_t cid, int32_t src, int32_t tag,
-                    efa_engine_req_t *req) {
-    return e->engine->recv(cid, src, tag, req, false);
-}
-
-int efa_engine_recv_local(efa_engine_t *e, uint32_t cid, int32_t src, int32_t tag,
-                          efa_engine_req_t *req) {
-    return e->engine->recv(cid, src, tag, req, true);
-}
-
-int efa_engine_recv_partnered(efa_engine_t *e, uint32_t cid, int32_t src, int32_t tag,
-                              efa_engine_req_t *req) {
-    return e->engine->recv_partnered(cid, src, tag, req);
-}
-
 void efa_engine_partner_armed(efa_engine_t *e, efa_engine_req_t *req) {
     e->engine->partner_armed(req);
 }
 
-int efa_engine_partner_done(efa_engine_t *e, efa_engine_req_t *req, bool matched) {
-    return e->engine->partner_done(req, matched);
-}
-
-int efa_engine_probe(efa_engine_t *e, uint32_t cid, int32_t src, int32_t tag, bool claim,
-                     efa_engine_probe_t *out) {
-    return e->engine->probe(cid, src, tag, claim, out);
-}
-
 void efa_engine_comm_freed(efa_engine_t *e, uint32_t cid) {
     e->engine->comm_freed(cid);
-}
-
-int efa_engine_mrecv(efa_engine_t *e, void *msg, efa_engine_req_t *req) {
-    return e->engine->mrecv(static_cast<Message *>(msg), req);
-}
-
-bool efa_engine_cancel(efa_engine_t *e, efa_engine_req_t *req) {
-    return e->engine->cancel(req);
-}
-
-int efa_engine_cancel_send(efa_engine_t *e, efa_engine_req_t *req) {
-    return e->engine->cancel_send(req);
 }
 
 int efa_engine_progress(efa_engine_t *e) {

@@ -81,7 +81,7 @@
 #include <vector>
 
 #include "efa_engine.h"
-#include "cma.hpp"
+#include "efa_cma.h"
 #include "net_order.hpp"
 #include "match.hpp"
 #include "net_link.hpp"
@@ -448,7 +448,7 @@ class Engine {
     std::vector<efa_engine_req_t *> cancels_;
     void run_cancels();
     // What this process names in its RTS frames so that a receiver can
-    // check that process_vm_readv reaches it (cma.hpp).
+    // check that process_vm_readv reaches it (efa_cma.h).
     uint64_t cookie_ = 0, cookie_addr_ = 0;
     std::mutex mu_;
     bool mt_ = false;

@@ -21,7 +21,7 @@ namespace efa::engine {
 // later read is of that pid, whatever a frame says.
 bool Engine::cma_ok(Peer *p) {
     if (Peer::kCmaUnknown == p->cma) {
-        p->cma = 0 == cma::verify(p->pid, p->cma_cookie_addr, p->cma_cookie) ? Peer::kCmaOn
+        p->cma = 0 == efa_cma_verify(p->pid, p->cma_cookie_addr, p->cma_cookie) ? Peer::kCmaOn
                                                                              : Peer::kCmaOff;
     }
     return Peer::kCmaOn == p->cma;
@@ -52,7 +52,7 @@ bool Engine::pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b) {
         return true;
     }
     if (cma_ok(p)) {
-        if (0 == n || 0 == cma::copy(p->pid, false, req->buf, b.addr, n, nullptr)) {
+        if (0 == n || 0 == efa_cma_copy(p->pid, false, req->buf, b.addr, n, nullptr)) {
             req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
             send_ctrl(h.sender, kFin, h.id, 0);
             ++stats.single_copy;

@@ -182,3 +182,46 @@ int Engine::cancel_send(efa_engine_req_t *req) {
 }
 
 } // namespace efa::engine
+
+// The C seam (efa_engine.h) of what this file implements.
+using efa::engine::Message;
+
+extern "C" {
+
+int efa_engine_recv(efa_engine_t *e, uint32_t cid, int32_t src, int32_t tag,
+                    efa_engine_req_t *req) {
+    return e->engine->recv(cid, src, tag, req, false);
+}
+
+int efa_engine_recv_local(efa_engine_t *e, uint32_t cid, int32_t src, int32_t tag,
+                          efa_engine_req_t *req) {
+    return e->engine->recv(cid, src, tag, req, true);
+}
+
+int efa_engine_recv_partnered(efa_engine_t *e, uint32_t cid, int32_t src, int32_t tag,
+                              efa_engine_req_t *req) {
+    return e->engine->recv_partnered(cid, src, tag, req);
+}
+
+int efa_engine_partner_done(efa_engine_t *e, efa_engine_req_t *req, bool matched) {
+    return e->engine->partner_done(req, matched);
+}
+
+int efa_engine_probe(efa_engine_t *e, uint32_t cid, int32_t src, int32_t tag, bool claim,
+                     efa_engine_probe_t *out) {
+    return e->engine->probe(cid, src, tag, claim, out);
+}
+
+int efa_engine_mrecv(efa_engine_t *e, void *msg, efa_engine_req_t *req) {
+    return e->engine->mrecv(static_cast<Message *>(msg), req);
+}
+
+bool efa_engine_cancel(efa_engine_t *e, efa_engine_req_t *req) {
+    return e->engine->cancel(req);
+}
+
+int efa_engine_cancel_send(efa_engine_t *e, efa_engine_req_t *req) {
+    return e->engine->cancel_send(req);
+}
+
+} // extern "C"

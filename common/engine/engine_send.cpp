@@ -221,3 +221,14 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
 }
 
 } // namespace efa::engine
+
+// The C seam (efa_engine.h) of what this file implements.
+
+extern "C" {
+
+int efa_engine_send(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
+                    const void *buf, size_t len, bool sync, efa_engine_req_t *req) {
+    return e->engine->send(peer, cid, src, tag, buf, len, sync, req);
+}
+
+} // extern "C"

@@ -69,7 +69,7 @@ struct efa_engine_req {
 /* What each process publishes to the processes of its node (the modex):
  * its inbox's cookie, which a sender checks before writing into the file
  * of that name, and its local rank, the ring its frames come in by; its
- * pid and where its single-copy cookie is (cma.hpp), the only process a
+ * pid and where its single-copy cookie is (efa_cma.h), the only process a
  * receiver reads its large messages from, checked once by that cookie
  * (pid 0: none, no single copy from it). */
 typedef struct efa_engine_card {

@@ -1,5 +1,7 @@
-#include "cma.hpp"
-
+// Single copy between processes of one node (efa_cma.h has the contract):
+// the copy loop and the cookie check, for the matching engine (large
+// messages) and btl_efa (put and get). Defined in C (the C seam's rule,
+// docs/DESIGN.md): the engine calls the same names.
 #include <cerrno>
 #include <ctime>
 #include <mutex>
@@ -8,8 +10,6 @@
 #include <unistd.h>
 
 #include "efa_cma.h"
-
-namespace efa::cma {
 
 namespace {
 
@@ -32,7 +32,9 @@ uint64_t make_cookie() {
 
 } // namespace
 
-bool built() {
+extern "C" {
+
+bool efa_cma_built(void) {
 #ifdef EFA_HAVE_CMA
     return true;
 #else
@@ -40,7 +42,8 @@ bool built() {
 #endif
 }
 
-int copy(uint32_t pid, bool write, void *local, uint64_t remote, size_t len, size_t *moved) {
+int efa_cma_copy(uint32_t pid, bool write, void *local, uint64_t remote, size_t len,
+                 size_t *moved) {
     size_t done = 0;
     int err = 0;
 #ifdef EFA_HAVE_CMA
@@ -73,16 +76,16 @@ int copy(uint32_t pid, bool write, void *local, uint64_t remote, size_t len, siz
     return err;
 }
 
-int verify(uint32_t pid, uint64_t cookie_addr, uint64_t cookie) {
+int efa_cma_verify(uint32_t pid, uint64_t cookie_addr, uint64_t cookie) {
     uint64_t seen = 0;
-    const int err = copy(pid, false, &seen, cookie_addr, sizeof(seen), nullptr);
+    const int err = efa_cma_copy(pid, false, &seen, cookie_addr, sizeof(seen), nullptr);
     if (err) {
         return err;
     }
     return seen == cookie ? 0 : EFA_CMA_OTHER_PROCESS;
 }
 
-uint64_t cookie(uint64_t *addr) {
+uint64_t efa_cma_cookie(uint64_t *addr) {
     std::call_once(g_cookie_once, [] { g_cookie = make_cookie(); });
     if (addr) {
         *addr = reinterpret_cast<uintptr_t>(&g_cookie);
@@ -90,4 +93,4 @@ uint64_t cookie(uint64_t *addr) {
     return g_cookie;
 }
 
-} // namespace efa::cma
+} // extern "C"

@@ -8,13 +8,16 @@
 
 #include <unistd.h>
 
-#include "cma.hpp"
+#include "efa_cma.h"
 
-namespace efa::node {
-
+namespace {
+// The inbox file of process vpid of the job.
 std::string file_of(const std::string &dir, const std::string &job_tag, uint32_t vpid) {
     return dir + "/efa_node." + job_tag + "." + std::to_string(vpid);
 }
+} // namespace
+
+namespace efa::node {
 
 std::unique_ptr<Node> Node::create(const efa_node_params_t &p, int &err) {
     err = 0;
@@ -55,7 +58,7 @@ efa_node_card_t Node::card() const {
     c.cookie = inbox_->cookie();
     c.local_rank = local_rank_;
     c.channels = channels_;
-    c.cma_cookie = cma::cookie(&c.cma_cookie_addr);
+    c.cma_cookie = efa_cma_cookie(&c.cma_cookie_addr);
     c.pid = static_cast<uint32_t>(getpid());
     return c;
 }
@@ -100,36 +103,40 @@ efa_node_t *adopt(std::unique_ptr<Node> n) {
 }
 } // namespace efa::node
 
+// The C seam (efa_node.h)
+
 namespace {
 std::mutex g_lock;
 efa_node_t *g_node = nullptr; // the process's one node, while referenced
 } // namespace
 
-namespace efa::node {
+extern "C" {
 
-efa_node_t *acquire_shared(const efa_node_params_t &p, bool &created, int &err) {
+// The process's one node: created by the first acquire, deleted (its file
+// unlinked) by the last release.
+efa_node_t *efa_node_acquire(const efa_node_params_t *p, bool *created, int *err) {
     std::lock_guard<std::mutex> hold(g_lock);
-    created = false;
-    err = 0;
+    *created = false;
+    *err = 0;
     if (g_node) {
         ++g_node->refs;
         return g_node;
     }
-    auto node = Node::create(p, err);
+    auto node = efa::node::Node::create(*p, *err);
     if (!node) {
         return nullptr;
     }
-    efa_node_t *n = adopt(std::move(node));
+    efa_node_t *n = efa::node::adopt(std::move(node));
     if (!n) {
-        err = -ENOMEM;
+        *err = -ENOMEM;
         return nullptr;
     }
     g_node = n;
-    created = true;
+    *created = true;
     return n;
 }
 
-void release_shared(efa_node_t *n) {
+void efa_node_release(efa_node_t *n) {
     std::lock_guard<std::mutex> hold(g_lock);
     if (n && 0 == --n->refs) {
         if (g_node == n) {
@@ -139,19 +146,66 @@ void release_shared(efa_node_t *n) {
     }
 }
 
-efa_shm_outbox_t *attach_handle(const efa_node_t *n, uint32_t vpid, const efa_node_card_t &card,
-                                unsigned channel, int &err) {
-    auto out = n->node->attach(vpid, card, channel, err);
-    if (!out) {
-        return nullptr;
+void efa_node_file(const efa_node_params_t *p, uint32_t vpid, char *buf, size_t len) {
+    if (len) {
+        snprintf(buf, len, "%s",
+                 file_of(p->dir ? p->dir : "", p->job_tag ? p->job_tag : "", vpid).c_str());
     }
-    auto *o = new (std::nothrow) efa_shm_outbox();
-    if (!o) {
-        err = -ENOMEM;
-        return nullptr;
+}
+
+const char *efa_node_path(const efa_node_t *n) {
+    return n->node->path().c_str();
+}
+
+void efa_node_peer_file(const efa_node_t *n, uint32_t vpid, char *buf, size_t len) {
+    if (len) {
+        snprintf(buf, len, "%s", n->node->path_of(vpid).c_str());
     }
-    o->out = std::move(out);
+}
+
+void efa_node_my_card(const efa_node_t *n, efa_node_card_t *out) {
+    *out = n->node->card();
+}
+
+int efa_node_open_channel(efa_node_t *n, unsigned channel, bool reserve) {
+    return n->node->open_channel(channel, reserve);
+}
+
+void efa_node_close_channel(efa_node_t *n, unsigned channel) {
+    if (channel < EFA_NODE_CHANNELS) {
+        n->node->close_channel(channel);
+    }
+}
+
+size_t efa_node_max_frame(const efa_node_t *n) {
+    return n->node->max_frame();
+}
+
+uint64_t efa_node_dropped(const efa_node_t *n) {
+    return n->node->dropped();
+}
+
+int efa_node_poll(efa_node_t *n, unsigned channel, efa_shm_deliver_fn fn, void *arg, int budget) {
+    return n->node->poll(
+        channel, [fn, arg](uint32_t r, void *frame, size_t len) { fn(arg, r, frame, len); },
+        budget);
+}
+
+efa_shm_outbox_t *efa_node_attach(const efa_node_t *n, uint32_t vpid, const efa_node_card_t *card,
+                                  unsigned channel, int *err) {
+    int rc = 0;
+    auto out = n->node->attach(vpid, *card, channel, rc);
+    efa_shm_outbox_t *o = nullptr;
+    if (out) {
+        o = new (std::nothrow) efa_shm_outbox();
+        if (o) {
+            o->out = std::move(out);
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    *err = o ? 0 : rc;
     return o;
 }
 
-} // namespace efa::node
+} // extern "C"

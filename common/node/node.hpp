@@ -84,16 +84,4 @@ struct efa_node {
     unsigned refs = 0;
 };
 
-namespace efa::node {
-// The inbox file of process vpid of the job.
-std::string file_of(const std::string &dir, const std::string &job_tag, uint32_t vpid);
-// The process's one node: created by the first acquire, deleted (its file
-// unlinked) by the last release.
-efa_node_t *acquire_shared(const efa_node_params_t &p, bool &created, int &err);
-void release_shared(efa_node_t *n);
-// An outbox into channel 'channel' of process vpid's inbox, as a C handle.
-efa_shm_outbox_t *attach_handle(const efa_node_t *n, uint32_t vpid, const efa_node_card_t &card,
-                                unsigned channel, int &err);
-} // namespace efa::node
-
 #endif

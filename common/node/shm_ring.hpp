@@ -321,9 +321,6 @@ inline void Outbox::commit(size_t len) {
     __builtin_prefetch(next + kLine, 1, 3);
 }
 
-// What an error of Inbox::create or Outbox::attach means, in words.
-const char *strerror_of(int err);
-
 } // namespace efa::shm
 
 // The C handles (efa_shm_ring.h), here so that other C seams (efa_node.h)

@@ -12,7 +12,6 @@
 #include <unistd.h>
 #include <vector>
 
-#include "cma.hpp"
 #include "efa_cma.h"
 
 namespace {
@@ -28,19 +27,19 @@ uint64_t addr_of(const void *p) {
 } // namespace
 
 TEST(Cma, CopiesBothWays) {
-    ASSERT_TRUE(efa::cma::built());
+    ASSERT_TRUE(efa_cma_built());
     std::vector<uint8_t> src(100000), dst(100000, 0);
     for (size_t i = 0; i < src.size(); ++i) {
         src[i] = static_cast<uint8_t>(i * 7);
     }
     size_t moved = 0;
     EXPECT_EQ(0,
-              efa::cma::copy(self(), false, dst.data(), addr_of(src.data()), src.size(), &moved));
+              efa_cma_copy(self(), false, dst.data(), addr_of(src.data()), src.size(), &moved));
     EXPECT_EQ(src.size(), moved);
     EXPECT_EQ(src, dst);
     std::vector<uint8_t> back(src.size(), 0);
     EXPECT_EQ(0,
-              efa::cma::copy(self(), true, dst.data(), addr_of(back.data()), dst.size(), nullptr));
+              efa_cma_copy(self(), true, dst.data(), addr_of(back.data()), dst.size(), nullptr));
     EXPECT_EQ(src, back);
 }
 
@@ -54,7 +53,7 @@ TEST(Cma, UnmappedRemoteIsEfaultWithTheBytesMoved) {
     ASSERT_EQ(0, munmap(m + page, page)); // the second page is gone
     std::vector<uint8_t> dst(2 * page);
     size_t moved = 0;
-    EXPECT_EQ(EFAULT, efa::cma::copy(self(), false, dst.data(), addr_of(m), 2 * page, &moved));
+    EXPECT_EQ(EFAULT, efa_cma_copy(self(), false, dst.data(), addr_of(m), 2 * page, &moved));
     EXPECT_EQ(page, moved);
     EXPECT_EQ(0x5a, dst[page - 1]);
     munmap(m, page);

@@ -25,7 +25,6 @@
 #include "core_test_op.hpp"
 #include "core_test_params.hpp"
 #include "core_with_self.hpp"
-#include "ctx_ops.hpp"
 #include "ctx_post.hpp"
 #include "scripted_provider.hpp"
 
@@ -61,7 +60,7 @@ class LostPeerPosts : public ::testing::Test {
         peer_ = core_.self()->addr[0];
         inflight_ = ctx_->inflight.load();
     }
-    // A tracked send or receive to the peer, as ctx_tsend and ctx_trecv post
+    // A tracked send or receive to the peer, as efa_ctx_tsend and efa_ctx_trecv post
     // them, through the scripted provider.
     int send(CountedOp &op, int id) {
         return efa::post::tracked_post(
@@ -83,7 +82,7 @@ class LostPeerPosts : public ::testing::Test {
     void lose_peer() { efa_core_peer_lost(core_.core(), peer_, kLost, "the unit test lost it"); }
     void progress(int n = 4) {
         for (int i = 0; i < n; ++i) {
-            efa::progress(core_.core());
+            efa_core_progress(core_.core());
         }
     }
     // The provider hands back a stand-in it held, as drain() does.

@@ -13,7 +13,6 @@
 #include "core.hpp"
 #include "core_test_params.hpp"
 #include "core_with_self.hpp"
-#include "ctx_ops.hpp"
 #include "ctx_post.hpp"
 #include "scripted_provider.hpp"
 
@@ -78,7 +77,7 @@ TEST_F(CtxBacklog, LaterPostsQueueBehindAndProgressPostsThemInOrder) {
     // Only the first reached the provider: the rest would have overtaken it.
     EXPECT_TRUE(provider_.accepted.empty());
     EXPECT_EQ(ctx_->tx_backlog.size.load(), 4u);
-    efa::progress(core_.core());
+    efa_core_progress(core_.core());
     EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 1, 2, 3}));
     EXPECT_EQ(ctx_->tx_backlog.size.load(), 0u);
     // The backlog is empty again: the next post goes straight through.
@@ -92,10 +91,10 @@ TEST_F(CtxBacklog, AFlushStopsWhereTheQueueIsFullAgain) {
         submit(id);
     }
     provider_.answers = {0, -FI_EAGAIN}; // room for one, then full
-    efa::progress(core_.core());
+    efa_core_progress(core_.core());
     EXPECT_EQ(provider_.accepted, (std::vector<int>{0}));
     EXPECT_EQ(ctx_->tx_backlog.size.load(), 2u);
-    efa::progress(core_.core());
+    efa_core_progress(core_.core());
     EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 1, 2}));
 }
 
@@ -103,7 +102,7 @@ TEST_F(CtxBacklog, ShmsENOMEMCountsAsAFullQueue) {
     provider_.answers = {-FI_ENOMEM};
     EXPECT_EQ(submit(0), 0);
     EXPECT_EQ(ctx_->tx_backlog.size.load(), 1u);
-    efa::progress(core_.core());
+    efa_core_progress(core_.core());
     EXPECT_EQ(provider_.accepted, (std::vector<int>{0}));
 }
 
@@ -123,7 +122,7 @@ TEST_F(CtxBacklog, ALateRefusalCompletesItsOperationWithTheErrorAndTheRestGoOn) 
     }
     const int before = ctx_->inflight.load();
     provider_.answers = {0, -FI_EINVAL, 0};
-    efa::progress(core_.core());
+    efa_core_progress(core_.core());
     EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 2}));
     EXPECT_EQ(ops_[1].completions, 1);
     EXPECT_EQ(ops_[1].last_err, -FI_EINVAL);
@@ -149,11 +148,11 @@ TEST_F(CtxBacklog, ReceivesWithoutAQueueSlotWaitAndInternalOnesDoNotWaitBehindTh
     EXPECT_EQ(ctx_->rx_backlog.size.load(), 1u);
     EXPECT_EQ(ctx_->rx_internal_backlog.size.load(), 0u);
     // Still no slot: progress leaves it waiting without asking the provider.
-    efa::progress(core_.core());
+    efa_core_progress(core_.core());
     EXPECT_EQ(provider_.accepted.size(), 2u);
     // The first receive completes (its slot comes back): the second goes.
     efa::post::release_slot(ctx_, &ops_[0].op);
-    efa::progress(core_.core());
+    efa_core_progress(core_.core());
     EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 2, 1}));
     EXPECT_EQ(ctx_->rx_backlog.size.load(), 0u);
     efa::post::release_slot(ctx_, &ops_[1].op);
