@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common_efa_params.h"
 #include "opal/util/output.h"
 
 static int efa_component_register(void);

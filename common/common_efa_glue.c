@@ -5,7 +5,6 @@
  */
 #include "common_efa.h"
 #include "common_efa_compat.h"
-#include "common_efa_params.h"
 
 #include <errno.h>
 #include <stdarg.h>

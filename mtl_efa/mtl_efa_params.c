@@ -5,11 +5,6 @@
  */
 #include "mtl_efa.h"
 
-#include <stdio.h>
-#include <string.h>
-
-#include "common_efa_params.h"
-
 mtl_efa_params_t ompi_mtl_efa_params;
 
 static const char *const channels[] = {"auto", "shm", "none", NULL};
