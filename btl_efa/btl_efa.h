@@ -329,29 +329,34 @@ typedef struct mca_btl_efa_module {
     } watch;
 } mca_btl_efa_module_t;
 
+/* Test-only parameters (btl_efa_debug_*; docs/RELIABILITY.md, "Test-only
+ * parameters"): read only where the component's test_hooks_on is set. */
+typedef struct mca_btl_efa_test_hooks {
+    int corrupt_offset;  /* added to the remote address of every put and atomic */
+    int lose_answers;    /* the target's answers: 1 dropped, 2 misnamed (0: off) */
+    int lose_recv;       /* the Nth arrival through the provider fails (0: off) */
+    int forge_src;       /* the Nth injected fragment goes again, forged (0: off) */
+    int fail_inbox_rank; /* this rank's on-node inbox is not created (-1: none) */
+    int cma_refuse;      /* act as if the kernel refused CMA (EPERM) to every peer */
+} mca_btl_efa_test_hooks_t;
+
 typedef struct mca_btl_efa_component {
     mca_btl_base_component_3_0_0_t super;
-    int priority;
-    int verbose;
-    int debug_corrupt_offset; /* testing: shift remote addresses of puts and atomics */
-    int send_window;          /* messages in flight per peer (0: from the receive pool) */
-    int rma_window;           /* chunks of one put/get in flight */
-    size_t rma_max_transfer;  /* largest native transfer (0: the provider's limit) */
-    size_t inplace_min;       /* btl_efa_inplace_min (0: messages above the inject size) */
-    char *rma_mode;           /* btl_efa_rma_mode: auto, native, emulated */
-    char *atomic_mode;        /* btl_efa_atomic_mode: auto, native, emulated */
-    char *onnode_channel;     /* btl_efa_onnode_channel: auto, shm, none */
-    char *single_copy;        /* btl_efa_single_copy: auto, cma, none */
-    int debug_cma_refuse;     /* testing: act as if the kernel refused CMA (EPERM) */
-    int rma_timeout;          /* seconds an emulated request may go unanswered */
-    int debug_lose_answers;   /* testing: 1 drop the target's answers, 2 send them misaddressed */
-    int debug_lose_recv;      /* testing: the Nth provider arrival fails (0: off) */
-    int debug_forge_src;      /* testing: the Nth injected fragment goes twice, forged (0: off) */
-    bool peer_watch;          /* btl_efa_peer_watch (btl_efa_watch.c) */
-    /* testing: this rank's on-node inbox is not created (-1: none) */
-    int debug_fail_inbox_rank;
-    size_t coalesce_bytes; /* btl_efa_coalesce_bytes (0: off) */
-    int coalesce_max;      /* btl_efa_coalesce_max */
+    int send_window;         /* messages in flight per peer (0: from the receive pool) */
+    int rma_window;          /* chunks of one put/get in flight */
+    size_t rma_max_transfer; /* largest native transfer (0: the provider's limit) */
+    size_t inplace_min;      /* btl_efa_inplace_min (0: messages above the inject size) */
+    char *rma_mode;          /* btl_efa_rma_mode: auto, native, emulated */
+    char *atomic_mode;       /* btl_efa_atomic_mode: auto, native, emulated */
+    char *onnode_channel;    /* btl_efa_onnode_channel: auto, shm, none */
+    char *single_copy;       /* btl_efa_single_copy: auto, cma, none */
+    int rma_timeout;         /* seconds an emulated request may go unanswered */
+    bool peer_watch;         /* btl_efa_peer_watch (btl_efa_watch.c) */
+    size_t coalesce_bytes;   /* btl_efa_coalesce_bytes (0: off) */
+    int coalesce_max;        /* btl_efa_coalesce_max */
+    /* A test hook is set: the one branch the hot paths take for all of them. */
+    bool test_hooks_on;
+    mca_btl_efa_test_hooks_t test;
 } mca_btl_efa_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_efa_component_t mca_btl_efa_component;

@@ -92,7 +92,7 @@ static void cma_probe(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     }
     memcpy(&c, bytes, sizeof(c));
     free(bytes);
-    int err = mca_btl_efa_component.debug_cma_refuse
+    int err = mca_btl_efa_component.test.cma_refuse
                   ? EPERM
                   : efa_cma_verify((uint32_t)c.pid, c.cookie_addr, c.cookie);
     if (EFA_CMA_OTHER_PROCESS != err && 0 != err) {

@@ -39,134 +39,132 @@ static bool job_spans_nodes(void) {
     return mca_btl_efa_job_size() > (uint32_t)mca_common_efa_local_size();
 }
 
-/* Every btl_efa parameter of its own is read once, at registration. */
-static void reg(const char *name, const char *help, mca_base_var_type_t type, int level,
-                void *storage) {
-    (void)mca_base_component_var_register(&mca_btl_efa_component.super.btl_version, name, help,
-                                          type, NULL, 0, 0, (mca_base_var_info_lvl_t)level,
-                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
-}
+static const char *const modes[] = {"auto", "native", "emulated", NULL};
+static const char *const channels[] = {"auto", "shm", "none", NULL};
+static const char *const copies[] = {"auto", "cma", "none", NULL};
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define C(field) &mca_btl_efa_component.field
+#define NUMBER .topic = "bad-value"
+/* btl_efa's own parameters, read once, at registration; checked in this
+ * order at init (efa_component_init).  onnode_dir, onnode_slots and
+ * onnode_slot_size are synonyms of the common parameters
+ * (common_efa_onnode_*): one inbox per process. */
+static const mca_common_efa_param_t table[] = {
+    {"send_window", MCA_BASE_VAR_TYPE_INT, C(send_window), .level = OPAL_INFO_LVL_5,
+     .help = "Messages in flight to one peer before waiting for the peer to return credits (0: "
+             "as many as a context keeps receive buffers posted, at least 8)"},
+    {"rma_window", MCA_BASE_VAR_TYPE_INT, C(rma_window), .def = 4, .level = OPAL_INFO_LVL_5,
+     .help = "Chunks of one put or get in flight; each answered chunk lets the next one go"},
+    {"rma_timeout", MCA_BASE_VAR_TYPE_INT, C(rma_timeout), .def = 120, .lo = 1, .hi = 86400,
+     .allowed = "1 to 86400 seconds", NUMBER, .level = OPAL_INFO_LVL_5,
+     .help = "Seconds a one-sided operation executed by the target may go without an answer "
+             "before it fails (OPAL_ERR_TIMEOUT, with a message) and flush stops waiting for "
+             "it: the answer was lost or the target stopped progressing (1-86400)"},
+    {"peer_watch", MCA_BASE_VAR_TYPE_BOOL, C(peer_watch), .def = true, .level = OPAL_INFO_LVL_5,
+     .help = "Watch the peers this process exchanged messages with through the provider lately "
+             "(within two common_efa_peer_timeout), so that pml ob1 waiting on one that "
+             "dropped off the network ends the job within about two timeouts, naming it, "
+             "instead of waiting for ever; a watched peer must then enter MPI at least once per "
+             "timeout (docs/RELIABILITY.md)"},
+    {"rma_max_transfer", MCA_BASE_VAR_TYPE_SIZE_T, C(rma_max_transfer),
+     .lo = EFA_BTL_MIN_RMA_TRANSFER, .hi = MCA_COMMON_EFA_NO_MAX, .zero_ok = true,
+     /* A limit of a few bytes would turn one put into millions of
+      * operations; below a page nothing is worth testing either. */
+     .allowed = "0 (the provider's limit) or at least " STR(EFA_BTL_MIN_RMA_TRANSFER) " bytes",
+     NUMBER, .level = OPAL_INFO_LVL_9,
+     .help = "Largest single RDMA read or write handed to the provider; a larger native put or "
+             "get is cut into pieces of this size (0: the provider's own limit; otherwise at "
+             "least 4096, smaller values than the provider's are for testing)"},
+    {"inplace_min", MCA_BASE_VAR_TYPE_SIZE_T, C(inplace_min), .level = OPAL_INFO_LVL_5,
+     .help = "Contiguous sends of at least this many bytes go from the caller's buffer without "
+             "a copy, as the second buffer of the message, while btl_efa_flags has "
+             "\"inplace\"; smaller ones are copied behind the headers (0: those whose message, "
+             "headers included, exceeds the provider's inject size, below which the provider "
+             "copies it anyway)"},
+    /* A batch must hold two small messages at least. */
+    {"coalesce_bytes", MCA_BASE_VAR_TYPE_SIZE_T, C(coalesce_bytes), .def = 4096, .lo = 64,
+     .hi = 1048576, .zero_ok = true, .allowed = "0 (off) or 64 to 1048576 bytes", NUMBER,
+     .level = OPAL_INFO_LVL_5,
+     .help = "Active messages that wait for one peer (its credits or the provider's queue used "
+             "up) are packed into one provider message of at most this many bytes (capped at "
+             "the provider's message size); a message that can go at once always goes alone "
+             "(0: off, else 64 to 1048576)"},
+    {"coalesce_max", MCA_BASE_VAR_TYPE_INT, C(coalesce_max), .def = 32, .lo = 2, .hi = 1024,
+     .allowed = "2 to 1024 messages", NUMBER, .level = OPAL_INFO_LVL_5,
+     .help = "Messages packed into one provider message at most (2 to 1024)"},
+    {"rma_mode", MCA_BASE_VAR_TYPE_STRING, C(rma_mode), .def_str = "auto", .choices = modes,
+     .allowed = "auto, native, emulated", .topic = "bad-mode", .level = OPAL_INFO_LVL_4,
+     .help = "How put and get travel: \"native\" as the provider's RDMA write and read (needs "
+             "FI_RMA; pml ob1 then fetches large messages by RDMA read), \"emulated\" as "
+             "requests the target process executes after checking them byte for byte against "
+             "its registrations (any provider), \"auto\" native where the provider grants "
+             "FI_RMA"},
+    {"atomic_mode", MCA_BASE_VAR_TYPE_STRING, C(atomic_mode), .def_str = "auto", .choices = modes,
+     .allowed = "auto, native, emulated", .topic = "bad-mode", .level = OPAL_INFO_LVL_4,
+     .help = "How atomics travel: \"native\" as the provider's fi_atomic operations (needs "
+             "FI_ATOMIC and every advertised operation on 32- and 64-bit integers, so that no "
+             "location mixes provider and CPU atomics), \"emulated\" as requests the target "
+             "executes with CPU atomics, \"auto\" native where the provider supports all of "
+             "them"},
+    {"onnode_channel", MCA_BASE_VAR_TYPE_STRING, C(onnode_channel), .def_str = "auto",
+     .choices = channels, .allowed = "auto, shm, none", .topic = "bad-channel",
+     .level = OPAL_INFO_LVL_4,
+     .help = "How messages to processes of the job on the same node travel: \"shm\" through "
+             "shared-memory rings of btl_efa's own (fragments and one-sided requests that fit a "
+             "slot; larger ones by the provider; the BTL declines if the rings cannot be set "
+             "up), \"none\" by the provider, \"auto\" (default) as shm where the rings can be "
+             "set up. With the rings and every peer on this node, atomic_mode=auto executes "
+             "atomics at the target (over the rings) rather than by the provider"},
+    {"single_copy", MCA_BASE_VAR_TYPE_STRING, C(single_copy), .def_str = "auto", .choices = copies,
+     .allowed = "auto, cma, none", .topic = "bad-single-copy", .level = OPAL_INFO_LVL_4,
+     .help = "Put and get to another process of the same node: \"cma\" copies directly into "
+             "or out of the peer's registered memory with Linux cross-memory attach "
+             "(process_vm_writev/readv; complete at the target when the call returns), \"none\" "
+             "always takes the provider's path (or the emulated one), \"auto\" uses CMA where "
+             "the kernel allows it and the provider's path otherwise.  A peer the kernel "
+             "refuses (ptrace_scope, containers, another user) falls back to the provider's "
+             "path, reported at verbosity 1 (auto) or as an error message (cma).  Atomics and "
+             "peers on other nodes always take the provider's path.  Not used with "
+             "btl_efa_rma_mode emulated"},
+    {"debug_corrupt_offset", MCA_BASE_VAR_TYPE_INT, C(test.corrupt_offset), .test_only = true,
+     .help = "Testing only: add this many bytes to the remote address of every put and atomic, "
+             "so that the target's registration check can be seen refusing them (0: off)"},
+    {"debug_lose_answers", MCA_BASE_VAR_TYPE_INT, C(test.lose_answers), .test_only = true,
+     .help = "Testing only: the target loses its answers to one-sided requests: 1 drops them, "
+             "2 sends them naming a request the initiator never issued (0: off)"},
+    {"debug_lose_recv", MCA_BASE_VAR_TYPE_INT, C(test.lose_recv), .lo = 0, .hi = 1000000000,
+     .allowed = "0 (off) to 1000000000", NUMBER, .test_only = true,
+     .help = "Testing only: the Nth message this process receives through the provider "
+             "arrives as a failed receive, as a provider that lost it would report it (0: off; "
+             "0 to 1000000000)"},
+    {"debug_forge_src", MCA_BASE_VAR_TYPE_INT, C(test.forge_src), .lo = 0, .hi = 1000000000,
+     .allowed = "0 (off) to 1000000000", NUMBER, .test_only = true,
+     .help = "Testing only: the Nth fragment this process injects through the provider goes "
+             "out a second time with a header naming its destination as the sender, as a "
+             "forged message would; the receiver's sender check drops it (0: off; 0 to "
+             "1000000000)"},
+    {"debug_fail_inbox_rank", MCA_BASE_VAR_TYPE_INT, C(test.fail_inbox_rank), .def = -1,
+     .test_only = true,
+     .help = "Testing only: the process of this rank (vpid) in the job fails to create its "
+             "on-node inbox, as on a full /dev/shm, so that the job's one-sided mode can be "
+             "seen agreeing anyway (-1: off)"},
+    {"debug_cma_refuse", MCA_BASE_VAR_TYPE_INT, C(test.cma_refuse), .test_only = true,
+     .help = "Testing only: act as if the kernel refused cross-memory attach to every peer "
+             "(EPERM), so that the fallback to the provider's path can be seen (0: off)"},
+};
+#undef C
+#undef NUMBER
+#undef STR
+#undef STR_
+#define NUM_PARAMS (sizeof(table) / sizeof(table[0]))
 
 static int efa_component_register(void) {
     mca_btl_base_module_t *m = &mca_btl_efa_module.super;
 
-    mca_btl_efa_component.debug_corrupt_offset = 0;
-    reg("debug_corrupt_offset",
-        "Testing only: add this many bytes to the remote address of every put and atomic, so "
-        "that the target's registration check can be seen refusing them (0: off)",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_corrupt_offset);
-
-    mca_btl_efa_component.send_window = 0;
-    reg("send_window",
-        "Messages in flight to one peer before waiting for the peer to return credits (0: as "
-        "many as a context keeps receive buffers posted, at least 8)",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &mca_btl_efa_component.send_window);
-    mca_btl_efa_component.rma_window = 4;
-    reg("rma_window",
-        "Chunks of one put or get in flight; each answered chunk lets the next one go",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &mca_btl_efa_component.rma_window);
-
-    mca_btl_efa_component.rma_timeout = 120;
-    reg("rma_timeout",
-        "Seconds a one-sided operation executed by the target may go without an answer before "
-        "it fails (OPAL_ERR_TIMEOUT, with a message) and flush stops waiting for it: the "
-        "answer was lost or the target stopped progressing (1-86400)",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &mca_btl_efa_component.rma_timeout);
-    mca_btl_efa_component.debug_lose_answers = 0;
-    reg("debug_lose_answers",
-        "Testing only: the target loses its answers to one-sided requests: 1 drops them, 2 "
-        "sends them naming a request the initiator never issued (0: off)",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_lose_answers);
-    mca_btl_efa_component.peer_watch = true;
-    reg("peer_watch",
-        "Watch the peers this process exchanged messages with through the provider lately "
-        "(within two common_efa_peer_timeout), so that pml ob1 waiting on one that dropped off "
-        "the network ends the job within about two timeouts, naming it, instead of waiting for "
-        "ever; a watched peer must then enter MPI at least once per timeout (docs/RELIABILITY.md)",
-        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, &mca_btl_efa_component.peer_watch);
-    mca_btl_efa_component.debug_lose_recv = 0;
-    reg("debug_lose_recv",
-        "Testing only: the Nth message this process receives through the provider arrives as "
-        "a failed receive, as a provider that lost it would report it (0: off; 0 to "
-        "1000000000)",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_lose_recv);
-    mca_btl_efa_component.debug_forge_src = 0;
-    reg("debug_forge_src",
-        "Testing only: the Nth fragment this process injects through the provider goes out a "
-        "second time with a header naming its destination as the sender, as a forged message "
-        "would; the receiver's sender check drops it (0: off; 0 to 1000000000)",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_forge_src);
-    mca_btl_efa_component.rma_max_transfer = 0;
-    reg("rma_max_transfer",
-        "Largest single RDMA read or write handed to the provider; a larger native put or get "
-        "is cut into pieces of this size (0: the provider's own limit; otherwise at least 4096, "
-        "smaller values than the provider's are for testing)",
-        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_9, &mca_btl_efa_component.rma_max_transfer);
-    mca_btl_efa_component.debug_fail_inbox_rank = -1;
-    reg("debug_fail_inbox_rank",
-        "Testing only: the process of this rank (vpid) in the job fails to create its on-node "
-        "inbox, as on a full /dev/shm, so that the job's one-sided mode can be seen agreeing "
-        "anyway (-1: off)",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_fail_inbox_rank);
-    mca_btl_efa_component.inplace_min = 0;
-    reg("inplace_min",
-        "Contiguous sends of at least this many bytes go from the caller's buffer without a "
-        "copy, as the second buffer of the message, while btl_efa_flags has \"inplace\"; "
-        "smaller ones are copied behind the headers (0: those whose message, headers included, "
-        "exceeds the provider's inject size, below which the provider copies it anyway)",
-        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_btl_efa_component.inplace_min);
-    mca_btl_efa_component.coalesce_bytes = 4096;
-    reg("coalesce_bytes",
-        "Active messages that wait for one peer (its credits or the provider's queue used up) "
-        "are packed into one provider message of at most this many bytes (capped at the "
-        "provider's message size); a message that can go at once always goes alone "
-        "(0: off, else 64 to 1048576)",
-        MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_btl_efa_component.coalesce_bytes);
-    mca_btl_efa_component.coalesce_max = 32;
-    reg("coalesce_max", "Messages packed into one provider message at most (2 to 1024)",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, &mca_btl_efa_component.coalesce_max);
-    mca_btl_efa_component.rma_mode = "auto";
-    reg("rma_mode",
-        "How put and get travel: \"native\" as the provider's RDMA write and read (needs "
-        "FI_RMA; pml ob1 then fetches large messages by RDMA read), \"emulated\" as requests "
-        "the target process executes after checking them byte for byte against its "
-        "registrations (any provider), \"auto\" native where the provider grants FI_RMA",
-        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &mca_btl_efa_component.rma_mode);
-    mca_btl_efa_component.atomic_mode = "auto";
-    reg("atomic_mode",
-        "How atomics travel: \"native\" as the provider's fi_atomic operations (needs "
-        "FI_ATOMIC and every advertised operation on 32- and 64-bit integers, so that no "
-        "location mixes provider and CPU atomics), \"emulated\" as requests the target "
-        "executes with CPU atomics, \"auto\" native where the provider supports all of them",
-        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &mca_btl_efa_component.atomic_mode);
-
-    mca_btl_efa_component.onnode_channel = "auto";
-    reg("onnode_channel",
-        "How messages to processes of the job on the same node travel: \"shm\" through "
-        "shared-memory rings of btl_efa's own (fragments and one-sided requests that fit a slot; "
-        "larger ones by the provider; the BTL declines if the rings cannot be set up), "
-        "\"none\" by the provider, \"auto\" (default) as shm where the rings can be set up. "
-        "With the rings and every peer on this node, atomic_mode=auto executes atomics at the "
-        "target (over the rings) rather than by the provider",
-        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &mca_btl_efa_component.onnode_channel);
-    /* onnode_dir, onnode_slots and onnode_slot_size are synonyms of the
-     * common parameters (common_efa_onnode_*): one inbox per process. */
-    mca_btl_efa_component.single_copy = "auto";
-    reg("single_copy",
-        "Put and get to another process of the same node: \"cma\" copies directly into or "
-        "out of the peer's registered memory with Linux cross-memory attach "
-        "(process_vm_writev/readv; complete at the target when the call returns), \"none\" "
-        "always takes the provider's path (or the emulated one), \"auto\" uses CMA where the "
-        "kernel allows it and the provider's path otherwise.  A peer the kernel refuses "
-        "(ptrace_scope, containers, another user) falls back to the provider's path, reported "
-        "at verbosity 1 (auto) or as an error message (cma).  Atomics and peers on other nodes "
-        "always take the provider's path.  Not used with btl_efa_rma_mode emulated",
-        MCA_BASE_VAR_TYPE_STRING, OPAL_INFO_LVL_4, &mca_btl_efa_component.single_copy);
-    mca_btl_efa_component.debug_cma_refuse = 0;
-    reg("debug_cma_refuse",
-        "Testing only: act as if the kernel refused cross-memory attach to every peer (EPERM), "
-        "so that the fallback to the provider's path can be seen (0: off)",
-        MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_9, &mca_btl_efa_component.debug_cma_refuse);
+    mca_btl_efa_component.test_hooks_on = mca_common_efa_params_register(
+        &mca_btl_efa_component.super.btl_version, table, NUM_PARAMS, NULL);
 
     /* Defaults; mca_btl_base_param_register makes each a btl_efa_* parameter.
      * On one node the shared-memory BTL must win: a lower exclusivity than
@@ -235,56 +233,6 @@ static const char *rma_path(bool native, efa_rma_mode_t mode, efa_rma_by_t by) {
     return "executed by the target";
 }
 
-/* A numeric parameter outside its range: said (help-btl-efa.txt) and the
- * BTL declines. */
-static int refuse_value(const char *param, const char *value, const char *allowed) {
-    mca_common_efa_show_help("help-btl-efa.txt", "bad-value", true, opal_process_info.nodename,
-                             param, value, allowed);
-    return OPAL_ERR_BAD_PARAM;
-}
-
-/* The numeric parameters' ranges. */
-static int check_numbers(void) {
-    char value[32], allowed[96];
-    /* Every piece of a native transfer is an operation of its own (and a
-     * rop): a limit of a few bytes would turn one put into millions of
-     * them.  Below a page nothing is worth testing either. */
-    const size_t max_transfer = mca_btl_efa_component.rma_max_transfer;
-    if (0 != max_transfer && max_transfer < EFA_BTL_MIN_RMA_TRANSFER) {
-        snprintf(value, sizeof(value), "%zu", max_transfer);
-        snprintf(allowed, sizeof(allowed), "0 (the provider's limit) or at least %d bytes",
-                 EFA_BTL_MIN_RMA_TRANSFER);
-        return refuse_value("rma_max_transfer", value, allowed);
-    }
-    /* A batch must hold two small messages at least. */
-    const size_t coalesce = mca_btl_efa_component.coalesce_bytes;
-    if (0 != coalesce && (coalesce < 64 || coalesce > 1048576)) {
-        snprintf(value, sizeof(value), "%zu", coalesce);
-        return refuse_value("coalesce_bytes", value, "0 (off) or 64 to 1048576 bytes");
-    }
-    const int coalesce_max = mca_btl_efa_component.coalesce_max;
-    if (coalesce_max < 2 || coalesce_max > 1024) {
-        snprintf(value, sizeof(value), "%d", coalesce_max);
-        return refuse_value("coalesce_max", value, "2 to 1024 messages");
-    }
-    const int lose = mca_btl_efa_component.debug_lose_recv;
-    if (lose < 0 || lose > 1000000000) {
-        snprintf(value, sizeof(value), "%d", lose);
-        return refuse_value("debug_lose_recv", value, "0 (off) to 1000000000");
-    }
-    const int forge = mca_btl_efa_component.debug_forge_src;
-    if (forge < 0 || forge > 1000000000) {
-        snprintf(value, sizeof(value), "%d", forge);
-        return refuse_value("debug_forge_src", value, "0 (off) to 1000000000");
-    }
-    const int timeout = mca_btl_efa_component.rma_timeout;
-    if (timeout < 1 || timeout > 86400) {
-        snprintf(value, sizeof(value), "%d", timeout);
-        return refuse_value("rma_timeout", value, "1 to 86400 seconds");
-    }
-    return OPAL_SUCCESS;
-}
-
 /* Decide the one-sided paths for this job from the parameters and what
  * the provider granted.  Every process of a job sees the same provider and
  * parameters, so all make the same choice.  A bad value, or "native" where
@@ -292,20 +240,11 @@ static int check_numbers(void) {
 static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ring_all) {
     const efa_core_info_t *info = efa_core_get_info(core);
     efa_rma_mode_t rma, atomics;
-    if (!efa_rma_parse_mode(mca_btl_efa_component.rma_mode, &rma)) {
-        mca_common_efa_show_help("help-btl-efa.txt", "bad-mode", true, opal_process_info.nodename,
-                                 "rma_mode", mca_btl_efa_component.rma_mode);
-        return OPAL_ERR_BAD_PARAM;
-    }
-    if (!efa_rma_parse_mode(mca_btl_efa_component.atomic_mode, &atomics)) {
-        mca_common_efa_show_help("help-btl-efa.txt", "bad-mode", true, opal_process_info.nodename,
-                                 "atomic_mode", mca_btl_efa_component.atomic_mode);
-        return OPAL_ERR_BAD_PARAM;
-    }
     efa_single_copy_mode_t single_copy;
-    if (!efa_rma_parse_single_copy(mca_btl_efa_component.single_copy, &single_copy)) {
-        mca_common_efa_show_help("help-btl-efa.txt", "bad-single-copy", true,
-                                 opal_process_info.nodename, mca_btl_efa_component.single_copy);
+    /* The words were checked against the table (efa_component_init). */
+    if (!efa_rma_parse_mode(mca_btl_efa_component.rma_mode, &rma) ||
+        !efa_rma_parse_mode(mca_btl_efa_component.atomic_mode, &atomics) ||
+        !efa_rma_parse_single_copy(mca_btl_efa_component.single_copy, &single_copy)) {
         return OPAL_ERR_BAD_PARAM;
     }
 #ifndef EFA_HAVE_CMA
@@ -496,15 +435,13 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         return NULL;
     }
     bool ring = false;
-    if (OPAL_SUCCESS != mca_btl_efa_ring_setup(&mca_btl_efa_module, &ring)) {
+    if (OPAL_SUCCESS != mca_common_efa_params_check(table, NUM_PARAMS, "help-btl-efa.txt") ||
+        OPAL_SUCCESS != mca_btl_efa_ring_setup(&mca_btl_efa_module, &ring)) {
         free(btls);
         mca_common_efa_release(core);
         return NULL;
     }
-    int rc_one_sided = check_numbers();
-    if (OPAL_SUCCESS == rc_one_sided) {
-        rc_one_sided = choose_one_sided(&mca_btl_efa_module, core, ring && !job_spans_nodes());
-    }
+    int rc_one_sided = choose_one_sided(&mca_btl_efa_module, core, ring && !job_spans_nodes());
     const char *eager_why = "default";
     if (OPAL_SUCCESS == rc_one_sided) {
         /* needs the single-copy mode */

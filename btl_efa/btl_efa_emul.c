@@ -168,12 +168,14 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
     frag->send_len = sizeof(*rh) + sizeof(*rr) + data_len;
     frag->dest = ep->addr;
     frag->endpoint = ep;
-    if (1 == mca_btl_efa_component.debug_lose_answers) {
-        mca_btl_efa_frag_return(btl, frag); /* testing: the answer is lost */
-        return;
-    }
-    if (2 == mca_btl_efa_component.debug_lose_answers) {
-        rr->req = ~rma->req; /* testing: names a request never issued */
+    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on)) {
+        if (1 == mca_btl_efa_component.test.lose_answers) {
+            mca_btl_efa_frag_return(btl, frag); /* testing: the answer is lost */
+            return;
+        }
+        if (2 == mca_btl_efa_component.test.lose_answers) {
+            rr->req = ~rma->req; /* testing: names a request never issued */
+        }
     }
     if (OPAL_SUCCESS != mca_btl_efa_frag_post(btl, frag)) {
         opal_output_verbose(1, mca_common_efa_output,

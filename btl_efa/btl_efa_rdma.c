@@ -35,9 +35,10 @@ static void note_one_sided(void) {
 }
 
 /* Testing only (btl_efa_debug_corrupt_offset): shift the remote address of
- * puts and atomics, so that the target's check can be seen refusing them. */
+ * puts and atomics, so that the target's check can be seen refusing them.
+ * Called only while a test hook is on. */
 static uint64_t corrupt(uint64_t remote_address) {
-    return remote_address + (uint64_t)(int64_t)mca_btl_efa_component.debug_corrupt_offset;
+    return remote_address + (uint64_t)(int64_t)mca_btl_efa_component.test.corrupt_offset;
 }
 
 /* Said once at verbosity 10: how often it happens is of no interest, that
@@ -60,7 +61,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
     }
     mca_btl_efa_mode_ready(btl);
     note_one_sided();
-    if (EFA_BTL_MSG_PUT == a->type) {
+    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) && EFA_BTL_MSG_PUT == a->type) {
         a->remote_address = corrupt(a->remote_address);
     }
     /* The handle may sit in memory its owner rewrites meanwhile (osc/rdma's
@@ -107,7 +108,9 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl
         return OPAL_ERR_NOT_SUPPORTED; /* said at add_procs (btl_efa_mode.c) */
     }
     note_one_sided();
-    a->remote_address = corrupt(a->remote_address);
+    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on)) {
+        a->remote_address = corrupt(a->remote_address);
+    }
     struct mca_btl_base_registration_handle_t snap = *a->remote_handle; /* read once, see rdma() */
     a->remote_handle = &snap;
     a->type = EFA_BTL_MSG_ATOMIC;

@@ -38,8 +38,9 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
     mca_btl_efa_module_t *btl = arg;
     static int arrivals = 0;
     (void)ctx;
-    if (OPAL_UNLIKELY(mca_btl_efa_component.debug_lose_recv > 0) && 0 == err &&
-        ++arrivals == mca_btl_efa_component.debug_lose_recv) {
+    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
+        mca_btl_efa_component.test.lose_recv > 0 && 0 == err &&
+        ++arrivals == mca_btl_efa_component.test.lose_recv) {
         err = -FI_ETRUNC; /* as ofi_rxd reports a message it lost part of */
     }
     if (OPAL_UNLIKELY(err)) {

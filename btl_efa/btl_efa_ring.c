@@ -96,7 +96,7 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
     char path[OPAL_PATH_MAX];
     mca_common_efa_node_file(path, sizeof(path));
     int err = -FI_ENOENT;
-    const int fail_rank = mca_btl_efa_component.debug_fail_inbox_rank;
+    const int fail_rank = mca_btl_efa_component.test.fail_inbox_rank;
     if (fail_rank >= 0 && (uint32_t)fail_rank == OPAL_PROC_MY_NAME.vpid) {
         /* Testing: as if the file could not be made (btl_efa_debug_fail_inbox_rank):
          * this process's BTL channel stays closed (its card has no BTL bit),

@@ -184,7 +184,7 @@ static void finish_ring_done(mca_btl_efa_module_t *btl) {
 static void forge_copy(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                        const efa_btl_frag_t *frag) {
     static int injected = 0;
-    if (++injected != mca_btl_efa_component.debug_forge_src) {
+    if (++injected != mca_btl_efa_component.test.forge_src) {
         return;
     }
     uint8_t *copy = malloc(frag->send_len);
@@ -225,7 +225,8 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         /* The provider copies it before returning and reports nothing:
          * the caller recycles the fragment at once. */
         rc = efa_ctx_try_inject(btl->ctx, frag->buf, frag->send_len, frag->dest);
-        if (OPAL_UNLIKELY(mca_btl_efa_component.debug_forge_src > 0) && 0 == rc) {
+        if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
+            mca_btl_efa_component.test.forge_src > 0 && 0 == rc) {
             forge_copy(btl, ep, frag);
         }
     } else {

@@ -13,6 +13,7 @@
 #include "opal/prefetch.h"
 #include "opal/util/proc.h"
 
+#include "common_efa_params.h"
 #include "efa_core.h"
 #include "efa_node.h"
 

@@ -26,228 +26,130 @@
 
 int mca_common_efa_output = -1;
 
+/* The shared parameters' storage: the core's own fields where the core
+ * takes them as they are, the rest beside. */
 static struct {
-    char *provider_include;
-    char *provider_exclude;
-    int num_contexts;
-    int tx_size;
-    int rx_size;
-    int mr_cache_size;
-    int progress_batch;
-    bool force_mr_local;
-    bool force_no_cq_data;
-    int verbose;
-    char *provider_shm;
-    int rnr_retry;
-    bool force_efa_options;
-    char *force_emulated;
-    int peer_timeout;
-    int net_poll_interval;
-    bool force_direct_mode;
-    int direct_mode_mtu;
-    bool debug_swap_messages;
+    efa_core_params_t core;
+    char *provider_shm; /* auto, on, off, provider: core.provider_shm from it */
     char *onnode_dir;
     int onnode_slots;
     size_t onnode_slot_size;
-} params = {NULL, NULL,  1,    0,   0,  1024,  16,   false, false, 0,  NULL,
-            -1,   false, NULL, 600, 20, false, 8192, false, NULL,  64, 8192};
+} params;
 
-/* Indices of the registered shared variables, for the synonyms. */
-enum {
-    P_INCLUDE,
-    P_EXCLUDE,
-    P_CONTEXTS,
-    P_TX,
-    P_RX,
-    P_MRCACHE,
-    P_BATCH,
-    P_MRLOCAL,
-    P_NOCQDATA,
-    P_VERBOSE,
-    P_PROVSHM,
-    P_RNR,
-    P_FORCEOPTS,
-    P_FORCEEMU,
-    P_PEERTIMEOUT,
-    P_NETPOLL,
-    P_DIRECT,
-    P_DIRECTMTU,
-    P_SWAPMSGS,
-    P_ONDIR,
-    P_ONSLOTS,
-    P_ONSLOTSIZE,
-    P_COUNT
-};
-static int var_index[P_COUNT];
-static const char *var_names[P_COUNT] = {
-    "provider_include",  "provider_exclude", "num_contexts",        "tx_size",
-    "rx_size",           "mr_cache_size",    "progress_batch",      "force_mr_local",
-    "force_no_cq_data",  "verbose",          "provider_shm",        "rnr_retry",
-    "force_efa_options", "force_emulated",   "peer_timeout",        "net_poll_interval",
-    "force_direct_mode", "direct_mode_mtu",  "debug_swap_messages", "onnode_dir",
-    "onnode_slots",      "onnode_slot_size"};
-static bool registered = false;
-static bool hooks_registered = false;
-static bool modex_sent = false;
+static const char *const provider_shm_choices[] = {"auto", "on", "off", "provider", NULL};
 
-static int reg_string(const char *name, const char *desc, char **storage,
-                      mca_base_var_info_lvl_t level) {
-    return mca_base_var_register("opal", "common", "efa", name, desc, MCA_BASE_VAR_TYPE_STRING,
-                                 NULL, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY, storage);
-}
-
-static int reg_int(const char *name, const char *desc, int *storage,
-                   mca_base_var_info_lvl_t level) {
-    return mca_base_var_register("opal", "common", "efa", name, desc, MCA_BASE_VAR_TYPE_INT, NULL,
-                                 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY, storage);
-}
-
-static int reg_bool(const char *name, const char *desc, bool *storage,
-                    mca_base_var_info_lvl_t level) {
-    return mca_base_var_register("opal", "common", "efa", name, desc, MCA_BASE_VAR_TYPE_BOOL, NULL,
-                                 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY, storage);
-}
-
-static void register_shared(void) {
-    if (registered) {
-        return;
-    }
-    registered = true;
-    params.provider_include = "";
-    params.provider_exclude = "";
-    var_index[P_INCLUDE] = reg_string(
-        "provider_include",
-        "Comma-separated libfabric providers the EFA components may use (a name admits its "
-        "layered forms: \"tcp\" admits \"tcp;ofi_rxm\"). Empty means \"efa\". Cannot be combined "
-        "with provider_exclude.",
-        &params.provider_include, OPAL_INFO_LVL_3);
-    var_index[P_EXCLUDE] = reg_string(
-        "provider_exclude",
-        "Comma-separated libfabric providers the EFA components must not use; when set, every "
-        "other provider is admitted. Cannot be combined with provider_include.",
-        &params.provider_exclude, OPAL_INFO_LVL_3);
-    var_index[P_CONTEXTS] = reg_int(
-        "num_contexts",
-        "Endpoints (queue pairs) per NIC. A communicator uses context (cid mod num_contexts) "
-        "on both sides; more contexts let MPI_THREAD_MULTIPLE programs drive separate queues. "
-        "EFA NICs have few queue pairs: keep this small (1 to 16).",
-        &params.num_contexts, OPAL_INFO_LVL_4);
-    var_index[P_TX] = reg_int("tx_size",
-                              "Depth of the provider's transmit queue per endpoint (0: provider "
-                              "default). A full queue delays operations, it never drops them.",
-                              &params.tx_size, OPAL_INFO_LVL_5);
-    var_index[P_RX] = reg_int("rx_size",
-                              "Depth of the provider's receive queue per endpoint (0: provider "
-                              "default).",
-                              &params.rx_size, OPAL_INFO_LVL_5);
-    var_index[P_MRCACHE] = reg_int("mr_cache_size",
-                                   "Unused memory registrations kept cached for reuse (0: "
-                                   "deregister as soon as unused). Entries are dropped when their "
-                                   "memory is freed.",
-                                   &params.mr_cache_size, OPAL_INFO_LVL_5);
-    var_index[P_BATCH] = reg_int("progress_batch",
-                                 "Completions read from each completion queue per progress call "
-                                 "(1 to 64; more favours throughput, fewer bounds latency).",
-                                 &params.progress_batch, OPAL_INFO_LVL_6);
-    var_index[P_MRLOCAL] = reg_bool("force_mr_local",
-                                    "Register every buffer and pass local descriptors as if the "
-                                    "provider required FI_MR_LOCAL (for testing that path).",
-                                    &params.force_mr_local, OPAL_INFO_LVL_9);
-    var_index[P_NOCQDATA] =
-        reg_bool("force_no_cq_data",
-                 "Carry the source rank in the tag instead of remote CQ data (the layout used by "
-                 "providers without CQ data; for testing). Lowers the largest tag to 2^23-1.",
-                 &params.force_no_cq_data, OPAL_INFO_LVL_9);
-    var_index[P_VERBOSE] = reg_int("verbose",
-                                   "Verbosity of the EFA components (0: quiet, 1: what was chosen, "
-                                   "10: why, 100: everything)",
-                                   &params.verbose, OPAL_INFO_LVL_5);
-    params.provider_shm = "auto";
-    var_index[P_PROVSHM] = reg_string(
-        "provider_shm",
-        "The efa provider's own shared-memory path (FI_OPT_SHARED_MEMORY_PERMITTED): \"auto\" "
-        "turns it off where the components' on-node paths carry node-local traffic (the "
-        "provider would otherwise open a second shared-memory region and endpoint per process) "
-        "and on where an on-node path is \"none\"; \"on\", \"off\", or \"provider\" (left "
-        "untouched). Needs libfabric 1.18 or newer.",
-        &params.provider_shm, OPAL_INFO_LVL_4);
-    var_index[P_RNR] = reg_int("rnr_retry",
-                               "Times the EFA device retries a send the receiver had no buffer "
-                               "for, before the send fails (FI_OPT_EFA_RNR_RETRY, 0 to 7; 7: for "
-                               "ever; -1: the provider's default)",
-                               &params.rnr_retry, OPAL_INFO_LVL_5);
-    var_index[P_FORCEOPTS] = reg_bool(
-        "force_efa_options",
-        "Apply the efa provider's endpoint options (provider_shm, rnr_retry, device RDMA queries) "
-        "on any provider, as on efa (for testing that path on the stand-ins)",
-        &params.force_efa_options, OPAL_INFO_LVL_9);
-    params.force_emulated = "";
-    var_index[P_FORCEEMU] = reg_string(
-        "force_emulated",
-        "Treat these one-sided operations as emulated by the provider whatever it reports "
-        "(comma-separated: read, write, atomics), so btl_efa's auto modes take their own "
-        "target-executed path for them (for testing the choice made on EFA devices without "
-        "RDMA)",
-        &params.force_emulated, OPAL_INFO_LVL_9);
-    var_index[P_PEERTIMEOUT] = reg_int(
-        "peer_timeout",
-        "Seconds a peer may leave operations to it (sends, one-sided operations, a probe sent "
-        "while a receive waits on it alone) without any completion before it is declared "
-        "unreachable: its operations then fail (MPI_ERR_OTHER class, timeout), later ones fail "
-        "at once, and a message names it. Bounds a host lost to the data network while the "
-        "runtime still reaches it. A live peer must enter MPI at least that often while "
-        "others wait on it. 0: never (wait for ever). 0 to 86400.",
-        &params.peer_timeout, OPAL_INFO_LVL_4);
-    var_index[P_NETPOLL] = reg_int(
-        "net_poll_interval",
-        "Microseconds the network provider may go unpolled while nothing of this process is in "
-        "flight on it (no send, receive or one-sided operation posted, no peer reached only "
-        "through it by btl_efa, no completion in the last millisecond). Progress calls in "
-        "between skip the provider, so on-node messages do not pay for its poll (0.3 to 0.5 us "
-        "on tcp;ofi_rxm and udp;ofi_rxd). 0: poll it on every progress call. 0 to 1000000.",
-        &params.net_poll_interval, OPAL_INFO_LVL_5);
-    var_index[P_DIRECT] = reg_bool(
-        "force_direct_mode",
-        "Use the provider as libfabric's efa-direct fabric must be used: untagged messages and "
-        "RMA only (no FI_TAGGED: mtl_efa matches messages itself), no message order asked for, "
-        "FI_MR_LOCAL, no message over direct_mode_mtu bytes, and arrivals swapped in pairs so "
-        "that nothing relies on the provider's order. Admits the efa-direct fabric, which is "
-        "skipped otherwise; on the stand-ins it tests that path.",
-        &params.force_direct_mode, OPAL_INFO_LVL_9);
-    var_index[P_DIRECTMTU] =
-        reg_int("direct_mode_mtu",
-                "The largest message, in bytes, under force_direct_mode (efa-direct's limit is the "
-                "device's MTU, 8928 bytes on EFA). 1024 to 65536.",
-                &params.direct_mode_mtu, OPAL_INFO_LVL_9);
-    var_index[P_SWAPMSGS] = reg_bool(
-        "debug_swap_messages",
-        "Hand the provider's untagged arrivals on in swapped pairs (one held until the next "
-        "arrives, or for 64 progress calls), to test that the components keep MPI's order "
-        "themselves (a test setting; on in force_direct_mode)",
-        &params.debug_swap_messages, OPAL_INFO_LVL_9);
+#define C(field) &params.core.field
+/* Their ranges are checked by the core (efa_params.cpp: the values it
+ * hands libfabric), provider_shm here (at probe). */
+static const mca_common_efa_param_t table[] = {
+    {"provider_include", MCA_BASE_VAR_TYPE_STRING, C(provider_include), .level = OPAL_INFO_LVL_3,
+     .help = "Comma-separated libfabric providers the EFA components may use (a name admits its "
+             "layered forms: \"tcp\" admits \"tcp;ofi_rxm\"). Empty means \"efa\". Cannot be "
+             "combined with provider_exclude."},
+    {"provider_exclude", MCA_BASE_VAR_TYPE_STRING, C(provider_exclude), .level = OPAL_INFO_LVL_3,
+     .help = "Comma-separated libfabric providers the EFA components must not use; when set, "
+             "every other provider is admitted. Cannot be combined with provider_include."},
+    {"num_contexts", MCA_BASE_VAR_TYPE_INT, C(num_contexts), .def = 1, .level = OPAL_INFO_LVL_4,
+     .help = "Endpoints (queue pairs) per NIC. A communicator uses context (cid mod num_contexts) "
+             "on both sides; more contexts let MPI_THREAD_MULTIPLE programs drive separate "
+             "queues. EFA NICs have few queue pairs: keep this small (1 to 16)."},
+    {"tx_size", MCA_BASE_VAR_TYPE_INT, C(tx_size), .level = OPAL_INFO_LVL_5,
+     .help = "Depth of the provider's transmit queue per endpoint (0: provider default). A full "
+             "queue delays operations, it never drops them."},
+    {"rx_size", MCA_BASE_VAR_TYPE_INT, C(rx_size), .level = OPAL_INFO_LVL_5,
+     .help = "Depth of the provider's receive queue per endpoint (0: provider default)."},
+    {"mr_cache_size", MCA_BASE_VAR_TYPE_INT, C(mr_cache_size), .def = 1024,
+     .level = OPAL_INFO_LVL_5,
+     .help = "Unused memory registrations kept cached for reuse (0: deregister as soon as "
+             "unused). Entries are dropped when their memory is freed."},
+    {"progress_batch", MCA_BASE_VAR_TYPE_INT, C(progress_batch), .def = 16,
+     .level = OPAL_INFO_LVL_6,
+     .help = "Completions read from each completion queue per progress call (1 to 64; more "
+             "favours throughput, fewer bounds latency)."},
+    {"force_mr_local", MCA_BASE_VAR_TYPE_BOOL, C(force_mr_local), .test_only = true,
+     .help = "Testing only: register every buffer and pass local descriptors as if the provider "
+             "required FI_MR_LOCAL."},
+    {"force_no_cq_data", MCA_BASE_VAR_TYPE_BOOL, C(force_no_cq_data), .test_only = true,
+     .help = "Testing only: carry the source rank in the tag instead of remote CQ data (the "
+             "layout used by providers without CQ data). Lowers the largest tag to 2^23-1."},
+    {"verbose", MCA_BASE_VAR_TYPE_INT, C(verbose), .level = OPAL_INFO_LVL_5,
+     .help = "Verbosity of the EFA components (0: quiet, 1: what was chosen, 10: why, 100: "
+             "everything)"},
+    {"provider_shm", MCA_BASE_VAR_TYPE_STRING, &params.provider_shm, .def_str = "auto",
+     .choices = provider_shm_choices, .allowed = "auto, on, off or provider", .topic = "bad-param",
+     .level = OPAL_INFO_LVL_4,
+     .help = "The efa provider's own shared-memory path (FI_OPT_SHARED_MEMORY_PERMITTED): "
+             "\"auto\" turns it off where the components' on-node paths carry node-local "
+             "traffic (the provider would otherwise open a second shared-memory region and "
+             "endpoint per process) and on where an on-node path is \"none\"; \"on\", \"off\", "
+             "or \"provider\" (left untouched). Needs libfabric 1.18 or newer."},
+    {"rnr_retry", MCA_BASE_VAR_TYPE_INT, C(rnr_retry), .def = -1, .level = OPAL_INFO_LVL_5,
+     .help = "Times the EFA device retries a send the receiver had no buffer for, before the "
+             "send fails (FI_OPT_EFA_RNR_RETRY, 0 to 7; 7: for ever; -1: the provider's "
+             "default)"},
+    {"force_efa_options", MCA_BASE_VAR_TYPE_BOOL, C(force_efa_options), .test_only = true,
+     .help = "Testing only: apply the efa provider's endpoint options (provider_shm, rnr_retry, "
+             "device RDMA queries) on any provider, as on efa (that path on the stand-ins)"},
+    {"force_emulated", MCA_BASE_VAR_TYPE_STRING, C(force_emulated), .test_only = true,
+     .help = "Testing only: treat these one-sided operations as emulated by the provider "
+             "whatever it reports (comma-separated: read, write, atomics), so btl_efa's auto "
+             "modes take their own target-executed path for them (the choice made on EFA "
+             "devices without RDMA)"},
+    {"peer_timeout", MCA_BASE_VAR_TYPE_INT, C(peer_timeout), .def = 600, .level = OPAL_INFO_LVL_4,
+     .help = "Seconds a peer may leave operations to it (sends, one-sided operations, a probe "
+             "sent while a receive waits on it alone) without any completion before it is "
+             "declared unreachable: its operations then fail (MPI_ERR_OTHER class, timeout), "
+             "later ones fail at once, and a message names it. Bounds a host lost to the data "
+             "network while the runtime still reaches it. A live peer must enter MPI at least "
+             "that often while others wait on it. 0: never (wait for ever). 0 to 86400."},
+    {"net_poll_interval", MCA_BASE_VAR_TYPE_INT, C(net_poll_interval_us), .def = 20,
+     .level = OPAL_INFO_LVL_5,
+     .help = "Microseconds the network provider may go unpolled while nothing of this process "
+             "is in flight on it (no send, receive or one-sided operation posted, no peer "
+             "reached only through it by btl_efa, no completion in the last millisecond). "
+             "Progress calls in between skip the provider, so on-node messages do not pay for "
+             "its poll (0.3 to 0.5 us on tcp;ofi_rxm and udp;ofi_rxd). 0: poll it on every "
+             "progress call. 0 to 1000000."},
+    {"force_direct_mode", MCA_BASE_VAR_TYPE_BOOL, C(force_direct_mode), .level = OPAL_INFO_LVL_9,
+     .help = "Use the provider as libfabric's efa-direct fabric must be used: untagged messages "
+             "and RMA only (no FI_TAGGED: mtl_efa matches messages itself), no message order "
+             "asked for, FI_MR_LOCAL, no message over direct_mode_mtu bytes, and arrivals "
+             "swapped in pairs so that nothing relies on the provider's order. Admits the "
+             "efa-direct fabric, which is skipped otherwise; on the stand-ins it tests that "
+             "path."},
+    {"direct_mode_mtu", MCA_BASE_VAR_TYPE_INT, C(direct_mode_mtu), .def = 8192,
+     .level = OPAL_INFO_LVL_9,
+     .help = "The largest message, in bytes, under force_direct_mode (efa-direct's limit is "
+             "the device's MTU, 8928 bytes on EFA). 1024 to 65536."},
+    {"debug_swap_messages", MCA_BASE_VAR_TYPE_BOOL, C(debug_swap_messages), .test_only = true,
+     .help = "Testing only: hand the provider's untagged arrivals on in swapped pairs (one held "
+             "until the next arrives, or for 64 progress calls), to test that the components "
+             "keep MPI's order themselves (on in force_direct_mode)"},
     /* One geometry and place for the node's one inbox (efa_node.h), which
      * both components' on-node channels share: the old per-component names
      * (mtl_efa_onnode_slots, btl_efa_onnode_slots, ...) are its synonyms. */
-    params.onnode_dir = "";
-    var_index[P_ONDIR] = reg_string(
-        "onnode_dir",
-        "Directory of the on-node inbox files, one per process shared by mtl_efa's and "
-        "btl_efa's on-node channels (default: /dev/shm if writable, else the job's session "
-        "directory)",
-        &params.onnode_dir, OPAL_INFO_LVL_9);
-    var_index[P_ONSLOTS] = reg_int(
-        "onnode_slots",
-        "Slots of each on-node ring (a power of two, at least 2): frames one sender may have "
-        "waiting for one receiver before further ones queue",
-        &params.onnode_slots, OPAL_INFO_LVL_9);
-    var_index[P_ONSLOTSIZE] = mca_base_var_register(
-        "opal", "common", "efa", "onnode_slot_size",
-        "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB; 8 of them are the "
-        "slot's header): mtl_efa sends messages up to the slot less 40 bytes of headers "
-        "eagerly, larger ones by rendezvous; btl_efa sends larger messages by the provider",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &params.onnode_slot_size);
-}
+    {"onnode_dir", MCA_BASE_VAR_TYPE_STRING, &params.onnode_dir, .level = OPAL_INFO_LVL_9,
+     .help = "Directory of the on-node inbox files, one per process shared by mtl_efa's and "
+             "btl_efa's on-node channels (default: /dev/shm if writable, else the job's "
+             "session directory)"},
+    {"onnode_slots", MCA_BASE_VAR_TYPE_INT, &params.onnode_slots, .def = 64,
+     .level = OPAL_INFO_LVL_9,
+     .help = "Slots of each on-node ring (a power of two, at least 2): frames one sender may "
+             "have waiting for one receiver before further ones queue"},
+    {"onnode_slot_size", MCA_BASE_VAR_TYPE_SIZE_T, &params.onnode_slot_size, .def = 8192,
+     .level = OPAL_INFO_LVL_9,
+     .help = "Bytes of one on-node ring slot (a multiple of 64, 256 to 1 MiB; 8 of them are "
+             "the slot's header): mtl_efa sends messages up to the slot less 40 bytes of "
+             "headers eagerly, larger ones by rendezvous; btl_efa sends larger messages by the "
+             "provider"},
+};
+#undef C
+#define NUM_PARAMS (sizeof(table) / sizeof(table[0]))
+
+static int var_index[NUM_PARAMS];
+static bool registered = false;
+static bool hooks_registered = false;
+static bool modex_sent = false;
 
 /* Is this on-node path parameter (mtl_efa_ or btl_efa_onnode_channel) of a
  * loaded component set to "none"?  Unregistered (component not loaded):
@@ -282,19 +184,18 @@ static int provider_shm_switch(void) {
                                                                                   : EFA_SWITCH_OFF;
 }
 
-static bool provider_shm_valid(void) {
-    const char *v = params.provider_shm ? params.provider_shm : "auto";
-    return 0 == strcmp(v, "auto") || 0 == strcmp(v, "on") || 0 == strcmp(v, "off") ||
-           0 == strcmp(v, "provider");
-}
-
+/* Registered once, as common_efa_*; each component that loads the core
+ * adds its own name of each (mtl_efa_*, btl_efa_*). */
 int mca_common_efa_register_params(const mca_base_component_t *component) {
-    register_shared();
-    for (int i = 0; i < P_COUNT; ++i) {
+    if (!registered) {
+        registered = true;
+        (void)mca_common_efa_params_register(NULL, table, NUM_PARAMS, var_index);
+    }
+    for (size_t i = 0; i < NUM_PARAMS; ++i) {
         if (var_index[i] >= 0) {
             mca_base_var_register_synonym(var_index[i], component->mca_project_name,
                                           component->mca_type_name, component->mca_component_name,
-                                          var_names[i], 0);
+                                          table[i].name, 0);
         }
     }
     return OPAL_SUCCESS;
@@ -346,31 +247,13 @@ static void stop_mem_hooks(void) {
 }
 
 void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool need_remote_comm) {
-    memset(p, 0, sizeof(*p));
-    p->provider_include = params.provider_include;
-    p->provider_exclude = params.provider_exclude;
-    p->num_contexts = params.num_contexts;
-    p->tx_size = params.tx_size;
-    p->rx_size = params.rx_size;
-    p->mr_cache_size = params.mr_cache_size;
-    p->progress_batch = params.progress_batch;
-    p->force_mr_local = params.force_mr_local;
-    p->force_no_cq_data = params.force_no_cq_data;
+    *p = params.core;
     p->need_remote_comm = need_remote_comm;
     p->thread_multiple = thread_multiple;
     p->local_rank = mca_common_efa_local_rank();
     p->local_size = mca_common_efa_local_size();
-    p->verbose = params.verbose;
     p->provider_shm = provider_shm_switch();
-    p->rnr_retry = params.rnr_retry;
-    p->force_efa_options = params.force_efa_options;
-    p->force_emulated = params.force_emulated;
     p->mem_release_hooks = hooks_registered;
-    p->peer_timeout = params.peer_timeout;
-    p->net_poll_interval_us = params.net_poll_interval;
-    p->force_direct_mode = params.force_direct_mode;
-    p->direct_mode_mtu = params.direct_mode_mtu;
-    p->debug_swap_messages = params.debug_swap_messages;
 }
 
 static void verbose_cb(int level, const char *msg) {
@@ -385,7 +268,7 @@ static void setup_reporting(void) {
     done = true;
     opal_show_help_add_dir(EFA_HELP_DIR);
     mca_common_efa_output = opal_output_open(NULL);
-    opal_output_set_verbosity(mca_common_efa_output, params.verbose);
+    opal_output_set_verbosity(mca_common_efa_output, params.core.verbose);
     efa_core_set_reporters(mca_common_efa_core_help, verbose_cb);
 }
 
@@ -405,9 +288,7 @@ int mca_common_efa_probe(bool explain, bool need_remote_comm) {
     if (efa_core_current()) {
         return OPAL_SUCCESS;
     }
-    if (!provider_shm_valid()) {
-        mca_common_efa_core_help("bad-param", "provider_shm", params.provider_shm,
-                                 "auto, on, off or provider");
+    if (OPAL_SUCCESS != mca_common_efa_params_check(table, NUM_PARAMS, "help-common-efa.txt")) {
         return OPAL_ERR_NOT_AVAILABLE;
     }
     mca_common_efa_get_params(&p, false, need_remote_comm);
@@ -576,7 +457,7 @@ void mca_common_efa_say_choice(const char *prefix, const char *who, const char *
 }
 
 void mca_common_efa_report(efa_core_t *core) {
-    if (NULL != core && params.verbose >= 1) {
+    if (NULL != core && params.core.verbose >= 1) {
         efa_core_report(core, mca_common_efa_local_rank() <= 0);
     }
 }

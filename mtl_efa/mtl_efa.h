@@ -65,9 +65,17 @@ typedef struct mca_mtl_efa_module_t {
  * one packet, medium up to 64 KiB). */
 #define MTL_EFA_WITHDRAW_MIN 8192
 
-/* The MCA parameters of the on-node channel and of matching
- * (mtl_efa_params.c). */
+/* Test-only parameters (docs/RELIABILITY.md, "Test-only parameters"),
+ * read at init only. */
+typedef struct mtl_efa_test_hooks {
+    bool no_inject; /* debug_no_inject: act as if the provider's inject size were 0 */
+    bool swap_net;  /* debug_swap_net: provider messages handed on in swapped pairs */
+    int lose_net;   /* debug_lose_net: the Nth provider message to arrive is lost (0: none) */
+} mtl_efa_test_hooks_t;
+
+/* mtl_efa's own MCA parameters (their table: mtl_efa_params.c). */
 typedef struct mtl_efa_params {
+    int priority;
     char *channel, *single_copy;
     char *matching;
     size_t net_eager;
@@ -75,8 +83,7 @@ typedef struct mtl_efa_params {
     int net_window;
     size_t coalesce_bytes;
     int coalesce_max;
-    bool debug_swap; /* test shim: provider messages handed on in swapped pairs */
-    int debug_lose;  /* test shim: the Nth provider message to arrive is lost (0: none) */
+    mtl_efa_test_hooks_t test;
 } mtl_efa_params_t;
 extern mtl_efa_params_t ompi_mtl_efa_params;
 void ompi_mtl_efa_params_register(const mca_base_component_t *c);
@@ -85,7 +92,6 @@ void ompi_mtl_efa_params_register(const mca_base_component_t *c);
 int ompi_mtl_efa_params_check(void);
 /* Was this mtl_efa_ parameter given by the user (not left at its default)? */
 bool ompi_mtl_efa_param_set_by_user(const char *name);
-int ompi_mtl_efa_check_choice(const char *param, const char *value, const char *const *choices);
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;
 /* Open MPI finds the component structure by name with dlsym: keep it
@@ -185,9 +191,6 @@ static inline efa_peer_t *ompi_mtl_efa_peer(struct ompi_communicator_t *comm, in
     efa_peer_t *peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
     return OPAL_LIKELY(NULL != peer) ? peer : ompi_mtl_efa_peer_slow(proc);
 }
-
-/* mtl_efa_debug_no_inject (test setting): never inject. */
-extern bool ompi_mtl_efa_debug_no_inject;
 
 int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple);
 

@@ -5,11 +5,6 @@
 
 #include "opal/util/show_help.h"
 
-static int param_priority = 30;
-/* Test setting: behave as if the provider's inject size were 0 (see
- * ompi_mtl_efa_module_init).  Read there, hence not static. */
-bool ompi_mtl_efa_debug_no_inject = false;
-
 static int ompi_mtl_efa_component_register(void);
 static int ompi_mtl_efa_component_open(void);
 static int ompi_mtl_efa_component_close(void);
@@ -38,20 +33,6 @@ static bool job_spans_nodes(void) {
 }
 
 static int ompi_mtl_efa_component_register(void) {
-    (void)mca_base_component_var_register(
-        &mca_mtl_efa_component.mtl_version, "priority",
-        "Priority of the EFA MTL (above mtl/ofi's 25, so that pml/cm with this MTL wins on "
-        "EFA instances)",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &param_priority);
-    (void)mca_base_component_var_register(
-        &mca_mtl_efa_component.mtl_version, "debug_no_inject",
-        "For tests only: act as if the provider's inject size were 0, so that no message, "
-        "synchronous-send acknowledgement included, is ever injected (every send is posted "
-        "with a context of its own and completes through the completion queue, as on a "
-        "provider without inject).  Default false",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &ompi_mtl_efa_debug_no_inject);
     ompi_mtl_efa_params_register(&mca_mtl_efa_component.mtl_version);
     return mca_common_efa_register_params(&mca_mtl_efa_component.mtl_version);
 }
@@ -73,7 +54,7 @@ static int ompi_mtl_efa_component_query(mca_base_module_t **module, int *priorit
         *priority = -1;
         return OMPI_ERR_NOT_AVAILABLE;
     }
-    *priority = param_priority;
+    *priority = ompi_mtl_efa_params.priority;
     *module = (mca_base_module_t *)&ompi_mtl_efa.base;
     return OMPI_SUCCESS;
 }

@@ -126,7 +126,7 @@ int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple) {
             efa_tag_recv_ignore(&info->tag_layout, 0 != (i & 1), 0 != (i & 2));
     }
     ompi_mtl_efa.inject_size = info->inject_size;
-    if (ompi_mtl_efa_debug_no_inject) {
+    if (ompi_mtl_efa_params.test.no_inject) {
         /* The paths a provider without inject takes (its own context for
          * every acknowledgement) are otherwise never run on the stand-ins,
          * which all inject. */

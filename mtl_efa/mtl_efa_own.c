@@ -174,16 +174,16 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
     p->net_window = (uint32_t)mp->net_window;
     p->net_coalesce_bytes = mp->coalesce_bytes;
     p->net_coalesce_max = (uint32_t)mp->coalesce_max;
-    p->net_debug_swap = mp->debug_swap;
-    p->net_debug_lose = mp->debug_lose > 0 ? (uint32_t)mp->debug_lose : 0;
-    if (mp->debug_lose > 0) {
+    p->net_debug_swap = mp->test.swap_net;
+    p->net_debug_lose = mp->test.lose_net > 0 ? (uint32_t)mp->test.lose_net : 0;
+    if (mp->test.lose_net > 0) {
         char what[128];
         snprintf(what, sizeof(what),
                  "provider message %d to arrive lost (mtl_efa_debug_lose_net, a test setting)",
-                 mp->debug_lose);
+                 mp->test.lose_net);
         mca_common_efa_say_choice("mtl:efa", "mtl_efa", what);
     }
-    if (mp->debug_swap) {
+    if (mp->test.swap_net) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "provider messages swapped in pairs on arrival "
                                   "(mtl_efa_debug_swap_net, a test setting)");

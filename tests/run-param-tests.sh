@@ -314,5 +314,25 @@ check_listed ompi_info-lists-parameters mtl provider_include provider_exclude nu
 check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \
     onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min
 
+# Test-only parameters (docs/RELIABILITY.md, "Test-only parameters"): every
+# debug_* and force_* hook but force_direct_mode is level 9 and says
+# "Testing only:" first in its help.
+listing=$(OMPI_MCA_mca_base_component_path="$path" ompi_info --param all efa --level 9 \
+    --parsable 2>&1)
+unmarked=$(grep -oE '^mca:(mtl|btl):efa:param:[a-z]+_efa_(debug|force)_[a-z_]+' <<<"$listing" |
+    sed 's/.*:param://' | sort -u | grep -v '_force_direct_mode$' | while read -r p; do
+        if ! grep -qF ":param:$p:help:Testing only" <<<"$listing" ||
+            ! grep -qF ":param:$p:level:9" <<<"$listing"; then
+            echo "$p"
+        fi
+    done | tr '\n' ' ')
+if [ -z "$unmarked" ]; then
+    echo "PASS params/test-only-marked"
+    pass=$((pass + 1))
+else
+    echo "FAIL params/test-only-marked: $unmarked"
+    fail=$((fail + 1))
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
