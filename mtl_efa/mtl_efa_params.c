@@ -123,11 +123,10 @@ static int refuse(const char *param, size_t value, const char *range) {
 
 int ompi_mtl_efa_params_check(void) {
     const mtl_efa_params_t *p = &ompi_mtl_efa_params;
-    static const char *const channels[] = {"auto", "shm", "none", NULL};
     static const char *const copies[] = {"auto", "none", NULL};
     static const char *const matchings[] = {"auto", "provider", "own", NULL};
-    if (OMPI_SUCCESS != ompi_mtl_efa_check_choice("onnode_channel", p->channel, channels) ||
-        OMPI_SUCCESS != ompi_mtl_efa_check_choice("onnode_single_copy", p->single_copy, copies) ||
+    /* (onnode_channel: mca_common_efa_channel_parse, at init) */
+    if (OMPI_SUCCESS != ompi_mtl_efa_check_choice("onnode_single_copy", p->single_copy, copies) ||
         OMPI_SUCCESS != ompi_mtl_efa_check_choice("matching", p->matching, matchings)) {
         return OMPI_ERR_BAD_PARAM;
     }
