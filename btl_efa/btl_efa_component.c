@@ -40,7 +40,6 @@ static bool job_spans_nodes(void) {
 }
 
 static const char *const modes[] = {"auto", "native", "emulated", NULL};
-static const char *const channels[] = {"auto", "shm", "none", NULL};
 static const char *const copies[] = {"auto", "cma", "none", NULL};
 
 #define STR_(x) #x
@@ -108,8 +107,8 @@ static const mca_common_efa_param_t table[] = {
              "location mixes provider and CPU atomics), \"emulated\" as requests the target "
              "executes with CPU atomics, \"auto\" native where the provider supports all of "
              "them"},
+    /* Checked by mca_common_efa_channel_parse at setup, as mtl_efa's. */
     {"onnode_channel", MCA_BASE_VAR_TYPE_STRING, C(onnode_channel), .def_str = "auto",
-     .choices = channels, .allowed = "auto, shm, none", .topic = "bad-channel",
      .level = OPAL_INFO_LVL_4,
      .help = "How messages to processes of the job on the same node travel: \"shm\" through "
              "shared-memory rings of btl_efa's own (fragments and one-sided requests that fit a "

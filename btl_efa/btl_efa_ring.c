@@ -37,48 +37,32 @@
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"
 
-/* Corrupted frames the inbox dropped, as last reported. */
-static uint64_t dropped_seen;
-
-/* Failures a user should hear of even under "auto": a file of someone
- * else's at an inbox's name, or a full file system. */
-static bool worth_telling(int err) {
-    return -EEXIST == err || -ELOOP == err || -EACCES == err || -EKEYREJECTED == err ||
-           -ENOSPC == err;
-}
+/* The channel as btl_efa's texts name it (common_efa_channel.c). */
+static mca_common_efa_channel_t channel = {
+    .component = "btl_efa",
+    .user = "btl_efa",
+    .who = "btl_efa on-node",
+    .corrupt_means = "a length longer than its slot",
+};
 
 /* btl_efa_onnode_channel: "auto" uses the channel when it can be set up,
  * "shm" insists (the BTL declines otherwise), "none" leaves everything to
  * the provider.  *wanted says whether the channel is on. */
 int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
-    const char *mode = mca_btl_efa_component.onnode_channel;
     btl->ring.node = NULL;
     btl->send.ring_done = NULL;
     btl->send.num_ring_done = 0;
     btl->ring.sent = btl->ring.received = btl->ring.full = 0;
     *wanted = false;
-    bool insist;
-    if (NULL == mode || 0 == strcmp(mode, "auto")) {
-        insist = false;
-    } else if (0 == strcmp(mode, "shm")) {
-        insist = true;
-    } else if (0 == strcmp(mode, "none")) {
-        mca_common_efa_say_choice("btl:efa", "btl_efa on-node", "on-node channel off (none)");
-        return OPAL_SUCCESS;
-    } else {
-        mca_common_efa_show_help("help-btl-efa.txt", "bad-channel", true,
-                                 opal_process_info.nodename, "onnode_channel", mode);
+    if (OPAL_SUCCESS !=
+        mca_common_efa_channel_parse(&channel, mca_btl_efa_component.onnode_channel)) {
         return OPAL_ERR_BAD_PARAM;
     }
-    int slots;
-    size_t slot_size;
-    mca_common_efa_onnode_geometry(&slots, &slot_size);
-    if (slots < 2 || (slots & (slots - 1)) || slot_size < 256 || slot_size % 64 ||
-        slot_size > 1024 * 1024) {
-        char value[64];
-        snprintf(value, sizeof(value), "%d slots of %zu bytes", slots, slot_size);
-        mca_common_efa_show_help("help-btl-efa.txt", "bad-ring", true, opal_process_info.nodename,
-                                 value);
+    if (MCA_COMMON_EFA_CHANNEL_NONE == channel.mode) {
+        mca_common_efa_say_choice("btl:efa", "btl_efa on-node", "on-node channel off (none)");
+        return OPAL_SUCCESS;
+    }
+    if (OPAL_SUCCESS != mca_common_efa_channel_geometry(&channel)) {
         return OPAL_ERR_BAD_PARAM;
     }
     if (mca_common_efa_local_size() < 2 || mca_common_efa_local_rank() < 0) {
@@ -92,7 +76,7 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
      * target) must be the same in every process of the job, and they stay
      * correct when some messages take the provider. */
     *wanted = true;
-    dropped_seen = 0;
+    channel.dropped_seen = 0;
     char path[OPAL_PATH_MAX];
     mca_common_efa_node_file(path, sizeof(path));
     int err = -FI_ENOENT;
@@ -120,25 +104,14 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
         }
     }
     if (NULL == btl->ring.node) {
-        if (insist) {
-            mca_common_efa_show_help("help-btl-efa.txt", "no-channel", true,
-                                     opal_process_info.nodename, path, efa_shm_strerror(err));
-            return OPAL_ERR_NOT_AVAILABLE;
-        }
-        if (worth_telling(err)) {
-            mca_common_efa_show_help("help-btl-efa.txt", "inbox-refused", -ENOSPC == err,
-                                     opal_process_info.nodename, path, efa_shm_strerror(err));
-        }
-        mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
-                                  "on-node channel unavailable (%s: %s): provider only", path,
-                                  efa_shm_strerror(err));
-        return OPAL_SUCCESS;
+        return mca_common_efa_channel_unavailable(&channel, path, err);
     }
     /* (The node handed its file to the runtime's cleanup when it made it.) */
     btl->ring.max_frame = efa_node_max_frame(btl->ring.node);
+    channel.inbox = efa_node_path(btl->ring.node);
     mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
                               "on-node channel: inbox %s, %d rings of %d slots of %zu bytes", path,
-                              mca_common_efa_local_size(), slots, slot_size);
+                              mca_common_efa_local_size(), channel.slots, channel.slot_size);
     return OPAL_SUCCESS;
 }
 
@@ -175,7 +148,7 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
             opal_output_verbose(10, mca_common_efa_output, "btl:efa: attached to %s", path);
         } else {
             ep->ring_state = EFA_BTL_RING_FAILED;
-            if (has_card && worth_telling(err)) {
+            if (has_card && mca_common_efa_channel_worth_telling(err)) {
                 mca_common_efa_show_help("help-btl-efa.txt", "outbox-refused", -ENOSPC == err,
                                          opal_process_info.nodename, path, efa_shm_strerror(err));
             }
@@ -199,18 +172,8 @@ void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep) {
 }
 
 void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl) {
-    if (NULL == btl->ring.node) {
-        return;
-    }
-    const uint64_t dropped = efa_node_dropped(btl->ring.node); /* the inbox's, any channel */
-    if (OPAL_UNLIKELY(dropped != dropped_seen)) {
-        if (0 == dropped_seen) {
-            opal_output(0,
-                        "btl:efa: %s: dropped %llu corrupted frame(s) found in the on-node "
-                        "inbox (a length longer than its slot): another process wrote into it",
-                        opal_process_info.nodename, (unsigned long long)dropped);
-        }
-        dropped_seen = dropped;
+    if (NULL != btl->ring.node) { /* the inbox's count, any channel */
+        mca_common_efa_channel_check_dropped(&channel, efa_node_dropped(btl->ring.node));
     }
 }
 
@@ -218,7 +181,7 @@ void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl) {
     if (NULL == btl->ring.node) {
         return;
     }
-    mca_btl_efa_ring_check_dropped(btl);
+    mca_common_efa_channel_fini_dropped(&channel, efa_node_dropped(btl->ring.node));
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: on-node channel: %llu frames sent, %llu received, %llu sends "
                         "found a ring full, %llu corrupted frames dropped",

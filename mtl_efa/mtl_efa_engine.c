@@ -29,24 +29,17 @@
 
 #include "efa_shm_ring.h"
 
-/* Corrupted frames the engine dropped: said once (with the count so far),
- * and the total at finalize. */
-static uint64_t dropped_seen;
+/* The channel as mtl_efa's texts name it (common_efa_channel.c). */
+static mca_common_efa_channel_t channel = {
+    .component = "mtl_efa",
+    .user = "The EFA MTL",
+    .who = "mtl_efa",
+    .corrupt_means = "bad length, sender, request id or pid",
+};
 
 static int progress_cb(void) {
     const int n = efa_engine_progress(ompi_mtl_efa.engine);
-    const uint64_t dropped = efa_engine_dropped(ompi_mtl_efa.engine);
-    if (OPAL_UNLIKELY(dropped != dropped_seen)) {
-        if (0 == dropped_seen) {
-            opal_output(0,
-                        "mtl:efa: %s: dropped %llu corrupted frame(s) found in the on-node "
-                        "inbox %s (bad length, sender, request id or pid): another process wrote "
-                        "into it",
-                        opal_process_info.nodename, (unsigned long long)dropped,
-                        efa_engine_inbox_path(ompi_mtl_efa.engine));
-        }
-        dropped_seen = dropped;
-    }
+    mca_common_efa_channel_check_dropped(&channel, efa_engine_dropped(ompi_mtl_efa.engine));
     return n;
 }
 
@@ -77,16 +70,11 @@ static int peer_card(void *arg, uint32_t vpid, efa_engine_card_t *card) {
 static void destroy_engine(void) {
     efa_engine_destroy(ompi_mtl_efa.engine);
     ompi_mtl_efa.engine = NULL;
+    channel.inbox = NULL;
     if (NULL != ompi_mtl_efa.node) {
         efa_node_release(ompi_mtl_efa.node);
         ompi_mtl_efa.node = NULL;
     }
-}
-
-/* Inbox failures the user should hear of even under "auto": a file of
- * someone else's at the inbox's name, or a full file system. */
-static bool worth_telling(int err) {
-    return -EEXIST == err || -ELOOP == err || -EACCES == err || -ENOSPC == err;
 }
 
 int ompi_mtl_efa_engine_init(bool thread_multiple) {
@@ -95,20 +83,12 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
     ompi_mtl_efa.node = NULL;
     ompi_mtl_efa.comm_paths = NULL;
     ompi_mtl_efa.peer_onnode = NULL;
-    if (OMPI_SUCCESS != ompi_mtl_efa_params_check()) {
+    if (OPAL_SUCCESS != mca_common_efa_channel_parse(&channel, mp->channel) ||
+        OMPI_SUCCESS != ompi_mtl_efa_params_check()) {
         return OMPI_ERR_BAD_PARAM;
     }
-    const bool insist = 0 == strcmp(mp->channel, "shm");
-    const bool rings = 0 != strcmp(mp->channel, "none");
-    int slots;
-    size_t slot_size;
-    mca_common_efa_onnode_geometry(&slots, &slot_size);
-    if (rings && (slots < 2 || (slots & (slots - 1)) || slot_size < 256 || slot_size % 64 ||
-                  slot_size > 1024 * 1024)) {
-        char value[64];
-        snprintf(value, sizeof(value), "%d slots of %zu bytes", slots, slot_size);
-        mca_common_efa_show_help("help-mtl-efa.txt", "bad-ring", true, opal_process_info.nodename,
-                                 value);
+    const bool rings = MCA_COMMON_EFA_CHANNEL_NONE != channel.mode;
+    if (OPAL_SUCCESS != mca_common_efa_channel_geometry(&channel)) {
         return OMPI_ERR_BAD_PARAM;
     }
     const char *dir = mca_common_efa_onnode_dir();
@@ -117,8 +97,8 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         .my_vpid = OPAL_PROC_MY_NAME.vpid,
         .local_rank = (uint32_t)mca_common_efa_local_rank(),
         .nlocal = (uint32_t)mca_common_efa_local_size(),
-        .slots = (uint32_t)slots,
-        .slot_size = (uint32_t)slot_size,
+        .slots = (uint32_t)channel.slots,
+        .slot_size = (uint32_t)channel.slot_size,
         .nprocs = mtl_efa_job_size(),
         .single_copy = 0 == strcmp(mp->single_copy, "auto"),
         .thread_safe = thread_multiple,
@@ -136,7 +116,7 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         return OMPI_SUCCESS;
     }
     int err = 0;
-    dropped_seen = 0;
+    channel.dropped_seen = 0;
     if (!p.no_rings) {
         /* The process's one inbox, shared with btl_efa: the engine serves
          * its channel (EFA_NODE_CHANNEL_ENGINE) of it. */
@@ -152,20 +132,9 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         ompi_mtl_efa.engine = efa_engine_create(&p, &err);
     }
     if (NULL == ompi_mtl_efa.engine && !p.no_rings) {
-        char file[OPAL_PATH_MAX];
-        mca_common_efa_node_file(file, sizeof(file));
-        if (insist) {
-            mca_common_efa_show_help("help-mtl-efa.txt", "no-channel", true,
-                                     opal_process_info.nodename, file, efa_shm_strerror(err));
+        if (OPAL_SUCCESS != mca_common_efa_channel_unavailable(&channel, NULL, err)) {
             return OMPI_ERR_NOT_AVAILABLE;
         }
-        if (worth_telling(err)) {
-            mca_common_efa_show_help("help-mtl-efa.txt", "inbox-refused", -ENOSPC == err,
-                                     opal_process_info.nodename, file, efa_shm_strerror(err));
-        }
-        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
-                                  "on-node channel unavailable (%s: %s): provider only", file,
-                                  efa_shm_strerror(err));
         if (own) { /* the engine still carries everything, by the provider */
             p.no_rings = true;
             ompi_mtl_efa.engine = efa_engine_create(&p, &err);
@@ -189,6 +158,7 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         ompi_mtl_efa.own_matching = false;
         return OMPI_SUCCESS;
     }
+    channel.inbox = efa_engine_inbox_path(ompi_mtl_efa.engine);
     /* Driven by the common progress callback, after the core. */
     if (OPAL_SUCCESS != mca_common_efa_progress_add(progress_cb)) {
         destroy_engine();
@@ -240,7 +210,7 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
     mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                               "on-node channel: inbox %s, %d rings of %d slots of %zu bytes, "
                               "single copy %s",
-                              path, mca_common_efa_local_size(), slots, slot_size,
+                              path, mca_common_efa_local_size(), channel.slots, channel.slot_size,
                               p.single_copy ? "allowed" : "off");
     return OMPI_SUCCESS;
 }
@@ -276,10 +246,7 @@ void ompi_mtl_efa_engine_fini(void) {
                             (unsigned long long)s.net_no_credit, (unsigned long long)s.net_read,
                             (unsigned long long)s.net_read_failed);
     }
-    if (s.dropped) {
-        opal_output(0, "mtl:efa: %s: %llu corrupted frame(s) dropped by the on-node channel",
-                    opal_process_info.nodename, (unsigned long long)s.dropped);
-    }
+    mca_common_efa_channel_fini_dropped(&channel, s.dropped);
     destroy_engine();
     /* No sender is left: the current table and every older one go. */
     for (mtl_efa_path_table_t *t = ompi_mtl_efa.comm_paths, *next; NULL != t; t = next) {

@@ -7,7 +7,6 @@
 
 mtl_efa_params_t ompi_mtl_efa_params;
 
-static const char *const channels[] = {"auto", "shm", "none", NULL};
 static const char *const copies[] = {"auto", "none", NULL};
 static const char *const matchings[] = {"auto", "provider", "own", NULL};
 
@@ -21,8 +20,9 @@ static const mca_common_efa_param_t table[] = {
     {"priority", MCA_BASE_VAR_TYPE_INT, P(priority), .def = 30, .level = OPAL_INFO_LVL_9,
      .help = "Priority of the EFA MTL (above mtl/ofi's 25, so that pml/cm with this MTL wins on "
              "EFA instances)"},
-    {"onnode_channel", MCA_BASE_VAR_TYPE_STRING, P(channel), .def_str = "auto", .choices = channels,
-     .allowed = "auto, shm, none", CHOICE, .level = OPAL_INFO_LVL_4,
+    /* Checked by mca_common_efa_channel_parse at init, as btl_efa's. */
+    {"onnode_channel", MCA_BASE_VAR_TYPE_STRING, P(channel), .def_str = "auto",
+     .level = OPAL_INFO_LVL_4,
      .help = "How point-to-point messages of communicators whose processes are all on this node "
              "travel: \"shm\" through mtl_efa's own shared-memory rings with its own matching "
              "(the MTL declines if they cannot be set up), \"none\" by the provider, \"auto\" "
