@@ -235,7 +235,8 @@ typedef struct mca_btl_efa_module {
     /* btl_efa_send.c: credits, queues, completions (module lock).  flow
      * (efa_msg_flow.h) also by btl_efa_am.c (a sendi into a ring),
      * btl_efa_batch.c (a posted batch leaves the queue), btl_efa_endpoint.c
-     * (a new peer). */
+     * (a new peer); ring_done and num_ring_done are cleared by
+     * btl_efa_ring.c's setup, at open. */
     struct {
         efa_flow_t flow;         /* credits per peer; the endpoints with sends waiting */
         volatile int32_t posted; /* fragments the provider holds (atomic) */
@@ -315,7 +316,8 @@ typedef struct mca_btl_efa_module {
          * initiator through here, as the initiator sends through it. */
         void (*chunk_send_failed)(struct mca_btl_efa_module *btl, uint64_t req_id, int status);
     } emul;
-    /* btl_efa_cma.c: single copy to processes of this node, set at open */
+    /* btl_efa_cma.c: single copy to processes of this node, set at open;
+     * the counters atomic (any thread that does an operation). */
     struct {
         bool allowed; /* for this job (mode and build) */
         efa_single_copy_mode_t mode;
@@ -323,14 +325,16 @@ typedef struct mca_btl_efa_module {
         volatile int64_t puts, gets; /* operations done by CMA (atomic) */
         volatile int32_t fallbacks;  /* peers the kernel refused (atomic) */
     } cma;
-    /* btl_efa_watch.c: the sweeps, every period s (0: no peer deadline) */
+    /* btl_efa_watch.c: the sweeps, every period s (0: no peer deadline),
+     * from the core's deadline tick (one thread at a time, no lock). */
     struct {
         double period, next;
     } watch;
 } mca_btl_efa_module_t;
 
 /* Test-only parameters (btl_efa_debug_*; docs/RELIABILITY.md, "Test-only
- * parameters"): read only where the component's test_hooks_on is set. */
+ * parameters"): on the data path read only where the component's
+ * test_hooks_on is set; at setup (the inbox, CMA's check) read directly. */
 typedef struct mca_btl_efa_test_hooks {
     int corrupt_offset;  /* added to the remote address of every put and atomic */
     int lose_answers;    /* the target's answers: 1 dropped, 2 misnamed (0: off) */

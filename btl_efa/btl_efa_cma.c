@@ -21,7 +21,7 @@
  * peer addressed, and only inside the range it describes (byte-exact,
  * efa_rma_cma_check): the copy writes the target's memory without the
  * target or a provider checking anything.  The copy loop, the cookie and
- * its check are common's (efa_cma.h), shared with mtl_efa's on-node engine.
+ * its check are common's (efa_cma.h), shared with mtl_efa's matching engine.
  */
 #include "btl_efa.h"
 

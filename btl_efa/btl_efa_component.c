@@ -94,14 +94,16 @@ static const mca_common_efa_param_t table[] = {
      .allowed = "2 to 1024 messages", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Messages packed into one provider message at most (2 to 1024)"},
     {"rma_mode", MCA_BASE_VAR_TYPE_STRING, C(rma_mode), .def_str = "auto", .choices = modes,
-     .allowed = "auto, native, emulated", .topic = "bad-mode", .level = OPAL_INFO_LVL_4,
+     .unset_is_default = true, .allowed = "auto, native, emulated", .topic = "bad-mode",
+     .level = OPAL_INFO_LVL_4,
      .help = "How put and get travel: \"native\" as the provider's RDMA write and read (needs "
              "FI_RMA; pml ob1 then fetches large messages by RDMA read), \"emulated\" as "
              "requests the target process executes after checking them byte for byte against "
              "its registrations (any provider), \"auto\" native where the provider grants "
              "FI_RMA"},
     {"atomic_mode", MCA_BASE_VAR_TYPE_STRING, C(atomic_mode), .def_str = "auto", .choices = modes,
-     .allowed = "auto, native, emulated", .topic = "bad-mode", .level = OPAL_INFO_LVL_4,
+     .unset_is_default = true, .allowed = "auto, native, emulated", .topic = "bad-mode",
+     .level = OPAL_INFO_LVL_4,
      .help = "How atomics travel: \"native\" as the provider's fi_atomic operations (needs "
              "FI_ATOMIC and every advertised operation on 32- and 64-bit integers, so that no "
              "location mixes provider and CPU atomics), \"emulated\" as requests the target "
@@ -117,7 +119,8 @@ static const mca_common_efa_param_t table[] = {
              "set up. With the rings and every peer on this node, atomic_mode=auto executes "
              "atomics at the target (over the rings) rather than by the provider"},
     {"single_copy", MCA_BASE_VAR_TYPE_STRING, C(single_copy), .def_str = "auto", .choices = copies,
-     .allowed = "auto, cma, none", .topic = "bad-single-copy", .level = OPAL_INFO_LVL_4,
+     .unset_is_default = true, .allowed = "auto, cma, none", .topic = "bad-single-copy",
+     .level = OPAL_INFO_LVL_4,
      .help = "Put and get to another process of the same node: \"cma\" copies directly into "
              "or out of the peer's registered memory with Linux cross-memory attach "
              "(process_vm_writev/readv; complete at the target when the call returns), \"none\" "

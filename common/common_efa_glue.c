@@ -77,7 +77,7 @@ static const mca_common_efa_param_t table[] = {
              "everything)"},
     {"provider_shm", MCA_BASE_VAR_TYPE_STRING, &params.provider_shm, .def_str = "auto",
      .choices = provider_shm_choices, .allowed = "auto, on, off or provider", .topic = "bad-param",
-     .level = OPAL_INFO_LVL_4,
+     .unset_is_default = true, .level = OPAL_INFO_LVL_4,
      .help = "The efa provider's own shared-memory path (FI_OPT_SHARED_MEMORY_PERMITTED): "
              "\"auto\" turns it off where the components' on-node paths carry node-local "
              "traffic (the provider would otherwise open a second shared-memory region and "

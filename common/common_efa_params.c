@@ -85,6 +85,9 @@ static bool allowed(const mca_common_efa_param_t *p, char *value, size_t len) {
     if (MCA_BASE_VAR_TYPE_STRING == p->type) {
         const char *v = *(char *const *)p->storage;
         snprintf(value, len, "%s", v ? v : "(null)");
+        if (p->unset_is_default && (NULL == v || '\0' == v[0])) {
+            return true; /* its reader takes it as the default */
+        }
         for (const char *const *c = p->choices; NULL != c && NULL != *c; ++c) {
             if (NULL != v && 0 == strcmp(v, *c)) {
                 return true;

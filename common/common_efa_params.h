@@ -36,6 +36,7 @@ typedef struct mca_common_efa_param {
     long long lo, hi;
     bool zero_ok;
     const char *const *choices; /* NULL-terminated */
+    bool unset_is_default;      /* a string left unset (NULL) or "" means def_str */
     const char *allowed;
     const char *topic;
     mca_base_var_info_lvl_t level;

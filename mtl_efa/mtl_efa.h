@@ -227,7 +227,7 @@ void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req);
 #define MTL_EFA_PATH_ENGINE 1   /* every peer by the engine: rings here, under own matching its net link */
 #define MTL_EFA_PATH_MIXED 2    /* peers on this node by the rings, the others by the provider */
 /* A bit beside the path: every process of the communicator is reached by
- * the rings (under own matching the on-node path also carries peers on
+ * the rings (under own matching the engine also carries peers on
  * other nodes, and only this tells the two apart). */
 #define MTL_EFA_PATH_ALL_HERE 0x10
 
@@ -249,13 +249,13 @@ static inline bool ompi_mtl_efa_comm_all_here(const struct ompi_communicator_t *
 }
 
 /* In a mixed communicator: is 'rank' a process the rings reach? */
-bool ompi_mtl_efa_engine_peer(struct ompi_communicator_t *comm, int rank);
+bool ompi_mtl_efa_ring_peer(struct ompi_communicator_t *comm, int rank);
 
 /* Do messages to or from 'rank' (not MPI_ANY_SOURCE) take the engine? */
 static inline bool ompi_mtl_efa_use_engine(struct ompi_communicator_t *comm, int rank) {
     const int path = ompi_mtl_efa_comm_path(comm);
     return MTL_EFA_PATH_PROVIDER != path &&
-           (MTL_EFA_PATH_ENGINE == path || ompi_mtl_efa_engine_peer(comm, rank));
+           (MTL_EFA_PATH_ENGINE == path || ompi_mtl_efa_ring_peer(comm, rank));
 }
 
 /* Own matching (mtl_efa_own.c): fills the engine's parameters for peers

@@ -384,7 +384,7 @@ int ompi_mtl_efa_engine_irecv(struct ompi_communicator_t *comm, int src, int tag
      * must not keep the engine polling the provider on every call (without
      * it the engine has no provider peers). */
     const bool local = !ompi_mtl_efa.own_matching || ompi_mtl_efa_comm_all_here(comm) ||
-                       (MPI_ANY_SOURCE != src && ompi_mtl_efa_engine_peer(comm, src));
+                       (MPI_ANY_SOURCE != src && ompi_mtl_efa_ring_peer(comm, src));
     int rc = (local ? efa_engine_recv_local : efa_engine_recv)(
         ompi_mtl_efa.engine, mtl_efa_comm_cid(comm), MPI_ANY_SOURCE == src ? EFA_ENGINE_ANY : src,
         MPI_ANY_TAG == tag ? EFA_ENGINE_ANY : tag, &req->on);

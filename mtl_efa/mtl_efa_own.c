@@ -1,8 +1,8 @@
 /*
  * mtl_efa's own matching (mtl_efa_matching = own, or auto on the providers
- * where it was measured to pay): the on-node engine
+ * where it was measured to pay): the matching engine
  * carries every peer of the job, those on this node through its rings and
- * the others through the provider's untagged messages (common/net_link),
+ * the others through the provider's untagged messages (common/engine/net_link.hpp),
  * and matches every message itself.  The provider's tag matching is then
  * not used for this job's communicators: ANY_SOURCE in a communicator that
  * spans nodes needs no receive posted in two places, and several small

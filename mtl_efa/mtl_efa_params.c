@@ -38,7 +38,7 @@ static const mca_common_efa_param_t table[] = {
      .allowed = "auto, provider, own", CHOICE, .level = OPAL_INFO_LVL_4,
      .help = "Who matches MPI messages to and from other nodes: \"provider\": each MPI message "
              "is one tagged provider message, matched by the provider; \"own\": mtl_efa "
-             "matches every message itself with the on-node engine's matching, the messages to "
+             "matches every message itself in the matching engine, the messages to "
              "other nodes travel as the provider's untagged messages with a sequence number, "
              "several small ones packed into one when they queue up (mtl_efa_coalesce_bytes); "
              "\"auto\" (default): own on the providers where it was measured to pay "

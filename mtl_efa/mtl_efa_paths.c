@@ -18,7 +18,7 @@
 
 static bool peer_has_inbox(const ompi_proc_t *proc);
 
-bool ompi_mtl_efa_engine_peer(struct ompi_communicator_t *comm, int rank) {
+bool ompi_mtl_efa_ring_peer(struct ompi_communicator_t *comm, int rank) {
     ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
     return NULL != proc && proc->super.proc_name.jobid == OPAL_PROC_MY_NAME.jobid &&
            OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags) && peer_has_inbox(proc);
@@ -143,7 +143,7 @@ int ompi_mtl_efa_engine_add_comm(struct ompi_communicator_t *comm) {
     int by_rings = 0, size = ompi_comm_size(comm);
     if (MTL_EFA_PATH_MIXED == path && !OMPI_COMM_IS_INTER(comm)) {
         for (int r = 0; r < size; ++r) {
-            by_rings += ompi_mtl_efa_engine_peer(comm, r) ? 1 : 0;
+            by_rings += ompi_mtl_efa_ring_peer(comm, r) ? 1 : 0;
         }
     }
     opal_output_verbose(10, mca_common_efa_output,

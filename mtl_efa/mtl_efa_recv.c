@@ -200,7 +200,7 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
     const int path = ompi_mtl_efa_comm_path(comm);
     if (MTL_EFA_PATH_ENGINE == path || (MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE != src &&
-                                        ompi_mtl_efa_engine_peer(comm, src))) {
+                                        ompi_mtl_efa_ring_peer(comm, src))) {
         int rc = prepare_recv(req, convertor, comm);
         return OPAL_LIKELY(OMPI_SUCCESS == rc) ? ompi_mtl_efa_engine_irecv(comm, src, tag, req)
                                                : rc;

@@ -134,7 +134,7 @@ PY
 [ -n "$pyout" ] && echo "$pyout"
 pass=$((pass + $(grep -c '^PASS' <<<"$pyout")))
 fail=$((fail + $(grep -c '^FAIL' <<<"$pyout")))
-[ "$(grep -cE '^(PASS|FAIL)' <<<"$pyout")" -eq 3 ] || { echo "FAIL the include and shim checks did not run"; fail=$((fail + 1)); }
+[ "$(grep -cE '^(PASS|FAIL)' <<<"$pyout")" -eq 3 ] || { echo "FAIL the include and C seam checks did not run"; fail=$((fail + 1)); }
 if python3 "$top/tests/call_cycles.py" "$build"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

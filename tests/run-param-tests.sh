@@ -171,6 +171,10 @@ expect_failure bad-rma-mode "btl_efa_rma_mode" "${ob1[@]}" --mca btl_efa_provide
     --mca btl_efa_rma_mode fast
 expect_failure bad-atomic-mode "Allowed:   auto, native, emulated" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_atomic_mode Native
+# An empty value of a mode (or of provider_shm) means its default, auto.
+expect_output empty-modes-are-auto "btl:efa: put native \\(provider RMA\\)" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_rma_mode "" --mca btl_efa_atomic_mode "" \
+    --mca btl_efa_single_copy "" --mca common_efa_provider_shm "" --mca common_efa_verbose 1
 expect_failure native-atomics-unavailable "cannot do" "${ob1[@]}" \
     --mca btl_efa_provider_include "udp;ofi_rxd" --mca btl_efa_atomic_mode native
 # A native transfer limit of one byte would cut a large put into as many

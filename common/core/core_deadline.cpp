@@ -58,7 +58,6 @@ bool unreachable(int err) {
     }
 }
 
-
 // deadline_lock is held.
 void unhold(efa_core *core, Tracked *t) {
     auto &v = core->held_recvs;

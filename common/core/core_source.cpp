@@ -2,7 +2,7 @@
 // address the provider reports (efa_core_source_ok in efa_core.h).
 //
 // Every owner's messages name their sender themselves (btl_efa's header,
-// the on-node engine's vpid, a probe's or withdrawal's id), and the owner
+// the matching engine's vpid, a probe's or withdrawal's id), and the owner
 // acts on that name: credits, ordering streams, a message withdrawn on the
 // sender's behalf.  Where the provider grants FI_SOURCE, each receive's
 // completion carries the AV entry of the endpoint it came from; the owner

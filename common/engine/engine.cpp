@@ -1,4 +1,4 @@
-// The on-node point-to-point engine (engine.hpp has the design).
+// The matching engine (engine.hpp has the design).
 #include "engine_impl.hpp"
 
 #include <algorithm>
@@ -71,6 +71,7 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
     e->params_.inbox_dir = e->dir_.c_str();
     e->params_.job_tag = e->job_tag_.c_str();
     e->mt_ = p.thread_safe;
+    e->net_test_hooks_ = p.net_debug_lose || p.net_debug_delay || p.net_debug_swap;
     if (rings && p.node) {
         // The shared inbox: its channel's rings, reserved now for the same
         // reason as below.
@@ -307,12 +308,12 @@ int Engine::progress() {
                 : poll_inbox_->poll_range(poll_first_, poll_count_, take, kPollBudget);
         if (net_) {
             net_->progress();
-            if (!swap_held_.empty() && ++swap_age_ > 64) { // the shim's lone message
+            if (!swap_held_.empty() && ++swap_age_ > 64) { // the hook's lone message
                 std::vector<uint8_t> m;
                 m.swap(swap_held_);
                 net_in_order(m.data(), m.size());
             }
-            if (!delayed_.empty() && ++delay_age_ > kDelayCalls) { // the other shim's
+            if (!delayed_.empty() && ++delay_age_ > kDelayCalls) { // the other hook's
                 std::vector<uint8_t> m;
                 m.swap(delayed_);
                 on_net_locked(m.data(), m.size(), delayed_src_);

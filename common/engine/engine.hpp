@@ -464,13 +464,16 @@ class Engine {
     uint64_t net_lost_ = 0;
     int net_lost_err_ = 0;
     uint32_t gap_calls_ = 0;
+    // Any of the net link's test hooks (net_debug_lose, _delay, _swap) on:
+    // the one branch a provider arrival pays for them when they are off.
+    bool net_test_hooks_ = false;
     uint32_t net_arrived_ = 0; // (for params_.net_debug_lose and net_debug_delay)
-    // The test shim (params_.net_debug_swap): a message held back until
+    // The test hook (params_.net_debug_swap): a message held back until
     // the next one is in (or a few progress calls pass), then handed on
     // after it.
     std::vector<uint8_t> swap_held_;
     int swap_age_ = 0;
-    // The test shim (params_.net_debug_delay): that message held back for
+    // The test hook (params_.net_debug_delay): that message held back for
     // kDelayCalls progress calls, as one the provider delivers late.
     static constexpr uint32_t kDelayCalls = 1u << 14;
     std::vector<uint8_t> delayed_;

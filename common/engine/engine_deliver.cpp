@@ -1,4 +1,4 @@
-// The on-node engine, receiving frames: checks, single-copy pulls and
+// The matching engine, receiving frames: checks, single-copy pulls and
 // streamed data, matching an arrival or keeping it unexpected, and the
 // partnered receives' hold (engine.hpp).
 #include "engine_impl.hpp"

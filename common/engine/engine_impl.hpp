@@ -1,4 +1,4 @@
-// What the on-node engine's source files share and nothing else needs:
+// What the matching engine's source files share and nothing else needs:
 // the poll budget and the slot's first line (engine.cpp and the
 // _send, _deliver, _recv and _read files use them).  The request and frame
 // flags are in engine.hpp, with the requests' states.

@@ -1,4 +1,4 @@
-// The on-node engine's side of its peers on other nodes: provider
+// The matching engine's side of its peers on other nodes: provider
 // messages in (through the sequence check to deliver()), completions of
 // its own, and a peer the provider cannot reach (engine.hpp and
 // net_link.hpp have the design).
@@ -25,18 +25,19 @@ bool Engine::net_idle() const {
 void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err, fi_addr_t src) {
     (void)ctx;
     auto *e = static_cast<Engine *>(arg);
-    const uint32_t nth =
-        !err && (e->params_.net_debug_lose || e->params_.net_debug_delay) ? ++e->net_arrived_ : 0;
-    if (nth && nth == e->params_.net_debug_lose) {
-        err = -FI_ETRUNC; // the test shim: as ofi_rxd reports it
-    }
-    if (nth && nth == e->params_.net_debug_delay) {
-        Guard g(e->mu_, e->mt_); // the test shim: progress() hands it on later
-        const auto *m = static_cast<const uint8_t *>(buf);
-        e->delayed_.assign(m, m + len);
-        e->delayed_src_ = src;
-        e->delay_age_ = 0;
-        return;
+    if (__builtin_expect(e->net_test_hooks_, 0) && !err) {
+        const uint32_t nth = ++e->net_arrived_;
+        if (nth == e->params_.net_debug_lose) {
+            err = -FI_ETRUNC; // the test hook: as ofi_rxd reports it
+        }
+        if (nth == e->params_.net_debug_delay) {
+            Guard g(e->mu_, e->mt_); // the test hook: progress() hands it on later
+            const auto *m = static_cast<const uint8_t *>(buf);
+            e->delayed_.assign(m, m + len);
+            e->delayed_src_ = src;
+            e->delay_age_ = 0;
+            return;
+        }
     }
     if (err) {
         // A failed receive of the pool (the buffer is posted again).
@@ -78,7 +79,7 @@ bool Engine::net_sender_ok(uint32_t vpid, fi_addr_t src) {
             claimed = FI_ADDR_NOTAVAIL;
         }
     }
-    return efa_core_source_ok(net_->core(), src, claimed, "a message of the on-node engine");
+    return efa_core_source_ok(net_->core(), src, claimed, "a message of the matching engine");
 }
 
 void Engine::on_net(const uint8_t *msg, size_t len, fi_addr_t src) {
@@ -112,7 +113,7 @@ void Engine::on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src) {
         return;
     }
     ++net_received_;
-    if (params_.net_debug_swap) {
+    if (__builtin_expect(net_test_hooks_, 0) && params_.net_debug_swap) {
         if (swap_held_.empty()) {
             swap_held_.assign(msg, msg + len);
             swap_age_ = 0;

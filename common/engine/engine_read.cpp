@@ -1,4 +1,4 @@
-// The on-node engine's rendezvous with peers on other nodes by RMA read.
+// The matching engine's rendezvous with peers on other nodes by RMA read.
 //
 // Streaming a large message as DATA frames copies every byte twice on
 // each side (into the link's send buffers, out of the receive pool) and
@@ -131,7 +131,7 @@ void Engine::read_done(efa_op_t *op, const efa_cqe_t *cqe) {
     Engine *e = r->engine;
     {
         Guard g(e->mu_, e->mt_);
-        // (The test shim takes every read as one the provider failed.)
+        // (The test hook takes every read as one the provider failed.)
         const int err = cqe->err ? cqe->err : e->params_.net_debug_fail_reads ? -FI_EIO : 0;
         if (err && !r->err) {
             r->err = err;

@@ -1,4 +1,4 @@
-// The on-node engine's receive side as the caller sees it: posted
+// The matching engine's receive side as the caller sees it: posted
 // receives, partnered receives, probe, matched receive and cancel.
 #include "engine_impl.hpp"
 

@@ -1,4 +1,4 @@
-// The on-node engine, sending: eager frames, rendezvous announcements, control
+// The matching engine, sending: eager frames, rendezvous announcements, control
 // frames, and the queue of what found a ring full (engine.hpp).
 #include "engine_impl.hpp"
 

@@ -1,4 +1,4 @@
-// The on-node engine's watch on the peers on other nodes it waits on.
+// The matching engine's watch on the peers on other nodes it waits on.
 //
 // Much of what the engine waits for has nothing out at the provider: a
 // rendezvous send waiting for its CTS, a receive waiting for the DATA of a

@@ -1,4 +1,4 @@
-// Matching for the on-node engine (match.hpp).
+// Matching for the matching engine (match.hpp).
 #include "match.hpp"
 
 namespace efa::engine {

@@ -1,4 +1,4 @@
-// Matching for the on-node engine: the posted-receive queue and the
+// Matching for the matching engine: the posted-receive queue and the
 // unexpected-message queue, MPI's rules and nothing else (no I/O).
 //
 // Both queues are FIFO lists threaded through the entries themselves

@@ -1,4 +1,4 @@
-// The on-node engine's frames to other nodes (net_link.hpp has the design).
+// The matching engine's frames to other nodes (net_link.hpp has the design).
 #include "net_link.hpp"
 
 #include <algorithm>

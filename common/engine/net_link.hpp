@@ -1,4 +1,4 @@
-// The on-node engine's way to other nodes: its frames carried in the
+// The matching engine's way to other nodes: its frames carried in the
 // provider's untagged messages (FI_MSG), so that mtl_efa can match every
 // message itself (the "own" matching path) instead of leaving matching to
 // the provider's tagged interface.

@@ -1,7 +1,7 @@
 // Putting the engine's messages from other nodes back in the order they
 // were sent.
 //
-// The on-node engine relies on each sender's frames arriving in the order
+// The matching engine relies on each sender's frames arriving in the order
 // they were written (that is what gives MPI's non-overtaking order).  A
 // ring keeps that order by itself; the provider need not: a sender's
 // messages may leave by several endpoints, and a provider like efa-direct

@@ -1,7 +1,7 @@
 /*
  * Single copy between processes of one node by Linux cross-memory attach
  * (process_vm_readv / process_vm_writev): the one copy loop and the one
- * cookie check that mtl_efa's on-node engine and btl_efa share
+ * cookie check that mtl_efa's matching engine and btl_efa share
  * (common/node/cma.cpp).
  *
  * A peer's pid is only trusted once a read of its cookie, at the address

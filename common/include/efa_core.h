@@ -250,7 +250,7 @@ int efa_core_add_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *ar
 void efa_core_remove_deadline_tick(efa_core_t *core, void (*fn)(void *arg), void *arg);
 
 /* Who sent it.  A message names its sender itself (btl_efa's header, the
- * on-node engine's, a withdrawal's or probe's id); where the provider
+ * matching engine's, a withdrawal's or probe's id); where the provider
  * reports the source (efa_cqe_t.src), that claim is checked against the
  * AV entry of the claimed sender: a message from an endpoint of another
  * process is forged (or misrouted), and its owner drops it.  'claimed' is

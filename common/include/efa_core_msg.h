@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* Channels: two owners share the untagged receive pool (btl_efa's active
- * and one-sided messages, and the on-node engine's frames to and from
+ * and one-sided messages, and the matching engine's frames to and from
  * other nodes when mtl_efa matches messages itself).  A message's first
  * byte says whose it is: below 0x80 the BTL's (its message types), from
  * 0x80 the engine's.  A message for a channel nobody listens on in this

@@ -145,9 +145,9 @@ typedef struct efa_engine_params {
     uint32_t net_window;         /* provider messages in flight per peer before packing */
     size_t net_coalesce_bytes;   /* a provider message packs frames up to this (0: one each) */
     uint32_t net_coalesce_max;   /* ... and at most this many */
-    bool net_debug_swap;         /* test shim: hand provider messages on in swapped pairs */
-    uint32_t net_debug_lose;     /* test shim: the Nth provider message to arrive is lost */
-    uint32_t net_debug_delay;    /* test shim: ... handed on late (after many progress calls) */
+    bool net_debug_swap;         /* test hook: hand provider messages on in swapped pairs */
+    uint32_t net_debug_lose;     /* test hook: the Nth provider message to arrive is lost */
+    uint32_t net_debug_delay;    /* test hook: ... handed on late (after many progress calls) */
     bool net_no_inject;          /* every provider message posted with a completion (tests) */
     size_t net_debug_read_piece; /* tests: reads in pieces of at most this (0: the provider's) */
     bool net_debug_fail_reads;   /* tests: every read is taken as one the provider failed */

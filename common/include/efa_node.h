@@ -21,7 +21,7 @@ extern "C" {
 
 /* The channels of the inbox, each a block of nlocal rings. */
 enum {
-    EFA_NODE_CHANNEL_ENGINE = 0, /* mtl_efa's on-node engine */
+    EFA_NODE_CHANNEL_ENGINE = 0, /* mtl_efa's matching engine */
     EFA_NODE_CHANNEL_BTL = 1,    /* btl_efa's rings */
     EFA_NODE_CHANNELS = 2
 };

@@ -1,4 +1,4 @@
-// Frames of the on-node engine (common/engine.cpp, Engine::deliver):
+// Frames of the matching engine (common/engine/engine_deliver.cpp, Engine::deliver):
 // a peer of the node writes them into its ring of this process's inbox.
 // The harness plays that peer, hostile: it attaches to ring 1 (local rank
 // 1, engine B's) or ring 2 (local rank 2, a process with no inbox) of

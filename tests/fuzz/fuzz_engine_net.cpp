@@ -1,5 +1,5 @@
-// Provider messages of the on-node engine's network side (own matching:
-// common/engine_net.cpp, Engine::on_net, net_frames and NetOrder):
+// Provider messages of the matching engine's network side (own matching:
+// common/engine/engine_net.cpp, Engine::on_net, net_frames and NetOrder):
 // a process on another node sends them as untagged messages into the
 // engine's channel of the core's receive pool.  The harness plays that
 // process, hostile: over a whole core on the shm provider (opened once)

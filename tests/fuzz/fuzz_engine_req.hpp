@@ -1,4 +1,4 @@
-// What the two harnesses of the on-node engine share (fuzz_engine_frame:
+// What the two harnesses of the matching engine share (fuzz_engine_frame:
 // frames by a ring; fuzz_engine_net: provider messages from another
 // node): the engine's requests with their checks, and the input's steps
 // that post a receive or cancel a request.

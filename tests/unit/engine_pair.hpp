@@ -1,4 +1,4 @@
-// The fixture of the on-node engine's unit tests (test_engine.cpp,
+// The fixture of the matching engine's unit tests (test_engine.cpp,
 // test_engine_partner.cpp, test_engine_forged_frames.cpp): two engines of
 // one process, a and b, as two processes of one node would use them, each
 // finding the other's card as the modex would give it; and the calls that

@@ -1,4 +1,4 @@
-// What the on-node engine's unit tests (test_engine.cpp,
+// What the matching engine's unit tests (test_engine.cpp,
 // test_engine_partner.cpp, test_engine_forged_frames.cpp, test_engine_net.cpp)
 // share: a request that counts its completions, and message bytes that differ
 // by position and seed.

@@ -1,4 +1,4 @@
-// The fixture of the tests of the on-node engine reaching a peer through
+// The fixture of the tests of the matching engine reaching a peer through
 // the provider (test_engine_net.cpp, test_engine_net_read.cpp): one engine
 // without rings sends to itself through a whole core on the shm provider
 // (from context 1 to context 0's untagged receive pool), as it would to a

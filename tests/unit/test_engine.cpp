@@ -1,4 +1,4 @@
-// The on-node engine (efa_engine.h) between two engines of one process,
+// The matching engine (efa_engine.h) between two engines of one process,
 // as two processes of one node would use it: eager and rendezvous
 // messages (single copy and streamed), synchronous sends, unexpected
 // messages, truncation, full rings, cancel, probe and matched receive,

@@ -1,4 +1,4 @@
-// Cancelling sends in the on-node engine (efa_engine_cancel_send): a
+// Cancelling sends in the matching engine (efa_engine_cancel_send): a
 // message still unexpected at the receiver is withdrawn whatever its size
 // and mode, a standard-mode eager one included (complete at the sender
 // once written: the caller polls for the receiver's answer); one that

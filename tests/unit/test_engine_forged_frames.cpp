@@ -1,4 +1,4 @@
-// The on-node engine (efa_engine.h) against frames another process of the
+// The matching engine (efa_engine.h) against frames another process of the
 // node corrupted or forged: a third local rank with no engine writes raw
 // frames into an engine's inbox, and each bad one is dropped and counted
 // while the real senders are still heard.

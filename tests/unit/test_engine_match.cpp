@@ -1,4 +1,4 @@
-// Matching of the on-node engine (match.hpp): MPI's order, the
+// Matching of the matching engine (match.hpp): MPI's order, the
 // wildcards, negative tags, cancel and probe.
 #include <gtest/gtest.h>
 

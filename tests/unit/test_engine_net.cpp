@@ -1,4 +1,4 @@
-// The on-node engine reaching a peer through the provider (net_link.hpp):
+// The matching engine reaching a peer through the provider (net_link.hpp):
 // one engine without rings sends to itself through a whole core on the shm
 // provider (from context 1 to context 0's untagged receive pool), as it
 // would to a process on another node.  Eager and streamed rendezvous
@@ -188,7 +188,7 @@ TEST_F(EngineNet, NoPackingWhenCoalescingIsOff) {
     EXPECT_GE(s.net_sent, static_cast<uint64_t>(kN));
 }
 
-// The test shim swaps arriving provider messages in pairs: the sequence
+// The test hook swaps arriving provider messages in pairs: the sequence
 // numbers put them back, so receives see the messages in the order sent.
 TEST_F(EngineNet, SwappedArrivalsAreReordered) {
     open(64, 0, true);

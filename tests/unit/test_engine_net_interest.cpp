@@ -1,4 +1,4 @@
-// When the on-node engine makes the core poll the provider on every
+// When the matching engine makes the core poll the provider on every
 // progress call (the core's net interest): only while something it waits
 // for can come from another node.  A receive that only processes of this
 // node can match (efa_engine_recv_local) must not hold it, or every

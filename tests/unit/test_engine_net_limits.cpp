@@ -1,4 +1,4 @@
-// The on-node engine's provider messages at their limits (net_link.hpp):
+// The matching engine's provider messages at their limits (net_link.hpp):
 // frames that fill a buffer whose size is not a multiple of the frame
 // alignment (an odd common_efa_direct_mode_mtu), and the credit that
 // bounds what a receiver holds for a sender after a message comes late.
@@ -86,7 +86,7 @@ int completed(const std::vector<Req> &rs) {
 
 } // namespace
 
-// A sender whose message 2 comes late (held back by the test shim for many
+// A sender whose message 2 comes late (held back by the test hook for many
 // progress calls) and that keeps sending: the receiver, which handed on
 // messages 0 and 1, granted it up to 2 + kGrant, so it holds kGrant - 1
 // messages at most; the sender stops there and queues the rest, and once

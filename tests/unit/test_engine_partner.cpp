@@ -1,4 +1,4 @@
-// Partnered receives of the on-node engine (efa_engine.h): a receive from
+// Partnered receives of the matching engine (efa_engine.h): a receive from
 // any source (MPI_ANY_SOURCE) posted both to the engine and to the provider,
 // so that a message the engine matches is held until the provider's half is
 // cancelled, or handed on in order when the provider's half took one.

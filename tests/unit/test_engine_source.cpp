@@ -1,4 +1,4 @@
-// Who sent it, on the on-node engine's path to other nodes
+// Who sent it, on the matching engine's path to other nodes
 // (engine_net.cpp): a provider message's header names the sending
 // process (vpid), and where the provider reports the source (FI_SOURCE)
 // the engine checks the name against the address it reaches that process

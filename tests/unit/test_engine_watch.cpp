@@ -1,4 +1,4 @@
-// The on-node engine's watch on its peers on other nodes
+// The matching engine's watch on its peers on other nodes
 // (engine_watch.cpp), between two real processes on tcp;ofi_rxm:
 // a forked child with a core and an engine of its own is the peer on
 // "another node".  Stopped (SIGSTOP), its sockets still take what is sent,
