@@ -5,6 +5,8 @@
  * the corrupted frames an inbox dropped.  The texts name the component
  * (its parameters, its help file), so each reads as its own.
  */
+#include "common_efa_channel.h"
+
 #include "common_efa.h"
 
 #include <errno.h>
