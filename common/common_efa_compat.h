@@ -19,6 +19,7 @@
 
 #if OPAL_MAJOR_VERSION >= 5
 #include "opal/mca/pmix/pmix-internal.h"
+#include "opal/mca/threads/mutex.h" /* opal_using_threads */
 
 #define EFA_PMIX_LOCAL PMIX_LOCAL
 #define EFA_PMIX_GLOBAL PMIX_GLOBAL
@@ -39,6 +40,7 @@ static inline int mca_common_efa_local_rank(void) {
 }
 #else
 #include "opal/mca/pmix/pmix.h"
+#include "opal/threads/mutex.h" /* opal_using_threads */
 
 #define EFA_PMIX_LOCAL OPAL_PMIX_LOCAL
 #define EFA_PMIX_GLOBAL OPAL_PMIX_GLOBAL

@@ -38,6 +38,9 @@ static bool node_params(efa_node_params_t *p, char *job_tag, size_t len) {
     mca_common_efa_onnode_geometry(&slots, &slot_size);
     p->slots = (uint32_t)slots;
     p->slot_size = (uint32_t)slot_size;
+    /* Set by MPI_Init from the thread level asked for, before any
+     * component opens. */
+    p->one_thread = !opal_using_threads();
     return true;
 }
 

@@ -8,57 +8,153 @@
 
 namespace efa {
 
-bool Inflight::add(uint64_t id, void *op, double now) {
-    std::lock_guard<std::mutex> g(mu_);
-    return ops_.emplace(id, Entry{op, now, 1, false}).second;
+namespace {
+
+// Slots of a new table: room for a window of operations without a growth.
+constexpr size_t kFirstSlots = 64;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+} // namespace
+
+Inflight::Lock::Lock(std::atomic<bool> &f) : f_(f) {
+    while (f_.exchange(true, std::memory_order_acquire)) {
+        while (f_.load(std::memory_order_relaxed)) {
+            cpu_relax();
+        }
+    }
+}
+
+Inflight::Entry *Inflight::find(uint64_t id) {
+    if (slots_.empty()) {
+        return nullptr;
+    }
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = id & mask;; i = (i + 1) & mask) {
+        Entry &e = slots_[i];
+        if (nullptr == e.op) {
+            return nullptr; // a run ends at a free slot: the id is not here
+        }
+        if (e.id == id) {
+            return &e;
+        }
+    }
+}
+
+// Free e's slot, moving later entries of its run back so that every entry
+// stays reachable from its home slot without tombstones.
+void Inflight::erase(Entry *e) {
+    const size_t mask = slots_.size() - 1;
+    size_t hole = static_cast<size_t>(e - slots_.data());
+    for (size_t i = (hole + 1) & mask; nullptr != slots_[i].op; i = (i + 1) & mask) {
+        const size_t home = slots_[i].id & mask;
+        // Entry i may fill the hole when its home is not in (hole, i]
+        // (cyclically): its probe from home passes the hole.
+        const bool home_after_hole =
+            hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
+        if (!home_after_hole) {
+            slots_[hole] = slots_[i];
+            hole = i;
+        }
+    }
+    slots_[hole].op = nullptr;
+    --used_;
+}
+
+bool Inflight::grow() {
+    std::vector<Entry> old;
+    try {
+        old.swap(slots_);
+        slots_.assign(old.empty() ? kFirstSlots : 2 * old.size(), Entry{0, nullptr, 0, 0, false});
+    } catch (const std::bad_alloc &) {
+        slots_.swap(old);
+        return false;
+    }
+    const size_t mask = slots_.size() - 1;
+    for (const Entry &e : old) {
+        if (nullptr != e.op) {
+            size_t i = e.id & mask;
+            while (nullptr != slots_[i].op) {
+                i = (i + 1) & mask;
+            }
+            slots_[i] = e;
+        }
+    }
+    return true;
+}
+
+int Inflight::add(uint64_t id, void *op, double now) {
+    if (nullptr == op) {
+        return -EEXIST; // a free slot's mark, not an operation
+    }
+    Lock g(locked_);
+    if (nullptr != find(id)) {
+        return -EEXIST;
+    }
+    if (2 * (used_ + 1) > slots_.size() && !grow()) {
+        return -ENOMEM;
+    }
+    const size_t mask = slots_.size() - 1;
+    size_t i = id & mask;
+    while (nullptr != slots_[i].op) {
+        i = (i + 1) & mask;
+    }
+    slots_[i] = Entry{id, op, now, 1, false};
+    ++used_;
+    return 0;
 }
 
 void *Inflight::claim(uint64_t id, double now) {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = ops_.find(id);
-    if (ops_.end() == it || it->second.over) {
+    Lock g(locked_);
+    Entry *e = find(id);
+    if (nullptr == e || e->over) {
         return nullptr;
     }
-    ++it->second.claims;
-    it->second.last = now;
-    return it->second.op;
+    ++e->claims;
+    e->last = now;
+    return e->op;
 }
 
 bool Inflight::release(uint64_t id, bool over) {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = ops_.find(id);
-    if (ops_.end() == it || it->second.claims <= 0) {
+    Lock g(locked_);
+    Entry *e = find(id);
+    if (nullptr == e || e->claims <= 0) {
         return false; // not claimed: a caller's bug, and nothing to complete
     }
-    Entry &e = it->second;
-    e.over = e.over || over;
-    if (0 != --e.claims || !e.over) {
+    e->over = e->over || over;
+    if (0 != --e->claims || !e->over) {
         return false;
     }
-    ops_.erase(it);
+    erase(e);
     return true;
 }
 
 size_t Inflight::expire(double now, double limit, void **out, size_t max) {
-    std::lock_guard<std::mutex> g(mu_);
+    Lock g(locked_);
     size_t n = 0;
-    for (auto it = ops_.begin(); it != ops_.end() && n < max;) {
-        const Entry &e = it->second;
+    for (size_t i = 0; i < slots_.size() && n < max;) {
+        const Entry &e = slots_[i];
         // A claimed operation is being answered (or started) right now:
         // its claimant may write into it, so it is not expiry's to take.
-        if (0 == e.claims && !e.over && now - e.last > limit) {
+        if (nullptr != e.op && 0 == e.claims && !e.over && now - e.last > limit) {
             out[n++] = e.op;
-            it = ops_.erase(it);
+            erase(&slots_[i]); // may move a later entry into slot i: look again
         } else {
-            ++it;
+            ++i;
         }
     }
     return n;
 }
 
 size_t Inflight::size() {
-    std::lock_guard<std::mutex> g(mu_);
-    return ops_.size();
+    Lock g(locked_);
+    return used_;
 }
 
 } // namespace efa
@@ -75,13 +171,11 @@ void efa_inflight_destroy(efa_inflight_t *t) {
     delete t;
 }
 
-int efa_inflight_add(efa_inflight_t *t, uint64_t id, void *op, double now) try {
+int efa_inflight_add(efa_inflight_t *t, uint64_t id, void *op, double now) {
     if (nullptr == t) {
         return -ENOMEM;
     }
-    return t->table.add(id, op, now) ? 0 : -EEXIST;
-} catch (const std::bad_alloc &) {
-    return -ENOMEM;
+    return t->table.add(id, op, now);
 }
 
 void *efa_inflight_claim(efa_inflight_t *t, uint64_t id, double now) {

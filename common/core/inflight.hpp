@@ -1,18 +1,27 @@
 // Operations in flight answered by id, with claims (efa_inflight.h has
 // the contract): the one place that decides who completes an operation
 // when its answers and its expiry race.
+//
+// Every emulated one-sided operation passes through here three times (add,
+// the answer's claim, the last release), so the table is laid out for that
+// path: one open-addressed array of entries, probed linearly from the id's
+// low bits, with no allocation per operation (ids are consecutive, so they
+// rarely share a home slot), and a spin lock instead of a mutex (each
+// critical section is a few loads and stores and never calls out; only a
+// growth allocates, and that happens while the table warms up).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <unordered_map>
+#include <vector>
 
 namespace efa {
 
 class Inflight {
   public:
-    bool add(uint64_t id, void *op, double now);
+    // 0, -EEXIST (id in the table, or op NULL) or -ENOMEM.
+    int add(uint64_t id, void *op, double now);
     void *claim(uint64_t id, double now);
     bool release(uint64_t id, bool over);
     size_t expire(double now, double limit, void **out, size_t max);
@@ -20,13 +29,30 @@ class Inflight {
 
   private:
     struct Entry {
-        void *op;
+        uint64_t id;
+        void *op;    // nullptr: the slot is free
         double last; // when it was started or last claimed
         int claims;  // callers that may touch op now
         bool over;   // no claim finds it; the last release completes it
     };
-    std::mutex mu_;
-    std::unordered_map<uint64_t, Entry> ops_;
+    class Lock {
+      public:
+        explicit Lock(std::atomic<bool> &f);
+        ~Lock() { f_.store(false, std::memory_order_release); }
+        Lock(const Lock &) = delete;
+        Lock &operator=(const Lock &) = delete;
+
+      private:
+        std::atomic<bool> &f_;
+    };
+
+    Entry *find(uint64_t id);
+    void erase(Entry *e);
+    bool grow();
+
+    std::atomic<bool> locked_{false};
+    std::vector<Entry> slots_; // a power of two long, at most half full
+    size_t used_ = 0;
 };
 
 } // namespace efa

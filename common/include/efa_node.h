@@ -36,6 +36,7 @@ typedef struct efa_node_params {
     uint32_t nlocal;     /* processes of the job on this node */
     uint32_t slots;      /* per ring, a power of two */
     uint32_t slot_size;  /* bytes, multiple of 64 */
+    bool one_thread;     /* only one thread calls in (below MPI_THREAD_MULTIPLE) */
 } efa_node_params_t;
 
 /* What a process publishes (one modex entry): the cookie of its inbox, its

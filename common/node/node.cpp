@@ -46,6 +46,7 @@ std::unique_ptr<Node> Node::create(const efa_node_params_t &p, int &err) {
     if (!n->inbox_) {
         return nullptr;
     }
+    n->inbox_->set_one_thread(p.one_thread);
     return n;
 }
 

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -149,6 +151,93 @@ TEST(Inflight, AnswersRacingTheExpiryCompleteEachOnce) {
     EXPECT_EQ(0, unwritten.load());
     EXPECT_EQ(0u, efa_inflight_size(tb.t));
     RecordProperty("completed_by_answer", answered);
+}
+
+// The table is an open-addressed array probed from the id's low bits:
+// ids sharing a home slot, runs that wrap past the array's end, entries
+// removed from the middle of a run (by release and by expiry) and growth
+// must each leave every other operation findable, against a plain map
+// driven by the same random steps.
+TEST(Inflight, CollidingIdsStayFindableThroughRemovalsAndGrowth) {
+    Table tb;
+    ASSERT_NE(nullptr, tb.t);
+    std::map<uint64_t, int> model; // id -> claims (all added at t=0)
+    std::vector<int> storage(4096);
+    std::mt19937_64 rng(12345);
+    // Ids from a few home slots (multiples of 64 and 1024 apart, and next
+    // to the last slot of a 64-entry array) so that runs collide and wrap.
+    auto pick_id = [&rng]() -> uint64_t {
+        static const uint64_t homes[] = {0, 1, 62, 63};
+        return homes[rng() % 4] + 64 * (rng() % 48) + ((rng() % 8) ? 0 : 1024 * (rng() % 4));
+    };
+    for (int step = 0; step < 20000; ++step) {
+        const uint64_t id = pick_id();
+        auto it = model.find(id);
+        switch (rng() % 4) {
+        case 0: // add
+            if (model.size() < 600) {
+                const int rc = efa_inflight_add(tb.t, id, &storage[id % storage.size()], 0.0);
+                if (model.end() == it) {
+                    ASSERT_EQ(0, rc) << "step " << step;
+                    model[id] = 1;
+                } else {
+                    ASSERT_EQ(-EEXIST, rc) << "step " << step;
+                }
+            }
+            break;
+        case 1: // claim
+            if (model.end() == it) {
+                ASSERT_EQ(nullptr, efa_inflight_claim(tb.t, id, 0.0)) << "step " << step;
+            } else {
+                ASSERT_EQ(&storage[id % storage.size()], efa_inflight_claim(tb.t, id, 0.0))
+                    << "step " << step;
+                ++it->second;
+            }
+            break;
+        case 2: // release, over: the last claim completes and removes it
+            if (model.end() == it || 0 == it->second) { // not claimed: nothing happens
+                ASSERT_FALSE(efa_inflight_release(tb.t, id, true)) << "step " << step;
+            } else {
+                const bool last = 1 == it->second;
+                ASSERT_EQ(last, efa_inflight_release(tb.t, id, true)) << "step " << step;
+                if (last) {
+                    model.erase(it);
+                } else {
+                    --it->second; // over now: no claim finds it, only releases remain
+                    while (it->second > 0) {
+                        ASSERT_EQ(1 == it->second, efa_inflight_release(tb.t, id, false));
+                        --it->second;
+                    }
+                    model.erase(it);
+                }
+            }
+            break;
+        case 3: // release without ending it; at 0 claims the expiry may take it
+            if (model.end() != it && it->second > 0) {
+                ASSERT_FALSE(efa_inflight_release(tb.t, id, false)) << "step " << step;
+                --it->second;
+            }
+            break;
+        }
+        if (0 == step % 997) { // the expiry takes exactly the unclaimed ones
+            std::vector<void *> out(model.size() + 1);
+            const size_t n = efa_inflight_expire(tb.t, 10.0, 1.0, out.data(), out.size());
+            size_t idle = 0;
+            for (auto m = model.begin(); m != model.end();) {
+                if (0 == m->second) {
+                    ++idle;
+                    m = model.erase(m);
+                } else {
+                    ++m;
+                }
+            }
+            ASSERT_EQ(idle, n) << "step " << step;
+        }
+        ASSERT_EQ(model.size(), efa_inflight_size(tb.t)) << "step " << step;
+    }
+    for (const auto &m : model) { // every survivor is still found
+        ASSERT_EQ(&storage[m.first % storage.size()], efa_inflight_claim(tb.t, m.first, 0.0));
+    }
 }
 
 } // namespace

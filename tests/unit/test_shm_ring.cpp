@@ -176,11 +176,16 @@ TEST(ShmRing, SlotBoundary) {
     EXPECT_EQ(got[3].bytes, std::vector<uint8_t>(big.begin() + 1, big.begin() + 1 + max));
 }
 
-TEST(ShmRing, SeveralSendersAndReentrantPoll) {
+// The re-entry guard, with the locked exchange (several threads may poll)
+// and with the plain load and store of one thread.
+class ShmRingGuard : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShmRingGuard, SeveralSendersAndReentrantPoll) {
     int err = 0;
-    const std::string path = temp_path("senders");
+    const std::string path = temp_path(GetParam() ? "senders1" : "senders");
     auto in = Inbox::create(path, geo(3, 8, 128), err);
     ASSERT_NE(in, nullptr) << err;
+    in->set_one_thread(GetParam());
     EXPECT_TRUE(drain(*in).empty()); // nobody attached yet
     auto a = Outbox::attach(path, 0, in->cookie(), err);
     auto c = Outbox::attach(path, 2, in->cookie(), err);
@@ -201,7 +206,12 @@ TEST(ShmRing, SeveralSendersAndReentrantPoll) {
     EXPECT_EQ(n, 3);
     EXPECT_EQ(nested, 0);
     EXPECT_EQ(rings, (std::vector<uint32_t>{0, 2, 2}));
+    // The guard is down again after the poll: the next frame is delivered.
+    ASSERT_EQ(a->send(&x, 1), 0);
+    EXPECT_EQ(drain(*in).size(), 1u);
 }
+
+INSTANTIATE_TEST_SUITE_P(OneThread, ShmRingGuard, ::testing::Bool());
 
 TEST(ShmRing, InboxUnlinksItsFile) {
     int err = 0;
