@@ -56,6 +56,10 @@ BEGIN_C_DECLS
 /* The smallest btl_efa_rma_max_transfer accepted (besides 0). */
 #define EFA_BTL_MIN_RMA_TRANSFER 4096
 
+/* Requests through the rings that may be taken back, in flight at once
+ * (btl_efa_ring_rma.c); more go by single copy meanwhile. */
+#define EFA_BTL_RING_RMA_RECS 64
+
 /* Self-contained registration handle: osc/rdma copies it to the peers
  * (layout and meaning in common/efa_rma.h). */
 struct mca_btl_base_registration_handle_t {
@@ -92,6 +96,10 @@ struct mca_btl_base_endpoint_t {
      * published by the release store of EFA_BTL_CMA_ON. */
     volatile int32_t cma;
     uint32_t cma_pid;
+    /* Small put and get through the ring (btl_efa_ring_rma.c): after the
+     * peer left one unanswered long enough to be taken back, this many
+     * go by single copy before the ring is tried again (atomic). */
+    volatile int32_t ring_rma_skip;
     /* A process of another job (btl_efa_mode.c): its job agreed its own
      * one-sided mode, so put and get take the emulated path, and atomics
      * are refused where the two jobs' kinds could mix. */
@@ -325,6 +333,24 @@ typedef struct mca_btl_efa_module {
         volatile int64_t puts, gets; /* operations done by CMA (atomic) */
         volatile int32_t fallbacks;  /* peers the kernel refused (atomic) */
     } cma;
+    /* btl_efa_ring_rma.c: small puts and gets written into peers' rings as
+     * requests that may be taken back; a record per request until it is
+     * answered or taken back (module lock; active also read without it). */
+    struct {
+        size_t max;  /* largest put or get sent this way (0: none; set at open) */
+        double wait; /* seconds before a request not yet started is taken back */
+        volatile int32_t active;
+        int free_head; /* first free record (-1: none) */
+        struct efa_btl_ring_rma_rec {
+            uint64_t id;     /* the operation's id; 0: free */
+            uint32_t *claim; /* its claim word in the peer's ring slot */
+            uint64_t pos;    /* the outbox's committed count after it */
+            mca_btl_efa_endpoint_t *endpoint;
+            double first_seen; /* 0 until a check sees it open */
+            int next_free;
+        } recs[EFA_BTL_RING_RMA_RECS];
+        volatile int64_t sent, taken_back; /* counters (atomic) */
+    } ring_rma;
     /* btl_efa_watch.c: the sweeps, every period s (0: no peer deadline),
      * from the core's deadline tick (one thread at a time, no lock). */
     struct {
@@ -355,6 +381,8 @@ typedef struct mca_btl_efa_component {
     char *onnode_channel;    /* btl_efa_onnode_channel: auto, shm, none */
     char *single_copy;       /* btl_efa_single_copy: auto, cma, none */
     int rma_timeout;         /* seconds an emulated request may go unanswered */
+    size_t onnode_rma_max;   /* btl_efa_onnode_rma_max (0: single copy only) */
+    int onnode_rma_wait;     /* btl_efa_onnode_rma_wait, microseconds */
     bool peer_watch;         /* btl_efa_peer_watch (btl_efa_watch.c) */
     size_t coalesce_bytes;   /* btl_efa_coalesce_bytes (0: off) */
     int coalesce_max;        /* btl_efa_coalesce_max */
@@ -500,6 +528,21 @@ static inline int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {
 /* Say once that the inbox dropped corrupted frames (from progress, now and
  * then: the count only moves when another process wrote into the inbox). */
 void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl);
+
+/* btl_efa_ring_rma.c: a put or get to a process of this node as a request
+ * in its ring that the initiator can take back and do by single copy
+ * (OPAL_ERR_NOT_AVAILABLE: not this way; the caller uses single copy). */
+void mca_btl_efa_ring_rma_setup(mca_btl_efa_module_t *btl);
+void mca_btl_efa_ring_rma_fini(mca_btl_efa_module_t *btl); /* its counts, said at verbosity 1 */
+int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                         const efa_btl_rdma_args_t *a);
+/* Take back the requests no target started within the wait (progress). */
+void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl);
+/* The operation of record rec (id) is over: the record is free again. */
+void mca_btl_efa_ring_rma_forget(mca_btl_efa_module_t *btl, int rec, uint64_t id);
+/* The target's side: may this process start the request in a ring slot at
+ * rma (false: its initiator took it back; it is dropped)? */
+bool mca_btl_efa_ring_rma_take(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma);
 /* Does a message of len bytes (header included) to ep go through its ring?
  * Attaches the ring on first use. */
 static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,

@@ -130,6 +130,19 @@ static const mca_common_efa_param_t table[] = {
              "path, reported at verbosity 1 (auto) or as an error message (cma).  Atomics and "
              "peers on other nodes always take the provider's path.  Not used with "
              "btl_efa_rma_mode emulated"},
+    {"onnode_rma_max", MCA_BASE_VAR_TYPE_SIZE_T, C(onnode_rma_max), .def = 4096, .lo = 0,
+     .hi = 1048576, .zero_ok = true, .allowed = "0 (off) to 1048576 bytes", NUMBER,
+     .level = OPAL_INFO_LVL_5,
+     .help = "Put and get to another process of the same node of at most this many bytes (and "
+             "fitting a ring slot) travel as a request in the peer's on-node ring, executed by "
+             "the peer, which answers in well under a microsecond while it is in MPI; one the "
+             "peer has not started after btl_efa_onnode_rma_wait is taken back and done by "
+             "single copy (CMA), as are larger ones (0: always single copy)"},
+    {"onnode_rma_wait", MCA_BASE_VAR_TYPE_INT, C(onnode_rma_wait), .def = 20, .lo = 1,
+     .hi = 1000000, .allowed = "1 to 1000000 microseconds", NUMBER, .level = OPAL_INFO_LVL_5,
+     .help = "Microseconds a put or get request in a peer's ring (btl_efa_onnode_rma_max) may "
+             "wait for the peer to start it before the initiator takes it back and does it by "
+             "single copy; the next 256 to that peer then go by single copy at once"},
     {"debug_corrupt_offset", MCA_BASE_VAR_TYPE_INT, C(test.corrupt_offset), .test_only = true,
      .help = "Testing only: add this many bytes to the remote address of every put and atomic, "
              "so that the target's registration check can be seen refusing them (0: off)"},

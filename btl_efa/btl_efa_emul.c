@@ -185,24 +185,6 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
     }
 }
 
-/* An initiator's one-sided operation (split into chunks). */
-typedef struct efa_btl_rdma_req {
-    struct efa_btl_rdma_req *next;
-    uint64_t id; /* names it in requests and answers (emul.reqs) */
-    mca_btl_efa_endpoint_t *endpoint;
-    efa_btl_rdma_cb_t cb;
-    int type;
-    int status;
-    size_t size;
-    uint64_t remote_address;
-    efa_btl_rma_t rma; /* template of the chunks' requests */
-    /* A bounded window of chunks is in flight; each answer lets the next go.
-     * Protected by the module lock. */
-    int nchunks;  /* chunks to send (cut short by a failure) */
-    int issued;   /* chunks handed to the send path */
-    int answered; /* chunks answered (or failed) */
-} efa_btl_rdma_req_t;
-
 /* Requests kept for the next operations (emul.free_reqs, under the module
  * lock): an atomic or small put/get of one node is a few hundred
  * instructions, and malloc and free took as many again. */
@@ -225,6 +207,9 @@ static void req_put(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
  * completion callback it gave. */
 static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     mca_btl_efa_endpoint_t *ep = req->endpoint;
+    if (req->ring_rec >= 0) {
+        mca_btl_efa_ring_rma_forget(btl, req->ring_rec, req->id);
+    }
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
     /* osc/rdma may pass no callback and rely on flush; nor is the upper
@@ -369,6 +354,83 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
     chunk_answered(btl, req, status);
 }
 
+/* A new operation of nchunks chunks on the template rma, entered in the
+ * table claimed by its caller and counted outstanding; NULL when out of
+ * memory. */
+static efa_btl_rdma_req_t *req_new(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                   const efa_btl_rdma_args_t *a, const efa_btl_rma_t *rma,
+                                   int nchunks) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    efa_btl_rdma_req_t *req = btl->emul.free_reqs;
+    if (NULL != req) {
+        btl->emul.free_reqs = req->next;
+        --btl->emul.num_free_reqs;
+    }
+    const uint64_t id = ++btl->emul.next_id;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (NULL == req && NULL == (req = malloc(sizeof(*req)))) {
+        return NULL;
+    }
+    memset(req, 0, sizeof(*req));
+    req->id = id;
+    req->endpoint = ep;
+    req->cb = a->cb;
+    req->type = a->type;
+    req->size = a->size;
+    req->status = OPAL_SUCCESS;
+    req->remote_address = a->remote_address;
+    req->rma = *rma;
+    req->nchunks = nchunks;
+    req->ring_rec = -1;
+    /* Entered claimed by this call: nothing expires it while its first
+     * chunks go out. */
+    if (0 != efa_inflight_add(btl->emul.reqs, req->id, req, mca_btl_efa_now())) {
+        req_put(btl, req);
+        return NULL;
+    }
+    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
+    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
+    return req;
+}
+
+/* See btl_efa_emul.h. */
+efa_btl_rdma_req_t *mca_btl_efa_emul_req_one(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                             const efa_btl_rdma_args_t *a) {
+    efa_btl_rma_t rma;
+    memset(&rma, 0, sizeof(rma));
+    rma.key = a->remote_handle->rma.key;
+    efa_btl_rdma_req_t *req = req_new(btl, ep, a, &rma, 1);
+    if (NULL != req) {
+        req->issued = 1; /* the caller writes its one request */
+    }
+    return req;
+}
+
+/* See btl_efa_emul.h. */
+void mca_btl_efa_emul_req_sent(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
+    drop_claim(btl, req, false);
+}
+
+/* See btl_efa_emul.h. */
+void mca_btl_efa_emul_req_unsent(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
+    mca_btl_efa_endpoint_t *ep = req->endpoint;
+    if (efa_inflight_release(btl->emul.reqs, req->id, true)) {
+        OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
+        OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+        req_put(btl, req);
+    }
+}
+
+/* See btl_efa_emul.h. */
+efa_btl_rdma_req_t *mca_btl_efa_emul_req_claim(mca_btl_efa_module_t *btl, uint64_t id) {
+    return efa_inflight_claim(btl->emul.reqs, id, mca_btl_efa_now());
+}
+
+/* See btl_efa_emul.h. */
+void mca_btl_efa_emul_req_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status) {
+    chunk_answered(btl, req, status);
+}
+
 /* See btl_efa_emul.h. */
 int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                           const efa_btl_rdma_args_t *a) {
@@ -419,36 +481,10 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     if (count > INT32_MAX) { /* beyond what the chunk counters hold: never truncated */
         return OPAL_ERR_BAD_PARAM;
     }
-    const int nchunks = (int)count;
-    OPAL_THREAD_LOCK(&btl->lock);
-    efa_btl_rdma_req_t *req = btl->emul.free_reqs;
-    if (NULL != req) {
-        btl->emul.free_reqs = req->next;
-        --btl->emul.num_free_reqs;
-    }
-    const uint64_t id = ++btl->emul.next_id;
-    OPAL_THREAD_UNLOCK(&btl->lock);
-    if (NULL == req && NULL == (req = malloc(sizeof(*req)))) {
+    efa_btl_rdma_req_t *req = req_new(btl, ep, a, &rma, (int)count);
+    if (NULL == req) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    memset(req, 0, sizeof(*req));
-    req->id = id;
-    req->endpoint = ep;
-    req->cb = a->cb;
-    req->type = type;
-    req->size = size;
-    req->status = OPAL_SUCCESS;
-    req->remote_address = a->remote_address;
-    req->rma = rma;
-    req->nchunks = nchunks;
-    /* Entered claimed by this call: nothing expires it while its first
-     * chunks go out. */
-    if (0 != efa_inflight_add(btl->emul.reqs, req->id, req, mca_btl_efa_now())) {
-        req_put(btl, req);
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
-    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
     if (mca_btl_efa_send_work(btl)) {
         (void)mca_btl_efa_drain_pending(btl);
     }

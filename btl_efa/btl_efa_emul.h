@@ -39,6 +39,25 @@ static inline const char *mca_btl_efa_emul_type_name(int type) {
     }
 }
 
+/* An initiator's one-sided operation (split into chunks). */
+typedef struct efa_btl_rdma_req {
+    struct efa_btl_rdma_req *next;
+    uint64_t id; /* names it in requests and answers (emul.reqs) */
+    mca_btl_efa_endpoint_t *endpoint;
+    efa_btl_rdma_cb_t cb;
+    int type;
+    int status;
+    size_t size;
+    uint64_t remote_address;
+    efa_btl_rma_t rma; /* template of the chunks' requests */
+    /* A bounded window of chunks is in flight; each answer lets the next go.
+     * Protected by the module lock. */
+    int nchunks;  /* chunks to send (cut short by a failure) */
+    int issued;   /* chunks handed to the send path */
+    int answered; /* chunks answered (or failed) */
+    int ring_rec; /* its record of btl_efa_ring_rma.c, or -1 */
+} efa_btl_rdma_req_t;
+
 /* Start an operation on the emulated path (a->type EFA_BTL_MSG_PUT, _GET
  * or _ATOMIC).  Completes through the callback, at once for the process's
  * own memory. */
@@ -56,6 +75,20 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
                                  const efa_btl_rma_t *rma, const void *payload);
 void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
                                   const void *payload, size_t len);
+
+/* For btl_efa_ring_rma.c, which writes a put's or get's one request itself:
+ * req_one makes the operation (entered in the table, claimed by the
+ * caller, counted outstanding; NULL when out of memory), req_sent drops
+ * the caller's claim once the request is in the ring, req_unsent takes
+ * back one that could not be written (nothing is called); req_claim finds
+ * one by id (NULL: over or expired) for req_answered, which completes it
+ * with status and drops that claim (a cancelled request done here). */
+efa_btl_rdma_req_t *mca_btl_efa_emul_req_one(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                             const efa_btl_rdma_args_t *a);
+void mca_btl_efa_emul_req_sent(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req);
+void mca_btl_efa_emul_req_unsent(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req);
+efa_btl_rdma_req_t *mca_btl_efa_emul_req_claim(mca_btl_efa_module_t *btl, uint64_t id);
+void mca_btl_efa_emul_req_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status);
 
 END_C_DECLS
 #endif

@@ -3,8 +3,9 @@
  * osc/rdma and pml ob1 call them through the module's function table):
  * each operation goes one of three ways, decided here.
  *
- *  - to another process of this node, put and get by a single copy where
- *    the kernel allows it (btl_efa_cma.c);
+ *  - to another process of this node, a small put or get as a request in
+ *    its ring that can be taken back (btl_efa_ring_rma.c), else by a
+ *    single copy where the kernel allows it (btl_efa_cma.c);
  *  - the provider's RDMA or atomics where the job agreed on them
  *    (btl_efa_native.c);
  *  - otherwise as requests the target executes (the emulated protocol,
@@ -80,9 +81,15 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
     if (!covered) {
         note_uncovered(a->type, a->remote_address, a->size);
     }
-    /* Another process of this node: one copy by CMA where possible. */
+    /* Another process of this node: a small one as a request in its ring
+     * that can be taken back (answered faster than a system call), else
+     * one copy by CMA where possible. */
     if (covered && btl->cma.allowed && !ep->is_self && 0 != a->size) {
-        int rc = mca_btl_efa_cma_rdma(btl, ep, a);
+        int rc = mca_btl_efa_ring_rma(btl, ep, a);
+        if (OPAL_ERR_NOT_AVAILABLE != rc) {
+            return rc;
+        }
+        rc = mca_btl_efa_cma_rdma(btl, ep, a);
         if (OPAL_ERR_NOT_AVAILABLE != rc) {
             return rc;
         }

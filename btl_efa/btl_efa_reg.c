@@ -87,7 +87,7 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
 int mca_btl_efa_deregister_mem(struct mca_btl_base_module_t *base,
                                struct mca_btl_base_registration_handle_t *handle) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
-    efa_btl_reg_t *reg = (efa_btl_reg_t *)handle;      /* the handle is the first member */
+    efa_btl_reg_t *reg = (efa_btl_reg_t *)handle; /* the handle is the first member */
     EFA_TSAN_ACQUIRE(reg);
     efa_emul_table_remove(btl->reg.table, handle->rma.key); /* waits for a request on it */
     if (reg->mr) {

@@ -184,6 +184,12 @@ expect_failure tiny-rma-max-transfer "Parameter: btl_efa_rma_max_transfer" "${ob
 # One-sided requests must fail after a bounded time, never wait for ever.
 expect_failure zero-rma-timeout "Allowed:   1 to 86400 seconds" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_rma_timeout 0
+# Small put/get through the rings: a limit past what a slot could ever
+# hold, and a wait of zero (every request taken back at once) are refused.
+expect_failure huge-onnode-rma-max "0 (off) to 1048576 bytes" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_onnode_rma_max 2000000000
+expect_failure zero-onnode-rma-wait "1 to 1000000 microseconds" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_onnode_rma_wait 0
 # Coalescing: a batch too small to hold two messages, or of one message.
 expect_failure tiny-coalesce-bytes "0 (off) or 64 to 1048576 bytes" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_coalesce_bytes 5
@@ -316,7 +322,8 @@ check_listed ompi_info-lists-parameters mtl provider_include provider_exclude nu
     net_poll_interval onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size \
     force_direct_mode direct_mode_mtu debug_swap_messages
 check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \
-    onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min
+    onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min \
+    onnode_rma_max onnode_rma_wait
 
 # Test-only parameters (docs/RELIABILITY.md, "Test-only parameters"): every
 # debug_* and force_* hook but force_direct_mode is level 9 and says

@@ -57,8 +57,21 @@ typedef struct efa_btl_rma {
     uint32_t op;       /* atomic op (mca_btl_base_atomic_op_t, 0x100: cswap) */
     int32_t status;    /* RESP: OPAL status */
     uint32_t flags;    /* atomics: MCA_BTL_ATOMIC_FLAG_32BIT */
-    uint32_t pad;
+    uint32_t claim;    /* a request in an on-node ring: EFA_BTL_CLAIM_* (else 0) */
 } efa_btl_rma_t;
+
+/* A put or get request written into a peer's on-node ring
+ * (btl_efa_ring_rma.c) can be taken back until the target starts it: the
+ * word goes from OPEN to TAKEN (the target, which then executes and
+ * answers) or to CANCELLED (the initiator, which then does the operation
+ * itself by single copy and the target drops the request), by one
+ * compare-and-swap each in the shared slot, so exactly one side does it. */
+enum {
+    EFA_BTL_CLAIM_NONE = 0, /* not cancellable: the target executes it */
+    EFA_BTL_CLAIM_OPEN,
+    EFA_BTL_CLAIM_TAKEN,
+    EFA_BTL_CLAIM_CANCELLED,
+};
 
 #define EFA_BTL_OP_CSWAP 0x100
 

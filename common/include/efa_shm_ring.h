@@ -68,6 +68,11 @@ int efa_shm_outbox_send(efa_shm_outbox_t *outbox, const void *buf, size_t len);
  * bytes written.  Nothing else may use the outbox in between. */
 void *efa_shm_outbox_reserve(efa_shm_outbox_t *outbox, size_t len);
 void efa_shm_outbox_commit(efa_shm_outbox_t *outbox, size_t len);
+/* Frames committed so far (a free-running count) and slots of the ring: a
+ * frame committed when the count became c keeps its slot until the count
+ * passes c - 1 + slots (the sender's next frame into that slot). */
+uint64_t efa_shm_outbox_committed(const efa_shm_outbox_t *outbox);
+unsigned efa_shm_outbox_slots(const efa_shm_outbox_t *outbox);
 
 #ifdef __cplusplus
 }

@@ -412,6 +412,14 @@ void efa_shm_outbox_commit(efa_shm_outbox_t *outbox, size_t len) {
     outbox->out->commit(len);
 }
 
+uint64_t efa_shm_outbox_committed(const efa_shm_outbox_t *outbox) {
+    return outbox->out->committed();
+}
+
+unsigned efa_shm_outbox_slots(const efa_shm_outbox_t *outbox) {
+    return outbox->out->slots();
+}
+
 // What an error of create or attach means, in words.
 const char *efa_shm_strerror(int err) {
     switch (-err) {

@@ -201,6 +201,9 @@ class Outbox {
     Outbox &operator=(const Outbox &) = delete;
 
     size_t max_frame() const { return geo_.max_frame(); }
+    // Frames committed so far, and slots of the ring.
+    uint64_t committed() const { return head_; }
+    uint32_t slots() const { return geo_.nslots; }
 
     // Room for a frame of len bytes, or nullptr (the ring is full, or len
     // exceeds max_frame()).  commit(len) publishes it; nothing else may be

@@ -11,6 +11,11 @@
  *             lock_all epoch; OSC_ACCFLUSH_DOUBLES and OSC_ACCFLUSH_ROUNDS
  *             (default 65536 and 4) size it; prints the time taken
  *   realloc   windows on memory freed and re-allocated between epochs
+ *   busytarget rank 1 computes without calling MPI for OSC_BUSY_MS (default
+ *             600) while rank 0 puts and gets 8 B .. 2 KiB, a flush after
+ *             each: rank 0 must finish them in under a third of that
+ *             (a small put or get in the target's ring is taken back and
+ *             done by single copy), and the data must be right
  * Windows come from MPI_Win_create / dynamic windows only (MPI_Win_allocate
  * would take osc/rdma's shared-memory path on one node).  Prints
  * "OK <test>" from rank 0 on success.
@@ -398,16 +403,87 @@ static void test_realloc(void) {
     }
 }
 
+/* ---- busytarget ---- */
+
+static double now_s(void) {
+    return MPI_Wtime();
+}
+
+static void test_busytarget(void) {
+    OU_CHECK(ou_size >= 2, "needs 2 ranks");
+    const double busy = (double)env_long("OSC_BUSY_MS", 600) / 1000.0;
+    const size_t sizes[] = {8, 64, 512, 2048};
+    const int rounds = 50;
+    const size_t span = 2048 * rounds * 4;
+    uint8_t *winbuf = calloc(1, span), *src = malloc(2048), *dst = malloc(2048);
+    OU_CHECK(winbuf && src && dst, "out of memory");
+    MPI_Win win = make_win(winbuf, span);
+    /* No lock traffic: osc/rdma's locks are atomics the target executes. */
+    OU_MPI(MPI_Win_lock_all(MPI_MODE_NOCHECK, win));
+    if (0 == ou_rank) { /* a first put: the single copy to rank 1 is probed */
+        OU_MPI(MPI_Put(src, 8, MPI_BYTE, 1, 0, 8, MPI_BYTE, win));
+        OU_MPI(MPI_Win_flush(1, win));
+    }
+    OU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (1 == ou_rank) {
+        const double until = now_s() + busy;
+        volatile double x = 1.0;
+        while (now_s() < until) { /* computing, no MPI call that progresses */
+            x = x * 1.0000001 + 1e-9;
+        }
+    } else if (0 == ou_rank) {
+        const double t0 = now_s();
+        size_t off = 0;
+        for (int r = 0; r < rounds; ++r) {
+            for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); ++k) {
+                const size_t n = sizes[k];
+                const unsigned seed = (unsigned)(r * 16 + k);
+                ou_fill(src, n, seed);
+                OU_MPI(MPI_Put(src, (int)n, MPI_BYTE, 1, (MPI_Aint)off, (int)n, MPI_BYTE, win));
+                OU_MPI(MPI_Win_flush(1, win));
+                memset(dst, 0, n);
+                OU_MPI(MPI_Get(dst, (int)n, MPI_BYTE, 1, (MPI_Aint)off, (int)n, MPI_BYTE, win));
+                OU_MPI(MPI_Win_flush(1, win));
+                const size_t bad = ou_verify(dst, n, seed);
+                OU_CHECK(bad == n, "get of %zu bytes at %zu: byte %zu wrong", n, off, bad);
+                off += 2048;
+            }
+        }
+        const double took = now_s() - t0;
+        printf("busytarget: %d puts and gets took %.1f ms while the target computed %.0f ms\n",
+               rounds * 4, 1e3 * took, 1e3 * busy);
+        OU_CHECK(took < busy / 3, "the puts and gets waited for the busy target: %.1f ms",
+                 1e3 * took);
+    }
+    OU_MPI(MPI_Win_unlock_all(win));
+    OU_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (1 == ou_rank) { /* every put landed once, where it was aimed */
+        size_t off = 0;
+        for (int r = 0; r < rounds; ++r) {
+            for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); ++k) {
+                const size_t bad = ou_verify(winbuf + off, sizes[k], (unsigned)(r * 16 + k));
+                OU_CHECK(bad == sizes[k], "put of %zu bytes at %zu: byte %zu wrong", sizes[k], off,
+                         bad);
+                off += 2048;
+            }
+        }
+    }
+    OU_MPI(MPI_Win_free(&win));
+    free(winbuf);
+    free(src);
+    free(dst);
+}
+
 int main(int argc, char **argv) {
     ou_init(&argc, &argv);
     ou_test = argc > 1 ? argv[1] : "";
     static const struct {
         const char *name;
         void (*fn)(void);
-    } tests[] = {{"putget", test_putget},   {"atomics", test_atomics},
-                 {"lock", test_lock},       {"sync", test_sync},
-                 {"dynamic", test_dynamic}, {"accumulate", test_accumulate},
-                 {"realloc", test_realloc}, {"accflush", test_accflush}};
+    } tests[] = {
+        {"putget", test_putget},   {"atomics", test_atomics},   {"lock", test_lock},
+        {"sync", test_sync},       {"dynamic", test_dynamic},   {"accumulate", test_accumulate},
+        {"realloc", test_realloc}, {"accflush", test_accflush}, {"busytarget", test_busytarget}};
     int found = 0;
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); ++i) {
         if (0 == strcmp(ou_test, tests[i].name) || 0 == strcmp(ou_test, "all")) {

@@ -63,6 +63,11 @@
 # rank 1 alone is told the provider emulates atomics (an MPMD launch with
 # common_efa_force_emulated atomics for it): the job must then emulate them
 # everywhere, where rank 1's own line says emulated and the others' native.
+# "busytarget" (osc_test busytarget; plain configs with single copy, 2
+# ranks): small put/get to a target that computes without MPI for 600 ms
+# must not wait for it (requests in its ring taken back and done by single
+# copy, counted at finalize), and with btl_efa_onnode_rma_wait 1000000 the
+# same run must fail (the control).
 # "inflight" (osc_inflight, cm-rxm, 2 ranks): rank 1 calls btl_efa's
 # finalize itself with a 64 MiB native get from a rank that does not
 # progress, and then progresses through the MTL, which keeps the core open:
@@ -101,7 +106,7 @@ fi
     ob1-shm-nocma cm-shm-nocma ob1-shm-cmafail ob1-rxm-devread ob1-rxm-direct ob1-rxd-direct
     cm-rxm-direct)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost
-    accflush agree inflight)
+    accflush agree inflight busytarget)
 for p in osc_test osc_hostile osc_llist osc_lost osc_inflight; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
 done
@@ -277,6 +282,29 @@ for cfg in "${configs[@]}"; do
                     fi
                     verdict "$t$how" "$cfg" 2 $ok
                 done
+                ;;
+            busytarget)
+                # Rank 1 computes for 600 ms without MPI while rank 0 puts
+                # and gets 8 B .. 2 KiB with a flush after each: the small
+                # ones go as requests in rank 1's ring, and each must be
+                # taken back and done by single copy rather than wait
+                # (osc_test.c).  Plain configs whose put/get are single copy
+                # (the way back), 2 ranks.  The control: with the wait set
+                # above the busy time the same run must fail.
+                [[ $cfg != *-*-* ]] && cma_puts "$cfg" && [ "$np" = "${cfg_nps[0]}" ] || continue
+                out=$log/$t.$cfg.2.out
+                # shellcheck disable=SC2086
+                run "$t" "$cfg" 2 -- $args "$bin/osc_test" busytarget
+                back=$(grep -o "put/get through on-node rings: [0-9]* request(s), [0-9]* taken" "$out" |
+                    awk '{ n += $7 } END { print n + 0 }')
+                [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK busytarget" "$out" && [ "$back" -gt 0 ] && ok=1
+                verdict "$t" "$cfg" 2 $ok
+                out=$log/$t-nowait.$cfg.2.out ok=0
+                # shellcheck disable=SC2086
+                run "$t-nowait" "$cfg" 2 -- $args --mca btl_efa_onnode_rma_wait 1000000 \
+                    "$bin/osc_test" busytarget
+                grep -q "^FAIL busytarget: the puts and gets waited for the busy target" "$out" && ok=1
+                verdict "$t-nowait" "$cfg" 2 $ok
                 ;;
             inflight)
                 [[ $cfg == cm-rxm ]] && [ "$np" = "${cfg_nps[0]}" ] || continue

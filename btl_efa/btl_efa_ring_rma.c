@@ -1,0 +1,212 @@
+/*
+ * btl_efa's small put and get to another process of this node: a request
+ * written into the peer's ring (the emulated protocol, btl_efa_emul.h)
+ * that the initiator can take back.
+ *
+ * Single copy by CMA costs a system call, about 1.4 us whatever the size;
+ * a request through the ring is answered in a few hundred ns by a target
+ * that is in MPI.  But a target that computes answers only when it next
+ * enters MPI, where CMA needs nothing of it.  So each request carries a
+ * claim word (efa_btl_rma_t.claim, in the ring slot both processes map):
+ * the target moves it from OPEN to TAKEN before it executes the request,
+ * the initiator from OPEN to CANCELLED when the request has waited
+ * btl_efa_onnode_rma_wait, and then does the operation itself by single
+ * copy.  One compare-and-swap each: exactly one of them does it.  After a
+ * take-back the next EFA_BTL_RING_RMA_SKIP operations to that peer go by
+ * single copy at once, so a peer that stays busy costs one wait per run of
+ * them, not one per operation.
+ *
+ * Only where single copy to the peer works (it is the way back) and only
+ * while the initiator can still name the slot: the sender reuses a slot
+ * only after the target has read it, which it does only after it took or
+ * dropped the request, so a request whose slot came round again was taken.
+ *
+ * Records of the requests in flight (module lock): one per request, free
+ * again when it is answered (req_done), taken back, or seen taken.
+ */
+#include "btl_efa_emul.h"
+
+#include "efa_cma.h"
+
+#include "opal/util/output.h"
+
+/* Operations to a peer by single copy after one was taken back from it. */
+#define EFA_BTL_RING_RMA_SKIP 256
+
+void mca_btl_efa_ring_rma_setup(mca_btl_efa_module_t *btl) {
+    btl->ring_rma.max = mca_btl_efa_component.onnode_rma_max;
+    btl->ring_rma.wait = 1e-6 * (double)mca_btl_efa_component.onnode_rma_wait;
+    btl->ring_rma.active = 0;
+    btl->ring_rma.sent = btl->ring_rma.taken_back = 0;
+    for (int i = 0; i < EFA_BTL_RING_RMA_RECS; ++i) {
+        btl->ring_rma.recs[i].id = 0;
+        btl->ring_rma.recs[i].next_free = i + 1 < EFA_BTL_RING_RMA_RECS ? i + 1 : -1;
+    }
+    btl->ring_rma.free_head = 0;
+}
+
+void mca_btl_efa_ring_rma_fini(mca_btl_efa_module_t *btl) {
+    if (0 != btl->ring_rma.sent) {
+        /* the test harness looks for this line */
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: put/get through on-node rings: %lld request(s), %lld taken "
+                            "back from a busy peer and done by single copy",
+                            (long long)btl->ring_rma.sent, (long long)btl->ring_rma.taken_back);
+    }
+}
+
+/* Module lock held. */
+static void rec_free(mca_btl_efa_module_t *btl, int i) {
+    btl->ring_rma.recs[i].id = 0;
+    btl->ring_rma.recs[i].next_free = btl->ring_rma.free_head;
+    btl->ring_rma.free_head = i;
+    OPAL_THREAD_ADD_FETCH32(&btl->ring_rma.active, -1);
+}
+
+int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                         const efa_btl_rdma_args_t *a) {
+    const bool put = EFA_BTL_MSG_PUT == a->type;
+    const size_t len = sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) + (put ? a->size : 0);
+    if (a->size > btl->ring_rma.max || !mca_btl_efa_via_ring(btl, ep, len)) {
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    if (OPAL_UNLIKELY(0 != __atomic_load_n(&ep->ring_rma_skip, __ATOMIC_RELAXED))) {
+        /* (a lost count between threads only moves the next try) */
+        __atomic_store_n(&ep->ring_rma_skip, ep->ring_rma_skip - 1, __ATOMIC_RELAXED);
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    /* The way back must be open: single copy verified for the peer (the
+     * first operation to it went that way) and allowed on this range. */
+    if (EFA_BTL_CMA_ON != __atomic_load_n(&ep->cma, __ATOMIC_ACQUIRE) ||
+        EFA_RMA_CMA_OK !=
+            efa_rma_cma_check(&a->remote_handle->rma, ep->cma_pid, a->remote_address, a->size,
+                              put ? MCA_BTL_REG_FLAG_REMOTE_WRITE : MCA_BTL_REG_FLAG_REMOTE_READ)) {
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    efa_btl_rdma_req_t *req = mca_btl_efa_emul_req_one(btl, ep, a);
+    if (NULL == req) {
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    const int i = btl->ring_rma.free_head;
+    uint8_t *f = i >= 0 ? efa_shm_outbox_reserve(ep->outbox, len) : NULL;
+    if (NULL == f) { /* every record in use, or the ring full: single copy */
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        mca_btl_efa_emul_req_unsent(btl, req);
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    efa_btl_hdr_t hdr;
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.type = (uint8_t)a->type;
+    hdr.src = btl->my_name;
+    hdr.len = (uint32_t)(put ? a->size : 0);
+    efa_btl_rma_t rma = req->rma;
+    rma.req = req->id;
+    rma.addr = a->remote_address;
+    rma.len = a->size;
+    rma.offset = 0;
+    rma.claim = EFA_BTL_CLAIM_OPEN;
+    memcpy(f, &hdr, sizeof(hdr));
+    memcpy(f + sizeof(hdr), &rma, sizeof(rma));
+    if (put) {
+        memcpy(f + sizeof(hdr) + sizeof(rma), a->cb.local_address, a->size);
+    }
+    struct efa_btl_ring_rma_rec *r = &btl->ring_rma.recs[i];
+    btl->ring_rma.free_head = r->next_free;
+    r->id = req->id;
+    r->claim = (uint32_t *)(f + sizeof(hdr) + offsetof(efa_btl_rma_t, claim));
+    r->endpoint = ep;
+    r->first_seen = 0.0;
+    req->ring_rec = i;
+    efa_shm_outbox_commit(ep->outbox, len);
+    r->pos = efa_shm_outbox_committed(ep->outbox);
+    ++btl->ring.sent;
+    OPAL_THREAD_ADD_FETCH32(&btl->ring_rma.active, 1);
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    OPAL_THREAD_ADD_FETCH64(&btl->ring_rma.sent, 1);
+    mca_btl_efa_emul_req_sent(btl, req);
+    return OPAL_SUCCESS;
+}
+
+void mca_btl_efa_ring_rma_forget(mca_btl_efa_module_t *btl, int rec, uint64_t id) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (rec >= 0 && rec < EFA_BTL_RING_RMA_RECS && id == btl->ring_rma.recs[rec].id) {
+        rec_free(btl, rec);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+}
+
+void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl) {
+    struct {
+        uint64_t id;
+        mca_btl_efa_endpoint_t *ep;
+    } back[EFA_BTL_RING_RMA_RECS];
+    int nback = 0;
+    const double now = mca_btl_efa_now();
+    OPAL_THREAD_LOCK(&btl->lock);
+    for (int i = 0; i < EFA_BTL_RING_RMA_RECS; ++i) {
+        struct efa_btl_ring_rma_rec *r = &btl->ring_rma.recs[i];
+        if (0 == r->id) {
+            continue;
+        }
+        mca_btl_efa_endpoint_t *ep = r->endpoint;
+        /* The slot came round again: the target read the request, and
+         * (nobody having taken it back) started it. */
+        if (efa_shm_outbox_committed(ep->outbox) - r->pos >=
+            (uint64_t)efa_shm_outbox_slots(ep->outbox) - 1) {
+            rec_free(btl, i);
+            continue;
+        }
+        uint32_t open = EFA_BTL_CLAIM_OPEN;
+        if (EFA_BTL_CLAIM_OPEN != __atomic_load_n(r->claim, __ATOMIC_ACQUIRE)) {
+            rec_free(btl, i); /* started: its answer completes it */
+            continue;
+        }
+        if (0.0 == r->first_seen) {
+            r->first_seen = now;
+            continue;
+        }
+        if (now - r->first_seen < btl->ring_rma.wait) {
+            continue;
+        }
+        if (__atomic_compare_exchange_n(r->claim, &open, EFA_BTL_CLAIM_CANCELLED, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            back[nback].id = r->id;
+            back[nback].ep = ep;
+            ++nback;
+        }
+        rec_free(btl, i);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    /* Taken back: done here by single copy, the peer left alone a while. */
+    for (int k = 0; k < nback; ++k) {
+        mca_btl_efa_endpoint_t *ep = back[k].ep;
+        __atomic_store_n(&ep->ring_rma_skip, EFA_BTL_RING_RMA_SKIP, __ATOMIC_RELAXED);
+        OPAL_THREAD_ADD_FETCH64(&btl->ring_rma.taken_back, 1);
+        efa_btl_rdma_req_t *req = mca_btl_efa_emul_req_claim(btl, back[k].id);
+        if (NULL == req) {
+            continue; /* expired meanwhile: failed already */
+        }
+        const bool put = EFA_BTL_MSG_PUT == req->type;
+        size_t moved = 0;
+        const int err = efa_cma_copy(ep->cma_pid, put, req->cb.local_address, req->remote_address,
+                                     req->size, &moved);
+        if (0 != err) {
+            opal_output_verbose(1, mca_common_efa_output,
+                                "btl:efa: the single copy of a %s of %zu bytes taken back from "
+                                "%s's ring failed after %zu bytes: %s",
+                                put ? "put" : "get", req->size, OPAL_NAME_PRINT(ep->name), moved,
+                                strerror(err));
+        }
+        mca_btl_efa_emul_req_answered(btl, req, 0 == err ? OPAL_SUCCESS : OPAL_ERROR);
+    }
+}
+
+bool mca_btl_efa_ring_rma_take(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma) {
+    (void)btl;
+    uint32_t open = EFA_BTL_CLAIM_OPEN;
+    /* The slot is shared memory the initiator writes too (not const). */
+    uint32_t *word = (uint32_t *)&rma->claim;
+    return __atomic_compare_exchange_n(word, &open, EFA_BTL_CLAIM_TAKEN, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
