@@ -510,50 +510,6 @@ void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl);
 void mca_btl_efa_watch_stop_sweeps(mca_btl_efa_module_t *btl);
 void mca_btl_efa_watch_fini(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 
-/* btl_efa_ring.c: the on-node channel */
-int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted);
-void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl);
-void mca_btl_efa_ring_add_proc(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                               const opal_proc_t *proc);
-bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
-void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep);
-/* Frames handed up per progress call. */
-#define EFA_BTL_RING_BUDGET 32
-/* Poll the channel (btl->ring.node set): inline in the component's progress,
- * which runs it on every opal_progress call. */
-static inline int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {
-    return efa_node_poll(btl->ring.node, EFA_NODE_CHANNEL_BTL, btl->ring.frame, btl,
-                         EFA_BTL_RING_BUDGET);
-}
-/* Say once that the inbox dropped corrupted frames (from progress, now and
- * then: the count only moves when another process wrote into the inbox). */
-void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl);
-
-/* btl_efa_ring_rma.c: a put or get to a process of this node as a request
- * in its ring that the initiator can take back and do by single copy
- * (OPAL_ERR_NOT_AVAILABLE: not this way; the caller uses single copy). */
-void mca_btl_efa_ring_rma_setup(mca_btl_efa_module_t *btl);
-void mca_btl_efa_ring_rma_fini(mca_btl_efa_module_t *btl); /* its counts, said at verbosity 1 */
-int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                         const efa_btl_rdma_args_t *a);
-/* Take back the requests no target started within the wait (progress). */
-void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl);
-/* The operation of record rec (id) is over: the record is free again. */
-void mca_btl_efa_ring_rma_forget(mca_btl_efa_module_t *btl, int rec, uint64_t id);
-/* The target's side: may this process start the request in a ring slot at
- * rma (false: its initiator took it back; it is dropped)? */
-bool mca_btl_efa_ring_rma_take(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma);
-/* Does a message of len bytes (header included) to ep go through its ring?
- * Attaches the ring on first use. */
-static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                        size_t len) {
-    if (OPAL_LIKELY(EFA_BTL_RING_ATTACHED == ep->ring_state)) {
-        return len <= btl->ring.max_frame;
-    }
-    return EFA_BTL_RING_UNTRIED == ep->ring_state && len <= btl->ring.max_frame &&
-           mca_btl_efa_ring_attach(btl, ep);
-}
-
 /* btl_efa_rdma.c: the one-sided entry points (the module's function table) */
 int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
                     void *local_address, uint64_t remote_address,

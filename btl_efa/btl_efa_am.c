@@ -3,7 +3,7 @@
  * (alloc, free, prepare_src), send and sendi.  The fragments they make go
  * to the send path (btl_efa_send.c).
  */
-#include "btl_efa.h"
+#include "btl_efa_ring.h"
 
 #include <string.h>
 

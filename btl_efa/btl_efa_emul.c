@@ -207,8 +207,8 @@ static void req_put(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
  * completion callback it gave. */
 static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     mca_btl_efa_endpoint_t *ep = req->endpoint;
-    if (req->ring_rec >= 0) {
-        mca_btl_efa_ring_rma_forget(btl, req->ring_rec, req->id);
+    if (NULL != req->on_over) { /* its maker keeps a record of it */
+        req->on_over(btl, req);
     }
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
@@ -381,7 +381,7 @@ static efa_btl_rdma_req_t *req_new(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
     req->remote_address = a->remote_address;
     req->rma = *rma;
     req->nchunks = nchunks;
-    req->ring_rec = -1;
+    req->on_over = NULL;
     /* Entered claimed by this call: nothing expires it while its first
      * chunks go out. */
     if (0 != efa_inflight_add(btl->emul.reqs, req->id, req, mca_btl_efa_now())) {

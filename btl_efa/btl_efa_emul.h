@@ -55,7 +55,10 @@ typedef struct efa_btl_rdma_req {
     int nchunks;  /* chunks to send (cut short by a failure) */
     int issued;   /* chunks handed to the send path */
     int answered; /* chunks answered (or failed) */
-    int ring_rec; /* its record of btl_efa_ring_rma.c, or -1 */
+    /* Told once the operation is over, before its callback (NULL: nobody):
+     * btl_efa_ring_rma.c frees its record of the request (rec). */
+    void (*on_over)(mca_btl_efa_module_t *btl, struct efa_btl_rdma_req *req);
+    int rec;
 } efa_btl_rdma_req_t;
 
 /* Start an operation on the emulated path (a->type EFA_BTL_MSG_PUT, _GET

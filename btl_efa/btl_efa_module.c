@@ -9,6 +9,7 @@
  */
 #include "btl_efa_batch.h"
 #include "btl_efa_emul.h"
+#include "btl_efa_ring.h"
 
 #include <stdlib.h>
 

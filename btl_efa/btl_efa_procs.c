@@ -4,6 +4,7 @@
  * the BTL's progress joined to the common progress callback.
  */
 #include "btl_efa_mode.h"
+#include "btl_efa_ring.h"
 
 #include "opal/class/opal_bitmap.h"
 

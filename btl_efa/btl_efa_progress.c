@@ -10,6 +10,7 @@
  * work: an on-node round trip pays this function twice.
  */
 #include "btl_efa_emul.h"
+#include "btl_efa_ring.h"
 
 int mca_btl_efa_component_progress(void) {
     mca_btl_efa_module_t *btl = &mca_btl_efa_module;

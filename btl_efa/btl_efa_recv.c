@@ -5,6 +5,7 @@
  * or initiator, the credit count.
  */
 #include "btl_efa_emul.h"
+#include "btl_efa_ring.h"
 
 #include <rdma/fi_errno.h>
 

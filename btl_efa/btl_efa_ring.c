@@ -23,7 +23,7 @@
  * one thread at a time writes a ring even under MPI_THREAD_MULTIPLE; the
  * inbox admits one poller at a time by itself.
  */
-#include "btl_efa.h"
+#include "btl_efa_ring.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -25,6 +25,7 @@
  * again when it is answered (req_done), taken back, or seen taken.
  */
 #include "btl_efa_emul.h"
+#include "btl_efa_ring.h"
 
 #include "efa_cma.h"
 
@@ -61,6 +62,16 @@ static void rec_free(mca_btl_efa_module_t *btl, int i) {
     btl->ring_rma.recs[i].next_free = btl->ring_rma.free_head;
     btl->ring_rma.free_head = i;
     OPAL_THREAD_ADD_FETCH32(&btl->ring_rma.active, -1);
+}
+
+/* The operation of a record is over (answered, or failed): the record is
+ * free again, unless a check freed it already (then the id differs). */
+static void forget(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (req->id == btl->ring_rma.recs[req->rec].id) {
+        rec_free(btl, req->rec);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
 int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
@@ -117,7 +128,8 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     r->claim = (uint32_t *)(f + sizeof(hdr) + offsetof(efa_btl_rma_t, claim));
     r->endpoint = ep;
     r->first_seen = 0.0;
-    req->ring_rec = i;
+    req->rec = i;
+    req->on_over = forget;
     efa_shm_outbox_commit(ep->outbox, len);
     r->pos = efa_shm_outbox_committed(ep->outbox);
     ++btl->ring.sent;
@@ -126,14 +138,6 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     OPAL_THREAD_ADD_FETCH64(&btl->ring_rma.sent, 1);
     mca_btl_efa_emul_req_sent(btl, req);
     return OPAL_SUCCESS;
-}
-
-void mca_btl_efa_ring_rma_forget(mca_btl_efa_module_t *btl, int rec, uint64_t id) {
-    OPAL_THREAD_LOCK(&btl->lock);
-    if (rec >= 0 && rec < EFA_BTL_RING_RMA_RECS && id == btl->ring_rma.recs[rec].id) {
-        rec_free(btl, rec);
-    }
-    OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
 void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl) {

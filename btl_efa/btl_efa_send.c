@@ -5,6 +5,7 @@
  * and the upper layer's callback).
  */
 #include "btl_efa_batch.h"
+#include "btl_efa_ring.h"
 
 #include <stdlib.h>
 #include <string.h>
