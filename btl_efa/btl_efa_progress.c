@@ -31,7 +31,8 @@ int mca_btl_efa_component_progress(void) {
     const unsigned call = __atomic_load_n(&calls, __ATOMIC_RELAXED) + 1;
     __atomic_store_n(&calls, call, __ATOMIC_RELAXED);
     /* Requests in peers' rings that may be waiting for a busy target. */
-    if (OPAL_UNLIKELY(0 != btl->ring_rma.active) && 0 == (call & 63)) {
+    if (OPAL_UNLIKELY(0 != __atomic_load_n(&btl->ring_rma.active, __ATOMIC_RELAXED)) &&
+        0 == (call & 63)) {
         mca_btl_efa_ring_rma_check(btl);
     }
     if (OPAL_UNLIKELY(0 == (call & 1023))) {

@@ -81,9 +81,10 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     if (a->size > btl->ring_rma.max || !mca_btl_efa_via_ring(btl, ep, len)) {
         return OPAL_ERR_NOT_AVAILABLE;
     }
-    if (OPAL_UNLIKELY(0 != __atomic_load_n(&ep->ring_rma_skip, __ATOMIC_RELAXED))) {
+    const int32_t skip = __atomic_load_n(&ep->ring_rma_skip, __ATOMIC_RELAXED);
+    if (OPAL_UNLIKELY(0 != skip)) {
         /* (a lost count between threads only moves the next try) */
-        __atomic_store_n(&ep->ring_rma_skip, ep->ring_rma_skip - 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&ep->ring_rma_skip, skip - 1, __ATOMIC_RELAXED);
         return OPAL_ERR_NOT_AVAILABLE;
     }
     /* The way back must be open: single copy verified for the peer (the
