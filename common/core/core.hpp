@@ -170,6 +170,12 @@ struct efa_core {
     // Relaxed loads and stores only: these fields decide how often to poll,
     // never whether a completion is handled.
     std::atomic<int> net_interest{0};
+    // Something was posted or deferred since the paced check last found
+    // nothing in flight: only then does that check count the contexts'
+    // operations (an idle call, the spin of every on-node wait, then reads
+    // one flag).  Set on the change only; seq_cst against the check's
+    // clear (core_pace.cpp), so a post of another thread is never missed.
+    std::atomic<bool> net_posted{false};
     uint64_t net_interval_ns = 0; // 0: poll on every call
     std::atomic<uint32_t> net_idle_calls{0};
     std::atomic<bool> net_warm{false};   // a poll found completions lately
@@ -181,14 +187,22 @@ namespace efa {
 // In-flight operations of a context (efa_ctx::inflight), counted at the
 // post and at the completion, with the receive-slot counters' economy:
 // locked instructions only where threads share the context.
+// Tell the paced check that something waits for the provider (after the
+// count that says what: the check clears the flag, then counts).
+inline void note_posted(efa_core *core) {
+    if (!core->net_posted.load(std::memory_order_seq_cst)) {
+        core->net_posted.store(true, std::memory_order_seq_cst);
+    }
+}
 inline void inflight_add(efa_ctx *ctx, efa_op_t *op) {
     op->net_counted = 1;
     if (ctx->mt) {
-        ctx->inflight.fetch_add(1, std::memory_order_relaxed);
+        ctx->inflight.fetch_add(1, std::memory_order_seq_cst);
     } else {
         ctx->inflight.store(ctx->inflight.load(std::memory_order_relaxed) + 1,
                             std::memory_order_relaxed);
     }
+    note_posted(ctx->core);
 }
 inline void inflight_done(efa_ctx *ctx, efa_op_t *op) {
     if (!op->net_counted) {

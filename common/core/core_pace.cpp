@@ -33,15 +33,34 @@ template <typename T> inline T relaxed(const std::atomic<T> &v) {
     return v.load(std::memory_order_relaxed);
 }
 
-// Something posted through the core is waiting for the provider.
+// Something posted through the core is waiting for the provider (the
+// loads seq_cst: after the clear of net_posted, see work_posted).
 inline bool work_in_flight(efa_core *core) {
+    constexpr auto sc = std::memory_order_seq_cst;
     const int n = core->nic->num_contexts();
     for (int i = 0; i < n; ++i) {
         efa_ctx *ctx = core->nic->ctx(i);
-        if (relaxed(ctx->inflight) != 0 || relaxed(ctx->tx_backlog.size) != 0 ||
-            relaxed(ctx->rx_backlog.size) != 0 || relaxed(ctx->rx_internal_backlog.size) != 0) {
+        if (ctx->inflight.load(sc) != 0 || ctx->tx_backlog.size.load(sc) != 0 ||
+            ctx->rx_backlog.size.load(sc) != 0 || ctx->rx_internal_backlog.size.load(sc) != 0) {
             return true;
         }
+    }
+    return false;
+}
+
+// Is something posted still waiting?  Counted only after a post flagged
+// it (note_posted, core.hpp); once the count finds nothing the flag is
+// cleared, and counted again: a post of another thread between the two
+// either shows in the second count or sets the flag after the clear
+// (each side writes, then reads the other's word, all seq_cst).
+__attribute__((noinline)) bool work_posted(efa_core *core) {
+    if (work_in_flight(core)) {
+        return true;
+    }
+    core->net_posted.store(false, std::memory_order_seq_cst);
+    if (work_in_flight(core)) {
+        core->net_posted.store(true, std::memory_order_relaxed);
+        return true;
     }
     return false;
 }
@@ -68,7 +87,8 @@ __attribute__((noinline)) bool clock_says_poll(efa_core *core) {
 
 // Does this call poll the provider?
 inline bool poll_due(efa_core *core) {
-    if (core->net_interval_ns == 0 || relaxed(core->net_interest) > 0 || work_in_flight(core)) {
+    if (core->net_interval_ns == 0 || relaxed(core->net_interest) > 0 ||
+        (relaxed(core->net_posted) && work_posted(core))) {
         return true;
     }
     const uint32_t calls = relaxed(core->net_idle_calls) + 1;

@@ -26,12 +26,15 @@ inline bool queue_full(ssize_t rc) {
     return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
 }
 
-inline void defer(efa::Backlog &b, const char *call, efa_op_t *op, std::function<ssize_t()> post,
-                  bool holds_slot = false) {
-    std::lock_guard<std::mutex> guard(b.lock);
-    b.deferred.fetch_add(1, std::memory_order_relaxed);
-    b.ops.push_back(efa::Deferred{op, std::move(post), holds_slot, call});
-    b.size.fetch_add(1, std::memory_order_release);
+inline void defer(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op,
+                  std::function<ssize_t()> post, bool holds_slot = false) {
+    {
+        std::lock_guard<std::mutex> guard(b.lock);
+        b.deferred.fetch_add(1, std::memory_order_relaxed);
+        b.ops.push_back(efa::Deferred{op, std::move(post), holds_slot, call});
+        b.size.fetch_add(1, std::memory_order_seq_cst);
+    }
+    efa::note_posted(ctx->core);
 }
 
 // Takes out of ctx's backlogs every waiting post whose operation 'pick'
@@ -80,7 +83,7 @@ inline int submit(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op,
             return post_failed(ctx, call, rc);
         }
     }
-    defer(b, call, op, post);
+    defer(ctx, b, call, op, post);
     return 0;
 }
 
@@ -143,7 +146,7 @@ inline int submit_recv(efa_ctx *ctx, const char *call, efa_op_t *op, Post post) 
             return post_failed(ctx, call, rc);
         }
     }
-    defer(b, call, op, post, true);
+    defer(ctx, b, call, op, post, true);
     return 0;
 }
 

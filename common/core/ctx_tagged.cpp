@@ -52,7 +52,7 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
     // The caller may reuse its buffer as soon as we return: keep a copy.
     auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t *>(buf),
                                                        static_cast<const uint8_t *>(buf) + len);
-    defer(ctx->tx_backlog, "fi_tinject", nullptr, [=] { return inject(copy->data()); });
+    defer(ctx, ctx->tx_backlog, "fi_tinject", nullptr, [=] { return inject(copy->data()); });
     return 0;
 }
 

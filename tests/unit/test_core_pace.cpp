@@ -165,6 +165,26 @@ TEST(CorePace, AnOperationInFlightIsPolledOnEveryCall) {
     EXPECT_EQ(ctx0->inflight.load(), 0);
 }
 
+// The same on the second context, twice: the first completion clears the
+// core's "posted" flag (core_pace.cpp, work_posted) and the next post must
+// set it again, or its receive would wait for the interval (1 s).
+TEST(CorePace, EachNewPostIsPolledOnEveryCallAfterAQuietSpell) {
+    TwoContexts t(kIntervalUs);
+    ASSERT_TRUE(t.ok());
+    t.settle();
+    static char buf[8];
+    efa_ctx_t *ctx1 = efa_core_ctx(t.core(), 1);
+    for (int round = 0; round < 2; ++round) {
+        Recv recv;
+        ASSERT_EQ(efa_ctx_trecv(ctx1, buf, sizeof(buf), nullptr, t.addr(0), 9, 0, &recv.op), 0);
+        ASSERT_EQ(efa_ctx_tinject(efa_core_ctx(t.core(), 0), "tagged!", 8, t.addr(1), 9, 0), 0);
+        const int calls = t.paced_until([&] { return recv.done; }, 1000);
+        EXPECT_TRUE(recv.done) << "round " << round << ": a posted receive waited for the interval";
+        EXPECT_LT(calls, 50);
+        t.spin_paced(20000); // quiet: the flag is cleared, pacing resumes
+    }
+}
+
 // A component's interest polls on every call; traffic then keeps the
 // provider polled for a while, and a lull lets pacing start again.
 TEST(CorePace, InterestAndRecentTrafficPollOnEveryCall) {
