@@ -128,6 +128,7 @@ defaults="defaults (nothing set but the provider)"
 provmatch="mtl_efa_provmatch: the provider matches MPI messages (mtl_efa_matching provider)"
 unpaced="*_unpaced: the provider polled on every progress call (common_efa_net_poll_interval 0)"
 intrinsic="btl_efa_intrinsic: accumulates to one location as one operation (osc_rdma_acc_single_intrinsic)"
+cmaonly="btl_efa_cmaonly: put/get by single copy only, not as requests in the peer's ring (btl_efa_onnode_rma_max 0)"
 
 step "a. on one node, provider $prov loaded (output $out-onnode)"
 python3 "$here/runner.py" "${common[@]}" --title "on one node (provider $prov loaded)" \
@@ -138,7 +139,8 @@ python3 "$here/runner.py" "${common[@]}" --title "on one node (provider $prov lo
 step "b. one-sided on one node, provider $prov loaded (output $out-onnode-rma)"
 python3 "$here/runner.py" "${common[@]}" --title "one-sided on one node (provider $prov loaded)" \
     --table "$defaults=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
-    --anchor osc_rdma-ob1_vader --benches put_lat,fop_lat,cas_lat --out "$out-onnode-rma" "$@"
+    --table "$cmaonly=btl_efa_cmaonly-$prov" \
+    --anchor osc_rdma-ob1_vader --benches put_lat,get_lat,fop_lat,cas_lat --out "$out-onnode-rma" "$@"
 
 pn=$(mktemp -d)
 trap 'rm -rf "$pn"' EXIT
