@@ -368,6 +368,7 @@ typedef struct mca_btl_efa_test_hooks {
     int forge_src;       /* the Nth injected fragment goes again, forged (0: off) */
     int fail_inbox_rank; /* this rank's on-node inbox is not created (-1: none) */
     int cma_refuse;      /* act as if the kernel refused CMA (EPERM) to every peer */
+    int takeback_refuse; /* the single copy of a request taken back fails as on EPERM */
 } mca_btl_efa_test_hooks_t;
 
 typedef struct mca_btl_efa_component {
@@ -577,6 +578,10 @@ static inline void mca_btl_efa_rdma_cb_call(mca_btl_efa_module_t *btl, mca_btl_e
 
 /* btl_efa_cma.c */
 int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode);
+/* Single copy to ep stops for good (the kernel refused, or the peer is
+ * gone): said once, as the configured mode asks; why names the cause. */
+void mca_btl_efa_cma_give_up(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                             const char *why);
 void mca_btl_efa_cma_fini(mca_btl_efa_module_t *btl);
 /* A put or get by a direct copy into or out of the peer's memory.  Returns
  * OPAL_ERR_NOT_AVAILABLE when the operation is not for this path (the

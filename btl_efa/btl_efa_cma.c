@@ -47,7 +47,8 @@ typedef struct efa_btl_cma_card {
 
 /* The peer is not reachable by CMA: the provider's path from now on, said
  * once per job (a help message when the user asked for cma). */
-static void cma_give_up(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *why) {
+void mca_btl_efa_cma_give_up(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                             const char *why) {
     static volatile int32_t said = 0;
     __atomic_store_n(&ep->cma, EFA_BTL_CMA_OFF, __ATOMIC_RELEASE);
     OPAL_THREAD_ADD_FETCH32(&btl->cma.fallbacks, 1);
@@ -85,9 +86,9 @@ static void cma_probe(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     efa_btl_cma_card_t c;
     if (OPAL_SUCCESS != rc || NULL == bytes || sizeof(c) != len) {
         free(bytes);
-        cma_give_up(btl, ep,
-                    "the peer published no single-copy address (btl_efa_single_copy "
-                    "none there, or a build without CMA)");
+        mca_btl_efa_cma_give_up(btl, ep,
+                                "the peer published no single-copy address (btl_efa_single_copy "
+                                "none there, or a build without CMA)");
         return;
     }
     memcpy(&c, bytes, sizeof(c));
@@ -99,14 +100,14 @@ static void cma_probe(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
         snprintf(why, sizeof(why), "process_vm_readv from pid %llu: %s%s",
                  (unsigned long long)c.pid, strerror(err),
                  EPERM == err ? " (ptrace_scope, a container's policy or another user)" : "");
-        cma_give_up(btl, ep, why);
+        mca_btl_efa_cma_give_up(btl, ep, why);
         return;
     }
     if (EFA_CMA_OTHER_PROCESS == err) {
         snprintf(why, sizeof(why),
                  "pid %llu is not the peer seen from here (another pid namespace?)",
                  (unsigned long long)c.pid);
-        cma_give_up(btl, ep, why);
+        mca_btl_efa_cma_give_up(btl, ep, why);
         return;
     }
     ep->cma_pid = (uint32_t)c.pid;
@@ -161,7 +162,7 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
             snprintf(why, sizeof(why), "%s pid %u failed after %zu of %zu bytes: %s",
                      put ? "process_vm_writev to" : "process_vm_readv from", ep->cma_pid, moved,
                      size, strerror(err));
-            cma_give_up(btl, ep, why);
+            mca_btl_efa_cma_give_up(btl, ep, why);
             return OPAL_ERR_NOT_AVAILABLE;
         }
         /* Inside the registration, yet not mapped in one of the two

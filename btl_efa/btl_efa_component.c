@@ -166,6 +166,10 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only: the process of this rank (vpid) in the job fails to create its "
              "on-node inbox, as on a full /dev/shm, so that the job's one-sided mode can be "
              "seen agreeing anyway (-1: off)"},
+    {"debug_takeback_refuse", MCA_BASE_VAR_TYPE_INT, C(test.takeback_refuse), .test_only = true,
+     .help = "Testing only: the single copy of a put or get taken back from a peer's ring "
+             "fails as if the kernel refused it (EPERM), so that the fallback (single copy off "
+             "for that peer, the request executed by the target) can be seen (0: off)"},
     {"debug_cma_refuse", MCA_BASE_VAR_TYPE_INT, C(test.cma_refuse), .test_only = true,
      .help = "Testing only: act as if the kernel refused cross-memory attach to every peer "
              "(EPERM), so that the fallback to the provider's path can be seen (0: off)"},

@@ -124,7 +124,7 @@ static int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_
 /* A peer's request (from btl_efa_recv.c): executed unless refused, and
  * answered either way, so the initiator's operation completes. */
 void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
-                                 const efa_btl_rma_t *rma, const void *payload) {
+                                 const efa_btl_rma_t *rma, const void *payload, uint32_t *claim) {
     mca_btl_efa_endpoint_t *ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
     if (NULL == ep) {
         opal_output(0, "btl:efa: a request from an unknown process cannot be answered");
@@ -132,7 +132,14 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
     }
     efa_btl_frag_t *frag = mca_btl_efa_frag_get(btl);
     if (NULL == frag) {
+        /* (one its initiator can take back stays so: it will) */
         opal_output(0, "btl:efa: out of memory answering a request");
+        return;
+    }
+    /* Taken back by its initiator, which did it itself: dropped, and
+     * taken only once this side can answer it. */
+    if (NULL != claim && !efa_btl_wire_claim_move(claim, EFA_BTL_CLAIM_TAKEN)) {
+        mca_btl_efa_frag_return(btl, frag);
         return;
     }
     efa_btl_hdr_t *rh = (efa_btl_hdr_t *)frag->buf;
@@ -409,6 +416,14 @@ efa_btl_rdma_req_t *mca_btl_efa_emul_req_one(mca_btl_efa_module_t *btl, mca_btl_
 /* See btl_efa_emul.h. */
 void mca_btl_efa_emul_req_sent(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     drop_claim(btl, req, false);
+}
+
+/* See btl_efa_emul.h. */
+void mca_btl_efa_emul_req_resend(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    req->issued = req->answered; /* its one chunk goes again */
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    drop_claim(btl, req, rdma_advance(btl, req, OPAL_SUCCESS, 0));
 }
 
 /* See btl_efa_emul.h. */

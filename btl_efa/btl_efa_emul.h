@@ -73,9 +73,10 @@ void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl);
  * returns how many. */
 int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl);
 /* What btl_efa_recv.c hands over: a peer's request (executed unless
- * refused, and answered either way), an answer to one of ours. */
+ * refused, and answered either way; claim: its claim word in a ring slot,
+ * NULL when it cannot be taken back), an answer to one of ours. */
 void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
-                                 const efa_btl_rma_t *rma, const void *payload);
+                                 const efa_btl_rma_t *rma, const void *payload, uint32_t *claim);
 void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
                                   const void *payload, size_t len);
 
@@ -89,6 +90,9 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
 efa_btl_rdma_req_t *mca_btl_efa_emul_req_one(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                              const efa_btl_rdma_args_t *a);
 void mca_btl_efa_emul_req_sent(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req);
+/* A claimed request of req_one's whose single copy failed: sent again as
+ * an ordinary request the target executes (the claim is dropped). */
+void mca_btl_efa_emul_req_resend(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req);
 void mca_btl_efa_emul_req_unsent(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req);
 efa_btl_rdma_req_t *mca_btl_efa_emul_req_claim(mca_btl_efa_module_t *btl, uint64_t id);
 void mca_btl_efa_emul_req_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int status);

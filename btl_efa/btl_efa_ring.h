@@ -38,9 +38,6 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                          const efa_btl_rdma_args_t *a);
 /* Take back the requests no target started within the wait (progress). */
 void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl);
-/* The target's side: may this process start the request in a ring slot at
- * rma (false: its initiator took it back; it is dropped)? */
-bool mca_btl_efa_ring_rma_take(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma);
 /* Does a message of len bytes (header included) to ep go through its ring?
  * Attaches the ring on first use. */
 static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,

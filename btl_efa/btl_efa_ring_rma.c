@@ -29,13 +29,20 @@
 
 #include "efa_cma.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "opal/util/output.h"
 
 /* Operations to a peer by single copy after one was taken back from it. */
 #define EFA_BTL_RING_RMA_SKIP 256
 
 void mca_btl_efa_ring_rma_setup(mca_btl_efa_module_t *btl) {
-    btl->ring_rma.max = mca_btl_efa_component.onnode_rma_max;
+    /* (a get asks for no more than the answer's fragment holds) */
+    btl->ring_rma.max = mca_btl_efa_component.onnode_rma_max < btl->emul.chunk
+                            ? mca_btl_efa_component.onnode_rma_max
+                            : btl->emul.chunk;
     btl->ring_rma.wait = 1e-6 * (double)mca_btl_efa_component.onnode_rma_wait;
     btl->ring_rma.active = 0;
     btl->ring_rma.sent = btl->ring_rma.taken_back = 0;
@@ -47,6 +54,12 @@ void mca_btl_efa_ring_rma_setup(mca_btl_efa_module_t *btl) {
 }
 
 void mca_btl_efa_ring_rma_fini(mca_btl_efa_module_t *btl) {
+    /* (progress is gone: requests still in flight are abandoned with the
+     * emulated ones, their records with them) */
+    for (int i = 0; i < EFA_BTL_RING_RMA_RECS; ++i) {
+        btl->ring_rma.recs[i].id = 0;
+    }
+    btl->ring_rma.active = 0;
     if (0 != btl->ring_rma.sent) {
         /* the test harness looks for this line */
         opal_output_verbose(1, mca_common_efa_output,
@@ -64,11 +77,26 @@ static void rec_free(mca_btl_efa_module_t *btl, int i) {
     OPAL_THREAD_ADD_FETCH32(&btl->ring_rma.active, -1);
 }
 
+/* Can the request of record r still be named in its slot?  The sender
+ * writes a slot again only after the target has read it; the module lock
+ * is held, so no write is under way. */
+static bool slot_intact(const struct efa_btl_ring_rma_rec *r) {
+    const efa_shm_outbox_t *out = r->endpoint->outbox;
+    return NULL != out &&
+           efa_shm_outbox_committed(out) - r->pos < (uint64_t)efa_shm_outbox_slots(out);
+}
+
 /* The operation of a record is over (answered, or failed): the record is
- * free again, unless a check freed it already (then the id differs). */
+ * free again, unless a check freed it already (then the id differs).  One
+ * that failed (expired) unanswered is taken back as well, so that the
+ * target cannot execute it after its caller was told it failed. */
 static void forget(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     OPAL_THREAD_LOCK(&btl->lock);
-    if (req->id == btl->ring_rma.recs[req->rec].id) {
+    struct efa_btl_ring_rma_rec *r = &btl->ring_rma.recs[req->rec];
+    if (req->id == r->id) {
+        if (OPAL_SUCCESS != req->status && slot_intact(r)) {
+            (void)efa_btl_wire_claim_move(r->claim, EFA_BTL_CLAIM_CANCELLED);
+        }
         rec_free(btl, req->rec);
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
@@ -157,12 +185,10 @@ void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl) {
         mca_btl_efa_endpoint_t *ep = r->endpoint;
         /* The slot came round again: the target read the request, and
          * (nobody having taken it back) started it. */
-        if (efa_shm_outbox_committed(ep->outbox) - r->pos >=
-            (uint64_t)efa_shm_outbox_slots(ep->outbox) - 1) {
+        if (!slot_intact(r)) {
             rec_free(btl, i);
             continue;
         }
-        uint32_t open = EFA_BTL_CLAIM_OPEN;
         if (EFA_BTL_CLAIM_OPEN != __atomic_load_n(r->claim, __ATOMIC_ACQUIRE)) {
             rec_free(btl, i); /* started: its answer completes it */
             continue;
@@ -174,8 +200,7 @@ void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl) {
         if (now - r->first_seen < btl->ring_rma.wait) {
             continue;
         }
-        if (__atomic_compare_exchange_n(r->claim, &open, EFA_BTL_CLAIM_CANCELLED, false,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        if (efa_btl_wire_claim_move(r->claim, EFA_BTL_CLAIM_CANCELLED)) {
             back[nback].id = r->id;
             back[nback].ep = ep;
             ++nback;
@@ -194,24 +219,31 @@ void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl) {
         }
         const bool put = EFA_BTL_MSG_PUT == req->type;
         size_t moved = 0;
-        const int err = efa_cma_copy(ep->cma_pid, put, req->cb.local_address, req->remote_address,
-                                     req->size, &moved);
-        if (0 != err) {
+        const int err = OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
+                                mca_btl_efa_component.test.takeback_refuse
+                            ? EPERM /* testing (btl_efa_debug_takeback_refuse) */
+                            : efa_cma_copy(ep->cma_pid, put, req->cb.local_address,
+                                           req->remote_address, req->size, &moved);
+        if (0 == err) {
+            mca_btl_efa_emul_req_answered(btl, req, OPAL_SUCCESS);
+        } else if (EFAULT == err) { /* freed under its registration, as for single copy */
             opal_output_verbose(1, mca_common_efa_output,
-                                "btl:efa: the single copy of a %s of %zu bytes taken back from "
-                                "%s's ring failed after %zu bytes: %s",
-                                put ? "put" : "get", req->size, OPAL_NAME_PRINT(ep->name), moved,
-                                strerror(err));
+                                "btl:efa: single-copy %s of %zu bytes at 0x%llx failed after %zu "
+                                "bytes: %s",
+                                put ? "put" : "get", req->size,
+                                (unsigned long long)req->remote_address, moved, strerror(err));
+            mca_btl_efa_emul_req_answered(btl, req, OPAL_ERR_BAD_PARAM);
+        } else {
+            /* The kernel took the right away, or the peer is gone: single
+             * copy stops for this peer, and the request goes again as one
+             * the target executes (bytes already copied are the same
+             * bytes again). */
+            char why[160];
+            snprintf(why, sizeof(why), "%s pid %u failed after %zu of %zu bytes: %s",
+                     put ? "process_vm_writev to" : "process_vm_readv from", ep->cma_pid, moved,
+                     req->size, strerror(err));
+            mca_btl_efa_cma_give_up(btl, ep, why);
+            mca_btl_efa_emul_req_resend(btl, req);
         }
-        mca_btl_efa_emul_req_answered(btl, req, 0 == err ? OPAL_SUCCESS : OPAL_ERROR);
     }
-}
-
-bool mca_btl_efa_ring_rma_take(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma) {
-    (void)btl;
-    uint32_t open = EFA_BTL_CLAIM_OPEN;
-    /* The slot is shared memory the initiator writes too (not const). */
-    uint32_t *word = (uint32_t *)&rma->claim;
-    return __atomic_compare_exchange_n(word, &open, EFA_BTL_CLAIM_TAKEN, false, __ATOMIC_ACQ_REL,
-                                       __ATOMIC_ACQUIRE);
 }

@@ -73,6 +73,16 @@ enum {
     EFA_BTL_CLAIM_CANCELLED,
 };
 
+/* The claim word of the request at frame (a ring slot): where it is, and
+ * the target's and the initiator's one compare-and-swap each. */
+static inline uint32_t *efa_btl_wire_claim_word(void *frame) {
+    return (uint32_t *)((uint8_t *)frame + sizeof(efa_btl_hdr_t) + offsetof(efa_btl_rma_t, claim));
+}
+static inline bool efa_btl_wire_claim_move(uint32_t *word, uint32_t to) {
+    uint32_t open = EFA_BTL_CLAIM_OPEN;
+    return __atomic_compare_exchange_n(word, &open, to, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
 #define EFA_BTL_OP_CSWAP 0x100
 
 /* Open MPI's atomic operations (mca_btl_base_atomic_op_t) as they travel

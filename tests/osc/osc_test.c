@@ -16,6 +16,7 @@
  *             each: rank 0 must finish them in under a third of that
  *             (a small put or get in the target's ring is taken back and
  *             done by single copy), and the data must be right
+ *             (OSC_BUSY_UNTIMED=1: the data only)
  * Windows come from MPI_Win_create / dynamic windows only (MPI_Win_allocate
  * would take osc/rdma's shared-memory path on one node).  Prints
  * "OK <test>" from rank 0 on success.
@@ -452,8 +453,10 @@ static void test_busytarget(void) {
         const double took = now_s() - t0;
         printf("busytarget: %d puts and gets took %.1f ms while the target computed %.0f ms\n",
                rounds * 4, 1e3 * took, 1e3 * busy);
-        OU_CHECK(took < busy / 3, "the puts and gets waited for the busy target: %.1f ms",
-                 1e3 * took);
+        if (0 == env_long("OSC_BUSY_UNTIMED", 0)) {
+            OU_CHECK(took < busy / 3, "the puts and gets waited for the busy target: %.1f ms",
+                     1e3 * took);
+        }
     }
     OU_MPI(MPI_Win_unlock_all(win));
     OU_MPI(MPI_Barrier(MPI_COMM_WORLD));

@@ -305,6 +305,18 @@ for cfg in "${configs[@]}"; do
                     "$bin/osc_test" busytarget
                 grep -q "^FAIL busytarget: the puts and gets waited for the busy target" "$out" && ok=1
                 verdict "$t-nowait" "$cfg" 2 $ok
+                # The single copy of a request taken back fails (as on EPERM,
+                # btl_efa_debug_takeback_refuse): single copy stops for the
+                # peer, said, and the request goes again for the target to
+                # execute once it is back; the data must still be right.
+                out=$log/$t-refused.$cfg.2.out ok=0
+                # shellcheck disable=SC2086
+                run "$t-refused" "$cfg" 2 -- $args --mca btl_efa_debug_takeback_refuse 1 \
+                    -x OSC_BUSY_UNTIMED=1 "$bin/osc_test" busytarget
+                [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK busytarget" "$out" &&
+                    grep -q "process_vm_[a-z]* \(to\|from\) pid [0-9]* failed after 0 of" "$out" &&
+                    grep -q "put/get through on-node rings: [0-9]* request(s), [1-9][0-9]* taken" "$out" && ok=1
+                verdict "$t-refused" "$cfg" 2 $ok
                 ;;
             inflight)
                 [[ $cfg == cm-rxm ]] && [ "$np" = "${cfg_nps[0]}" ] || continue
