@@ -17,15 +17,31 @@
  * pml/cm's blocking calls keep the request and its convertor on the
  * waiting thread's stack, which that thread reuses once Open MPI's wait
  * returns, with no call of ours in between to acquire the request: the
- * thread notes its last such request, and its next entry into the MTL
- * acquires it (tsan_enter). */
-static __thread mca_mtl_request_t *tsan_last_on_stack;
+ * thread notes its recent such requests, and each entry into the MTL
+ * acquires them all (tsan_enter).  All, and kept after the acquire: the
+ * wait's own progress may enter the MTL (a communicator being made by
+ * another thread posts its messages from an opal_progress callback)
+ * before the request it waits for has been handed back, and the next
+ * entry after the wait must still acquire that request. */
+#define TSAN_ON_STACK 4
+static __thread mca_mtl_request_t *tsan_on_stack[TSAN_ON_STACK];
+static __thread unsigned tsan_on_stack_next;
 
 static void tsan_enter(void) {
-    if (NULL != tsan_last_on_stack) {
-        EFA_TSAN_ACQUIRE(tsan_last_on_stack);
-        tsan_last_on_stack = NULL;
+    for (int i = 0; i < TSAN_ON_STACK; ++i) {
+        if (NULL != tsan_on_stack[i]) {
+            EFA_TSAN_ACQUIRE(tsan_on_stack[i]);
+        }
     }
+}
+
+static void tsan_note_on_stack(mca_mtl_request_t *r) {
+    for (int i = 0; i < TSAN_ON_STACK; ++i) {
+        if (tsan_on_stack[i] == r) {
+            return;
+        }
+    }
+    tsan_on_stack[tsan_on_stack_next++ % TSAN_ON_STACK] = r;
 }
 
 static void tsan_handed_back(mca_mtl_request_t *r) {
@@ -43,7 +59,7 @@ static void tsan_take(mca_mtl_request_t *r, const struct opal_convertor_t *conve
     /* In a frame above this one, within 64 KiB: the caller's stack. */
     if (((char *)r > &here && (char *)r - &here < 65536) ||
         ((char *)convertor > &here && (char *)convertor - &here < 65536)) {
-        tsan_last_on_stack = r;
+        tsan_note_on_stack(r);
     }
     if (r->completion_callback != tsan_handed_back) { /* pml/cm may set it once per request */
         req->tsan_callback = r->completion_callback;

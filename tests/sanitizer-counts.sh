@@ -24,6 +24,11 @@ reports() { # one failure per process that left a report since the last call
         [ -s "$f" ] || continue
         echo "FAIL $1: $report_what $(grep -m1 -E "$report_first" "$f")"
         sed -n "1,${report_lines}p" "$f" | sed 's/^/    /'
+        # where the memory is (a stack, a heap block and who allocated it):
+        # often below the lines above, and what tells a real race from a
+        # handover the runtime cannot see
+        grep -m1 -A3 -E '^  Location is' "$f" | sed 's/^/    /'
+        echo "    ($(grep -c -E "$report_first" "$f") report(s) in $logs/$1.$(basename "$f"); the first's lines above)"
         mv "$f" "$logs/$1.$(basename "$f")"
         n=$((n + 1))
     done
