@@ -49,6 +49,14 @@ static const mca_common_efa_param_t table[] = {
     {"provider_exclude", MCA_BASE_VAR_TYPE_STRING, C(provider_exclude), .level = OPAL_INFO_LVL_3,
      .help = "Comma-separated libfabric providers the EFA components must not use; when set, "
              "every other provider is admitted. Cannot be combined with provider_include."},
+    {"nic_include", MCA_BASE_VAR_TYPE_STRING, C(nic_include), .level = OPAL_INFO_LVL_3,
+     .help = "Comma-separated NICs (libfabric domain names such as \"rdmap16s27-rdm\", or the "
+             "device name before the \"-\") the EFA components may use; empty: every NIC of the "
+             "provider. Each process then takes its share of these by locality. A name this host "
+             "does not offer is an error. Cannot be combined with nic_exclude."},
+    {"nic_exclude", MCA_BASE_VAR_TYPE_STRING, C(nic_exclude), .level = OPAL_INFO_LVL_3,
+     .help = "Comma-separated NICs the EFA components must not use (names as for nic_include). "
+             "Cannot be combined with nic_include."},
     {"num_contexts", MCA_BASE_VAR_TYPE_INT, C(num_contexts), .def = 1, .level = OPAL_INFO_LVL_4,
      .help = "Endpoints (queue pairs) per NIC. A communicator uses context (cid mod num_contexts) "
              "on both sides; more contexts let MPI_THREAD_MULTIPLE programs drive separate "

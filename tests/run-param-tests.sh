@@ -87,6 +87,19 @@ expect_failure bad-provider-shm "auto, on, off or provider" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_provider_shm yes
 expect_failure rnr-retry-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_rnr_retry 8
+# NIC lists: names this host does not offer (a mistyped exclusion would
+# keep its NIC in use), both lists at once, and a list that leaves none.
+expect_failure nic-include-unknown "Unknown NIC:   rdmap99s0" \
+    "${cm[@]}" --mca mtl_efa_provider_include shm --mca common_efa_nic_include rdmap99s0
+expect_failure nic-exclude-unknown "Unknown NIC:   rdmap99s0" \
+    "${cm[@]}" --mca mtl_efa_provider_include shm --mca common_efa_nic_exclude rdmap99s0
+expect_failure nic-lists-conflict "Both an include list and an exclude list of NICs" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_nic_include shm \
+    --mca common_efa_nic_exclude shm
+expect_failure nic-exclude-all "leaves no NIC to use" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_nic_exclude shm
+expect_output nic-include-named "report: local rank [01]: NIC shm" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_nic_include shm --mca common_efa_verbose 1
 # Own matching: an unknown choice and numbers out of their ranges.
 expect_failure bad-matching "Allowed:   auto, provider, own" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching tagged
@@ -316,7 +329,8 @@ check_listed() { # test-name framework parameter...
         fail=$((fail + 1))
     fi
 }
-check_listed ompi_info-lists-parameters mtl provider_include provider_exclude num_contexts \
+check_listed ompi_info-lists-parameters mtl provider_include provider_exclude nic_include \
+    nic_exclude num_contexts \
     tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority \
     provider_shm rnr_retry force_efa_options force_emulated debug_no_inject peer_timeout \
     net_poll_interval onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size \

@@ -97,34 +97,75 @@ std::string pci_bus_id(const fi_info *info) {
     return buf;
 }
 
-// Several NICs: choose by hwloc locality.  One NIC: nothing to decide.
-size_t choose_nic(const Selection &sel, const efa_core_params_t &p, std::string *why) {
-    if (sel.nics.size() == 1) {
-        *why = "the only NIC offered";
-        return 0;
-    }
-    std::vector<NicCandidate> cands;
+// The NICs this process may use (nic_include / nic_exclude), as candidates
+// and their indices in sel.nics; false, said, when the lists are wrong.
+bool admitted_nics(const Selection &sel, const efa_core_params_t &p, const Reporter &rep,
+                   std::vector<NicCandidate> *cands, std::vector<size_t> *where) {
+    std::vector<NicCandidate> all;
+    std::string known;
     for (const fi_info *i : sel.nics) {
-        cands.push_back({i->domain_attr->name, pci_bus_id(i)});
+        all.push_back({i->domain_attr->name, pci_bus_id(i)});
+        known += (known.empty() ? "" : ", ") + all.back().name;
+    }
+    const NicFilter filter{p.nic_include ? p.nic_include : "", p.nic_exclude ? p.nic_exclude : ""};
+    if (!filter.include.empty() && !filter.exclude.empty()) {
+        rep.help("conflicting-nic-lists", filter.include, filter.exclude);
+        return false;
+    }
+    const NicFilterResult r = filter_nics(all, filter);
+    if (!r.unmatched.empty()) {
+        // A mistyped exclude would keep the NIC it meant to leave out.
+        rep.help("unknown-nic", r.unmatched.front(), known);
+        return false;
+    }
+    if (r.admitted.empty()) {
+        rep.help("no-nic-left", filter.exclude, known);
+        return false;
+    }
+    for (size_t i : r.admitted) {
+        cands->push_back(all[i]);
+        where->push_back(i);
+    }
+    return true;
+}
+
+// The process's NIC set (select_nic_set, by hwloc locality), as indices in
+// sel.nics; the first is the NIC the process opens.  Empty: the NIC lists
+// are wrong (said).
+std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p,
+                                const Reporter &rep, std::string *why) {
+    std::vector<NicCandidate> cands;
+    std::vector<size_t> where;
+    if (!admitted_nics(sel, p, rep, &cands, &where)) {
+        return {};
+    }
+    if (cands.size() == 1) {
+        *why = sel.nics.size() == 1 ? "the only NIC offered" : "the only NIC admitted";
+        return where;
     }
     hwloc_topology_t topo;
     hwloc_topology_init(&topo);
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    size_t index = 0;
+    NicSetDecision d;
     if (hwloc_topology_load(topo) == 0) {
         hwloc_bitmap_t binding = hwloc_bitmap_alloc();
         bool bound = hwloc_get_cpubind(topo, binding, HWLOC_CPUBIND_PROCESS) == 0;
-        NicDecision d =
-            select_nic(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size);
-        index = d.index;
-        *why = d.reason;
+        d = select_nic_set(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size, 0);
         hwloc_bitmap_free(binding);
     } else {
-        index = p.local_rank >= 0 ? static_cast<size_t>(p.local_rank) % cands.size() : 0;
-        *why = "hwloc could not load the topology: round-robin by local rank";
+        d = select_nic_set(cands, nullptr, nullptr, p.local_rank, p.local_size, 0);
+        d.reason = "hwloc could not load the topology: " + d.reason;
     }
     hwloc_topology_destroy(topo);
-    return index;
+    std::vector<size_t> chosen;
+    for (size_t i : d.indices) {
+        chosen.push_back(where[i]);
+    }
+    *why = d.reason;
+    if (chosen.size() > 1) {
+        *why += "; traffic on the first (rails over the others are not opened)";
+    }
+    return chosen;
 }
 
 // The stand-in providers mishandle truncation (see efa_ctx): give each
@@ -171,8 +212,12 @@ int open_core(efa_core *core) {
     if (err) {
         return err;
     }
-    size_t nic_index = choose_nic(core->selection, core->params, &core->nic_reason);
-    const fi_info *info = core->selection.nics[nic_index];
+    const std::vector<size_t> nic_set =
+        choose_nics(core->selection, core->params, core->rep, &core->nic_reason);
+    if (nic_set.empty()) {
+        return -FI_ENODEV;
+    }
+    const fi_info *info = core->selection.nics[nic_set.front()];
     core->rep.say(10, "NIC " + std::string(info->domain_attr->name) + ": " + core->nic_reason);
     core->nic = Nic::open(info, core->params, core, core->rep, &err);
     if (!core->nic) {
@@ -284,6 +329,10 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
     core->params = *params;
     core->params.provider_include = core->include_str.c_str();
     core->params.provider_exclude = core->exclude_str.c_str();
+    core->nic_include_str = params->nic_include ? params->nic_include : "";
+    core->nic_exclude_str = params->nic_exclude ? params->nic_exclude : "";
+    core->params.nic_include = core->nic_include_str.c_str();
+    core->params.nic_exclude = core->nic_exclude_str.c_str();
     core->rep = make_reporter(core->params, true);
     int rc = open_core(core.get());
     if (rc) {

@@ -52,6 +52,7 @@ struct efa_msg_pool; // core_msg.cpp: untagged receive buffers (btl_efa)
 struct efa_core {
     efa_core_params_t params{};
     std::string include_str, exclude_str; // own the strings params point to
+    std::string nic_include_str, nic_exclude_str;
     efa::Reporter rep;
     efa::FailureLog failures; // failed libfabric calls, said once per kind
     efa::CoreReport report;   // the verbose-1 report (core_report.hpp)

@@ -349,4 +349,177 @@ NicDecision select_nic(const std::vector<NicCandidate> &candidates, hwloc_topolo
     return decision;
 }
 
+namespace {
+
+std::vector<std::string> split_names(const std::string &list) {
+    std::vector<std::string> names;
+    size_t start = 0;
+    while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) {
+            comma = list.size();
+        }
+        std::string name = list.substr(start, comma - start);
+        const auto first = name.find_first_not_of(" \t");
+        const auto last = name.find_last_not_of(" \t");
+        if (first != std::string::npos) {
+            names.push_back(name.substr(first, last - first + 1));
+        }
+        start = comma + 1;
+    }
+    return names;
+}
+
+bool name_matches(const std::string &wanted, const std::string &candidate) {
+    return candidate == wanted ||
+           (candidate.size() > wanted.size() && candidate.compare(0, wanted.size(), wanted) == 0 &&
+            candidate[wanted.size()] == '-');
+}
+
+std::string describe_set(const std::vector<NicCandidate> &candidates,
+                         const std::vector<size_t> &indices) {
+    std::string text;
+    for (size_t i : indices) {
+        text += (text.empty() ? "" : ", ") + describe_nic(candidates[i]);
+    }
+    return text;
+}
+
+// The share of pool (in pool order) that the process with spread index k
+// takes among n processes: one NIC when they are at least as many as the
+// NICs, else block k % n of n contiguous blocks.
+std::vector<size_t> share_of(const std::vector<size_t> &pool, size_t n, size_t k, int max_nics,
+                             std::string *how) {
+    const size_t count = pool.size();
+    std::vector<size_t> mine;
+    if (n >= count) {
+        mine.push_back(pool[k % count]);
+        *how = "NIC " + std::to_string(k % count + 1) + " of " + std::to_string(count);
+    } else {
+        const size_t block = k % n;
+        for (size_t i = block * count / n; i < (block + 1) * count / n; ++i) {
+            mine.push_back(pool[i]);
+        }
+        *how = "block " + std::to_string(block + 1) + " of " + std::to_string(n) + " over " +
+               std::to_string(count) + " NICs";
+    }
+    if (max_nics > 0 && mine.size() > static_cast<size_t>(max_nics)) {
+        mine.resize(static_cast<size_t>(max_nics));
+        *how += ", cut to " + std::to_string(max_nics);
+    }
+    return mine;
+}
+
+} // namespace
+
+NicFilterResult filter_nics(const std::vector<NicCandidate> &candidates, const NicFilter &filter) {
+    NicFilterResult result;
+    const auto include = split_names(filter.include);
+    const auto exclude = split_names(filter.exclude);
+    auto listed = [&](const std::vector<std::string> &names, const NicCandidate &c) {
+        return std::any_of(names.begin(), names.end(),
+                           [&](const std::string &n) { return name_matches(n, c.name); });
+    };
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        if ((include.empty() || listed(include, candidates[i])) &&
+            !listed(exclude, candidates[i])) {
+            result.admitted.push_back(i);
+        }
+    }
+    for (const auto *names : {&include, &exclude}) {
+        for (const std::string &n : *names) {
+            if (std::none_of(candidates.begin(), candidates.end(),
+                             [&](const NicCandidate &c) { return name_matches(n, c.name); })) {
+                result.unmatched.push_back(printable(n));
+            }
+        }
+    }
+    return result;
+}
+
+NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
+                              hwloc_const_cpuset_t binding, int local_rank, int local_size,
+                              int max_nics) {
+    NicSetDecision decision;
+    if (candidates.empty()) {
+        decision.reason = "no NIC candidates";
+        return decision;
+    }
+    const size_t rank = local_rank > 0 ? static_cast<size_t>(local_rank) : 0;
+    const size_t ranks = local_size > 0 ? static_cast<size_t>(local_size) : 1;
+    std::string how;
+    auto everywhere = [&](const std::string &why) {
+        std::vector<size_t> pool(candidates.size());
+        for (size_t i = 0; i < pool.size(); ++i) {
+            pool[i] = i;
+        }
+        decision.indices = share_of(pool, ranks, rank, max_nics, &how);
+        decision.reason = why + "; by local rank " + std::to_string(rank) + " of " +
+                          std::to_string(ranks) + ", " + how + ": " +
+                          describe_set(candidates, decision.indices);
+        return decision;
+    };
+    if (!topo) {
+        return everywhere("no topology available");
+    }
+    const EffectiveBinding bound(topo, binding);
+    if (!bound.bound()) {
+        return everywhere("process is not bound");
+    }
+    std::vector<Placement> placements;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        placements.push_back(place(topo, candidates[i], i, bound.cpuset()));
+    }
+    const auto nearest = std::min_element(placements.begin(), placements.end(),
+                                          [](const Placement &a, const Placement &b) {
+                                              return a.nearness < b.nearness;
+                                          })
+                             ->nearness;
+    if (nearest.tier == Nearness::NotFound) {
+        return everywhere("no candidate NIC found in the topology");
+    }
+    std::vector<Placement> set;
+    Bitmap locality;
+    if (!locality.valid()) {
+        return everywhere("out of memory");
+    }
+    for (const Placement &placement : placements) {
+        if (placement.nearness == nearest) {
+            set.push_back(placement);
+            hwloc_bitmap_or(locality.get(), locality.get(), placement.locality->cpuset);
+        }
+    }
+    std::sort(set.begin(), set.end(), [&](const Placement &a, const Placement &b) {
+        return hardware_order_key(a, candidates) < hardware_order_key(b, candidates);
+    });
+    std::vector<size_t> pool;
+    for (const Placement &placement : set) {
+        pool.push_back(placement.index);
+    }
+    // The processes of the node whose bindings fall in the pool's
+    // locality, assuming they are spread evenly over the machine.
+    const auto machine_pus =
+        static_cast<size_t>(hwloc_bitmap_weight(hwloc_topology_get_topology_cpuset(topo)));
+    Bitmap inside;
+    if (!inside.valid()) {
+        return everywhere("out of memory");
+    }
+    hwloc_bitmap_and(inside.get(), locality.get(), hwloc_topology_get_topology_cpuset(topo));
+    const auto pool_pus = static_cast<size_t>(hwloc_bitmap_weight(inside.get()));
+    size_t sharers = machine_pus > 0 ? (ranks * pool_pus + machine_pus - 1) / machine_pus : ranks;
+    sharers = std::clamp<size_t>(sharers, 1, ranks);
+    const size_t groups = std::min(sharers, pool.size());
+    const Spread spread = spread_index(topo, bound.cpuset(), locality.get(), groups, rank);
+    decision.indices = share_of(pool, sharers, spread.index, max_nics, &how);
+    decision.reason = "bound to PUs " + bound.list() + ": " + std::to_string(sharers) +
+                      " process(es) share the " + std::to_string(pool.size()) +
+                      (nearest.tier == Nearness::Overlapping
+                           ? " nearest NICs (local to " + describe_object(set[0].locality) + ")"
+                           : " NICs found (none local to the binding)") +
+                      "; spread index " + std::to_string(spread.index) + " from " +
+                      spread.source + ", " + how + ": " +
+                      describe_set(candidates, decision.indices);
+    return decision;
+}
+
 } // namespace efa

@@ -51,4 +51,45 @@ struct NicDecision {
 NicDecision select_nic(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
                        hwloc_const_cpuset_t binding, int local_rank, int local_size);
 
+// The NICs a process may use (common_efa_nic_include / _exclude): device
+// names, comma-separated; a name matches a candidate named exactly so or
+// named so up to a '-' suffix ("rdmap16s27" matches "rdmap16s27-rdm").
+struct NicFilter {
+    std::string include; // empty: every candidate
+    std::string exclude; // empty: none
+};
+
+struct NicFilterResult {
+    std::vector<size_t> admitted;       // indices into candidates, in their order
+    std::vector<std::string> unmatched; // names of the lists that match no candidate
+};
+
+NicFilterResult filter_nics(const std::vector<NicCandidate> &candidates, const NicFilter &filter);
+
+struct NicSetDecision {
+    std::vector<size_t> indices; // into candidates; the first is the process's primary NIC
+    std::string reason;          // one line, for verbose output
+};
+
+// The set of NICs this process uses: its share of the NICs nearest to its
+// binding, so that every NIC of a node is used and processes share a NIC
+// only when there are more processes than NICs.
+//
+// The nearest NICs (select_nic's steps 2-4) are a pool of K in hardware
+// order, shared by the n processes of the node whose bindings fall in the
+// pool's locality: n = ceil(local_size * |pool locality| / |machine|),
+// between 1 and local_size (local_size when unbound: the pool is then every
+// candidate, in the caller's order).  With n >= K each process gets one NIC,
+// pool[k % K], exactly select_nic's choice.  With n < K the pool is cut in n
+// contiguous blocks (NICs adjacent in hardware order share a PCIe switch)
+// and the process takes block k % n, k being select_nic's spread index.
+// max_nics > 0 keeps at most that many of the block.
+//
+// Examples (one process per GPU, bound to its cores): p5.48xlarge, 32 NICs
+// and 8 processes: 4 NICs each; p4d, 4 NICs and 8 processes: 1 each; one
+// process alone, bound: every NIC of its package.
+NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
+                              hwloc_const_cpuset_t binding, int local_rank, int local_size,
+                              int max_nics);
+
 } // namespace efa

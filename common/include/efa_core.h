@@ -114,6 +114,8 @@ typedef struct efa_peer {
 typedef struct efa_core_params {
     const char *provider_include; /* comma-separated; NULL or "" means the default ("efa") */
     const char *provider_exclude; /* comma-separated; NULL or "" means none */
+    const char *nic_include;      /* NIC (domain) names, comma-separated; NULL or "": all */
+    const char *nic_exclude;      /* NIC (domain) names, comma-separated; NULL or "": none */
     int num_contexts;             /* endpoints per NIC */
     int tx_size;                  /* provider tx queue depth; 0 = provider default */
     int rx_size;                  /* provider rx queue depth; 0 = provider default */

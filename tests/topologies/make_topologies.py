@@ -26,6 +26,15 @@ p5.48xlarge.xml  (p5.48xlarge-like)
   at (B+2+i):00.0: the H100 GPU on port 0, EFA devices on ports 1-4 (named
   rdmap<bus>s0).
 
+p5en.48xlarge.xml  (p5en.48xlarge-like: 8 H200 GPUs, 16 EFA devices)
+  As p5.48xlarge.xml, with 3 downstream ports per switch: the GPU on port 0,
+  EFA devices on ports 1-2 (2 per GPU).
+
+trn1.32xlarge.xml  (trn1.32xlarge-like: 16 Trainium chips, 8 EFA devices)
+  As p5.48xlarge.xml, with 3 downstream ports per switch: Trainium chips
+  on ports 0-1, one EFA device on port 2.  The instance documentation gives
+  the counts; the grouping of chips and NICs by switch is assumed.
+
 CPU numbering follows Linux: hardware thread t of core c on package p is PU
 t * (packages * cores) + p * cores + c, so the two threads of a core are not
 adjacent in the OS numbering (but they are in hwloc's logical order).
@@ -210,11 +219,47 @@ def p5_io(w, package):
         w.close()
 
 
+def switched_io(accelerator, nics_per_switch, accelerators_per_switch=1, efa_device=0xEFA3):
+    """4 PCIe switches per package laid out as p5_io's: upstream bus B
+    (package 0: 0x10-0x40, package 1: 0x90-0xc0), one downstream port per
+    device on bus B+1, device i alone on bus B+2+i; the accelerators first,
+    then the EFA devices (named rdmap<bus>s0)."""
+    cls, vendor, device = accelerator
+    ports = accelerators_per_switch + nics_per_switch
+
+    def io(w, package):
+        for j in range(4):
+            up = (0x10, 0x90)[package] + 0x10 * j
+            last = up + 2 + ports - 1
+            open_host_bridge(w, up, last)
+            open_pci_bridge(w, up, 0, up + 1, last, depth=1)
+            for port in range(ports):
+                bus = up + 2 + port
+                open_pci_bridge(w, up + 1, port, bus, bus, depth=2)
+                if port < accelerators_per_switch:
+                    pcidev(w, bus, 0, cls, vendor, device)
+                else:
+                    pcidev(w, bus, 0, CLASS_ETHERNET, AMAZON, efa_device, "rdmap%ds0" % bus)
+                w.close()
+            w.close()
+            w.close()
+
+    return io
+
+
+CLASS_ACCELERATOR = 0x1200  # processing accelerator (Trainium)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     files = {
         "p4d.xml": machine("p4d-synthetic", 2, 8, p4d_io),
         "p5.48xlarge.xml": machine("p5-synthetic", 2, 16, p5_io),
+        "p5en.48xlarge.xml": machine("p5en-synthetic", 2, 16,
+                                     switched_io((CLASS_3D, NVIDIA, 0x2335), 2)),
+        "trn1.32xlarge.xml": machine("trn1-synthetic", 2, 16,
+                                     switched_io((CLASS_ACCELERATOR, AMAZON, 0x7164), 1,
+                                                 accelerators_per_switch=2, efa_device=0xEFA1)),
     }
     for name, text in files.items():
         with open(os.path.join(out, name), "w", encoding="utf-8") as f:

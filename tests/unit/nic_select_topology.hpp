@@ -128,10 +128,34 @@ inline std::vector<NicCandidate> p5_candidates() {
     return nics;
 }
 
+// The EFA devices of the layouts built by make_topologies.py's switched_io:
+// per switch at upstream bus B, `accelerators` accelerator ports, then
+// `per_switch` NICs alone on the buses after them.
+inline std::vector<NicCandidate> switched_candidates(unsigned accelerators, unsigned per_switch) {
+    std::vector<NicCandidate> nics;
+    for (unsigned package_base : {0x10u, 0x90u}) {
+        for (unsigned sw = 0; sw < 4; ++sw) {
+            for (unsigned port = accelerators; port < accelerators + per_switch; ++port) {
+                const unsigned bus = package_base + 0x10 * sw + 2 + port;
+                nics.push_back({"rdmap" + std::to_string(bus) + "s0-rdm", bus_id(bus, 0)});
+            }
+        }
+    }
+    return nics;
+}
+inline std::vector<NicCandidate> p5en_candidates() { return switched_candidates(1, 2); }
+inline std::vector<NicCandidate> trn1_candidates() { return switched_candidates(2, 1); }
+
 // Ground truth from the generator's layout, independent of hwloc.
 inline unsigned package_of(const NicCandidate &nic) {
     const unsigned bus = std::stoul(nic.pci_bus_id.substr(5, 2), nullptr, 16);
     return bus >= 0x80 ? 1 : 0;
+}
+
+// The PCIe switch a NIC of the p5-like layouts hangs under (its upstream
+// bus; p4d: its own bus, one switch per NIC).
+inline unsigned switch_of(const NicCandidate &nic) {
+    return std::stoul(nic.pci_bus_id.substr(5, 2), nullptr, 16) & 0xf0;
 }
 
 inline const NicCandidate &pick(const std::vector<NicCandidate> &nics, const Topology &topo,
