@@ -26,7 +26,7 @@ mca_btl_efa_component_t mca_btl_efa_component = {
                     .mca_close_component = efa_component_close,
                     .mca_register_component_params = efa_component_register,
                 },
-            .btl_data = {MCA_BASE_METADATA_PARAM_CHECKPOINT},
+            .btl_data = {.param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT},
             .btl_init = efa_component_init,
             /* None for the BML to register: the common progress callback
              * runs mca_btl_efa_component_progress after the core's progress (one

@@ -47,9 +47,11 @@ mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name, in
  * go (Open MPI 4.1's show_help relay loses messages of several failing
  * processes).  same_everywhere: a configuration mistake every process
  * makes, so local rank 0 speaks first and the others only if the job is
- * still alive a second later.  The arguments are the topic's (%s). */
+ * still alive a second later (an int, not a bool: the last parameter
+ * before "..." must not be one that promotes).  The arguments are the
+ * topic's (%s). */
 OPAL_DECLSPEC void mca_common_efa_show_help(const char *file, const char *topic,
-                                            bool same_everywhere, ...);
+                                            int same_everywhere, ...);
 /* The core's help texts (help-common-efa.txt), as efa_core_set_reporters
  * wants them: used by the glue itself. */
 void mca_common_efa_core_help(const char *topic, const char *a1, const char *a2, const char *a3);

@@ -62,7 +62,7 @@ void mca_common_efa_core_help(const char *topic, const char *a1, const char *a2,
                                     a1, a2, a3));
 }
 
-void mca_common_efa_show_help(const char *file, const char *topic, bool same_everywhere, ...) {
+void mca_common_efa_show_help(const char *file, const char *topic, int same_everywhere, ...) {
     va_list ap;
     if (same_everywhere && mca_common_efa_local_rank() > 0) {
         usleep(1000 * 1000);

@@ -23,7 +23,7 @@ mca_mtl_base_component_2_0_0_t mca_mtl_efa_component = {
             .mca_query_component = ompi_mtl_efa_component_query,
             .mca_register_component_params = ompi_mtl_efa_component_register,
         },
-    .mtl_data = {MCA_BASE_METADATA_PARAM_CHECKPOINT},
+    .mtl_data = {.param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT},
     .mtl_init = ompi_mtl_efa_component_init,
 };
 

@@ -181,7 +181,7 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
         snprintf(what, sizeof(what),
                  "provider message %d to arrive lost (mtl_efa_debug_lose_net, a test setting)",
                  mp->test.lose_net);
-        mca_common_efa_say_choice("mtl:efa", "mtl_efa", what);
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa", "%s", what);
     }
     if (mp->test.swap_net) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
