@@ -277,6 +277,44 @@ NicDecision round_robin(const std::vector<NicCandidate> &candidates, size_t loca
     return decision;
 }
 
+// The NICs nearest to the binding, in hardware order, and the union of
+// their localities.  Empty set: none is located in the topology (or no
+// memory for the bitmap).
+struct NearestPool {
+    std::vector<Placement> set;
+    Bitmap locality;
+    Nearness nearest;
+    size_t missing = 0; // candidates not found in the topology
+};
+
+void nearest_pool(hwloc_topology_t topo, const std::vector<NicCandidate> &candidates,
+                  hwloc_const_cpuset_t binding, NearestPool *pool) {
+    std::vector<Placement> placements;
+    placements.reserve(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        placements.push_back(place(topo, candidates[i], i, binding));
+        pool->missing += placements.back().nearness.tier == Nearness::NotFound;
+    }
+    pool->nearest = std::min_element(placements.begin(), placements.end(),
+                                     [](const Placement &a, const Placement &b) {
+                                         return a.nearness < b.nearness;
+                                     })
+                        ->nearness;
+    if (pool->nearest.tier == Nearness::NotFound || !pool->locality.valid()) {
+        return;
+    }
+    for (const Placement &placement : placements) {
+        if (placement.nearness == pool->nearest) {
+            pool->set.push_back(placement);
+            hwloc_bitmap_or(pool->locality.get(), pool->locality.get(),
+                            placement.locality->cpuset);
+        }
+    }
+    std::sort(pool->set.begin(), pool->set.end(), [&](const Placement &a, const Placement &b) {
+        return hardware_order_key(a, candidates) < hardware_order_key(b, candidates);
+    });
+}
+
 } // namespace
 
 NicDecision select_nic(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
@@ -295,43 +333,22 @@ NicDecision select_nic(const std::vector<NicCandidate> &candidates, hwloc_topolo
                            "process is not bound (no binding, or it covers the whole machine)");
     }
 
-    std::vector<Placement> placements;
-    placements.reserve(candidates.size());
-    for (size_t i = 0; i < candidates.size(); ++i) {
-        placements.push_back(place(topo, candidates[i], i, bound.cpuset()));
-    }
-    const auto nearest = std::min_element(placements.begin(), placements.end(),
-                                          [](const Placement &a, const Placement &b) {
-                                              return a.nearness < b.nearness;
-                                          })
-                             ->nearness;
+    NearestPool pool;
+    nearest_pool(topo, candidates, bound.cpuset(), &pool);
+    const Nearness nearest = pool.nearest;
     if (nearest.tier == Nearness::NotFound) {
         return round_robin(candidates, rank, local_size,
                            "no candidate NIC found: all " + std::to_string(candidates.size()) +
                                " not found in the topology by PCI bus id or OS device name");
     }
-
-    std::vector<Placement> set;
-    Bitmap set_locality;
-    if (!set_locality.valid()) {
+    if (pool.set.empty()) {
         return round_robin(candidates, rank, local_size, "out of memory");
     }
-    for (const Placement &placement : placements) {
-        if (placement.nearness == nearest) {
-            set.push_back(placement);
-            hwloc_bitmap_or(set_locality.get(), set_locality.get(), placement.locality->cpuset);
-        }
-    }
-    std::sort(set.begin(), set.end(), [&](const Placement &a, const Placement &b) {
-        return hardware_order_key(a, candidates) < hardware_order_key(b, candidates);
-    });
-
-    const Spread spread = spread_index(topo, bound.cpuset(), set_locality.get(), set.size(), rank);
+    const std::vector<Placement> &set = pool.set;
+    const Spread spread = spread_index(topo, bound.cpuset(), pool.locality.get(), set.size(), rank);
     const Placement &chosen = set[spread.index % set.size()];
 
-    const size_t missing = std::count_if(placements.begin(), placements.end(), [](auto &p) {
-        return p.nearness.tier == Nearness::NotFound;
-    });
+    const size_t missing = pool.missing;
     NicDecision decision;
     decision.index = chosen.index;
     decision.reason =
@@ -466,32 +483,16 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
     if (!bound.bound()) {
         return everywhere("process is not bound");
     }
-    std::vector<Placement> placements;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-        placements.push_back(place(topo, candidates[i], i, bound.cpuset()));
-    }
-    const auto nearest = std::min_element(placements.begin(), placements.end(),
-                                          [](const Placement &a, const Placement &b) {
-                                              return a.nearness < b.nearness;
-                                          })
-                             ->nearness;
-    if (nearest.tier == Nearness::NotFound) {
+    NearestPool nearest_nics;
+    nearest_pool(topo, candidates, bound.cpuset(), &nearest_nics);
+    if (nearest_nics.nearest.tier == Nearness::NotFound) {
         return everywhere("no candidate NIC found in the topology");
     }
-    std::vector<Placement> set;
-    Bitmap locality;
-    if (!locality.valid()) {
+    if (nearest_nics.set.empty()) {
         return everywhere("out of memory");
     }
-    for (const Placement &placement : placements) {
-        if (placement.nearness == nearest) {
-            set.push_back(placement);
-            hwloc_bitmap_or(locality.get(), locality.get(), placement.locality->cpuset);
-        }
-    }
-    std::sort(set.begin(), set.end(), [&](const Placement &a, const Placement &b) {
-        return hardware_order_key(a, candidates) < hardware_order_key(b, candidates);
-    });
+    const std::vector<Placement> &set = nearest_nics.set;
+    const Bitmap &locality = nearest_nics.locality;
     std::vector<size_t> pool;
     for (const Placement &placement : set) {
         pool.push_back(placement.index);
@@ -513,7 +514,7 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
     decision.indices = share_of(pool, sharers, spread.index, max_nics, &how);
     decision.reason = "bound to PUs " + bound.list() + ": " + std::to_string(sharers) +
                       " process(es) share the " + std::to_string(pool.size()) +
-                      (nearest.tier == Nearness::Overlapping
+                      (nearest_nics.nearest.tier == Nearness::Overlapping
                            ? " nearest NICs (local to " + describe_object(set[0].locality) + ")"
                            : " NICs found (none local to the binding)") +
                       "; spread index " + std::to_string(spread.index) + " from " +
