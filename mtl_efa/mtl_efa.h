@@ -142,6 +142,7 @@ typedef struct mca_mtl_efa_request_t {
     /* pml/cm's completion callback, called through mtl_efa_module.c's
      * annotation. */
     void (*tsan_callback)(struct mca_mtl_request_t *mtl_request);
+    const void *tsan_stack_convertor; /* a heap request's convertor on its caller's stack */
 #endif
 } mca_mtl_efa_request_t;
 

@@ -14,17 +14,20 @@
  * pml/cm hands it to the MTL and handed back (release) just before its
  * completion callback, so any access of the MTL's after that is still
  * seen.
- * pml/cm's blocking calls keep the request and its convertor on the
- * waiting thread's stack, which that thread reuses once Open MPI's wait
- * returns, with no call of ours in between to acquire the request: the
- * thread notes its recent such requests, and each entry into the MTL
- * acquires them all (tsan_enter).  All, and kept after the acquire: the
+ * pml/cm's blocking calls keep the request and its convertor (or the
+ * convertor alone) on the waiting thread's stack, which that thread reuses
+ * once Open MPI's wait returns, with no call of ours in between to acquire
+ * the request: each stack address involved is released at the hand-back
+ * too, the thread notes its recent such addresses, and each entry into the
+ * MTL acquires them all (tsan_enter).  All, and kept after the acquire: the
  * wait's own progress may enter the MTL (a communicator being made by
- * another thread posts its messages from an opal_progress callback)
- * before the request it waits for has been handed back, and the next
- * entry after the wait must still acquire that request. */
+ * another thread posts its messages from an opal_progress callback) before
+ * the request it waits for has been handed back, and the next entry after
+ * the wait must still acquire that request.  Only addresses on this
+ * thread's stack are noted, so what the notes order is this thread's own
+ * requests' completions, never a recycled heap request's next user. */
 #define TSAN_ON_STACK 4
-static __thread mca_mtl_request_t *tsan_on_stack[TSAN_ON_STACK];
+static __thread const void *tsan_on_stack[TSAN_ON_STACK];
 static __thread unsigned tsan_on_stack_next;
 
 static void tsan_enter(void) {
@@ -35,18 +38,21 @@ static void tsan_enter(void) {
     }
 }
 
-static void tsan_note_on_stack(mca_mtl_request_t *r) {
+static void tsan_note_on_stack(const void *p) {
     for (int i = 0; i < TSAN_ON_STACK; ++i) {
-        if (tsan_on_stack[i] == r) {
+        if (tsan_on_stack[i] == p) {
             return;
         }
     }
-    tsan_on_stack[tsan_on_stack_next++ % TSAN_ON_STACK] = r;
+    tsan_on_stack[tsan_on_stack_next++ % TSAN_ON_STACK] = p;
 }
 
 static void tsan_handed_back(mca_mtl_request_t *r) {
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)r;
     void (*callback)(struct mca_mtl_request_t *) = req->tsan_callback;
+    if (NULL != req->tsan_stack_convertor) {
+        EFA_TSAN_RELEASE(req->tsan_stack_convertor);
+    }
     EFA_TSAN_RELEASE(req); /* last: the request may be taken again from here on */
     callback(r);
 }
@@ -57,9 +63,13 @@ static void tsan_take(mca_mtl_request_t *r, const struct opal_convertor_t *conve
     tsan_enter();
     EFA_TSAN_ACQUIRE(req);
     /* In a frame above this one, within 64 KiB: the caller's stack. */
-    if (((char *)r > &here && (char *)r - &here < 65536) ||
-        ((char *)convertor > &here && (char *)convertor - &here < 65536)) {
+    const bool req_on_stack = (char *)r > &here && (char *)r - &here < 65536;
+    const bool conv_on_stack = (char *)convertor > &here && (char *)convertor - &here < 65536;
+    req->tsan_stack_convertor = !req_on_stack && conv_on_stack ? convertor : NULL;
+    if (req_on_stack) {
         tsan_note_on_stack(r);
+    } else if (conv_on_stack) {
+        tsan_note_on_stack(convertor);
     }
     if (r->completion_callback != tsan_handed_back) { /* pml/cm may set it once per request */
         req->tsan_callback = r->completion_callback;

@@ -96,6 +96,8 @@ expect_failure nic-exclude-unknown "Unknown NIC:   rdmap99s0" \
 expect_failure nic-lists-conflict "Both an include list and an exclude list of NICs" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_nic_include shm \
     --mca common_efa_nic_exclude shm
+expect_failure nic-empty-item "has an empty item" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_nic_include "shm,"
 expect_failure nic-exclude-all "leaves no NIC to use" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_nic_exclude shm
 expect_output nic-include-named "report: local rank [01]: NIC shm" "${cm[@]}" \

@@ -108,11 +108,15 @@ bool admitted_nics(const Selection &sel, const efa_core_params_t &p, const Repor
         known += (known.empty() ? "" : ", ") + all.back().name;
     }
     const NicFilter filter{p.nic_include ? p.nic_include : "", p.nic_exclude ? p.nic_exclude : ""};
-    if (!filter.include.empty() && !filter.exclude.empty()) {
+    const NicFilterResult r = filter_nics(all, filter);
+    if (r.conflicting) {
         rep.help("conflicting-nic-lists", filter.include, filter.exclude);
         return false;
     }
-    const NicFilterResult r = filter_nics(all, filter);
+    if (r.empty_item) {
+        rep.help("empty-nic-list-item", filter.include, filter.exclude);
+        return false;
+    }
     if (!r.unmatched.empty()) {
         // A mistyped exclude would keep the NIC it meant to leave out.
         rep.help("unknown-nic", r.unmatched.front(), known);
@@ -215,7 +219,7 @@ int open_core(efa_core *core) {
     const std::vector<size_t> nic_set =
         choose_nics(core->selection, core->params, core->rep, &core->nic_reason);
     if (nic_set.empty()) {
-        return -FI_ENODEV;
+        return -FI_EINVAL; // the NIC lists (said)
     }
     const fi_info *info = core->selection.nics[nic_set.front()];
     core->rep.say(10, "NIC " + std::string(info->domain_attr->name) + ": " + core->nic_reason);

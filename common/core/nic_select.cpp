@@ -368,8 +368,11 @@ NicDecision select_nic(const std::vector<NicCandidate> &candidates, hwloc_topolo
 
 namespace {
 
-std::vector<std::string> split_names(const std::string &list) {
+// The names of a comma-separated list, trimmed.  A list of blanks only is
+// empty; an empty item in a list that has names is flagged (a typo).
+std::vector<std::string> split_names(const std::string &list, bool *empty_item) {
     std::vector<std::string> names;
+    size_t blanks = 0;
     size_t start = 0;
     while (start <= list.size()) {
         size_t comma = list.find(',', start);
@@ -381,8 +384,13 @@ std::vector<std::string> split_names(const std::string &list) {
         const auto last = name.find_last_not_of(" \t");
         if (first != std::string::npos) {
             names.push_back(name.substr(first, last - first + 1));
+        } else {
+            ++blanks;
         }
         start = comma + 1;
+    }
+    if (!names.empty() && blanks > 0) {
+        *empty_item = true;
     }
     return names;
 }
@@ -404,7 +412,10 @@ std::string describe_set(const std::vector<NicCandidate> &candidates,
 
 // The share of pool (in pool order) that the process with spread index k
 // takes among n processes: one NIC when they are at least as many as the
-// NICs, else block k % n of n contiguous blocks.
+// NICs, else block k % n of n contiguous blocks, starting at its member
+// (k / n) % size.  The first NIC of a share is the process's primary; the
+// rotation keeps processes that land in one block (more of them there than
+// the even spread assumed) off each other's primary.
 std::vector<size_t> share_of(const std::vector<size_t> &pool, size_t n, size_t k, int max_nics,
                              std::string *how) {
     const size_t count = pool.size();
@@ -414,11 +425,13 @@ std::vector<size_t> share_of(const std::vector<size_t> &pool, size_t n, size_t k
         *how = "NIC " + std::to_string(k % count + 1) + " of " + std::to_string(count);
     } else {
         const size_t block = k % n;
-        for (size_t i = block * count / n; i < (block + 1) * count / n; ++i) {
-            mine.push_back(pool[i]);
+        const size_t first = block * count / n, size = (block + 1) * count / n - first;
+        const size_t start = (k / n) % size;
+        for (size_t i = 0; i < size; ++i) {
+            mine.push_back(pool[first + (start + i) % size]);
         }
         *how = "block " + std::to_string(block + 1) + " of " + std::to_string(n) + " over " +
-               std::to_string(count) + " NICs";
+               std::to_string(count) + " NICs, starting at its NIC " + std::to_string(start + 1);
     }
     if (max_nics > 0 && mine.size() > static_cast<size_t>(max_nics)) {
         mine.resize(static_cast<size_t>(max_nics));
@@ -431,8 +444,9 @@ std::vector<size_t> share_of(const std::vector<size_t> &pool, size_t n, size_t k
 
 NicFilterResult filter_nics(const std::vector<NicCandidate> &candidates, const NicFilter &filter) {
     NicFilterResult result;
-    const auto include = split_names(filter.include);
-    const auto exclude = split_names(filter.exclude);
+    const auto include = split_names(filter.include, &result.empty_item);
+    const auto exclude = split_names(filter.exclude, &result.empty_item);
+    result.conflicting = !include.empty() && !exclude.empty();
     auto listed = [&](const std::vector<std::string> &names, const NicCandidate &c) {
         return std::any_of(names.begin(), names.end(),
                            [&](const std::string &n) { return name_matches(n, c.name); });
@@ -463,7 +477,10 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
         return decision;
     }
     const size_t rank = local_rank > 0 ? static_cast<size_t>(local_rank) : 0;
-    const size_t ranks = local_size > 0 ? static_cast<size_t>(local_size) : 1;
+    // Unknown size: as if there were NICs enough for one each, so that the
+    // local rank alone spreads the processes, as select_nic does.
+    const size_t ranks = local_size > 0 ? static_cast<size_t>(local_size)
+                                        : std::max(rank + 1, candidates.size());
     std::string how;
     auto everywhere = [&](const std::string &why) {
         std::vector<size_t> pool(candidates.size());

@@ -62,6 +62,8 @@ struct NicFilter {
 struct NicFilterResult {
     std::vector<size_t> admitted;       // indices into candidates, in their order
     std::vector<std::string> unmatched; // names of the lists that match no candidate
+    bool conflicting = false;           // both lists name NICs
+    bool empty_item = false;            // a list with names has an empty item ("a,,b")
 };
 
 NicFilterResult filter_nics(const std::vector<NicCandidate> &candidates, const NicFilter &filter);
@@ -82,8 +84,10 @@ struct NicSetDecision {
 // candidate, in the caller's order).  With n >= K each process gets one NIC,
 // pool[k % K], exactly select_nic's choice.  With n < K the pool is cut in n
 // contiguous blocks (NICs adjacent in hardware order share a PCIe switch)
-// and the process takes block k % n, k being select_nic's spread index.
-// max_nics > 0 keeps at most that many of the block.
+// and the process takes block k % n, k being the spread index (select_nic's,
+// over n blocks), starting at the block's member (k / n) % size: its
+// primary NIC.  max_nics > 0 keeps at most that many of the block.  An
+// unknown local_size (<= 0) spreads by local rank alone.
 //
 // Examples (one process per GPU, bound to its cores): p5.48xlarge, 32 NICs
 // and 8 processes: 4 NICs each; p4d, 4 NICs and 8 processes: 1 each; one

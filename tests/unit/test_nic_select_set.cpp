@@ -156,6 +156,48 @@ TEST(NicSet, RoundRobinOverPackagesStillDisjoint) {
     }
 }
 
+// Processes packed where the even spread assumed fewer (plain mpirun -np 2
+// binds to cores 0 and 1, both on package 0): they share the package's
+// NICs, each with a primary of its own.
+TEST(NicSet, ProcessesPackedOnOnePackageGetDistinctPrimaries) {
+    const Topology topo = Topology::from_file("p5.48xlarge.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto nics = p5_candidates();
+    for (int count : {2, 4, 8}) {
+        std::set<size_t> primaries;
+        for (int r = 0; r < count; ++r) {
+            const auto d = select_nic_set(nics, topo.get(),
+                                          topo.core(0, static_cast<unsigned>(r))->cpuset, r, count,
+                                          0);
+            ASSERT_FALSE(d.indices.empty()) << d.reason;
+            for (size_t i : d.indices) {
+                EXPECT_EQ(package_of(nics[i]), 0u) << d.reason;
+            }
+            EXPECT_TRUE(primaries.insert(d.indices.front()).second)
+                << count << " processes: " << nics[d.indices.front()].name << " twice; "
+                << d.reason;
+        }
+    }
+}
+
+// An unknown local size: one NIC each, by local rank, as select_nic.
+TEST(NicSet, UnknownLocalSizeSpreadsByLocalRank) {
+    const Topology topo = Topology::from_file("p4d.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto nics = p4d_candidates();
+    for (int r = 0; r < 6; ++r) {
+        const auto bound = select_nic_set(nics, topo.get(), topo.package(0)->cpuset, r, -1, 0);
+        ASSERT_EQ(bound.indices.size(), 1u) << bound.reason;
+        EXPECT_EQ(bound.indices.front(), select_nic(nics, topo.get(), topo.package(0)->cpuset, r,
+                                                    -1)
+                                             .index)
+            << bound.reason;
+        const auto unbound = select_nic_set(nics, nullptr, nullptr, r, 0, 0);
+        ASSERT_EQ(unbound.indices.size(), 1u) << unbound.reason;
+        EXPECT_EQ(unbound.indices.front(), static_cast<size_t>(r % 4)) << unbound.reason;
+    }
+}
+
 TEST(NicSet, MaxNicsCutsTheShare) {
     const Topology topo = Topology::from_file("p5.48xlarge.xml");
     ASSERT_NE(topo.get(), nullptr);
@@ -226,7 +268,21 @@ TEST(NicFilter, EmptyListsAdmitEverything) {
     const auto nics = p5_candidates();
     const auto r = filter_nics(nics, NicFilter{});
     EXPECT_EQ(r.admitted.size(), nics.size());
-    EXPECT_TRUE(filter_nics(nics, NicFilter{",", " "}).admitted.size() == nics.size());
+    EXPECT_FALSE(r.conflicting || r.empty_item);
+    const auto blank = filter_nics(nics, NicFilter{" ", "\t"});
+    EXPECT_EQ(blank.admitted.size(), nics.size());
+    EXPECT_FALSE(blank.conflicting || blank.empty_item);
+}
+
+// Both lists naming NICs conflict (blanks do not count); an empty item
+// beside names is flagged as the typo it most likely is.
+TEST(NicFilter, ConflictAndEmptyItemsAreFlagged) {
+    const auto nics = p4d_candidates();
+    EXPECT_TRUE(filter_nics(nics, NicFilter{"rdmap16s27", "rdmap32s27"}).conflicting);
+    EXPECT_FALSE(filter_nics(nics, NicFilter{" ", "rdmap32s27"}).conflicting);
+    EXPECT_TRUE(filter_nics(nics, NicFilter{"rdmap16s27,,rdmap32s27", ""}).empty_item);
+    EXPECT_TRUE(filter_nics(nics, NicFilter{"", "rdmap16s27,"}).empty_item);
+    EXPECT_FALSE(filter_nics(nics, NicFilter{"rdmap16s27 , rdmap32s27", ""}).empty_item);
 }
 
 } // namespace
