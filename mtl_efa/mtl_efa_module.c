@@ -53,6 +53,12 @@ static void tsan_handed_back(mca_mtl_request_t *r) {
     if (NULL != req->tsan_stack_convertor) {
         EFA_TSAN_RELEASE(req->tsan_stack_convertor);
     }
+    /* The caller's own buffer (not a packing copy): a program that reuses
+     * it once its call returned acquires it (tests/mpi/test_util.h,
+     * tu_tsan_acquire), as nothing of Open MPI's wait is seen. */
+    if (!req->free_buffer && NULL != req->buffer) {
+        EFA_TSAN_RELEASE(req->buffer);
+    }
     EFA_TSAN_RELEASE(req); /* last: the request may be taken again from here on */
     callback(r);
 }

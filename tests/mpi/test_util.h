@@ -55,6 +55,24 @@
 #else
 #define TU_NO_TSAN
 #endif
+/* A message buffer the test touches again after the MPI call that used it
+ * returned: mtl_efa's ThreadSanitizer build releases the caller's buffer
+ * as it hands the request back (mtl_efa_module.c), and acquiring it here
+ * orders the test's next write (a memset poisoning a receive buffer) after
+ * the copy that filled it in another thread's progress. */
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+#ifdef TU_TSAN
+void __tsan_acquire(void *addr);
+#define tu_tsan_acquire(p) __tsan_acquire((void *)(p))
+#else
+#define tu_tsan_acquire(p) ((void)(p))
+#endif
 
 static const char *tu_name = "test";
 static int tu_rank = -1;

@@ -74,6 +74,7 @@ static void run_phase(struct targ *a, MPI_Comm comm, int tag, int phase, char *s
                 MPI_Recv(rbuf, (int)size, MPI_BYTE, partner, tag, comm, &st[0]);
                 MPI_Send(sbuf, (int)size, MPI_BYTE, partner, tag, comm);
             }
+            tu_tsan_acquire(rbuf);
             tu_verify_recv(rbuf, &st[0], partner, tag, size, theirs, what);
 
             /* simultaneous exchange */
@@ -85,6 +86,7 @@ static void run_phase(struct targ *a, MPI_Comm comm, int tag, int phase, char *s
                       tag, comm, &req[0]);
             MPI_Isend(sbuf, (int)size, MPI_BYTE, partner, tag, comm, &req[1]);
             MPI_Waitall(2, req, st);
+            tu_tsan_acquire(rbuf);
             tu_verify_recv(rbuf, &st[0], partner, tag, size, theirs + 1, what);
         }
     }
