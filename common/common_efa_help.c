@@ -23,10 +23,17 @@
 
 /* Configuration mistakes read the same in every process. */
 static bool same_in_every_process(const char *topic) {
-    static const char *const topics[] = {
-        "bad-param",     "conflicting-lists",   "empty-list-item",          "unknown-provider",
-        "no-efa-device", "no-provider-matched", "unknown-excluded-provider", "conflicting-nic-lists",
-        "unknown-nic",   "no-nic-left",         "empty-nic-list-item"};
+    static const char *const topics[] = {"bad-param",
+                                         "conflicting-lists",
+                                         "empty-list-item",
+                                         "unknown-provider",
+                                         "no-efa-device",
+                                         "no-provider-matched",
+                                         "unknown-excluded-provider",
+                                         "conflicting-nic-lists",
+                                         "unknown-nic",
+                                         "no-nic-left",
+                                         "empty-nic-list-item"};
     for (size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); ++i) {
         if (0 == strcmp(topic, topics[i])) {
             return true;

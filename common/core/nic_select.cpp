@@ -306,8 +306,7 @@ void nearest_pool(hwloc_topology_t topo, const std::vector<NicCandidate> &candid
     for (const Placement &placement : placements) {
         if (placement.nearness == pool->nearest) {
             pool->set.push_back(placement);
-            hwloc_bitmap_or(pool->locality.get(), pool->locality.get(),
-                            placement.locality->cpuset);
+            hwloc_bitmap_or(pool->locality.get(), pool->locality.get(), placement.locality->cpuset);
         }
     }
     std::sort(pool->set.begin(), pool->set.end(), [&](const Placement &a, const Placement &b) {
@@ -479,8 +478,8 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
     const size_t rank = local_rank > 0 ? static_cast<size_t>(local_rank) : 0;
     // Unknown size: as if there were NICs enough for one each, so that the
     // local rank alone spreads the processes, as select_nic does.
-    const size_t ranks = local_size > 0 ? static_cast<size_t>(local_size)
-                                        : std::max(rank + 1, candidates.size());
+    const size_t ranks =
+        local_size > 0 ? static_cast<size_t>(local_size) : std::max(rank + 1, candidates.size());
     std::string how;
     auto everywhere = [&](const std::string &why) {
         std::vector<size_t> pool(candidates.size());
@@ -534,9 +533,8 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
                       (nearest_nics.nearest.tier == Nearness::Overlapping
                            ? " nearest NICs (local to " + describe_object(set[0].locality) + ")"
                            : " NICs found (none local to the binding)") +
-                      "; spread index " + std::to_string(spread.index) + " from " +
-                      spread.source + ", " + how + ": " +
-                      describe_set(candidates, decision.indices);
+                      "; spread index " + std::to_string(spread.index) + " from " + spread.source +
+                      ", " + how + ": " + describe_set(candidates, decision.indices);
     return decision;
 }
 

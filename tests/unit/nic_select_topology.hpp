@@ -143,8 +143,12 @@ inline std::vector<NicCandidate> switched_candidates(unsigned accelerators, unsi
     }
     return nics;
 }
-inline std::vector<NicCandidate> p5en_candidates() { return switched_candidates(1, 2); }
-inline std::vector<NicCandidate> trn1_candidates() { return switched_candidates(2, 1); }
+inline std::vector<NicCandidate> p5en_candidates() {
+    return switched_candidates(1, 2);
+}
+inline std::vector<NicCandidate> trn1_candidates() {
+    return switched_candidates(2, 1);
+}
 
 // Ground truth from the generator's layout, independent of hwloc.
 inline unsigned package_of(const NicCandidate &nic) {

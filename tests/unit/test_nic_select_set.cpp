@@ -52,8 +52,8 @@ std::vector<Placed> place_processes(const Topology &topo, int count) {
         p.package = count > 1 ? static_cast<unsigned>(r / per_package) : 0;
         const int first = (r % per_package) * (width > 0 ? width : 1);
         for (int c = 0; c < std::max(width, 1); ++c) {
-            hwloc_obj_t core = topo.core(p.package, static_cast<unsigned>(
-                                                        (first + c) % topo.cores_per_package()));
+            hwloc_obj_t core =
+                topo.core(p.package, static_cast<unsigned>((first + c) % topo.cores_per_package()));
             hwloc_bitmap_or(p.cores.get(), p.cores.get(), core->cpuset);
         }
     }
@@ -104,8 +104,8 @@ TEST_P(EveryLayout, SharesAreLocalWholeAndEven) {
         counts.insert(n);
     }
     ASSERT_EQ(counts.size(), 1u) << "uneven use of the NICs";
-    const size_t users = per_package_procs > per_package_nics ? per_package_procs / per_package_nics
-                                                              : 1;
+    const size_t users =
+        per_package_procs > per_package_nics ? per_package_procs / per_package_nics : 1;
     EXPECT_EQ(static_cast<size_t>(*counts.begin()), users);
 }
 
@@ -145,9 +145,8 @@ TEST(NicSet, RoundRobinOverPackagesStillDisjoint) {
     std::set<size_t> seen;
     for (int r = 0; r < 8; ++r) {
         const unsigned package = static_cast<unsigned>(r % 2);
-        const auto d = select_nic_set(nics, topo.get(),
-                                      topo.core(package, static_cast<unsigned>(r / 2))->cpuset, r,
-                                      8, 0);
+        const auto d = select_nic_set(
+            nics, topo.get(), topo.core(package, static_cast<unsigned>(r / 2))->cpuset, r, 8, 0);
         ASSERT_EQ(d.indices.size(), 4u) << d.reason;
         for (size_t i : d.indices) {
             EXPECT_EQ(package_of(nics[i]), package) << d.reason;
@@ -166,9 +165,8 @@ TEST(NicSet, ProcessesPackedOnOnePackageGetDistinctPrimaries) {
     for (int count : {2, 4, 8}) {
         std::set<size_t> primaries;
         for (int r = 0; r < count; ++r) {
-            const auto d = select_nic_set(nics, topo.get(),
-                                          topo.core(0, static_cast<unsigned>(r))->cpuset, r, count,
-                                          0);
+            const auto d = select_nic_set(
+                nics, topo.get(), topo.core(0, static_cast<unsigned>(r))->cpuset, r, count, 0);
             ASSERT_FALSE(d.indices.empty()) << d.reason;
             for (size_t i : d.indices) {
                 EXPECT_EQ(package_of(nics[i]), 0u) << d.reason;
@@ -188,9 +186,8 @@ TEST(NicSet, UnknownLocalSizeSpreadsByLocalRank) {
     for (int r = 0; r < 6; ++r) {
         const auto bound = select_nic_set(nics, topo.get(), topo.package(0)->cpuset, r, -1, 0);
         ASSERT_EQ(bound.indices.size(), 1u) << bound.reason;
-        EXPECT_EQ(bound.indices.front(), select_nic(nics, topo.get(), topo.package(0)->cpuset, r,
-                                                    -1)
-                                             .index)
+        EXPECT_EQ(bound.indices.front(),
+                  select_nic(nics, topo.get(), topo.package(0)->cpuset, r, -1).index)
             << bound.reason;
         const auto unbound = select_nic_set(nics, nullptr, nullptr, r, 0, 0);
         ASSERT_EQ(unbound.indices.size(), 1u) << unbound.reason;
