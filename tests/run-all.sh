@@ -106,6 +106,11 @@ echo "== parameters and bad input"
 "$top/tests/run-param-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/params.log"
 add_counts "$logdir/params.log" params
 
+echo "== efa-mpi-info: what this node offers, the components' choice, NIC sets of recorded instances"
+"$top/tests/run-info-tests.sh" "${compdir%/lib/openmpi}/bin/efa-mpi-info" "$top/tests/topologies" 2>&1 |
+    tee "$logdir/info.log"
+add_counts "$logdir/info.log" info
+
 echo "== on-node channels in a hostile or full /dev/shm: planted files refused and left alone, no SIGBUS"
 "$top/tests/run-shm-hostile-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/shm-hostile.log"
 add_counts "$logdir/shm-hostile.log" shm-hostile

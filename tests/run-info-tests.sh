@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# efa-mpi-info (tools/efa_mpi_info.cpp): what it says of this machine with
+# the default provider and a stand-in, the NIC lists' mistakes, the NIC
+# sets of recorded instance topologies, its JSON, and bad arguments.
+#   tests/run-info-tests.sh EFA_MPI_INFO TOPOLOGY_DIR
+set -u
+info=$1 topo=$2
+pass=0 fail=0
+
+check() { # name condition-description command-status
+    if [ "$3" -eq 0 ]; then
+        echo "PASS info/$1"
+        pass=$((pass + 1))
+    else
+        echo "FAIL info/$1: $2"
+        sed 's/^/    /' <<<"$OUT" | head -20
+        fail=$((fail + 1))
+    fi
+}
+
+run() { OUT=$("$info" "$@" 2>&1); RC=$?; }
+
+if [ ! -x "$info" ]; then
+    echo "FAIL info: no efa-mpi-info at $info"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+# The default provider: efa where libfabric has it, else the reason.
+run
+if fi_info -p efa >/dev/null 2>&1; then
+    grep -qE "^components' provider \(asked: efa\): efa" <<<"$OUT"
+    check default-efa "efa offered by libfabric but not chosen" $?
+else
+    [ $RC -eq 3 ] && grep -q "found no EFA device" <<<"$OUT"
+    check default-no-efa "expected exit 3 and the no-efa-device text (exit $RC)" $?
+fi
+
+# A stand-in: chosen, its NICs listed, a NIC set for each of 2 processes.
+run --provider "tcp;ofi_rxm" --local-size 2
+[ $RC -eq 0 ] && grep -qE "^components' provider \(asked: tcp;ofi_rxm\): tcp;ofi_rxm, fabric " <<<"$OUT" &&
+    grep -q "^NICs:" <<<"$OUT" && [ "$(grep -c '^  local rank [01] ' <<<"$OUT")" -eq 2 ]
+check standin-rxm "expected exit 0, the provider, its NICs and 2 NIC sets (exit $RC)" $?
+
+# The NIC lists' mistakes, as the components would refuse them.
+run --provider shm --one-node --nic-include nosuch0
+[ $RC -eq 3 ] && grep -q "Unknown NIC:   nosuch0" <<<"$OUT"
+check nic-unknown "expected exit 3 and the unknown-nic text (exit $RC)" $?
+run --provider shm --one-node --nic-exclude shm
+[ $RC -eq 3 ] && grep -q "leaves no NIC to use" <<<"$OUT"
+check nic-none-left "expected exit 3 and the no-nic-left text (exit $RC)" $?
+
+# Recorded instances: p5.48xlarge with 8 processes gets 4 NICs each, all
+# 32 used once; p4d with 8 gets 1 each, every NIC twice; trn1.32xlarge
+# with 2 gets its package's 4 each (JSON read back).
+sets_ok() { # file processes per-process uses-per-nic nics
+    run --topology "$topo/$1" --local-size "$2" --json
+    JSON=$OUT python3 - "$3" "$4" "$5" <<'PY'
+import collections, json, os, sys
+per, uses, nics = (int(a) for a in sys.argv[1:])
+d = json.loads(os.environ["JSON"])
+sets = [s["nics"] for s in d["sets"]]
+count = collections.Counter(n for s in sets for n in s)
+assert all(len(s) == per for s in sets), sets
+assert len(count) == nics and set(count.values()) == {uses}, count
+assert all(isinstance(s["reason"], str) and s["reason"] for s in d["sets"])
+PY
+}
+sets_ok p5.48xlarge.xml 8 4 1 32
+check p5-eight "8 processes should get 4 of the 32 NICs each" $?
+sets_ok p4d.xml 8 1 2 4
+check p4d-eight "8 processes should get 1 of the 4 NICs each, each NIC twice" $?
+sets_ok trn1.32xlarge.xml 2 4 1 8
+check trn1-two "2 processes (one a package) should get the 4 NICs of their package each" $?
+
+# Bad arguments: a clear message and exit 2; an unreadable topology: exit 1.
+run --local-size 0
+[ $RC -eq 2 ] && grep -q "must be 1 to 1024" <<<"$OUT"
+check bad-local-size "expected exit 2 and the range (exit $RC)" $?
+run --topology /nonexistent.xml
+[ $RC -eq 1 ] && grep -q "cannot load the topology" <<<"$OUT"
+check bad-topology "expected exit 1 and the message (exit $RC)" $?
+run --frobnicate
+[ $RC -eq 2 ] && grep -q "unknown argument" <<<"$OUT"
+check bad-argument "expected exit 2 and the message (exit $RC)" $?
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,505 @@
+// efa-mpi-info: what this node offers the EFA components and what they
+// would choose on it, without mpirun: libfabric's version and providers,
+// the provider and NICs the components would take (with the reasons when
+// none), each NIC's place in the machine, and the NIC set each of N local
+// processes would get.  --topology answers the last for a recorded hwloc
+// XML (another instance type) instead of this machine.
+//
+// The choices are the core's own functions (select_provider,
+// filter_nics, select_nic_set), so what this prints is what the
+// components do.
+#include <hwloc.h>
+#include <rdma/fabric.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "nic_select.hpp"
+#include "provider_select.hpp"
+
+namespace {
+
+struct Options {
+    std::string provider;    // as common_efa_provider_include; empty: efa
+    std::string nic_include; // as common_efa_nic_include
+    std::string nic_exclude;
+    int local_size = 1;
+    std::string topology;  // hwloc XML; empty: this machine
+    bool one_node = false; // a job within this node: FI_REMOTE_COMM not needed
+    bool json = false;
+};
+
+[[noreturn]] void usage(int code) {
+    std::fprintf(
+        code ? stderr : stdout,
+        "usage: efa-mpi-info [--provider LIST] [--nic-include LIST | --nic-exclude LIST]\n"
+        "                    [--local-size N] [--topology FILE.xml] [--one-node] [--json]\n"
+        "  --provider     providers as common_efa_provider_include (default: its value\n"
+        "                 in the environment, else efa)\n"
+        "  --nic-include, --nic-exclude  as common_efa_nic_include / _exclude\n"
+        "  --local-size   processes per node for the NIC sets (1 to 1024, default 1),\n"
+        "                 each bound to an equal share of the cores\n"
+        "  --topology     the NIC sets on this hwloc XML and its EFA devices instead\n"
+        "  --one-node     for a job within this node (default: one spanning nodes, which\n"
+        "                 needs FI_REMOTE_COMM: shm does not qualify)\n"
+        "  --json         one JSON object instead of text\n"
+        "Exit status: 0, the components would run here; 3, they would not (the\n"
+        "reasons are printed); 1, the topology cannot be read; 2, bad arguments.\n");
+    std::exit(code);
+}
+
+const char *env_or(const char *name, const char *fallback) {
+    const char *v = std::getenv(name);
+    return v && *v ? v : fallback;
+}
+
+Options parse(int argc, char **argv) {
+    Options o;
+    o.provider = env_or("OMPI_MCA_common_efa_provider_include",
+                        env_or("OMPI_MCA_mtl_efa_provider_include", ""));
+    o.nic_include = env_or("OMPI_MCA_common_efa_nic_include", "");
+    o.nic_exclude = env_or("OMPI_MCA_common_efa_nic_exclude", "");
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "efa-mpi-info: %s needs a value\n", a.c_str());
+                usage(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--provider") {
+            o.provider = value();
+        } else if (a == "--nic-include") {
+            o.nic_include = value();
+        } else if (a == "--nic-exclude") {
+            o.nic_exclude = value();
+        } else if (a == "--local-size") {
+            const std::string v = value();
+            char *end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end || n < 1 || n > 1024) {
+                std::fprintf(stderr, "efa-mpi-info: --local-size must be 1 to 1024, not '%s'\n",
+                             v.c_str());
+                usage(2);
+            }
+            o.local_size = static_cast<int>(n);
+        } else if (a == "--topology") {
+            o.topology = value();
+        } else if (a == "--json") {
+            o.json = true;
+        } else if (a == "--one-node") {
+            o.one_node = true;
+        } else if (a == "--help" || a == "-h") {
+            usage(0);
+        } else {
+            std::fprintf(stderr, "efa-mpi-info: unknown argument '%s'\n", a.c_str());
+            usage(2);
+        }
+    }
+    return o;
+}
+
+// What was found, in the order it is printed.
+struct Provider {
+    std::string name;
+    std::set<std::string> fabrics, domains;
+};
+struct Nic {
+    std::string name, pci, near; // near: the hwloc object it hangs under
+};
+struct Share {
+    int rank;
+    std::string binding;
+    std::vector<std::string> nics;
+    std::string reason;
+};
+struct Report {
+    std::string libfabric, api;
+    std::vector<Provider> providers;
+    std::string asked, chosen_provider, chosen_fabric;
+    std::vector<std::string> why_not; // the core's messages when nothing was chosen
+    std::vector<Nic> nics;
+    std::string sets_on; // "this machine" or the XML file
+    std::vector<Share> shares;
+};
+
+std::vector<Provider> list_providers() {
+    std::map<std::string, Provider> by_name;
+    std::vector<std::string> order;
+    fi_info *all = nullptr;
+    if (fi_getinfo(efa::api_version(), nullptr, nullptr, 0, nullptr, &all) == 0) {
+        for (fi_info *i = all; i; i = i->next) {
+            const std::string n = i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "?";
+            if (!by_name.count(n)) {
+                order.push_back(n);
+                by_name[n].name = n;
+            }
+            if (i->fabric_attr->name) {
+                by_name[n].fabrics.insert(i->fabric_attr->name);
+            }
+            if (i->domain_attr && i->domain_attr->name) {
+                by_name[n].domains.insert(i->domain_attr->name);
+            }
+        }
+        fi_freeinfo(all);
+    }
+    std::vector<Provider> out;
+    for (const auto &n : order) {
+        out.push_back(by_name[n]);
+    }
+    return out;
+}
+
+// A topic of the core's help file with its %s filled (the host first, as
+// the glue does); empty when the file or the topic is not found.
+std::string help_text(const char *topic, const char *a1, const char *a2, const char *a3) {
+    FILE *f = std::fopen(EFA_HELP_FILE, "r");
+    if (!f) {
+        f = std::fopen(EFA_HELP_FILE_SRC, "r");
+    }
+    if (!f) {
+        return "";
+    }
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    const char *args[] = {host, a1 ? a1 : "", a2 ? a2 : "", a3 ? a3 : ""};
+    size_t next = 0;
+    std::string out, want = std::string("[") + topic + "]";
+    bool in = false;
+    char line[1024];
+    while (std::fgets(line, sizeof(line), f)) {
+        std::string l(line);
+        if (!in) {
+            in = l.rfind(want, 0) == 0;
+            continue;
+        }
+        if (l[0] == '#' || l[0] == '[') {
+            break;
+        }
+        for (size_t at; (at = l.find("%s")) != std::string::npos;) {
+            l.replace(at, 2, next < 4 ? args[next++] : "");
+        }
+        out += "  " + l;
+    }
+    std::fclose(f);
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) {
+        out.pop_back();
+    }
+    return out;
+}
+
+std::vector<std::string> *g_messages = nullptr;
+void keep_help(const char *topic, const char *a1, const char *a2, const char *a3) {
+    std::string m = help_text(topic, a1, a2, a3);
+    if (m.empty()) {
+        m = std::string("  ") + topic;
+        for (const char *a : {a1, a2, a3}) {
+            if (a && *a) {
+                m += std::string(" | ") + a;
+            }
+        }
+    }
+    g_messages->push_back(m);
+}
+void keep_verbose(int, const char *msg) {
+    g_messages->push_back(std::string("  ") + msg);
+}
+
+std::string pci_of(const fi_info *info) {
+    if (!info->nic || !info->nic->bus_attr || info->nic->bus_attr->bus_type != FI_BUS_PCI) {
+        return "";
+    }
+    const fi_pci_attr &p = info->nic->bus_attr->attr.pci;
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%x", p.domain_id, p.bus_id, p.device_id,
+                  p.function_id);
+    return buf;
+}
+
+std::string near_of(hwloc_topology_t topo, const efa::NicCandidate &c) {
+    unsigned dom = 0, bus = 0, dev = 0, fn = 0;
+    if (!topo || std::sscanf(c.pci_bus_id.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4) {
+        return "";
+    }
+    hwloc_obj_t o = hwloc_get_pcidev_by_busid(topo, dom, bus, dev, fn);
+    o = o ? hwloc_get_non_io_ancestor_obj(topo, o) : nullptr;
+    return o ? std::string(hwloc_obj_type_string(o->type)) + " L#" +
+                   std::to_string(o->logical_index)
+             : "";
+}
+
+// The EFA devices of a recorded topology: its OpenFabrics OS devices, by
+// their PCI device's address.
+std::vector<efa::NicCandidate> recorded_nics(hwloc_topology_t topo) {
+    std::vector<efa::NicCandidate> out;
+    for (hwloc_obj_t o = hwloc_get_next_osdev(topo, nullptr); o;
+         o = hwloc_get_next_osdev(topo, o)) {
+        if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS || !o->name) {
+            continue;
+        }
+        char pci[32] = "";
+        if (o->parent && o->parent->type == HWLOC_OBJ_PCI_DEVICE) {
+            const auto &p = o->parent->attr->pcidev;
+            std::snprintf(pci, sizeof(pci), "%04x:%02x:%02x.%x", p.domain, p.bus, p.dev, p.func);
+        }
+        out.push_back({o->name, pci});
+    }
+    return out;
+}
+
+// Process r of n bound to an equal share of the cores, in hwloc's logical
+// order (the first half of the processes on the first packages).
+void bind_share(hwloc_topology_t topo, int r, int n, hwloc_bitmap_t out) {
+    const int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_bitmap_zero(out);
+    if (cores <= 0) {
+        return;
+    }
+    const int first = static_cast<int>(static_cast<long>(r) * cores / n);
+    int last = static_cast<int>(static_cast<long>(r + 1) * cores / n);
+    if (last <= first) {
+        last = first + 1;
+    }
+    for (int c = first; c < last && c < cores; ++c) {
+        hwloc_bitmap_or(out, out, hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, c)->cpuset);
+    }
+}
+
+void nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::NicCandidate> &cands,
+              Report *rep) {
+    hwloc_bitmap_t binding = hwloc_bitmap_alloc();
+    for (int r = 0; r < o.local_size; ++r) {
+        bind_share(topo, r, o.local_size, binding);
+        char *text = nullptr;
+        hwloc_bitmap_list_asprintf(&text, binding);
+        const auto d = efa::select_nic_set(cands, topo, binding, r, o.local_size, 0);
+        Share s{r, text ? text : "", {}, d.reason};
+        std::free(text);
+        for (size_t i : d.indices) {
+            s.nics.push_back(cands[i].name);
+        }
+        rep->shares.push_back(s);
+    }
+    hwloc_bitmap_free(binding);
+}
+
+hwloc_topology_t load_topology(const std::string &xml) {
+    hwloc_topology_t topo = nullptr;
+    if (hwloc_topology_init(&topo) != 0) {
+        return nullptr;
+    }
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if ((!xml.empty() && hwloc_topology_set_xml(topo, xml.c_str()) != 0) ||
+        hwloc_topology_load(topo) != 0) {
+        hwloc_topology_destroy(topo);
+        return nullptr;
+    }
+    return topo;
+}
+
+// ---- output ----------------------------------------------------------------
+
+std::string json_str(const std::string &s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += static_cast<char>(c);
+        } else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out + "\"";
+}
+
+template <typename T, typename F> std::string json_list(const T &items, F one) {
+    std::string out = "[";
+    for (const auto &i : items) {
+        out += (out.size() > 1 ? ", " : "") + one(i);
+    }
+    return out + "]";
+}
+
+void print_json(const Report &r) {
+    auto strs = [](const auto &v) { return json_list(v, json_str); };
+    std::printf("{\"libfabric\": %s, \"api\": %s,\n", json_str(r.libfabric).c_str(),
+                json_str(r.api).c_str());
+    std::printf(" \"providers\": %s,\n", json_list(r.providers, [&](const Provider &p) {
+                                             return "{\"name\": " + json_str(p.name) +
+                                                    ", \"fabrics\": " + strs(p.fabrics) +
+                                                    ", \"domains\": " + strs(p.domains) + "}";
+                                         }).c_str());
+    std::printf(" \"asked\": %s, \"provider\": %s, \"fabric\": %s, \"why_not\": %s,\n",
+                json_str(r.asked).c_str(), json_str(r.chosen_provider).c_str(),
+                json_str(r.chosen_fabric).c_str(), strs(r.why_not).c_str());
+    std::printf(" \"nics\": %s,\n", json_list(r.nics, [](const Nic &n) {
+                                        return "{\"name\": " + json_str(n.name) +
+                                               ", \"pci\": " + json_str(n.pci) +
+                                               ", \"near\": " + json_str(n.near) + "}";
+                                    }).c_str());
+    std::printf(" \"sets_on\": %s, \"sets\": %s}\n", json_str(r.sets_on).c_str(),
+                json_list(r.shares, [&](const Share &s) {
+                    return "{\"local_rank\": " + std::to_string(s.rank) +
+                           ", \"binding\": " + json_str(s.binding) + ", \"nics\": " + strs(s.nics) +
+                           ", \"reason\": " + json_str(s.reason) + "}";
+                }).c_str());
+}
+
+void print_text(const Report &r) {
+    std::printf("libfabric %s (API %s asked)\n\nproviders offered:\n", r.libfabric.c_str(),
+                r.api.c_str());
+    for (const auto &p : r.providers) {
+        std::string d;
+        for (const auto &x : p.domains) {
+            d += (d.empty() ? "" : ", ") + x;
+        }
+        std::printf("  %-14s %zu fabric(s); domains: %s\n", p.name.c_str(), p.fabrics.size(),
+                    d.c_str());
+    }
+    std::printf("\ncomponents' provider (asked: %s): ", r.asked.c_str());
+    if (r.chosen_provider.empty()) {
+        std::printf("none\n");
+        for (const auto &w : r.why_not) {
+            std::printf("%s\n", w.c_str());
+        }
+    } else {
+        std::printf("%s, fabric %s\n", r.chosen_provider.c_str(), r.chosen_fabric.c_str());
+    }
+    if (!r.nics.empty()) {
+        std::printf("\nNICs:\n");
+        for (const auto &n : r.nics) {
+            std::printf("  %-20s %-14s %s\n", n.name.c_str(), n.pci.empty() ? "-" : n.pci.c_str(),
+                        n.near.empty() ? "(place unknown)" : n.near.c_str());
+        }
+    }
+    if (!r.shares.empty()) {
+        std::printf("\nNIC sets on %s, %zu process(es) bound to equal shares of the cores:\n",
+                    r.sets_on.c_str(), r.shares.size());
+        for (const auto &s : r.shares) {
+            std::string n;
+            for (const auto &x : s.nics) {
+                n += (n.empty() ? "" : ", ") + x;
+            }
+            std::printf("  local rank %d (PUs %s): %s\n      %s\n", s.rank, s.binding.c_str(),
+                        n.c_str(), s.reason.c_str());
+        }
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    const Options o = parse(argc, argv);
+    Report r;
+    const uint32_t v = fi_version();
+    r.libfabric = efa::version_string(v);
+    r.api = efa::version_string(efa::api_version());
+    r.providers = list_providers();
+    r.asked = o.provider.empty() ? "efa" : o.provider;
+
+    std::vector<std::string> messages;
+    g_messages = &messages;
+    efa_core_params_t p{};
+    p.provider_include = o.provider.c_str();
+    p.provider_exclude = "";
+    p.nic_include = o.nic_include.c_str();
+    p.nic_exclude = o.nic_exclude.c_str();
+    p.num_contexts = 1;
+    p.mr_cache_size = 1024;
+    p.progress_batch = 16;
+    p.rnr_retry = -1;
+    p.force_emulated = "";
+    p.need_remote_comm = !o.one_node;
+    p.local_rank = 0;
+    p.local_size = o.local_size;
+    efa::Reporter rep;
+    rep.show_help = keep_help;
+    rep.verbose = keep_verbose;
+    rep.verbosity = 1;
+    rep.explain = true;
+    efa::Selection sel;
+    const bool chosen = efa::select_provider(p, rep, &sel) == 0;
+
+    hwloc_topology_t here = load_topology("");
+    std::vector<efa::NicCandidate> cands;
+    if (chosen) {
+        r.chosen_provider = sel.nics[0]->fabric_attr->prov_name;
+        r.chosen_fabric = sel.nics[0]->fabric_attr->name;
+        std::vector<efa::NicCandidate> all;
+        for (const fi_info *i : sel.nics) {
+            all.push_back({i->domain_attr->name, pci_of(i)});
+        }
+        messages.clear(); // (what the selection said on the way)
+        std::string known;
+        for (const auto &c : all) {
+            known += (known.empty() ? "" : ", ") + c.name;
+        }
+        const auto f = efa::filter_nics(all, {o.nic_include, o.nic_exclude});
+        if (f.conflicting) {
+            keep_help("conflicting-nic-lists", o.nic_include.c_str(), o.nic_exclude.c_str(), "");
+        } else if (f.empty_item) {
+            keep_help("empty-nic-list-item", o.nic_include.c_str(), o.nic_exclude.c_str(), "");
+        } else if (!f.unmatched.empty()) {
+            keep_help("unknown-nic", f.unmatched.front().c_str(), known.c_str(), "");
+        } else if (f.admitted.empty()) {
+            keep_help("no-nic-left", o.nic_exclude.c_str(), known.c_str(), "");
+        }
+        if (!messages.empty()) { // the NIC lists are wrong: the components would not run
+            r.why_not = messages;
+            r.chosen_provider.clear();
+            r.chosen_fabric.clear();
+        } else {
+            for (size_t i : f.admitted) {
+                cands.push_back(all[i]);
+                r.nics.push_back({all[i].name, all[i].pci_bus_id, near_of(here, all[i])});
+            }
+        }
+    } else {
+        r.why_not = messages;
+    }
+
+    int rc = 0;
+    if (!o.topology.empty()) {
+        hwloc_topology_t rec = load_topology(o.topology);
+        if (!rec) {
+            std::fprintf(stderr, "efa-mpi-info: cannot load the topology %s\n", o.topology.c_str());
+            rc = 1;
+        } else {
+            const auto recorded = recorded_nics(rec);
+            r.sets_on = o.topology;
+            if (recorded.empty()) {
+                std::fprintf(stderr, "efa-mpi-info: %s holds no EFA (OpenFabrics) device\n",
+                             o.topology.c_str());
+                rc = 1;
+            } else {
+                nic_sets(o, rec, recorded, &r);
+            }
+            hwloc_topology_destroy(rec);
+        }
+    } else if (!cands.empty() && here) {
+        r.sets_on = "this machine";
+        nic_sets(o, here, cands, &r);
+    }
+    if (here) {
+        hwloc_topology_destroy(here);
+    }
+    if (o.json) {
+        print_json(r);
+    } else {
+        print_text(r);
+    }
+    // 3: the components would not run here (the reasons are printed).
+    return rc != 0 ? rc : r.chosen_provider.empty() ? 3 : 0;
+}
