@@ -19,6 +19,8 @@ check() { # name condition-description command-status
 }
 
 run() { OUT=$("$info" "$@" 2>&1); RC=$?; }
+# stdout alone (the JSON), whatever a library says on stderr
+run_json() { OUT=$("$info" "$@" --json 2>/dev/null); RC=$?; }
 
 if [ ! -x "$info" ]; then
     echo "FAIL info: no efa-mpi-info at $info"
@@ -26,9 +28,12 @@ if [ ! -x "$info" ]; then
     exit 1
 fi
 
-# The default provider: efa where libfabric has it, else the reason.
+# The default provider: efa where libfabric has it (as the tool's own list
+# of providers says), else the reason.
+run_json
+has_efa=$(JSON=$OUT python3 -c 'import json, os; print(int(any(p["name"] == "efa" for p in json.loads(os.environ["JSON"])["providers"])))' 2>/dev/null)
 run
-if fi_info -p efa >/dev/null 2>&1; then
+if [ "$has_efa" = 1 ]; then
     grep -qE "^components' provider \(asked: efa\): efa" <<<"$OUT"
     check default-efa "efa offered by libfabric but not chosen" $?
 else
@@ -42,6 +47,12 @@ run --provider "tcp;ofi_rxm" --local-size 2
     grep -q "^NICs:" <<<"$OUT" && [ "$(grep -c '^  local rank [01] ' <<<"$OUT")" -eq 2 ]
 check standin-rxm "expected exit 0, the provider, its NICs and 2 NIC sets (exit $RC)" $?
 
+# The components' settings from the environment, by any of their names.
+OUT=$(OMPI_MCA_btl_efa_provider_include="tcp;ofi_rxm" "$info" 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -qE "^components' provider \(asked: tcp;ofi_rxm\): tcp;ofi_rxm" <<<"$OUT"
+check env-synonym "btl_efa_provider_include from the environment not taken (exit $RC)" $?
+
 # The NIC lists' mistakes, as the components would refuse them.
 run --provider shm --one-node --nic-include nosuch0
 [ $RC -eq 3 ] && grep -q "Unknown NIC:   nosuch0" <<<"$OUT"
@@ -54,7 +65,7 @@ check nic-none-left "expected exit 3 and the no-nic-left text (exit $RC)" $?
 # 32 used once; p4d with 8 gets 1 each, every NIC twice; trn1.32xlarge
 # with 2 gets its package's 4 each (JSON read back).
 sets_ok() { # file processes per-process uses-per-nic nics
-    run --topology "$topo/$1" --local-size "$2" --json
+    run_json --topology "$topo/$1" --local-size "$2" "${@:6}"
     JSON=$OUT python3 - "$3" "$4" "$5" <<'PY'
 import collections, json, os, sys
 per, uses, nics = (int(a) for a in sys.argv[1:])
@@ -72,6 +83,18 @@ sets_ok p4d.xml 8 1 2 4
 check p4d-eight "8 processes should get 1 of the 4 NICs each, each NIC twice" $?
 sets_ok trn1.32xlarge.xml 2 4 1 8
 check trn1-two "2 processes (one a package) should get the 4 NICs of their package each" $?
+# The NIC lists apply to the recorded devices: p4d without one NIC, 2
+# processes (one a package): 1 NIC for the first, 2 for the second.
+run_json --topology "$topo/p4d.xml" --local-size 2 --nic-exclude rdmap16s27
+JSON=$OUT python3 -c '
+import json, os
+s = json.loads(os.environ["JSON"])["sets"]
+assert [len(x["nics"]) for x in s] == [1, 2], s
+assert all("rdmap16s27" not in x["nics"] for x in s), s'
+check topology-nic-exclude "the excluded NIC must be in no set, the first set of 1, the second of 2" $?
+run --topology "$topo/p4d.xml" --nic-exclude rdmap99s27
+[ $RC -eq 1 ] && grep -q "an unknown name: rdmap99s27" <<<"$OUT"
+check topology-nic-unknown "expected exit 1 and the unknown name (exit $RC)" $?
 
 # Bad arguments: a clear message and exit 2; an unreadable topology: exit 1.
 run --local-size 0

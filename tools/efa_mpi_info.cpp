@@ -27,26 +27,31 @@
 namespace {
 
 struct Options {
-    std::string provider;    // as common_efa_provider_include; empty: efa
-    std::string nic_include; // as common_efa_nic_include
+    std::string provider;         // as common_efa_provider_include; empty: efa
+    std::string provider_exclude; // as common_efa_provider_exclude
+    std::string nic_include;      // as common_efa_nic_include
     std::string nic_exclude;
     int local_size = 1;
-    std::string topology;  // hwloc XML; empty: this machine
-    bool one_node = false; // a job within this node: FI_REMOTE_COMM not needed
+    std::string topology;     // hwloc XML; empty: this machine
+    bool one_node = false;    // a job within this node: FI_REMOTE_COMM not needed
+    bool direct_mode = false; // as common_efa_force_direct_mode
     bool json = false;
 };
 
 [[noreturn]] void usage(int code) {
     std::fprintf(
         code ? stderr : stdout,
-        "usage: efa-mpi-info [--provider LIST] [--nic-include LIST | --nic-exclude LIST]\n"
+        "usage: efa-mpi-info [--provider LIST | --provider-exclude LIST] [--direct-mode]\n"
+        "                    [--nic-include LIST | --nic-exclude LIST]\n"
         "                    [--local-size N] [--topology FILE.xml] [--one-node] [--json]\n"
-        "  --provider     providers as common_efa_provider_include (default: its value\n"
-        "                 in the environment, else efa)\n"
-        "  --nic-include, --nic-exclude  as common_efa_nic_include / _exclude\n"
+        "  --provider, --provider-exclude, --direct-mode, --nic-include, --nic-exclude\n"
+        "                 as common_efa_provider_include / _exclude, _force_direct_mode,\n"
+        "                 _nic_include / _exclude (default: their OMPI_MCA_ variables, by\n"
+        "                 their common_efa_, mtl_efa_ or btl_efa_ names; else efa)\n"
         "  --local-size   processes per node for the NIC sets (1 to 1024, default 1),\n"
         "                 each bound to an equal share of the cores\n"
         "  --topology     the NIC sets on this hwloc XML and its EFA devices instead\n"
+        "                 (the NIC lists then apply to its devices, not this machine's)\n"
         "  --one-node     for a job within this node (default: one spanning nodes, which\n"
         "                 needs FI_REMOTE_COMM: shm does not qualify)\n"
         "  --json         one JSON object instead of text\n"
@@ -55,17 +60,30 @@ struct Options {
     std::exit(code);
 }
 
-const char *env_or(const char *name, const char *fallback) {
-    const char *v = std::getenv(name);
-    return v && *v ? v : fallback;
+// A parameter of the environment as the components read it: its
+// common_efa_ name, or the mtl_efa_ or btl_efa_ synonym.
+std::string env_param(const char *name) {
+    for (const char *prefix : {"OMPI_MCA_common_efa_", "OMPI_MCA_mtl_efa_", "OMPI_MCA_btl_efa_"}) {
+        const char *v = std::getenv((std::string(prefix) + name).c_str());
+        if (v && *v) {
+            return v;
+        }
+    }
+    return "";
+}
+
+bool env_true(const char *name) {
+    const std::string v = env_param(name);
+    return v == "1" || v == "true" || v == "yes" || v == "on";
 }
 
 Options parse(int argc, char **argv) {
     Options o;
-    o.provider = env_or("OMPI_MCA_common_efa_provider_include",
-                        env_or("OMPI_MCA_mtl_efa_provider_include", ""));
-    o.nic_include = env_or("OMPI_MCA_common_efa_nic_include", "");
-    o.nic_exclude = env_or("OMPI_MCA_common_efa_nic_exclude", "");
+    o.provider = env_param("provider_include");
+    o.provider_exclude = env_param("provider_exclude");
+    o.nic_include = env_param("nic_include");
+    o.nic_exclude = env_param("nic_exclude");
+    o.direct_mode = env_true("force_direct_mode");
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -77,6 +95,10 @@ Options parse(int argc, char **argv) {
         };
         if (a == "--provider") {
             o.provider = value();
+        } else if (a == "--provider-exclude") {
+            o.provider_exclude = value();
+        } else if (a == "--direct-mode") {
+            o.direct_mode = true;
         } else if (a == "--nic-include") {
             o.nic_include = value();
         } else if (a == "--nic-exclude") {
@@ -184,8 +206,10 @@ std::string help_text(const char *topic, const char *a1, const char *a2, const c
         if (l[0] == '#' || l[0] == '[') {
             break;
         }
-        for (size_t at; (at = l.find("%s")) != std::string::npos;) {
-            l.replace(at, 2, next < 4 ? args[next++] : "");
+        for (size_t at = 0; (at = l.find("%s", at)) != std::string::npos;) {
+            const char *arg = next < 4 ? args[next++] : "";
+            l.replace(at, 2, arg);
+            at += std::strlen(arg); // (an argument's own "%s" stays as it is)
         }
         out += "  " + l;
     }
@@ -236,8 +260,8 @@ std::string near_of(hwloc_topology_t topo, const efa::NicCandidate &c) {
              : "";
 }
 
-// The EFA devices of a recorded topology: its OpenFabrics OS devices, by
-// their PCI device's address.
+// The EFA devices of a recorded topology: its OpenFabrics OS devices on an
+// Amazon PCI device, by that device's address.
 std::vector<efa::NicCandidate> recorded_nics(hwloc_topology_t topo) {
     std::vector<efa::NicCandidate> out;
     for (hwloc_obj_t o = hwloc_get_next_osdev(topo, nullptr); o;
@@ -245,11 +269,14 @@ std::vector<efa::NicCandidate> recorded_nics(hwloc_topology_t topo) {
         if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS || !o->name) {
             continue;
         }
-        char pci[32] = "";
-        if (o->parent && o->parent->type == HWLOC_OBJ_PCI_DEVICE) {
-            const auto &p = o->parent->attr->pcidev;
-            std::snprintf(pci, sizeof(pci), "%04x:%02x:%02x.%x", p.domain, p.bus, p.dev, p.func);
+        // EFA devices only: Amazon's (other RDMA devices are OpenFabrics too).
+        if (!o->parent || o->parent->type != HWLOC_OBJ_PCI_DEVICE ||
+            o->parent->attr->pcidev.vendor_id != 0x1d0f) {
+            continue;
         }
+        const auto &p = o->parent->attr->pcidev;
+        char pci[32];
+        std::snprintf(pci, sizeof(pci), "%04x:%02x:%02x.%x", p.domain, p.bus, p.dev, p.func);
         out.push_back({o->name, pci});
     }
     return out;
@@ -258,7 +285,10 @@ std::vector<efa::NicCandidate> recorded_nics(hwloc_topology_t topo) {
 // Process r of n bound to an equal share of the cores, in hwloc's logical
 // order (the first half of the processes on the first packages).
 void bind_share(hwloc_topology_t topo, int r, int n, hwloc_bitmap_t out) {
-    const int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    // (a topology without cores: its processing units)
+    const hwloc_obj_type_t unit =
+        hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+    const int cores = hwloc_get_nbobjs_by_type(topo, unit);
     hwloc_bitmap_zero(out);
     if (cores <= 0) {
         return;
@@ -269,7 +299,7 @@ void bind_share(hwloc_topology_t topo, int r, int n, hwloc_bitmap_t out) {
         last = first + 1;
     }
     for (int c = first; c < last && c < cores; ++c) {
-        hwloc_bitmap_or(out, out, hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, c)->cpuset);
+        hwloc_bitmap_or(out, out, hwloc_get_obj_by_type(topo, unit, c)->cpuset);
     }
 }
 
@@ -313,7 +343,9 @@ std::string json_str(const std::string &s) {
         if (c == '"' || c == '\\') {
             out += '\\';
             out += static_cast<char>(c);
-        } else if (c < 0x20) {
+        } else if (c < 0x20 || c >= 0x80) {
+            // (names are ASCII; any other byte is shown as its Latin-1
+            // character, so that the output is valid JSON whatever it holds)
             char buf[8];
             std::snprintf(buf, sizeof(buf), "\\u%04x", c);
             out += buf;
@@ -413,7 +445,7 @@ int main(int argc, char **argv) {
     g_messages = &messages;
     efa_core_params_t p{};
     p.provider_include = o.provider.c_str();
-    p.provider_exclude = "";
+    p.provider_exclude = o.provider_exclude.c_str();
     p.nic_include = o.nic_include.c_str();
     p.nic_exclude = o.nic_exclude.c_str();
     p.num_contexts = 1;
@@ -422,6 +454,11 @@ int main(int argc, char **argv) {
     p.rnr_retry = -1;
     p.force_emulated = "";
     p.need_remote_comm = !o.one_node;
+    p.force_direct_mode = o.direct_mode;
+    // The glue's defaults (common_efa_glue.c's table), for the checks.
+    p.peer_timeout = 600;
+    p.net_poll_interval_us = 20;
+    p.direct_mode_mtu = 8192;
     p.local_rank = 0;
     p.local_size = o.local_size;
     efa::Reporter rep;
@@ -446,15 +483,17 @@ int main(int argc, char **argv) {
         for (const auto &c : all) {
             known += (known.empty() ? "" : ", ") + c.name;
         }
-        const auto f = efa::filter_nics(all, {o.nic_include, o.nic_exclude});
+        const efa::NicFilter lists =
+            o.topology.empty() ? efa::NicFilter{o.nic_include, o.nic_exclude} : efa::NicFilter{};
+        const auto f = efa::filter_nics(all, lists);
         if (f.conflicting) {
-            keep_help("conflicting-nic-lists", o.nic_include.c_str(), o.nic_exclude.c_str(), "");
+            keep_help("conflicting-nic-lists", lists.include.c_str(), lists.exclude.c_str(), "");
         } else if (f.empty_item) {
-            keep_help("empty-nic-list-item", o.nic_include.c_str(), o.nic_exclude.c_str(), "");
+            keep_help("empty-nic-list-item", lists.include.c_str(), lists.exclude.c_str(), "");
         } else if (!f.unmatched.empty()) {
             keep_help("unknown-nic", f.unmatched.front().c_str(), known.c_str(), "");
         } else if (f.admitted.empty()) {
-            keep_help("no-nic-left", o.nic_exclude.c_str(), known.c_str(), "");
+            keep_help("no-nic-left", lists.exclude.c_str(), known.c_str(), "");
         }
         if (!messages.empty()) { // the NIC lists are wrong: the components would not run
             r.why_not = messages;
@@ -477,11 +516,22 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "efa-mpi-info: cannot load the topology %s\n", o.topology.c_str());
             rc = 1;
         } else {
-            const auto recorded = recorded_nics(rec);
+            const auto all = recorded_nics(rec);
             r.sets_on = o.topology;
-            if (recorded.empty()) {
-                std::fprintf(stderr, "efa-mpi-info: %s holds no EFA (OpenFabrics) device\n",
-                             o.topology.c_str());
+            const auto f = efa::filter_nics(all, {o.nic_include, o.nic_exclude});
+            std::vector<efa::NicCandidate> recorded;
+            for (size_t i : f.admitted) {
+                recorded.push_back(all[i]);
+            }
+            if (all.empty()) {
+                std::fprintf(stderr, "efa-mpi-info: %s holds no EFA device\n", o.topology.c_str());
+                rc = 1;
+            } else if (f.conflicting || f.empty_item || !f.unmatched.empty() || recorded.empty()) {
+                std::fprintf(stderr,
+                             "efa-mpi-info: the NIC lists do not fit the EFA devices of %s "
+                             "(both lists, an empty item, an unknown name%s%s, or none left)\n",
+                             o.topology.c_str(), f.unmatched.empty() ? "" : ": ",
+                             f.unmatched.empty() ? "" : f.unmatched.front().c_str());
                 rc = 1;
             } else {
                 nic_sets(o, rec, recorded, &r);
