@@ -24,6 +24,9 @@ BEGIN_C_DECLS
  * each under the calling component (mtl_efa_*, btl_efa_*), so ompi_info
  * shows them with either component. */
 OPAL_DECLSPEC int mca_common_efa_register_params(const mca_base_component_t *component);
+/* The core's MPI_T performance variables, common_efa_* (common_efa_pvars.c):
+ * registered with the parameters, once. */
+void mca_common_efa_register_pvars(void);
 
 /* The shared parameters' current values. */
 OPAL_DECLSPEC void mca_common_efa_get_params(efa_core_params_t *params, bool thread_multiple,

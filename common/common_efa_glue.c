@@ -198,6 +198,7 @@ int mca_common_efa_register_params(const mca_base_component_t *component) {
     if (!registered) {
         registered = true;
         (void)mca_common_efa_params_register(NULL, table, NUM_PARAMS, var_index);
+        mca_common_efa_register_pvars();
     }
     for (size_t i = 0; i < NUM_PARAMS; ++i) {
         if (var_index[i] >= 0) {

@@ -111,6 +111,10 @@ echo "== efa-mpi-info: what this node offers, the components' choice, NIC sets o
     tee "$logdir/info.log"
 add_counts "$logdir/info.log" info
 
+echo "== MPI_T performance variables common_efa_*: found, read, moving with the traffic (and a control)"
+"$top/tests/run-pvar-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/pvars.log"
+add_counts "$logdir/pvars.log" pvars
+
 echo "== on-node channels in a hostile or full /dev/shm: planted files refused and left alone, no SIGBUS"
 "$top/tests/run-shm-hostile-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/shm-hostile.log"
 add_counts "$logdir/shm-hostile.log" shm-hostile

@@ -62,6 +62,7 @@ struct efa_core {
     std::unique_ptr<efa::MrCache> mr_cache;
     efa_core_info_t info{};
     std::string nic_reason;
+    std::atomic<uint64_t> peers_lost{0}; // processes declared unreachable (MPI_T)
     efa_tag_layout_t layout = EFA_TAG_LAYOUT_WITH_CQ_DATA;
     std::vector<uint8_t> blob;
     int refcount = 0;

@@ -176,6 +176,9 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         core->deadline_any_dead.store(true, std::memory_order_relaxed);
         first = !core->deadline.dead(addr);
+        if (first) {
+            core->peers_lost.fetch_add(1, std::memory_order_relaxed);
+        }
         std::vector<Tracked *> failed;
         for (fi_addr_t a : addrs) {
             for (PeerDeadline::Entry *e : core->deadline.declare_dead(a)) {

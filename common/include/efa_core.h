@@ -207,6 +207,20 @@ int efa_core_probe(const efa_core_params_t *params, bool explain);
 efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err);
 void efa_core_release(efa_core_t *core);
 efa_core_t *efa_core_current(void);
+
+/* What the core counted since it opened: the MPI_T performance variables
+ * common_efa_* (common_efa_glue.c).  Counts of the contexts are read
+ * without their owners' locks: a read may miss an increment in flight. */
+typedef struct efa_core_counters {
+    uint64_t completions;    /* read from the provider's completion queues */
+    uint64_t posts_deferred; /* posts that found a provider queue full and waited */
+    uint64_t posts_waiting;  /* posts waiting for queue space now */
+    uint64_t mr_hits;        /* registrations served by the cache */
+    uint64_t mr_misses;      /* registrations made with the provider */
+    uint64_t mr_evictions;   /* idle registrations dropped for the cache's bound */
+    uint64_t peers_lost;     /* processes declared unreachable */
+} efa_core_counters_t;
+void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out);
 const efa_core_info_t *efa_core_get_info(const efa_core_t *core);
 
 /* The verbose-1 report (core_report.hpp): a component adds its line

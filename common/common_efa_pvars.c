@@ -1,0 +1,63 @@
+/*
+ * MPI_T performance variables of the core, common_efa_*: what it counted
+ * since it opened (efa_core_get_counters), for tools that read MPI_T
+ * (TAU, Score-P, HPCToolkit, mpiP, Caliper).  Read-only and continuous,
+ * bound to no object; 0 while no component has opened the core.
+ */
+#include "common_efa.h"
+
+#include "efa_core.h"
+
+#include <stddef.h>
+
+#include "opal/mca/base/mca_base_pvar.h"
+
+typedef struct {
+    const char *name;
+    const char *help;
+    int var_class;
+    size_t offset; /* of the field in efa_core_counters_t */
+} efa_pvar_t;
+
+#define FIELD(f) offsetof(efa_core_counters_t, f)
+static const efa_pvar_t pvars[] = {
+    {"completions", "Completions read from the provider's completion queues",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(completions)},
+    {"posts_deferred",
+     "Posts (sends, receives, one-sided operations) that found a provider queue full "
+     "(FI_EAGAIN) and waited in the core's backlog",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(posts_deferred)},
+    {"posts_waiting", "Posts waiting in the core's backlog for provider queue space now",
+     MCA_BASE_PVAR_CLASS_LEVEL, FIELD(posts_waiting)},
+    {"mr_cache_hits", "Memory registrations served by the registration cache",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(mr_hits)},
+    {"mr_cache_misses", "Memory registrations made with the provider (cache misses)",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(mr_misses)},
+    {"mr_cache_evictions",
+     "Idle memory registrations dropped to keep the cache within common_efa_mr_cache_size",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(mr_evictions)},
+    {"peers_lost", "Processes declared unreachable (common_efa_peer_timeout, provider errors)",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(peers_lost)},
+};
+#undef FIELD
+#define NUM_PVARS (sizeof(pvars) / sizeof(pvars[0]))
+
+static int read_pvar(const struct mca_base_pvar_t *pvar, void *value, void *obj) {
+    (void)obj;
+    const efa_pvar_t *p = (const efa_pvar_t *)pvar->ctx;
+    efa_core_counters_t c;
+    efa_core_get_counters(efa_core_current(), &c);
+    *(unsigned long long *)value = *(const uint64_t *)((const char *)&c + p->offset);
+    return OPAL_SUCCESS;
+}
+
+void mca_common_efa_register_pvars(void) {
+    for (size_t i = 0; i < NUM_PVARS; ++i) {
+        (void)mca_base_pvar_register("opal", "common", "efa", pvars[i].name, pvars[i].help,
+                                     OPAL_INFO_LVL_4, pvars[i].var_class,
+                                     MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+                                     MCA_BASE_VAR_BIND_NO_OBJECT,
+                                     MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+                                     read_pvar, NULL, NULL, (void *)&pvars[i]);
+    }
+}
