@@ -172,3 +172,11 @@ python3 "$here/runner.py" "${common[@]}" \
     --anchor "$osc_base" --benches put_lat,fop_lat,cas_lat --out "$out-network-rma" "$@"
 
 step "done in $((SECONDS - start)) s; results in $out-{onnode,onnode-rma,network,network-rma}"
+# Each comparison in one line, and where its plots are.
+for part in onnode onnode-rma network network-rma; do
+    echo "$part ($out-$part/summary.md):"
+    sed -n '/^## Verdicts/,/^## /{/^- /s/^- /  /p}' "$out-$part/summary.md" 2>/dev/null
+    for plot in "$out-$part"/plots/*.png; do
+        [ -e "$plot" ] && echo "  plot: $plot"
+    done
+done

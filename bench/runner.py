@@ -46,7 +46,7 @@ from runner_output import (  # noqa: F401
     LOST_MESSAGE, ROW_RE, ParseError, error_strength, first_error_line, parse_output)
 from runner_report import (  # noqa: F401
     collect, fmt_cell, fmt_num, fmt_size, gnuplot_terminal, main_error, make_plots,
-    fmt_ratio, markdown_tables, md_escape, rep_ratios, status_cell, summarize)
+    fmt_ratio, markdown_tables, md_escape, rep_ratios, status_cell, summarize, verdicts)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -319,6 +319,7 @@ def main(argv=None, stdout=None):
         groups = table_specs + ([("other configurations", rest)] if rest else [])
     tables = markdown_tables(results, names, benches, anchors=anchor_of(anchor_specs, names),
                              groups=groups)
+    verdict = verdicts(results, names, benches, anchors=anchor_of(anchor_specs, names))
     plots = [] if args.no_plots else make_plots(results, names, benches, outdir)
     meta.update({"finished": datetime.datetime.now().isoformat(timespec="seconds"),
                  "seconds": round(time.monotonic() - t_start, 1), "loadavg_end": _loadavg(),
@@ -339,6 +340,8 @@ def main(argv=None, stdout=None):
         for c in configs:
             f.write(f"  - `{c.name}`: `{c.command or shlex.join(c.args)}`\n")
         f.write("\n" + tables + "\n")
+        if verdict:
+            f.write("## Verdicts\n\n" + "".join(f"- {v}\n" for v in verdict) + "\n")
         if plots:
             f.write("## Plots\n\n")
             for p in plots:
@@ -348,6 +351,8 @@ def main(argv=None, stdout=None):
         say(f"## {args.title}")
         say("")
     say(tables)
+    for v in verdict:
+        say(f"verdict: {v}")
     say(f"summary: {os.path.join(outdir, 'summary.md')}")
     say(f"csv:     {os.path.join(outdir, 'results.csv')} (runs: runs.csv, logs: logs/)")
     for p in plots:

@@ -184,6 +184,40 @@ def markdown_tables(results, configs, benches, anchors=None, groups=None):
     return "\n".join(out)
 
 
+def verdicts(results, configs, benches, anchors=None):
+    """One line per configuration with an anchor and per benchmark: at how
+    many of the sizes both measured its median ratio to the anchor is on
+    the better side (at most 1 for a latency, at least 1 for a bandwidth or
+    a rate), and the range of those medians."""
+    table = collect(results)
+    anchors = anchors or {}
+    lines = []
+    for c in configs:
+        a = anchors.get(c)
+        if not a:
+            continue
+        for bench in benches:
+            per_cfg = table.get(bench, {})
+            if c not in per_cfg or a not in per_cfg:
+                continue
+            b = BENCHES.get(bench)
+            lower_better = b is not None and b.kind == "latency"
+            medians = []
+            for size in sorted(per_cfg[c]["values"]):
+                ratios = rep_ratios(per_cfg[c], per_cfg[a], size)
+                if ratios:
+                    medians.append(summarize(ratios)[0])
+            if not medians:
+                lines.append(f"{c} against {a}, {bench}: no size measured by both")
+                continue
+            better = sum(1 for m in medians if (m <= 1.0 if lower_better else m >= 1.0))
+            word = ("at or below" if lower_better else "at or above") + " the anchor"
+            lines.append(f"{c} against {a}, {bench}: {word} at {better} of {len(medians)} "
+                         f"size{'s' if len(medians) != 1 else ''}, median ratios "
+                         f"{min(medians):.2f}-{max(medians):.2f}")
+    return lines
+
+
 # --------------------------------------------------------------------- plots
 
 

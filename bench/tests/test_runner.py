@@ -116,6 +116,26 @@ class SummaryTest(unittest.TestCase):
                                            {"by_rep": {1: {2: 2.0}}}, 1), [2.0])
         self.assertEqual(runner.fmt_ratio([]), "-")
 
+    def test_verdict_counts_the_better_side_by_kind(self):
+        R = runner.RunResult
+        # latency, lower is better: A/V is 0.5 at size 1 and 2.0 at size 8;
+        # bw, higher is better: the same values read the other way round
+        results = []
+        for bench in ("latency", "bw"):
+            for rep in (1, 2, 3):
+                results += [R(rep, bench, "A", "ok", rows=[(1, 1.0), (8, 4.0)], unit="x"),
+                            R(rep, bench, "V", "ok", rows=[(1, 2.0), (8, 2.0)], unit="x")]
+        lines = runner.verdicts(results, ["A", "V"], ["latency", "bw"], anchors={"A": "V"})
+        self.assertEqual(lines, [
+            "A against V, latency: at or below the anchor at 1 of 2 sizes, median ratios 0.50-2.00",
+            "A against V, bw: at or above the anchor at 1 of 2 sizes, median ratios 0.50-2.00"])
+        # no anchor, or nothing measured by both: nothing, or said so
+        self.assertEqual(runner.verdicts(results, ["A", "V"], ["latency"]), [])
+        failed = [R(1, "latency", "A", "ok", rows=[(1, 1.0)], unit="us"),
+                  R(1, "latency", "V", "failed", error="boom")]
+        self.assertEqual(runner.verdicts(failed, ["A", "V"], ["latency"], anchors={"A": "V"}),
+                         ["A against V, latency: no size measured by both"])
+
     def test_groups_are_titled_tables_with_their_anchor_last(self):
         R = runner.RunResult
         results = [R(1, "latency", c, "ok", rows=[(1, v)], unit="us")
