@@ -173,10 +173,13 @@ python3 "$here/runner.py" "${common[@]}" \
 
 step "done in $((SECONDS - start)) s; results in $out-{onnode,onnode-rma,network,network-rma}"
 # Each comparison in one line, and where its plots are.
+# (a part without summary or plots, as with --no-plots, says nothing of them)
 for part in onnode onnode-rma network network-rma; do
     echo "$part ($out-$part/summary.md):"
-    sed -n '/^## Verdicts/,/^## /{/^- /s/^- /  /p}' "$out-$part/summary.md" 2>/dev/null
+    sed -n '/^## Verdicts/,/^## /{/^- /s/^- /  /p}' "$out-$part/summary.md" 2>/dev/null || true
     for plot in "$out-$part"/plots/*.png; do
-        [ -e "$plot" ] && echo "  plot: $plot"
+        if [ -e "$plot" ]; then
+            echo "  plot: $plot"
+        fi
     done
 done

@@ -2,7 +2,8 @@
  * MPI_T performance variables of the core, common_efa_*: what it counted
  * since it opened (efa_core_get_counters), for tools that read MPI_T
  * (TAU, Score-P, HPCToolkit, mpiP, Caliper).  Read-only and continuous,
- * bound to no object; 0 while no component has opened the core.
+ * bound to no object; a counter keeps what released cores counted, so it
+ * never goes down (efa_core_get_current_counters).
  */
 #include "common_efa.h"
 
@@ -46,7 +47,7 @@ static int read_pvar(const struct mca_base_pvar_t *pvar, void *value, void *obj)
     (void)obj;
     const efa_pvar_t *p = (const efa_pvar_t *)pvar->ctx;
     efa_core_counters_t c;
-    efa_core_get_counters(efa_core_current(), &c);
+    efa_core_get_current_counters(&c);
     *(unsigned long long *)value = *(const uint64_t *)((const char *)&c + p->offset);
     return OPAL_SUCCESS;
 }

@@ -74,6 +74,7 @@ namespace {
 
 std::mutex g_core_lock;
 efa_core *g_core = nullptr;
+efa_core_counters_t g_retired{}; // the counts of released cores (under g_core_lock)
 efa_core_show_help_fn g_show_help = nullptr;
 efa_core_verbose_fn g_verbose = nullptr;
 
@@ -353,6 +354,14 @@ void efa_core_release(efa_core_t *core) {
     if (!core || --core->refcount > 0) {
         return;
     }
+    efa_core_counters_t last;
+    efa_core_get_counters(core, &last);
+    g_retired.completions += last.completions;
+    g_retired.posts_deferred += last.posts_deferred;
+    g_retired.mr_hits += last.mr_hits;
+    g_retired.mr_misses += last.mr_misses;
+    g_retired.mr_evictions += last.mr_evictions;
+    g_retired.peers_lost += last.peers_lost;
     uint64_t completions = 0;
     for (int i = 0; i < core->nic->num_contexts(); ++i) {
         efa_ctx *c = core->nic->ctx(i);
@@ -394,6 +403,17 @@ void efa_core_note(efa_core_t *core, const char *who, const char *text) {
 
 void efa_core_report(efa_core_t *core, bool node_leader) {
     core->report.say_once(core->rep, node_leader);
+}
+
+void efa_core_get_current_counters(efa_core_counters_t *out) {
+    std::lock_guard<std::mutex> guard(g_core_lock);
+    efa_core_get_counters(g_core, out);
+    out->completions += g_retired.completions;
+    out->posts_deferred += g_retired.posts_deferred;
+    out->mr_hits += g_retired.mr_hits;
+    out->mr_misses += g_retired.mr_misses;
+    out->mr_evictions += g_retired.mr_evictions;
+    out->peers_lost += g_retired.peers_lost;
 }
 
 efa_core_t *efa_core_current(void) {

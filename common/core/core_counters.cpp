@@ -17,7 +17,7 @@ extern "C" void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out
             out->posts_waiting += b->size.load(relaxed);
         }
     }
-    const efa::MrCache::Stats mr = core->mr_cache->stats();
+    const efa::MrCache::Stats mr = core->mr_cache->counts();
     out->mr_hits = mr.hits;
     out->mr_misses = mr.misses;
     out->mr_evictions = mr.evictions;

@@ -393,6 +393,11 @@ size_t MrCache::cached_entries() const {
     return n;
 }
 
+MrCache::Stats MrCache::counts() const {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return stats_;
+}
+
 MrCache::Stats MrCache::stats() const {
     Lock lock(const_cast<MrCache &>(*this)); // applies queued invalidations first
     return stats_;

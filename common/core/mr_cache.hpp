@@ -164,6 +164,10 @@ class MrCache {
         uint64_t invalidations; // entries removed from lookup by invalidate()
     };
     Stats stats() const;
+    // The same, read without applying queued invalidations (no deregistration
+    // in the reader's thread): for readers outside the transfer paths, such
+    // as MPI_T.
+    Stats counts() const;
 
   private:
     class Lock;

@@ -221,6 +221,11 @@ typedef struct efa_core_counters {
     uint64_t peers_lost;     /* processes declared unreachable */
 } efa_core_counters_t;
 void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out);
+/* The process's counts: the open core's plus those of every core released
+ * before it, so that a counter never goes down, not even after finalize
+ * (posts_waiting, a level, is the open core's alone).  Safe from any
+ * thread at any time: it waits for a core being opened or released. */
+void efa_core_get_current_counters(efa_core_counters_t *out);
 const efa_core_info_t *efa_core_get_info(const efa_core_t *core);
 
 /* The verbose-1 report (core_report.hpp): a component adds its line
