@@ -57,6 +57,10 @@ static const mca_common_efa_param_t table[] = {
     {"nic_exclude", MCA_BASE_VAR_TYPE_STRING, C(nic_exclude), .level = OPAL_INFO_LVL_3,
      .help = "Comma-separated NICs the EFA components must not use (names as for nic_include). "
              "Cannot be combined with nic_include."},
+    {"nics_per_proc", MCA_BASE_VAR_TYPE_INT, C(nics_per_proc), .def = 0, .level = OPAL_INFO_LVL_3,
+     .help = "Most NICs in each process's set (0: its whole share, the NICs nearest to its "
+             "binding divided among the processes that share them; N: at most N of those, the "
+             "process's own first). 0 to 64."},
     {"num_contexts", MCA_BASE_VAR_TYPE_INT, C(num_contexts), .def = 1, .level = OPAL_INFO_LVL_4,
      .help = "Endpoints (queue pairs) per NIC. A communicator uses context (cid mod num_contexts) "
              "on both sides; more contexts let MPI_THREAD_MULTIPLE programs drive separate "

@@ -28,6 +28,15 @@ if [ ! -x "$info" ]; then
     exit 1
 fi
 
+# The release it reports is configure's (AC_INIT), in both forms.
+release=$(sed -n 's/^AC_INIT(\[ompi-efa\], \[\([0-9.]*\)\].*/\1/p' "$(dirname "$0")/../configure.ac")
+run --version
+[ $RC -eq 0 ] && [ -n "$release" ] && [ "$OUT" = "efa-mpi-info (ompi-efa) $release" ]
+check version "expected 'efa-mpi-info (ompi-efa) $release' (exit $RC)" $?
+run_json --provider shm --one-node
+[ "$(JSON=$OUT python3 -c 'import json, os; print(json.loads(os.environ["JSON"])["components"])' 2>/dev/null)" = "$release" ]
+check json-release "the JSON's components is not $release" $?
+
 # The default provider: efa where libfabric has it (as the tool's own list
 # of providers says), else the reason.
 run_json
@@ -83,6 +92,14 @@ sets_ok p4d.xml 8 1 2 4
 check p4d-eight "8 processes should get 1 of the 4 NICs each, each NIC twice" $?
 sets_ok trn1.32xlarge.xml 2 4 1 8
 check trn1-two "2 processes (one a package) should get the 4 NICs of their package each" $?
+# nics_per_proc cuts each share to its first N: 8 processes on p5 with 2
+# each use 16 NICs once; bad values are refused as the components would.
+sets_ok p5.48xlarge.xml 8 2 1 16 --nics-per-proc 2
+check p5-eight-two-each "--nics-per-proc 2: 8 processes should get 2 NICs each, 16 in all" $?
+OUT=$(OMPI_MCA_common_efa_nics_per_proc=65 "$info" 2>&1)
+[ $? -eq 2 ] && grep -q "nics_per_proc must be 0 to 64, not '65'" <<<"$OUT"
+check nics-per-proc-bad "expected exit 2 and the range for nics_per_proc=65" $?
+
 # The NIC lists apply to the recorded devices: p4d without one NIC, 2
 # processes (one a package): 1 NIC for the first, 2 for the second.
 run_json --topology "$topo/p4d.xml" --local-size 2 --nic-exclude rdmap16s27

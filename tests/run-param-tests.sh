@@ -80,6 +80,8 @@ expect_failure contexts-zero "outside its range" "${cm[@]}" --mca mtl_efa_provid
     --mca mtl_efa_num_contexts 0
 expect_failure contexts-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_num_contexts 100000
+expect_failure nics-per-proc-negative "outside its range" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_nics_per_proc -1
 expect_failure negative-queue "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_tx_size -4
 # The efa provider's switches: bad values are refused like the others.
@@ -332,7 +334,7 @@ check_listed() { # test-name framework parameter...
     fi
 }
 check_listed ompi_info-lists-parameters mtl provider_include provider_exclude nic_include \
-    nic_exclude num_contexts \
+    nic_exclude nics_per_proc num_contexts \
     tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority \
     provider_shm rnr_retry force_efa_options force_emulated debug_no_inject peer_timeout \
     net_poll_interval onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size \
@@ -358,6 +360,19 @@ if [ -z "$unmarked" ]; then
     pass=$((pass + 1))
 else
     echo "FAIL params/test-only-marked: $unmarked"
+    fail=$((fail + 1))
+fi
+
+# ompi_info shows the components' own release, configure's AC_INIT, as
+# their "Component v" (not Open MPI's).
+release=$(sed -n 's/^AC_INIT(\[ompi-efa\], \[\([0-9.]*\)\].*/\1/p' "$(dirname "$0")/../configure.ac")
+versions=$(OMPI_MCA_mca_base_component_path="$path" ompi_info --parsable 2>&1 |
+    grep -cE "^mca:(mtl|btl):efa:version:\"component:$release\"$")
+if [ -n "$release" ] && [ "$versions" -eq 2 ]; then
+    echo "PASS params/ompi_info-release"
+    pass=$((pass + 1))
+else
+    echo "FAIL params/ompi_info-release: ompi_info does not show release '$release' for both components"
     fail=$((fail + 1))
 fi
 

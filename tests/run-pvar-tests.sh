@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The core's MPI_T performance variables (common/common_efa_pvars.c,
 # README "MPI_T performance variables") read by tests/mpi/pvars.c through
-# MPI_T: found with their class and type, never going down, and
-# common_efa_completions rising with messages that cross the provider.
+# MPI_T: found with their class and type, never going down, and each path's
+# counts rising with the traffic that took it (provider, on-node rings,
+# single copy, the engine's unexpected queue, coalescing, emulated
+# one-sided), with a control for each kind that must fail.
 #   tests/run-pvar-tests.sh COMPONENT_DIR MPI_TEST_BIN_DIR
 set -u
 # shellcheck source=runner-args.sh
@@ -35,14 +37,30 @@ job() {
 cm_provider=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm"
     --mca mtl_efa_onnode_channel none --mca mtl_efa_matching provider)
 ob1_rings=(--mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include "tcp;ofi_rxm")
+# Through the provider (no on-node channel): on one node a put may be done
+# by single copy instead, when the target is slow to take the request.
+osc=(--mca pml ob1 --mca osc rdma --mca btl efa,self --mca btl_efa_provider_include "tcp;ofi_rxm"
+    --mca btl_efa_onnode_channel none)
 job cm-provider-path pass "ok pvars np=2" "${cm_provider[@]}" -- -p
+# Own matching over the provider: 300 messages sent back to back before
+# their receives wait unexpected, and many are packed into shared messages.
 job cm-own-matching pass "ok pvars np=2" --mca pml cm --mca mtl efa \
     --mca mtl_efa_provider_include "tcp;ofi_rxm" --mca mtl_efa_onnode_channel none \
-    --mca mtl_efa_matching own -- -p
-job ob1-rings pass "ok pvars np=2" "${ob1_rings[@]}" --
-# The control: the same rise asked of messages that stay in the on-node
-# rings must fail, or the check above proves nothing.
+    --mca mtl_efa_matching own -- -p -u 300 -k
+# The defaults on one node: the engine's rings, single copy for 1 MiB.
+job cm-onnode pass "ok pvars np=2" --mca pml cm --mca mtl efa \
+    --mca mtl_efa_provider_include "tcp;ofi_rxm" -- -r -c -u 50
+job ob1-rings pass "ok pvars np=2" "${ob1_rings[@]}" -- -r -c
+job osc-emulated pass "ok pvars np=2" "${osc[@]}" --mca btl_efa_rma_mode emulated -- -w -i 50
+# The listing (README): every variable, the last of the table too.
+job list pass "common_efa_emul_refused          counter" "${ob1_rings[@]}" -- -l
+# The controls: each rise asked of traffic that did not take that path must
+# fail, or the checks above prove nothing.
 job ob1-rings-control fail "common_efa_completions rose by" "${ob1_rings[@]}" -- -p
+job ob1-unexpected-control fail "unexpected messages rose by 0" "${ob1_rings[@]}" -- -u 50
+job cm-provider-rings-control fail "ring frames rose by" "${cm_provider[@]}" -- -r
+job osc-native-control fail "emulated requests served rose by 0" "${osc[@]}" \
+    --mca btl_efa_rma_mode native -- -w -i 50
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -21,6 +21,7 @@
 
 #include <unistd.h>
 
+#include "efa_params.hpp"
 #include "nic_select.hpp"
 #include "provider_select.hpp"
 
@@ -32,24 +33,35 @@ struct Options {
     std::string nic_include;      // as common_efa_nic_include
     std::string nic_exclude;
     int local_size = 1;
+    int nics_per_proc = 0;    // as common_efa_nics_per_proc; 0: the whole share
     std::string topology;     // hwloc XML; empty: this machine
     bool one_node = false;    // a job within this node: FI_REMOTE_COMM not needed
     bool direct_mode = false; // as common_efa_force_direct_mode
     bool json = false;
 };
 
+// The components' release this command was built with (configure's AC_INIT).
+#define EFA_STR2(x) #x
+#define EFA_STR(x) EFA_STR2(x)
+constexpr const char *kRelease =
+    EFA_STR(EFA_RELEASE_MAJOR) "." EFA_STR(EFA_RELEASE_MINOR) "." EFA_STR(EFA_RELEASE_PATCH);
+
 [[noreturn]] void usage(int code) {
     std::fprintf(
         code ? stderr : stdout,
         "usage: efa-mpi-info [--provider LIST | --provider-exclude LIST] [--direct-mode]\n"
         "                    [--nic-include LIST | --nic-exclude LIST]\n"
-        "                    [--local-size N] [--topology FILE.xml] [--one-node] [--json]\n"
+        "                    [--local-size N] [--nics-per-proc N] [--topology FILE.xml]\n"
+        "                    [--one-node] [--json]\n"
+        "       efa-mpi-info --version\n"
         "  --provider, --provider-exclude, --direct-mode, --nic-include, --nic-exclude\n"
         "                 as common_efa_provider_include / _exclude, _force_direct_mode,\n"
         "                 _nic_include / _exclude (default: their OMPI_MCA_ variables, by\n"
         "                 their common_efa_, mtl_efa_ or btl_efa_ names; else efa)\n"
         "  --local-size   processes per node for the NIC sets (1 to 1024, default 1),\n"
         "                 each bound to an equal share of the cores\n"
+        "  --nics-per-proc  as common_efa_nics_per_proc: at most N NICs in each set\n"
+        "                 (0 to 64; default its OMPI_MCA_ variable, else 0: the whole share)\n"
         "  --topology     the NIC sets on this hwloc XML and its EFA devices instead\n"
         "                 (the NIC lists then apply to its devices, not this machine's)\n"
         "  --one-node     for a job within this node (default: one spanning nodes, which\n"
@@ -84,6 +96,19 @@ Options parse(int argc, char **argv) {
     o.nic_include = env_param("nic_include");
     o.nic_exclude = env_param("nic_exclude");
     o.direct_mode = env_true("force_direct_mode");
+    auto number = [](const std::string &opt, const std::string &v, long lo, long hi) {
+        char *end = nullptr;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || n < lo || n > hi) {
+            std::fprintf(stderr, "efa-mpi-info: %s must be %ld to %ld, not '%s'\n", opt.c_str(), lo,
+                         hi, v.c_str());
+            usage(2);
+        }
+        return static_cast<int>(n);
+    };
+    if (const std::string v = env_param("nics_per_proc"); !v.empty()) {
+        o.nics_per_proc = number("nics_per_proc", v, 0, efa::ParamLimits::kMaxNicsPerProc);
+    }
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -104,21 +129,18 @@ Options parse(int argc, char **argv) {
         } else if (a == "--nic-exclude") {
             o.nic_exclude = value();
         } else if (a == "--local-size") {
-            const std::string v = value();
-            char *end = nullptr;
-            const long n = std::strtol(v.c_str(), &end, 10);
-            if (v.empty() || *end || n < 1 || n > 1024) {
-                std::fprintf(stderr, "efa-mpi-info: --local-size must be 1 to 1024, not '%s'\n",
-                             v.c_str());
-                usage(2);
-            }
-            o.local_size = static_cast<int>(n);
+            o.local_size = number(a, value(), 1, 1024);
+        } else if (a == "--nics-per-proc") {
+            o.nics_per_proc = number(a, value(), 0, efa::ParamLimits::kMaxNicsPerProc);
         } else if (a == "--topology") {
             o.topology = value();
         } else if (a == "--json") {
             o.json = true;
         } else if (a == "--one-node") {
             o.one_node = true;
+        } else if (a == "--version") {
+            std::printf("efa-mpi-info (ompi-efa) %s\n", kRelease);
+            std::exit(0);
         } else if (a == "--help" || a == "-h") {
             usage(0);
         } else {
@@ -310,7 +332,7 @@ void nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::Ni
         bind_share(topo, r, o.local_size, binding);
         char *text = nullptr;
         hwloc_bitmap_list_asprintf(&text, binding);
-        const auto d = efa::select_nic_set(cands, topo, binding, r, o.local_size, 0);
+        const auto d = efa::select_nic_set(cands, topo, binding, r, o.local_size, o.nics_per_proc);
         Share s{r, text ? text : "", {}, d.reason};
         std::free(text);
         for (size_t i : d.indices) {
@@ -366,8 +388,8 @@ template <typename T, typename F> std::string json_list(const T &items, F one) {
 
 void print_json(const Report &r) {
     auto strs = [](const auto &v) { return json_list(v, json_str); };
-    std::printf("{\"libfabric\": %s, \"api\": %s,\n", json_str(r.libfabric).c_str(),
-                json_str(r.api).c_str());
+    std::printf("{\"components\": %s, \"libfabric\": %s, \"api\": %s,\n",
+                json_str(kRelease).c_str(), json_str(r.libfabric).c_str(), json_str(r.api).c_str());
     std::printf(" \"providers\": %s,\n", json_list(r.providers, [&](const Provider &p) {
                                              return "{\"name\": " + json_str(p.name) +
                                                     ", \"fabrics\": " + strs(p.fabrics) +
@@ -390,8 +412,8 @@ void print_json(const Report &r) {
 }
 
 void print_text(const Report &r) {
-    std::printf("libfabric %s (API %s asked)\n\nproviders offered:\n", r.libfabric.c_str(),
-                r.api.c_str());
+    std::printf("ompi-efa %s; libfabric %s (API %s asked)\n\nproviders offered:\n", kRelease,
+                r.libfabric.c_str(), r.api.c_str());
     for (const auto &p : r.providers) {
         std::string d;
         for (const auto &x : p.domains) {

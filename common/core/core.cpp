@@ -14,6 +14,7 @@
 #include "efa_core_msg.h"
 #include "efa_params.hpp"
 #include "nic_select.hpp"
+#include "path_counts.hpp"
 #include "peer_blob.hpp"
 
 namespace efa {
@@ -155,10 +156,11 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
     if (hwloc_topology_load(topo) == 0) {
         hwloc_bitmap_t binding = hwloc_bitmap_alloc();
         bool bound = hwloc_get_cpubind(topo, binding, HWLOC_CPUBIND_PROCESS) == 0;
-        d = select_nic_set(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size, 0);
+        d = select_nic_set(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size,
+                           p.nics_per_proc);
         hwloc_bitmap_free(binding);
     } else {
-        d = select_nic_set(cands, nullptr, nullptr, p.local_rank, p.local_size, 0);
+        d = select_nic_set(cands, nullptr, nullptr, p.local_rank, p.local_size, p.nics_per_proc);
         d.reason = "hwloc could not load the topology: " + d.reason;
     }
     hwloc_topology_destroy(topo);
@@ -231,6 +233,9 @@ int open_core(efa_core *core) {
     const fi_info *ni = core->nic->info();
     bool cq_data = ni->domain_attr->cq_data_size >= 4 && !core->params.force_no_cq_data;
     core->layout = cq_data ? EFA_TAG_LAYOUT_WITH_CQ_DATA : EFA_TAG_LAYOUT_WITHOUT_CQ_DATA;
+    if (core->params.thread_multiple) { // the path counts then add atomically, for good
+        efa::counts::g_shared.store(true, std::memory_order_relaxed);
+    }
     for (int i = 0; i < core->nic->num_contexts(); ++i) {
         core->nic->ctx(i)->use_cq_data = cq_data;
         core->nic->ctx(i)->mt = core->params.thread_multiple;
@@ -414,6 +419,22 @@ void efa_core_get_current_counters(efa_core_counters_t *out) {
     out->mr_misses += g_retired.mr_misses;
     out->mr_evictions += g_retired.mr_evictions;
     out->peers_lost += g_retired.peers_lost;
+    using namespace efa::counts;
+    out->provider_sends = get(kProviderSends);
+    out->provider_send_bytes = get(kProviderSendBytes);
+    out->provider_recvs = get(kProviderRecvs);
+    out->provider_recv_bytes = get(kProviderRecvBytes);
+    out->provider_rma = get(kProviderRma);
+    out->provider_rma_bytes = get(kProviderRmaBytes);
+    out->ring_frames = get(kRingFrames);
+    out->ring_bytes = get(kRingBytes);
+    out->single_copies = get(kSingleCopies);
+    out->single_copy_bytes = get(kSingleCopyBytes);
+    out->unexpected = get(kUnexpected);
+    out->unexpected_peak = get(kUnexpectedPeak);
+    out->coalesced = get(kCoalesced);
+    out->emul_served = get(kEmulServed);
+    out->emul_refused = get(kEmulRefused);
 }
 
 efa_core_t *efa_core_current(void) {

@@ -28,6 +28,7 @@
 
 #include "core.hpp"
 #include "efa_core_msg.h"
+#include "path_counts.hpp"
 #include "registered_block.hpp"
 
 namespace {
@@ -394,9 +395,13 @@ int efa_ctx_try_send(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi
     if (len > efa_core_msg_max_size(ctx->core)) {
         return -FI_EMSGSIZE;
     }
-    return tracked_send(ctx, dest, op, "fi_send", [&](void *context) {
+    const int rc = tracked_send(ctx, dest, op, "fi_send", [&](void *context) {
         return fi_send(ctx->ep, buf, len, desc, dest, context);
     });
+    if (rc == 0) { // a refused try is tried again: counted once, when taken
+        efa::counts::add_msg(efa::counts::kProviderSends, len);
+    }
+    return rc;
 }
 
 int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest) {
@@ -411,6 +416,9 @@ int efa_ctx_try_inject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t de
         return -FI_EHOSTUNREACH;
     }
     ssize_t rc = fi_inject(ctx->ep, buf, len, dest);
+    if (rc == 0) {
+        efa::counts::add_msg(efa::counts::kProviderSends, len);
+    }
     return checked(ctx, "fi_inject", rc);
 }
 
@@ -425,9 +433,13 @@ int efa_ctx_try_sendv(efa_ctx_t *ctx, const struct iovec *iov, void **desc, size
     if (len > efa_core_msg_max_size(ctx->core)) {
         return -FI_EMSGSIZE;
     }
-    return tracked_send(ctx, dest, op, "fi_sendv", [&](void *context) {
+    const int rc = tracked_send(ctx, dest, op, "fi_sendv", [&](void *context) {
         return fi_sendv(ctx->ep, iov, desc, count, dest, context);
     });
+    if (rc == 0) {
+        efa::counts::add_msg(efa::counts::kProviderSends, len);
+    }
+    return rc;
 }
 
 } // extern "C"

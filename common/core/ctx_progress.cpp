@@ -14,6 +14,7 @@
 #include "efa_core_msg.h"
 #include "efa_params.hpp"
 #include "mr_cache.hpp"
+#include "path_counts.hpp"
 
 namespace efa::post {
 
@@ -187,6 +188,9 @@ __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
             }
             release_slot(ctx, op);
             efa::inflight_done(ctx, op);
+            if (entries[i].flags & FI_RECV) {
+                efa::counts::add_msg(efa::counts::kProviderRecvs, entries[i].len);
+            }
             fi_addr_t src = FI_ADDR_NOTAVAIL;
             if (source && (entries[i].flags & FI_RECV)) {
                 src = srcs[i];

@@ -11,6 +11,7 @@
 #include "ctx_post.hpp"
 #include "efa_core.h"
 #include "efa_rma.h"
+#include "path_counts.hpp"
 
 using namespace efa::post;
 
@@ -42,6 +43,7 @@ fi_msg_rma rma_msg(const iovec *iov, void **desc, fi_addr_t peer, const fi_rma_i
 extern "C" int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc,
                              fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    efa::counts::add_msg(efa::counts::kProviderRma, len);
     return tracked_post(ctx, dest, op, kSend, FI_RMA | FI_WRITE, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_writemsg", pop, [=] {
@@ -57,6 +59,7 @@ extern "C" int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *
 extern "C" int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src,
                             uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    efa::counts::add_msg(efa::counts::kProviderRma, len);
     return tracked_post(ctx, src, op, kSend, FI_RMA | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_readmsg", pop, [=] {
@@ -90,6 +93,7 @@ extern "C" int efa_ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype d
                               const void *operand, void *desc, fi_addr_t dest, uint64_t raddr,
                               uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    efa::counts::add(efa::counts::kProviderRma, 1);
     return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_WRITE, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_atomicmsg", pop, [=] {
@@ -107,6 +111,7 @@ extern "C" int efa_ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_data
                                     void *result_desc, fi_addr_t dest, uint64_t raddr,
                                     uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    efa::counts::add(efa::counts::kProviderRma, 1);
     return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_fetch_atomicmsg", pop, [=] {
@@ -126,6 +131,7 @@ extern "C" int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const
                                       void *result, void *result_desc, fi_addr_t dest,
                                       uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    efa::counts::add(efa::counts::kProviderRma, 1);
     return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_compare_atomicmsg", pop, [=] {

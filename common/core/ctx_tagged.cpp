@@ -9,6 +9,7 @@
 
 #include "ctx_post.hpp"
 #include "efa_core.h"
+#include "path_counts.hpp"
 
 using namespace efa::post;
 
@@ -17,6 +18,7 @@ extern "C" {
 int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                   uint64_t tag, uint64_t data, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    efa::counts::add_msg(efa::counts::kProviderSends, len);
     return tracked_post(ctx, dest, op, kSend, FI_SEND | FI_TAGGED, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         if (ctx->use_cq_data) {
@@ -36,6 +38,7 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
     if (efa::deadline_refuses(ctx, dest)) {
         return -FI_EHOSTUNREACH;
     }
+    efa::counts::add_msg(efa::counts::kProviderSends, len);
     auto inject = [=](const void *b) {
         return use_data ? fi_tinjectdata(ep, b, len, data, dest, tag)
                         : fi_tinject(ep, b, len, dest, tag);

@@ -1,6 +1,7 @@
 // The emulated one-sided target (emul_target.hpp).  Requests come from
 // other processes: every field is checked before memory is touched.
 #include "emul_target.hpp"
+#include "path_counts.hpp"
 
 #include <cstring>
 #include <new>
@@ -136,6 +137,13 @@ efa_emul_verdict_t EmulTarget::check(uint64_t key, uint64_t addr, uint64_t len,
 
 efa_emul_verdict_t EmulTarget::execute(uint8_t type, const efa_btl_rma_t &rma, const void *in,
                                        void *out, uint64_t *result) {
+    const efa_emul_verdict_t v = run(type, rma, in, out, result);
+    counts::add(EFA_EMUL_DONE == v ? counts::kEmulServed : counts::kEmulRefused, 1);
+    return v;
+}
+
+efa_emul_verdict_t EmulTarget::run(uint8_t type, const efa_btl_rma_t &rma, const void *in,
+                                   void *out, uint64_t *result) {
     uint64_t len = rma.len;
     uint32_t access;
     switch (type) {

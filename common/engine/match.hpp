@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "efa_engine.h"
+#include "path_counts.hpp"
 
 namespace efa::engine {
 
@@ -103,7 +104,11 @@ class Matcher {
     // A new message: the first posted receive that takes it, removed; or
     // nullptr (the caller then queues the message with add_unexpected).
     efa_engine_req_t *arrive(const Envelope &env);
-    void add_unexpected(Message *m) { unexpected_.push_back(&m->link); }
+    void add_unexpected(Message *m) {
+        unexpected_.push_back(&m->link);
+        counts::add(counts::kUnexpected, 1);
+        counts::peak(counts::kUnexpectedPeak, unexpected_.size());
+    }
     // The first waiting message a receive for (cid, src, tag) would take;
     // removed from the queue if 'take'.
     Message *probe(uint32_t cid, int32_t src, int32_t tag, bool take);
@@ -135,9 +140,7 @@ class Matcher {
     }
 
   private:
-    void unposted(const efa_engine_req_t *r) {
-        posted_net_ -= (r->flags & kReqLocal) ? 0 : 1;
-    }
+    void unposted(const efa_engine_req_t *r) { posted_net_ -= (r->flags & kReqLocal) ? 0 : 1; }
 
     List posted_;
     List unexpected_;

@@ -8,6 +8,7 @@
 #include <rdma/fi_errno.h>
 
 #include "efa_core_msg.h"
+#include "path_counts.hpp"
 
 namespace efa::engine {
 
@@ -121,6 +122,8 @@ void *NetLink::reserve(Peer *p, size_t len) {
                 return nullptr;
             }
             b = nullptr;
+        } else if (b->frames > 0) {
+            counts::add(counts::kCoalesced, 1);
         }
     }
     if (!b) {

@@ -116,6 +116,7 @@ typedef struct efa_core_params {
     const char *provider_exclude; /* comma-separated; NULL or "" means none */
     const char *nic_include;      /* NIC (domain) names, comma-separated; NULL or "": all */
     const char *nic_exclude;      /* NIC (domain) names, comma-separated; NULL or "": none */
+    int nics_per_proc;            /* most NICs in a process's set; 0: its whole share */
     int num_contexts;             /* endpoints per NIC */
     int tx_size;                  /* provider tx queue depth; 0 = provider default */
     int rx_size;                  /* provider rx queue depth; 0 = provider default */
@@ -219,6 +220,16 @@ typedef struct efa_core_counters {
     uint64_t mr_misses;      /* registrations made with the provider */
     uint64_t mr_evictions;   /* idle registrations dropped for the cache's bound */
     uint64_t peers_lost;     /* processes declared unreachable */
+    /* What the process moved by which path (efa_core_get_current_counters
+     * only: process-wide, core/path_counts.hpp). */
+    uint64_t provider_sends, provider_send_bytes; /* messages posted to the provider */
+    uint64_t provider_recvs, provider_recv_bytes; /* receive completions from it */
+    uint64_t provider_rma, provider_rma_bytes;    /* one-sided operations posted to it */
+    uint64_t ring_frames, ring_bytes;             /* frames through the on-node rings */
+    uint64_t single_copies, single_copy_bytes;    /* CMA copies to or from a peer */
+    uint64_t unexpected, unexpected_peak;         /* arrived before their receive; most at once */
+    uint64_t coalesced;                           /* frames packed behind another */
+    uint64_t emul_served, emul_refused;           /* emulated one-sided requests of peers */
 } efa_core_counters_t;
 void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out);
 /* The process's counts: the open core's plus those of every core released

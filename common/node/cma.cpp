@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "efa_cma.h"
+#include "path_counts.hpp"
 
 namespace {
 
@@ -70,6 +71,9 @@ int efa_cma_copy(uint32_t pid, bool write, void *local, uint64_t remote, size_t 
     (void)pid, (void)write, (void)local, (void)remote;
     err = len ? ENOSYS : 0;
 #endif
+    if (done) {
+        efa::counts::add_msg(efa::counts::kSingleCopies, done);
+    }
     if (moved) {
         *moved = done;
     }

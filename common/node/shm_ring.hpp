@@ -58,6 +58,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "path_counts.hpp"
+
 namespace efa::shm {
 
 constexpr uint64_t kMagic = 0x45464153484d5231ull; // "EFASHMR1"
@@ -324,6 +326,7 @@ inline void *Outbox::reserve(size_t len) {
 }
 
 inline void Outbox::commit(size_t len) {
+    counts::add_msg(counts::kRingFrames, len);
     uint8_t *s = slots_ + (head_ & (geo_.nslots - 1)) * geo_.slot_size;
     const uint32_t l = static_cast<uint32_t>(len);
     __builtin_memcpy(s, &l, sizeof(l));

@@ -1,14 +1,26 @@
 /*
  * The core's MPI_T performance variables (common/common_efa_pvars.c): each
  * common_efa_* variable is found by name with the class and type it is
- * documented with, reads through a session handle, never goes down while
- * the ranks exchange messages, and (-p: the job's messages cross the
- * provider) common_efa_completions goes up with them.
+ * documented with, reads through a session handle, and never goes down
+ * while the ranks exchange messages.  Options ask that the ranks' traffic
+ * shows where it went:
+ *   -p  the messages cross the provider: completions, provider sends and
+ *       receives (and their bytes) rise with them
+ *   -r  they go through the on-node rings: ring frames and bytes rise
+ *   -c  a 1 MiB message each way too, by single copy: single copies rise
+ *   -u  NUM messages sent before their receives are posted: the engine's
+ *       unexpected count rises by NUM and its peak reaches NUM
+ *   -k  (with -u) some of those frames were packed behind another
+ *   -w  puts into the partner's window (emulated one-sided): the requests
+ *       served rise, none refused
  *
- *   pvars [-p] [-i ITERS]
+ *   -l  list every common_efa_* variable with its class and help, and stop
+ *
+ *   pvars [-p] [-r] [-c] [-u NUM [-k]] [-w] [-i ITERS] | pvars -l
  */
 #include "test_util.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -21,16 +33,59 @@ struct want {
     MPI_T_pvar_handle handle;
 };
 
-static struct want wanted[] = {
-    {"common_efa_completions", MPI_T_PVAR_CLASS_COUNTER, -1, 0},
-    {"common_efa_posts_deferred", MPI_T_PVAR_CLASS_COUNTER, -1, 0},
-    {"common_efa_posts_waiting", MPI_T_PVAR_CLASS_LEVEL, -1, 0},
-    {"common_efa_mr_cache_hits", MPI_T_PVAR_CLASS_COUNTER, -1, 0},
-    {"common_efa_mr_cache_misses", MPI_T_PVAR_CLASS_COUNTER, -1, 0},
-    {"common_efa_mr_cache_evictions", MPI_T_PVAR_CLASS_COUNTER, -1, 0},
-    {"common_efa_peers_lost", MPI_T_PVAR_CLASS_COUNTER, -1, 0},
+enum {
+    COMPLETIONS,
+    DEFERRED,
+    WAITING,
+    MR_HITS,
+    MR_MISSES,
+    MR_EVICTIONS,
+    PEERS_LOST,
+    PROVIDER_SENDS,
+    PROVIDER_SEND_BYTES,
+    PROVIDER_RECVS,
+    PROVIDER_RECV_BYTES,
+    PROVIDER_RMA,
+    PROVIDER_RMA_BYTES,
+    RING_FRAMES,
+    RING_BYTES,
+    SINGLE_COPIES,
+    SINGLE_COPY_BYTES,
+    UNEXPECTED,
+    UNEXPECTED_PEAK,
+    COALESCED,
+    EMUL_SERVED,
+    EMUL_REFUSED,
+    NWANTED
 };
-#define NWANTED ((int)(sizeof(wanted) / sizeof(wanted[0])))
+
+#define COUNTER(n)                                                                                 \
+    { "common_efa_" n, MPI_T_PVAR_CLASS_COUNTER, -1, 0 }
+static struct want wanted[NWANTED] = {
+    [COMPLETIONS] = COUNTER("completions"),
+    [DEFERRED] = COUNTER("posts_deferred"),
+    [WAITING] = {"common_efa_posts_waiting", MPI_T_PVAR_CLASS_LEVEL, -1, 0},
+    [MR_HITS] = COUNTER("mr_cache_hits"),
+    [MR_MISSES] = COUNTER("mr_cache_misses"),
+    [MR_EVICTIONS] = COUNTER("mr_cache_evictions"),
+    [PEERS_LOST] = COUNTER("peers_lost"),
+    [PROVIDER_SENDS] = COUNTER("provider_sends"),
+    [PROVIDER_SEND_BYTES] = COUNTER("provider_send_bytes"),
+    [PROVIDER_RECVS] = COUNTER("provider_recvs"),
+    [PROVIDER_RECV_BYTES] = COUNTER("provider_recv_bytes"),
+    [PROVIDER_RMA] = COUNTER("provider_rma"),
+    [PROVIDER_RMA_BYTES] = COUNTER("provider_rma_bytes"),
+    [RING_FRAMES] = COUNTER("ring_frames"),
+    [RING_BYTES] = COUNTER("ring_bytes"),
+    [SINGLE_COPIES] = COUNTER("single_copies"),
+    [SINGLE_COPY_BYTES] = COUNTER("single_copy_bytes"),
+    [UNEXPECTED] = COUNTER("unexpected_msgs"),
+    [UNEXPECTED_PEAK] = {"common_efa_unexpected_peak", MPI_T_PVAR_CLASS_HIGHWATERMARK, -1, 0},
+    [COALESCED] = COUNTER("coalesced_frames"),
+    [EMUL_SERVED] = COUNTER("emul_served"),
+    [EMUL_REFUSED] = COUNTER("emul_refused"),
+};
+#undef COUNTER
 
 static void find_all(void) {
     int n = 0;
@@ -60,33 +115,152 @@ static void find_all(void) {
         TU_ASSERT(wanted[w].index >= 0, "performance variable %s not found", wanted[w].name);
 }
 
+/* -l: the components' variables as MPI_T describes them. */
+static void list_all(void) {
+    static const char *const classes[] = {
+        [MPI_T_PVAR_CLASS_STATE] = "state",
+        [MPI_T_PVAR_CLASS_LEVEL] = "level",
+        [MPI_T_PVAR_CLASS_SIZE] = "size",
+        [MPI_T_PVAR_CLASS_PERCENTAGE] = "percentage",
+        [MPI_T_PVAR_CLASS_HIGHWATERMARK] = "high-watermark",
+        [MPI_T_PVAR_CLASS_LOWWATERMARK] = "low-watermark",
+        [MPI_T_PVAR_CLASS_COUNTER] = "counter",
+        [MPI_T_PVAR_CLASS_AGGREGATE] = "aggregate",
+        [MPI_T_PVAR_CLASS_TIMER] = "timer",
+        [MPI_T_PVAR_CLASS_GENERIC] = "generic",
+    };
+    int n = 0;
+    TU_ASSERT(MPI_T_pvar_get_num(&n) == MPI_SUCCESS, "MPI_T_pvar_get_num failed");
+    for (int i = 0; i < n; ++i) {
+        char name[MAX_NAME], desc[1024];
+        int name_len = MAX_NAME, desc_len = sizeof(desc), verbosity, var_class, bind, readonly,
+            continuous, atomic;
+        MPI_Datatype type;
+        MPI_T_enum enumtype;
+        if (MPI_T_pvar_get_info(i, name, &name_len, &verbosity, &var_class, &type, &enumtype, desc,
+                                &desc_len, &bind, &readonly, &continuous, &atomic) != MPI_SUCCESS ||
+            strncmp(name, "common_efa_", 11) != 0)
+            continue;
+        const int known = var_class >= 0 && var_class < (int)(sizeof(classes) / sizeof(*classes));
+        printf("%-32s %-14s %s\n", name, known && classes[var_class] ? classes[var_class] : "?",
+               desc);
+    }
+}
+
 static void read_all(MPI_T_pvar_session s, unsigned long long *v) {
     for (int w = 0; w < NWANTED; ++w)
         TU_ASSERT(MPI_T_pvar_read(s, wanted[w].handle, &v[w]) == MPI_SUCCESS, "reading %s failed",
                   wanted[w].name);
 }
 
+/* rise(v, w): how much variable w rose between the two reads */
+#define RISE(w) (after[w] - before[w])
+
+/* NUM small messages from the lower rank before the higher posts a receive:
+ * they wait unexpected at the receiver, all at once (the barrier's message
+ * follows them in the same stream). */
+static void unexpected_burst(int partner, int num) {
+    char b[64] = {0};
+    if (tu_rank < partner) {
+        for (int i = 0; i < num; ++i)
+            MPI_Send(b, sizeof(b), MPI_BYTE, partner, 2, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int i = 0; i < num; ++i)
+            MPI_Recv(b, sizeof(b), MPI_BYTE, partner, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+}
+
+/* One 1 MiB message each way, checked. */
+static void large_exchange(int partner) {
+    const size_t n = 1 << 20;
+    char *b = malloc(n);
+    TU_ASSERT(b != NULL, "no memory");
+    for (int round = 0; round < 2; ++round) {
+        const int sender = round == 0 ? (tu_rank < partner) : (tu_rank > partner);
+        if (sender) {
+            tu_fill(b, n, (unsigned)tu_rank);
+            MPI_Send(b, (int)n, MPI_BYTE, partner, 3, MPI_COMM_WORLD);
+        } else {
+            MPI_Recv(b, (int)n, MPI_BYTE, partner, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            tu_verify(b, n, (unsigned)partner, "1 MiB message");
+        }
+    }
+    free(b);
+}
+
+/* iters puts of 8 bytes into the partner's window, each fenced. */
+static void window_puts(int iters) {
+    /* MPI_Win_create: osc/rdma reaches memory of its own allocation on
+     * this node directly, a user's buffer only through the BTL. */
+    long *base = calloc(8, sizeof(long));
+    MPI_Win win;
+    TU_ASSERT(base != NULL, "no memory");
+    TU_ASSERT(MPI_Win_create(base, 8 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD,
+                             &win) == MPI_SUCCESS,
+              "MPI_Win_create failed");
+    const int partner = tu_pair_partner();
+    long v = tu_rank + 1;
+    MPI_Win_fence(0, win);
+    for (int i = 0; i < iters; ++i) {
+        if (partner >= 0)
+            MPI_Put(&v, 1, MPI_LONG, partner, 0, 1, MPI_LONG, win);
+        MPI_Win_fence(0, win);
+    }
+    if (partner >= 0)
+        TU_ASSERT(base[0] == partner + 1, "window holds %ld, expected %d", base[0], partner + 1);
+    MPI_Win_free(&win);
+    free(base);
+}
+
 int main(int argc, char **argv) {
-    int provided, opt, iters = 200, through_provider = 0;
+    int provided, opt, iters = 200, through_provider = 0, through_rings = 0, single_copy = 0,
+                       unexpected = 0, coalesced = 0, puts = 0, list = 0;
     MPI_T_pvar_session session;
     unsigned long long before[NWANTED], after[NWANTED];
     char buf[64] = {0};
 
     tu_init(&argc, &argv, "pvars");
-    while ((opt = getopt(argc, argv, "pi:h")) != -1) {
+    while ((opt = getopt(argc, argv, "prcu:kwli:h")) != -1) {
         switch (opt) {
         case 'p':
             through_provider = 1;
+            break;
+        case 'r':
+            through_rings = 1;
+            break;
+        case 'c':
+            single_copy = 1;
+            break;
+        case 'u':
+            unexpected = (int)tu_parse_long(optarg);
+            break;
+        case 'k':
+            coalesced = 1;
+            break;
+        case 'w':
+            puts = 1;
+            break;
+        case 'l':
+            list = 1;
             break;
         case 'i':
             iters = (int)tu_parse_long(optarg);
             break;
         default:
-            tu_usage("[-p] [-i ITERS]", opt == 'h' ? 0 : 1);
+            tu_usage("[-p] [-r] [-c] [-u NUM [-k]] [-w] [-i ITERS] | -l", opt == 'h' ? 0 : 1);
         }
     }
     TU_ASSERT(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS,
               "MPI_T_init_thread failed");
+    if (list) {
+        if (tu_rank == 0)
+            list_all();
+        MPI_T_finalize();
+        MPI_Finalize();
+        return 0;
+    }
     find_all();
     TU_ASSERT(MPI_T_pvar_session_create(&session) == MPI_SUCCESS, "no MPI_T session");
     for (int w = 0; w < NWANTED; ++w) {
@@ -109,7 +283,13 @@ int main(int argc, char **argv) {
                 MPI_Send(buf, sizeof(buf), MPI_BYTE, partner, 1, MPI_COMM_WORLD);
             }
         }
+        if (single_copy)
+            large_exchange(partner);
+        if (unexpected)
+            unexpected_burst(partner, unexpected);
     }
+    if (puts)
+        window_puts(iters);
     read_all(session, after);
     for (int w = 0; w < NWANTED; ++w) {
         /* (Open MPI reports a counter handle's sum of unsigned differences:
@@ -118,17 +298,52 @@ int main(int argc, char **argv) {
             TU_ASSERT(after[w] >= before[w] && after[w] - before[w] < (1ULL << 40),
                       "%s went down: %llu -> %llu", wanted[w].name, before[w], after[w]);
     }
-    if (through_provider && partner >= 0)
-        TU_ASSERT(after[0] >= before[0] + (unsigned long long)iters,
+    const unsigned long long n = (unsigned long long)iters;
+    if (through_provider && partner >= 0) {
+        TU_ASSERT(RISE(COMPLETIONS) >= n,
                   "common_efa_completions rose by %llu over %d round trips through the provider",
-                  after[0] - before[0], iters);
-    TU_ASSERT(after[6] == 0, "common_efa_peers_lost is %llu in a healthy job", after[6]);
+                  RISE(COMPLETIONS), iters);
+        TU_ASSERT(RISE(PROVIDER_SENDS) >= n && RISE(PROVIDER_SEND_BYTES) >= n * sizeof(buf),
+                  "provider sends rose by %llu (%llu bytes) over %d messages of %zu bytes",
+                  RISE(PROVIDER_SENDS), RISE(PROVIDER_SEND_BYTES), iters, sizeof(buf));
+        TU_ASSERT(RISE(PROVIDER_RECVS) >= n && RISE(PROVIDER_RECV_BYTES) >= n * sizeof(buf),
+                  "provider receives rose by %llu (%llu bytes) over %d messages of %zu bytes",
+                  RISE(PROVIDER_RECVS), RISE(PROVIDER_RECV_BYTES), iters, sizeof(buf));
+    }
+    if (through_rings && partner >= 0)
+        TU_ASSERT(RISE(RING_FRAMES) >= n && RISE(RING_BYTES) >= n * sizeof(buf),
+                  "ring frames rose by %llu (%llu bytes) over %d messages of %zu bytes",
+                  RISE(RING_FRAMES), RISE(RING_BYTES), iters, sizeof(buf));
+    if (single_copy && partner >= 0)
+        TU_ASSERT(RISE(SINGLE_COPIES) >= 1 && RISE(SINGLE_COPY_BYTES) >= (1u << 20),
+                  "single copies rose by %llu (%llu bytes) over a 1 MiB message each way",
+                  RISE(SINGLE_COPIES), RISE(SINGLE_COPY_BYTES));
+    if (unexpected && partner >= 0 && tu_rank > partner) {
+        TU_ASSERT(RISE(UNEXPECTED) >= (unsigned long long)unexpected,
+                  "unexpected messages rose by %llu, %d were sent before their receives",
+                  RISE(UNEXPECTED), unexpected);
+        TU_ASSERT(after[UNEXPECTED_PEAK] >= (unsigned long long)unexpected,
+                  "unexpected peak %llu, %d waited at once", after[UNEXPECTED_PEAK], unexpected);
+    }
+    if (coalesced && partner >= 0 && tu_rank < partner)
+        TU_ASSERT(RISE(COALESCED) > 0, "no frame of %d sent back to back was coalesced",
+                  unexpected);
+    if (puts && partner >= 0) {
+        TU_ASSERT(RISE(EMUL_SERVED) >= n, "emulated requests served rose by %llu over %d puts",
+                  RISE(EMUL_SERVED), iters);
+        TU_ASSERT(RISE(EMUL_REFUSED) == 0, "%llu emulated requests refused", RISE(EMUL_REFUSED));
+    }
+    TU_ASSERT(after[PEERS_LOST] == 0, "common_efa_peers_lost is %llu in a healthy job",
+              after[PEERS_LOST]);
 
     for (int w = 0; w < NWANTED; ++w)
         MPI_T_pvar_handle_free(session, &wanted[w].handle);
     MPI_T_pvar_session_free(&session);
     MPI_T_finalize();
-    tu_ok("np=%d completions %llu -> %llu, deferred %llu, mr hits %llu misses %llu", tu_size,
-          before[0], after[0], after[1], after[3], after[4]);
+    tu_ok("np=%d completions %llu -> %llu, provider sends %llu, ring frames %llu, single "
+          "copies %llu, unexpected %llu (peak %llu), coalesced %llu, emulated served %llu",
+          tu_size, before[COMPLETIONS], after[COMPLETIONS], after[PROVIDER_SENDS],
+          after[RING_FRAMES], after[SINGLE_COPIES], after[UNEXPECTED], after[UNEXPECTED_PEAK],
+          after[COALESCED], after[EMUL_SERVED]);
     return 0;
 }

@@ -41,6 +41,18 @@ TEST(Params, NumContextsBounds) {
     }
 }
 
+TEST(Params, NicsPerProcBounds) {
+    auto p = defaults();
+    for (int v : {0, 1, ParamLimits::kMaxNicsPerProc}) {
+        p.nics_per_proc = v;
+        EXPECT_FALSE(refused(p, "nics_per_proc")) << v;
+    }
+    for (int v : {-1, ParamLimits::kMaxNicsPerProc + 1}) {
+        p.nics_per_proc = v;
+        EXPECT_TRUE(refused(p, "nics_per_proc")) << v;
+    }
+}
+
 TEST(Params, QueueSizes) {
     auto p = defaults();
     p.tx_size = 0;
