@@ -203,6 +203,16 @@ dnl library beside Open MPI's libraries and the components in Open MPI's
 dnl component directory, so that mpirun finds them with no settings.
 dnl With --prefix: $libdir and $libdir/openmpi; the user then adds that
 dnl directory to OMPI_MCA_mca_base_component_path (see README.md).
+dnl The components' own release, from AC_INIT: ompi_info shows it as their
+dnl "Component v" (inside an Open MPI tree they carry that release's).
+AC_DEFUN([EFA_SET_RELEASE], [
+    efa_release_major=`echo "$PACKAGE_VERSION" | cut -d. -f1`
+    efa_release_minor=`echo "$PACKAGE_VERSION" | cut -d. -f2`
+    efa_release_patch=`echo "$PACKAGE_VERSION" | cut -d. -f3`
+    AC_SUBST([EFA_RELEASE_CPPFLAGS],
+             ["-DEFA_RELEASE_MAJOR=$efa_release_major -DEFA_RELEASE_MINOR=$efa_release_minor -DEFA_RELEASE_PATCH=$efa_release_patch"])
+])
+
 AC_DEFUN([EFA_SET_INSTALL_DIRS], [
     AC_ARG_WITH([ompi-component-dir],
         [AS_HELP_STRING([--with-ompi-component-dir=DIR], [where to install mca_*_efa.so])])

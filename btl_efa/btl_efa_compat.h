@@ -24,6 +24,7 @@
  * data back, single copy is synchronous, and the emulated path completes on
  * the target's answer, sent after it executed the request. */
 #define MCA_BTL_EFA_VERSION_FLAGS MCA_BTL_FLAGS_RDMA_REMOTE_COMPLETION
+#define MCA_BTL_EFA_BASE_VERSION MCA_BTL_BASE_VERSION_3_3_0
 
 /* Device memory behind a convertor (not sent in place): 5.0 says accelerator. */
 #define MCA_BTL_EFA_CONVERTOR_DEVICE CONVERTOR_ACCELERATOR
@@ -74,6 +75,7 @@ static inline void mca_btl_efa_deliver_am_des(mca_btl_base_module_t *btl,
 
 #define MCA_BTL_EFA_CONVERTOR_DEVICE CONVERTOR_CUDA
 #define MCA_BTL_EFA_VERSION_FLAGS 0 /* 4.1 has no remote-completion flag */
+#define MCA_BTL_EFA_BASE_VERSION MCA_BTL_BASE_VERSION_3_1_0
 
 static inline uint32_t mca_btl_efa_job_size(void) {
     return (uint32_t)ompi_process_info.num_procs;

@@ -3,6 +3,7 @@
  */
 #include "btl_efa_mode.h"
 #include "btl_efa_ring.h"
+#include "common_efa_release.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,9 @@ mca_btl_efa_component_t mca_btl_efa_component = {
         {
             .btl_version =
                 {
-                    MCA_BTL_DEFAULT_VERSION("efa"),
+                    MCA_BTL_EFA_BASE_VERSION,
+                    .mca_component_name = "efa",
+                    MCA_COMMON_EFA_RELEASE_VERSION,
                     .mca_open_component = efa_component_open,
                     .mca_close_component = efa_component_close,
                     .mca_register_component_params = efa_component_register,

@@ -2,6 +2,7 @@
  * mtl_efa component: parameters, selection and module creation.
  */
 #include "mtl_efa.h"
+#include "common_efa_release.h"
 
 #include "opal/util/show_help.h"
 
@@ -16,8 +17,7 @@ mca_mtl_base_component_2_0_0_t mca_mtl_efa_component = {
         {
             MCA_MTL_BASE_VERSION_2_0_0,
             .mca_component_name = "efa",
-            MCA_BASE_MAKE_VERSION(component, OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
-                                  OMPI_RELEASE_VERSION),
+            MCA_COMMON_EFA_RELEASE_VERSION,
             .mca_open_component = ompi_mtl_efa_component_open,
             .mca_close_component = ompi_mtl_efa_component_close,
             .mca_query_component = ompi_mtl_efa_component_query,

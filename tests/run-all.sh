@@ -10,7 +10,8 @@
 # btl_efa in native, emulated and mixed modes (and with FI_MR_LOCAL forced),
 # the same point-to-point suites, a soak under random loss and peer-loss
 # tests across hosts made of network namespaces, the benchmark programs'
-# self-checks, and the sanitizer (ASan + UBSan), ThreadSanitizer and
+# self-checks, the packages (Spack recipe, RPM, Debian package run in a
+# clean root), and the sanitizer (ASan + UBSan), ThreadSanitizer and
 # libFuzzer builds (tests/run-sanitizer-tests.sh, tests/run-tsan-tests.sh,
 # tests/fuzz/run-fuzzers.sh).
 # NETPIPE (tests/mpi/run-mpi-tests.sh), MPI4PY_PYTHON and PYTHONPATH
@@ -283,10 +284,20 @@ BENCH_BIN_DIR=$build/bench "$top/bench/callgrind-gate.sh" -o "$logdir/callgrind-
     tee "$logdir/callgrind-gate.log"
 add_counts "$logdir/callgrind-gate.log" callgrind-gate
 
+# The packages (docs/PACKAGES.md): the Spack recipe's check, the release
+# tarball against the checkout and its RPM, and the Debian package built,
+# checked by lintian, installed into a clean Debian 12 root and run there.
+# With --no-build (another Open MPI's build tree) they are not this run's.
+if [ $do_build -eq 1 ]; then
+    echo "== packages: Spack recipe, release tarball and RPM, Debian package in a clean root"
+    "$top/tests/package/run-package-tests.sh" "$logdir/packages" 2>&1 | tee "$logdir/packages.log"
+    add_counts "$logdir/packages.log" packages
+fi
+
 # Instrumented builds beside the normal one (scripts/build-instrumented.sh):
 # ASan + UBSan over the unit tests and subsets of the MPI and one-sided
 # suites, ThreadSanitizer over the threaded suites, then every libFuzzer
-# harness over its corpus and for 20 s.  A build that fails is one failure,
+# harness over its corpus and for 14 s.  A build that fails is one failure,
 # and its suite is not run: the build directory may hold the programs of
 # an earlier build, which would be tested in place of this checkout's.
 for kind in asan tsan fuzz; do
@@ -295,8 +306,8 @@ for kind in asan tsan fuzz; do
           runner=("$top/tests/run-sanitizer-tests.sh" -b "$top/_build-asan" -i "$top/_install-asan") ;;
     tsan) title="ThreadSanitizer: threaded unit tests, MPI_THREAD_MULTIPLE over mtl_efa and btl_efa"
           runner=("$top/tests/run-tsan-tests.sh" -b "$top/_build-tsan" -i "$top/_install-tsan") ;;
-    fuzz) title="fuzzers (libFuzzer + ASan + UBSan): corpus, then 20 s per harness"
-          runner=("$top/tests/fuzz/run-fuzzers.sh" -T 20 -b "$top/_build-fuzz") ;;
+    fuzz) title="fuzzers (libFuzzer + ASan + UBSan): corpus, then 14 s per harness"
+          runner=("$top/tests/fuzz/run-fuzzers.sh" -T 14 -b "$top/_build-fuzz") ;;
     esac
     echo "== $title"
     if [ $do_build -eq 1 ]; then
