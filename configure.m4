@@ -206,6 +206,8 @@ dnl directory to OMPI_MCA_mca_base_component_path (see README.md).
 dnl The components' own release, from AC_INIT: ompi_info shows it as their
 dnl "Component v" (inside an Open MPI tree they carry that release's).
 AC_DEFUN([EFA_SET_RELEASE], [
+    AS_IF([echo "$PACKAGE_VERSION" | grep -Eq '^@<:@0-9@:>@+\.@<:@0-9@:>@+\.@<:@0-9@:>@+$'], [],
+          [AC_MSG_ERROR([the package version $PACKAGE_VERSION (configure.ac) is not MAJOR.MINOR.PATCH in numbers, which the components' MCA version needs])])
     efa_release_major=`echo "$PACKAGE_VERSION" | cut -d. -f1`
     efa_release_minor=`echo "$PACKAGE_VERSION" | cut -d. -f2`
     efa_release_patch=`echo "$PACKAGE_VERSION" | cut -d. -f3`

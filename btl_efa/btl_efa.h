@@ -562,7 +562,6 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
                             const efa_btl_rdma_args_t *a);
 int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                               const efa_btl_rdma_args_t *a);
-bool mca_btl_efa_native_atomics_usable(efa_core_t *core, char *why, size_t why_len);
 /* An operation outside the peer's handle: reported (the first few) and
  * failed through the callback with OPAL_ERR_PERM; returns OPAL_SUCCESS. */
 int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,

@@ -322,7 +322,7 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
         btl->mode.pipeline_raised = true;
     }
     char why[160] = "";
-    bool usable = mca_btl_efa_native_atomics_usable(core, why, sizeof(why));
+    bool usable = efa_core_atomics_usable(core, why, sizeof(why));
     btl->mode.why[2] = usable ? EFA_BTL_WHY_NONE : EFA_BTL_WHY_PROVIDER;
     if (EFA_RMA_MODE_AUTO == atomics && usable && EFA_RMA_BY_EMULATION == info->atomics_by) {
         usable = false;

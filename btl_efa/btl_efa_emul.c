@@ -162,6 +162,7 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t 
             data_len = rma->len;
         }
     }
+    efa_emul_count_request(OPAL_SUCCESS == status);
     memset(rh, 0, sizeof(*rh));
     memset(rr, 0, sizeof(*rr));
     rh->type = EFA_BTL_MSG_RESP;

@@ -360,31 +360,6 @@ int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     return OPAL_SUCCESS;
 }
 
-static int query(void *arg, enum fi_datatype dt, enum fi_op op, int kind) {
-    return efa_core_query_atomic((efa_core_t *)arg, dt, op, kind);
-}
-
-bool mca_btl_efa_native_atomics_usable(efa_core_t *core, char *why, size_t why_len) {
-    const efa_core_info_t *info = efa_core_get_info(core);
-    if (!info->has_atomic) {
-        snprintf(why, why_len, "the provider did not grant FI_ATOMIC");
-        return false;
-    }
-    const char *defect = efa_rma_atomics_defect(info->provider);
-    if (defect) {
-        snprintf(why, why_len, "%s", defect);
-        return false;
-    }
-    enum fi_op op = FI_SUM;
-    enum fi_datatype dt = FI_INT64;
-    if (!efa_rma_atomics_all_supported(query, core, &op, &dt)) {
-        snprintf(why, why_len, "fi_query_atomic: the provider lacks %s on %s",
-                 fi_tostr(&op, FI_TYPE_ATOMIC_OP), fi_tostr(&dt, FI_TYPE_ATOMIC_TYPE));
-        return false;
-    }
-    return true;
-}
-
 /* ---- setup ---- */
 
 int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl) {

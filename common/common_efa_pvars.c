@@ -48,7 +48,9 @@ static const efa_pvar_t pvars[] = {
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(provider_recvs)},
     {"provider_recv_bytes", "Bytes of the messages received from the provider",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(provider_recv_bytes)},
-    {"provider_rma", "One-sided operations (puts, gets, atomics) posted to the provider",
+    {"provider_rma",
+     "One-sided operations (puts, gets, atomics) posted to the provider, own matching's "
+     "rendezvous reads included",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(provider_rma)},
     {"provider_rma_bytes", "Bytes of the puts and gets posted to the provider",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(provider_rma_bytes)},
@@ -63,7 +65,9 @@ static const efa_pvar_t pvars[] = {
     {"unexpected_msgs",
      "Messages matched by the components' own engine that arrived before their receive",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(unexpected)},
-    {"unexpected_peak", "Most messages waiting unexpected at once in the components' own engine",
+    {"unexpected_peak",
+     "Most messages waiting unexpected at once in the components' own engine, since the process "
+     "started (a reset does not lower it)",
      MCA_BASE_PVAR_CLASS_HIGHWATERMARK, FIELD(unexpected_peak)},
     {"coalesced_frames",
      "Frames to another node packed behind another in one provider message (own matching)",
@@ -72,7 +76,7 @@ static const efa_pvar_t pvars[] = {
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(emul_served)},
     {"emul_refused",
      "Emulated one-sided requests of peers refused here: no registration, outside it, not "
-     "permitted, or an operation not executed",
+     "permitted, an operation not executed, a malformed request, or one during finalize",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(emul_refused)},
 };
 #undef FIELD

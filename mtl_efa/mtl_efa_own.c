@@ -117,22 +117,6 @@ static size_t comm_members(void *arg, uint32_t cid, uint32_t *vpids, size_t max)
     return n > 0 ? (size_t)n : 0;
 }
 
-/* mtl_efa_matching auto: own matching where it was measured to pay
- * (docs/PERFORMANCE.md, "Own matching in mtl_efa": about 3x the message
- * rate of the provider's matching at 8 B, window 64, latency no worse at
- * 1 B), the provider's matching elsewhere.  Both providers below match
- * tags in software; so does efa, but nothing was measured on EFA
- * hardware yet.  A provider that matches in hardware keeps its own. */
-static bool own_measured_to_pay(const char *provider) {
-    static const char *const measured[] = {"tcp;ofi_rxm", "udp;ofi_rxd", NULL};
-    for (int i = 0; NULL != measured[i]; ++i) {
-        if (0 == strcmp(provider, measured[i])) {
-            return true;
-        }
-    }
-    return false;
-}
-
 bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
     const mtl_efa_params_t *mp = &ompi_mtl_efa_params;
     ompi_mtl_efa.own_matching = false;
@@ -151,7 +135,8 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
                                   "matching: provider (mtl_efa_matching provider: each MPI "
                                   "message one tagged provider message)");
         return false;
-    } else if (0 == strcmp(mp->matching, "auto") && !own_measured_to_pay(info->provider)) {
+    } else if (0 == strcmp(mp->matching, "auto") &&
+               !efa_core_own_matching_measured(info->provider)) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "matching: provider (auto: own matching is not measured on %s "
                                   "yet; mtl_efa_matching own tries it)",

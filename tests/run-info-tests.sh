@@ -56,6 +56,36 @@ run --provider "tcp;ofi_rxm" --local-size 2
     grep -q "^NICs:" <<<"$OUT" && [ "$(grep -c '^  local rank [01] ' <<<"$OUT")" -eq 2 ]
 check standin-rxm "expected exit 0, the provider, its NICs and 2 NIC sets (exit $RC)" $?
 
+# What the components' defaults choose with the provider, from the core
+# opened on it (the same rules: efa_core_own_matching_measured,
+# efa_core_atomics_usable): field=expected-prefix pairs of the JSON.
+choices_ok() { # name what-failed options... -- field=prefix...
+    local name=$1 what=$2 args=() want=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+    shift
+    want=("$@")
+    run_json "${args[@]}"
+    JSON=$OUT python3 - "${want[@]}" <<'PY'
+import json, os, sys
+d = json.loads(os.environ["JSON"])
+assert d["opened"] is True, d
+for pair in sys.argv[1:]:
+    field, prefix = pair.split("=", 1)
+    got = d["choices"][field]
+    assert got.startswith(prefix), (field, got, prefix)
+PY
+    check "$name" "$what" $?
+}
+choices_ok choices-rxm "rxm spanning nodes: own matching, native put/get/atomics" \
+    --provider "tcp;ofi_rxm" -- matching=own put=native get=native atomics=native
+choices_ok choices-rxd-defect "rxd: atomics emulated for its loopback defect" \
+    --provider "udp;ofi_rxd" -- matching=own "atomics=emulated (ofi_rxd crashes"
+choices_ok choices-one-node "one node: atomics through the on-node channel" \
+    --provider "tcp;ofi_rxm" --one-node -- "atomics=emulated (every peer on this node"
+choices_ok choices-shm "shm: provider matching (own not measured there)" \
+    --provider shm --one-node -- matching=provider "single_copy=" "onnode=shared-memory rings"
+
 # The components' settings from the environment, by any of their names.
 OUT=$(OMPI_MCA_btl_efa_provider_include="tcp;ofi_rxm" "$info" 2>&1)
 RC=$?

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "efa_params.hpp"
+#include "info_choices.hpp"
 #include "nic_select.hpp"
 #include "provider_select.hpp"
 
@@ -41,6 +42,9 @@ struct Options {
 };
 
 // The components' release this command was built with (configure's AC_INIT).
+#ifndef EFA_RELEASE_MAJOR
+#error "EFA_RELEASE_MAJOR is not defined: configure passes it (EFA_RELEASE_CPPFLAGS)"
+#endif
 #define EFA_STR2(x) #x
 #define EFA_STR(x) EFA_STR2(x)
 constexpr const char *kRelease =
@@ -106,9 +110,7 @@ Options parse(int argc, char **argv) {
         }
         return static_cast<int>(n);
     };
-    if (const std::string v = env_param("nics_per_proc"); !v.empty()) {
-        o.nics_per_proc = number("nics_per_proc", v, 0, efa::ParamLimits::kMaxNicsPerProc);
-    }
+    bool nics_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -132,6 +134,7 @@ Options parse(int argc, char **argv) {
             o.local_size = number(a, value(), 1, 1024);
         } else if (a == "--nics-per-proc") {
             o.nics_per_proc = number(a, value(), 0, efa::ParamLimits::kMaxNicsPerProc);
+            nics_given = true;
         } else if (a == "--topology") {
             o.topology = value();
         } else if (a == "--json") {
@@ -147,6 +150,11 @@ Options parse(int argc, char **argv) {
             std::fprintf(stderr, "efa-mpi-info: unknown argument '%s'\n", a.c_str());
             usage(2);
         }
+    }
+    // The environment's value only where the option did not say (and only
+    // then is a bad one an error).
+    if (const std::string v = env_param("nics_per_proc"); !nics_given && !v.empty()) {
+        o.nics_per_proc = number("nics_per_proc", v, 0, efa::ParamLimits::kMaxNicsPerProc);
     }
     return o;
 }
@@ -173,6 +181,8 @@ struct Report {
     std::vector<Nic> nics;
     std::string sets_on; // "this machine" or the XML file
     std::vector<Share> shares;
+    efa::info::Choices choices;             // with the chosen provider, opened
+    std::vector<std::string> open_messages; // what the core said when it did not open
 };
 
 std::vector<Provider> list_providers() {
@@ -398,6 +408,7 @@ void print_json(const Report &r) {
     std::printf(" \"asked\": %s, \"provider\": %s, \"fabric\": %s, \"why_not\": %s,\n",
                 json_str(r.asked).c_str(), json_str(r.chosen_provider).c_str(),
                 json_str(r.chosen_fabric).c_str(), strs(r.why_not).c_str());
+    efa::info::print_json_fields(r.choices, json_str);
     std::printf(" \"nics\": %s,\n", json_list(r.nics, [](const Nic &n) {
                                         return "{\"name\": " + json_str(n.name) +
                                                ", \"pci\": " + json_str(n.pci) +
@@ -430,6 +441,9 @@ void print_text(const Report &r) {
         }
     } else {
         std::printf("%s, fabric %s\n", r.chosen_provider.c_str(), r.chosen_fabric.c_str());
+    }
+    if (!r.chosen_provider.empty()) {
+        efa::info::print_text(r.choices, r.open_messages);
     }
     if (!r.nics.empty()) {
         std::printf("\nNICs:\n");
@@ -525,6 +539,10 @@ int main(int argc, char **argv) {
             for (size_t i : f.admitted) {
                 cands.push_back(all[i]);
                 r.nics.push_back({all[i].name, all[i].pci_bus_id, near_of(here, all[i])});
+            }
+            r.choices = efa::info::component_choices(p, o.one_node, keep_help, keep_verbose);
+            if (!r.choices.opened) {
+                r.open_messages = messages;
             }
         }
     } else {

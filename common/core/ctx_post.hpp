@@ -66,9 +66,11 @@ inline void take_waiting(efa_ctx *ctx, Pick pick, std::vector<efa_op_t *> *taken
 int post_failed(efa_ctx *ctx, const char *call, ssize_t rc);
 
 template <typename Post>
-inline int submit(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op, Post post) {
+inline int submit(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op, Post post,
+                  bool peek = false) {
     if (op) {
         op->rx_counted = 0;
+        op->peek = peek;
         efa::inflight_add(ctx, op); // before the post: a completion may come first
     }
     if (b.size.load(std::memory_order_acquire) == 0) {
@@ -134,6 +136,7 @@ template <typename Post>
 inline int submit_recv(efa_ctx *ctx, const char *call, efa_op_t *op, Post post) {
     efa::Backlog &b = op->rx_class == EFA_RX_INTERNAL ? ctx->rx_internal_backlog : ctx->rx_backlog;
     op->rx_counted = 0;
+    op->peek = 0;
     efa::inflight_add(ctx, op);
     if (b.size.load(std::memory_order_acquire) == 0 && take_slot(ctx, op)) {
         ssize_t rc = post();

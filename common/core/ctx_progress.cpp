@@ -188,7 +188,7 @@ __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
             }
             release_slot(ctx, op);
             efa::inflight_done(ctx, op);
-            if (entries[i].flags & FI_RECV) {
+            if ((entries[i].flags & FI_RECV) && !op->peek) { // a peek only looked
                 efa::counts::add_msg(efa::counts::kProviderRecvs, entries[i].len);
             }
             fi_addr_t src = FI_ADDR_NOTAVAIL;

@@ -1,5 +1,6 @@
 // One-sided operations of a context: RMA write and read, the three kinds of
 // atomics, and cancel (which also finds an operation still in a backlog).
+#include <cstdio>
 #include <memory>
 #include <vector>
 
@@ -43,8 +44,7 @@ fi_msg_rma rma_msg(const iovec *iov, void **desc, fi_addr_t peer, const fi_rma_i
 extern "C" int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc,
                              fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    efa::counts::add_msg(efa::counts::kProviderRma, len);
-    return tracked_post(ctx, dest, op, kSend, FI_RMA | FI_WRITE, [&](efa_op_t *pop) {
+    const int rc = tracked_post(ctx, dest, op, kSend, FI_RMA | FI_WRITE, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_writemsg", pop, [=] {
             iovec iov = {const_cast<void *>(buf), len};
@@ -54,13 +54,16 @@ extern "C" int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *
             return fi_writemsg(ep, &msg, kRemoteCompleteFlags);
         });
     });
+    if (rc == 0) { // posted, or waiting in the backlog
+        efa::counts::add_msg(efa::counts::kProviderRma, len);
+    }
+    return rc;
 }
 
 extern "C" int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src,
                             uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    efa::counts::add_msg(efa::counts::kProviderRma, len);
-    return tracked_post(ctx, src, op, kSend, FI_RMA | FI_READ, [&](efa_op_t *pop) {
+    const int rc = tracked_post(ctx, src, op, kSend, FI_RMA | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_readmsg", pop, [=] {
             iovec iov = {buf, len};
@@ -70,6 +73,10 @@ extern "C" int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, f
             return fi_readmsg(ep, &msg, kLocalCompleteFlags);
         });
     });
+    if (rc == 0) { // posted, or waiting in the backlog
+        efa::counts::add_msg(efa::counts::kProviderRma, len);
+    }
+    return rc;
 }
 
 namespace {
@@ -93,8 +100,7 @@ extern "C" int efa_ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype d
                               const void *operand, void *desc, fi_addr_t dest, uint64_t raddr,
                               uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    efa::counts::add(efa::counts::kProviderRma, 1);
-    return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_WRITE, [&](efa_op_t *pop) {
+    const int rc = tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_WRITE, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_atomicmsg", pop, [=] {
             fi_ioc ioc = {const_cast<void *>(operand), 1};
@@ -104,6 +110,10 @@ extern "C" int efa_ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype d
             return fi_atomicmsg(ep, &msg, kRemoteCompleteFlags);
         });
     });
+    if (rc == 0) { // posted, or waiting in the backlog
+        efa::counts::add(efa::counts::kProviderRma, 1);
+    }
+    return rc;
 }
 
 extern "C" int efa_ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype dt,
@@ -111,8 +121,7 @@ extern "C" int efa_ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_data
                                     void *result_desc, fi_addr_t dest, uint64_t raddr,
                                     uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    efa::counts::add(efa::counts::kProviderRma, 1);
-    return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
+    const int rc = tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_fetch_atomicmsg", pop, [=] {
             fi_ioc ioc = {const_cast<void *>(operand), 1};
@@ -124,6 +133,10 @@ extern "C" int efa_ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_data
             return fi_fetch_atomicmsg(ep, &msg, &res, &rd, 1, kLocalCompleteFlags);
         });
     });
+    if (rc == 0) { // posted, or waiting in the backlog
+        efa::counts::add(efa::counts::kProviderRma, 1);
+    }
+    return rc;
 }
 
 extern "C" int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const void *swap,
@@ -131,8 +144,7 @@ extern "C" int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const
                                       void *result, void *result_desc, fi_addr_t dest,
                                       uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    efa::counts::add(efa::counts::kProviderRma, 1);
-    return tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
+    const int rc = tracked_post(ctx, dest, op, kSend, FI_ATOMIC | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_compare_atomicmsg", pop, [=] {
             fi_ioc ioc = {const_cast<void *>(swap), 1};
@@ -146,6 +158,10 @@ extern "C" int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const
             return fi_compare_atomicmsg(ep, &msg, &cmp, &cd, 1, &res, &rd, 1, kLocalCompleteFlags);
         });
     });
+    if (rc == 0) { // posted, or waiting in the backlog
+        efa::counts::add(efa::counts::kProviderRma, 1);
+    }
+    return rc;
 }
 
 extern "C" int efa_core_query_atomic(efa_core_t *core, enum fi_datatype dt, enum fi_op aop,
@@ -192,4 +208,29 @@ extern "C" int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
         return 0;
     }
     return static_cast<int>(fi_cancel(&ctx->ep->fid, &op->fi_ctx));
+}
+
+namespace {
+int query_atomic(void *core, enum fi_datatype dt, enum fi_op op, int kind) {
+    return efa_core_query_atomic(static_cast<efa_core_t *>(core), dt, op, kind);
+}
+} // namespace
+
+extern "C" bool efa_core_atomics_usable(efa_core_t *core, char *why, size_t why_len) {
+    if (!core->info.has_atomic) {
+        std::snprintf(why, why_len, "the provider did not grant FI_ATOMIC");
+        return false;
+    }
+    if (const char *defect = efa_rma_atomics_defect(core->info.provider)) {
+        std::snprintf(why, why_len, "%s", defect);
+        return false;
+    }
+    enum fi_op op = FI_SUM;
+    enum fi_datatype dt = FI_INT64;
+    if (!efa_rma_atomics_all_supported(query_atomic, core, &op, &dt)) {
+        std::snprintf(why, why_len, "fi_query_atomic: the provider lacks %s on %s",
+                      fi_tostr(&op, FI_TYPE_ATOMIC_OP), fi_tostr(&dt, FI_TYPE_ATOMIC_TYPE));
+        return false;
+    }
+    return true;
 }

@@ -18,8 +18,7 @@ extern "C" {
 int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                   uint64_t tag, uint64_t data, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
-    efa::counts::add_msg(efa::counts::kProviderSends, len);
-    return tracked_post(ctx, dest, op, kSend, FI_SEND | FI_TAGGED, [&](efa_op_t *pop) {
+    const int rc = tracked_post(ctx, dest, op, kSend, FI_SEND | FI_TAGGED, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         if (ctx->use_cq_data) {
             return submit(ctx, ctx->tx_backlog, "fi_tsenddata", pop, [=] {
@@ -29,6 +28,10 @@ int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_ad
         return submit(ctx, ctx->tx_backlog, "fi_tsend", pop,
                       [=] { return fi_tsend(ep, buf, len, desc, dest, tag, context); });
     });
+    if (rc == 0) { // posted, or waiting in the backlog: it will be sent
+        efa::counts::add_msg(efa::counts::kProviderSends, len);
+    }
+    return rc;
 }
 
 int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest, uint64_t tag,
@@ -38,7 +41,6 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
     if (efa::deadline_refuses(ctx, dest)) {
         return -FI_EHOSTUNREACH;
     }
-    efa::counts::add_msg(efa::counts::kProviderSends, len);
     auto inject = [=](const void *b) {
         return use_data ? fi_tinjectdata(ep, b, len, data, dest, tag)
                         : fi_tinject(ep, b, len, dest, tag);
@@ -46,6 +48,7 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
     if (ctx->tx_backlog.size.load(std::memory_order_acquire) == 0) {
         ssize_t rc = inject(buf);
         if (rc == 0) {
+            efa::counts::add_msg(efa::counts::kProviderSends, len);
             return 0;
         }
         if (!queue_full(rc)) {
@@ -56,6 +59,7 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
     auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t *>(buf),
                                                        static_cast<const uint8_t *>(buf) + len);
     defer(ctx, ctx->tx_backlog, "fi_tinject", nullptr, [=] { return inject(copy->data()); });
+    efa::counts::add_msg(efa::counts::kProviderSends, len);
     return 0;
 }
 
@@ -90,14 +94,17 @@ int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, 
     fid_ep *ep = ctx->ep;
     const uint64_t flags = FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0);
     op->tracker = nullptr;
-    return submit(ctx, ctx->rx_internal_backlog, "fi_trecvmsg(FI_PEEK)", op, [=] {
-        fi_msg_tagged msg = {};
-        msg.addr = src;
-        msg.tag = tag;
-        msg.ignore = ignore;
-        msg.context = &op->fi_ctx;
-        return fi_trecvmsg(ep, &msg, flags);
-    });
+    return submit(
+        ctx, ctx->rx_internal_backlog, "fi_trecvmsg(FI_PEEK)", op,
+        [=] {
+            fi_msg_tagged msg = {};
+            msg.addr = src;
+            msg.tag = tag;
+            msg.ignore = ignore;
+            msg.context = &op->fi_ctx;
+            return fi_trecvmsg(ep, &msg, flags);
+        },
+        true);
 }
 
 int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uint64_t tag,

@@ -137,13 +137,6 @@ efa_emul_verdict_t EmulTarget::check(uint64_t key, uint64_t addr, uint64_t len,
 
 efa_emul_verdict_t EmulTarget::execute(uint8_t type, const efa_btl_rma_t &rma, const void *in,
                                        void *out, uint64_t *result) {
-    const efa_emul_verdict_t v = run(type, rma, in, out, result);
-    counts::add(EFA_EMUL_DONE == v ? counts::kEmulServed : counts::kEmulRefused, 1);
-    return v;
-}
-
-efa_emul_verdict_t EmulTarget::run(uint8_t type, const efa_btl_rma_t &rma, const void *in,
-                                   void *out, uint64_t *result) {
     uint64_t len = rma.len;
     uint32_t access;
     switch (type) {
@@ -240,3 +233,8 @@ efa_emul_verdict_t efa_emul_execute(efa_emul_table_t *t, uint8_t type, const efa
 }
 
 } // extern "C"
+
+extern "C" void efa_emul_count_request(bool served) {
+    const efa::counts::Id id = served ? efa::counts::kEmulServed : efa::counts::kEmulRefused;
+    efa::counts::add(id, 1);
+}

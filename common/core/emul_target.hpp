@@ -32,9 +32,6 @@ class EmulTarget {
                                uint64_t *result);
 
   private:
-    // execute's work; execute counts its verdict (path_counts.hpp).
-    efa_emul_verdict_t run(uint8_t type, const efa_btl_rma_t &rma, const void *in, void *out,
-                           uint64_t *result);
     struct Entry {
         efa_rma_handle_t h;
         void *owner;

@@ -81,6 +81,7 @@ typedef struct efa_op {
     uint8_t rx_class;    /* receives: EFA_RX_USER or EFA_RX_INTERNAL, set by the owner */
     uint8_t rx_counted;  /* core-private: this receive holds a provider queue slot */
     uint8_t net_counted; /* core-private: counted in its context's in-flight operations */
+    uint8_t peek;        /* core-private: a peek (FI_PEEK), whose completion is no receive */
     /* core-private: the core's stand-in for this operation at the provider
      * while the peer deadline watches it (common/core_deadline.cpp), or
      * NULL; set at every post. */
@@ -406,6 +407,13 @@ int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const void *swap
 /* Does the provider do this atomic (kind: EFA_RMA_ATOMIC_* of efa_rma.h)?
  * 0 when it does, else a negative libfabric error (-FI_EOPNOTSUPP, ...). */
 int efa_core_query_atomic(efa_core_t *core, enum fi_datatype dt, enum fi_op aop, int kind);
+/* Can btl_efa hand its atomics to this provider: FI_ATOMIC granted, no
+ * known defect, and every operation and type osc/rdma asks for offered?
+ * When not, *why (why_len bytes) says which fails. */
+bool efa_core_atomics_usable(efa_core_t *core, char *why, size_t why_len);
+/* mtl_efa_matching auto: is own matching measured to pay on this provider
+ * (docs/PERFORMANCE.md, "Own matching in mtl_efa")? */
+bool efa_core_own_matching_measured(const char *provider);
 
 /* Memory registration through the cache. */
 typedef struct efa_mr efa_mr_t;

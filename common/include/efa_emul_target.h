@@ -70,6 +70,11 @@ size_t efa_emul_table_size(efa_emul_table_t *t);
  * reads is being rewritten). */
 efa_emul_verdict_t efa_emul_execute(efa_emul_table_t *t, uint8_t type, const efa_btl_rma_t *rma,
                                     const void *in, void *out, uint64_t *result);
+/* A peer's request answered (btl_efa_emul.c): executed, or refused for any
+ * reason (the verdicts above, a bad length, the BTL finalizing), for the
+ * MPI_T counts common_efa_emul_served and _emul_refused.  The process's
+ * own operations, executed in place, are not requests of peers. */
+void efa_emul_count_request(bool served);
 
 #ifdef __cplusplus
 }

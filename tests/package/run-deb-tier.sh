@@ -45,13 +45,28 @@ fi
 
 release=$(sed -n 's/^AC_INIT(\[ompi-efa\], \[\([0-9.]*\)\].*/\1/p' "$top/configure.ac")
 mkdir -p "$work"
-rm -rf "$work/src" "$work/root"
+# A run killed before its cleanup leaves the host's /proc, /sys and /dev
+# mounted in the old root: unmount them first, and never let rm cross into
+# another file system (it would delete the host's device nodes).
+unmount_under() { # every mount point below $1, deepest first
+    awk -v p="$1/" 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r |
+        while IFS= read -r m; do umount -l "$m"; done
+}
+root=$work/root
+unmount_under "$root"
+rm -rf --one-file-system "$work/src" "$root"
+if [ -e "$root" ]; then
+    echo "FAIL deb/clean: $work/root could not be removed (something still mounted there?)"
+    fail=$((fail + 1))
+    finish
+fi
 src=$work/src/ompi-efa-$release
 mkdir -p "$src"
 
 # 1. Build from the checkout's files (tracked and new, not the ignored
 #    build trees), as a user would from a clone.
-(cd "$top" && git ls-files -co --exclude-standard -z | xargs -0 tar -c) | tar -x -C "$src"
+(cd "$top" && git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -c) |
+    tar -x -C "$src"
 OUT=$(cd "$src" && dpkg-buildpackage -b -us -uc -j"$(nproc)" 2>&1)
 check build "dpkg-buildpackage failed" $?
 deb=$(ls "$work"/src/openmpi-efa_"${release}"_*.deb 2>/dev/null | head -1)
@@ -76,16 +91,11 @@ if [ ! -x "$work/base-root/usr/bin/apt-get" ]; then
     check debootstrap "debootstrap bookworm from $mirror failed" $?
     [ -x "$work/base-root/usr/bin/apt-get" ] || finish
 fi
-cp -a "$work/base-root" "$work/root"
-root=$work/root
-mounted=()
-cleanup() {
-    for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null; done
-}
-trap cleanup EXIT
+cp -a "$work/base-root" "$root"
+trap 'unmount_under "$root"' EXIT
+trap 'exit 1' INT TERM
 for m in proc sys dev dev/pts; do
     if [ "$m" = proc ]; then mount -t proc proc "$root/proc"; else mount --bind "/$m" "$root/$m"; fi
-    mounted+=("$root/$m")
 done
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null
 

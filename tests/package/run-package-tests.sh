@@ -12,8 +12,12 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 work=${1:-/tmp/ompi-efa-packages}
-pass=0 fail=0
+pass=0 fail=0 skip=0
 mkdir -p "$work"
+skip() { echo "SKIP package/$1: $2"; skip=$((skip + 1)); }
+is_root=0
+[ "$(id -u)" -eq 0 ] && is_root=1
+codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
 
 count() { # add a runner's "N passed, N failed" from its log
     local line
@@ -32,12 +36,14 @@ python3 "$here/check-spack-recipe.py" 2>&1 | tee "$work/spack.log"
 count "$work/spack.log" spack
 
 echo "== RPM (contrib/rpm/ompi-efa.spec) from the release tarball"
-if ! command -v rpmbuild >/dev/null; then
+if ! command -v rpmbuild >/dev/null && [ $is_root -eq 1 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rpm >/dev/null
 fi
 rm -rf "$work/rpm"
 # package-rpm.sh says FAIL and exits non-zero on any failure of its own.
-if "$top/scripts/package-rpm.sh" "$work/rpm" >"$work/rpm.log" 2>&1; then
+if ! command -v rpmbuild >/dev/null; then
+    skip rpm "no rpmbuild, and not root to install it (apt-get install rpm)"
+elif "$top/scripts/package-rpm.sh" "$work/rpm" >"$work/rpm.log" 2>&1; then
     echo "PASS package/rpm: $(grep -c '\.rpm$' "$work/rpm.log") package file(s)"
     grep -E '\.rpm$|PASS' "$work/rpm.log" | sed 's/^/    /'
     pass=$((pass + 1))
@@ -48,8 +54,16 @@ else
 fi
 
 echo "== Debian package, into a clean Debian 12 root"
-"$here/run-deb-tier.sh" "$work/deb" 2>&1 | tee "$work/deb.log"
-count "$work/deb.log" deb
+# The package is built against this host's Open MPI and installed into a
+# bookworm root: the host must be bookworm too.
+if [ $is_root -eq 0 ]; then
+    skip deb "not root (debootstrap, mount and chroot need it)"
+elif [ "$codename" != bookworm ]; then
+    skip deb "this host is ${codename:-not Debian}, the package and its clean root are bookworm's"
+else
+    "$here/run-deb-tier.sh" "$work/deb" 2>&1 | tee "$work/deb.log"
+    count "$work/deb.log" deb
+fi
 
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
