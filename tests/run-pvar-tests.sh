@@ -20,8 +20,9 @@ job() {
     [ $# -gt 0 ] && shift
     progargs=("$@")
     local out rc
+    # (Open MPI 5.0's runtime may write NUL bytes among its messages)
     out=$(timeout 120 mpirun -np 2 --oversubscribe --mca mca_base_component_path "$path" \
-        "${mpiargs[@]}" "$prog" "${progargs[@]}" 2>&1)
+        "${mpiargs[@]}" "$prog" "${progargs[@]}" 2>&1 | tr -d '\000'; exit "${PIPESTATUS[0]}")
     rc=$?
     if { [ "$expect" = pass ] && [ $rc -eq 0 ]; } || { [ "$expect" = fail ] && [ $rc -ne 0 ] && [ $rc -ne 124 ]; } &&
         grep -qF -- "$want" <<<"$out"; then

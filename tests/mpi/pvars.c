@@ -89,27 +89,38 @@ static struct want wanted[NWANTED] = {
 };
 #undef COUNTER
 
+/* Variable i as MPI_T describes it; 0 when it cannot be read. */
+struct info {
+    char name[MAX_NAME], desc[1024];
+    int var_class, bind, readonly, continuous, desc_len;
+    MPI_Datatype type;
+};
+static int pvar_info(int i, struct info *v) {
+    int name_len = MAX_NAME, verbosity, atomic;
+    MPI_T_enum enumtype;
+    v->desc_len = sizeof(v->desc);
+    return MPI_T_pvar_get_info(i, v->name, &name_len, &verbosity, &v->var_class, &v->type,
+                               &enumtype, v->desc, &v->desc_len, &v->bind, &v->readonly,
+                               &v->continuous, &atomic) == MPI_SUCCESS;
+}
+
 static void find_all(void) {
     int n = 0;
+    struct info v;
     TU_ASSERT(MPI_T_pvar_get_num(&n) == MPI_SUCCESS, "MPI_T_pvar_get_num failed");
     for (int i = 0; i < n; ++i) {
-        char name[MAX_NAME], desc[1024];
-        int name_len = MAX_NAME, desc_len = sizeof(desc), verbosity, var_class, bind, readonly,
-            continuous, atomic;
-        MPI_Datatype type;
-        MPI_T_enum enumtype;
-        if (MPI_T_pvar_get_info(i, name, &name_len, &verbosity, &var_class, &type, &enumtype, desc,
-                                &desc_len, &bind, &readonly, &continuous, &atomic) != MPI_SUCCESS)
+        if (!pvar_info(i, &v))
             continue;
         for (int w = 0; w < NWANTED; ++w) {
-            if (strcmp(name, wanted[w].name) != 0)
+            if (strcmp(v.name, wanted[w].name) != 0)
                 continue;
-            TU_ASSERT(var_class == wanted[w].var_class, "%s: class %d, expected %d", name,
-                      var_class, wanted[w].var_class);
-            TU_ASSERT(type == MPI_UNSIGNED_LONG_LONG, "%s: not MPI_UNSIGNED_LONG_LONG", name);
-            TU_ASSERT(readonly && continuous, "%s: not read-only and continuous", name);
-            TU_ASSERT(bind == MPI_T_BIND_NO_OBJECT, "%s: bound to an object (%d)", name, bind);
-            TU_ASSERT(desc_len > 1, "%s: no description", name);
+            TU_ASSERT(v.var_class == wanted[w].var_class, "%s: class %d, expected %d", v.name,
+                      v.var_class, wanted[w].var_class);
+            TU_ASSERT(v.type == MPI_UNSIGNED_LONG_LONG, "%s: not MPI_UNSIGNED_LONG_LONG", v.name);
+            TU_ASSERT(v.readonly && v.continuous, "%s: not read-only and continuous", v.name);
+            TU_ASSERT(v.bind == MPI_T_BIND_NO_OBJECT, "%s: bound to an object (%d)", v.name,
+                      v.bind);
+            TU_ASSERT(v.desc_len > 1, "%s: no description", v.name);
             wanted[w].index = i;
         }
     }
@@ -132,20 +143,15 @@ static void list_all(void) {
         [MPI_T_PVAR_CLASS_GENERIC] = "generic",
     };
     int n = 0;
+    struct info v;
     TU_ASSERT(MPI_T_pvar_get_num(&n) == MPI_SUCCESS, "MPI_T_pvar_get_num failed");
     for (int i = 0; i < n; ++i) {
-        char name[MAX_NAME], desc[1024];
-        int name_len = MAX_NAME, desc_len = sizeof(desc), verbosity, var_class, bind, readonly,
-            continuous, atomic;
-        MPI_Datatype type;
-        MPI_T_enum enumtype;
-        if (MPI_T_pvar_get_info(i, name, &name_len, &verbosity, &var_class, &type, &enumtype, desc,
-                                &desc_len, &bind, &readonly, &continuous, &atomic) != MPI_SUCCESS ||
-            strncmp(name, "common_efa_", 11) != 0)
+        if (!pvar_info(i, &v) || strncmp(v.name, "common_efa_", 11) != 0)
             continue;
-        const int known = var_class >= 0 && var_class < (int)(sizeof(classes) / sizeof(*classes));
-        printf("%-32s %-14s %s\n", name, known && classes[var_class] ? classes[var_class] : "?",
-               desc);
+        const int known =
+            v.var_class >= 0 && v.var_class < (int)(sizeof(classes) / sizeof(*classes));
+        printf("%-32s %-14s %s\n", v.name,
+               known && classes[v.var_class] ? classes[v.var_class] : "?", v.desc);
     }
 }
 

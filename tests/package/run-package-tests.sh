@@ -19,17 +19,9 @@ is_root=0
 [ "$(id -u)" -eq 0 ] && is_root=1
 codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
 
-count() { # add a runner's "N passed, N failed" from its log
-    local line
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
-    if [ -z "$line" ]; then
-        echo "FAIL package/$2: no result line (log $1)"
-        fail=$((fail + 1))
-        return
-    fi
-    pass=$((pass + $(cut -d' ' -f1 <<<"$line")))
-    fail=$((fail + $(cut -d' ' -f3 <<<"$line" | tr -d ,)))
-}
+# count LOG NAME: add a runner's "N passed, N failed[, N skipped]"
+# shellcheck source=../sanitizer-counts.sh
+. "$here/../sanitizer-counts.sh"
 
 echo "== Spack recipe (contrib/spack), the spec's version"
 python3 "$here/check-spack-recipe.py" 2>&1 | tee "$work/spack.log"
