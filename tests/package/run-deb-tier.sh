@@ -39,8 +39,10 @@ for tool in dpkg-buildpackage lintian debootstrap; do
 done
 if [ -n "${missing:-}" ]; then
     echo "deb: installing${missing} (apt)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        debhelper lintian debootstrap fakeroot >/dev/null
+    # (a machine whose package lists are stale gets them fresh, once)
+    pkgs=(debhelper lintian debootstrap fakeroot)
+    apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null; }
+    apt_install "${pkgs[@]}" || { apt-get update -qq && apt_install "${pkgs[@]}"; }
 fi
 
 release=$(sed -n 's/^AC_INIT(\[ompi-efa\], \[\([0-9.]*\)\].*/\1/p' "$top/configure.ac")

@@ -29,7 +29,10 @@ count "$work/spack.log" spack
 
 echo "== RPM (contrib/rpm/ompi-efa.spec) from the release tarball"
 if ! command -v rpmbuild >/dev/null && [ $is_root -eq 1 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rpm >/dev/null
+    # (a machine whose package lists are stale gets them fresh, once)
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rpm >/dev/null ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends rpm >/dev/null; }
 fi
 rm -rf "$work/rpm"
 # package-rpm.sh says FAIL and exits non-zero on any failure of its own.
