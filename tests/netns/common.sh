@@ -1,28 +1,66 @@
+# shellcheck shell=bash disable=SC2034 # (the variables are the sourcing scripts')
 # Sourced by the scripts of tests/netns: the names and addresses of the
 # namespace hosts, in one place.  Each host is a network namespace with one
-# veth ("eth0" inside) on a bridge of the root namespace; the bridge has an
-# address too, so that mpirun (root namespace) and its daemons (in the
-# namespaces) reach each other over that network.
+# veth per link ("eth0", "eth1", ... inside), like a machine with several
+# NICs; link K of every host is on bridge K of the root namespace, a /24 of
+# its own.  Link 0's bridge has an address too, so that mpirun (root
+# namespace) and its daemons (in the namespaces) reach each other over that
+# network; the other links carry only the hosts' own traffic.
 # Environment (all optional, for running beside another set):
 #   NETNS_PREFIX  namespace names PREFIX1..PREFIXn (default efa-h)
-#   NETNS_NET     the /24 network, three octets (default 10.77.0)
-#   NETNS_BRIDGE  bridge name (default efabr0)
+#   NETNS_NET     link 0's /24 network, three octets (default 10.77.0);
+#                 link K's is the next K-th /24 (10.77.K with the default)
+#   NETNS_BRIDGE  link 0's bridge name (default efabr0); link K's is
+#                 NETNS_BRIDGE followed by "l" and K (efabr0l1, ...)
+# Another set beside this one needs another NETNS_PREFIX and NETNS_BRIDGE.
+# Its networks may overlap these links' (NETNS_NET=10.77.1 beside the
+# default's link 1): only link 0's bridge has an address in the root
+# namespace, and the hosts' addresses live in their own namespaces.
 NETNS_PREFIX=${NETNS_PREFIX:-efa-h}
 NETNS_NET=${NETNS_NET:-10.77.0}
 NETNS_BRIDGE=${NETNS_BRIDGE:-efabr0}
 NETNS_ROOT_ADDR=$NETNS_NET.254 # the bridge's address: mpirun's side
-NETNS_IFACE=eth0               # the host's interface inside each namespace
+NETNS_IFACE=eth0               # the host's interface inside each namespace (link 0)
 NETNS_MAX=8
+NETNS_LINKS_MAX=4
 # The nft table (bridge family, root namespace) that holds the faults.
 NETNS_NFT_TABLE=${NETNS_PREFIX//-/_}_faults
 
 netns_name() { echo "$NETNS_PREFIX$1"; }          # host i -> namespace
-netns_addr() { echo "$NETNS_NET.$1"; }            # host i -> its address
-netns_veth() { echo "${NETNS_BRIDGE}v$1"; }       # host i -> root-side veth
+netns_addr() { echo "$NETNS_NET.$1"; }            # host i -> its address (link 0)
+netns_iface() { echo "eth${1:-0}"; }              # link K -> the interface in each namespace
+# link K -> its bridge in the root namespace (suffixed rather than counted
+# up from NETNS_BRIDGE, so that link 1 of the set on efabr0 and link 0 of a
+# set on efabr1 beside it stay apart)
+netns_bridge() {
+    if [ "${1:-0}" -eq 0 ]; then echo "$NETNS_BRIDGE"; else echo "${NETNS_BRIDGE}l$1"; fi
+}
+netns_veth() { echo "$(netns_bridge "${2:-0}")v$1"; } # host i [link K] -> root-side veth
+# link K -> its /24, three octets: NETNS_NET's third octet plus K (setup.sh
+# refuses a NETNS_NET where that passes 255)
+netns_link_net() { echo "${NETNS_NET%.*}.$((${NETNS_NET##*.} + ${1:-0}))"; }
+netns_link_addr() { echo "$(netns_link_net "$2").$1"; } # host i, link K -> its address
 
 # The namespace hosts that exist now, by number.
 netns_hosts() {
     ip netns list 2>/dev/null | awk '{print $1}' | sed -n "s/^${NETNS_PREFIX}\([0-9]\+\)\$/\1/p" | sort -n
+}
+
+# The links per host of the hosts that exist now (setup.sh's LINKS): the
+# ethK interfaces of the first host, set down or not; 0 when there is no
+# host.  Read from the namespaces themselves, so never stale.
+netns_links() {
+    local first
+    first=$(netns_hosts | head -n 1)
+    [ -n "$first" ] || { echo 0; return 0; }
+    ip -n "$(netns_name "$first")" -o link show 2>/dev/null |
+        awk -F': ' '{sub(/@.*/, "", $2); print $2}' | grep -c '^eth[0-9]$' || true
+}
+
+# netns_link_set HOST K up|down: host HOST's interface of link K up or down,
+# as when a NIC loses its link (the host's other links stay up).
+netns_link_set() {
+    ip -n "$(netns_name "$1")" link set "$(netns_iface "$2")" "$3"
 }
 
 # netns_unavailable: prints why namespace hosts cannot be made here and

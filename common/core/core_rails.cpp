@@ -1,0 +1,87 @@
+// The NICs beside the first (the rails): opening them, and a peer's
+// addresses on each (core.hpp).
+#include "core.hpp"
+
+#include <rdma/fi_errno.h>
+
+namespace efa {
+
+// The set's other NICs, each with its own fabric, domain, AV and
+// endpoints like NIC 0 (Nic::open).  A NIC that does not open, or whose
+// addresses differ in length from NIC 0's (the blob has one length), is
+// left out and said; the process then has fewer rails, never none.
+void open_rails(efa_core *core, const std::vector<size_t> &nic_set,
+                std::vector<FiMrBackend::Domain> *domains) {
+    core->fabric_ids.assign(1, fabric_id(core->nic->info()->fabric_attr->name));
+    for (size_t k = 1; k < nic_set.size(); ++k) {
+        const fi_info *info = core->selection.nics[nic_set[k]];
+        int err = 0;
+        std::unique_ptr<Nic> rail = Nic::open(info, core->params, core, core->rep, &err);
+        if (!rail || rail->addr_len() != core->nic->addr_len() ||
+            rail->num_contexts() != core->nic->num_contexts()) {
+            core->rep.help("rail-not-opened", info->domain_attr->name,
+                           err ? fi_strerror(-err) : "its addresses differ from the first NIC's",
+                           core->nic->info()->domain_attr->name);
+            continue;
+        }
+        const int r = 1 + static_cast<int>(core->rails.size());
+        std::vector<fid_ep *> bind_eps;
+        for (int i = 0; i < rail->num_contexts(); ++i) {
+            efa_ctx *ctx = rail->ctx(i);
+            ctx->rail = r;
+            ctx->use_cq_data = core->nic->ctx(0)->use_cq_data;
+            ctx->mt = core->params.thread_multiple;
+            ctx->source = false; // the rails carry one-sided transfers only: no receives
+            if (info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+                bind_eps.push_back(ctx->ep);
+            }
+        }
+        domains->push_back({rail->domain(), std::move(bind_eps)});
+        core->fabric_ids.push_back(fabric_id(info->fabric_attr->name));
+        core->rep.say(10, "rail " + std::to_string(r) + ": NIC " + info->domain_attr->name +
+                              ", fabric " + info->fabric_attr->name);
+        core->rails.push_back(std::move(rail));
+    }
+}
+
+void insert_peer_rails(efa_core *core, efa_peer_t *peer, const PeerBlob &pb,
+                       const std::vector<int> &pairing) {
+    const int nctx = core->nic->num_contexts();
+    const int nrails = peer->num_rails;
+    for (int r = 1; r < nrails; ++r) {
+        fi_addr_t *at = peer->addr + static_cast<size_t>(r) * nctx;
+        // A rail that cannot take the peer leaves it to the others: said
+        // at verbose 10, never fatal (rail 0 reaches it).
+        if (pairing[r] < 0 || fi_av_insert(core->rails[r - 1]->av(), pb.nic_names(pairing[r]), nctx,
+                                           at, 0, nullptr) != nctx) {
+            for (int i = 0; i < nctx; ++i) {
+                at[i] = FI_ADDR_NOTAVAIL;
+            }
+            core->rep.say(10, "rail " + std::to_string(r) + " does not reach a peer (" +
+                                  (pairing[r] < 0 ? "no NIC of it on this fabric"
+                                                  : "address vector refused it") +
+                                  ")");
+            continue;
+        }
+        ++peer->rails_up;
+        for (int i = 0; i < nctx; ++i) {
+            core->rail_primary[r][at[i]] = peer->addr[i];
+        }
+    }
+}
+
+void remove_peer_rails(efa_core *core, efa_peer_t *peer) {
+    const int nctx = core->nic->num_contexts();
+    for (int r = 1; r < peer->num_rails; ++r) {
+        fi_addr_t *at = peer->addr + static_cast<size_t>(r) * nctx;
+        if (at[0] == FI_ADDR_NOTAVAIL) {
+            continue;
+        }
+        fi_av_remove(core->rails[r - 1]->av(), at, nctx, 0);
+        for (int i = 0; i < nctx; ++i) {
+            core->rail_primary[r].erase(at[i]);
+        }
+    }
+}
+
+} // namespace efa

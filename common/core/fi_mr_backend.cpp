@@ -1,0 +1,97 @@
+// FiMrBackend (core.hpp): registrations with the NICs' domains for the
+// core's cache.
+#include "core.hpp"
+
+#include <algorithm>
+
+#include <rdma/fi_errno.h>
+
+namespace efa {
+
+int FiMrBackend::reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
+                         fid_mr **out) {
+    fid_mr *mr = nullptr;
+    int rc = fi_mr_reg(d.domain, base, len, access, 0, key, 0, &mr, nullptr);
+    if (rc == -FI_ENOKEY && !(access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) {
+        // libfabric 2.x's ofi_rxm with FI_ATOMIC files every registration in
+        // a key map, and every local-only one has the same key there
+        // (FI_KEY_NOTAVAIL): the second fails.  As a send buffer too, rxm
+        // registers it for its rendezvous reads, which gives it a key of its
+        // own.  Reproducer: tests/provider-defects/rxm_local_mr_key.c.
+        rc = fi_mr_reg(d.domain, base, len, access | FI_SEND, 0, next_key_.fetch_add(1), 0, &mr,
+                       nullptr);
+    }
+    if (rc) {
+        return rc;
+    }
+    // FI_MR_ENDPOINT: the MR is usable only once bound to the endpoints that
+    // use it and enabled; every context may carry operations on any
+    // registration, so it is bound to all of them.
+    for (fid_ep *ep : d.bind_eps) {
+        if ((rc = fi_mr_bind(mr, &ep->fid, 0))) {
+            break;
+        }
+    }
+    if (!rc && !d.bind_eps.empty()) {
+        rc = fi_mr_enable(mr);
+    }
+    if (rc) {
+        fi_close(&mr->fid);
+        return rc;
+    }
+    *out = mr;
+    return 0;
+}
+
+int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *out) {
+    // Without FI_MR_PROV_KEY the key asked for is the key: a per-process
+    // counter keeps every registration of a domain distinct, and the other
+    // rails' domains take the same number.
+    const uint64_t key = next_key_.fetch_add(1);
+    fid_mr *mr = nullptr;
+    int rc = reg_one(domains_[0], base, len, access, key, &mr);
+    if (rc) {
+        return rc;
+    }
+    out->handle = mr;
+    out->desc = fi_mr_desc(mr);
+    out->key = fi_mr_key(mr);
+    out->rails = 1;
+    // Only what is registered for remote access travels over the rails
+    // (striped one-sided transfers and the reads of own matching); a rail
+    // that refuses leaves the range on the rails before it.
+    const bool remote = (access & (FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE)) != 0;
+    for (size_t r = 1; remote && r < domains_.size() && r < static_cast<size_t>(kMrMaxRails); ++r) {
+        fid_mr *rmr = nullptr;
+        if (reg_one(domains_[r], base, len, access, key, &rmr) != 0) {
+            break;
+        }
+        MrRegistration::Rail &rail = out->rail[r - 1];
+        rail.handle = rmr;
+        rail.desc = fi_mr_desc(rmr);
+        rail.key = fi_mr_key(rmr);
+        out->rails = static_cast<int>(r) + 1;
+    }
+    return 0;
+}
+
+void FiMrBackend::dereg(const MrRegistration &r) {
+    if (r.handle) {
+        fi_close(&static_cast<fid_mr *>(r.handle)->fid);
+    }
+    for (int i = 1; i < r.rails; ++i) {
+        if (r.rail[i - 1].handle) {
+            fi_close(&static_cast<fid_mr *>(r.rail[i - 1].handle)->fid);
+        }
+    }
+}
+
+MrCacheConfig mr_cache_config(const efa_core_params_t &params) {
+    MrCacheConfig c;
+    c.max_cached_entries = static_cast<size_t>(std::max(params.mr_cache_size, 0));
+    c.exact_access = FI_REMOTE_READ | FI_REMOTE_WRITE;
+    c.reuse = params.mem_release_hooks;
+    return c;
+}
+
+} // namespace efa
