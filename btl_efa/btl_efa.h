@@ -303,6 +303,13 @@ typedef struct mca_btl_efa_module {
         bool mr_local;     /* local buffers need descriptors */
         size_t rma_max;    /* largest transfer handed to the provider at once */
         efa_pool_t *rops;  /* efa_btl_rop_t, each with its scratch words */
+        /* Put and get from stripe_min bytes (0: never) go out in equal parts
+         * over the rails that reach the peer (rail_ctx[r]: NIC r's context). */
+        int rails;
+        int nctx; /* contexts per NIC: the stride of a peer's addresses */
+        size_t stripe_min;
+        efa_ctx_t *rail_ctx[EFA_MAX_RAILS];
+        volatile int64_t striped; /* transfers striped (statistics) */
     } native;
     /* btl_efa_reg.c: registrations (next_key: module lock) */
     struct {

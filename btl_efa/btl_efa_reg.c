@@ -60,6 +60,10 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
             return NULL;
         }
         reg->handle.rma.fi_key = efa_mr_key(reg->mr);
+        reg->handle.rma.rails = (uint32_t)efa_mr_rails(reg->mr);
+        for (int r = 1; r < efa_mr_rails(reg->mr); ++r) {
+            reg->handle.rma.rail_key[r - 1] = efa_mr_rail_key(reg->mr, r);
+        }
         reg->handle.rma.mr_base = (uint64_t)efa_mr_base(reg->mr);
         reg->handle.rma.flags |= EFA_RMA_HANDLE_HAS_MR;
     }

@@ -61,6 +61,11 @@ static const mca_common_efa_param_t table[] = {
      .help = "Most NICs in each process's set (0: its whole share, the NICs nearest to its "
              "binding divided among the processes that share them; N: at most N of those, the "
              "process's own first). 0 to 64."},
+    {"stripe_min", MCA_BASE_VAR_TYPE_INT, C(stripe_min), .def = 262144, .level = OPAL_INFO_LVL_4,
+     .help = "Bytes from which a one-sided transfer (btl_efa's put and get: osc/rdma, and ob1's "
+             "large messages) is striped over every NIC of the process's set that reaches the "
+             "peer, in equal parts (0: never striped; 4096 to 1073741824). With one NIC it does "
+             "nothing."},
     {"num_contexts", MCA_BASE_VAR_TYPE_INT, C(num_contexts), .def = 1, .level = OPAL_INFO_LVL_4,
      .help = "Endpoints (queue pairs) per NIC. A communicator uses context (cid mod num_contexts) "
              "on both sides; more contexts let MPI_THREAD_MULTIPLE programs drive separate "

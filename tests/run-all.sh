@@ -269,6 +269,12 @@ PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-p
     "$top/tests/netns/peer-loss.sh" -c cm-rxd,cm-rxm,cm-own-rxm,cm-direct-rxd \
     partition-probe partition-probe-any 2>&1 | tee "$logdir/peer-loss-probe.log"
 add_counts "$logdir/peer-loss-probe.log" peer-loss-probe
+# Two links per host, each a NIC (rail): btl_efa's large put/get striped
+# over both, with a control run that does not stripe; pml cm unharmed.
+echo "== several hosts: two NICs per process (btl_efa's put/get striped over both; pml cm on the first)"
+OSC_TEST_BIN_DIR=$build/tests/osc RAILS_LOG_DIR=$logdir/rails \
+    "$top/tests/netns/rails.sh" 2>&1 | tee "$logdir/rails.log"
+add_counts "$logdir/rails.log" rails
 
 if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
     echo "== benchmark self-checks"

@@ -35,6 +35,7 @@ struct Options {
     std::string nic_exclude;
     int local_size = 1;
     int nics_per_proc = 0;    // as common_efa_nics_per_proc; 0: the whole share
+    int stripe_min = 262144;  // as common_efa_stripe_min (the glue's default)
     std::string topology;     // hwloc XML; empty: this machine
     bool one_node = false;    // a job within this node: FI_REMOTE_COMM not needed
     bool direct_mode = false; // as common_efa_force_direct_mode
@@ -155,6 +156,9 @@ Options parse(int argc, char **argv) {
     // then is a bad one an error).
     if (const std::string v = env_param("nics_per_proc"); !nics_given && !v.empty()) {
         o.nics_per_proc = number("nics_per_proc", v, 0, efa::ParamLimits::kMaxNicsPerProc);
+    }
+    if (const std::string v = env_param("stripe_min"); !v.empty()) {
+        o.stripe_min = number("stripe_min", v, 0, efa::ParamLimits::kMaxStripe);
     }
     return o;
 }
@@ -495,6 +499,7 @@ int main(int argc, char **argv) {
     p.peer_timeout = 600;
     p.net_poll_interval_us = 20;
     p.direct_mode_mtu = 8192;
+    p.stripe_min = o.stripe_min, p.nics_per_proc = o.nics_per_proc;
     p.local_rank = 0;
     p.local_size = o.local_size;
     efa::Reporter rep;

@@ -87,6 +87,8 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
     c.inject = in->inject_size;
     c.max_msg = in->max_msg_size;
     c.cq_data = in->cq_data_size;
+    c.rails = in->num_nics;
+    c.stripe_min = in->stripe_min;
 
     // mtl_efa_matching auto (mtl_efa_own.c).
     if (!in->has_tagged) {
@@ -139,10 +141,16 @@ void print_text(const Choices &c, const std::vector<std::string> &open_messages)
                 "  btl_efa get:        %s\n"
                 "  btl_efa atomics:    %s\n"
                 "  on-node channel:    %s\n"
-                "  single copy:        %s\n"
-                "  rails:              one NIC per process (the first of its set)\n",
+                "  single copy:        %s\n",
                 c.matching.c_str(), c.matching_why.c_str(), c.put.c_str(), c.get.c_str(),
                 c.atomic_ops.c_str(), c.onnode.c_str(), c.single_copy.c_str());
+    if (c.rails > 1) {
+        std::printf("  rails:              %d NICs of the first process's set; put and get from "
+                    "%zu bytes striped over them, messages on the first\n",
+                    c.rails, c.stripe_min);
+    } else {
+        std::printf("  rails:              one NIC (the set of the first process has one)\n");
+    }
 }
 
 void print_json_fields(const Choices &c, std::string (*json_str)(const std::string &)) {
@@ -155,10 +163,10 @@ void print_json_fields(const Choices &c, std::string (*json_str)(const std::stri
                 c.mr_local ? "true" : "false", c.inject, c.max_msg);
     std::printf(" \"choices\": {\"matching\": %s, \"matching_why\": %s, \"put\": %s, "
                 "\"get\": %s, \"atomics\": %s, \"onnode\": %s, \"single_copy\": %s, "
-                "\"rails\": 1},\n",
+                "\"rails\": %d, \"stripe_min\": %zu},\n",
                 json_str(c.matching).c_str(), json_str(c.matching_why).c_str(),
                 json_str(c.put).c_str(), json_str(c.get).c_str(), json_str(c.atomic_ops).c_str(),
-                json_str(c.onnode).c_str(), json_str(c.single_copy).c_str());
+                json_str(c.onnode).c_str(), json_str(c.single_copy).c_str(), c.rails, c.stripe_min);
 }
 
 } // namespace efa::info

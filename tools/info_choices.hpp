@@ -25,6 +25,8 @@ struct Choices {
     std::string put, get, atomic_ops;   // btl_efa: "native" or "emulated (...)"
     std::string onnode;                 // the on-node channel and where it lives
     std::string single_copy;            // cross-memory attach, or why not
+    int rails = 1;                      // NICs opened: the rails
+    size_t stripe_min = 0;              // one-sided transfers striped from (0: never)
 };
 
 // one_node: a job within this node (atomics then go through the rings).

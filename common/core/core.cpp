@@ -12,6 +12,7 @@
 #include <rdma/fi_errno.h>
 
 #include "efa_core_msg.h"
+#include "efa_rma.h"
 #include "efa_params.hpp"
 #include "nic_select.hpp"
 #include "path_counts.hpp"
@@ -19,57 +20,7 @@
 
 namespace efa {
 
-int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *out) {
-    fid_mr *mr = nullptr;
-    // Without FI_MR_PROV_KEY the key asked for is the key: a per-process
-    // counter keeps every registration of this domain distinct.
-    int rc = fi_mr_reg(domain_, base, len, access, 0, next_key_.fetch_add(1), 0, &mr, nullptr);
-    if (rc == -FI_ENOKEY && !(access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) {
-        // libfabric 2.x's ofi_rxm with FI_ATOMIC files every registration in
-        // a key map, and every local-only one has the same key there
-        // (FI_KEY_NOTAVAIL): the second fails.  As a send buffer too, rxm
-        // registers it for its rendezvous reads, which gives it a key of its
-        // own.  Reproducer: tests/provider-defects/rxm_local_mr_key.c.
-        rc = fi_mr_reg(domain_, base, len, access | FI_SEND, 0, next_key_.fetch_add(1), 0, &mr,
-                       nullptr);
-    }
-    if (rc) {
-        return rc;
-    }
-    // FI_MR_ENDPOINT: the MR is usable only once bound to the endpoints that
-    // use it and enabled; every context may carry operations on any
-    // registration, so it is bound to all of them.
-    for (fid_ep *ep : bind_eps_) {
-        if ((rc = fi_mr_bind(mr, &ep->fid, 0))) {
-            break;
-        }
-    }
-    if (!rc && !bind_eps_.empty()) {
-        rc = fi_mr_enable(mr);
-    }
-    if (rc) {
-        fi_close(&mr->fid);
-        return rc;
-    }
-    out->handle = mr;
-    out->desc = fi_mr_desc(mr);
-    out->key = fi_mr_key(mr);
-    return 0;
-}
-
-void FiMrBackend::dereg(const MrRegistration &r) {
-    if (r.handle) {
-        fi_close(&static_cast<fid_mr *>(r.handle)->fid);
-    }
-}
-
-MrCacheConfig mr_cache_config(const efa_core_params_t &params) {
-    MrCacheConfig c;
-    c.max_cached_entries = static_cast<size_t>(std::max(params.mr_cache_size, 0));
-    c.exact_access = FI_REMOTE_READ | FI_REMOTE_WRITE;
-    c.reuse = params.mem_release_hooks;
-    return c;
-}
+static_assert(kMaxRails == EFA_MAX_RAILS && kMrMaxRails == EFA_MAX_RAILS, "one limit of rails");
 
 namespace {
 
@@ -169,8 +120,9 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
         chosen.push_back(where[i]);
     }
     *why = d.reason;
-    if (chosen.size() > 1) {
-        *why += "; traffic on the first (rails over the others are not opened)";
+    if (chosen.size() > static_cast<size_t>(kMaxRails)) {
+        *why += "; the first " + std::to_string(kMaxRails) + " opened as rails";
+        chosen.resize(kMaxRails);
     }
     return chosen;
 }
@@ -247,7 +199,9 @@ int open_core(efa_core *core) {
             bind_eps.push_back(core->nic->ctx(i)->ep);
         }
     }
-    core->mr_backend = std::make_unique<FiMrBackend>(core->nic->domain(), std::move(bind_eps));
+    std::vector<FiMrBackend::Domain> domains{{core->nic->domain(), std::move(bind_eps)}};
+    open_rails(core, nic_set, &domains);
+    core->mr_backend = std::make_unique<FiMrBackend>(std::move(domains));
     core->mr_cache = std::make_unique<MrCache>(*core->mr_backend, mr_cache_config(core->params));
     core->progress_batch = core->params.progress_batch;
     core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;
@@ -258,7 +212,8 @@ int open_core(efa_core *core) {
     in.fabric = ni->fabric_attr->name;
     in.domain = ni->domain_attr->name;
     in.nic_reason = core->nic_reason.c_str();
-    in.num_nics = 1;
+    in.num_nics = 1 + static_cast<int>(core->rails.size());
+    in.stripe_min = core->rails.empty() ? 0 : static_cast<size_t>(core->params.stripe_min);
     in.num_contexts = core->nic->num_contexts();
     in.inject_size = ni->tx_attr->inject_size;
     in.tx_iov_limit = ni->tx_attr->iov_limit;
@@ -291,8 +246,13 @@ int open_core(efa_core *core) {
     if ((err = efa_core_msg_open(core))) {
         return err;
     }
-    core->blob = make_peer_blob(static_cast<uint16_t>(core->nic->num_contexts()),
-                                static_cast<uint16_t>(core->nic->addr_len()), core->nic->names());
+    std::vector<uint8_t> names = core->nic->names();
+    for (const auto &rail : core->rails) {
+        names.insert(names.end(), rail->names().begin(), rail->names().end());
+    }
+    core->blob =
+        make_peer_blob(static_cast<uint16_t>(core->nic->num_contexts()),
+                       static_cast<uint16_t>(core->nic->addr_len()), names, core->fabric_ids);
     deadline_open(core); // after the blob: the probes carry its hash
     withdraw_open(core); // the same: requests carry it
     in.api_version = core->selection.api_version;
@@ -381,6 +341,17 @@ void efa_core_release(efa_core_t *core) {
     core->rep.say(1, std::string("provider ") + core->nic->info()->fabric_attr->prov_name + ": " +
                          std::to_string(completions) + " completions read over " +
                          std::to_string(core->nic->num_contexts()) + " endpoint(s)");
+    // Each other rail's share (the test harness reads these lines: a rail
+    // that carried nothing shows 0).
+    for (size_t r = 0; r < core->rails.size(); ++r) {
+        uint64_t n = 0;
+        for (int i = 0; i < core->rails[r]->num_contexts(); ++i) {
+            n += core->rails[r]->ctx(i)->completions.load(std::memory_order_relaxed);
+        }
+        core->rep.say(1, "rail " + std::to_string(r + 1) + " (" +
+                             core->rails[r]->info()->domain_attr->name + "): " + std::to_string(n) +
+                             " completions");
+    }
     for (auto &kv : core->peers) {
         free(kv.second.peer);
     }
@@ -392,6 +363,7 @@ void efa_core_release(efa_core_t *core) {
     close_overflow_areas(core);
     core->mr_cache.reset(); // deregisters before the domain closes
     core->mr_backend.reset();
+    core->rails.clear();
     core->nic.reset();
     efa_core_msg_free(core); // receive buffers the provider kept: safe once the endpoints are gone
     deadline_close(core);
@@ -478,20 +450,32 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
         ++it->second.refs;
         return it->second.peer;
     }
-    auto *peer = static_cast<efa_peer_t *>(malloc(sizeof(efa_peer_t) + sizeof(fi_addr_t) * nctx));
+    // Rail r: our NIC r with the peer's NIC on its fabric.  Rail 0 always
+    // reaches the peer (its NIC 0 where no NIC of the peer shares the
+    // fabric: the provider decides, as with one NIC).
+    const int nrails = 1 + static_cast<int>(core->rails.size());
+    std::vector<int> pairing = pair_rails(core->fabric_ids, pb.fabric_ids);
+    if (pairing[0] < 0) {
+        pairing[0] = 0;
+    }
+    const size_t naddrs = static_cast<size_t>(nrails) * nctx;
+    auto *peer = static_cast<efa_peer_t *>(malloc(sizeof(efa_peer_t) + sizeof(fi_addr_t) * naddrs));
     if (!peer) {
         *err = -FI_ENOMEM;
         return nullptr;
     }
-    peer->num_addrs = nctx;
+    peer->num_addrs = static_cast<int>(naddrs);
     peer->send_seq = 0;
-    int n = fi_av_insert(core->nic->av(), pb.names, nctx, peer->addr, 0, nullptr);
+    peer->num_rails = nrails;
+    peer->rails_up = 1;
+    int n = fi_av_insert(core->nic->av(), pb.nic_names(pairing[0]), nctx, peer->addr, 0, nullptr);
     if (n != nctx) {
         free(peer);
         core->rep.help("av-insert-failed", std::to_string(n), fi_strerror(n < 0 ? -n : FI_EOTHER));
         *err = n < 0 ? n : -FI_EOTHER;
         return nullptr;
     }
+    insert_peer_rails(core, peer, pb, pairing);
     auto inserted = core->peers.emplace(std::move(key), efa_core::PeerEntry{peer, 1}).first;
     core->peer_index.emplace(peer, inserted);
     core->peers_by_probe_id.emplace(probe_id_of(blob, len), peer);
@@ -509,10 +493,12 @@ void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
     }
     auto it = idx->second;
     if (--it->second.refs == 0) {
-        fi_av_remove(core->nic->av(), peer->addr, peer->num_addrs, 0);
-        for (int i = 0; i < peer->num_addrs; ++i) {
+        const int nctx = core->nic->num_contexts();
+        fi_av_remove(core->nic->av(), peer->addr, nctx, 0);
+        for (int i = 0; i < nctx; ++i) {
             core->addr_owner.erase(peer->addr[i]);
         }
+        remove_peer_rails(core, peer);
         core->peer_names.erase(peer);
         auto ids =
             core->peers_by_probe_id.equal_range(probe_id_of(it->first.data(), it->first.size()));
@@ -530,6 +516,13 @@ void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
 
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index) {
     return core->nic->ctx(index % core->nic->num_contexts());
+}
+
+efa_ctx_t *efa_core_rail_ctx(efa_core_t *core, int rail, int index) {
+    Nic *nic = rail <= 0 || rail > static_cast<int>(core->rails.size())
+                   ? core->nic.get()
+                   : core->rails[static_cast<size_t>(rail) - 1].get();
+    return nic->ctx(index % nic->num_contexts());
 }
 
 efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, uint64_t access,
@@ -550,6 +543,17 @@ void *efa_mr_desc(const efa_mr_t *mr) {
 }
 uint64_t efa_mr_key(const efa_mr_t *mr) {
     return reinterpret_cast<const MrEntry *>(mr)->reg.key;
+}
+int efa_mr_rails(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->reg.rails;
+}
+uint64_t efa_mr_rail_key(const efa_mr_t *mr, int rail) {
+    const MrRegistration &r = reinterpret_cast<const MrEntry *>(mr)->reg;
+    return rail <= 0 || rail >= r.rails ? r.key : r.rail[rail - 1].key;
+}
+void *efa_mr_rail_desc(const efa_mr_t *mr, int rail) {
+    const MrRegistration &r = reinterpret_cast<const MrEntry *>(mr)->reg;
+    return rail <= 0 || rail >= r.rails ? r.desc : r.rail[rail - 1].desc;
 }
 uintptr_t efa_mr_base(const efa_mr_t *mr) {
     return reinterpret_cast<const MrEntry *>(mr)->base;

@@ -18,27 +18,43 @@
 #include "fi_failures.hpp"
 #include "mr_cache.hpp"
 #include "nic.hpp"
+#include "peer_blob.hpp"
 #include "peer_deadline.hpp"
 #include "provider_select.hpp"
 #include "efa_tag.h"
 
 namespace efa {
 
-// Registers memory with one NIC's domain for the cache.
+// Registers memory with the NICs' domains for the cache: NIC 0's, and
+// each other rail's where the core opened several.
 class FiMrBackend : public MrBackend {
   public:
     // bind_eps: with FI_MR_ENDPOINT every registration is bound to these
     // endpoints and enabled before use; empty otherwise.
-    FiMrBackend(fid_domain *domain, std::vector<fid_ep *> bind_eps)
-        : domain_(domain), bind_eps_(std::move(bind_eps)) {}
+    struct Domain {
+        fid_domain *domain;
+        std::vector<fid_ep *> bind_eps;
+    };
+    explicit FiMrBackend(std::vector<Domain> domains) : domains_(std::move(domains)) {}
     int reg(void *base, size_t len, uint64_t access, MrRegistration *out) override;
     void dereg(const MrRegistration &r) override;
 
   private:
-    fid_domain *domain_;
-    std::vector<fid_ep *> bind_eps_;
+    int reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
+                fid_mr **out);
+    std::vector<Domain> domains_;
     std::atomic<uint64_t> next_key_{1}; // for providers that do not pick keys
 };
+
+// The set's NICs after the first, opened as rails (core_rails.cpp);
+// 'domains' gains each one's domain for the registration backend.
+void open_rails(efa_core *core, const std::vector<size_t> &nic_set,
+                std::vector<FiMrBackend::Domain> *domains);
+// A peer's addresses on the rails, by 'pairing' (pair_rails), inserted in
+// each rail's AV under peers_lock; and removed again.
+void insert_peer_rails(efa_core *core, efa_peer_t *peer, const PeerBlob &pb,
+                       const std::vector<int> &pairing);
+void remove_peer_rails(efa_core *core, efa_peer_t *peer);
 
 // How the core's registration cache serves acquires: remote rights exact
 // (a key grants every right of its registration to whoever holds it), and
@@ -58,6 +74,15 @@ struct efa_core {
     efa::CoreReport report;   // the verbose-1 report (core_report.hpp)
     efa::Selection selection;
     std::unique_ptr<efa::Nic> nic;
+    // The other NICs of the process's set (rails 1..), opened beside nic
+    // when the set has several (common_efa_nics_per_proc): they carry
+    // one-sided transfers striped over every NIC.  Empty with one NIC.
+    std::vector<std::unique_ptr<efa::Nic>> rails;
+    std::vector<uint32_t> fabric_ids; // of nic, then of each rail (peer_blob.hpp)
+    // A rail's address of a peer -> the peer's rail-0 address for the same
+    // context: the peer deadline knows processes by their rail-0 addresses
+    // (under peers_lock; filled only where rails exist).
+    std::unordered_map<fi_addr_t, fi_addr_t> rail_primary[efa::kMaxRails];
     std::unique_ptr<efa::FiMrBackend> mr_backend;
     std::unique_ptr<efa::MrCache> mr_cache;
     efa_core_info_t info{};

@@ -8,8 +8,16 @@ extern "C" void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out
         return;
     }
     constexpr auto relaxed = std::memory_order_relaxed;
+    std::vector<const efa_ctx *> ctxs;
     for (int i = 0; i < core->nic->num_contexts(); ++i) {
-        const efa_ctx *ctx = core->nic->ctx(i);
+        ctxs.push_back(core->nic->ctx(i));
+    }
+    for (const auto &rail : core->rails) {
+        for (int i = 0; i < rail->num_contexts(); ++i) {
+            ctxs.push_back(rail->ctx(i));
+        }
+    }
+    for (const efa_ctx *ctx : ctxs) {
         out->completions += ctx->completions.load(relaxed);
         for (const efa::Backlog *b :
              {&ctx->tx_backlog, &ctx->rx_backlog, &ctx->rx_internal_backlog}) {

@@ -360,6 +360,19 @@ void deadline_close(efa_core *core) {
     core->deadline_free.clear();
 }
 
+// The deadline knows a process by its rail-0 address: an operation on
+// another rail counts for the process it reaches (peers_lock, taken and
+// left before deadline_lock).
+static fi_addr_t rail0_addr(efa_ctx *ctx, fi_addr_t addr) {
+    if (ctx->rail == 0) {
+        return addr;
+    }
+    std::lock_guard<std::mutex> guard(ctx->core->peers_lock);
+    const auto &m = ctx->core->rail_primary[ctx->rail];
+    const auto it = m.find(addr);
+    return it == m.end() ? addr : it->second;
+}
+
 efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadline::Kind kind,
                          uint64_t flags, int *err) {
     op->tracker = nullptr;
@@ -367,6 +380,7 @@ efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadlin
     if (!core->deadline_on) {
         return op;
     }
+    peer = rail0_addr(ctx, peer);
     Tracked *t;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -406,6 +420,7 @@ bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer) {
     if (!core->deadline_on || !core->deadline_any_dead.load(std::memory_order_relaxed)) {
         return false;
     }
+    peer = rail0_addr(ctx, peer);
     std::lock_guard<std::mutex> guard(core->deadline_lock);
     return core->deadline.dead(peer);
 }

@@ -45,6 +45,14 @@ inline bool work_in_flight(efa_core *core) {
             return true;
         }
     }
+    for (const auto &rail : core->rails) {
+        for (int i = 0; i < n; ++i) {
+            efa_ctx *ctx = rail->ctx(i);
+            if (ctx->inflight.load(sc) != 0 || ctx->tx_backlog.size.load(sc) != 0) {
+                return true;
+            }
+        }
+    }
     return false;
 }
 

@@ -99,6 +99,18 @@ void CoreReport::add_core_lines(const efa_core &core) {
     }
     rank_line_ = "local rank " + std::to_string(core.params.local_rank) + ": NIC " + in.domain +
                  " (" + in.nic_reason + ")";
+    if (!core.rails.empty()) {
+        std::string names = in.domain;
+        for (const auto &rail : core.rails) {
+            names += std::string(", ") + rail->info()->domain_attr->name;
+        }
+        rank_line_ +=
+            "; " + std::to_string(core.rails.size() + 1) + " rails: " + names +
+            (core.params.stripe_min == 0
+                 ? std::string(" (striping off: stripe_min 0; everything on the first)")
+                 : " (one-sided transfers of at least " + std::to_string(core.params.stripe_min) +
+                       " bytes striped over them, messages on the first)");
+    }
 }
 
 void CoreReport::note(const std::string &who, const std::string &text) {

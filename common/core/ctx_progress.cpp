@@ -230,6 +230,13 @@ extern "C" int efa_core_progress(efa_core_t *core) {
         flush_backlog(ctx, ctx->rx_internal_backlog);
         flush_backlog(ctx, ctx->rx_backlog);
     }
+    for (const auto &rail : core->rails) { // striped one-sided transfers: sends only
+        for (int i = 0; i < n; ++i) {
+            efa_ctx *ctx = rail->ctx(i);
+            events += drain(ctx, core->progress_batch);
+            flush_backlog(ctx, ctx->tx_backlog);
+        }
+    }
     // Untagged receive buffers that found the queue full are posted again
     // here, whichever component owns a channel (a load when there are none).
     if (core->msg_progress) {

@@ -16,6 +16,12 @@ std::vector<ParamProblem> validate_params(const efa_core_params_t &p) {
     std::vector<ParamProblem> out;
     check_range(out, "num_contexts", p.num_contexts, 1, ParamLimits::kMaxContexts);
     check_range(out, "nics_per_proc", p.nics_per_proc, 0, ParamLimits::kMaxNicsPerProc);
+    // 0 turns striping off; below a page a part would cost more to post
+    // than to move.
+    if (p.stripe_min != 0) {
+        check_range(out, "stripe_min", p.stripe_min, ParamLimits::kMinStripe,
+                    ParamLimits::kMaxStripe);
+    }
     // 0 keeps the provider's default; tiny values are allowed on purpose
     // (tests use them to make queues overflow).
     check_range(out, "tx_size", p.tx_size, 0, ParamLimits::kMaxQueueSize);

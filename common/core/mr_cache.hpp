@@ -41,10 +41,23 @@
 namespace efa {
 
 // Whatever the backend returns for one registration (libfabric: fid_mr*, desc, key).
+// The most NICs a process opens (peer_blob.hpp's kMaxRails, efa_rma.h's
+// EFA_MAX_RAILS).
+constexpr int kMrMaxRails = 4;
+
 struct MrRegistration {
     void *handle = nullptr; // backend object (fid_mr*)
     void *desc = nullptr;   // local descriptor (fi_mr_desc)
     uint64_t key = 0;       // remote key (fi_mr_key)
+    // The same range on the process's other NICs, where it opened several
+    // (striped one-sided transfers): rails 1 .. rails-1.  A rail whose
+    // registration failed ends the run: rails counts the first ones only.
+    int rails = 1;
+    struct Rail {
+        void *handle = nullptr;
+        void *desc = nullptr;
+        uint64_t key = 0;
+    } rail[kMrMaxRails - 1];
 };
 
 class MrBackend {

@@ -39,6 +39,7 @@ struct efa_ctx {
     fid_cq *cq = nullptr;
     efa_core *core = nullptr;
     int index = 0;
+    int rail = 0;             // the NIC: 0, or one of the core's other rails
     bool use_cq_data = false; // send the source rank as remote CQ data
     bool source = false;      // FI_SOURCE granted: completions are read with their source
     // Several threads may post and progress at once (MPI_THREAD_MULTIPLE).

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
@@ -98,6 +100,35 @@ bool prefer_fabric(const fi_info *info, bool direct_mode, std::string *why) {
         return false;
     }
     return true;
+}
+
+bool is_loopback(const fi_info *info) {
+    if (info->src_addr && info->addr_format == FI_SOCKADDR_IN &&
+        info->src_addrlen >= sizeof(sockaddr_in)) {
+        const auto *sin = static_cast<const sockaddr_in *>(info->src_addr);
+        return (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (info->src_addr && info->addr_format == FI_SOCKADDR_IN6 &&
+        info->src_addrlen >= sizeof(sockaddr_in6)) {
+        const auto *sin6 = static_cast<const sockaddr_in6 *>(info->src_addr);
+        return IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
+    }
+    return info->domain_attr && info->domain_attr->name &&
+           strcmp(info->domain_attr->name, "lo") == 0;
+}
+
+bool named_in(const char *list, const char *name) {
+    const std::string l = list ? list : "";
+    const std::string n = name ? name : "";
+    size_t pos = 0;
+    while (!n.empty() && pos <= l.size()) {
+        const size_t end = std::min(l.find(',', pos), l.size());
+        if (l.compare(pos, end - pos, n) == 0) {
+            return true;
+        }
+        pos = end + 1;
+    }
+    return false;
 }
 
 const char *source_unreliable(const char *prov_name) {
@@ -212,12 +243,21 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
                     skipped_fabric = why;
                     continue;
                 }
-                // NICs of one fabric only: for the stand-ins the fabrics are
-                // address families, and ranks must agree on one.
+                // NICs of the first one's provider and address format
+                // only: the stand-ins offer each interface once per address
+                // family (a fabric per subnet), and ranks must agree on one
+                // family.  Each NIC's fabric travels in the blob, so rails
+                // pair NICs of one subnet (peer_blob.hpp).
                 if (!fabric) {
                     fabric = i->fabric_attr->name;
+                } else if (strcmp(nics[0]->fabric_attr->prov_name, prov) != 0 ||
+                           nics[0]->addr_format != i->addr_format) {
+                    continue;
                 }
-                if (strcmp(fabric, i->fabric_attr->name) != 0) {
+                // A loopback interface reaches this host alone: its address
+                // in another host's vector would name that host.  Only a
+                // NIC list that names it takes it (tests on one host).
+                if (is_loopback(i) && !named_in(params.nic_include, i->domain_attr->name)) {
                     continue;
                 }
                 bool dup = std::any_of(nics.begin(), nics.end(), [&](fi_info *n) {

@@ -59,6 +59,12 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
 // from" itself).  The sender check is then off (efa_core_source_ok).
 const char *source_unreliable(const char *prov_name);
 
+// Is this NIC a loopback interface (127/8, ::1, or "lo")?  Such a NIC is
+// left out of the set unless a NIC list names it (named_in: one item of
+// the comma-separated list equals name).
+bool is_loopback(const fi_info *info);
+bool named_in(const char *list, const char *name);
+
 // Names of every provider libfabric knows on this machine (any endpoint type).
 std::vector<std::string> known_provider_names();
 

@@ -104,12 +104,23 @@ void efa_op_complete_nothing(efa_op_t *op, const efa_cqe_t *cqe);
  * wait behind user receives that wait for them: a deadlock. */
 enum { EFA_RX_USER = 0, EFA_RX_INTERNAL = 1 };
 
-/* The addresses of one remote process: one per (NIC, context). */
+/* The addresses of one remote process: one per (rail, context).  Rail r
+ * is this process's NIC r (0: the one every message takes) paired with
+ * one of the peer's NICs on the same fabric (peer_blob.hpp, pair_rails);
+ * a rail with no NIC of the peer on its fabric holds FI_ADDR_NOTAVAIL. */
 typedef struct efa_peer {
-    int num_addrs;
+    int num_addrs;     /* num_rails * contexts */
     uint32_t send_seq; /* the MTL's last seq to this process (efa_tag.h) */
-    fi_addr_t addr[];  /* index: nic * num_contexts + context */
+    int num_rails;     /* this process's NICs (efa_core_info_t.num_nics) */
+    int rails_up;      /* of them, the rails that reach this peer (rail 0 always) */
+    fi_addr_t addr[];  /* index: rail * contexts + context */
 } efa_peer_t;
+
+/* The peer's address on rail 'rail' for context 'index' of 'nctx', or
+ * FI_ADDR_NOTAVAIL where that rail does not reach it. */
+static inline fi_addr_t efa_peer_rail_addr(const efa_peer_t *peer, int rail, int index, int nctx) {
+    return rail < peer->num_rails ? peer->addr[rail * nctx + index] : FI_ADDR_NOTAVAIL;
+}
 
 /* Settings the glue collects from MCA parameters and the runtime. */
 typedef struct efa_core_params {
@@ -118,6 +129,8 @@ typedef struct efa_core_params {
     const char *nic_include;      /* NIC (domain) names, comma-separated; NULL or "": all */
     const char *nic_exclude;      /* NIC (domain) names, comma-separated; NULL or "": none */
     int nics_per_proc;            /* most NICs in a process's set; 0: its whole share */
+    int stripe_min;               /* bytes from which one-sided transfers are striped over
+                                     the rails (0: never) */
     int num_contexts;             /* endpoints per NIC */
     int tx_size;                  /* provider tx queue depth; 0 = provider default */
     int rx_size;                  /* provider rx queue depth; 0 = provider default */
@@ -166,7 +179,9 @@ typedef struct efa_core_info {
     const char *fabric;   /* fabric name */
     const char *domain;   /* the chosen NIC */
     const char *nic_reason;
-    int num_nics;        /* NICs opened (1 today) */
+    int num_nics;        /* NICs opened: the rails (at most EFA_MAX_RAILS, efa_rma.h) */
+    size_t stripe_min;   /* one-sided transfers from this size are striped over the rails
+                            (0: never; always 0 with one NIC) */
     int num_contexts;    /* endpoints per NIC */
     size_t inject_size;  /* 0: no inject */
     size_t tx_iov_limit; /* buffers one send may gather */
@@ -311,8 +326,11 @@ static inline bool efa_core_source_is(efa_core_t *core, const efa_cqe_t *cqe, fi
 uint64_t efa_core_source_forged(const efa_core_t *core);
 uint64_t efa_core_source_unchecked(const efa_core_t *core);
 
-/* Contexts of NIC 0 (multi-NIC striping will add a NIC index). */
+/* Contexts of NIC 0, the rail every message takes. */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);
+/* Context 'index' of rail 'rail' (0 <= rail < info.num_nics): the other
+ * rails carry one-sided transfers striped over every NIC. */
+efa_ctx_t *efa_core_rail_ctx(efa_core_t *core, int rail, int index);
 
 /* Drive every context's completion queue once; bounded work per call.
  * Returns the number of completions handled. */
@@ -423,6 +441,11 @@ void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr);
 void *efa_mr_desc(const efa_mr_t *mr);
 uint64_t efa_mr_key(const efa_mr_t *mr);
 uintptr_t efa_mr_base(const efa_mr_t *mr);
+/* The registration on every rail: how many rails it covers (1: NIC 0
+ * alone), and its key and descriptor on rail r < that. */
+int efa_mr_rails(const efa_mr_t *mr);
+uint64_t efa_mr_rail_key(const efa_mr_t *mr, int rail);
+void *efa_mr_rail_desc(const efa_mr_t *mr, int rail);
 size_t efa_mr_len(const efa_mr_t *mr);
 /* Memory was released (free/munmap hook): drop cached registrations. */
 void efa_core_mem_release(void *addr, size_t len);

@@ -22,6 +22,9 @@
 extern "C" {
 #endif
 
+/* The most NICs (rails) a process opens: aws-ofi-nccl's limit too. */
+#define EFA_MAX_RAILS 4
+
 /* What one process hands its peers for a registered range.  osc/rdma
  * copies handles byte for byte into shared state and to other processes,
  * so it holds no pointers and its size is fixed.  Both one-sided paths use
@@ -41,12 +44,18 @@ typedef struct efa_rma_handle {
      * the initiator uses it only when it equals the pid it verified for the
      * peer the operation goes to (efa_rma_cma_check). */
     uint32_t owner_pid;
+    /* The registration on the owner's other NICs (rails 1..rails-1), for
+     * transfers striped over them (btl_efa_native.c); rails is 1 where the
+     * owner has one NIC or registered on one. */
+    uint32_t rails;
+    uint64_t rail_key[EFA_MAX_RAILS - 1];
     /* efa_rma_handle_seal's digest of every other field.  osc/rdma can
      * read a handle while its owner is still writing it (a dynamic
      * window's region table, read without its lock); such a mixture of
      * two handles fails efa_rma_handle_intact, and the paths that trust
      * the handle (native, single copy) are then not taken. */
     uint32_t seal;
+    uint32_t spare; /* zero: no padding hole in a handle copied byte for byte */
 } efa_rma_handle_t;
 
 enum {
@@ -133,6 +142,22 @@ static inline void efa_rma_piece(size_t len, size_t limit, size_t i, size_t *off
     }
     *off = i * limit;
     *n = len - *off < limit ? len - *off : limit;
+}
+
+/* A transfer of 'len' bytes striped over 'rails' rails: rail r's part
+ * (offset and length).  Equal parts in whole cache lines, the last one
+ * shorter; a part may be empty when len is small against the rails. */
+static inline void efa_rma_stripe_part(size_t len, int rails, int r, size_t *off, size_t *n) {
+    if (rails <= 1) {
+        *off = 0;
+        *n = len;
+        return;
+    }
+    size_t part = (len + (size_t)rails - 1) / (size_t)rails;
+    part = (part + 63) & ~(size_t)63;
+    const size_t start = part * (size_t)r;
+    *off = start < len ? start : len;
+    *n = len - *off < part ? len - *off : part;
 }
 
 /* Kinds of atomics, as fi_query_atomic distinguishes them. */

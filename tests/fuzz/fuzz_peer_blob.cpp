@@ -23,14 +23,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(pb.names == copy + sizeof(efa::BlobHeader));
         FUZZ_CHECK(pb.header.addr_len == our_addr_len);
         FUZZ_CHECK(pb.header.num_contexts == our_contexts);
-        const size_t need = sizeof(efa::BlobHeader) + our_addr_len * our_contexts;
+        const size_t nics = pb.header.num_nics;
+        FUZZ_CHECK(nics >= 1 && nics <= static_cast<size_t>(efa::kMaxRails));
+        FUZZ_CHECK(pb.fabric_ids.size() == nics);
+        const size_t need =
+            sizeof(efa::BlobHeader) + nics * our_addr_len * our_contexts + nics * sizeof(uint32_t);
         FUZZ_CHECK(blob.size() >= need);
-        // What the address vector reads: every name, byte by byte.
+        // What the address vectors read: every name of every NIC, byte by byte.
         unsigned sum = 0;
-        for (size_t i = 0; i < our_addr_len * our_contexts; ++i) {
+        for (size_t i = 0; i < nics * our_addr_len * our_contexts; ++i) {
             sum += pb.names[i];
         }
         (void)sum;
+        // Any pairing names one of the peer's NICs or none.
+        for (int p : efa::pair_rails({1, 2, 1, 3}, pb.fabric_ids)) {
+            FUZZ_CHECK(p >= -1 && p < static_cast<int>(nics));
+        }
     } else {
         FUZZ_CHECK(pb.names == nullptr);
         FUZZ_CHECK(st == efa::PeerBlobStatus::kContextMismatch || !why.empty());

@@ -57,6 +57,12 @@ expected_lines() {
     # completions from the provider, so its peers on the other node were
     # reached through it.
     [[ $label == span ]] && EACH="common:efa: provider [^ ]+: [1-9][0-9]* completions read"
+    # pingpong+rails: ob1's large messages went by get striped over both
+    # NICs, and every process read completions on its second rail.
+    if [[ $label == *+rails ]]; then
+        ALSO="btl:efa: [1-9][0-9]* put/get striped over up to 2 rails"
+        EACH="common:efa: rail 1 \\([^)]*\\): [1-9][0-9]* completions"
+    fi
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.
     if [[ $label == *+mixed ]]; then
         ALSO="mtl:efa: on-node channel: [1-9][0-9]* frames sent"

@@ -9,6 +9,7 @@ EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring ob1-efa-rxm-batch"
 EFA_CONFIGS+=" cm-efa-own-rxm cm-efa-own-rxd cm-efa-own-rxm-noring"
 EFA_CONFIGS+=" cm-efa-direct-rxm cm-efa-direct-rxd ob1-efa-direct-rxm ob1-efa-direct-rxd"
+EFA_CONFIGS+=" ob1-efa-rails-rxm"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
 
 # libfabric provider string for each of our provider short names
@@ -96,6 +97,19 @@ config_args() {
         CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov"
             --mca mtl_efa_onnode_channel none --mca mtl_efa_matching provider)
         ;;
+    ob1-efa-rails-*)
+        # several NICs per process on one machine: its first interface and
+        # the loopback one (named, so admitted) as two rails, each rank
+        # alone on a pretend node so that its set holds both, and every
+        # put and get from 4 KiB striped over them
+        local pretend iface
+        prov=$(provider_string "${1#ob1-efa-rails-}") || return 1
+        iface=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
+        mapfile -t pretend < <("$SCRIPT_DIR/../pretend-nodes.sh" "$LOG_DIR/pretend-nodes-1" 1)
+        CFG_ARGS=(--mca pml ob1 --mca btl "efa,self" --mca btl_efa_provider_include "$prov"
+            --mca common_efa_nic_include "${iface:-eth0},lo" --mca common_efa_stripe_min 4096
+            "${pretend[@]}")
+        ;;
     ob1-efa-*-emul)
         local rest=${1#ob1-efa-}
         prov=$(provider_string "${rest%-emul}") || return 1
@@ -122,14 +136,16 @@ is_efa_config() { [[ $1 == *-efa-* ]]; }
 # Its span run checks that they do, and that every rank's traffic crossed
 # the provider.
 spans_nodes_config() {
-    [[ $1 == cm-efa-mixed* || $1 == cm-efa-own-* || $1 == cm-efa-direct-* || $1 == *-netns ]]
+    [[ $1 == cm-efa-mixed* || $1 == cm-efa-own-* || $1 == cm-efa-direct-* || $1 == *-netns ||
+        $1 == ob1-efa-rails-* ]]
 }
 
 # Does btl_efa's on-node channel carry this configuration's messages?
 # (cm-efa-onnode*: mtl_efa's own rings)
 # (*-netns: pingpong's two ranks are on different hosts)
 is_ring_config() {
-    [[ ($1 == ob1-efa-* && $1 != *-noring && $1 != *-batch && $1 != *-netns && $1 != ob1-efa-direct-*) ||
+    [[ ($1 == ob1-efa-* && $1 != *-noring && $1 != *-batch && $1 != *-netns && $1 != ob1-efa-direct-* &&
+        $1 != ob1-efa-rails-*) ||
         $1 == cm-efa-onnode* ]]
 }
 

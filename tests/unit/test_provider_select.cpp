@@ -54,8 +54,17 @@ TEST(ProviderSelect, StandInTcpRxm) {
     EXPECT_STREQ(sel.nics[0]->fabric_attr->prov_name, "tcp;ofi_rxm");
     EXPECT_TRUE(sel.caps & FI_TAGGED);
     EXPECT_TRUE(sel.caps & FI_RMA);
-    for (auto *n : sel.nics) {
-        EXPECT_STREQ(n->fabric_attr->name, sel.nics[0]->fabric_attr->name);
+    // Every NIC of the first one's provider and address family, each once,
+    // none a loopback interface (not named in a NIC list); their fabrics
+    // (subnets) may differ: rails pair NICs by fabric.
+    for (size_t i = 0; i < sel.nics.size(); ++i) {
+        const fi_info *n = sel.nics[i];
+        EXPECT_STREQ(n->fabric_attr->prov_name, "tcp;ofi_rxm");
+        EXPECT_EQ(n->addr_format, sel.nics[0]->addr_format);
+        EXPECT_FALSE(efa::is_loopback(n)) << n->domain_attr->name;
+        for (size_t j = 0; j < i; ++j) {
+            EXPECT_STRNE(n->domain_attr->name, sel.nics[j]->domain_attr->name);
+        }
     }
     EXPECT_TRUE(g_topics.empty());
 }

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Several NICs per process ("rails"): 2 namespace hosts with 2 links each
+# (tests/netns/setup.sh 2 2, unshaped), one rank per host, the EFA
+# components kept to both links (NETNS_LINKS=2: common_efa_nic_include
+# eth0,eth1), each link a NIC of the stand-in provider tcp;ofi_rxm.  Runs,
+# each with common_efa_verbose 1:
+#   ob1-pingpong  pml ob1 + btl_efa: tests/mpi/pingpong, 0 B .. 64 MiB,
+#                 every message checked (ob1 moves the large ones by RDMA
+#                 get, btl_efa's native get)
+#   ob1-osc       the same configuration, one-sided through osc/rdma:
+#                 tests/osc/osc_test putget (put and get 1 B .. 16 MiB,
+#                 checked)
+#     Each passes when the job succeeds and every process's finalize lines
+#     show its put/get striped ("btl:efa: N put/get striped over up to R
+#     rails", N > 0) and its second rail used ("common:efa: rail 1 (ethK):
+#     N completions", N > 0).
+#   ob1-nostripe  control: ob1-pingpong with common_efa_stripe_min 0 (no
+#                 striping); passes when the job succeeds, no process
+#                 stripes (no such line, or N = 0) and every process's
+#                 rail 1 read 0 completions: the assertion above can fail
+#   cm-pingpong   pml cm + mtl_efa (provider matching) pingpong over the
+#                 same two links: must succeed (mtl_efa uses the first rail
+#                 only; opening the others must break nothing)
+#   tests/netns/rails.sh
+# Environment: EFA_MCA_COMPONENT_PATH (default _install/lib/openmpi),
+# MPI_TEST_BIN_DIR (default _build/tests/mpi), OSC_TEST_BIN_DIR (default
+# _build/tests/osc), RAILS_LOG_DIR (default /tmp/efa-rails, a log per run),
+# RAILS_TIMEOUT (seconds per run, default 300), NETNS_PREFIX, NETNS_NET,
+# NETNS_BRIDGE (common.sh: another set of hosts).  Makes the hosts and
+# removes them at the end (also on failure); where they cannot be made,
+# each run is a SKIP with the reason.  Prints "PASS name", "FAIL name:
+# reason" or "SKIP name (reason)" per run and "N passed, N failed, N
+# skipped" (tests/run-all.sh's count); exits 1 on any failure.
+set -eu
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+top=$(cd "$here/../.." && pwd)
+. "$here/common.sh"
+# shellcheck source=configs.sh
+. "$here/configs.sh"
+comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
+mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
+oscbin=${OSC_TEST_BIN_DIR:-$top/_build/tests/osc}
+logdir=${RAILS_LOG_DIR:-/tmp/efa-rails}
+limit=${RAILS_TIMEOUT:-300}
+runs="ob1-pingpong ob1-osc ob1-nostripe cm-pingpong"
+
+npass=0 nfail=0 nskip=0
+finish() {
+    echo "$npass passed, $nfail failed, $nskip skipped"
+    [ "$nfail" -eq 0 ]
+}
+pass() { echo "PASS $1"; npass=$((npass + 1)); }
+fail() { echo "FAIL $1: $2"; nfail=$((nfail + 1)); }
+
+if ! reason=$("$here/setup.sh" 2 2 2>&1 >/dev/null); then
+    for r in $runs; do
+        echo "SKIP $r (no namespace hosts here: ${reason#setup.sh: })"
+        nskip=$((nskip + 1))
+    done
+    finish
+    exit
+fi
+trap '"$here/teardown.sh"' EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$logdir"
+mapfile -t netns_args < <(NETNS_LINKS=2 "$here/mpirun-args.sh" "$logdir" 1 2)
+pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# Every process left in the namespaces (a job killed at its time limit).
+kill_leftovers() {
+    local i pids
+    for i in $(netns_hosts); do
+        pids=$(ip netns pids "$(netns_name "$i")")
+        # shellcheck disable=SC2086 # one word per process
+        [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+    done
+}
+
+# job NAME CONFIG ARGS...: runs CONFIG (configs.sh) on both hosts with ARGS
+# (extra mpirun arguments, then the program) into $logdir/NAME.log; its
+# exit status is the job's (124 at the time limit)
+job() {
+    local name=$1 cfg=$2 log=$logdir/$1.log rc=0
+    shift 2
+    config_mpirun_args "$cfg"
+    local cmd=(mpirun -np 2 --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
+        "${netns_args[@]}" "${args[@]}" --mca common_efa_verbose 1 "$@")
+    echo "# $(printf '%q ' "${cmd[@]}")" >"$log"
+    timeout -k 10 "$limit" "${cmd[@]}" </dev/null >>"$log" 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] || kill_leftovers
+    return "$rc"
+}
+
+# counts LOG WHAT: one "process count" line per process that printed WHAT's
+# finalize line (striped: "btl:efa: N put/get striped"; rail1: "common:efa:
+# rail 1 (IFACE): N completions"), in process order
+counts() {
+    local re
+    case $2 in
+    striped) re='^\[([^]]+)\] btl:efa: ([0-9]+) put/get striped over' ;;
+    rail1) re='^\[([^]]+)\] common:efa: rail 1 \([^)]*\): ([0-9]+) completions' ;;
+    esac
+    sed -nE "s|$re.*|\1 \2|p" "$1" | sort
+}
+
+# used LOG: empty when each of the 2 processes striped and read completions
+# on rail 1, else what was missing
+used() {
+    local what n bad=""
+    for what in striped rail1; do
+        n=$(counts "$1" "$what" | awk '$2 > 0' | wc -l)
+        [ "$n" -eq 2 ] || bad="$bad${bad:+; }$what: $(list "$1" "$what")"
+    done
+    echo "$bad"
+}
+
+# list LOG WHAT: WHAT's figures of the processes that printed one, "a/b"
+# ("none" when no process did)
+list() {
+    local l
+    l=$(counts "$1" "$2" | awk '{print $2}' | paste -sd/ -)
+    echo "${l:-none}"
+}
+
+# summary LOG: the finalize figures, for the PASS and FAIL lines
+summary() {
+    echo "striped $(list "$1" striped), rail 1 completions $(list "$1" rail1)"
+}
+
+# striping_run NAME CONFIG ARGS...: a run that must stripe
+striping_run() {
+    local name=$1 log=$logdir/$1.log rc=0 bad
+    job "$@" || rc=$?
+    if [ "$rc" -ne 0 ]; then fail "$name" "job exit $rc (log $log)"; return; fi
+    bad=$(used "$log")
+    if [ -n "$bad" ]; then fail "$name" "not on both rails ($bad; log $log)"; return; fi
+    pass "$name ($(summary "$log"))"
+}
+
+striping_run ob1-pingpong ob1-rxm "$mpibin/pingpong"
+striping_run ob1-osc ob1-rxm "$oscbin/osc_test" putget
+
+# the control: the same run with striping off must fail used()'s check,
+# each process's rail 1 having read nothing
+rc=0
+job ob1-nostripe ob1-rxm --mca common_efa_stripe_min 0 "$mpibin/pingpong" || rc=$?
+log=$logdir/ob1-nostripe.log
+if [ "$rc" -ne 0 ]; then
+    fail ob1-nostripe "job exit $rc (log $log)"
+elif [ "$(counts "$log" striped | awk '$2 > 0' | wc -l)" -ne 0 ]; then
+    fail ob1-nostripe "striped with common_efa_stripe_min 0 ($(summary "$log"); log $log)"
+elif [ "$(counts "$log" rail1 | awk '$2 == 0' | wc -l)" -ne 2 ]; then
+    fail ob1-nostripe "not 2 processes with rail 1 at 0 completions ($(summary "$log"); log $log)"
+elif [ -z "$(used "$log")" ]; then
+    fail ob1-nostripe "the rails check passed a run without striping (log $log)"
+else
+    pass "ob1-nostripe (no striping: $(summary "$log"))"
+fi
+
+rc=0
+job cm-pingpong cm-rxm "$mpibin/pingpong" || rc=$?
+log=$logdir/cm-pingpong.log
+if [ "$rc" -ne 0 ]; then
+    fail cm-pingpong "job exit $rc (log $log)"
+elif ! grep -q '^ok pingpong' "$log"; then
+    fail cm-pingpong "no 'ok pingpong' line (log $log)"
+else
+    pass "cm-pingpong ($(grep -c -E '\] common:efa: report: .* 2 rails:' "$log" || true) process(es) with 2 rails open)"
+fi
+finish
