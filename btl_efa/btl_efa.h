@@ -182,27 +182,6 @@ typedef struct efa_btl_rdma_args {
     efa_btl_rdma_cb_t cb;
 } efa_btl_rdma_args_t;
 
-/* A one-sided operation handed to the provider (native path).  A transfer
- * larger than the provider's limit is cut into pieces, each its own rop
- * pointing at a parent rop that is never posted and reports once every
- * piece has completed. */
-typedef struct efa_btl_rop {
-    efa_op_t op;                /* first: the core hands it back */
-    struct efa_btl_rop *next;   /* free list */
-    struct efa_btl_rop *parent; /* pieces: the rop that reports */
-    volatile int64_t pending;   /* parent: pieces not completed, plus one while posting */
-    int status;                 /* parent: first error */
-    mca_btl_efa_endpoint_t *endpoint;
-    efa_btl_rdma_cb_t cb;
-    efa_mr_t *local_mr;   /* local MR taken from the cache for a descriptor */
-    uint32_t result_size; /* fetching atomics: bytes to copy back to local_address */
-    uint64_t *scratch;    /* registered: [0] operand, [1] compare, [2] result */
-    void *scratch_desc;
-    /* The provider holds it (posted, completion still to come): its slab
-     * must outlive finalize (mca_btl_efa_native_fini). */
-    volatile bool posted;
-} efa_btl_rop_t;
-
 /* The module, one struct per concern, each naming its owner: the one file
  * that writes it after open (readers may be anywhere; open is the
  * component's init with mca_btl_efa_module_init, before Open MPI sees the
@@ -309,7 +288,8 @@ typedef struct mca_btl_efa_module {
         int nctx; /* contexts per NIC: the stride of a peer's addresses */
         size_t stripe_min;
         efa_ctx_t *rail_ctx[EFA_MAX_RAILS];
-        volatile int64_t striped; /* transfers striped (statistics) */
+        volatile int64_t striped;     /* transfers striped (statistics) */
+        volatile int64_t failed_over; /* parts sent again over rail 0 (statistics) */
     } native;
     /* btl_efa_reg.c: registrations (next_key: module lock) */
     struct {

@@ -27,10 +27,39 @@
 
 #include "opal/util/output.h"
 
+/* A one-sided operation handed to the provider (native path).  A transfer
+ * larger than the provider's limit is cut into pieces, each its own rop
+ * pointing at a parent rop that is never posted and reports once every
+ * piece has completed. */
+typedef struct efa_btl_rop {
+    efa_op_t op;                /* first: the core hands it back */
+    struct efa_btl_rop *next;   /* free list */
+    struct efa_btl_rop *parent; /* pieces: the rop that reports */
+    volatile int64_t pending;   /* parent: pieces not completed, plus one while posting */
+    int status;                 /* parent: first error */
+    mca_btl_efa_endpoint_t *endpoint;
+    efa_btl_rdma_cb_t cb;
+    efa_mr_t *local_mr;   /* local MR taken from the cache for a descriptor */
+    uint32_t result_size; /* fetching atomics: bytes to copy back to local_address */
+    uint64_t *scratch;    /* registered: [0] operand, [1] compare, [2] result */
+    void *scratch_desc;
+    /* The provider holds it (posted, completion still to come): its slab
+     * must outlive finalize (mca_btl_efa_native_fini). */
+    volatile bool posted;
+    /* A piece on a rail beside the first: what to post again on the first
+     * if that rail fails (btl_efa_native.c, failover). */
+    int8_t rail, type;
+    void *local;
+    size_t len;
+    uint64_t raddr;
+    uint64_t rkey0; /* parent: the target's key on the first rail */
+} efa_btl_rop_t;
+
 #define ROPS_PER_SLAB 64
 #define SCRATCH_WORDS 4 /* per rop; a multiple of 8 bytes keeps every word aligned */
 
 static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe);
+static int piece_to_first_rail(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop);
 
 /* Once per rop, as the pool makes its slab. */
 static void rop_init(void *arg, void *elem, void *buf, void *desc) {
@@ -75,6 +104,7 @@ static efa_btl_rop_t *rop_get(mca_btl_efa_module_t *btl) {
         rop->local_mr = NULL;
         rop->result_size = 0;
         rop->cb.cbfunc = NULL;
+        rop->rail = 0;
     }
     return rop;
 }
@@ -118,11 +148,20 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_btl_efa_module_t *btl = &mca_btl_efa_module;
     efa_btl_rop_t *rop = (efa_btl_rop_t *)op;
     rop->posted = false;
+    const int rail = rop->rail;
+    int again = OPAL_ERROR;
+    if (OPAL_UNLIKELY(cqe->err && rail > 0 && -FI_ECANCELED != cqe->err) &&
+        OPAL_SUCCESS == (again = piece_to_first_rail(btl, rop))) {
+        return; /* posted again on the first rail: it completes from there */
+    }
     int status = OPAL_SUCCESS;
     if (cqe->err) {
         status = mca_common_efa_fi_to_opal(cqe->err);
-        opal_output_verbose(1, mca_common_efa_output, "btl:efa: one-sided operation failed: %s",
-                            fi_strerror(-cqe->err));
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: one-sided operation failed on rail %d: %s%s%s", rail,
+                            fi_strerror(-cqe->err),
+                            rail > 0 ? "; sent again over the first rail, that failed too: " : "",
+                            rail > 0 ? opal_strerror(again) : "");
     } else if (rop->result_size && rop->cb.local_address) {
         memcpy(rop->cb.local_address, &rop->scratch[2], rop->result_size);
     }
@@ -157,6 +196,7 @@ int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, co
 /* One transfer on rail r: its context and the peer's address there, the
  * descriptor of the local buffer and the target's key on that rail. */
 typedef struct {
+    int rail;
     efa_ctx_t *ctx;
     fi_addr_t addr;
     void *desc;
@@ -178,6 +218,22 @@ static int post_piece(efa_btl_rop_t *rop, int type, const efa_btl_rail_t *rail, 
     return mca_common_efa_fi_to_opal(rc);
 }
 
+/* Failover: a piece whose rail failed (at the post, or in its completion:
+ * the core has then taken that rail out for the peer, efa_core.h's
+ * rails_down) goes again, once, over the first rail, which carries the
+ * peer's messages and so reaches it while the peer is reachable at all.
+ * Put and get move the same bytes again: a piece that partly landed is
+ * overwritten with the same data. */
+static int piece_to_first_rail(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
+    efa_btl_rop_t *owner = rop->parent ? rop->parent : rop;
+    const efa_btl_rail_t first = {0, btl->ctx, rop->endpoint->addr,
+                                  owner->local_mr ? efa_mr_desc(owner->local_mr) : NULL,
+                                  owner->rkey0};
+    OPAL_THREAD_ADD_FETCH64(&btl->native.failed_over, 1);
+    rop->rail = 0;
+    return post_piece(rop, rop->type, &first, rop->local, rop->len, rop->raddr);
+}
+
 /* The rails a transfer of 'size' bytes to ep goes over: rail 0 always,
  * and from stripe_min every other rail that reaches the peer, on which the
  * target registered the range (its handle's keys) and, where the provider
@@ -185,21 +241,23 @@ static int post_piece(efa_btl_rop_t *rop, int type, const efa_btl_rail_t *rail, 
 static int plan_rails(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                       const efa_btl_rdma_args_t *a, efa_mr_t *local_mr, void *desc,
                       efa_btl_rail_t *out) {
-    out[0] = (efa_btl_rail_t){btl->ctx, ep->addr, desc, a->remote_handle->rma.fi_key};
+    out[0] = (efa_btl_rail_t){0, btl->ctx, ep->addr, desc, a->remote_handle->rma.fi_key};
     if (OPAL_LIKELY(0 == btl->native.stripe_min || a->size < btl->native.stripe_min ||
                     NULL == ep->peer)) {
         return 1;
     }
     const efa_rma_handle_t *h = &a->remote_handle->rma;
     int n = 1;
-    for (int r = 1; r < btl->native.rails && r < (int)h->rails; ++r) {
+    for (int r = 1; r < btl->native.rails; ++r) {
         const fi_addr_t addr = efa_peer_rail_addr(ep->peer, r, 0, btl->native.nctx);
-        if (FI_ADDR_NOTAVAIL == addr || (local_mr && r >= efa_mr_rails(local_mr))) {
+        const int nic = ep->peer->rail_nic[r]; /* the target's NIC: its key there */
+        if (FI_ADDR_NOTAVAIL == addr || nic >= (int)h->rails ||
+            (local_mr && r >= efa_mr_rails(local_mr))) {
             continue;
         }
-        out[n++] =
-            (efa_btl_rail_t){btl->native.rail_ctx[r], addr,
-                             local_mr ? efa_mr_rail_desc(local_mr, r) : NULL, h->rail_key[r - 1]};
+        out[n++] = (efa_btl_rail_t){r, btl->native.rail_ctx[r], addr,
+                                    local_mr ? efa_mr_rail_desc(local_mr, r) : NULL,
+                                    0 == nic ? h->fi_key : h->rail_key[nic - 1]};
     }
     return n;
 }
@@ -236,6 +294,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         }
         desc = efa_mr_desc(rop->local_mr);
     }
+    rop->rkey0 = a->remote_handle->rma.fi_key;
     efa_btl_rail_t rails[EFA_MAX_RAILS];
     const int nrails = plan_rails(btl, ep, a, rop->local_mr, desc, rails);
     size_t pieces = 0;
@@ -281,7 +340,15 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             }
             piece->endpoint = ep;
             piece->parent = rop;
-            rc = post_piece(piece, type, &rails[r], (uint8_t *)local_address + off, n, raddr + off);
+            piece->rail = (int8_t)rails[r].rail;
+            piece->type = (int8_t)type;
+            piece->local = (uint8_t *)local_address + off;
+            piece->len = n;
+            piece->raddr = raddr + off;
+            rc = post_piece(piece, type, &rails[r], piece->local, n, piece->raddr);
+            if (OPAL_SUCCESS != rc && piece->rail > 0) {
+                rc = piece_to_first_rail(btl, piece); /* that rail refused the peer */
+            }
             if (OPAL_SUCCESS != rc) {
                 rop_return(btl, piece);
                 break;
@@ -429,6 +496,7 @@ int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl) {
     btl->native.nctx = info->num_contexts;
     btl->native.stripe_min = info->stripe_min;
     btl->native.striped = 0;
+    btl->native.failed_over = 0;
     for (int r = 0; r < btl->native.rails; ++r) {
         /* the same context index as btl->ctx (0) on every NIC */
         btl->native.rail_ctx[r] = 0 == r ? btl->ctx : efa_core_rail_ctx(btl->core, r, 0);
@@ -459,6 +527,10 @@ void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl) {
                             (long long)btl->native.striped, btl->native.rails,
                             0 == btl->native.stripe_min ? "striping off: stripe_min" : "from",
                             btl->native.stripe_min);
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: %lld striped part(s) sent again over the first rail after "
+                            "their rail failed",
+                            (long long)btl->native.failed_over);
     }
     if (NULL != btl->native.rops) {
         (void)efa_pool_retire(btl->native.rops, rop_busy, NULL);

@@ -66,6 +66,11 @@ static const mca_common_efa_param_t table[] = {
              "large messages) is striped over every NIC of the process's set that reaches the "
              "peer, in equal parts (0: never striped; 4096 to 1073741824). With one NIC it does "
              "nothing."},
+    {"rail_failover", MCA_BASE_VAR_TYPE_BOOL, C(rail_failover), .def = 1, .level = OPAL_INFO_LVL_4,
+     .help = "When a NIC beside a process's first stops reaching a peer (its operations fail, "
+             "or none completes for common_efa_peer_timeout), take that rail out for the peer "
+             "and send what was on it again over the first; false: such a failure makes the "
+             "peer unreachable, as the first NIC's does."},
     {"num_contexts", MCA_BASE_VAR_TYPE_INT, C(num_contexts), .def = 1, .level = OPAL_INFO_LVL_4,
      .help = "Endpoints (queue pairs) per NIC. A communicator uses context (cid mod num_contexts) "
              "on both sides; more contexts let MPI_THREAD_MULTIPLE programs drive separate "

@@ -281,6 +281,11 @@ echo "== several hosts: two NICs per process (btl_efa's put/get striped over bot
 OSC_TEST_BIN_DIR=$build/tests/osc RAILS_LOG_DIR=$logdir/rails \
     "$top/tests/netns/rails.sh" 2>&1 | tee "$logdir/rails.log"
 add_counts "$logdir/rails.log" rails
+# The second rail's link fails mid-stream (set down; every frame dropped):
+# the job goes on over the first, and without failover it must fail.
+echo "== several hosts: a failed NIC survived (rail failover)"
+FAILOVER_LOG_DIR=$logdir/failover "$top/tests/netns/failover.sh" 2>&1 | tee "$logdir/failover.log"
+add_counts "$logdir/failover.log" failover
 
 if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
     echo "== benchmark self-checks"

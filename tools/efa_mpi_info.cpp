@@ -5,9 +5,8 @@
 // processes would get.  --topology answers the last for a recorded hwloc
 // XML (another instance type) instead of this machine.
 //
-// The choices are the core's own functions (select_provider,
-// filter_nics, select_nic_set), so what this prints is what the
-// components do.
+// The choices are the core's own functions (select_provider, filter_nics,
+// select_nic_set), so what this prints is what the components do.
 #include <hwloc.h>
 #include <rdma/fabric.h>
 
@@ -499,7 +498,8 @@ int main(int argc, char **argv) {
     p.peer_timeout = 600;
     p.net_poll_interval_us = 20;
     p.direct_mode_mtu = 8192;
-    p.stripe_min = o.stripe_min, p.nics_per_proc = o.nics_per_proc;
+    p.nics_per_proc = o.nics_per_proc;
+    p.stripe_min = o.stripe_min;
     p.local_rank = 0;
     p.local_size = o.local_size;
     efa::Reporter rep;

@@ -20,7 +20,9 @@
 
 namespace efa {
 
-static_assert(kMaxRails == EFA_MAX_RAILS && kMrMaxRails == EFA_MAX_RAILS, "one limit of rails");
+static_assert(kMaxRails == EFA_MAX_RAILS && kMrMaxRails == EFA_MAX_RAILS &&
+                  sizeof(efa_peer_t::rail_nic) == EFA_MAX_RAILS,
+              "one limit of rails");
 
 namespace {
 
@@ -53,10 +55,13 @@ std::string pci_bus_id(const fi_info *info) {
 // The NICs this process may use (nic_include / nic_exclude), as candidates
 // and their indices in sel.nics; false, said, when the lists are wrong.
 bool admitted_nics(const Selection &sel, const efa_core_params_t &p, const Reporter &rep,
-                   std::vector<NicCandidate> *cands, std::vector<size_t> *where) {
+                   std::vector<NicCandidate> *cands, std::vector<size_t> *where,
+                   std::vector<const fi_info *> *extras) {
     std::vector<NicCandidate> all;
     std::string known;
-    for (const fi_info *i : sel.nics) {
+    std::vector<const fi_info *> infos(sel.nics.begin(), sel.nics.end());
+    infos.insert(infos.end(), sel.extra_nics.begin(), sel.extra_nics.end());
+    for (const fi_info *i : infos) {
         all.push_back({i->domain_attr->name, pci_bus_id(i)});
         known += (known.empty() ? "" : ", ") + all.back().name;
     }
@@ -80,8 +85,18 @@ bool admitted_nics(const Selection &sel, const efa_core_params_t &p, const Repor
         return false;
     }
     for (size_t i : r.admitted) {
-        cands->push_back(all[i]);
-        where->push_back(i);
+        if (i < sel.nics.size()) {
+            cands->push_back(all[i]);
+            where->push_back(i);
+        } else {
+            extras->push_back(infos[i]);
+        }
+    }
+    if (cands->empty()) { // every admitted NIC on another subnet than the first
+        rep.help("nic-not-on-first-fabric",
+                 filter.include.empty() ? filter.exclude : filter.include,
+                 sel.nics[0]->fabric_attr->name, known);
+        return false;
     }
     return true;
 }
@@ -90,10 +105,11 @@ bool admitted_nics(const Selection &sel, const efa_core_params_t &p, const Repor
 // sel.nics; the first is the NIC the process opens.  Empty: the NIC lists
 // are wrong (said).
 std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p,
-                                const Reporter &rep, std::string *why) {
+                                const Reporter &rep, std::string *why,
+                                std::vector<const fi_info *> *extras) {
     std::vector<NicCandidate> cands;
     std::vector<size_t> where;
-    if (!admitted_nics(sel, p, rep, &cands, &where)) {
+    if (!admitted_nics(sel, p, rep, &cands, &where, extras)) {
         return {};
     }
     if (cands.size() == 1) {
@@ -122,7 +138,6 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
     *why = d.reason;
     if (chosen.size() > static_cast<size_t>(kMaxRails)) {
         *why += "; the first " + std::to_string(kMaxRails) + " opened as rails";
-        chosen.resize(kMaxRails);
     }
     return chosen;
 }
@@ -171,10 +186,24 @@ int open_core(efa_core *core) {
     if (err) {
         return err;
     }
+    std::vector<const fi_info *> extras;
     const std::vector<size_t> nic_set =
-        choose_nics(core->selection, core->params, core->rep, &core->nic_reason);
+        choose_nics(core->selection, core->params, core->rep, &core->nic_reason, &extras);
     if (nic_set.empty()) {
         return -FI_EINVAL; // the NIC lists (said)
+    }
+    // The rails: the set after its first NIC, then the stand-ins' other
+    // subnets; none where striping is off (they would carry nothing).
+    std::vector<const fi_info *> rail_infos;
+    for (size_t k = 1; k < nic_set.size(); ++k) {
+        rail_infos.push_back(core->selection.nics[nic_set[k]]);
+    }
+    rail_infos.insert(rail_infos.end(), extras.begin(), extras.end());
+    if (rail_infos.size() + 1 > static_cast<size_t>(kMaxRails)) {
+        rail_infos.resize(kMaxRails - 1);
+    }
+    if (core->params.stripe_min == 0) {
+        rail_infos.clear();
     }
     const fi_info *info = core->selection.nics[nic_set.front()];
     core->rep.say(10, "NIC " + std::string(info->domain_attr->name) + ": " + core->nic_reason);
@@ -200,8 +229,8 @@ int open_core(efa_core *core) {
         }
     }
     std::vector<FiMrBackend::Domain> domains{{core->nic->domain(), std::move(bind_eps)}};
-    open_rails(core, nic_set, &domains);
-    core->mr_backend = std::make_unique<FiMrBackend>(std::move(domains));
+    open_rails(core, rail_infos, &domains);
+    core->mr_backend = std::make_unique<FiMrBackend>(std::move(domains), core->selection.mr_local);
     core->mr_cache = std::make_unique<MrCache>(*core->mr_backend, mr_cache_config(core->params));
     core->progress_batch = core->params.progress_batch;
     core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;
@@ -327,6 +356,7 @@ void efa_core_release(efa_core_t *core) {
     g_retired.mr_misses += last.mr_misses;
     g_retired.mr_evictions += last.mr_evictions;
     g_retired.peers_lost += last.peers_lost;
+    g_retired.rails_lost += last.rails_lost;
     uint64_t completions = 0;
     for (int i = 0; i < core->nic->num_contexts(); ++i) {
         efa_ctx *c = core->nic->ctx(i);
@@ -361,6 +391,7 @@ void efa_core_release(efa_core_t *core) {
     core->peers_by_probe_id.clear();
     efa_core_msg_close(core);
     close_overflow_areas(core);
+    close_rail_endpoints(core);
     core->mr_cache.reset(); // deregisters before the domain closes
     core->mr_backend.reset();
     core->rails.clear();
@@ -391,6 +422,7 @@ void efa_core_get_current_counters(efa_core_counters_t *out) {
     out->mr_misses += g_retired.mr_misses;
     out->mr_evictions += g_retired.mr_evictions;
     out->peers_lost += g_retired.peers_lost;
+    out->rails_lost += g_retired.rails_lost;
     using namespace efa::counts;
     out->provider_sends = get(kProviderSends);
     out->provider_send_bytes = get(kProviderSendBytes);
@@ -450,25 +482,27 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
         ++it->second.refs;
         return it->second.peer;
     }
-    // Rail r: our NIC r with the peer's NIC on its fabric.  Rail 0 always
-    // reaches the peer (its NIC 0 where no NIC of the peer shares the
-    // fabric: the provider decides, as with one NIC).
+    // Rail r: our NIC r with the peer's NIC on its fabric; rail 0 always
+    // with the peer's first NIC, the one that receives messages (the
+    // selection puts every process's first NIC on one fabric).
     const int nrails = 1 + static_cast<int>(core->rails.size());
     std::vector<int> pairing = pair_rails(core->fabric_ids, pb.fabric_ids);
-    if (pairing[0] < 0) {
-        pairing[0] = 0;
-    }
+    pairing[0] = 0; // only the peer's first NIC receives messages
     const size_t naddrs = static_cast<size_t>(nrails) * nctx;
     auto *peer = static_cast<efa_peer_t *>(malloc(sizeof(efa_peer_t) + sizeof(fi_addr_t) * naddrs));
     if (!peer) {
         *err = -FI_ENOMEM;
         return nullptr;
     }
-    peer->num_addrs = static_cast<int>(naddrs);
+    peer->num_addrs = nctx; // rail 0's: what the messages, probes and the deadline use
     peer->send_seq = 0;
     peer->num_rails = nrails;
     peer->rails_up = 1;
-    int n = fi_av_insert(core->nic->av(), pb.nic_names(pairing[0]), nctx, peer->addr, 0, nullptr);
+    peer->rails_down = 0;
+    for (int r = 0; r < EFA_MAX_RAILS; ++r) {
+        peer->rail_nic[r] = static_cast<uint8_t>(r < nrails && pairing[r] > 0 ? pairing[r] : 0);
+    }
+    int n = fi_av_insert(core->nic->av(), pb.nic_names(0), nctx, peer->addr, 0, nullptr);
     if (n != nctx) {
         free(peer);
         core->rep.help("av-insert-failed", std::to_string(n), fi_strerror(n < 0 ? -n : FI_EOTHER));
@@ -543,17 +577,6 @@ void *efa_mr_desc(const efa_mr_t *mr) {
 }
 uint64_t efa_mr_key(const efa_mr_t *mr) {
     return reinterpret_cast<const MrEntry *>(mr)->reg.key;
-}
-int efa_mr_rails(const efa_mr_t *mr) {
-    return reinterpret_cast<const MrEntry *>(mr)->reg.rails;
-}
-uint64_t efa_mr_rail_key(const efa_mr_t *mr, int rail) {
-    const MrRegistration &r = reinterpret_cast<const MrEntry *>(mr)->reg;
-    return rail <= 0 || rail >= r.rails ? r.key : r.rail[rail - 1].key;
-}
-void *efa_mr_rail_desc(const efa_mr_t *mr, int rail) {
-    const MrRegistration &r = reinterpret_cast<const MrEntry *>(mr)->reg;
-    return rail <= 0 || rail >= r.rails ? r.desc : r.rail[rail - 1].desc;
 }
 uintptr_t efa_mr_base(const efa_mr_t *mr) {
     return reinterpret_cast<const MrEntry *>(mr)->base;

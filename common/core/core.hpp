@@ -35,7 +35,11 @@ class FiMrBackend : public MrBackend {
         fid_domain *domain;
         std::vector<fid_ep *> bind_eps;
     };
-    explicit FiMrBackend(std::vector<Domain> domains) : domains_(std::move(domains)) {}
+    // mr_local: local buffers need descriptors, so ranges registered for
+    // local RMA access are registered on the rails too (else only those
+    // for remote access are).
+    FiMrBackend(std::vector<Domain> domains, bool mr_local)
+        : domains_(std::move(domains)), mr_local_(mr_local) {}
     int reg(void *base, size_t len, uint64_t access, MrRegistration *out) override;
     void dereg(const MrRegistration &r) override;
 
@@ -43,18 +47,22 @@ class FiMrBackend : public MrBackend {
     int reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
                 fid_mr **out);
     std::vector<Domain> domains_;
+    bool mr_local_;
     std::atomic<uint64_t> next_key_{1}; // for providers that do not pick keys
 };
 
-// The set's NICs after the first, opened as rails (core_rails.cpp);
+// The NICs beside the first, opened as rails (core_rails.cpp);
 // 'domains' gains each one's domain for the registration backend.
-void open_rails(efa_core *core, const std::vector<size_t> &nic_set,
+void open_rails(efa_core *core, const std::vector<const fi_info *> &rail_infos,
                 std::vector<FiMrBackend::Domain> *domains);
 // A peer's addresses on the rails, by 'pairing' (pair_rails), inserted in
 // each rail's AV under peers_lock; and removed again.
 void insert_peer_rails(efa_core *core, efa_peer_t *peer, const PeerBlob &pb,
                        const std::vector<int> &pairing);
 void remove_peer_rails(efa_core *core, efa_peer_t *peer);
+// At release, before the registrations go: the rails' endpoints closed,
+// but those of a rail that lost a peer left open (core_rails.cpp).
+void close_rail_endpoints(efa_core *core);
 
 // How the core's registration cache serves acquires: remote rights exact
 // (a key grants every right of its registration to whoever holds it), and
@@ -79,6 +87,7 @@ struct efa_core {
     // one-sided transfers striped over every NIC.  Empty with one NIC.
     std::vector<std::unique_ptr<efa::Nic>> rails;
     std::vector<uint32_t> fabric_ids; // of nic, then of each rail (peer_blob.hpp)
+    std::atomic<bool> rail_lost_any[efa::kMaxRails] = {}; // a peer was lost on rail r
     // A rail's address of a peer -> the peer's rail-0 address for the same
     // context: the peer deadline knows processes by their rail-0 addresses
     // (under peers_lock; filled only where rails exist).
@@ -88,6 +97,7 @@ struct efa_core {
     efa_core_info_t info{};
     std::string nic_reason;
     std::atomic<uint64_t> peers_lost{0}; // processes declared unreachable (MPI_T)
+    std::atomic<uint64_t> rails_lost{0}; // a rail to a peer taken out (MPI_T)
     efa_tag_layout_t layout = EFA_TAG_LAYOUT_WITH_CQ_DATA;
     std::vector<uint8_t> blob;
     int refcount = 0;
@@ -243,6 +253,25 @@ inline void inflight_done(efa_ctx *ctx, efa_op_t *op) {
                             std::memory_order_relaxed);
     }
 }
+
+// A rail's operations are tracked by the peer deadline under the peer's
+// rail-0 address with the rail in the top byte (core_deadline.cpp): AV
+// entries are table indices or user-space pointers, below 2^56.
+inline fi_addr_t rail_key(fi_addr_t rail0, int rail) {
+    return rail0 | (static_cast<fi_addr_t>(rail) << 56);
+}
+inline int key_rail(fi_addr_t key) {
+    return key == FI_ADDR_NOTAVAIL ? 0 : static_cast<int>(key >> 56);
+}
+inline fi_addr_t key_addr(fi_addr_t key) {
+    return key == FI_ADDR_NOTAVAIL ? key : key & ((fi_addr_t{1} << 56) - 1);
+}
+// A rail stopped reaching the peer at rail-0 address 'rail0' (its
+// operations failed or expired): the peer's rails_down gains it, owners
+// send what was on it over the others, and it is said once
+// (core_rails.cpp).
+void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &peer_name,
+               const std::string &why);
 
 // The peer deadline's hooks into the post and completion paths
 // (core_deadline.cpp).

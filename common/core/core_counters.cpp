@@ -30,4 +30,5 @@ extern "C" void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out
     out->mr_misses = mr.misses;
     out->mr_evictions = mr.evictions;
     out->peers_lost = core->peers_lost.load(relaxed);
+    out->rails_lost = core->rails_lost.load(relaxed);
 }

@@ -106,6 +106,11 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     }
     if (mine && err && unreachable(err)) {
         efa_core_peer_lost(core, peer, err, "the provider reported it unreachable");
+    } else if (mine && err && err != -FI_ECANCELED && key_rail(peer) &&
+               core->params.rail_failover) {
+        // Any failure on a rail beside the first takes that rail out for
+        // the peer: its owner sends the operation again over another.
+        efa_core_peer_lost(core, peer, err, "an operation on it failed");
     }
 }
 
@@ -160,9 +165,20 @@ std::unordered_set<const efa_op_t *> take_unposted(const std::vector<Tracked *> 
 extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, const char *why_c) {
     const std::string why = why_c ? why_c : "";
     std::string name;
-    std::vector<fi_addr_t> addrs = same_process(core, addr, &name);
+    // A rail's key (deadline_key): that rail alone is lost for the peer,
+    // or, without failover, the peer itself.
+    int rail = key_rail(addr);
+    if (rail && !core->params.rail_failover) {
+        addr = key_addr(addr);
+        rail = 0;
+    }
+    std::vector<fi_addr_t> addrs =
+        rail ? std::vector<fi_addr_t>{addr} : same_process(core, addr, &name);
+    if (rail) {
+        (void)same_process(core, key_addr(addr), &name);
+    }
     if (name.empty()) {
-        name = "address " + std::to_string(addr);
+        name = "address " + std::to_string(key_addr(addr));
     }
     // The owners to tell now, copied under the lock: once it is released
     // the provider may hand a stand-in back and it be reused.
@@ -176,8 +192,13 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         core->deadline_any_dead.store(true, std::memory_order_relaxed);
         first = !core->deadline.dead(addr);
-        if (first) {
+        if (first && !rail) {
             core->peers_lost.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (rail) {
+            // What was on the rail goes to the first one now: the time it
+            // waited there is no silence of the first.
+            core->deadline.touch(key_addr(addr), now_ms());
         }
         std::vector<Tracked *> failed;
         for (fi_addr_t a : addrs) {
@@ -213,7 +234,9 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
             ops.push_back(Failed{t->owner, t->flags});
         }
     }
-    if (first) {
+    if (first && rail) {
+        rail_lost(core, key_addr(addr), rail, name, why);
+    } else if (first) {
         core->rep.help("peer-unreachable", name, why, fi_strerror(-err));
     }
     for (const Failed &f : ops) {
@@ -360,17 +383,19 @@ void deadline_close(efa_core *core) {
     core->deadline_free.clear();
 }
 
-// The deadline knows a process by its rail-0 address: an operation on
-// another rail counts for the process it reaches (peers_lock, taken and
-// left before deadline_lock).
-static fi_addr_t rail0_addr(efa_ctx *ctx, fi_addr_t addr) {
+// What the deadline tracks an operation under: the peer's rail-0 address,
+// or for another rail that address with the rail in the top byte, so that
+// a rail that stops completing expires alone (rail_lost) while the peer's
+// messages go on (peers_lock, taken and left before deadline_lock).
+static fi_addr_t deadline_key(efa_ctx *ctx, fi_addr_t addr) {
     if (ctx->rail == 0) {
         return addr;
     }
     std::lock_guard<std::mutex> guard(ctx->core->peers_lock);
     const auto &m = ctx->core->rail_primary[ctx->rail];
     const auto it = m.find(addr);
-    return it == m.end() ? addr : it->second;
+    // (a peer already released: its own key, never a rail-0 address)
+    return rail_key(it == m.end() ? addr : it->second, ctx->rail);
 }
 
 efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadline::Kind kind,
@@ -380,7 +405,7 @@ efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadlin
     if (!core->deadline_on) {
         return op;
     }
-    peer = rail0_addr(ctx, peer);
+    peer = deadline_key(ctx, peer);
     Tracked *t;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -420,7 +445,7 @@ bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer) {
     if (!core->deadline_on || !core->deadline_any_dead.load(std::memory_order_relaxed)) {
         return false;
     }
-    peer = rail0_addr(ctx, peer);
+    peer = deadline_key(ctx, peer);
     std::lock_guard<std::mutex> guard(core->deadline_lock);
     return core->deadline.dead(peer);
 }

@@ -2,6 +2,8 @@
 // addresses on each (core.hpp).
 #include "core.hpp"
 
+#include <vector>
+
 #include <rdma/fi_errno.h>
 
 namespace efa {
@@ -10,11 +12,10 @@ namespace efa {
 // endpoints like NIC 0 (Nic::open).  A NIC that does not open, or whose
 // addresses differ in length from NIC 0's (the blob has one length), is
 // left out and said; the process then has fewer rails, never none.
-void open_rails(efa_core *core, const std::vector<size_t> &nic_set,
+void open_rails(efa_core *core, const std::vector<const fi_info *> &rail_infos,
                 std::vector<FiMrBackend::Domain> *domains) {
     core->fabric_ids.assign(1, fabric_id(core->nic->info()->fabric_attr->name));
-    for (size_t k = 1; k < nic_set.size(); ++k) {
-        const fi_info *info = core->selection.nics[nic_set[k]];
+    for (const fi_info *info : rail_infos) {
         int err = 0;
         std::unique_ptr<Nic> rail = Nic::open(info, core->params, core, core->rep, &err);
         if (!rail || rail->addr_len() != core->nic->addr_len() ||
@@ -32,7 +33,7 @@ void open_rails(efa_core *core, const std::vector<size_t> &nic_set,
             ctx->use_cq_data = core->nic->ctx(0)->use_cq_data;
             ctx->mt = core->params.thread_multiple;
             ctx->source = false; // the rails carry one-sided transfers only: no receives
-            if (info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+            if (rail->info()->domain_attr->mr_mode & FI_MR_ENDPOINT) {
                 bind_eps.push_back(ctx->ep);
             }
         }
@@ -82,6 +83,41 @@ void remove_peer_rails(efa_core *core, efa_peer_t *peer) {
             core->rail_primary[r].erase(at[i]);
         }
     }
+}
+
+void close_rail_endpoints(efa_core *core) {
+    // A rail that lost a peer may hold operations on a dead connection,
+    // and ofi_rxm crashes closing such an endpoint (DESIGN.md, "Stand-in
+    // provider defects worked around"): it is left open for the process's
+    // exit to reclaim; the others close before their registrations.
+    for (size_t r = 0; r < core->rails.size(); ++r) {
+        if (core->rail_lost_any[r + 1]) {
+            core->rep.say(10, "rail " + std::to_string(r + 1) +
+                                  " lost a peer: its endpoints are left for the exit");
+            (void)core->rails[r].release(); // intentionally not closed
+        }
+    }
+    std::erase(core->rails, nullptr);
+    for (auto &rail : core->rails) {
+        rail->close_endpoints();
+    }
+}
+
+void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &peer_name,
+               const std::string &why) {
+    {
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        const auto it = core->addr_owner.find(rail0);
+        if (it != core->addr_owner.end()) {
+            __atomic_or_fetch(&it->second->rails_down, 1u << rail, __ATOMIC_RELAXED);
+        }
+    }
+    core->rails_lost.fetch_add(1, std::memory_order_relaxed);
+    core->rail_lost_any[rail].store(true, std::memory_order_relaxed);
+    const char *nic = rail - 1 < static_cast<int>(core->rails.size())
+                          ? core->rails[static_cast<size_t>(rail) - 1]->info()->domain_attr->name
+                          : "?";
+    core->rep.help("rail-lost", nic, peer_name, why);
 }
 
 } // namespace efa

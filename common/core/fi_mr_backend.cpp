@@ -2,6 +2,8 @@
 // core's cache.
 #include "core.hpp"
 
+#include "efa_core.h"
+
 #include <algorithm>
 
 #include <rdma/fi_errno.h>
@@ -57,10 +59,12 @@ int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *ou
     out->desc = fi_mr_desc(mr);
     out->key = fi_mr_key(mr);
     out->rails = 1;
-    // Only what is registered for remote access travels over the rails
-    // (striped one-sided transfers and the reads of own matching); a rail
-    // that refuses leaves the range on the rails before it.
-    const bool remote = (access & (FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE)) != 0;
+    // Only what striped one-sided transfers touch goes on the rails: ranges
+    // registered for remote access, and their local buffers where the
+    // provider wants descriptors.  A rail that refuses leaves the range on
+    // the rails before it.
+    const bool remote = (access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) != 0 ||
+                        (mr_local_ && (access & (FI_READ | FI_WRITE)) != 0);
     for (size_t r = 1; remote && r < domains_.size() && r < static_cast<size_t>(kMrMaxRails); ++r) {
         fid_mr *rmr = nullptr;
         if (reg_one(domains_[r], base, len, access, key, &rmr) != 0) {
@@ -95,3 +99,21 @@ MrCacheConfig mr_cache_config(const efa_core_params_t &params) {
 }
 
 } // namespace efa
+
+// efa_core.h: a cached registration's keys and descriptors on the rails.
+using efa::MrEntry;
+using efa::MrRegistration;
+
+extern "C" {
+int efa_mr_rails(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->reg.rails;
+}
+uint64_t efa_mr_rail_key(const efa_mr_t *mr, int rail) {
+    const MrRegistration &r = reinterpret_cast<const MrEntry *>(mr)->reg;
+    return rail <= 0 ? r.key : rail < r.rails ? r.rail[rail - 1].key : FI_KEY_NOTAVAIL;
+}
+void *efa_mr_rail_desc(const efa_mr_t *mr, int rail) {
+    const MrRegistration &r = reinterpret_cast<const MrEntry *>(mr)->reg;
+    return rail <= 0 ? r.desc : rail < r.rails ? r.rail[rail - 1].desc : nullptr;
+}
+} // extern "C"

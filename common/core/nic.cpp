@@ -158,6 +158,10 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, const efa_core_params_t &para
     return nic;
 }
 
+void Nic::close_endpoints() {
+    eps_.clear();
+}
+
 Nic::~Nic() {
     // Endpoints before their CQs and the AV; then domain, then fabric.
     eps_.clear();

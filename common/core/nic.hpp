@@ -97,6 +97,10 @@ class Nic {
     static std::unique_ptr<Nic> open(const fi_info *info, const efa_core_params_t &params,
                                      efa_core *core, const Reporter &rep, int *err);
     ~Nic();
+    // Closes the endpoints now (the rest goes with the Nic): a rail's
+    // endpoints may hold operations on a dead connection, which the
+    // provider must drop while their registrations still exist.
+    void close_endpoints();
 
     Nic(const Nic &) = delete;
     Nic &operator=(const Nic &) = delete;

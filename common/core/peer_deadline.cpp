@@ -65,6 +65,13 @@ void PeerDeadline::forget(Entry *op) {
     }
 }
 
+void PeerDeadline::touch(uint64_t peer, uint64_t now) {
+    auto it = peers_.find(peer);
+    if (it != peers_.end() && !it->second.dead && it->second.last < now) {
+        it->second.last = now;
+    }
+}
+
 bool PeerDeadline::dead(uint64_t peer) const {
     auto it = peers_.find(peer);
     return it != peers_.end() && it->second.dead;

@@ -64,6 +64,9 @@ class PeerDeadline {
     void forget(Entry *op);
 
     bool dead(uint64_t peer) const;
+    // News of 'peer' that is no completion (its other rail was found dead:
+    // the wait was that rail's, not this path's): its clock restarts.
+    void touch(uint64_t peer, uint64_t now);
 
     // Is a check due (at most once per check interval, and only while some
     // operation is tracked)?  Marks the check as done.

@@ -123,7 +123,10 @@ bool named_in(const char *list, const char *name) {
     size_t pos = 0;
     while (!n.empty() && pos <= l.size()) {
         const size_t end = std::min(l.find(',', pos), l.size());
-        if (l.compare(pos, end - pos, n) == 0) {
+        const std::string item = l.substr(pos, end - pos);
+        // the domain name, or the device name before its "-" (as the NIC
+        // lists take them)
+        if (!item.empty() && (item == n || n.rfind(item + "-", 0) == 0)) {
             return true;
         }
         pos = end + 1;
@@ -230,8 +233,9 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
                 continue;
             }
             InfoPtr owned(list);
-            std::vector<fi_info *> nics;
+            std::vector<fi_info *> nics, extra;
             const char *fabric = nullptr;
+            fi_info *loopback = nullptr; // the first one skipped
             for (fi_info *i = list; i; i = i->next) {
                 const char *prov = i->fabric_attr->prov_name;
                 if (!prov || !filter.admits(prov)) {
@@ -246,32 +250,55 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
                 // NICs of the first one's provider and address format
                 // only: the stand-ins offer each interface once per address
                 // family (a fabric per subnet), and ranks must agree on one
-                // family.  Each NIC's fabric travels in the blob, so rails
-                // pair NICs of one subnet (peer_blob.hpp).
-                if (!fabric) {
-                    fabric = i->fabric_attr->name;
-                } else if (strcmp(nics[0]->fabric_attr->prov_name, prov) != 0 ||
-                           nics[0]->addr_format != i->addr_format) {
+                // family.
+                if (!nics.empty() && (strcmp(nics[0]->fabric_attr->prov_name, prov) != 0 ||
+                                      nics[0]->addr_format != i->addr_format)) {
                     continue;
                 }
                 // A loopback interface reaches this host alone: its address
                 // in another host's vector would name that host.  Only a
-                // NIC list that names it takes it (tests on one host).
-                if (is_loopback(i) && !named_in(params.nic_include, i->domain_attr->name)) {
+                // NIC list that names it takes it (tests on one host), or a
+                // host that has no other.
+                const bool listed = params.nic_include && *params.nic_include;
+                const bool named = named_in(params.nic_include, i->domain_attr->name);
+                if (is_loopback(i) && !named) {
+                    if (!loopback) {
+                        loopback = i;
+                    }
                     continue;
                 }
-                bool dup = std::any_of(nics.begin(), nics.end(), [&](fi_info *n) {
+                const auto same_domain = [&](fi_info *n) {
                     return strcmp(n->domain_attr->name, i->domain_attr->name) == 0;
-                });
-                if (!dup) {
-                    nics.push_back(i);
+                };
+                if (std::any_of(nics.begin(), nics.end(), same_domain) ||
+                    std::any_of(extra.begin(), extra.end(), same_domain)) {
+                    continue;
                 }
+                // The set's NICs share one fabric, the first NIC's (of the
+                // NIC list where there is one), as every process's first
+                // NIC must.  On the stand-ins (a fabric per subnet) a NIC
+                // the list names on another subnet is an extra rail
+                // (paired by fabric, peer_blob.hpp); without a list there
+                // are none.
+                if (!fabric && (!listed || named)) {
+                    fabric = i->fabric_attr->name;
+                }
+                if (!fabric || strcmp(fabric, i->fabric_attr->name) == 0) {
+                    nics.push_back(i);
+                } else if (named && (i->addr_format == FI_SOCKADDR_IN ||
+                                     i->addr_format == FI_SOCKADDR_IN6)) {
+                    extra.push_back(i);
+                }
+            }
+            if (nics.empty() && loopback) {
+                nics.push_back(loopback);
             }
             if (nics.empty()) {
                 continue;
             }
             out->list = std::move(owned);
             out->nics = std::move(nics);
+            out->extra_nics = std::move(extra);
             out->caps = caps;
             out->source = t.source && (out->nics[0]->caps & FI_SOURCE) != 0 &&
                           !source_unreliable(out->nics[0]->fabric_attr->prov_name);

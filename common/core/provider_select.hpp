@@ -26,10 +26,15 @@ struct Reporter {
 struct Selection {
     InfoPtr list;                // what fi_getinfo returned (owns the entries below)
     std::vector<fi_info *> nics; // one admitted entry per domain, same fabric
-    uint64_t caps = 0;           // the capability set that was granted
-    bool mr_local = false;       // FI_MR_LOCAL in effect (required or forced)
-    bool source = false;         // FI_SOURCE asked for and granted (fi_cq_readfrom says who sent)
-    uint32_t api_version = 0;    // what fi_getinfo was asked with
+    // Socket-addressed providers (the stand-ins: a fabric per subnet): the
+    // interfaces on other subnets, one entry per domain, opened as extra
+    // rails beside the set (never a process's first NIC: peers' first NICs
+    // must share a subnet).
+    std::vector<fi_info *> extra_nics;
+    uint64_t caps = 0;        // the capability set that was granted
+    bool mr_local = false;    // FI_MR_LOCAL in effect (required or forced)
+    bool source = false;      // FI_SOURCE asked for and granted (fi_cq_readfrom says who sent)
+    uint32_t api_version = 0; // what fi_getinfo was asked with
 };
 
 // The oldest libfabric API the code needs (FI_OPT_* it uses, fi_context2,

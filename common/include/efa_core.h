@@ -109,17 +109,27 @@ enum { EFA_RX_USER = 0, EFA_RX_INTERNAL = 1 };
  * one of the peer's NICs on the same fabric (peer_blob.hpp, pair_rails);
  * a rail with no NIC of the peer on its fabric holds FI_ADDR_NOTAVAIL. */
 typedef struct efa_peer {
-    int num_addrs;     /* num_rails * contexts */
+    int num_addrs;     /* rail 0's addresses (one per context): addr[0 .. num_addrs) */
     uint32_t send_seq; /* the MTL's last seq to this process (efa_tag.h) */
     int num_rails;     /* this process's NICs (efa_core_info_t.num_nics) */
     int rails_up;      /* of them, the rails that reach this peer (rail 0 always) */
-    fi_addr_t addr[];  /* index: rail * contexts + context */
+    /* Rails taken out for this peer (bit r: rail r stopped completing or
+     * failed; the core sets it, atomically): owners send over the others. */
+    uint32_t rails_down;
+    /* The peer's NIC each rail reaches (its registration keys are per NIC:
+     * efa_rma_handle_t.rail_key[nic - 1]); 0 for rail 0. */
+    uint8_t rail_nic[4];
+    fi_addr_t addr[]; /* index: rail * contexts + context (num_rails * num_addrs in all) */
 } efa_peer_t;
 
 /* The peer's address on rail 'rail' for context 'index' of 'nctx', or
  * FI_ADDR_NOTAVAIL where that rail does not reach it. */
 static inline fi_addr_t efa_peer_rail_addr(const efa_peer_t *peer, int rail, int index, int nctx) {
-    return rail < peer->num_rails ? peer->addr[rail * nctx + index] : FI_ADDR_NOTAVAIL;
+    if (rail >= peer->num_rails ||
+        (rail > 0 && (__atomic_load_n(&peer->rails_down, __ATOMIC_RELAXED) & (1u << rail)))) {
+        return FI_ADDR_NOTAVAIL;
+    }
+    return peer->addr[rail * nctx + index];
 }
 
 /* Settings the glue collects from MCA parameters and the runtime. */
@@ -131,6 +141,8 @@ typedef struct efa_core_params {
     int nics_per_proc;            /* most NICs in a process's set; 0: its whole share */
     int stripe_min;               /* bytes from which one-sided transfers are striped over
                                      the rails (0: never) */
+    bool rail_failover;           /* a failed rail beside the first is taken out for the peer
+                                     (false: its failure is the peer's loss) */
     int num_contexts;             /* endpoints per NIC */
     int tx_size;                  /* provider tx queue depth; 0 = provider default */
     int rx_size;                  /* provider rx queue depth; 0 = provider default */
@@ -236,6 +248,7 @@ typedef struct efa_core_counters {
     uint64_t mr_misses;      /* registrations made with the provider */
     uint64_t mr_evictions;   /* idle registrations dropped for the cache's bound */
     uint64_t peers_lost;     /* processes declared unreachable */
+    uint64_t rails_lost;     /* rails to a peer taken out (its transfers moved to others) */
     /* What the process moved by which path (efa_core_get_current_counters
      * only: process-wide, core/path_counts.hpp). */
     uint64_t provider_sends, provider_send_bytes; /* messages posted to the provider */

@@ -9,7 +9,9 @@
  * With an odd number of ranks the last rank only joins the barriers.
  *
  * Options: -s MAXSIZE (default 64M), -i ITERS for small sizes (default 10;
- *          sizes above 64K use fewer, 2 up to 8M and 1 above).
+ *          sizes above 64K use fewer, 2 up to 8M and 1 above), -t SECONDS:
+ *          repeat the whole sweep until that much time has passed (a
+ *          stream long enough for a fault in its middle; rank 0 decides).
  */
 #include "test_util.h"
 
@@ -107,13 +109,14 @@ static void one_round(int variant, size_t size, int iter, int partner, char *sbu
 
 int main(int argc, char **argv) {
     size_t max_size = 64u << 20;
-    int iters = 10, opt, nsizes, i, it, v, partner;
+    int iters = 10, opt, nsizes, i, it, v, partner, sweeps = 0, more;
+    double seconds = 0;
     size_t sizes[128];
     char *sbuf, *rbuf, tmp[32];
     double t0;
 
     tu_init(&argc, &argv, "pingpong");
-    while ((opt = getopt(argc, argv, "s:i:h")) != -1) {
+    while ((opt = getopt(argc, argv, "s:i:t:h")) != -1) {
         switch (opt) {
         case 's':
             max_size = tu_parse_size(optarg);
@@ -121,10 +124,13 @@ int main(int argc, char **argv) {
         case 'i':
             iters = (int)tu_parse_long(optarg);
             break;
+        case 't':
+            seconds = (double)tu_parse_long(optarg);
+            break;
         case 'h':
-            tu_usage("[-s MAXSIZE] [-i ITERS]", 0);
+            tu_usage("[-s MAXSIZE] [-i ITERS] [-t SECONDS]", 0);
         default:
-            tu_usage("[-s MAXSIZE] [-i ITERS]", 1);
+            tu_usage("[-s MAXSIZE] [-i ITERS] [-t SECONDS]", 1);
         }
     }
     TU_ASSERT(max_size <= INT32_MAX, "max size %zu too large", max_size);
@@ -138,18 +144,23 @@ int main(int argc, char **argv) {
     rbuf = tu_malloc(max_size);
     t0 = MPI_Wtime();
 
-    if (partner >= 0) {
-        for (v = 0; v < 2; v++)
-            for (i = 0; i < nsizes; i++)
-                for (it = 0; it < iters_for(sizes[i], iters); it++)
-                    one_round(v, sizes[i], it, partner, sbuf, rbuf);
-    }
+    do {
+        if (partner >= 0) {
+            for (v = 0; v < 2; v++)
+                for (i = 0; i < nsizes; i++)
+                    for (it = 0; it < iters_for(sizes[i], iters); it++)
+                        one_round(v, sizes[i], it, partner, sbuf, rbuf);
+        }
+        ++sweeps;
+        more = MPI_Wtime() - t0 < seconds;
+        MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    } while (more);
 
     free(sbuf);
     free(rbuf);
     tu_ok("np=%d pairs=%d sizes=0..%s (%d sizes) iters=%d variants=send/recv,isend/irecv "
-          "time=%.2fs",
-          tu_size, tu_size / 2, tu_fmt_size(max_size, tmp, sizeof(tmp)), nsizes, iters,
+          "sweeps=%d time=%.2fs",
+          tu_size, tu_size / 2, tu_fmt_size(max_size, tmp, sizeof(tmp)), nsizes, iters, sweeps,
           MPI_Wtime() - t0);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "efa_params.hpp"
+#include "peer_deadline.hpp"
 #include "efa_rma.h"
 #include "peer_blob.hpp"
 #include "provider_select.hpp"
@@ -132,6 +133,19 @@ TEST(RailsSelect, LoopbackOnlyWhenNamed) {
     EXPECT_FALSE(efa::named_in("eth0,lo0", "lo"));
     EXPECT_FALSE(efa::named_in("", "lo"));
     EXPECT_FALSE(efa::named_in(nullptr, "lo"));
+}
+
+TEST(RailsDeadline, ATouchRestartsTheFirstRailsClock) {
+    // A rail found dead moves its work to the first rail: the time spent
+    // waiting on the dead one is no silence of the first.
+    efa::PeerDeadline d(5000, 1000);
+    efa::PeerDeadline::Entry send;
+    ASSERT_TRUE(d.posted(1, &send, efa::PeerDeadline::Kind::Send, 0));
+    d.touch(1, 4000);
+    EXPECT_TRUE(d.check(6000).expired.empty());
+    EXPECT_EQ(d.check(9000).expired, std::vector<uint64_t>{1});
+    d.touch(2, 1000); // a peer never tracked: nothing
+    EXPECT_FALSE(d.dead(2));
 }
 
 } // namespace

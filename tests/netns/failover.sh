@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# A failed rail survived: 2 namespace hosts with 3 links each (link 0
+# carries Open MPI's own traffic; links 1 and 2, shaped at 1 Gbit/s, are
+# the EFA components' two NICs: common_efa_nic_include eth1,eth2), one rank
+# per host, pml ob1 + btl_efa over tcp;ofi_rxm, tests/mpi/pingpong -t 15
+# (every message checked, its large ones by RDMA get striped over both
+# rails), common_efa_peer_timeout 5.  Three seconds into the stream the
+# second rail's link of host 2 fails:
+#   link-down  the interface is set down (tests/netns/fault.sh link-down)
+#   cut-link   every frame on it is dropped (fault.sh cut-link: nftables)
+#     Each passes when the job succeeds, a process says which NIC it took
+#     out ("NIC: ethK" of help topic rail-lost) and a process sent a part
+#     again over the first rail (btl:efa: N striped part(s) sent again, N
+#     > 0).
+#   no-failover  control: link-down with common_efa_rail_failover 0, where
+#     a rail's failure is the peer's loss; passes when the job fails
+#     (non-zero exit, the peer named unreachable) within the time limit:
+#     the checks above can fail.
+#   tests/netns/failover.sh
+# Environment: EFA_MCA_COMPONENT_PATH, MPI_TEST_BIN_DIR, FAILOVER_LOG_DIR
+# (default /tmp/efa-failover), NETNS_PREFIX, NETNS_NET, NETNS_BRIDGE
+# (common.sh).  Makes the hosts and removes them at the end; where they
+# cannot be made, each run is a SKIP with the reason.  Prints PASS, FAIL or
+# SKIP per run and "N passed, N failed, N skipped"; exits 1 on a failure.
+set -eu
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+top=$(cd "$here/../.." && pwd)
+. "$here/common.sh"
+comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
+mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
+logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
+runs="link-down cut-link no-failover"
+npass=0 nfail=0 nskip=0
+finish() {
+    echo "$npass passed, $nfail failed, $nskip skipped"
+    [ "$nfail" -eq 0 ]
+}
+pass() { echo "PASS failover/$1"; npass=$((npass + 1)); }
+fail() { echo "FAIL failover/$1: $2"; nfail=$((nfail + 1)); }
+
+if ! reason=$("$here/setup.sh" 2 3 1gbit 2>&1 >/dev/null); then
+    for r in $runs; do
+        echo "SKIP failover/$r (no namespace hosts here: ${reason#setup.sh: })"
+        nskip=$((nskip + 1))
+    done
+    finish
+    exit $?
+fi
+trap '"$here/teardown.sh" >/dev/null 2>&1 || true' EXIT
+mkdir -p "$logdir"
+mapfile -t args < <(NETNS_LINKS=3 "$here/mpirun-args.sh" "$logdir/hosts" 1)
+args=("${args[@]/eth0,eth1,eth2/eth1,eth2}") # link 0 stays Open MPI's
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# run NAME FAULT [mpirun args...]: the stream with FAULT on the second
+# rail's link of host 2 three seconds in; leaves the log in $logdir/NAME.log
+# and the job's exit status in $rc.
+run() {
+    local name=$1 fault=$2 log=$logdir/$1.log rail1 i
+    shift 2
+    "$here/fault.sh" clear >/dev/null 2>&1 || true
+    timeout -k 10 150 mpirun -np 2 --bind-to none "${args[@]}" \
+        --mca mca_base_component_path "/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3:$comp" \
+        --mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include 'tcp;ofi_rxm' \
+        --mca common_efa_verbose 1 --mca common_efa_peer_timeout 5 "$@" \
+        "$mpibin/pingpong" -s 64M -t 15 >"$log" 2>&1 &
+    local job=$!
+    # The second rail is the second NIC of the report line "N rails: A, B".
+    for i in $(seq 1 60); do
+        rail1=$(grep -o -m1 "rails: eth[0-9], eth[0-9]" "$log" 2>/dev/null | awk '{print $3}') || true
+        [ -n "$rail1" ] && break
+        sleep 0.5
+    done
+    sleep 3
+    [ -n "$rail1" ] && "$here/fault.sh" "$fault" 2 "${rail1#eth}" >/dev/null
+    rc=0
+    wait "$job" || rc=$?
+    "$here/fault.sh" clear >/dev/null 2>&1 || true
+    [ -n "$rail1" ] || { rc=-1; echo "no rails report in $log"; }
+    again=$(grep -o "[0-9]* striped part(s) sent again" "$log" | awk '$1 > 0' | wc -l)
+    named=$(grep -c "NIC: *${rail1:-none}\$" "$log" || true)
+}
+
+for fault in link-down cut-link; do
+    run "$fault" "$fault"
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/$fault.log" && [ "$again" -gt 0 ] &&
+        [ "$named" -gt 0 ]; then
+        pass "$fault (parts sent again in $again process(es), the NIC named)"
+    else
+        fail "$fault" "exit $rc, parts sent again in $again process(es), NIC named $named time(s) ($logdir/$fault.log)"
+    fi
+done
+run no-failover link-down --mca common_efa_rail_failover 0
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] &&
+    grep -q "stopped answering" "$logdir/no-failover.log"; then
+    pass "no-failover (the job failed with the peer lost, exit $rc)"
+else
+    fail "no-failover" "exit $rc, expected a failure naming the peer ($logdir/no-failover.log)"
+fi
+finish
