@@ -230,6 +230,7 @@ static int piece_to_first_rail(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
                                   owner->local_mr ? efa_mr_desc(owner->local_mr) : NULL,
                                   owner->rkey0};
     OPAL_THREAD_ADD_FETCH64(&btl->native.failed_over, 1);
+    efa_core_count_stripe(0, true);
     rop->rail = 0;
     return post_piece(rop, rop->type, &first, rop->local, rop->len, rop->raddr);
 }
@@ -316,6 +317,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     }
     if (nrails > 1) {
         OPAL_THREAD_ADD_FETCH64(&btl->native.striped, 1);
+        efa_core_count_stripe(size, false);
     }
     /* Striped, or larger than the provider takes at once: pieces, each its
      * own rop; this one is their parent and holds one extra reference

@@ -78,6 +78,19 @@ static const efa_pvar_t pvars[] = {
      "Emulated one-sided requests of peers refused here: no registration, outside it, not "
      "permitted, an operation not executed, a malformed request, or one during finalize",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(emul_refused)},
+    /* Several NICs (rails). */
+    {"rail_rma", "One-sided operations posted on the NICs beside a process's first (rails)",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(rail_rma)},
+    {"rail_rma_bytes", "Bytes of the puts and gets posted on the rails beside the first",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(rail_rma_bytes)},
+    {"striped", "Puts and gets striped over several NICs (common_efa_stripe_min)",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(striped)},
+    {"striped_bytes", "Bytes of the puts and gets striped over several NICs",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(striped_bytes)},
+    {"rails_lost", "NICs taken out for a peer after they failed it (common_efa_rail_failover)",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(rails_lost)},
+    {"failed_over", "Striped parts sent again over the first NIC after theirs failed",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(failed_over)},
 };
 #undef FIELD
 #define NUM_PVARS (sizeof(pvars) / sizeof(pvars[0]))

@@ -4,7 +4,8 @@
 # MPI_T: found with their class and type, never going down, and each path's
 # counts rising with the traffic that took it (provider, on-node rings,
 # single copy, the engine's unexpected queue, coalescing, emulated
-# one-sided), with a control for each kind that must fail.
+# one-sided, striping over two NICs), with a control for each kind that
+# must fail.
 #   tests/run-pvar-tests.sh COMPONENT_DIR MPI_TEST_BIN_DIR
 set -u
 # shellcheck source=runner-args.sh
@@ -66,7 +67,7 @@ job cm-onnode pass "ok pvars np=2" "${onnode[@]}" -- -r "${copy[@]}" -u 50
 job ob1-rings pass "ok pvars np=2" "${ob1_rings[@]}" -- -r "${copy[@]}"
 job osc-emulated pass "ok pvars np=2" "${osc[@]}" --mca btl_efa_rma_mode emulated -- -w -i 50
 # The listing (README): every variable, the last of the table too.
-job list pass "common_efa_emul_refused          counter" "${ob1_rings[@]}" -- -l
+job list pass "common_efa_failed_over           counter" "${ob1_rings[@]}" -- -l
 # The controls: each rise asked of traffic that did not take that path must
 # fail with its own message, or the checks above prove nothing.
 for what in "common_efa_completions rose by" "provider sends rose by 0" \
@@ -79,6 +80,16 @@ if [ ${#copy[@]} -gt 0 ]; then
     job single-copy-control fail "single copies rose by 0" "${onnode[@]}" \
         --mca mtl_efa_onnode_single_copy none -- -c
 fi
+# Two NICs per process on this host (its interface and the loopback one,
+# each rank alone on a pretend node): 1 MiB each way, fetched by gets that
+# btl_efa stripes over both; the control stripes nothing.
+iface=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
+mapfile -t pretend < <("$(dirname "$0")/pretend-nodes.sh" "${TMPDIR:-/tmp}/efa-pvars-nodes" 1)
+rails=(--bind-to none --mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include "tcp;ofi_rxm"
+    --mca common_efa_nic_include "${iface:-eth0},lo" "${pretend[@]}")
+job ob1-rails pass "ok pvars np=2" "${rails[@]}" --mca common_efa_stripe_min 4096 -- -s
+job ob1-rails-control fail "common_efa_striped rose by 0" "${rails[@]}" \
+    --mca common_efa_stripe_min 0 -- -s
 job coalesced-control fail "no frame of 300 sent back to back was coalesced" "${own[@]}" \
     --mca mtl_efa_coalesce_max 1 -- -p -u 300 -k
 job osc-native-control fail "emulated requests served rose by 0" "${osc[@]}" \

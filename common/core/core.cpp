@@ -439,6 +439,11 @@ void efa_core_get_current_counters(efa_core_counters_t *out) {
     out->coalesced = get(kCoalesced);
     out->emul_served = get(kEmulServed);
     out->emul_refused = get(kEmulRefused);
+    out->rail_rma = get(kRailRma);
+    out->rail_rma_bytes = get(kRailRmaBytes);
+    out->striped = get(kStriped);
+    out->striped_bytes = get(kStripedBytes);
+    out->failed_over = get(kFailedOver);
 }
 
 efa_core_t *efa_core_current(void) {

@@ -1,6 +1,7 @@
 // The NICs beside the first (the rails): opening them, and a peer's
 // addresses on each (core.hpp).
 #include "core.hpp"
+#include "path_counts.hpp"
 
 #include <vector>
 
@@ -121,3 +122,11 @@ void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &pee
 }
 
 } // namespace efa
+
+extern "C" void efa_core_count_stripe(size_t bytes, bool again) {
+    if (again) {
+        efa::counts::add(efa::counts::kFailedOver, 1);
+        return;
+    }
+    efa::counts::add_msg(efa::counts::kStriped, bytes);
+}

@@ -33,6 +33,11 @@ enum Id : unsigned {
     kCoalesced,         // frames packed behind another in one provider message
     kEmulServed,        // emulated one-sided requests executed for peers
     kEmulRefused,       // ... refused (no registration, out of range, not permitted)
+    kRailRma,           // one-sided operations posted on a rail beside the first
+    kRailRmaBytes,      //   their bytes
+    kStriped,           // transfers striped over several rails
+    kStripedBytes,      //   their bytes
+    kFailedOver,        // striped parts sent again over the first rail after theirs failed
     kNumCounts
 };
 

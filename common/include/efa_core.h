@@ -259,6 +259,9 @@ typedef struct efa_core_counters {
     uint64_t unexpected, unexpected_peak;         /* arrived before their receive; most at once */
     uint64_t coalesced;                           /* frames packed behind another */
     uint64_t emul_served, emul_refused;           /* emulated one-sided requests of peers */
+    uint64_t rail_rma, rail_rma_bytes;            /* one-sided operations on rails beside the first */
+    uint64_t striped, striped_bytes;              /* transfers striped over several rails */
+    uint64_t failed_over; /* striped parts sent again over the first rail */
 } efa_core_counters_t;
 void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out);
 /* The process's counts: the open core's plus those of every core released
@@ -338,6 +341,11 @@ static inline bool efa_core_source_is(efa_core_t *core, const efa_cqe_t *cqe, fi
  * provider reports sources (a sender not in the AV). */
 uint64_t efa_core_source_forged(const efa_core_t *core);
 uint64_t efa_core_source_unchecked(const efa_core_t *core);
+
+/* Counts for the MPI_T variables (process-wide): a transfer of 'bytes'
+ * striped over several rails, or (again) one of its parts sent again over
+ * the first rail after its own failed. */
+void efa_core_count_stripe(size_t bytes, bool again);
 
 /* Contexts of NIC 0, the rail every message takes. */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);

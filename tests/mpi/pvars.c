@@ -15,10 +15,12 @@
  *       so the provider receives still rise once per message
  *   -w  puts into the partner's window (emulated one-sided): the requests
  *       served rise, none refused
+ *   -s  1 MiB each way striped over the NICs (btl_efa's gets, several
+ *       NICs): the striped and rail counts must rise
  *
  *   -l  list every common_efa_* variable with its class and help, and stop
  *
- *   pvars [-p] [-r] [-c] [-u NUM [-k]] [-w] [-i ITERS] | pvars -l
+ *   pvars [-p] [-r] [-c] [-u NUM [-k]] [-w] [-s] [-i ITERS] | pvars -l
  */
 #include "test_util.h"
 
@@ -58,6 +60,12 @@ enum {
     COALESCED,
     EMUL_SERVED,
     EMUL_REFUSED,
+    RAIL_RMA,
+    RAIL_RMA_BYTES,
+    STRIPED,
+    STRIPED_BYTES,
+    RAILS_LOST,
+    FAILED_OVER,
     NWANTED
 };
 
@@ -86,6 +94,12 @@ static struct want wanted[NWANTED] = {
     [COALESCED] = COUNTER("coalesced_frames"),
     [EMUL_SERVED] = COUNTER("emul_served"),
     [EMUL_REFUSED] = COUNTER("emul_refused"),
+    [RAIL_RMA] = COUNTER("rail_rma"),
+    [RAIL_RMA_BYTES] = COUNTER("rail_rma_bytes"),
+    [STRIPED] = COUNTER("striped"),
+    [STRIPED_BYTES] = COUNTER("striped_bytes"),
+    [RAILS_LOST] = COUNTER("rails_lost"),
+    [FAILED_OVER] = COUNTER("failed_over"),
 };
 #undef COUNTER
 
@@ -236,13 +250,13 @@ static void window_puts(int iters) {
 
 int main(int argc, char **argv) {
     int provided, opt, iters = 200, through_provider = 0, through_rings = 0, single_copy = 0,
-                       unexpected = 0, coalesced = 0, puts = 0, list = 0, probe = 0;
+                       unexpected = 0, coalesced = 0, puts = 0, list = 0, probe = 0, striped = 0;
     MPI_T_pvar_session session;
     unsigned long long before[NWANTED], after[NWANTED];
     char buf[64] = {0};
 
     tu_init(&argc, &argv, "pvars");
-    while ((opt = getopt(argc, argv, "prcu:kwbli:h")) != -1) {
+    while ((opt = getopt(argc, argv, "prcu:kwbsli:h")) != -1) {
         switch (opt) {
         case 'p':
             through_provider = 1;
@@ -268,11 +282,14 @@ int main(int argc, char **argv) {
         case 'b':
             probe = 1;
             break;
+        case 's':
+            striped = 1;
+            break;
         case 'i':
             iters = (int)tu_parse_long(optarg);
             break;
         default:
-            tu_usage("[-p] [-r] [-c] [-u NUM [-k]] [-w] [-i ITERS] | -l", opt == 'h' ? 0 : 1);
+            tu_usage("[-p] [-r] [-c] [-u NUM [-k]] [-w] [-s] [-i ITERS] | -l", opt == 'h' ? 0 : 1);
         }
     }
     TU_ASSERT(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS,
@@ -306,7 +323,7 @@ int main(int argc, char **argv) {
             if (tu_rank > partner)
                 MPI_Send(buf, sizeof(buf), MPI_BYTE, partner, 1, MPI_COMM_WORLD);
         }
-        if (single_copy)
+        if (single_copy || striped)
             large_exchange(partner);
         if (unexpected)
             unexpected_burst(partner, unexpected);
@@ -359,6 +376,19 @@ int main(int argc, char **argv) {
                RISE(EMUL_SERVED), iters);
         EXPECT(RISE(EMUL_REFUSED) == 0, "%llu emulated requests refused", RISE(EMUL_REFUSED));
     }
+    if (striped && partner >= 0) {
+        /* -s: each rank received 1 MiB, which ob1 fetched by a get that
+         * btl_efa striped over its NICs */
+        EXPECT(RISE(STRIPED) >= 1 && RISE(STRIPED_BYTES) >= (1u << 20),
+               "common_efa_striped rose by %llu (%llu bytes) over a 1 MiB message each way",
+               RISE(STRIPED), RISE(STRIPED_BYTES));
+        EXPECT(RISE(RAIL_RMA) >= 1 && RISE(RAIL_RMA_BYTES) >= (1u << 19) - 64,
+               "common_efa_rail_rma rose by %llu (%llu bytes): nothing on the second NIC",
+               RISE(RAIL_RMA), RISE(RAIL_RMA_BYTES));
+    }
+    EXPECT(after[RAILS_LOST] == 0 && after[FAILED_OVER] == 0,
+           "common_efa_rails_lost %llu, _failed_over %llu in a healthy job", after[RAILS_LOST],
+           after[FAILED_OVER]);
     EXPECT(after[PEERS_LOST] == 0, "common_efa_peers_lost is %llu in a healthy job",
            after[PEERS_LOST]);
     TU_ASSERT(failed == 0, "%d check(s) of the counts failed", failed);
