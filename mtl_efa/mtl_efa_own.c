@@ -48,16 +48,34 @@ static void lost(void *arg, const char *why) {
     ompi_mpi_abort(&ompi_mpi_comm_world.comm, MPI_ERR_OTHER);
 }
 
-/* The engine's question: how is process vpid reached by the provider? */
-static int peer_addr(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
-    (void)arg;
+/* Process vpid's addresses (NULL with *err when it has none). */
+static efa_peer_t *peer_of(uint32_t vpid, int *err) {
     ompi_proc_t *proc = (ompi_proc_t *)ompi_proc_for_name(name_of(vpid));
     if (NULL == proc) {
-        return -FI_ENOENT;
+        *err = -FI_ENOENT;
+        return NULL;
     }
     efa_peer_t *peer = (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
     if (NULL == peer && NULL == (peer = ompi_mtl_efa_peer_slow(proc))) {
-        return -FI_EHOSTUNREACH;
+        *err = -FI_EHOSTUNREACH;
+    }
+    return peer;
+}
+
+/* The engine's question: which rails reach process vpid (striped reads)? */
+static const efa_peer_t *peer_rails(void *arg, uint32_t vpid) {
+    (void)arg;
+    int err = 0;
+    return peer_of(vpid, &err);
+}
+
+/* The engine's question: how is process vpid reached by the provider? */
+static int peer_addr(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
+    (void)arg;
+    int err = 0;
+    efa_peer_t *peer = peer_of(vpid, &err);
+    if (NULL == peer) {
+        return err;
     }
     /* Peers spread over the endpoints (common_efa_num_contexts), so that
      * one thread sending to many peers drives several queue pairs, which
@@ -151,6 +169,7 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
     }
     p->core = ompi_mtl_efa.core;
     p->peer_addr = peer_addr;
+    p->peer_rails = peer_rails;
     p->lost = lost;
     p->source_vpid = source_vpid;
     p->comm_members = comm_members;

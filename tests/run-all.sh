@@ -238,8 +238,8 @@ if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ];
     add_counts "$logdir/mpi-btl-batch.log" mpi-btl-batch
     # Two NICs per process on this host (its interface and the loopback
     # one): the whole quick suite, and large messages striped over both.
-    echo "== MPI point-to-point over pml ob1 + btl_efa with two NICs per process (rails)"
-    "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rails-rxm 2>&1 |
+    echo "== MPI point-to-point over pml ob1 + btl_efa and own matching with two NICs per process (rails)"
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rails-rxm,cm-efa-own-rails-rxm 2>&1 |
         tee "$logdir/mpi-btl-rails.log"
     add_counts "$logdir/mpi-btl-rails.log" mpi-btl-rails
     echo "== MPI point-to-point over pml ob1 + btl_efa in the forced efa-direct-like mode (every message through the provider)"

@@ -11,6 +11,7 @@
 #include <rdma/fi_errno.h>
 
 #include "efa_core_msg.h"
+#include "efa_rma.h"
 #include <unistd.h>
 
 namespace efa::engine {
@@ -135,6 +136,9 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
         e->order_ = NetOrder(p.nprocs);
         const efa_core_info_t *info = efa_core_get_info(p.core);
         e->read_on_ = p.net_read_min > 0 && info->has_rma;
+        e->rails_ = std::min(info->num_nics, EFA_MAX_RAILS);
+        e->nctx_ = info->num_contexts;
+        e->stripe_min_ = p.peer_rails ? info->stripe_min : 0;
         e->read_piece_ = info->max_rma_size ? info->max_rma_size : SIZE_MAX;
         if (p.net_debug_read_piece) {
             e->read_piece_ = std::min(e->read_piece_, p.net_debug_read_piece);
@@ -260,6 +264,7 @@ Engine::Peer *Engine::net_peer(uint32_t vpid, int &err) {
     p->vpid = vpid;
     p->ring = kNoRing;
     p->net = net_->add_peer(vpid, addr, ctx);
+    p->rails = params_.peer_rails ? params_.peer_rails(params_.peer_card_arg, vpid) : nullptr;
     p->cma = Peer::kCmaOff; // its pid means nothing on this node
     p->eager_max = std::min(params_.net_eager, net_->max_frame() - sizeof(FrameHdr));
     p->data_max = net_->max_frame() - sizeof(FrameHdr) - sizeof(DataBody);

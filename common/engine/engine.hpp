@@ -132,7 +132,9 @@ static_assert(sizeof(FrameHdr) == 32);
 
 struct RtsBody {
     uint64_t len, addr, cookie_addr, cookie;
-    uint32_t pid, pad;
+    uint32_t pid;
+    uint32_t rails;       // a read offer: NICs the buffer is registered on (cookie: the first's)
+    uint64_t rail_key[3]; // its key on the sender's NIC 1, 2, 3
 };
 struct CtsBody {
     uint64_t recv_id;
@@ -288,8 +290,9 @@ class Engine {
         // process.  An RTS naming another pid is corrupted (pid_ok).
         uint32_t pid = 0;
         uint64_t cma_cookie_addr = 0, cma_cookie = 0;
-        std::unique_ptr<shm::Outbox> out; // on this node; else:
-        NetLink::Peer *net = nullptr;     // through the provider
+        std::unique_ptr<shm::Outbox> out;  // on this node; else:
+        NetLink::Peer *net = nullptr;      // through the provider
+        const efa_peer_t *rails = nullptr; // its addresses on every rail (striped reads)
         size_t eager_max = 0, data_max = 0;
         int error = 0;         // unreachable: sends to it fail
         List sends;            // messages waiting for room, in order
@@ -416,10 +419,14 @@ class Engine {
     bool offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b);
     bool read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b);
     static void read_done(efa_op_t *op, const efa_cqe_t *cqe);
+    bool reread(ReadOp *r, void *piece); // piece: a ReadOp::Piece of r
     void end_read(ReadOp *ro);
     void release_send_mr(efa_engine_req_t *r);
     void orphan_reads();
     bool read_on_ = false;  // the provider has FI_RMA and net_read_min is set
+    int rails_ = 1;         // NICs of this process (efa_core_info_t.num_nics)
+    int nctx_ = 1;          // contexts per NIC: the stride of a peer's addresses
+    size_t stripe_min_ = 0; // reads from this size striped over the rails (0: never)
     size_t read_piece_ = 0; // the largest single read the provider takes
     std::vector<ReadOp *> reads_;
 

@@ -22,7 +22,7 @@ namespace efa::engine {
 bool Engine::cma_ok(Peer *p) {
     if (Peer::kCmaUnknown == p->cma) {
         p->cma = 0 == efa_cma_verify(p->pid, p->cma_cookie_addr, p->cma_cookie) ? Peer::kCmaOn
-                                                                             : Peer::kCmaOff;
+                                                                                : Peer::kCmaOff;
     }
     return Peer::kCmaOn == p->cma;
 }

@@ -18,8 +18,11 @@
 // its send finishes (FIN, the streamed data, a cancel or the peer's loss).
 #include "engine_impl.hpp"
 
+#include "efa_rma.h"
+
 #include <algorithm>
 #include <memory>
+#include <vector>
 
 #include <rdma/fi_errno.h>
 
@@ -29,12 +32,15 @@ struct Engine::ReadOp {
     struct Piece {
         efa_op_t op; // first: the core hands it back
         ReadOp *read;
+        int rail;      // the NIC it went by (0: the first, the peer's message path)
+        size_t off, n; // its bytes, for a failover to the first rail
     };
     Engine *engine = nullptr;
     efa_engine_req_t *req = nullptr;
     uint32_t sender = 0;
-    uint64_t sender_id = 0; // the sender's id of the message, for FIN or CTS
-    efa_mr_t *mr = nullptr; // the receive buffer's, where the provider wants local ones
+    uint64_t sender_id = 0;       // the sender's id of the message, for FIN or CTS
+    efa_mr_t *mr = nullptr;       // the receive buffer's, where the provider wants local ones
+    uint64_t raddr = 0, key0 = 0; // the sender's buffer, its key on the first rail
     uint32_t pieces = 0, left = 0;
     int err = 0;
     std::unique_ptr<Piece[]> piece;
@@ -62,6 +68,10 @@ bool Engine::offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b) {
     b.cookie = efa_mr_key(mr);
     b.cookie_addr = 0;
     b.pid = 0;
+    b.rails = static_cast<uint32_t>(std::min(efa_mr_rails(mr), 4));
+    for (uint32_t r = 1; r < b.rails; ++r) {
+        b.rail_key[r - 1] = efa_mr_rail_key(mr, static_cast<int>(r));
+    }
     return true;
 }
 
@@ -94,20 +104,62 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
         }
         desc = efa_mr_desc(ro->mr);
     }
-    ro->pieces = static_cast<uint32_t>(1 + (n - 1) / read_piece_); // (n > 0)
+    // The rails: the first, and from stripe_min every other that reaches
+    // the peer and on which both buffers are registered (the sender's
+    // keys in the RTS, this one's where the provider wants descriptors).
+    struct Rail {
+        int rail;
+        efa_ctx_t *ctx;
+        fi_addr_t addr;
+        void *desc;
+        uint64_t key;
+    } rails[EFA_MAX_RAILS] = {{0, p->net->ctx, p->net->addr, desc, b.cookie}};
+    int nrails = 1;
+    for (int r = 1; stripe_min_ && n >= stripe_min_ && p->rails && r < rails_; ++r) {
+        const fi_addr_t a = efa_peer_rail_addr(p->rails, r, 0, nctx_);
+        const int nic = p->rails->rail_nic[r];
+        if (FI_ADDR_NOTAVAIL == a || nic >= static_cast<int>(b.rails) ||
+            (ro->mr && r >= efa_mr_rails(ro->mr))) {
+            continue;
+        }
+        rails[nrails++] = {r, efa_core_rail_ctx(core, r, 0), a,
+                           ro->mr ? efa_mr_rail_desc(ro->mr, r) : nullptr,
+                           0 == nic ? b.cookie : b.rail_key[nic - 1]};
+    }
+    std::vector<ReadOp::Piece> plan;
+    for (int k = 0; k < nrails; ++k) {
+        size_t part_off, part_len;
+        efa_rma_stripe_part(n, nrails, k, &part_off, &part_len);
+        for (size_t off = 0; off < part_len; off += read_piece_) {
+            plan.push_back({{}, nullptr, k, part_off + off, std::min(read_piece_, part_len - off)});
+        }
+    }
+    ro->raddr = b.addr;
+    ro->key0 = b.cookie;
+    ro->pieces = static_cast<uint32_t>(plan.size()); // (n > 0: at least one)
     ro->piece = std::make_unique<ReadOp::Piece[]>(ro->pieces);
     req->state = kRecvRead;
     req->peer = h.sender;
     req->remote = h.id;
     ReadOp *r = ro.get();
+    if (nrails > 1) {
+        efa_core_count_stripe(n, false);
+    }
     for (uint32_t i = 0; i < r->pieces; ++i) {
-        const size_t off = i * read_piece_;
         ReadOp::Piece &pc = r->piece[i];
+        const Rail &rl = rails[plan[i].rail];
         pc.op.complete = read_done;
         pc.read = r;
-        const int rc = efa_ctx_read(p->net->ctx, static_cast<uint8_t *>(req->buf) + off,
-                                    std::min(read_piece_, n - off), desc, p->net->addr,
-                                    b.addr + off, b.cookie, &pc.op);
+        pc.rail = rl.rail;
+        pc.off = plan[i].off;
+        pc.n = plan[i].n;
+        int rc = efa_ctx_read(rl.ctx, static_cast<uint8_t *>(req->buf) + pc.off, pc.n, rl.desc,
+                              rl.addr, b.addr + pc.off, rl.key, &pc.op);
+        if (rc && pc.rail) { // that rail refused the peer: the first takes it
+            pc.rail = 0;
+            rc = efa_ctx_read(p->net->ctx, static_cast<uint8_t *>(req->buf) + pc.off, pc.n, desc,
+                              p->net->addr, b.addr + pc.off, b.cookie, &pc.op);
+        }
         if (rc) {
             r->err = rc; // the pieces posted still complete; then it ends
             break;
@@ -127,10 +179,16 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
 
 // A piece of a read completed (from the core's progress, mu_ not held).
 void Engine::read_done(efa_op_t *op, const efa_cqe_t *cqe) {
-    ReadOp *r = reinterpret_cast<ReadOp::Piece *>(op)->read;
+    ReadOp::Piece *pc = reinterpret_cast<ReadOp::Piece *>(op);
+    ReadOp *r = pc->read;
     Engine *e = r->engine;
     {
         Guard g(e->mu_, e->mt_);
+        // A piece whose rail failed (the core took it out for the peer)
+        // goes again, once, by the first rail, the peer's message path.
+        if (cqe->err && pc->rail && -FI_ECANCELED != cqe->err && e->reread(r, pc)) {
+            return;
+        }
         // (The test hook takes every read as one the provider failed.)
         const int err = cqe->err ? cqe->err : e->params_.net_debug_fail_reads ? -FI_EIO : 0;
         if (err && !r->err) {
@@ -141,6 +199,22 @@ void Engine::read_done(efa_op_t *op, const efa_cqe_t *cqe) {
         }
     }
     e->run_completions();
+}
+
+// Under mu_: piece pc of r again on the first rail.  False when it could
+// not be posted (the read then fails as the piece did).
+bool Engine::reread(ReadOp *r, void *piece) {
+    auto *pc = static_cast<ReadOp::Piece *>(piece);
+    int err = 0;
+    Peer *p = peer(r->sender, err);
+    if (nullptr == p || nullptr == p->net || p->error) {
+        return false;
+    }
+    pc->rail = 0;
+    efa_core_count_stripe(0, true);
+    return 0 == efa_ctx_read(p->net->ctx, static_cast<uint8_t *>(r->req->buf) + pc->off, pc->n,
+                             r->mr ? efa_mr_desc(r->mr) : nullptr, p->net->addr, r->raddr + pc->off,
+                             r->key0, &pc->op);
 }
 
 // Does a read's error say that the peer is gone (the core's deadline, the

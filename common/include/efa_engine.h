@@ -85,6 +85,9 @@ typedef int (*efa_engine_card_fn)(void *arg, uint32_t vpid, efa_engine_card_t *c
 /* How process vpid is reached through the provider: its address and the
  * context to send by.  0 or a negative error. */
 typedef int (*efa_engine_addr_fn)(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx);
+/* Process vpid's addresses on every rail (efa_peer_t), for reads striped
+ * over the NICs; NULL when not known. */
+typedef const efa_peer_t *(*efa_engine_rails_fn)(void *arg, uint32_t vpid);
 /* The process that source 'src' of communicator 'cid' is, or
  * EFA_ENGINE_NO_VPID when that is not known. */
 #define EFA_ENGINE_NO_VPID UINT32_MAX
@@ -121,8 +124,9 @@ typedef struct efa_engine_params {
     /* Peers without a card (other nodes): through the provider's untagged
      * messages (net_link.hpp), when core is set; else unreachable. */
     efa_core_t *core;
-    bool no_rings;                /* no inbox: every peer through the provider */
-    efa_engine_addr_fn peer_addr; /* with core: a peer's address, once per peer */
+    bool no_rings;                  /* no inbox: every peer through the provider */
+    efa_engine_addr_fn peer_addr;   /* with core: a peer's address, once per peer */
+    efa_engine_rails_fn peer_rails; /* with core: its rails (NULL: reads on the first NIC) */
     efa_engine_lost_fn lost; /* with core: called once a message is lost (NULL: the peer fails) */
     /* With core: which process a posted receive's source is (asked about
      * once a second per receive for one source, never per message), so

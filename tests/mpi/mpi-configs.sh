@@ -9,7 +9,7 @@ EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring ob1-efa-rxm-batch"
 EFA_CONFIGS+=" cm-efa-own-rxm cm-efa-own-rxd cm-efa-own-rxm-noring"
 EFA_CONFIGS+=" cm-efa-direct-rxm cm-efa-direct-rxd ob1-efa-direct-rxm ob1-efa-direct-rxd"
-EFA_CONFIGS+=" ob1-efa-rails-rxm"
+EFA_CONFIGS+=" ob1-efa-rails-rxm cm-efa-own-rails-rxm"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
 
 # libfabric provider string for each of our provider short names
@@ -59,6 +59,17 @@ config_args() {
         mapfile -t pretend < <("$SCRIPT_DIR/../pretend-nodes.sh" "$LOG_DIR/pretend-nodes" 2)
         CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm"
             --mca mtl_efa_onnode_channel shm --mca mtl_efa_matching provider "${pretend[@]}")
+        ;;
+    cm-efa-own-rails-*)
+        # own matching with two NICs per process (as ob1-efa-rails-*): its
+        # rendezvous reads from 4 KiB striped over both
+        local pretend iface
+        prov=$(provider_string "${1#cm-efa-own-rails-}") || return 1
+        iface=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
+        mapfile -t pretend < <("$SCRIPT_DIR/../pretend-nodes.sh" "$LOG_DIR/pretend-nodes-1" 1)
+        CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov"
+            --mca mtl_efa_matching own --mca common_efa_nic_include "${iface:-eth0},lo"
+            --mca common_efa_stripe_min 4096 "${pretend[@]}")
         ;;
     cm-efa-own-*-noring)
         # own matching with the rings off: every message, on-node ones too,

@@ -12,6 +12,9 @@
 #     out ("NIC: ethK" of help topic rail-lost) and a process sent a part
 #     again over the first rail (btl:efa: N striped part(s) sent again, N
 #     > 0).
+#   own-link-down  link-down under pml cm + mtl_efa with own matching,
+#     whose rendezvous reads are striped: the job succeeds, names the NIC,
+#     and every read completed by the rails (none fell back to streaming).
 #   no-failover  control: link-down with common_efa_rail_failover 0, where
 #     a rail's failure is the peer's loss; passes when the job fails
 #     (non-zero exit, the peer named unreachable) within the time limit:
@@ -29,7 +32,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-runs="link-down cut-link no-failover"
+runs="link-down cut-link own-link-down no-failover"
 npass=0 nfail=0 nskip=0
 finish() {
     echo "$npass passed, $nfail failed, $nskip skipped"
@@ -52,7 +55,11 @@ mapfile -t args < <(NETNS_LINKS=3 "$here/mpirun-args.sh" "$logdir/hosts" 1)
 args=("${args[@]/eth0,eth1,eth2/eth1,eth2}") # link 0 stays Open MPI's
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# run NAME FAULT [mpirun args...]: the stream with FAULT on the second
+ob1=(--mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include 'tcp;ofi_rxm')
+own=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
+    --mca mtl_efa_matching own)
+
+# run NAME FAULT mpirun-args...: the stream with FAULT on the second
 # rail's link of host 2 three seconds in; leaves the log in $logdir/NAME.log
 # and the job's exit status in $rc.
 run() {
@@ -61,7 +68,6 @@ run() {
     "$here/fault.sh" clear >/dev/null 2>&1 || true
     timeout -k 10 150 mpirun -np 2 --bind-to none "${args[@]}" \
         --mca mca_base_component_path "/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3:$comp" \
-        --mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include 'tcp;ofi_rxm' \
         --mca common_efa_verbose 1 --mca common_efa_peer_timeout 5 "$@" \
         "$mpibin/pingpong" -s 64M -t 15 >"$log" 2>&1 &
     local job=$!
@@ -82,7 +88,7 @@ run() {
 }
 
 for fault in link-down cut-link; do
-    run "$fault" "$fault"
+    run "$fault" "$fault" "${ob1[@]}"
     if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/$fault.log" && [ "$again" -gt 0 ] &&
         [ "$named" -gt 0 ]; then
         pass "$fault (parts sent again in $again process(es), the NIC named)"
@@ -90,7 +96,17 @@ for fault in link-down cut-link; do
         fail "$fault" "exit $rc, parts sent again in $again process(es), NIC named $named time(s) ($logdir/$fault.log)"
     fi
 done
-run no-failover link-down --mca common_efa_rail_failover 0
+# pml cm + mtl_efa under own matching: its rendezvous reads striped, a
+# failed rail's pieces read again by the first (no read falls back to
+# streaming: both processes say "0 reads failed").
+run own-link-down link-down "${own[@]}"
+if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/own-link-down.log" && [ "$named" -gt 0 ] &&
+    [ "$(grep -c "rendezvous read by RMA (0 reads failed" "$logdir/own-link-down.log")" -eq 2 ]; then
+    pass "own-link-down (own matching's reads went on, the NIC named)"
+else
+    fail "own-link-down" "exit $rc, NIC named $named time(s) ($logdir/own-link-down.log)"
+fi
+run no-failover link-down "${ob1[@]}" --mca common_efa_rail_failover 0
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] &&
     grep -q "stopped answering" "$logdir/no-failover.log"; then
     pass "no-failover (the job failed with the peer lost, exit $rc)"
