@@ -259,9 +259,9 @@ typedef struct efa_core_counters {
     uint64_t unexpected, unexpected_peak;         /* arrived before their receive; most at once */
     uint64_t coalesced;                           /* frames packed behind another */
     uint64_t emul_served, emul_refused;           /* emulated one-sided requests of peers */
-    uint64_t rail_rma, rail_rma_bytes;            /* one-sided operations on rails beside the first */
-    uint64_t striped, striped_bytes;              /* transfers striped over several rails */
-    uint64_t failed_over; /* striped parts sent again over the first rail */
+    uint64_t rail_rma, rail_rma_bytes; /* one-sided operations on rails beside the first */
+    uint64_t striped, striped_bytes;   /* transfers striped over several rails */
+    uint64_t failed_over;              /* striped parts sent again over the first rail */
 } efa_core_counters_t;
 void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out);
 /* The process's counts: the open core's plus those of every core released

@@ -55,6 +55,7 @@ mapfile -t args < <(NETNS_LINKS=3 "$here/mpirun-args.sh" "$logdir/hosts" 1)
 args=("${args[@]/eth0,eth1,eth2/eth1,eth2}") # link 0 stays Open MPI's
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+# shellcheck disable=SC2054 # "efa,self" is one argument
 ob1=(--mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include 'tcp;ofi_rxm')
 own=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
     --mca mtl_efa_matching own)
