@@ -287,6 +287,7 @@ typedef struct mca_btl_efa_module {
         int rails;
         int nctx; /* contexts per NIC: the stride of a peer's addresses */
         size_t stripe_min;
+        bool failover; /* a failed part goes again over the first rail */
         efa_ctx_t *rail_ctx[EFA_MAX_RAILS];
         volatile int64_t striped;     /* transfers striped (statistics) */
         volatile int64_t failed_over; /* parts sent again over rail 0 (statistics) */

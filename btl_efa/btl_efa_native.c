@@ -149,9 +149,10 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_rop_t *rop = (efa_btl_rop_t *)op;
     rop->posted = false;
     const int rail = rop->rail;
+    const bool retry =
+        OPAL_UNLIKELY(cqe->err && rail > 0 && -FI_ECANCELED != cqe->err) && btl->native.failover;
     int again = OPAL_ERROR;
-    if (OPAL_UNLIKELY(cqe->err && rail > 0 && -FI_ECANCELED != cqe->err) &&
-        OPAL_SUCCESS == (again = piece_to_first_rail(btl, rop))) {
+    if (retry && OPAL_SUCCESS == (again = piece_to_first_rail(btl, rop))) {
         return; /* posted again on the first rail: it completes from there */
     }
     int status = OPAL_SUCCESS;
@@ -160,8 +161,8 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: one-sided operation failed on rail %d: %s%s%s", rail,
                             fi_strerror(-cqe->err),
-                            rail > 0 ? "; sent again over the first rail, that failed too: " : "",
-                            rail > 0 ? opal_strerror(again) : "");
+                            retry ? "; sent again over the first rail, that failed too: " : "",
+                            retry ? opal_strerror(again) : "");
     } else if (rop->result_size && rop->cb.local_address) {
         memcpy(rop->cb.local_address, &rop->scratch[2], rop->result_size);
     }
@@ -229,10 +230,13 @@ static int piece_to_first_rail(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
     const efa_btl_rail_t first = {0, btl->ctx, rop->endpoint->addr,
                                   owner->local_mr ? efa_mr_desc(owner->local_mr) : NULL,
                                   owner->rkey0};
-    OPAL_THREAD_ADD_FETCH64(&btl->native.failed_over, 1);
-    efa_core_count_stripe(0, true);
     rop->rail = 0;
-    return post_piece(rop, rop->type, &first, rop->local, rop->len, rop->raddr);
+    const int rc = post_piece(rop, rop->type, &first, rop->local, rop->len, rop->raddr);
+    if (OPAL_SUCCESS == rc) {
+        OPAL_THREAD_ADD_FETCH64(&btl->native.failed_over, 1);
+        efa_core_count_stripe(0, true);
+    }
+    return rc;
 }
 
 /* The rails a transfer of 'size' bytes to ep goes over: rail 0 always,
@@ -348,7 +352,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             piece->len = n;
             piece->raddr = raddr + off;
             rc = post_piece(piece, type, &rails[r], piece->local, n, piece->raddr);
-            if (OPAL_SUCCESS != rc && piece->rail > 0) {
+            if (OPAL_SUCCESS != rc && piece->rail > 0 && btl->native.failover) {
                 rc = piece_to_first_rail(btl, piece); /* that rail refused the peer */
             }
             if (OPAL_SUCCESS != rc) {
@@ -497,6 +501,7 @@ int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl) {
     btl->native.rails = info->num_nics < EFA_MAX_RAILS ? info->num_nics : EFA_MAX_RAILS;
     btl->native.nctx = info->num_contexts;
     btl->native.stripe_min = info->stripe_min;
+    btl->native.failover = info->rail_failover;
     btl->native.striped = 0;
     btl->native.failed_over = 0;
     for (int r = 0; r < btl->native.rails; ++r) {

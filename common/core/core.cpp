@@ -243,6 +243,7 @@ int open_core(efa_core *core) {
     in.nic_reason = core->nic_reason.c_str();
     in.num_nics = 1 + static_cast<int>(core->rails.size());
     in.stripe_min = core->rails.empty() ? 0 : static_cast<size_t>(core->params.stripe_min);
+    in.rail_failover = core->params.rail_failover;
     in.num_contexts = core->nic->num_contexts();
     in.inject_size = ni->tx_attr->inject_size;
     in.tx_iov_limit = ni->tx_attr->iov_limit;
@@ -295,7 +296,6 @@ int open_core(efa_core *core) {
         core->rep.say(10, "efa switches: " + line);
     }
     core->report.add_core_lines(*core);
-    return 0;
     return 0;
 }
 

@@ -176,6 +176,14 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
         rail ? std::vector<fi_addr_t>{addr} : same_process(core, addr, &name);
     if (rail) {
         (void)same_process(core, key_addr(addr), &name);
+    } else {
+        // The process is lost on every rail: its operations there fail too.
+        const size_t n = addrs.size();
+        for (int r = 1; r <= static_cast<int>(core->rails.size()); ++r) {
+            for (size_t i = 0; i < n; ++i) {
+                addrs.push_back(rail_key(addrs[i], r));
+            }
+        }
     }
     if (name.empty()) {
         name = "address " + std::to_string(key_addr(addr));
@@ -394,8 +402,8 @@ static fi_addr_t deadline_key(efa_ctx *ctx, fi_addr_t addr) {
     std::lock_guard<std::mutex> guard(ctx->core->peers_lock);
     const auto &m = ctx->core->rail_primary[ctx->rail];
     const auto it = m.find(addr);
-    // (a peer already released: its own key, never a rail-0 address)
-    return rail_key(it == m.end() ? addr : it->second, ctx->rail);
+    // (a peer already released: no key of any peer's, so not tracked)
+    return it == m.end() ? FI_ADDR_NOTAVAIL : rail_key(it->second, ctx->rail);
 }
 
 efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadline::Kind kind,
@@ -406,6 +414,9 @@ efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadlin
         return op;
     }
     peer = deadline_key(ctx, peer);
+    if (peer == FI_ADDR_NOTAVAIL) {
+        return op; // a rail's address of no peer known here: nothing to track it by
+    }
     Tracked *t;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -447,7 +458,7 @@ bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer) {
     }
     peer = deadline_key(ctx, peer);
     std::lock_guard<std::mutex> guard(core->deadline_lock);
-    return core->deadline.dead(peer);
+    return peer != FI_ADDR_NOTAVAIL && core->deadline.dead(peer);
 }
 
 void deadline_tick(efa_core *core) {

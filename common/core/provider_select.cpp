@@ -123,7 +123,9 @@ bool named_in(const char *list, const char *name) {
     size_t pos = 0;
     while (!n.empty() && pos <= l.size()) {
         const size_t end = std::min(l.find(',', pos), l.size());
-        const std::string item = l.substr(pos, end - pos);
+        std::string item = l.substr(pos, end - pos);
+        item.erase(0, item.find_first_not_of(" \t"));
+        item.erase(item.find_last_not_of(" \t") + 1);
         // the domain name, or the device name before its "-" (as the NIC
         // lists take them)
         if (!item.empty() && (item == n || n.rfind(item + "-", 0) == 0)) {
@@ -261,6 +263,9 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
                 // host that has no other.
                 const bool listed = params.nic_include && *params.nic_include;
                 const bool named = named_in(params.nic_include, i->domain_attr->name);
+                // An excluded NIC chooses no fabric; it stays listed, so
+                // that the NIC lists find the name they refuse.
+                const bool excluded = named_in(params.nic_exclude, i->domain_attr->name);
                 if (is_loopback(i) && !named) {
                     if (!loopback) {
                         loopback = i;
@@ -280,13 +285,13 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
                 // the list names on another subnet is an extra rail
                 // (paired by fabric, peer_blob.hpp); without a list there
                 // are none.
-                if (!fabric && (!listed || named)) {
+                if (!fabric && (!listed || named) && !excluded) {
                     fabric = i->fabric_attr->name;
                 }
                 if (!fabric || strcmp(fabric, i->fabric_attr->name) == 0) {
                     nics.push_back(i);
-                } else if (named && (i->addr_format == FI_SOCKADDR_IN ||
-                                     i->addr_format == FI_SOCKADDR_IN6)) {
+                } else if ((named || excluded) && (i->addr_format == FI_SOCKADDR_IN ||
+                                                   i->addr_format == FI_SOCKADDR_IN6)) {
                     extra.push_back(i);
                 }
             }

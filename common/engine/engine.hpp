@@ -427,6 +427,7 @@ class Engine {
     int rails_ = 1;         // NICs of this process (efa_core_info_t.num_nics)
     int nctx_ = 1;          // contexts per NIC: the stride of a peer's addresses
     size_t stripe_min_ = 0; // reads from this size striped over the rails (0: never)
+    bool failover_ = false; // a piece whose rail failed is read again by the first
     size_t read_piece_ = 0; // the largest single read the provider takes
     std::vector<ReadOp *> reads_;
 

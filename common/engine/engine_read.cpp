@@ -155,10 +155,13 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
         pc.n = plan[i].n;
         int rc = efa_ctx_read(rl.ctx, static_cast<uint8_t *>(req->buf) + pc.off, pc.n, rl.desc,
                               rl.addr, b.addr + pc.off, rl.key, &pc.op);
-        if (rc && pc.rail) { // that rail refused the peer: the first takes it
+        if (rc && pc.rail && failover_) { // that rail refused the peer: the first takes it
             pc.rail = 0;
             rc = efa_ctx_read(p->net->ctx, static_cast<uint8_t *>(req->buf) + pc.off, pc.n, desc,
                               p->net->addr, b.addr + pc.off, b.cookie, &pc.op);
+            if (0 == rc) {
+                efa_core_count_stripe(0, true);
+            }
         }
         if (rc) {
             r->err = rc; // the pieces posted still complete; then it ends
@@ -186,7 +189,7 @@ void Engine::read_done(efa_op_t *op, const efa_cqe_t *cqe) {
         Guard g(e->mu_, e->mt_);
         // A piece whose rail failed (the core took it out for the peer)
         // goes again, once, by the first rail, the peer's message path.
-        if (cqe->err && pc->rail && -FI_ECANCELED != cqe->err && e->reread(r, pc)) {
+        if (cqe->err && pc->rail && -FI_ECANCELED != cqe->err && e->failover_ && e->reread(r, pc)) {
             return;
         }
         // (The test hook takes every read as one the provider failed.)

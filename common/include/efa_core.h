@@ -194,6 +194,7 @@ typedef struct efa_core_info {
     int num_nics;        /* NICs opened: the rails (at most EFA_MAX_RAILS, efa_rma.h) */
     size_t stripe_min;   /* one-sided transfers from this size are striped over the rails
                             (0: never; always 0 with one NIC) */
+    bool rail_failover;  /* a part whose rail failed goes again over the first rail */
     int num_contexts;    /* endpoints per NIC */
     size_t inject_size;  /* 0: no inject */
     size_t tx_iov_limit; /* buffers one send may gather */

@@ -48,7 +48,8 @@ def frame(ftype, body=b"", flags=0, cid=1, src=1, tag=2, sender=1, fid=0, req=No
 
 
 def rts_body(length):
-    return struct.pack("<QQQQII", length, 0, 0, 0, 0, 0)
+    # len, addr, cookie_addr, cookie, pid, rails, the keys on 3 more NICs
+    return struct.pack("<QQQQIIQQQ", length, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 seeds = {

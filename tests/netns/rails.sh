@@ -15,9 +15,10 @@
 #     rails", N > 0) and its second rail used ("common:efa: rail 1 (ethK):
 #     N completions", N > 0).
 #   ob1-nostripe  control: ob1-pingpong with common_efa_stripe_min 0 (no
-#                 striping); passes when the job succeeds, no process
-#                 stripes (no such line, or N = 0) and every process's
-#                 rail 1 read 0 completions: the assertion above can fail
+#                 striping, and so no second rail opened); passes when the
+#                 job succeeds, no process stripes (no such line, or N =
+#                 0) and none reads completions on a rail 1: the assertion
+#                 above can fail
 #   cm-pingpong   pml cm + mtl_efa (provider matching) pingpong over the
 #                 same two links: must succeed (mtl_efa uses the first rail
 #                 only; opening the others must break nothing)
@@ -141,8 +142,8 @@ striping_run() {
 striping_run ob1-pingpong ob1-rxm "$mpibin/pingpong"
 striping_run ob1-osc ob1-rxm "$oscbin/osc_test" putget
 
-# the control: the same run with striping off must fail used()'s check,
-# each process's rail 1 having read nothing
+# the control: the same run with striping off must fail used()'s check;
+# no process opens a second rail then (nothing would use it)
 rc=0
 job ob1-nostripe ob1-rxm --mca common_efa_stripe_min 0 "$mpibin/pingpong" || rc=$?
 log=$logdir/ob1-nostripe.log
@@ -150,8 +151,8 @@ if [ "$rc" -ne 0 ]; then
     fail ob1-nostripe "job exit $rc (log $log)"
 elif [ "$(counts "$log" striped | awk '$2 > 0' | wc -l)" -ne 0 ]; then
     fail ob1-nostripe "striped with common_efa_stripe_min 0 ($(summary "$log"); log $log)"
-elif [ "$(counts "$log" rail1 | awk '$2 == 0' | wc -l)" -ne 2 ]; then
-    fail ob1-nostripe "not 2 processes with rail 1 at 0 completions ($(summary "$log"); log $log)"
+elif [ "$(counts "$log" rail1 | awk '$2 > 0' | wc -l)" -ne 0 ]; then
+    fail ob1-nostripe "rail 1 read completions without striping ($(summary "$log"); log $log)"
 elif [ -z "$(used "$log")" ]; then
     fail ob1-nostripe "the rails check passed a run without striping (log $log)"
 else
