@@ -414,7 +414,7 @@ efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadlin
         return op;
     }
     peer = deadline_key(ctx, peer);
-    if (peer == FI_ADDR_NOTAVAIL) {
+    if (ctx->rail && peer == FI_ADDR_NOTAVAIL) {
         return op; // a rail's address of no peer known here: nothing to track it by
     }
     Tracked *t;
@@ -458,7 +458,7 @@ bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer) {
     }
     peer = deadline_key(ctx, peer);
     std::lock_guard<std::mutex> guard(core->deadline_lock);
-    return peer != FI_ADDR_NOTAVAIL && core->deadline.dead(peer);
+    return (0 == ctx->rail || peer != FI_ADDR_NOTAVAIL) && core->deadline.dead(peer);
 }
 
 void deadline_tick(efa_core *core) {
