@@ -103,6 +103,8 @@ bool Engine::take(Message *m, efa_engine_req_t *req) {
     b.cookie_addr = m->cookie_addr;
     b.cookie = m->cookie;
     b.pid = m->pid;
+    b.rails = m->rails;
+    memcpy(b.rail_key, m->rail_key, sizeof(b.rail_key));
     free(m);
     if (pull(req, h, b)) {
         req->state = kDone;
@@ -160,6 +162,8 @@ Message *Engine::make_message(const FrameHdr &h, const RtsBody &b, const uint8_t
     m->cookie_addr = b.cookie_addr;
     m->cookie = b.cookie;
     m->pid = b.pid;
+    m->rails = b.rails;
+    memcpy(m->rail_key, b.rail_key, sizeof(m->rail_key));
     m->via = via;
     m->seq = seq;
     if (keep) {

@@ -45,6 +45,8 @@ struct Message {
     uint64_t addr;   // rendezvous: where the bytes are in the sender
     uint64_t cookie_addr, cookie;
     uint32_t pid;
+    uint32_t rails;            // a read offer: NICs the sender registered on (striped reads)
+    uint64_t rail_key[3];      // its keys on the sender's NIC 1, 2, 3
     uint32_t via;              // the ring it came by (deliver()'s ring): its sender
     uint64_t seq;              // its number among the messages that came by 'via' (from 1)
     alignas(8) uint8_t data[]; // eager: len bytes

@@ -11,8 +11,8 @@
 #         3): its daemon still talks to mpirun, as when EFA fails and the
 #         IP network stays up.  Only the components' peer deadline bounds
 #         this case (docs/RELIABILITY.md): the runs set it to
-#         PARTITION_TIMEOUT (10 s) and must end within PARTITION_BOUND
-#         (30 s: the deadline, a probe's half deadline, the once-a-second
+#         PARTITION_TIMEOUT (5 s) and must end within PARTITION_BOUND
+#         (25 s: the deadline, a probe's half deadline, the once-a-second
 #         check and the abort) or DEADLINE, whichever is shorter
 #   partition-any  the same partition while the survivors only wait in
 #         MPI_Recv(MPI_ANY_SOURCE) for the victim's messages (peer_loss
@@ -102,10 +102,11 @@ pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://
 read -r -a extra_args <<<"$extra"
 # Open MPI's out-of-band connections carry no traffic while a job computes;
 # a host that vanishes is noticed only by TCP keepalive, 300 s idle then 9
-# probes 20 s apart by default (8 minutes).  5 s, then 3 probes 2 s apart:
-# about 11 s.
-PARTITION_TIMEOUT=10 PARTITION_BOUND=30
-keepalive=(--mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3)
+# probes 20 s apart by default (8 minutes).  2 s, then 3 probes 1 s apart:
+# about 5 s.  (Keepalive probes are answered by the peer's kernel, so a
+# busy host does not miss them.)
+PARTITION_TIMEOUT=5 PARTITION_BOUND=25
+keepalive=(--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # Every process left in the namespaces (a hung job's daemons and ranks).
