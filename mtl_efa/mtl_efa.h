@@ -57,6 +57,8 @@ typedef struct mca_mtl_efa_module_t {
     bool own_matching; /* the engine carries every peer of this job (mtl_efa_own.c) */
     bool any_watch;    /* ANY_SOURCE receives at the provider are listed (mtl_efa_any.c) */
     bool withdraw;     /* large provider sends carry a seq and can be withdrawn */
+    size_t rdv_min;    /* provider sends from this size to a peer on several rails are read
+                          by the receiver (mtl_efa_rdv.c); SIZE_MAX: never */
 } mca_mtl_efa_module_t;
 
 /* Sends from this size carry a seq in their tag, so that MPI_Cancel can
@@ -118,8 +120,8 @@ typedef struct mca_mtl_efa_request_t {
     bool free_buffer; /* the buffer was allocated to pack a datatype */
     bool cancelled;
     bool by_engine; /* travels by the matching engine (on, not op) */
-    bool on_sent; /* on-node send: its completion ran (MPI_Cancel of a buffered one waits) */
-    bool dual;    /* ANY_SOURCE receive posted to the provider (op) and the rings (on) */
+    bool on_sent;   /* on-node send: its completion ran (MPI_Cancel of a buffered one waits) */
+    bool dual;      /* ANY_SOURCE receive posted to the provider (op) and the rings (on) */
     void *buffer;
     size_t length;
     struct opal_convertor_t *convertor;
@@ -138,6 +140,7 @@ typedef struct mca_mtl_efa_request_t {
     uint64_t seq_tag; /* 0: no seq, cannot be withdrawn */
     fi_addr_t seq_addr;
     bool withdrawing, withdrawn;
+    void *rdv; /* a send by read rendezvous: its offer (mtl_efa_rdv.c), freed at the end */
 #if EFA_TSAN
     /* pml/cm's completion callback, called through mtl_efa_module.c's
      * annotation. */
@@ -225,8 +228,9 @@ void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req);
 
 /* How a communicator's messages travel, decided in add_comm. */
 #define MTL_EFA_PATH_PROVIDER 0 /* every peer through the provider */
-#define MTL_EFA_PATH_ENGINE 1   /* every peer by the engine: rings here, under own matching its net link */
-#define MTL_EFA_PATH_MIXED 2    /* peers on this node by the rings, the others by the provider */
+#define MTL_EFA_PATH_ENGINE                                                                        \
+    1 /* every peer by the engine: rings here, under own matching its net link */
+#define MTL_EFA_PATH_MIXED 2 /* peers on this node by the rings, the others by the provider */
 /* A bit beside the path: every process of the communicator is reached by
  * the rings (under own matching the engine also carries peers on
  * other nodes, and only this tells the two apart). */
@@ -308,6 +312,27 @@ static inline void ompi_mtl_efa_any_done(mca_mtl_efa_request_t *req) {
     if (OPAL_UNLIKELY(req->any_linked)) {
         ompi_mtl_efa_any_unlink_slow(req);
     }
+}
+
+/* One of a send's pending completions came (mtl_efa_send.c); a receive's
+ * end with the completion that ends it (mtl_efa_recv.c). */
+void ompi_mtl_efa_send_finish_one(mca_mtl_efa_request_t *req);
+void ompi_mtl_efa_recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe);
+
+/* Read rendezvous (mtl_efa_rdv.c): whether and from which size it is
+ * used; whether a peer is reached over rails beside the first; a send by
+ * it (the request's ctx set, its seq and tag chosen: OMPI_SUCCESS, or
+ * nothing was sent); a receive that matched such a message (it completes
+ * the request); a probe's completion given the message's length (waits for
+ * its note). */
+void ompi_mtl_efa_rdv_init(const efa_core_info_t *info);
+bool ompi_mtl_efa_rdv_peer(const efa_peer_t *peer);
+int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint32_t seq,
+                          uint32_t me);
+void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe);
+int ompi_mtl_efa_rdv_probed(struct ompi_communicator_t *comm, efa_ctx_t *ctx, efa_cqe_t *cqe);
+static inline bool ompi_mtl_efa_is_rdv(const efa_cqe_t *cqe) {
+    return OPAL_UNLIKELY(0 != (cqe->tag & ompi_mtl_efa.codec.rdv_bit)) && 0 == cqe->err;
 }
 
 /* Register (or not, when the provider does not need it) a buffer. */

@@ -173,6 +173,7 @@ int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple) {
                                   : "MPI_Cancel cannot withdraw large provider sends here (no "
                                     "seq in the tag layout, no tags, local registration, or "
                                     "shm): they complete once matched");
+    ompi_mtl_efa_rdv_init(info);
     ompi_mtl_efa.num_contexts = info->num_contexts;
     ompi_mtl_efa.mr_local = info->mr_local;
     ompi_mtl_efa.mt = thread_multiple;

@@ -129,9 +129,17 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     req->super.completion_callback(&req->super);
 }
 
+void ompi_mtl_efa_recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
+    recv_finish(req, cqe);
+}
+
 static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
     ompi_mtl_efa_any_done(req);
+    if (ompi_mtl_efa_is_rdv(cqe)) {
+        ompi_mtl_efa_rdv_recv(req, cqe); /* the bytes are read next */
+        return;
+    }
     recv_finish(req, cqe);
 }
 
@@ -149,6 +157,10 @@ static void dual_recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         }
     } else {
         (void)efa_engine_partner_done(ompi_mtl_efa.engine, &req->on, true);
+    }
+    if (ompi_mtl_efa_is_rdv(cqe)) {
+        ompi_mtl_efa_rdv_recv(req, cqe);
+        return;
     }
     recv_finish(req, cqe);
 }
@@ -273,9 +285,14 @@ static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         claim->done = true;
         return;
     }
-    /* The claimed message has been received into the mrecv's buffer. */
+    /* The claimed message has been received into the mrecv's buffer (a
+     * rendezvous message: its bytes are read next). */
     mca_mtl_efa_request_t *req = claim->mrecv;
     free(claim);
+    if (ompi_mtl_efa_is_rdv(cqe)) {
+        ompi_mtl_efa_rdv_recv(req, cqe);
+        return;
+    }
     recv_finish(req, cqe);
 }
 
@@ -330,6 +347,12 @@ int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communica
     if (OMPI_SUCCESS != rc) {
         return rc;
     }
+    if (ompi_mtl_efa_is_rdv(&probe.cqe)) {
+        rc = ompi_mtl_efa_rdv_probed(comm, probe.ctx, &probe.cqe); /* its length */
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
+    }
     *flag = 1;
     if (MPI_STATUS_IGNORE != status) {
         fill_status(status, &probe.cqe);
@@ -363,6 +386,15 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
             return ompi_mtl_efa_any_probe_missed(comm, src); /* MPI_Mprobe loops too */
         }
         return OMPI_ERR_NOT_FOUND == rc ? OMPI_SUCCESS : rc;
+    }
+    if (ompi_mtl_efa_is_rdv(&claim->cqe)) {
+        /* Claimed: only the sender's loss can keep its length from coming,
+         * and then the message is lost anyway. */
+        rc = ompi_mtl_efa_rdv_probed(comm, claim->ctx, &claim->cqe);
+        if (OMPI_SUCCESS != rc) {
+            free(claim);
+            return rc;
+        }
     }
     ompi_status_public_t st;
     fill_status(&st, &claim->cqe);

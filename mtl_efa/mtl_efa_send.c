@@ -24,6 +24,9 @@ static void send_finish_one(mca_mtl_efa_request_t *req) {
     if (req->mr) {
         efa_core_mr_release(ompi_mtl_efa.core, req->mr);
     }
+    if (OPAL_UNLIKELY(NULL != req->rdv)) {
+        free(req->rdv);
+    }
     if (req->super.ompi_req) {
         if (req->withdrawn) {
             /* The receiver took the message away: nobody will get it. */
@@ -33,6 +36,10 @@ static void send_finish_one(mca_mtl_efa_request_t *req) {
         req->super.ompi_req->req_status.MPI_ERROR = req->error;
     }
     req->super.completion_callback(&req->super);
+}
+
+void ompi_mtl_efa_send_finish_one(mca_mtl_efa_request_t *req) {
+    send_finish_one(req);
 }
 
 static void note_error(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
@@ -151,6 +158,9 @@ static void withdraw_done(efa_withdraw_t *w, int result) {
     free(wd); /* the core holds it no more */
     if (1 == result) {
         req->withdrawn = true;
+        if (NULL != req->rdv) {
+            efa_rdv_offer_withdrawn(req->rdv); /* no answer will come */
+        }
         if (NULL != detach_ack(req)) {
             send_finish_one(req); /* a synchronous send: no acknowledgement will come */
         }
@@ -189,7 +199,9 @@ static bool withdraw(mca_mtl_efa_request_t *req) {
             wd->ack->refs++;
         }
         pthread_mutex_unlock(&ack_lock);
-        if (0 == efa_ctx_withdraw(req->ctx, req->seq_addr, req->seq_tag, req->length, &wd->w)) {
+        /* (A rendezvous message carries no bytes itself.) */
+        const size_t len = NULL != req->rdv ? 0 : req->length;
+        if (0 == efa_ctx_withdraw(req->ctx, req->seq_addr, req->seq_tag, len, &wd->w)) {
             return true;
         }
         if (NULL != wd->ack) {
@@ -269,6 +281,13 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
     req->seq_tag = 0;
     req->withdrawing = false;
     req->withdrawn = false;
+    req->rdv = NULL;
+    if (OPAL_UNLIKELY(req->length >= ompi_mtl_efa.rdv_min) && ompi_mtl_efa_rdv_peer(peer)) {
+        /* Read by the receiver over every rail; its answer also tells a
+         * synchronous send of the match. */
+        return ompi_mtl_efa_rdv_send(req, addr, efa_tag_codec_pack(codec, proto, cid, me, tag),
+                                     next_seq(peer), me);
+    }
     if (MCA_PML_BASE_SEND_SYNCHRONOUS == mode) {
         /* Post the acknowledgement's receive before the send, so it can
          * never arrive unexpected. */
@@ -353,6 +372,7 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     req->seq_tag = 0;
     req->withdrawing = false;
     req->withdrawn = false;
+    req->rdv = NULL;
     req->convertor = convertor;
     int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {

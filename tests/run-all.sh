@@ -238,8 +238,8 @@ if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ];
     add_counts "$logdir/mpi-btl-batch.log" mpi-btl-batch
     # Two NICs per process on this host (its interface and the loopback
     # one): the whole quick suite, and large messages striped over both.
-    echo "== MPI point-to-point over pml ob1 + btl_efa and own matching with two NICs per process (rails)"
-    "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rails-rxm,cm-efa-own-rails-rxm 2>&1 |
+    echo "== MPI point-to-point over pml ob1 + btl_efa and pml cm + mtl_efa (both matching modes) with two NICs per process (rails)"
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rails-rxm,cm-efa-own-rails-rxm,cm-efa-rails-rxm 2>&1 |
         tee "$logdir/mpi-btl-rails.log"
     add_counts "$logdir/mpi-btl-rails.log" mpi-btl-rails
     echo "== MPI point-to-point over pml ob1 + btl_efa in the forced efa-direct-like mode (every message through the provider)"
@@ -277,7 +277,7 @@ PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-p
 add_counts "$logdir/peer-loss-probe.log" peer-loss-probe
 # Two links per host, each a NIC (rail): btl_efa's large put/get striped
 # over both, with a control run that does not stripe; pml cm unharmed.
-echo "== several hosts: two NICs per process (btl_efa's put/get striped over both; pml cm on the first)"
+echo "== several hosts: two NICs per process (btl_efa's put/get, mtl_efa's large messages in both matching modes, striped over both)"
 OSC_TEST_BIN_DIR=$build/tests/osc RAILS_LOG_DIR=$logdir/rails \
     "$top/tests/netns/rails.sh" 2>&1 | tee "$logdir/rails.log"
 add_counts "$logdir/rails.log" rails

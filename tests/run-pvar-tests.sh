@@ -83,7 +83,8 @@ fi
 # Two NICs per process on this host (its interface and the loopback one,
 # each rank alone on a pretend node): 1 MiB each way, fetched by gets that
 # btl_efa stripes over both (or own matching's reads, one of them after
-# its request arrived unexpected); the control stripes nothing.
+# its request arrived unexpected, or the provider's matching's read
+# rendezvous); the control stripes nothing.
 iface=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
 mapfile -t pretend < <("$(dirname "$0")/pretend-nodes.sh" "${TMPDIR:-/tmp}/efa-pvars-nodes" 1)
 rails=(--bind-to none --mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include "tcp;ofi_rxm"
@@ -93,6 +94,9 @@ job ob1-rails-control fail "common_efa_striped rose by 0" "${rails[@]}" \
     --mca common_efa_stripe_min 0 -- -s
 own_rails=("${own[@]}" --bind-to none --mca common_efa_nic_include "${iface:-eth0},lo" "${pretend[@]}")
 job own-rails pass "ok pvars np=2" "${own_rails[@]}" --mca common_efa_stripe_min 4096 -- -s
+cm_rails=("${cm_provider[@]}" --bind-to none --mca common_efa_nic_include "${iface:-eth0},lo"
+    "${pretend[@]}")
+job cm-rails pass "ok pvars np=2" "${cm_rails[@]}" --mca common_efa_stripe_min 4096 -- -s
 job coalesced-control fail "no frame of 300 sent back to back was coalesced" "${own[@]}" \
     --mca mtl_efa_coalesce_max 1 -- -p -u 300 -k
 job osc-native-control fail "emulated requests served rose by 0" "${osc[@]}" \

@@ -62,4 +62,39 @@ WithdrawMsg parse_withdraw(uint64_t tag, const uint8_t *buf, size_t len) {
     return m;
 }
 
+RdvMsg parse_rdv(uint64_t tag, const uint8_t *buf, size_t len) {
+    RdvMsg m{};
+    m.kind = RdvMsg::kNone;
+    if (!in_space(tag, kProbeTag | kRdvBit, kRdvIgnore)) {
+        return m;
+    }
+    m.sender = tag & kIdMask;
+    if (tag & kFinBit) {
+        if (len < kRdvFinBytes) {
+            return m;
+        }
+        m.kind = RdvMsg::kFin;
+        m.id = word(buf);
+        m.result = static_cast<int>(static_cast<int64_t>(word(buf + 8)));
+        return m;
+    }
+    if (len < kRdvNoteBytes) {
+        return m;
+    }
+    const uint64_t rkeys = word(buf + 32);
+    if (rkeys < 1 || rkeys > 4) {
+        return m;
+    }
+    m.kind = RdvMsg::kNote;
+    m.id = word(buf);
+    m.seq = static_cast<uint32_t>(word(buf + 8));
+    m.len = word(buf + 16);
+    m.addr = word(buf + 24);
+    m.rkeys = static_cast<int>(rkeys);
+    for (int k = 0; k < 4; ++k) {
+        m.rkey[k] = word(buf + 40 + 8 * k);
+    }
+    return m;
+}
+
 } // namespace efa::control

@@ -1,9 +1,8 @@
 // Reading the core's control messages (control_tags.hpp) as they arrive:
 // a liveness ping or answer is its tag alone, a withdraw request or reply
-// its tag and a few bytes.  Every bit of them is another process's to
-// choose; the receives (core_probe.cpp, core_withdraw.cpp) read them only
-// through these functions, which tests/fuzz/fuzz_control_wire.cpp tries
-// with any bytes.
+// or a rendezvous note or answer its tag and a few bytes.  Every bit of them is another process's
+// to choose; the receives (core_probe.cpp, core_withdraw.cpp) read them only through these
+// functions, which tests/fuzz/fuzz_control_wire.cpp tries with any bytes.
 #pragma once
 
 #include <cstddef>
@@ -36,5 +35,26 @@ struct WithdrawMsg {
 };
 // 'len' bytes received at 'buf' with tag 'tag'.
 WithdrawMsg parse_withdraw(uint64_t tag, const uint8_t *buf, size_t len);
+
+// A rendezvous note (core_rdv.cpp): the sender's id of the offer, the
+// message's seq, its length, where its bytes are (the address as the
+// provider expects it) and the sender's key on each of its NICs; an answer:
+// that id and the outcome.  64-bit words in host order.
+constexpr size_t kRdvNoteBytes = 72;
+constexpr size_t kRdvFinBytes = 16;
+
+struct RdvMsg {
+    enum Kind { kNone, kNote, kFin };
+    Kind kind;       // kNone: not a rendezvous message, too short, or a bad key count
+    uint64_t sender; // the sender's probe id
+    uint64_t id;     // the offer's id
+    uint32_t seq;    // a note's: the message's seq
+    uint64_t len;    // a note's: the message's length
+    uint64_t addr;   // a note's: its bytes at the sender
+    int rkeys;       // a note's: keys that follow (1 to 4)
+    uint64_t rkey[4];
+    int result; // an answer's: 0 read, else the receiver's error
+};
+RdvMsg parse_rdv(uint64_t tag, const uint8_t *buf, size_t len);
 
 } // namespace efa::control

@@ -284,7 +284,7 @@ int open_core(efa_core *core) {
         make_peer_blob(static_cast<uint16_t>(core->nic->num_contexts()),
                        static_cast<uint16_t>(core->nic->addr_len()), names, core->fabric_ids);
     deadline_open(core); // after the blob: the probes carry its hash
-    withdraw_open(core); // the same: requests carry it
+    control_open(core);  // the same: withdraw requests and rendezvous notes carry it
     in.api_version = core->selection.api_version;
     in.lib_version = fi_version();
     const ProviderSwitches &sw = core->nic->switches();
@@ -398,7 +398,7 @@ void efa_core_release(efa_core_t *core) {
     core->nic.reset();
     efa_core_msg_free(core); // receive buffers the provider kept: safe once the endpoints are gone
     deadline_close(core);
-    withdraw_close(core);
+    control_close(core);
     if (g_core == core) {
         g_core = nullptr;
     }

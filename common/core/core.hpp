@@ -55,6 +55,8 @@ class FiMrBackend : public MrBackend {
 // 'domains' gains each one's domain for the registration backend.
 void open_rails(efa_core *core, const std::vector<const fi_info *> &rail_infos,
                 std::vector<FiMrBackend::Domain> *domains);
+struct RdvState; // core_rdv.cpp
+
 // A peer's addresses on the rails, by 'pairing' (pair_rails), inserted in
 // each rail's AV under peers_lock; and removed again.
 void insert_peer_rails(efa_core *core, efa_peer_t *peer, const PeerBlob &pb,
@@ -178,6 +180,10 @@ struct efa_core {
     std::vector<void *> withdraw_recvs;
     std::unordered_map<uint64_t, efa_withdraw_t *> withdraws_out;
     std::unordered_set<void *> withdraw_work;
+    // Read rendezvous under the provider's matching (core_rdv.cpp): on
+    // where the control receives for its notes are posted.
+    bool rdv_on = false;
+    efa::RdvState *rdv = nullptr; // control_close deletes it
     // Stand-ins of failed operations the provider still holds: freed when
     // it hands them back, or after the endpoints close.
     std::unordered_set<const void *> orphans;
@@ -302,6 +308,13 @@ void probe_answers_retry(efa_core *core);
 // closed.
 void withdraw_open(efa_core *core);
 void withdraw_close(efa_core *core);
+// The core's control receives: withdrawing and read rendezvous
+// (core_rdv.cpp), after deadline_open; close after the endpoints.
+void control_open(efa_core *core);
+void control_close(efa_core *core);
+// A message with this tag from the process with probe id 'requester' was
+// withdrawn here: a rendezvous message's note is dropped (core_rdv.cpp).
+void rdv_withdrawn(efa_core *core, uint64_t requester, uint64_t tag);
 // A receive's source is not in the AV although the provider reports
 // sources: counted, said once (core_source.cpp).
 void source_unchecked(efa_core *core);

@@ -114,6 +114,7 @@ struct Claim {
     efa_op_t op;
     efa_ctx *ctx;
     fi_addr_t from;
+    uint64_t requester; // its probe id
     uint64_t tag, id, len;
     void *scratch;
     Step step;
@@ -158,7 +159,9 @@ void claim_step(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_core *core = c->ctx->core;
     if (c->step == Claim::kReceiving) {
         // Taken: whatever the receive says (a truncation cannot happen with
-        // a buffer of the message's size), no user receive will see it.
+        // a buffer of the message's size), no user receive will see it; a
+        // rendezvous message's note goes with it.
+        rdv_withdrawn(core, c->requester, c->tag);
         reply(c, 1);
         return;
     }
@@ -222,7 +225,8 @@ void claim_start(efa_ctx *ctx, fi_addr_t src, uint64_t requester, uint64_t tag, 
     if (!efa_core_source_ok(core, src, from, "a withdraw request")) {
         return; // not answered: the claimed requester did not ask
     }
-    auto *c = new (std::nothrow) Claim{{}, ctx, from, tag, id, len, nullptr, Claim::kLooking, {}};
+    auto *c = new (std::nothrow)
+        Claim{{}, ctx, from, requester, tag, id, len, nullptr, Claim::kLooking, {}};
     if (!c) {
         core->rep.say(1, "withdraw request: out of memory, not answered");
         return;

@@ -32,6 +32,9 @@ typedef struct efa_core efa_core_t;
  * endpoints, so a context is a whole endpoint. */
 typedef struct efa_ctx efa_ctx_t;
 
+/* A registration of the core's cache (efa_core_mr_acquire). */
+typedef struct efa_mr efa_mr_t;
+
 /* A completion as the core reports it to an operation's owner. */
 typedef struct efa_cqe {
     int err;        /* 0, or a negative libfabric error (-FI_ECANCELED, -FI_ETRUNC, ...) */
@@ -421,6 +424,80 @@ bool efa_core_can_withdraw(const efa_core_t *core);
  * called). */
 int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, size_t len, efa_withdraw_t *w);
 
+/* Read rendezvous under the provider's matching (core_rdv.cpp): a large
+ * message to a peer reached over several rails goes as a tagged message of
+ * no bytes that carries the rendezvous bit and a seq (efa_tag.h), after a
+ * note, one of the core's control messages, that names the sender's
+ * registered buffer.  The receive that matches the tagged message reads
+ * the bytes, striped over the rails (efa_core_rail_read), and answers; the
+ * send completes with the answer.  The provider's matching still orders
+ * the messages, and a probe learns the length from the note. */
+typedef struct efa_rdv_offer {
+    efa_op_t note;  /* the note's send */
+    efa_op_t watch; /* the receiver, while its answer is due */
+    /* Called once, from progress, after the note's send has completed: 0
+     * the receiver read the bytes; else why not (-FI_ECANCELED: withdrawn,
+     * efa_rdv_offer_withdrawn; the receiver's loss; its failed read). */
+    void (*done)(struct efa_rdv_offer *o, int result);
+    efa_core_t *core;
+    fi_addr_t dest;
+    uint64_t id;
+    int parts, result;
+    uint8_t wire[72];
+} efa_rdv_offer_t;
+/* Can this core send and receive rendezvous messages: tags with a seq,
+ * FI_RMA, no FI_MR_LOCAL (the same on every process of a job, whatever its
+ * NICs, so that any peer can receive what a process with rails sends). */
+bool efa_core_can_rdv(const efa_core_t *core);
+/* Sends the note for the message 'seq' (without the rendezvous bit) of
+ * len bytes at buf, registered for remote reads (mr), to the process at
+ * dest (ctx's address for it).  The caller sends the tagged message next,
+ * on the same context.  0: done will be called; else nothing was sent. */
+int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint32_t seq, efa_mr_t *mr, const void *buf,
+                      size_t len, efa_rdv_offer_t *o);
+/* The tagged message was withdrawn (efa_ctx_withdraw): no answer will
+ * come, and done reports -FI_ECANCELED (unless an answer came first). */
+void efa_rdv_offer_withdrawn(efa_rdv_offer_t *o);
+/* A receive of ctx matched the rendezvous message 'seq' of peer: read up
+ * to len bytes of it into buf once its note is here, answer the sender,
+ * and call done(arg, err, msg_len) once (msg_len: the message's length;
+ * more than len is a truncation, of which len bytes were read).  0: done
+ * will be called, from progress or inside this call; else not. */
+int efa_ctx_rdv_take(efa_ctx_t *ctx, efa_peer_t *peer, uint32_t seq, void *buf, size_t len,
+                     void (*done)(void *arg, int err, size_t msg_len), void *arg);
+/* A probe of ctx found the rendezvous message 'seq' of peer: its length
+ * (*len) once the note is here.  0, -FI_EAGAIN (not yet: progress and ask
+ * again), or an error (the peer is lost). */
+int efa_ctx_rdv_len(efa_ctx_t *ctx, efa_peer_t *peer, uint32_t seq, size_t *len);
+
+/* A read of len bytes of a peer's buffer (raddr as the provider expects
+ * it; the owner's key on each of its NICs, rkey[nic], rkeys of them) into
+ * buf, over context ctx_index of every rail that reaches the peer from
+ * stripe_min (else the first alone), in pieces of at most the provider's
+ * largest transfer; a piece whose rail fails goes again over the first
+ * (rail_failover).  mr: the local buffer's registration where the provider
+ * wants one (its descriptors on every rail), else NULL.  0: done(arg, err)
+ * is called once, from progress, when every piece has completed (the
+ * first error, or 0); *out (optional) names the read for
+ * efa_rail_read_orphan.  Else nothing is in flight and done is not
+ * called. */
+typedef struct efa_rail_read efa_rail_read_t;
+typedef struct efa_rail_read_req {
+    efa_peer_t *peer;
+    int ctx_index;
+    void *buf;
+    size_t len;
+    efa_mr_t *mr;
+    uint64_t raddr;
+    int rkeys;
+    uint64_t rkey[4]; /* EFA_MAX_RAILS */
+    void (*done)(void *arg, int err);
+    void *arg;
+} efa_rail_read_req_t;
+int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r, efa_rail_read_t **out);
+/* The owner goes before the read completes: done is no longer called. */
+void efa_rail_read_orphan(efa_rail_read_t *rd);
+
 /* One-sided operations, when the provider granted FI_RMA (and FI_ATOMIC
  * for the atomics).  They are posted like the tagged sends: a full
  * provider queue defers the post to the context's transmit backlog, which
@@ -455,8 +532,7 @@ bool efa_core_atomics_usable(efa_core_t *core, char *why, size_t why_len);
  * (docs/PERFORMANCE.md, "Own matching in mtl_efa")? */
 bool efa_core_own_matching_measured(const char *provider);
 
-/* Memory registration through the cache. */
-typedef struct efa_mr efa_mr_t;
+/* Memory registration through the cache (efa_mr_t: above). */
 efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, uint64_t access,
                               int *err);
 void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr);

@@ -13,6 +13,9 @@
  * the receiver can withdraw exactly that message when the sender cancels it
  * (core_withdraw.cpp); every receive ignores it, and a message that cannot
  * be withdrawn carries 0.  The layout without CQ data has no room for it.
+ * The seq field's top bit is the rendezvous bit: the message carries no
+ * bytes, only its seq, and the bytes are read from the sender by the
+ * receiver (core_rdv.cpp); seqs take the bits below it.
  *
  * The tag field holds the MPI tag in two's complement.  MPI_ANY_TAG must
  * never match the negative tags Open MPI uses internally (collectives), so a
@@ -101,9 +104,17 @@ static inline efa_tag_envelope_t efa_tag_unpack(const efa_tag_layout_t *l, uint6
     return e;
 }
 
-/* The largest seq a layout carries (0: none). */
+/* The largest seq a layout carries (0: none): the seq field but its top
+ * bit, the rendezvous bit. */
 static inline uint32_t efa_tag_max_seq(const efa_tag_layout_t *l) {
-    return (uint32_t)efa_tag_mask(l->seq_bits);
+    return (uint32_t)efa_tag_mask(l->seq_bits - 1);
+}
+
+/* The rendezvous bit in place (0: the layout has none). */
+static inline uint64_t efa_tag_rdv_bit(const efa_tag_layout_t *l) {
+    return l->seq_bits > 1
+               ? (uint64_t)1 << (l->tag_bits + l->src_bits + l->cid_bits + l->seq_bits - 1)
+               : 0;
 }
 
 /* The bits a receive must ignore to match both ordinary and synchronous
@@ -130,6 +141,7 @@ typedef struct efa_tag_codec {
     uint8_t src_shift, cid_shift, seq_shift, proto_shift;
     bool source_in_tag;
     uint64_t tag_mask, src_mask, cid_mask, seq_mask; /* in place (already shifted) */
+    uint64_t rdv_bit;                                /* in place; 0: none */
     uint64_t sign_bit;                               /* the tag field's sign bit */
     int32_t min_tag, max_tag;
 } efa_tag_codec_t;
@@ -145,6 +157,7 @@ static inline efa_tag_codec_t efa_tag_codec_make(const efa_tag_layout_t *l) {
     c.src_mask = efa_tag_mask(l->src_bits) << c.src_shift;
     c.cid_mask = efa_tag_mask(l->cid_bits) << c.cid_shift;
     c.seq_mask = efa_tag_mask(l->seq_bits) << c.seq_shift;
+    c.rdv_bit = efa_tag_rdv_bit(l);
     c.sign_bit = (uint64_t)1 << (l->tag_bits - 1);
     c.min_tag = efa_tag_min_tag(l);
     c.max_tag = efa_tag_max_tag(l);
@@ -167,8 +180,9 @@ static inline uint64_t efa_tag_codec_with_seq(const efa_tag_codec_t *c, uint64_t
     return (bits & ~c->seq_mask) | ((uint64_t)seq << c->seq_shift & c->seq_mask);
 }
 
+/* The seq of a packed tag, without the rendezvous bit. */
 static inline uint32_t efa_tag_codec_seq(const efa_tag_codec_t *c, uint64_t bits) {
-    return (uint32_t)((bits & c->seq_mask) >> c->seq_shift);
+    return (uint32_t)((bits & c->seq_mask & ~c->rdv_bit) >> c->seq_shift);
 }
 
 static inline uint32_t efa_tag_codec_proto(const efa_tag_codec_t *c, uint64_t bits) {

@@ -1,9 +1,10 @@
 // The core's control messages (common/core/control_wire.hpp): liveness
-// pings and answers (core_probe.cpp) and withdraw requests and replies
-// (core_withdraw.cpp) as their receives read them.  Tag and bytes are the
+// pings and answers (core_probe.cpp), withdraw requests and replies
+// (core_withdraw.cpp) and rendezvous notes and answers (core_rdv.cpp) as
+// their receives read them.  Tag and bytes are the
 // sender's to choose.  What each must parse as is written here from the
 // tag space's definition (control_tags.hpp: proto 3 | answer | withdraw |
-// reply | three zero bits | a 56-bit id), not from the parser; a control
+// reply | rdv | fin | a zero bit | a 56-bit id), not from the parser; a control
 // message never reads as a component's message under either tag layout; a
 // message is read only within its length (a copy of exactly that size, so
 // ASan sees a byte too far); and a probe id made from any address blob
@@ -18,6 +19,7 @@
 namespace {
 
 using efa::control::ProbeMsg;
+using efa::control::RdvMsg;
 using efa::control::WithdrawMsg;
 
 uint64_t bit(int n) {
@@ -86,6 +88,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(w.requester == (tag & kId));
         FUZZ_CHECK(w.tag == word(msg) && w.id == word(msg + 8) && w.len == word(msg + 16));
         check_not_a_component_message(tag);
+    }
+
+    // A rendezvous note or answer: rdv 1, answer, withdraw and reply 0,
+    // long enough; a note names 1 to 4 keys.
+    const RdvMsg r = efa::control::parse_rdv(tag, msg, body.size());
+    const bool rdv = (tag >> 62) == 3 && (tag & bit(58)) && !(tag & bit(56)) && !answer_bit &&
+                     !withdraw_bit && !reply_bit;
+    FUZZ_CHECK(!(r.kind != RdvMsg::kNone && (p.valid || w.kind != WithdrawMsg::kNone)));
+    if (!rdv) {
+        FUZZ_CHECK(r.kind == RdvMsg::kNone);
+    } else if (tag & bit(57)) {
+        FUZZ_CHECK(r.kind == (body.size() >= 16 ? RdvMsg::kFin : RdvMsg::kNone));
+    } else {
+        const bool keys_ok = body.size() >= 72 && word(msg + 32) >= 1 && word(msg + 32) <= 4;
+        FUZZ_CHECK(r.kind == (keys_ok ? RdvMsg::kNote : RdvMsg::kNone));
+    }
+    if (r.kind != RdvMsg::kNone) {
+        FUZZ_CHECK(r.sender == (tag & kId) && r.id == word(msg));
+        check_not_a_component_message(tag);
+    }
+    if (r.kind == RdvMsg::kFin) {
+        FUZZ_CHECK(r.result == static_cast<int>(static_cast<int64_t>(word(msg + 8))));
+    } else if (r.kind == RdvMsg::kNote) {
+        FUZZ_CHECK(r.seq == static_cast<uint32_t>(word(msg + 8)) && r.len == word(msg + 16) &&
+                   r.addr == word(msg + 24) && r.rkeys == static_cast<int>(word(msg + 32)));
+        for (int k = 0; k < 4; ++k) {
+            FUZZ_CHECK(r.rkey[k] == word(msg + 40 + 8 * k));
+        }
     }
 
     // The body as another process's address blob: its probe id fits the

@@ -253,7 +253,8 @@ write_seeds("fuzz_emul_target", emul_seeds)
 
 # fuzz_control_wire: 8 bytes (the tag), then the message (layout in
 # common/core/control_tags.hpp): pings and answers, withdraw requests and
-# replies, each cut short, and tags just outside their spaces.
+# replies, rendezvous notes and answers, each cut short, and tags just
+# outside their spaces.
 PROBE, ANSWER, WITHDRAW, REPLY = 3 << 62, 1 << 61, 1 << 60, 1 << 59
 PEER = 0x00ABCDEF01234567  # a probe id (56 bits)
 
@@ -263,6 +264,8 @@ def ctl(tag, body=b""):
 
 
 request = struct.pack("<QQQ", 0x8000000000000007, 42, 1 << 20)  # tag, id, length
+RDV, FIN = 1 << 58, 1 << 57
+note = struct.pack("<QQQQQ4Q", 42, 7, 1 << 22, 0x7F0000001000, 2, 11, 12, 0, 0)
 control = {
     "ping": ctl(PROBE | PEER),
     "answer": ctl(PROBE | ANSWER | PEER),
@@ -278,5 +281,16 @@ control = {
     "answer-and-withdraw": ctl(PROBE | ANSWER | WITHDRAW | PEER, request),
     "reply-bit-on-ping": ctl(PROBE | REPLY | PEER),
     "component-message": ctl((1 << 62) | PEER, request),
+    # rendezvous notes (id, seq, length, address, key count, 4 keys) and
+    # answers (id, result)
+    "rdv-note": ctl(PROBE | RDV | PEER, note),
+    "rdv-note-short": ctl(PROBE | RDV | PEER, note[:71]),
+    "rdv-note-no-keys": ctl(PROBE | RDV | PEER, note[:32] + struct.pack("<Q", 0) + note[40:]),
+    "rdv-note-five-keys": ctl(PROBE | RDV | PEER, note[:32] + struct.pack("<Q", 5) + note[40:]),
+    "rdv-fin": ctl(PROBE | RDV | FIN | PEER, struct.pack("<Qq", 42, 0)),
+    "rdv-fin-error": ctl(PROBE | RDV | FIN | PEER, struct.pack("<Qq", 42, -113)),
+    "rdv-fin-short": ctl(PROBE | RDV | FIN | PEER, struct.pack("<Q", 42)),
+    "rdv-and-withdraw": ctl(PROBE | RDV | WITHDRAW | PEER, note),
+    "rdv-zero-bit-set": ctl(PROBE | RDV | (1 << 56) | PEER, note),
 }
 write_seeds("fuzz_control_wire", control)

@@ -58,11 +58,13 @@ expected_lines() {
     # reached through it.
     [[ $label == span ]] && EACH="common:efa: provider [^ ]+: [1-9][0-9]* completions read"
     # pingpong+rails: ob1's large messages went by get striped over both
-    # NICs (own matching's by reads), and every process read completions
-    # on its second rail.
+    # NICs (own matching's by reads, the provider's matching's by read
+    # rendezvous), and every process read completions on its second rail.
     if [[ $label == *+rails ]]; then
         ALSO="btl:efa: [1-9][0-9]* put/get striped over up to 2 rails"
-        [[ $cfg == cm-* ]] && ALSO="own matching: .* [1-9][0-9]* rendezvous read by RMA \\(0 reads failed"
+        [[ $cfg == cm-efa-own-* ]] && ALSO="own matching: .* [1-9][0-9]* rendezvous read by RMA \\(0 reads failed"
+        [[ $cfg == cm-efa-rails-* ]] &&
+            ALSO="common:efa: read rendezvous: [1-9][0-9]* messages sent, [1-9][0-9]* read \\([0-9]+ bytes\\), 0 failed"
         EACH="common:efa: rail 1 \\([^)]*\\): [1-9][0-9]* completions"
     fi
     # ordering+mixed: MPI_COMM_WORLD spans nodes and the rings carried frames.

@@ -9,7 +9,7 @@ EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring ob1-efa-rxm-batch"
 EFA_CONFIGS+=" cm-efa-own-rxm cm-efa-own-rxd cm-efa-own-rxm-noring"
 EFA_CONFIGS+=" cm-efa-direct-rxm cm-efa-direct-rxd ob1-efa-direct-rxm ob1-efa-direct-rxd"
-EFA_CONFIGS+=" ob1-efa-rails-rxm cm-efa-own-rails-rxm"
+EFA_CONFIGS+=" ob1-efa-rails-rxm cm-efa-own-rails-rxm cm-efa-rails-rxm"
 ALL_CONFIGS="ob1-vader ob1-tcp $EFA_CONFIGS"
 
 # libfabric provider string for each of our provider short names
@@ -69,6 +69,18 @@ config_args() {
         mapfile -t pretend < <("$SCRIPT_DIR/../pretend-nodes.sh" "$LOG_DIR/pretend-nodes-1" 1)
         CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov"
             --mca mtl_efa_matching own --mca common_efa_nic_include "${iface:-eth0},lo"
+            --mca common_efa_stripe_min 4096 "${pretend[@]}")
+        ;;
+    cm-efa-rails-*)
+        # the provider's matching with two NICs per process (as
+        # ob1-efa-rails-*): messages from 4 KiB read by the receiver,
+        # striped over both (read rendezvous)
+        local pretend iface
+        prov=$(provider_string "${1#cm-efa-rails-}") || return 1
+        iface=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
+        mapfile -t pretend < <("$SCRIPT_DIR/../pretend-nodes.sh" "$LOG_DIR/pretend-nodes-1" 1)
+        CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov"
+            --mca mtl_efa_matching provider --mca common_efa_nic_include "${iface:-eth0},lo"
             --mca common_efa_stripe_min 4096 "${pretend[@]}")
         ;;
     cm-efa-own-*-noring)
@@ -148,7 +160,7 @@ is_efa_config() { [[ $1 == *-efa-* ]]; }
 # the provider.
 spans_nodes_config() {
     [[ $1 == cm-efa-mixed* || $1 == cm-efa-own-* || $1 == cm-efa-direct-* || $1 == *-netns ||
-        $1 == ob1-efa-rails-* ]]
+        $1 == ob1-efa-rails-* || $1 == cm-efa-rails-* ]]
 }
 
 # Does btl_efa's on-node channel carry this configuration's messages?

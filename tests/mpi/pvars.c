@@ -16,7 +16,7 @@
  *   -w  puts into the partner's window (emulated one-sided): the requests
  *       served rise, none refused
  *   -s  1 MiB each way striped over the NICs (btl_efa's gets, own
- *       matching's reads; several NICs): the striped and rail counts must
+ *       matching's reads, read rendezvous; several NICs): the striped and rail counts must
  *       rise in every rank; one receive is posted before its message
  *       arrives, the other after
  *
@@ -386,7 +386,8 @@ int main(int argc, char **argv) {
     if (striped && partner >= 0) {
         /* -s: each rank received 1 MiB, fetched by a get of ob1 that
          * btl_efa striped over its NICs, or by own matching's striped
-         * reads (rank 0's after its request arrived unexpected) */
+         * reads (rank 0's after its request arrived unexpected), or by
+         * the provider's matching's read rendezvous */
         EXPECT(RISE(STRIPED) >= 1 && RISE(STRIPED_BYTES) >= (1u << 20),
                "common_efa_striped rose by %llu (%llu bytes) over a 1 MiB message each way",
                RISE(STRIPED), RISE(STRIPED_BYTES));

@@ -289,7 +289,8 @@ for cfg in $CONFIGS; do
             # the provider
             run_test span span "$cfg" 4 --mca common_efa_verbose 1
         fi
-        if [[ $t == pingpong && ($cfg == ob1-efa-rails-* || $cfg == cm-efa-own-rails-*) ]]; then
+        if [[ $t == pingpong && ($cfg == ob1-efa-rails-* || $cfg == cm-efa-own-rails-* ||
+            $cfg == cm-efa-rails-*) ]]; then
             # ... and over several NICs, its large messages striped
             run_test "$t" "$t+rails" "$cfg" 2 --mca common_efa_verbose 1
         fi

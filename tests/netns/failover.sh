@@ -15,6 +15,10 @@
 #   own-link-down  link-down under pml cm + mtl_efa with own matching,
 #     whose rendezvous reads are striped: the job succeeds, names the NIC,
 #     and every read completed by the rails (none fell back to streaming).
+#   rdv-link-down  link-down under pml cm + mtl_efa with the provider's
+#     matching, whose large messages are read by the receiver striped over
+#     both rails (read rendezvous): the job succeeds, names the NIC, and
+#     both processes read such messages with none failed.
 #   no-failover  control: link-down with common_efa_rail_failover 0, where
 #     a rail's failure is the peer's loss; passes when the job fails
 #     (non-zero exit, the peer named unreachable) within the time limit:
@@ -32,7 +36,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-runs="link-down cut-link own-link-down no-failover"
+runs="link-down cut-link own-link-down rdv-link-down no-failover"
 npass=0 nfail=0 nskip=0
 finish() {
     echo "$npass passed, $nfail failed, $nskip skipped"
@@ -59,6 +63,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ob1=(--mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include 'tcp;ofi_rxm')
 own=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
     --mca mtl_efa_matching own)
+cm=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
+    --mca mtl_efa_matching provider)
 
 # run NAME FAULT mpirun-args...: the stream with FAULT on the second
 # rail's link of host 2 three seconds in; leaves the log in $logdir/NAME.log
@@ -106,6 +112,18 @@ if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/own-link-down.log" && [ "$
     pass "own-link-down (own matching's reads went on, the NIC named)"
 else
     fail "own-link-down" "exit $rc, NIC named $named time(s) ($logdir/own-link-down.log)"
+fi
+# pml cm + mtl_efa under the provider's matching: large messages read by
+# the receiver over both rails; a failed rail's pieces read again by the
+# first ("0 failed" in both processes).
+run rdv-link-down link-down "${cm[@]}"
+rdv_read=$(grep -cE "read rendezvous: [0-9]+ messages sent, [1-9][0-9]* read \([0-9]+ bytes\), 0 failed" \
+    "$logdir/rdv-link-down.log" || true)
+if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/rdv-link-down.log" && [ "$named" -gt 0 ] &&
+    [ "$rdv_read" -eq 2 ]; then
+    pass "rdv-link-down (read rendezvous went on in both processes, the NIC named)"
+else
+    fail "rdv-link-down" "exit $rc, NIC named $named time(s), $rdv_read process(es) read with none failed ($logdir/rdv-link-down.log)"
 fi
 run no-failover link-down "${ob1[@]}" --mca common_efa_rail_failover 0
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] &&

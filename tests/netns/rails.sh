@@ -20,8 +20,15 @@
 #                 0) and none reads completions on a rail 1: the assertion
 #                 above can fail
 #   cm-pingpong   pml cm + mtl_efa (provider matching) pingpong over the
-#                 same two links: must succeed (mtl_efa uses the first rail
-#                 only; opening the others must break nothing)
+#                 same two links: its large messages go by read rendezvous,
+#                 read striped over both; passes when every process's
+#                 finalize lines show messages read so ("common:efa: read
+#                 rendezvous: S messages sent, N read", N > 0) and its
+#                 second rail used
+#   cm-own-pingpong  the same under mtl_efa's own matching (its rendezvous
+#                 reads striped): every process read by RMA ("own
+#                 matching: ... N rendezvous read by RMA", N > 0) and used
+#                 its second rail
 #   tests/netns/rails.sh
 # Environment: EFA_MCA_COMPONENT_PATH (default _install/lib/openmpi),
 # MPI_TEST_BIN_DIR (default _build/tests/mpi), OSC_TEST_BIN_DIR (default
@@ -43,7 +50,7 @@ mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 oscbin=${OSC_TEST_BIN_DIR:-$top/_build/tests/osc}
 logdir=${RAILS_LOG_DIR:-/tmp/efa-rails}
 limit=${RAILS_TIMEOUT:-300}
-runs="ob1-pingpong ob1-osc ob1-nostripe cm-pingpong"
+runs="ob1-pingpong ob1-osc ob1-nostripe cm-pingpong cm-own-pingpong"
 
 npass=0 nfail=0 nskip=0
 finish() {
@@ -94,22 +101,27 @@ job() {
 }
 
 # counts LOG WHAT: one "process count" line per process that printed WHAT's
-# finalize line (striped: "btl:efa: N put/get striped"; rail1: "common:efa:
-# rail 1 (IFACE): N completions"), in process order
+# finalize line (striped: "btl:efa: N put/get striped"; rdv: "common:efa:
+# read rendezvous: S messages sent, N read"; own: "own matching: ... N
+# rendezvous read by RMA"; rail1: "common:efa: rail 1 (IFACE): N
+# completions"), in process order
 counts() {
     local re
     case $2 in
     striped) re='^\[([^]]+)\] btl:efa: ([0-9]+) put/get striped over' ;;
+    rdv) re='^\[([^]]+)\] common:efa: read rendezvous: [0-9]+ messages sent, ([0-9]+) read' ;;
+    own) re='^\[([^]]+)\] mtl:efa: own matching: .* ([0-9]+) rendezvous read by RMA' ;;
     rail1) re='^\[([^]]+)\] common:efa: rail 1 \([^)]*\): ([0-9]+) completions' ;;
     esac
     sed -nE "s|$re.*|\1 \2|p" "$1" | sort
 }
 
-# used LOG: empty when each of the 2 processes striped and read completions
-# on rail 1, else what was missing
+# used LOG [KIND]: empty when each of the 2 processes striped (KIND
+# striped, the default; rdv or own: read so) and read completions on rail
+# 1, else what was missing
 used() {
     local what n bad=""
-    for what in striped rail1; do
+    for what in "${2:-striped}" rail1; do
         n=$(counts "$1" "$what" | awk '$2 > 0' | wc -l)
         [ "$n" -eq 2 ] || bad="$bad${bad:+; }$what: $(list "$1" "$what")"
     done
@@ -124,23 +136,25 @@ list() {
     echo "${l:-none}"
 }
 
-# summary LOG: the finalize figures, for the PASS and FAIL lines
+# summary LOG [KIND]: the finalize figures, for the PASS and FAIL lines
 summary() {
-    echo "striped $(list "$1" striped), rail 1 completions $(list "$1" rail1)"
+    echo "${2:-striped} $(list "$1" "${2:-striped}"), rail 1 completions $(list "$1" rail1)"
 }
 
-# striping_run NAME CONFIG ARGS...: a run that must stripe
+# striping_run KIND NAME CONFIG ARGS...: a run that must stripe (KIND as
+# used's)
 striping_run() {
-    local name=$1 log=$logdir/$1.log rc=0 bad
+    local kind=$1 name=$2 log=$logdir/$2.log rc=0 bad
+    shift
     job "$@" || rc=$?
     if [ "$rc" -ne 0 ]; then fail "$name" "job exit $rc (log $log)"; return; fi
-    bad=$(used "$log")
+    bad=$(used "$log" "$kind")
     if [ -n "$bad" ]; then fail "$name" "not on both rails ($bad; log $log)"; return; fi
-    pass "$name ($(summary "$log"))"
+    pass "$name ($(summary "$log" "$kind"))"
 }
 
-striping_run ob1-pingpong ob1-rxm "$mpibin/pingpong"
-striping_run ob1-osc ob1-rxm "$oscbin/osc_test" putget
+striping_run striped ob1-pingpong ob1-rxm "$mpibin/pingpong"
+striping_run striped ob1-osc ob1-rxm "$oscbin/osc_test" putget
 
 # the control: the same run with striping off must fail used()'s check;
 # no process opens a second rail then (nothing would use it)
@@ -159,14 +173,6 @@ else
     pass "ob1-nostripe (no striping: $(summary "$log"))"
 fi
 
-rc=0
-job cm-pingpong cm-rxm "$mpibin/pingpong" || rc=$?
-log=$logdir/cm-pingpong.log
-if [ "$rc" -ne 0 ]; then
-    fail cm-pingpong "job exit $rc (log $log)"
-elif ! grep -q '^ok pingpong' "$log"; then
-    fail cm-pingpong "no 'ok pingpong' line (log $log)"
-else
-    pass "cm-pingpong ($(grep -c -E '\] common:efa: report: .* 2 rails:' "$log" || true) process(es) with 2 rails open)"
-fi
+striping_run rdv cm-pingpong cm-rxm "$mpibin/pingpong"
+striping_run own cm-own-pingpong cm-own-rxm "$mpibin/pingpong"
 finish

@@ -162,6 +162,32 @@ TEST_P(Layouts, SeqIsIgnoredByEveryReceiveAndReadsBack) {
     }
 }
 
+// A rendezvous message (the seq field's top bit) matches every receive its
+// plain form matches, and its seq reads back without the bit.
+TEST_P(Layouts, RendezvousBitIsIgnoredByEveryReceive) {
+    efa_tag_layout_t l = GetParam();
+    efa_tag_codec_t c = efa_tag_codec_make(&l);
+    if (0 == l.seq_bits) {
+        EXPECT_EQ(c.rdv_bit, 0u);
+        return;
+    }
+    EXPECT_EQ(c.rdv_bit & c.seq_mask, c.rdv_bit); // within the seq field
+    const uint64_t plain = efa_tag_pack(&l, EFA_PROTO_MSG, 5, 2, 9);
+    for (uint32_t seq : {1u, efa_tag_max_seq(&l)}) {
+        const uint64_t bits = efa_tag_codec_with_seq(&c, plain, seq) | c.rdv_bit;
+        EXPECT_EQ(efa_tag_codec_seq(&c, bits), seq);
+        EXPECT_EQ(efa_tag_codec_proto(&c, bits), static_cast<uint32_t>(EFA_PROTO_MSG));
+        EXPECT_EQ(efa_tag_unpack(&l, bits).tag, 9);
+        for (bool any_src : {false, true}) {
+            for (bool any_tag : {false, true}) {
+                const uint64_t want = efa_tag_pack(&l, EFA_PROTO_MSG, 5, 2, any_tag ? 0 : 9);
+                EXPECT_TRUE(matches(bits, want, efa_tag_recv_ignore(&l, any_src, any_tag)));
+            }
+        }
+    }
+    EXPECT_EQ(efa_tag_max_seq(&l) << c.seq_shift & c.rdv_bit, 0u); // no seq sets it
+}
+
 INSTANTIATE_TEST_SUITE_P(Tag, Layouts,
                          ::testing::Values(EFA_TAG_LAYOUT_WITH_CQ_DATA,
                                            EFA_TAG_LAYOUT_WITHOUT_CQ_DATA));
@@ -171,7 +197,8 @@ TEST(TagLayout, WithCqDataReachesMpiIntMax) {
     EXPECT_EQ(efa_tag_max_tag(&l), INT_MAX);
     EXPECT_EQ(efa_tag_min_tag(&l), INT_MIN);
     EXPECT_EQ(efa_tag_max_cid(&l), 65535u);
-    EXPECT_EQ(efa_tag_max_seq(&l), (1u << 14) - 1);
+    EXPECT_EQ(efa_tag_max_seq(&l), (1u << 13) - 1); // the field's top bit: the rendezvous bit
+    EXPECT_EQ(efa_tag_rdv_bit(&l), uint64_t{1} << 61);
     EXPECT_FALSE(efa_tag_source_in_tag(&l));
 }
 
@@ -182,6 +209,7 @@ TEST(TagLayout, WithoutCqDataLimits) {
     EXPECT_EQ(efa_tag_max_src(&l), (1u << 22) - 1);
     EXPECT_EQ(efa_tag_max_cid(&l), 65535u);
     EXPECT_EQ(efa_tag_max_seq(&l), 0u); // no room: nothing can be withdrawn
+    EXPECT_EQ(efa_tag_rdv_bit(&l), 0u); // nor read by rendezvous
 }
 
 } // namespace

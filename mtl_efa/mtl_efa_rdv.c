@@ -1,0 +1,164 @@
+/*
+ * mtl_efa's large messages under the provider's matching to a peer that
+ * several NICs reach: read rendezvous (common/core/core_rdv.cpp).  The
+ * provider's tagged path carries a message over one NIC; here the message
+ * goes as a note and a tagged message of no bytes, and the receive that
+ * matches it reads the bytes striped over every rail, then answers.  The
+ * send completes with the answer, so a synchronous send needs no
+ * acknowledgement of its own.
+ */
+#include "mtl_efa.h"
+
+#include "ompi/mca/mtl/base/mtl_base_datatype.h"
+#include "opal/runtime/opal_progress.h"
+
+/* A send's offer, apart from the request (only large sends pay for it). */
+typedef struct {
+    efa_rdv_offer_t offer; /* first */
+    mca_mtl_efa_request_t *req;
+} mtl_efa_rdv_send_t;
+
+void ompi_mtl_efa_rdv_init(const efa_core_info_t *info) {
+    ompi_mtl_efa.rdv_min = SIZE_MAX;
+    if (efa_core_can_rdv(ompi_mtl_efa.core) && info->num_nics > 1 && info->stripe_min > 0) {
+        ompi_mtl_efa.rdv_min = info->stripe_min;
+    }
+    char what[160];
+    if (SIZE_MAX != ompi_mtl_efa.rdv_min) {
+        snprintf(what, sizeof(what),
+                 "messages from %zu bytes to peers on other NICs too are read by the receiver, "
+                 "striped over %d NICs",
+                 ompi_mtl_efa.rdv_min, info->num_nics);
+    } else {
+        snprintf(what, sizeof(what), "every message to other nodes goes by the first NIC");
+    }
+    mca_common_efa_say_choice("mtl:efa", "mtl_efa", what);
+}
+
+bool ompi_mtl_efa_rdv_peer(const efa_peer_t *peer) {
+    for (int r = 1; r < peer->num_rails; ++r) {
+        if (FI_ADDR_NOTAVAIL != efa_peer_rail_addr(peer, r, 0, peer->num_addrs)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void offer_done(efa_rdv_offer_t *o, int result) {
+    mca_mtl_efa_request_t *req = ((mtl_efa_rdv_send_t *)o)->req;
+    if (result && -FI_ECANCELED != result && OMPI_SUCCESS == req->error) {
+        req->error = mca_common_efa_fi_to_opal(result);
+        if (OMPI_SUCCESS == req->error) {
+            req->error = OMPI_ERROR;
+        }
+    }
+    ompi_mtl_efa_send_finish_one(req);
+}
+
+int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint32_t seq,
+                          uint32_t me) {
+    int err = 0;
+    req->mr =
+        efa_core_mr_acquire(ompi_mtl_efa.core, req->buffer, req->length, FI_REMOTE_READ, &err);
+    if (NULL == req->mr) {
+        return mca_common_efa_fi_to_opal(err);
+    }
+    mtl_efa_rdv_send_t *s = malloc(sizeof(*s));
+    if (NULL == s) {
+        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+        req->mr = NULL;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    s->req = req;
+    s->offer.done = offer_done;
+    req->rdv = s;
+    req->pending = 2; /* the tagged message's send, and the answer */
+    int rc = efa_ctx_rdv_offer(req->ctx, addr, seq, req->mr, req->buffer, req->length, &s->offer);
+    if (OPAL_UNLIKELY(rc)) {
+        req->rdv = NULL;
+        free(s);
+        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+        req->mr = NULL;
+        return mca_common_efa_fi_to_opal(rc);
+    }
+    bits = efa_tag_codec_with_seq(&ompi_mtl_efa.codec, bits, seq) | ompi_mtl_efa.codec.rdv_bit;
+    req->seq_tag = bits;
+    req->seq_addr = addr;
+    rc = efa_ctx_tsend(req->ctx, NULL, 0, NULL, addr, bits, me, &req->op);
+    if (OPAL_UNLIKELY(rc)) {
+        /* The note went: its answer will never come.  The offer ends as
+         * withdrawn and completes its share; the send's own share is
+         * given back here, and the request ends with the error. */
+        req->error = mca_common_efa_fi_to_opal(rc);
+        efa_rdv_offer_withdrawn(&s->offer);
+        ompi_mtl_efa_send_finish_one(req);
+    }
+    return OMPI_SUCCESS;
+}
+
+/* ---- receives ---------------------------------------------------------- */
+
+/* A receive that matched a rendezvous message, while its bytes are read. */
+typedef struct {
+    mca_mtl_efa_request_t *req;
+    efa_cqe_t cqe; /* the tagged message's completion: the envelope */
+} mtl_efa_rdv_recv_t;
+
+static void take_done(void *arg, int err, size_t msg_len) {
+    mtl_efa_rdv_recv_t *r = arg;
+    mca_mtl_efa_request_t *req = r->req;
+    efa_cqe_t cqe = r->cqe;
+    free(r);
+    cqe.err = err;
+    cqe.olen = 0;
+    /* Longer than the buffer: len bytes were read, and recv_finish reports
+     * the truncation from the length. */
+    cqe.len = err ? 0 : msg_len;
+    ompi_mtl_efa_recv_finish(req, &cqe);
+}
+
+static efa_peer_t *sender_of(struct ompi_communicator_t *comm, const efa_cqe_t *cqe) {
+    const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
+    const int src =
+        codec->source_in_tag ? (int)efa_tag_codec_src(codec, cqe->tag) : (int)(uint32_t)cqe->data;
+    return src >= 0 && src < ompi_comm_size(comm) ? ompi_mtl_efa_peer(comm, src) : NULL;
+}
+
+void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
+    efa_peer_t *peer = sender_of(req->comm, cqe);
+    mtl_efa_rdv_recv_t *r = malloc(sizeof(*r));
+    int rc = NULL == peer ? -FI_EHOSTUNREACH : NULL == r ? -FI_ENOMEM : 0;
+    if (0 == rc) {
+        r->req = req;
+        r->cqe = *cqe;
+        rc = efa_ctx_rdv_take(req->ctx, peer, efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag),
+                              req->buffer, req->length, take_done, r);
+    }
+    if (rc) {
+        free(r);
+        efa_cqe_t failed = *cqe;
+        failed.err = rc;
+        failed.len = 0;
+        ompi_mtl_efa_recv_finish(req, &failed);
+    }
+}
+
+int ompi_mtl_efa_rdv_probed(struct ompi_communicator_t *comm, efa_ctx_t *ctx, efa_cqe_t *cqe) {
+    efa_peer_t *peer = sender_of(comm, cqe);
+    if (NULL == peer) {
+        return OMPI_ERR_UNREACH;
+    }
+    /* The note left before the message: it is here or on its way, and
+     * only the sender's loss stops it. */
+    const uint32_t seq = efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag);
+    size_t len = 0;
+    int rc;
+    while (-FI_EAGAIN == (rc = efa_ctx_rdv_len(ctx, peer, seq, &len))) {
+        opal_progress();
+    }
+    if (rc) {
+        return mca_common_efa_fi_to_opal(rc);
+    }
+    cqe->len = len;
+    return OMPI_SUCCESS;
+}

@@ -1,0 +1,253 @@
+// Read rendezvous (common/core/core_rdv.cpp) and the striped read under it
+// (rail_read.cpp), with a core that talks to itself on tcp;ofi_rxm over two
+// NICs (this host's interface and the loopback one, as the MPI rails
+// configurations do): a large message offered by its note and a tagged
+// message of no bytes, the receive that matches it reading the bytes,
+// striped over both rails, and answering.  The note and the receive may
+// come in either order; a probe learns the length from the note; a
+// receive shorter than the message reads what fits; a withdrawn message's
+// note is dropped.
+#include <gtest/gtest.h>
+
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+#include "core_test_op.hpp"
+#include "core_test_params.hpp"
+#include "core_with_self.hpp"
+#include "efa_tag.h"
+
+namespace {
+
+constexpr size_t kLen = 1 << 20;
+constexpr uint64_t kEnvelope = 0x2a; // communicator 0, tag 42
+
+// The first IPv4 interface that is up and not loopback ("" if none).
+std::string first_interface() {
+    struct ifaddrs *list = nullptr;
+    std::string name;
+    if (getifaddrs(&list) != 0) {
+        return name;
+    }
+    for (struct ifaddrs *i = list; i; i = i->ifa_next) {
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+            !(i->ifa_flags & IFF_LOOPBACK)) {
+            name = i->ifa_name;
+            break;
+        }
+    }
+    freeifaddrs(list);
+    return name;
+}
+
+struct Offer {
+    efa_rdv_offer_t o{};
+    bool done = false;
+    int result = 1;
+    Offer() {
+        o.done = [](efa_rdv_offer_t *of, int result) {
+            auto *self = reinterpret_cast<Offer *>(of);
+            self->done = true;
+            self->result = result;
+        };
+    }
+};
+
+struct Taken {
+    bool done = false;
+    int err = 1;
+    size_t msg_len = 0;
+    static void cb(void *arg, int err, size_t msg_len) {
+        auto *self = static_cast<Taken *>(arg);
+        self->done = true;
+        self->err = err;
+        self->msg_len = msg_len;
+    }
+};
+
+class CoreRdv : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        iface_ = first_interface();
+        if (iface_.empty()) {
+            GTEST_SKIP() << "no interface beside loopback for a second rail";
+        }
+        nics_ = iface_ + ",lo";
+        efa_core_params_t p = core_test_params("tcp;ofi_rxm");
+        p.nic_include = nics_.c_str();
+        p.stripe_min = 4096;
+        p.rail_failover = true;
+        ASSERT_TRUE(self_.open(p));
+        core_ = self_.core();
+        ctx_ = efa_core_ctx(core_, 0);
+        if (!efa_core_can_rdv(core_)) {
+            GTEST_SKIP() << "no read rendezvous on this provider";
+        }
+        ASSERT_EQ(efa_core_get_info(core_)->num_nics, 2) << "two rails: " << nics_;
+        codec_ = efa_tag_codec_make(&efa_core_get_info(core_)->tag_layout);
+        src_.resize(kLen);
+        for (size_t i = 0; i < kLen; ++i) {
+            src_[i] = static_cast<uint8_t>(i * 7 + 3);
+        }
+        dst_.assign(kLen, 0);
+        int err = 0;
+        mr_ = efa_core_mr_acquire(core_, src_.data(), kLen, FI_REMOTE_READ, &err);
+        ASSERT_NE(mr_, nullptr) << err;
+    }
+    void TearDown() override {
+        if (mr_) {
+            efa_core_mr_release(core_, mr_);
+        }
+    }
+
+    // The tagged message of a rendezvous (what mtl_efa sends after the note).
+    uint64_t rdv_tag(uint32_t seq) const {
+        return efa_tag_codec_with_seq(&codec_, kEnvelope, seq) | codec_.rdv_bit;
+    }
+    void progress_until(const bool &flag, double limit = 10) {
+        for (int i = 0; i < static_cast<int>(limit * 1000) && !flag; ++i) {
+            efa_core_progress(core_);
+            usleep(1000);
+        }
+    }
+    // Offers seq and sends its tagged message (a receive must match it).
+    void send(uint32_t seq, Offer &offer, CoreTestOp &tagged) {
+        ASSERT_EQ(
+            efa_ctx_rdv_offer(ctx_, self_.self()->addr[0], seq, mr_, src_.data(), kLen, &offer.o),
+            0);
+        ASSERT_EQ(efa_ctx_tsend(ctx_, nullptr, 0, nullptr, self_.self()->addr[0], rdv_tag(seq), 0,
+                                &tagged.op),
+                  0);
+    }
+
+    CoreWithSelf self_;
+    efa_core_t *core_ = nullptr;
+    efa_ctx_t *ctx_ = nullptr;
+    efa_tag_codec_t codec_{};
+    std::string iface_, nics_;
+    std::vector<uint8_t> src_, dst_;
+    efa_mr_t *mr_ = nullptr;
+};
+
+TEST_F(CoreRdv, NoteFirstThenTakeReadsStripedAndAnswers) {
+    Offer offer;
+    CoreTestOp tagged, recv;
+    uint64_t striped0 = 0;
+    {
+        efa_core_counters_t c{};
+        efa_core_get_current_counters(&c);
+        striped0 = c.striped;
+    }
+    send(7, offer, tagged);
+    ASSERT_EQ(efa_ctx_trecv(ctx_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kEnvelope, codec_.seq_mask,
+                            &recv.op),
+              0);
+    core_test_wait(core_, recv, 10);
+    ASSERT_TRUE(recv.done);
+    ASSERT_EQ(recv.err, 0);
+    // The note went first; the probe of the message finds its length.
+    size_t len = 0;
+    int rc = -FI_EAGAIN;
+    for (int i = 0; i < 10000 && rc == -FI_EAGAIN; ++i) {
+        rc = efa_ctx_rdv_len(ctx_, self_.self(), 7, &len);
+        efa_core_progress(core_);
+    }
+    ASSERT_EQ(rc, 0);
+    EXPECT_EQ(len, kLen);
+    Taken taken;
+    ASSERT_EQ(efa_ctx_rdv_take(ctx_, self_.self(), 7, dst_.data(), kLen, Taken::cb, &taken), 0);
+    progress_until(taken.done);
+    progress_until(offer.done);
+    ASSERT_TRUE(taken.done);
+    EXPECT_EQ(taken.err, 0);
+    EXPECT_EQ(taken.msg_len, kLen);
+    EXPECT_EQ(0, memcmp(src_.data(), dst_.data(), kLen));
+    ASSERT_TRUE(offer.done) << "the answer never came";
+    EXPECT_EQ(offer.result, 0);
+    efa_core_counters_t c{};
+    efa_core_get_current_counters(&c);
+    EXPECT_GT(c.striped, striped0) << "read over one rail only";
+    // Taken: no note is left for the seq.
+    EXPECT_EQ(efa_ctx_rdv_len(ctx_, self_.self(), 7, &len), -FI_EAGAIN);
+    core_test_wait(core_, tagged, 5);
+}
+
+TEST_F(CoreRdv, TakeBeforeItsNoteWaitsForIt) {
+    Taken taken;
+    ASSERT_EQ(efa_ctx_rdv_take(ctx_, self_.self(), 9, dst_.data(), kLen, Taken::cb, &taken), 0);
+    for (int i = 0; i < 50; ++i) {
+        efa_core_progress(core_);
+    }
+    EXPECT_FALSE(taken.done) << "finished without its note";
+    Offer offer;
+    CoreTestOp tagged, recv;
+    send(9, offer, tagged);
+    ASSERT_EQ(efa_ctx_trecv(ctx_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kEnvelope, codec_.seq_mask,
+                            &recv.op),
+              0);
+    progress_until(taken.done);
+    progress_until(offer.done);
+    ASSERT_TRUE(taken.done);
+    EXPECT_EQ(taken.err, 0);
+    EXPECT_EQ(0, memcmp(src_.data(), dst_.data(), kLen));
+    EXPECT_TRUE(offer.done);
+    EXPECT_EQ(offer.result, 0);
+    core_test_wait(core_, recv, 5);
+    core_test_wait(core_, tagged, 5);
+}
+
+TEST_F(CoreRdv, AShortReceiveReadsWhatFitsAndSaysTheLength) {
+    Offer offer;
+    CoreTestOp tagged, recv;
+    send(11, offer, tagged);
+    ASSERT_EQ(efa_ctx_trecv(ctx_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kEnvelope, codec_.seq_mask,
+                            &recv.op),
+              0);
+    core_test_wait(core_, recv, 10);
+    const size_t fits = kLen / 2 + 5;
+    Taken taken;
+    ASSERT_EQ(efa_ctx_rdv_take(ctx_, self_.self(), 11, dst_.data(), fits, Taken::cb, &taken), 0);
+    progress_until(taken.done);
+    progress_until(offer.done);
+    ASSERT_TRUE(taken.done);
+    EXPECT_EQ(taken.err, 0);
+    EXPECT_EQ(taken.msg_len, kLen); // the caller reports the truncation
+    EXPECT_EQ(0, memcmp(src_.data(), dst_.data(), fits));
+    EXPECT_EQ(dst_[fits], 0) << "read beyond the receive";
+    EXPECT_TRUE(offer.done);
+}
+
+TEST_F(CoreRdv, AWithdrawnMessagesNoteIsDropped) {
+    Offer offer;
+    CoreTestOp tagged, recv;
+    send(13, offer, tagged);
+    ASSERT_EQ(efa_ctx_trecv(ctx_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kEnvelope, codec_.seq_mask,
+                            &recv.op),
+              0);
+    core_test_wait(core_, recv, 10);
+    size_t len = 0;
+    int rc = -FI_EAGAIN;
+    for (int i = 0; i < 10000 && rc == -FI_EAGAIN; ++i) {
+        rc = efa_ctx_rdv_len(ctx_, self_.self(), 13, &len);
+        efa_core_progress(core_);
+    }
+    ASSERT_EQ(rc, 0);
+    efa::rdv_withdrawn(core_, core_->probe_id, rdv_tag(13));
+    EXPECT_EQ(efa_ctx_rdv_len(ctx_, self_.self(), 13, &len), -FI_EAGAIN);
+    // The sender hears it was withdrawn.
+    efa_rdv_offer_withdrawn(&offer.o);
+    progress_until(offer.done);
+    EXPECT_TRUE(offer.done);
+    EXPECT_EQ(offer.result, -FI_ECANCELED);
+}
+
+} // namespace
