@@ -22,22 +22,21 @@ void ompi_mtl_efa_rdv_init(const efa_core_info_t *info) {
     ompi_mtl_efa.rdv_min = SIZE_MAX;
     if (efa_core_can_rdv(ompi_mtl_efa.core) && info->num_nics > 1 && info->stripe_min > 0) {
         ompi_mtl_efa.rdv_min = info->stripe_min;
-    }
-    char what[160];
-    if (SIZE_MAX != ompi_mtl_efa.rdv_min) {
+        char what[200];
         snprintf(what, sizeof(what),
-                 "messages from %zu bytes to peers on other NICs too are read by the receiver, "
-                 "striped over %d NICs",
+                 "under the provider's matching, messages from %zu bytes to peers with several "
+                 "NICs are read by the receiver, striped over up to %d NICs",
                  ompi_mtl_efa.rdv_min, info->num_nics);
-    } else {
-        snprintf(what, sizeof(what), "every message to other nodes goes by the first NIC");
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa", what);
     }
-    mca_common_efa_say_choice("mtl:efa", "mtl_efa", what);
 }
 
 bool ompi_mtl_efa_rdv_peer(const efa_peer_t *peer) {
+    /* A rail that reaches another NIC of the peer than its first: else the
+     * receiver, reading over its own rails, would read over one NIC. */
     for (int r = 1; r < peer->num_rails; ++r) {
-        if (FI_ADDR_NOTAVAIL != efa_peer_rail_addr(peer, r, 0, peer->num_addrs)) {
+        if (0 != peer->rail_nic[r] &&
+            FI_ADDR_NOTAVAIL != efa_peer_rail_addr(peer, r, 0, peer->num_addrs)) {
             return true;
         }
     }
@@ -46,6 +45,8 @@ bool ompi_mtl_efa_rdv_peer(const efa_peer_t *peer) {
 
 static void offer_done(efa_rdv_offer_t *o, int result) {
     mca_mtl_efa_request_t *req = ((mtl_efa_rdv_send_t *)o)->req;
+    /* (-FI_ECANCELED: this process ended it, withdrawn or failed; the
+     * tagged message's completion carries any error of its own.) */
     if (result && -FI_ECANCELED != result && OMPI_SUCCESS == req->error) {
         req->error = mca_common_efa_fi_to_opal(result);
         if (OMPI_SUCCESS == req->error) {
@@ -58,42 +59,38 @@ static void offer_done(efa_rdv_offer_t *o, int result) {
 int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint32_t seq,
                           uint32_t me) {
     int err = 0;
-    req->mr =
+    efa_mr_t *mr =
         efa_core_mr_acquire(ompi_mtl_efa.core, req->buffer, req->length, FI_REMOTE_READ, &err);
-    if (NULL == req->mr) {
-        return mca_common_efa_fi_to_opal(err);
-    }
-    mtl_efa_rdv_send_t *s = malloc(sizeof(*s));
+    mtl_efa_rdv_send_t *s = NULL == mr ? NULL : malloc(sizeof(*s));
     if (NULL == s) {
-        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
-        req->mr = NULL;
-        return OMPI_ERR_OUT_OF_RESOURCE;
+        if (NULL != mr) {
+            efa_core_mr_release(ompi_mtl_efa.core, mr);
+        }
+        return OMPI_ERR_NOT_AVAILABLE; /* the caller sends it the plain way */
     }
+    req->mr = mr;
     s->req = req;
     s->offer.done = offer_done;
     req->rdv = s;
     req->pending = 2; /* the tagged message's send, and the answer */
-    int rc = efa_ctx_rdv_offer(req->ctx, addr, seq, req->mr, req->buffer, req->length, &s->offer);
-    if (OPAL_UNLIKELY(rc)) {
-        req->rdv = NULL;
-        free(s);
-        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
-        req->mr = NULL;
-        return mca_common_efa_fi_to_opal(rc);
-    }
     bits = efa_tag_codec_with_seq(&ompi_mtl_efa.codec, bits, seq) | ompi_mtl_efa.codec.rdv_bit;
     req->seq_tag = bits;
     req->seq_addr = addr;
-    rc = efa_ctx_tsend(req->ctx, NULL, 0, NULL, addr, bits, me, &req->op);
+    int rc = efa_ctx_rdv_offer(req->ctx, addr, bits, me, mr, req->buffer, req->length, &req->op,
+                               &s->offer);
     if (OPAL_UNLIKELY(rc)) {
-        /* The note went: its answer will never come.  The offer ends as
-         * withdrawn and completes its share; the send's own share is
-         * given back here, and the request ends with the error. */
-        req->error = mca_common_efa_fi_to_opal(rc);
-        efa_rdv_offer_withdrawn(&s->offer);
-        ompi_mtl_efa_send_finish_one(req);
+        req->rdv = NULL;
+        req->seq_tag = 0;
+        free(s);
+        efa_core_mr_release(ompi_mtl_efa.core, mr);
+        req->mr = NULL;
+        return mca_common_efa_fi_to_opal(rc);
     }
     return OMPI_SUCCESS;
+}
+
+void ompi_mtl_efa_rdv_send_failed(mca_mtl_efa_request_t *req, int err) {
+    efa_rdv_offer_end(req->rdv, err); /* no answer can come for a message that failed */
 }
 
 /* ---- receives ---------------------------------------------------------- */
@@ -121,18 +118,20 @@ static efa_peer_t *sender_of(struct ompi_communicator_t *comm, const efa_cqe_t *
     const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
     const int src =
         codec->source_in_tag ? (int)efa_tag_codec_src(codec, cqe->tag) : (int)(uint32_t)cqe->data;
-    return src >= 0 && src < ompi_comm_size(comm) ? ompi_mtl_efa_peer(comm, src) : NULL;
+    const int size = OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+    return src >= 0 && src < size ? ompi_mtl_efa_peer(comm, src) : NULL;
 }
 
 void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     efa_peer_t *peer = sender_of(req->comm, cqe);
-    mtl_efa_rdv_recv_t *r = malloc(sizeof(*r));
+    mtl_efa_rdv_recv_t *r = NULL == peer ? NULL : malloc(sizeof(*r));
     int rc = NULL == peer ? -FI_EHOSTUNREACH : NULL == r ? -FI_ENOMEM : 0;
     if (0 == rc) {
         r->req = req;
         r->cqe = *cqe;
-        rc = efa_ctx_rdv_take(req->ctx, peer, efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag),
-                              req->buffer, req->length, take_done, r);
+        rc = efa_ctx_rdv_take(req->ctx, peer, cqe->tag, req->buffer, req->length, take_done, r);
+    } else if (NULL != peer) {
+        efa_ctx_rdv_decline(req->ctx, peer, cqe->tag, rc); /* its sender waits for an answer */
     }
     if (rc) {
         free(r);
@@ -143,18 +142,44 @@ void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     }
 }
 
-int ompi_mtl_efa_rdv_probed(struct ompi_communicator_t *comm, efa_ctx_t *ctx, efa_cqe_t *cqe) {
+/* A probe's wait for the note of a message it claimed: the sender is
+ * watched meanwhile (its loss ends the wait). */
+typedef struct {
+    efa_op_t op;
+    volatile bool lost;
+} mtl_efa_rdv_watch_t;
+
+static void sender_lost(efa_op_t *op, const efa_cqe_t *cqe) {
+    (void)cqe;
+    ((mtl_efa_rdv_watch_t *)op)->lost = true;
+}
+
+int ompi_mtl_efa_rdv_probed(struct ompi_communicator_t *comm, efa_ctx_t *ctx, efa_cqe_t *cqe,
+                            bool claimed) {
     efa_peer_t *peer = sender_of(comm, cqe);
     if (NULL == peer) {
         return OMPI_ERR_UNREACH;
     }
-    /* The note left before the message: it is here or on its way, and
-     * only the sender's loss stops it. */
-    const uint32_t seq = efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag);
     size_t len = 0;
-    int rc;
-    while (-FI_EAGAIN == (rc = efa_ctx_rdv_len(ctx, peer, seq, &len))) {
-        opal_progress();
+    int rc = efa_ctx_rdv_len(ctx, peer, cqe->tag, &len);
+    if (-FI_EAGAIN == rc && !claimed) {
+        return OMPI_ERR_NOT_FOUND; /* its note is on its way: not yet */
+    }
+    if (-FI_EAGAIN == rc) {
+        /* Claimed: the note left before the message and is on its way. */
+        mtl_efa_rdv_watch_t w = {.op = {.complete = sender_lost}, .lost = false};
+        const bool watched = 0 == efa_core_peer_watch(ompi_mtl_efa.core, peer, &w.op);
+        while (-FI_EAGAIN == (rc = efa_ctx_rdv_len(ctx, peer, cqe->tag, &len)) && !w.lost) {
+            opal_progress();
+        }
+        if (watched && !efa_core_peer_unwatch(ompi_mtl_efa.core, &w.op)) {
+            while (!w.lost) { /* its call is due: w lives until it came */
+                opal_progress();
+            }
+        }
+        if (-FI_EAGAIN == rc) {
+            rc = -FI_EHOSTUNREACH;
+        }
     }
     if (rc) {
         return mca_common_efa_fi_to_opal(rc);

@@ -348,7 +348,10 @@ int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communica
         return rc;
     }
     if (ompi_mtl_efa_is_rdv(&probe.cqe)) {
-        rc = ompi_mtl_efa_rdv_probed(comm, probe.ctx, &probe.cqe); /* its length */
+        rc = ompi_mtl_efa_rdv_probed(comm, probe.ctx, &probe.cqe, false); /* its length */
+        if (OMPI_ERR_NOT_FOUND == rc) {
+            return OMPI_SUCCESS; /* its note is not here yet: not found either */
+        }
         if (OMPI_SUCCESS != rc) {
             return rc;
         }
@@ -390,7 +393,7 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
     if (ompi_mtl_efa_is_rdv(&claim->cqe)) {
         /* Claimed: only the sender's loss can keep its length from coming,
          * and then the message is lost anyway. */
-        rc = ompi_mtl_efa_rdv_probed(comm, claim->ctx, &claim->cqe);
+        rc = ompi_mtl_efa_rdv_probed(comm, claim->ctx, &claim->cqe, true);
         if (OMPI_SUCCESS != rc) {
             free(claim);
             return rc;

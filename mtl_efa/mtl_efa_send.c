@@ -58,6 +58,9 @@ static mca_mtl_efa_request_t *detach_ack(mca_mtl_efa_request_t *req);
 static void send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
     note_error(req, cqe);
+    if (OPAL_UNLIKELY(NULL != req->rdv) && cqe->err) {
+        ompi_mtl_efa_rdv_send_failed(req, cqe->err);
+    }
     /* A synchronous send cancelled before its message left: it stops
      * waiting for the acknowledgement now (ompi_mtl_efa_cancel_send).  The
      * flags are written and read in opposite orders here and there, with
@@ -159,7 +162,7 @@ static void withdraw_done(efa_withdraw_t *w, int result) {
     if (1 == result) {
         req->withdrawn = true;
         if (NULL != req->rdv) {
-            efa_rdv_offer_withdrawn(req->rdv); /* no answer will come */
+            efa_rdv_offer_end(req->rdv, -FI_ECANCELED); /* no answer will come */
         }
         if (NULL != detach_ack(req)) {
             send_finish_one(req); /* a synchronous send: no acknowledgement will come */
@@ -285,8 +288,12 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
     if (OPAL_UNLIKELY(req->length >= ompi_mtl_efa.rdv_min) && ompi_mtl_efa_rdv_peer(peer)) {
         /* Read by the receiver over every rail; its answer also tells a
          * synchronous send of the match. */
-        return ompi_mtl_efa_rdv_send(req, addr, efa_tag_codec_pack(codec, proto, cid, me, tag),
-                                     next_seq(peer), me);
+        rc = ompi_mtl_efa_rdv_send(req, addr, efa_tag_codec_pack(codec, proto, cid, me, tag),
+                                   next_seq(peer), me);
+        if (OMPI_ERR_NOT_AVAILABLE != rc) {
+            return rc;
+        }
+        req->pending = 1; /* not registered: sent the plain way */
     }
     if (MCA_PML_BASE_SEND_SYNCHRONOUS == mode) {
         /* Post the acknowledgement's receive before the send, so it can

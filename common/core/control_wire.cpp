@@ -87,7 +87,7 @@ RdvMsg parse_rdv(uint64_t tag, const uint8_t *buf, size_t len) {
     }
     m.kind = RdvMsg::kNote;
     m.id = word(buf);
-    m.seq = static_cast<uint32_t>(word(buf + 8));
+    m.tag = word(buf + 8);
     m.len = word(buf + 16);
     m.addr = word(buf + 24);
     m.rkeys = static_cast<int>(rkeys);

@@ -37,7 +37,7 @@ struct WithdrawMsg {
 WithdrawMsg parse_withdraw(uint64_t tag, const uint8_t *buf, size_t len);
 
 // A rendezvous note (core_rdv.cpp): the sender's id of the offer, the
-// message's seq, its length, where its bytes are (the address as the
+// message's tag, its length, where its bytes are (the address as the
 // provider expects it) and the sender's key on each of its NICs; an answer:
 // that id and the outcome.  64-bit words in host order.
 constexpr size_t kRdvNoteBytes = 72;
@@ -48,7 +48,7 @@ struct RdvMsg {
     Kind kind;       // kNone: not a rendezvous message, too short, or a bad key count
     uint64_t sender; // the sender's probe id
     uint64_t id;     // the offer's id
-    uint32_t seq;    // a note's: the message's seq
+    uint64_t tag;    // a note's: the tag of its message
     uint64_t len;    // a note's: the message's length
     uint64_t addr;   // a note's: its bytes at the sender
     int rkeys;       // a note's: keys that follow (1 to 4)

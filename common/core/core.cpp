@@ -142,9 +142,8 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
     return chosen;
 }
 
-// The stand-in providers mishandle truncation (see efa_ctx): give each
-// context an overflow area.  Untouched pages cost nothing, so it can be
-// large; efa reports truncation as libfabric specifies and gets none.
+// The stand-ins mishandle truncation (see efa_ctx): each context gets an overflow area,
+// large, as untouched pages cost nothing (efa reports truncation rightly and gets none).
 constexpr size_t kOverflowBytes = 4u << 20;
 
 void open_overflow_areas(efa_core *core) {
@@ -283,8 +282,10 @@ int open_core(efa_core *core) {
     core->blob =
         make_peer_blob(static_cast<uint16_t>(core->nic->num_contexts()),
                        static_cast<uint16_t>(core->nic->addr_len()), names, core->fabric_ids);
-    deadline_open(core); // after the blob: the probes carry its hash
-    control_open(core);  // the same: withdraw requests and rendezvous notes carry it
+    deadline_open(core);               // after the blob: the probes carry its hash
+    if (int rc = control_open(core)) { // the same: withdraw requests and notes carry it
+        return rc;
+    }
     in.api_version = core->selection.api_version;
     in.lib_version = fi_version();
     const ProviderSwitches &sw = core->nic->switches();
@@ -371,8 +372,7 @@ void efa_core_release(efa_core_t *core) {
     core->rep.say(1, std::string("provider ") + core->nic->info()->fabric_attr->prov_name + ": " +
                          std::to_string(completions) + " completions read over " +
                          std::to_string(core->nic->num_contexts()) + " endpoint(s)");
-    // Each other rail's share (the test harness reads these lines: a rail
-    // that carried nothing shows 0).
+    // Each other rail's share (read by the test harness; an idle rail shows 0).
     for (size_t r = 0; r < core->rails.size(); ++r) {
         uint64_t n = 0;
         for (int i = 0; i < core->rails[r]->num_contexts(); ++i) {

@@ -208,6 +208,9 @@ struct efa_core {
     // Progress calls that found work (ctx_progress.cpp): a counter, racy on
     // purpose across threads (a lost increment only delays a check).
     std::atomic<uint32_t> busy_calls{0};
+    // Progress calls that found no work of this process on the rails: one
+    // in kRailIdleEvery polls them anyway (ctx_progress.cpp).
+    std::atomic<uint32_t> rail_idle_calls{0};
 
     // Pacing of the provider poll (efa_core_progress_paced, core_pace.cpp).
     // Relaxed loads and stores only: these fields decide how often to poll,
@@ -309,8 +312,9 @@ void probe_answers_retry(efa_core *core);
 void withdraw_open(efa_core *core);
 void withdraw_close(efa_core *core);
 // The core's control receives: withdrawing and read rendezvous
-// (core_rdv.cpp), after deadline_open; close after the endpoints.
-void control_open(efa_core *core);
+// (core_rdv.cpp), after deadline_open (0, or the core does not open);
+// close after the endpoints.
+int control_open(efa_core *core);
 void control_close(efa_core *core);
 // A message with this tag from the process with probe id 'requester' was
 // withdrawn here: a rendezvous message's note is dropped (core_rdv.cpp).

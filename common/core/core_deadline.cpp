@@ -545,18 +545,19 @@ extern "C" int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t 
     return efa_core_addr_watch(core, core->nic->ctx(0), peer->addr[0], watch);
 }
 
-extern "C" void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch) {
+extern "C" bool efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch) {
     auto *t = reinterpret_cast<efa::Tracked *>(watch->tracker);
     if (!t) {
-        return;
+        return true;
     }
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         if (core->orphans.count(t)) {
-            return; // declared dead meanwhile: its call is due, the close frees it
+            return false; // declared dead meanwhile: its call is due, the close frees it
         }
         core->deadline.forget(&t->entry);
         give_tracked(core, t);
     }
     watch->tracker = nullptr;
+    return true;
 }

@@ -284,7 +284,7 @@ void control_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
 
 void withdraw_open(efa_core *core) {
     const fi_info *ni = core->nic->info();
-    if (!core->info.has_tagged || core->layout.seq_bits == 0 ||
+    if (!core->info.has_tagged || core->layout.seq_bits <= 1 ||
         (ni->domain_attr->mr_mode & FI_MR_LOCAL)) {
         core->rep.say(10, "held sends cannot be withdrawn here (no tags, no seq in the tag layout, "
                           "or local registration needed)");

@@ -70,9 +70,9 @@ void piece_done(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_rail_read *rd = pc->read;
     if (cqe->err && pc->rail && -FI_ECANCELED != cqe->err && rd->failover && !rd->orphaned.load()) {
         pc->rail = 0;
-        efa_core_count_stripe(0, true);
         if (0 == efa_ctx_read(rd->ctx0, rd->buf + pc->off, pc->n, rd->desc0, rd->addr0,
                               rd->raddr + pc->off, rd->key0, &pc->op)) {
+            efa_core_count_stripe(0, true);
             return; // that piece is out again
         }
     }
@@ -131,9 +131,6 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
     rd->arg = r->arg;
     rd->pieces = pieces;
     rd->piece = piece;
-    if (nrails > 1) {
-        efa_core_count_stripe(r->len, false);
-    }
     // One share held while posting, so that the read cannot finish before
     // every piece has been tried (a post that finds the queue full drives
     // progress, which may complete the pieces already out).
@@ -176,6 +173,8 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
     }
     if (rc) {
         note_err(rd, rc); // the pieces out complete, then the read fails
+    } else if (nrails > 1) {
+        efa_core_count_stripe(r->len, false);
     }
     if (out) {
         *out = rd;

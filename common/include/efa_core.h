@@ -309,8 +309,10 @@ int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t *watch);
 /* The same for the peer at addr as context ctx reaches it (the on-node
  * engine knows its peers on other nodes by address). */
 int efa_core_addr_watch(efa_core_t *core, efa_ctx_t *ctx, fi_addr_t addr, efa_op_t *watch);
-/* End a watch without a call; nothing when it ended already. */
-void efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch);
+/* End a watch without a call; nothing when it ended already.  false: its
+ * call is due (the peer was declared lost) and still comes, so the watch's
+ * memory must stay until it does. */
+bool efa_core_peer_unwatch(efa_core_t *core, efa_op_t *watch);
 /* fn(arg) about once a second from progress while the peer deadline is
  * on (where an owner of watches sweeps them; btl_efa and mtl_efa each
  * add theirs).  0 or -FI_ENOMEM.  Remove takes the pair added. */
@@ -425,50 +427,60 @@ bool efa_core_can_withdraw(const efa_core_t *core);
 int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, size_t len, efa_withdraw_t *w);
 
 /* Read rendezvous under the provider's matching (core_rdv.cpp): a large
- * message to a peer reached over several rails goes as a tagged message of
- * no bytes that carries the rendezvous bit and a seq (efa_tag.h), after a
- * note, one of the core's control messages, that names the sender's
- * registered buffer.  The receive that matches the tagged message reads
- * the bytes, striped over the rails (efa_core_rail_read), and answers; the
- * send completes with the answer.  The provider's matching still orders
- * the messages, and a probe learns the length from the note. */
+ * message to a peer reached over several rails goes as a note, one of the
+ * core's control messages that names the sender's registered buffer, and
+ * right after it a tagged message of no bytes that carries the rendezvous
+ * bit and a seq (efa_tag.h).  The receive that matches the
+ * tagged message reads the bytes, striped over the rails
+ * (efa_core_rail_read), and answers; the send completes with the answer.
+ * The provider's matching still orders the messages, and a probe learns
+ * the length from the note. */
 typedef struct efa_rdv_offer {
     efa_op_t note;  /* the note's send */
     efa_op_t watch; /* the receiver, while its answer is due */
-    /* Called once, from progress, after the note's send has completed: 0
-     * the receiver read the bytes; else why not (-FI_ECANCELED: withdrawn,
-     * efa_rdv_offer_withdrawn; the receiver's loss; its failed read). */
+    /* Called once, from progress, when the offer is over: 0 the receiver
+     * read the bytes; else why not (efa_rdv_offer_end's error, the
+     * receiver's loss, its failed read, the note's failure). */
     void (*done)(struct efa_rdv_offer *o, int result);
     efa_core_t *core;
+    efa_ctx_t *ctx;
     fi_addr_t dest;
     uint64_t id;
     int parts, result;
+    bool note_again; /* the note failed once and went again */
     uint8_t wire[72];
 } efa_rdv_offer_t;
 /* Can this core send and receive rendezvous messages: tags with a seq,
- * FI_RMA, no FI_MR_LOCAL (the same on every process of a job, whatever its
- * NICs, so that any peer can receive what a process with rails sends). */
+ * FI_RMA, no FI_MR_LOCAL.  The same on every process of a job, whatever
+ * its NICs, so that any peer can receive what a process with rails sends
+ * (a process whose receives for notes cannot be posted does not open). */
 bool efa_core_can_rdv(const efa_core_t *core);
-/* Sends the note for the message 'seq' (without the rendezvous bit) of
- * len bytes at buf, registered for remote reads (mr), to the process at
- * dest (ctx's address for it).  The caller sends the tagged message next,
- * on the same context.  0: done will be called; else nothing was sent. */
-int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint32_t seq, efa_mr_t *mr, const void *buf,
-                      size_t len, efa_rdv_offer_t *o);
-/* The tagged message was withdrawn (efa_ctx_withdraw): no answer will
- * come, and done reports -FI_ECANCELED (unless an answer came first). */
-void efa_rdv_offer_withdrawn(efa_rdv_offer_t *o);
-/* A receive of ctx matched the rendezvous message 'seq' of peer: read up
- * to len bytes of it into buf once its note is here, answer the sender,
- * and call done(arg, err, msg_len) once (msg_len: the message's length;
- * more than len is a truncation, of which len bytes were read).  0: done
- * will be called, from progress or inside this call; else not. */
-int efa_ctx_rdv_take(efa_ctx_t *ctx, efa_peer_t *peer, uint32_t seq, void *buf, size_t len,
+/* Offers len bytes at buf, registered for remote reads (mr), to the
+ * process at dest (ctx's address for it) as the message with 'tag' (its
+ * seq and rendezvous bit set) and remote CQ data 'data': sends the note,
+ * then at once the tagged message through the owner's 'tagged' (which
+ * completes as any send; a post that fails completes it with the error).
+ * 0: done will be called; else nothing was sent. */
+int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, uint64_t data, efa_mr_t *mr,
+                      const void *buf, size_t len, efa_op_t *tagged, efa_rdv_offer_t *o);
+/* No answer will come (the tagged message was withdrawn, -FI_ECANCELED,
+ * or failed): done reports err, unless an answer came first. */
+void efa_rdv_offer_end(efa_rdv_offer_t *o, int err);
+/* A receive of ctx matched the rendezvous message with 'tag' of peer:
+ * read up to len bytes of it into buf once its note is here, answer the
+ * sender, and call done(arg, err, msg_len) once (msg_len: the message's
+ * length; more than len is a truncation, of which len bytes were read).
+ * 0: done will be called, from progress or inside this call; else not
+ * (the sender is answered with the error all the same). */
+int efa_ctx_rdv_take(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len,
                      void (*done)(void *arg, int err, size_t msg_len), void *arg);
-/* A probe of ctx found the rendezvous message 'seq' of peer: its length
- * (*len) once the note is here.  0, -FI_EAGAIN (not yet: progress and ask
- * again), or an error (the peer is lost). */
-int efa_ctx_rdv_len(efa_ctx_t *ctx, efa_peer_t *peer, uint32_t seq, size_t *len);
+/* The receive that matched it failed before it could read: the sender is
+ * answered with err once the note is here (so that its send ends). */
+void efa_ctx_rdv_decline(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, int err);
+/* A probe of ctx found the rendezvous message with 'tag' of peer: its
+ * length (*len) when its note is here.  0, -FI_EAGAIN (not yet), or an
+ * error (the peer is lost). */
+int efa_ctx_rdv_len(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, size_t *len);
 
 /* A read of len bytes of a peer's buffer (raddr as the provider expects
  * it; the owner's key on each of its NICs, rkey[nic], rkeys of them) into

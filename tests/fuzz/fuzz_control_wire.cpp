@@ -111,8 +111,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (r.kind == RdvMsg::kFin) {
         FUZZ_CHECK(r.result == static_cast<int>(static_cast<int64_t>(word(msg + 8))));
     } else if (r.kind == RdvMsg::kNote) {
-        FUZZ_CHECK(r.seq == static_cast<uint32_t>(word(msg + 8)) && r.len == word(msg + 16) &&
-                   r.addr == word(msg + 24) && r.rkeys == static_cast<int>(word(msg + 32)));
+        FUZZ_CHECK(r.tag == word(msg + 8) && r.len == word(msg + 16) && r.addr == word(msg + 24) &&
+                   r.rkeys == static_cast<int>(word(msg + 32)));
         for (int k = 0; k < 4; ++k) {
             FUZZ_CHECK(r.rkey[k] == word(msg + 40 + 8 * k));
         }

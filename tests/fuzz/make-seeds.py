@@ -265,7 +265,7 @@ def ctl(tag, body=b""):
 
 request = struct.pack("<QQQ", 0x8000000000000007, 42, 1 << 20)  # tag, id, length
 RDV, FIN = 1 << 58, 1 << 57
-note = struct.pack("<QQQQQ4Q", 42, 7, 1 << 22, 0x7F0000001000, 2, 11, 12, 0, 0)
+note = struct.pack("<QQQQQ4Q", 42, (1 << 61) | (7 << 48) | 0x2A, 1 << 22, 0x7F0000001000, 2, 11, 12, 0, 0)
 control = {
     "ping": ctl(PROBE | PEER),
     "answer": ctl(PROBE | ANSWER | PEER),
@@ -281,7 +281,7 @@ control = {
     "answer-and-withdraw": ctl(PROBE | ANSWER | WITHDRAW | PEER, request),
     "reply-bit-on-ping": ctl(PROBE | REPLY | PEER),
     "component-message": ctl((1 << 62) | PEER, request),
-    # rendezvous notes (id, seq, length, address, key count, 4 keys) and
+    # rendezvous notes (id, tag, length, address, key count, 4 keys) and
     # answers (id, result)
     "rdv-note": ctl(PROBE | RDV | PEER, note),
     "rdv-note-short": ctl(PROBE | RDV | PEER, note[:71]),

@@ -119,13 +119,11 @@ class CoreRdv : public ::testing::Test {
             usleep(1000);
         }
     }
-    // Offers seq and sends its tagged message (a receive must match it).
+    // Offers seq: its note, then (by the core) its tagged message, which a
+    // receive must match.
     void send(uint32_t seq, Offer &offer, CoreTestOp &tagged) {
-        ASSERT_EQ(
-            efa_ctx_rdv_offer(ctx_, self_.self()->addr[0], seq, mr_, src_.data(), kLen, &offer.o),
-            0);
-        ASSERT_EQ(efa_ctx_tsend(ctx_, nullptr, 0, nullptr, self_.self()->addr[0], rdv_tag(seq), 0,
-                                &tagged.op),
+        ASSERT_EQ(efa_ctx_rdv_offer(ctx_, self_.self()->addr[0], rdv_tag(seq), 0, mr_, src_.data(),
+                                    kLen, &tagged.op, &offer.o),
                   0);
     }
 
@@ -158,13 +156,14 @@ TEST_F(CoreRdv, NoteFirstThenTakeReadsStripedAndAnswers) {
     size_t len = 0;
     int rc = -FI_EAGAIN;
     for (int i = 0; i < 10000 && rc == -FI_EAGAIN; ++i) {
-        rc = efa_ctx_rdv_len(ctx_, self_.self(), 7, &len);
+        rc = efa_ctx_rdv_len(ctx_, self_.self(), rdv_tag(7), &len);
         efa_core_progress(core_);
     }
     ASSERT_EQ(rc, 0);
     EXPECT_EQ(len, kLen);
     Taken taken;
-    ASSERT_EQ(efa_ctx_rdv_take(ctx_, self_.self(), 7, dst_.data(), kLen, Taken::cb, &taken), 0);
+    ASSERT_EQ(
+        efa_ctx_rdv_take(ctx_, self_.self(), rdv_tag(7), dst_.data(), kLen, Taken::cb, &taken), 0);
     progress_until(taken.done);
     progress_until(offer.done);
     ASSERT_TRUE(taken.done);
@@ -177,13 +176,14 @@ TEST_F(CoreRdv, NoteFirstThenTakeReadsStripedAndAnswers) {
     efa_core_get_current_counters(&c);
     EXPECT_GT(c.striped, striped0) << "read over one rail only";
     // Taken: no note is left for the seq.
-    EXPECT_EQ(efa_ctx_rdv_len(ctx_, self_.self(), 7, &len), -FI_EAGAIN);
+    EXPECT_EQ(efa_ctx_rdv_len(ctx_, self_.self(), rdv_tag(7), &len), -FI_EAGAIN);
     core_test_wait(core_, tagged, 5);
 }
 
 TEST_F(CoreRdv, TakeBeforeItsNoteWaitsForIt) {
     Taken taken;
-    ASSERT_EQ(efa_ctx_rdv_take(ctx_, self_.self(), 9, dst_.data(), kLen, Taken::cb, &taken), 0);
+    ASSERT_EQ(
+        efa_ctx_rdv_take(ctx_, self_.self(), rdv_tag(9), dst_.data(), kLen, Taken::cb, &taken), 0);
     for (int i = 0; i < 50; ++i) {
         efa_core_progress(core_);
     }
@@ -215,7 +215,8 @@ TEST_F(CoreRdv, AShortReceiveReadsWhatFitsAndSaysTheLength) {
     core_test_wait(core_, recv, 10);
     const size_t fits = kLen / 2 + 5;
     Taken taken;
-    ASSERT_EQ(efa_ctx_rdv_take(ctx_, self_.self(), 11, dst_.data(), fits, Taken::cb, &taken), 0);
+    ASSERT_EQ(
+        efa_ctx_rdv_take(ctx_, self_.self(), rdv_tag(11), dst_.data(), fits, Taken::cb, &taken), 0);
     progress_until(taken.done);
     progress_until(offer.done);
     ASSERT_TRUE(taken.done);
@@ -237,17 +238,38 @@ TEST_F(CoreRdv, AWithdrawnMessagesNoteIsDropped) {
     size_t len = 0;
     int rc = -FI_EAGAIN;
     for (int i = 0; i < 10000 && rc == -FI_EAGAIN; ++i) {
-        rc = efa_ctx_rdv_len(ctx_, self_.self(), 13, &len);
+        rc = efa_ctx_rdv_len(ctx_, self_.self(), rdv_tag(13), &len);
         efa_core_progress(core_);
     }
     ASSERT_EQ(rc, 0);
     efa::rdv_withdrawn(core_, core_->probe_id, rdv_tag(13));
-    EXPECT_EQ(efa_ctx_rdv_len(ctx_, self_.self(), 13, &len), -FI_EAGAIN);
+    EXPECT_EQ(efa_ctx_rdv_len(ctx_, self_.self(), rdv_tag(13), &len), -FI_EAGAIN);
     // The sender hears it was withdrawn.
-    efa_rdv_offer_withdrawn(&offer.o);
+    efa_rdv_offer_end(&offer.o, -FI_ECANCELED);
     progress_until(offer.done);
     EXPECT_TRUE(offer.done);
     EXPECT_EQ(offer.result, -FI_ECANCELED);
+}
+
+// A receive that failed before it could read still answers: the sender's
+// send ends with the receiver's error instead of waiting for ever.
+TEST_F(CoreRdv, ADeclinedReceiveAnswersTheSenderWithItsError) {
+    Offer offer;
+    CoreTestOp tagged, recv;
+    send(15, offer, tagged);
+    ASSERT_EQ(efa_ctx_trecv(ctx_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kEnvelope, codec_.seq_mask,
+                            &recv.op),
+              0);
+    core_test_wait(core_, recv, 10);
+    ASSERT_TRUE(recv.done);
+    efa_ctx_rdv_decline(ctx_, self_.self(), rdv_tag(15), -FI_ENOMEM);
+    progress_until(offer.done);
+    ASSERT_TRUE(offer.done) << "the sender was never answered";
+    EXPECT_EQ(offer.result, -FI_ENOMEM);
+    size_t len = 0;
+    EXPECT_EQ(efa_ctx_rdv_len(ctx_, self_.self(), rdv_tag(15), &len), -FI_EAGAIN)
+        << "the declined message's note is still kept";
+    EXPECT_EQ(0, dst_[0]) << "a declined receive read";
 }
 
 } // namespace
