@@ -22,9 +22,15 @@
 #         variant: mtl_efa_provmatch;
 #      d. one-sided between nodes: btl_efa against osc/pt2pt over ob1 + tcp;
 #         variant: btl_efa_intrinsic.
+#      e. several NICs: 2 namespace hosts (tests/netns, root), one rank
+#         each, 1, 2 and 4 links per host shaped at 1 Gbit/s, each link a
+#         NIC: bandwidth of 1 to 16 MiB messages of mtl_efa and btl_efa
+#         against ob1 + tcp over the same links (btl/tcp stripes over its
+#         interfaces), and mtl/ofi on one link; said and left out where
+#         namespaces cannot be made.
 #      Never one kind against the other: an on-node path beats any network.
-# Output: bench/results/<timestamp>-{onnode,onnode-rma,network,network-rma}/
-# (summary.md, results.csv, plots/*.png).
+# Output: bench/results/<timestamp>-{onnode,onnode-rma,network,network-rma,
+# nics-1,nics-2,nics-4}/ (summary.md, results.csv, plots/*.png).
 #   bench/main-job.sh [--no-deps] [--no-build] [runner.py arguments, e.g. --reps 5]
 set -euo pipefail
 
@@ -171,10 +177,57 @@ python3 "$here/runner.py" "${common[@]}" \
     --table "$defaults=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
     --anchor "$osc_base" --benches put_lat,fop_lat,cas_lat --out "$out-network-rma" "$@"
 
-step "done in $((SECONDS - start)) s; results in $out-{onnode,onnode-rma,network,network-rma}"
+# e. Several NICs: namespace hosts with K links each, every link a NIC of
+# the stand-in (a domain per interface; on EFA hosts the NICs are real and
+# this part is not how they are measured).  ob1 + tcp is kept to the same K
+# links (btl_tcp_if_include by environment: the launch arguments name link
+# 0 for Open MPI's own traffic).
+parts="onnode onnode-rma network network-rma"
+netns=$repo/tests/netns
+if [[ $prov != rxm ]]; then
+    echo "e. several NICs: measured on the tcp;ofi_rxm stand-in only (provider here: $prov)"
+elif ! why=$("$netns/setup.sh" 2 4 1gbit 2>&1 >/dev/null); then
+    echo "e. several NICs: no namespace hosts here, left out (${why#setup.sh: })"
+else
+    trap '"$netns/teardown.sh" >/dev/null 2>&1 || true; rm -rf "$pn"' EXIT
+    # shellcheck source=../tests/netns/common.sh
+    . "$netns/common.sh"
+    for k in 1 2 4; do
+        mapfile -t la < <(NETNS_LINKS=$k "$netns/mpirun-args.sh" "$pn/nics-$k" 1)
+        launch=""
+        skip=0
+        for a in "${la[@]}"; do
+            if [[ $a == btl_tcp_if_include ]]; then
+                skip=2
+            fi
+            if ((skip > 0)); then
+                skip=$((skip - 1))
+                launch=${launch% --mca}
+                continue
+            fi
+            launch="$launch $a"
+        done
+        nets=""
+        for i in $(seq 0 $((k - 1))); do
+            nets="$nets$(netns_link_net "$i").0/24,"
+        done
+        tables=(--table "$defaults=mtl_efa-$prov,btl_efa-$prov")
+        if ((k == 1)); then
+            tables+=(--table "mtl/ofi (one NIC)=mtl_ofi-$prov")
+        fi
+        step "e. several NICs: $k link(s) of 1 Gbit/s per host (output $out-nics-$k)"
+        OMPI_MCA_btl_tcp_if_include=${nets%,} python3 "$here/runner.py" --reps 3 --timeout 60 \
+            --providers "$prov" --title "several NICs: $k link(s) per host, 1 Gbit/s each" \
+            --launch-args "$launch" "${tables[@]}" --anchor ob1_tcp --benches bw_large \
+            --sizes 1M:16M:4 --out "$out-nics-$k" "$@"
+        parts="$parts nics-$k"
+    done
+fi
+
+step "done in $((SECONDS - start)) s; results in $out-{${parts// /,}}"
 # Each comparison in one line, and where its plots are.
 # (a part without summary or plots, as with --no-plots, says nothing of them)
-for part in onnode onnode-rma network network-rma; do
+for part in $parts; do
     echo "$part ($out-$part/summary.md):"
     sed -n '/^## Verdicts/,/^## /{/^- /s/^- /  /p}' "$out-$part/summary.md" 2>/dev/null || true
     for plot in "$out-$part"/plots/*.png; do

@@ -29,6 +29,10 @@ BENCHES = {
         Bench("latency", "bench_pt2pt", "latency", "pt2pt", "latency"),
         Bench("bw", "bench_pt2pt", "bw", "pt2pt", "bandwidth", window=64, iters=100, warmup=10),
         Bench("bibw", "bench_pt2pt", "bibw", "pt2pt", "bandwidth", window=64, iters=100, warmup=10),
+        # Large messages over slow links (several NICs, main-job.sh e.): 8
+        # in flight, and bench_pt2pt's tenth of the iterations above 8 KiB.
+        Bench("bw_large", "bench_pt2pt", "bw", "pt2pt", "bandwidth", window=8, iters=20, warmup=10,
+              max_size=16 << 20),
         Bench("msgrate_w64", "bench_pt2pt", "msgrate", "pt2pt", "rate", window=64, iters=100,
               warmup=10),
         Bench("msgrate_w256", "bench_pt2pt", "msgrate", "pt2pt", "rate", window=256, iters=50,

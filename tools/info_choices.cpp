@@ -145,8 +145,8 @@ void print_text(const Choices &c, const std::vector<std::string> &open_messages)
                 c.matching.c_str(), c.matching_why.c_str(), c.put.c_str(), c.get.c_str(),
                 c.atomic_ops.c_str(), c.onnode.c_str(), c.single_copy.c_str());
     if (c.rails > 1) {
-        std::printf("  rails:              %d NICs of the first process's set; put and get from "
-                    "%zu bytes striped over them, messages on the first\n",
+        std::printf("  rails:              %d NICs of the first process's set; put, get and "
+                    "messages from %zu bytes striped over them, smaller messages on the first\n",
                     c.rails, c.stripe_min);
     } else {
         std::printf("  rails:              one NIC (the set of the first process has one)\n");

@@ -104,12 +104,12 @@ void CoreReport::add_core_lines(const efa_core &core) {
         for (const auto &rail : core.rails) {
             names += std::string(", ") + rail->info()->domain_attr->name;
         }
-        rank_line_ +=
-            "; " + std::to_string(core.rails.size() + 1) + " rails: " + names +
-            (core.params.stripe_min == 0
-                 ? std::string(" (striping off: stripe_min 0; everything on the first)")
-                 : " (one-sided transfers of at least " + std::to_string(core.params.stripe_min) +
-                       " bytes striped over them, messages on the first)");
+        rank_line_ += "; " + std::to_string(core.rails.size() + 1) + " rails: " + names +
+                      (core.params.stripe_min == 0
+                           ? std::string(" (striping off: stripe_min 0; everything on the first)")
+                           : " (one-sided transfers and messages of at least " +
+                                 std::to_string(core.params.stripe_min) +
+                                 " bytes striped over them, smaller messages on the first)");
     }
 }
 
