@@ -314,25 +314,22 @@ static inline void ompi_mtl_efa_any_done(mca_mtl_efa_request_t *req) {
     }
 }
 
-/* One of a send's pending completions came (mtl_efa_send.c); a receive's
- * end with the completion that ends it (mtl_efa_recv.c). */
-void ompi_mtl_efa_send_finish_one(mca_mtl_efa_request_t *req);
-void ompi_mtl_efa_recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe);
-
 /* Read rendezvous (mtl_efa_rdv.c): whether and from which size it is
  * used; whether a peer is reached over rails to several of its NICs; a
- * send by it (the request's ctx set, its seq chosen: OMPI_SUCCESS,
+ * send by it (the request's ctx set, its seq chosen; finish_one takes the
+ * answer's share of the request's completions: OMPI_SUCCESS,
  * OMPI_ERR_NOT_AVAILABLE when the caller is to send it the plain way, or
  * an error: nothing was sent); its tagged message failed (no answer will
- * come); a receive that matched such a message (it completes the
- * request); a probe's completion given the message's length from its note
+ * come); a receive that matched such a message (finish completes the
+ * request, once its bytes are read); a probe's completion given the message's length from its note
  * (OMPI_ERR_NOT_FOUND: not here yet; a claimed message waits for it). */
 void ompi_mtl_efa_rdv_init(const efa_core_info_t *info);
 bool ompi_mtl_efa_rdv_peer(const efa_peer_t *peer);
 int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint32_t seq,
-                          uint32_t me);
+                          uint32_t me, void (*finish_one)(mca_mtl_efa_request_t *req));
 void ompi_mtl_efa_rdv_send_failed(mca_mtl_efa_request_t *req, int err);
-void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe);
+void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe,
+                           void (*finish)(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe));
 int ompi_mtl_efa_rdv_probed(struct ompi_communicator_t *comm, efa_ctx_t *ctx, efa_cqe_t *cqe,
                             bool claimed);
 static inline bool ompi_mtl_efa_is_rdv(const efa_cqe_t *cqe) {

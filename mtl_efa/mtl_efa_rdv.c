@@ -16,6 +16,7 @@
 typedef struct {
     efa_rdv_offer_t offer; /* first */
     mca_mtl_efa_request_t *req;
+    void (*finish_one)(mca_mtl_efa_request_t *req);
 } mtl_efa_rdv_send_t;
 
 void ompi_mtl_efa_rdv_init(const efa_core_info_t *info) {
@@ -44,7 +45,8 @@ bool ompi_mtl_efa_rdv_peer(const efa_peer_t *peer) {
 }
 
 static void offer_done(efa_rdv_offer_t *o, int result) {
-    mca_mtl_efa_request_t *req = ((mtl_efa_rdv_send_t *)o)->req;
+    mtl_efa_rdv_send_t *s = (mtl_efa_rdv_send_t *)o;
+    mca_mtl_efa_request_t *req = s->req;
     /* (-FI_ECANCELED: this process ended it, withdrawn or failed; the
      * tagged message's completion carries any error of its own.) */
     if (result && -FI_ECANCELED != result && OMPI_SUCCESS == req->error) {
@@ -53,11 +55,11 @@ static void offer_done(efa_rdv_offer_t *o, int result) {
             req->error = OMPI_ERROR;
         }
     }
-    ompi_mtl_efa_send_finish_one(req);
+    s->finish_one(req); /* (may free s: the request's end frees its offer) */
 }
 
 int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint32_t seq,
-                          uint32_t me) {
+                          uint32_t me, void (*finish_one)(mca_mtl_efa_request_t *req)) {
     int err = 0;
     efa_mr_t *mr =
         efa_core_mr_acquire(ompi_mtl_efa.core, req->buffer, req->length, FI_REMOTE_READ, &err);
@@ -70,6 +72,7 @@ int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t b
     }
     req->mr = mr;
     s->req = req;
+    s->finish_one = finish_one;
     s->offer.done = offer_done;
     req->rdv = s;
     req->pending = 2; /* the tagged message's send, and the answer */
@@ -99,11 +102,13 @@ void ompi_mtl_efa_rdv_send_failed(mca_mtl_efa_request_t *req, int err) {
 typedef struct {
     mca_mtl_efa_request_t *req;
     efa_cqe_t cqe; /* the tagged message's completion: the envelope */
+    void (*finish)(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe);
 } mtl_efa_rdv_recv_t;
 
 static void take_done(void *arg, int err, size_t msg_len) {
     mtl_efa_rdv_recv_t *r = arg;
     mca_mtl_efa_request_t *req = r->req;
+    void (*finish)(mca_mtl_efa_request_t *, const efa_cqe_t *) = r->finish;
     efa_cqe_t cqe = r->cqe;
     free(r);
     cqe.err = err;
@@ -111,7 +116,7 @@ static void take_done(void *arg, int err, size_t msg_len) {
     /* Longer than the buffer: len bytes were read, and recv_finish reports
      * the truncation from the length. */
     cqe.len = err ? 0 : msg_len;
-    ompi_mtl_efa_recv_finish(req, &cqe);
+    finish(req, &cqe);
 }
 
 static efa_peer_t *sender_of(struct ompi_communicator_t *comm, const efa_cqe_t *cqe) {
@@ -122,13 +127,15 @@ static efa_peer_t *sender_of(struct ompi_communicator_t *comm, const efa_cqe_t *
     return src >= 0 && src < size ? ompi_mtl_efa_peer(comm, src) : NULL;
 }
 
-void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
+void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe,
+                           void (*finish)(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe)) {
     efa_peer_t *peer = sender_of(req->comm, cqe);
     mtl_efa_rdv_recv_t *r = NULL == peer ? NULL : malloc(sizeof(*r));
     int rc = NULL == peer ? -FI_EHOSTUNREACH : NULL == r ? -FI_ENOMEM : 0;
     if (0 == rc) {
         r->req = req;
         r->cqe = *cqe;
+        r->finish = finish;
         rc = efa_ctx_rdv_take(req->ctx, peer, cqe->tag, req->buffer, req->length, take_done, r);
     } else if (NULL != peer) {
         efa_ctx_rdv_decline(req->ctx, peer, cqe->tag, rc); /* its sender waits for an answer */
@@ -138,7 +145,7 @@ void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         efa_cqe_t failed = *cqe;
         failed.err = rc;
         failed.len = 0;
-        ompi_mtl_efa_recv_finish(req, &failed);
+        finish(req, &failed);
     }
 }
 

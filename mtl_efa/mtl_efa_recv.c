@@ -129,15 +129,11 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     req->super.completion_callback(&req->super);
 }
 
-void ompi_mtl_efa_recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
-    recv_finish(req, cqe);
-}
-
 static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
     ompi_mtl_efa_any_done(req);
     if (ompi_mtl_efa_is_rdv(cqe)) {
-        ompi_mtl_efa_rdv_recv(req, cqe); /* the bytes are read next */
+        ompi_mtl_efa_rdv_recv(req, cqe, recv_finish); /* the bytes are read next */
         return;
     }
     recv_finish(req, cqe);
@@ -159,7 +155,7 @@ static void dual_recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         (void)efa_engine_partner_done(ompi_mtl_efa.engine, &req->on, true);
     }
     if (ompi_mtl_efa_is_rdv(cqe)) {
-        ompi_mtl_efa_rdv_recv(req, cqe);
+        ompi_mtl_efa_rdv_recv(req, cqe, recv_finish);
         return;
     }
     recv_finish(req, cqe);
@@ -290,7 +286,7 @@ static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_request_t *req = claim->mrecv;
     free(claim);
     if (ompi_mtl_efa_is_rdv(cqe)) {
-        ompi_mtl_efa_rdv_recv(req, cqe);
+        ompi_mtl_efa_rdv_recv(req, cqe, recv_finish);
         return;
     }
     recv_finish(req, cqe);

@@ -38,10 +38,6 @@ static void send_finish_one(mca_mtl_efa_request_t *req) {
     req->super.completion_callback(&req->super);
 }
 
-void ompi_mtl_efa_send_finish_one(mca_mtl_efa_request_t *req) {
-    send_finish_one(req);
-}
-
 static void note_error(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     /* A receiver that truncates the message is its own error; some
      * providers (tcp;ofi_rxm rendezvous) report it to the sender too. */
@@ -289,7 +285,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         /* Read by the receiver over every rail; its answer also tells a
          * synchronous send of the match. */
         rc = ompi_mtl_efa_rdv_send(req, addr, efa_tag_codec_pack(codec, proto, cid, me, tag),
-                                   next_seq(peer), me);
+                                   next_seq(peer), me, send_finish_one);
         if (OMPI_ERR_NOT_AVAILABLE != rc) {
             return rc;
         }

@@ -237,9 +237,12 @@ if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ];
         tee "$logdir/mpi-btl-batch.log"
     add_counts "$logdir/mpi-btl-batch.log" mpi-btl-batch
     # Two NICs per process on this host (its interface and the loopback
-    # one): the whole quick suite, and large messages striped over both.
-    echo "== MPI point-to-point over pml ob1 + btl_efa and pml cm + mtl_efa (both matching modes) with two NICs per process (rails)"
-    "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rails-rxm,cm-efa-own-rails-rxm,cm-efa-rails-rxm 2>&1 |
+    # one): large messages striped over both, probes, truncation and
+    # cancel (the whole quick suite runs over two namespace hosts with two
+    # links each, below).
+    echo "== MPI point-to-point over pml ob1 + btl_efa and pml cm + mtl_efa (both matching modes) with two NICs per process on one host (rails)"
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rails-rxm,cm-efa-own-rails-rxm,cm-efa-rails-rxm \
+        -t pingpong,probe,truncate,cancel 2>&1 |
         tee "$logdir/mpi-btl-rails.log"
     add_counts "$logdir/mpi-btl-rails.log" mpi-btl-rails
     echo "== MPI point-to-point over pml ob1 + btl_efa in the forced efa-direct-like mode (every message through the provider)"
@@ -260,6 +263,11 @@ echo "== several hosts (network namespaces): MPI point-to-point across hosts ove
     -c cm-efa-rxd-netns,cm-efa-rxm-netns,cm-efa-mixed-netns,ob1-efa-rxd-netns,ob1-efa-rxm-netns 2>&1 |
     tee "$logdir/mpi-netns.log"
 add_counts "$logdir/mpi-netns.log" mpi-netns
+echo "== several hosts with two links each: the quick suite over both NICs of every rank (mtl_efa in both matching modes, btl_efa), transfers striped from 4 KiB"
+"$top/tests/mpi/run-mpi-tests.sh" --quick \
+    -c cm-efa-rxm-rails-netns,cm-efa-own-rxm-rails-netns,ob1-efa-rxm-rails-netns 2>&1 |
+    tee "$logdir/mpi-netns-rails.log"
+add_counts "$logdir/mpi-netns-rails.log" mpi-netns-rails
 echo "== several hosts: soak (random point-to-point and one-sided traffic, every byte checked) under 3 % random loss"
 SOAK_BIN=$build/tests/soak/soak SOAK_LOG_DIR=$logdir/soak "$top/tests/soak.sh" -t 30 -l 3 \
     -c cm-rxd,cm-own-rxd,ob1-rxm 2>&1 | tee "$logdir/soak.log"

@@ -577,19 +577,6 @@ void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr) {
     core->mr_cache->release(reinterpret_cast<MrEntry *>(mr));
 }
 
-void *efa_mr_desc(const efa_mr_t *mr) {
-    return reinterpret_cast<const MrEntry *>(mr)->reg.desc;
-}
-uint64_t efa_mr_key(const efa_mr_t *mr) {
-    return reinterpret_cast<const MrEntry *>(mr)->reg.key;
-}
-uintptr_t efa_mr_base(const efa_mr_t *mr) {
-    return reinterpret_cast<const MrEntry *>(mr)->base;
-}
-size_t efa_mr_len(const efa_mr_t *mr) {
-    return reinterpret_cast<const MrEntry *>(mr)->len;
-}
-
 void efa_core_mem_release(void *addr, size_t len) {
     efa_core *core = g_core; // hooks fire from free(): no lock here
     if (core && core->mr_cache) {

@@ -100,11 +100,25 @@ MrCacheConfig mr_cache_config(const efa_core_params_t &params) {
 
 } // namespace efa
 
-// efa_core.h: a cached registration's keys and descriptors on the rails.
+// efa_core.h: a cached registration's range, and its keys and descriptors
+// on the first NIC and the rails.
 using efa::MrEntry;
 using efa::MrRegistration;
 
 extern "C" {
+void *efa_mr_desc(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->reg.desc;
+}
+uint64_t efa_mr_key(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->reg.key;
+}
+uintptr_t efa_mr_base(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->base;
+}
+size_t efa_mr_len(const efa_mr_t *mr) {
+    return reinterpret_cast<const MrEntry *>(mr)->len;
+}
+
 int efa_mr_rails(const efa_mr_t *mr) {
     return reinterpret_cast<const MrEntry *>(mr)->reg.rails;
 }

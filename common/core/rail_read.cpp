@@ -93,16 +93,17 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
     if (r->len == 0 || r->ctx_index < 0 || r->ctx_index >= nctx || r->rkeys < 1) {
         return -FI_EINVAL;
     }
-    Rail rails[EFA_MAX_RAILS] = {{0, efa_core_ctx(core, r->ctx_index), r->peer->addr[r->ctx_index],
+    Rail rails[EFA_MAX_RAILS] = {{0, core->nic->ctx(r->ctx_index), r->peer->addr[r->ctx_index],
                                   r->mr ? efa_mr_desc(r->mr) : nullptr, r->rkey[0]}};
     int nrails = 1;
-    for (int k = 1; info->stripe_min && r->len >= info->stripe_min && k < info->num_nics; ++k) {
+    const int nics = 1 + static_cast<int>(core->rails.size());
+    for (int k = 1; info->stripe_min && r->len >= info->stripe_min && k < nics; ++k) {
         const fi_addr_t a = efa_peer_rail_addr(r->peer, k, r->ctx_index, nctx);
         const int nic = r->peer->rail_nic[k]; // the owner's NIC there: its key
         if (FI_ADDR_NOTAVAIL == a || nic >= r->rkeys || (r->mr && k >= efa_mr_rails(r->mr))) {
             continue;
         }
-        rails[nrails++] = {k, efa_core_rail_ctx(core, k, r->ctx_index), a,
+        rails[nrails++] = {k, core->rails[static_cast<size_t>(k) - 1]->ctx(r->ctx_index), a,
                            r->mr ? efa_mr_rail_desc(r->mr, k) : nullptr, r->rkey[nic]};
     }
     const size_t piece_max = info->max_rma_size ? info->max_rma_size : SIZE_MAX;

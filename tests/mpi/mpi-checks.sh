@@ -27,9 +27,12 @@ expected_lines() {
     # pingpong+hosts: each rank is local rank 0 on its own host (Open MPI
     # sees two nodes, under the hosts' own names) and its NIC is the host's
     # interface.
+    # (With two links, *-rails-netns, either link's NIC may be the first.)
     if [[ $label == *+hosts ]]; then
-        ALSO="\\[${NETNS_PREFIX}1:[0-9]+\\] common:efa: report: local rank 0: NIC eth0"
-        ALSO2="\\[${NETNS_PREFIX}2:[0-9]+\\] common:efa: report: local rank 0: NIC eth0"
+        local nic=eth0
+        [[ $cfg == *-rails-netns ]] && nic="eth[01]"
+        ALSO="\\[${NETNS_PREFIX}1:[0-9]+\\] common:efa: report: local rank 0: NIC $nic"
+        ALSO2="\\[${NETNS_PREFIX}2:[0-9]+\\] common:efa: report: local rank 0: NIC $nic"
     fi
     # ssend+noinject, modes+noinject: the MTL took the test setting.
     [[ $label == *+noinject ]] && ALSO="mtl:efa: inject off"
@@ -63,7 +66,7 @@ expected_lines() {
     if [[ $label == *+rails ]]; then
         ALSO="btl:efa: [1-9][0-9]* put/get striped over up to 2 rails"
         [[ $cfg == cm-efa-own-* ]] && ALSO="own matching: .* [1-9][0-9]* rendezvous read by RMA \\(0 reads failed"
-        [[ $cfg == cm-efa-rails-* ]] &&
+        [[ $cfg == cm-efa-rails-* || ($cfg == cm-efa-*-rails-netns && $cfg != cm-efa-own-*) ]] &&
             ALSO="common:efa: read rendezvous: [1-9][0-9]* messages sent, [1-9][0-9]* read \\([0-9]+ bytes\\), 0 failed"
         EACH="common:efa: rail 1 \\([^)]*\\): [1-9][0-9]* completions"
     fi

@@ -3,7 +3,7 @@
 # that defines them.  Each name maps to the mpirun arguments that select a
 # PML, transport and provider (config_args); the predicates and argument
 # sets below say which extra variants of a test a configuration gets.
-# Uses the runner's SCRIPT_DIR, LOG_DIR, LIST and NETNS_ARGS.
+# Uses the runner's SCRIPT_DIR, LOG_DIR, LIST, NETNS_ARGS and NETNS_RAILS_ARGS.
 
 EFA_CONFIGS="cm-efa-rxd cm-efa-rxm cm-efa-shm cm-efa-onnode cm-efa-mixed ob1-efa-rxd ob1-efa-rxm ob1-efa-shm"
 EFA_CONFIGS+=" ob1-efa-rxm-noring ob1-efa-shm-noring ob1-efa-rxm-batch"
@@ -31,6 +31,32 @@ config_args() {
         CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm"
             --mca mtl_efa_onnode_channel shm --mca mtl_efa_matching provider)
         [[ $LIST == 1 || -z ${NETNS_ARGS+x} ]] || CFG_ARGS+=("${NETNS_ARGS[@]}")
+        ;;
+    *-rails-netns)
+        # on namespace hosts with two links each (tests/netns/setup.sh 2 2),
+        # both NICs of every rank (NETNS_LINKS=2), large transfers striped
+        # from 4 KiB: cm-efa-PROV-rails-netns (the provider's matching: read
+        # rendezvous), cm-efa-own-PROV-rails-netns, ob1-efa-PROV-rails-netns
+        local base=${1%-rails-netns}
+        case $base in
+        cm-efa-own-*)
+            prov=$(provider_string "${base#cm-efa-own-}") || return 1
+            CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov"
+                --mca mtl_efa_matching own)
+            ;;
+        cm-efa-*)
+            prov=$(provider_string "${base#cm-efa-}") || return 1
+            CFG_ARGS=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "$prov"
+                --mca mtl_efa_matching provider)
+            ;;
+        ob1-efa-*)
+            prov=$(provider_string "${base#ob1-efa-}") || return 1
+            CFG_ARGS=(--mca pml ob1 --mca btl "efa,self" --mca btl_efa_provider_include "$prov")
+            ;;
+        *) return 1 ;;
+        esac
+        CFG_ARGS+=(--mca common_efa_stripe_min 4096)
+        [[ $LIST == 1 || -z ${NETNS_RAILS_ARGS+x} ]] || CFG_ARGS+=("${NETNS_RAILS_ARGS[@]}")
         ;;
     *-netns)
         # the same configuration with the ranks on namespace hosts

@@ -53,7 +53,12 @@
 #       where they cannot be made, every run is a SKIP with the reason.
 #       cm-efa-mixed-netns is cm-efa-mixed on namespace hosts (its ordering
 #       runs once more with 4 processes and checks the mixed path, as
-#       cm-efa-mixed's does).  Not part of "all" or "efa".
+#       cm-efa-mixed's does).  cm-efa-rxm-rails-netns,
+#       cm-efa-own-rxm-rails-netns and ob1-efa-rxm-rails-netns run on hosts
+#       with two links each (made so when they are asked for), every rank
+#       with both NICs and transfers striped from 4 KiB (pingpong once more
+#       as "pingpong+rails", which checks that they were).  Not part of
+#       "all" or "efa".
 #   -t  tests (default: all). many_outstanding also selects its tiny-queue
 #       variant (EFA configurations only), ssend and modes their no-inject
 #       variants (cm-efa-rxm and cm-efa-rxd: ssend+noinject, modes+noinject
@@ -133,6 +138,8 @@ usage() {
     echo "  and ob1-efa-rxd-nocma ob1-efa-rxm-nocma ob1-efa-shm-nocma (provider path, no CMA)"
     echo "  and cm-efa-rxd-netns cm-efa-rxm-netns ob1-efa-rxd-netns ob1-efa-rxm-netns cm-efa-mixed-netns"
     echo "      (namespace hosts)"
+    echo "  and cm-efa-rxm-rails-netns cm-efa-own-rxm-rails-netns ob1-efa-rxm-rails-netns"
+    echo "      (namespace hosts with two links each, both NICs of every rank)"
     echo "tests: $ALL_TESTS"
 }
 
@@ -188,9 +195,11 @@ NETNS_DIR=$SCRIPT_DIR/../netns
 NETNS_REASON=""
 NETNS_PREFIX=$(bash -c ". '$NETNS_DIR/common.sh' && echo \$NETNS_PREFIX")
 netns_cleanup() { "$NETNS_DIR/teardown.sh"; }
+NETNS_LINKS_WANTED=1
+[[ " $CONFIGS " == *-rails-netns\ * ]] && NETNS_LINKS_WANTED=2
 if [[ $LIST == 0 && " $CONFIGS " == *-netns\ * ]]; then
     if [[ -z $(bash -c ". '$NETNS_DIR/common.sh' && netns_hosts") ]]; then
-        if NETNS_REASON=$("$NETNS_DIR/setup.sh" 2 2>&1 >/dev/null); then
+        if NETNS_REASON=$("$NETNS_DIR/setup.sh" 2 "$NETNS_LINKS_WANTED" 2>&1 >/dev/null); then
             trap netns_cleanup EXIT
         else
             NETNS_REASON=${NETNS_REASON#setup.sh: }
@@ -202,6 +211,13 @@ if [[ $LIST == 0 && " $CONFIGS " == *-netns\ * ]]; then
             mapfile -t NETNS_ARGS <<<"$out"
         else
             NETNS_REASON=$out
+        fi
+        if [[ $NETNS_LINKS_WANTED == 2 && -z $NETNS_REASON ]]; then
+            if out=$(NETNS_LINKS=2 "$NETNS_DIR/mpirun-args.sh" "$LOG_DIR/netns-rails" 4 2>&1); then
+                mapfile -t NETNS_RAILS_ARGS <<<"$out"
+            else
+                NETNS_REASON=$out
+            fi
         fi
     fi
 fi
@@ -250,8 +266,9 @@ for cfg in $CONFIGS; do
         if [[ $t == ordering && $cfg == cm-efa-own-* ]]; then
             run_test "$t" "$t+swap" "$cfg" 4 --mca mtl_efa_debug_swap_net 1 --mca common_efa_verbose 1
         fi
-        if [[ $t == ordering && $cfg == cm-efa-own-* ]]; then
-            # peers on the other node spread over two endpoints
+        if [[ $t == ordering && $cfg == cm-efa-own-* && $cfg != *-netns ]]; then
+            # peers on the other node spread over two endpoints (pretend
+            # nodes of 2 slots: the other node's vpids are one odd, one even)
             run_test "$t" "$t+endpoints" "$cfg" 4 --mca common_efa_num_contexts 2 --mca common_efa_verbose 1
         fi
         if [[ $t == ordering && $cfg == *-efa-direct-* ]]; then
@@ -290,7 +307,7 @@ for cfg in $CONFIGS; do
             run_test span span "$cfg" 4 --mca common_efa_verbose 1
         fi
         if [[ $t == pingpong && ($cfg == ob1-efa-rails-* || $cfg == cm-efa-own-rails-* ||
-            $cfg == cm-efa-rails-*) ]]; then
+            $cfg == cm-efa-rails-* || $cfg == *-rails-netns) ]]; then
             # ... and over several NICs, its large messages striped
             run_test "$t" "$t+rails" "$cfg" 2 --mca common_efa_verbose 1
         fi
