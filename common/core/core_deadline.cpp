@@ -249,7 +249,12 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
     }
     for (const Failed &f : ops) {
         efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
-        f.owner->tracker = nullptr;
+        // A watch (flags 0) keeps pointing at its orphan, which lives until
+        // close: an unwatch racing with this call, or after it, then says
+        // the call is due (false) rather than that none will come.
+        if (f.flags) {
+            f.owner->tracker = nullptr;
+        }
         f.owner->complete(f.owner, &cqe);
     }
 }

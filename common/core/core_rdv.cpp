@@ -74,34 +74,30 @@ void part_done(efa_rdv_offer_t *o) {
     }
 }
 
+// Offer 'id', taken out of the table by this call (nullptr: another took
+// it, or there is none): whoever takes it settles it, once.
+efa_rdv_offer_t *take_offer(efa_core *core, uint64_t id) {
+    std::lock_guard<std::mutex> guard(state(core)->lock);
+    auto it = state(core)->offers.find(id);
+    if (it == state(core)->offers.end()) {
+        return nullptr;
+    }
+    efa_rdv_offer_t *o = it->second;
+    state(core)->offers.erase(it);
+    return o;
+}
+
 // The answer (the receiver's, its loss, the end the owner declares, the
-// note's failure): taken once, by whichever comes first; false when it was
-// taken already.  Outside the watch's own call the watch is ended, and one
-// whose call is still due holds a part until it comes (receiver_lost):
-// that part is taken before the offer can be found settled.
-bool settle(efa_rdv_offer_t *o, int result, bool from_watch) {
-    efa_core *core = o->core;
-    if (!from_watch) {
-        __atomic_add_fetch(&o->parts, 1, __ATOMIC_ACQ_REL);
-    }
-    bool mine;
-    {
-        std::lock_guard<std::mutex> guard(state(core)->lock);
-        mine = state(core)->offers.erase(o->id) != 0;
-    }
-    if (!mine) {
-        if (!from_watch) {
-            part_done(o); // (the part taken above)
-        }
-        return false;
-    }
+// note's failure) for an offer this call took.  The offer has three parts:
+// the note's send, the answer, and the watch, given back by the watch's
+// own call or when it ends without one (a call still due gives it back
+// when it comes, receiver_lost).
+void settle(efa_rdv_offer_t *o, int result, bool from_watch) {
     o->result = result;
-    if (!from_watch && efa_core_peer_unwatch(core, &o->watch)) {
-        __atomic_sub_fetch(&o->parts, 1, __ATOMIC_ACQ_REL); // no call will come (the answer's part
-                                                            // is still held: never the last)
+    if (from_watch || efa_core_peer_unwatch(o->core, &o->watch)) {
+        part_done(o); // the watch's part (never the last: the answer's is held)
     }
     part_done(o);
-    return true;
 }
 
 int post_note(efa_rdv_offer_t *o) {
@@ -109,44 +105,55 @@ int post_note(efa_rdv_offer_t *o) {
                          kProbeTag | kRdvBit | o->core->probe_id, 0, &o->note);
 }
 
-// The note's send completed.  One that failed goes once more (its message
-// is at the receiver, whose receive waits for it while this process
-// lives); failing again, the offer ends with the error.
+// The note's send completed.  One that failed goes again, up to
+// kNoteTries in all, while the receiver is not lost: its message is at
+// the receiver, whose receive waits for the note while this process lives.
+// Failing every time, the offer ends with the error (and that receive
+// waits until this process is gone: said).
+constexpr int kNoteTries = 4;
 void note_sent(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_rdv_offer_t *o = offer_of(op, offsetof(efa_rdv_offer_t, note));
-    if (cqe->err && !o->note_again) {
-        o->note_again = true;
-        o->core->rep.say(1, std::string("rendezvous: a note failed (") + fi_strerror(-cqe->err) +
-                                "), sent again");
+    if (cqe->err && ++o->note_tries < kNoteTries && !deadline_refuses(o->ctx, o->dest)) {
         if (0 == post_note(o)) {
             return;
         }
     }
     if (cqe->err) {
-        settle(o, cqe->err, false); // no answer will come
+        o->core->rep.say(1, std::string("rendezvous: a note failed ") +
+                                std::to_string(o->note_tries) + " time(s) (" +
+                                fi_strerror(-cqe->err) +
+                                "); the send fails, its receiver waits for this process's end");
+        if (take_offer(o->core, o->id)) {
+            settle(o, cqe->err, false); // no answer will come
+        }
     }
     part_done(o);
 }
 
 void receiver_lost(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_rdv_offer_t *o = offer_of(op, offsetof(efa_rdv_offer_t, watch));
-    if (!settle(o, cqe->err ? cqe->err : -FI_EHOSTUNREACH, true)) {
-        part_done(o); // settled before this call came: its part is given back
+    if (take_offer(o->core, o->id)) {
+        settle(o, cqe->err ? cqe->err : -FI_EHOSTUNREACH, true);
+    } else {
+        part_done(o); // settled before this call came: the watch's part
     }
 }
 
 // An answer to offer 'id' from src: only the receiver of the note may give it.
 void on_fin(efa_core *core, const RdvMsg &m, fi_addr_t src) {
-    efa_rdv_offer_t *o = nullptr;
+    fi_addr_t dest;
     {
         std::lock_guard<std::mutex> guard(state(core)->lock);
         auto it = state(core)->offers.find(m.id);
         if (it == state(core)->offers.end()) {
             return; // settled already (the receiver's loss), or no such offer
         }
-        o = it->second;
+        dest = it->second->dest; // (the offer is not used outside the lock until taken)
     }
-    if (efa_core_source_ok(core, src, o->dest, "a rendezvous answer")) {
+    if (!efa_core_source_ok(core, src, dest, "a rendezvous answer")) {
+        return;
+    }
+    if (efa_rdv_offer_t *o = take_offer(core, m.id)) {
         settle(o, m.result, false);
     }
 }
@@ -253,8 +260,8 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
     o->core = core;
     o->ctx = ctx;
     o->dest = dest;
-    o->note_again = false;
-    o->parts = 2; // the note's send, and the answer
+    o->note_tries = 0;
+    o->parts = 3; // the note's send, the answer, the watch
     o->result = 0;
     o->note.complete = efa::note_sent;
     o->note.rx_class = EFA_RX_INTERNAL;
@@ -292,17 +299,19 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
     }
     if (rc) {
         efa_cqe_t failed{rc, FI_SEND | FI_TAGGED, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
-        efa::settle(o, rc, false);
+        if (efa::take_offer(core, o->id)) {
+            efa::settle(o, rc, false);
+        }
         if (!noted) {
             efa::part_done(o); // the note's part
         }
-        tagged->complete(tagged, &failed);
+        tagged->complete(tagged, &failed); // (efa_rdv_offer_end then finds it settled)
     }
     return 0;
 }
 
 extern "C" void efa_rdv_offer_end(efa_rdv_offer_t *o, int err) {
-    if (o->core->rdv_on) { // (an offer was made only then)
+    if (o->core->rdv_on && efa::take_offer(o->core, o->id)) {
         efa::settle(o, err, false);
     }
 }

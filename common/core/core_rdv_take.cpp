@@ -51,7 +51,10 @@ struct RdvTake {
     int decline_err = 0;
     Note note{};
     efa_rail_read_t *read = nullptr;
-    bool started = false; // its note was found (under the lock)
+    // Under the lock: in the tables (published), its note found (started),
+    // or its sender lost before it was published (lost, the error).
+    bool published = false, started = false;
+    int lost = 0;
     int shares = 1;
 };
 
@@ -140,6 +143,8 @@ void take_start(Take *t) {
         return;
     }
     efa_rail_read_req_t r{};
+    r.ctx = t->ctx;
+    r.addr = t->from;
     r.peer = t->peer;
     r.ctx_index = t->ctx->index;
     r.buf = t->buf;
@@ -165,10 +170,16 @@ void end_watch(Take *t) {
 }
 
 void sender_lost(efa_op_t *op, const efa_cqe_t *cqe) {
-    Take *t = reinterpret_cast<Take *>(op);
+    Take *t = reinterpret_cast<Take *>(op); // (the watch's share keeps it)
     efa_core *core = t->ctx->core;
+    const int err = cqe->err ? cqe->err : -FI_EHOSTUNREACH;
     {
         std::lock_guard<std::mutex> guard(state(core)->lock);
+        if (!t->published) {
+            t->lost = err; // rdv_take sees it under the lock and ends it
+            take_put(t);
+            return;
+        }
         if (t->started) {
             take_put(t); // its note came first: the reads tell
             return;
@@ -184,7 +195,7 @@ void sender_lost(efa_op_t *op, const efa_cqe_t *cqe) {
         ++state(core)->failed;
     }
     if (t->done) {
-        t->done(t->arg, cqe->err ? cqe->err : -FI_EHOSTUNREACH, 0);
+        t->done(t->arg, err, 0);
     }
     take_put(t); // the watch's
     take_put(t); // the owner's path
@@ -219,7 +230,13 @@ void rdv_on_note(efa_ctx *ctx, const RdvMsg &m, fi_addr_t src) {
         std::lock_guard<std::mutex> guard(st->lock);
         auto it = st->waiting.find(key);
         if (it == st->waiting.end()) {
-            st->notes[key].push_back({m, src});
+            // One note per key: an older one still here is left over (its
+            // message's note came twice, or after a withdrawal) and would
+            // pair with this message (the seq wraps after 8191 large sends
+            // to one peer).
+            std::deque<Note> &kept = st->notes[key];
+            kept.clear();
+            kept.push_back({m, src});
             return;
         }
         t = it->second.front();
@@ -298,16 +315,29 @@ int rdv_take(efa_ctx *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len
     t->done = done;
     t->arg = arg;
     t->decline_err = decline_err;
+    // The sender is watched while the note is due (its loss ends the
+    // wait); armed before the receive is published, so that a note taken
+    // at once finds the watch to end.  A watch that cannot be armed
+    // (no memory) leaves the wait to the note alone.
+    t->shares = 2;
+    const int wrc = efa_core_addr_watch(core, ctx, t->from, &t->watch);
+    if (-FI_EHOSTUNREACH == wrc) {
+        delete t; // the sender is lost: nobody to read from or answer
+        return wrc;
+    }
+    if (wrc) {
+        t->shares = 1;
+    }
     RdvState *st = core->rdv;
     bool wait = false;
-    for (bool bad = true; bad && !wait;) {
-        {
-            std::lock_guard<std::mutex> guard(st->lock);
-            st->takes.insert(t);
+    int lost = 0;
+    {
+        std::lock_guard<std::mutex> guard(st->lock);
+        lost = t->lost;
+        while (!lost) {
             auto it = st->notes.find(t->key);
             if (it == st->notes.end()) {
                 st->waiting[t->key].push_back(t);
-                t->shares = 2; // and the watch's, armed next
                 wait = true;
                 break;
             }
@@ -316,26 +346,30 @@ int rdv_take(efa_ctx *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len
             if (it->second.empty()) {
                 st->notes.erase(it);
             }
+            // A note kept before its sender was known to this process is
+            // checked now: another process's is dropped (said), and the
+            // sender's own is still to come.
+            if (efa_core_source_ok(core, t->note.src, t->from, "a rendezvous note")) {
+                t->started = true;
+                break;
+            }
         }
-        // A note kept before its sender was known to this process is
-        // checked now: another process's is dropped (said), and the
-        // sender's own is still to come.
-        bad = !efa_core_source_ok(core, t->note.src, t->from, "a rendezvous note");
-    }
-    if (!wait) {
-        std::lock_guard<std::mutex> guard(st->lock);
-        t->started = true;
-    }
-    if (wait) {
-        // The sender's note went before its message: only its loss keeps
-        // it away.  (A watch that fails at once calls sender_lost itself
-        // through the deadline, or says the peer is gone: then end here.)
-        if (efa_core_addr_watch(core, ctx, t->from, &t->watch) != 0) {
-            efa_cqe_t lost{-FI_EHOSTUNREACH, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
-            sender_lost(&t->watch, &lost);
+        if (!lost) {
+            st->takes.insert(t);
+            t->published = true;
         }
+    }
+    if (lost) { // the watch called before the receive was published
+        if (t->done) {
+            t->done(t->arg, lost, 0);
+        }
+        take_put(t);
         return 0;
     }
+    if (wait) {
+        return 0; // rdv_on_note starts it
+    }
+    end_watch(t);
     take_start(t);
     return 0;
 }

@@ -90,13 +90,13 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
                                   efa_rail_read_t **out) {
     const efa_core_info_t *info = &core->info;
     const int nctx = core->nic->num_contexts();
-    if (r->len == 0 || r->ctx_index < 0 || r->ctx_index >= nctx || r->rkeys < 1) {
+    if (r->len == 0 || r->ctx_index < 0 || r->ctx_index >= nctx || r->rkeys < 1 || !r->ctx) {
         return -FI_EINVAL;
     }
-    Rail rails[EFA_MAX_RAILS] = {{0, core->nic->ctx(r->ctx_index), r->peer->addr[r->ctx_index],
-                                  r->mr ? efa_mr_desc(r->mr) : nullptr, r->rkey[0]}};
+    Rail rails[EFA_MAX_RAILS] = {
+        {0, r->ctx, r->addr, r->mr ? efa_mr_desc(r->mr) : nullptr, r->rkey[0]}};
     int nrails = 1;
-    const int nics = 1 + static_cast<int>(core->rails.size());
+    const int nics = r->peer ? 1 + static_cast<int>(core->rails.size()) : 1;
     for (int k = 1; info->stripe_min && r->len >= info->stripe_min && k < nics; ++k) {
         const fi_addr_t a = efa_peer_rail_addr(r->peer, k, r->ctx_index, nctx);
         const int nic = r->peer->rail_nic[k]; // the owner's NIC there: its key
@@ -106,7 +106,9 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
         rails[nrails++] = {k, core->rails[static_cast<size_t>(k) - 1]->ctx(r->ctx_index), a,
                            r->mr ? efa_mr_rail_desc(r->mr, k) : nullptr, r->rkey[nic]};
     }
-    const size_t piece_max = info->max_rma_size ? info->max_rma_size : SIZE_MAX;
+    const size_t piece_max = r->piece_max         ? r->piece_max
+                             : info->max_rma_size ? info->max_rma_size
+                                                  : SIZE_MAX;
     uint32_t pieces = 0;
     for (int k = 0; k < nrails; ++k) {
         size_t off, n;
@@ -133,8 +135,8 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
     rd->pieces = pieces;
     rd->piece = piece;
     // One share held while posting, so that the read cannot finish before
-    // every piece has been tried (a post that finds the queue full drives
-    // progress, which may complete the pieces already out).
+    // every piece has been tried (another thread's progress may complete
+    // the pieces already out).
     rd->left.store(1);
     int rc = 0;
     uint32_t i = 0, posted = 0;

@@ -139,7 +139,6 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
         e->rails_ = std::min(info->num_nics, EFA_MAX_RAILS);
         e->nctx_ = info->num_contexts;
         e->stripe_min_ = p.peer_rails ? info->stripe_min : 0;
-        e->failover_ = info->rail_failover;
         e->read_piece_ = info->max_rma_size ? info->max_rma_size : SIZE_MAX;
         if (p.net_debug_read_piece) {
             e->read_piece_ = std::min(e->read_piece_, p.net_debug_read_piece);

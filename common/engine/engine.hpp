@@ -418,8 +418,7 @@ class Engine {
     struct ReadOp;
     bool offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b);
     bool read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b);
-    static void read_done(efa_op_t *op, const efa_cqe_t *cqe);
-    bool reread(ReadOp *r, void *piece); // piece: a ReadOp::Piece of r
+    static void read_done(void *arg, int err); // arg: the ReadOp
     void end_read(ReadOp *ro);
     void release_send_mr(efa_engine_req_t *r);
     void orphan_reads();
@@ -427,7 +426,6 @@ class Engine {
     int rails_ = 1;         // NICs of this process (efa_core_info_t.num_nics)
     int nctx_ = 1;          // contexts per NIC: the stride of a peer's addresses
     size_t stripe_min_ = 0; // reads from this size striped over the rails (0: never)
-    bool failover_ = false; // a piece whose rail failed is read again by the first
     size_t read_piece_ = 0; // the largest single read the provider takes
     std::vector<ReadOp *> reads_;
 

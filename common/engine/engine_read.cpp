@@ -29,22 +29,22 @@
 namespace efa::engine {
 
 struct Engine::ReadOp {
-    struct Piece {
-        efa_op_t op; // first: the core hands it back
-        ReadOp *read;
-        int rail;      // the NIC it went by (0: the first, the peer's message path)
-        size_t off, n; // its bytes, for a failover to the first rail
-    };
     Engine *engine = nullptr;
     efa_engine_req_t *req = nullptr;
     uint32_t sender = 0;
-    uint64_t sender_id = 0;       // the sender's id of the message, for FIN or CTS
-    efa_mr_t *mr = nullptr;       // the receive buffer's, where the provider wants local ones
-    uint64_t raddr = 0, key0 = 0; // the sender's buffer, its key on the first rail
-    uint32_t pieces = 0, left = 0;
+    uint64_t sender_id = 0;          // the sender's id of the message, for FIN or CTS
+    efa_mr_t *mr = nullptr;          // the receive buffer's, where the provider wants local ones
+    efa_rail_read_t *read = nullptr; // the core's striped read (rail_read.cpp)
     int err = 0;
-    std::unique_ptr<Piece[]> piece;
+    bool ended_in_post = false; // its pieces all completed before the post returned
 };
+
+namespace {
+// The read this thread is posting (under mu_): its end, should the core
+// report it inside the post (another thread's progress completed every
+// piece), is left to read_from, which holds mu_ already.
+thread_local const void *t_posting = nullptr;
+} // namespace
 
 // Under mu_, from write_message: register r's buffer and fill b with what
 // a reader needs.  False: no offer (the receiver asks for DATA frames).
@@ -83,7 +83,11 @@ void Engine::release_send_mr(efa_engine_req_t *r) {
 
 // Under mu_, from pull(): a receive matched an RTS of peer p that offers
 // its bytes for reading.  False when no read could be posted (the caller
-// streams instead); else the receive completes in end_read.
+// streams instead); else the receive completes in end_read.  From
+// stripe_min the core stripes the read over every rail that reaches the
+// peer and on which both buffers are registered (the sender's keys in the
+// RTS, this one's where the provider wants descriptors), and reads a piece
+// whose rail fails again by the first.
 bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b) {
     const size_t n = std::min<size_t>(b.len, req->buflen);
     if (!read_on_ || 0 == n) {
@@ -95,129 +99,70 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
     ro->sender = h.sender;
     ro->sender_id = h.id;
     efa_core_t *core = net_->core();
-    void *desc = nullptr;
     if (efa_core_get_info(core)->mr_local) {
         int err = 0;
         ro->mr = efa_core_mr_acquire(core, req->buf, n, FI_READ, &err);
         if (nullptr == ro->mr) {
             return false;
         }
-        desc = efa_mr_desc(ro->mr);
     }
-    // The rails: the first, and from stripe_min every other that reaches
-    // the peer and on which both buffers are registered (the sender's
-    // keys in the RTS, this one's where the provider wants descriptors).
-    struct Rail {
-        int rail;
-        efa_ctx_t *ctx;
-        fi_addr_t addr;
-        void *desc;
-        uint64_t key;
-    } rails[EFA_MAX_RAILS] = {{0, p->net->ctx, p->net->addr, desc, b.cookie}};
-    int nrails = 1;
-    for (int r = 1; stripe_min_ && n >= stripe_min_ && p->rails && r < rails_; ++r) {
-        const fi_addr_t a = efa_peer_rail_addr(p->rails, r, 0, nctx_);
-        const int nic = p->rails->rail_nic[r];
-        if (FI_ADDR_NOTAVAIL == a || nic >= static_cast<int>(b.rails) ||
-            (ro->mr && r >= efa_mr_rails(ro->mr))) {
-            continue;
-        }
-        rails[nrails++] = {r, efa_core_rail_ctx(core, r, 0), a,
-                           ro->mr ? efa_mr_rail_desc(ro->mr, r) : nullptr,
-                           0 == nic ? b.cookie : b.rail_key[nic - 1]};
+    efa_rail_read_req_t r{};
+    r.ctx = p->net->ctx;
+    r.addr = p->net->addr;
+    r.peer = stripe_min_ ? p->rails : nullptr;
+    r.ctx_index = 0;
+    r.piece_max = read_piece_;
+    r.buf = req->buf;
+    r.len = n;
+    r.mr = ro->mr;
+    r.raddr = b.addr;
+    r.rkeys = static_cast<int>(std::clamp<uint32_t>(b.rails, 1, 4));
+    r.rkey[0] = b.cookie;
+    for (int k = 1; k < 4; ++k) {
+        r.rkey[k] = b.rail_key[k - 1];
     }
-    std::vector<ReadOp::Piece> plan;
-    for (int k = 0; k < nrails; ++k) {
-        size_t part_off, part_len;
-        efa_rma_stripe_part(n, nrails, k, &part_off, &part_len);
-        for (size_t off = 0; off < part_len; off += read_piece_) {
-            plan.push_back({{}, nullptr, k, part_off + off, std::min(read_piece_, part_len - off)});
-        }
-    }
-    ro->raddr = b.addr;
-    ro->key0 = b.cookie;
-    ro->pieces = static_cast<uint32_t>(plan.size()); // (n > 0: at least one)
-    ro->piece = std::make_unique<ReadOp::Piece[]>(ro->pieces);
+    r.done = read_done;
+    r.arg = ro.get();
     req->state = kRecvRead;
     req->peer = h.sender;
     req->remote = h.id;
-    ReadOp *r = ro.get();
-    if (nrails > 1) {
-        efa_core_count_stripe(n, false);
-    }
-    for (uint32_t i = 0; i < r->pieces; ++i) {
-        ReadOp::Piece &pc = r->piece[i];
-        const Rail &rl = rails[plan[i].rail];
-        pc.op.complete = read_done;
-        pc.read = r;
-        pc.rail = rl.rail;
-        pc.off = plan[i].off;
-        pc.n = plan[i].n;
-        int rc = efa_ctx_read(rl.ctx, static_cast<uint8_t *>(req->buf) + pc.off, pc.n, rl.desc,
-                              rl.addr, b.addr + pc.off, rl.key, &pc.op);
-        if (rc && pc.rail && failover_) { // that rail refused the peer: the first takes it
-            pc.rail = 0;
-            rc = efa_ctx_read(p->net->ctx, static_cast<uint8_t *>(req->buf) + pc.off, pc.n, desc,
-                              p->net->addr, b.addr + pc.off, b.cookie, &pc.op);
-            if (0 == rc) {
-                efa_core_count_stripe(0, true);
-            }
+    ReadOp *rd = ro.release();
+    reads_.push_back(rd);
+    t_posting = rd;
+    const int rc = efa_core_rail_read(core, &r, &rd->read);
+    t_posting = nullptr;
+    if (rc != 0) { // nothing went out: stream it
+        reads_.pop_back();
+        if (rd->mr) {
+            efa_core_mr_release(core, rd->mr);
         }
-        if (rc) {
-            r->err = rc; // the pieces posted still complete; then it ends
-            break;
-        }
-        ++r->left;
-    }
-    if (0 == r->left) { // nothing went out: stream it
-        if (r->mr) {
-            efa_core_mr_release(core, r->mr);
-        }
+        delete rd;
         ++stats.net_read_failed;
         return false;
     }
-    reads_.push_back(ro.release());
+    if (rd->ended_in_post) {
+        end_read(rd);
+    }
     return true;
 }
 
-// A piece of a read completed (from the core's progress, mu_ not held).
-void Engine::read_done(efa_op_t *op, const efa_cqe_t *cqe) {
-    ReadOp::Piece *pc = reinterpret_cast<ReadOp::Piece *>(op);
-    ReadOp *r = pc->read;
+// The read completed, every piece of it (from the core's progress, mu_
+// not held).
+void Engine::read_done(void *arg, int err) {
+    auto *r = static_cast<ReadOp *>(arg);
     Engine *e = r->engine;
+    if (t_posting == r) { // inside read_from, which holds mu_ and ends it
+        r->err = err ? err : e->params_.net_debug_fail_reads ? -FI_EIO : 0;
+        r->ended_in_post = true;
+        return;
+    }
     {
         Guard g(e->mu_, e->mt_);
-        // A piece whose rail failed (the core took it out for the peer)
-        // goes again, once, by the first rail, the peer's message path.
-        if (cqe->err && pc->rail && -FI_ECANCELED != cqe->err && e->failover_ && e->reread(r, pc)) {
-            return;
-        }
         // (The test hook takes every read as one the provider failed.)
-        const int err = cqe->err ? cqe->err : e->params_.net_debug_fail_reads ? -FI_EIO : 0;
-        if (err && !r->err) {
-            r->err = err;
-        }
-        if (0 == --r->left) {
-            e->end_read(r);
-        }
+        r->err = err ? err : e->params_.net_debug_fail_reads ? -FI_EIO : 0;
+        e->end_read(r);
     }
     e->run_completions();
-}
-
-// Under mu_: piece pc of r again on the first rail.  False when it could
-// not be posted (the read then fails as the piece did).
-bool Engine::reread(ReadOp *r, void *piece) {
-    auto *pc = static_cast<ReadOp::Piece *>(piece);
-    int err = 0;
-    Peer *p = peer(r->sender, err);
-    if (nullptr == p || nullptr == p->net || p->error) {
-        return false;
-    }
-    pc->rail = 0;
-    efa_core_count_stripe(0, true);
-    return 0 == efa_ctx_read(p->net->ctx, static_cast<uint8_t *>(r->req->buf) + pc->off, pc->n,
-                             r->mr ? efa_mr_desc(r->mr) : nullptr, p->net->addr, r->raddr + pc->off,
-                             r->key0, &pc->op);
 }
 
 // Does a read's error say that the peer is gone (the core's deadline, the
@@ -262,14 +207,12 @@ void Engine::end_read(ReadOp *r) {
 }
 
 // The engine closes with reads still out: their completions may still
-// come from the core, which stays open, so they find a function of the
-// core's library, and memory (the pieces, the registration) that is never
-// given back.
+// come from the core, which stays open; the core's read then calls nobody,
+// and the registration is never given back.
 void Engine::orphan_reads() {
     for (ReadOp *r : reads_) {
-        for (uint32_t i = 0; i < r->pieces; ++i) {
-            r->piece[i].op.complete = efa_op_complete_nothing;
-        }
+        efa_rail_read_orphan(r->read);
+        delete r;
     }
     reads_.clear();
 }

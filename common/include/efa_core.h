@@ -438,16 +438,17 @@ int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, size_t len, e
 typedef struct efa_rdv_offer {
     efa_op_t note;  /* the note's send */
     efa_op_t watch; /* the receiver, while its answer is due */
-    /* Called once, from progress, when the offer is over: 0 the receiver
-     * read the bytes; else why not (efa_rdv_offer_end's error, the
-     * receiver's loss, its failed read, the note's failure). */
+    /* Called once when the offer is over (from progress, or inside
+     * efa_ctx_rdv_offer when a post fails): 0 the receiver read the bytes;
+     * else why not (efa_rdv_offer_end's error, the receiver's loss, its
+     * failed read, the note's failure). */
     void (*done)(struct efa_rdv_offer *o, int result);
     efa_core_t *core;
     efa_ctx_t *ctx;
     fi_addr_t dest;
     uint64_t id;
     int parts, result;
-    bool note_again; /* the note failed once and went again */
+    int note_tries; /* the note's sends that failed */
     uint8_t wire[72];
 } efa_rdv_offer_t;
 /* Can this core send and receive rendezvous messages: tags with a seq,
@@ -484,19 +485,23 @@ int efa_ctx_rdv_len(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, size_t *len)
 
 /* A read of len bytes of a peer's buffer (raddr as the provider expects
  * it; the owner's key on each of its NICs, rkey[nic], rkeys of them) into
- * buf, over context ctx_index of every rail that reaches the peer from
- * stripe_min (else the first alone), in pieces of at most the provider's
- * largest transfer; a piece whose rail fails goes again over the first
- * (rail_failover).  mr: the local buffer's registration where the provider
- * wants one (its descriptors on every rail), else NULL.  0: done(arg, err)
- * is called once, from progress, when every piece has completed (the
- * first error, or 0); *out (optional) names the read for
+ * buf: over ctx (to addr) on the first rail and, from stripe_min, over
+ * context ctx_index of every other rail that reaches the peer (peer NULL:
+ * the first alone), in pieces of at most piece_max bytes (0: the
+ * provider's largest transfer); a piece whose rail fails goes again over
+ * the first (rail_failover).  mr: the local buffer's registration where
+ * the provider wants one (its descriptors on every rail), else NULL.  0:
+ * done(arg, err) is called once, from progress, when every piece has
+ * completed (the first error, or 0); *out (optional) names the read for
  * efa_rail_read_orphan.  Else nothing is in flight and done is not
  * called. */
 typedef struct efa_rail_read efa_rail_read_t;
 typedef struct efa_rail_read_req {
-    efa_peer_t *peer;
+    efa_ctx_t *ctx;
+    fi_addr_t addr;
+    const efa_peer_t *peer;
     int ctx_index;
+    size_t piece_max;
     void *buf;
     size_t len;
     efa_mr_t *mr;
