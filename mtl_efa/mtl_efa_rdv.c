@@ -23,12 +23,11 @@ void ompi_mtl_efa_rdv_init(const efa_core_info_t *info) {
     ompi_mtl_efa.rdv_min = SIZE_MAX;
     if (efa_core_can_rdv(ompi_mtl_efa.core) && info->num_nics > 1 && info->stripe_min > 0) {
         ompi_mtl_efa.rdv_min = info->stripe_min;
-        char what[200];
-        snprintf(what, sizeof(what),
-                 "under the provider's matching, messages from %zu bytes to peers with several "
-                 "NICs are read by the receiver, striped over up to %d NICs",
-                 ompi_mtl_efa.rdv_min, info->num_nics);
-        mca_common_efa_say_choice("mtl:efa", "mtl_efa", what);
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                  "under the provider's matching, messages from %zu bytes to "
+                                  "peers with several NICs are read by the receiver, striped "
+                                  "over up to %d NICs",
+                                  ompi_mtl_efa.rdv_min, info->num_nics);
     }
 }
 
