@@ -185,7 +185,7 @@ TEST_P(Layouts, RendezvousBitIsIgnoredByEveryReceive) {
             }
         }
     }
-    EXPECT_EQ(efa_tag_max_seq(&l) << c.seq_shift & c.rdv_bit, 0u); // no seq sets it
+    EXPECT_EQ(uint64_t{efa_tag_max_seq(&l)} << c.seq_shift & c.rdv_bit, 0u); // no seq sets it
 }
 
 INSTANTIATE_TEST_SUITE_P(Tag, Layouts,
