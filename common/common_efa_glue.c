@@ -71,6 +71,12 @@ static const mca_common_efa_param_t table[] = {
              "or none completes for common_efa_peer_timeout), take that rail out for the peer "
              "and send what was on it again over the first; false: such a failure makes the "
              "peer unreachable, as the first NIC's does."},
+    {"rail_retry", MCA_BASE_VAR_TYPE_INT, C(rail_retry), .def = 10, .level = OPAL_INFO_LVL_4,
+     .help = "Seconds after a NIC beside a process's first was taken out for a peer "
+             "(common_efa_rail_failover) before it is asked again whether it reaches the peer: "
+             "a ping over that NIC alone, which the peer answers over it. Answered, the NIC "
+             "carries its share again; not, the wait doubles, to 8 times this. 0: a NIC taken "
+             "out stays out (0 to 3600)."},
     {"num_contexts", MCA_BASE_VAR_TYPE_INT, C(num_contexts), .def = 1, .level = OPAL_INFO_LVL_4,
      .help = "Endpoints (queue pairs) per NIC. A communicator uses context (cid mod num_contexts) "
              "on both sides; more contexts let MPI_THREAD_MULTIPLE programs drive separate "

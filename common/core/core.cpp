@@ -378,9 +378,12 @@ void efa_core_release(efa_core_t *core) {
         for (int i = 0; i < core->rails[r]->num_contexts(); ++i) {
             n += core->rails[r]->ctx(i)->completions.load(std::memory_order_relaxed);
         }
+        const auto bytes = efa::counts::rail_rma(static_cast<int>(r) + 1) + 1;
         core->rep.say(1, "rail " + std::to_string(r + 1) + " (" +
                              core->rails[r]->info()->domain_attr->name + "): " + std::to_string(n) +
-                             " completions");
+                             " completions, " +
+                             std::to_string(efa::counts::get(static_cast<efa::counts::Id>(bytes))) +
+                             " bytes of puts and gets");
     }
     for (auto &kv : core->peers) {
         free(kv.second.peer);
@@ -423,27 +426,7 @@ void efa_core_get_current_counters(efa_core_counters_t *out) {
     out->mr_evictions += g_retired.mr_evictions;
     out->peers_lost += g_retired.peers_lost;
     out->rails_lost += g_retired.rails_lost;
-    using namespace efa::counts;
-    out->provider_sends = get(kProviderSends);
-    out->provider_send_bytes = get(kProviderSendBytes);
-    out->provider_recvs = get(kProviderRecvs);
-    out->provider_recv_bytes = get(kProviderRecvBytes);
-    out->provider_rma = get(kProviderRma);
-    out->provider_rma_bytes = get(kProviderRmaBytes);
-    out->ring_frames = get(kRingFrames);
-    out->ring_bytes = get(kRingBytes);
-    out->single_copies = get(kSingleCopies);
-    out->single_copy_bytes = get(kSingleCopyBytes);
-    out->unexpected = get(kUnexpected);
-    out->unexpected_peak = get(kUnexpectedPeak);
-    out->coalesced = get(kCoalesced);
-    out->emul_served = get(kEmulServed);
-    out->emul_refused = get(kEmulRefused);
-    out->rail_rma = get(kRailRma);
-    out->rail_rma_bytes = get(kRailRmaBytes);
-    out->striped = get(kStriped);
-    out->striped_bytes = get(kStripedBytes);
-    out->failed_over = get(kFailedOver);
+    efa::read_path_counts(out);
 }
 
 efa_core_t *efa_core_current(void) {

@@ -20,6 +20,7 @@
 #include "nic.hpp"
 #include "peer_blob.hpp"
 #include "peer_deadline.hpp"
+#include "rail_back.hpp"
 #include "provider_select.hpp"
 #include "efa_tag.h"
 
@@ -100,6 +101,13 @@ struct efa_core {
     std::string nic_reason;
     std::atomic<uint64_t> peers_lost{0}; // processes declared unreachable (MPI_T)
     std::atomic<uint64_t> rails_lost{0}; // a rail to a peer taken out (MPI_T)
+    // Lost rails asked again whether they reach their peer, by rail_key
+    // (core_rail_back.cpp), and the pings the provider holds for them;
+    // under deadline_lock.  rail_retry_on: some rail was lost, so progress
+    // ticks even where the peer deadline is off.
+    std::unordered_map<fi_addr_t, efa::RailRetry> rail_retries;
+    std::unordered_set<void *> rail_pings;
+    std::atomic<bool> rail_retry_on{false};
     efa_tag_layout_t layout = EFA_TAG_LAYOUT_WITH_CQ_DATA;
     std::vector<uint8_t> blob;
     int refcount = 0;
@@ -299,6 +307,9 @@ bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer);
 // since it was tracked?  Its owner has been told (or is told when it
 // completes): the flush must drop it, never post it.
 bool deadline_dropped(const efa_op_t *op);
+// The process-wide path counts (path_counts.hpp) into 'out'
+// (core_counters.cpp).
+void read_path_counts(efa_core_counters_t *out);
 // From progress: checks the peers at most once a second.
 void deadline_tick(efa_core *core);
 // The id a peer's probes carry: a hash of its blob (core_probe.cpp).

@@ -1,6 +1,9 @@
 // efa_core.h's efa_core_get_counters: what the core counted since it
 // opened, for the MPI_T performance variables (common_efa_glue.c).
+#include <algorithm>
+
 #include "core.hpp"
+#include "path_counts.hpp"
 
 extern "C" void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out) {
     *out = efa_core_counters_t{};
@@ -32,3 +35,42 @@ extern "C" void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out
     out->peers_lost = core->peers_lost.load(relaxed);
     out->rails_lost = core->rails_lost.load(relaxed);
 }
+
+namespace efa {
+
+void read_path_counts(efa_core_counters_t *out) {
+    using namespace efa::counts;
+    out->provider_sends = get(kProviderSends);
+    out->provider_send_bytes = get(kProviderSendBytes);
+    out->provider_recvs = get(kProviderRecvs);
+    out->provider_recv_bytes = get(kProviderRecvBytes);
+    out->provider_rma = get(kProviderRma);
+    out->provider_rma_bytes = get(kProviderRmaBytes);
+    out->ring_frames = get(kRingFrames);
+    out->ring_bytes = get(kRingBytes);
+    out->single_copies = get(kSingleCopies);
+    out->single_copy_bytes = get(kSingleCopyBytes);
+    out->unexpected = get(kUnexpected);
+    out->unexpected_peak = get(kUnexpectedPeak);
+    out->coalesced = get(kCoalesced);
+    out->emul_served = get(kEmulServed);
+    out->emul_refused = get(kEmulRefused);
+    // By NIC: the rails' own counts; the first NIC's is what is left.
+    out->nic_rma[0] = out->provider_rma;
+    out->nic_rma_bytes[0] = out->provider_rma_bytes;
+    for (int r = 1; r < efa::kMaxRails; ++r) {
+        out->nic_rma[r] = get(rail_rma(r));
+        out->nic_rma_bytes[r] = get(static_cast<Id>(rail_rma(r) + 1));
+        out->rail_rma += out->nic_rma[r];
+        out->rail_rma_bytes += out->nic_rma_bytes[r];
+    }
+    // (A post between the reads may count on a rail but not yet above.)
+    out->nic_rma[0] -= std::min(out->nic_rma[0], out->rail_rma);
+    out->nic_rma_bytes[0] -= std::min(out->nic_rma_bytes[0], out->rail_rma_bytes);
+    out->rails_back = get(kRailsBack);
+    out->striped = get(kStriped);
+    out->striped_bytes = get(kStripedBytes);
+    out->failed_over = get(kFailedOver);
+}
+
+} // namespace efa

@@ -379,6 +379,7 @@ void deadline_open(efa_core *core) {
 
 void deadline_close(efa_core *core) {
     probe_close(core);
+    rail_back_close(core);
     // The endpoints are closed: nothing hands these back any more.
     for (PeerDeadline::Entry *e : core->deadline.release_all()) {
         delete tracked_of(e);
@@ -491,6 +492,9 @@ void deadline_tick(efa_core *core) {
     }
     release_held(core, now);
     repost_probes(core);
+    if (core->rail_retry_on.load(std::memory_order_relaxed)) {
+        rail_back_tick(core, now);
+    }
     if (!due) {
         return;
     }

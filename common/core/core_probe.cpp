@@ -30,6 +30,7 @@
 #include "control_tags.hpp"
 #include "control_wire.hpp"
 #include "deadline_tracked.hpp"
+#include "rail_back.hpp"
 
 namespace efa {
 
@@ -39,83 +40,6 @@ using control::kAnswerBit;
 using control::kIdMask;
 using control::kProbeIgnore;
 using control::kProbeTag;
-
-// A zero-byte message; tagged with 'tag' where the provider has tags.
-ssize_t post_empty(efa_ctx *ctx, fi_addr_t addr, uint64_t tag, uint64_t flags, void *context) {
-    // One empty buffer rather than none: ofi_rxd reads msg_iov[0] even
-    // when iov_count is 0.
-    static char nothing;
-    iovec iov = {&nothing, 0};
-    void *desc = nullptr;
-    if (!ctx->core->info.has_tagged) {
-        fi_msg msg = {};
-        msg.msg_iov = &iov;
-        msg.desc = &desc;
-        msg.iov_count = 1;
-        msg.addr = addr;
-        msg.context = context;
-        return fi_sendmsg(ctx->ep, &msg, flags);
-    }
-    fi_msg_tagged msg = {};
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
-    msg.addr = addr;
-    msg.tag = tag;
-    msg.context = context;
-    return fi_tsendmsg(ctx->ep, &msg, flags);
-}
-
-// An answer the provider holds, freed when it hands it back (or at close).
-struct Answer {
-    efa_op_t op;
-    efa_core *core;
-};
-
-void answer_done(efa_op_t *op, const efa_cqe_t *cqe) {
-    (void)cqe;
-    auto *a = reinterpret_cast<Answer *>(op);
-    {
-        std::lock_guard<std::mutex> guard(a->core->deadline_lock);
-        a->core->answers_out.erase(a);
-    }
-    delete a;
-}
-
-// -FI_EAGAIN: the queue is full, ask again later.
-ssize_t post_answer(efa_ctx *ctx, fi_addr_t to) {
-    efa_core *core = ctx->core;
-    auto *a = new (std::nothrow) Answer{{}, core};
-    if (!a) {
-        return -FI_EAGAIN;
-    }
-    a->op.complete = answer_done;
-    a->op.rx_class = EFA_RX_INTERNAL;
-    {
-        std::lock_guard<std::mutex> guard(core->deadline_lock);
-        core->answers_out.insert(a);
-    }
-    ssize_t rc =
-        post_empty(ctx, to, kProbeTag | kAnswerBit | core->probe_id, FI_COMPLETION, &a->op.fi_ctx);
-    if (rc) {
-        std::lock_guard<std::mutex> guard(core->deadline_lock);
-        core->answers_out.erase(a);
-        delete a;
-    }
-    return rc;
-}
-
-void send_answer(efa_ctx *ctx, fi_addr_t to) {
-    efa_core *core = ctx->core;
-    ssize_t rc = post_answer(ctx, to);
-    if (rc == -FI_EAGAIN) {
-        std::lock_guard<std::mutex> guard(core->deadline_lock);
-        core->answers_due.emplace_back(ctx, to);
-        core->answers_pending.store(true, std::memory_order_relaxed);
-    } else if (rc) {
-        core->failures.report(core->rep, "fi_tsendmsg (peer probe answer)", static_cast<int>(rc));
-    }
-}
 
 // The addresses of each peer with probe id 'id' (a hash: more than one
 // only by accident) that 'src' (the provider's source of the message
@@ -153,7 +77,7 @@ void answer(efa_ctx *ctx, uint64_t id, fi_addr_t src) {
         core->rep.say(10, "peer probe from a process not known here: not answered");
     }
     for (const auto &p : peers) {
-        send_answer(ctx, p[0]);
+        probe_send_answer(ctx, p[0]);
     }
 }
 
@@ -199,7 +123,13 @@ void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
         return;
     }
     const control::ProbeMsg m = cqe->err ? control::ProbeMsg{} : control::parse_probe(cqe->tag);
-    if (m.valid) {
+    if (m.valid && r->ctx->rail) { // a lost rail asked whether it reaches (core_rail_back.cpp)
+        if (m.answer) {
+            rail_answer_received(r->ctx, m.id, cqe->src);
+        } else {
+            rail_ping_received(r->ctx, m.id, cqe->src);
+        }
+    } else if (m.valid) {
         if (m.answer) {
             answered(r->ctx->core, m.id, cqe->src);
         } else {
@@ -230,15 +160,21 @@ uint64_t probe_id_of(const void *blob, size_t len) {
 void probe_open(efa_core *core) {
     core->probe_id = probe_id_of(core->blob.data(), core->blob.size());
     // Without tags, probes arrive in the untagged receive pool instead.
-    for (int i = 0; core->info.has_tagged && i < core->nic->num_contexts(); ++i) {
-        auto *r = new ProbeRecv{{}, core->nic->ctx(i)};
-        r->op.complete = probe_recv_done;
-        r->op.rx_class = EFA_RX_INTERNAL;
-        if (post_probe_recv(r)) {
-            delete r;
-            continue;
+    // Each rail's contexts take pings too: a peer asks over a rail it lost
+    // whether it reaches this process again (core_rail_back.cpp).
+    for (int rail = 0; core->info.has_tagged && rail <= static_cast<int>(core->rails.size());
+         ++rail) {
+        Nic &nic = rail ? *core->rails[static_cast<size_t>(rail) - 1] : *core->nic;
+        for (int i = 0; i < nic.num_contexts(); ++i) {
+            auto *r = new ProbeRecv{{}, nic.ctx(i)};
+            r->op.complete = probe_recv_done;
+            r->op.rx_class = EFA_RX_INTERNAL;
+            if (post_probe_recv(r)) {
+                delete r;
+                continue;
+            }
+            core->probe_recvs.push_back(&r->op);
         }
-        core->probe_recvs.push_back(&r->op);
     }
 }
 
@@ -248,16 +184,7 @@ void probe_close(efa_core *core) {
     }
     core->probe_recvs.clear();
     core->probes_out.clear(); // still tracked: the deadline's release frees them
-    core->answers_due.clear();
-    for (void *a : core->answers_out) {
-        delete static_cast<Answer *>(a);
-    }
-    core->answers_out.clear();
-}
-
-ssize_t probe_post_ping(efa_ctx *ctx, fi_addr_t addr, void *context) {
-    return post_empty(ctx, addr, kProbeTag | ctx->core->probe_id,
-                      FI_COMPLETION | FI_DELIVERY_COMPLETE, context);
+    probe_sends_close(core);
 }
 
 bool probe_sent(efa_core *core, Tracked *t, int err) {
@@ -288,18 +215,6 @@ bool probe_dropped(efa_core *core, Tracked *t) {
         core->probes_out.erase(it);
     }
     return t->sent;
-}
-
-void probe_answers_retry(efa_core *core) {
-    std::vector<std::pair<efa_ctx *, fi_addr_t>> due;
-    {
-        std::lock_guard<std::mutex> guard(core->deadline_lock);
-        due.swap(core->answers_due);
-        core->answers_pending.store(false, std::memory_order_relaxed);
-    }
-    for (const auto &d : due) {
-        send_answer(d.first, d.second);
-    }
 }
 
 } // namespace efa

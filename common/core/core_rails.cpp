@@ -33,7 +33,10 @@ void open_rails(efa_core *core, const std::vector<const fi_info *> &rail_infos,
             ctx->rail = r;
             ctx->use_cq_data = core->nic->ctx(0)->use_cq_data;
             ctx->mt = core->params.thread_multiple;
-            ctx->source = false; // the rails carry one-sided transfers only: no receives
+            // The rails carry one-sided transfers, and pings asking whether
+            // a lost rail reaches again (core_rail_back.cpp): those are
+            // answered to their source.
+            ctx->source = core->selection.source;
             if (rail->info()->domain_attr->mr_mode & FI_MR_ENDPOINT) {
                 bind_eps.push_back(ctx->ep);
             }
@@ -119,6 +122,7 @@ void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &pee
                           ? core->rails[static_cast<size_t>(rail) - 1]->info()->domain_attr->name
                           : "?";
     core->rep.help("rail-lost", nic, peer_name, why);
+    rail_back_schedule(core, rail0, rail);
 }
 
 } // namespace efa

@@ -57,7 +57,7 @@ extern "C" int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *
     if (rc == 0) { // posted, or waiting in the backlog
         efa::counts::add_msg(efa::counts::kProviderRma, len);
         if (ctx->rail) {
-            efa::counts::add_msg(efa::counts::kRailRma, len);
+            efa::counts::add_msg(efa::counts::rail_rma(ctx->rail), len);
         }
     }
     return rc;
@@ -79,7 +79,7 @@ extern "C" int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, f
     if (rc == 0) { // posted, or waiting in the backlog
         efa::counts::add_msg(efa::counts::kProviderRma, len);
         if (ctx->rail) {
-            efa::counts::add_msg(efa::counts::kRailRma, len);
+            efa::counts::add_msg(efa::counts::rail_rma(ctx->rail), len);
         }
     }
     return rc;

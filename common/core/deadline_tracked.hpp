@@ -56,8 +56,14 @@ uint64_t now_ms();
 extern efa_op_t g_probe_owner;    // what a probe's stand-in completes into
 void probe_open(efa_core *core);  // the receives for pings and answers
 void probe_close(efa_core *core); // after the endpoints are closed
-// Posts a ping to 'addr' from 'ctx' (the caller tracks it: core_deadline.cpp).
+// Posts a ping to 'addr' from 'ctx' (the caller tracks it: core_deadline.cpp;
+// probe_send.cpp).
 ssize_t probe_post_ping(efa_ctx *ctx, fi_addr_t addr, void *context);
+// Answers a ping from 'to' over 'ctx' (later, from progress, where the
+// queue is full); both in probe_send.cpp.
+void probe_send_answer(efa_ctx *ctx, fi_addr_t to);
+// At close: the answers the provider still held, and those still due.
+void probe_sends_close(efa_core *core);
 // A probe's send came back from the provider.  true: handled (the probe
 // now waits for its answer, or was answered or failed already); false:
 // complete it as any tracked operation (an error, or no answers here).

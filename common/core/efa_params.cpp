@@ -32,6 +32,8 @@ std::vector<ParamProblem> validate_params(const efa_core_params_t &p) {
     check_range(out, "rnr_retry", p.rnr_retry, -1, ParamLimits::kMaxRnrRetry);
     // 0 turns the peer deadline off; a day is more than any real silence.
     check_range(out, "peer_timeout", p.peer_timeout, 0, ParamLimits::kMaxPeerTimeout);
+    // 0 leaves a lost rail out; an hour between tries is already idle.
+    check_range(out, "rail_retry", p.rail_retry, 0, ParamLimits::kMaxRailRetry);
     // 0 polls on every call; a second is already far beyond any use.
     check_range(out, "net_poll_interval", p.net_poll_interval_us, 0,
                 ParamLimits::kMaxNetPollInterval);

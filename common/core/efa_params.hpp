@@ -20,6 +20,7 @@ struct ParamLimits {
     static constexpr int kMaxContexts = 16;    // QPs per NIC are scarce (about 256)
     static constexpr int kMaxNicsPerProc = 64; // p5.48xlarge, the largest, has 32
     static constexpr int kMinStripe = 4096, kMaxStripe = 1 << 30;
+    static constexpr int kMaxRailRetry = 3600;
     static constexpr int kMaxQueueSize = 1 << 20;
     static constexpr int kMaxMrCache = 1 << 20;
     // The completions one CQ read takes, into an array on the stack of the

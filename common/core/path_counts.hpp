@@ -33,11 +33,16 @@ enum Id : unsigned {
     kCoalesced,         // frames packed behind another in one provider message
     kEmulServed,        // emulated one-sided requests executed for peers
     kEmulRefused,       // ... refused (no registration, out of range, not permitted)
-    kRailRma,           // one-sided operations posted on a rail beside the first
-    kRailRmaBytes,      //   their bytes
+    kRail1Rma,          // one-sided operations posted on rail 1 (the second NIC)
+    kRail1RmaBytes,     //   their bytes
+    kRail2Rma,          // ... on rail 2
+    kRail2RmaBytes,     //
+    kRail3Rma,          // ... on rail 3
+    kRail3RmaBytes,     //
     kStriped,           // transfers striped over several rails
     kStripedBytes,      //   their bytes
     kFailedOver,        // striped parts sent again over the first rail after theirs failed
+    kRailsBack,         // lost rails found reaching their peer again (core_rail_back.cpp)
     kNumCounts
 };
 
@@ -64,6 +69,12 @@ inline void add_msg(Id id, uint64_t bytes) {
     const bool shared = g_shared.load(std::memory_order_relaxed);
     add_to(g_counts[id], 1, shared);
     add_to(g_counts[id + 1], bytes, shared);
+}
+
+// The count of one-sided operations on rail 'rail' (1..3; rail 0's are
+// kProviderRma less the others'); its bytes follow it.
+inline Id rail_rma(int rail) {
+    return static_cast<Id>(kRail1Rma + 2 * (rail - 1));
 }
 
 // A high-water mark; the caller holds the lock of what it measures.

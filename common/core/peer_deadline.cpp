@@ -72,6 +72,17 @@ void PeerDeadline::touch(uint64_t peer, uint64_t now) {
     }
 }
 
+bool PeerDeadline::revive(uint64_t peer, uint64_t now) {
+    auto it = peers_.find(peer);
+    if (it == peers_.end() || !it->second.dead) {
+        return false;
+    }
+    it->second.dead = false; // declare_dead left it with nothing tracked
+    it->second.last = now;
+    it->second.last_probe = now;
+    return true;
+}
+
 bool PeerDeadline::dead(uint64_t peer) const {
     auto it = peers_.find(peer);
     return it != peers_.end() && it->second.dead;

@@ -64,6 +64,9 @@ class PeerDeadline {
     void forget(Entry *op);
 
     bool dead(uint64_t peer) const;
+    // 'peer' (a rail's key: a rail to a peer, never a process) reaches
+    // again: alive, its clock starting now.  false: it was not dead.
+    bool revive(uint64_t peer, uint64_t now);
     // News of 'peer' that is no completion (its other rail was found dead:
     // the wait was that rail's, not this path's): its clock restarts.
     void touch(uint64_t peer, uint64_t now);

@@ -146,6 +146,8 @@ typedef struct efa_core_params {
                                      the rails (0: never) */
     bool rail_failover;           /* a failed rail beside the first is taken out for the peer
                                      (false: its failure is the peer's loss) */
+    int rail_retry;               /* seconds after a rail's loss before it is tried again
+                                     (doubling per failed try, to 8 times; 0: never) */
     int num_contexts;             /* endpoints per NIC */
     int tx_size;                  /* provider tx queue depth; 0 = provider default */
     int rx_size;                  /* provider rx queue depth; 0 = provider default */
@@ -264,8 +266,12 @@ typedef struct efa_core_counters {
     uint64_t coalesced;                           /* frames packed behind another */
     uint64_t emul_served, emul_refused;           /* emulated one-sided requests of peers */
     uint64_t rail_rma, rail_rma_bytes; /* one-sided operations on rails beside the first */
-    uint64_t striped, striped_bytes;   /* transfers striped over several rails */
-    uint64_t failed_over;              /* striped parts sent again over the first rail */
+    /* One-sided operations and bytes posted on each NIC of the set (index:
+     * the rail; rail 0's atomics included, no bytes for them). */
+    uint64_t nic_rma[4], nic_rma_bytes[4];
+    uint64_t rails_back;             /* lost rails found reaching their peer again and put back */
+    uint64_t striped, striped_bytes; /* transfers striped over several rails */
+    uint64_t failed_over;            /* striped parts sent again over the first rail */
 } efa_core_counters_t;
 void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out);
 /* The process's counts: the open core's plus those of every core released

@@ -19,6 +19,10 @@
  *       matching's reads, read rendezvous; several NICs): the striped and rail counts must
  *       rise in every rank; one receive is posted before its message
  *       arrives, the other after
+ * Always: the per-NIC arrays (common_efa_nic_rma, _nic_rma_bytes) have 4
+ * values that add up to the provider's one-sided counts, those beside the
+ * first to the rails' (with -s the second NIC's bytes rise), and no rail
+ * was lost or brought back in a healthy job.
  *
  *   -l  list every common_efa_* variable with its class and help, and stop
  *
@@ -68,6 +72,7 @@ enum {
     STRIPED_BYTES,
     RAILS_LOST,
     FAILED_OVER,
+    RAILS_BACK,
     NWANTED
 };
 
@@ -102,8 +107,17 @@ static struct want wanted[NWANTED] = {
     [STRIPED_BYTES] = COUNTER("striped_bytes"),
     [RAILS_LOST] = COUNTER("rails_lost"),
     [FAILED_OVER] = COUNTER("failed_over"),
+    [RAILS_BACK] = COUNTER("rails_back"),
 };
 #undef COUNTER
+
+/* The arrays, one value per NIC of the process's set (4: the most rails). */
+#define NIC_VALUES 4
+enum { NIC_RMA, NIC_RMA_BYTES, NARRAYS };
+static struct want arrays[NARRAYS] = {
+    [NIC_RMA] = {"common_efa_nic_rma", MPI_T_PVAR_CLASS_COUNTER, -1, 0},
+    [NIC_RMA_BYTES] = {"common_efa_nic_rma_bytes", MPI_T_PVAR_CLASS_COUNTER, -1, 0},
+};
 
 /* Variable i as MPI_T describes it; 0 when it cannot be read. */
 struct info {
@@ -142,6 +156,12 @@ static void find_all(void) {
     }
     for (int w = 0; w < NWANTED; ++w)
         TU_ASSERT(wanted[w].index >= 0, "performance variable %s not found", wanted[w].name);
+    for (int i = 0; i < n; ++i)
+        for (int a = 0; a < NARRAYS && pvar_info(i, &v); ++a)
+            if (strcmp(v.name, arrays[a].name) == 0)
+                arrays[a].index = i;
+    for (int a = 0; a < NARRAYS; ++a)
+        TU_ASSERT(arrays[a].index >= 0, "performance variable %s not found", arrays[a].name);
 }
 
 /* -l: the components' variables as MPI_T describes them. */
@@ -171,10 +191,14 @@ static void list_all(void) {
     }
 }
 
-static void read_all(MPI_T_pvar_session s, unsigned long long *v) {
+static void read_all(MPI_T_pvar_session s, unsigned long long *v,
+                     unsigned long long (*nic)[NIC_VALUES]) {
     for (int w = 0; w < NWANTED; ++w)
         TU_ASSERT(MPI_T_pvar_read(s, wanted[w].handle, &v[w]) == MPI_SUCCESS, "reading %s failed",
                   wanted[w].name);
+    for (int a = 0; a < NARRAYS; ++a)
+        TU_ASSERT(MPI_T_pvar_read(s, arrays[a].handle, nic[a]) == MPI_SUCCESS, "reading %s failed",
+                  arrays[a].name);
 }
 
 /* A check of the counts that does not stop the others: each failed one is
@@ -260,6 +284,7 @@ int main(int argc, char **argv) {
                        unexpected = 0, coalesced = 0, puts = 0, list = 0, probe = 0, striped = 0;
     MPI_T_pvar_session session;
     unsigned long long before[NWANTED], after[NWANTED];
+    unsigned long long nic_before[NARRAYS][NIC_VALUES], nic_after[NARRAYS][NIC_VALUES];
     char buf[64] = {0};
 
     tu_init(&argc, &argv, "pvars");
@@ -317,7 +342,15 @@ int main(int argc, char **argv) {
                   "no handle for %s", wanted[w].name);
         TU_ASSERT(count == 1, "%s: %d values, expected 1", wanted[w].name, count);
     }
-    read_all(session, before);
+    for (int a = 0; a < NARRAYS; ++a) {
+        int count = 0;
+        TU_ASSERT(MPI_T_pvar_handle_alloc(session, arrays[a].index, NULL, &arrays[a].handle,
+                                          &count) == MPI_SUCCESS,
+                  "no handle for %s", arrays[a].name);
+        TU_ASSERT(count == NIC_VALUES, "%s: %d values, expected %d", arrays[a].name, count,
+                  NIC_VALUES);
+    }
+    read_all(session, before, nic_before);
 
     int partner = tu_pair_partner();
     if (partner >= 0) {
@@ -337,7 +370,7 @@ int main(int argc, char **argv) {
     }
     if (puts)
         window_puts(iters);
-    read_all(session, after);
+    read_all(session, after, nic_after);
     for (int w = 0; w < NWANTED; ++w) {
         /* (Open MPI reports a counter handle's sum of unsigned differences:
          * a counter that went down would show as a wrap) */
@@ -395,6 +428,29 @@ int main(int argc, char **argv) {
                "common_efa_rail_rma rose by %llu (%llu bytes): nothing on the second NIC",
                RISE(RAIL_RMA), RISE(RAIL_RMA_BYTES));
     }
+    /* By NIC: the values add up to the provider's one-sided count, and the
+     * NICs beside the first to the rails' */
+    unsigned long long nic_sum[NARRAYS] = {0, 0}, rail_sum[NARRAYS] = {0, 0};
+    for (int a = 0; a < NARRAYS; ++a)
+        for (int k = 0; k < NIC_VALUES; ++k) {
+            nic_sum[a] += nic_after[a][k] - nic_before[a][k];
+            rail_sum[a] += k ? nic_after[a][k] - nic_before[a][k] : 0;
+        }
+    EXPECT(nic_sum[NIC_RMA] == RISE(PROVIDER_RMA) &&
+               nic_sum[NIC_RMA_BYTES] == RISE(PROVIDER_RMA_BYTES),
+           "common_efa_nic_rma rose by %llu (%llu bytes) over the NICs, _provider_rma by %llu "
+           "(%llu bytes)",
+           nic_sum[NIC_RMA], nic_sum[NIC_RMA_BYTES], RISE(PROVIDER_RMA), RISE(PROVIDER_RMA_BYTES));
+    EXPECT(rail_sum[NIC_RMA] == RISE(RAIL_RMA) && rail_sum[NIC_RMA_BYTES] == RISE(RAIL_RMA_BYTES),
+           "common_efa_nic_rma rose by %llu (%llu bytes) beside the first NIC, _rail_rma by %llu "
+           "(%llu bytes)",
+           rail_sum[NIC_RMA], rail_sum[NIC_RMA_BYTES], RISE(RAIL_RMA), RISE(RAIL_RMA_BYTES));
+    if (striped && partner >= 0)
+        EXPECT(nic_after[NIC_RMA_BYTES][1] - nic_before[NIC_RMA_BYTES][1] >= (1u << 19) - 64,
+               "common_efa_nic_rma_bytes[1] rose by %llu: nothing on the second NIC",
+               nic_after[NIC_RMA_BYTES][1] - nic_before[NIC_RMA_BYTES][1]);
+    EXPECT(after[RAILS_BACK] == 0, "common_efa_rails_back %llu in a healthy job",
+           after[RAILS_BACK]);
     EXPECT(after[RAILS_LOST] == 0 && after[FAILED_OVER] == 0,
            "common_efa_rails_lost %llu, _failed_over %llu in a healthy job", after[RAILS_LOST],
            after[FAILED_OVER]);
@@ -404,6 +460,8 @@ int main(int argc, char **argv) {
 
     for (int w = 0; w < NWANTED; ++w)
         MPI_T_pvar_handle_free(session, &wanted[w].handle);
+    for (int a = 0; a < NARRAYS; ++a)
+        MPI_T_pvar_handle_free(session, &arrays[a].handle);
     MPI_T_pvar_session_free(&session);
     MPI_T_finalize();
     tu_ok("np=%d completions %llu -> %llu, provider sends %llu, ring frames %llu, single "

@@ -19,6 +19,12 @@
 #     matching, whose large messages are read by the receiver striped over
 #     both rails (read rendezvous): the job succeeds, names the NIC, and
 #     both processes read such messages with none failed.
+#   link-back  link-down under ob1 + btl_efa with common_efa_rail_retry 2,
+#     the link set up again six seconds later: a process pings the peer
+#     over the lost NIC, the answer puts it back ("NIC ethK reaches ...
+#     again", help-less verbose-1 line with the NIC's bytes so far), and
+#     that NIC carries more puts and gets after it ("rail 1 (ethK): ...
+#     N bytes of puts and gets" at the end above the bytes said then).
 #   no-failover  control: link-down with common_efa_rail_failover 0, where
 #     a rail's failure is the peer's loss; passes when the job fails
 #     (non-zero exit, the peer named unreachable) within the time limit:
@@ -36,7 +42,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-runs="link-down cut-link own-link-down rdv-link-down no-failover"
+runs="link-down cut-link own-link-down rdv-link-down link-back no-failover"
 npass=0 nfail=0 nskip=0
 finish() {
     echo "$npass passed, $nfail failed, $nskip skipped"
@@ -66,9 +72,10 @@ own=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
 cm=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
     --mca mtl_efa_matching provider)
 
-# run NAME FAULT mpirun-args...: the stream with FAULT on the second
-# rail's link of host 2 three seconds in; leaves the log in $logdir/NAME.log
-# and the job's exit status in $rc.
+# run NAME FAULT mpirun-args...: the stream (STREAM_S seconds, default
+# 15) with FAULT on the second rail's link of host 2 three seconds in, and
+# where BACK_S is set every fault cleared that many seconds later; leaves
+# the log in $logdir/NAME.log and the job's exit status in $rc.
 run() {
     local name=$1 fault=$2 log=$logdir/$1.log rail1 i
     shift 2
@@ -76,7 +83,7 @@ run() {
     timeout -k 10 150 mpirun -np 2 --bind-to none "${args[@]}" \
         --mca mca_base_component_path "/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3:$comp" \
         --mca common_efa_verbose 1 --mca common_efa_peer_timeout 5 "$@" \
-        "$mpibin/pingpong" -s 64M -t 15 >"$log" 2>&1 &
+        "$mpibin/pingpong" -s 64M -t "${STREAM_S:-15}" >"$log" 2>&1 &
     local job=$!
     # The second rail is the second NIC of the report line "N rails: A, B".
     for i in $(seq 1 60); do
@@ -86,12 +93,17 @@ run() {
     done
     sleep 3
     [ -n "$rail1" ] && "$here/fault.sh" "$fault" 2 "${rail1#eth}" >/dev/null
+    if [ -n "${BACK_S:-}" ]; then
+        sleep "$BACK_S"
+        "$here/fault.sh" clear >/dev/null 2>&1 || true
+    fi
     rc=0
     wait "$job" || rc=$?
     "$here/fault.sh" clear >/dev/null 2>&1 || true
     [ -n "$rail1" ] || { rc=-1; echo "no rails report in $log"; }
     again=$(grep -o "[0-9]* striped part(s) sent again" "$log" | awk '$1 > 0' | wc -l)
     named=$(grep -c "NIC: *${rail1:-none}\$" "$log" || true)
+    lost_nic=${rail1:-none}
 }
 
 for fault in link-down cut-link; do
@@ -124,6 +136,24 @@ if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/rdv-link-down.log" && [ "$
     pass "rdv-link-down (read rendezvous went on in both processes, the NIC named)"
 else
     fail "rdv-link-down" "exit $rc, NIC named $named time(s), $rdv_read process(es) read with none failed ($logdir/rdv-link-down.log)"
+fi
+# The link comes back: a process puts the NIC back for its peer, and the
+# NIC's bytes of puts and gets at the end exceed those it said then.
+STREAM_S=24 BACK_S=6 run link-back link-down "${ob1[@]}" --mca common_efa_rail_retry 2
+back_line=$(grep -m1 "NIC $lost_nic reaches .* again" "$logdir/link-back.log" || true)
+grew=0
+if [ -n "$back_line" ]; then
+    who=${back_line%%]*}]
+    then_bytes=$(sed -n 's/.* (\([0-9]*\) bytes on it so far.*/\1/p' <<<"$back_line")
+    end_bytes=$(grep -F "$who" "$logdir/link-back.log" |
+        sed -n "s/.*rail [0-9] ($lost_nic): [0-9]* completions, \([0-9]*\) bytes of puts and gets.*/\1/p" | tail -1)
+    [ -n "$then_bytes" ] && [ -n "$end_bytes" ] && [ "$end_bytes" -gt "$then_bytes" ] && grew=1
+fi
+if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/link-back.log" && [ "$named" -gt 0 ] &&
+    [ "$grew" -eq 1 ]; then
+    pass "link-back (the NIC lost, put back, and carrying bytes again: ${then_bytes} -> ${end_bytes})"
+else
+    fail "link-back" "exit $rc, NIC named $named time(s), back: '${back_line:-none}', bytes then ${then_bytes:-?}, at the end ${end_bytes:-?} ($logdir/link-back.log)"
 fi
 run no-failover link-down "${ob1[@]}" --mca common_efa_rail_failover 0
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] &&

@@ -9,8 +9,6 @@
 // note is dropped.
 #include <gtest/gtest.h>
 
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -22,7 +20,7 @@
 
 #include "core.hpp"
 #include "core_test_op.hpp"
-#include "core_test_params.hpp"
+#include "core_test_iface.hpp"
 #include "core_with_self.hpp"
 #include "efa_tag.h"
 
@@ -30,24 +28,6 @@ namespace {
 
 constexpr size_t kLen = 1 << 20;
 constexpr uint64_t kEnvelope = 0x2a; // communicator 0, tag 42
-
-// The first IPv4 interface that is up and not loopback ("" if none).
-std::string first_interface() {
-    struct ifaddrs *list = nullptr;
-    std::string name;
-    if (getifaddrs(&list) != 0) {
-        return name;
-    }
-    for (struct ifaddrs *i = list; i; i = i->ifa_next) {
-        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
-            !(i->ifa_flags & IFF_LOOPBACK)) {
-            name = i->ifa_name;
-            break;
-        }
-    }
-    freeifaddrs(list);
-    return name;
-}
 
 struct Offer {
     efa_rdv_offer_t o{};
@@ -77,15 +57,10 @@ struct Taken {
 class CoreRdv : public ::testing::Test {
   protected:
     void SetUp() override {
-        iface_ = first_interface();
-        if (iface_.empty()) {
+        efa_core_params_t p;
+        if (!core_test_two_rails(&nics_, &p)) {
             GTEST_SKIP() << "no interface beside loopback for a second rail";
         }
-        nics_ = iface_ + ",lo";
-        efa_core_params_t p = core_test_params("tcp;ofi_rxm");
-        p.nic_include = nics_.c_str();
-        p.stripe_min = 4096;
-        p.rail_failover = true;
         ASSERT_TRUE(self_.open(p));
         core_ = self_.core();
         ctx_ = efa_core_ctx(core_, 0);
@@ -131,7 +106,7 @@ class CoreRdv : public ::testing::Test {
     efa_core_t *core_ = nullptr;
     efa_ctx_t *ctx_ = nullptr;
     efa_tag_codec_t codec_{};
-    std::string iface_, nics_;
+    std::string nics_;
     std::vector<uint8_t> src_, dst_;
     efa_mr_t *mr_ = nullptr;
 };

@@ -105,6 +105,19 @@ TEST(Params, PeerTimeoutBounds) {
     EXPECT_TRUE(refused(p, "peer_timeout"));
 }
 
+// A lost rail's retry: 0 (never) to an hour; a negative one is a typo.
+TEST(Params, RailRetryBounds) {
+    auto p = defaults();
+    for (int v : {0, 10, ParamLimits::kMaxRailRetry}) {
+        p.rail_retry = v;
+        EXPECT_FALSE(refused(p, "rail_retry")) << v;
+    }
+    for (int v : {-1, ParamLimits::kMaxRailRetry + 1}) {
+        p.rail_retry = v;
+        EXPECT_TRUE(refused(p, "rail_retry")) << v;
+    }
+}
+
 // The provider poll's pacing: 0 (every call) to a second.
 TEST(Params, NetPollIntervalBounds) {
     auto p = defaults();

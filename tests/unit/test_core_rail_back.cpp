@@ -1,0 +1,167 @@
+// A lost rail brought back (common/core/core_rail_back.cpp), with a core
+// that talks to itself on tcp;ofi_rxm over two NICs (this host's interface
+// and the loopback one, as test_core_rdv.cpp): rail 1 is taken out for the
+// peer as a failure on it would (efa_core_peer_lost with the rail's key),
+// then, common_efa_rail_retry seconds later, the core pings the peer over
+// rail 1 alone, the peer (itself) answers over it, and the rail is back:
+// planned again (efa_peer_rail_addr), its deadline key alive (a read over
+// it completes), and counted.  With the retry at 0 it stays out.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+#include "core_test_iface.hpp"
+#include "core_with_self.hpp"
+
+namespace {
+
+constexpr size_t kLen = 1 << 20;
+
+efa_core_counters_t counters() {
+    efa_core_counters_t c{};
+    efa_core_get_current_counters(&c);
+    return c;
+}
+
+class CoreRailBack : public ::testing::Test {
+  protected:
+    void open(int retry_s) {
+        efa_core_params_t p;
+        if (!core_test_two_rails(&nics_, &p)) {
+            GTEST_SKIP() << "no interface beside loopback for a second rail";
+        }
+        p.rail_retry = retry_s;
+        p.peer_timeout = 60;
+        ASSERT_TRUE(self_.open(p));
+        core_ = self_.core();
+        ASSERT_EQ(efa_core_get_info(core_)->num_nics, 2) << "two rails: " << nics_;
+        ASSERT_TRUE(efa_core_get_info(core_)->has_tagged) << "the pings need tags";
+        nctx_ = efa_core_get_info(core_)->num_contexts;
+        ASSERT_NE(rail1(), FI_ADDR_NOTAVAIL) << "rail 1 does not reach the process itself";
+    }
+    fi_addr_t rail1() const { return efa_peer_rail_addr(self_.self(), 1, 0, nctx_); }
+    // Rail 1 fails for the peer, as an error completion on it would say.
+    void lose_rail1() {
+        efa_core_peer_lost(core_, efa::rail_key(self_.self()->addr[0], 1), -FI_EIO,
+                           "the test took it out");
+    }
+    // Progress until rail 1 reaches again, or 'limit' seconds.
+    bool wait_back(double limit) {
+        for (int i = 0; i < static_cast<int>(limit * 1000); ++i) {
+            efa_core_progress(core_);
+            if (rail1() != FI_ADDR_NOTAVAIL) {
+                return true;
+            }
+            usleep(1000);
+        }
+        return false;
+    }
+    // A 1 MiB read of the process's own buffer over rail 1 alone, to its
+    // rail-1 address whatever the plans say (the deadline refuses it while
+    // the rail is out); its completion's error (1: none came).
+    int read_over_rail1() {
+        std::vector<uint8_t> src(kLen), dst(kLen, 0);
+        for (size_t i = 0; i < kLen; ++i) {
+            src[i] = static_cast<uint8_t>(i * 5 + 1);
+        }
+        int err = 0;
+        efa_mr_t *mr = efa_core_mr_acquire(core_, src.data(), kLen, FI_REMOTE_READ, &err);
+        if (!mr) {
+            return err ? err : -FI_ENOMEM;
+        }
+        struct Done {
+            bool done = false;
+            int err = 1;
+        } d;
+        efa_rail_read_req_t r{};
+        r.ctx = efa_core_rail_ctx(core_, 1, 0);
+        r.addr = self_.self()->addr[static_cast<size_t>(nctx_)];
+        r.peer = nullptr; // this rail alone
+        r.buf = dst.data();
+        r.len = kLen;
+        r.raddr = efa_core_get_info(core_)->mr_virt_addr
+                      ? reinterpret_cast<uint64_t>(src.data())
+                      : reinterpret_cast<uint64_t>(src.data()) - efa_mr_base(mr);
+        r.rkeys = 1;
+        r.rkey[0] = efa_mr_rail_key(mr, 1);
+        r.mr = efa_core_get_info(core_)->mr_local ? mr : nullptr;
+        r.done = [](void *arg, int e) {
+            static_cast<Done *>(arg)->done = true;
+            static_cast<Done *>(arg)->err = e;
+        };
+        r.arg = &d;
+        int rc = efa_core_rail_read(core_, &r, nullptr);
+        for (int i = 0; rc == 0 && i < 10000 && !d.done; ++i) {
+            efa_core_progress(core_);
+            usleep(1000);
+        }
+        efa_core_mr_release(core_, mr);
+        if (rc) {
+            return rc;
+        }
+        if (d.done && d.err == 0 && memcmp(src.data(), dst.data(), kLen) != 0) {
+            return -FI_EIO; // wrong bytes
+        }
+        return d.err;
+    }
+
+    CoreWithSelf self_;
+    efa_core_t *core_ = nullptr;
+    int nctx_ = 1;
+    std::string nics_;
+};
+
+TEST_F(CoreRailBack, LostRailAnswersItsPingAndIsBack) {
+    open(1);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    const efa_core_counters_t before = counters();
+    lose_rail1();
+    EXPECT_EQ(rail1(), FI_ADDR_NOTAVAIL) << "rail 1 still planned after its loss";
+    EXPECT_EQ(counters().rails_lost, before.rails_lost + 1);
+    // Not before its wait (1 s): a tenth of it in progress leaves it out.
+    EXPECT_FALSE(wait_back(0.1)) << "back before common_efa_rail_retry";
+    ASSERT_TRUE(wait_back(5)) << "rail 1 never came back";
+    const efa_core_counters_t after = counters();
+    EXPECT_EQ(after.rails_back, before.rails_back + 1);
+    EXPECT_EQ(after.rails_lost, before.rails_lost + 1);
+    // Its deadline key is alive again: a read over it completes whole.
+    EXPECT_EQ(read_over_rail1(), 0);
+    const efa_core_counters_t read = counters();
+    EXPECT_GE(read.nic_rma_bytes[1], after.nic_rma_bytes[1] + kLen) << "not counted on NIC 1";
+}
+
+TEST_F(CoreRailBack, LostAgainWaitsTwiceAsLong) {
+    open(1);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    lose_rail1();
+    ASSERT_TRUE(wait_back(5));
+    lose_rail1();
+    EXPECT_EQ(rail1(), FI_ADDR_NOTAVAIL);
+    // 2 s now: still out after 1.3 s, back within a few more.
+    EXPECT_FALSE(wait_back(1.3)) << "the second loss did not wait longer";
+    EXPECT_TRUE(wait_back(6)) << "rail 1 never came back the second time";
+}
+
+TEST_F(CoreRailBack, RetryZeroLeavesItOut) {
+    open(0);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    lose_rail1();
+    EXPECT_FALSE(wait_back(2.5)) << "came back with common_efa_rail_retry 0";
+    EXPECT_NE(read_over_rail1(), 0) << "a read over a rail taken out was not refused";
+}
+
+} // namespace
