@@ -61,6 +61,12 @@ static const mca_common_efa_param_t table[] = {
      .help = "Most NICs in each process's set (0: its whole share, the NICs nearest to its "
              "binding divided among the processes that share them; N: at most N of those, the "
              "process's own first). 0 to 64."},
+    {"gpu", MCA_BASE_VAR_TYPE_STRING, C(gpu), .def_str = "auto", .level = OPAL_INFO_LVL_3,
+     .help = "The GPU (or other accelerator) whose PCIe switch's NICs make the process's NIC "
+             "set: \"auto\" the GPU CUDA_VISIBLE_DEVICES names by index, else, where the node "
+             "runs one process per accelerator, accelerator <local rank>; \"none\": the CPU "
+             "binding decides; an accelerator's index in PCI order; or its PCI address "
+             "(\"0000:53:00.0\"). A GPU with no NIC near it leaves the choice to the binding."},
     {"stripe_min", MCA_BASE_VAR_TYPE_INT, C(stripe_min), .def = 262144, .level = OPAL_INFO_LVL_4,
      .help = "Bytes from which a one-sided transfer (btl_efa's put and get: osc/rdma, and ob1's "
              "large messages) is striped over every NIC of the process's set that reaches the "

@@ -122,6 +122,23 @@ sets_ok p4d.xml 8 1 2 4
 check p4d-eight "8 processes should get 1 of the 4 NICs each, each NIC twice" $?
 sets_ok trn1.32xlarge.xml 2 4 1 8
 check trn1-two "2 processes (one a package) should get the 4 NICs of their package each" $?
+# A process with a GPU takes the NICs of its PCIe switch (--gpu auto: one
+# process per accelerator): p5en with 8 gets its GPU's 2 NICs each, all 16
+# once; p5 with one process on GPU 3 gets that switch's 4; a GPU the
+# topology does not have is refused (exit 2, the node's GPUs listed).
+sets_ok p5en.48xlarge.xml 8 2 1 16
+check p5en-eight-gpu "8 processes, one a GPU, should get their GPU's 2 NICs each, 16 in all" $?
+run_json --topology "$topo/p5.48xlarge.xml" --local-size 1 --gpu 3
+JSON=$OUT python3 -c '
+import json, os
+s = json.loads(os.environ["JSON"])["sets"][0]
+assert len(s["nics"]) == 4 and all(n.startswith("rdmap") for n in s["nics"]), s
+assert "GPU 0000:42:00.0" in s["reason"] and "PCIe switch" in s["reason"], s
+' 2>/dev/null
+check p5-gpu-three "--gpu 3 should give the 4 NICs of GPU 3 (0000:42:00.0)'s switch" $?
+run --topology "$topo/p5.48xlarge.xml" --gpu 8
+[ $RC -eq 2 ] && grep -q "common_efa_gpu 8: the node's accelerators are 0: 0000:12:00.0" <<<"$OUT"
+check gpu-unknown "expected exit 2 and the node's GPUs for --gpu 8 (exit $RC)" $?
 # nics_per_proc cuts each share to its first N: 8 processes on p5 with 2
 # each use 16 NICs once; bad values are refused as the components would.
 sets_ok p5.48xlarge.xml 8 2 1 16 --nics-per-proc 2

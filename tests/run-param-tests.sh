@@ -173,6 +173,10 @@ expect_failure peer-timeout-negative "outside its range" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_peer_timeout -5
 expect_failure peer-timeout-huge "outside its range" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_peer_timeout 86401
+# The process's GPU: a word that is no setting is refused on any node
+# (whether the node has that GPU is said where it has several NICs).
+expect_failure gpu-not-a-setting "auto, none, an accelerator's index" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_gpu cuda0
 # A lost rail's retry: seconds, 0 (never) to an hour.
 expect_failure rail-retry-negative "outside its range" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_rail_retry -1
@@ -340,7 +344,7 @@ check_listed ompi_info-lists-parameters mtl provider_include provider_exclude ni
     nic_exclude nics_per_proc num_contexts \
     tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority \
     provider_shm rnr_retry force_efa_options force_emulated debug_no_inject peer_timeout \
-    rail_retry net_poll_interval onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size \
+    rail_retry gpu net_poll_interval onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size \
     force_direct_mode direct_mode_mtu debug_swap_messages
 check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \
     onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min \

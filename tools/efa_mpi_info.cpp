@@ -22,6 +22,7 @@
 
 #include "efa_params.hpp"
 #include "info_choices.hpp"
+#include "info_topology.hpp"
 #include "nic_select.hpp"
 #include "provider_select.hpp"
 
@@ -34,6 +35,7 @@ struct Options {
     std::string nic_exclude;
     int local_size = 1;
     int nics_per_proc = 0;    // as common_efa_nics_per_proc; 0: the whole share
+    std::string gpu = "auto"; // as common_efa_gpu
     int stripe_min = 262144;  // as common_efa_stripe_min (the glue's default)
     std::string topology;     // hwloc XML; empty: this machine
     bool one_node = false;    // a job within this node: FI_REMOTE_COMM not needed
@@ -55,7 +57,8 @@ constexpr const char *kRelease =
         code ? stderr : stdout,
         "usage: efa-mpi-info [--provider LIST | --provider-exclude LIST] [--direct-mode]\n"
         "                    [--nic-include LIST | --nic-exclude LIST]\n"
-        "                    [--local-size N] [--nics-per-proc N] [--topology FILE.xml]\n"
+        "                    [--local-size N] [--nics-per-proc N] [--gpu GPU]\n"
+        "                    [--topology FILE.xml]\n"
         "                    [--one-node] [--json]\n"
         "       efa-mpi-info --version\n"
         "  --provider, --provider-exclude, --direct-mode, --nic-include, --nic-exclude\n"
@@ -66,6 +69,9 @@ constexpr const char *kRelease =
         "                 each bound to an equal share of the cores\n"
         "  --nics-per-proc  as common_efa_nics_per_proc: at most N NICs in each set\n"
         "                 (0 to 64; default its OMPI_MCA_ variable, else 0: the whole share)\n"
+        "  --gpu          as common_efa_gpu: auto (process r of N takes accelerator r\n"
+        "                 where N is their number), none, an index or a PCI address;\n"
+        "                 a process with a GPU takes the NICs of its PCIe switch\n"
         "  --topology     the NIC sets on this hwloc XML and its EFA devices instead\n"
         "                 (the NIC lists then apply to its devices, not this machine's)\n"
         "  --one-node     for a job within this node (default: one spanning nodes, which\n"
@@ -110,7 +116,7 @@ Options parse(int argc, char **argv) {
         }
         return static_cast<int>(n);
     };
-    bool nics_given = false;
+    bool nics_given = false, gpu_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -135,6 +141,9 @@ Options parse(int argc, char **argv) {
         } else if (a == "--nics-per-proc") {
             o.nics_per_proc = number(a, value(), 0, efa::ParamLimits::kMaxNicsPerProc);
             nics_given = true;
+        } else if (a == "--gpu") {
+            o.gpu = value();
+            gpu_given = true;
         } else if (a == "--topology") {
             o.topology = value();
         } else if (a == "--json") {
@@ -153,6 +162,9 @@ Options parse(int argc, char **argv) {
     }
     // The environment's value only where the option did not say (and only
     // then is a bad one an error).
+    if (const std::string v = env_param("gpu"); !gpu_given && !v.empty()) {
+        o.gpu = v;
+    }
     if (const std::string v = env_param("nics_per_proc"); !nics_given && !v.empty()) {
         o.nics_per_proc = number("nics_per_proc", v, 0, efa::ParamLimits::kMaxNicsPerProc);
     }
@@ -295,57 +307,25 @@ std::string near_of(hwloc_topology_t topo, const efa::NicCandidate &c) {
              : "";
 }
 
-// The EFA devices of a recorded topology: its OpenFabrics OS devices on an
-// Amazon PCI device, by that device's address.
-std::vector<efa::NicCandidate> recorded_nics(hwloc_topology_t topo) {
-    std::vector<efa::NicCandidate> out;
-    for (hwloc_obj_t o = hwloc_get_next_osdev(topo, nullptr); o;
-         o = hwloc_get_next_osdev(topo, o)) {
-        if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS || !o->name) {
-            continue;
-        }
-        // EFA devices only: Amazon's (other RDMA devices are OpenFabrics too).
-        if (!o->parent || o->parent->type != HWLOC_OBJ_PCI_DEVICE ||
-            o->parent->attr->pcidev.vendor_id != 0x1d0f) {
-            continue;
-        }
-        const auto &p = o->parent->attr->pcidev;
-        char pci[32];
-        std::snprintf(pci, sizeof(pci), "%04x:%02x:%02x.%x", p.domain, p.bus, p.dev, p.func);
-        out.push_back({o->name, pci});
-    }
-    return out;
-}
-
-// Process r of n bound to an equal share of the cores, in hwloc's logical
-// order (the first half of the processes on the first packages).
-void bind_share(hwloc_topology_t topo, int r, int n, hwloc_bitmap_t out) {
-    // (a topology without cores: its processing units)
-    const hwloc_obj_type_t unit =
-        hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
-    const int cores = hwloc_get_nbobjs_by_type(topo, unit);
-    hwloc_bitmap_zero(out);
-    if (cores <= 0) {
-        return;
-    }
-    const int first = static_cast<int>(static_cast<long>(r) * cores / n);
-    int last = static_cast<int>(static_cast<long>(r + 1) * cores / n);
-    if (last <= first) {
-        last = first + 1;
-    }
-    for (int c = first; c < last && c < cores; ++c) {
-        hwloc_bitmap_or(out, out, hwloc_get_obj_by_type(topo, unit, c)->cpuset);
-    }
-}
-
-void nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::NicCandidate> &cands,
+// Each process's set, as the core chooses it (core.cpp's choose_nics): the
+// NICs of its GPU's switch (gpu_nics.hpp), else by its binding.  false:
+// --gpu names no accelerator of the topology (said).
+bool nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::NicCandidate> &cands,
               Report *rep) {
     hwloc_bitmap_t binding = hwloc_bitmap_alloc();
     for (int r = 0; r < o.local_size; ++r) {
-        bind_share(topo, r, o.local_size, binding);
+        efa::info::bind_share(topo, r, o.local_size, binding);
         char *text = nullptr;
         hwloc_bitmap_list_asprintf(&text, binding);
-        const auto d = efa::select_nic_set(cands, topo, binding, r, o.local_size, o.nics_per_proc);
+        std::string error;
+        const efa::NicSetDecision d = efa::info::process_nic_set(
+            cands, topo, o.gpu, binding, r, o.local_size, o.nics_per_proc, &error);
+        if (!error.empty()) {
+            std::fprintf(stderr, "efa-mpi-info: %s\n", error.c_str());
+            std::free(text);
+            hwloc_bitmap_free(binding);
+            return false;
+        }
         Share s{r, text ? text : "", {}, d.reason};
         std::free(text);
         for (size_t i : d.indices) {
@@ -354,20 +334,7 @@ void nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::Ni
         rep->shares.push_back(s);
     }
     hwloc_bitmap_free(binding);
-}
-
-hwloc_topology_t load_topology(const std::string &xml) {
-    hwloc_topology_t topo = nullptr;
-    if (hwloc_topology_init(&topo) != 0) {
-        return nullptr;
-    }
-    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    if ((!xml.empty() && hwloc_topology_set_xml(topo, xml.c_str()) != 0) ||
-        hwloc_topology_load(topo) != 0) {
-        hwloc_topology_destroy(topo);
-        return nullptr;
-    }
-    return topo;
+    return true;
 }
 
 // ---- output ----------------------------------------------------------------
@@ -510,7 +477,7 @@ int main(int argc, char **argv) {
     efa::Selection sel;
     const bool chosen = efa::select_provider(p, rep, &sel) == 0;
 
-    hwloc_topology_t here = load_topology("");
+    hwloc_topology_t here = efa::info::load_topology("");
     std::vector<efa::NicCandidate> cands;
     if (chosen) {
         r.chosen_provider = sel.nics[0]->fabric_attr->prov_name;
@@ -556,12 +523,12 @@ int main(int argc, char **argv) {
 
     int rc = 0;
     if (!o.topology.empty()) {
-        hwloc_topology_t rec = load_topology(o.topology);
+        hwloc_topology_t rec = efa::info::load_topology(o.topology);
         if (!rec) {
             std::fprintf(stderr, "efa-mpi-info: cannot load the topology %s\n", o.topology.c_str());
             rc = 1;
         } else {
-            const auto all = recorded_nics(rec);
+            const auto all = efa::info::recorded_nics(rec);
             r.sets_on = o.topology;
             const auto f = efa::filter_nics(all, {o.nic_include, o.nic_exclude});
             std::vector<efa::NicCandidate> recorded;
@@ -578,14 +545,16 @@ int main(int argc, char **argv) {
                              o.topology.c_str(), f.unmatched.empty() ? "" : ": ",
                              f.unmatched.empty() ? "" : f.unmatched.front().c_str());
                 rc = 1;
-            } else {
-                nic_sets(o, rec, recorded, &r);
+            } else if (!nic_sets(o, rec, recorded, &r)) {
+                rc = 2;
             }
             hwloc_topology_destroy(rec);
         }
     } else if (!cands.empty() && here) {
         r.sets_on = "this machine";
-        nic_sets(o, here, cands, &r);
+        if (!nic_sets(o, here, cands, &r)) {
+            rc = 2;
+        }
     }
     if (here) {
         hwloc_topology_destroy(here);

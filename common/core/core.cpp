@@ -14,6 +14,7 @@
 #include "efa_core_msg.h"
 #include "efa_rma.h"
 #include "efa_params.hpp"
+#include "gpu_nics.hpp"
 #include "nic_select.hpp"
 #include "path_counts.hpp"
 #include "peer_blob.hpp"
@@ -123,8 +124,27 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
     if (hwloc_topology_load(topo) == 0) {
         hwloc_bitmap_t binding = hwloc_bitmap_alloc();
         bool bound = hwloc_get_cpubind(topo, binding, HWLOC_CPUBIND_PROCESS) == 0;
-        d = select_nic_set(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size,
-                           p.nics_per_proc);
+        // A process that uses one GPU takes the NICs of its switch
+        // (gpu_nics.hpp); otherwise, or where none is near it, its binding
+        // decides.
+        const GpuChoice gpu =
+            choose_gpu(topo, p.gpu ? p.gpu : "auto", getenv("CUDA_VISIBLE_DEVICES"), p.local_rank,
+                       p.local_size);
+        if (!gpu.error.empty()) {
+            rep.help("unknown-gpu", gpu.error);
+            hwloc_bitmap_free(binding);
+            hwloc_topology_destroy(topo);
+            return {};
+        }
+        if (!gpu.bus_id.empty()) {
+            d = select_gpu_nic_set(cands, topo, gpu, p.local_rank, p.nics_per_proc);
+        }
+        if (d.indices.empty()) {
+            d = select_nic_set(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size,
+                               p.nics_per_proc);
+            d.reason += "; " + (gpu.bus_id.empty() ? gpu.reason
+                                                   : "GPU " + gpu.bus_id + " has no NIC near it");
+        }
         hwloc_bitmap_free(binding);
     } else {
         d = select_nic_set(cands, nullptr, nullptr, p.local_rank, p.local_size, p.nics_per_proc);
@@ -333,6 +353,8 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
     core->nic_exclude_str = params->nic_exclude ? params->nic_exclude : "";
     core->params.nic_include = core->nic_include_str.c_str();
     core->params.nic_exclude = core->nic_exclude_str.c_str();
+    core->gpu_str = params->gpu ? params->gpu : "auto";
+    core->params.gpu = core->gpu_str.c_str();
     core->rep = make_reporter(core->params, true);
     int rc = open_core(core.get());
     if (rc) {
@@ -441,99 +463,6 @@ int efa_core_local_blob(efa_core_t *core, const void **blob, size_t *len) {
     *blob = core->blob.data();
     *len = core->blob.size();
     return 0;
-}
-
-efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, int *err) {
-    const int nctx = core->nic->num_contexts();
-    PeerBlob pb;
-    std::string why;
-    switch (parse_peer_blob(blob, len, core->nic->addr_len(), nctx, &pb, &why)) {
-    case PeerBlobStatus::kOk:
-        break;
-    case PeerBlobStatus::kMalformed:
-        // Said always: the peer becomes unreachable, and MPI_Init's message
-        // alone does not say why.
-        core->rep.say(0, why);
-        *err = -FI_EINVAL;
-        return nullptr;
-    case PeerBlobStatus::kContextMismatch:
-        core->rep.help("context-mismatch", std::to_string(nctx),
-                       std::to_string(pb.header.num_contexts));
-        *err = -FI_EINVAL;
-        return nullptr;
-    }
-    std::vector<uint8_t> key(static_cast<const uint8_t *>(blob),
-                             static_cast<const uint8_t *>(blob) + len);
-    std::lock_guard<std::mutex> guard(core->peers_lock);
-    auto it = core->peers.find(key);
-    if (it != core->peers.end()) {
-        ++it->second.refs;
-        return it->second.peer;
-    }
-    // Rail r: our NIC r with the peer's NIC on its fabric; rail 0 always
-    // with the peer's first NIC, the one that receives messages (the
-    // selection puts every process's first NIC on one fabric).
-    const int nrails = 1 + static_cast<int>(core->rails.size());
-    std::vector<int> pairing = pair_rails(core->fabric_ids, pb.fabric_ids);
-    pairing[0] = 0; // only the peer's first NIC receives messages
-    const size_t naddrs = static_cast<size_t>(nrails) * nctx;
-    auto *peer = static_cast<efa_peer_t *>(malloc(sizeof(efa_peer_t) + sizeof(fi_addr_t) * naddrs));
-    if (!peer) {
-        *err = -FI_ENOMEM;
-        return nullptr;
-    }
-    peer->num_addrs = nctx; // rail 0's: what the messages, probes and the deadline use
-    peer->send_seq = 0;
-    peer->num_rails = nrails;
-    peer->rails_up = 1;
-    peer->rails_down = 0;
-    for (int r = 0; r < EFA_MAX_RAILS; ++r) {
-        peer->rail_nic[r] = static_cast<uint8_t>(r < nrails && pairing[r] > 0 ? pairing[r] : 0);
-    }
-    int n = fi_av_insert(core->nic->av(), pb.nic_names(0), nctx, peer->addr, 0, nullptr);
-    if (n != nctx) {
-        free(peer);
-        core->rep.help("av-insert-failed", std::to_string(n), fi_strerror(n < 0 ? -n : FI_EOTHER));
-        *err = n < 0 ? n : -FI_EOTHER;
-        return nullptr;
-    }
-    insert_peer_rails(core, peer, pb, pairing);
-    auto inserted = core->peers.emplace(std::move(key), efa_core::PeerEntry{peer, 1}).first;
-    core->peer_index.emplace(peer, inserted);
-    core->peers_by_probe_id.emplace(probe_id_of(blob, len), peer);
-    for (int i = 0; i < nctx; ++i) {
-        core->addr_owner[peer->addr[i]] = peer;
-    }
-    return peer;
-}
-
-void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
-    std::lock_guard<std::mutex> guard(core->peers_lock);
-    auto idx = core->peer_index.find(peer);
-    if (idx == core->peer_index.end()) {
-        return;
-    }
-    auto it = idx->second;
-    if (--it->second.refs == 0) {
-        const int nctx = core->nic->num_contexts();
-        fi_av_remove(core->nic->av(), peer->addr, nctx, 0);
-        for (int i = 0; i < nctx; ++i) {
-            core->addr_owner.erase(peer->addr[i]);
-        }
-        remove_peer_rails(core, peer);
-        core->peer_names.erase(peer);
-        auto ids =
-            core->peers_by_probe_id.equal_range(probe_id_of(it->first.data(), it->first.size()));
-        for (auto i = ids.first; i != ids.second; ++i) {
-            if (i->second == peer) {
-                core->peers_by_probe_id.erase(i);
-                break;
-            }
-        }
-        free(peer);
-        core->peers.erase(it);
-        core->peer_index.erase(idx);
-    }
 }
 
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index) {

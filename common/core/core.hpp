@@ -79,7 +79,7 @@ struct efa_msg_pool; // core_msg.cpp: untagged receive buffers (btl_efa)
 struct efa_core {
     efa_core_params_t params{};
     std::string include_str, exclude_str; // own the strings params point to
-    std::string nic_include_str, nic_exclude_str;
+    std::string nic_include_str, nic_exclude_str, gpu_str;
     efa::Reporter rep;
     efa::FailureLog failures; // failed libfabric calls, said once per kind
     efa::CoreReport report;   // the verbose-1 report (core_report.hpp)
@@ -103,8 +103,8 @@ struct efa_core {
     std::atomic<uint64_t> rails_lost{0}; // a rail to a peer taken out (MPI_T)
     // Lost rails asked again whether they reach their peer, by rail_key
     // (core_rail_back.cpp), and the pings the provider holds for them;
-    // under deadline_lock.  rail_retry_on: some rail was lost, so progress
-    // ticks even where the peer deadline is off.
+    // under deadline_lock.  rail_retry_on: some rail was lost (the
+    // deadline's tick then asks them).
     std::unordered_map<fi_addr_t, efa::RailRetry> rail_retries;
     std::unordered_set<void *> rail_pings;
     std::atomic<bool> rail_retry_on{false};

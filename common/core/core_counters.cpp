@@ -1,7 +1,5 @@
 // efa_core.h's efa_core_get_counters: what the core counted since it
 // opened, for the MPI_T performance variables (common_efa_glue.c).
-#include <algorithm>
-
 #include "core.hpp"
 #include "path_counts.hpp"
 
@@ -55,18 +53,13 @@ void read_path_counts(efa_core_counters_t *out) {
     out->coalesced = get(kCoalesced);
     out->emul_served = get(kEmulServed);
     out->emul_refused = get(kEmulRefused);
-    // By NIC: the rails' own counts; the first NIC's is what is left.
-    out->nic_rma[0] = out->provider_rma;
-    out->nic_rma_bytes[0] = out->provider_rma_bytes;
-    for (int r = 1; r < efa::kMaxRails; ++r) {
+    // By NIC, each counted where it is posted.
+    for (int r = 0; r < efa::kMaxRails; ++r) {
         out->nic_rma[r] = get(rail_rma(r));
         out->nic_rma_bytes[r] = get(static_cast<Id>(rail_rma(r) + 1));
-        out->rail_rma += out->nic_rma[r];
-        out->rail_rma_bytes += out->nic_rma_bytes[r];
+        out->rail_rma += r ? out->nic_rma[r] : 0;
+        out->rail_rma_bytes += r ? out->nic_rma_bytes[r] : 0;
     }
-    // (A post between the reads may count on a rail but not yet above.)
-    out->nic_rma[0] -= std::min(out->nic_rma[0], out->rail_rma);
-    out->nic_rma_bytes[0] -= std::min(out->nic_rma_bytes[0], out->rail_rma_bytes);
     out->rails_back = get(kRailsBack);
     out->striped = get(kStriped);
     out->striped_bytes = get(kStripedBytes);

@@ -110,6 +110,7 @@ void answered(efa_core *core, uint64_t id, fi_addr_t src) {
 struct ProbeRecv {
     efa_op_t op;
     efa_ctx *ctx;
+    int rail; // ctx's (ctx itself may be gone at close)
 };
 
 int post_probe_recv(ProbeRecv *r) {
@@ -166,7 +167,7 @@ void probe_open(efa_core *core) {
          ++rail) {
         Nic &nic = rail ? *core->rails[static_cast<size_t>(rail) - 1] : *core->nic;
         for (int i = 0; i < nic.num_contexts(); ++i) {
-            auto *r = new ProbeRecv{{}, nic.ctx(i)};
+            auto *r = new ProbeRecv{{}, nic.ctx(i), rail};
             r->op.complete = probe_recv_done;
             r->op.rx_class = EFA_RX_INTERNAL;
             if (post_probe_recv(r)) {
@@ -180,7 +181,12 @@ void probe_open(efa_core *core) {
 
 void probe_close(efa_core *core) {
     for (efa_op_t *op : core->probe_recvs) {
-        delete reinterpret_cast<ProbeRecv *>(op);
+        auto *r = reinterpret_cast<ProbeRecv *>(op);
+        // A rail that lost a peer keeps its endpoint open for the exit
+        // (close_rail_endpoints), and with it this posted receive.
+        if (!core->rail_lost_any[r->rail]) {
+            delete r;
+        }
     }
     core->probe_recvs.clear();
     core->probes_out.clear(); // still tracked: the deadline's release frees them

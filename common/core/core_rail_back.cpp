@@ -44,7 +44,7 @@ const char *nic_name(const efa_core *core, int rail) {
 }
 
 uint64_t rail_bytes(int rail) {
-    return rail >= 1 && rail < kMaxRails
+    return rail >= 0 && rail < kMaxRails
                ? counts::get(static_cast<counts::Id>(counts::rail_rma(rail) + 1))
                : 0;
 }
@@ -68,73 +68,82 @@ void ping_done(efa_op_t *op, const efa_cqe_t *cqe) {
     delete p;
 }
 
-// The peer whose rail-0 addresses include 'rail0', and its name; under
+// The peer whose rail-0 address is 'rail0' (its first context's); under
 // peers_lock.
-efa_peer_t *owner_of(efa_core *core, fi_addr_t rail0, std::string *name) {
+efa_peer_t *peer_at(efa_core *core, fi_addr_t rail0) {
     auto it = core->addr_owner.find(rail0);
-    if (it == core->addr_owner.end()) {
-        return nullptr;
-    }
-    if (name) {
-        auto n = core->peer_names.find(it->second);
-        *name = n == core->peer_names.end() ? "a peer" : n->second;
-    }
-    return it->second;
+    return it != core->addr_owner.end() && it->second->addr[0] == rail0 ? it->second : nullptr;
 }
 
-// The peer(s) with probe id 'id' whose addresses on 'rail' include 'src'
+// A peer as a ping or an answer over a rail names it, copied under
+// peers_lock: its rail-0 address and its address on that rail for the
+// context the message came in on.
+struct RailPeer {
+    fi_addr_t rail0;
+    fi_addr_t on_rail;
+};
+
+// The peer(s) with probe id 'id' whose rail 'rail' pairs back with this
+// process's NIC (rails_mutual) and whose addresses on it include 'src'
 // (any, where the provider reports no source).
-std::vector<efa_peer_t *> peers_on_rail(efa_core *core, uint64_t id, int rail, fi_addr_t src) {
+std::vector<RailPeer> peers_on_rail(efa_core *core, uint64_t id, int rail, int index,
+                                    fi_addr_t src) {
     const int nctx = core->nic->num_contexts();
-    std::vector<efa_peer_t *> out;
+    std::vector<RailPeer> out;
     std::lock_guard<std::mutex> guard(core->peers_lock);
     auto range = core->peers_by_probe_id.equal_range(id);
     for (auto i = range.first; i != range.second; ++i) {
-        efa_peer_t *p = i->second;
-        if (rail >= p->num_rails) {
+        const efa_peer_t *p = i->second;
+        if (rail >= p->num_rails || !(p->rails_mutual & (1u << rail))) {
             continue;
         }
         const fi_addr_t *at = p->addr + static_cast<size_t>(rail) * nctx;
         if (src == FI_ADDR_NOTAVAIL || std::find(at, at + nctx, src) != at + nctx) {
-            out.push_back(p);
+            out.push_back({p->addr[0], at[index % nctx]});
         }
     }
     return out;
 }
 
-// The rail reaches 'peer' again: back in its plans, its deadline keys
-// alive, and said.
-void put_back(efa_core *core, efa_peer_t *peer, int rail) {
+// The rail reaches the peer at 'rail0' again: back in its plans, its
+// deadline keys alive, and said.  Only an answer to a ping of this loss
+// counts, and never for a peer declared dead meanwhile.
+void put_back(efa_core *core, fi_addr_t rail0, int rail) {
     const int nctx = core->nic->num_contexts();
-    std::vector<fi_addr_t> rail0;
+    std::vector<fi_addr_t> addrs;
     std::string name;
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
-        if (core->peer_index.find(peer) == core->peer_index.end()) {
+        const efa_peer_t *p = peer_at(core, rail0);
+        if (!p) {
             return; // released meanwhile
         }
-        rail0.assign(peer->addr, peer->addr + nctx);
-        auto n = core->peer_names.find(peer);
+        addrs.assign(p->addr, p->addr + nctx);
+        auto n = core->peer_names.find(const_cast<efa_peer_t *>(p));
         name = n == core->peer_names.end() ? "a peer" : n->second;
     }
     uint64_t lost_bytes = 0;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
-        auto it = core->rail_retries.find(rail_key(rail0[0], rail));
-        if (it == core->rail_retries.end() || !it->second.down) {
-            return; // back already (an answer to an earlier ping too)
+        auto it = core->rail_retries.find(rail_key(rail0, rail));
+        if (it == core->rail_retries.end() || !it->second.down || !it->second.asked) {
+            return; // back already, or an answer to a ping of an earlier loss
+        }
+        if (core->deadline.dead(rail0)) {
+            core->rail_retries.erase(it); // the peer itself is lost: nothing to bring back
+            return;
         }
         it->second.down = false;
         lost_bytes = it->second.lost_bytes;
         const uint64_t now = now_ms();
-        for (fi_addr_t a : rail0) {
+        for (fi_addr_t a : addrs) {
             (void)core->deadline.revive(rail_key(a, rail), now);
         }
     }
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
-        if (core->peer_index.find(peer) != core->peer_index.end()) {
-            __atomic_and_fetch(&peer->rails_down, ~(1u << rail), __ATOMIC_RELAXED);
+        if (efa_peer_t *p = peer_at(core, rail0)) {
+            __atomic_and_fetch(&p->rails_down, ~(1u << rail), __ATOMIC_RELAXED);
         }
     }
     counts::add(counts::kRailsBack, 1);
@@ -147,31 +156,42 @@ void put_back(efa_core *core, efa_peer_t *peer, int rail) {
 } // namespace
 
 void rail_back_schedule(efa_core *core, fi_addr_t rail0, int rail) {
-    if (core->params.rail_retry <= 0 || !core->info.has_tagged) {
-        core->rep.say(10, std::string("NIC ") + nic_name(core, rail) +
-                              " stays out for that peer (" +
-                              (core->params.rail_retry <= 0 ? "common_efa_rail_retry 0"
-                                                            : "no tags for the ping over it") +
-                              ")");
-        return;
-    }
-    fi_addr_t first = rail0;
+    const char *stays = nullptr;
+    fi_addr_t first = FI_ADDR_NOTAVAIL;
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
-        if (efa_peer_t *p = owner_of(core, rail0, nullptr)) {
-            first = p->addr[0]; // one entry per peer and rail, whichever context failed
+        auto it = core->addr_owner.find(rail0);
+        if (it != core->addr_owner.end()) {
+            first = it->second->addr[0]; // one entry per peer and rail, whichever context failed
+            if (!(it->second->rails_mutual & (1u << rail))) {
+                stays = "the peer's NIC on it pairs with another of this process's NICs";
+            }
         }
+    }
+    if (core->params.rail_retry <= 0) {
+        stays = "common_efa_rail_retry 0";
+    } else if (!core->info.has_tagged) {
+        stays = "no tags for the ping over it";
+    } else if (first == FI_ADDR_NOTAVAIL) {
+        stays = "the peer is gone";
+    }
+    if (stays) {
+        core->rep.say(10, std::string("NIC ") + nic_name(core, rail) +
+                              " stays out for that peer (" + stays + ")");
+        return;
     }
     const uint64_t base = static_cast<uint64_t>(core->params.rail_retry) * 1000;
     std::lock_guard<std::mutex> guard(core->deadline_lock);
     RailRetry &r = core->rail_retries[rail_key(first, rail)];
-    // A rail lost again after it came back waits twice as long as the try
-    // that brought it back (each try doubled the wait: rail_back_tick).
+    // A rail lost again after it came back starts from the wait its last
+    // try reached (each try doubles it: rail_back_tick).
     if (r.wait_ms == 0) {
         r.wait_ms = base;
     }
     r.due_ms = now_ms() + r.wait_ms;
     r.down = true;
+    r.asked = false;
+    r.refused = false;
     r.lost_bytes = rail_bytes(rail);
     core->rail_retry_on.store(true, std::memory_order_relaxed);
 }
@@ -180,104 +200,115 @@ void rail_back_tick(efa_core *core, uint64_t now) {
     struct Due {
         fi_addr_t key;
         RailPing *ping;
+        uint64_t due_ms, wait_ms; // before this try, restored where the post is refused
     };
     std::vector<Due> due;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         const uint64_t cap = 8 * static_cast<uint64_t>(core->params.rail_retry) * 1000;
         for (auto it = core->rail_retries.begin(); it != core->rail_retries.end();) {
-            auto &kv = *it;
-            RailRetry &r = kv.second;
-            if (r.down && !r.ping && core->deadline.dead(key_addr(kv.first))) {
+            RailRetry &r = it->second;
+            if (r.down && core->deadline.dead(key_addr(it->first))) {
                 it = core->rail_retries.erase(it); // the peer itself is lost
                 continue;
             }
+            const fi_addr_t key = it->first;
             ++it;
-            if (!r.down || now < r.due_ms) {
-                continue;
+            if (!r.down || now < r.due_ms || r.ping) {
+                continue; // (a ping the provider still holds: no pile-up)
             }
-            r.due_ms = now + r.wait_ms; // unanswered by then: asked again, later still
-            r.wait_ms = std::min(2 * r.wait_ms, cap);
-            if (r.ping) {
-                continue; // the provider still holds the last one: no pile-up
-            }
-            auto *p = new (std::nothrow) RailPing{{}, core, kv.first};
+            auto *p = new (std::nothrow) RailPing{{}, core, key};
             if (!p) {
                 continue;
             }
             p->op.complete = ping_done;
             p->op.rx_class = EFA_RX_INTERNAL;
+            due.push_back({key, p, r.due_ms, r.wait_ms});
+            r.asked = true; // (before the post: its answer may come before the lock again)
+            r.due_ms = now + r.wait_ms; // unanswered by then: asked again, later still
+            r.wait_ms = std::min(2 * r.wait_ms, cap);
             r.ping = p;
             core->rail_pings.insert(p);
-            due.push_back({kv.first, p});
         }
     }
-    const uint64_t base = static_cast<uint64_t>(core->params.rail_retry) * 1000;
     for (const Due &d : due) {
         const int rail = key_rail(d.key);
         fi_addr_t to = FI_ADDR_NOTAVAIL;
         {
             std::lock_guard<std::mutex> guard(core->peers_lock);
-            if (efa_peer_t *p = owner_of(core, key_addr(d.key), nullptr);
-                p && rail < p->num_rails) {
+            if (const efa_peer_t *p = peer_at(core, key_addr(d.key)); p && rail < p->num_rails) {
                 to = p->addr[static_cast<size_t>(rail) * core->nic->num_contexts()];
             }
         }
         // The rail's own address of the peer, whatever rails_down says.
         const ssize_t rc = to == FI_ADDR_NOTAVAIL
-                               ? -FI_ENOENT
+                               ? 0
                                : probe_post_ping(core->rails[static_cast<size_t>(rail) - 1]->ctx(0),
                                                  to, &d.ping->op.fi_ctx);
-        if (rc == 0) {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        auto it = core->rail_retries.find(d.key);
+        RailRetry *r =
+            it != core->rail_retries.end() && it->second.ping == d.ping ? &it->second : nullptr;
+        if (to != FI_ADDR_NOTAVAIL && rc == 0) {
+            if (r) {
+                r->refused = false;
+            }
             core->rep.say(10, "rail " + std::to_string(rail) + ": asking a peer it lost whether " +
                                   "it reaches it again");
             continue;
         }
-        std::lock_guard<std::mutex> guard(core->deadline_lock);
         core->rail_pings.erase(d.ping);
-        auto it = core->rail_retries.find(d.key);
-        if (it != core->rail_retries.end() && it->second.ping == d.ping) {
-            RailRetry &r = it->second;
-            r.ping = nullptr;
-            if (rc == -FI_ENOENT) {
-                core->rail_retries.erase(it); // the peer is gone: nothing to bring back
-            } else if (rc == -FI_EAGAIN) {
-                // A full queue, or tcp;ofi_rxm connecting the rail anew:
-                // not a try, asked again at the next tick.
-                r.wait_ms = std::max(r.wait_ms / 2, base);
-                r.due_ms = now;
-            }
-        }
         delete d.ping;
+        if (!r) {
+            continue;
+        }
+        r->ping = nullptr;
+        if (to == FI_ADDR_NOTAVAIL) {
+            core->rail_retries.erase(it); // the peer is gone: nothing to bring back
+        } else if (rc == -FI_EAGAIN && !r->refused) {
+            // A full queue, or tcp;ofi_rxm connecting the rail anew: once
+            // in a row, no try; asked again at the next tick.
+            r->refused = true;
+            r->due_ms = d.due_ms;
+            r->wait_ms = d.wait_ms;
+        }
     }
 }
 
 void rail_ping_received(efa_ctx *ctx, uint64_t id, fi_addr_t src) {
     efa_core *core = ctx->core;
-    const std::vector<efa_peer_t *> peers = peers_on_rail(core, id, ctx->rail, src);
+    const std::vector<RailPeer> peers = peers_on_rail(core, id, ctx->rail, ctx->index, src);
     if (peers.empty()) {
         core->rep.say(10, "rail " + std::to_string(ctx->rail) +
                               ": a ping from a process not known on it: not answered");
         return;
     }
-    // Over the rail it came by, to where it came from: the peer's own rail
-    // may pair with another NIC of this process than the one it asked by.
-    const int nctx = core->nic->num_contexts();
-    const fi_addr_t to = src != FI_ADDR_NOTAVAIL
-                             ? src
-                             : peers[0]->addr[static_cast<size_t>(ctx->rail) * nctx + ctx->index];
-    probe_send_answer(ctx, to);
+    // Over the rail it came by, to where it came from (the peer's rail
+    // pairs back with this NIC: peers_on_rail).
+    probe_send_answer(ctx, src != FI_ADDR_NOTAVAIL ? src : peers[0].on_rail);
 }
 
 void rail_answer_received(efa_ctx *ctx, uint64_t id, fi_addr_t src) {
-    for (efa_peer_t *p : peers_on_rail(ctx->core, id, ctx->rail, src)) {
-        put_back(ctx->core, p, ctx->rail);
+    for (const RailPeer &p : peers_on_rail(ctx->core, id, ctx->rail, ctx->index, src)) {
+        put_back(ctx->core, p.rail0, ctx->rail);
+    }
+}
+
+void rail_back_forget(efa_core *core, fi_addr_t rail0) {
+    std::lock_guard<std::mutex> guard(core->deadline_lock);
+    for (int r = 1; r < kMaxRails; ++r) {
+        core->rail_retries.erase(rail_key(rail0, r));
     }
 }
 
 void rail_back_close(efa_core *core) {
+    // A rail that lost a peer keeps its endpoint open for the exit
+    // (close_rail_endpoints), and with it the provider's hold on its pings.
     for (void *p : core->rail_pings) {
-        delete static_cast<RailPing *>(p);
+        auto *ping = static_cast<RailPing *>(p);
+        if (!core->rail_lost_any[key_rail(ping->key)]) {
+            delete ping;
+        }
     }
     core->rail_pings.clear();
     core->rail_retries.clear();

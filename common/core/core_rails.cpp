@@ -53,6 +53,9 @@ void insert_peer_rails(efa_core *core, efa_peer_t *peer, const PeerBlob &pb,
                        const std::vector<int> &pairing) {
     const int nctx = core->nic->num_contexts();
     const int nrails = peer->num_rails;
+    // The peer's own pairing: which of our NICs each of its NICs meets.
+    const std::vector<int> back = pair_rails(pb.fabric_ids, core->fabric_ids);
+    peer->rails_mutual = 0;
     for (int r = 1; r < nrails; ++r) {
         fi_addr_t *at = peer->addr + static_cast<size_t>(r) * nctx;
         // A rail that cannot take the peer leaves it to the others: said
@@ -69,6 +72,10 @@ void insert_peer_rails(efa_core *core, efa_peer_t *peer, const PeerBlob &pb,
             continue;
         }
         ++peer->rails_up;
+        const int n = pairing[r];
+        if (n >= 1 && n < static_cast<int>(back.size()) && back[static_cast<size_t>(n)] == r) {
+            peer->rails_mutual = static_cast<uint8_t>(peer->rails_mutual | (1u << r));
+        }
         for (int i = 0; i < nctx; ++i) {
             core->rail_primary[r][at[i]] = peer->addr[i];
         }

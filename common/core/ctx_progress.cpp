@@ -271,9 +271,7 @@ extern "C" int efa_core_progress(efa_core_t *core) {
     // The deadline's clock is read when a call found nothing (a wait), or
     // every 64th busy call (a peer may be silent while others keep this
     // process busy), so the fast path stays a counter.
-    // A lost rail's pings tick there too, where the deadline is off.
-    if ((core->deadline_on || core->rail_retry_on.load(std::memory_order_relaxed)) &&
-        (events == 0 || (bump(core->busy_calls) & 63) == 0)) {
+    if (core->deadline_on && (events == 0 || (bump(core->busy_calls) & 63) == 0)) {
         efa::deadline_tick(core);
     }
     if (core->answers_pending.load(std::memory_order_relaxed)) {

@@ -56,9 +56,7 @@ extern "C" int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *
     });
     if (rc == 0) { // posted, or waiting in the backlog
         efa::counts::add_msg(efa::counts::kProviderRma, len);
-        if (ctx->rail) {
-            efa::counts::add_msg(efa::counts::rail_rma(ctx->rail), len);
-        }
+        efa::counts::add_msg(efa::counts::rail_rma(ctx->rail), len);
     }
     return rc;
 }
@@ -78,9 +76,7 @@ extern "C" int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, f
     });
     if (rc == 0) { // posted, or waiting in the backlog
         efa::counts::add_msg(efa::counts::kProviderRma, len);
-        if (ctx->rail) {
-            efa::counts::add_msg(efa::counts::rail_rma(ctx->rail), len);
-        }
+        efa::counts::add_msg(efa::counts::rail_rma(ctx->rail), len);
     }
     return rc;
 }
@@ -118,6 +114,7 @@ extern "C" int efa_ctx_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_datatype d
     });
     if (rc == 0) { // posted, or waiting in the backlog
         efa::counts::add(efa::counts::kProviderRma, 1);
+        efa::counts::add(efa::counts::rail_rma(ctx->rail), 1);
     }
     return rc;
 }
@@ -141,6 +138,7 @@ extern "C" int efa_ctx_fetch_atomic(efa_ctx_t *ctx, enum fi_op aop, enum fi_data
     });
     if (rc == 0) { // posted, or waiting in the backlog
         efa::counts::add(efa::counts::kProviderRma, 1);
+        efa::counts::add(efa::counts::rail_rma(ctx->rail), 1);
     }
     return rc;
 }
@@ -166,6 +164,7 @@ extern "C" int efa_ctx_compare_atomic(efa_ctx_t *ctx, enum fi_datatype dt, const
     });
     if (rc == 0) { // posted, or waiting in the backlog
         efa::counts::add(efa::counts::kProviderRma, 1);
+        efa::counts::add(efa::counts::rail_rma(ctx->rail), 1);
     }
     return rc;
 }

@@ -1,5 +1,6 @@
 #include "efa_params.hpp"
 
+#include "gpu_nics.hpp"
 #include "provider_options.hpp"
 
 namespace efa {
@@ -43,6 +44,9 @@ std::vector<ParamProblem> validate_params(const efa_core_params_t &p) {
     if (p.direct_mode_mtu != 0) {
         check_range(out, "direct_mode_mtu", p.direct_mode_mtu, ParamLimits::kMinDirectMtu,
                     ParamLimits::kMaxDirectMtu);
+    }
+    if (p.gpu && !gpu_setting_valid(p.gpu)) {
+        out.push_back({"gpu", p.gpu, "auto, none, an accelerator's index or its PCI address"});
     }
     EmulatedOverride ignored;
     std::string bad;

@@ -33,8 +33,10 @@ enum Id : unsigned {
     kCoalesced,         // frames packed behind another in one provider message
     kEmulServed,        // emulated one-sided requests executed for peers
     kEmulRefused,       // ... refused (no registration, out of range, not permitted)
-    kRail1Rma,          // one-sided operations posted on rail 1 (the second NIC)
-    kRail1RmaBytes,     //   their bytes
+    kRail0Rma,          // one-sided operations posted on rail 0 (the first NIC)
+    kRail0RmaBytes,     //   their bytes (puts and gets)
+    kRail1Rma,          // ... on rail 1 (the second NIC)
+    kRail1RmaBytes,     //
     kRail2Rma,          // ... on rail 2
     kRail2RmaBytes,     //
     kRail3Rma,          // ... on rail 3
@@ -71,10 +73,10 @@ inline void add_msg(Id id, uint64_t bytes) {
     add_to(g_counts[id + 1], bytes, shared);
 }
 
-// The count of one-sided operations on rail 'rail' (1..3; rail 0's are
-// kProviderRma less the others'); its bytes follow it.
+// The count of one-sided operations on rail 'rail' (0..3); its bytes
+// follow it.
 inline Id rail_rma(int rail) {
-    return static_cast<Id>(kRail1Rma + 2 * (rail - 1));
+    return static_cast<Id>(kRail0Rma + 2 * rail);
 }
 
 // A high-water mark; the caller holds the lock of what it measures.

@@ -50,6 +50,7 @@ ssize_t post_empty(efa_ctx *ctx, fi_addr_t addr, uint64_t tag, uint64_t flags, v
 struct Answer {
     efa_op_t op;
     efa_core *core;
+    int rail; // of the context it went out on
 };
 
 void answer_done(efa_op_t *op, const efa_cqe_t *cqe) {
@@ -65,7 +66,7 @@ void answer_done(efa_op_t *op, const efa_cqe_t *cqe) {
 // -FI_EAGAIN: the queue is full, ask again later.
 ssize_t post_answer(efa_ctx *ctx, fi_addr_t to) {
     efa_core *core = ctx->core;
-    auto *a = new (std::nothrow) Answer{{}, core};
+    auto *a = new (std::nothrow) Answer{{}, core, ctx->rail};
     if (!a) {
         return -FI_EAGAIN;
     }
@@ -118,8 +119,11 @@ void probe_answers_retry(efa_core *core) {
 
 void probe_sends_close(efa_core *core) {
     core->answers_due.clear();
-    for (void *a : core->answers_out) {
-        delete static_cast<Answer *>(a);
+    for (void *p : core->answers_out) {
+        auto *a = static_cast<Answer *>(p);
+        if (!core->rail_lost_any[a->rail]) { // else its endpoint stays open for the exit
+            delete a;
+        }
     }
     core->answers_out.clear();
 }

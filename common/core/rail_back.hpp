@@ -18,6 +18,8 @@ namespace efa {
 // try (a flapping link costs a failover per try, not one per second).
 struct RailRetry {
     bool down = false;       // taken out; tried again from due_ms
+    bool asked = false;      // a ping went out since the loss: only then is an answer news
+    bool refused = false;    // the last post found the queue full (-FI_EAGAIN)
     uint64_t due_ms = 0;     // the next ping's time
     uint64_t wait_ms = 0;    // from one try to the next: doubles, to 8 times rail_retry
     void *ping = nullptr;    // the ping the provider holds (one at a time)
@@ -34,7 +36,11 @@ void rail_back_tick(efa_core *core, uint64_t now_ms);
 // it reports none).
 void rail_ping_received(efa_ctx *ctx, uint64_t id, fi_addr_t src);
 void rail_answer_received(efa_ctx *ctx, uint64_t id, fi_addr_t src);
-// After the endpoints are closed: the pings the provider still held.
+// A peer released (its rail-0 address 'rail0'): its entries go, so that
+// a later peer given the same address inherits nothing.
+void rail_back_forget(efa_core *core, fi_addr_t rail0);
+// At release, after the endpoints that close are closed: the pings the
+// provider still held (those on a rail left open for the exit stay).
 void rail_back_close(efa_core *core);
 
 } // namespace efa

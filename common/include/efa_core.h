@@ -122,6 +122,11 @@ typedef struct efa_peer {
     /* The peer's NIC each rail reaches (its registration keys are per NIC:
      * efa_rma_handle_t.rail_key[nic - 1]); 0 for rail 0. */
     uint8_t rail_nic[4];
+    /* Bit r: the peer's NIC that rail r reaches pairs back with this
+     * process's NIC r (pair_rails from its side), so a ping over rail r
+     * comes in on the peer's rail and is answered over it (a lost rail
+     * brought back: core_rail_back.cpp). */
+    uint8_t rails_mutual;
     fi_addr_t addr[]; /* index: rail * contexts + context (num_rails * num_addrs in all) */
 } efa_peer_t;
 
@@ -142,6 +147,8 @@ typedef struct efa_core_params {
     const char *nic_include;      /* NIC (domain) names, comma-separated; NULL or "": all */
     const char *nic_exclude;      /* NIC (domain) names, comma-separated; NULL or "": none */
     int nics_per_proc;            /* most NICs in a process's set; 0: its whole share */
+    const char *gpu;              /* the process's GPU, whose switch's NICs it takes: "auto",
+                                     "none", an index or a PCI address (gpu_nics.hpp) */
     int stripe_min;               /* bytes from which one-sided transfers are striped over
                                      the rails (0: never) */
     bool rail_failover;           /* a failed rail beside the first is taken out for the peer

@@ -1,0 +1,227 @@
+#include "gpu_nics.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <tuple>
+
+namespace efa {
+
+namespace {
+
+std::string bus_id_of(hwloc_obj_t o) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%04x:%02x:%02x.%x", o->attr->pcidev.domain,
+                  o->attr->pcidev.bus, o->attr->pcidev.dev, o->attr->pcidev.func);
+    return text;
+}
+
+// 3D controllers (data-centre GPUs) and processing accelerators (Trainium,
+// Gaudi); VGA controllers only from GPU makers: a server's BMC or the
+// hypervisor's display (EC2's) is a VGA controller too, and no GPU.
+bool is_accelerator(hwloc_obj_t o) {
+    const unsigned cls = o->attr->pcidev.class_id;
+    const unsigned vendor = o->attr->pcidev.vendor_id;
+    return cls == 0x0302 || cls == 0x1200 ||
+           (cls == 0x0300 && (vendor == 0x10de || vendor == 0x1002));
+}
+
+// "53:00.0" -> "0000:53:00.0"; lower case.
+std::string full_bus_id(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    return std::count(s.begin(), s.end(), ':') == 1 ? "0000:" + s : s;
+}
+
+bool all_digits(const std::string &s) {
+    return !s.empty() && s.size() <= 4 &&
+           std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+std::string trimmed(const std::string &s) {
+    const size_t a = s.find_first_not_of(" \t");
+    const size_t b = s.find_last_not_of(" \t");
+    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+hwloc_obj_t pci_object(hwloc_topology_t topo, const std::string &bus_id) {
+    return bus_id.empty() ? nullptr : hwloc_get_pcidev_by_busidstring(topo, bus_id.c_str());
+}
+
+bool below(hwloc_obj_t o, hwloc_obj_t ancestor) {
+    for (hwloc_obj_t p = o ? o->parent : nullptr; p; p = p->parent) {
+        if (p == ancestor) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::string accelerator_list(const std::vector<Accelerator> &accs) {
+    std::string list;
+    for (size_t i = 0; i < accs.size(); ++i) {
+        list += (i ? ", " : "") + std::to_string(i) + ": " + accs[i].bus_id;
+    }
+    return list.empty() ? "none" : list;
+}
+
+} // namespace
+
+bool gpu_setting_valid(const std::string &setting_in) {
+    const std::string s = trimmed(setting_in);
+    if (s.empty() || s == "auto" || s == "none" || all_digits(s)) {
+        return true;
+    }
+    const size_t colons = std::count(s.begin(), s.end(), ':');
+    return (colons == 1 || colons == 2) && s.size() <= 16 &&
+           std::all_of(s.begin(), s.end(),
+                       [](unsigned char c) { return std::isxdigit(c) || c == ':' || c == '.'; });
+}
+
+std::vector<Accelerator> node_accelerators(hwloc_topology_t topo) {
+    std::vector<Accelerator> out;
+    for (hwloc_obj_t o = topo ? hwloc_get_next_pcidev(topo, nullptr) : nullptr; o;
+         o = hwloc_get_next_pcidev(topo, o)) {
+        if (is_accelerator(o)) {
+            out.push_back({bus_id_of(o), o->attr->pcidev.vendor_id});
+        }
+    }
+    std::sort(out.begin(), out.end(),
+              [](const Accelerator &a, const Accelerator &b) { return a.bus_id < b.bus_id; });
+    return out;
+}
+
+GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const char *cuda_visible,
+                     int local_rank, int local_size) {
+    GpuChoice c;
+    const std::string setting = trimmed(setting_in);
+    if (setting == "none") {
+        c.reason = "common_efa_gpu none";
+        return c;
+    }
+    const std::vector<Accelerator> accs = node_accelerators(topo);
+    if (all_digits(setting)) {
+        const size_t n = std::stoul(setting);
+        if (n >= accs.size()) {
+            c.error = "common_efa_gpu " + setting + ": the node's accelerators are " +
+                      accelerator_list(accs);
+            return c;
+        }
+        c.bus_id = accs[n].bus_id;
+        c.reason = "common_efa_gpu " + setting;
+        return c;
+    }
+    if (setting.find(':') != std::string::npos) {
+        const std::string want = full_bus_id(setting);
+        for (const Accelerator &a : accs) {
+            if (a.bus_id == want) {
+                c.bus_id = a.bus_id;
+                c.reason = "common_efa_gpu " + setting;
+                return c;
+            }
+        }
+        c.error = "common_efa_gpu " + setting +
+                  ": no accelerator at that PCI address (the node's: " + accelerator_list(accs) +
+                  ")";
+        return c;
+    }
+    if (!setting.empty() && setting != "auto") {
+        c.error = "common_efa_gpu " + setting +
+                  ": expected auto, none, an accelerator's index or its PCI address";
+        return c;
+    }
+    if (accs.empty()) {
+        c.reason = "no GPU on this node";
+        return c;
+    }
+    // CUDA_VISIBLE_DEVICES naming one GPU by index: CUDA's device 0 is that
+    // NVIDIA GPU (in PCI order).  UUIDs (GPU-..., MIG-...) cannot be mapped
+    // without the driver; several GPUs leave the choice to the program.
+    std::string cuda_note;
+    if (cuda_visible && *cuda_visible) {
+        const std::string v = trimmed(cuda_visible);
+        std::vector<Accelerator> nvidia;
+        std::copy_if(accs.begin(), accs.end(), std::back_inserter(nvidia),
+                     [](const Accelerator &a) { return a.vendor == 0x10de; });
+        if (all_digits(v) && std::stoul(v) < nvidia.size()) {
+            c.bus_id = nvidia[std::stoul(v)].bus_id;
+            c.reason = "CUDA_VISIBLE_DEVICES=" + v;
+            return c;
+        }
+        cuda_note = "CUDA_VISIBLE_DEVICES=" + v + " names no single GPU by index; ";
+    }
+    if (local_size > 0 && static_cast<size_t>(local_size) == accs.size() && local_rank >= 0 &&
+        local_rank < local_size) {
+        c.bus_id = accs[static_cast<size_t>(local_rank)].bus_id;
+        c.reason = cuda_note + "one process per accelerator: local rank " +
+                   std::to_string(local_rank) + " takes accelerator " + std::to_string(local_rank);
+        return c;
+    }
+    c.reason = cuda_note + "no GPU of this process known (" + std::to_string(local_size) +
+               " processes, " + std::to_string(accs.size()) +
+               " accelerators on the node; common_efa_gpu names one)";
+    return c;
+}
+
+std::vector<size_t> gpu_nics(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
+                             const std::string &gpu_bus_id, std::string *how) {
+    std::vector<size_t> out;
+    hwloc_obj_t gpu = topo ? pci_object(topo, gpu_bus_id) : nullptr;
+    if (!gpu) {
+        return out;
+    }
+    std::vector<hwloc_obj_t> nic(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        nic[i] = pci_object(topo, candidates[i].pci_bus_id);
+    }
+    // The nearest bridge above the GPU with a NIC below it: its switch.
+    for (hwloc_obj_t b = gpu->parent; b && b->type == HWLOC_OBJ_BRIDGE && out.empty();
+         b = b->parent) {
+        for (size_t i = 0; i < nic.size(); ++i) {
+            if (nic[i] && below(nic[i], b)) {
+                out.push_back(i);
+            }
+        }
+        if (!out.empty() && how) {
+            *how = "its PCIe switch";
+        }
+    }
+    if (out.empty()) { // no switch shared: the NICs of its package
+        hwloc_obj_t home = hwloc_get_non_io_ancestor_obj(topo, gpu);
+        for (size_t i = 0; i < nic.size(); ++i) {
+            if (nic[i] && hwloc_get_non_io_ancestor_obj(topo, nic[i]) == home) {
+                out.push_back(i);
+            }
+        }
+        if (!out.empty() && how) {
+            *how = "its " + std::string(hwloc_obj_type_string(home->type));
+        }
+    }
+    std::sort(out.begin(), out.end(), [&](size_t a, size_t b) {
+        return std::tie(candidates[a].pci_bus_id, a) < std::tie(candidates[b].pci_bus_id, b);
+    });
+    return out;
+}
+
+NicSetDecision select_gpu_nic_set(const std::vector<NicCandidate> &candidates,
+                                  hwloc_topology_t topo, const GpuChoice &gpu, int local_rank,
+                                  int max_nics) {
+    NicSetDecision d;
+    std::string how;
+    std::vector<size_t> pool = gpu_nics(candidates, topo, gpu.bus_id, &how);
+    if (pool.empty()) {
+        return d;
+    }
+    // Processes that share the GPU (or its switch) start on different NICs.
+    const size_t k = static_cast<size_t>(local_rank > 0 ? local_rank : 0) % pool.size();
+    std::rotate(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(k), pool.end());
+    const size_t whole = pool.size();
+    if (max_nics > 0 && pool.size() > static_cast<size_t>(max_nics)) {
+        pool.resize(static_cast<size_t>(max_nics));
+    }
+    d.indices = pool;
+    d.reason = "GPU " + gpu.bus_id + " (" + gpu.reason + "): " + std::to_string(pool.size()) +
+               " of the " + std::to_string(whole) + " NIC(s) of " + how;
+    return d;
+}
+
+} // namespace efa

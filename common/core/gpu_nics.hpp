@@ -1,0 +1,70 @@
+// The NICs of a process's GPU: on GPU nodes (p4d, p5, p5en; trn1 with its
+// Trainium chips) each GPU shares a PCIe switch with one or more EFA
+// devices, and a process that moves its GPU's memory gets the most from
+// those NICs (GPU to NIC without crossing the CPU's root complex).  So a
+// process that uses one GPU takes the NICs under that GPU's switch as its
+// set, before its CPU binding is asked (nic_select.hpp).
+//
+// Pure functions over an hwloc topology (with its PCI objects) and the
+// environment passed in, so that the unit tests run them on the recorded
+// layouts (tests/topologies).
+#pragma once
+
+#include <hwloc.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "nic_select.hpp"
+
+namespace efa {
+
+// The accelerators of the node, in PCI order (domain, bus, device,
+// function: CUDA's order under CUDA_DEVICE_ORDER=PCI_BUS_ID, and its
+// default order among identical GPUs): PCI 3D controllers (class 0x0302),
+// processing accelerators (0x1200), and VGA controllers (0x0300) of
+// NVIDIA and AMD.
+struct Accelerator {
+    std::string bus_id; // "dddd:bb:dd.f"
+    unsigned vendor = 0;
+};
+std::vector<Accelerator> node_accelerators(hwloc_topology_t topo);
+
+// Is 'setting' a form common_efa_gpu takes ("auto", "none", empty, an
+// index, a PCI address of hex digits, ':' and '.')?  Whether the node has
+// that accelerator is choose_gpu's to say.
+bool gpu_setting_valid(const std::string &setting);
+
+struct GpuChoice {
+    std::string bus_id; // empty: no GPU decides this process's NICs
+    std::string reason; // one line, for the verbose report
+    std::string error;  // a setting that names no GPU of the node (said; nothing chosen)
+};
+
+// Which GPU this process uses, by 'setting' (common_efa_gpu):
+//   "none"   no GPU: the CPU binding decides (as without GPUs);
+//   N        the node's N-th accelerator in PCI order;
+//   a PCI bus id ("0000:53:00.0", or "53:00.0" in domain 0);
+//   "auto"   (or empty) CUDA_VISIBLE_DEVICES when it names one GPU by its
+//            index (cuda_visible; nullptr: unset), else accelerator
+//            local_rank when the node runs one process per accelerator
+//            (local_size == their number), else none.
+GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting, const char *cuda_visible,
+                     int local_rank, int local_size);
+
+// The candidates under the GPU's PCIe switch: the nearest bridge above the
+// GPU with a candidate below it (p5: the switch's 4 NICs; p4d: the NIC on
+// the GPU's own bus), in PCI order; failing that, those whose locality is
+// the GPU's (its package).  Empty: none near it (or the GPU is unknown).
+std::vector<size_t> gpu_nics(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
+                             const std::string &gpu_bus_id, std::string *how);
+
+// A GPU's set for one process: its NICs (gpu_nics), rotated so that the
+// processes sharing them start on different NICs (local_rank), and cut to
+// max_nics (> 0).  Empty where the GPU has no NIC near it.
+NicSetDecision select_gpu_nic_set(const std::vector<NicCandidate> &candidates,
+                                  hwloc_topology_t topo, const GpuChoice &gpu, int local_rank,
+                                  int max_nics);
+
+} // namespace efa
