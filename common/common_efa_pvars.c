@@ -98,8 +98,8 @@ static const efa_pvar_t pvars[] = {
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(rails_back), 0},
     /* Arrays, one value per NIC of the process's set (index 0: its first). */
     {"nic_rma",
-     "One-sided operations posted on each NIC of the process's set, by NIC (4 values; the "
-     "first NIC's atomics included; 0 for NICs the process does not have)",
+     "One-sided operations (atomics included) posted on each NIC of the process's set, by NIC "
+     "(4 values; 0 for NICs the process does not have)",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(nic_rma), 4},
     {"nic_rma_bytes",
      "Bytes of the puts and gets posted on each NIC of the process's set (4 values)",

@@ -126,8 +126,17 @@ check trn1-two "2 processes (one a package) should get the 4 NICs of their packa
 # process per accelerator): p5en with 8 gets its GPU's 2 NICs each, all 16
 # once; p5 with one process on GPU 3 gets that switch's 4; a GPU the
 # topology does not have is refused (exit 2, the node's GPUs listed).
-sets_ok p5en.48xlarge.xml 8 2 1 16
-check p5en-eight-gpu "8 processes, one a GPU, should get their GPU's 2 NICs each, 16 in all" $?
+sets_ok p5en.48xlarge.xml 8 2 1 16 && JSON=$OUT python3 -c '
+import json, os
+for s in json.loads(os.environ["JSON"])["sets"]:
+    assert "GPU 0000:" in s["reason"] and "PCIe switch" in s["reason"], s
+' 2>/dev/null
+check p5en-eight-gpu "8 processes, one a GPU, should get their GPU's 2 NICs each (said so), 16 in all" $?
+sets_ok p5.48xlarge.xml 8 4 1 32 --gpu none && JSON=$OUT python3 -c '
+import json, os
+assert all("GPU 0000:" not in s["reason"] for s in json.loads(os.environ["JSON"])["sets"])
+' 2>/dev/null
+check p5-eight-no-gpu "--gpu none: 8 processes should get 4 NICs each by their binding" $?
 run_json --topology "$topo/p5.48xlarge.xml" --local-size 1 --gpu 3
 JSON=$OUT python3 -c '
 import json, os

@@ -453,6 +453,7 @@ int main(int argc, char **argv) {
     p.provider_include = o.provider.c_str();
     p.provider_exclude = o.provider_exclude.c_str();
     p.nic_include = o.nic_include.c_str();
+    p.gpu = o.gpu.c_str();
     p.nic_exclude = o.nic_exclude.c_str();
     p.num_contexts = 1;
     p.mr_cache_size = 1024;

@@ -129,7 +129,7 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
         // decides.
         const GpuChoice gpu =
             choose_gpu(topo, p.gpu ? p.gpu : "auto", getenv("CUDA_VISIBLE_DEVICES"), p.local_rank,
-                       p.local_size);
+                       p.local_size, bound ? binding : nullptr);
         if (!gpu.error.empty()) {
             rep.help("unknown-gpu", gpu.error);
             hwloc_bitmap_free(binding);

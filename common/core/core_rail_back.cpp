@@ -146,6 +146,21 @@ void put_back(efa_core *core, fi_addr_t rail0, int rail) {
             __atomic_and_fetch(&p->rails_down, ~(1u << rail), __ATOMIC_RELAXED);
         }
     }
+    // Lost again between the two locks (rail_lost sets the bit, then the
+    // entry): the bit cleared above was the new loss's; set it back.
+    bool again;
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        auto it = core->rail_retries.find(rail_key(rail0, rail));
+        again = it != core->rail_retries.end() && it->second.down;
+    }
+    if (again) {
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        if (efa_peer_t *p = peer_at(core, rail0)) {
+            __atomic_or_fetch(&p->rails_down, 1u << rail, __ATOMIC_RELAXED);
+        }
+        return;
+    }
     counts::add(counts::kRailsBack, 1);
     core->rep.say(1, std::string("NIC ") + nic_name(core, rail) + " reaches " + name +
                          " again: it carries its share from now on (" +
@@ -201,6 +216,7 @@ void rail_back_tick(efa_core *core, uint64_t now) {
         fi_addr_t key;
         RailPing *ping;
         uint64_t due_ms, wait_ms; // before this try, restored where the post is refused
+        bool asked;
     };
     std::vector<Due> due;
     {
@@ -223,7 +239,7 @@ void rail_back_tick(efa_core *core, uint64_t now) {
             }
             p->op.complete = ping_done;
             p->op.rx_class = EFA_RX_INTERNAL;
-            due.push_back({key, p, r.due_ms, r.wait_ms});
+            due.push_back({key, p, r.due_ms, r.wait_ms, r.asked});
             r.asked = true; // (before the post: its answer may come before the lock again)
             r.due_ms = now + r.wait_ms; // unanswered by then: asked again, later still
             r.wait_ms = std::min(2 * r.wait_ms, cap);
@@ -263,6 +279,7 @@ void rail_back_tick(efa_core *core, uint64_t now) {
             continue;
         }
         r->ping = nullptr;
+        r->asked = d.asked; // no ping of this loss went out
         if (to == FI_ADDR_NOTAVAIL) {
             core->rail_retries.erase(it); // the peer is gone: nothing to bring back
         } else if (rc == -FI_EAGAIN && !r->refused) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <tuple>
 
 namespace efa {
@@ -26,10 +27,21 @@ bool is_accelerator(hwloc_obj_t o) {
            (cls == 0x0300 && (vendor == 0x10de || vendor == 0x1002));
 }
 
-// "53:00.0" -> "0000:53:00.0"; lower case.
-std::string full_bus_id(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return std::count(s.begin(), s.end(), ':') == 1 ? "0000:" + s : s;
+// A PCI address as "dddd:bb:dd.f" (any number of domain digits, as
+// nvidia-smi's "00000000:53:00.0"), or "bb:dd.f" in domain 0, in the
+// canonical form node_accelerators uses; "" where it is none.
+std::string canonical_bus_id(const std::string &s) {
+    unsigned d = 0, b = 0, v = 0, f = 0;
+    char end = 0;
+    const bool with_domain = std::count(s.begin(), s.end(), ':') == 2;
+    const int n = with_domain ? std::sscanf(s.c_str(), "%x:%x:%x.%x%c", &d, &b, &v, &f, &end)
+                              : std::sscanf(s.c_str(), "%x:%x.%x%c", &b, &v, &f, &end);
+    if (n != (with_domain ? 4 : 3) || b > 0xff || v > 0x1f || f > 7 || d > 0xffff) {
+        return "";
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, "%04x:%02x:%02x.%x", d, b, v, f);
+    return text;
 }
 
 bool all_digits(const std::string &s) {
@@ -64,6 +76,28 @@ std::string accelerator_list(const std::vector<Accelerator> &accs) {
     return list.empty() ? "none" : list;
 }
 
+// Is the accelerator at 'bus_id' near the binding: the binding is none (or
+// the whole machine), or it overlaps the accelerator's locality (its
+// package)?  A GPU guessed for a process bound elsewhere would move its
+// host memory's traffic across the packages.
+bool near_binding(hwloc_topology_t topo, const std::string &bus_id, hwloc_const_cpuset_t binding,
+                  std::string *home) {
+    hwloc_obj_t gpu = pci_object(topo, bus_id);
+    if (!gpu) {
+        return false;
+    }
+    hwloc_obj_t at = hwloc_get_non_io_ancestor_obj(topo, gpu);
+    char *text = nullptr;
+    hwloc_bitmap_list_asprintf(&text, at->cpuset);
+    *home = text ? text : "?";
+    std::free(text);
+    if (!binding || hwloc_bitmap_iszero(binding) ||
+        hwloc_bitmap_isincluded(hwloc_topology_get_topology_cpuset(topo), binding)) {
+        return true;
+    }
+    return hwloc_bitmap_intersects(at->cpuset, binding);
+}
+
 } // namespace
 
 bool gpu_setting_valid(const std::string &setting_in) {
@@ -91,7 +125,7 @@ std::vector<Accelerator> node_accelerators(hwloc_topology_t topo) {
 }
 
 GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const char *cuda_visible,
-                     int local_rank, int local_size) {
+                     int local_rank, int local_size, hwloc_const_cpuset_t binding) {
     GpuChoice c;
     const std::string setting = trimmed(setting_in);
     if (setting == "none") {
@@ -108,14 +142,16 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
         }
         c.bus_id = accs[n].bus_id;
         c.reason = "common_efa_gpu " + setting;
+        c.named = true;
         return c;
     }
     if (setting.find(':') != std::string::npos) {
-        const std::string want = full_bus_id(setting);
+        const std::string want = canonical_bus_id(setting);
         for (const Accelerator &a : accs) {
             if (a.bus_id == want) {
                 c.bus_id = a.bus_id;
                 c.reason = "common_efa_gpu " + setting;
+                c.named = true;
                 return c;
             }
         }
@@ -133,32 +169,53 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
         c.reason = "no GPU on this node";
         return c;
     }
-    // CUDA_VISIBLE_DEVICES naming one GPU by index: CUDA's device 0 is that
-    // NVIDIA GPU (in PCI order).  UUIDs (GPU-..., MIG-...) cannot be mapped
-    // without the driver; several GPUs leave the choice to the program.
-    std::string cuda_note;
-    if (cuda_visible && *cuda_visible) {
+    // Guessed, not named: CUDA_VISIBLE_DEVICES naming one GPU by index
+    // (CUDA's device 0 is that NVIDIA GPU in PCI order; a container or a
+    // cgroup that shows each process its own GPU as 0 would mislead it,
+    // which the binding check below catches where processes are bound),
+    // else one process per accelerator.  UUIDs (GPU-..., MIG-...) cannot
+    // be mapped without the driver; several GPUs leave the choice to the
+    // program; none visible ("", -1) is no GPU.
+    std::string guess, why;
+    bool by_cuda = false;
+    if (cuda_visible) {
         const std::string v = trimmed(cuda_visible);
         std::vector<Accelerator> nvidia;
         std::copy_if(accs.begin(), accs.end(), std::back_inserter(nvidia),
                      [](const Accelerator &a) { return a.vendor == 0x10de; });
-        if (all_digits(v) && std::stoul(v) < nvidia.size()) {
-            c.bus_id = nvidia[std::stoul(v)].bus_id;
-            c.reason = "CUDA_VISIBLE_DEVICES=" + v;
+        if (v.empty() || v[0] == '-' || v == "NoDevFiles") {
+            c.reason = "CUDA_VISIBLE_DEVICES=" + v + ": no GPU visible to this process";
             return c;
         }
-        cuda_note = "CUDA_VISIBLE_DEVICES=" + v + " names no single GPU by index; ";
+        if (all_digits(v) && std::stoul(v) < nvidia.size()) {
+            guess = nvidia[std::stoul(v)].bus_id;
+            why = "CUDA_VISIBLE_DEVICES=" + v;
+            by_cuda = true;
+        } else {
+            why = "CUDA_VISIBLE_DEVICES=" + v + " names no single GPU by index; ";
+        }
     }
-    if (local_size > 0 && static_cast<size_t>(local_size) == accs.size() && local_rank >= 0 &&
-        local_rank < local_size) {
-        c.bus_id = accs[static_cast<size_t>(local_rank)].bus_id;
-        c.reason = cuda_note + "one process per accelerator: local rank " +
-                   std::to_string(local_rank) + " takes accelerator " + std::to_string(local_rank);
+    if (guess.empty() && local_size > 0 && static_cast<size_t>(local_size) == accs.size() &&
+        local_rank >= 0 && local_rank < local_size) {
+        guess = accs[static_cast<size_t>(local_rank)].bus_id;
+        why += "one process per accelerator: local rank " + std::to_string(local_rank) +
+               " takes accelerator " + std::to_string(local_rank);
+    }
+    if (guess.empty()) {
+        c.reason = why + "no GPU of this process known (" + std::to_string(local_size) +
+                   " processes, " + std::to_string(accs.size()) +
+                   " accelerators on the node; common_efa_gpu names one)";
         return c;
     }
-    c.reason = cuda_note + "no GPU of this process known (" + std::to_string(local_size) +
-               " processes, " + std::to_string(accs.size()) +
-               " accelerators on the node; common_efa_gpu names one)";
+    std::string home;
+    if (!near_binding(topo, guess, binding, &home)) {
+        c.reason = "GPU " + guess + " (" + why + ") is not near this process's binding (its PUs " +
+                   home + "): the binding decides";
+        return c;
+    }
+    c.bus_id = guess;
+    c.reason = why;
+    c.named = by_cuda; // (processes of one GPU each: no sharing to spread)
     return c;
 }
 
@@ -173,8 +230,11 @@ std::vector<size_t> gpu_nics(const std::vector<NicCandidate> &candidates, hwloc_
     for (size_t i = 0; i < candidates.size(); ++i) {
         nic[i] = pci_object(topo, candidates[i].pci_bus_id);
     }
-    // The nearest bridge above the GPU with a NIC below it: its switch.
-    for (hwloc_obj_t b = gpu->parent; b && b->type == HWLOC_OBJ_BRIDGE && out.empty();
+    // The nearest PCI-to-PCI bridge above the GPU with a NIC below it: its
+    // switch (a host bridge holds a whole root complex: no switch).
+    for (hwloc_obj_t b = gpu->parent;
+         b && b->type == HWLOC_OBJ_BRIDGE &&
+         b->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI && out.empty();
          b = b->parent) {
         for (size_t i = 0; i < nic.size(); ++i) {
             if (nic[i] && below(nic[i], b)) {
@@ -185,8 +245,11 @@ std::vector<size_t> gpu_nics(const std::vector<NicCandidate> &candidates, hwloc_
             *how = "its PCIe switch";
         }
     }
-    if (out.empty()) { // no switch shared: the NICs of its package
+    if (out.empty()) { // no switch shared: the NICs of its package (not the machine's)
         hwloc_obj_t home = hwloc_get_non_io_ancestor_obj(topo, gpu);
+        if (!home->parent) {
+            return out;
+        }
         for (size_t i = 0; i < nic.size(); ++i) {
             if (nic[i] && hwloc_get_non_io_ancestor_obj(topo, nic[i]) == home) {
                 out.push_back(i);
@@ -195,6 +258,14 @@ std::vector<size_t> gpu_nics(const std::vector<NicCandidate> &candidates, hwloc_
         if (!out.empty() && how) {
             *how = "its " + std::string(hwloc_obj_type_string(home->type));
         }
+    }
+    // Every NIC found is near it: that says nothing of the GPU (a flat
+    // layout); the binding decides.
+    const size_t located = static_cast<size_t>(
+        std::count_if(nic.begin(), nic.end(), [](hwloc_obj_t o) { return o != nullptr; }));
+    if (located > 1 && out.size() == located) {
+        out.clear();
+        return out;
     }
     std::sort(out.begin(), out.end(), [&](size_t a, size_t b) {
         return std::tie(candidates[a].pci_bus_id, a) < std::tie(candidates[b].pci_bus_id, b);
@@ -211,8 +282,10 @@ NicSetDecision select_gpu_nic_set(const std::vector<NicCandidate> &candidates,
     if (pool.empty()) {
         return d;
     }
-    // Processes that share the GPU (or its switch) start on different NICs.
-    const size_t k = static_cast<size_t>(local_rank > 0 ? local_rank : 0) % pool.size();
+    // Processes that may share a GPU they named start on different NICs;
+    // one process per accelerator starts on its switch's first.
+    const size_t k =
+        gpu.named ? static_cast<size_t>(local_rank > 0 ? local_rank : 0) % pool.size() : 0;
     std::rotate(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(k), pool.end());
     const size_t whole = pool.size();
     if (max_nics > 0 && pool.size() > static_cast<size_t>(max_nics)) {

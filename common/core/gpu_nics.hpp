@@ -40,6 +40,7 @@ struct GpuChoice {
     std::string bus_id; // empty: no GPU decides this process's NICs
     std::string reason; // one line, for the verbose report
     std::string error;  // a setting that names no GPU of the node (said; nothing chosen)
+    bool named = false; // by common_efa_gpu or CUDA_VISIBLE_DEVICES: others may share it
 };
 
 // Which GPU this process uses, by 'setting' (common_efa_gpu):
@@ -47,22 +48,25 @@ struct GpuChoice {
 //   N        the node's N-th accelerator in PCI order;
 //   a PCI bus id ("0000:53:00.0", or "53:00.0" in domain 0);
 //   "auto"   (or empty) CUDA_VISIBLE_DEVICES when it names one GPU by its
-//            index (cuda_visible; nullptr: unset), else accelerator
-//            local_rank when the node runs one process per accelerator
-//            (local_size == their number), else none.
+//            index (cuda_visible; nullptr: unset; "" or -1: no GPU), else
+//            accelerator local_rank when the node runs one process per
+//            accelerator (local_size == their number), else none; a GPU so
+//            guessed only where it is near the binding (the same package;
+//            nullptr, empty or the whole machine: unbound).
 GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting, const char *cuda_visible,
-                     int local_rank, int local_size);
+                     int local_rank, int local_size, hwloc_const_cpuset_t binding);
 
 // The candidates under the GPU's PCIe switch: the nearest bridge above the
 // GPU with a candidate below it (p5: the switch's 4 NICs; p4d: the NIC on
 // the GPU's own bus), in PCI order; failing that, those whose locality is
-// the GPU's (its package).  Empty: none near it (or the GPU is unknown).
+// the GPU's (its package, never the whole machine).  Empty: none near it,
+// every NIC found (no locality to tell), or the GPU unknown.
 std::vector<size_t> gpu_nics(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
                              const std::string &gpu_bus_id, std::string *how);
 
-// A GPU's set for one process: its NICs (gpu_nics), rotated so that the
-// processes sharing them start on different NICs (local_rank), and cut to
-// max_nics (> 0).  Empty where the GPU has no NIC near it.
+// A GPU's set for one process: its NICs (gpu_nics), rotated by local_rank
+// where the GPU was named (processes that may share it start on different
+// NICs), and cut to max_nics (> 0).  Empty where the GPU has no NIC near it.
 NicSetDecision select_gpu_nic_set(const std::vector<NicCandidate> &candidates,
                                   hwloc_topology_t topo, const GpuChoice &gpu, int local_rank,
                                   int max_nics);

@@ -59,7 +59,7 @@ TEST_P(EveryGpuLayout, OneProcessPerAcceleratorTakesItsSwitchsNics) {
     const int procs = static_cast<int>(accs.size());
     std::set<size_t> used;
     for (int r = 0; r < procs; ++r) {
-        const GpuChoice gpu = choose_gpu(topo.get(), "auto", nullptr, r, procs);
+        const GpuChoice gpu = choose_gpu(topo.get(), "auto", nullptr, r, procs, nullptr);
         ASSERT_TRUE(gpu.error.empty()) << gpu.error;
         ASSERT_EQ(gpu.bus_id, accs[static_cast<size_t>(r)].bus_id) << gpu.reason;
         const auto d = select_gpu_nic_set(nics, topo.get(), gpu, r, 0);
@@ -84,7 +84,7 @@ TEST(GpuNics, NicsPerProcCutsTheSwitchsSet) {
     const Topology topo = Topology::from_file("p5.48xlarge.xml");
     ASSERT_NE(topo.get(), nullptr);
     const auto nics = p5_candidates();
-    const GpuChoice gpu = choose_gpu(topo.get(), "auto", nullptr, 3, 8);
+    const GpuChoice gpu = choose_gpu(topo.get(), "auto", nullptr, 3, 8, nullptr);
     const auto d = select_gpu_nic_set(nics, topo.get(), gpu, 3, 2);
     ASSERT_EQ(d.indices.size(), 2u) << d.reason;
     EXPECT_EQ(switch_of(nics[d.indices[0]]), switch_of_bus(gpu.bus_id, false));
@@ -97,16 +97,16 @@ TEST(GpuNics, CudaVisibleDevicesNamesTheGpu) {
     const Topology topo = Topology::from_file("p5.48xlarge.xml");
     ASSERT_NE(topo.get(), nullptr);
     const auto accs = node_accelerators(topo.get());
-    GpuChoice g = choose_gpu(topo.get(), "auto", "5", 0, 2);
+    GpuChoice g = choose_gpu(topo.get(), "auto", "5", 0, 2, nullptr);
     EXPECT_EQ(g.bus_id, accs[5].bus_id);
     EXPECT_NE(g.reason.find("CUDA_VISIBLE_DEVICES=5"), std::string::npos) << g.reason;
-    g = choose_gpu(topo.get(), "auto", "0,1", 0, 2);
+    g = choose_gpu(topo.get(), "auto", "0,1", 0, 2, nullptr);
     EXPECT_TRUE(g.bus_id.empty()) << "a list of GPUs chose " << g.bus_id;
-    g = choose_gpu(topo.get(), "auto", "GPU-8e4f1b2a", 0, 2);
+    g = choose_gpu(topo.get(), "auto", "GPU-8e4f1b2a", 0, 2, nullptr);
     EXPECT_TRUE(g.bus_id.empty()) << "a UUID chose " << g.bus_id;
     EXPECT_TRUE(g.error.empty());
     // With one process per GPU the list falls back to the local rank.
-    g = choose_gpu(topo.get(), "auto", "0,1,2,3,4,5,6,7", 6, 8);
+    g = choose_gpu(topo.get(), "auto", "0,1,2,3,4,5,6,7", 6, 8, nullptr);
     EXPECT_EQ(g.bus_id, accs[6].bus_id);
 }
 
@@ -115,11 +115,11 @@ TEST(GpuNics, CudaVisibleDevicesNamesTheGpu) {
 TEST(GpuNics, NoGpuKnownLeavesItToTheBinding) {
     const Topology topo = Topology::from_file("p4d.xml");
     ASSERT_NE(topo.get(), nullptr);
-    EXPECT_TRUE(choose_gpu(topo.get(), "auto", nullptr, 0, 2).bus_id.empty());
-    EXPECT_TRUE(choose_gpu(topo.get(), "auto", nullptr, 0, 16).bus_id.empty());
-    EXPECT_TRUE(choose_gpu(topo.get(), "none", "3", 3, 8).bus_id.empty());
-    EXPECT_TRUE(choose_gpu(topo.get(), "", nullptr, 3, 8).error.empty());
-    EXPECT_TRUE(choose_gpu(nullptr, "auto", "0", 0, 8).bus_id.empty());
+    EXPECT_TRUE(choose_gpu(topo.get(), "auto", nullptr, 0, 2, nullptr).bus_id.empty());
+    EXPECT_TRUE(choose_gpu(topo.get(), "auto", nullptr, 0, 16, nullptr).bus_id.empty());
+    EXPECT_TRUE(choose_gpu(topo.get(), "none", "3", 3, 8, nullptr).bus_id.empty());
+    EXPECT_TRUE(choose_gpu(topo.get(), "", nullptr, 3, 8, nullptr).error.empty());
+    EXPECT_TRUE(choose_gpu(nullptr, "auto", "0", 0, 8, nullptr).bus_id.empty());
 }
 
 // An index or a PCI address chooses; one the node does not have, or a word
@@ -129,16 +129,23 @@ TEST(GpuNics, ExplicitSettings) {
     ASSERT_NE(topo.get(), nullptr);
     const auto accs = node_accelerators(topo.get());
     ASSERT_EQ(accs.size(), 8u);
-    EXPECT_EQ(choose_gpu(topo.get(), "2", nullptr, 0, 1).bus_id, accs[2].bus_id);
-    EXPECT_EQ(choose_gpu(topo.get(), accs[7].bus_id, nullptr, 0, 1).bus_id, accs[7].bus_id);
-    EXPECT_EQ(choose_gpu(topo.get(), accs[7].bus_id.substr(5), nullptr, 0, 1).bus_id,
+    EXPECT_EQ(choose_gpu(topo.get(), "2", nullptr, 0, 1, nullptr).bus_id, accs[2].bus_id);
+    EXPECT_EQ(choose_gpu(topo.get(), accs[7].bus_id, nullptr, 0, 1, nullptr).bus_id,
+              accs[7].bus_id);
+    EXPECT_EQ(choose_gpu(topo.get(), accs[7].bus_id.substr(5), nullptr, 0, 1, nullptr).bus_id,
               accs[7].bus_id)
         << "a bus id without its domain";
-    GpuChoice g = choose_gpu(topo.get(), "8", nullptr, 0, 1);
+    EXPECT_EQ(choose_gpu(topo.get(), "0000" + accs[7].bus_id, nullptr, 0, 1, nullptr).bus_id,
+              accs[7].bus_id)
+        << "nvidia-smi's form, 8 domain digits";
+    EXPECT_EQ(choose_gpu(topo.get(), "0000" + accs[7].bus_id, nullptr, 0, 1, nullptr).bus_id,
+              accs[7].bus_id)
+        << "nvidia-smi's form, 8 domain digits";
+    GpuChoice g = choose_gpu(topo.get(), "8", nullptr, 0, 1, nullptr);
     EXPECT_TRUE(g.bus_id.empty());
     EXPECT_NE(g.error.find(accs[0].bus_id), std::string::npos) << g.error;
-    EXPECT_FALSE(choose_gpu(topo.get(), "0000:ff:00.0", nullptr, 0, 1).error.empty());
-    EXPECT_FALSE(choose_gpu(topo.get(), "cuda", nullptr, 0, 1).error.empty());
+    EXPECT_FALSE(choose_gpu(topo.get(), "0000:ff:00.0", nullptr, 0, 1, nullptr).error.empty());
+    EXPECT_FALSE(choose_gpu(topo.get(), "cuda", nullptr, 0, 1, nullptr).error.empty());
 }
 
 // p4d: the two GPUs of a switch share its one NIC.
@@ -146,17 +153,68 @@ TEST(GpuNics, P4dGpusOfASwitchShareItsNic) {
     const Topology topo = Topology::from_file("p4d.xml");
     ASSERT_NE(topo.get(), nullptr);
     const auto nics = p4d_candidates();
-    const auto a =
-        select_gpu_nic_set(nics, topo.get(), choose_gpu(topo.get(), "0", nullptr, 0, 8), 0, 0);
-    const auto b =
-        select_gpu_nic_set(nics, topo.get(), choose_gpu(topo.get(), "1", nullptr, 1, 8), 1, 0);
+    const auto a = select_gpu_nic_set(nics, topo.get(),
+                                      choose_gpu(topo.get(), "0", nullptr, 0, 8, nullptr), 0, 0);
+    const auto b = select_gpu_nic_set(nics, topo.get(),
+                                      choose_gpu(topo.get(), "1", nullptr, 1, 8, nullptr), 1, 0);
     ASSERT_EQ(a.indices.size(), 1u) << a.reason;
     ASSERT_EQ(b.indices.size(), 1u) << b.reason;
     EXPECT_EQ(a.indices[0], b.indices[0]);
-    const auto c =
-        select_gpu_nic_set(nics, topo.get(), choose_gpu(topo.get(), "2", nullptr, 2, 8), 2, 0);
+    const auto c = select_gpu_nic_set(nics, topo.get(),
+                                      choose_gpu(topo.get(), "2", nullptr, 2, 8, nullptr), 2, 0);
     ASSERT_EQ(c.indices.size(), 1u);
     EXPECT_NE(a.indices[0], c.indices[0]);
+}
+
+// CUDA_VISIBLE_DEVICES set but naming no GPU ("", -1) is no GPU, not the
+// local rank's.
+TEST(GpuNics, NoGpuVisibleIsNoGpu) {
+    const Topology topo = Topology::from_file("p5.48xlarge.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    for (const char *none : {"", "-1", "NoDevFiles"}) {
+        const GpuChoice g = choose_gpu(topo.get(), "auto", none, 3, 8, nullptr);
+        EXPECT_TRUE(g.bus_id.empty()) << "'" << none << "' chose " << g.bus_id;
+    }
+}
+
+// A guessed GPU on another package than the process's binding leaves the
+// choice to the binding (the process's host memory is near its cores);
+// a named one is taken whatever the binding.  p5: GPUs 0-3 on package 0.
+TEST(GpuNics, AGuessedGpuAwayFromTheBindingIsNotTaken) {
+    const Topology topo = Topology::from_file("p5.48xlarge.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto accs = node_accelerators(topo.get());
+    Cpuset on_package1;
+    hwloc_bitmap_or(on_package1.get(), on_package1.get(), topo.core(1, 0)->cpuset);
+    // local rank 1 of 8, bound to a core of package 1: GPU 1 is on package 0
+    GpuChoice g = choose_gpu(topo.get(), "auto", nullptr, 1, 8, on_package1.get());
+    EXPECT_TRUE(g.bus_id.empty()) << g.reason;
+    EXPECT_NE(g.reason.find("not near"), std::string::npos) << g.reason;
+    g = choose_gpu(topo.get(), "auto", "1", 0, 2, on_package1.get());
+    EXPECT_TRUE(g.bus_id.empty()) << "CUDA_VISIBLE_DEVICES=1 far from the binding: " << g.reason;
+    // local rank 5, GPU 5 on package 1: taken
+    g = choose_gpu(topo.get(), "auto", nullptr, 5, 8, on_package1.get());
+    EXPECT_EQ(g.bus_id, accs[5].bus_id) << g.reason;
+    // named: taken
+    g = choose_gpu(topo.get(), "1", nullptr, 0, 8, on_package1.get());
+    EXPECT_EQ(g.bus_id, accs[1].bus_id);
+    EXPECT_TRUE(g.named);
+}
+
+// Processes that name one GPU start on different NICs of its switch; one
+// process per accelerator starts on its switch's first.
+TEST(GpuNics, ProcessesNamingOneGpuStartOnDifferentNics) {
+    const Topology topo = Topology::from_file("p5.48xlarge.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto nics = p5_candidates();
+    std::set<size_t> firsts;
+    for (int r = 0; r < 4; ++r) {
+        const auto d = select_gpu_nic_set(
+            nics, topo.get(), choose_gpu(topo.get(), "2", nullptr, r, 4, nullptr), r, 0);
+        ASSERT_EQ(d.indices.size(), 4u) << d.reason;
+        firsts.insert(d.indices[0]);
+    }
+    EXPECT_EQ(firsts.size(), 4u) << "processes sharing GPU 2 start on the same NIC";
 }
 
 // The forms common_efa_gpu takes (validate_params refuses the others).
@@ -164,7 +222,8 @@ TEST(GpuNics, SettingForms) {
     for (const char *ok : {"", "auto", "none", "0", "15", "0000:53:00.0", "53:00.0", " auto "}) {
         EXPECT_TRUE(efa::gpu_setting_valid(ok)) << "'" << ok << "'";
     }
-    for (const char *bad : {"cuda", "gpu0", "-1", "0000:53:00.0:1:2", "53:zz.0", "auto,none", "12345"}) {
+    for (const char *bad :
+         {"cuda", "gpu0", "-1", "0000:53:00.0:1:2", "53:zz.0", "auto,none", "12345"}) {
         EXPECT_FALSE(efa::gpu_setting_valid(bad)) << "'" << bad << "'";
     }
 }
