@@ -66,6 +66,10 @@ void remove_peer_rails(efa_core *core, efa_peer_t *peer);
 // At release, before the registrations go: the rails' endpoints closed,
 // but those of a rail that lost a peer left open (core_rails.cpp).
 void close_rail_endpoints(efa_core *core);
+// What is left for the process's exit on purpose (a rail left open, what
+// its provider still holds): kept reachable, so that a leak checker tells
+// it from a leak.
+void keep_for_exit(void *p);
 
 // How the core's registration cache serves acquires: remote rights exact
 // (a key grants every right of its registration to whoever holds it), and

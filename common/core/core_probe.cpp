@@ -184,7 +184,9 @@ void probe_close(efa_core *core) {
         auto *r = reinterpret_cast<ProbeRecv *>(op);
         // A rail that lost a peer keeps its endpoint open for the exit
         // (close_rail_endpoints), and with it this posted receive.
-        if (!core->rail_lost_any[r->rail]) {
+        if (core->rail_lost_any[r->rail]) {
+            keep_for_exit(r);
+        } else {
             delete r;
         }
     }

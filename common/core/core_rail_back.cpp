@@ -323,7 +323,9 @@ void rail_back_close(efa_core *core) {
     // (close_rail_endpoints), and with it the provider's hold on its pings.
     for (void *p : core->rail_pings) {
         auto *ping = static_cast<RailPing *>(p);
-        if (!core->rail_lost_any[key_rail(ping->key)]) {
+        if (core->rail_lost_any[key_rail(ping->key)]) {
+            keep_for_exit(ping);
+        } else {
             delete ping;
         }
     }

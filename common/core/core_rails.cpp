@@ -3,6 +3,7 @@
 #include "core.hpp"
 #include "path_counts.hpp"
 
+#include <mutex>
 #include <vector>
 
 #include <rdma/fi_errno.h>
@@ -96,6 +97,13 @@ void remove_peer_rails(efa_core *core, efa_peer_t *peer) {
     }
 }
 
+void keep_for_exit(void *p) {
+    static std::mutex lock;
+    static auto *kept = new std::vector<void *>; // never freed: reachable to the end
+    std::lock_guard<std::mutex> guard(lock);
+    kept->push_back(p);
+}
+
 void close_rail_endpoints(efa_core *core) {
     // A rail that lost a peer may hold operations on a dead connection,
     // and ofi_rxm crashes closing such an endpoint (DESIGN.md, "Stand-in
@@ -105,7 +113,7 @@ void close_rail_endpoints(efa_core *core) {
         if (core->rail_lost_any[r + 1]) {
             core->rep.say(10, "rail " + std::to_string(r + 1) +
                                   " lost a peer: its endpoints are left for the exit");
-            (void)core->rails[r].release(); // intentionally not closed
+            keep_for_exit(core->rails[r].release()); // intentionally not closed
         }
     }
     std::erase(core->rails, nullptr);

@@ -121,7 +121,9 @@ void probe_sends_close(efa_core *core) {
     core->answers_due.clear();
     for (void *p : core->answers_out) {
         auto *a = static_cast<Answer *>(p);
-        if (!core->rail_lost_any[a->rail]) { // else its endpoint stays open for the exit
+        if (core->rail_lost_any[a->rail]) { // its endpoint stays open for the exit
+            keep_for_exit(a);
+        } else {
             delete a;
         }
     }
