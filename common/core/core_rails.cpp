@@ -97,13 +97,6 @@ void remove_peer_rails(efa_core *core, efa_peer_t *peer) {
     }
 }
 
-void keep_for_exit(void *p) {
-    static std::mutex lock;
-    static auto *kept = new std::vector<void *>; // never freed: reachable to the end
-    std::lock_guard<std::mutex> guard(lock);
-    kept->push_back(p);
-}
-
 void close_rail_endpoints(efa_core *core) {
     // A rail that lost a peer may hold operations on a dead connection,
     // and ofi_rxm crashes closing such an endpoint (DESIGN.md, "Stand-in
