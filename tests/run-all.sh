@@ -125,9 +125,13 @@ echo "== one on-node inbox file per process with both components (cm + mtl_efa, 
 add_counts "$logdir/node-files.log" node-files
 
 echo "== MPI point-to-point over mtl_efa: provider path (every message through the provider), on-node path, and mixed (ranks on pretend nodes)"
-"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-rxd,cm-efa-rxm,cm-efa-shm,cm-efa-onnode,cm-efa-mixed 2>&1 |
-    tee "$logdir/mpi-mtl.log"
+# (the full sizes on the provider path of tcp;ofi_rxm and on the on-node
+# path; the other configurations at the smaller sizes of --quick)
+"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-rxm,cm-efa-onnode 2>&1 | tee "$logdir/mpi-mtl.log"
 add_counts "$logdir/mpi-mtl.log" mpi-mtl
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-rxd,cm-efa-shm,cm-efa-mixed 2>&1 |
+    tee "$logdir/mpi-mtl-quick.log"
+add_counts "$logdir/mpi-mtl-quick.log" mpi-mtl-quick
 
 # MPI_COMM_WORLD spanning pretend nodes for the tests whose default is 2
 # processes (threads: MPI_THREAD_MULTIPLE), and with FI_MR_LOCAL forced (an
@@ -214,9 +218,12 @@ add_counts "$logdir/mpi-mtl-forced.log" mpi-mtl-forced
 
 if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ]; then
     echo "== MPI point-to-point over pml ob1 + btl_efa (native RDMA read of large messages)"
-    "$top/tests/mpi/run-mpi-tests.sh" $quick -c ob1-efa-rxd,ob1-efa-rxm,ob1-efa-shm 2>&1 |
-        tee "$logdir/mpi-btl.log"
+    # (the full sizes over tcp;ofi_rxm, the others at those of --quick)
+    "$top/tests/mpi/run-mpi-tests.sh" $quick -c ob1-efa-rxm 2>&1 | tee "$logdir/mpi-btl.log"
     add_counts "$logdir/mpi-btl.log" mpi-btl
+    "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rxd,ob1-efa-shm 2>&1 |
+        tee "$logdir/mpi-btl-quick.log"
+    add_counts "$logdir/mpi-btl-quick.log" mpi-btl-quick
     # The emulated one-sided path carries ob1's large messages too when a
     # provider lacks FI_RMA: the tests that move large contiguous messages.
     echo "== MPI point-to-point over pml ob1 + btl_efa, emulated one-sided path"
@@ -269,7 +276,7 @@ echo "== several hosts with two links each: the quick suite over both NICs of ev
     tee "$logdir/mpi-netns-rails.log"
 add_counts "$logdir/mpi-netns-rails.log" mpi-netns-rails
 echo "== several hosts: soak (random point-to-point and one-sided traffic, every byte checked) under 3 % random loss"
-SOAK_BIN=$build/tests/soak/soak SOAK_LOG_DIR=$logdir/soak "$top/tests/soak.sh" -t 30 -l 3 \
+SOAK_BIN=$build/tests/soak/soak SOAK_LOG_DIR=$logdir/soak "$top/tests/soak.sh" -t 20 -l 3 \
     -c cm-rxd,cm-own-rxd,ob1-rxm 2>&1 | tee "$logdir/soak.log"
 add_counts "$logdir/soak.log" soak
 echo "== several hosts: a rank killed mid-transfer, a host cut off (the job must end, naming the peer)"
@@ -322,7 +329,7 @@ fi
 # Instrumented builds beside the normal one (scripts/build-instrumented.sh):
 # ASan + UBSan over the unit tests and subsets of the MPI and one-sided
 # suites, ThreadSanitizer over the threaded suites, then every libFuzzer
-# harness over its corpus and for 14 s.  A build that fails is one failure,
+# harness over its corpus and for 6 s.  A build that fails is one failure,
 # and its suite is not run: the build directory may hold the programs of
 # an earlier build, which would be tested in place of this checkout's.
 for kind in asan tsan fuzz; do
@@ -331,8 +338,8 @@ for kind in asan tsan fuzz; do
           runner=("$top/tests/run-sanitizer-tests.sh" -b "$top/_build-asan" -i "$top/_install-asan") ;;
     tsan) title="ThreadSanitizer: threaded unit tests, MPI_THREAD_MULTIPLE over mtl_efa and btl_efa"
           runner=("$top/tests/run-tsan-tests.sh" -b "$top/_build-tsan" -i "$top/_install-tsan") ;;
-    fuzz) title="fuzzers (libFuzzer + ASan + UBSan): corpus, then 14 s per harness"
-          runner=("$top/tests/fuzz/run-fuzzers.sh" -T 14 -b "$top/_build-fuzz") ;;
+    fuzz) title="fuzzers (libFuzzer + ASan + UBSan): corpus, then 6 s per harness"
+          runner=("$top/tests/fuzz/run-fuzzers.sh" -T 6 -b "$top/_build-fuzz") ;;
     esac
     echo "== $title"
     if [ $do_build -eq 1 ]; then
