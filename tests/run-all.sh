@@ -72,15 +72,12 @@ add_counts() { # add the "N passed, N failed[, N skipped]" of a suite's log
 
 echo "== unit tests"
 unit_log=$logdir/unit.log
-"$build/tests/unit/efa_unit_tests" >"$unit_log" 2>&1
-unit_rc=$?
-up=$(grep -oE '\[  PASSED  \] [0-9]+' "$unit_log" | grep -oE '[0-9]+$')
-uf=$(grep -oE '^ *[0-9]+ FAILED TESTS?' "$unit_log" | grep -oE '[0-9]+')
-up=${up:-0}
-uf=${uf:-0}
-[ $unit_rc -ne 0 ] && [ "$uf" -eq 0 ] && uf=1
-grep -E '^\[  FAILED  \]' "$unit_log" | sort -u
-echo "$up passed, $uf failed" | tee -a "$unit_log"
+"$top/tests/run-unit-shards.sh" "$build/tests/unit/efa_unit_tests" "$unit_log.shards" >"$unit_log.sum"
+cat "$unit_log.shards" "$unit_log.sum" >"$unit_log"
+rm -f "$unit_log.shards"
+grep -v ' passed, ' "$unit_log.sum"
+tail -n 1 "$unit_log.sum"
+rm -f "$unit_log.sum"
 add_counts "$unit_log" unit
 
 echo "== installed libraries resolve every symbol"

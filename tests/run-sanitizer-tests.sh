@@ -46,13 +46,13 @@ if [ ! -x "$build/tests/unit/efa_unit_tests" ] || [ ! -f "$inst/lib/openmpi/mca_
 fi
 
 echo "== unit tests (ASan with leak checks, UBSan)"
-ASAN_OPTIONS="$san_common:detect_leaks=1" "$build/tests/unit/efa_unit_tests" >"$logs/unit.log" 2>&1
-rc=$?
-up=$(grep -oE '\[  PASSED  \] [0-9]+' "$logs/unit.log" | grep -oE '[0-9]+$')
-uf=$(grep -oE '^ *[0-9]+ FAILED TESTS?' "$logs/unit.log" | grep -oE '[0-9]+')
-up=${up:-0} uf=${uf:-0}
-[ $rc -ne 0 ] && [ "$uf" -eq 0 ] && uf=1
-grep -E '^\[  FAILED  \]' "$logs/unit.log" | sort -u
+sum=$(ASAN_OPTIONS="$san_common:detect_leaks=1" \
+    "$top/tests/run-unit-shards.sh" "$build/tests/unit/efa_unit_tests" "$logs/unit.log")
+grep -v ' passed, ' <<<"$sum"
+line=$(tail -n 1 <<<"$sum")
+up=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p' <<<"$line")
+uf=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p' <<<"$line")
+up=${up:-0} uf=${uf:-1}
 echo "unit: $up passed, $uf failed"
 pass=$((pass + up)) fail=$((fail + uf))
 reports unit
