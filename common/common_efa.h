@@ -16,6 +16,7 @@
 #include "common_efa_channel.h"
 #include "common_efa_params.h"
 #include "efa_core.h"
+#include "efa_device.h"
 #include "efa_node.h"
 
 BEGIN_C_DECLS
@@ -68,6 +69,11 @@ OPAL_DECLSPEC void mca_common_efa_report(efa_core_t *core);
  * to the report under 'who' (the core must be open). */
 OPAL_DECLSPEC void mca_common_efa_say_choice(const char *prefix, const char *who, const char *fmt,
                                              ...) __opal_attribute_format__(__printf__, 3, 4);
+
+/* Open MPI's accelerator framework as the core's device backend
+ * (efa_device.h): NULL where Open MPI has none (4.1, or 5.0 with no
+ * accelerator component but "null"). */
+OPAL_DECLSPEC const efa_device_ops_t *mca_common_efa_device_ompi(void);
 
 /* Hand a file of this process (an on-node channel's inbox) to the runtime,
  * which removes it if the process dies without finalizing.  A runtime that

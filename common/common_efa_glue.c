@@ -159,6 +159,10 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only: hand the provider's untagged arrivals on in swapped pairs (one held "
              "until the next arrives, or for 64 progress calls), to test that the components "
              "keep MPI's order themselves (on in force_direct_mode)"},
+    {"debug_fake_device", MCA_BASE_VAR_TYPE_BOOL, C(debug_fake_device), .test_only = true,
+     .help = "Testing only: memory of the fake device (efa_fake_device_alloc, which the CPU "
+             "cannot touch) is device memory, copied through the host by the components as a "
+             "GPU's would be"},
     /* One geometry and place for the node's one inbox (efa_node.h), which
      * both components' on-node channels share: the old per-component names
      * (mtl_efa_onnode_slots, btl_efa_onnode_slots, ...) are its synonyms. */

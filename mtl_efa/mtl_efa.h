@@ -59,6 +59,10 @@ typedef struct mca_mtl_efa_module_t {
     bool withdraw;     /* large provider sends carry a seq and can be withdrawn */
     size_t rdv_min;    /* provider sends from this size to a peer on several rails are read
                           by the receiver (mtl_efa_rdv.c); SIZE_MAX: never */
+    /* Device (GPU) buffers are copied through the host here, before any
+     * path sees them (mtl_efa_device.c); read on every message. */
+    bool device_staging;
+    bool device_installed; /* the Open MPI accelerator is the core's device backend */
 } mca_mtl_efa_module_t;
 
 /* Sends from this size carry a seq in their tag, so that MPI_Cancel can
@@ -70,9 +74,10 @@ typedef struct mca_mtl_efa_module_t {
 /* Test-only parameters (docs/RELIABILITY.md, "Test-only parameters"),
  * read at init only. */
 typedef struct mtl_efa_test_hooks {
-    bool no_inject; /* debug_no_inject: act as if the provider's inject size were 0 */
-    bool swap_net;  /* debug_swap_net: provider messages handed on in swapped pairs */
-    int lose_net;   /* debug_lose_net: the Nth provider message to arrive is lost (0: none) */
+    bool no_inject;    /* debug_no_inject: act as if the provider's inject size were 0 */
+    bool swap_net;     /* debug_swap_net: provider messages handed on in swapped pairs */
+    int lose_net;      /* debug_lose_net: the Nth provider message to arrive is lost (0: none) */
+    bool device_blind; /* debug_device_blind: device buffers handed on uncopied (a control) */
 } mtl_efa_test_hooks_t;
 
 /* mtl_efa's own MCA parameters (their table: mtl_efa_params.c). */
@@ -85,6 +90,7 @@ typedef struct mtl_efa_params {
     int net_window;
     size_t coalesce_bytes;
     int coalesce_max;
+    char *device_buffers; /* who copies device buffers through the host (mtl_efa_device.c) */
     mtl_efa_test_hooks_t test;
 } mtl_efa_params_t;
 extern mtl_efa_params_t ompi_mtl_efa_params;
@@ -141,6 +147,11 @@ typedef struct mca_mtl_efa_request_t {
     fi_addr_t seq_addr;
     bool withdrawing, withdrawn;
     void *rdv; /* a send by read rendezvous: its offer (mtl_efa_rdv.c), freed at the end */
+    /* A receive into device memory: the device buffer (buffer is its host
+     * copy, free_buffer set), and whether it is Open MPI's packed copy of a
+     * non-contiguous one (unpacked, then given back).  NULL: host memory. */
+    void *device_buf;
+    bool device_temp;
 #if EFA_TSAN
     /* pml/cm's completion callback, called through mtl_efa_module.c's
      * annotation. */

@@ -27,8 +27,9 @@
 
 #define MTL_EFA_INIT_PARAMS                                                                        \
     bool enable_progress_threads, bool enable_mpi_threads, bool *accelerator_support
-/* Host memory only (CUDA buffers are a later feature). */
-#define MTL_EFA_INIT_ACCELERATOR() (*accelerator_support = false)
+/* Whether pml/cm may hand this MTL device buffers uncopied
+ * (mtl_efa_device.c). */
+#define MTL_EFA_INIT_ACCELERATOR(yes) (*accelerator_support = (yes))
 
 static inline uint32_t mtl_efa_comm_cid(const ompi_communicator_t *comm) {
     return ompi_comm_get_local_cid(comm);
@@ -41,7 +42,8 @@ static inline uint32_t mtl_efa_job_size(void) {
 #include "opal/threads/mutex.h"
 
 #define MTL_EFA_INIT_PARAMS bool enable_progress_threads, bool enable_mpi_threads
-#define MTL_EFA_INIT_ACCELERATOR() ((void)0)
+/* 4.1's pml/cm asks nothing: its CUDA support copies in the convertor. */
+#define MTL_EFA_INIT_ACCELERATOR(yes) ((void)(yes))
 
 static inline uint32_t mtl_efa_comm_cid(const ompi_communicator_t *comm) {
     return comm->c_contextid;

@@ -3,6 +3,7 @@
  */
 #include "mtl_efa.h"
 #include "common_efa_release.h"
+#include "mtl_efa_device.h"
 
 #include "opal/util/show_help.h"
 
@@ -62,7 +63,7 @@ static int ompi_mtl_efa_component_query(mca_base_module_t **module, int *priorit
 static mca_mtl_base_module_t *ompi_mtl_efa_component_init(MTL_EFA_INIT_PARAMS) {
     int rc;
     (void)enable_progress_threads;
-    MTL_EFA_INIT_ACCELERATOR();
+    MTL_EFA_INIT_ACCELERATOR(false);
     efa_core_t *core = mca_common_efa_acquire(enable_mpi_threads, job_spans_nodes(), &rc);
     if (NULL == core) {
         return NULL;
@@ -77,5 +78,6 @@ static mca_mtl_base_module_t *ompi_mtl_efa_component_init(MTL_EFA_INIT_PARAMS) {
         mca_common_efa_release(core);
         return NULL;
     }
+    MTL_EFA_INIT_ACCELERATOR(ompi_mtl_efa_device_init());
     return &ompi_mtl_efa.base;
 }

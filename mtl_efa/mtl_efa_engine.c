@@ -10,6 +10,7 @@
  * one progress hook, and turns its completions into MTL requests.
  */
 #include "mtl_efa.h"
+#include "mtl_efa_device.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -347,9 +348,7 @@ static void recv_done(efa_engine_req_t *r) {
     if (-FI_ECANCELED == r->err) {
         status->_cancelled = true;
         status->_ucount = 0;
-        if (req->free_buffer) {
-            free(req->buffer);
-        }
+        ompi_mtl_efa_recv_buffer_done(req, 0, false);
     } else {
         status->MPI_SOURCE = r->msg_src;
         status->MPI_TAG = r->msg_tag;
@@ -364,7 +363,7 @@ static void recv_done(efa_engine_req_t *r) {
                 status->MPI_ERROR = OMPI_ERROR;
             }
         }
-        ompi_mtl_datatype_unpack(req->convertor, req->buffer, status->_ucount);
+        ompi_mtl_efa_recv_buffer_done(req, status->_ucount, true);
     }
     req->super.completion_callback(&req->super);
 }

@@ -3,6 +3,7 @@
  * communicators (peers: mtl_efa_peers.c).
  */
 #include "mtl_efa.h"
+#include "mtl_efa_device.h"
 
 #include "opal/datatype/opal_convertor.h"
 #include "opal/util/show_help.h"
@@ -223,6 +224,7 @@ int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl) {
     (void)mtl;
     ompi_mtl_efa_any_fini();
     ompi_mtl_efa_engine_fini();
+    ompi_mtl_efa_device_fini();
     mca_common_efa_release(ompi_mtl_efa.core);
     ompi_mtl_efa.core = NULL;
     free(ompi_mtl_efa.ctxs);

@@ -9,6 +9,7 @@ mtl_efa_params_t ompi_mtl_efa_params;
 
 static const char *const copies[] = {"auto", "none", NULL};
 static const char *const matchings[] = {"auto", "provider", "own", NULL};
+static const char *const device_modes[] = {"auto", "open-mpi", "own", NULL};
 
 #define P(field) &ompi_mtl_efa_params.field
 #define CHOICE .topic = "bad-choice"
@@ -74,6 +75,16 @@ static const mca_common_efa_param_t table[] = {
              "synchronous-send acknowledgement included, is ever injected (every send is "
              "posted with a context of its own and completes through the completion queue, as "
              "on a provider without inject).  Default false"},
+    {"device_buffers", MCA_BASE_VAR_TYPE_STRING, P(device_buffers), .def_str = "auto",
+     .choices = device_modes, .allowed = "auto, open-mpi, own", CHOICE, .level = OPAL_INFO_LVL_4,
+     .help = "Who copies device (GPU) buffers through host memory before a path of this MTL "
+             "sees them: \"open-mpi\": Open MPI's pml/cm with its accelerator (5.0; 4.1 with "
+             "CUDA support); \"own\": mtl_efa, with Open MPI's accelerator for the copies "
+             "(Open MPI 5.0 with an accelerator component); \"auto\" (default): open-mpi"},
+    {"debug_device_blind", MCA_BASE_VAR_TYPE_BOOL, P(test.device_blind), .test_only = true,
+     .help = "Testing only, with common_efa_debug_fake_device: hand device buffers on uncopied, "
+             "as if no path needed to know (a control: the job must crash on the fake's memory). "
+             "Default false"},
     {"debug_swap_net", MCA_BASE_VAR_TYPE_BOOL, P(test.swap_net), .test_only = true,
      .help = "Testing only, with own matching: the receiver holds back every other provider "
              "message and hands it on after the next one, so that messages arrive out of order "

@@ -2,6 +2,7 @@
  * mtl_efa receives: posted receives, probes, matched probes and cancel.
  */
 #include "mtl_efa.h"
+#include "mtl_efa_device.h"
 
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 #include "ompi/message/message.h"
@@ -84,15 +85,11 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
             status->MPI_ERROR = OMPI_ERROR;
         }
         status->_ucount = 0;
-        if (req->free_buffer) {
-            free(req->buffer);
-        }
+        ompi_mtl_efa_recv_buffer_done(req, 0, false);
     } else if (-FI_ECANCELED == cqe->err) {
         status->_cancelled = true;
         status->_ucount = 0;
-        if (req->free_buffer) {
-            free(req->buffer);
-        }
+        ompi_mtl_efa_recv_buffer_done(req, 0, false);
     } else {
         fill_status(status, cqe);
         status->MPI_ERROR = OMPI_SUCCESS;
@@ -120,7 +117,7 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
                 status->MPI_ERROR = rc;
             }
         }
-        ompi_mtl_datatype_unpack(req->convertor, req->buffer, status->_ucount);
+        ompi_mtl_efa_recv_buffer_done(req, status->_ucount, true);
     }
     if (req->mr) {
         efa_core_mr_release(ompi_mtl_efa.core, req->mr);
@@ -198,7 +195,12 @@ static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor
     req->any_swept = false;
     req->any_lost = 0;
     req->op.complete = recv_complete;
-    return ompi_mtl_datatype_recv_buf(convertor, &req->buffer, &req->length, &req->free_buffer);
+    req->device_buf = NULL;
+    int rc = ompi_mtl_datatype_recv_buf(convertor, &req->buffer, &req->length, &req->free_buffer);
+    if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
+        rc = ompi_mtl_efa_device_stage_recv(req);
+    }
+    return rc;
 }
 
 int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int src,
@@ -265,9 +267,7 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         if (req->mr) {
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
         }
-        if (req->free_buffer) {
-            free(req->buffer);
-        }
+        ompi_mtl_efa_recv_buffer_done(req, 0, false);
     }
     return rc;
 }

@@ -4,6 +4,7 @@
  * of the match.
  */
 #include "mtl_efa.h"
+#include "mtl_efa_device.h"
 
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 #include "opal/runtime/opal_progress.h"
@@ -378,6 +379,9 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     req->rdv = NULL;
     req->convertor = convertor;
     int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
+    if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
+        rc = ompi_mtl_efa_device_stage_send(&req->buffer, req->length, &req->free_buffer);
+    }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
@@ -416,6 +420,9 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     size_t length;
     bool free_buffer;
     int rc = ompi_mtl_datatype_pack(convertor, &buffer, &length, &free_buffer);
+    if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
+        rc = ompi_mtl_efa_device_stage_send(&buffer, length, &free_buffer);
+    }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }

@@ -121,6 +121,11 @@ echo "== one on-node inbox file per process with both components (cm + mtl_efa, 
 "$top/tests/run-node-files-test.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/node-files.log"
 add_counts "$logdir/node-files.log" node-files
 
+# (device_buffers itself runs in every pml cm suite below)
+echo "== device (GPU) buffers: without mtl_efa's copies the fake device's memory crashes the job; what is said"
+"$top/tests/run-device-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/device.log"
+add_counts "$logdir/device.log" device
+
 echo "== MPI point-to-point over mtl_efa: provider path (every message through the provider), on-node path, and mixed (ranks on pretend nodes)"
 # (the full sizes on the provider path of tcp;ofi_rxm and on the on-node
 # path; the other configurations at the smaller sizes of --quick)

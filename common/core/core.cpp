@@ -11,6 +11,7 @@
 #include <hwloc.h>
 #include <rdma/fi_errno.h>
 
+#include "efa_device.h"
 #include "efa_core_msg.h"
 #include "efa_rma.h"
 #include "efa_params.hpp"
@@ -362,6 +363,11 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
         return nullptr;
     }
     core->refcount = 1;
+    if (core->params.debug_fake_device) {
+        efa_device_install(efa_fake_device_ops());
+        core->rep.say(1, "device memory: the fake device's (a test setting), copied through the "
+                         "host");
+    }
     g_core = core.release();
     return g_core;
 }
@@ -426,6 +432,9 @@ void efa_core_release(efa_core_t *core) {
     control_close(core);
     if (g_core == core) {
         g_core = nullptr;
+    }
+    if (core->params.debug_fake_device) {
+        efa_device_install(nullptr);
     }
     delete core;
 }

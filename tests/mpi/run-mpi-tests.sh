@@ -248,6 +248,14 @@ for cfg in $CONFIGS; do
     for t in $TESTS; do
         # btl_sendi calls btl_efa's sendi itself: ob1-efa-* configurations only.
         [[ $t == btl_sendi && $cfg != ob1-efa-* ]] && continue
+        # device_buffers: memory of the core's fake device, which the CPU
+        # cannot touch, under pml cm (pml ob1's convertor packs with the
+        # CPU, which it never does for a real GPU's memory).
+        if [[ $t == device_buffers ]]; then
+            [[ $cfg == cm-efa-* ]] || continue
+            run_test "$t" "$t" "$cfg" 2 --mca common_efa_debug_fake_device 1 --mca common_efa_verbose 1
+            continue
+        fi
         if [[ $t == netpipe ]]; then
             run_netpipe "$cfg"
             continue

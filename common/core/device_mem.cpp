@@ -1,0 +1,49 @@
+// The device-memory seam (efa_device.h): which backend answers, and the
+// calls the components make through it.  The backend is installed once,
+// at the core's start, before any message; efa_device_on is read on every
+// message without a lock for that reason.
+#include <atomic>
+
+#include <rdma/fi_errno.h>
+
+#include "efa_device.h"
+
+namespace {
+std::atomic<const efa_device_ops_t *> g_ops{nullptr};
+} // namespace
+
+extern "C" {
+
+bool efa_device_on = false;
+
+void efa_device_install(const efa_device_ops_t *ops) {
+    g_ops.store(ops, std::memory_order_release);
+    efa_device_on = nullptr != ops;
+}
+
+const char *efa_device_name(void) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops ? ops->name : nullptr;
+}
+
+bool efa_device_check(const void *buf, size_t len) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops && nullptr != buf && ops->check(buf, len) > 0;
+}
+
+int efa_device_copy(void *dst, const void *src, size_t len) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    if (!ops) {
+        return -FI_ENOSYS;
+    }
+    return 0 == len ? 0 : ops->copy(dst, src, len);
+}
+
+void efa_device_release(void *buf) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    if (ops && ops->release && buf) {
+        ops->release(buf);
+    }
+}
+
+} // extern "C"

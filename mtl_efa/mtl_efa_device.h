@@ -1,0 +1,43 @@
+/*
+ * Device (GPU) buffers in mtl_efa (mtl_efa_device.c): copied through the
+ * host where this MTL sees them, before any path (rings, single copy,
+ * engine, provider) reads or writes them.  Included where receives end,
+ * beside Open MPI's mtl_base_datatype.h.
+ */
+#ifndef MTL_EFA_DEVICE_H
+#define MTL_EFA_DEVICE_H
+
+#include "mtl_efa.h"
+#include "ompi/mca/mtl/base/mtl_base_datatype.h"
+
+/* At init, with the core acquired: who copies device buffers (sets
+ * ompi_mtl_efa.device_staging, says so at verbose 1); whether pml/cm is
+ * told that this MTL takes device buffers (Open MPI 5: it then hands them
+ * on uncopied). */
+bool ompi_mtl_efa_device_init(void);
+void ompi_mtl_efa_device_fini(void);
+
+/* A send's buffer (after packing): device memory is replaced by a host
+ * copy (free_buffer set).  OMPI_SUCCESS or an error (nothing to free). */
+int ompi_mtl_efa_device_stage_send(void **buffer, size_t length, bool *free_buffer);
+/* A receive's buffer: device memory gets a host buffer in its place
+ * (req->device_buf).  OMPI_SUCCESS or an error (nothing to free). */
+int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req);
+/* A staged receive ends (ompi_mtl_efa_recv_buffer_done). */
+void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver);
+
+/* A receive's buffer is done with: deliver: len bytes arrived (unpacked or
+ * copied to the device); else nothing did (cancelled, failed) and only
+ * what was allocated goes. */
+static inline void ompi_mtl_efa_recv_buffer_done(mca_mtl_efa_request_t *req, size_t len,
+                                                 bool deliver) {
+    if (OPAL_UNLIKELY(NULL != req->device_buf)) {
+        ompi_mtl_efa_device_recv_done(req, len, deliver);
+    } else if (deliver) {
+        ompi_mtl_datatype_unpack(req->convertor, req->buffer, len);
+    } else if (req->free_buffer) {
+        free(req->buffer);
+    }
+}
+
+#endif

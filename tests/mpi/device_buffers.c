@@ -1,0 +1,264 @@
+/*
+ * device_buffers: point-to-point with device (GPU) buffers, checked on the
+ * core's fake device: memory the CPU cannot touch (mapped PROT_NONE, its
+ * bytes reachable only through the fake's copy; common/include/efa_device.h).
+ * Any path of the MTL that reads or writes device memory with the CPU (a
+ * ring's memcpy, the single copy, an eager copy, a provider without
+ * FI_HMEM) crashes this test; what arrives is compared byte for byte.
+ *
+ * Run under pml cm + mtl_efa with --mca common_efa_debug_fake_device 1 (the
+ * runner adds it).  pml ob1 is not run: its convertor packs with the CPU,
+ * which it never does for a real GPU's memory (Open MPI knows that memory,
+ * not the fake's).
+ *
+ * In each even/odd pair, for every size (0 B to -s, crossing the eager,
+ * ring slot, single-copy and rendezvous thresholds):
+ *   - device to device both ways (MPI_Send/MPI_Recv, then MPI_Isend/
+ *     MPI_Irecv back), host to device and device to host,
+ *   - MPI_Ssend into MPI_ANY_SOURCE, MPI_Mprobe + MPI_Mrecv,
+ *   - a message longer than the device buffer: MPI_ERR_TRUNCATE, its first
+ *     bytes delivered and nothing of the fake's memory past the buffer
+ *     written,
+ *   - a device receive cancelled (MPI_Cancel) is reported cancelled,
+ * and at the end every fake allocation is freed (none left behind).
+ *
+ * Options: -s MAX (default 4M); -P: no MPI_Mprobe (ofi_rxd claims another
+ * message than the one its probe saw: the runner passes it there).
+ */
+#define _GNU_SOURCE
+#include "test_util.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+typedef struct {
+    const char *name;
+    int (*check)(const void *, size_t);
+    int (*copy)(void *, const void *, size_t);
+    void (*release)(void *);
+} dev_ops_t;
+
+static void *(*dev_alloc)(size_t);
+static void (*dev_free)(void *);
+static size_t (*dev_live)(void);
+static const dev_ops_t *dev;
+static int no_mprobe; /* -P */
+
+static int find_common(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    if (strstr(info->dlpi_name, "libmca_common_efa.so")) {
+        snprintf((char *)data, 4096, "%s", info->dlpi_name);
+        return 1;
+    }
+    return 0;
+}
+
+/* The fake device of the loaded core (libmca_common_efa). */
+static void open_fake(void) {
+    char path[4096] = "";
+    dl_iterate_phdr(find_common, path);
+    TU_ASSERT(path[0], "libmca_common_efa is not loaded (run under pml cm + mtl_efa)");
+    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    TU_ASSERT(lib, "dlopen %s: %s", path, dlerror());
+    const dev_ops_t *(*ops)(void) = (const dev_ops_t *(*)(void))dlsym(lib, "efa_fake_device_ops");
+    const char *(*name)(void) = (const char *(*)(void))dlsym(lib, "efa_device_name");
+    dev_alloc = (void *(*)(size_t))dlsym(lib, "efa_fake_device_alloc");
+    dev_free = (void (*)(void *))dlsym(lib, "efa_fake_device_free");
+    dev_live = (size_t(*)(void))dlsym(lib, "efa_fake_device_live");
+    TU_ASSERT(ops && name && dev_alloc && dev_free && dev_live, "no fake device in %s", path);
+    const char *installed = name();
+    TU_ASSERT(installed && 0 == strcmp(installed, "fake"),
+              "the core's device is %s, not the fake (--mca common_efa_debug_fake_device 1)",
+              installed ? installed : "none");
+    dev = ops();
+}
+
+/* Device memory of len bytes plus a guard of 64 (len 0: one byte). */
+#define GUARD 64
+static void *dalloc(size_t len) {
+    void *p = dev_alloc(len + GUARD);
+    TU_ASSERT(p, "fake device allocation of %zu bytes failed", len + GUARD);
+    TU_ASSERT(dev->check(p, len + GUARD) > 0, "fake memory not device memory");
+    return p;
+}
+
+/* Fill device memory with the pattern of seed (through a host copy). */
+static void dfill(void *d, size_t len, uint64_t seed) {
+    unsigned char *h = tu_malloc(len + GUARD);
+    tu_fill(h, len, seed);
+    memset(h + len, TU_POISON, GUARD);
+    TU_ASSERT(0 == dev->copy(d, h, len + GUARD), "fake copy to the device failed");
+    free(h);
+}
+
+/* Check n bytes of device memory against seed, and its guard after len. */
+static void dverify(const void *d, size_t n, size_t len, uint64_t seed, const char *what) {
+    unsigned char *h = tu_malloc(len + GUARD);
+    TU_ASSERT(0 == dev->copy(h, d, len + GUARD), "fake copy from the device failed");
+    tu_verify(h, n, seed, what);
+    for (size_t i = len; i < len + GUARD; ++i) {
+        TU_ASSERT(TU_POISON == h[i], "%s: byte %zu past the %zu-byte buffer written", what, i - len,
+                  len);
+    }
+    free(h);
+}
+
+static void pair_sizes(int peer, size_t len, int round) {
+    const int even = tu_rank < peer;
+    const uint64_t s1 = tu_seed(1, (uint64_t)len, (uint64_t)round, 0);
+    const uint64_t s2 = tu_seed(2, (uint64_t)len, (uint64_t)round, 0);
+    void *d = dalloc(len);
+    char what[128];
+    MPI_Status st;
+    int count;
+
+    /* device -> device, blocking; then back, nonblocking */
+    if (even) {
+        dfill(d, len, s1);
+        MPI_Send(d, (int)len, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+        dfill(d, len, 0); /* poison what comes back */
+        MPI_Request r;
+        MPI_Irecv(d, (int)len, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &r);
+        MPI_Wait(&r, &st);
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        TU_ASSERT((size_t)count == len, "device Irecv of %zu bytes counted %d", len, count);
+        snprintf(what, sizeof(what), "device Isend->Irecv of %zu bytes", len);
+        dverify(d, len, len, s2, what);
+    } else {
+        dfill(d, len, 0);
+        MPI_Recv(d, (int)len, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        TU_ASSERT((size_t)count == len, "device Recv of %zu bytes counted %d", len, count);
+        snprintf(what, sizeof(what), "device Send->Recv of %zu bytes", len);
+        dverify(d, len, len, s1, what);
+        dfill(d, len, s2);
+        MPI_Request r;
+        MPI_Isend(d, (int)len, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+
+    /* host -> device (even sends from the host), device -> host (back) */
+    unsigned char *h = tu_malloc(len + 1);
+    if (even) {
+        tu_fill(h, len, s1);
+        MPI_Send(h, (int)len, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+        MPI_Recv(h, (int)len, MPI_BYTE, peer, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        snprintf(what, sizeof(what), "device->host of %zu bytes", len);
+        tu_verify(h, len, s2, what);
+    } else {
+        dfill(d, len, 0);
+        MPI_Recv(d, (int)len, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        snprintf(what, sizeof(what), "host->device of %zu bytes", len);
+        dverify(d, len, len, s1, what);
+        dfill(d, len, s2);
+        MPI_Send(d, (int)len, MPI_BYTE, peer, 4, MPI_COMM_WORLD);
+    }
+    free(h);
+
+    /* MPI_Ssend into MPI_ANY_SOURCE, then MPI_Mprobe + MPI_Mrecv back */
+    if (even) {
+        dfill(d, len, s1);
+        MPI_Ssend(d, (int)len, MPI_BYTE, peer, 5, MPI_COMM_WORLD);
+        dfill(d, len, 0);
+        if (no_mprobe) {
+            MPI_Recv(d, (int)len, MPI_BYTE, peer, 6, MPI_COMM_WORLD, &st);
+        } else {
+            MPI_Message m;
+            MPI_Mprobe(peer, 6, MPI_COMM_WORLD, &m, &st);
+            MPI_Mrecv(d, (int)len, MPI_BYTE, &m, &st);
+        }
+        snprintf(what, sizeof(what), "device Send->%s of %zu bytes",
+                 no_mprobe ? "Recv" : "Mprobe+Mrecv", len);
+        dverify(d, len, len, s2, what);
+    } else {
+        dfill(d, len, 0);
+        MPI_Recv(d, (int)len, MPI_BYTE, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, &st);
+        TU_ASSERT(st.MPI_SOURCE == peer, "ANY_SOURCE device receive from %d, not %d", st.MPI_SOURCE,
+                  peer);
+        snprintf(what, sizeof(what), "device Ssend->Recv(ANY_SOURCE) of %zu bytes", len);
+        dverify(d, len, len, s1, what);
+        dfill(d, len, s2);
+        MPI_Send(d, (int)len, MPI_BYTE, peer, 6, MPI_COMM_WORLD);
+    }
+    dev_free(d);
+}
+
+/* A message of len bytes into a device buffer of len/2: truncated, its
+ * first len/2 bytes there, nothing past them written. */
+static void pair_truncate(int peer, size_t len) {
+    const size_t half = len / 2;
+    const uint64_t seed = tu_seed(3, (uint64_t)len, 0, 0);
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (tu_rank < peer) {
+        void *d = dalloc(len);
+        dfill(d, len, seed);
+        TU_ASSERT(MPI_SUCCESS == MPI_Send(d, (int)len, MPI_BYTE, peer, 7, comm),
+                  "send of a message to be truncated failed");
+        dev_free(d);
+    } else {
+        void *d = dalloc(half);
+        dfill(d, half, 0);
+        MPI_Status st;
+        int rc = MPI_Recv(d, (int)half, MPI_BYTE, peer, 7, comm, &st);
+        int cls = rc;
+        if (MPI_SUCCESS != rc) {
+            MPI_Error_class(rc, &cls);
+        }
+        TU_ASSERT(MPI_ERR_TRUNCATE == cls, "%zu bytes into a %zu-byte device buffer: error %d", len,
+                  half, rc);
+        char what[128];
+        snprintf(what, sizeof(what), "truncated device receive (%zu of %zu bytes)", half, len);
+        dverify(d, half, half, seed, what);
+        dev_free(d);
+    }
+    MPI_Comm_free(&comm);
+}
+
+/* A device receive nobody sends to, cancelled. */
+static void cancel_recv(void) {
+    void *d = dalloc(4096);
+    MPI_Request r;
+    MPI_Status st;
+    int cancelled = 0;
+    MPI_Irecv(d, 4096, MPI_BYTE, MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &r);
+    MPI_Cancel(&r);
+    MPI_Wait(&r, &st);
+    MPI_Test_cancelled(&st, &cancelled);
+    TU_ASSERT(cancelled, "a cancelled device receive was not reported cancelled");
+    dev_free(d);
+}
+
+int main(int argc, char **argv) {
+    size_t max = 4u << 20;
+    int opt;
+    while ((opt = getopt(argc, argv, "s:P")) != -1) {
+        if ('s' == opt) {
+            max = tu_parse_size(optarg);
+        } else if ('P' == opt) {
+            no_mprobe = 1;
+        } else {
+            tu_usage("[-s MAX] [-P]", 1);
+        }
+    }
+    tu_init(&argc, &argv, "device_buffers");
+    open_fake();
+    const int peer = tu_pair_partner();
+    size_t tested = 0;
+    if (peer >= 0) {
+        static const size_t sizes[] = {0,     1,     8,      100,      4096,     8191,     8192,
+                                       16384, 65536, 131072, 1u << 20, 4u << 20, 16u << 20};
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]) && sizes[i] <= max; ++i) {
+            pair_sizes(peer, sizes[i], (int)i);
+            ++tested;
+        }
+        pair_truncate(peer, 64);
+        pair_truncate(peer, max < (1u << 20) ? max : (1u << 20));
+    }
+    cancel_recv();
+    MPI_Barrier(MPI_COMM_WORLD);
+    TU_ASSERT(0 == dev_live(), "%zu fake device allocation(s) left behind", dev_live());
+    tu_ok("%zu sizes up to %zu bytes, device and host buffers, truncation, cancel", tested, max);
+    return 0;
+}
