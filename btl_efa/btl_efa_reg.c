@@ -36,12 +36,29 @@ static uint64_t fi_access_of(uint32_t flags) {
     return access;
 }
 
+/* Device (GPU) memory offered for one-sided operations: refused, said
+ * once per process (osc/rdma's window then fails, not the process). */
+static void refuse_device_memory(const void *addr, size_t size) {
+    static bool said = false;
+    if (!said) {
+        said = true;
+        mca_common_efa_show_help("help-btl-efa.txt", "device-memory", true,
+                                 opal_process_info.nodename, size, addr, efa_device_name());
+    }
+}
+
 struct mca_btl_base_registration_handle_t *
 mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
                          struct mca_btl_base_endpoint_t *endpoint, void *addr, size_t size,
                          uint32_t flags) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     (void)endpoint;
+    if (OPAL_UNLIKELY(efa_device_on) && efa_device_check(addr, size)) {
+        /* Every path of this BTL (single copy, rings, the emulated target,
+         * a provider without FI_HMEM) would touch it with the CPU. */
+        refuse_device_memory(addr, size);
+        return NULL;
+    }
     mca_btl_efa_mode_ready(btl); /* whether peers will need a provider MR */
     efa_btl_reg_t *reg = calloc(1, sizeof(*reg));
     if (NULL == reg) {

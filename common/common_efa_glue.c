@@ -428,6 +428,10 @@ static void mem_release_cb(void *buf, size_t length, void *cbdata, bool from_all
     efa_core_mem_release(buf, length);
 }
 
+/* Open MPI's accelerator is the core's device backend (from the first
+ * acquire to the last release). */
+static bool device_installed = false;
+
 efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, int *opal_err) {
     efa_core_params_t p;
     int err = 0;
@@ -444,6 +448,16 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         }
         *opal_err = mca_common_efa_fi_to_opal(err);
         return NULL;
+    }
+    if (first && NULL == efa_device_name()) {
+        /* Open MPI's accelerator, where it has one, tells device memory
+         * apart for both components (the core installed the fake
+         * instead where the tests asked for it). */
+        const efa_device_ops_t *accel = mca_common_efa_device_ompi();
+        if (NULL != accel) {
+            efa_device_install(accel);
+            device_installed = true;
+        }
     }
     if (first && !modex_sent) {
         const void *blob;
@@ -472,6 +486,10 @@ void mca_common_efa_release(efa_core_t *core) {
     efa_core_t *before = efa_core_current();
     efa_core_release(core);
     if (before && NULL == efa_core_current()) {
+        if (device_installed) {
+            efa_device_install(NULL);
+            device_installed = false;
+        }
         progress_core = NULL;
         update_progress_registration();
         stop_mem_hooks();

@@ -28,12 +28,12 @@
 bool ompi_mtl_efa_device_init(void) {
     const mtl_efa_params_t *p = &ompi_mtl_efa_params;
     const bool want_own = 0 == strcmp(p->device_buffers, "own");
-    const efa_device_ops_t *ompi = mca_common_efa_device_ompi();
+    const char *backend = efa_device_name(); /* installed by the core or the glue */
     bool accelerator_support = false;
     ompi_mtl_efa.device_staging = false;
-    ompi_mtl_efa.device_installed = false;
-    if (efa_device_on) {
-        /* The core installed the fake device (a test setting). */
+    if (NULL != backend && 0 == strcmp(backend, "fake")) {
+        /* The fake device (a test setting): Open MPI does not know its
+         * memory, so this MTL copies whatever the setting. */
         ompi_mtl_efa.device_staging = !p->test.device_blind;
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices", "device buffers: %s",
                                   p->test.device_blind
@@ -41,21 +41,19 @@ bool ompi_mtl_efa_device_init(void) {
                                         "setting)"
                                       : "copied through the host by mtl_efa (the core's fake "
                                         "device)");
-    } else if (NULL != ompi && want_own) {
-        efa_device_install(ompi);
-        ompi_mtl_efa.device_installed = true;
+    } else if (NULL != backend && want_own) {
         ompi_mtl_efa.device_staging = true;
         accelerator_support = true;
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
                                   "device buffers: copied through the host by mtl_efa with Open "
                                   "MPI's %s accelerator (mtl_efa_device_buffers own)",
-                                  ompi->name);
-    } else if (NULL != ompi) {
+                                  backend);
+    } else if (NULL != backend) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
                                   "device buffers: copied through the host by Open MPI's pml/cm "
                                   "with its %s accelerator (mtl_efa_device_buffers own: by "
                                   "mtl_efa)",
-                                  ompi->name);
+                                  backend);
     } else {
         /* Open MPI 4.1, or 5.0 with no accelerator component loaded. */
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
@@ -67,10 +65,6 @@ bool ompi_mtl_efa_device_init(void) {
 }
 
 void ompi_mtl_efa_device_fini(void) {
-    if (ompi_mtl_efa.device_installed) {
-        efa_device_install(NULL);
-        ompi_mtl_efa.device_installed = false;
-    }
     ompi_mtl_efa.device_staging = false;
 }
 

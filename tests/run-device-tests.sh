@@ -5,6 +5,8 @@
 #     the fake's memory must crash the job, on the rings and on the
 #     provider path: device_buffers passing elsewhere is then the copies'
 #     doing, not the fake's leniency;
+#   - a window (osc/rdma over btl_efa) in device memory refused by btl_efa,
+#     with its message, MPI_Win_create failing and the process going on;
 #   - what is said: the fake named at verbose 1; where Open MPI has no
 #     accelerator component, "not supported here" (and
 #     mtl_efa_device_buffers own asked for says why it cannot be); a bad
@@ -52,6 +54,15 @@ ok=0
     grep -q "device buffers: copied through the host by mtl_efa (the core's fake device)" <<<"$OUT" &&
     grep -q "device memory: the fake device's" <<<"$OUT" && ok=1
 verdict fake-said $ok "exit $RC, or the fake device not named at verbose 1"
+
+# osc/rdma over btl_efa: a window in device memory is refused by btl_efa
+# (said), MPI_Win_create fails, the process goes on.
+run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include tcp \
+    --mca common_efa_debug_fake_device 1 "$prog" -w
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory refused" <<<"$OUT" &&
+    grep -q "btl_efa was offered device (GPU) memory for one-sided operations" <<<"$OUT" && ok=1
+verdict window-refused $ok "exit $RC: a window in device memory was not refused with btl_efa's message"
 
 if ompi_info --parsable 2>/dev/null | grep -a "^mca:accelerator:" | grep -qv "^mca:accelerator:null:"; then
     have_accel=1

@@ -23,7 +23,10 @@
  * and at the end every fake allocation is freed (none left behind).
  *
  * Options: -s MAX (default 4M); -P: no MPI_Mprobe (ofi_rxd claims another
- * message than the one its probe saw: the runner passes it there).
+ * message than the one its probe saw: the runner passes it there); -w:
+ * instead of all that, a window (MPI_Win_create) over device memory, which
+ * btl_efa must refuse with an error, not take (tests/run-device-tests.sh,
+ * under osc/rdma + btl_efa).
  */
 #define _GNU_SOURCE
 #include "test_util.h"
@@ -230,20 +233,46 @@ static void cancel_recv(void) {
     dev_free(d);
 }
 
+/* -w: a window over device memory is refused, the process survives. */
+static void window_refused(void) {
+    const size_t len = 1u << 20;
+    void *d = dalloc(len);
+    MPI_Comm comm;
+    MPI_Win win;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    int rc = MPI_Win_create(d, (MPI_Aint)len, 1, MPI_INFO_NULL, comm, &win);
+    TU_ASSERT(MPI_SUCCESS != rc, "a window over device memory was created (its puts would be "
+                                 "CPU copies into device memory)");
+    char str[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    MPI_Error_string(rc, str, &n);
+    MPI_Comm_free(&comm);
+    dev_free(d);
+    MPI_Barrier(MPI_COMM_WORLD);
+    tu_ok("a window over device memory refused: %s", str);
+}
+
 int main(int argc, char **argv) {
     size_t max = 4u << 20;
-    int opt;
-    while ((opt = getopt(argc, argv, "s:P")) != -1) {
+    int opt, window = 0;
+    while ((opt = getopt(argc, argv, "s:Pw")) != -1) {
         if ('s' == opt) {
             max = tu_parse_size(optarg);
         } else if ('P' == opt) {
             no_mprobe = 1;
+        } else if ('w' == opt) {
+            window = 1;
         } else {
-            tu_usage("[-s MAX] [-P]", 1);
+            tu_usage("[-s MAX] [-P] [-w]", 1);
         }
     }
     tu_init(&argc, &argv, "device_buffers");
     open_fake();
+    if (window) {
+        window_refused();
+        return 0;
+    }
     const int peer = tu_pair_partner();
     size_t tested = 0;
     if (peer >= 0) {
