@@ -62,6 +62,7 @@ typedef struct mca_mtl_efa_module_t {
     /* Device (GPU) buffers are copied through the host here, before any
      * path sees them (mtl_efa_device.c); read on every message. */
     bool device_staging;
+    bool device_fake; /* ... the fake's memory (asked of the fake, not of a convertor) */
 } mca_mtl_efa_module_t;
 
 /* Sends from this size carry a seq in their tag, so that MPI_Cancel can

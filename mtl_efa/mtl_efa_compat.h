@@ -28,8 +28,12 @@
 #define MTL_EFA_INIT_PARAMS                                                                        \
     bool enable_progress_threads, bool enable_mpi_threads, bool *accelerator_support
 /* Whether pml/cm may hand this MTL device buffers uncopied
- * (mtl_efa_device.c). */
+ * (mtl_efa_device.c), and whether a convertor's buffer is device memory
+ * (Open MPI asked its accelerator when it prepared it). */
 #define MTL_EFA_INIT_ACCELERATOR(yes) (*accelerator_support = (yes))
+#define MTL_EFA_CONVERTOR_ON_DEVICE(conv) opal_convertor_on_device(conv)
+/* 5.0's device support is its accelerator framework (the core's backend). */
+#define MTL_EFA_CONVERTOR_COPIES_CUDA 0
 
 static inline uint32_t mtl_efa_comm_cid(const ompi_communicator_t *comm) {
     return ompi_comm_get_local_cid(comm);
@@ -44,6 +48,12 @@ static inline uint32_t mtl_efa_job_size(void) {
 #define MTL_EFA_INIT_PARAMS bool enable_progress_threads, bool enable_mpi_threads
 /* 4.1's pml/cm asks nothing: its CUDA support copies in the convertor. */
 #define MTL_EFA_INIT_ACCELERATOR(yes) ((void)(yes))
+#define MTL_EFA_CONVERTOR_ON_DEVICE(conv) ((void)(conv), false)
+#if defined(OPAL_CUDA_SUPPORT) && OPAL_CUDA_SUPPORT
+#define MTL_EFA_CONVERTOR_COPIES_CUDA 1
+#else
+#define MTL_EFA_CONVERTOR_COPIES_CUDA 0
+#endif
 
 static inline uint32_t mtl_efa_comm_cid(const ompi_communicator_t *comm) {
     return comm->c_contextid;

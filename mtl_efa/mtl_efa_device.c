@@ -31,10 +31,12 @@ bool ompi_mtl_efa_device_init(void) {
     const char *backend = efa_device_name(); /* installed by the core or the glue */
     bool accelerator_support = false;
     ompi_mtl_efa.device_staging = false;
+    ompi_mtl_efa.device_fake = false;
     if (NULL != backend && 0 == strcmp(backend, "fake")) {
         /* The fake device (a test setting): Open MPI does not know its
          * memory, so this MTL copies whatever the setting. */
         ompi_mtl_efa.device_staging = !p->test.device_blind;
+        ompi_mtl_efa.device_fake = true;
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices", "device buffers: %s",
                                   p->test.device_blind
                                       ? "handed on uncopied (mtl_efa_debug_device_blind, a test "
@@ -54,8 +56,14 @@ bool ompi_mtl_efa_device_init(void) {
                                   "with its %s accelerator (mtl_efa_device_buffers own: by "
                                   "mtl_efa)",
                                   backend);
+    } else if (MTL_EFA_CONVERTOR_COPIES_CUDA) {
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
+                                  "device buffers: copied through the host by Open MPI's "
+                                  "convertor (its CUDA support)%s",
+                                  want_own ? "; mtl_efa_device_buffers own needs Open MPI 5" : "");
     } else {
-        /* Open MPI 4.1, or 5.0 with no accelerator component loaded. */
+        /* Open MPI 4.1 without CUDA, or 5.0 with no accelerator component
+         * loaded. */
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
                                   "device buffers: not supported here (Open MPI has no "
                                   "accelerator component loaded%s)",
@@ -66,6 +74,17 @@ bool ompi_mtl_efa_device_init(void) {
 
 void ompi_mtl_efa_device_fini(void) {
     ompi_mtl_efa.device_staging = false;
+    ompi_mtl_efa.device_fake = false;
+}
+
+/* Is a request's buffer device memory?  The fake's memory is asked of
+ * the fake; otherwise Open MPI asked its accelerator when it prepared the
+ * convertor (no driver call per message here). */
+static bool on_device(const struct opal_convertor_t *convertor, const void *buf, size_t len) {
+    if (ompi_mtl_efa.device_fake) {
+        return efa_device_check(buf, len);
+    }
+    return MTL_EFA_CONVERTOR_ON_DEVICE(convertor);
 }
 
 /* Said once: a device copy failed (the device's error is in its own
@@ -79,21 +98,24 @@ static void copy_failed(const char *what, size_t len) {
     }
 }
 
-int ompi_mtl_efa_device_stage_send(void **buffer, size_t length, bool *free_buffer) {
-    if (0 == length || !efa_device_check(*buffer, length)) {
+int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **buffer, size_t length,
+                                   bool *free_buffer) {
+    if (0 == length || !on_device(convertor, *buffer, length)) {
         return OMPI_SUCCESS;
     }
     void *host = malloc(length);
-    if (NULL == host) {
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    if (0 != efa_device_copy(host, *buffer, length)) {
+    int rc = NULL == host ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
+    if (OMPI_SUCCESS == rc && 0 != efa_device_copy(host, *buffer, length)) {
         copy_failed("a send's buffer to the host", length);
-        free(host);
-        return OMPI_ERROR;
+        rc = OMPI_ERROR;
     }
     if (*free_buffer) {
         efa_device_release(*buffer); /* Open MPI's packed device copy */
+        *free_buffer = false;
+    }
+    if (OMPI_SUCCESS != rc) {
+        free(host);
+        return rc;
     }
     *buffer = host;
     *free_buffer = true;
@@ -101,11 +123,15 @@ int ompi_mtl_efa_device_stage_send(void **buffer, size_t length, bool *free_buff
 }
 
 int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
-    if (0 == req->length || !efa_device_check(req->buffer, req->length)) {
+    if (0 == req->length || !on_device(req->convertor, req->buffer, req->length)) {
         return OMPI_SUCCESS;
     }
     void *host = malloc(req->length);
     if (NULL == host) {
+        if (req->free_buffer) {
+            efa_device_release(req->buffer); /* Open MPI's device buffer to unpack from */
+            req->free_buffer = false;
+        }
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     req->device_buf = req->buffer;
@@ -117,22 +143,22 @@ int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
 
 void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver) {
     void *dev = req->device_buf;
+    const size_t n = !deliver ? 0 : len < req->length ? len : req->length;
     req->device_buf = NULL;
-    if (deliver) {
-        const size_t n = len < req->length ? len : req->length;
-        if (0 != efa_device_copy(dev, req->buffer, n)) {
-            copy_failed("a received message to the device", n);
-            if (OMPI_SUCCESS == req->super.ompi_req->req_status.MPI_ERROR) {
-                req->super.ompi_req->req_status.MPI_ERROR = OMPI_ERROR;
-            }
+    if (n > 0 && 0 != efa_device_copy(dev, req->buffer, n)) {
+        copy_failed("a received message to the device", n);
+        if (OMPI_SUCCESS == req->super.ompi_req->req_status.MPI_ERROR) {
+            req->super.ompi_req->req_status.MPI_ERROR = OMPI_ERROR;
         }
-        if (req->device_temp) {
+    }
+    if (req->device_temp) {
+        if (n > 0) {
             /* Open MPI's packed device copy: unpacked into the user's
              * buffer, then given back (its own unpack does both). */
             ompi_mtl_datatype_unpack(req->convertor, dev, n);
+        } else {
+            efa_device_release(dev);
         }
-    } else if (req->device_temp) {
-        efa_device_release(dev);
     }
     free(req->buffer);
     req->buffer = dev;

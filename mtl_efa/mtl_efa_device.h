@@ -18,10 +18,13 @@ bool ompi_mtl_efa_device_init(void);
 void ompi_mtl_efa_device_fini(void);
 
 /* A send's buffer (after packing): device memory is replaced by a host
- * copy (free_buffer set).  OMPI_SUCCESS or an error (nothing to free). */
-int ompi_mtl_efa_device_stage_send(void **buffer, size_t length, bool *free_buffer);
+ * copy (free_buffer set).  OMPI_SUCCESS, or an error with nothing left
+ * allocated (Open MPI's packed device copy given back). */
+int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **buffer, size_t length,
+                                   bool *free_buffer);
 /* A receive's buffer: device memory gets a host buffer in its place
- * (req->device_buf).  OMPI_SUCCESS or an error (nothing to free). */
+ * (req->device_buf).  OMPI_SUCCESS, or an error with nothing left
+ * allocated. */
 int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req);
 /* A staged receive ends (ompi_mtl_efa_recv_buffer_done). */
 void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver);
@@ -33,8 +36,8 @@ static inline void ompi_mtl_efa_recv_buffer_done(mca_mtl_efa_request_t *req, siz
                                                  bool deliver) {
     if (OPAL_UNLIKELY(NULL != req->device_buf)) {
         ompi_mtl_efa_device_recv_done(req, len, deliver);
-    } else if (deliver) {
-        ompi_mtl_datatype_unpack(req->convertor, req->buffer, len);
+    } else if (deliver && len > 0) {
+        ompi_mtl_datatype_unpack(req->convertor, req->buffer, len); /* frees a packing one */
     } else if (req->free_buffer) {
         free(req->buffer);
     }

@@ -77,6 +77,10 @@ static void short_delivery(const mca_mtl_efa_request_t *req, const efa_cqe_t *cq
 
 static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     ompi_status_public_t *status = &req->super.ompi_req->req_status;
+    if (req->mr) { /* before its buffer goes (a staging or packing one) */
+        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+        req->mr = NULL;
+    }
     if (-FI_ECANCELED == cqe->err && req->any_lost) {
         /* Withdrawn as a member of its communicator was lost
          * (mtl_efa_any.c): an error, not a cancel. */
@@ -118,10 +122,6 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
             }
         }
         ompi_mtl_efa_recv_buffer_done(req, status->_ucount, true);
-    }
-    if (req->mr) {
-        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
-        req->mr = NULL;
     }
     req->super.completion_callback(&req->super);
 }
@@ -203,6 +203,17 @@ static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor
     return rc;
 }
 
+/* A receive prepared (prepare_recv) but never posted: what it allocated
+ * goes (a packing or device staging buffer, a registration); rc back. */
+static int unposted(mca_mtl_efa_request_t *req, int rc) {
+    if (req->mr) {
+        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+        req->mr = NULL;
+    }
+    ompi_mtl_efa_recv_buffer_done(req, 0, false);
+    return rc;
+}
+
 int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int src,
                        int tag, struct opal_convertor_t *convertor,
                        mca_mtl_request_t *mtl_request) {
@@ -212,8 +223,13 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (MTL_EFA_PATH_ENGINE == path || (MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE != src &&
                                         ompi_mtl_efa_ring_peer(comm, src))) {
         int rc = prepare_recv(req, convertor, comm);
-        return OPAL_LIKELY(OMPI_SUCCESS == rc) ? ompi_mtl_efa_engine_irecv(comm, src, tag, req)
-                                               : rc;
+        if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
+            rc = ompi_mtl_efa_engine_irecv(comm, src, tag, req);
+            if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+                return unposted(req, rc);
+            }
+        }
+        return rc;
     }
     const int ci = ompi_mtl_efa_ctx_index(comm);
     fi_addr_t addr;
@@ -235,8 +251,11 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         /* Any source of a communicator spanning nodes: the rings first (a
          * message already waiting there is taken now), then the provider. */
         rc = ompi_mtl_efa_engine_irecv_partnered(comm, tag, req);
+        if (OPAL_UNLIKELY(rc < 0)) {
+            return unposted(req, rc);
+        }
         if (0 != rc) {
-            return rc < 0 ? rc : OMPI_SUCCESS;
+            return OMPI_SUCCESS;
         }
         req->dual = true;
         req->op.complete = dual_recv_complete;
@@ -264,10 +283,7 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         if (req->dual) {
             (void)efa_engine_partner_done(ompi_mtl_efa.engine, &req->on, true); /* withdraw */
         }
-        if (req->mr) {
-            efa_core_mr_release(ompi_mtl_efa.core, req->mr);
-        }
-        ompi_mtl_efa_recv_buffer_done(req, 0, false);
+        (void)unposted(req, rc);
     }
     return rc;
 }
@@ -422,8 +438,9 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
         int rc = prepare_recv(req, convertor, (*message)->comm);
         if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
             rc = ompi_mtl_efa_engine_imrecv(*message, req);
-        }
-        if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
+            if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+                return unposted(req, rc);
+            }
             ompi_message_return(*message);
             *message = MPI_MESSAGE_NULL;
         }
@@ -438,13 +455,14 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
     req->ctx = claim->ctx;
     rc = ompi_mtl_efa_reg_buffer(req, &desc);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
-        return rc;
+        return unposted(req, rc);
     }
     claim->mrecv = req;
     rc = efa_ctx_trecv_claimed(claim->ctx, req->buffer, req->length, desc, claim->tag,
                                claim->ignore, &claim->op);
     if (OPAL_UNLIKELY(rc)) {
-        return mca_common_efa_fi_to_opal(rc);
+        claim->mrecv = NULL;
+        return unposted(req, mca_common_efa_fi_to_opal(rc));
     }
     ompi_message_return(*message);
     *message = MPI_MESSAGE_NULL;

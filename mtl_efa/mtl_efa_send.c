@@ -380,7 +380,8 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     req->convertor = convertor;
     int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
     if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
-        rc = ompi_mtl_efa_device_stage_send(&req->buffer, req->length, &req->free_buffer);
+        rc =
+            ompi_mtl_efa_device_stage_send(convertor, &req->buffer, req->length, &req->free_buffer);
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
@@ -421,7 +422,7 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     bool free_buffer;
     int rc = ompi_mtl_datatype_pack(convertor, &buffer, &length, &free_buffer);
     if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
-        rc = ompi_mtl_efa_device_stage_send(&buffer, length, &free_buffer);
+        rc = ompi_mtl_efa_device_stage_send(convertor, &buffer, length, &free_buffer);
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;

@@ -63,7 +63,7 @@ export EFA_MCA_COMPONENT_PATH=$inst/lib/openmpi
 echo "== MPI point-to-point (mtl_efa provider and on-node paths, ob1 + btl_efa), instrumented"
 MPI_TEST_BIN_DIR=$build/tests/mpi MPI_TEST_LOG_DIR=$logs/mpi \
     "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-rxm,cm-efa-onnode,ob1-efa-shm \
-    -t pingpong,probe,cancel,ssend,truncate,datatypes -n 2 >"$logs/mpi.log" 2>&1
+    -t pingpong,probe,cancel,ssend,truncate,datatypes,device_buffers -n 2 >"$logs/mpi.log" 2>&1
 grep -E '^(PASS|FAIL|SKIP) ' "$logs/mpi.log"
 count "$logs/mpi.log" mpi
 reports mpi

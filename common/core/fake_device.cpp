@@ -8,6 +8,9 @@
 // FI_HMEM) takes SIGSEGV or EFAULT at once instead of working by chance.
 // Freed memory is unmapped and forgotten: the same address handed out
 // again by the kernel is host memory until the fake hands it out again.
+// Contiguous buffers only: Open MPI packs a non-contiguous datatype with
+// the CPU, which it never does for a real GPU's memory (it knows that
+// memory, not the fake's).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -60,8 +63,12 @@ int fake_copy(void *dst, const void *src, size_t len) {
     std::lock_guard<std::mutex> guard(g_lock);
     uint8_t *d = host_view(dst, len);
     const uint8_t *s = host_view(src, len);
-    // A side that is not the fake's is host memory; one that lies partly
-    // in an allocation is a caller's error (a real device's copy fails too).
+    // A side that is not the fake's is host memory; one that starts in an
+    // allocation and runs past it is the caller's error, as a real
+    // device's copy refuses it.
+    if ((!d && host_view(dst, 1)) || (!s && host_view(src, 1))) {
+        return -FI_EINVAL;
+    }
     memmove(d ? d : static_cast<uint8_t *>(dst), s ? s : static_cast<const uint8_t *>(src), len);
     return 0;
 }

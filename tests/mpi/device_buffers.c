@@ -23,7 +23,8 @@
  * and at the end every fake allocation is freed (none left behind).
  *
  * Options: -s MAX (default 4M); -P: no MPI_Mprobe (ofi_rxd claims another
- * message than the one its probe saw: the runner passes it there); -w:
+ * message than the one its probe saw, shm's probe of a message not there
+ * yet never completes: the runner passes it there); -w:
  * instead of all that, a window (MPI_Win_create) over device memory, which
  * btl_efa must refuse with an error, not take (tests/run-device-tests.sh,
  * under osc/rdma + btl_efa).

@@ -19,8 +19,7 @@ known_defect() {
     fi
     # (the provider's defects are the same between namespace hosts)
     case "${cfg%-netns}:$label:$np" in
-    cm-efa-shm:ordering:* | cm-efa-shm:truncate:* | cm-efa-shm:comms:* | cm-efa-shm:ssend:* | \
-        cm-efa-shm:device_buffers:*)
+    cm-efa-shm:ordering:* | cm-efa-shm:truncate:* | cm-efa-shm:comms:* | cm-efa-shm:ssend:*)
         echo "shm never matches a wildcard-tag receive against a message already waiting" \
             "(tests/provider-defects/shm_wildcard_unexpected.c)" ;;
     cm-efa-shm:send_progress:* | cm-efa-shm:threads:*)

@@ -39,9 +39,10 @@ test_args() {
     pingpong) [[ $q == 1 ]] && echo "-s 1M -i 3" ;;
     span) echo "-n 2" ;;
     device_buffers)
-        # (ofi_rxd's FI_CLAIM defect: tests/mpi/mpi-known-defects.sh)
+        # (ofi_rxd's FI_CLAIM and shm's FI_PEEK defects:
+        # tests/mpi/mpi-known-defects.sh)
         local a=""
-        [[ ${cfg%-netns} == cm-efa-rxd ]] && a="-P"
+        [[ ${cfg%-netns} == cm-efa-rxd || $cfg == cm-efa-shm ]] && a="-P"
         [[ $q == 1 ]] && a="$a -s 1M"
         echo "$a"
         ;;

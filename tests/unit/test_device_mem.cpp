@@ -6,6 +6,7 @@
 #include <csignal>
 #include <csetjmp>
 #include <cstring>
+#include <unistd.h>
 #include <vector>
 
 #include <rdma/fi_errno.h>
@@ -98,11 +99,17 @@ TEST(DeviceMem, CopiesBothWaysAndWithinTheDevice) {
 
 TEST(DeviceMem, ARangeRunningPastAnAllocationIsNotItsMemory) {
     Installed fake;
-    void *d = efa_fake_device_alloc(4096); // one page exactly
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void *d = efa_fake_device_alloc(page); // one page exactly
     ASSERT_NE(nullptr, d);
-    EXPECT_TRUE(efa_device_check(d, 4096));
-    EXPECT_FALSE(efa_device_check(d, 4097));
+    EXPECT_TRUE(efa_device_check(d, page));
+    EXPECT_FALSE(efa_device_check(d, page + 1));
     EXPECT_FALSE(efa_device_check(static_cast<char *>(d) - 1, 2));
+    // A copy running past it is refused, as a device's would be.
+    std::vector<char> host(page + 1);
+    EXPECT_EQ(-FI_EINVAL, efa_device_copy(host.data(), d, page + 1));
+    EXPECT_EQ(-FI_EINVAL, efa_device_copy(d, host.data(), page + 1));
+    EXPECT_EQ(0, efa_device_copy(host.data(), d, page));
     efa_fake_device_free(d);
 }
 
