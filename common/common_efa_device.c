@@ -15,11 +15,15 @@
 #include "opal/mca/accelerator/accelerator.h"
 #include "opal/mca/accelerator/base/base.h"
 
+/* Managed (unified) memory is the CPU's too: not device memory here. */
 static int ompi_check(const void *buf, size_t len) {
     (void)len;
     int dev = MCA_ACCELERATOR_NO_DEVICE_ID;
     uint64_t flags = 0;
-    return opal_accelerator.check_addr(buf, &dev, &flags) > 0 ? 1 : 0;
+    return opal_accelerator.check_addr(buf, &dev, &flags) > 0 &&
+                   0 == (flags & MCA_ACCELERATOR_FLAGS_UNIFIED_MEMORY)
+               ? 1
+               : 0;
 }
 
 static int ompi_copy(void *dst, const void *src, size_t len) {

@@ -468,6 +468,10 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         if (OPAL_SUCCESS != rc) {
             efa_core_release(core);
             stop_mem_hooks();
+            if (device_installed) {
+                efa_device_install(NULL);
+                device_installed = false;
+            }
             *opal_err = rc;
             return NULL;
         }

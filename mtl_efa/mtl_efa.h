@@ -62,7 +62,9 @@ typedef struct mca_mtl_efa_module_t {
     /* Device (GPU) buffers are copied through the host here, before any
      * path sees them (mtl_efa_device.c); read on every message. */
     bool device_staging;
-    bool device_fake; /* ... the fake's memory (asked of the fake, not of a convertor) */
+    /* How: the fake's memory (asked of the fake), Open MPI's (the
+     * convertor says; own mode), or 4.1's CUDA (contiguous sends only). */
+    enum { MTL_EFA_DEVICE_FAKE, MTL_EFA_DEVICE_OWN, MTL_EFA_DEVICE_CUDA41 } device_how;
 } mca_mtl_efa_module_t;
 
 /* Sends from this size carry a seq in their tag, so that MPI_Cancel can

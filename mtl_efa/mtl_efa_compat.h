@@ -31,7 +31,8 @@
  * (mtl_efa_device.c), and whether a convertor's buffer is device memory
  * (Open MPI asked its accelerator when it prepared it). */
 #define MTL_EFA_INIT_ACCELERATOR(yes) (*accelerator_support = (yes))
-#define MTL_EFA_CONVERTOR_ON_DEVICE(conv) opal_convertor_on_device(conv)
+/* (managed memory, which the CPU may touch, is not) */
+#define MTL_EFA_CONVERTOR_ON_DEVICE(conv) (0 != opal_convertor_on_discrete_device(conv))
 /* 5.0's device support is its accelerator framework (the core's backend). */
 #define MTL_EFA_CONVERTOR_COPIES_CUDA 0
 
@@ -46,9 +47,12 @@ static inline uint32_t mtl_efa_job_size(void) {
 #include "opal/threads/mutex.h"
 
 #define MTL_EFA_INIT_PARAMS bool enable_progress_threads, bool enable_mpi_threads
-/* 4.1's pml/cm asks nothing: its CUDA support copies in the convertor. */
+/* 4.1's pml/cm asks nothing.  Built with CUDA, its convertor copies
+ * receives and non-contiguous sends through the host, but hands a
+ * contiguous device buffer to the MTL as it is (mtl_efa_device.c). */
 #define MTL_EFA_INIT_ACCELERATOR(yes) ((void)(yes))
-#define MTL_EFA_CONVERTOR_ON_DEVICE(conv) ((void)(conv), false)
+#define MTL_EFA_CONVERTOR_ON_DEVICE(conv)                                                          \
+    (0 != ((conv)->flags & CONVERTOR_CUDA) && 0 == ((conv)->flags & CONVERTOR_CUDA_UNIFIED))
 #if defined(OPAL_CUDA_SUPPORT) && OPAL_CUDA_SUPPORT
 #define MTL_EFA_CONVERTOR_COPIES_CUDA 1
 #else

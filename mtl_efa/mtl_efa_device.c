@@ -7,18 +7,21 @@
  * Who copies (mtl_efa_device_buffers):
  *   open-mpi  Open MPI 5's pml/cm does (its convertor packs device
  *             buffers into host memory for an MTL that says it takes no
- *             device memory); what Open MPI 4.1 with CUDA does likewise.
+ *             device memory).
  *   own       this MTL does, through the core's device seam with Open
  *             MPI's accelerator as the backend: pml/cm is told that the
  *             MTL takes device buffers.  The seam is where registered
  *             bounce buffers, pipelining, IPC and FI_HMEM come next.
- *   auto      (default) open-mpi; own where the core's device is the fake
- *             of the tests (Open MPI does not know its memory).
- * Where Open MPI has no accelerator component loaded (4.1; 5.0 on a node
- * without a GPU driver) and no fake, verbose 1 says that device buffers
- * are not supported here.  Sends: one malloc and
- * one device copy before the send; receives: a host buffer, copied to the
- * device when the message is in.
+ *   auto      (default) open-mpi.
+ * Whatever the setting: the core's fake device of the tests is copied
+ * here (Open MPI does not know its memory), and under Open MPI 4.1 built
+ * with CUDA, whose convertor copies receives and non-contiguous sends but
+ * hands a contiguous device buffer on as it is, this MTL packs such a
+ * send through that convertor.  Where Open MPI has no accelerator (4.1
+ * without CUDA; 5.0 on a node without a GPU driver) and no fake, verbose
+ * 1 says that device buffers are not supported here.  Sends: one malloc
+ * and one device copy before the send; receives: a host buffer, copied to
+ * the device when the message is in.
  */
 #include <string.h>
 
@@ -31,12 +34,11 @@ bool ompi_mtl_efa_device_init(void) {
     const char *backend = efa_device_name(); /* installed by the core or the glue */
     bool accelerator_support = false;
     ompi_mtl_efa.device_staging = false;
-    ompi_mtl_efa.device_fake = false;
     if (NULL != backend && 0 == strcmp(backend, "fake")) {
         /* The fake device (a test setting): Open MPI does not know its
          * memory, so this MTL copies whatever the setting. */
         ompi_mtl_efa.device_staging = !p->test.device_blind;
-        ompi_mtl_efa.device_fake = true;
+        ompi_mtl_efa.device_how = MTL_EFA_DEVICE_FAKE;
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices", "device buffers: %s",
                                   p->test.device_blind
                                       ? "handed on uncopied (mtl_efa_debug_device_blind, a test "
@@ -45,6 +47,7 @@ bool ompi_mtl_efa_device_init(void) {
                                         "device)");
     } else if (NULL != backend && want_own) {
         ompi_mtl_efa.device_staging = true;
+        ompi_mtl_efa.device_how = MTL_EFA_DEVICE_OWN;
         accelerator_support = true;
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
                                   "device buffers: copied through the host by mtl_efa with Open "
@@ -57,9 +60,13 @@ bool ompi_mtl_efa_device_init(void) {
                                   "mtl_efa)",
                                   backend);
     } else if (MTL_EFA_CONVERTOR_COPIES_CUDA) {
+        /* 4.1 with CUDA: its convertor copies all but contiguous sends,
+         * which this MTL packs through the same convertor. */
+        ompi_mtl_efa.device_staging = true;
+        ompi_mtl_efa.device_how = MTL_EFA_DEVICE_CUDA41;
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
                                   "device buffers: copied through the host by Open MPI's "
-                                  "convertor (its CUDA support)%s",
+                                  "convertor with its CUDA support%s",
                                   want_own ? "; mtl_efa_device_buffers own needs Open MPI 5" : "");
     } else {
         /* Open MPI 4.1 without CUDA, or 5.0 with no accelerator component
@@ -74,17 +81,38 @@ bool ompi_mtl_efa_device_init(void) {
 
 void ompi_mtl_efa_device_fini(void) {
     ompi_mtl_efa.device_staging = false;
-    ompi_mtl_efa.device_fake = false;
 }
+
+static void copy_failed(const char *what, size_t len);
 
 /* Is a request's buffer device memory?  The fake's memory is asked of
  * the fake; otherwise Open MPI asked its accelerator when it prepared the
  * convertor (no driver call per message here). */
 static bool on_device(const struct opal_convertor_t *convertor, const void *buf, size_t len) {
-    if (ompi_mtl_efa.device_fake) {
+    if (MTL_EFA_DEVICE_FAKE == ompi_mtl_efa.device_how) {
         return efa_device_check(buf, len);
     }
     return MTL_EFA_CONVERTOR_ON_DEVICE(convertor);
+}
+
+/* 4.1 with CUDA: a contiguous device buffer the convertor handed on as it
+ * is, packed into host memory by that convertor (its CUDA copy). */
+static int pack_cuda41(struct opal_convertor_t *convertor, void **buffer, size_t length,
+                       bool *free_buffer) {
+    struct iovec iov = {malloc(length), length};
+    uint32_t count = 1;
+    size_t packed = length;
+    if (NULL == iov.iov_base) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    if (opal_convertor_pack(convertor, &iov, &count, &packed) < 0 || packed != length) {
+        copy_failed("a send's buffer to the host", length);
+        free(iov.iov_base);
+        return OMPI_ERROR;
+    }
+    *buffer = iov.iov_base;
+    *free_buffer = true;
+    return OMPI_SUCCESS;
 }
 
 /* Said once: a device copy failed (the device's error is in its own
@@ -102,6 +130,10 @@ int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **bu
                                    bool *free_buffer) {
     if (0 == length || !on_device(convertor, *buffer, length)) {
         return OMPI_SUCCESS;
+    }
+    if (MTL_EFA_DEVICE_CUDA41 == ompi_mtl_efa.device_how) {
+        /* (a buffer the convertor allocated is its host copy already) */
+        return *free_buffer ? OMPI_SUCCESS : pack_cuda41(convertor, buffer, length, free_buffer);
     }
     void *host = malloc(length);
     int rc = NULL == host ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
@@ -123,7 +155,9 @@ int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **bu
 }
 
 int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
-    if (0 == req->length || !on_device(req->convertor, req->buffer, req->length)) {
+    /* (4.1's convertor gives a CUDA receive a host buffer of its own) */
+    if (0 == req->length || MTL_EFA_DEVICE_CUDA41 == ompi_mtl_efa.device_how ||
+        !on_device(req->convertor, req->buffer, req->length)) {
         return OMPI_SUCCESS;
     }
     void *host = malloc(req->length);

@@ -24,7 +24,9 @@
  *
  * Options: -s MAX (default 4M); -P: no MPI_Mprobe (ofi_rxd claims another
  * message than the one its probe saw, shm's probe of a message not there
- * yet never completes: the runner passes it there); -w:
+ * yet never completes: the runner passes it there); -X: pairs of rank
+ * and rank^2 (4 processes on 2 pretend nodes of 2: each pair across
+ * them, while ANY_SOURCE receives also watch the rings); -w:
  * instead of all that, a window (MPI_Win_create) over device memory, which
  * btl_efa must refuse with an error, not take (tests/run-device-tests.sh,
  * under osc/rdma + btl_efa).
@@ -256,16 +258,18 @@ static void window_refused(void) {
 
 int main(int argc, char **argv) {
     size_t max = 4u << 20;
-    int opt, window = 0;
-    while ((opt = getopt(argc, argv, "s:Pw")) != -1) {
+    int opt, window = 0, across = 0;
+    while ((opt = getopt(argc, argv, "s:PwX")) != -1) {
         if ('s' == opt) {
             max = tu_parse_size(optarg);
         } else if ('P' == opt) {
             no_mprobe = 1;
         } else if ('w' == opt) {
             window = 1;
+        } else if ('X' == opt) {
+            across = 1;
         } else {
-            tu_usage("[-s MAX] [-P] [-w]", 1);
+            tu_usage("[-s MAX] [-P] [-w] [-X]", 1);
         }
     }
     tu_init(&argc, &argv, "device_buffers");
@@ -274,7 +278,7 @@ int main(int argc, char **argv) {
         window_refused();
         return 0;
     }
-    const int peer = tu_pair_partner();
+    const int peer = !across ? tu_pair_partner() : (tu_rank ^ 2) < tu_size ? tu_rank ^ 2 : -1;
     size_t tested = 0;
     if (peer >= 0) {
         static const size_t sizes[] = {0,     1,     8,      100,      4096,     8191,     8192,

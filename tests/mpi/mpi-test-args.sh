@@ -43,6 +43,7 @@ test_args() {
         # tests/mpi/mpi-known-defects.sh)
         local a=""
         [[ ${cfg%-netns} == cm-efa-rxd || $cfg == cm-efa-shm ]] && a="-P"
+        [[ $np == 4 ]] && a="$a -X" # (pairs across the 2 pretend nodes)
         [[ $q == 1 ]] && a="$a -s 1M"
         echo "$a"
         ;;

@@ -254,7 +254,8 @@ for cfg in $CONFIGS; do
         if [[ $t == device_buffers ]]; then
             [[ $cfg == cm-efa-* ]] || continue
             run_test "$t" "$t" "$cfg" 2 --mca common_efa_debug_fake_device 1 --mca common_efa_verbose 1
-            # (4 on 2 pretend nodes: the rings and the provider in one job)
+            # (4 on 2 pretend nodes, each pair across them: device data
+            # through the provider while ANY_SOURCE receives watch the rings)
             [[ $cfg == cm-efa-mixed ]] &&
                 run_test "$t" "$t" "$cfg" 4 --mca common_efa_debug_fake_device 1 --mca common_efa_verbose 1
             continue
