@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Prepares the GPU check's cargo on this machine (no GPU needed): the
+# components built against the GPU kit's Open MPI 5.0.10 and libfabric 2.6
+# (../shared/gpu-kit, its README), installed into .gpu/inst, and the kit's
+# tarball beside them in .gpu/.  The device tool then carries .gpu/ with
+# the checkout, and tests/gpu/run-gpu-check.sh runs there:
+#   tests/gpu/prepare-carry.sh [KIT_TARBALL]    (default ../shared/gpu-kit/kit.tar.xz)
+#   device: bash tests/gpu/run-gpu-check.sh -u .gpu/kit.tar.xz -c .gpu/inst/lib/openmpi -o $OUT
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+kit_tar=${1:-$top/../shared/gpu-kit/kit.tar.xz}
+[ -f "$kit_tar" ] || { echo "prepare-carry: no kit tarball at $kit_tar" >&2; exit 2; }
+cargo=$top/.gpu
+rm -rf "$cargo" && mkdir -p "$cargo/build"
+cp "$kit_tar" "$cargo/kit.tar.xz"
+# Unpacked where the check unpacks it on the device machine (/tmp/gpu-kit):
+# the components then find the same paths there.
+rm -rf /tmp/gpu-kit && tar -C /tmp -xJf "$kit_tar"
+find /tmp/gpu-kit -name '*.la' -delete # (they name the kit's build directories)
+# shellcheck source=/dev/null
+. /tmp/gpu-kit/env.sh
+cd "$cargo/build"
+"$top/configure" --with-ompi=/tmp/gpu-kit/ompi --with-libfabric=/tmp/gpu-kit/libfabric \
+    --prefix="$cargo/inst" >configure.out 2>&1 || { tail -20 configure.out; exit 1; }
+make -j"$(nproc)" install >make.out 2>&1 || { grep -E "error" -A3 make.out | head -30; exit 1; }
+cd "$top" && rm -rf "$cargo/build"
+du -sh "$cargo"
+echo "prepare-carry: $cargo ready (carry .gpu)"

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The GPU check (issue 31): device buffers over the components on a host
+# with an NVIDIA GPU, 2 processes on one node, side by side with Open MPI's
+# own paths in the same run, OSU 7.4 with validation (-c) and device
+# buffers on both sides (-d cuda D D).  Bounded to about 8 minutes.
+#
+#   tests/gpu/run-gpu-check.sh [-u KIT_TARBALL | -k KIT_DIR] -c COMPONENT_DIR [-o OUT] [-l]
+#     -u  the GPU kit's tarball, unpacked into /tmp (default .gpu/kit.tar.xz)
+#     -k  an unpacked kit (default /tmp/gpu-kit once unpacked)
+#     -c  our components built against the kit (tests/gpu/prepare-carry.sh:
+#         .gpu/inst/lib/openmpi)
+#     -o  where the logs and summary.md go (default /tmp/gpu-check)
+#     -l  list the runs, run nothing (no GPU needed)
+#
+# Runs (each its own mpirun, 60 s at most):
+#   pt2pt   osu_latency and osu_bw, 1 B to 4 MiB, over
+#           - pml cm + mtl_efa: on-node path (rings), provider path on
+#             tcp;ofi_rxm in both matching modes, shm provider; each with
+#             Open MPI copying device buffers (mtl_efa_device_buffers
+#             open-mpi, the default) and the on-node path with mtl_efa
+#             copying them (own);
+#           - pml ob1 + btl_efa (tcp;ofi_rxm);
+#           - the anchors: pml cm + mtl/ofi on tcp;ofi_rxm, pml ob1 + sm
+#             (host staging), pml ob1 + sm + smcuda (CUDA IPC).
+#   osc     osu_put_latency and osu_get_bw with windows in device memory
+#           (MPI_Win_create) over osc/rdma + btl_efa, which btl_efa refuses
+#           (the run must fail with its message, never crash), and over
+#           Open MPI's osc (the anchor).
+# summary.md: per run its exit, validation, the latency at 1 B, 64 KiB and
+# 4 MiB and the peak bandwidth.  Exit 0 when every run of ours validated
+# (or, for the refused windows, failed with btl_efa's message).
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+kit_tar=$top/.gpu/kit.tar.xz kit="" comp="" out=/tmp/gpu-check list=0
+while getopts "u:k:c:o:l" o; do
+    case $o in
+    u) kit_tar=$OPTARG ;;
+    k) kit=$OPTARG ;;
+    c) comp=$OPTARG ;;
+    o) out=$OPTARG ;;
+    l) list=1 ;;
+    *) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 2 ;;
+    esac
+done
+[ -n "$comp" ] || comp=$top/.gpu/inst/lib/openmpi
+if [ -z "$kit" ]; then
+    kit=/tmp/gpu-kit
+    if [ ! -f "$kit/env.sh" ] && [ $list = 0 ]; then
+        [ -f "$kit_tar" ] || { echo "run-gpu-check: no kit at $kit nor tarball $kit_tar" >&2; exit 2; }
+        tar -C /tmp -xJf "$kit_tar" && find "$kit" -name '*.la' -delete
+    fi
+fi
+if [ $list = 0 ]; then
+    # shellcheck source=/dev/null
+    . "$kit/env.sh"
+    if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L; then
+        echo "run-gpu-check: no GPU here" >&2
+        exit 2
+    fi
+    [ -f "$comp/mca_mtl_efa.so" ] || { echo "run-gpu-check: no mca_mtl_efa.so in $comp" >&2; exit 2; }
+    mkdir -p "$out"
+fi
+osu=${OSU_GPU:-$kit/osu/libexec/osu-micro-benchmarks/mpi}
+base=(-np 2 --bind-to core --mca mca_base_component_path "$kit/ompi/lib/openmpi:$comp")
+rxm=(--mca mtl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_provider_include "tcp;ofi_rxm")
+
+# name|ours(1/0)|mpirun arguments
+pt2pt_runs=(
+    "mtl_efa-onnode|1|--mca pml cm --mca mtl efa ${rxm[*]}"
+    "mtl_efa-onnode-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own"
+    "mtl_efa-rxm-provider|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching provider"
+    "mtl_efa-rxm-own-matching|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own"
+    "mtl_efa-shm|1|--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none"
+    "btl_efa-rxm|1|--mca pml ob1 --mca btl efa,self ${rxm[*]}"
+    "mtl_ofi-rxm|0|--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tcp;ofi_rxm"
+    "ob1-sm|0|--mca pml ob1 --mca btl sm,self"
+    "ob1-sm-smcuda|0|--mca pml ob1 --mca btl sm,smcuda,self"
+)
+osc_runs=(
+    "osc-rdma-btl_efa|1|--mca pml ob1 --mca btl efa,self --mca osc rdma ${rxm[*]}"
+    "osc-default|0|--mca pml ob1 --mca btl sm,smcuda,self"
+)
+
+fails=0
+# run NAME OURS BENCH ARGS... : one mpirun, its log in $out/NAME.BENCH.txt
+run() {
+    local name=$1 ours=$2 bench=$3 log
+    shift 3
+    log=$out/$name.$bench.txt
+    if [ $list = 1 ]; then
+        printf '%q ' timeout 60 mpirun "${base[@]}" "$@"
+        echo
+        return
+    fi
+    timeout -k 5 60 mpirun "${base[@]}" "$@" >"$log" 2>&1
+    echo "exit $?" >>"$log"
+    if [ "$ours" = 1 ] && { ! grep -q "^exit 0$" "$log" || grep -qi "validation fail" "$log"; }; then
+        fails=$((fails + 1))
+    fi
+}
+
+for r in "${pt2pt_runs[@]}"; do
+    IFS='|' read -r name ours args <<<"$r"
+    read -r -a a <<<"$args"
+    run "$name" "$ours" osu_latency "${a[@]}" --mca common_efa_verbose 1 \
+        "$osu/pt2pt/osu_latency" -c -d cuda -m 1:4194304 -i 200 -x 20 D D
+    run "$name" "$ours" osu_bw "${a[@]}" "$osu/pt2pt/osu_bw" -c -d cuda -m 1:4194304 -i 20 -x 4 D D
+done
+for r in "${osc_runs[@]}"; do
+    IFS='|' read -r name ours args <<<"$r"
+    read -r -a a <<<"$args"
+    for b in osu_put_latency osu_get_bw; do
+        # (btl_efa refuses device windows: for ours the run must fail with
+        # its message, never crash; counted below, not as a failure here)
+        run "$name" 0 "$b" "${a[@]}" "$osu/one-sided/$b" -d cuda -w create -m 1:1048576 D D
+        if [ $list = 0 ] && [ "$ours" = 1 ]; then
+            log=$out/$name.$b.txt
+            if grep -q "^exit 0$" "$log" && grep -qi "validation fail" "$log"; then
+                fails=$((fails + 1))
+            elif ! grep -q "^exit 0$" "$log" &&
+                { ! grep -q "btl_efa was offered device (GPU) memory" "$log" ||
+                    grep -qiE "segmentation fault|signal 11" "$log"; }; then
+                fails=$((fails + 1))
+            fi
+        fi
+    done
+done
+[ $list = 1 ] && exit 0
+
+# The summary: latency (us) at 1 B, 64 KiB, 4 MiB; peak bandwidth (MB/s).
+at() { awk -v s="$2" '$1 == s { print $2; exit }' "$1"; }
+peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' "$1"; }
+{
+    echo "# GPU check, $(date -u +%FT%TZ), $(nvidia-smi -L | head -1)"
+    echo
+    echo "| run | exit | validation | 1 B us | 64 KiB us | 4 MiB us | peak MB/s |"
+    echo "|---|---|---|---:|---:|---:|---:|"
+    for r in "${pt2pt_runs[@]}"; do
+        name=${r%%|*}
+        l=$out/$name.osu_latency.txt b=$out/$name.osu_bw.txt
+        v=ok
+        grep -qi "validation fail" "$l" "$b" && v=FAILED
+        echo "| $name | $(tail -n 1 "$l" | cut -d' ' -f2)/$(tail -n 1 "$b" | cut -d' ' -f2) | $v |" \
+            "$(at "$l" 1) | $(at "$l" 65536) | $(at "$l" 4194304) | $(peak "$b") |"
+    done
+    for r in "${osc_runs[@]}"; do
+        name=${r%%|*}
+        for b in osu_put_latency osu_get_bw; do
+            l=$out/$name.$b.txt
+            said=""
+            grep -q "btl_efa was offered device (GPU) memory" "$l" && said=" (btl_efa refused the window)"
+            echo "| $name $b | $(tail -n 1 "$l" | cut -d' ' -f2)$said | | $(at "$l" 1) | | | $(peak "$l") |"
+        done
+    done
+    echo
+    echo "$fails run(s) of ours failed"
+} | tee "$out/summary.md"
+[ $fails -eq 0 ]
