@@ -156,7 +156,8 @@ add_counts "$logdir/mpi-mtl-mixed-mrlocal.log" mpi-mtl-mixed-mrlocal
 echo "== MPI point-to-point over mtl_efa's own matching (rings and provider under one engine; rings off; arrivals swapped; FI_MR_LOCAL forced)"
 # (the variants with the rings off or on ofi_rxd at the smaller sizes of
 # --quick: every run stays, at about half the time)
-"$top/tests/mpi/run-mpi-tests.sh" $quick -c cm-efa-own-rxm 2>&1 | tee "$logdir/mpi-mtl-own.log"
+# (at the smaller sizes of --quick: the full sizes run on mpi-mtl's configurations)
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxm 2>&1 | tee "$logdir/mpi-mtl-own.log"
 add_counts "$logdir/mpi-mtl-own.log" mpi-mtl-own
 "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxd,cm-efa-own-rxm-noring 2>&1 |
     tee "$logdir/mpi-mtl-own-variants.log"
@@ -282,9 +283,16 @@ SOAK_BIN=$build/tests/soak/soak SOAK_LOG_DIR=$logdir/soak "$top/tests/soak.sh" -
     -c cm-rxd,cm-own-rxd,ob1-rxm 2>&1 | tee "$logdir/soak.log"
 add_counts "$logdir/soak.log" soak
 echo "== several hosts: a rank killed mid-transfer, a host cut off (the job must end, naming the peer)"
+# (every scenario on one configuration per matching path and on btl_efa;
+# the kill and the partition on the others)
 PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss \
-    "$top/tests/netns/peer-loss.sh" 2>&1 | tee "$logdir/peer-loss.log"
+    "$top/tests/netns/peer-loss.sh" -c cm-rxd,cm-own-rxm,cm-direct-rxd,ob1-rxm 2>&1 |
+    tee "$logdir/peer-loss.log"
 add_counts "$logdir/peer-loss.log" peer-loss
+PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-more \
+    "$top/tests/netns/peer-loss.sh" -c cm-rxm,cm-own-rxd,ob1-rxd kill partition 2>&1 |
+    tee "$logdir/peer-loss-more.log"
+add_counts "$logdir/peer-loss-more.log" peer-loss-more
 # Blocking probes under pml cm (pml ob1's are btl_efa's watch, as its
 # receives): both matching paths, both providers.
 echo "== several hosts: survivors in MPI_Probe on a partitioned peer (the probe must fail)"

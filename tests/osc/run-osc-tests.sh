@@ -159,9 +159,10 @@ config_nps() {
         echo "${nps[*]}"
     elif [[ $1 == *-mrlocal ]]; then
         echo "2 3"
-    elif [[ $1 == *-*-* ]]; then
-        # a mode changes how put/get travel, not how many peers there are:
-        # 2 processes (the plain configs take 4 as well)
+    elif [[ $1 == *-*-* || $1 == ob1-rxd || $1 == cm-rxd || $1 == cm-shm ]]; then
+        # a mode (or another provider) changes how put/get travel, not how
+        # many peers there are: 2 processes (ob1-rxm, ob1-shm and cm-rxm
+        # take 4 as well)
         echo "2"
     else
         echo "2 4"
