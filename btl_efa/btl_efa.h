@@ -59,6 +59,8 @@ BEGIN_C_DECLS
 /* Requests through the rings that may be taken back, in flight at once
  * (btl_efa_ring_rma.c); more go by single copy meanwhile. */
 #define EFA_BTL_RING_RMA_RECS 64
+/* Atomics in flight through the rings (btl_efa_ring_atomic.c). */
+#define EFA_BTL_RING_ATOMIC_RECS 64
 
 /* Self-contained registration handle: osc/rdma copies it to the peers
  * (layout and meaning in common/efa_rma.h). */
@@ -200,12 +202,14 @@ typedef struct mca_btl_efa_module {
      * request reaches them or their memory any more. */
     volatile bool finalizing;
     /* One-sided operations in flight, all endpoints (atomic): each path
-     * (btl_efa_native.c, btl_efa_emul.c) counts its own. */
+     * (native, emul, ring_atomic) counts its own. */
     volatile int32_t outstanding;
-    /* Requests refused (for the first few, a warning): the emulated target
-     * (btl_efa_emul.c) and the native path (btl_efa_native.c) count them in
-     * one, so that the warnings of both stop together. */
+    /* Requests refused (the first few warned of): btl_efa_emul_target.c and
+     * btl_efa_native.c count them in one, so that both stop warning alike. */
     int refused;
+    /* Calls of the component's progress (btl_efa_progress.c), and their
+     * count when the last flush returned (btl_efa_rdma.c); relaxed atomics. */
+    unsigned progress_calls, flush_calls;
     /* btl_efa_procs.c (module lock); btl_efa_module.c clears it at finalize */
     struct {
         int net_interest;    /* endpoints holding an interest in the core (net_interest) */
@@ -339,6 +343,21 @@ typedef struct mca_btl_efa_module {
         } recs[EFA_BTL_RING_RMA_RECS];
         volatile int64_t sent, taken_back; /* counters (atomic) */
     } ring_rma;
+    /* btl_efa_ring_atomic.c: a record per atomic in peers' rings (lock). */
+    struct {
+        int active, free_head; /* records in use; the first free one (-1: none) */
+        uint64_t seq;          /* of the records' ids */
+        struct efa_btl_ring_atomic_rec {
+            uint64_t id;     /* the operation's id; 0: free */
+            uint32_t *claim; /* its claim word in the peer's ring slot */
+            uint64_t pos;    /* the outbox's committed count after it */
+            mca_btl_efa_endpoint_t *endpoint;
+            efa_btl_rdma_cb_t cb;
+            double first_seen;   /* 0 until an expiry check sees it */
+            int size, next_free; /* 4 or 8 bytes; the next free record */
+        } recs[EFA_BTL_RING_ATOMIC_RECS];
+        int64_t sent;
+    } ring_atomic;
     /* btl_efa_watch.c: the sweeps, every period s (0: no peer deadline),
      * from the core's deadline tick (one thread at a time, no lock). */
     struct {

@@ -72,11 +72,22 @@ void mca_btl_efa_emul_fini(mca_btl_efa_module_t *btl);
 /* Fail the emulated requests that went unanswered for btl_efa_rma_timeout;
  * returns how many. */
 int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl);
-/* What btl_efa_recv.c hands over: a peer's request (executed unless
- * refused, and answered either way; claim: its claim word in a ring slot,
- * NULL when it cannot be taken back), an answer to one of ours. */
-void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, const efa_btl_hdr_t *hdr,
-                                 const efa_btl_rma_t *rma, const void *payload, uint32_t *claim);
+/* btl_efa_emul_target.c: execute one request of process src against this
+ * process's memory, after checking it against this process's own table of
+ * registrations (also the initiator's path for its own memory).  put: copy
+ * 'in' to the target; get: copy the target to 'out'; atomic: *result = the
+ * old value.  Returns an OPAL status; nothing is touched unless the check
+ * passed.  The checks and the execution are common's (efa_emul_target.h);
+ * this adds the job's atomic mode and the words to the user. */
+int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
+                             const efa_btl_rma_t *rma, const void *in, void *out, uint64_t *result);
+/* What btl_efa_recv.c hands over: a peer's request (ep: its sender, NULL
+ * when unknown; executed unless refused, and answered either way; claim:
+ * its claim word in a ring slot, NULL when it cannot be taken back), an
+ * answer to one of ours. */
+void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                 const efa_btl_hdr_t *hdr, const efa_btl_rma_t *rma,
+                                 const void *payload, uint32_t *claim);
 void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
                                   const void *payload, size_t len);
 

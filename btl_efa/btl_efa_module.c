@@ -66,6 +66,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
                         (int)btl->outstanding, (int)btl->send.posted);
     mca_btl_efa_cma_fini(btl);
     mca_btl_efa_ring_rma_fini(btl);
+    mca_btl_efa_ring_atomic_fini(btl);
     mca_btl_efa_reg_fini(btl);
     mca_btl_efa_emul_fini(btl);
     mca_btl_efa_native_fini(btl);
@@ -134,6 +135,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     }
     mca_btl_efa_emul_setup(btl);
     mca_btl_efa_ring_rma_setup(btl);
+    mca_btl_efa_ring_atomic_setup(btl);
     mca_btl_efa_native_setup(btl);
     btl->send.inject_max = efa_core_get_info(core)->inject_size;
     /* In-place sends gather two buffers; below the provider's inject size

@@ -27,9 +27,8 @@ int mca_btl_efa_component_progress(void) {
      * thread: relaxed atomics, a load and a store (not a locked add: only
      * how often the look happens depends on it, and a lost count does not
      * matter). */
-    static unsigned calls;
-    const unsigned call = __atomic_load_n(&calls, __ATOMIC_RELAXED) + 1;
-    __atomic_store_n(&calls, call, __ATOMIC_RELAXED);
+    const unsigned call = __atomic_load_n(&btl->progress_calls, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&btl->progress_calls, call, __ATOMIC_RELAXED);
     /* Requests in peers' rings that may be waiting for a busy target. */
     if (OPAL_UNLIKELY(0 != __atomic_load_n(&btl->ring_rma.active, __ATOMIC_RELAXED)) &&
         0 == (call & 63)) {

@@ -165,7 +165,7 @@ deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ri
     case EFA_BTL_WIRE_REQUEST:
         /* A request its initiator may take back (btl_efa_ring_rma.c) is
          * started only once this side has taken it, in the slot itself. */
-        mca_btl_efa_emul_on_request(btl, hdr, &msg.rma, msg.payload,
+        mca_btl_efa_emul_on_request(btl, ep, hdr, &msg.rma, msg.payload,
                                     via_ring && EFA_BTL_CLAIM_NONE != msg.rma.claim
                                         ? efa_btl_wire_claim_word((void *)buf)
                                         : NULL);

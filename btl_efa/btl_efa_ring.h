@@ -38,6 +38,20 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                          const efa_btl_rdma_args_t *a);
 /* Take back the requests no target started within the wait (progress). */
 void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl);
+/* btl_efa_ring_atomic.c: an emulated atomic to a process of this node
+ * written into its ring (OPAL_ERR_NOT_AVAILABLE: not this way; the caller
+ * takes the general emulated path). */
+void mca_btl_efa_ring_atomic_setup(mca_btl_efa_module_t *btl);
+void mca_btl_efa_ring_atomic_fini(mca_btl_efa_module_t *btl); /* its count, said at verbosity 1 */
+int mca_btl_efa_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            const efa_btl_rdma_args_t *a);
+/* An answer: false when it is not for an atomic of this file (the general
+ * path's); otherwise the atomic completes, or the answer is dropped when
+ * it names no record in flight. */
+bool mca_btl_efa_ring_atomic_answered(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma);
+/* Fail the atomics unanswered for limit seconds (their requests cancelled
+ * if not started); returns how many.  From mca_btl_efa_emul_expire. */
+int mca_btl_efa_ring_atomic_expire(mca_btl_efa_module_t *btl, double now, double limit);
 /* Does a message of len bytes (header included) to ep go through its ring?
  * Attaches the ring on first use. */
 static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "efa_emul_target.h"
+#include "spin_mutex.hpp"
 
 namespace efa {
 
@@ -19,13 +20,18 @@ class EmulTarget {
     void remove(uint64_t key);
     size_t size();
 
-    // Hands every owner still registered to fn and empties the table.
+    // Hands every owner still registered to fn (outside the lock: fn may
+    // release registrations) and empties the table.
     template <typename Fn> void drain(Fn fn) {
-        std::lock_guard<std::mutex> g(mu_);
-        for (auto &kv : regs_) {
+        std::unordered_map<uint64_t, Entry> left;
+        {
+            std::lock_guard<SpinMutex> g(mu_);
+            left.swap(regs_);
+            last_ = nullptr;
+        }
+        for (auto &kv : left) {
             fn(kv.second.owner);
         }
-        regs_.clear();
     }
 
     efa_emul_verdict_t execute(uint8_t type, const efa_btl_rma_t &rma, const void *in, void *out,
@@ -40,9 +46,13 @@ class EmulTarget {
     // verdict why none does; mu_ is held.
     efa_emul_verdict_t check(uint64_t key, uint64_t addr, uint64_t len, uint32_t access) const;
 
-    // Held while a request executes, so a deregistration waits for it.
-    std::mutex mu_;
+    // Held while a request executes, so a deregistration waits for it
+    // (an execution is a check and a copy of at most a chunk: a spin).
+    SpinMutex mu_;
     std::unordered_map<uint64_t, Entry> regs_;
+    // The entry check last found by key (cleared by every change of
+    // regs_); mu_ is held.
+    mutable const Entry *last_ = nullptr;
 };
 
 } // namespace efa

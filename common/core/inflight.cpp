@@ -2,6 +2,7 @@
 #include "inflight.hpp"
 
 #include <cerrno>
+#include <mutex>
 #include <new>
 
 #include "efa_inflight.h"
@@ -13,23 +14,7 @@ namespace {
 // Slots of a new table: room for a window of operations without a growth.
 constexpr size_t kFirstSlots = 64;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
-
 } // namespace
-
-Inflight::Lock::Lock(std::atomic<bool> &f) : f_(f) {
-    while (f_.exchange(true, std::memory_order_acquire)) {
-        while (f_.load(std::memory_order_relaxed)) {
-            cpu_relax();
-        }
-    }
-}
 
 Inflight::Entry *Inflight::find(uint64_t id) {
     if (slots_.empty()) {
@@ -93,7 +78,7 @@ int Inflight::add(uint64_t id, void *op, double now) {
     if (nullptr == op) {
         return -EEXIST; // a free slot's mark, not an operation
     }
-    Lock g(locked_);
+    std::lock_guard<SpinMutex> g(lock_);
     if (nullptr != find(id)) {
         return -EEXIST;
     }
@@ -111,7 +96,7 @@ int Inflight::add(uint64_t id, void *op, double now) {
 }
 
 void *Inflight::claim(uint64_t id, double now) {
-    Lock g(locked_);
+    std::lock_guard<SpinMutex> g(lock_);
     Entry *e = find(id);
     if (nullptr == e || e->over) {
         return nullptr;
@@ -122,7 +107,7 @@ void *Inflight::claim(uint64_t id, double now) {
 }
 
 bool Inflight::release(uint64_t id, bool over) {
-    Lock g(locked_);
+    std::lock_guard<SpinMutex> g(lock_);
     Entry *e = find(id);
     if (nullptr == e || e->claims <= 0) {
         return false; // not claimed: a caller's bug, and nothing to complete
@@ -136,7 +121,7 @@ bool Inflight::release(uint64_t id, bool over) {
 }
 
 size_t Inflight::expire(double now, double limit, void **out, size_t max) {
-    Lock g(locked_);
+    std::lock_guard<SpinMutex> g(lock_);
     size_t n = 0;
     for (size_t i = 0; i < slots_.size() && n < max;) {
         const Entry &e = slots_[i];
@@ -153,7 +138,7 @@ size_t Inflight::expire(double now, double limit, void **out, size_t max) {
 }
 
 size_t Inflight::size() {
-    Lock g(locked_);
+    std::lock_guard<SpinMutex> g(lock_);
     return used_;
 }
 

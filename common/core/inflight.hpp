@@ -11,10 +11,11 @@
 // growth allocates, and that happens while the table warms up).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "spin_mutex.hpp"
 
 namespace efa {
 
@@ -35,22 +36,11 @@ class Inflight {
         int claims;  // callers that may touch op now
         bool over;   // no claim finds it; the last release completes it
     };
-    class Lock {
-      public:
-        explicit Lock(std::atomic<bool> &f);
-        ~Lock() { f_.store(false, std::memory_order_release); }
-        Lock(const Lock &) = delete;
-        Lock &operator=(const Lock &) = delete;
-
-      private:
-        std::atomic<bool> &f_;
-    };
-
     Entry *find(uint64_t id);
     void erase(Entry *e);
     bool grow();
 
-    std::atomic<bool> locked_{false};
+    SpinMutex lock_;
     std::vector<Entry> slots_; // a power of two long, at most half full
     size_t used_ = 0;
 };

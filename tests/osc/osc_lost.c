@@ -2,9 +2,10 @@
  * Lost answers: run with --mca btl_efa_debug_lose_answers 1 (the target
  * drops its answers) or 2 (it sends them naming a request never issued)
  * and a short --mca btl_efa_rma_timeout T, on a configuration whose
- * put/get the target executes (emulated).  A put and a get of rank 0 to
- * rank 1 must then fail (not hang, not crash) within a few T, and a later
- * flush must return.  Prints "OK lost <seconds>" from rank 0.
+ * put/get the target executes (emulated).  An atomic, a put and a get of
+ * rank 0 to rank 1 must then fail (not hang, not crash) within a few T
+ * (the atomic's failure is said, osc/rdma does not return it), and a
+ * later flush must return.  Prints "OK lost <seconds>" from rank 0.
  */
 #include "osc_util.h"
 
@@ -39,6 +40,12 @@ int main(int argc, char **argv) {
         MPI_Request req;
         /* NOCHECK: no lock traffic, whose atomics would be lost too. */
         OU_MPI(MPI_Win_lock_all(MPI_MODE_NOCHECK, win));
+        /* First an atomic (on one node straight through the target's
+         * ring, btl_efa_ring_atomic.c): osc/rdma does not pass its failure
+         * on, but it must come back, not hang. */
+        int64_t one = 1, old = -1;
+        (void)MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 1, 0, MPI_SUM, win);
+        (void)MPI_Win_flush(1, win);
         OU_MPI(MPI_Rput(buf, sizeof(buf), MPI_BYTE, 1, 0, sizeof(buf), MPI_BYTE, win, &req));
         OU_CHECK(MPI_SUCCESS != wait_err(&req), "a put whose answer was lost succeeded");
         OU_MPI(MPI_Rget(buf, sizeof(buf), MPI_BYTE, 1, 0, sizeof(buf), MPI_BYTE, win, &req));

@@ -270,10 +270,10 @@ for cfg in "${configs[@]}"; do
                 ;;
             lost)
                 # The target loses its answers (btl_efa_debug_lose_answers 1:
-                # dropped, 2: naming a request never issued): put and get
-                # must fail after btl_efa_rma_timeout (2 s), flush return,
-                # nothing crash.  Emulated configs only (elsewhere put/get
-                # take no answers); 2 ranks.
+                # dropped, 2: naming a request never issued): an atomic, a
+                # put and a get must fail after btl_efa_rma_timeout (2 s),
+                # flush return, nothing crash.  Emulated configs only
+                # (elsewhere put/get take no answers); 2 ranks.
                 [[ $cfg == *-emul ]] && [ "$np" = "${cfg_nps[0]}" ] || continue
                 for how in 1 2; do
                     out=$log/$t$how.$cfg.2.out ok=0
@@ -281,7 +281,8 @@ for cfg in "${configs[@]}"; do
                     run "$t$how" "$cfg" 2 -- $args --mca btl_efa_rma_timeout 2 \
                         --mca btl_efa_debug_lose_answers $how "$bin/osc_lost"
                     [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK lost" "$out" &&
-                        grep -q "got no answer for 2 s" "$out" && ok=1
+                        grep -q "one-sided put .*got no answer for 2 s" "$out" &&
+                        grep -q "one-sided atomic .*got no answer for 2 s" "$out" && ok=1
                     if [ $how = 2 ] && ! grep -q "an answer for no request in flight" "$out"; then
                         ok=0
                     fi
@@ -404,10 +405,17 @@ for cfg in "${configs[@]}"; do
                     grep -q "btl:efa: one-sided operations in use" "$out" &&
                     ! grep -q "^FAIL" "$out" && ok=1
                 # btl_efa's on-node channel carried the atomics (or must
-                # not have; mtl_efa's rings carry pml cm's messages).
+                # not have; mtl_efa's rings carry pml cm's messages), as
+                # requests written straight into the ring where they are
+                # emulated (btl_efa_ring_atomic.c).
                 if [ "$t" = atomics ] && [ $ok = 1 ]; then
                     if ring_used "$cfg"; then
                         grep -q "btl:efa: on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
+                        if [[ $cfg != *-native ]] &&
+                            ! grep -q "btl:efa: atomics through on-node rings: [1-9]" "$out"; then
+                            ok=0
+                            echo "    (no atomic went straight through a ring)"
+                        fi
                     else
                         ! grep -q "btl:efa: on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
                     fi
