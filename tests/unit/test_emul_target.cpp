@@ -128,6 +128,42 @@ TEST(EmulTarget, RemovedRegistrationIsRefused) {
     EXPECT_EQ(0, mem[0]);
 }
 
+// The registration a request found last is remembered (a peer's requests
+// on one window name one key after another): it must be forgotten with
+// the table's changes, and a miss must still search the table.
+TEST(EmulTarget, TheLastRegistrationFoundFollowsTheTable) {
+    Table tb;
+    std::vector<uint8_t> mem(32, 0), other(32, 0);
+    efa_rma_handle_t h = handle(mem.data(), mem.size(), 9, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &h, nullptr));
+    efa_btl_rma_t put = request(mem.data(), 4, 9);
+    ASSERT_EQ(EFA_EMUL_DONE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, "abcd", nullptr, nullptr));
+    // removed after use: refused, nothing written
+    efa_emul_table_remove(tb.t, 9);
+    mem[0] = 0;
+    EXPECT_EQ(EFA_EMUL_NO_SUCH_REG,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, "wxyz", nullptr, nullptr));
+    EXPECT_EQ(0, mem[0]);
+    // the same key again, read only: the new access decides
+    efa_rma_handle_t ro = handle(mem.data(), mem.size(), 9, EFA_BTL_WIRE_ACCESS_REMOTE_READ);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &ro, nullptr));
+    efa_btl_rma_t get = request(mem.data(), 4, 9);
+    char out[4];
+    ASSERT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_GET, &get, nullptr, out, nullptr));
+    EXPECT_EQ(EFA_EMUL_NO_ACCESS,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, "wxyz", nullptr, nullptr));
+    EXPECT_EQ(0, mem[0]);
+    // the remembered key names another range: the table still serves it
+    efa_rma_handle_t o = handle(other.data(), other.size(), 10, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &o, nullptr));
+    ASSERT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_GET, &get, nullptr, out, nullptr));
+    efa_btl_rma_t elsewhere = request(other.data() + 8, 4, 9);
+    EXPECT_EQ(EFA_EMUL_DONE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &elsewhere, "efgh", nullptr, nullptr));
+    EXPECT_EQ(0, std::memcmp(other.data() + 8, "efgh", 4));
+}
+
 struct AtomicCase {
     uint32_t op;
     int64_t start, a, b, after;
