@@ -162,14 +162,14 @@ typedef struct efa_btl_frag {
     int inner_count;
 } efa_btl_frag_t;
 
-/* What ending a one-sided operation hands back to its caller: the upper
- * layer's callback and what that callback is told.  Kept whole from the
- * entry point (btl_efa_rdma.c) to whichever path finishes the operation. */
+/* What ending a one-sided operation hands back to its caller, kept whole
+ * from the entry point (btl_efa_rdma.c) to whichever path finishes it. */
 typedef struct efa_btl_rdma_cb {
     void *local_address;
     struct mca_btl_base_registration_handle_t *local_handle;
     mca_btl_base_rdma_completion_fn_t cbfunc; /* osc/rdma may pass none and rely on flush */
     void *cbcontext, *cbdata;
+    bool local_device; /* local_address is device memory (decided once, in rdma()) */
 } efa_btl_rdma_cb_t;
 
 /* One one-sided operation as the entry points received it: the paths

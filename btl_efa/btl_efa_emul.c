@@ -27,6 +27,48 @@
 
 #include "opal/util/output.h"
 
+/* The initiator's buffer may be device memory (cb.local_device, decided
+ * by rdma(), which sends every such operation here): then only the
+ * device's copy touches it. */
+static int copy_local(bool device, void *dst, const void *src, size_t n) {
+    if (OPAL_UNLIKELY(device)) {
+        return 0 == efa_device_copy(dst, src, n) ? OPAL_SUCCESS : OPAL_ERROR;
+    }
+    memcpy(dst, src, n);
+    return OPAL_SUCCESS;
+}
+
+/* A put or get of this process's own memory from or into a device
+ * buffer: through a host buffer of one chunk, the window being host or
+ * device memory. */
+static int self_from_device(mca_btl_efa_module_t *btl, int type, const efa_btl_rma_t *whole,
+                            uint8_t *local) {
+    const size_t chunk = btl->emul.chunk;
+    uint8_t *bounce = malloc(chunk);
+    if (NULL == bounce) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    efa_btl_rma_t rma = *whole;
+    uint64_t result = 0;
+    int status = OPAL_SUCCESS;
+    for (uint64_t off = 0; off < whole->len && OPAL_SUCCESS == status; off += chunk) {
+        rma.addr = whole->addr + off;
+        rma.len = whole->len - off < chunk ? whole->len - off : chunk;
+        if (EFA_BTL_MSG_PUT == type) {
+            status = copy_local(true, bounce, local + off, rma.len);
+        }
+        if (OPAL_SUCCESS == status) {
+            status =
+                mca_btl_efa_emul_execute(btl, type, btl->my_name, &rma, bounce, bounce, &result);
+        }
+        if (OPAL_SUCCESS == status && EFA_BTL_MSG_GET == type) {
+            status = copy_local(true, local + off, bounce, rma.len);
+        }
+    }
+    free(bounce);
+    return status;
+}
+
 /* Requests kept for the next operations (emul.free_reqs, under the module
  * lock): an atomic or small put/get of one node is a few hundred
  * instructions, and malloc and free took as many again. */
@@ -185,7 +227,8 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
             if (!efa_btl_wire_get_answer_fits(len, rma->len, rma->offset, req->size)) {
                 status = OPAL_ERR_BAD_PARAM;
             } else if (len) {
-                memcpy((uint8_t *)req->cb.local_address + rma->offset, payload, len);
+                status = copy_local(req->cb.local_device,
+                                    (uint8_t *)req->cb.local_address + rma->offset, payload, len);
             }
         } else if (EFA_BTL_MSG_ATOMIC == req->type && req->cb.local_address) {
             if (4 == req->size) {
@@ -324,6 +367,8 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                         memcpy(local_address, &result, 8);
                     }
                 }
+            } else if (OPAL_UNLIKELY(a->cb.local_device)) {
+                status = self_from_device(btl, type, &rma, local_address);
             } else {
                 status = mca_btl_efa_emul_execute(btl, type, btl->my_name, &rma, local_address,
                                                   local_address, &result);
@@ -376,8 +421,10 @@ static int issue_chunk(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, int i
     size_t payload = 0;
     if (EFA_BTL_MSG_PUT == type) {
         payload = n;
-        if (n) {
-            memcpy(r + 1, (const uint8_t *)req->cb.local_address + off, n);
+        if (n && OPAL_SUCCESS != copy_local(req->cb.local_device, r + 1,
+                                            (const uint8_t *)req->cb.local_address + off, n)) {
+            mca_btl_efa_frag_return(btl, frag);
+            return OPAL_ERROR;
         }
     }
     hdr->len = (uint32_t)payload;

@@ -63,7 +63,10 @@ static int status_of(efa_emul_verdict_t v) {
     case EFA_EMUL_DONE:
         return OPAL_SUCCESS;
     case EFA_EMUL_UNSUPPORTED_OP:
+    case EFA_EMUL_DEVICE_ATOMIC:
         return OPAL_ERR_NOT_SUPPORTED;
+    case EFA_EMUL_DEVICE_COPY_FAILED:
+        return OPAL_ERROR;
     case EFA_EMUL_MISALIGNED:
         return OPAL_ERR_BAD_PARAM;
     default:
@@ -86,7 +89,21 @@ int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
     }
     const efa_emul_verdict_t v =
         efa_emul_execute(btl->reg.table, (uint8_t)type, rma, in, out, result);
-    if (EFA_EMUL_DONE != v) {
+    if (EFA_EMUL_DONE == v) {
+        return OPAL_SUCCESS;
+    }
+    if (EFA_EMUL_DEVICE_ATOMIC == v || EFA_EMUL_DEVICE_COPY_FAILED == v) {
+        /* Not a wrong request: a limit of this path, or the device's
+         * error (the range's bytes are then the device's to say). */
+        static bool said[2] = {false, false};
+        const int k = EFA_EMUL_DEVICE_COPY_FAILED == v;
+        if (!said[k]) {
+            said[k] = true;
+            opal_output(0, "btl:efa: a %s of %llu bytes at 0x%llx in device memory fails: %s",
+                        mca_btl_efa_emul_type_name(type), (unsigned long long)rma->len,
+                        (unsigned long long)rma->addr, efa_emul_verdict_text(v));
+        }
+    } else {
         uint64_t len = rma->len;
         if (atomic) {
             (void)efa_btl_wire_atomic_extent(rma->addr, rma->flags, &len);

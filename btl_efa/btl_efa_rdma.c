@@ -10,8 +10,8 @@
  *    (btl_efa_native.c);
  *  - otherwise as requests the target executes (the emulated protocol,
  *    btl_efa_emul.h), which is also how the process's own memory, a
- *    process of another job and an operation outside the handle it came
- *    with are served.
+ *    process of another job, an operation outside the handle it came
+ *    with and device (GPU) memory on either side are served.
  *
  * The paths complete operations through the caller's completion callback
  * and never call back into this file.  Registrations: btl_efa_reg.c.
@@ -57,6 +57,24 @@ static void note_uncovered(int type, uint64_t remote_address, size_t size) {
     }
 }
 
+/* An atomic on a window in device memory, or with its result to go into
+ * device memory: refused (no CPU atomic or store reaches device memory,
+ * and a copy, an operation and a copy back would not be atomic).
+ * osc/rdma then does it under its own lock of the target with a get and a
+ * put, which this BTL carries; said once at verbosity 1. */
+static int refuse_device_atomic(const efa_btl_rdma_args_t *a) {
+    static bool said = false;
+    if (!said) {
+        said = true;
+        /* the test harness looks for this line */
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an atomic on device memory (0x%llx, %zu bytes) refused: "
+                            "the layer above does it by get and put, or fails it",
+                            (unsigned long long)a->remote_address, a->size);
+    }
+    return OPAL_ERR_NOT_SUPPORTED;
+}
+
 static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_rdma_args_t *a) {
     if (NULL == a->remote_handle) {
         return OPAL_ERR_BAD_PARAM;
@@ -81,6 +99,17 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
         efa_rma_handle_intact(&snap.rma) && efa_rma_in_range(&snap.rma, a->remote_address, a->size);
     if (!covered) {
         note_uncovered(a->type, a->remote_address, a->size);
+    }
+    /* Device memory on either side: a device window is reached only by
+     * its owner's copy, a device buffer here only by this process's; the
+     * rings, the single copy and a provider's host MR would touch it with
+     * the CPU or the kernel.  Both as requests the target executes.  (One
+     * predicted branch where no device backend is installed.) */
+    if (OPAL_UNLIKELY((snap.rma.flags & EFA_RMA_HANDLE_DEVICE) | efa_device_on)) {
+        a->cb.local_device = efa_device_on && efa_device_check(a->cb.local_address, a->size);
+        if ((snap.rma.flags & EFA_RMA_HANDLE_DEVICE) || a->cb.local_device) {
+            return mca_btl_efa_emul_rdma(btl, ep, a);
+        }
     }
     /* Another process of this node: a small one as a request in its ring
      * that can be taken back (answered faster than a system call), else
@@ -121,6 +150,14 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl
     }
     a->type = EFA_BTL_MSG_ATOMIC;
     a->size = (a->aflags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+    /* (the target refuses them too, through the callback, where the
+     * handle does not cover the range: this refuses at once, which is what
+     * makes osc/rdma take its get-and-put path) */
+    if (OPAL_UNLIKELY((a->remote_handle->rma.flags & EFA_RMA_HANDLE_DEVICE) | efa_device_on) &&
+        ((a->remote_handle->rma.flags & EFA_RMA_HANDLE_DEVICE) ||
+         (NULL != a->cb.local_address && efa_device_check(a->cb.local_address, a->size)))) {
+        return refuse_device_atomic(a);
+    }
     if (!btl->mode.native_atomics) {
         /* Another process of this node: straight into its ring (which
          * reads the handle's key once, and nothing else of it). */
@@ -140,7 +177,7 @@ static efa_btl_rdma_cb_t cb_of(void *local_address,
                                struct mca_btl_base_registration_handle_t *local_handle,
                                mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                                void *cbdata) {
-    efa_btl_rdma_cb_t cb = {local_address, local_handle, cbfunc, cbcontext, cbdata};
+    efa_btl_rdma_cb_t cb = {local_address, local_handle, cbfunc, cbcontext, cbdata, false};
     return cb;
 }
 

@@ -36,14 +36,21 @@ static uint64_t fi_access_of(uint32_t flags) {
     return access;
 }
 
-/* Device (GPU) memory offered for one-sided operations: refused, said
- * once per process (osc/rdma's window then fails, not the process). */
-static void refuse_device_memory(const void *addr, size_t size) {
+/* Device (GPU) memory offered for one-sided operations (a window, ob1's
+ * RDMA): registered without an MR and marked, so that no path touches it
+ * with the CPU or the kernel.  Every put and get on it goes to this
+ * process as a request, executed with the device's copy (the core's
+ * emulated target); atomics on it are refused.  Said once per process. */
+static void note_device_memory(const void *addr, size_t size) {
     static bool said = false;
     if (!said) {
         said = true;
-        mca_common_efa_show_help("help-btl-efa.txt", "device-memory", true,
-                                 opal_process_info.nodename, size, addr, efa_device_name());
+        /* the test harness looks for this line */
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: device memory registered (%zu bytes at %p, %s): its puts and "
+                            "gets are executed by this process with the device's copy, atomics on "
+                            "it are refused",
+                            size, addr, efa_device_name());
     }
 }
 
@@ -53,20 +60,22 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
                          uint32_t flags) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     (void)endpoint;
-    if (OPAL_UNLIKELY(efa_device_on) && efa_device_check(addr, size)) {
-        /* Every path of this BTL (single copy, rings, the emulated target,
-         * a provider without FI_HMEM) would touch it with the CPU. */
-        refuse_device_memory(addr, size);
-        return NULL;
-    }
+    /* The single copy, the rings' copies and a provider asked for host
+     * memory would all touch device memory with the CPU or the kernel. */
+    const bool device = OPAL_UNLIKELY(efa_device_on) && efa_device_check(addr, size);
     mca_btl_efa_mode_ready(btl); /* whether peers will need a provider MR */
     efa_btl_reg_t *reg = calloc(1, sizeof(*reg));
     if (NULL == reg) {
         return NULL;
     }
+    if (OPAL_UNLIKELY(device)) {
+        note_device_memory(addr, size);
+        reg->handle.rma.flags |= EFA_RMA_HANDLE_DEVICE;
+    }
     /* The emulated path needs no MR (the target copies), the native one
      * does: peers name it by key. */
-    if ((btl->mode.native_put || btl->mode.native_get || btl->mode.native_atomics) && size > 0) {
+    if ((btl->mode.native_put || btl->mode.native_get || btl->mode.native_atomics) && size > 0 &&
+        !device) {
         int err = 0;
         reg->mr = efa_core_mr_acquire(btl->core, addr, size, fi_access_of(flags), &err);
         if (NULL == reg->mr) {
@@ -87,7 +96,8 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
     reg->handle.rma.base = (uint64_t)(uintptr_t)addr;
     reg->handle.rma.len = size;
     reg->handle.rma.access = flags;
-    reg->handle.rma.owner_pid = btl->cma.my_pid; /* 0 unless single copy is on */
+    /* 0 unless single copy is on; never for device memory */
+    reg->handle.rma.owner_pid = device ? 0 : btl->cma.my_pid;
     OPAL_THREAD_LOCK(&btl->lock);
     reg->handle.rma.key = ++btl->reg.next_key;
     OPAL_THREAD_UNLOCK(&btl->lock);

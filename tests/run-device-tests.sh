@@ -5,8 +5,9 @@
 #     the fake's memory must crash the job, on the rings and on the
 #     provider path: device_buffers passing elsewhere is then the copies'
 #     doing, not the fake's leniency;
-#   - a window (osc/rdma over btl_efa) in device memory refused by btl_efa,
-#     with its message, MPI_Win_create failing and the process going on;
+#   - a window (osc/rdma over btl_efa) in device memory: puts and gets of
+#     it through its owner's device copy, an atomic refused by btl_efa
+#     (osc/rdma does it by get and put), on every path of btl_efa;
 #   - what is said: the fake named at verbose 1; where Open MPI has no
 #     accelerator component, "not supported here" (and
 #     mtl_efa_device_buffers own asked for says why it cannot be); a bad
@@ -55,14 +56,25 @@ ok=0
     grep -q "device memory: the fake device's" <<<"$OUT" && ok=1
 verdict fake-said $ok "exit $RC, or the fake device not named at verbose 1"
 
-# osc/rdma over btl_efa: a window in device memory is refused by btl_efa
-# (said), MPI_Win_create fails, the process goes on.
-run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include tcp \
-    --mca common_efa_debug_fake_device 1 "$prog" -w
-ok=0
-[ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory refused" <<<"$OUT" &&
-    grep -q "btl_efa was offered device (GPU) memory for one-sided operations" <<<"$OUT" && ok=1
-verdict window-refused $ok "exit $RC: a window in device memory was not refused with btl_efa's message"
+# osc/rdma over btl_efa: a window in device memory carries puts and gets
+# from and into host and device buffers (the owner copies with the
+# device's copy), and an atomic on it is refused by btl_efa and done by
+# osc/rdma with a get and a put: on the on-node paths (rings, single copy
+# where allowed), over the provider (no on-node channel), with native
+# provider RMA and atomics asked for, and on ofi_rxd and shm.
+for v in "tcp:" "tcp-provider:--mca btl_efa_onnode_channel none" \
+    "tcp-native:--mca btl_efa_rma_mode native --mca btl_efa_atomic_mode native" \
+    "udp:" "shm:"; do
+    name=${v%%:*}
+    read -r -a extra <<<"${v#*:}"
+    run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include "${name%%-*}" \
+        --mca common_efa_debug_fake_device 1 --mca common_efa_verbose 1 "${extra[@]}" "$prog" -w
+    ok=0
+    [ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory" <<<"$OUT" &&
+        grep -q "btl:efa: device memory registered" <<<"$OUT" &&
+        grep -q "btl:efa: an atomic on device memory .* refused" <<<"$OUT" && ok=1
+    verdict "window-$name" $ok "exit $RC: a window in device memory was not carried, or not said"
+done
 
 # (whichever this node has: Open MPI's accelerator taken, or why not)
 run "${cm[@]}" --mca common_efa_verbose 1 --mca mtl_efa_device_buffers own "$bindir/pingpong" -s 4K -i 2

@@ -5,9 +5,12 @@
 
 #include <cstring>
 #include <new>
+#include <thread>
 #include <type_traits>
 
 #include <rdma/fi_errno.h>
+
+#include "efa_device.h"
 
 namespace efa {
 
@@ -83,6 +86,17 @@ template <typename T> uint64_t apply(T *p, uint32_t op, T a, T b) {
     }
 }
 
+// A put or get on device memory, through the device's copy (the other
+// side, the request's payload or the answer's, is host memory).
+efa_emul_verdict_t copy_on_device(uint8_t type, void *target, uint64_t len, const void *in,
+                                  void *out) {
+    if (0 != len && 0 != (EFA_BTL_MSG_PUT == type ? efa_device_copy(target, in, len)
+                                                  : efa_device_copy(out, target, len))) {
+        return EFA_EMUL_DEVICE_COPY_FAILED;
+    }
+    return EFA_EMUL_DONE;
+}
+
 } // namespace
 
 const char *EmulTarget::text(efa_emul_verdict_t v) {
@@ -99,6 +113,10 @@ const char *EmulTarget::text(efa_emul_verdict_t v) {
         return "unsupported atomic operation";
     case EFA_EMUL_MISALIGNED:
         return "misaligned atomic";
+    case EFA_EMUL_DEVICE_ATOMIC:
+        return "an atomic on device (GPU) memory, which this path cannot execute atomically";
+    case EFA_EMUL_DEVICE_COPY_FAILED:
+        return "the device's copy to or from the registered device memory failed";
     }
     return "unknown verdict";
 }
@@ -110,9 +128,18 @@ void EmulTarget::add(const efa_rma_handle_t &h, void *owner) {
 }
 
 void EmulTarget::remove(uint64_t key) {
-    std::lock_guard<SpinMutex> g(mu_);
-    regs_.erase(key);
-    last_ = nullptr;
+    {
+        std::lock_guard<SpinMutex> g(mu_);
+        regs_.erase(key);
+        last_ = nullptr;
+    }
+    wait_device_copies();
+}
+
+void EmulTarget::wait_device_copies() const {
+    while (0 != device_copies_.load(std::memory_order_acquire)) {
+        std::this_thread::yield();
+    }
 }
 
 size_t EmulTarget::size() {
@@ -120,21 +147,24 @@ size_t EmulTarget::size() {
     return regs_.size();
 }
 
-efa_emul_verdict_t EmulTarget::check(uint64_t key, uint64_t addr, uint64_t len,
-                                     uint32_t access) const {
+efa_emul_verdict_t EmulTarget::check(uint64_t key, uint64_t addr, uint64_t len, uint32_t access,
+                                     const Entry **found) const {
     // The registration the last request named, without the table's
     // lookup (a division by the bucket count): a peer's operations on one
     // window name one key after another.
     if (nullptr != last_ && last_->h.key == key && covers(last_->h, addr, len, access)) {
+        *found = last_;
         return EFA_EMUL_DONE;
     }
     auto it = regs_.find(key);
     if (it != regs_.end() && covers(it->second.h, addr, len, access)) {
         last_ = &it->second;
+        *found = last_;
         return EFA_EMUL_DONE;
     }
     for (const auto &kv : regs_) {
         if (covers(kv.second.h, addr, len, access)) {
+            *found = &kv.second;
             return EFA_EMUL_DONE;
         }
     }
@@ -166,12 +196,23 @@ efa_emul_verdict_t EmulTarget::execute(uint8_t type, const efa_btl_rma_t &rma, c
         }
     }
     }
-    std::lock_guard<SpinMutex> g(mu_); // a deregistration waits for the copy
-    const efa_emul_verdict_t v = check(rma.key, rma.addr, len, access);
+    std::unique_lock<SpinMutex> g(mu_); // a deregistration waits for the copy
+    const Entry *e = nullptr;
+    const efa_emul_verdict_t v = check(rma.key, rma.addr, len, access, &e);
     if (EFA_EMUL_DONE != v) {
         return v;
     }
     void *target = reinterpret_cast<void *>(static_cast<uintptr_t>(rma.addr));
+    if (e->h.flags & EFA_RMA_HANDLE_DEVICE) {
+        if (EFA_BTL_MSG_ATOMIC == type) {
+            return EFA_EMUL_DEVICE_ATOMIC;
+        }
+        device_copies_.fetch_add(1, std::memory_order_relaxed);
+        g.unlock();
+        const efa_emul_verdict_t dv = copy_on_device(type, target, len, in, out);
+        device_copies_.fetch_sub(1, std::memory_order_release);
+        return dv;
+    }
     switch (type) {
     case EFA_BTL_MSG_PUT:
         if (len) {

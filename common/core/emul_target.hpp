@@ -3,6 +3,7 @@
 // requests against it (the C seam: include/efa_emul_target.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -17,6 +18,7 @@ class EmulTarget {
     static const char *text(efa_emul_verdict_t v);
 
     void add(const efa_rma_handle_t &h, void *owner);
+    // Returns once no request executes against the registration any more.
     void remove(uint64_t key);
     size_t size();
 
@@ -29,6 +31,7 @@ class EmulTarget {
             left.swap(regs_);
             last_ = nullptr;
         }
+        wait_device_copies();
         for (auto &kv : left) {
             fn(kv.second.owner);
         }
@@ -44,11 +47,18 @@ class EmulTarget {
     };
     // The registration that lets [addr, addr+len) be accessed so, or the
     // verdict why none does; mu_ is held.
-    efa_emul_verdict_t check(uint64_t key, uint64_t addr, uint64_t len, uint32_t access) const;
+    // *found: that registration (when the verdict is EFA_EMUL_DONE).
+    efa_emul_verdict_t check(uint64_t key, uint64_t addr, uint64_t len, uint32_t access,
+                             const Entry **found) const;
 
+    // A device copy of a registration found under mu_ runs after mu_ is
+    // released (it may wait for the device: not a spin's section); a
+    // removal waits for those running.
+    void wait_device_copies() const;
     // Held while a request executes, so a deregistration waits for it
     // (an execution is a check and a copy of at most a chunk: a spin).
     SpinMutex mu_;
+    std::atomic<int> device_copies_{0}; // device copies running (raised under mu_)
     std::unordered_map<uint64_t, Entry> regs_;
     // The entry check last found by key (cleared by every change of
     // regs_); mu_ is held.

@@ -11,6 +11,12 @@
  * A refused request writes nothing.  Atomics use the CPU's atomic
  * instructions, so they are coherent with this process's own atomics and
  * with each other whatever their origin.
+ * A registration of device memory (EFA_RMA_HANDLE_DEVICE) is written and
+ * read only through the device's copy (efa_device.h); atomics on it are
+ * refused (EFA_EMUL_DEVICE_ATOMIC): a copy, an operation and a copy back
+ * would not be atomic with respect to the device's own writers.  After
+ * EFA_EMUL_DEVICE_COPY_FAILED the range's bytes are the device's to say
+ * (a driver's copy may fail part way).
  */
 #ifndef EFA_EMUL_TARGET_H
 #define EFA_EMUL_TARGET_H
@@ -31,11 +37,13 @@ typedef struct efa_emul_table efa_emul_table_t;
 /* Why a request was or was not executed. */
 typedef enum {
     EFA_EMUL_DONE,
-    EFA_EMUL_NO_SUCH_REG,    /* no registration with that key covers the range */
-    EFA_EMUL_OUTSIDE,        /* the key's registration does not cover the range */
-    EFA_EMUL_NO_ACCESS,      /* registered without the access the operation needs */
-    EFA_EMUL_UNSUPPORTED_OP, /* an atomic operation or type not executed here */
-    EFA_EMUL_MISALIGNED,     /* an atomic's address is not a multiple of its size */
+    EFA_EMUL_NO_SUCH_REG,        /* no registration with that key covers the range */
+    EFA_EMUL_OUTSIDE,            /* the key's registration does not cover the range */
+    EFA_EMUL_NO_ACCESS,          /* registered without the access the operation needs */
+    EFA_EMUL_UNSUPPORTED_OP,     /* an atomic operation or type not executed here */
+    EFA_EMUL_MISALIGNED,         /* an atomic's address is not a multiple of its size */
+    EFA_EMUL_DEVICE_ATOMIC,      /* an atomic on device memory: no CPU atomic reaches it */
+    EFA_EMUL_DEVICE_COPY_FAILED, /* the device's copy failed (nothing known written) */
 } efa_emul_verdict_t;
 
 /* The verdict in words, for messages to the user. */
@@ -53,7 +61,8 @@ void efa_emul_table_destroy(efa_emul_table_t *t, void (*leftover)(void *arg, voi
  * efa_emul_table_destroy.  0, or -FI_ENOMEM. */
 int efa_emul_table_add(efa_emul_table_t *t, const efa_rma_handle_t *h, void *owner);
 
-/* Removes it; waits for a request being executed against the table. */
+/* Removes it; waits for a request being executed against the table (a
+ * device copy too). */
 void efa_emul_table_remove(efa_emul_table_t *t, uint64_t key);
 
 /* Registrations in the table. */

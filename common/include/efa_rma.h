@@ -61,6 +61,10 @@ typedef struct efa_rma_handle {
 enum {
     /* fi_key and mr_base are valid: the range has a libfabric MR */
     EFA_RMA_HANDLE_HAS_MR = 1u << 0,
+    /* the range is a device's (GPU) memory: no MR, no single copy; puts
+     * and gets go to its owner, which copies with the device's copy
+     * (efa_device.h), and atomics on it are refused */
+    EFA_RMA_HANDLE_DEVICE = 1u << 1,
 };
 
 /* The digest of a handle's fields (the bytes before 'seal', eight at a

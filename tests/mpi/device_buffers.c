@@ -27,9 +27,9 @@
  * yet never completes: the runner passes it there); -X: pairs of rank
  * and rank^2 (4 processes on 2 pretend nodes of 2: each pair across
  * them, while ANY_SOURCE receives also watch the rings); -w:
- * instead of all that, a window (MPI_Win_create) over device memory, which
- * btl_efa must refuse with an error, not take (tests/run-device-tests.sh,
- * under osc/rdma + btl_efa).
+ * instead of all that, under osc/rdma + btl_efa, a window over host memory
+ * reached from device buffers, then a window over device memory: puts and
+ * gets of it, an atomic (tests/run-device-tests.sh).
  */
 #define _GNU_SOURCE
 #include "test_util.h"
@@ -236,24 +236,153 @@ static void cancel_recv(void) {
     dev_free(d);
 }
 
-/* -w: a window over device memory is refused, the process survives. */
-static void window_refused(void) {
-    const size_t len = 1u << 20;
-    void *d = dalloc(len);
-    MPI_Comm comm;
+/* -w: a window (MPI_Win_create) over device memory, under osc/rdma +
+ * btl_efa.  For each size, the even rank of a pair puts into its partner's
+ * window from a host buffer and from a device buffer, then gets both back,
+ * into a device buffer and into a host buffer; the partner then reads its
+ * window with the fake's copy.  Any path that touched the window or a
+ * device buffer with the CPU or the kernel (the rings' copies, the single
+ * copy) would crash the job.  Then an atomic on the window: btl_efa
+ * refuses it (no CPU atomic on device memory), and osc/rdma does it under
+ * its lock with a get and a put through btl_efa: the old value comes back
+ * and the word holds the sum. */
+static void window_device(int peer) {
+    static const size_t sizes[] = {1, 100, 4096, 8193, 65536, 1u << 20};
+    const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
+    const size_t max = sizes[nsizes - 1];
+    const size_t win_len = 2 * max + 64;
+    const int even = tu_rank < peer;
+    void *wd = dalloc(win_len);
+    dfill(wd, win_len, 0);
     MPI_Win win;
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    int rc = MPI_Win_create(d, (MPI_Aint)len, 1, MPI_INFO_NULL, comm, &win);
-    TU_ASSERT(MPI_SUCCESS != rc, "a window over device memory was created (its puts would be "
-                                 "CPU copies into device memory)");
-    char str[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    MPI_Error_string(rc, str, &n);
-    MPI_Comm_free(&comm);
-    dev_free(d);
+    TU_ASSERT(MPI_SUCCESS ==
+                  MPI_Win_create(wd, (MPI_Aint)win_len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win),
+              "MPI_Win_create over device memory failed");
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    void *dbuf = dalloc(max);
+    unsigned char *hbuf = tu_malloc(max);
+    char what[128];
+    for (size_t i = 0; i < nsizes; ++i) {
+        const size_t len = sizes[i];
+        const uint64_t sh = tu_seed(11, (uint64_t)len, 0, 0), sd = tu_seed(12, (uint64_t)len, 0, 0);
+        if (even) {
+            /* host -> window [0, len), device -> window [max, max + len) */
+            tu_fill(hbuf, len, sh);
+            dfill(dbuf, len, sd);
+            MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
+            TU_ASSERT(MPI_SUCCESS ==
+                          MPI_Put(hbuf, (int)len, MPI_BYTE, peer, 0, (int)len, MPI_BYTE, win),
+                      "put of %zu host bytes into a device window failed", len);
+            TU_ASSERT(MPI_SUCCESS == MPI_Put(dbuf, (int)len, MPI_BYTE, peer, (MPI_Aint)max,
+                                             (int)len, MPI_BYTE, win),
+                      "put of %zu device bytes into a device window failed", len);
+            MPI_Win_unlock(peer, win);
+            /* and back crosswise: the host part into the device buffer */
+            dfill(dbuf, len, 0);
+            memset(hbuf, 0, len);
+            MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
+            TU_ASSERT(MPI_SUCCESS ==
+                          MPI_Get(dbuf, (int)len, MPI_BYTE, peer, 0, (int)len, MPI_BYTE, win),
+                      "get of %zu bytes into a device buffer failed", len);
+            TU_ASSERT(MPI_SUCCESS == MPI_Get(hbuf, (int)len, MPI_BYTE, peer, (MPI_Aint)max,
+                                             (int)len, MPI_BYTE, win),
+                      "get of %zu bytes into a host buffer failed", len);
+            MPI_Win_unlock(peer, win);
+            snprintf(what, sizeof(what), "get of %zu bytes into a device buffer", len);
+            dverify(dbuf, len, len, sh, what);
+            snprintf(what, sizeof(what), "get of %zu bytes into a host buffer", len);
+            tu_verify(hbuf, len, sd, what);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (!even) {
+            unsigned char *h = tu_malloc(win_len);
+            TU_ASSERT(0 == dev->copy(h, wd, win_len), "fake copy from the window failed");
+            snprintf(what, sizeof(what), "window after a %zu-byte put from host memory", len);
+            tu_verify(h, len, sh, what);
+            snprintf(what, sizeof(what), "window after a %zu-byte put from device memory", len);
+            tu_verify(h + max, len, sd, what);
+            free(h);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    /* An atomic on device memory: by get and put, exactly once. */
+    const int64_t word = 1234, one = 1;
+    if (!even) {
+        TU_ASSERT(0 == dev->copy((char *)wd + 2 * max, &word, sizeof(word)), "fake copy failed");
+    }
     MPI_Barrier(MPI_COMM_WORLD);
-    tu_ok("a window over device memory refused: %s", str);
+    if (even) {
+        int64_t old = 0;
+        MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
+        const int rc =
+            MPI_Fetch_and_op(&one, &old, MPI_INT64_T, peer, (MPI_Aint)(2 * max), MPI_SUM, win);
+        MPI_Win_unlock(peer, win);
+        TU_ASSERT(MPI_SUCCESS == rc, "MPI_Fetch_and_op on a device window failed (%d)", rc);
+        TU_ASSERT(word == old, "MPI_Fetch_and_op on a device window fetched %lld, not %lld",
+                  (long long)old, (long long)word);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (!even) {
+        int64_t now = 0;
+        TU_ASSERT(0 == dev->copy(&now, (char *)wd + 2 * max, sizeof(now)), "fake copy failed");
+        TU_ASSERT(word + one == now,
+                  "after MPI_Fetch_and_op the device window holds %lld, not %lld", (long long)now,
+                  (long long)(word + one));
+    }
+    MPI_Win_free(&win);
+    free(hbuf);
+    dev_free(dbuf);
+    dev_free(wd);
+    MPI_Barrier(MPI_COMM_WORLD);
+    TU_ASSERT(0 == dev_live(), "%zu fake device allocation(s) left behind", dev_live());
+    tu_ok("a window over device memory: puts and gets of %zu sizes up to %zu bytes from and into "
+          "host and device buffers, a fetch-and-op",
+          nsizes, max);
+}
+
+/* -w, then: a window in host memory, and device buffers at the origin
+ * (puts from one, gets into one), which must take the same way as a
+ * device window's operations: the window is then no hint. */
+static void window_host_device_origin(int peer) {
+    static const size_t sizes[] = {1, 100, 4096, 8193, 65536, 1u << 20};
+    const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
+    const size_t max = sizes[nsizes - 1];
+    const int even = tu_rank < peer;
+    unsigned char *wh = tu_malloc(max);
+    memset(wh, 0, max);
+    MPI_Win win;
+    TU_ASSERT(MPI_SUCCESS ==
+                  MPI_Win_create(wh, (MPI_Aint)max, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win),
+              "MPI_Win_create over host memory failed");
+    void *dbuf = dalloc(max);
+    char what[128];
+    for (size_t i = 0; i < nsizes; ++i) {
+        const size_t len = sizes[i];
+        const uint64_t sp = tu_seed(13, (uint64_t)len, 0, 0);
+        if (even) {
+            dfill(dbuf, len, sp);
+            MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
+            MPI_Put(dbuf, (int)len, MPI_BYTE, peer, 0, (int)len, MPI_BYTE, win);
+            MPI_Win_unlock(peer, win);
+            dfill(dbuf, len, 0);
+            MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
+            MPI_Get(dbuf, (int)len, MPI_BYTE, peer, 0, (int)len, MPI_BYTE, win);
+            MPI_Win_unlock(peer, win);
+            snprintf(what, sizeof(what), "get of %zu bytes of a host window into a device buffer",
+                     len);
+            dverify(dbuf, len, len, sp, what);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (!even) {
+            snprintf(what, sizeof(what), "host window after a %zu-byte put from device memory",
+                     len);
+            tu_verify(wh, len, sp, what);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Win_free(&win);
+    dev_free(dbuf);
+    free(wh);
 }
 
 int main(int argc, char **argv) {
@@ -274,11 +403,12 @@ int main(int argc, char **argv) {
     }
     tu_init(&argc, &argv, "device_buffers");
     open_fake();
+    const int peer = !across ? tu_pair_partner() : (tu_rank ^ 2) < tu_size ? tu_rank ^ 2 : -1;
     if (window) {
-        window_refused();
+        window_host_device_origin(peer);
+        window_device(peer);
         return 0;
     }
-    const int peer = !across ? tu_pair_partner() : (tu_rank ^ 2) < tu_size ? tu_rank ^ 2 : -1;
     size_t tested = 0;
     if (peer >= 0) {
         static const size_t sizes[] = {0,     1,     8,      100,      4096,     8191,     8192,

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "efa_device.h"
 #include "efa_emul_target.h"
 
 namespace {
@@ -121,6 +122,7 @@ TEST(EmulTarget, RemovedRegistrationIsRefused) {
     ASSERT_EQ(0, efa_emul_table_add(tb.t, &h, nullptr));
     EXPECT_EQ(1u, efa_emul_table_size(tb.t));
     efa_emul_table_remove(tb.t, 5);
+    efa_emul_table_remove(tb.t, 7);
     EXPECT_EQ(0u, efa_emul_table_size(tb.t));
     efa_btl_rma_t put = request(mem.data(), 4, 5);
     EXPECT_EQ(EFA_EMUL_NO_SUCH_REG,
@@ -289,9 +291,82 @@ TEST(EmulTarget, DestroyHandsBackWhatIsLeft) {
                 (left[0] == &owners[2] && left[1] == &owners[0]));
 }
 
+// A registration of device memory (the fake device: the CPU cannot touch
+// it, a CPU write or read takes SIGSEGV) is written and read with the
+// device's copy only; an atomic on it is refused and changes nothing; a
+// host registration beside it is still served with the CPU.
+struct FakeDevice {
+    FakeDevice() { efa_device_install(efa_fake_device_ops()); }
+    ~FakeDevice() { efa_device_install(nullptr); }
+};
+struct FakeAlloc {
+    uint8_t *p;
+    explicit FakeAlloc(size_t len) : p(static_cast<uint8_t *>(efa_fake_device_alloc(len))) {}
+    ~FakeAlloc() { efa_fake_device_free(p); }
+};
+
+TEST(EmulTarget, DeviceMemoryOnlyThroughTheDevicesCopy) {
+    FakeDevice fake;
+    Table tb;
+    FakeAlloc mem(128);
+    uint8_t *dev = mem.p;
+    ASSERT_NE(nullptr, dev);
+    efa_rma_handle_t h = handle(dev, 128, 5, kAll);
+    h.flags |= EFA_RMA_HANDLE_DEVICE;
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &h, nullptr));
+    std::vector<uint8_t> host(64, 0);
+    efa_rma_handle_t hh = handle(host.data(), host.size(), 6, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &hh, nullptr));
+
+    const char in[] = "into device memory";
+    efa_btl_rma_t put = request(dev + 40, sizeof(in), 5);
+    EXPECT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, in, nullptr, nullptr));
+    char seen[sizeof(in)] = {};
+    ASSERT_EQ(0, efa_device_copy(seen, dev + 40, sizeof(in)));
+    EXPECT_STREQ(in, seen);
+    char out[sizeof(in)] = {};
+    efa_btl_rma_t get = request(dev + 40, sizeof(in), 5);
+    EXPECT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_GET, &get, nullptr, out, nullptr));
+    EXPECT_STREQ(in, out);
+
+    const uint64_t before = 41;
+    ASSERT_EQ(0, efa_device_copy(dev + 64, &before, sizeof(before)));
+    uint64_t result = 99;
+    efa_btl_rma_t add = atomic(dev + 64, 5, EFA_BTL_WIRE_OP_ADD, 1);
+    EXPECT_EQ(EFA_EMUL_DEVICE_ATOMIC,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &add, nullptr, nullptr, &result));
+    EXPECT_EQ(99u, result);
+    uint64_t after = 0;
+    ASSERT_EQ(0, efa_device_copy(&after, dev + 64, sizeof(after)));
+    EXPECT_EQ(before, after);
+
+    efa_btl_rma_t host_add = atomic(host.data() + 8, 6, EFA_BTL_WIRE_OP_ADD, 3);
+    EXPECT_EQ(EFA_EMUL_DONE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &host_add, nullptr, nullptr, &result));
+    EXPECT_EQ(3u, host[8]);
+
+    // A copy the device refuses (running past its allocation, which the
+    // registration claims to cover) is a verdict, not a write.
+    efa_rma_handle_t big = handle(dev, 1 << 20, 7, kAll);
+    big.flags |= EFA_RMA_HANDLE_DEVICE;
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &big, nullptr));
+    std::vector<uint8_t> lots(8192, 1);
+    efa_btl_rma_t past = request(dev, lots.size(), 7);
+    EXPECT_EQ(EFA_EMUL_DEVICE_COPY_FAILED,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &past, lots.data(), nullptr, nullptr));
+    ASSERT_EQ(0, efa_device_copy(seen, dev + 40, sizeof(in)));
+    EXPECT_STREQ(in, seen);
+    // A removal returns with no copy running (none here: it must not wait).
+    efa_emul_table_remove(tb.t, 5);
+    efa_emul_table_remove(tb.t, 7);
+    EXPECT_EQ(EFA_EMUL_NO_SUCH_REG,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_GET, &get, nullptr, out, nullptr));
+}
+
 TEST(EmulTarget, VerdictsHaveWords) {
-    for (efa_emul_verdict_t v : {EFA_EMUL_NO_SUCH_REG, EFA_EMUL_OUTSIDE, EFA_EMUL_NO_ACCESS,
-                                 EFA_EMUL_UNSUPPORTED_OP, EFA_EMUL_MISALIGNED}) {
+    for (efa_emul_verdict_t v :
+         {EFA_EMUL_NO_SUCH_REG, EFA_EMUL_OUTSIDE, EFA_EMUL_NO_ACCESS, EFA_EMUL_UNSUPPORTED_OP,
+          EFA_EMUL_MISALIGNED, EFA_EMUL_DEVICE_ATOMIC, EFA_EMUL_DEVICE_COPY_FAILED}) {
         EXPECT_STRNE("unknown verdict", efa_emul_verdict_text(v));
     }
 }
