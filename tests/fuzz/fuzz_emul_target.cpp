@@ -2,13 +2,16 @@
 // efa_emul_target.h): type, address, length, key, operation and flags all
 // come from another process.  The target's memory is two registrations
 // inside one heap block of exactly the registered size (ASan sees a byte
-// too far), one read-only.  Whatever the request, a request the target
-// executes must lie inside a registration that grants its access, and a
-// refused one must leave every byte as it was.
+// too far), one read-only, and a third of the fake device's memory (the
+// CPU cannot touch it: a CPU copy or atomic there crashes the harness).
+// Whatever the request, a request the target executes must lie inside a
+// registration that grants its access, never an atomic on device memory,
+// and a refused one must leave every byte as it was.
 //
 // Input: 1 byte type (PUT, GET or ATOMIC, by the low 2 bits), 1 byte
-// address mode (0: an offset into the block, else a raw 64-bit address),
-// 8 bytes address/offset, 8 bytes length, 1 byte key (1, 2 or other),
+// address mode (0: an offset into the block, 1: into the device block,
+// else a raw 64-bit address), 8 bytes address/offset, 8 bytes length,
+// 1 byte key (1, 2, 3: the device block, or other),
 // 4 bytes op, 4 bytes flags, 8 + 8 bytes operands; the rest is a put's
 // payload (a put whose payload is shorter is not sent: the receiver
 // checks that a put carries what it names before the target sees it).
@@ -16,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "efa_device.h"
 #include "efa_emul_target.h"
 #include "fuzz_input.hpp"
 
@@ -23,6 +27,18 @@ namespace {
 
 constexpr size_t kBlock = 96;
 constexpr size_t kReadOnly = 32; // [0, 32): read-only, key 1; [32, 96): everything, key 2
+
+constexpr size_t kDevice = 64; // key 3: everything, device memory
+
+bool in_device(uint64_t dev, uint64_t addr, uint64_t len) {
+    return addr >= dev && len <= kDevice && addr - dev <= kDevice - len;
+}
+
+std::vector<uint8_t> device_bytes(const void *dev) {
+    std::vector<uint8_t> b(kDevice);
+    FUZZ_CHECK(0 == efa_device_copy(b.data(), dev, kDevice));
+    return b;
+}
 
 bool granted(uint64_t base, uint64_t addr, uint64_t len, bool writes) {
     const uint64_t ro = base, rw = base + kReadOnly;
@@ -39,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const uint8_t kTypes[] = {EFA_BTL_MSG_PUT, EFA_BTL_MSG_GET, EFA_BTL_MSG_ATOMIC,
                                      EFA_BTL_MSG_ATOMIC};
     const uint8_t type = kTypes[in.take<uint8_t>() & 3];
-    const bool raw = in.take<uint8_t>() != 0;
+    const uint8_t mode = in.take<uint8_t>();
     const uint64_t where = in.take<uint64_t>();
     efa_btl_rma_t rma{};
     rma.len = in.take<uint64_t>();
@@ -58,7 +74,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         block[i] = static_cast<uint8_t>(i * 7 + 1);
     }
     const uint64_t base = reinterpret_cast<uintptr_t>(block);
-    rma.addr = raw ? where : base + where;
+    // (one device block for the whole run: the fake maps a page per block)
+    static void *const dev_block = [] {
+        efa_device_install(efa_fake_device_ops());
+        return efa_fake_device_alloc(kDevice);
+    }();
+    FUZZ_CHECK(nullptr != dev_block);
+    const uint64_t dev = reinterpret_cast<uintptr_t>(dev_block);
+    rma.addr = 0 == mode ? base + where : 1 == mode ? dev + where : where;
     rma.key = key;
     if (EFA_BTL_MSG_PUT == type && rma.len > payload.size()) {
         std::free(block);
@@ -80,10 +103,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rw.key = 2;
     rw.access = EFA_BTL_WIRE_ACCESS_REMOTE_READ | EFA_BTL_WIRE_ACCESS_REMOTE_WRITE |
                 EFA_BTL_WIRE_ACCESS_REMOTE_ATOMIC;
+    efa_rma_handle_t dh = rw;
+    dh.base = dev;
+    dh.len = kDevice;
+    dh.key = 3;
+    dh.flags = EFA_RMA_HANDLE_DEVICE;
     efa_emul_table_add(t, &ro, nullptr);
     efa_emul_table_add(t, &rw, nullptr);
+    efa_emul_table_add(t, &dh, nullptr);
 
     const std::vector<uint8_t> before(block, block + kBlock);
+    const std::vector<uint8_t> dev_before = device_bytes(dev_block);
     std::vector<uint8_t> out(EFA_BTL_MSG_GET == type ? rma.len : 0);
     uint64_t result = 0;
     const efa_emul_verdict_t v =
@@ -95,9 +125,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     // executed only inside what was granted; refused: nothing changed
     if (EFA_EMUL_DONE == v) {
-        FUZZ_CHECK(granted(base, rma.addr, len, EFA_BTL_MSG_GET != type));
+        const bool on_device = in_device(dev, rma.addr, len);
+        FUZZ_CHECK(granted(base, rma.addr, len, EFA_BTL_MSG_GET != type) || on_device);
+        FUZZ_CHECK(!on_device || EFA_BTL_MSG_ATOMIC != type);
     } else {
         FUZZ_CHECK(std::memcmp(before.data(), block, kBlock) == 0);
+        FUZZ_CHECK(device_bytes(dev_block) == dev_before);
     }
     efa_emul_table_destroy(t, nullptr, nullptr);
     std::free(block);

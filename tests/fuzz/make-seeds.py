@@ -228,9 +228,14 @@ write_seeds("fuzz_shm_ring", shm)
 
 
 # fuzz_emul_target (layout in fuzz_emul_target.cpp): requests against a
-# block of 96 bytes, [0, 32) read-only (key 1), [32, 96) everything (key 2).
-def emul(kind, where, length, key, op=0, flags=0, a=0, b=0, payload=b"", raw=False):
-    return (bytes([kind, int(raw)]) + struct.pack("<QQBIIQQ", where, length, key, op, flags, a, b) +
+# block of 96 bytes, [0, 32) read-only (key 1), [32, 96) everything (key 2),
+# and 64 bytes of the fake device's memory (key 3).  mode: 0 an offset into
+# the block, 1 into the device block, 2 a raw address.
+BLOCK, DEVICE, RAW = 0, 1, 2
+
+
+def emul(kind, where, length, key, op=0, flags=0, a=0, b=0, payload=b"", mode=BLOCK):
+    return (bytes([kind, mode]) + struct.pack("<QQBIIQQ", where, length, key, op, flags, a, b) +
             payload)
 
 
@@ -246,7 +251,11 @@ emul_seeds = {
     "min-32": emul(ATOMIC, 44, 0, 2, OP_MIN, 1, 2**32 - 3),
     "cswap-other-key": emul(ATOMIC, 48, 0, 9, OP_CSWAP, 0, 0, 7),
     "misaligned": emul(ATOMIC, 41, 0, 2, OP_ADD, 0, 1),
-    "wrap": emul(PUT, 2**64 - 4, 8, 2, payload=b"12345678", raw=True),
+    "wrap": emul(PUT, 2**64 - 4, 8, 2, payload=b"12345678", mode=RAW),
+    "device-put": emul(PUT, 8, 8, 3, payload=b"12345678", mode=DEVICE),
+    "device-get": emul(GET, 0, 64, 3, mode=DEVICE),
+    "device-add": emul(ATOMIC, 8, 0, 3, OP_ADD, 0, 5, mode=DEVICE),
+    "device-put-past-end": emul(PUT, 60, 8, 3, payload=b"12345678", mode=DEVICE),
 }
 write_seeds("fuzz_emul_target", emul_seeds)
 
