@@ -52,7 +52,7 @@ if [ ! -x "$build/tests/unit/efa_unit_tests" ] || [ ! -f "$inst/lib/openmpi/mca_
 fi
 
 # The unit tests that start threads (the others cannot race).
-unit_threaded=EmulTarget.ConcurrentAddsLoseNothing:MrCacheTest.ConcurrentAcquireReleaseInvalidate
+unit_threaded=EmulTarget.ConcurrentAddsLoseNothing:EmulTarget.ARemovalWaitsForTheDeviceCopyRunning:MrCacheTest.ConcurrentAcquireReleaseInvalidate
 echo "== unit tests that start threads"
 "$build/tests/unit/efa_unit_tests" --gtest_filter="$unit_threaded" >"$logs/unit.log" 2>&1
 rc=$?

@@ -4,6 +4,8 @@
 // that a refused request writes nothing.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -361,6 +363,64 @@ TEST(EmulTarget, DeviceMemoryOnlyThroughTheDevicesCopy) {
     efa_emul_table_remove(tb.t, 7);
     EXPECT_EQ(EFA_EMUL_NO_SUCH_REG,
               efa_emul_execute(tb.t, EFA_BTL_MSG_GET, &get, nullptr, out, nullptr));
+}
+
+// A device copy runs outside the table's spin lock (it may wait for the
+// device): a removal of its registration must still wait for it, and a
+// request on another registration must not.  The device here is one whose
+// copy holds until the test lets it go.
+std::atomic<int> g_copy_gate{0}; // 1: a copy is waiting, 2: let it go
+int gated_check(const void *, size_t) {
+    return 1;
+}
+int gated_copy(void *dst, const void *src, size_t len) {
+    g_copy_gate.store(1);
+    while (g_copy_gate.load() != 2) {
+        std::this_thread::yield();
+    }
+    std::memcpy(dst, src, len);
+    return 0;
+}
+void gated_release(void *) {}
+const efa_device_ops_t kGated = {"gated", gated_check, gated_copy, gated_release};
+
+TEST(EmulTarget, ARemovalWaitsForTheDeviceCopyRunning) {
+    efa_device_install(&kGated);
+    Table tb;
+    std::vector<uint8_t> dev_mem(64, 0), host(64, 0);
+    efa_rma_handle_t d = handle(dev_mem.data(), dev_mem.size(), 1, kAll);
+    d.flags |= EFA_RMA_HANDLE_DEVICE;
+    efa_rma_handle_t h = handle(host.data(), host.size(), 2, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &d, nullptr));
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &h, nullptr));
+    g_copy_gate.store(0);
+    const char in[] = "late";
+    std::thread put([&] {
+        efa_btl_rma_t r = request(dev_mem.data(), sizeof(in), 1);
+        EXPECT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &r, in, nullptr, nullptr));
+    });
+    while (g_copy_gate.load() != 1) {
+        std::this_thread::yield();
+    }
+    // the copy holds: a host request is served meanwhile
+    efa_btl_rma_t add = atomic(host.data(), 2, EFA_BTL_WIRE_OP_ADD, 1);
+    uint64_t old = 7;
+    EXPECT_EQ(EFA_EMUL_DONE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_ATOMIC, &add, nullptr, nullptr, &old));
+    EXPECT_EQ(0u, old);
+    std::atomic<bool> removed{false};
+    std::thread rm([&] {
+        efa_emul_table_remove(tb.t, 1);
+        removed.store(true);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(removed.load()) << "the removal returned while a device copy of it ran";
+    g_copy_gate.store(2);
+    put.join();
+    rm.join();
+    EXPECT_TRUE(removed.load());
+    EXPECT_STREQ(in, reinterpret_cast<const char *>(dev_mem.data()));
+    efa_device_install(nullptr);
 }
 
 TEST(EmulTarget, VerdictsHaveWords) {
