@@ -51,7 +51,8 @@ static int self_from_device(mca_btl_efa_module_t *btl, int type, const efa_btl_r
     efa_btl_rma_t rma = *whole;
     uint64_t result = 0;
     int status = OPAL_SUCCESS;
-    for (uint64_t off = 0; off < whole->len && OPAL_SUCCESS == status; off += chunk) {
+    uint64_t off = 0;
+    do { /* (once for 0 bytes: the table still checks the key and range) */
         rma.addr = whole->addr + off;
         rma.len = whole->len - off < chunk ? whole->len - off : chunk;
         if (EFA_BTL_MSG_PUT == type) {
@@ -64,7 +65,8 @@ static int self_from_device(mca_btl_efa_module_t *btl, int type, const efa_btl_r
         if (OPAL_SUCCESS == status && EFA_BTL_MSG_GET == type) {
             status = copy_local(true, local + off, bounce, rma.len);
         }
-    }
+        off += rma.len;
+    } while (off < whole->len && OPAL_SUCCESS == status);
     free(bounce);
     return status;
 }

@@ -97,8 +97,7 @@ int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
          * error (the range's bytes are then the device's to say). */
         static bool said[2] = {false, false};
         const int k = EFA_EMUL_DEVICE_COPY_FAILED == v;
-        if (!said[k]) {
-            said[k] = true;
+        if (!__atomic_exchange_n(&said[k], true, __ATOMIC_RELAXED)) {
             opal_output(0, "btl:efa: a %s of %llu bytes at 0x%llx in device memory fails: %s",
                         mca_btl_efa_emul_type_name(type), (unsigned long long)rma->len,
                         (unsigned long long)rma->addr, efa_emul_verdict_text(v));

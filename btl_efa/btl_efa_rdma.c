@@ -64,8 +64,7 @@ static void note_uncovered(int type, uint64_t remote_address, size_t size) {
  * put, which this BTL carries; said once at verbosity 1. */
 static int refuse_device_atomic(const efa_btl_rdma_args_t *a) {
     static bool said = false;
-    if (!said) {
-        said = true;
+    if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
         /* the test harness looks for this line */
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: an atomic on device memory (0x%llx, %zu bytes) refused: "
@@ -153,8 +152,9 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl
     /* (the target refuses them too, through the callback, where the
      * handle does not cover the range: this refuses at once, which is what
      * makes osc/rdma take its get-and-put path) */
-    if (OPAL_UNLIKELY((a->remote_handle->rma.flags & EFA_RMA_HANDLE_DEVICE) | efa_device_on) &&
-        ((a->remote_handle->rma.flags & EFA_RMA_HANDLE_DEVICE) ||
+    const uint32_t hflags = __atomic_load_n(&a->remote_handle->rma.flags, __ATOMIC_RELAXED);
+    if (OPAL_UNLIKELY((hflags & EFA_RMA_HANDLE_DEVICE) | efa_device_on) &&
+        ((hflags & EFA_RMA_HANDLE_DEVICE) ||
          (NULL != a->cb.local_address && efa_device_check(a->cb.local_address, a->size)))) {
         return refuse_device_atomic(a);
     }

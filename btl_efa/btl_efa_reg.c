@@ -43,8 +43,7 @@ static uint64_t fi_access_of(uint32_t flags) {
  * emulated target); atomics on it are refused.  Said once per process. */
 static void note_device_memory(const void *addr, size_t size) {
     static bool said = false;
-    if (!said) {
-        said = true;
+    if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
         /* the test harness looks for this line */
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: device memory registered (%zu bytes at %p, %s): its puts and "

@@ -128,16 +128,18 @@ void EmulTarget::add(const efa_rma_handle_t &h, void *owner) {
 }
 
 void EmulTarget::remove(uint64_t key) {
+    int before;
     {
         std::lock_guard<SpinMutex> g(mu_);
         regs_.erase(key);
         last_ = nullptr;
+        before = close_epoch();
     }
-    wait_device_copies();
+    wait_device_copies(before);
 }
 
-void EmulTarget::wait_device_copies() const {
-    while (0 != device_copies_.load(std::memory_order_acquire)) {
+void EmulTarget::wait_device_copies(int epoch) const {
+    while (0 != device_copies_[epoch].load(std::memory_order_acquire)) {
         std::this_thread::yield();
     }
 }
@@ -207,10 +209,11 @@ efa_emul_verdict_t EmulTarget::execute(uint8_t type, const efa_btl_rma_t &rma, c
         if (EFA_BTL_MSG_ATOMIC == type) {
             return EFA_EMUL_DEVICE_ATOMIC;
         }
-        device_copies_.fetch_add(1, std::memory_order_relaxed);
+        std::atomic<int> &running = device_copies_[epoch_];
+        running.fetch_add(1, std::memory_order_relaxed);
         g.unlock();
         const efa_emul_verdict_t dv = copy_on_device(type, target, len, in, out);
-        device_copies_.fetch_sub(1, std::memory_order_release);
+        running.fetch_sub(1, std::memory_order_release);
         return dv;
     }
     switch (type) {

@@ -128,6 +128,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const bool on_device = in_device(dev, rma.addr, len);
         FUZZ_CHECK(granted(base, rma.addr, len, EFA_BTL_MSG_GET != type) || on_device);
         FUZZ_CHECK(!on_device || EFA_BTL_MSG_ATOMIC != type);
+        // and nothing written on the other side (a get writes neither)
+        if (on_device || EFA_BTL_MSG_GET == type) {
+            FUZZ_CHECK(std::memcmp(before.data(), block, kBlock) == 0);
+        }
+        if (!on_device || EFA_BTL_MSG_GET == type) {
+            FUZZ_CHECK(device_bytes(dev_block) == dev_before);
+        }
     } else {
         FUZZ_CHECK(std::memcmp(before.data(), block, kBlock) == 0);
         FUZZ_CHECK(device_bytes(dev_block) == dev_before);

@@ -384,8 +384,16 @@ int gated_copy(void *dst, const void *src, size_t len) {
 void gated_release(void *) {}
 const efa_device_ops_t kGated = {"gated", gated_check, gated_copy, gated_release};
 
+struct GatedDevice {
+    GatedDevice() { efa_device_install(&kGated); }
+    ~GatedDevice() {
+        g_copy_gate.store(2); // (a copy still held, after a failed check, goes)
+        efa_device_install(nullptr);
+    }
+};
+
 TEST(EmulTarget, ARemovalWaitsForTheDeviceCopyRunning) {
-    efa_device_install(&kGated);
+    GatedDevice gated;
     Table tb;
     std::vector<uint8_t> dev_mem(64, 0), host(64, 0);
     efa_rma_handle_t d = handle(dev_mem.data(), dev_mem.size(), 1, kAll);
@@ -420,7 +428,6 @@ TEST(EmulTarget, ARemovalWaitsForTheDeviceCopyRunning) {
     rm.join();
     EXPECT_TRUE(removed.load());
     EXPECT_STREQ(in, reinterpret_cast<const char *>(dev_mem.data()));
-    efa_device_install(nullptr);
 }
 
 TEST(EmulTarget, VerdictsHaveWords) {
