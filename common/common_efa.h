@@ -74,6 +74,9 @@ OPAL_DECLSPEC void mca_common_efa_say_choice(const char *prefix, const char *who
  * (efa_device.h): NULL where Open MPI has none (4.1, or 5.0 with no
  * accelerator component but "null"). */
 OPAL_DECLSPEC const efa_device_ops_t *mca_common_efa_device_ompi(void);
+/* CUDA's IPC calls added to ops, from the driver Open MPI loaded
+ * (common_efa_cuda_ipc.c, Open MPI 5): false where it cannot be. */
+bool mca_common_efa_cuda_ipc(efa_device_ops_t *ops);
 
 /* Hand a file of this process (an on-node channel's inbox) to the runtime,
  * which removes it if the process dies without finalizing.  A runtime that

@@ -38,7 +38,10 @@ static void ompi_release(void *buf) {
     (void)opal_accelerator.mem_release(MCA_ACCELERATOR_NO_DEVICE_ID, buf);
 }
 
-static efa_device_ops_t ompi_ops = {NULL, ompi_check, ompi_copy, ompi_release};
+/* IPC: Open MPI 5.0's accelerator framework has none; CUDA's own where
+ * the component is cuda (common_efa_cuda_ipc.c). */
+static efa_device_ops_t ompi_ops = {
+    .check = ompi_check, .copy = ompi_copy, .release = ompi_release};
 
 const efa_device_ops_t *mca_common_efa_device_ompi(void) {
     const char *name = opal_accelerator_base_selected_component.base_version.mca_component_name;
@@ -46,6 +49,9 @@ const efa_device_ops_t *mca_common_efa_device_ompi(void) {
         return NULL; /* no accelerator here: nothing is device memory */
     }
     ompi_ops.name = name;
+    if (0 == strcmp(name, "cuda") && NULL == ompi_ops.ipc_export) {
+        (void)mca_common_efa_cuda_ipc(&ompi_ops); /* (said by mtl_efa's device report) */
+    }
     return &ompi_ops;
 }
 #else

@@ -163,6 +163,11 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only: memory of the fake device (efa_fake_device_alloc, which the CPU "
              "cannot touch) is device memory, copied through the host by the components as a "
              "GPU's would be"},
+    {"debug_fake_device_no_ipc", MCA_BASE_VAR_TYPE_BOOL, C(debug_fake_device_no_ipc),
+     .test_only = true,
+     .help = "Testing only, with debug_fake_device: the fake refuses to import another "
+             "process's memory, as a device refuses IPC (another container, a driver without "
+             "it), so that device messages on one node go through the host"},
     /* One geometry and place for the node's one inbox (efa_node.h), which
      * both components' on-node channels share: the old per-component names
      * (mtl_efa_onnode_slots, btl_efa_onnode_slots, ...) are its synonyms. */

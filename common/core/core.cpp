@@ -365,8 +365,10 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
     core->refcount = 1;
     if (core->params.debug_fake_device) {
         efa_device_install(efa_fake_device_ops());
-        core->rep.say(1, "device memory: the fake device's (a test setting), copied through the "
-                         "host");
+        efa_fake_device_refuse_ipc(core->params.debug_fake_device_no_ipc);
+        core->rep.say(1, std::string("device memory: the fake device's (a test setting), copied "
+                                     "through the host") +
+                             (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : ""));
     }
     g_core = core.release();
     return g_core;

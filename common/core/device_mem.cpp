@@ -46,4 +46,26 @@ void efa_device_release(void *buf) {
     }
 }
 
+bool efa_device_ipc_on(void) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops && ops->ipc_export;
+}
+
+int efa_device_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops && ops->ipc_export ? ops->ipc_export(buf, len, out) : -FI_ENOSYS;
+}
+
+int efa_device_ipc_import(uint32_t pid, const efa_device_ipc_t *h, void **base) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops && ops->ipc_import ? ops->ipc_import(pid, h, base) : -FI_ENOSYS;
+}
+
+void efa_device_ipc_close(void *base) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    if (ops && ops->ipc_close && base) {
+        ops->ipc_close(base);
+    }
+}
+
 } // extern "C"

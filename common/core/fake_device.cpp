@@ -8,13 +8,22 @@
 // FI_HMEM) takes SIGSEGV or EFAULT at once instead of working by chance.
 // Freed memory is unmapped and forgotten: the same address handed out
 // again by the kernel is host memory until the fake hands it out again.
+// IPC: a peer of the node imports an allocation by opening its memfd
+// through /proc/<pid>/fd (the same permission single copy needs) and maps
+// it the same two ways; the memfd's name carries the allocation's serial
+// number, so a handle of a freed allocation whose descriptor number was
+// reused finds a different name and is refused.
 // Contiguous buffers only: Open MPI packs a non-contiguous datatype with
 // the CPU, which it never does for a real GPU's memory (it knows that
 // memory, not the fake's).
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -26,12 +35,73 @@
 namespace {
 
 struct Region {
-    size_t len;    // mapped bytes (whole pages)
-    uint8_t *host; // the private view
+    size_t len;      // mapped bytes (whole pages)
+    uint8_t *host;   // the private view
+    int fd;          // the memfd, kept for peers to import (-1: imported)
+    uint64_t serial; // this process's allocation number (its memfd's name)
 };
 
 std::mutex g_lock;
 std::map<uintptr_t, Region> g_regions; // by device address
+uint64_t g_serial = 0;
+std::atomic<bool> g_refuse_ipc{false};
+std::atomic<uint64_t> g_imports{0};
+
+// What a handle of the fake holds.
+struct FakeHandle {
+    char magic[8];
+    uint64_t serial;
+    int32_t fd;
+};
+static_assert(sizeof(FakeHandle) <= EFA_DEVICE_IPC_HANDLE_SIZE);
+constexpr char kMagic[8] = "efafake";
+
+void memfd_name(uint64_t serial, char *buf, size_t len) {
+    snprintf(buf, len, "efa-fake-device-%llu", static_cast<unsigned long long>(serial));
+}
+
+// Is the file at link (a /proc fd link) the memfd called name?  Its link
+// reads "/memfd:NAME (deleted)".
+bool names_memfd(const char *link, const char *name) {
+    char target[128];
+    const ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n < 0) {
+        return false;
+    }
+    target[n] = 0;
+    const size_t wl = strlen(name);
+    return 0 == strncmp(target, "/memfd:", 7) && 0 == strncmp(target + 7, name, wl) &&
+           (target[7 + wl] == 0 || target[7 + wl] == ' ');
+}
+
+// Both views of memfd fd's first len bytes: the device address, or nullptr.
+void *map_both(int fd, size_t len, int own_fd, uint64_t serial) {
+    void *dev = mmap(nullptr, len, PROT_NONE, MAP_SHARED, fd, 0);
+    void *host = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (MAP_FAILED == dev || MAP_FAILED == host) {
+        if (MAP_FAILED != dev) {
+            munmap(dev, len);
+        }
+        if (MAP_FAILED != host) {
+            munmap(host, len);
+        }
+        return nullptr;
+    }
+    std::lock_guard<std::mutex> guard(g_lock);
+    g_regions[reinterpret_cast<uintptr_t>(dev)] =
+        Region{len, static_cast<uint8_t *>(host), own_fd, serial};
+    return dev;
+}
+
+// Allocations of this process's own (imports have no descriptor).  Under
+// g_lock.
+size_t own_regions() {
+    size_t n = 0;
+    for (const auto &r : g_regions) {
+        n += r.second.fd >= 0 ? 1 : 0;
+    }
+    return n;
+}
 
 size_t page_round(size_t len) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -77,7 +147,78 @@ void fake_release(void *buf) {
     efa_fake_device_free(buf);
 }
 
-const efa_device_ops_t g_fake_ops = {"fake", fake_check, fake_copy, fake_release};
+int fake_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
+    const auto a = reinterpret_cast<uintptr_t>(buf);
+    std::lock_guard<std::mutex> guard(g_lock);
+    auto it = g_regions.upper_bound(a);
+    if (it == g_regions.begin()) {
+        return -FI_EINVAL;
+    }
+    --it;
+    const Region &r = it->second;
+    if (a - it->first >= r.len || len > r.len - (a - it->first) || r.fd < 0) {
+        return -FI_EINVAL; // not (all) one allocation of this process's own
+    }
+    FakeHandle h{};
+    memcpy(h.magic, kMagic, sizeof(h.magic));
+    h.serial = r.serial;
+    h.fd = r.fd;
+    memset(out, 0, sizeof(*out));
+    memcpy(out->handle, &h, sizeof(h));
+    out->alloc_len = r.len;
+    out->offset = a - it->first;
+    return 0;
+}
+
+int fake_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base) {
+    FakeHandle h;
+    memcpy(&h, in->handle, sizeof(h));
+    if (g_refuse_ipc.load() || 0 != memcmp(h.magic, kMagic, sizeof(h.magic)) || h.fd < 0 ||
+        0 == in->alloc_len || in->alloc_len > (uint64_t{1} << 40)) {
+        return -FI_EINVAL;
+    }
+    char path[64], want[64];
+    snprintf(path, sizeof(path), "/proc/%u/fd/%d", pid, h.fd);
+    memfd_name(h.serial, want, sizeof(want));
+    const int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        return -FI_EACCES;
+    }
+    // The file opened, not the name at that path a moment before, must be
+    // that allocation (not a later one that took its descriptor number).
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    if (!names_memfd(self, want)) {
+        close(fd);
+        return -FI_ENOENT;
+    }
+    struct stat st {};
+    void *dev = nullptr;
+    if (0 == fstat(fd, &st) && static_cast<uint64_t>(st.st_size) >= in->alloc_len) {
+        dev = map_both(fd, in->alloc_len, -1, h.serial);
+    }
+    close(fd); // the mappings keep the memory
+    if (nullptr == dev) {
+        return -FI_ENOMEM;
+    }
+    g_imports.fetch_add(1);
+    *base = dev;
+    return 0;
+}
+
+void fake_ipc_close(void *base) {
+    efa_fake_device_free(base);
+}
+
+const efa_device_ops_t g_fake_ops = {
+    .name = "fake",
+    .check = fake_check,
+    .copy = fake_copy,
+    .release = fake_release,
+    .ipc_export = fake_ipc_export,
+    .ipc_import = fake_ipc_import,
+    .ipc_close = fake_ipc_close,
+};
 
 } // namespace
 
@@ -89,27 +230,24 @@ const efa_device_ops_t *efa_fake_device_ops(void) {
 
 void *efa_fake_device_alloc(size_t len) {
     const size_t mapped = page_round(len ? len : 1);
-    const int fd = memfd_create("efa-fake-device", MFD_CLOEXEC);
+    uint64_t serial;
+    {
+        std::lock_guard<std::mutex> guard(g_lock);
+        serial = ++g_serial;
+    }
+    char name[64];
+    memfd_name(serial, name, sizeof(name));
+    const int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0) {
         return nullptr;
     }
-    void *dev = MAP_FAILED, *host = MAP_FAILED;
+    void *dev = nullptr;
     if (0 == ftruncate(fd, static_cast<off_t>(mapped))) {
-        dev = mmap(nullptr, mapped, PROT_NONE, MAP_SHARED, fd, 0);
-        host = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        dev = map_both(fd, mapped, fd, serial); // fd kept: peers import through it
     }
-    close(fd); // the mappings keep the memory
-    if (MAP_FAILED == dev || MAP_FAILED == host) {
-        if (MAP_FAILED != dev) {
-            munmap(dev, mapped);
-        }
-        if (MAP_FAILED != host) {
-            munmap(host, mapped);
-        }
-        return nullptr;
+    if (nullptr == dev) {
+        close(fd);
     }
-    std::lock_guard<std::mutex> guard(g_lock);
-    g_regions[reinterpret_cast<uintptr_t>(dev)] = Region{mapped, static_cast<uint8_t *>(host)};
     return dev;
 }
 
@@ -126,11 +264,27 @@ void efa_fake_device_free(void *buf) {
     }
     munmap(r.host, r.len);
     munmap(buf, r.len);
+    if (r.fd >= 0) {
+        close(r.fd);
+    }
 }
 
 size_t efa_fake_device_live(void) {
     std::lock_guard<std::mutex> guard(g_lock);
-    return g_regions.size();
+    return own_regions();
+}
+
+size_t efa_fake_device_imported(void) {
+    std::lock_guard<std::mutex> guard(g_lock);
+    return g_regions.size() - own_regions();
+}
+
+void efa_fake_device_refuse_ipc(bool refuse) {
+    g_refuse_ipc.store(refuse);
+}
+
+uint64_t efa_fake_device_imports(void) {
+    return g_imports.load();
 }
 
 } // extern "C"

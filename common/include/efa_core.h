@@ -187,6 +187,7 @@ typedef struct efa_core_params {
     int direct_mode_mtu;      /* bytes; the largest message in the forced mode */
     bool debug_swap_messages; /* hand untagged arrivals on in swapped pairs (test path) */
     bool debug_fake_device;   /* the fake device of the tests is the device (efa_device.h) */
+    bool debug_fake_device_no_ipc; /* ... and it refuses every import */
 } efa_core_params_t;
 
 /* Tri-state answers and requests for the efa provider's switches. */

@@ -8,6 +8,13 @@
  * component asks here before it hands a user buffer to any of them, and
  * where the answer is yes it moves the bytes with the device's own copy.
  *
+ * A backend may also share its memory with other processes of the node
+ * (IPC): a handle for the allocation that holds a buffer, which a peer
+ * imports to reach those bytes with the device's copy (GPU to GPU, never
+ * through the host).  The matching engine uses it for large on-node
+ * messages from device memory (engine.hpp); where a backend has none, or
+ * a peer's import fails, the bytes go through the host.
+ *
  * A backend answers the two questions: the Open MPI accelerator framework
  * (5.0, common_efa_device.c), or the fake device (tests: memory the CPU
  * cannot touch at all, mapped PROT_NONE and reachable only through the
@@ -22,10 +29,21 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* What a process hands a peer of its node so that the peer can reach one
+ * of its device buffers (carried in a frame: a fixed size, no pointers
+ * the peer follows). */
+#define EFA_DEVICE_IPC_HANDLE_SIZE 64
+typedef struct efa_device_ipc {
+    uint8_t handle[EFA_DEVICE_IPC_HANDLE_SIZE]; /* the backend's, of one allocation */
+    uint64_t alloc_len;                         /* that allocation's length */
+    uint64_t offset;                            /* of the buffer in it */
+} efa_device_ipc_t;
 
 typedef struct efa_device_ops {
     const char *name; /* for reports: "cuda", "fake", ... */
@@ -37,6 +55,13 @@ typedef struct efa_device_ops {
     /* Give back device memory that Open MPI allocated for a component (a
      * packed copy of a non-contiguous device buffer). */
     void (*release)(void *buf);
+    /* IPC (all three, or none: NULL).  The allocation holding [buf, buf +
+     * len): its handle, length and buf's offset in it. */
+    int (*ipc_export)(const void *buf, size_t len, efa_device_ipc_t *out);
+    /* Map the allocation another process (pid) exported: *base is where
+     * this process reaches it with copy, until ipc_close(*base). */
+    int (*ipc_import)(uint32_t pid, const efa_device_ipc_t *h, void **base);
+    void (*ipc_close)(void *base);
 } efa_device_ops_t;
 
 /* A backend is installed (read on every message: one predicted branch). */
@@ -51,6 +76,12 @@ bool efa_device_check(const void *buf, size_t len);
 /* Copy through the backend (-FI_ENOSYS without one). */
 int efa_device_copy(void *dst, const void *src, size_t len);
 void efa_device_release(void *buf);
+/* The backend shares memory with other processes (efa_device_ops_t's
+ * ipc_*); the calls below return -FI_ENOSYS where it does not. */
+bool efa_device_ipc_on(void);
+int efa_device_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out);
+int efa_device_ipc_import(uint32_t pid, const efa_device_ipc_t *h, void **base);
+void efa_device_ipc_close(void *base);
 
 /* The fake device (tests).  Its memory is mapped twice: the address it
  * hands out with no access at all, and a private view that only its copy
@@ -58,8 +89,14 @@ void efa_device_release(void *buf);
 const efa_device_ops_t *efa_fake_device_ops(void);
 void *efa_fake_device_alloc(size_t len);
 void efa_fake_device_free(void *buf);
-/* Allocations live now (tests: nothing left behind). */
+/* Allocations of this process live now, and other processes' imported
+ * (tests: nothing left behind). */
 size_t efa_fake_device_live(void);
+size_t efa_fake_device_imported(void);
+/* Imports fail from now on (true) or work again (tests of the fallback
+ * where a peer's import is refused).  Imports so far. */
+void efa_fake_device_refuse_ipc(bool refuse);
+uint64_t efa_fake_device_imports(void);
 
 #ifdef __cplusplus
 }

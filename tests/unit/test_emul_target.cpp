@@ -382,7 +382,15 @@ int gated_copy(void *dst, const void *src, size_t len) {
     return 0;
 }
 void gated_release(void *) {}
-const efa_device_ops_t kGated = {"gated", gated_check, gated_copy, gated_release};
+const efa_device_ops_t kGated = {
+    .name = "gated",
+    .check = gated_check,
+    .copy = gated_copy,
+    .release = gated_release,
+    .ipc_export = nullptr, // (no IPC)
+    .ipc_import = nullptr,
+    .ipc_close = nullptr,
+};
 
 struct GatedDevice {
     GatedDevice() { efa_device_install(&kGated); }
