@@ -175,6 +175,16 @@ Engine::~Engine() {
             efa_core_net_interest(net_->core(), -1);
         }
     }
+    for (const auto &p : peers_) { // device sends still streaming: their host copies
+        while (efa_engine_link_t *l = p ? p->streams.front() : nullptr) {
+            p->streams.remove(l);
+            efa_engine_req_t *r = req_of(l);
+            if (r->device) {
+                free(r->buf);
+                r->buf = nullptr;
+            }
+        }
+    }
     match_.drain_unexpected([](Message *m) { free(m); });
     if (node_) {
         node_->close_channel(params_.channel); // the node (and its file) stays its other users'

@@ -23,6 +23,15 @@
 //               streams DATA frames into the ring, which the receiver
 //               copies into the receive buffer.  The send completes on FIN
 //               or when its last DATA frame is written.
+// Device memory (efa_device.h).  A send from a device buffer to a peer of
+// this node is always a rendezvous, whatever its size: its RTS carries the
+// device's IPC handle of the buffer, and the receiver copies the bytes
+// with the device's copy straight into its receive (GPU to GPU: into the
+// receive's device buffer when it has one), after importing the handle
+// once per allocation (kept per peer, the least recently used dropped
+// past kIpcKept).  Where the import or the copy fails it answers CTS and
+// the sender copies its buffer to the host in one device copy and streams
+// DATA frames from there; single copy never reads device memory.
 // Control frames (ACK, FIN, CTS) and DATA name the request they are about
 // by an id the other side gave: an index and a generation into that
 // side's table of requests waiting for an answer (IdTable), never an
@@ -82,6 +91,7 @@
 
 #include "efa_engine.h"
 #include "efa_cma.h"
+#include "efa_device.h"
 #include "net_order.hpp"
 #include "match.hpp"
 #include "net_link.hpp"
@@ -202,6 +212,14 @@ constexpr uint8_t kFrameSync = 1; // eager frame: answer ACK on match
 constexpr uint8_t kFrameRead = 2;
 // A kCancel frame that wants an answer either way (kCancelled or kKept).
 constexpr uint8_t kFrameAnswer = 4;
+// An RTS whose bytes are device memory: an efa_device_ipc_t follows its
+// RtsBody (alloc_len 0: the sender has no handle; answer CTS).
+constexpr uint8_t kFrameDevice = 8;
+// A DATA frame whose bytes the sender's device could not read: the
+// receive fails (its bytes are not the message's).
+constexpr uint8_t kFrameFailed = 16;
+// Device allocations of one peer kept imported.
+constexpr size_t kIpcKept = 16;
 
 // What deliver() is told a frame came by: a ring (the sender's local
 // rank), or the provider, from the vpid a provider message named.
@@ -244,6 +262,7 @@ class Engine {
     Engine(const Engine &) = delete;
     Engine &operator=(const Engine &) = delete;
 
+    template <bool kDevice>
     int send(uint32_t peer, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
              bool sync, efa_engine_req_t *req);
     int recv(uint32_t cid, int32_t src, int32_t tag, efa_engine_req_t *req, bool local);
@@ -282,7 +301,20 @@ class Engine {
         CtsBody cts; // kCts; a kCancel's CancelBody, of the same size
         uint32_t len;
     };
+    // A peer's device allocation imported (efa_device_ipc_import).
+    struct IpcMap {
+        efa_device_ipc_t key; // its handle and length (offset 0)
+        void *base;
+    };
     struct Peer {
+        Peer() = default;
+        Peer(const Peer &) = delete;
+        Peer &operator=(const Peer &) = delete;
+        ~Peer() {
+            for (const IpcMap &m : ipc) {
+                efa_device_ipc_close(m.base);
+            }
+        }
         uint32_t vpid = 0;
         uint32_t ring = 0; // its local rank: the ring of this inbox its frames come by
         // From its card: the one process single copy reads its messages
@@ -299,8 +331,9 @@ class Engine {
         List streams;          // sends streaming DATA after a CTS
         std::deque<Ctrl> ctrl; // control frames waiting for room
         enum { kCmaUnknown, kCmaOn, kCmaOff } cma = kCmaUnknown;
-        bool in_busy = false; // listed in busy_
-        uint64_t sent = 0;    // message frames written to it (Message::seq)
+        bool in_busy = false;    // listed in busy_
+        uint64_t sent = 0;       // message frames written to it (Message::seq)
+        std::vector<IpcMap> ipc; // its device allocations imported, the latest used last
         Watch watch;
         bool busy() const { return !sends.empty() || !streams.empty() || !ctrl.empty(); }
     };
@@ -402,8 +435,14 @@ class Engine {
     bool hand_over(Message *m);
     void hold(Message *m, efa_engine_req_t *req);
     bool take(Message *m, efa_engine_req_t *req);
-    bool pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b);
-    void on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n);
+    bool pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
+              const efa_device_ipc_t *ipc);
+    bool pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
+                     const efa_device_ipc_t &ipc);
+    void *ipc_base(Peer *p, const efa_device_ipc_t &ipc);
+    void bounce_device_send(efa_engine_req_t *req);
+    void ipc_forget(Peer *p, void *base);
+    void on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n, uint8_t flags);
     void finish(efa_engine_req_t *req) {
         if (req->flags & kReqNetMr) {
             release_send_mr(req);

@@ -38,9 +38,92 @@ bool Engine::pid_ok(uint32_t vpid, uint32_t pid) {
     return nullptr != p && (Peer::kCmaOff == p->cma || p->pid == pid);
 }
 
+// Where this process reaches peer p's device allocation 'ipc' names:
+// imported once, kept (the latest used last); nullptr where the import
+// fails.
+void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
+    efa_device_ipc_t key = ipc;
+    key.offset = 0;
+    for (size_t i = p->ipc.size(); i-- > 0;) {
+        if (0 == memcmp(&p->ipc[i].key, &key, sizeof(key))) {
+            const IpcMap m = p->ipc[i];
+            p->ipc.erase(p->ipc.begin() + static_cast<std::ptrdiff_t>(i));
+            p->ipc.push_back(m);
+            return m.base;
+        }
+    }
+    void *base = nullptr;
+    if (0 == p->pid || 0 != efa_device_ipc_import(p->pid, &key, &base)) {
+        return nullptr;
+    }
+    if (p->ipc.size() >= kIpcKept) {
+        efa_device_ipc_close(p->ipc.front().base);
+        p->ipc.erase(p->ipc.begin());
+    }
+    p->ipc.push_back(IpcMap{key, base});
+    return base;
+}
+
+// An import that failed a copy: closed, so that the next message imports
+// it afresh.
+void Engine::ipc_forget(Peer *p, void *base) {
+    for (size_t i = 0; i < p->ipc.size(); ++i) {
+        if (p->ipc[i].base == base) {
+            efa_device_ipc_close(base);
+            p->ipc.erase(p->ipc.begin() + static_cast<std::ptrdiff_t>(i));
+            return;
+        }
+    }
+}
+
+// A send from device memory the receiver asked to stream (CTS): its bytes
+// copied to the host once, in one device copy, and streamed from there
+// (buf is that copy from now on, freed when the stream ends); where the
+// copy fails, buf is nullptr and every DATA frame says so (kFrameFailed).
+void Engine::bounce_device_send(efa_engine_req_t *req) {
+    void *host = malloc(req->buflen ? req->buflen : 1);
+    if (nullptr != host && 0 != efa_device_copy(host, req->buf, req->buflen)) {
+        free(host);
+        host = nullptr;
+    }
+    if (nullptr == host) {
+        req->err = -FI_EIO;
+    }
+    req->buf = host;
+}
+
+// A receive matched an RTS of device memory from peer p of this node: the
+// bytes copied by the device from the sender's allocation (true), or
+// false where that cannot be (the sender streams them).
+bool Engine::pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
+                         const efa_device_ipc_t &ipc) {
+    const size_t n = std::min<size_t>(b.len, req->buflen);
+    if (!p->out || ipc.offset > ipc.alloc_len || b.len > ipc.alloc_len - ipc.offset) {
+        return false; // no handle (alloc_len 0), or one that does not hold the message
+    }
+    if (n > 0) {
+        void *base = ipc_base(p, ipc);
+        if (nullptr == base) {
+            return false;
+        }
+        void *dst = req->device_buf ? req->device_buf : req->buf;
+        if (0 != efa_device_copy(dst, static_cast<const uint8_t *>(base) + ipc.offset, n)) {
+            ipc_forget(p, base);
+            return false;
+        }
+        req->device_landed = nullptr != req->device_buf;
+    }
+    req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
+    send_ctrl(h.sender, kFin, h.id, 0);
+    ++stats.device_ipc;
+    return true;
+}
+
 // A receive matched an RTS: copy the bytes now (true: complete) or ask for
-// them (false: DATA frames follow).
-bool Engine::pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b) {
+// them (false: DATA frames follow).  ipc: the device handle of a device
+// RTS (kFrameDevice), else nullptr.
+bool Engine::pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
+                  const efa_device_ipc_t *ipc) {
     req->msg_src = h.src;
     req->msg_tag = h.tag;
     req->msg_len = b.len;
@@ -51,7 +134,12 @@ bool Engine::pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b) {
         req->err = err ? err : -FI_ENOENT;
         return true;
     }
-    if (cma_ok(p)) {
+    if (ipc) [[unlikely]] {
+        if (pull_device(p, req, h, b, *ipc)) {
+            return true;
+        }
+        ++stats.device_streamed; // (single copy cannot read device memory)
+    } else if (cma_ok(p)) {
         if (0 == n || 0 == efa_cma_copy(p->pid, false, req->buf, b.addr, n, nullptr)) {
             req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
             send_ctrl(h.sender, kFin, h.id, 0);
@@ -105,8 +193,13 @@ bool Engine::take(Message *m, efa_engine_req_t *req) {
     b.pid = m->pid;
     b.rails = m->rails;
     memcpy(b.rail_key, m->rail_key, sizeof(b.rail_key));
+    efa_device_ipc_t ipc;
+    const bool device = m->flags & kFrameDevice;
+    if (device) {
+        memcpy(&ipc, m->data, sizeof(ipc));
+    }
     free(m);
-    if (pull(req, h, b)) {
+    if (pull(req, h, b, device ? &ipc : nullptr)) {
         req->state = kDone;
         return true;
     }
@@ -116,7 +209,7 @@ bool Engine::take(Message *m, efa_engine_req_t *req) {
 // DATA for a receive that answered CTS.  A sender streams in order through
 // one ring, so each frame starts where the last ended; anything else (or
 // bytes beyond the message's length) is a corrupted frame.
-void Engine::on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n) {
+void Engine::on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n, uint8_t flags) {
     if (n < sizeof(DataBody)) {
         drop();
         return;
@@ -129,14 +222,18 @@ void Engine::on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n) {
         drop();
         return;
     }
-    if (b.offset < req->buflen) {
+    if (flags & kFrameFailed) [[unlikely]] {
+        req->err = -FI_EIO; // the sender's device could not read these bytes
+    } else if (b.offset < req->buflen) {
         memcpy(static_cast<uint8_t *>(req->buf) + b.offset, bytes,
                std::min<size_t>(n, req->buflen - b.offset));
     }
     req->done += n;
     if (req->done >= req->msg_len) {
         ids_.remove(req->local_id);
-        req->err = req->msg_len > req->buflen ? -FI_ETRUNC : 0;
+        if (-FI_EIO != req->err) {
+            req->err = req->msg_len > req->buflen ? -FI_ETRUNC : 0;
+        }
         req->state = kDone;
         finish(req);
     }
@@ -146,7 +243,10 @@ void Engine::on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n) {
 // hold for a partnered receive (nullptr if out of memory).
 Message *Engine::make_message(const FrameHdr &h, const RtsBody &b, const uint8_t *body, size_t blen,
                               uint32_t via, uint64_t seq) {
-    const size_t keep = kEager == h.type ? blen : 0;
+    // An eager message's bytes, or a device RTS's handle.
+    const size_t keep = kEager == h.type                ? blen
+                        : (h.flags & kFrameDevice) != 0 ? sizeof(efa_device_ipc_t)
+                                                        : 0;
     auto *m = static_cast<Message *>(malloc(sizeof(Message) + keep));
     if (nullptr == m) {
         return nullptr;
@@ -166,8 +266,10 @@ Message *Engine::make_message(const FrameHdr &h, const RtsBody &b, const uint8_t
     memcpy(m->rail_key, b.rail_key, sizeof(m->rail_key));
     m->via = via;
     m->seq = seq;
-    if (keep) {
+    if (kEager == h.type && keep) {
         memcpy(m->data, body, keep);
+    } else if (keep) {
+        memcpy(m->data, body + sizeof(RtsBody), keep); // (the frame's length was checked)
     }
     return m;
 }
@@ -296,11 +398,17 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         // Numbered before any check: the sender numbered it when written.
         const uint64_t seq = count_arrival(ring);
         RtsBody b{};
+        efa_device_ipc_t ipc;
         if (kRts == h.type) {
-            if (blen < sizeof(b)) {
+            const size_t need =
+                sizeof(b) + ((h.flags & kFrameDevice) ? sizeof(efa_device_ipc_t) : 0);
+            if (blen < need) {
                 return drop();
             }
             memcpy(&b, body, sizeof(b));
+            if (h.flags & kFrameDevice) [[unlikely]] {
+                memcpy(&ipc, body + sizeof(b), sizeof(ipc));
+            }
         }
         // A frame to be answered names its sender: checked before it can
         // match (a dropped frame must not take a receive).
@@ -328,7 +436,7 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
                 }
                 req->state = kDone;
                 finish(req);
-            } else if (pull(req, h, b)) {
+            } else if (pull(req, h, b, (h.flags & kFrameDevice) ? &ipc : nullptr)) {
                 req->state = kDone;
                 finish(req);
             }
@@ -375,6 +483,9 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         req->remote = c.recv_id;
         req->done = 0;
         req->state = kStreaming;
+        if (req->device) [[unlikely]] {
+            bounce_device_send(req);
+        }
         p->streams.push_back(&req->link);
         mark_busy(p);
         return true;
@@ -384,7 +495,7 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         if (nullptr == req) {
             return drop();
         }
-        on_data(req, body, blen);
+        on_data(req, body, blen, h.flags);
         return true;
     }
     case kCancel:

@@ -18,7 +18,8 @@ bool Engine::write_message(Peer *p, efa_engine_req_t *r) {
     const bool rndv = r->flags & kReqRndv;
     const bool short_hdr = 0 == r->flags; // eager, standard mode
     const size_t hlen = short_hdr ? kShortHdr : sizeof(FrameHdr);
-    const size_t len = hlen + (rndv ? sizeof(RtsBody) : r->buflen);
+    const size_t len =
+        hlen + (!rndv ? r->buflen : sizeof(RtsBody) + (r->device ? sizeof(efa_device_ipc_t) : 0));
     auto *f = static_cast<uint8_t *>(reserve(p, len));
     if (nullptr == f) {
         return false;
@@ -29,7 +30,15 @@ bool Engine::write_message(Peer *p, efa_engine_req_t *r) {
     RtsBody b{};
     if (rndv) {
         b.len = r->buflen;
-        if (offer_read(p, r, b)) { // a peer on another node reads it by RMA
+        if (r->device) [[unlikely]] {
+            h.flags |= kFrameDevice;
+            b.pid = static_cast<uint32_t>(getpid()); // (checked against the card's)
+            efa_device_ipc_t ipc;
+            if (0 != efa_device_ipc_export(r->buf, r->buflen, &ipc)) {
+                memset(&ipc, 0, sizeof(ipc)); // none: the receiver asks for DATA
+            }
+            memcpy(f + hlen + sizeof(b), &ipc, sizeof(ipc));
+        } else if (offer_read(p, r, b)) { // a peer on another node reads it by RMA
             h.flags |= kFrameRead;
         } else {
             b.addr = reinterpret_cast<uintptr_t>(r->buf);
@@ -152,14 +161,26 @@ bool Engine::flush(Peer *p) {
             h.sender = params_.my_vpid;
             h.id = r->remote;
             DataBody b{r->done};
+            uint8_t *dst = f + sizeof(h) + sizeof(b);
+            const uint8_t *src = static_cast<const uint8_t *>(r->buf) + r->done;
+            if (nullptr != r->buf) [[likely]] {
+                memcpy(dst, src, n); // (a device send's: its host copy)
+            } else {
+                // A device send whose bytes the device could not copy
+                // (bounce_device_send): the receiver is told.
+                h.flags |= kFrameFailed;
+            }
             memcpy(f, &h, sizeof(h));
             memcpy(f + sizeof(h), &b, sizeof(b));
-            memcpy(f + sizeof(h) + sizeof(b), static_cast<const uint8_t *>(r->buf) + r->done, n);
             commit(p, sizeof(FrameHdr) + sizeof(DataBody) + n);
             ++stats.frames_sent;
             r->done += n;
         }
         p->streams.remove(l);
+        if (r->device) [[unlikely]] {
+            free(r->buf); // its host copy
+            r->buf = nullptr;
+        }
         ids_.remove(r->local_id);
         r->state = kDone;
         finish(r);
@@ -180,6 +201,9 @@ void Engine::flush_all() {
     busy_.resize(keep);
 }
 
+// kDevice: buf is device memory (efa_engine_send_device); a host send
+// pays nothing for device sends but the store of req->device.
+template <bool kDevice>
 int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
                  bool sync, efa_engine_req_t *req) {
     Guard g(mu_, mt_);
@@ -204,7 +228,17 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
     req->err = 0;
     req->done = 0;
     req->seq = 0;
-    req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | (len > p->eager_max ? kReqRndv : 0));
+    req->device = kDevice;
+    if constexpr (kDevice) {
+        if (!p->out || sizeof(RtsBody) + sizeof(efa_device_ipc_t) > p->eager_max) {
+            return -FI_EOPNOTSUPP; // only to a peer of this node, by slots its RTS fits
+        }
+        // Never copied into a frame: always a rendezvous.
+        req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | kReqRndv);
+    } else {
+        req->flags =
+            static_cast<uint8_t>((sync ? kReqSync : 0) | (len > p->eager_max ? kReqRndv : 0));
+    }
     // Only a send the receiver answers (ACK, FIN, CTS) needs an id.
     req->local_id = req->flags ? ids_.add(req) : 0;
     if (p->sends.empty() && write_message(p, req)) {
@@ -220,6 +254,11 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
     return 0;
 }
 
+template int Engine::send<false>(uint32_t, uint32_t, int32_t, int32_t, const void *, size_t, bool,
+                                 efa_engine_req_t *);
+template int Engine::send<true>(uint32_t, uint32_t, int32_t, int32_t, const void *, size_t, bool,
+                                efa_engine_req_t *);
+
 } // namespace efa::engine
 
 // The C seam (efa_engine.h) of what this file implements.
@@ -228,7 +267,12 @@ extern "C" {
 
 int efa_engine_send(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
                     const void *buf, size_t len, bool sync, efa_engine_req_t *req) {
-    return e->engine->send(peer, cid, src, tag, buf, len, sync, req);
+    return e->engine->send<false>(peer, cid, src, tag, buf, len, sync, req);
+}
+
+int efa_engine_send_device(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
+                           const void *buf, size_t len, bool sync, efa_engine_req_t *req) {
+    return e->engine->send<true>(peer, cid, src, tag, buf, len, sync, req);
 }
 
 } // extern "C"

@@ -43,6 +43,13 @@ struct efa_engine_req {
     efa_engine_complete_fn complete;
     void *buf;
     size_t buflen;
+    /* Device memory (efa_device.h), of a receive: device_buf (NULL: none)
+     * is a device buffer of buflen bytes that bytes coming by the device's
+     * own copy land in directly, and then device_landed is set (the caller
+     * clears it before posting); everything else lands in buf. */
+    void *device_buf;
+    bool device_landed;
+    bool device; /* the engine's: a send from device memory (efa_engine_send_device) */
     /* Set when a receive completes: the message's envelope and full
      * length, and 0, -FI_ETRUNC (len > buflen: buflen bytes were stored)
      * or -FI_ECANCELED. */
@@ -176,6 +183,13 @@ void efa_engine_my_card(const efa_engine_t *e, efa_engine_card_t *out);
  * sync: complete only once the receiver has matched the message. */
 int efa_engine_send(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
                     const void *buf, size_t len, bool sync, efa_engine_req_t *req);
+/* The same from device memory (efa_device.h), to a process of this node
+ * only (-FI_EOPNOTSUPP otherwise): a rendezvous whatever its size, whose
+ * bytes the receiver copies with the device's copy after importing the
+ * buffer's IPC handle, or that streams through the rings, read with the
+ * device's copy, where it cannot (engine.hpp). */
+int efa_engine_send_device(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
+                           const void *buf, size_t len, bool sync, efa_engine_req_t *req);
 
 /* Post a receive into req->buf/buflen matching (cid, src, tag); src and
  * tag may be EFA_ENGINE_ANY (a wildcard tag never matches a negative tag).
@@ -278,6 +292,10 @@ typedef struct efa_engine_stats {
     /* Rendezvous messages from other nodes this process read by RMA, and
      * those whose read failed and that were streamed instead. */
     uint64_t net_read, net_read_failed;
+    /* Rendezvous messages in device memory: copied device to device by the
+     * device's IPC, and those streamed through the rings instead (IPC
+     * refused, or the receiver's copy failed). */
+    uint64_t device_ipc, device_streamed;
 } efa_engine_stats_t;
 void efa_engine_get_stats(const efa_engine_t *e, efa_engine_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

@@ -15,6 +15,11 @@
 // end), 2 has local rank 2 but no inbox, 3 publishes no card, 4 a card
 // with a local rank outside the node; 5 and above are not in the job.
 //
+// Device memory: the fake device (efa_device.h) is installed, and A's
+// sends are from its memory when the input says so (a rendezvous that
+// offers an IPC handle); an RTS frame may claim device memory
+// (kFrameDevice) with any handle, offset and length.
+//
 // Checks beyond "no crash, no sanitizer report": a request completes at
 // most once; a completed receive never reports more bytes than its
 // buffer took unless truncated; a send is reported cancelled only when
@@ -26,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "efa_device.h"
 #include "efa_engine.h"
 #include "fuzz_input.hpp"
 #include "fuzz_engine_req.hpp"
@@ -92,6 +98,7 @@ efa_engine_t *make(Job &j, uint32_t vpid, uint32_t slots, bool single_copy) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz::Input in(data, size);
+    efa_device_install(efa_fake_device_ops());
     Job job;
     job.tag = "fuzz." + std::to_string(getpid());
     const bool single_copy = in.take<uint8_t>() & 1;
@@ -124,13 +131,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             r.is_send = true;
             const uint8_t to = in.take<uint8_t>();
             const uint32_t peer = to < 0xc0 ? 1 : to % 8;
-            const bool sync = in.take<uint8_t>() & 1;
-            // Eager (up to 216 bytes in a 256-byte slot) or rendezvous.
+            const uint8_t mode = in.take<uint8_t>();
+            const bool sync = mode & 1;
+            // Eager (up to 216 bytes in a 256-byte slot) or rendezvous;
+            // from device memory (mode 2): always a rendezvous.
             r.buf.assign(in.take<uint8_t>() * 4u, 0x3c);
             r.on.complete = on_complete;
-            const int rc =
-                efa_engine_send(job.a, peer, in.take<uint8_t>() % 4, 0, in.take<int8_t>() % 8,
-                                r.buf.data(), r.buf.size(), sync, &r.on);
+            void *buf = r.buf.data();
+            if (mode & 2) {
+                r.dev = efa_fake_device_alloc(r.buf.size());
+                FUZZ_CHECK(r.dev != nullptr);
+                buf = r.dev;
+            }
+            const int rc = (r.dev ? efa_engine_send_device : efa_engine_send)(
+                job.a, peer, in.take<uint8_t>() % 4, 0, in.take<int8_t>() % 8, buf, r.buf.size(),
+                sync, &r.on);
             if (rc == 1) {
                 on_complete(&r.on);
             } else if (rc < 0) {
@@ -183,5 +198,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     efa_engine_destroy(job.a);
     efa_engine_destroy(job.b);
+    FUZZ_CHECK(0 == efa_fake_device_imported()); // the engines closed what they imported
+    for (size_t i = 0; i < nreq; ++i) {
+        efa_fake_device_free(reqs[i].dev);
+    }
+    efa_device_install(nullptr);
     return 0;
 }

@@ -21,6 +21,7 @@ namespace fuzz {
 struct Req {
     efa_engine_req_t on{}; // first: the callback's pointer is the Req's
     std::vector<uint8_t> buf;
+    void *dev = nullptr; // a send from the fake device's memory (fuzz_engine_frame)
     bool is_send = false;
     bool cancel_asked = false;
     int completions = 0;

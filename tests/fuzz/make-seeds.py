@@ -52,6 +52,18 @@ def rts_body(length):
     return struct.pack("<QQQQIIQQQ", length, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
+def ipc_body(handle=b"", alloc_len=0, offset=0):
+    # efa_device_ipc_t: the handle (64 bytes), the allocation's length, the offset
+    return handle.ljust(64, b"\0") + struct.pack("<QQ", alloc_len, offset)
+
+
+DEVICE = 8  # kFrameDevice
+
+
+def device_send(nbytes, cid=1, tag=2):
+    return bytes([1, 0, 2, nbytes // 4, cid]) + struct.pack("<b", tag)
+
+
 seeds = {
     # A's receive takes an eager message; a truncated one; an unexpected one.
     "eager-matched": recv(64, 1, 1, 2) + frame(EAGER, b"hello"),
@@ -85,6 +97,22 @@ seeds = {
     # A short eager frame asking for an ACK (it names no sender): A once
     # acknowledged itself, vpid 0 request 0, and crashed.
     "regress-short-eager-sync-ack-to-self": recv(64, 1, 1, 2) + frame(SHORT, b"abc", flags=1),
+    # Device RTS frames: no handle (A asks for DATA), a handle of the fake
+    # that names no allocation of B, one whose message runs past its
+    # allocation, one cut before its handle; A's own device sends (an RTS
+    # with a handle, answered by FIN, by CTS: A streams from the device).
+    "device-rts-no-handle": recv(400, 1, 1, 2) +
+    frame(RTS, rts_body(300) + ipc_body(), flags=DEVICE, fid=77) +
+    frame(DATA, struct.pack("<Q", 0) + b"d" * 200, req=0) +
+    frame(DATA, struct.pack("<Q", 200) + b"e" * 100, req=0),
+    "device-rts-forged-handle": recv(400, 1, 1, 2) +
+    frame(RTS, rts_body(300) + ipc_body(b"efafake\0" + struct.pack("<Qi", 1, 3), 4096),
+          flags=DEVICE, fid=77),
+    "device-rts-past-allocation": frame(RTS, rts_body(300) + ipc_body(b"x", 256, 128),
+                                        flags=DEVICE, fid=78) + recv(400, 1, 1, 2),
+    "device-rts-cut": frame(RTS, rts_body(300) + b"\0" * 20, flags=DEVICE) + recv(400, 1, 1, 2),
+    "device-send-fin": device_send(40) + frame(FIN, req=0),
+    "device-send-cts": device_send(400) + frame(CTS, struct.pack("<Q", 0x100000007), req=0),
 }
 # Byte 0 of every input: single copy off (the streamed path is reachable).
 write_seeds("fuzz_engine_frame", seeds, prefix=b"\0")

@@ -26,6 +26,7 @@ class EnginePair : public ::testing::Test {
     efa_engine_t *b = nullptr; // vpid 1, local rank 1
     std::string tag;
     uint32_t nlocal = 2; // a third local rank has no engine: tests write its ring
+    uint32_t slot_size = 1024;
 
     // The modex's part: the card of engine a or b.
     static int card_of(void *arg, uint32_t vpid, efa_engine_card_t *card) {
@@ -46,7 +47,7 @@ class EnginePair : public ::testing::Test {
         p.nlocal = nlocal;
         p.nprocs = nlocal;
         p.slots = slots;
-        p.slot_size = 1024;
+        p.slot_size = slot_size;
         p.single_copy = single_copy;
         p.thread_safe = false;
         p.peer_card = card_of;

@@ -1,0 +1,190 @@
+// The matching engine with device memory (engine.hpp, efa_device.h), on the
+// fake device, whose memory the CPU cannot touch: a send from a device
+// buffer goes by the device's IPC handle and the receiver's device copy,
+// straight into a device receive buffer; where the import is refused the
+// bytes stream through the rings, read with the device's copy.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "efa_device.h"
+#include "engine_pair.hpp"
+
+namespace engine_test {
+namespace {
+
+// A device buffer of the fake, filled from host bytes or read back.
+class DeviceBuf {
+  public:
+    explicit DeviceBuf(size_t len) : len_(len), p_(efa_fake_device_alloc(len)) {}
+    ~DeviceBuf() { efa_fake_device_free(p_); }
+    DeviceBuf(const DeviceBuf &) = delete;
+    DeviceBuf &operator=(const DeviceBuf &) = delete;
+    void *get() const { return p_; }
+    void fill(const std::vector<uint8_t> &v) {
+        ASSERT_EQ(0, efa_device_copy(p_, v.data(), v.size()));
+    }
+    std::vector<uint8_t> read(size_t n) const {
+        std::vector<uint8_t> v(n);
+        EXPECT_EQ(0, efa_device_copy(v.data(), p_, n));
+        return v;
+    }
+
+  private:
+    size_t len_;
+    void *p_;
+};
+
+class EngineDeviceTest : public EnginePair {
+  protected:
+    void SetUp() override { efa_device_install(efa_fake_device_ops()); }
+    void TearDown() override {
+        EnginePair::TearDown(); // (closes what the engines imported)
+        efa_fake_device_refuse_ipc(false);
+        efa_device_install(nullptr);
+        EXPECT_EQ(0u, efa_fake_device_live()) << "an allocation left behind";
+        EXPECT_EQ(0u, efa_fake_device_imported()) << "an import left open";
+    }
+    // Send len device bytes from a to b; b receives into a device buffer
+    // (with a host buffer beside it, as mtl_efa posts one) or into host
+    // memory; post_first: the receive waits before the RTS comes.
+    void device_message(size_t len, size_t recv_len, bool recv_on_device, bool post_first,
+                        bool expect_ipc) {
+        const auto data = pattern(len, static_cast<uint8_t>(len));
+        DeviceBuf src(len ? len : 1), dst(recv_len ? recv_len : 1);
+        src.fill(data);
+        std::vector<uint8_t> host(recv_len, 0xee);
+        efa_engine_stats_t before{};
+        efa_engine_get_stats(b, &before);
+        Req s, r;
+        r.on.device_buf = recv_on_device ? dst.get() : nullptr;
+        if (post_first) {
+            ASSERT_EQ(0, post(b, r, host.data(), recv_len, 3, 0, 9));
+        }
+        s.on.complete = on_complete;
+        ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 9, src.get(), len, false, &s.on));
+        if (!post_first) {
+            ASSERT_TRUE(until([&] {
+                efa_engine_stats_t st{};
+                efa_engine_get_stats(b, &st);
+                return st.unexpected > before.unexpected;
+            }));
+            const int rc = post(b, r, host.data(), recv_len, 3, 0, 9);
+            ASSERT_LE(0, rc);
+            r.completions += rc; // 1: complete inside the call (no callback)
+        }
+        ASSERT_TRUE(until([&] { return 1 == r.completions && (1 == s.completions || s.on.err); }));
+        EXPECT_EQ(0, s.on.err);
+        EXPECT_EQ(len > recv_len ? -FI_ETRUNC : 0, r.on.err);
+        EXPECT_EQ(len, r.on.msg_len);
+        const size_t n = std::min(len, recv_len);
+        const std::vector<uint8_t> want(data.begin(), data.begin() + static_cast<long>(n));
+        // Where the bytes are: the device buffer when they came by IPC into
+        // a device receive, else the host buffer.
+        const bool landed = expect_ipc && recv_on_device && n > 0;
+        EXPECT_EQ(landed, r.on.device_landed);
+        if (landed) {
+            EXPECT_EQ(want, dst.read(n));
+            EXPECT_EQ(std::vector<uint8_t>(recv_len, 0xee), host) << "host buffer written too";
+        } else {
+            EXPECT_EQ(want,
+                      std::vector<uint8_t>(host.begin(), host.begin() + static_cast<long>(n)));
+            if (recv_len > n) {
+                EXPECT_EQ(0xee, host[n]) << "written past the message";
+            }
+        }
+        efa_engine_stats_t st{};
+        efa_engine_get_stats(b, &st);
+        EXPECT_EQ(before.device_ipc + (expect_ipc ? 1 : 0), st.device_ipc);
+        EXPECT_EQ(before.device_streamed + (expect_ipc ? 0 : 1), st.device_streamed);
+        EXPECT_EQ(before.single_copy, st.single_copy) << "single copy read device memory";
+    }
+};
+
+TEST_F(EngineDeviceTest, DeviceToDeviceByIpcAtEverySize) {
+    open();
+    for (size_t len : {size_t(0), size_t(1), size_t(64), size_t(4096), size_t(300000)}) {
+        SCOPED_TRACE(len);
+        device_message(len, len, true, true, true);
+    }
+}
+
+TEST_F(EngineDeviceTest, DeviceToHostAndUnexpected) {
+    open();
+    device_message(5000, 5000, false, true, true);   // into host memory, by the device's copy
+    device_message(70000, 70000, true, false, true); // the RTS waited unexpected
+}
+
+TEST_F(EngineDeviceTest, TruncatedDeviceReceive) {
+    open();
+    device_message(10000, 3000, true, true, true);
+}
+
+TEST_F(EngineDeviceTest, AnAllocationIsImportedOnce) {
+    open();
+    const auto data = pattern(8192, 5);
+    DeviceBuf src(65536), dst(8192);
+    src.fill(std::vector<uint8_t>(65536, 1));
+    const uint64_t imports = efa_fake_device_imports();
+    for (size_t off : {size_t(0), size_t(8192), size_t(40000)}) {
+        ASSERT_EQ(0, efa_device_copy(static_cast<uint8_t *>(src.get()) + off, data.data(), 8192));
+        std::vector<uint8_t> host(8192);
+        Req s, r;
+        r.on.device_buf = dst.get();
+        ASSERT_EQ(0, post(b, r, host.data(), host.size(), 3, 0, 1));
+        s.on.complete = on_complete;
+        ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 1, static_cast<uint8_t *>(src.get()) + off,
+                                            8192, false, &s.on));
+        ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
+        EXPECT_EQ(data, dst.read(8192)) << "offset " << off;
+    }
+    EXPECT_EQ(imports + 1, efa_fake_device_imports()) << "one allocation, imported once";
+}
+
+// A freed allocation's descriptor taken by the next: the receiver must not
+// read the old one's import.
+TEST_F(EngineDeviceTest, AReusedDescriptorIsANewAllocation) {
+    open();
+    device_message(20000, 20000, true, true, true);
+    device_message(20000, 20000, true, true, true); // new buffers, maybe the same fd numbers
+}
+
+TEST_F(EngineDeviceTest, ARefusedImportStreamsThroughTheRings) {
+    open(4);
+    efa_fake_device_refuse_ipc(true);
+    device_message(50000, 50000, true, true, false); // ~50 DATA frames through 4 slots
+    device_message(10, 10, false, false, false);
+}
+
+// The sender's device cannot copy its buffer (here: a length past its
+// allocation, so no handle either): both sides fail, and no wrong byte is
+// taken for the message.
+TEST_F(EngineDeviceTest, AFailedDeviceReadFailsBothSides) {
+    open();
+    DeviceBuf src(4096);
+    std::vector<uint8_t> host(8192, 0xee);
+    Req s, r;
+    ASSERT_EQ(0, post(b, r, host.data(), host.size(), 3, 0, 4));
+    s.on.complete = on_complete;
+    ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 4, src.get(), 8192, false, &s.on));
+    ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
+    EXPECT_EQ(-FI_EIO, s.on.err);
+    EXPECT_EQ(-FI_EIO, r.on.err);
+    EXPECT_EQ(std::vector<uint8_t>(8192, 0xee), host) << "bytes delivered that were never read";
+}
+
+// Slots too small for a device RTS (its IPC handle): refused at once, for
+// the caller to copy the buffer through the host, not queued for ever.
+TEST_F(EngineDeviceTest, SlotsTooSmallForADeviceRtsRefuseIt) {
+    slot_size = 128;
+    open();
+    DeviceBuf src(64);
+    Req s;
+    s.on.complete = on_complete;
+    EXPECT_EQ(-FI_EOPNOTSUPP, efa_engine_send_device(a, 1, 3, 0, 1, src.get(), 64, false, &s.on));
+    EXPECT_EQ(0, s.completions);
+}
+
+} // namespace
+} // namespace engine_test
