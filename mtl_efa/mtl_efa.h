@@ -65,6 +65,9 @@ typedef struct mca_mtl_efa_module_t {
     /* How: the fake's memory (asked of the fake), Open MPI's (the
      * convertor says; own mode), or 4.1's CUDA (contiguous sends only). */
     enum { MTL_EFA_DEVICE_FAKE, MTL_EFA_DEVICE_OWN, MTL_EFA_DEVICE_CUDA41 } device_how;
+    /* Device sends to processes of this node go uncopied to the engine,
+     * which carries them by the device's IPC (mtl_efa_device.c). */
+    bool device_ipc;
 } mca_mtl_efa_module_t;
 
 /* Sends from this size carry a seq in their tag, so that MPI_Cancel can
@@ -93,6 +96,7 @@ typedef struct mtl_efa_params {
     size_t coalesce_bytes;
     int coalesce_max;
     char *device_buffers; /* who copies device buffers through the host (mtl_efa_device.c) */
+    bool device_ipc;      /* ... and whether those to this node go by the device's IPC */
     mtl_efa_test_hooks_t test;
 } mtl_efa_params_t;
 extern mtl_efa_params_t ompi_mtl_efa_params;
@@ -291,11 +295,14 @@ int ompi_mtl_efa_engine_init(bool thread_multiple);
 void ompi_mtl_efa_engine_fini(void);
 int ompi_mtl_efa_engine_add_comm(struct ompi_communicator_t *comm);
 void ompi_mtl_efa_engine_del_comm(struct ompi_communicator_t *comm);
+/* device: buffer is device memory, to a process of this node
+ * (ompi_mtl_efa_device_by_ipc). */
 int ompi_mtl_efa_engine_isend(struct ompi_communicator_t *comm, int dest, int tag,
-                              mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req);
+                              mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req,
+                              bool device);
 int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag,
                              mca_pml_base_send_mode_t mode, void *buffer, size_t length,
-                             bool free_buffer);
+                             bool free_buffer, bool device);
 int ompi_mtl_efa_engine_irecv(struct ompi_communicator_t *comm, int src, int tag,
                               mca_mtl_efa_request_t *req);
 int ompi_mtl_efa_engine_iprobe(struct ompi_communicator_t *comm, int src, int tag, bool claim,

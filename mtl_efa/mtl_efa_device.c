@@ -28,6 +28,8 @@
 #include "mtl_efa_device.h"
 #include "efa_device.h"
 
+static void device_ipc_init(void);
+
 bool ompi_mtl_efa_device_init(void) {
     const mtl_efa_params_t *p = &ompi_mtl_efa_params;
     const bool want_own = 0 == strcmp(p->device_buffers, "own");
@@ -76,14 +78,45 @@ bool ompi_mtl_efa_device_init(void) {
                                   "accelerator component loaded%s)",
                                   want_own ? "; mtl_efa_device_buffers own needs one" : "");
     }
+    device_ipc_init();
     return accelerator_support;
 }
 
 void ompi_mtl_efa_device_fini(void) {
     ompi_mtl_efa.device_staging = false;
+    ompi_mtl_efa.device_ipc = false;
+}
+
+/* Device sends to processes of this node by the device's IPC: where this
+ * MTL copies device buffers itself and the device shares its memory. */
+static void device_ipc_init(void) {
+    const bool copies =
+        ompi_mtl_efa.device_staging && MTL_EFA_DEVICE_CUDA41 != ompi_mtl_efa.device_how;
+    ompi_mtl_efa.device_ipc = copies && ompi_mtl_efa_params.device_ipc && efa_device_ipc_on();
+    if (!copies) {
+        return;
+    }
+    mca_common_efa_say_choice(
+        "mtl:efa", "mtl_efa devices", "device buffers to processes of this node: %s",
+        ompi_mtl_efa.device_ipc           ? "device to device by the device's IPC"
+        : !ompi_mtl_efa_params.device_ipc ? "through the host (mtl_efa_device_ipc false)"
+                                          : "through the host (the device backend has no IPC)");
 }
 
 static void copy_failed(const char *what, size_t len);
+static bool on_device(const struct opal_convertor_t *convertor, const void *buf, size_t len);
+
+bool ompi_mtl_efa_device_by_ipc(struct ompi_communicator_t *comm, int dest,
+                                struct opal_convertor_t *convertor, const void *buffer,
+                                size_t length, bool free_buffer) {
+    /* (Open MPI's packed copy of a non-contiguous buffer: a new allocation
+     * each time, which a peer would import each time; staged instead) */
+    /* (to itself: a device refuses to import its own process's handle) */
+    return ompi_mtl_efa.device_ipc && !free_buffer && 0 != length &&
+           ompi_mtl_efa_use_engine(comm, dest) && ompi_mtl_efa_ring_peer(comm, dest) &&
+           ompi_comm_peer_lookup(comm, dest) != ompi_proc_local() &&
+           on_device(convertor, buffer, length);
+}
 
 /* Is a request's buffer device memory?  The fake's memory is asked of
  * the fake; otherwise Open MPI asked its accelerator when it prepared the
@@ -170,6 +203,7 @@ int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
     }
     req->device_buf = req->buffer;
     req->device_temp = req->free_buffer;
+    req->on.device_landed = false; /* (set by the engine where IPC put the bytes there) */
     req->buffer = host;
     req->free_buffer = true;
     return OMPI_SUCCESS;
@@ -178,8 +212,10 @@ int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
 void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver) {
     void *dev = req->device_buf;
     const size_t n = !deliver ? 0 : len < req->length ? len : req->length;
+    /* The engine copied a device message of this node into dev itself. */
+    const bool landed = req->on.device_landed;
     req->device_buf = NULL;
-    if (n > 0 && 0 != efa_device_copy(dev, req->buffer, n)) {
+    if (n > 0 && !landed && 0 != efa_device_copy(dev, req->buffer, n)) {
         copy_failed("a received message to the device", n);
         if (OMPI_SUCCESS == req->super.ompi_req->req_status.MPI_ERROR) {
             req->super.ompi_req->req_status.MPI_ERROR = OMPI_ERROR;

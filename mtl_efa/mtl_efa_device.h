@@ -22,6 +22,11 @@ void ompi_mtl_efa_device_fini(void);
  * allocated (Open MPI's packed device copy given back). */
 int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **buffer, size_t length,
                                    bool *free_buffer);
+/* Does this send go uncopied to the engine, which carries its device
+ * buffer to process dest of this node by the device's IPC? */
+bool ompi_mtl_efa_device_by_ipc(struct ompi_communicator_t *comm, int dest,
+                                struct opal_convertor_t *convertor, const void *buffer,
+                                size_t length, bool free_buffer);
 /* A receive's buffer: device memory gets a host buffer in its place
  * (req->device_buf).  OMPI_SUCCESS, or an error with nothing left
  * allocated. */

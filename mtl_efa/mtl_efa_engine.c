@@ -231,6 +231,13 @@ void ompi_mtl_efa_engine_fini(void) {
                         (unsigned long long)s.eager, (unsigned long long)s.rendezvous,
                         (unsigned long long)s.single_copy, (unsigned long long)s.streamed,
                         (unsigned long long)s.queued, (unsigned long long)s.unexpected);
+    if (0 != s.device_ipc + s.device_streamed) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages received from this node: %llu by the "
+                            "device's IPC, %llu streamed through the host",
+                            (unsigned long long)s.device_ipc,
+                            (unsigned long long)s.device_streamed);
+    }
     if (ompi_mtl_efa.own_matching) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: own matching: %llu provider messages sent (%llu packing "
@@ -282,21 +289,30 @@ static void send_done(efa_engine_req_t *r) {
 }
 
 static inline int start_send(struct ompi_communicator_t *comm, int dest, int tag,
-                             mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req) {
+                             mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req,
+                             bool device) {
     ompi_proc_t *proc = ompi_comm_peer_lookup(comm, dest);
     req->on.complete = send_done;
     req->is_send = true;
     req->by_engine = true;
     req->on_sent = false;
-    int rc = efa_engine_send(ompi_mtl_efa.engine, proc->super.proc_name.vpid,
-                             mtl_efa_comm_cid(comm), comm->c_my_rank, tag, req->buffer, req->length,
-                             MCA_PML_BASE_SEND_SYNCHRONOUS == mode, &req->on);
+    const uint32_t vpid = proc->super.proc_name.vpid;
+    const bool sync = MCA_PML_BASE_SEND_SYNCHRONOUS == mode;
+    int rc;
+    if (OPAL_LIKELY(!device)) {
+        rc = efa_engine_send(ompi_mtl_efa.engine, vpid, mtl_efa_comm_cid(comm), comm->c_my_rank,
+                             tag, req->buffer, req->length, sync, &req->on);
+    } else {
+        rc = efa_engine_send_device(ompi_mtl_efa.engine, vpid, mtl_efa_comm_cid(comm),
+                                    comm->c_my_rank, tag, req->buffer, req->length, sync, &req->on);
+    }
     return rc < 0 ? mca_common_efa_fi_to_opal(rc) : rc;
 }
 
 int ompi_mtl_efa_engine_isend(struct ompi_communicator_t *comm, int dest, int tag,
-                              mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req) {
-    int rc = start_send(comm, dest, tag, mode, req);
+                              mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req,
+                              bool device) {
+    int rc = start_send(comm, dest, tag, mode, req, device);
     if (OPAL_UNLIKELY(rc < 0)) {
         if (req->free_buffer) {
             free(req->buffer);
@@ -312,7 +328,7 @@ int ompi_mtl_efa_engine_isend(struct ompi_communicator_t *comm, int dest, int ta
 
 int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag,
                              mca_pml_base_send_mode_t mode, void *buffer, size_t length,
-                             bool free_buffer) {
+                             bool free_buffer, bool device) {
     mca_mtl_efa_blocking_send_t bs;
     mca_mtl_efa_request_t *req = &bs.req;
     req->super.ompi_req = NULL;
@@ -321,7 +337,7 @@ int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag
     req->length = length;
     req->free_buffer = false; /* freed here, below */
     bs.done = false;
-    int rc = start_send(comm, dest, tag, mode, req);
+    int rc = start_send(comm, dest, tag, mode, req, device);
     if (0 == rc) {
         while (!__atomic_load_n(&bs.done, __ATOMIC_ACQUIRE)) {
             opal_progress();
@@ -374,6 +390,7 @@ static inline void prepare(mca_mtl_efa_request_t *req) {
     req->on.complete = recv_done;
     req->on.buf = req->buffer;
     req->on.buflen = req->length;
+    req->on.device_buf = req->device_buf; /* (bytes by the device's IPC land there) */
 }
 
 int ompi_mtl_efa_engine_irecv(struct ompi_communicator_t *comm, int src, int tag,

@@ -81,6 +81,10 @@ static const mca_common_efa_param_t table[] = {
              "sees them: \"open-mpi\": Open MPI's pml/cm with its accelerator (5.0; 4.1 with "
              "CUDA support); \"own\": mtl_efa, with Open MPI's accelerator for the copies "
              "(Open MPI 5.0 with an accelerator component); \"auto\" (default): open-mpi"},
+    {"device_ipc", MCA_BASE_VAR_TYPE_BOOL, P(device_ipc), .def = 1, .level = OPAL_INFO_LVL_4,
+     .help = "Device (GPU) buffers this MTL copies (mtl_efa_device_buffers own) go to processes "
+             "of this node GPU to GPU by the device's IPC handles, where the device has them, "
+             "instead of through host memory.  Default true"},
     {"debug_device_blind", MCA_BASE_VAR_TYPE_BOOL, P(test.device_blind), .test_only = true,
      .help = "Testing only, with common_efa_debug_fake_device: hand device buffers on uncopied, "
              "as if no path needed to know (a control: the job must crash on the fake's memory). "

@@ -379,15 +379,20 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     req->rdv = NULL;
     req->convertor = convertor;
     int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
+    bool device = false;
     if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
-        rc =
-            ompi_mtl_efa_device_stage_send(convertor, &req->buffer, req->length, &req->free_buffer);
+        device = ompi_mtl_efa_device_by_ipc(comm, dest, convertor, req->buffer, req->length,
+                                            req->free_buffer);
+        if (!device) {
+            rc = ompi_mtl_efa_device_stage_send(convertor, &req->buffer, req->length,
+                                                &req->free_buffer);
+        }
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
     if (ompi_mtl_efa_use_engine(comm, dest)) {
-        return ompi_mtl_efa_engine_isend(comm, dest, tag, mode, req);
+        return ompi_mtl_efa_engine_isend(comm, dest, tag, mode, req, device);
     }
     req->by_engine = false;
     /* Inject size 0 means no inject at all, not "zero-byte messages only". */
@@ -421,14 +426,18 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     size_t length;
     bool free_buffer;
     int rc = ompi_mtl_datatype_pack(convertor, &buffer, &length, &free_buffer);
+    bool device = false;
     if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
-        rc = ompi_mtl_efa_device_stage_send(convertor, &buffer, length, &free_buffer);
+        device = ompi_mtl_efa_device_by_ipc(comm, dest, convertor, buffer, length, free_buffer);
+        if (!device) {
+            rc = ompi_mtl_efa_device_stage_send(convertor, &buffer, length, &free_buffer);
+        }
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
     if (ompi_mtl_efa_use_engine(comm, dest)) {
-        return ompi_mtl_efa_engine_send(comm, dest, tag, mode, buffer, length, free_buffer);
+        return ompi_mtl_efa_engine_send(comm, dest, tag, mode, buffer, length, free_buffer, device);
     }
     if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && length <= ompi_mtl_efa.inject_size &&
         0 != ompi_mtl_efa.inject_size) {

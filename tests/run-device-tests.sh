@@ -56,6 +56,40 @@ ok=0
     grep -q "device memory: the fake device's" <<<"$OUT" && ok=1
 verdict fake-said $ok "exit $RC, or the fake device not named at verbose 1"
 
+# Device messages between processes of this node go by the fake's IPC
+# (the receiver imports the sender's allocation and copies device to
+# device), under both matching modes; where the fake refuses imports they
+# stream through the host, and with mtl_efa_device_ipc off they are copied
+# through the host at the entry.  device_buffers checks every byte.
+ipc_count() { # the verbose-1 finalize line's "N by the device's IPC", summed over ranks
+    sed -n "s/.*device messages received from this node: \([0-9]*\) by the device's IPC, \([0-9]*\) streamed.*/\1 \2/p" <<<"$OUT" |
+        awk '{ipc += $1; streamed += $2} END {print ipc + 0, streamed + 0}'
+}
+for m in provider own; do
+    run "${cm[@]}" --mca mtl_efa_matching $m --mca common_efa_debug_fake_device 1 \
+        --mca common_efa_verbose 1 "$prog"
+    read -r ipc streamed < <(ipc_count)
+    ok=0
+    [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$ipc" -gt 0 ] &&
+        [ "$streamed" -eq 0 ] &&
+        grep -q "device buffers to processes of this node: device to device by the device's IPC" <<<"$OUT" && ok=1
+    verdict "ipc-rings-$m" $ok "exit $RC, $ipc by IPC, $streamed streamed: device messages did not go by IPC"
+    run "${cm[@]}" --mca mtl_efa_matching $m --mca common_efa_debug_fake_device 1 \
+        --mca common_efa_debug_fake_device_no_ipc 1 --mca common_efa_verbose 1 "$prog"
+    read -r ipc streamed < <(ipc_count)
+    ok=0
+    [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$ipc" -eq 0 ] &&
+        [ "$streamed" -gt 0 ] && ok=1
+    verdict "ipc-refused-$m" $ok "exit $RC, $ipc by IPC, $streamed streamed: a refused import did not fall back to the host"
+done
+run "${cm[@]}" --mca common_efa_debug_fake_device 1 --mca mtl_efa_device_ipc 0 \
+    --mca common_efa_verbose 1 "$prog" -s 64K
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&
+    grep -q "device buffers to processes of this node: through the host (mtl_efa_device_ipc false)" <<<"$OUT" &&
+    ! grep -q "device messages received from this node" <<<"$OUT" && ok=1
+verdict ipc-off $ok "exit $RC, or device messages went by IPC with mtl_efa_device_ipc 0"
+
 # osc/rdma over btl_efa: a window in device memory carries puts and gets
 # from and into host and device buffers (the owner copies with the
 # device's copy), and an atomic on it is refused by btl_efa and done by

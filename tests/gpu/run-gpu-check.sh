@@ -18,7 +18,8 @@
 #             tcp;ofi_rxm in both matching modes, shm provider; each with
 #             Open MPI copying device buffers (mtl_efa_device_buffers
 #             open-mpi, the default) and the on-node path with mtl_efa
-#             copying them (own);
+#             copying them (own: device to device by CUDA IPC; and with
+#             mtl_efa_device_ipc 0, through the host);
 #           - pml ob1 + btl_efa (tcp;ofi_rxm);
 #           - the anchors: pml cm + mtl/ofi on tcp;ofi_rxm, pml ob1 + sm
 #             (host staging), pml ob1 + sm + smcuda (CUDA IPC).
@@ -68,6 +69,7 @@ rxm=(--mca mtl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_provider_include
 pt2pt_runs=(
     "mtl_efa-onnode|1|--mca pml cm --mca mtl efa ${rxm[*]}"
     "mtl_efa-onnode-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own"
+    "mtl_efa-onnode-own-noipc|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own --mca mtl_efa_device_ipc 0"
     "mtl_efa-rxm-provider|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching provider"
     "mtl_efa-rxm-own-matching|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own"
     "mtl_efa-shm|1|--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none"
@@ -141,6 +143,10 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
             echo "| $name $b | $(tail -n 1 "$l" | cut -d' ' -f2)$said | | $(at "$l" 1) | | | $(peak "$l") |"
         done
     done
+    echo
+    # (the own run's finalize counts: device messages by CUDA IPC, streamed)
+    grep -h "device messages received from this node\|device buffers to processes of this node" \
+        "$out/mtl_efa-onnode-own.osu_latency.txt" | sed 's/^/    /' | sort -u
     echo
     echo "$fails run(s) of ours failed"
 } | tee "$out/summary.md"
