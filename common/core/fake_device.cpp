@@ -45,7 +45,7 @@ std::mutex g_lock;
 std::map<uintptr_t, Region> g_regions; // by device address
 uint64_t g_serial = 0;
 std::atomic<bool> g_refuse_ipc{false};
-std::atomic<uint64_t> g_imports{0};
+std::atomic<uint64_t> g_imports{0}, g_import_tries{0};
 
 // What a handle of the fake holds.
 struct FakeHandle {
@@ -173,6 +173,7 @@ int fake_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
 int fake_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base) {
     FakeHandle h;
     memcpy(&h, in->handle, sizeof(h));
+    g_import_tries.fetch_add(1);
     if (g_refuse_ipc.load() || 0 != memcmp(h.magic, kMagic, sizeof(h.magic)) || h.fd < 0 ||
         0 == in->alloc_len || in->alloc_len > (uint64_t{1} << 40)) {
         return -FI_EINVAL;
@@ -285,6 +286,10 @@ void efa_fake_device_refuse_ipc(bool refuse) {
 
 uint64_t efa_fake_device_imports(void) {
     return g_imports.load();
+}
+
+uint64_t efa_fake_device_import_tries(void) {
+    return g_import_tries.load();
 }
 
 } // extern "C"

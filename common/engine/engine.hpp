@@ -334,6 +334,9 @@ class Engine {
         bool in_busy = false;    // listed in busy_
         uint64_t sent = 0;       // message frames written to it (Message::seq)
         std::vector<IpcMap> ipc; // its device allocations imported, the latest used last
+        // Handles whose import failed (the latest last, kIpcKept at most):
+        // not tried again, their messages stream at once.
+        std::vector<efa_device_ipc_t> ipc_refused;
         Watch watch;
         bool busy() const { return !sends.empty() || !streams.empty() || !ctrl.empty(); }
     };

@@ -40,7 +40,8 @@ bool Engine::pid_ok(uint32_t vpid, uint32_t pid) {
 
 // Where this process reaches peer p's device allocation 'ipc' names:
 // imported once, kept (the latest used last); nullptr where the import
-// fails.
+// fails (that handle is then not tried again while it is among the last
+// kIpcKept refused).
 void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
     efa_device_ipc_t key = ipc;
     key.offset = 0;
@@ -52,8 +53,17 @@ void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
             return m.base;
         }
     }
+    for (const efa_device_ipc_t &r : p->ipc_refused) {
+        if (0 == memcmp(&r, &key, sizeof(key))) {
+            return nullptr; // refused before: the device would refuse it again
+        }
+    }
     void *base = nullptr;
     if (0 == p->pid || 0 != efa_device_ipc_import(p->pid, &key, &base)) {
+        if (p->ipc_refused.size() >= kIpcKept) {
+            p->ipc_refused.erase(p->ipc_refused.begin());
+        }
+        p->ipc_refused.push_back(key);
         return nullptr;
     }
     if (p->ipc.size() >= kIpcKept) {

@@ -97,6 +97,8 @@ size_t efa_fake_device_imported(void);
  * where a peer's import is refused).  Imports so far. */
 void efa_fake_device_refuse_ipc(bool refuse);
 uint64_t efa_fake_device_imports(void);
+/* Imports asked for, refused ones included. */
+uint64_t efa_fake_device_import_tries(void);
 
 #ifdef __cplusplus
 }

@@ -157,6 +157,27 @@ TEST_F(EngineDeviceTest, ARefusedImportStreamsThroughTheRings) {
     device_message(10, 10, false, false, false);
 }
 
+// An allocation whose import was refused is not asked for again: its
+// later messages stream at once.
+TEST_F(EngineDeviceTest, ARefusedAllocationIsNotAskedForAgain) {
+    open();
+    efa_fake_device_refuse_ipc(true);
+    const auto data = pattern(3000, 9);
+    DeviceBuf src(3000);
+    src.fill(data);
+    const uint64_t tries = efa_fake_device_import_tries();
+    for (int i = 0; i < 3; ++i) {
+        std::vector<uint8_t> host(3000);
+        Req s, r;
+        ASSERT_EQ(0, post(b, r, host.data(), host.size(), 3, 0, 2));
+        s.on.complete = on_complete;
+        ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 2, src.get(), 3000, false, &s.on));
+        ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
+        EXPECT_EQ(data, host);
+    }
+    EXPECT_EQ(tries + 1, efa_fake_device_import_tries()) << "a refused import asked for again";
+}
+
 // The sender's device cannot copy its buffer (here: a length past its
 // allocation, so no handle either): both sides fail, and no wrong byte is
 // taken for the message.
