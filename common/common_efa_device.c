@@ -10,6 +10,7 @@
 #if OPAL_MAJOR_VERSION >= 5
 #include <string.h>
 
+#include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 
 #include "opal/mca/accelerator/accelerator.h"
@@ -38,10 +39,53 @@ static void ompi_release(void *buf) {
     (void)opal_accelerator.mem_release(MCA_ACCELERATOR_NO_DEVICE_ID, buf);
 }
 
+/* libfabric's interface for the accelerator component's devices, or
+ * FI_HMEM_SYSTEM where libfabric has none (no registrations then). */
+static enum fi_hmem_iface ompi_iface(void) {
+    const char *name = opal_accelerator_base_selected_component.base_version.mca_component_name;
+    return 0 == strcmp(name, "cuda")   ? FI_HMEM_CUDA
+           : 0 == strcmp(name, "rocm") ? FI_HMEM_ROCR
+           : 0 == strcmp(name, "ze")   ? FI_HMEM_ZE
+                                       : FI_HMEM_SYSTEM;
+}
+
+/* The allocation holding buf, its device and id (the id is what Open
+ * MPI's own registration cache uses to see a device free). */
+static int ompi_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
+    int dev = MCA_ACCELERATOR_NO_DEVICE_ID;
+    uint64_t flags = 0;
+    void *base = NULL;
+    size_t size = 0;
+    opal_accelerator_buffer_id_t id = 0;
+    const enum fi_hmem_iface iface = ompi_iface();
+    /* (managed memory is host memory here, as in ompi_check) */
+    if (FI_HMEM_SYSTEM == iface || opal_accelerator.check_addr(buf, &dev, &flags) <= 0 ||
+        0 != (flags & MCA_ACCELERATOR_FLAGS_UNIFIED_MEMORY)) {
+        return -FI_EINVAL;
+    }
+    if (dev < 0 && OPAL_SUCCESS != opal_accelerator.get_device(&dev)) {
+        return -FI_EINVAL;
+    }
+    if (OPAL_SUCCESS != opal_accelerator.get_address_range(dev, buf, &base, &size) ||
+        (uintptr_t)buf < (uintptr_t)base || (uintptr_t)buf - (uintptr_t)base > size ||
+        len > size - ((uintptr_t)buf - (uintptr_t)base)) {
+        return -FI_EINVAL;
+    }
+    if (OPAL_SUCCESS != opal_accelerator.get_buffer_id(dev, buf, &id)) {
+        id = 0; /* (not registered: a freed allocation could not be told apart) */
+    }
+    out->iface = (int)iface;
+    out->device = (uint64_t)dev;
+    out->buffer_id = (uint64_t)id;
+    out->base = (uintptr_t)base;
+    out->len = size;
+    return 0;
+}
+
 /* IPC: Open MPI 5.0's accelerator framework has none; CUDA's own where
  * the component is cuda (common_efa_cuda_ipc.c). */
 static efa_device_ops_t ompi_ops = {
-    .check = ompi_check, .copy = ompi_copy, .release = ompi_release};
+    .check = ompi_check, .copy = ompi_copy, .release = ompi_release, .hmem = ompi_hmem};
 
 const efa_device_ops_t *mca_common_efa_device_ompi(void) {
     const char *name = opal_accelerator_base_selected_component.base_version.mca_component_name;

@@ -168,6 +168,17 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only, with debug_fake_device: the fake refuses to import another "
              "process's memory, as a device refuses IPC (another container, a driver without "
              "it), so that device messages on one node go through the host"},
+    {"debug_fake_device_hmem", MCA_BASE_VAR_TYPE_BOOL, C(debug_fake_device_hmem), .test_only = true,
+     .help = "Testing only, with debug_fake_device: the fake's memory is readable by the CPU "
+             "and described to the provider as FI_HMEM_SYSTEM memory, and FI_HMEM is asked "
+             "for, so that a provider with FI_HMEM (shm) carries device buffers as it would a "
+             "GPU's"},
+    {"hmem", MCA_BASE_VAR_TYPE_BOOL, C(hmem), .def = 1, .level = OPAL_INFO_LVL_4,
+     .help = "Where Open MPI has an accelerator and mtl_efa hands device buffers on itself "
+             "(mtl_efa_device_buffers own), ask the provider for FI_HMEM, and where it grants "
+             "it hand it device buffers as they are, registered with their interface and "
+             "device (the efa provider on GPU instances: GPUDirect RDMA). false, or a provider "
+             "without FI_HMEM: device buffers are copied through the host."},
     /* One geometry and place for the node's one inbox (efa_node.h), which
      * both components' on-node channels share: the old per-component names
      * (mtl_efa_onnode_slots, btl_efa_onnode_slots, ...) are its synonyms. */
@@ -205,6 +216,21 @@ static bool onnode_channel_off(const char *project, const char *framework) {
         return false;
     }
     return 0 == strcmp(*value, "none");
+}
+
+/* Does mtl_efa hand device buffers on itself (mtl_efa_device_buffers own,
+ * where it is loaded)?  Only then does a provider's FI_HMEM carry any:
+ * otherwise Open MPI copies them through the host before mtl_efa, and
+ * btl_efa takes none to the provider, so FI_HMEM would cost native
+ * atomics (shm, efa before API 1.18) for nothing. */
+static bool mtl_hands_device_buffers(void) {
+    const char **value = NULL;
+    int idx = mca_base_var_find("ompi", "mtl", "efa", "device_buffers");
+    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) ||
+        NULL == value || NULL == *value) {
+        return false;
+    }
+    return 0 == strcmp(*value, "own");
 }
 
 /* provider_shm as the core takes it: auto decides from the on-node paths.
@@ -446,6 +472,8 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         start_mem_hooks(); /* before get_params reads hooks_registered */
     }
     mca_common_efa_get_params(&p, thread_multiple, need_remote_comm);
+    /* Device buffers may come to the provider: it is asked for FI_HMEM. */
+    p.want_hmem = NULL != mca_common_efa_device_ompi() && mtl_hands_device_buffers();
     efa_core_t *core = efa_core_acquire(&p, &err);
     if (NULL == core) {
         if (first) {

@@ -250,8 +250,20 @@ int open_core(efa_core *core) {
     }
     std::vector<FiMrBackend::Domain> domains{{core->nic->domain(), std::move(bind_eps)}};
     open_rails(core, rail_infos, &domains);
+    std::vector<FiMrBackend::Domain> first{domains[0]};
     core->mr_backend = std::make_unique<FiMrBackend>(std::move(domains), core->selection.mr_local);
     core->mr_cache = std::make_unique<MrCache>(*core->mr_backend, mr_cache_config(core->params));
+    if (core->selection.hmem) {
+        // Device allocations, registered whole and exactly (align 1); a
+        // freed one is found by its id (efa_core_mr_acquire_device), as
+        // the memory hooks do not see a device's free.
+        core->dev_mr_backend = std::make_unique<FiMrBackend>(
+            std::move(first), core->selection.mr_local, *core->mr_backend);
+        MrCacheConfig dc = mr_cache_config(core->params);
+        dc.reuse = true;
+        dc.align = 1;
+        core->dev_mr_cache = std::make_unique<MrCache>(*core->dev_mr_backend, dc);
+    }
     core->progress_batch = core->params.progress_batch;
     core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;
     open_overflow_areas(core);
@@ -293,6 +305,7 @@ int open_core(efa_core *core) {
     in.mr_endpoint = (ni->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
     in.tag_layout = core->layout;
     in.has_source = core->selection.source;
+    in.hmem = core->selection.hmem;
     if ((err = efa_core_msg_open(core))) {
         return err;
     }
@@ -366,9 +379,13 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
     if (core->params.debug_fake_device) {
         efa_device_install(efa_fake_device_ops());
         efa_fake_device_refuse_ipc(core->params.debug_fake_device_no_ipc);
+        efa_fake_device_visible(core->params.debug_fake_device_hmem);
         core->rep.say(1, std::string("device memory: the fake device's (a test setting), copied "
                                      "through the host") +
-                             (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : ""));
+                             (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : "") +
+                             (core->params.debug_fake_device_hmem
+                                  ? "; visible to the CPU and the provider (FI_HMEM_SYSTEM)"
+                                  : ""));
     }
     g_core = core.release();
     return g_core;
@@ -425,7 +442,9 @@ void efa_core_release(efa_core_t *core) {
     efa_core_msg_close(core);
     close_overflow_areas(core);
     close_rail_endpoints(core);
-    core->mr_cache.reset(); // deregisters before the domain closes
+    core->dev_mr_cache.reset(); // deregisters before the domain closes
+    core->dev_mr_backend.reset();
+    core->mr_cache.reset();
     core->mr_backend.reset();
     core->rails.clear();
     core->nic.reset();
@@ -496,8 +515,51 @@ efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, ui
     return mr;
 }
 
+efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t len,
+                                     uint64_t access, int *err) {
+    MrCache *cache = core->dev_mr_cache.get();
+    efa_device_hmem_t h{};
+    int rc = cache ? efa_device_hmem(addr, len, &h) : -FI_EOPNOTSUPP;
+    // Id 0: the device cannot tell a freed allocation from the one at its
+    // address now, so a registration could outlive its memory.
+    if (0 == rc && 0 == h.buffer_id) {
+        rc = -FI_EOPNOTSUPP;
+    }
+    for (int attempt = 0; 0 == rc; ++attempt) {
+        MrEntry *e = cache->acquire(reinterpret_cast<const void *>(h.base), h.len, access, &rc);
+        if (e && e->reg.buffer_id == h.buffer_id && e->base == h.base && e->len == h.len &&
+            cache->findable(e)) {
+            return reinterpret_cast<efa_mr_t *>(e);
+        }
+        if (e) {
+            // Allocations never overlap, so an entry of another id or range,
+            // or one registered alone (its union with an overlapping entry
+            // was refused), meets allocations freed since whose addresses
+            // the device handed out again: those are dropped (held ones at
+            // their last release) and this one registered (it cannot be
+            // stale twice).
+            cache->release(e);
+            cache->invalidate(reinterpret_cast<const void *>(h.base), h.len);
+            core->dev_mr_stale.fetch_add(1, std::memory_order_relaxed);
+            rc = attempt ? -FI_EIO : 0;
+        }
+    }
+    *err = rc;
+    core->failures.report(core->rep, "fi_mr_regattr (device memory)", rc);
+    return nullptr;
+}
+
+uint64_t efa_core_mr_device_stale(const efa_core_t *core) {
+    return core->dev_mr_stale.load(std::memory_order_relaxed);
+}
+
 void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr) {
-    core->mr_cache->release(reinterpret_cast<MrEntry *>(mr));
+    auto *e = reinterpret_cast<MrEntry *>(mr);
+    if (e && e->reg.device) {
+        core->dev_mr_cache->release(e);
+        return;
+    }
+    core->mr_cache->release(e);
 }
 
 void efa_core_mem_release(void *addr, size_t len) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core_report.hpp"
+#include "efa_device.h"
 #include "efa_core.h"
 #include "fi_failures.hpp"
 #include "mr_cache.hpp"
@@ -39,17 +40,26 @@ class FiMrBackend : public MrBackend {
     // mr_local: local buffers need descriptors, so ranges registered for
     // local RMA access are registered on the rails too (else only those
     // for remote access are).
+    // device: the ranges are device allocations (efa_device.h), registered
+    // with their interface and device (fi_mr_regattr) on the first NIC
+    // only, with keys from 'keys' (the host backend's on the same domain:
+    // a provider that does not pick keys refuses one taken twice).
     FiMrBackend(std::vector<Domain> domains, bool mr_local)
-        : domains_(std::move(domains)), mr_local_(mr_local) {}
+        : domains_(std::move(domains)), mr_local_(mr_local), device_(false), keys_(&own_keys_) {}
+    FiMrBackend(std::vector<Domain> domains, bool mr_local, FiMrBackend &keys)
+        : domains_(std::move(domains)), mr_local_(mr_local), device_(true), keys_(keys.keys_) {}
     int reg(void *base, size_t len, uint64_t access, MrRegistration *out) override;
     void dereg(const MrRegistration &r) override;
 
   private:
     int reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
-                fid_mr **out);
+                const efa_device_hmem_t *hmem, fid_mr **out);
+    int reg_device(void *base, size_t len, uint64_t access, MrRegistration *out);
     std::vector<Domain> domains_;
     bool mr_local_;
-    std::atomic<uint64_t> next_key_{1}; // for providers that do not pick keys
+    bool device_;
+    std::atomic<uint64_t> own_keys_{1}; // for providers that do not pick keys
+    std::atomic<uint64_t> *keys_;       // own_keys_, or the host backend's
 };
 
 // The NICs beside the first, opened as rails (core_rails.cpp);
@@ -101,6 +111,10 @@ struct efa_core {
     std::unordered_map<fi_addr_t, fi_addr_t> rail_primary[efa::kMaxRails];
     std::unique_ptr<efa::FiMrBackend> mr_backend;
     std::unique_ptr<efa::MrCache> mr_cache;
+    // Device allocations, where the provider carries them (info.hmem).
+    std::unique_ptr<efa::FiMrBackend> dev_mr_backend;
+    std::unique_ptr<efa::MrCache> dev_mr_cache;
+    std::atomic<uint64_t> dev_mr_stale{0}; // registrations of freed allocations replaced
     efa_core_info_t info{};
     std::string nic_reason;
     std::atomic<uint64_t> peers_lost{0}; // processes declared unreachable (MPI_T)

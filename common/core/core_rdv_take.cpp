@@ -46,6 +46,7 @@ struct RdvTake {
     Key key;
     void *buf;
     size_t len;
+    efa_mr_t *mr = nullptr; // buf's registration where it needs one (device memory)
     void (*done)(void *arg, int err, size_t msg_len); // nullptr: declined
     void *arg;
     int decline_err = 0;
@@ -149,6 +150,7 @@ void take_start(Take *t) {
     r.ctx_index = t->ctx->index;
     r.buf = t->buf;
     r.len = n;
+    r.mr = t->mr; // (a device buffer's: the first rail alone has it)
     r.raddr = m.addr;
     r.rkeys = m.rkeys;
     for (int k = 0; k < 4; ++k) {
@@ -293,7 +295,7 @@ uint64_t probe_id_of_peer(efa_core *core, efa_peer_t *peer) {
 
 // A receive of ctx takes the message with 'tag' of peer: done == nullptr
 // declines it (answers err).  0, or nothing will be called.
-int rdv_take(efa_ctx *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len,
+int rdv_take(efa_ctx *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len, efa_mr_t *mr,
              void (*done)(void *, int, size_t), void *arg, int decline_err) {
     efa_core *core = ctx->core;
     if (!core->rdv_on || ctx->index >= peer->num_addrs) {
@@ -312,6 +314,7 @@ int rdv_take(efa_ctx *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len
     t->key = {probe_id_of_peer(core, peer), tag};
     t->buf = buf;
     t->len = len;
+    t->mr = mr;
     t->done = done;
     t->arg = arg;
     t->decline_err = decline_err;
@@ -380,10 +383,16 @@ int rdv_take(efa_ctx *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len
 extern "C" int efa_ctx_rdv_take(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf,
                                 size_t len, void (*done)(void *arg, int err, size_t msg_len),
                                 void *arg) {
+    return efa_ctx_rdv_take_mr(ctx, peer, tag, buf, len, nullptr, done, arg);
+}
+
+extern "C" int efa_ctx_rdv_take_mr(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf,
+                                   size_t len, efa_mr_t *mr,
+                                   void (*done)(void *arg, int err, size_t msg_len), void *arg) {
     if (!done) {
         return -FI_EINVAL; // (a receive that declines calls efa_ctx_rdv_decline)
     }
-    const int rc = efa::rdv_take(ctx, peer, tag, buf, len, done, arg, 0);
+    const int rc = efa::rdv_take(ctx, peer, tag, buf, len, mr, done, arg, 0);
     if (rc) {
         efa_ctx_rdv_decline(ctx, peer, tag, rc); // the sender hears it, if anything can
     }
@@ -391,7 +400,7 @@ extern "C" int efa_ctx_rdv_take(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, 
 }
 
 extern "C" void efa_ctx_rdv_decline(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, int err) {
-    (void)efa::rdv_take(ctx, peer, tag, nullptr, 0, nullptr, nullptr, err ? err : -FI_EIO);
+    (void)efa::rdv_take(ctx, peer, tag, nullptr, 0, nullptr, nullptr, nullptr, err ? err : -FI_EIO);
 }
 
 extern "C" int efa_ctx_rdv_len(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, size_t *len) {

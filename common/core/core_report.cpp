@@ -75,6 +75,19 @@ void CoreReport::add_core_lines(const efa_core &core) {
             "^patcher, or a static binary), "
             "so memory freed and mapped again could meet its old registration");
     }
+    const bool device_may_come = core.params.want_hmem || (core.params.debug_fake_device &&
+                                                           core.params.debug_fake_device_hmem);
+    if (in.hmem) {
+        node_lines_.push_back("device buffers: the provider moves them itself (FI_HMEM): each "
+                              "allocation registered whole with its interface and device, kept "
+                              "until the device says it was freed");
+    } else if (device_may_come) {
+        node_lines_.push_back(core.params.hmem
+                                  ? "device buffers: FI_HMEM asked for, not granted by the "
+                                    "provider: copied through the host"
+                                  : "device buffers: FI_HMEM not asked for (common_efa_hmem "
+                                    "false): copied through the host");
+    }
     if (core.params.net_poll_interval_us == 0) {
         node_lines_.push_back("provider polled on every progress call (net_poll_interval 0)");
     } else {

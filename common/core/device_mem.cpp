@@ -68,4 +68,14 @@ void efa_device_ipc_close(void *base) {
     }
 }
 
+bool efa_device_hmem_on(void) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops && ops->hmem;
+}
+
+int efa_device_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops && ops->hmem ? ops->hmem(buf, len, out) : -FI_ENOSYS;
+}
+
 } // extern "C"

@@ -13,6 +13,10 @@
 // it the same two ways; the memfd's name carries the allocation's serial
 // number, so a handle of a freed allocation whose descriptor number was
 // reused finds a different name and is refused.
+// Visible (efa_fake_device_visible, the tests of FI_HMEM): the address
+// handed out is mapped readable and writable too, and described as
+// FI_HMEM_SYSTEM memory, so that a provider with FI_HMEM (shm) can carry
+// it; its id for registrations is the serial number.
 // Contiguous buffers only: Open MPI packs a non-contiguous datatype with
 // the CPU, which it never does for a real GPU's memory (it knows that
 // memory, not the fake's).
@@ -28,6 +32,7 @@
 #include <map>
 #include <mutex>
 
+#include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 
 #include "efa_device.h"
@@ -39,6 +44,7 @@ struct Region {
     uint8_t *host;   // the private view
     int fd;          // the memfd, kept for peers to import (-1: imported)
     uint64_t serial; // this process's allocation number (its memfd's name)
+    bool visible;    // mapped readable at the address handed out too (hmem)
 };
 
 std::mutex g_lock;
@@ -46,6 +52,7 @@ std::map<uintptr_t, Region> g_regions; // by device address
 uint64_t g_serial = 0;
 std::atomic<bool> g_refuse_ipc{false};
 std::atomic<uint64_t> g_imports{0}, g_import_tries{0};
+std::atomic<bool> g_visible{false};
 
 // What a handle of the fake holds.
 struct FakeHandle {
@@ -76,7 +83,9 @@ bool names_memfd(const char *link, const char *name) {
 
 // Both views of memfd fd's first len bytes: the device address, or nullptr.
 void *map_both(int fd, size_t len, int own_fd, uint64_t serial) {
-    void *dev = mmap(nullptr, len, PROT_NONE, MAP_SHARED, fd, 0);
+    const bool visible = g_visible.load();
+    const int prot = visible ? PROT_READ | PROT_WRITE : PROT_NONE;
+    void *dev = mmap(nullptr, len, prot, MAP_SHARED, fd, 0);
     void *host = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (MAP_FAILED == dev || MAP_FAILED == host) {
         if (MAP_FAILED != dev) {
@@ -89,7 +98,7 @@ void *map_both(int fd, size_t len, int own_fd, uint64_t serial) {
     }
     std::lock_guard<std::mutex> guard(g_lock);
     g_regions[reinterpret_cast<uintptr_t>(dev)] =
-        Region{len, static_cast<uint8_t *>(host), own_fd, serial};
+        Region{len, static_cast<uint8_t *>(host), own_fd, serial, visible};
     return dev;
 }
 
@@ -147,26 +156,37 @@ void fake_release(void *buf) {
     efa_fake_device_free(buf);
 }
 
+// The allocation that holds all of [a, a + len), and its address in
+// *base; nullptr if none does.  Under g_lock.
+const Region *region_of(uintptr_t a, size_t len, uintptr_t *base) {
+    auto it = g_regions.upper_bound(a);
+    if (it == g_regions.begin()) {
+        return nullptr;
+    }
+    --it;
+    if (a - it->first >= it->second.len || len > it->second.len - (a - it->first)) {
+        return nullptr;
+    }
+    *base = it->first;
+    return &it->second;
+}
+
 int fake_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
     const auto a = reinterpret_cast<uintptr_t>(buf);
     std::lock_guard<std::mutex> guard(g_lock);
-    auto it = g_regions.upper_bound(a);
-    if (it == g_regions.begin()) {
-        return -FI_EINVAL;
-    }
-    --it;
-    const Region &r = it->second;
-    if (a - it->first >= r.len || len > r.len - (a - it->first) || r.fd < 0) {
+    uintptr_t base = 0;
+    const Region *r = region_of(a, len, &base);
+    if (!r || r->fd < 0) {
         return -FI_EINVAL; // not (all) one allocation of this process's own
     }
     FakeHandle h{};
     memcpy(h.magic, kMagic, sizeof(h.magic));
-    h.serial = r.serial;
-    h.fd = r.fd;
+    h.serial = r->serial;
+    h.fd = r->fd;
     memset(out, 0, sizeof(*out));
     memcpy(out->handle, &h, sizeof(h));
-    out->alloc_len = r.len;
-    out->offset = a - it->first;
+    out->alloc_len = r->len;
+    out->offset = a - base;
     return 0;
 }
 
@@ -211,6 +231,21 @@ void fake_ipc_close(void *base) {
     efa_fake_device_free(base);
 }
 
+int fake_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
+    std::lock_guard<std::mutex> guard(g_lock);
+    uintptr_t base = 0;
+    const Region *r = region_of(reinterpret_cast<uintptr_t>(buf), len, &base);
+    if (!r || !r->visible) {
+        return -FI_EINVAL; // (the CPU-blind kind: no provider could read it)
+    }
+    out->iface = FI_HMEM_SYSTEM;
+    out->device = 0;
+    out->buffer_id = r->serial;
+    out->base = base;
+    out->len = r->len;
+    return 0;
+}
+
 const efa_device_ops_t g_fake_ops = {
     .name = "fake",
     .check = fake_check,
@@ -219,6 +254,7 @@ const efa_device_ops_t g_fake_ops = {
     .ipc_export = fake_ipc_export,
     .ipc_import = fake_ipc_import,
     .ipc_close = fake_ipc_close,
+    .hmem = fake_hmem,
 };
 
 } // namespace
@@ -290,6 +326,10 @@ uint64_t efa_fake_device_imports(void) {
 
 uint64_t efa_fake_device_import_tries(void) {
     return g_import_tries.load();
+}
+
+void efa_fake_device_visible(bool visible) {
+    g_visible.store(visible);
 }
 
 } // extern "C"

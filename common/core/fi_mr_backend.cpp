@@ -10,17 +10,45 @@
 
 namespace efa {
 
+// The attributes of a device allocation for fi_mr_regattr.
+static void device_attr(const efa_device_hmem_t &h, fi_mr_attr *attr) {
+    attr->iface = static_cast<enum fi_hmem_iface>(h.iface);
+    switch (attr->iface) {
+    case FI_HMEM_CUDA:
+        attr->device.cuda = static_cast<int>(h.device);
+        break;
+    case FI_HMEM_ZE:
+        attr->device.ze = static_cast<int>(h.device);
+        break;
+    default:
+        attr->device.reserved = h.device;
+        break;
+    }
+}
+
 int FiMrBackend::reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
-                         fid_mr **out) {
+                         const efa_device_hmem_t *hmem, fid_mr **out) {
     fid_mr *mr = nullptr;
-    int rc = fi_mr_reg(d.domain, base, len, access, 0, key, 0, &mr, nullptr);
-    if (rc == -FI_ENOKEY && !(access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) {
+    int rc;
+    if (hmem) {
+        const iovec iov{base, len};
+        fi_mr_attr attr{};
+        attr.mr_iov = &iov;
+        attr.iov_count = 1;
+        attr.access = access;
+        attr.requested_key = key;
+        device_attr(*hmem, &attr);
+        rc = fi_mr_regattr(d.domain, &attr, 0, &mr);
+    } else {
+        rc = fi_mr_reg(d.domain, base, len, access, 0, key, 0, &mr, nullptr);
+    }
+    if (!hmem && rc == -FI_ENOKEY && !(access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) {
         // libfabric 2.x's ofi_rxm with FI_ATOMIC files every registration in
         // a key map, and every local-only one has the same key there
         // (FI_KEY_NOTAVAIL): the second fails.  As a send buffer too, rxm
         // registers it for its rendezvous reads, which gives it a key of its
         // own.  Reproducer: tests/provider-defects/rxm_local_mr_key.c.
-        rc = fi_mr_reg(d.domain, base, len, access | FI_SEND, 0, next_key_.fetch_add(1), 0, &mr,
+        rc = fi_mr_reg(d.domain, base, len, access | FI_SEND, 0, keys_->fetch_add(1), 0, &mr,
                        nullptr);
     }
     if (rc) {
@@ -45,13 +73,37 @@ int FiMrBackend::reg_one(const Domain &d, void *base, size_t len, uint64_t acces
     return 0;
 }
 
+// A device allocation: described by the device (its interface, device
+// and id), registered on the first NIC.
+int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistration *out) {
+    efa_device_hmem_t h{};
+    int rc = efa_device_hmem(base, len, &h);
+    if (rc) {
+        return rc;
+    }
+    fid_mr *mr = nullptr;
+    if ((rc = reg_one(domains_[0], base, len, access, keys_->fetch_add(1), &h, &mr))) {
+        return rc;
+    }
+    out->handle = mr;
+    out->desc = fi_mr_desc(mr);
+    out->key = fi_mr_key(mr);
+    out->rails = 1;
+    out->buffer_id = h.buffer_id;
+    out->device = true;
+    return 0;
+}
+
 int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *out) {
+    if (device_) {
+        return reg_device(base, len, access, out);
+    }
     // Without FI_MR_PROV_KEY the key asked for is the key: a per-process
     // counter keeps every registration of a domain distinct, and the other
     // rails' domains take the same number.
-    const uint64_t key = next_key_.fetch_add(1);
+    const uint64_t key = keys_->fetch_add(1);
     fid_mr *mr = nullptr;
-    int rc = reg_one(domains_[0], base, len, access, key, &mr);
+    int rc = reg_one(domains_[0], base, len, access, key, nullptr, &mr);
     if (rc) {
         return rc;
     }
@@ -67,7 +119,7 @@ int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *ou
                         (mr_local_ && (access & (FI_READ | FI_WRITE)) != 0);
     for (size_t r = 1; remote && r < domains_.size() && r < static_cast<size_t>(kMrMaxRails); ++r) {
         fid_mr *rmr = nullptr;
-        if (reg_one(domains_[r], base, len, access, key, &rmr) != 0) {
+        if (reg_one(domains_[r], base, len, access, key, nullptr, &rmr) != 0) {
             break;
         }
         MrRegistration::Rail &rail = out->rail[r - 1];

@@ -94,11 +94,11 @@ class MrCache::Lock {
 };
 
 MrCache::MrCache(MrBackend &backend, size_t max_cached_entries)
-    : MrCache(backend, MrCacheConfig{max_cached_entries, 0, true}) {}
+    : MrCache(backend, MrCacheConfig{max_cached_entries, 0, true, 0}) {}
 
 MrCache::MrCache(MrBackend &backend, const MrCacheConfig &config)
     : backend_(backend), max_cached_(config.max_cached_entries), exact_access_(config.exact_access),
-      reuse_(config.reuse), page_size_(system_page_size()) {}
+      reuse_(config.reuse), page_size_(config.align ? config.align : system_page_size()) {}
 
 MrCache::~MrCache() {
     Lock lock(*this);
@@ -391,6 +391,11 @@ size_t MrCache::cached_entries() const {
         n += map.size();
     }
     return n;
+}
+
+bool MrCache::findable(const MrEntry *e) const {
+    Lock lock(const_cast<MrCache &>(*this));
+    return e->cached;
 }
 
 MrCache::Stats MrCache::counts() const {

@@ -47,8 +47,12 @@ constexpr int kMrMaxRails = 4;
 
 struct MrRegistration {
     void *handle = nullptr; // backend object (fid_mr*)
-    void *desc = nullptr;   // local descriptor (fi_mr_desc)
-    uint64_t key = 0;       // remote key (fi_mr_key)
+    // Device memory (FiMrBackend for devices): the allocation's id when it
+    // was registered (efa_device_hmem_t.buffer_id), and which cache holds it.
+    uint64_t buffer_id = 0;
+    bool device = false;
+    void *desc = nullptr; // local descriptor (fi_mr_desc)
+    uint64_t key = 0;     // remote key (fi_mr_key)
     // The same range on the process's other NICs, where it opened several
     // (striped one-sided transfers): rails 1 .. rails-1.  A rail whose
     // registration failed ends the run: rails counts the first ones only.
@@ -80,6 +84,10 @@ struct MrCacheConfig {
     uint64_t exact_access = 0;
     // false: no entry is ever shared or kept (free() and munmap() go unreported).
     bool reuse = true;
+    // Registrations are rounded out to multiples of this (a power of two; 0: the page size).
+    // 1 for device memory, whose allocations are registered exactly: a page rounded out may
+    // reach into another allocation, or past the device's memory.
+    size_t align = 0;
 };
 
 namespace detail {
@@ -166,6 +174,9 @@ class MrCache {
 
     // Entries currently findable by acquire(), held or idle.
     size_t cached_entries() const;
+    // Is this held entry findable by later acquires (false: stale, or registered alone because
+    // its union with overlapping entries could not be registered)?
+    bool findable(const MrEntry *e) const;
 
     // Whether acquires may be served by earlier registrations (MrCacheConfig::reuse).
     bool reuses() const { return reuse_; }

@@ -37,7 +37,7 @@ std::string join(const std::vector<std::string> &v) {
     return out.empty() ? "(none)" : out;
 }
 
-InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local) {
+InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local, bool hmem) {
     InfoPtr hints(fi_allocinfo());
     if (!hints) {
         return hints;
@@ -58,6 +58,12 @@ InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local) {
         FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
     if (mr_local) {
         hints->domain_attr->mr_mode |= FI_MR_LOCAL;
+    }
+    // Device buffers the provider moves itself: registered with their
+    // interface (FiMrBackend), which FI_MR_HMEM says it may require.
+    if (hmem) {
+        hints->caps |= FI_HMEM;
+        hints->domain_attr->mr_mode |= FI_MR_HMEM;
     }
     // MPI's non-overtaking rule needs send-after-send order when the
     // provider matches tags; the direct mode (efa-direct has no ordering)
@@ -213,19 +219,33 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
     // are checked, efa_core_source_ok) is a secondary capability, which a
     // provider that lacks it refuses outright: asked for with each
     // capability set first, then that set without it.
+    // FI_HMEM (the provider moves device buffers itself), where device
+    // buffers may come, is asked for with every set first: a GPU job's
+    // device buffers uncopied are worth more than native atomics, which
+    // btl_efa emulates (shm grants FI_HMEM without FI_ATOMIC).  A provider
+    // without FI_HMEM refuses it outright.
     struct Try {
         uint64_t caps;
         bool source;
+        bool hmem;
     };
+    const bool fake_hmem = params.debug_fake_device && params.debug_fake_device_hmem;
+    const bool want_hmem = params.hmem && (params.want_hmem || fake_hmem);
     std::vector<Try> with_source;
-    for (uint64_t caps : tries) {
-        with_source.push_back({caps, true});
-        with_source.push_back({caps, false});
+    for (bool hmem : {true, false}) {
+        for (uint64_t caps : tries) {
+            if (hmem && !want_hmem) {
+                continue;
+            }
+            with_source.push_back({caps, true, hmem});
+            with_source.push_back({caps, false, hmem});
+        }
     }
     for (bool mr_local : {mr_local_first, true}) {
         for (const Try &t : with_source) {
             const uint64_t caps = t.caps;
-            InfoPtr hints = make_hints(params, t.source ? caps | FI_SOURCE : caps, mr_local);
+            InfoPtr hints =
+                make_hints(params, t.source ? caps | FI_SOURCE : caps, mr_local, t.hmem);
             if (!hints) {
                 return -FI_ENOMEM;
             }
@@ -308,6 +328,7 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
             out->source = t.source && (out->nics[0]->caps & FI_SOURCE) != 0 &&
                           !source_unreliable(out->nics[0]->fabric_attr->prov_name);
             out->mr_local = mr_local || (out->nics[0]->domain_attr->mr_mode & FI_MR_LOCAL);
+            out->hmem = t.hmem && (out->nics[0]->caps & FI_HMEM) != 0;
             out->api_version = api_version();
             if (!skipped_fabric.empty()) {
                 rep.say(1, skipped_fabric);

@@ -34,6 +34,7 @@ struct Selection {
     uint64_t caps = 0;        // the capability set that was granted
     bool mr_local = false;    // FI_MR_LOCAL in effect (required or forced)
     bool source = false;      // FI_SOURCE asked for and granted (fi_cq_readfrom says who sent)
+    bool hmem = false;        // FI_HMEM asked for and granted (device buffers registered)
     uint32_t api_version = 0; // what fi_getinfo was asked with
 };
 

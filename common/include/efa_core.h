@@ -184,10 +184,18 @@ typedef struct efa_core_params {
      * message ordering asked for, FI_MR_LOCAL, every message at most
      * direct_mode_mtu bytes, and untagged arrivals swapped in pairs. */
     bool force_direct_mode;
-    int direct_mode_mtu;      /* bytes; the largest message in the forced mode */
-    bool debug_swap_messages; /* hand untagged arrivals on in swapped pairs (test path) */
-    bool debug_fake_device;   /* the fake device of the tests is the device (efa_device.h) */
+    int direct_mode_mtu;           /* bytes; the largest message in the forced mode */
+    bool debug_swap_messages;      /* hand untagged arrivals on in swapped pairs (test path) */
+    bool debug_fake_device;        /* the fake device of the tests is the device (efa_device.h) */
     bool debug_fake_device_no_ipc; /* ... and it refuses every import */
+    /* ... and its memory is visible to the CPU and to a provider with
+     * FI_HMEM as FI_HMEM_SYSTEM memory (efa_fake_device_visible) */
+    bool debug_fake_device_hmem;
+    /* Device buffers may come (the glue found an accelerator): ask the
+     * provider for FI_HMEM first, so that it carries them (hmem: the
+     * user's switch, true by default). */
+    bool want_hmem;
+    bool hmem;
 } efa_core_params_t;
 
 /* Tri-state answers and requests for the efa provider's switches. */
@@ -231,6 +239,10 @@ typedef struct efa_core_info {
     efa_rma_by_t rma_read_by, rma_write_by, atomics_by;
     int provider_shm; /* EFA_SWITCH_*: the provider's own shared memory (AUTO: unknown) */
     bool has_source;  /* FI_SOURCE granted: receives say who sent them (efa_cqe_t.src) */
+    /* FI_HMEM granted and the device backend describes its memory: device
+     * buffers registered with efa_core_mr_acquire_device go to the
+     * provider as they are (on the first NIC). */
+    bool hmem;
 } efa_core_info_t;
 
 /* Diagnostics reach the user through the glue's opal_show_help; the core
@@ -490,6 +502,11 @@ void efa_rdv_offer_end(efa_rdv_offer_t *o, int err);
  * (the sender is answered with the error all the same). */
 int efa_ctx_rdv_take(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len,
                      void (*done)(void *arg, int err, size_t msg_len), void *arg);
+/* The same into a buffer that needs its registration for the read (mr: a
+ * device buffer's, efa_core_mr_acquire_device; read over the first rail
+ * alone). */
+int efa_ctx_rdv_take_mr(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len,
+                        efa_mr_t *mr, void (*done)(void *arg, int err, size_t msg_len), void *arg);
 /* The receive that matched it failed before it could read: the sender is
  * answered with err once the note is here (so that its send ends). */
 void efa_ctx_rdv_decline(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, int err);
@@ -564,23 +581,11 @@ bool efa_core_atomics_usable(efa_core_t *core, char *why, size_t why_len);
  * (docs/PERFORMANCE.md, "Own matching in mtl_efa")? */
 bool efa_core_own_matching_measured(const char *provider);
 
-/* Memory registration through the cache (efa_mr_t: above). */
-efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, uint64_t access,
-                              int *err);
-void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr);
-void *efa_mr_desc(const efa_mr_t *mr);
-uint64_t efa_mr_key(const efa_mr_t *mr);
-uintptr_t efa_mr_base(const efa_mr_t *mr);
-/* The registration on every rail: how many rails it covers (1: NIC 0
- * alone), and its key and descriptor on rail r < that. */
-int efa_mr_rails(const efa_mr_t *mr);
-uint64_t efa_mr_rail_key(const efa_mr_t *mr, int rail);
-void *efa_mr_rail_desc(const efa_mr_t *mr, int rail);
-size_t efa_mr_len(const efa_mr_t *mr);
-/* Memory was released (free/munmap hook): drop cached registrations. */
-void efa_core_mem_release(void *addr, size_t len);
-
 #ifdef __cplusplus
 }
 #endif
+
+/* Memory registration. */
+#include "efa_mr.h"
+
 #endif /* EFA_CORE_H */

@@ -15,6 +15,11 @@
  * messages from device memory (engine.hpp); where a backend has none, or
  * a peer's import fails, the bytes go through the host.
  *
+ * A backend may describe its memory for registration (hmem): where the
+ * provider granted FI_HMEM, the core registers device allocations with
+ * their interface and device (efa_core_mr_acquire_device) and the
+ * provider moves the bytes itself.
+ *
  * A backend answers the two questions: the Open MPI accelerator framework
  * (5.0, common_efa_device.c), or the fake device (tests: memory the CPU
  * cannot touch at all, mapped PROT_NONE and reachable only through the
@@ -45,6 +50,18 @@ typedef struct efa_device_ipc {
     uint64_t offset;                            /* of the buffer in it */
 } efa_device_ipc_t;
 
+/* What a provider with FI_HMEM needs to register a device buffer
+ * (fi_mr_regattr): the allocation that holds it, its interface and
+ * device, and an id that changes when the allocation is freed and its
+ * address handed out again (a registration of the old one is stale). */
+typedef struct efa_device_hmem {
+    int iface;          /* enum fi_hmem_iface */
+    uint64_t device;    /* the interface's device number (CUDA: its ordinal) */
+    uint64_t buffer_id; /* of the allocation; 0 where the backend has none */
+    uintptr_t base;     /* the allocation */
+    size_t len;
+} efa_device_hmem_t;
+
 typedef struct efa_device_ops {
     const char *name; /* for reports: "cuda", "fake", ... */
     /* Is the memory at buf (len bytes) the device's?  1 yes, 0 no. */
@@ -62,6 +79,10 @@ typedef struct efa_device_ops {
      * this process reaches it with copy, until ipc_close(*base). */
     int (*ipc_import)(uint32_t pid, const efa_device_ipc_t *h, void **base);
     void (*ipc_close)(void *base);
+    /* The registration attributes of the allocation holding [buf, buf +
+     * len) (NULL: the backend cannot say; device buffers are then copied
+     * through the host whatever the provider offers). */
+    int (*hmem)(const void *buf, size_t len, efa_device_hmem_t *out);
 } efa_device_ops_t;
 
 /* A backend is installed (read on every message: one predicted branch). */
@@ -82,6 +103,10 @@ bool efa_device_ipc_on(void);
 int efa_device_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out);
 int efa_device_ipc_import(uint32_t pid, const efa_device_ipc_t *h, void **base);
 void efa_device_ipc_close(void *base);
+/* The backend describes its memory for registrations (efa_device_ops_t's
+ * hmem); efa_device_hmem returns -FI_ENOSYS where it does not. */
+bool efa_device_hmem_on(void);
+int efa_device_hmem(const void *buf, size_t len, efa_device_hmem_t *out);
 
 /* The fake device (tests).  Its memory is mapped twice: the address it
  * hands out with no access at all, and a private view that only its copy
@@ -99,6 +124,11 @@ void efa_fake_device_refuse_ipc(bool refuse);
 uint64_t efa_fake_device_imports(void);
 /* Imports asked for, refused ones included. */
 uint64_t efa_fake_device_import_tries(void);
+/* Allocations from now on are mapped readable and writable at the address
+ * handed out too, and described as FI_HMEM_SYSTEM memory (hmem), so that
+ * a provider with FI_HMEM can carry them (tests of the path where the
+ * provider moves device buffers; the CPU is no longer kept out). */
+void efa_fake_device_visible(bool visible);
 
 #ifdef __cplusplus
 }

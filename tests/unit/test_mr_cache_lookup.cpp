@@ -242,11 +242,30 @@ TEST_F(MrCacheTest, UnregistrableUnionFallsBackToExactRange) {
     EXPECT_EQ(e->len, 2 * kPage);
     EXPECT_EQ(backend.regs(), 3u);
     EXPECT_EQ(cache.cached_entries(), 1u) << "old entry still cached, fallback is not";
+    EXPECT_FALSE(cache.findable(e));
+    EXPECT_TRUE(cache.findable(big));
     cache.release(e);
     EXPECT_EQ(backend.deregs(), 1u) << "uncached fallback goes on release";
     MrEntry *again = acquire(cache, mem.page(1), kPage, kRead);
     EXPECT_EQ(again, big);
     cache.release(again);
+}
+
+// Device allocations (align 1): registered exactly, never rounded to pages.
+TEST_F(MrCacheTest, AlignOneRegistersTheExactRange) {
+    efa::MrCacheConfig config;
+    config.max_cached_entries = 8;
+    config.align = 1;
+    MrCache cache(backend, config);
+    auto *at = static_cast<char *>(mem.page(2)) + 100;
+    MrEntry *e = acquire(cache, at, 300, kRead);
+    EXPECT_EQ(e->base, reinterpret_cast<uintptr_t>(at));
+    EXPECT_EQ(e->len, 300u);
+    MrEntry *inside = acquire(cache, at + 10, 290, kRead);
+    EXPECT_EQ(inside, e);
+    cache.release(inside);
+    cache.release(e);
+    EXPECT_EQ(backend.regs(), 1u);
 }
 
 TEST_F(MrCacheTest, DestructorDeregistersEverything) {

@@ -1,0 +1,51 @@
+/*
+ * Memory registration through the core's caches (efa_core.h's efa_mr_t):
+ * host memory for the provider's descriptors and keys, and, where the
+ * provider granted FI_HMEM, device allocations registered with their
+ * interface and device.  Same conventions as efa_core.h.
+ */
+#ifndef EFA_MR_H
+#define EFA_MR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* (struct names: efa_core.h, which includes this, gives them their
+ * typedefs efa_core_t and efa_mr_t) */
+struct efa_core;
+struct efa_mr;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Host memory, through the cache (efa_core_mem_release drops what was freed). */
+struct efa_mr *efa_core_mr_acquire(struct efa_core *core, const void *addr, size_t len,
+                                   uint64_t access, int *err);
+/* A device buffer (efa_device.h) where info.hmem: the whole allocation
+ * that holds it, registered with its interface and device on the first
+ * NIC and cached; a registration of an allocation freed since (its id
+ * changed) is replaced.  NULL with *err where the provider or the device
+ * backend cannot (the caller copies through the host instead).  Released
+ * with efa_core_mr_release. */
+struct efa_mr *efa_core_mr_acquire_device(struct efa_core *core, const void *addr, size_t len,
+                                          uint64_t access, int *err);
+/* Device registrations replaced because their allocation was freed. */
+uint64_t efa_core_mr_device_stale(const struct efa_core *core);
+void efa_core_mr_release(struct efa_core *core, struct efa_mr *mr);
+void *efa_mr_desc(const struct efa_mr *mr);
+uint64_t efa_mr_key(const struct efa_mr *mr);
+uintptr_t efa_mr_base(const struct efa_mr *mr);
+/* The registration on every rail: how many rails it covers (1: NIC 0
+ * alone), and its key and descriptor on rail r < that. */
+int efa_mr_rails(const struct efa_mr *mr);
+uint64_t efa_mr_rail_key(const struct efa_mr *mr, int rail);
+void *efa_mr_rail_desc(const struct efa_mr *mr, int rail);
+size_t efa_mr_len(const struct efa_mr *mr);
+/* Memory was released (free/munmap hook): drop cached registrations. */
+void efa_core_mem_release(void *addr, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFA_MR_H */

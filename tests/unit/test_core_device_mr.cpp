@@ -1,0 +1,140 @@
+// Device buffers through a provider with FI_HMEM (efa_core_mr_acquire_device):
+// shm grants FI_HMEM, and the fake device's memory, made visible, is
+// described to it as FI_HMEM_SYSTEM memory.  Each allocation is registered
+// whole and exactly, found again for any buffer inside it, and replaced
+// when the device says the allocation was freed (its id changed) although
+// its address came back; without FI_HMEM nothing is registered.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include "core_test_params.hpp"
+#include "efa_core.h"
+#include "efa_device.h"
+
+namespace {
+
+// A core on 'provider' with the fake device visible and FI_HMEM asked for.
+class CoreDeviceMr : public ::testing::Test {
+  protected:
+    void open(const char *provider, bool hmem = true) {
+        efa_core_params_t p = core_test_params(provider);
+        p.debug_fake_device = true;
+        p.debug_fake_device_hmem = true;
+        p.hmem = hmem;
+        int err = 0;
+        core_ = efa_core_acquire(&p, &err);
+        ASSERT_NE(core_, nullptr) << "efa_core_acquire: " << err;
+    }
+    void TearDown() override {
+        if (core_) {
+            efa_core_release(core_);
+        }
+        efa_fake_device_visible(false);
+    }
+    efa_core_t *core_ = nullptr;
+};
+
+TEST_F(CoreDeviceMr, AnAllocationIsRegisteredWholeAndFoundForEveryBufferInIt) {
+    open("shm");
+    ASSERT_TRUE(efa_core_get_info(core_)->hmem);
+    auto *dev = static_cast<uint8_t *>(efa_fake_device_alloc(3 * 4096));
+    ASSERT_NE(dev, nullptr);
+    efa_device_hmem_t h{};
+    ASSERT_EQ(efa_device_hmem(dev + 100, 10, &h), 0);
+    EXPECT_EQ(h.iface, FI_HMEM_SYSTEM);
+    EXPECT_EQ(h.base, reinterpret_cast<uintptr_t>(dev));
+    EXPECT_EQ(h.len, 3u * 4096);
+    int err = 0;
+    efa_mr_t *a = efa_core_mr_acquire_device(core_, dev + 100, 10, FI_SEND, &err);
+    ASSERT_NE(a, nullptr) << err;
+    EXPECT_EQ(efa_mr_base(a), reinterpret_cast<uintptr_t>(dev));
+    EXPECT_EQ(efa_mr_len(a), 3u * 4096);
+    EXPECT_EQ(efa_mr_rails(a), 1);
+    efa_mr_t *b = efa_core_mr_acquire_device(core_, dev + 8000, 4000, FI_RECV | FI_READ, &err);
+    ASSERT_NE(b, nullptr) << err;
+    EXPECT_EQ(efa_mr_base(b), reinterpret_cast<uintptr_t>(dev));
+    efa_core_mr_release(core_, a);
+    efa_core_mr_release(core_, b);
+    EXPECT_EQ(efa_core_mr_device_stale(core_), 0u);
+    efa_fake_device_free(dev);
+}
+
+TEST_F(CoreDeviceMr, AFreedAllocationsRegistrationIsReplaced) {
+    open("shm");
+    int err = 0;
+    void *first = efa_fake_device_alloc(8192);
+    ASSERT_NE(first, nullptr);
+    efa_mr_t *a = efa_core_mr_acquire_device(core_, first, 8192, FI_SEND, &err);
+    ASSERT_NE(a, nullptr) << err;
+    efa_core_mr_release(core_, a); // kept in the cache
+    efa_fake_device_free(first);
+    // The kernel hands the same address out again (most recent unmap
+    // first); where it does not, the new allocation simply misses.
+    void *again = efa_fake_device_alloc(8192);
+    ASSERT_NE(again, nullptr);
+    efa_mr_t *b = efa_core_mr_acquire_device(core_, again, 100, FI_SEND, &err);
+    ASSERT_NE(b, nullptr) << err;
+    EXPECT_EQ(efa_mr_base(b), reinterpret_cast<uintptr_t>(again));
+    if (again == first) {
+        EXPECT_EQ(efa_core_mr_device_stale(core_), 1u);
+    }
+    // Found from now on without another replacement.
+    efa_mr_t *c = efa_core_mr_acquire_device(core_, again, 8192, FI_SEND, &err);
+    ASSERT_EQ(c, b);
+    efa_core_mr_release(core_, b);
+    efa_core_mr_release(core_, c);
+    efa_fake_device_free(again);
+}
+
+// Both caches register on the first NIC's domain; shm picks no keys, and
+// refuses one asked for twice.
+TEST_F(CoreDeviceMr, HostAndDeviceRegistrationsTakeDistinctKeys) {
+    open("shm");
+    static char host[2][8192];
+    int err = 0;
+    efa_mr_t *h0 = efa_core_mr_acquire(core_, host[0], sizeof(host[0]), FI_REMOTE_READ, &err);
+    ASSERT_NE(h0, nullptr) << err;
+    void *dev = efa_fake_device_alloc(4096);
+    ASSERT_NE(dev, nullptr);
+    // (remote access: the rights that put a registration in shm's key map)
+    efa_mr_t *d = efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND | FI_REMOTE_READ, &err);
+    ASSERT_NE(d, nullptr) << err;
+    efa_mr_t *h1 = efa_core_mr_acquire(core_, host[1], sizeof(host[1]), FI_REMOTE_READ, &err);
+    ASSERT_NE(h1, nullptr) << err;
+    EXPECT_NE(efa_mr_key(d), efa_mr_key(h0));
+    EXPECT_NE(efa_mr_key(d), efa_mr_key(h1));
+    efa_core_mr_release(core_, h0);
+    efa_core_mr_release(core_, d);
+    efa_core_mr_release(core_, h1);
+    efa_fake_device_free(dev);
+}
+
+TEST_F(CoreDeviceMr, HostMemoryAndAProviderWithoutHmemAreRefused) {
+    open("tcp");
+    EXPECT_FALSE(efa_core_get_info(core_)->hmem);
+    void *dev = efa_fake_device_alloc(4096);
+    ASSERT_NE(dev, nullptr);
+    int err = 0;
+    EXPECT_EQ(efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND, &err), nullptr);
+    EXPECT_EQ(err, -FI_EOPNOTSUPP);
+    efa_fake_device_free(dev);
+}
+
+TEST_F(CoreDeviceMr, HmemOffAsksForNone) {
+    open("shm", false);
+    EXPECT_FALSE(efa_core_get_info(core_)->hmem);
+}
+
+TEST_F(CoreDeviceMr, HostMemoryIsNotADeviceAllocation) {
+    open("shm");
+    static char host[64];
+    int err = 0;
+    EXPECT_EQ(efa_core_mr_acquire_device(core_, host, sizeof(host), FI_SEND, &err), nullptr);
+    EXPECT_NE(err, 0);
+}
+
+} // namespace
