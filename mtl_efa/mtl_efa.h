@@ -68,6 +68,11 @@ typedef struct mca_mtl_efa_module_t {
     /* Device sends to processes of this node go uncopied to the engine,
      * which carries them by the device's IPC (mtl_efa_device.c). */
     bool device_ipc;
+    /* Device buffers to and from peers reached through the provider go to
+     * it as they are, registered with their interface (FI_HMEM granted:
+     * mtl_efa_device.c); counted for the finalize line. */
+    bool device_hmem;
+    uint64_t device_hmem_sent, device_hmem_received;
 } mca_mtl_efa_module_t;
 
 /* Sends from this size carry a seq in their tag, so that MPI_Cancel can
@@ -139,7 +144,7 @@ typedef struct mca_mtl_efa_request_t {
     struct opal_convertor_t *convertor;
     struct ompi_communicator_t *comm;
     efa_ctx_t *ctx;
-    efa_mr_t *mr;
+    efa_mr_t *mr; /* the buffer's registration: FI_MR_LOCAL's, or a device buffer's (FI_HMEM) */
     efa_engine_req_t on; /* the engine's request */
     /* An ANY_SOURCE receive the provider holds, on mtl_efa_any.c's list
      * (under its lock) until the provider hands it back. */

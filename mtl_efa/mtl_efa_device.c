@@ -10,8 +10,7 @@
  *             device memory).
  *   own       this MTL does, through the core's device seam with Open
  *             MPI's accelerator as the backend: pml/cm is told that the
- *             MTL takes device buffers.  The seam is where registered
- *             bounce buffers, pipelining, IPC and FI_HMEM come next.
+ *             MTL takes device buffers.
  *   auto      (default) open-mpi.
  * Whatever the setting: the core's fake device of the tests is copied
  * here (Open MPI does not know its memory), and under Open MPI 4.1 built
@@ -21,7 +20,11 @@
  * without CUDA; 5.0 on a node without a GPU driver) and no fake, verbose
  * 1 says that device buffers are not supported here.  Sends: one malloc
  * and one device copy before the send; receives: a host buffer, copied to
- * the device when the message is in.
+ * the device when the message is in.  Where this MTL copies, two paths
+ * take device buffers uncopied: to processes of this node the engine's
+ * IPC (mtl_efa_device_ipc), and to and from peers the provider carries a
+ * provider that granted FI_HMEM (common_efa_hmem), the buffer registered
+ * with its device.
  */
 #include <string.h>
 
@@ -29,6 +32,7 @@
 #include "efa_device.h"
 
 static void device_ipc_init(void);
+static void device_hmem_init(void);
 
 bool ompi_mtl_efa_device_init(void) {
     const mtl_efa_params_t *p = &ompi_mtl_efa_params;
@@ -79,12 +83,62 @@ bool ompi_mtl_efa_device_init(void) {
                                   want_own ? "; mtl_efa_device_buffers own needs one" : "");
     }
     device_ipc_init();
+    device_hmem_init();
     return accelerator_support;
 }
 
 void ompi_mtl_efa_device_fini(void) {
+    if (ompi_mtl_efa.device_hmem) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device buffers handed to the provider as they are "
+                            "(FI_HMEM): %llu sends, %llu receives; %llu registrations of freed "
+                            "device memory replaced",
+                            (unsigned long long)ompi_mtl_efa.device_hmem_sent,
+                            (unsigned long long)ompi_mtl_efa.device_hmem_received,
+                            (unsigned long long)efa_core_mr_device_stale(ompi_mtl_efa.core));
+    }
     ompi_mtl_efa.device_staging = false;
     ompi_mtl_efa.device_ipc = false;
+    ompi_mtl_efa.device_hmem = false;
+}
+
+/* Device buffers to peers reached through the provider: as they are
+ * where it granted FI_HMEM (asked for by the core where device buffers may
+ * come, common_efa_hmem) and the backend describes its memory. */
+static void device_hmem_init(void) {
+    const bool copies =
+        ompi_mtl_efa.device_staging && MTL_EFA_DEVICE_CUDA41 != ompi_mtl_efa.device_how;
+    const bool granted = efa_core_get_info(ompi_mtl_efa.core)->hmem;
+    ompi_mtl_efa.device_hmem = copies && granted && efa_device_hmem_on();
+    ompi_mtl_efa.device_hmem_sent = ompi_mtl_efa.device_hmem_received = 0;
+    if (!copies) {
+        return;
+    }
+    mca_common_efa_say_choice(
+        "mtl:efa", "mtl_efa devices",
+        "device buffers to processes reached through the provider: %s",
+        ompi_mtl_efa.device_hmem ? "handed to it as they are (FI_HMEM), registered"
+        : !granted               ? "through the host (the provider has no FI_HMEM, or "
+                                   "common_efa_hmem is false)"
+                                 : "through the host (the device backend cannot describe its "
+                                   "memory for registration)");
+}
+
+/* The registration of a device buffer the provider takes as it is, or
+ * NULL (staged instead: said once). */
+static efa_mr_t *hmem_register(const void *buf, size_t len, uint64_t access) {
+    int err = 0;
+    efa_mr_t *mr = efa_core_mr_acquire_device(ompi_mtl_efa.core, buf, len, access, &err);
+    if (NULL == mr) {
+        static bool said = false;
+        if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
+            opal_output_verbose(1, mca_common_efa_output,
+                                "mtl:efa: a device buffer of %zu bytes could not be registered "
+                                "with the provider (%s): copied through the host instead",
+                                len, fi_strerror(-err));
+        }
+    }
+    return mr;
 }
 
 /* Device sends to processes of this node by the device's IPC: where this
@@ -159,6 +213,25 @@ static void copy_failed(const char *what, size_t len) {
     }
 }
 
+int ompi_mtl_efa_device_send_prepare(struct ompi_communicator_t *comm, int dest,
+                                     struct opal_convertor_t *convertor, void **buffer,
+                                     size_t length, bool *free_buffer, bool *ipc,
+                                     efa_mr_t **hmem_mr) {
+    *ipc = ompi_mtl_efa_device_by_ipc(comm, dest, convertor, *buffer, length, *free_buffer);
+    if (*ipc) {
+        return OMPI_SUCCESS;
+    }
+    /* (Open MPI's packed copy of a non-contiguous buffer: a new allocation
+     * each time, registered each time; staged instead) */
+    if (ompi_mtl_efa.device_hmem && !*free_buffer && 0 != length &&
+        !ompi_mtl_efa_use_engine(comm, dest) && on_device(convertor, *buffer, length) &&
+        NULL != (*hmem_mr = hmem_register(*buffer, length, FI_SEND))) {
+        __atomic_fetch_add(&ompi_mtl_efa.device_hmem_sent, 1, __ATOMIC_RELAXED);
+        return OMPI_SUCCESS;
+    }
+    return ompi_mtl_efa_device_stage_send(convertor, buffer, length, free_buffer);
+}
+
 int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **buffer, size_t length,
                                    bool *free_buffer) {
     if (0 == length || !on_device(convertor, *buffer, length)) {
@@ -207,6 +280,19 @@ int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
     req->buffer = host;
     req->free_buffer = true;
     return OMPI_SUCCESS;
+}
+
+int ompi_mtl_efa_device_provider_recv(mca_mtl_efa_request_t *req) {
+    if (ompi_mtl_efa.device_hmem && 0 != req->length && !req->free_buffer &&
+        on_device(req->convertor, req->buffer, req->length)) {
+        /* (FI_READ: a rendezvous message is read into it, mtl_efa_rdv.c) */
+        req->mr = hmem_register(req->buffer, req->length, FI_RECV | FI_READ);
+        if (NULL != req->mr) {
+            __atomic_fetch_add(&ompi_mtl_efa.device_hmem_received, 1, __ATOMIC_RELAXED);
+            return OMPI_SUCCESS;
+        }
+    }
+    return ompi_mtl_efa_device_stage_recv(req);
 }
 
 void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver) {

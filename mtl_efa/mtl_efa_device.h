@@ -27,10 +27,23 @@ int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **bu
 bool ompi_mtl_efa_device_by_ipc(struct ompi_communicator_t *comm, int dest,
                                 struct opal_convertor_t *convertor, const void *buffer,
                                 size_t length, bool free_buffer);
+/* A send's buffer as it leaves pml/cm: device memory goes to the engine
+ * uncopied (*ipc: to a process of this node by the device's IPC), to the
+ * provider uncopied (*hmem_mr: its registration, FI_HMEM; the peer is
+ * reached through the provider), or is replaced by a host copy
+ * (stage_send).  OMPI_SUCCESS, or an error with nothing left allocated. */
+int ompi_mtl_efa_device_send_prepare(struct ompi_communicator_t *comm, int dest,
+                                     struct opal_convertor_t *convertor, void **buffer,
+                                     size_t length, bool *free_buffer, bool *ipc,
+                                     efa_mr_t **hmem_mr);
 /* A receive's buffer: device memory gets a host buffer in its place
  * (req->device_buf).  OMPI_SUCCESS, or an error with nothing left
  * allocated. */
 int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req);
+/* A receive only the provider can match (no ring, no engine): a device
+ * buffer is registered (req->mr) and handed to the provider as it is
+ * where FI_HMEM was granted; else staged as above. */
+int ompi_mtl_efa_device_provider_recv(mca_mtl_efa_request_t *req);
 /* A staged receive ends (ompi_mtl_efa_recv_buffer_done). */
 void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver);
 

@@ -135,7 +135,10 @@ void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe,
         r->req = req;
         r->cqe = *cqe;
         r->finish = finish;
-        rc = efa_ctx_rdv_take(req->ctx, peer, cqe->tag, req->buffer, req->length, take_done, r);
+        /* (req->mr: a device buffer's registration, read into over the
+         * first rail; FI_MR_LOCAL's never, which has no rendezvous) */
+        rc = efa_ctx_rdv_take_mr(req->ctx, peer, cqe->tag, req->buffer, req->length, req->mr,
+                                 take_done, r);
     } else if (NULL != peer) {
         efa_ctx_rdv_decline(req->ctx, peer, cqe->tag, rc); /* its sender waits for an answer */
     }

@@ -180,8 +180,10 @@ static inline __opal_attribute_always_inline__ int recv_match(struct ompi_commun
     return OMPI_SUCCESS;
 }
 
+/* provider_only: no ring and no engine can match it (a device buffer may
+ * then go to the provider as it is). */
 static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor_t *convertor,
-                               struct ompi_communicator_t *comm) {
+                               struct ompi_communicator_t *comm, bool provider_only) {
     req->is_send = false;
     req->cancelled = false;
     req->by_engine = false;
@@ -198,7 +200,8 @@ static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor
     req->device_buf = NULL;
     int rc = ompi_mtl_datatype_recv_buf(convertor, &req->buffer, &req->length, &req->free_buffer);
     if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
-        rc = ompi_mtl_efa_device_stage_recv(req);
+        rc = provider_only ? ompi_mtl_efa_device_provider_recv(req)
+                           : ompi_mtl_efa_device_stage_recv(req);
     }
     return rc;
 }
@@ -222,7 +225,7 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     const int path = ompi_mtl_efa_comm_path(comm);
     if (MTL_EFA_PATH_ENGINE == path || (MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE != src &&
                                         ompi_mtl_efa_ring_peer(comm, src))) {
-        int rc = prepare_recv(req, convertor, comm);
+        int rc = prepare_recv(req, convertor, comm, false);
         if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
             rc = ompi_mtl_efa_engine_irecv(comm, src, tag, req);
             if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
@@ -239,7 +242,8 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
-    rc = prepare_recv(req, convertor, comm);
+    /* (any source of a communicator spanning nodes: the rings too) */
+    rc = prepare_recv(req, convertor, comm, !(MTL_EFA_PATH_MIXED == path && MPI_ANY_SOURCE == src));
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
@@ -264,7 +268,7 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         ompi_mtl_efa_any_link(req); /* before the post: it may complete at once */
     }
     desc = NULL;
-    if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local)) {
+    if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local || NULL != req->mr)) {
         rc = ompi_mtl_efa_reg_buffer(req, &desc);
     }
     if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
@@ -435,7 +439,7 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
     /* A message of a peer the rings reach was claimed from the rings. */
     if (ompi_mtl_efa_use_engine((*message)->comm, (*message)->peer)) {
-        int rc = prepare_recv(req, convertor, (*message)->comm);
+        int rc = prepare_recv(req, convertor, (*message)->comm, false);
         if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
             rc = ompi_mtl_efa_engine_imrecv(*message, req);
             if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
@@ -448,7 +452,7 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
     }
     mca_mtl_efa_claim_t *claim = (mca_mtl_efa_claim_t *)(*message)->req_ptr;
     void *desc;
-    int rc = prepare_recv(req, convertor, (*message)->comm);
+    int rc = prepare_recv(req, convertor, (*message)->comm, true); /* (claimed from the provider) */
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }

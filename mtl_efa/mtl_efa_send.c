@@ -282,7 +282,10 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
     req->withdrawing = false;
     req->withdrawn = false;
     req->rdv = NULL;
-    if (OPAL_UNLIKELY(req->length >= ompi_mtl_efa.rdv_min) && ompi_mtl_efa_rdv_peer(peer)) {
+    /* (a device buffer the provider takes as it is, req->mr: its own
+     * protocol carries it, read from the device) */
+    if (OPAL_UNLIKELY(req->length >= ompi_mtl_efa.rdv_min) && ompi_mtl_efa_rdv_peer(peer) &&
+        NULL == req->mr) {
         /* Read by the receiver over every rail; its answer also tells a
          * synchronous send of the match. */
         rc = ompi_mtl_efa_rdv_send(req, addr, efa_tag_codec_pack(codec, proto, cid, me, tag),
@@ -317,8 +320,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         }
     }
     void *desc = NULL;
-    req->mr = NULL;
-    if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local)) {
+    if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local || NULL != req->mr)) {
         rc = ompi_mtl_efa_reg_buffer(req, &desc);
         if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
             (void)detach_ack(req); /* stays posted, never matched */
@@ -381,12 +383,8 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     int rc = ompi_mtl_datatype_pack(convertor, &req->buffer, &req->length, &req->free_buffer);
     bool device = false;
     if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
-        device = ompi_mtl_efa_device_by_ipc(comm, dest, convertor, req->buffer, req->length,
-                                            req->free_buffer);
-        if (!device) {
-            rc = ompi_mtl_efa_device_stage_send(convertor, &req->buffer, req->length,
-                                                &req->free_buffer);
-        }
+        rc = ompi_mtl_efa_device_send_prepare(comm, dest, convertor, &req->buffer, req->length,
+                                              &req->free_buffer, &device, &req->mr);
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
@@ -395,9 +393,10 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         return ompi_mtl_efa_engine_isend(comm, dest, tag, mode, req, device);
     }
     req->by_engine = false;
-    /* Inject size 0 means no inject at all, not "zero-byte messages only". */
+    /* Inject size 0 means no inject at all, not "zero-byte messages only".
+     * (An inject has no descriptor: never a device buffer, req->mr.) */
     if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && req->length <= ompi_mtl_efa.inject_size &&
-        0 != ompi_mtl_efa.inject_size) {
+        0 != ompi_mtl_efa.inject_size && NULL == req->mr) {
         /* Completing inside isend is allowed: pml/cm expects the MTL may
          * have completed the request by the time isend returns.  This saves
          * the provider a completion entry and progress a dispatch. */
@@ -413,8 +412,14 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         return rc;
     }
     rc = start_send(req, comm, dest, tag, mode);
-    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc) && req->free_buffer) {
-        free(req->buffer);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
+        if (req->free_buffer) {
+            free(req->buffer);
+        }
+        if (req->mr) {
+            efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+            req->mr = NULL;
+        }
     }
     return rc;
 }
@@ -427,11 +432,10 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     bool free_buffer;
     int rc = ompi_mtl_datatype_pack(convertor, &buffer, &length, &free_buffer);
     bool device = false;
+    efa_mr_t *hmem_mr = NULL;
     if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
-        device = ompi_mtl_efa_device_by_ipc(comm, dest, convertor, buffer, length, free_buffer);
-        if (!device) {
-            rc = ompi_mtl_efa_device_stage_send(convertor, &buffer, length, &free_buffer);
-        }
+        rc = ompi_mtl_efa_device_send_prepare(comm, dest, convertor, &buffer, length, &free_buffer,
+                                              &device, &hmem_mr);
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
@@ -440,7 +444,7 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
         return ompi_mtl_efa_engine_send(comm, dest, tag, mode, buffer, length, free_buffer, device);
     }
     if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && length <= ompi_mtl_efa.inject_size &&
-        0 != ompi_mtl_efa.inject_size) {
+        0 != ompi_mtl_efa.inject_size && NULL == hmem_mr) {
         rc = inject_send(comm, dest, tag, buffer, length);
         if (OPAL_UNLIKELY(free_buffer)) {
             free(buffer);
@@ -457,11 +461,15 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     req->buffer = buffer;
     req->length = length;
     req->free_buffer = free_buffer;
+    req->mr = hmem_mr;
     bs.done = false;
     rc = start_send(req, comm, dest, tag, mode);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         if (req->free_buffer) {
             free(req->buffer);
+        }
+        if (req->mr) {
+            efa_core_mr_release(ompi_mtl_efa.core, req->mr);
         }
         return rc;
     }

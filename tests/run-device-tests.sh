@@ -90,6 +90,40 @@ ok=0
     ! grep -q "device messages received from this node" <<<"$OUT" && ok=1
 verdict ipc-off $ok "exit $RC, or device messages went by IPC with mtl_efa_device_ipc 0"
 
+# Through a provider with FI_HMEM (shm; the fake's memory made visible to
+# it as FI_HMEM_SYSTEM memory), device buffers to and from peers reached
+# through the provider go to it as they are, registered whole with their
+# interface; an allocation freed and handed out again at the same address
+# is registered anew (its old registration replaced).  With
+# common_efa_hmem false, or a provider without FI_HMEM (tcp), they are
+# copied through the host.  device_buffers checks every byte.
+hmem_counts() { # the finalize line's sends, receives and replaced registrations, summed
+    sed -n "s/.*(FI_HMEM): \([0-9]*\) sends, \([0-9]*\) receives; \([0-9]*\) registrations.*/\1 \2 \3/p" <<<"$OUT" |
+        awk '{s += $1; r += $2; st += $3} END {print s + 0, r + 0, st + 0}'
+}
+hmem=(--mca pml cm --mca mtl efa --mca btl self --mca mtl_efa_onnode_channel none
+    --mca mtl_efa_matching provider --mca common_efa_debug_fake_device 1
+    --mca common_efa_debug_fake_device_hmem 1 --mca common_efa_verbose 1)
+run "${hmem[@]}" --mca common_efa_provider_include shm "$prog" -P
+read -r hs hr hst < <(hmem_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$hs" -gt 0 ] && [ "$hr" -gt 0 ] &&
+    [ "$hst" -gt 0 ] && grep -q "device buffers to processes reached through the provider: handed to it as they are (FI_HMEM)" <<<"$OUT" &&
+    grep -q "report: device buffers: the provider moves them itself (FI_HMEM)" <<<"$OUT" && ok=1
+verdict hmem-shm $ok "exit $RC, $hs sends, $hr receives by FI_HMEM, $hst registrations replaced"
+run "${hmem[@]}" --mca common_efa_provider_include shm --mca common_efa_hmem 0 "$prog" -P -s 64K
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&
+    grep -q "FI_HMEM not asked for (common_efa_hmem false): copied through the host" <<<"$OUT" &&
+    ! grep -q "handed to the provider as they are" <<<"$OUT" && ok=1
+verdict hmem-off $ok "exit $RC, or device buffers went to the provider with common_efa_hmem 0"
+run "${hmem[@]}" --mca common_efa_provider_include tcp "$prog" -s 64K
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&
+    grep -q "FI_HMEM asked for, not granted by the provider: copied through the host" <<<"$OUT" &&
+    ! grep -q "handed to the provider as they are" <<<"$OUT" && ok=1
+verdict hmem-not-granted $ok "exit $RC, or a provider without FI_HMEM was handed device buffers"
+
 # osc/rdma over btl_efa: a window in device memory carries puts and gets
 # from and into host and device buffers (the owner copies with the
 # device's copy), and an atomic on it is refused by btl_efa and done by

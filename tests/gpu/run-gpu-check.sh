@@ -19,7 +19,8 @@
 #             Open MPI copying device buffers (mtl_efa_device_buffers
 #             open-mpi, the default) and the on-node path with mtl_efa
 #             copying them (own: device to device by CUDA IPC; and with
-#             mtl_efa_device_ipc 0, through the host);
+#             mtl_efa_device_ipc 0, through the host), and the shm provider
+#             handed device buffers as they are (own: FI_HMEM);
 #           - pml ob1 + btl_efa (tcp;ofi_rxm);
 #           - the anchors: pml cm + mtl/ofi on tcp;ofi_rxm, pml ob1 + sm
 #             (host staging), pml ob1 + sm + smcuda (CUDA IPC).
@@ -73,6 +74,7 @@ pt2pt_runs=(
     "mtl_efa-rxm-provider|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching provider"
     "mtl_efa-rxm-own-matching|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own"
     "mtl_efa-shm|1|--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none"
+    "mtl_efa-shm-own|1|--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none --mca mtl_efa_matching provider --mca mtl_efa_device_buffers own"
     "btl_efa-rxm|1|--mca pml ob1 --mca btl efa,self ${rxm[*]}"
     "mtl_ofi-rxm|0|--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tcp;ofi_rxm"
     "ob1-sm|0|--mca pml ob1 --mca btl sm,self"
@@ -147,6 +149,8 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
     # (the own run's finalize counts: device messages by CUDA IPC, streamed)
     grep -h "device messages received from this node\|device buffers to processes of this node" \
         "$out/mtl_efa-onnode-own.osu_latency.txt" | sed 's/^/    /' | sort -u
+    # (the shm own run's: device buffers handed to the provider by FI_HMEM)
+    grep -h "(FI_HMEM)" "$out/mtl_efa-shm-own.osu_latency.txt" | sed 's/^/    /' | sort -u
     echo
     echo "$fails run(s) of ours failed"
 } | tee "$out/summary.md"
