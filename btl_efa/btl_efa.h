@@ -284,6 +284,7 @@ typedef struct mca_btl_efa_module {
     struct {
         bool mr_virt_addr; /* the provider addresses remote memory virtually */
         bool mr_local;     /* local buffers need descriptors */
+        bool hmem;         /* FI_HMEM granted: device memory registered is reached by RDMA */
         size_t rma_max;    /* largest transfer handed to the provider at once */
         efa_pool_t *rops;  /* efa_btl_rop_t, each with its scratch words */
         /* Put and get from stripe_min bytes (0: never) go out in equal parts
@@ -293,8 +294,9 @@ typedef struct mca_btl_efa_module {
         size_t stripe_min;
         bool failover; /* a failed part goes again over the first rail */
         efa_ctx_t *rail_ctx[EFA_MAX_RAILS];
-        volatile int64_t striped;     /* transfers striped (statistics) */
-        volatile int64_t failed_over; /* parts sent again over rail 0 (statistics) */
+        /* statistics: transfers striped, parts sent again over rail 0, puts
+         * and gets with device memory by RDMA (FI_HMEM) and as requests */
+        volatile int64_t striped, failed_over, device_native, device_requests;
     } native;
     /* btl_efa_reg.c: registrations (next_key: module lock) */
     struct {
@@ -426,8 +428,7 @@ efa_btl_frag_t *mca_btl_efa_frag_get(mca_btl_efa_module_t *btl);
 /* The same with the module lock held. */
 efa_btl_frag_t *mca_btl_efa_frag_get_locked(mca_btl_efa_module_t *btl);
 void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
-/* Back to the pool as it is (no registration of its own): the module lock
- * is held. */
+/* Back to the pool as it is (no registration of its own); module lock held. */
 static inline void mca_btl_efa_frag_return_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     efa_pool_put(btl->frag.pool, frag);
 }
@@ -511,8 +512,7 @@ void mca_btl_efa_ring_frame(void *arg, unsigned ring, void *frame, size_t len);
  * progress callback (btl_progress is NULL). */
 int mca_btl_efa_component_progress(void);
 
-/* btl_efa_watch.c: the peers ob1 may wait on, watched through the peer
- * deadline */
+/* btl_efa_watch.c: the peers ob1 may wait on, watched by the peer deadline */
 void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl);
 /* At finalize, before the endpoints go: no sweep any more. */
 void mca_btl_efa_watch_stop_sweeps(mca_btl_efa_module_t *btl);

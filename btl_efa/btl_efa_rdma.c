@@ -99,14 +99,31 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
     if (!covered) {
         note_uncovered(a->type, a->remote_address, a->size);
     }
-    /* Device memory on either side: a device window is reached only by
-     * its owner's copy, a device buffer here only by this process's; the
-     * rings, the single copy and a provider's host MR would touch it with
-     * the CPU or the kernel.  Both as requests the target executes.  (One
+    /* Device memory on either side: the rings, the single copy and a
+     * provider's host MR would touch it with the CPU or the kernel.  Where
+     * the provider granted FI_HMEM, a device window registered with its
+     * device (its handle has an MR) and a device buffer here (registered
+     * by the native path) go by the provider's RDMA; otherwise a device
+     * window is reached only by its owner's copy and a device buffer here
+     * only by this process's, as requests the target executes.  (One
      * predicted branch where no device backend is installed.) */
     if (OPAL_UNLIKELY((snap.rma.flags & EFA_RMA_HANDLE_DEVICE) | efa_device_on)) {
         a->cb.local_device = efa_device_on && efa_device_check(a->cb.local_address, a->size);
         if ((snap.rma.flags & EFA_RMA_HANDLE_DEVICE) || a->cb.local_device) {
+            const bool window_reached = !(snap.rma.flags & EFA_RMA_HANDLE_DEVICE) ||
+                                        (snap.rma.flags & EFA_RMA_HANDLE_HAS_MR);
+            if (btl->native.hmem && window_reached && covered && 0 != a->size &&
+                (EFA_BTL_MSG_PUT == a->type ? btl->mode.native_put : btl->mode.native_get) &&
+                !ep->is_self && !ep->foreign_mode) {
+                const int rc = mca_btl_efa_native_rdma(btl, ep, a);
+                if (OPAL_ERR_NOT_AVAILABLE != rc) {
+                    if (OPAL_SUCCESS == rc) {
+                        (void)__atomic_fetch_add(&btl->native.device_native, 1, __ATOMIC_RELAXED);
+                    }
+                    return rc;
+                }
+            }
+            (void)__atomic_fetch_add(&btl->native.device_requests, 1, __ATOMIC_RELAXED);
             return mca_btl_efa_emul_rdma(btl, ep, a);
         }
     }

@@ -37,19 +37,22 @@ static uint64_t fi_access_of(uint32_t flags) {
 }
 
 /* Device (GPU) memory offered for one-sided operations (a window, ob1's
- * RDMA): registered without an MR and marked, so that no path touches it
- * with the CPU or the kernel.  Every put and get on it goes to this
- * process as a request, executed with the device's copy (the core's
- * emulated target); atomics on it are refused.  Said once per process. */
-static void note_device_memory(const void *addr, size_t size) {
+ * RDMA): marked, so that no path touches it with the CPU or the kernel.
+ * Where the provider granted FI_HMEM it is registered with its device and
+ * puts and gets reach it by the provider's RDMA; otherwise it has no MR
+ * and every put and get on it goes to this process as a request,
+ * executed with the device's copy (the core's emulated target).  Atomics
+ * on it are refused.  Said once per process. */
+static void note_device_memory(const void *addr, size_t size, bool by_provider) {
     static bool said = false;
     if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
         /* the test harness looks for this line */
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: device memory registered (%zu bytes at %p, %s): its puts and "
-                            "gets are executed by this process with the device's copy, atomics on "
-                            "it are refused",
-                            size, addr, efa_device_name());
+                            "gets are %s, atomics on it are refused",
+                            size, addr, efa_device_name(),
+                            by_provider ? "the provider's RDMA (FI_HMEM)"
+                                        : "executed by this process with the device's copy");
     }
 }
 
@@ -67,14 +70,20 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
     if (NULL == reg) {
         return NULL;
     }
-    if (OPAL_UNLIKELY(device)) {
-        note_device_memory(addr, size);
-        reg->handle.rma.flags |= EFA_RMA_HANDLE_DEVICE;
-    }
     /* The emulated path needs no MR (the target copies), the native one
      * does: peers name it by key. */
-    if ((btl->mode.native_put || btl->mode.native_get || btl->mode.native_atomics) && size > 0 &&
-        !device) {
+    const bool native =
+        (btl->mode.native_put || btl->mode.native_get || btl->mode.native_atomics) && size > 0;
+    if (OPAL_UNLIKELY(device)) {
+        reg->handle.rma.flags |= EFA_RMA_HANDLE_DEVICE;
+        int err = 0;
+        /* (not registered: as requests, executed with the device's copy;
+         * atomics on it are refused whatever the mode) */
+        reg->mr = (btl->mode.native_put || btl->mode.native_get) && size > 0 && btl->native.hmem
+                      ? efa_core_mr_acquire_device(btl->core, addr, size, fi_access_of(flags), &err)
+                      : NULL;
+        note_device_memory(addr, size, NULL != reg->mr);
+    } else if (native) {
         int err = 0;
         reg->mr = efa_core_mr_acquire(btl->core, addr, size, fi_access_of(flags), &err);
         if (NULL == reg->mr) {
@@ -84,6 +93,8 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
             free(reg);
             return NULL;
         }
+    }
+    if (NULL != reg->mr) {
         reg->handle.rma.fi_key = efa_mr_key(reg->mr);
         reg->handle.rma.rails = (uint32_t)efa_mr_rails(reg->mr);
         for (int r = 1; r < efa_mr_rails(reg->mr); ++r) {

@@ -31,12 +31,14 @@ int mca_common_efa_output = -1;
 static struct {
     efa_core_params_t core;
     char *provider_shm; /* auto, on, off, provider: core.provider_shm from it */
+    char *hmem;         /* auto, on, off: core.hmem and core.want_hmem from it */
     char *onnode_dir;
     int onnode_slots;
     size_t onnode_slot_size;
 } params;
 
 static const char *const provider_shm_choices[] = {"auto", "on", "off", "provider", NULL};
+static const char *const hmem_choices[] = {"auto", "on", "off", NULL};
 
 #define C(field) &params.core.field
 /* Their ranges are checked by the core (efa_params.cpp: the values it
@@ -173,12 +175,17 @@ static const mca_common_efa_param_t table[] = {
              "and described to the provider as FI_HMEM_SYSTEM memory, and FI_HMEM is asked "
              "for, so that a provider with FI_HMEM (shm) carries device buffers as it would a "
              "GPU's"},
-    {"hmem", MCA_BASE_VAR_TYPE_BOOL, C(hmem), .def = 1, .level = OPAL_INFO_LVL_4,
-     .help = "Where Open MPI has an accelerator and mtl_efa hands device buffers on itself "
-             "(mtl_efa_device_buffers own), ask the provider for FI_HMEM, and where it grants "
-             "it hand it device buffers as they are, registered with their interface and "
-             "device (the efa provider on GPU instances: GPUDirect RDMA). false, or a provider "
-             "without FI_HMEM: device buffers are copied through the host."},
+    {"hmem", MCA_BASE_VAR_TYPE_STRING, &params.hmem, .def_str = "auto", .choices = hmem_choices,
+     .allowed = "auto, on or off", .topic = "bad-param", .unset_is_default = true,
+     .level = OPAL_INFO_LVL_4,
+     .help = "Ask the provider for FI_HMEM, so that device (GPU) buffers go to it as they are, "
+             "registered with their interface and device (the efa provider on GPU instances: "
+             "GPUDirect RDMA): mtl_efa's to and from peers the provider carries, btl_efa's "
+             "puts and gets on device windows. \"auto\": where Open MPI has an accelerator and "
+             "mtl_efa hands device buffers on itself (mtl_efa_device_buffers own); \"on\": "
+             "wherever Open MPI has an accelerator (a provider that cannot grant FI_HMEM with "
+             "FI_ATOMIC then leaves btl_efa's atomics emulated); \"off\": never. Without "
+             "FI_HMEM device buffers are copied through the host."},
     /* One geometry and place for the node's one inbox (efa_node.h), which
      * both components' on-node channels share: the old per-component names
      * (mtl_efa_onnode_slots, btl_efa_onnode_slots, ...) are its synonyms. */
@@ -323,6 +330,7 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->local_rank = mca_common_efa_local_rank();
     p->local_size = mca_common_efa_local_size();
     p->provider_shm = provider_shm_switch();
+    p->hmem = NULL == params.hmem || 0 != strcmp(params.hmem, "off");
     p->mem_release_hooks = hooks_registered;
 }
 
@@ -473,7 +481,9 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
     }
     mca_common_efa_get_params(&p, thread_multiple, need_remote_comm);
     /* Device buffers may come to the provider: it is asked for FI_HMEM. */
-    p.want_hmem = NULL != mca_common_efa_device_ompi() && mtl_hands_device_buffers();
+    p.want_hmem =
+        NULL != mca_common_efa_device_ompi() &&
+        ((NULL != params.hmem && 0 == strcmp(params.hmem, "on")) || mtl_hands_device_buffers());
     efa_core_t *core = efa_core_acquire(&p, &err);
     if (NULL == core) {
         if (first) {

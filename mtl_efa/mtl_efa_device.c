@@ -119,7 +119,7 @@ static void device_hmem_init(void) {
         "device buffers to processes reached through the provider: %s",
         ompi_mtl_efa.device_hmem ? "handed to it as they are (FI_HMEM), registered"
         : !granted               ? "through the host (the provider has no FI_HMEM, or "
-                                   "common_efa_hmem is false)"
+                                   "common_efa_hmem is off)"
                                  : "through the host (the device backend cannot describe its "
                                    "memory for registration)");
 }

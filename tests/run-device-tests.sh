@@ -95,7 +95,7 @@ verdict ipc-off $ok "exit $RC, or device messages went by IPC with mtl_efa_devic
 # through the provider go to it as they are, registered whole with their
 # interface; an allocation freed and handed out again at the same address
 # is registered anew (its old registration replaced).  With
-# common_efa_hmem false, or a provider without FI_HMEM (tcp), they are
+# common_efa_hmem off, or a provider without FI_HMEM (tcp), they are
 # copied through the host.  device_buffers checks every byte.
 hmem_counts() { # the finalize line's sends, receives and replaced registrations, summed
     sed -n "s/.*(FI_HMEM): \([0-9]*\) sends, \([0-9]*\) receives; \([0-9]*\) registrations.*/\1 \2 \3/p" <<<"$OUT" |
@@ -111,18 +111,36 @@ ok=0
     [ "$hst" -gt 0 ] && grep -q "device buffers to processes reached through the provider: handed to it as they are (FI_HMEM)" <<<"$OUT" &&
     grep -q "report: device buffers: the provider moves them itself (FI_HMEM)" <<<"$OUT" && ok=1
 verdict hmem-shm $ok "exit $RC, $hs sends, $hr receives by FI_HMEM, $hst registrations replaced"
-run "${hmem[@]}" --mca common_efa_provider_include shm --mca common_efa_hmem 0 "$prog" -P -s 64K
+run "${hmem[@]}" --mca common_efa_provider_include shm --mca common_efa_hmem off "$prog" -P -s 64K
 ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&
-    grep -q "FI_HMEM not asked for (common_efa_hmem false): copied through the host" <<<"$OUT" &&
+    grep -q "FI_HMEM not asked for (common_efa_hmem off): copied through the host" <<<"$OUT" &&
     ! grep -q "handed to the provider as they are" <<<"$OUT" && ok=1
-verdict hmem-off $ok "exit $RC, or device buffers went to the provider with common_efa_hmem 0"
+verdict hmem-off $ok "exit $RC, or device buffers went to the provider with common_efa_hmem off"
 run "${hmem[@]}" --mca common_efa_provider_include tcp "$prog" -s 64K
 ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&
     grep -q "FI_HMEM asked for, not granted by the provider: copied through the host" <<<"$OUT" &&
     ! grep -q "handed to the provider as they are" <<<"$OUT" && ok=1
 verdict hmem-not-granted $ok "exit $RC, or a provider without FI_HMEM was handed device buffers"
+
+# btl_efa: a window in device memory registered with its device where shm
+# granted FI_HMEM, and every put and get with device memory on either side
+# by the provider's RDMA; without FI_HMEM (the window tests below) all of
+# them go as requests.
+hmem_rma_counts() { # native and request counts of the finalize line, summed
+    sed -n "s/.*puts and gets with device memory: \([0-9]*\) by the provider's RDMA (FI_HMEM), \([0-9]*\) as requests.*/\1 \2/p" <<<"$OUT" |
+        awk '{n += $1; r += $2} END {print n + 0, r + 0}'
+}
+run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include shm \
+    --mca btl_efa_rma_mode native --mca common_efa_debug_fake_device 1 \
+    --mca common_efa_debug_fake_device_hmem 1 --mca common_efa_verbose 1 "$prog" -w
+read -r native requests < <(hmem_rma_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory" <<<"$OUT" &&
+    grep -q "btl:efa: device memory registered .* the provider's RDMA (FI_HMEM)" <<<"$OUT" &&
+    [ "$native" -gt 0 ] && [ "$requests" -eq 0 ] && ok=1
+verdict window-shm-hmem $ok "exit $RC, $native by the provider's RDMA, $requests as requests"
 
 # osc/rdma over btl_efa: a window in device memory carries puts and gets
 # from and into host and device buffers (the owner copies with the
@@ -137,10 +155,12 @@ for v in "tcp:" "tcp-provider:--mca btl_efa_onnode_channel none" \
     read -r -a extra <<<"${v#*:}"
     run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include "${name%%-*}" \
         --mca common_efa_debug_fake_device 1 --mca common_efa_verbose 1 "${extra[@]}" "$prog" -w
+    read -r native requests < <(hmem_rma_counts)
     ok=0
     [ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory" <<<"$OUT" &&
         grep -q "btl:efa: device memory registered" <<<"$OUT" &&
-        grep -q "btl:efa: an atomic on device memory .* refused" <<<"$OUT" && ok=1
+        grep -q "btl:efa: an atomic on device memory .* refused" <<<"$OUT" &&
+        [ "$native" -eq 0 ] && [ "$requests" -gt 0 ] && ok=1
     verdict "window-$name" $ok "exit $RC: a window in device memory was not carried, or not said"
 done
 

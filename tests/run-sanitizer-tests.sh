@@ -84,21 +84,28 @@ count "$logs/osc-inflight.log" osc-inflight
 reports osc-inflight
 
 # Windows in device memory (the fake device: device_buffers -w), their
-# puts and gets executed by the owner with the device's copy.
-echo "== device windows over osc/rdma + btl_efa on the fake device, instrumented"
-timeout 120 mpirun -np 2 --oversubscribe --bind-to none --mca mca_base_component_path \
-    "$(ompi_info --path pkglibdir --parsable | cut -d: -f3):$inst/lib/openmpi" \
-    --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include tcp \
-    --mca common_efa_debug_fake_device 1 "$build/tests/mpi/device_buffers" -w \
-    >"$logs/device-window.log" 2>&1
-if [ $? -eq 0 ] && grep -q "^ok device_buffers a window over device memory" "$logs/device-window.log"; then
-    echo "PASS device-window"
-    pass=$((pass + 1))
-else
-    echo "FAIL device-window (see $logs/device-window.log)"
-    fail=$((fail + 1))
-fi
-reports device-window
+# puts and gets executed by the owner with the device's copy (tcp), and by
+# the provider's RDMA where shm granted FI_HMEM (the fake made visible).
+for v in "device-window:tcp" \
+    "device-window-hmem:shm --mca btl_efa_rma_mode native --mca common_efa_debug_fake_device_hmem 1"; do
+    name=${v%%:*}
+    read -r -a extra <<<"${v#*:}"
+    echo "== $name over osc/rdma + btl_efa on the fake device, instrumented"
+    timeout 120 mpirun -np 2 --oversubscribe --bind-to none --mca mca_base_component_path \
+        "$(ompi_info --path pkglibdir --parsable | cut -d: -f3):$inst/lib/openmpi" \
+        --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include "${extra[@]}" \
+        --mca common_efa_debug_fake_device 1 "$build/tests/mpi/device_buffers" -w \
+        >"$logs/$name.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "^ok device_buffers a window over device memory" "$logs/$name.log"; then
+        echo "PASS $name"
+        pass=$((pass + 1))
+    else
+        echo "FAIL $name (see $logs/$name.log)"
+        fail=$((fail + 1))
+    fi
+    reports "$name"
+done
 
 echo "logs: $logs"
 if [ $skip -gt 0 ]; then

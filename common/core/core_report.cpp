@@ -86,7 +86,7 @@ void CoreReport::add_core_lines(const efa_core &core) {
                                   ? "device buffers: FI_HMEM asked for, not granted by the "
                                     "provider: copied through the host"
                                   : "device buffers: FI_HMEM not asked for (common_efa_hmem "
-                                    "false): copied through the host");
+                                    "off): copied through the host");
     }
     if (core.params.net_poll_interval_us == 0) {
         node_lines_.push_back("provider polled on every progress call (net_poll_interval 0)");

@@ -61,9 +61,11 @@ typedef struct efa_rma_handle {
 enum {
     /* fi_key and mr_base are valid: the range has a libfabric MR */
     EFA_RMA_HANDLE_HAS_MR = 1u << 0,
-    /* the range is a device's (GPU) memory: no MR, no single copy; puts
-     * and gets go to its owner, which copies with the device's copy
-     * (efa_device.h), and atomics on it are refused */
+    /* the range is a device's (GPU) memory: no single copy; with an MR
+     * (registered with its device where the provider granted FI_HMEM)
+     * puts and gets reach it by the provider's RDMA, without one they go
+     * to its owner, which copies with the device's copy (efa_device.h);
+     * atomics on it are refused */
     EFA_RMA_HANDLE_DEVICE = 1u << 1,
 };
 

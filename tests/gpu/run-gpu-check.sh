@@ -26,8 +26,9 @@
 #             (host staging), pml ob1 + sm + smcuda (CUDA IPC).
 #   osc     osu_put_latency and osu_get_bw with windows in device memory
 #           (MPI_Win_create) over osc/rdma + btl_efa (puts and gets executed
-#           by the window's owner with the device's copy), and over Open
-#           MPI's osc (the anchor).
+#           by the window's owner with the device's copy; on shm with
+#           FI_HMEM by the provider's RDMA), and over Open MPI's osc (the
+#           anchor).
 # summary.md: per run its exit, validation, the latency at 1 B, 64 KiB and
 # 4 MiB and the peak bandwidth.  Exit 0 when every run of ours exited 0
 # and validated.
@@ -82,6 +83,7 @@ pt2pt_runs=(
 )
 osc_runs=(
     "osc-rdma-btl_efa|1|--mca pml ob1 --mca btl efa,self --mca osc rdma ${rxm[*]}"
+    "osc-rdma-btl_efa-shm-hmem|1|--mca pml ob1 --mca btl efa,self --mca osc rdma --mca btl_efa_provider_include shm --mca common_efa_hmem on --mca btl_efa_rma_mode native"
     "osc-default|0|--mca pml ob1 --mca btl sm,smcuda,self"
 )
 
@@ -142,6 +144,7 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
             l=$out/$name.$b.txt
             said=""
             grep -q "btl:efa: device memory registered" "$l" && said=" (a device window of btl_efa)"
+            grep -q "btl:efa: device memory registered.*FI_HMEM" "$l" && said=" (a device window of btl_efa, FI_HMEM)"
             echo "| $name $b | $(tail -n 1 "$l" | cut -d' ' -f2)$said | | $(at "$l" 1) | | | $(peak "$l") |"
         done
     done
