@@ -83,8 +83,11 @@ choices_ok choices-rxd-defect "rxd: atomics emulated for its loopback defect" \
     --provider "udp;ofi_rxd" -- matching=own "atomics=emulated (ofi_rxd crashes"
 choices_ok choices-one-node "one node: atomics through the on-node channel" \
     --provider "tcp;ofi_rxm" --one-node -- "atomics=emulated (every peer on this node"
-choices_ok choices-shm "shm: provider matching (own not measured there)" \
-    --provider shm --one-node -- matching=provider "single_copy=" "onnode=shared-memory rings"
+choices_ok choices-shm "shm: provider matching (own not measured there), FI_HMEM offered" \
+    --provider shm --one-node -- matching=provider "single_copy=" "onnode=shared-memory rings" \
+    "hmem=shm offers FI_HMEM"
+choices_ok choices-rxm-no-hmem "rxm: no FI_HMEM (device buffers through the host)" \
+    --provider "tcp;ofi_rxm" -- "hmem=tcp;ofi_rxm does not offer FI_HMEM"
 
 # The components' settings from the environment, by any of their names.
 OUT=$(OMPI_MCA_btl_efa_provider_include="tcp;ofi_rxm" "$info" 2>&1)

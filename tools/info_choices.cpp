@@ -89,6 +89,15 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
     c.cq_data = in->cq_data_size;
     c.rails = in->num_nics;
     c.stripe_min = in->stripe_min;
+    // common_efa_hmem (common_efa_glue.c): asked for where device buffers
+    // would go to the provider.
+    c.hmem = in->hmem ? "granted: device buffers go to the provider as they are"
+             : efa_core_offers_hmem(core)
+                 ? std::string(in->provider) +
+                       " offers FI_HMEM: device buffers would go to it as they are with "
+                       "mtl_efa_device_buffers own or common_efa_hmem on (on a node with a GPU)"
+                 : std::string(in->provider) +
+                       " does not offer FI_HMEM: device buffers are copied through the host";
 
     // mtl_efa_matching auto (mtl_efa_own.c).
     if (!in->has_tagged) {
@@ -141,9 +150,10 @@ void print_text(const Choices &c, const std::vector<std::string> &open_messages)
                 "  btl_efa get:        %s\n"
                 "  btl_efa atomics:    %s\n"
                 "  on-node channel:    %s\n"
-                "  single copy:        %s\n",
+                "  single copy:        %s\n"
+                "  FI_HMEM:            %s\n",
                 c.matching.c_str(), c.matching_why.c_str(), c.put.c_str(), c.get.c_str(),
-                c.atomic_ops.c_str(), c.onnode.c_str(), c.single_copy.c_str());
+                c.atomic_ops.c_str(), c.onnode.c_str(), c.single_copy.c_str(), c.hmem.c_str());
     if (c.rails > 1) {
         std::printf("  rails:              %d NICs of the first process's set; put, get and "
                     "messages from %zu bytes striped over them, smaller messages on the first\n",
@@ -163,10 +173,11 @@ void print_json_fields(const Choices &c, std::string (*json_str)(const std::stri
                 c.mr_local ? "true" : "false", c.inject, c.max_msg);
     std::printf(" \"choices\": {\"matching\": %s, \"matching_why\": %s, \"put\": %s, "
                 "\"get\": %s, \"atomics\": %s, \"onnode\": %s, \"single_copy\": %s, "
-                "\"rails\": %d, \"stripe_min\": %zu},\n",
+                "\"rails\": %d, \"stripe_min\": %zu, \"hmem\": %s},\n",
                 json_str(c.matching).c_str(), json_str(c.matching_why).c_str(),
                 json_str(c.put).c_str(), json_str(c.get).c_str(), json_str(c.atomic_ops).c_str(),
-                json_str(c.onnode).c_str(), json_str(c.single_copy).c_str(), c.rails, c.stripe_min);
+                json_str(c.onnode).c_str(), json_str(c.single_copy).c_str(), c.rails, c.stripe_min,
+                json_str(c.hmem).c_str());
 }
 
 } // namespace efa::info

@@ -27,6 +27,7 @@ struct Choices {
     std::string single_copy;            // cross-memory attach, or why not
     int rails = 1;                      // NICs opened: the rails
     size_t stripe_min = 0;              // one-sided transfers striped from (0: never)
+    std::string hmem;                   // device (GPU) buffers and the provider's FI_HMEM
 };
 
 // one_node: a job within this node (atomics then go through the rings).

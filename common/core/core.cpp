@@ -380,12 +380,11 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
         efa_device_install(efa_fake_device_ops());
         efa_fake_device_refuse_ipc(core->params.debug_fake_device_no_ipc);
         efa_fake_device_visible(core->params.debug_fake_device_hmem);
-        core->rep.say(1, std::string("device memory: the fake device's (a test setting), copied "
-                                     "through the host") +
-                             (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : "") +
+        core->rep.say(1, std::string("device memory: the fake device's (a test setting), ") +
                              (core->params.debug_fake_device_hmem
-                                  ? "; visible to the CPU and the provider (FI_HMEM_SYSTEM)"
-                                  : ""));
+                                  ? "visible to the CPU and the provider (FI_HMEM_SYSTEM)"
+                                  : "which the CPU cannot touch") +
+                             (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : ""));
     }
     g_core = core.release();
     return g_core;
@@ -547,6 +546,27 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     *err = rc;
     core->failures.report(core->rep, "fi_mr_regattr (device memory)", rc);
     return nullptr;
+}
+
+// Messages with FI_HMEM on the first NIC's provider:
+// what a job whose device buffers go to the provider would be granted
+// (its FI_ATOMIC may not come with it: shm).
+bool efa_core_offers_hmem(const efa_core_t *core) {
+    const fi_info *nic = core->selection.nics.empty() ? nullptr : core->selection.nics[0];
+    InfoPtr hints(nic ? fi_allocinfo() : nullptr);
+    if (!hints) {
+        return false;
+    }
+    hints->caps = (nic->caps & (FI_TAGGED | FI_MSG)) | FI_HMEM;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                  FI_MR_ENDPOINT | FI_MR_LOCAL | FI_MR_HMEM;
+    hints->fabric_attr->prov_name = strdup(nic->fabric_attr->prov_name);
+    fi_info *list = nullptr;
+    const int rc = fi_getinfo(core->selection.api_version, nullptr, nullptr, 0, hints.get(), &list);
+    InfoPtr owned(list);
+    return 0 == rc && nullptr != list;
 }
 
 uint64_t efa_core_mr_device_stale(const efa_core_t *core) {

@@ -580,6 +580,8 @@ bool efa_core_atomics_usable(efa_core_t *core, char *why, size_t why_len);
 /* mtl_efa_matching auto: is own matching measured to pay on this provider
  * (docs/PERFORMANCE.md, "Own matching in mtl_efa")? */
 bool efa_core_own_matching_measured(const char *provider);
+/* Would the first NIC's provider grant FI_HMEM (efa-mpi-info)? */
+bool efa_core_offers_hmem(const efa_core_t *core);
 
 #ifdef __cplusplus
 }
