@@ -178,7 +178,8 @@ static const mca_common_efa_param_t table[] = {
     {"hmem", MCA_BASE_VAR_TYPE_STRING, &params.hmem, .def_str = "auto", .choices = hmem_choices,
      .allowed = "auto, on or off", .topic = "bad-param", .unset_is_default = true,
      .level = OPAL_INFO_LVL_4,
-     .help = "Ask the provider for FI_HMEM, so that device (GPU) buffers go to it as they are, "
+     .help = "Open MPI 5: ask the provider for FI_HMEM, so that device (GPU) buffers go to it "
+             "as they are, "
              "registered with their interface and device (the efa provider on GPU instances: "
              "GPUDirect RDMA): mtl_efa's to and from peers the provider carries, btl_efa's "
              "puts and gets on device windows. \"auto\": where Open MPI has an accelerator and "

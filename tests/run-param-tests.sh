@@ -87,6 +87,8 @@ expect_failure negative-queue "outside its range" "${cm[@]}" --mca mtl_efa_provi
 # The efa provider's switches: bad values are refused like the others.
 expect_failure bad-provider-shm "auto, on, off or provider" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_provider_shm yes
+expect_failure bad-hmem "auto, on or off" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_hmem yes
 expect_failure rnr-retry-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_rnr_retry 8
 # NIC lists: names this host does not offer (a mistyped exclusion would
@@ -198,7 +200,8 @@ expect_failure bad-atomic-mode "Allowed:   auto, native, emulated" "${ob1[@]}" \
 # An empty value of a mode (or of provider_shm) means its default, auto.
 expect_output empty-modes-are-auto "btl:efa: put native \\(provider RMA\\)" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_rma_mode "" --mca btl_efa_atomic_mode "" \
-    --mca btl_efa_single_copy "" --mca common_efa_provider_shm "" --mca common_efa_verbose 1
+    --mca btl_efa_single_copy "" --mca common_efa_provider_shm "" --mca common_efa_hmem "" \
+    --mca common_efa_verbose 1
 expect_failure native-atomics-unavailable "cannot do" "${ob1[@]}" \
     --mca btl_efa_provider_include "udp;ofi_rxd" --mca btl_efa_atomic_mode native
 # A native transfer limit of one byte would cut a large put into as many

@@ -87,7 +87,7 @@ reports osc-inflight
 # puts and gets executed by the owner with the device's copy (tcp), and by
 # the provider's RDMA where shm granted FI_HMEM (the fake made visible).
 for v in "device-window:tcp" \
-    "device-window-hmem:shm --mca btl_efa_rma_mode native --mca common_efa_debug_fake_device_hmem 1"; do
+    "device-window-hmem:shm --mca btl_efa_rma_mode native --mca common_efa_debug_fake_device_hmem 1 --mca common_efa_verbose 1"; do
     name=${v%%:*}
     read -r -a extra <<<"${v#*:}"
     echo "== $name over osc/rdma + btl_efa on the fake device, instrumented"
@@ -97,7 +97,10 @@ for v in "device-window:tcp" \
         --mca common_efa_debug_fake_device 1 "$build/tests/mpi/device_buffers" -w \
         >"$logs/$name.log" 2>&1
     rc=$?
-    if [ $rc -eq 0 ] && grep -q "^ok device_buffers a window over device memory" "$logs/$name.log"; then
+    # (with FI_HMEM: by the provider's RDMA, not one as a request)
+    if [ $rc -eq 0 ] && grep -q "^ok device_buffers a window over device memory" "$logs/$name.log" &&
+        { [ "$name" = device-window ] ||
+            grep -qE "puts and gets with device memory: [1-9][0-9]* by the provider's RDMA \(FI_HMEM\), 0 as requests" "$logs/$name.log"; }; then
         echo "PASS $name"
         pass=$((pass + 1))
     else

@@ -94,8 +94,9 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
     c.hmem = in->hmem ? "granted: device buffers go to the provider as they are"
              : efa_core_offers_hmem(core)
                  ? std::string(in->provider) +
-                       " offers FI_HMEM: device buffers would go to it as they are with "
-                       "mtl_efa_device_buffers own or common_efa_hmem on (on a node with a GPU)"
+                       " offers FI_HMEM: on a node with a GPU, device buffers would go to it as "
+                       "they are with mtl_efa_device_buffers own (btl_efa's also with "
+                       "common_efa_hmem on)"
                  : std::string(in->provider) +
                        " does not offer FI_HMEM: device buffers are copied through the host";
 

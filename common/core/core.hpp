@@ -3,6 +3,7 @@
 // and the progress loop.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -115,6 +116,11 @@ struct efa_core {
     std::unique_ptr<efa::FiMrBackend> dev_mr_backend;
     std::unique_ptr<efa::MrCache> dev_mr_cache;
     std::atomic<uint64_t> dev_mr_stale{0}; // registrations of freed allocations replaced
+    // Device allocations (by id) the provider refused to register, the 16
+    // last: not asked again (each message would pay a registration).
+    std::mutex dev_refused_lock;
+    std::array<uint64_t, 16> dev_refused{};
+    size_t dev_refused_next = 0;
     efa_core_info_t info{};
     std::string nic_reason;
     std::atomic<uint64_t> peers_lost{0}; // processes declared unreachable (MPI_T)

@@ -239,9 +239,9 @@ typedef struct efa_core_info {
     efa_rma_by_t rma_read_by, rma_write_by, atomics_by;
     int provider_shm; /* EFA_SWITCH_*: the provider's own shared memory (AUTO: unknown) */
     bool has_source;  /* FI_SOURCE granted: receives say who sent them (efa_cqe_t.src) */
-    /* FI_HMEM granted and the device backend describes its memory: device
-     * buffers registered with efa_core_mr_acquire_device go to the
-     * provider as they are (on the first NIC). */
+    /* FI_HMEM granted: device buffers registered with
+     * efa_core_mr_acquire_device (where the device backend describes its
+     * memory) go to the provider as they are (on the first NIC). */
     bool hmem;
 } efa_core_info_t;
 

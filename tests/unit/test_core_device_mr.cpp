@@ -113,7 +113,7 @@ TEST_F(CoreDeviceMr, HostAndDeviceRegistrationsTakeDistinctKeys) {
     efa_fake_device_free(dev);
 }
 
-TEST_F(CoreDeviceMr, HostMemoryAndAProviderWithoutHmemAreRefused) {
+TEST_F(CoreDeviceMr, AProviderWithoutHmemRegistersNoDeviceMemory) {
     open("tcp");
     EXPECT_FALSE(efa_core_get_info(core_)->hmem);
     void *dev = efa_fake_device_alloc(4096);

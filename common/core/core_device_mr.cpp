@@ -1,0 +1,87 @@
+// Device allocations through a provider that granted FI_HMEM: their
+// registrations (efa_mr.h's efa_core_mr_acquire_device), and whether the
+// provider would grant it (efa_core_offers_hmem, for efa-mpi-info).
+#include <algorithm>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+#include "efa_core.h"
+#include "efa_device.h"
+
+using namespace efa;
+
+extern "C" {
+
+efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t len,
+                                     uint64_t access, int *err) {
+    MrCache *cache = core->dev_mr_cache.get();
+    efa_device_hmem_t h{};
+    int rc = cache ? efa_device_hmem(addr, len, &h) : -FI_EOPNOTSUPP;
+    // Id 0: the device cannot tell a freed allocation from the one at its
+    // address now, so a registration could outlive its memory.
+    if (0 == rc && 0 == h.buffer_id) {
+        rc = -FI_EOPNOTSUPP;
+    }
+    if (0 == rc) {
+        std::lock_guard<std::mutex> guard(core->dev_refused_lock);
+        const auto &r = core->dev_refused;
+        if (std::find(r.begin(), r.end(), h.buffer_id) != r.end()) {
+            *err = -FI_EOPNOTSUPP; // (refused before: said then)
+            return nullptr;
+        }
+    }
+    for (int attempt = 0; 0 == rc; ++attempt) {
+        MrEntry *e = cache->acquire(reinterpret_cast<const void *>(h.base), h.len, access, &rc);
+        if (e && e->reg.buffer_id == h.buffer_id && e->base == h.base && e->len == h.len &&
+            cache->findable(e)) {
+            return reinterpret_cast<efa_mr_t *>(e);
+        }
+        if (e) {
+            // Allocations never overlap, so an entry of another id or range,
+            // or one registered alone (its union with an overlapping entry
+            // was refused), meets allocations freed since whose addresses
+            // the device handed out again: those are dropped (held ones at
+            // their last release) and this one registered (it cannot be
+            // stale twice).
+            cache->release(e);
+            cache->invalidate(reinterpret_cast<const void *>(h.base), h.len);
+            core->dev_mr_stale.fetch_add(1, std::memory_order_relaxed);
+            rc = attempt ? -FI_EIO : 0;
+        } else if (0 != h.buffer_id) {
+            std::lock_guard<std::mutex> guard(core->dev_refused_lock);
+            core->dev_refused[core->dev_refused_next++ % core->dev_refused.size()] = h.buffer_id;
+        }
+    }
+    *err = rc;
+    core->failures.report(core->rep, "fi_mr_regattr (device memory)", rc);
+    return nullptr;
+}
+
+// Messages with FI_HMEM on the first NIC's provider:
+// what a job whose device buffers go to the provider would be granted
+// (its FI_ATOMIC may not come with it: shm).
+bool efa_core_offers_hmem(const efa_core_t *core) {
+    const fi_info *nic = core->selection.nics.empty() ? nullptr : core->selection.nics[0];
+    InfoPtr hints(nic ? fi_allocinfo() : nullptr);
+    if (!hints) {
+        return false;
+    }
+    hints->caps = (nic->caps & (FI_TAGGED | FI_MSG)) | FI_HMEM;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                  FI_MR_ENDPOINT | FI_MR_LOCAL | FI_MR_HMEM;
+    hints->fabric_attr->prov_name = strdup(nic->fabric_attr->prov_name);
+    fi_info *list = nullptr;
+    const int rc = fi_getinfo(core->selection.api_version, nullptr, nullptr, 0, hints.get(), &list);
+    InfoPtr owned(list);
+    return 0 == rc && nullptr != list;
+}
+
+uint64_t efa_core_mr_device_stale(const efa_core_t *core) {
+    return core->dev_mr_stale.load(std::memory_order_relaxed);
+}
+
+} // extern "C"
