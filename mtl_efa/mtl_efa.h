@@ -84,10 +84,12 @@ typedef struct mca_mtl_efa_module_t {
 /* Test-only parameters (docs/RELIABILITY.md, "Test-only parameters"),
  * read at init only. */
 typedef struct mtl_efa_test_hooks {
-    bool no_inject;    /* debug_no_inject: act as if the provider's inject size were 0 */
-    bool swap_net;     /* debug_swap_net: provider messages handed on in swapped pairs */
-    int lose_net;      /* debug_lose_net: the Nth provider message to arrive is lost (0: none) */
-    bool device_blind; /* debug_device_blind: device buffers handed on uncopied (a control) */
+    bool no_inject;     /* debug_no_inject: act as if the provider's inject size were 0 */
+    bool swap_net;      /* debug_swap_net: provider messages handed on in swapped pairs */
+    int lose_net;       /* debug_lose_net: the Nth provider message to arrive is lost (0: none) */
+    int net_first_rail; /* debug_net_first_rail: the NIC of the first peer on another node */
+    int fail_rail_send; /* debug_fail_rail_send: the Nth send on such a NIC taken as failed */
+    bool device_blind;  /* debug_device_blind: device buffers handed on uncopied (a control) */
 } mtl_efa_test_hooks_t;
 
 /* mtl_efa's own MCA parameters (their table: mtl_efa_params.c). */

@@ -179,6 +179,9 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
     p->net_coalesce_bytes = mp->coalesce_bytes;
     p->net_coalesce_max = (uint32_t)mp->coalesce_max;
     p->net_debug_swap = mp->test.swap_net;
+    p->net_debug_first_rail = (uint32_t)mp->test.net_first_rail;
+    p->net_debug_fail_rail_send =
+        mp->test.fail_rail_send > 0 ? (uint32_t)mp->test.fail_rail_send : 0;
     p->net_debug_lose = mp->test.lose_net > 0 ? (uint32_t)mp->test.lose_net : 0;
     if (mp->test.lose_net > 0) {
         char what[128];

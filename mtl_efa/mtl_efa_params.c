@@ -100,6 +100,18 @@ static const mca_common_efa_param_t table[] = {
              "under load, so that its sender's stream waits for a message that never comes and "
              "the sender must be failed with a message naming it.  0 (default): none; 0 to "
              "1000000000"},
+    {"debug_net_first_rail", MCA_BASE_VAR_TYPE_INT, P(test.net_first_rail), .lo = 0, .hi = 3,
+     .allowed = "0 to 3", NUMBER, .test_only = true,
+     .help = "Testing only, with own matching and several NICs: the NIC (0: the first of the "
+             "set) whose turn it is when this process first speaks to a peer on another node; "
+             "peers take the NICs in turn from there, so that a job with one peer puts its "
+             "messages on another NIC than the first.  Default 0"},
+    {"debug_fail_rail_send", MCA_BASE_VAR_TYPE_INT, P(test.fail_rail_send), .lo = 0,
+     .hi = 1000000000, .allowed = "0 to 1000000000", NUMBER, .test_only = true,
+     .help = "Testing only, with own matching and several NICs: the Nth provider message sent "
+             "over a NIC beside the first that completes is taken as one whose NIC failed, "
+             "although it arrived, so that it goes again over the first NIC and the receiver "
+             "must drop the copy.  0 (default): none; 0 to 1000000000"},
 };
 #undef P
 #undef CHOICE

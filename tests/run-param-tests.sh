@@ -308,6 +308,21 @@ expect_output eager-rxd-user-wins "btl:efa: provider udp;ofi_rxd; eager 32768 \(
     "${ob1rxd[@]}" "${apart[@]}" --mca btl_efa_eager_limit 32768
 expect_output eager-rxm-between-nodes "btl:efa: provider tcp;ofi_rxm; eager 16384 \(default\)" \
     "${ob1rxm[@]}" "${apart[@]}"
+# Own matching over two NICs (this host's interface and lo, processes on
+# pretend nodes): the peer's messages on the second NIC, whose third
+# completed send is taken as failed although it arrived: it goes again
+# over the first NIC, and the receiver drops the copy (pingpong checks
+# every byte and MPI's order).
+iface=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
+ownrails=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm"
+    --mca mtl_efa_matching own --mca common_efa_nic_include "${iface:-eth0},lo"
+    --mca common_efa_verbose 1 --mca mtl_efa_debug_net_first_rail 1 "${apart[@]}")
+expect_output own-rail-send-sent-again "own matching over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider message\(s\) sent there, 1 sent again over the first NIC" \
+    "${ownrails[@]}" --mca mtl_efa_debug_fail_rail_send 3
+expect_output own-rail-send-copy-dropped "own matching over several NICs: .*; [1-9][0-9]* copies of messages that had come dropped" \
+    "${ownrails[@]}" --mca mtl_efa_debug_fail_rail_send 3
+expect_failure debug-fail-rail-send-negative "Parameter: mtl_efa_debug_fail_rail_send" "${ownrails[@]}" \
+    --mca mtl_efa_debug_fail_rail_send -1
 rm -rf "$pn"
 
 # Not asked for, no EFA: the MTL must step aside without a word, and the

@@ -505,6 +505,14 @@ efa_ctx_t *efa_core_rail_ctx(efa_core_t *core, int rail, int index) {
     return nic->ctx(index % nic->num_contexts());
 }
 
+int efa_ctx_rail(const efa_ctx_t *ctx) {
+    return ctx->rail;
+}
+
+int efa_ctx_index(const efa_ctx_t *ctx) {
+    return ctx->index;
+}
+
 efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, uint64_t access,
                               int *err) {
     auto *mr = reinterpret_cast<efa_mr_t *>(core->mr_cache->acquire(addr, len, access, err));

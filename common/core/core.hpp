@@ -243,6 +243,9 @@ struct efa_core {
     // Progress calls that found no work of this process on the rails: one
     // in kRailIdleEvery polls them anyway (ctx_progress.cpp).
     std::atomic<uint32_t> rail_idle_calls{0};
+    // Progress calls left that poll the rails whatever is in flight: set
+    // when a message comes in on a rail (core_msg.cpp), counted down here.
+    std::atomic<uint32_t> rail_msg_warm{0};
 
     // Pacing of the provider poll (efa_core_progress_paced, core_pace.cpp).
     // Relaxed loads and stores only: these fields decide how often to poll,
@@ -298,6 +301,11 @@ inline void inflight_done(efa_ctx *ctx, efa_op_t *op) {
 // A rail's operations are tracked by the peer deadline under the peer's
 // rail-0 address with the rail in the top byte (core_deadline.cpp): AV
 // entries are table indices or user-space pointers, below 2^56.
+// Progress calls that poll the rails after a message came in on one
+// (efa_core.rail_msg_warm): a round trip's answer, or the next message of
+// a stream, comes long before the last of them.
+constexpr uint32_t kRailMsgWarmCalls = 4096;
+
 inline fi_addr_t rail_key(fi_addr_t rail0, int rail) {
     return rail0 | (static_cast<fi_addr_t>(rail) << 56);
 }

@@ -1,7 +1,10 @@
 // Untagged messaging: the receive pool and the untagged sends (btl_efa).
 //
 // While a handler is installed each context keeps a fixed set of receive
-// buffers posted with fi_recv.  A completion hands the buffer to the
+// buffers posted with fi_recv, the contexts of every rail included: own
+// matching sends its messages to some peers over the other NICs
+// (net_link.hpp); an arrival there keeps the rails polled on every call
+// for a while (rail_msg_warm, ctx_progress.cpp).  A completion hands the buffer to the
 // handler and posts it again.  Nothing is posted while no handler is
 // installed: under pml cm the BTL is opened and finalised during pml
 // selection, and buffers left posted then would keep occupying the receive
@@ -49,6 +52,7 @@ struct efa_msg_pool {
         efa_msg_pool *pool;
         efa_ctx *ctx;
         uint8_t *data;
+        void *desc;                       // the slab's descriptor on ctx's NIC
         size_t len = 0;                   // while held back by the swap
         fi_addr_t src = FI_ADDR_NOTAVAIL; // the same
         std::atomic<bool> posted{false};
@@ -95,7 +99,7 @@ void post(efa_msg_pool::Buf *b) {
     b->posted.store(true, std::memory_order_relaxed);
     b->op.rx_counted = 0;  // the pool's share of the queue is set aside (see nic.cpp)
     b->op.net_counted = 0; // standing: not an operation anyone waits for
-    ssize_t rc = fi_recv(b->ctx->ep, b->data, kBufSize, pool->desc, FI_ADDR_UNSPEC, &b->op.fi_ctx);
+    ssize_t rc = fi_recv(b->ctx->ep, b->data, kBufSize, b->desc, FI_ADDR_UNSPEC, &b->op.fi_ctx);
     if (rc == 0) {
         return;
     }
@@ -167,6 +171,11 @@ void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (pool->closing.load(std::memory_order_acquire)) {
         return;
     }
+    if (b->ctx->rail && !cqe->err) {
+        // A peer sends its messages here: poll the rails on every call
+        // (the answer to this one likely comes the same way).
+        pool->core->rail_msg_warm.store(efa::kRailMsgWarmCalls, std::memory_order_relaxed);
+    }
     if (pool->swap && !cqe->err && cqe->len > 0 && swap_arrival(b, cqe->len, cqe->src)) {
         return;
     }
@@ -209,19 +218,30 @@ void unpost_all(efa_msg_pool *pool) {
 int post_all(efa_msg_pool *pool) {
     efa_core *core = pool->core;
     const int nctx = core->nic->num_contexts();
-    const size_t count = pool->per_ctx * static_cast<size_t>(nctx);
+    const int nics = 1 + static_cast<int>(core->rails.size());
+    const size_t count = pool->per_ctx * static_cast<size_t>(nctx * nics);
+    // (FI_READ and FI_WRITE put the registration on the rails' domains
+    // too: fi_mr_backend.cpp.)
     const uint64_t access = core->info.mr_local ? (FI_RECV | FI_SEND | FI_READ | FI_WRITE) : 0;
     if (int err = pool->slab.make(core, count * kBufSize, 4096, access)) {
         return err;
     }
     pool->desc = pool->slab.desc();
-    pool->bufs = std::vector<efa_msg_pool::Buf>(count);
-    for (size_t i = 0; i < count; ++i) {
+    // A rail whose domain refused the registration gets no buffers where
+    // the provider wants descriptors.
+    const size_t posted = core->info.mr_local && pool->slab.rails() < nics
+                              ? pool->per_ctx * static_cast<size_t>(nctx * pool->slab.rails())
+                              : count;
+    pool->bufs = std::vector<efa_msg_pool::Buf>(posted);
+    for (size_t i = 0; i < posted; ++i) {
         efa_msg_pool::Buf &b = pool->bufs[i];
+        const int c = static_cast<int>(i / pool->per_ctx); // rail * nctx + context
+        const int rail = c / nctx;
         b.op.complete = recv_complete;
         b.pool = pool;
-        b.ctx = core->nic->ctx(static_cast<int>(i / pool->per_ctx));
+        b.ctx = rail == 0 ? core->nic->ctx(c) : core->rails[rail - 1]->ctx(c % nctx);
         b.data = reinterpret_cast<uint8_t *>(pool->slab.data) + i * kBufSize;
+        b.desc = pool->slab.desc(rail);
     }
     pool->closing.store(false, std::memory_order_release);
     for (auto &b : pool->bufs) {

@@ -31,6 +31,14 @@ void *RegisteredBlock::desc() const {
     return mr ? mr->reg.desc : nullptr;
 }
 
+void *RegisteredBlock::desc(int rail) const {
+    return mr ? efa_mr_rail_desc(reinterpret_cast<const efa_mr_t *>(mr), rail) : nullptr;
+}
+
+int RegisteredBlock::rails() const {
+    return mr ? efa_mr_rails(reinterpret_cast<const efa_mr_t *>(mr)) : 1;
+}
+
 void RegisteredBlock::release(efa_core_t *core, bool release_mr) {
     if (mr && release_mr) {
         core->mr_cache->release(mr);

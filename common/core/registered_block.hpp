@@ -25,6 +25,11 @@ struct RegisteredBlock {
     // 0.  0, or a negative libfabric error with nothing allocated.
     int make(efa_core_t *core, size_t len, size_t align, uint64_t access);
     void *desc() const;
+    // The descriptor on rail 'rail' (0: the first NIC; registered there
+    // where access asked for the rails too: fi_mr_backend.cpp), and how
+    // many rails have one (1 without a registration).
+    void *desc(int rail) const;
+    int rails() const;
     // Frees the memory; the registration too unless the core that made it
     // is gone (release_mr false).
     void release(efa_core_t *core, bool release_mr);

@@ -72,7 +72,8 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
     e->params_.inbox_dir = e->dir_.c_str();
     e->params_.job_tag = e->job_tag_.c_str();
     e->mt_ = p.thread_safe;
-    e->net_test_hooks_ = p.net_debug_lose || p.net_debug_delay || p.net_debug_swap;
+    e->net_test_hooks_ =
+        p.net_debug_lose || p.net_debug_delay || p.net_debug_swap || p.net_debug_fail_rail_send;
     if (rings && p.node) {
         // The shared inbox: its channel's rings, reserved now for the same
         // reason as below.
@@ -123,6 +124,7 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
         }
         np.coalesce_bytes = p.net_coalesce_bytes;
         np.inject = !p.net_no_inject;
+        np.rail_failover = efa_core_get_info(p.core)->rail_failover;
         if (p.net_coalesce_max) {
             np.coalesce_max = p.net_coalesce_max;
         }
@@ -137,6 +139,7 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
         const efa_core_info_t *info = efa_core_get_info(p.core);
         e->read_on_ = p.net_read_min > 0 && info->has_rma;
         e->rails_ = std::min(info->num_nics, EFA_MAX_RAILS);
+        e->next_rail_ = p.net_debug_first_rail;
         e->nctx_ = info->num_contexts;
         e->stripe_min_ = p.peer_rails ? info->stripe_min : 0;
         e->read_piece_ = info->max_rma_size ? info->max_rma_size : SIZE_MAX;
@@ -263,7 +266,14 @@ Engine::Peer *Engine::peer_first(uint32_t vpid, int &err) {
     return peers_[vpid].get();
 }
 
-// A peer reached through the provider (peers_ is sized already).
+// A peer reached through the provider (peers_ is sized already).  Its
+// messages take one NIC of this process's set: peers spread over them in
+// the order this process first speaks to them (the first on NIC 0, the
+// next on NIC 1, ...), so that a process that talks to many uses every
+// NIC's queue pair and message rate.  A rail that does not reach the peer,
+// or whose NIC of the peer's does not pair back with this one (its answer
+// would come in elsewhere, from an address this NIC's table does not
+// know: efa_peer_t.rails_mutual), leaves it on the first.
 Engine::Peer *Engine::net_peer(uint32_t vpid, int &err) {
     fi_addr_t addr = FI_ADDR_UNSPEC;
     efa_ctx_t *ctx = nullptr;
@@ -273,8 +283,21 @@ Engine::Peer *Engine::net_peer(uint32_t vpid, int &err) {
     auto p = std::make_unique<Peer>();
     p->vpid = vpid;
     p->ring = kNoRing;
-    p->net = net_->add_peer(vpid, addr, ctx);
     p->rails = params_.peer_rails ? params_.peer_rails(params_.peer_card_arg, vpid) : nullptr;
+    int rail = 0;
+    fi_addr_t rail_addr = addr;
+    efa_ctx_t *rail_ctx = ctx;
+    if (p->rails && rails_ > 1) {
+        const int r = static_cast<int>(next_rail_++ % static_cast<uint32_t>(rails_));
+        const int index = efa_ctx_index(ctx);
+        const fi_addr_t a = efa_peer_rail_addr(p->rails, r, index, nctx_);
+        if (r > 0 && FI_ADDR_NOTAVAIL != a && (p->rails->rails_mutual & (1u << r))) {
+            rail = r;
+            rail_addr = a;
+            rail_ctx = efa_core_rail_ctx(net_->core(), r, index);
+        }
+    }
+    p->net = net_->add_peer(vpid, addr, ctx, rail, rail_addr, rail_ctx);
     p->cma = Peer::kCmaOff; // its pid means nothing on this node
     p->eager_max = std::min(params_.net_eager, net_->max_frame() - sizeof(FrameHdr));
     p->data_max = net_->max_frame() - sizeof(FrameHdr) - sizeof(DataBody);
@@ -331,7 +354,7 @@ int Engine::progress() {
             if (!delayed_.empty() && ++delay_age_ > kDelayCalls) { // the other hook's
                 std::vector<uint8_t> m;
                 m.swap(delayed_);
-                on_net_locked(m.data(), m.size(), delayed_src_);
+                on_net_locked(m.data(), m.size(), delayed_src_, 0);
             }
             if (order_.held() && 0 == (++gap_calls_ & 1023)) {
                 check_net_gaps(); // (into lost_, said below outside the lock)

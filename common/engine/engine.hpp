@@ -356,9 +356,10 @@ class Engine {
     static void net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err);
     static void net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
                             fi_addr_t src);
-    void on_net(const uint8_t *msg, size_t len, fi_addr_t src);
-    void on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src);
-    bool net_sender_ok(uint32_t vpid, fi_addr_t src);
+    // rail: the NIC it came in on (src is an address of that NIC's table).
+    void on_net(const uint8_t *msg, size_t len, fi_addr_t src, int rail);
+    void on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src, int rail);
+    bool net_sender_ok(uint32_t vpid, fi_addr_t src, int rail);
     void net_in_order(const uint8_t *msg, size_t len);
     void net_granted(uint32_t vpid, uint64_t grant);
     void net_delivered(uint32_t sender);
@@ -464,11 +465,12 @@ class Engine {
     void end_read(ReadOp *ro);
     void release_send_mr(efa_engine_req_t *r);
     void orphan_reads();
-    bool read_on_ = false;  // the provider has FI_RMA and net_read_min is set
-    int rails_ = 1;         // NICs of this process (efa_core_info_t.num_nics)
-    int nctx_ = 1;          // contexts per NIC: the stride of a peer's addresses
-    size_t stripe_min_ = 0; // reads from this size striped over the rails (0: never)
-    size_t read_piece_ = 0; // the largest single read the provider takes
+    bool read_on_ = false;   // the provider has FI_RMA and net_read_min is set
+    int rails_ = 1;          // NICs of this process (efa_core_info_t.num_nics)
+    uint32_t next_rail_ = 0; // the rail of the next peer on another node (net_peer)
+    int nctx_ = 1;           // contexts per NIC: the stride of a peer's addresses
+    size_t stripe_min_ = 0;  // reads from this size striped over the rails (0: never)
+    size_t read_piece_ = 0;  // the largest single read the provider takes
     std::vector<ReadOp *> reads_;
 
     efa_engine_params_t params_{};
@@ -510,6 +512,8 @@ class Engine {
     // a message of some peer on another node (ofi_rxd reports FI_ETRUNC
     // under load); its stream then waits for it (check_net_gaps).
     uint64_t net_lost_ = 0;
+    uint64_t net_duplicates_ = 0;     // copies of messages handed on already, dropped
+    uint32_t net_rail_completed_ = 0; // (for params_.net_debug_fail_rail_send)
     int net_lost_err_ = 0;
     uint32_t gap_calls_ = 0;
     // Any of the net link's test hooks (net_debug_lose, _delay, _swap) on:

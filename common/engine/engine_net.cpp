@@ -23,7 +23,6 @@ bool Engine::net_idle() const {
 // A provider message of the engine's channel (from the core's progress,
 // no lock held).
 void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err, fi_addr_t src) {
-    (void)ctx;
     auto *e = static_cast<Engine *>(arg);
     if (__builtin_expect(e->net_test_hooks_, 0) && !err) {
         const uint32_t nth = ++e->net_arrived_;
@@ -59,20 +58,38 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
         }
         return;
     }
-    e->on_net(static_cast<const uint8_t *>(buf), len, src);
+    e->on_net(static_cast<const uint8_t *>(buf), len, src, efa_ctx_rail(ctx));
     e->run_completions();
 }
 
 // Is src (the provider's source of the message, efa_cqe_t.src) an endpoint
 // of the process its header names?  A third process could otherwise write
-// into that peer's stream: its order, its matches, its answers.  Under mu_.
-bool Engine::net_sender_ok(uint32_t vpid, fi_addr_t src) {
+// into that peer's stream: its order, its matches, its answers.  On
+// another rail src is an entry of that NIC's table: one of the named
+// process's addresses there, whatever the rail's state.  Under mu_.
+bool Engine::net_sender_ok(uint32_t vpid, fi_addr_t src, int rail) {
     if (FI_ADDR_NOTAVAIL == src) {
         return true; // the provider does not say: nothing to check
     }
+    if (rail > 0) {
+        const efa_peer_t *rails = nullptr;
+        if (vpid < peers_.size() && peers_[vpid] && peers_[vpid]->net) {
+            rails = peers_[vpid]->rails;
+        } else if (vpid < params_.nprocs && params_.peer_rails) {
+            rails = params_.peer_rails(params_.peer_card_arg, vpid);
+        }
+        if (rails && rail < rails->num_rails) {
+            for (int i = 0; i < rails->num_addrs; ++i) {
+                if (rails->addr[rail * nctx_ + i] == src) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
     fi_addr_t claimed = FI_ADDR_NOTAVAIL;
     if (vpid < peers_.size() && peers_[vpid] && peers_[vpid]->net) {
-        claimed = peers_[vpid]->net->addr;
+        claimed = peers_[vpid]->net->addr0;
     } else if (vpid < params_.nprocs && params_.peer_addr) {
         efa_ctx_t *ctx = nullptr; // (a process this one has not sent to yet)
         if (0 != params_.peer_addr(params_.peer_card_arg, vpid, &claimed, &ctx)) {
@@ -82,19 +99,19 @@ bool Engine::net_sender_ok(uint32_t vpid, fi_addr_t src) {
     return efa_core_source_ok(net_->core(), src, claimed, "a message of the matching engine");
 }
 
-void Engine::on_net(const uint8_t *msg, size_t len, fi_addr_t src) {
+void Engine::on_net(const uint8_t *msg, size_t len, fi_addr_t src, int rail) {
     Guard g(mu_, mt_);
-    on_net_locked(msg, len, src);
+    on_net_locked(msg, len, src, rail);
 }
 
-void Engine::on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src) {
+void Engine::on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src, int rail) {
     NetHdr h{};
     if (len < sizeof(h)) {
         drop();
         return;
     }
     memcpy(&h, msg, sizeof(h));
-    if (kNetMagic != h.magic || kNetVersion != h.version || !net_sender_ok(h.sender, src)) {
+    if (kNetMagic != h.magic || kNetVersion != h.version || !net_sender_ok(h.sender, src, rail)) {
         drop();
         return;
     }
@@ -171,6 +188,8 @@ void Engine::net_in_order(const uint8_t *msg, size_t len) {
     });
     if (NetOrder::Verdict::kDelivered == v) {
         net_delivered(h.sender);
+    } else if (NetOrder::Verdict::kDuplicate == v) {
+        ++net_duplicates_; // sent again over another rail after it had come
     }
 }
 
@@ -188,8 +207,18 @@ void Engine::net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err) 
         e->net_failed_.push_back({np->vpid, err});
         return;
     }
+    if (__builtin_expect(e->net_test_hooks_, 0) && !err && b->rail &&
+        ++e->net_rail_completed_ == e->params_.net_debug_fail_rail_send) {
+        err = -FI_EIO; // the test hook: as a rail's failed send, though it arrived
+    }
     {
         Guard g(e->mu_, e->mt_);
+        // A message whose rail beside the first failed goes again over the
+        // first (net_link.hpp); where it cannot, the peer fails as below.
+        if (err && e->net_->fail_over(b)) {
+            e->fail_noted();
+            return;
+        }
         e->net_->release(b); // (may post: a failure is noted)
         if (err && !np->error) {
             np->error = err;
@@ -297,6 +326,10 @@ void Engine::get_stats(efa_engine_stats_t *out) const {
         out->net_grants_received = net_grants_received_;
         out->net_no_credit = net_->stats().no_credit;
         out->net_held_bytes_max = order_.held_bytes_max();
+        out->net_rail_peers = net_->stats().rail_peers;
+        out->net_rail_sent = net_->stats().rail_sent;
+        out->net_failed_over = net_->stats().failed_over;
+        out->net_duplicates = net_duplicates_;
     }
 }
 
@@ -337,7 +370,7 @@ void Engine::check_net_gaps() {
         int err = 0;
         Peer *p = peer(s, err); // (made now if this process never sent to it)
         if (p && p->net) {
-            lost_.push_back({p->net->addr, why});
+            lost_.push_back({p->net->addr0, why});
         }
         if (!params_.lost) {
             fail_peer(s, -FI_EIO);

@@ -107,8 +107,8 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
         }
     }
     efa_rail_read_req_t r{};
-    r.ctx = p->net->ctx;
-    r.addr = p->net->addr;
+    r.ctx = p->net->ctx0;
+    r.addr = p->net->addr0;
     r.peer = stripe_min_ ? p->rails : nullptr;
     r.ctx_index = 0;
     r.piece_max = read_piece_;

@@ -300,7 +300,7 @@ void Engine::watch_peer(Peer *p) {
     w.engine = this;
     w.vpid = p->vpid;
     w.op.complete = watch_lost;
-    const int rc = efa_core_addr_watch(net_->core(), p->net->ctx, p->net->addr, &w.op);
+    const int rc = efa_core_addr_watch(net_->core(), p->net->ctx0, p->net->addr0, &w.op);
     if (0 == rc) {
         w.on = true;
     } else if (-FI_EHOSTUNREACH == rc) {

@@ -60,11 +60,19 @@ NetLink::~NetLink() {
     }
 }
 
-NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr, efa_ctx_t *ctx) {
+NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr0, efa_ctx_t *ctx0, int rail,
+                                 fi_addr_t addr, efa_ctx_t *ctx) {
     auto p = std::make_unique<Peer>();
     p->vpid = vpid;
-    p->addr = addr;
-    p->ctx = ctx;
+    p->addr0 = addr0;
+    p->ctx0 = ctx0;
+    p->rail = rail;
+    p->addr = rail ? addr : addr0;
+    p->ctx = rail ? ctx : ctx0;
+    ctx = p->ctx;
+    if (rail) {
+        ++stats_.rail_peers;
+    }
     if (std::find(ctxs_.begin(), ctxs_.end(), ctx) == ctxs_.end()) {
         ctxs_.push_back(ctx);
         stats_.endpoints = static_cast<uint32_t>(ctxs_.size());
@@ -82,10 +90,13 @@ NetLink::Buf *NetLink::get_buf() {
     if (nbufs_ >= params_.max_bufs) {
         return nullptr;
     }
-    // Another slab of buffers (registered once, where the provider needs it).
+    // Another slab of buffers (registered once, where the provider needs
+    // it; FI_WRITE puts the registration on the rails' domains too, whose
+    // messages these buffers carry as well: fi_mr_backend.cpp).
     efa::RegisteredBlock slab;
-    const bool mr_local = efa_core_get_info(params_.core)->mr_local;
-    if (slab.make(params_.core, kSlabBufs * params_.buf_size, 4096, mr_local ? FI_SEND : 0)) {
+    const efa_core_info_t *info = efa_core_get_info(params_.core);
+    const uint64_t access = info->num_nics > 1 ? FI_SEND | FI_WRITE : FI_SEND;
+    if (slab.make(params_.core, kSlabBufs * params_.buf_size, 4096, info->mr_local ? access : 0)) {
         return nullptr;
     }
     slabs_.push_back(slab);
@@ -96,6 +107,7 @@ NetLink::Buf *NetLink::get_buf() {
         b.link = this;
         b.data = reinterpret_cast<uint8_t *>(slab.data) + i * params_.buf_size;
         b.desc = slab.desc();
+        b.mr = reinterpret_cast<efa_mr_t *>(slab.mr);
         b.next_free = i + 1 < kSlabBufs ? &chunk[i + 1] : nullptr;
     }
     free_ = &chunk[1];
@@ -170,11 +182,13 @@ bool NetLink::post(Peer *p) {
     const auto frames = static_cast<uint16_t>(b->frames);
     const NetHdr h{kNetMagic, kNetVersion, frames, params_.my_vpid, p->seq, p->grant_out};
     memcpy(b->data, &h, sizeof(h));
-    bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_;
+    // (Not by inject on the other rails: a message there is sent again
+    // from its buffer should its rail fail.)
+    bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_ && 0 == p->rail;
     int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr) : -FI_EMSGSIZE;
     if (-FI_EMSGSIZE == rc) { // not by inject (or the core refused it): with a completion
         inject = false;
-        rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+        rc = post_buf(p, b);
     }
     if (-FI_EAGAIN == rc) {
         if (!p->waiting) {
@@ -213,9 +227,66 @@ bool NetLink::post(Peer *p) {
     return true;
 }
 
+// p's messages go over the first rail from now on (false: they are there
+// already, or failover is off).  Whatever else p has in flight on its
+// rail fails too and comes to fail_over.
+bool NetLink::leave_rail(Peer *p) {
+    if (0 == p->rail || !params_.rail_failover) {
+        return false;
+    }
+    p->rail = 0;
+    p->ctx = p->ctx0;
+    p->addr = p->addr0;
+    return true;
+}
+
+// b to p over p's rail, with a completion; a rail the core refuses (the
+// peer's rail taken out before this message's turn) sends it over the
+// first.
+int NetLink::post_buf(Peer *p, Buf *b) {
+    void *desc = p->rail && b->mr ? efa_mr_rail_desc(b->mr, p->rail) : b->desc;
+    int rc = efa_ctx_try_send(p->ctx, b->data, b->used, desc, p->addr, &b->op);
+    if (rc && -FI_EAGAIN != rc && leave_rail(p)) {
+        rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+    }
+    b->rail = p->rail;
+    if (0 == rc && p->rail) {
+        ++stats_.rail_sent;
+    }
+    return rc;
+}
+
+bool NetLink::fail_over(Buf *b) {
+    Peer *p = b->peer;
+    if (0 == b->rail || p->error || !params_.rail_failover) {
+        return false;
+    }
+    leave_rail(p); // (left already when an earlier message failed)
+    ++stats_.failed_over;
+    const int rc = post_buf(p, b);
+    if (-FI_EAGAIN == rc) {
+        resend_.push_back(b);
+        return true;
+    }
+    return 0 == rc;
+}
+
 void NetLink::abandon(Peer *p, int err) {
     if (0 == p->error) {
         p->error = err;
+    }
+    // Failed over and not posted again yet: never will be.
+    for (size_t i = 0; i < resend_.size();) {
+        Buf *b = resend_[i];
+        if (b->peer != p) {
+            ++i;
+            continue;
+        }
+        resend_.erase(resend_.begin() + static_cast<std::ptrdiff_t>(i));
+        --p->inflight;
+        --inflight_;
+        b->next_free = free_;
+        free_ = b;
     }
     if (Buf *b = p->open) {
         p->open = nullptr;
@@ -254,7 +325,7 @@ bool NetLink::send_grant(Peer *p) {
     }
     const NetHdr h{kNetMagic, kNetVersion, 0, params_.my_vpid, kNoSeq, p->grant_out};
     int rc = -FI_EMSGSIZE;
-    if (sizeof(h) <= inject_max_) {
+    if (sizeof(h) <= inject_max_ && 0 == p->rail) {
         rc = efa_ctx_try_inject(p->ctx, &h, sizeof(h), p->addr);
     }
     if (-FI_EMSGSIZE == rc) {
@@ -266,7 +337,7 @@ bool NetLink::send_grant(Peer *p) {
         b->used = sizeof(h);
         b->frames = 0;
         memcpy(b->data, &h, sizeof(h));
-        rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+        rc = post_buf(p, b);
         if (0 == rc) {
             ++p->inflight; // release() on completion, as for any message
             ++inflight_;
@@ -329,6 +400,31 @@ void NetLink::progress_pending() {
     }
     injected_.clear();
     send_grants();
+    if (!resend_.empty()) {
+        std::vector<Buf *> todo;
+        todo.swap(resend_);
+        for (Buf *b : todo) {
+            Peer *p = b->peer;
+            const bool failed = 0 != p->error;
+            const int rc = failed ? p->error : post_buf(p, b);
+            if (-FI_EAGAIN == rc) {
+                resend_.push_back(b);
+                continue;
+            }
+            if (0 == rc) {
+                continue;
+            }
+            // Failed for good: the buffer goes back, the owner fails the peer.
+            p->error = rc;
+            --p->inflight;
+            --inflight_;
+            b->next_free = free_;
+            free_ = b;
+            if (!failed) {
+                sent_(owner_, nullptr, p, rc);
+            }
+        }
+    }
     if (waiting_.empty()) {
         return;
     }

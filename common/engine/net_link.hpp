@@ -47,6 +47,16 @@
 // ones, whose delivery sends the grant that lets the sender go on.  Every
 // process starts from kFirstGrant, granted without a word.
 //
+// Rails.  A peer's messages go over one NIC of the process's set (the
+// owner picks it: Engine::net_peer), with the contexts' receive pools on
+// every NIC (efa_core_msg.h), so the receiver takes them wherever they
+// come and the sequence numbers keep their order.  On a rail beside the
+// first nothing goes by inject: a message in flight there when the rail
+// fails is posted again, from its buffer, over the first rail
+// (fail_over), and the peer stays there; the receiver's order drops the
+// copy of one that had arrived after all.  The first rail's loss is the
+// peer's (the core's peer deadline), as for every other path.
+//
 // Threads: the owner serialises every call (the engine's mutex), and the
 // send completions, which come from the core's progress, call the owner's
 // 'sent' handler, which takes that mutex before calling release().
@@ -131,19 +141,24 @@ struct NetParams {
     size_t coalesce_bytes = 4096; // a message gathers frames up to this size (0: one frame)
     uint32_t coalesce_max = 64;   // ... and this many frames
     bool inject = true;           // a lone small message by inject (see above)
+    bool rail_failover = true;    // a failed rail's messages go again over the first (false:
+                                  // its failure is the peer's loss)
     // Messages granted beyond those handed on (0: 16 windows); at least
     // kFirstGrant, which a sender assumes before the first grant comes.
     uint64_t credit = 0;
 };
 
 struct NetStats {
-    uint64_t messages = 0;  // provider messages posted
-    uint64_t batched = 0;   // ... of them with more than one frame
-    uint64_t frames = 0;    // frames they carried
-    uint64_t injected = 0;  // ... of the messages, those that went by inject
-    uint64_t grants = 0;    // grant messages sent (not among 'messages')
-    uint64_t no_credit = 0; // times a message found its peer's grant used up
-    uint32_t endpoints = 0; // local endpoints (contexts) the peers are spread over
+    uint64_t messages = 0;    // provider messages posted
+    uint64_t batched = 0;     // ... of them with more than one frame
+    uint64_t frames = 0;      // frames they carried
+    uint64_t injected = 0;    // ... of the messages, those that went by inject
+    uint64_t grants = 0;      // grant messages sent (not among 'messages')
+    uint64_t no_credit = 0;   // times a message found its peer's grant used up
+    uint64_t rail_peers = 0;  // peers whose messages went over a rail beside the first
+    uint64_t rail_sent = 0;   // ... messages (and grants) posted there
+    uint64_t failed_over = 0; // messages posted again over the first rail (their rail failed)
+    uint32_t endpoints = 0;   // local endpoints (contexts) the peers are spread over
 };
 
 class NetLink {
@@ -154,15 +169,20 @@ class NetLink {
         NetLink *link;
         Peer *peer;
         uint8_t *data;
-        void *desc;
+        void *desc;   // on the first NIC
+        efa_mr_t *mr; // the slab's registration (NULL: none), for the rails' descriptors
         size_t used;
         uint32_t frames;
+        int rail; // where it was posted
         Buf *next_free;
     };
     struct Peer {
         uint32_t vpid = 0;
-        fi_addr_t addr = FI_ADDR_UNSPEC;
+        fi_addr_t addr = FI_ADDR_UNSPEC; // on 'rail'
         efa_ctx_t *ctx = nullptr;
+        int rail = 0;
+        fi_addr_t addr0 = FI_ADDR_UNSPEC; // the same peer on the first rail
+        efa_ctx_t *ctx0 = nullptr;
         uint32_t inflight = 0;
         uint64_t seq = 0;
         Buf *open = nullptr;               // frames written, not posted yet
@@ -186,8 +206,11 @@ class NetLink {
     NetLink(const NetLink &) = delete;
     NetLink &operator=(const NetLink &) = delete;
 
-    // A peer reached at addr through context ctx (owned by the link).
-    Peer *add_peer(uint32_t vpid, fi_addr_t addr, efa_ctx_t *ctx);
+    // A peer reached at addr0 through context ctx0 of the first NIC, and
+    // whose messages go over rail 'rail' (addr through ctx; the same as
+    // addr0 and ctx0 for rail 0).  Owned by the link.
+    Peer *add_peer(uint32_t vpid, fi_addr_t addr0, efa_ctx_t *ctx0, int rail, fi_addr_t addr,
+                   efa_ctx_t *ctx);
     // The largest frame one message carries (buf_size is a multiple of
     // kNetAlign: the frame's padding fits too).
     size_t max_frame() const { return params_.buf_size - sizeof(NetHdr) - sizeof(NetFrameHdr); }
@@ -200,13 +223,19 @@ class NetLink {
     // A completed message's buffer goes back (called by the owner's
     // 'sent' handler, under its lock); p's open message may go now.
     void release(Buf *b);
+    // b's post failed on a rail beside the first (err from its completion):
+    // post it again over the first, with its peer from now on.  True when
+    // it went or waits to (its buffer stays in flight); false when b was
+    // on the first rail already, failover is off, or the post failed for
+    // good (release it and fail the peer as before).
+    bool fail_over(Buf *b);
     // Post messages that found the provider's queue full, and grants that
     // could not go; a peer may have a message injected again.
     // Inline test first: the engine calls it on every progress call, and
     // with no peer waiting, no grant due and nothing injected it has
     // nothing to do.
     void progress() {
-        if (!injected_.empty() || !grants_.empty() || !waiting_.empty()) {
+        if (!injected_.empty() || !grants_.empty() || !waiting_.empty() || !resend_.empty()) {
             progress_pending();
         }
     }
@@ -226,7 +255,8 @@ class NetLink {
     // Messages posted and not completed, or written and not posted, or
     // grants not sent.
     bool idle() const {
-        return 0 == inflight_ && waiting_.empty() && open_ == 0 && grants_.empty();
+        return 0 == inflight_ && waiting_.empty() && open_ == 0 && grants_.empty() &&
+               resend_.empty();
     }
     efa_core_t *core() const { return params_.core; }
     const NetStats &stats() const { return stats_; }
@@ -237,6 +267,8 @@ class NetLink {
     Buf *get_buf();
     bool post(Peer *p);
     bool send_grant(Peer *p);
+    int post_buf(Peer *p, Buf *b);
+    bool leave_rail(Peer *p);
     bool has_credit(const Peer *p) const { return p->seq < p->limit; }
     static void on_complete(efa_op_t *op, const efa_cqe_t *cqe);
 
@@ -253,6 +285,7 @@ class NetLink {
     std::vector<Peer *> waiting_;
     std::vector<Peer *> injected_;  // peers with injected set
     std::vector<Peer *> grants_;    // peers with grant_due set
+    std::vector<Buf *> resend_;     // failed over, found the first rail's queue full
     size_t inject_max_ = 0;         // the provider's inject size (0: never)
     std::vector<efa_ctx_t *> ctxs_; // the distinct contexts peers were given
     NetStats stats_;

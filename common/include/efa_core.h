@@ -380,11 +380,14 @@ uint64_t efa_core_source_unchecked(const efa_core_t *core);
  * the first rail after its own failed. */
 void efa_core_count_stripe(size_t bytes, bool again);
 
-/* Contexts of NIC 0, the rail every message takes. */
+/* Contexts of NIC 0, the rail of every message but own matching's. */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);
 /* Context 'index' of rail 'rail' (0 <= rail < info.num_nics): the other
- * rails carry one-sided transfers striped over every NIC. */
+ * rails carry striped transfers and own matching's messages to some peers. */
 efa_ctx_t *efa_core_rail_ctx(efa_core_t *core, int rail, int index);
+/* A context's NIC (rail) and its index among that NIC's contexts. */
+int efa_ctx_rail(const efa_ctx_t *ctx);
+int efa_ctx_index(const efa_ctx_t *ctx);
 
 /* Drive every context's completion queue once; bounded work per call.
  * Returns the number of completions handled. */

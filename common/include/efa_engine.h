@@ -153,15 +153,18 @@ typedef struct efa_engine_params {
      * offered to the receiver for an RMA read of the sender's buffer, where
      * the provider has FI_RMA (0: never; they stream as DATA frames). */
     size_t net_read_min;
-    uint32_t net_window;         /* provider messages in flight per peer before packing */
-    size_t net_coalesce_bytes;   /* a provider message packs frames up to this (0: one each) */
-    uint32_t net_coalesce_max;   /* ... and at most this many */
-    bool net_debug_swap;         /* test hook: hand provider messages on in swapped pairs */
-    uint32_t net_debug_lose;     /* test hook: the Nth provider message to arrive is lost */
-    uint32_t net_debug_delay;    /* test hook: ... handed on late (after many progress calls) */
-    bool net_no_inject;          /* every provider message posted with a completion (tests) */
-    size_t net_debug_read_piece; /* tests: reads in pieces of at most this (0: the provider's) */
-    bool net_debug_fail_reads;   /* tests: every read is taken as one the provider failed */
+    uint32_t net_window;           /* provider messages in flight per peer before packing */
+    size_t net_coalesce_bytes;     /* a provider message packs frames up to this (0: one each) */
+    uint32_t net_coalesce_max;     /* ... and at most this many */
+    bool net_debug_swap;           /* test hook: hand provider messages on in swapped pairs */
+    uint32_t net_debug_lose;       /* test hook: the Nth provider message to arrive is lost */
+    uint32_t net_debug_delay;      /* test hook: ... handed on late (after many progress calls) */
+    bool net_no_inject;            /* every provider message posted with a completion (tests) */
+    size_t net_debug_read_piece;   /* tests: reads in pieces of at most this (0: the provider's) */
+    bool net_debug_fail_reads;     /* tests: every read is taken as one the provider failed */
+    uint32_t net_debug_first_rail; /* tests: the NIC whose turn it is for the first peer */
+    uint32_t net_debug_fail_rail_send; /* tests: the Nth completed send on a rail beside the
+                                          first is taken as failed (0: none) */
 } efa_engine_params_t;
 
 /* Create the engine (and its inbox, without a node).  NULL and *err on
@@ -292,6 +295,11 @@ typedef struct efa_engine_stats {
     /* Rendezvous messages from other nodes this process read by RMA, and
      * those whose read failed and that were streamed instead. */
     uint64_t net_read, net_read_failed;
+    /* Several NICs: peers whose messages took a NIC beside the first, the
+     * provider messages sent there, and those sent again over the first
+     * NIC because theirs failed. */
+    uint64_t net_rail_peers, net_rail_sent, net_failed_over;
+    uint64_t net_duplicates; /* copies of messages that had arrived (sent again), dropped */
     /* Rendezvous messages in device memory: copied device to device by the
      * device's IPC, and those streamed through the rings instead (IPC
      * refused, or the receiver's copy failed). */

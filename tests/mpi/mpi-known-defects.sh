@@ -40,8 +40,9 @@ known_defect() {
             "machine (2 of 12 runs at 1000, 2 of 10 at 500; the build before mtl_efa's on-node path: 2 of 12)" ;;
     *-efa-rxd*:many_outstanding+tinyq:* | ob1-efa-direct-rxd:many_outstanding+tinyq:*)
         echo "ofi_rxd stops completing operations when its queues are made tiny" ;;
-    cm-efa-own-rxd-noring:many_outstanding+tinyq:*)
-        # (cm-efa-own-rxd passes: with rings its pair shares a pretend node)
+    cm-efa-own-rxd-noring:many_outstanding+tinyq:* | cm-efa-own-rails-rxd:many_outstanding+tinyq:*)
+        # (cm-efa-own-rxd passes: with rings its pair shares a pretend node;
+        # the rails configuration puts each process on a node of its own)
         echo "ofi_rxd with queues of 16 to 64 stops completing untagged messages, fails a receive" \
             "(FI_ETRUNC on a 64 KiB buffer) or loops or crashes inside fi_recv on its unexpected" \
             "messages (tests/provider-defects/rxd_tiny_queues.c, without Open MPI; 128 and the" \

@@ -15,6 +15,13 @@
 #   own-link-down  link-down under pml cm + mtl_efa with own matching,
 #     whose rendezvous reads are striped: the job succeeds, names the NIC,
 #     and every read completed by the rails (none fell back to streaming).
+#   own-msgs-link-down  own-link-down with mtl_efa_debug_net_first_rail 1:
+#     the peer's messages go over the second NIC, the one that fails; the
+#     job succeeds, names the NIC, and both processes had their peer's
+#     messages there ("own matching over several NICs: 1 peer(s) on a NIC
+#     beside the first, M provider message(s) sent there", M > 0) and then
+#     over the first (the same process's messages injected: N injected,
+#     N > 0, which only the first NIC does)
 #   rdv-link-down  link-down under pml cm + mtl_efa with the provider's
 #     matching, whose large messages are read by the receiver striped over
 #     both rails (read rendezvous): the job succeeds, names the NIC, and
@@ -42,7 +49,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-runs="link-down cut-link own-link-down rdv-link-down link-back no-failover"
+runs="link-down cut-link own-link-down own-msgs-link-down rdv-link-down link-back no-failover"
 npass=0 nfail=0 nskip=0
 finish() {
     echo "$npass passed, $nfail failed, $nskip skipped"
@@ -124,6 +131,17 @@ if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/own-link-down.log" && [ "$
     pass "own-link-down (own matching's reads went on, the NIC named)"
 else
     fail "own-link-down" "exit $rc, NIC named $named time(s) ($logdir/own-link-down.log)"
+fi
+# Own matching's messages on the NIC that fails: they go on over the first.
+run own-msgs-link-down link-down "${own[@]}" --mca mtl_efa_debug_net_first_rail 1
+log=$logdir/own-msgs-link-down.log
+on_rail=$(grep -cE "own matching over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider" "$log" || true)
+injected=$(grep -cE "own matching: [0-9]+ provider messages sent \([0-9]+ packing several, [1-9][0-9]* injected" "$log" || true)
+if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] &&
+    [ "$on_rail" -eq 2 ] && [ "$injected" -eq 2 ]; then
+    pass "own-msgs-link-down (messages over the failed NIC, then the first; the NIC named)"
+else
+    fail "own-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $injected injecting on the first ($log)"
 fi
 # pml cm + mtl_efa under the provider's matching: large messages read by
 # the receiver over both rails; a failed rail's pieces read again by the

@@ -29,6 +29,13 @@
 #                 reads striped): every process read by RMA ("own
 #                 matching: ... N rendezvous read by RMA", N > 0) and used
 #                 its second rail
+#   cm-own-spread  own matching with 2 ranks per host (4 in all):
+#                 tests/mpi/collectives, every result checked; each process
+#                 has two peers on the other host, which take its two NICs
+#                 in turn, so every process must say that a peer's messages
+#                 went over its second NIC ("own matching over several
+#                 NICs: 1 peer(s) on a NIC beside the first, M provider
+#                 message(s) sent there", M > 0)
 #   tests/netns/rails.sh
 # Environment: EFA_MCA_COMPONENT_PATH (default _install/lib/openmpi),
 # MPI_TEST_BIN_DIR (default _build/tests/mpi), OSC_TEST_BIN_DIR (default
@@ -50,7 +57,7 @@ mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 oscbin=${OSC_TEST_BIN_DIR:-$top/_build/tests/osc}
 logdir=${RAILS_LOG_DIR:-/tmp/efa-rails}
 limit=${RAILS_TIMEOUT:-300}
-runs="ob1-pingpong ob1-osc ob1-nostripe cm-pingpong cm-own-pingpong"
+runs="ob1-pingpong ob1-osc ob1-nostripe cm-pingpong cm-own-pingpong cm-own-spread"
 
 npass=0 nfail=0 nskip=0
 finish() {
@@ -72,6 +79,8 @@ trap '"$here/teardown.sh"' EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$logdir"
 mapfile -t netns_args < <(NETNS_LINKS=2 "$here/mpirun-args.sh" "$logdir" 1 2)
+mkdir -p "$logdir/two-slots"
+mapfile -t netns_args2 < <(NETNS_LINKS=2 "$here/mpirun-args.sh" "$logdir/two-slots" 2 2)
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -86,14 +95,16 @@ kill_leftovers() {
 }
 
 # job NAME CONFIG ARGS...: runs CONFIG (configs.sh) on both hosts with ARGS
-# (extra mpirun arguments, then the program) into $logdir/NAME.log; its
-# exit status is the job's (124 at the time limit)
+# (extra mpirun arguments, then the program) into $logdir/NAME.log, one
+# rank per host (NP=4: two); its exit status is the job's (124 at the time
+# limit)
 job() {
-    local name=$1 cfg=$2 log=$logdir/$1.log rc=0
+    local name=$1 cfg=$2 log=$logdir/$1.log rc=0 np=${NP:-2} hostargs=("${netns_args[@]}")
     shift 2
     config_mpirun_args "$cfg"
-    local cmd=(mpirun -np 2 --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
-        "${netns_args[@]}" "${args[@]}" --mca common_efa_verbose 1 "$@")
+    [ "$np" -eq 2 ] || hostargs=("${netns_args2[@]}")
+    local cmd=(mpirun -np "$np" --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
+        "${hostargs[@]}" "${args[@]}" --mca common_efa_verbose 1 "$@")
     echo "# $(printf '%q ' "${cmd[@]}")" >"$log"
     timeout -k 10 "$limit" "${cmd[@]}" </dev/null >>"$log" 2>&1 || rc=$?
     [ "$rc" -eq 0 ] || kill_leftovers
@@ -175,4 +186,18 @@ fi
 
 striping_run rdv cm-pingpong cm-rxm "$mpibin/pingpong"
 striping_run own cm-own-pingpong cm-own-rxm "$mpibin/pingpong"
+
+# own matching's messages spread over the NICs by peer
+rc=0
+NP=4 job cm-own-spread cm-own-rxm "$mpibin/collectives" -s 4M || rc=$?
+log=$logdir/cm-own-spread.log
+spread=$(sed -nE 's/.*own matching over several NICs: ([0-9]+) peer\(s\) on a NIC beside the first, ([0-9]+) provider message.*/\1 \2/p' "$log" |
+    awk '$1 > 0 && $2 > 0' | wc -l)
+if [ "$rc" -ne 0 ]; then
+    fail cm-own-spread "job exit $rc (log $log)"
+elif [ "$spread" -ne 4 ]; then
+    fail cm-own-spread "$spread of 4 processes sent a peer's messages over their second NIC (log $log)"
+else
+    pass "cm-own-spread (every process sent a peer's messages over its second NIC)"
+fi
 finish
