@@ -8,6 +8,10 @@
  *   -t msgrate  like bw; value = messages per second (second column MB/s)
  *   -t mpairs   np/2 pairs (rank r sends to r + np/2) stream windows at the
  *               same time; value = aggregate messages per second
+ *   -t fanout   every even rank streams a window to every odd rank at once
+ *               (with --map-by node on two hosts: to every rank of the
+ *               other host), each odd rank acknowledges each sender's
+ *               window; value = aggregate messages per second
  *
  * Ranks beyond those a test uses only take part in the barriers.
  */
@@ -27,7 +31,7 @@
 /* Upper bound in verification mode, where every window slot needs its own buffer. */
 #define VERIFY_BYTES_CAP ((size_t)1024 * 1024 * 1024)
 
-static const char *const modes[] = {"latency", "bw", "bibw", "msgrate", "mpairs", NULL};
+static const char *const modes[] = {"latency", "bw", "bibw", "msgrate", "mpairs", "fanout", NULL};
 
 static const struct bench_prog prog = {
     .name = "bench_pt2pt",
@@ -191,7 +195,49 @@ static void bidir_window(struct ctx *c, size_t size, long i, int peer) {
     }
 }
 
-enum stream_kind { STREAM_BW, STREAM_BIBW, STREAM_MSGRATE, STREAM_MPAIRS };
+/* Every even rank sends its window to every odd rank, message w to each
+ * odd rank in turn; the odd ranks acknowledge each sender's window. */
+static void fanout_window(struct ctx *c, size_t size, long i) {
+    long window = c->o.window;
+    int n = 0;
+    int first = c->rank % 2 == 0 ? 1 : 0; /* the peers: the ranks of the other parity */
+    for (long w = 0; w < window; w++) {
+        for (int p = first; p < c->np; p += 2) {
+            if (first == 1) {
+                unsigned char *b = slot(c->sbuf, c, w);
+                if (c->o.verify) {
+                    bench_fill(b, size, bench_seed((uint32_t)size, (uint32_t)i, (uint32_t)w));
+                }
+                MPI_Isend(b, (int)size, MPI_BYTE, p, TAG_DATA, MPI_COMM_WORLD, &c->reqs[n++]);
+            } else {
+                /* one slot per (message, sender): a sender's window lands apart */
+                unsigned char *b = c->rbuf + (size_t)(n % c->nslots) * c->o.max_size;
+                if (c->o.verify) {
+                    memset(b, 0, size);
+                }
+                MPI_Irecv(b, (int)size, MPI_BYTE, p, TAG_DATA, MPI_COMM_WORLD, &c->reqs[n++]);
+            }
+        }
+    }
+    MPI_Waitall(n, c->reqs, MPI_STATUSES_IGNORE);
+    if (c->o.verify && first == 0) {
+        for (int k = 0; k < n && k < c->nslots; k++) {
+            c->errors += bench_check(c->rbuf + (size_t)k * c->o.max_size, size,
+                                     bench_seed((uint32_t)size, (uint32_t)i,
+                                                (uint32_t)(k / ((c->np + 1) / 2))),
+                                     "fanout window") != 0;
+        }
+    }
+    for (int p = first; p < c->np; p += 2) {
+        if (first == 1) {
+            MPI_Recv(NULL, 0, MPI_BYTE, p, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Send(NULL, 0, MPI_BYTE, p, TAG_ACK, MPI_COMM_WORLD);
+        }
+    }
+}
+
+enum stream_kind { STREAM_BW, STREAM_BIBW, STREAM_MSGRATE, STREAM_MPAIRS, STREAM_FANOUT };
 
 static void run_stream(struct ctx *c, enum stream_kind kind) {
     int pairs = kind == STREAM_MPAIRS ? c->np / 2 : 1;
@@ -208,6 +254,11 @@ static void run_stream(struct ctx *c, enum stream_kind kind) {
     double t0 = 0.0;
     char extra[64];
     snprintf(extra, sizeof extra, "pairs=%d", pairs);
+    if (kind == STREAM_FANOUT) { /* every rank takes part: the evens send to the odds */
+        sender = c->rank % 2 == 0;
+        pairs = ((c->np + 1) / 2) * (c->np / 2); /* (sender, receiver) pairs */
+        snprintf(extra, sizeof extra, "senders=%d receivers=%d", (c->np + 1) / 2, c->np / 2);
+    }
     switch (kind) {
     case STREAM_BW:
         bench_print_header(&c->o, "bw", "MB/s", "size,mb_per_s", extra);
@@ -221,6 +272,9 @@ static void run_stream(struct ctx *c, enum stream_kind kind) {
     case STREAM_MPAIRS:
         bench_print_header(&c->o, "mpairs", "msg/s", "size,msg_per_s,mb_per_s", extra);
         break;
+    case STREAM_FANOUT:
+        bench_print_header(&c->o, "fanout", "msg/s", "size,msg_per_s,mb_per_s", extra);
+        break;
     }
 
     /* senders own the clock; in bibw both sides send */
@@ -232,6 +286,10 @@ static void run_stream(struct ctx *c, enum stream_kind kind) {
             if (i == warm) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 t0 = MPI_Wtime();
+            }
+            if (kind == STREAM_FANOUT) {
+                fanout_window(c, size, i);
+                continue;
             }
             if (peer < 0) {
                 continue;
@@ -267,11 +325,13 @@ int main(int argc, char **argv) {
     bench_start(&argc, &argv, &prog, &c.o, &c.rank, &c.np);
 
     int is_latency = strcmp(c.o.mode, "latency") == 0;
-    c.nslots = is_latency ? 1 : slots_for(&c.o, c.o.window);
+    /* fanout: a window per peer of the other parity */
+    long per_rank = strcmp(c.o.mode, "fanout") == 0 ? (long)((c.np + 1) / 2) : 1;
+    c.nslots = is_latency ? 1 : slots_for(&c.o, c.o.window * per_rank);
     size_t bytes = (size_t)c.nslots * (c.o.max_size > 0 ? c.o.max_size : 1);
     c.sbuf = bench_malloc(bytes);
     c.rbuf = bench_malloc(bytes);
-    c.reqs = malloc(sizeof(MPI_Request) * (size_t)(2 * c.o.window));
+    c.reqs = malloc(sizeof(MPI_Request) * (size_t)(2 * c.o.window * per_rank));
     if (c.reqs == NULL) {
         bench_die("out of memory");
     }
@@ -287,8 +347,10 @@ int main(int argc, char **argv) {
         run_stream(&c, STREAM_BIBW);
     } else if (strcmp(c.o.mode, "msgrate") == 0) {
         run_stream(&c, STREAM_MSGRATE);
-    } else {
+    } else if (strcmp(c.o.mode, "mpairs") == 0) {
         run_stream(&c, STREAM_MPAIRS);
+    } else {
+        run_stream(&c, STREAM_FANOUT);
     }
 
     long errors = bench_verify_report(&c.o, c.errors, c.o.mode);

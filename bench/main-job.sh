@@ -26,11 +26,15 @@
 #         each, 1, 2 and 4 links per host shaped at 1 Gbit/s, each link a
 #         NIC: bandwidth of 1 to 16 MiB messages of mtl_efa and btl_efa
 #         against ob1 + tcp over the same links (btl/tcp stripes over its
-#         interfaces), and mtl/ofi on one link; said and left out where
-#         namespaces cannot be made.
+#         interfaces), and mtl/ofi on one link; then two ranks per host,
+#         each streaming 32 and 128 KiB messages to both ranks of the
+#         other host (fanout: messages below common_efa_stripe_min, which
+#         own matching spreads over the NICs by peer), against the same;
+#         said and left out where namespaces cannot be made.
 #      Never one kind against the other: an on-node path beats any network.
 # Output: bench/results/<timestamp>-{onnode,onnode-rma,network,network-rma,
-# nics-1,nics-2,nics-4}/ (summary.md, results.csv, plots/*.png).
+# nics-1,nics-2,nics-4,fanout-1,fanout-2,fanout-4}/ (summary.md, results.csv,
+# plots/*.png).
 #   bench/main-job.sh [--no-deps] [--no-build] [runner.py arguments, e.g. --reps 5]
 set -euo pipefail
 
@@ -192,10 +196,13 @@ else
     trap '"$netns/teardown.sh" >/dev/null 2>&1 || true; rm -rf "$pn"' EXIT
     # shellcheck source=../tests/netns/common.sh
     . "$netns/common.sh"
-    for k in 1 2 4; do
-        mapfile -t la < <(NETNS_LINKS=$k "$netns/mpirun-args.sh" "$pn/nics-$k" 1)
+    # launch_args K SLOTS: the hosts' mpirun arguments for K links and
+    # SLOTS ranks per host, without Open MPI's btl_tcp_if_include (set by
+    # environment below), in $launch
+    launch_args() {
+        local la a skip=0
+        mapfile -t la < <(NETNS_LINKS=$1 "$netns/mpirun-args.sh" "$pn/nics-$1-$2" "$2")
         launch=""
-        skip=0
         for a in "${la[@]}"; do
             if [[ $a == btl_tcp_if_include ]]; then
                 skip=2
@@ -207,6 +214,9 @@ else
             fi
             launch="$launch $a"
         done
+    }
+    for k in 1 2 4; do
+        launch_args "$k" 1
         nets=""
         for i in $(seq 0 $((k - 1))); do
             nets="$nets$(netns_link_net "$i").0/24,"
@@ -221,6 +231,13 @@ else
             --launch-args "$launch" "${tables[@]}" --anchor ob1_tcp --benches bw_large \
             --sizes 1M:16M:4 --out "$out-nics-$k" "$@"
         parts="$parts nics-$k"
+        launch_args "$k" 2
+        step "e. several NICs: fanout, 2 ranks per host, $k link(s) (output $out-fanout-$k)"
+        OMPI_MCA_btl_tcp_if_include=${nets%,} python3 "$here/runner.py" --reps 3 --timeout 60 \
+            --providers "$prov" --title "several NICs, fanout: 2 ranks per host, $k link(s) of 1 Gbit/s" \
+            --launch-args "$launch" --table "$defaults=mtl_efa-$prov,btl_efa-$prov" \
+            --anchor ob1_tcp --benches fanout --sizes 32K:128K:4 --out "$out-fanout-$k" "$@"
+        parts="$parts fanout-$k"
     done
 fi
 

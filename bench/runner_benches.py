@@ -39,6 +39,10 @@ BENCHES = {
               warmup=5),
         Bench("mpairs", "bench_pt2pt", "mpairs", "pt2pt", "rate", np=4, window=64, iters=100,
               warmup=10),
+        # Every even rank streams to every odd rank (several NICs, main-job.sh
+        # e.: two ranks per host, so each has two peers on the other host).
+        Bench("fanout", "bench_pt2pt", "fanout", "pt2pt", "rate", np=4, window=64, iters=100,
+              warmup=10),
         Bench("put_lat", "bench_rma", "put_lat", "rma", "latency"),
         Bench("get_lat", "bench_rma", "get_lat", "rma", "latency"),
         Bench("put_bw", "bench_rma", "put_bw", "rma", "bandwidth", window=64, iters=100,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the benchmark suite:
 #   1. the runner's Python unit tests (bench/tests/test_runner.py)
-#   2. every benchmark program in -v verification mode, np 2 (mpairs np 4,
+#   2. every benchmark program in -v verification mode, np 2 (mpairs and fanout np 4, fanout np 3,
 #      collectives also np 3) over ob1 + vader, small sizes
 #   3. the verification itself: an injected mismatch must make the program
 #      exit non-zero; bad options exit 2; the overhead probe runs
@@ -95,6 +95,8 @@ verify pt2pt/bibw 2 bench_pt2pt -t bibw "${small[@]}" -w 16
 verify pt2pt/msgrate-w64 2 bench_pt2pt -t msgrate "${small[@]}" -w 64
 verify pt2pt/msgrate-w256 2 bench_pt2pt -t msgrate -m 1 -M 1K -f 8 -i 5 -x 1 -w 256
 verify pt2pt/mpairs-np4 4 bench_pt2pt -t mpairs "${small[@]}" -w 16
+verify pt2pt/fanout-np4 4 bench_pt2pt -t fanout "${small[@]}" -w 16
+verify pt2pt/fanout-np3 3 bench_pt2pt -t fanout "${small[@]}" -w 16
 verify pt2pt/large-above-threshold 2 bench_pt2pt -t bw -m 64K -M 256K -f 4 -i 10 -x 1 -w 4 -L 8K
 for m in put_lat get_lat put_bw get_bw acc_lat fop_lat cas_lat; do
     verify "rma/$m" 2 bench_rma -t "$m" "${small[@]}" -w 16

@@ -1,14 +1,13 @@
 // Untagged messaging: the receive pool and the untagged sends (btl_efa).
 //
 // While a handler is installed each context keeps a fixed set of receive
-// buffers posted with fi_recv, the contexts of every rail included: own
-// matching sends its messages to some peers over the other NICs
-// (net_link.hpp); an arrival there keeps the rails polled on every call
-// for a while (rail_msg_warm, ctx_progress.cpp).  A completion hands the buffer to the
-// handler and posts it again.  Nothing is posted while no handler is
-// installed: under pml cm the BTL is opened and finalised during pml
-// selection, and buffers left posted then would keep occupying the receive
-// queue the MTL's tagged receives need (shm shares one queue for both).
+// buffers posted with fi_recv; while own matching's channel is installed
+// the contexts of the other rails too, whose messages to some peers go
+// over the other NICs (net_link.hpp; an arrival there keeps the rails
+// polled on every call for a while: rail_msg_warm, ctx_progress.cpp).  A completion hands the
+// buffer to the handler and posts it again.  Nothing is posted while no handler is installed: under
+// pml cm the BTL is opened and finalised during pml selection, and buffers left posted then would
+// keep occupying the receive queue the MTL's tagged receives need (shm shares one queue for both).
 // Every receive carries an efa_op_t context like all other operations the
 // progress loop sees.  No post here ever spins on a full provider queue: a
 // buffer that cannot be posted waits in a list that efa_core_msg_progress
@@ -23,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
 #include <vector>
 
@@ -59,10 +59,10 @@ struct efa_msg_pool {
     };
     efa_core *core = nullptr;
     size_t per_ctx = 0;
-    efa::RegisteredBlock slab; // the buffers, kBufSize bytes each
-    void *desc = nullptr;
-    std::vector<Buf> bufs; // empty while no handler is installed
-    std::mutex lock;       // unposted
+    efa::RegisteredBlock slab;      // the first NIC's buffers, kBufSize bytes each
+    efa::RegisteredBlock rail_slab; // the other rails' (own matching's channel)
+    std::deque<Buf> bufs;           // empty while no handler is installed (never moved)
+    std::mutex lock;                // unposted
     std::vector<Buf *> unposted;
     std::atomic<size_t> unposted_count{0};
     // One handler per channel (efa_core_msg.h): the first byte of a message
@@ -119,7 +119,9 @@ void post(efa_msg_pool::Buf *b) {
 void deliver(efa_msg_pool::Buf *b, size_t len, int err, fi_addr_t src) {
     efa_msg_pool *pool = b->pool;
     if (err) {
-        for (int c = 0; c < EFA_MSG_CHANNELS; ++c) {
+        // Only own matching sends over the other rails: a failed receive
+        // there is none of the BTL's.
+        for (int c = b->ctx->rail ? EFA_MSG_CHANNEL_ENGINE : 0; c < EFA_MSG_CHANNELS; ++c) {
             if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
                 fn(pool->arg[c], b->ctx, nullptr, 0, err, FI_ADDR_NOTAVAIL);
             }
@@ -211,43 +213,65 @@ void unpost_all(efa_msg_pool *pool) {
         return; // keep the memory: efa_core_msg_close tries again
     }
     pool->slab.release(pool->core, true);
-    pool->desc = nullptr;
-    pool->bufs = std::vector<efa_msg_pool::Buf>();
+    pool->rail_slab.release(pool->core, true);
+    pool->bufs.clear();
+}
+
+// Receive buffers for every context of NICs first .. last-1, in slab
+// (new; FI_READ and FI_WRITE put its registration on the rails' domains
+// too: fi_mr_backend.cpp), posted.
+int add_bufs(efa_msg_pool *pool, efa::RegisteredBlock &slab, int first, int last) {
+    efa_core *core = pool->core;
+    const int nctx = core->nic->num_contexts();
+    const size_t per_nic = pool->per_ctx * static_cast<size_t>(nctx);
+    const uint64_t access = core->info.mr_local ? (FI_RECV | FI_SEND | FI_READ | FI_WRITE) : 0;
+    if (int err =
+            slab.make(core, per_nic * static_cast<size_t>(last - first) * kBufSize, 4096, access)) {
+        return err;
+    }
+    if (core->info.mr_local && slab.rails() < last) {
+        // Without a descriptor on a rail nothing is received there: peers'
+        // messages over that NIC would be lost, so own matching is refused.
+        core->rep.say(0, "the untagged receive buffers could not be registered on NIC " +
+                             std::to_string(slab.rails()) +
+                             " of the set: own matching's messages over it would not be received");
+        slab.release(core, true);
+        return -FI_ENOKEY;
+    }
+    const size_t start = pool->bufs.size();
+    for (int rail = first; rail < last; ++rail) {
+        for (int c = 0; c < nctx; ++c) {
+            for (size_t k = 0; k < pool->per_ctx; ++k) {
+                const size_t i =
+                    (static_cast<size_t>((rail - first) * nctx + c)) * pool->per_ctx + k;
+                efa_msg_pool::Buf &b = pool->bufs.emplace_back();
+                b.op.complete = recv_complete;
+                b.pool = pool;
+                b.ctx = rail == 0 ? core->nic->ctx(c) : core->rails[rail - 1]->ctx(c);
+                b.data = reinterpret_cast<uint8_t *>(slab.data) + i * kBufSize;
+                b.desc = slab.desc(rail);
+            }
+        }
+    }
+    pool->closing.store(false, std::memory_order_release);
+    for (size_t i = start; i < pool->bufs.size(); ++i) {
+        post(&pool->bufs[i]);
+    }
+    return 0;
 }
 
 int post_all(efa_msg_pool *pool) {
+    return add_bufs(pool, pool->slab, 0, 1);
+}
+
+// The other rails' buffers, once own matching listens (no other channel
+// receives anything there).
+int post_rails(efa_msg_pool *pool) {
     efa_core *core = pool->core;
-    const int nctx = core->nic->num_contexts();
-    const int nics = 1 + static_cast<int>(core->rails.size());
-    const size_t count = pool->per_ctx * static_cast<size_t>(nctx * nics);
-    // (FI_READ and FI_WRITE put the registration on the rails' domains
-    // too: fi_mr_backend.cpp.)
-    const uint64_t access = core->info.mr_local ? (FI_RECV | FI_SEND | FI_READ | FI_WRITE) : 0;
-    if (int err = pool->slab.make(core, count * kBufSize, 4096, access)) {
-        return err;
+    if (core->rails.empty() || pool->rail_slab.data) {
+        return 0;
     }
-    pool->desc = pool->slab.desc();
-    // A rail whose domain refused the registration gets no buffers where
-    // the provider wants descriptors.
-    const size_t posted = core->info.mr_local && pool->slab.rails() < nics
-                              ? pool->per_ctx * static_cast<size_t>(nctx * pool->slab.rails())
-                              : count;
-    pool->bufs = std::vector<efa_msg_pool::Buf>(posted);
-    for (size_t i = 0; i < posted; ++i) {
-        efa_msg_pool::Buf &b = pool->bufs[i];
-        const int c = static_cast<int>(i / pool->per_ctx); // rail * nctx + context
-        const int rail = c / nctx;
-        b.op.complete = recv_complete;
-        b.pool = pool;
-        b.ctx = rail == 0 ? core->nic->ctx(c) : core->rails[rail - 1]->ctx(c % nctx);
-        b.data = reinterpret_cast<uint8_t *>(pool->slab.data) + i * kBufSize;
-        b.desc = pool->slab.desc(rail);
-    }
-    pool->closing.store(false, std::memory_order_release);
-    for (auto &b : pool->bufs) {
-        post(&b);
-    }
-    return 0;
+    return add_bufs(pool, pool->rail_slab, 1, 1 + static_cast<int>(core->rails.size()));
 }
 
 // An untagged send under the peer deadline: tracked before the post (a
@@ -314,7 +338,7 @@ void efa_core_msg_close(efa_core_t *core) {
         core->rep.say(10, "untagged receive buffers still held by the provider at close: kept "
                           "until the endpoints are closed");
         pool->slab.unregister(core);
-        pool->desc = nullptr;
+        pool->rail_slab.unregister(core);
         return;
     }
     core->msg_pool = nullptr;
@@ -327,9 +351,19 @@ void efa_core_msg_free(efa_core_t *core) {
     if (!pool) {
         return;
     }
-    pool->slab.release(core, false); // (unregistered at close)
     core->msg_pool = nullptr;
     core->msg_progress = nullptr;
+    for (const auto &lost : core->rail_lost_any) {
+        if (lost.load(std::memory_order_relaxed)) {
+            // A rail that lost a peer is left open for the exit
+            // (close_rail_endpoints): its provider may still write into
+            // the buffers posted there.
+            efa::keep_for_exit(pool);
+            return;
+        }
+    }
+    pool->slab.release(core, false); // (unregistered at close)
+    pool->rail_slab.release(core, false);
     delete pool;
 }
 
@@ -365,6 +399,11 @@ int efa_core_msg_set_channel(efa_core_t *core, int channel, efa_msg_handler_fn f
         }
         int rc = post_all(pool);
         if (rc) {
+            return rc;
+        }
+    }
+    if (EFA_MSG_CHANNEL_ENGINE == channel) {
+        if (int rc = post_rails(pool)) {
             return rc;
         }
     }

@@ -4,9 +4,11 @@
 // From stripe_min the bytes are cut into one part per rail (equal shares,
 // efa_rma_stripe_part), each rail reading its part with the key the
 // owner's NIC on that rail gave; each part in pieces of at most the
-// provider's largest transfer.  A piece whose rail fails (the core then
-// takes that rail out for the peer) is read again, once, over the first
-// rail, which is the peer's message path: only its failure fails the read.
+// provider's largest transfer; below stripe_min the whole read goes over
+// one rail, the owner's choice (efa_rail_read_req_t.home: own matching
+// reads over the NIC of the peer's messages).  A piece whose rail fails
+// (the core then takes that rail out for the peer) is read again, once,
+// over the first rail: only its failure fails the read.
 // The owner hears once, when every piece has completed.
 #include <algorithm>
 #include <atomic>
@@ -106,6 +108,20 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
         rails[nrails++] = {k, core->rails[static_cast<size_t>(k) - 1]->ctx(r->ctx_index), a,
                            r->mr ? efa_mr_rail_desc(r->mr, k) : nullptr, r->rkey[nic]};
     }
+    // Not striped: the one part goes over the home rail where it reaches
+    // the peer (own matching's peer's rail), the first rail staying where
+    // a failed piece goes again.
+    int first = 0;
+    if (1 == nrails && r->home > 0 && r->home < nics) {
+        const int k = r->home;
+        const fi_addr_t a = efa_peer_rail_addr(r->peer, k, r->ctx_index, nctx);
+        const int nic = r->peer->rail_nic[k];
+        if (FI_ADDR_NOTAVAIL != a && nic < r->rkeys && (!r->mr || k < efa_mr_rails(r->mr))) {
+            rails[1] = {k, core->rails[static_cast<size_t>(k) - 1]->ctx(r->ctx_index), a,
+                        r->mr ? efa_mr_rail_desc(r->mr, k) : nullptr, r->rkey[nic]};
+            first = 1;
+        }
+    }
     const size_t piece_max = r->piece_max         ? r->piece_max
                              : info->max_rma_size ? info->max_rma_size
                                                   : SIZE_MAX;
@@ -143,17 +159,18 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
     for (int k = 0; k < nrails && 0 == rc; ++k) {
         size_t part_off, part_len;
         efa_rma_stripe_part(r->len, nrails, k, &part_off, &part_len);
+        const Rail &on = rails[first + k];
         for (size_t off = 0; off < part_len && 0 == rc; off += piece_max, ++i) {
             efa_rail_read::Piece &pc = piece[i];
             pc.op = {};
             pc.op.complete = piece_done;
             pc.read = rd;
-            pc.rail = rails[k].rail;
+            pc.rail = on.rail;
             pc.off = part_off + off;
             pc.n = std::min(piece_max, part_len - off);
             rd->left.fetch_add(1);
-            rc = efa_ctx_read(rails[k].ctx, rd->buf + pc.off, pc.n, rails[k].desc, rails[k].addr,
-                              r->raddr + pc.off, rails[k].key, &pc.op);
+            rc = efa_ctx_read(on.ctx, rd->buf + pc.off, pc.n, on.desc, on.addr, r->raddr + pc.off,
+                              on.key, &pc.op);
             if (rc && pc.rail && rd->failover) { // that rail refused: the first takes it
                 pc.rail = 0;
                 rc = efa_ctx_read(rd->ctx0, rd->buf + pc.off, pc.n, rd->desc0, rd->addr0,

@@ -354,7 +354,7 @@ int Engine::progress() {
             if (!delayed_.empty() && ++delay_age_ > kDelayCalls) { // the other hook's
                 std::vector<uint8_t> m;
                 m.swap(delayed_);
-                on_net_locked(m.data(), m.size(), delayed_src_, 0);
+                on_net_locked(m.data(), m.size(), delayed_src_, delayed_rail_);
             }
             if (order_.held() && 0 == (++gap_calls_ & 1023)) {
                 check_net_gaps(); // (into lost_, said below outside the lock)

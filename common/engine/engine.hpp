@@ -512,8 +512,8 @@ class Engine {
     // a message of some peer on another node (ofi_rxd reports FI_ETRUNC
     // under load); its stream then waits for it (check_net_gaps).
     uint64_t net_lost_ = 0;
-    uint64_t net_duplicates_ = 0;     // copies of messages handed on already, dropped
-    uint32_t net_rail_completed_ = 0; // (for params_.net_debug_fail_rail_send)
+    uint32_t net_rail_completed_ = 0;   // (for params_.net_debug_fail_rail_send)
+    uint64_t net_rail_recv_failed_ = 0; // receives a rail beside the first failed (not a loss)
     int net_lost_err_ = 0;
     uint32_t gap_calls_ = 0;
     // Any of the net link's test hooks (net_debug_lose, _delay, _swap) on:
@@ -530,6 +530,7 @@ class Engine {
     static constexpr uint32_t kDelayCalls = 1u << 14;
     std::vector<uint8_t> delayed_;
     fi_addr_t delayed_src_ = FI_ADDR_NOTAVAIL; // its source (efa_cqe_t.src)
+    int delayed_rail_ = 0;                     // ... and the rail it came in on
     uint32_t delay_age_ = 0;
 };
 

@@ -34,6 +34,7 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
             const auto *m = static_cast<const uint8_t *>(buf);
             e->delayed_.assign(m, m + len);
             e->delayed_src_ = src;
+            e->delayed_rail_ = efa_ctx_rail(ctx);
             e->delay_age_ = 0;
             return;
         }
@@ -42,7 +43,16 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
         // A failed receive of the pool (the buffer is posted again).
         // Cancelled: the pool is closing.  Anything else lost a message of
         // a peer on another node, which no frame says; its stream will wait
-        // for it (check_net_gaps finds which).  The owner ends the job now.
+        // for it (check_net_gaps finds which).  The owner ends the job now,
+        // but for a rail beside the first that flushed its receives as it
+        // failed (its senders move to the first rail; a message it did lose
+        // leaves a gap that check_net_gaps fails after the peer timeout).
+        // A truncation is a loss wherever it happens (ofi_rxd).
+        if (efa_ctx_rail(ctx) > 0 && -FI_ECANCELED != err && -FI_ETRUNC != err) {
+            Guard g(e->mu_, e->mt_);
+            ++e->net_rail_recv_failed_;
+            return;
+        }
         if (-FI_ECANCELED != err) {
             {
                 Guard g(e->mu_, e->mt_);
@@ -188,8 +198,6 @@ void Engine::net_in_order(const uint8_t *msg, size_t len) {
     });
     if (NetOrder::Verdict::kDelivered == v) {
         net_delivered(h.sender);
-    } else if (NetOrder::Verdict::kDuplicate == v) {
-        ++net_duplicates_; // sent again over another rail after it had come
     }
 }
 
@@ -207,12 +215,12 @@ void Engine::net_sent(void *owner, NetLink::Buf *b, NetLink::Peer *np, int err) 
         e->net_failed_.push_back({np->vpid, err});
         return;
     }
-    if (__builtin_expect(e->net_test_hooks_, 0) && !err && b->rail &&
-        ++e->net_rail_completed_ == e->params_.net_debug_fail_rail_send) {
-        err = -FI_EIO; // the test hook: as a rail's failed send, though it arrived
-    }
     {
         Guard g(e->mu_, e->mt_);
+        if (__builtin_expect(e->net_test_hooks_, 0) && !err && b->rail &&
+            ++e->net_rail_completed_ == e->params_.net_debug_fail_rail_send) {
+            err = -FI_EIO; // the test hook: as a rail's failed send, though it arrived
+        }
         // A message whose rail beside the first failed goes again over the
         // first (net_link.hpp); where it cannot, the peer fails as below.
         if (err && e->net_->fail_over(b)) {
@@ -329,7 +337,8 @@ void Engine::get_stats(efa_engine_stats_t *out) const {
         out->net_rail_peers = net_->stats().rail_peers;
         out->net_rail_sent = net_->stats().rail_sent;
         out->net_failed_over = net_->stats().failed_over;
-        out->net_duplicates = net_duplicates_;
+        out->net_duplicates = order_.duplicates();
+        out->net_rail_recv_failed = net_rail_recv_failed_;
     }
 }
 

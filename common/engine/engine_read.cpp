@@ -110,7 +110,8 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
     r.ctx = p->net->ctx0;
     r.addr = p->net->addr0;
     r.peer = stripe_min_ ? p->rails : nullptr;
-    r.ctx_index = 0;
+    r.ctx_index = efa_ctx_index(p->net->ctx0);
+    r.home = p->net->rail; // (below stripe_min: over the NIC of the peer's messages)
     r.piece_max = read_piece_;
     r.buf = req->buf;
     r.len = n;

@@ -52,8 +52,8 @@ NetLink::~NetLink() {
             chunk[i].op.complete = efa_op_complete_nothing;
         }
     }
-    if (inflight_) {
-        return; // leaked on purpose: see above
+    if (inflight_ || retired_) {
+        return; // leaked on purpose: see above, and fail_over
     }
     for (efa::RegisteredBlock &s : slabs_) {
         s.release(params_.core, true);
@@ -245,6 +245,14 @@ bool NetLink::leave_rail(Peer *p) {
 // first.
 int NetLink::post_buf(Peer *p, Buf *b) {
     void *desc = p->rail && b->mr ? efa_mr_rail_desc(b->mr, p->rail) : b->desc;
+    if (p->rail && b->mr && !desc) {
+        // The rail's domain has no registration of this slab (refused):
+        // where the provider wants descriptors, the peer keeps to the first.
+        p->rail = 0;
+        p->ctx = p->ctx0;
+        p->addr = p->addr0;
+        desc = b->desc;
+    }
     int rc = efa_ctx_try_send(p->ctx, b->data, b->used, desc, p->addr, &b->op);
     if (rc && -FI_EAGAIN != rc && leave_rail(p)) {
         rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
@@ -262,13 +270,31 @@ bool NetLink::fail_over(Buf *b) {
         return false;
     }
     leave_rail(p); // (left already when an earlier message failed)
-    ++stats_.failed_over;
-    const int rc = post_buf(p, b);
-    if (-FI_EAGAIN == rc) {
-        resend_.push_back(b);
-        return true;
+    // The bytes go again from a buffer of their own: a send the peer
+    // deadline gave up on is still the provider's, which may read b until
+    // the endpoint closes (a link back after the timeout), so b is never
+    // written again.
+    Buf *nb = get_buf();
+    if (!nb) {
+        return false;
     }
-    return 0 == rc;
+    memcpy(nb->data, b->data, b->used);
+    nb->peer = p;
+    nb->used = b->used;
+    nb->frames = b->frames;
+    const int rc = post_buf(p, nb);
+    if (rc && -FI_EAGAIN != rc) {
+        nb->next_free = free_;
+        free_ = nb;
+        return false;
+    }
+    if (-FI_EAGAIN == rc) {
+        resend_.push_back(nb);
+    }
+    b->op.complete = efa_op_complete_nothing; // (nothing of it comes back now)
+    ++retired_;
+    ++stats_.failed_over;
+    return true;
 }
 
 void NetLink::abandon(Peer *p, int err) {

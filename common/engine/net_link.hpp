@@ -281,7 +281,8 @@ class NetLink {
     Buf *free_ = nullptr;
     uint32_t nbufs_ = 0;
     uint32_t inflight_ = 0;
-    uint32_t open_ = 0; // peers with an open message
+    uint32_t open_ = 0;    // peers with an open message
+    uint32_t retired_ = 0; // buffers failed over and never used again (fail_over)
     std::vector<Peer *> waiting_;
     std::vector<Peer *> injected_;  // peers with injected set
     std::vector<Peer *> grants_;    // peers with grant_due set

@@ -536,6 +536,7 @@ typedef struct efa_rail_read_req {
     fi_addr_t addr;
     const efa_peer_t *peer;
     int ctx_index;
+    int home; /* a read that is not striped goes over this rail (0: the first) */
     size_t piece_max;
     void *buf;
     size_t len;

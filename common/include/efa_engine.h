@@ -299,7 +299,8 @@ typedef struct efa_engine_stats {
      * provider messages sent there, and those sent again over the first
      * NIC because theirs failed. */
     uint64_t net_rail_peers, net_rail_sent, net_failed_over;
-    uint64_t net_duplicates; /* copies of messages that had arrived (sent again), dropped */
+    uint64_t net_duplicates;       /* copies of messages that had arrived (sent again), dropped */
+    uint64_t net_rail_recv_failed; /* receives that failed on a NIC beside the first */
     /* Rendezvous messages in device memory: copied device to device by the
      * device's IPC, and those streamed through the rings instead (IPC
      * refused, or the receiver's copy failed). */
