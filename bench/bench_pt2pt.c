@@ -202,12 +202,14 @@ static void fanout_window(struct ctx *c, size_t size, long i) {
     int n = 0;
     int first = c->rank % 2 == 0 ? 1 : 0; /* the peers: the ranks of the other parity */
     for (long w = 0; w < window; w++) {
+        /* message w goes to every peer from one slot, filled once */
+        if (first == 1 && c->o.verify) {
+            bench_fill(slot(c->sbuf, c, w), size,
+                       bench_seed((uint32_t)size, (uint32_t)i, (uint32_t)w));
+        }
         for (int p = first; p < c->np; p += 2) {
             if (first == 1) {
                 unsigned char *b = slot(c->sbuf, c, w);
-                if (c->o.verify) {
-                    bench_fill(b, size, bench_seed((uint32_t)size, (uint32_t)i, (uint32_t)w));
-                }
                 MPI_Isend(b, (int)size, MPI_BYTE, p, TAG_DATA, MPI_COMM_WORLD, &c->reqs[n++]);
             } else {
                 /* one slot per (message, sender): a sender's window lands apart */

@@ -132,7 +132,11 @@ void deliver(efa_msg_pool::Buf *b, size_t len, int err, fi_addr_t src) {
             fn(pool->arg[c], b->ctx, b->data, len, 0, src);
         } // else nobody listens on that channel in this process: dropped
     }
-    if (!pool->closing.load(std::memory_order_acquire)) {
+    // A rail's receive that failed (but for a truncation: a lost message)
+    // is not posted again: a rail in error could fail each at once, and
+    // its senders move to the first NIC.
+    const bool rail_broken = err && b->ctx->rail && -FI_ETRUNC != err;
+    if (!pool->closing.load(std::memory_order_acquire) && !rail_broken) {
         post(b);
     }
 }
@@ -404,6 +408,12 @@ int efa_core_msg_set_channel(efa_core_t *core, int channel, efa_msg_handler_fn f
     }
     if (EFA_MSG_CHANNEL_ENGINE == channel) {
         if (int rc = post_rails(pool)) {
+            const bool other = std::any_of(std::begin(pool->fn), std::end(pool->fn), [](auto &f) {
+                return f.load(std::memory_order_acquire) != nullptr;
+            });
+            if (!other) {
+                unpost_all(pool); // nobody listens: the queue is the MTL's again
+            }
             return rc;
         }
     }

@@ -87,7 +87,7 @@ NetLink::Buf *NetLink::get_buf() {
         free_ = b->next_free;
         return b;
     }
-    if (nbufs_ >= params_.max_bufs) {
+    if (nbufs_ - retired_ >= params_.max_bufs) { // (retired ones are never used again)
         return nullptr;
     }
     // Another slab of buffers (registered once, where the provider needs
@@ -194,6 +194,7 @@ bool NetLink::post(Peer *p) {
         if (!p->waiting) {
             p->waiting = true;
             waiting_.push_back(p);
+            pending_ = true;
         }
         return false;
     }
@@ -218,6 +219,7 @@ bool NetLink::post(Peer *p) {
         ++stats_.injected;
         p->injected = true;
         injected_.push_back(p);
+        pending_ = true;
         b->next_free = free_;
         free_ = b;
         return true;
@@ -273,26 +275,32 @@ bool NetLink::fail_over(Buf *b) {
     // The bytes go again from a buffer of their own: a send the peer
     // deadline gave up on is still the provider's, which may read b until
     // the endpoint closes (a link back after the timeout), so b is never
-    // written again.
+    // written again.  Without memory for one, b itself goes again.
     Buf *nb = get_buf();
-    if (!nb) {
-        return false;
+    if (nb) {
+        memcpy(nb->data, b->data, b->used);
+        nb->peer = p;
+        nb->used = b->used;
+        nb->frames = b->frames;
+    } else {
+        nb = b;
     }
-    memcpy(nb->data, b->data, b->used);
-    nb->peer = p;
-    nb->used = b->used;
-    nb->frames = b->frames;
     const int rc = post_buf(p, nb);
     if (rc && -FI_EAGAIN != rc) {
-        nb->next_free = free_;
-        free_ = nb;
+        if (nb != b) {
+            nb->next_free = free_;
+            free_ = nb;
+        }
         return false;
     }
     if (-FI_EAGAIN == rc) {
         resend_.push_back(nb);
+        pending_ = true;
     }
-    b->op.complete = efa_op_complete_nothing; // (nothing of it comes back now)
-    ++retired_;
+    if (nb != b) {
+        b->op.complete = efa_op_complete_nothing; // (nothing of it comes back now)
+        ++retired_;
+    }
     ++stats_.failed_over;
     return true;
 }
@@ -402,6 +410,7 @@ void NetLink::delivered(Peer *p, uint64_t delivered) {
     if (!p->grant_due && grant - p->grant_said >= params_.credit / 4) {
         p->grant_due = true; // sent by send_grants() unless a message to p carries it first
         grants_.push_back(p);
+        pending_ = true;
     }
 }
 
@@ -416,6 +425,7 @@ void NetLink::send_grants() {
             p->grant_due = false;
         } else {
             grants_.push_back(p); // the provider's queue is full: later
+            pending_ = true;
         }
     }
 }
@@ -435,6 +445,7 @@ void NetLink::progress_pending() {
             const int rc = failed ? p->error : post_buf(p, b);
             if (-FI_EAGAIN == rc) {
                 resend_.push_back(b);
+                pending_ = true;
                 continue;
             }
             if (0 == rc) {
@@ -451,17 +462,17 @@ void NetLink::progress_pending() {
             }
         }
     }
-    if (waiting_.empty()) {
-        return;
-    }
-    std::vector<Peer *> todo;
-    todo.swap(waiting_);
-    for (Peer *p : todo) {
-        p->waiting = false;
-        if (p->open) {
-            post(p); // back into waiting_ if still full
+    if (!waiting_.empty()) {
+        std::vector<Peer *> todo;
+        todo.swap(waiting_);
+        for (Peer *p : todo) {
+            p->waiting = false;
+            if (p->open) {
+                post(p); // back into waiting_ if still full
+            }
         }
     }
+    pending_ = !injected_.empty() || !grants_.empty() || !waiting_.empty() || !resend_.empty();
 }
 
 } // namespace efa::engine

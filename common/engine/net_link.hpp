@@ -232,10 +232,10 @@ class NetLink {
     // Post messages that found the provider's queue full, and grants that
     // could not go; a peer may have a message injected again.
     // Inline test first: the engine calls it on every progress call, and
-    // with no peer waiting, no grant due and nothing injected it has
-    // nothing to do.
+    // with no peer waiting, no grant due, nothing injected and nothing to
+    // send again it has nothing to do (pending_: one load for the four).
     void progress() {
-        if (!injected_.empty() || !grants_.empty() || !waiting_.empty() || !resend_.empty()) {
+        if (pending_) {
             progress_pending();
         }
     }
@@ -284,9 +284,12 @@ class NetLink {
     uint32_t open_ = 0;    // peers with an open message
     uint32_t retired_ = 0; // buffers failed over and never used again (fail_over)
     std::vector<Peer *> waiting_;
-    std::vector<Peer *> injected_;  // peers with injected set
-    std::vector<Peer *> grants_;    // peers with grant_due set
-    std::vector<Buf *> resend_;     // failed over, found the first rail's queue full
+    std::vector<Peer *> injected_; // peers with injected set
+    std::vector<Peer *> grants_;   // peers with grant_due set
+    std::vector<Buf *> resend_;    // failed over, found the first rail's queue full
+    // One of injected_, grants_, waiting_ and resend_ is not empty (set
+    // with every push, cleared by progress_pending once all are).
+    bool pending_ = false;
     size_t inject_max_ = 0;         // the provider's inject size (0: never)
     std::vector<efa_ctx_t *> ctxs_; // the distinct contexts peers were given
     NetStats stats_;
