@@ -17,12 +17,10 @@
  * btl_efa_rdma.c holds the entry points, which choose the path.
  *
  * Put and get on the process's own memory are copies after the same table
- * check in both modes.  Put and get to another process of the same node
- * are, where the kernel allows it, one copy by Linux cross-memory attach
- * (btl_efa_cma.c, btl_efa_single_copy) instead of either path.  Emulated atomics always use CPU
- * atomic instructions at the target, so they are coherent with the process's own CPU atomics
- * (MCA_BTL_ATOMIC_SUPPORTS_GLOB); native atomics, own memory included, all go through the provider
- * instead.
+ * check in both modes; to another process of the same node, where the
+ * kernel allows it, one copy by cross-memory attach (btl_efa_cma.c).
+ * Emulated atomics use CPU atomics at the target (MCA_BTL_ATOMIC_SUPPORTS_GLOB);
+ * native atomics, own memory included, all go through the provider.
  */
 #ifndef MCA_BTL_EFA_H
 #define MCA_BTL_EFA_H
@@ -117,6 +115,14 @@ struct mca_btl_base_endpoint_t {
     bool watching;
     uint8_t quiet_sweeps;
     efa_op_t watch;
+    /* Its messages over NIC 'rail' of the set (btl_efa_spread.c; 0: the
+     * first), that NIC's context and the peer's address there, the number
+     * of the last one sent there, and those of the peer's seen (lock). */
+    int8_t rail;
+    efa_ctx_t *rail_ctx;
+    fi_addr_t rail_addr;
+    uint64_t rail_seq;
+    struct efa_btl_seen *seen;
 };
 
 enum {
@@ -160,6 +166,8 @@ typedef struct efa_btl_frag {
      * next, finished with it. */
     struct efa_btl_frag *inner, *inner_last;
     int inner_count;
+    efa_mr_t *mr; /* its buffer's registration (descriptors on the other NICs) */
+    int8_t rail;  /* posted over this NIC of the set (btl_efa_spread.c) */
 } efa_btl_frag_t;
 
 /* What ending a one-sided operation hands back to its caller, kept whole
@@ -365,6 +373,15 @@ typedef struct mca_btl_efa_module {
     struct {
         double period, next;
     } watch;
+    /* btl_efa_spread.c: peers' messages over the NICs of the set (lock) */
+    struct {
+        int rails, nctx;        /* NICs of the set (1: none to spread over); contexts per NIC */
+        bool failover;          /* common_efa_rail_failover */
+        uint32_t next;          /* the NIC the next peer on another node takes */
+        uint32_t completed;     /* sends completed on a rail (for test.fail_rail_send) */
+        efa_btl_frag_t *resend; /* failed over, waiting for room in the first NIC's queue */
+        uint64_t peers, sent, failed_over, duplicates, recv_failed, retired;
+    } spread;
 } mca_btl_efa_module_t;
 
 /* Test-only parameters (btl_efa_debug_*; docs/RELIABILITY.md, "Test-only
@@ -378,6 +395,8 @@ typedef struct mca_btl_efa_test_hooks {
     int fail_inbox_rank; /* this rank's on-node inbox is not created (-1: none) */
     int cma_refuse;      /* act as if the kernel refused CMA (EPERM) to every peer */
     int takeback_refuse; /* the single copy of a request taken back fails as on EPERM */
+    int first_rail;      /* the NIC whose turn it is first (btl_efa_spread.c) */
+    int fail_rail_send;  /* the Nth completed send on a rail is taken as failed (0: off) */
 } mca_btl_efa_test_hooks_t;
 
 typedef struct mca_btl_efa_component {
@@ -517,38 +536,6 @@ void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl);
 /* At finalize, before the endpoints go: no sweep any more. */
 void mca_btl_efa_watch_stop_sweeps(mca_btl_efa_module_t *btl);
 void mca_btl_efa_watch_fini(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
-
-/* btl_efa_rdma.c: the one-sided entry points (the module's function table) */
-int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
-                    void *local_address, uint64_t remote_address,
-                    struct mca_btl_base_registration_handle_t *local_handle,
-                    struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                    int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                    void *cbdata);
-int mca_btl_efa_get(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
-                    void *local_address, uint64_t remote_address,
-                    struct mca_btl_base_registration_handle_t *local_handle,
-                    struct mca_btl_base_registration_handle_t *remote_handle, size_t size,
-                    int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                    void *cbdata);
-int mca_btl_efa_aop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
-                    uint64_t remote_address,
-                    struct mca_btl_base_registration_handle_t *remote_handle,
-                    mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
-                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
-int mca_btl_efa_afop(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
-                     void *local_address, uint64_t remote_address,
-                     struct mca_btl_base_registration_handle_t *local_handle,
-                     struct mca_btl_base_registration_handle_t *remote_handle,
-                     mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
-                     mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
-int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
-                       void *local_address, uint64_t remote_address,
-                       struct mca_btl_base_registration_handle_t *local_handle,
-                       struct mca_btl_base_registration_handle_t *remote_handle, uint64_t compare,
-                       uint64_t value, int flags, int order,
-                       mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
-int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep);
 
 /* btl_efa_reg.c: registrations and the table of them */
 struct mca_btl_base_registration_handle_t *

@@ -169,6 +169,18 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only: the process of this rank (vpid) in the job fails to create its "
              "on-node inbox, as on a full /dev/shm, so that the job's one-sided mode can be "
              "seen agreeing anyway (-1: off)"},
+    {"debug_first_rail", MCA_BASE_VAR_TYPE_INT, C(test.first_rail), .lo = 0, .hi = 3,
+     .allowed = "0 to 3", NUMBER, .test_only = true,
+     .help = "Testing only, with several NICs: the NIC (0: the first of the set) whose turn it "
+             "is for the first peer on another node; peers take the NICs in turn from there, so "
+             "that a job with one peer puts its messages on another NIC than the first.  "
+             "Default 0"},
+    {"debug_fail_rail_send", MCA_BASE_VAR_TYPE_INT, C(test.fail_rail_send), .lo = 0,
+     .hi = 1000000000, .allowed = "0 to 1000000000", NUMBER, .test_only = true,
+     .help = "Testing only, with several NICs: the Nth message sent over a NIC beside the first "
+             "that completes is taken as one whose NIC failed, although it arrived, so that it "
+             "goes again over the first NIC and the receiver must drop the copy.  0 (default): "
+             "none; 0 to 1000000000"},
     {"debug_takeback_refuse", MCA_BASE_VAR_TYPE_INT, C(test.takeback_refuse), .test_only = true,
      .help = "Testing only: the single copy of a put or get taken back from a peer's ring "
              "fails as if the kernel refused it (EPERM), so that the fallback (single copy off "

@@ -83,6 +83,7 @@ int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,
         .mr_access = mr_local ? (FI_SEND | FI_RECV | FI_READ | FI_WRITE) : 0,
         .init = frag_init,
         .arg = btl,
+        .mr_off = offsetof(efa_btl_frag_t, mr),
     };
     int err = 0;
     btl->frag.pool = efa_pool_create(&desc, &err);

@@ -8,6 +8,8 @@
  * RDMA).
  */
 #include "btl_efa_batch.h"
+#include "btl_efa_rdma.h"
+#include "btl_efa_spread.h"
 #include "btl_efa_emul.h"
 #include "btl_efa_ring.h"
 
@@ -70,6 +72,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     mca_btl_efa_reg_fini(btl);
     mca_btl_efa_emul_fini(btl);
     mca_btl_efa_native_fini(btl);
+    mca_btl_efa_spread_report(btl);
     mca_btl_efa_watch_stop_sweeps(btl);
     if (OPAL_SUCCESS ==
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
@@ -77,6 +80,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
             mca_btl_efa_endpoint_t *ep = value;
             mca_btl_efa_watch_fini(btl, ep);
             mca_btl_efa_ring_detach(ep);
+            mca_btl_efa_spread_fini_ep(ep);
             efa_core_peer_put(btl->core, ep->peer);
             free(ep);
         } while (OPAL_SUCCESS ==
@@ -137,6 +141,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     mca_btl_efa_ring_rma_setup(btl);
     mca_btl_efa_ring_atomic_setup(btl);
     mca_btl_efa_native_setup(btl);
+    mca_btl_efa_spread_setup(btl);
     btl->send.inject_max = efa_core_get_info(core)->inject_size;
     /* In-place sends gather two buffers; below the provider's inject size
      * the provider copies the message anyway, so a copy of ours costs

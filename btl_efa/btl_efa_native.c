@@ -10,12 +10,10 @@
  * the target's memory is updated, which is what osc/rdma's flush and ob1's
  * FIN after a put rely on.
  *
- * Each operation is a small rop taken from slabs whose scratch words hold
- * atomic operands and results (registered when the provider wants local
- * descriptors, so even a result headed for unregistered memory lands in
- * registered memory first and is copied on completion).  User buffers of
- * put and get get their descriptor from the MR cache when the provider
- * needs one; callers never have to register local memory
+ * Each operation is a small rop from slabs whose scratch words hold atomic
+ * operands and results (registered where the provider wants descriptors:
+ * a result lands there and is copied on completion).  User buffers get
+ * their descriptor from the MR cache: callers never register local memory
  * (btl_*_local_registration_threshold stays at SIZE_MAX).
  */
 #include "btl_efa.h"
@@ -176,10 +174,9 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
 }
 
 /* An operation outside what the peer's handle covers is refused before it
- * reaches the provider (some providers, shm for one, check no keys and
- * would write wherever told; the single-copy path writes itself).  It fails the way a target's
- * refusal does in the emulated path: through the callback with OPAL_ERR_PERM, not as a return code,
- * which callers may take as a reason to retry. */
+ * reaches the provider (shm checks no keys; the single-copy path writes
+ * itself), as the emulated target refuses: through the callback with
+ * OPAL_ERR_PERM, not as a return code, which callers may retry. */
 int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
                        const efa_btl_rdma_args_t *a) {
     if (btl->refused++ < 10) {
@@ -239,30 +236,42 @@ static int piece_to_first_rail(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
     return rc;
 }
 
-/* The rails a transfer of 'size' bytes to ep goes over: rail 0 always,
- * and from stripe_min every other rail that reaches the peer, on which the
- * target registered the range (its handle's keys) and, where the provider
- * wants local descriptors, this process too.  Returns how many. */
+/* Rail r to ep for a transfer: it reaches the peer, the target registered
+ * the range on the NIC it reaches (its handle's keys) and, where the
+ * provider wants local descriptors, this process on r too. */
+static bool rail_usable(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int r,
+                        const efa_rma_handle_t *h, efa_mr_t *local_mr, efa_btl_rail_t *out) {
+    const fi_addr_t addr = efa_peer_rail_addr(ep->peer, r, 0, btl->native.nctx);
+    const int nic = ep->peer->rail_nic[r]; /* the target's NIC: its key there */
+    if (FI_ADDR_NOTAVAIL == addr || nic >= (int)h->rails ||
+        (local_mr && r >= efa_mr_rails(local_mr))) {
+        return false;
+    }
+    *out = (efa_btl_rail_t){r, btl->native.rail_ctx[r], addr,
+                            local_mr ? efa_mr_rail_desc(local_mr, r) : NULL,
+                            0 == nic ? h->fi_key : h->rail_key[nic - 1]};
+    return true;
+}
+
+/* The rails a transfer of 'size' bytes to ep goes over: below stripe_min
+ * one, the peer's NIC for its messages (btl_efa_spread.c) where it can,
+ * else the first; from stripe_min the first and every other rail that
+ * can.  Returns how many. */
 static int plan_rails(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                       const efa_btl_rdma_args_t *a, efa_mr_t *local_mr, void *desc,
                       efa_btl_rail_t *out) {
     out[0] = (efa_btl_rail_t){0, btl->ctx, ep->addr, desc, a->remote_handle->rma.fi_key};
+    const efa_rma_handle_t *h = &a->remote_handle->rma;
     if (OPAL_LIKELY(0 == btl->native.stripe_min || a->size < btl->native.stripe_min ||
                     NULL == ep->peer)) {
+        if (OPAL_UNLIKELY(ep->rail > 0) && NULL != ep->peer && ep->rail < btl->native.rails) {
+            (void)rail_usable(btl, ep, ep->rail, h, local_mr, &out[0]);
+        }
         return 1;
     }
-    const efa_rma_handle_t *h = &a->remote_handle->rma;
     int n = 1;
     for (int r = 1; r < btl->native.rails; ++r) {
-        const fi_addr_t addr = efa_peer_rail_addr(ep->peer, r, 0, btl->native.nctx);
-        const int nic = ep->peer->rail_nic[r]; /* the target's NIC: its key there */
-        if (FI_ADDR_NOTAVAIL == addr || nic >= (int)h->rails ||
-            (local_mr && r >= efa_mr_rails(local_mr))) {
-            continue;
-        }
-        out[n++] = (efa_btl_rail_t){r, btl->native.rail_ctx[r], addr,
-                                    local_mr ? efa_mr_rail_desc(local_mr, r) : NULL,
-                                    0 == nic ? h->fi_key : h->rail_key[nic - 1]};
+        n += rail_usable(btl, ep, r, h, local_mr, &out[n]) ? 1 : 0;
     }
     return n;
 }
@@ -322,7 +331,16 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
     if (1 == pieces) {
+        /* What its failover would post again (piece_to_first_rail). */
+        rop->rail = (int8_t)rails[0].rail;
+        rop->type = (int8_t)type;
+        rop->local = local_address;
+        rop->len = size;
+        rop->raddr = raddr;
         int rc = post_piece(rop, type, &rails[0], local_address, size, raddr);
+        if (OPAL_SUCCESS != rc && rop->rail > 0 && btl->native.failover) {
+            rc = piece_to_first_rail(btl, rop); /* that rail refused the peer */
+        }
         if (OPAL_SUCCESS != rc) {
             OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
             OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);

@@ -5,6 +5,7 @@
  */
 #include "btl_efa_mode.h"
 #include "btl_efa_ring.h"
+#include "btl_efa_spread.h"
 
 #include "opal/class/opal_bitmap.h"
 
@@ -45,6 +46,7 @@ int mca_btl_efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
             mca_btl_efa_mode_add_peer(btl, ep, procs[i]);
             mca_btl_efa_ring_add_proc(btl, ep, procs[i]);
             hold_net_interest(btl, ep);
+            mca_btl_efa_spread_assign(btl, ep);
             ep->detached = false;
             if (reachable) {
                 opal_bitmap_set_bit(reachable, (int)i);

@@ -18,6 +18,7 @@
  */
 #include "btl_efa_emul.h"
 #include "btl_efa_mode.h"
+#include "btl_efa_rdma.h"
 #include "btl_efa_ring.h"
 
 #include "opal/runtime/opal_progress.h"

@@ -6,6 +6,7 @@
  */
 #include "btl_efa_emul.h"
 #include "btl_efa_ring.h"
+#include "btl_efa_spread.h"
 
 #include <rdma/fi_errno.h>
 
@@ -38,15 +39,24 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
                             fi_addr_t src) {
     mca_btl_efa_module_t *btl = arg;
     static int arrivals = 0;
-    (void)ctx;
     if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
         mca_btl_efa_component.test.lose_recv > 0 && 0 == err &&
         ++arrivals == mca_btl_efa_component.test.lose_recv) {
         err = -FI_ETRUNC; /* as ofi_rxd reports a message it lost part of */
     }
     if (OPAL_UNLIKELY(err)) {
-        receive_failed(btl, err);
+        if (!mca_btl_efa_spread_recv_failed(btl, ctx, err)) {
+            receive_failed(btl, err);
+        }
         return;
+    }
+    if (OPAL_UNLIKELY(len > 0 && (((uint8_t *)buf)[0] & EFA_BTL_MSG_SEQ))) {
+        /* Over a NIC beside the first, or failed over from one: the sender
+         * is checked there, against its address on that NIC. */
+        if (!mca_btl_efa_spread_arrival(btl, ctx, buf, &len, src)) {
+            return;
+        }
+        src = FI_ADDR_NOTAVAIL;
     }
     deliver_from(btl, buf, len, false, src);
 }

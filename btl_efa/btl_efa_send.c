@@ -6,6 +6,7 @@
  */
 #include "btl_efa_batch.h"
 #include "btl_efa_ring.h"
+#include "btl_efa_spread.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -91,16 +92,21 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_frag_t *frag = (efa_btl_frag_t *)op;
     frag->posted = false;
     OPAL_THREAD_ADD_FETCH32(&mca_btl_efa_module.send.posted, -1);
-    int status = cqe->err ? mca_common_efa_fi_to_opal(cqe->err) : OPAL_SUCCESS;
-    if (cqe->err) {
+    int err = cqe->err;
+    if (OPAL_UNLIKELY(frag->buf[0] & EFA_BTL_MSG_SEQ) &&
+        mca_btl_efa_spread_completed(&mca_btl_efa_module, frag, &err)) {
+        return; /* sent again over the first NIC: it completes from there */
+    }
+    int status = err ? mca_common_efa_fi_to_opal(err) : OPAL_SUCCESS;
+    if (err) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: send failed: %s",
-                            fi_strerror(-cqe->err));
+                            fi_strerror(-err));
     }
     /* The core declared the peer lost (its deadline, or the provider said
      * unreachable; the message naming it is out).  ob1 drops the failed
      * sends of its control messages (acknowledgements, FIN) and would wait
      * for ever: its error handler ends the job instead. */
-    if ((-FI_ETIMEDOUT == cqe->err || -FI_EHOSTUNREACH == cqe->err) && NULL != frag->endpoint) {
+    if ((-FI_ETIMEDOUT == err || -FI_EHOSTUNREACH == err) && NULL != frag->endpoint) {
         mca_btl_efa_fatal(&mca_btl_efa_module, frag->endpoint->proc,
                           "btl_efa: peer unreachable (common_efa_peer_timeout)");
     }
@@ -204,9 +210,45 @@ static void forge_copy(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     free(copy);
 }
 
+/* A fragment over the first NIC: injected, or sent with a completion. */
+static inline int post_first_nic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                 efa_btl_frag_t *frag) {
+    int rc;
+    if (frag->inject) {
+        /* The provider copies it before returning and reports nothing:
+         * the caller recycles the fragment at once. */
+        rc = efa_ctx_try_inject(btl->ctx, frag->buf, frag->send_len, frag->dest);
+        if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
+            mca_btl_efa_component.test.forge_src > 0 && 0 == rc) {
+            forge_copy(btl, ep, frag);
+        }
+        return rc;
+    }
+    /* Counted before the provider has it: another thread's progress may
+     * complete it before fi_send returns. */
+    frag->posted = true;
+    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, 1);
+    if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
+        rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
+                              &frag->op);
+    } else {
+        /* In place: headers from the fragment, data from the caller. */
+        const size_t data_len = frag->segments[1].seg_len;
+        struct iovec iov[2] = {{.iov_base = frag->buf, .iov_len = frag->send_len - data_len},
+                               {.iov_base = frag->segments[1].seg_addr.pval, .iov_len = data_len}};
+        void *desc[2] = {frag->desc, frag->data_desc};
+        rc = efa_ctx_try_sendv(btl->ctx, iov, desc, 2, frag->dest, &frag->op);
+    }
+    if (0 != rc) {
+        frag->posted = false;
+        OPAL_THREAD_ADD_FETCH32(&btl->send.posted, -1);
+    }
+    return rc;
+}
+
 /* One attempt to send a fragment, through the peer's ring when it fits a
- * slot, else by the provider, returning the credits owed to its
- * destination with it.  The module lock is held. */
+ * slot, else by the provider (over the peer's NIC of the set), returning
+ * the credits owed to its destination with it.  The module lock is held. */
 static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                        efa_btl_frag_t *frag) {
     efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
@@ -221,39 +263,17 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         }
         return rc;
     }
-    int rc;
-    if (frag->inject) {
-        /* The provider copies it before returning and reports nothing:
-         * the caller recycles the fragment at once. */
-        rc = efa_ctx_try_inject(btl->ctx, frag->buf, frag->send_len, frag->dest);
-        if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
-            mca_btl_efa_component.test.forge_src > 0 && 0 == rc) {
-            forge_copy(btl, ep, frag);
-        }
-    } else {
-        /* Counted before the provider has it: another thread's progress may
-         * complete it before fi_send returns. */
-        frag->posted = true;
-        OPAL_THREAD_ADD_FETCH32(&btl->send.posted, 1);
-        if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
-            rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len, frag->desc, frag->dest,
-                                  &frag->op);
-        } else {
-            /* In place: headers from the fragment, data from the caller. */
-            const size_t data_len = frag->segments[1].seg_len;
-            struct iovec iov[2] = {
-                {.iov_base = frag->buf, .iov_len = frag->send_len - data_len},
-                {.iov_base = frag->segments[1].seg_addr.pval, .iov_len = data_len}};
-            void *desc[2] = {frag->desc, frag->data_desc};
-            rc = efa_ctx_try_sendv(btl->ctx, iov, desc, 2, frag->dest, &frag->op);
-        }
-        if (0 != rc) {
-            frag->posted = false;
-            OPAL_THREAD_ADD_FETCH32(&btl->send.posted, -1);
-        }
+    /* (Read before the post: over another NIC the type gains a flag.) */
+    const bool takes_credit = EFA_BTL_MSG_CREDIT != hdr->type;
+    int rc = EFA_BTL_SPREAD_FIRST;
+    if (OPAL_UNLIKELY(ep->rail)) {
+        rc = mca_btl_efa_spread_send_locked(btl, ep, frag);
+    }
+    if (EFA_BTL_SPREAD_FIRST == rc) {
+        rc = post_first_nic(btl, ep, frag);
     }
     if (0 == rc) {
-        efa_flow_sent(&btl->send.flow, &ep->flow, give, EFA_BTL_MSG_CREDIT != hdr->type);
+        efa_flow_sent(&btl->send.flow, &ep->flow, give, takes_credit);
         ep->exchanged = true; /* through the provider: the peer is watched */
     }
     return rc;
@@ -425,6 +445,9 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
      * count changes under the lock in other threads. */
     if (0 != __atomic_load_n(&btl->send.num_ring_done, __ATOMIC_RELAXED)) {
         finish_ring_done(btl);
+    }
+    if (OPAL_UNLIKELY(NULL != btl->spread.resend)) {
+        finish_failed(btl, mca_btl_efa_spread_resend(btl));
     }
     if (0 == btl->send.flow.num_waiting) {
         return 0;

@@ -323,6 +323,15 @@ expect_output own-rail-send-copy-dropped "own matching over several NICs: .*; [1
     "${ownrails[@]}" --mca mtl_efa_debug_fail_rail_send 3
 expect_failure debug-fail-rail-send-negative "Parameter: mtl_efa_debug_fail_rail_send" "${ownrails[@]}" \
     --mca mtl_efa_debug_fail_rail_send -1
+# The same for btl_efa's messages under ob1.
+ob1rails=("${ob1rxm[@]}" --mca common_efa_nic_include "${iface:-eth0},lo"
+    --mca btl_efa_debug_first_rail 1 "${apart[@]}")
+expect_output ob1-rail-send-sent-again "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message\(s\) sent there, 1 sent again over the first NIC" \
+    "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send 3
+expect_output ob1-rail-send-copy-dropped "btl:efa: messages over several NICs: .*; [1-9][0-9]* copies dropped" \
+    "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send 3
+expect_failure debug-btl-fail-rail-send-negative "Parameter: btl_efa_debug_fail_rail_send" \
+    "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send -1
 rm -rf "$pn"
 
 # Not asked for, no EFA: the MTL must step aside without a word, and the

@@ -157,8 +157,8 @@ void print_text(const Choices &c, const std::vector<std::string> &open_messages)
                 c.atomic_ops.c_str(), c.onnode.c_str(), c.single_copy.c_str(), c.hmem.c_str());
     if (c.rails > 1) {
         std::printf("  rails:              %d NICs of the first process's set; put, get and "
-                    "messages from %zu bytes striped over them, smaller messages on the first "
-                    "(own matching's: peers take the NICs in turn)\n",
+                    "messages from %zu bytes striped over them; below, peers on other nodes "
+                    "take the NICs in turn (provider-matched messages: the first)\n",
                     c.rails, c.stripe_min);
     } else {
         std::printf("  rails:              one NIC (the set of the first process has one)\n");

@@ -1,10 +1,10 @@
 // Untagged messaging: the receive pool and the untagged sends (btl_efa).
 //
 // While a handler is installed each context keeps a fixed set of receive
-// buffers posted with fi_recv; while own matching's channel is installed
-// the contexts of the other rails too, whose messages to some peers go
-// over the other NICs (net_link.hpp; an arrival there keeps the rails
-// polled on every call for a while: rail_msg_warm, ctx_progress.cpp).  A completion hands the
+// buffers posted with fi_recv, on every rail's contexts: both owners send
+// some peers' messages over the other NICs (net_link.hpp, btl_efa_spread.c;
+// an arrival there keeps the rails polled on every call for a while:
+// rail_msg_warm, ctx_progress.cpp).  A completion hands the
 // buffer to the handler and posts it again.  Nothing is posted while no handler is installed: under
 // pml cm the BTL is opened and finalised during pml selection, and buffers left posted then would
 // keep occupying the receive queue the MTL's tagged receives need (shm shares one queue for both).
@@ -119,9 +119,10 @@ void post(efa_msg_pool::Buf *b) {
 void deliver(efa_msg_pool::Buf *b, size_t len, int err, fi_addr_t src) {
     efa_msg_pool *pool = b->pool;
     if (err) {
-        // Only own matching sends over the other rails: a failed receive
-        // there is none of the BTL's.
-        for (int c = b->ctx->rail ? EFA_MSG_CHANNEL_ENGINE : 0; c < EFA_MSG_CHANNELS; ++c) {
+        // Every channel hears of it (a failed receive names no channel);
+        // on a rail beside the first each takes it as its senders' cue to
+        // move to the first NIC, not as a loss.
+        for (int c = 0; c < EFA_MSG_CHANNELS; ++c) {
             if (efa_msg_handler_fn fn = pool->fn[c].load(std::memory_order_acquire)) {
                 fn(pool->arg[c], b->ctx, nullptr, 0, err, FI_ADDR_NOTAVAIL);
             }
@@ -235,10 +236,10 @@ int add_bufs(efa_msg_pool *pool, efa::RegisteredBlock &slab, int first, int last
     }
     if (core->info.mr_local && slab.rails() < last) {
         // Without a descriptor on a rail nothing is received there: peers'
-        // messages over that NIC would be lost, so own matching is refused.
+        // messages over that NIC would be lost, so the channel is refused.
         core->rep.say(0, "the untagged receive buffers could not be registered on NIC " +
                              std::to_string(slab.rails()) +
-                             " of the set: own matching's messages over it would not be received");
+                             " of the set: peers' messages over it would not be received");
         slab.release(core, true);
         return -FI_ENOKEY;
     }
@@ -268,8 +269,7 @@ int post_all(efa_msg_pool *pool) {
     return add_bufs(pool, pool->slab, 0, 1);
 }
 
-// The other rails' buffers, once own matching listens (no other channel
-// receives anything there).
+// The other rails' buffers, once a channel listens.
 int post_rails(efa_msg_pool *pool) {
     efa_core *core = pool->core;
     if (core->rails.empty() || pool->rail_slab.data) {
@@ -406,16 +406,14 @@ int efa_core_msg_set_channel(efa_core_t *core, int channel, efa_msg_handler_fn f
             return rc;
         }
     }
-    if (EFA_MSG_CHANNEL_ENGINE == channel) {
-        if (int rc = post_rails(pool)) {
-            const bool other = std::any_of(std::begin(pool->fn), std::end(pool->fn), [](auto &f) {
-                return f.load(std::memory_order_acquire) != nullptr;
-            });
-            if (!other) {
-                unpost_all(pool); // nobody listens: the queue is the MTL's again
-            }
-            return rc;
+    if (int rc = post_rails(pool)) {
+        const bool other = std::any_of(std::begin(pool->fn), std::end(pool->fn), [](auto &f) {
+            return f.load(std::memory_order_acquire) != nullptr;
+        });
+        if (!other) {
+            unpost_all(pool); // nobody listens: the queue is the MTL's again
         }
+        return rc;
     }
     pool->fn[channel].store(fn, std::memory_order_release);
     return 0;

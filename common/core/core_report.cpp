@@ -122,8 +122,8 @@ void CoreReport::add_core_lines(const efa_core &core) {
                            ? std::string(" (striping off: stripe_min 0; everything on the first)")
                            : " (one-sided transfers and messages of at least " +
                                  std::to_string(core.params.stripe_min) +
-                                 " bytes striped over them, smaller messages on the first; "
-                                 "own matching's spread over them by peer)");
+                                 " bytes striped over them, smaller ones spread over them by "
+                                 "peer but provider-matched ones, on the first)");
     }
 }
 

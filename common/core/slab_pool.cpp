@@ -42,6 +42,10 @@ int SlabPool::grow() {
             desc_.init(desc_.arg, elem, s.bufs.data ? s.bufs.data + i * desc_.buf_size : nullptr,
                        desc);
         }
+        if (desc_.mr_off) {
+            auto *mr = reinterpret_cast<efa_mr_t *>(s.bufs.mr);
+            std::memcpy(elem + desc_.mr_off, &mr, sizeof(mr));
+        }
         efa_pool_put(this, elem);
     }
     return 0;

@@ -41,6 +41,10 @@ typedef struct efa_pool_desc {
      * buffer and the buffer's descriptor (NULL unless registered). */
     void (*init)(void *arg, void *elem, void *buf, void *desc);
     void *arg;
+    /* offsetof the struct's efa_mr_t * that receives its slab's
+     * registration (the descriptors on the other NICs: efa_mr_rail_desc);
+     * 0: none. */
+    size_t mr_off;
 } efa_pool_desc_t;
 
 /* The head the inline get and put read; the rest is the core's. */

@@ -22,6 +22,12 @@
 #     beside the first, M provider message(s) sent there", M > 0) and then
 #     over the first (the same process's messages injected: N injected,
 #     N > 0, which only the first NIC does)
+#   ob1-msgs-link-down  the same under ob1 + btl_efa with
+#     btl_efa_debug_first_rail 1: the job succeeds, names the NIC, both
+#     processes had their peer's messages on the second NIC ("btl:efa:
+#     messages over several NICs: 1 peer(s) on a NIC beside the first, M
+#     message(s) sent there", M > 0), and both moved the peer's messages
+#     to the first NIC ("a peer's messages leave NIC 1 of the set")
 #   rdv-link-down  link-down under pml cm + mtl_efa with the provider's
 #     matching, whose large messages are read by the receiver striped over
 #     both rails (read rendezvous): the job succeeds, names the NIC, and
@@ -49,7 +55,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-runs="link-down cut-link own-link-down own-msgs-link-down rdv-link-down link-back no-failover"
+runs="link-down cut-link own-link-down own-msgs-link-down ob1-msgs-link-down rdv-link-down link-back no-failover"
 npass=0 nfail=0 nskip=0
 finish() {
     echo "$npass passed, $nfail failed, $nskip skipped"
@@ -142,6 +148,17 @@ if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] &&
     pass "own-msgs-link-down (messages over the failed NIC, then the first; the NIC named)"
 else
     fail "own-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $injected injecting on the first ($log)"
+fi
+# btl_efa's messages on the NIC that fails: sent again over the first.
+run ob1-msgs-link-down link-down "${ob1[@]}" --mca btl_efa_debug_first_rail 1
+log=$logdir/ob1-msgs-link-down.log
+on_rail=$(grep -cE "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message" "$log" || true)
+moved=$(grep -cE "btl:efa: a peer's messages leave NIC 1 of the set" "$log" || true)
+if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] &&
+    [ "$on_rail" -eq 2 ] && [ "$moved" -eq 2 ]; then
+    pass "ob1-msgs-link-down (messages over the failed NIC, then the first; the NIC named)"
+else
+    fail "ob1-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $moved moving them to the first ($log)"
 fi
 # pml cm + mtl_efa under the provider's matching: large messages read by
 # the receiver over both rails; a failed rail's pieces read again by the

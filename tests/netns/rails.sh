@@ -36,10 +36,18 @@
 #                 went over its second NIC ("own matching over several
 #                 NICs: 1 peer(s) on a NIC beside the first, M provider
 #                 message(s) sent there", M > 0)
+#   ob1-spread     the same with ob1 + btl_efa ("btl:efa: messages over
+#                 several NICs: 1 peer(s) on a NIC beside the first, M
+#                 message(s) sent there", M > 0, in every process)
+#   ob1-spread-stream  ob1 + btl_efa, 4 ranks, bench_pt2pt -t fanout -v
+#                 (every even rank streams windows of 64 messages of 4 KiB
+#                 to 128 KiB to both odd ranks, every byte checked) within
+#                 60 s: credits returned over the second NIC must come
+#                 back, or the stream stops
 #   tests/netns/rails.sh
 # Environment: EFA_MCA_COMPONENT_PATH (default _install/lib/openmpi),
 # MPI_TEST_BIN_DIR (default _build/tests/mpi), OSC_TEST_BIN_DIR (default
-# _build/tests/osc), RAILS_LOG_DIR (default /tmp/efa-rails, a log per run),
+# _build/tests/osc), BENCH_BIN_DIR (default _build/bench), RAILS_LOG_DIR (default /tmp/efa-rails, a log per run),
 # RAILS_TIMEOUT (seconds per run, default 300), NETNS_PREFIX, NETNS_NET,
 # NETNS_BRIDGE (common.sh: another set of hosts).  Makes the hosts and
 # removes them at the end (also on failure); where they cannot be made,
@@ -55,9 +63,10 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 oscbin=${OSC_TEST_BIN_DIR:-$top/_build/tests/osc}
+benchbin=${BENCH_BIN_DIR:-$top/_build/bench}
 logdir=${RAILS_LOG_DIR:-/tmp/efa-rails}
 limit=${RAILS_TIMEOUT:-300}
-runs="ob1-pingpong ob1-osc ob1-nostripe cm-pingpong cm-own-pingpong cm-own-spread"
+runs="ob1-pingpong ob1-osc ob1-nostripe cm-pingpong cm-own-pingpong cm-own-spread ob1-spread ob1-spread-stream"
 
 npass=0 nfail=0 nskip=0
 finish() {
@@ -187,17 +196,39 @@ fi
 striping_run rdv cm-pingpong cm-rxm "$mpibin/pingpong"
 striping_run own cm-own-pingpong cm-own-rxm "$mpibin/pingpong"
 
-# own matching's messages spread over the NICs by peer
+# spread_run NAME CONFIG REGEX: 4 ranks, collectives checked; every
+# process's finalize line (REGEX: its peers on a NIC beside the first as
+# \1, the messages sent there as \2) must show both above 0
+spread_run() {
+    local name=$1 cfg=$2 re=$3 log=$logdir/$1.log rc=0 spread
+    NP=4 job "$name" "$cfg" "$mpibin/collectives" -s 4M || rc=$?
+    spread=$(sed -nE "s/.*$re.*/\1 \2/p" "$log" | awk '$1 > 0 && $2 > 0' | wc -l)
+    if [ "$rc" -ne 0 ]; then
+        fail "$name" "job exit $rc (log $log)"
+    elif [ "$spread" -ne 4 ]; then
+        fail "$name" "$spread of 4 processes sent a peer's messages over their second NIC (log $log)"
+    else
+        pass "$name (every process sent a peer's messages over its second NIC)"
+    fi
+}
+
+# messages spread over the NICs by peer: own matching's, then btl_efa's
+spread_run cm-own-spread cm-own-rxm \
+    'own matching over several NICs: ([0-9]+) peer\(s\) on a NIC beside the first, ([0-9]+) provider message'
+spread_run ob1-spread ob1-rxm \
+    'btl:efa: messages over several NICs: ([0-9]+) peer\(s\) on a NIC beside the first, ([0-9]+) message'
+
+# a stream one way over the second NIC: the receivers' credits go back
+# there too, in credit messages of their own
 rc=0
-NP=4 job cm-own-spread cm-own-rxm "$mpibin/collectives" -s 4M || rc=$?
-log=$logdir/cm-own-spread.log
-spread=$(sed -nE 's/.*own matching over several NICs: ([0-9]+) peer\(s\) on a NIC beside the first, ([0-9]+) provider message.*/\1 \2/p' "$log" |
-    awk '$1 > 0 && $2 > 0' | wc -l)
+log=$logdir/ob1-spread-stream.log
+limit=60 NP=4 job ob1-spread-stream ob1-rxm "$benchbin/bench_pt2pt" -t fanout -v -i 100 -x 10 \
+    -m 4K -M 128K -f 2 -w 64 || rc=$?
 if [ "$rc" -ne 0 ]; then
-    fail cm-own-spread "job exit $rc (log $log)"
-elif [ "$spread" -ne 4 ]; then
-    fail cm-own-spread "$spread of 4 processes sent a peer's messages over their second NIC (log $log)"
+    fail ob1-spread-stream "job exit $rc (124: the stream stopped; log $log)"
+elif ! grep -q "^131072 " "$log" || ! grep -q "^# verify=ok" "$log"; then
+    fail ob1-spread-stream "no 128 KiB row, or the data not verified (log $log)"
 else
-    pass "cm-own-spread (every process sent a peer's messages over its second NIC)"
+    pass "ob1-spread-stream (every size streamed and checked)"
 fi
 finish

@@ -23,6 +23,7 @@ struct Item {
     void *desc;
     bool posted;
     int inits;
+    efa_mr_t *mr; // the slab's registration (efa_pool_desc_t.mr_off)
 };
 
 void init_item(void *arg, void *elem, void *buf, void *desc) {
@@ -137,17 +138,23 @@ TEST(SlabPool, RegisteredSlabsGiveDescriptors) {
     efa_pool_desc_t d = desc_of(256, 4);
     d.core = opened.core();
     d.mr_access = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    d.mr_off = offsetof(Item, mr);
     int err = 0;
     efa_pool_t *pool = efa_pool_create(&d, &err);
     ASSERT_NE(nullptr, pool) << fi_strerror(-err);
     std::set<void *> descs;
+    std::set<efa_mr_t *> mrs;
     for (int i = 0; i < 8; ++i) { // two slabs, one registration each
         auto *it = static_cast<Item *>(efa_pool_get(pool));
         ASSERT_NE(nullptr, it);
         ASSERT_NE(nullptr, it->desc);
+        ASSERT_NE(nullptr, it->mr);
+        EXPECT_EQ(it->desc, efa_mr_rail_desc(it->mr, 0)); // the same registration
         descs.insert(it->desc);
+        mrs.insert(it->mr);
     }
     EXPECT_EQ(2u, descs.size());
+    EXPECT_EQ(2u, mrs.size());
     EXPECT_EQ(0u, efa_pool_retire(
                       pool, [](void *, void *) { return false; }, nullptr));
     EXPECT_EQ(0u, efa_pool_destroy(pool, false));

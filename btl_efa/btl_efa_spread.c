@@ -1,0 +1,303 @@
+/*
+ * btl_efa's messages by peer over the NICs of the set (btl_efa_spread.h):
+ * which NIC a peer takes, the send there, its failover to the first NIC,
+ * and the receiver's drop of a second copy.
+ */
+#include "btl_efa_spread.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "opal/util/output.h"
+
+#include "efa_seq_window.h"
+
+/* What this process saw of a peer's numbered messages. */
+struct efa_btl_seen {
+    efa_seq_window_t window;
+};
+
+void mca_btl_efa_spread_setup(mca_btl_efa_module_t *btl) {
+    const efa_core_info_t *info = efa_core_get_info(btl->core);
+    memset(&btl->spread, 0, sizeof(btl->spread));
+    btl->spread.rails = info->num_nics < EFA_MAX_RAILS ? (int)info->num_nics : EFA_MAX_RAILS;
+    btl->spread.nctx = (int)info->num_contexts;
+    btl->spread.failover = info->rail_failover;
+    btl->spread.next = (uint32_t)mca_btl_efa_component.test.first_rail;
+}
+
+/* A NIC that does not reach the peer, or whose peer NIC does not pair back
+ * with it (the answers would come in elsewhere, from an address this NIC's
+ * table does not know: efa_peer_t.rails_mutual), leaves the peer on the
+ * first. */
+void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    if (btl->spread.rails < 2 || ep->is_self || NULL == ep->peer || NULL == ep->proc ||
+        OPAL_PROC_ON_LOCAL_NODE(ep->proc->proc_flags)) {
+        return;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (NULL == ep->rail_ctx) { /* once (add_procs may come again): rail_ctx says it was */
+        const int r = (int)(btl->spread.next++ % (uint32_t)btl->spread.rails);
+        const fi_addr_t addr = efa_peer_rail_addr(ep->peer, r, 0, btl->spread.nctx);
+        efa_ctx_t *ctx = r > 0 ? efa_core_rail_ctx(btl->core, r, 0) : NULL;
+        ep->rail_ctx = btl->ctx;
+        if (r > 0 && FI_ADDR_NOTAVAIL != addr && NULL != ctx &&
+            (ep->peer->rails_mutual & (1u << r))) {
+            ep->rail = (int8_t)r;
+            ep->rail_ctx = ctx;
+            ep->rail_addr = addr;
+            ++btl->spread.peers;
+        }
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+}
+
+/* ep's messages go over the first NIC from now on (module lock held). */
+static void leave_rail(mca_btl_efa_endpoint_t *ep, int rail, int err) {
+    if (ep->rail != rail || 0 == rail) {
+        return;
+    }
+    ep->rail = 0;
+    opal_output_verbose(1, mca_common_efa_output,
+                        "btl:efa: a peer's messages leave NIC %d of the set (%s): over the first "
+                        "NIC from now on",
+                        rail, fi_strerror(err < 0 ? -err : err));
+}
+
+int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                   efa_btl_frag_t *frag) {
+    const int rail = ep->rail;
+    void *desc = NULL;
+    if (btl->native.mr_local) {
+        desc = frag->mr && rail < efa_mr_rails(frag->mr) ? efa_mr_rail_desc(frag->mr, rail) : NULL;
+        if (NULL == desc) {
+            return EFA_BTL_SPREAD_FIRST; /* not registered on that NIC */
+        }
+    }
+    const size_t len = frag->send_len;
+    if (len + EFA_BTL_SEQ_BYTES > btl->frag.size) {
+        return EFA_BTL_SPREAD_FIRST; /* no room for the number */
+    }
+    if (frag->base.des_segment_count > 1) {
+        /* In place: the caller's data joins the headers in the fragment's
+         * buffer, which a failover sends again as it is. */
+        const size_t data_len = frag->segments[1].seg_len;
+        memcpy(frag->buf + (len - data_len), frag->segments[1].seg_addr.pval, data_len);
+    }
+    const uint64_t seq = ++ep->rail_seq;
+    memcpy(frag->buf + len, &seq, sizeof(seq));
+    frag->buf[0] |= EFA_BTL_MSG_SEQ;
+    frag->inject = false; /* a failed send must be seen to go again */
+    frag->rail = (int8_t)rail;
+    frag->posted = true;
+    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, 1);
+    int rc = efa_ctx_try_send(ep->rail_ctx, frag->buf, len + EFA_BTL_SEQ_BYTES, desc, ep->rail_addr,
+                              &frag->op);
+    if (0 == rc) {
+        ++btl->spread.sent;
+        return 0;
+    }
+    frag->posted = false;
+    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, -1);
+    frag->buf[0] &= (uint8_t)~EFA_BTL_MSG_SEQ;
+    frag->rail = 0;
+    --ep->rail_seq;
+    if (-FI_EAGAIN == rc) {
+        return rc;
+    }
+    if (!btl->spread.failover) {
+        return rc;
+    }
+    leave_rail(ep, rail, rc); /* the NIC refuses the peer: the first takes it */
+    return EFA_BTL_SPREAD_FIRST;
+}
+
+/* Post frag (failed over, number and all) over the first NIC, or queue it
+ * while that queue is full; module lock held.  false: it failed for good. */
+static bool post_first_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    mca_btl_efa_endpoint_t *ep = frag->endpoint;
+    frag->posted = true;
+    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, 1);
+    const int rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len + EFA_BTL_SEQ_BYTES,
+                                    frag->desc, ep->addr, &frag->op);
+    if (0 == rc) {
+        return true;
+    }
+    frag->posted = false;
+    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, -1);
+    if (-FI_EAGAIN == rc) {
+        frag->next = btl->spread.resend;
+        btl->spread.resend = frag;
+        return true;
+    }
+    opal_output_verbose(1, mca_common_efa_output,
+                        "btl:efa: a message failed over to the first NIC cannot be posted: %s",
+                        fi_strerror(-rc));
+    frag->err = rc;
+    frag->buf[0] &= (uint8_t)~EFA_BTL_MSG_SEQ; /* done: its type as written */
+    return false;
+}
+
+/* The bytes go again from a buffer of their own: a send the peer deadline
+ * gave up on is still the provider's, which may read the old one until
+ * the endpoint closes, so that one is never written again (it stays with
+ * a fragment taken out of the pool for good).  Without a spare fragment
+ * the buffer itself goes again. */
+static void fresh_buffer_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    efa_btl_frag_t *spare = mca_btl_efa_frag_get_locked(btl);
+    if (NULL == spare) {
+        return;
+    }
+    uint8_t *old = frag->buf;
+    memcpy(spare->buf, old, frag->send_len + EFA_BTL_SEQ_BYTES);
+    frag->buf = spare->buf;
+    spare->buf = old;
+    void *desc = frag->desc;
+    frag->desc = spare->desc;
+    spare->desc = desc;
+    efa_mr_t *mr = frag->mr;
+    frag->mr = spare->mr;
+    spare->mr = mr;
+    uint8_t *seg = frag->segments[0].seg_addr.pval;
+    if (seg >= old && seg < old + btl->frag.size) {
+        frag->segments[0].seg_addr.pval = frag->buf + (seg - old);
+    }
+    /* Kept as the provider's, whose slab the pool never frees (frag_busy). */
+    spare->posted = true;
+    spare->op.complete = efa_op_complete_nothing;
+    ++btl->spread.retired;
+}
+
+bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int *err) {
+    const int rail = frag->rail;
+    frag->rail = 0;
+    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) && 0 == *err && rail > 0 &&
+        ++btl->spread.completed == (uint32_t)mca_btl_efa_component.test.fail_rail_send) {
+        *err = -FI_EIO; /* the test hook: as a failed send, though it arrived */
+    }
+    if (0 == rail || 0 == *err || -FI_ECANCELED == *err || !btl->spread.failover ||
+        btl->finalizing || NULL == frag->endpoint) {
+        /* Done: the type as its writer left it (frag_finish and the
+         * batching read it; a fragment the upper layer keeps may go
+         * again). */
+        frag->buf[0] &= (uint8_t)~EFA_BTL_MSG_SEQ;
+        return false;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    leave_rail(frag->endpoint, rail, *err);
+    fresh_buffer_locked(btl, frag);
+    const bool ok = post_first_locked(btl, frag);
+    if (ok) {
+        ++btl->spread.failed_over;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return ok;
+}
+
+efa_btl_frag_t *mca_btl_efa_spread_resend(mca_btl_efa_module_t *btl) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    efa_btl_frag_t *list = btl->spread.resend;
+    btl->spread.resend = NULL;
+    efa_btl_frag_t *failed = NULL;
+    while (list) {
+        efa_btl_frag_t *frag = list;
+        list = frag->next;
+        if (!post_first_locked(btl, frag)) {
+            frag->next = failed;
+            failed = frag;
+        }
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return failed;
+}
+
+bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8_t *buf,
+                                size_t *len, fi_addr_t src) {
+    if (*len < sizeof(efa_btl_hdr_t) + EFA_BTL_SEQ_BYTES) {
+        opal_output_verbose(1, mca_common_efa_output, "btl:efa: short message dropped");
+        return false;
+    }
+    efa_btl_hdr_t hdr;
+    uint64_t seq;
+    memcpy(&hdr, buf, sizeof(hdr));
+    memcpy(&seq, buf + *len - EFA_BTL_SEQ_BYTES, sizeof(seq));
+    mca_btl_efa_endpoint_t *ep = mca_btl_efa_endpoint_by_name(btl, hdr.src, NULL);
+    if (NULL == ep || 0 == seq) {
+        return false;
+    }
+    /* The sender's address on the NIC it came in by (its context 0 there). */
+    const int rail = efa_ctx_rail(ctx);
+    fi_addr_t claimed = ep->addr;
+    if (rail > 0) {
+        claimed = rail < (int)ep->peer->num_rails ? ep->peer->addr[rail * btl->spread.nctx]
+                                                  : FI_ADDR_UNSPEC;
+    }
+    if (!efa_core_source_ok(btl->core, src, claimed, "a btl_efa message")) {
+        return false;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    bool copy = true;
+    if (NULL == ep->seen && NULL != (ep->seen = malloc(sizeof(*ep->seen)))) {
+        efa_seq_window_init(&ep->seen->window);
+    }
+    if (ep->seen) {
+        const uint64_t skipped = ep->seen->window.skipped;
+        copy = efa_seq_window_seen(&ep->seen->window, seq);
+        if (OPAL_UNLIKELY(ep->seen->window.skipped != skipped)) {
+            /* Credits bound what is in flight to one peer far below the
+             * window: a sender this far ahead is not ours to trust. */
+            opal_output_verbose(1, mca_common_efa_output,
+                                "btl:efa: a peer's message came %d numbers past one not "
+                                "arrived yet; a late copy of that one would pass as new",
+                                EFA_SEQ_WINDOW_BITS);
+        }
+    } else {
+        /* No memory to remember it: nothing can say whether it is a
+         * copy, and a copy taken twice by ob1 would be worse than one
+         * lost (ob1 waits; the peer timeout does not end that). */
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: no memory for a peer's record of messages over several "
+                            "NICs: its message dropped");
+    }
+    if (copy && ep->seen) {
+        ++btl->spread.duplicates;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (copy) {
+        return false;
+    }
+    buf[0] &= (uint8_t)~EFA_BTL_MSG_SEQ;
+    *len -= EFA_BTL_SEQ_BYTES;
+    return true;
+}
+
+bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, int err) {
+    if (NULL == ctx || 0 == efa_ctx_rail(ctx) || -FI_ETRUNC == err || -FI_ECANCELED == err) {
+        return false;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    ++btl->spread.recv_failed;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    return true;
+}
+
+void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl) {
+    if (btl->spread.rails < 2) {
+        return;
+    }
+    opal_output_verbose(
+        1, mca_common_efa_output,
+        "btl:efa: messages over several NICs: %llu peer(s) on a NIC beside the first, %llu "
+        "message(s) sent there, %llu sent again over the first NIC after theirs failed; %llu "
+        "copies dropped; %llu receive(s) failed on those NICs",
+        (unsigned long long)btl->spread.peers, (unsigned long long)btl->spread.sent,
+        (unsigned long long)btl->spread.failed_over, (unsigned long long)btl->spread.duplicates,
+        (unsigned long long)btl->spread.recv_failed);
+}
+
+void mca_btl_efa_spread_fini_ep(mca_btl_efa_endpoint_t *ep) {
+    free(ep->seen);
+    ep->seen = NULL;
+}

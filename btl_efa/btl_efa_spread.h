@@ -1,0 +1,58 @@
+/*
+ * btl_efa's messages by peer over the NICs of the process's set
+ * (btl_efa_spread.c).
+ *
+ * Peers on other nodes take the NICs in turn, as add_procs meets them, so
+ * that a process talking to many uses every NIC's queue pair.  A message
+ * sent over a NIC beside the first is never injected and ends with an
+ * 8-byte number, one sequence per peer (EFA_BTL_MSG_SEQ in its type says
+ * so): if its send fails, the peer's messages move to the first NIC and
+ * that message goes again there, number and all, and the receiver drops
+ * whichever copy comes second.  ob1 does not rely on the BTL's order (the
+ * provider's datagrams have none), so messages to one peer over two NICs
+ * need nothing more.
+ */
+#ifndef MCA_BTL_EFA_SPREAD_H
+#define MCA_BTL_EFA_SPREAD_H
+
+#include "btl_efa.h"
+
+BEGIN_C_DECLS
+
+/* The type's flag of a message that ends with its sequence number. */
+#define EFA_BTL_MSG_SEQ 0x40
+#define EFA_BTL_SEQ_BYTES 8
+
+/* post_locked's answer: send it over the first NIC after all. */
+#define EFA_BTL_SPREAD_FIRST 1
+
+/* At open, once the core and the fragment pool are there. */
+void mca_btl_efa_spread_setup(mca_btl_efa_module_t *btl);
+/* ep (a peer of another node, from add_procs) takes its NIC. */
+void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
+/* frag to ep over ep's NIC (ep->rail > 0), module lock held: 0, a
+ * negative libfabric error, or EFA_BTL_SPREAD_FIRST. */
+int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                   efa_btl_frag_t *frag);
+/* A numbered frag's send completed with *err (0: it went; the test hook
+ * may make a send over a NIC beside the first fail).  true: it goes
+ * again over the first NIC, and its completion comes from there; false:
+ * it is done, its header as the caller wrote it again. */
+bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int *err);
+/* Post the failed-over messages that found the first NIC's queue full;
+ * returns those that failed for good (chained by next, ->err set). */
+efa_btl_frag_t *mca_btl_efa_spread_resend(mca_btl_efa_module_t *btl);
+/* A message with EFA_BTL_MSG_SEQ arrived on ctx: the sender checked, a
+ * copy seen before dropped (false), else the number taken off (*len) and
+ * the flag cleared. */
+bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8_t *buf,
+                                size_t *len, fi_addr_t src);
+/* A receive failed on a NIC beside the first: true when it is no loss
+ * (the sender sends again over the first NIC), counted. */
+bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, int err);
+/* Finalize: the report (verbose 1) and each endpoint's record. */
+void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl);
+void mca_btl_efa_spread_fini_ep(mca_btl_efa_endpoint_t *ep);
+
+END_C_DECLS
+#endif
