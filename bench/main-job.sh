@@ -29,7 +29,7 @@
 #         interfaces), and mtl/ofi on one link; then two ranks per host,
 #         each streaming 32 and 128 KiB messages to both ranks of the
 #         other host (fanout: messages below common_efa_stripe_min, which
-#         own matching spreads over the NICs by peer), against the same;
+#         both components spread over the NICs by peer), against the same;
 #         said and left out where namespaces cannot be made.
 #      Never one kind against the other: an on-node path beats any network.
 # Output: bench/results/<timestamp>-{onnode,onnode-rma,network,network-rma,

@@ -380,7 +380,7 @@ typedef struct mca_btl_efa_module {
         uint32_t next;          /* the NIC the next peer on another node takes */
         uint32_t completed;     /* sends completed on a rail (for test.fail_rail_send) */
         efa_btl_frag_t *resend; /* failed over, waiting for room in the first NIC's queue */
-        uint64_t peers, sent, failed_over, duplicates, recv_failed, retired;
+        uint64_t peers, sent, failed_over, duplicates, recv_failed, retired, forged;
     } spread;
 } mca_btl_efa_module_t;
 
@@ -485,7 +485,7 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl);
  * drain_pending only then; it looks again under the lock). */
 static inline bool mca_btl_efa_send_work(mca_btl_efa_module_t *btl) {
     return 0 != __atomic_load_n(&btl->send.num_ring_done, __ATOMIC_RELAXED) ||
-           0 != btl->send.flow.num_waiting;
+           0 != btl->send.flow.num_waiting || NULL != btl->spread.resend;
 }
 bool mca_btl_efa_can_send_now(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, size_t len);
 void mca_btl_efa_run_done(mca_btl_efa_module_t *btl);

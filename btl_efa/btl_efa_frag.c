@@ -94,17 +94,19 @@ int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,
  * goes to a function of the core's library (this component's code may be
  * unloaded by then), and its slab stays. */
 static bool frag_busy(void *arg, void *elem) {
-    (void)arg;
+    const mca_btl_efa_module_t *btl = arg;
     efa_btl_frag_t *frag = elem;
     if (frag->posted) {
         frag->op.complete = efa_op_complete_nothing;
     }
-    return frag->posted;
+    /* A buffer given up to the provider by a failover (btl_efa_spread.c)
+     * may be any slab's: then every slab stays until the endpoints close. */
+    return frag->posted || 0 != btl->spread.retired;
 }
 
 void mca_btl_efa_frag_slabs_fini(mca_btl_efa_module_t *btl) {
     if (NULL != btl->frag.pool) {
-        (void)efa_pool_retire(btl->frag.pool, frag_busy, NULL);
+        (void)efa_pool_retire(btl->frag.pool, frag_busy, btl);
     }
 }
 

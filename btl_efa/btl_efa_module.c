@@ -41,7 +41,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     const double t0 = mca_btl_efa_now();
     const int posted0 = btl->send.posted;
     while (btl->send.flow.num_waiting > 0 || btl->outstanding > 0 || btl->send.posted > 0 ||
-           btl->send.done_head) {
+           btl->send.done_head || btl->spread.resend) {
         if (mca_btl_efa_now() - t0 > EFA_BTL_FINALIZE_WAIT) {
             break;
         }
@@ -124,7 +124,9 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     efa_flow_init(&btl->send.flow, window, offsetof(efa_btl_frag_t, next));
     mca_btl_efa_watch_init(btl);
     btl->emul.window = mca_btl_efa_component.rma_window > 0 ? mca_btl_efa_component.rma_window : 1;
-    size_t max_send = btl->frag.size - sizeof(efa_btl_hdr_t);
+    /* (With several NICs a message may carry 8 bytes more: btl_efa_spread.h.) */
+    size_t max_send = btl->frag.size - sizeof(efa_btl_hdr_t) -
+                      (efa_core_get_info(core)->num_nics > 1 ? EFA_BTL_SEQ_BYTES : 0);
     if (btl->super.btl_max_send_size > max_send || 0 == btl->super.btl_max_send_size) {
         btl->super.btl_max_send_size = max_send;
     }

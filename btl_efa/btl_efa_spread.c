@@ -66,9 +66,43 @@ static void leave_rail(mca_btl_efa_endpoint_t *ep, int rail, int err) {
                         rail, fi_strerror(err < 0 ? -err : err));
 }
 
+/* The test setting debug_forge_src over a NIC beside the first: the Nth
+ * message sent there that fits an inject goes again, numbered anew, its
+ * header naming the destination itself as the sender; the receiver's
+ * check against the sender's addresses on that NIC must drop it. */
+static void forge_over_rail(mca_btl_efa_endpoint_t *ep, const efa_btl_frag_t *frag, size_t len) {
+    static int sent = 0;
+    const size_t inject = efa_core_get_info(mca_btl_efa_module.core)->inject_size;
+    if (len > inject || ++sent != mca_btl_efa_component.test.forge_src) {
+        return;
+    }
+    uint8_t *copy = malloc(len);
+    if (NULL == copy) {
+        return;
+    }
+    memcpy(copy, frag->buf, len);
+    efa_btl_hdr_t hdr;
+    memcpy(&hdr, copy, sizeof(hdr));
+    hdr.src = mca_btl_efa_name_key(&ep->name);
+    hdr.credits = 0;
+    memcpy(copy, &hdr, sizeof(hdr));
+    const uint64_t seq = UINT64_C(1) << 40; /* never one of the sender's */
+    memcpy(copy + len - EFA_BTL_SEQ_BYTES, &seq, sizeof(seq));
+    if (-FI_EAGAIN == efa_ctx_try_inject(ep->rail_ctx, copy, len, ep->rail_addr)) {
+        --sent; /* the next one */
+    }
+    free(copy);
+}
+
 int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                    efa_btl_frag_t *frag) {
     const int rail = ep->rail;
+    if (FI_ADDR_NOTAVAIL == efa_peer_rail_addr(ep->peer, rail, 0, btl->spread.nctx)) {
+        /* The core took the NIC out for the peer (a failed put or get,
+         * the peer deadline): the first NIC takes its messages now. */
+        leave_rail(ep, rail, -FI_EHOSTUNREACH);
+        return EFA_BTL_SPREAD_FIRST;
+    }
     void *desc = NULL;
     if (btl->native.mr_local) {
         desc = frag->mr && rail < efa_mr_rails(frag->mr) ? efa_mr_rail_desc(frag->mr, rail) : NULL;
@@ -97,6 +131,10 @@ int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
                               &frag->op);
     if (0 == rc) {
         ++btl->spread.sent;
+        if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
+            mca_btl_efa_component.test.forge_src > 0) {
+            forge_over_rail(ep, frag, len + EFA_BTL_SEQ_BYTES);
+        }
         return 0;
     }
     frag->posted = false;
@@ -143,8 +181,9 @@ static bool post_first_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
 /* The bytes go again from a buffer of their own: a send the peer deadline
  * gave up on is still the provider's, which may read the old one until
  * the endpoint closes, so that one is never written again (it stays with
- * a fragment taken out of the pool for good).  Without a spare fragment
- * the buffer itself goes again. */
+ * a fragment taken out of the pool for good, and every slab stays until
+ * the endpoints close: frag_busy).  Without a spare fragment the buffer
+ * itself goes again. */
 static void fresh_buffer_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     efa_btl_frag_t *spare = mca_btl_efa_frag_get_locked(btl);
     if (NULL == spare) {
@@ -187,7 +226,9 @@ bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *fra
     }
     OPAL_THREAD_LOCK(&btl->lock);
     leave_rail(frag->endpoint, rail, *err);
-    fresh_buffer_locked(btl, frag);
+    if (-FI_ETIMEDOUT == *err || -FI_EHOSTUNREACH == *err) {
+        fresh_buffer_locked(btl, frag); /* the core gave up on it: the provider may not have */
+    }
     const bool ok = post_first_locked(btl, frag);
     if (ok) {
         ++btl->spread.failed_over;
@@ -213,8 +254,49 @@ efa_btl_frag_t *mca_btl_efa_spread_resend(mca_btl_efa_module_t *btl) {
     return failed;
 }
 
+/* Did src, a source the provider reported on NIC 'rail' (> 0) of the set,
+ * come from ep?  Its addresses on that NIC, in that NIC's own table, are
+ * the ones to compare (the core's check knows the first NIC's table
+ * alone). */
+static bool rail_source_ok(const mca_btl_efa_module_t *btl, const mca_btl_efa_endpoint_t *ep,
+                           int rail, fi_addr_t src) {
+    if (FI_ADDR_NOTAVAIL == src) {
+        return true; /* the provider does not say: nothing to check */
+    }
+    if (rail < ep->peer->num_rails) {
+        for (int i = 0; i < ep->peer->num_addrs; ++i) {
+            if (ep->peer->addr[rail * btl->spread.nctx + i] == src) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* A message over NIC 'rail' not from the process it names, or without a
+ * number there: dropped, counted, said once. */
+static bool drop_forged(mca_btl_efa_module_t *btl, int rail) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    const bool first = 0 == btl->spread.forged++;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (first) {
+        opal_output_verbose(0, mca_common_efa_output,
+                            "btl:efa: a message over NIC %d of the set did not come from an "
+                            "address of the process it names, or came unnumbered: dropped (said "
+                            "once)",
+                            rail);
+    }
+    return false;
+}
+
 bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8_t *buf,
                                 size_t *len, fi_addr_t src) {
+    const int rail = efa_ctx_rail(ctx);
+    if (0 == (buf[0] & EFA_BTL_MSG_SEQ)) {
+        /* Unnumbered over a NIC beside the first: no sender of ours sends
+         * that; its source cannot be checked against the first NIC's. */
+        return 0 == rail || drop_forged(btl, rail);
+    }
     if (*len < sizeof(efa_btl_hdr_t) + EFA_BTL_SEQ_BYTES) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: short message dropped");
         return false;
@@ -224,17 +306,11 @@ bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8
     memcpy(&hdr, buf, sizeof(hdr));
     memcpy(&seq, buf + *len - EFA_BTL_SEQ_BYTES, sizeof(seq));
     mca_btl_efa_endpoint_t *ep = mca_btl_efa_endpoint_by_name(btl, hdr.src, NULL);
-    if (NULL == ep || 0 == seq) {
+    if (NULL == ep) {
         return false;
     }
-    /* The sender's address on the NIC it came in by (its context 0 there). */
-    const int rail = efa_ctx_rail(ctx);
-    fi_addr_t claimed = ep->addr;
-    if (rail > 0) {
-        claimed = rail < (int)ep->peer->num_rails ? ep->peer->addr[rail * btl->spread.nctx]
-                                                  : FI_ADDR_UNSPEC;
-    }
-    if (!efa_core_source_ok(btl->core, src, claimed, "a btl_efa message")) {
+    if (0 == rail ? !efa_core_source_ok(btl->core, src, ep->addr, "a btl_efa message")
+                  : !rail_source_ok(btl, ep, rail, src) && !drop_forged(btl, rail)) {
         return false;
     }
     OPAL_THREAD_LOCK(&btl->lock);
@@ -291,10 +367,11 @@ void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl) {
         1, mca_common_efa_output,
         "btl:efa: messages over several NICs: %llu peer(s) on a NIC beside the first, %llu "
         "message(s) sent there, %llu sent again over the first NIC after theirs failed; %llu "
-        "copies dropped; %llu receive(s) failed on those NICs",
+        "copies dropped, %llu not from the process they name; %llu receive(s) failed on those "
+        "NICs",
         (unsigned long long)btl->spread.peers, (unsigned long long)btl->spread.sent,
         (unsigned long long)btl->spread.failed_over, (unsigned long long)btl->spread.duplicates,
-        (unsigned long long)btl->spread.recv_failed);
+        (unsigned long long)btl->spread.forged, (unsigned long long)btl->spread.recv_failed);
 }
 
 void mca_btl_efa_spread_fini_ep(mca_btl_efa_endpoint_t *ep) {

@@ -42,9 +42,10 @@ bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *fra
 /* Post the failed-over messages that found the first NIC's queue full;
  * returns those that failed for good (chained by next, ->err set). */
 efa_btl_frag_t *mca_btl_efa_spread_resend(mca_btl_efa_module_t *btl);
-/* A message with EFA_BTL_MSG_SEQ arrived on ctx: the sender checked, a
- * copy seen before dropped (false), else the number taken off (*len) and
- * the flag cleared. */
+/* A message with EFA_BTL_MSG_SEQ, or any on a NIC beside the first,
+ * arrived on ctx: the sender checked against its addresses on that NIC,
+ * an unnumbered one there or a copy seen before dropped (false); else the
+ * number taken off (*len) and the flag cleared. */
 bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8_t *buf,
                                 size_t *len, fi_addr_t src);
 /* A receive failed on a NIC beside the first: true when it is no loss

@@ -332,6 +332,10 @@ expect_output ob1-rail-send-copy-dropped "btl:efa: messages over several NICs: .
     "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send 3
 expect_failure debug-btl-fail-rail-send-negative "Parameter: btl_efa_debug_fail_rail_send" \
     "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send -1
+# A message over the second NIC naming its destination as the sender:
+# checked against the named process's addresses on that NIC, dropped.
+expect_output ob1-rail-forged-sender "btl:efa: a message over NIC 1 of the set did not come from an address of the process it names" \
+    "${ob1rails[@]}" --mca btl_efa_debug_forge_src 3
 rm -rf "$pn"
 
 # Not asked for, no EFA: the MTL must step aside without a word, and the

@@ -406,7 +406,10 @@ int efa_core_msg_set_channel(efa_core_t *core, int channel, efa_msg_handler_fn f
             return rc;
         }
     }
-    if (int rc = post_rails(pool)) {
+    if (int rc = post_rails(pool); rc && EFA_MSG_CHANNEL_ENGINE == channel) {
+        // Own matching would lose its messages over that NIC: refused.
+        // The BTL keeps to the first NIC's pool (its peers' messages over
+        // the others fail there and go again over the first).
         const bool other = std::any_of(std::begin(pool->fn), std::end(pool->fn), [](auto &f) {
             return f.load(std::memory_order_acquire) != nullptr;
         });
