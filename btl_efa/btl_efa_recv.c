@@ -42,7 +42,10 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
     if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
         mca_btl_efa_component.test.lose_recv > 0 && 0 == err &&
         ++arrivals == mca_btl_efa_component.test.lose_recv) {
-        err = -FI_ETRUNC; /* as ofi_rxd reports a message it lost part of */
+        /* as ofi_rxd reports a message it lost part of; on a NIC beside
+         * the first, as a NIC flushing its queue would (not a loss by
+         * itself: the watch must find the gap) */
+        err = 0 == efa_ctx_rail(ctx) ? -FI_ETRUNC : -FI_EIO;
     }
     if (OPAL_UNLIKELY(err)) {
         if (!mca_btl_efa_spread_recv_failed(btl, ctx, err)) {

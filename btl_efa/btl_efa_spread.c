@@ -14,9 +14,13 @@
 
 #include "efa_seq_window.h"
 
-/* What this process saw of a peer's numbered messages. */
+/* What this process saw of a peer's numbered messages, and since when
+ * (gap_since, 0: no gap) the lowest one missing (gap_base) has been
+ * missing while later ones came. */
 struct efa_btl_seen {
     efa_seq_window_t window;
+    double gap_since;
+    uint64_t gap_base;
 };
 
 void mca_btl_efa_spread_setup(mca_btl_efa_module_t *btl) {
@@ -317,6 +321,7 @@ bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8
     bool copy = true;
     if (NULL == ep->seen && NULL != (ep->seen = malloc(sizeof(*ep->seen)))) {
         efa_seq_window_init(&ep->seen->window);
+        ep->seen->gap_since = 0;
     }
     if (ep->seen) {
         const uint64_t skipped = ep->seen->window.skipped;
@@ -347,6 +352,30 @@ bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8
     buf[0] &= (uint8_t)~EFA_BTL_MSG_SEQ;
     *len -= EFA_BTL_SEQ_BYTES;
     return true;
+}
+
+/* A message that left a gap is sent again over the first NIC once its
+ * sender's send fails, which the sender's peer deadline bounds: a gap
+ * that outlives two deadlines is a message lost (a receive that failed on
+ * a NIC beside the first, or one that completed into a dying link's
+ * socket), and ob1 would wait for it for ever. */
+bool mca_btl_efa_spread_gap_expired(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                    double now, double timeout) {
+    struct efa_btl_seen *seen = ep->seen;
+    (void)btl;
+    if (NULL == seen) {
+        return false;
+    }
+    if (!efa_seq_window_gap(&seen->window)) {
+        seen->gap_since = 0;
+        return false;
+    }
+    if (0 == seen->gap_since || seen->gap_base != seen->window.base) {
+        seen->gap_since = now;
+        seen->gap_base = seen->window.base;
+        return false;
+    }
+    return now - seen->gap_since > 2 * timeout;
 }
 
 bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, int err) {

@@ -51,6 +51,10 @@ bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8
 /* A receive failed on a NIC beside the first: true when it is no loss
  * (the sender sends again over the first NIC), counted. */
 bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, int err);
+/* The watch's sweep (module lock held): has a message of ep's been
+ * missing for more than two peer deadlines while later ones came? */
+bool mca_btl_efa_spread_gap_expired(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                    double now, double timeout);
 /* Finalize: the report (verbose 1) and each endpoint's record. */
 void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl);
 void mca_btl_efa_spread_fini_ep(mca_btl_efa_endpoint_t *ep);

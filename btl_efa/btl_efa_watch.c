@@ -20,7 +20,7 @@
  * an upper layer registered an error handler (ob1 does; under pml cm
  * nobody would hear of the loss).
  */
-#include "btl_efa.h"
+#include "btl_efa_spread.h"
 
 #include <rdma/fi_errno.h>
 
@@ -85,10 +85,15 @@ static void sweep(void *arg) {
     btl->watch.next = now + btl->watch.period;
     uint64_t key;
     void *value, *node;
+    mca_btl_efa_endpoint_t *gap = NULL;
     OPAL_THREAD_LOCK(&btl->lock);
     int rc = opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node);
     while (OPAL_SUCCESS == rc) {
         mca_btl_efa_endpoint_t *ep = value;
+        if (OPAL_UNLIKELY(NULL != ep->seen) && !ep->detached && NULL == gap &&
+            mca_btl_efa_spread_gap_expired(btl, ep, now, 2 * btl->watch.period)) {
+            gap = ep;
+        }
         if (ep->is_self || ep->detached) {
             watch_stop(btl, ep);
         } else if (ep->exchanged) {
@@ -103,6 +108,11 @@ static void sweep(void *arg) {
         rc = opal_hash_table_get_next_key_uint64(&btl->endpoints, &key, &value, node, &node);
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
+    if (gap) {
+        mca_common_efa_show_help("help-btl-efa.txt", "message-gap", true,
+                                 opal_process_info.nodename, OPAL_NAME_PRINT(gap->name));
+        mca_btl_efa_fatal(btl, gap->proc, "btl_efa: a peer's message never arrived");
+    }
 }
 
 void mca_btl_efa_watch_stop_sweeps(mca_btl_efa_module_t *btl) {

@@ -336,6 +336,16 @@ expect_failure debug-btl-fail-rail-send-negative "Parameter: btl_efa_debug_fail_
 # checked against the named process's addresses on that NIC, dropped.
 expect_output ob1-rail-forged-sender "btl:efa: a message over NIC 1 of the set did not come from an address of the process it names" \
     "${ob1rails[@]}" --mca btl_efa_debug_forge_src 3
+# A message lost on the second NIC (its receive fails there: not a loss
+# by itself, its sender's send completed) while later ones come: the
+# watch finds the gap after two peer deadlines and ends the job naming
+# the peer, where ob1 would wait for ever.
+prog=$bindir/many_outstanding
+prog_args=(-n 2000 -s 4096)
+expect_failure ob1-rail-gap-found "never arrived, while later ones from the same peer did" \
+    "${ob1rails[@]}" --mca btl_efa_debug_lose_recv 100 --mca common_efa_peer_timeout 5
+prog=$bindir/pingpong
+prog_args=(-s 4M -i 5)
 rm -rf "$pn"
 
 # Not asked for, no EFA: the MTL must step aside without a word, and the

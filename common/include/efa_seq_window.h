@@ -78,6 +78,17 @@ static inline bool efa_seq_window_seen(efa_seq_window_t *w, uint64_t n) {
     return false;
 }
 
+/* Has a number above the lowest one not seen arrived (a gap: a message
+ * that may never come)? */
+static inline bool efa_seq_window_gap(const efa_seq_window_t *w) {
+    for (unsigned i = 0; i < EFA_SEQ_WINDOW_BITS / 64; ++i) {
+        if (w->bits[i]) {
+            return true;
+        }
+    }
+    return false;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,9 +56,11 @@ TEST(SeqWindow, ACopyAboveAGapIsStillACopy) {
         }
     }
     EXPECT_EQ(5u, w.base);
+    EXPECT_TRUE(efa_seq_window_gap(&w));
     EXPECT_TRUE(efa_seq_window_seen(&w, 50));
     EXPECT_FALSE(efa_seq_window_seen(&w, 5));
     EXPECT_EQ(101u, w.base);
+    EXPECT_FALSE(efa_seq_window_gap(&w));
     EXPECT_TRUE(efa_seq_window_seen(&w, 5));
 }
 
