@@ -54,7 +54,7 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
         return;
     }
     if (OPAL_UNLIKELY((len > 0 && (((uint8_t *)buf)[0] & EFA_BTL_MSG_SEQ)) ||
-                      0 != efa_ctx_rail(ctx))) {
+                      (ctx != btl->ctx && 0 != efa_ctx_rail(ctx)))) {
         /* Over a NIC beside the first, or failed over from one: the sender
          * is checked there, against its addresses on that NIC. */
         if (!mca_btl_efa_spread_arrival(btl, ctx, buf, &len, src)) {

@@ -21,6 +21,7 @@ struct efa_btl_seen {
     efa_seq_window_t window;
     double gap_since;
     uint64_t gap_base;
+    bool gap_said; /* the job was told (once) */
 };
 
 void mca_btl_efa_spread_setup(mca_btl_efa_module_t *btl) {
@@ -74,9 +75,10 @@ static void leave_rail(mca_btl_efa_endpoint_t *ep, int rail, int err) {
  * message sent there that fits an inject goes again, numbered anew, its
  * header naming the destination itself as the sender; the receiver's
  * check against the sender's addresses on that NIC must drop it. */
-static void forge_over_rail(mca_btl_efa_endpoint_t *ep, const efa_btl_frag_t *frag, size_t len) {
+static void forge_over_rail(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            const efa_btl_frag_t *frag, size_t len) {
     static int sent = 0;
-    const size_t inject = efa_core_get_info(mca_btl_efa_module.core)->inject_size;
+    const size_t inject = efa_core_get_info(btl->core)->inject_size;
     if (len > inject || ++sent != mca_btl_efa_component.test.forge_src) {
         return;
     }
@@ -137,7 +139,7 @@ int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
         ++btl->spread.sent;
         if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
             mca_btl_efa_component.test.forge_src > 0) {
-            forge_over_rail(ep, frag, len + EFA_BTL_SEQ_BYTES);
+            forge_over_rail(btl, ep, frag, len + EFA_BTL_SEQ_BYTES);
         }
         return 0;
     }
@@ -182,8 +184,9 @@ static bool post_first_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     return false;
 }
 
-/* The bytes go again from a buffer of their own: a send the peer deadline
- * gave up on is still the provider's, which may read the old one until
+/* The bytes go again from a buffer of their own: a send the core gave up
+ * on (the peer deadline, or another send's failure on that rail) is still
+ * the provider's, which may read the old one until
  * the endpoint closes, so that one is never written again (it stays with
  * a fragment taken out of the pool for good, and every slab stays until
  * the endpoints close: frag_busy).  Without a spare fragment the buffer
@@ -230,9 +233,9 @@ bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *fra
     }
     OPAL_THREAD_LOCK(&btl->lock);
     leave_rail(frag->endpoint, rail, *err);
-    if (-FI_ETIMEDOUT == *err || -FI_EHOSTUNREACH == *err) {
-        fresh_buffer_locked(btl, frag); /* the core gave up on it: the provider may not have */
-    }
+    /* The core fails every send in flight on a rail once one fails there
+     * (efa_core_peer_lost), whatever the provider still does with them. */
+    fresh_buffer_locked(btl, frag);
     const bool ok = post_first_locked(btl, frag);
     if (ok) {
         ++btl->spread.failed_over;
@@ -296,7 +299,7 @@ static bool drop_forged(mca_btl_efa_module_t *btl, int rail) {
 bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8_t *buf,
                                 size_t *len, fi_addr_t src) {
     const int rail = efa_ctx_rail(ctx);
-    if (0 == (buf[0] & EFA_BTL_MSG_SEQ)) {
+    if (0 == *len || 0 == (buf[0] & EFA_BTL_MSG_SEQ)) {
         /* Unnumbered over a NIC beside the first: no sender of ours sends
          * that; its source cannot be checked against the first NIC's. */
         return 0 == rail || drop_forged(btl, rail);
@@ -322,16 +325,17 @@ bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8
     if (NULL == ep->seen && NULL != (ep->seen = malloc(sizeof(*ep->seen)))) {
         efa_seq_window_init(&ep->seen->window);
         ep->seen->gap_since = 0;
+        ep->seen->gap_said = false;
     }
     if (ep->seen) {
         const uint64_t skipped = ep->seen->window.skipped;
         copy = efa_seq_window_seen(&ep->seen->window, seq);
         if (OPAL_UNLIKELY(ep->seen->window.skipped != skipped)) {
-            /* Credits bound what is in flight to one peer far below the
-             * window: a sender this far ahead is not ours to trust. */
+            /* The one given up is lost (its copy, should it come, would be
+             * taken for one): the watch's next sweep ends the job. */
             opal_output_verbose(1, mca_common_efa_output,
                                 "btl:efa: a peer's message came %d numbers past one not "
-                                "arrived yet; a late copy of that one would pass as new",
+                                "arrived yet, which is taken as lost",
                                 EFA_SEQ_WINDOW_BITS);
         }
     } else {
@@ -363,19 +367,23 @@ bool mca_btl_efa_spread_gap_expired(mca_btl_efa_module_t *btl, mca_btl_efa_endpo
                                     double now, double timeout) {
     struct efa_btl_seen *seen = ep->seen;
     (void)btl;
-    if (NULL == seen) {
+    if (NULL == seen || seen->gap_said) {
         return false;
     }
-    if (!efa_seq_window_gap(&seen->window)) {
+    /* A number the window gave up on (4096 later ones came) is lost too. */
+    bool lost = 0 != seen->window.skipped;
+    if (!lost && !efa_seq_window_gap(&seen->window)) {
         seen->gap_since = 0;
         return false;
     }
-    if (0 == seen->gap_since || seen->gap_base != seen->window.base) {
+    if (!lost && (0 == seen->gap_since || seen->gap_base != seen->window.base)) {
         seen->gap_since = now;
         seen->gap_base = seen->window.base;
         return false;
     }
-    return now - seen->gap_since > 2 * timeout;
+    lost = lost || now - seen->gap_since > 2 * timeout;
+    seen->gap_said = lost;
+    return lost;
 }
 
 bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, int err) {

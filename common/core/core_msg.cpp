@@ -406,10 +406,14 @@ int efa_core_msg_set_channel(efa_core_t *core, int channel, efa_msg_handler_fn f
             return rc;
         }
     }
-    if (int rc = post_rails(pool); rc && EFA_MSG_CHANNEL_ENGINE == channel) {
-        // Own matching would lose its messages over that NIC: refused.
-        // The BTL keeps to the first NIC's pool (its peers' messages over
-        // the others fail there and go again over the first).
+    if (int rc = post_rails(pool)) {
+        // Peers send some messages over the other NICs, not knowing this
+        // process cannot receive them there: the channel is refused.
+        core->rep.say(0, std::string("the untagged receive buffers could not be posted on the "
+                                     "other NICs of the set (") +
+                             fi_strerror(-rc) +
+                             "): the channel is refused; common_efa_stripe_min 0 keeps "
+                             "every message on the first NIC");
         const bool other = std::any_of(std::begin(pool->fn), std::end(pool->fn), [](auto &f) {
             return f.load(std::memory_order_acquire) != nullptr;
         });
