@@ -15,14 +15,15 @@
 #   own-link-down  link-down under pml cm + mtl_efa with own matching,
 #     whose rendezvous reads are striped: the job succeeds, names the NIC,
 #     and every read completed by the rails (none fell back to streaming).
-#   own-msgs-link-down  own-link-down with mtl_efa_debug_net_first_rail 1:
+#   own-msgs-link-down  own-link-down on udp;ofi_rxd (below) with
+#     mtl_efa_debug_net_first_rail 1:
 #     the peer's messages go over the second NIC, the one that fails; the
 #     job succeeds, names the NIC, and both processes had their peer's
 #     messages there ("own matching over several NICs: 1 peer(s) on a NIC
 #     beside the first, M provider message(s) sent there", M > 0) and then
 #     over the first (the same process's messages injected: N injected,
 #     N > 0, which only the first NIC does)
-#   ob1-msgs-link-down  the same under ob1 + btl_efa with
+#   ob1-msgs-link-down  the same under ob1 + btl_efa (udp;ofi_rxd) with
 #     btl_efa_debug_first_rail 1: the job succeeds, names the NIC, both
 #     processes had their peer's messages on the second NIC ("btl:efa:
 #     messages over several NICs: 1 peer(s) on a NIC beside the first, M
@@ -84,6 +85,15 @@ own=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
     --mca mtl_efa_matching own)
 cm=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
     --mca mtl_efa_matching provider)
+# Messages on the failing NIC: over udp;ofi_rxd, whose sends complete once
+# the peer acknowledged them, as EFA's do.  tcp;ofi_rxm completes a send
+# once a local socket has it, so a message sent just before the link went
+# down could be lost with nothing left to fail (DESIGN.md, "btl_efa's
+# messages by peer"), and the stream would wait for it.
+# shellcheck disable=SC2054 # "efa,self" is one argument
+ob1_rxd=(--mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include 'udp;ofi_rxd')
+own_rxd=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'udp;ofi_rxd'
+    --mca mtl_efa_matching own)
 
 # run NAME FAULT mpirun-args...: the stream (STREAM_S seconds, default
 # 15) with FAULT on the second rail's link of host 2 three seconds in, and
@@ -139,7 +149,7 @@ else
     fail "own-link-down" "exit $rc, NIC named $named time(s) ($logdir/own-link-down.log)"
 fi
 # Own matching's messages on the NIC that fails: they go on over the first.
-run own-msgs-link-down link-down "${own[@]}" --mca mtl_efa_debug_net_first_rail 1
+run own-msgs-link-down link-down "${own_rxd[@]}" --mca mtl_efa_debug_net_first_rail 1
 log=$logdir/own-msgs-link-down.log
 on_rail=$(grep -cE "own matching over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider" "$log" || true)
 injected=$(grep -cE "own matching: [0-9]+ provider messages sent \([0-9]+ packing several, [1-9][0-9]* injected" "$log" || true)
@@ -150,7 +160,7 @@ else
     fail "own-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $injected injecting on the first ($log)"
 fi
 # btl_efa's messages on the NIC that fails: sent again over the first.
-run ob1-msgs-link-down link-down "${ob1[@]}" --mca btl_efa_debug_first_rail 1
+run ob1-msgs-link-down link-down "${ob1_rxd[@]}" --mca btl_efa_debug_first_rail 1
 log=$logdir/ob1-msgs-link-down.log
 on_rail=$(grep -cE "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message" "$log" || true)
 moved=$(grep -cE "btl:efa: a peer's messages leave NIC 1 of the set" "$log" || true)
