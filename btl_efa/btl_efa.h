@@ -115,12 +115,18 @@ struct mca_btl_base_endpoint_t {
     bool watching;
     uint8_t quiet_sweeps;
     efa_op_t watch;
-    /* Its messages over NIC 'rail' of the set (btl_efa_spread.c; 0: the
-     * first), that NIC's context and the peer's address there, the number
-     * of the last one sent there, and those of the peer's seen (lock). */
+    /* Its messages up to the eager limit over NIC 'rail' of the set
+     * (btl_efa_spread.c; 0: the first), that NIC's context (NULL: not
+     * decided yet), the number of the last message sent over a NIC beside
+     * the first, and those of the peer's seen (lock). */
     int8_t rail;
+    /* The NICs (bit r: NIC r of the set, the first always) that its
+     * fragments and put/get beyond the eager limit (below stripe_min)
+     * take in turn (rail_turn: the next); 0 where it has one NIC.  ob1
+     * needs no order from a BTL, so one peer's stream fills every NIC. */
+    uint8_t rail_mask;
+    uint8_t rail_turn;
     efa_ctx_t *rail_ctx;
-    fi_addr_t rail_addr;
     uint64_t rail_seq;
     struct efa_btl_seen *seen;
 };
@@ -375,12 +381,15 @@ typedef struct mca_btl_efa_module {
     } watch;
     /* btl_efa_spread.c: peers' messages over the NICs of the set (lock) */
     struct {
-        int rails, nctx;        /* NICs of the set (1: none to spread over); contexts per NIC */
-        bool failover;          /* common_efa_rail_failover */
-        uint32_t next;          /* the NIC the next peer on another node takes */
-        uint32_t completed;     /* sends completed on a rail (for test.fail_rail_send) */
-        efa_btl_frag_t *resend; /* failed over, waiting for room in the first NIC's queue */
+        int rails, nctx;    /* NICs of the set (1: none to spread over); contexts per NIC */
+        bool failover;      /* common_efa_rail_failover */
+        uint32_t next;      /* the NIC the next peer on another node takes */
+        uint32_t completed; /* sends completed on a rail (for test.fail_rail_send) */
+        efa_ctx_t *ctx[EFA_MAX_RAILS]; /* NIC r's context (index 0 on every NIC) */
+        efa_btl_frag_t *resend;        /* failed over, waiting for room in the first NIC's queue */
         uint64_t peers, sent, failed_over, duplicates, recv_failed, retired, forged;
+        uint64_t turn_peers; /* peers whose transfers take several NICs in turn */
+        uint64_t turns;      /* ... turns that gave a NIC beside the first (atomic) */
     } spread;
 } mca_btl_efa_module_t;
 

@@ -25,6 +25,8 @@
 
 #include "opal/util/output.h"
 
+#include "btl_efa_spread.h"
+
 /* A one-sided operation handed to the provider (native path).  A transfer
  * larger than the provider's limit is cut into pieces, each its own rop
  * pointing at a parent rop that is never posted and reports once every
@@ -191,16 +193,6 @@ int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, co
 
 /* ---- put and get ---- */
 
-/* One transfer on rail r: its context and the peer's address there, the
- * descriptor of the local buffer and the target's key on that rail. */
-typedef struct {
-    int rail;
-    efa_ctx_t *ctx;
-    fi_addr_t addr;
-    void *desc;
-    uint64_t rkey;
-} efa_btl_rail_t;
-
 static int post_piece(efa_btl_rop_t *rop, int type, const efa_btl_rail_t *rail, void *local,
                       size_t len, uint64_t raddr) {
     /* Marked before the provider has it: another thread's progress may
@@ -234,46 +226,6 @@ static int piece_to_first_rail(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
         efa_core_count_stripe(0, true);
     }
     return rc;
-}
-
-/* Rail r to ep for a transfer: it reaches the peer, the target registered
- * the range on the NIC it reaches (its handle's keys) and, where the
- * provider wants local descriptors, this process on r too. */
-static bool rail_usable(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int r,
-                        const efa_rma_handle_t *h, efa_mr_t *local_mr, efa_btl_rail_t *out) {
-    const fi_addr_t addr = efa_peer_rail_addr(ep->peer, r, 0, btl->native.nctx);
-    const int nic = ep->peer->rail_nic[r]; /* the target's NIC: its key there */
-    if (FI_ADDR_NOTAVAIL == addr || nic >= (int)h->rails ||
-        (local_mr && r >= efa_mr_rails(local_mr))) {
-        return false;
-    }
-    *out = (efa_btl_rail_t){r, btl->native.rail_ctx[r], addr,
-                            local_mr ? efa_mr_rail_desc(local_mr, r) : NULL,
-                            0 == nic ? h->fi_key : h->rail_key[nic - 1]};
-    return true;
-}
-
-/* The rails a transfer of 'size' bytes to ep goes over: below stripe_min
- * one, the peer's NIC for its messages (btl_efa_spread.c) where it can,
- * else the first; from stripe_min the first and every other rail that
- * can.  Returns how many. */
-static int plan_rails(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                      const efa_btl_rdma_args_t *a, efa_mr_t *local_mr, void *desc,
-                      efa_btl_rail_t *out) {
-    out[0] = (efa_btl_rail_t){0, btl->ctx, ep->addr, desc, a->remote_handle->rma.fi_key};
-    const efa_rma_handle_t *h = &a->remote_handle->rma;
-    if (OPAL_LIKELY(0 == btl->native.stripe_min || a->size < btl->native.stripe_min ||
-                    NULL == ep->peer)) {
-        if (OPAL_UNLIKELY(ep->rail > 0) && NULL != ep->peer && ep->rail < btl->native.rails) {
-            (void)rail_usable(btl, ep, ep->rail, h, local_mr, &out[0]);
-        }
-        return 1;
-    }
-    int n = 1;
-    for (int r = 1; r < btl->native.rails; ++r) {
-        n += rail_usable(btl, ep, r, h, local_mr, &out[n]) ? 1 : 0;
-    }
-    return n;
 }
 
 int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
@@ -321,7 +273,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     }
     rop->rkey0 = a->remote_handle->rma.fi_key;
     efa_btl_rail_t rails[EFA_MAX_RAILS];
-    const int nrails = plan_rails(btl, ep, a, rop->local_mr, desc, rails);
+    const int nrails = mca_btl_efa_spread_plan_rdma(btl, ep, a, rop->local_mr, desc, rails);
     size_t pieces = 0;
     for (int r = 0; r < nrails; ++r) {
         size_t off, n;

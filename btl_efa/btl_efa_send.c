@@ -266,8 +266,12 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     /* (Read before the post: over another NIC the type gains a flag.) */
     const bool takes_credit = EFA_BTL_MSG_CREDIT != hdr->type;
     int rc = EFA_BTL_SPREAD_FIRST;
-    if (OPAL_UNLIKELY(ep->rail)) {
-        rc = mca_btl_efa_spread_send_locked(btl, ep, frag);
+    int rail = ep->rail;
+    if (OPAL_UNLIKELY(ep->rail_mask > 1) && frag->send_len > btl->super.btl_eager_limit) {
+        rail = mca_btl_efa_spread_turn(btl, ep);
+    }
+    if (OPAL_UNLIKELY(rail)) {
+        rc = mca_btl_efa_spread_send_locked(btl, ep, frag, rail);
     }
     if (EFA_BTL_SPREAD_FIRST == rc) {
         rc = post_first_nic(btl, ep, frag);

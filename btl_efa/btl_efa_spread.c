@@ -31,12 +31,22 @@ void mca_btl_efa_spread_setup(mca_btl_efa_module_t *btl) {
     btl->spread.nctx = (int)info->num_contexts;
     btl->spread.failover = info->rail_failover;
     btl->spread.next = (uint32_t)mca_btl_efa_component.test.first_rail;
+    for (int r = 1; r < btl->spread.rails; ++r) {
+        btl->spread.ctx[r] = efa_core_rail_ctx(btl->core, r, 0);
+    }
+    btl->spread.ctx[0] = btl->ctx;
+}
+
+/* Does NIC r (> 0) of the set reach ep's process, pairing back with it? */
+static bool rail_reaches(const mca_btl_efa_module_t *btl, const mca_btl_efa_endpoint_t *ep, int r) {
+    return NULL != btl->spread.ctx[r] && (ep->peer->rails_mutual & (1u << r)) &&
+           FI_ADDR_NOTAVAIL != efa_peer_rail_addr(ep->peer, r, 0, btl->spread.nctx);
 }
 
 /* A NIC that does not reach the peer, or whose peer NIC does not pair back
  * with it (the answers would come in elsewhere, from an address this NIC's
  * table does not know: efa_peer_t.rails_mutual), leaves the peer on the
- * first. */
+ * first, and out of its turns. */
 void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     if (btl->spread.rails < 2 || ep->is_self || NULL == ep->peer || NULL == ep->proc ||
         OPAL_PROC_ON_LOCAL_NODE(ep->proc->proc_flags)) {
@@ -45,29 +55,93 @@ void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
     OPAL_THREAD_LOCK(&btl->lock);
     if (NULL == ep->rail_ctx) { /* once (add_procs may come again): rail_ctx says it was */
         const int r = (int)(btl->spread.next++ % (uint32_t)btl->spread.rails);
-        const fi_addr_t addr = efa_peer_rail_addr(ep->peer, r, 0, btl->spread.nctx);
-        efa_ctx_t *ctx = r > 0 ? efa_core_rail_ctx(btl->core, r, 0) : NULL;
         ep->rail_ctx = btl->ctx;
-        if (r > 0 && FI_ADDR_NOTAVAIL != addr && NULL != ctx &&
-            (ep->peer->rails_mutual & (1u << r))) {
+        uint8_t mask = 1;
+        for (int i = 1; i < btl->spread.rails; ++i) {
+            mask |= rail_reaches(btl, ep, i) ? (uint8_t)(1u << i) : 0;
+        }
+        if (r > 0 && (mask & (1u << r))) {
             ep->rail = (int8_t)r;
-            ep->rail_ctx = ctx;
-            ep->rail_addr = addr;
+            ep->rail_ctx = btl->spread.ctx[r];
             ++btl->spread.peers;
+        }
+        if (mask > 1) {
+            ep->rail_mask = mask;
+            ep->rail_turn = (uint8_t)r; /* peers start their turns apart */
+            ++btl->spread.turn_peers;
         }
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
-/* ep's messages go over the first NIC from now on (module lock held). */
+int mca_btl_efa_spread_turn(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    const unsigned mask = __atomic_load_n(&ep->rail_mask, __ATOMIC_RELAXED) | 1u;
+    unsigned r;
+    do { /* (put/get take turns without the module lock: relaxed) */
+        r = __atomic_fetch_add(&ep->rail_turn, 1, __ATOMIC_RELAXED) % EFA_MAX_RAILS;
+    } while (0 == (mask & (1u << r)));
+    if (r > 0) {
+        __atomic_fetch_add(&btl->spread.turns, 1, __ATOMIC_RELAXED);
+    }
+    return (int)r;
+}
+
+/* Rail r to ep for a transfer: it reaches the peer, the target registered
+ * the range on the NIC it reaches (its handle's keys) and, where the
+ * provider wants local descriptors, this process on r too. */
+static bool rail_usable(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int r,
+                        const efa_rma_handle_t *h, efa_mr_t *local_mr, efa_btl_rail_t *out) {
+    const fi_addr_t addr = efa_peer_rail_addr(ep->peer, r, 0, btl->native.nctx);
+    const int nic = ep->peer->rail_nic[r]; /* the target's NIC: its key there */
+    if (FI_ADDR_NOTAVAIL == addr || nic >= (int)h->rails ||
+        (local_mr && r >= efa_mr_rails(local_mr))) {
+        return false;
+    }
+    *out = (efa_btl_rail_t){r, btl->native.rail_ctx[r], addr,
+                            local_mr ? efa_mr_rail_desc(local_mr, r) : NULL,
+                            0 == nic ? h->fi_key : h->rail_key[nic - 1]};
+    return true;
+}
+
+int mca_btl_efa_spread_plan_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                 const efa_btl_rdma_args_t *a, efa_mr_t *local_mr, void *desc,
+                                 efa_btl_rail_t *out) {
+    out[0] = (efa_btl_rail_t){0, btl->ctx, ep->addr, desc, a->remote_handle->rma.fi_key};
+    const efa_rma_handle_t *h = &a->remote_handle->rma;
+    if (OPAL_LIKELY(0 == btl->native.stripe_min || a->size < btl->native.stripe_min ||
+                    NULL == ep->peer)) {
+        if (OPAL_UNLIKELY(ep->rail_mask > 1 || ep->rail > 0) && NULL != ep->peer) {
+            const int r = ep->rail_mask > 1 && a->size > btl->super.btl_eager_limit
+                              ? mca_btl_efa_spread_turn(btl, ep)
+                              : ep->rail;
+            if (r > 0 && r < btl->native.rails) {
+                (void)rail_usable(btl, ep, r, h, local_mr, &out[0]);
+            }
+        }
+        return 1;
+    }
+    int n = 1;
+    for (int r = 1; r < btl->native.rails; ++r) {
+        n += rail_usable(btl, ep, r, h, local_mr, &out[n]) ? 1 : 0;
+    }
+    return n;
+}
+
+/* ep's messages leave NIC 'rail' for good: those that were its own go over
+ * the first NIC from now on, and its turns skip that NIC (module lock
+ * held). */
 static void leave_rail(mca_btl_efa_endpoint_t *ep, int rail, int err) {
-    if (ep->rail != rail || 0 == rail) {
+    const uint8_t bit = (uint8_t)(1u << rail);
+    if (0 == rail || (ep->rail != rail && 0 == (ep->rail_mask & bit))) {
         return;
     }
-    ep->rail = 0;
+    if (ep->rail == rail) {
+        ep->rail = 0;
+    }
+    __atomic_store_n(&ep->rail_mask, (uint8_t)(ep->rail_mask & ~bit), __ATOMIC_RELAXED);
     opal_output_verbose(1, mca_common_efa_output,
-                        "btl:efa: a peer's messages leave NIC %d of the set (%s): over the first "
-                        "NIC from now on",
+                        "btl:efa: a peer's messages leave NIC %d of the set (%s): over the "
+                        "others from now on",
                         rail, fi_strerror(err < 0 ? -err : err));
 }
 
@@ -76,7 +150,7 @@ static void leave_rail(mca_btl_efa_endpoint_t *ep, int rail, int err) {
  * header naming the destination itself as the sender; the receiver's
  * check against the sender's addresses on that NIC must drop it. */
 static void forge_over_rail(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                            const efa_btl_frag_t *frag, size_t len) {
+                            const efa_btl_frag_t *frag, size_t len, int rail, fi_addr_t addr) {
     static int sent = 0;
     const size_t inject = efa_core_get_info(btl->core)->inject_size;
     if (len > inject || ++sent != mca_btl_efa_component.test.forge_src) {
@@ -94,16 +168,16 @@ static void forge_over_rail(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     memcpy(copy, &hdr, sizeof(hdr));
     const uint64_t seq = UINT64_C(1) << 40; /* never one of the sender's */
     memcpy(copy + len - EFA_BTL_SEQ_BYTES, &seq, sizeof(seq));
-    if (-FI_EAGAIN == efa_ctx_try_inject(ep->rail_ctx, copy, len, ep->rail_addr)) {
+    if (-FI_EAGAIN == efa_ctx_try_inject(btl->spread.ctx[rail], copy, len, addr)) {
         --sent; /* the next one */
     }
     free(copy);
 }
 
 int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                   efa_btl_frag_t *frag) {
-    const int rail = ep->rail;
-    if (FI_ADDR_NOTAVAIL == efa_peer_rail_addr(ep->peer, rail, 0, btl->spread.nctx)) {
+                                   efa_btl_frag_t *frag, int rail) {
+    const fi_addr_t addr = efa_peer_rail_addr(ep->peer, rail, 0, btl->spread.nctx);
+    if (FI_ADDR_NOTAVAIL == addr) {
         /* The core took the NIC out for the peer (a failed put or get,
          * the peer deadline): the first NIC takes its messages now. */
         leave_rail(ep, rail, -FI_EHOSTUNREACH);
@@ -133,13 +207,13 @@ int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
     frag->rail = (int8_t)rail;
     frag->posted = true;
     OPAL_THREAD_ADD_FETCH32(&btl->send.posted, 1);
-    int rc = efa_ctx_try_send(ep->rail_ctx, frag->buf, len + EFA_BTL_SEQ_BYTES, desc, ep->rail_addr,
+    int rc = efa_ctx_try_send(btl->spread.ctx[rail], frag->buf, len + EFA_BTL_SEQ_BYTES, desc, addr,
                               &frag->op);
     if (0 == rc) {
         ++btl->spread.sent;
         if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
             mca_btl_efa_component.test.forge_src > 0) {
-            forge_over_rail(btl, ep, frag, len + EFA_BTL_SEQ_BYTES);
+            forge_over_rail(btl, ep, frag, len + EFA_BTL_SEQ_BYTES, rail, addr);
         }
         return 0;
     }
@@ -405,10 +479,12 @@ void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl) {
         "btl:efa: messages over several NICs: %llu peer(s) on a NIC beside the first, %llu "
         "message(s) sent there, %llu sent again over the first NIC after theirs failed; %llu "
         "copies dropped, %llu not from the process they name; %llu receive(s) failed on those "
-        "NICs",
+        "NICs; %llu peer(s) whose transfers beyond the eager limit take the NICs in turn, %llu "
+        "turn(s) given to a NIC beside the first",
         (unsigned long long)btl->spread.peers, (unsigned long long)btl->spread.sent,
         (unsigned long long)btl->spread.failed_over, (unsigned long long)btl->spread.duplicates,
-        (unsigned long long)btl->spread.forged, (unsigned long long)btl->spread.recv_failed);
+        (unsigned long long)btl->spread.forged, (unsigned long long)btl->spread.recv_failed,
+        (unsigned long long)btl->spread.turn_peers, (unsigned long long)btl->spread.turns);
 }
 
 void mca_btl_efa_spread_fini_ep(mca_btl_efa_endpoint_t *ep) {

@@ -3,7 +3,12 @@
  * (btl_efa_spread.c).
  *
  * Peers on other nodes take the NICs in turn, as add_procs meets them, so
- * that a process talking to many uses every NIC's queue pair.  A message
+ * that a process talking to many uses every NIC's queue pair.  A peer's
+ * fragments and put/get beyond the eager limit (and below stripe_min)
+ * take every NIC that reaches it in turn, so that one peer's stream of
+ * rendezvous data has the bandwidth of them all; messages up to the eager
+ * limit stay on the peer's NIC (their latency: a NIC's first message
+ * waits for a poll of it, and the provider's injects).  A message
  * sent over a NIC beside the first is never injected and ends with an
  * 8-byte number, one sequence per peer (EFA_BTL_MSG_SEQ in its type says
  * so): if its send fails, the peer's messages move to the first NIC and
@@ -26,14 +31,35 @@ BEGIN_C_DECLS
 /* post_locked's answer: send it over the first NIC after all. */
 #define EFA_BTL_SPREAD_FIRST 1
 
+/* One transfer on rail r: its context and the peer's address there, the
+ * descriptor of the local buffer and the target's key on that rail. */
+typedef struct {
+    int rail;
+    efa_ctx_t *ctx;
+    fi_addr_t addr;
+    void *desc;
+    uint64_t rkey;
+} efa_btl_rail_t;
+
 /* At open, once the core and the fragment pool are there. */
 void mca_btl_efa_spread_setup(mca_btl_efa_module_t *btl);
 /* ep (a peer of another node, from add_procs) takes its NIC. */
 void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
-/* frag to ep over ep's NIC (ep->rail > 0), module lock held: 0, a
- * negative libfabric error, or EFA_BTL_SPREAD_FIRST. */
+/* The NIC of the next message or put/get of ep's (ep->rail_mask > 1) that
+ * takes its turn. */
+int mca_btl_efa_spread_turn(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
+/* The rails a put or get of a->size bytes to ep goes over (out, at most
+ * EFA_MAX_RAILS; desc: the local buffer's descriptor on the first NIC):
+ * below stripe_min one, the peer's NIC in its turn (beyond the eager limit) or
+ * its NIC for its messages, where it can, else the first; from stripe_min
+ * the first and every other rail that can.  Returns how many. */
+int mca_btl_efa_spread_plan_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                 const efa_btl_rdma_args_t *a, efa_mr_t *local_mr, void *desc,
+                                 efa_btl_rail_t *out);
+/* frag to ep over NIC rail (> 0), module lock held: 0, a negative
+ * libfabric error, or EFA_BTL_SPREAD_FIRST. */
 int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                   efa_btl_frag_t *frag);
+                                   efa_btl_frag_t *frag, int rail);
 /* A numbered frag's send completed with *err (0: it went; the test hook
  * may make a send over a NIC beside the first fail).  true: it goes
  * again over the first NIC, and its completion comes from there; false:

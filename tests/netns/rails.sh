@@ -14,6 +14,18 @@
 #     show its put/get striped ("btl:efa: N put/get striped over up to R
 #     rails", N > 0) and its second rail used ("common:efa: rail 1 (ethK):
 #     N completions", N > 0).
+#   ob1-turns     from ob1-pingpong's log: each process's one peer is on
+#                 the first NIC ("btl:efa: messages over several NICs: 0
+#                 peer(s) on a NIC beside the first"), yet its fragments
+#                 and gets beyond the eager limit took the second NIC in
+#                 turn ("1 peer(s) whose transfers beyond the eager limit
+#                 take the NICs in turn, N turn(s) given to a NIC beside
+#                 the first", N > 0)
+#   cm-own-turns  from cm-own-pingpong's log: the same for own matching
+#                 ("own matching over several NICs: 0 peer(s) on a NIC
+#                 beside the first, ...; 1 peer(s) whose streamed data and
+#                 reads take the NICs in turn, N turn(s) given to a NIC
+#                 beside the first", N > 0, in both processes)
 #   ob1-nostripe  control: ob1-pingpong with common_efa_stripe_min 0 (no
 #                 striping, and so no second rail opened); passes when the
 #                 job succeeds, no process stripes (no such line, or N =
@@ -66,7 +78,7 @@ oscbin=${OSC_TEST_BIN_DIR:-$top/_build/tests/osc}
 benchbin=${BENCH_BIN_DIR:-$top/_build/bench}
 logdir=${RAILS_LOG_DIR:-/tmp/efa-rails}
 limit=${RAILS_TIMEOUT:-300}
-runs="ob1-pingpong ob1-osc ob1-nostripe cm-pingpong cm-own-pingpong cm-own-spread ob1-spread ob1-spread-stream"
+runs="ob1-pingpong ob1-turns ob1-osc ob1-nostripe cm-pingpong cm-own-pingpong cm-own-turns cm-own-spread ob1-spread ob1-spread-stream"
 
 npass=0 nfail=0 nskip=0
 finish() {
@@ -174,6 +186,20 @@ striping_run() {
 }
 
 striping_run striped ob1-pingpong ob1-rxm "$mpibin/pingpong"
+
+# turns_check NAME LOG REGEX: both processes' finalize lines match REGEX
+turns_check() {
+    local turns
+    turns=$(grep -cE "$3" "$2" || true)
+    if [ "$turns" -eq 2 ]; then
+        pass "$1 (both processes gave the second NIC turns of their one peer's transfers)"
+    else
+        fail "$1" "$turns of 2 processes gave the second NIC turns of a peer of the first (log $2)"
+    fi
+}
+# one peer on the first NIC, its larger transfers over both in turn
+turns_check ob1-turns "$logdir/ob1-pingpong.log" \
+    'btl:efa: messages over several NICs: 0 peer\(s\) on a NIC beside the first, .*; 1 peer\(s\) whose transfers beyond the eager limit take the NICs in turn, [1-9][0-9]* turn\(s\) given to a NIC beside the first'
 striping_run striped ob1-osc ob1-rxm "$oscbin/osc_test" putget
 
 # the control: the same run with striping off must fail used()'s check;
@@ -195,6 +221,8 @@ fi
 
 striping_run rdv cm-pingpong cm-rxm "$mpibin/pingpong"
 striping_run own cm-own-pingpong cm-own-rxm "$mpibin/pingpong"
+turns_check cm-own-turns "$logdir/cm-own-pingpong.log" \
+    'own matching over several NICs: 0 peer\(s\) on a NIC beside the first, .*; 1 peer\(s\) whose streamed data and reads take the NICs in turn, [1-9][0-9]* turn\(s\) given to a NIC beside the first'
 
 # spread_run NAME CONFIG REGEX: 4 ranks, collectives checked; every
 # process's finalize line (REGEX: its peers on a NIC beside the first as
