@@ -253,17 +253,20 @@ void ompi_mtl_efa_engine_fini(void) {
                             (unsigned long long)s.net_endpoints, (unsigned long long)s.net_grants,
                             (unsigned long long)s.net_no_credit, (unsigned long long)s.net_read,
                             (unsigned long long)s.net_read_failed);
-        if (0 != s.net_rail_peers + s.net_failed_over + s.net_duplicates + s.net_rail_recv_failed) {
+        if (0 != s.net_rail_peers + s.net_failed_over + s.net_duplicates + s.net_rail_recv_failed +
+                     s.net_turn_peers) {
             opal_output_verbose(
                 1, mca_common_efa_output,
                 "mtl:efa: own matching over several NICs: %llu peer(s) on a NIC "
                 "beside the first, %llu provider message(s) sent there, %llu "
                 "sent again over the first NIC after theirs failed; %llu "
                 "copies of messages that had come dropped; %llu receive(s) "
-                "failed on those NICs",
+                "failed on those NICs; %llu peer(s) whose streamed data and reads take the "
+                "NICs in turn, %llu turn(s) given to a NIC beside the first",
                 (unsigned long long)s.net_rail_peers, (unsigned long long)s.net_rail_sent,
                 (unsigned long long)s.net_failed_over, (unsigned long long)s.net_duplicates,
-                (unsigned long long)s.net_rail_recv_failed);
+                (unsigned long long)s.net_rail_recv_failed, (unsigned long long)s.net_turn_peers,
+                (unsigned long long)s.net_turns);
         }
     }
     mca_common_efa_channel_fini_dropped(&channel, s.dropped);

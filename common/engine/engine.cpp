@@ -125,6 +125,9 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
         np.coalesce_bytes = p.net_coalesce_bytes;
         np.inject = !p.net_no_inject;
         np.rail_failover = efa_core_get_info(p.core)->rail_failover;
+        // Longer than an eager message (streamed data): over the peer's
+        // rails in turn.
+        np.turn_min = p.net_eager + sizeof(FrameHdr) + sizeof(NetHdr) + sizeof(NetFrameHdr);
         if (p.net_coalesce_max) {
             np.coalesce_max = p.net_coalesce_max;
         }
@@ -273,7 +276,8 @@ Engine::Peer *Engine::peer_first(uint32_t vpid, int &err) {
 // NIC's queue pair and message rate.  A rail that does not reach the peer,
 // or whose NIC of the peer's does not pair back with this one (its answer
 // would come in elsewhere, from an address this NIC's table does not
-// know: efa_peer_t.rails_mutual), leaves it on the first.
+// know: efa_peer_t.rails_mutual), leaves it on the first; every rail that
+// reaches it so takes its turn with streamed data and reads.
 Engine::Peer *Engine::net_peer(uint32_t vpid, int &err) {
     fi_addr_t addr = FI_ADDR_UNSPEC;
     efa_ctx_t *ctx = nullptr;
@@ -287,17 +291,28 @@ Engine::Peer *Engine::net_peer(uint32_t vpid, int &err) {
     int rail = 0;
     fi_addr_t rail_addr = addr;
     efa_ctx_t *rail_ctx = ctx;
+    const int index = efa_ctx_index(ctx);
+    auto reaches = [&](int r, fi_addr_t *a) {
+        *a = efa_peer_rail_addr(p->rails, r, index, nctx_);
+        return r > 0 && FI_ADDR_NOTAVAIL != *a && (p->rails->rails_mutual & (1u << r)) &&
+               nullptr != efa_core_rail_ctx(net_->core(), r, index);
+    };
     if (p->rails && rails_ > 1) {
         const int r = static_cast<int>(next_rail_++ % static_cast<uint32_t>(rails_));
-        const int index = efa_ctx_index(ctx);
-        const fi_addr_t a = efa_peer_rail_addr(p->rails, r, index, nctx_);
-        if (r > 0 && FI_ADDR_NOTAVAIL != a && (p->rails->rails_mutual & (1u << r))) {
+        fi_addr_t a;
+        if (reaches(r, &a)) {
             rail = r;
             rail_addr = a;
             rail_ctx = efa_core_rail_ctx(net_->core(), r, index);
         }
     }
     p->net = net_->add_peer(vpid, addr, ctx, rail, rail_addr, rail_ctx);
+    for (int r = 1; p->rails && r < rails_; ++r) {
+        fi_addr_t a;
+        if (reaches(r, &a)) {
+            net_->add_turn(p->net, r, a, efa_core_rail_ctx(net_->core(), r, index));
+        }
+    }
     p->cma = Peer::kCmaOff; // its pid means nothing on this node
     p->eager_max = std::min(params_.net_eager, net_->max_frame() - sizeof(FrameHdr));
     p->data_max = net_->max_frame() - sizeof(FrameHdr) - sizeof(DataBody);

@@ -339,6 +339,8 @@ void Engine::get_stats(efa_engine_stats_t *out) const {
         out->net_failed_over = net_->stats().failed_over;
         out->net_duplicates = order_.duplicates();
         out->net_rail_recv_failed = net_rail_recv_failed_;
+        out->net_turn_peers = net_->stats().turn_peers;
+        out->net_turns = net_->stats().turns;
     }
 }
 

@@ -111,7 +111,7 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
     r.addr = p->net->addr0;
     r.peer = stripe_min_ ? p->rails : nullptr;
     r.ctx_index = efa_ctx_index(p->net->ctx0);
-    r.home = p->net->rail; // (below stripe_min: over the NIC of the peer's messages)
+    r.home = net_->next_turn(p->net); // (below stripe_min: the peer's rails in turn)
     r.piece_max = read_piece_;
     r.buf = req->buf;
     r.len = n;

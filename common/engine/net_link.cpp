@@ -69,6 +69,10 @@ NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr0, efa_ctx_t *ctx0
     p->rail = rail;
     p->addr = rail ? addr : addr0;
     p->ctx = rail ? ctx : ctx0;
+    p->rail_ctx[0] = ctx0;
+    p->rail_addr[0] = addr0;
+    p->rail_ctx[rail] = p->ctx;
+    p->rail_addr[rail] = p->addr;
     ctx = p->ctx;
     if (rail) {
         ++stats_.rail_peers;
@@ -79,6 +83,33 @@ NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr0, efa_ctx_t *ctx0
     }
     peers_.push_back(std::move(p));
     return peers_.back().get();
+}
+
+void NetLink::add_turn(Peer *p, int r, fi_addr_t addr, efa_ctx_t *ctx) {
+    if (r <= 0 || r >= EFA_MAX_RAILS || nullptr == ctx || SIZE_MAX == params_.turn_min) {
+        return;
+    }
+    p->rail_ctx[r] = ctx;
+    p->rail_addr[r] = addr;
+    if (p->turn_mask <= 1) {
+        ++stats_.turn_peers;
+        p->turn = static_cast<uint8_t>(p->rail); // peers start their turns apart
+    }
+    p->turn_mask = static_cast<uint8_t>(p->turn_mask | 1u | (1u << r));
+}
+
+int NetLink::next_turn(Peer *p) {
+    if (p->turn_mask <= 1) {
+        return p->rail;
+    }
+    unsigned r;
+    do {
+        r = p->turn++ % EFA_MAX_RAILS;
+    } while (0 == (p->turn_mask & (1u << r)));
+    if (r > 0) {
+        ++stats_.turns;
+    }
+    return static_cast<int>(r);
 }
 
 NetLink::Buf *NetLink::get_buf() {
@@ -188,7 +219,7 @@ bool NetLink::post(Peer *p) {
     int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr) : -FI_EMSGSIZE;
     if (-FI_EMSGSIZE == rc) { // not by inject (or the core refused it): with a completion
         inject = false;
-        rc = post_buf(p, b);
+        rc = post_buf(p, b, b->used > params_.turn_min ? next_turn(p) : p->rail);
     }
     if (-FI_EAGAIN == rc) {
         if (!p->waiting) {
@@ -229,38 +260,48 @@ bool NetLink::post(Peer *p) {
     return true;
 }
 
-// p's messages go over the first rail from now on (false: they are there
-// already, or failover is off).  Whatever else p has in flight on its
-// rail fails too and comes to fail_over.
-bool NetLink::leave_rail(Peer *p) {
-    if (0 == p->rail || !params_.rail_failover) {
-        return false;
-    }
-    p->rail = 0;
-    p->ctx = p->ctx0;
-    p->addr = p->addr0;
-    return true;
-}
-
-// b to p over p's rail, with a completion; a rail the core refuses (the
-// peer's rail taken out before this message's turn) sends it over the
-// first.
-int NetLink::post_buf(Peer *p, Buf *b) {
-    void *desc = p->rail && b->mr ? efa_mr_rail_desc(b->mr, p->rail) : b->desc;
-    if (p->rail && b->mr && !desc) {
-        // The rail's domain has no registration of this slab (refused):
-        // where the provider wants descriptors, the peer keeps to the first.
+// p's messages leave rail (> 0) for good: those that were its own go over
+// the first rail, and its turns skip it.
+void NetLink::drop_rail(Peer *p, int rail) {
+    p->turn_mask = static_cast<uint8_t>(p->turn_mask & ~(1u << rail));
+    if (p->rail == rail) {
         p->rail = 0;
         p->ctx = p->ctx0;
         p->addr = p->addr0;
+    }
+}
+
+// The same, where failover is on (false: rail is the first, or failover
+// is off).  Whatever else p has in flight on the rail fails too and comes
+// to fail_over.
+bool NetLink::leave_rail(Peer *p, int rail) {
+    if (0 == rail || !params_.rail_failover) {
+        return false;
+    }
+    drop_rail(p, rail);
+    return true;
+}
+
+// b to p over 'rail', with a completion; a rail the core refuses (the
+// peer's rail taken out before this message's turn) sends it over the
+// first.
+int NetLink::post_buf(Peer *p, Buf *b, int rail) {
+    void *desc = rail && b->mr ? efa_mr_rail_desc(b->mr, rail) : b->desc;
+    if (rail && b->mr && !desc) {
+        // The rail's domain has no registration of this slab (refused):
+        // where the provider wants descriptors, the peer keeps to the first.
+        drop_rail(p, rail);
+        rail = 0;
         desc = b->desc;
     }
-    int rc = efa_ctx_try_send(p->ctx, b->data, b->used, desc, p->addr, &b->op);
-    if (rc && -FI_EAGAIN != rc && leave_rail(p)) {
-        rc = efa_ctx_try_send(p->ctx, b->data, b->used, b->desc, p->addr, &b->op);
+    int rc =
+        efa_ctx_try_send(p->rail_ctx[rail], b->data, b->used, desc, p->rail_addr[rail], &b->op);
+    if (rc && -FI_EAGAIN != rc && leave_rail(p, rail)) {
+        rail = 0;
+        rc = efa_ctx_try_send(p->ctx0, b->data, b->used, b->desc, p->addr0, &b->op);
     }
-    b->rail = p->rail;
-    if (0 == rc && p->rail) {
+    b->rail = rail;
+    if (0 == rc && rail) {
         ++stats_.rail_sent;
     }
     return rc;
@@ -271,7 +312,7 @@ bool NetLink::fail_over(Buf *b) {
     if (0 == b->rail || p->error || !params_.rail_failover) {
         return false;
     }
-    leave_rail(p); // (left already when an earlier message failed)
+    leave_rail(p, b->rail); // (left already when an earlier message failed)
     // The bytes go again from a buffer of their own: a send the peer
     // deadline gave up on is still the provider's, which may read b until
     // the endpoint closes (a link back after the timeout), so b is never
@@ -285,7 +326,7 @@ bool NetLink::fail_over(Buf *b) {
     } else {
         nb = b;
     }
-    const int rc = post_buf(p, nb);
+    const int rc = post_buf(p, nb, 0);
     if (rc && -FI_EAGAIN != rc) {
         if (nb != b) {
             nb->next_free = free_;
@@ -371,7 +412,7 @@ bool NetLink::send_grant(Peer *p) {
         b->used = sizeof(h);
         b->frames = 0;
         memcpy(b->data, &h, sizeof(h));
-        rc = post_buf(p, b);
+        rc = post_buf(p, b, p->rail);
         if (0 == rc) {
             ++p->inflight; // release() on completion, as for any message
             ++inflight_;
@@ -442,7 +483,7 @@ void NetLink::progress_pending() {
         for (Buf *b : todo) {
             Peer *p = b->peer;
             const bool failed = 0 != p->error;
-            const int rc = failed ? p->error : post_buf(p, b);
+            const int rc = failed ? p->error : post_buf(p, b, 0);
             if (-FI_EAGAIN == rc) {
                 resend_.push_back(b);
                 pending_ = true;

@@ -50,7 +50,11 @@
 // Rails.  A peer's messages go over one NIC of the process's set (the
 // owner picks it: Engine::net_peer), with the contexts' receive pools on
 // every NIC (efa_core_msg.h), so the receiver takes them wherever they
-// come and the sequence numbers keep their order.  On a rail beside the
+// come and the sequence numbers keep their order.  Messages longer than
+// turn_min (streamed data, beyond an eager message) take every rail that
+// reaches the peer in turn (add_turn): one peer's stream has the
+// bandwidth of them all, and the receiver's order holds what comes early
+// (NetOrder).  On a rail beside the
 // first nothing goes by inject: a message in flight there when the rail
 // fails is posted again, from its buffer, over the first rail
 // (fail_over), and the peer stays there; the receiver's order drops the
@@ -69,6 +73,7 @@
 #include <vector>
 
 #include "efa_core.h"
+#include "efa_rma.h"
 #include "registered_block.hpp"
 
 namespace efa::engine {
@@ -143,6 +148,7 @@ struct NetParams {
     bool inject = true;           // a lone small message by inject (see above)
     bool rail_failover = true;    // a failed rail's messages go again over the first (false:
                                   // its failure is the peer's loss)
+    size_t turn_min = SIZE_MAX;   // longer messages take the peer's rails in turn (add_turn)
     // Messages granted beyond those handed on (0: 16 windows); at least
     // kFirstGrant, which a sender assumes before the first grant comes.
     uint64_t credit = 0;
@@ -158,6 +164,8 @@ struct NetStats {
     uint64_t rail_peers = 0;  // peers whose messages went over a rail beside the first
     uint64_t rail_sent = 0;   // ... messages (and grants) posted there
     uint64_t failed_over = 0; // messages posted again over the first rail (their rail failed)
+    uint64_t turn_peers = 0;  // peers whose longer messages take several rails in turn
+    uint64_t turns = 0;       // ... turns that gave a rail beside the first
     uint32_t endpoints = 0;   // local endpoints (contexts) the peers are spread over
 };
 
@@ -183,6 +191,13 @@ class NetLink {
         int rail = 0;
         fi_addr_t addr0 = FI_ADDR_UNSPEC; // the same peer on the first rail
         efa_ctx_t *ctx0 = nullptr;
+        // The peer on each rail (ctx NULL: not known), and those (bit r)
+        // that its messages longer than turn_min take in turn (0: rail
+        // alone), the next turn in 'turn'.
+        efa_ctx_t *rail_ctx[EFA_MAX_RAILS] = {};
+        fi_addr_t rail_addr[EFA_MAX_RAILS] = {};
+        uint8_t turn_mask = 0;
+        uint8_t turn = 0;
         uint32_t inflight = 0;
         uint64_t seq = 0;
         Buf *open = nullptr;               // frames written, not posted yet
@@ -211,6 +226,12 @@ class NetLink {
     // addr0 and ctx0 for rail 0).  Owned by the link.
     Peer *add_peer(uint32_t vpid, fi_addr_t addr0, efa_ctx_t *ctx0, int rail, fi_addr_t addr,
                    efa_ctx_t *ctx);
+    // Rail r (> 0) reaches p too (addr through ctx): p's messages longer
+    // than turn_min take it in turn with the first rail and the others.
+    void add_turn(Peer *p, int r, fi_addr_t addr, efa_ctx_t *ctx);
+    // The rail of p's next message or read that takes its turn (p's own
+    // rail where it has no turns).
+    int next_turn(Peer *p);
     // The largest frame one message carries (buf_size is a multiple of
     // kNetAlign: the frame's padding fits too).
     size_t max_frame() const { return params_.buf_size - sizeof(NetHdr) - sizeof(NetFrameHdr); }
@@ -267,8 +288,9 @@ class NetLink {
     Buf *get_buf();
     bool post(Peer *p);
     bool send_grant(Peer *p);
-    int post_buf(Peer *p, Buf *b);
-    bool leave_rail(Peer *p);
+    int post_buf(Peer *p, Buf *b, int rail);
+    void drop_rail(Peer *p, int rail);
+    bool leave_rail(Peer *p, int rail);
     bool has_credit(const Peer *p) const { return p->seq < p->limit; }
     static void on_complete(efa_op_t *op, const efa_cqe_t *cqe);
 

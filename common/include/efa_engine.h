@@ -301,6 +301,9 @@ typedef struct efa_engine_stats {
     uint64_t net_rail_peers, net_rail_sent, net_failed_over;
     uint64_t net_duplicates;       /* copies of messages that had arrived (sent again), dropped */
     uint64_t net_rail_recv_failed; /* receives that failed on a NIC beside the first */
+    /* Peers whose streamed data and reads take every NIC that reaches them
+     * in turn, and the turns that gave a NIC beside the first. */
+    uint64_t net_turn_peers, net_turns;
     /* Rendezvous messages in device memory: copied device to device by the
      * device's IPC, and those streamed through the rings instead (IPC
      * refused, or the receiver's copy failed). */
