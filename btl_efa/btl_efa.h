@@ -389,7 +389,7 @@ typedef struct mca_btl_efa_module {
         efa_btl_frag_t *resend;        /* failed over, waiting for room in the first NIC's queue */
         uint64_t peers, sent, failed_over, duplicates, recv_failed, retired, forged;
         uint64_t turn_peers; /* peers whose transfers take several NICs in turn */
-        uint64_t turns;      /* ... turns that gave a NIC beside the first (atomic) */
+        uint64_t turns;      /* ... transfers sent over a NIC beside the first in turn (atomic) */
     } spread;
 } mca_btl_efa_module_t;
 

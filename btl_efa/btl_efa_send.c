@@ -267,11 +267,15 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     const bool takes_credit = EFA_BTL_MSG_CREDIT != hdr->type;
     int rc = EFA_BTL_SPREAD_FIRST;
     int rail = ep->rail;
-    if (OPAL_UNLIKELY(ep->rail_mask > 1) && frag->send_len > btl->super.btl_eager_limit) {
-        rail = mca_btl_efa_spread_turn(btl, ep);
+    if (OPAL_UNLIKELY(ep->rail_mask > 1) &&
+        frag->send_len - sizeof(efa_btl_hdr_t) > btl->super.btl_eager_limit) {
+        rail = mca_btl_efa_spread_turn(ep);
     }
     if (OPAL_UNLIKELY(rail)) {
         rc = mca_btl_efa_spread_send_locked(btl, ep, frag, rail);
+        if (0 == rc && rail != ep->rail) {
+            __atomic_fetch_add(&btl->spread.turns, 1, __ATOMIC_RELAXED);
+        }
     }
     if (EFA_BTL_SPREAD_FIRST == rc) {
         rc = post_first_nic(btl, ep, frag);

@@ -74,15 +74,12 @@ void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
-int mca_btl_efa_spread_turn(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+int mca_btl_efa_spread_turn(mca_btl_efa_endpoint_t *ep) {
     const unsigned mask = __atomic_load_n(&ep->rail_mask, __ATOMIC_RELAXED) | 1u;
     unsigned r;
     do { /* (put/get take turns without the module lock: relaxed) */
         r = __atomic_fetch_add(&ep->rail_turn, 1, __ATOMIC_RELAXED) % EFA_MAX_RAILS;
     } while (0 == (mask & (1u << r)));
-    if (r > 0) {
-        __atomic_fetch_add(&btl->spread.turns, 1, __ATOMIC_RELAXED);
-    }
     return (int)r;
 }
 
@@ -111,11 +108,11 @@ int mca_btl_efa_spread_plan_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
     if (OPAL_LIKELY(0 == btl->native.stripe_min || a->size < btl->native.stripe_min ||
                     NULL == ep->peer)) {
         if (OPAL_UNLIKELY(ep->rail_mask > 1 || ep->rail > 0) && NULL != ep->peer) {
-            const int r = ep->rail_mask > 1 && a->size > btl->super.btl_eager_limit
-                              ? mca_btl_efa_spread_turn(btl, ep)
-                              : ep->rail;
-            if (r > 0 && r < btl->native.rails) {
-                (void)rail_usable(btl, ep, r, h, local_mr, &out[0]);
+            const bool turn = ep->rail_mask > 1 && a->size > btl->super.btl_eager_limit;
+            const int r = turn ? mca_btl_efa_spread_turn(ep) : ep->rail;
+            if (r > 0 && r < btl->native.rails && rail_usable(btl, ep, r, h, local_mr, &out[0]) &&
+                turn && r != ep->rail) {
+                __atomic_fetch_add(&btl->spread.turns, 1, __ATOMIC_RELAXED);
             }
         }
         return 1;
@@ -480,7 +477,7 @@ void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl) {
         "message(s) sent there, %llu sent again over the first NIC after theirs failed; %llu "
         "copies dropped, %llu not from the process they name; %llu receive(s) failed on those "
         "NICs; %llu peer(s) whose transfers beyond the eager limit take the NICs in turn, %llu "
-        "turn(s) given to a NIC beside the first",
+        "of them sent over a NIC beside the first in turn",
         (unsigned long long)btl->spread.peers, (unsigned long long)btl->spread.sent,
         (unsigned long long)btl->spread.failed_over, (unsigned long long)btl->spread.duplicates,
         (unsigned long long)btl->spread.forged, (unsigned long long)btl->spread.recv_failed,

@@ -47,7 +47,7 @@ void mca_btl_efa_spread_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 /* The NIC of the next message or put/get of ep's (ep->rail_mask > 1) that
  * takes its turn. */
-int mca_btl_efa_spread_turn(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
+int mca_btl_efa_spread_turn(mca_btl_efa_endpoint_t *ep);
 /* The rails a put or get of a->size bytes to ep goes over (out, at most
  * EFA_MAX_RAILS; desc: the local buffer's descriptor on the first NIC):
  * below stripe_min one, the peer's NIC in its turn (beyond the eager limit) or

@@ -262,7 +262,7 @@ void ompi_mtl_efa_engine_fini(void) {
                 "sent again over the first NIC after theirs failed; %llu "
                 "copies of messages that had come dropped; %llu receive(s) "
                 "failed on those NICs; %llu peer(s) whose streamed data and reads take the "
-                "NICs in turn, %llu turn(s) given to a NIC beside the first",
+                "NICs in turn, %llu message(s) sent over a NIC beside the first in turn",
                 (unsigned long long)s.net_rail_peers, (unsigned long long)s.net_rail_sent,
                 (unsigned long long)s.net_failed_over, (unsigned long long)s.net_duplicates,
                 (unsigned long long)s.net_rail_recv_failed, (unsigned long long)s.net_turn_peers,

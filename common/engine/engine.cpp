@@ -127,7 +127,7 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
         np.rail_failover = efa_core_get_info(p.core)->rail_failover;
         // Longer than an eager message (streamed data): over the peer's
         // rails in turn.
-        np.turn_min = p.net_eager + sizeof(FrameHdr) + sizeof(NetHdr) + sizeof(NetFrameHdr);
+        np.turn_min = sizeof(NetHdr) + net_span(sizeof(FrameHdr) + p.net_eager);
         if (p.net_coalesce_max) {
             np.coalesce_max = p.net_coalesce_max;
         }

@@ -352,7 +352,11 @@ namespace efa::engine {
 // that does not come while later ones are held has lost that message: a
 // reliable provider never leaves such a gap open for long.  After a failed
 // receive here (net_lost_) a gap open for kLostGapMs is taken as that loss;
-// without one, after common_efa_peer_timeout.  The peer then fails as a
+// without one, after twice common_efa_peer_timeout: a message in flight on
+// a rail that died is sent again over the first once the sender's deadline
+// for that rail expires (NetLink::fail_over), while the peer's later
+// messages keep coming over the others (NetLink::next_turn) and open the
+// gap at once.  The peer then fails as a
 // dead one would (fail_peer here, the core's peer-unreachable message and
 // its operations; the caller reports, outside the lock): a job that waits
 // on the lost message ends with an error that names the peer instead of
@@ -362,7 +366,7 @@ namespace efa::engine {
 void Engine::check_net_gaps() {
     constexpr uint64_t kLostGapMs = 2000;
     const int secs = efa_core_peer_timeout(net_->core());
-    const uint64_t limit = net_lost_ ? kLostGapMs : secs > 0 ? secs * uint64_t{1000} : 0;
+    const uint64_t limit = net_lost_ ? kLostGapMs : secs > 0 ? 2 * secs * uint64_t{1000} : 0;
     if (0 == limit) {
         return;
     }
@@ -374,9 +378,10 @@ void Engine::check_net_gaps() {
                           std::to_string(order_.next(s)) +
                           " of its stream to this process never came, although " +
                           std::to_string(order_.held(s)) + " later ones did";
-        why += net_lost_ ? std::string(" (a receive here failed: ") + fi_strerror(-net_lost_err_) +
-                               "): the provider lost it"
-                         : " (for " + std::to_string(secs) + " s, common_efa_peer_timeout)";
+        why += net_lost_
+                   ? std::string(" (a receive here failed: ") + fi_strerror(-net_lost_err_) +
+                         "): the provider lost it"
+                   : " (for " + std::to_string(2 * secs) + " s, twice common_efa_peer_timeout)";
         order_.close(s);
         int err = 0;
         Peer *p = peer(s, err); // (made now if this process never sent to it)

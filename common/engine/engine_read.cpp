@@ -111,7 +111,8 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
     r.addr = p->net->addr0;
     r.peer = stripe_min_ ? p->rails : nullptr;
     r.ctx_index = efa_ctx_index(p->net->ctx0);
-    r.home = net_->next_turn(p->net); // (below stripe_min: the peer's rails in turn)
+    // Below stripe_min one rail: the peer's in turn (striped, it does not matter).
+    r.home = n < stripe_min_ ? net_->next_turn(p->net) : p->net->rail;
     r.piece_max = read_piece_;
     r.buf = req->buf;
     r.len = n;

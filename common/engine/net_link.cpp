@@ -106,9 +106,6 @@ int NetLink::next_turn(Peer *p) {
     do {
         r = p->turn++ % EFA_MAX_RAILS;
     } while (0 == (p->turn_mask & (1u << r)));
-    if (r > 0) {
-        ++stats_.turns;
-    }
     return static_cast<int>(r);
 }
 
@@ -303,6 +300,7 @@ int NetLink::post_buf(Peer *p, Buf *b, int rail) {
     b->rail = rail;
     if (0 == rc && rail) {
         ++stats_.rail_sent;
+        stats_.turns += rail != p->rail ? 1 : 0;
     }
     return rc;
 }

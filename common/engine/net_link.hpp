@@ -165,7 +165,7 @@ struct NetStats {
     uint64_t rail_sent = 0;   // ... messages (and grants) posted there
     uint64_t failed_over = 0; // messages posted again over the first rail (their rail failed)
     uint64_t turn_peers = 0;  // peers whose longer messages take several rails in turn
-    uint64_t turns = 0;       // ... turns that gave a rail beside the first
+    uint64_t turns = 0;       // ... messages sent over a rail beside the first in turn
     uint32_t endpoints = 0;   // local endpoints (contexts) the peers are spread over
 };
 

@@ -302,7 +302,7 @@ typedef struct efa_engine_stats {
     uint64_t net_duplicates;       /* copies of messages that had arrived (sent again), dropped */
     uint64_t net_rail_recv_failed; /* receives that failed on a NIC beside the first */
     /* Peers whose streamed data and reads take every NIC that reaches them
-     * in turn, and the turns that gave a NIC beside the first. */
+     * in turn, and the messages sent over a NIC beside the first so. */
     uint64_t net_turn_peers, net_turns;
     /* Rendezvous messages in device memory: copied device to device by the
      * device's IPC, and those streamed through the rings instead (IPC

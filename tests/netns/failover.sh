@@ -12,9 +12,12 @@
 #     out ("NIC: ethK" of help topic rail-lost) and a process sent a part
 #     again over the first rail (btl:efa: N striped part(s) sent again, N
 #     > 0).
-#   own-link-down  link-down under pml cm + mtl_efa with own matching,
-#     whose rendezvous reads are striped: the job succeeds, names the NIC,
-#     and every read completed by the rails (none fell back to streaming).
+#   own-link-down  link-down under pml cm + mtl_efa with own matching
+#     (udp;ofi_rxd, below: its streamed data takes both NICs in turn, and
+#     over tcp;ofi_rxm a message completed into the dying link's socket
+#     could be lost with nothing left to fail), whose rendezvous reads are
+#     striped: the job succeeds, names the NIC, and every read completed
+#     by the rails (none fell back to streaming).
 #   own-msgs-link-down  own-link-down on udp;ofi_rxd (below) with
 #     mtl_efa_debug_net_first_rail 1:
 #     the peer's messages go over the second NIC, the one that fails; the
@@ -81,11 +84,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # shellcheck disable=SC2054 # "efa,self" is one argument
 ob1=(--mca pml ob1 --mca btl efa,self --mca btl_efa_provider_include 'tcp;ofi_rxm')
-own=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
-    --mca mtl_efa_matching own)
 cm=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'tcp;ofi_rxm'
     --mca mtl_efa_matching provider)
-# Messages on the failing NIC: over udp;ofi_rxd, whose sends complete once
+# Messages on the failing NIC (own matching's streamed data takes both in
+# turn): over udp;ofi_rxd, whose sends complete once
 # the peer acknowledged them, as EFA's do.  tcp;ofi_rxm completes a send
 # once a local socket has it, so a message sent just before the link went
 # down could be lost with nothing left to fail (DESIGN.md, "btl_efa's
@@ -141,7 +143,7 @@ done
 # pml cm + mtl_efa under own matching: its rendezvous reads striped, a
 # failed rail's pieces read again by the first (no read falls back to
 # streaming: both processes say "0 reads failed").
-run own-link-down link-down "${own[@]}"
+run own-link-down link-down "${own_rxd[@]}"
 if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/own-link-down.log" && [ "$named" -gt 0 ] &&
     [ "$(grep -c "rendezvous read by RMA (0 reads failed" "$logdir/own-link-down.log")" -eq 2 ]; then
     pass "own-link-down (own matching's reads went on, the NIC named)"

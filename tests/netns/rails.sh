@@ -19,13 +19,13 @@
 #                 peer(s) on a NIC beside the first"), yet its fragments
 #                 and gets beyond the eager limit took the second NIC in
 #                 turn ("1 peer(s) whose transfers beyond the eager limit
-#                 take the NICs in turn, N turn(s) given to a NIC beside
-#                 the first", N > 0)
+#                 take the NICs in turn, N of them sent over a NIC beside
+#                 the first in turn", N > 0)
 #   cm-own-turns  from cm-own-pingpong's log: the same for own matching
 #                 ("own matching over several NICs: 0 peer(s) on a NIC
 #                 beside the first, ...; 1 peer(s) whose streamed data and
-#                 reads take the NICs in turn, N turn(s) given to a NIC
-#                 beside the first", N > 0, in both processes)
+#                 reads take the NICs in turn, N message(s) sent over a
+#                 NIC beside the first in turn", N > 0, in both processes)
 #   ob1-nostripe  control: ob1-pingpong with common_efa_stripe_min 0 (no
 #                 striping, and so no second rail opened); passes when the
 #                 job succeeds, no process stripes (no such line, or N =
@@ -199,7 +199,7 @@ turns_check() {
 }
 # one peer on the first NIC, its larger transfers over both in turn
 turns_check ob1-turns "$logdir/ob1-pingpong.log" \
-    'btl:efa: messages over several NICs: 0 peer\(s\) on a NIC beside the first, .*; 1 peer\(s\) whose transfers beyond the eager limit take the NICs in turn, [1-9][0-9]* turn\(s\) given to a NIC beside the first'
+    'btl:efa: messages over several NICs: 0 peer\(s\) on a NIC beside the first, .*; 1 peer\(s\) whose transfers beyond the eager limit take the NICs in turn, [1-9][0-9]* of them sent over a NIC beside the first in turn'
 striping_run striped ob1-osc ob1-rxm "$oscbin/osc_test" putget
 
 # the control: the same run with striping off must fail used()'s check;
@@ -222,7 +222,7 @@ fi
 striping_run rdv cm-pingpong cm-rxm "$mpibin/pingpong"
 striping_run own cm-own-pingpong cm-own-rxm "$mpibin/pingpong"
 turns_check cm-own-turns "$logdir/cm-own-pingpong.log" \
-    'own matching over several NICs: 0 peer\(s\) on a NIC beside the first, .*; 1 peer\(s\) whose streamed data and reads take the NICs in turn, [1-9][0-9]* turn\(s\) given to a NIC beside the first'
+    'own matching over several NICs: 0 peer\(s\) on a NIC beside the first, .*; 1 peer\(s\) whose streamed data and reads take the NICs in turn, [1-9][0-9]* message\(s\) sent over a NIC beside the first in turn'
 
 # spread_run NAME CONFIG REGEX: 4 ranks, collectives checked; every
 # process's finalize line (REGEX: its peers on a NIC beside the first as
