@@ -26,14 +26,18 @@
 #         each, 1, 2 and 4 links per host shaped at 1 Gbit/s, each link a
 #         NIC: bandwidth of 1 to 16 MiB messages of mtl_efa and btl_efa
 #         against ob1 + tcp over the same links (btl/tcp stripes over its
-#         interfaces), and mtl/ofi on one link; then two ranks per host,
-#         each streaming 32 and 128 KiB messages to both ranks of the
-#         other host (fanout: messages below common_efa_stripe_min, which
-#         both components spread over the NICs by peer), against the same;
-#         said and left out where namespaces cannot be made.
+#         interfaces), and mtl/ofi on one link; the bandwidth of 32 and
+#         128 KiB messages (below common_efa_stripe_min: not striped, but
+#         their data takes the peer's NICs in turn) with one rank per host;
+#         then two ranks per host, each streaming 32 and 128 KiB messages
+#         to both ranks of the other host (fanout: peers spread over the
+#         NICs), against the same; said and left out where namespaces
+#         cannot be made.  The runs of messages below stripe_min warm up
+#         for 10 iterations (each NIC's first transfers, connections made
+#         on first use over tcp;ofi_rxm, are slow).
 #      Never one kind against the other: an on-node path beats any network.
 # Output: bench/results/<timestamp>-{onnode,onnode-rma,network,network-rma,
-# nics-1,nics-2,nics-4,fanout-1,fanout-2,fanout-4}/ (summary.md, results.csv,
+# nics-K,peer-K,fanout-K for K = 1, 2, 4}/ (summary.md, results.csv,
 # plots/*.png).
 #   bench/main-job.sh [--no-deps] [--no-build] [runner.py arguments, e.g. --reps 5]
 set -euo pipefail
@@ -231,12 +235,19 @@ else
             --launch-args "$launch" "${tables[@]}" --anchor ob1_tcp --benches bw_large \
             --sizes 1M:16M:4 --out "$out-nics-$k" "$@"
         parts="$parts nics-$k"
+        step "e. several NICs: one peer, messages below stripe_min, $k link(s) (output $out-peer-$k)"
+        OMPI_MCA_btl_tcp_if_include=${nets%,} python3 "$here/runner.py" --reps 3 --timeout 60 \
+            --providers "$prov" --title "several NICs, one peer: $k link(s) per host, 1 Gbit/s each" \
+            --launch-args "$launch" --table "$defaults=mtl_efa-$prov,btl_efa-$prov" \
+            --anchor ob1_tcp --benches bw --sizes 32K:128K:4 --warmup 100 --out "$out-peer-$k" "$@"
+        parts="$parts peer-$k"
         launch_args "$k" 2
         step "e. several NICs: fanout, 2 ranks per host, $k link(s) (output $out-fanout-$k)"
         OMPI_MCA_btl_tcp_if_include=${nets%,} python3 "$here/runner.py" --reps 3 --timeout 60 \
             --providers "$prov" --title "several NICs, fanout: 2 ranks per host, $k link(s) of 1 Gbit/s" \
             --launch-args "$launch" --table "$defaults=mtl_efa-$prov,btl_efa-$prov" \
-            --anchor ob1_tcp --benches fanout --sizes 32K:128K:4 --out "$out-fanout-$k" "$@"
+            --anchor ob1_tcp --benches fanout --sizes 32K:128K:4 --warmup 100 \
+            --out "$out-fanout-$k" "$@"
         parts="$parts fanout-$k"
     done
 fi
