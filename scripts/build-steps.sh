@@ -46,14 +46,17 @@ make_logged() {
 
 # build_test_programs WHO JOBS DIR...: in the build directory (the current
 # one), the test programs (check_PROGRAMS) of each DIR, into make-check.out.
-# TESTS= builds them without running the suites.
+# TESTS= builds them without running the suites.  TEST_CXXFLAGS, when set,
+# replaces CXXFLAGS for the test programs' own C++ files (the libraries they
+# test keep theirs).
 build_test_programs() {
-    local who=$1 jobs=$2 d
+    local who=$1 jobs=$2 d flags=()
     shift 2
+    [ -n "${TEST_CXXFLAGS:-}" ] && flags=(CXXFLAGS="$TEST_CXXFLAGS")
     : >make-check.out
     for d in "$@"; do
         [ -f "$d/Makefile" ] || continue
-        make -C "$d" -j"$jobs" check TESTS= >>make-check.out 2>&1 ||
+        make -C "$d" -j"$jobs" check TESTS= "${flags[@]}" >>make-check.out 2>&1 ||
             { grep -E "error|Error" -A3 make-check.out | head -40; echo "$who: building $d failed"; exit 1; }
     done
 }

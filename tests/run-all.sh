@@ -51,6 +51,7 @@ total_skip=0
 # end: where CI's minutes go.
 suite_start=$SECONDS
 suite_times=("$(printf '%5d s  %s' $SECONDS "dependencies and build")")
+bg_times=()
 add_counts() { # add the "N passed, N failed[, N skipped]" of a suite's log
     local line p f k
     suite_times+=("$(printf '%5d s  %s' $((SECONDS - suite_start)) "$2")")
@@ -69,6 +70,34 @@ add_counts() { # add the "N passed, N failed[, N skipped]" of a suite's log
     total_fail=$((total_fail + f))
     total_skip=$((total_skip + k))
 }
+
+# Work that needs no MPI suite starts now in the background, one step
+# after the other, and fills the CPU time that the suites below leave idle
+# (an MPI job spends much of its start and end waiting):
+#  - the instrumented builds (scripts/build-instrumented.sh asan, tsan,
+#    fuzz) at the lowest priority; their suites run at the end;
+#  - then the packages (docs/PACKAGES.md): the Spack recipe's check, the
+#    release tarball against the checkout and its RPM, and the Debian
+#    package built, checked by lintian, installed into a clean Debian 12
+#    root and run there; at a lower priority than the suites, not the
+#    lowest, so that its 2-rank jobs keep a share of the CPU.  With
+#    --no-build (another Open MPI's build tree) they are not this run's.
+# Each step writes its exit status and seconds into STEP.rc.
+bg_pid=""
+if [ $do_build -eq 1 ]; then
+    rm -f "$logdir"/build-{asan,tsan,fuzz}.rc "$logdir/packages.rc"
+    (
+        for kind in asan tsan fuzz; do
+            s=$SECONDS
+            nice -n 19 "$top/scripts/build-instrumented.sh" $kind >"$logdir/build-$kind.log" 2>&1
+            echo "$? $((SECONDS - s))" >"$logdir/build-$kind.rc"
+        done
+        s=$SECONDS
+        nice -n 10 "$top/tests/package/run-package-tests.sh" "$logdir/packages" >"$logdir/packages.log" 2>&1
+        echo "$? $((SECONDS - s))" >"$logdir/packages.rc"
+    ) &
+    bg_pid=$!
+fi
 
 echo "== unit tests"
 unit_log=$logdir/unit.log
@@ -326,34 +355,43 @@ BENCH_BIN_DIR=$build/bench "$top/bench/callgrind-gate.sh" -o "$logdir/callgrind-
     tee "$logdir/callgrind-gate.log"
 add_counts "$logdir/callgrind-gate.log" callgrind-gate
 
-# The packages (docs/PACKAGES.md): the Spack recipe's check, the release
-# tarball against the checkout and its RPM, and the Debian package built,
-# checked by lintian, installed into a clean Debian 12 root and run there.
-# With --no-build (another Open MPI's build tree) they are not this run's.
-if [ $do_build -eq 1 ]; then
+# Instrumented builds beside the normal one (scripts/build-instrumented.sh,
+# started in the background above): ASan + UBSan over the unit tests and
+# subsets of the MPI and one-sided suites, ThreadSanitizer over the
+# threaded suites, then every libFuzzer harness over its corpus and for 4 s.
+# A build that fails is one failure, and its suite is not run: the build
+# directory may hold the programs of an earlier build, which would be
+# tested in place of this checkout's.
+if [ -n "$bg_pid" ]; then
+    echo "== waiting for the instrumented builds and the packages (background)"
+    wait "$bg_pid"
+    suite_times+=("$(printf '%5d s  %s' $((SECONDS - suite_start)) "waiting for the background steps")")
+    suite_start=$SECONDS
     echo "== packages: Spack recipe, release tarball and RPM, Debian package in a clean root"
-    "$top/tests/package/run-package-tests.sh" "$logdir/packages" 2>&1 | tee "$logdir/packages.log"
+    cat "$logdir/packages.log"
+    read -r pkg_rc pkg_secs 2>/dev/null <"$logdir/packages.rc" || pkg_rc=1
+    bg_times+=("$(printf '%5d s  %s' "${pkg_secs:-0}" "packages (in the background)")")
     add_counts "$logdir/packages.log" packages
+    # (an exit status that its count does not explain is one failure more)
+    if [ "$pkg_rc" != 0 ] && grep -qE '^[0-9]+ passed, 0 failed' "$logdir/packages.log"; then
+        echo "run-all: the packages' runner exited $pkg_rc (counted as one failure)"
+        total_fail=$((total_fail + 1))
+    fi
 fi
-
-# Instrumented builds beside the normal one (scripts/build-instrumented.sh):
-# ASan + UBSan over the unit tests and subsets of the MPI and one-sided
-# suites, ThreadSanitizer over the threaded suites, then every libFuzzer
-# harness over its corpus and for 6 s.  A build that fails is one failure,
-# and its suite is not run: the build directory may hold the programs of
-# an earlier build, which would be tested in place of this checkout's.
 for kind in asan tsan fuzz; do
     case $kind in
     asan) title="sanitizers (ASan + UBSan): unit tests, MPI and one-sided subsets"
           runner=("$top/tests/run-sanitizer-tests.sh" -b "$top/_build-asan" -i "$top/_install-asan") ;;
     tsan) title="ThreadSanitizer: threaded unit tests, MPI_THREAD_MULTIPLE over mtl_efa and btl_efa"
           runner=("$top/tests/run-tsan-tests.sh" -b "$top/_build-tsan" -i "$top/_install-tsan") ;;
-    fuzz) title="fuzzers (libFuzzer + ASan + UBSan): corpus, then 6 s per harness"
-          runner=("$top/tests/fuzz/run-fuzzers.sh" -T 6 -b "$top/_build-fuzz") ;;
+    fuzz) title="fuzzers (libFuzzer + ASan + UBSan): corpus, then 4 s per harness"
+          runner=("$top/tests/fuzz/run-fuzzers.sh" -T 4 -b "$top/_build-fuzz") ;;
     esac
     echo "== $title"
     if [ $do_build -eq 1 ]; then
-        if ! "$top/scripts/build-instrumented.sh" $kind >"$logdir/build-$kind.log" 2>&1; then
+        read -r build_rc build_secs 2>/dev/null <"$logdir/build-$kind.rc" || build_rc=1
+        bg_times+=("$(printf '%5d s  %s' "${build_secs:-0}" "build-$kind (in the background)")")
+        if [ "$build_rc" != 0 ]; then
             tail -20 "$logdir/build-$kind.log"
             { echo "FAIL build-$kind (log: $logdir/build-$kind.log; its suite not run)"
               echo "0 passed, 1 failed"; } | tee "$logdir/$kind.log"
@@ -375,6 +413,7 @@ done
 echo "logs: $logdir"
 echo "time per suite (total $((SECONDS / 60)) min):"
 printf '  %s\n' "${suite_times[@]}"
+[ ${#bg_times[@]} -gt 0 ] && printf '  %s\n' "${bg_times[@]}"
 if [ $total_skip -gt 0 ]; then
     echo "skipped (each listed above as SKIP with its reason):"
     grep -h '^SKIP ' "$logdir"/*.log | sed 's/^/  /'

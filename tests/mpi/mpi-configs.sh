@@ -189,6 +189,13 @@ spans_nodes_config() {
         $1 == ob1-efa-rails-* || $1 == cm-efa-rails-* ]]
 }
 
+# Are this configuration's ranks on pretend nodes of 2 slots (2 processes
+# on one node, 4 on two)?
+pretend_pairs_config() {
+    [[ ($1 == cm-efa-mixed || $1 == cm-efa-own-* || $1 == cm-efa-direct-*) && $1 != *-rails-* &&
+        $1 != *-netns ]]
+}
+
 # Does btl_efa's on-node channel carry this configuration's messages?
 # (cm-efa-onnode*: mtl_efa's own rings)
 # (*-netns: pingpong's two ranks are on different hosts)

@@ -7,14 +7,39 @@ ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms 
 ALL_TESTS+=" collectives datatypes modes send_progress remap btl_sendi netpipe device_buffers"
 DEFAULT_TIMEOUT=120
 
-# default process counts of a test (8 only in the full runs: 8 processes
-# on 2 cores take 3 to 5 s each, mostly starting up)
+# Default process counts of test $1 in configuration $2.  Full runs: 2 and
+# 4, and 8 for the tests that load many peers (8 processes on 2 cores take
+# 3 to 5 s each, mostly starting up).  --quick keeps the counts that reach
+# a path of their own:
+#  - namespace hosts: 2 (one rank per host) and 4 (pairs on one host and
+#    across), but for cm-efa-rxd-netns and cm-efa-rxm-netns, whose on-node
+#    pairs take the provider as well (below);
+#  - pretend nodes of 2 slots (own matching, mixed, direct mode): 4 only,
+#    as 2 processes share one node; the main own-matching configuration
+#    (cm-efa-own-rxm) keeps 2 as well, for own matching over the rings;
+#  - every other configuration takes one path between any two ranks (one
+#    node, or one rank per pretend node): 2, and 4 for the tests that load
+#    several peers at once (ordering, many_outstanding, collectives, probe).
 test_nps() {
-    case $1 in
-    ordering | many_outstanding | collectives) [[ $QUICK == 1 ]] && echo "2 4" || echo "2 4 8" ;;
-    threads | netpipe | remap | btl_sendi | device_buffers) echo "2" ;;
-    *) echo "2 4" ;;
+    local t=$1 cfg=${2:-}
+    case $t in
+    threads | netpipe | remap | btl_sendi | device_buffers) echo "2"; return ;;
     esac
+    if [[ $QUICK != 1 ]]; then
+        case $t in
+        ordering | many_outstanding | collectives) echo "2 4 8" ;;
+        *) echo "2 4" ;;
+        esac
+    elif [[ ($cfg == *-netns && $cfg != cm-efa-rx[dm]-netns) || $cfg == cm-efa-own-rxm ]]; then
+        echo "2 4"
+    elif pretend_pairs_config "$cfg"; then
+        echo "4"
+    else
+        case $t in
+        ordering | many_outstanding | collectives | probe) echo "2 4" ;;
+        *) echo "2" ;;
+        esac
+    fi
 }
 
 # per-test timeout overrides (seconds); --quick halves them (at least 60 s)

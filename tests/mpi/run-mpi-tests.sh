@@ -264,7 +264,7 @@ for cfg in $CONFIGS; do
             run_netpipe "$cfg"
             continue
         fi
-        for np in ${NPS:-$(test_nps "$t")}; do
+        for np in ${NPS:-$(test_nps "$t" "$cfg")}; do
             run_test "$t" "$t" "$cfg" "$np"
         done
         if [[ $t == many_outstanding ]] && is_efa_config "$cfg"; then
