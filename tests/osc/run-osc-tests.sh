@@ -44,11 +44,11 @@
 # checks which path carried put/get: "single copy (CMA) put/get in use"
 # with a non-zero count in the CMA modes, neither in the others (nor with
 # -F, where the ranks are on pretend nodes).  The default list
-# runs every provider under ob1 in the default mode, and ob1 in the
-# emulated, mixed, pieces and nocma modes, shm in cmafail mode, rxm in
-# mrlocal mode, ob1 on rxm and shm without the on-node channel, and ob1 on
-# rxm in devread mode; under cm (mtl_efa beside btl_efa on one core) rxd
-# and rxm in the default mode and rxm in the direct mode.  "hostile" checks the target's own
+# runs every provider under ob1 in the default, emulated and nocma modes,
+# rxm in the mixed mode, shm in the pieces and cmafail modes, rxm in the
+# mrlocal mode, without the on-node channel and in the devread mode, rxm
+# and rxd in the direct mode; under cm (mtl_efa beside btl_efa on one core)
+# rxd and rxm in the default mode and rxm in the direct mode.  "hostile" checks the target's own
 # refusal of a put outside its window in every mode (native and single-copy
 # put/get send what their handle does not cover to the target's check) and
 # the refusal of atomics.  "llist" (osc_llist) builds one linked list from
@@ -102,8 +102,8 @@ if [ $fake_nodes = 1 ]; then
     [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile)
 fi
 [ ${#configs[@]} -eq 0 ] && configs=(ob1-rxd ob1-rxm ob1-shm cm-rxd cm-rxm
-    ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-mixed ob1-shm-pieces
-    ob1-rxm-mrlocal ob1-rxm-noring ob1-shm-noring ob1-rxd-nocma ob1-rxm-nocma
+    ob1-rxd-emul ob1-rxm-emul ob1-shm-emul ob1-rxm-mixed ob1-shm-pieces
+    ob1-rxm-mrlocal ob1-rxm-noring ob1-rxd-nocma ob1-rxm-nocma
     ob1-shm-nocma ob1-shm-cmafail ob1-rxm-devread ob1-rxm-direct ob1-rxd-direct
     cm-rxm-direct)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost
