@@ -55,10 +55,12 @@ else
 fi
 # The test programs' own C++ files (the unit tests) at -O0: under the
 # sanitizers they compile about three times faster than at -O1, and what
-# the sanitizers watch is the core and the components, which keep -O1.
+# the sanitizers watch is chiefly the core and the components, whose own
+# files keep -O1 (their inline code compiled into the tests' files is at
+# -O0 there).  Never taken from the environment.
+TEST_CXXFLAGS=""
 if [ "$kind" != fuzz ]; then
     TEST_CXXFLAGS=$(sed -n 's/^CXXFLAGS = //p' tests/unit/Makefile | sed 's/-O1\b/-O0/')
-    export TEST_CXXFLAGS
 fi
 build_test_programs build-instrumented "$jobs" "${dirs[@]}"
 report_warnings build-instrumented

@@ -46,9 +46,9 @@ make_logged() {
 
 # build_test_programs WHO JOBS DIR...: in the build directory (the current
 # one), the test programs (check_PROGRAMS) of each DIR, into make-check.out.
-# TESTS= builds them without running the suites.  TEST_CXXFLAGS, when set,
-# replaces CXXFLAGS for the test programs' own C++ files (the libraries they
-# test keep theirs).
+# TESTS= builds them without running the suites.  TEST_CXXFLAGS, when the
+# caller sets it (not exported), replaces CXXFLAGS for the test programs'
+# own C++ files (the libraries they test keep theirs).
 build_test_programs() {
     local who=$1 jobs=$2 d flags=()
     shift 2

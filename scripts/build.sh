@@ -16,7 +16,7 @@ configure_once build.sh "$top" "$build" --prefix="$prefix" "$@"
 make_logged build.sh -j"$jobs"
 # Test and benchmark programs (check_PROGRAMS), directory by directory: the
 # top-level "make check" runs the whole test suite, which is not wanted here.
-build_test_programs build.sh "$jobs" tests/unit tests/mpi tests/osc tests/soak tests/netns bench
+TEST_CXXFLAGS="" build_test_programs build.sh "$jobs" tests/unit tests/mpi tests/osc tests/soak tests/netns bench
 make install >make-install.out 2>&1 || { tail -20 make-install.out; exit 1; }
 report_warnings build.sh
 echo "$prefix/lib/openmpi"

@@ -91,21 +91,35 @@ add_counts() { # add the "N passed, N failed[, N skipped]" of a suite's log
 #    lowest, so that its 2-rank jobs keep a share of the CPU.  With
 #    --no-build (another Open MPI's build tree) they are not this run's.
 # Each step writes its exit status and seconds into STEP.rc.
+# The steps run in a process group of their own, ended with run-all.
 bg_pid=""
 if [ $do_build -eq 1 ]; then
     rm -f "$logdir"/build-{asan,tsan,fuzz}.rc "$logdir/packages.rc"
+    idle=(chrt --idle 0)
+    "${idle[@]}" true 2>/dev/null || idle=(nice -n 19) # (where SCHED_IDLE is refused)
+    set -m
     (
         for kind in asan tsan fuzz; do
             s=$SECONDS
-            chrt --idle 0 "$top/scripts/build-instrumented.sh" $kind >"$logdir/build-$kind.log" 2>&1
+            "${idle[@]}" "$top/scripts/build-instrumented.sh" $kind >"$logdir/build-$kind.log" 2>&1
             echo "$? $((SECONDS - s))" >"$logdir/build-$kind.rc"
         done
         s=$SECONDS
         nice -n 10 "$top/tests/package/run-package-tests.sh" "$logdir/packages" >"$logdir/packages.log" 2>&1
         echo "$? $((SECONDS - s))" >"$logdir/packages.rc"
-    ) &
+    ) </dev/null &
     bg_pid=$!
+    set +m
+    trap 'kill -TERM -- -"$bg_pid" 2>/dev/null' EXIT
+    trap 'exit 130' INT TERM
 fi
+# bg_wait FILE: until the background step that writes FILE is done (or the
+# steps ended without it).
+bg_wait() {
+    while [ ! -f "$1" ] && kill -0 "$bg_pid" 2>/dev/null; do
+        sleep 2
+    done
+}
 
 echo "== unit tests"
 unit_log=$logdir/unit.log
@@ -172,11 +186,11 @@ add_counts "$logdir/mpi-mtl.log" mpi-mtl
     tee "$logdir/mpi-mtl-quick.log"
 add_counts "$logdir/mpi-mtl-quick.log" mpi-mtl-quick
 
-# MPI_COMM_WORLD spanning pretend nodes for the tests whose default is 2
+# MPI_COMM_WORLD spanning pretend nodes for the test whose default is 2
 # processes (threads: MPI_THREAD_MULTIPLE), and with FI_MR_LOCAL forced (an
 # ANY_SOURCE receive registers its buffer for the provider's half).
 echo "== MPI point-to-point over mtl_efa's mixed path, 4 processes on 2 pretend nodes"
-"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-mixed -t threads,send_progress,probe,cancel -n 4 2>&1 |
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-mixed -t threads -n 4 2>&1 |
     tee "$logdir/mpi-mtl-mixed.log"
 add_counts "$logdir/mpi-mtl-mixed.log" mpi-mtl-mixed
 MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1" \
@@ -188,8 +202,8 @@ add_counts "$logdir/mpi-mtl-mixed-mrlocal.log" mpi-mtl-mixed-mrlocal
 # on another pretend node carried by the provider's untagged messages (and
 # with the rings off, all of them); ordering+swap hands the provider's
 # messages on in swapped pairs, many_outstanding+pack requires packed
-# messages.  Then 4 processes on 2 pretend nodes for the tests whose default
-# is 2, and with FI_MR_LOCAL forced (the registered send buffers).
+# messages.  Then 4 processes on 2 pretend nodes for the test whose default
+# is 2 (threads), and with FI_MR_LOCAL forced (the registered send buffers).
 echo "== MPI point-to-point over mtl_efa's own matching (rings and provider under one engine; rings off; arrivals swapped; FI_MR_LOCAL forced)"
 # (the variants with the rings off or on ofi_rxd at the smaller sizes of
 # --quick: every run stays, at about half the time)
@@ -199,7 +213,7 @@ add_counts "$logdir/mpi-mtl-own.log" mpi-mtl-own
 "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxd,cm-efa-own-rxm-noring 2>&1 |
     tee "$logdir/mpi-mtl-own-variants.log"
 add_counts "$logdir/mpi-mtl-own-variants.log" mpi-mtl-own-variants
-"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxm -t threads,send_progress,probe,cancel,ssend -n 4 2>&1 |
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxm -t threads -n 4 2>&1 |
     tee "$logdir/mpi-mtl-own-4.log"
 add_counts "$logdir/mpi-mtl-own-4.log" mpi-mtl-own-4
 MPI_TEST_EXTRA_ARGS="--mca common_efa_force_mr_local 1" \
@@ -369,25 +383,10 @@ add_counts "$logdir/callgrind-gate.log" callgrind-gate
 # started in the background above): ASan + UBSan over the unit tests and
 # subsets of the MPI and one-sided suites, ThreadSanitizer over the
 # threaded suites, then every libFuzzer harness over its corpus and for 4 s.
-# A build that fails is one failure, and its suite is not run: the build
-# directory may hold the programs of an earlier build, which would be
-# tested in place of this checkout's.
-if [ -n "$bg_pid" ]; then
-    echo "== waiting for the instrumented builds and the packages (background)"
-    wait "$bg_pid"
-    suite_times+=("$(printf '%5d s  %s' $((SECONDS - suite_start)) "waiting for the background steps")")
-    suite_start=$SECONDS
-    echo "== packages: Spack recipe, release tarball and RPM, Debian package in a clean root"
-    cat "$logdir/packages.log"
-    read -r pkg_rc pkg_secs 2>/dev/null <"$logdir/packages.rc" || pkg_rc=1
-    bg_times+=("$(printf '%5d s  %s' "${pkg_secs:-0}" "packages (in the background)")")
-    add_counts "$logdir/packages.log" packages
-    # (an exit status that its count does not explain is one failure more)
-    if [ "$pkg_rc" != 0 ] && grep -qE '^[0-9]+ passed, 0 failed' "$logdir/packages.log"; then
-        echo "run-all: the packages' runner exited $pkg_rc (counted as one failure)"
-        total_fail=$((total_fail + 1))
-    fi
-fi
+# Each suite starts once its build is done.  A build that fails is one
+# failure, and its suite is not run: the build directory may hold the
+# programs of an earlier build, which would be tested in place of this
+# checkout's.
 for kind in asan tsan fuzz; do
     case $kind in
     asan) title="sanitizers (ASan + UBSan): unit tests, MPI and one-sided subsets"
@@ -399,6 +398,9 @@ for kind in asan tsan fuzz; do
     esac
     echo "== $title"
     if [ $do_build -eq 1 ]; then
+        bg_wait "$logdir/build-$kind.rc"
+        suite_times+=("$(printf '%5d s  %s' $((SECONDS - suite_start)) "waiting for build-$kind")")
+        suite_start=$SECONDS
         read -r build_rc build_secs 2>/dev/null <"$logdir/build-$kind.rc" || build_rc=1
         bg_times+=("$(printf '%5d s  %s' "${build_secs:-0}" "build-$kind (in the background)")")
         if [ "$build_rc" != 0 ]; then
@@ -419,6 +421,26 @@ for kind in asan tsan fuzz; do
         "${runner[@]}" 2>&1 | tee "$logdir/$kind.log"
     add_counts "$logdir/$kind.log" $kind
 done
+
+# The packages (started in the background above, after the instrumented
+# builds).
+if [ -n "$bg_pid" ]; then
+    echo "== packages: Spack recipe, release tarball and RPM, Debian package in a clean root"
+    wait "$bg_pid"
+    suite_times+=("$(printf '%5d s  %s' $((SECONDS - suite_start)) "waiting for the packages")")
+    suite_start=$SECONDS
+    cat "$logdir/packages.log" 2>/dev/null
+    read -r pkg_rc pkg_secs 2>/dev/null <"$logdir/packages.rc" || pkg_rc=1
+    bg_times+=("$(printf '%5d s  %s' "${pkg_secs:-0}" "packages (in the background)")")
+    add_counts "$logdir/packages.log" packages
+    # (an exit status that its closing count does not explain is one
+    # failure more)
+    if [ "$pkg_rc" != 0 ] && grep -E '^[0-9]+ passed, [0-9]+ failed' "$logdir/packages.log" |
+        tail -1 | grep -qE '^[0-9]+ passed, 0 failed'; then
+        echo "run-all: the packages' runner exited $pkg_rc (counted as one failure)"
+        total_fail=$((total_fail + 1))
+    fi
+fi
 
 echo "logs: $logdir"
 echo "time per suite (total $((SECONDS / 60)) min):"

@@ -1,7 +1,9 @@
 # shellcheck shell=bash
 # Sourced by run-mpi-tests.sh: its test programs, and for each the default
 # process counts, the timeout, and the program arguments in a configuration
-# (smaller sizes under --quick, the runner's QUICK).
+# (smaller sizes under --quick, the runner's QUICK).  test_nps calls
+# mpi-configs.sh's pretend_pairs_config (sourced after this file, before
+# any call).
 
 ALL_TESTS="pingpong many_outstanding ordering probe cancel ssend truncate comms threads"
 ALL_TESTS+=" collectives datatypes modes send_progress remap btl_sendi netpipe device_buffers"

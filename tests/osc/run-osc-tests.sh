@@ -48,8 +48,8 @@
 # rxm in the mixed mode, shm in the pieces and cmafail modes, rxm in the
 # mrlocal mode, without the on-node channel and in the devread mode, rxm
 # and rxd in the direct mode; under cm (mtl_efa beside btl_efa on one core)
-# rxd and rxm in the default mode and rxm in the direct mode.  "hostile" checks the target's own
-# refusal of a put outside its window in every mode (native and single-copy
+# rxd and rxm in the default mode and rxm in the direct mode.  "hostile"
+# checks the target's own refusal of a put outside its window in every mode (native and single-copy
 # put/get send what their handle does not cover to the target's check) and
 # the refusal of atomics.  "llist" (osc_llist) builds one linked list from
 # every rank in a dynamic window, each element attached on its own.
