@@ -71,6 +71,18 @@ add_counts() { # add the "N passed, N failed[, N skipped]" of a suite's log
     total_skip=$((total_skip + k))
 }
 
+# Two links per host, each a NIC (rail): btl_efa's large put/get striped
+# over both, with a control run that does not stripe; pml cm unharmed.
+# First, before the background steps start: its ob1-spread-stream run (ob1
+# + btl_efa, a fanout stream with the credits coming back over the second
+# NIC) stops when other processes share the CPU, even at the idle priority
+# (an open defect, docs/RELIABILITY.md "A failed NIC (rail) survived",
+# its limits); on its own it passes.
+echo "== several hosts: two NICs per process (btl_efa's put/get, mtl_efa's large messages in both matching modes, striped over both)"
+OSC_TEST_BIN_DIR=$build/tests/osc RAILS_LOG_DIR=$logdir/rails \
+    "$top/tests/netns/rails.sh" 2>&1 | tee "$logdir/rails.log"
+add_counts "$logdir/rails.log" rails
+
 # Work that needs no MPI suite starts now in the background, one step
 # after the other, and fills the CPU time that the suites below leave idle
 # (an MPI job spends much of its start and end waiting):
@@ -118,10 +130,9 @@ bg_wait() {
 # asks for transparent huge pages for its large blocks: each tcp;ofi_rxm
 # endpoint fills buffer pools of about 70 MB at once, whose 4 KiB page
 # faults cost 0.2 s of every process's start on a virtual machine (a few
-# hundred faults with huge pages).  Not for the builds: the main build
-# took 6.2 minutes with it against 4.9 without (many short compiler
-# processes).  The components do not depend on it: it only shortens the
-# suites.
+# hundred faults with huge pages).  Not for the builds, which are no
+# faster with it (the main build took 6.2 minutes with it, 6.3 without).
+# The components do not depend on it: it only shortens the suites.
 export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1
 
 echo "== unit tests"
@@ -356,12 +367,6 @@ PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-p
     "$top/tests/netns/peer-loss.sh" -c cm-rxd,cm-rxm,cm-own-rxm,cm-direct-rxd \
     partition-probe partition-probe-any 2>&1 | tee "$logdir/peer-loss-probe.log"
 add_counts "$logdir/peer-loss-probe.log" peer-loss-probe
-# Two links per host, each a NIC (rail): btl_efa's large put/get striped
-# over both, with a control run that does not stripe; pml cm unharmed.
-echo "== several hosts: two NICs per process (btl_efa's put/get, mtl_efa's large messages in both matching modes, striped over both)"
-OSC_TEST_BIN_DIR=$build/tests/osc RAILS_LOG_DIR=$logdir/rails \
-    "$top/tests/netns/rails.sh" 2>&1 | tee "$logdir/rails.log"
-add_counts "$logdir/rails.log" rails
 # The second rail's link fails mid-stream (set down; every frame dropped):
 # the job goes on over the first, and without failover it must fail.
 echo "== several hosts: a failed NIC survived (rail failover)"
