@@ -4,7 +4,8 @@
 #                                        # components, core, unit and MPI test programs
 #                                        # with AddressSanitizer + UndefinedBehaviorSanitizer (gcc)
 #   scripts/build-instrumented.sh tsan   # _build-tsan, installed into _install-tsan:
-#                                        # the same with ThreadSanitizer (clang)
+#                                        # the same with ThreadSanitizer (clang); of the
+#                                        # test programs only those run-tsan-tests.sh runs
 #   scripts/build-instrumented.sh fuzz   # _build-fuzz: the libFuzzer harnesses of
 #                                        # tests/fuzz (clang, with ASan + UBSan)
 # Open MPI itself stays uninstrumented.  Prints the build directory.
@@ -31,7 +32,10 @@ tsan)
     build=$top/_build-tsan
     args=(--prefix="$top/_install-tsan" --enable-sanitizers=thread
           CC=clang CXX=clang++ CFLAGS="-g -O1" CXXFLAGS="-g -O1")
-    dirs=(tests/unit tests/mpi)
+    # what tests/run-tsan-tests.sh runs: the unit tests that start threads
+    # and the MPI threads test (pingpong: the runner's check that pretend
+    # nodes work, tests/runtime-checks.sh)
+    dirs=(tests/unit:efa_unit_threaded tests/mpi:threads,pingpong)
     ;;
 fuzz)
     build=$top/_build-fuzz

@@ -44,20 +44,24 @@ make_logged() {
         { grep -E "error|Error" -A3 make.out | head -40; echo "$who: make failed (full log: $PWD/make.out)"; exit 1; }
 }
 
-# build_test_programs WHO JOBS DIR...: in the build directory (the current
-# one), the test programs (check_PROGRAMS) of each DIR, into make-check.out.
-# TESTS= builds them without running the suites.  TEST_CXXFLAGS, when the
-# caller sets it (not exported), replaces CXXFLAGS for the test programs'
-# own C++ files (the libraries they test keep theirs).
+# build_test_programs WHO JOBS DIR[:PROGRAM,...]...: in the build directory
+# (the current one), the test programs (check_PROGRAMS) of each DIR, or
+# only the PROGRAMs named after it, into make-check.out.  TESTS= builds
+# them without running the suites.  TEST_CXXFLAGS, when the caller sets it
+# (not exported), replaces CXXFLAGS for the test programs' own C++ files
+# (the libraries they test keep theirs).
 build_test_programs() {
-    local who=$1 jobs=$2 d flags=()
+    local who=$1 jobs=$2 arg d targets flags=()
     shift 2
     [ -n "${TEST_CXXFLAGS:-}" ] && flags=(CXXFLAGS="$TEST_CXXFLAGS")
     : >make-check.out
-    for d in "$@"; do
+    for arg in "$@"; do
+        d=${arg%%:*}
+        targets=(check TESTS=)
+        [ "$d" != "$arg" ] && IFS=, read -r -a targets <<<"${arg#*:}"
         [ -f "$d/Makefile" ] || continue
-        make -C "$d" -j"$jobs" check TESTS= "${flags[@]}" >>make-check.out 2>&1 ||
-            { grep -E "error|Error" -A3 make-check.out | head -40; echo "$who: building $d failed"; exit 1; }
+        make -C "$d" -j"$jobs" "${targets[@]}" "${flags[@]}" >>make-check.out 2>&1 ||
+            { grep -E "error|Error" -A3 make-check.out | head -40; echo "$who: building $arg failed"; exit 1; }
     done
 }
 

@@ -24,6 +24,10 @@ same_libmpi() {
 # ours.  The answer is cached in CACHE_FILE (runners call this per run).
 pretend_nodes_ok() {
     local bindir=$1 cache=$2 dir out
+    if [ ! -x "$bindir/pingpong" ]; then
+        echo "no $bindir/pingpong to check the pretend nodes with"
+        return 1
+    fi
     if [ ! -f "$cache" ]; then
         dir=$(mktemp -d /tmp/pretend-check.XXXXXX)
         if out=$(timeout -k 5 30 mpirun -np 2 --bind-to none \
