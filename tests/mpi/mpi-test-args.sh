@@ -13,9 +13,10 @@ DEFAULT_TIMEOUT=120
 # 4, and 8 for the tests that load many peers (8 processes on 2 cores take
 # 3 to 5 s each, mostly starting up).  --quick keeps the counts that reach
 # a path of their own:
-#  - namespace hosts: 2 (one rank per host) and 4 (pairs on one host and
-#    across), but for cm-efa-rxd-netns and cm-efa-rxm-netns, whose on-node
-#    pairs take the provider as well (below);
+#  - namespace hosts: 4 (pairs on one host and across: every pair of 2
+#    processes, one per host, is among them), but for cm-efa-rxd-netns and
+#    cm-efa-rxm-netns, whose on-node pairs take the provider as well
+#    (below);
 #  - pretend nodes of 2 slots (own matching, mixed, direct mode): 4 only,
 #    as 2 processes share one node; the main own-matching configuration
 #    (cm-efa-own-rxm) keeps 2 as well, for own matching over the rings;
@@ -32,9 +33,9 @@ test_nps() {
         ordering | many_outstanding | collectives) echo "2 4 8" ;;
         *) echo "2 4" ;;
         esac
-    elif [[ ($cfg == *-netns && $cfg != cm-efa-rx[dm]-netns) || $cfg == cm-efa-own-rxm ]]; then
+    elif [[ $cfg == cm-efa-own-rxm ]]; then
         echo "2 4"
-    elif pretend_pairs_config "$cfg"; then
+    elif [[ ($cfg == *-netns && $cfg != cm-efa-rx[dm]-netns) ]] || pretend_pairs_config "$cfg"; then
         echo "4"
     else
         case $t in

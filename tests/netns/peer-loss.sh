@@ -29,7 +29,7 @@
 #         iprobe until a message is there, so the misses are watched
 #         (mtl_efa_any.c, engine_watch.cpp; before, these hung on
 #         cm-rxm and cm-own-rxm); not among the default scenarios (CI runs
-#         them on the pml cm configurations)
+#         them on cm-rxd and cm-own-rxm)
 # Otherwise the survivors are in a blocking send, an MPI_Ssend, a wait or a
 # window flush with the victim.  A run passes when the job ends within
 # DEADLINE seconds of the kill or the cut, with a non-zero exit status and

@@ -241,6 +241,12 @@ for cfg in "${configs[@]}"; do
             if [ "$t" = accflush ] && [[ $cfg == *-*-* && $cfg != *-emul ]]; then
                 continue
             fi
+            # vader (which BTL serves osc/rdma beside Open MPI's own): the
+            # choice does not depend on btl_efa's mode, so the default
+            # mode of each provider and PML is enough.
+            if [ "$t" = vader ] && [[ $cfg == *-*-* ]]; then
+                continue
+            fi
             case $t in
             hostile)
                 [ "$np" = "${cfg_nps[0]}" ] || continue # one size is enough: 2 ranks
