@@ -25,7 +25,7 @@ run_job() {
 # expect_failure NAME "expected text" mpirun-args...: one process, unless
 # JOB_NP says otherwise: every process checks its parameters at MPI_Init,
 # and a second one would only double the cost of the refusal.
-expect_failure() {
+expect_failure_now() {
     local name=$1 want=$2
     shift 2
     JOB_NP=${JOB_NP:-1} run_job "$@"
@@ -50,7 +50,7 @@ expect_failure() {
 
 # expect_output NAME "regex" mpirun-args...: the job must succeed and print
 # a line matching the (extended) regex.
-expect_output() {
+expect_output_now() {
     local name=$1 want=$2
     shift 2
     run_job "$@"
@@ -67,6 +67,55 @@ expect_output() {
         pass=$((pass + 1))
     fi
 }
+
+# The cases run in the background, several at a time: a refusal is a
+# process that fails in MPI_Init and a runtime that takes 1.8 s to end the
+# job, almost all of it waiting, so up to PARAM_JOBS (default 4) of them
+# run at once; a case whose job must run (expect_output, JOB_NP=2 cases)
+# starts beside at most one other, as jobs that move data contend for the
+# cores (udp;ofi_rxd stalls past the minute under that load).  Each case's
+# lines go to a file of its own and are printed in the cases' order
+# (show_done), and counted there.
+PARAM_JOBS=${PARAM_JOBS:-4}
+[[ $PARAM_JOBS =~ ^[1-9][0-9]*$ ]] || { echo "run-param-tests: bad PARAM_JOBS '$PARAM_JOBS'"; exit 2; }
+casedir=$(mktemp -d /tmp/param-tests.XXXXXX)
+trap 'rm -rf "$casedir"' EXIT
+ncase=0 nshown=0
+# show_done: the lines of the cases finished so far, in order, stopping at
+# the first one still running
+show_done() {
+    local f
+    while [ $nshown -lt $ncase ] && [ -f "$casedir/$((nshown + 1)).done" ]; do
+        nshown=$((nshown + 1))
+        f=$casedir/$nshown
+        cat "$f"
+        pass=$((pass + $(grep -c '^PASS params/' "$f")))
+        fail=$((fail + $(grep -c '^FAIL params/' "$f")))
+    done
+}
+# param_wait: every case finished and shown
+param_wait() {
+    wait
+    show_done
+}
+in_background() { # MAX-BESIDE FUNCTION ARGS...: FUNCTION once fewer than MAX-BESIDE cases run
+    local beside=$1 n
+    shift
+    while [ "$(jobs -rp | wc -l)" -ge "$beside" ]; do
+        wait -n
+        show_done
+    done
+    ncase=$((ncase + 1))
+    n=$ncase
+    ( "$@" >"$casedir/$n" 2>&1; : >"$casedir/$n.done" ) &
+    show_done
+}
+expect_failure() {
+    local beside=$PARAM_JOBS
+    [ "${JOB_NP:-1}" -gt 1 ] && beside=2
+    in_background "$beside" expect_failure_now "$@"
+}
+expect_output() { in_background 2 expect_output_now "$@"; }
 
 cm=(--mca pml cm --mca mtl efa)
 expect_failure unknown-provider "does not know" "${cm[@]}" --mca mtl_efa_provider_include "tpc;ofi_rxm"
@@ -356,6 +405,7 @@ JOB_NP=2 expect_failure ob1-rail-gap-found "never arrived, while later ones from
     "${ob1rails[@]}" --mca btl_efa_debug_lose_recv 100 --mca common_efa_peer_timeout 5
 prog=$bindir/pingpong
 prog_args=(-s 4M -i 5)
+param_wait # (the cases above use the pretend nodes' files)
 rm -rf "$pn"
 
 # Not asked for, no EFA: the MTL must step aside without a word, and the
@@ -434,5 +484,6 @@ else
     fail=$((fail + 1))
 fi
 
+param_wait
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
