@@ -92,10 +92,11 @@ add_counts "$logdir/rails.log" rails
 #  - then the packages (docs/PACKAGES.md): the Spack recipe's check, the
 #    release tarball against the checkout and its RPM, and the Debian
 #    package built, checked by lintian, installed into a clean Debian 12
-#    root and run there; at the idle priority too, but for the 2-rank jobs
-#    in that root (run-deb-tier.sh: below the suites, not the lowest: at
-#    the lowest each rank would wait for every busy process).  With
-#    --no-build (another Open MPI's build tree) they are not this run's.
+#    root and run there; at a lower priority than the suites, not the
+#    lowest, so that its 2-rank jobs keep a share of the CPU (at the
+#    lowest, the chain of background steps took longer than the suites:
+#    CI then waited for it).  With --no-build (another Open MPI's build
+#    tree) they are not this run's.
 # Each step writes its exit status and seconds into STEP.rc.
 # The steps run in a process group of their own, ended with run-all.
 bg_pid=""
@@ -111,7 +112,7 @@ if [ $do_build -eq 1 ]; then
             echo "$? $((SECONDS - s))" >"$logdir/build-$kind.rc"
         done
         s=$SECONDS
-        "${idle[@]}" "$top/tests/package/run-package-tests.sh" "$logdir/packages" >"$logdir/packages.log" 2>&1
+        nice -n 10 "$top/tests/package/run-package-tests.sh" "$logdir/packages" >"$logdir/packages.log" 2>&1
         echo "$? $((SECONDS - s))" >"$logdir/packages.rc"
     ) </dev/null &
     bg_pid=$!
@@ -167,6 +168,10 @@ echo "== Python through python3-mpi4py (MPI_THREAD_MULTIPLE): probe, mprobe, ise
 add_counts "$logdir/mpi4py.log" mpi4py
 
 echo "== parameters and bad input"
+# One case at a time here: what a case spends waiting (a failed job's end)
+# the background builds use; cases run side by side took that time from
+# them, and the whole run ended later (by ~1 minute) waiting for them.
+[ -n "$bg_pid" ] && export PARAM_JOBS=${PARAM_JOBS:-1}
 "$top/tests/run-param-tests.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/params.log"
 add_counts "$logdir/params.log" params
 
