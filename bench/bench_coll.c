@@ -101,7 +101,7 @@ static void run(struct ctx *c) {
             continue; /* allreduce works on whole ints */
         }
         long iters = bench_iters_for(&c->o, size);
-        long warm = bench_warmup_for(&c->o, size);
+        long warm = bench_warmup_for(&c->o, size, 1);
         for (long i = 0; i < warm; i++) {
             c->alltoall ? alltoall_iter(c, size, i) : allreduce_iter(c, size, i);
         }

@@ -25,7 +25,7 @@ static void usage(const struct bench_prog *prog) {
             "  -f factor  size multiplier between rows (default 2)\n"
             "  -i iters   timed iterations per size (default %ld)\n"
             "  -x warmup  untimed warm-up iterations per size (default %ld; the first\n"
-            "             size gets at least %d unless -x 0)\n"
+            "             size's warm-up moves at least %d messages unless -x 0)\n"
             "  -w window  operations in flight per window (default %ld)\n"
             "  -L large   above this size iterations and warm-up are divided by %d\n"
             "             (default 8K, 0 = never)\n"
@@ -189,7 +189,7 @@ long bench_iters_for(const struct bench_opts *opts, size_t size) {
     return opts->iters;
 }
 
-long bench_warmup_for(const struct bench_opts *opts, size_t size) {
+long bench_warmup_for(const struct bench_opts *opts, size_t size, long per_iter) {
     if (opts->large_thresh > 0 && size > opts->large_thresh) {
         return opts->warmup / BENCH_LARGE_DIVISOR;
     }
@@ -198,9 +198,16 @@ long bench_warmup_for(const struct bench_opts *opts, size_t size) {
      * a ring of 1024 commands per direction and a completion ring: their
      * pages fault in over the first thousand messages (about 150 minor
      * faults per process), which a warm-up of 50 leaves inside the timed
-     * loop (0.3-0.4 us more per message at the first size only). */
-    if (size == opts->min_size && opts->warmup > 0 && opts->warmup < BENCH_FIRST_WARMUP) {
-        return BENCH_FIRST_WARMUP;
+     * loop (0.3-0.4 us more per message at the first size only).  The
+     * floor counts messages: a windowed stream's iteration moves a window
+     * of them (a fanout's, one per peer), and 2048 windows of 64 to two
+     * peers took a stream over a slow provider most of a minute. */
+    if (per_iter < 1) {
+        per_iter = 1;
+    }
+    const long floor = (BENCH_FIRST_WARMUP + per_iter - 1) / per_iter;
+    if (size == opts->min_size && opts->warmup > 0 && opts->warmup < floor) {
+        return floor;
     }
     return opts->warmup;
 }

@@ -18,7 +18,8 @@
 /* Iterations are divided by this factor above the large-message threshold. */
 #define BENCH_LARGE_DIVISOR 10
 
-/* Least warm-up of the first (small) size of a sweep; see bench_warmup_for. */
+/* Least warm-up of the first (small) size of a sweep, in messages (or
+ * operations); see bench_warmup_for. */
 #define BENCH_FIRST_WARMUP 2048
 
 struct bench_opts {
@@ -54,9 +55,11 @@ struct bench_prog {
 void bench_parse_args(int argc, char **argv, const struct bench_prog *prog,
                       struct bench_opts *opts);
 
-/* Timed and warm-up iteration counts for one message size. */
+/* Timed and warm-up iteration counts for one message size; per_iter: the
+ * messages (or operations) one iteration of the caller moves per process,
+ * which sets how many iterations the first size's warm-up needs. */
 long bench_iters_for(const struct bench_opts *opts, size_t size);
-long bench_warmup_for(const struct bench_opts *opts, size_t size);
+long bench_warmup_for(const struct bench_opts *opts, size_t size, long per_iter);
 
 /* Next size of the sweep; returns 0 when the sweep is finished. */
 size_t bench_next_size(const struct bench_opts *opts, size_t size);

@@ -110,7 +110,7 @@ static void run_latency(struct ctx *c) {
     bench_print_header(&c->o, "latency", "us", "size,latency_us", NULL);
     for (size_t size = c->o.min_size; size != 0; size = bench_next_size(&c->o, size)) {
         long iters = bench_iters_for(&c->o, size);
-        long warm = bench_warmup_for(&c->o, size);
+        long warm = bench_warmup_for(&c->o, size, 1);
         for (long i = 0; i < warm; i++) {
             latency_iter(c, size, i);
         }
@@ -256,8 +256,13 @@ static void run_stream(struct ctx *c, enum stream_kind kind) {
     double t0 = 0.0;
     char extra[64];
     snprintf(extra, sizeof extra, "pairs=%d", pairs);
+    /* The peers that get each window: one, but in a fanout the ranks of the
+     * other parity (the larger count, the same in every rank, which must
+     * all run the same warm-up). */
+    long window_peers = 1;
     if (kind == STREAM_FANOUT) { /* every rank takes part: the evens send to the odds */
         sender = c->rank % 2 == 0;
+        window_peers = (c->np + 1) / 2;
         pairs = ((c->np + 1) / 2) * (c->np / 2); /* (sender, receiver) pairs */
         snprintf(extra, sizeof extra, "senders=%d receivers=%d", (c->np + 1) / 2, c->np / 2);
     }
@@ -283,7 +288,7 @@ static void run_stream(struct ctx *c, enum stream_kind kind) {
     int timed = sender || (kind == STREAM_BIBW && receiver);
     for (size_t size = c->o.min_size; size != 0; size = bench_next_size(&c->o, size)) {
         long iters = bench_iters_for(&c->o, size);
-        long warm = bench_warmup_for(&c->o, size);
+        long warm = bench_warmup_for(&c->o, size, c->o.window * window_peers);
         for (long i = 0; i < warm + iters; i++) {
             if (i == warm) {
                 MPI_Barrier(MPI_COMM_WORLD);

@@ -239,7 +239,7 @@ static void run(struct ctx *c) {
             continue; /* accumulate works on whole ints */
         }
         long iters = bench_iters_for(&c->o, size);
-        long warm = bench_warmup_for(&c->o, size);
+        long warm = bench_warmup_for(&c->o, size, bw ? c->o.window : 1);
         if (c->rank == 1) {
             target_prepare(c, size);
         }
