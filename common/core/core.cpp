@@ -518,6 +518,8 @@ efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, ui
     auto *mr = reinterpret_cast<efa_mr_t *>(core->mr_cache->acquire(addr, len, access, err));
     if (!mr) {
         core->failures.report(core->rep, "fi_mr_reg", *err);
+    } else if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !core->rails.empty()) {
+        efa::note_rails_used(core); // peers may reach it over a rail
     }
     return mr;
 }

@@ -241,8 +241,15 @@ struct efa_core {
     // purpose across threads (a lost increment only delays a check).
     std::atomic<uint32_t> busy_calls{0};
     // Progress calls that found no work of this process on the rails: one
-    // in kRailIdleEvery polls them anyway (ctx_progress.cpp).
+    // in kRailIdleEvery polls them anyway, or one in kRailColdEvery while
+    // nothing has used them (ctx_progress.cpp).
     std::atomic<uint32_t> rail_idle_calls{0};
+    // Something has used the rails: a message came in on one, this process
+    // posted on one, or it registered memory that peers may read or write
+    // (over any rail; providers that serve RMA in software, the stand-ins
+    // and efa's emulated operations, need the target's progress on that
+    // rail).  Set once, never cleared (note_rails_used).
+    std::atomic<bool> rails_used{false};
     // Progress calls left that poll the rails whatever is in flight: set
     // when a message comes in on a rail (core_msg.cpp), counted down here.
     std::atomic<uint32_t> rail_msg_warm{0};
@@ -305,6 +312,14 @@ inline void inflight_done(efa_ctx *ctx, efa_op_t *op) {
 // (efa_core.rail_msg_warm): a round trip's answer, or the next message of
 // a stream, comes long before the last of them.
 constexpr uint32_t kRailMsgWarmCalls = 4096;
+
+// Set efa_core.rails_used (a load first: the flag is set once and then
+// only read, so its cache line stays shared between threads).
+inline void note_rails_used(efa_core *core) {
+    if (!core->rails_used.load(std::memory_order_relaxed)) {
+        core->rails_used.store(true, std::memory_order_relaxed);
+    }
+}
 
 inline fi_addr_t rail_key(fi_addr_t rail0, int rail) {
     return rail0 | (static_cast<fi_addr_t>(rail) << 56);

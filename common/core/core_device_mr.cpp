@@ -36,6 +36,9 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
         MrEntry *e = cache->acquire(reinterpret_cast<const void *>(h.base), h.len, access, &rc);
         if (e && e->reg.buffer_id == h.buffer_id && e->base == h.base && e->len == h.len &&
             cache->findable(e)) {
+            if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !core->rails.empty()) {
+                efa::note_rails_used(core); // peers may reach it over a rail
+            }
             return reinterpret_cast<efa_mr_t *>(e);
         }
         if (e) {

@@ -182,6 +182,7 @@ void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         // A peer sends its messages here: poll the rails on every call
         // (the answer to this one likely comes the same way).
         pool->core->rail_msg_warm.store(efa::kRailMsgWarmCalls, std::memory_order_relaxed);
+        efa::note_rails_used(pool->core);
     }
     if (pool->swap && !cqe->err && cqe->len > 0 && swap_arrival(b, cqe->len, cqe->src)) {
         return;

@@ -228,7 +228,15 @@ inline uint32_t bump(std::atomic<uint32_t> &c) {
 // round trip between nodes was 5 to 10% slower with a second NIC).
 // A message that came in on a rail (own matching's, to some peers) keeps
 // them polled on every call for kRailMsgWarmCalls calls.
+// Until anything has used the rails (efa_core.rails_used: no message came
+// in on one, nothing was posted on one, no memory was registered for
+// peers' access), a rail poll is a peer's first message or connection
+// there, and one in kRailColdEvery calls finds it: a process whose peers
+// all take the first NIC (one peer: a pingpong's 1 B round trip between
+// nodes was 3 to 8% slower with a second link at one in 8) pays next to
+// nothing for the others.
 constexpr uint32_t kRailIdleEvery = 8;
+constexpr uint32_t kRailColdEvery = 64;
 inline bool rails_due(efa_core *core, int n) {
     if (const uint32_t warm = core->rail_msg_warm.load(std::memory_order_relaxed)) {
         core->rail_msg_warm.store(warm - 1, std::memory_order_relaxed);
@@ -239,11 +247,14 @@ inline bool rails_due(efa_core *core, int n) {
             const efa_ctx *ctx = rail->ctx(i);
             if (ctx->inflight.load(std::memory_order_relaxed) != 0 ||
                 ctx->tx_backlog.size.load(std::memory_order_relaxed) != 0) {
+                efa::note_rails_used(core);
                 return true;
             }
         }
     }
-    return bump(core->rail_idle_calls) % kRailIdleEvery == 0;
+    const uint32_t every =
+        core->rails_used.load(std::memory_order_relaxed) ? kRailIdleEvery : kRailColdEvery;
+    return bump(core->rail_idle_calls) % every == 0;
 }
 } // namespace
 
