@@ -126,6 +126,22 @@ void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &pee
     }
     core->rails_lost.fetch_add(1, std::memory_order_relaxed);
     core->rail_lost_any[rail].store(true, std::memory_order_relaxed);
+    // Operations a provider still holds on the silent rail go on if the
+    // link comes back (TCP retransmits them), though the core failed them
+    // and their parts went again over the first rail: a peer's read of
+    // this process's memory, or its write into it, would then move the
+    // bytes of an old transfer into memory the application may have
+    // reused.  Every registration is dropped (idle ones at the next
+    // progress call, held ones at their last release), so the keys such
+    // an operation carries name nothing and the provider refuses it;
+    // later transfers register anew.
+    constexpr size_t kEverything = SIZE_MAX;
+    if (core->mr_cache) {
+        core->mr_cache->invalidate(nullptr, kEverything);
+    }
+    if (core->dev_mr_cache) {
+        core->dev_mr_cache->invalidate(nullptr, kEverything);
+    }
     const char *nic = rail - 1 < static_cast<int>(core->rails.size())
                           ? core->rails[static_cast<size_t>(rail) - 1]->info()->domain_attr->name
                           : "?";

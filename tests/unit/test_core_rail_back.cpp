@@ -33,12 +33,15 @@ efa_core_counters_t counters() {
 
 class CoreRailBack : public ::testing::Test {
   protected:
-    void open(int retry_s) {
+    // reuse: registrations kept idle and found again (as with Open MPI's
+    // memory hooks on).
+    void open(int retry_s, bool reuse = false) {
         efa_core_params_t p;
         if (!core_test_two_rails(&nics_, &p)) {
             GTEST_SKIP() << "no interface beside loopback for a second rail";
         }
         p.rail_retry = retry_s;
+        p.mem_release_hooks = reuse;
         p.peer_timeout = 60;
         ASSERT_TRUE(self_.open(p));
         core_ = self_.core();
@@ -138,6 +141,50 @@ TEST_F(CoreRailBack, LostRailAnswersItsPingAndIsBack) {
     EXPECT_EQ(read_over_rail1(), 0);
     const efa_core_counters_t read = counters();
     EXPECT_GE(read.nic_rma_bytes[1], after.nic_rma_bytes[1] + kLen) << "not counted on NIC 1";
+}
+
+// A lost rail drops every registration (rail_lost): an operation of a
+// peer that the provider still held on the silent rail, going on once the
+// link is back, then carries keys that name nothing.  An idle registration
+// is not found again after the loss; a held one stays valid for its
+// holder, and a new acquire of its range registers anew.
+TEST_F(CoreRailBack, LostRailDropsEveryRegistration) {
+    open(60, true);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    std::vector<uint8_t> idle_buf(kLen, 1), held_buf(kLen, 2);
+    auto acquire = [this](std::vector<uint8_t> &b) {
+        int err = 0;
+        efa_mr_t *mr = efa_core_mr_acquire(core_, b.data(), b.size(), FI_REMOTE_READ, &err);
+        EXPECT_NE(mr, nullptr) << "registration: " << err;
+        return mr;
+    };
+    efa_mr_t *idle = acquire(idle_buf);
+    ASSERT_NE(idle, nullptr);
+    const uint64_t idle_key = efa_mr_key(idle);
+    efa_core_mr_release(core_, idle);
+    efa_mr_t *again = acquire(idle_buf);
+    ASSERT_NE(again, nullptr);
+    EXPECT_EQ(efa_mr_key(again), idle_key) << "the cache did not keep the idle registration";
+    efa_core_mr_release(core_, again);
+    efa_mr_t *held = acquire(held_buf);
+    ASSERT_NE(held, nullptr);
+    const uint64_t held_key = efa_mr_key(held);
+
+    lose_rail1();
+    efa_core_progress(core_); // the cache applies the drop
+
+    efa_mr_t *fresh = acquire(idle_buf);
+    ASSERT_NE(fresh, nullptr);
+    EXPECT_NE(efa_mr_key(fresh), idle_key) << "an idle registration outlived the lost rail";
+    efa_mr_t *fresh_held = acquire(held_buf);
+    ASSERT_NE(fresh_held, nullptr);
+    EXPECT_NE(efa_mr_key(fresh_held), held_key) << "a held registration was found again";
+    EXPECT_EQ(efa_mr_key(held), held_key) << "the holder's registration changed under it";
+    efa_core_mr_release(core_, fresh_held);
+    efa_core_mr_release(core_, fresh);
+    efa_core_mr_release(core_, held);
 }
 
 TEST_F(CoreRailBack, LostAgainWaitsTwiceAsLong) {
