@@ -96,6 +96,10 @@ static const efa_pvar_t pvars[] = {
      "NICs taken out for a peer that answered over it again and were put back "
      "(common_efa_rail_retry)",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(rails_back), 0},
+    {"rail_out_notices",
+     "Peers' notices that they took out a NIC by which they reached this process "
+     "(its registrations then dropped)",
+     MCA_BASE_PVAR_CLASS_COUNTER, FIELD(rail_out_notices), 0},
     /* Arrays, one value per NIC of the process's set (index 0: its first). */
     {"nic_rma",
      "One-sided operations (atomics included) posted on each NIC of the process's set, by NIC "

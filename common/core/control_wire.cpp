@@ -26,9 +26,11 @@ bool in_space(uint64_t tag, uint64_t want, uint64_t ignore) {
 
 ProbeMsg parse_probe(uint64_t tag) {
     ProbeMsg m{};
-    m.valid = in_space(tag, kProbeTag, kProbeIgnore);
+    m.valid = in_space(tag, kProbeTag, kProbeIgnore) &&
+              (tag & (kAnswerBit | kRailOutBit)) != (kAnswerBit | kRailOutBit);
     if (m.valid) {
         m.answer = (tag & kAnswerBit) != 0;
+        m.rail_out = (tag & kRailOutBit) != 0;
         m.id = tag & kIdMask;
     }
     return m;

@@ -10,11 +10,13 @@
 
 namespace efa::control {
 
-// A ping or an answer (core_probe.cpp).
+// A ping, an answer (core_probe.cpp) or a rail-out notice (core_rails.cpp).
 struct ProbeMsg {
-    bool valid;  // in the space of pings and answers (kProbeTag, kProbeIgnore)
-    bool answer; // an answer to this process's ping, not a ping
-    uint64_t id; // the sender's probe id
+    bool valid;    // in the space of pings and answers (kProbeTag, kProbeIgnore),
+                   // and not both an answer and a notice
+    bool answer;   // an answer to this process's ping, not a ping
+    bool rail_out; // the sender took out a NIC that reached this process
+    uint64_t id;   // the sender's probe id
 };
 ProbeMsg parse_probe(uint64_t tag);
 

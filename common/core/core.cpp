@@ -431,6 +431,16 @@ void efa_core_release(efa_core_t *core) {
                              std::to_string(efa::counts::get(static_cast<efa::counts::Id>(bytes))) +
                              " bytes of puts and gets");
     }
+    // Losses of a NIC, this process's and its peers' (each dropped every
+    // registration: core_rails.cpp; read by tests/netns/failover.sh).
+    const uint64_t lost = core->rails_lost.load(std::memory_order_relaxed);
+    const uint64_t told = efa::counts::get(efa::counts::kRailOutNotices);
+    if (lost || told) {
+        core->rep.say(1,
+                      "NICs taken out for a peer: " + std::to_string(lost) + " here, " +
+                          std::to_string(told) +
+                          " by a peer that told this process (every registration dropped at each)");
+    }
     for (auto &kv : core->peers) {
         free(kv.second.peer);
     }

@@ -87,6 +87,14 @@ void keep_for_exit(void *p);
 // no reuse at all where freed memory goes unreported.
 MrCacheConfig mr_cache_config(const efa_core_params_t &params);
 
+// A zero-byte control message (an answer to a ping, a rail-out notice)
+// that found the queue full: posted again from progress (probe_send.cpp).
+struct ControlDue {
+    efa_ctx *ctx;
+    fi_addr_t to;
+    uint64_t tag;
+};
+
 } // namespace efa
 
 struct efa_msg_pool; // core_msg.cpp: untagged receive buffers (btl_efa)
@@ -200,8 +208,8 @@ struct efa_core {
     // Probes the queue refused for now (-FI_EAGAIN): still tracked, posted
     // again at the next check (under deadline_lock).
     std::vector<void *> probes_unposted;
-    std::vector<std::pair<efa_ctx *, fi_addr_t>> answers_due;
-    std::unordered_set<void *> answers_out; // answers the provider holds
+    std::vector<efa::ControlDue> answers_due; // answers and rail-out notices
+    std::unordered_set<void *> answers_out;   // answers and notices the provider holds
     std::atomic<bool> answers_pending{false};
     // Withdrawing messages (core_withdraw.cpp), under withdraw_lock: the
     // receives for requests and replies (per context), the requests this
@@ -336,6 +344,10 @@ inline fi_addr_t key_addr(fi_addr_t key) {
 // (core_rails.cpp).
 void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &peer_name,
                const std::string &why);
+// The notice rail_lost sends the peer, received over the first rail from
+// the process with probe id 'id' at source 'src' (core_probe.cpp): this
+// process's registrations are dropped too (core_rails.cpp).
+void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src);
 
 // The peer deadline's hooks into the post and completion paths
 // (core_deadline.cpp).

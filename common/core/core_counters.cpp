@@ -61,6 +61,7 @@ void read_path_counts(efa_core_counters_t *out) {
         out->rail_rma_bytes += r ? out->nic_rma_bytes[r] : 0;
     }
     out->rails_back = get(kRailsBack);
+    out->rail_out_notices = get(kRailOutNotices);
     out->striped = get(kStriped);
     out->striped_bytes = get(kStripedBytes);
     out->failed_over = get(kFailedOver);

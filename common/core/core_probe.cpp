@@ -124,7 +124,12 @@ void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
         return;
     }
     const control::ProbeMsg m = cqe->err ? control::ProbeMsg{} : control::parse_probe(cqe->tag);
-    if (m.valid && r->ctx->rail) { // a lost rail asked whether it reaches (core_rail_back.cpp)
+    if (m.valid && m.rail_out) {
+        if (!r->ctx->rail) { // sent over the first rail only
+            rail_out_received(r->ctx->core, m.id, cqe->src);
+        }
+    } else if (m.valid && r->ctx->rail) {
+        // A lost rail asked whether it reaches (core_rail_back.cpp).
         if (m.answer) {
             rail_answer_received(r->ctx, m.id, cqe->src);
         } else {

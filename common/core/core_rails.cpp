@@ -1,6 +1,7 @@
 // The NICs beside the first (the rails): opening them, and a peer's
 // addresses on each (core.hpp).
 #include "core.hpp"
+#include "deadline_tracked.hpp"
 #include "path_counts.hpp"
 
 #include <mutex>
@@ -115,26 +116,21 @@ void close_rail_endpoints(efa_core *core) {
     }
 }
 
-void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &peer_name,
-               const std::string &why) {
-    {
-        std::lock_guard<std::mutex> guard(core->peers_lock);
-        const auto it = core->addr_owner.find(rail0);
-        if (it != core->addr_owner.end()) {
-            __atomic_or_fetch(&it->second->rails_down, 1u << rail, __ATOMIC_RELAXED);
-        }
-    }
-    core->rails_lost.fetch_add(1, std::memory_order_relaxed);
-    core->rail_lost_any[rail].store(true, std::memory_order_relaxed);
-    // Operations a provider still holds on the silent rail go on if the
-    // link comes back (TCP retransmits them), though the core failed them
-    // and their parts went again over the first rail: a peer's read of
-    // this process's memory, or its write into it, would then move the
-    // bytes of an old transfer into memory the application may have
-    // reused.  Every registration is dropped (idle ones at the next
-    // progress call, held ones at their last release), so the keys such
-    // an operation carries name nothing and the provider refuses it;
-    // later transfers register anew.
+namespace {
+
+// Operations a provider still holds on a silent rail go on if the link
+// comes back (TCP retransmits them), though the core failed them and their
+// parts went again over the first rail: one process's read of the other's
+// memory, or its write into it, would then move the bytes of an old
+// transfer into memory the application may have reused (the reader's
+// buffer takes whatever the answer brings; only the target's keys are
+// checked).  Every registration is dropped (idle ones at the next progress
+// call, held ones at their last release), so the keys such an operation
+// carries name nothing and the target's provider refuses it; later
+// transfers register anew.  Both ends drop theirs: the one that took the
+// rail out, and its peer, told by a notice over the first rail, which may
+// have had nothing in flight on that rail and so never see it fail.
+void drop_registrations(efa_core *core) {
     constexpr size_t kEverything = SIZE_MAX;
     if (core->mr_cache) {
         core->mr_cache->invalidate(nullptr, kEverything);
@@ -142,11 +138,58 @@ void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &pee
     if (core->dev_mr_cache) {
         core->dev_mr_cache->invalidate(nullptr, kEverything);
     }
+}
+
+} // namespace
+
+void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &peer_name,
+               const std::string &why) {
+    fi_addr_t first = FI_ADDR_NOTAVAIL; // the peer's address on the first rail's context 0
+    {
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        const auto it = core->addr_owner.find(rail0);
+        if (it != core->addr_owner.end()) {
+            __atomic_or_fetch(&it->second->rails_down, 1u << rail, __ATOMIC_RELAXED);
+            first = it->second->addr[0];
+        }
+    }
+    core->rails_lost.fetch_add(1, std::memory_order_relaxed);
+    core->rail_lost_any[rail].store(true, std::memory_order_relaxed);
+    drop_registrations(core);
+    // The link is silent, not the peer: the first rail carries the notice
+    // (without tags there is no space for it; DESIGN.md, "Several NICs:
+    // rails", Failover).
+    if (core->info.has_tagged && first != FI_ADDR_NOTAVAIL) {
+        probe_send_rail_out(core->nic->ctx(0), first);
+    }
     const char *nic = rail - 1 < static_cast<int>(core->rails.size())
                           ? core->rails[static_cast<size_t>(rail) - 1]->info()->domain_attr->name
                           : "?";
     core->rep.help("rail-lost", nic, peer_name, why);
     rail_back_schedule(core, rail0, rail);
+}
+
+void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src) {
+    bool known = false;
+    std::vector<fi_addr_t> firsts;
+    {
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        auto range = core->peers_by_probe_id.equal_range(id);
+        for (auto i = range.first; i != range.second; ++i) {
+            firsts.push_back(i->second->addr[0]);
+        }
+    }
+    for (fi_addr_t a : firsts) { // the check takes peers_lock itself
+        known = known || efa_core_source_ok(core, src, a, "a notice of a NIC taken out");
+    }
+    if (!known) {
+        core->rep.say(10, "a notice of a NIC taken out from a process not known here: ignored");
+        return;
+    }
+    drop_registrations(core);
+    counts::add(counts::kRailOutNotices, 1);
+    core->rep.say(10, "a peer took out a NIC by which it reached this process: every "
+                      "registration dropped (held ones at their last release)");
 }
 
 } // namespace efa

@@ -45,6 +45,7 @@ enum Id : unsigned {
     kStripedBytes,      //   their bytes
     kFailedOver,        // striped parts sent again over the first rail after theirs failed
     kRailsBack,         // lost rails found reaching their peer again (core_rail_back.cpp)
+    kRailOutNotices,    // peers' notices that they took out a NIC reaching this process
     kNumCounts
 };
 

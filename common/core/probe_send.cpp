@@ -1,6 +1,7 @@
 // The liveness probe's sends (core_probe.cpp has what it is for): pings,
-// and answers to the peers' pings, zero-byte messages in the probe space
-// of the tag (or untagged, without tags).  Shared by the peer deadline's
+// answers to the peers' pings, and notices of a NIC taken out
+// (core_rails.cpp), zero-byte messages in the probe space of the tag (or
+// untagged, without tags).  Shared by the peer deadline's
 // probe and a lost rail's (core_rail_back.cpp), so that neither calls the
 // other.
 #include <new>
@@ -19,6 +20,7 @@ namespace {
 
 using control::kAnswerBit;
 using control::kProbeTag;
+using control::kRailOutBit;
 
 // A zero-byte message; tagged with 'tag' where the provider has tags.
 ssize_t post_empty(efa_ctx *ctx, fi_addr_t addr, uint64_t tag, uint64_t flags, void *context) {
@@ -46,7 +48,8 @@ ssize_t post_empty(efa_ctx *ctx, fi_addr_t addr, uint64_t tag, uint64_t flags, v
     return fi_tsendmsg(ctx->ep, &msg, flags);
 }
 
-// An answer the provider holds, freed when it hands it back (or at close).
+// An answer or a notice the provider holds, freed when it hands it back
+// (or at close).
 struct Answer {
     efa_op_t op;
     efa_core *core;
@@ -64,7 +67,7 @@ void answer_done(efa_op_t *op, const efa_cqe_t *cqe) {
 }
 
 // -FI_EAGAIN: the queue is full, ask again later.
-ssize_t post_answer(efa_ctx *ctx, fi_addr_t to) {
+ssize_t post_answer(efa_ctx *ctx, fi_addr_t to, uint64_t tag) {
     efa_core *core = ctx->core;
     auto *a = new (std::nothrow) Answer{{}, core, ctx->rail};
     if (!a) {
@@ -76,8 +79,7 @@ ssize_t post_answer(efa_ctx *ctx, fi_addr_t to) {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         core->answers_out.insert(a);
     }
-    ssize_t rc =
-        post_empty(ctx, to, kProbeTag | kAnswerBit | core->probe_id, FI_COMPLETION, &a->op.fi_ctx);
+    ssize_t rc = post_empty(ctx, to, tag, FI_COMPLETION, &a->op.fi_ctx);
     if (rc) {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         core->answers_out.erase(a);
@@ -86,18 +88,31 @@ ssize_t post_answer(efa_ctx *ctx, fi_addr_t to) {
     return rc;
 }
 
+// An answer or a notice; one the queue refuses for now is posted again from
+// progress (probe_answers_retry).
+void send_control(efa_ctx *ctx, fi_addr_t to, uint64_t tag) {
+    efa_core *core = ctx->core;
+    ssize_t rc = post_answer(ctx, to, tag);
+    if (rc == -FI_EAGAIN) {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        core->answers_due.push_back({ctx, to, tag});
+        core->answers_pending.store(true, std::memory_order_relaxed);
+    } else if (rc) {
+        core->failures.report(core->rep,
+                              tag & kRailOutBit ? "fi_tsendmsg (notice of a NIC taken out)"
+                                                : "fi_tsendmsg (peer probe answer)",
+                              static_cast<int>(rc));
+    }
+}
+
 } // namespace
 
 void probe_send_answer(efa_ctx *ctx, fi_addr_t to) {
-    efa_core *core = ctx->core;
-    ssize_t rc = post_answer(ctx, to);
-    if (rc == -FI_EAGAIN) {
-        std::lock_guard<std::mutex> guard(core->deadline_lock);
-        core->answers_due.emplace_back(ctx, to);
-        core->answers_pending.store(true, std::memory_order_relaxed);
-    } else if (rc) {
-        core->failures.report(core->rep, "fi_tsendmsg (peer probe answer)", static_cast<int>(rc));
-    }
+    send_control(ctx, to, kProbeTag | kAnswerBit | ctx->core->probe_id);
+}
+
+void probe_send_rail_out(efa_ctx *ctx, fi_addr_t to) {
+    send_control(ctx, to, kProbeTag | kRailOutBit | ctx->core->probe_id);
 }
 
 ssize_t probe_post_ping(efa_ctx *ctx, fi_addr_t addr, void *context) {
@@ -106,14 +121,14 @@ ssize_t probe_post_ping(efa_ctx *ctx, fi_addr_t addr, void *context) {
 }
 
 void probe_answers_retry(efa_core *core) {
-    std::vector<std::pair<efa_ctx *, fi_addr_t>> due;
+    std::vector<ControlDue> due;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         due.swap(core->answers_due);
         core->answers_pending.store(false, std::memory_order_relaxed);
     }
-    for (const auto &d : due) {
-        probe_send_answer(d.first, d.second);
+    for (const ControlDue &d : due) {
+        send_control(d.ctx, d.to, d.tag);
     }
 }
 

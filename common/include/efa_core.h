@@ -291,6 +291,7 @@ typedef struct efa_core_counters {
      * the rail; rail 0's atomics included, no bytes for them). */
     uint64_t nic_rma[4], nic_rma_bytes[4];
     uint64_t rails_back;             /* lost rails found reaching their peer again and put back */
+    uint64_t rail_out_notices;       /* peers' notices that they took out a NIC reaching this one */
     uint64_t striped, striped_bytes; /* transfers striped over several rails */
     uint64_t failed_over;            /* striped parts sent again over the first rail */
 } efa_core_counters_t;

@@ -1,10 +1,11 @@
 // The core's control messages (common/core/control_wire.hpp): liveness
-// pings and answers (core_probe.cpp), withdraw requests and replies
+// pings and answers (core_probe.cpp), notices of a NIC taken out
+// (core_rails.cpp), withdraw requests and replies
 // (core_withdraw.cpp) and rendezvous notes and answers (core_rdv.cpp) as
 // their receives read them.  Tag and bytes are the
 // sender's to choose.  What each must parse as is written here from the
 // tag space's definition (control_tags.hpp: proto 3 | answer | withdraw |
-// reply | rdv | fin | a zero bit | a 56-bit id), not from the parser; a control
+// reply | rdv | fin | rail_out | a 56-bit id), not from the parser; a control
 // message never reads as a component's message under either tag layout; a
 // message is read only within its length (a copy of exactly that size, so
 // ASan sees a byte too far); and a probe id made from any address blob
@@ -60,11 +61,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const bool control = (tag >> 62) == 3 && (tag & (bit(58) | bit(57) | bit(56))) == 0;
     const bool answer_bit = tag & bit(61), withdraw_bit = tag & bit(60), reply_bit = tag & bit(59);
 
-    // A ping or answer: withdraw and reply zero.
+    // A ping, an answer or a rail-out notice (bit 56, never with the answer
+    // bit): withdraw and reply zero.
+    const bool rail_out_bit = tag & bit(56);
+    const bool probe_space =
+        (tag >> 62) == 3 && (tag & (bit(58) | bit(57))) == 0 && !withdraw_bit && !reply_bit;
     const ProbeMsg p = efa::control::parse_probe(tag);
-    FUZZ_CHECK(p.valid == (control && !withdraw_bit && !reply_bit));
+    FUZZ_CHECK(p.valid == (probe_space && !(rail_out_bit && answer_bit)));
     if (p.valid) {
         FUZZ_CHECK(p.answer == answer_bit);
+        FUZZ_CHECK(p.rail_out == rail_out_bit);
         FUZZ_CHECK(p.id == (tag & kId));
         check_not_a_component_message(tag);
     }
@@ -123,7 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint64_t id = efa::probe_id_of(msg, body.size());
     FUZZ_CHECK((id & ~kId) == 0);
     const ProbeMsg ping = efa::control::parse_probe((static_cast<uint64_t>(3) << 62) | id);
-    FUZZ_CHECK(ping.valid && !ping.answer && ping.id == id);
+    FUZZ_CHECK(ping.valid && !ping.answer && !ping.rail_out && ping.id == id);
     free(msg);
     return 0;
 }

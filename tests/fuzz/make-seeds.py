@@ -289,9 +289,9 @@ write_seeds("fuzz_emul_target", emul_seeds)
 
 
 # fuzz_control_wire: 8 bytes (the tag), then the message (layout in
-# common/core/control_tags.hpp): pings and answers, withdraw requests and
-# replies, rendezvous notes and answers, each cut short, and tags just
-# outside their spaces.
+# common/core/control_tags.hpp): pings and answers, notices of a NIC taken
+# out, withdraw requests and replies, rendezvous notes and answers, each cut
+# short, and tags just outside their spaces.
 PROBE, ANSWER, WITHDRAW, REPLY = 3 << 62, 1 << 61, 1 << 60, 1 << 59
 PEER = 0x00ABCDEF01234567  # a probe id (56 bits)
 
@@ -301,11 +301,13 @@ def ctl(tag, body=b""):
 
 
 request = struct.pack("<QQQ", 0x8000000000000007, 42, 1 << 20)  # tag, id, length
-RDV, FIN = 1 << 58, 1 << 57
+RDV, FIN, RAIL_OUT = 1 << 58, 1 << 57, 1 << 56
 note = struct.pack("<QQQQQ4Q", 42, (1 << 61) | (7 << 48) | 0x2A, 1 << 22, 0x7F0000001000, 2, 11, 12, 0, 0)
 control = {
     "ping": ctl(PROBE | PEER),
     "answer": ctl(PROBE | ANSWER | PEER),
+    "rail-out": ctl(PROBE | RAIL_OUT | PEER),
+    "rail-out-and-answer": ctl(PROBE | RAIL_OUT | ANSWER | PEER),
     "withdraw-request": ctl(PROBE | WITHDRAW | PEER, request),
     "withdraw-request-short": ctl(PROBE | WITHDRAW | PEER, request[:23]),
     "withdraw-request-long": ctl(PROBE | WITHDRAW | PEER, request + b"x" * 16),
@@ -328,6 +330,6 @@ control = {
     "rdv-fin-error": ctl(PROBE | RDV | FIN | PEER, struct.pack("<Qq", 42, -113)),
     "rdv-fin-short": ctl(PROBE | RDV | FIN | PEER, struct.pack("<Q", 42)),
     "rdv-and-withdraw": ctl(PROBE | RDV | WITHDRAW | PEER, note),
-    "rdv-zero-bit-set": ctl(PROBE | RDV | (1 << 56) | PEER, note),
+    "rdv-zero-bit-set": ctl(PROBE | RDV | RAIL_OUT | PEER, note),
 }
 write_seeds("fuzz_control_wire", control)

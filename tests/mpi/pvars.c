@@ -73,6 +73,7 @@ enum {
     RAILS_LOST,
     FAILED_OVER,
     RAILS_BACK,
+    RAIL_OUT_NOTICES,
     NWANTED
 };
 
@@ -108,6 +109,7 @@ static struct want wanted[NWANTED] = {
     [RAILS_LOST] = COUNTER("rails_lost"),
     [FAILED_OVER] = COUNTER("failed_over"),
     [RAILS_BACK] = COUNTER("rails_back"),
+    [RAIL_OUT_NOTICES] = COUNTER("rail_out_notices"),
 };
 #undef COUNTER
 
@@ -449,8 +451,9 @@ int main(int argc, char **argv) {
         EXPECT(nic_after[NIC_RMA_BYTES][1] - nic_before[NIC_RMA_BYTES][1] >= (1u << 19) - 64,
                "common_efa_nic_rma_bytes[1] rose by %llu: nothing on the second NIC",
                nic_after[NIC_RMA_BYTES][1] - nic_before[NIC_RMA_BYTES][1]);
-    EXPECT(after[RAILS_BACK] == 0, "common_efa_rails_back %llu in a healthy job",
-           after[RAILS_BACK]);
+    EXPECT(after[RAILS_BACK] == 0 && after[RAIL_OUT_NOTICES] == 0,
+           "common_efa_rails_back %llu, _rail_out_notices %llu in a healthy job", after[RAILS_BACK],
+           after[RAIL_OUT_NOTICES]);
     EXPECT(after[RAILS_LOST] == 0 && after[FAILED_OVER] == 0,
            "common_efa_rails_lost %llu, _failed_over %llu in a healthy job", after[RAILS_LOST],
            after[FAILED_OVER]);

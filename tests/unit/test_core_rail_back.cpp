@@ -5,7 +5,9 @@
 // then, common_efa_rail_retry seconds later, the core pings the peer over
 // rail 1 alone, the peer (itself) answers over it, and the rail is back:
 // planned again (efa_peer_rail_addr), its deadline key alive (a read over
-// it completes), and counted.  With the retry at 0 it stays out.
+// it completes), and counted.  With the retry at 0 it stays out.  The
+// loss drops every registration, and the peer (itself) is told over the
+// first rail, which drops its own.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -185,6 +187,56 @@ TEST_F(CoreRailBack, LostRailDropsEveryRegistration) {
     efa_core_mr_release(core_, fresh_held);
     efa_core_mr_release(core_, fresh);
     efa_core_mr_release(core_, held);
+}
+
+TEST_F(CoreRailBack, LostRailTellsThePeer) {
+    open(60);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    const uint64_t before = counters().rail_out_notices;
+    lose_rail1();
+    bool told = false;
+    for (int i = 0; i < 2000 && !told; ++i) {
+        efa_core_progress(core_);
+        told = counters().rail_out_notices > before;
+        usleep(1000);
+    }
+    EXPECT_TRUE(told) << "no notice of the lost rail came over the first rail in 2 s";
+    EXPECT_EQ(counters().rail_out_notices, before + 1) << "one loss, one notice";
+}
+
+// The notice's receiving end: a peer that had nothing in flight on the rail
+// drops its registrations too; a notice from a process not known here
+// drops nothing.
+TEST_F(CoreRailBack, PeersNoticeDropsEveryRegistration) {
+    open(60, true);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    std::vector<uint8_t> buf(kLen, 3);
+    auto key_now = [&]() {
+        int err = 0;
+        efa_mr_t *mr = efa_core_mr_acquire(core_, buf.data(), buf.size(), FI_REMOTE_READ, &err);
+        EXPECT_NE(mr, nullptr) << "registration: " << err;
+        const uint64_t key = mr ? efa_mr_key(mr) : FI_KEY_NOTAVAIL;
+        if (mr) {
+            efa_core_mr_release(core_, mr);
+        }
+        return key;
+    };
+    const uint64_t key = key_now();
+    ASSERT_EQ(key_now(), key) << "the cache did not keep the idle registration";
+
+    efa::rail_out_received(core_, core_->probe_id ^ 1, FI_ADDR_NOTAVAIL);
+    efa_core_progress(core_);
+    EXPECT_EQ(key_now(), key) << "a notice from an unknown process dropped a registration";
+
+    const uint64_t before = counters().rail_out_notices;
+    efa::rail_out_received(core_, core_->probe_id, FI_ADDR_NOTAVAIL);
+    efa_core_progress(core_);
+    EXPECT_NE(key_now(), key) << "a registration outlived the peer's notice";
+    EXPECT_EQ(counters().rail_out_notices, before + 1);
 }
 
 TEST_F(CoreRailBack, LostAgainWaitsTwiceAsLong) {
