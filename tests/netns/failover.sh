@@ -37,18 +37,25 @@
 #     both rails (read rendezvous): the job succeeds, names the NIC, and
 #     both processes read such messages with none failed.
 #   link-back  link-down under ob1 + btl_efa with common_efa_rail_retry 2,
-#     the link set up again six seconds later: a process pings the peer
+#     the link set up again six seconds later, its TCP connections ended
+#     first (fault.sh drop-conns: as EFA's device ends a dead path's
+#     operations, where TCP would deliver old bytes): a process pings the peer
 #     over the lost NIC, the answer puts it back ("NIC ethK reaches ...
 #     again", help-less verbose-1 line with the NIC's bytes so far), and
 #     that NIC carries more puts and gets after it ("rail 1 (ethK): ...
-#     N bytes of puts and gets" at the end above the bytes said then).
+#     N bytes of puts and gets" at the end above the bytes said then);
+#     the process that took the NIC out told its peer, which dropped its
+#     registrations too ("NICs taken out for a peer: N here, M by a peer
+#     that told this process", M > 0, in a process), and every message's
+#     bytes were right after the link came back.
 #   no-failover  control: link-down with common_efa_rail_failover 0, where
 #     a rail's failure is the peer's loss; passes when the job fails
 #     (non-zero exit, the peer named unreachable) within the time limit:
 #     the checks above can fail.
 #   tests/netns/failover.sh
 # Environment: EFA_MCA_COMPONENT_PATH, MPI_TEST_BIN_DIR, FAILOVER_LOG_DIR
-# (default /tmp/efa-failover), NETNS_PREFIX, NETNS_NET, NETNS_BRIDGE
+# (default /tmp/efa-failover), FAILOVER_RUNS (the runs to do, by name,
+# separated by spaces: default all of them), NETNS_PREFIX, NETNS_NET, NETNS_BRIDGE
 # (common.sh).  Makes the hosts and removes them at the end; where they
 # cannot be made, each run is a SKIP with the reason.  Prints PASS, FAIL or
 # SKIP per run and "N passed, N failed, N skipped"; exits 1 on a failure.
@@ -59,7 +66,19 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-runs="link-down cut-link own-link-down own-msgs-link-down ob1-msgs-link-down rdv-link-down link-back no-failover"
+all_runs="link-down cut-link own-link-down own-msgs-link-down ob1-msgs-link-down rdv-link-down link-back no-failover"
+runs=${FAILOVER_RUNS:-$all_runs}
+for r in $runs; do
+    case " $all_runs " in
+    *" $r "*) ;;
+    *)
+        echo "failover.sh: no run named '$r' (runs: $all_runs)" >&2
+        exit 2
+        ;;
+    esac
+done
+# want NAME: NAME is one of the runs asked for.
+want() { case " $runs " in *" $1 "*) return 0 ;; esac; return 1; }
 npass=0 nfail=0 nskip=0
 finish() {
     echo "$npass passed, $nfail failed, $nskip skipped"
@@ -102,7 +121,7 @@ own_rxd=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'udp;ofi_rxd'
 # where BACK_S is set every fault cleared that many seconds later; leaves
 # the log in $logdir/NAME.log and the job's exit status in $rc.
 run() {
-    local name=$1 fault=$2 log=$logdir/$1.log rail1 i
+    local fault=$2 log=$logdir/$1.log rail1 _
     shift 2
     "$here/fault.sh" clear >/dev/null 2>&1 || true
     timeout -k 10 150 mpirun -np 2 --bind-to none "${args[@]}" \
@@ -111,7 +130,7 @@ run() {
         "$mpibin/pingpong" -s 64M -t "${STREAM_S:-15}" >"$log" 2>&1 &
     local job=$!
     # The second rail is the second NIC of the report line "N rails: A, B".
-    for i in $(seq 1 60); do
+    for _ in $(seq 1 60); do
         rail1=$(grep -o -m1 "rails: eth[0-9], eth[0-9]" "$log" 2>/dev/null | awk '{print $3}') || true
         [ -n "$rail1" ] && break
         sleep 0.5
@@ -120,6 +139,11 @@ run() {
     [ -n "$rail1" ] && "$here/fault.sh" "$fault" 2 "${rail1#eth}" >/dev/null
     if [ -n "${BACK_S:-}" ]; then
         sleep "$BACK_S"
+        # The link's connections end first, as EFA's device ends a dead
+        # path's operations: TCP would deliver, once the link is back, a
+        # read's answer the core gave up on seconds ago, into memory the
+        # application has reused (docs/RELIABILITY.md, "A failed NIC").
+        [ -n "$rail1" ] && "$here/fault.sh" drop-conns 2 "${rail1#eth}" >/dev/null
         "$here/fault.sh" clear >/dev/null 2>&1 || true
     fi
     rc=0
@@ -132,6 +156,7 @@ run() {
 }
 
 for fault in link-down cut-link; do
+    want "$fault" || continue
     run "$fault" "$fault" "${ob1[@]}"
     if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/$fault.log" && [ "$again" -gt 0 ] &&
         [ "$named" -gt 0 ]; then
@@ -143,70 +168,84 @@ done
 # pml cm + mtl_efa under own matching: its rendezvous reads striped, a
 # failed rail's pieces read again by the first (no read falls back to
 # streaming: both processes say "0 reads failed").
-run own-link-down link-down "${own_rxd[@]}"
-if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/own-link-down.log" && [ "$named" -gt 0 ] &&
-    [ "$(grep -c "rendezvous read by RMA (0 reads failed" "$logdir/own-link-down.log")" -eq 2 ]; then
-    pass "own-link-down (own matching's reads went on, the NIC named)"
-else
-    fail "own-link-down" "exit $rc, NIC named $named time(s) ($logdir/own-link-down.log)"
+if want own-link-down; then
+    run own-link-down link-down "${own_rxd[@]}"
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/own-link-down.log" && [ "$named" -gt 0 ] &&
+        [ "$(grep -c "rendezvous read by RMA (0 reads failed" "$logdir/own-link-down.log")" -eq 2 ]; then
+        pass "own-link-down (own matching's reads went on, the NIC named)"
+    else
+        fail "own-link-down" "exit $rc, NIC named $named time(s) ($logdir/own-link-down.log)"
+    fi
 fi
 # Own matching's messages on the NIC that fails: they go on over the first.
-run own-msgs-link-down link-down "${own_rxd[@]}" --mca mtl_efa_debug_net_first_rail 1
-log=$logdir/own-msgs-link-down.log
-on_rail=$(grep -cE "own matching over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider" "$log" || true)
-injected=$(grep -cE "own matching: [0-9]+ provider messages sent \([0-9]+ packing several, [1-9][0-9]* injected" "$log" || true)
-if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] &&
-    [ "$on_rail" -eq 2 ] && [ "$injected" -eq 2 ]; then
-    pass "own-msgs-link-down (messages over the failed NIC, then the first; the NIC named)"
-else
-    fail "own-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $injected injecting on the first ($log)"
+if want own-msgs-link-down; then
+    run own-msgs-link-down link-down "${own_rxd[@]}" --mca mtl_efa_debug_net_first_rail 1
+    log=$logdir/own-msgs-link-down.log
+    on_rail=$(grep -cE "own matching over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider" "$log" || true)
+    injected=$(grep -cE "own matching: [0-9]+ provider messages sent \([0-9]+ packing several, [1-9][0-9]* injected" "$log" || true)
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] &&
+        [ "$on_rail" -eq 2 ] && [ "$injected" -eq 2 ]; then
+        pass "own-msgs-link-down (messages over the failed NIC, then the first; the NIC named)"
+    else
+        fail "own-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $injected injecting on the first ($log)"
+    fi
 fi
 # btl_efa's messages on the NIC that fails: sent again over the first.
-run ob1-msgs-link-down link-down "${ob1_rxd[@]}" --mca btl_efa_debug_first_rail 1
-log=$logdir/ob1-msgs-link-down.log
-on_rail=$(grep -cE "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message" "$log" || true)
-moved=$(grep -cE "btl:efa: a peer's messages leave NIC 1 of the set" "$log" || true)
-if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] &&
-    [ "$on_rail" -eq 2 ] && [ "$moved" -eq 2 ]; then
-    pass "ob1-msgs-link-down (messages over the failed NIC, then the first; the NIC named)"
-else
-    fail "ob1-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $moved moving them to the first ($log)"
+if want ob1-msgs-link-down; then
+    run ob1-msgs-link-down link-down "${ob1_rxd[@]}" --mca btl_efa_debug_first_rail 1
+    log=$logdir/ob1-msgs-link-down.log
+    on_rail=$(grep -cE "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message" "$log" || true)
+    moved=$(grep -cE "btl:efa: a peer's messages leave NIC 1 of the set" "$log" || true)
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] &&
+        [ "$on_rail" -eq 2 ] && [ "$moved" -eq 2 ]; then
+        pass "ob1-msgs-link-down (messages over the failed NIC, then the first; the NIC named)"
+    else
+        fail "ob1-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $moved moving them to the first ($log)"
+    fi
 fi
 # pml cm + mtl_efa under the provider's matching: large messages read by
 # the receiver over both rails; a failed rail's pieces read again by the
 # first ("0 failed" in both processes).
-run rdv-link-down link-down "${cm[@]}"
-rdv_read=$(grep -cE "read rendezvous: [0-9]+ messages sent, [1-9][0-9]* read \([0-9]+ bytes\), 0 failed" \
-    "$logdir/rdv-link-down.log" || true)
-if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/rdv-link-down.log" && [ "$named" -gt 0 ] &&
-    [ "$rdv_read" -eq 2 ]; then
-    pass "rdv-link-down (read rendezvous went on in both processes, the NIC named)"
-else
-    fail "rdv-link-down" "exit $rc, NIC named $named time(s), $rdv_read process(es) read with none failed ($logdir/rdv-link-down.log)"
+if want rdv-link-down; then
+    run rdv-link-down link-down "${cm[@]}"
+    rdv_read=$(grep -cE "read rendezvous: [0-9]+ messages sent, [1-9][0-9]* read \([0-9]+ bytes\), 0 failed" \
+        "$logdir/rdv-link-down.log" || true)
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/rdv-link-down.log" && [ "$named" -gt 0 ] &&
+        [ "$rdv_read" -eq 2 ]; then
+        pass "rdv-link-down (read rendezvous went on in both processes, the NIC named)"
+    else
+        fail "rdv-link-down" "exit $rc, NIC named $named time(s), $rdv_read process(es) read with none failed ($logdir/rdv-link-down.log)"
+    fi
 fi
 # The link comes back: a process puts the NIC back for its peer, and the
 # NIC's bytes of puts and gets at the end exceed those it said then.
-STREAM_S=24 BACK_S=6 run link-back link-down "${ob1[@]}" --mca common_efa_rail_retry 2
-back_line=$(grep -m1 "NIC $lost_nic reaches .* again" "$logdir/link-back.log" || true)
-grew=0
-if [ -n "$back_line" ]; then
-    who=${back_line%%]*}]
-    then_bytes=$(sed -n 's/.* (\([0-9]*\) bytes on it so far.*/\1/p' <<<"$back_line")
-    end_bytes=$(grep -F "$who" "$logdir/link-back.log" |
-        sed -n "s/.*rail [0-9] ($lost_nic): [0-9]* completions, \([0-9]*\) bytes of puts and gets.*/\1/p" | tail -1)
-    [ -n "$then_bytes" ] && [ -n "$end_bytes" ] && [ "$end_bytes" -gt "$then_bytes" ] && grew=1
+if want link-back; then
+    STREAM_S=24 BACK_S=6 run link-back link-down "${ob1[@]}" --mca common_efa_rail_retry 2
+    back_line=$(grep -m1 "NIC $lost_nic reaches .* again" "$logdir/link-back.log" || true)
+    grew=0
+    if [ -n "$back_line" ]; then
+        who=${back_line%%]*}]
+        then_bytes=$(sed -n 's/.* (\([0-9]*\) bytes on it so far.*/\1/p' <<<"$back_line")
+        end_bytes=$(grep -F "$who" "$logdir/link-back.log" |
+            sed -n "s/.*rail [0-9] ($lost_nic): [0-9]* completions, \([0-9]*\) bytes of puts and gets.*/\1/p" | tail -1)
+        [ -n "$then_bytes" ] && [ -n "$end_bytes" ] && [ "$end_bytes" -gt "$then_bytes" ] && grew=1
+    fi
+    told=$(grep -cE "NICs taken out for a peer: [0-9]+ here, [1-9][0-9]* by a peer" \
+        "$logdir/link-back.log" || true)
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/link-back.log" && [ "$named" -gt 0 ] &&
+        [ "$grew" -eq 1 ] && [ "$told" -gt 0 ]; then
+        pass "link-back (the NIC lost, its peer told, put back, and carrying bytes again: ${then_bytes} -> ${end_bytes})"
+    else
+        fail "link-back" "exit $rc, NIC named $named time(s), $told process(es) told by the peer, back: '${back_line:-none}', bytes then ${then_bytes:-?}, at the end ${end_bytes:-?} ($logdir/link-back.log)"
+    fi
 fi
-if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$logdir/link-back.log" && [ "$named" -gt 0 ] &&
-    [ "$grew" -eq 1 ]; then
-    pass "link-back (the NIC lost, put back, and carrying bytes again: ${then_bytes} -> ${end_bytes})"
-else
-    fail "link-back" "exit $rc, NIC named $named time(s), back: '${back_line:-none}', bytes then ${then_bytes:-?}, at the end ${end_bytes:-?} ($logdir/link-back.log)"
-fi
-run no-failover link-down "${ob1[@]}" --mca common_efa_rail_failover 0
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] &&
-    grep -q "stopped answering" "$logdir/no-failover.log"; then
-    pass "no-failover (the job failed with the peer lost, exit $rc)"
-else
-    fail "no-failover" "exit $rc, expected a failure naming the peer ($logdir/no-failover.log)"
+if want no-failover; then
+    run no-failover link-down "${ob1[@]}" --mca common_efa_rail_failover 0
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] &&
+        grep -q "stopped answering" "$logdir/no-failover.log"; then
+        pass "no-failover (the job failed with the peer lost, exit $rc)"
+    else
+        fail "no-failover" "exit $rc, expected a failure naming the peer ($logdir/no-failover.log)"
+    fi
 fi
 finish

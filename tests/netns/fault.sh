@@ -21,6 +21,11 @@
 #   fault.sh link-down I K  host I's ethK set down (netns_link_set), as
 #                       when one NIC loses its link: the host sees it go
 #   fault.sh link-up I K    and up again
+#   fault.sh drop-conns I K  every TCP connection to or from host I's ethK
+#                       address ended, in every host (ss -K), as EFA's
+#                       device ends a dead path's operations with an error:
+#                       otherwise TCP would deliver, once the link is back,
+#                       what it held for minutes (docs/RELIABILITY.md)
 #   fault.sh clear      no faults: the rules removed, every link up
 #   fault.sh show       the rules and their counters, then a "#" line per
 #                       link that is down
@@ -84,6 +89,17 @@ link-down | link-up)
     link_arg "$1" "$k"
     netns_link_set "$i" "$k" "${1#link-}"
     ;;
+drop-conns)
+    i=${2:-}
+    k=${3:-}
+    host_arg drop-conns "$i"
+    link_arg drop-conns "$k"
+    a=$(netns_link_addr "$i" "$k")
+    for h in $(netns_hosts); do
+        ip netns exec "$(netns_name "$h")" ss -K -t src "$a" or dst "$a" >/dev/null ||
+            { echo "fault.sh: ss -K cannot end connections here (kernel without INET_DIAG_DESTROY?)" >&2; exit 1; }
+    done
+    ;;
 clear)
     for c in forward input output; do nft flush chain bridge "$t" $c; done
     for i in $(netns_hosts); do
@@ -100,7 +116,7 @@ show)
     done
     ;;
 *)
-    echo "usage: fault.sh loss PCT | cut HOST | isolate HOST | cut-link HOST LINK | link-down HOST LINK | link-up HOST LINK | clear | show" >&2
+    echo "usage: fault.sh loss PCT | cut HOST | isolate HOST | cut-link HOST LINK | link-down HOST LINK | link-up HOST LINK | drop-conns HOST LINK | clear | show" >&2
     exit 2
     ;;
 esac
