@@ -48,6 +48,12 @@ link_arg() { # link_arg WHAT K: K is one of the hosts' links
         exit 2
     fi
 }
+# host_link WHAT I K: sets i and k to host I's link K, checked.
+host_link() {
+    i=$2 k=$3
+    host_arg "$1" "$i"
+    link_arg "$1" "$k"
+}
 case ${1:-} in
 loss)
     pct=${2:-}
@@ -74,26 +80,17 @@ isolate)
     done
     ;;
 cut-link)
-    i=${2:-}
-    k=${3:-}
-    host_arg cut-link "$i"
-    link_arg cut-link "$k"
+    host_link cut-link "${2:-}" "${3:-}"
     v=$(netns_veth "$i" "$k")
     for c in forward input; do nft add rule bridge "$t" $c iifname "$v" counter drop comment "\"cut-link $i $k\""; done
     for c in forward output; do nft add rule bridge "$t" $c oifname "$v" counter drop comment "\"cut-link $i $k\""; done
     ;;
 link-down | link-up)
-    i=${2:-}
-    k=${3:-}
-    host_arg "$1" "$i"
-    link_arg "$1" "$k"
+    host_link "$1" "${2:-}" "${3:-}"
     netns_link_set "$i" "$k" "${1#link-}"
     ;;
 drop-conns)
-    i=${2:-}
-    k=${3:-}
-    host_arg drop-conns "$i"
-    link_arg drop-conns "$k"
+    host_link drop-conns "${2:-}" "${3:-}"
     a=$(netns_link_addr "$i" "$k")
     for h in $(netns_hosts); do
         ip netns exec "$(netns_name "$h")" ss -K -t src "$a" or dst "$a" >/dev/null ||
