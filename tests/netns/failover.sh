@@ -143,7 +143,9 @@ run() {
         # path's operations: TCP would deliver, once the link is back, a
         # read's answer the core gave up on seconds ago, into memory the
         # application has reused (docs/RELIABILITY.md, "A failed NIC").
-        [ -n "$rail1" ] && "$here/fault.sh" drop-conns 2 "${rail1#eth}" >/dev/null
+        if [ -n "$rail1" ] && ! "$here/fault.sh" drop-conns 2 "${rail1#eth}" >/dev/null; then
+            echo "failover.sh: $1: the link's connections were not ended (fault.sh drop-conns)" >&2
+        fi
         "$here/fault.sh" clear >/dev/null 2>&1 || true
     fi
     rc=0
