@@ -7,8 +7,10 @@
 //    fin and rail_out 0, 'answer' tells the two apart, 'id' is the sender's
 //    probe id;
 //  - notices that the sender took out a NIC by which it reached the
-//    receiver (core_rails.cpp): rail_out 1, every other bit but the id 0;
-//    taken by the receive of pings and answers;
+//    receiver (core_rails.cpp): rail_out 1, every other bit but the id 0,
+//    the id's top 2 bits the sender's rail (its NIC of the set), the
+//    other 54 the sender's probe id's; taken by the receive of pings and
+//    answers;
 //  - withdraw requests and their replies (core_withdraw.cpp): withdraw 1,
 //    'reply' tells the two apart; a request's 'id' is the requester's probe
 //    id, by which the receiver finds its address;
@@ -32,6 +34,9 @@ constexpr uint64_t kRdvBit = static_cast<uint64_t>(1) << 58;
 constexpr uint64_t kFinBit = static_cast<uint64_t>(1) << 57;
 constexpr uint64_t kRailOutBit = static_cast<uint64_t>(1) << 56;
 constexpr uint64_t kIdMask = (static_cast<uint64_t>(1) << 56) - 1;
+// A notice's id field: the rail above the probe id's low bits.
+constexpr int kRailOutRailShift = 54;
+constexpr uint64_t kRailOutIdMask = (static_cast<uint64_t>(1) << kRailOutRailShift) - 1;
 
 // Pings, answers and rail-out notices: any id, either answer bit, either
 // rail_out bit; withdraw, reply, rdv and fin zero.

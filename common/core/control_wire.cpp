@@ -31,7 +31,8 @@ ProbeMsg parse_probe(uint64_t tag) {
     if (m.valid) {
         m.answer = (tag & kAnswerBit) != 0;
         m.rail_out = (tag & kRailOutBit) != 0;
-        m.id = tag & kIdMask;
+        m.id = tag & (m.rail_out ? kRailOutIdMask : kIdMask);
+        m.rail = m.rail_out ? static_cast<int>((tag & kIdMask) >> kRailOutRailShift) : 0;
     }
     return m;
 }

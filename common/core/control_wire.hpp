@@ -16,7 +16,8 @@ struct ProbeMsg {
                    // and not both an answer and a notice
     bool answer;   // an answer to this process's ping, not a ping
     bool rail_out; // the sender took out a NIC that reached this process
-    uint64_t id;   // the sender's probe id
+    int rail;      // a notice's: the sender's rail (its NIC of the set), 0 to 3
+    uint64_t id;   // the sender's probe id (a notice's: its low 54 bits)
 };
 ProbeMsg parse_probe(uint64_t tag);
 

@@ -345,9 +345,11 @@ inline fi_addr_t key_addr(fi_addr_t key) {
 void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &peer_name,
                const std::string &why);
 // The notice rail_lost sends the peer, received over the first rail from
-// the process with probe id 'id' at source 'src' (core_probe.cpp): this
-// process's registrations are dropped too (core_rails.cpp).
-void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src);
+// the process whose probe id's low 54 bits are 'id', at source 'src', that
+// took out its rail 'peer_rail' to this one (core_probe.cpp): this
+// process's registrations are dropped too, and the rail that meets the
+// peer's NIC there both ways taken out for it (core_rails.cpp).
+void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src, int peer_rail);
 
 // The peer deadline's hooks into the post and completion paths
 // (core_deadline.cpp).

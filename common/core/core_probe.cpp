@@ -126,7 +126,7 @@ void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
     const control::ProbeMsg m = cqe->err ? control::ProbeMsg{} : control::parse_probe(cqe->tag);
     if (m.valid && m.rail_out) {
         if (!r->ctx->rail) { // sent over the first rail only
-            rail_out_received(r->ctx->core, m.id, cqe->src);
+            rail_out_received(r->ctx->core, m.id, cqe->src, m.rail);
         }
     } else if (m.valid && r->ctx->rail) {
         // A lost rail asked whether it reaches (core_rail_back.cpp).

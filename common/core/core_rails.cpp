@@ -1,5 +1,6 @@
 // The NICs beside the first (the rails): opening them, and a peer's
 // addresses on each (core.hpp).
+#include "control_tags.hpp"
 #include "core.hpp"
 #include "deadline_tracked.hpp"
 #include "path_counts.hpp"
@@ -160,7 +161,7 @@ void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &pee
     // (without tags there is no space for it; DESIGN.md, "Several NICs:
     // rails", Failover).
     if (core->info.has_tagged && first != FI_ADDR_NOTAVAIL) {
-        probe_send_rail_out(core->nic->ctx(0), first);
+        probe_send_rail_out(core->nic->ctx(0), first, rail);
     }
     const char *nic = rail - 1 < static_cast<int>(core->rails.size())
                           ? core->rails[static_cast<size_t>(rail) - 1]->info()->domain_attr->name
@@ -169,18 +170,55 @@ void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &pee
     rail_back_schedule(core, rail0, rail);
 }
 
-void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src) {
-    bool known = false;
-    std::vector<fi_addr_t> firsts;
+void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src, int peer_rail) {
+    // The peers whose probe id's low bits are 'id' (the notice's top bits
+    // carry the rail), each with its rail-0 addresses and this process's
+    // rail that meets the peer's NIC 'peer_rail' both ways (the path the
+    // peer lost; 0: none), and whether that rail is out already.
+    struct Named {
+        std::vector<fi_addr_t> addrs;
+        int rail = 0;
+        bool down = false;
+    };
+    std::vector<Named> named;
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
-        auto range = core->peers_by_probe_id.equal_range(id);
-        for (auto i = range.first; i != range.second; ++i) {
-            firsts.push_back(i->second->addr[0]);
+        for (uint64_t top = 0; top < 4; ++top) {
+            auto range =
+                core->peers_by_probe_id.equal_range(id | (top << control::kRailOutRailShift));
+            for (auto i = range.first; i != range.second; ++i) {
+                const efa_peer_t *p = i->second;
+                Named n;
+                n.addrs.assign(p->addr, p->addr + p->num_addrs);
+                for (int q = 1; q < p->num_rails && q < kMaxRails; ++q) {
+                    if (p->rail_nic[q] == peer_rail && (p->rails_mutual & (1u << q))) {
+                        n.rail = q;
+                        n.down = __atomic_load_n(&p->rails_down, __ATOMIC_RELAXED) & (1u << q);
+                        break;
+                    }
+                }
+                named.push_back(std::move(n));
+            }
         }
     }
-    for (fi_addr_t a : firsts) { // the check takes peers_lock itself
-        known = known || efa_core_source_ok(core, src, a, "a notice of a NIC taken out");
+    bool known = false;
+    for (const Named &n : named) { // the check takes peers_lock itself
+        if (!n.addrs.empty() &&
+            efa_core_source_ok(core, src, n.addrs[0], "a notice of a NIC taken out")) {
+            known = true;
+            // The peer may have seen its NIC fail at once (an error
+            // completion) where this side would wait its whole deadline
+            // on what it has in flight there: taken out here too, unless
+            // it is out already (this side's own loss, whose notice the
+            // peer answers this way) or failover is off here.
+            if (n.rail && !n.down && core->params.rail_failover) {
+                for (fi_addr_t a : n.addrs) {
+                    efa_core_peer_lost(core, rail_key(a, n.rail), -FI_EHOSTUNREACH,
+                                       "the peer took its NIC on this path out (said over the "
+                                       "first NIC)");
+                }
+            }
+        }
     }
     if (!known) {
         core->rep.say(10, "a notice of a NIC taken out from a process not known here: ignored");

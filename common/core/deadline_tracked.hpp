@@ -62,9 +62,9 @@ ssize_t probe_post_ping(efa_ctx *ctx, fi_addr_t addr, void *context);
 // Answers a ping from 'to' over 'ctx' (later, from progress, where the
 // queue is full); both in probe_send.cpp.
 void probe_send_answer(efa_ctx *ctx, fi_addr_t to);
-// Tells the peer at 'to' that this process took out a NIC by which it
-// reached it (rail_lost), the same way.
-void probe_send_rail_out(efa_ctx *ctx, fi_addr_t to);
+// Tells the peer at 'to' that this process took out its rail 'rail' (its
+// NIC of the set) to it (rail_lost), the same way.
+void probe_send_rail_out(efa_ctx *ctx, fi_addr_t to, int rail);
 // At close: the answers the provider still held, and those still due.
 void probe_sends_close(efa_core *core);
 // A probe's send came back from the provider.  true: handled (the probe

@@ -21,6 +21,8 @@ namespace {
 using control::kAnswerBit;
 using control::kProbeTag;
 using control::kRailOutBit;
+using control::kRailOutIdMask;
+using control::kRailOutRailShift;
 
 // A zero-byte message; tagged with 'tag' where the provider has tags.
 ssize_t post_empty(efa_ctx *ctx, fi_addr_t addr, uint64_t tag, uint64_t flags, void *context) {
@@ -111,8 +113,10 @@ void probe_send_answer(efa_ctx *ctx, fi_addr_t to) {
     send_control(ctx, to, kProbeTag | kAnswerBit | ctx->core->probe_id);
 }
 
-void probe_send_rail_out(efa_ctx *ctx, fi_addr_t to) {
-    send_control(ctx, to, kProbeTag | kRailOutBit | ctx->core->probe_id);
+void probe_send_rail_out(efa_ctx *ctx, fi_addr_t to, int rail) {
+    send_control(ctx, to,
+                 kProbeTag | kRailOutBit | (static_cast<uint64_t>(rail & 3) << kRailOutRailShift) |
+                     (ctx->core->probe_id & kRailOutIdMask));
 }
 
 ssize_t probe_post_ping(efa_ctx *ctx, fi_addr_t addr, void *context) {

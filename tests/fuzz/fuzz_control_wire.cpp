@@ -71,7 +71,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (p.valid) {
         FUZZ_CHECK(p.answer == answer_bit);
         FUZZ_CHECK(p.rail_out == rail_out_bit);
-        FUZZ_CHECK(p.id == (tag & kId));
+        // A notice's id: the top 2 bits the sender's rail, the rest its id.
+        FUZZ_CHECK(p.id == (tag & (rail_out_bit ? bit(54) - 1 : kId)));
+        FUZZ_CHECK(p.rail == (rail_out_bit ? static_cast<int>((tag >> 54) & 3) : 0));
         check_not_a_component_message(tag);
     }
 

@@ -7,7 +7,8 @@
 // planned again (efa_peer_rail_addr), its deadline key alive (a read over
 // it completes), and counted.  With the retry at 0 it stays out.  The
 // loss drops every registration, and the peer (itself) is told over the
-// first rail, which drops its own.
+// first rail, which drops its own and takes the rail out too where it has
+// not yet.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -19,6 +20,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include "control_tags.hpp"
 #include "core.hpp"
 #include "core_test_iface.hpp"
 #include "core_with_self.hpp"
@@ -37,13 +39,14 @@ class CoreRailBack : public ::testing::Test {
   protected:
     // reuse: registrations kept idle and found again (as with Open MPI's
     // memory hooks on).
-    void open(int retry_s, bool reuse = false) {
+    void open(int retry_s, bool reuse = false, bool failover = true) {
         efa_core_params_t p;
         if (!core_test_two_rails(&nics_, &p)) {
             GTEST_SKIP() << "no interface beside loopback for a second rail";
         }
         p.rail_retry = retry_s;
         p.mem_release_hooks = reuse;
+        p.rail_failover = failover;
         p.peer_timeout = 60;
         ASSERT_TRUE(self_.open(p));
         core_ = self_.core();
@@ -53,6 +56,12 @@ class CoreRailBack : public ::testing::Test {
         ASSERT_NE(rail1(), FI_ADDR_NOTAVAIL) << "rail 1 does not reach the process itself";
     }
     fi_addr_t rail1() const { return efa_peer_rail_addr(self_.self(), 1, 0, nctx_); }
+    // A notice from the peer (itself) that it took out its rail 'rail',
+    // as core_probe.cpp hands one over; 'other' names another process.
+    void notice(int rail, bool other = false) {
+        const uint64_t id = (core_->probe_id ^ (other ? 1 : 0)) & efa::control::kRailOutIdMask;
+        efa::rail_out_received(core_, id, FI_ADDR_NOTAVAIL, rail);
+    }
     // Rail 1 fails for the peer, as an error completion on it would say.
     void lose_rail1() {
         efa_core_peer_lost(core_, efa::rail_key(self_.self()->addr[0], 1), -FI_EIO,
@@ -194,7 +203,7 @@ TEST_F(CoreRailBack, LostRailTellsThePeer) {
     if (HasFatalFailure() || IsSkipped()) {
         return;
     }
-    const uint64_t before = counters().rail_out_notices;
+    const uint64_t before = counters().rail_out_notices, lost = counters().rails_lost;
     lose_rail1();
     bool told = false;
     for (int i = 0; i < 2000 && !told; ++i) {
@@ -204,6 +213,41 @@ TEST_F(CoreRailBack, LostRailTellsThePeer) {
     }
     EXPECT_TRUE(told) << "no notice of the lost rail came over the first rail in 2 s";
     EXPECT_EQ(counters().rail_out_notices, before + 1) << "one loss, one notice";
+    EXPECT_EQ(counters().rails_lost, lost + 1)
+        << "the notice of a rail out already took it out again";
+}
+
+// The notice's receiving end takes out the rail that meets the peer's NIC
+// (its peer may have seen it fail at once, where this side would wait its
+// deadline), once; a rail that meets none, or failover off, takes nothing.
+TEST_F(CoreRailBack, PeersNoticeTakesTheRailOut) {
+    open(60);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    const uint64_t lost = counters().rails_lost;
+    notice(2); // no rail of this process meets a NIC 2 of the peer
+    notice(1, true);
+    EXPECT_NE(rail1(), FI_ADDR_NOTAVAIL) << "a notice naming no rail here, or from a stranger";
+    notice(1);
+    EXPECT_EQ(rail1(), FI_ADDR_NOTAVAIL) << "the peer's notice left the rail in";
+    EXPECT_EQ(counters().rails_lost, lost + 1);
+    notice(1);
+    EXPECT_EQ(counters().rails_lost, lost + 1) << "a rail out already was taken out again";
+}
+
+TEST_F(CoreRailBack, PeersNoticeWithoutFailoverTakesNothing) {
+    open(60, false, false);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    const efa_core_counters_t before = counters();
+    notice(1);
+    EXPECT_NE(rail1(), FI_ADDR_NOTAVAIL);
+    EXPECT_EQ(counters().rails_lost, before.rails_lost);
+    EXPECT_EQ(counters().peers_lost, before.peers_lost)
+        << "the notice was taken as the peer's loss";
+    EXPECT_EQ(counters().rail_out_notices, before.rail_out_notices + 1);
 }
 
 // The notice's receiving end: a peer that had nothing in flight on the rail
@@ -228,12 +272,12 @@ TEST_F(CoreRailBack, PeersNoticeDropsEveryRegistration) {
     const uint64_t key = key_now();
     ASSERT_EQ(key_now(), key) << "the cache did not keep the idle registration";
 
-    efa::rail_out_received(core_, core_->probe_id ^ 1, FI_ADDR_NOTAVAIL);
+    notice(0, true);
     efa_core_progress(core_);
     EXPECT_EQ(key_now(), key) << "a notice from an unknown process dropped a registration";
 
     const uint64_t before = counters().rail_out_notices;
-    efa::rail_out_received(core_, core_->probe_id, FI_ADDR_NOTAVAIL);
+    notice(0); // (a rail that meets nothing here: only the registrations)
     efa_core_progress(core_);
     EXPECT_NE(key_now(), key) << "a registration outlived the peer's notice";
     EXPECT_EQ(counters().rail_out_notices, before + 1);
