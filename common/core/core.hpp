@@ -209,7 +209,11 @@ struct efa_core {
     // again at the next check (under deadline_lock).
     std::vector<void *> probes_unposted;
     std::vector<efa::ControlDue> answers_due; // answers and rail-out notices
-    std::unordered_set<void *> answers_out;   // answers and notices the provider holds
+    // Rails a peer's notice asked to take out (rail keys), for the next
+    // progress call (rail_outs_take; under deadline_lock).
+    std::vector<fi_addr_t> rail_outs_due;
+    std::atomic<bool> rail_outs_pending{false};
+    std::unordered_set<void *> answers_out; // answers and notices the provider holds
     std::atomic<bool> answers_pending{false};
     // Withdrawing messages (core_withdraw.cpp), under withdraw_lock: the
     // receives for requests and replies (per context), the requests this
@@ -378,6 +382,9 @@ uint64_t probe_id_of(const void *blob, size_t len);
 // From progress while answers_pending: answers to peers' pings that found
 // a full queue, again (core_probe.cpp).
 void probe_answers_retry(efa_core *core);
+// From progress while rail_outs_pending: the rails peers' notices asked to
+// take out, taken out (core_deadline.cpp).
+void rail_outs_take(efa_core *core);
 // Withdrawing messages (core_withdraw.cpp): the receives for requests and
 // replies, posted after deadline_open; close after the endpoints are
 // closed.

@@ -467,6 +467,19 @@ bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer) {
     return (0 == ctx->rail || peer != FI_ADDR_NOTAVAIL) && core->deadline.dead(peer);
 }
 
+void rail_outs_take(efa_core *core) {
+    std::vector<fi_addr_t> due;
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        due.swap(core->rail_outs_due);
+        core->rail_outs_pending.store(false, std::memory_order_relaxed);
+    }
+    for (fi_addr_t key : due) {
+        efa_core_peer_lost(core, key, -FI_EHOSTUNREACH,
+                           "the peer took its NIC on this path out (said over the first NIC)");
+    }
+}
+
 void deadline_tick(efa_core *core) {
     const uint64_t now = now_ms();
     if (now < core->deadline_next_ms.load(std::memory_order_relaxed)) {

@@ -210,13 +210,15 @@ void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src, int peer_rail
             // completion) where this side would wait its whole deadline
             // on what it has in flight there: taken out here too, unless
             // it is out already (this side's own loss, whose notice the
-            // peer answers this way) or failover is off here.
+            // peer answers this way) or failover is off here.  From the
+            // next progress call (rail_outs_take), outside this
+            // completion.
             if (n.rail && !n.down && core->params.rail_failover) {
+                std::lock_guard<std::mutex> guard(core->deadline_lock);
                 for (fi_addr_t a : n.addrs) {
-                    efa_core_peer_lost(core, rail_key(a, n.rail), -FI_EHOSTUNREACH,
-                                       "the peer took its NIC on this path out (said over the "
-                                       "first NIC)");
+                    core->rail_outs_due.push_back(rail_key(a, n.rail));
                 }
+                core->rail_outs_pending.store(true, std::memory_order_relaxed);
             }
         }
     }

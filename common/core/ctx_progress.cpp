@@ -294,5 +294,8 @@ extern "C" int efa_core_progress(efa_core_t *core) {
     if (core->answers_pending.load(std::memory_order_relaxed)) {
         efa::probe_answers_retry(core); // whatever this process's deadline: peers may probe it
     }
+    if (core->rail_outs_pending.load(std::memory_order_relaxed)) {
+        efa::rail_outs_take(core); // a peer's notice (core_rails.cpp), whatever the deadline
+    }
     return events;
 }

@@ -179,31 +179,37 @@ if want own-link-down; then
         fail "own-link-down" "exit $rc, NIC named $named time(s) ($logdir/own-link-down.log)"
     fi
 fi
-# Own matching's messages on the NIC that fails: they go on over the first.
-if want own-msgs-link-down; then
-    run own-msgs-link-down link-down "${own_rxd[@]}" --mca mtl_efa_debug_net_first_rail 1
-    log=$logdir/own-msgs-link-down.log
-    on_rail=$(grep -cE "own matching over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider" "$log" || true)
-    injected=$(grep -cE "own matching: [0-9]+ provider messages sent \([0-9]+ packing several, [1-9][0-9]* injected" "$log" || true)
+# msgs_moved NAME ON MOVED HOW mpirun-args...: the run NAME (link-down),
+# passed when both processes had their peer's messages on the second NIC
+# (a line matching ON, an extended regex) and both then sent them over the
+# first (a line matching MOVED; HOW names that in the failure message).
+msgs_moved() {
+    local name=$1 on=$2 moved=$3 how=$4 log=$logdir/$1.log n_on n_moved
+    shift 4
+    run "$name" link-down "$@"
+    n_on=$(grep -cE "$on" "$log" || true)
+    n_moved=$(grep -cE "$moved" "$log" || true)
     if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] &&
-        [ "$on_rail" -eq 2 ] && [ "$injected" -eq 2 ]; then
-        pass "own-msgs-link-down (messages over the failed NIC, then the first; the NIC named)"
+        [ "$n_on" -eq 2 ] && [ "$n_moved" -eq 2 ]; then
+        pass "$name (messages over the failed NIC, then the first; the NIC named)"
     else
-        fail "own-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $injected injecting on the first ($log)"
+        fail "$name" "exit $rc, NIC named $named time(s), $n_on process(es) with messages on the second NIC, $n_moved $how ($log)"
     fi
+}
+# Own matching's messages on the NIC that fails: they go on over the first
+# (the same process's messages injected, which only the first NIC does).
+if want own-msgs-link-down; then
+    msgs_moved own-msgs-link-down \
+        "own matching over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider" \
+        "own matching: [0-9]+ provider messages sent \([0-9]+ packing several, [1-9][0-9]* injected" \
+        "injecting on the first" "${own_rxd[@]}" --mca mtl_efa_debug_net_first_rail 1
 fi
 # btl_efa's messages on the NIC that fails: sent again over the first.
 if want ob1-msgs-link-down; then
-    run ob1-msgs-link-down link-down "${ob1_rxd[@]}" --mca btl_efa_debug_first_rail 1
-    log=$logdir/ob1-msgs-link-down.log
-    on_rail=$(grep -cE "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message" "$log" || true)
-    moved=$(grep -cE "btl:efa: a peer's messages leave NIC 1 of the set" "$log" || true)
-    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] &&
-        [ "$on_rail" -eq 2 ] && [ "$moved" -eq 2 ]; then
-        pass "ob1-msgs-link-down (messages over the failed NIC, then the first; the NIC named)"
-    else
-        fail "ob1-msgs-link-down" "exit $rc, NIC named $named time(s), $on_rail process(es) with messages on the second NIC, $moved moving them to the first ($log)"
-    fi
+    msgs_moved ob1-msgs-link-down \
+        "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message" \
+        "btl:efa: a peer's messages leave NIC 1 of the set" \
+        "moving them to the first" "${ob1_rxd[@]}" --mca btl_efa_debug_first_rail 1
 fi
 # pml cm + mtl_efa under the provider's matching: large messages read by
 # the receiver over both rails; a failed rail's pieces read again by the

@@ -57,10 +57,12 @@ class CoreRailBack : public ::testing::Test {
     }
     fi_addr_t rail1() const { return efa_peer_rail_addr(self_.self(), 1, 0, nctx_); }
     // A notice from the peer (itself) that it took out its rail 'rail',
-    // as core_probe.cpp hands one over; 'other' names another process.
+    // as core_probe.cpp hands one over, then the progress call that acts
+    // on it; 'other' names another process.
     void notice(int rail, bool other = false) {
         const uint64_t id = (core_->probe_id ^ (other ? 1 : 0)) & efa::control::kRailOutIdMask;
         efa::rail_out_received(core_, id, FI_ADDR_NOTAVAIL, rail);
+        efa_core_progress(core_);
     }
     // Rail 1 fails for the peer, as an error completion on it would say.
     void lose_rail1() {
