@@ -44,6 +44,7 @@
 #include "efa_msg_flow.h"
 #include "efa_pool.h"
 #include "efa_rma.h"
+#include "efa_ring_inline.h"
 #include "efa_shm_ring.h"
 
 BEGIN_C_DECLS
@@ -88,9 +89,10 @@ struct mca_btl_base_endpoint_t {
     efa_flow_peer_t flow;         /* credits and the sends waiting (efa_btl_frag_t, by next) */
     /* On-node channel (btl_efa_ring.c): a peer of this job on this node
      * gets the messages that fit a slot through its shared-memory inbox. */
-    int8_t ring_state;        /* EFA_BTL_RING_* */
-    uint32_t vpid;            /* names the peer's inbox */
-    efa_shm_outbox_t *outbox; /* attached on the first send */
+    int8_t ring_state;                  /* EFA_BTL_RING_* */
+    uint32_t vpid;                      /* names the peer's inbox */
+    efa_shm_outbox_t *outbox;           /* attached on the first send */
+    struct efa_ring_producer *ring_out; /* its sender state (efa_ring_reserve, efa_ring_commit) */
     /* Single copy (btl_efa_cma.c): EFA_BTL_CMA_*, decided at the first
      * put or get to the peer; cma_pid is the peer's pid once verified,
      * published by the release store of EFA_BTL_CMA_ON. */
@@ -272,9 +274,10 @@ typedef struct mca_btl_efa_module {
      * (the inbox's poll), reported by btl_efa_ring.c at close. */
     struct {
         efa_node_t *node;
-        /* recv.c's mca_btl_efa_ring_frame, handed to the poll as it is
-         * (ring.c calls nothing of the layers above it). */
-        efa_shm_deliver_fn frame;
+        /* The inbox's poll state and this channel's rings in it
+         * (efa_node_consumer), polled by recv.c's mca_btl_efa_ring_poll. */
+        struct efa_ring_consumer *consumer;
+        uint32_t first, count;
         size_t max_frame;              /* largest message (header included) a slot carries */
         uint64_t sent, received, full; /* frames; sends that found a ring full */
     } ring;
@@ -532,9 +535,9 @@ static inline bool mca_btl_efa_upper_alive(const mca_btl_efa_module_t *btl,
 }
 void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
                             fi_addr_t src);
-/* A frame of the on-node ring (an efa_shm_deliver_fn, arg the module):
- * to the same handlers as a provider's message. */
-void mca_btl_efa_ring_frame(void *arg, unsigned ring, void *frame, size_t len);
+/* Hand the on-node channel's waiting frames (btl->ring.node set) to the
+ * same handlers as a provider's message; returns how many. */
+int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl);
 
 /* The component's progress (btl_efa_progress.c), run by the common
  * progress callback (btl_progress is NULL). */

@@ -176,7 +176,7 @@ static int ring_sendi(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     OPAL_THREAD_LOCK(&btl->lock);
     uint8_t *slot = NULL;
     if (NULL == ep->flow.head) {
-        slot = efa_shm_outbox_reserve(ep->outbox, total);
+        slot = efa_ring_reserve(ep->ring_out, total);
         if (NULL == slot) {
             ++btl->ring.full;
         }
@@ -200,7 +200,7 @@ static int ring_sendi(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     hdr.len = (uint32_t)(header_size + size);
     hdr.src = btl->my_name;
     memcpy(slot, &hdr, sizeof(hdr));
-    efa_shm_outbox_commit(ep->outbox, sizeof(hdr) + header_size + size);
+    efa_ring_commit(ep->ring_out, sizeof(hdr) + header_size + size);
     ++btl->ring.sent;
     efa_flow_sent(&btl->send.flow, &ep->flow, give, false); /* a ring frame takes no credit */
     OPAL_THREAD_UNLOCK(&btl->lock);

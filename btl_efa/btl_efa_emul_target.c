@@ -123,11 +123,11 @@ static bool answer_in_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep
     }
     bool done = false;
     OPAL_THREAD_LOCK(&btl->lock);
-    uint8_t *f = NULL == ep->flow.head ? efa_shm_outbox_reserve(ep->outbox, len) : NULL;
+    uint8_t *f = NULL == ep->flow.head ? efa_ring_reserve(ep->ring_out, len) : NULL;
     if (NULL != f) {
         memcpy(f, rh, sizeof(*rh));
         memcpy(f + sizeof(*rh), rr, sizeof(*rr));
-        efa_shm_outbox_commit(ep->outbox, len);
+        efa_ring_commit(ep->ring_out, len);
         ++btl->ring.sent;
         done = true;
     }

@@ -109,7 +109,6 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->frag.size = efa_core_msg_max_size(core);
     btl->emul.chunk = btl->frag.size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t);
     btl->frag.pool = NULL;
-    btl->ring.frame = mca_btl_efa_ring_frame;
     mca_btl_efa_recv_des_init(&btl->recv.ring_des, &btl->recv.ring_seg);
     btl->outstanding = 0;
     btl->send.posted = 0;

@@ -13,8 +13,8 @@
  * to others: a file planted by someone else is never written into);
  * otherwise the peer is served by the provider.  The component's progress
  * (run by the common progress callback) polls the channel and hands each
- * frame to the same dispatch as a provider message (btl->ring.frame, which
- * is recv.c's mca_btl_efa_ring_frame).
+ * frame to the same dispatch as a provider message (recv.c's
+ * mca_btl_efa_ring_poll, which runs the inbox's poll loop itself).
  * Frames carry the same bytes as provider messages, so every message type
  * (fragments, one-sided requests and responses, credits) can take either
  * path.
@@ -108,6 +108,8 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
     }
     /* (The node handed its file to the runtime's cleanup when it made it.) */
     btl->ring.max_frame = efa_node_max_frame(btl->ring.node);
+    btl->ring.consumer =
+        efa_node_consumer(btl->ring.node, EFA_NODE_CHANNEL_BTL, &btl->ring.first, &btl->ring.count);
     channel.inbox = efa_node_path(btl->ring.node);
     mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
                               "on-node channel: inbox %s, %d rings of %d slots of %zu bytes", path,
@@ -143,6 +145,7 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
                 efa_node_attach(btl->ring.node, ep->vpid, &card, EFA_NODE_CHANNEL_BTL, &err);
         }
         if (NULL != ep->outbox) {
+            ep->ring_out = efa_shm_outbox_producer(ep->outbox);
             opal_atomic_wmb();
             ep->ring_state = EFA_BTL_RING_ATTACHED;
             opal_output_verbose(10, mca_common_efa_output, "btl:efa: attached to %s", path);
@@ -165,6 +168,7 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
 
 void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep) {
     if (NULL != ep->outbox) {
+        ep->ring_out = NULL;
         efa_shm_outbox_detach(ep->outbox);
         ep->outbox = NULL;
     }

@@ -17,14 +17,8 @@ void mca_btl_efa_ring_add_proc(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
                                const opal_proc_t *proc);
 bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep);
-/* Frames handed up per progress call. */
+/* Frames handed up per progress call (mca_btl_efa_ring_poll, recv.c). */
 #define EFA_BTL_RING_BUDGET 32
-/* Poll the channel (btl->ring.node set): inline in the component's progress,
- * which runs it on every opal_progress call. */
-static inline int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {
-    return efa_node_poll(btl->ring.node, EFA_NODE_CHANNEL_BTL, btl->ring.frame, btl,
-                         EFA_BTL_RING_BUDGET);
-}
 /* Say once that the inbox dropped corrupted frames (from progress, now and
  * then: the count only moves when another process wrote into the inbox). */
 void mca_btl_efa_ring_check_dropped(mca_btl_efa_module_t *btl);

@@ -84,7 +84,7 @@ int mca_btl_efa_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     const int i = btl->ring_atomic.free_head;
     /* Behind sends queued for ep (its ring was full) this would overtake
      * them: the general path queues it after them instead. */
-    uint8_t *f = i >= 0 && NULL == ep->flow.head ? efa_shm_outbox_reserve(ep->outbox, len) : NULL;
+    uint8_t *f = i >= 0 && NULL == ep->flow.head ? efa_ring_reserve(ep->ring_out, len) : NULL;
     if (NULL == f) { /* every record in use, sends queued, or the ring full */
         OPAL_THREAD_UNLOCK(&btl->lock);
         return OPAL_ERR_NOT_AVAILABLE;
@@ -117,7 +117,7 @@ int mca_btl_efa_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
      * thread's progress, counts it off. */
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
-    efa_shm_outbox_commit(ep->outbox, len);
+    efa_ring_commit(ep->ring_out, len);
     r->pos = efa_shm_outbox_committed(ep->outbox);
     ++btl->ring.sent;
     ++btl->ring_atomic.active;

@@ -129,7 +129,7 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     }
     OPAL_THREAD_LOCK(&btl->lock);
     const int i = btl->ring_rma.free_head;
-    uint8_t *f = i >= 0 ? efa_shm_outbox_reserve(ep->outbox, len) : NULL;
+    uint8_t *f = i >= 0 ? efa_ring_reserve(ep->ring_out, len) : NULL;
     if (NULL == f) { /* every record in use, or the ring full: single copy */
         OPAL_THREAD_UNLOCK(&btl->lock);
         mca_btl_efa_emul_req_unsent(btl, req);
@@ -159,7 +159,7 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     r->first_seen = 0.0;
     req->rec = i;
     req->on_over = forget;
-    efa_shm_outbox_commit(ep->outbox, len);
+    efa_ring_commit(ep->ring_out, len);
     r->pos = efa_shm_outbox_committed(ep->outbox);
     ++btl->ring.sent;
     OPAL_THREAD_ADD_FETCH32(&btl->ring_rma.active, 1);

@@ -127,24 +127,20 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
  * lock is held. */
 static int ring_post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             efa_btl_frag_t *frag) {
-    int rc;
-    if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
-        rc = efa_shm_outbox_send(ep->outbox, frag->buf, frag->send_len);
-    } else {
-        /* In place: the headers from the fragment and the data from the
-         * caller's buffer, gathered into the slot. */
-        const size_t data_len = frag->segments[1].seg_len;
-        const size_t head_len = frag->send_len - data_len;
-        uint8_t *slot = efa_shm_outbox_reserve(ep->outbox, frag->send_len);
-        rc = -FI_EAGAIN;
-        if (NULL != slot) {
+    uint8_t *slot = efa_ring_reserve(ep->ring_out, frag->send_len);
+    if (NULL != slot) {
+        if (OPAL_LIKELY(frag->base.des_segment_count < 2)) {
+            memcpy(slot, frag->buf, frag->send_len);
+        } else {
+            /* In place: the headers from the fragment and the data from the
+             * caller's buffer, gathered into the slot. */
+            const size_t data_len = frag->segments[1].seg_len;
+            const size_t head_len = frag->send_len - data_len;
             memcpy(slot, frag->buf, head_len);
             memcpy(slot + head_len, frag->segments[1].seg_addr.pval, data_len);
-            efa_shm_outbox_commit(ep->outbox, frag->send_len);
-            rc = 0;
         }
-    }
-    if (0 != rc) {
+        efa_ring_commit(ep->ring_out, frag->send_len);
+    } else {
         ++btl->ring.full;
         return EFA_BTL_RING_FULL;
     }

@@ -72,9 +72,13 @@ void efa_node_close_channel(efa_node_t *n, unsigned channel);
 size_t efa_node_max_frame(const efa_node_t *n);
 /* Corrupted frames dropped (any channel). */
 uint64_t efa_node_dropped(const efa_node_t *n);
-/* Deliver up to budget frames of channel c's rings (fn's ring: the
- * sender's local rank).  0 while another poll of the inbox runs. */
-int efa_node_poll(efa_node_t *n, unsigned channel, efa_shm_deliver_fn fn, void *arg, int budget);
+/* The inbox's poll state, and channel c's block of rings in it, for a
+ * component that polls with efa_ring_consume (efa_ring_inline.h) on its
+ * own hot path (ring: the sender's local rank): valid until the node is
+ * released. */
+struct efa_ring_consumer;
+struct efa_ring_consumer *efa_node_consumer(efa_node_t *n, unsigned channel, uint32_t *first,
+                                            uint32_t *count);
 /* Attach to this process's ring of 'channel' in the inbox of process vpid,
  * which published 'card': NULL and *err (-ENOENT: it serves no such
  * channel; else efa_shm_outbox_attach's errors). */

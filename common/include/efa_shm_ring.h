@@ -73,6 +73,11 @@ void efa_shm_outbox_commit(efa_shm_outbox_t *outbox, size_t len);
  * passes c - 1 + slots (the sender's next frame into that slot). */
 uint64_t efa_shm_outbox_committed(const efa_shm_outbox_t *outbox);
 unsigned efa_shm_outbox_slots(const efa_shm_outbox_t *outbox);
+/* The outbox's sender state, for efa_ring_reserve and efa_ring_commit
+ * (efa_ring_inline.h) on a component's own send path: valid until the
+ * outbox is detached. */
+struct efa_ring_producer;
+struct efa_ring_producer *efa_shm_outbox_producer(efa_shm_outbox_t *outbox);
 
 #ifdef __cplusplus
 }

@@ -186,10 +186,12 @@ uint64_t efa_node_dropped(const efa_node_t *n) {
     return n->node->dropped();
 }
 
-int efa_node_poll(efa_node_t *n, unsigned channel, efa_shm_deliver_fn fn, void *arg, int budget) {
-    return n->node->poll(
-        channel, [fn, arg](uint32_t r, void *frame, size_t len) { fn(arg, r, frame, len); },
-        budget);
+efa_ring_consumer *efa_node_consumer(efa_node_t *n, unsigned channel, uint32_t *first,
+                                     uint32_t *count) {
+    const efa::node::Node &node = *n->node;
+    *first = channel * node.nlocal();
+    *count = node.nlocal();
+    return node.inbox()->consumer();
 }
 
 efa_shm_outbox_t *efa_node_attach(const efa_node_t *n, uint32_t vpid, const efa_node_card_t *card,

@@ -154,7 +154,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     in->len_ = len;
     in->fd_ = fd;
     in->tails_.assign(g.nrings, 0);
-    in->active_.reserve(g.nrings);
+    in->active_.assign(g.nrings, 0);
     // The file is zero-filled: every counter and flag starts at 0.
     auto *h = new (p) SegHeader;
     HeaderImage &f = h->image;
@@ -167,6 +167,16 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     f.cookie = cookie;
     h->attach_seq.store(0, std::memory_order_relaxed);
     in->hdr_ = h;
+    efa_ring_consumer_t &c = in->c_;
+    c.rings = in->base_ + kPage;
+    c.nrings = g.nrings;
+    c.ring_bytes = in->ring_bytes_;
+    c.mask = g.nslots - 1;
+    c.slot_size = g.slot_size;
+    c.max_frame = g.max_frame();
+    c.attach_seq = reinterpret_cast<const uint32_t *>(&h->attach_seq);
+    c.active = in->active_.data();
+    c.tails = in->tails_.data();
     __atomic_store_n(&f.magic, kMagic, __ATOMIC_RELEASE);
     return in;
 }
@@ -190,16 +200,18 @@ int Inbox::reserve_rings(uint32_t first, uint32_t count) {
     return 0 == count ? 0 : reserve_space(fd_, kPage + first * ring_bytes_, count * ring_bytes_);
 }
 
-void Inbox::rescan() {
-    const uint32_t seq = hdr_->attach_seq.load(std::memory_order_acquire);
-    active_.clear();
-    for (uint32_t r = 0; r < geo_.nrings; ++r) {
-        if (ring(r)->attached.load(std::memory_order_acquire)) {
-            active_.push_back(r);
+extern "C" void efa_ring_consumer_rescan(efa_ring_consumer_t *c) {
+    const uint32_t seq = __atomic_load_n(c->attach_seq, __ATOMIC_ACQUIRE);
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < c->nrings; ++r) {
+        const uint8_t *ctl = c->rings + r * c->ring_bytes;
+        if (__atomic_load_n(reinterpret_cast<const uint32_t *>(ctl + EFA_RING_ATTACHED_OFFSET),
+                            __ATOMIC_ACQUIRE)) {
+            c->active[n++] = r;
         }
     }
-    any_.store(!active_.empty(), std::memory_order_relaxed);
-    seen_seq_.store(seq, std::memory_order_relaxed);
+    __atomic_store_n(&c->nactive, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->seen_seq, seq, __ATOMIC_RELAXED);
 }
 
 uint64_t Inbox::waiting(uint32_t r) const {
@@ -301,11 +313,21 @@ std::unique_ptr<Outbox> Outbox::attach(const std::string &path, uint32_t r, uint
     out->geo_ = g;
     out->map_ = static_cast<uint8_t *>(p);
     out->len_ = len;
-    out->ctl_ = ctl;
-    out->slots_ = out->map_ + kRingControl;
-    out->head_ = head;
-    out->cached_tail_ = tail;
-    out->ctl_->attached.store(1, std::memory_order_release);
+    efa_ring_producer_t &pr = out->p_;
+    pr.ctl = out->map_;
+    pr.slots = out->map_ + kRingControl;
+    pr.head = head;
+    pr.cached_tail = tail;
+    pr.nslots = g.nslots;
+    pr.slot_size = g.slot_size;
+    pr.max_frame = g.max_frame();
+    // The path counts, as the C side sees them (the same words).
+    static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
+    static_assert(sizeof(std::atomic<bool>) == sizeof(uint8_t));
+    static_assert(counts::kRingBytes == counts::kRingFrames + 1);
+    pr.counts = reinterpret_cast<uint64_t *>(&counts::g_counts[counts::kRingFrames]);
+    pr.counts_shared = reinterpret_cast<const uint8_t *>(&counts::g_shared);
+    ctl->attached.store(1, std::memory_order_release);
     static_cast<SegHeader *>(hp)->attach_seq.fetch_add(1, std::memory_order_acq_rel);
     munmap(hp, kPage);
     return out;
@@ -418,6 +440,10 @@ uint64_t efa_shm_outbox_committed(const efa_shm_outbox_t *outbox) {
 
 unsigned efa_shm_outbox_slots(const efa_shm_outbox_t *outbox) {
     return outbox->out->slots();
+}
+
+efa_ring_producer *efa_shm_outbox_producer(efa_shm_outbox_t *outbox) {
+    return outbox->out->producer();
 }
 
 // What an error of create or attach means, in words.

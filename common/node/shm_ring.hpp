@@ -58,6 +58,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "efa_ring_inline.h"
 #include "path_counts.hpp"
 
 namespace efa::shm {
@@ -111,6 +112,11 @@ struct RingCtl {
     alignas(kLine) std::atomic<uint32_t> attached; // a sender has attached
 };
 static_assert(sizeof(RingCtl) <= kRingControl);
+// The C poll (efa_ring_inline.h) knows the layout by its own constants.
+static_assert(kRingControl == EFA_RING_CONTROL_BYTES);
+static_assert(offsetof(RingCtl, tail) == EFA_RING_TAIL_OFFSET);
+static_assert(offsetof(RingCtl, attached) == EFA_RING_ATTACHED_OFFSET);
+static_assert(kSlotHeader == EFA_RING_SLOT_HEADER);
 
 // The owner's inbound segment.  Created at init, unlinked and unmapped by
 // the destructor.
@@ -131,7 +137,7 @@ class Inbox {
     // What senders must be told (through the modex) to attach.
     uint64_t cookie() const { return cookie_; }
     // Frames dropped: a length longer than the slot (a corrupted sender).
-    uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+    uint64_t dropped() const { return __atomic_load_n(&c_.dropped, __ATOMIC_RELAXED); }
 
     // Hand up to 'budget' waiting frames to deliver(ring, frame, len), in
     // ring order; the frame is valid until deliver returns.  A deliver that
@@ -150,7 +156,11 @@ class Inbox {
     // takes the frames).  A process without local peers returns at the
     // first test; otherwise the loop passes over the other channels' rings
     // (a test per ring: cheaper per message than keeping the range's bounds).
+    // The loop is efa_ring_consume (efa_ring_inline.h), which a C
+    // component runs on consumer() itself.
     template <class F> int poll_range(uint32_t first, uint32_t count, F &&deliver, int budget);
+    // The poll's state, for a component that polls in C (efa_ring_consume).
+    efa_ring_consumer_t *consumer() { return &c_; }
 
     // Frames a sender posted that the owner has not taken (tests).
     uint64_t waiting(uint32_t ring) const;
@@ -158,7 +168,7 @@ class Inbox {
     // Only one thread ever polls (MPI below MPI_THREAD_MULTIPLE): the
     // poll's guard then takes no locked instruction.  Set before the
     // first poll.
-    void set_one_thread(bool one) { one_thread_ = one; }
+    void set_one_thread(bool one) { c_.one_thread = one; }
 
     // Reserve the space of rings [first, first + count) now (as reserve_all
     // does for every ring): for a channel whose senders must never fail to
@@ -169,23 +179,20 @@ class Inbox {
     Inbox() = default;
     RingCtl *ring(uint32_t r) const;
     uint8_t *slot(uint32_t r, uint64_t n) const;
-    void rescan();
 
     std::string path_;
     Geometry geo_; // the owner's own copy: the shared header is never read back
     size_t ring_bytes_ = 0;
     uint64_t cookie_ = 0;
-    std::atomic<uint64_t> dropped_{0}; // read by other threads for reports
     uint8_t *base_ = nullptr;
     size_t len_ = 0;
     int fd_ = -1;              // kept open for reserve_rings
     SegHeader *hdr_ = nullptr; // only attach_seq is read from it
-    std::atomic<uint32_t> seen_seq_{0};
-    std::atomic<bool> any_{false}; // active_ is not empty
+    // What the poll reads and writes (its active and tails point into the
+    // two vectors, sized once at create and never reallocated).
+    efa_ring_consumer_t c_{};
     std::vector<uint32_t> active_; // rings with a sender attached (changed only while polling)
     std::vector<uint64_t> tails_;  // the consumer's own copy of each tail
-    std::atomic<bool> polling_{false};
-    bool one_thread_ = false;
 };
 
 // A sender's view of one ring of a peer's segment.
@@ -204,16 +211,19 @@ class Outbox {
 
     size_t max_frame() const { return geo_.max_frame(); }
     // Frames committed so far, and slots of the ring.
-    uint64_t committed() const { return head_; }
+    uint64_t committed() const { return p_.head; }
     uint32_t slots() const { return geo_.nslots; }
 
     // Room for a frame of len bytes, or nullptr (the ring is full, or len
     // exceeds max_frame()).  commit(len) publishes it; nothing else may be
-    // reserved in between.
-    void *reserve(size_t len);
-    void commit(size_t len);
+    // reserved in between.  (efa_ring_reserve and efa_ring_commit, which a
+    // C component runs on producer() itself.)
+    void *reserve(size_t len) { return efa_ring_reserve(&p_, len); }
+    void commit(size_t len) { efa_ring_commit(&p_, len); }
     // reserve + copy + commit.  0, -EAGAIN (full) or -EMSGSIZE.
     int send(const void *buf, size_t len);
+    // The sender's state, for a component that sends in C.
+    efa_ring_producer_t *producer() { return &p_; }
 
   private:
     Outbox() = default;
@@ -221,10 +231,7 @@ class Outbox {
     Geometry geo_;
     uint8_t *map_ = nullptr; // the ring's control block and slots
     size_t len_ = 0;
-    RingCtl *ctl_ = nullptr;
-    uint8_t *slots_ = nullptr;
-    uint64_t head_ = 0;        // the producer's own copy of head
-    uint64_t cached_tail_ = 0; // last tail seen
+    efa_ring_producer_t p_{};
 };
 
 inline RingCtl *Inbox::ring(uint32_t r) const {
@@ -236,110 +243,24 @@ inline uint8_t *Inbox::slot(uint32_t r, uint64_t n) const {
            (n & (geo_.nslots - 1)) * geo_.slot_size;
 }
 
-// (always inlined into the engine's and the BTL's progress: the hot path of
-// every on-node message; out of line it cost 60 instructions per message)
+// (always inlined into the engine's progress: the hot path of every
+// on-node message of own matching; out of line it cost 60 instructions per
+// message.  deliver, a lambda, is inlined through the constant function
+// pointer once efa_ring_consume is.)
 template <class F>
 __attribute__((always_inline)) inline int Inbox::poll_range(uint32_t first, uint32_t count,
                                                             F &&deliver, int budget) {
-    if (!any_.load(std::memory_order_relaxed) && hdr_->attach_seq.load(std::memory_order_relaxed) ==
-                                                     seen_seq_.load(std::memory_order_relaxed)) {
-        return 0; // nobody attached: the idle poll of a process without local peers
-    }
-    // The guard against a second poll (another thread, or deliver polling
-    // again).  With one thread only re-entry can happen, which a plain
-    // load and store see: the locked exchange costs about 20 cycles of
-    // every on-node message's critical path.
-    if (one_thread_) {
-        if (polling_.load(std::memory_order_relaxed)) {
-            return 0;
+    using D = std::remove_reference_t<F>;
+    efa_ring_frame_fn fn = [](void *d, uint32_t r, void *frame, size_t len) -> bool {
+        if constexpr (std::is_same_v<decltype((*static_cast<D *>(d))(r, frame, len)), bool>) {
+            return (*static_cast<D *>(d))(r, frame, len);
+        } else {
+            (*static_cast<D *>(d))(r, frame, len);
+            return true;
         }
-        polling_.store(true, std::memory_order_relaxed);
-    } else if (polling_.exchange(true, std::memory_order_acquire)) {
-        return 0;
-    }
-    if (hdr_->attach_seq.load(std::memory_order_acquire) !=
-        seen_seq_.load(std::memory_order_relaxed)) {
-        rescan();
-    }
-    int n = 0;
-    const uint32_t end = first + count; // active_ is in ring order
-    // The geometry in locals: deliver is an opaque call, after which the
-    // members would be loaded again for every slot.
-    const uint64_t mask = geo_.nslots - 1;
-    const size_t slot_size = geo_.slot_size;
-    const size_t max_frame = geo_.max_frame();
-    for (uint32_t r : active_) {
-        if (r < first) {
-            continue;
-        }
-        if (r >= end) {
-            break;
-        }
-        RingCtl *ctl = ring(r);
-        uint8_t *const slots = reinterpret_cast<uint8_t *>(ctl) + kRingControl;
-        uint64_t t = tails_[r];
-        while (n < budget) {
-            uint8_t *s = slots + (t & mask) * slot_size;
-            if (__atomic_load_n(reinterpret_cast<uint32_t *>(s + 4), __ATOMIC_ACQUIRE) !=
-                static_cast<uint32_t>(t + 1)) {
-                break; // not written yet
-            }
-            uint32_t len;
-            __builtin_memcpy(&len, s, sizeof(len));
-            ++t;
-            bool more = true;
-            if (len <= max_frame) {
-                void *frame = static_cast<void *>(s + kSlotHeader);
-                if constexpr (std::is_same_v<decltype(deliver(r, frame, size_t{})), bool>) {
-                    more = deliver(r - first, frame, static_cast<size_t>(len));
-                } else {
-                    deliver(r - first, frame, static_cast<size_t>(len));
-                }
-                ++n;
-            } else {
-                dropped_.fetch_add(
-                    1, std::memory_order_relaxed); // only a corrupted sender writes that: skipped
-            }
-            tails_[r] = t;
-            ctl->tail.store(t, std::memory_order_release);
-            if (!more) {
-                polling_.store(false, std::memory_order_release);
-                return n;
-            }
-        }
-    }
-    polling_.store(false, std::memory_order_release);
-    return n;
-}
-
-inline void *Outbox::reserve(size_t len) {
-    if (len > geo_.max_frame()) {
-        return nullptr;
-    }
-    if (head_ - cached_tail_ >= geo_.nslots) {
-        cached_tail_ = ctl_->tail.load(std::memory_order_acquire);
-        if (head_ - cached_tail_ >= geo_.nslots) {
-            return nullptr;
-        }
-    }
-    return slots_ + (head_ & (geo_.nslots - 1)) * geo_.slot_size + kSlotHeader;
-}
-
-inline void Outbox::commit(size_t len) {
-    counts::add_msg(counts::kRingFrames, len);
-    uint8_t *s = slots_ + (head_ & (geo_.nslots - 1)) * geo_.slot_size;
-    const uint32_t l = static_cast<uint32_t>(len);
-    __builtin_memcpy(s, &l, sizeof(l));
-    ++head_;
-    __atomic_store_n(reinterpret_cast<uint32_t *>(s + 4), static_cast<uint32_t>(head_),
-                     __ATOMIC_RELEASE);
-    ctl_->head.store(head_, std::memory_order_relaxed); // for waiting(); the consumer polls stamps
-    // Ask for the next slot's first lines in exclusive state now, while the
-    // peer handles this frame: the next frame's stores then do not wait
-    // for the receiver's copy of those lines to be invalidated.
-    uint8_t *next = slots_ + (head_ & (geo_.nslots - 1)) * geo_.slot_size;
-    __builtin_prefetch(next, 1, 3);
-    __builtin_prefetch(next + kLine, 1, 3);
+    };
+    return efa_ring_consume(&c_, first, count, fn,
+                            const_cast<void *>(static_cast<const void *>(&deliver)), budget);
 }
 
 } // namespace efa::shm

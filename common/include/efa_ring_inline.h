@@ -1,0 +1,212 @@
+/*
+ * The hot paths of the on-node rings (common/node/shm_ring.hpp has the
+ * design), in C and inline: the owner's poll of its inbox and a sender's
+ * reserve and commit of a frame.  The inbox and each outbox keep this
+ * state; a component takes a pointer to it once (efa_node_consumer,
+ * efa_shm_outbox_producer) and runs these functions on it, so that its
+ * progress hands each frame to its own handler (inlined into the loop)
+ * and its send writes the slot, without a call into the core and an
+ * indirect call back: on btl_efa's 1 B on-node message those layers cost
+ * about 90 instructions of about 1640.  The C++ classes (shm::Inbox,
+ * shm::Outbox) run the same functions: one implementation.
+ *
+ * Who may poll: one caller at a time (the guard below); the consumer's
+ * state changes only inside a poll (a rescan) or at the inbox's creation.
+ * Who may send: one caller at a time per outbox (the caller serialises).
+ */
+#ifndef EFA_RING_INLINE_H
+#define EFA_RING_INLINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A ring's layout (shm_ring.hpp checks its own against these): a control
+ * block of 4 cache lines (head, tail, attached, spare), then the slots,
+ * each a uint32 length and a uint32 stamp before the frame. */
+#define EFA_RING_CONTROL_BYTES 256
+#define EFA_RING_HEAD_OFFSET 0
+#define EFA_RING_TAIL_OFFSET 64
+#define EFA_RING_ATTACHED_OFFSET 128
+#define EFA_RING_SLOT_HEADER 8
+#define EFA_RING_LINE 64
+
+/* ---- the owner's poll ---------------------------------------------------- */
+
+typedef struct efa_ring_consumer {
+    uint8_t *rings;  /* ring 0's control block; ring r's at rings + r * ring_bytes */
+    uint32_t nrings; /* rings in the segment (one per local rank and channel) */
+    uint64_t ring_bytes;
+    uint64_t mask;              /* slots per ring - 1 (a power of two) */
+    uint64_t slot_size;         /* bytes per slot, header included */
+    uint64_t max_frame;         /* slot_size - EFA_RING_SLOT_HEADER */
+    const uint32_t *attach_seq; /* in the shared header: bumped by each attaching sender */
+    uint32_t *active;           /* rings with a sender attached, ascending: nactive of them */
+    uint64_t *tails;            /* the owner's own copy of each ring's tail */
+    uint32_t nactive;           /* read before the guard: __atomic */
+    uint32_t seen_seq;          /* attach_seq when active was built: __atomic */
+    uint8_t polling;            /* the guard: __atomic */
+    uint8_t one_thread;         /* only one thread ever polls (below MPI_THREAD_MULTIPLE) */
+    uint64_t dropped;           /* frames longer than a slot (a corrupted sender): __atomic */
+} efa_ring_consumer_t;
+
+/* Rebuild active from the rings' attached flags (shm_ring.cpp; inside a
+ * poll, when attach_seq moved). */
+void efa_ring_consumer_rescan(efa_ring_consumer_t *c);
+
+/* A frame, valid until the call returns: false stops the poll after it. */
+typedef bool (*efa_ring_frame_fn)(void *arg, uint32_t ring, void *frame, size_t len);
+
+/* Hand up to budget waiting frames of rings [first, first + count) to
+ * fn(arg, ring - first, frame, len), in ring order; returns how many.  A
+ * poll while another runs (another thread, or fn polling again) returns 0
+ * at once.  Always inlined: fn, a constant at the call site, is then
+ * inlined into the loop. */
+static inline __attribute__((always_inline)) int efa_ring_consume(efa_ring_consumer_t *c,
+                                                                  uint32_t first, uint32_t count,
+                                                                  efa_ring_frame_fn fn, void *arg,
+                                                                  int budget) {
+    if (0 == __atomic_load_n(&c->nactive, __ATOMIC_RELAXED) &&
+        __atomic_load_n(c->attach_seq, __ATOMIC_RELAXED) ==
+            __atomic_load_n(&c->seen_seq, __ATOMIC_RELAXED)) {
+        return 0; /* nobody attached: the idle poll of a process without local peers */
+    }
+    /* With one thread only re-entry can happen, which a plain load and
+     * store see: the locked exchange costs about 20 cycles of every
+     * on-node message's critical path. */
+    if (c->one_thread) {
+        if (__atomic_load_n(&c->polling, __ATOMIC_RELAXED)) {
+            return 0;
+        }
+        __atomic_store_n(&c->polling, 1, __ATOMIC_RELAXED);
+    } else if (__atomic_exchange_n(&c->polling, 1, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
+    if (__atomic_load_n(c->attach_seq, __ATOMIC_ACQUIRE) !=
+        __atomic_load_n(&c->seen_seq, __ATOMIC_RELAXED)) {
+        efa_ring_consumer_rescan(c);
+    }
+    /* The geometry in locals: fn may be an opaque call, after which the
+     * fields would be loaded again for every slot. */
+    const uint32_t end = first + count;
+    const uint64_t mask = c->mask;
+    const uint64_t slot_size = c->slot_size;
+    const uint64_t max_frame = c->max_frame;
+    const uint32_t *const active = c->active;
+    const uint32_t nactive = c->nactive;
+    int n = 0;
+    for (uint32_t i = 0; i < nactive; ++i) {
+        const uint32_t r = active[i];
+        if (r < first) {
+            continue;
+        }
+        if (r >= end) {
+            break;
+        }
+        uint8_t *const ctl = c->rings + r * c->ring_bytes;
+        uint8_t *const slots = ctl + EFA_RING_CONTROL_BYTES;
+        uint64_t t = c->tails[r];
+        while (n < budget) {
+            uint8_t *s = slots + (t & mask) * slot_size;
+            /* The stamp, published last by the sender (release): the low
+             * 32 bits of the slot's counter + 1. */
+            if (__atomic_load_n((const uint32_t *)(s + 4), __ATOMIC_ACQUIRE) != (uint32_t)(t + 1)) {
+                break; /* not written yet */
+            }
+            uint32_t len;
+            __builtin_memcpy(&len, s, sizeof(len)); /* read once: checked, then used */
+            ++t;
+            bool more = true;
+            if (len <= max_frame) {
+                more = fn(arg, r - first, s + EFA_RING_SLOT_HEADER, (size_t)len);
+                ++n;
+            } else {
+                __atomic_fetch_add(&c->dropped, 1, __ATOMIC_RELAXED); /* skipped */
+            }
+            c->tails[r] = t;
+            __atomic_store_n((uint64_t *)(ctl + EFA_RING_TAIL_OFFSET), t, __ATOMIC_RELEASE);
+            if (!more) {
+                __atomic_store_n(&c->polling, 0, __ATOMIC_RELEASE);
+                return n;
+            }
+        }
+    }
+    __atomic_store_n(&c->polling, 0, __ATOMIC_RELEASE);
+    return n;
+}
+
+/* ---- a sender's frame ----------------------------------------------------- */
+
+typedef struct efa_ring_producer {
+    uint8_t *ctl;         /* the ring's control block (head, tail) */
+    uint8_t *slots;       /* ctl + EFA_RING_CONTROL_BYTES */
+    uint64_t head;        /* the sender's own copy of head */
+    uint64_t cached_tail; /* the last tail seen */
+    uint64_t nslots;      /* a power of two */
+    uint64_t slot_size;
+    uint64_t max_frame;
+    uint64_t *counts;             /* the process's path counts: frames, then their bytes */
+    const uint8_t *counts_shared; /* several threads may count: add atomically */
+} efa_ring_producer_t;
+
+/* Room for a frame of len bytes in the next slot, or NULL (the ring is
+ * full, or len exceeds max_frame).  efa_ring_commit publishes it; nothing
+ * else may be reserved in between. */
+static inline __attribute__((always_inline)) void *efa_ring_reserve(efa_ring_producer_t *p,
+                                                                    size_t len) {
+    if (len > p->max_frame) {
+        return NULL;
+    }
+    if (p->head - p->cached_tail >= p->nslots) {
+        /* Full by the last tail seen: only now is the owner's line read. */
+        p->cached_tail =
+            __atomic_load_n((const uint64_t *)(p->ctl + EFA_RING_TAIL_OFFSET), __ATOMIC_ACQUIRE);
+        if (p->head - p->cached_tail >= p->nslots) {
+            return NULL;
+        }
+    }
+    return p->slots + (p->head & (p->nslots - 1)) * p->slot_size + EFA_RING_SLOT_HEADER;
+}
+
+/* Add n to a path count: a plain load and store unless several threads
+ * count (path_counts.hpp has why). */
+static inline __attribute__((always_inline)) void efa_ring_count(uint64_t *c, uint64_t n,
+                                                                 bool shared) {
+    if (__builtin_expect(shared, 0)) {
+        __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+    } else {
+        __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+    }
+}
+
+/* Publish the reserved slot's len bytes: its length, then its stamp
+ * (release), which the owner polls. */
+static inline __attribute__((always_inline)) void efa_ring_commit(efa_ring_producer_t *p,
+                                                                  size_t len) {
+    const bool shared = __atomic_load_n(p->counts_shared, __ATOMIC_RELAXED);
+    efa_ring_count(&p->counts[0], 1, shared);
+    efa_ring_count(&p->counts[1], len, shared);
+    const uint64_t mask = p->nslots - 1;
+    uint8_t *s = p->slots + (p->head & mask) * p->slot_size;
+    const uint32_t l = (uint32_t)len;
+    __builtin_memcpy(s, &l, sizeof(l));
+    ++p->head;
+    __atomic_store_n((uint32_t *)(s + 4), (uint32_t)p->head, __ATOMIC_RELEASE);
+    /* head itself only for tests (the owner polls stamps) */
+    __atomic_store_n((uint64_t *)(p->ctl + EFA_RING_HEAD_OFFSET), p->head, __ATOMIC_RELAXED);
+    /* Ask for the next slot's first lines in exclusive state now, while the
+     * owner handles this frame: the next frame's stores then do not wait
+     * for the owner's copy of those lines to be invalidated. */
+    uint8_t *next = p->slots + (p->head & mask) * p->slot_size;
+    __builtin_prefetch(next, 1, 3);
+    __builtin_prefetch(next + EFA_RING_LINE, 1, 3);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EFA_RING_INLINE_H */
