@@ -58,8 +58,8 @@ OPAL_DECLSPEC int mca_common_efa_channel_unavailable(const mca_common_efa_channe
                                                      const char *path, int err);
 /* The inbox's count of corrupted frames dropped: the first that appear are
  * said once, whatever the verbosity, since only another process writing
- * into the inbox makes them.  The check is inline: the MTL's progress calls
- * it every time. */
+ * into the inbox makes them.  The check is inline: both components'
+ * progress calls it every 1024th time. */
 OPAL_DECLSPEC void mca_common_efa_channel_say_dropped(mca_common_efa_channel_t *ch,
                                                       uint64_t dropped);
 static inline void mca_common_efa_channel_check_dropped(mca_common_efa_channel_t *ch,
