@@ -11,8 +11,10 @@
 
 #include "efa_node.h"
 #include "efa_engine.h"
+#include "efa_ring_inline.h"
 #include <rdma/fi_errno.h>
 #include "node.hpp"
+#include "path_counts.hpp"
 #include "shm_ring.hpp"
 
 namespace {
@@ -258,6 +260,81 @@ TEST(Node, EngineServesItsChannelOnly) {
     EXPECT_EQ(poll_channel(t.node[1], EFA_NODE_CHANNEL_BTL, btl_frames), 1);
     EXPECT_EQ(btl_frames, (Got{{0, 77}}));
     efa_shm_outbox_detach(btl);
+}
+
+// The C seam btl_efa polls and sends through (efa_ring_inline.h): the
+// channel's block of the inbox (efa_node_consumer), a sender's slots
+// written in place (efa_shm_outbox_producer), frames handed to a C
+// handler told the sender's local rank, the budget kept, a handler that
+// says stop obeyed, a full ring and an oversized frame refused, and every
+// frame counted in the path counts.
+TEST(Node, CSeamCarriesFramesAsBtlEfaUsesIt) {
+    const std::string tag = "cseam." + std::to_string(getpid());
+    efa_node_params_t np = params(tag, 0, 0);
+    np.nlocal = 2;
+    int err = 0;
+    auto created = efa::node::Node::create(np, err);
+    ASSERT_NE(created, nullptr) << err;
+    efa_node_t *n = efa::node::adopt(std::move(created));
+    ASSERT_EQ(efa_node_open_channel(n, EFA_NODE_CHANNEL_BTL, false), 0);
+    efa_node_card_t card;
+    efa_node_my_card(n, &card);
+    uint32_t first = 99, count = 99;
+    efa_ring_consumer_t *c = efa_node_consumer(n, EFA_NODE_CHANNEL_BTL, &first, &count);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(first, 2u); // channel 1 of 2 local ranks: rings 2 and 3
+    EXPECT_EQ(count, 2u);
+
+    // This process's own ring of the BTL channel (local rank 0: ring 2).
+    efa_shm_outbox_t *out = efa_node_attach(n, 0, &card, EFA_NODE_CHANNEL_BTL, &err);
+    ASSERT_NE(out, nullptr) << err;
+    efa_ring_producer_t *p = efa_shm_outbox_producer(out);
+    ASSERT_NE(p, nullptr);
+    const uint64_t frames_before = efa::counts::get(efa::counts::kRingFrames);
+    const uint64_t bytes_before = efa::counts::get(efa::counts::kRingBytes);
+    EXPECT_EQ(efa_ring_reserve(p, efa_node_max_frame(n) + 1), nullptr); // too long for a slot
+    int sent = 0;
+    for (;; ++sent) {
+        void *slot = efa_ring_reserve(p, sizeof(int));
+        if (nullptr == slot) {
+            break; // full
+        }
+        const int v = 500 + sent;
+        __builtin_memcpy(slot, &v, sizeof(v));
+        efa_ring_commit(p, sizeof(int));
+    }
+    EXPECT_EQ(sent, static_cast<int>(np.slots));
+    EXPECT_EQ(efa::counts::get(efa::counts::kRingFrames) - frames_before, np.slots);
+    EXPECT_EQ(efa::counts::get(efa::counts::kRingBytes) - bytes_before, np.slots * sizeof(int));
+    EXPECT_EQ(efa_shm_outbox_committed(out), static_cast<uint64_t>(sent));
+
+    struct Seen {
+        Got got;
+        int stop_after = -1; // frames after which the handler says stop
+    } seen;
+    const efa_ring_frame_fn take = [](void *arg, uint32_t ring, void *frame, size_t len) -> bool {
+        auto *s = static_cast<Seen *>(arg);
+        EXPECT_EQ(len, sizeof(int));
+        int v;
+        __builtin_memcpy(&v, frame, sizeof(v));
+        s->got.emplace_back(ring, v);
+        return static_cast<int>(s->got.size()) != s->stop_after;
+    };
+    EXPECT_EQ(efa_ring_consume(c, first, count, take, &seen, 3), 3); // the budget
+    seen.stop_after = 4;
+    EXPECT_EQ(efa_ring_consume(c, first, count, take, &seen, 100), 1); // the handler's stop
+    seen.stop_after = -1;
+    EXPECT_EQ(efa_ring_consume(c, 0, first, take, &seen, 100), 0); // the engine's block
+    EXPECT_EQ(efa_ring_consume(c, first, count, take, &seen, 100), sent - 4);
+    ASSERT_EQ(seen.got.size(), static_cast<size_t>(sent));
+    for (int i = 0; i < sent; ++i) {
+        EXPECT_EQ(seen.got[i], (std::pair<uint32_t, int>{0, 500 + i})) << i;
+    }
+    // Taken: the slots are free again.
+    EXPECT_NE(efa_ring_reserve(p, sizeof(int)), nullptr);
+    EXPECT_EQ(efa_ring_consume(c, first, count, take, &seen, 100), 0); // reserved, not committed
+    efa_shm_outbox_detach(out);
+    efa_node_release(n);
 }
 
 } // namespace
