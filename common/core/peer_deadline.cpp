@@ -72,6 +72,15 @@ void PeerDeadline::touch(uint64_t peer, uint64_t now) {
     }
 }
 
+bool PeerDeadline::expired(uint64_t peer, uint64_t now) const {
+    auto it = peers_.find(peer);
+    if (it == peers_.end()) {
+        return false;
+    }
+    const Peer &p = it->second;
+    return !p.dead && p.sends > 0 && now > p.last && now - p.last >= timeout_;
+}
+
 bool PeerDeadline::revive(uint64_t peer, uint64_t now) {
     auto it = peers_.find(peer);
     if (it == peers_.end() || !it->second.dead) {

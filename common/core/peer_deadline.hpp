@@ -70,6 +70,10 @@ class PeerDeadline {
     // News of 'peer' that is no completion (its other rail was found dead:
     // the wait was that rail's, not this path's): its clock restarts.
     void touch(uint64_t peer, uint64_t now);
+    // Is 'peer' past its deadline now (the first rule)?  A verdict's
+    // expired peer may not be any more once another key of the same
+    // process was declared dead and touched it (core_deadline.cpp).
+    bool expired(uint64_t peer, uint64_t now) const;
 
     // Is a check due (at most once per check interval, and only while some
     // operation is tracked)?  Marks the check as done.

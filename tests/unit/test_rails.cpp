@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -146,6 +147,36 @@ TEST(RailsDeadline, ATouchRestartsTheFirstRailsClock) {
     EXPECT_EQ(d.check(9000).expired, std::vector<uint64_t>{1});
     d.touch(2, 1000); // a peer never tracked: nothing
     EXPECT_FALSE(d.dead(2));
+}
+
+TEST(RailsDeadline, AVerdictTheTouchMadeStaleIsSeenAsSuch) {
+    // The first rail's key (1) and another rail's (2) fall silent together
+    // and expire in the same check.  The core declares the other rail dead
+    // first, which touches the first's clock: the first is then no longer
+    // past its deadline (expired() says so), and is declared dead only if
+    // it stays silent a whole timeout more.
+    efa::PeerDeadline d(5000, 1000);
+    efa::PeerDeadline::Entry first, other;
+    ASSERT_TRUE(d.posted(1, &first, efa::PeerDeadline::Kind::Send, 0));
+    ASSERT_TRUE(d.posted(2, &other, efa::PeerDeadline::Kind::Send, 0));
+    auto v = d.check(5000);
+    std::sort(v.expired.begin(), v.expired.end());
+    ASSERT_EQ(v.expired, (std::vector<uint64_t>{1, 2}));
+    EXPECT_TRUE(d.expired(1, 5000));
+    EXPECT_TRUE(d.expired(2, 5000));
+    EXPECT_EQ(d.declare_dead(2).size(), 1u);
+    d.touch(1, 5000);
+    EXPECT_FALSE(d.expired(1, 5001));
+    EXPECT_FALSE(d.expired(2, 5001)); // dead already
+    EXPECT_TRUE(d.check(9000).expired.empty());
+    EXPECT_TRUE(d.expired(1, 10000));
+    EXPECT_EQ(d.check(10000).expired, std::vector<uint64_t>{1});
+    // Waited on alone (no send), a peer is probed, never expired.
+    efa::PeerDeadline w(5000, 1000);
+    efa::PeerDeadline::Entry recv;
+    ASSERT_TRUE(w.posted(3, &recv, efa::PeerDeadline::Kind::Recv, 0));
+    EXPECT_FALSE(w.expired(3, 60000));
+    EXPECT_FALSE(w.expired(4, 60000)); // never tracked
 }
 
 } // namespace
