@@ -8,6 +8,9 @@
 #include "btl_efa_ring.h"
 #include "btl_efa_spread.h"
 
+#include <stddef.h>
+#include <string.h>
+
 #include <rdma/fi_errno.h>
 
 #include "opal/util/output.h"
@@ -100,12 +103,45 @@ deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_wire_k
     mca_btl_efa_deliver_am(&btl->super, ep, msg->hdr.tag, &seg);
 }
 
+/* The answer to an atomic sent through a ring (btl_efa_ring_atomic.c),
+ * taken before the general parse: it is most of an on-node fetch-and-op's
+ * latency, and needs neither the sender's endpoint (its record is found
+ * by id) nor the credit count (it returns none).  Exactly what the target
+ * writes (btl_efa_emul_target.c, answer_in_ring): a header and the rma
+ * block, no payload, no credits.  Each field is read once from the slot,
+ * which is the sender's memory too.  Anything else (false) takes the
+ * general path.  Called for a frame of that length only: an AM frame pays
+ * the one compare. */
+static inline bool ring_atomic_answer(mca_btl_efa_module_t *btl, const uint8_t *frame) {
+    efa_btl_hdr_t hdr;
+    memcpy(&hdr, frame, sizeof(hdr));
+    if (EFA_BTL_MSG_RESP != hdr.type || 0 != hdr.credits || 0 != hdr.len) {
+        return false;
+    }
+    const uint8_t *rma = frame + sizeof(hdr);
+    uint64_t id, operand;
+    int32_t status;
+    memcpy(&id, rma + offsetof(efa_btl_rma_t, req), sizeof(id));
+    if (!mca_btl_efa_ring_atomic_id(id)) {
+        return false;
+    }
+    memcpy(&status, rma + offsetof(efa_btl_rma_t, status), sizeof(status));
+    memcpy(&operand, rma + offsetof(efa_btl_rma_t, operand), sizeof(operand));
+    mca_btl_efa_ring_atomic_answer(btl, id, status, operand);
+    return true;
+}
+
 /* A ring frame comes with no provider's word on who wrote it.  Called by
  * the inbox's poll below, one thread at a time. */
 static inline bool ring_frame(void *arg, uint32_t ring, void *frame, size_t len) {
     mca_btl_efa_module_t *btl = arg;
     (void)ring;
     ++btl->ring.received;
+    /* (the length alone on the message path) */
+    if (OPAL_UNLIKELY(sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) == len) &&
+        ring_atomic_answer(btl, frame)) {
+        return true;
+    }
     deliver_from(btl, frame, len, true, FI_ADDR_NOTAVAIL);
     return true;
 }

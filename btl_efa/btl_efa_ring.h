@@ -43,6 +43,15 @@ int mca_btl_efa_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
  * path's); otherwise the atomic completes, or the answer is dropped when
  * it names no record in flight. */
 bool mca_btl_efa_ring_atomic_answered(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma);
+/* The same with the answer's fields read already, for an id that is one of
+ * this file's (mca_btl_efa_ring_atomic_id). */
+void mca_btl_efa_ring_atomic_answer(mca_btl_efa_module_t *btl, uint64_t id, int status,
+                                    uint64_t operand);
+/* Does the request id name an atomic of this file (its top bit; the
+ * general path's ids never have it)? */
+static inline bool mca_btl_efa_ring_atomic_id(uint64_t id) {
+    return 0 != (id >> 63);
+}
 /* Fail the atomics unanswered for limit seconds (their requests cancelled
  * if not started); returns how many.  From mca_btl_efa_emul_expire. */
 int mca_btl_efa_ring_atomic_expire(mca_btl_efa_module_t *btl, double now, double limit);

@@ -34,7 +34,7 @@
 
 #include "opal/util/output.h"
 
-#define RING_ATOMIC_ID_BIT (UINT64_C(1) << 63)
+#define RING_ATOMIC_ID_BIT (UINT64_C(1) << 63) /* mca_btl_efa_ring_atomic_id */
 #define RING_ATOMIC_INDEX_BITS 6
 _Static_assert(EFA_BTL_RING_ATOMIC_RECS <= (1 << RING_ATOMIC_INDEX_BITS), "record index bits");
 
@@ -140,10 +140,15 @@ static void complete(mca_btl_efa_module_t *btl, const struct efa_btl_ring_atomic
 }
 
 bool mca_btl_efa_ring_atomic_answered(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma) {
-    const uint64_t id = rma->req;
-    if (0 == (id & RING_ATOMIC_ID_BIT)) {
+    if (!mca_btl_efa_ring_atomic_id(rma->req)) {
         return false; /* the general path's */
     }
+    mca_btl_efa_ring_atomic_answer(btl, rma->req, rma->status, rma->operand);
+    return true;
+}
+
+void mca_btl_efa_ring_atomic_answer(mca_btl_efa_module_t *btl, uint64_t id, int status,
+                                    uint64_t operand) {
     const int i = (int)(id & ((1u << RING_ATOMIC_INDEX_BITS) - 1));
     struct efa_btl_ring_atomic_rec r;
     bool found = false;
@@ -158,18 +163,17 @@ bool mca_btl_efa_ring_atomic_answered(mca_btl_efa_module_t *btl, const efa_btl_r
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: an answer for no request in flight (id 0x%llx) dropped",
                             (unsigned long long)id);
-        return true;
+        return;
     }
-    if (OPAL_SUCCESS == rma->status && NULL != r.cb.local_address) {
+    if (OPAL_SUCCESS == status && NULL != r.cb.local_address) {
         if (4 == r.size) {
-            const uint32_t v = (uint32_t)rma->operand;
+            const uint32_t v = (uint32_t)operand;
             memcpy(r.cb.local_address, &v, 4);
         } else {
-            memcpy(r.cb.local_address, &rma->operand, 8);
+            memcpy(r.cb.local_address, &operand, 8);
         }
     }
-    complete(btl, &r, rma->status);
-    return true;
+    complete(btl, &r, status);
 }
 
 /* Can the request of record r still be named in its slot?  The sender
