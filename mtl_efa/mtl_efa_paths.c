@@ -129,7 +129,8 @@ int ompi_mtl_efa_engine_add_comm(struct ompi_communicator_t *comm) {
                : mca_common_efa_local_size() > 1 ? MTL_EFA_PATH_MIXED
                                                  : MTL_EFA_PATH_PROVIDER;
     }
-    const uint8_t bits = path | (MTL_EFA_PATH_ENGINE == path && all_here ? MTL_EFA_PATH_ALL_HERE : 0);
+    const uint8_t bits =
+        path | (MTL_EFA_PATH_ENGINE == path && all_here ? MTL_EFA_PATH_ALL_HERE : 0);
     if (OMPI_SUCCESS != set_path(cid, bits)) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }

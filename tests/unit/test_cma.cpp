@@ -33,13 +33,11 @@ TEST(Cma, CopiesBothWays) {
         src[i] = static_cast<uint8_t>(i * 7);
     }
     size_t moved = 0;
-    EXPECT_EQ(0,
-              efa_cma_copy(self(), false, dst.data(), addr_of(src.data()), src.size(), &moved));
+    EXPECT_EQ(0, efa_cma_copy(self(), false, dst.data(), addr_of(src.data()), src.size(), &moved));
     EXPECT_EQ(src.size(), moved);
     EXPECT_EQ(src, dst);
     std::vector<uint8_t> back(src.size(), 0);
-    EXPECT_EQ(0,
-              efa_cma_copy(self(), true, dst.data(), addr_of(back.data()), dst.size(), nullptr));
+    EXPECT_EQ(0, efa_cma_copy(self(), true, dst.data(), addr_of(back.data()), dst.size(), nullptr));
     EXPECT_EQ(src, back);
 }
 

@@ -100,8 +100,7 @@ TEST_F(EngineTest, SynchronousSendWaitsForTheMatch) {
 }
 
 // A message above a slot, received intact, by the path the counters name.
-void EngineTest::rendezvous(size_t len, bool recv_first, uint64_t single_copy,
-                              uint64_t streamed) {
+void EngineTest::rendezvous(size_t len, bool recv_first, uint64_t single_copy, uint64_t streamed) {
     const auto data = pattern(len, 9);
     Req s, r;
     std::vector<uint8_t> got(data.size(), 0);

@@ -21,8 +21,8 @@
 
 namespace {
 
-using engine_test::note;
 using engine_test::EngineNet;
+using engine_test::note;
 using engine_test::pattern;
 using engine_test::Req;
 

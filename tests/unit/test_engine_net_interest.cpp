@@ -31,7 +31,8 @@ TEST_F(EngineNetInterest, LocalReceiveLeavesTheProviderToThePacedPoll) {
     Req local;
     ASSERT_EQ(0, post(buf, 7, true, local));
     progress();
-    EXPECT_EQ(0, interest()) << "a receive only this node can match made the core poll the provider";
+    EXPECT_EQ(0, interest())
+        << "a receive only this node can match made the core poll the provider";
     ASSERT_TRUE(efa_engine_cancel(e, &local.on));
 }
 
