@@ -517,14 +517,11 @@ void deadline_tick(efa_core *core) {
     const std::string why = "nothing completed with it for " +
                             std::to_string(core->params.peer_timeout) +
                             " s (common_efa_peer_timeout)";
-    // A peer's other rails before its first: a rail that expires in the
-    // same check as the first rail's key hands its work to the first and
-    // restarts the first's clock (efa_core_peer_lost's touch), since a
-    // first rail's wait can be the dead rail's (a stream's parts held at
-    // the receiver behind the one the dead rail carried).  The first rail's
-    // key is then looked at again, not declared dead on a verdict that the
-    // touch has made stale: the peer is lost only if it stays silent a
-    // whole timeout more, as it is when its rail expires a check earlier.
+    // A peer's other rails before its first: one that expires in the same
+    // check hands its work to the first rail and restarts its clock (the
+    // touch in efa_core_peer_lost: the first's wait can be the dead rail's,
+    // a stream's parts held behind the one it carried).  The first's key is
+    // then asked again, not declared dead on a verdict the touch made stale.
     std::stable_partition(v.expired.begin(), v.expired.end(),
                           [](uint64_t a) { return key_rail(a) != 0; });
     for (fi_addr_t a : v.expired) {
