@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -236,8 +237,14 @@ struct efa_core {
     // then), or after a further peer_timeout (deadline_tick).
     std::vector<void *> held_recvs;
     // Stand-ins no longer in use, for the next tracked operation (no
-    // allocation per operation); under deadline_lock.
-    std::vector<void *> deadline_free;
+    // allocation per operation); under deadline_lock.  First in, first
+    // out: a stand-in handed back is reused as late as can be, so that a
+    // second completion of it from the provider finds it still free
+    // (tracked_complete then ignores it) rather than another's.
+    std::deque<void *> deadline_free;
+    // Completions of stand-ins already handed back (a provider that
+    // completed an operation twice): ignored, said once.
+    std::atomic<uint64_t> stale_completions{0};
     // Some peer was declared dead: injects must look (deadline_refuses).
     std::atomic<bool> deadline_any_dead{false};
     // Called about once a second from the deadline's check: the owners'

@@ -42,8 +42,7 @@ namespace efa {
 
 namespace {
 
-// Provider errors that say the peer cannot be reached any more: the same
-// verdict as the deadline's, given at once.
+// Provider errors that say the peer is unreachable: the deadline's verdict, at once.
 bool unreachable(int err) {
     switch (-err) {
     case FI_EHOSTUNREACH:
@@ -70,6 +69,9 @@ void unhold(efa_core *core, Tracked *t) {
 void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *t = reinterpret_cast<Tracked *>(op);
     efa_core *core = t->ctx->core;
+    if (t->in_free_list.load(std::memory_order_acquire)) {
+        return stale_completion(core, cqe); // handed back twice
+    }
     if (t->owner == &g_probe_owner && probe_sent(core, t, cqe->err)) {
         return;
     }

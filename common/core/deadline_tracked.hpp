@@ -30,6 +30,10 @@ struct Tracked {
     // or at held_until (ms) at the latest (deadline_lock).  0: not held.
     int held_err;
     uint64_t held_until;
+    // In deadline_free: set under deadline_lock by give_tracked, cleared
+    // by take_tracked; read without it by tracked_complete, which the
+    // provider only calls for a stand-in it holds (never a free one).
+    std::atomic<bool> in_free_list;
 };
 
 inline Tracked *tracked_of(PeerDeadline::Entry *e) {
@@ -42,6 +46,10 @@ Tracked *take_tracked(efa_core *core, efa_op_t *owner, efa_ctx *ctx, fi_addr_t p
                       uint64_t flags);
 // deadline_lock is held.
 void give_tracked(efa_core *core, Tracked *t);
+
+// A completion of a stand-in that is free (in_free_list): counted, said
+// once, and ignored (a provider that completed an operation twice).
+__attribute__((cold)) void stale_completion(efa_core *core, const efa_cqe_t *cqe);
 
 // The completion of every stand-in (core_deadline.cpp): how a backlog
 // tells a stand-in from an owner's operation.

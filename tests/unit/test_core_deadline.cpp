@@ -227,3 +227,48 @@ TEST(CoreDeadline, EveryOwnersTickIsCalledUntilRemoved) {
     EXPECT_GE(second, 1);
     efa_core_remove_deadline_tick(s.core, count_tick, &second);
 }
+
+// A provider that hands the same context back twice (as a stand-in it
+// completed before) must not complete that operation's owner again, nor
+// anything that owns the stand-in later: the second completion is counted
+// and ignored, and the stand-in is in the free list once, so the next two
+// tracked operations get two.
+TEST(CoreDeadline, ASecondCompletionOfAStandInIsIgnored) {
+    DeadPeerCore s("udp;ofi_rxd", 30, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    efa_ctx_t *ctx = efa_core_ctx(s.core, 0);
+    int completions = 0;
+    struct Counted {
+        efa_op_t op{};
+        int *n;
+    } first{{}, &completions};
+    first.op.complete = [](efa_op_t *o, const efa_cqe_t *) {
+        ++*reinterpret_cast<Counted *>(o)->n;
+    };
+    int err = 0;
+    // Tracked as the post would, not posted: nothing else hands it back.
+    efa_op_t *standin = efa::deadline_track(ctx, s.peer->addr[0], &first.op,
+                                            efa::PeerDeadline::Kind::Recv, FI_RECV, &err);
+    ASSERT_NE(standin, nullptr) << err;
+    ASSERT_NE(standin, &first.op) << "the deadline is on: a stand-in goes to the provider";
+    const efa_cqe_t cqe{0, FI_RECV | FI_TAGGED, 5, 0, 1, 0, FI_ADDR_NOTAVAIL};
+    standin->complete(standin, &cqe);
+    EXPECT_EQ(completions, 1);
+    EXPECT_EQ(s.core->stale_completions.load(), 0u);
+    standin->complete(standin, &cqe); // the provider's second time
+    EXPECT_EQ(completions, 1) << "the owner heard of its operation twice";
+    EXPECT_EQ(s.core->stale_completions.load(), 1u);
+
+    Op a, b;
+    efa_op_t *ta = efa::deadline_track(ctx, s.peer->addr[0], &a.op, efa::PeerDeadline::Kind::Send,
+                                       FI_SEND, &err);
+    efa_op_t *tb = efa::deadline_track(ctx, s.peer->addr[0], &b.op, efa::PeerDeadline::Kind::Send,
+                                       FI_SEND, &err);
+    ASSERT_NE(ta, nullptr);
+    ASSERT_NE(tb, nullptr);
+    EXPECT_NE(ta, tb) << "one stand-in given to two operations";
+    efa::deadline_untrack(ctx, ta, &a.op);
+    efa::deadline_untrack(ctx, tb, &b.op);
+    EXPECT_FALSE(a.done);
+    EXPECT_FALSE(b.done);
+}
