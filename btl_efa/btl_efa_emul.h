@@ -88,6 +88,13 @@ int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
 void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                  const efa_btl_hdr_t *hdr, const efa_btl_rma_t *rma,
                                  const void *payload, uint32_t *claim);
+/* An atomic request that came by ring from ep, whose header and rma the
+ * caller copied out of the slot (claim: the slot's claim word): taken,
+ * executed and answered straight into ep's ring.  false: not for this
+ * path (finalizing, test hooks, ep's ring not attached), nothing done. */
+bool mca_btl_efa_emul_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                  const efa_btl_hdr_t *hdr, const efa_btl_rma_t *rma,
+                                  uint32_t *claim);
 void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
                                   const void *payload, size_t len);
 

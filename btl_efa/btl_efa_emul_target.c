@@ -135,6 +135,48 @@ static bool answer_in_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep
     return done;
 }
 
+static void send_answer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_frag_t *frag,
+                        const efa_btl_hdr_t *rh, const efa_btl_rma_t *rr, size_t data_len);
+
+/* An atomic request from a ring (btl_efa_recv.c, before the general
+ * parse): taken, executed and answered, the answer written into the
+ * requester's ring slot field by field.  false when it is not for this
+ * path (the caller then takes the general one, nothing done). */
+bool mca_btl_efa_emul_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                  const efa_btl_hdr_t *hdr, const efa_btl_rma_t *rma,
+                                  uint32_t *claim) {
+    const size_t len = sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t);
+    if (OPAL_UNLIKELY(btl->finalizing || mca_btl_efa_component.test_hooks_on) ||
+        EFA_BTL_RING_ATTACHED != ep->ring_state || len > btl->ring.max_frame) {
+        return false;
+    }
+    if (!efa_btl_wire_claim_move(claim, EFA_BTL_CLAIM_TAKEN)) {
+        return true; /* taken back by its initiator: dropped */
+    }
+    uint64_t result = 0;
+    const int status = mca_btl_efa_emul_execute(btl, hdr->type, hdr->src, rma, NULL, NULL, &result);
+    efa_emul_count_request(OPAL_SUCCESS == status);
+    const efa_btl_hdr_t rh = {.type = EFA_BTL_MSG_RESP, .src = btl->my_name};
+    const efa_btl_rma_t rr = {.req = rma->req,
+                              .offset = rma->offset,
+                              .len = rma->len,
+                              .operand = result,
+                              .status = status};
+    OPAL_THREAD_LOCK(&btl->lock);
+    uint8_t *f = NULL == ep->flow.head ? efa_ring_reserve(ep->ring_out, len) : NULL;
+    if (OPAL_LIKELY(NULL != f)) {
+        memcpy(f, &rh, sizeof(rh));
+        memcpy(f + sizeof(rh), &rr, sizeof(rr));
+        efa_ring_commit(ep->ring_out, len);
+        ++btl->ring.sent;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (OPAL_UNLIKELY(NULL == f)) {
+        send_answer(btl, ep, NULL, &rh, &rr, 0); /* others wait for ep, or its ring is full */
+    }
+    return true;
+}
+
 /* A peer's request (from btl_efa_recv.c): executed unless refused, and
  * answered either way, so the initiator's operation completes.  A get's
  * data is executed into the answer's fragment; the other answers go
@@ -207,8 +249,15 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
             rr.req = ~rma->req; /* testing: names a request never issued */
         }
     }
+    send_answer(btl, ep, frag, &rh, &rr, data_len);
+}
+
+/* The answer rh + rr (+ data_len bytes a get's frag holds after them):
+ * into the ring where it can go, else as a fragment. */
+static void send_answer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_frag_t *frag,
+                        const efa_btl_hdr_t *rh, const efa_btl_rma_t *rr, size_t data_len) {
     if (NULL == frag) {
-        if (answer_in_ring(btl, ep, &rh, &rr)) {
+        if (answer_in_ring(btl, ep, rh, rr)) {
             return;
         }
         frag = mca_btl_efa_frag_get(btl);
@@ -218,9 +267,9 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
             return;
         }
     }
-    memcpy(frag->buf, &rh, sizeof(rh));
-    memcpy((uint8_t *)frag->buf + sizeof(rh), &rr, sizeof(rr));
-    frag->send_len = sizeof(rh) + sizeof(rr) + data_len;
+    memcpy(frag->buf, rh, sizeof(*rh));
+    memcpy((uint8_t *)frag->buf + sizeof(*rh), rr, sizeof(*rr));
+    frag->send_len = sizeof(*rh) + sizeof(*rr) + data_len;
     frag->dest = ep->addr;
     frag->endpoint = ep;
     if (OPAL_SUCCESS != mca_btl_efa_frag_post(btl, frag)) {

@@ -131,15 +131,41 @@ static inline bool ring_atomic_answer(mca_btl_efa_module_t *btl, const uint8_t *
     return true;
 }
 
+/* An atomic request through a ring (btl_efa_ring_atomic.c), executed and
+ * answered before the general parse: the other half of an on-node
+ * atomic's latency (the answer's is ring_atomic_answer).  Exactly what
+ * the initiator writes: a header and the rma block, no payload, no
+ * credits, a claim word still to take, from the sender whose frame came
+ * last (the endpoint lookup by name is the general path's).  The
+ * request's fields are read once, into copies; the target's table checks
+ * them (efa_emul_execute).  Anything else (false) takes the general path. */
+static __attribute__((noinline)) bool ring_atomic_request(mca_btl_efa_module_t *btl,
+                                                          uint8_t *frame) {
+    efa_btl_hdr_t hdr;
+    memcpy(&hdr, frame, sizeof(hdr));
+    mca_btl_efa_endpoint_t *ep = btl->recv.last_src;
+    if (EFA_BTL_MSG_ATOMIC != hdr.type || 0 != hdr.credits || 0 != hdr.len || NULL == ep ||
+        mca_btl_efa_name_key(&ep->name) != hdr.src) {
+        return false;
+    }
+    efa_btl_rma_t rma;
+    memcpy(&rma, frame + sizeof(hdr), sizeof(rma));
+    if (EFA_BTL_CLAIM_OPEN != rma.claim) {
+        return false;
+    }
+    return mca_btl_efa_emul_ring_atomic(btl, ep, &hdr, &rma, efa_btl_wire_claim_word(frame));
+}
+
 /* A ring frame comes with no provider's word on who wrote it.  Called by
  * the inbox's poll below, one thread at a time. */
-static inline bool ring_frame(void *arg, uint32_t ring, void *frame, size_t len) {
+static inline __attribute__((always_inline)) bool ring_frame(void *arg, uint32_t ring, void *frame,
+                                                             size_t len) {
     mca_btl_efa_module_t *btl = arg;
     (void)ring;
     ++btl->ring.received;
     /* (the length alone on the message path) */
     if (OPAL_UNLIKELY(sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) == len) &&
-        ring_atomic_answer(btl, frame)) {
+        (ring_atomic_answer(btl, frame) || ring_atomic_request(btl, frame))) {
         return true;
     }
     deliver_from(btl, frame, len, true, FI_ADDR_NOTAVAIL);
