@@ -74,24 +74,11 @@ static int status_of(efa_emul_verdict_t v) {
     }
 }
 
-/* See btl_efa_emul.h. */
-int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
-                             const efa_btl_rma_t *rma, const void *in, void *out,
-                             uint64_t *result) {
+/* A request the target's table did not execute (verdict v): said, and its
+ * status for the answer. */
+static int refused(mca_btl_efa_module_t *btl, int type, uint64_t src, const efa_btl_rma_t *rma,
+                   efa_emul_verdict_t v) {
     const bool atomic = EFA_BTL_MSG_PUT != type && EFA_BTL_MSG_GET != type;
-    if (atomic && btl->mode.native_atomics) {
-        /* This job's atomics go through the provider, which need not be
-         * atomic with respect to this CPU's: only a process that did not
-         * agree with the job (another job's) sends these. */
-        report_refusal(btl, type, src, rma->addr, rma->len, rma->key,
-                       "this job executes atomics by the provider (btl_efa_atomic_mode)");
-        return OPAL_ERR_NOT_SUPPORTED;
-    }
-    const efa_emul_verdict_t v =
-        efa_emul_execute(btl->reg.table, (uint8_t)type, rma, in, out, result);
-    if (EFA_EMUL_DONE == v) {
-        return OPAL_SUCCESS;
-    }
     if (EFA_EMUL_DEVICE_ATOMIC == v || EFA_EMUL_DEVICE_COPY_FAILED == v) {
         /* Not a wrong request: a limit of this path, or the device's
          * error (the range's bytes are then the device's to say). */
@@ -110,6 +97,24 @@ int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
         report_refusal(btl, type, src, rma->addr, len, rma->key, efa_emul_verdict_text(v));
     }
     return status_of(v);
+}
+
+/* See btl_efa_emul.h. */
+int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
+                             const efa_btl_rma_t *rma, const void *in, void *out,
+                             uint64_t *result) {
+    const bool atomic = EFA_BTL_MSG_PUT != type && EFA_BTL_MSG_GET != type;
+    if (atomic && btl->mode.native_atomics) {
+        /* This job's atomics go through the provider, which need not be
+         * atomic with respect to this CPU's: only a process that did not
+         * agree with the job (another job's) sends these. */
+        report_refusal(btl, type, src, rma->addr, rma->len, rma->key,
+                       "this job executes atomics by the provider (btl_efa_atomic_mode)");
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    const efa_emul_verdict_t v =
+        efa_emul_execute(btl->reg.table, (uint8_t)type, rma, in, out, result);
+    return EFA_EMUL_DONE == v ? OPAL_SUCCESS : refused(btl, type, src, rma, v);
 }
 
 /* An answer without data (to a put, an atomic, or a refusal) straight into
@@ -146,15 +151,20 @@ bool mca_btl_efa_emul_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoin
                                   const efa_btl_hdr_t *hdr, const efa_btl_rma_t *rma,
                                   uint32_t *claim) {
     const size_t len = sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t);
+    /* (native atomics: the general path refuses it, and says so) */
     if (OPAL_UNLIKELY(btl->finalizing || mca_btl_efa_component.test_hooks_on) ||
-        EFA_BTL_RING_ATTACHED != ep->ring_state || len > btl->ring.max_frame) {
+        btl->mode.native_atomics || EFA_BTL_RING_ATTACHED != ep->ring_state ||
+        len > btl->ring.max_frame) {
         return false;
     }
     if (!efa_btl_wire_claim_move(claim, EFA_BTL_CLAIM_TAKEN)) {
         return true; /* taken back by its initiator: dropped */
     }
     uint64_t result = 0;
-    const int status = mca_btl_efa_emul_execute(btl, hdr->type, hdr->src, rma, NULL, NULL, &result);
+    const efa_emul_verdict_t v =
+        efa_emul_execute(btl->reg.table, hdr->type, rma, NULL, NULL, &result);
+    const int status =
+        OPAL_LIKELY(EFA_EMUL_DONE == v) ? OPAL_SUCCESS : refused(btl, hdr->type, hdr->src, rma, v);
     efa_emul_count_request(OPAL_SUCCESS == status);
     const efa_btl_hdr_t rh = {.type = EFA_BTL_MSG_RESP, .src = btl->my_name};
     const efa_btl_rma_t rr = {.req = rma->req,
