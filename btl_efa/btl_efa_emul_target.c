@@ -118,21 +118,27 @@ int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
 }
 
 /* An answer without data (to a put, an atomic, or a refusal) straight into
- * the ring to ep, when it goes by ring and nothing waits for ep before it:
- * false otherwise (the caller sends it as a fragment). */
+ * the ring to ep, in one cache line (efa_btl_ring_resp_t), when it goes by
+ * ring and nothing waits for ep before it: false otherwise (the caller
+ * sends it as a fragment). */
 static bool answer_in_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                            const efa_btl_hdr_t *rh, const efa_btl_rma_t *rr) {
-    const size_t len = sizeof(*rh) + sizeof(*rr);
-    if (!mca_btl_efa_via_ring(btl, ep, len)) {
+    (void)rh; /* (a RESP from this process: the ring says whose) */
+    const efa_btl_ring_resp_t ans = {.type = EFA_BTL_MSG_RING_RESP,
+                                     .status = rr->status,
+                                     .req = rr->req,
+                                     .operand = rr->operand,
+                                     .offset = rr->offset,
+                                     .len = rr->len};
+    if (!mca_btl_efa_via_ring(btl, ep, sizeof(ans))) {
         return false;
     }
     bool done = false;
     OPAL_THREAD_LOCK(&btl->lock);
-    uint8_t *f = NULL == ep->flow.head ? efa_ring_reserve(ep->ring_out, len) : NULL;
+    uint8_t *f = NULL == ep->flow.head ? efa_ring_reserve(ep->ring_out, sizeof(ans)) : NULL;
     if (NULL != f) {
-        memcpy(f, rh, sizeof(*rh));
-        memcpy(f + sizeof(*rh), rr, sizeof(*rr));
-        efa_ring_commit(ep->ring_out, len);
+        memcpy(f, &ans, sizeof(ans));
+        efa_ring_commit(ep->ring_out, sizeof(ans));
         ++btl->ring.sent;
         done = true;
     }
@@ -142,6 +148,9 @@ static bool answer_in_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep
 
 static void send_answer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_frag_t *frag,
                         const efa_btl_hdr_t *rh, const efa_btl_rma_t *rr, size_t data_len);
+
+_Static_assert(EFA_RING_SLOT_HEADER + sizeof(efa_btl_ring_resp_t) <= EFA_RING_LINE,
+               "an answer through a ring fits one cache line with its slot's header");
 
 /* An atomic request from a ring (btl_efa_recv.c, before the general
  * parse): taken, executed and answered, the answer written into the
@@ -172,18 +181,7 @@ bool mca_btl_efa_emul_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoin
                               .len = rma->len,
                               .operand = result,
                               .status = status};
-    OPAL_THREAD_LOCK(&btl->lock);
-    uint8_t *f = NULL == ep->flow.head ? efa_ring_reserve(ep->ring_out, len) : NULL;
-    if (OPAL_LIKELY(NULL != f)) {
-        memcpy(f, &rh, sizeof(rh));
-        memcpy(f + sizeof(rh), &rr, sizeof(rr));
-        efa_ring_commit(ep->ring_out, len);
-        ++btl->ring.sent;
-    }
-    OPAL_THREAD_UNLOCK(&btl->lock);
-    if (OPAL_UNLIKELY(NULL == f)) {
-        send_answer(btl, ep, NULL, &rh, &rr, 0); /* others wait for ep, or its ring is full */
-    }
+    send_answer(btl, ep, NULL, &rh, &rr, 0);
     return true;
 }
 

@@ -131,6 +131,27 @@ static inline bool ring_atomic_answer(mca_btl_efa_module_t *btl, const uint8_t *
     return true;
 }
 
+/* An answer without data through a ring (efa_btl_ring_resp_t: what a
+ * target writes there), taken as the RESP it stands for: a ring atomic's
+ * by its record, any other by the table of operations in flight.  Each
+ * field is read once from the slot.  false: not one (the general path
+ * then drops a frame this short). */
+static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const uint8_t *frame) {
+    efa_btl_ring_resp_t a;
+    memcpy(&a, frame, sizeof(a));
+    if (EFA_BTL_MSG_RING_RESP != a.type) {
+        return false;
+    }
+    if (mca_btl_efa_ring_atomic_id(a.req)) {
+        mca_btl_efa_ring_atomic_answer(btl, a.req, a.status, a.operand);
+        return true;
+    }
+    const efa_btl_rma_t rma = {
+        .req = a.req, .offset = a.offset, .len = a.len, .operand = a.operand, .status = a.status};
+    mca_btl_efa_emul_on_response(btl, &rma, NULL, 0);
+    return true;
+}
+
 /* An atomic request through a ring (btl_efa_ring_atomic.c), executed and
  * answered before the general parse: the other half of an on-node
  * atomic's latency (the answer's is ring_atomic_answer).  Exactly what
@@ -164,6 +185,9 @@ static inline __attribute__((always_inline)) bool ring_frame(void *arg, uint32_t
     (void)ring;
     ++btl->ring.received;
     /* (the length alone on the message path) */
+    if (OPAL_UNLIKELY(sizeof(efa_btl_ring_resp_t) == len) && ring_resp(btl, frame)) {
+        return true;
+    }
     if (OPAL_UNLIKELY(sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) == len) &&
         (ring_atomic_answer(btl, frame) || ring_atomic_request(btl, frame))) {
         return true;

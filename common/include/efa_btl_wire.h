@@ -27,7 +27,28 @@ enum {
     EFA_BTL_MSG_RESP,   /* rma.status, rma.operand: fetched value, + data for GET */
     EFA_BTL_MSG_CREDIT, /* hdr only: returns credits, takes none */
     EFA_BTL_MSG_BATCH,  /* hdr + several AM messages packed (efa_btl_wire_batch_next) */
+    /* an answer without data through a ring, alone in its frame:
+     * efa_btl_ring_resp_t (no efa_btl_hdr_t) */
+    EFA_BTL_MSG_RING_RESP,
 };
+
+/* An answer without data (to an atomic, a put, or a refusal) written into
+ * the initiator's on-node ring: with the slot's own 8 bytes it fills less
+ * than one cache line, where a header and an rma block take two (on a
+ * machine whose cores pass cache lines slowly the second line of a ring
+ * frame costs about 0.1 us each way).  The initiator takes it by its
+ * length and type before any parse, as the RESP it stands for: its id is
+ * looked up (a ring atomic's record, or the table of operations in
+ * flight), never taken for an address. */
+typedef struct efa_btl_ring_resp {
+    uint8_t type; /* EFA_BTL_MSG_RING_RESP */
+    uint8_t pad[3];
+    int32_t status;   /* OPAL status */
+    uint64_t req;     /* the request's id */
+    uint64_t operand; /* an atomic's fetched value */
+    uint64_t offset;  /* as the request's */
+    uint64_t len;     /* as the request's */
+} efa_btl_ring_resp_t;
 
 /* Messages packed in a batch start at multiples of this many bytes of its
  * payload (the upper layer reads its headers in place). */

@@ -165,3 +165,18 @@ TEST(BtlWire, BatchWalkStopsAtAnEntryThatIsNoWholeMessage) {
 }
 
 } // namespace
+
+// An answer through a ring (efa_btl_ring_resp_t) fills one cache line with
+// the slot's 8-byte header, and one that reaches the general parse (its
+// type forged, or its length) is dropped there, never read as a request.
+TEST(BtlWire, RingAnswerIsOneLineAndNoRequest) {
+    EXPECT_LE(sizeof(efa_btl_ring_resp_t) + 8, 64u);
+    efa_btl_ring_resp_t a{};
+    a.type = EFA_BTL_MSG_RING_RESP;
+    a.req = 1;
+    efa_btl_wire_msg_t msg;
+    EXPECT_EQ(EFA_BTL_WIRE_SHORT_REQUEST, efa_btl_wire_parse(&a, sizeof(a), kTagMax, &msg));
+    std::vector<uint8_t> big(sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t), 0);
+    big[0] = EFA_BTL_MSG_RING_RESP;
+    EXPECT_EQ(EFA_BTL_WIRE_UNKNOWN_TYPE, efa_btl_wire_parse(big.data(), big.size(), kTagMax, &msg));
+}
