@@ -88,13 +88,14 @@ int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
 void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                  const efa_btl_hdr_t *hdr, const efa_btl_rma_t *rma,
                                  const void *payload, uint32_t *claim);
-/* An atomic request that came by ring from ep, whose header and rma the
- * caller copied out of the slot (claim: the slot's claim word): taken,
- * executed and answered straight into ep's ring.  false: not for this
- * path (finalizing, test hooks, ep's ring not attached), nothing done. */
-bool mca_btl_efa_emul_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                  const efa_btl_hdr_t *hdr, const efa_btl_rma_t *rma,
-                                  uint32_t *claim);
+/* A request in one line that came by ring (efa_btl_ring_req_t) from ep
+ * (NULL: a sender this process does not know), copied out of the slot
+ * (claim: the slot's claim word): an atomic is taken, executed and
+ * answered straight into ep's ring; a put, or an atomic when finalizing,
+ * with test hooks on, with native atomics or without ep's ring, goes to
+ * mca_btl_efa_emul_on_request.  A malformed one is dropped. */
+void mca_btl_efa_emul_ring_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                   const efa_btl_ring_req_t *q, uint32_t *claim);
 void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
                                   const void *payload, size_t len);
 

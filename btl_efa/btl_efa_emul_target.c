@@ -152,37 +152,42 @@ static void send_answer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, e
 _Static_assert(EFA_RING_SLOT_HEADER + sizeof(efa_btl_ring_resp_t) <= EFA_RING_LINE,
                "an answer through a ring fits one cache line with its slot's header");
 
-/* An atomic request from a ring (btl_efa_recv.c, before the general
- * parse): taken, executed and answered, the answer written into the
- * requester's ring slot field by field.  false when it is not for this
- * path (the caller then takes the general one, nothing done). */
-bool mca_btl_efa_emul_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                  const efa_btl_hdr_t *hdr, const efa_btl_rma_t *rma,
-                                  uint32_t *claim) {
-    const size_t len = sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t);
+_Static_assert(EFA_RING_SLOT_HEADER + sizeof(efa_btl_ring_req_t) <= EFA_RING_LINE,
+               "a request in one line fits one cache line with its slot's header");
+
+/* See btl_efa_emul.h.  An atomic is taken, executed and answered straight
+ * into ep's ring here; a put, and an atomic this path does not serve, go
+ * to the general target as the header and rma block they stand for. */
+void mca_btl_efa_emul_ring_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                   const efa_btl_ring_req_t *q, uint32_t *claim) {
+    efa_btl_hdr_t hdr;
+    efa_btl_rma_t rma;
+    if (!efa_btl_wire_ring_req_unpack(q, &hdr, &rma)) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: malformed request (type %d, length %d) dropped", q->type,
+                            q->flags);
+        return;
+    }
     /* (native atomics: the general path refuses it, and says so) */
-    if (OPAL_UNLIKELY(btl->finalizing || mca_btl_efa_component.test_hooks_on) ||
-        btl->mode.native_atomics || EFA_BTL_RING_ATTACHED != ep->ring_state ||
-        len > btl->ring.max_frame) {
-        return false;
+    if (EFA_BTL_MSG_ATOMIC != hdr.type ||
+        OPAL_UNLIKELY(NULL == ep || btl->finalizing || mca_btl_efa_component.test_hooks_on) ||
+        btl->mode.native_atomics || EFA_BTL_RING_ATTACHED != ep->ring_state) {
+        mca_btl_efa_emul_on_request(btl, ep, &hdr, &rma, &q->operand, claim);
+        return;
     }
     if (!efa_btl_wire_claim_move(claim, EFA_BTL_CLAIM_TAKEN)) {
-        return true; /* taken back by its initiator: dropped */
+        return; /* taken back by its initiator: dropped */
     }
     uint64_t result = 0;
     const efa_emul_verdict_t v =
-        efa_emul_execute(btl->reg.table, hdr->type, rma, NULL, NULL, &result);
-    const int status =
-        OPAL_LIKELY(EFA_EMUL_DONE == v) ? OPAL_SUCCESS : refused(btl, hdr->type, hdr->src, rma, v);
+        efa_emul_execute(btl->reg.table, EFA_BTL_MSG_ATOMIC, &rma, NULL, NULL, &result);
+    const int status = OPAL_LIKELY(EFA_EMUL_DONE == v)
+                           ? OPAL_SUCCESS
+                           : refused(btl, EFA_BTL_MSG_ATOMIC, hdr.src, &rma, v);
     efa_emul_count_request(OPAL_SUCCESS == status);
     const efa_btl_hdr_t rh = {.type = EFA_BTL_MSG_RESP, .src = btl->my_name};
-    const efa_btl_rma_t rr = {.req = rma->req,
-                              .offset = rma->offset,
-                              .len = rma->len,
-                              .operand = result,
-                              .status = status};
+    const efa_btl_rma_t rr = {.req = rma.req, .len = rma.len, .operand = result, .status = status};
     send_answer(btl, ep, NULL, &rh, &rr, 0);
-    return true;
 }
 
 /* A peer's request (from btl_efa_recv.c): executed unless refused, and

@@ -103,34 +103,6 @@ deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_wire_k
     mca_btl_efa_deliver_am(&btl->super, ep, msg->hdr.tag, &seg);
 }
 
-/* The answer to an atomic sent through a ring (btl_efa_ring_atomic.c),
- * taken before the general parse: it is most of an on-node fetch-and-op's
- * latency, and needs neither the sender's endpoint (its record is found
- * by id) nor the credit count (it returns none).  Exactly what the target
- * writes (btl_efa_emul_target.c, answer_in_ring): a header and the rma
- * block, no payload, no credits.  Each field is read once from the slot,
- * which is the sender's memory too.  Anything else (false) takes the
- * general path.  Called for a frame of that length only: an AM frame pays
- * the one compare. */
-static inline bool ring_atomic_answer(mca_btl_efa_module_t *btl, const uint8_t *frame) {
-    efa_btl_hdr_t hdr;
-    memcpy(&hdr, frame, sizeof(hdr));
-    if (EFA_BTL_MSG_RESP != hdr.type || 0 != hdr.credits || 0 != hdr.len) {
-        return false;
-    }
-    const uint8_t *rma = frame + sizeof(hdr);
-    uint64_t id, operand;
-    int32_t status;
-    memcpy(&id, rma + offsetof(efa_btl_rma_t, req), sizeof(id));
-    if (!mca_btl_efa_ring_atomic_id(id)) {
-        return false;
-    }
-    memcpy(&status, rma + offsetof(efa_btl_rma_t, status), sizeof(status));
-    memcpy(&operand, rma + offsetof(efa_btl_rma_t, operand), sizeof(operand));
-    mca_btl_efa_ring_atomic_answer(btl, id, status, operand);
-    return true;
-}
-
 /* An answer without data through a ring (efa_btl_ring_resp_t: what a
  * target writes there), taken as the RESP it stands for: a ring atomic's
  * by its record, any other by the table of operations in flight.  Each
@@ -152,29 +124,27 @@ static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const
     return true;
 }
 
-/* An atomic request through a ring (btl_efa_ring_atomic.c), executed and
- * answered before the general parse: the other half of an on-node
- * atomic's latency (the answer's is ring_atomic_answer).  Exactly what
- * the initiator writes: a header and the rma block, no payload, no
- * credits, a claim word still to take, from the sender whose frame came
- * last (the endpoint lookup by name is the general path's).  The
- * request's fields are read once, into copies; the target's table checks
- * them (efa_emul_execute).  Anything else (false) takes the general path. */
-static __attribute__((noinline)) bool ring_atomic_request(mca_btl_efa_module_t *btl,
-                                                          uint8_t *frame) {
-    efa_btl_hdr_t hdr;
-    memcpy(&hdr, frame, sizeof(hdr));
+/* A request in one line through a ring (efa_btl_ring_req_t: an atomic
+ * from btl_efa_ring_atomic.c, a small put from btl_efa_ring_rma.c), taken
+ * before the general parse: the other half of an on-node atomic's or
+ * put's latency (the answer's is ring_resp).  Its fields are read once,
+ * into a copy; the sender it names is looked up as the general path does;
+ * the target's table checks the rest (efa_emul_execute).  false: not one
+ * (the general path then parses the frame). */
+static __attribute__((noinline)) bool ring_request(mca_btl_efa_module_t *btl, uint8_t *frame) {
+    efa_btl_ring_req_t q;
+    memcpy(&q, frame, sizeof(q));
+    if (EFA_BTL_MSG_RING_ATOMIC != q.type && EFA_BTL_MSG_RING_PUT != q.type) {
+        return false;
+    }
     mca_btl_efa_endpoint_t *ep = btl->recv.last_src;
-    if (EFA_BTL_MSG_ATOMIC != hdr.type || 0 != hdr.credits || 0 != hdr.len || NULL == ep ||
-        mca_btl_efa_name_key(&ep->name) != hdr.src) {
-        return false;
+    if (NULL == ep || mca_btl_efa_name_key(&ep->name) != q.src) {
+        ep = mca_btl_efa_endpoint_by_name(btl, q.src, NULL);
+        btl->recv.last_src = ep;
     }
-    efa_btl_rma_t rma;
-    memcpy(&rma, frame + sizeof(hdr), sizeof(rma));
-    if (EFA_BTL_CLAIM_OPEN != rma.claim) {
-        return false;
-    }
-    return mca_btl_efa_emul_ring_atomic(btl, ep, &hdr, &rma, efa_btl_wire_claim_word(frame));
+    mca_btl_efa_emul_ring_request(btl, ep, &q,
+                                  (uint32_t *)(frame + offsetof(efa_btl_ring_req_t, claim)));
+    return true;
 }
 
 /* A ring frame comes with no provider's word on who wrote it.  Called by
@@ -188,8 +158,7 @@ static inline __attribute__((always_inline)) bool ring_frame(void *arg, uint32_t
     if (OPAL_UNLIKELY(sizeof(efa_btl_ring_resp_t) == len) && ring_resp(btl, frame)) {
         return true;
     }
-    if (OPAL_UNLIKELY(sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) == len) &&
-        (ring_atomic_answer(btl, frame) || ring_atomic_request(btl, frame))) {
+    if (OPAL_UNLIKELY(sizeof(efa_btl_ring_req_t) == len) && ring_request(btl, frame)) {
         return true;
     }
     deliver_from(btl, frame, len, true, FI_ADDR_NOTAVAIL);

@@ -15,8 +15,10 @@
  * a third of the general path's instructions, most of an atomic's latency
  * on one node.
  *
- * The target serves the request as any other (btl_efa_emul_target.c):
- * it takes the request's claim word, executes, answers.  A record that gets
+ * The request is one cache line with the slot's header
+ * (efa_btl_ring_req_t); the target takes it before any parse
+ * (btl_efa_recv.c, btl_efa_emul_target.c): it takes the request's claim
+ * word, executes, answers in one line too.  A record that gets
  * no answer within btl_efa_rma_timeout fails its operation; its request is
  * cancelled first if the target has not taken it yet (claim word still
  * OPEN and the slot not reused), so a target that comes back late cannot
@@ -76,8 +78,9 @@ static void rec_free(mca_btl_efa_module_t *btl, int i) {
 
 int mca_btl_efa_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             const efa_btl_rdma_args_t *a) {
-    const size_t len = sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t);
-    if (ep->is_self || !mca_btl_efa_via_ring(btl, ep, len)) {
+    const size_t len = sizeof(efa_btl_ring_req_t);
+    if (ep->is_self || !efa_btl_wire_ring_atomic_fits((uint32_t)a->op, (uint32_t)a->aflags) ||
+        !mca_btl_efa_via_ring(btl, ep, len)) {
         return OPAL_ERR_NOT_AVAILABLE;
     }
     OPAL_THREAD_LOCK(&btl->lock);
@@ -95,20 +98,19 @@ int mca_btl_efa_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
                         ((++btl->ring_atomic.seq << RING_ATOMIC_INDEX_BITS) & ~RING_ATOMIC_ID_BIT) |
                         (uint64_t)i;
     /* Every field written once, in place (the slot is shared memory). */
-    efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)f;
-    *hdr = (efa_btl_hdr_t){.type = EFA_BTL_MSG_ATOMIC, .src = btl->my_name};
-    efa_btl_rma_t *rma = (efa_btl_rma_t *)(f + sizeof(*hdr));
-    *rma = (efa_btl_rma_t){.req = id,
-                           .addr = a->remote_address,
-                           .key = a->remote_handle->rma.key,
-                           .len = a->size,
-                           .operand = a->operand,
-                           .operand2 = a->operand2,
-                           .op = a->op,
-                           .flags = a->aflags,
-                           .claim = EFA_BTL_CLAIM_OPEN};
+    efa_btl_ring_req_t *q = (efa_btl_ring_req_t *)f;
+    *q = (efa_btl_ring_req_t){.type = EFA_BTL_MSG_RING_ATOMIC,
+                              .flags = (uint8_t)a->aflags,
+                              .op = (uint16_t)a->op,
+                              .claim = EFA_BTL_CLAIM_OPEN,
+                              .src = btl->my_name,
+                              .req = id,
+                              .addr = a->remote_address,
+                              .key = a->remote_handle->rma.key,
+                              .operand = a->operand,
+                              .operand2 = a->operand2};
     r->id = id;
-    r->claim = &rma->claim;
+    r->claim = &q->claim;
     r->endpoint = ep;
     r->cb = a->cb;
     r->size = (int)a->size;

@@ -105,7 +105,11 @@ static void forget(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
 int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                          const efa_btl_rdma_args_t *a) {
     const bool put = EFA_BTL_MSG_PUT == a->type;
-    const size_t len = sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) + (put ? a->size : 0);
+    /* (a put of a few bytes goes in one line: efa_btl_ring_req_t) */
+    const bool one_line = put && a->size <= EFA_BTL_RING_PUT_MAX;
+    const size_t len = one_line
+                           ? sizeof(efa_btl_ring_req_t)
+                           : sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) + (put ? a->size : 0);
     if (a->size > btl->ring_rma.max || !mca_btl_efa_via_ring(btl, ep, len)) {
         return OPAL_ERR_NOT_AVAILABLE;
     }
@@ -135,26 +139,40 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         mca_btl_efa_emul_req_unsent(btl, req);
         return OPAL_ERR_NOT_AVAILABLE;
     }
-    efa_btl_hdr_t hdr;
-    memset(&hdr, 0, sizeof(hdr));
-    hdr.type = (uint8_t)a->type;
-    hdr.src = btl->my_name;
-    hdr.len = (uint32_t)(put ? a->size : 0);
-    efa_btl_rma_t rma = req->rma;
-    rma.req = req->id;
-    rma.addr = a->remote_address;
-    rma.len = a->size;
-    rma.offset = 0;
-    rma.claim = EFA_BTL_CLAIM_OPEN;
-    memcpy(f, &hdr, sizeof(hdr));
-    memcpy(f + sizeof(hdr), &rma, sizeof(rma));
-    if (put) {
-        memcpy(f + sizeof(hdr) + sizeof(rma), a->cb.local_address, a->size);
-    }
     struct efa_btl_ring_rma_rec *r = &btl->ring_rma.recs[i];
     btl->ring_rma.free_head = r->next_free;
+    if (one_line) {
+        /* Every field written once, in place (the slot is shared memory). */
+        efa_btl_ring_req_t *q = (efa_btl_ring_req_t *)f;
+        *q = (efa_btl_ring_req_t){.type = EFA_BTL_MSG_RING_PUT,
+                                  .flags = (uint8_t)a->size,
+                                  .claim = EFA_BTL_CLAIM_OPEN,
+                                  .src = btl->my_name,
+                                  .req = req->id,
+                                  .addr = a->remote_address,
+                                  .key = req->rma.key};
+        memcpy(&q->operand, a->cb.local_address, a->size);
+        r->claim = &q->claim;
+    } else {
+        efa_btl_hdr_t hdr;
+        memset(&hdr, 0, sizeof(hdr));
+        hdr.type = (uint8_t)a->type;
+        hdr.src = btl->my_name;
+        hdr.len = (uint32_t)(put ? a->size : 0);
+        efa_btl_rma_t rma = req->rma;
+        rma.req = req->id;
+        rma.addr = a->remote_address;
+        rma.len = a->size;
+        rma.offset = 0;
+        rma.claim = EFA_BTL_CLAIM_OPEN;
+        memcpy(f, &hdr, sizeof(hdr));
+        memcpy(f + sizeof(hdr), &rma, sizeof(rma));
+        if (put) {
+            memcpy(f + sizeof(hdr) + sizeof(rma), a->cb.local_address, a->size);
+        }
+        r->claim = (uint32_t *)(f + sizeof(hdr) + offsetof(efa_btl_rma_t, claim));
+    }
     r->id = req->id;
-    r->claim = (uint32_t *)(f + sizeof(hdr) + offsetof(efa_btl_rma_t, claim));
     r->endpoint = ep;
     r->first_seen = 0.0;
     req->rec = i;

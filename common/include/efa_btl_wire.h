@@ -30,6 +30,11 @@ enum {
     /* an answer without data through a ring, alone in its frame:
      * efa_btl_ring_resp_t (no efa_btl_hdr_t) */
     EFA_BTL_MSG_RING_RESP,
+    /* a request in one line through a ring, alone in its frame:
+     * efa_btl_ring_req_t (no efa_btl_hdr_t), an atomic or a put of up to
+     * EFA_BTL_RING_PUT_MAX bytes */
+    EFA_BTL_MSG_RING_ATOMIC,
+    EFA_BTL_MSG_RING_PUT,
 };
 
 /* An answer without data (to an atomic, a put, or a refusal) written into
@@ -49,6 +54,36 @@ typedef struct efa_btl_ring_resp {
     uint64_t offset;  /* as the request's */
     uint64_t len;     /* as the request's */
 } efa_btl_ring_resp_t;
+
+/* A request written into the target's on-node ring in one cache line
+ * with the slot's 8 bytes, where a header and an rma block take two: an
+ * atomic (btl_efa_ring_atomic.c) or a put of up to EFA_BTL_RING_PUT_MAX
+ * bytes (btl_efa_ring_rma.c).  It holds what the target's table reads
+ * (efa_emul_execute: an atomic's extent comes from addr and flags) and the
+ * claim word the initiator can take it back by.  Every one is exactly this
+ * long: the target takes it by its length and type before any parse, and
+ * executes it as the efa_btl_hdr_t and efa_btl_rma_t it stands for
+ * (efa_btl_wire_ring_req_unpack). */
+typedef struct efa_btl_ring_req {
+    uint8_t type;      /* EFA_BTL_MSG_RING_ATOMIC or EFA_BTL_MSG_RING_PUT */
+    uint8_t flags;     /* atomic: EFA_BTL_WIRE_ATOMIC_*; put: its length in bytes */
+    uint16_t op;       /* atomic: as efa_btl_rma_t.op */
+    uint32_t claim;    /* EFA_BTL_CLAIM_*: OPEN when written */
+    uint64_t src;      /* the sender's opal_process_name_t */
+    uint64_t req;      /* the initiator's id, echoed in the answer */
+    uint64_t addr;     /* target address */
+    uint64_t key;      /* target's registration key */
+    uint64_t operand;  /* atomic: the operand; put: the bytes */
+    uint64_t operand2; /* compare-and-swap: the new value */
+} efa_btl_ring_req_t;
+
+/* The most bytes a put in one line carries (in operand). */
+#define EFA_BTL_RING_PUT_MAX 8u
+
+/* Does an atomic of op and flags fit efa_btl_ring_atomic_t's fields? */
+static inline bool efa_btl_wire_ring_atomic_fits(uint32_t op, uint32_t flags) {
+    return op <= UINT16_MAX && flags <= UINT8_MAX;
+}
 
 /* Messages packed in a batch start at multiples of this many bytes of its
  * payload (the upper layer reads its headers in place). */
@@ -131,6 +166,41 @@ static inline bool efa_btl_wire_claim_move(uint32_t *word, uint32_t to) {
  * same). */
 #define EFA_BTL_WIRE_ATOMIC_32BIT 0x1u
 #define EFA_BTL_WIRE_ATOMIC_FLOAT 0x2u
+
+/* The header and rma block a request in one line (a copy of the slot's
+ * bytes) stands for, as the general target reads them (its claim is the
+ * slot's word, taken there, not in the copy); a put's bytes are the
+ * copy's operand.  false: a type of neither kind, or a put longer than
+ * operand (nothing in it is to be acted on). */
+static inline bool efa_btl_wire_ring_req_unpack(const efa_btl_ring_req_t *q, efa_btl_hdr_t *hdr,
+                                                efa_btl_rma_t *rma) {
+    memset(hdr, 0, sizeof(*hdr));
+    memset(rma, 0, sizeof(*rma));
+    hdr->src = q->src;
+    rma->req = q->req;
+    rma->addr = q->addr;
+    rma->key = q->key;
+    rma->claim = q->claim;
+    if (EFA_BTL_MSG_RING_PUT == q->type) {
+        if (0 == q->flags || q->flags > EFA_BTL_RING_PUT_MAX) {
+            return false;
+        }
+        hdr->type = EFA_BTL_MSG_PUT;
+        hdr->len = q->flags;
+        rma->len = q->flags;
+        return true;
+    }
+    if (EFA_BTL_MSG_RING_ATOMIC != q->type) {
+        return false;
+    }
+    hdr->type = EFA_BTL_MSG_ATOMIC;
+    rma->len = (q->flags & EFA_BTL_WIRE_ATOMIC_32BIT) ? 4 : 8;
+    rma->operand = q->operand;
+    rma->operand2 = q->operand2;
+    rma->op = q->op;
+    rma->flags = q->flags;
+    return true;
+}
 
 /* What a received message is, once its lengths and type are checked. */
 typedef enum {
