@@ -117,14 +117,15 @@ int mca_btl_efa_emul_execute(mca_btl_efa_module_t *btl, int type, uint64_t src,
     return EFA_EMUL_DONE == v ? OPAL_SUCCESS : refused(btl, type, src, rma, v);
 }
 
-/* An answer without data (to a put, an atomic, or a refusal) straight into
- * the ring to ep, in one cache line (efa_btl_ring_resp_t), when it goes by
- * ring and nothing waits for ep before it: false otherwise (the caller
- * sends it as a fragment). */
+/* An answer without data (to a put, an atomic, or a refusal), or with a
+ * small get's data_len bytes in rr->operand, straight into the ring to ep
+ * in one cache line (efa_btl_ring_resp_t), when it goes by ring and
+ * nothing waits for ep before it: false otherwise (the caller sends it as
+ * a fragment). */
 static bool answer_in_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                           const efa_btl_hdr_t *rh, const efa_btl_rma_t *rr) {
-    (void)rh; /* (a RESP from this process: the ring says whose) */
+                           const efa_btl_rma_t *rr, size_t data_len) {
     const efa_btl_ring_resp_t ans = {.type = EFA_BTL_MSG_RING_RESP,
+                                     .data = (uint8_t)data_len,
                                      .status = rr->status,
                                      .req = rr->req,
                                      .operand = rr->operand,
@@ -192,7 +193,8 @@ void mca_btl_efa_emul_ring_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
 
 /* A peer's request (from btl_efa_recv.c): executed unless refused, and
  * answered either way, so the initiator's operation completes.  A get's
- * data is executed into the answer's fragment; the other answers go
+ * data is executed into the answer's fragment, or for a get of a few
+ * bytes into the answer's operand; the answers without a fragment go
  * straight into the ring where they can (the answer to an on-node atomic
  * is most of its latency). */
 void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
@@ -203,8 +205,11 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
         return;
     }
     const bool get = EFA_BTL_MSG_GET == hdr->type;
+    /* (its bytes in the answer's operand: efa_btl_ring_resp_t) */
+    const bool small_get = get && rma->len <= EFA_BTL_RING_INLINE_MAX;
+    uint64_t small = 0;
     efa_btl_frag_t *frag = NULL;
-    if (get) {
+    if (get && !small_get) {
         frag = mca_btl_efa_frag_get(btl);
         if (NULL == frag) {
             /* (one its initiator can take back stays so: it will) */
@@ -219,8 +224,10 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
         }
         return;
     }
-    uint8_t *data =
-        NULL != frag ? (uint8_t *)frag->buf + sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) : NULL;
+    uint8_t *data = NULL != frag
+                        ? (uint8_t *)frag->buf + sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t)
+                    : small_get ? (uint8_t *)&small
+                                : NULL;
     uint64_t result = 0;
     int status;
     size_t data_len = 0;
@@ -249,7 +256,7 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
     rr.req = rma->req;
     rr.offset = rma->offset;
     rr.len = rma->len;
-    rr.operand = result;
+    rr.operand = small_get ? small : result;
     rr.status = status;
     if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on)) {
         if (1 == mca_btl_efa_component.test.lose_answers) {
@@ -265,12 +272,13 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
     send_answer(btl, ep, frag, &rh, &rr, data_len);
 }
 
-/* The answer rh + rr (+ data_len bytes a get's frag holds after them):
- * into the ring where it can go, else as a fragment. */
+/* The answer rh + rr (+ data_len bytes of a get: after them in frag, or
+ * without frag in rr->operand): into the ring where it can go, else as a
+ * fragment. */
 static void send_answer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_frag_t *frag,
                         const efa_btl_hdr_t *rh, const efa_btl_rma_t *rr, size_t data_len) {
     if (NULL == frag) {
-        if (answer_in_ring(btl, ep, rh, rr)) {
+        if (answer_in_ring(btl, ep, rr, data_len)) {
             return;
         }
         frag = mca_btl_efa_frag_get(btl);
@@ -279,6 +287,7 @@ static void send_answer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, e
                            "will time out");
             return;
         }
+        memcpy((uint8_t *)frag->buf + sizeof(*rh) + sizeof(*rr), &rr->operand, data_len);
     }
     memcpy(frag->buf, rh, sizeof(*rh));
     memcpy((uint8_t *)frag->buf + sizeof(*rh), rr, sizeof(*rr));

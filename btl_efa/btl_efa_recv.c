@@ -103,9 +103,10 @@ deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_wire_k
     mca_btl_efa_deliver_am(&btl->super, ep, msg->hdr.tag, &seg);
 }
 
-/* An answer without data through a ring (efa_btl_ring_resp_t: what a
- * target writes there), taken as the RESP it stands for: a ring atomic's
- * by its record, any other by the table of operations in flight.  Each
+/* An answer through a ring (efa_btl_ring_resp_t: what a target writes
+ * there, without data or with a small get's bytes), taken as the RESP it
+ * stands for: a ring atomic's by its record, any other by the table of
+ * operations in flight.  Each
  * field is read once from the slot.  false: not one (the general path
  * then drops a frame this short). */
 static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const uint8_t *frame) {
@@ -118,23 +119,31 @@ static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const
         mca_btl_efa_ring_atomic_answer(btl, a.req, a.status, a.operand);
         return true;
     }
-    const efa_btl_rma_t rma = {
-        .req = a.req, .offset = a.offset, .len = a.len, .operand = a.operand, .status = a.status};
-    mca_btl_efa_emul_on_response(btl, &rma, NULL, 0);
+    /* A get's bytes are checked against its request by on_response; more
+     * than operand holds fails the operation. */
+    const bool data_ok = a.data <= sizeof(a.operand);
+    const efa_btl_rma_t rma = {.req = a.req,
+                               .offset = a.offset,
+                               .len = a.len,
+                               .operand = a.operand,
+                               .status = data_ok ? a.status : OPAL_ERR_BAD_PARAM};
+    mca_btl_efa_emul_on_response(btl, &rma, data_ok && 0 != a.data ? &a.operand : NULL,
+                                 data_ok ? a.data : 0);
     return true;
 }
 
 /* A request in one line through a ring (efa_btl_ring_req_t: an atomic
- * from btl_efa_ring_atomic.c, a small put from btl_efa_ring_rma.c), taken
- * before the general parse: the other half of an on-node atomic's or
- * put's latency (the answer's is ring_resp).  Its fields are read once,
+ * from btl_efa_ring_atomic.c, a small put or get from btl_efa_ring_rma.c),
+ * taken before the general parse: the other half of an on-node atomic's,
+ * put's or get's latency (the answer's is ring_resp).  Its fields are read once,
  * into a copy; the sender it names is looked up as the general path does;
  * the target's table checks the rest (efa_emul_execute).  false: not one
  * (the general path then parses the frame). */
 static __attribute__((noinline)) bool ring_request(mca_btl_efa_module_t *btl, uint8_t *frame) {
     efa_btl_ring_req_t q;
     memcpy(&q, frame, sizeof(q));
-    if (EFA_BTL_MSG_RING_ATOMIC != q.type && EFA_BTL_MSG_RING_PUT != q.type) {
+    if (EFA_BTL_MSG_RING_ATOMIC != q.type && EFA_BTL_MSG_RING_PUT != q.type &&
+        EFA_BTL_MSG_RING_GET != q.type) {
         return false;
     }
     mca_btl_efa_endpoint_t *ep = btl->recv.last_src;

@@ -105,8 +105,9 @@ static void forget(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
 int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                          const efa_btl_rdma_args_t *a) {
     const bool put = EFA_BTL_MSG_PUT == a->type;
-    /* (a put of a few bytes goes in one line: efa_btl_ring_req_t) */
-    const bool one_line = put && a->size <= EFA_BTL_RING_PUT_MAX;
+    /* (a put or get of a few bytes goes in one line, efa_btl_ring_req_t,
+     * and a get's answer then too) */
+    const bool one_line = 0 != a->size && a->size <= EFA_BTL_RING_INLINE_MAX;
     const size_t len = one_line
                            ? sizeof(efa_btl_ring_req_t)
                            : sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) + (put ? a->size : 0);
@@ -144,14 +145,16 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     if (one_line) {
         /* Every field written once, in place (the slot is shared memory). */
         efa_btl_ring_req_t *q = (efa_btl_ring_req_t *)f;
-        *q = (efa_btl_ring_req_t){.type = EFA_BTL_MSG_RING_PUT,
+        *q = (efa_btl_ring_req_t){.type = put ? EFA_BTL_MSG_RING_PUT : EFA_BTL_MSG_RING_GET,
                                   .flags = (uint8_t)a->size,
                                   .claim = EFA_BTL_CLAIM_OPEN,
                                   .src = btl->my_name,
                                   .req = req->id,
                                   .addr = a->remote_address,
                                   .key = req->rma.key};
-        memcpy(&q->operand, a->cb.local_address, a->size);
+        if (put) {
+            memcpy(&q->operand, a->cb.local_address, a->size);
+        }
         r->claim = &q->claim;
     } else {
         efa_btl_hdr_t hdr;

@@ -31,15 +31,17 @@ enum {
      * efa_btl_ring_resp_t (no efa_btl_hdr_t) */
     EFA_BTL_MSG_RING_RESP,
     /* a request in one line through a ring, alone in its frame:
-     * efa_btl_ring_req_t (no efa_btl_hdr_t), an atomic or a put of up to
-     * EFA_BTL_RING_PUT_MAX bytes */
+     * efa_btl_ring_req_t (no efa_btl_hdr_t), an atomic, or a put or get of
+     * up to EFA_BTL_RING_INLINE_MAX bytes */
     EFA_BTL_MSG_RING_ATOMIC,
     EFA_BTL_MSG_RING_PUT,
+    EFA_BTL_MSG_RING_GET,
 };
 
-/* An answer without data (to an atomic, a put, or a refusal) written into
- * the initiator's on-node ring: with the slot's own 8 bytes it fills less
- * than one cache line, where a header and an rma block take two (on a
+/* An answer without data (to an atomic, a put, or a refusal), or with the
+ * few bytes of a small get in operand, written into the initiator's
+ * on-node ring: with the slot's own 8 bytes it fills less than one cache
+ * line, where a header and an rma block take two (on a
  * machine whose cores pass cache lines slowly the second line of a ring
  * frame costs about 0.1 us each way).  The initiator takes it by its
  * length and type before any parse, as the RESP it stands for: its id is
@@ -47,26 +49,27 @@ enum {
  * flight), never taken for an address. */
 typedef struct efa_btl_ring_resp {
     uint8_t type; /* EFA_BTL_MSG_RING_RESP */
-    uint8_t pad[3];
+    uint8_t data; /* a get's bytes in operand (at most EFA_BTL_RING_INLINE_MAX; 0: none) */
+    uint8_t pad[2];
     int32_t status;   /* OPAL status */
     uint64_t req;     /* the request's id */
-    uint64_t operand; /* an atomic's fetched value */
+    uint64_t operand; /* an atomic's fetched value, or a get's bytes */
     uint64_t offset;  /* as the request's */
     uint64_t len;     /* as the request's */
 } efa_btl_ring_resp_t;
 
 /* A request written into the target's on-node ring in one cache line
  * with the slot's 8 bytes, where a header and an rma block take two: an
- * atomic (btl_efa_ring_atomic.c) or a put of up to EFA_BTL_RING_PUT_MAX
- * bytes (btl_efa_ring_rma.c).  It holds what the target's table reads
+ * atomic (btl_efa_ring_atomic.c), or a put or get of up to
+ * EFA_BTL_RING_INLINE_MAX bytes (btl_efa_ring_rma.c).  It holds what the target's table reads
  * (efa_emul_execute: an atomic's extent comes from addr and flags) and the
  * claim word the initiator can take it back by.  Every one is exactly this
  * long: the target takes it by its length and type before any parse, and
  * executes it as the efa_btl_hdr_t and efa_btl_rma_t it stands for
  * (efa_btl_wire_ring_req_unpack). */
 typedef struct efa_btl_ring_req {
-    uint8_t type;      /* EFA_BTL_MSG_RING_ATOMIC or EFA_BTL_MSG_RING_PUT */
-    uint8_t flags;     /* atomic: EFA_BTL_WIRE_ATOMIC_*; put: its length in bytes */
+    uint8_t type;      /* EFA_BTL_MSG_RING_ATOMIC, _PUT or _GET */
+    uint8_t flags;     /* atomic: EFA_BTL_WIRE_ATOMIC_*; put, get: its length in bytes */
     uint16_t op;       /* atomic: as efa_btl_rma_t.op */
     uint32_t claim;    /* EFA_BTL_CLAIM_*: OPEN when written */
     uint64_t src;      /* the sender's opal_process_name_t */
@@ -77,8 +80,9 @@ typedef struct efa_btl_ring_req {
     uint64_t operand2; /* compare-and-swap: the new value */
 } efa_btl_ring_req_t;
 
-/* The most bytes a put in one line carries (in operand). */
-#define EFA_BTL_RING_PUT_MAX 8u
+/* The most bytes a put in one line carries, and a get's answer in one
+ * line (in operand). */
+#define EFA_BTL_RING_INLINE_MAX 8u
 
 /* Does an atomic of op and flags fit efa_btl_ring_atomic_t's fields? */
 static inline bool efa_btl_wire_ring_atomic_fits(uint32_t op, uint32_t flags) {
@@ -170,8 +174,8 @@ static inline bool efa_btl_wire_claim_move(uint32_t *word, uint32_t to) {
 /* The header and rma block a request in one line (a copy of the slot's
  * bytes) stands for, as the general target reads them (its claim is the
  * slot's word, taken there, not in the copy); a put's bytes are the
- * copy's operand.  false: a type of neither kind, or a put longer than
- * operand (nothing in it is to be acted on). */
+ * copy's operand.  false: a type of no such kind, or a put or get of none
+ * or more bytes than operand holds (nothing in it is to be acted on). */
 static inline bool efa_btl_wire_ring_req_unpack(const efa_btl_ring_req_t *q, efa_btl_hdr_t *hdr,
                                                 efa_btl_rma_t *rma) {
     memset(hdr, 0, sizeof(*hdr));
@@ -181,12 +185,13 @@ static inline bool efa_btl_wire_ring_req_unpack(const efa_btl_ring_req_t *q, efa
     rma->addr = q->addr;
     rma->key = q->key;
     rma->claim = q->claim;
-    if (EFA_BTL_MSG_RING_PUT == q->type) {
-        if (0 == q->flags || q->flags > EFA_BTL_RING_PUT_MAX) {
+    if (EFA_BTL_MSG_RING_PUT == q->type || EFA_BTL_MSG_RING_GET == q->type) {
+        if (0 == q->flags || q->flags > EFA_BTL_RING_INLINE_MAX) {
             return false;
         }
-        hdr->type = EFA_BTL_MSG_PUT;
-        hdr->len = q->flags;
+        const bool put = EFA_BTL_MSG_RING_PUT == q->type;
+        hdr->type = put ? EFA_BTL_MSG_PUT : EFA_BTL_MSG_GET;
+        hdr->len = put ? q->flags : 0;
         rma->len = q->flags;
         return true;
     }

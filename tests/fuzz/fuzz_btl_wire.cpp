@@ -81,18 +81,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     if (buf.size() == sizeof(efa_btl_ring_req_t)) {
         // A ring frame of a one-line request's length: taken as one when
-        // unpack says so, as a put of no more bytes than operand holds.
+        // unpack says so; a put carries no more bytes than operand holds,
+        // a get asks for no more than an answer's operand holds.
         efa_btl_ring_req_t q;
         memcpy(&q, b, sizeof(q));
         efa_btl_hdr_t h;
         efa_btl_rma_t r;
         const bool ok = efa_btl_wire_ring_req_unpack(&q, &h, &r);
-        const bool put = q.type == EFA_BTL_MSG_RING_PUT;
-        FUZZ_CHECK(ok == ((put && q.flags >= 1 && q.flags <= EFA_BTL_RING_PUT_MAX) ||
+        const bool put = q.type == EFA_BTL_MSG_RING_PUT, get = q.type == EFA_BTL_MSG_RING_GET;
+        FUZZ_CHECK(ok == (((put || get) && q.flags >= 1 && q.flags <= EFA_BTL_RING_INLINE_MAX) ||
                           q.type == EFA_BTL_MSG_RING_ATOMIC));
-        if (ok && put) {
-            FUZZ_CHECK(h.type == EFA_BTL_MSG_PUT && h.len == r.len && r.len <= sizeof(q.operand));
-            FUZZ_CHECK(efa_btl_wire_request_len_ok(h.type, h.len, r.len, max_get));
+        if (ok && (put || get)) {
+            FUZZ_CHECK(h.type == (put ? EFA_BTL_MSG_PUT : EFA_BTL_MSG_GET));
+            FUZZ_CHECK(h.len == (put ? r.len : 0) && r.len <= sizeof(q.operand));
+            // (the target's check: a put carries what it names, a get asks
+            // for no more than its answer holds, here a chunk of max_get)
+            FUZZ_CHECK(efa_btl_wire_request_len_ok(h.type, h.len, r.len, max_get) ==
+                       (put || r.len <= max_get));
             touch(reinterpret_cast<const uint8_t *>(&q.operand), static_cast<size_t>(r.len));
         } else if (ok) {
             FUZZ_CHECK(h.type == EFA_BTL_MSG_ATOMIC && h.len == 0 && (r.len == 4 || r.len == 8));

@@ -224,6 +224,7 @@ TEST(BtlWire, RingRequestIsOneLineAndUnpacksToItsRequest) {
     EXPECT_EQ(EFA_BTL_WIRE_SHORT_REQUEST, efa_btl_wire_parse(&q, sizeof(q), kTagMax, &msg));
 
     // a put: its bytes in operand, its length in flags; none past operand
+    // (nor a get asking for more)
     q.type = EFA_BTL_MSG_RING_PUT;
     q.flags = 3;
     ASSERT_TRUE(efa_btl_wire_ring_req_unpack(&q, &hdr, &rma));
@@ -234,9 +235,20 @@ TEST(BtlWire, RingRequestIsOneLineAndUnpacksToItsRequest) {
     EXPECT_EQ(q.key, rma.key);
     EXPECT_EQ(0u, rma.operand);
     EXPECT_EQ(0u, rma.op);
-    for (const uint8_t bad : {uint8_t{0}, uint8_t{EFA_BTL_RING_PUT_MAX + 1}, uint8_t{255}}) {
-        q.flags = bad;
-        EXPECT_FALSE(efa_btl_wire_ring_req_unpack(&q, &hdr, &rma)) << int(bad);
+    // a get: its length in flags, no bytes of its own
+    q.type = EFA_BTL_MSG_RING_GET;
+    q.flags = EFA_BTL_RING_INLINE_MAX;
+    ASSERT_TRUE(efa_btl_wire_ring_req_unpack(&q, &hdr, &rma));
+    EXPECT_EQ(EFA_BTL_MSG_GET, hdr.type);
+    EXPECT_EQ(0u, hdr.len);
+    EXPECT_EQ(EFA_BTL_RING_INLINE_MAX, rma.len);
+    for (const uint8_t type : {uint8_t{EFA_BTL_MSG_RING_PUT}, uint8_t{EFA_BTL_MSG_RING_GET}}) {
+        q.type = type;
+        for (const uint8_t bad : {uint8_t{0}, uint8_t{EFA_BTL_RING_INLINE_MAX + 1}, uint8_t{255}}) {
+            q.flags = bad;
+            EXPECT_FALSE(efa_btl_wire_ring_req_unpack(&q, &hdr, &rma))
+                << int(type) << " " << int(bad);
+        }
     }
     q.type = EFA_BTL_MSG_ATOMIC; // a general type in a one-line frame
     q.flags = 0;
