@@ -7,7 +7,9 @@
  * a request through the ring is answered in a few hundred ns by a target
  * that is in MPI.  But a target that computes answers only when it next
  * enters MPI, where CMA needs nothing of it.  So each request carries a
- * claim word (efa_btl_rma_t.claim, in the ring slot both processes map):
+ * claim word (efa_btl_rma_t.claim, or efa_btl_ring_req_t.claim for one of
+ * up to 8 bytes, which is one cache line; in the ring slot both processes
+ * map):
  * the target moves it from OPEN to TAKEN before it executes the request,
  * the initiator from OPEN to CANCELLED when the request has waited
  * btl_efa_onnode_rma_wait, and then does the operation itself by single
