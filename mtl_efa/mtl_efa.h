@@ -99,7 +99,7 @@ typedef struct mtl_efa_params {
     char *matching;
     size_t net_eager;
     size_t net_read_min; /* own matching: rendezvous by RMA read from this size (0: never) */
-    int net_window;
+    int net_window, net_small_window;
     size_t coalesce_bytes;
     int coalesce_max;
     char *device_buffers; /* who copies device buffers through the host (mtl_efa_device.c) */

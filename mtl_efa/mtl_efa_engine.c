@@ -189,9 +189,11 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         mca_common_efa_say_choice(
             "mtl:efa", "mtl_efa",
             "matching: own (the provider carries untagged messages to other nodes; eager up to "
-            "%zu bytes, larger ones %s; %d in flight per peer, packing up to %zu bytes or %d "
-            "messages)",
-            mp->net_eager, read, mp->net_window, mp->coalesce_bytes, mp->coalesce_max);
+            "%zu bytes, larger ones %s; %d in flight per peer, %d for messages that can be "
+            "packed, packing up to %zu bytes or %d messages)",
+            mp->net_eager, read, mp->net_window,
+            mp->net_small_window < mp->net_window ? mp->net_small_window : mp->net_window,
+            mp->coalesce_bytes, mp->coalesce_max);
     }
     if (p.no_rings) {
         return OMPI_SUCCESS;

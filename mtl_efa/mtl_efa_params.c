@@ -61,6 +61,11 @@ static const mca_common_efa_param_t table[] = {
      .allowed = "1 to 4096", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Own matching: provider messages one peer may have in flight before further "
              "messages to it are packed together (1 to 4096; default 16)"},
+    {"net_small_window", MCA_BASE_VAR_TYPE_INT, P(net_small_window), .def = 4, .lo = 1, .hi = 4096,
+     .allowed = "1 to 4096", NUMBER, .level = OPAL_INFO_LVL_5,
+     .help = "Own matching: provider messages one peer may have in flight before further "
+             "messages to it small enough to be packed (mtl_efa_coalesce_bytes) are packed "
+             "together; at most mtl_efa_net_window (1 to 4096; default 4)"},
     {"coalesce_bytes", MCA_BASE_VAR_TYPE_SIZE_T, P(coalesce_bytes), .def = 4096, .lo = 64,
      .hi = 60000, .zero_ok = true, .allowed = "0, or 64 to 60000", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Own matching: messages waiting for the same peer are packed into one provider "

@@ -166,6 +166,8 @@ expect_failure bad-matching "Allowed:   auto, provider, own" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching tagged
 expect_failure net-window-zero "Parameter: mtl_efa_net_window" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca mtl_efa_net_window 0
+expect_failure net-small-window-zero "Parameter: mtl_efa_net_small_window" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca mtl_efa_net_small_window 0
 expect_failure tiny-mtl-coalesce-bytes "0, or 64 to 60000" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca mtl_efa_coalesce_bytes 7
 expect_failure huge-net-eager "Parameter: mtl_efa_net_eager_max" "${cm[@]}" \

@@ -122,6 +122,9 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
         if (p.net_window) {
             np.window = p.net_window;
         }
+        if (p.net_small_window) {
+            np.small_window = p.net_small_window;
+        }
         np.coalesce_bytes = p.net_coalesce_bytes;
         np.inject = !p.net_no_inject;
         np.rail_failover = efa_core_get_info(p.core)->rail_failover;

@@ -34,6 +34,7 @@ std::unique_ptr<NetLink> NetLink::create(const NetParams &p, SentFn sent, void *
         l->params_.buf_size = p.buf_size & ~(kNetAlign - 1);
     }
     l->params_.coalesce_max = std::max<uint32_t>(p.coalesce_max, 1);
+    l->params_.small_window = std::clamp<uint32_t>(p.small_window, 1, p.window);
     l->params_.credit =
         std::max<uint64_t>(p.credit ? p.credit : 16 * uint64_t{p.window}, kFirstGrant);
     const efa_core_info_t *info = efa_core_get_info(p.core);
@@ -190,7 +191,9 @@ void NetLink::commit(Peer *p, size_t len) {
     b->used += net_span(len);
     ++b->frames;
     ++stats_.frames;
-    if (!p->waiting && p->inflight < params_.window) {
+    // (a frame that can be packed goes at once below the small window only)
+    const uint32_t limit = len <= params_.coalesce_bytes ? params_.small_window : params_.window;
+    if (!p->waiting && p->inflight < limit) {
         post(p); // nothing to wait for: it goes now
     }            // else it gathers more frames until one of p's messages completes
 }

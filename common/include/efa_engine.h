@@ -154,6 +154,7 @@ typedef struct efa_engine_params {
      * the provider has FI_RMA (0: never; they stream as DATA frames). */
     size_t net_read_min;
     uint32_t net_window;           /* provider messages in flight per peer before packing */
+    uint32_t net_small_window;     /* ... before a frame that can be packed is (0: 4) */
     size_t net_coalesce_bytes;     /* a provider message packs frames up to this (0: one each) */
     uint32_t net_coalesce_max;     /* ... and at most this many */
     bool net_debug_swap;           /* test hook: hand provider messages on in swapped pairs */

@@ -33,7 +33,8 @@ class EngineNet : public ::testing::Test {
     size_t read_min = 0;   // net_read_min: rendezvous by RMA read from this size
     size_t read_piece = 0; // net_debug_read_piece
     bool fail_reads = false;
-    uint32_t delay = 0; // net_debug_delay: that provider message handed on late
+    uint32_t delay = 0;        // net_debug_delay: that provider message handed on late
+    uint32_t small_window = 0; // net_small_window (0: the engine's default)
 
     static int no_card(void *, uint32_t, efa_engine_card_t *) { return -FI_ENOENT; }
     static int addr_of(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
@@ -70,6 +71,7 @@ class EngineNet : public ::testing::Test {
         p.peer_addr = addr_of;
         p.net_eager = 1024;
         p.net_window = window;
+        p.net_small_window = small_window;
         p.net_coalesce_bytes = coalesce;
         p.net_coalesce_max = 64;
         p.net_debug_swap = swap;
