@@ -21,6 +21,14 @@
 
 namespace engine_test {
 
+// Sends that completed inside the call count as done.
+inline void note(int rc, Req &r) {
+    ASSERT_GE(rc, 0);
+    if (1 == rc) {
+        r.completions++;
+    }
+}
+
 class EngineNet : public ::testing::Test {
   protected:
     CoreWithSelf opened; // released after TearDown destroyed the engine
@@ -120,19 +128,40 @@ class EngineNet : public ::testing::Test {
             r.completions++;
         }
     }
+    // One message sent and received (tag t): true when it arrived whole.
+    bool send_one_and_receive(const std::vector<uint8_t> &msg, int32_t t) {
+        std::vector<Req> sends(1), recvs(1);
+        note(send(msg, t, false, sends[0]), sends[0]);
+        std::vector<uint8_t> got(msg.size());
+        recv(got, t, recvs[0]);
+        return wait_all(recvs) && wait_all(sends) && got == msg;
+    }
+    // n messages of 8, 9, ... bytes sent in one burst (no progress call
+    // between them), then received: each whole and in order.
+    void send_burst_in_order(int n) {
+        std::vector<std::vector<uint8_t>> bufs;
+        std::vector<Req> sends(n), recvs(n);
+        for (int i = 0; i < n; ++i) {
+            bufs.push_back(pattern(8 + i, static_cast<uint8_t>(i)));
+            note(send(bufs.back(), 9, false, sends[i]), sends[i]);
+        }
+        std::vector<std::vector<uint8_t>> got(n, std::vector<uint8_t>(8 + n));
+        for (int i = 0; i < n; ++i) {
+            recv(got[i], 9, recvs[i]);
+        }
+        ASSERT_TRUE(wait_all(recvs));
+        ASSERT_TRUE(wait_all(sends));
+        for (int i = 0; i < n; ++i) {
+            ASSERT_EQ(8u + i, recvs[i].on.msg_len) << "message " << i << " out of order";
+            got[i].resize(8 + i);
+            EXPECT_EQ(bufs[i], got[i]) << "message " << i;
+        }
+    }
     efa_engine_stats_t stats() {
         efa_engine_stats_t s{};
         efa_engine_get_stats(e, &s);
         return s;
     }
 };
-
-// Sends that completed inside the call count as done.
-inline void note(int rc, Req &r) {
-    ASSERT_GE(rc, 0);
-    if (1 == rc) {
-        r.completions++;
-    }
-}
 
 } // namespace engine_test

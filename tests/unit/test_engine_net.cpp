@@ -103,23 +103,7 @@ TEST_F(EngineNet, SynchronousSendWaitsForTheMatch) {
 TEST_F(EngineNet, QueuedMessagesArePackedAndKeepTheirOrder) {
     open(1, 4096);
     constexpr int kN = 60;
-    std::vector<std::vector<uint8_t>> bufs;
-    std::vector<Req> sends(kN), recvs(kN);
-    for (int i = 0; i < kN; ++i) {
-        bufs.push_back(pattern(8 + i, static_cast<uint8_t>(i)));
-        note(send(bufs.back(), 9, false, sends[i]), sends[i]);
-    }
-    std::vector<std::vector<uint8_t>> got(kN, std::vector<uint8_t>(128));
-    for (int i = 0; i < kN; ++i) {
-        recv(got[i], 9, recvs[i]);
-    }
-    ASSERT_TRUE(wait_all(recvs));
-    ASSERT_TRUE(wait_all(sends));
-    for (int i = 0; i < kN; ++i) {
-        ASSERT_EQ(8u + i, recvs[i].on.msg_len) << "message " << i << " out of order";
-        got[i].resize(8 + i);
-        EXPECT_EQ(bufs[i], got[i]) << "message " << i;
-    }
+    send_burst_in_order(kN);
     const auto s = stats();
     EXPECT_GT(s.net_batched, 0u);
     EXPECT_LT(s.net_sent, static_cast<uint64_t>(kN));
@@ -136,31 +120,9 @@ class EngineNetBurst : public EngineNet {
         open(16, 4096);
         // (a first message makes the peer known: until then its messages
         // queue, and go packed whatever the windows)
-        auto first = pattern(8, 1);
-        std::vector<Req> s1(1), r1(1);
-        note(send(first, 8, false, s1[0]), s1[0]);
-        std::vector<uint8_t> got1(8);
-        recv(got1, 8, r1[0]);
-        EXPECT_TRUE(wait_all(r1));
-        EXPECT_TRUE(wait_all(s1));
+        EXPECT_TRUE(send_one_and_receive(pattern(8, 1), 8));
         const uint64_t before = stats().net_sent;
-        std::vector<std::vector<uint8_t>> bufs;
-        std::vector<Req> sends(kBurst), recvs(kBurst);
-        for (int i = 0; i < kBurst; ++i) {
-            bufs.push_back(pattern(8 + i, static_cast<uint8_t>(i)));
-            note(send(bufs.back(), 9, false, sends[i]), sends[i]);
-        }
-        std::vector<std::vector<uint8_t>> got(kBurst, std::vector<uint8_t>(128));
-        for (int i = 0; i < kBurst; ++i) {
-            recv(got[i], 9, recvs[i]);
-        }
-        EXPECT_TRUE(wait_all(recvs));
-        EXPECT_TRUE(wait_all(sends));
-        for (int i = 0; i < kBurst; ++i) {
-            EXPECT_EQ(8u + i, recvs[i].on.msg_len) << "message " << i << " out of order";
-            got[i].resize(8 + i);
-            EXPECT_EQ(bufs[i], got[i]) << "message " << i;
-        }
+        send_burst_in_order(kBurst);
         return stats().net_sent - before;
     }
 };
@@ -208,14 +170,7 @@ TEST_F(EngineNet, LoneSmallMessagesGoByInject) {
 TEST_F(EngineNet, NoInjectWhenOff) {
     no_inject = true;
     open(16, 4096);
-    auto msg = pattern(32, 7);
-    std::vector<Req> sends(1), recvs(1);
-    note(send(msg, 22, false, sends[0]), sends[0]);
-    std::vector<uint8_t> got(32);
-    recv(got, 22, recvs[0]);
-    ASSERT_TRUE(wait_all(recvs));
-    ASSERT_TRUE(wait_all(sends));
-    EXPECT_EQ(msg, got);
+    EXPECT_TRUE(send_one_and_receive(pattern(32, 7), 22));
     EXPECT_EQ(0u, stats().net_injected);
 }
 
