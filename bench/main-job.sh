@@ -17,8 +17,9 @@
 #      b. one-sided on one node: put, fetch-and-op and compare-and-swap
 #         latency of btl_efa against osc/rdma over vader; variant:
 #         btl_efa_intrinsic;
-#      c. between nodes (2 pretend nodes of tests/pretend-nodes.sh, ranks
-#         not bound): mtl_efa against mtl_ofi, btl_efa against ob1 + tcp;
+#      c. between nodes (2 pretend nodes of tests/pretend-nodes.sh, each
+#         rank bound to a core of its own, as on hosts of their own):
+#         mtl_efa against mtl_ofi, btl_efa against ob1 + tcp;
 #         variant: mtl_efa_provmatch;
 #      d. one-sided between nodes: btl_efa against osc/pt2pt over ob1 + tcp;
 #         variant: btl_efa_intrinsic.
@@ -158,11 +159,11 @@ python3 "$here/runner.py" "${common[@]}" --title "one-sided on one node (provide
 
 pn=$(mktemp -d)
 trap 'rm -rf "$pn"' EXIT
-hosts=$(bash "$repo/tests/pretend-nodes.sh" "$pn" 1 | tr '\n' ' ')
+hosts=$(bash "$repo/tests/pretend-nodes.sh" "$pn" 1 core | tr '\n' ' ')
 # Figures "between nodes" only where the two ranks are on two nodes: a
 # runtime that places both on one host would measure the on-node paths.
 # shellcheck disable=SC2086 # (hosts: one argument per word)
-spread=$(timeout -k 5 60 mpirun -np 2 --bind-to none $hosts hostname 2>/dev/null | sort -u | tr '\n' ' ') || true
+spread=$(timeout -k 5 60 mpirun -np 2 $hosts hostname 2>/dev/null | sort -u | tr '\n' ' ') || true
 if [[ $(wc -w <<<"$spread") -ne 2 ]]; then
     echo "main-job: the 2 ranks of the between-node runs are on the hosts [${spread% }], not on 2;" \
         "no between-node figures (tests/pretend-nodes.sh, mpirun $(mpirun --version 2>&1 | head -1))" >&2

@@ -121,7 +121,8 @@ def build_parser():
                         "runs (default 2; a timed-out benchmark is never re-run)")
     p.add_argument("--launch-args", default="",
                    help="extra mpirun arguments placing the ranks (shell-style quoting), e.g. "
-                        "the output of tests/pretend-nodes.sh DIR 1; ranks are then not bound")
+                        "the output of tests/pretend-nodes.sh DIR 1 [core]; ranks are then not "
+                        "bound, unless a rankfile binds them (the core placement)")
     p.add_argument("--title", default=None,
                    help="what this comparison is (summary heading and printed tables), e.g. "
                         "'on one node' or 'between pretend nodes'")

@@ -26,7 +26,8 @@ class RunParams:
     cores: int = os.cpu_count() or 1
     # extra mpirun arguments that place the ranks (--launch-args), e.g. the
     # hostfile and ssh stand-in of tests/pretend-nodes.sh; ranks are then
-    # not bound (a pretend node has no cores of its own)
+    # not bound (a pretend node has no cores of its own) unless a rankfile
+    # binds them (pretend-nodes.sh's core placement)
     hosts: tuple = ()
 
 
@@ -62,7 +63,16 @@ def program_args(bench, params):
     return args
 
 
+def places_by_rankfile(hosts):
+    # tests/pretend-nodes.sh DIR N core: a rankfile binds each rank (Open
+    # MPI 4.1's --rankfile, 5.0's --map-by rankfile:file=...), which
+    # --bind-to none would undo on 5.0
+    return any(h == "--rankfile" or h.startswith("rankfile:") for h in hosts)
+
+
 def launch_args(np, cores, hosts=()):
+    if hosts and places_by_rankfile(hosts):
+        return ["-np", str(np)] + list(hosts)
     if hosts:
         return ["-np", str(np), "--bind-to", "none"] + list(hosts)
     if np <= cores:

@@ -7,6 +7,8 @@
 #      exit non-zero; bad options exit 2; the overhead probe runs
 #   4. the callgrind gate's comparison (bench/callgrind-gate.sh --compare) on
 #      tables made from the committed baseline, without running callgrind
+#   5. the between-node runs' placement: tests/pretend-nodes.sh's core
+#      placement under the runner's launch arguments
 # Prints "PASS name" / "FAIL name" lines and the closing line
 # "N passed, N failed"; exits non-zero when something failed.
 # Environment: BENCH_BIN_DIR (programs; built with bench/build-bench.sh into
@@ -223,6 +225,25 @@ cp "$g/today.tsv" "$g/today-ok.tsv"
 awk -v c="$first" -F'\t' -v OFS='\t' '$1 == c {$2 = $4 = "-"; $7 = "failed: boom"} {print}' \
     "$g/today-ok.tsv" >"$g/today.tsv"
 gate_case failed-run-fails 1 "$base" "^FAIL $first: failed: boom"
+
+# 5. The between-node runs' placement (tests/pretend-nodes.sh DIR 1 core):
+# two ranks on two pretend nodes, each bound to a core of its own, under
+# the runner's launch arguments (which leave a rankfile's binding alone).
+pn=$(mktemp -d)
+mapfile -t place < <(bash "$bench/../tests/pretend-nodes.sh" "$pn" 1 core)
+launch=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import runner_launch as l; print(" ".join(l.launch_args(2, 2, tuple(sys.argv[2:]))))' "$bench" "${place[@]}")
+# shellcheck disable=SC2086,SC2016 # (launch: one argument per word; the rank's shell expands)
+where=$(timeout -k 5 60 mpirun $launch sh -c 'echo "$(hostname) $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"' 2>"$pn/err" | sort)
+hosts=$(awk '{print $1}' <<<"$where" | sort -u | wc -l)
+cpus=$(awk '{print $2}' <<<"$where" | sort -u | tr '\n' ' ')
+want="0 1 "
+(($(nproc) < 2)) && want="0 "
+if [ "$hosts" = 2 ] && [ "$cpus" = "$want" ]; then
+    ok "pretend-nodes/core-placement"
+else
+    ko "pretend-nodes/core-placement" "ranks at [$where] (want 2 hosts, cores $want); $(head -3 "$pn/err")"
+fi
+rm -rf "$pn"
 
 echo "$pass passed, $fail failed"
 ((fail == 0))

@@ -307,6 +307,14 @@ class ConfigTest(unittest.TestCase):
                                    "/tmp/pn/hosts"])
         self.assertNotIn("core", cmd)
 
+    def test_a_rankfile_binds_the_ranks(self):
+        for place in (["--rankfile", "/tmp/pn/rankfile"], ["--map-by", "rankfile:file=/tmp/pn/r"]):
+            params = runner.RunParams(cores=2, hosts=tuple(["--hostfile", "/tmp/pn/hosts"] + place))
+            cfg = runner.Config("c", ["--mca", "pml", "ob1"])
+            cmd = runner.build_command(cfg, runner.BENCHES["latency"], params, "/bin")
+            self.assertEqual(cmd[:5], ["mpirun", "-np", "2", "--hostfile", "/tmp/pn/hosts"])
+            self.assertNotIn("--bind-to", cmd)
+
 
 class InterleaveTest(unittest.TestCase):
     def test_order_is_a_b_c_a_b_c(self):
