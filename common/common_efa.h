@@ -77,6 +77,9 @@ OPAL_DECLSPEC const efa_device_ops_t *mca_common_efa_device_ompi(void);
 /* CUDA's IPC calls added to ops, from the driver Open MPI loaded
  * (common_efa_cuda_ipc.c, Open MPI 5): false where it cannot be. */
 bool mca_common_efa_cuda_ipc(efa_device_ops_t *ops);
+/* CUDA's dmabuf export added to ops, from the same driver
+ * (common_efa_cuda_dmabuf.c, Open MPI 5): false where it cannot be. */
+bool mca_common_efa_cuda_dmabuf(efa_device_ops_t *ops);
 
 /* Hand a file of this process (an on-node channel's inbox) to the runtime,
  * which removes it if the process dies without finalizing.  A runtime that

@@ -82,8 +82,9 @@ static int ompi_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
     return 0;
 }
 
-/* IPC: Open MPI 5.0's accelerator framework has none; CUDA's own where
- * the component is cuda (common_efa_cuda_ipc.c). */
+/* IPC and dmabuf exports: Open MPI 5.0's accelerator framework has
+ * neither; CUDA's own where the component is cuda (common_efa_cuda_ipc.c,
+ * common_efa_cuda_dmabuf.c). */
 static efa_device_ops_t ompi_ops = {
     .check = ompi_check, .copy = ompi_copy, .release = ompi_release, .hmem = ompi_hmem};
 
@@ -95,6 +96,9 @@ const efa_device_ops_t *mca_common_efa_device_ompi(void) {
     ompi_ops.name = name;
     if (0 == strcmp(name, "cuda") && NULL == ompi_ops.ipc_export) {
         (void)mca_common_efa_cuda_ipc(&ompi_ops); /* (said by mtl_efa's device report) */
+    }
+    if (0 == strcmp(name, "cuda") && NULL == ompi_ops.dmabuf) {
+        (void)mca_common_efa_cuda_dmabuf(&ompi_ops); /* (the core's report says its use) */
     }
     return &ompi_ops;
 }

@@ -187,6 +187,12 @@ static const mca_common_efa_param_t table[] = {
              "wherever Open MPI has an accelerator (a provider that cannot grant FI_HMEM with "
              "FI_ATOMIC then leaves btl_efa's atomics emulated); \"off\": never. Without "
              "FI_HMEM device buffers are copied through the host."},
+    {"dmabuf", MCA_BASE_VAR_TYPE_BOOL, C(dmabuf), .def = 1, .level = OPAL_INFO_LVL_4,
+     .help = "Register device (GPU) allocations that go to a provider with FI_HMEM through a "
+             "dmabuf first (FI_MR_DMABUF: the pages exported by the GPU's driver, no peer-memory "
+             "kernel module needed), and with their device address where the driver or the "
+             "provider refuses one (said once at verbose 1); needs libfabric 1.20 or later. "
+             "false: device addresses only."},
     /* One geometry and place for the node's one inbox (efa_node.h), which
      * both components' on-node channels share: the old per-component names
      * (mtl_efa_onnode_slots, btl_efa_onnode_slots, ...) are its synonyms. */

@@ -111,6 +111,29 @@ ok=0
     [ "$hst" -gt 0 ] && grep -q "device buffers to processes reached through the provider: handed to it as they are (FI_HMEM)" <<<"$OUT" &&
     grep -q "report: device buffers: the provider moves them itself (FI_HMEM)" <<<"$OUT" && ok=1
 verdict hmem-shm $ok "exit $RC, $hs sends, $hr receives by FI_HMEM, $hst registrations replaced"
+# Those registrations go through the fake's dmabuf (its memfd) where
+# libfabric is 1.20 or later (FI_MR_DMABUF), by device address below it
+# (Debian's 1.17) and with common_efa_dmabuf false; the bytes are checked
+# either way.
+dmabuf_count() { # the finalize lines' registrations through a dmabuf, summed
+    sed -n 's/.*; \([0-9]*\) registrations through a dmabuf.*/\1/p' <<<"$OUT" |
+        awk '{s += $1} END {print s + 0}'
+}
+api=$(fi_info --version 2>/dev/null | sed -n 's/^libfabric api: //p')
+ok=0
+if [ "$(printf '%s\n' "$api" 1.20 | sort -V | head -1)" = 1.20 ]; then
+    grep -q "report: device registrations: through the allocation's dmabuf first" <<<"$OUT" &&
+        [ "$(dmabuf_count)" -gt 0 ] && ok=1
+else
+    grep -q "report: device registrations: by device address (dmabuf needs libfabric 1.20" <<<"$OUT" &&
+        [ "$(dmabuf_count)" -eq 0 ] && ok=1
+fi
+verdict hmem-shm-dmabuf $ok "libfabric api '$api': $(dmabuf_count) registrations through a dmabuf, or the report says otherwise"
+run "${hmem[@]}" --mca common_efa_provider_include shm --mca common_efa_dmabuf 0 "$prog" -P -s 64K
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$(dmabuf_count)" -eq 0 ] &&
+    grep -q "report: device registrations: by device address (common_efa_dmabuf false)" <<<"$OUT" && ok=1
+verdict hmem-shm-dmabuf-off $ok "exit $RC, $(dmabuf_count) registrations through a dmabuf with common_efa_dmabuf false"
 run "${hmem[@]}" --mca common_efa_provider_include shm --mca common_efa_hmem off "$prog" -P -s 64K
 ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&

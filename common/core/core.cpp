@@ -263,6 +263,9 @@ int open_core(efa_core *core) {
         dc.reuse = true;
         dc.align = 1;
         core->dev_mr_cache = std::make_unique<MrCache>(*core->dev_mr_backend, dc);
+        if (core->params.dmabuf && dmabuf_in_api(core->selection.api_version)) {
+            core->dev_mr_backend->use_dmabuf(&core->rep);
+        }
     }
     core->progress_batch = core->params.progress_batch;
     core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;

@@ -53,16 +53,45 @@ class FiMrBackend : public MrBackend {
     int reg(void *base, size_t len, uint64_t access, MrRegistration *out) override;
     void dereg(const MrRegistration &r) override;
 
+    // Device allocations through a dmabuf first (FI_MR_DMABUF; core.cpp
+    // decides whether it can work here).  A provider that refuses one
+    // turns it off for good (said once through rep); a device that cannot
+    // export an allocation leaves that one to the plain path.
+    void use_dmabuf(Reporter *rep) {
+        dmabuf_rep_ = rep;
+        dmabuf_.store(true, std::memory_order_relaxed);
+    }
+    bool dmabuf() const { return dmabuf_.load(std::memory_order_relaxed); }
+    uint64_t dmabuf_regs() const { return dmabuf_regs_.load(std::memory_order_relaxed); }
+
   private:
     int reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
                 const efa_device_hmem_t *hmem, fid_mr **out);
+    int reg_dmabuf(void *base, size_t len, uint64_t access, uint64_t key,
+                   const efa_device_hmem_t &h, fid_mr **out);
+    int bind_and_enable(const Domain &d, fid_mr *mr);
     int reg_device(void *base, size_t len, uint64_t access, MrRegistration *out);
     std::vector<Domain> domains_;
     bool mr_local_;
     bool device_;
     std::atomic<uint64_t> own_keys_{1}; // for providers that do not pick keys
     std::atomic<uint64_t> *keys_;       // own_keys_, or the host backend's
+    std::atomic<bool> dmabuf_{false};
+    std::atomic<uint64_t> dmabuf_regs_{0}; // device registrations made through a dmabuf
+    Reporter *dmabuf_rep_ = nullptr;
 };
+
+// Registrations through a dmabuf (FI_MR_DMABUF) exist in the headers
+// built with and in the API version asked for: libfabric hands the dmabuf
+// to the provider only from 1.20 (below, the attribute is read as an iov).
+inline bool dmabuf_in_api(uint32_t api_version) {
+#ifdef FI_MR_DMABUF
+    return api_version >= FI_VERSION(1, 20);
+#else
+    (void)api_version;
+    return false;
+#endif
+}
 
 // The NICs beside the first, opened as rails (core_rails.cpp);
 // 'domains' gains each one's domain for the registration backend.

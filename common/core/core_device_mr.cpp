@@ -87,4 +87,12 @@ uint64_t efa_core_mr_device_stale(const efa_core_t *core) {
     return core->dev_mr_stale.load(std::memory_order_relaxed);
 }
 
+uint64_t efa_core_mr_device_dmabuf(const efa_core_t *core) {
+    return core->dev_mr_backend ? core->dev_mr_backend->dmabuf_regs() : 0;
+}
+
+bool efa_core_mr_dmabuf_on(const efa_core_t *core) {
+    return core->dev_mr_backend && core->dev_mr_backend->dmabuf();
+}
+
 } // extern "C"

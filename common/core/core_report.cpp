@@ -81,6 +81,14 @@ void CoreReport::add_core_lines(const efa_core &core) {
         node_lines_.push_back("device buffers: the provider moves them itself (FI_HMEM): each "
                               "allocation registered whole with its interface and device, kept "
                               "until the device says it was freed");
+        node_lines_.push_back(
+            core.dev_mr_backend && core.dev_mr_backend->dmabuf()
+                ? "device registrations: through the allocation's dmabuf first "
+                  "(FI_MR_DMABUF), its device address where the device exports none"
+            : !core.params.dmabuf ? "device registrations: by device address (common_efa_dmabuf "
+                                    "false)"
+                                  : "device registrations: by device address (dmabuf needs "
+                                    "libfabric 1.20 or later, built with and run)");
     } else if (device_may_come) {
         node_lines_.push_back(core.params.hmem
                                   ? "device buffers: FI_HMEM asked for, not granted by the "

@@ -78,4 +78,14 @@ int efa_device_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
     return ops && ops->hmem ? ops->hmem(buf, len, out) : -FI_ENOSYS;
 }
 
+bool efa_device_dmabuf_on(void) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops && ops->dmabuf;
+}
+
+int efa_device_dmabuf(const efa_device_hmem_t *alloc, int *fd, uint64_t *offset) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops && ops->dmabuf ? ops->dmabuf(alloc, fd, offset) : -FI_ENOSYS;
+}
+
 } // extern "C"

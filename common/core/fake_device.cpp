@@ -16,7 +16,8 @@
 // Visible (efa_fake_device_visible, the tests of FI_HMEM): the address
 // handed out is mapped readable and writable too, and described as
 // FI_HMEM_SYSTEM memory, so that a provider with FI_HMEM (shm) can carry
-// it; its id for registrations is the serial number.
+// it; its id for registrations is the serial number, and its memfd is its
+// dmabuf.
 // Contiguous buffers only: Open MPI packs a non-contiguous datatype with
 // the CPU, which it never does for a real GPU's memory (it knows that
 // memory, not the fake's).
@@ -53,6 +54,7 @@ uint64_t g_serial = 0;
 std::atomic<bool> g_refuse_ipc{false};
 std::atomic<uint64_t> g_imports{0}, g_import_tries{0};
 std::atomic<bool> g_visible{false};
+std::atomic<bool> g_offer_dmabuf{true};
 
 // What a handle of the fake holds.
 struct FakeHandle {
@@ -246,6 +248,29 @@ int fake_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
     return 0;
 }
 
+// A visible allocation's dmabuf: its memfd (a duplicate, for the caller
+// to close), the allocation from its first byte.  (A provider that takes
+// FI_MR_DMABUF for FI_HMEM_SYSTEM memory reaches it at base_addr +
+// offset, the address handed out.)
+int fake_dmabuf(const efa_device_hmem_t *alloc, int *fd, uint64_t *offset) {
+    if (!g_offer_dmabuf.load()) {
+        return -FI_EOPNOTSUPP;
+    }
+    std::lock_guard<std::mutex> guard(g_lock);
+    const auto it = g_regions.find(alloc->base);
+    if (it == g_regions.end() || !it->second.visible || it->second.fd < 0 ||
+        alloc->len > it->second.len) {
+        return -FI_EINVAL;
+    }
+    const int dup_fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0) {
+        return -FI_EMFILE;
+    }
+    *fd = dup_fd;
+    *offset = 0;
+    return 0;
+}
+
 const efa_device_ops_t g_fake_ops = {
     .name = "fake",
     .check = fake_check,
@@ -255,6 +280,7 @@ const efa_device_ops_t g_fake_ops = {
     .ipc_import = fake_ipc_import,
     .ipc_close = fake_ipc_close,
     .hmem = fake_hmem,
+    .dmabuf = fake_dmabuf,
 };
 
 } // namespace
@@ -330,6 +356,10 @@ uint64_t efa_fake_device_import_tries(void) {
 
 void efa_fake_device_visible(bool visible) {
     g_visible.store(visible);
+}
+
+void efa_fake_device_dmabuf(bool offer) {
+    g_offer_dmabuf.store(offer);
 }
 
 } // extern "C"

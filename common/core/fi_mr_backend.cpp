@@ -4,7 +4,10 @@
 
 #include "efa_core.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <string>
 
 #include <rdma/fi_errno.h>
 
@@ -51,12 +54,18 @@ int FiMrBackend::reg_one(const Domain &d, void *base, size_t len, uint64_t acces
         rc = fi_mr_reg(d.domain, base, len, access | FI_SEND, 0, keys_->fetch_add(1), 0, &mr,
                        nullptr);
     }
-    if (rc) {
+    if (rc || (rc = bind_and_enable(d, mr))) {
         return rc;
     }
-    // FI_MR_ENDPOINT: the MR is usable only once bound to the endpoints that
-    // use it and enabled; every context may carry operations on any
-    // registration, so it is bound to all of them.
+    *out = mr;
+    return 0;
+}
+
+// FI_MR_ENDPOINT: the MR is usable only once bound to the endpoints that
+// use it and enabled; every context may carry operations on any
+// registration, so it is bound to all of them.  Closed where that fails.
+int FiMrBackend::bind_and_enable(const Domain &d, fid_mr *mr) {
+    int rc = 0;
     for (fid_ep *ep : d.bind_eps) {
         if ((rc = fi_mr_bind(mr, &ep->fid, 0))) {
             break;
@@ -67,14 +76,48 @@ int FiMrBackend::reg_one(const Domain &d, void *base, size_t len, uint64_t acces
     }
     if (rc) {
         fi_close(&mr->fid);
-        return rc;
     }
-    *out = mr;
-    return 0;
+    return rc;
+}
+
+// The allocation h through the dmabuf its device exports: the provider
+// then pins the pages the driver hands over (on EFA ibv_reg_dmabuf_mr)
+// instead of asking a peer-memory kernel module to translate a device
+// address.  -FI_ENODATA: the device exported none (this allocation goes
+// the plain way); another error: the provider refused (dmabuf goes off).
+int FiMrBackend::reg_dmabuf(void *base, size_t len, uint64_t access, uint64_t key,
+                            const efa_device_hmem_t &h, fid_mr **out) {
+#ifdef FI_MR_DMABUF
+    int fd = -1;
+    uint64_t offset = 0;
+    if (efa_device_dmabuf(&h, &fd, &offset) != 0 || fd < 0) {
+        return -FI_ENODATA;
+    }
+    // base_addr + offset is the registration's address: base, which lies
+    // (base - h.base) bytes into the allocation.
+    const uint64_t at = offset + (reinterpret_cast<uintptr_t>(base) - h.base);
+    const fi_mr_dmabuf db{fd, at, len, static_cast<uint8_t *>(base) - at};
+    fi_mr_attr attr{};
+    attr.dmabuf = &db;
+    attr.iov_count = 1;
+    attr.access = access;
+    attr.requested_key = key;
+    device_attr(h, &attr);
+    fid_mr *mr = nullptr;
+    int rc = fi_mr_regattr(domains_[0].domain, &attr, FI_MR_DMABUF, &mr);
+    close(fd); // the registration holds the pages, not the descriptor
+    if (rc == 0 && (rc = bind_and_enable(domains_[0], mr)) == 0) {
+        *out = mr;
+    }
+    return rc == -FI_ENODATA ? -FI_EINVAL : rc;
+#else
+    (void)base, (void)len, (void)access, (void)key, (void)h, (void)out;
+    return -FI_ENOSYS;
+#endif
 }
 
 // A device allocation: described by the device (its interface, device
-// and id), registered on the first NIC.
+// and id), registered on the first NIC, through its dmabuf first.
 int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistration *out) {
     efa_device_hmem_t h{};
     int rc = efa_device_hmem(base, len, &h);
@@ -82,7 +125,18 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
         return rc;
     }
     fid_mr *mr = nullptr;
-    if ((rc = reg_one(domains_[0], base, len, access, keys_->fetch_add(1), &h, &mr))) {
+    const uint64_t key = keys_->fetch_add(1);
+    if (dmabuf_.load(std::memory_order_relaxed)) {
+        rc = reg_dmabuf(base, len, access, key, h, &mr);
+        if (rc == 0) {
+            dmabuf_regs_.fetch_add(1, std::memory_order_relaxed);
+        } else if (rc != -FI_ENODATA && dmabuf_.exchange(false) && dmabuf_rep_) {
+            dmabuf_rep_->say(1, std::string("device registrations: the provider refused one "
+                                            "through a dmabuf (") +
+                                    fi_strerror(-rc) + "); device addresses from now on");
+        }
+    }
+    if (!mr && (rc = reg_one(domains_[0], base, len, access, key, &h, &mr))) {
         return rc;
     }
     out->handle = mr;

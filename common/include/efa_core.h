@@ -196,6 +196,7 @@ typedef struct efa_core_params {
      * user's switch, true by default). */
     bool want_hmem;
     bool hmem;
+    bool dmabuf; /* device allocations registered through a dmabuf first (FI_MR_DMABUF) */
 } efa_core_params_t;
 
 /* Tri-state answers and requests for the efa provider's switches. */

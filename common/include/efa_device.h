@@ -83,6 +83,12 @@ typedef struct efa_device_ops {
      * len) (NULL: the backend cannot say; device buffers are then copied
      * through the host whatever the provider offers). */
     int (*hmem)(const void *buf, size_t len, efa_device_hmem_t *out);
+    /* A dmabuf file descriptor that exports the allocation 'alloc' (as hmem
+     * described it), for registrations that name the memory by its pages
+     * (FI_MR_DMABUF) rather than by a device address a kernel module must
+     * translate: *fd (the caller closes it) and *offset, where the
+     * allocation's first byte lies in it.  NULL: the backend has none. */
+    int (*dmabuf)(const efa_device_hmem_t *alloc, int *fd, uint64_t *offset);
 } efa_device_ops_t;
 
 /* A backend is installed (read on every message: one predicted branch). */
@@ -107,6 +113,10 @@ void efa_device_ipc_close(void *base);
  * hmem); efa_device_hmem returns -FI_ENOSYS where it does not. */
 bool efa_device_hmem_on(void);
 int efa_device_hmem(const void *buf, size_t len, efa_device_hmem_t *out);
+/* The backend exports its allocations as dmabufs (efa_device_ops_t's
+ * dmabuf); efa_device_dmabuf returns -FI_ENOSYS where it does not. */
+bool efa_device_dmabuf_on(void);
+int efa_device_dmabuf(const efa_device_hmem_t *alloc, int *fd, uint64_t *offset);
 
 /* The fake device (tests).  Its memory is mapped twice: the address it
  * hands out with no access at all, and a private view that only its copy
@@ -127,8 +137,12 @@ uint64_t efa_fake_device_import_tries(void);
 /* Allocations from now on are mapped readable and writable at the address
  * handed out too, and described as FI_HMEM_SYSTEM memory (hmem), so that
  * a provider with FI_HMEM can carry them (tests of the path where the
- * provider moves device buffers; the CPU is no longer kept out). */
+ * provider moves device buffers; the CPU is no longer kept out).  Such
+ * an allocation exports its memfd as its dmabuf. */
 void efa_fake_device_visible(bool visible);
+/* The fake offers dmabufs (true, the default) or has none (false: tests
+ * of the plain registration path). */
+void efa_fake_device_dmabuf(bool offer);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #ifndef EFA_MR_H
 #define EFA_MR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,11 @@ struct efa_mr *efa_core_mr_acquire_device(struct efa_core *core, const void *add
                                           uint64_t access, int *err);
 /* Device registrations replaced because their allocation was freed. */
 uint64_t efa_core_mr_device_stale(const struct efa_core *core);
+/* Device registrations made through a dmabuf (FI_MR_DMABUF), and whether
+ * the next one will try (common_efa_dmabuf, libfabric 1.20+, and no
+ * refusal by the provider so far). */
+uint64_t efa_core_mr_device_dmabuf(const struct efa_core *core);
+bool efa_core_mr_dmabuf_on(const struct efa_core *core);
 void efa_core_mr_release(struct efa_core *core, struct efa_mr *mr);
 void *efa_mr_desc(const struct efa_mr *mr);
 uint64_t efa_mr_key(const struct efa_mr *mr);

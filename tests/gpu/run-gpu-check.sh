@@ -152,8 +152,10 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
     # (the own run's finalize counts: device messages by CUDA IPC, streamed)
     grep -h "device messages received from this node\|device buffers to processes of this node" \
         "$out/mtl_efa-onnode-own.osu_latency.txt" | sed 's/^/    /' | sort -u
-    # (the shm own run's: device buffers handed to the provider by FI_HMEM)
-    grep -h "(FI_HMEM)" "$out/mtl_efa-shm-own.osu_latency.txt" | sed 's/^/    /' | sort -u
+    # (the shm own run's: device buffers handed to the provider by FI_HMEM,
+    # and whether their registrations went through a dmabuf)
+    grep -h "(FI_HMEM)\|device registrations:" "$out/mtl_efa-shm-own.osu_latency.txt" |
+        sed 's/^/    /' | sort -u
     echo
     echo "$fails run(s) of ours failed"
 } | tee "$out/summary.md"

@@ -3,10 +3,17 @@
 // described to it as FI_HMEM_SYSTEM memory.  Each allocation is registered
 // whole and exactly, found again for any buffer inside it, and replaced
 // when the device says the allocation was freed (its id changed) although
-// its address came back; without FI_HMEM nothing is registered.
+// its address came back; without FI_HMEM nothing is registered.  Where
+// libfabric has FI_MR_DMABUF (1.20+) an allocation goes through the dmabuf
+// the fake exports (its memfd), else, or where the device exports none, by
+// its address.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstring>
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
@@ -20,11 +27,12 @@ namespace {
 // A core on 'provider' with the fake device visible and FI_HMEM asked for.
 class CoreDeviceMr : public ::testing::Test {
   protected:
-    void open(const char *provider, bool hmem = true) {
+    void open(const char *provider, bool hmem = true, bool dmabuf = true) {
         efa_core_params_t p = core_test_params(provider);
         p.debug_fake_device = true;
         p.debug_fake_device_hmem = true;
         p.hmem = hmem;
+        p.dmabuf = dmabuf;
         int err = 0;
         core_ = efa_core_acquire(&p, &err);
         ASSERT_NE(core_, nullptr) << "efa_core_acquire: " << err;
@@ -34,6 +42,7 @@ class CoreDeviceMr : public ::testing::Test {
             efa_core_release(core_);
         }
         efa_fake_device_visible(false);
+        efa_fake_device_dmabuf(true);
     }
     efa_core_t *core_ = nullptr;
 };
@@ -135,6 +144,87 @@ TEST_F(CoreDeviceMr, HostMemoryIsNotADeviceAllocation) {
     int err = 0;
     EXPECT_EQ(efa_core_mr_acquire_device(core_, host, sizeof(host), FI_SEND, &err), nullptr);
     EXPECT_NE(err, 0);
+}
+
+// The fake's dmabuf of a visible allocation is its memfd: the same pages.
+TEST_F(CoreDeviceMr, AVisibleAllocationExportsItsPagesAsADmabuf) {
+    open("shm");
+    ASSERT_TRUE(efa_device_dmabuf_on());
+    auto *dev = static_cast<uint8_t *>(efa_fake_device_alloc(2 * 4096));
+    ASSERT_NE(dev, nullptr);
+    uint8_t pattern[256];
+    for (size_t i = 0; i < sizeof(pattern); ++i) {
+        pattern[i] = static_cast<uint8_t>(i * 7 + 3);
+    }
+    ASSERT_EQ(efa_device_copy(dev + 4096 + 10, pattern, sizeof(pattern)), 0);
+    efa_device_hmem_t h{};
+    ASSERT_EQ(efa_device_hmem(dev, 1, &h), 0);
+    int fd = -1;
+    uint64_t offset = 99;
+    ASSERT_EQ(efa_device_dmabuf(&h, &fd, &offset), 0);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(offset, 0u);
+    void *view = mmap(nullptr, h.len, PROT_READ, MAP_SHARED, fd, 0);
+    ASSERT_NE(view, MAP_FAILED);
+    EXPECT_EQ(memcmp(static_cast<uint8_t *>(view) + 4096 + 10, pattern, sizeof(pattern)), 0);
+    munmap(view, h.len);
+    close(fd);
+    // An allocation the fake does not know exports nothing.
+    efa_device_hmem_t other = h;
+    other.base += 4096;
+    EXPECT_NE(efa_device_dmabuf(&other, &fd, &offset), 0);
+    efa_fake_device_dmabuf(false);
+    EXPECT_NE(efa_device_dmabuf(&h, &fd, &offset), 0);
+    efa_fake_device_free(dev);
+}
+
+TEST_F(CoreDeviceMr, ARegistrationGoesThroughTheDmabufWhereLibfabricHasIt) {
+    open("shm");
+    void *dev = efa_fake_device_alloc(4096);
+    ASSERT_NE(dev, nullptr);
+    int err = 0;
+    efa_mr_t *a = efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND | FI_REMOTE_READ, &err);
+    ASSERT_NE(a, nullptr) << err;
+#ifdef FI_MR_DMABUF
+    EXPECT_TRUE(efa_core_mr_dmabuf_on(core_));
+    EXPECT_EQ(efa_core_mr_device_dmabuf(core_), 1u);
+#else
+    // (libfabric below 1.20: no FI_MR_DMABUF, every registration by address)
+    EXPECT_FALSE(efa_core_mr_dmabuf_on(core_));
+    EXPECT_EQ(efa_core_mr_device_dmabuf(core_), 0u);
+#endif
+    efa_core_mr_release(core_, a);
+    efa_fake_device_free(dev);
+}
+
+// A device that exports no dmabuf for an allocation leaves it to the
+// plain path, and the next allocation tries again.
+TEST_F(CoreDeviceMr, AnAllocationWithoutADmabufIsRegisteredByAddress) {
+    open("shm");
+    const bool on = efa_core_mr_dmabuf_on(core_);
+    efa_fake_device_dmabuf(false);
+    void *dev = efa_fake_device_alloc(4096);
+    ASSERT_NE(dev, nullptr);
+    int err = 0;
+    efa_mr_t *a = efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND | FI_REMOTE_READ, &err);
+    ASSERT_NE(a, nullptr) << err;
+    EXPECT_EQ(efa_core_mr_device_dmabuf(core_), 0u);
+    EXPECT_EQ(efa_core_mr_dmabuf_on(core_), on);
+    efa_core_mr_release(core_, a);
+    efa_fake_device_free(dev);
+}
+
+TEST_F(CoreDeviceMr, DmabufOffRegistersByAddress) {
+    open("shm", true, false);
+    EXPECT_FALSE(efa_core_mr_dmabuf_on(core_));
+    void *dev = efa_fake_device_alloc(4096);
+    ASSERT_NE(dev, nullptr);
+    int err = 0;
+    efa_mr_t *a = efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND | FI_REMOTE_READ, &err);
+    ASSERT_NE(a, nullptr) << err;
+    EXPECT_EQ(efa_core_mr_device_dmabuf(core_), 0u);
+    efa_core_mr_release(core_, a);
+    efa_fake_device_free(dev);
 }
 
 } // namespace

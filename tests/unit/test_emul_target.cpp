@@ -391,6 +391,7 @@ const efa_device_ops_t kGated = {
     .ipc_import = nullptr,
     .ipc_close = nullptr,
     .hmem = nullptr,
+    .dmabuf = nullptr,
 };
 
 struct GatedDevice {
