@@ -88,6 +88,16 @@ choices_ok choices-shm "shm: provider matching (own not measured there), FI_HMEM
     "hmem=shm offers FI_HMEM"
 choices_ok choices-rxm-no-hmem "rxm: no FI_HMEM (device buffers through the host)" \
     --provider "tcp;ofi_rxm" -- "hmem=tcp;ofi_rxm does not offer FI_HMEM"
+# Device allocations through their dmabufs where libfabric is 1.20 or
+# later (Debian's 1.17: by address).
+api=$(fi_info --version 2>/dev/null | sed -n 's/^libfabric api: //p')
+if [ "$(printf '%s\n' "$api" 1.20 | sort -V | head -1)" = 1.20 ]; then
+    want_dmabuf="dmabuf=through the allocation's dmabuf first"
+else
+    want_dmabuf="dmabuf=by device address (FI_MR_DMABUF needs libfabric 1.20"
+fi
+choices_ok choices-dmabuf "device registrations as libfabric $api allows" \
+    --provider shm --one-node -- "$want_dmabuf"
 
 # The components' settings from the environment, by any of their names.
 OUT=$(OMPI_MCA_btl_efa_provider_include="tcp;ofi_rxm" "$info" 2>&1)

@@ -99,6 +99,12 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
                        "common_efa_hmem on)"
                  : std::string(in->provider) +
                        " does not offer FI_HMEM: device buffers are copied through the host";
+    // common_efa_dmabuf (FiMrBackend): what libfabric lets it do.
+    c.dmabuf = efa_core_dmabuf_in_libfabric()
+                   ? "through the allocation's dmabuf first (FI_MR_DMABUF), by device address "
+                     "where the device exports none"
+                   : "by device address (FI_MR_DMABUF needs libfabric 1.20 or later, built with "
+                     "and run)";
 
     // mtl_efa_matching auto (mtl_efa_own.c).
     if (!in->has_tagged) {
@@ -152,9 +158,11 @@ void print_text(const Choices &c, const std::vector<std::string> &open_messages)
                 "  btl_efa atomics:    %s\n"
                 "  on-node channel:    %s\n"
                 "  single copy:        %s\n"
-                "  FI_HMEM:            %s\n",
+                "  FI_HMEM:            %s\n"
+                "  device registrations: %s\n",
                 c.matching.c_str(), c.matching_why.c_str(), c.put.c_str(), c.get.c_str(),
-                c.atomic_ops.c_str(), c.onnode.c_str(), c.single_copy.c_str(), c.hmem.c_str());
+                c.atomic_ops.c_str(), c.onnode.c_str(), c.single_copy.c_str(), c.hmem.c_str(),
+                c.dmabuf.c_str());
     if (c.rails > 1) {
         std::printf("  rails:              %d NICs of the first process's set; put, get and "
                     "messages from %zu bytes striped over them; below, peers on other nodes "
@@ -175,11 +183,11 @@ void print_json_fields(const Choices &c, std::string (*json_str)(const std::stri
                 c.mr_local ? "true" : "false", c.inject, c.max_msg);
     std::printf(" \"choices\": {\"matching\": %s, \"matching_why\": %s, \"put\": %s, "
                 "\"get\": %s, \"atomics\": %s, \"onnode\": %s, \"single_copy\": %s, "
-                "\"rails\": %d, \"stripe_min\": %zu, \"hmem\": %s},\n",
+                "\"rails\": %d, \"stripe_min\": %zu, \"hmem\": %s, \"dmabuf\": %s},\n",
                 json_str(c.matching).c_str(), json_str(c.matching_why).c_str(),
                 json_str(c.put).c_str(), json_str(c.get).c_str(), json_str(c.atomic_ops).c_str(),
                 json_str(c.onnode).c_str(), json_str(c.single_copy).c_str(), c.rails, c.stripe_min,
-                json_str(c.hmem).c_str());
+                json_str(c.hmem).c_str(), json_str(c.dmabuf).c_str());
 }
 
 } // namespace efa::info

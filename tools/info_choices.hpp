@@ -28,6 +28,7 @@ struct Choices {
     int rails = 1;                      // NICs opened: the rails
     size_t stripe_min = 0;              // one-sided transfers striped from (0: never)
     std::string hmem;                   // device (GPU) buffers and the provider's FI_HMEM
+    std::string dmabuf;                 // how device allocations would be registered
 };
 
 // one_node: a job within this node (atomics then go through the rings).

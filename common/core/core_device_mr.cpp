@@ -95,4 +95,8 @@ bool efa_core_mr_dmabuf_on(const efa_core_t *core) {
     return core->dev_mr_backend && core->dev_mr_backend->dmabuf();
 }
 
+bool efa_core_dmabuf_in_libfabric(void) {
+    return dmabuf_in_api(api_version());
+}
+
 } // extern "C"

@@ -38,6 +38,8 @@ uint64_t efa_core_mr_device_stale(const struct efa_core *core);
  * refusal by the provider so far). */
 uint64_t efa_core_mr_device_dmabuf(const struct efa_core *core);
 bool efa_core_mr_dmabuf_on(const struct efa_core *core);
+/* libfabric, as built with and loaded, takes dmabuf registrations (1.20+). */
+bool efa_core_dmabuf_in_libfabric(void);
 void efa_core_mr_release(struct efa_core *core, struct efa_mr *mr);
 void *efa_mr_desc(const struct efa_mr *mr);
 uint64_t efa_mr_key(const struct efa_mr *mr);
