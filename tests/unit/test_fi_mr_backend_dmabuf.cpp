@@ -1,0 +1,115 @@
+// FiMrBackend's dmabuf path against a stand-in domain that refuses every
+// registration through a dmabuf (FI_MR_DMABUF) and takes every other: the
+// refusal is said once, that allocation and every later one go by device
+// address, and the provider is not asked through a dmabuf again.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+#include "efa_device.h"
+
+namespace {
+
+// FI_MR_DMABUF where libfabric has it (1.20+), else no flag at all.
+#ifdef FI_MR_DMABUF
+constexpr uint64_t kDmabuf = FI_MR_DMABUF;
+#else
+constexpr uint64_t kDmabuf = 0;
+#endif
+
+struct StandInDomain {
+    fid_domain domain{};
+    fi_ops_mr mr_ops{};
+    int through_dmabuf = 0; // registrations asked through a dmabuf (all refused)
+    int by_address = 0;     // the others (all taken)
+    int live = 0;           // taken and not closed
+};
+StandInDomain *g_domain = nullptr;
+
+int close_mr(fid *f) {
+    --g_domain->live;
+    delete reinterpret_cast<fid_mr *>(f);
+    return 0;
+}
+fi_ops mr_fid_ops() {
+    fi_ops ops{};
+    ops.size = sizeof(fi_ops);
+    ops.close = close_mr;
+    return ops;
+}
+fi_ops g_mr_fid_ops = mr_fid_ops();
+
+int regattr(fid *, const fi_mr_attr *attr, uint64_t flags, fid_mr **out) {
+    if (flags & kDmabuf) {
+        ++g_domain->through_dmabuf;
+        return -FI_EOPNOTSUPP;
+    }
+    ++g_domain->by_address;
+    ++g_domain->live;
+    auto *mr = new fid_mr{};
+    mr->fid.ops = &g_mr_fid_ops;
+    mr->key = attr->requested_key;
+    *out = mr;
+    return 0;
+}
+
+std::vector<std::string> g_said;
+void keep_verbose(int, const char *msg) {
+    g_said.emplace_back(msg);
+}
+
+class FiMrBackendDmabuf : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        g_domain = &domain_;
+        g_said.clear();
+        domain_.mr_ops.size = sizeof(fi_ops_mr);
+        domain_.mr_ops.regattr = regattr;
+        domain_.domain.mr = &domain_.mr_ops;
+        efa_device_install(efa_fake_device_ops());
+        efa_fake_device_visible(true);
+        rep_.verbose = keep_verbose;
+        rep_.verbosity = 1;
+    }
+    void TearDown() override {
+        efa_fake_device_visible(false);
+        efa_device_install(nullptr);
+        g_domain = nullptr;
+    }
+    StandInDomain domain_;
+    efa::Reporter rep_;
+};
+
+TEST_F(FiMrBackendDmabuf, ARefusalIsSaidOnceAndEveryAllocationGoesByAddress) {
+    efa::FiMrBackend host({{&domain_.domain, {}}}, false);
+    efa::FiMrBackend device({{&domain_.domain, {}}}, false, host);
+    device.use_dmabuf(&rep_);
+    ASSERT_TRUE(device.dmabuf());
+    void *a = efa_fake_device_alloc(4096);
+    void *b = efa_fake_device_alloc(4096);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    efa::MrRegistration ra{}, rb{};
+    ASSERT_EQ(device.reg(a, 4096, FI_SEND | FI_REMOTE_READ, &ra), 0);
+    ASSERT_EQ(device.reg(b, 4096, FI_SEND | FI_REMOTE_READ, &rb), 0);
+    // (libfabric below 1.20 has no dmabuf registration to ask for: the
+    // backend's first try fails before the provider, as a refusal)
+    EXPECT_EQ(domain_.through_dmabuf, kDmabuf ? 1 : 0);
+    EXPECT_EQ(domain_.by_address, 2);
+    EXPECT_FALSE(device.dmabuf());
+    EXPECT_EQ(device.dmabuf_regs(), 0u);
+    ASSERT_EQ(g_said.size(), 1u);
+    EXPECT_NE(g_said[0].find("device addresses from now on"), std::string::npos) << g_said[0];
+    device.dereg(ra);
+    device.dereg(rb);
+    EXPECT_EQ(domain_.live, 0);
+    efa_fake_device_free(a);
+    efa_fake_device_free(b);
+}
+
+} // namespace
