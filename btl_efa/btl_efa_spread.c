@@ -52,6 +52,9 @@ void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
         OPAL_PROC_ON_LOCAL_NODE(ep->proc->proc_flags)) {
         return;
     }
+    /* Its messages on NIC 0 carry no sequence number that a copy sent
+     * over another NIC could be told by: NIC 0's loss is the peer's. */
+    efa_core_pin_rail0(btl->core, "btl_efa's messages");
     OPAL_THREAD_LOCK(&btl->lock);
     if (NULL == ep->rail_ctx) { /* once (add_procs may come again): rail_ctx says it was */
         const int r = (int)(btl->spread.next++ % (uint32_t)btl->spread.rails);

@@ -272,7 +272,7 @@ void ompi_mtl_efa_engine_fini(void) {
                 1, mca_common_efa_output,
                 "mtl:efa: own matching over several NICs: %llu peer(s) on a NIC "
                 "beside the first, %llu provider message(s) sent there, %llu "
-                "sent again over the first NIC after theirs failed; %llu "
+                "sent again over another NIC after theirs failed; %llu "
                 "copies of messages that had come dropped; %llu receive(s) "
                 "failed on those NICs; %llu peer(s) whose streamed data and reads take the "
                 "NICs in turn, %llu message(s) sent over a NIC beside the first in turn",

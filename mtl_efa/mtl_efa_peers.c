@@ -16,6 +16,10 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs) {
     (void)mtl;
     mca_common_efa_report(ompi_mtl_efa.core);
+    if (!ompi_mtl_efa.own_matching) {
+        /* The provider matches each peer's tagged messages on NIC 0 alone. */
+        efa_core_pin_rail0(ompi_mtl_efa.core, "mtl_efa's tagged messages (provider matching)");
+    }
     for (size_t i = 0; i < nprocs; ++i) {
         if (NULL != procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL]) {
             continue;

@@ -376,14 +376,14 @@ ownturns=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm
     --mca mtl_efa_matching own --mca common_efa_nic_include "${iface:-eth0},lo"
     --mca common_efa_verbose 1 "${apart[@]}")
 ownrails=("${ownturns[@]}" --mca mtl_efa_debug_net_first_rail 1)
-expect_output own-rail-send-sent-again "own matching over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider message\(s\) sent there, 1 sent again over the first NIC" \
+expect_output own-rail-send-sent-again "own matching over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider message\(s\) sent there, 1 sent again over another NIC" \
     "${ownrails[@]}" --mca mtl_efa_debug_fail_rail_send 3
 expect_output own-rail-send-copy-dropped "own matching over several NICs: .*; [1-9][0-9]* copies of messages that had come dropped" \
     "${ownrails[@]}" --mca mtl_efa_debug_fail_rail_send 3
 # The peer on the first NIC, its streamed data over both in turn: the
 # third send completed on the second NIC is taken as failed; it goes again
 # over the first, and the peer's turns go on.
-expect_output own-turn-send-sent-again "own matching over several NICs: 0 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider message\(s\) sent there, 1 sent again over the first NIC.*; 1 peer\(s\) whose streamed data and reads take the NICs in turn, [1-9][0-9]* message" \
+expect_output own-turn-send-sent-again "own matching over several NICs: 0 peer\(s\) on a NIC beside the first, [1-9][0-9]* provider message\(s\) sent there, 1 sent again over another NIC.*; 1 peer\(s\) whose streamed data and reads take the NICs in turn, [1-9][0-9]* message" \
     "${ownturns[@]}" --mca mtl_efa_debug_fail_rail_send 3
 expect_failure debug-fail-rail-send-negative "Parameter: mtl_efa_debug_fail_rail_send" "${ownrails[@]}" \
     --mca mtl_efa_debug_fail_rail_send -1

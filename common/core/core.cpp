@@ -459,7 +459,13 @@ void efa_core_release(efa_core_t *core) {
     core->mr_cache.reset();
     core->mr_backend.reset();
     core->rails.clear();
-    core->nic.reset();
+    if (core->rail_lost_any[0].load(std::memory_order_relaxed)) {
+        // The first NIC lost a peer and the job went on (core_rail0.cpp):
+        // left for the exit like such a rail (close_rail_endpoints).
+        keep_for_exit(core->nic.release()); // intentionally not closed
+    } else {
+        core->nic.reset();
+    }
     efa_core_msg_free(core); // receive buffers the provider kept: safe once the endpoints are gone
     deadline_close(core);
     control_close(core);

@@ -144,6 +144,11 @@ struct efa_core {
     std::vector<std::unique_ptr<efa::Nic>> rails;
     std::vector<uint32_t> fabric_ids; // of nic, then of each rail (peer_blob.hpp)
     std::atomic<bool> rail_lost_any[efa::kMaxRails] = {}; // a peer was lost on rail r
+    // The first rail taken out for some peer (rail0_lost): posts on it
+    // must look (rail0_out).  rail0_pinned: what keeps the first rail
+    // the peer's (efa_core_pin_rail0), whose loss is then the peer's.
+    std::atomic<bool> rail0_out_any{false};
+    std::atomic<const char *> rail0_pinned{nullptr};
     // A rail's address of a peer -> the peer's rail-0 address for the same
     // context: the peer deadline knows processes by their rail-0 addresses
     // (under peers_lock; filled only where rails exist).
@@ -384,6 +389,33 @@ inline fi_addr_t key_addr(fi_addr_t key) {
 // (core_rails.cpp).
 void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &peer_name,
                const std::string &why);
+// The first rail (rail 0) taken out for the peer at rail-0 address
+// 'rail0' alone, where every user of it can move (nothing pinned it) and
+// another rail reaches the peer both ways; false: its loss is the peer's
+// (core_deadline.cpp).
+bool rail0_lost(efa_core *core, fi_addr_t rail0, int err, const std::string &why);
+// Is the first rail out for the peer with rail-0 address 'addr' (cheap
+// until some peer lost it)?  Takes peers_lock.
+bool rail0_out(efa_core *core, fi_addr_t addr);
+// The lowest rail beside 'except' (and the first) that reaches 'peer'
+// both ways and is not out for it; -1: none.  Under peers_lock.
+inline int other_rail(const efa_peer_t *peer, int except) {
+    const uint32_t down = __atomic_load_n(&peer->rails_down, __ATOMIC_RELAXED);
+    for (int r = 1; r < peer->num_rails && r < kMaxRails; ++r) {
+        if (r != except && (peer->rails_mutual & (1u << r)) && !(down & (1u << r)) &&
+            peer->addr[static_cast<size_t>(r) * peer->num_addrs] != FI_ADDR_NOTAVAIL) {
+            return r;
+        }
+    }
+    return -1;
+}
+// The rail that carries the core's own messages to 'peer' (probes,
+// notices): the first, or the lowest rail that reaches it both ways
+// once the first is out for it (core_rail0.cpp); -1: none.  Under
+// peers_lock.
+inline int home_rail(const efa_peer_t *peer) {
+    return __atomic_load_n(&peer->rails_down, __ATOMIC_RELAXED) & 1u ? other_rail(peer, 0) : 0;
+}
 // The notice rail_lost sends the peer, received over the first rail from
 // the process whose probe id's low 54 bits are 'id', at source 'src', that
 // took out its rail 'peer_rail' to this one (core_probe.cpp): this

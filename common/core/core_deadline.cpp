@@ -66,6 +66,8 @@ void unhold(efa_core *core, Tracked *t) {
 
 } // namespace
 
+void path_lost(efa_core *core, fi_addr_t key, int err, const char *why);
+
 void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *t = reinterpret_cast<Tracked *>(op);
     efa_core *core = t->ctx->core;
@@ -107,7 +109,7 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         owner->complete(owner, &c);
     }
     if (mine && err && unreachable(err)) {
-        efa_core_peer_lost(core, peer, err, "the provider reported it unreachable");
+        path_lost(core, peer, err, "the provider reported it unreachable");
     } else if (mine && err && err != -FI_ECANCELED && key_rail(peer) &&
                core->params.rail_failover) {
         // Any failure on a rail beside the first takes that rail out for
@@ -121,45 +123,14 @@ bool deadline_dropped(const efa_op_t *op) {
            reinterpret_cast<const Tracked *>(op)->failed.load(std::memory_order_acquire);
 }
 
-namespace {
-
-// Every address of the process 'addr' belongs to (one per context), and
-// its name.
-std::vector<fi_addr_t> same_process(efa_core *core, fi_addr_t addr, std::string *name) {
-    std::lock_guard<std::mutex> guard(core->peers_lock);
-    for (auto &kv : core->peer_index) {
-        efa_peer_t *p = kv.first;
-        for (int i = 0; i < p->num_addrs; ++i) {
-            if (p->addr[i] == addr) {
-                auto n = core->peer_names.find(p);
-                if (n != core->peer_names.end()) {
-                    *name = n->second;
-                }
-                return std::vector<fi_addr_t>(p->addr, p->addr + p->num_addrs);
-            }
-        }
+// The key's loss as the core finds it (an expiry, an unreachable error, a
+// peer's notice): the first rail's key is that rail's loss alone where the
+// peer can do without it (rail0_lost), else the peer's.
+void path_lost(efa_core *core, fi_addr_t key, int err, const char *why) {
+    if (!key_rail(key) && rail0_lost(core, key, err, why)) {
+        return;
     }
-    return {addr};
-}
-
-// The stand-ins of 'failed' still waiting in their contexts' backlogs,
-// taken out of them (deadline_lock is held: the backlogs' locks nest in
-// it, never the other way round).
-std::unordered_set<const efa_op_t *> take_unposted(const std::vector<Tracked *> &failed) {
-    std::vector<efa_op_t *> taken;
-    std::vector<efa_ctx *> ctxs;
-    std::unordered_set<const efa_op_t *> mine;
-    for (Tracked *t : failed) {
-        mine.insert(&t->op);
-        if (std::find(ctxs.begin(), ctxs.end(), t->ctx) == ctxs.end()) {
-            ctxs.push_back(t->ctx);
-        }
-    }
-    for (efa_ctx *ctx : ctxs) {
-        efa::post::take_waiting(
-            ctx, [&](const efa_op_t *op) { return mine.count(op) != 0; }, &taken);
-    }
-    return {taken.begin(), taken.end()};
+    efa_core_peer_lost(core, key, err, why);
 }
 
 // efa_core.h's efa_core_peer_lost, also the core's own way to declare a peer
@@ -168,9 +139,10 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
     const std::string why = why_c ? why_c : "";
     std::string name;
     // A rail's key (deadline_key): that rail alone is lost for the peer,
-    // or, without failover, the peer itself.
+    // or, without failover, or where it was the last that reached the
+    // peer (the first one out already), the peer itself.
     int rail = key_rail(addr);
-    if (rail && !core->params.rail_failover) {
+    if (rail && (!core->params.rail_failover || last_rail(core, key_addr(addr), rail))) {
         addr = key_addr(addr);
         rail = 0;
     }
@@ -192,11 +164,7 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
     }
     // The owners to tell now, copied under the lock: once it is released
     // the provider may hand a stand-in back and it be reused.
-    struct Failed {
-        efa_op_t *owner;
-        uint64_t flags;
-    };
-    std::vector<Failed> ops;
+    std::vector<FailedOp> ops;
     bool first;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -218,48 +186,20 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
                     give_tracked(core, t); // answered by nobody, held by nobody
                     continue;
                 }
-                t->failed.store(true, std::memory_order_release); // before the backlogs are read
                 failed.push_back(t);
             }
         }
-        const std::unordered_set<const efa_op_t *> unposted = take_unposted(failed);
-        const uint64_t until = now_ms() + core->deadline.timeout_ms();
-        for (Tracked *t : failed) {
-            if (unposted.count(&t->op)) {
-                efa::inflight_done(t->ctx, &t->op);
-                ops.push_back(Failed{t->owner, t->flags});
-                give_tracked(core, t); // nobody else ever had it
-                continue;
-            }
-            core->orphans.insert(t);
-            if (t->flags & FI_RECV) {
-                // Under the lock: a stand-in handed back meanwhile could
-                // be another operation's already, and that one cancelled.
-                t->held_err = err ? err : -FI_EHOSTUNREACH; // (0 would read as not held)
-                t->held_until = until;
-                core->held_recvs.push_back(t);
-                (void)fi_cancel(&t->ctx->ep->fid, &t->op.fi_ctx);
-                continue;
-            }
-            ops.push_back(Failed{t->owner, t->flags});
-        }
+        fail_tracked(core, failed, err, &ops);
     }
     if (first && rail) {
         rail_lost(core, key_addr(addr), rail, name, why);
     } else if (first) {
         core->rep.help("peer-unreachable", name, why, fi_strerror(-err));
     }
-    for (const Failed &f : ops) {
-        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
-        // A watch (flags 0) keeps pointing at its orphan, which lives until
-        // close: an unwatch racing with this call, or after it, then says
-        // the call is due (false) rather than that none will come.
-        if (f.flags) {
-            f.owner->tracker = nullptr;
-        }
-        f.owner->complete(f.owner, &cqe);
-    }
+    tell_failed(ops, err);
 }
+
+namespace {
 
 // The receives a lost peer's provider still holds after their grace
 // (held_until): their owners are told now.  The provider may still write
@@ -300,6 +240,15 @@ void post_probe(efa_core *core, Tracked *t);
 void send_probe(efa_core *core, fi_addr_t addr) {
     core->rep.say(20, "peer deadline: probing address " + std::to_string(addr));
     efa_ctx *ctx = core->nic->ctx(0);
+    if (rail0_out(core, addr)) { // over the peer's home rail (post_probe)
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        const auto it = core->addr_owner.find(addr);
+        const int home = it != core->addr_owner.end() ? home_rail(it->second) : -1;
+        if (home <= 0) {
+            return; // no rail left: the deadline ends the wait
+        }
+        ctx = core->rails[static_cast<size_t>(home) - 1]->ctx(0);
+    }
     const bool tagged = core->info.has_tagged;
     const uint64_t kind = tagged ? FI_SEND | FI_TAGGED : FI_SEND | FI_MSG;
     Tracked *t;
@@ -328,7 +277,20 @@ void send_probe(efa_core *core, fi_addr_t addr) {
 // next check posts it again.  Any other error is said once and the probe
 // dropped (the next check asks again).
 void post_probe(efa_core *core, Tracked *t) {
-    const ssize_t rc = probe_post_ping(t->ctx, t->peer, &t->op.fi_ctx);
+    // On the home rail (the first out for the peer), to the peer's
+    // address there: the peer's rail contexts answer pings over the rail
+    // they came by (rail_ping_received), and the answer is news of the
+    // process (rail_answer_received).
+    fi_addr_t to = t->peer;
+    if (t->ctx->rail) {
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        const auto it = core->addr_owner.find(t->peer);
+        to = it == core->addr_owner.end()
+                 ? FI_ADDR_NOTAVAIL
+                 : it->second->addr[static_cast<size_t>(t->ctx->rail) * it->second->num_addrs];
+    }
+    const ssize_t rc =
+        to == FI_ADDR_NOTAVAIL ? -FI_EHOSTUNREACH : probe_post_ping(t->ctx, to, &t->op.fi_ctx);
     if (0 == rc) {
         return;
     }
@@ -425,6 +387,10 @@ efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadlin
     if (ctx->rail && peer == FI_ADDR_NOTAVAIL) {
         return op; // a rail's address of no peer known here: nothing to track it by
     }
+    if (0 == ctx->rail && flags && rail0_out(core, peer)) {
+        *err = -FI_EHOSTUNREACH; // the first rail is out for it: its owner goes by another
+        return nullptr;
+    }
     Tracked *t;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -465,6 +431,9 @@ bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer) {
         return false;
     }
     peer = deadline_key(ctx, peer);
+    if (0 == ctx->rail && rail0_out(core, peer)) {
+        return true;
+    }
     std::lock_guard<std::mutex> guard(core->deadline_lock);
     return (0 == ctx->rail || peer != FI_ADDR_NOTAVAIL) && core->deadline.dead(peer);
 }
@@ -477,8 +446,8 @@ void rail_outs_take(efa_core *core) {
         core->rail_outs_pending.store(false, std::memory_order_relaxed);
     }
     for (fi_addr_t key : due) {
-        efa_core_peer_lost(core, key, -FI_EHOSTUNREACH,
-                           "the peer took its NIC on this path out (said over the first NIC)");
+        path_lost(core, key, -FI_EHOSTUNREACH,
+                  "the peer took its NIC on this path out (said over the first NIC)");
     }
 }
 
@@ -533,7 +502,7 @@ void deadline_tick(efa_core *core) {
                 continue;
             }
         }
-        efa_core_peer_lost(core, a, -FI_ETIMEDOUT, why.c_str());
+        path_lost(core, a, -FI_ETIMEDOUT, why.c_str());
     }
 }
 

@@ -105,6 +105,27 @@ void answered(efa_core *core, uint64_t id, fi_addr_t src) {
     }
 }
 
+// The source of a ping's answer or a notice as the same process's
+// first-rail address (*out): the first rail's as it is, as is "none"
+// (FI_ADDR_NOTAVAIL: the provider reports no sources); another rail's
+// through that rail's table (a probe or notice goes by the sender's home
+// rail once its first is out: core_rail0.cpp).  false: the table does
+// not know it.
+bool first_rail_source(efa_ctx *ctx, fi_addr_t src, fi_addr_t *out) {
+    *out = src;
+    if (0 == ctx->rail || FI_ADDR_NOTAVAIL == src) {
+        return true;
+    }
+    std::lock_guard<std::mutex> guard(ctx->core->peers_lock);
+    const auto &m = ctx->core->rail_primary[ctx->rail];
+    const auto it = m.find(src);
+    if (it == m.end()) {
+        return false;
+    }
+    *out = it->second;
+    return true;
+}
+
 // The receive that takes the peers' pings and answers, one per context,
 // posted again as each completes.
 struct ProbeRecv {
@@ -125,13 +146,21 @@ void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
     }
     const control::ProbeMsg m = cqe->err ? control::ProbeMsg{} : control::parse_probe(cqe->tag);
     if (m.valid && m.rail_out) {
-        if (!r->ctx->rail) { // sent over the first rail only
-            rail_out_received(r->ctx->core, m.id, cqe->src, m.rail);
+        // (over the sender's home rail: its first, unless that is the NIC it took out)
+        fi_addr_t from;
+        if (first_rail_source(r->ctx, cqe->src, &from)) {
+            rail_out_received(r->ctx->core, m.id, from, m.rail);
         }
     } else if (m.valid && r->ctx->rail) {
-        // A lost rail asked whether it reaches (core_rail_back.cpp).
+        // A lost rail asked whether it reaches (core_rail_back.cpp), or
+        // the peer probed by its home rail: an answer is news of the
+        // process either way.
         if (m.answer) {
             rail_answer_received(r->ctx, m.id, cqe->src);
+            fi_addr_t from;
+            if (first_rail_source(r->ctx, cqe->src, &from)) {
+                answered(r->ctx->core, m.id, from);
+            }
         } else {
             rail_ping_received(r->ctx, m.id, cqe->src);
         }

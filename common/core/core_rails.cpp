@@ -145,39 +145,48 @@ void drop_registrations(efa_core *core) {
 
 void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &peer_name,
                const std::string &why) {
-    fi_addr_t first = FI_ADDR_NOTAVAIL; // the peer's address on the first rail's context 0
+    fi_addr_t to = FI_ADDR_NOTAVAIL; // the peer on its home rail's context 0
+    efa_ctx *via = nullptr;
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
         const auto it = core->addr_owner.find(rail0);
         if (it != core->addr_owner.end()) {
-            __atomic_or_fetch(&it->second->rails_down, 1u << rail, __ATOMIC_RELAXED);
-            first = it->second->addr[0];
+            efa_peer_t *p = it->second;
+            __atomic_or_fetch(&p->rails_down, 1u << rail, __ATOMIC_RELAXED);
+            const int home = home_rail(p);
+            if (home >= 0) {
+                to = p->addr[static_cast<size_t>(home) * p->num_addrs];
+                via = home ? core->rails[static_cast<size_t>(home) - 1]->ctx(0) : core->nic->ctx(0);
+            }
         }
     }
     core->rails_lost.fetch_add(1, std::memory_order_relaxed);
     core->rail_lost_any[rail].store(true, std::memory_order_relaxed);
     drop_registrations(core);
-    // The link is silent, not the peer: the first rail carries the notice
-    // (without tags there is no space for it; DESIGN.md, "Several NICs:
-    // rails", Failover).
-    if (core->info.has_tagged && first != FI_ADDR_NOTAVAIL) {
-        probe_send_rail_out(core->nic->ctx(0), first, rail);
+    // The link is silent, not the peer: the home rail (the first, unless
+    // it is the one lost) carries the notice (without tags there is no
+    // space for it; DESIGN.md, "Several NICs: rails", Failover).
+    if (core->info.has_tagged && via) {
+        probe_send_rail_out(via, to, rail);
     }
-    const char *nic = rail - 1 < static_cast<int>(core->rails.size())
-                          ? core->rails[static_cast<size_t>(rail) - 1]->info()->domain_attr->name
-                          : "?";
-    core->rep.help("rail-lost", nic, peer_name, why);
-    rail_back_schedule(core, rail0, rail);
+    const Nic *nic = 0 == rail ? core->nic.get()
+                     : rail - 1 < static_cast<int>(core->rails.size())
+                         ? core->rails[static_cast<size_t>(rail) - 1].get()
+                         : nullptr;
+    core->rep.help("rail-lost", nic ? nic->info()->domain_attr->name : "?", peer_name, why);
+    if (rail) { // (the first stays out: its pings would be the peer's probes)
+        rail_back_schedule(core, rail0, rail);
+    }
 }
 
 void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src, int peer_rail) {
     // The peers whose probe id's low bits are 'id' (the notice's top bits
     // carry the rail), each with its rail-0 addresses and this process's
     // rail that meets the peer's NIC 'peer_rail' both ways (the path the
-    // peer lost; 0: none), and whether that rail is out already.
+    // peer lost; -1: none), and whether that rail is out already.
     struct Named {
         std::vector<fi_addr_t> addrs;
-        int rail = 0;
+        int rail = -1;
         bool down = false;
     };
     std::vector<Named> named;
@@ -190,8 +199,9 @@ void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src, int peer_rail
                 const efa_peer_t *p = i->second;
                 Named n;
                 n.addrs.assign(p->addr, p->addr + p->num_addrs);
-                for (int q = 1; q < p->num_rails && q < kMaxRails; ++q) {
-                    if (p->rail_nic[q] == peer_rail && (p->rails_mutual & (1u << q))) {
+                // (the peer's first NIC meets this process's first)
+                for (int q = 0; q < p->num_rails && q < kMaxRails; ++q) {
+                    if (p->rail_nic[q] == peer_rail && (q == 0 || (p->rails_mutual & (1u << q)))) {
                         n.rail = q;
                         n.down = __atomic_load_n(&p->rails_down, __ATOMIC_RELAXED) & (1u << q);
                         break;
@@ -213,10 +223,13 @@ void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src, int peer_rail
             // peer answers this way) or failover is off here.  From the
             // next progress call (rail_outs_take), outside this
             // completion.
-            if (n.rail && !n.down && core->params.rail_failover) {
+            if (n.rail >= 0 && !n.down && core->params.rail_failover) {
                 std::lock_guard<std::mutex> guard(core->deadline_lock);
                 for (fi_addr_t a : n.addrs) {
                     core->rail_outs_due.push_back(rail_key(a, n.rail));
+                    if (0 == n.rail) {
+                        break; // (the first rail is out for the process at once)
+                    }
                 }
                 core->rail_outs_pending.store(true, std::memory_order_relaxed);
             }

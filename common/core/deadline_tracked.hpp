@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core.hpp"
 
@@ -46,6 +47,26 @@ Tracked *take_tracked(efa_core *core, efa_op_t *owner, efa_ctx *ctx, fi_addr_t p
                       uint64_t flags);
 // deadline_lock is held.
 void give_tracked(efa_core *core, Tracked *t);
+
+// Failing tracked operations (core_deadline.cpp).  An owner to tell,
+// copied under deadline_lock: once it is released the provider may hand
+// a stand-in back and it be reused.
+struct FailedOp {
+    efa_op_t *owner;
+    uint64_t flags;
+};
+// Every address of the process 'addr' belongs to (one per context on the
+// first rail), and its name; {addr} for an address of no peer.
+std::vector<fi_addr_t> same_process(efa_core *core, fi_addr_t addr, std::string *name);
+// The stand-ins in 'failed', taken from the deadline, fail with err: the
+// owners to tell now are appended to 'tell'.  deadline_lock is held.
+void fail_tracked(efa_core *core, const std::vector<Tracked *> &failed, int err,
+                  std::vector<FailedOp> *tell);
+// Tells them (no lock held).
+void tell_failed(const std::vector<FailedOp> &ops, int err);
+// Would taking out 'rail' (> 0) leave the peer at rail-0 address 'rail0'
+// with no rail, the first being out already (core_rail0.cpp)?
+bool last_rail(efa_core *core, fi_addr_t rail0, int rail);
 
 // A completion of a stand-in that is free (in_free_list): counted, said
 // once, and ignored (a provider that completed an operation twice).

@@ -89,6 +89,28 @@ class PeerDeadline {
     // longer tracked: the caller fails them).  Idempotent.
     std::vector<Entry *> declare_dead(uint64_t peer);
 
+    // Takes the operations of 'peer' for which take(entry) is true out of
+    // tracking (the caller fails them); the peer stays alive.  One path
+    // to a process lost while the process lives on (the first rail
+    // taken out: core_rail0.cpp) fails what went by it, not what waits
+    // on the process.
+    template <class Take> std::vector<Entry *> take_if(uint64_t peer, Take take) {
+        std::vector<Entry *> ops;
+        auto it = peers_.find(peer);
+        if (it == peers_.end()) {
+            return ops;
+        }
+        for (Entry *e = it->second.head; e;) {
+            Entry *next = e->next;
+            if (take(e)) {
+                unlink(e);
+                ops.push_back(e);
+            }
+            e = next;
+        }
+        return ops;
+    }
+
     size_t tracked() const { return total_; }
 
     // Every tracked operation, no longer tracked (the core closes).

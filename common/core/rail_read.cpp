@@ -99,28 +99,42 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
         {0, r->ctx, r->addr, r->mr ? efa_mr_desc(r->mr) : nullptr, r->rkey[0]}};
     int nrails = 1;
     const int nics = r->peer ? 1 + static_cast<int>(core->rails.size()) : 1;
-    for (int k = 1; info->stripe_min && r->len >= info->stripe_min && k < nics; ++k) {
+    // Can rail k carry a part (it reaches the peer, the owner gave its key
+    // there, and the local buffer is registered on it)?
+    const auto usable = [&](int k, Rail *out) {
         const fi_addr_t a = efa_peer_rail_addr(r->peer, k, r->ctx_index, nctx);
         const int nic = r->peer->rail_nic[k]; // the owner's NIC there: its key
         if (FI_ADDR_NOTAVAIL == a || nic >= r->rkeys || (r->mr && k >= efa_mr_rails(r->mr))) {
-            continue;
+            return false;
         }
-        rails[nrails++] = {k, core->rails[static_cast<size_t>(k) - 1]->ctx(r->ctx_index), a,
-                           r->mr ? efa_mr_rail_desc(r->mr, k) : nullptr, r->rkey[nic]};
+        *out = {k, core->rails[static_cast<size_t>(k) - 1]->ctx(r->ctx_index), a,
+                r->mr ? efa_mr_rail_desc(r->mr, k) : nullptr, r->rkey[nic]};
+        return true;
+    };
+    // The first rail out for the peer (core_rail0.cpp): the lowest rail
+    // left stands in for it, as the one a failed piece goes again by.
+    int stand_in = 0;
+    if (r->peer && FI_ADDR_NOTAVAIL == efa_peer_rail_addr(r->peer, 0, r->ctx_index, nctx)) {
+        for (int k = 1; k < nics && !stand_in; ++k) {
+            stand_in = usable(k, &rails[0]) ? k : 0;
+        }
+        if (!stand_in) {
+            return -FI_EHOSTUNREACH;
+        }
+        rails[0].rail = 0; // (pieces on it are the first's: failed, they fail the read)
+    }
+    for (int k = 1; info->stripe_min && r->len >= info->stripe_min && k < nics; ++k) {
+        if (k != stand_in && usable(k, &rails[nrails])) {
+            ++nrails;
+        }
     }
     // Not striped: the one part goes over the home rail where it reaches
     // the peer (own matching's peer's rail), the first rail staying where
     // a failed piece goes again.
     int first = 0;
-    if (1 == nrails && r->home > 0 && r->home < nics) {
-        const int k = r->home;
-        const fi_addr_t a = efa_peer_rail_addr(r->peer, k, r->ctx_index, nctx);
-        const int nic = r->peer->rail_nic[k];
-        if (FI_ADDR_NOTAVAIL != a && nic < r->rkeys && (!r->mr || k < efa_mr_rails(r->mr))) {
-            rails[1] = {k, core->rails[static_cast<size_t>(k) - 1]->ctx(r->ctx_index), a,
-                        r->mr ? efa_mr_rail_desc(r->mr, k) : nullptr, r->rkey[nic]};
-            first = 1;
-        }
+    if (1 == nrails && r->home > 0 && r->home < nics && r->home != stand_in &&
+        usable(r->home, &rails[1])) {
+        first = 1;
     }
     const size_t piece_max = r->piece_max         ? r->piece_max
                              : info->max_rma_size ? info->max_rma_size

@@ -175,7 +175,10 @@ static int peer_gone(int err) {
 
 // Under mu_: every piece of r is done.  Complete the receive and answer
 // FIN, or ask for the bytes as DATA frames (CTS), or fail the receive if
-// the peer is lost.
+// the peer is lost.  A peer with a rail beside the first may have lost
+// only the path the read took (its first rail: the core fails what went
+// by it with the peer's errors): the bytes are asked for as DATA, over
+// the rails left, and a peer truly lost fails the CTS and the receive.
 void Engine::end_read(ReadOp *r) {
     reads_.erase(std::find(reads_.begin(), reads_.end(), r));
     if (r->mr) {
@@ -184,9 +187,10 @@ void Engine::end_read(ReadOp *r) {
     efa_engine_req_t *req = r->req;
     int err = 0;
     const Peer *p = peer(r->sender, err);
-    const int lost = nullptr == p ? (err ? err : -FI_ENOENT)
-                     : p->error   ? p->error
-                                  : peer_gone(r->err);
+    const int lost = nullptr == p                     ? (err ? err : -FI_ENOENT)
+                     : p->error                       ? p->error
+                     : p->net && (p->net->live & ~1u) ? 0
+                                                      : peer_gone(r->err);
     if (0 == r->err) {
         req->err = req->msg_len > req->buflen ? -FI_ETRUNC : 0;
         req->state = kDone;

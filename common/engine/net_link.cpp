@@ -74,6 +74,8 @@ NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr0, efa_ctx_t *ctx0
     p->rail_addr[0] = addr0;
     p->rail_ctx[rail] = p->ctx;
     p->rail_addr[rail] = p->addr;
+    p->live = static_cast<uint8_t>(1u | (1u << rail));
+    set_inject(p.get());
     ctx = p->ctx;
     if (rail) {
         ++stats_.rail_peers;
@@ -87,11 +89,17 @@ NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr0, efa_ctx_t *ctx0
 }
 
 void NetLink::add_turn(Peer *p, int r, fi_addr_t addr, efa_ctx_t *ctx) {
-    if (r <= 0 || r >= EFA_MAX_RAILS || nullptr == ctx || SIZE_MAX == params_.turn_min) {
+    if (r <= 0 || r >= EFA_MAX_RAILS || nullptr == ctx) {
         return;
     }
+    // (a rail to fail over to, whether or not it takes turns)
     p->rail_ctx[r] = ctx;
     p->rail_addr[r] = addr;
+    p->live = static_cast<uint8_t>(p->live | (1u << r));
+    set_inject(p);
+    if (SIZE_MAX == params_.turn_min) {
+        return;
+    }
     if (p->turn_mask <= 1) {
         ++stats_.turn_peers;
         p->turn = static_cast<uint8_t>(p->rail); // peers start their turns apart
@@ -215,7 +223,7 @@ bool NetLink::post(Peer *p) {
     memcpy(b->data, &h, sizeof(h));
     // (Not by inject on the other rails: a message there is sent again
     // from its buffer should its rail fail.)
-    bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_ && 0 == p->rail;
+    bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_ && p->may_inject;
     int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr) : -FI_EMSGSIZE;
     if (-FI_EMSGSIZE == rc) { // not by inject (or the core refused it): with a completion
         inject = false;
@@ -260,47 +268,66 @@ bool NetLink::post(Peer *p) {
     return true;
 }
 
-// p's messages leave rail (> 0) for good: those that were its own go over
-// the first rail, and its turns skip it.
-void NetLink::drop_rail(Peer *p, int rail) {
-    p->turn_mask = static_cast<uint8_t>(p->turn_mask & ~(1u << rail));
-    if (p->rail == rail) {
-        p->rail = 0;
-        p->ctx = p->ctx0;
-        p->addr = p->addr0;
-    }
+void NetLink::set_inject(Peer *p) const {
+    p->may_inject = 0 == p->rail && (1u == p->live || !params_.rail_failover);
 }
 
-// The same, where failover is on (false: rail is the first, or failover
-// is off).  Whatever else p has in flight on the rail fails too and comes
-// to fail_over.
+// p's messages leave rail for good: those that were its own go over its
+// home rail (the lowest left), and its turns skip it.
+void NetLink::drop_rail(Peer *p, int rail) {
+    p->turn_mask = static_cast<uint8_t>(p->turn_mask & ~(1u << rail));
+    p->live = static_cast<uint8_t>(p->live & ~(1u << rail));
+    if (p->live && !(p->live & (1u << p->home))) {
+        p->home = static_cast<uint8_t>(__builtin_ctz(p->live));
+    }
+    if (p->rail == rail) {
+        p->rail = p->home;
+        p->ctx = p->rail_ctx[p->home];
+        p->addr = p->rail_addr[p->home];
+    }
+    set_inject(p);
+}
+
+// The same, where failover is on: true when rail is out for p now (or
+// was already), false when it is p's last rail or failover is off.
+// Whatever else p has in flight on the rail fails too and comes to
+// fail_over.
 bool NetLink::leave_rail(Peer *p, int rail) {
-    if (0 == rail || !params_.rail_failover) {
+    if (!params_.rail_failover) {
         return false;
     }
-    drop_rail(p, rail);
-    return true;
+    if (p->live & (1u << rail)) {
+        if (p->live == (1u << rail)) {
+            return false;
+        }
+        drop_rail(p, rail);
+    }
+    return 0 != p->live && rail != p->home; // (a home to go to: each failure there drops it)
+}
+
+// b to p over 'rail', with a completion (desc: the rail's registration of
+// the slab).
+int NetLink::send_on(Peer *p, Buf *b, int rail) {
+    void *desc = rail && b->mr ? efa_mr_rail_desc(b->mr, rail) : b->desc;
+    b->rail = rail;
+    return efa_ctx_try_send(p->rail_ctx[rail], b->data, b->used, desc, p->rail_addr[rail], &b->op);
 }
 
 // b to p over 'rail', with a completion; a rail the core refuses (the
-// peer's rail taken out before this message's turn) sends it over the
-// first.
+// peer's rail taken out before this message's turn) leaves p and the
+// message goes over its home rail.
 int NetLink::post_buf(Peer *p, Buf *b, int rail) {
-    void *desc = rail && b->mr ? efa_mr_rail_desc(b->mr, rail) : b->desc;
-    if (rail && b->mr && !desc) {
+    if (rail && b->mr && !efa_mr_rail_desc(b->mr, rail)) {
         // The rail's domain has no registration of this slab (refused):
-        // where the provider wants descriptors, the peer keeps to the first.
+        // where the provider wants descriptors, the peer keeps off it.
         drop_rail(p, rail);
-        rail = 0;
-        desc = b->desc;
+        rail = p->home;
     }
-    int rc =
-        efa_ctx_try_send(p->rail_ctx[rail], b->data, b->used, desc, p->rail_addr[rail], &b->op);
-    if (rc && -FI_EAGAIN != rc && leave_rail(p, rail)) {
-        rail = 0;
-        rc = efa_ctx_try_send(p->ctx0, b->data, b->used, b->desc, p->addr0, &b->op);
+    int rc = send_on(p, b, rail);
+    while (rc && -FI_EAGAIN != rc && leave_rail(p, rail)) { // (each turn one rail fewer)
+        rail = p->home;
+        rc = send_on(p, b, rail);
     }
-    b->rail = rail;
     if (0 == rc && rail) {
         ++stats_.rail_sent;
         stats_.turns += rail != p->rail ? 1 : 0;
@@ -310,10 +337,9 @@ int NetLink::post_buf(Peer *p, Buf *b, int rail) {
 
 bool NetLink::fail_over(Buf *b) {
     Peer *p = b->peer;
-    if (0 == b->rail || p->error || !params_.rail_failover) {
+    if (p->error || !leave_rail(p, b->rail)) { // (left already when an earlier message failed)
         return false;
     }
-    leave_rail(p, b->rail); // (left already when an earlier message failed)
     // The bytes go again from a buffer of their own: a send the peer
     // deadline gave up on is still the provider's, which may read b until
     // the endpoint closes (a link back after the timeout), so b is never
@@ -327,7 +353,7 @@ bool NetLink::fail_over(Buf *b) {
     } else {
         nb = b;
     }
-    const int rc = post_buf(p, nb, 0);
+    const int rc = post_buf(p, nb, p->home);
     if (rc && -FI_EAGAIN != rc) {
         if (nb != b) {
             nb->next_free = free_;
@@ -401,7 +427,7 @@ bool NetLink::send_grant(Peer *p) {
     }
     const NetHdr h{kNetMagic, kNetVersion, 0, params_.my_vpid, kNoSeq, p->grant_out};
     int rc = -FI_EMSGSIZE;
-    if (sizeof(h) <= inject_max_ && 0 == p->rail) {
+    if (sizeof(h) <= inject_max_ && p->may_inject) {
         rc = efa_ctx_try_inject(p->ctx, &h, sizeof(h), p->addr);
     }
     if (-FI_EMSGSIZE == rc) {
@@ -484,7 +510,7 @@ void NetLink::progress_pending() {
         for (Buf *b : todo) {
             Peer *p = b->peer;
             const bool failed = 0 != p->error;
-            const int rc = failed ? p->error : post_buf(p, b, 0);
+            const int rc = failed ? p->error : post_buf(p, b, p->home);
             if (-FI_EAGAIN == rc) {
                 resend_.push_back(b);
                 pending_ = true;

@@ -60,10 +60,12 @@
 // bandwidth of them all, and the receiver's order holds what comes early
 // (NetOrder).  On a rail beside the
 // first nothing goes by inject: a message in flight there when the rail
-// fails is posted again, from its buffer, over the first rail
-// (fail_over), and the peer stays there; the receiver's order drops the
-// copy of one that had arrived after all.  The first rail's loss is the
-// peer's (the core's peer deadline), as for every other path.
+// fails is posted again, from its buffer, over the peer's home rail
+// (fail_over: the first, while it lasts), and the peer stays there; the
+// receiver's order drops the copy of one that had arrived after all.  The
+// first rail fails over the same way, to the lowest rail left: a peer
+// with another rail gets nothing by inject on the first either.  Only
+// the loss of the last rail is the peer's (the core's peer deadline).
 //
 // Threads: the owner serialises every call (the engine's mutex), and the
 // send completions, which come from the core's progress, call the owner's
@@ -172,7 +174,7 @@ struct NetStats {
     uint64_t no_credit = 0;   // times a message found its peer's grant used up
     uint64_t rail_peers = 0;  // peers whose messages went over a rail beside the first
     uint64_t rail_sent = 0;   // ... messages (and grants) posted there
-    uint64_t failed_over = 0; // messages posted again over the first rail (their rail failed)
+    uint64_t failed_over = 0; // messages posted again over the home rail (their rail failed)
     uint64_t turn_peers = 0;  // peers whose longer messages take several rails in turn
     uint64_t turns = 0;       // ... messages sent over a rail beside the first in turn
     uint32_t endpoints = 0;   // local endpoints (contexts) the peers are spread over
@@ -207,6 +209,15 @@ class NetLink {
         fi_addr_t rail_addr[EFA_MAX_RAILS] = {};
         uint8_t turn_mask = 0;
         uint8_t turn = 0;
+        // The rails that reach p and were not left (bit r), and the one
+        // that takes over what a failed rail carried: the first, or the
+        // lowest left once the first failed (leave_rail).
+        uint8_t live = 1;
+        uint8_t home = 0;
+        // Messages to p may go by inject: p's rail is the first, and no
+        // rail could take over what a failed first rail carried (an
+        // injected message has no completion to send it again from).
+        bool may_inject = true;
         uint32_t inflight = 0;
         uint64_t seq = 0;
         Buf *open = nullptr;               // frames written, not posted yet
@@ -253,11 +264,11 @@ class NetLink {
     // A completed message's buffer goes back (called by the owner's
     // 'sent' handler, under its lock); p's open message may go now.
     void release(Buf *b);
-    // b's post failed on a rail beside the first (err from its completion):
-    // post it again over the first, with its peer from now on.  True when
-    // it went or waits to (its buffer stays in flight); false when b was
-    // on the first rail already, failover is off, or the post failed for
-    // good (release it and fail the peer as before).
+    // b's post failed (err from its completion): its rail leaves the peer
+    // and b goes again over the peer's home rail, with its peer from now
+    // on.  True when it went or waits to (its buffer stays in flight);
+    // false when b's rail was the peer's last, failover is off, or the
+    // post failed for good (release it and fail the peer as before).
     bool fail_over(Buf *b);
     // Post messages that found the provider's queue full, and grants that
     // could not go; a peer may have a message injected again.
@@ -298,7 +309,9 @@ class NetLink {
     bool post(Peer *p);
     bool send_grant(Peer *p);
     int post_buf(Peer *p, Buf *b, int rail);
+    int send_on(Peer *p, Buf *b, int rail);
     void drop_rail(Peer *p, int rail);
+    void set_inject(Peer *p) const;
     bool leave_rail(Peer *p, int rail);
     bool has_credit(const Peer *p) const { return p->seq < p->limit; }
     static void on_complete(efa_op_t *op, const efa_cqe_t *cqe);

@@ -116,7 +116,7 @@ typedef struct efa_peer {
     uint32_t send_seq; /* the MTL's last seq to this process (efa_tag.h) */
     int num_rails;     /* this process's NICs (efa_core_info_t.num_nics) */
     int rails_up;      /* of them, the rails that reach this peer (rail 0 always) */
-    /* Rails taken out for this peer (bit r: rail r stopped completing or
+    /* Rails taken out for this peer (bit r: rail r, 0 included, stopped completing or
      * failed; the core sets it, atomically): owners send over the others. */
     uint32_t rails_down;
     /* The peer's NIC each rail reaches (its registration keys are per NIC:
@@ -134,7 +134,7 @@ typedef struct efa_peer {
  * FI_ADDR_NOTAVAIL where that rail does not reach it. */
 static inline fi_addr_t efa_peer_rail_addr(const efa_peer_t *peer, int rail, int index, int nctx) {
     if (rail >= peer->num_rails ||
-        (rail > 0 && (__atomic_load_n(&peer->rails_down, __ATOMIC_RELAXED) & (1u << rail)))) {
+        (__atomic_load_n(&peer->rails_down, __ATOMIC_RELAXED) & (1u << rail))) {
         return FI_ADDR_NOTAVAIL;
     }
     return peer->addr[rail * nctx + index];
@@ -378,10 +378,11 @@ uint64_t efa_core_source_forged(const efa_core_t *core);
 uint64_t efa_core_source_unchecked(const efa_core_t *core);
 
 /* Counts for the MPI_T variables (process-wide): a transfer of 'bytes'
- * striped over several rails, or (again) one of its parts sent again over
- * the first rail after its own failed. */
+ * striped over several rails, or (again) a part sent again after its rail failed. */
 void efa_core_count_stripe(size_t bytes, bool again);
-
+/* 'who' sends messages that must stay on NIC 0 (btl_efa's, the provider's
+ * tagged ones): NIC 0's loss to a peer is then the peer's (core_rail0.cpp). */
+void efa_core_pin_rail0(efa_core_t *core, const char *who);
 /* Contexts of NIC 0, the rail of every message but own matching's. */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);
 /* Context 'index' of rail 'rail' (0 <= rail < info.num_nics): the other

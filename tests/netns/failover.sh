@@ -18,6 +18,12 @@
 #     could be lost with nothing left to fail), whose rendezvous reads are
 #     striped: the job succeeds, names the NIC, and every read completed
 #     by the rails (none fell back to streaming).
+#   own-first-link-down  link-down of the FIRST rail's link under pml cm +
+#     mtl_efa with own matching (udp;ofi_rxd, btl self only, so nothing
+#     pins the peers to the first NIC): the job succeeds, names the NIC,
+#     and both processes took it out ("NICs taken out for a peer: N
+#     here", N > 0) with no peer lost.  Before the first rail could fail
+#     over, its loss was the peer's and this job failed.
 #   own-msgs-link-down  own-link-down on udp;ofi_rxd (below) with
 #     mtl_efa_debug_net_first_rail 1:
 #     the peer's messages go over the second NIC, the one that fails; the
@@ -66,7 +72,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-all_runs="link-down cut-link own-link-down own-msgs-link-down ob1-msgs-link-down rdv-link-down link-back no-failover"
+all_runs="link-down cut-link own-link-down own-first-link-down own-msgs-link-down ob1-msgs-link-down rdv-link-down link-back no-failover"
 runs=${FAILOVER_RUNS:-$all_runs}
 for r in $runs; do
     case " $all_runs " in
@@ -117,7 +123,8 @@ own_rxd=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'udp;ofi_rxd'
     --mca mtl_efa_matching own)
 
 # run NAME FAULT mpirun-args...: the stream (STREAM_S seconds, default
-# 15) with FAULT on the second rail's link of host 2 three seconds in, and
+# 15) with FAULT on the second rail's link of host 2 (the first's where
+# FAIL_RAIL is 0) three seconds in, and
 # where BACK_S is set every fault cleared that many seconds later; leaves
 # the log in $logdir/NAME.log and the job's exit status in $rc.
 run() {
@@ -131,7 +138,8 @@ run() {
     local job=$!
     # The second rail is the second NIC of the report line "N rails: A, B".
     for _ in $(seq 1 60); do
-        rail1=$(grep -o -m1 "rails: eth[0-9], eth[0-9]" "$log" 2>/dev/null | awk '{print $3}') || true
+        rail1=$(grep -o -m1 "rails: eth[0-9], eth[0-9]" "$log" 2>/dev/null |
+            awk -v f="${FAIL_RAIL:-1}" '{print $(2 + f)}' | tr -d ,) || true
         [ -n "$rail1" ] && break
         sleep 0.5
     done
@@ -177,6 +185,25 @@ if want own-link-down; then
         pass "own-link-down (own matching's reads went on, the NIC named)"
     else
         fail "own-link-down" "exit $rc, NIC named $named time(s) ($logdir/own-link-down.log)"
+    fi
+fi
+# Own matching's first NIC fails (FAIL_RAIL 0): nothing else pins the
+# peers to it (ob1 and btl_efa are not in the job), so each process takes
+# it out for its peer alone (both say so), the peer's messages go on over
+# the second NIC (what the first carried is sent again there, or refused
+# there at once and moved), and the job completes with every byte
+# checked.  Before the first rail could fail over, its loss was the
+# peer's and this job failed.
+if want own-first-link-down; then
+    log=$logdir/own-first-link-down.log
+    FAIL_RAIL=0 run own-first-link-down link-down "${own_rxd[@]}" --mca btl self
+    out=$(grep -cE "NICs taken out for a peer: [1-9][0-9]* here" "$log" || true)
+    moved=$(grep -cE "own matching over several NICs: .* [1-9][0-9]* sent again over another NIC" "$log" || true)
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] && [ "$out" -eq 2 ] &&
+        ! grep -q "stopped answering" "$log"; then
+        pass "own-first-link-down (the first NIC taken out in both processes and named; $moved process(es) sent messages in flight again)"
+    else
+        fail "own-first-link-down" "exit $rc, NIC named $named time(s), taken out in $out process(es) ($log)"
     fi
 fi
 # msgs_moved NAME ON MOVED HOW mpirun-args...: the run NAME (link-down),

@@ -1,0 +1,118 @@
+// The first rail (NIC 0 of the set) lost to one peer while other rails
+// still reach it.
+//
+// The first rail is where the core keeps what must stay on one path per
+// peer pair: the provider's tagged messages (mtl_efa's provider matching,
+// its read rendezvous, withdrawals) and btl_efa's messages, which carry no
+// sequence number a copy sent elsewhere could be told by.  Where nothing
+// of that kind uses it (no component pinned it: efa_core_pin_rail0), every
+// message to the peer is own matching's, numbered and taken on any rail,
+// and the peer can do without the first rail like any other: its
+// operations there fail and their owners send again over the peer's home
+// rail (the lowest that reaches it both ways), the core's probes and
+// notices go there too, and only the loss of the last rail is the peer's.
+// What keeps waiting on the process (watches: a receive posted for it
+// alone) stays under its first-rail key, which the probes over the home
+// rail keep alive.
+#include <string>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+#include "deadline_tracked.hpp"
+
+namespace efa {
+
+namespace {
+
+bool is_first_rail_addr(const efa_peer_t *p, fi_addr_t addr) {
+    for (int i = 0; i < p->num_addrs; ++i) {
+        if (p->addr[i] == addr) {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+bool rail0_out(efa_core *core, fi_addr_t addr) {
+    if (!core->rail0_out_any.load(std::memory_order_relaxed)) {
+        return false;
+    }
+    std::lock_guard<std::mutex> guard(core->peers_lock);
+    const auto it = core->addr_owner.find(addr);
+    return it != core->addr_owner.end() &&
+           (__atomic_load_n(&it->second->rails_down, __ATOMIC_RELAXED) & 1u);
+}
+
+bool last_rail(efa_core *core, fi_addr_t rail0, int rail) {
+    std::lock_guard<std::mutex> guard(core->peers_lock);
+    const auto it = core->addr_owner.find(rail0);
+    return it != core->addr_owner.end() &&
+           (__atomic_load_n(&it->second->rails_down, __ATOMIC_RELAXED) & 1u) &&
+           other_rail(it->second, rail) < 0;
+}
+
+bool rail0_lost(efa_core *core, fi_addr_t addr, int err, const std::string &why) {
+    if (!core->params.rail_failover || core->rails.empty() ||
+        core->rail0_pinned.load(std::memory_order_relaxed)) {
+        return false;
+    }
+    fi_addr_t first;
+    {
+        std::lock_guard<std::mutex> guard(core->peers_lock);
+        const auto it = core->addr_owner.find(addr);
+        if (it == core->addr_owner.end() || !is_first_rail_addr(it->second, addr)) {
+            return false;
+        }
+        efa_peer_t *p = it->second;
+        // Out already: what expired is what waits on the process (its
+        // probes over the home rail went unanswered), the peer's loss.
+        if ((__atomic_load_n(&p->rails_down, __ATOMIC_RELAXED) & 1u) || other_rail(p, 0) < 0) {
+            return false;
+        }
+        __atomic_or_fetch(&p->rails_down, 1u, __ATOMIC_RELAXED);
+        first = p->addr[0];
+    }
+    core->rail0_out_any.store(true, std::memory_order_relaxed);
+    std::string name;
+    const std::vector<fi_addr_t> addrs = same_process(core, first, &name);
+    if (name.empty()) {
+        name = "address " + std::to_string(first);
+    }
+    std::vector<FailedOp> ops;
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        core->deadline_any_dead.store(true, std::memory_order_relaxed);
+        const uint64_t now = now_ms();
+        std::vector<Tracked *> failed;
+        for (fi_addr_t a : addrs) {
+            // Operations that went by the first rail (flags set; probes
+            // too, which no answer will come for over it); watches stay.
+            const auto went = [](PeerDeadline::Entry *e) { return 0 != tracked_of(e)->flags; };
+            for (PeerDeadline::Entry *e : core->deadline.take_if(a, went)) {
+                Tracked *t = tracked_of(e);
+                if (t->owner == &g_probe_owner && probe_dropped(core, t)) {
+                    give_tracked(core, t);
+                    continue;
+                }
+                failed.push_back(t);
+            }
+            core->deadline.touch(a, now); // the wait was the rail's
+        }
+        fail_tracked(core, failed, err, &ops);
+    }
+    rail_lost(core, first, 0, name, why);
+    tell_failed(ops, err);
+    return true;
+}
+
+} // namespace efa
+
+extern "C" void efa_core_pin_rail0(efa_core_t *core, const char *who) {
+    const char *none = nullptr;
+    if (core && !core->rails.empty()) {
+        (void)core->rail0_pinned.compare_exchange_strong(none, who);
+    }
+}

@@ -1,0 +1,222 @@
+// The first rail lost to a peer that other rails still reach
+// (common/core/core_rail0.cpp), with a core that talks to itself on
+// tcp;ofi_rxm over two NICs (this host's interface and the loopback one,
+// as test_core_rail_back.cpp).  Where nothing pinned the first rail, its
+// loss takes it out for the peer alone: posts on it are refused, a read
+// goes by the other rail, what waits on the process lives on through
+// probes over the other rail, and only the other rail's loss then is the
+// peer's.  A component that pinned the first rail keeps its loss the
+// peer's, as before.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+#include "core_test_iface.hpp"
+#include "core_with_self.hpp"
+#include "efa_core_msg.h"
+
+namespace {
+
+constexpr size_t kLen = 1 << 20;
+
+efa_core_counters_t counters() {
+    efa_core_counters_t c{};
+    efa_core_get_current_counters(&c);
+    return c;
+}
+
+class CoreRail0 : public ::testing::Test {
+  protected:
+    void open(int peer_timeout = 60, bool failover = true) {
+        efa_core_params_t p;
+        if (!core_test_two_rails(&nics_, &p)) {
+            GTEST_SKIP() << "no interface beside loopback for a second rail";
+        }
+        p.rail_retry = 0;
+        p.rail_failover = failover;
+        p.peer_timeout = peer_timeout;
+        ASSERT_TRUE(self_.open(p));
+        core_ = self_.core();
+        ASSERT_EQ(efa_core_get_info(core_)->num_nics, 2) << "two rails: " << nics_;
+        ASSERT_TRUE(efa_core_get_info(core_)->has_tagged) << "the probes need tags";
+        nctx_ = efa_core_get_info(core_)->num_contexts;
+        ASSERT_NE(rail_addr(1), FI_ADDR_NOTAVAIL) << "rail 1 does not reach the process itself";
+        ASSERT_TRUE(self_.self()->rails_mutual & 2u) << "rail 1 does not pair back";
+    }
+    fi_addr_t rail_addr(int rail) const { return efa_peer_rail_addr(self_.self(), rail, 0, nctx_); }
+    fi_addr_t first() const { return self_.self()->addr[0]; }
+    // The first rail's key expires or fails, as the deadline would find it.
+    bool lose_first() { return efa::rail0_lost(core_, first(), -FI_ETIMEDOUT, "the test"); }
+
+    // A 1 MiB read of the process's own buffer planned as the engine
+    // plans one (the first rail's context and address, the peer's rails);
+    // its completion's error (1: none came), -FI_EIO for wrong bytes.
+    int read_planned() {
+        std::vector<uint8_t> src(kLen), dst(kLen, 0);
+        for (size_t i = 0; i < kLen; ++i) {
+            src[i] = static_cast<uint8_t>(i * 3 + 7);
+        }
+        int err = 0;
+        efa_mr_t *mr = efa_core_mr_acquire(core_, src.data(), kLen, FI_REMOTE_READ, &err);
+        if (!mr) {
+            return err ? err : -FI_ENOMEM;
+        }
+        struct Done {
+            bool done = false;
+            int err = 1;
+        } d;
+        efa_rail_read_req_t r{};
+        r.ctx = efa_core_rail_ctx(core_, 0, 0);
+        r.addr = first();
+        r.peer = self_.self();
+        r.buf = dst.data();
+        r.len = kLen;
+        r.raddr = efa_core_get_info(core_)->mr_virt_addr
+                      ? reinterpret_cast<uint64_t>(src.data())
+                      : reinterpret_cast<uint64_t>(src.data()) - efa_mr_base(mr);
+        r.rkeys = 2;
+        r.rkey[0] = efa_mr_key(mr);
+        r.rkey[1] = efa_mr_rail_key(mr, 1);
+        r.mr = efa_core_get_info(core_)->mr_local ? mr : nullptr;
+        r.done = [](void *arg, int e) {
+            static_cast<Done *>(arg)->done = true;
+            static_cast<Done *>(arg)->err = e;
+        };
+        r.arg = &d;
+        int rc = efa_core_rail_read(core_, &r, nullptr);
+        for (int i = 0; rc == 0 && i < 10000 && !d.done; ++i) {
+            efa_core_progress(core_);
+            usleep(1000);
+        }
+        efa_core_mr_release(core_, mr);
+        if (rc) {
+            return rc;
+        }
+        if (d.done && d.err == 0 && memcmp(src.data(), dst.data(), kLen) != 0) {
+            return -FI_EIO;
+        }
+        return d.err;
+    }
+
+    CoreWithSelf self_;
+    efa_core_t *core_ = nullptr;
+    int nctx_ = 1;
+    std::string nics_;
+};
+
+TEST_F(CoreRail0, TheFirstRailLeavesThePeerAloneWhereNothingPinsIt) {
+    open();
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    const efa_core_counters_t before = counters();
+    ASSERT_TRUE(lose_first()) << "the first rail's loss was not taken as a rail's";
+    EXPECT_EQ(rail_addr(0), FI_ADDR_NOTAVAIL) << "the first rail still planned";
+    EXPECT_NE(rail_addr(1), FI_ADDR_NOTAVAIL) << "the other rail went with it";
+    EXPECT_EQ(efa::home_rail(self_.self()), 1);
+    const efa_core_counters_t after = counters();
+    EXPECT_EQ(after.rails_lost, before.rails_lost + 1);
+    EXPECT_EQ(after.peers_lost, before.peers_lost) << "the peer was declared lost";
+    // A message over the first rail is refused at once; its owner goes
+    // by another (the engine's NetLink).
+    char byte = 1;
+    efa_op_t op{};
+    op.complete = efa_op_complete_nothing;
+    EXPECT_EQ(efa_ctx_try_send(efa_core_rail_ctx(core_, 0, 0), &byte, 1, nullptr, first(), &op),
+              -FI_EHOSTUNREACH);
+    EXPECT_EQ(efa_ctx_try_inject(efa_core_rail_ctx(core_, 0, 0), &byte, 1, first()),
+              -FI_EHOSTUNREACH);
+    // A read planned on the first rail goes by the other, whole.
+    EXPECT_EQ(read_planned(), 0);
+    EXPECT_GE(counters().nic_rma_bytes[1], after.nic_rma_bytes[1] + kLen)
+        << "the read did not go over NIC 1";
+    // Lost again: it is out already, so that is the process's loss.
+    EXPECT_FALSE(lose_first());
+}
+
+// After the first rail, the other's loss leaves the peer no rail: the
+// peer's loss, its operations failed on both.
+TEST_F(CoreRail0, TheLastRailLeftIsThePeers) {
+    open();
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    ASSERT_TRUE(lose_first());
+    const efa_core_counters_t before = counters();
+    efa_core_peer_lost(core_, efa::rail_key(first(), 1), -FI_EIO, "the test took it out");
+    EXPECT_EQ(counters().peers_lost, before.peers_lost + 1)
+        << "the last rail's loss was not the peer's";
+    EXPECT_EQ(counters().rails_lost, before.rails_lost) << "taken as one more rail's loss";
+}
+
+// A component whose messages must stay on the first rail pins it: its
+// loss is then the peer's, as is the first rail's loss without failover.
+TEST_F(CoreRail0, APinnedFirstRailIsThePeers) {
+    open();
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    efa_core_pin_rail0(core_, "the test's messages");
+    EXPECT_FALSE(lose_first()) << "a pinned first rail was taken out alone";
+    EXPECT_NE(rail_addr(0), FI_ADDR_NOTAVAIL);
+}
+
+TEST_F(CoreRail0, WithoutFailoverTheFirstRailIsThePeers) {
+    open(60, false);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    EXPECT_FALSE(lose_first());
+    EXPECT_NE(rail_addr(0), FI_ADDR_NOTAVAIL);
+}
+
+// What waits on the process (a watch: a receive posted for it alone)
+// stays under its first-rail key; with the first rail out, the probes
+// that keep it alive go by the other rail and their answers come back
+// there.  Probes over the first rail (its ping receives cancelled here)
+// would go unanswered and the peer be declared lost after one timeout
+// (2 s here).
+TEST_F(CoreRail0, ProbesOverTheOtherRailKeepAWatchedPeerAlive) {
+    open(2);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    ASSERT_TRUE(lose_first());
+    // The first NIC takes no more pings, as a dead NIC would not: a probe
+    // over it would never be answered.
+    for (efa_op_t *op : core_->probe_recvs) {
+        for (int i = 0; i < nctx_; ++i) {
+            (void)fi_cancel(&efa_core_rail_ctx(core_, 0, i)->ep->fid, &op->fi_ctx);
+        }
+    }
+    for (int i = 0; i < 100; ++i) {
+        efa_core_progress(core_); // the cancels complete
+    }
+    struct Watch {
+        efa_op_t op{};
+        bool called = false;
+    } w;
+    w.op.complete = [](efa_op_t *op, const efa_cqe_t *) {
+        reinterpret_cast<Watch *>(op)->called = true;
+    };
+    ASSERT_EQ(efa_core_peer_watch(core_, self_.self(), &w.op), 0);
+    const efa_core_counters_t before = counters();
+    for (int i = 0; i < 5000 && !w.called; ++i) { // 2.5 timeouts
+        efa_core_progress(core_);
+        usleep(1000);
+    }
+    EXPECT_FALSE(w.called) << "the watched peer was declared lost";
+    EXPECT_EQ(counters().peers_lost, before.peers_lost);
+    EXPECT_TRUE(efa_core_peer_unwatch(core_, &w.op));
+}
+
+} // namespace
