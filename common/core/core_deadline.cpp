@@ -447,7 +447,7 @@ void rail_outs_take(efa_core *core) {
     }
     for (fi_addr_t key : due) {
         path_lost(core, key, -FI_EHOSTUNREACH,
-                  "the peer took its NIC on this path out (said over the first NIC)");
+                  "the peer took its NIC on this path out (and told this process)");
     }
 }
 

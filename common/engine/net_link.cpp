@@ -14,6 +14,17 @@ namespace efa::engine {
 
 namespace {
 constexpr uint32_t kSlabBufs = 32;
+// Injected messages kept for a first rail that may fail (Peer::kept): per
+// peer (a round trip needs one: the answer's grant confirms it), and in
+// all, so that kept buffers never starve the link (max_bufs).
+constexpr uint32_t kKeptPerPeer = 4;
+constexpr uint32_t kKeptMax = 64;
+
+uint64_t buf_seq(const uint8_t *data) {
+    NetHdr h;
+    memcpy(&h, data, sizeof(h));
+    return h.seq;
+}
 } // namespace
 
 std::unique_ptr<NetLink> NetLink::create(const NetParams &p, SentFn sent, void *owner, int &err) {
@@ -223,8 +234,12 @@ bool NetLink::post(Peer *p) {
     memcpy(b->data, &h, sizeof(h));
     // (Not by inject on the other rails: a message there is sent again
     // from its buffer should its rail fail.)
-    bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_ && p->may_inject;
+    bool inject = 0 == p->inflight && !p->injected && b->used <= inject_max_ &&
+                  (p->may_inject || (p->keep_injected && can_keep(p)));
     int rc = inject ? efa_ctx_try_inject(p->ctx, b->data, b->used, p->addr) : -FI_EMSGSIZE;
+    if (rc && -FI_EAGAIN != rc && p->keep_injected) {
+        rc = -FI_EMSGSIZE; // the first rail refused (out for p): post_buf moves p off it
+    }
     if (-FI_EMSGSIZE == rc) { // not by inject (or the core refused it): with a completion
         inject = false;
         rc = post_buf(p, b, b->used > params_.turn_min ? next_turn(p) : p->rail);
@@ -259,8 +274,12 @@ bool NetLink::post(Peer *p) {
         p->injected = true;
         injected_.push_back(p);
         pending_ = true;
-        b->next_free = free_;
-        free_ = b;
+        if (p->keep_injected) {
+            keep(p, b); // ... or kept until p has handed it on
+        } else {
+            b->next_free = free_;
+            free_ = b;
+        }
         return true;
     }
     ++p->inflight;
@@ -269,7 +288,64 @@ bool NetLink::post(Peer *p) {
 }
 
 void NetLink::set_inject(Peer *p) const {
-    p->may_inject = 0 == p->rail && (1u == p->live || !params_.rail_failover);
+    const bool alone = 1u == p->live || !params_.rail_failover; // nothing to fail over to
+    p->may_inject = 0 == p->rail && alone;
+    p->keep_injected = 0 == p->rail && !alone;
+}
+
+bool NetLink::can_keep(const Peer *p) const {
+    return p->kept_n < kKeptPerPeer && kept_ < kKeptMax;
+}
+
+void NetLink::keep(Peer *p, Buf *b) {
+    b->next_free = p->kept;
+    p->kept = b;
+    ++p->kept_n;
+    ++kept_;
+}
+
+// p's grant (p->limit) says how many of this process's messages p has
+// handed on: limit - credit (both ends run with the same window, so the
+// same credit).  The kept ones below that are done.
+void NetLink::confirm_kept(Peer *p) {
+    const uint64_t handed_on = p->limit > params_.credit ? p->limit - params_.credit : 0;
+    for (Buf **at = &p->kept; *at;) {
+        Buf *b = *at;
+        if (buf_seq(b->data) >= handed_on) {
+            at = &b->next_free;
+            continue;
+        }
+        *at = b->next_free;
+        b->next_free = free_;
+        free_ = b;
+        --p->kept_n;
+        --kept_;
+    }
+}
+
+// The first rail left p: its injected messages not known handed on go
+// again over the home rail (posted from progress, counted in flight
+// like any; p drops the copies of those that had arrived), and the
+// grant said by inject last is said again.
+void NetLink::resend_kept(Peer *p) {
+    while (Buf *b = p->kept) {
+        p->kept = b->next_free;
+        --p->kept_n;
+        --kept_;
+        ++p->inflight;
+        ++inflight_;
+        resend_.push_back(b);
+        ++stats_.failed_over;
+        pending_ = true;
+    }
+    if (p->grant_out > kFirstGrant) {
+        p->grant_said = 0;
+        if (!p->grant_due) {
+            p->grant_due = true;
+            grants_.push_back(p);
+            pending_ = true;
+        }
+    }
 }
 
 // p's messages leave rail for good: those that were its own go over its
@@ -286,6 +362,9 @@ void NetLink::drop_rail(Peer *p, int rail) {
         p->addr = p->rail_addr[p->home];
     }
     set_inject(p);
+    if (0 == rail) {
+        resend_kept(p);
+    }
 }
 
 // The same, where failover is on: true when rail is out for p now (or
@@ -396,6 +475,13 @@ void NetLink::abandon(Peer *p, int err) {
         b->next_free = free_;
         free_ = b;
     }
+    while (Buf *b = p->kept) {
+        p->kept = b->next_free;
+        --p->kept_n;
+        --kept_;
+        b->next_free = free_;
+        free_ = b;
+    }
     if (p->waiting) {
         waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), p), waiting_.end());
         p->waiting = false;
@@ -427,8 +513,11 @@ bool NetLink::send_grant(Peer *p) {
     }
     const NetHdr h{kNetMagic, kNetVersion, 0, params_.my_vpid, kNoSeq, p->grant_out};
     int rc = -FI_EMSGSIZE;
-    if (sizeof(h) <= inject_max_ && p->may_inject) {
+    if (sizeof(h) <= inject_max_ && (p->may_inject || p->keep_injected)) {
         rc = efa_ctx_try_inject(p->ctx, &h, sizeof(h), p->addr);
+        if (rc && -FI_EAGAIN != rc && p->keep_injected) {
+            rc = -FI_EMSGSIZE; // the first rail refused: with a completion, which moves p
+        }
     }
     if (-FI_EMSGSIZE == rc) {
         Buf *b = get_buf();
@@ -464,6 +553,9 @@ void NetLink::granted(Peer *p, uint64_t grant) {
     }
     p->limit = grant;
     p->starved = false;
+    if (p->kept) {
+        confirm_kept(p);
+    }
     if (p->open && !p->waiting && p->inflight < params_.window) {
         post(p);
     }

@@ -63,9 +63,11 @@
 // fails is posted again, from its buffer, over the peer's home rail
 // (fail_over: the first, while it lasts), and the peer stays there; the
 // receiver's order drops the copy of one that had arrived after all.  The
-// first rail fails over the same way, to the lowest rail left: a peer
-// with another rail gets nothing by inject on the first either.  Only
-// the loss of the last rail is the peer's (the core's peer deadline).
+// first rail fails over the same way, to the lowest rail left: a lone
+// message injected there to a peer with another rail keeps its buffer
+// until the peer's grant shows it handed on (a few per peer; beyond,
+// messages go with a completion), so that it can go again.  Only the
+// loss of the last rail is the peer's (the core's peer deadline).
 //
 // Threads: the owner serialises every call (the engine's mutex), and the
 // send completions, which come from the core's progress, call the owner's
@@ -218,6 +220,13 @@ class NetLink {
         // rail could take over what a failed first rail carried (an
         // injected message has no completion to send it again from).
         bool may_inject = true;
+        // ... or, where one could (keep_injected), by inject with its
+        // buffer kept (kept, kept_n; linked by next_free) until p's grant
+        // says p has handed it on: should the first rail fail, the kept
+        // ones go again over the home rail and p drops the copies.
+        bool keep_injected = false;
+        Buf *kept = nullptr;
+        uint32_t kept_n = 0;
         uint32_t inflight = 0;
         uint64_t seq = 0;
         Buf *open = nullptr;               // frames written, not posted yet
@@ -312,6 +321,10 @@ class NetLink {
     int send_on(Peer *p, Buf *b, int rail);
     void drop_rail(Peer *p, int rail);
     void set_inject(Peer *p) const;
+    bool can_keep(const Peer *p) const;
+    void keep(Peer *p, Buf *b);
+    void confirm_kept(Peer *p);
+    void resend_kept(Peer *p);
     bool leave_rail(Peer *p, int rail);
     bool has_credit(const Peer *p) const { return p->seq < p->limit; }
     static void on_complete(efa_op_t *op, const efa_cqe_t *cqe);
@@ -327,6 +340,7 @@ class NetLink {
     uint32_t inflight_ = 0;
     uint32_t open_ = 0;    // peers with an open message
     uint32_t retired_ = 0; // buffers failed over and never used again (fail_over)
+    uint32_t kept_ = 0;    // injected messages' buffers kept (Peer::kept), all peers
     std::vector<Peer *> waiting_;
     std::vector<Peer *> injected_; // peers with injected set
     std::vector<Peer *> grants_;   // peers with grant_due set
