@@ -44,3 +44,10 @@ inline bool core_test_two_rails(std::string *nics, efa_core_params_t *p) {
     p->rail_failover = true;
     return true;
 }
+
+// The process's counters now (efa_core_get_current_counters).
+inline efa_core_counters_t core_test_counters() {
+    efa_core_counters_t c{};
+    efa_core_get_current_counters(&c);
+    return c;
+}

@@ -21,18 +21,13 @@
 
 #include "core.hpp"
 #include "core_test_iface.hpp"
+#include "core_test_read.hpp"
 #include "core_with_self.hpp"
 #include "efa_core_msg.h"
 
 namespace {
 
 constexpr size_t kLen = 1 << 20;
-
-efa_core_counters_t counters() {
-    efa_core_counters_t c{};
-    efa_core_get_current_counters(&c);
-    return c;
-}
 
 class CoreRail0 : public ::testing::Test {
   protected:
@@ -58,53 +53,16 @@ class CoreRail0 : public ::testing::Test {
     bool lose_first() { return efa::rail0_lost(core_, first(), -FI_ETIMEDOUT, "the test"); }
 
     // A 1 MiB read of the process's own buffer planned as the engine
-    // plans one (the first rail's context and address, the peer's rails);
-    // its completion's error (1: none came), -FI_EIO for wrong bytes.
+    // plans one (the first rail's context and address, the peer's rails).
     int read_planned() {
-        std::vector<uint8_t> src(kLen), dst(kLen, 0);
-        for (size_t i = 0; i < kLen; ++i) {
-            src[i] = static_cast<uint8_t>(i * 3 + 7);
-        }
-        int err = 0;
-        efa_mr_t *mr = efa_core_mr_acquire(core_, src.data(), kLen, FI_REMOTE_READ, &err);
-        if (!mr) {
-            return err ? err : -FI_ENOMEM;
-        }
-        struct Done {
-            bool done = false;
-            int err = 1;
-        } d;
-        efa_rail_read_req_t r{};
-        r.ctx = efa_core_rail_ctx(core_, 0, 0);
-        r.addr = first();
-        r.peer = self_.self();
-        r.buf = dst.data();
-        r.len = kLen;
-        r.raddr = efa_core_get_info(core_)->mr_virt_addr
-                      ? reinterpret_cast<uint64_t>(src.data())
-                      : reinterpret_cast<uint64_t>(src.data()) - efa_mr_base(mr);
-        r.rkeys = 2;
-        r.rkey[0] = efa_mr_key(mr);
-        r.rkey[1] = efa_mr_rail_key(mr, 1);
-        r.mr = efa_core_get_info(core_)->mr_local ? mr : nullptr;
-        r.done = [](void *arg, int e) {
-            static_cast<Done *>(arg)->done = true;
-            static_cast<Done *>(arg)->err = e;
-        };
-        r.arg = &d;
-        int rc = efa_core_rail_read(core_, &r, nullptr);
-        for (int i = 0; rc == 0 && i < 10000 && !d.done; ++i) {
-            efa_core_progress(core_);
-            usleep(1000);
-        }
-        efa_core_mr_release(core_, mr);
-        if (rc) {
-            return rc;
-        }
-        if (d.done && d.err == 0 && memcmp(src.data(), dst.data(), kLen) != 0) {
-            return -FI_EIO;
-        }
-        return d.err;
+        return core_test_read_self(core_, kLen, [this](efa_rail_read_req_t &r, efa_mr_t *mr) {
+            r.ctx = efa_core_rail_ctx(core_, 0, 0);
+            r.addr = first();
+            r.peer = self_.self();
+            r.rkeys = 2;
+            r.rkey[0] = efa_mr_key(mr);
+            r.rkey[1] = efa_mr_rail_key(mr, 1);
+        });
     }
 
     CoreWithSelf self_;
@@ -118,12 +76,12 @@ TEST_F(CoreRail0, TheFirstRailLeavesThePeerAloneWhereNothingPinsIt) {
     if (HasFatalFailure() || IsSkipped()) {
         return;
     }
-    const efa_core_counters_t before = counters();
+    const efa_core_counters_t before = core_test_counters();
     ASSERT_TRUE(lose_first()) << "the first rail's loss was not taken as a rail's";
     EXPECT_EQ(rail_addr(0), FI_ADDR_NOTAVAIL) << "the first rail still planned";
     EXPECT_NE(rail_addr(1), FI_ADDR_NOTAVAIL) << "the other rail went with it";
     EXPECT_EQ(efa::home_rail(self_.self()), 1);
-    const efa_core_counters_t after = counters();
+    const efa_core_counters_t after = core_test_counters();
     EXPECT_EQ(after.rails_lost, before.rails_lost + 1);
     EXPECT_EQ(after.peers_lost, before.peers_lost) << "the peer was declared lost";
     // A message over the first rail is refused at once; its owner goes
@@ -137,7 +95,7 @@ TEST_F(CoreRail0, TheFirstRailLeavesThePeerAloneWhereNothingPinsIt) {
               -FI_EHOSTUNREACH);
     // A read planned on the first rail goes by the other, whole.
     EXPECT_EQ(read_planned(), 0);
-    EXPECT_GE(counters().nic_rma_bytes[1], after.nic_rma_bytes[1] + kLen)
+    EXPECT_GE(core_test_counters().nic_rma_bytes[1], after.nic_rma_bytes[1] + kLen)
         << "the read did not go over NIC 1";
     // Lost again: it is out already, so that is the process's loss.
     EXPECT_FALSE(lose_first());
@@ -151,11 +109,12 @@ TEST_F(CoreRail0, TheLastRailLeftIsThePeers) {
         return;
     }
     ASSERT_TRUE(lose_first());
-    const efa_core_counters_t before = counters();
+    const efa_core_counters_t before = core_test_counters();
     efa_core_peer_lost(core_, efa::rail_key(first(), 1), -FI_EIO, "the test took it out");
-    EXPECT_EQ(counters().peers_lost, before.peers_lost + 1)
+    EXPECT_EQ(core_test_counters().peers_lost, before.peers_lost + 1)
         << "the last rail's loss was not the peer's";
-    EXPECT_EQ(counters().rails_lost, before.rails_lost) << "taken as one more rail's loss";
+    EXPECT_EQ(core_test_counters().rails_lost, before.rails_lost)
+        << "taken as one more rail's loss";
 }
 
 // A component whose messages must stay on the first rail pins it: its
@@ -209,13 +168,13 @@ TEST_F(CoreRail0, ProbesOverTheOtherRailKeepAWatchedPeerAlive) {
         reinterpret_cast<Watch *>(op)->called = true;
     };
     ASSERT_EQ(efa_core_peer_watch(core_, self_.self(), &w.op), 0);
-    const efa_core_counters_t before = counters();
+    const efa_core_counters_t before = core_test_counters();
     for (int i = 0; i < 5000 && !w.called; ++i) { // 2.5 timeouts
         efa_core_progress(core_);
         usleep(1000);
     }
     EXPECT_FALSE(w.called) << "the watched peer was declared lost";
-    EXPECT_EQ(counters().peers_lost, before.peers_lost);
+    EXPECT_EQ(core_test_counters().peers_lost, before.peers_lost);
     EXPECT_TRUE(efa_core_peer_unwatch(core_, &w.op));
 }
 

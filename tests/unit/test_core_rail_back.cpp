@@ -23,17 +23,12 @@
 #include "control_tags.hpp"
 #include "core.hpp"
 #include "core_test_iface.hpp"
+#include "core_test_read.hpp"
 #include "core_with_self.hpp"
 
 namespace {
 
 constexpr size_t kLen = 1 << 20;
-
-efa_core_counters_t counters() {
-    efa_core_counters_t c{};
-    efa_core_get_current_counters(&c);
-    return c;
-}
 
 class CoreRailBack : public ::testing::Test {
   protected:
@@ -84,49 +79,13 @@ class CoreRailBack : public ::testing::Test {
     // rail-1 address whatever the plans say (the deadline refuses it while
     // the rail is out); its completion's error (1: none came).
     int read_over_rail1() {
-        std::vector<uint8_t> src(kLen), dst(kLen, 0);
-        for (size_t i = 0; i < kLen; ++i) {
-            src[i] = static_cast<uint8_t>(i * 5 + 1);
-        }
-        int err = 0;
-        efa_mr_t *mr = efa_core_mr_acquire(core_, src.data(), kLen, FI_REMOTE_READ, &err);
-        if (!mr) {
-            return err ? err : -FI_ENOMEM;
-        }
-        struct Done {
-            bool done = false;
-            int err = 1;
-        } d;
-        efa_rail_read_req_t r{};
-        r.ctx = efa_core_rail_ctx(core_, 1, 0);
-        r.addr = self_.self()->addr[static_cast<size_t>(nctx_)];
-        r.peer = nullptr; // this rail alone
-        r.buf = dst.data();
-        r.len = kLen;
-        r.raddr = efa_core_get_info(core_)->mr_virt_addr
-                      ? reinterpret_cast<uint64_t>(src.data())
-                      : reinterpret_cast<uint64_t>(src.data()) - efa_mr_base(mr);
-        r.rkeys = 1;
-        r.rkey[0] = efa_mr_rail_key(mr, 1);
-        r.mr = efa_core_get_info(core_)->mr_local ? mr : nullptr;
-        r.done = [](void *arg, int e) {
-            static_cast<Done *>(arg)->done = true;
-            static_cast<Done *>(arg)->err = e;
-        };
-        r.arg = &d;
-        int rc = efa_core_rail_read(core_, &r, nullptr);
-        for (int i = 0; rc == 0 && i < 10000 && !d.done; ++i) {
-            efa_core_progress(core_);
-            usleep(1000);
-        }
-        efa_core_mr_release(core_, mr);
-        if (rc) {
-            return rc;
-        }
-        if (d.done && d.err == 0 && memcmp(src.data(), dst.data(), kLen) != 0) {
-            return -FI_EIO; // wrong bytes
-        }
-        return d.err;
+        return core_test_read_self(core_, kLen, [this](efa_rail_read_req_t &r, efa_mr_t *mr) {
+            r.ctx = efa_core_rail_ctx(core_, 1, 0);
+            r.addr = self_.self()->addr[static_cast<size_t>(nctx_)];
+            r.peer = nullptr; // this rail alone
+            r.rkeys = 1;
+            r.rkey[0] = efa_mr_rail_key(mr, 1);
+        });
     }
 
     CoreWithSelf self_;
@@ -140,19 +99,19 @@ TEST_F(CoreRailBack, LostRailAnswersItsPingAndIsBack) {
     if (HasFatalFailure() || IsSkipped()) {
         return;
     }
-    const efa_core_counters_t before = counters();
+    const efa_core_counters_t before = core_test_counters();
     lose_rail1();
     EXPECT_EQ(rail1(), FI_ADDR_NOTAVAIL) << "rail 1 still planned after its loss";
-    EXPECT_EQ(counters().rails_lost, before.rails_lost + 1);
+    EXPECT_EQ(core_test_counters().rails_lost, before.rails_lost + 1);
     // Not before its wait (1 s): a tenth of it in progress leaves it out.
     EXPECT_FALSE(wait_back(0.1)) << "back before common_efa_rail_retry";
     ASSERT_TRUE(wait_back(5)) << "rail 1 never came back";
-    const efa_core_counters_t after = counters();
+    const efa_core_counters_t after = core_test_counters();
     EXPECT_EQ(after.rails_back, before.rails_back + 1);
     EXPECT_EQ(after.rails_lost, before.rails_lost + 1);
     // Its deadline key is alive again: a read over it completes whole.
     EXPECT_EQ(read_over_rail1(), 0);
-    const efa_core_counters_t read = counters();
+    const efa_core_counters_t read = core_test_counters();
     EXPECT_GE(read.nic_rma_bytes[1], after.nic_rma_bytes[1] + kLen) << "not counted on NIC 1";
 }
 
@@ -205,17 +164,18 @@ TEST_F(CoreRailBack, LostRailTellsThePeer) {
     if (HasFatalFailure() || IsSkipped()) {
         return;
     }
-    const uint64_t before = counters().rail_out_notices, lost = counters().rails_lost;
+    const uint64_t before = core_test_counters().rail_out_notices,
+                   lost = core_test_counters().rails_lost;
     lose_rail1();
     bool told = false;
     for (int i = 0; i < 2000 && !told; ++i) {
         efa_core_progress(core_);
-        told = counters().rail_out_notices > before;
+        told = core_test_counters().rail_out_notices > before;
         usleep(1000);
     }
     EXPECT_TRUE(told) << "no notice of the lost rail came over the first rail in 2 s";
-    EXPECT_EQ(counters().rail_out_notices, before + 1) << "one loss, one notice";
-    EXPECT_EQ(counters().rails_lost, lost + 1)
+    EXPECT_EQ(core_test_counters().rail_out_notices, before + 1) << "one loss, one notice";
+    EXPECT_EQ(core_test_counters().rails_lost, lost + 1)
         << "the notice of a rail out already took it out again";
 }
 
@@ -227,15 +187,16 @@ TEST_F(CoreRailBack, PeersNoticeTakesTheRailOut) {
     if (HasFatalFailure() || IsSkipped()) {
         return;
     }
-    const uint64_t lost = counters().rails_lost;
+    const uint64_t lost = core_test_counters().rails_lost;
     notice(2); // no rail of this process meets a NIC 2 of the peer
     notice(1, true);
     EXPECT_NE(rail1(), FI_ADDR_NOTAVAIL) << "a notice naming no rail here, or from a stranger";
     notice(1);
     EXPECT_EQ(rail1(), FI_ADDR_NOTAVAIL) << "the peer's notice left the rail in";
-    EXPECT_EQ(counters().rails_lost, lost + 1);
+    EXPECT_EQ(core_test_counters().rails_lost, lost + 1);
     notice(1);
-    EXPECT_EQ(counters().rails_lost, lost + 1) << "a rail out already was taken out again";
+    EXPECT_EQ(core_test_counters().rails_lost, lost + 1)
+        << "a rail out already was taken out again";
 }
 
 TEST_F(CoreRailBack, PeersNoticeWithoutFailoverTakesNothing) {
@@ -243,13 +204,13 @@ TEST_F(CoreRailBack, PeersNoticeWithoutFailoverTakesNothing) {
     if (HasFatalFailure() || IsSkipped()) {
         return;
     }
-    const efa_core_counters_t before = counters();
+    const efa_core_counters_t before = core_test_counters();
     notice(1);
     EXPECT_NE(rail1(), FI_ADDR_NOTAVAIL);
-    EXPECT_EQ(counters().rails_lost, before.rails_lost);
-    EXPECT_EQ(counters().peers_lost, before.peers_lost)
+    EXPECT_EQ(core_test_counters().rails_lost, before.rails_lost);
+    EXPECT_EQ(core_test_counters().peers_lost, before.peers_lost)
         << "the notice was taken as the peer's loss";
-    EXPECT_EQ(counters().rail_out_notices, before.rail_out_notices + 1);
+    EXPECT_EQ(core_test_counters().rail_out_notices, before.rail_out_notices + 1);
 }
 
 // The notice's receiving end: a peer that had nothing in flight on the rail
@@ -278,11 +239,11 @@ TEST_F(CoreRailBack, PeersNoticeDropsEveryRegistration) {
     efa_core_progress(core_);
     EXPECT_EQ(key_now(), key) << "a notice from an unknown process dropped a registration";
 
-    const uint64_t before = counters().rail_out_notices;
+    const uint64_t before = core_test_counters().rail_out_notices;
     notice(0); // (a rail that meets nothing here: only the registrations)
     efa_core_progress(core_);
     EXPECT_NE(key_now(), key) << "a registration outlived the peer's notice";
-    EXPECT_EQ(counters().rail_out_notices, before + 1);
+    EXPECT_EQ(core_test_counters().rail_out_notices, before + 1);
 }
 
 TEST_F(CoreRailBack, LostAgainWaitsTwiceAsLong) {
