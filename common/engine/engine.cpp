@@ -310,6 +310,7 @@ Engine::Peer *Engine::net_peer(uint32_t vpid, int &err) {
         }
     }
     p->net = net_->add_peer(vpid, addr, ctx, rail, rail_addr, rail_ctx);
+    p->net->rails_down = p->rails ? &p->rails->rails_down : nullptr;
     for (int r = 1; p->rails && r < rails_; ++r) {
         fi_addr_t a;
         if (reaches(r, &a)) {
@@ -379,6 +380,7 @@ int Engine::progress() {
             }
             if (0 == (++watch_calls_ & 1023)) {
                 watch_sweep();
+                net_->leave_rails_out();
             }
         }
         if (!busy_.empty()) {

@@ -408,7 +408,7 @@ class Engine {
     void probe_lost(uint32_t vpid, int err, Membership &known);
     void unwatch_all();
     static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe);
-    uint32_t watch_calls_ = 0;   // progress calls since the sweep last looked at the clock
+    uint32_t watch_calls_ = 0;   // progress calls since the sweeps (watches, rails out) last ran
     uint64_t watch_next_ms_ = 0; // when the next sweep is due
     bool net_idle() const;
     int post_recv(uint32_t cid, int32_t src, int32_t tag, efa_engine_req_t *req, uint8_t flags);

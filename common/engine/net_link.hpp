@@ -225,6 +225,9 @@ class NetLink {
         // says p has handed it on: should the first rail fail, the kept
         // ones go again over the home rail and p drops the copies.
         bool keep_injected = false;
+        // The core's rails taken out for p (efa_peer_t.rails_down, bit r:
+        // rail r; NULL: not known), which leave_rails_out follows.
+        const uint32_t *rails_down = nullptr;
         Buf *kept = nullptr;
         uint32_t kept_n = 0;
         uint32_t inflight = 0;
@@ -279,6 +282,13 @@ class NetLink {
     // false when b's rail was the peer's last, failover is off, or the
     // post failed for good (release it and fail the peer as before).
     bool fail_over(Buf *b);
+    // Every peer leaves the rails the core took out for it (its deadline,
+    // or the peer's notice) while another rail is left: the messages kept
+    // from inject go again (resend_kept).  Called by the owner now and then
+    // (not on every progress call): a kept message has no completion to
+    // fail, and a round trip waiting on it posts nothing else that the
+    // core could refuse.
+    void leave_rails_out();
     // Post messages that found the provider's queue full, and grants that
     // could not go; a peer may have a message injected again.
     // Inline test first: the engine calls it on every progress call, and

@@ -106,6 +106,24 @@ void NetLink::drop_rail(Peer *p, int rail) {
     }
 }
 
+void NetLink::leave_rails_out() {
+    if (!params_.rail_failover) {
+        return;
+    }
+    for (const std::unique_ptr<Peer> &up : peers_) {
+        Peer *p = up.get();
+        if (!p->rails_down || p->live == (p->live & -p->live)) {
+            continue; // not known, or one rail left: its loss is the peer's
+        }
+        uint32_t out = __atomic_load_n(p->rails_down, __ATOMIC_RELAXED) & p->live;
+        while (out && p->live != out) {
+            const int r = __builtin_ctz(out);
+            out &= out - 1;
+            drop_rail(p, r);
+        }
+    }
+}
+
 // The same, where failover is on: true when rail is out for p now (or
 // was already), false when it is p's last rail or failover is off.
 // Whatever else p has in flight on the rail fails too and comes to

@@ -4,8 +4,9 @@
 // a peer that another rail reaches goes by inject with its buffer kept
 // until the peer's grant shows it handed on; when the first rail is out
 // for the peer, the next message is refused there and the peer moves to
-// the other rail, the kept message going again there; a grant covering a
-// kept message frees it.
+// the other rail, the kept message going again there (or at once, when
+// the link follows the rails the core took out); a grant covering a kept
+// message frees it.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -127,6 +128,28 @@ TEST_F(NetLinkRail0, AnInjectedMessageIsKeptAndGoesAgainWhenTheFirstRailFails) {
     EXPECT_EQ(completed_, 2) << "the kept message and the new one did not both complete";
     EXPECT_EQ(last_err_, 0);
     EXPECT_EQ(link_->stats().failed_over, 1u) << "the kept message was not sent again";
+    EXPECT_EQ(peer_->error, 0);
+}
+
+// A round trip waits on the kept message: nothing else goes to the peer,
+// so no post is refused; the link follows the core's rails out instead.
+TEST_F(NetLinkRail0, AKeptMessageGoesAgainWithNothingElseSent) {
+    peer_->rails_down = &self_.self()->rails_down;
+    send_small();
+    ASSERT_EQ(peer_->kept_n, 1u);
+    link_->leave_rails_out();
+    EXPECT_EQ(peer_->kept_n, 1u) << "left the first rail while the core still had it";
+    ASSERT_TRUE(efa::rail0_lost(core_, self_.self()->addr[0], -FI_ETIMEDOUT, "the test"));
+    link_->leave_rails_out();
+    EXPECT_EQ(peer_->rail, 1) << "the peer stayed on the rail the core took out";
+    EXPECT_EQ(peer_->live, 2u);
+    EXPECT_EQ(peer_->kept_n, 0u);
+    for (int i = 0; i < 5000 && completed_ < 1; ++i) {
+        pump();
+    }
+    EXPECT_EQ(completed_, 1) << "the kept message did not go again";
+    EXPECT_EQ(last_err_, 0);
+    EXPECT_EQ(link_->stats().failed_over, 1u);
     EXPECT_EQ(peer_->error, 0);
 }
 
