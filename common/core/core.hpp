@@ -15,6 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <rdma/fi_domain.h> // (FI_HMEM_DEVICE_ONLY: in fabric.h before libfabric 2.0)
+
 #include "core_report.hpp"
 #include "efa_device.h"
 #include "efa_core.h"
@@ -80,6 +82,21 @@ class FiMrBackend : public MrBackend {
     std::atomic<uint64_t> dmabuf_regs_{0}; // device registrations made through a dmabuf
     Reporter *dmabuf_rep_ = nullptr;
 };
+
+// The flags a device allocation is registered with: FI_HMEM_DEVICE_ONLY
+// for a device's own memory (every allocation the device seam describes
+// is: managed memory counts as host memory), which tells libfabric's shm
+// that it may hand the buffer to its peer by the device's IPC instead of
+// copying it through host memory, and which efa accepts (all its device
+// memory is so); none for host memory.
+inline uint64_t device_mr_flags(int iface) {
+#ifdef FI_HMEM_DEVICE_ONLY
+    return FI_HMEM_SYSTEM != iface ? FI_HMEM_DEVICE_ONLY : 0;
+#else
+    (void)iface;
+    return 0;
+#endif
+}
 
 // Registrations through a dmabuf (FI_MR_DMABUF) exist in the headers
 // built with and in the API version asked for: libfabric hands the dmabuf

@@ -29,6 +29,18 @@ static void device_attr(const efa_device_hmem_t &h, fi_mr_attr *attr) {
     }
 }
 
+// fi_mr_regattr with a device allocation's flags (device_mr_flags); a
+// provider that knows no FI_HMEM_DEVICE_ONLY (-FI_EBADFLAGS) is asked
+// again without it.
+static int regattr_device(fid_domain *domain, const fi_mr_attr &attr, uint64_t flags, fid_mr **mr) {
+    const uint64_t device_only = device_mr_flags(attr.iface);
+    int rc = fi_mr_regattr(domain, &attr, flags | device_only, mr);
+    if (rc == -FI_EBADFLAGS && device_only) {
+        rc = fi_mr_regattr(domain, &attr, flags, mr);
+    }
+    return rc;
+}
+
 int FiMrBackend::reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
                          const efa_device_hmem_t *hmem, fid_mr **out) {
     fid_mr *mr = nullptr;
@@ -41,7 +53,7 @@ int FiMrBackend::reg_one(const Domain &d, void *base, size_t len, uint64_t acces
         attr.access = access;
         attr.requested_key = key;
         device_attr(*hmem, &attr);
-        rc = fi_mr_regattr(d.domain, &attr, 0, &mr);
+        rc = regattr_device(d.domain, attr, 0, &mr);
     } else {
         rc = fi_mr_reg(d.domain, base, len, access, 0, key, 0, &mr, nullptr);
     }
@@ -104,7 +116,7 @@ int FiMrBackend::reg_dmabuf(void *base, size_t len, uint64_t access, uint64_t ke
     attr.requested_key = key;
     device_attr(h, &attr);
     fid_mr *mr = nullptr;
-    int rc = fi_mr_regattr(domains_[0].domain, &attr, FI_MR_DMABUF, &mr);
+    int rc = regattr_device(domains_[0].domain, attr, FI_MR_DMABUF, &mr);
     close(fd); // the registration holds the pages, not the descriptor
     if (rc == 0 && (rc = bind_and_enable(domains_[0], mr)) == 0) {
         *out = mr;

@@ -6,7 +6,8 @@
 // its address came back; without FI_HMEM nothing is registered.  Where
 // libfabric has FI_MR_DMABUF (1.20+) an allocation goes through the dmabuf
 // the fake exports (its memfd), else, or where the device exports none, by
-// its address.
+// its address.  A device's own memory is registered with
+// FI_HMEM_DEVICE_ONLY, host memory without it.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -18,6 +19,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 
+#include "core.hpp"
 #include "core_test_params.hpp"
 #include "efa_core.h"
 #include "efa_device.h"
@@ -220,6 +222,18 @@ TEST_F(CoreDeviceMr, AnAllocationWithoutADmabufIsRegisteredByAddress) {
 #ifdef FI_MR_DMABUF
     EXPECT_EQ(dmabuf_regs_after_one(), 1u);
 #endif
+}
+
+// A device's memory is registered as its alone (FI_HMEM_DEVICE_ONLY:
+// libfabric's shm then hands it to its peer by the device's IPC); host
+// memory (the fake's, described as FI_HMEM_SYSTEM) without the flag.
+TEST(DeviceMrFlags, DeviceMemoryIsRegisteredAsTheDevicesAlone) {
+#ifdef FI_HMEM_DEVICE_ONLY
+    for (int iface : {FI_HMEM_CUDA, FI_HMEM_ROCR, FI_HMEM_ZE}) {
+        EXPECT_EQ(efa::device_mr_flags(iface), FI_HMEM_DEVICE_ONLY) << "interface " << iface;
+    }
+#endif
+    EXPECT_EQ(efa::device_mr_flags(FI_HMEM_SYSTEM), 0u);
 }
 
 TEST_F(CoreDeviceMr, DmabufOffRegistersByAddress) {
