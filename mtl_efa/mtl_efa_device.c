@@ -18,9 +18,10 @@
  * hands a contiguous device buffer on as it is, this MTL packs such a
  * send through that convertor.  Where Open MPI has no accelerator (4.1
  * without CUDA; 5.0 on a node without a GPU driver) and no fake, verbose
- * 1 says that device buffers are not supported here.  Sends: one malloc
- * and one device copy before the send; receives: a host buffer, copied to
- * the device when the message is in.  Where this MTL copies, two paths
+ * 1 says that device buffers are not supported here.  Sends: one device
+ * copy into a host buffer before the send; receives: a host buffer,
+ * copied to the device when the message is in (host buffers of 64 KiB and
+ * more kept for the next message: efa_stage.h).  Where this MTL copies, two paths
  * take device buffers uncopied: to processes of this node the engine's
  * IPC (mtl_efa_device_ipc), and to and from peers the provider carries a
  * provider that granted FI_HMEM (common_efa_hmem), the buffer registered
@@ -88,6 +89,15 @@ bool ompi_mtl_efa_device_init(void) {
 }
 
 void ompi_mtl_efa_device_fini(void) {
+    if (ompi_mtl_efa.device_staging) {
+        efa_stage_counts_t n;
+        efa_stage_get_counts(&n);
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: host buffers of 64 KiB or more for device bytes: %llu, %llu "
+                            "of them kept from an earlier message",
+                            (unsigned long long)n.pooled, (unsigned long long)n.reused);
+        efa_stage_trim();
+    }
     if (ompi_mtl_efa.device_hmem) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: device buffers handed to the provider as they are "
@@ -187,7 +197,7 @@ static bool on_device(const struct opal_convertor_t *convertor, const void *buf,
  * is, packed into host memory by that convertor (its CUDA copy). */
 static int pack_cuda41(struct opal_convertor_t *convertor, void **buffer, size_t length,
                        bool *free_buffer) {
-    struct iovec iov = {malloc(length), length};
+    struct iovec iov = {efa_stage_get(length), length};
     uint32_t count = 1;
     size_t packed = length;
     if (NULL == iov.iov_base) {
@@ -195,7 +205,7 @@ static int pack_cuda41(struct opal_convertor_t *convertor, void **buffer, size_t
     }
     if (opal_convertor_pack(convertor, &iov, &count, &packed) < 0 || packed != length) {
         copy_failed("a send's buffer to the host", length);
-        free(iov.iov_base);
+        efa_stage_free(iov.iov_base);
         return OMPI_ERROR;
     }
     *buffer = iov.iov_base;
@@ -242,7 +252,7 @@ int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **bu
         /* (a buffer the convertor allocated is its host copy already) */
         return *free_buffer ? OMPI_SUCCESS : pack_cuda41(convertor, buffer, length, free_buffer);
     }
-    void *host = malloc(length);
+    void *host = efa_stage_get(length);
     int rc = NULL == host ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
     if (OMPI_SUCCESS == rc && 0 != efa_device_copy(host, *buffer, length)) {
         copy_failed("a send's buffer to the host", length);
@@ -253,7 +263,7 @@ int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **bu
         *free_buffer = false;
     }
     if (OMPI_SUCCESS != rc) {
-        free(host);
+        efa_stage_free(host);
         return rc;
     }
     *buffer = host;
@@ -267,7 +277,7 @@ int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
         !on_device(req->convertor, req->buffer, req->length)) {
         return OMPI_SUCCESS;
     }
-    void *host = malloc(req->length);
+    void *host = efa_stage_get(req->length);
     if (NULL == host) {
         if (req->free_buffer) {
             efa_device_release(req->buffer); /* Open MPI's device buffer to unpack from */
@@ -317,7 +327,7 @@ void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool 
             efa_device_release(dev);
         }
     }
-    free(req->buffer);
+    efa_stage_free(req->buffer);
     req->buffer = dev;
     req->free_buffer = req->device_temp = false;
 }

@@ -9,6 +9,7 @@
 
 #include "mtl_efa.h"
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
+#include "efa_stage.h"
 
 /* At init, with the core acquired: who copies device buffers (sets
  * ompi_mtl_efa.device_staging, says so at verbose 1); whether pml/cm is

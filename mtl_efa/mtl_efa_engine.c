@@ -301,7 +301,7 @@ void ompi_mtl_efa_engine_fini(void) {
 static void send_done(efa_engine_req_t *r) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(r, on);
     if (req->free_buffer) {
-        free(req->buffer);
+        efa_stage_free(req->buffer);
     }
     if (req->super.ompi_req) {
         ompi_status_public_t *status = &req->super.ompi_req->req_status;
@@ -343,7 +343,7 @@ int ompi_mtl_efa_engine_isend(struct ompi_communicator_t *comm, int dest, int ta
     int rc = start_send(comm, dest, tag, mode, req, device);
     if (OPAL_UNLIKELY(rc < 0)) {
         if (req->free_buffer) {
-            free(req->buffer);
+            efa_stage_free(req->buffer);
         }
         return rc;
     }
@@ -375,7 +375,7 @@ int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag
         rc = OMPI_SUCCESS;
     }
     if (free_buffer) {
-        free(buffer);
+        efa_stage_free(buffer);
     }
     return rc;
 }

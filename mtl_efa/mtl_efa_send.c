@@ -20,7 +20,7 @@ static void send_finish_one(mca_mtl_efa_request_t *req) {
         return;
     }
     if (req->free_buffer) {
-        free(req->buffer);
+        efa_stage_free(req->buffer);
     }
     if (req->mr) {
         efa_core_mr_release(ompi_mtl_efa.core, req->mr);
@@ -402,7 +402,7 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
          * the provider a completion entry and progress a dispatch. */
         rc = inject_send(comm, dest, tag, req->buffer, req->length);
         if (OPAL_UNLIKELY(req->free_buffer)) {
-            free(req->buffer);
+            efa_stage_free(req->buffer);
         }
         if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
             req->is_send = true;
@@ -414,7 +414,7 @@ int ompi_mtl_efa_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     rc = start_send(req, comm, dest, tag, mode);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         if (req->free_buffer) {
-            free(req->buffer);
+            efa_stage_free(req->buffer);
         }
         if (req->mr) {
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
@@ -447,7 +447,7 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
         0 != ompi_mtl_efa.inject_size && NULL == hmem_mr) {
         rc = inject_send(comm, dest, tag, buffer, length);
         if (OPAL_UNLIKELY(free_buffer)) {
-            free(buffer);
+            efa_stage_free(buffer);
         }
         return rc;
     }
@@ -466,7 +466,7 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
     rc = start_send(req, comm, dest, tag, mode);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         if (req->free_buffer) {
-            free(req->buffer);
+            efa_stage_free(req->buffer);
         }
         if (req->mr) {
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);

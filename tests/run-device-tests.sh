@@ -140,12 +140,23 @@ ok=0
     grep -q "FI_HMEM not asked for (common_efa_hmem off): copied through the host" <<<"$OUT" &&
     ! grep -q "handed to the provider as they are" <<<"$OUT" && ok=1
 verdict hmem-off $ok "exit $RC, or device buffers went to the provider with common_efa_hmem off"
-run "${hmem[@]}" --mca common_efa_provider_include tcp "$prog" -s 64K
+# There the host buffers of 64 KiB and more that carry the device bytes
+# are kept from one message to the next (their pages faulted in and
+# registered once): most are reused.
+stage_counts() { # the finalize lines' host buffers and those kept, summed
+    sed -n "s/.*host buffers of 64 KiB or more for device bytes: \([0-9]*\), \([0-9]*\) of them kept.*/\1 \2/p" <<<"$OUT" |
+        awk '{n += $1; k += $2} END {print n + 0, k + 0}'
+}
+run "${hmem[@]}" --mca common_efa_provider_include tcp "$prog" -s 256K
+read -r staged kept < <(stage_counts)
 ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&
     grep -q "FI_HMEM asked for, not granted by the provider: copied through the host" <<<"$OUT" &&
     ! grep -q "handed to the provider as they are" <<<"$OUT" && ok=1
 verdict hmem-not-granted $ok "exit $RC, or a provider without FI_HMEM was handed device buffers"
+ok=0
+[ $RC -eq 0 ] && [ "$staged" -gt 0 ] && [ $((2 * kept)) -gt "$staged" ] && ok=1
+verdict staged-buffers-kept $ok "exit $RC: $staged host buffers of 64 KiB or more for device bytes, $kept kept from an earlier message"
 
 # btl_efa: a window in device memory registered with its device where shm
 # granted FI_HMEM, and every put and get with device memory on either side

@@ -1,0 +1,173 @@
+// Host buffers for device bytes staged through the host (efa_stage.h).
+#include "stage_pool.hpp"
+
+#include <atomic>
+#include <cstdlib>
+
+#include <sys/mman.h>
+
+#include "efa_stage.h"
+
+namespace efa {
+
+namespace {
+
+// The class of len (a power of two from kMinShift), or -1 above the last.
+int class_of(size_t len) {
+    int shift = StagePool::kMinShift;
+    while (shift <= StagePool::kMaxShift && (size_t{1} << shift) < len) {
+        ++shift;
+    }
+    return shift <= StagePool::kMaxShift ? shift - StagePool::kMinShift : -1;
+}
+
+size_t class_len(int c) {
+    return size_t{1} << (c + StagePool::kMinShift);
+}
+
+void *map(size_t len) {
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+} // namespace
+
+StagePool::~StagePool() {
+    trim();
+}
+
+void *StagePool::get(size_t len) {
+    if (len < (size_t{1} << kMinShift)) {
+        return malloc(len ? len : 1);
+    }
+    const int c = class_of(len);
+    const size_t mapped = c >= 0 ? class_len(c) : (len + 4095) & ~size_t{4095};
+    {
+        std::lock_guard<std::mutex> guard(lock_);
+        ++pooled_;
+        if (c >= 0 && !idle_[c].empty()) {
+            void *p = idle_[c].back();
+            idle_[c].pop_back();
+            idle_bytes_ -= mapped;
+            ++reused_;
+            return p;
+        }
+    }
+    void *p = map(mapped);
+    if (!p) {
+        return nullptr;
+    }
+    std::lock_guard<std::mutex> guard(lock_);
+    owned_.emplace(p, mapped);
+    return p;
+}
+
+void StagePool::put(void *p) {
+    if (!p) {
+        return;
+    }
+    size_t len = 0;
+    {
+        std::lock_guard<std::mutex> guard(lock_);
+        const auto it = owned_.find(p);
+        if (it == owned_.end()) {
+            free(p); // (outside the lock would do too; it is malloc's)
+            return;
+        }
+        len = it->second;
+        const int c = class_of(len);
+        if (c >= 0 && class_len(c) == len && idle_bytes_ + len <= idle_cap_) {
+            idle_[c].push_back(p);
+            idle_bytes_ += len;
+            return;
+        }
+        owned_.erase(it);
+    }
+    munmap(p, len); // above the last class, or more idle than the cap
+}
+
+void StagePool::trim() {
+    std::vector<std::pair<void *, size_t>> out;
+    {
+        std::lock_guard<std::mutex> guard(lock_);
+        for (int c = 0; c < kClasses; ++c) {
+            for (void *p : idle_[c]) {
+                out.emplace_back(p, class_len(c));
+                owned_.erase(p);
+            }
+            idle_[c].clear();
+        }
+        idle_bytes_ = 0;
+    }
+    for (const auto &[p, len] : out) {
+        munmap(p, len);
+    }
+}
+
+uint64_t StagePool::pooled() const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return pooled_;
+}
+
+uint64_t StagePool::reused() const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return reused_;
+}
+
+size_t StagePool::idle_bytes() const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return idle_bytes_;
+}
+
+bool StagePool::owns(const void *p) const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return owned_.count(p) != 0;
+}
+
+} // namespace efa
+
+namespace {
+// Never destroyed: a buffer may come back from a component's last
+// completion after static destructors ran.
+efa::StagePool &pool() {
+    static auto *p = new efa::StagePool();
+    return *p;
+}
+// A pooled buffer was ever handed out: until then every buffer given back
+// is malloc's (Open MPI's packed copies of host datatypes), freed at once.
+std::atomic<bool> g_pooled{false};
+} // namespace
+
+extern "C" {
+
+void *efa_stage_get(size_t len) {
+    if (len >= (size_t{1} << efa::StagePool::kMinShift) &&
+        !g_pooled.load(std::memory_order_relaxed)) {
+        g_pooled.store(true, std::memory_order_relaxed);
+    }
+    return pool().get(len);
+}
+
+void efa_stage_free(void *p) {
+    // (a buffer of the pool was handed out, so the flag is set, in the
+    // thread that gives it back or before the hand-over that brought it)
+    if (__builtin_expect(!g_pooled.load(std::memory_order_relaxed), 1)) {
+        free(p);
+        return;
+    }
+    pool().put(p);
+}
+
+void efa_stage_trim(void) {
+    if (g_pooled.load(std::memory_order_relaxed)) {
+        pool().trim();
+    }
+}
+
+void efa_stage_get_counts(efa_stage_counts_t *out) {
+    out->pooled = pool().pooled();
+    out->reused = pool().reused();
+    out->idle_bytes = pool().idle_bytes();
+}
+
+} // extern "C"

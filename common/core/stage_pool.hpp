@@ -1,0 +1,42 @@
+// The pool of efa_stage.h: host buffers for device bytes staged through
+// the host, kept so that their pages stay faulted in and registered.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace efa {
+
+class StagePool {
+  public:
+    static constexpr int kMinShift = 16; // 64 KiB: below, malloc
+    static constexpr int kMaxShift = 26; // 64 MiB: above, mapped for one message
+    static constexpr size_t kIdleCap = size_t{128} << 20;
+
+    explicit StagePool(size_t idle_cap = kIdleCap) : idle_cap_(idle_cap) {}
+    ~StagePool();
+    StagePool(const StagePool &) = delete;
+    StagePool &operator=(const StagePool &) = delete;
+
+    void *get(size_t len);
+    void put(void *p); // get's, or malloc's
+    void trim();
+    uint64_t pooled() const;
+    uint64_t reused() const;
+    size_t idle_bytes() const;
+    bool owns(const void *p) const;
+
+  private:
+    static constexpr int kClasses = kMaxShift - kMinShift + 1;
+    mutable std::mutex lock_;
+    const size_t idle_cap_;
+    size_t idle_bytes_ = 0;
+    std::vector<void *> idle_[kClasses];
+    std::unordered_map<const void *, size_t> owned_; // mapped by this pool: its length
+    uint64_t pooled_ = 0, reused_ = 0;
+};
+
+} // namespace efa

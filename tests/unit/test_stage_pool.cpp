@@ -1,0 +1,164 @@
+// The host buffers that carry device bytes through the host
+// (common/core/stage_pool.cpp, efa_stage.h): a large one given back is
+// handed out again with its pages (so its registration stays valid), small
+// ones are malloc's, the idle bytes never pass the cap, and a buffer the
+// pool did not hand out is freed, not kept.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <atomic>
+#include <vector>
+
+#include "efa_stage.h"
+#include "stage_pool.hpp"
+
+namespace {
+
+constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
+
+TEST(StagePool, ALargeBufferGivenBackIsHandedOutAgain) {
+    efa::StagePool pool;
+    void *a = pool.get(4 * kMiB);
+    ASSERT_NE(nullptr, a);
+    EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(a) % 4096) << "registrations want whole pages";
+    memset(a, 0x5a, 4 * kMiB);
+    pool.put(a);
+    EXPECT_EQ(4 * kMiB, pool.idle_bytes());
+    // Any length of the same power-of-two class takes it.
+    void *b = pool.get(3 * kMiB + 1);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(0x5a, static_cast<unsigned char *>(b)[4 * kMiB - 1]) << "the same pages, kept";
+    EXPECT_EQ(2u, pool.pooled());
+    EXPECT_EQ(1u, pool.reused());
+    EXPECT_EQ(0u, pool.idle_bytes());
+    pool.put(b);
+}
+
+TEST(StagePool, BuffersInUseAreNeverHandedOutTwice) {
+    efa::StagePool pool;
+    void *a = pool.get(1 * kMiB);
+    void *b = pool.get(1 * kMiB);
+    ASSERT_NE(nullptr, a);
+    ASSERT_NE(nullptr, b);
+    EXPECT_NE(a, b);
+    pool.put(a);
+    void *c = pool.get(1 * kMiB);
+    EXPECT_EQ(a, c);
+    void *d = pool.get(1 * kMiB);
+    EXPECT_NE(b, d);
+    EXPECT_NE(c, d);
+    for (void *p : {b, c, d}) {
+        pool.put(p);
+    }
+}
+
+TEST(StagePool, SmallBuffersAreMallocsAndNotKept) {
+    efa::StagePool pool;
+    void *a = pool.get(64 * kKiB - 1);
+    ASSERT_NE(nullptr, a);
+    memset(a, 1, 64 * kKiB - 1);
+    EXPECT_FALSE(pool.owns(a));
+    pool.put(a); // free()d (the sanitizer tests see a leak or a bad free)
+    EXPECT_EQ(0u, pool.idle_bytes());
+    EXPECT_EQ(0u, pool.pooled());
+    void *z = pool.get(0);
+    EXPECT_NE(nullptr, z);
+    pool.put(z);
+}
+
+TEST(StagePool, ABufferItDidNotHandOutIsFreedNotKept) {
+    efa::StagePool pool;
+    pool.put(pool.get(1 * kMiB)); // the pool in use
+    void *m = malloc(1 * kMiB);   // Open MPI's packed copy of a host datatype
+    ASSERT_NE(nullptr, m);
+    pool.put(m);
+    EXPECT_EQ(1 * kMiB, pool.idle_bytes()) << "a malloc'd buffer was kept as the pool's";
+    EXPECT_FALSE(pool.owns(m));
+    pool.put(nullptr); // nothing
+}
+
+TEST(StagePool, IdleBytesStayUnderTheCap) {
+    efa::StagePool pool(8 * kMiB);
+    std::vector<void *> held;
+    for (int i = 0; i < 5; ++i) {
+        held.push_back(pool.get(2 * kMiB));
+        ASSERT_NE(nullptr, held.back());
+    }
+    for (void *p : held) {
+        pool.put(p);
+    }
+    EXPECT_EQ(8 * kMiB, pool.idle_bytes());
+    // The fifth was unmapped: not the pool's any more.
+    int owned = 0;
+    for (void *p : held) {
+        owned += pool.owns(p) ? 1 : 0;
+    }
+    EXPECT_EQ(4, owned);
+    pool.trim();
+    EXPECT_EQ(0u, pool.idle_bytes());
+    for (void *p : held) {
+        EXPECT_FALSE(pool.owns(p));
+    }
+}
+
+TEST(StagePool, ABufferAboveTheLastSizeServesOneMessage) {
+    efa::StagePool pool;
+    const size_t big = (size_t{1} << efa::StagePool::kMaxShift) + 1;
+    void *a = pool.get(big);
+    ASSERT_NE(nullptr, a);
+    static_cast<char *>(a)[big - 1] = 1;
+    EXPECT_TRUE(pool.owns(a));
+    pool.put(a);
+    EXPECT_FALSE(pool.owns(a)) << "kept, where it would hold its pages for no later message";
+    EXPECT_EQ(0u, pool.idle_bytes());
+}
+
+TEST(StagePool, ThreadsTakeAndGiveBackEachTheirOwn) {
+    efa::StagePool pool;
+    std::vector<std::thread> threads;
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&pool, &wrong, t] {
+            for (int i = 0; i < 200; ++i) {
+                auto *p = static_cast<unsigned char *>(pool.get(128 * kKiB));
+                memset(p, t, 128 * kKiB);
+                if (p[0] != t || p[128 * kKiB - 1] != t) {
+                    ++wrong;
+                }
+                pool.put(p);
+            }
+        });
+    }
+    for (auto &th : threads) {
+        th.join();
+    }
+    EXPECT_EQ(0, wrong.load()) << "one buffer handed to two threads at once";
+    EXPECT_EQ(800u, pool.pooled());
+    EXPECT_LE(pool.idle_bytes(), 4 * 128 * kKiB);
+}
+
+TEST(EfaStage, TheProcessPoolFreesMallocsAndKeepsItsOwn) {
+    void *m = malloc(100);
+    efa_stage_free(m); // before or after the pool's first use: free()d
+    efa_stage_counts_t before;
+    efa_stage_get_counts(&before);
+    void *a = efa_stage_get(256 * kKiB);
+    ASSERT_NE(nullptr, a);
+    efa_stage_free(a);
+    void *b = efa_stage_get(256 * kKiB);
+    EXPECT_EQ(a, b);
+    efa_stage_counts_t after;
+    efa_stage_get_counts(&after);
+    EXPECT_EQ(before.pooled + 2, after.pooled);
+    EXPECT_EQ(before.reused + 1, after.reused);
+    efa_stage_free(b);
+    efa_stage_free(malloc(1 * kMiB));
+    efa_stage_trim();
+    efa_stage_get_counts(&after);
+    EXPECT_EQ(0u, after.idle_bytes);
+}
+
+} // namespace
