@@ -341,6 +341,8 @@ void Engine::get_stats(efa_engine_stats_t *out) const {
         out->net_rail_recv_failed = net_rail_recv_failed_;
         out->net_turn_peers = net_->stats().turn_peers;
         out->net_turns = net_->stats().turns;
+        out->net_taken_back = net_->stats().taken_back;
+        out->net_sent_back = net_->stats().sent_back;
     }
 }
 

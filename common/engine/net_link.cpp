@@ -75,6 +75,7 @@ NetLink::Peer *NetLink::add_peer(uint32_t vpid, fi_addr_t addr0, efa_ctx_t *ctx0
     p->rail_ctx[rail] = p->ctx;
     p->rail_addr[rail] = p->addr;
     p->live = static_cast<uint8_t>(1u | (1u << rail));
+    p->own_rail = static_cast<uint8_t>(rail);
     set_inject(p.get());
     ctx = p->ctx;
     if (rail) {
@@ -105,6 +106,7 @@ void NetLink::add_turn(Peer *p, int r, fi_addr_t addr, efa_ctx_t *ctx) {
         p->turn = static_cast<uint8_t>(p->rail); // peers start their turns apart
     }
     p->turn_mask = static_cast<uint8_t>(p->turn_mask | 1u | (1u << r));
+    p->turn_rails = p->turn_mask;
 }
 
 int NetLink::next_turn(Peer *p) {

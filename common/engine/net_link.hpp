@@ -179,6 +179,8 @@ struct NetStats {
     uint64_t failed_over = 0; // messages posted again over the home rail (their rail failed)
     uint64_t turn_peers = 0;  // peers whose longer messages take several rails in turn
     uint64_t turns = 0;       // ... messages sent over a rail beside the first in turn
+    uint64_t taken_back = 0;  // rails a peer's messages took again once the core put them back
+    uint64_t sent_back = 0;   // ... messages posted over such a rail since
     uint32_t endpoints = 0;   // local endpoints (contexts) the peers are spread over
 };
 
@@ -216,6 +218,13 @@ class NetLink {
         // lowest left once the first failed (leave_rail).
         uint8_t live = 1;
         uint8_t home = 0;
+        // The rail add_peer gave p, those that took turns (add_turn), the
+        // ones left because the core took them out (leave_rails_out: taken
+        // again once it puts them back), and those taken again.
+        uint8_t own_rail = 0;
+        uint8_t turn_rails = 0;
+        uint8_t left_out = 0;
+        uint8_t back = 0;
         // Messages to p may go by inject: p's rail is the first, and no
         // rail could take over what a failed first rail carried (an
         // injected message has no completion to send it again from).
@@ -288,6 +297,9 @@ class NetLink {
     // (not on every progress call): a kept message has no completion to
     // fail, and a round trip waiting on it posts nothing else that the
     // core could refuse.
+    // ... and takes again the rails it left so whose loss the core
+    // undid (the peer answered over them: core_rail_back.cpp), with their
+    // turns: a NIC back after a fault carries messages again.
     void leave_rails_out();
     // Post messages that found the provider's queue full, and grants that
     // could not go; a peer may have a message injected again.
@@ -330,6 +342,7 @@ class NetLink {
     int post_buf(Peer *p, Buf *b, int rail);
     int send_on(Peer *p, Buf *b, int rail);
     void drop_rail(Peer *p, int rail);
+    void take_back(Peer *p, uint8_t rails);
     void set_inject(Peer *p) const;
     bool can_keep(const Peer *p) const;
     void keep(Peer *p, Buf *b);

@@ -106,20 +106,55 @@ void NetLink::drop_rail(Peer *p, int rail) {
     }
 }
 
+// Rails the core put back for p (bits of 'rails', each left by
+// leave_rails_out): p's messages take them again, in turn where they took
+// turns before, and p's own rail is its rail again.  The peer's stream
+// is ordered by sequence numbers, whatever rail each message takes.
+void NetLink::take_back(Peer *p, uint8_t rails) {
+    p->left_out = static_cast<uint8_t>(p->left_out & ~rails);
+    for (; rails; rails &= static_cast<uint8_t>(rails - 1)) {
+        const int r = __builtin_ctz(rails);
+        const auto bit = static_cast<uint8_t>(1u << r);
+        if (!p->rail_ctx[r]) {
+            continue;
+        }
+        p->live = static_cast<uint8_t>(p->live | bit);
+        p->back = static_cast<uint8_t>(p->back | bit);
+        if (p->turn_rails & bit) {
+            p->turn_mask = static_cast<uint8_t>(p->turn_mask | bit);
+        }
+        if (p->own_rail == r && p->rail != r) { // (its home stays: the lowest left)
+            p->rail = r;
+            p->ctx = p->rail_ctx[r];
+            p->addr = p->rail_addr[r];
+        }
+        ++stats_.taken_back;
+    }
+    set_inject(p);
+}
+
 void NetLink::leave_rails_out() {
     if (!params_.rail_failover) {
         return;
     }
     for (const std::unique_ptr<Peer> &up : peers_) {
         Peer *p = up.get();
-        if (!p->rails_down || p->live == (p->live & -p->live)) {
-            continue; // not known, or one rail left: its loss is the peer's
+        if (!p->rails_down) {
+            continue; // not known
         }
-        uint32_t out = __atomic_load_n(p->rails_down, __ATOMIC_RELAXED) & p->live;
+        const uint32_t down = __atomic_load_n(p->rails_down, __ATOMIC_RELAXED);
+        if (const auto back = static_cast<uint8_t>(p->left_out & ~down)) {
+            take_back(p, back);
+        }
+        if (p->live == (p->live & -p->live)) {
+            continue; // one rail left: its loss is the peer's
+        }
+        uint32_t out = down & p->live;
         while (out && p->live != out) {
             const int r = __builtin_ctz(out);
             out &= out - 1;
             drop_rail(p, r);
+            p->left_out = static_cast<uint8_t>(p->left_out | (1u << r));
         }
     }
 }
@@ -167,6 +202,7 @@ int NetLink::post_buf(Peer *p, Buf *b, int rail) {
     if (0 == rc && rail) {
         ++stats_.rail_sent;
         stats_.turns += rail != p->rail ? 1 : 0;
+        stats_.sent_back += (p->back >> rail) & 1u;
     }
     return rc;
 }

@@ -305,6 +305,9 @@ typedef struct efa_engine_stats {
     /* Peers whose streamed data and reads take every NIC that reaches them
      * in turn, and the messages sent over a NIC beside the first so. */
     uint64_t net_turn_peers, net_turns;
+    /* NICs a peer's messages took again once the core put them back after
+     * a fault, and the provider messages sent over them since. */
+    uint64_t net_taken_back, net_sent_back;
     /* Rendezvous messages in device memory: copied device to device by the
      * device's IPC, and those streamed through the rings instead (IPC
      * refused, or the receiver's copy failed). */

@@ -54,6 +54,10 @@
 #     registrations too ("NICs taken out for a peer: N here, M by a peer
 #     that told this process", M > 0, in a process), and every message's
 #     bytes were right after the link came back.
+#   own-link-back  the same under pml cm + mtl_efa with own matching
+#     (udp;ofi_rxd): the NIC put back, own matching's messages take it
+#     again ("N NIC(s) taken again once back, M message(s) sent over them
+#     since", N, M > 0 in a process).
 #   no-failover  control: link-down with common_efa_rail_failover 0, where
 #     a rail's failure is the peer's loss; passes when the job fails
 #     (non-zero exit, the peer named unreachable) within the time limit:
@@ -72,7 +76,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-all_runs="link-down cut-link own-link-down own-first-link-down own-msgs-link-down ob1-msgs-link-down rdv-link-down link-back no-failover"
+all_runs="link-down cut-link own-link-down own-first-link-down own-msgs-link-down ob1-msgs-link-down rdv-link-down link-back own-link-back no-failover"
 runs=${FAILOVER_RUNS:-$all_runs}
 for r in $runs; do
     case " $all_runs " in
@@ -272,6 +276,23 @@ if want link-back; then
         pass "link-back (the NIC lost, its peer told, put back, and carrying bytes again: ${then_bytes} -> ${end_bytes})"
     else
         fail "link-back" "exit $rc, NIC named $named time(s), $told process(es) told by the peer, back: '${back_line:-none}', bytes then ${then_bytes:-?}, at the end ${end_bytes:-?} ($logdir/link-back.log)"
+    fi
+fi
+# The same under pml cm + mtl_efa with own matching (udp;ofi_rxd): once
+# the core puts the NIC back, its messages take it again ("N NIC(s) taken
+# again once back, M message(s) sent over them since", N and M > 0 in a
+# process), and every message's bytes were right.
+if want own-link-back; then
+    log=$logdir/own-link-back.log
+    STREAM_S=24 BACK_S=6 run own-link-back link-down "${own_rxd[@]}" --mca btl self \
+        --mca common_efa_rail_retry 2
+    back=$(grep -c "NIC $lost_nic reaches .* again" "$log" || true)
+    retaken=$(grep -cE "[1-9][0-9]* NIC\(s\) taken again once back, [1-9][0-9]* message\(s\) sent over them since" "$log" || true)
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] && [ "$back" -gt 0 ] &&
+        [ "$retaken" -gt 0 ]; then
+        pass "own-link-back (the NIC lost, put back in $back process(es), its messages over it again in $retaken)"
+    else
+        fail "own-link-back" "exit $rc, NIC named $named time(s), put back in $back process(es), messages over it again in $retaken ($log)"
     fi
 fi
 if want no-failover; then

@@ -6,7 +6,9 @@
 // for the peer, the next message is refused there and the peer moves to
 // the other rail, the kept message going again there (or at once, when
 // the link follows the rails the core took out); a grant covering a kept
-// message frees it.
+// message frees it.  A rail the core takes out and puts back (the peer
+// answered over it) is left and then taken again, a peer whose own rail
+// it was moving back to it.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -168,6 +170,50 @@ TEST_F(NetLinkRail0, AGrantBelowAKeptMessageKeepsIt) {
     ASSERT_EQ(peer_->kept_n, 2u) << "two lone messages, both injected and kept";
     link_->granted(peer_, link_->credit() + 1); // message 0 handed on, not message 1
     EXPECT_EQ(peer_->kept_n, 1u);
+}
+
+// The core takes the second rail out and puts it back: the link leaves it
+// and takes it again, and a peer whose messages went over it has them go
+// there again.
+TEST_F(NetLinkRail0, ARailTheCorePutsBackIsTakenAgain) {
+    const efa_peer_t *self = self_.self();
+    NetLink::Peer *q =
+        link_->add_peer(1, self->addr[0], efa_core_rail_ctx(core_, 0, 0), 1,
+                        self->addr[static_cast<size_t>(nctx_)], efa_core_rail_ctx(core_, 1, 0));
+    ASSERT_NE(q, nullptr);
+    for (NetLink::Peer *p : {peer_, q}) {
+        p->rails_down = &self->rails_down;
+    }
+    ASSERT_EQ(q->rail, 1);
+    efa::rail_lost(core_, self->addr[0], 1, "the process itself", "the test");
+    ASSERT_TRUE(__atomic_load_n(&self->rails_down, __ATOMIC_RELAXED) & 2u);
+    link_->leave_rails_out();
+    EXPECT_EQ(q->rail, 0) << "the peer stayed on the rail the core took out";
+    EXPECT_EQ(q->live, 1u);
+    EXPECT_EQ(peer_->live, 1u);
+    // What put_back does once the peer answered over the rail.
+    __atomic_and_fetch(const_cast<uint32_t *>(&self->rails_down), ~2u, __ATOMIC_RELAXED);
+    link_->leave_rails_out();
+    EXPECT_EQ(q->live, 3u) << "the rail put back was not taken again";
+    EXPECT_EQ(peer_->live, 3u);
+    EXPECT_EQ(q->rail, 1) << "the peer's messages did not go back to their own rail";
+    EXPECT_EQ(peer_->rail, 0);
+    EXPECT_EQ(link_->stats().taken_back, 2u);
+    void *f = link_->reserve(q, kFrame);
+    ASSERT_NE(f, nullptr);
+    memset(f, 0x3c, kFrame);
+    link_->commit(q, kFrame);
+    for (int i = 0; i < 5000 && completed_ < 1; ++i) {
+        pump();
+    }
+    EXPECT_EQ(completed_, 1);
+    EXPECT_EQ(last_err_, 0);
+    EXPECT_EQ(link_->stats().sent_back, 1u) << "the message did not go over the rail taken back";
+    // Taken out again: left again (a flapping link fails over each time).
+    __atomic_or_fetch(const_cast<uint32_t *>(&self->rails_down), 2u, __ATOMIC_RELAXED);
+    link_->leave_rails_out();
+    EXPECT_EQ(q->rail, 0);
+    EXPECT_EQ(q->live, 1u);
 }
 
 } // namespace
