@@ -167,6 +167,11 @@ void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
     } else if (m.valid) {
         if (m.answer) {
             answered(r->ctx->core, m.id, cqe->src);
+            // An answer over the first rail to the ping of a first rail
+            // taken out (core_rail_back.cpp) puts it back.
+            if (r->ctx->core->rail_retry_on.load(std::memory_order_relaxed)) {
+                rail_answer_received(r->ctx, m.id, cqe->src);
+            }
         } else {
             answer(r->ctx, m.id, cqe->src);
         }

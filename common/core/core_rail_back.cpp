@@ -1,13 +1,17 @@
 // A lost rail brought back (rail_back.hpp).
 //
 // A rail is taken out for a peer when its operations fail or stop
-// completing (rail_lost); what it carried goes over the first rail.  A
+// completing (rail_lost); what it carried goes over the peer's home rail
+// (the first, or the lowest left once the first is out).  A
 // link that comes back (a cable reseated, a switch port restarted) would
 // otherwise leave the process with fewer NICs for the rest of the job.
 // So, common_efa_rail_retry seconds after the loss, the core pings the
 // peer over that rail alone, in the probe space of the tag
 // (core_probe.cpp): the peer's rail contexts take pings and answer over
-// the same rail.  Only the answer is news (a stream provider completes a
+// the same rail.  The first rail, where nothing pinned it (core_rail0.cpp),
+// is asked the same way: its ping is a peer probe over it, which the peer
+// answers over it as any, and that answer puts it back too.  Only the
+// answer is news (a stream provider completes a
 // send once a local socket takes it); it clears the rail's bit in the
 // peer's rails_down and revives the rail's keys in the peer deadline, so
 // the next striped transfer plans with it.  No answer by the next try:
@@ -38,9 +42,16 @@ struct RailPing {
 };
 
 const char *nic_name(const efa_core *core, int rail) {
-    return rail >= 1 && rail <= static_cast<int>(core->rails.size())
+    return 0 == rail ? core->nic->info()->domain_attr->name
+           : rail >= 1 && rail <= static_cast<int>(core->rails.size())
                ? core->rails[static_cast<size_t>(rail) - 1]->info()->domain_attr->name
                : "?";
+}
+
+// The first NIC meets the peer's first both ways; another only where the
+// pairing says so (efa_peer_t.rails_mutual).
+bool pairs_back(const efa_peer_t *p, int rail) {
+    return 0 == rail || (p->rails_mutual & (1u << rail));
 }
 
 uint64_t rail_bytes(int rail) {
@@ -94,7 +105,7 @@ std::vector<RailPeer> peers_on_rail(efa_core *core, uint64_t id, int rail, int i
     auto range = core->peers_by_probe_id.equal_range(id);
     for (auto i = range.first; i != range.second; ++i) {
         const efa_peer_t *p = i->second;
-        if (rail >= p->num_rails || !(p->rails_mutual & (1u << rail))) {
+        if (rail >= p->num_rails || !pairs_back(p, rail)) {
             continue;
         }
         const fi_addr_t *at = p->addr + static_cast<size_t>(rail) * nctx;
@@ -178,7 +189,7 @@ void rail_back_schedule(efa_core *core, fi_addr_t rail0, int rail) {
         auto it = core->addr_owner.find(rail0);
         if (it != core->addr_owner.end()) {
             first = it->second->addr[0]; // one entry per peer and rail, whichever context failed
-            if (!(it->second->rails_mutual & (1u << rail))) {
+            if (!pairs_back(it->second, rail)) {
                 stays = "the peer's NIC on it pairs with another of this process's NICs";
             }
         }
@@ -256,11 +267,13 @@ void rail_back_tick(efa_core *core, uint64_t now) {
                 to = p->addr[static_cast<size_t>(rail) * core->nic->num_contexts()];
             }
         }
-        // The rail's own address of the peer, whatever rails_down says.
-        const ssize_t rc = to == FI_ADDR_NOTAVAIL
-                               ? 0
-                               : probe_post_ping(core->rails[static_cast<size_t>(rail) - 1]->ctx(0),
-                                                 to, &d.ping->op.fi_ctx);
+        // The rail's own address of the peer, whatever rails_down says
+        // (on the first rail the ping is a peer probe to the peer, which
+        // answers it over that rail as any).
+        efa_ctx *via =
+            rail ? core->rails[static_cast<size_t>(rail) - 1]->ctx(0) : core->nic->ctx(0);
+        const ssize_t rc =
+            to == FI_ADDR_NOTAVAIL ? 0 : probe_post_ping(via, to, &d.ping->op.fi_ctx);
         std::lock_guard<std::mutex> guard(core->deadline_lock);
         auto it = core->rail_retries.find(d.key);
         RailRetry *r =
@@ -313,7 +326,7 @@ void rail_answer_received(efa_ctx *ctx, uint64_t id, fi_addr_t src) {
 
 void rail_back_forget(efa_core *core, fi_addr_t rail0) {
     std::lock_guard<std::mutex> guard(core->deadline_lock);
-    for (int r = 1; r < kMaxRails; ++r) {
+    for (int r = 0; r < kMaxRails; ++r) {
         core->rail_retries.erase(rail_key(rail0, r));
     }
 }

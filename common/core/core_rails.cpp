@@ -174,9 +174,7 @@ void rail_lost(efa_core *core, fi_addr_t rail0, int rail, const std::string &pee
                          ? core->rails[static_cast<size_t>(rail) - 1].get()
                          : nullptr;
     core->rep.help("rail-lost", nic ? nic->info()->domain_attr->name : "?", peer_name, why);
-    if (rail) { // (the first stays out: its pings would be the peer's probes)
-        rail_back_schedule(core, rail0, rail);
-    }
+    rail_back_schedule(core, rail0, rail);
 }
 
 void rail_out_received(efa_core *core, uint64_t id, fi_addr_t src, int peer_rail) {

@@ -257,6 +257,9 @@ bool NetLink::post(Peer *p) {
     ++p->seq;
     p->grant_said = std::max(p->grant_said, h.grant);
     ++stats_.messages;
+    if (__builtin_expect(0 != p->back, 0)) { // (an inject went over p's rail)
+        stats_.sent_back += (p->back >> (inject ? p->rail : b->rail)) & 1u;
+    }
     if (b->frames > 1) {
         ++stats_.batched;
     }

@@ -219,7 +219,7 @@ class NetLink {
         uint8_t live = 1;
         uint8_t home = 0;
         // The rail add_peer gave p, those that took turns (add_turn), the
-        // ones left because the core took them out (leave_rails_out: taken
+        // ones left while the core held them out (leave_rails_out: taken
         // again once it puts them back), and those taken again.
         uint8_t own_rail = 0;
         uint8_t turn_rails = 0;

@@ -106,10 +106,11 @@ void NetLink::drop_rail(Peer *p, int rail) {
     }
 }
 
-// Rails the core put back for p (bits of 'rails', each left by
-// leave_rails_out): p's messages take them again, in turn where they took
-// turns before, and p's own rail is its rail again.  The peer's stream
-// is ordered by sequence numbers, whatever rail each message takes.
+// Rails the core put back for p (bits of 'rails', each left while the
+// core held it out): p's messages take them again, in turn where they
+// took turns before, p's own rail is its rail again, and the home is the
+// lowest rail again (the first, once it is back).  The peer's stream is
+// ordered by sequence numbers, whatever rail each message takes.
 void NetLink::take_back(Peer *p, uint8_t rails) {
     p->left_out = static_cast<uint8_t>(p->left_out & ~rails);
     for (; rails; rails &= static_cast<uint8_t>(rails - 1)) {
@@ -130,6 +131,7 @@ void NetLink::take_back(Peer *p, uint8_t rails) {
         }
         ++stats_.taken_back;
     }
+    p->home = static_cast<uint8_t>(__builtin_ctz(p->live));
     set_inject(p);
 }
 
@@ -146,6 +148,10 @@ void NetLink::leave_rails_out() {
         if (const auto back = static_cast<uint8_t>(p->left_out & ~down)) {
             take_back(p, back);
         }
+        // Left while the core holds them out (here, or by a post it
+        // refused: post_buf): taken again once it puts them back.  A rail
+        // left for a failure the core did not see stays left.
+        p->left_out = static_cast<uint8_t>(p->left_out | (down & ~p->live));
         if (p->live == (p->live & -p->live)) {
             continue; // one rail left: its loss is the peer's
         }
@@ -202,7 +208,6 @@ int NetLink::post_buf(Peer *p, Buf *b, int rail) {
     if (0 == rc && rail) {
         ++stats_.rail_sent;
         stats_.turns += rail != p->rail ? 1 : 0;
-        stats_.sent_back += (p->back >> rail) & 1u;
     }
     return rc;
 }

@@ -6,7 +6,8 @@
 // goes by the other rail, what waits on the process lives on through
 // probes over the other rail, and only the other rail's loss then is the
 // peer's.  A component that pinned the first rail keeps its loss the
-// peer's, as before.
+// peer's, as before.  With common_efa_rail_retry set, the first rail is
+// asked again like any and comes back once the peer answers over it.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -32,12 +33,12 @@ constexpr size_t kLen = 1 << 20;
 
 class CoreRail0 : public ::testing::Test {
   protected:
-    void open(int peer_timeout = 60, bool failover = true) {
+    void open(int peer_timeout = 60, bool failover = true, int retry_s = 0) {
         efa_core_params_t p;
         if (!core_test_two_rails(&nics_, &p)) {
             GTEST_SKIP() << "no interface beside loopback for a second rail";
         }
-        p.rail_retry = 0;
+        p.rail_retry = retry_s;
         p.rail_failover = failover;
         p.peer_timeout = peer_timeout;
         ASSERT_TRUE(self_.open(p));
@@ -117,6 +118,42 @@ TEST_F(CoreRail0, TheFirstRailLeavesThePeerAloneWhereNothingPinsIt) {
         << "the read did not go over NIC 1";
     // Lost again: it is out already, so that is the process's loss.
     EXPECT_FALSE(lose_first());
+}
+
+// common_efa_rail_retry seconds after its loss the core pings the peer
+// over the first rail (a peer probe there), the peer (itself) answers
+// over it, and the answer puts it back: planned again, the home again,
+// posts on it taken.
+TEST_F(CoreRail0, TheFirstRailComesBackOnceThePeerAnswersOverIt) {
+    open(60, true, 1);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    const efa_core_counters_t before = core_test_counters();
+    ASSERT_TRUE(lose_first());
+    ASSERT_EQ(rail_addr(0), FI_ADDR_NOTAVAIL);
+    EXPECT_EQ(efa::home_rail(self_.self()), 1);
+    bool back = false;
+    for (int i = 0; i < 5000 && !back; ++i) {
+        efa_core_progress(core_);
+        back = rail_addr(0) != FI_ADDR_NOTAVAIL;
+        usleep(1000);
+    }
+    ASSERT_TRUE(back) << "the first rail never came back";
+    EXPECT_EQ(efa::home_rail(self_.self()), 0);
+    const efa_core_counters_t after = core_test_counters();
+    EXPECT_EQ(after.rails_back, before.rails_back + 1);
+    EXPECT_EQ(after.peers_lost, before.peers_lost) << "the peer was declared lost";
+    char byte = 1;
+    EXPECT_NE(efa_ctx_try_inject(efa_core_rail_ctx(core_, 0, 0), &byte, 1, first()),
+              -FI_EHOSTUNREACH)
+        << "posts on the first rail still refused once it is back";
+    // A read planned on the first rail goes by it again.
+    EXPECT_EQ(read_planned(), 0);
+    EXPECT_GE(core_test_counters().nic_rma_bytes[0], after.nic_rma_bytes[0] + kLen / 2)
+        << "the read did not go over NIC 0";
+    // Lost again: taken out again, not the peer's loss.
+    EXPECT_TRUE(lose_first());
 }
 
 // After the first rail, the other's loss leaves the peer no rail: the

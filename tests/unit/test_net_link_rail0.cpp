@@ -216,4 +216,29 @@ TEST_F(NetLinkRail0, ARailTheCorePutsBackIsTakenAgain) {
     EXPECT_EQ(q->live, 1u);
 }
 
+// The first rail taken out and put back: the peer's messages go there
+// again, the first is the home again, and a lone message there keeps its
+// buffer again (another rail could take it over).
+TEST_F(NetLinkRail0, TheFirstRailPutBackIsTheHomeAgain) {
+    peer_->rails_down = &self_.self()->rails_down;
+    ASSERT_TRUE(efa::rail0_lost(core_, self_.self()->addr[0], -FI_ETIMEDOUT, "the test"));
+    link_->leave_rails_out();
+    ASSERT_EQ(peer_->rail, 1);
+    ASSERT_EQ(peer_->home, 1);
+    __atomic_and_fetch(&self_.self()->rails_down, ~1u, __ATOMIC_RELAXED);
+    link_->leave_rails_out();
+    EXPECT_EQ(peer_->live, 3u);
+    EXPECT_EQ(peer_->rail, 0) << "the peer's messages did not go back to the first rail";
+    EXPECT_EQ(peer_->home, 0);
+    EXPECT_TRUE(peer_->keep_injected);
+    send_small();
+    EXPECT_EQ(peer_->kept_n, 1u) << "a lone message on the first rail did not keep its buffer";
+    for (int i = 0; i < 5000 && 0 == link_->stats().injected; ++i) {
+        pump();
+    }
+    EXPECT_EQ(link_->stats().injected, 1u);
+    EXPECT_EQ(link_->stats().taken_back, 1u);
+    EXPECT_EQ(link_->stats().sent_back, 1u) << "the inject over the first rail not counted";
+}
+
 } // namespace
