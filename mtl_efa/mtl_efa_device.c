@@ -327,7 +327,12 @@ void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool 
             efa_device_release(dev);
         }
     }
-    efa_stage_free(req->buffer);
+    /* (one that was not delivered may still be the provider's) */
+    if (deliver) {
+        efa_stage_free(req->buffer);
+    } else {
+        efa_stage_drop(req->buffer);
+    }
     req->buffer = dev;
     req->free_buffer = req->device_temp = false;
 }

@@ -303,7 +303,12 @@ void ompi_mtl_efa_engine_fini(void) {
 static void send_done(efa_engine_req_t *r) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(r, on);
     if (req->free_buffer) {
-        efa_stage_free(req->buffer);
+        /* (a failed send's buffer may still be the provider's) */
+        if (OPAL_LIKELY(0 == r->err)) {
+            efa_stage_free(req->buffer);
+        } else {
+            efa_stage_drop(req->buffer);
+        }
     }
     if (req->super.ompi_req) {
         ompi_status_public_t *status = &req->super.ompi_req->req_status;

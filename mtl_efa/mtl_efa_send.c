@@ -20,7 +20,12 @@ static void send_finish_one(mca_mtl_efa_request_t *req) {
         return;
     }
     if (req->free_buffer) {
-        efa_stage_free(req->buffer);
+        /* (a failed send's buffer may still be the provider's) */
+        if (OPAL_LIKELY(OMPI_SUCCESS == req->error)) {
+            efa_stage_free(req->buffer);
+        } else {
+            efa_stage_drop(req->buffer);
+        }
     }
     if (req->mr) {
         efa_core_mr_release(ompi_mtl_efa.core, req->mr);

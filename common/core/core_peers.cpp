@@ -98,6 +98,7 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
     peer->num_rails = nrails;
     peer->rails_up = 1;
     peer->rails_down = 0;
+    peer->rails_back = 0;
     for (int r = 0; r < EFA_MAX_RAILS; ++r) {
         peer->rail_nic[r] = static_cast<uint8_t>(r < nrails && pairing[r] > 0 ? pairing[r] : 0);
     }

@@ -147,8 +147,12 @@ void put_back(efa_core *core, fi_addr_t rail0, int rail) {
         it->second.down = false;
         lost_bytes = it->second.lost_bytes;
         const uint64_t now = now_ms();
+        // (the first rail's keys are the process's own, never declared
+        // dead for the rail: rail0_lost)
         for (fi_addr_t a : addrs) {
-            (void)core->deadline.revive(rail_key(a, rail), now);
+            if (rail) {
+                (void)core->deadline.revive(rail_key(a, rail), now);
+            }
         }
     }
     {
@@ -165,11 +169,14 @@ void put_back(efa_core *core, fi_addr_t rail0, int rail) {
         auto it = core->rail_retries.find(rail_key(rail0, rail));
         again = it != core->rail_retries.end() && it->second.down;
     }
-    if (again) {
+    {
         std::lock_guard<std::mutex> guard(core->peers_lock);
         if (efa_peer_t *p = peer_at(core, rail0)) {
-            __atomic_or_fetch(&p->rails_down, 1u << rail, __ATOMIC_RELAXED);
+            __atomic_or_fetch(again ? &p->rails_down : &p->rails_back, 1u << rail,
+                              __ATOMIC_RELAXED);
         }
+    }
+    if (again) {
         return;
     }
     counts::add(counts::kRailsBack, 1);

@@ -44,11 +44,12 @@ void *StagePool::get(size_t len) {
     const size_t mapped = c >= 0 ? class_len(c) : (len + 4095) & ~size_t{4095};
     {
         std::lock_guard<std::mutex> guard(lock_);
-        ++pooled_;
         if (c >= 0 && !idle_[c].empty()) {
             void *p = idle_[c].back();
             idle_[c].pop_back();
             idle_bytes_ -= mapped;
+            owned_[p].idle = false;
+            ++pooled_;
             ++reused_;
             return p;
         }
@@ -58,12 +59,16 @@ void *StagePool::get(size_t len) {
         return nullptr;
     }
     std::lock_guard<std::mutex> guard(lock_);
-    owned_.emplace(p, mapped);
+    owned_.emplace(p, Owned{mapped, false});
+    ++pooled_;
     return p;
 }
 
 void StagePool::put(void *p) {
-    if (!p) {
+    // (every buffer of the pool is page aligned; malloc's large ones are
+    // not: most of malloc's go back without the lock)
+    if (!p || 0 != (reinterpret_cast<uintptr_t>(p) & 4095)) {
+        free(p);
         return;
     }
     size_t len = 0;
@@ -71,19 +76,48 @@ void StagePool::put(void *p) {
         std::lock_guard<std::mutex> guard(lock_);
         const auto it = owned_.find(p);
         if (it == owned_.end()) {
-            free(p); // (outside the lock would do too; it is malloc's)
+            len = 0; // malloc's: freed below, outside the lock
+        } else if (it->second.idle) {
+            ++twice_; // kept already: a second copy in the idle list would be handed out twice
             return;
+        } else {
+            len = it->second.len;
+            const int c = class_of(len);
+            if (c >= 0 && class_len(c) == len && idle_bytes_ + len <= idle_cap_) {
+                it->second.idle = true;
+                idle_[c].push_back(p);
+                idle_bytes_ += len;
+                return;
+            }
+            owned_.erase(it);
         }
-        len = it->second;
-        const int c = class_of(len);
-        if (c >= 0 && class_len(c) == len && idle_bytes_ + len <= idle_cap_) {
-            idle_[c].push_back(p);
-            idle_bytes_ += len;
-            return;
-        }
-        owned_.erase(it);
     }
-    munmap(p, len); // above the last class, or more idle than the cap
+    if (0 == len) {
+        free(p);
+    } else {
+        munmap(p, len); // above the last class, or more idle than the cap
+    }
+}
+
+void StagePool::drop(void *p) {
+    size_t len = 0;
+    if (p && 0 == (reinterpret_cast<uintptr_t>(p) & 4095)) {
+        std::lock_guard<std::mutex> guard(lock_);
+        const auto it = owned_.find(p);
+        if (it != owned_.end()) {
+            if (it->second.idle) {
+                ++twice_;
+                return;
+            }
+            len = it->second.len;
+            owned_.erase(it);
+        }
+    }
+    if (0 == len) {
+        free(p);
+    } else {
+        munmap(p, len);
+    }
 }
 
 void StagePool::trim() {
@@ -107,6 +141,11 @@ void StagePool::trim() {
 uint64_t StagePool::pooled() const {
     std::lock_guard<std::mutex> guard(lock_);
     return pooled_;
+}
+
+uint64_t StagePool::given_back_twice() const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return twice_;
 }
 
 uint64_t StagePool::reused() const {
@@ -156,6 +195,14 @@ void efa_stage_free(void *p) {
         return;
     }
     pool().put(p);
+}
+
+void efa_stage_drop(void *p) {
+    if (__builtin_expect(!g_pooled.load(std::memory_order_relaxed), 1)) {
+        free(p);
+        return;
+    }
+    pool().drop(p);
 }
 
 void efa_stage_trim(void) {

@@ -23,11 +23,16 @@ class StagePool {
 
     void *get(size_t len);
     void put(void *p); // get's, or malloc's
+    // p's memory is not kept: a provider may still hold it (an operation
+    // that failed or was given up on), whose late bytes must not land in
+    // a later message.  get's is unmapped, malloc's freed.
+    void drop(void *p);
     void trim();
     uint64_t pooled() const;
     uint64_t reused() const;
     size_t idle_bytes() const;
     bool owns(const void *p) const;
+    uint64_t given_back_twice() const; // puts of a buffer already idle (ignored)
 
   private:
     static constexpr int kClasses = kMaxShift - kMinShift + 1;
@@ -35,8 +40,12 @@ class StagePool {
     const size_t idle_cap_;
     size_t idle_bytes_ = 0;
     std::vector<void *> idle_[kClasses];
-    std::unordered_map<const void *, size_t> owned_; // mapped by this pool: its length
-    uint64_t pooled_ = 0, reused_ = 0;
+    struct Owned {
+        size_t len;
+        bool idle;
+    };
+    std::unordered_map<const void *, Owned> owned_; // mapped by this pool
+    uint64_t pooled_ = 0, reused_ = 0, twice_ = 0;
 };
 
 } // namespace efa

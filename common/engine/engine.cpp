@@ -311,6 +311,8 @@ Engine::Peer *Engine::net_peer(uint32_t vpid, int &err) {
     }
     p->net = net_->add_peer(vpid, addr, ctx, rail, rail_addr, rail_ctx);
     p->net->rails_down = p->rails ? &p->rails->rails_down : nullptr;
+    // (the one field of the core's peer the link writes: it takes the bits)
+    p->net->rails_back = p->rails ? &const_cast<efa_peer_t *>(p->rails)->rails_back : nullptr;
     for (int r = 1; p->rails && r < rails_; ++r) {
         fi_addr_t a;
         if (reaches(r, &a)) {

@@ -218,12 +218,10 @@ class NetLink {
         // lowest left once the first failed (leave_rail).
         uint8_t live = 1;
         uint8_t home = 0;
-        // The rail add_peer gave p, those that took turns (add_turn), the
-        // ones left while the core held them out (leave_rails_out: taken
-        // again once it puts them back), and those taken again.
+        // The rail add_peer gave p, those that took turns (add_turn), and
+        // those taken again once the core put them back (take_back).
         uint8_t own_rail = 0;
         uint8_t turn_rails = 0;
-        uint8_t left_out = 0;
         uint8_t back = 0;
         // Messages to p may go by inject: p's rail is the first, and no
         // rail could take over what a failed first rail carried (an
@@ -237,6 +235,9 @@ class NetLink {
         // The core's rails taken out for p (efa_peer_t.rails_down, bit r:
         // rail r; NULL: not known), which leave_rails_out follows.
         const uint32_t *rails_down = nullptr;
+        // ... and those it put back since (efa_peer_t.rails_back, taken
+        // by exchange; NULL: not known).
+        uint32_t *rails_back = nullptr;
         Buf *kept = nullptr;
         uint32_t kept_n = 0;
         uint32_t inflight = 0;

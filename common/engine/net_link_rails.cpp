@@ -106,13 +106,12 @@ void NetLink::drop_rail(Peer *p, int rail) {
     }
 }
 
-// Rails the core put back for p (bits of 'rails', each left while the
-// core held it out): p's messages take them again, in turn where they
+// Rails the core put back for p (bits of 'rails', each left): p's
+// messages take them again, in turn where they
 // took turns before, p's own rail is its rail again, and the home is the
 // lowest rail again (the first, once it is back).  The peer's stream is
 // ordered by sequence numbers, whatever rail each message takes.
 void NetLink::take_back(Peer *p, uint8_t rails) {
-    p->left_out = static_cast<uint8_t>(p->left_out & ~rails);
     for (; rails; rails &= static_cast<uint8_t>(rails - 1)) {
         const int r = __builtin_ctz(rails);
         const auto bit = static_cast<uint8_t>(1u << r);
@@ -131,7 +130,9 @@ void NetLink::take_back(Peer *p, uint8_t rails) {
         }
         ++stats_.taken_back;
     }
-    p->home = static_cast<uint8_t>(__builtin_ctz(p->live));
+    if (p->live) {
+        p->home = static_cast<uint8_t>(__builtin_ctz(p->live));
+    }
     set_inject(p);
 }
 
@@ -145,13 +146,15 @@ void NetLink::leave_rails_out() {
             continue; // not known
         }
         const uint32_t down = __atomic_load_n(p->rails_down, __ATOMIC_RELAXED);
-        if (const auto back = static_cast<uint8_t>(p->left_out & ~down)) {
-            take_back(p, back);
+        // Put back by the core since the last sweep, however p left them
+        // (here, a post the core refused, a failed send): taken again.  A
+        // rail left for a failure the core never saw stays left.
+        if (p->rails_back && __atomic_load_n(p->rails_back, __ATOMIC_RELAXED)) {
+            const uint32_t back = __atomic_exchange_n(p->rails_back, 0u, __ATOMIC_RELAXED);
+            if (const auto rails = static_cast<uint8_t>(back & ~down & ~p->live)) {
+                take_back(p, rails);
+            }
         }
-        // Left while the core holds them out (here, or by a post it
-        // refused: post_buf): taken again once it puts them back.  A rail
-        // left for a failure the core did not see stays left.
-        p->left_out = static_cast<uint8_t>(p->left_out | (down & ~p->live));
         if (p->live == (p->live & -p->live)) {
             continue; // one rail left: its loss is the peer's
         }
@@ -160,7 +163,6 @@ void NetLink::leave_rails_out() {
             const int r = __builtin_ctz(out);
             out &= out - 1;
             drop_rail(p, r);
-            p->left_out = static_cast<uint8_t>(p->left_out | (1u << r));
         }
     }
 }

@@ -119,6 +119,11 @@ typedef struct efa_peer {
     /* Rails taken out for this peer (bit r: rail r, 0 included, stopped completing or
      * failed; the core sets it, atomically): owners send over the others. */
     uint32_t rails_down;
+    /* Rails put back for this peer since an owner last took the bits
+     * (bit r: the core cleared rail r in rails_down after the peer answered
+     * over it; set atomically, taken by exchange): an owner that left a
+     * rail takes it again (the engine's link: NetLink::leave_rails_out). */
+    uint32_t rails_back;
     /* The peer's NIC each rail reaches (its registration keys are per NIC:
      * efa_rma_handle_t.rail_key[nic - 1]); 0 for rail 0. */
     uint8_t rail_nic[4];

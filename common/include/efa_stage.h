@@ -29,6 +29,10 @@ extern "C" {
 void *efa_stage_get(size_t len);
 /* Give back p: efa_stage_get's, or any malloc'd buffer (free()d). */
 void efa_stage_free(void *p);
+/* The same for a buffer whose operation failed or was given up on: the
+ * provider may still hold it, so it is never handed out again (the
+ * pool's unmapped, malloc's freed). */
+void efa_stage_drop(void *p);
 /* Unmap the idle buffers (at a component's close). */
 void efa_stage_trim(void);
 

@@ -181,9 +181,14 @@ TEST_F(NetLinkRail0, ARailTheCorePutsBackIsTakenAgain) {
         link_->add_peer(1, self->addr[0], efa_core_rail_ctx(core_, 0, 0), 1,
                         self->addr[static_cast<size_t>(nctx_)], efa_core_rail_ctx(core_, 1, 0));
     ASSERT_NE(q, nullptr);
+    // (one process behind both: each link peer takes the core's word
+    // from a word of its own, as each has a core peer of its own)
+    uint32_t q_back = 0;
     for (NetLink::Peer *p : {peer_, q}) {
         p->rails_down = &self->rails_down;
     }
+    peer_->rails_back = &self_.self()->rails_back;
+    q->rails_back = &q_back;
     ASSERT_EQ(q->rail, 1);
     efa::rail_lost(core_, self->addr[0], 1, "the process itself", "the test");
     ASSERT_TRUE(__atomic_load_n(&self->rails_down, __ATOMIC_RELAXED) & 2u);
@@ -192,7 +197,11 @@ TEST_F(NetLinkRail0, ARailTheCorePutsBackIsTakenAgain) {
     EXPECT_EQ(q->live, 1u);
     EXPECT_EQ(peer_->live, 1u);
     // What put_back does once the peer answered over the rail.
-    __atomic_and_fetch(const_cast<uint32_t *>(&self->rails_down), ~2u, __ATOMIC_RELAXED);
+    __atomic_and_fetch(&self_.self()->rails_down, ~2u, __ATOMIC_RELAXED);
+    link_->leave_rails_out();
+    EXPECT_EQ(q->live, 1u) << "taken again with no word from the core that it put it back";
+    __atomic_or_fetch(&self_.self()->rails_back, 2u, __ATOMIC_RELAXED);
+    q_back = 2u;
     link_->leave_rails_out();
     EXPECT_EQ(q->live, 3u) << "the rail put back was not taken again";
     EXPECT_EQ(peer_->live, 3u);
@@ -209,8 +218,9 @@ TEST_F(NetLinkRail0, ARailTheCorePutsBackIsTakenAgain) {
     EXPECT_EQ(completed_, 1);
     EXPECT_EQ(last_err_, 0);
     EXPECT_EQ(link_->stats().sent_back, 1u) << "the message did not go over the rail taken back";
+    EXPECT_EQ(q_back, 0u) << "the link did not take the core's word";
     // Taken out again: left again (a flapping link fails over each time).
-    __atomic_or_fetch(const_cast<uint32_t *>(&self->rails_down), 2u, __ATOMIC_RELAXED);
+    __atomic_or_fetch(&self_.self()->rails_down, 2u, __ATOMIC_RELAXED);
     link_->leave_rails_out();
     EXPECT_EQ(q->rail, 0);
     EXPECT_EQ(q->live, 1u);
@@ -221,11 +231,13 @@ TEST_F(NetLinkRail0, ARailTheCorePutsBackIsTakenAgain) {
 // buffer again (another rail could take it over).
 TEST_F(NetLinkRail0, TheFirstRailPutBackIsTheHomeAgain) {
     peer_->rails_down = &self_.self()->rails_down;
+    peer_->rails_back = &self_.self()->rails_back;
     ASSERT_TRUE(efa::rail0_lost(core_, self_.self()->addr[0], -FI_ETIMEDOUT, "the test"));
     link_->leave_rails_out();
     ASSERT_EQ(peer_->rail, 1);
     ASSERT_EQ(peer_->home, 1);
     __atomic_and_fetch(&self_.self()->rails_down, ~1u, __ATOMIC_RELAXED);
+    __atomic_or_fetch(&self_.self()->rails_back, 1u, __ATOMIC_RELAXED);
     link_->leave_rails_out();
     EXPECT_EQ(peer_->live, 3u);
     EXPECT_EQ(peer_->rail, 0) << "the peer's messages did not go back to the first rail";
@@ -239,6 +251,24 @@ TEST_F(NetLinkRail0, TheFirstRailPutBackIsTheHomeAgain) {
     EXPECT_EQ(link_->stats().injected, 1u);
     EXPECT_EQ(link_->stats().taken_back, 1u);
     EXPECT_EQ(link_->stats().sent_back, 1u) << "the inject over the first rail not counted";
+}
+
+// The first rail left by a post the core refused, and put back before
+// the link's next sweep saw it out: taken again all the same (the core's
+// word is the bit it sets in rails_back, not what a sweep happened to
+// see).
+TEST_F(NetLinkRail0, ARailLeftByARefusedPostIsTakenAgain) {
+    peer_->rails_down = &self_.self()->rails_down;
+    peer_->rails_back = &self_.self()->rails_back;
+    ASSERT_TRUE(efa::rail0_lost(core_, self_.self()->addr[0], -FI_ETIMEDOUT, "the test"));
+    send_small(); // refused on the first rail: the peer moves off it
+    ASSERT_EQ(peer_->rail, 1);
+    __atomic_and_fetch(&self_.self()->rails_down, ~1u, __ATOMIC_RELAXED);
+    __atomic_or_fetch(&self_.self()->rails_back, 1u, __ATOMIC_RELAXED);
+    link_->leave_rails_out();
+    EXPECT_EQ(peer_->rail, 0) << "a rail left by a refused post stayed left once put back";
+    EXPECT_EQ(peer_->live, 3u);
+    EXPECT_TRUE(peer_->keep_injected);
 }
 
 } // namespace

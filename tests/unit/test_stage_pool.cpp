@@ -140,6 +140,36 @@ TEST(StagePool, ThreadsTakeAndGiveBackEachTheirOwn) {
     EXPECT_LE(pool.idle_bytes(), 4 * 128 * kKiB);
 }
 
+// A buffer given back twice is kept once: two later gets never share it.
+TEST(StagePool, ABufferGivenBackTwiceIsKeptOnce) {
+    efa::StagePool pool;
+    void *a = pool.get(1 * kMiB);
+    ASSERT_NE(nullptr, a);
+    pool.put(a);
+    pool.put(a);
+    EXPECT_EQ(1u, pool.given_back_twice());
+    EXPECT_EQ(1 * kMiB, pool.idle_bytes());
+    void *b = pool.get(1 * kMiB);
+    void *c = pool.get(1 * kMiB);
+    EXPECT_EQ(a, b);
+    EXPECT_NE(b, c) << "one buffer handed out twice";
+    pool.put(b);
+    pool.put(c);
+}
+
+// A buffer whose operation failed is never handed out again: a late
+// write the provider still holds must not land in a later message.
+TEST(StagePool, ADroppedBufferIsNotKept) {
+    efa::StagePool pool;
+    void *a = pool.get(1 * kMiB);
+    ASSERT_NE(nullptr, a);
+    pool.drop(a);
+    EXPECT_FALSE(pool.owns(a));
+    EXPECT_EQ(0u, pool.idle_bytes());
+    pool.drop(malloc(100)); // malloc's: freed
+    pool.drop(nullptr);
+}
+
 TEST(EfaStage, TheProcessPoolFreesMallocsAndKeepsItsOwn) {
     void *m = malloc(100);
     efa_stage_free(m); // before or after the pool's first use: free()d
