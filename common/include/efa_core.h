@@ -119,18 +119,13 @@ typedef struct efa_peer {
     /* Rails taken out for this peer (bit r: rail r, 0 included, stopped completing or
      * failed; the core sets it, atomically): owners send over the others. */
     uint32_t rails_down;
-    /* Rails put back for this peer since an owner last took the bits
-     * (bit r: the core cleared rail r in rails_down after the peer answered
-     * over it; set atomically, taken by exchange): an owner that left a
-     * rail takes it again (the engine's link: NetLink::leave_rails_out). */
+    /* Rails put back since (set by the core, taken by exchange: NetLink). */
     uint32_t rails_back;
     /* The peer's NIC each rail reaches (its registration keys are per NIC:
      * efa_rma_handle_t.rail_key[nic - 1]); 0 for rail 0. */
     uint8_t rail_nic[4];
-    /* Bit r: the peer's NIC that rail r reaches pairs back with this
-     * process's NIC r (pair_rails from its side), so a ping over rail r
-     * comes in on the peer's rail and is answered over it (a lost rail
-     * brought back: core_rail_back.cpp). */
+    /* Bit r: the peer's NIC on rail r pairs back with this process's NIC
+     * r (pair_rails from its side): a ping over rail r is answered over it. */
     uint8_t rails_mutual;
     fi_addr_t addr[]; /* index: rail * contexts + context (num_rails * num_addrs in all) */
 } efa_peer_t;
