@@ -161,10 +161,11 @@ struct efa_core {
     std::vector<std::unique_ptr<efa::Nic>> rails;
     std::vector<uint32_t> fabric_ids; // of nic, then of each rail (peer_blob.hpp)
     std::atomic<bool> rail_lost_any[efa::kMaxRails] = {}; // a peer was lost on rail r
-    // The first rail taken out for some peer (rail0_lost): posts on it
-    // must look (rail0_out).  rail0_pinned: what keeps the first rail
-    // the peer's (efa_core_pin_rail0), whose loss is then the peer's.
-    std::atomic<bool> rail0_out_any{false};
+    // Peers whose first rail is out now (rail0_lost; put_back when it is
+    // back): while some are, posts on it must look (rail0_out).
+    // rail0_pinned: what keeps the first rail the peer's
+    // (efa_core_pin_rail0), whose loss is then the peer's.
+    std::atomic<int> rail0_out_peers{0};
     std::atomic<const char *> rail0_pinned{nullptr};
     // A rail's address of a peer -> the peer's rail-0 address for the same
     // context: the peer deadline knows processes by their rail-0 addresses

@@ -37,7 +37,7 @@ bool is_first_rail_addr(const efa_peer_t *p, fi_addr_t addr) {
 } // namespace
 
 bool rail0_out(efa_core *core, fi_addr_t addr) {
-    if (!core->rail0_out_any.load(std::memory_order_relaxed)) {
+    if (0 == core->rail0_out_peers.load(std::memory_order_relaxed)) {
         return false;
     }
     std::lock_guard<std::mutex> guard(core->peers_lock);
@@ -75,7 +75,7 @@ bool rail0_lost(efa_core *core, fi_addr_t addr, int err, const std::string &why)
         __atomic_or_fetch(&p->rails_down, 1u, __ATOMIC_RELAXED);
         first = p->addr[0];
     }
-    core->rail0_out_any.store(true, std::memory_order_relaxed);
+    core->rail0_out_peers.fetch_add(1, std::memory_order_relaxed);
     std::string name;
     const std::vector<fi_addr_t> addrs = same_process(core, first, &name);
     if (name.empty()) {

@@ -158,7 +158,11 @@ void put_back(efa_core *core, fi_addr_t rail0, int rail) {
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
         if (efa_peer_t *p = peer_at(core, rail0)) {
-            __atomic_and_fetch(&p->rails_down, ~(1u << rail), __ATOMIC_RELAXED);
+            const uint32_t was =
+                __atomic_fetch_and(&p->rails_down, ~(1u << rail), __ATOMIC_RELAXED);
+            if (0 == rail && (was & 1u)) {
+                core->rail0_out_peers.fetch_sub(1, std::memory_order_relaxed);
+            }
         }
     }
     // Lost again between the two locks (rail_lost sets the bit, then the
@@ -172,8 +176,11 @@ void put_back(efa_core *core, fi_addr_t rail0, int rail) {
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
         if (efa_peer_t *p = peer_at(core, rail0)) {
-            __atomic_or_fetch(again ? &p->rails_down : &p->rails_back, 1u << rail,
-                              __ATOMIC_RELAXED);
+            const uint32_t was = __atomic_fetch_or(again ? &p->rails_down : &p->rails_back,
+                                                   1u << rail, __ATOMIC_RELAXED);
+            if (again && 0 == rail && !(was & 1u)) {
+                core->rail0_out_peers.fetch_add(1, std::memory_order_relaxed);
+            }
         }
     }
     if (again) {

@@ -133,6 +133,7 @@ TEST_F(CoreRail0, TheFirstRailComesBackOnceThePeerAnswersOverIt) {
     ASSERT_TRUE(lose_first());
     ASSERT_EQ(rail_addr(0), FI_ADDR_NOTAVAIL);
     EXPECT_EQ(efa::home_rail(self_.self()), 1);
+    EXPECT_EQ(core_->rail0_out_peers.load(), 1);
     bool back = false;
     for (int i = 0; i < 5000 && !back; ++i) {
         efa_core_progress(core_);
@@ -141,6 +142,8 @@ TEST_F(CoreRail0, TheFirstRailComesBackOnceThePeerAnswersOverIt) {
     }
     ASSERT_TRUE(back) << "the first rail never came back";
     EXPECT_EQ(efa::home_rail(self_.self()), 0);
+    // Posts on the first rail no longer look it up (no lock per post).
+    EXPECT_EQ(core_->rail0_out_peers.load(), 0);
     const efa_core_counters_t after = core_test_counters();
     EXPECT_EQ(after.rails_back, before.rails_back + 1);
     EXPECT_EQ(after.peers_lost, before.peers_lost) << "the peer was declared lost";
@@ -154,6 +157,7 @@ TEST_F(CoreRail0, TheFirstRailComesBackOnceThePeerAnswersOverIt) {
         << "the read did not go over NIC 0";
     // Lost again: taken out again, not the peer's loss.
     EXPECT_TRUE(lose_first());
+    EXPECT_EQ(core_->rail0_out_peers.load(), 1);
 }
 
 // After the first rail, the other's loss leaves the peer no rail: the
