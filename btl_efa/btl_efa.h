@@ -13,7 +13,6 @@
  *    target's progress against its own table of registrations
  *    (btl_efa_reg.c), which refuses anything outside a registered range or
  *    its access rights.  Works on any provider.
- *
  * btl_efa_rdma.c holds the entry points, which choose the path.
  *
  * Put and get on the process's own memory are copies after the same table
@@ -49,8 +48,7 @@
 
 BEGIN_C_DECLS
 
-/* Wire format (efa_btl_hdr_t, efa_btl_rma_t) and the checks of what
- * arrives by it: common/efa_btl_wire.h, pure C so that it can be fuzzed. */
+/* Wire format and its checks: common/efa_btl_wire.h (pure C: fuzzed). */
 
 /* The smallest btl_efa_rma_max_transfer accepted (besides 0). */
 #define EFA_BTL_MIN_RMA_TRANSFER 4096
@@ -119,13 +117,15 @@ struct mca_btl_base_endpoint_t {
     efa_op_t watch;
     /* Its messages up to the eager limit over NIC 'rail' of the set
      * (btl_efa_spread.c; 0: the first), that NIC's context (NULL: not
-     * decided yet), the number of the last message sent over a NIC beside
-     * the first, and those of the peer's seen (lock). */
+     * decided yet), its last message's number and those of the peer's
+     * seen (lock); numbered: every message to it is, the first NIC's too
+     * (several NICs reach it), so that the first NIC can fail over. */
     int8_t rail;
-    /* The NICs (bit r: NIC r of the set, the first always) that its
-     * fragments and put/get beyond the eager limit (below stripe_min)
-     * take in turn (rail_turn: the next); 0 where it has one NIC.  ob1
-     * needs no order from a BTL, so one peer's stream fills every NIC. */
+    bool numbered;
+    /* The NICs (bit r: NIC r of the set) that its fragments and put/get
+     * beyond the eager limit (below stripe_min) take in turn (rail_turn:
+     * the next); 0 where it has one NIC.  ob1 needs no order from a BTL,
+     * so one peer's stream fills every NIC. */
     uint8_t rail_mask;
     uint8_t rail_turn;
     efa_ctx_t *rail_ctx;
@@ -309,7 +309,7 @@ typedef struct mca_btl_efa_module {
         int rails;
         int nctx; /* contexts per NIC: the stride of a peer's addresses */
         size_t stripe_min;
-        bool failover; /* a failed part goes again over the first rail */
+        bool failover; /* a failed part goes again over another rail */
         efa_ctx_t *rail_ctx[EFA_MAX_RAILS];
         /* statistics: transfers striped, parts sent again over rail 0, puts
          * and gets with device memory by RDMA (FI_HMEM) and as requests */
@@ -384,15 +384,16 @@ typedef struct mca_btl_efa_module {
     } watch;
     /* btl_efa_spread.c: peers' messages over the NICs of the set (lock) */
     struct {
-        int rails, nctx;    /* NICs of the set (1: none to spread over); contexts per NIC */
-        bool failover;      /* common_efa_rail_failover */
-        uint32_t next;      /* the NIC the next peer on another node takes */
-        uint32_t completed; /* sends completed on a rail (for test.fail_rail_send) */
-        efa_ctx_t *ctx[EFA_MAX_RAILS]; /* NIC r's context (index 0 on every NIC) */
-        efa_btl_frag_t *resend;        /* failed over, waiting for room in the first NIC's queue */
+        int rails, nctx; /* NICs of the set (1: none to spread over); contexts per NIC */
+        bool failover;   /* common_efa_rail_failover */
+        uint32_t next;   /* the NIC the next peer on another node takes */
+        uint32_t completed, completed_first; /* for test.fail_rail_send, fail_first_send */
+        efa_ctx_t *ctx[EFA_MAX_RAILS];       /* NIC r's context (index 0 on every NIC) */
+        efa_btl_frag_t *resend; /* failed over, waiting for room in the home NIC's queue */
         uint64_t peers, sent, failed_over, duplicates, recv_failed, retired, forged;
-        uint64_t turn_peers; /* peers whose transfers take several NICs in turn */
-        uint64_t turns;      /* ... transfers sent over a NIC beside the first in turn (atomic) */
+        uint64_t numbered_first, first_left; /* numbered there; peers that left it */
+        uint64_t turn_peers;                 /* peers whose transfers take several NICs in turn */
+        uint64_t turns; /* ... transfers sent over a NIC beside the first in turn (atomic) */
     } spread;
 } mca_btl_efa_module_t;
 
@@ -408,7 +409,7 @@ typedef struct mca_btl_efa_test_hooks {
     int cma_refuse;      /* act as if the kernel refused CMA (EPERM) to every peer */
     int takeback_refuse; /* the single copy of a request taken back fails as on EPERM */
     int first_rail;      /* the NIC whose turn it is first (btl_efa_spread.c) */
-    int fail_rail_send;  /* the Nth completed send on a rail is taken as failed (0: off) */
+    int fail_rail_send, fail_first_send; /* Nth completed send beside/on the first fails */
 } mca_btl_efa_test_hooks_t;
 
 typedef struct mca_btl_efa_component {

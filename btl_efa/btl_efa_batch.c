@@ -10,6 +10,7 @@
  * provider message costs far more than the bytes it carries.
  */
 #include "btl_efa_batch.h"
+#include "btl_efa_spread.h"
 
 #include "opal/util/output.h"
 
@@ -42,7 +43,9 @@ efa_btl_frag_t *mca_btl_efa_batch_build_locked(mca_btl_efa_module_t *btl,
     if (NULL == first || NULL == first->next || !batchable(first) || !batchable(first->next)) {
         return NULL;
     }
-    const size_t limit = btl->batch.bytes < btl->frag.size ? btl->batch.bytes : btl->frag.size;
+    /* (with several NICs a batch may carry a number: btl_efa_spread.h) */
+    const size_t room = btl->frag.size - (btl->spread.rails > 1 ? EFA_BTL_SEQ_BYTES : 0);
+    const size_t limit = btl->batch.bytes < room ? btl->batch.bytes : room;
     const size_t cap = limit - sizeof(efa_btl_hdr_t);
     /* The first two must fit, or there is nothing to gain. */
     if (efa_btl_wire_batch_span(first->send_len) + efa_btl_wire_batch_span(first->next->send_len) >

@@ -46,20 +46,39 @@ typedef struct efa_btl_rop {
     /* The provider holds it (posted, completion still to come): its slab
      * must outlive finalize (mca_btl_efa_native_fini). */
     volatile bool posted;
-    /* A piece on a rail beside the first: what to post again on the first
-     * if that rail fails (btl_efa_native.c, failover). */
+    /* A piece: what to post again over another rail if its rail fails
+     * (piece_again). */
     int8_t rail, type;
     void *local;
     size_t len;
     uint64_t raddr;
-    uint64_t rkey0; /* parent: the target's key on the first rail */
+    /* parent: the target's key on each rail (bit r of keyed: known; 0
+     * for atomics, which never go again); a piece moved once */
+    uint8_t keyed;
+    bool moved;
+    uint64_t rkey[EFA_MAX_RAILS];
 } efa_btl_rop_t;
 
 #define ROPS_PER_SLAB 64
 #define SCRATCH_WORDS 4 /* per rop; a multiple of 8 bytes keeps every word aligned */
 
 static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe);
-static int piece_to_first_rail(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop);
+static int piece_again(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop);
+/* May a piece that failed on its rail go again over another?  Once; from
+ * the first rail only where the first is out for a numbered peer (the
+ * core took it out, or the peer's messages left it): any other failure
+ * there is the operation's, which another rail would only repeat. */
+static bool may_move(const mca_btl_efa_module_t *btl, const efa_btl_rop_t *rop) {
+    const mca_btl_efa_endpoint_t *ep = rop->endpoint;
+    const efa_btl_rop_t *owner = rop->parent ? rop->parent : rop;
+    if (!btl->native.failover || rop->moved || 0 == owner->keyed) {
+        return false;
+    }
+    return rop->rail > 0 ||
+           (ep->numbered &&
+            (0 == (ep->rail_mask & 1u) ||
+             FI_ADDR_NOTAVAIL == efa_peer_rail_addr(ep->peer, 0, 0, btl->native.nctx)));
+}
 
 /* Once per rop, as the pool makes its slab. */
 static void rop_init(void *arg, void *elem, void *buf, void *desc) {
@@ -105,6 +124,8 @@ static efa_btl_rop_t *rop_get(mca_btl_efa_module_t *btl) {
         rop->result_size = 0;
         rop->cb.cbfunc = NULL;
         rop->rail = 0;
+        rop->keyed = 0;
+        rop->moved = false;
     }
     return rop;
 }
@@ -149,11 +170,10 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_rop_t *rop = (efa_btl_rop_t *)op;
     rop->posted = false;
     const int rail = rop->rail;
-    const bool retry =
-        OPAL_UNLIKELY(cqe->err && rail > 0 && -FI_ECANCELED != cqe->err) && btl->native.failover;
+    const bool retry = OPAL_UNLIKELY(cqe->err && -FI_ECANCELED != cqe->err) && may_move(btl, rop);
     int again = OPAL_ERROR;
-    if (retry && OPAL_SUCCESS == (again = piece_to_first_rail(btl, rop))) {
-        return; /* posted again on the first rail: it completes from there */
+    if (retry && OPAL_SUCCESS == (again = piece_again(btl, rop))) {
+        return; /* posted again on another rail: it completes from there */
     }
     int status = OPAL_SUCCESS;
     if (cqe->err) {
@@ -161,7 +181,7 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: one-sided operation failed on rail %d: %s%s%s", rail,
                             fi_strerror(-cqe->err),
-                            retry ? "; sent again over the first rail, that failed too: " : "",
+                            retry ? "; sent again over another rail, that failed too: " : "",
                             retry ? opal_strerror(again) : "");
     } else if (rop->result_size && rop->cb.local_address) {
         memcpy(rop->cb.local_address, &rop->scratch[2], rop->result_size);
@@ -210,20 +230,37 @@ static int post_piece(efa_btl_rop_t *rop, int type, const efa_btl_rail_t *rail, 
 
 /* Failover: a piece whose rail failed (at the post, or in its completion:
  * the core has then taken that rail out for the peer, efa_core.h's
- * rails_down) goes again, once, over the first rail, which carries the
- * peer's messages and so reaches it while the peer is reachable at all.
- * Put and get move the same bytes again: a piece that partly landed is
- * overwritten with the same data. */
-static int piece_to_first_rail(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
-    efa_btl_rop_t *owner = rop->parent ? rop->parent : rop;
-    const efa_btl_rail_t first = {0, btl->ctx, rop->endpoint->addr,
-                                  owner->local_mr ? efa_mr_desc(owner->local_mr) : NULL,
-                                  owner->rkey0};
-    rop->rail = 0;
-    const int rc = post_piece(rop, rop->type, &first, rop->local, rop->len, rop->raddr);
+ * rails_down) goes again, once, over the lowest other rail that reaches
+ * the peer and holds the target's key: the first, which carries the
+ * peer's messages, unless that is the one that failed (a numbered peer's:
+ * btl_efa_spread.c) or is out for the peer.  Put and get move the same
+ * bytes again: a piece that partly landed is overwritten with the same
+ * data. */
+static int piece_again(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
+    const efa_btl_rop_t *owner = rop->parent ? rop->parent : rop;
+    const mca_btl_efa_endpoint_t *ep = rop->endpoint;
+    const int failed = rop->rail;
+    int rc = OPAL_ERR_UNREACH;
+    rop->moved = true;
+    for (int r = 0; r < btl->native.rails && OPAL_SUCCESS != rc; ++r) {
+        const fi_addr_t addr = NULL == ep->peer
+                                   ? (0 == r ? ep->addr : FI_ADDR_NOTAVAIL)
+                                   : efa_peer_rail_addr(ep->peer, r, 0, btl->native.nctx);
+        if (r == failed || 0 == (owner->keyed & (1u << r)) || FI_ADDR_NOTAVAIL == addr ||
+            (owner->local_mr && r >= efa_mr_rails(owner->local_mr))) {
+            continue;
+        }
+        const efa_btl_rail_t via = {r, btl->native.rail_ctx[r], addr,
+                                    owner->local_mr ? efa_mr_rail_desc(owner->local_mr, r) : NULL,
+                                    owner->rkey[r]};
+        rop->rail = (int8_t)r;
+        rc = post_piece(rop, rop->type, &via, rop->local, rop->len, rop->raddr);
+    }
     if (OPAL_SUCCESS == rc) {
         OPAL_THREAD_ADD_FETCH64(&btl->native.failed_over, 1);
         efa_core_count_stripe(0, true);
+    } else {
+        rop->rail = (int8_t)failed;
     }
     return rc;
 }
@@ -271,7 +308,13 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         }
         desc = efa_mr_desc(rop->local_mr);
     }
-    rop->rkey0 = a->remote_handle->rma.fi_key;
+    rop->keyed = 1;
+    rop->rkey[0] = a->remote_handle->rma.fi_key;
+    for (int r = 1; r < btl->native.rails; ++r) {
+        rop->keyed |= mca_btl_efa_spread_rail_key(ep, &a->remote_handle->rma, r, &rop->rkey[r])
+                          ? (uint8_t)(1u << r)
+                          : 0;
+    }
     efa_btl_rail_t rails[EFA_MAX_RAILS];
     const int nrails = mca_btl_efa_spread_plan_rdma(btl, ep, a, rop->local_mr, desc, rails);
     size_t pieces = 0;
@@ -283,15 +326,15 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
     if (1 == pieces) {
-        /* What its failover would post again (piece_to_first_rail). */
+        /* What its failover would post again (piece_again). */
         rop->rail = (int8_t)rails[0].rail;
         rop->type = (int8_t)type;
         rop->local = local_address;
         rop->len = size;
         rop->raddr = raddr;
         int rc = post_piece(rop, type, &rails[0], local_address, size, raddr);
-        if (OPAL_SUCCESS != rc && rop->rail > 0 && btl->native.failover) {
-            rc = piece_to_first_rail(btl, rop); /* that rail refused the peer */
+        if (OPAL_SUCCESS != rc && may_move(btl, rop)) {
+            rc = piece_again(btl, rop); /* that rail refused the peer */
         }
         if (OPAL_SUCCESS != rc) {
             OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
@@ -333,8 +376,8 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             piece->len = n;
             piece->raddr = raddr + off;
             rc = post_piece(piece, type, &rails[r], piece->local, n, piece->raddr);
-            if (OPAL_SUCCESS != rc && piece->rail > 0 && btl->native.failover) {
-                rc = piece_to_first_rail(btl, piece); /* that rail refused the peer */
+            if (OPAL_SUCCESS != rc && may_move(btl, piece)) {
+                rc = piece_again(btl, piece); /* that rail refused the peer */
             }
             if (OPAL_SUCCESS != rc) {
                 rop_return(btl, piece);
@@ -526,7 +569,7 @@ void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl) {
                             0 == btl->native.stripe_min ? "striping off: stripe_min" : "from",
                             btl->native.stripe_min);
         opal_output_verbose(1, mca_common_efa_output,
-                            "btl:efa: %lld striped part(s) sent again over the first rail after "
+                            "btl:efa: %lld striped part(s) sent again over another rail after "
                             "their rail failed",
                             (long long)btl->native.failed_over);
     }

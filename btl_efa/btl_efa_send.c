@@ -95,7 +95,7 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     int err = cqe->err;
     if (OPAL_UNLIKELY(frag->buf[0] & EFA_BTL_MSG_SEQ) &&
         mca_btl_efa_spread_completed(&mca_btl_efa_module, frag, &err)) {
-        return; /* sent again over the first NIC: it completes from there */
+        return; /* sent again over another NIC: it completes from there */
     }
     int status = err ? mca_common_efa_fi_to_opal(err) : OPAL_SUCCESS;
     if (err) {
@@ -267,7 +267,7 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         frag->send_len - sizeof(efa_btl_hdr_t) > btl->super.btl_eager_limit) {
         rail = mca_btl_efa_spread_turn(ep);
     }
-    if (OPAL_UNLIKELY(rail)) {
+    if (OPAL_UNLIKELY(rail | ep->numbered)) {
         rc = mca_btl_efa_spread_send_locked(btl, ep, frag, rail);
         if (0 == rc && rail != ep->rail) {
             __atomic_fetch_add(&btl->spread.turns, 1, __ATOMIC_RELAXED);

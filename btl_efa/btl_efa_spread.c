@@ -1,6 +1,6 @@
 /*
  * btl_efa's messages by peer over the NICs of the set (btl_efa_spread.h):
- * which NIC a peer takes, the send there, its failover to the first NIC,
+ * which NIC a peer takes, the send there, its failover to another NIC,
  * and the receiver's drop of a second copy.
  */
 #include "btl_efa_spread.h"
@@ -52,9 +52,6 @@ void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
         OPAL_PROC_ON_LOCAL_NODE(ep->proc->proc_flags)) {
         return;
     }
-    /* Its messages on NIC 0 carry no sequence number that a copy sent
-     * over another NIC could be told by: NIC 0's loss is the peer's. */
-    efa_core_pin_rail0(btl->core, "btl_efa's messages");
     OPAL_THREAD_LOCK(&btl->lock);
     if (NULL == ep->rail_ctx) { /* once (add_procs may come again): rail_ctx says it was */
         const int r = (int)(btl->spread.next++ % (uint32_t)btl->spread.rails);
@@ -72,18 +69,35 @@ void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
             ep->rail_mask = mask;
             ep->rail_turn = (uint8_t)r; /* peers start their turns apart */
             ++btl->spread.turn_peers;
+            /* Its messages on the first NIC numbered too: a copy sent over
+             * another once the first failed can then be told by. */
+            ep->numbered = btl->spread.failover;
         }
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
 int mca_btl_efa_spread_turn(mca_btl_efa_endpoint_t *ep) {
-    const unsigned mask = __atomic_load_n(&ep->rail_mask, __ATOMIC_RELAXED) | 1u;
+    const unsigned mask = __atomic_load_n(&ep->rail_mask, __ATOMIC_RELAXED);
+    if (0 == mask) {
+        return ep->rail;
+    }
     unsigned r;
     do { /* (put/get take turns without the module lock: relaxed) */
         r = __atomic_fetch_add(&ep->rail_turn, 1, __ATOMIC_RELAXED) % EFA_MAX_RAILS;
     } while (0 == (mask & (1u << r)));
     return (int)r;
+}
+
+/* (the target's NIC on rail r: its key there) */
+bool mca_btl_efa_spread_rail_key(const mca_btl_efa_endpoint_t *ep, const efa_rma_handle_t *h,
+                                 int rail, uint64_t *key) {
+    const int nic = 0 == rail || NULL == ep->peer ? 0 : ep->peer->rail_nic[rail];
+    if (nic >= (int)h->rails) {
+        return false;
+    }
+    *key = 0 == nic ? h->fi_key : h->rail_key[nic - 1];
+    return true;
 }
 
 /* Rail r to ep for a transfer: it reaches the peer, the target registered
@@ -92,14 +106,13 @@ int mca_btl_efa_spread_turn(mca_btl_efa_endpoint_t *ep) {
 static bool rail_usable(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int r,
                         const efa_rma_handle_t *h, efa_mr_t *local_mr, efa_btl_rail_t *out) {
     const fi_addr_t addr = efa_peer_rail_addr(ep->peer, r, 0, btl->native.nctx);
-    const int nic = ep->peer->rail_nic[r]; /* the target's NIC: its key there */
-    if (FI_ADDR_NOTAVAIL == addr || nic >= (int)h->rails ||
+    uint64_t key;
+    if (FI_ADDR_NOTAVAIL == addr || !mca_btl_efa_spread_rail_key(ep, h, r, &key) ||
         (local_mr && r >= efa_mr_rails(local_mr))) {
         return false;
     }
     *out = (efa_btl_rail_t){r, btl->native.rail_ctx[r], addr,
-                            local_mr ? efa_mr_rail_desc(local_mr, r) : NULL,
-                            0 == nic ? h->fi_key : h->rail_key[nic - 1]};
+                            local_mr ? efa_mr_rail_desc(local_mr, r) : NULL, key};
     return true;
 }
 
@@ -120,29 +133,40 @@ int mca_btl_efa_spread_plan_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
         }
         return 1;
     }
-    int n = 1;
+    /* The first NIC left for the peer (its numbered messages moved):
+     * the others alone, or the first after all where none can. */
+    int n = OPAL_UNLIKELY(ep->rail_mask && !(ep->rail_mask & 1u)) ? 0 : 1;
     for (int r = 1; r < btl->native.rails; ++r) {
         n += rail_usable(btl, ep, r, h, local_mr, &out[n]) ? 1 : 0;
     }
-    return n;
+    return n ? n : 1;
 }
 
 /* ep's messages leave NIC 'rail' for good: those that were its own go over
- * the first NIC from now on, and its turns skip that NIC (module lock
- * held). */
-static void leave_rail(mca_btl_efa_endpoint_t *ep, int rail, int err) {
+ * its home from now on (the lowest NIC left: the first, unless that is
+ * the one left), and its turns skip that NIC (module lock held).  The
+ * first NIC is left only by a numbered peer with another NIC: false
+ * where nothing was left. */
+static bool leave_rail(mca_btl_efa_endpoint_t *ep, int rail, int err) {
     const uint8_t bit = (uint8_t)(1u << rail);
-    if (0 == rail || (ep->rail != rail && 0 == (ep->rail_mask & bit))) {
-        return;
+    const uint8_t rest = (uint8_t)(ep->rail_mask & ~bit);
+    if (0 == rail ? !ep->numbered || 0 == (ep->rail_mask & bit) || 0 == rest
+                  : ep->rail != rail && 0 == (ep->rail_mask & bit)) {
+        return false;
     }
+    __atomic_store_n(&ep->rail_mask, rest, __ATOMIC_RELAXED);
     if (ep->rail == rail) {
-        ep->rail = 0;
+        /* the lowest NIC left (the first where the peer has no mask) */
+        ep->rail = (int8_t)(0 == rest ? 0 : __builtin_ctz(rest));
     }
-    __atomic_store_n(&ep->rail_mask, (uint8_t)(ep->rail_mask & ~bit), __ATOMIC_RELAXED);
+    if (0 == rail) {
+        ++mca_btl_efa_module.spread.first_left;
+    }
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: a peer's messages leave NIC %d of the set (%s): over the "
                         "others from now on",
                         rail, fi_strerror(err < 0 ? -err : err));
+    return true;
 }
 
 /* The test setting debug_forge_src over a NIC beside the first: the Nth
@@ -174,22 +198,67 @@ static void forge_over_rail(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     free(copy);
 }
 
-int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                   efa_btl_frag_t *frag, int rail) {
+/* The descriptor of frag's buffer on NIC 'rail' where the provider wants
+ * one (NULL: not registered there), or NULL where it wants none. */
+static void *rail_desc(const mca_btl_efa_module_t *btl, const efa_btl_frag_t *frag, int rail,
+                       bool *ok) {
+    *ok = true;
+    if (!btl->native.mr_local) {
+        return NULL;
+    }
+    if (0 == rail) {
+        return frag->desc;
+    }
+    void *desc =
+        frag->mr && rail < efa_mr_rails(frag->mr) ? efa_mr_rail_desc(frag->mr, rail) : NULL;
+    *ok = NULL != desc;
+    return desc;
+}
+
+/* One try of frag, numbered already, over NIC 'rail': 0, a negative
+ * libfabric error (-FI_EHOSTUNREACH where the core took that NIC out for
+ * the peer), or EFA_BTL_SPREAD_FIRST (not registered there). */
+static int post_numbered(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                         efa_btl_frag_t *frag, int rail) {
     const fi_addr_t addr = efa_peer_rail_addr(ep->peer, rail, 0, btl->spread.nctx);
     if (FI_ADDR_NOTAVAIL == addr) {
-        /* The core took the NIC out for the peer (a failed put or get,
-         * the peer deadline): the first NIC takes its messages now. */
-        leave_rail(ep, rail, -FI_EHOSTUNREACH);
+        return -FI_EHOSTUNREACH;
+    }
+    bool ok;
+    void *desc = rail_desc(btl, frag, rail, &ok);
+    if (!ok) {
         return EFA_BTL_SPREAD_FIRST;
     }
-    void *desc = NULL;
-    if (btl->native.mr_local) {
-        desc = frag->mr && rail < efa_mr_rails(frag->mr) ? efa_mr_rail_desc(frag->mr, rail) : NULL;
-        if (NULL == desc) {
-            return EFA_BTL_SPREAD_FIRST; /* not registered on that NIC */
-        }
+    frag->rail = (int8_t)rail;
+    frag->posted = true;
+    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, 1);
+    const int rc = efa_ctx_try_send(btl->spread.ctx[rail], frag->buf,
+                                    frag->send_len + EFA_BTL_SEQ_BYTES, desc, addr, &frag->op);
+    if (0 != rc) {
+        frag->posted = false;
+        OPAL_THREAD_ADD_FETCH32(&btl->send.posted, -1);
+        frag->rail = 0;
     }
+    return rc;
+}
+
+/* After frag's post over 'rail' failed with rc (neither 0 nor
+ * -FI_EAGAIN): the NIC to try next, or -1 where the failure stands.  Not
+ * registered there: the first, numbered (a numbered peer's).  Refused: the
+ * peer leaves that NIC for its home, the first NIC only where the core
+ * took it out for the peer (any other failure there is the message's). */
+static int next_rail(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int rail, int rc) {
+    if (EFA_BTL_SPREAD_FIRST == rc) {
+        return rail > 0 && ep->numbered ? 0 : -1;
+    }
+    if (-FI_EHOSTUNREACH != rc && (0 == rail || !btl->spread.failover)) {
+        return -1;
+    }
+    return leave_rail(ep, rail, rc) ? ep->rail : -1;
+}
+
+int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                   efa_btl_frag_t *frag, int rail) {
     const size_t len = frag->send_len;
     if (len + EFA_BTL_SEQ_BYTES > btl->frag.size) {
         return EFA_BTL_SPREAD_FIRST; /* no room for the number */
@@ -204,54 +273,73 @@ int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
     memcpy(frag->buf + len, &seq, sizeof(seq));
     frag->buf[0] |= EFA_BTL_MSG_SEQ;
     frag->inject = false; /* a failed send must be seen to go again */
-    frag->rail = (int8_t)rail;
-    frag->posted = true;
-    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, 1);
-    int rc = efa_ctx_try_send(btl->spread.ctx[rail], frag->buf, len + EFA_BTL_SEQ_BYTES, desc, addr,
-                              &frag->op);
+    int rc = -FI_EHOSTUNREACH;
+    /* A NIC the core took out for the peer (a failed put or get, the peer
+     * deadline) or one that refuses it: the peer's home takes its
+     * messages now (each NIC left once: a bounded walk). */
+    for (int tries = 0; tries <= EFA_MAX_RAILS; ++tries) {
+        if (0 == rail && !ep->numbered) {
+            rc = EFA_BTL_SPREAD_FIRST;
+            break;
+        }
+        rc = post_numbered(btl, ep, frag, rail);
+        const int next = 0 == rc || -FI_EAGAIN == rc ? -1 : next_rail(btl, ep, rail, rc);
+        if (next < 0) {
+            break;
+        }
+        rail = next;
+    }
     if (0 == rc) {
-        ++btl->spread.sent;
+        if (frag->rail > 0) {
+            ++btl->spread.sent;
+        } else {
+            ++btl->spread.numbered_first;
+        }
         if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
-            mca_btl_efa_component.test.forge_src > 0) {
-            forge_over_rail(btl, ep, frag, len + EFA_BTL_SEQ_BYTES, rail, addr);
+            mca_btl_efa_component.test.forge_src > 0 && frag->rail > 0) {
+            forge_over_rail(btl, ep, frag, len + EFA_BTL_SEQ_BYTES, frag->rail,
+                            efa_peer_rail_addr(ep->peer, frag->rail, 0, btl->spread.nctx));
         }
         return 0;
     }
-    frag->posted = false;
-    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, -1);
     frag->buf[0] &= (uint8_t)~EFA_BTL_MSG_SEQ;
-    frag->rail = 0;
     --ep->rail_seq;
-    if (-FI_EAGAIN == rc) {
-        return rc;
+    if (-FI_EAGAIN == rc ||
+        (rc < 0 && -FI_EHOSTUNREACH != rc && (0 == rail || !btl->spread.failover))) {
+        return rc; /* (the first NIC's failure is the message's, as before) */
     }
-    if (!btl->spread.failover) {
-        return rc;
-    }
-    leave_rail(ep, rail, rc); /* the NIC refuses the peer: the first takes it */
+    /* Nothing left to move to: the first NIC has it, as it had every
+     * message before (its refusal there is the peer's). */
     return EFA_BTL_SPREAD_FIRST;
 }
 
-/* Post frag (failed over, number and all) over the first NIC, or queue it
+/* Post frag (failed over, number and all) over ep's home NIC, or queue it
  * while that queue is full; module lock held.  false: it failed for good. */
-static bool post_first_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+static bool post_home_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     mca_btl_efa_endpoint_t *ep = frag->endpoint;
-    frag->posted = true;
-    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, 1);
-    const int rc = efa_ctx_try_send(btl->ctx, frag->buf, frag->send_len + EFA_BTL_SEQ_BYTES,
-                                    frag->desc, ep->addr, &frag->op);
-    if (0 == rc) {
-        return true;
+    int rc = -FI_EHOSTUNREACH;
+    int rail = ep->rail;
+    for (int tries = 0; tries <= EFA_MAX_RAILS; ++tries) {
+        rc = post_numbered(btl, ep, frag, rail);
+        if (0 == rc) {
+            return true;
+        }
+        if (-FI_EAGAIN == rc) {
+            frag->next = btl->spread.resend;
+            btl->spread.resend = frag;
+            return true;
+        }
+        const int next = next_rail(btl, ep, rail, rc);
+        if (next < 0) {
+            break;
+        }
+        rail = next;
     }
-    frag->posted = false;
-    OPAL_THREAD_ADD_FETCH32(&btl->send.posted, -1);
-    if (-FI_EAGAIN == rc) {
-        frag->next = btl->spread.resend;
-        btl->spread.resend = frag;
-        return true;
+    if (EFA_BTL_SPREAD_FIRST == rc) {
+        rc = -FI_EHOSTUNREACH; /* not registered on the NIC left to it */
     }
     opal_output_verbose(1, mca_common_efa_output,
-                        "btl:efa: a message failed over to the first NIC cannot be posted: %s",
+                        "btl:efa: a message failed over to another NIC cannot be posted: %s",
                         fi_strerror(-rc));
     frag->err = rc;
     frag->buf[0] &= (uint8_t)~EFA_BTL_MSG_SEQ; /* done: its type as written */
@@ -297,8 +385,12 @@ bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *fra
         ++btl->spread.completed == (uint32_t)mca_btl_efa_component.test.fail_rail_send) {
         *err = -FI_EIO; /* the test hook: as a failed send, though it arrived */
     }
-    if (0 == rail || 0 == *err || -FI_ECANCELED == *err || !btl->spread.failover ||
-        btl->finalizing || NULL == frag->endpoint) {
+    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) && 0 == *err && 0 == rail &&
+        ++btl->spread.completed_first == (uint32_t)mca_btl_efa_component.test.fail_first_send) {
+        *err = -FI_EIO; /* the same on the first NIC */
+    }
+    if (0 == *err || -FI_ECANCELED == *err || !btl->spread.failover || btl->finalizing ||
+        NULL == frag->endpoint || (0 == rail && !frag->endpoint->numbered)) {
         /* Done: the type as its writer left it (frag_finish and the
          * batching read it; a fragment the upper layer keeps may go
          * again). */
@@ -306,11 +398,17 @@ bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *fra
         return false;
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    leave_rail(frag->endpoint, rail, *err);
+    if (!leave_rail(frag->endpoint, rail, *err) && frag->endpoint->rail == rail) {
+        /* Its last NIC (or the first of an unnumbered peer): nowhere else
+         * to go, the failure is the message's. */
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        frag->buf[0] &= (uint8_t)~EFA_BTL_MSG_SEQ;
+        return false;
+    }
     /* The core fails every send in flight on a rail once one fails there
      * (efa_core_peer_lost), whatever the provider still does with them. */
     fresh_buffer_locked(btl, frag);
-    const bool ok = post_first_locked(btl, frag);
+    const bool ok = post_home_locked(btl, frag);
     if (ok) {
         ++btl->spread.failed_over;
     }
@@ -326,7 +424,7 @@ efa_btl_frag_t *mca_btl_efa_spread_resend(mca_btl_efa_module_t *btl) {
     while (list) {
         efa_btl_frag_t *frag = list;
         list = frag->next;
-        if (!post_first_locked(btl, frag)) {
+        if (!post_home_locked(btl, frag)) {
             frag->next = failed;
             failed = frag;
         }
@@ -432,7 +530,7 @@ bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8
     return true;
 }
 
-/* A message that left a gap is sent again over the first NIC once its
+/* A message that left a gap is sent again over another NIC once its
  * sender's send fails, which the sender's peer deadline bounds: a gap
  * that outlives two deadlines is a message lost (a receive that failed on
  * a NIC beside the first, or one that completed into a dying link's
@@ -477,14 +575,16 @@ void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl) {
     opal_output_verbose(
         1, mca_common_efa_output,
         "btl:efa: messages over several NICs: %llu peer(s) on a NIC beside the first, %llu "
-        "message(s) sent there, %llu sent again over the first NIC after theirs failed; %llu "
+        "message(s) sent there, %llu sent again over another NIC after theirs failed; %llu "
         "copies dropped, %llu not from the process they name; %llu receive(s) failed on those "
         "NICs; %llu peer(s) whose transfers beyond the eager limit take the NICs in turn, %llu "
-        "of them sent over a NIC beside the first in turn",
+        "of them sent over a NIC beside the first in turn; %llu message(s) numbered over the "
+        "first NIC, %llu peer(s) whose messages left it",
         (unsigned long long)btl->spread.peers, (unsigned long long)btl->spread.sent,
         (unsigned long long)btl->spread.failed_over, (unsigned long long)btl->spread.duplicates,
         (unsigned long long)btl->spread.forged, (unsigned long long)btl->spread.recv_failed,
-        (unsigned long long)btl->spread.turn_peers, (unsigned long long)btl->spread.turns);
+        (unsigned long long)btl->spread.turn_peers, (unsigned long long)btl->spread.turns,
+        (unsigned long long)btl->spread.numbered_first, (unsigned long long)btl->spread.first_left);
 }
 
 void mca_btl_efa_spread_fini_ep(mca_btl_efa_endpoint_t *ep) {

@@ -9,9 +9,11 @@
  * rendezvous data has the bandwidth of them all; messages up to the eager
  * limit stay on the peer's NIC (their latency: a NIC's first message
  * waits for a poll of it, and the provider's injects).  A message
- * sent over a NIC beside the first is never injected and ends with an
- * 8-byte number, one sequence per peer (EFA_BTL_MSG_SEQ in its type says
- * so): if its send fails, the peer's messages move to the first NIC and
+ * sent over a NIC beside the first, and every message to a peer that
+ * several NICs reach (the first NIC's too: ep->numbered), is never
+ * injected and ends with an 8-byte number, one sequence per peer
+ * (EFA_BTL_MSG_SEQ in its type says so): if its send fails, the peer's
+ * messages leave that NIC for the peer's home (the lowest NIC left) and
  * that message goes again there, number and all, and the receiver drops
  * whichever copy comes second.  ob1 does not rely on the BTL's order (the
  * provider's datagrams have none), so messages to one peer over two NICs
@@ -56,16 +58,22 @@ int mca_btl_efa_spread_turn(mca_btl_efa_endpoint_t *ep);
 int mca_btl_efa_spread_plan_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                  const efa_btl_rdma_args_t *a, efa_mr_t *local_mr, void *desc,
                                  efa_btl_rail_t *out);
-/* frag to ep over NIC rail (> 0), module lock held: 0, a negative
- * libfabric error, or EFA_BTL_SPREAD_FIRST. */
+/* The target's key for a transfer to ep over rail r under handle h (its
+ * registration on the NIC r reaches): false where it has none there. */
+bool mca_btl_efa_spread_rail_key(const mca_btl_efa_endpoint_t *ep, const efa_rma_handle_t *h,
+                                 int rail, uint64_t *key);
+/* frag to ep over NIC rail (> 0, or 0 for a numbered peer), numbered,
+ * moving to the peer's home where that NIC is out or refuses it; module
+ * lock held: 0, a negative libfabric error, or EFA_BTL_SPREAD_FIRST
+ * (unnumbered over the first NIC after all). */
 int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                    efa_btl_frag_t *frag, int rail);
-/* A numbered frag's send completed with *err (0: it went; the test hook
- * may make a send over a NIC beside the first fail).  true: it goes
- * again over the first NIC, and its completion comes from there; false:
- * it is done, its header as the caller wrote it again. */
+/* A numbered frag's send completed with *err (0: it went; the test hooks
+ * may make one fail).  true: it goes again over the peer's home NIC, and
+ * its completion comes from there; false: it is done, its header as the
+ * caller wrote it again. */
 bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int *err);
-/* Post the failed-over messages that found the first NIC's queue full;
+/* Post the failed-over messages that found their NIC's queue full;
  * returns those that failed for good (chained by next, ->err set). */
 efa_btl_frag_t *mca_btl_efa_spread_resend(mca_btl_efa_module_t *btl);
 /* A message with EFA_BTL_MSG_SEQ, or any on a NIC beside the first,
@@ -75,7 +83,7 @@ efa_btl_frag_t *mca_btl_efa_spread_resend(mca_btl_efa_module_t *btl);
 bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8_t *buf,
                                 size_t *len, fi_addr_t src);
 /* A receive failed on a NIC beside the first: true when it is no loss
- * (the sender sends again over the first NIC), counted. */
+ * (the sender sends again over another NIC), counted. */
 bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, int err);
 /* The watch's sweep (module lock held): has a message of ep's been
  * missing for more than two peer deadlines while later ones came? */

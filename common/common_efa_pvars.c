@@ -90,7 +90,7 @@ static const efa_pvar_t pvars[] = {
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(striped_bytes), 0},
     {"rails_lost", "NICs taken out for a peer after they failed it (common_efa_rail_failover)",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(rails_lost), 0},
-    {"failed_over", "Striped parts sent again over the first NIC after theirs failed",
+    {"failed_over", "Striped parts sent again over another NIC after theirs failed",
      MCA_BASE_PVAR_CLASS_COUNTER, FIELD(failed_over), 0},
     {"rails_back",
      "NICs taken out for a peer that answered over it again and were put back "

@@ -390,10 +390,21 @@ expect_failure debug-fail-rail-send-negative "Parameter: mtl_efa_debug_fail_rail
 # The same for btl_efa's messages under ob1.
 ob1rails=("${ob1rxm[@]}" --mca common_efa_nic_include "${iface:-eth0},lo"
     --mca btl_efa_debug_first_rail 1 "${apart[@]}")
-expect_output ob1-rail-send-sent-again "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message\(s\) sent there, 1 sent again over the first NIC" \
+expect_output ob1-rail-send-sent-again "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message\(s\) sent there, 1 sent again over another NIC" \
     "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send 3
 expect_output ob1-rail-send-copy-dropped "btl:efa: messages over several NICs: .*; [1-9][0-9]* copies dropped" \
     "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send 3
+# The peer on the first NIC, reached over both: its messages there are
+# numbered too, and the third completed there is taken as failed.  The
+# peer's messages leave the first NIC, that one goes again over the
+# second, and the receiver drops the copy (pingpong checks every byte and
+# MPI's order).  Before the first NIC's messages were numbered, its
+# failure was the peer's.
+ob1first=("${ob1rxm[@]}" --mca common_efa_nic_include "${iface:-eth0},lo" "${apart[@]}")
+expect_output ob1-first-send-moved "btl:efa: a peer's messages leave NIC 0 of the set" \
+    "${ob1first[@]}" --mca btl_efa_debug_fail_first_send 3
+expect_output ob1-first-send-sent-again "btl:efa: messages over several NICs: 0 peer\(s\) on a NIC beside the first, [1-9][0-9]* message\(s\) sent there, 1 sent again over another NIC.*; [1-9][0-9]* copies dropped.*; [1-9][0-9]* message\(s\) numbered over the first NIC, 1 peer\(s\) whose messages left it" \
+    "${ob1first[@]}" --mca btl_efa_debug_fail_first_send 3
 expect_failure debug-btl-fail-rail-send-negative "Parameter: btl_efa_debug_fail_rail_send" \
     "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send -1
 # A message over the second NIC naming its destination as the sender:

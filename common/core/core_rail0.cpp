@@ -3,10 +3,9 @@
 //
 // The first rail is where the core keeps what must stay on one path per
 // peer pair: the provider's tagged messages (mtl_efa's provider matching,
-// its read rendezvous, withdrawals) and btl_efa's messages, which carry no
-// sequence number a copy sent elsewhere could be told by.  Where nothing
-// of that kind uses it (no component pinned it: efa_core_pin_rail0), every
-// message to the peer is own matching's, numbered and taken on any rail,
+// its read rendezvous, withdrawals).  Where nothing of that kind uses it
+// (no component pinned it: efa_core_pin_rail0), every message to the peer
+// is own matching's or btl_efa's, numbered and taken on any rail,
 // and the peer can do without the first rail like any other: its
 // operations there fail and their owners send again over the peer's home
 // rail (the lowest that reaches it both ways), the core's probes and

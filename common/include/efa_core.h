@@ -380,8 +380,8 @@ uint64_t efa_core_source_unchecked(const efa_core_t *core);
 /* Counts for the MPI_T variables (process-wide): a transfer of 'bytes'
  * striped over several rails, or (again) a part sent again after its rail failed. */
 void efa_core_count_stripe(size_t bytes, bool again);
-/* 'who' sends messages that must stay on NIC 0 (btl_efa's, the provider's
- * tagged ones): NIC 0's loss to a peer is then the peer's (core_rail0.cpp). */
+/* 'who' sends messages that must stay on NIC 0 (the provider's tagged
+ * ones): NIC 0's loss to a peer is then the peer's (core_rail0.cpp). */
 void efa_core_pin_rail0(efa_core_t *core, const char *who);
 /* Contexts of NIC 0, the rail of every message but own matching's. */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);

@@ -38,6 +38,13 @@
 #     messages over several NICs: 1 peer(s) on a NIC beside the first, M
 #     message(s) sent there", M > 0), and both moved the peer's messages
 #     to the first NIC ("a peer's messages leave NIC 1 of the set")
+#   ob1-first-link-down  link-down of the FIRST rail's link under ob1 +
+#     btl_efa (udp;ofi_rxd): the peer's messages there are numbered (it
+#     is reached over both NICs), so they leave the first NIC and go on
+#     over the second; the job succeeds, names the NIC, both processes
+#     moved the peer's messages ("N peer(s) whose messages left it", N >
+#     0) and no peer was lost.  Before they were numbered, the first
+#     NIC's loss was the peer's and this job failed.
 #   rdv-link-down  link-down under pml cm + mtl_efa with the provider's
 #     matching, whose large messages are read by the receiver striped over
 #     both rails (read rendezvous): the job succeeds, names the NIC, and
@@ -80,7 +87,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-all_runs="link-down cut-link own-link-down own-first-link-down own-msgs-link-down ob1-msgs-link-down rdv-link-down link-back own-link-back own-first-link-back no-failover"
+all_runs="link-down cut-link own-link-down own-first-link-down own-msgs-link-down ob1-msgs-link-down ob1-first-link-down rdv-link-down link-back own-link-back own-first-link-back no-failover"
 runs=${FAILOVER_RUNS:-$all_runs}
 for r in $runs; do
     case " $all_runs " in
@@ -246,6 +253,20 @@ if want ob1-msgs-link-down; then
         "btl:efa: messages over several NICs: 1 peer\(s\) on a NIC beside the first, [1-9][0-9]* message" \
         "btl:efa: a peer's messages leave NIC 1 of the set" \
         "moving them to the first" "${ob1_rxd[@]}" --mca btl_efa_debug_first_rail 1
+fi
+# btl_efa's first NIC fails: its messages there were numbered, so they
+# move to the second (a send that failed goes again there, the receiver
+# drops a copy that came both ways), and its puts and gets follow.
+if want ob1-first-link-down; then
+    log=$logdir/ob1-first-link-down.log
+    FAIL_RAIL=0 run ob1-first-link-down link-down "${ob1_rxd[@]}"
+    left=$(grep -cE "btl:efa: messages over several NICs: .*; [0-9]+ message\(s\) numbered over the first NIC, [1-9][0-9]* peer\(s\) whose messages left it" "$log" || true)
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] && [ "$left" -gt 0 ] &&
+        ! grep -q "stopped answering" "$log"; then
+        pass "ob1-first-link-down (the first NIC named, the peer's messages moved off it in $left process(es))"
+    else
+        fail "ob1-first-link-down" "exit $rc, NIC named $named time(s), messages moved off it in $left process(es) ($log)"
+    fi
 fi
 # pml cm + mtl_efa under the provider's matching: large messages read by
 # the receiver over both rails; a failed rail's pieces read again by the
