@@ -48,15 +48,14 @@
 
 BEGIN_C_DECLS
 
-/* Wire format and its checks: common/efa_btl_wire.h (pure C: fuzzed). */
-
-/* The smallest btl_efa_rma_max_transfer accepted (besides 0). */
+/* Wire format and its checks: common/efa_btl_wire.h (pure C: fuzzed).
+ * The smallest btl_efa_rma_max_transfer accepted (besides 0). */
 #define EFA_BTL_MIN_RMA_TRANSFER 4096
 
 /* Requests through the rings that may be taken back, in flight at once
- * (btl_efa_ring_rma.c); more go by single copy meanwhile. */
+ * (btl_efa_ring_rma.c; more go by single copy meanwhile), and atomics
+ * (btl_efa_ring_atomic.c). */
 #define EFA_BTL_RING_RMA_RECS 64
-/* Atomics in flight through the rings (btl_efa_ring_atomic.c). */
 #define EFA_BTL_RING_ATOMIC_RECS 64
 
 /* Self-contained registration handle: osc/rdma copies it to the peers
@@ -116,18 +115,19 @@ struct mca_btl_base_endpoint_t {
     uint8_t quiet_sweeps;
     efa_op_t watch;
     /* Its messages up to the eager limit over NIC 'rail' of the set
-     * (btl_efa_spread.c; 0: the first), that NIC's context (NULL: not
-     * decided yet), its last message's number and those of the peer's
-     * seen (lock); numbered: every message to it is, the first NIC's too
-     * (several NICs reach it), so that the first NIC can fail over. */
-    int8_t rail;
+     * (btl_efa_spread.c; 0: the first; rail_own: the one it was given),
+     * that NIC's context (NULL: not decided yet), its last message's number
+     * and those of the peer's seen (lock); numbered: every message to it
+     * is, the first NIC's too (several NICs reach it), so that the first
+     * NIC can fail over.  rail_mask: the NICs (bit r: NIC r) that its
+     * fragments and put/get beyond the eager limit (below stripe_min) take
+     * in turn (rail_turn: the next; 0 where it has one NIC: ob1 needs no
+     * order from a BTL, so one peer's stream fills every NIC); rails_left:
+     * those its messages left, rails_retaken: those taken again once the
+     * core put them back (btl_efa_rail_back.c). */
+    int8_t rail, rail_own;
     bool numbered;
-    /* The NICs (bit r: NIC r of the set) that its fragments and put/get
-     * beyond the eager limit (below stripe_min) take in turn (rail_turn:
-     * the next); 0 where it has one NIC.  ob1 needs no order from a BTL,
-     * so one peer's stream fills every NIC. */
-    uint8_t rail_mask;
-    uint8_t rail_turn;
+    uint8_t rail_mask, rail_turn, rails_left, rails_retaken;
     efa_ctx_t *rail_ctx;
     uint64_t rail_seq;
     struct efa_btl_seen *seen;
@@ -391,8 +391,9 @@ typedef struct mca_btl_efa_module {
         efa_ctx_t *ctx[EFA_MAX_RAILS];       /* NIC r's context (index 0 on every NIC) */
         efa_btl_frag_t *resend; /* failed over, waiting for room in the home NIC's queue */
         uint64_t peers, sent, failed_over, duplicates, recv_failed, retired, forged;
-        uint64_t numbered_first, first_left; /* numbered there; peers that left it */
-        uint64_t turn_peers;                 /* peers whose transfers take several NICs in turn */
+        uint64_t numbered_first, first_left;  /* numbered there; times a peer left it */
+        uint64_t left, taken_back, sent_back; /* NICs left, taken again; messages there since */
+        uint64_t turn_peers;                  /* peers whose transfers take several NICs in turn */
         uint64_t turns; /* ... transfers sent over a NIC beside the first in turn (atomic) */
     } spread;
 } mca_btl_efa_module_t;
@@ -428,8 +429,7 @@ typedef struct mca_btl_efa_component {
     bool peer_watch;         /* btl_efa_peer_watch (btl_efa_watch.c) */
     size_t coalesce_bytes;   /* btl_efa_coalesce_bytes (0: off) */
     int coalesce_max;        /* btl_efa_coalesce_max */
-    /* A test hook is set: the one branch the hot paths take for all of them. */
-    bool test_hooks_on;
+    bool test_hooks_on;      /* a test hook is set: the hot paths' one branch for all */
     mca_btl_efa_test_hooks_t test;
 } mca_btl_efa_component_t;
 

@@ -74,6 +74,7 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     mca_btl_efa_native_fini(btl);
     mca_btl_efa_spread_report(btl);
     mca_btl_efa_watch_stop_sweeps(btl);
+    mca_btl_efa_rail_back_fini(btl);
     if (OPAL_SUCCESS ==
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {
         do {
@@ -145,6 +146,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     mca_btl_efa_ring_atomic_setup(btl);
     mca_btl_efa_native_setup(btl);
     mca_btl_efa_spread_setup(btl);
+    mca_btl_efa_rail_back_init(btl);
     btl->send.inject_max = efa_core_get_info(core)->inject_size;
     /* In-place sends gather two buffers; below the provider's inject size
      * the provider copies the message anyway, so a copy of ours costs

@@ -61,7 +61,7 @@ void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
             mask |= rail_reaches(btl, ep, i) ? (uint8_t)(1u << i) : 0;
         }
         if (r > 0 && (mask & (1u << r))) {
-            ep->rail = (int8_t)r;
+            ep->rail = ep->rail_own = (int8_t)r;
             ep->rail_ctx = btl->spread.ctx[r];
             ++btl->spread.peers;
         }
@@ -155,6 +155,9 @@ static bool leave_rail(mca_btl_efa_endpoint_t *ep, int rail, int err) {
         return false;
     }
     __atomic_store_n(&ep->rail_mask, rest, __ATOMIC_RELAXED);
+    ep->rails_left = (uint8_t)(ep->rails_left | bit);
+    ep->rails_retaken = (uint8_t)(ep->rails_retaken & ~bit);
+    __atomic_fetch_add(&mca_btl_efa_module.spread.left, 1, __ATOMIC_RELAXED);
     if (ep->rail == rail) {
         /* the lowest NIC left (the first where the peer has no mask) */
         ep->rail = (int8_t)(0 == rest ? 0 : __builtin_ctz(rest));
@@ -295,6 +298,7 @@ int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
         } else {
             ++btl->spread.numbered_first;
         }
+        btl->spread.sent_back += (ep->rails_retaken >> frag->rail) & 1u;
         if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
             mca_btl_efa_component.test.forge_src > 0 && frag->rail > 0) {
             forge_over_rail(btl, ep, frag, len + EFA_BTL_SEQ_BYTES, frag->rail,
@@ -579,12 +583,15 @@ void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl) {
         "copies dropped, %llu not from the process they name; %llu receive(s) failed on those "
         "NICs; %llu peer(s) whose transfers beyond the eager limit take the NICs in turn, %llu "
         "of them sent over a NIC beside the first in turn; %llu message(s) numbered over the "
-        "first NIC, %llu peer(s) whose messages left it",
+        "first NIC, %llu time(s) a peer's messages left it; %llu NIC(s) left by a peer's "
+        "messages, %llu NIC(s) taken again once back, %llu message(s) sent over them since",
         (unsigned long long)btl->spread.peers, (unsigned long long)btl->spread.sent,
         (unsigned long long)btl->spread.failed_over, (unsigned long long)btl->spread.duplicates,
         (unsigned long long)btl->spread.forged, (unsigned long long)btl->spread.recv_failed,
         (unsigned long long)btl->spread.turn_peers, (unsigned long long)btl->spread.turns,
-        (unsigned long long)btl->spread.numbered_first, (unsigned long long)btl->spread.first_left);
+        (unsigned long long)btl->spread.numbered_first, (unsigned long long)btl->spread.first_left,
+        (unsigned long long)btl->spread.left, (unsigned long long)btl->spread.taken_back,
+        (unsigned long long)btl->spread.sent_back);
 }
 
 void mca_btl_efa_spread_fini_ep(mca_btl_efa_endpoint_t *ep) {

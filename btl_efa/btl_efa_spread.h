@@ -89,6 +89,11 @@ bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, i
  * missing for more than two peer deadlines while later ones came? */
 bool mca_btl_efa_spread_gap_expired(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                     double now, double timeout);
+/* btl_efa_rail_back.c: a NIC the core put back for a peer is taken
+ * again by its messages (the core's deadline tick, from setup to
+ * finalize). */
+void mca_btl_efa_rail_back_init(mca_btl_efa_module_t *btl);
+void mca_btl_efa_rail_back_fini(mca_btl_efa_module_t *btl);
 /* Finalize: the report (verbose 1) and each endpoint's record. */
 void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl);
 void mca_btl_efa_spread_fini_ep(mca_btl_efa_endpoint_t *ep);

@@ -99,6 +99,7 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
     peer->rails_up = 1;
     peer->rails_down = 0;
     peer->rails_back = 0;
+    peer->rails_back_btl = 0;
     for (int r = 0; r < EFA_MAX_RAILS; ++r) {
         peer->rail_nic[r] = static_cast<uint8_t>(r < nrails && pairing[r] > 0 ? pairing[r] : 0);
     }

@@ -178,6 +178,9 @@ void put_back(efa_core *core, fi_addr_t rail0, int rail) {
         if (efa_peer_t *p = peer_at(core, rail0)) {
             const uint32_t was = __atomic_fetch_or(again ? &p->rails_down : &p->rails_back,
                                                    1u << rail, __ATOMIC_RELAXED);
+            if (!again) {
+                __atomic_fetch_or(&p->rails_back_btl, 1u << rail, __ATOMIC_RELAXED);
+            }
             if (again && 0 == rail && !(was & 1u)) {
                 core->rail0_out_peers.fetch_add(1, std::memory_order_relaxed);
             }

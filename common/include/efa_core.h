@@ -119,8 +119,8 @@ typedef struct efa_peer {
     /* Rails taken out for this peer (bit r: rail r, 0 included, stopped completing or
      * failed; the core sets it, atomically): owners send over the others. */
     uint32_t rails_down;
-    /* Rails put back since (set by the core, taken by exchange: NetLink). */
-    uint32_t rails_back;
+    /* Rails put back since (set by the core, taken by exchange: NetLink, btl_efa) */
+    uint32_t rails_back, rails_back_btl;
     /* The peer's NIC each rail reaches (its registration keys are per NIC:
      * efa_rma_handle_t.rail_key[nic - 1]); 0 for rail 0. */
     uint8_t rail_nic[4];

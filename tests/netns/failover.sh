@@ -42,7 +42,7 @@
 #     btl_efa (udp;ofi_rxd): the peer's messages there are numbered (it
 #     is reached over both NICs), so they leave the first NIC and go on
 #     over the second; the job succeeds, names the NIC, both processes
-#     moved the peer's messages ("N peer(s) whose messages left it", N >
+#     moved the peer's messages ("N time(s) a peer's messages left it", N >
 #     0) and no peer was lost.  Before they were numbered, the first
 #     NIC's loss was the peer's and this job failed.
 #   rdv-link-down  link-down under pml cm + mtl_efa with the provider's
@@ -69,6 +69,10 @@
 #   own-first-link-back  the same with the FIRST rail's link
 #     (own-first-link-down's setting): the first NIC, taken out, is put
 #     back ("NIC ethK reaches ... again") and its messages take it again.
+#   ob1-first-link-back  the same under ob1 + btl_efa (udp;ofi_rxd): the
+#     first NIC put back, btl_efa's messages take it again (its verbose-1
+#     line: "N NIC(s) taken again once back, M message(s) sent over them
+#     since", N, M > 0 in a process).
 #   no-failover  control: link-down with common_efa_rail_failover 0, where
 #     a rail's failure is the peer's loss; passes when the job fails
 #     (non-zero exit, the peer named unreachable) within the time limit:
@@ -87,7 +91,7 @@ top=$(cd "$here/../.." && pwd)
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
 mpibin=${MPI_TEST_BIN_DIR:-$top/_build/tests/mpi}
 logdir=${FAILOVER_LOG_DIR:-/tmp/efa-failover}
-all_runs="link-down cut-link own-link-down own-first-link-down own-msgs-link-down ob1-msgs-link-down ob1-first-link-down rdv-link-down link-back own-link-back own-first-link-back no-failover"
+all_runs="link-down cut-link own-link-down own-first-link-down own-msgs-link-down ob1-msgs-link-down ob1-first-link-down rdv-link-down link-back own-link-back own-first-link-back ob1-first-link-back no-failover"
 runs=${FAILOVER_RUNS:-$all_runs}
 for r in $runs; do
     case " $all_runs " in
@@ -260,7 +264,7 @@ fi
 if want ob1-first-link-down; then
     log=$logdir/ob1-first-link-down.log
     FAIL_RAIL=0 run ob1-first-link-down link-down "${ob1_rxd[@]}"
-    left=$(grep -cE "btl:efa: messages over several NICs: .*; [0-9]+ message\(s\) numbered over the first NIC, [1-9][0-9]* peer\(s\) whose messages left it" "$log" || true)
+    left=$(grep -cE "btl:efa: messages over several NICs: .*; [0-9]+ message\(s\) numbered over the first NIC, [1-9][0-9]* time\(s\) a peer's messages left it" "$log" || true)
     if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] && [ "$left" -gt 0 ] &&
         ! grep -q "stopped answering" "$log"; then
         pass "ob1-first-link-down (the first NIC named, the peer's messages moved off it in $left process(es))"
@@ -342,6 +346,21 @@ if want own-first-link-back; then
         pass "own-first-link-back (the first NIC lost, put back in $back process(es), its messages over it again in $retaken)"
     else
         fail "own-first-link-back" "exit $rc, NIC named $named time(s), put back in $back process(es), messages over it again in $retaken ($log)"
+    fi
+fi
+# The same under ob1 + btl_efa: its messages, numbered, left the first
+# NIC for the second, and take the first again once the core put it back.
+if want ob1-first-link-back; then
+    log=$logdir/ob1-first-link-back.log
+    FAIL_RAIL=0 STREAM_MAX=32K STREAM_S=24 BACK_S=6 run ob1-first-link-back link-down \
+        "${ob1_rxd[@]}" --mca common_efa_rail_retry 2
+    back=$(grep -c "NIC $lost_nic reaches .* again" "$log" || true)
+    retaken=$(grep -cE "btl:efa: messages over several NICs: .* [1-9][0-9]* NIC\(s\) taken again once back, [1-9][0-9]* message\(s\) sent over them since" "$log" || true)
+    if [ "$rc" -eq 0 ] && grep -q "^ok pingpong" "$log" && [ "$named" -gt 0 ] && [ "$back" -gt 0 ] &&
+        [ "$retaken" -gt 0 ] && ! grep -q "stopped answering" "$log"; then
+        pass "ob1-first-link-back (the first NIC lost, put back in $back process(es), btl_efa's messages over it again in $retaken)"
+    else
+        fail "ob1-first-link-back" "exit $rc, NIC named $named time(s), put back in $back process(es), messages over it again in $retaken ($log)"
     fi
 fi
 if want no-failover; then

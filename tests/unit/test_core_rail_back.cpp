@@ -109,6 +109,9 @@ TEST_F(CoreRailBack, LostRailAnswersItsPingAndIsBack) {
     const efa_core_counters_t after = core_test_counters();
     EXPECT_EQ(after.rails_back, before.rails_back + 1);
     EXPECT_EQ(after.rails_lost, before.rails_lost + 1);
+    // Said to each owner that moves off a lost rail: the engine and btl_efa.
+    EXPECT_EQ(__atomic_load_n(&self_.self()->rails_back, __ATOMIC_RELAXED), 2u);
+    EXPECT_EQ(__atomic_load_n(&self_.self()->rails_back_btl, __ATOMIC_RELAXED), 2u);
     // Its deadline key is alive again: a read over it completes whole.
     EXPECT_EQ(read_over_rail1(), 0);
     const efa_core_counters_t read = core_test_counters();
