@@ -410,7 +410,7 @@ typedef struct mca_btl_efa_test_hooks {
     int cma_refuse;      /* act as if the kernel refused CMA (EPERM) to every peer */
     int takeback_refuse; /* the single copy of a request taken back fails as on EPERM */
     int first_rail;      /* the NIC whose turn it is first (btl_efa_spread.c) */
-    int fail_rail_send, fail_first_send; /* Nth completed send beside/on the first fails */
+    int fail_rail_send, fail_first_send, fail_first_rma; /* Nth send, put/get piece: failed */
 } mca_btl_efa_test_hooks_t;
 
 typedef struct mca_btl_efa_component {

@@ -188,6 +188,12 @@ static const mca_common_efa_param_t table[] = {
              "although it arrived, so that the peer's messages leave the first NIC, that one "
              "goes again over another and the receiver must drop the copy.  0 (default): none; "
              "0 to 1000000000"},
+    {"debug_fail_first_rma", MCA_BASE_VAR_TYPE_INT, C(test.fail_first_rma), .lo = 0,
+     .hi = 1000000000, .allowed = "0 to 1000000000", NUMBER, .test_only = true,
+     .help = "Testing only, with several NICs: the Nth piece of a put or get by the provider "
+             "completed over the first NIC is taken as one whose peer the provider found "
+             "unreachable there, although it completed, so that it goes again over another NIC "
+             "(a numbered peer's).  0 (default): none; 0 to 1000000000"},
     {"debug_takeback_refuse", MCA_BASE_VAR_TYPE_INT, C(test.takeback_refuse), .test_only = true,
      .help = "Testing only: the single copy of a put or get taken back from a peer's ring "
              "fails as if the kernel refused it (EPERM), so that the fallback (single copy off "

@@ -44,10 +44,9 @@ typedef struct efa_btl_rop {
     uint64_t *scratch;    /* registered: [0] operand, [1] compare, [2] result */
     void *scratch_desc;
     /* The provider holds it (posted, completion still to come): its slab
-     * must outlive finalize (mca_btl_efa_native_fini). */
+     * must outlive finalize (mca_btl_efa_native_fini).  A piece: what to
+     * post again over another rail if its rail fails (piece_again). */
     volatile bool posted;
-    /* A piece: what to post again over another rail if its rail fails
-     * (piece_again). */
     int8_t rail, type;
     void *local;
     size_t len;
@@ -64,11 +63,11 @@ typedef struct efa_btl_rop {
 
 static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe);
 static int piece_again(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop);
-/* May a piece that failed on its rail go again over another?  Once; from
- * the first rail only where the first is out for a numbered peer (the
- * core took it out, or the peer's messages left it): any other failure
- * there is the operation's, which another rail would only repeat. */
-static bool may_move(const mca_btl_efa_module_t *btl, const efa_btl_rop_t *rop) {
+/* May a piece that failed on its rail (err: 0 at a post) go again over
+ * another?  Once; from the first rail for a numbered peer only where the
+ * first is out for it or err says the path failed (the core hears of that
+ * after the piece's owner): any other failure there is the operation's. */
+static bool may_move(const mca_btl_efa_module_t *btl, const efa_btl_rop_t *rop, int err) {
     const mca_btl_efa_endpoint_t *ep = rop->endpoint;
     const efa_btl_rop_t *owner = rop->parent ? rop->parent : rop;
     if (!btl->native.failover || rop->moved || 0 == owner->keyed) {
@@ -76,7 +75,7 @@ static bool may_move(const mca_btl_efa_module_t *btl, const efa_btl_rop_t *rop) 
     }
     return rop->rail > 0 ||
            (ep->numbered &&
-            (0 == (ep->rail_mask & 1u) ||
+            (0 == (ep->rail_mask & 1u) || mca_btl_efa_path_error(err) ||
              FI_ADDR_NOTAVAIL == efa_peer_rail_addr(ep->peer, 0, 0, btl->native.nctx)));
 }
 
@@ -170,17 +169,24 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_rop_t *rop = (efa_btl_rop_t *)op;
     rop->posted = false;
     const int rail = rop->rail;
-    const bool retry = OPAL_UNLIKELY(cqe->err && -FI_ECANCELED != cqe->err) && may_move(btl, rop);
+    static uint32_t completed_first = 0; /* (for the test hook) */
+    int err = cqe->err;
+    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) && 0 == err && 0 == rail &&
+        (rop->parent ? rop->parent : rop)->keyed &&
+        ++completed_first == (uint32_t)mca_btl_efa_component.test.fail_first_rma) {
+        err = -FI_EHOSTUNREACH; /* as the provider says of a peer lost on the NIC */
+    }
+    const bool retry = OPAL_UNLIKELY(err && -FI_ECANCELED != err) && may_move(btl, rop, err);
     int again = OPAL_ERROR;
     if (retry && OPAL_SUCCESS == (again = piece_again(btl, rop))) {
         return; /* posted again on another rail: it completes from there */
     }
     int status = OPAL_SUCCESS;
-    if (cqe->err) {
-        status = mca_common_efa_fi_to_opal(cqe->err);
+    if (err) {
+        status = mca_common_efa_fi_to_opal(err);
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: one-sided operation failed on rail %d: %s%s%s", rail,
-                            fi_strerror(-cqe->err),
+                            fi_strerror(-err),
                             retry ? "; sent again over another rail, that failed too: " : "",
                             retry ? opal_strerror(again) : "");
     } else if (rop->result_size && rop->cb.local_address) {
@@ -212,7 +218,6 @@ int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, co
 }
 
 /* ---- put and get ---- */
-
 static int post_piece(efa_btl_rop_t *rop, int type, const efa_btl_rail_t *rail, void *local,
                       size_t len, uint64_t raddr) {
     /* Marked before the provider has it: another thread's progress may
@@ -333,7 +338,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         rop->len = size;
         rop->raddr = raddr;
         int rc = post_piece(rop, type, &rails[0], local_address, size, raddr);
-        if (OPAL_SUCCESS != rc && may_move(btl, rop)) {
+        if (OPAL_SUCCESS != rc && may_move(btl, rop, 0)) {
             rc = piece_again(btl, rop); /* that rail refused the peer */
         }
         if (OPAL_SUCCESS != rc) {
@@ -376,7 +381,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             piece->len = n;
             piece->raddr = raddr + off;
             rc = post_piece(piece, type, &rails[r], piece->local, n, piece->raddr);
-            if (OPAL_SUCCESS != rc && may_move(btl, piece)) {
+            if (OPAL_SUCCESS != rc && may_move(btl, piece, 0)) {
                 rc = piece_again(btl, piece); /* that rail refused the peer */
             }
             if (OPAL_SUCCESS != rc) {

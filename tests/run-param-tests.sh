@@ -405,6 +405,13 @@ expect_output ob1-first-send-moved "btl:efa: a peer's messages leave NIC 0 of th
     "${ob1first[@]}" --mca btl_efa_debug_fail_first_send 3
 expect_output ob1-first-send-sent-again "btl:efa: messages over several NICs: 0 peer\(s\) on a NIC beside the first, [1-9][0-9]* message\(s\) sent there, 1 sent again over another NIC.*; [1-9][0-9]* copies dropped.*; [1-9][0-9]* message\(s\) numbered over the first NIC, 1 time\(s\) a peer's messages left it" \
     "${ob1first[@]}" --mca btl_efa_debug_fail_first_send 3
+# A piece of a get (ob1's rendezvous reads) that fails on the first NIC
+# with the peer unreachable there goes again over the second at once, before
+# the core, which hears of the error after the piece's owner, takes the
+# first NIC out (else it fails: ob1 falls back to sending, and the count
+# stays 0).
+expect_output ob1-first-rma-moved "btl:efa: 1 striped part\(s\) sent again over another rail after their rail failed" \
+    "${ob1first[@]}" --mca btl_efa_debug_fail_first_rma 2
 expect_failure debug-btl-fail-rail-send-negative "Parameter: btl_efa_debug_fail_rail_send" \
     "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send -1
 # A message over the second NIC naming its destination as the sender:
