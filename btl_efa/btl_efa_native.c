@@ -26,6 +26,7 @@
 #include "opal/util/output.h"
 
 #include "btl_efa_spread.h"
+#include "efa_path_error.h"
 
 /* A one-sided operation handed to the provider (native path).  A transfer
  * larger than the provider's limit is cut into pieces, each its own rop
@@ -75,7 +76,7 @@ static bool may_move(const mca_btl_efa_module_t *btl, const efa_btl_rop_t *rop, 
     }
     return rop->rail > 0 ||
            (ep->numbered &&
-            (0 == (ep->rail_mask & 1u) || mca_btl_efa_path_error(err) ||
+            (0 == (ep->rail_mask & 1u) || efa_path_error(err) ||
              FI_ADDR_NOTAVAIL == efa_peer_rail_addr(ep->peer, 0, 0, btl->native.nctx)));
 }
 
@@ -404,7 +405,6 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
 }
 
 /* ---- atomics ---- */
-
 static bool fi_op_of(uint32_t op, enum fi_op *out) {
     switch (op) {
     case MCA_BTL_ATOMIC_ADD:

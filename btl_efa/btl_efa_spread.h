@@ -24,8 +24,6 @@
 
 #include "btl_efa.h"
 
-#include <rdma/fi_errno.h>
-
 BEGIN_C_DECLS
 
 /* The type's flag of a message that ends with its sequence number. */
@@ -34,22 +32,6 @@ BEGIN_C_DECLS
 
 /* post_locked's answer: send it over the first NIC after all. */
 #define EFA_BTL_SPREAD_FIRST 1
-
-/* Does err say that the path to the peer failed, not the operation (the
- * core's list: core_deadline.cpp, unreachable)? */
-static inline bool mca_btl_efa_path_error(int err) {
-    switch (-err) {
-    case FI_EHOSTUNREACH:
-    case FI_ETIMEDOUT:
-    case FI_ECONNREFUSED:
-    case FI_ECONNRESET:
-    case FI_ECONNABORTED:
-    case FI_ENOTCONN:
-        return true;
-    default:
-        return false;
-    }
-}
 
 /* One transfer on rail r: its context and the peer's address there, the
  * descriptor of the local buffer and the target's key on that rail. */

@@ -37,6 +37,7 @@
 
 #include "ctx_post.hpp"
 #include "deadline_tracked.hpp"
+#include "efa_path_error.h"
 
 namespace efa {
 
@@ -44,17 +45,7 @@ namespace {
 
 // Provider errors that say the peer is unreachable: the deadline's verdict, at once.
 bool unreachable(int err) {
-    switch (-err) {
-    case FI_EHOSTUNREACH:
-    case FI_ETIMEDOUT:
-    case FI_ECONNREFUSED:
-    case FI_ECONNRESET:
-    case FI_ECONNABORTED:
-    case FI_ENOTCONN:
-        return true;
-    default:
-        return false;
-    }
+    return efa_path_error(err);
 }
 
 // deadline_lock is held.
