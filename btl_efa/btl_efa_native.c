@@ -234,8 +234,8 @@ static int post_piece(efa_btl_rop_t *rop, int type, const efa_btl_rail_t *rail, 
     return mca_common_efa_fi_to_opal(rc);
 }
 
-/* Failover: a piece whose rail failed (at the post, or in its completion:
- * the core has then taken that rail out for the peer, efa_core.h's
+/* Failover: a piece whose rail failed (at the post, or in its completion,
+ * after which the core takes that rail out for the peer, efa_core.h's
  * rails_down) goes again, once, over the lowest other rail that reaches
  * the peer and holds the target's key: the first, which carries the
  * peer's messages, unless that is the one that failed (a numbered peer's:
