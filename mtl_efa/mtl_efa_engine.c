@@ -251,6 +251,13 @@ void ompi_mtl_efa_engine_fini(void) {
                             (unsigned long long)s.device_ipc,
                             (unsigned long long)s.device_streamed);
     }
+    if (0 != s.device_read_pieces) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages read from other nodes: %llu copied to the "
+                            "device piece by piece as they came in (%llu pieces)",
+                            (unsigned long long)s.device_read_landed,
+                            (unsigned long long)s.device_read_pieces);
+    }
     if (ompi_mtl_efa.own_matching) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: own matching: %llu provider messages sent (%llu packing "

@@ -175,6 +175,7 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
     p->comm_members = comm_members;
     p->net_eager = mp->net_eager;
     p->net_read_min = mp->net_read_min;
+    p->net_device_piece = mp->device_piece;
     p->net_window = (uint32_t)mp->net_window;
     p->net_small_window = (uint32_t)mp->net_small_window;
     p->net_coalesce_bytes = mp->coalesce_bytes;

@@ -8,6 +8,8 @@
 #   - a window (osc/rdma over btl_efa) in device memory: puts and gets of
 #     it through its owner's device copy, an atomic refused by btl_efa
 #     (osc/rdma does it by get and put), on every path of btl_efa;
+#   - a device receive read from another node copied on piece by piece
+#     (mtl_efa_device_piece), and the bench that times it;
 #   - what is said: the fake named at verbose 1; where Open MPI has no
 #     accelerator component, "not supported here" (and
 #     mtl_efa_device_buffers own asked for says why it cannot be); a bad
@@ -157,6 +159,42 @@ verdict hmem-not-granted $ok "exit $RC, or a provider without FI_HMEM was handed
 ok=0
 [ $RC -eq 0 ] && [ "$staged" -gt 0 ] && [ $((2 * kept)) -gt "$staged" ] && ok=1
 verdict staged-buffers-kept $ok "exit $RC: $staged host buffers of 64 KiB or more for device bytes, $kept kept from an earlier message"
+
+# Own matching with the provider's RMA read (tcp;ofi_rxm, no on-node
+# channel): a device receive of a message read from the sender is read in
+# pieces of mtl_efa_device_piece (1 MiB by default), each copied on to the
+# device as it comes in, so that no whole-message copy is left after the
+# read.  With mtl_efa_device_piece 0 it is read whole and copied after.
+piece_counts() { # the finalize lines' messages and pieces, summed
+    sed -n "s/.*device messages read from other nodes: \([0-9]*\) copied to the device piece by piece as they came in (\([0-9]*\) pieces).*/\1 \2/p" <<<"$OUT" |
+        awk '{m += $1; p += $2} END {print m + 0, p + 0}'
+}
+own_net=("${cm[@]}" --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own
+    --mca common_efa_debug_fake_device 1 --mca common_efa_verbose 1)
+run "${own_net[@]}" "$prog" -s 4M
+read -r landed pieces < <(piece_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$landed" -gt 0 ] &&
+    [ "$pieces" -gt "$landed" ] && ok=1
+verdict read-piece-by-piece $ok "exit $RC: $landed device messages copied on piece by piece, in $pieces pieces (none in several)"
+run "${own_net[@]}" --mca mtl_efa_device_piece 0 "$prog" -s 4M
+read -r landed pieces < <(piece_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$landed" -eq 0 ] &&
+    grep -q "rendezvous read by RMA" <<<"$OUT" && ok=1
+verdict read-whole-copied-after $ok "exit $RC: $landed device messages copied on piece by piece with mtl_efa_device_piece 0"
+# bench/bench_fake_device, the ping-pong that measures this path
+# (docs/PERFORMANCE.md), times device buffers, and refuses without the fake.
+bench=${BENCH_BIN_DIR:-$bindir/../../bench}/bench_fake_device
+run "${own_net[@]}" "$bench" -s 1M -i 20
+ok=0
+[ $RC -eq 0 ] && grep -q "^# bench=fake_device buffers=device" <<<"$OUT" &&
+    grep -qE "^1048576 [0-9]+\.[0-9]$" <<<"$OUT" && [ "$(piece_counts)" != "0 0" ] && ok=1
+verdict bench-fake-device $ok "exit $RC: $bench timed no device ping-pong, or no piece was copied on"
+run "${cm[@]}" "$bench" -s 1M -i 20
+ok=0
+[ $RC -ne 0 ] && grep -q "the core's device is not the fake" <<<"$OUT" && ok=1
+verdict bench-fake-device-needs-fake $ok "exit $RC: bench_fake_device ran without the fake device"
 
 # btl_efa: a window in device memory registered with its device where shm
 # granted FI_HMEM, and every put and get with device memory on either side

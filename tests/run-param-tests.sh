@@ -170,6 +170,8 @@ expect_failure net-small-window-zero "Parameter: mtl_efa_net_small_window" "${cm
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca mtl_efa_net_small_window 0
 expect_failure tiny-mtl-coalesce-bytes "0, or 64 to 60000" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca mtl_efa_coalesce_bytes 7
+expect_failure tiny-device-piece "0, or 4096 to 1073741824" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_device_piece 100
 expect_failure huge-net-eager "Parameter: mtl_efa_net_eager_max" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_net_eager_max 1000000
 expect_failure debug-lose-negative "Parameter: mtl_efa_debug_lose_net" "${cm[@]}" \

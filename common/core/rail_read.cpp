@@ -9,7 +9,9 @@
 // reads over the NIC of the peer's messages).  A piece whose rail fails
 // (the core then takes that rail out for the peer) is read again, once,
 // over the first rail: only its failure fails the read.
-// The owner hears once, when every piece has completed.
+// The owner hears once, when every piece has completed, and, where it
+// asks (landed), of each piece as its bytes are in: a device receive
+// copies them on while the other pieces are still read.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -39,6 +41,7 @@ struct efa_rail_read {
     std::atomic<int> err{0};
     std::atomic<bool> orphaned{false}; // the owner went: no call, no failover
     void (*done)(void *arg, int err);
+    void (*landed)(void *arg, size_t off, size_t n);
     void *arg;
     uint32_t pieces = 0;
     Piece *piece = nullptr;
@@ -80,6 +83,8 @@ void piece_done(efa_op_t *op, const efa_cqe_t *cqe) {
     }
     if (cqe->err) {
         note_err(rd, cqe->err);
+    } else if (rd->landed && !rd->orphaned.load()) {
+        rd->landed(rd->arg, pc->off, pc->n); // (before done: the owner is still there)
     }
     if (1 == rd->left.fetch_sub(1)) {
         finish(rd);
@@ -161,6 +166,7 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
     rd->raddr = r->raddr;
     rd->failover = info->rail_failover;
     rd->done = r->done;
+    rd->landed = r->landed;
     rd->arg = r->arg;
     rd->pieces = pieces;
     rd->piece = piece;

@@ -16,11 +16,20 @@
 // kWaitFin, streams the message as before.  A read that fails because the
 // peer is lost fails the receive.  The sender's registration lives until
 // its send finishes (FIN, the streamed data, a cancel or the peer's loss).
+//
+// A receive in device memory (efa_engine_req_t.device_buf, the bytes
+// landing in its host buffer first) is read in pieces of at most
+// net_device_piece, each copied on to the device as soon as it is in
+// (landed), while the pieces after it are still read: only the last
+// piece's copy is left when the read ends, not the whole message's.  Once
+// every byte went so, device_landed tells the owner not to copy again; a
+// failed copy or read leaves that to the owner, from the host buffer.
 #include "engine_impl.hpp"
 
 #include "efa_rma.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -37,6 +46,13 @@ struct Engine::ReadOp {
     efa_rail_read_t *read = nullptr; // the core's striped read (rail_read.cpp)
     int err = 0;
     bool ended_in_post = false; // its pieces all completed before the post returned
+    // A device receive's pieces copied on as they landed (from progress,
+    // mu_ not held): the bytes copied, and whether a copy failed.
+    uint8_t *device_buf = nullptr;
+    size_t len = 0; // the bytes read
+    std::atomic<size_t> device_copied{0};
+    std::atomic<uint32_t> device_pieces{0};
+    std::atomic<bool> device_failed{false};
 };
 
 namespace {
@@ -114,6 +130,12 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
     // Below stripe_min one rail: the peer's in turn (striped, it does not matter).
     r.home = n < stripe_min_ ? net_->next_turn(p->net) : p->net->rail;
     r.piece_max = read_piece_;
+    if (nullptr != req->device_buf && params_.net_device_piece) {
+        ro->device_buf = static_cast<uint8_t *>(req->device_buf);
+        ro->len = n;
+        r.piece_max = std::min(read_piece_, params_.net_device_piece);
+        r.landed = read_landed;
+    }
     r.buf = req->buf;
     r.len = n;
     r.mr = ro->mr;
@@ -167,6 +189,23 @@ void Engine::read_done(void *arg, int err) {
     e->run_completions();
 }
 
+// A piece of a device receive's read is in its host buffer (from the
+// core's progress, mu_ not held; pieces may land on several threads at
+// once, each copying its own bytes).
+void Engine::read_landed(void *arg, size_t off, size_t n) {
+    auto *r = static_cast<ReadOp *>(arg);
+    if (r->device_failed.load(std::memory_order_relaxed)) {
+        return; // the owner copies the whole message
+    }
+    const auto *host = static_cast<const uint8_t *>(r->req->buf);
+    if (0 != efa_device_copy(r->device_buf + off, host + off, n)) {
+        r->device_failed.store(true);
+        return;
+    }
+    r->device_copied.fetch_add(n);
+    r->device_pieces.fetch_add(1);
+}
+
 // Does a read's error say that the peer is gone (the core's deadline, the
 // provider's own), rather than that the read itself was refused?
 static int peer_gone(int err) {
@@ -191,7 +230,15 @@ void Engine::end_read(ReadOp *r) {
                      : p->error                       ? p->error
                      : p->net && (p->net->live & ~1u) ? 0
                                                       : peer_gone(r->err);
+    if (r->device_buf) {
+        stats.device_read_pieces += r->device_pieces.load();
+    }
     if (0 == r->err) {
+        // (every byte read went on to the device: the owner copies none)
+        if (r->device_buf && !r->device_failed.load() && r->device_copied.load() == r->len) {
+            req->device_landed = true;
+            ++stats.device_read_landed;
+        }
         req->err = req->msg_len > req->buflen ? -FI_ETRUNC : 0;
         req->state = kDone;
         send_ctrl(r->sender, kFin, r->sender_id, 0);

@@ -509,8 +509,7 @@ void efa_rdv_offer_end(efa_rdv_offer_t *o, int err);
 int efa_ctx_rdv_take(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len,
                      void (*done)(void *arg, int err, size_t msg_len), void *arg);
 /* The same into a buffer that needs its registration for the read (mr: a
- * device buffer's, efa_core_mr_acquire_device; read over the first rail
- * alone). */
+ * device buffer's, efa_core_mr_acquire_device; over the first rail alone). */
 int efa_ctx_rdv_take_mr(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len,
                         efa_mr_t *mr, void (*done)(void *arg, int err, size_t msg_len), void *arg);
 /* The receive that matched it failed before it could read: the sender is
@@ -549,6 +548,7 @@ typedef struct efa_rail_read_req {
     uint64_t rkey[4]; /* EFA_MAX_RAILS */
     void (*done)(void *arg, int err);
     void *arg;
+    void (*landed)(void *arg, size_t off, size_t n); /* optional: a piece is in, from progress */
 } efa_rail_read_req_t;
 int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r, efa_rail_read_t **out);
 /* The owner goes before the read completes: done is no longer called. */

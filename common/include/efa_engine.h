@@ -153,6 +153,10 @@ typedef struct efa_engine_params {
      * offered to the receiver for an RMA read of the sender's buffer, where
      * the provider has FI_RMA (0: never; they stream as DATA frames). */
     size_t net_read_min;
+    /* ... and one read into a receive in device memory goes in pieces of at
+     * most this many bytes, each copied to the device once in (0: the owner
+     * copies the whole message after; engine_read.cpp). */
+    size_t net_device_piece;
     uint32_t net_window;           /* provider messages in flight per peer before packing */
     uint32_t net_small_window;     /* ... before a frame that can be packed is (0: 4) */
     size_t net_coalesce_bytes;     /* a provider message packs frames up to this (0: one each) */
@@ -312,6 +316,9 @@ typedef struct efa_engine_stats {
      * device's IPC, and those streamed through the rings instead (IPC
      * refused, or the receiver's copy failed). */
     uint64_t device_ipc, device_streamed;
+    /* Reads from another node into device memory whose every piece was
+     * copied to the device as it came in, and those pieces. */
+    uint64_t device_read_landed, device_read_pieces;
 } efa_engine_stats_t;
 void efa_engine_get_stats(const efa_engine_t *e, efa_engine_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

@@ -41,6 +41,7 @@ class EngineNet : public ::testing::Test {
     size_t read_min = 0;   // net_read_min: rendezvous by RMA read from this size
     size_t read_piece = 0; // net_debug_read_piece
     bool fail_reads = false;
+    size_t device_piece = 0;   // net_device_piece: a device receive's read pieces
     uint32_t delay = 0;        // net_debug_delay: that provider message handed on late
     uint32_t small_window = 0; // net_small_window (0: the engine's default)
 
@@ -87,6 +88,7 @@ class EngineNet : public ::testing::Test {
         p.net_read_min = read_min;
         p.net_debug_read_piece = read_piece;
         p.net_debug_fail_reads = fail_reads;
+        p.net_device_piece = device_piece;
         p.net_debug_delay = delay;
         e = efa_engine_create(&p, &err);
         ASSERT_NE(nullptr, e) << err;
