@@ -162,7 +162,7 @@ verdict staged-buffers-kept $ok "exit $RC: $staged host buffers of 64 KiB or mor
 
 # Own matching with the provider's RMA read (tcp;ofi_rxm, no on-node
 # channel): a device receive of a message read from the sender is read in
-# pieces of mtl_efa_device_piece (1 MiB by default), each copied on to the
+# pieces of mtl_efa_device_piece (256 KiB by default), each copied on to the
 # device as it comes in, so that no whole-message copy is left after the
 # read.  With mtl_efa_device_piece 0 it is read whole and copied after.
 piece_counts() { # the finalize lines' messages and pieces, summed
