@@ -19,7 +19,9 @@
 #             Open MPI copying device buffers (mtl_efa_device_buffers
 #             open-mpi, the default) and the on-node path with mtl_efa
 #             copying them (own: device to device by CUDA IPC; and with
-#             mtl_efa_device_ipc 0, through the host), and the shm provider
+#             mtl_efa_device_ipc 0, through the host), own matching on
+#             tcp;ofi_rxm with mtl_efa copying them (receives read from the
+#             sender copied to the device piece by piece), and the shm provider
 #             handed device buffers as they are (own: FI_HMEM);
 #           - pml ob1 + btl_efa (tcp;ofi_rxm);
 #           - the anchors: pml cm + mtl/ofi on tcp;ofi_rxm, pml ob1 + sm
@@ -74,6 +76,7 @@ pt2pt_runs=(
     "mtl_efa-onnode-own-noipc|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own --mca mtl_efa_device_ipc 0"
     "mtl_efa-rxm-provider|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching provider"
     "mtl_efa-rxm-own-matching|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own"
+    "mtl_efa-rxm-own-matching-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own --mca mtl_efa_device_buffers own"
     "mtl_efa-shm|1|--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none"
     "mtl_efa-shm-own|1|--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none --mca mtl_efa_matching provider --mca mtl_efa_device_buffers own"
     "btl_efa-rxm|1|--mca pml ob1 --mca btl efa,self ${rxm[*]}"
@@ -152,6 +155,10 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
     # (the own run's finalize counts: device messages by CUDA IPC, streamed)
     grep -h "device messages received from this node\|device buffers to processes of this node" \
         "$out/mtl_efa-onnode-own.osu_latency.txt" | sed 's/^/    /' | sort -u
+    # (own matching with mtl_efa copying: device receives read from the
+    # sender copied to the device piece by piece, mtl_efa_device_piece)
+    grep -h "device messages read from other nodes" \
+        "$out/mtl_efa-rxm-own-matching-own.osu_latency.txt" | sed 's/^/    /' | sort -u
     # (the shm own run's: device buffers handed to the provider by FI_HMEM,
     # and whether their registrations went through a dmabuf)
     grep -h "(FI_HMEM)\|device registrations:" "$out/mtl_efa-shm-own.osu_latency.txt" |
