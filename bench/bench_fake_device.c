@@ -7,7 +7,9 @@
  *
  * usage: mpirun -np 2 ... --mca pml cm --mca mtl efa \
  *            --mca common_efa_debug_fake_device 1 bench_fake_device [-H] [-s SIZE[K|M]] [-i ITERS]
- * Output (rank 0): "size half_round_trip_us" for the one size.
+ * Output (rank 0): "size half_round_trip_us" for the one size.  It finds the
+ * fake through libmca_common_efa loaded as a library of its own (the
+ * components as built here), not a core linked into Open MPI.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -28,9 +30,12 @@ static int find_core(struct dl_phdr_info *info, size_t size, void *out) {
     return 0;
 }
 
+static void (*device_free)(void *);
+
 /* A buffer of the fake device (host memory with -H); NULL with a reason. */
 static void *device_alloc(size_t len, int host, const char **why) {
     if (host) {
+        device_free = free;
         return malloc(len);
     }
     char path[4096] = "";
@@ -38,7 +43,8 @@ static void *device_alloc(size_t len, int host, const char **why) {
     void *lib = path[0] ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
     void *(*alloc)(size_t) = lib ? (void *(*)(size_t))dlsym(lib, "efa_fake_device_alloc") : NULL;
     const char *(*name)(void) = lib ? (const char *(*)(void))dlsym(lib, "efa_device_name") : NULL;
-    if (NULL == alloc || NULL == name) {
+    device_free = lib ? (void (*)(void *))dlsym(lib, "efa_fake_device_free") : NULL;
+    if (NULL == alloc || NULL == name || NULL == device_free) {
         *why = "libmca_common_efa is not loaded (run under pml cm + mtl_efa)";
         return NULL;
     }
@@ -57,9 +63,11 @@ static size_t parse_size(const char *s) {
         return 0;
     }
     const int shift = 'K' == *end || 'k' == *end ? 10 : 'M' == *end || 'm' == *end ? 20 : 0;
-    v <<= shift;
     end += shift ? 1 : 0;
-    return '\0' == *end ? (size_t)v : 0;
+    if ('\0' != *end || v > (1ull << 30) >> shift) {
+        return 0; /* (above 1 GiB: refused by the caller anyway) */
+    }
+    return (size_t)(v << shift);
 }
 
 static double pingpong(void *buf, size_t len, int rank, long iters) {
@@ -113,6 +121,7 @@ int main(int argc, char **argv) {
         printf("# bench=fake_device buffers=%s iters=%ld\n%zu %.1f\n", host ? "host" : "device",
                iters, len, us);
     }
+    device_free(buf);
     MPI_Finalize();
     return 0;
 }

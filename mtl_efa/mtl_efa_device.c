@@ -287,7 +287,7 @@ int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
     }
     req->device_buf = req->buffer;
     req->device_temp = req->free_buffer;
-    req->on.device_landed = false; /* (set by the engine where IPC put the bytes there) */
+    req->on.device_landed = false; /* (set by the engine where it put the bytes there) */
     req->buffer = host;
     req->free_buffer = true;
     return OMPI_SUCCESS;
@@ -309,7 +309,8 @@ int ompi_mtl_efa_device_provider_recv(mca_mtl_efa_request_t *req) {
 void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver) {
     void *dev = req->device_buf;
     const size_t n = !deliver ? 0 : len < req->length ? len : req->length;
-    /* The engine copied a device message of this node into dev itself. */
+    /* The engine put the bytes into dev itself (IPC on this node, or a
+     * read from another node copied on piece by piece). */
     const bool landed = req->on.device_landed;
     req->device_buf = NULL;
     if (n > 0 && !landed && 0 != efa_device_copy(dev, req->buffer, n)) {

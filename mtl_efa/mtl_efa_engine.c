@@ -432,7 +432,7 @@ static inline void prepare(mca_mtl_efa_request_t *req) {
     req->on.complete = recv_done;
     req->on.buf = req->buffer;
     req->on.buflen = req->length;
-    req->on.device_buf = req->device_buf; /* (bytes by the device's IPC land there) */
+    req->on.device_buf = req->device_buf; /* (the engine may put the bytes there) */
 }
 
 int ompi_mtl_efa_engine_irecv(struct ompi_communicator_t *comm, int src, int tag,

@@ -261,7 +261,10 @@ void Engine::end_read(ReadOp *r) {
 
 // The engine closes with reads still out: their completions may still
 // come from the core, which stays open; the core's read then calls nobody,
-// and the registration is never given back.
+// and the registration is never given back.  The engine closes at
+// finalize, which no other thread's progress runs beside (MPI allows no
+// calls from other threads then), so no callback of a piece (landed,
+// done) is running while its ReadOp goes.
 void Engine::orphan_reads() {
     for (ReadOp *r : reads_) {
         efa_rail_read_orphan(r->read);

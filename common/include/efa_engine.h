@@ -44,9 +44,11 @@ struct efa_engine_req {
     void *buf;
     size_t buflen;
     /* Device memory (efa_device.h), of a receive: device_buf (NULL: none)
-     * is a device buffer of buflen bytes that bytes coming by the device's
-     * own copy land in directly, and then device_landed is set (the caller
-     * clears it before posting); everything else lands in buf. */
+     * is a device buffer of buflen bytes.  Bytes land in buf, except those
+     * of this node's device messages copied by the device's IPC, which land
+     * in device_buf directly; a read from another node is copied on to it
+     * piece by piece (net_device_piece).  device_landed (the caller clears
+     * it before posting): device_buf holds the whole message, buf not. */
     void *device_buf;
     bool device_landed;
     bool device; /* the engine's: a send from device memory (efa_engine_send_device) */

@@ -2,14 +2,19 @@
 // for the tests of a core that talks to itself over several rails
 // (test_core_rail_back.cpp, test_core_rail0.cpp): the caller plans the
 // read (its context, address, peer and keys); the buffer, the local
-// registration, the wait and the check of every byte are here.
+// registration, the wait and the check of every byte are here, and of
+// the pieces the read reports as they land (efa_rail_read_req_t.landed):
+// each one's bytes in place when it is reported, all of them before done,
+// together the whole buffer once.
 #pragma once
 
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include <rdma/fi_errno.h>
@@ -19,7 +24,8 @@
 
 // plan(r, mr) fills r's ctx, addr, peer, rkeys and rkey[] (mr: the source
 // buffer's registration).  Returns the read's completion error (1: none
-// came within 10 s), the post's error, or -FI_EIO for wrong bytes.
+// came within 10 s), the post's error, or -FI_EIO for wrong bytes or
+// pieces reported wrong.
 inline int core_test_read_self(efa_core_t *core, size_t len,
                                const std::function<void(efa_rail_read_req_t &, efa_mr_t *)> &plan) {
     std::vector<uint8_t> src(len), dst(len, 0);
@@ -34,7 +40,12 @@ inline int core_test_read_self(efa_core_t *core, size_t len,
     struct Done {
         bool done = false;
         int err = 1;
+        const uint8_t *src = nullptr, *dst = nullptr;
+        std::vector<std::pair<size_t, size_t>> pieces; // (off, n) as they landed
+        bool landed_wrong = false;                     // before its bytes, or after done
     } d;
+    d.src = src.data();
+    d.dst = dst.data();
     efa_rail_read_req_t r{};
     plan(r, mr);
     r.buf = dst.data();
@@ -46,6 +57,11 @@ inline int core_test_read_self(efa_core_t *core, size_t len,
     r.done = [](void *arg, int e) {
         static_cast<Done *>(arg)->done = true;
         static_cast<Done *>(arg)->err = e;
+    };
+    r.landed = [](void *arg, size_t off, size_t n) {
+        auto *t = static_cast<Done *>(arg);
+        t->landed_wrong = t->landed_wrong || t->done || memcmp(t->src + off, t->dst + off, n) != 0;
+        t->pieces.emplace_back(off, n);
     };
     r.arg = &d;
     const int rc = efa_core_rail_read(core, &r, nullptr);
@@ -59,6 +75,17 @@ inline int core_test_read_self(efa_core_t *core, size_t len,
     }
     if (d.done && d.err == 0 && memcmp(src.data(), dst.data(), len) != 0) {
         return -FI_EIO; // wrong bytes
+    }
+    if (d.done && d.err == 0) { // the pieces: the whole buffer, each byte once
+        std::sort(d.pieces.begin(), d.pieces.end());
+        size_t at = 0;
+        for (const auto &pc : d.pieces) {
+            d.landed_wrong = d.landed_wrong || pc.first != at;
+            at = pc.first + pc.second;
+        }
+        if (d.landed_wrong || at != len) {
+            return -FI_EIO;
+        }
     }
     return d.err;
 }

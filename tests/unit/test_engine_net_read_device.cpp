@@ -5,6 +5,9 @@
 // so (device_landed) once every byte went.  Where it cannot (no pieces
 // asked for, a failed copy, a failed read streamed instead), the bytes
 // stay in the host buffer for the owner to copy, and nothing says landed.
+// That the copies overlap the reads still out is a matter of time, which
+// bench/bench_fake_device measures (docs/PERFORMANCE.md); here the fixture
+// has one rail (striped pieces: the same callback per piece).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,7 +42,7 @@ class EngineNetReadDevice : public EngineNet {
         efa_device_install(nullptr);
         EXPECT_EQ(0u, efa_fake_device_live()) << "an allocation left behind";
     }
-    // Copies fail from the nth on (the fake otherwise).
+    // The nth copy fails (the fake's copy otherwise).
     void fail_copy(int nth) {
         g_ops = *efa_fake_device_ops();
         g_ops.copy = failing_copy;
