@@ -18,7 +18,7 @@
 # call). Each configuration runs R times; the iterations of all runs pool.
 #
 # usage: bench/callgrind.sh [-p PROV] [-n N] [-r R] [-s INTERVAL_US] [-m SIZE] [-b]
-#                           [-o OUTDIR] [-t TIMEOUT] [CONFIG...]
+#                           [-l LAUNCH_ARGS] [-o OUTDIR] [-t TIMEOUT] [CONFIG...]
 #   CONFIG  configuration names of bench/configs.ini
 #           (default: mtl_efa-PROV mtl_ofi-PROV)
 #   -p      provider short name, or a comma list of them for configurations of
@@ -31,6 +31,9 @@
 #   -m      message size (default 1)
 #   -b      blocking: rank 0 uses MPI_Send + MPI_Recv, the calls of the latency
 #           benchmark (default MPI_Irecv + MPI_Isend + MPI_Waitall)
+#   -l      more mpirun arguments, split at spaces: e.g. the host and rank
+#           files of tests/pretend-nodes.sh, so that the two ranks are on two
+#           nodes and the count is of the path between nodes
 #   -o      output directory (default bench/results/callgrind-<timestamp>); it
 #           gets table.md and counts.tsv (config, instructions/iteration,
 #           median, minimum, iterations dropped, iterations, status; "-"
@@ -45,13 +48,14 @@ reps=3
 interval=100000
 size=1
 blocking=()
+launch=()
 prov=
 out=
 tmo=300
 
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
-while getopts "p:n:r:s:m:o:t:bh" opt; do
+while getopts "p:n:r:s:m:l:o:t:bh" opt; do
     case $opt in
     p) prov=$OPTARG ;;
     n) iters=$OPTARG ;;
@@ -59,6 +63,7 @@ while getopts "p:n:r:s:m:o:t:bh" opt; do
     s) interval=$OPTARG ;;
     m) size=$OPTARG ;;
     b) blocking=(-b) ;;
+    l) read -r -a launch <<<"$OPTARG" ;;
     o) out=$OPTARG ;;
     t) tmo=$OPTARG ;;
     h) usage; exit 0 ;;
@@ -151,7 +156,7 @@ for ((rep = 1; rep <= reps; rep++)); do
         log="$out/$tag.log"
         fifo="$out/$tag.fifo"
         rm -f "$fifo" "$cg" "$cg".* && mkfifo "$fifo"
-        timeout -k 10 "$tmo" mpirun --bind-to core "${args[@]}" \
+        timeout -k 10 "$tmo" mpirun --bind-to core "${launch[@]}" "${args[@]}" \
             -np 1 valgrind -q --tool=callgrind --collect-atstart=no \
             --toggle-collect=bench_overhead_measured --dump-before=bench_overhead_iteration \
             --callgrind-out-file="$cg" \

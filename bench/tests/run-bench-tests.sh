@@ -9,6 +9,8 @@
 #      tables made from the committed baseline, without running callgrind
 #   5. the between-node runs' placement: tests/pretend-nodes.sh's core
 #      placement under the runner's launch arguments
+#   6. bench/callgrind.sh -l: a count between two pretend nodes (3
+#      iterations of mtl_ofi-rxm under callgrind)
 # Prints "PASS name" / "FAIL name" lines and the closing line
 # "N passed, N failed"; exits non-zero when something failed.
 # Environment: BENCH_BIN_DIR (programs; built with bench/build-bench.sh into
@@ -242,6 +244,23 @@ if [ "$hosts" = 2 ] && [ "$cpus" = "$want" ]; then
     ok "pretend-nodes/core-placement"
 else
     ko "pretend-nodes/core-placement" "ranks at [$where] (want 2 hosts, cores $want); $(head -3 "$pn/err")"
+fi
+
+# 6. bench/callgrind.sh -l: the launch arguments reach mpirun, so that the
+# counted rank and its peer are on two nodes (mpirun's map names both).
+if ! command -v valgrind >/dev/null; then
+    ko "callgrind/between-nodes" "valgrind not found (scripts/install-deps.sh installs it)"
+else
+    hostargs=$(bash "$bench/../tests/pretend-nodes.sh" "$pn" 1 core | tr '\n' ' ')
+    cg=$logdir/callgrind-l
+    BENCH_BIN_DIR=$bin bash "$bench/callgrind.sh" -p rxm -n 3 -r 1 -t "$tmo" \
+        -l "$hostargs --display-map" -o "$cg" mtl_ofi-rxm >"$logdir/callgrind-l.log" 2>&1
+    nodes=$(sed -n 's/^ *Data for node: *\([^[:space:]]*\).*/\1/p' "$cg"/*.log 2>/dev/null | sort -u | wc -l)
+    if grep -q '^mtl_ofi-rxm[[:space:]].*[[:space:]]ok$' "$cg/counts.tsv" 2>/dev/null && [ "$nodes" = 2 ]; then
+        ok "callgrind/between-nodes"
+    else
+        ko "callgrind/between-nodes" "$nodes node(s) in the map (want 2); $(tail -1 "$logdir/callgrind-l.log")"
+    fi
 fi
 rm -rf "$pn"
 
