@@ -1,6 +1,6 @@
 /*
  * btl_efa's messages by peer over the NICs of the process's set
- * (btl_efa_spread.c).
+ * (btl_efa_spread.c; the receive side btl_efa_spread_recv.c).
  *
  * Peers on other nodes take the NICs in turn, as add_procs meets them, so
  * that a process talking to many uses every NIC's queue pair.  A peer's
