@@ -3,6 +3,8 @@
  * communicators (peers: mtl_efa_peers.c).
  */
 #include "mtl_efa.h"
+
+#include "efa_core_rdv.h"
 #include "mtl_efa_device.h"
 
 #include "opal/datatype/opal_convertor.h"

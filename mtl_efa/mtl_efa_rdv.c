@@ -9,6 +9,8 @@
  */
 #include "mtl_efa.h"
 
+#include "efa_core_rdv.h"
+
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 #include "opal/runtime/opal_progress.h"
 

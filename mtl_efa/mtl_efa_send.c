@@ -4,6 +4,8 @@
  * of the match.
  */
 #include "mtl_efa.h"
+
+#include "efa_core_rdv.h"
 #include "mtl_efa_device.h"
 
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"

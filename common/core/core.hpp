@@ -20,6 +20,7 @@
 #include "core_report.hpp"
 #include "efa_device.h"
 #include "efa_core.h"
+#include "efa_core_rdv.h"
 #include "fi_failures.hpp"
 #include "mr_cache.hpp"
 #include "nic.hpp"

@@ -26,6 +26,7 @@
 // failed copy or read leaves that to the owner, from the host buffer.
 #include "engine_impl.hpp"
 
+#include "efa_core_rdv.h"
 #include "efa_rma.h"
 
 #include <algorithm>
