@@ -24,6 +24,7 @@
  * its check are common's (efa_cma.h), shared with mtl_efa's matching engine.
  */
 #include "btl_efa.h"
+#include "btl_efa_rdma.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -2,6 +2,7 @@
  * btl_efa component: parameters, selection and module creation.
  */
 #include "btl_efa_mode.h"
+#include "btl_efa_rdma.h"
 #include "btl_efa_ring.h"
 #include "common_efa_release.h"
 

@@ -20,6 +20,7 @@
  * exactly one caller completes each.
  */
 #include "btl_efa_emul.h"
+#include "btl_efa_rdma.h"
 #include "btl_efa_ring.h"
 
 #include <stdlib.h>

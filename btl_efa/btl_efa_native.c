@@ -2,7 +2,7 @@
  * btl_efa one-sided operations by the provider's own RMA and atomics.
  *
  * Put is fi_write, get fi_read, atomics fi_atomic / fi_fetch_atomic /
- * fi_compare_atomic, all against the libfabric MR the peer's handle names
+ * fi_compare_atomic (btl_efa_native_atomic.c), all against the libfabric MR the peer's handle names
  * (key and, for offset-addressed providers, the MR's start).  The core
  * posts them through the context's transmit backlog, so a full provider
  * queue defers them in order and never fails them.  Writes and
@@ -16,7 +16,7 @@
  * their descriptor from the MR cache: callers never register local memory
  * (btl_*_local_registration_threshold stays at SIZE_MAX).
  */
-#include "btl_efa.h"
+#include "btl_efa_native.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,37 +27,6 @@
 
 #include "btl_efa_spread.h"
 #include "efa_path_error.h"
-
-/* A one-sided operation handed to the provider (native path).  A transfer
- * larger than the provider's limit is cut into pieces, each its own rop
- * pointing at a parent rop that is never posted and reports once every
- * piece has completed. */
-typedef struct efa_btl_rop {
-    efa_op_t op;                /* first: the core hands it back */
-    struct efa_btl_rop *next;   /* free list */
-    struct efa_btl_rop *parent; /* pieces: the rop that reports */
-    volatile int64_t pending;   /* parent: pieces not completed, plus one while posting */
-    int status;                 /* parent: first error */
-    mca_btl_efa_endpoint_t *endpoint;
-    efa_btl_rdma_cb_t cb;
-    efa_mr_t *local_mr;   /* local MR taken from the cache for a descriptor */
-    uint32_t result_size; /* fetching atomics: bytes to copy back to local_address */
-    uint64_t *scratch;    /* registered: [0] operand, [1] compare, [2] result */
-    void *scratch_desc;
-    /* The provider holds it (posted, completion still to come): its slab
-     * must outlive finalize (mca_btl_efa_native_fini).  A piece: what to
-     * post again over another rail if its rail fails (piece_again). */
-    volatile bool posted;
-    int8_t rail, type;
-    void *local;
-    size_t len;
-    uint64_t raddr;
-    /* parent: the target's key on each rail (bit r of keyed: known; 0
-     * for atomics, which never go again); a piece moved once */
-    uint8_t keyed;
-    bool moved;
-    uint64_t rkey[EFA_MAX_RAILS];
-} efa_btl_rop_t;
 
 #define ROPS_PER_SLAB 64
 #define SCRATCH_WORDS 4 /* per rop; a multiple of 8 bytes keeps every word aligned */
@@ -112,7 +81,7 @@ static efa_btl_rop_t *rop_get_locked(mca_btl_efa_module_t *btl) {
     return efa_pool_get(btl->native.rops);
 }
 
-static efa_btl_rop_t *rop_get(mca_btl_efa_module_t *btl) {
+efa_btl_rop_t *mca_btl_efa_rop_get(mca_btl_efa_module_t *btl) {
     OPAL_THREAD_LOCK(&btl->lock);
     efa_btl_rop_t *rop = rop_get_locked(btl);
     OPAL_THREAD_UNLOCK(&btl->lock);
@@ -130,7 +99,7 @@ static efa_btl_rop_t *rop_get(mca_btl_efa_module_t *btl) {
     return rop;
 }
 
-static void rop_return(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
+void mca_btl_efa_rop_return(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
     if (rop->local_mr) {
         efa_core_mr_release(btl->core, rop->local_mr);
         rop->local_mr = NULL;
@@ -146,7 +115,7 @@ static void rop_finish(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int status
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
     mca_btl_efa_rdma_cb_call(btl, ep, &rop->cb, status);
-    rop_return(btl, rop);
+    mca_btl_efa_rop_return(btl, rop);
 }
 
 /* A parent loses one of its 'pending' references; the last one reports. */
@@ -195,7 +164,7 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     }
     if (rop->parent) {
         efa_btl_rop_t *parent = rop->parent;
-        rop_return(btl, rop);
+        mca_btl_efa_rop_return(btl, rop);
         parent_put(btl, parent, status, 1);
     } else {
         rop_finish(btl, rop, status);
@@ -285,7 +254,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
                              size, &raddr)) {
         return mca_btl_efa_refuse(btl, ep, EFA_BTL_MSG_PUT == type ? "put" : "get", a);
     }
-    efa_btl_rop_t *rop = rop_get(btl);
+    efa_btl_rop_t *rop = mca_btl_efa_rop_get(btl);
     if (NULL == rop) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -299,7 +268,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         rop->local_mr = efa_core_mr_acquire_device(
             btl->core, local_address, size, EFA_BTL_MSG_GET == type ? FI_READ : FI_WRITE, &err);
         if (NULL == rop->local_mr) {
-            rop_return(btl, rop);
+            mca_btl_efa_rop_return(btl, rop);
             return OPAL_ERR_NOT_AVAILABLE;
         }
         desc = efa_mr_desc(rop->local_mr);
@@ -309,7 +278,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         rop->local_mr = efa_core_mr_acquire(btl->core, local_address, size,
                                             EFA_BTL_MSG_GET == type ? FI_READ : FI_WRITE, &err);
         if (NULL == rop->local_mr) {
-            rop_return(btl, rop);
+            mca_btl_efa_rop_return(btl, rop);
             return mca_common_efa_fi_to_opal(err);
         }
         desc = efa_mr_desc(rop->local_mr);
@@ -345,7 +314,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         if (OPAL_SUCCESS != rc) {
             OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
             OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
-            rop_return(btl, rop);
+            mca_btl_efa_rop_return(btl, rop);
         }
         return rc;
     }
@@ -369,7 +338,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             size_t off, n;
             efa_rma_piece(part_len, btl->native.rma_max, i, &off, &n);
             off += part_off;
-            efa_btl_rop_t *piece = rop_get(btl);
+            efa_btl_rop_t *piece = mca_btl_efa_rop_get(btl);
             if (NULL == piece) {
                 rc = OPAL_ERR_OUT_OF_RESOURCE;
                 break;
@@ -386,7 +355,7 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
                 rc = piece_again(btl, piece); /* that rail refused the peer */
             }
             if (OPAL_SUCCESS != rc) {
-                rop_return(btl, piece);
+                mca_btl_efa_rop_return(btl, piece);
                 break;
             }
             ++posted;
@@ -395,122 +364,12 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     if (0 == posted) { /* nothing went out: the caller hears it from the return value */
         OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
         OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
-        rop_return(btl, rop);
+        mca_btl_efa_rop_return(btl, rop);
         return rc;
     }
     /* Pieces not posted will never complete: drop their references (and
      * the poster's) now; the callback reports rc if any piece failed. */
     parent_put(btl, rop, rc, (int64_t)(pieces - posted) + 1);
-    return OPAL_SUCCESS;
-}
-
-/* ---- atomics ---- */
-static bool fi_op_of(uint32_t op, enum fi_op *out) {
-    switch (op) {
-    case MCA_BTL_ATOMIC_ADD:
-        *out = FI_SUM;
-        break;
-    case MCA_BTL_ATOMIC_AND:
-        *out = FI_BAND;
-        break;
-    case MCA_BTL_ATOMIC_OR:
-        *out = FI_BOR;
-        break;
-    case MCA_BTL_ATOMIC_XOR:
-        *out = FI_BXOR;
-        break;
-    case MCA_BTL_ATOMIC_LAND:
-        *out = FI_LAND;
-        break;
-    case MCA_BTL_ATOMIC_LOR:
-        *out = FI_LOR;
-        break;
-    case MCA_BTL_ATOMIC_LXOR:
-        *out = FI_LXOR;
-        break;
-    case MCA_BTL_ATOMIC_SWAP:
-        *out = FI_ATOMIC_WRITE; /* fetching: the old value comes back */
-        break;
-    case MCA_BTL_ATOMIC_MIN:
-        *out = FI_MIN;
-        break;
-    case MCA_BTL_ATOMIC_MAX:
-        *out = FI_MAX;
-        break;
-    case EFA_BTL_OP_CSWAP:
-        *out = FI_CSWAP;
-        break;
-    default:
-        return false;
-    }
-    return true;
-}
-
-/* Scratch word w holds v in the operation's width (4 bytes at its start
- * for 32-bit atomics). */
-static void put_word(efa_btl_rop_t *rop, int w, uint64_t v, size_t size) {
-    if (4 == size) {
-        uint32_t v32 = (uint32_t)v;
-        memcpy(&rop->scratch[w], &v32, 4);
-    } else {
-        rop->scratch[w] = v;
-    }
-}
-
-int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                              const efa_btl_rdma_args_t *a) {
-    const size_t size = a->size; /* 4 or 8 (MCA_BTL_ATOMIC_FLAG_32BIT) */
-    const uint64_t operand = a->operand;
-    const enum fi_datatype dt = 4 == size ? FI_INT32 : FI_INT64;
-    enum fi_op aop;
-    if ((a->aflags & MCA_BTL_ATOMIC_FLAG_FLOAT) || !fi_op_of(a->op, &aop)) {
-        return OPAL_ERR_NOT_SUPPORTED;
-    }
-    uint64_t raddr;
-    /* A torn handle (see efa_rma_handle_t) cannot go to the target's CPU
-     * instead as put and get do: native atomics must not mix with its. */
-    if (a->remote_address % size || !efa_rma_handle_intact(&a->remote_handle->rma) ||
-        !efa_rma_remote_addr(&a->remote_handle->rma, btl->native.mr_virt_addr, a->remote_address,
-                             size, &raddr)) {
-        return mca_btl_efa_refuse(btl, ep, "atomic", a);
-    }
-    efa_btl_rop_t *rop = rop_get(btl);
-    if (NULL == rop) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    rop->endpoint = ep;
-    rop->cb = a->cb;
-    const uint64_t rkey = a->remote_handle->rma.fi_key;
-    const fi_addr_t dest = ep->addr;
-    uint64_t *w = rop->scratch;
-    void *d = rop->scratch_desc;
-    int rc;
-    OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
-    OPAL_THREAD_ADD_FETCH32(&btl->outstanding, 1);
-    rop->posted = true; /* see post_piece */
-    if (FI_CSWAP == aop) {
-        /* operand is the value compared, operand2 the one swapped in */
-        put_word(rop, 0, a->operand2, size);
-        put_word(rop, 1, operand, size);
-        rop->result_size = (uint32_t)size;
-        rc = efa_ctx_compare_atomic(btl->ctx, dt, &w[0], d, &w[1], d, &w[2], d, dest, raddr, rkey,
-                                    &rop->op);
-    } else if (a->cb.local_address) {
-        put_word(rop, 0, operand, size);
-        rop->result_size = (uint32_t)size;
-        rc = efa_ctx_fetch_atomic(btl->ctx, aop, dt, &w[0], d, &w[2], d, dest, raddr, rkey,
-                                  &rop->op);
-    } else {
-        put_word(rop, 0, operand, size);
-        rc = efa_ctx_atomic(btl->ctx, aop, dt, &w[0], d, dest, raddr, rkey, &rop->op);
-    }
-    if (0 != rc) {
-        rop->posted = false;
-        OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
-        OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
-        rop_return(btl, rop);
-        return mca_common_efa_fi_to_opal(rc);
-    }
     return OPAL_SUCCESS;
 }
 

@@ -1,6 +1,8 @@
 /*
  * btl_efa's one-sided entry points (btl_efa_rdma.c), the module's function
- * table's (btl_efa_module.c): each chooses the path of its operation.
+ * table's (btl_efa_module.c): each chooses the path of its operation; and
+ * two of those paths, the provider's RMA and atomics (btl_efa_native.c) and
+ * single copy on the node (btl_efa_cma.c).
  */
 #ifndef MCA_BTL_EFA_RDMA_H
 #define MCA_BTL_EFA_RDMA_H
@@ -39,6 +41,42 @@ int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_e
                        uint64_t value, int flags, int order,
                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
 int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep);
+
+/* btl_efa_native.c */
+int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl);
+void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl);
+/* After the core reference is dropped: free what native_fini had to keep. */
+void mca_btl_efa_native_fini_released(mca_btl_efa_module_t *btl);
+int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            const efa_btl_rdma_args_t *a);
+int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                              const efa_btl_rdma_args_t *a);
+/* An operation outside the peer's handle: reported (the first few) and
+ * failed through the callback with OPAL_ERR_PERM; returns OPAL_SUCCESS. */
+int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
+                       const efa_btl_rdma_args_t *a);
+/* Tell the operation's caller (if it gave a callback) that it is over. */
+static inline void mca_btl_efa_rdma_cb_call(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                            const efa_btl_rdma_cb_t *cb, int status) {
+    if (cb->cbfunc) {
+        cb->cbfunc(&btl->super, ep, cb->local_address, cb->local_handle, cb->cbcontext, cb->cbdata,
+                   status);
+    }
+}
+
+/* btl_efa_cma.c */
+int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode);
+/* Single copy to ep stops for good (the kernel refused, or the peer is
+ * gone): said once, as the configured mode asks; why names the cause. */
+void mca_btl_efa_cma_give_up(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                             const char *why);
+void mca_btl_efa_cma_fini(mca_btl_efa_module_t *btl);
+/* A put or get by a direct copy into or out of the peer's memory.  Returns
+ * OPAL_ERR_NOT_AVAILABLE when the operation is not for this path (the
+ * caller then takes the provider's); anything else means it was handled,
+ * the callback already called (refusals included). */
+int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                         const efa_btl_rdma_args_t *a);
 
 END_C_DECLS
 #endif

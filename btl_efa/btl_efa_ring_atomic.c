@@ -30,6 +30,7 @@
  * sequence from a random start, then the record's index in the low bits.
  */
 #include "btl_efa_emul.h"
+#include "btl_efa_rdma.h"
 #include "btl_efa_ring.h"
 
 #include <string.h>

@@ -27,6 +27,7 @@
  * again when it is answered (req_done), taken back, or seen taken.
  */
 #include "btl_efa_emul.h"
+#include "btl_efa_rdma.h"
 #include "btl_efa_ring.h"
 
 #include "efa_cma.h"
