@@ -33,7 +33,8 @@
 #           benchmark (default MPI_Irecv + MPI_Isend + MPI_Waitall)
 #   -l      more mpirun arguments, split at spaces: e.g. the host and rank
 #           files of tests/pretend-nodes.sh, so that the two ranks are on two
-#           nodes and the count is of the path between nodes
+#           nodes and the count is of the path between nodes (a rankfile
+#           binds the ranks: no --bind-to core then)
 #   -o      output directory (default bench/results/callgrind-<timestamp>); it
 #           gets table.md and counts.tsv (config, instructions/iteration,
 #           median, minimum, iterations dropped, iterations, status; "-"
@@ -99,6 +100,13 @@ if [[ -z $prov ]]; then
     if fi_info -p efa >/dev/null 2>&1; then prov=efa; else prov=rxm; fi
 fi
 configs=("$@")
+# Each rank bound to a core, unless the launch arguments place ranks by a
+# rankfile, which binds them itself (--bind-to would undo that on Open MPI
+# 5.0; runner_launch.places_by_rankfile).
+bind=(--bind-to core)
+for a in "${launch[@]}"; do
+    [[ $a == --rankfile || $a == rankfile:* ]] && bind=()
+done
 if ((${#configs[@]} == 0)); then
     configs=("mtl_efa-${prov%%,*}" "mtl_ofi-${prov%%,*}")
 fi
@@ -156,7 +164,7 @@ for ((rep = 1; rep <= reps; rep++)); do
         log="$out/$tag.log"
         fifo="$out/$tag.fifo"
         rm -f "$fifo" "$cg" "$cg".* && mkfifo "$fifo"
-        timeout -k 10 "$tmo" mpirun --bind-to core "${launch[@]}" "${args[@]}" \
+        timeout -k 10 "$tmo" mpirun "${bind[@]}" "${launch[@]}" "${args[@]}" \
             -np 1 valgrind -q --tool=callgrind --collect-atstart=no \
             --toggle-collect=bench_overhead_measured --dump-before=bench_overhead_iteration \
             --callgrind-out-file="$cg" \

@@ -6,9 +6,9 @@
  * take one of two paths, chosen once per job (btl_efa_rma_mode and
  * btl_efa_atomic_mode):
  *
- *  - native (btl_efa_native.c): put and get are the provider's RDMA write
- *    and read, atomics its fi_atomic calls, against the peer's libfabric
- *    registration named in the handle;
+ *  - native (btl_efa_native.c, btl_efa_native_atomic.c): put and get are
+ *    the provider's RDMA write and read, atomics its fi_atomic calls,
+ *    against the peer's libfabric registration named in the handle;
  *  - emulated (btl_efa_emul.h, btl_efa_emul.c): requests executed by the
  *    target's progress against its own table of registrations
  *    (btl_efa_reg.c), which refuses anything outside a registered range or

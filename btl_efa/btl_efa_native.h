@@ -40,7 +40,7 @@ typedef struct efa_btl_rop {
     uint64_t rkey[EFA_MAX_RAILS];
 } efa_btl_rop_t;
 
-/* A rop from the pool (made at the first operation), fields reset; NULL
+/* A rop from the pool (made at the first operation), bookkeeping fields reset; NULL
  * without memory.  Back to the pool with its local registration released. */
 efa_btl_rop_t *mca_btl_efa_rop_get(mca_btl_efa_module_t *btl);
 void mca_btl_efa_rop_return(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop);

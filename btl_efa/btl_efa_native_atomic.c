@@ -3,7 +3,8 @@
  * fi_compare_atomic), one element of 4 or 8 bytes against the target's MR,
  * always over the first NIC: atomics on one location through two NICs of
  * the target would not be atomic with each other.  Operands and results
- * sit in the rop's registered scratch words; completion is
+ * sit in the rop's scratch words (registered where the provider wants
+ * descriptors); completion is
  * btl_efa_native.c's (a fetched result copied out there).
  */
 #include "btl_efa_native.h"

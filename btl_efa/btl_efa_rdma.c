@@ -7,7 +7,7 @@
  *    its ring that can be taken back (btl_efa_ring_rma.c), else by a
  *    single copy where the kernel allows it (btl_efa_cma.c);
  *  - the provider's RDMA or atomics where the job agreed on them
- *    (btl_efa_native.c);
+ *    (btl_efa_native.c, btl_efa_native_atomic.c);
  *  - otherwise as requests the target executes (the emulated protocol,
  *    btl_efa_emul.h), which is also how the process's own memory, a
  *    process of another job, an operation outside the handle it came

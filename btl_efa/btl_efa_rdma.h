@@ -1,8 +1,8 @@
 /*
  * btl_efa's one-sided entry points (btl_efa_rdma.c), the module's function
  * table's (btl_efa_module.c): each chooses the path of its operation; and
- * two of those paths, the provider's RMA and atomics (btl_efa_native.c) and
- * single copy on the node (btl_efa_cma.c).
+ * two of those paths, the provider's RMA and atomics (btl_efa_native.c,
+ * btl_efa_native_atomic.c) and single copy on the node (btl_efa_cma.c).
  */
 #ifndef MCA_BTL_EFA_RDMA_H
 #define MCA_BTL_EFA_RDMA_H
@@ -42,7 +42,7 @@ int mca_btl_efa_acswap(struct mca_btl_base_module_t *base, struct mca_btl_base_e
                        mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
 int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep);
 
-/* btl_efa_native.c */
+/* btl_efa_native.c (atomics: btl_efa_native_atomic.c) */
 int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl);
 /* After the core reference is dropped: free what native_fini had to keep. */

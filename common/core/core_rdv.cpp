@@ -1,4 +1,4 @@
-// Read rendezvous under the provider's matching (efa_core.h).
+// Read rendezvous under the provider's matching (efa_core_rdv.h).
 //
 // The provider's tagged path carries a message over one NIC.  A message
 // from stripe_min to a peer reached over several rails goes instead as:

@@ -1,4 +1,4 @@
-// Read rendezvous (efa_core.h): what the sender's side and the control
+// Read rendezvous (efa_core_rdv.h): what the sender's side and the control
 // receives (core_rdv.cpp) and the receiver's side (core_rdv_take.cpp) share.
 #pragma once
 

@@ -20,6 +20,7 @@
 #include <rdma/fi_errno.h>
 
 #include "efa_core.h"
+#include "efa_core_rdv.h"
 #include "efa_rma.h"
 
 // plan(r, mr) fills r's ctx, addr, peer, rkeys and rkey[] (mr: the source
