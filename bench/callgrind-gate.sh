@@ -2,13 +2,16 @@
 # Regression gate on the software overhead of the defaults: instructions
 # per 1 B blocking send + receive (bench/callgrind.sh -b, rank 0, load does
 # not move them) of every component with nothing set but the provider, on
-# one node, compared with a committed baseline. A gated configuration more
+# one node and between two pretend nodes, compared with a committed
+# baseline. A gated configuration more
 # than TOL % above its baseline fails; so does one that failed to run or has
 # no baseline. Prints the whole table (config, baseline, now, change) and
 # ends with "N passed, N failed", one per gated configuration.
 #
-# Gated: mtl_efa-{rxm,rxd,shm}, btl_efa-{rxm,rxd,shm} and the anchor
-# ob1_vader; mtl_ofi-rxm is measured for reference, never gated.
+# Gated: on one node mtl_efa-{rxm,rxd,shm}, btl_efa-{rxm,rxd,shm} and the
+# anchor ob1_vader; between two nodes (tests/pretend-nodes.sh, one rank
+# on each: the path through the provider) mtl_efa-rxm@2nodes and
+# btl_efa-rxm@2nodes. mtl_ofi-rxm is measured for reference, never gated.
 #
 # The statistic is the cheapest iteration of one run of N: one message with
 # no periodic or paced work, the same to the instruction run after run. The
@@ -17,6 +20,10 @@
 # rank 0 runs 50 times slower under callgrind, so their share follows the
 # machine's load (mtl_efa-rxm: 17 to 235 of 399 iterations without a poll,
 # mean 3005 to 3203 over four runs while others built; minimum 2845 in all).
+#
+# The runs between nodes need tests/pretend-nodes.sh to work (it does
+# wherever mpirun's rsh launcher can be pointed at its stand-in); where it
+# cannot, those configurations fail as not measured.
 #
 # usage: bench/callgrind-gate.sh [--update] [--compare TABLE] [--baseline FILE]
 #                                [--tolerance TOL] [-n N] [-r R] [-o OUTDIR]
@@ -39,7 +46,10 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-gated=(mtl_efa-rxm mtl_efa-rxd mtl_efa-shm btl_efa-rxm btl_efa-rxd btl_efa-shm ob1_vader)
+onnode=(mtl_efa-rxm mtl_efa-rxd mtl_efa-shm btl_efa-rxm btl_efa-rxd btl_efa-shm ob1_vader)
+# between two pretend nodes: the configurations, gated as NAME@2nodes
+between=(mtl_efa-rxm btl_efa-rxm)
+gated=("${onnode[@]}" "${between[@]/%/@2nodes}")
 reference=(mtl_ofi-rxm)
 baseline=$here/callgrind-baseline.txt
 ompi_ver=$(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full:\([0-9]*\.[0-9]*\).*/\1/p')
@@ -73,8 +83,30 @@ done
 if [[ -z $table ]]; then
     out=${out:-$here/results/callgrind-gate-$(date +%Y%m%d-%H%M%S)}
     "$here/callgrind.sh" -b -p rxm,rxd,shm -n "$iters" -r "$reps" -o "$out" \
-        "${gated[@]}" "${reference[@]}"
+        "${onnode[@]}" "${reference[@]}"
     table=$out/counts.tsv
+    # Between two pretend nodes: a run of its own (its launch arguments),
+    # its rows added to the table under NAME@2nodes.
+    pn=$(mktemp -d)
+    if hosts=$(bash "$here/../tests/pretend-nodes.sh" "$pn" 1 core 2>"$pn/err" | tr '\n' ' ') &&
+        [[ -n $hosts ]]; then
+        "$here/callgrind.sh" -b -p rxm -n "$iters" -r "$reps" -l "$hosts --display-map" \
+            -o "$out/2nodes" "${between[@]}"
+        # Counted only where mpirun's map put the ranks on two nodes (one
+        # node would count the on-node path, far below the baseline).
+        for c in "${between[@]}"; do
+            nodes=$(sed -n 's/^ *Data for node: *\([^[:space:]]*\).*/\1/p' "$out/2nodes/$c".rep*.log \
+                2>/dev/null | sort -u | wc -l)
+            awk -F'\t' -v OFS='\t' -v c="$c" -v nodes="$nodes" '$1 == c {
+                    $1 = $1 "@2nodes"
+                    if ($7 == "ok" && nodes != 2) { $2 = $4 = "-"; $7 = "failed: ranks on " nodes " node(s), not 2" }
+                    print
+                }' "$out/2nodes/counts.tsv" >>"$table"
+        done
+    else
+        echo "callgrind-gate: no pretend nodes ($(head -1 "$pn/err")): the runs between nodes fail"
+    fi
+    rm -rf "$pn"
 fi
 if [[ ! -s $table ]]; then
     echo "callgrind-gate: no table $table"
