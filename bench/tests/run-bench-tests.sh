@@ -160,10 +160,10 @@ else
     ko "overhead/fifo-probe-blocking"
 fi
 
-# the provider floor, on shm (every libfabric has it).  Once in CI (session
-# 11) a run ended in an MPI_Abort whose cause the log no longer had: a
-# failed run now says the program's own error line, and is tried once more,
-# which the PASS line then says.
+# the provider floor, on shm (every libfabric has it).  A run has ended in
+# an MPI_Abort whose cause the log did not keep: a failed run says the
+# program's own error line, and is tried once more, which the PASS line
+# then says.
 floor_run() {
     timeout -k 10 "$tmo" mpirun --bind-to core "${transport[@]}" -np 2 "$bin/bench_floor" -p shm \
         -m 1 -M 64 -f 8 -i 200 -x 20 >"$logdir/floor.log" 2>&1 &&
