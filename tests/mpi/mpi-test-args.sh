@@ -50,7 +50,7 @@ test_timeout() {
     local t
     case $1 in
     pingpong) t=300 ;;
-    # threads: 4 processes of 5 threads on 2 cores take 18-24 s (--quick),
+    # threads: 4 processes of 5 threads on 2 cores take 11-12 s (--quick),
     # more than twice that when the VM is slow
     many_outstanding | collectives | threads) t=240 ;;
     *) t=$DEFAULT_TIMEOUT ;;
@@ -104,7 +104,9 @@ test_args() {
         [[ $q == 1 ]] && a="$a -n 50 -s 256K"
         echo "$a"
         ;;
-    ssend) [[ $q == 1 ]] && echo "-n 50 -s 256K" ;;
+    # (the receiver sleeps DELAY ms 7 times a run while the sender waits:
+    # 150, the least ssend.c takes, under --quick)
+    ssend) [[ $q == 1 ]] && echo "-n 50 -s 256K -d 150" ;;
     truncate)
         # Open MPI 4.1's ob1 writes the whole message past the end of the
         # receive buffer when truncating a rendezvous message: tolerate (and
@@ -117,9 +119,12 @@ test_args() {
     comms) [[ $q == 1 ]] && echo "-n 10 -s 64K" ;;
     threads)
         # MPI_ANY_SOURCE in the own-comm exchange (cm-efa-shm does not run
-        # threads: see known_defect); communicators created meanwhile.
+        # threads: see known_defect); communicators created meanwhile,
+        # under --quick 130 of them, enough to grow mtl_efa's table twice
+        # (the churn's collectives take most of the run: 300 took 18 of
+        # 22 s with 4 processes on 2 cores).
         local a="-a -c"
-        [[ $q == 1 ]] && a="$a -i 5 -s 256K"
+        [[ $q == 1 ]] && a="-a -C 130 -i 5 -s 256K"
         echo "$a"
         ;;
     send_progress)

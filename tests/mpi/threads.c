@@ -14,15 +14,16 @@
  *   shared comm: all threads share one communicator and are kept apart by
  *                tag only.
  *   churn (-c):  meanwhile one more thread per rank creates communicators
- *                (CHURN_COMMS dups held at once, twice over) and sends a
- *                message round the ring on each new one, so mtl_efa's table
- *                of communicator paths grows while the other threads' sends
- *                read it.
+ *                (COMMS dups held at once, twice over) and sends a message
+ *                round the ring on each new one, so mtl_efa's table of
+ *                communicator paths grows while the other threads' sends
+ *                read it (from 64 entries, doubled: 130 grow it twice).
  * All data is verified (pattern seeded by thread, iteration, size, sender).
  *
  * Options: -t NTHREADS (default 4), -i ITERS (default 20), -s MAXSIZE
  *          (default 1M), -a (MPI_ANY_SOURCE in the own-comm exchange),
- *          -c (the churn thread).
+ *          -c (the churn thread), -C COMMS (its communicators, default 300;
+ *          implies -c).
  */
 #include "test_util.h"
 
@@ -41,8 +42,7 @@ static int any_source = 0;
 static size_t max_size = 1u << 20;
 static int partner;
 static int churn = 0;
-
-#define CHURN_COMMS 300
+static int churn_comms = 300;
 
 static const size_t base_sizes[] = {0, 1, 7, 1024, 4097, 65537, 262144, 1048576};
 
@@ -106,12 +106,12 @@ static void *thread_main(void *p) {
 /* Communicators come and go while the workers send (see the top). */
 static void *churn_main(void *p) {
     MPI_Comm parent = *(MPI_Comm *)p;
-    MPI_Comm *comms = malloc(CHURN_COMMS * sizeof(*comms));
+    MPI_Comm *comms = malloc((size_t)churn_comms * sizeof(*comms));
     int next = (tu_rank + 1) % tu_size, prev = (tu_rank + tu_size - 1) % tu_size;
 
     TU_ASSERT(comms != NULL, "out of memory");
     for (int round = 0; round < 2; round++) {
-        for (int i = 0; i < CHURN_COMMS; i++) {
+        for (int i = 0; i < churn_comms; i++) {
             int out = tu_rank * 100000 + round * 1000 + i, in = -1;
             MPI_Status st;
 
@@ -121,7 +121,7 @@ static void *churn_main(void *p) {
                       "churn: communicator %d of round %d: got %d from rank %d, expected %d", i,
                       round, in, prev, prev * 100000 + round * 1000 + i);
         }
-        for (int i = 0; i < CHURN_COMMS; i++)
+        for (int i = 0; i < churn_comms; i++)
             MPI_Comm_free(&comms[i]);
     }
     free(comms);
@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
     double t0;
 
     provided = tu_init_thread(&argc, &argv, "threads", MPI_THREAD_MULTIPLE);
-    while ((opt = getopt(argc, argv, "t:i:s:ach")) != -1) {
+    while ((opt = getopt(argc, argv, "t:i:s:acC:h")) != -1) {
         switch (opt) {
         case 't':
             nthreads = (int)tu_parse_long(optarg);
@@ -162,10 +162,14 @@ int main(int argc, char **argv) {
         case 'c':
             churn = 1;
             break;
+        case 'C':
+            churn = 1;
+            churn_comms = (int)tu_parse_long(optarg);
+            break;
         case 'h':
-            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a] [-c]", 0);
+            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a] [-c] [-C COMMS]", 0);
         default:
-            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a] [-c]", 1);
+            tu_usage("[-t NTHREADS] [-i ITERS] [-s MAXSIZE] [-a] [-c] [-C COMMS]", 1);
         }
     }
     TU_ASSERT(provided >= MPI_THREAD_MULTIPLE,
@@ -174,6 +178,7 @@ int main(int argc, char **argv) {
     TU_ASSERT(tu_size >= 2, "needs at least 2 ranks, got %d", tu_size);
     TU_ASSERT(nthreads >= 1 && nthreads <= MAX_THREADS, "NTHREADS must be 1..%d", MAX_THREADS);
     TU_ASSERT(max_size <= (1u << 30), "MAXSIZE too large");
+    TU_ASSERT(churn_comms >= 1 && churn_comms <= 100000, "COMMS must be 1..100000");
 
     partner = tu_pair_partner();
     MPI_Comm_dup(MPI_COMM_WORLD, &shared);
@@ -207,7 +212,8 @@ int main(int argc, char **argv) {
     for (i = 0; i < nthreads; i++)
         MPI_Comm_free(&args[i].own);
     MPI_Comm_free(&shared);
-    tu_ok("np=%d threads=%d iters=%d sizes=0..%zu own-comm%s,shared-comm%s time=%.2fs", tu_size,
-          nthreads, iters, max_size, any_source ? "(any-source)" : "", churn ? ",churn" : "", t0);
+    tu_ok("np=%d threads=%d iters=%d sizes=0..%zu own-comm%s,shared-comm%s churn=%d time=%.2fs",
+          tu_size, nthreads, iters, max_size, any_source ? "(any-source)" : "",
+          churn ? ",churn" : "", churn ? churn_comms : 0, t0);
     return 0;
 }
