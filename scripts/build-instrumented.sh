@@ -20,8 +20,8 @@ kind=${1:-}
 jobs=$(nproc 2>/dev/null || echo 2)
 read -r -a extra <<<"${EFA_INSTRUMENTED_CONFIGURE_ARGS:-}"
 # -g1 (line tables only): the sanitizers' reports still name each frame's
-# file and line; full debug information cost 14 % more compile time (the
-# ASan unit tests: 310 against 267 CPU seconds).
+# file and line, in 14 % less compile time than with full debug information
+# (the ASan unit tests: 267 against 310 CPU seconds).
 case $kind in
 asan)
     build=$top/_build-asan

@@ -120,9 +120,11 @@ test_args() {
     threads)
         # MPI_ANY_SOURCE in the own-comm exchange (cm-efa-shm does not run
         # threads: see known_defect); communicators created meanwhile,
-        # under --quick 130 of them, enough to grow mtl_efa's table twice
-        # (the churn's collectives take most of the run: 300 took 18 of
-        # 22 s with 4 processes on 2 cores).
+        # under --quick 130 of them, enough to grow mtl_efa's table of
+        # communicator paths twice where its engine keeps one (not on the
+        # provider path, cm-efa-rxm and cm-efa-rxd; the churn's collectives
+        # take most of the run: 300 took 18 of 22 s with 4 processes on 2
+        # cores).
         local a="-a -c"
         [[ $q == 1 ]] && a="-a -C 130 -i 5 -s 256K"
         echo "$a"

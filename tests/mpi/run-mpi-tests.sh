@@ -79,7 +79,8 @@
 #       btl_efa's sendi itself until the peer's credits or ring are used
 #       up, and the descriptor sendi must then hand back is sent.
 #   -n  run every selected test with these process counts instead of the
-#       default matrix (netpipe always uses 2).
+#       default matrix (netpipe, and remap's +hooks and +nohooks runs,
+#       always use 2).
 #   --quick  smaller sizes and fewer iterations.
 #   -l  print the runs that would be made, run nothing.
 #
