@@ -2,8 +2,11 @@
 # Run every libFuzzer harness of tests/fuzz: first over its committed
 # corpus (tests/fuzz/corpus/NAME: seeds and the inputs of every crash found
 # so far, each a regression test), then for a bounded time of new inputs.
-#   tests/fuzz/run-fuzzers.sh [-T SECONDS] [-b BUILD_DIR] [NAME...]
+#   tests/fuzz/run-fuzzers.sh [-T SECONDS] [-j JOBS] [-b BUILD_DIR] [NAME...]
 # -T  seconds of fuzzing per harness (default 30; 0: the corpus only)
+# -j  harnesses run at once (default 1); each is one process on one core,
+#     so up to the number of idle cores each still has a core of its own
+#     for its SECONDS; their lines are printed in the harnesses' order
 # -b  the fuzz build (default _build-fuzz, made by scripts/build-instrumented.sh fuzz)
 # A crash, a sanitizer report, a broken invariant or a timeout fails the
 # harness; the input is kept in the log directory (FUZZ_LOG_DIR, default
@@ -14,14 +17,17 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 secs=30
+jobs=1
 build=$top/_build-fuzz
-while getopts "T:b:h" o; do
+while getopts "T:j:b:h" o; do
     case $o in
     T) secs=$OPTARG ;;
+    j) jobs=$OPTARG ;;
     b) build=$OPTARG ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,16p' "$0"; exit 2 ;;
     esac
 done
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "run-fuzzers: -j wants a count of 1 or more, not '$jobs'"; exit 2; }
 shift $((OPTIND - 1))
 # Each harness runs in its own work directory: a relative -b must not
 # change meaning there.
@@ -34,13 +40,13 @@ mkdir -p "$logs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
-pass=0 fail=0
-for n in "${names[@]}"; do
+# run_one NAME: the harness's lines ("PASS ..." or "FAIL ..."), on stdout.
+run_one() {
+    local n=$1 bin corpus work log start runs art
     bin=$build/tests/fuzz/$n
     if [ ! -x "$bin" ]; then
         echo "FAIL $n (no harness at $bin: scripts/build-instrumented.sh fuzz)"
-        fail=$((fail + 1))
-        continue
+        return
     fi
     corpus=$here/corpus/$n
     work=$logs/$n
@@ -51,13 +57,11 @@ for n in "${names[@]}"; do
     if ! (cd "$work" && "$bin" -runs=0 -timeout=10 -artifact_prefix="$work/artifacts/" "$corpus") >"$log" 2>&1 ||
         ! grep -q 'Done [0-9]* runs\|INITED\|DONE' "$log"; then
         echo "FAIL $n corpus ($(grep -m1 -E 'ERROR|runtime error|invariant broken' "$log" || echo "see $log"))"
-        fail=$((fail + 1))
-        continue
+        return
     fi
     if [ "$secs" -eq 0 ]; then
         echo "PASS $n corpus ($(ls "$corpus" | wc -l) inputs)"
-        pass=$((pass + 1))
-        continue
+        return
     fi
     # 2. New inputs for a bounded time, starting from the corpus.  One
     # input may take at most 10 s (a hang is a failure).
@@ -66,13 +70,35 @@ for n in "${names[@]}"; do
         -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/new" "$corpus") >>"$log" 2>&1; then
         runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
         echo "PASS $n (corpus $(ls "$corpus" | wc -l) inputs, ${runs:-?} runs in $(($(date +%s) - start)) s)"
-        pass=$((pass + 1))
     else
         art=$(ls "$work/artifacts" 2>/dev/null | head -1)
         echo "FAIL $n ($(grep -m1 -E 'ERROR:|runtime error|invariant broken' "$log" || echo "see $log"))"
         [ -n "$art" ] && echo "  input: $work/artifacts/$art  reproduce: $bin $work/artifacts/$art"
+    fi
+}
+
+# Up to $jobs harnesses at once, each writing its lines to a file of its
+# own; the files are printed, and counted, in the harnesses' order.
+results=$(mktemp -d "$logs/results.XXXXXX")
+running=0
+for i in "${!names[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n
+        running=$((running - 1))
+    fi
+    run_one "${names[$i]}" >"$results/$i" 2>&1 &
+    running=$((running + 1))
+done
+wait
+pass=0 fail=0
+for i in "${!names[@]}"; do
+    cat "$results/$i"
+    if grep -q '^PASS ' "$results/$i"; then
+        pass=$((pass + 1))
+    else
         fail=$((fail + 1))
     fi
 done
+rm -rf "$results"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
