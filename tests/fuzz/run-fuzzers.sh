@@ -24,7 +24,7 @@ while getopts "T:j:b:h" o; do
     T) secs=$OPTARG ;;
     j) jobs=$OPTARG ;;
     b) build=$OPTARG ;;
-    *) sed -n '2,16p' "$0"; exit 2 ;;
+    *) sed -n '2,15p' "$0"; exit 2 ;;
     esac
 done
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "run-fuzzers: -j wants a count of 1 or more, not '$jobs'"; exit 2; }
@@ -78,27 +78,41 @@ run_one() {
 }
 
 # Up to $jobs harnesses at once, each writing its lines to a file of its
-# own; the files are printed, and counted, in the harnesses' order.
-results=$(mktemp -d "$logs/results.XXXXXX")
+# own (FILE.done once it ended); the files are printed, and counted, in the
+# harnesses' order, each as soon as it and those before it are done.
+results=$(mktemp -d "$logs/results.XXXXXX") || exit 2
+pass=0 fail=0 next=0
+print_done() {
+    while [ "$next" -lt ${#names[@]} ] && [ -f "$results/$next.done" ]; do
+        if [ -s "$results/$next" ]; then
+            cat "$results/$next"
+        else
+            echo "FAIL ${names[$next]} (its run ended with no result)"
+        fi
+        if grep -q '^PASS ' "$results/$next"; then
+            pass=$((pass + 1))
+        else
+            fail=$((fail + 1))
+        fi
+        next=$((next + 1))
+    done
+}
 running=0
 for i in "${!names[@]}"; do
     if [ "$running" -ge "$jobs" ]; then
         wait -n
         running=$((running - 1))
+        print_done
     fi
-    run_one "${names[$i]}" >"$results/$i" 2>&1 &
+    { run_one "${names[$i]}" >"$results/$i" 2>&1; touch "$results/$i.done"; } &
     running=$((running + 1))
 done
 wait
-pass=0 fail=0
+# (every run has ended here: one killed before its .done is counted too)
 for i in "${!names[@]}"; do
-    cat "$results/$i"
-    if grep -q '^PASS ' "$results/$i"; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-    fi
+    touch "$results/$i.done"
 done
+print_done
 rm -rf "$results"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -11,15 +11,17 @@
 # optimization or debug information, in about 20 % less time; what these
 # steps check is the packaging (files, lintian, a clean root), and the
 # optimized compile is the main build's.  rpmbuild takes CFLAGS and
-# CXXFLAGS from the environment (%set_build_flags); dpkg-buildpackage
-# takes DEB_BUILD_OPTIONS noopt (-O0), noautodbgsym (no debug package, as
-# there is nothing for it) and the -g stripped from its flags.
+# CXXFLAGS from the environment (%set_build_flags), given to it alone;
+# dpkg-buildpackage takes DEB_BUILD_OPTIONS noopt (-O0; its hardening
+# flags stay), noautodbgsym (no debug package: there is nothing for it)
+# and the -g stripped from its flags (DEB_*_STRIP).
 # Prints "N passed, N failed".
 set -u
+rpm_env=()
 case ${PACKAGE_BUILD:-} in
 '') ;;
 quick)
-    export CFLAGS=-O0 CXXFLAGS=-O0
+    rpm_env=(CFLAGS=-O0 CXXFLAGS=-O0)
     export DEB_BUILD_OPTIONS="noopt noautodbgsym${DEB_BUILD_OPTIONS:+ $DEB_BUILD_OPTIONS}"
     export DEB_CFLAGS_STRIP=-g DEB_CXXFLAGS_STRIP=-g
     ;;
@@ -58,7 +60,7 @@ rm -rf "$work/rpm"
 # package-rpm.sh says FAIL and exits non-zero on any failure of its own.
 if ! command -v rpmbuild >/dev/null; then
     skip rpm "no rpmbuild, and not root to install it (apt-get install rpm)"
-elif "$top/scripts/package-rpm.sh" "$work/rpm" >"$work/rpm.log" 2>&1; then
+elif env "${rpm_env[@]}" "$top/scripts/package-rpm.sh" "$work/rpm" >"$work/rpm.log" 2>&1; then
     echo "PASS package/rpm: $(grep -c '\.rpm$' "$work/rpm.log") package file(s)"
     grep -E '\.rpm$|PASS' "$work/rpm.log" | sed 's/^/    /'
     pass=$((pass + 1))
