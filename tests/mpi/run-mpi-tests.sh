@@ -81,7 +81,8 @@
 #   -n  run every selected test with these process counts instead of the
 #       default matrix (netpipe, and remap's +hooks and +nohooks runs,
 #       always use 2).
-#   --quick  smaller sizes and fewer iterations.
+#   --quick  smaller sizes and fewer iterations; netpipe's integrity pass
+#       only (its measuring pass runs without --quick).
 #   -l  print the runs that would be made, run nothing.
 #
 # Environment:

@@ -215,13 +215,18 @@ run() { # name config np -- mpirun arguments
     echo "${PIPESTATUS[0]}" >"$out.rc"
 }
 
+# (each verdict says the seconds since its test, or the verdict before it
+# in the same test, started: where the suite's time goes)
 verdict() { # name config np ok
+    local secs
+    secs=$(awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     if [ "$4" = 1 ]; then
-        echo "PASS $1 $2 np=$3"; passed=$((passed + 1))
+        echo "PASS $1 $2 np=$3 (${secs}s)"; passed=$((passed + 1))
     else
-        echo "FAIL $1 $2 np=$3 (log: $log/$1.$2.$3.out)"; failed=$((failed + 1))
+        echo "FAIL $1 $2 np=$3 (${secs}s; log: $log/$1.$2.$3.out)"; failed=$((failed + 1))
         grep -m3 "FAIL\|rror\|signal" "$log/$1.$2.$3.out" | sed 's/^/    /'
     fi
+    t_start=$(date +%s.%N)
 }
 
 for cfg in "${configs[@]}"; do
@@ -229,7 +234,7 @@ for cfg in "${configs[@]}"; do
     read -r -a cfg_nps <<<"$(config_nps "$cfg")"
     for t in "${tests[@]}"; do
         for np in "${cfg_nps[@]}"; do
-            out=$log/$t.$cfg.$np.out ok=0
+            out=$log/$t.$cfg.$np.out ok=0 t_start=$(date +%s.%N)
             if [ $fake_nodes = 1 ] && { [ "$t" = dynamic ] || [ "$t" = llist ]; }; then
                 echo "SKIP $t $cfg np=$np (hangs with pretend nodes, also before native RMA)"
                 skipped=$((skipped + 1))
@@ -296,18 +301,18 @@ for cfg in "${configs[@]}"; do
             lost)
                 # The target loses its answers (btl_efa_debug_lose_answers 1:
                 # dropped, 2: naming a request never issued): an atomic, a
-                # put and a get must fail after btl_efa_rma_timeout (2 s),
+                # put and a get must fail after btl_efa_rma_timeout (1 s),
                 # flush return, nothing crash.  Emulated configs only
                 # (elsewhere put/get take no answers); 2 ranks.
                 [[ $cfg == *-emul ]] && [ "$np" = "${cfg_nps[0]}" ] || continue
                 for how in 1 2; do
                     out=$log/$t$how.$cfg.2.out ok=0
                     # shellcheck disable=SC2086
-                    run "$t$how" "$cfg" 2 -- $args --mca btl_efa_rma_timeout 2 \
+                    run "$t$how" "$cfg" 2 -- $args --mca btl_efa_rma_timeout 1 \
                         --mca btl_efa_debug_lose_answers $how "$bin/osc_lost"
                     [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK lost" "$out" &&
-                        grep -q "one-sided put .*got no answer for 2 s" "$out" &&
-                        grep -q "one-sided atomic .*got no answer for 2 s" "$out" && ok=1
+                        grep -q "one-sided put .*got no answer for 1 s" "$out" &&
+                        grep -q "one-sided atomic .*got no answer for 1 s" "$out" && ok=1
                     if [ $how = 2 ] && ! grep -q "an answer for no request in flight" "$out"; then
                         ok=0
                     fi
