@@ -424,7 +424,8 @@ for kind in asan tsan fuzz; do
     tsan) title="ThreadSanitizer: threaded unit tests, MPI_THREAD_MULTIPLE over mtl_efa and btl_efa"
           runner=("$top/tests/run-tsan-tests.sh" -b "$top/_build-tsan" -i "$top/_install-tsan") ;;
     fuzz) title="fuzzers (libFuzzer + ASan + UBSan): corpus, then 4 s per harness"
-          # (one harness per core: the suites are done by then.  Two at a
+          # (one harness per core: the suites are done by then, the
+          # packages' background step, at nice 10, may not be.  Two at a
           # time, those that map memory for each input, fuzz_shm_ring and
           # fuzz_engine_frame, run about half as many inputs in their 4 s.)
           runner=("$top/tests/fuzz/run-fuzzers.sh" -T 4 -j "$(nproc 2>/dev/null || echo 1)"

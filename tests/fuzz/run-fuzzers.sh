@@ -89,7 +89,7 @@ print_done() {
         else
             echo "FAIL ${names[$next]} (its run ended with no result)"
         fi
-        if grep -q '^PASS ' "$results/$next"; then
+        if grep -qs '^PASS ' "$results/$next"; then
             pass=$((pass + 1))
         else
             fail=$((fail + 1))
@@ -106,6 +106,11 @@ for i in "${!names[@]}"; do
     fi
     { run_one "${names[$i]}" >"$results/$i" 2>&1; touch "$results/$i.done"; } &
     running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+    wait -n
+    running=$((running - 1))
+    print_done
 done
 wait
 # (every run has ended here: one killed before its .done is counted too)

@@ -82,7 +82,8 @@ run_test() {
     report "$label" "$cfg" "$np" "$RC" "$log" "$tmo" "$t0" "^ok $t " "$ALSO" "$ALSO2"
 }
 
-# NetPIPE: an integrity-check run then a short performance run.
+# NetPIPE: an integrity-check run, then (without --quick) a short
+# performance run.
 run_netpipe() {
     RUN_ARGS=""
     EACH=""
@@ -95,6 +96,7 @@ run_netpipe() {
     tmo=$(test_timeout netpipe)
     log="$LOG_DIR/$cfg/netpipe-np$np.log"
     out="$LOG_DIR/$cfg/netpipe-np$np.out"
+    # (reps: the performance run's, which --quick does not make)
     if [[ $QUICK == 1 ]]; then upper=1048576 reps=5; else upper=4194304 reps=20; fi
     mpirun_cmd "$np" "$tmo"
     local c1=("${CMD[@]}" "$NETPIPE" -i -u "$upper" -n 5 -o "$out.integrity")

@@ -77,7 +77,7 @@
 # (tests/run-sanitizer-tests.sh) a freed slab is a report.  Neither rank
 # can call MPI_Finalize after that (osc/rdma's window is on the finalized
 # BTL): both print OK and _exit, so mpirun's exit status is not checked.
-# Prints "PASS name config np=N" / "FAIL ..." per run and a final
+# Prints "PASS name config np=N (N.Ns)" / "FAIL ..." per run and a final
 # "N passed, N failed"; exits non-zero on any failure.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
