@@ -39,16 +39,15 @@ extern "C" {
 
 /* The lines of a frame after its first (the one its stamp is in), asked
  * for together as soon as the stamp is seen, up to EFA_RING_PREFETCH_LINES
- * lines in all.  Without it the handler reads them as it comes to them
- * (the header, the match, then the payload's copy), and each read waits
- * for the sender's core to hand its line over, one after another.  On the
- * AMD EPYC VM of 2026-12-02 (no cldemote), ranks on different cores,
- * interleaved runs against the build before: a 128 B round trip 0.59-0.66
- * us before, 0.52-0.60 after (four runs); 256 B 0.59-0.70 before,
- * 0.53-0.63 after (seven runs); vader 0.51-0.55 at both sizes; 1 B within
- * the runs' spread (3 instructions more).  Inlined: as a call, the
- * prefetches lost most of that gain.
- * Longer frames' copies stream by themselves. */
+ * lines in all (longer frames' copies stream by themselves).  Without it
+ * the handler reads them as it comes to them (the header, the match, then
+ * the payload's copy), and each read waits for the sender's core to hand
+ * its line over, one after another.  On the AMD EPYC VM of 2026-12-02 (no
+ * cldemote), ranks on different cores: a 128 B round trip 0.59-0.66 us
+ * without, 0.52-0.60 with; 256 B 0.59-0.70 without, 0.53-0.63 with (vader
+ * 0.51-0.55); 1 B within the runs' spread (3 instructions more;
+ * PERFORMANCE.md, "The on-node paths").  Inlined: out of line, the call
+ * loses most of the gain. */
 #define EFA_RING_PREFETCH_LINES 8
 static inline __attribute__((always_inline)) void efa_ring_prefetch_frame(const uint8_t *s,
                                                                           uint64_t end) {
@@ -176,7 +175,14 @@ typedef struct efa_ring_producer {
     uint64_t max_frame;
     uint64_t *counts;             /* the process's path counts: frames, then their bytes */
     const uint8_t *counts_shared; /* several threads may count: add atomically */
+    uint8_t demote;               /* the CPU has cldemote (efa_ring_cpu_demotes) */
 } efa_ring_producer_t;
+
+/* Does this CPU carry out cldemote?  Elsewhere (AMD's, Intel's before
+ * Sapphire Rapids) the instruction is a no-op, and efa_ring_demote's loop
+ * would only cost: 41 instructions of a 256 B frame on the AMD EPYC VM of
+ * 2026-12-02.  Asked of CPUID once (shm_ring.cpp). */
+bool efa_ring_cpu_demotes(void);
 
 /* Room for a frame of len bytes in the next slot, or NULL (the ring is
  * full, or len exceeds max_frame).  efa_ring_commit publishes it; nothing
@@ -214,7 +220,7 @@ static inline __attribute__((always_inline)) void efa_ring_count(uint64_t *c, ui
  * owner's read of such a line then does not wait for this core to hand
  * it over: on the VM of 2026-12-01 (Xeon with cldemote) that was about
  * 0.1 us per frame each way, a 64 B ob1 round trip over btl_efa 0.46-0.72
- * us with it, 0.28-0.33 without.  Up to EFA_RING_DEMOTE_LINES lines:
+ * us without it, 0.28-0.33 with.  Up to EFA_RING_DEMOTE_LINES lines:
  * those of a longer frame are copied in turn, and its own size sets its
  * time. */
 #define EFA_RING_DEMOTE_LINES 8
@@ -235,7 +241,7 @@ static __attribute__((noinline)) void efa_ring_demote(const efa_ring_producer_t 
 
 /* Publish the reserved slot's len bytes: its length, then its stamp
  * (release), which the owner polls; then push the frame's further lines
- * towards the owner (efa_ring_demote). */
+ * towards the owner (efa_ring_demote, where the CPU has cldemote). */
 static inline __attribute__((always_inline)) void efa_ring_commit(efa_ring_producer_t *p,
                                                                   size_t len) {
     const bool shared = __atomic_load_n(p->counts_shared, __ATOMIC_RELAXED);
@@ -255,7 +261,7 @@ static inline __attribute__((always_inline)) void efa_ring_commit(efa_ring_produ
     uint8_t *next = p->slots + (p->head & mask) * p->slot_size;
     __builtin_prefetch(next, 1, 3);
     __builtin_prefetch(next + EFA_RING_LINE, 1, 3);
-    if (__builtin_expect(len > EFA_RING_LINE - EFA_RING_SLOT_HEADER, 0)) {
+    if (__builtin_expect(len > EFA_RING_LINE - EFA_RING_SLOT_HEADER, 0) && p->demote) {
         efa_ring_demote(p, len);
     }
 }

@@ -9,6 +9,9 @@
 
 #include <ctime>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -200,6 +203,19 @@ int Inbox::reserve_rings(uint32_t first, uint32_t count) {
     return 0 == count ? 0 : reserve_space(fd_, kPage + first * ring_bytes_, count * ring_bytes_);
 }
 
+extern "C" bool efa_ring_cpu_demotes(void) {
+#if defined(__x86_64__)
+    // CPUID leaf 7, subleaf 0: ECX bit 25 is CLDEMOTE.
+    static const bool has = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        return 0 != __get_cpuid_count(7, 0, &a, &b, &c, &d) && 0 != (c & (1u << 25));
+    }();
+    return has;
+#else
+    return false;
+#endif
+}
+
 extern "C" void efa_ring_consumer_rescan(efa_ring_consumer_t *c) {
     const uint32_t seq = __atomic_load_n(c->attach_seq, __ATOMIC_ACQUIRE);
     uint32_t n = 0;
@@ -327,6 +343,7 @@ std::unique_ptr<Outbox> Outbox::attach(const std::string &path, uint32_t r, uint
     static_assert(counts::kRingBytes == counts::kRingFrames + 1);
     pr.counts = reinterpret_cast<uint64_t *>(&counts::g_counts[counts::kRingFrames]);
     pr.counts_shared = reinterpret_cast<const uint8_t *>(&counts::g_shared);
+    pr.demote = efa_ring_cpu_demotes() ? 1 : 0;
     ctl->attached.store(1, std::memory_order_release);
     static_cast<SegHeader *>(hp)->attach_seq.fetch_add(1, std::memory_order_acq_rel);
     munmap(hp, kPage);

@@ -337,4 +337,67 @@ TEST(Node, CSeamCarriesFramesAsBtlEfaUsesIt) {
     efa_node_release(n);
 }
 
+// Frames of one to many cache lines arrive whole whether the producer
+// demotes their lines (cldemote, a no-op on CPUs without it) or not, and
+// whatever the consumer prefetches; the producer demotes only where CPUID
+// says the CPU has cldemote.
+TEST(Node, FramesOfSeveralLinesArriveWholeWithAndWithoutDemote) {
+    const std::string tag = "lines." + std::to_string(getpid());
+    efa_node_params_t np = params(tag, 0, 0);
+    np.nlocal = 1;
+    np.slots = 16;       // every length below at once
+    np.slot_size = 8192; // the default slot
+    int err = 0;
+    auto created = efa::node::Node::create(np, err);
+    ASSERT_NE(created, nullptr) << err;
+    efa_node_t *n = efa::node::adopt(std::move(created));
+    ASSERT_EQ(efa_node_open_channel(n, EFA_NODE_CHANNEL_BTL, false), 0);
+    efa_node_card_t card;
+    efa_node_my_card(n, &card);
+    uint32_t first = 0, count = 0;
+    efa_ring_consumer_t *c = efa_node_consumer(n, EFA_NODE_CHANNEL_BTL, &first, &count);
+    ASSERT_NE(c, nullptr);
+    efa_shm_outbox_t *out = efa_node_attach(n, 0, &card, EFA_NODE_CHANNEL_BTL, &err);
+    ASSERT_NE(out, nullptr) << err;
+    efa_ring_producer_t *p = efa_shm_outbox_producer(out);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->demote != 0, efa_ring_cpu_demotes());
+
+    const size_t max = efa_node_max_frame(n);
+    const std::vector<size_t> lens = {1, 56, 57, 120, 200, 256, 1000, 4096, max};
+    struct Frames {
+        std::vector<std::vector<uint8_t>> got;
+    } frames;
+    const efa_ring_frame_fn take = [](void *arg, uint32_t, void *frame, size_t len) -> bool {
+        auto *f = static_cast<Frames *>(arg);
+        const auto *b = static_cast<const uint8_t *>(frame);
+        f->got.emplace_back(b, b + len);
+        return true;
+    };
+    for (const uint8_t demote : {0, 1}) {
+        p->demote = demote;
+        frames.got.clear();
+        for (size_t i = 0; i < lens.size(); ++i) {
+            auto *slot = static_cast<uint8_t *>(efa_ring_reserve(p, lens[i]));
+            ASSERT_NE(slot, nullptr) << lens[i];
+            for (size_t k = 0; k < lens[i]; ++k) {
+                slot[k] = static_cast<uint8_t>(k * 7 + i + demote);
+            }
+            efa_ring_commit(p, lens[i]);
+        }
+        EXPECT_EQ(efa_ring_consume(c, first, count, take, &frames, 100),
+                  static_cast<int>(lens.size()));
+        ASSERT_EQ(frames.got.size(), lens.size());
+        for (size_t i = 0; i < lens.size(); ++i) {
+            ASSERT_EQ(frames.got[i].size(), lens[i]) << "demote " << int(demote);
+            for (size_t k = 0; k < lens[i]; ++k) {
+                ASSERT_EQ(frames.got[i][k], static_cast<uint8_t>(k * 7 + i + demote))
+                    << "frame " << i << " byte " << k << " demote " << int(demote);
+            }
+        }
+    }
+    efa_shm_outbox_detach(out);
+    efa_node_release(n);
+}
+
 } // namespace
