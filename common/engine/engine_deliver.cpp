@@ -10,6 +10,7 @@
 #include <rdma/fi_errno.h>
 
 #include "efa_core_msg.h"
+#include "efa_ring_inline.h"
 
 namespace efa::engine {
 
@@ -177,10 +178,7 @@ bool Engine::take(Message *m, efa_engine_req_t *req) {
     req->msg_tag = m->env.tag;
     req->msg_len = m->len;
     if (kEager == m->type) {
-        const size_t n = std::min(m->len, req->buflen);
-        if (n) {
-            memcpy(req->buf, m->data, n);
-        }
+        efa_ring_copy(req->buf, m->data, std::min(m->len, req->buflen));
         req->err = m->len > req->buflen ? -FI_ETRUNC : 0;
         if (m->flags & kFrameSync) {
             send_ctrl(m->sender, kAck, m->id, 0);
@@ -436,10 +434,7 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
                 req->msg_src = h.src;
                 req->msg_tag = h.tag;
                 req->msg_len = blen;
-                const size_t n = std::min(blen, req->buflen);
-                if (n) {
-                    memcpy(req->buf, body, n);
-                }
+                efa_ring_copy(req->buf, body, std::min(blen, req->buflen));
                 req->err = blen > req->buflen ? -FI_ETRUNC : 0;
                 if (h.flags & kFrameSync) {
                     send_ctrl(h.sender, kAck, h.id, 0);

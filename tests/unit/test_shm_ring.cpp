@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "efa_ring_inline.h"
 #include "efa_shm_ring.h"
 #include "shm_ring.hpp"
 
@@ -49,6 +50,37 @@ std::vector<Frame> drain(Inbox &in, int budget = 1000) {
         },
         budget);
     return got;
+}
+
+// efa_ring_copy_short and efa_ring_copy: every length of a line and
+// around it, at every alignment of source and destination within a line,
+// copy exactly [s, s + n) to [d, d + n) and write nothing beside it.
+TEST(ShmRing, CopyShortWritesExactlyTheBytes) {
+    constexpr size_t kGuard = 64;
+    for (size_t n = 0; n <= 2 * EFA_RING_LINE + 1; ++n) {
+        for (size_t so = 0; so < 8; ++so) {
+            for (size_t doff = 0; doff < 8; ++doff) {
+                std::vector<uint8_t> src(kGuard + n + kGuard), dst(kGuard + n + kGuard, 0xee);
+                for (size_t i = 0; i < src.size(); ++i) {
+                    src[i] = static_cast<uint8_t>(i * 31 + n);
+                }
+                const uint8_t *from = src.data() + kGuard / 2 + so;
+                uint8_t *to = dst.data() + kGuard / 2 + doff;
+                if (n <= EFA_RING_LINE) {
+                    efa_ring_copy_short(to, from, n);
+                } else {
+                    efa_ring_copy(to, from, n);
+                }
+                for (size_t i = 0; i < dst.size(); ++i) {
+                    const uint8_t *at = dst.data() + i;
+                    const bool inside = at >= to && at < to + n;
+                    ASSERT_EQ(dst[i], inside ? from[at - to] : 0xee)
+                        << "n " << n << " src offset " << so << " dst offset " << doff << " byte "
+                        << i;
+                }
+            }
+        }
+    }
 }
 
 TEST(ShmRing, GeometryChecks) {
