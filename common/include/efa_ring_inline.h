@@ -221,8 +221,8 @@ typedef struct efa_ring_producer {
     uint8_t demote;               /* the CPU has cldemote (efa_ring_cpu_demotes) */
 } efa_ring_producer_t;
 
-/* Does this CPU carry out cldemote?  Elsewhere (AMD's, Intel's before
- * Sapphire Rapids) the instruction is a no-op, and efa_ring_demote's loop
+/* Does this CPU carry out cldemote?  On CPUs that do not enumerate it
+ * (AMD's, Xeons before Sapphire Rapids) the instruction is a no-op, and efa_ring_demote's loop
  * would only cost: 41 instructions of a 256 B frame on the AMD EPYC VM of
  * 2026-12-02.  Asked of CPUID once (shm_ring.cpp). */
 bool efa_ring_cpu_demotes(void);
@@ -262,8 +262,8 @@ static inline __attribute__((always_inline)) void efa_ring_count(uint64_t *c, ui
  * shared cache (cldemote, a hint: a no-op where the CPU lacks it).  The
  * owner's read of such a line then does not wait for this core to hand
  * it over: on the VM of 2026-12-01 (Xeon with cldemote) that was about
- * 0.1 us per frame each way, a 64 B ob1 round trip over btl_efa 0.46-0.72
- * us without it, 0.28-0.33 with.  Up to EFA_RING_DEMOTE_LINES lines:
+ * 0.1 us per frame each way, a 64 B ob1 round trip over btl_efa 0.45-0.55
+ * us without it, 0.28-0.40 with.  Up to EFA_RING_DEMOTE_LINES lines:
  * those of a longer frame are copied in turn, and its own size sets its
  * time. */
 #define EFA_RING_DEMOTE_LINES 8

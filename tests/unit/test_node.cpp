@@ -340,7 +340,9 @@ TEST(Node, CSeamCarriesFramesAsBtlEfaUsesIt) {
 // Frames of one to many cache lines arrive whole whether the producer
 // demotes their lines (cldemote, a no-op on CPUs without it) or not, and
 // whatever the consumer prefetches; the producer demotes only where CPUID
-// says the CPU has cldemote.
+// says the CPU has cldemote.  (A hint changes no state a test can see:
+// the demoting pass checks that the loop runs without harm, not which
+// lines it names.)
 TEST(Node, FramesOfSeveralLinesArriveWholeWithAndWithoutDemote) {
     const std::string tag = "lines." + std::to_string(getpid());
     efa_node_params_t np = params(tag, 0, 0);

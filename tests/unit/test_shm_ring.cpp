@@ -53,7 +53,7 @@ std::vector<Frame> drain(Inbox &in, int budget = 1000) {
 }
 
 // efa_ring_copy_short and efa_ring_copy: every length of a line and
-// around it, at every alignment of source and destination within a line,
+// around it, at 8 offsets of source and of destination,
 // copy exactly [s, s + n) to [d, d + n) and write nothing beside it.
 TEST(ShmRing, CopyShortWritesExactlyTheBytes) {
     constexpr size_t kGuard = 64;
