@@ -262,6 +262,32 @@ TEST(Node, EngineServesItsChannelOnly) {
     efa_shm_outbox_detach(btl);
 }
 
+// A node with btl_efa's channel open: its consumer, and this process's
+// own ring of the channel (local rank 0) to write frames into.
+struct BtlChannel {
+    efa_node_t *n = nullptr;
+    efa_ring_consumer_t *c = nullptr;
+    uint32_t first = 0, count = 0; // the channel's rings
+    efa_shm_outbox_t *out = nullptr;
+    efa_ring_producer_t *p = nullptr;
+};
+
+void open_btl_channel(const efa_node_params_t &np, BtlChannel &ch) {
+    int err = 0;
+    auto created = efa::node::Node::create(np, err);
+    ASSERT_NE(created, nullptr) << err;
+    ch.n = efa::node::adopt(std::move(created));
+    ASSERT_EQ(efa_node_open_channel(ch.n, EFA_NODE_CHANNEL_BTL, false), 0);
+    efa_node_card_t card;
+    efa_node_my_card(ch.n, &card);
+    ch.c = efa_node_consumer(ch.n, EFA_NODE_CHANNEL_BTL, &ch.first, &ch.count);
+    ASSERT_NE(ch.c, nullptr);
+    ch.out = efa_node_attach(ch.n, 0, &card, EFA_NODE_CHANNEL_BTL, &err);
+    ASSERT_NE(ch.out, nullptr) << err;
+    ch.p = efa_shm_outbox_producer(ch.out);
+    ASSERT_NE(ch.p, nullptr);
+}
+
 // The C seam btl_efa polls and sends through (efa_ring_inline.h): the
 // channel's block of the inbox (efa_node_consumer), a sender's slots
 // written in place (efa_shm_outbox_producer), frames handed to a C
@@ -272,24 +298,15 @@ TEST(Node, CSeamCarriesFramesAsBtlEfaUsesIt) {
     const std::string tag = "cseam." + std::to_string(getpid());
     efa_node_params_t np = params(tag, 0, 0);
     np.nlocal = 2;
-    int err = 0;
-    auto created = efa::node::Node::create(np, err);
-    ASSERT_NE(created, nullptr) << err;
-    efa_node_t *n = efa::node::adopt(std::move(created));
-    ASSERT_EQ(efa_node_open_channel(n, EFA_NODE_CHANNEL_BTL, false), 0);
-    efa_node_card_t card;
-    efa_node_my_card(n, &card);
-    uint32_t first = 99, count = 99;
-    efa_ring_consumer_t *c = efa_node_consumer(n, EFA_NODE_CHANNEL_BTL, &first, &count);
-    ASSERT_NE(c, nullptr);
+    BtlChannel ch;
+    ASSERT_NO_FATAL_FAILURE(open_btl_channel(np, ch));
+    efa_node_t *n = ch.n;
+    efa_ring_consumer_t *c = ch.c;
+    const uint32_t first = ch.first, count = ch.count;
     EXPECT_EQ(first, 2u); // channel 1 of 2 local ranks: rings 2 and 3
     EXPECT_EQ(count, 2u);
-
-    // This process's own ring of the BTL channel (local rank 0: ring 2).
-    efa_shm_outbox_t *out = efa_node_attach(n, 0, &card, EFA_NODE_CHANNEL_BTL, &err);
-    ASSERT_NE(out, nullptr) << err;
-    efa_ring_producer_t *p = efa_shm_outbox_producer(out);
-    ASSERT_NE(p, nullptr);
+    efa_shm_outbox_t *out = ch.out; // local rank 0: ring 2
+    efa_ring_producer_t *p = ch.p;
     const uint64_t frames_before = efa::counts::get(efa::counts::kRingFrames);
     const uint64_t bytes_before = efa::counts::get(efa::counts::kRingBytes);
     EXPECT_EQ(efa_ring_reserve(p, efa_node_max_frame(n) + 1), nullptr); // too long for a slot
@@ -349,20 +366,13 @@ TEST(Node, FramesOfSeveralLinesArriveWholeWithAndWithoutDemote) {
     np.nlocal = 1;
     np.slots = 16;       // every length below at once
     np.slot_size = 8192; // the default slot
-    int err = 0;
-    auto created = efa::node::Node::create(np, err);
-    ASSERT_NE(created, nullptr) << err;
-    efa_node_t *n = efa::node::adopt(std::move(created));
-    ASSERT_EQ(efa_node_open_channel(n, EFA_NODE_CHANNEL_BTL, false), 0);
-    efa_node_card_t card;
-    efa_node_my_card(n, &card);
-    uint32_t first = 0, count = 0;
-    efa_ring_consumer_t *c = efa_node_consumer(n, EFA_NODE_CHANNEL_BTL, &first, &count);
-    ASSERT_NE(c, nullptr);
-    efa_shm_outbox_t *out = efa_node_attach(n, 0, &card, EFA_NODE_CHANNEL_BTL, &err);
-    ASSERT_NE(out, nullptr) << err;
-    efa_ring_producer_t *p = efa_shm_outbox_producer(out);
-    ASSERT_NE(p, nullptr);
+    BtlChannel ch;
+    ASSERT_NO_FATAL_FAILURE(open_btl_channel(np, ch));
+    efa_node_t *n = ch.n;
+    efa_ring_consumer_t *c = ch.c;
+    const uint32_t first = ch.first, count = ch.count;
+    efa_shm_outbox_t *out = ch.out;
+    efa_ring_producer_t *p = ch.p;
     EXPECT_EQ(p->demote != 0, efa_ring_cpu_demotes());
 
     const size_t max = efa_node_max_frame(n);
