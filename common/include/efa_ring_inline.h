@@ -1,7 +1,8 @@
 /*
  * The hot paths of the on-node rings (common/node/shm_ring.hpp has the
- * design), in C and inline: the owner's poll of its inbox and a sender's
- * reserve and commit of a frame.  The inbox and each outbox keep this
+ * design), in C and inline: the owner's poll of its inbox, a sender's
+ * reserve and commit of a frame, and copies of a few bytes into and out of
+ * one.  The inbox and each outbox keep this
  * state; a component takes a pointer to it once (efa_node_consumer,
  * efa_shm_outbox_producer) and runs these functions on it, so that its
  * progress hands each frame to its own handler (inlined into the loop)
@@ -222,9 +223,10 @@ typedef struct efa_ring_producer {
 } efa_ring_producer_t;
 
 /* Does this CPU carry out cldemote?  On CPUs that do not enumerate it
- * (AMD's, Xeons before Sapphire Rapids) the instruction is a no-op, and efa_ring_demote's loop
- * would only cost: 41 instructions of a 256 B frame on the AMD EPYC VM of
- * 2026-12-02.  Asked of CPUID once (shm_ring.cpp). */
+ * (AMD's, Xeons before Sapphire Rapids) the instruction is a no-op, and
+ * efa_ring_demote's loop would only cost: 41 instructions of a 256 B
+ * frame on the AMD EPYC VM of 2026-12-02.  Asked of CPUID once
+ * (shm_ring.cpp). */
 bool efa_ring_cpu_demotes(void);
 
 /* Room for a frame of len bytes in the next slot, or NULL (the ring is
