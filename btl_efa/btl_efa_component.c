@@ -504,6 +504,12 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         mca_common_efa_release(core);
         return NULL;
     }
+    if (NULL != mca_btl_efa_module.ring.node) {
+        /* Peers of this node ring it after sending here by the provider
+         * (fragments larger than a slot, one-sided operations): the paced
+         * provider poll then looks at once. */
+        efa_core_set_doorbell(core, efa_node_doorbell(mca_btl_efa_module.ring.node));
+    }
     const efa_core_info_t *info = efa_core_get_info(core);
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: provider %s; eager %zu (%s), max send %zu, rdma pipeline "

@@ -75,6 +75,17 @@ static int refuse_device_atomic(const efa_btl_rdma_args_t *a) {
     return OPAL_ERR_NOT_SUPPORTED;
 }
 
+/* A native operation to a process of this node (no single copy there) is
+ * served by its provider's progress where the provider runs it in
+ * software: ring its doorbell, so that an idle target's paced poll looks
+ * now.  rc passes through. */
+static int native_woken(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int rc) {
+    if (OPAL_SUCCESS == rc) {
+        mca_btl_efa_ring_wake(btl, ep);
+    }
+    return rc;
+}
+
 static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_rdma_args_t *a) {
     if (NULL == a->remote_handle) {
         return OPAL_ERR_BAD_PARAM;
@@ -116,7 +127,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
             if (btl->native.hmem && window_reached && covered && 0 != a->size &&
                 (EFA_BTL_MSG_PUT == a->type ? btl->mode.native_put : btl->mode.native_get) &&
                 !ep->is_self && !ep->foreign_mode) {
-                const int rc = mca_btl_efa_native_rdma(btl, ep, a);
+                const int rc = native_woken(btl, ep, mca_btl_efa_native_rdma(btl, ep, a));
                 if (OPAL_ERR_NOT_AVAILABLE != rc) {
                     if (OPAL_SUCCESS == rc) {
                         (void)__atomic_fetch_add(&btl->native.device_native, 1, __ATOMIC_RELAXED);
@@ -145,7 +156,7 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
      * process of another job may have no provider registration. */
     if (covered && (EFA_BTL_MSG_PUT == a->type ? btl->mode.native_put : btl->mode.native_get) &&
         !ep->is_self && !ep->foreign_mode) {
-        return mca_btl_efa_native_rdma(btl, ep, a);
+        return native_woken(btl, ep, mca_btl_efa_native_rdma(btl, ep, a));
     }
     return mca_btl_efa_emul_rdma(btl, ep, a);
 }
@@ -186,7 +197,7 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl
     }
     struct mca_btl_base_registration_handle_t snap = *a->remote_handle; /* read once, see rdma() */
     a->remote_handle = &snap;
-    return btl->mode.native_atomics ? mca_btl_efa_native_atomic(btl, ep, a)
+    return btl->mode.native_atomics ? native_woken(btl, ep, mca_btl_efa_native_atomic(btl, ep, a))
                                     : mca_btl_efa_emul_rdma(btl, ep, a);
 }
 

@@ -192,6 +192,9 @@ void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl) {
                         (unsigned long long)btl->ring.sent, (unsigned long long)btl->ring.received,
                         (unsigned long long)btl->ring.full,
                         (unsigned long long)efa_node_dropped(btl->ring.node));
+    if (NULL != btl->core) {
+        efa_core_set_doorbell(btl->core, NULL); /* (the core may stay, for the MTL) */
+    }
     /* The file stays while mtl_efa's engine still uses the node. */
     efa_node_close_channel(btl->ring.node, EFA_NODE_CHANNEL_BTL);
     efa_node_release(btl->ring.node);

@@ -66,5 +66,23 @@ static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_e
            mca_btl_efa_ring_attach(btl, ep);
 }
 
+/* Something for ep went by the provider: if ep is a process of this node,
+ * ring its doorbell (efa_ring_wake), so that its paced provider poll looks
+ * now rather than at its interval (efa_core_set_doorbell).  Under the
+ * module lock only an attached ring can be rung. */
+static inline void mca_btl_efa_ring_wake_locked(mca_btl_efa_endpoint_t *ep) {
+    if (EFA_BTL_RING_ATTACHED == ep->ring_state) {
+        efa_ring_wake(ep->ring_out);
+    }
+}
+/* The same without the lock held: a peer no frame has gone to yet is
+ * attached first. */
+static inline void mca_btl_efa_ring_wake(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    if (EFA_BTL_RING_ATTACHED == ep->ring_state ||
+        (EFA_BTL_RING_UNTRIED == ep->ring_state && mca_btl_efa_ring_attach(btl, ep))) {
+        efa_ring_wake(ep->ring_out);
+    }
+}
+
 END_C_DECLS
 #endif

@@ -278,7 +278,8 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     }
     if (0 == rc) {
         efa_flow_sent(&btl->send.flow, &ep->flow, give, takes_credit);
-        ep->exchanged = true; /* through the provider: the peer is watched */
+        ep->exchanged = true;             /* through the provider: the peer is watched */
+        mca_btl_efa_ring_wake_locked(ep); /* (a peer of this node: larger than a slot) */
     }
     return rc;
 }

@@ -140,12 +140,20 @@ static const mca_common_efa_param_t table[] = {
              "that often while others wait on it. 0: never (wait for ever). 0 to 86400."},
     {"net_poll_interval", MCA_BASE_VAR_TYPE_INT, C(net_poll_interval_us), .def = 20,
      .level = OPAL_INFO_LVL_5,
-     .help = "Microseconds the network provider may go unpolled while nothing of this process "
-             "is in flight on it (no send, receive or one-sided operation posted, no peer "
-             "reached only through it by btl_efa, no completion in the last millisecond). "
-             "Progress calls in between skip the provider, so on-node messages do not pay for "
-             "its poll (0.3 to 0.5 us on tcp;ofi_rxm and udp;ofi_rxd). 0: poll it on every "
-             "progress call. 0 to 1000000."},
+     .help = "Microseconds the network provider may go unpolled once it has gone quiet: nothing "
+             "of this process in flight on it (no send, receive or one-sided operation posted, "
+             "no peer reached only through it by btl_efa), no completion in the last "
+             "millisecond. Progress calls in between skip the provider, so on-node messages do "
+             "not pay for its poll (0.3 to 0.5 us on tcp;ofi_rxm and udp;ofi_rxd, and it stalls "
+             "what arrives meanwhile). Each poll that finds nothing doubles the wait, up to "
+             "common_efa_net_poll_interval_max. 0: poll it on every progress call. 0 to "
+             "1000000."},
+    {"net_poll_interval_max", MCA_BASE_VAR_TYPE_INT, C(net_poll_interval_max_us), .def = 1000,
+     .level = OPAL_INFO_LVL_5,
+     .help = "The longest, in microseconds, that a provider which stays quiet goes unpolled "
+             "(common_efa_net_poll_interval doubles up to it). What peers on this node send "
+             "through the provider does not wait for it: they ring this process's doorbell. At "
+             "or below common_efa_net_poll_interval: a fixed interval. 0 to 1000000."},
     {"force_direct_mode", MCA_BASE_VAR_TYPE_BOOL, C(force_direct_mode), .level = OPAL_INFO_LVL_9,
      .help = "Use the provider as libfabric's efa-direct fabric must be used: untagged messages "
              "and RMA only (no FI_TAGGED: mtl_efa matches messages itself), no message order "

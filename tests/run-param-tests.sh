@@ -246,6 +246,8 @@ expect_failure net-poll-negative "outside its range" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_net_poll_interval -1
 expect_failure net-poll-huge "outside its range" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_net_poll_interval 1000001
+expect_failure net-poll-max-negative "outside its range" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_net_poll_interval_max -1
 if ! fi_info -p efa >/dev/null 2>&1; then
     expect_failure no-efa-device "found no EFA device" "${cm[@]}"
 fi
@@ -470,7 +472,7 @@ check_listed ompi_info-lists-parameters mtl provider_include provider_exclude ni
     nic_exclude nics_per_proc num_contexts \
     tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority \
     provider_shm rnr_retry force_efa_options force_emulated debug_no_inject peer_timeout \
-    rail_retry gpu net_poll_interval onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size \
+    rail_retry gpu net_poll_interval net_poll_interval_max onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size \
     force_direct_mode direct_mode_mtu debug_swap_messages
 check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \
     onnode_channel onnode_dir onnode_slots onnode_slot_size single_copy inplace_min \

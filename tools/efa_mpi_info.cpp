@@ -465,6 +465,7 @@ int main(int argc, char **argv) {
     // The glue's defaults (common_efa_glue.c's table), for the checks.
     p.peer_timeout = 600;
     p.net_poll_interval_us = 20;
+    p.net_poll_interval_max_us = 1000;
     p.direct_mode_mtu = 8192;
     p.nics_per_proc = o.nics_per_proc;
     p.stripe_min = o.stripe_min;

@@ -269,6 +269,9 @@ int open_core(efa_core *core) {
     }
     core->progress_batch = core->params.progress_batch;
     core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;
+    core->net_interval_max_ns = std::max(
+        core->net_interval_ns, static_cast<uint64_t>(core->params.net_poll_interval_max_us) * 1000);
+    core->net_wait_ns.store(core->net_interval_ns, std::memory_order_relaxed);
     open_overflow_areas(core);
 
     efa_core_info_t &in = core->info;

@@ -337,6 +337,15 @@ struct efa_core {
     // clear (core_pace.cpp), so a post of another thread is never missed.
     std::atomic<bool> net_posted{false};
     uint64_t net_interval_ns = 0; // 0: poll on every call
+    // The wait between paced polls: net_interval_ns after activity, doubled
+    // by each paced poll that finds nothing, up to net_interval_max_ns.
+    uint64_t net_interval_max_ns = 0;
+    std::atomic<uint64_t> net_wait_ns{0};
+    // The process's on-node doorbell (efa_core_set_doorbell), in its inbox:
+    // a process of this node that sent something here by the provider rang
+    // it.  Read by the paced check; cleared (exchange) when found rung.
+    uint32_t *net_bell = nullptr;
+    std::atomic<uint64_t> net_bell_ns{0}; // when a ring was answered; 0 once a poll found something
     std::atomic<uint32_t> net_idle_calls{0};
     std::atomic<bool> net_warm{false};   // a poll found completions lately
     std::atomic<bool> net_events{false}; // ... since the last look at the clock

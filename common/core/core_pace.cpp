@@ -8,7 +8,15 @@
 // only when it can have something this process waits for, and otherwise at
 // a bounded interval, which still delivers whatever arrives unannounced
 // (a message nobody has posted a receive for yet, a provider's own
-// acknowledgements and retransmissions) within net_poll_interval_us.
+// acknowledgements and retransmissions).  The interval starts at
+// net_poll_interval_us when the provider goes quiet and doubles with each
+// paced poll that finds nothing, up to net_poll_interval_max_us: each such
+// poll (a system call on the stand-ins) stalls whatever on-node message
+// arrives meanwhile, and at every 20 us it made a 1 B on-node round trip
+// 15 % slower (docs/PERFORMANCE.md, "The paced provider poll").  What an
+// on-node peer sends by the provider does not wait for the interval: the
+// sender rings this process's doorbell (efa_core_set_doorbell).
+#include <algorithm>
 #include <chrono>
 
 #include "core.hpp"
@@ -22,6 +30,12 @@ constexpr uint32_t kClockEvery = 16;
 // stream of messages keeps the provider hot, and only a lull of this
 // length lets pacing start again.
 constexpr uint64_t kWarmNs = 1000000;
+// After a ring of the doorbell, every call polls until a poll finds a
+// completion (then the warm period above), for this long at most: the
+// message may need the provider's own exchanges first (tcp;ofi_rxm sets
+// up its connection to the peer, 2 ms and more, with no completion), and
+// a native one-sided operation brings none at all.
+constexpr uint64_t kBellNs = 100000000;
 
 inline uint64_t now_ns() {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -79,17 +93,40 @@ __attribute__((noinline)) bool work_posted(efa_core *core) {
 __attribute__((noinline)) bool clock_says_poll(efa_core *core) {
     const uint64_t now = now_ns();
     if (relaxed(core->net_warm)) {
+        const uint64_t bell = relaxed(core->net_bell_ns);
         if (core->net_events.exchange(false, std::memory_order_relaxed)) {
             core->net_last_event_ns.store(now, std::memory_order_relaxed);
-        } else if (now - relaxed(core->net_last_event_ns) >= kWarmNs) {
+        } else if (now - relaxed(core->net_last_event_ns) >= kWarmNs &&
+                   (0 == bell || now - bell >= kBellNs)) {
             core->net_warm.store(false, std::memory_order_relaxed);
+            core->net_bell_ns.store(0, std::memory_order_relaxed);
         }
         return true;
     }
-    if (now - relaxed(core->net_last_poll_ns) < core->net_interval_ns) {
+    const uint64_t wait = relaxed(core->net_wait_ns);
+    if (now - relaxed(core->net_last_poll_ns) < wait) {
         return false;
     }
     core->net_last_poll_ns.store(now, std::memory_order_relaxed);
+    // Should this poll find nothing, the next waits twice as long (one that
+    // finds something starts again from the shortest: poll_now).
+    core->net_wait_ns.store(std::min(2 * wait, core->net_interval_max_ns),
+                            std::memory_order_relaxed);
+    return true;
+}
+
+// An on-node peer sent something by the provider and rang the doorbell:
+// warm from now until a poll finds a completion (kBellNs at most), so that
+// every call polls until it is in.
+__attribute__((noinline)) bool answer_bell(efa_core *core) {
+    if (0 == __atomic_exchange_n(core->net_bell, 0u, __ATOMIC_ACQUIRE)) {
+        return false; // another thread answered it
+    }
+    const uint64_t now = now_ns();
+    core->net_bell_ns.store(now, std::memory_order_relaxed);
+    core->net_last_event_ns.store(now, std::memory_order_relaxed);
+    core->net_wait_ns.store(core->net_interval_ns, std::memory_order_relaxed);
+    core->net_warm.store(true, std::memory_order_relaxed);
     return true;
 }
 
@@ -97,6 +134,9 @@ __attribute__((noinline)) bool clock_says_poll(efa_core *core) {
 inline bool poll_due(efa_core *core) {
     if (core->net_interval_ns == 0 || relaxed(core->net_interest) > 0 ||
         (relaxed(core->net_posted) && work_posted(core))) {
+        return true;
+    }
+    if (core->net_bell && __atomic_load_n(core->net_bell, __ATOMIC_RELAXED) && answer_bell(core)) {
         return true;
     }
     const uint32_t calls = relaxed(core->net_idle_calls) + 1;
@@ -111,6 +151,10 @@ inline bool poll_due(efa_core *core) {
 __attribute__((noinline)) int poll_now(efa_core *core) {
     const int events = efa_core_progress(core);
     if (events > 0 && core->net_interval_ns != 0) {
+        core->net_wait_ns.store(core->net_interval_ns, std::memory_order_relaxed);
+        if (relaxed(core->net_bell_ns)) {
+            core->net_bell_ns.store(0, std::memory_order_relaxed); // what the bell announced
+        }
         if (!relaxed(core->net_warm)) {
             core->net_last_event_ns.store(now_ns(), std::memory_order_relaxed);
             core->net_warm.store(true, std::memory_order_relaxed);
@@ -133,6 +177,14 @@ int efa_core_progress_paced(efa_core_t *core) {
 
 void efa_core_net_interest(efa_core_t *core, int delta) {
     core->net_interest.fetch_add(delta, std::memory_order_relaxed);
+}
+
+void efa_core_set_doorbell(efa_core_t *core, uint32_t *bell) {
+    core->net_bell = bell;
+}
+
+uint64_t efa_core_net_wait_us(const efa_core_t *core) {
+    return relaxed(core->net_wait_ns) / 1000;
 }
 
 } // extern "C"

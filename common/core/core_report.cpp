@@ -101,9 +101,14 @@ void CoreReport::add_core_lines(const efa_core &core) {
     } else {
         node_lines_.push_back(
             "provider polled on every progress call while operations are in flight on it, a "
-            "peer reaches this process through it only, or it had completions in the last "
-            "millisecond; otherwise every " +
-            std::to_string(core.params.net_poll_interval_us) + " us (net_poll_interval)");
+            "peer reaches this process through it only, it had completions in the last "
+            "millisecond, or a peer of this node rang the doorbell; otherwise every " +
+            std::to_string(core.params.net_poll_interval_us) + " us (net_poll_interval), " +
+            (core.net_interval_max_ns > core.net_interval_ns
+                 ? "doubling while it stays quiet up to " +
+                       std::to_string(core.net_interval_max_ns / 1000) +
+                       " us (net_poll_interval_max)"
+                 : std::string("fixed (net_poll_interval_max not above it)")));
     }
     node_lines_.push_back(
         in.has_source

@@ -38,6 +38,8 @@ std::vector<ParamProblem> validate_params(const efa_core_params_t &p) {
     // 0 polls on every call; a second is already far beyond any use.
     check_range(out, "net_poll_interval", p.net_poll_interval_us, 0,
                 ParamLimits::kMaxNetPollInterval);
+    check_range(out, "net_poll_interval_max", p.net_poll_interval_max_us, 0,
+                ParamLimits::kMaxNetPollInterval);
     // Only read in the forced direct mode; checked always, as a typo there
     // would otherwise surface only once someone turns the mode on.
     // 0 means the default (kDefaultDirectMtu).

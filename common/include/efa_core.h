@@ -160,8 +160,10 @@ typedef struct efa_core_params {
     int rx_size;                  /* provider rx queue depth; 0 = provider default */
     int mr_cache_size;            /* unreferenced registrations kept */
     int progress_batch;           /* completions read per CQ per progress call */
-    int net_poll_interval_us;     /* efa_core_progress_paced: the longest a quiet provider goes
-                                     unpolled (0: polled on every call) */
+    int net_poll_interval_us;     /* efa_core_progress_paced: how long a provider that has just
+                                     gone quiet goes unpolled (0: polled on every call) */
+    int net_poll_interval_max_us; /* ... the longest once it has stayed quiet (the wait doubles
+                                     per empty poll up to it; at or below the above: fixed) */
     bool force_mr_local;          /* behave as if the provider required FI_MR_LOCAL */
     bool force_no_cq_data;        /* use the tag layout that carries the source in the tag */
     bool need_remote_comm;        /* the job spans nodes: FI_REMOTE_COMM is required */
@@ -403,14 +405,26 @@ int efa_core_progress(efa_core_t *core);
  * The provider is polled on every call while an operation posted through
  * the core is in flight (a receive a remote peer can match, a send, a
  * one-sided operation), while a backlog waits, while a component holds an
- * interest (efa_core_net_interest), and for a millisecond after a poll that
- * found completions; otherwise every net_poll_interval_us at most. */
+ * interest (efa_core_net_interest), for a millisecond after a poll that
+ * found completions, and from a ring of the doorbell (efa_core_set_doorbell)
+ * on; otherwise at an interval that starts at net_poll_interval_us and
+ * doubles with each poll that finds nothing, up to
+ * net_poll_interval_max_us. */
 int efa_core_progress_paced(efa_core_t *core);
 
 /* A standing reason to poll the provider on every progress call, whatever
  * is in flight: btl_efa holds one per peer that reaches it through the
  * provider only (its messages arrive unannounced in the receive pool). */
 void efa_core_net_interest(efa_core_t *core, int delta);
+
+/* The word that processes of this node set after sending this one
+ * something by the provider (efa_shm_outbox_wake: the process's inbox
+ * holds it, efa_node_doorbell): the paced check then polls on every call
+ * for a millisecond, as after a completion.  NULL: none.  Set before
+ * progress runs, by the component that opens the inbox's channel. */
+void efa_core_set_doorbell(efa_core_t *core, uint32_t *bell);
+/* The paced check's wait now, in microseconds (the report, tests). */
+uint64_t efa_core_net_wait_us(const efa_core_t *core);
 
 /* Tagged messaging.  All of them retry -FI_EAGAIN internally (driving
  * progress meanwhile): a full queue delays, it never drops. */

@@ -76,6 +76,10 @@ uint64_t efa_node_dropped(const efa_node_t *n);
  * component that polls with efa_ring_consume (efa_ring_inline.h) on its
  * own hot path (ring: the sender's local rank): valid until the node is
  * released. */
+/* The inbox's doorbell, which this node's senders ring after sending this
+ * process something by the provider (efa_shm_outbox_wake), for
+ * efa_core_set_doorbell: valid until the node is released. */
+uint32_t *efa_node_doorbell(efa_node_t *n);
 struct efa_ring_consumer;
 struct efa_ring_consumer *efa_node_consumer(efa_node_t *n, unsigned channel, uint32_t *first,
                                             uint32_t *count);

@@ -220,7 +220,19 @@ typedef struct efa_ring_producer {
     uint64_t *counts;             /* the process's path counts: frames, then their bytes */
     const uint8_t *counts_shared; /* several threads may count: add atomically */
     uint8_t demote;               /* the CPU has cldemote (efa_ring_cpu_demotes) */
+    uint32_t *bell;               /* the owner's doorbell, in its segment's header */
 } efa_ring_producer_t;
+
+/* The owner's doorbell: something for it went by the network provider (a
+ * frame larger than a slot, a one-sided operation), which its paced
+ * provider poll would otherwise find only at its interval, up to a
+ * millisecond later (efa_core_set_doorbell).  Rung only when not rung
+ * already: a stream of such sends moves the line once, not every time. */
+static inline void efa_ring_wake(efa_ring_producer_t *p) {
+    if (0 == __atomic_load_n(p->bell, __ATOMIC_RELAXED)) {
+        __atomic_store_n(p->bell, 1u, __ATOMIC_RELEASE);
+    }
+}
 
 /* Does this CPU carry out cldemote?  On CPUs that do not enumerate it
  * (AMD's, Xeons before Sapphire Rapids) the instruction is a no-op, and

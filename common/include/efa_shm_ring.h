@@ -78,6 +78,9 @@ unsigned efa_shm_outbox_slots(const efa_shm_outbox_t *outbox);
  * outbox is detached. */
 struct efa_ring_producer;
 struct efa_ring_producer *efa_shm_outbox_producer(efa_shm_outbox_t *outbox);
+/* Tell the inbox's owner that something for it went by the network
+ * provider (its paced provider poll then looks at once: efa_ring_wake). */
+void efa_shm_outbox_wake(efa_shm_outbox_t *outbox);
 
 #ifdef __cplusplus
 }

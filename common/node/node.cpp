@@ -186,6 +186,10 @@ uint64_t efa_node_dropped(const efa_node_t *n) {
     return n->node->dropped();
 }
 
+uint32_t *efa_node_doorbell(efa_node_t *n) {
+    return n->node->inbox()->doorbell();
+}
+
 efa_ring_consumer *efa_node_consumer(efa_node_t *n, unsigned channel, uint32_t *first,
                                      uint32_t *count) {
     const efa::node::Node &node = *n->node;

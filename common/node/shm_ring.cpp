@@ -169,6 +169,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     f.ring_bytes = g.ring_bytes();
     f.cookie = cookie;
     h->attach_seq.store(0, std::memory_order_relaxed);
+    h->doorbell = 0;
     in->hdr_ = h;
     efa_ring_consumer_t &c = in->c_;
     c.rings = in->base_ + kPage;
@@ -344,15 +345,20 @@ std::unique_ptr<Outbox> Outbox::attach(const std::string &path, uint32_t r, uint
     pr.counts = reinterpret_cast<uint64_t *>(&counts::g_counts[counts::kRingFrames]);
     pr.counts_shared = reinterpret_cast<const uint8_t *>(&counts::g_shared);
     pr.demote = efa_ring_cpu_demotes() ? 1 : 0;
+    // The header stays mapped for its doorbell.
+    out->hdr_map_ = hp;
+    pr.bell = &static_cast<SegHeader *>(hp)->doorbell;
     ctl->attached.store(1, std::memory_order_release);
     static_cast<SegHeader *>(hp)->attach_seq.fetch_add(1, std::memory_order_acq_rel);
-    munmap(hp, kPage);
     return out;
 }
 
 Outbox::~Outbox() {
     if (map_) {
         munmap(map_, len_);
+    }
+    if (hdr_map_) {
+        munmap(hdr_map_, kPage);
     }
 }
 
@@ -461,6 +467,10 @@ unsigned efa_shm_outbox_slots(const efa_shm_outbox_t *outbox) {
 
 efa_ring_producer *efa_shm_outbox_producer(efa_shm_outbox_t *outbox) {
     return outbox->out->producer();
+}
+
+void efa_shm_outbox_wake(efa_shm_outbox_t *outbox) {
+    outbox->out->wake();
 }
 
 // What an error of create or attach means, in words.

@@ -5,7 +5,8 @@
 // Layout of a segment (a file, mapped MAP_SHARED by the owner and by each
 // sender):
 //
-//   page 0        header: magic, version, geometry, attach counter
+//   page 0        header: magic, version, geometry, attach counter,
+//                 doorbell (its own cache line: senders ring it)
 //   ring r        at ring_offset + r * ring_bytes (page aligned):
 //                   head     (cache line of its own: producer writes)
 //                   tail     (cache line of its own: consumer writes)
@@ -64,7 +65,7 @@
 namespace efa::shm {
 
 constexpr uint64_t kMagic = 0x45464153484d5231ull; // "EFASHMR1"
-constexpr uint32_t kVersion = 3;                   // 2: slots carry stamps; 3: cookie
+constexpr uint32_t kVersion = 4;                   // 2: slots carry stamps; 3: cookie; 4: doorbell
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr size_t kRingControl = 4 * kLine; // head, tail, attached, spare
@@ -100,6 +101,10 @@ struct HeaderImage {
 struct SegHeader {
     HeaderImage image;
     alignas(kLine) std::atomic<uint32_t> attach_seq; // bumped by each attaching sender
+    // Set by a sender that sent the owner something by the network provider
+    // (Outbox::wake); the owner's paced provider poll answers and clears it
+    // (efa_core_set_doorbell).  On a line of its own: rung only then.
+    alignas(kLine) uint32_t doorbell;
 };
 static_assert(offsetof(SegHeader, image) == 0);
 
@@ -161,6 +166,8 @@ class Inbox {
     template <class F> int poll_range(uint32_t first, uint32_t count, F &&deliver, int budget);
     // The poll's state, for a component that polls in C (efa_ring_consume).
     efa_ring_consumer_t *consumer() { return &c_; }
+    // The word senders ring (Outbox::wake), for the owner's paced poll.
+    uint32_t *doorbell() const { return &hdr_->doorbell; }
 
     // Frames a sender posted that the owner has not taken (tests).
     uint64_t waiting(uint32_t ring) const;
@@ -224,6 +231,9 @@ class Outbox {
     int send(const void *buf, size_t len);
     // The sender's state, for a component that sends in C.
     efa_ring_producer_t *producer() { return &p_; }
+    // Tell the owner that something for it went by the network provider
+    // (efa_ring_wake).
+    void wake() { efa_ring_wake(&p_); }
 
   private:
     Outbox() = default;
@@ -231,6 +241,7 @@ class Outbox {
     Geometry geo_;
     uint8_t *map_ = nullptr; // the ring's control block and slots
     size_t len_ = 0;
+    void *hdr_map_ = nullptr; // the segment's header page (its doorbell)
     efa_ring_producer_t p_{};
 };
 

@@ -19,10 +19,11 @@ namespace {
 
 constexpr int kIntervalUs = 1000000; // long enough that a skipped poll shows
 
-efa_core_params_t shm_params(int interval_us) {
+efa_core_params_t shm_params(int interval_us, int interval_max_us) {
     efa_core_params_t p = core_test_params("shm");
     p.num_contexts = 2;
     p.net_poll_interval_us = interval_us;
+    p.net_poll_interval_max_us = interval_max_us;
     return p;
 }
 
@@ -36,8 +37,8 @@ void count_arrivals(void *, efa_ctx_t *, void *, size_t, int err, fi_addr_t) {
 // A core whose contexts 0 and 1 know each other's addresses.
 class TwoContexts {
   public:
-    explicit TwoContexts(int interval_us) {
-        efa_core_params_t p = shm_params(interval_us);
+    explicit TwoContexts(int interval_us, int interval_max_us = 0) {
+        efa_core_params_t p = shm_params(interval_us, interval_max_us);
         int err = 0;
         core_ = efa_core_acquire(&p, &err);
         EXPECT_NE(core_, nullptr) << "efa_core_acquire(shm): " << err;
@@ -57,6 +58,7 @@ class TwoContexts {
             efa_core_peer_put(core_, self_);
         }
         if (core_) {
+            efa_core_set_doorbell(core_, nullptr);
             efa_core_msg_set_handler(core_, nullptr, nullptr);
             efa_core_release(core_);
         }
@@ -222,4 +224,53 @@ TEST(CorePace, IntervalZeroPollsOnEveryCall) {
     t.inject_to_ctx0();
     EXPECT_LT(t.paced_until([] { return g_arrived == 1; }, 1000), 50);
     EXPECT_EQ(g_arrived, 1);
+}
+
+// The wait between paced polls doubles while the provider stays quiet, up
+// to net_poll_interval_max, and a poll that finds something starts it
+// again from net_poll_interval.
+TEST(CorePace, TheWaitDoublesWhileQuietAndRestartsAfterTraffic) {
+    TwoContexts t(1000, 8000);
+    ASSERT_TRUE(t.ok());
+    t.settle(); // 20 ms quiet after the warm period: 1, 2, 4, then 8 ms
+    EXPECT_EQ(efa_core_net_wait_us(t.core()), 8000u);
+    t.inject_to_ctx0();
+    const auto t0 = std::chrono::steady_clock::now();
+    while (g_arrived == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+        efa_core_progress_paced(t.core());
+    }
+    ASSERT_EQ(g_arrived, 1) << "the longest wait never polled the provider";
+    EXPECT_EQ(efa_core_net_wait_us(t.core()), 1000u) << "traffic did not restart the wait";
+    t.spin_paced(30000);
+    EXPECT_EQ(efa_core_net_wait_us(t.core()), 8000u);
+}
+
+// net_poll_interval_max at or below net_poll_interval: a fixed interval.
+TEST(CorePace, AMaxAtOrBelowTheIntervalKeepsItFixed) {
+    TwoContexts t(1000, 500);
+    ASSERT_TRUE(t.ok());
+    t.settle();
+    EXPECT_EQ(efa_core_net_wait_us(t.core()), 1000u);
+}
+
+// A process of this node that sent by the provider rings the doorbell: the
+// next paced call polls (a second-long interval would otherwise hold the
+// message), the bell is answered (cleared), and calls keep polling for the
+// warm period after it.
+TEST(CorePace, ARungDoorbellPollsAtOnce) {
+    TwoContexts t(kIntervalUs, kIntervalUs);
+    ASSERT_TRUE(t.ok());
+    uint32_t bell = 0;
+    efa_core_set_doorbell(t.core(), &bell);
+    t.settle();
+    t.inject_to_ctx0();
+    t.paced_until([] { return g_arrived > 0; }, 2000);
+    ASSERT_EQ(g_arrived, 0) << "the provider was polled before the bell";
+    __atomic_store_n(&bell, 1u, __ATOMIC_RELEASE);
+    EXPECT_LT(t.paced_until([] { return g_arrived == 1; }, 1000), 50);
+    EXPECT_EQ(g_arrived, 1) << "the doorbell did not make the paced call poll";
+    EXPECT_EQ(__atomic_load_n(&bell, __ATOMIC_ACQUIRE), 0u) << "the bell was not answered";
+    t.inject_to_ctx0(); // (warm: the bell counts as a poll that found something)
+    EXPECT_LT(t.paced_until([] { return g_arrived == 2; }, 1000), 50);
+    EXPECT_EQ(g_arrived, 2);
 }

@@ -131,6 +131,19 @@ TEST(Params, NetPollIntervalBounds) {
     EXPECT_TRUE(refused(p, "net_poll_interval"));
 }
 
+// Its longest wait: the same range, checked on its own.
+TEST(Params, NetPollIntervalMaxBounds) {
+    auto p = defaults();
+    p.net_poll_interval_max_us = 0;
+    EXPECT_TRUE(validate_params(p).empty());
+    p.net_poll_interval_max_us = ParamLimits::kMaxNetPollInterval;
+    EXPECT_TRUE(validate_params(p).empty());
+    p.net_poll_interval_max_us = -5;
+    EXPECT_TRUE(refused(p, "net_poll_interval_max"));
+    p.net_poll_interval_max_us = ParamLimits::kMaxNetPollInterval + 1;
+    EXPECT_TRUE(refused(p, "net_poll_interval_max"));
+}
+
 } // namespace
 
 TEST(Params, DirectModeMtu) {

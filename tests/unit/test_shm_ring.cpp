@@ -433,6 +433,41 @@ TEST(ShmRing, OwnerIgnoresTheSharedHeaderAndDropsBadLengths) {
 // a ring of 8 slots (the ring is full most of the time), each carrying its
 // sequence number and a pattern; the parent checks every one.  The C API
 // is used here, as the BTL uses it.
+// A sender's wake rings the owner's doorbell, in another process too (the
+// header page stays mapped by the outbox), and leaves the frames alone.
+TEST(ShmRing, WakeRingsTheOwnersDoorbell) {
+    int err = 0;
+    const std::string path = temp_path("bell");
+    auto in = Inbox::create(path, geo(2, 4, 128), err);
+    ASSERT_NE(in, nullptr) << err;
+    volatile uint32_t *bell = in->doorbell();
+    EXPECT_EQ(*bell, 0u);
+    auto out = Outbox::attach(path, 0, in->cookie(), err);
+    ASSERT_NE(out, nullptr) << err;
+    EXPECT_EQ(*bell, 0u) << "attaching rang the doorbell";
+    out->wake();
+    EXPECT_EQ(*bell, 1u);
+    out->wake(); // rung already: stays rung
+    EXPECT_EQ(*bell, 1u);
+    EXPECT_TRUE(drain(*in).empty()) << "a wake wrote a frame";
+    *bell = 0; // what the owner's paced poll does when it answers
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (0 == pid) {
+        efa_shm_outbox_t *o = efa_shm_outbox_attach(path.c_str(), 1, in->cookie(), &err);
+        if (!o) {
+            _exit(2);
+        }
+        efa_shm_outbox_wake(o);
+        efa_shm_outbox_detach(o);
+        _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && 0 == WEXITSTATUS(status));
+    EXPECT_EQ(*bell, 1u) << "another process's wake did not reach the doorbell";
+}
+
 TEST(ShmRing, ForkedProducer) {
     int err = 0;
     const std::string path = temp_path("fork");
