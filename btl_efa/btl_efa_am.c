@@ -160,11 +160,6 @@ int mca_btl_efa_send(struct mca_btl_base_module_t *base, struct mca_btl_base_end
         len += frag->segments[1].seg_len;
     }
     fill_am(btl, frag, endpoint, tag, len);
-    if (EFA_BTL_RING_UNTRIED == endpoint->ring_state) {
-        /* A process of this node, first sent to by a fragment: its ring
-         * carries what fits a slot, its doorbell announces the rest. */
-        (void)mca_btl_efa_ring_attach(btl, endpoint);
-    }
     /* A small copied fragment is injected: no provider completion to reap.
      * The callback always comes from progress, never from inside this call
      * (an injected fragment's from mca_btl_efa_run_done). */

@@ -13,10 +13,14 @@
  * unannounced (active messages into the receive pool): the core must poll
  * the provider on every progress call while it is known, not only at the
  * paced interval (efa_core_progress_paced).  Peers of the on-node channel
- * need no such interest: what they send through the provider (frames
- * larger than a slot) comes in streams that keep the provider polled. */
+ * need no such interest: after sending through the provider (frames
+ * larger than a slot, native one-sided operations) they ring this
+ * process's doorbell (mca_btl_efa_ring_wake).  A process of this node
+ * whose card lacks the channel (its inbox could not be made) cannot. */
 static void hold_net_interest(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
-    if (ep->is_self || EFA_BTL_RING_NONE != ep->ring_state) {
+    efa_node_card_t card;
+    if (ep->is_self ||
+        (EFA_BTL_RING_NONE != ep->ring_state && mca_btl_efa_ring_peer_serves(ep, &card))) {
         return;
     }
     OPAL_THREAD_LOCK(&btl->lock);

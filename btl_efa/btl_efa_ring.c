@@ -128,14 +128,18 @@ void mca_btl_efa_ring_add_proc(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
     ep->ring_state = EFA_BTL_RING_UNTRIED;
 }
 
+bool mca_btl_efa_ring_peer_serves(const mca_btl_efa_endpoint_t *ep, efa_node_card_t *card) {
+    return mca_common_efa_node_card(&ep->name, card) && 0 != card->cookie &&
+           (card->channels & (1u << EFA_NODE_CHANNEL_BTL));
+}
+
 bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     OPAL_THREAD_LOCK(&btl->lock);
     if (EFA_BTL_RING_UNTRIED == ep->ring_state) {
         char path[OPAL_PATH_MAX];
         int err = -FI_ENOENT;
         efa_node_card_t card;
-        const bool has_card = mca_common_efa_node_card(&ep->name, &card) && 0 != card.cookie &&
-                              (card.channels & (1u << EFA_NODE_CHANNEL_BTL));
+        const bool has_card = mca_btl_efa_ring_peer_serves(ep, &card);
         if (!has_card) {
             /* The peer serves no BTL channel: whatever is at its name is not its. */
             snprintf(path, sizeof(path), "(the peer published no inbox)");

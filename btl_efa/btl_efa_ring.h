@@ -78,11 +78,17 @@ static inline void mca_btl_efa_ring_wake_locked(mca_btl_efa_endpoint_t *ep) {
 /* The same without the lock held: a peer no frame has gone to yet is
  * attached first. */
 static inline void mca_btl_efa_ring_wake(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
-    if (EFA_BTL_RING_ATTACHED == ep->ring_state ||
-        (EFA_BTL_RING_UNTRIED == ep->ring_state && mca_btl_efa_ring_attach(btl, ep))) {
+    /* (acquire: ring_out is written before the state, ring_attach) */
+    const int8_t state = __atomic_load_n(&ep->ring_state, __ATOMIC_ACQUIRE);
+    if (EFA_BTL_RING_ATTACHED == state ||
+        (EFA_BTL_RING_UNTRIED == state && mca_btl_efa_ring_attach(btl, ep))) {
         efa_ring_wake(ep->ring_out);
     }
 }
+/* Does the process of ep serve btl_efa's on-node channel (its card has
+ * the channel's bit)?  One that does not sends here through the provider
+ * only, and cannot ring this process's doorbell. */
+bool mca_btl_efa_ring_peer_serves(const mca_btl_efa_endpoint_t *ep, efa_node_card_t *card);
 
 END_C_DECLS
 #endif

@@ -377,7 +377,11 @@ static void finish_failed(mca_btl_efa_module_t *btl, efa_btl_frag_t *failed) {
  * callback always comes from progress. */
 int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     mca_btl_efa_endpoint_t *ep = frag->endpoint;
-    (void)mca_btl_efa_via_ring(btl, ep, frag->send_len); /* attaches on first use */
+    if (EFA_BTL_RING_UNTRIED == ep->ring_state) {
+        /* A process of this node, first sent to: its ring carries what
+         * fits a slot, its doorbell announces the rest (post_locked). */
+        (void)mca_btl_efa_ring_attach(btl, ep);
+    }
     OPAL_THREAD_LOCK(&btl->lock);
     if (NULL == ep->flow.head && has_credit(btl, ep, frag)) {
         int rc = post_locked(btl, ep, frag);

@@ -205,6 +205,8 @@ add_counts "$logdir/shm-hostile.log" shm-hostile
 echo "== one on-node inbox file per process with both components (cm + mtl_efa, osc rdma + btl_efa)"
 "$top/tests/run-node-files-test.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/node-files.log"
 add_counts "$logdir/node-files.log" node-files
+
+echo "== the on-node doorbell: messages by the provider after quiet spells, against a 1 s paced poll"
 "$top/tests/run-wake-test.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/wake.log"
 add_counts "$logdir/wake.log" wake
 

@@ -344,7 +344,7 @@ struct efa_core {
     // The process's on-node doorbell (efa_core_set_doorbell), in its inbox:
     // a process of this node that sent something here by the provider rang
     // it.  Read by the paced check; cleared (exchange) when found rung.
-    uint32_t *net_bell = nullptr;
+    std::atomic<uint32_t *> net_bell{nullptr};
     std::atomic<uint64_t> net_bell_ns{0}; // when a ring was answered; 0 once a poll found something
     std::atomic<uint32_t> net_idle_calls{0};
     std::atomic<bool> net_warm{false};   // a poll found completions lately

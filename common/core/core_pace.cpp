@@ -33,9 +33,9 @@ constexpr uint64_t kWarmNs = 1000000;
 // After a ring of the doorbell, every call polls until a poll finds a
 // completion (then the warm period above), for this long at most: the
 // message may need the provider's own exchanges first (tcp;ofi_rxm sets
-// up its connection to the peer, 2 ms and more, with no completion), and
-// a native one-sided operation brings none at all.
-constexpr uint64_t kBellNs = 100000000;
+// up its connection to a peer of the node in about 100 ms, with no
+// completion), and a native one-sided operation brings none at all.
+constexpr uint64_t kBellNs = 1000000000;
 
 inline uint64_t now_ns() {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -45,6 +45,12 @@ inline uint64_t now_ns() {
 
 template <typename T> inline T relaxed(const std::atomic<T> &v) {
     return v.load(std::memory_order_relaxed);
+}
+
+// Has at least span passed from then to now?  Signed: another thread may
+// have stored a then later than this thread's now.
+inline bool passed(uint64_t now, uint64_t then, uint64_t span) {
+    return static_cast<int64_t>(now - then) >= static_cast<int64_t>(span);
 }
 
 // Something posted through the core is waiting for the provider (the
@@ -92,19 +98,20 @@ __attribute__((noinline)) bool work_posted(efa_core *core) {
 // frame at all.)
 __attribute__((noinline)) bool clock_says_poll(efa_core *core) {
     const uint64_t now = now_ns();
-    if (relaxed(core->net_warm)) {
-        const uint64_t bell = relaxed(core->net_bell_ns);
+    if (core->net_warm.load(std::memory_order_acquire)) {
+        uint64_t bell = relaxed(core->net_bell_ns);
         if (core->net_events.exchange(false, std::memory_order_relaxed)) {
             core->net_last_event_ns.store(now, std::memory_order_relaxed);
-        } else if (now - relaxed(core->net_last_event_ns) >= kWarmNs &&
-                   (0 == bell || now - bell >= kBellNs)) {
+        } else if (passed(now, relaxed(core->net_last_event_ns), kWarmNs) &&
+                   (0 == bell || passed(now, bell, kBellNs)) &&
+                   core->net_bell_ns.compare_exchange_strong(bell, 0, std::memory_order_relaxed)) {
+            // (a bell answered meanwhile by another thread keeps it warm)
             core->net_warm.store(false, std::memory_order_relaxed);
-            core->net_bell_ns.store(0, std::memory_order_relaxed);
         }
         return true;
     }
     const uint64_t wait = relaxed(core->net_wait_ns);
-    if (now - relaxed(core->net_last_poll_ns) < wait) {
+    if (!passed(now, relaxed(core->net_last_poll_ns), wait)) {
         return false;
     }
     core->net_last_poll_ns.store(now, std::memory_order_relaxed);
@@ -116,17 +123,17 @@ __attribute__((noinline)) bool clock_says_poll(efa_core *core) {
 }
 
 // An on-node peer sent something by the provider and rang the doorbell:
-// warm from now until a poll finds a completion (kBellNs at most), so that
-// every call polls until it is in.
-__attribute__((noinline)) bool answer_bell(efa_core *core) {
-    if (0 == __atomic_exchange_n(core->net_bell, 0u, __ATOMIC_ACQUIRE)) {
+// warm from now until a poll finds a completion (any: the bell does not
+// say which; kBellNs at most), so that every call polls until it is in.
+__attribute__((noinline)) bool answer_bell(efa_core *core, uint32_t *bell) {
+    if (0 == __atomic_exchange_n(bell, 0u, __ATOMIC_ACQUIRE)) {
         return false; // another thread answered it
     }
     const uint64_t now = now_ns();
     core->net_bell_ns.store(now, std::memory_order_relaxed);
     core->net_last_event_ns.store(now, std::memory_order_relaxed);
     core->net_wait_ns.store(core->net_interval_ns, std::memory_order_relaxed);
-    core->net_warm.store(true, std::memory_order_relaxed);
+    core->net_warm.store(true, std::memory_order_release); // (after the above: clock_says_poll)
     return true;
 }
 
@@ -136,7 +143,8 @@ inline bool poll_due(efa_core *core) {
         (relaxed(core->net_posted) && work_posted(core))) {
         return true;
     }
-    if (core->net_bell && __atomic_load_n(core->net_bell, __ATOMIC_RELAXED) && answer_bell(core)) {
+    uint32_t *const bell = core->net_bell.load(std::memory_order_acquire);
+    if (bell && __atomic_load_n(bell, __ATOMIC_RELAXED) && answer_bell(core, bell)) {
         return true;
     }
     const uint32_t calls = relaxed(core->net_idle_calls) + 1;
@@ -180,7 +188,7 @@ void efa_core_net_interest(efa_core_t *core, int delta) {
 }
 
 void efa_core_set_doorbell(efa_core_t *core, uint32_t *bell) {
-    core->net_bell = bell;
+    core->net_bell.store(bell, std::memory_order_release);
 }
 
 uint64_t efa_core_net_wait_us(const efa_core_t *core) {

@@ -420,8 +420,9 @@ void efa_core_net_interest(efa_core_t *core, int delta);
 /* The word that processes of this node set after sending this one
  * something by the provider (efa_shm_outbox_wake: the process's inbox
  * holds it, efa_node_doorbell): the paced check then polls on every call
- * for a millisecond, as after a completion.  NULL: none.  Set before
- * progress runs, by the component that opens the inbox's channel. */
+ * until a poll finds a completion (a second at most), then for the
+ * millisecond after it.  NULL: none.  Set by the component that opens the
+ * inbox's channel, and cleared by it before the node goes. */
 void efa_core_set_doorbell(efa_core_t *core, uint32_t *bell);
 /* The paced check's wait now, in microseconds (the report, tests). */
 uint64_t efa_core_net_wait_us(const efa_core_t *core);

@@ -429,10 +429,6 @@ TEST(ShmRing, OwnerIgnoresTheSharedHeaderAndDropsBadLengths) {
     EXPECT_EQ(drain(*in).size(), 1u);
 }
 
-// Two processes: a child produces 100000 frames of varying length through
-// a ring of 8 slots (the ring is full most of the time), each carrying its
-// sequence number and a pattern; the parent checks every one.  The C API
-// is used here, as the BTL uses it.
 // A sender's wake rings the owner's doorbell, in another process too (the
 // header page stays mapped by the outbox), and leaves the frames alone.
 TEST(ShmRing, WakeRingsTheOwnersDoorbell) {
@@ -468,6 +464,10 @@ TEST(ShmRing, WakeRingsTheOwnersDoorbell) {
     EXPECT_EQ(*bell, 1u) << "another process's wake did not reach the doorbell";
 }
 
+// Two processes: a child produces 100000 frames of varying length through
+// a ring of 8 slots (the ring is full most of the time), each carrying its
+// sequence number and a pattern; the parent checks every one.  The C API
+// is used here, as the BTL uses it.
 TEST(ShmRing, ForkedProducer) {
     int err = 0;
     const std::string path = temp_path("fork");
