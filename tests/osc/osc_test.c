@@ -1,5 +1,5 @@
 /*
- * One-sided tests for osc/rdma over btl_efa.  Usage: osc_test TEST
+ * One-sided tests for osc/rdma over btl_efa.  Usage: osc_test TEST[,TEST...]
  *   putget    put and get 1 B .. 16 MiB with data verification (fence)
  *   atomics   every atomic op on int32 and int64, all ranks on one location
  *   lock      compare-and-swap spin lock guarding a non-atomic counter
@@ -19,7 +19,10 @@
  *             (OSC_BUSY_UNTIMED=1: the data only)
  * Windows come from MPI_Win_create / dynamic windows only (MPI_Win_allocate
  * would take osc/rdma's shared-memory path on one node).  Prints
- * "OK <test>" from rank 0 on success.
+ * "OK <test>" from rank 0 on success; several tests, comma-separated, run
+ * one after the other in the one job (one start for all: the runner's
+ * time), each with its "OK <test>" once it passed, and a failed one ends
+ * the job (those after it print nothing).
  */
 #include "osc_util.h"
 
@@ -479,7 +482,6 @@ static void test_busytarget(void) {
 
 int main(int argc, char **argv) {
     ou_init(&argc, &argv);
-    ou_test = argc > 1 ? argv[1] : "";
     static const struct {
         const char *name;
         void (*fn)(void);
@@ -487,17 +489,33 @@ int main(int argc, char **argv) {
         {"putget", test_putget},   {"atomics", test_atomics},   {"lock", test_lock},
         {"sync", test_sync},       {"dynamic", test_dynamic},   {"accumulate", test_accumulate},
         {"realloc", test_realloc}, {"accflush", test_accflush}, {"busytarget", test_busytarget}};
-    int found = 0;
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); ++i) {
-        if (0 == strcmp(ou_test, tests[i].name) || 0 == strcmp(ou_test, "all")) {
-            ou_test = tests[i].name;
-            tests[i].fn();
-            found = 1;
+    const size_t ntests = sizeof(tests) / sizeof(tests[0]);
+    char list[256];
+    snprintf(list, sizeof(list), "%s", argc > 1 ? argv[1] : "");
+    int ran = 0;
+    char *save = NULL;
+    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        for (size_t i = 0; i < ntests; ++i) {
+            if (0 == strcmp(name, tests[i].name) || 0 == strcmp(name, "all")) {
+                ou_test = tests[i].name;
+                tests[i].fn();
+                found = 1;
+                ++ran;
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (0 == ou_rank && 0 != strcmp(name, "all")) {
+                    printf("OK %s\n", tests[i].name);
+                    fflush(stdout);
+                }
+            }
         }
+        ou_test = name;
+        OU_CHECK(found, "unknown test");
     }
-    OU_CHECK(found, "unknown test");
+    ou_test = argc > 1 ? argv[1] : "";
+    OU_CHECK(ran > 0, "no test named");
     MPI_Barrier(MPI_COMM_WORLD);
-    if (0 == ou_rank) {
+    if (0 == ou_rank && (argc < 2 || NULL != strchr(argv[1], ',') || 0 == strcmp(argv[1], "all"))) {
         printf("OK %s\n", argc > 1 ? argv[1] : "");
     }
     MPI_Finalize();

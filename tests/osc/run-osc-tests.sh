@@ -217,21 +217,91 @@ run() { # name config np -- mpirun arguments
 
 # (each verdict says the seconds since its test, or the verdict before it
 # in the same test, started: where the suite's time goes)
-verdict() { # name config np ok
-    local secs
+verdict() { # name config np ok [log: the run's, where several shared it]
+    local secs vlog=${5:-$log/$1.$2.$3.out}
     secs=$(awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     if [ "$4" = 1 ]; then
         echo "PASS $1 $2 np=$3 (${secs}s)"; passed=$((passed + 1))
     else
-        echo "FAIL $1 $2 np=$3 (${secs}s; log: $log/$1.$2.$3.out)"; failed=$((failed + 1))
-        grep -m3 "FAIL\|rror\|signal" "$log/$1.$2.$3.out" | sed 's/^/    /'
+        echo "FAIL $1 $2 np=$3 (${secs}s; log: $vlog)"; failed=$((failed + 1))
+        grep -m3 "FAIL\|rror\|signal" "$vlog" | sed 's/^/    /'
     fi
     t_start=$(date +%s.%N)
+}
+
+# osc_test_ok TEST CONFIG LOG: sets ok to 1 when TEST of osc_test passed
+# in LOG (a run of it alone, or of a batch: its "OK TEST" line), else to 0
+# with why (said below the FAIL) where a path check failed.
+osc_test_ok() {
+    local t=$1 cfg=$2 out=$3
+    ok=0 why=""
+    # osc rdma is forced (window creation fails otherwise) and
+    # btl_efa must have carried the one-sided operations.
+    [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK $t\$" "$out" &&
+        grep -q "btl:efa: one-sided operations in use" "$out" &&
+        ! grep -q "^FAIL" "$out" && ok=1
+    # btl_efa's on-node channel carried the atomics (or must
+    # not have; mtl_efa's rings carry pml cm's messages), as
+    # requests written straight into the ring where they are
+    # emulated (btl_efa_ring_atomic.c).
+    if [ "$t" = atomics ] && [ $ok = 1 ]; then
+        if ring_used "$cfg"; then
+            grep -q "btl:efa: on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
+            if [[ $cfg != *-native ]] &&
+                ! grep -q "btl:efa: atomics through on-node rings: [1-9]" "$out"; then
+                ok=0
+                why="(no atomic went straight through a ring)"
+            fi
+        else
+            ! grep -q "btl:efa: on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
+        fi
+    fi
+    # putget moves data both ways: it must have taken the
+    # path the config names.
+    if [ $ok = 1 ] && [ "$t" = putget ] && ! path_ok "$cfg" "$out"; then
+        ok=0
+        why="(put/get did not take the expected path: CMA expected: $(cma_puts "$cfg" && echo yes || echo no))"
+    fi
+}
+
+# The tests of osc_test that need nothing of their own (the runner's
+# default case): in each config, those asked for run in one job per
+# process count (osc_test's comma list), and each is judged on that job's
+# log; a job start costs more than most of these tests.  OSC_BATCH=0 runs
+# each in a job of its own.
+batchable=" putget atomics lock sync dynamic accumulate realloc "
+batch_list() { # CONFIG: the tests of -t to run in one job (space-separated)
+    local t list=""
+    [ "${OSC_BATCH:-1}" = 1 ] || return 0
+    for t in "${tests[@]}"; do
+        [[ $batchable == *" $t "* ]] || continue
+        # (the cases that SKIP stay out of it: the loop below says so)
+        [ $fake_nodes = 1 ] && [ "$t" = dynamic ] && continue
+        [ "$t" = putget ] && [ "$1" = ob1-rxd-emul ] && continue
+        list="$list $t"
+    done
+    echo "$list"
 }
 
 for cfg in "${configs[@]}"; do
     args=$(config_args "$cfg") || { echo "run-osc-tests: unknown config $cfg"; exit 2; }
     read -r -a cfg_nps <<<"$(config_nps "$cfg")"
+    batched=$(batch_list "$cfg")
+    if [ -n "$batched" ]; then
+        read -r -a batch <<<"$batched"
+        for np in "${cfg_nps[@]}"; do
+            t_start=$(date +%s.%N)
+            ball=$(IFS=,; echo "${batch[*]}")
+            out=$log/batch.$cfg.$np.out
+            # shellcheck disable=SC2086
+            run batch "$cfg" "$np" -- $args "$bin/osc_test" "$ball"
+            for t in "${batch[@]}"; do
+                osc_test_ok "$t" "$cfg" "$out"
+                verdict "$t" "$cfg" "$np" $ok "$out"
+                [ -z "$why" ] || echo "    $why"
+            done
+        done
+    fi
     for t in "${tests[@]}"; do
         for np in "${cfg_nps[@]}"; do
             out=$log/$t.$cfg.$np.out ok=0 t_start=$(date +%s.%N)
@@ -427,36 +497,13 @@ for cfg in "${configs[@]}"; do
                 verdict "$t" "$cfg" "$np" $ok
                 ;;
             *)
+                # (run in the config's batch above, where one was made)
+                [[ " $batched " == *" $t "* ]] && continue
                 # shellcheck disable=SC2086
                 run "$t" "$cfg" "$np" -- $args "$bin/osc_test" "$t"
-                # osc rdma is forced (window creation fails otherwise) and
-                # btl_efa must have carried the one-sided operations.
-                [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK $t" "$out" &&
-                    grep -q "btl:efa: one-sided operations in use" "$out" &&
-                    ! grep -q "^FAIL" "$out" && ok=1
-                # btl_efa's on-node channel carried the atomics (or must
-                # not have; mtl_efa's rings carry pml cm's messages), as
-                # requests written straight into the ring where they are
-                # emulated (btl_efa_ring_atomic.c).
-                if [ "$t" = atomics ] && [ $ok = 1 ]; then
-                    if ring_used "$cfg"; then
-                        grep -q "btl:efa: on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
-                        if [[ $cfg != *-native ]] &&
-                            ! grep -q "btl:efa: atomics through on-node rings: [1-9]" "$out"; then
-                            ok=0
-                            echo "    (no atomic went straight through a ring)"
-                        fi
-                    else
-                        ! grep -q "btl:efa: on-node channel: [1-9][0-9]* frames sent" "$out" || ok=0
-                    fi
-                fi
-                # putget moves data both ways: it must have taken the
-                # path the config names.
-                if [ $ok = 1 ] && [ "$t" = putget ] && ! path_ok "$cfg" "$out"; then
-                    ok=0
-                    echo "    (put/get did not take the expected path: CMA expected: $(cma_puts "$cfg" && echo yes || echo no))"
-                fi
+                osc_test_ok "$t" "$cfg" "$out"
                 verdict "$t" "$cfg" "$np" $ok
+                [ -z "$why" ] || echo "    $why"
                 ;;
             esac
         done
