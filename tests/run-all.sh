@@ -336,15 +336,11 @@ if [ -f "$compdir/mca_btl_efa.so" ] && [ -x "$top/tests/osc/run-osc-tests.sh" ];
     "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rxm-batch 2>&1 |
         tee "$logdir/mpi-btl-batch.log"
     add_counts "$logdir/mpi-btl-batch.log" mpi-btl-batch
-    # Two NICs per process on this host (its interface and the loopback
-    # one): large messages striped over both, probes, truncation and
-    # cancel (the whole quick suite runs over two namespace hosts with two
-    # links each, below).
-    echo "== MPI point-to-point over pml ob1 + btl_efa and pml cm + mtl_efa (both matching modes) with two NICs per process on one host (rails)"
-    "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-rails-rxm,cm-efa-own-rails-rxm,cm-efa-rails-rxm \
-        -t pingpong,probe,truncate,cancel 2>&1 |
-        tee "$logdir/mpi-btl-rails.log"
-    add_counts "$logdir/mpi-btl-rails.log" mpi-btl-rails
+    # (two NICs per process: the whole quick suite over two namespace
+    # hosts with two links each, below; the one-host configurations
+    # ob1-efa-rails-rxm, cm-efa-own-rails-rxm and cm-efa-rails-rxm, which
+    # take this host's interface and the loopback one, are for a machine
+    # without namespaces)
     echo "== MPI point-to-point over pml ob1 + btl_efa in the forced efa-direct-like mode (every message through the provider)"
     "$top/tests/mpi/run-mpi-tests.sh" --quick -c ob1-efa-direct-rxm,ob1-efa-direct-rxd 2>&1 |
         tee "$logdir/mpi-btl-direct.log"
@@ -360,9 +356,14 @@ fi
 # made, each of its runs is a SKIP with the reason.
 # (on udp;ofi_rxd, and mtl_efa's mixed path on tcp;ofi_rxm; the suite's
 # runs on tcp;ofi_rxm across hosts are those of the two-link hosts below)
+# (the tests whose traffic differs between hosts: their start, order,
+# probes, cancels, synchronous sends, truncation, NetPIPE; the others, a
+# communicator's or datatype's work above the point-to-point path, run
+# across hosts in the two-link suite below and on one node above)
 echo "== several hosts (network namespaces): MPI point-to-point across hosts over mtl_efa (provider and mixed paths) and btl_efa"
 "$top/tests/mpi/run-mpi-tests.sh" --quick \
-    -c cm-efa-rxd-netns,cm-efa-mixed-netns,ob1-efa-rxd-netns 2>&1 |
+    -c cm-efa-rxd-netns,cm-efa-mixed-netns,ob1-efa-rxd-netns \
+    -t pingpong,many_outstanding,ordering,probe,cancel,ssend,truncate,netpipe,device_buffers 2>&1 |
     tee "$logdir/mpi-netns.log"
 add_counts "$logdir/mpi-netns.log" mpi-netns
 echo "== several hosts with two links each: the quick suite over both NICs of every rank (mtl_efa in both matching modes, btl_efa), transfers striped from 4 KiB"

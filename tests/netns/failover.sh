@@ -2,7 +2,7 @@
 # A failed rail survived: 2 namespace hosts with 3 links each (link 0
 # carries Open MPI's own traffic; links 1 and 2, shaped at 1 Gbit/s, are
 # the EFA components' two NICs: common_efa_nic_include eth1,eth2), one rank
-# per host, pml ob1 + btl_efa over tcp;ofi_rxm, tests/mpi/pingpong -t 15
+# per host, pml ob1 + btl_efa over tcp;ofi_rxm, tests/mpi/pingpong -t 11
 # (every message checked, its large ones by RDMA get striped over both
 # rails), common_efa_peer_timeout 5.  Three seconds into the stream the
 # second rail's link of host 2 fails:
@@ -142,7 +142,7 @@ own_rxd=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include 'udp;ofi_rxd'
     --mca mtl_efa_matching own)
 
 # run NAME FAULT mpirun-args...: the stream (STREAM_S seconds, default
-# 15) with FAULT on the second rail's link of host 2 (the first's where
+# 11) with FAULT on the second rail's link of host 2 (the first's where
 # FAIL_RAIL is 0) three seconds in, and
 # where BACK_S is set every fault cleared that many seconds later; messages
 # up to STREAM_MAX bytes (default 64M); leaves
@@ -154,7 +154,7 @@ run() {
     timeout -k 10 150 mpirun -np 2 --bind-to none "${args[@]}" \
         --mca mca_base_component_path "/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3:$comp" \
         --mca common_efa_verbose 1 --mca common_efa_peer_timeout 5 "$@" \
-        "$mpibin/pingpong" -s "${STREAM_MAX:-64M}" -t "${STREAM_S:-15}" >"$log" 2>&1 &
+        "$mpibin/pingpong" -s "${STREAM_MAX:-64M}" -t "${STREAM_S:-11}" >"$log" 2>&1 &
     local job=$!
     # The second rail is the second NIC of the report line "N rails: A, B".
     for _ in $(seq 1 60); do
