@@ -292,6 +292,11 @@ static inline bool ompi_mtl_efa_use_engine(struct ompi_communicator_t *comm, int
  * on other nodes; false when matching stays with the provider. */
 struct efa_engine_params;
 bool ompi_mtl_efa_own_setup(struct efa_engine_params *p);
+/* The matching every process of the job must share (mtl_efa_matching_card.c):
+ * publish this process's at init; check a peer's in add_procs
+ * (OMPI_ERR_NOT_SUPPORTED, said, when it differs). */
+int ompi_mtl_efa_matching_publish(void);
+int ompi_mtl_efa_matching_check(const struct ompi_proc_t *proc);
 /* Does the engine carry this communicator whole (every process of it in
  * this job)? */
 bool ompi_mtl_efa_own_comm(struct ompi_communicator_t *comm);

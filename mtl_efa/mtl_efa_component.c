@@ -79,5 +79,6 @@ static mca_mtl_base_module_t *ompi_mtl_efa_component_init(MTL_EFA_INIT_PARAMS) {
         return NULL;
     }
     MTL_EFA_INIT_ACCELERATOR(ompi_mtl_efa_device_init());
+    ompi_mtl_efa_matching_publish();
     return &ompi_mtl_efa.base;
 }

@@ -1,6 +1,7 @@
 /*
  * mtl_efa's own matching (mtl_efa_matching = own, or auto on the providers
- * where it was measured to pay): the matching engine
+ * where it was measured to pay and on nodes that offer several rails:
+ * efa_core_auto_matching): the matching engine
  * carries every peer of the job, those on this node through its rings and
  * the others through the provider's untagged messages (common/engine/net_link.hpp),
  * and matches every message itself.  The provider's tag matching is then
@@ -153,19 +154,30 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
                                   "matching: provider (mtl_efa_matching provider: each MPI "
                                   "message one tagged provider message)");
         return false;
-    } else if (0 == strcmp(mp->matching, "auto") &&
-               !efa_core_own_matching_measured(info->provider)) {
-        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
-                                  "matching: provider (auto: own matching is not measured on %s "
-                                  "yet; mtl_efa_matching own tries it)",
-                                  info->provider);
-        return false;
     } else if (0 == strcmp(mp->matching, "auto")) {
-        mca_common_efa_say_choice("mtl:efa", "mtl_efa",
-                                  "matching: own (auto: on %s it sends 3x the provider's "
-                                  "message rate; mtl_efa_matching provider leaves it to the "
-                                  "provider)",
-                                  info->provider);
+        switch (efa_core_auto_matching(info->provider, info->has_tagged, info->node_rails)) {
+        case EFA_AUTO_MATCH_PROVIDER:
+            mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                      "matching: provider (auto: one rail, and own matching is "
+                                      "not measured on %s yet; mtl_efa_matching own tries it)",
+                                      info->provider);
+            return false;
+        case EFA_AUTO_MATCH_RAILS:
+            mca_common_efa_say_choice(
+                "mtl:efa", "mtl_efa",
+                "matching: own (auto: the node offers %d rails; own matching spreads messages "
+                "over them and fails over from a lost one, the provider's tagged messages "
+                "keep the first NIC; mtl_efa_matching provider leaves it to the provider)",
+                info->node_rails);
+            break;
+        default:
+            mca_common_efa_say_choice("mtl:efa", "mtl_efa",
+                                      "matching: own (auto: on %s it sends 3x the provider's "
+                                      "message rate; mtl_efa_matching provider leaves it to the "
+                                      "provider)",
+                                      info->provider);
+            break;
+        }
     }
     p->core = ompi_mtl_efa.core;
     p->peer_addr = peer_addr;

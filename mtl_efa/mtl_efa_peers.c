@@ -24,7 +24,10 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
         if (NULL != procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL]) {
             continue;
         }
-        int rc;
+        int rc = ompi_mtl_efa_matching_check(procs[i]);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
+        }
         efa_peer_t *peer =
             mca_common_efa_peer_lookup(ompi_mtl_efa.core, &procs[i]->super.proc_name, &rc);
         if (NULL == peer) {

@@ -57,7 +57,7 @@ run --provider "tcp;ofi_rxm" --local-size 2
 check standin-rxm "expected exit 0, the provider, its NICs and 2 NIC sets (exit $RC)" $?
 
 # What the components' defaults choose with the provider, from the core
-# opened on it (the same rules: efa_core_own_matching_measured,
+# opened on it (the same rules: efa_core_auto_matching,
 # efa_core_atomics_usable): field=expected-prefix pairs of the JSON.
 choices_ok() { # name what-failed options... -- field=prefix...
     local name=$1 what=$2 args=() want=()

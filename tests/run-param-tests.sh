@@ -185,12 +185,21 @@ JOB_NP=2 expect_failure own-message-lost "A message of this job that travelled b
     --mca mtl_efa_onnode_channel none --mca mtl_efa_debug_lose_net 5
 expect_output own-matching-said "mtl:efa: matching: own" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching own --mca common_efa_verbose 1
-# The default (auto): own matching where it was measured to pay, the
-# provider's elsewhere; the choice and its reason said at verbose 1.
+# The default (auto): own matching where it was measured to pay and on
+# nodes that offer several rails (efa_core_auto_matching, unit-tested with
+# efa's cases), the provider's elsewhere; the choice and its reason said at
+# verbose 1.
 expect_output matching-auto-own-on-rxm "mtl:efa: matching: own \\(auto: on tcp;ofi_rxm" "${cm[@]}" \
     --mca mtl_efa_provider_include "tcp;ofi_rxm" --mca common_efa_verbose 1
-expect_output matching-auto-provider-on-shm "mtl:efa: matching: provider \\(auto: own matching is not measured on shm" \
+expect_output matching-auto-provider-on-shm "mtl:efa: matching: provider \\(auto: one rail, and own matching is not measured on shm" \
     "${cm[@]}" --mca mtl_efa_provider_include shm --mca common_efa_verbose 1
+# Processes that match differently cannot talk (a tagged message against
+# an untagged frame): refused at MPI_Init with a message, not a job that
+# waits for ever.  Rank 0 own, rank 1 the provider's.
+JOB_NP=2 expect_failure matching-differs "Two processes of this job match MPI messages differently" \
+    "${cm[@]}" --mca mtl_efa_provider_include "tcp;ofi_rxm" bash -c \
+    'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then m=own; else m=provider; fi
+     OMPI_MCA_mtl_efa_matching=$m exec "$0" "$@"'
 expect_output matching-provider-said "mtl:efa: matching: provider \\(mtl_efa_matching provider" \
     "${cm[@]}" --mca mtl_efa_provider_include "udp;ofi_rxd" --mca mtl_efa_matching provider \
     --mca common_efa_verbose 1

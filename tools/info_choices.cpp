@@ -107,17 +107,27 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
                      "and run)";
 
     // mtl_efa_matching auto (mtl_efa_own.c).
-    if (!in->has_tagged) {
+    switch (efa_core_auto_matching(in->provider, in->has_tagged, in->node_rails)) {
+    case EFA_AUTO_MATCH_NO_TAGS:
         c.matching = "own";
         c.matching_why = "the provider has no tags";
-    } else if (efa_core_own_matching_measured(in->provider)) {
+        break;
+    case EFA_AUTO_MATCH_MEASURED:
         c.matching = "own";
         c.matching_why =
             "measured at 3x the provider's message rate on " + std::string(in->provider);
-    } else {
+        break;
+    case EFA_AUTO_MATCH_RAILS:
+        c.matching = "own";
+        c.matching_why = "the node offers " + std::to_string(in->node_rails) +
+                         " rails: own matching spreads messages over them and fails over from a "
+                         "lost one; the provider's tagged messages keep the first NIC";
+        break;
+    case EFA_AUTO_MATCH_PROVIDER:
         c.matching = "provider";
-        c.matching_why = "own matching is not measured on " + std::string(in->provider) +
-                         " yet (mtl_efa_matching own tries it)";
+        c.matching_why = "one rail, and own matching is not measured on " +
+                         std::string(in->provider) + " yet (mtl_efa_matching own tries it)";
+        break;
     }
 
     // btl_efa_rma_mode and _atomic_mode auto (btl_efa_component.c).

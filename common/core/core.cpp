@@ -105,15 +105,17 @@ bool admitted_nics(const Selection &sel, const efa_core_params_t &p, const Repor
 
 // The process's NIC set (select_nic_set, by hwloc locality), as indices in
 // sel.nics; the first is the NIC the process opens.  Empty: the NIC lists
-// are wrong (said).
+// are wrong (said).  *admitted: how many NICs of the first NIC's fabric the
+// lists admit (the node's, whatever the process's share).
 std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p,
                                 const Reporter &rep, std::string *why,
-                                std::vector<const fi_info *> *extras) {
+                                std::vector<const fi_info *> *extras, size_t *admitted) {
     std::vector<NicCandidate> cands;
     std::vector<size_t> where;
     if (!admitted_nics(sel, p, rep, &cands, &where, extras)) {
         return {};
     }
+    *admitted = cands.size();
     if (cands.size() == 1) {
         *why = sel.nics.size() == 1 ? "the only NIC offered" : "the only NIC admitted";
         return where;
@@ -207,11 +209,14 @@ int open_core(efa_core *core) {
         return err;
     }
     std::vector<const fi_info *> extras;
-    const std::vector<size_t> nic_set =
-        choose_nics(core->selection, core->params, core->rep, &core->nic_reason, &extras);
+    size_t admitted = 0;
+    const std::vector<size_t> nic_set = choose_nics(core->selection, core->params, core->rep,
+                                                    &core->nic_reason, &extras, &admitted);
     if (nic_set.empty()) {
         return -FI_EINVAL; // the NIC lists (said)
     }
+    core->node_rails = node_rails(admitted, extras.size(), core->params.nics_per_proc,
+                                  core->params.stripe_min > 0, kMaxRails);
     // The rails: the set after its first NIC, then the stand-ins' other
     // subnets; none where striping is off (they would carry nothing).
     std::vector<const fi_info *> rail_infos;
@@ -280,6 +285,7 @@ int open_core(efa_core *core) {
     in.domain = ni->domain_attr->name;
     in.nic_reason = core->nic_reason.c_str();
     in.num_nics = 1 + static_cast<int>(core->rails.size());
+    in.node_rails = core->node_rails;
     in.stripe_min = core->rails.empty() ? 0 : static_cast<size_t>(core->params.stripe_min);
     in.rail_failover = core->params.rail_failover;
     in.num_contexts = core->nic->num_contexts();

@@ -538,4 +538,15 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
     return decision;
 }
 
+int node_rails(size_t admitted, size_t extras, int max_nics, bool striping, int max_rails) {
+    if (!striping || admitted == 0) {
+        return 1;
+    }
+    size_t n = admitted;
+    if (max_nics > 0) {
+        n = std::min(n, static_cast<size_t>(max_nics));
+    }
+    return static_cast<int>(std::min(n + extras, static_cast<size_t>(max_rails)));
+}
+
 } // namespace efa

@@ -96,4 +96,12 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
                               hwloc_const_cpuset_t binding, int local_rank, int local_size,
                               int max_nics);
 
+// How many rails a process of this node opens at most: the admitted NICs
+// (at most max_nics when > 0) and the stand-ins' other subnets (extras), at
+// most max_rails; 1 with striping off.  Unlike the size of the process's
+// set it does not depend on how many processes share the node, so every
+// process of a node, and of a job on nodes of one kind, computes the same
+// (mtl_efa_matching auto is chosen from it and must be the same job-wide).
+int node_rails(size_t admitted, size_t extras, int max_nics, bool striping, int max_rails);
+
 } // namespace efa

@@ -357,17 +357,25 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
 
 } // namespace efa
 
-// Own matching was measured to pay on these (docs/PERFORMANCE.md, "Own
-// matching in mtl_efa": about 3x the provider's message rate at 8 B,
-// window 64, latency no worse at 1 B).  Both match tags in software; so
-// does efa, but nothing was measured on EFA hardware yet.  A provider
-// that matches in hardware keeps its own.
-extern "C" bool efa_core_own_matching_measured(const char *provider) {
+// mtl_efa_matching auto.  Own matching was measured to pay on tcp;ofi_rxm
+// and udp;ofi_rxd (docs/PERFORMANCE.md, "Own matching in mtl_efa": about
+// 3x the provider's message rate at 8 B, window 64, latency no worse at
+// 1 B); both match tags in software.  So does efa, where nothing was
+// measured on EFA hardware yet: there own matching is chosen where the
+// node offers several rails, as its messages spread over them and fail
+// over from a lost one, while the provider's tagged messages stay on the
+// first NIC (whose loss is then the peer's).  A provider that matches in
+// hardware and has one rail keeps its own matching.
+extern "C" efa_auto_match_t efa_core_auto_matching(const char *provider, bool has_tagged,
+                                                   int node_rails) {
     static const char *const measured[] = {"tcp;ofi_rxm", "udp;ofi_rxd"};
+    if (!has_tagged) {
+        return EFA_AUTO_MATCH_NO_TAGS;
+    }
     for (const char *m : measured) {
         if (provider && std::strcmp(provider, m) == 0) {
-            return true;
+            return EFA_AUTO_MATCH_MEASURED;
         }
     }
-    return false;
+    return node_rails > 1 ? EFA_AUTO_MATCH_RAILS : EFA_AUTO_MATCH_PROVIDER;
 }

@@ -217,6 +217,10 @@ typedef struct efa_core_info {
     const char *domain;   /* the chosen NIC */
     const char *nic_reason;
     int num_nics;        /* NICs opened: the rails (at most EFA_MAX_RAILS, efa_rma.h) */
+    int node_rails;      /* the most rails a process of this node opens: the admitted NICs
+                            and the stand-ins' other subnets, at most common_efa_nics_per_proc
+                            and EFA_MAX_RAILS, 1 with striping off; unlike num_nics the same
+                            for every process of the node whatever their number */
     size_t stripe_min;   /* one-sided transfers from this size are striped over the rails
                             (0: never; always 0 with one NIC) */
     bool rail_failover;  /* a part whose rail failed goes again over the first rail */
@@ -476,9 +480,19 @@ int efa_core_query_atomic(efa_core_t *core, enum fi_datatype dt, enum fi_op aop,
  * known defect, and every operation and type osc/rdma asks for offered?
  * When not, *why (why_len bytes) says which fails. */
 bool efa_core_atomics_usable(efa_core_t *core, char *why, size_t why_len);
-/* mtl_efa_matching auto: is own matching measured to pay on this provider
- * (docs/PERFORMANCE.md, "Own matching in mtl_efa")? */
-bool efa_core_own_matching_measured(const char *provider);
+/* mtl_efa_matching auto: which matching, and why. */
+typedef enum {
+    EFA_AUTO_MATCH_PROVIDER, /* the provider's: nothing measured pays more on it */
+    EFA_AUTO_MATCH_MEASURED, /* own: measured to pay on this provider (docs/PERFORMANCE.md,
+                                "Own matching in mtl_efa") */
+    EFA_AUTO_MATCH_RAILS,    /* own: the node offers several rails, over which own matching
+                                spreads messages and fails over, where the provider's tagged
+                                messages stay on the first NIC */
+    EFA_AUTO_MATCH_NO_TAGS   /* own: the provider has no tags */
+} efa_auto_match_t;
+/* From facts every process of a job on nodes of one kind sees alike: the
+ * provider, whether it grants tags, and node_rails (efa_core_info_t). */
+efa_auto_match_t efa_core_auto_matching(const char *provider, bool has_tagged, int node_rails);
 /* Would the first NIC's provider grant FI_HMEM (efa-mpi-info)? */
 bool efa_core_offers_hmem(const efa_core_t *core);
 

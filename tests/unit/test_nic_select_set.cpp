@@ -283,3 +283,19 @@ TEST(NicFilter, ConflictAndEmptyItemsAreFlagged) {
 }
 
 } // namespace
+
+// The node's rail count, which mtl_efa_matching auto reads: the same for
+// every process of a node whatever their number (p4d with 8 processes: 4,
+// though each process opens one NIC), cut by nics_per_proc and the rail
+// limit, 1 with striping off.
+TEST(NodeRails, TheNodesNotTheProcesss) {
+    EXPECT_EQ(efa::node_rails(4, 0, 0, true, 4), 4);   // p4d, any number of processes
+    EXPECT_EQ(efa::node_rails(32, 0, 0, true, 4), 4);  // p5: the rail limit
+    EXPECT_EQ(efa::node_rails(32, 0, 1, true, 4), 1);  // common_efa_nics_per_proc 1
+    EXPECT_EQ(efa::node_rails(16, 0, 2, true, 4), 2);  // common_efa_nics_per_proc 2
+    EXPECT_EQ(efa::node_rails(1, 0, 0, true, 4), 1);   // one NIC
+    EXPECT_EQ(efa::node_rails(1, 1, 0, true, 4), 2);   // a stand-in's second subnet
+    EXPECT_EQ(efa::node_rails(1, 1, 1, true, 4), 2);   // ... which nics_per_proc does not cut
+    EXPECT_EQ(efa::node_rails(16, 0, 0, false, 4), 1); // common_efa_stripe_min 0
+    EXPECT_EQ(efa::node_rails(0, 0, 0, true, 4), 1);
+}

@@ -144,3 +144,19 @@ TEST(ProviderSelect, AbsurdParameterIsRefused) {
 }
 
 } // namespace
+
+// mtl_efa_matching auto: own where measured (the tcp and udp stand-ins)
+// and, on any tagged provider, where the node offers several rails (own
+// matching spreads and fails over; the provider's tags keep the first
+// NIC); the provider's otherwise; own whatever the rails without tags.
+TEST(AutoMatching, MeasuredRailsOrProvider) {
+    EXPECT_EQ(efa_core_auto_matching("tcp;ofi_rxm", true, 1), EFA_AUTO_MATCH_MEASURED);
+    EXPECT_EQ(efa_core_auto_matching("udp;ofi_rxd", true, 4), EFA_AUTO_MATCH_MEASURED);
+    EXPECT_EQ(efa_core_auto_matching("efa", true, 1), EFA_AUTO_MATCH_PROVIDER);
+    EXPECT_EQ(efa_core_auto_matching("efa", true, 2), EFA_AUTO_MATCH_RAILS);
+    EXPECT_EQ(efa_core_auto_matching("efa", true, 4), EFA_AUTO_MATCH_RAILS);
+    EXPECT_EQ(efa_core_auto_matching("shm", true, 1), EFA_AUTO_MATCH_PROVIDER);
+    EXPECT_EQ(efa_core_auto_matching("efa", false, 1), EFA_AUTO_MATCH_NO_TAGS);
+    EXPECT_EQ(efa_core_auto_matching("efa-direct", false, 4), EFA_AUTO_MATCH_NO_TAGS);
+    EXPECT_EQ(efa_core_auto_matching(nullptr, true, 1), EFA_AUTO_MATCH_PROVIDER);
+}
