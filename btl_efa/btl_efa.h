@@ -296,6 +296,11 @@ typedef struct mca_btl_efa_module {
         bool atomics_insisted;   /* btl_efa_atomic_mode native */
         bool pipeline_raised;    /* btl_min_rdma_pipeline_size raised for native reads */
         size_t pipeline_default; /* its value before */
+        /* This process numbers its messages through the provider to every
+         * process of its job where every one does (several NICs and
+         * common_efa_rail_failover: EFA_BTL_CAN_NUMBER); job_numbers: every
+         * process published that (the agreement). */
+        bool numbers, job_numbers;
     } mode;
     /* btl_efa_native.c: the provider's RMA, set at open (rops: module lock) */
     struct {
@@ -391,6 +396,8 @@ typedef struct mca_btl_efa_module {
         efa_ctx_t *ctx[EFA_MAX_RAILS];       /* NIC r's context (index 0 on every NIC) */
         efa_btl_frag_t *resend; /* failed over, waiting for room in the home NIC's queue */
         uint64_t peers, sent, failed_over, duplicates, recv_failed, retired, forged;
+        uint64_t recv_failed_first;           /* ... of those receives, failed on the first NIC */
+        uint32_t foreign;                     /* peers of other jobs: they may send unnumbered */
         uint64_t numbered_first, first_left;  /* numbered there; times a peer left it */
         uint64_t left, taken_back, sent_back; /* NICs left, taken again; messages there since */
         uint64_t turn_peers;                  /* peers whose transfers take several NICs in turn */
@@ -411,6 +418,7 @@ typedef struct mca_btl_efa_test_hooks {
     int takeback_refuse; /* the single copy of a request taken back fails as on EPERM */
     int first_rail;      /* the NIC whose turn it is first (btl_efa_spread.c) */
     int fail_rail_send, fail_first_send, fail_first_rma; /* Nth send, put/get piece: failed */
+    int flush_first; /* before the Nth arrival on the first NIC, a failed receive there */
 } mca_btl_efa_test_hooks_t;
 
 typedef struct mca_btl_efa_component {

@@ -189,6 +189,12 @@ static const mca_common_efa_param_t table[] = {
              "although it arrived, so that the peer's messages leave the first NIC, that one "
              "goes again over another and the receiver must drop the copy.  0 (default): none; "
              "0 to 1000000000"},
+    {"debug_flush_first", MCA_BASE_VAR_TYPE_INT, C(test.flush_first), .lo = 0, .hi = 1000000000,
+     .allowed = "0 to 1000000000", NUMBER, .test_only = true,
+     .help = "Testing only: before the Nth message to arrive through the provider on the first "
+             "NIC, a receive there fails (FI_EIO) carrying nothing, as a NIC flushing its queue "
+             "does: survived where every process of the job numbers its messages (several NICs), "
+             "the job's end elsewhere.  0 (default): none; 0 to 1000000000"},
     {"debug_fail_first_rma", MCA_BASE_VAR_TYPE_INT, C(test.fail_first_rma), .lo = 0,
      .hi = 1000000000, .allowed = "0 to 1000000000", NUMBER, .test_only = true,
      .help = "Testing only, with several NICs: the Nth piece of a put or get by the provider "
@@ -394,6 +400,7 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
     /* What this process could do alone; the job's agreement (the minimum
      * over every process, btl_efa_mode.c) follows at the first add_procs. */
     mca_common_efa_say_choice("btl:efa", "btl_efa", "%s", line);
+    btl->mode.numbers = info->num_nics > 1 && info->rail_failover;
     return mca_btl_efa_mode_publish(btl);
 }
 

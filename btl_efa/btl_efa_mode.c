@@ -21,6 +21,12 @@
  * executes, and atomics with it are refused (with a message) unless both
  * jobs surely execute them with CPU atomics, since they would mix with its
  * job's own.
+ *
+ * The card also says whether the process numbers its messages through the
+ * provider (EFA_BTL_CAN_NUMBER: several NICs, rail failover).  Where every
+ * process of the job does, each numbers them to every peer of the job, and
+ * a receive failed on a first NIC can be taken as that NIC's flush
+ * (btl_efa_spread_recv.c).
  */
 #include "btl_efa_mode.h"
 
@@ -61,7 +67,8 @@ static efa_btl_mode_card_t own_card(const mca_btl_efa_module_t *btl) {
     card.magic = MODE_CARD_MAGIC;
     card.can = (uint8_t)((btl->mode.native_put ? EFA_BTL_CAN_PUT : 0) |
                          (btl->mode.native_get ? EFA_BTL_CAN_GET : 0) |
-                         (btl->mode.native_atomics ? EFA_BTL_CAN_ATOMICS : 0));
+                         (btl->mode.native_atomics ? EFA_BTL_CAN_ATOMICS : 0) |
+                         (btl->mode.numbers ? EFA_BTL_CAN_NUMBER : 0));
     memcpy(card.why, btl->mode.why, sizeof(card.why));
     return card;
 }
@@ -159,6 +166,7 @@ void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl) {
     }
     const uint8_t lowered = (uint8_t)(btl->mode.own & ~can);
     apply(btl, can);
+    btl->mode.job_numbers = 0 != (can & EFA_BTL_CAN_NUMBER);
     opal_atomic_wmb();
     btl->mode.agreed = true;
     OPAL_THREAD_UNLOCK(&btl->lock);
@@ -172,12 +180,18 @@ void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl) {
                      why_text(why[k]));
         }
     }
-    mca_common_efa_say_choice("btl:efa", "btl_efa job",
-                              "one-sided mode of the job (job-wide minimum of %u process(es)): "
-                              "put %s%s, get %s%s, atomics %s%s",
-                              published, path_name(btl->mode.native_put), reasons[0],
-                              path_name(btl->mode.native_get), reasons[1],
-                              path_name(btl->mode.native_atomics), reasons[2]);
+    mca_common_efa_say_choice(
+        "btl:efa", "btl_efa job",
+        "one-sided mode of the job (job-wide minimum of %u process(es)): put %s%s, get %s%s, "
+        "atomics %s%s%s",
+        published, path_name(btl->mode.native_put), reasons[0], path_name(btl->mode.native_get),
+        reasons[1], path_name(btl->mode.native_atomics), reasons[2],
+        !btl->mode.numbers      ? ""
+        : btl->mode.job_numbers ? "; messages numbered to every peer (every process of the job "
+                                  "has several NICs and rail failover)"
+                                : "; messages numbered only to peers several NICs reach (not "
+                                  "every process of the job has several NICs and rail failover: "
+                                  "a receive failed on the first NIC ends the job)");
     /* "native" asked for by parameter and not granted by the job: said
      * plainly; the job runs on the emulated path, which every process has. */
     for (int k = 0; k < 3; ++k) {
@@ -207,6 +221,9 @@ void mca_btl_efa_mode_add_peer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
     efa_btl_mode_card_t card;
     const bool known = read_card(&proc->proc_name, &card);
     ep->foreign_mode = true;
+    OPAL_THREAD_LOCK(&btl->lock);
+    ++btl->spread.foreign; /* (its job's numbering is its own) */
+    OPAL_THREAD_UNLOCK(&btl->lock);
     const bool theirs = !known || (card.can & EFA_BTL_CAN_ATOMICS);
     ep->foreign_atomics = theirs || btl->mode.native_atomics;
     if (ep->foreign_atomics) {

@@ -9,7 +9,11 @@
 
 BEGIN_C_DECLS
 
-enum { EFA_BTL_CAN_PUT = 1, EFA_BTL_CAN_GET = 2, EFA_BTL_CAN_ATOMICS = 4 };
+/* NUMBER: the process numbers its messages through the provider to every
+ * process of its job once all of them do (btl_efa_spread.c), so that a
+ * receive failed on its first NIC is that NIC's flush, not a loss nobody
+ * could find. */
+enum { EFA_BTL_CAN_PUT = 1, EFA_BTL_CAN_GET = 2, EFA_BTL_CAN_ATOMICS = 4, EFA_BTL_CAN_NUMBER = 8 };
 enum {
     EFA_BTL_WHY_NONE = 0,
     EFA_BTL_WHY_PARAM,    /* the parameter says emulated */

@@ -38,17 +38,29 @@ static void receive_failed(mca_btl_efa_module_t *btl, int err) {
 static inline void deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len,
                                 bool via_ring, fi_addr_t src);
 
-void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
-                            fi_addr_t src) {
-    mca_btl_efa_module_t *btl = arg;
-    static int arrivals = 0;
-    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
-        mca_btl_efa_component.test.lose_recv > 0 && 0 == err &&
-        ++arrivals == mca_btl_efa_component.test.lose_recv) {
+/* The receive hooks of the tests (btl_efa_debug_lose_recv, _flush_first)
+ * on an arrival: the error it is to be taken as (0: none). */
+static __attribute__((noinline)) int arrival_hooks(void *arg, efa_ctx_t *ctx) {
+    static int arrivals = 0, first_arrivals = 0;
+    const mca_btl_efa_test_hooks_t *t = &mca_btl_efa_component.test;
+    if (t->flush_first > 0 && 0 == efa_ctx_rail(ctx) && ++first_arrivals == t->flush_first) {
+        /* as a NIC flushing its queue fails a posted buffer: nothing in it */
+        mca_btl_efa_on_message(arg, ctx, NULL, 0, -FI_EIO, FI_ADDR_NOTAVAIL);
+    }
+    if (t->lose_recv > 0 && ++arrivals == t->lose_recv) {
         /* as ofi_rxd reports a message it lost part of; on a NIC beside
          * the first, as a NIC flushing its queue would (not a loss by
          * itself: the watch must find the gap) */
-        err = 0 == efa_ctx_rail(ctx) ? -FI_ETRUNC : -FI_EIO;
+        return 0 == efa_ctx_rail(ctx) ? -FI_ETRUNC : -FI_EIO;
+    }
+    return 0;
+}
+
+void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int err,
+                            fi_addr_t src) {
+    mca_btl_efa_module_t *btl = arg;
+    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) && 0 == err) {
+        err = arrival_hooks(arg, ctx);
     }
     if (OPAL_UNLIKELY(err)) {
         if (!mca_btl_efa_spread_recv_failed(btl, ctx, err)) {

@@ -36,8 +36,20 @@ static bool rail_reaches(const mca_btl_efa_module_t *btl, const mca_btl_efa_endp
  * table does not know: efa_peer_t.rails_mutual), leaves the peer on the
  * first, and out of its turns. */
 void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
-    if (btl->spread.rails < 2 || ep->is_self || NULL == ep->peer || NULL == ep->proc ||
-        OPAL_PROC_ON_LOCAL_NODE(ep->proc->proc_flags)) {
+    if (btl->spread.rails < 2 || ep->is_self || NULL == ep->peer || NULL == ep->proc) {
+        return;
+    }
+    if (btl->mode.job_numbers && !ep->foreign_mode && !ep->numbered) {
+        /* Every process of the job numbers what it sends through the
+         * provider, to peers of its node (fragments larger than a ring
+         * slot) and to peers one NIC reaches too: no message on a
+         * receiver's first NIC is then unnumbered, and a receive failed
+         * there can be taken as the NIC's flush (recv_failed). */
+        OPAL_THREAD_LOCK(&btl->lock);
+        ep->numbered = true;
+        OPAL_THREAD_UNLOCK(&btl->lock);
+    }
+    if (OPAL_PROC_ON_LOCAL_NODE(ep->proc->proc_flags)) {
         return;
     }
     OPAL_THREAD_LOCK(&btl->lock);
@@ -59,7 +71,7 @@ void mca_btl_efa_spread_assign(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
             ++btl->spread.turn_peers;
             /* Its messages on the first NIC numbered too: a copy sent over
              * another once the first failed can then be told by. */
-            ep->numbered = btl->spread.failover;
+            ep->numbered = ep->numbered || btl->spread.failover;
         }
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
@@ -433,14 +445,16 @@ void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl) {
         1, mca_common_efa_output,
         "btl:efa: messages over several NICs: %llu peer(s) on a NIC beside the first, %llu "
         "message(s) sent there, %llu sent again over another NIC after theirs failed; %llu "
-        "copies dropped, %llu not from the process they name; %llu receive(s) failed on those "
-        "NICs; %llu peer(s) whose transfers beyond the eager limit take the NICs in turn, %llu "
+        "copies dropped, %llu not from the process they name; %llu receive(s) failed on a NIC "
+        "and taken as its flush (%llu on the first); %llu peer(s) whose transfers beyond the eager "
+        "limit take the NICs in turn, %llu "
         "of them sent over a NIC beside the first in turn; %llu message(s) numbered over the "
         "first NIC, %llu time(s) a peer's messages left it; %llu NIC(s) left by a peer's "
         "messages, %llu NIC(s) taken again once back, %llu message(s) sent over them since",
         (unsigned long long)btl->spread.peers, (unsigned long long)btl->spread.sent,
         (unsigned long long)btl->spread.failed_over, (unsigned long long)btl->spread.duplicates,
         (unsigned long long)btl->spread.forged, (unsigned long long)btl->spread.recv_failed,
+        (unsigned long long)btl->spread.recv_failed_first,
         (unsigned long long)btl->spread.turn_peers, (unsigned long long)btl->spread.turns,
         (unsigned long long)btl->spread.numbered_first, (unsigned long long)btl->spread.first_left,
         (unsigned long long)btl->spread.left, (unsigned long long)btl->spread.taken_back,

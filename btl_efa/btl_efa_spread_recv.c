@@ -150,13 +150,32 @@ bool mca_btl_efa_spread_gap_expired(mca_btl_efa_module_t *btl, mca_btl_efa_endpo
     return lost;
 }
 
+/* May a receive failed on the first NIC be that NIC's flush?  Where every
+ * message there is numbered (every process of the job numbers, no peer of
+ * another job), the first NIC can be left for a peer (the core's rule:
+ * several NICs, rail failover, nothing pinned to it) and the watch finds
+ * gaps.  Its senders' sends fail too and go again over another NIC; one
+ * it lost although sent leaves a gap. */
+static bool first_flush_survivable(const mca_btl_efa_module_t *btl) {
+    return btl->mode.job_numbers && 0 == btl->spread.foreign && btl->watch.period > 0 &&
+           efa_core_rail0_fails_over(btl->core);
+}
+
 bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, int err) {
-    if (NULL == ctx || 0 == efa_ctx_rail(ctx) || -FI_ETRUNC == err || -FI_ECANCELED == err) {
+    if (NULL == ctx || -FI_ETRUNC == err || -FI_ECANCELED == err) {
+        return false;
+    }
+    const bool first = 0 == efa_ctx_rail(ctx);
+    if (first && !first_flush_survivable(btl)) {
         return false;
     }
     OPAL_THREAD_LOCK(&btl->lock);
     ++btl->spread.recv_failed;
+    btl->spread.recv_failed_first += first ? 1 : 0;
     OPAL_THREAD_UNLOCK(&btl->lock);
+    if (first) {
+        efa_core_rail0_flushed(btl->core, "btl:efa", err);
+    }
     return true;
 }
 

@@ -281,12 +281,14 @@ void ompi_mtl_efa_engine_fini(void) {
                 "beside the first, %llu provider message(s) sent there, %llu "
                 "sent again over another NIC after theirs failed; %llu "
                 "copies of messages that had come dropped; %llu receive(s) "
-                "failed on those NICs; %llu peer(s) whose streamed data and reads take the "
+                "failed on a NIC and taken as its flush (%llu on the first); %llu peer(s) whose "
+                "streamed data and reads take the "
                 "NICs in turn, %llu message(s) sent over a NIC beside the first in turn; "
                 "%llu NIC(s) taken again once back, %llu message(s) sent over them since",
                 (unsigned long long)s.net_rail_peers, (unsigned long long)s.net_rail_sent,
                 (unsigned long long)s.net_failed_over, (unsigned long long)s.net_duplicates,
-                (unsigned long long)s.net_rail_recv_failed, (unsigned long long)s.net_turn_peers,
+                (unsigned long long)s.net_rail_recv_failed,
+                (unsigned long long)s.net_first_recv_failed, (unsigned long long)s.net_turn_peers,
                 (unsigned long long)s.net_turns, (unsigned long long)s.net_taken_back,
                 (unsigned long long)s.net_sent_back);
         }

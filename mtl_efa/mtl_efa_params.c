@@ -106,6 +106,12 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only, with own matching: the receiver holds back every other provider "
              "message and hands it on after the next one, so that messages arrive out of order "
              "and the sequence numbers must restore it.  Default false"},
+    {"debug_flush_first", MCA_BASE_VAR_TYPE_INT, P(test.flush_first), .lo = 0, .hi = 1000000000,
+     .allowed = "0 to 1000000000", NUMBER, .test_only = true,
+     .help = "Testing only, with own matching: before the Nth provider message to arrive on the "
+             "first NIC, a receive there fails (FI_EIO) carrying nothing, as a NIC flushing its "
+             "queue does: survived with several NICs, the job's end with one.  0 (default): "
+             "none; 0 to 1000000000"},
     {"debug_lose_net", MCA_BASE_VAR_TYPE_INT, P(test.lose_net), .lo = 0, .hi = 1000000000,
      .allowed = "0 to 1000000000", NUMBER, .test_only = true,
      .help = "Testing only, with own matching: the Nth provider message to arrive here "

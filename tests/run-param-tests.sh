@@ -425,6 +425,38 @@ expect_output ob1-first-send-sent-again "btl:efa: messages over several NICs: 0 
 # stays 0).
 expect_output ob1-first-rma-moved "btl:efa: 1 striped part\(s\) sent again over another rail after their rail failed" \
     "${ob1first[@]}" --mca btl_efa_debug_fail_first_rma 2
+# A receive that fails on the first NIC carrying nothing, as a NIC flushing
+# its queue fails its posted buffers: with several NICs every process of
+# the job numbers its messages there (to peers of its node too), so the
+# failure is the NIC's, survived (pingpong checks every byte).  With rail
+# failover off, or one NIC, such a failure could hide a message nobody
+# would find: the job ends, naming it.
+flushed="a receive failed on NIC ${iface:-eth0}, the first of the set \(Input/output error\): taken as that NIC flushing its queue"
+expect_output ob1-first-recv-flushed "btl:efa: .*: $flushed" \
+    "${ob1first[@]}" --mca btl_efa_debug_flush_first 3
+expect_output ob1-first-recv-flushed-counted "btl:efa: messages over several NICs: .*; 1 receive\(s\) failed on a NIC and taken as its flush \(1 on the first\)" \
+    "${ob1first[@]}" --mca btl_efa_debug_flush_first 3
+onnode_nics=("${ob1rxm[@]}" --mca common_efa_nic_include "${iface:-eth0},lo")
+expect_output ob1-first-recv-flushed-on-node "btl:efa: messages over several NICs: .*\(1 on the first\).*; [1-9][0-9]* message\(s\) numbered over the first NIC" \
+    "${onnode_nics[@]}" --mca btl_efa_debug_flush_first 2
+JOB_NP=2 expect_failure ob1-first-recv-flushed-no-failover "a message through the provider was lost" \
+    "${ob1first[@]}" --mca common_efa_rail_failover 0 --mca btl_efa_debug_flush_first 3
+JOB_NP=2 expect_failure ob1-first-recv-flushed-one-nic "a message through the provider was lost" \
+    "${ob1rxm[@]}" "${apart[@]}" --mca btl_efa_debug_flush_first 3
+expect_output ob1-numbered-every-peer "btl:efa: one-sided mode of the job .*; messages numbered to every peer" \
+    "${ob1first[@]}"
+# Rank 1 with one NIC: not every process numbers, so none numbers to every
+# peer (the job's agreement), and rank 0's failed receive on its first NIC
+# ends the job.
+JOB_NP=2 expect_failure ob1-first-recv-flushed-one-process-one-nic "not every process of the job has several NICs" \
+    "${ob1rxm[@]}" "${apart[@]}" --mca btl_efa_debug_flush_first 3 bash -c \
+    'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then n="'"${iface:-eth0}"',lo"; else n='"${iface:-eth0}"'; fi
+     OMPI_MCA_common_efa_nic_include=$n exec "$0" "$@"'
+expect_output own-first-recv-flushed "mtl:efa: .*: $flushed" \
+    "${ownturns[@]}" --mca mtl_efa_debug_flush_first 3
+JOB_NP=2 expect_failure own-first-recv-flushed-one-nic "a receive of a message from another node failed: Input/output error" \
+    --mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm" \
+    --mca mtl_efa_matching own "${apart[@]}" --mca mtl_efa_debug_flush_first 3
 expect_failure debug-btl-fail-rail-send-negative "Parameter: btl_efa_debug_fail_rail_send" \
     "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send -1
 # A message over the second NIC naming its destination as the sender:

@@ -135,8 +135,10 @@ void deliver(efa_msg_pool::Buf *b, size_t len, int err, fi_addr_t src) {
     }
     // A rail's receive that failed (but for a truncation: a lost message)
     // is not posted again: a rail in error could fail each at once, and
-    // its senders move to the first NIC.
-    const bool rail_broken = err && b->ctx->rail && -FI_ETRUNC != err;
+    // its senders move to another NIC.  The first NIC's too where it can be
+    // left (elsewhere its failure ends the job).
+    const bool rail_broken =
+        err && -FI_ETRUNC != err && (b->ctx->rail || efa_core_rail0_fails_over(pool->core));
     if (!pool->closing.load(std::memory_order_acquire) && !rail_broken) {
         post(b);
     }

@@ -13,8 +13,11 @@
 // What keeps waiting on the process (watches: a receive posted for it
 // alone) stays under its first-rail key, which the probes over the home
 // rail keep alive.
+#include <atomic>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <rdma/fi_errno.h>
 
@@ -114,4 +117,23 @@ extern "C" void efa_core_pin_rail0(efa_core_t *core, const char *who) {
     if (core && !core->rails.empty()) {
         (void)core->rail0_pinned.compare_exchange_strong(none, who);
     }
+}
+
+extern "C" bool efa_core_rail0_fails_over(const efa_core_t *core) {
+    return core && core->params.rail_failover && !core->rails.empty() &&
+           nullptr == core->rail0_pinned.load(std::memory_order_relaxed);
+}
+
+extern "C" void efa_core_rail0_flushed(efa_core_t *core, const char *who, int err) {
+    static std::atomic<bool> said{false};
+    if (!core || said.exchange(true)) {
+        return;
+    }
+    char host[256] = "";
+    (void)gethostname(host, sizeof(host) - 1);
+    core->rep.say(0, std::string(who) + ": " + host + ": a receive failed on NIC " +
+                         core->info.domain + ", the first of the set (" + fi_strerror(-err) +
+                         "): taken as that NIC flushing its queue; the peers' messages leave "
+                         "it as their sends there fail, and one it lost would be found missing "
+                         "(said once)");
 }

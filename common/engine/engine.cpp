@@ -72,8 +72,8 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
     e->params_.inbox_dir = e->dir_.c_str();
     e->params_.job_tag = e->job_tag_.c_str();
     e->mt_ = p.thread_safe;
-    e->net_test_hooks_ =
-        p.net_debug_lose || p.net_debug_delay || p.net_debug_swap || p.net_debug_fail_rail_send;
+    e->net_test_hooks_ = p.net_debug_lose || p.net_debug_delay || p.net_debug_swap ||
+                         p.net_debug_fail_rail_send || p.net_debug_flush_first;
     if (rings && p.node) {
         // The shared inbox: its channel's rings, reserved now for the same
         // reason as below.

@@ -520,7 +520,9 @@ class Engine {
     // Any of the net link's test hooks (net_debug_lose, _delay, _swap) on:
     // the one branch a provider arrival pays for them when they are off.
     bool net_test_hooks_ = false;
-    uint32_t net_arrived_ = 0; // (for params_.net_debug_lose and net_debug_delay)
+    uint32_t net_arrived_ = 0;           // (for params_.net_debug_lose and net_debug_delay)
+    uint32_t net_first_arrived_ = 0;     // (for params_.net_debug_flush_first)
+    uint64_t net_first_recv_failed_ = 0; // of net_rail_recv_failed_, on the first NIC
     // The test hook (params_.net_debug_swap): a message held back until
     // the next one is in (or a few progress calls pass), then handed on
     // after it.

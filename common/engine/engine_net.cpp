@@ -29,6 +29,10 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
         if (nth == e->params_.net_debug_lose) {
             err = -FI_ETRUNC; // the test hook: as ofi_rxd reports it
         }
+        if (0 == efa_ctx_rail(ctx) && e->params_.net_debug_flush_first &&
+            ++e->net_first_arrived_ == e->params_.net_debug_flush_first) {
+            net_message(arg, ctx, nullptr, 0, -FI_EIO, FI_ADDR_NOTAVAIL); // a flushed buffer
+        }
         if (nth == e->params_.net_debug_delay) {
             Guard g(e->mu_, e->mt_); // the test hook: progress() hands it on later
             const auto *m = static_cast<const uint8_t *>(buf);
@@ -40,17 +44,27 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
         }
     }
     if (err) {
-        // A failed receive of the pool (the buffer is posted again).
-        // Cancelled: the pool is closing.  Anything else lost a message of
-        // a peer on another node, which no frame says; its stream will wait
-        // for it (check_net_gaps finds which).  The owner ends the job now,
-        // but for a rail beside the first that flushed its receives as it
-        // failed (its senders move to the first rail; a message it did lose
-        // leaves a gap that check_net_gaps fails after the peer timeout).
+        // A failed receive of the pool.  Cancelled: the pool is closing.
+        // Anything else lost a message of a peer on another node, which no
+        // frame says; its stream will wait for it (check_net_gaps finds
+        // which).  The owner ends the job now, but for a NIC that flushed
+        // its receives as it failed: one beside the first, or the first
+        // where it can be left (every message there is numbered in its
+        // stream).  Its senders move to another NIC; a message it did lose
+        // leaves a gap that check_net_gaps fails after the peer timeout.
         // A truncation is a loss wherever it happens (ofi_rxd).
-        if (efa_ctx_rail(ctx) > 0 && -FI_ECANCELED != err && -FI_ETRUNC != err) {
-            Guard g(e->mu_, e->mt_);
-            ++e->net_rail_recv_failed_;
+        const bool first = 0 == efa_ctx_rail(ctx);
+        if (-FI_ECANCELED != err && -FI_ETRUNC != err &&
+            (!first || (efa_core_rail0_fails_over(e->net_->core()) &&
+                        efa_core_peer_timeout(e->net_->core()) > 0))) {
+            {
+                Guard g(e->mu_, e->mt_);
+                ++e->net_rail_recv_failed_;
+                e->net_first_recv_failed_ += first ? 1 : 0;
+            }
+            if (first) {
+                efa_core_rail0_flushed(e->net_->core(), "mtl:efa", err);
+            }
             return;
         }
         if (-FI_ECANCELED != err) {
@@ -339,6 +353,7 @@ void Engine::get_stats(efa_engine_stats_t *out) const {
         out->net_failed_over = net_->stats().failed_over;
         out->net_duplicates = order_.duplicates();
         out->net_rail_recv_failed = net_rail_recv_failed_;
+        out->net_first_recv_failed = net_first_recv_failed_;
         out->net_turn_peers = net_->stats().turn_peers;
         out->net_turns = net_->stats().turns;
         out->net_taken_back = net_->stats().taken_back;

@@ -389,6 +389,15 @@ void efa_core_count_stripe(size_t bytes, bool again);
 /* 'who' sends messages that must stay on NIC 0 (the provider's tagged
  * ones): NIC 0's loss to a peer is then the peer's (core_rail0.cpp). */
 void efa_core_pin_rail0(efa_core_t *core, const char *who);
+/* Can NIC 0 be left for a peer (several rails, common_efa_rail_failover,
+ * nothing pinned to it)?  Then a receive that fails there, but for a
+ * truncation, is that NIC flushing its queue, as on any other rail: its
+ * senders move, and a channel whose every message there is numbered
+ * finds what it lost by the gap (core_rail0.cpp). */
+bool efa_core_rail0_fails_over(const efa_core_t *core);
+/* Such a receive failed (err) on NIC 0 for 'who' (a component): said once
+ * per process, naming the NIC. */
+void efa_core_rail0_flushed(efa_core_t *core, const char *who, int err);
 /* Contexts of NIC 0, the rail of every message but own matching's. */
 efa_ctx_t *efa_core_ctx(efa_core_t *core, int index);
 /* Context 'index' of rail 'rail' (0 <= rail < info.num_nics): the other

@@ -159,17 +159,19 @@ typedef struct efa_engine_params {
      * most this many bytes, each copied to the device once in (0: the owner
      * copies the whole message after; engine_read.cpp). */
     size_t net_device_piece;
-    uint32_t net_window;           /* provider messages in flight per peer before packing */
-    uint32_t net_small_window;     /* ... before a frame that can be packed is (0: 4) */
-    size_t net_coalesce_bytes;     /* a provider message packs frames up to this (0: one each) */
-    uint32_t net_coalesce_max;     /* ... and at most this many */
-    bool net_debug_swap;           /* test hook: hand provider messages on in swapped pairs */
-    uint32_t net_debug_lose;       /* test hook: the Nth provider message to arrive is lost */
-    uint32_t net_debug_delay;      /* test hook: ... handed on late (after many progress calls) */
-    bool net_no_inject;            /* every provider message posted with a completion (tests) */
-    size_t net_debug_read_piece;   /* tests: reads in pieces of at most this (0: the provider's) */
-    bool net_debug_fail_reads;     /* tests: every read is taken as one the provider failed */
-    uint32_t net_debug_first_rail; /* tests: the NIC whose turn it is for the first peer */
+    uint32_t net_window;            /* provider messages in flight per peer before packing */
+    uint32_t net_small_window;      /* ... before a frame that can be packed is (0: 4) */
+    size_t net_coalesce_bytes;      /* a provider message packs frames up to this (0: one each) */
+    uint32_t net_coalesce_max;      /* ... and at most this many */
+    bool net_debug_swap;            /* test hook: hand provider messages on in swapped pairs */
+    uint32_t net_debug_lose;        /* test hook: the Nth provider message to arrive is lost */
+    uint32_t net_debug_delay;       /* test hook: ... handed on late (after many progress calls) */
+    uint32_t net_debug_flush_first; /* test hook: before the Nth to arrive on NIC 0, a receive
+                                       there fails carrying nothing (a NIC's flush) */
+    bool net_no_inject;             /* every provider message posted with a completion (tests) */
+    size_t net_debug_read_piece;    /* tests: reads in pieces of at most this (0: the provider's) */
+    bool net_debug_fail_reads;      /* tests: every read is taken as one the provider failed */
+    uint32_t net_debug_first_rail;  /* tests: the NIC whose turn it is for the first peer */
     uint32_t net_debug_fail_rail_send; /* tests: the Nth completed send on a rail beside the
                                           first is taken as failed (0: none) */
 } efa_engine_params_t;
@@ -306,8 +308,9 @@ typedef struct efa_engine_stats {
      * provider messages sent there, and those sent again over the first
      * NIC because theirs failed. */
     uint64_t net_rail_peers, net_rail_sent, net_failed_over;
-    uint64_t net_duplicates;       /* copies of messages that had arrived (sent again), dropped */
-    uint64_t net_rail_recv_failed; /* receives that failed on a NIC beside the first */
+    uint64_t net_duplicates;        /* copies of messages that had arrived (sent again), dropped */
+    uint64_t net_rail_recv_failed;  /* receives that failed on a NIC, taken as its flush */
+    uint64_t net_first_recv_failed; /* ... of them on the first NIC */
     /* Peers whose streamed data and reads take every NIC that reaches them
      * in turn, and the messages sent over a NIC beside the first so. */
     uint64_t net_turn_peers, net_turns;
