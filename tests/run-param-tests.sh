@@ -457,6 +457,12 @@ expect_output own-first-recv-flushed "mtl:efa: .*: $flushed" \
 JOB_NP=2 expect_failure own-first-recv-flushed-one-nic "a receive of a message from another node failed: Input/output error" \
     --mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm" \
     --mca mtl_efa_matching own "${apart[@]}" --mca mtl_efa_debug_flush_first 3
+# Under provider matching the first NIC carries the tagged messages, which
+# no other NIC can take: said at verbose 1, since its loss is the peer's.
+expect_output matching-provider-pins-first-nic "NIC ${iface:-eth0}, the first of the set, carries mtl_efa's tagged messages \(provider matching\), which no other NIC can take over" \
+    --mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm" \
+    --mca mtl_efa_matching provider --mca common_efa_nic_include "${iface:-eth0},lo" \
+    --mca common_efa_verbose 1 "${apart[@]}"
 expect_failure debug-btl-fail-rail-send-negative "Parameter: btl_efa_debug_fail_rail_send" \
     "${ob1rails[@]}" --mca btl_efa_debug_fail_rail_send -1
 # A message over the second NIC naming its destination as the sender:

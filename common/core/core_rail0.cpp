@@ -114,8 +114,14 @@ bool rail0_lost(efa_core *core, fi_addr_t addr, int err, const std::string &why)
 
 extern "C" void efa_core_pin_rail0(efa_core_t *core, const char *who) {
     const char *none = nullptr;
-    if (core && !core->rails.empty()) {
-        (void)core->rail0_pinned.compare_exchange_strong(none, who);
+    if (core && !core->rails.empty() && core->rail0_pinned.compare_exchange_strong(none, who)) {
+        core->rep.say(1, std::string("NIC ") + core->info.domain +
+                             ", the first of the set, "
+                             "carries " +
+                             who +
+                             ", which no other NIC can take over: its loss to "
+                             "a peer is that peer's, whatever NICs are left (own matching, "
+                             "mtl_efa_matching own, fails over from it)");
     }
 }
 
