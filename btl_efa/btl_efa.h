@@ -396,8 +396,10 @@ typedef struct mca_btl_efa_module {
         efa_ctx_t *ctx[EFA_MAX_RAILS];       /* NIC r's context (index 0 on every NIC) */
         efa_btl_frag_t *resend; /* failed over, waiting for room in the home NIC's queue */
         uint64_t peers, sent, failed_over, duplicates, recv_failed, retired, forged;
-        uint64_t recv_failed_first;           /* ... of those receives, failed on the first NIC */
-        uint32_t foreign;                     /* peers of other jobs: they may send unnumbered */
+        uint64_t recv_failed_first; /* ... of those receives, failed on the first NIC */
+        bool ask_due;               /* a NIC flushed: the next sweep asks (btl_efa_spread_ask.c) */
+        uint64_t asked, told;       /* asks sent, answered (atomic) */
+        uint32_t foreign;           /* peers of other jobs: they may send unnumbered */
         uint64_t numbered_first, first_left;  /* numbered there; times a peer left it */
         uint64_t left, taken_back, sent_back; /* NICs left, taken again; messages there since */
         uint64_t turn_peers;                  /* peers whose transfers take several NICs in turn */
@@ -419,6 +421,7 @@ typedef struct mca_btl_efa_test_hooks {
     int first_rail;      /* the NIC whose turn it is first (btl_efa_spread.c) */
     int fail_rail_send, fail_first_send, fail_first_rma; /* Nth send, put/get piece: failed */
     int flush_first; /* before the Nth arrival on the first NIC, a failed receive there */
+    bool flush_lost; /* ... that held the Nth arrival (lost) */
 } mca_btl_efa_test_hooks_t;
 
 typedef struct mca_btl_efa_component {

@@ -195,6 +195,11 @@ static const mca_common_efa_param_t table[] = {
              "NIC, a receive there fails (FI_EIO) carrying nothing, as a NIC flushing its queue "
              "does: survived where every process of the job numbers its messages (several NICs), "
              "the job's end elsewhere.  0 (default): none; 0 to 1000000000"},
+    {"debug_flush_lost", MCA_BASE_VAR_TYPE_BOOL, C(test.flush_lost), .test_only = true,
+     .help = "Testing only, with btl_efa_debug_flush_first: the failed receive held that "
+             "arrival, which is lost, so that the watch must find it missing (after a flush "
+             "each peer is asked for one more numbered message, so a lost last message leaves "
+             "a gap too).  Default false"},
     {"debug_fail_first_rma", MCA_BASE_VAR_TYPE_INT, C(test.fail_first_rma), .lo = 0,
      .hi = 1000000000, .allowed = "0 to 1000000000", NUMBER, .test_only = true,
      .help = "Testing only, with several NICs: the Nth piece of a put or get by the provider "

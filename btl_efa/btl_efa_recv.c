@@ -44,6 +44,9 @@ static __attribute__((noinline)) int arrival_hooks(void *arg, efa_ctx_t *ctx) {
     static int arrivals = 0, first_arrivals = 0;
     const mca_btl_efa_test_hooks_t *t = &mca_btl_efa_component.test;
     if (t->flush_first > 0 && 0 == efa_ctx_rail(ctx) && ++first_arrivals == t->flush_first) {
+        if (t->flush_lost) {
+            return -FI_EIO; /* the flushed buffer held it */
+        }
         /* as a NIC flushing its queue fails a posted buffer: nothing in it */
         mca_btl_efa_on_message(arg, ctx, NULL, 0, -FI_EIO, FI_ADDR_NOTAVAIL);
     }
@@ -276,7 +279,12 @@ deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ri
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: unknown message type %d dropped",
                             hdr->type);
         return;
-    default: /* SHORT (above), CREDIT: nothing more to do */
+    case EFA_BTL_WIRE_CREDIT:
+        if (OPAL_UNLIKELY(EFA_BTL_CREDIT_ASK == hdr->tag)) {
+            mca_btl_efa_spread_tell(btl, ep); /* (a NIC of the peer's flushed) */
+        }
+        return;
+    default: /* SHORT (above): nothing more to do */
         return;
     }
 }

@@ -446,7 +446,8 @@ void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl) {
         "btl:efa: messages over several NICs: %llu peer(s) on a NIC beside the first, %llu "
         "message(s) sent there, %llu sent again over another NIC after theirs failed; %llu "
         "copies dropped, %llu not from the process they name; %llu receive(s) failed on a NIC "
-        "and taken as its flush (%llu on the first); %llu peer(s) whose transfers beyond the eager "
+        "and taken as its flush (%llu on the first), %llu peer(s) asked since for a numbered "
+        "message, %llu asks answered; %llu peer(s) whose transfers beyond the eager "
         "limit take the NICs in turn, %llu "
         "of them sent over a NIC beside the first in turn; %llu message(s) numbered over the "
         "first NIC, %llu time(s) a peer's messages left it; %llu NIC(s) left by a peer's "
@@ -454,9 +455,9 @@ void mca_btl_efa_spread_report(mca_btl_efa_module_t *btl) {
         (unsigned long long)btl->spread.peers, (unsigned long long)btl->spread.sent,
         (unsigned long long)btl->spread.failed_over, (unsigned long long)btl->spread.duplicates,
         (unsigned long long)btl->spread.forged, (unsigned long long)btl->spread.recv_failed,
-        (unsigned long long)btl->spread.recv_failed_first,
-        (unsigned long long)btl->spread.turn_peers, (unsigned long long)btl->spread.turns,
-        (unsigned long long)btl->spread.numbered_first, (unsigned long long)btl->spread.first_left,
-        (unsigned long long)btl->spread.left, (unsigned long long)btl->spread.taken_back,
-        (unsigned long long)btl->spread.sent_back);
+        (unsigned long long)btl->spread.recv_failed_first, (unsigned long long)btl->spread.asked,
+        (unsigned long long)btl->spread.told, (unsigned long long)btl->spread.turn_peers,
+        (unsigned long long)btl->spread.turns, (unsigned long long)btl->spread.numbered_first,
+        (unsigned long long)btl->spread.first_left, (unsigned long long)btl->spread.left,
+        (unsigned long long)btl->spread.taken_back, (unsigned long long)btl->spread.sent_back);
 }

@@ -82,9 +82,17 @@ efa_btl_frag_t *mca_btl_efa_spread_resend(mca_btl_efa_module_t *btl);
  * number taken off (*len) and the flag cleared. */
 bool mca_btl_efa_spread_arrival(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, uint8_t *buf,
                                 size_t *len, fi_addr_t src);
-/* A receive failed on a NIC beside the first: true when it is no loss
- * (the sender sends again over another NIC), counted. */
+/* A receive failed on ctx's NIC: true when it is that NIC's flush, no
+ * loss by itself (a NIC beside the first; the first where every message
+ * there is numbered): counted, and the peers asked at the next sweep. */
 bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, int err);
+/* A NIC flushed a receive (ask_due): each peer that numbers its messages
+ * to this process is asked for one more, so that a lost last one leaves
+ * a gap too (from the watch's sweep, no lock held). */
+void mca_btl_efa_spread_ask_peers(mca_btl_efa_module_t *btl);
+/* ep asked (EFA_BTL_CREDIT_ASK): a numbered CREDIT message through the
+ * provider answers it. */
+void mca_btl_efa_spread_tell(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep);
 /* The watch's sweep (module lock held): has a message of ep's been
  * missing for more than two peer deadlines while later ones came? */
 bool mca_btl_efa_spread_gap_expired(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,

@@ -172,6 +172,7 @@ bool mca_btl_efa_spread_recv_failed(mca_btl_efa_module_t *btl, efa_ctx_t *ctx, i
     OPAL_THREAD_LOCK(&btl->lock);
     ++btl->spread.recv_failed;
     btl->spread.recv_failed_first += first ? 1 : 0;
+    btl->spread.ask_due = true;
     OPAL_THREAD_UNLOCK(&btl->lock);
     if (first) {
         efa_core_rail0_flushed(btl->core, "btl:efa", err);

@@ -108,6 +108,7 @@ static void sweep(void *arg) {
         rc = opal_hash_table_get_next_key_uint64(&btl->endpoints, &key, &value, node, &node);
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
+    mca_btl_efa_spread_ask_peers(btl);
     if (gap) {
         mca_common_efa_show_help("help-btl-efa.txt", "message-gap", true,
                                  opal_process_info.nodename, OPAL_NAME_PRINT(gap->name));

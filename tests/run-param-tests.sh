@@ -443,6 +443,18 @@ JOB_NP=2 expect_failure ob1-first-recv-flushed-no-failover "a message through th
     "${ob1first[@]}" --mca common_efa_rail_failover 0 --mca btl_efa_debug_flush_first 3
 JOB_NP=2 expect_failure ob1-first-recv-flushed-one-nic "a message through the provider was lost" \
     "${ob1rxm[@]}" "${apart[@]}" --mca btl_efa_debug_flush_first 3
+# The flushed receive held a message (btl_efa_debug_flush_lost): pingpong
+# then waits for it, and no later message from its sender would come to
+# show the gap.  After the flush the watch asks every numbered peer for one
+# more numbered message; its number shows the gap, and the job ends naming
+# the peer after two peer deadlines (without the ask: a hang).  Between
+# nodes, and on one node (the answer through the provider).
+JOB_NP=2 expect_failure ob1-first-flush-lost-found "never arrived, while later ones from the same peer did" \
+    "${ob1first[@]}" --mca btl_efa_debug_flush_first 3 --mca btl_efa_debug_flush_lost 1 \
+    --mca common_efa_peer_timeout 5
+JOB_NP=2 expect_failure ob1-first-flush-lost-found-on-node "never arrived, while later ones from the same peer did" \
+    "${onnode_nics[@]}" --mca btl_efa_debug_flush_first 2 --mca btl_efa_debug_flush_lost 1 \
+    --mca common_efa_peer_timeout 5
 expect_output ob1-numbered-every-peer "btl:efa: one-sided mode of the job .*; messages numbered to every peer" \
     "${ob1first[@]}"
 # Rank 1 with one NIC: not every process numbers, so none numbers to every

@@ -25,7 +25,7 @@ enum {
     EFA_BTL_MSG_GET,    /* rma, answered by RESP + data */
     EFA_BTL_MSG_ATOMIC, /* rma (op, operands), answered by RESP (+ old value) */
     EFA_BTL_MSG_RESP,   /* rma.status, rma.operand: fetched value, + data for GET */
-    EFA_BTL_MSG_CREDIT, /* hdr only: returns credits, takes none */
+    EFA_BTL_MSG_CREDIT, /* hdr only: returns credits, takes none (tag: EFA_BTL_CREDIT_*) */
     EFA_BTL_MSG_BATCH,  /* hdr + several AM messages packed (efa_btl_wire_batch_next) */
     /* an answer without data through a ring, alone in its frame:
      * efa_btl_ring_resp_t (no efa_btl_hdr_t) */
@@ -37,6 +37,11 @@ enum {
     EFA_BTL_MSG_RING_PUT,
     EFA_BTL_MSG_RING_GET,
 };
+
+/* A CREDIT message's tag: plain credits; an ask for a numbered message
+ * after a NIC's flush; the answer, through the provider, numbered
+ * (btl_efa_spread_ask.c).  Its body, if any, is padding. */
+enum { EFA_BTL_CREDIT_PLAIN = 0, EFA_BTL_CREDIT_ASK = 1, EFA_BTL_CREDIT_TELL = 2 };
 
 /* An answer without data (to an atomic, a put, or a refusal), or with the
  * few bytes of a small get in operand, written into the initiator's
