@@ -45,7 +45,7 @@ static bool may_move(const mca_btl_efa_module_t *btl, const efa_btl_rop_t *rop, 
     }
     return rop->rail > 0 ||
            (ep->numbered &&
-            (0 == (ep->rail_mask & 1u) || efa_path_error(err) ||
+            ((ep->rail_mask && 0 == (ep->rail_mask & 1u)) || efa_path_error(err) ||
              FI_ADDR_NOTAVAIL == efa_peer_rail_addr(ep->peer, 0, 0, btl->native.nctx)));
 }
 

@@ -43,6 +43,28 @@ TEST(BtlWire, LengthsBeyondTheMessageAreRefused) {
     EXPECT_EQ(EFA_BTL_WIRE_SHORT_REQUEST, efa_btl_wire_parse(m.data(), m.size(), kTagMax, &msg));
 }
 
+// A CREDIT message's tag says what it asks (btl_efa_spread_ask.c): kept
+// through the parse, whatever padding follows the header (the answer
+// through the provider is made longer than a ring slot).
+TEST(BtlWire, CreditAskAndPaddedAnswer) {
+    efa_btl_wire_msg_t msg;
+    efa_btl_hdr_t h{};
+    h.type = EFA_BTL_MSG_CREDIT;
+    h.tag = EFA_BTL_CREDIT_ASK;
+    h.credits = 3;
+    std::vector<uint8_t> m(sizeof(h));
+    memcpy(m.data(), &h, sizeof(h));
+    EXPECT_EQ(EFA_BTL_WIRE_CREDIT, efa_btl_wire_parse(m.data(), m.size(), kTagMax, &msg));
+    EXPECT_EQ(EFA_BTL_CREDIT_ASK, msg.hdr.tag);
+    EXPECT_EQ(3u, msg.hdr.credits);
+    h.tag = EFA_BTL_CREDIT_TELL;
+    m.assign(8193, 0);
+    memcpy(m.data(), &h, sizeof(h));
+    EXPECT_EQ(EFA_BTL_WIRE_CREDIT, efa_btl_wire_parse(m.data(), m.size(), kTagMax, &msg));
+    EXPECT_EQ(EFA_BTL_CREDIT_TELL, msg.hdr.tag);
+    EXPECT_EQ(nullptr, msg.payload); // the padding is nobody's payload
+}
+
 TEST(BtlWire, GetAnswerInsideItsRequest) {
     EXPECT_TRUE(efa_btl_wire_get_answer_fits(16, 16, 4080, 4096));
     EXPECT_FALSE(efa_btl_wire_get_answer_fits(16, 16, 4081, 4096));
