@@ -110,7 +110,22 @@ finish() {
     [ "$nfail" -eq 0 ]
 }
 pass() { echo "PASS failover/$1"; npass=$((npass + 1)); }
-fail() { echo "FAIL failover/$1: $2"; nfail=$((nfail + 1)); }
+# fail NAME WHY: a FAIL line, then what the run's log (the path that ends
+# WHY, in parentheses) says of the failure: its errors, the reasons its
+# help texts give, and its last lines, so that a CI log shows the cause.
+fail() {
+    echo "FAIL failover/$1: $2"
+    nfail=$((nfail + 1))
+    local log=${2##*(}
+    log=${log%)}
+    [ -r "$log" ] || return 0
+    {
+        grep -E "Why:|lost|gap|never|[Ff]ailed|[Ee]rror|abort|ABORT|signal|stopped answering|timed out" "$log" |
+            grep -v "^ok " | head -n 15
+        echo "..."
+        tail -n 6 "$log"
+    } | cut -c1-240 | sed 's/^/    | /'
+}
 
 if ! reason=$("$here/setup.sh" 2 3 1gbit 2>&1 >/dev/null); then
     for r in $runs; do
