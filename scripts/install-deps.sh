@@ -7,7 +7,8 @@ pkgs=(g++ make autoconf automake libtool pkg-config
       libopenmpi-dev openmpi-bin libfabric-dev libfabric-bin libhwloc-dev hwloc
       libgtest-dev netpipe-openmpi gnuplot-nox valgrind python3 python3-mpi4py
       clang libclang-rt-dev   # clang: the libFuzzer harnesses (tests/fuzz)
-      iproute2 nftables)      # namespace hosts and their faults (tests/netns)
+      iproute2 nftables       # namespace hosts and their faults (tests/netns)
+      gdb)                    # tests/netns/rxd-hang.sh: a stand-in caught looping
 
 missing=()
 for p in "${pkgs[@]}"; do
