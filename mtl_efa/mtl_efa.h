@@ -88,6 +88,7 @@ typedef struct mtl_efa_test_hooks {
     bool swap_net;      /* debug_swap_net: provider messages handed on in swapped pairs */
     int lose_net;       /* debug_lose_net: the Nth provider message to arrive is lost (0: none) */
     int flush_first;    /* debug_flush_first: before the Nth on NIC 0, a receive there fails */
+    bool flush_lost;    /* debug_flush_lost: ... that held the Nth (lost) */
     int net_first_rail; /* debug_net_first_rail: the NIC of the first peer on another node */
     int fail_rail_send; /* debug_fail_rail_send: the Nth send on such a NIC taken as failed */
     bool device_blind;  /* debug_device_blind: device buffers handed on uncopied (a control) */

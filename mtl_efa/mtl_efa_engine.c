@@ -274,21 +274,24 @@ void ompi_mtl_efa_engine_fini(void) {
                             (unsigned long long)s.net_no_credit, (unsigned long long)s.net_read,
                             (unsigned long long)s.net_read_failed);
         if (0 != s.net_rail_peers + s.net_failed_over + s.net_duplicates + s.net_rail_recv_failed +
-                     s.net_turn_peers) {
+                     s.net_turn_peers + s.net_answers) {
             opal_output_verbose(
                 1, mca_common_efa_output,
                 "mtl:efa: own matching over several NICs: %llu peer(s) on a NIC "
                 "beside the first, %llu provider message(s) sent there, %llu "
                 "sent again over another NIC after theirs failed; %llu "
                 "copies of messages that had come dropped; %llu receive(s) "
-                "failed on a NIC and taken as its flush (%llu on the first); %llu peer(s) whose "
+                "failed on a NIC and taken as its flush (%llu on the first), %llu ask(s) of "
+                "peers for one more numbered message since, %llu ask(s) answered; %llu peer(s) "
+                "whose "
                 "streamed data and reads take the "
                 "NICs in turn, %llu message(s) sent over a NIC beside the first in turn; "
                 "%llu NIC(s) taken again once back, %llu message(s) sent over them since",
                 (unsigned long long)s.net_rail_peers, (unsigned long long)s.net_rail_sent,
                 (unsigned long long)s.net_failed_over, (unsigned long long)s.net_duplicates,
                 (unsigned long long)s.net_rail_recv_failed,
-                (unsigned long long)s.net_first_recv_failed, (unsigned long long)s.net_turn_peers,
+                (unsigned long long)s.net_first_recv_failed, (unsigned long long)s.net_asks,
+                (unsigned long long)s.net_answers, (unsigned long long)s.net_turn_peers,
                 (unsigned long long)s.net_turns, (unsigned long long)s.net_taken_back,
                 (unsigned long long)s.net_sent_back);
         }

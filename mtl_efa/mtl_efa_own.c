@@ -198,6 +198,7 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
         mp->test.fail_rail_send > 0 ? (uint32_t)mp->test.fail_rail_send : 0;
     p->net_debug_lose = mp->test.lose_net > 0 ? (uint32_t)mp->test.lose_net : 0;
     p->net_debug_flush_first = mp->test.flush_first > 0 ? (uint32_t)mp->test.flush_first : 0;
+    p->net_debug_flush_lost = mp->test.flush_lost;
     if (mp->test.lose_net > 0) {
         char what[128];
         snprintf(what, sizeof(what),

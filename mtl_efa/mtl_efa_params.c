@@ -112,6 +112,9 @@ static const mca_common_efa_param_t table[] = {
              "first NIC, a receive there fails (FI_EIO) carrying nothing, as a NIC flushing its "
              "queue does: survived with several NICs, the job's end with one.  0 (default): "
              "none; 0 to 1000000000"},
+    {"debug_flush_lost", MCA_BASE_VAR_TYPE_BOOL, P(test.flush_lost), .test_only = true,
+     .help = "Testing only, with mtl_efa_debug_flush_first: the failed receive held that "
+             "provider message, which is lost (its sender's send completed).  Default false"},
     {"debug_lose_net", MCA_BASE_VAR_TYPE_INT, P(test.lose_net), .lo = 0, .hi = 1000000000,
      .allowed = "0 to 1000000000", NUMBER, .test_only = true,
      .help = "Testing only, with own matching: the Nth provider message to arrive here "

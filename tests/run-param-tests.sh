@@ -466,6 +466,14 @@ JOB_NP=2 expect_failure ob1-first-recv-flushed-one-process-one-nic "not every pr
      OMPI_MCA_common_efa_nic_include=$n exec "$0" "$@"'
 expect_output own-first-recv-flushed "mtl:efa: .*: $flushed" \
     "${ownturns[@]}" --mca mtl_efa_debug_flush_first 3
+# Own matching, the flushed receive holding a message (the peer's send
+# completed): no later message of that stream would show the gap, and
+# pingpong would wait for ever.  The receiver asks every peer for one more
+# numbered message; its number shows the gap, and the job ends naming the
+# peer after two peer deadlines.
+JOB_NP=2 expect_failure own-first-flush-lost-found "of its stream to this process never came" \
+    "${ownturns[@]}" --mca mtl_efa_debug_flush_first 3 --mca mtl_efa_debug_flush_lost 1 \
+    --mca common_efa_peer_timeout 5
 JOB_NP=2 expect_failure own-first-recv-flushed-one-nic "a receive of a message from another node failed: Input/output error" \
     --mca pml cm --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm" \
     --mca mtl_efa_matching own "${apart[@]}" --mca mtl_efa_debug_flush_first 3

@@ -383,6 +383,9 @@ int Engine::progress() {
             if (0 == (++watch_calls_ & 1023)) {
                 watch_sweep();
                 net_->leave_rails_out();
+                if (net_ask_due_ || net_asking_) {
+                    ask_peers();
+                }
             }
         }
         if (!busy_.empty()) {

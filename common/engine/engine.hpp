@@ -363,6 +363,9 @@ class Engine {
     void net_in_order(const uint8_t *msg, size_t len);
     void net_granted(uint32_t vpid, uint64_t grant);
     void net_delivered(uint32_t sender);
+    void net_answer(uint32_t sender);
+    void net_answered(uint32_t sender);
+    void ask_peers();
     struct LostStream {
         fi_addr_t addr;
         std::string why;
@@ -523,6 +526,13 @@ class Engine {
     uint32_t net_arrived_ = 0;           // (for params_.net_debug_lose and net_debug_delay)
     uint32_t net_first_arrived_ = 0;     // (for params_.net_debug_flush_first)
     uint64_t net_first_recv_failed_ = 0; // of net_rail_recv_failed_, on the first NIC
+    // A receive failed as its NIC flushed: the next sweep asks every peer
+    // for one more numbered message (ask_peers; net_link.hpp, "Asking"),
+    // and the sweeps after ask again, every kAskAgainMs, those that did
+    // not answer yet (net_asking_).
+    bool net_ask_due_ = false;
+    bool net_asking_ = false;
+    uint64_t net_asked_ms_ = 0;
     // The test hook (params_.net_debug_swap): a message held back until
     // the next one is in (or a few progress calls pass), then handed on
     // after it.

@@ -32,6 +32,9 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
         if (0 == efa_ctx_rail(ctx) && e->params_.net_debug_flush_first &&
             ++e->net_first_arrived_ == e->params_.net_debug_flush_first) {
             net_message(arg, ctx, nullptr, 0, -FI_EIO, FI_ADDR_NOTAVAIL); // a flushed buffer
+            if (e->params_.net_debug_flush_lost) {
+                return; // ... that held this message
+            }
         }
         if (nth == e->params_.net_debug_delay) {
             Guard g(e->mu_, e->mt_); // the test hook: progress() hands it on later
@@ -61,6 +64,7 @@ void Engine::net_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, int e
                 Guard g(e->mu_, e->mt_);
                 ++e->net_rail_recv_failed_;
                 e->net_first_recv_failed_ += first ? 1 : 0;
+                e->net_ask_due_ = true; // the flushed receive may have held a stream's last
             }
             if (first) {
                 efa_core_rail0_flushed(e->net_->core(), "mtl:efa", err);
@@ -142,11 +146,14 @@ void Engine::on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src, int ra
     if (h.grant) {
         net_granted(h.sender, h.grant);
     }
-    if (kNoSeq == h.seq) { // a grant alone: outside the order
+    if (kNoSeq == h.seq || kAskSeq == h.seq) { // a grant alone, or an ask: outside the order
         if (0 != h.frames) {
             drop();
         } else {
             ++net_grants_received_;
+            if (kAskSeq == h.seq) {
+                net_answer(h.sender);
+            }
         }
         if (!busy_.empty()) {
             flush_all(); // what waited for the grant
@@ -154,6 +161,9 @@ void Engine::on_net_locked(const uint8_t *msg, size_t len, fi_addr_t src, int ra
         return;
     }
     ++net_received_;
+    if (__builtin_expect(0 == h.frames, 0)) {
+        net_answered(h.sender); // (only an answer is numbered and empty)
+    }
     if (__builtin_expect(net_test_hooks_, 0) && params_.net_debug_swap) {
         if (swap_held_.empty()) {
             swap_held_.assign(msg, msg + len);
@@ -198,6 +208,51 @@ void Engine::net_delivered(uint32_t sender) {
     if (p && p->net) {
         net_->delivered(p->net, n);
     } // else a peer that cannot be reached, or one on this node
+}
+
+// sender asked for one more numbered message (its receive failed as a NIC
+// flushed: net_link.hpp, "Asking"); a peer is made, as for a grant.
+void Engine::net_answer(uint32_t sender) {
+    int err = 0;
+    Peer *p = peer(sender, err);
+    if (p && p->net) {
+        net_->answer(p->net);
+        fail_noted(); // (the answer's post may have failed for good)
+    }
+}
+
+// sender answered an ask of this process's (what its number shows, the
+// order finds: check_net_gaps).
+void Engine::net_answered(uint32_t sender) {
+    if (sender < peers_.size() && peers_[sender] && peers_[sender]->net) {
+        peers_[sender]->net->asking = false;
+    }
+}
+
+// After a flush every peer on another node this process knows is asked
+// for one more numbered message, so that a message the flush lost shows
+// as a gap even where it was the last of its stream (check_net_gaps ends
+// the job); then those that have not answered, again every kAskAgainMs
+// (the ask or the answer may have been lost as well), until they answer
+// or fail.
+void Engine::ask_peers() {
+    constexpr uint64_t kAskAgainMs = 200;
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    const auto now_ms =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    if (!net_ask_due_ && now_ms - net_asked_ms_ < kAskAgainMs) {
+        return;
+    }
+    const bool all = net_ask_due_;
+    net_ask_due_ = false;
+    net_asking_ = false;
+    net_asked_ms_ = now_ms;
+    for (auto &p : peers_) {
+        if (p && p->net && !p->error && (all || p->net->asking)) {
+            net_->ask(p->net);
+            net_asking_ = true;
+        }
+    }
 }
 
 // A checked provider message, through the sequence check to deliver().
@@ -358,6 +413,8 @@ void Engine::get_stats(efa_engine_stats_t *out) const {
         out->net_turns = net_->stats().turns;
         out->net_taken_back = net_->stats().taken_back;
         out->net_sent_back = net_->stats().sent_back;
+        out->net_asks = net_->stats().asks;
+        out->net_answers = net_->stats().answers;
     }
 }
 

@@ -378,7 +378,8 @@ bool NetLink::send_grant(Peer *p) {
     if (p->error) {
         return true;
     }
-    const NetHdr h{kNetMagic, kNetVersion, 0, params_.my_vpid, kNoSeq, p->grant_out};
+    const uint64_t seq = p->ask_due ? kAskSeq : kNoSeq;
+    const NetHdr h{kNetMagic, kNetVersion, 0, params_.my_vpid, seq, p->grant_out};
     int rc = -FI_EMSGSIZE;
     if (sizeof(h) <= inject_max_ && (p->may_inject || p->keep_injected)) {
         rc = efa_ctx_try_inject(p->ctx, &h, sizeof(h), p->addr);
@@ -408,9 +409,10 @@ bool NetLink::send_grant(Peer *p) {
         return false;
     }
     if (0 == rc) {
-        p->grant_said = h.grant;
-        ++stats_.grants;
+        p->grant_said = std::max(p->grant_said, h.grant);
+        ++(p->ask_due ? stats_.asks : stats_.grants);
     }
+    p->ask_due = false;
     return true;
 }
 
@@ -420,6 +422,11 @@ void NetLink::granted(Peer *p, uint64_t grant) {
     }
     p->limit = grant;
     p->starved = false;
+    if (__builtin_expect(p->answer_due, 0) && !p->grant_due) {
+        p->grant_due = true; // the answer that waited for this grant
+        grants_.push_back(p);
+        pending_ = true;
+    }
     if (p->kept) {
         confirm_kept(p);
     }
@@ -448,13 +455,86 @@ void NetLink::send_grants() {
     std::vector<Peer *> todo;
     todo.swap(grants_);
     for (Peer *p : todo) {
-        if (p->grant_out - p->grant_said < params_.credit / 4 || send_grant(p)) {
+        if (__builtin_expect(p->answer_due, 0) && !send_answer(p)) {
+            grants_.push_back(p); // the provider's queue is full: later
+            pending_ = true;
+            continue;
+        }
+        // (an answer carried the grant, or was all that was due)
+        const bool say = p->ask_due || (p->grant_out > p->grant_said &&
+                                        p->grant_out - p->grant_said >= params_.credit / 4);
+        if (!say || send_grant(p)) {
             p->grant_due = false;
         } else {
             grants_.push_back(p); // the provider's queue is full: later
             pending_ = true;
         }
     }
+}
+
+void NetLink::ask(Peer *p) {
+    p->ask_due = true;
+    p->asking = true;
+    if (!p->grant_due) {
+        p->grant_due = true;
+        grants_.push_back(p);
+        pending_ = true;
+    }
+}
+
+void NetLink::answer(Peer *p) {
+    if (p->error) {
+        return; // nothing reaches p: its asker's watch fails it
+    }
+    p->answer_due = true;
+    if (!p->grant_due) {
+        p->grant_due = true; // (sent by send_grants, as a grant)
+        grants_.push_back(p);
+        pending_ = true;
+    }
+}
+
+// p's answer: a message of its own, numbered next, with no frame and p's
+// grant (p's open message, if any, follows it).  True when it left, or
+// need not (p failed), or must wait for p's grant (granted() brings it
+// back); false to try again from progress().
+bool NetLink::send_answer(Peer *p) {
+    if (p->error) {
+        p->answer_due = false;
+        return true;
+    }
+    if (!has_credit(p)) {
+        return true;
+    }
+    Buf *b = get_buf();
+    if (!b) {
+        return false;
+    }
+    const NetHdr h{kNetMagic, kNetVersion, 0, params_.my_vpid, p->seq, p->grant_out};
+    b->peer = p;
+    b->used = sizeof(h);
+    b->frames = 0;
+    memcpy(b->data, &h, sizeof(h));
+    const int rc = post_buf(p, b, p->rail);
+    if (rc) {
+        b->next_free = free_;
+        free_ = b;
+        if (-FI_EAGAIN == rc) {
+            return false;
+        }
+        p->error = rc;
+        p->answer_due = false;
+        sent_(owner_, nullptr, p, rc); // unreachable: the owner fails p
+        return true;
+    }
+    p->answer_due = false;
+    ++p->seq;
+    ++p->inflight; // release() on completion, as for any message
+    ++inflight_;
+    p->grant_said = std::max(p->grant_said, h.grant);
+    ++stats_.messages;
+    ++stats_.answers;
+    return true;
 }
 
 void NetLink::progress_pending() {

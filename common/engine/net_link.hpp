@@ -69,6 +69,17 @@
 // messages go with a completion), so that it can go again.  Only the
 // loss of the last rail is the peer's (the core's peer deadline).
 //
+// Asking.  A message lost after its send completed (a NIC that flushed a
+// receive it had taken) leaves a gap only once a later message of its
+// stream comes; the last of a burst would leave its receiver waiting for
+// ever.  So a receiver that took such a flush asks each peer (ask: a
+// grant message numbered kAskSeq), and a peer asked answers with one more
+// numbered message, one without a frame (answer, sent as grants are),
+// whose number shows the gap to the receiver's order
+// (Engine::check_net_gaps).  No other numbered message is empty, so the
+// asker knows an answer when it comes, and asks again until it does (the
+// flush, or one later, may have taken the ask or the answer too).
+//
 // Threads: the owner serialises every call (the engine's mutex), and the
 // send completions, which come from the core's progress, call the owner's
 // 'sent' handler, which takes that mutex before calling release().
@@ -99,6 +110,10 @@ struct NetHdr {
 };
 static_assert(sizeof(NetHdr) == 24);
 constexpr uint64_t kNoSeq = UINT64_MAX;
+// A grant alone that also asks its receiver for one more numbered message
+// (NetLink::ask): a receive that failed as its NIC flushed may have held
+// the last message of a stream, which no later one would show missing.
+constexpr uint64_t kAskSeq = UINT64_MAX - 1;
 // What a receiver grants before it says anything (both ends know it).
 constexpr uint64_t kFirstGrant = 256;
 
@@ -181,6 +196,8 @@ struct NetStats {
     uint64_t turns = 0;       // ... messages sent over a rail beside the first in turn
     uint64_t taken_back = 0;  // rails a peer's messages took again once the core put them back
     uint64_t sent_back = 0;   // ... messages posted over such a rail since
+    uint64_t asks = 0;        // asks sent (grant messages numbered kAskSeq; not among 'grants')
+    uint64_t answers = 0;     // asks answered with a numbered message
     uint32_t endpoints = 0;   // local endpoints (contexts) the peers are spread over
 };
 
@@ -250,6 +267,9 @@ class NetLink {
         uint64_t grant_out = 0;            // what this process grants the peer now
         uint64_t grant_said = kFirstGrant; // ... and what the peer has heard of it
         bool grant_due = false;            // a grant message waits in grants_
+        bool ask_due = false;              // ... and asks for one more numbered message
+        bool asking = false;               // asked, no answer from p since (the owner's)
+        bool answer_due = false;           // an answer waits in grants_ (or for p's grant)
         bool starved = false;              // a message waits for limit to rise
     };
     // 'sent' is called for every completed provider message (err 0 or a
@@ -321,6 +341,12 @@ class NetLink {
     // The grant messages delivered() found due, unless a message to their
     // peer carried them meanwhile (also from progress()).
     void send_grants();
+    // Ask p for one more numbered message (a grant message numbered
+    // kAskSeq; p->asking set), and answer p's ask (a numbered message with
+    // no frame; without credit, once p grants more): both sent from
+    // progress(), as grants are.
+    void ask(Peer *p);
+    void answer(Peer *p);
     // The owner failed p (err): what was written to p and not posted never
     // goes (a message waiting for p's grant or for the provider's queue),
     // and nothing more is written to p.
@@ -344,6 +370,7 @@ class NetLink {
     int send_on(Peer *p, Buf *b, int rail);
     void drop_rail(Peer *p, int rail);
     void take_back(Peer *p, uint8_t rails);
+    bool send_answer(Peer *p);
     void set_inject(Peer *p) const;
     bool can_keep(const Peer *p) const;
     void keep(Peer *p, Buf *b);

@@ -168,6 +168,7 @@ typedef struct efa_engine_params {
     uint32_t net_debug_delay;       /* test hook: ... handed on late (after many progress calls) */
     uint32_t net_debug_flush_first; /* test hook: before the Nth to arrive on NIC 0, a receive
                                        there fails carrying nothing (a NIC's flush) */
+    bool net_debug_flush_lost;      /* test hook: ... the failed receive held the Nth (lost) */
     bool net_no_inject;             /* every provider message posted with a completion (tests) */
     size_t net_debug_read_piece;    /* tests: reads in pieces of at most this (0: the provider's) */
     bool net_debug_fail_reads;      /* tests: every read is taken as one the provider failed */
@@ -317,6 +318,10 @@ typedef struct efa_engine_stats {
     /* NICs a peer's messages took again once the core put them back after
      * a fault, and the provider messages sent over them since. */
     uint64_t net_taken_back, net_sent_back;
+    /* Peers asked for one more numbered message after a receive failed as
+     * its NIC flushed (a lost last message then shows as a gap), and asks
+     * of peers answered so. */
+    uint64_t net_asks, net_answers;
     /* Rendezvous messages in device memory: copied device to device by the
      * device's IPC, and those streamed through the rings instead (IPC
      * refused, or the receiver's copy failed). */
