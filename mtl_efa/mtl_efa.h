@@ -106,7 +106,7 @@ typedef struct mtl_efa_params {
     int coalesce_max;
     char *device_buffers; /* who copies device buffers through the host (mtl_efa_device.c) */
     bool device_ipc;      /* ... and whether those to this node go by the device's IPC */
-    size_t device_piece;  /* ... and read from other nodes in pieces of this, each copied on */
+    size_t device_piece;  /* ... and read or streamed in pieces of this, each copied on */
     mtl_efa_test_hooks_t test;
 } mtl_efa_params_t;
 extern mtl_efa_params_t ompi_mtl_efa_params;

@@ -114,6 +114,7 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         .nprocs = mtl_efa_job_size(),
         .single_copy = 0 == strcmp(mp->single_copy, "auto"),
         .thread_safe = thread_multiple,
+        .net_device_piece = mp->device_piece, /* (streams through the rings too) */
         .peer_card = peer_card,
     };
     const bool own = ompi_mtl_efa_own_setup(&p);
@@ -257,6 +258,13 @@ void ompi_mtl_efa_engine_fini(void) {
                             "device piece by piece as they came in (%llu pieces)",
                             (unsigned long long)s.device_read_landed,
                             (unsigned long long)s.device_read_pieces);
+    }
+    if (0 != s.device_stream_pieces) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages streamed as DATA frames: %llu copied to the "
+                            "device piece by piece as they came in (%llu pieces)",
+                            (unsigned long long)s.device_stream_landed,
+                            (unsigned long long)s.device_stream_pieces);
     }
     if (ompi_mtl_efa.own_matching) {
         opal_output_verbose(1, mca_common_efa_output,

@@ -93,11 +93,13 @@ static const mca_common_efa_param_t table[] = {
     {"device_piece", MCA_BASE_VAR_TYPE_SIZE_T, P(device_piece), .def = 262144, .lo = 4096,
      .hi = 1073741824, .zero_ok = true, .allowed = "0, or 4096 to 1073741824", NUMBER,
      .level = OPAL_INFO_LVL_5,
-     .help = "Own matching, device (GPU) buffers this MTL copies (mtl_efa_device_buffers own): "
-             "a message from another node read by RMA into a device buffer is read in pieces "
-             "of at most this many bytes, each copied from its host buffer to the device as "
-             "soon as it is in, while the later pieces are still read (0: read whole, then "
-             "copied; else 4096 to 1073741824; default 262144)"},
+     .help = "Device (GPU) buffers this MTL copies (mtl_efa_device_buffers own): under own "
+             "matching a message from another node read by RMA into a device buffer is read "
+             "in pieces of at most this many bytes, each copied from its host buffer to the "
+             "device as soon as it is in, while the later pieces are still read; a message "
+             "streamed as DATA frames (through the on-node rings, or from another node under "
+             "own matching) is copied on a piece at a time as its frames come in (0: whole, "
+             "after the message; else 4096 to 1073741824; default 262144)"},
     {"debug_device_blind", MCA_BASE_VAR_TYPE_BOOL, P(test.device_blind), .test_only = true,
      .help = "Testing only, with common_efa_debug_fake_device: hand device buffers on uncopied, "
              "as if no path needed to know (a control: the job must crash on the fake's memory). "

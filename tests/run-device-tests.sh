@@ -8,7 +8,8 @@
 #   - a window (osc/rdma over btl_efa) in device memory: puts and gets of
 #     it through its owner's device copy, an atomic refused by btl_efa
 #     (osc/rdma does it by get and put), on every path of btl_efa;
-#   - a device receive read from another node copied on piece by piece
+#   - a device receive read from another node, or streamed as DATA frames
+#     (there or through the rings), copied on piece by piece
 #     (mtl_efa_device_piece), and the bench that times it;
 #   - what is said: the fake named at verbose 1; where Open MPI has no
 #     accelerator component, "not supported here" (and
@@ -63,6 +64,10 @@ verdict fake-said $ok "exit $RC, or the fake device not named at verbose 1"
 # device), under both matching modes; where the fake refuses imports they
 # stream through the host, and with mtl_efa_device_ipc off they are copied
 # through the host at the entry.  device_buffers checks every byte.
+stream_counts() { # the finalize lines' device messages streamed and copied on piece by piece, and their pieces, summed
+    sed -n "s/.*device messages streamed as DATA frames: \([0-9]*\) copied to the device piece by piece as they came in (\([0-9]*\) pieces).*/\1 \2/p" <<<"$OUT" |
+        awk '{m += $1; p += $2} END {print m + 0, p + 0}'
+}
 ipc_count() { # the verbose-1 finalize line's "N by the device's IPC", summed over ranks
     sed -n "s/.*device messages received from this node: \([0-9]*\) by the device's IPC, \([0-9]*\) streamed.*/\1 \2/p" <<<"$OUT" |
         awk '{ipc += $1; streamed += $2} END {print ipc + 0, streamed + 0}'
@@ -79,10 +84,15 @@ for m in provider own; do
     run "${cm[@]}" --mca mtl_efa_matching $m --mca common_efa_debug_fake_device 1 \
         --mca common_efa_debug_fake_device_no_ipc 1 --mca common_efa_verbose 1 "$prog"
     read -r ipc streamed < <(ipc_count)
+    read -r slanded spieces < <(stream_counts)
     ok=0
     [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$ipc" -eq 0 ] &&
         [ "$streamed" -gt 0 ] && ok=1
     verdict "ipc-refused-$m" $ok "exit $RC, $ipc by IPC, $streamed streamed: a refused import did not fall back to the host"
+    # (the rings' DATA frames go on to the device a piece at a time)
+    ok=0
+    [ $RC -eq 0 ] && [ "$slanded" -gt 0 ] && [ "$spieces" -ge "$slanded" ] && ok=1
+    verdict "ipc-refused-streamed-on-$m" $ok "exit $RC: $slanded streamed device messages copied on piece by piece ($spieces pieces)"
 done
 run "${cm[@]}" --mca common_efa_debug_fake_device 1 --mca mtl_efa_device_ipc 0 \
     --mca common_efa_verbose 1 "$prog" -s 64K
@@ -183,6 +193,20 @@ ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$landed" -eq 0 ] &&
     grep -qE " [1-9][0-9]* rendezvous read by RMA" <<<"$OUT" && ok=1
 verdict read-whole-copied-after $ok "exit $RC: $landed device messages copied on piece by piece with mtl_efa_device_piece 0"
+# Reads off (mtl_efa_net_read_min 0): the message streams as DATA frames,
+# and each piece they complete is copied on to the device as they come in;
+# with mtl_efa_device_piece 0 the whole message is copied after.
+run "${own_net[@]}" --mca mtl_efa_net_read_min 0 "$prog" -s 4M
+read -r landed pieces < <(stream_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$landed" -gt 0 ] &&
+    [ "$pieces" -gt "$landed" ] && [ "$(piece_counts)" = "0 0" ] && ok=1
+verdict stream-piece-by-piece $ok "exit $RC: $landed streamed device messages copied on piece by piece, in $pieces pieces (none in several, or reads)"
+run "${own_net[@]}" --mca mtl_efa_net_read_min 0 --mca mtl_efa_device_piece 0 "$prog" -s 4M
+read -r landed pieces < <(stream_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$landed" -eq 0 ] && ok=1
+verdict stream-whole-copied-after $ok "exit $RC: $landed streamed device messages copied on piece by piece with mtl_efa_device_piece 0"
 # bench/bench_fake_device, the ping-pong that measures this path
 # (docs/PERFORMANCE.md), times device buffers, and refuses without the fake.
 bench=${BENCH_BIN_DIR:-$bindir/../../bench}/bench_fake_device

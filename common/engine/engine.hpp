@@ -450,6 +450,7 @@ class Engine {
     void bounce_device_send(efa_engine_req_t *req);
     void ipc_forget(Peer *p, void *base);
     void on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n, uint8_t flags);
+    void stream_to_device(efa_engine_req_t *req);
     void finish(efa_engine_req_t *req) {
         if (req->flags & kReqNetMr) {
             release_send_mr(req);

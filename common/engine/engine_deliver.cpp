@@ -1,6 +1,7 @@
 // The matching engine, receiving frames: checks, single-copy pulls and
 // streamed data, matching an arrival or keeping it unexpected, and the
-// partnered receives' hold (engine.hpp).
+// partnered receives' hold (engine.hpp; device memory's part in
+// engine_device.cpp).
 #include "engine_impl.hpp"
 
 #include <algorithm>
@@ -39,97 +40,6 @@ bool Engine::pid_ok(uint32_t vpid, uint32_t pid) {
     return nullptr != p && (Peer::kCmaOff == p->cma || p->pid == pid);
 }
 
-// Where this process reaches peer p's device allocation 'ipc' names:
-// imported once, kept (the latest used last); nullptr where the import
-// fails (that handle is then not tried again while it is among the last
-// kIpcKept refused).
-void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
-    efa_device_ipc_t key = ipc;
-    key.offset = 0;
-    for (size_t i = p->ipc.size(); i-- > 0;) {
-        if (0 == memcmp(&p->ipc[i].key, &key, sizeof(key))) {
-            const IpcMap m = p->ipc[i];
-            p->ipc.erase(p->ipc.begin() + static_cast<std::ptrdiff_t>(i));
-            p->ipc.push_back(m);
-            return m.base;
-        }
-    }
-    for (const efa_device_ipc_t &r : p->ipc_refused) {
-        if (0 == memcmp(&r, &key, sizeof(key))) {
-            return nullptr; // refused before: the device would refuse it again
-        }
-    }
-    void *base = nullptr;
-    if (0 == p->pid || 0 != efa_device_ipc_import(p->pid, &key, &base)) {
-        if (p->ipc_refused.size() >= kIpcKept) {
-            p->ipc_refused.erase(p->ipc_refused.begin());
-        }
-        p->ipc_refused.push_back(key);
-        return nullptr;
-    }
-    if (p->ipc.size() >= kIpcKept) {
-        efa_device_ipc_close(p->ipc.front().base);
-        p->ipc.erase(p->ipc.begin());
-    }
-    p->ipc.push_back(IpcMap{key, base});
-    return base;
-}
-
-// An import that failed a copy: closed, so that the next message imports
-// it afresh.
-void Engine::ipc_forget(Peer *p, void *base) {
-    for (size_t i = 0; i < p->ipc.size(); ++i) {
-        if (p->ipc[i].base == base) {
-            efa_device_ipc_close(base);
-            p->ipc.erase(p->ipc.begin() + static_cast<std::ptrdiff_t>(i));
-            return;
-        }
-    }
-}
-
-// A send from device memory the receiver asked to stream (CTS): its bytes
-// copied to the host once, in one device copy, and streamed from there
-// (buf is that copy from now on, freed when the stream ends); where the
-// copy fails, buf is nullptr and every DATA frame says so (kFrameFailed).
-void Engine::bounce_device_send(efa_engine_req_t *req) {
-    void *host = malloc(req->buflen ? req->buflen : 1);
-    if (nullptr != host && 0 != efa_device_copy(host, req->buf, req->buflen)) {
-        free(host);
-        host = nullptr;
-    }
-    if (nullptr == host) {
-        req->err = -FI_EIO;
-    }
-    req->buf = host;
-}
-
-// A receive matched an RTS of device memory from peer p of this node: the
-// bytes copied by the device from the sender's allocation (true), or
-// false where that cannot be (the sender streams them).
-bool Engine::pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
-                         const efa_device_ipc_t &ipc) {
-    const size_t n = std::min<size_t>(b.len, req->buflen);
-    if (!p->out || ipc.offset > ipc.alloc_len || b.len > ipc.alloc_len - ipc.offset) {
-        return false; // no handle (alloc_len 0), or one that does not hold the message
-    }
-    if (n > 0) {
-        void *base = ipc_base(p, ipc);
-        if (nullptr == base) {
-            return false;
-        }
-        void *dst = req->device_buf ? req->device_buf : req->buf;
-        if (0 != efa_device_copy(dst, static_cast<const uint8_t *>(base) + ipc.offset, n)) {
-            ipc_forget(p, base);
-            return false;
-        }
-        req->device_landed = nullptr != req->device_buf;
-    }
-    req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
-    send_ctrl(h.sender, kFin, h.id, 0);
-    ++stats.device_ipc;
-    return true;
-}
-
 // A receive matched an RTS: copy the bytes now (true: complete) or ask for
 // them (false: DATA frames follow).  ipc: the device handle of a device
 // RTS (kFrameDevice), else nullptr.
@@ -166,6 +76,7 @@ bool Engine::pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
     req->peer = h.sender;
     req->remote = h.id;
     req->done = 0;
+    req->device_done = 0;
     req->local_id = ids_.add(req);
     send_ctrl(h.sender, kCts, h.id, req->local_id);
     ++stats.streamed;
@@ -237,6 +148,9 @@ void Engine::on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n, uint
                std::min<size_t>(n, req->buflen - b.offset));
     }
     req->done += n;
+    if (nullptr != req->device_buf && params_.net_device_piece) [[unlikely]] {
+        stream_to_device(req);
+    }
     if (req->done >= req->msg_len) {
         ids_.remove(req->local_id);
         if (-FI_EIO != req->err) {

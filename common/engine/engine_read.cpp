@@ -253,6 +253,7 @@ void Engine::end_read(ReadOp *r) {
         ++stats.net_read_failed;
         req->state = kRecvData;
         req->done = 0;
+        req->device_done = 0;
         req->local_id = ids_.add(req);
         send_ctrl(r->sender, kCts, r->sender_id, req->local_id);
         ++stats.streamed;

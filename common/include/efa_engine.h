@@ -46,9 +46,10 @@ struct efa_engine_req {
     /* Device memory (efa_device.h), of a receive: device_buf (NULL: none)
      * is a device buffer of buflen bytes.  Bytes land in buf, except those
      * of this node's device messages copied by the device's IPC, which land
-     * in device_buf directly; a read from another node is copied on to it
-     * piece by piece (net_device_piece).  device_landed (the caller clears
-     * it before posting): device_buf holds the whole message, buf not. */
+     * in device_buf directly; a read from another node, and a message
+     * streamed as DATA frames, are copied on to it piece by piece
+     * (net_device_piece).  device_landed (the caller clears it before
+     * posting): device_buf holds the whole message, buf not. */
     void *device_buf;
     bool device_landed;
     bool device; /* the engine's: a send from device memory (efa_engine_send_device) */
@@ -65,14 +66,15 @@ struct efa_engine_req {
     efa_engine_link_t link;
     uint32_t cid;
     int32_t src, tag;
-    uint32_t peer;     /* the other side's vpid */
-    uint8_t state;     /* engine's state machine */
-    uint8_t flags;     /* engine's flags */
-    uint64_t remote;   /* the peer's id for this message */
-    uint64_t local_id; /* this side's id for it in the peer's answers (0: none) */
-    uint64_t seq;      /* send: its number among this side's messages to peer (0: not written) */
-    size_t done;       /* bytes moved so far (streamed transfers) */
-    void *net_mr;      /* send: the registration a receiver on another node reads */
+    uint32_t peer;      /* the other side's vpid */
+    uint8_t state;      /* engine's state machine */
+    uint8_t flags;      /* engine's flags */
+    uint64_t remote;    /* the peer's id for this message */
+    uint64_t local_id;  /* this side's id for it in the peer's answers (0: none) */
+    uint64_t seq;       /* send: its number among this side's messages to peer (0: not written) */
+    size_t done;        /* bytes moved so far (streamed transfers) */
+    size_t device_done; /* ... of them copied on to device_buf (SIZE_MAX: a copy failed) */
+    void *net_mr;       /* send: the registration a receiver on another node reads */
 };
 
 /* What each process publishes to the processes of its node (the modex):
@@ -156,8 +158,10 @@ typedef struct efa_engine_params {
      * the provider has FI_RMA (0: never; they stream as DATA frames). */
     size_t net_read_min;
     /* ... and one read into a receive in device memory goes in pieces of at
-     * most this many bytes, each copied to the device once in (0: the owner
-     * copies the whole message after; engine_read.cpp). */
+     * most this many bytes, each copied to the device once in; a message
+     * streamed into one as DATA frames (from any peer, the rings' too) is
+     * copied on a piece at a time as its frames come in (0: the owner
+     * copies the whole message after; engine_read.cpp, engine_device.cpp). */
     size_t net_device_piece;
     uint32_t net_window;            /* provider messages in flight per peer before packing */
     uint32_t net_small_window;      /* ... before a frame that can be packed is (0: 4) */
@@ -329,6 +333,10 @@ typedef struct efa_engine_stats {
     /* Reads from another node into device memory whose every piece was
      * copied to the device as it came in, and those pieces. */
     uint64_t device_read_landed, device_read_pieces;
+    /* Receives in device memory streamed as DATA frames (from this node
+     * or another) whose every piece was copied to the device as its frames
+     * came in, and those pieces. */
+    uint64_t device_stream_landed, device_stream_pieces;
 } efa_engine_stats_t;
 void efa_engine_get_stats(const efa_engine_t *e, efa_engine_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

@@ -1,13 +1,15 @@
-// A rendezvous read from another node into a receive in device memory
-// (engine_read.cpp, on the fake device, whose memory the CPU cannot
-// touch): the read goes in pieces of net_device_piece, each copied on to
-// the device buffer as it lands in the host buffer, and the receive says
-// so (device_landed) once every byte went.  Where it cannot (no pieces
-// asked for, a failed copy, a failed read streamed instead), the bytes
-// stay in the host buffer for the owner to copy, and nothing says landed.
-// That the copies overlap the reads still out is a matter of time, which
-// bench/bench_fake_device measures (docs/PERFORMANCE.md); here the fixture
-// has one rail (striped pieces: the same callback per piece).
+// A receive in device memory from another node (the engine's read
+// rendezvous, engine_read.cpp, and its DATA frames, engine_device.cpp),
+// on the fake device, whose memory the CPU cannot touch: a read goes in
+// pieces of net_device_piece, each copied on to the device buffer as it
+// lands in the host buffer; a streamed message is copied on a piece at a
+// time as its frames complete one.  Either way the receive says so
+// (device_landed) once every byte went.  Where it cannot (no pieces asked
+// for, a failed copy), the bytes stay in the host buffer for the owner to
+// copy, and nothing says landed.  That the copies overlap the transfer
+// still under way is a matter of time, which bench/bench_fake_device
+// measures (docs/PERFORMANCE.md); here the fixture has one rail (striped
+// pieces: the same callback per piece).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,6 +56,12 @@ class EngineNetReadDevice : public EngineNet {
         open(16, 4096);
         return nullptr != e && efa_core_get_info(core)->has_rma;
     }
+    // Reads off: every rendezvous message streams as DATA frames.
+    void open_streaming() {
+        read_min = 0;
+        open(16, 4096);
+        ASSERT_NE(nullptr, e);
+    }
     // One message of len bytes from host memory into a receive of buflen
     // bytes in device memory (its host buffer beside it, as mtl_efa posts
     // one), posted first.  Returns the receive; *dev and *host: the bytes
@@ -74,6 +82,25 @@ class EngineNetReadDevice : public EngineNet {
         *host = got;
         return recvs[0];
     }
+    // One message of len bytes that must land on the device: the receive
+    // says so, and the device buffer holds every byte.
+    void lands_on_device(size_t len) {
+        std::vector<uint8_t> dev, host;
+        const Req r = one(len, len, &dev, &host);
+        EXPECT_EQ(0, r.on.err);
+        EXPECT_TRUE(r.on.device_landed);
+        EXPECT_EQ(pattern(len, 7), dev) << "the device buffer does not hold the message";
+    }
+    // 90000 bytes into a receive of 50000: truncated, and the device holds
+    // what the buffer holds.
+    void lands_truncated() {
+        std::vector<uint8_t> dev, host;
+        const Req r = one(90000, 50000, &dev, &host);
+        EXPECT_EQ(-FI_ETRUNC, r.on.err);
+        EXPECT_TRUE(r.on.device_landed);
+        const auto msg = pattern(90000, 7);
+        EXPECT_EQ(std::vector<uint8_t>(msg.begin(), msg.begin() + 50000), dev);
+    }
     // One message of len bytes that must be left to the owner: delivered
     // whole into the host buffer, the receive not saying landed.
     void left_to_owner(size_t len) {
@@ -83,6 +110,7 @@ class EngineNetReadDevice : public EngineNet {
         EXPECT_FALSE(r.on.device_landed);
         EXPECT_EQ(pattern(len, 7), host);
         EXPECT_EQ(0u, stats().device_read_landed);
+        EXPECT_EQ(0u, stats().device_stream_landed);
     }
 };
 
@@ -93,11 +121,7 @@ TEST_F(EngineNetReadDevice, EveryPieceIsCopiedOnAsItLands) {
     if (!open_reading()) {
         GTEST_SKIP() << "the provider has no FI_RMA";
     }
-    std::vector<uint8_t> dev, host;
-    const Req r = one(100001, 100001, &dev, &host); // 4 pieces, the last of 10001 bytes
-    EXPECT_EQ(0, r.on.err);
-    EXPECT_TRUE(r.on.device_landed);
-    EXPECT_EQ(pattern(100001, 7), dev) << "the device buffer does not hold the message";
+    lands_on_device(100001); // 4 pieces, the last of 10001 bytes
     const auto s = stats();
     EXPECT_EQ(1u, s.net_read);
     EXPECT_EQ(1u, s.device_read_landed);
@@ -109,12 +133,7 @@ TEST_F(EngineNetReadDevice, ATruncatedReadLandsWhatTheBufferHolds) {
     if (!open_reading()) {
         GTEST_SKIP() << "the provider has no FI_RMA";
     }
-    std::vector<uint8_t> dev, host;
-    const Req r = one(90000, 50000, &dev, &host);
-    EXPECT_EQ(-FI_ETRUNC, r.on.err);
-    EXPECT_TRUE(r.on.device_landed);
-    const auto msg = pattern(90000, 7);
-    EXPECT_EQ(std::vector<uint8_t>(msg.begin(), msg.begin() + 50000), dev);
+    lands_truncated();
     EXPECT_EQ(4u, stats().device_read_pieces); // 3 x 16384 + 848
 }
 
@@ -139,14 +158,61 @@ TEST_F(EngineNetReadDevice, AFailedCopyLeavesTheMessageToTheOwner) {
     left_to_owner(100000);
 }
 
-// A read that fails is streamed instead: the DATA frames land in the host
-// buffer, and whatever pieces went on before do not make it landed.
-TEST_F(EngineNetReadDevice, AFailedReadStreamsIntoTheHostBuffer) {
+// A read that fails is streamed instead: whatever pieces the read copied
+// on, the DATA frames land in the host buffer from the first byte again
+// and go on to the device piece by piece, and the stream says landed.
+TEST_F(EngineNetReadDevice, AFailedReadIsStreamedOnToTheDevice) {
     device_piece = 20000;
     fail_reads = true;
     if (!open_reading()) {
         GTEST_SKIP() << "the provider has no FI_RMA";
     }
+    lands_on_device(100000);
+    const auto s = stats();
+    EXPECT_EQ(1u, s.streamed);
+    EXPECT_EQ(0u, s.device_read_landed);
+    EXPECT_EQ(1u, s.device_stream_landed);
+    EXPECT_EQ(5u, s.device_stream_pieces);
+}
+
+// Streamed (no reads): each piece goes on once the frames complete it, the
+// rest with the last frame: 100001 bytes in pieces of 30000 are 4 copies
+// (frames are smaller than a piece).
+TEST_F(EngineNetReadDevice, AStreamedMessageGoesOnPieceByPiece) {
+    device_piece = 30000;
+    open_streaming();
+    lands_on_device(100001);
+    const auto s = stats();
+    EXPECT_EQ(1u, s.streamed);
+    EXPECT_EQ(0u, s.net_read);
+    EXPECT_EQ(1u, s.device_stream_landed);
+    EXPECT_EQ(4u, s.device_stream_pieces);
+}
+
+// A streamed message longer than the receive: the device holds what the
+// buffer holds, and nothing past it is copied.
+TEST_F(EngineNetReadDevice, ATruncatedStreamLandsWhatTheBufferHolds) {
+    device_piece = 16384;
+    open_streaming();
+    lands_truncated();
+    EXPECT_EQ(1u, stats().device_stream_landed);
+}
+
+// A copy that fails mid-stream leaves every byte to the owner.
+TEST_F(EngineNetReadDevice, AFailedStreamCopyLeavesTheMessageToTheOwner) {
+    device_piece = 20000;
+    open_streaming();
+    fail_copy(2);
     left_to_owner(100000);
     EXPECT_EQ(1u, stats().streamed);
+    EXPECT_EQ(1u, stats().device_stream_pieces); // the first, before the failed one
+}
+
+// Without pieces asked for, a streamed message stays whole in the host
+// buffer for the owner.
+TEST_F(EngineNetReadDevice, AStreamWithoutPiecesIsLeftToTheOwner) {
+    open_streaming();
+    left_to_owner(70000);
+    EXPECT_EQ(1u, stats().streamed);
+    EXPECT_EQ(0u, stats().device_stream_pieces);
 }

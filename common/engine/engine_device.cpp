@@ -1,0 +1,143 @@
+// The matching engine's device memory (efa_device.h) on the receiving
+// side: this node's device messages copied device to device through the
+// sender's imported allocation (IPC), a device send the receiver asked to
+// stream copied to the host once, and a streamed receive into device
+// memory copied on to it a piece at a time (engine.hpp; reads from other
+// nodes land piece by piece in engine_read.cpp).
+#include "engine_impl.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include <rdma/fi_errno.h>
+
+namespace efa::engine {
+
+// Where this process reaches peer p's device allocation 'ipc' names:
+// imported once, kept (the latest used last); nullptr where the import
+// fails (that handle is then not tried again while it is among the last
+// kIpcKept refused).
+void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
+    efa_device_ipc_t key = ipc;
+    key.offset = 0;
+    for (size_t i = p->ipc.size(); i-- > 0;) {
+        if (0 == memcmp(&p->ipc[i].key, &key, sizeof(key))) {
+            const IpcMap m = p->ipc[i];
+            p->ipc.erase(p->ipc.begin() + static_cast<std::ptrdiff_t>(i));
+            p->ipc.push_back(m);
+            return m.base;
+        }
+    }
+    for (const efa_device_ipc_t &r : p->ipc_refused) {
+        if (0 == memcmp(&r, &key, sizeof(key))) {
+            return nullptr; // refused before: the device would refuse it again
+        }
+    }
+    void *base = nullptr;
+    if (0 == p->pid || 0 != efa_device_ipc_import(p->pid, &key, &base)) {
+        if (p->ipc_refused.size() >= kIpcKept) {
+            p->ipc_refused.erase(p->ipc_refused.begin());
+        }
+        p->ipc_refused.push_back(key);
+        return nullptr;
+    }
+    if (p->ipc.size() >= kIpcKept) {
+        efa_device_ipc_close(p->ipc.front().base);
+        p->ipc.erase(p->ipc.begin());
+    }
+    p->ipc.push_back(IpcMap{key, base});
+    return base;
+}
+
+// An import that failed a copy: closed, so that the next message imports
+// it afresh.
+void Engine::ipc_forget(Peer *p, void *base) {
+    for (size_t i = 0; i < p->ipc.size(); ++i) {
+        if (p->ipc[i].base == base) {
+            efa_device_ipc_close(base);
+            p->ipc.erase(p->ipc.begin() + static_cast<std::ptrdiff_t>(i));
+            return;
+        }
+    }
+}
+
+// A send from device memory the receiver asked to stream (CTS): its bytes
+// copied to the host once, in one device copy, and streamed from there
+// (buf is that copy from now on, freed when the stream ends); where the
+// copy fails, buf is nullptr and every DATA frame says so (kFrameFailed).
+void Engine::bounce_device_send(efa_engine_req_t *req) {
+    void *host = malloc(req->buflen ? req->buflen : 1);
+    if (nullptr != host && 0 != efa_device_copy(host, req->buf, req->buflen)) {
+        free(host);
+        host = nullptr;
+    }
+    if (nullptr == host) {
+        req->err = -FI_EIO;
+    }
+    req->buf = host;
+}
+
+// A receive matched an RTS of device memory from peer p of this node: the
+// bytes copied by the device from the sender's allocation (true), or
+// false where that cannot be (the sender streams them).
+bool Engine::pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
+                         const efa_device_ipc_t &ipc) {
+    const size_t n = std::min<size_t>(b.len, req->buflen);
+    if (!p->out || ipc.offset > ipc.alloc_len || b.len > ipc.alloc_len - ipc.offset) {
+        return false; // no handle (alloc_len 0), or one that does not hold the message
+    }
+    if (n > 0) {
+        void *base = ipc_base(p, ipc);
+        if (nullptr == base) {
+            return false;
+        }
+        void *dst = req->device_buf ? req->device_buf : req->buf;
+        if (0 != efa_device_copy(dst, static_cast<const uint8_t *>(base) + ipc.offset, n)) {
+            ipc_forget(p, base);
+            return false;
+        }
+        req->device_landed = nullptr != req->device_buf;
+    }
+    req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
+    send_ctrl(h.sender, kFin, h.id, 0);
+    ++stats.device_ipc;
+    return true;
+}
+
+// A streamed receive in device memory: what its DATA frames put in the
+// host buffer goes on to the device a piece (net_device_piece) at a time,
+// as soon as a piece is whole, and the rest when the message is in, so
+// that only the last piece's copy is left after the last frame rather
+// than the whole message's; the owner then copies nothing
+// (device_landed).  The frames come in order (on_data), so the bytes in
+// are always those before req->done.  A failed copy (or bytes the sender
+// could not read) leaves the whole message to the owner, from the host
+// buffer.  Under mu_: a piece's copy holds the engine as any frame's
+// memcpy does.
+void Engine::stream_to_device(efa_engine_req_t *req) {
+    if (SIZE_MAX == req->device_done || 0 != req->err) {
+        return;
+    }
+    const size_t piece = params_.net_device_piece;
+    const bool last = req->done >= req->msg_len;
+    const size_t in = std::min(req->done, req->buflen);
+    const size_t to = last ? in : std::min(req->done / piece * piece, req->buflen);
+    if (to > req->device_done) {
+        const size_t from = req->device_done;
+        if (0 != efa_device_copy(static_cast<uint8_t *>(req->device_buf) + from,
+                                 static_cast<const uint8_t *>(req->buf) + from, to - from)) {
+            req->device_done = SIZE_MAX;
+            return;
+        }
+        req->device_done = to;
+        ++stats.device_stream_pieces;
+    }
+    if (last) {
+        req->device_landed = true;
+        ++stats.device_stream_landed;
+    }
+}
+
+} // namespace efa::engine
