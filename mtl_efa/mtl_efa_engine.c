@@ -266,6 +266,14 @@ void ompi_mtl_efa_engine_fini(void) {
                             (unsigned long long)s.device_stream_landed,
                             (unsigned long long)s.device_stream_pieces);
     }
+    if (0 != s.device_send_staged) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages sent to this node as DATA frames: %llu "
+                            "copied to the host piece by piece as their frames went (%llu "
+                            "pieces)",
+                            (unsigned long long)s.device_send_staged,
+                            (unsigned long long)s.device_send_pieces);
+    }
     if (ompi_mtl_efa.own_matching) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: own matching: %llu provider messages sent (%llu packing "

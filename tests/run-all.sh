@@ -82,6 +82,15 @@ echo "== several hosts: two NICs per process (btl_efa's put/get, mtl_efa's large
 OSC_TEST_BIN_DIR=$build/tests/osc RAILS_LOG_DIR=$logdir/rails \
     "$top/tests/netns/rails.sh" 2>&1 | tee "$logdir/rails.log"
 add_counts "$logdir/rails.log" rails
+# A NIC's link fails mid-stream (set down; every frame dropped), and comes
+# back: the job goes on over the other, and without failover it must fail.
+# Also before the background steps: its runs detect a lost rail by a
+# 5 s peer timeout, and under CPU contention a run can lose the whole
+# peer instead (own-link-back: 1 run of 12 with two busy loops at nice 10
+# beside it, 0 of 12 without; docs/RELIABILITY.md, "A failed NIC").
+echo "== several hosts: a failed NIC survived (rail failover)"
+FAILOVER_LOG_DIR=$logdir/failover "$top/tests/netns/failover.sh" 2>&1 | tee "$logdir/failover.log"
+add_counts "$logdir/failover.log" failover
 
 # Work that needs no MPI suite starts now in the background, one step
 # after the other, and fills the CPU time that the suites below leave idle
@@ -394,11 +403,6 @@ PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-p
     "$top/tests/netns/peer-loss.sh" -c cm-rxd,cm-own-rxm \
     partition-probe partition-probe-any 2>&1 | tee "$logdir/peer-loss-probe.log"
 add_counts "$logdir/peer-loss-probe.log" peer-loss-probe
-# The second rail's link fails mid-stream (set down; every frame dropped):
-# the job goes on over the first, and without failover it must fail.
-echo "== several hosts: a failed NIC survived (rail failover)"
-FAILOVER_LOG_DIR=$logdir/failover "$top/tests/netns/failover.sh" 2>&1 | tee "$logdir/failover.log"
-add_counts "$logdir/failover.log" failover
 
 if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
     echo "== benchmark self-checks"

@@ -68,6 +68,10 @@ stream_counts() { # the finalize lines' device messages streamed and copied on p
     sed -n "s/.*device messages streamed as DATA frames: \([0-9]*\) copied to the device piece by piece as they came in (\([0-9]*\) pieces).*/\1 \2/p" <<<"$OUT" |
         awk '{m += $1; p += $2} END {print m + 0, p + 0}'
 }
+staged_counts() { # the finalize lines' device sends copied to the host piece by piece, and their pieces, summed
+    sed -n "s/.*device messages sent to this node as DATA frames: \([0-9]*\) copied to the host piece by piece as their frames went (\([0-9]*\) pieces).*/\1 \2/p" <<<"$OUT" |
+        awk '{m += $1; p += $2} END {print m + 0, p + 0}'
+}
 ipc_count() { # the verbose-1 finalize line's "N by the device's IPC", summed over ranks
     sed -n "s/.*device messages received from this node: \([0-9]*\) by the device's IPC, \([0-9]*\) streamed.*/\1 \2/p" <<<"$OUT" |
         awk '{ipc += $1; streamed += $2} END {print ipc + 0, streamed + 0}'
@@ -93,6 +97,12 @@ for m in provider own; do
     ok=0
     [ $RC -eq 0 ] && [ "$slanded" -gt 0 ] && [ "$spieces" -ge "$slanded" ] && ok=1
     verdict "ipc-refused-streamed-on-$m" $ok "exit $RC: $slanded streamed device messages copied on piece by piece ($spieces pieces)"
+    # (and the senders copied theirs to the host a piece at a time as the
+    # frames went: more pieces than messages, as some are several pieces)
+    read -r staged tpieces < <(staged_counts)
+    ok=0
+    [ $RC -eq 0 ] && [ "$staged" -gt 0 ] && [ "$tpieces" -gt "$staged" ] && ok=1
+    verdict "ipc-refused-staged-$m" $ok "exit $RC: $staged streamed device sends copied to the host piece by piece ($tpieces pieces)"
 done
 run "${cm[@]}" --mca common_efa_debug_fake_device 1 --mca mtl_efa_device_ipc 0 \
     --mca common_efa_verbose 1 "$prog" -s 64K

@@ -184,13 +184,12 @@ Engine::~Engine() {
             efa_core_net_interest(net_->core(), -1);
         }
     }
-    for (const auto &p : peers_) { // device sends still streaming: their host copies
+    for (const auto &p : peers_) { // device sends still streaming: their host pieces
         while (efa_engine_link_t *l = p ? p->streams.front() : nullptr) {
             p->streams.remove(l);
             efa_engine_req_t *r = req_of(l);
             if (r->device) {
-                free(r->buf);
-                r->buf = nullptr;
+                unstage(r);
             }
         }
     }

@@ -447,7 +447,13 @@ class Engine {
     bool pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
                      const efa_device_ipc_t &ipc);
     void *ipc_base(Peer *p, const efa_device_ipc_t &ipc);
-    void bounce_device_send(efa_engine_req_t *req);
+    void stage_device_send(efa_engine_req_t *req);
+    size_t stage_piece(const efa_engine_req_t *req) const;
+    const uint8_t *staged(efa_engine_req_t *req, size_t &n);
+    static void unstage(efa_engine_req_t *req) {
+        free(req->stage);
+        req->stage = nullptr;
+    }
     void ipc_forget(Peer *p, void *base);
     void on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n, uint8_t flags);
     void stream_to_device(efa_engine_req_t *req);

@@ -403,7 +403,7 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
         req->done = 0;
         req->state = kStreaming;
         if (req->device) [[unlikely]] {
-            bounce_device_send(req);
+            stage_device_send(req);
         }
         p->streams.push_back(&req->link);
         mark_busy(p);

@@ -64,19 +64,50 @@ void Engine::ipc_forget(Peer *p, void *base) {
 }
 
 // A send from device memory the receiver asked to stream (CTS): its bytes
-// copied to the host once, in one device copy, and streamed from there
-// (buf is that copy from now on, freed when the stream ends); where the
-// copy fails, buf is nullptr and every DATA frame says so (kFrameFailed).
-void Engine::bounce_device_send(efa_engine_req_t *req) {
-    void *host = malloc(req->buflen ? req->buflen : 1);
-    if (nullptr != host && 0 != efa_device_copy(host, req->buf, req->buflen)) {
-        free(host);
-        host = nullptr;
-    }
-    if (nullptr == host) {
+// go through a host buffer of one piece (net_device_piece; 0: the whole
+// message), copied from the device as the frames reach them (staged), so
+// the first frames leave after one piece's copy rather than the whole
+// message's, and the copies of later pieces overlap the receiver taking
+// the earlier ones.  Where the buffer cannot be had, every DATA frame says
+// the bytes could not be read (kFrameFailed).
+void Engine::stage_device_send(efa_engine_req_t *req) {
+    req->device_done = 0; // (the end of the bytes staged so far)
+    req->stage = malloc(stage_piece(req));
+    if (nullptr == req->stage) {
         req->err = -FI_EIO;
     }
-    req->buf = host;
+    ++stats.device_send_staged;
+}
+
+size_t Engine::stage_piece(const efa_engine_req_t *req) const {
+    const size_t piece = params_.net_device_piece;
+    return std::max<size_t>(1, 0 != piece ? std::min(piece, req->buflen) : req->buflen);
+}
+
+// The host bytes of a staged device send at req->done, n cut to those
+// staged; the next piece is copied from the device once the frames have
+// taken the last.  nullptr where the device could not copy it (this frame
+// and every later one then say so, and the send fails; the frames before
+// carried bytes it did read).  Pieces start at multiples of stage_piece,
+// as frames never cross a piece's end.
+const uint8_t *Engine::staged(efa_engine_req_t *req, size_t &n) {
+    if (nullptr == req->stage) [[unlikely]] {
+        return nullptr;
+    }
+    const size_t piece = stage_piece(req);
+    if (req->done == req->device_done) {
+        const size_t len = std::min(piece, req->buflen - req->done);
+        if (0 !=
+            efa_device_copy(req->stage, static_cast<const uint8_t *>(req->buf) + req->done, len)) {
+            unstage(req);
+            req->err = -FI_EIO;
+            return nullptr;
+        }
+        req->device_done += len;
+        ++stats.device_send_pieces;
+    }
+    n = std::min(n, req->device_done - req->done);
+    return static_cast<const uint8_t *>(req->stage) + req->done % piece;
 }
 
 // A receive matched an RTS of device memory from peer p of this node: the

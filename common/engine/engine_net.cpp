@@ -343,8 +343,7 @@ void Engine::fail_peer(uint32_t vpid, int err) {
             l->remove(x);
             efa_engine_req_t *r = req_of(x);
             if (l == &p->streams && r->device) {
-                free(r->buf); // a device send's host copy (bounce_device_send)
-                r->buf = nullptr;
+                unstage(r); // a device send's host piece (stage_device_send)
             }
             if (0 == r->local_id || nullptr == ids_.find(r->local_id)) {
                 waiting.push_back(r); // a standard eager send: not in the table

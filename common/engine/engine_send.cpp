@@ -169,7 +169,11 @@ bool Engine::flush(Peer *p) {
     while (efa_engine_link_t *l = p->streams.front()) {
         efa_engine_req_t *r = req_of(l);
         while (r->done < r->buflen) {
-            const size_t n = std::min(r->buflen - r->done, p->data_max);
+            size_t n = std::min(r->buflen - r->done, p->data_max);
+            const uint8_t *src = static_cast<const uint8_t *>(r->buf) + r->done;
+            if (r->device) [[unlikely]] {
+                src = staged(r, n); // its host piece (n cut to it)
+            }
             auto *f = static_cast<uint8_t *>(reserve(p, sizeof(FrameHdr) + sizeof(DataBody) + n));
             if (nullptr == f) {
                 return false;
@@ -179,13 +183,11 @@ bool Engine::flush(Peer *p) {
             h.sender = params_.my_vpid;
             h.id = r->remote;
             DataBody b{r->done};
-            uint8_t *dst = f + sizeof(h) + sizeof(b);
-            const uint8_t *src = static_cast<const uint8_t *>(r->buf) + r->done;
-            if (nullptr != r->buf) [[likely]] {
-                memcpy(dst, src, n); // (a device send's: its host copy)
+            if (nullptr != src) [[likely]] {
+                memcpy(f + sizeof(h) + sizeof(b), src, n);
             } else {
                 // A device send whose bytes the device could not copy
-                // (bounce_device_send): the receiver is told.
+                // (staged): the receiver is told.
                 h.flags |= kFrameFailed;
             }
             memcpy(f, &h, sizeof(h));
@@ -196,8 +198,7 @@ bool Engine::flush(Peer *p) {
         }
         p->streams.remove(l);
         if (r->device) [[unlikely]] {
-            free(r->buf); // its host copy
-            r->buf = nullptr;
+            unstage(r);
         }
         ids_.remove(r->local_id);
         r->state = kDone;

@@ -75,6 +75,10 @@ struct efa_engine_req {
     size_t done;        /* bytes moved so far (streamed transfers) */
     size_t device_done; /* ... of them copied on to device_buf (SIZE_MAX: a copy failed) */
     void *net_mr;       /* send: the registration a receiver on another node reads */
+    /* A device send streamed as DATA frames: the host buffer its bytes are
+     * copied into a piece (net_device_piece) at a time as the frames reach
+     * them; device_done is then the end of the bytes copied so far. */
+    void *stage;
 };
 
 /* What each process publishes to the processes of its node (the modex):
@@ -161,7 +165,9 @@ typedef struct efa_engine_params {
      * most this many bytes, each copied to the device once in; a message
      * streamed into one as DATA frames (from any peer, the rings' too) is
      * copied on a piece at a time as its frames come in (0: the owner
-     * copies the whole message after; engine_read.cpp, engine_device.cpp). */
+     * copies the whole message after; engine_read.cpp, engine_device.cpp);
+     * a device send streamed through the rings is copied to the host a
+     * piece at a time as its frames go (0: whole, before the first). */
     size_t net_device_piece;
     uint32_t net_window;            /* provider messages in flight per peer before packing */
     uint32_t net_small_window;      /* ... before a frame that can be packed is (0: 4) */
@@ -337,6 +343,9 @@ typedef struct efa_engine_stats {
      * or another) whose every piece was copied to the device as its frames
      * came in, and those pieces. */
     uint64_t device_stream_landed, device_stream_pieces;
+    /* Device sends streamed as DATA frames (IPC refused), copied to the
+     * host a piece at a time as their frames went, and those pieces. */
+    uint64_t device_send_staged, device_send_pieces;
 } efa_engine_stats_t;
 void efa_engine_get_stats(const efa_engine_t *e, efa_engine_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

@@ -100,6 +100,17 @@ class EngineDeviceTest : public EnginePair {
         EXPECT_EQ(before.device_streamed + (expect_ipc ? 0 : 1), st.device_streamed);
         EXPECT_EQ(before.single_copy, st.single_copy) << "single copy read device memory";
     }
+    // host.size() bytes sent from src, an allocation shorter than that,
+    // into host: the device fails to copy them, and both sides must fail.
+    void send_past_allocation(const DeviceBuf &src, std::vector<uint8_t> &host) {
+        Req s, r;
+        ASSERT_EQ(0, post(b, r, host.data(), host.size(), 3, 0, 4));
+        s.on.complete = on_complete;
+        ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 4, src.get(), host.size(), false, &s.on));
+        ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
+        EXPECT_EQ(-FI_EIO, s.on.err);
+        EXPECT_EQ(-FI_EIO, r.on.err);
+    }
 };
 
 TEST_F(EngineDeviceTest, DeviceToDeviceByIpcAtEverySize) {
@@ -157,6 +168,57 @@ TEST_F(EngineDeviceTest, ARefusedImportStreamsThroughTheRings) {
     device_message(10, 10, false, false, false);
 }
 
+// A streamed device send goes through a host piece of net_device_piece
+// bytes, copied from the device as its frames reach it: one copy per piece
+// (the last one short), the bytes right whatever the piece and the frames.
+TEST_F(EngineDeviceTest, AStreamedDeviceSendIsCopiedToTheHostPieceByPiece) {
+    device_piece = 8192;
+    open(4);
+    efa_fake_device_refuse_ipc(true);
+    device_message(50000, 50000, false, true, false); // 7 pieces, ~50 frames through 4 slots
+    device_message(8192, 8192, false, false, false);  // exactly one piece
+    efa_engine_stats_t st{};
+    efa_engine_get_stats(a, &st);
+    EXPECT_EQ(2u, st.device_send_staged);
+    EXPECT_EQ(7u + 1u, st.device_send_pieces);
+}
+
+// With net_device_piece 0 the whole message is copied once, before its
+// first frame.
+TEST_F(EngineDeviceTest, AStreamedDeviceSendWithoutPiecesIsCopiedWhole) {
+    open(4);
+    efa_fake_device_refuse_ipc(true);
+    device_message(50000, 50000, true, true, false);
+    efa_engine_stats_t st{};
+    efa_engine_get_stats(a, &st);
+    EXPECT_EQ(1u, st.device_send_staged);
+    EXPECT_EQ(1u, st.device_send_pieces);
+}
+
+// A piece the device cannot copy (here: one that runs past the end of the
+// allocation, whose first piece it can copy) fails the send and the
+// receive: the later frames say their bytes were never read, and the
+// receive is not taken as whole.
+TEST_F(EngineDeviceTest, AFailedPieceFailsBothSides) {
+    device_piece = 3000;
+    open(4);
+    efa_fake_device_refuse_ipc(true);
+    const auto data = pattern(4096, 3);
+    DeviceBuf src(4096);
+    src.fill(data);
+    std::vector<uint8_t> host(8192, 0xee);
+    send_past_allocation(src, host);
+    EXPECT_EQ(std::vector<uint8_t>(data.begin(), data.begin() + 3000),
+              std::vector<uint8_t>(host.begin(), host.begin() + 3000))
+        << "the piece the device read";
+    EXPECT_EQ(std::vector<uint8_t>(8192 - 3000, 0xee),
+              std::vector<uint8_t>(host.begin() + 3000, host.end()))
+        << "bytes delivered that were never read";
+    efa_engine_stats_t st{};
+    efa_engine_get_stats(a, &st);
+    EXPECT_EQ(1u, st.device_send_pieces) << "the one piece the device could copy";
+}
+
 // An allocation whose import was refused is not asked for again: its
 // later messages stream at once.
 TEST_F(EngineDeviceTest, ARefusedAllocationIsNotAskedForAgain) {
@@ -185,13 +247,7 @@ TEST_F(EngineDeviceTest, AFailedDeviceReadFailsBothSides) {
     open();
     DeviceBuf src(4096);
     std::vector<uint8_t> host(8192, 0xee);
-    Req s, r;
-    ASSERT_EQ(0, post(b, r, host.data(), host.size(), 3, 0, 4));
-    s.on.complete = on_complete;
-    ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 4, src.get(), 8192, false, &s.on));
-    ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
-    EXPECT_EQ(-FI_EIO, s.on.err);
-    EXPECT_EQ(-FI_EIO, r.on.err);
+    send_past_allocation(src, host);
     EXPECT_EQ(std::vector<uint8_t>(8192, 0xee), host) << "bytes delivered that were never read";
 }
 
