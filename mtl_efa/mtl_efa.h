@@ -72,6 +72,10 @@ typedef struct mca_mtl_efa_module_t {
      * it as they are, registered with their interface (FI_HMEM granted:
      * mtl_efa_device.c); counted for the finalize line. */
     bool device_hmem;
+    /* ... and, under own matching, device sends to other nodes from
+     * mtl_efa_net_read_min go to the engine registered, for the receiver
+     * to read (the engine's read rendezvous). */
+    bool device_read;
     uint64_t device_hmem_sent, device_hmem_received;
 } mca_mtl_efa_module_t;
 
@@ -311,13 +315,15 @@ void ompi_mtl_efa_engine_fini(void);
 int ompi_mtl_efa_engine_add_comm(struct ompi_communicator_t *comm);
 void ompi_mtl_efa_engine_del_comm(struct ompi_communicator_t *comm);
 /* device: buffer is device memory, to a process of this node
- * (ompi_mtl_efa_device_by_ipc). */
+ * (ompi_mtl_efa_device_by_ipc), or, with its registration (req->mr;
+ * device_mr), to one on another node that reads it; the engine takes the
+ * registration, or it is released where the send is refused. */
 int ompi_mtl_efa_engine_isend(struct ompi_communicator_t *comm, int dest, int tag,
                               mca_pml_base_send_mode_t mode, mca_mtl_efa_request_t *req,
                               bool device);
 int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag,
                              mca_pml_base_send_mode_t mode, void *buffer, size_t length,
-                             bool free_buffer, bool device);
+                             bool free_buffer, bool device, efa_mr_t *device_mr);
 int ompi_mtl_efa_engine_irecv(struct ompi_communicator_t *comm, int src, int tag,
                               mca_mtl_efa_request_t *req);
 int ompi_mtl_efa_engine_iprobe(struct ompi_communicator_t *comm, int src, int tag, bool claim,

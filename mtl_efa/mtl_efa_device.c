@@ -111,6 +111,7 @@ void ompi_mtl_efa_device_fini(void) {
     ompi_mtl_efa.device_staging = false;
     ompi_mtl_efa.device_ipc = false;
     ompi_mtl_efa.device_hmem = false;
+    ompi_mtl_efa.device_read = false;
 }
 
 /* Device buffers to peers reached through the provider: as they are
@@ -122,8 +123,20 @@ static void device_hmem_init(void) {
     const bool granted = efa_core_get_info(ompi_mtl_efa.core)->hmem;
     ompi_mtl_efa.device_hmem = copies && granted && efa_device_hmem_on();
     ompi_mtl_efa.device_hmem_sent = ompi_mtl_efa.device_hmem_received = 0;
+    /* Under own matching, the engine's read rendezvous to other nodes
+     * reads a device send from its registration (the provider's RMA). */
+    ompi_mtl_efa.device_read = ompi_mtl_efa.device_hmem && ompi_mtl_efa.own_matching &&
+                               efa_core_get_info(ompi_mtl_efa.core)->has_rma &&
+                               0 != ompi_mtl_efa_params.net_read_min;
     if (!copies) {
         return;
+    }
+    if (ompi_mtl_efa.device_read) {
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
+                                  "device sends to other nodes (own matching): from %zu bytes "
+                                  "read by the receiver from their registration (FI_HMEM, over "
+                                  "the first NIC), smaller ones through the host",
+                                  ompi_mtl_efa_params.net_read_min);
     }
     mca_common_efa_say_choice(
         "mtl:efa", "mtl_efa devices",
@@ -226,10 +239,22 @@ static void copy_failed(const char *what, size_t len) {
 
 int ompi_mtl_efa_device_send_prepare(struct ompi_communicator_t *comm, int dest,
                                      struct opal_convertor_t *convertor, void **buffer,
-                                     size_t length, bool *free_buffer, bool *ipc,
+                                     size_t length, bool *free_buffer, bool *engine_device,
                                      efa_mr_t **hmem_mr) {
-    *ipc = ompi_mtl_efa_device_by_ipc(comm, dest, convertor, *buffer, length, *free_buffer);
-    if (*ipc) {
+    *engine_device =
+        ompi_mtl_efa_device_by_ipc(comm, dest, convertor, *buffer, length, *free_buffer);
+    if (*engine_device) {
+        return OMPI_SUCCESS;
+    }
+    /* Own matching, a process on another node, a read's size: the
+     * receiver reads the device buffer from its registration. */
+    if (ompi_mtl_efa.device_read && !*free_buffer && length >= ompi_mtl_efa_params.net_read_min &&
+        ompi_mtl_efa_use_engine(comm, dest) && !ompi_mtl_efa_ring_peer(comm, dest) &&
+        ompi_comm_peer_lookup(comm, dest) != ompi_proc_local() &&
+        on_device(convertor, *buffer, length) &&
+        NULL != (*hmem_mr = hmem_register(*buffer, length, FI_REMOTE_READ))) {
+        *engine_device = true;
+        __atomic_fetch_add(&ompi_mtl_efa.device_hmem_sent, 1, __ATOMIC_RELAXED);
         return OMPI_SUCCESS;
     }
     /* (Open MPI's packed copy of a non-contiguous buffer: a new allocation

@@ -29,13 +29,15 @@ bool ompi_mtl_efa_device_by_ipc(struct ompi_communicator_t *comm, int dest,
                                 struct opal_convertor_t *convertor, const void *buffer,
                                 size_t length, bool free_buffer);
 /* A send's buffer as it leaves pml/cm: device memory goes to the engine
- * uncopied (*ipc: to a process of this node by the device's IPC), to the
- * provider uncopied (*hmem_mr: its registration, FI_HMEM; the peer is
- * reached through the provider), or is replaced by a host copy
- * (stage_send).  OMPI_SUCCESS, or an error with nothing left allocated. */
+ * uncopied (*engine_device: to a process of this node by the device's
+ * IPC, *hmem_mr NULL; or, under own matching, to a process on another node
+ * that reads it from *hmem_mr, its registration), to the provider
+ * uncopied (*hmem_mr: its registration, FI_HMEM; the peer is reached
+ * through the provider), or is replaced by a host copy (stage_send).
+ * OMPI_SUCCESS, or an error with nothing left allocated. */
 int ompi_mtl_efa_device_send_prepare(struct ompi_communicator_t *comm, int dest,
                                      struct opal_convertor_t *convertor, void **buffer,
-                                     size_t length, bool *free_buffer, bool *ipc,
+                                     size_t length, bool *free_buffer, bool *engine_device,
                                      efa_mr_t **hmem_mr);
 /* A receive's buffer: device memory gets a host buffer in its place
  * (req->device_buf).  OMPI_SUCCESS, or an error with nothing left

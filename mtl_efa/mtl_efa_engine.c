@@ -266,6 +266,12 @@ void ompi_mtl_efa_engine_fini(void) {
                             (unsigned long long)s.device_stream_landed,
                             (unsigned long long)s.device_stream_pieces);
     }
+    if (0 != s.device_send_read) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages sent to other nodes: %llu offered for "
+                            "reading from their registration",
+                            (unsigned long long)s.device_send_read);
+    }
     if (0 != s.device_send_staged) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: device messages sent to this node as DATA frames: %llu "
@@ -365,9 +371,17 @@ static inline int start_send(struct ompi_communicator_t *comm, int dest, int tag
     if (OPAL_LIKELY(!device)) {
         rc = efa_engine_send(ompi_mtl_efa.engine, vpid, mtl_efa_comm_cid(comm), comm->c_my_rank,
                              tag, req->buffer, req->length, sync, &req->on);
-    } else {
+    } else if (NULL == req->mr) { /* to this node, by the device's IPC */
         rc = efa_engine_send_device(ompi_mtl_efa.engine, vpid, mtl_efa_comm_cid(comm),
                                     comm->c_my_rank, tag, req->buffer, req->length, sync, &req->on);
+    } else { /* to another node, read from its registration */
+        rc = efa_engine_send_device_read(ompi_mtl_efa.engine, vpid, mtl_efa_comm_cid(comm),
+                                         comm->c_my_rank, tag, req->buffer, req->length, sync,
+                                         req->mr, &req->on);
+        if (rc < 0) { /* refused: still this request's */
+            efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+        }
+        req->mr = NULL; /* (accepted: the engine's, released when the send ends) */
     }
     return rc < 0 ? mca_common_efa_fi_to_opal(rc) : rc;
 }
@@ -391,9 +405,10 @@ int ompi_mtl_efa_engine_isend(struct ompi_communicator_t *comm, int dest, int ta
 
 int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag,
                              mca_pml_base_send_mode_t mode, void *buffer, size_t length,
-                             bool free_buffer, bool device) {
+                             bool free_buffer, bool device, efa_mr_t *device_mr) {
     mca_mtl_efa_blocking_send_t bs;
     mca_mtl_efa_request_t *req = &bs.req;
+    req->mr = device_mr; /* (start_send hands it to the engine, or releases it) */
     req->super.ompi_req = NULL;
     req->super.completion_callback = ompi_mtl_efa_blocking_send_done;
     req->buffer = buffer;

@@ -448,7 +448,8 @@ int ompi_mtl_efa_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicato
         return rc;
     }
     if (ompi_mtl_efa_use_engine(comm, dest)) {
-        return ompi_mtl_efa_engine_send(comm, dest, tag, mode, buffer, length, free_buffer, device);
+        return ompi_mtl_efa_engine_send(comm, dest, tag, mode, buffer, length, free_buffer, device,
+                                        hmem_mr);
     }
     if (MCA_PML_BASE_SEND_SYNCHRONOUS != mode && length <= ompi_mtl_efa.inject_size &&
         0 != ompi_mtl_efa.inject_size && NULL == hmem_mr) {

@@ -156,6 +156,33 @@ ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$(dmabuf_count)" -eq 0 ] &&
     grep -q "report: device registrations: by device address (common_efa_dmabuf false)" <<<"$OUT" && ok=1
 verdict hmem-shm-dmabuf-off $ok "exit $RC, $(dmabuf_count) registrations through a dmabuf with common_efa_dmabuf false"
+
+# Under own matching (no on-node channel: the provider path another node
+# takes), a device send from mtl_efa_net_read_min is read by the receiver
+# from its registration (shm's RMA of the fake's memory): the sender
+# copies nothing through the host.  With common_efa_hmem off it is copied
+# through the host as before.  device_buffers checks every byte.
+read_offers() { # the finalize lines' device sends offered for reading, summed
+    sed -n "s/.*device messages sent to other nodes: \([0-9]*\) offered for reading from their registration.*/\1/p" <<<"$OUT" |
+        awk '{n += $1} END {print n + 0}'
+}
+own_hmem=(--mca pml cm --mca mtl efa --mca btl self --mca mtl_efa_onnode_channel none
+    --mca mtl_efa_matching own --mca common_efa_debug_fake_device 1
+    --mca common_efa_debug_fake_device_hmem 1 --mca common_efa_verbose 1
+    --mca common_efa_provider_include shm)
+run "${own_hmem[@]}" "$prog" -P -s 1M
+offers=$(read_offers)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$offers" -gt 0 ] &&
+    grep -q "device sends to other nodes (own matching): from 65536 bytes read by the receiver from their registration" <<<"$OUT" &&
+    grep -qE " [1-9][0-9]* rendezvous read by RMA" <<<"$OUT" && ok=1
+verdict own-read-from-device $ok "exit $RC: $offers device sends offered for reading from their registration"
+run "${own_hmem[@]}" --mca common_efa_hmem off "$prog" -P -s 1M
+offers=$(read_offers)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$offers" -eq 0 ] &&
+    ! grep -q "device sends to other nodes (own matching)" <<<"$OUT" && ok=1
+verdict own-read-from-device-off $ok "exit $RC: $offers device sends offered for reading with common_efa_hmem off"
 run "${hmem[@]}" --mca common_efa_provider_include shm --mca common_efa_hmem off "$prog" -P -s 64K
 ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&

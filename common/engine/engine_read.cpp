@@ -89,6 +89,9 @@ bool Engine::offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b) {
     for (uint32_t r = 1; r < b.rails; ++r) {
         b.rail_key[r - 1] = efa_mr_rail_key(mr, static_cast<int>(r));
     }
+    if (r->device) [[unlikely]] {
+        ++stats.device_send_read; // (its device registration: on the first NIC alone)
+    }
     return true;
 }
 

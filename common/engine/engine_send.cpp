@@ -27,12 +27,22 @@ static inline void write_first_line(uint8_t *f, const FrameHdr &h, const void *b
     memcpy(f + kHdr, buf, kFirstLine - kHdr);
 }
 
+namespace {
+// A device send by IPC (this node) carries its handle in the RTS; one to
+// another node offers its registration (kReqNetMr, set when it was sent).
+bool device_by_ipc(const efa_engine_req_t *r) {
+    return r->device && !(r->flags & kReqNetMr);
+}
+size_t rts_len(const efa_engine_req_t *r) {
+    return sizeof(RtsBody) + (device_by_ipc(r) ? sizeof(efa_device_ipc_t) : 0);
+}
+} // namespace
+
 bool Engine::write_message(Peer *p, efa_engine_req_t *r) {
     const bool rndv = r->flags & kReqRndv;
     const bool short_hdr = 0 == r->flags; // eager, standard mode
     const size_t hlen = short_hdr ? kShortHdr : sizeof(FrameHdr);
-    const size_t len =
-        hlen + (!rndv ? r->buflen : sizeof(RtsBody) + (r->device ? sizeof(efa_device_ipc_t) : 0));
+    const size_t len = hlen + (!rndv ? r->buflen : rts_len(r));
     auto *f = static_cast<uint8_t *>(reserve(p, len));
     if (nullptr == f) {
         return false;
@@ -43,7 +53,7 @@ bool Engine::write_message(Peer *p, efa_engine_req_t *r) {
     RtsBody b{};
     if (rndv) {
         b.len = r->buflen;
-        if (r->device) [[unlikely]] {
+        if (device_by_ipc(r)) [[unlikely]] {
             h.flags |= kFrameDevice;
             b.pid = static_cast<uint32_t>(getpid()); // (checked against the card's)
             efa_device_ipc_t ipc;
@@ -53,7 +63,7 @@ bool Engine::write_message(Peer *p, efa_engine_req_t *r) {
             memcpy(f + hlen + sizeof(b), &ipc, sizeof(ipc));
         } else if (offer_read(p, r, b)) { // a peer on another node reads it by RMA
             h.flags |= kFrameRead;
-        } else {
+        } else if (!r->device) { // (device memory: never for a single copy; streamed)
             b.addr = reinterpret_cast<uintptr_t>(r->buf);
             b.cookie_addr = cookie_addr_;
             b.cookie = cookie_;
@@ -222,6 +232,8 @@ void Engine::flush_all() {
 
 // kDevice: buf is device memory (efa_engine_send_device); a host send
 // pays nothing for device sends but the store of req->device.
+// kDevice with req->net_mr set: a device send to another node, read from
+// that registration (efa_engine_send_device_read).
 template <bool kDevice>
 int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const void *buf, size_t len,
                  bool sync, efa_engine_req_t *req) {
@@ -249,11 +261,19 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
     req->seq = 0;
     req->device = kDevice;
     if constexpr (kDevice) {
-        if (!p->out || sizeof(RtsBody) + sizeof(efa_device_ipc_t) > p->eager_max) {
-            return -FI_EOPNOTSUPP; // only to a peer of this node, by slots its RTS fits
+        void *const device_mr = req->net_mr;
+        if (nullptr != device_mr) {
+            if (p->out || !p->net) {
+                return -FI_EOPNOTSUPP; // a registration to read: a peer on another node only
+            }
+        } else if (!p->out || sizeof(RtsBody) + sizeof(efa_device_ipc_t) > p->eager_max) {
+            return -FI_EOPNOTSUPP; // by IPC: a peer of this node only, by slots its RTS fits
         }
         // Never copied into a frame: always a rendezvous.
         req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | kReqRndv);
+        if (nullptr != device_mr) {
+            req->flags |= kReqNetMr; // (offer_read offers it; finish releases it)
+        }
     } else {
         req->flags =
             static_cast<uint8_t>((sync ? kReqSync : 0) | (len > p->eager_max ? kReqRndv : 0));
@@ -291,6 +311,17 @@ int efa_engine_send(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, i
 
 int efa_engine_send_device(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
                            const void *buf, size_t len, bool sync, efa_engine_req_t *req) {
+    req->net_mr = nullptr; // (by IPC)
+    return e->engine->send<true>(peer, cid, src, tag, buf, len, sync, req);
+}
+
+int efa_engine_send_device_read(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src,
+                                int32_t tag, const void *buf, size_t len, bool sync, efa_mr_t *mr,
+                                efa_engine_req_t *req) {
+    if (nullptr == mr) {
+        return -FI_EINVAL;
+    }
+    req->net_mr = mr;
     return e->engine->send<true>(peer, cid, src, tag, buf, len, sync, req);
 }
 

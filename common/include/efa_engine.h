@@ -52,7 +52,7 @@ struct efa_engine_req {
      * posting): device_buf holds the whole message, buf not. */
     void *device_buf;
     bool device_landed;
-    bool device; /* the engine's: a send from device memory (efa_engine_send_device) */
+    bool device; /* the engine's: a send from device memory (efa_engine_send_device*) */
     /* Set when a receive completes: the message's envelope and full
      * length, and 0, -FI_ETRUNC (len > buflen: buflen bytes were stored)
      * or -FI_ECANCELED. */
@@ -213,6 +213,16 @@ int efa_engine_send(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, i
  * device's copy, where it cannot (engine.hpp). */
 int efa_engine_send_device(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
                            const void *buf, size_t len, bool sync, efa_engine_req_t *req);
+/* The same to a process on another node (-FI_EOPNOTSUPP otherwise), whose
+ * device buffer mr registers (efa_core_mr_acquire_device, FI_REMOTE_READ):
+ * a rendezvous whose RTS offers the receiver a read of that registration
+ * (over the first NIC: a device registration is on it alone), or that
+ * streams DATA frames, read with the device's copy, where the receiver
+ * cannot read.  Accepted (0 or 1), mr is the engine's, released when the
+ * send ends; refused (negative), still the caller's. */
+int efa_engine_send_device_read(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src,
+                                int32_t tag, const void *buf, size_t len, bool sync, efa_mr_t *mr,
+                                efa_engine_req_t *req);
 
 /* Post a receive into req->buf/buflen matching (cid, src, tag); src and
  * tag may be EFA_ENGINE_ANY (a wildcard tag never matches a negative tag).
@@ -343,9 +353,11 @@ typedef struct efa_engine_stats {
      * or another) whose every piece was copied to the device as its frames
      * came in, and those pieces. */
     uint64_t device_stream_landed, device_stream_pieces;
-    /* Device sends streamed as DATA frames (IPC refused), copied to the
-     * host a piece at a time as their frames went, and those pieces. */
-    uint64_t device_send_staged, device_send_pieces;
+    /* Device sends streamed as DATA frames (IPC refused, or a receiver
+     * on another node that could not read), copied to the host a piece at
+     * a time as their frames went, and those pieces; device sends to
+     * other nodes offered for reading from their registration. */
+    uint64_t device_send_staged, device_send_pieces, device_send_read;
 } efa_engine_stats_t;
 void efa_engine_get_stats(const efa_engine_t *e, efa_engine_stats_t *out);
 /* stats.dropped alone (cheap enough for every progress call). */

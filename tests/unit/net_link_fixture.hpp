@@ -44,6 +44,7 @@ class EngineNet : public ::testing::Test {
     size_t device_piece = 0;   // net_device_piece: a device receive's read pieces
     uint32_t delay = 0;        // net_debug_delay: that provider message handed on late
     uint32_t small_window = 0; // net_small_window (0: the engine's default)
+    bool fake_hmem = false;    // the core with the fake device, visible, and FI_HMEM asked for
 
     static int no_card(void *, uint32_t, efa_engine_card_t *) { return -FI_ENOENT; }
     static int addr_of(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
@@ -62,6 +63,7 @@ class EngineNet : public ::testing::Test {
         cp.num_contexts = 2;
         cp.force_direct_mode = direct_mtu > 0;
         cp.direct_mode_mtu = direct_mtu;
+        cp.debug_fake_device = cp.debug_fake_device_hmem = cp.hmem = fake_hmem;
         ASSERT_TRUE(opened.open(cp));
         core = opened.core();
         self = opened.self();
