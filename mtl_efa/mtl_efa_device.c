@@ -25,7 +25,9 @@
  * take device buffers uncopied: to processes of this node the engine's
  * IPC (mtl_efa_device_ipc), and to and from peers the provider carries a
  * provider that granted FI_HMEM (common_efa_hmem), the buffer registered
- * with its device.
+ * with its device (under own matching: a rendezvous read from a device
+ * send, and one into a device receive, whose host buffer still takes
+ * what comes as DATA frames).
  */
 #include <string.h>
 
@@ -134,9 +136,14 @@ static void device_hmem_init(void) {
     if (ompi_mtl_efa.device_read) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
                                   "device sends to other nodes (own matching): from %zu bytes "
-                                  "read by the receiver from their registration (FI_HMEM, over "
-                                  "the first NIC), smaller ones through the host",
+                                  "read by the receiver from their registration (FI_HMEM, "
+                                  "striped over the NICs it is registered on), smaller ones "
+                                  "through the host",
                                   ompi_mtl_efa_params.net_read_min);
+        mca_common_efa_say_choice("mtl:efa", "mtl_efa devices",
+                                  "device receives from other nodes (own matching): read straight "
+                                  "into their registration (FI_HMEM) where the sender offers a "
+                                  "read, else through the host piece by piece");
     }
     mca_common_efa_say_choice(
         "mtl:efa", "mtl_efa devices",
@@ -313,6 +320,10 @@ int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
     req->device_buf = req->buffer;
     req->device_temp = req->free_buffer;
     req->on.device_landed = false; /* (set by the engine where it put the bytes there) */
+    /* A read from another node may land in it by the provider (the
+     * engine reads this only with a device_buf); not in Open MPI's packed
+     * copy, a new allocation each time. */
+    req->on.device_by_provider = ompi_mtl_efa.device_read && !req->device_temp;
     req->buffer = host;
     req->free_buffer = true;
     return OMPI_SUCCESS;

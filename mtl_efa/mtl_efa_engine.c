@@ -252,10 +252,12 @@ void ompi_mtl_efa_engine_fini(void) {
                             (unsigned long long)s.device_ipc,
                             (unsigned long long)s.device_streamed);
     }
-    if (0 != s.device_read_pieces) {
+    if (0 != s.device_read_pieces + s.device_read_direct) {
         opal_output_verbose(1, mca_common_efa_output,
-                            "mtl:efa: device messages read from other nodes: %llu copied to the "
-                            "device piece by piece as they came in (%llu pieces)",
+                            "mtl:efa: device messages read from other nodes: %llu read straight "
+                            "into the device buffer's registration, %llu copied to the device "
+                            "piece by piece as they came in (%llu pieces)",
+                            (unsigned long long)s.device_read_direct,
                             (unsigned long long)s.device_read_landed,
                             (unsigned long long)s.device_read_pieces);
     }

@@ -160,8 +160,14 @@ verdict hmem-shm-dmabuf-off $ok "exit $RC, $(dmabuf_count) registrations through
 # Under own matching (no on-node channel: the provider path another node
 # takes), a device send from mtl_efa_net_read_min is read by the receiver
 # from its registration (shm's RMA of the fake's memory): the sender
-# copies nothing through the host.  With common_efa_hmem off it is copied
-# through the host as before.  device_buffers checks every byte.
+# copies nothing through the host; and a device receive of a message read
+# so is read straight into its own registration, not into a host buffer
+# copied on after.  With common_efa_hmem off both go through the host as
+# before.  device_buffers checks every byte.
+direct_reads() { # the finalize lines' device receives read straight into their registration, summed
+    sed -n "s/.*device messages read from other nodes: \([0-9]*\) read straight into the device buffer's registration.*/\1/p" <<<"$OUT" |
+        awk '{n += $1} END {print n + 0}'
+}
 read_offers() { # the finalize lines' device sends offered for reading, summed
     sed -n "s/.*device messages sent to other nodes: \([0-9]*\) offered for reading from their registration.*/\1/p" <<<"$OUT" |
         awk '{n += $1} END {print n + 0}'
@@ -172,17 +178,23 @@ own_hmem=(--mca pml cm --mca mtl efa --mca btl self --mca mtl_efa_onnode_channel
     --mca common_efa_provider_include shm)
 run "${own_hmem[@]}" "$prog" -P -s 1M
 offers=$(read_offers)
+direct=$(direct_reads)
 ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$offers" -gt 0 ] &&
     grep -q "device sends to other nodes (own matching): from 65536 bytes read by the receiver from their registration" <<<"$OUT" &&
     grep -qE " [1-9][0-9]* rendezvous read by RMA" <<<"$OUT" && ok=1
 verdict own-read-from-device $ok "exit $RC: $offers device sends offered for reading from their registration"
+ok=0
+[ $RC -eq 0 ] && [ "$direct" -gt 0 ] &&
+    grep -q "device receives from other nodes (own matching): read straight into their registration" <<<"$OUT" && ok=1
+verdict own-read-into-device $ok "exit $RC: $direct device receives read straight into their registration"
 run "${own_hmem[@]}" --mca common_efa_hmem off "$prog" -P -s 1M
 offers=$(read_offers)
+direct=$(direct_reads)
 ok=0
-[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$offers" -eq 0 ] &&
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$offers" -eq 0 ] && [ "$direct" -eq 0 ] &&
     ! grep -q "device sends to other nodes (own matching)" <<<"$OUT" && ok=1
-verdict own-read-from-device-off $ok "exit $RC: $offers device sends offered for reading with common_efa_hmem off"
+verdict own-read-from-device-off $ok "exit $RC: $offers device sends offered for reading, $direct receives read into the device, with common_efa_hmem off"
 run "${hmem[@]}" --mca common_efa_provider_include shm --mca common_efa_hmem off "$prog" -P -s 64K
 ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&
@@ -213,7 +225,7 @@ verdict staged-buffers-kept $ok "exit $RC: $staged host buffers of 64 KiB or mor
 # device as it comes in, so that no whole-message copy is left after the
 # read.  With mtl_efa_device_piece 0 it is read whole and copied after.
 piece_counts() { # the finalize lines' messages and pieces, summed
-    sed -n "s/.*device messages read from other nodes: \([0-9]*\) copied to the device piece by piece as they came in (\([0-9]*\) pieces).*/\1 \2/p" <<<"$OUT" |
+    sed -n "s/.*device messages read from other nodes: [0-9]* read straight into the device buffer's registration, \([0-9]*\) copied to the device piece by piece as they came in (\([0-9]*\) pieces).*/\1 \2/p" <<<"$OUT" |
         awk '{m += $1; p += $2} END {print m + 0, p + 0}'
 }
 own_net=("${cm[@]}" --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own

@@ -255,7 +255,7 @@ int open_core(efa_core *core) {
     }
     std::vector<FiMrBackend::Domain> domains{{core->nic->domain(), std::move(bind_eps)}};
     open_rails(core, rail_infos, &domains);
-    std::vector<FiMrBackend::Domain> first{domains[0]};
+    std::vector<FiMrBackend::Domain> device_domains = domains;
     core->mr_backend = std::make_unique<FiMrBackend>(std::move(domains), core->selection.mr_local);
     core->mr_cache = std::make_unique<MrCache>(*core->mr_backend, mr_cache_config(core->params));
     if (core->selection.hmem) {
@@ -263,7 +263,7 @@ int open_core(efa_core *core) {
         // freed one is found by its id (efa_core_mr_acquire_device), as
         // the memory hooks do not see a device's free.
         core->dev_mr_backend = std::make_unique<FiMrBackend>(
-            std::move(first), core->selection.mr_local, *core->mr_backend);
+            std::move(device_domains), core->selection.mr_local, *core->mr_backend);
         MrCacheConfig dc = mr_cache_config(core->params);
         dc.reuse = true;
         dc.align = 1;

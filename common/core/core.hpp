@@ -46,9 +46,11 @@ class FiMrBackend : public MrBackend {
     // local RMA access are registered on the rails too (else only those
     // for remote access are).
     // device: the ranges are device allocations (efa_device.h), registered
-    // with their interface and device (fi_mr_regattr) on the first NIC
-    // only, with keys from 'keys' (the host backend's on the same domain:
-    // a provider that does not pick keys refuses one taken twice).
+    // with their interface and device (fi_mr_regattr), on the rails by the
+    // same rule as host ranges (local reads and writes always: a device
+    // buffer needs its descriptor), with keys from 'keys' (the host
+    // backend's on the same domains: a provider that does not pick keys
+    // refuses one taken twice).
     FiMrBackend(std::vector<Domain> domains, bool mr_local)
         : domains_(std::move(domains)), mr_local_(mr_local), device_(false), keys_(&own_keys_) {}
     FiMrBackend(std::vector<Domain> domains, bool mr_local, FiMrBackend &keys)
@@ -70,8 +72,12 @@ class FiMrBackend : public MrBackend {
   private:
     int reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
                 const efa_device_hmem_t *hmem, fid_mr **out);
-    int reg_dmabuf(void *base, size_t len, uint64_t access, uint64_t key,
+    int reg_dmabuf(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
                    const efa_device_hmem_t &h, fid_mr **out);
+    int reg_device_on(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
+                      const efa_device_hmem_t &h, fid_mr **out, bool *by_dmabuf);
+    void add_rails(void *base, size_t len, uint64_t access, uint64_t key,
+                   const efa_device_hmem_t *h, MrRegistration *out);
     int bind_and_enable(const Domain &d, fid_mr *mr);
     int reg_device(void *base, size_t len, uint64_t access, MrRegistration *out);
     std::vector<Domain> domains_;

@@ -150,7 +150,7 @@ void take_start(Take *t) {
     r.ctx_index = t->ctx->index;
     r.buf = t->buf;
     r.len = n;
-    r.mr = t->mr; // (a device buffer's: the first rail alone has it)
+    r.mr = t->mr; // (a device buffer's: striped over the rails it is registered on)
     r.raddr = m.addr;
     r.rkeys = m.rkeys;
     for (int k = 0; k < 4; ++k) {

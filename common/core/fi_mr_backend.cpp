@@ -97,7 +97,7 @@ int FiMrBackend::bind_and_enable(const Domain &d, fid_mr *mr) {
 // instead of asking a peer-memory kernel module to translate a device
 // address.  -FI_ENODATA: the device exported none (this allocation goes
 // the plain way); another error: the provider refused (dmabuf goes off).
-int FiMrBackend::reg_dmabuf(void *base, size_t len, uint64_t access, uint64_t key,
+int FiMrBackend::reg_dmabuf(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
                             const efa_device_hmem_t &h, fid_mr **out) {
 #ifdef FI_MR_DMABUF
     int fd = -1;
@@ -116,40 +116,39 @@ int FiMrBackend::reg_dmabuf(void *base, size_t len, uint64_t access, uint64_t ke
     attr.requested_key = key;
     device_attr(h, &attr);
     fid_mr *mr = nullptr;
-    int rc = regattr_device(domains_[0].domain, attr, FI_MR_DMABUF, &mr);
+    int rc = regattr_device(d.domain, attr, FI_MR_DMABUF, &mr);
     close(fd); // the registration holds the pages, not the descriptor
-    if (rc == 0 && (rc = bind_and_enable(domains_[0], mr)) == 0) {
+    if (rc == 0 && (rc = bind_and_enable(d, mr)) == 0) {
         *out = mr;
     }
     return rc == -FI_ENODATA ? -FI_EINVAL : rc;
 #else
-    (void)base, (void)len, (void)access, (void)key, (void)h, (void)out;
+    (void)d, (void)base, (void)len, (void)access, (void)key, (void)h, (void)out;
     return -FI_ENOSYS;
 #endif
 }
 
 // A device allocation: described by the device (its interface, device
-// and id), registered on the first NIC, through its dmabuf first.
+// and id), registered through its dmabuf first, on the first NIC and,
+// where peers may reach it or a read or write of this process lands in
+// or leaves from it, on the rails too (as host ranges), so that one
+// transfer of device memory can be striped over every NIC of the process
+// (on a GPU node those of the GPU's PCIe switch).  A rail that refuses
+// leaves the allocation on the rails before it.
 int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistration *out) {
     efa_device_hmem_t h{};
     int rc = efa_device_hmem(base, len, &h);
     if (rc) {
         return rc;
     }
-    fid_mr *mr = nullptr;
     const uint64_t key = keys_->fetch_add(1);
-    if (dmabuf_.load(std::memory_order_relaxed)) {
-        rc = reg_dmabuf(base, len, access, key, h, &mr);
-        if (rc == 0) {
-            dmabuf_regs_.fetch_add(1, std::memory_order_relaxed);
-        } else if (rc != -FI_ENODATA && dmabuf_.exchange(false) && dmabuf_rep_) {
-            dmabuf_rep_->say(1, std::string("device registrations: the provider refused one "
-                                            "through a dmabuf (") +
-                                    fi_strerror(-rc) + "); device addresses from now on");
-        }
-    }
-    if (!mr && (rc = reg_one(domains_[0], base, len, access, key, &h, &mr))) {
+    bool by_dmabuf = false;
+    fid_mr *mr = nullptr;
+    if ((rc = reg_device_on(domains_[0], base, len, access, key, h, &mr, &by_dmabuf))) {
         return rc;
+    }
+    if (by_dmabuf) {
+        dmabuf_regs_.fetch_add(1, std::memory_order_relaxed);
     }
     out->handle = mr;
     out->desc = fi_mr_desc(mr);
@@ -157,7 +156,32 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
     out->rails = 1;
     out->buffer_id = h.buffer_id;
     out->device = true;
+    // (a device buffer needs its descriptor whatever FI_MR_LOCAL says)
+    if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE)) != 0) {
+        add_rails(base, len, access, key, &h, out);
+    }
     return 0;
+}
+
+// The allocation h on one NIC's domain: through its dmabuf while that is
+// on (*by_dmabuf says whether it went so), else by its address.
+int FiMrBackend::reg_device_on(const Domain &d, void *base, size_t len, uint64_t access,
+                               uint64_t key, const efa_device_hmem_t &h, fid_mr **out,
+                               bool *by_dmabuf) {
+    *by_dmabuf = false;
+    if (dmabuf_.load(std::memory_order_relaxed)) {
+        const int rc = reg_dmabuf(d, base, len, access, key, h, out);
+        if (rc == 0) {
+            *by_dmabuf = true;
+            return 0;
+        }
+        if (rc != -FI_ENODATA && dmabuf_.exchange(false) && dmabuf_rep_) {
+            dmabuf_rep_->say(1, std::string("device registrations: the provider refused one "
+                                            "through a dmabuf (") +
+                                    fi_strerror(-rc) + "); device addresses from now on");
+        }
+    }
+    return reg_one(d, base, len, access, key, &h, out);
 }
 
 int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *out) {
@@ -181,11 +205,23 @@ int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *ou
     // registered for remote access, and their local buffers where the
     // provider wants descriptors.  A rail that refuses leaves the range on
     // the rails before it.
-    const bool remote = (access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) != 0 ||
-                        (mr_local_ && (access & (FI_READ | FI_WRITE)) != 0);
-    for (size_t r = 1; remote && r < domains_.size() && r < static_cast<size_t>(kMrMaxRails); ++r) {
+    if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) != 0 ||
+        (mr_local_ && (access & (FI_READ | FI_WRITE)) != 0)) {
+        add_rails(base, len, access, key, nullptr, out);
+    }
+    return 0;
+}
+
+// The range, registered on the first NIC as out, on the rails' domains
+// too with the same key (a device allocation h as such), until one
+// refuses: the range stays on the rails before it.
+void FiMrBackend::add_rails(void *base, size_t len, uint64_t access, uint64_t key,
+                            const efa_device_hmem_t *h, MrRegistration *out) {
+    for (size_t r = 1; r < domains_.size() && r < static_cast<size_t>(kMrMaxRails); ++r) {
         fid_mr *rmr = nullptr;
-        if (reg_one(domains_[r], base, len, access, key, nullptr, &rmr) != 0) {
+        bool by_dmabuf = false;
+        if ((h ? reg_device_on(domains_[r], base, len, access, key, *h, &rmr, &by_dmabuf)
+               : reg_one(domains_[r], base, len, access, key, nullptr, &rmr)) != 0) {
             break;
         }
         MrRegistration::Rail &rail = out->rail[r - 1];
@@ -194,7 +230,6 @@ int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *ou
         rail.key = fi_mr_key(rmr);
         out->rails = static_cast<int>(r) + 1;
     }
-    return 0;
 }
 
 void FiMrBackend::dereg(const MrRegistration &r) {

@@ -471,6 +471,8 @@ class Engine {
     struct ReadOp;
     bool offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b);
     bool read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b);
+    bool post_read(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b, size_t n,
+                   efa_mr_t *mr, bool into_device);
     static void read_done(void *arg, int err);                // arg: the ReadOp
     static void read_landed(void *arg, size_t off, size_t n); // a device receive's piece
     void end_read(ReadOp *ro);

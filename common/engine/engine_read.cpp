@@ -17,8 +17,17 @@
 // peer is lost fails the receive.  The sender's registration lives until
 // its send finishes (FIN, the streamed data, a cancel or the peer's loss).
 //
-// A receive in device memory (efa_engine_req_t.device_buf, the bytes
-// landing in its host buffer first) is read in pieces of at most
+// A receive in device memory that the provider takes (device_by_provider:
+// FI_HMEM) is read straight into the device buffer's registration, striped
+// like a host buffer where that registration is on several NICs; on EFA
+// that is GPUDirect RDMA into the GPU, no copy on either side when the
+// sender's buffer is device memory too.  Where that registration cannot
+// be had or its read cannot be posted, or the provider does not take the
+// buffer, the read goes to the host buffer as below; a read into the
+// device that fails asks for DATA frames like any other.
+//
+// Another receive in device memory (its bytes landing in its host buffer
+// first) is read in pieces of at most
 // net_device_piece, each copied on to the device as soon as it is in
 // (landed), while the pieces after it are still read: only the last
 // piece's copy is left when the read ends, not the whole message's.  Once
@@ -50,7 +59,8 @@ struct Engine::ReadOp {
     // A device receive's pieces copied on as they landed (from progress,
     // mu_ not held): the bytes copied, and whether a copy failed.
     uint8_t *device_buf = nullptr;
-    size_t len = 0; // the bytes read
+    size_t len = 0;           // the bytes read
+    bool into_device = false; // read straight into the device buffer (mr its registration)
     std::atomic<size_t> device_copied{0};
     std::atomic<uint32_t> device_pieces{0};
     std::atomic<bool> device_failed{false};
@@ -90,7 +100,7 @@ bool Engine::offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b) {
         b.rail_key[r - 1] = efa_mr_rail_key(mr, static_cast<int>(r));
     }
     if (r->device) [[unlikely]] {
-        ++stats.device_send_read; // (its device registration: on the first NIC alone)
+        ++stats.device_send_read; // (its device registration: its keys on each NIC it is on)
     }
     return true;
 }
@@ -113,19 +123,39 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
     if (!read_on_ || 0 == n) {
         return false;
     }
+    efa_core_t *core = net_->core();
+    if (req->device_by_provider && nullptr != req->device_buf) [[unlikely]] {
+        int err = 0;
+        efa_mr_t *mr = efa_core_mr_acquire_device(core, req->device_buf, n, FI_READ, &err);
+        if (nullptr != mr && post_read(p, req, h, b, n, mr, true)) {
+            return true;
+        }
+        // (refused: said by the core; the host buffer takes the read)
+    }
+    efa_mr_t *mr = nullptr;
+    if (efa_core_get_info(core)->mr_local) {
+        int err = 0;
+        mr = efa_core_mr_acquire(core, req->buf, n, FI_READ, &err);
+        if (nullptr == mr) {
+            return false;
+        }
+    }
+    return post_read(p, req, h, b, n, mr, false);
+}
+
+// Under mu_: post the read of n bytes of b's offer into req's host buffer
+// or (into_device) straight into its device buffer, mr the buffer's
+// registration (given back here where nothing could be posted).
+bool Engine::post_read(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
+                       size_t n, efa_mr_t *mr, bool into_device) {
     auto ro = std::make_unique<ReadOp>();
     ro->engine = this;
     ro->req = req;
     ro->sender = h.sender;
     ro->sender_id = h.id;
+    ro->mr = mr;
+    ro->into_device = into_device;
     efa_core_t *core = net_->core();
-    if (efa_core_get_info(core)->mr_local) {
-        int err = 0;
-        ro->mr = efa_core_mr_acquire(core, req->buf, n, FI_READ, &err);
-        if (nullptr == ro->mr) {
-            return false;
-        }
-    }
     efa_rail_read_req_t r{};
     r.ctx = p->net->ctx0;
     r.addr = p->net->addr0;
@@ -134,15 +164,15 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
     // Below stripe_min one rail: the peer's in turn (striped, it does not matter).
     r.home = n < stripe_min_ ? net_->next_turn(p->net) : p->net->rail;
     r.piece_max = read_piece_;
-    if (nullptr != req->device_buf && params_.net_device_piece) {
+    r.buf = into_device ? req->device_buf : req->buf;
+    if (!into_device && nullptr != req->device_buf && params_.net_device_piece) {
         ro->device_buf = static_cast<uint8_t *>(req->device_buf);
         ro->len = n;
         r.piece_max = std::min(read_piece_, params_.net_device_piece);
         r.landed = read_landed;
     }
-    r.buf = req->buf;
     r.len = n;
-    r.mr = ro->mr;
+    r.mr = mr;
     r.raddr = b.addr;
     r.rkeys = static_cast<int>(std::clamp<uint32_t>(b.rails, 1, 4));
     r.rkey[0] = b.cookie;
@@ -159,7 +189,7 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
     t_posting = rd;
     const int rc = efa_core_rail_read(core, &r, &rd->read);
     t_posting = nullptr;
-    if (rc != 0) { // nothing went out: stream it
+    if (rc != 0) { // nothing went out: stream it (or read into the host buffer)
         reads_.pop_back();
         if (rd->mr) {
             efa_core_mr_release(core, rd->mr);
@@ -239,7 +269,10 @@ void Engine::end_read(ReadOp *r) {
     }
     if (0 == r->err) {
         // (every byte read went on to the device: the owner copies none)
-        if (r->device_buf && !r->device_failed.load() && r->device_copied.load() == r->len) {
+        if (r->into_device) [[unlikely]] {
+            req->device_landed = true;
+            ++stats.device_read_direct;
+        } else if (r->device_buf && !r->device_failed.load() && r->device_copied.load() == r->len) {
             req->device_landed = true;
             ++stats.device_read_landed;
         }

@@ -92,7 +92,8 @@ void efa_rdv_offer_end(efa_rdv_offer_t *o, int err);
 int efa_ctx_rdv_take(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len,
                      void (*done)(void *arg, int err, size_t msg_len), void *arg);
 /* The same into a buffer that needs its registration for the read (mr: a
- * device buffer's, efa_core_mr_acquire_device; over the first rail alone). */
+ * device buffer's, efa_core_mr_acquire_device; striped over the rails it is
+ * registered on). */
 int efa_ctx_rdv_take_mr(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len,
                         efa_mr_t *mr, void (*done)(void *arg, int err, size_t msg_len), void *arg);
 /* The receive that matched it failed before it could read: the sender is

@@ -49,9 +49,15 @@ struct efa_engine_req {
      * in device_buf directly; a read from another node, and a message
      * streamed as DATA frames, are copied on to it piece by piece
      * (net_device_piece).  device_landed (the caller clears it before
-     * posting): device_buf holds the whole message, buf not. */
+     * posting): device_buf holds the whole message, buf not.
+     * device_by_provider (read only with a device_buf): the provider
+     * takes device_buf (FI_HMEM): a read
+     * from another node goes straight into it, registered
+     * (efa_core_mr_acquire_device, FI_READ), where that registration
+     * works; its bytes never pass through buf. */
     void *device_buf;
     bool device_landed;
+    bool device_by_provider;
     bool device; /* the engine's: a send from device memory (efa_engine_send_device*) */
     /* Set when a receive completes: the message's envelope and full
      * length, and 0, -FI_ETRUNC (len > buflen: buflen bytes were stored)
@@ -216,7 +222,7 @@ int efa_engine_send_device(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t
 /* The same to a process on another node (-FI_EOPNOTSUPP otherwise), whose
  * device buffer mr registers (efa_core_mr_acquire_device, FI_REMOTE_READ):
  * a rendezvous whose RTS offers the receiver a read of that registration
- * (over the first NIC: a device registration is on it alone), or that
+ * (its keys on every NIC it is registered on), or that
  * streams DATA frames, read with the device's copy, where the receiver
  * cannot read.  Accepted (0 or 1), mr is the engine's, released when the
  * send ends; refused (negative), still the caller's. */
@@ -347,8 +353,9 @@ typedef struct efa_engine_stats {
      * refused, or the receiver's copy failed). */
     uint64_t device_ipc, device_streamed;
     /* Reads from another node into device memory whose every piece was
-     * copied to the device as it came in, and those pieces. */
-    uint64_t device_read_landed, device_read_pieces;
+     * copied to the device as it came in, and those pieces; reads straight
+     * into the device buffer's registration (device_by_provider). */
+    uint64_t device_read_landed, device_read_pieces, device_read_direct;
     /* Receives in device memory streamed as DATA frames (from this node
      * or another) whose every piece was copied to the device as its frames
      * came in, and those pieces. */

@@ -1,0 +1,157 @@
+// FiMrBackend's device registrations on a process's several NICs, against
+// stand-in domains that take every registration (or refuse each one): a
+// device allocation that peers may read or write, or that a read or write
+// of this process lands in or leaves from, is registered on every NIC
+// with the same key and its device's interface, so that a transfer of it
+// can be striped; one for messages alone stays on the first NIC; a NIC
+// that refuses leaves the allocation on the NICs before it.
+#include <gtest/gtest.h>
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include "core.hpp"
+#include "efa_device.h"
+
+namespace {
+
+struct StandInDomain {
+    fid_domain domain{}; // (first: the provider's calls get its fid)
+    fi_ops_mr mr_ops{};
+    bool refuse = false;
+    int taken = 0; // registrations taken
+    int live = 0;  // ... and not closed
+    uint64_t last_key = 0;
+    fi_hmem_iface last_iface = FI_HMEM_SYSTEM;
+    uint64_t last_access = 0;
+};
+
+struct StandInMr {
+    fid_mr mr{};
+    StandInDomain *domain = nullptr;
+};
+
+int close_mr(fid *f) {
+    auto *m = reinterpret_cast<StandInMr *>(f);
+    --m->domain->live;
+    delete m;
+    return 0;
+}
+fi_ops mr_fid_ops() {
+    fi_ops ops{};
+    ops.size = sizeof(fi_ops);
+    ops.close = close_mr;
+    return ops;
+}
+fi_ops g_mr_fid_ops = mr_fid_ops();
+
+int regattr(fid *f, const fi_mr_attr *attr, uint64_t, fid_mr **out) {
+    auto *d = reinterpret_cast<StandInDomain *>(f);
+    if (d->refuse) {
+        return -FI_ENOSYS;
+    }
+    ++d->taken;
+    ++d->live;
+    d->last_key = attr->requested_key;
+    d->last_iface = attr->iface;
+    d->last_access = attr->access;
+    auto *m = new StandInMr{};
+    m->mr.fid.ops = &g_mr_fid_ops;
+    m->mr.key = attr->requested_key;
+    m->mr.mem_desc = m;
+    m->domain = d;
+    *out = &m->mr;
+    return 0;
+}
+
+class FiMrBackendDeviceRails : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        for (StandInDomain &d : nics_) {
+            d.mr_ops.size = sizeof(fi_ops_mr);
+            d.mr_ops.regattr = regattr;
+            d.domain.mr = &d.mr_ops;
+        }
+        efa_device_install(efa_fake_device_ops());
+        efa_fake_device_visible(true);
+        buf_ = efa_fake_device_alloc(kLen);
+        ASSERT_NE(buf_, nullptr);
+    }
+    void TearDown() override {
+        efa_fake_device_free(buf_);
+        efa_fake_device_visible(false);
+        efa_device_install(nullptr);
+    }
+    std::vector<efa::FiMrBackend::Domain> domains() {
+        return {{&nics_[0].domain, {}}, {&nics_[1].domain, {}}, {&nics_[2].domain, {}}};
+    }
+    int live() const { return nics_[0].live + nics_[1].live + nics_[2].live; }
+    static constexpr size_t kLen = 1 << 16;
+    StandInDomain nics_[3];
+    void *buf_ = nullptr;
+};
+
+TEST_F(FiMrBackendDeviceRails, MemoryPeersReadIsRegisteredOnEveryNicWithOneKey) {
+    efa::FiMrBackend host(domains(), false);
+    efa::FiMrBackend device(domains(), false, host);
+    efa::MrRegistration r{};
+    ASSERT_EQ(device.reg(buf_, kLen, FI_REMOTE_READ, &r), 0);
+    EXPECT_TRUE(r.device);
+    ASSERT_EQ(r.rails, 3);
+    for (const StandInDomain &d : nics_) {
+        EXPECT_EQ(d.taken, 1);
+        EXPECT_EQ(d.last_key, r.key) << "the NICs' keys differ";
+        EXPECT_EQ(d.last_iface, FI_HMEM_SYSTEM) << "registered without its device's interface";
+        EXPECT_EQ(d.last_access, static_cast<uint64_t>(FI_REMOTE_READ));
+    }
+    EXPECT_NE(r.rail[0].desc, nullptr);
+    EXPECT_NE(r.rail[1].desc, r.rail[0].desc);
+    EXPECT_EQ(r.rail[1].key, r.key);
+    device.dereg(r);
+    EXPECT_EQ(live(), 0) << "a NIC's registration outlived the allocation's";
+}
+
+TEST_F(FiMrBackendDeviceRails, ALocalReadsTargetIsOnEveryNicWhateverMrLocalSays) {
+    efa::FiMrBackend host(domains(), false);
+    efa::FiMrBackend device(domains(), false, host); // (no FI_MR_LOCAL)
+    efa::MrRegistration r{};
+    ASSERT_EQ(device.reg(buf_, kLen, FI_READ, &r), 0);
+    EXPECT_EQ(r.rails, 3) << "a read striped into device memory needs its descriptor on each NIC";
+    device.dereg(r);
+    EXPECT_EQ(live(), 0);
+}
+
+TEST_F(FiMrBackendDeviceRails, MessagesAloneStayOnTheFirstNic) {
+    efa::FiMrBackend host(domains(), false);
+    efa::FiMrBackend device(domains(), false, host);
+    efa::MrRegistration r{};
+    ASSERT_EQ(device.reg(buf_, kLen, FI_SEND | FI_RECV, &r), 0);
+    EXPECT_EQ(r.rails, 1);
+    EXPECT_EQ(nics_[1].taken + nics_[2].taken, 0);
+    device.dereg(r);
+    EXPECT_EQ(live(), 0);
+}
+
+TEST_F(FiMrBackendDeviceRails, ANicThatRefusesLeavesItOnTheNicsBefore) {
+    nics_[1].refuse = true;
+    efa::FiMrBackend host(domains(), false);
+    efa::FiMrBackend device(domains(), false, host);
+    efa::MrRegistration r{};
+    ASSERT_EQ(device.reg(buf_, kLen, FI_REMOTE_READ | FI_REMOTE_WRITE, &r), 0);
+    EXPECT_EQ(r.rails, 1);
+    EXPECT_EQ(nics_[2].taken, 0) << "registered past a NIC that refused";
+    device.dereg(r);
+    EXPECT_EQ(live(), 0);
+}
+
+TEST_F(FiMrBackendDeviceRails, TheFirstNicsRefusalFailsTheRegistration) {
+    nics_[0].refuse = true;
+    efa::FiMrBackend host(domains(), false);
+    efa::FiMrBackend device(domains(), false, host);
+    efa::MrRegistration r{};
+    EXPECT_EQ(device.reg(buf_, kLen, FI_REMOTE_READ, &r), -FI_ENOSYS);
+    EXPECT_EQ(nics_[1].taken + nics_[2].taken, 0);
+    EXPECT_EQ(live(), 0);
+}
+
+} // namespace
