@@ -22,7 +22,9 @@
 #             mtl_efa_device_ipc 0, through the host), own matching on
 #             tcp;ofi_rxm with mtl_efa copying them (receives read from the
 #             sender copied to the device piece by piece), and the shm provider
-#             handed device buffers as they are (own: FI_HMEM);
+#             handed device buffers as they are (own: FI_HMEM; under own
+#             matching, read from the sender's device registration straight
+#             into the receiver's);
 #           - pml ob1 + btl_efa (tcp;ofi_rxm);
 #           - the anchors: pml cm + mtl/ofi on tcp;ofi_rxm, pml ob1 + sm
 #             (host staging), pml ob1 + sm + smcuda (CUDA IPC).
@@ -79,6 +81,7 @@ pt2pt_runs=(
     "mtl_efa-rxm-own-matching-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own --mca mtl_efa_device_buffers own"
     "mtl_efa-shm|1|--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none"
     "mtl_efa-shm-own|1|--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none --mca mtl_efa_matching provider --mca mtl_efa_device_buffers own"
+    "mtl_efa-shm-own-matching-own|1|--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own --mca mtl_efa_device_buffers own"
     "btl_efa-rxm|1|--mca pml ob1 --mca btl efa,self ${rxm[*]}"
     "mtl_ofi-rxm|0|--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tcp;ofi_rxm"
     "ob1-sm|0|--mca pml ob1 --mca btl sm,self"
@@ -163,6 +166,10 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
     # and whether their registrations went through a dmabuf)
     grep -h "(FI_HMEM)\|device registrations:" "$out/mtl_efa-shm-own.osu_latency.txt" |
         sed 's/^/    /' | sort -u
+    # (own matching on shm with FI_HMEM: device sends offered for reading
+    # from their registration, device receives read straight into theirs)
+    grep -h "device messages sent to other nodes\|device messages read from other nodes" \
+        "$out/mtl_efa-shm-own-matching-own.osu_latency.txt" | sed 's/^/    /' | sort -u
     echo
     echo "$fails run(s) of ours failed"
 } | tee "$out/summary.md"
