@@ -138,7 +138,7 @@ void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe,
         r->cqe = *cqe;
         r->finish = finish;
         /* (req->mr: a device buffer's registration, read into over the
-         * first rail; FI_MR_LOCAL's never, which has no rendezvous) */
+         * rails it is on; FI_MR_LOCAL's never, which has no rendezvous) */
         rc = efa_ctx_rdv_take_mr(req->ctx, peer, cqe->tag, req->buffer, req->length, req->mr,
                                  take_done, r);
     } else if (NULL != peer) {

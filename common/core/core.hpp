@@ -74,7 +74,7 @@ class FiMrBackend : public MrBackend {
                 const efa_device_hmem_t *hmem, fid_mr **out);
     int reg_dmabuf(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
                    const efa_device_hmem_t &h, fid_mr **out);
-    int reg_device_on(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
+    int reg_device_on(size_t nic, void *base, size_t len, uint64_t access, uint64_t key,
                       const efa_device_hmem_t &h, fid_mr **out, bool *by_dmabuf);
     void add_rails(void *base, size_t len, uint64_t access, uint64_t key,
                    const efa_device_hmem_t *h, MrRegistration *out);
@@ -86,7 +86,8 @@ class FiMrBackend : public MrBackend {
     std::atomic<uint64_t> own_keys_{1}; // for providers that do not pick keys
     std::atomic<uint64_t> *keys_;       // own_keys_, or the host backend's
     std::atomic<bool> dmabuf_{false};
-    std::atomic<uint64_t> dmabuf_regs_{0}; // device registrations made through a dmabuf
+    std::atomic<uint32_t> dmabuf_off_rails_{0}; // rails (bit per NIC) whose dmabuf was refused
+    std::atomic<uint64_t> dmabuf_regs_{0};      // device registrations made through a dmabuf
     Reporter *dmabuf_rep_ = nullptr;
 };
 

@@ -144,7 +144,7 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
     const uint64_t key = keys_->fetch_add(1);
     bool by_dmabuf = false;
     fid_mr *mr = nullptr;
-    if ((rc = reg_device_on(domains_[0], base, len, access, key, h, &mr, &by_dmabuf))) {
+    if ((rc = reg_device_on(0, base, len, access, key, h, &mr, &by_dmabuf))) {
         return rc;
     }
     if (by_dmabuf) {
@@ -163,22 +163,33 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
     return 0;
 }
 
-// The allocation h on one NIC's domain: through its dmabuf while that is
-// on (*by_dmabuf says whether it went so), else by its address.
-int FiMrBackend::reg_device_on(const Domain &d, void *base, size_t len, uint64_t access,
-                               uint64_t key, const efa_device_hmem_t &h, fid_mr **out,
-                               bool *by_dmabuf) {
+// The allocation h on NIC nic's domain: through its dmabuf while that is
+// on (*by_dmabuf says whether it went so), else by its address.  The
+// first NIC's refusal turns dmabuf off for good; a rail's, for that rail
+// alone (the first NIC's registrations, which every device buffer has,
+// keep theirs).
+int FiMrBackend::reg_device_on(size_t nic, void *base, size_t len, uint64_t access, uint64_t key,
+                               const efa_device_hmem_t &h, fid_mr **out, bool *by_dmabuf) {
+    const Domain &d = domains_[nic];
+    const uint32_t bit = 1u << nic;
     *by_dmabuf = false;
-    if (dmabuf_.load(std::memory_order_relaxed)) {
+    if (dmabuf_.load(std::memory_order_relaxed) &&
+        !(dmabuf_off_rails_.load(std::memory_order_relaxed) & bit)) {
         const int rc = reg_dmabuf(d, base, len, access, key, h, out);
         if (rc == 0) {
             *by_dmabuf = true;
             return 0;
         }
-        if (rc != -FI_ENODATA && dmabuf_.exchange(false) && dmabuf_rep_) {
+        // (-FI_ENODATA: no dmabuf for this allocation, not a refusal)
+        const bool first_refusal =
+            rc != -FI_ENODATA &&
+            (nic > 0 ? !(dmabuf_off_rails_.fetch_or(bit) & bit) : dmabuf_.exchange(false));
+        if (first_refusal && dmabuf_rep_) {
             dmabuf_rep_->say(1, std::string("device registrations: the provider refused one "
-                                            "through a dmabuf (") +
-                                    fi_strerror(-rc) + "); device addresses from now on");
+                                            "through a dmabuf") +
+                                    (nic > 0 ? " on NIC " + std::to_string(nic) : "") + " (" +
+                                    fi_strerror(-rc) + "); device addresses " +
+                                    (nic > 0 ? "there " : "") + "from now on");
         }
     }
     return reg_one(d, base, len, access, key, &h, out);
@@ -220,7 +231,7 @@ void FiMrBackend::add_rails(void *base, size_t len, uint64_t access, uint64_t ke
     for (size_t r = 1; r < domains_.size() && r < static_cast<size_t>(kMrMaxRails); ++r) {
         fid_mr *rmr = nullptr;
         bool by_dmabuf = false;
-        if ((h ? reg_device_on(domains_[r], base, len, access, key, *h, &rmr, &by_dmabuf)
+        if ((h ? reg_device_on(r, base, len, access, key, *h, &rmr, &by_dmabuf)
                : reg_one(domains_[r], base, len, access, key, nullptr, &rmr)) != 0) {
             break;
         }

@@ -140,7 +140,11 @@ bool Engine::read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
             return false;
         }
     }
-    return post_read(p, req, h, b, n, mr, false);
+    if (!post_read(p, req, h, b, n, mr, false)) {
+        ++stats.net_read_failed;
+        return false;
+    }
+    return true;
 }
 
 // Under mu_: post the read of n bytes of b's offer into req's host buffer
@@ -195,7 +199,6 @@ bool Engine::post_read(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
             efa_core_mr_release(core, rd->mr);
         }
         delete rd;
-        ++stats.net_read_failed;
         return false;
     }
     if (rd->ended_in_post) {

@@ -248,7 +248,8 @@ typedef struct efa_core_info {
     bool has_source;  /* FI_SOURCE granted: receives say who sent them (efa_cqe_t.src) */
     /* FI_HMEM granted: device buffers registered with
      * efa_core_mr_acquire_device (where the device backend describes its
-     * memory) go to the provider as they are (on the first NIC). */
+     * memory) go to the provider as they are (messages on the first NIC,
+     * RMA on every NIC they are registered on). */
     bool hmem;
 } efa_core_info_t;
 

@@ -25,10 +25,10 @@ struct efa_mr *efa_core_mr_acquire(struct efa_core *core, const void *addr, size
                                    uint64_t access, int *err);
 /* A device buffer (efa_device.h) where info.hmem: the whole allocation
  * that holds it, registered with its interface and device on the first
- * NIC and cached; a registration of an allocation freed since (its id
- * changed) is replaced.  NULL with *err where the provider or the device
- * backend cannot (the caller copies through the host instead).  Released
- * with efa_core_mr_release. */
+ * NIC (and, for RMA access, on the rails too) and cached; a registration
+ * of an allocation freed since (its id changed) is replaced.  NULL with
+ * *err where the provider or the device backend cannot (the caller
+ * copies through the host instead).  Released with efa_core_mr_release. */
 struct efa_mr *efa_core_mr_acquire_device(struct efa_core *core, const void *addr, size_t len,
                                           uint64_t access, int *err);
 /* Device registrations replaced because their allocation was freed. */

@@ -119,8 +119,8 @@ TEST_F(CoreDeviceMr, AFreedAllocationsRegistrationIsReplaced) {
     efa_fake_device_free(again);
 }
 
-// Both caches register on the first NIC's domain; shm picks no keys, and
-// refuses one asked for twice.
+// Both caches register on the same domains (here the first NIC's alone);
+// shm picks no keys, and refuses one asked for twice.
 TEST_F(CoreDeviceMr, HostAndDeviceRegistrationsTakeDistinctKeys) {
     open("shm");
     static char host[2][8192];

@@ -4,8 +4,13 @@
 // of this process lands in or leaves from, is registered on every NIC
 // with the same key and its device's interface, so that a transfer of it
 // can be striped; one for messages alone stays on the first NIC; a NIC
-// that refuses leaves the allocation on the NICs before it.
+// that refuses leaves the allocation on the NICs before it.  A rail that
+// refuses a dmabuf takes the allocation by address, and turns dmabuf off
+// for itself alone: the first NIC keeps it.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
@@ -19,8 +24,10 @@ struct StandInDomain {
     fid_domain domain{}; // (first: the provider's calls get its fid)
     fi_ops_mr mr_ops{};
     bool refuse = false;
-    int taken = 0; // registrations taken
-    int live = 0;  // ... and not closed
+    bool refuse_dmabuf = false;
+    int through_dmabuf = 0; // taken through a dmabuf
+    int taken = 0;          // registrations taken
+    int live = 0;           // ... and not closed
     uint64_t last_key = 0;
     fi_hmem_iface last_iface = FI_HMEM_SYSTEM;
     uint64_t last_access = 0;
@@ -45,11 +52,20 @@ fi_ops mr_fid_ops() {
 }
 fi_ops g_mr_fid_ops = mr_fid_ops();
 
-int regattr(fid *f, const fi_mr_attr *attr, uint64_t, fid_mr **out) {
+// FI_MR_DMABUF where libfabric has it (1.20+), else no flag at all.
+#ifdef FI_MR_DMABUF
+constexpr uint64_t kDmabuf = FI_MR_DMABUF;
+#else
+constexpr uint64_t kDmabuf = 0;
+#endif
+
+int regattr(fid *f, const fi_mr_attr *attr, uint64_t flags, fid_mr **out) {
     auto *d = reinterpret_cast<StandInDomain *>(f);
-    if (d->refuse) {
+    const bool dmabuf = kDmabuf && (flags & kDmabuf);
+    if (d->refuse || (dmabuf && d->refuse_dmabuf)) {
         return -FI_ENOSYS;
     }
+    d->through_dmabuf += dmabuf ? 1 : 0;
     ++d->taken;
     ++d->live;
     d->last_key = attr->requested_key;
@@ -151,6 +167,40 @@ TEST_F(FiMrBackendDeviceRails, TheFirstNicsRefusalFailsTheRegistration) {
     efa::MrRegistration r{};
     EXPECT_EQ(device.reg(buf_, kLen, FI_REMOTE_READ, &r), -FI_ENOSYS);
     EXPECT_EQ(nics_[1].taken + nics_[2].taken, 0);
+    EXPECT_EQ(live(), 0);
+}
+
+std::vector<std::string> g_said;
+void keep_verbose(int, const char *msg) {
+    g_said.emplace_back(msg);
+}
+
+TEST_F(FiMrBackendDeviceRails, ARailsDmabufRefusalTurnsItOffThereAlone) {
+    if (!kDmabuf) {
+        GTEST_SKIP() << "libfabric below 1.20 has no dmabuf registration to refuse";
+    }
+    nics_[1].refuse_dmabuf = true;
+    g_said.clear();
+    efa::Reporter rep;
+    rep.verbose = keep_verbose;
+    rep.verbosity = 1;
+    efa::FiMrBackend host(domains(), false);
+    efa::FiMrBackend device(domains(), false, host);
+    device.use_dmabuf(&rep);
+    for (int i = 0; i < 2; ++i) {
+        efa::MrRegistration r{};
+        ASSERT_EQ(device.reg(buf_, kLen, FI_REMOTE_READ, &r), 0);
+        EXPECT_EQ(r.rails, 3) << "the rail that refused a dmabuf was left out";
+        device.dereg(r);
+    }
+    EXPECT_TRUE(device.dmabuf()) << "one rail's refusal turned dmabuf off for the first NIC";
+    EXPECT_EQ(nics_[0].through_dmabuf, 2);
+    EXPECT_EQ(nics_[1].through_dmabuf, 0);
+    EXPECT_EQ(nics_[1].taken, 2) << "the rail took it by address";
+    EXPECT_EQ(nics_[2].through_dmabuf, 2);
+    EXPECT_EQ(device.dmabuf_regs(), 2u);
+    ASSERT_EQ(g_said.size(), 1u) << "said once";
+    EXPECT_NE(g_said[0].find("on NIC 1"), std::string::npos) << g_said[0];
     EXPECT_EQ(live(), 0);
 }
 
