@@ -80,6 +80,17 @@ bool mca_common_efa_cuda_ipc(efa_device_ops_t *ops);
 /* CUDA's dmabuf export added to ops, from the same driver
  * (common_efa_cuda_dmabuf.c, Open MPI 5): false where it cannot be. */
 bool mca_common_efa_cuda_dmabuf(efa_device_ops_t *ops);
+/* CUDA's pointer attribute calls (efa_cuda_pointer.h) from the same driver
+ * (common_efa_cuda_pointer.c, Open MPI 5): false where they cannot be. */
+struct efa_cuda_pointer_calls;
+bool mca_common_efa_cuda_pointer(struct efa_cuda_pointer_calls *cu);
+
+/* Open MPI's memory hooks (common_efa_mem_hooks.c): started before the
+ * first core opens, stopped after the last closes; on: every release of
+ * memory is reported to the core (its params' mem_release_hooks). */
+void mca_common_efa_mem_hooks_start(void);
+void mca_common_efa_mem_hooks_stop(void);
+bool mca_common_efa_mem_hooks_on(void);
 
 /* Hand a file of this process (an on-node channel's inbox) to the runtime,
  * which removes it if the process dies without finalizing.  A runtime that

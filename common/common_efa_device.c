@@ -16,6 +16,12 @@
 #include "opal/mca/accelerator/accelerator.h"
 #include "opal/mca/accelerator/base/base.h"
 
+#include "efa_cuda_pointer.h"
+
+/* The CUDA driver's pointer attribute calls, where the component is cuda
+ * and the driver has them (NULL otherwise: Open MPI's get_buffer_id). */
+static efa_cuda_pointer_calls_t cuda_pointer;
+
 /* Managed (unified) memory is the CPU's too: not device memory here. */
 static int ompi_check(const void *buf, size_t len) {
     (void)len;
@@ -50,7 +56,10 @@ static enum fi_hmem_iface ompi_iface(void) {
 }
 
 /* The allocation holding buf, its device and id (the id is what Open
- * MPI's own registration cache uses to see a device free). */
+ * MPI's own registration cache uses to see a device free), and whether
+ * its synchronous copies could be made to synchronize (CUDA: the driver's
+ * calls, efa_cuda_pointer.h; otherwise Open MPI's get_buffer_id, which
+ * fails for memory that refuses). */
 static int ompi_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
     int dev = MCA_ACCELERATOR_NO_DEVICE_ID;
     uint64_t flags = 0;
@@ -71,12 +80,20 @@ static int ompi_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
         len > size - ((uintptr_t)buf - (uintptr_t)base)) {
         return -FI_EINVAL;
     }
-    if (OPAL_SUCCESS != opal_accelerator.get_buffer_id(dev, buf, &id)) {
-        id = 0; /* (not registered: a freed allocation could not be told apart) */
+    /* (id 0: not registered, a freed allocation could not be told apart) */
+    bool no_sync_memops = false;
+    uint64_t id64 = 0;
+    if (NULL != cuda_pointer.get) {
+        if (0 != efa_cuda_buffer_id(&cuda_pointer, buf, &id64, &no_sync_memops)) {
+            id64 = 0;
+        }
+    } else if (OPAL_SUCCESS == opal_accelerator.get_buffer_id(dev, buf, &id)) {
+        id64 = (uint64_t)id;
     }
     out->iface = (int)iface;
     out->device = (uint64_t)dev;
-    out->buffer_id = (uint64_t)id;
+    out->buffer_id = id64;
+    out->no_sync_memops = no_sync_memops;
     out->base = (uintptr_t)base;
     out->len = size;
     return 0;
@@ -99,6 +116,9 @@ const efa_device_ops_t *mca_common_efa_device_ompi(void) {
     }
     if (0 == strcmp(name, "cuda") && NULL == ompi_ops.dmabuf) {
         (void)mca_common_efa_cuda_dmabuf(&ompi_ops); /* (the core's report says its use) */
+    }
+    if (0 == strcmp(name, "cuda") && NULL == cuda_pointer.get) {
+        (void)mca_common_efa_cuda_pointer(&cuda_pointer); /* (else Open MPI's get_buffer_id) */
     }
     return &ompi_ops;
 }

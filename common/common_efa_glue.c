@@ -1,7 +1,7 @@
 /*
- * OPAL glue of the shared core: parameters, diagnostics, modex, progress and
- * memory hooks.  Everything here runs once per process or at setup; the
- * data path lives in the C++ core.
+ * OPAL glue of the shared core: parameters, diagnostics, modex and progress
+ * (the memory hooks: common_efa_mem_hooks.c).  Everything here runs once
+ * per process or at setup; the data path lives in the C++ core.
  */
 #include "common_efa.h"
 #include "common_efa_compat.h"
@@ -17,8 +17,6 @@
 
 #include "opal/constants.h"
 #include "opal/mca/base/mca_base_var.h"
-#include "opal/mca/memory/base/base.h"
-#include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/error.h"
 #include "opal/util/output.h"
@@ -32,6 +30,7 @@ static struct {
     efa_core_params_t core;
     char *provider_shm; /* auto, on, off, provider: core.provider_shm from it */
     char *hmem;         /* auto, on, off: core.hmem and core.want_hmem from it */
+    char *hmem_vmm;     /* auto, on, off: core.hmem_vmm from it */
     char *onnode_dir;
     int onnode_slots;
     size_t onnode_slot_size;
@@ -183,6 +182,10 @@ static const mca_common_efa_param_t table[] = {
              "and described to the provider as FI_HMEM_SYSTEM memory, and FI_HMEM is asked "
              "for, so that a provider with FI_HMEM (shm) carries device buffers as it would a "
              "GPU's"},
+    {"debug_fake_device_vmm", MCA_BASE_VAR_TYPE_BOOL, C(debug_fake_device_vmm), .test_only = true,
+     .help = "Testing only, with debug_fake_device_hmem: the fake's memory is described as "
+             "memory without synchronous memory operations, as CUDA VMM memory is "
+             "(common_efa_hmem_vmm decides where it goes)"},
     {"hmem", MCA_BASE_VAR_TYPE_STRING, &params.hmem, .def_str = "auto", .choices = hmem_choices,
      .allowed = "auto, on or off", .topic = "bad-param", .unset_is_default = true,
      .level = OPAL_INFO_LVL_4,
@@ -195,6 +198,17 @@ static const mca_common_efa_param_t table[] = {
              "wherever Open MPI has an accelerator (a provider that cannot grant FI_HMEM with "
              "FI_ATOMIC then leaves btl_efa's atomics emulated); \"off\": never. Without "
              "FI_HMEM device buffers are copied through the host."},
+    {"hmem_vmm", MCA_BASE_VAR_TYPE_STRING, &params.hmem_vmm, .def_str = "auto",
+     .choices = hmem_choices, .allowed = "auto, on or off", .topic = "bad-param",
+     .unset_is_default = true, .level = OPAL_INFO_LVL_4,
+     .help = "Device (GPU) allocations whose synchronous copies the driver cannot be told to "
+             "finish before they return (CUDA VMM memory, as PyTorch's expandable segments, and "
+             "stream-ordered pool memory, cudaMallocAsync): \"on\": handed to a provider with "
+             "FI_HMEM like other device memory (the program must finish its copies into them, "
+             "e.g. by a stream synchronization, before the MPI call, or the NIC may read old "
+             "bytes); \"off\": copied through the host; \"auto\": on, but for libfabric's efa "
+             "fabric, whose posts of such memory fail (it sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS "
+             "on every CUDA buffer)."},
     {"dmabuf", MCA_BASE_VAR_TYPE_BOOL, C(dmabuf), .def = 1, .level = OPAL_INFO_LVL_4,
      .help = "Register device (GPU) allocations that go to a provider with FI_HMEM through a "
              "dmabuf first (FI_MR_DMABUF: the pages exported by the GPU's driver, no peer-memory "
@@ -224,7 +238,6 @@ static const mca_common_efa_param_t table[] = {
 
 static int var_index[NUM_PARAMS];
 static bool registered = false;
-static bool hooks_registered = false;
 static bool modex_sent = false;
 
 /* Is this on-node path parameter (mtl_efa_ or btl_efa_onnode_channel) of a
@@ -293,51 +306,6 @@ int mca_common_efa_register_params(const mca_base_component_t *component) {
     return OPAL_SUCCESS;
 }
 
-/* Open MPI installs its memory hooks only for a component that opens the
- * memory framework (as its registration caches do); without that the
- * support level stays 0 however the process was started.  Opened with the
- * core, closed with it (the framework counts its users). */
-static bool memory_framework_open = false;
-
-static void open_memory_framework(void) {
-    if (!memory_framework_open &&
-        OPAL_SUCCESS == mca_base_framework_open(&opal_memory_base_framework, 0)) {
-        memory_framework_open = true;
-    }
-}
-
-static void close_memory_framework(void) {
-    if (memory_framework_open) {
-        (void)mca_base_framework_close(&opal_memory_base_framework);
-        memory_framework_open = false;
-    }
-}
-
-static void mem_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc);
-
-/* Hear of every release of memory, free() included, where the runtime can
- * tell: only then may the core reuse a registration after its users let it
- * go (hooks_registered becomes the core's mem_release_hooks).  Without (no
- * memory component, as with "--mca memory ^patcher", or a static binary)
- * the support level is 0.  FREE implies MUNMAP; MUNMAP alone misses the
- * pages free() hands back.  Registered before the core opens, so that no
- * registration is made unheard. */
-static void start_mem_hooks(void) {
-    open_memory_framework();
-    if (!hooks_registered && (opal_mem_hooks_support_level() & OPAL_MEMORY_FREE_SUPPORT) &&
-        OPAL_SUCCESS == opal_mem_hooks_register_release(mem_release_cb, NULL)) {
-        hooks_registered = true;
-    }
-}
-
-static void stop_mem_hooks(void) {
-    if (hooks_registered) {
-        opal_mem_hooks_unregister_release(mem_release_cb);
-        hooks_registered = false;
-    }
-    close_memory_framework();
-}
-
 void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool need_remote_comm) {
     *p = params.core;
     p->need_remote_comm = need_remote_comm;
@@ -346,7 +314,10 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->local_size = mca_common_efa_local_size();
     p->provider_shm = provider_shm_switch();
     p->hmem = NULL == params.hmem || 0 != strcmp(params.hmem, "off");
-    p->mem_release_hooks = hooks_registered;
+    p->hmem_vmm = NULL == params.hmem_vmm || 0 == strcmp(params.hmem_vmm, "auto") ? EFA_SWITCH_AUTO
+                  : 0 == strcmp(params.hmem_vmm, "on")                            ? EFA_SWITCH_ON
+                                                                                  : EFA_SWITCH_OFF;
+    p->mem_release_hooks = mca_common_efa_mem_hooks_on();
 }
 
 static void verbose_cb(int level, const char *msg) {
@@ -476,12 +447,6 @@ void mca_common_efa_progress_remove(mca_common_efa_progress_fn_t fn) {
     update_progress_registration();
 }
 
-static void mem_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc) {
-    (void)cbdata;
-    (void)from_alloc;
-    efa_core_mem_release(buf, length);
-}
-
 /* Open MPI's accelerator is the core's device backend (from the first
  * acquire to the last release). */
 static bool device_installed = false;
@@ -492,7 +457,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
     setup_reporting();
     bool first = (NULL == efa_core_current());
     if (first) {
-        start_mem_hooks(); /* before get_params reads hooks_registered */
+        mca_common_efa_mem_hooks_start(); /* before get_params asks for them */
     }
     mca_common_efa_get_params(&p, thread_multiple, need_remote_comm);
     /* Device buffers may come to the provider: it is asked for FI_HMEM. */
@@ -502,7 +467,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
     efa_core_t *core = efa_core_acquire(&p, &err);
     if (NULL == core) {
         if (first) {
-            stop_mem_hooks();
+            mca_common_efa_mem_hooks_stop();
         }
         *opal_err = mca_common_efa_fi_to_opal(err);
         return NULL;
@@ -525,7 +490,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_GLOBAL, "common_efa", blob, len);
         if (OPAL_SUCCESS != rc) {
             efa_core_release(core);
-            stop_mem_hooks();
+            mca_common_efa_mem_hooks_stop();
             if (device_installed) {
                 efa_device_install(NULL);
                 device_installed = false;
@@ -554,7 +519,7 @@ void mca_common_efa_release(efa_core_t *core) {
         }
         progress_core = NULL;
         update_progress_registration();
-        stop_mem_hooks();
+        mca_common_efa_mem_hooks_stop();
         /* The modex key stays published; a later acquire in this process
          * (rare: a component re-opened) reopens endpoints with new names,
          * which is why it republishes. */

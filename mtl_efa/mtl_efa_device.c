@@ -104,11 +104,14 @@ void ompi_mtl_efa_device_fini(void) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: device buffers handed to the provider as they are "
                             "(FI_HMEM): %llu sends, %llu receives; %llu registrations of freed "
-                            "device memory replaced; %llu registrations through a dmabuf",
+                            "device memory replaced; %llu registrations through a dmabuf; "
+                            "%llu buffers without synchronous memory operations (CUDA VMM, pool "
+                            "memory) copied through the host (common_efa_hmem_vmm)",
                             (unsigned long long)ompi_mtl_efa.device_hmem_sent,
                             (unsigned long long)ompi_mtl_efa.device_hmem_received,
                             (unsigned long long)efa_core_mr_device_stale(ompi_mtl_efa.core),
-                            (unsigned long long)efa_core_mr_device_dmabuf(ompi_mtl_efa.core));
+                            (unsigned long long)efa_core_mr_device_dmabuf(ompi_mtl_efa.core),
+                            (unsigned long long)efa_core_mr_device_vmm_staged(ompi_mtl_efa.core));
     }
     ompi_mtl_efa.device_staging = false;
     ompi_mtl_efa.device_ipc = false;

@@ -201,6 +201,39 @@ ok=0
     grep -q "FI_HMEM not asked for (common_efa_hmem off): copied through the host" <<<"$OUT" &&
     ! grep -q "handed to the provider as they are" <<<"$OUT" && ok=1
 verdict hmem-off $ok "exit $RC, or device buffers went to the provider with common_efa_hmem off"
+# Memory without synchronous memory operations (CUDA VMM, pool memory;
+# the fake described so): with common_efa_hmem_vmm off it is copied
+# through the host on every path that would hand it to the provider (the
+# provider's messages, the own matching's reads, btl_efa's window), and
+# counted; by default (auto, shm not being libfabric's efa fabric) it goes
+# to the provider like other device memory.  device_buffers checks every
+# byte.
+vmm_staged() { # the finalize lines' buffers without synchronous memory operations staged, summed
+    sed -n "s/.*; \([0-9]*\) buffers without synchronous memory operations.*/\1/p" <<<"$OUT" |
+        awk '{n += $1} END {print n + 0}'
+}
+vmm=(--mca common_efa_debug_fake_device_vmm 1)
+run "${hmem[@]}" "${vmm[@]}" --mca common_efa_provider_include shm "$prog" -P -s 64K
+read -r hs hr hst < <(hmem_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$hs" -gt 0 ] && [ "$hr" -gt 0 ] &&
+    [ "$(vmm_staged)" -eq 0 ] &&
+    grep -q "device memory without synchronous memory operations (CUDA VMM, pool memory): handed to the provider too (common_efa_hmem_vmm auto: not libfabric's efa fabric" <<<"$OUT" && ok=1
+verdict hmem-shm-vmm-auto $ok "exit $RC, $hs sends and $hr receives by FI_HMEM, $(vmm_staged) staged, of memory without synchronous copies under common_efa_hmem_vmm auto"
+run "${hmem[@]}" "${vmm[@]}" --mca common_efa_provider_include shm --mca common_efa_hmem_vmm off \
+    "$prog" -P -s 64K
+read -r hs hr hst < <(hmem_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$hs" -eq 0 ] && [ "$hr" -eq 0 ] &&
+    [ "$(vmm_staged)" -gt 0 ] &&
+    grep -q "copied through the host (common_efa_hmem_vmm off)" <<<"$OUT" &&
+    grep -q "without synchronous memory operations (CUDA VMM or pool memory) met: copied through the host" <<<"$OUT" && ok=1
+verdict hmem-shm-vmm-off $ok "exit $RC, $hs sends and $hr receives by FI_HMEM, $(vmm_staged) staged, with common_efa_hmem_vmm off"
+run "${own_hmem[@]}" "${vmm[@]}" --mca common_efa_hmem_vmm off "$prog" -P -s 1M
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$(read_offers)" -eq 0 ] &&
+    [ "$(direct_reads)" -eq 0 ] && [ "$(vmm_staged)" -gt 0 ] && ok=1
+verdict own-read-vmm-off $ok "exit $RC: $(read_offers) offered for reading, $(direct_reads) read into the device, $(vmm_staged) staged, with common_efa_hmem_vmm off"
 # There the host buffers of 64 KiB and more that carry the device bytes
 # are kept from one message to the next (their pages faulted in and
 # registered once): most are reused.
@@ -286,6 +319,17 @@ ok=0
     grep -q "btl:efa: device memory registered .* the provider's RDMA (FI_HMEM)" <<<"$OUT" &&
     [ "$native" -gt 0 ] && [ "$requests" -eq 0 ] && ok=1
 verdict window-shm-hmem $ok "exit $RC, $native by the provider's RDMA, $requests as requests"
+# (memory without synchronous memory operations, common_efa_hmem_vmm off:
+# as requests)
+run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include shm \
+    --mca btl_efa_rma_mode native --mca common_efa_debug_fake_device 1 \
+    --mca common_efa_debug_fake_device_hmem 1 "${vmm[@]}" --mca common_efa_hmem_vmm off \
+    --mca common_efa_verbose 1 "$prog" -w
+read -r native requests < <(hmem_rma_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory" <<<"$OUT" &&
+    [ "$native" -eq 0 ] && [ "$requests" -gt 0 ] && ok=1
+verdict window-shm-vmm-off $ok "exit $RC, $native by the provider's RDMA, $requests as requests, with common_efa_hmem_vmm off"
 
 # osc/rdma over btl_efa: a window in device memory carries puts and gets
 # from and into host and device buffers (the owner copies with the
@@ -320,6 +364,21 @@ ok=0
 [ $RC -ne 0 ] && [ $RC -ne 124 ] && grep -q "Allowed:   auto, open-mpi, own" <<<"$OUT" &&
     ! grep -qiE "segmentation fault|signal 11" <<<"$OUT" && ok=1
 verdict bad-setting-refused $ok "exit $RC: a bad mtl_efa_device_buffers was not refused clearly"
+
+# The GPU check's own program (tests/gpu/vmm_buffers.c, run on a GPU host
+# only) compiles against this Open MPI and CUDA's headers, so that it does
+# not rot between GPU runs.
+cuda=${CUDA_HOME:-/usr/local/cuda}
+top=$(cd "$(dirname "$0")/.." && pwd)
+if [ -f "$cuda/include/cuda.h" ]; then
+    OUT=$(mpicc -Wall -Wextra -Werror -fsyntax-only -I"$cuda/include" "$top/tests/gpu/vmm_buffers.c" 2>&1)
+    RC=$?
+    ok=0
+    [ $RC -eq 0 ] && ok=1
+    verdict gpu-vmm-program-compiles $ok "tests/gpu/vmm_buffers.c does not compile"
+else
+    echo "SKIP device/gpu-vmm-program-compiles: no CUDA headers at $cuda/include"
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -144,6 +144,8 @@ expect_failure bad-provider-shm "auto, on, off or provider" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_provider_shm yes
 expect_failure bad-hmem "auto, on or off" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_hmem yes
+expect_failure bad-hmem-vmm "auto, on or off" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_hmem_vmm always
 expect_failure rnr-retry-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_rnr_retry 8
 # NIC lists: names this host does not offer (a mistyped exclusion would
@@ -271,7 +273,7 @@ expect_failure bad-atomic-mode "Allowed:   auto, native, emulated" "${ob1[@]}" \
 expect_output empty-modes-are-auto "btl:efa: put native \\(provider RMA\\)" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_rma_mode "" --mca btl_efa_atomic_mode "" \
     --mca btl_efa_single_copy "" --mca common_efa_provider_shm "" --mca common_efa_hmem "" \
-    --mca common_efa_verbose 1
+    --mca common_efa_hmem_vmm "" --mca common_efa_verbose 1
 expect_failure native-atomics-unavailable "cannot do" "${ob1[@]}" \
     --mca btl_efa_provider_include "udp;ofi_rxd" --mca btl_efa_atomic_mode native
 # A native transfer limit of one byte would cut a large put into as many

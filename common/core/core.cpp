@@ -271,6 +271,8 @@ int open_core(efa_core *core) {
         if (core->params.dmabuf && dmabuf_in_api(core->selection.api_version)) {
             core->dev_mr_backend->use_dmabuf(&core->rep);
         }
+        core->dev_vmm_ok =
+            hmem_vmm_allowed(core->params.hmem_vmm, ni->fabric_attr->name, &core->dev_vmm_why);
     }
     core->progress_batch = core->params.progress_batch;
     core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;
@@ -392,11 +394,17 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
         efa_device_install(efa_fake_device_ops());
         efa_fake_device_refuse_ipc(core->params.debug_fake_device_no_ipc);
         efa_fake_device_visible(core->params.debug_fake_device_hmem);
-        core->rep.say(1, std::string("device memory: the fake device's (a test setting), ") +
-                             (core->params.debug_fake_device_hmem
-                                  ? "visible to the CPU and the provider (FI_HMEM_SYSTEM)"
-                                  : "which the CPU cannot touch") +
-                             (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : ""));
+        efa_fake_device_no_sync_memops(core->params.debug_fake_device_vmm);
+        core->rep.say(1,
+                      std::string("device memory: the fake device's (a test setting), ") +
+                          (core->params.debug_fake_device_hmem
+                               ? "visible to the CPU and the provider (FI_HMEM_SYSTEM)"
+                               : "which the CPU cannot touch") +
+                          (core->params.debug_fake_device_hmem && core->params.debug_fake_device_vmm
+                               ? ", described as memory without synchronous memory "
+                                 "operations (as CUDA VMM memory)"
+                               : "") +
+                          (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : ""));
     }
     g_core = core.release();
     return g_core;

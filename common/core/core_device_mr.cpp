@@ -24,6 +24,16 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     if (0 == rc && 0 == h.buffer_id) {
         rc = -FI_EOPNOTSUPP;
     }
+    if (0 == rc && h.no_sync_memops && !core->dev_vmm_ok) {
+        if (0 == core->dev_vmm_staged.fetch_add(1, std::memory_order_relaxed)) {
+            core->rep.say(1, std::string("device memory without synchronous memory operations "
+                                         "(CUDA VMM or pool memory) met: copied through the "
+                                         "host (") +
+                                 core->dev_vmm_why + ")");
+        }
+        *err = -FI_EOPNOTSUPP;
+        return nullptr;
+    }
     if (0 == rc) {
         std::lock_guard<std::mutex> guard(core->dev_refused_lock);
         const auto &r = core->dev_refused;
@@ -62,6 +72,29 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     return nullptr;
 }
 
+} // extern "C"
+
+bool efa::hmem_vmm_allowed(int sw, const char *fabric, const char **why) {
+    if (EFA_SWITCH_ON == sw) {
+        *why = "common_efa_hmem_vmm on";
+        return true;
+    }
+    if (EFA_SWITCH_OFF == sw) {
+        *why = "common_efa_hmem_vmm off";
+        return false;
+    }
+    // (efa-direct, the same device without the RDM layer, sets nothing)
+    if (fabric && 0 == strcmp(fabric, "efa")) {
+        *why = "common_efa_hmem_vmm auto: libfabric's efa fabric fails posts of CUDA memory "
+               "that refuses CU_POINTER_ATTRIBUTE_SYNC_MEMOPS; on hands it over anyway";
+        return false;
+    }
+    *why = "common_efa_hmem_vmm auto: not libfabric's efa fabric, which fails their posts";
+    return true;
+}
+
+extern "C" {
+
 // Messages with FI_HMEM on the first NIC's provider:
 // what a job whose device buffers go to the provider would be granted
 // (its FI_ATOMIC may not come with it: shm).
@@ -85,6 +118,10 @@ bool efa_core_offers_hmem(const efa_core_t *core) {
 
 uint64_t efa_core_mr_device_stale(const efa_core_t *core) {
     return core->dev_mr_stale.load(std::memory_order_relaxed);
+}
+
+uint64_t efa_core_mr_device_vmm_staged(const efa_core_t *core) {
+    return core->dev_vmm_staged.load(std::memory_order_relaxed);
 }
 
 uint64_t efa_core_mr_device_dmabuf(const efa_core_t *core) {

@@ -89,6 +89,11 @@ void CoreReport::add_core_lines(const efa_core &core) {
                                     "false)"
                                   : "device registrations: by device address (dmabuf needs "
                                     "libfabric 1.20 or later, built with and run)");
+        node_lines_.push_back(
+            std::string("device memory without synchronous memory operations "
+                        "(CUDA VMM, pool memory): ") +
+            (core.dev_vmm_ok ? "handed to the provider too (" : "copied through the host (") +
+            core.dev_vmm_why + ")");
     } else if (device_may_come) {
         node_lines_.push_back(core.params.hmem
                                   ? "device buffers: FI_HMEM asked for, not granted by the "

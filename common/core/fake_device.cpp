@@ -17,7 +17,8 @@
 // handed out is mapped readable and writable too, and described as
 // FI_HMEM_SYSTEM memory, so that a provider with FI_HMEM (shm) can carry
 // it; its id for registrations is the serial number, and its memfd is its
-// dmabuf.
+// dmabuf.  Described as memory without synchronous memory operations
+// (efa_fake_device_no_sync_memops), it stands for CUDA VMM memory.
 // Contiguous buffers only: Open MPI packs a non-contiguous datatype with
 // the CPU, which it never does for a real GPU's memory (it knows that
 // memory, not the fake's).
@@ -41,11 +42,12 @@
 namespace {
 
 struct Region {
-    size_t len;      // mapped bytes (whole pages)
-    uint8_t *host;   // the private view
-    int fd;          // the memfd, kept for peers to import (-1: imported)
-    uint64_t serial; // this process's allocation number (its memfd's name)
-    bool visible;    // mapped readable at the address handed out too (hmem)
+    size_t len;          // mapped bytes (whole pages)
+    uint8_t *host;       // the private view
+    int fd;              // the memfd, kept for peers to import (-1: imported)
+    uint64_t serial;     // this process's allocation number (its memfd's name)
+    bool visible;        // mapped readable at the address handed out too (hmem)
+    bool no_sync_memops; // described as VMM memory is (hmem)
 };
 
 std::mutex g_lock;
@@ -55,6 +57,7 @@ std::atomic<bool> g_refuse_ipc{false};
 std::atomic<uint64_t> g_imports{0}, g_import_tries{0};
 std::atomic<bool> g_visible{false};
 std::atomic<bool> g_offer_dmabuf{true};
+std::atomic<bool> g_no_sync_memops{false};
 
 // What a handle of the fake holds.
 struct FakeHandle {
@@ -100,7 +103,8 @@ void *map_both(int fd, size_t len, int own_fd, uint64_t serial) {
     }
     std::lock_guard<std::mutex> guard(g_lock);
     g_regions[reinterpret_cast<uintptr_t>(dev)] =
-        Region{len, static_cast<uint8_t *>(host), own_fd, serial, visible};
+        Region{len,     static_cast<uint8_t *>(host),      own_fd, serial,
+               visible, visible && g_no_sync_memops.load()};
     return dev;
 }
 
@@ -245,6 +249,7 @@ int fake_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
     out->buffer_id = r->serial;
     out->base = base;
     out->len = r->len;
+    out->no_sync_memops = r->no_sync_memops;
     return 0;
 }
 
@@ -360,6 +365,10 @@ void efa_fake_device_visible(bool visible) {
 
 void efa_fake_device_dmabuf(bool offer) {
     g_offer_dmabuf.store(offer);
+}
+
+void efa_fake_device_no_sync_memops(bool none) {
+    g_no_sync_memops.store(none);
 }
 
 } // extern "C"

@@ -199,6 +199,13 @@ typedef struct efa_core_params {
     bool want_hmem;
     bool hmem;
     bool dmabuf; /* device allocations registered through a dmabuf first (FI_MR_DMABUF) */
+    /* EFA_SWITCH_*: device allocations without synchronous memory
+     * operations (CUDA VMM and pool memory) go to the provider too (on),
+     * never (off), or where the provider takes them (auto, the default:
+     * not libfabric's efa fabric; efa::hmem_vmm_allowed) */
+    int hmem_vmm;
+    /* the fake's visible memory is described as such memory (test path) */
+    bool debug_fake_device_vmm;
 } efa_core_params_t;
 
 /* Tri-state answers and requests for the efa provider's switches. */

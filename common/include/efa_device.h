@@ -60,6 +60,12 @@ typedef struct efa_device_hmem {
     uint64_t buffer_id; /* of the allocation; 0 where the backend has none */
     uintptr_t base;     /* the allocation */
     size_t len;
+    /* The device cannot be told to finish a synchronous copy into it before
+     * the copy returns (CUDA: VMM and stream-ordered pool memory refuse
+     * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS), so a NIC reading it right after
+     * such a copy could read old bytes, and some providers refuse to post
+     * it (the core's rule: efa_core_params_t's hmem_vmm). */
+    bool no_sync_memops;
 } efa_device_hmem_t;
 
 typedef struct efa_device_ops {
@@ -143,6 +149,10 @@ void efa_fake_device_visible(bool visible);
 /* The fake offers dmabufs (true, the default) or has none (false: tests
  * of the plain registration path). */
 void efa_fake_device_dmabuf(bool offer);
+/* Visible allocations from now on are described as memory without
+ * synchronous memory operations (efa_device_hmem_t's no_sync_memops), as
+ * CUDA VMM allocations are (tests of the rule for them). */
+void efa_fake_device_no_sync_memops(bool none);
 
 #ifdef __cplusplus
 }

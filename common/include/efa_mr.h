@@ -27,12 +27,17 @@ struct efa_mr *efa_core_mr_acquire(struct efa_core *core, const void *addr, size
  * that holds it, registered with its interface and device on the first
  * NIC (and, for RMA access, on the rails too) and cached; a registration
  * of an allocation freed since (its id changed) is replaced.  NULL with
- * *err where the provider or the device backend cannot (the caller
- * copies through the host instead).  Released with efa_core_mr_release. */
+ * *err where the provider or the device backend cannot, or common_efa_hmem_vmm
+ * keeps the allocation from the provider (the caller copies through the
+ * host instead).  Released with efa_core_mr_release. */
 struct efa_mr *efa_core_mr_acquire_device(struct efa_core *core, const void *addr, size_t len,
                                           uint64_t access, int *err);
 /* Device registrations replaced because their allocation was freed. */
 uint64_t efa_core_mr_device_stale(const struct efa_core *core);
+/* Device buffers refused because their allocation has no synchronous
+ * memory operations (CUDA VMM or pool memory) and common_efa_hmem_vmm
+ * keeps such memory from this provider: copied through the host. */
+uint64_t efa_core_mr_device_vmm_staged(const struct efa_core *core);
 /* Device registrations made through a dmabuf (FI_MR_DMABUF), and whether
  * the next one will try (common_efa_dmabuf, libfabric 1.20+, and no
  * refusal by the provider so far). */

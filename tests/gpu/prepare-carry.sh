@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepares the GPU check's cargo on this machine (no GPU needed): the
 # components built against the GPU kit's Open MPI 5.0.10 and libfabric 2.6
-# (../shared/gpu-kit, its README), installed into .gpu/inst, and the kit's
-# tarball beside them in .gpu/.  The device tool then carries .gpu/ with
+# (../shared/gpu-kit, its README), installed into .gpu/inst, the check's
+# VMM program in .gpu/bin, and the kit's tarball beside them in .gpu/.  The device tool then carries .gpu/ with
 # the checkout, and tests/gpu/run-gpu-check.sh runs there:
 #   tests/gpu/prepare-carry.sh [KIT_TARBALL]    (default ../shared/gpu-kit/kit.tar.xz)
 #   device: bash tests/gpu/run-gpu-check.sh -u .gpu/kit.tar.xz -c .gpu/inst/lib/openmpi -o $OUT
@@ -23,6 +23,12 @@ cd "$cargo/build"
 "$top/configure" --with-ompi=/tmp/gpu-kit/ompi --with-libfabric=/tmp/gpu-kit/libfabric \
     --prefix="$cargo/inst" >configure.out 2>&1 || { tail -20 configure.out; exit 1; }
 make -j"$(nproc)" install >make.out 2>&1 || { grep -E "error" -A3 make.out | head -30; exit 1; }
+# The check's own program of VMM and pool memory (CUDA's driver API; the
+# driver's stub library here, the driver itself there).
+cuda=${CUDA_HOME:-/usr/local/cuda}
+mkdir -p "$cargo/bin"
+mpicc -Wall -Wextra -O2 -I"$cuda/include" "$top/tests/gpu/vmm_buffers.c" \
+    -o "$cargo/bin/vmm_buffers" -L"$cuda/lib64/stubs" -lcuda
 cd "$top" && rm -rf "$cargo/build"
 du -sh "$cargo"
 echo "prepare-carry: $cargo ready (carry .gpu)"

@@ -28,6 +28,14 @@
 #           - pml ob1 + btl_efa (tcp;ofi_rxm);
 #           - the anchors: pml cm + mtl/ofi on tcp;ofi_rxm, pml ob1 + sm
 #             (host staging), pml ob1 + sm + smcuda (CUDA IPC).
+#   vmm     tests/gpu/vmm_buffers (.gpu/bin, built by prepare-carry.sh):
+#           plain, VMM (one physical allocation, and a buffer across two)
+#           and stream-ordered pool memory sent both ways, every byte
+#           checked, over mtl_efa on shm handed device buffers as they are
+#           (common_efa_hmem_vmm auto, and off), the on-node path with
+#           mtl_efa copying (CUDA IPC; VMM and pool memory have no legacy
+#           IPC handle and stream), own matching on tcp;ofi_rxm, ob1 +
+#           btl_efa, and ob1 + sm + smcuda (the anchor).
 #   osc     osu_put_latency and osu_get_bw with windows in device memory
 #           (MPI_Win_create) over osc/rdma + btl_efa (puts and gets executed
 #           by the window's owner with the device's copy; on shm with
@@ -93,6 +101,18 @@ osc_runs=(
     "osc-default|0|--mca pml ob1 --mca btl sm,smcuda,self"
 )
 
+shm_own=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel none
+    --mca mtl_efa_matching provider --mca mtl_efa_device_buffers own)
+vmm_runs=(
+    "vmm-shm-own|1|${shm_own[*]}"
+    "vmm-shm-own-vmm-off|1|${shm_own[*]} --mca common_efa_hmem_vmm off"
+    "vmm-onnode-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own"
+    "vmm-rxm-own-matching-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own --mca mtl_efa_device_buffers own"
+    "vmm-btl_efa-rxm|1|--mca pml ob1 --mca btl efa,self ${rxm[*]}"
+    "vmm-ob1-sm-smcuda|0|--mca pml ob1 --mca btl sm,smcuda,self"
+)
+vmm_prog=$top/.gpu/bin/vmm_buffers
+
 fails=0
 # run NAME OURS BENCH ARGS... : one mpirun, its log in $out/NAME.BENCH.txt
 run() {
@@ -126,6 +146,16 @@ for r in "${osc_runs[@]}"; do
             -d cuda -w create -m 1:1048576 D D
     done
 done
+for r in "${vmm_runs[@]}"; do
+    IFS='|' read -r name ours args <<<"$r"
+    read -r -a a <<<"$args"
+    if [ -x "$vmm_prog" ] || [ $list = 1 ]; then
+        run "$name" "$ours" vmm_buffers "${a[@]}" --mca common_efa_verbose 1 "$vmm_prog" -s 4194304
+    elif [ "$ours" = 1 ]; then
+        echo "run-gpu-check: no $vmm_prog (tests/gpu/prepare-carry.sh builds it)" >&2
+        fails=$((fails + 1))
+    fi
+done
 [ $list = 1 ] && exit 0
 
 # The summary: latency (us) at 1 B, 64 KiB, 4 MiB; peak bandwidth (MB/s).
@@ -154,7 +184,23 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
             echo "| $name $b | $(tail -n 1 "$l" | cut -d' ' -f2)$said | | $(at "$l" 1) | | | $(peak "$l") |"
         done
     done
+    for r in "${vmm_runs[@]}"; do
+        name=${r%%|*}
+        l=$out/$name.vmm_buffers.txt
+        [ -f "$l" ] || continue
+        echo "| $name vmm_buffers | $(tail -n 1 "$l" | cut -d' ' -f2) |" \
+            "$(grep -q '^ok vmm_buffers' "$l" && echo ok || echo FAILED) | | | | |"
+    done
     echo
+    # (VMM and pool memory: where the report sends it, what was copied for
+    # it, and whether Open MPI's buffer-id call still complained)
+    for name in vmm-shm-own vmm-shm-own-vmm-off; do
+        l=$out/$name.vmm_buffers.txt
+        [ -f "$l" ] || continue
+        echo "    $name:"
+        grep -h "without synchronous memory operations\|(FI_HMEM)\|bufferID\|cuPointerSetAttribute" "$l" |
+            sed 's/^/      /' | sort -u
+    done
     # (the own run's finalize counts: device messages by CUDA IPC, streamed)
     grep -h "device messages received from this node\|device buffers to processes of this node" \
         "$out/mtl_efa-onnode-own.osu_latency.txt" | sed 's/^/    /' | sort -u

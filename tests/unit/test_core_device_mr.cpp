@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
@@ -29,10 +30,13 @@ namespace {
 // A core on 'provider' with the fake device visible and FI_HMEM asked for.
 class CoreDeviceMr : public ::testing::Test {
   protected:
-    void open(const char *provider, bool hmem = true, bool dmabuf = true) {
+    void open(const char *provider, bool hmem = true, bool dmabuf = true, bool vmm = false,
+              int hmem_vmm = EFA_SWITCH_AUTO) {
         efa_core_params_t p = core_test_params(provider);
         p.debug_fake_device = true;
         p.debug_fake_device_hmem = true;
+        p.debug_fake_device_vmm = vmm;
+        p.hmem_vmm = hmem_vmm;
         p.hmem = hmem;
         p.dmabuf = dmabuf;
         int err = 0;
@@ -45,6 +49,7 @@ class CoreDeviceMr : public ::testing::Test {
         }
         efa_fake_device_visible(false);
         efa_fake_device_dmabuf(true);
+        efa_fake_device_no_sync_memops(false);
     }
     // One allocation of the fake registered for remote reads and released:
     // the registrations made through a dmabuf so far (UINT64_MAX where the
@@ -240,6 +245,68 @@ TEST_F(CoreDeviceMr, DmabufOffRegistersByAddress) {
     open("shm", true, false);
     EXPECT_FALSE(efa_core_mr_dmabuf_on(core_));
     EXPECT_EQ(dmabuf_regs_after_one(), 0u);
+}
+
+// Memory without synchronous memory operations (CUDA VMM and pool
+// memory; here the fake described so): common_efa_hmem_vmm on and auto
+// hand it to shm like other device memory; off copies it through the host
+// (the registration refused, counted, and nothing registered); memory
+// with them is registered whatever the switch says.
+TEST_F(CoreDeviceMr, MemoryWithoutSynchronousCopiesFollowsHmemVmm) {
+    for (int sw : {EFA_SWITCH_AUTO, EFA_SWITCH_ON, EFA_SWITCH_OFF}) {
+        open("shm", true, true, true, sw);
+        void *dev = efa_fake_device_alloc(4096);
+        ASSERT_NE(dev, nullptr);
+        efa_device_hmem_t h{};
+        ASSERT_EQ(efa_device_hmem(dev, 4096, &h), 0);
+        EXPECT_TRUE(h.no_sync_memops);
+        int err = 0;
+        efa_mr_t *mr = efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND | FI_REMOTE_READ, &err);
+        if (EFA_SWITCH_OFF == sw) {
+            EXPECT_EQ(mr, nullptr);
+            EXPECT_EQ(err, -FI_EOPNOTSUPP);
+            EXPECT_EQ(efa_core_mr_device_vmm_staged(core_), 1u);
+            EXPECT_EQ(efa_core_mr_acquire_device(core_, dev, 64, FI_SEND, &err), nullptr);
+            EXPECT_EQ(efa_core_mr_device_vmm_staged(core_), 2u); // (each buffer counted)
+        } else {
+            EXPECT_NE(mr, nullptr) << "switch " << sw << ": " << err;
+            EXPECT_EQ(efa_core_mr_device_vmm_staged(core_), 0u);
+        }
+        if (mr) {
+            efa_core_mr_release(core_, mr);
+        }
+        efa_fake_device_free(dev);
+        // Memory the device synchronizes goes to the provider under off too.
+        efa_fake_device_no_sync_memops(false);
+        void *plain = efa_fake_device_alloc(4096);
+        ASSERT_NE(plain, nullptr);
+        ASSERT_EQ(efa_device_hmem(plain, 4096, &h), 0);
+        EXPECT_FALSE(h.no_sync_memops);
+        mr = efa_core_mr_acquire_device(core_, plain, 4096, FI_SEND, &err);
+        EXPECT_NE(mr, nullptr) << "switch " << sw << ": " << err;
+        if (mr) {
+            efa_core_mr_release(core_, mr);
+        }
+        efa_fake_device_free(plain);
+        efa_core_release(core_);
+        core_ = nullptr;
+    }
+}
+
+// "auto" keeps such memory from libfabric's efa fabric alone (its RDM
+// endpoint fails the posts); "on" and "off" are what they say anywhere.
+TEST(HmemVmmAllowed, AutoKeepsItFromTheEfaFabricAlone) {
+    const char *why = nullptr;
+    EXPECT_FALSE(efa::hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", &why));
+    EXPECT_NE(std::string(why).find("CU_POINTER_ATTRIBUTE_SYNC_MEMOPS"), std::string::npos);
+    for (const char *fabric : {"efa-direct", "shm", "tcp", "udp", "TCP-IP"}) {
+        EXPECT_TRUE(efa::hmem_vmm_allowed(EFA_SWITCH_AUTO, fabric, &why)) << fabric;
+    }
+    EXPECT_TRUE(efa::hmem_vmm_allowed(EFA_SWITCH_AUTO, nullptr, &why));
+    EXPECT_TRUE(efa::hmem_vmm_allowed(EFA_SWITCH_ON, "efa", &why));
+    EXPECT_STREQ(why, "common_efa_hmem_vmm on");
+    EXPECT_FALSE(efa::hmem_vmm_allowed(EFA_SWITCH_OFF, "shm", &why));
+    EXPECT_STREQ(why, "common_efa_hmem_vmm off");
 }
 
 } // namespace

@@ -1,0 +1,34 @@
+/*
+ * CUDA's pointer attribute calls for the Open MPI 5 device backend
+ * (common_efa_device.c): an allocation's id read and its synchronous
+ * copies asked for by the core (efa_cuda_pointer.h), so that memory whose
+ * driver refuses them (VMM, pool memory) is told apart rather than
+ * failing Open MPI's get_buffer_id with a help message per buffer.  Taken
+ * from the CUDA driver Open MPI's cuda component loaded (dlopen with
+ * RTLD_NOLOAD, nothing linked); where it or a symbol is missing the
+ * backend asks Open MPI as before.
+ */
+#include "common_efa.h"
+
+#if OPAL_MAJOR_VERSION >= 5
+#include <dlfcn.h>
+
+#include "efa_cuda_pointer.h"
+
+bool mca_common_efa_cuda_pointer(struct efa_cuda_pointer_calls *cu) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (NULL == lib) {
+        return false;
+    }
+    cu->get = (int (*)(void *, int, unsigned long long))dlsym(lib, "cuPointerGetAttribute");
+    cu->set = (int (*)(const void *, int, unsigned long long))dlsym(lib, "cuPointerSetAttribute");
+    /* (the handle stays open: the driver stays loaded while Open MPI runs) */
+    if (NULL == cu->get || NULL == cu->set) {
+        cu->get = NULL;
+        cu->set = NULL;
+        dlclose(lib);
+        return false;
+    }
+    return true;
+}
+#endif

@@ -1,0 +1,28 @@
+// A CUDA allocation's id and synchronous-copy attribute (efa_cuda_pointer.h).
+#include "efa_cuda_pointer.h"
+
+#include <rdma/fi_errno.h>
+
+namespace {
+// cuda.h's values (the driver API is not built against: the backend takes
+// the calls from the driver Open MPI loaded).
+constexpr int kSyncMemops = 6; // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
+constexpr int kBufferId = 7;   // CU_POINTER_ATTRIBUTE_BUFFER_ID
+} // namespace
+
+extern "C" int efa_cuda_buffer_id(const efa_cuda_pointer_calls_t *cu, const void *buf, uint64_t *id,
+                                  bool *no_sync_memops) {
+    unsigned long long got = 0;
+    const auto ptr = reinterpret_cast<unsigned long long>(buf);
+    if (0 != cu->get(&got, kBufferId, ptr) || 0 == got) {
+        return -FI_EINVAL;
+    }
+    // Set on every call, as Open MPI's get_buffer_id does (the driver
+    // keeps it per allocation; a set that is already set costs a call).
+    // Any refusal counts: CUDA_ERROR_NOT_SUPPORTED is what VMM and pool
+    // memory answer, and no other answer makes the copies synchronous.
+    const int on = 1;
+    *no_sync_memops = 0 != cu->set(&on, kSyncMemops, ptr);
+    *id = got;
+    return 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * A CUDA device allocation's id and synchronous-copy attribute, asked of
+ * the driver by the Open MPI 5 device backend (common_efa_device.c)
+ * where its accelerator component is cuda.
+ *
+ * Open MPI's own get_buffer_id reads the id and sets
+ * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS (a synchronous copy into the memory
+ * finishes before it returns, so a NIC that reads it next reads the new
+ * bytes).  The driver refuses that attribute for VMM allocations
+ * (cuMemCreate + cuMemMap: PyTorch's expandable segments) and pool memory
+ * (cudaMallocAsync); Open MPI then fails the call and prints a help
+ * message each time.  Here the refusal is an answer: the id stands, and
+ * the allocation is marked as one without synchronous memory operations
+ * (efa_device_hmem_t's no_sync_memops), which the core's rule for such
+ * memory reads (common_efa_hmem_vmm).
+ *
+ * The driver's two calls come in as function pointers (the backend takes
+ * them from the loaded driver; the unit tests give their own).
+ */
+#ifndef EFA_CUDA_POINTER_H
+#define EFA_CUDA_POINTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cuPointerGetAttribute and cuPointerSetAttribute (CUresult: 0 is
+ * success; the pointer is a CUdeviceptr). */
+typedef struct efa_cuda_pointer_calls {
+    int (*get)(void *data, int attribute, unsigned long long ptr);
+    int (*set)(const void *value, int attribute, unsigned long long ptr);
+} efa_cuda_pointer_calls_t;
+
+/* The id of the allocation holding buf (CU_POINTER_ATTRIBUTE_BUFFER_ID:
+ * never reused in the process) and whether the driver refused to make
+ * synchronous copies into it synchronize: 0, or -FI_EINVAL where the
+ * driver has no id for buf (not CUDA memory). */
+int efa_cuda_buffer_id(const efa_cuda_pointer_calls_t *cu, const void *buf, uint64_t *id,
+                       bool *no_sync_memops);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

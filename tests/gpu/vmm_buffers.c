@@ -1,0 +1,185 @@
+/*
+ * Device buffers of every kind CUDA hands out, sent and received with MPI
+ * between 2 processes, every byte checked (the GPU check, issue 31):
+ *   plain     cuMemAlloc
+ *   vmm       cuMemCreate + cuMemMap (PyTorch's expandable segments, NCCL):
+ *             one physical allocation
+ *   vmm-span  a buffer across two physical allocations mapped side by side
+ *   pool      cuMemAllocAsync (stream-ordered pool memory)
+ * VMM and pool memory refuse CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: the
+ * components tell them apart (common_efa_hmem_vmm) where Open MPI's
+ * buffer-id call fails.  Each message goes both ways at each size; the
+ * sender fills its buffer from the host with cuMemcpyHtoD (synchronous)
+ * right before MPI_Send, the receiver copies its buffer back and compares.
+ *
+ *   mpirun -np 2 ... vmm_buffers [-s MAX_BYTES] [-i ITERATIONS]
+ * Prints "ok vmm_buffers ..." from rank 0; a wrong byte aborts the job
+ * with its kind, size and offset.  Built by tests/gpu/prepare-carry.sh
+ * (the kit's mpicc, CUDA's headers, the driver's stub library).
+ */
+#include <cuda.h>
+#include <mpi.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int rank;
+
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        CUresult rc_ = (call);                                                                     \
+        if (CUDA_SUCCESS != rc_) {                                                                 \
+            const char *s_ = NULL;                                                                 \
+            cuGetErrorName(rc_, &s_);                                                              \
+            fprintf(stderr, "FAIL vmm_buffers rank %d: %s: %s\n", rank, #call, s_ ? s_ : "?");     \
+            MPI_Abort(MPI_COMM_WORLD, 2);                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* The byte at offset i of the message of 'size' bytes from 'from', round
+ * 'iter' of kind 'kind': differs between kinds, sizes, senders and rounds. */
+static uint8_t pattern(int kind, size_t size, int from, int iter, size_t i) {
+    return (uint8_t)(i * 131u + size * 7u + (unsigned)kind * 29u + (unsigned)from * 53u +
+                     (unsigned)iter * 17u + 1u);
+}
+
+/* Two physical allocations of 'chunk' bytes mapped side by side on dev;
+ * *va the first byte. */
+static void vmm_alloc(CUdevice dev, size_t chunk, CUdeviceptr *va) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = (int)dev;
+    int rdma = 0;
+    (void)cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                               dev);
+    prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0; /* (as PyTorch asks) */
+    CU(cuMemAddressReserve(va, 2 * chunk, 0, 0, 0));
+    for (int k = 0; k < 2; ++k) {
+        CUmemGenericAllocationHandle h;
+        CU(cuMemCreate(&h, chunk, &prop, 0));
+        CU(cuMemMap(*va + k * chunk, chunk, 0, h, 0));
+        CU(cuMemRelease(h)); /* (the mapping holds it) */
+    }
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof(access));
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU(cuMemSetAccess(*va, 2 * chunk, &access, 1));
+}
+
+int main(int argc, char **argv) {
+    size_t max = 4 << 20;
+    int iters = 2;
+    for (int c; - 1 != (c = getopt(argc, argv, "s:i:"));) {
+        if ('s' == c) {
+            max = strtoull(optarg, NULL, 0);
+        } else if ('i' == c) {
+            iters = atoi(optarg);
+        } else {
+            fprintf(stderr, "usage: vmm_buffers [-s MAX_BYTES] [-i ITERATIONS]\n");
+            return 2;
+        }
+    }
+    /* The device before MPI_Init, as CUDA-aware programs do. */
+    CUdevice dev;
+    CUcontext ctx;
+    if (CUDA_SUCCESS != cuInit(0) || CUDA_SUCCESS != cuDeviceGet(&dev, 0) ||
+        CUDA_SUCCESS != cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        CUDA_SUCCESS != cuCtxSetCurrent(ctx)) {
+        fprintf(stderr, "FAIL vmm_buffers: no CUDA device\n");
+        return 2;
+    }
+    MPI_Init(&argc, &argv);
+    int size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (2 != size) {
+        if (0 == rank) {
+            fprintf(stderr, "FAIL vmm_buffers: needs 2 processes\n");
+        }
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    size_t gran = 0;
+    CUmemAllocationProp gprop;
+    memset(&gprop, 0, sizeof(gprop));
+    gprop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    gprop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    gprop.location.id = (int)dev;
+    CU(cuMemGetAllocationGranularity(&gran, &gprop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    const size_t chunk = (max + gran - 1) / gran * gran;
+
+    const char *names[] = {"plain", "vmm", "vmm-span", "pool"};
+    CUdeviceptr bufs[4], vmm = 0, plain = 0, pool = 0;
+    CUstream stream;
+    CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CU(cuMemAlloc(&plain, max));
+    vmm_alloc(dev, chunk, &vmm);
+    CU(cuMemAllocAsync(&pool, max, stream));
+    CU(cuStreamSynchronize(stream));
+    bufs[0] = plain;
+    bufs[1] = vmm;                   /* the first physical allocation */
+    bufs[2] = vmm + chunk - max / 2; /* half in each */
+    bufs[3] = pool;
+
+    uint8_t *host = malloc(max), *back = malloc(max);
+    if (NULL == host || NULL == back) {
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int messages = 0;
+    for (int kind = 0; kind < 4; ++kind) {
+        for (size_t n = 1; n <= max; n = n < 64 ? 64 : n * 4) {
+            for (int it = 0; it < iters; ++it) {
+                for (int from = 0; from < 2; ++from) {
+                    const int peer = 1 - rank;
+                    if (rank == from) {
+                        for (size_t i = 0; i < n; ++i) {
+                            host[i] = pattern(kind, n, from, it, i);
+                        }
+                        CU(cuMemcpyHtoD(bufs[kind], host, n));
+                        MPI_Send((void *)(uintptr_t)bufs[kind], (int)n, MPI_BYTE, peer, kind,
+                                 MPI_COMM_WORLD);
+                    } else {
+                        CU(cuMemsetD8(bufs[kind], 0, n));
+                        MPI_Status st;
+                        MPI_Recv((void *)(uintptr_t)bufs[kind], (int)n, MPI_BYTE, peer, kind,
+                                 MPI_COMM_WORLD, &st);
+                        int got = 0;
+                        MPI_Get_count(&st, MPI_BYTE, &got);
+                        CU(cuMemcpyDtoH(back, bufs[kind], n));
+                        for (size_t i = 0; i < n; ++i) {
+                            if ((size_t)got != n || back[i] != pattern(kind, n, from, it, i)) {
+                                fprintf(stderr,
+                                        "FAIL vmm_buffers %s: %zu bytes from rank %d, round %d: "
+                                        "%d bytes received, byte %zu is %u, not %u\n",
+                                        names[kind], n, from, it, got, i, back[i],
+                                        pattern(kind, n, from, it, i));
+                                MPI_Abort(MPI_COMM_WORLD, 1);
+                            }
+                        }
+                    }
+                    ++messages;
+                }
+            }
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (0 == rank) {
+        printf("ok vmm_buffers %d messages each way of plain, vmm, vmm-span and pool memory, up "
+               "to %zu bytes\n",
+               messages / 2, max);
+    }
+    free(host);
+    free(back);
+    CU(cuMemFreeAsync(pool, stream));
+    CU(cuStreamSynchronize(stream));
+    CU(cuMemFree(plain));
+    CU(cuMemUnmap(vmm, 2 * chunk));
+    CU(cuMemAddressFree(vmm, 2 * chunk));
+    MPI_Finalize();
+    return 0;
+}
