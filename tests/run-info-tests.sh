@@ -98,6 +98,10 @@ else
 fi
 choices_ok choices-dmabuf "device registrations as libfabric $api allows" \
     --provider shm --one-node -- "$want_dmabuf"
+# CUDA VMM and pool memory go with other device memory but on libfabric's
+# efa fabric (common_efa_hmem_vmm auto): shm is not it.
+choices_ok choices-vmm "VMM memory kept from a provider that takes it" \
+    --provider shm --one-node -- "vmm=to the provider with other device memory (common_efa_hmem_vmm auto"
 
 # The components' settings from the environment, by any of their names.
 OUT=$(OMPI_MCA_btl_efa_provider_include="tcp;ofi_rxm" "$info" 2>&1)

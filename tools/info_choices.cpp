@@ -105,6 +105,12 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
                      "where the device exports none"
                    : "by device address (FI_MR_DMABUF needs libfabric 1.20 or later, built with "
                      "and run)";
+    // common_efa_hmem_vmm auto (efa_core_hmem_vmm_allowed).
+    const char *vmm_why = "";
+    const bool vmm_on = efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, in->fabric, &vmm_why);
+    c.vmm =
+        std::string(vmm_on ? "to the provider with other device memory (" : "through the host (") +
+        vmm_why + ")";
 
     // mtl_efa_matching auto (mtl_efa_own.c).
     switch (efa_core_auto_matching(in->provider, in->has_tagged, in->node_rails)) {
@@ -169,10 +175,11 @@ void print_text(const Choices &c, const std::vector<std::string> &open_messages)
                 "  on-node channel:    %s\n"
                 "  single copy:        %s\n"
                 "  FI_HMEM:            %s\n"
-                "  device registrations: %s\n",
+                "  device registrations: %s\n"
+                "  CUDA VMM, pool memory: %s\n",
                 c.matching.c_str(), c.matching_why.c_str(), c.put.c_str(), c.get.c_str(),
                 c.atomic_ops.c_str(), c.onnode.c_str(), c.single_copy.c_str(), c.hmem.c_str(),
-                c.dmabuf.c_str());
+                c.dmabuf.c_str(), c.vmm.c_str());
     if (c.rails > 1) {
         std::printf("  rails:              %d NICs of the first process's set; put, get and "
                     "messages from %zu bytes striped over them; below, peers on other nodes "
@@ -193,11 +200,11 @@ void print_json_fields(const Choices &c, std::string (*json_str)(const std::stri
                 c.mr_local ? "true" : "false", c.inject, c.max_msg);
     std::printf(" \"choices\": {\"matching\": %s, \"matching_why\": %s, \"put\": %s, "
                 "\"get\": %s, \"atomics\": %s, \"onnode\": %s, \"single_copy\": %s, "
-                "\"rails\": %d, \"stripe_min\": %zu, \"hmem\": %s, \"dmabuf\": %s},\n",
+                "\"rails\": %d, \"stripe_min\": %zu, \"hmem\": %s, \"dmabuf\": %s, \"vmm\": %s},\n",
                 json_str(c.matching).c_str(), json_str(c.matching_why).c_str(),
                 json_str(c.put).c_str(), json_str(c.get).c_str(), json_str(c.atomic_ops).c_str(),
                 json_str(c.onnode).c_str(), json_str(c.single_copy).c_str(), c.rails, c.stripe_min,
-                json_str(c.hmem).c_str(), json_str(c.dmabuf).c_str());
+                json_str(c.hmem).c_str(), json_str(c.dmabuf).c_str(), json_str(c.vmm).c_str());
 }
 
 } // namespace efa::info

@@ -29,6 +29,7 @@ struct Choices {
     size_t stripe_min = 0;              // one-sided transfers striped from (0: never)
     std::string hmem;                   // device (GPU) buffers and the provider's FI_HMEM
     std::string dmabuf;                 // how device allocations would be registered
+    std::string vmm;                    // where CUDA VMM and pool memory would go
 };
 
 // one_node: a job within this node (atomics then go through the rings).

@@ -118,16 +118,6 @@ inline bool dmabuf_in_api(uint32_t api_version) {
 #endif
 }
 
-// Are device allocations without synchronous memory operations (CUDA VMM
-// and pool memory: efa_device_hmem_t's no_sync_memops) handed to the
-// provider, under common_efa_hmem_vmm (EFA_SWITCH_*) on libfabric fabric
-// 'fabric'?  "auto" keeps them from libfabric's efa fabric: its RDM
-// endpoint sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on every CUDA buffer it
-// is handed, and fails the post (-FI_EINVAL) where the driver refuses it
-// (libfabric issue 12853); so they are copied through the host there.
-// The reason for the report goes to *why.
-bool hmem_vmm_allowed(int sw, const char *fabric, const char **why);
-
 // The NICs beside the first, opened as rails (core_rails.cpp);
 // 'domains' gains each one's domain for the registration backend.
 void open_rails(efa_core *core, const std::vector<const fi_info *> &rail_infos,
@@ -196,7 +186,7 @@ struct efa_core {
     std::unique_ptr<efa::MrCache> dev_mr_cache;
     std::atomic<uint64_t> dev_mr_stale{0}; // registrations of freed allocations replaced
     // Allocations without synchronous memory operations: handed to the
-    // provider (efa::hmem_vmm_allowed, and why), or copied through the
+    // provider (efa_core_hmem_vmm_allowed, and why), or copied through the
     // host (the buffers so refused).
     bool dev_vmm_ok = true;
     const char *dev_vmm_why = "";

@@ -72,9 +72,7 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     return nullptr;
 }
 
-} // extern "C"
-
-bool efa::hmem_vmm_allowed(int sw, const char *fabric, const char **why) {
+bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, const char **why) {
     if (EFA_SWITCH_ON == sw) {
         *why = "common_efa_hmem_vmm on";
         return true;
@@ -92,8 +90,6 @@ bool efa::hmem_vmm_allowed(int sw, const char *fabric, const char **why) {
     *why = "common_efa_hmem_vmm auto: not libfabric's efa fabric, which fails their posts";
     return true;
 }
-
-extern "C" {
 
 // Messages with FI_HMEM on the first NIC's provider:
 // what a job whose device buffers go to the provider would be granted

@@ -202,7 +202,7 @@ typedef struct efa_core_params {
     /* EFA_SWITCH_*: device allocations without synchronous memory
      * operations (CUDA VMM and pool memory) go to the provider too (on),
      * never (off), or where the provider takes them (auto, the default:
-     * not libfabric's efa fabric; efa::hmem_vmm_allowed) */
+     * not libfabric's efa fabric; efa_core_hmem_vmm_allowed) */
     int hmem_vmm;
     /* the fake's visible memory is described as such memory (test path) */
     bool debug_fake_device_vmm;

@@ -34,6 +34,15 @@ struct efa_mr *efa_core_mr_acquire_device(struct efa_core *core, const void *add
                                           uint64_t access, int *err);
 /* Device registrations replaced because their allocation was freed. */
 uint64_t efa_core_mr_device_stale(const struct efa_core *core);
+/* Are device allocations without synchronous memory operations (CUDA VMM
+ * and pool memory: efa_device_hmem_t's no_sync_memops) handed to the
+ * provider, under common_efa_hmem_vmm 'sw' (EFA_SWITCH_*) on libfabric
+ * fabric 'fabric'?  "auto" keeps them from libfabric's efa fabric: its RDM
+ * endpoint sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on every CUDA buffer it is
+ * handed and fails the post (-FI_EINVAL) where the driver refuses it
+ * (libfabric issue 12853), so they are copied through the host there.
+ * *why: the reason, for reports (static text). */
+bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, const char **why);
 /* Device buffers refused because their allocation has no synchronous
  * memory operations (CUDA VMM or pool memory) and common_efa_hmem_vmm
  * keeps such memory from this provider: copied through the host. */

@@ -297,15 +297,15 @@ TEST_F(CoreDeviceMr, MemoryWithoutSynchronousCopiesFollowsHmemVmm) {
 // endpoint fails the posts); "on" and "off" are what they say anywhere.
 TEST(HmemVmmAllowed, AutoKeepsItFromTheEfaFabricAlone) {
     const char *why = nullptr;
-    EXPECT_FALSE(efa::hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", &why));
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", &why));
     EXPECT_NE(std::string(why).find("CU_POINTER_ATTRIBUTE_SYNC_MEMOPS"), std::string::npos);
     for (const char *fabric : {"efa-direct", "shm", "tcp", "udp", "TCP-IP"}) {
-        EXPECT_TRUE(efa::hmem_vmm_allowed(EFA_SWITCH_AUTO, fabric, &why)) << fabric;
+        EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, fabric, &why)) << fabric;
     }
-    EXPECT_TRUE(efa::hmem_vmm_allowed(EFA_SWITCH_AUTO, nullptr, &why));
-    EXPECT_TRUE(efa::hmem_vmm_allowed(EFA_SWITCH_ON, "efa", &why));
+    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, nullptr, &why));
+    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_ON, "efa", &why));
     EXPECT_STREQ(why, "common_efa_hmem_vmm on");
-    EXPECT_FALSE(efa::hmem_vmm_allowed(EFA_SWITCH_OFF, "shm", &why));
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_OFF, "shm", &why));
     EXPECT_STREQ(why, "common_efa_hmem_vmm off");
 }
 
