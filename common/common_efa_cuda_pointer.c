@@ -20,15 +20,18 @@ bool mca_common_efa_cuda_pointer(struct efa_cuda_pointer_calls *cu) {
     if (NULL == lib) {
         return false;
     }
-    cu->get = (int (*)(void *, int, unsigned long long))dlsym(lib, "cuPointerGetAttribute");
-    cu->set = (int (*)(const void *, int, unsigned long long))dlsym(lib, "cuPointerSetAttribute");
+    int (*get)(void *, int, unsigned long long) =
+        (int (*)(void *, int, unsigned long long))dlsym(lib, "cuPointerGetAttribute");
+    int (*set)(const void *, int, unsigned long long) =
+        (int (*)(const void *, int, unsigned long long))dlsym(lib, "cuPointerSetAttribute");
     /* (the handle stays open: the driver stays loaded while Open MPI runs) */
-    if (NULL == cu->get || NULL == cu->set) {
-        cu->get = NULL;
-        cu->set = NULL;
+    if (NULL == get || NULL == set) {
         dlclose(lib);
         return false;
     }
+    /* set before get: the backend reads get to know whether both are there */
+    cu->set = set;
+    __atomic_store_n(&cu->get, get, __ATOMIC_RELEASE);
     return true;
 }
 #endif

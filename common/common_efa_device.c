@@ -83,7 +83,7 @@ static int ompi_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
     /* (id 0: not registered, a freed allocation could not be told apart) */
     bool no_sync_memops = false;
     uint64_t id64 = 0;
-    if (NULL != cuda_pointer.get) {
+    if (NULL != __atomic_load_n(&cuda_pointer.get, __ATOMIC_ACQUIRE)) {
         if (0 != efa_cuda_buffer_id(&cuda_pointer, buf, &id64, &no_sync_memops)) {
             id64 = 0;
         }

@@ -203,12 +203,13 @@ static const mca_common_efa_param_t table[] = {
      .unset_is_default = true, .level = OPAL_INFO_LVL_4,
      .help = "Device (GPU) allocations whose synchronous copies the driver cannot be told to "
              "finish before they return (CUDA VMM memory, as PyTorch's expandable segments, and "
-             "stream-ordered pool memory, cudaMallocAsync): \"on\": handed to a provider with "
-             "FI_HMEM like other device memory (the program must finish its copies into them, "
-             "e.g. by a stream synchronization, before the MPI call, or the NIC may read old "
-             "bytes); \"off\": copied through the host; \"auto\": on, but for libfabric's efa "
-             "fabric, whose posts of such memory fail (it sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS "
-             "on every CUDA buffer)."},
+             "stream-ordered pool memory, cudaMallocAsync): \"auto\": handed to a provider with "
+             "FI_HMEM like other device memory, but on libfabric's efa fabric, whose posts of "
+             "such memory fail (it sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on every CUDA buffer): "
+             "copied through the host there; \"on\": handed over there too; \"off\": always "
+             "copied through the host. Handed over, the program must have finished its copies "
+             "into them (e.g. by a stream synchronization) before the MPI call, or the NIC may "
+             "read old bytes."},
     {"dmabuf", MCA_BASE_VAR_TYPE_BOOL, C(dmabuf), .def = 1, .level = OPAL_INFO_LVL_4,
      .help = "Register device (GPU) allocations that go to a provider with FI_HMEM through a "
              "dmabuf first (FI_MR_DMABUF: the pages exported by the GPU's driver, no peer-memory "
@@ -314,9 +315,11 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->local_size = mca_common_efa_local_size();
     p->provider_shm = provider_shm_switch();
     p->hmem = NULL == params.hmem || 0 != strcmp(params.hmem, "off");
-    p->hmem_vmm = NULL == params.hmem_vmm || 0 == strcmp(params.hmem_vmm, "auto") ? EFA_SWITCH_AUTO
-                  : 0 == strcmp(params.hmem_vmm, "on")                            ? EFA_SWITCH_ON
-                                                                                  : EFA_SWITCH_OFF;
+    /* (other values were refused at registration; unset or "" is auto) */
+    const char *vmm = NULL == params.hmem_vmm ? "" : params.hmem_vmm;
+    p->hmem_vmm = 0 == strcmp(vmm, "on")    ? EFA_SWITCH_ON
+                  : 0 == strcmp(vmm, "off") ? EFA_SWITCH_OFF
+                                            : EFA_SWITCH_AUTO;
     p->mem_release_hooks = mca_common_efa_mem_hooks_on();
 }
 

@@ -226,7 +226,7 @@ read -r hs hr hst < <(hmem_counts)
 ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$hs" -eq 0 ] && [ "$hr" -eq 0 ] &&
     [ "$(vmm_staged)" -gt 0 ] &&
-    grep -q "copied through the host (common_efa_hmem_vmm off)" <<<"$OUT" &&
+    grep -q "report: device memory without synchronous memory operations (CUDA VMM, pool memory): copied through the host (common_efa_hmem_vmm off)" <<<"$OUT" &&
     grep -q "without synchronous memory operations (CUDA VMM or pool memory) met: copied through the host" <<<"$OUT" && ok=1
 verdict hmem-shm-vmm-off $ok "exit $RC, $hs sends and $hr receives by FI_HMEM, $(vmm_staged) staged, with common_efa_hmem_vmm off"
 run "${own_hmem[@]}" "${vmm[@]}" --mca common_efa_hmem_vmm off "$prog" -P -s 1M

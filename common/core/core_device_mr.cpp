@@ -19,10 +19,15 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     MrCache *cache = core->dev_mr_cache.get();
     efa_device_hmem_t h{};
     int rc = cache ? efa_device_hmem(addr, len, &h) : -FI_EOPNOTSUPP;
+    // What failed, for the report: not the provider unless it was asked.
+    const char *what = !cache    ? "device registration (FI_HMEM not granted)"
+                       : 0 != rc ? "device buffer description (one allocation holding it whole)"
+                                 : "fi_mr_regattr (device memory)";
     // Id 0: the device cannot tell a freed allocation from the one at its
     // address now, so a registration could outlive its memory.
     if (0 == rc && 0 == h.buffer_id) {
         rc = -FI_EOPNOTSUPP;
+        what = "device allocation id (none given)";
     }
     if (0 == rc && h.no_sync_memops && !core->dev_vmm_ok) {
         if (0 == core->dev_vmm_staged.fetch_add(1, std::memory_order_relaxed)) {
@@ -68,7 +73,7 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
         }
     }
     *err = rc;
-    core->failures.report(core->rep, "fi_mr_regattr (device memory)", rc);
+    core->failures.report(core->rep, what, rc);
     return nullptr;
 }
 

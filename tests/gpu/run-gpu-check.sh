@@ -35,7 +35,9 @@
 #           (common_efa_hmem_vmm auto, and off), the on-node path with
 #           mtl_efa copying (CUDA IPC; VMM and pool memory have no legacy
 #           IPC handle and stream), own matching on tcp;ofi_rxm, ob1 +
-#           btl_efa, and ob1 + sm + smcuda (the anchor).
+#           btl_efa, and ob1 + sm + smcuda (the anchor); on shm the
+#           finalize counts must show VMM memory by FI_HMEM (auto) or
+#           copied (off), and Open MPI must not complain of buffer ids.
 #   osc     osu_put_latency and osu_get_bw with windows in device memory
 #           (MPI_Win_create) over osc/rdma + btl_efa (puts and gets executed
 #           by the window's owner with the device's copy; on shm with
@@ -146,6 +148,25 @@ for r in "${osc_runs[@]}"; do
             -d cuda -w create -m 1:1048576 D D
     done
 done
+# vmm_check NAME WANT: the run's finalize lines against what it should
+# show (an exit and validation are checked by run): "provider": VMM and
+# pool memory went to shm by FI_HMEM, none copied for lack of synchronous
+# copies; "host": some was; and never Open MPI's complaint about a buffer
+# id or SYNC_MEMOPS (the components no longer ask it for such memory) nor
+# an allocation left without an id (the driver's id call failing).
+vmm_check() {
+    local log=$out/$1.vmm_buffers.txt staged hmem
+    staged=$(sed -n 's/.*; \([0-9]*\) buffers without synchronous memory operations.*/\1/p' "$log" |
+        awk '{n += $1} END {print n + 0}')
+    hmem=$(sed -n 's/.*(FI_HMEM): \([0-9]*\) sends.*/\1/p' "$log" | awk '{n += $1} END {print n + 0}')
+    if grep -q "bufferID failed\|cuPointerSetAttribute failed\|BUFFER_ID of a GPU memory\|device allocation id (none given)" "$log" ||
+        { [ "$2" = provider ] && { [ "$staged" -ne 0 ] || [ "$hmem" -eq 0 ]; }; } ||
+        { [ "$2" = host ] && [ "$staged" -eq 0 ]; }; then
+        echo "run-gpu-check: $1: $staged buffers copied for lack of synchronous copies, $hmem sends by FI_HMEM (want: $2)" |
+            tee -a "$log" >&2
+        fails=$((fails + 1))
+    fi
+}
 for r in "${vmm_runs[@]}"; do
     IFS='|' read -r name ours args <<<"$r"
     read -r -a a <<<"$args"
@@ -156,6 +177,10 @@ for r in "${vmm_runs[@]}"; do
         fails=$((fails + 1))
     fi
 done
+if [ $list = 0 ] && [ -x "$vmm_prog" ]; then
+    vmm_check vmm-shm-own provider
+    vmm_check vmm-shm-own-vmm-off host
+fi
 [ $list = 1 ] && exit 0
 
 # The summary: latency (us) at 1 B, 64 KiB, 4 MiB; peak bandwidth (MB/s).

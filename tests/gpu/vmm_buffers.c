@@ -5,12 +5,18 @@
  *   vmm       cuMemCreate + cuMemMap (PyTorch's expandable segments, NCCL):
  *             one physical allocation
  *   vmm-span  a buffer across two physical allocations mapped side by side
+ *             (each message half in each)
  *   pool      cuMemAllocAsync (stream-ordered pool memory)
+ *   vmm-remapped  the first physical allocation unmapped, released, and a
+ *             new one mapped at the same address (what PyTorch's
+ *             expandable segments do as they shrink and grow): a
+ *             registration of the old pages must not be used for the new
  * VMM and pool memory refuse CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: the
  * components tell them apart (common_efa_hmem_vmm) where Open MPI's
  * buffer-id call fails.  Each message goes both ways at each size; the
- * sender fills its buffer from the host with cuMemcpyHtoD (synchronous)
- * right before MPI_Send, the receiver copies its buffer back and compares.
+ * sender fills its buffer from the host with cuMemcpyHtoD and a context
+ * synchronization right before MPI_Send, the receiver copies its buffer
+ * back and compares.
  *
  *   mpirun -np 2 ... vmm_buffers [-s MAX_BYTES] [-i ITERATIONS]
  * Prints "ok vmm_buffers ..." from rank 0; a wrong byte aborts the job
@@ -46,9 +52,9 @@ static uint8_t pattern(int kind, size_t size, int from, int iter, size_t i) {
                      (unsigned)iter * 17u + 1u);
 }
 
-/* Two physical allocations of 'chunk' bytes mapped side by side on dev;
- * *va the first byte. */
-static void vmm_alloc(CUdevice dev, size_t chunk, CUdeviceptr *va) {
+/* The properties of every VMM allocation here: pinned device memory,
+ * GPUDirect RDMA capable where the device allows (as PyTorch asks). */
+static CUmemAllocationProp vmm_prop(CUdevice dev) {
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof(prop));
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -57,19 +63,23 @@ static void vmm_alloc(CUdevice dev, size_t chunk, CUdeviceptr *va) {
     int rdma = 0;
     (void)cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
                                dev);
-    prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0; /* (as PyTorch asks) */
-    CU(cuMemAddressReserve(va, 2 * chunk, 0, 0, 0));
-    for (int k = 0; k < 2; ++k) {
-        CUmemGenericAllocationHandle h;
-        CU(cuMemCreate(&h, chunk, &prop, 0));
-        CU(cuMemMap(*va + k * chunk, chunk, 0, h, 0));
-        CU(cuMemRelease(h)); /* (the mapping holds it) */
-    }
+    prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0;
+    return prop;
+}
+
+/* A new physical allocation of 'len' bytes mapped at va, readable and
+ * writable by dev. */
+static void vmm_map(CUdevice dev, CUdeviceptr va, size_t len) {
+    CUmemAllocationProp prop = vmm_prop(dev);
+    CUmemGenericAllocationHandle h;
+    CU(cuMemCreate(&h, len, &prop, 0));
+    CU(cuMemMap(va, len, 0, h, 0));
+    CU(cuMemRelease(h)); /* (the mapping holds it) */
     CUmemAccessDesc access;
     memset(&access, 0, sizeof(access));
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU(cuMemSetAccess(*va, 2 * chunk, &access, 1));
+    CU(cuMemSetAccess(va, len, &access, 1));
 }
 
 int main(int argc, char **argv) {
@@ -105,34 +115,41 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     size_t gran = 0;
-    CUmemAllocationProp gprop;
-    memset(&gprop, 0, sizeof(gprop));
-    gprop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    gprop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    gprop.location.id = (int)dev;
+    CUmemAllocationProp gprop = vmm_prop(dev);
     CU(cuMemGetAllocationGranularity(&gran, &gprop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     const size_t chunk = (max + gran - 1) / gran * gran;
 
-    const char *names[] = {"plain", "vmm", "vmm-span", "pool"};
-    CUdeviceptr bufs[4], vmm = 0, plain = 0, pool = 0;
+    enum { PLAIN, VMM, VMM_SPAN, POOL, VMM_REMAPPED, KINDS };
+    const char *names[KINDS] = {"plain", "vmm", "vmm-span", "pool", "vmm-remapped"};
+    CUdeviceptr vmm = 0, plain = 0, pool = 0;
     CUstream stream;
     CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CU(cuMemAlloc(&plain, max));
-    vmm_alloc(dev, chunk, &vmm);
+    /* Two physical allocations side by side. */
+    CU(cuMemAddressReserve(&vmm, 2 * chunk, 0, 0, 0));
+    vmm_map(dev, vmm, chunk);
+    vmm_map(dev, vmm + chunk, chunk);
     CU(cuMemAllocAsync(&pool, max, stream));
     CU(cuStreamSynchronize(stream));
-    bufs[0] = plain;
-    bufs[1] = vmm;                   /* the first physical allocation */
-    bufs[2] = vmm + chunk - max / 2; /* half in each */
-    bufs[3] = pool;
 
     uint8_t *host = malloc(max), *back = malloc(max);
     if (NULL == host || NULL == back) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int messages = 0;
-    for (int kind = 0; kind < 4; ++kind) {
+    for (int kind = 0; kind < KINDS; ++kind) {
+        if (VMM_REMAPPED == kind) {
+            /* (the first allocation's pages go; new ones at its address) */
+            CU(cuCtxSynchronize());
+            CU(cuMemUnmap(vmm, chunk));
+            vmm_map(dev, vmm, chunk);
+        }
         for (size_t n = 1; n <= max; n = n < 64 ? 64 : n * 4) {
+            const CUdeviceptr buf = PLAIN == kind  ? plain
+                                    : POOL == kind ? pool
+                                    : VMM_SPAN == kind
+                                        ? vmm + chunk - n / 2 /* half in each allocation */
+                                        : vmm;
             for (int it = 0; it < iters; ++it) {
                 for (int from = 0; from < 2; ++from) {
                     const int peer = 1 - rank;
@@ -140,17 +157,21 @@ int main(int argc, char **argv) {
                         for (size_t i = 0; i < n; ++i) {
                             host[i] = pattern(kind, n, from, it, i);
                         }
-                        CU(cuMemcpyHtoD(bufs[kind], host, n));
-                        MPI_Send((void *)(uintptr_t)bufs[kind], (int)n, MPI_BYTE, peer, kind,
+                        CU(cuMemcpyHtoD(buf, host, n));
+                        /* (VMM and pool memory's synchronous copies may
+                         * return before they land: finished first, as
+                         * common_efa_hmem_vmm asks of a program) */
+                        CU(cuCtxSynchronize());
+                        MPI_Send((void *)(uintptr_t)buf, (int)n, MPI_BYTE, peer, kind,
                                  MPI_COMM_WORLD);
                     } else {
-                        CU(cuMemsetD8(bufs[kind], 0, n));
+                        CU(cuMemsetD8(buf, 0, n));
                         MPI_Status st;
-                        MPI_Recv((void *)(uintptr_t)bufs[kind], (int)n, MPI_BYTE, peer, kind,
+                        MPI_Recv((void *)(uintptr_t)buf, (int)n, MPI_BYTE, peer, kind,
                                  MPI_COMM_WORLD, &st);
                         int got = 0;
                         MPI_Get_count(&st, MPI_BYTE, &got);
-                        CU(cuMemcpyDtoH(back, bufs[kind], n));
+                        CU(cuMemcpyDtoH(back, buf, n));
                         for (size_t i = 0; i < n; ++i) {
                             if ((size_t)got != n || back[i] != pattern(kind, n, from, it, i)) {
                                 fprintf(stderr,
@@ -169,8 +190,8 @@ int main(int argc, char **argv) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (0 == rank) {
-        printf("ok vmm_buffers %d messages each way of plain, vmm, vmm-span and pool memory, up "
-               "to %zu bytes\n",
+        printf("ok vmm_buffers %d messages each way of plain, vmm, vmm-span, pool and "
+               "vmm-remapped memory, up to %zu bytes\n",
                messages / 2, max);
     }
     free(host);
