@@ -186,6 +186,9 @@ typedef struct efa_btl_rdma_cb {
     mca_btl_base_rdma_completion_fn_t cbfunc; /* osc/rdma may pass none and rely on flush */
     void *cbcontext, *cbdata;
     bool local_device; /* local_address is device memory (decided once, in rdma()) */
+    /* cbfunc is btl_efa's own (a piece's parent hears of it): called
+     * even once the upper layer has gone */
+    bool internal;
 } efa_btl_rdma_cb_t;
 
 /* One one-sided operation as the entry points received it: the paths
@@ -317,8 +320,9 @@ typedef struct mca_btl_efa_module {
         bool failover; /* a failed part goes again over another rail */
         efa_ctx_t *rail_ctx[EFA_MAX_RAILS];
         /* statistics: transfers striped, parts sent again over rail 0, puts
-         * and gets with device memory by RDMA (FI_HMEM) and as requests */
-        volatile int64_t striped, failed_over, device_native, device_requests;
+         * and gets with device memory by RDMA (FI_HMEM) and as requests,
+         * posts of device memory the provider refused (done as requests) */
+        volatile int64_t striped, failed_over, device_native, device_requests, device_refused;
     } native;
     /* btl_efa_reg.c: registrations (next_key: module lock) */
     struct {

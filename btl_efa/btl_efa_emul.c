@@ -100,8 +100,9 @@ static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
     /* osc/rdma may pass no callback and rely on flush; nor is the upper
-     * layer called once it has gone (see frag_finish). */
-    if (mca_btl_efa_upper_alive(btl, ep)) {
+     * layer called once it has gone (see frag_finish); btl_efa's own
+     * callback is (a piece's parent must hear of every piece). */
+    if (req->cb.internal || mca_btl_efa_upper_alive(btl, ep)) {
         mca_btl_efa_rdma_cb_call(btl, ep, &req->cb, req->status);
     }
     req_put(btl, req);

@@ -25,6 +25,7 @@
 
 #include "opal/util/output.h"
 
+#include "btl_efa_emul.h"
 #include "btl_efa_spread.h"
 #include "efa_path_error.h"
 
@@ -134,10 +135,85 @@ static void parent_put(mca_btl_efa_module_t *btl, efa_btl_rop_t *parent, int sta
     }
 }
 
+/* ---- a device buffer whose post the provider refuses ---- */
+
+/* Did the provider refuse the post of rop's local device buffer (err: the
+ * post's error)?  Said once (efa_core_mr_device_post_refused); such
+ * memory is then no longer registered, so later operations go as
+ * requests from the start (btl_efa_rdma.c). */
+static bool device_post_refused(mca_btl_efa_module_t *btl, const efa_btl_rop_t *rop, int err) {
+    const efa_btl_rop_t *owner = rop->parent ? rop->parent : rop;
+    return NULL != owner->local_mr &&
+           EFA_DEVICE_POST_NOT_REFUSED !=
+               efa_core_mr_device_post_refused(
+                   btl->core, owner->local_mr,
+                   EFA_BTL_MSG_PUT == rop->type ? "btl_efa fi_write" : "btl_efa fi_read", err);
+}
+
+/* A piece done as requests: its parent hears it as of any piece. */
+static void piece_requests_done(struct mca_btl_base_module_t *module,
+                                struct mca_btl_base_endpoint_t *endpoint, void *local_address,
+                                struct mca_btl_base_registration_handle_t *local_handle,
+                                void *context, void *cbdata, int status) {
+    (void)module, (void)endpoint, (void)local_address, (void)local_handle, (void)cbdata;
+    parent_put(&mca_btl_efa_module, (efa_btl_rop_t *)context, status, 1);
+}
+
+/* A piece (or a whole operation of one) whose post the provider refused
+ * (device_post_refused): the same bytes as requests the target executes,
+ * this process's device copy reading or filling its buffer.  Put and get
+ * move the same bytes again where part of a piece landed.  OPAL_SUCCESS:
+ * it completes from there (the caller gives the rop back; a whole
+ * operation's callback is then the requests'). */
+static int piece_by_requests(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
+    const efa_btl_rop_t *owner = rop->parent ? rop->parent : rop;
+    struct mca_btl_base_registration_handle_t handle;
+    memset(&handle, 0, sizeof(handle));
+    handle.rma.key = owner->emul_key; /* (all the emulated path reads of it) */
+    efa_btl_rdma_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.type = rop->type;
+    a.remote_address = owner->remote_address +
+                       (size_t)((uint8_t *)rop->local - (uint8_t *)owner->cb.local_address);
+    a.remote_handle = &handle;
+    a.size = rop->len;
+    a.cb = owner->cb; /* (local_device set) */
+    a.cb.local_address = rop->local;
+    if (rop->parent) {
+        a.cb.cbfunc = piece_requests_done;
+        a.cb.internal = true;
+        a.cb.cbcontext = rop->parent;
+        a.cb.local_handle = NULL;
+        a.cb.cbdata = NULL;
+    }
+    const int rc = mca_btl_efa_emul_rdma(btl, rop->endpoint, &a);
+    if (OPAL_SUCCESS == rc) {
+        (void)__atomic_fetch_add(&btl->native.device_refused, 1, __ATOMIC_RELAXED);
+    }
+    return rc;
+}
+
+/* A post refused from the backlog (its completion): as requests, where
+ * the provider refused the device buffer.  True: it goes on from there. */
+static bool refused_from_backlog(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int err) {
+    if (!device_post_refused(btl, rop, err) || OPAL_SUCCESS != piece_by_requests(btl, rop)) {
+        return false;
+    }
+    if (NULL == rop->parent) { /* (its callback is the requests' now) */
+        OPAL_THREAD_ADD_FETCH32(&rop->endpoint->outstanding, -1);
+        OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+    }
+    mca_btl_efa_rop_return(btl, rop);
+    return true;
+}
+
 static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_btl_efa_module_t *btl = &mca_btl_efa_module;
     efa_btl_rop_t *rop = (efa_btl_rop_t *)op;
     rop->posted = false;
+    if (OPAL_UNLIKELY(cqe->err) && cqe->unposted && refused_from_backlog(btl, rop, cqe->err)) {
+        return;
+    }
     const int rail = rop->rail;
     static uint32_t completed_first = 0; /* (for the test hook) */
     int err = cqe->err;
@@ -199,6 +275,7 @@ static int post_piece(efa_btl_rop_t *rop, int type, const efa_btl_rail_t *rail, 
                                                     raddr, rail->rkey, &rop->op);
     if (0 != rc) {
         rop->posted = false;
+        rop->post_err = rc;
     }
     return mca_common_efa_fi_to_opal(rc);
 }
@@ -272,6 +349,9 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             return OPAL_ERR_NOT_AVAILABLE;
         }
         desc = efa_mr_desc(rop->local_mr);
+        rop->local = local_address; /* (for piece_by_requests) */
+        rop->remote_address = a->remote_address;
+        rop->emul_key = a->remote_handle->rma.key;
     } else if (btl->native.mr_local) {
         int err = 0;
         /* get writes into the local buffer (FI_READ), put reads from it */
@@ -308,7 +388,10 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         rop->len = size;
         rop->raddr = raddr;
         int rc = post_piece(rop, type, &rails[0], local_address, size, raddr);
-        if (OPAL_SUCCESS != rc && may_move(btl, rop, 0)) {
+        if (OPAL_SUCCESS != rc && device_post_refused(btl, rop, rop->post_err)) {
+            rc = OPAL_ERR_NOT_AVAILABLE; /* as requests (the caller), as from now on */
+            (void)__atomic_fetch_add(&btl->native.device_refused, 1, __ATOMIC_RELAXED);
+        } else if (OPAL_SUCCESS != rc && may_move(btl, rop, 0)) {
             rc = piece_again(btl, rop); /* that rail refused the peer */
         }
         if (OPAL_SUCCESS != rc) {
@@ -351,7 +434,14 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             piece->len = n;
             piece->raddr = raddr + off;
             rc = post_piece(piece, type, &rails[r], piece->local, n, piece->raddr);
-            if (OPAL_SUCCESS != rc && may_move(btl, piece, 0)) {
+            if (OPAL_SUCCESS != rc && device_post_refused(btl, piece, piece->post_err)) {
+                /* (completes through piece_requests_done; the rop is not needed) */
+                if (OPAL_SUCCESS == (rc = piece_by_requests(btl, piece))) {
+                    mca_btl_efa_rop_return(btl, piece);
+                    ++posted;
+                    continue;
+                }
+            } else if (OPAL_SUCCESS != rc && may_move(btl, piece, 0)) {
                 rc = piece_again(btl, piece); /* that rail refused the peer */
             }
             if (OPAL_SUCCESS != rc) {
@@ -393,7 +483,7 @@ int mca_btl_efa_native_setup(mca_btl_efa_module_t *btl) {
     btl->native.failover = info->rail_failover;
     btl->native.striped = 0;
     btl->native.failed_over = 0;
-    btl->native.device_native = btl->native.device_requests = 0;
+    btl->native.device_native = btl->native.device_requests = btl->native.device_refused = 0;
     for (int r = 0; r < btl->native.rails; ++r) {
         /* the same context index as btl->ctx (0) on every NIC */
         btl->native.rail_ctx[r] = 0 == r ? btl->ctx : efa_core_rail_ctx(btl->core, r, 0);
@@ -421,9 +511,12 @@ void mca_btl_efa_native_fini(mca_btl_efa_module_t *btl) {
         /* the test harness looks for this line */
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: puts and gets with device memory: %lld by the provider's "
-                            "RDMA (FI_HMEM), %lld as requests executed with the device's copy",
+                            "RDMA (FI_HMEM), %lld as requests executed with the device's copy; "
+                            "%lld posts of device memory refused by the provider and done as "
+                            "requests",
                             (long long)btl->native.device_native,
-                            (long long)btl->native.device_requests);
+                            (long long)btl->native.device_requests,
+                            (long long)btl->native.device_refused);
     }
     if (btl->native.rails > 1) {
         /* the test harness looks for this line */

@@ -38,6 +38,12 @@ typedef struct efa_btl_rop {
     uint8_t keyed;
     bool moved;
     uint64_t rkey[EFA_MAX_RAILS];
+    /* parent of a device buffer here (local_mr its registration): the
+     * peer's address and its handle's key for the emulated path, so that
+     * a piece whose post the provider refuses goes as requests
+     * (piece_by_requests); post_err: a failed post's error */
+    uint64_t remote_address, emul_key;
+    int post_err;
 } efa_btl_rop_t;
 
 /* A rop from the pool (made at the first operation), bookkeeping fields reset; NULL

@@ -206,7 +206,7 @@ static efa_btl_rdma_cb_t cb_of(void *local_address,
                                struct mca_btl_base_registration_handle_t *local_handle,
                                mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                                void *cbdata) {
-    efa_btl_rdma_cb_t cb = {local_address, local_handle, cbfunc, cbcontext, cbdata, false};
+    efa_btl_rdma_cb_t cb = {local_address, local_handle, cbfunc, cbcontext, cbdata, false, false};
     return cb;
 }
 

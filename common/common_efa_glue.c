@@ -186,6 +186,11 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only, with debug_fake_device_hmem: the fake's memory is described as "
              "memory without synchronous memory operations, as CUDA VMM memory is "
              "(common_efa_hmem_vmm decides where it goes)"},
+    {"debug_fake_device_refuse_post", MCA_BASE_VAR_TYPE_INT, C(debug_fake_device_refuse_post),
+     .test_only = true,
+     .help = "Testing only, with debug_fake_device_hmem: posts of the fake's registered memory "
+             "are refused (-FI_EINVAL) as a provider may refuse device memory it registered: 1 "
+             "at the post, 2 when progress posts them from the backlog (0 to 2)"},
     {"hmem", MCA_BASE_VAR_TYPE_STRING, &params.hmem, .def_str = "auto", .choices = hmem_choices,
      .allowed = "auto, on or off", .topic = "bad-param", .unset_is_default = true,
      .level = OPAL_INFO_LVL_4,

@@ -172,6 +172,12 @@ typedef struct mca_mtl_efa_request_t {
      * non-contiguous one (unpacked, then given back).  NULL: host memory. */
     void *device_buf;
     bool device_temp;
+    /* A provider send or receive of a registered buffer (FI_MR_LOCAL's, a
+     * device buffer's): what it was posted with, so that a device buffer
+     * whose post the provider refuses is posted again through the host
+     * from its completion (mtl_efa_device.c). */
+    fi_addr_t post_addr;
+    uint64_t post_bits, post_ignore;
 #if EFA_TSAN
     /* pml/cm's completion callback, called through mtl_efa_module.c's
      * annotation. */
@@ -379,6 +385,21 @@ static inline bool ompi_mtl_efa_is_rdv(const efa_cqe_t *cqe) {
 
 /* Register (or not, when the provider does not need it) a buffer. */
 int ompi_mtl_efa_reg_buffer(mca_mtl_efa_request_t *req, void **desc);
+/* The descriptor of a provider send or receive of req (NULL where none is
+ * needed), and what it is posted with where it has one, so that a device
+ * buffer whose post the provider refuses from the backlog is posted again
+ * through the host (mtl_efa_device.c). */
+static inline int ompi_mtl_efa_post_desc(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits,
+                                         uint64_t ignore, void **desc) {
+    *desc = NULL;
+    if (OPAL_LIKELY(!ompi_mtl_efa.mr_local && NULL == req->mr)) {
+        return OMPI_SUCCESS;
+    }
+    req->post_addr = addr;
+    req->post_bits = bits;
+    req->post_ignore = ignore;
+    return ompi_mtl_efa_reg_buffer(req, desc);
+}
 
 END_C_DECLS
 #endif

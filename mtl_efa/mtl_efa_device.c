@@ -101,17 +101,22 @@ void ompi_mtl_efa_device_fini(void) {
         efa_stage_trim();
     }
     if (ompi_mtl_efa.device_hmem) {
+        uint64_t refused, after;
+        efa_core_mr_device_refusals(ompi_mtl_efa.core, &refused, &after);
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: device buffers handed to the provider as they are "
                             "(FI_HMEM): %llu sends, %llu receives; %llu registrations of freed "
                             "device memory replaced; %llu registrations through a dmabuf; "
                             "%llu buffers without synchronous memory operations (CUDA VMM, pool "
-                            "memory) copied through the host (common_efa_hmem_vmm)",
+                            "memory) copied through the host (common_efa_hmem_vmm); %llu posts "
+                            "refused by the provider and copied through the host, %llu device "
+                            "buffers copied since",
                             (unsigned long long)ompi_mtl_efa.device_hmem_sent,
                             (unsigned long long)ompi_mtl_efa.device_hmem_received,
                             (unsigned long long)efa_core_mr_device_stale(ompi_mtl_efa.core),
                             (unsigned long long)efa_core_mr_device_dmabuf(ompi_mtl_efa.core),
-                            (unsigned long long)efa_core_mr_device_vmm_staged(ompi_mtl_efa.core));
+                            (unsigned long long)efa_core_mr_device_vmm_staged(ompi_mtl_efa.core),
+                            (unsigned long long)refused, (unsigned long long)after);
     }
     ompi_mtl_efa.device_staging = false;
     ompi_mtl_efa.device_ipc = false;
@@ -343,6 +348,25 @@ int ompi_mtl_efa_device_provider_recv(mca_mtl_efa_request_t *req) {
         }
     }
     return ompi_mtl_efa_device_stage_recv(req);
+}
+
+bool ompi_mtl_efa_device_post_refused(mca_mtl_efa_request_t *req, const char *call, int rc) {
+    if (NULL == req->mr ||
+        EFA_DEVICE_POST_NOT_REFUSED ==
+            efa_core_mr_device_post_refused(ompi_mtl_efa.core, req->mr, call, rc)) {
+        return false;
+    }
+    efa_core_mr_release(ompi_mtl_efa.core, req->mr);
+    req->mr = NULL;
+    /* (counted as handed to the provider: it was not) */
+    __atomic_fetch_sub(req->is_send ? &ompi_mtl_efa.device_hmem_sent
+                                    : &ompi_mtl_efa.device_hmem_received,
+                       1, __ATOMIC_RELAXED);
+    /* (the buffer is the user's device memory: only such is registered) */
+    const int staged = req->is_send ? ompi_mtl_efa_device_stage_send(req->convertor, &req->buffer,
+                                                                     req->length, &req->free_buffer)
+                                    : ompi_mtl_efa_device_stage_recv(req);
+    return OMPI_SUCCESS == staged;
 }
 
 void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver) {

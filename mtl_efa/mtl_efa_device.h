@@ -47,6 +47,13 @@ int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req);
  * buffer is registered (req->mr) and handed to the provider as it is
  * where FI_HMEM was granted; else staged as above. */
 int ompi_mtl_efa_device_provider_recv(mca_mtl_efa_request_t *req);
+/* A provider send or receive of req failed with rc (a negative fi errno)
+ * in 'call', at the post or in its completion: where req->mr is a device
+ * registration the provider refused (efa_core_mr_device_post_refused),
+ * the registration goes, the buffer is copied through the host instead
+ * (stage_send, stage_recv) and true is returned: the caller posts req
+ * again.  False: the failure stands. */
+bool ompi_mtl_efa_device_post_refused(mca_mtl_efa_request_t *req, const char *call, int rc);
 /* A staged receive ends (ompi_mtl_efa_recv_buffer_done). */
 void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver);
 

@@ -126,8 +126,29 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     req->super.completion_callback(&req->super);
 }
 
+static int post_recv(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint64_t ignore);
+
+/* A receive whose post the provider refused from the backlog: a device
+ * buffer is posted again with a host buffer (true; an ANY_SOURCE one stays
+ * on the watch's list); else the failure stands. */
+static bool post_again(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
+    if (!cqe->unposted ||
+        !ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_trecv (from the backlog)", cqe->err)) {
+        return false;
+    }
+    const int rc = post_recv(req, req->post_addr, req->post_bits, req->post_ignore);
+    if (OMPI_SUCCESS != rc) {
+        req->error = rc;
+        return false;
+    }
+    return true;
+}
+
 static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
+    if (OPAL_UNLIKELY(cqe->err) && NULL != req->mr && post_again(req, cqe)) {
+        return;
+    }
     ompi_mtl_efa_any_done(req);
     if (ompi_mtl_efa_is_rdv(cqe)) {
         ompi_mtl_efa_rdv_recv(req, cqe, recv_finish); /* the bytes are read next */
@@ -217,6 +238,24 @@ static int unposted(mca_mtl_efa_request_t *req, int rc) {
     return rc;
 }
 
+/* A receive for the provider: with its buffer's descriptor where one is
+ * needed (FI_MR_LOCAL's, a device buffer's registration).  A device
+ * buffer the provider refuses is copied through the host and posted
+ * again, here or from its completion (recv_complete). */
+static int post_recv(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint64_t ignore) {
+    void *desc;
+    const int reg = ompi_mtl_efa_post_desc(req, addr, bits, ignore, &desc);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != reg)) {
+        return reg;
+    }
+    const int rc =
+        efa_ctx_trecv(req->ctx, req->buffer, req->length, desc, addr, bits, ignore, &req->op);
+    if (OPAL_UNLIKELY(rc) && ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_trecv", rc)) {
+        return post_recv(req, addr, bits, ignore); /* (req->mr is a host one now, or none) */
+    }
+    return mca_common_efa_rc(rc);
+}
+
 int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int src,
                        int tag, struct opal_convertor_t *convertor,
                        mca_mtl_request_t *mtl_request) {
@@ -237,7 +276,6 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     const int ci = ompi_mtl_efa_ctx_index(comm);
     fi_addr_t addr;
     uint64_t bits, ignore;
-    void *desc;
     int rc = recv_match(comm, src, tag, ci, &addr, &bits, &ignore);
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
@@ -267,20 +305,13 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
     if (MPI_ANY_SOURCE == src && ompi_mtl_efa.any_watch) {
         ompi_mtl_efa_any_link(req); /* before the post: it may complete at once */
     }
-    desc = NULL;
-    if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local || NULL != req->mr)) {
-        rc = ompi_mtl_efa_reg_buffer(req, &desc);
-    }
-    if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
-        /* Read before the post: a receive that is not dual may complete in
-         * another thread's progress as soon as it is posted, and pml/cm
-         * hand the request to another receive. */
-        const bool dual = req->dual;
-        rc = mca_common_efa_rc(
-            efa_ctx_trecv(req->ctx, req->buffer, req->length, desc, addr, bits, ignore, &req->op));
-        if (OMPI_SUCCESS == rc && dual) {
-            efa_engine_partner_armed(ompi_mtl_efa.engine, &req->on);
-        }
+    /* Read before the post: a receive that is not dual may complete in
+     * another thread's progress as soon as it is posted, and pml/cm hand
+     * the request to another receive. */
+    const bool dual = req->dual;
+    rc = post_recv(req, addr, bits, ignore);
+    if (OMPI_SUCCESS == rc && dual) {
+        efa_engine_partner_armed(ompi_mtl_efa.engine, &req->on);
     }
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         ompi_mtl_efa_any_done(req);
@@ -294,6 +325,26 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
 
 /* ---- probes ---------------------------------------------------------- */
 
+/* The receive of a claimed message into its mrecv's buffer.  A device
+ * buffer the provider refuses is copied through the host and posted
+ * again, here or from its completion (claim_complete): the message stays
+ * claimed meanwhile. */
+static int post_claimed(mca_mtl_efa_claim_t *claim) {
+    mca_mtl_efa_request_t *req = claim->mrecv;
+    void *desc;
+    const int reg = ompi_mtl_efa_reg_buffer(req, &desc);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != reg)) {
+        return reg;
+    }
+    const int rc = efa_ctx_trecv_claimed(claim->ctx, req->buffer, req->length, desc, claim->tag,
+                                         claim->ignore, &claim->op);
+    if (OPAL_UNLIKELY(rc) &&
+        ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_trecvmsg(FI_CLAIM)", rc)) {
+        return post_claimed(claim);
+    }
+    return mca_common_efa_rc(rc);
+}
+
 static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_claim_t *claim = (mca_mtl_efa_claim_t *)op;
     if (NULL == claim->mrecv) {
@@ -304,6 +355,15 @@ static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     /* The claimed message has been received into the mrecv's buffer (a
      * rendezvous message: its bytes are read next). */
     mca_mtl_efa_request_t *req = claim->mrecv;
+    if (OPAL_UNLIKELY(cqe->err) && cqe->unposted && NULL != req->mr &&
+        ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_trecvmsg(FI_CLAIM) (from the backlog)",
+                                         cqe->err)) {
+        const int rc = post_claimed(claim);
+        if (OMPI_SUCCESS == rc) {
+            return;
+        }
+        req->error = rc;
+    }
     free(claim);
     if (ompi_mtl_efa_is_rdv(cqe)) {
         ompi_mtl_efa_rdv_recv(req, cqe, recv_finish);
@@ -451,22 +511,16 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
         return rc;
     }
     mca_mtl_efa_claim_t *claim = (mca_mtl_efa_claim_t *)(*message)->req_ptr;
-    void *desc;
     int rc = prepare_recv(req, convertor, (*message)->comm, true); /* (claimed from the provider) */
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;
     }
     req->ctx = claim->ctx;
-    rc = ompi_mtl_efa_reg_buffer(req, &desc);
-    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
-        return unposted(req, rc);
-    }
     claim->mrecv = req;
-    rc = efa_ctx_trecv_claimed(claim->ctx, req->buffer, req->length, desc, claim->tag,
-                               claim->ignore, &claim->op);
-    if (OPAL_UNLIKELY(rc)) {
+    rc = post_claimed(claim);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         claim->mrecv = NULL;
-        return unposted(req, mca_common_efa_fi_to_opal(rc));
+        return unposted(req, rc);
     }
     ompi_message_return(*message);
     *message = MPI_MESSAGE_NULL;

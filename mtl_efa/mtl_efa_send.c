@@ -59,8 +59,28 @@ static void note_error(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
 
 static mca_mtl_efa_request_t *detach_ack(mca_mtl_efa_request_t *req);
 
+static int post_message(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits);
+
+/* A message whose post the provider refused from the backlog: a device
+ * buffer goes again through the host (true); else the failure stands. */
+static bool post_again(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
+    if (!cqe->unposted ||
+        !ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_tsend (from the backlog)", cqe->err)) {
+        return false;
+    }
+    const int rc = post_message(req, req->post_addr, req->post_bits);
+    if (OMPI_SUCCESS != rc) {
+        req->error = rc;
+        return false;
+    }
+    return true;
+}
+
 static void send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
+    if (OPAL_UNLIKELY(cqe->err) && NULL != req->mr && post_again(req, cqe)) {
+        return;
+    }
     note_error(req, cqe);
     if (OPAL_UNLIKELY(NULL != req->rdv) && cqe->err) {
         ompi_mtl_efa_rdv_send_failed(req, cqe->err);
@@ -261,6 +281,24 @@ static inline uint32_t next_seq(efa_peer_t *peer) {
     return n % efa_tag_max_seq(&ompi_mtl_efa.layout) + 1;
 }
 
+/* The message of a send: with its buffer's descriptor where one is
+ * needed (FI_MR_LOCAL's, a device buffer's registration).  A device
+ * buffer the provider refuses is copied through the host and posted
+ * again, here or from its completion (send_complete). */
+static int post_message(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits) {
+    void *desc;
+    const int reg = ompi_mtl_efa_post_desc(req, addr, bits, 0, &desc);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != reg)) {
+        return reg;
+    }
+    const int rc = efa_ctx_tsend(req->ctx, req->buffer, req->length, desc, addr, bits,
+                                 (uint32_t)req->comm->c_my_rank, &req->op);
+    if (OPAL_UNLIKELY(rc) && ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_tsend", rc)) {
+        return post_message(req, addr, bits); /* (req->mr is a host one now, or none) */
+    }
+    return mca_common_efa_rc(rc);
+}
+
 /* Post a send of an already packed buffer. */
 static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *comm, int dest,
                       int tag, mca_pml_base_send_mode_t mode) {
@@ -326,30 +364,21 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
             return mca_common_efa_fi_to_opal(rc);
         }
     }
-    void *desc = NULL;
-    if (OPAL_UNLIKELY(ompi_mtl_efa.mr_local || NULL != req->mr)) {
-        rc = ompi_mtl_efa_reg_buffer(req, &desc);
-        if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
-            (void)detach_ack(req); /* stays posted, never matched */
-            return rc;
-        }
-    }
     uint64_t bits = efa_tag_codec_pack(codec, proto, cid, me, tag);
     if (ompi_mtl_efa.withdraw && req->length >= MTL_EFA_WITHDRAW_MIN) {
         bits = efa_tag_codec_with_seq(codec, bits, next_seq(peer));
         req->seq_tag = bits;
         req->seq_addr = addr;
     }
-    rc = efa_ctx_tsend(ctx, req->buffer, req->length, desc, addr, bits, me, &req->op);
-    if (OPAL_UNLIKELY(rc)) {
+    rc = post_message(req, addr, bits);
+    if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         if (req->mr) {
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
             req->mr = NULL;
         }
         (void)detach_ack(req); /* stays posted, never matched */
-        return mca_common_efa_fi_to_opal(rc);
     }
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 /* A small send is injected: the buffer is reusable as soon as the call

@@ -14,7 +14,9 @@
 #   - what is said: the fake named at verbose 1; where Open MPI has no
 #     accelerator component, "not supported here" (and
 #     mtl_efa_device_buffers own asked for says why it cannot be); a bad
-#     setting refused.
+#     setting refused;
+#   - a provider that refuses posts of device memory it registered: the
+#     buffers go through the host instead.
 #   run-device-tests.sh <component-dir> <mpi-test-bin-dir>
 set -u
 # shellcheck source=runner-args.sh
@@ -330,6 +332,70 @@ ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory" <<<"$OUT" &&
     [ "$native" -eq 0 ] && [ "$requests" -gt 0 ] && ok=1
 verdict window-shm-vmm-off $ok "exit $RC, $native by the provider's RDMA, $requests as requests, with common_efa_hmem_vmm off"
+
+# A provider that refuses a post of device memory it registered (the
+# fake stands in: common_efa_debug_fake_device_refuse_post, 1 at the
+# post, 2 from the backlog): the buffer goes through the host instead (as
+# requests for btl_efa, streamed for own matching's reads), the job goes
+# on with every byte right, the refusal is said once with its call, and
+# from then on memory of its kind goes through the host.
+refused_posts() { # the finalize lines' refused posts (mtl_efa and btl_efa), summed
+    sed -n "s/.*; \([0-9]*\) posts\( of device memory\)\{0,1\} refused by the provider.*/\1/p" <<<"$OUT" |
+        awk '{n += $1} END {print n + 0}'
+}
+refuse=(--mca common_efa_debug_fake_device_refuse_post)
+for mode in 1 2; do
+    name=$([ $mode = 1 ] && echo at-post || echo from-backlog)
+    run "${hmem[@]}" --mca common_efa_provider_include shm "${refuse[@]}" $mode "$prog" -P -s 64K
+    read -r hs hr hst < <(hmem_counts)
+    ok=0
+    [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$(refused_posts)" -gt 0 ] &&
+        [ "$hs" -eq 0 ] && [ "$hr" -eq 0 ] &&
+        grep -qE "Call: +mtl_efa fi_t(send|recv)" <<<"$OUT" &&
+        grep -qE "From now: +all device memory" <<<"$OUT" && ok=1
+    verdict "hmem-shm-post-refused-$name" $ok "exit $RC, $(refused_posts) refused posts, $hs sends and $hr receives left by FI_HMEM"
+    run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include shm \
+        --mca btl_efa_rma_mode native --mca common_efa_debug_fake_device 1 \
+        --mca common_efa_debug_fake_device_hmem 1 --mca common_efa_verbose 1 "${refuse[@]}" $mode \
+        "$prog" -w
+    read -r native requests < <(hmem_rma_counts)
+    ok=0
+    [ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory" <<<"$OUT" &&
+        [ "$(refused_posts)" -gt 0 ] && [ "$requests" -gt 0 ] &&
+        grep -qE "Call: +btl_efa fi_(write|read)" <<<"$OUT" && ok=1
+    verdict "window-shm-post-refused-$name" $ok "exit $RC, $(refused_posts) refused posts, $native by the provider's RDMA, $requests as requests"
+    # (an operation in pieces: each piece refused goes as requests)
+    run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include shm \
+        --mca btl_efa_rma_mode native --mca btl_efa_rma_max_transfer 16384 \
+        --mca common_efa_debug_fake_device 1 --mca common_efa_debug_fake_device_hmem 1 \
+        --mca common_efa_verbose 1 "${refuse[@]}" $mode "$prog" -w -m 64K
+    ok=0
+    [ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory" <<<"$OUT" &&
+        [ "$(refused_posts)" -ge 4 ] && ok=1
+    verdict "window-shm-post-refused-pieces-$name" $ok "exit $RC, $(refused_posts) refused posts of an operation in 4 pieces"
+    # (own matching's reads: refused at the post, read into the host buffer
+    # and the kind said; refused from the backlog, streamed)
+    run "${own_hmem[@]}" "${refuse[@]}" $mode "$prog" -P -s 1M
+    seen=no
+    [ $mode = 1 ] && grep -qE "Call: +mtl_efa fi_readmsg \(a read into a device buffer\)" <<<"$OUT" &&
+        seen=yes
+    [ $mode = 2 ] && grep -qE "\([1-9][0-9]* reads failed and streamed instead\)" <<<"$OUT" &&
+        seen=yes
+    ok=0
+    [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$(direct_reads)" -eq 0 ] &&
+        [ $seen = yes ] && ok=1
+    verdict "own-read-post-refused-$name" $ok "exit $RC: $(direct_reads) read into the device; the refusal said or the read streamed: $seen"
+done
+# Memory without synchronous memory operations refused: only such memory
+# goes through the host from then on.
+run "${hmem[@]}" "${vmm[@]}" --mca common_efa_provider_include shm --mca common_efa_hmem_vmm on \
+    "${refuse[@]}" 1 "$prog" -P -s 64K
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$(refused_posts)" -gt 0 ] &&
+    [ "$(vmm_staged)" -gt 0 ] &&
+    grep -qE "From now: +device memory without synchronous memory operations" <<<"$OUT" &&
+    grep -q "copied through the host (the provider refused a post of such memory)" <<<"$OUT" && ok=1
+verdict hmem-shm-vmm-post-refused $ok "exit $RC, $(refused_posts) refused posts, $(vmm_staged) staged"
 
 # osc/rdma over btl_efa: a window in device memory carries puts and gets
 # from and into host and device buffers (the owner copies with the

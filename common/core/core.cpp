@@ -395,6 +395,7 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
         efa_fake_device_refuse_ipc(core->params.debug_fake_device_no_ipc);
         efa_fake_device_visible(core->params.debug_fake_device_hmem);
         efa_fake_device_no_sync_memops(core->params.debug_fake_device_vmm);
+        core->dev_refuse_test.store(0 != core->params.debug_fake_device_refuse_post);
         core->rep.say(1,
                       std::string("device memory: the fake device's (a test setting), ") +
                           (core->params.debug_fake_device_hmem
@@ -404,7 +405,10 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
                                ? ", described as memory without synchronous memory "
                                  "operations (as CUDA VMM memory)"
                                : "") +
-                          (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : ""));
+                          (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : "") +
+                          (0 != core->params.debug_fake_device_refuse_post
+                               ? "; the provider's posts of its registrations refused"
+                               : ""));
     }
     g_core = core.release();
     return g_core;

@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include <rdma/fi_errno.h>
 #include <rdma/fi_domain.h> // (FI_HMEM_DEVICE_ONLY: in fabric.h before libfabric 2.0)
 
 #include "core_report.hpp"
@@ -196,6 +197,17 @@ struct efa_core {
     std::mutex dev_refused_lock;
     std::array<uint64_t, 16> dev_refused{};
     size_t dev_refused_next = 0;
+    // Posts of device registrations the provider refused
+    // (device_post_refused.cpp): from the first on, memory of that kind
+    // (without synchronous memory operations, or any) is copied through
+    // the host; the refusals, and the buffers of any kind copied since.
+    std::atomic<bool> dev_vmm_posts_refused{false};
+    std::atomic<bool> dev_posts_refused{false};
+    std::atomic<uint64_t> dev_post_refusals{0};
+    std::atomic<uint64_t> dev_after_refusal{0};
+    // Test setting (debug_fake_device_refuse_post): posts of the fake's
+    // memory with a descriptor are refused (ctx_post.hpp).
+    std::atomic<bool> dev_refuse_test{false};
     efa_core_info_t info{};
     std::string nic_reason;
     int node_rails = 1;                  // efa_core_info_t.node_rails
@@ -413,6 +425,23 @@ constexpr uint32_t kRailMsgWarmCalls = 4096;
 inline void note_rails_used(efa_core *core) {
     if (!core->rails_used.load(std::memory_order_relaxed)) {
         core->rails_used.store(true, std::memory_order_relaxed);
+    }
+}
+
+// What a provider answers when it will not take a post's memory itself
+// (device_post_refused.cpp): not a full queue (the backlog's), a lost
+// peer or a cancel, which another memory would meet as well.
+inline bool refuses_memory(int rc) {
+    switch (rc) {
+    case -FI_EINVAL:
+    case -FI_EOPNOTSUPP:
+    case -FI_ENOSYS:
+    case -FI_EFAULT:
+    case -FI_EPERM:
+    case -FI_EACCES:
+        return true;
+    default:
+        return false;
     }
 }
 

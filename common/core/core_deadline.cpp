@@ -94,7 +94,7 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         // (its cancel, above all) fails with the peer's loss.
         efa_cqe_t c = *cqe;
         if (c.err) {
-            c = efa_cqe_t{held_err, flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
+            c = efa_cqe_t{held_err, flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
         }
         owner->tracker = nullptr;
         owner->complete(owner, &c);
@@ -102,9 +102,11 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (mine && err && unreachable(err)) {
         path_lost(core, peer, err, "the provider reported it unreachable");
     } else if (mine && err && err != -FI_ECANCELED && key_rail(peer) &&
-               core->params.rail_failover) {
+               core->params.rail_failover && !(cqe->unposted && refuses_memory(err))) {
         // Any failure on a rail beside the first takes that rail out for
         // the peer: its owner sends the operation again over another.
+        // (Not a post that never reached the provider, refused for its
+        // memory: the owner copies that through the host.)
         efa_core_peer_lost(core, peer, err, "an operation on it failed");
     }
 }
@@ -206,7 +208,7 @@ void release_held(efa_core *core, uint64_t now) {
                 continue;
             }
             late.push_back(
-                {t->owner, efa_cqe_t{t->held_err, t->flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL}});
+                {t->owner, efa_cqe_t{t->held_err, t->flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false}});
             unhold(core, t); // its hand-back, if any, now only frees it
         }
     }

@@ -29,14 +29,24 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
         rc = -FI_EOPNOTSUPP;
         what = "device allocation id (none given)";
     }
-    if (0 == rc && h.no_sync_memops && !core->dev_vmm_ok) {
+    // (kept from the provider by common_efa_hmem_vmm, or since the
+    // provider refused a post of such memory: device_post_refused.cpp)
+    const bool vmm_refused = core->dev_vmm_posts_refused.load(std::memory_order_relaxed);
+    if (0 == rc && h.no_sync_memops && (!core->dev_vmm_ok || vmm_refused)) {
         if (0 == core->dev_vmm_staged.fetch_add(1, std::memory_order_relaxed)) {
             core->rep.say(1, std::string("device memory without synchronous memory operations "
                                          "(CUDA VMM or pool memory) met: copied through the "
                                          "host (") +
-                                 core->dev_vmm_why + ")");
+                                 (core->dev_vmm_ok ? "the provider refused a post of such memory"
+                                                   : core->dev_vmm_why) +
+                                 ")");
         }
         *err = -FI_EOPNOTSUPP;
+        return nullptr;
+    }
+    if (0 == rc && core->dev_posts_refused.load(std::memory_order_relaxed)) {
+        core->dev_after_refusal.fetch_add(1, std::memory_order_relaxed);
+        *err = -FI_EOPNOTSUPP; // (said when the provider refused)
         return nullptr;
     }
     if (0 == rc) {

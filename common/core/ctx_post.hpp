@@ -19,6 +19,7 @@
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
+#include "efa_device.h"
 
 namespace efa::post {
 
@@ -64,6 +65,16 @@ inline void take_waiting(efa_ctx *ctx, Pick pick, std::vector<efa_op_t *> *taken
 // which call and why (once per kind) and hand the error to the caller.
 // Out of line (ctx_progress.cpp): the failure path stays off the hot one.
 int post_failed(efa_ctx *ctx, const char *call, ssize_t rc);
+
+// Test setting (common_efa_debug_fake_device_refuse_post): a post of the
+// fake device's memory with a descriptor (its registration), refused as a
+// provider would refuse it (device_post_refused.cpp).  On the hot path a
+// load of the core's flag and a branch.
+int refuse_for_test(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op);
+inline bool refuses_for_test(efa_ctx *ctx, const void *buf, size_t len, const void *desc) {
+    return __builtin_expect(ctx->core->dev_refuse_test.load(std::memory_order_relaxed), 0) &&
+           desc && efa_device_check(buf, len);
+}
 
 template <typename Post>
 inline int submit(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op, Post post,

@@ -86,13 +86,13 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
                                    errors[i]);
         if (failed[i]) { // an inject has no operation to fail
             efa::inflight_done(ctx, failed[i]);
-            efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
+            efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, true};
             failed[i]->complete(failed[i], &cqe);
         }
     }
     for (efa_op_t *op : dropped) { // back to the deadline, which tells the owner if need be
         efa::inflight_done(ctx, op);
-        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
+        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
         op->complete(op, &cqe);
     }
 }
@@ -156,7 +156,7 @@ __attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
     }
     release_slot(ctx, op);
     efa::inflight_done(ctx, op);
-    efa_cqe_t cqe;
+    efa_cqe_t cqe{}; // (unposted false: the provider had it)
     cqe.err = -err.err;
     cqe.flags = err.flags;
     cqe.tag = err.tag;
@@ -198,8 +198,9 @@ __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
                     efa::source_unchecked(ctx->core);
                 }
             }
-            efa_cqe_t cqe{0,  entries[i].flags, entries[i].tag, entries[i].data, entries[i].len, 0,
-                          src};
+            efa_cqe_t cqe{
+                0,    entries[i].flags, entries[i].tag, entries[i].data, entries[i].len, 0, src,
+                false};
             op->complete(op, &cqe);
         }
         return static_cast<int>(n);

@@ -44,6 +44,9 @@ fi_msg_rma rma_msg(const iovec *iov, void **desc, fi_addr_t peer, const fi_rma_i
 extern "C" int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *desc,
                              fi_addr_t dest, uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    if (refuses_for_test(ctx, buf, len, desc)) {
+        return refuse_for_test(ctx, ctx->tx_backlog, "fi_writemsg", op);
+    }
     const int rc = tracked_post(ctx, dest, op, kSend, FI_RMA | FI_WRITE, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_writemsg", pop, [=] {
@@ -64,6 +67,9 @@ extern "C" int efa_ctx_write(efa_ctx_t *ctx, const void *buf, size_t len, void *
 extern "C" int efa_ctx_read(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src,
                             uint64_t raddr, uint64_t rkey, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    if (refuses_for_test(ctx, buf, len, desc)) {
+        return refuse_for_test(ctx, ctx->tx_backlog, "fi_readmsg", op);
+    }
     const int rc = tracked_post(ctx, src, op, kSend, FI_RMA | FI_READ, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         return submit(ctx, ctx->tx_backlog, "fi_readmsg", pop, [=] {
@@ -208,7 +214,7 @@ extern "C" int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
     }
     if (found) { // never reached the provider: cancelled here
         efa::inflight_done(ctx, op);
-        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
+        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
         op->complete(op, &cqe);
         return 0;
     }

@@ -18,6 +18,9 @@ extern "C" {
 int efa_ctx_tsend(efa_ctx_t *ctx, const void *buf, size_t len, void *desc, fi_addr_t dest,
                   uint64_t tag, uint64_t data, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    if (refuses_for_test(ctx, buf, len, desc)) {
+        return refuse_for_test(ctx, ctx->tx_backlog, "fi_tsend", op);
+    }
     const int rc = tracked_post(ctx, dest, op, kSend, FI_SEND | FI_TAGGED, [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         if (ctx->use_cq_data) {
@@ -66,6 +69,11 @@ int efa_ctx_tinject(efa_ctx_t *ctx, const void *buf, size_t len, fi_addr_t dest,
 int efa_ctx_trecv(efa_ctx_t *ctx, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
                   uint64_t ignore, efa_op_t *op) {
     fid_ep *ep = ctx->ep;
+    if (refuses_for_test(ctx, buf, len, desc)) {
+        return refuse_for_test(
+            ctx, op->rx_class == EFA_RX_INTERNAL ? ctx->rx_internal_backlog : ctx->rx_backlog,
+            "fi_trecv", op);
+    }
     auto post = [&](efa_op_t *pop) {
         void *context = &pop->fi_ctx;
         if (ctx->overflow_buf) {
@@ -113,6 +121,9 @@ int efa_ctx_trecv_claimed(efa_ctx_t *ctx, void *buf, size_t len, void *desc, uin
     void *obuf = ctx->overflow_buf, *odesc = ctx->overflow_desc;
     size_t olen = ctx->overflow_len;
     op->tracker = nullptr;
+    if (refuses_for_test(ctx, buf, len, desc)) {
+        return refuse_for_test(ctx, ctx->rx_internal_backlog, "fi_trecvmsg(FI_CLAIM)", op);
+    }
     return submit(ctx, ctx->rx_internal_backlog, "fi_trecvmsg(FI_CLAIM)", op, [=] {
         iovec iov[2] = {{buf, len}, {obuf, olen}};
         void *d[2] = {desc, odesc};

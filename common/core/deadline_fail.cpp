@@ -97,7 +97,7 @@ void fail_tracked(efa_core *core, const std::vector<Tracked *> &failed, int err,
 
 void tell_failed(const std::vector<FailedOp> &ops, int err) {
     for (const FailedOp &f : ops) {
-        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL};
+        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
         // A watch (flags 0) keeps pointing at its orphan, which lives until
         // close: an unwatch racing with this call, or after it, then says
         // the call is due (false) rather than that none will come.

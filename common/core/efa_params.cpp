@@ -29,6 +29,8 @@ std::vector<ParamProblem> validate_params(const efa_core_params_t &p) {
     check_range(out, "rx_size", p.rx_size, 0, ParamLimits::kMaxQueueSize);
     check_range(out, "mr_cache_size", p.mr_cache_size, 0, ParamLimits::kMaxMrCache);
     check_range(out, "progress_batch", p.progress_batch, 1, ParamLimits::kMaxProgressBatch);
+    // (test setting: 1 at the post, 2 from the backlog)
+    check_range(out, "debug_fake_device_refuse_post", p.debug_fake_device_refuse_post, 0, 2);
     // -1 leaves the provider's default; 7 means "retry for ever" on EFA.
     check_range(out, "rnr_retry", p.rnr_retry, -1, ParamLimits::kMaxRnrRetry);
     // 0 turns the peer deadline off; a day is more than any real silence.

@@ -156,6 +156,7 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
     out->rails = 1;
     out->buffer_id = h.buffer_id;
     out->device = true;
+    out->no_sync_memops = h.no_sync_memops;
     // (a device buffer needs its descriptor whatever FI_MR_LOCAL says)
     if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE)) != 0) {
         add_rails(base, len, access, key, &h, out);

@@ -51,8 +51,9 @@ struct MrRegistration {
     // was registered (efa_device_hmem_t.buffer_id), and which cache holds it.
     uint64_t buffer_id = 0;
     bool device = false;
-    void *desc = nullptr; // local descriptor (fi_mr_desc)
-    uint64_t key = 0;     // remote key (fi_mr_key)
+    bool no_sync_memops = false; // (efa_device_hmem_t.no_sync_memops)
+    void *desc = nullptr;        // local descriptor (fi_mr_desc)
+    uint64_t key = 0;            // remote key (fi_mr_key)
     // The same range on the process's other NICs, where it opened several
     // (striped one-sided transfers): rails 1 .. rails-1.  A rail whose
     // registration failed ends the run: rails counts the first ones only.

@@ -71,6 +71,8 @@ namespace {
 // report it inside the post (another thread's progress completed every
 // piece), is left to read_from, which holds mu_ already.
 thread_local const void *t_posting = nullptr;
+// A read straight into a device buffer, named where the provider refuses it.
+constexpr const char *kReadIntoDevice = "mtl_efa fi_readmsg (a read into a device buffer)";
 } // namespace
 
 // Under mu_, from write_message: register r's buffer and fill b with what
@@ -195,6 +197,14 @@ bool Engine::post_read(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
     t_posting = nullptr;
     if (rc != 0) { // nothing went out: stream it (or read into the host buffer)
         reads_.pop_back();
+        if (into_device) [[unlikely]] {
+            // Refused for the memory (the request's arguments are sound
+            // here, so the error is the provider's post): such memory is
+            // not registered again.  (A read that fails later is only
+            // streamed: its completion cannot tell the memory from the
+            // peer's key or the path.)
+            (void)efa_core_mr_device_post_refused(core, rd->mr, kReadIntoDevice, rc);
+        }
         if (rd->mr) {
             efa_core_mr_release(core, rd->mr);
         }

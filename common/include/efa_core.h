@@ -48,6 +48,10 @@ typedef struct efa_cqe {
      * for it.  FI_ADDR_NOTAVAIL where nobody can say: a provider without
      * FI_SOURCE, a sender not in the AV, sends and failed operations. */
     fi_addr_t src;
+    /* The operation never reached the provider: its post, waiting in the
+     * backlog, failed when progress made it (err says why).  Nothing of it
+     * was sent or matched, so its owner may post it again. */
+    bool unposted;
 } efa_cqe_t;
 
 /* What a receive's completion means for the message it was posted for.
@@ -206,6 +210,10 @@ typedef struct efa_core_params {
     int hmem_vmm;
     /* the fake's visible memory is described as such memory (test path) */
     bool debug_fake_device_vmm;
+    /* Test path: posts of device registrations are refused as a provider
+     * would refuse them (-FI_EINVAL): 1 at the post, 2 when progress posts
+     * them from the backlog (their completion then says so). */
+    int debug_fake_device_refuse_post;
 } efa_core_params_t;
 
 /* Tri-state answers and requests for the efa provider's switches. */

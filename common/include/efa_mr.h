@@ -47,6 +47,27 @@ bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, const char **why);
  * memory operations (CUDA VMM or pool memory) and common_efa_hmem_vmm
  * keeps such memory from this provider: copied through the host. */
 uint64_t efa_core_mr_device_vmm_staged(const struct efa_core *core);
+/* A post of mr, a device registration, failed with rc (negative fi
+ * errno), in the call or in its completion; call names it for the message
+ * ("mtl_efa fi_tsend").  Where rc says the provider refused the memory
+ * (-FI_EINVAL, -FI_EOPNOTSUPP and the like; not a full queue, a lost peer
+ * or a cancel), memory of its kind is copied through the host from now on
+ * (efa_core_mr_acquire_device refuses it): memory without synchronous
+ * memory operations (CUDA VMM, pool memory) where mr is such memory, all
+ * device memory otherwise.  Said once per kind (help message
+ * device-post-refused).  The caller then copies this buffer through the
+ * host and posts again. */
+typedef enum {
+    EFA_DEVICE_POST_NOT_REFUSED = 0,
+    EFA_DEVICE_POST_REFUSED_VMM = 1,
+    EFA_DEVICE_POST_REFUSED_ALL = 2
+} efa_device_post_refusal_t;
+efa_device_post_refusal_t efa_core_mr_device_post_refused(struct efa_core *core, struct efa_mr *mr,
+                                                          const char *call, int rc);
+/* Posts refused so, and device buffers copied through the host since
+ * because all device memory is (memory without synchronous memory
+ * operations is counted by efa_core_mr_device_vmm_staged). */
+void efa_core_mr_device_refusals(const struct efa_core *core, uint64_t *posts, uint64_t *after);
 /* Device registrations made through a dmabuf (FI_MR_DMABUF), and whether
  * the next one will try (common_efa_dmabuf, libfabric 1.20+, and no
  * refusal by the provider so far). */

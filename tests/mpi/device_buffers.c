@@ -29,7 +29,8 @@
  * them, while ANY_SOURCE receives also watch the rings); -w:
  * instead of all that, under osc/rdma + btl_efa, a window over host memory
  * reached from device buffers, then a window over device memory: puts and
- * gets of it, an atomic (tests/run-device-tests.sh).
+ * gets of it, an atomic (tests/run-device-tests.sh); -m MIN: with -w, only
+ * the sizes from MIN (a first operation large enough to go in pieces).
  */
 #define _GNU_SOURCE
 #include "test_util.h"
@@ -48,7 +49,8 @@ static void *(*dev_alloc)(size_t);
 static void (*dev_free)(void *);
 static size_t (*dev_live)(void);
 static const dev_ops_t *dev;
-static int no_mprobe; /* -P */
+static int no_mprobe;     /* -P */
+static size_t window_min; /* -m */
 
 static int find_common(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
@@ -264,6 +266,9 @@ static void window_device(int peer) {
     char what[128];
     for (size_t i = 0; i < nsizes; ++i) {
         const size_t len = sizes[i];
+        if (len < window_min) {
+            continue;
+        }
         const uint64_t sh = tu_seed(11, (uint64_t)len, 0, 0), sd = tu_seed(12, (uint64_t)len, 0, 0);
         if (even) {
             /* host -> window [0, len), device -> window [max, max + len) */
@@ -358,6 +363,9 @@ static void window_host_device_origin(int peer) {
     char what[128];
     for (size_t i = 0; i < nsizes; ++i) {
         const size_t len = sizes[i];
+        if (len < window_min) {
+            continue;
+        }
         const uint64_t sp = tu_seed(13, (uint64_t)len, 0, 0);
         if (even) {
             dfill(dbuf, len, sp);
@@ -388,9 +396,11 @@ static void window_host_device_origin(int peer) {
 int main(int argc, char **argv) {
     size_t max = 4u << 20;
     int opt, window = 0, across = 0;
-    while ((opt = getopt(argc, argv, "s:PwX")) != -1) {
+    while ((opt = getopt(argc, argv, "s:m:PwX")) != -1) {
         if ('s' == opt) {
             max = tu_parse_size(optarg);
+        } else if ('m' == opt) {
+            window_min = tu_parse_size(optarg);
         } else if ('P' == opt) {
             no_mprobe = 1;
         } else if ('w' == opt) {
@@ -398,7 +408,7 @@ int main(int argc, char **argv) {
         } else if ('X' == opt) {
             across = 1;
         } else {
-            tu_usage("[-s MAX] [-P] [-w] [-X]", 1);
+            tu_usage("[-s MAX] [-P] [-w [-m MIN]] [-X]", 1);
         }
     }
     tu_init(&argc, &argv, "device_buffers");

@@ -89,7 +89,7 @@ class LostPeerPosts : public ::testing::Test {
     void hand_back(efa_op_t *standin, int err, size_t len = 0) {
         efa::post::release_slot(ctx_, standin);
         efa::inflight_done(ctx_, standin);
-        efa_cqe_t cqe{err, FI_RECV | FI_TAGGED, 0, 0, len, 0, FI_ADDR_NOTAVAIL};
+        efa_cqe_t cqe{err, FI_RECV | FI_TAGGED, 0, 0, len, 0, FI_ADDR_NOTAVAIL, false};
         standin->complete(standin, &cqe);
     }
 
