@@ -445,6 +445,9 @@ inline bool refuses_memory(int rc) {
     }
 }
 
+// Is mr a registration of device memory (device_post_refused.cpp)?
+bool device_registration(const efa_mr_t *mr);
+
 inline fi_addr_t rail_key(fi_addr_t rail0, int rail) {
     return rail0 | (static_cast<fi_addr_t>(rail) << 56);
 }

@@ -37,6 +37,7 @@ struct RdvState {
     std::map<RdvKey, std::deque<RdvTake *>> waiting;         // taken, their note not yet here
     std::unordered_set<RdvTake *> takes;                     // every receive in progress
     uint64_t sent = 0, read = 0, read_bytes = 0, failed = 0; // for the report at close
+    uint64_t through_host = 0; // reads into device memory the provider refused, read again
 };
 
 // The receiver's side (core_rdv_take.cpp): a note arrived on ctx (from

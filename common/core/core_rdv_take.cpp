@@ -2,7 +2,9 @@
 // a receive that matched a rendezvous message takes its note, or waits for
 // it, reads the bytes striped over the rails (efa_core_rail_read) and
 // answers the sender; probes learn a message's length from its note; a
-// withdrawn message's note is dropped.
+// withdrawn message's note is dropped.  A read into a device buffer that
+// the provider refuses goes again into a host buffer, copied on to the
+// device.
 #include <new>
 #include <string>
 
@@ -10,6 +12,8 @@
 
 #include "control_tags.hpp"
 #include "core_rdv.hpp"
+#include "efa_device.h"
+#include "efa_stage.h"
 
 namespace efa {
 
@@ -24,6 +28,8 @@ using Note = RdvNote;
 using Take = RdvTake;
 
 constexpr size_t kFin = control::kRdvFinBytes;
+constexpr const char *kReadIntoDevice =
+    "common:efa fi_read (a rendezvous read into a device buffer)";
 
 void put64(uint8_t *p, uint64_t v) {
     memcpy(p, &v, sizeof(v));
@@ -47,6 +53,7 @@ struct RdvTake {
     void *buf;
     size_t len;
     efa_mr_t *mr = nullptr; // buf's registration where it needs one (device memory)
+    void *host = nullptr;   // the provider refused mr: read into this, copied on to buf
     void (*done)(void *arg, int err, size_t msg_len); // nullptr: declined
     void *arg;
     int decline_err = 0;
@@ -126,13 +133,83 @@ void take_end(Take *t, int err) {
     take_put(t);
 }
 
+void read_done(void *arg, int err);
+
+// The bytes that fit, read into 'into' (registered as mr, or nullptr).
+int start_read(Take *t, void *into, efa_mr_t *mr) {
+    const RdvMsg &m = t->note.m;
+    efa_rail_read_req_t r{};
+    r.ctx = t->ctx;
+    r.addr = t->from;
+    r.peer = t->peer;
+    r.ctx_index = t->ctx->index;
+    r.buf = into;
+    r.len = m.len < t->len ? m.len : t->len;
+    r.mr = mr; // (a device buffer's: striped over the rails it is registered on)
+    r.raddr = m.addr;
+    r.rkeys = m.rkeys;
+    for (int k = 0; k < 4; ++k) {
+        r.rkey[k] = m.rkey[k];
+    }
+    r.done = read_done;
+    r.arg = t;
+    return efa_core_rail_read(t->ctx->core, &r, &t->read);
+}
+
+// A read into a device buffer's registration failed with err, at its post
+// (at_post: nothing went out) or in its completion: where err is the
+// provider refusing memory, the bytes are read again (reads change
+// nothing at the sender, which waits for the answer) into a host buffer,
+// copied on to the device when they are in.  Only a refusal at the post
+// names the memory for certain (a completion's may be the sender's key):
+// that one stops memory of its kind going to the provider.  True: the
+// read is out again, or the take has ended.
+bool read_through_host(Take *t, int err, bool at_post) {
+    efa_core *core = t->ctx->core;
+    if (t->host || !device_registration(t->mr) || !refuses_memory(err)) {
+        return false;
+    }
+    if (at_post) {
+        (void)efa_core_mr_device_post_refused(core, t->mr, kReadIntoDevice, err);
+    }
+    const RdvMsg &m = t->note.m;
+    void *host = efa_stage_get(m.len < t->len ? m.len : t->len);
+    if (!host) {
+        return false;
+    }
+    t->host = host;
+    const int rc = start_read(t, host, nullptr);
+    if (rc) {
+        t->host = nullptr;
+        efa_stage_free(host); // (nothing went out)
+        take_end(t, rc);
+        return true;
+    }
+    std::lock_guard<std::mutex> guard(state(core)->lock);
+    ++state(core)->through_host; // (t may be gone: its read may have ended already)
+    return true;
+}
+
 void read_done(void *arg, int err) {
-    take_end(static_cast<Take *>(arg), err);
+    auto *t = static_cast<Take *>(arg);
+    if (t->host) {
+        const RdvMsg &m = t->note.m;
+        void *host = t->host;
+        t->host = nullptr;
+        if (err) {
+            efa_stage_drop(host); // the provider may still hold it (a lost peer's read)
+        } else {
+            err = efa_device_copy(t->buf, host, m.len < t->len ? m.len : t->len) ? -FI_EIO : 0;
+            efa_stage_free(host);
+        }
+    } else if (err && read_through_host(t, err, false)) {
+        return;
+    }
+    take_end(t, err);
 }
 
 // The note is here (t->note, t->started): read what fits.
 void take_start(Take *t) {
-    efa_core *core = t->ctx->core;
     if (!t->done) {
         take_end(t, 0); // declined: the answer alone
         return;
@@ -143,23 +220,8 @@ void take_start(Take *t) {
         take_end(t, 0);
         return;
     }
-    efa_rail_read_req_t r{};
-    r.ctx = t->ctx;
-    r.addr = t->from;
-    r.peer = t->peer;
-    r.ctx_index = t->ctx->index;
-    r.buf = t->buf;
-    r.len = n;
-    r.mr = t->mr; // (a device buffer's: striped over the rails it is registered on)
-    r.raddr = m.addr;
-    r.rkeys = m.rkeys;
-    for (int k = 0; k < 4; ++k) {
-        r.rkey[k] = m.rkey[k];
-    }
-    r.done = read_done;
-    r.arg = t;
-    const int rc = efa_core_rail_read(core, &r, &t->read);
-    if (rc) {
+    const int rc = start_read(t, t->buf, t->mr);
+    if (rc && !read_through_host(t, rc, true)) {
         take_end(t, rc);
     }
 }

@@ -33,14 +33,23 @@ int refuse_for_test(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *o
 
 } // namespace efa::post
 
+namespace efa {
+
+bool device_registration(const efa_mr_t *mr) {
+    const auto *e = reinterpret_cast<const MrEntry *>(mr);
+    return nullptr != e && e->reg.device;
+}
+
+} // namespace efa
+
 extern "C" {
 
 efa_device_post_refusal_t efa_core_mr_device_post_refused(efa_core_t *core, efa_mr_t *mr,
                                                           const char *call, int rc) {
-    const auto *e = reinterpret_cast<const efa::MrEntry *>(mr);
-    if (nullptr == e || !e->reg.device || !efa::refuses_memory(rc)) {
+    if (!efa::device_registration(mr) || !efa::refuses_memory(rc)) {
         return EFA_DEVICE_POST_NOT_REFUSED;
     }
+    const auto *e = reinterpret_cast<const efa::MrEntry *>(mr);
     core->dev_post_refusals.fetch_add(1, std::memory_order_relaxed);
     // Memory without synchronous memory operations is what the one
     // provider known to refuse refuses: other device memory keeps going

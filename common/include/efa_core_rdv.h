@@ -93,7 +93,11 @@ int efa_ctx_rdv_take(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf, 
                      void (*done)(void *arg, int err, size_t msg_len), void *arg);
 /* The same into a buffer that needs its registration for the read (mr: a
  * device buffer's, efa_core_mr_acquire_device; striped over the rails it is
- * registered on). */
+ * registered on).  Where the provider refuses that memory (at the post,
+ * which stops memory of its kind going to the provider, as
+ * efa_core_mr_device_post_refused says, or in the read's completion) the
+ * bytes are read again into a host buffer and copied on to buf with the
+ * device's copy. */
 int efa_ctx_rdv_take_mr(efa_ctx_t *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len,
                         efa_mr_t *mr, void (*done)(void *arg, int err, size_t msg_len), void *arg);
 /* The receive that matched it failed before it could read: the sender is
