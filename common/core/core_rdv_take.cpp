@@ -160,10 +160,11 @@ int start_read(Take *t, void *into, efa_mr_t *mr) {
 // (at_post: nothing went out) or in its completion: where err is the
 // provider refusing memory, the bytes are read again (reads change
 // nothing at the sender, which waits for the answer) into a host buffer,
-// copied on to the device when they are in.  Only a refusal at the post
-// names the memory for certain (a completion's may be the sender's key):
-// that one stops memory of its kind going to the provider.  True: the
-// read is out again, or the take has ended.
+// copied on to the device when they are in.  A refusal at the post names
+// the memory for certain: it stops memory of its kind going to the
+// provider (as one refused from the backlog does, in the rail read; a
+// failure of a read the provider took may be the sender's key's doing).
+// True: the read is out again, or the take has ended.
 bool read_through_host(Take *t, int err, bool at_post) {
     efa_core *core = t->ctx->core;
     if (t->host || !device_registration(t->mr) || !refuses_memory(err)) {

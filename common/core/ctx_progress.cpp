@@ -77,17 +77,22 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
             }
         }
     }
+    efa_core *core = ctx->core;
     for (size_t i = 0; i < failed.size(); ++i) {
-        static std::atomic<int> reported{0};
-        if (reported.fetch_add(1) < 8) {
-            ctx->core->rep.say(0, std::string("deferred post failed: ") + fi_strerror(-errors[i]));
-        }
-        ctx->core->failures.report(ctx->core->rep, std::string(calls[i]) + " (deferred)",
-                                   errors[i]);
+        core->failures.report(core->rep, std::string(calls[i]) + " (deferred)", errors[i]);
+        // An owner that takes the error as the provider refusing its
+        // device buffer says so (device_post_refused.cpp) and copies it
+        // through the host: no failure to tell the user of.
+        const uint64_t refusals = core->dev_post_refusals.load(std::memory_order_relaxed);
         if (failed[i]) { // an inject has no operation to fail
             efa::inflight_done(ctx, failed[i]);
             efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, true};
             failed[i]->complete(failed[i], &cqe);
+        }
+        static std::atomic<int> reported{0};
+        if (refusals == core->dev_post_refusals.load(std::memory_order_relaxed) &&
+            reported.fetch_add(1) < 8) {
+            core->rep.say(0, std::string("deferred post failed: ") + fi_strerror(-errors[i]));
         }
     }
     for (efa_op_t *op : dropped) { // back to the deadline, which tells the owner if need be

@@ -20,6 +20,7 @@
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
+#include "efa_mr.h"
 #include "efa_rma.h"
 
 struct efa_rail_read {
@@ -30,6 +31,7 @@ struct efa_rail_read {
         size_t off, n;
     };
     efa_core *core;
+    efa_mr_t *mr;    // the local buffer's registration, or nullptr
     efa_ctx_t *ctx0; // the first rail: where a failed piece goes again
     fi_addr_t addr0;
     void *desc0;
@@ -48,6 +50,9 @@ struct efa_rail_read {
 };
 
 namespace {
+
+constexpr const char *kReadFromBacklog =
+    "common:efa fi_read (a read into a device buffer, from the backlog)";
 
 struct Rail {
     int rail;
@@ -73,6 +78,13 @@ void finish(efa_rail_read *rd) {
 void piece_done(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *pc = reinterpret_cast<efa_rail_read::Piece *>(op);
     efa_rail_read *rd = pc->read;
+    if (cqe->err && cqe->unposted && rd->mr) {
+        // A post refused from the backlog names the memory as one refused
+        // at the call does (a read the provider took and failed may be the
+        // peer's key's doing): a device registration's kind stops going to
+        // the provider, and the owner reads such memory another way.
+        (void)efa_core_mr_device_post_refused(rd->core, rd->mr, kReadFromBacklog, cqe->err);
+    }
     if (cqe->err && pc->rail && -FI_ECANCELED != cqe->err && rd->failover && !rd->orphaned.load()) {
         pc->rail = 0;
         if (0 == efa_ctx_read(rd->ctx0, rd->buf + pc->off, pc->n, rd->desc0, rd->addr0,
@@ -158,6 +170,7 @@ extern "C" int efa_core_rail_read(efa_core_t *core, const efa_rail_read_req_t *r
         return -FI_ENOMEM;
     }
     rd->core = core;
+    rd->mr = r->mr;
     rd->ctx0 = rails[0].ctx;
     rd->addr0 = rails[0].addr;
     rd->desc0 = rails[0].desc;

@@ -201,8 +201,9 @@ bool Engine::post_read(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const 
             // Refused for the memory (the request's arguments are sound
             // here, so the error is the provider's post): such memory is
             // not registered again.  (A read that fails later is only
-            // streamed: its completion cannot tell the memory from the
-            // peer's key or the path.)
+            // streamed; one refused from the backlog marks the kind in the
+            // rail read, a failure of one the provider took cannot tell
+            // the memory from the peer's key or the path.)
             (void)efa_core_mr_device_post_refused(core, rd->mr, kReadIntoDevice, rc);
         }
         if (rd->mr) {
