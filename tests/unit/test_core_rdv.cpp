@@ -20,6 +20,7 @@
 
 #include "core.hpp"
 #include "core_test_op.hpp"
+#include "core_test_rdv.hpp"
 #include "core_test_iface.hpp"
 #include "core_with_self.hpp"
 #include "efa_tag.h"
@@ -29,30 +30,8 @@ namespace {
 constexpr size_t kLen = 1 << 20;
 constexpr uint64_t kEnvelope = 0x2a; // communicator 0, tag 42
 
-struct Offer {
-    efa_rdv_offer_t o{};
-    bool done = false;
-    int result = 1;
-    Offer() {
-        o.done = [](efa_rdv_offer_t *of, int result) {
-            auto *self = reinterpret_cast<Offer *>(of);
-            self->done = true;
-            self->result = result;
-        };
-    }
-};
-
-struct Taken {
-    bool done = false;
-    int err = 1;
-    size_t msg_len = 0;
-    static void cb(void *arg, int err, size_t msg_len) {
-        auto *self = static_cast<Taken *>(arg);
-        self->done = true;
-        self->err = err;
-        self->msg_len = msg_len;
-    }
-};
+using Offer = RdvTestOffer;
+using Taken = RdvTestTaken;
 
 class CoreRdv : public ::testing::Test {
   protected:
