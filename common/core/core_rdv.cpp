@@ -231,10 +231,12 @@ void control_close(efa_core *core) {
         // (The test harness reads this line.)
         core->rep.say(1, "read rendezvous: " + std::to_string(st->sent) + " messages sent, " +
                              std::to_string(st->read) + " read (" + std::to_string(st->read_bytes) +
-                             " bytes), " + std::to_string(st->failed) + " failed, " +
-                             std::to_string(st->through_host) +
-                             " read again through the host (the provider refused the device "
-                             "buffer)");
+                             " bytes), " + std::to_string(st->failed) + " failed" +
+                             (st->through_host
+                                  ? ", " + std::to_string(st->through_host) +
+                                        " read again through the host (a device buffer the "
+                                        "provider would not take)"
+                                  : std::string()));
         for (void *r : st->recvs) {
             delete static_cast<ControlRecv *>(r);
         }
