@@ -36,7 +36,10 @@
 # a message that names the lost peer: a survivor's "peer_loss: rank R: OP
 # with rank 2 failed" (an MPI error came back) or Open MPI's runtime
 # naming rank 2 or its host (efa-h3 / NET.3).  It fails when the job is
-# still running then (the survivors hang).
+# still running then (the survivors hang), and when the ranks never began
+# transferring (the line gives where each rank was, or the job's error); a
+# rank caught in ofi_rxd's own loop then (rxd-hang.sh) makes the run go
+# again once, and its line says so.
 #   tests/netns/peer-loss.sh [-c CONFIG[,CONFIG...]] [-d DEADLINE] [-a ARGS] [SCENARIO...]
 #   -c  cm-rxd, cm-rxm (pml cm + mtl_efa), cm-own-rxd, cm-own-rxm (the same
 #       with mtl_efa matching itself: untagged provider messages),
@@ -131,6 +134,61 @@ wait_for() {
     return 0
 }
 
+# stacks PID: the innermost frames of PID, "f0 < f1 < f2 < f3" (gdb)
+stacks() {
+    timeout 20 gdb -p "$1" -batch -ex bt 2>/dev/null |
+        sed -n 's/^#[0-9]* *\(0x[0-9a-f]* in \)\{0,1\}\([^ ]*\) .*/\2/p' | head -n 4 |
+        paste -s -d '<' | sed 's/</ < /g'
+}
+
+# launch: starts cmd (its output in $log) and waits until rank 0 says
+# every rank is transferring (normally a second; 60 s at most).  Returns
+# non-zero otherwise, with $why saying what happened and the job gone;
+# where the ranks were still running, each of them was looked at first:
+# ofi_rxd's receive-entry loop (rxd-hang.sh) into $log.hang, every rank's
+# innermost frames into $log.stacks.
+launch() {
+    local end=$((SECONDS + 60)) p ranks
+    rm -f "$log.hang" "$log.stacks"
+    why=""
+    echo "# $(printf '%q ' "${cmd[@]}")" >"$log"
+    "${cmd[@]}" </dev/null >>"$log" 2>&1 &
+    pid=$!
+    until grep -q '^peer_loss: transferring' "$log"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid"
+            why="the job ended, exit $?, before the ranks were transferring: $(grep -a -v '^#' "$log" |
+                grep -a -E 'peer_loss|[Ee]rror|abort' | head -n 1 | cut -c1-160)"
+            kill_leftovers
+            return 1
+        fi
+        if [ $SECONDS -ge $end ]; then
+            ranks=$(pgrep -x "$(basename "$bin")")
+            for p in $ranks; do
+                "$here/rxd-hang.sh" "$p" >>"$log.hang" &
+            done
+            wait_children_but "$pid"
+            for p in $ranks; do
+                echo "$p: $(stacks "$p")" >>"$log.stacks"
+            done
+            why="the ranks were not transferring 60 s after the start; where each was: $(paste -s -d ';' "$log.stacks" 2>/dev/null | cut -c1-400)"
+            kill -KILL "$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+            kill_leftovers
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+# wait_children_but PID: waits for every background job of this shell but PID
+wait_children_but() {
+    local j
+    for j in $(jobs -p); do
+        [ "$j" = "$1" ] || wait "$j" 2>/dev/null
+    done
+}
+
 run_one() {
     local c=$1 s=$2 args log pid t_fault rc named
     # (Under pml ob1 the partition is caught by btl_efa's watch on the
@@ -149,22 +207,24 @@ run_one() {
         cmd=("${cmd[@]:0:3}" --mca common_efa_peer_timeout "$PARTITION_TIMEOUT" "${cmd[@]:3}")
         [ "$bound" -gt "$PARTITION_BOUND" ] && bound=$PARTITION_BOUND
     fi
-    echo "# $(printf '%q ' "${cmd[@]}")" >"$log"
-    "${cmd[@]}" </dev/null >>"$log" 2>&1 &
-    pid=$!
-    # the fault comes once every rank is transferring
-    local end=$((SECONDS + 60))
-    until grep -q '^peer_loss: transferring' "$log"; do
-        if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -ge $end ]; then
-            kill -KILL "$pid" 2>/dev/null
-            wait "$pid" 2>/dev/null
-            echo "FAIL peer_loss-$s $c (the ranks never started transferring; log $log)"
+    local why rerun=""
+    if ! launch; then
+        # Once, where a rank was caught in ofi_rxd's own loop (a defect of
+        # the stand-in, DESIGN.md "Stand-in provider defects that fail a
+        # run at times"), the run is made again and its result line says so.
+        if [ -s "$log.hang" ]; then
+            mv "$log" "$log.first"
+            mv "$log.hang" "$log.first.hang"
+            mv "$log.stacks" "$log.first.stacks" 2>/dev/null
+            rerun="run again: in the first, $(head -n 1 "$log.first.hang") (log $log.first)"
+            launch || { [ -s "$log.hang" ] && why+=" (again in ofi_rxd's loop: $log.hang)"; }
+        fi
+        if [ -n "$why" ]; then
+            echo "FAIL peer_loss-$s $c ($why${rerun:+; $rerun}; log $log)"
             nfail=$((nfail + 1))
-            kill_leftovers
             return
         fi
-        sleep 0.2
-    done
+    fi
     t_fault=$(date +%s.%N)
     [ "$s" = cut ] && "$here/fault.sh" cut 3
     [[ $s == partition* ]] && "$here/fault.sh" isolate 3
@@ -199,7 +259,7 @@ run_one() {
         [ $rc -eq 0 ] && note=" (exit 0 is Open MPI 5's runtime after it ended the job; docs/PLATFORMS.md)"
         grep -q 'kills itself (SIGKILL) on its timer' "$log" &&
             note+=" (the victim's transfers had stalled before its kill's round; its timer killed it)"
-        echo "PASS peer_loss-$s $c (ended ${took} s after the $s, exit $rc: $named)$note"
+        echo "PASS peer_loss-$s $c (ended ${took} s after the $s, exit $rc: $named)$note${rerun:+ ($rerun)}"
         npass=$((npass + 1))
     else
         echo "FAIL peer_loss-$s $c (ended ${took} s after the $s with exit $rc, and no message naming rank 2 or its host; log $log)"
