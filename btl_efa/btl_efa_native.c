@@ -202,6 +202,12 @@ static bool refused_from_backlog(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, 
     if (NULL == rop->parent) { /* (its callback is the requests' now) */
         OPAL_THREAD_ADD_FETCH32(&rop->endpoint->outstanding, -1);
         OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+        /* Counted as by the provider's RDMA when its post was taken
+         * (btl_efa_rdma.c); the whole operation is requests now.  (An
+         * operation in pieces stays counted there: its other pieces may
+         * have gone by RDMA.) */
+        (void)__atomic_fetch_sub(&btl->native.device_native, 1, __ATOMIC_RELAXED);
+        (void)__atomic_fetch_add(&btl->native.device_requests, 1, __ATOMIC_RELAXED);
     }
     mca_btl_efa_rop_return(btl, rop);
     return true;
