@@ -210,6 +210,7 @@ static bool refused_from_backlog(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, 
         (void)__atomic_fetch_add(&btl->native.device_requests, 1, __ATOMIC_RELAXED);
     }
     mca_btl_efa_rop_return(btl, rop);
+    efa_core_device_refusal_taken(); /* (no failed post to say) */
     return true;
 }
 

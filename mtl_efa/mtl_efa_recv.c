@@ -141,6 +141,7 @@ static bool post_again(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         req->error = rc;
         return false;
     }
+    efa_core_device_refusal_taken(); /* (no failed post to say) */
     return true;
 }
 
@@ -360,6 +361,7 @@ static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
                                          cqe->err)) {
         const int rc = post_claimed(claim);
         if (OMPI_SUCCESS == rc) {
+            efa_core_device_refusal_taken(); /* (no failed post to say) */
             return;
         }
         req->error = rc;

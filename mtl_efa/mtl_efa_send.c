@@ -73,6 +73,7 @@ static bool post_again(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         req->error = rc;
         return false;
     }
+    efa_core_device_refusal_taken(); /* (no failed post to say) */
     return true;
 }
 

@@ -448,6 +448,13 @@ inline bool refuses_memory(int rc) {
 // Is mr a registration of device memory (device_post_refused.cpp)?
 bool device_registration(const efa_mr_t *mr);
 
+namespace post {
+// Did an owner, in this thread, take a post's failure from the backlog as
+// its device memory refused and go another way since the last call
+// (efa_core_device_refusal_taken; refusal_taken.cpp)?
+bool take_refusal_taken();
+} // namespace post
+
 inline fi_addr_t rail_key(fi_addr_t rail0, int rail) {
     return rail0 | (static_cast<fi_addr_t>(rail) << 56);
 }

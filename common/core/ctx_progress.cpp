@@ -81,17 +81,19 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
     for (size_t i = 0; i < failed.size(); ++i) {
         core->failures.report(core->rep, std::string(calls[i]) + " (deferred)", errors[i]);
         // An owner that takes the error as the provider refusing its
-        // device buffer says so (device_post_refused.cpp) and copies it
-        // through the host: no failure to tell the user of.
-        const uint64_t refusals = core->dev_post_refusals.load(std::memory_order_relaxed);
+        // device buffer, and goes through the host instead, says so
+        // (efa::post::refusal_taken, in this thread): no failure to tell
+        // the user of.
+        bool taken = false;
         if (failed[i]) { // an inject has no operation to fail
             efa::inflight_done(ctx, failed[i]);
             efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, true};
+            (void)efa::post::take_refusal_taken();
             failed[i]->complete(failed[i], &cqe);
+            taken = efa::post::take_refusal_taken();
         }
         static std::atomic<int> reported{0};
-        if (refusals == core->dev_post_refusals.load(std::memory_order_relaxed) &&
-            reported.fetch_add(1) < 8) {
+        if (!taken && reported.fetch_add(1) < 8) {
             core->rep.say(0, std::string("deferred post failed: ") + fi_strerror(-errors[i]));
         }
     }

@@ -42,6 +42,7 @@ struct efa_rail_read {
     std::atomic<uint32_t> left{0};
     std::atomic<int> err{0};
     std::atomic<bool> orphaned{false}; // the owner went: no call, no failover
+    std::atomic<bool> refused{false};  // a piece's device memory refused: said once
     void (*done)(void *arg, int err);
     void (*landed)(void *arg, size_t off, size_t n);
     void *arg;
@@ -78,14 +79,23 @@ void finish(efa_rail_read *rd) {
 void piece_done(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *pc = reinterpret_cast<efa_rail_read::Piece *>(op);
     efa_rail_read *rd = pc->read;
-    if (cqe->err && cqe->unposted && rd->mr) {
-        // A post refused from the backlog names the memory as one refused
-        // at the call does (a read the provider took and failed may be the
-        // peer's key's doing): a device registration's kind stops going to
-        // the provider, and the owner reads such memory another way.
-        (void)efa_core_mr_device_post_refused(rd->core, rd->mr, kReadFromBacklog, cqe->err);
+    // A post refused from the backlog names the memory as one refused at
+    // the call does (a read the provider took and failed may be the
+    // peer's key's doing): a device registration's kind stops going to
+    // the provider, said once for the read however many of its pieces
+    // were refused, and the owner reads such memory another way.  Such a
+    // piece is not read again over the first rail: the same memory would
+    // be refused there.
+    const bool refused = cqe->err && cqe->unposted && efa::device_registration(rd->mr) &&
+                         efa::refuses_memory(cqe->err);
+    if (refused) {
+        if (!rd->refused.exchange(true)) {
+            (void)efa_core_mr_device_post_refused(rd->core, rd->mr, kReadFromBacklog, cqe->err);
+        }
+        efa_core_device_refusal_taken();
     }
-    if (cqe->err && pc->rail && -FI_ECANCELED != cqe->err && rd->failover && !rd->orphaned.load()) {
+    if (cqe->err && !refused && pc->rail && -FI_ECANCELED != cqe->err && rd->failover &&
+        !rd->orphaned.load()) {
         pc->rail = 0;
         if (0 == efa_ctx_read(rd->ctx0, rd->buf + pc->off, pc->n, rd->desc0, rd->addr0,
                               rd->raddr + pc->off, rd->key0, &pc->op)) {

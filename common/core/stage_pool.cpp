@@ -34,6 +34,11 @@ void *map(size_t len) {
 
 StagePool::~StagePool() {
     trim();
+    // (the process's pool is never destroyed: one that is, a test's, has
+    // no provider left behind it)
+    for (void *p : dropped_) {
+        free(p);
+    }
 }
 
 void *StagePool::get(size_t len) {
@@ -113,11 +118,17 @@ void StagePool::drop(void *p) {
             owned_.erase(it);
         }
     }
-    if (0 == len) {
-        free(p);
-    } else {
+    if (0 != len) {
         munmap(p, len);
+    } else if (p) {
+        std::lock_guard<std::mutex> guard(lock_);
+        dropped_.push_back(p); // (few: operations that failed)
     }
+}
+
+uint64_t StagePool::held_dropped() const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return dropped_.size();
 }
 
 void StagePool::trim() {
@@ -198,11 +209,7 @@ void efa_stage_free(void *p) {
 }
 
 void efa_stage_drop(void *p) {
-    if (__builtin_expect(!g_pooled.load(std::memory_order_relaxed), 1)) {
-        free(p);
-        return;
-    }
-    pool().drop(p);
+    pool().drop(p); // (a failed operation's: no fast path needed)
 }
 
 void efa_stage_trim(void) {

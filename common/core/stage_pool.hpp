@@ -23,10 +23,13 @@ class StagePool {
 
     void *get(size_t len);
     void put(void *p); // get's, or malloc's
-    // p's memory is not kept: a provider may still hold it (an operation
-    // that failed or was given up on), whose late bytes must not land in
-    // a later message.  get's is unmapped, malloc's freed.
+    // p's memory is not used again: a provider may still hold it (an
+    // operation that failed or was given up on), whose late bytes must
+    // not land in a later message.  get's is unmapped; malloc's is held
+    // for good (freed, its bytes would go back to the heap, where a late
+    // write would corrupt whatever was allocated there next).
     void drop(void *p);
+    uint64_t held_dropped() const; // malloc's buffers drop held
     void trim();
     uint64_t pooled() const;
     uint64_t reused() const;
@@ -45,6 +48,7 @@ class StagePool {
         bool idle;
     };
     std::unordered_map<const void *, Owned> owned_; // mapped by this pool
+    std::vector<void *> dropped_;                   // malloc's, dropped: never freed
     uint64_t pooled_ = 0, reused_ = 0, twice_ = 0;
 };
 

@@ -64,6 +64,11 @@ typedef enum {
 } efa_device_post_refusal_t;
 efa_device_post_refusal_t efa_core_mr_device_post_refused(struct efa_core *core, struct efa_mr *mr,
                                                           const char *call, int rc);
+/* Called by the owner of an operation refused so from the backlog (in its
+ * completion) once it has gone another way (through the host): the
+ * backlog then says no failure of the post.  An owner whose other way
+ * fails does not call it. */
+void efa_core_device_refusal_taken(void);
 /* Posts refused so, and device buffers copied through the host since
  * because all device memory is (memory without synchronous memory
  * operations is counted by efa_core_mr_device_vmm_staged). */

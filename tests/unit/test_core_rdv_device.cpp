@@ -41,8 +41,9 @@ struct Outcome {
 };
 
 // One message of kLen host bytes offered to this core itself and taken
-// into a fake device buffer registered for it.
-Outcome read_into_device(int refuse_post) {
+// into a fake device buffer registered for it; piece_max: the provider's
+// largest read, where not 0 (the read then goes in pieces).
+Outcome read_into_device(int refuse_post, size_t piece_max = 0) {
     Outcome out;
     efa_core_params_t p = core_test_params("shm");
     p.debug_fake_device = true;
@@ -66,6 +67,9 @@ Outcome read_into_device(int refuse_post) {
             ADD_FAILURE() << "no read rendezvous on shm";
             return out;
         }
+    }
+    if (piece_max) {
+        core->info.max_rma_size = piece_max;
     }
     const efa_tag_codec_t codec = efa_tag_codec_make(&efa_core_get_info(core)->tag_layout);
     const uint64_t tag = efa_tag_codec_with_seq(&codec, kEnvelope, 5) | codec.rdv_bit;
@@ -157,6 +161,18 @@ TEST_F(CoreRdvDevice, RefusedReadThroughTheHostAndDeviceMemoryKeptFromTheProvide
         EXPECT_EQ(o.refusals, 1u);
         EXPECT_FALSE(o.device_registers_after) << "device memory still goes to the provider";
     }
+}
+
+// A read in pieces, each refused from the backlog: one refusal for the
+// read (not one per piece), and no piece read again over the first rail.
+TEST_F(CoreRdvDevice, ARefusedReadInPiecesIsOneRefusal) {
+    const Outcome o = read_into_device(2, kLen / 4);
+    EXPECT_EQ(o.taken_err, 0);
+    EXPECT_EQ(o.offer_result, 0);
+    EXPECT_TRUE(o.bytes_right);
+    EXPECT_EQ(o.through_host, 1u);
+    EXPECT_EQ(o.refusals, 1u) << "each piece counted as a refusal";
+    EXPECT_FALSE(o.device_registers_after);
 }
 
 } // namespace

@@ -10,14 +10,17 @@
 
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include <rdma/fi_errno.h>
 
+#include "core.hpp"
 #include "core_test_op.hpp"
 #include "core_test_params.hpp"
 #include "core_with_self.hpp"
 #include "efa_core.h"
 #include "efa_device.h"
+#include "efa_mr.h"
 
 namespace {
 
@@ -180,3 +183,16 @@ TEST_F(DevicePostRefused, TheTestSettingRefusesDevicePostsAsAProviderWould) {
 }
 
 } // namespace
+
+// What tells the backlog that an owner went another way
+// (efa_core_device_refusal_taken) is its thread's alone: another
+// thread's refusal taken meanwhile hides no failure here.
+TEST(DeviceRefusalTaken, IsPerThreadAndForgottenOnceRead) {
+    EXPECT_FALSE(efa::post::take_refusal_taken());
+    std::thread other([] { efa_core_device_refusal_taken(); });
+    other.join();
+    EXPECT_FALSE(efa::post::take_refusal_taken()) << "another thread's refusal seen here";
+    efa_core_device_refusal_taken();
+    EXPECT_TRUE(efa::post::take_refusal_taken());
+    EXPECT_FALSE(efa::post::take_refusal_taken()) << "not forgotten once read";
+}

@@ -166,8 +166,15 @@ TEST(StagePool, ADroppedBufferIsNotKept) {
     pool.drop(a);
     EXPECT_FALSE(pool.owns(a));
     EXPECT_EQ(0u, pool.idle_bytes());
-    pool.drop(malloc(100)); // malloc's: freed
+    pool.drop(malloc(100)); // malloc's: held, never freed nor handed out
     pool.drop(nullptr);
+    EXPECT_EQ(1u, pool.held_dropped());
+    void *small = pool.get(100);
+    pool.drop(small);
+    EXPECT_EQ(2u, pool.held_dropped());
+    void *next = malloc(100);
+    EXPECT_NE(small, next) << "a dropped buffer's memory went back to the heap";
+    free(next);
 }
 
 TEST(EfaStage, TheProcessPoolFreesMallocsAndKeepsItsOwn) {
