@@ -4,7 +4,9 @@
  * but has no IPC calls, so where its selected component is cuda the
  * backend takes three from the CUDA driver itself (cuIpcGetMemHandle,
  * cuIpcOpenMemHandle, cuIpcCloseMemHandle; cuMemGetAddressRange for the
- * allocation that holds a buffer).  The driver is opened with dlopen when
+ * allocation that holds a buffer).  Memory those handles refuse (VMM)
+ * goes by its file descriptor where the driver has the VMM calls
+ * (efa_cuda_vmm_ipc.h; without them such memory streams).  The driver is opened with dlopen when
  * the backend is made (the library Open MPI's cuda component loaded
  * already), so that nothing here links against CUDA or needs its headers:
  * the few types are declared below as the driver API defines them.
@@ -19,6 +21,8 @@
 #include <string.h>
 
 #include <rdma/fi_errno.h>
+
+#include "efa_cuda_vmm_ipc.h"
 
 /* The driver API's types (cuda.h). */
 typedef int cu_result_t; /* CUresult: 0 is CUDA_SUCCESS */
@@ -38,6 +42,9 @@ static struct {
     cu_result_t (*address_range)(cu_deviceptr_t *, size_t *, cu_deviceptr_t);
 } cu;
 
+static efa_cuda_vmm_calls_t vmm; /* all set, or vmm_on false */
+static bool vmm_on;
+
 static int cuda_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
     cu_deviceptr_t base = 0;
     size_t size = 0;
@@ -45,7 +52,8 @@ static int cuda_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
     cu_ipc_mem_handle_t h;
     if (0 != cu.address_range(&base, &size, p) || p - base > size || len > size - (p - base) ||
         0 != cu.get_handle(&h, base)) {
-        return -FI_EINVAL; /* (VMM or pool memory: no handle of this kind) */
+        /* (VMM memory: by its descriptor; pool memory: none) */
+        return vmm_on ? efa_cuda_vmm_export(&vmm, buf, len, out) : -FI_EINVAL;
     }
     memset(out, 0, sizeof(*out));
     memcpy(out->handle, &h, sizeof(h));
@@ -60,6 +68,9 @@ static int cuda_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base
     cu_deviceptr_t p = 0;
     cu_deviceptr_t start = 0;
     size_t size = 0;
+    if (efa_cuda_vmm_is_export(in)) {
+        return vmm_on ? efa_cuda_vmm_import(&vmm, pid, in, base) : -FI_EINVAL;
+    }
     memcpy(&h, in->handle, sizeof(h));
     if (0 == in->alloc_len || 0 != cu.open_handle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) {
         return -FI_EACCES; /* (also: mapped in this process already, by it or another library) */
@@ -75,7 +86,31 @@ static int cuda_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base
 }
 
 static void cuda_ipc_close(void *base) {
-    (void)cu.close_handle((cu_deviceptr_t)(uintptr_t)base);
+    if (!vmm_on || !efa_cuda_vmm_close(&vmm, base)) {
+        (void)cu.close_handle((cu_deviceptr_t)(uintptr_t)base);
+    }
+}
+
+/* The VMM calls, all or none (vmm_on). */
+static void cuda_vmm_calls(void *lib) {
+#define EFA_CU_SYM(field, name) vmm.field = (__typeof__(vmm.field))dlsym(lib, name)
+    EFA_CU_SYM(pointer_attribute, "cuPointerGetAttribute");
+    EFA_CU_SYM(address_range, "cuMemGetAddressRange_v2");
+    EFA_CU_SYM(retain, "cuMemRetainAllocationHandle");
+    EFA_CU_SYM(export_handle, "cuMemExportToShareableHandle");
+    EFA_CU_SYM(import_handle, "cuMemImportFromShareableHandle");
+    EFA_CU_SYM(release, "cuMemRelease");
+    EFA_CU_SYM(reserve, "cuMemAddressReserve");
+    EFA_CU_SYM(map, "cuMemMap");
+    EFA_CU_SYM(set_access, "cuMemSetAccess");
+    EFA_CU_SYM(unmap, "cuMemUnmap");
+    EFA_CU_SYM(address_free, "cuMemAddressFree");
+    EFA_CU_SYM(context_device, "cuCtxGetDevice");
+#undef EFA_CU_SYM
+    vmm_on = NULL != vmm.pointer_attribute && NULL != vmm.address_range && NULL != vmm.retain &&
+             NULL != vmm.export_handle && NULL != vmm.import_handle && NULL != vmm.release &&
+             NULL != vmm.reserve && NULL != vmm.map && NULL != vmm.set_access &&
+             NULL != vmm.unmap && NULL != vmm.address_free && NULL != vmm.context_device;
 }
 
 bool mca_common_efa_cuda_ipc(efa_device_ops_t *ops) {
@@ -97,9 +132,11 @@ bool mca_common_efa_cuda_ipc(efa_device_ops_t *ops) {
         dlclose(lib);
         return false;
     }
+    cuda_vmm_calls(lib);
     ops->ipc_export = cuda_ipc_export;
     ops->ipc_import = cuda_ipc_import;
     ops->ipc_close = cuda_ipc_close;
+    ops->ipc_release = vmm_on ? efa_cuda_vmm_release : NULL;
     return true;
 }
 #endif

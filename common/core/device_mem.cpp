@@ -68,6 +68,13 @@ void efa_device_ipc_close(void *base) {
     }
 }
 
+void efa_device_ipc_release(uint64_t held) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    if (ops && ops->ipc_release && 0 != held) {
+        ops->ipc_release(held);
+    }
+}
+
 bool efa_device_hmem_on(void) {
     const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
     return ops && ops->hmem;

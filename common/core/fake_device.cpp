@@ -18,7 +18,11 @@
 // FI_HMEM_SYSTEM memory, so that a provider with FI_HMEM (shm) can carry
 // it; its id for registrations is the serial number, and its memfd is its
 // dmabuf.  Described as memory without synchronous memory operations
-// (efa_fake_device_no_sync_memops), it stands for CUDA VMM memory.
+// (efa_fake_device_no_sync_memops), it stands for CUDA VMM memory, and its
+// exports go as VMM memory's do (efa_cuda_vmm_ipc.h): each a duplicate of
+// the memfd held for the one message (efa_device_ipc_t.held, closed by
+// ipc_release), which the importer takes out of the exporter with
+// efa_fd_from_process; the handle names the allocation by its serial.
 // Contiguous buffers only: Open MPI packs a non-contiguous datatype with
 // the CPU, which it never does for a real GPU's memory (it knows that
 // memory, not the fake's).
@@ -55,6 +59,7 @@ std::map<uintptr_t, Region> g_regions; // by device address
 uint64_t g_serial = 0;
 std::atomic<bool> g_refuse_ipc{false};
 std::atomic<uint64_t> g_imports{0}, g_import_tries{0};
+std::atomic<size_t> g_held{0}; // descriptors VMM-like exports hold now
 std::atomic<bool> g_visible{false};
 std::atomic<bool> g_offer_dmabuf{true};
 std::atomic<bool> g_no_sync_memops{false};
@@ -190,6 +195,15 @@ int fake_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
     h.serial = r->serial;
     h.fd = r->fd;
     memset(out, 0, sizeof(*out));
+    if (r->no_sync_memops) { // (as CUDA VMM memory: a descriptor for this message)
+        const int held = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+        if (held < 0) {
+            return -FI_EMFILE;
+        }
+        g_held.fetch_add(1);
+        h.fd = -1; // (not the allocation's name: it changes with each message)
+        out->held = static_cast<uint64_t>(held) + 1;
+    }
     memcpy(out->handle, &h, sizeof(h));
     out->alloc_len = r->len;
     out->offset = a - base;
@@ -200,14 +214,17 @@ int fake_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base) {
     FakeHandle h;
     memcpy(&h, in->handle, sizeof(h));
     g_import_tries.fetch_add(1);
-    if (g_refuse_ipc.load() || 0 != memcmp(h.magic, kMagic, sizeof(h.magic)) || h.fd < 0 ||
-        0 == in->alloc_len || in->alloc_len > (uint64_t{1} << 40)) {
+    const int theirs = 0 != in->held ? static_cast<int>(in->held - 1) : h.fd;
+    if (g_refuse_ipc.load() || 0 != memcmp(h.magic, kMagic, sizeof(h.magic)) || theirs < 0 ||
+        0 == in->alloc_len || in->alloc_len > (uint64_t{1} << 40) || in->held > INT32_MAX) {
         return -FI_EINVAL;
     }
     char path[64], want[64];
-    snprintf(path, sizeof(path), "/proc/%u/fd/%d", pid, h.fd);
+    snprintf(path, sizeof(path), "/proc/%u/fd/%d", pid, theirs);
     memfd_name(h.serial, want, sizeof(want));
-    const int fd = open(path, O_RDWR | O_CLOEXEC);
+    // (a held descriptor is taken out of the exporter as CUDA VMM's is)
+    const int fd =
+        0 != in->held ? efa_fd_from_process(pid, theirs) : open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
         return -FI_EACCES;
     }
@@ -235,6 +252,11 @@ int fake_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base) {
 
 void fake_ipc_close(void *base) {
     efa_fake_device_free(base);
+}
+
+void fake_ipc_release(uint64_t held) {
+    close(static_cast<int>(held - 1));
+    g_held.fetch_sub(1);
 }
 
 int fake_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
@@ -284,6 +306,7 @@ const efa_device_ops_t g_fake_ops = {
     .ipc_export = fake_ipc_export,
     .ipc_import = fake_ipc_import,
     .ipc_close = fake_ipc_close,
+    .ipc_release = fake_ipc_release,
     .hmem = fake_hmem,
     .dmabuf = fake_dmabuf,
 };
@@ -353,6 +376,10 @@ void efa_fake_device_refuse_ipc(bool refuse) {
 
 uint64_t efa_fake_device_imports(void) {
     return g_imports.load();
+}
+
+size_t efa_fake_device_held(void) {
+    return g_held.load();
 }
 
 uint64_t efa_fake_device_import_tries(void) {

@@ -184,6 +184,14 @@ Engine::~Engine() {
             efa_core_net_interest(net_->core(), -1);
         }
     }
+    // Device sends a peer never answered: their exports' descriptors (each
+    // would keep its allocation alive until the process exits).
+    ids_.each([](efa_engine_req_t *r, uint64_t) {
+        if (r->device && 0 != r->ipc_held) {
+            efa_device_ipc_release(r->ipc_held);
+            r->ipc_held = 0;
+        }
+    });
     for (const auto &p : peers_) { // device sends still streaming: their host pieces
         while (efa_engine_link_t *l = p ? p->streams.front() : nullptr) {
             p->streams.remove(l);

@@ -199,9 +199,11 @@ constexpr uint8_t kReqPartner = 4; // a receive posted elsewhere too
 constexpr uint8_t kReqArmed = 8;   // ... and that other half is posted
 constexpr uint8_t kReqCancel = 16; // send: kCancel written or queued
 constexpr uint8_t kReqSwept = 32;  // ANY_SOURCE receive: seen posted by a watch sweep
-// A send whose buffer is registered for a receiver on another node to
-// read (req->net_mr); the registration goes when the send finishes.
-constexpr uint8_t kReqNetMr = 64;
+// A send that holds something until it finishes (release_held): its
+// buffer's registration, for a receiver on another node to read
+// (req->net_mr), or its device buffer's export to a peer of this node
+// (req->ipc_held).
+constexpr uint8_t kReqHeld = 64;
 // kReqLocal = 128 (match.hpp): a receive only this node can match.
 
 // Frame flags (FrameHdr.flags).
@@ -458,8 +460,8 @@ class Engine {
     void on_data(efa_engine_req_t *req, const uint8_t *bytes, size_t n, uint8_t flags);
     void stream_to_device(efa_engine_req_t *req);
     void finish(efa_engine_req_t *req) {
-        if (req->flags & kReqNetMr) {
-            release_send_mr(req);
+        if (req->flags & kReqHeld) {
+            release_held(req);
         }
         done_.push_back(&req->link);
     }
@@ -476,7 +478,7 @@ class Engine {
     static void read_done(void *arg, int err);                // arg: the ReadOp
     static void read_landed(void *arg, size_t off, size_t n); // a device receive's piece
     void end_read(ReadOp *ro);
-    void release_send_mr(efa_engine_req_t *r);
+    void release_held(efa_engine_req_t *r);
     void orphan_reads();
     bool read_on_ = false;   // the provider has FI_RMA and net_read_min is set
     int rails_ = 1;          // NICs of this process (efa_core_info_t.num_nics)

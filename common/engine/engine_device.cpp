@@ -22,6 +22,7 @@ namespace efa::engine {
 void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
     efa_device_ipc_t key = ipc;
     key.offset = 0;
+    key.held = 0; // (this message's, not the allocation's: imported with it, kept without)
     for (size_t i = p->ipc.size(); i-- > 0;) {
         if (0 == memcmp(&p->ipc[i].key, &key, sizeof(key))) {
             const IpcMap m = p->ipc[i];
@@ -36,7 +37,9 @@ void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
         }
     }
     void *base = nullptr;
-    if (0 == p->pid || 0 != efa_device_ipc_import(p->pid, &key, &base)) {
+    efa_device_ipc_t import = key;
+    import.held = ipc.held;
+    if (0 == p->pid || 0 != efa_device_ipc_import(p->pid, &import, &base)) {
         if (p->ipc_refused.size() >= kIpcKept) {
             p->ipc_refused.erase(p->ipc_refused.begin());
         }

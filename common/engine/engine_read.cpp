@@ -81,14 +81,14 @@ bool Engine::offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b) {
     if (!read_on_ || nullptr == p->net || r->buflen < params_.net_read_min) {
         return false;
     }
-    if (!(r->flags & kReqNetMr)) {
+    if (!(r->flags & kReqHeld)) { // (a host send: only ever its registration)
         int err = 0;
         efa_mr_t *mr = efa_core_mr_acquire(net_->core(), r->buf, r->buflen, FI_REMOTE_READ, &err);
         if (nullptr == mr) {
             return false;
         }
         r->net_mr = mr;
-        r->flags |= kReqNetMr;
+        r->flags |= kReqHeld;
     }
     const auto *mr = static_cast<const efa_mr_t *>(r->net_mr);
     const auto addr = reinterpret_cast<uintptr_t>(r->buf);
@@ -107,10 +107,16 @@ bool Engine::offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b) {
     return true;
 }
 
-void Engine::release_send_mr(efa_engine_req_t *r) {
-    efa_core_mr_release(net_->core(), static_cast<efa_mr_t *>(r->net_mr));
-    r->net_mr = nullptr;
-    r->flags &= static_cast<uint8_t>(~kReqNetMr);
+void Engine::release_held(efa_engine_req_t *r) {
+    if (nullptr != r->net_mr) {
+        efa_core_mr_release(net_->core(), static_cast<efa_mr_t *>(r->net_mr));
+        r->net_mr = nullptr;
+    }
+    if (r->device && 0 != r->ipc_held) {
+        efa_device_ipc_release(r->ipc_held); // (the peer answered, or never will)
+        r->ipc_held = 0;
+    }
+    r->flags &= static_cast<uint8_t>(~kReqHeld);
 }
 
 // Under mu_, from pull(): a receive matched an RTS of peer p that offers

@@ -29,9 +29,9 @@ static inline void write_first_line(uint8_t *f, const FrameHdr &h, const void *b
 
 namespace {
 // A device send by IPC (this node) carries its handle in the RTS; one to
-// another node offers its registration (kReqNetMr, set when it was sent).
+// another node offers its registration (net_mr, set when it was sent).
 bool device_by_ipc(const efa_engine_req_t *r) {
-    return r->device && !(r->flags & kReqNetMr);
+    return r->device && nullptr == r->net_mr;
 }
 size_t rts_len(const efa_engine_req_t *r) {
     return sizeof(RtsBody) + (device_by_ipc(r) ? sizeof(efa_device_ipc_t) : 0);
@@ -59,6 +59,9 @@ bool Engine::write_message(Peer *p, efa_engine_req_t *r) {
             efa_device_ipc_t ipc;
             if (0 != efa_device_ipc_export(r->buf, r->buflen, &ipc)) {
                 memset(&ipc, 0, sizeof(ipc)); // none: the receiver asks for DATA
+            } else if (0 != ipc.held) {
+                r->ipc_held = ipc.held; // (until the send finishes, however)
+                r->flags |= kReqHeld;
             }
             memcpy(f + hlen + sizeof(b), &ipc, sizeof(ipc));
         } else if (offer_read(p, r, b)) { // a peer on another node reads it by RMA
@@ -261,6 +264,7 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
     req->seq = 0;
     req->device = kDevice;
     if constexpr (kDevice) {
+        req->ipc_held = 0;
         void *const device_mr = req->net_mr;
         if (nullptr != device_mr) {
             if (p->out || !p->net) {
@@ -272,7 +276,7 @@ int Engine::send(uint32_t vpid, uint32_t cid, int32_t src, int32_t tag, const vo
         // Never copied into a frame: always a rendezvous.
         req->flags = static_cast<uint8_t>((sync ? kReqSync : 0) | kReqRndv);
         if (nullptr != device_mr) {
-            req->flags |= kReqNetMr; // (offer_read offers it; finish releases it)
+            req->flags |= kReqHeld; // (offer_read offers it; finish releases it)
         }
     } else {
         req->flags =

@@ -48,6 +48,11 @@ typedef struct efa_device_ipc {
     uint8_t handle[EFA_DEVICE_IPC_HANDLE_SIZE]; /* the backend's, of one allocation */
     uint64_t alloc_len;                         /* that allocation's length */
     uint64_t offset;                            /* of the buffer in it */
+    /* What the exporter holds for this one message until the message is
+     * done (ipc_release), not part of the allocation's name: CUDA VMM
+     * memory's exported descriptor, which the importer duplicates
+     * (efa_fd_from_process); 0: nothing held. */
+    uint64_t held;
 } efa_device_ipc_t;
 
 /* What a provider with FI_HMEM needs to register a device buffer
@@ -78,13 +83,18 @@ typedef struct efa_device_ops {
     /* Give back device memory that Open MPI allocated for a component (a
      * packed copy of a non-contiguous device buffer). */
     void (*release)(void *buf);
-    /* IPC (all three, or none: NULL).  The allocation holding [buf, buf +
-     * len): its handle, length and buf's offset in it. */
+    /* IPC (the first three, or none: NULL).  The allocation holding [buf,
+     * buf + len): its handle, length and buf's offset in it. */
     int (*ipc_export)(const void *buf, size_t len, efa_device_ipc_t *out);
     /* Map the allocation another process (pid) exported: *base is where
      * this process reaches it with copy, until ipc_close(*base). */
     int (*ipc_import)(uint32_t pid, const efa_device_ipc_t *h, void **base);
     void (*ipc_close)(void *base);
+    /* The exporter lets go of what an export held for one message
+     * (efa_device_ipc_t.held, not 0) once the peer is done with it: it
+     * answered, or the message went another way or failed.  NULL: the
+     * backend's exports never hold anything. */
+    void (*ipc_release)(uint64_t held);
     /* The registration attributes of the allocation holding [buf, buf +
      * len) (NULL: the backend cannot say; device buffers are then copied
      * through the host whatever the provider offers). */
@@ -115,6 +125,11 @@ bool efa_device_ipc_on(void);
 int efa_device_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out);
 int efa_device_ipc_import(uint32_t pid, const efa_device_ipc_t *h, void **base);
 void efa_device_ipc_close(void *base);
+void efa_device_ipc_release(uint64_t held);
+/* For backends: a duplicate of descriptor fd of process pid (pidfd_getfd,
+ * Linux 5.6; the permission single copy needs), or a negative libfabric
+ * error. */
+int efa_fd_from_process(uint32_t pid, int fd);
 /* The backend describes its memory for registrations (efa_device_ops_t's
  * hmem); efa_device_hmem returns -FI_ENOSYS where it does not. */
 bool efa_device_hmem_on(void);
@@ -138,6 +153,10 @@ size_t efa_fake_device_imported(void);
  * where a peer's import is refused).  Imports so far. */
 void efa_fake_device_refuse_ipc(bool refuse);
 uint64_t efa_fake_device_imports(void);
+/* Descriptors the fake's exports of memory described as VMM memory hold
+ * now (each export of such memory holds one until ipc_release, as CUDA
+ * VMM's do; tests: none left once the messages are done). */
+size_t efa_fake_device_held(void);
 /* Imports asked for, refused ones included. */
 uint64_t efa_fake_device_import_tries(void);
 /* Allocations from now on are mapped readable and writable at the address

@@ -81,6 +81,7 @@ struct efa_engine_req {
     size_t done;        /* bytes moved so far (streamed transfers) */
     size_t device_done; /* ... of them copied on to device_buf (SIZE_MAX: a copy failed) */
     void *net_mr;       /* send: the registration a receiver on another node reads */
+    uint64_t ipc_held; /* device send: what its export holds for the peer (efa_device_ipc_t.held) */
     /* A device send streamed as DATA frames: the host buffer its bytes are
      * copied into a piece (net_device_piece) at a time as the frames reach
      * them; device_done is then the end of the bytes copied so far. */

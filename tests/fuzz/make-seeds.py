@@ -52,9 +52,10 @@ def rts_body(length):
     return struct.pack("<QQQQIIQQQ", length, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
-def ipc_body(handle=b"", alloc_len=0, offset=0):
-    # efa_device_ipc_t: the handle (64 bytes), the allocation's length, the offset
-    return handle.ljust(64, b"\0") + struct.pack("<QQ", alloc_len, offset)
+def ipc_body(handle=b"", alloc_len=0, offset=0, held=0):
+    # efa_device_ipc_t: the handle (64 bytes), the allocation's length, the
+    # offset, what the sender holds for the message (a descriptor + 1)
+    return handle.ljust(64, b"\0") + struct.pack("<QQQ", alloc_len, offset, held)
 
 
 DEVICE = 8  # kFrameDevice
@@ -98,8 +99,10 @@ seeds = {
     # acknowledged itself, vpid 0 request 0, and crashed.
     "regress-short-eager-sync-ack-to-self": recv(64, 1, 1, 2) + frame(SHORT, b"abc", flags=1),
     # Device RTS frames: no handle (A asks for DATA), a handle of the fake
-    # that names no allocation of B, one whose message runs past its
-    # allocation, one cut before its handle; A's own device sends (an RTS
+    # that names no allocation of B, the same with a descriptor said to be
+    # held for it (as VMM memory's exports: the file it names is not that
+    # allocation), one whose message runs past its allocation, one cut
+    # before its handle; A's own device sends (an RTS
     # with a handle, answered by FIN, by CTS: A streams from the device).
     "device-rts-no-handle": recv(400, 1, 1, 2) +
     frame(RTS, rts_body(300) + ipc_body(), flags=DEVICE, fid=77) +
@@ -107,6 +110,9 @@ seeds = {
     frame(DATA, struct.pack("<Q", 200) + b"e" * 100, req=0),
     "device-rts-forged-handle": recv(400, 1, 1, 2) +
     frame(RTS, rts_body(300) + ipc_body(b"efafake\0" + struct.pack("<Qi", 1, 3), 4096),
+          flags=DEVICE, fid=77),
+    "device-rts-forged-held": recv(400, 1, 1, 2) +
+    frame(RTS, rts_body(300) + ipc_body(b"efafake\0" + struct.pack("<Qi", 1, -1), 4096, 0, 3),
           flags=DEVICE, fid=77),
     "device-rts-past-allocation": frame(RTS, rts_body(300) + ipc_body(b"x", 256, 128),
                                         flags=DEVICE, fid=78) + recv(400, 1, 1, 2),

@@ -33,11 +33,15 @@
 #           and stream-ordered pool memory sent both ways, every byte
 #           checked, over mtl_efa on shm handed device buffers as they are
 #           (common_efa_hmem_vmm auto, and off), the on-node path with
-#           mtl_efa copying (CUDA IPC; VMM and pool memory have no legacy
-#           IPC handle and stream), own matching on tcp;ofi_rxm, ob1 +
-#           btl_efa, and ob1 + sm + smcuda (the anchor); on shm the
-#           finalize counts must show VMM memory by FI_HMEM (auto) or
-#           copied (off), and Open MPI must not complain of buffer ids.
+#           mtl_efa copying (CUDA IPC: cudaMalloc memory by its legacy
+#           handle, VMM memory in one allocation by its file descriptor;
+#           a VMM buffer across two allocations and pool memory stream),
+#           own matching on tcp;ofi_rxm, ob1 + btl_efa, and ob1 + sm +
+#           smcuda (the anchor); on shm the finalize counts must show VMM
+#           memory by FI_HMEM (auto) or copied (off), on the on-node path
+#           more device messages by IPC than streamed (plain, vmm and
+#           vmm-remapped against vmm-span and pool), and Open MPI must not
+#           complain of buffer ids.
 #   osc     osu_put_latency and osu_get_bw with windows in device memory
 #           (MPI_Win_create) over osc/rdma + btl_efa (puts and gets executed
 #           by the window's owner with the device's copy; on shm with
@@ -151,18 +155,22 @@ done
 # vmm_check NAME WANT: the run's finalize lines against what it should
 # show (an exit and validation are checked by run): "provider": VMM and
 # pool memory went to shm by FI_HMEM, none copied for lack of synchronous
-# copies; "host": some was; and never Open MPI's complaint about a buffer
+# copies; "host": some was; "ipc": more device messages came by the
+# device's IPC than streamed; and never Open MPI's complaint about a buffer
 # id or SYNC_MEMOPS (the components no longer ask it for such memory) nor
 # an allocation left without an id (the driver's id call failing).
 vmm_check() {
-    local log=$out/$1.vmm_buffers.txt staged hmem
+    local log=$out/$1.vmm_buffers.txt staged hmem ipc streamed
     staged=$(sed -n 's/.*; \([0-9]*\) buffers without synchronous memory operations.*/\1/p' "$log" |
         awk '{n += $1} END {print n + 0}')
     hmem=$(sed -n 's/.*(FI_HMEM): \([0-9]*\) sends.*/\1/p' "$log" | awk '{n += $1} END {print n + 0}')
+    read -r ipc streamed < <(sed -n "s/.*device messages received from this node: \([0-9]*\) by the device's IPC, \([0-9]*\) streamed.*/\1 \2/p" "$log" |
+        awk '{i += $1; s += $2} END {print i + 0, s + 0}')
     if grep -q "bufferID failed\|cuPointerSetAttribute failed\|BUFFER_ID of a GPU memory\|device allocation id (none given)" "$log" ||
         { [ "$2" = provider ] && { [ "$staged" -ne 0 ] || [ "$hmem" -eq 0 ]; }; } ||
-        { [ "$2" = host ] && [ "$staged" -eq 0 ]; }; then
-        echo "run-gpu-check: $1: $staged buffers copied for lack of synchronous copies, $hmem sends by FI_HMEM (want: $2)" |
+        { [ "$2" = host ] && [ "$staged" -eq 0 ]; } ||
+        { [ "$2" = ipc ] && [ "$ipc" -le "$streamed" ]; }; then
+        echo "run-gpu-check: $1: $staged buffers copied for lack of synchronous copies, $hmem sends by FI_HMEM, $ipc device messages by IPC and $streamed streamed (want: $2)" |
             tee -a "$log" >&2
         fails=$((fails + 1))
     fi
@@ -180,6 +188,7 @@ done
 if [ $list = 0 ] && [ -x "$vmm_prog" ]; then
     vmm_check vmm-shm-own provider
     vmm_check vmm-shm-own-vmm-off host
+    vmm_check vmm-onnode-own ipc
 fi
 [ $list = 1 ] && exit 0
 
@@ -219,11 +228,11 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
     echo
     # (VMM and pool memory: where the report sends it, what was copied for
     # it, and whether Open MPI's buffer-id call still complained)
-    for name in vmm-shm-own vmm-shm-own-vmm-off; do
+    for name in vmm-shm-own vmm-shm-own-vmm-off vmm-onnode-own; do
         l=$out/$name.vmm_buffers.txt
         [ -f "$l" ] || continue
         echo "    $name:"
-        grep -h "without synchronous memory operations\|(FI_HMEM)\|bufferID\|cuPointerSetAttribute" "$l" |
+        grep -h "without synchronous memory operations\|(FI_HMEM)\|bufferID\|cuPointerSetAttribute\|device messages received from this node" "$l" |
             sed 's/^/      /' | sort -u
     done
     # (the own run's finalize counts: device messages by CUDA IPC, streamed)

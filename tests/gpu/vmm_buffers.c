@@ -53,7 +53,9 @@ static uint8_t pattern(int kind, size_t size, int from, int iter, size_t i) {
 }
 
 /* The properties of every VMM allocation here: pinned device memory,
- * GPUDirect RDMA capable where the device allows (as PyTorch asks). */
+ * GPUDirect RDMA capable where the device allows, and exportable as a
+ * file descriptor where the device allows (as PyTorch and NCCL ask: what
+ * other processes of the node map it by). */
 static CUmemAllocationProp vmm_prop(CUdevice dev) {
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof(prop));
@@ -64,6 +66,12 @@ static CUmemAllocationProp vmm_prop(CUdevice dev) {
     (void)cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
                                dev);
     prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0;
+    int posix_fd = 0;
+    (void)cuDeviceGetAttribute(
+        &posix_fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev);
+    if (posix_fd) {
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    }
     return prop;
 }
 

@@ -390,6 +390,7 @@ const efa_device_ops_t kGated = {
     .ipc_export = nullptr, // (no IPC)
     .ipc_import = nullptr,
     .ipc_close = nullptr,
+    .ipc_release = nullptr,
     .hmem = nullptr,
     .dmabuf = nullptr,
 };

@@ -42,6 +42,9 @@ class EngineDeviceTest : public EnginePair {
     void TearDown() override {
         EnginePair::TearDown(); // (closes what the engines imported)
         efa_fake_device_refuse_ipc(false);
+        efa_fake_device_visible(false);
+        efa_fake_device_no_sync_memops(false);
+        EXPECT_EQ(0u, efa_fake_device_held()) << "an export's descriptor still held";
         efa_device_install(nullptr);
         EXPECT_EQ(0u, efa_fake_device_live()) << "an allocation left behind";
         EXPECT_EQ(0u, efa_fake_device_imported()) << "an import left open";
@@ -100,6 +103,26 @@ class EngineDeviceTest : public EnginePair {
         EXPECT_EQ(before.device_streamed + (expect_ipc ? 0 : 1), st.device_streamed);
         EXPECT_EQ(before.single_copy, st.single_copy) << "single copy read device memory";
     }
+    // Three messages from three offsets of one allocation: imported once.
+    void messages_of_one_allocation() {
+        const auto data = pattern(8192, 5);
+        DeviceBuf src(65536), dst(8192);
+        src.fill(std::vector<uint8_t>(65536, 1));
+        const uint64_t imports = efa_fake_device_imports();
+        for (size_t off : {size_t(0), size_t(8192), size_t(40000)}) {
+            uint8_t *at = static_cast<uint8_t *>(src.get()) + off;
+            ASSERT_EQ(0, efa_device_copy(at, data.data(), 8192));
+            std::vector<uint8_t> host(8192);
+            Req s, r;
+            r.on.device_buf = dst.get();
+            ASSERT_EQ(0, post(b, r, host.data(), host.size(), 3, 0, 1));
+            s.on.complete = on_complete;
+            ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 1, at, 8192, false, &s.on));
+            ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
+            EXPECT_EQ(data, dst.read(8192)) << "offset " << off;
+        }
+        EXPECT_EQ(imports + 1, efa_fake_device_imports()) << "one allocation, imported once";
+    }
     // host.size() bytes sent from src, an allocation shorter than that,
     // into host: the device fails to copy them, and both sides must fail.
     void send_past_allocation(const DeviceBuf &src, std::vector<uint8_t> &host) {
@@ -134,23 +157,7 @@ TEST_F(EngineDeviceTest, TruncatedDeviceReceive) {
 
 TEST_F(EngineDeviceTest, AnAllocationIsImportedOnce) {
     open();
-    const auto data = pattern(8192, 5);
-    DeviceBuf src(65536), dst(8192);
-    src.fill(std::vector<uint8_t>(65536, 1));
-    const uint64_t imports = efa_fake_device_imports();
-    for (size_t off : {size_t(0), size_t(8192), size_t(40000)}) {
-        ASSERT_EQ(0, efa_device_copy(static_cast<uint8_t *>(src.get()) + off, data.data(), 8192));
-        std::vector<uint8_t> host(8192);
-        Req s, r;
-        r.on.device_buf = dst.get();
-        ASSERT_EQ(0, post(b, r, host.data(), host.size(), 3, 0, 1));
-        s.on.complete = on_complete;
-        ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 1, static_cast<uint8_t *>(src.get()) + off,
-                                            8192, false, &s.on));
-        ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
-        EXPECT_EQ(data, dst.read(8192)) << "offset " << off;
-    }
-    EXPECT_EQ(imports + 1, efa_fake_device_imports()) << "one allocation, imported once";
+    messages_of_one_allocation();
 }
 
 // A freed allocation's descriptor taken by the next: the receiver must not
@@ -249,6 +256,84 @@ TEST_F(EngineDeviceTest, AFailedDeviceReadFailsBothSides) {
     std::vector<uint8_t> host(8192, 0xee);
     send_past_allocation(src, host);
     EXPECT_EQ(std::vector<uint8_t>(8192, 0xee), host) << "bytes delivered that were never read";
+}
+
+// Memory exported as CUDA VMM memory is (the fake described so): each
+// message's export holds a descriptor of the sender's, which the
+// receiver takes out of it (pidfd_getfd), held until the message is done
+// and then let go; the receiver keeps the allocation's mapping under its
+// name, not the descriptor, so the same allocation is imported once.
+class EngineDeviceVmmTest : public EngineDeviceTest {
+  protected:
+    void SetUp() override {
+        EngineDeviceTest::SetUp();
+        efa_fake_device_visible(true);
+        efa_fake_device_no_sync_memops(true);
+    }
+};
+
+TEST_F(EngineDeviceVmmTest, ByADescriptorHeldUntilTheMessageIsDone) {
+    open();
+    for (size_t len : {size_t(1), size_t(4096), size_t(300000)}) {
+        SCOPED_TRACE(len);
+        device_message(len, len, true, true, true);
+        EXPECT_EQ(0u, efa_fake_device_held()) << "the descriptor outlived its message";
+    }
+    // The RTS waits unexpected: the descriptor is held until the receive
+    // is posted and the receiver answers.
+    const auto data = pattern(70000, 4);
+    DeviceBuf src(70000), dst(70000);
+    src.fill(data);
+    Req s, r;
+    s.on.complete = on_complete;
+    ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 9, src.get(), 70000, false, &s.on));
+    ASSERT_TRUE(until([&] {
+        efa_engine_stats_t st{};
+        efa_engine_get_stats(b, &st);
+        return st.unexpected > 0;
+    }));
+    EXPECT_EQ(1u, efa_fake_device_held()) << "let go before the receiver took it";
+    std::vector<uint8_t> host(70000);
+    r.on.device_buf = dst.get();
+    const int rc = post(b, r, host.data(), host.size(), 3, 0, 9);
+    ASSERT_LE(0, rc);
+    r.completions += rc;
+    ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
+    EXPECT_EQ(data, dst.read(70000));
+    EXPECT_EQ(0u, efa_fake_device_held());
+}
+
+TEST_F(EngineDeviceVmmTest, AnAllocationIsImportedOnceWhateverItsDescriptors) {
+    open();
+    messages_of_one_allocation();
+}
+
+// A send its peer never answered: the engine lets go of its descriptor
+// when it closes.
+TEST_F(EngineDeviceVmmTest, AnUnansweredSendLetsGoWhenTheEngineCloses) {
+    open();
+    DeviceBuf src(4096);
+    Req s;
+    s.on.complete = on_complete;
+    ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 9, src.get(), 4096, false, &s.on));
+    ASSERT_TRUE(until([&] {
+        efa_engine_stats_t st{};
+        efa_engine_get_stats(b, &st);
+        return st.unexpected > 0;
+    }));
+    EXPECT_EQ(1u, efa_fake_device_held());
+    efa_engine_destroy(a); // (before s goes: the engine reads its waiting sends)
+    a = nullptr;
+    EXPECT_EQ(0u, efa_fake_device_held()) << "the descriptor outlived the engine";
+}
+
+// A refused import streams the message, and its descriptor is let go all
+// the same.
+TEST_F(EngineDeviceVmmTest, ARefusedImportStreamsAndLetsGo) {
+    open(4);
+    efa_fake_device_refuse_ipc(true);
+    device_message(50000, 50000, true, true, false);
+    EXPECT_EQ(0u, efa_fake_device_held());
 }
 
 // Slots too small for a device RTS (its IPC handle): refused at once, for
