@@ -4,7 +4,12 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
+#include <vector>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rdma/fi_errno.h>
@@ -18,6 +23,11 @@ constexpr int kPosixFd = 1;        // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 constexpr int kLocationDevice = 1; // CU_MEM_LOCATION_TYPE_DEVICE
 constexpr int kReadWrite = 3;      // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 
+// The most physical allocations one buffer may span and still go by IPC
+// (what the name below holds; PyTorch's expandable segments map 20 MiB
+// allocations side by side, so any buffer up to 120 MiB fits).
+constexpr uint32_t kMaxPieces = EFA_CUDA_VMM_MAX_PIECES;
+
 // The allocation's name in efa_device_ipc_t.handle: what a receiver keeps
 // its mapping under (the descriptor, which changes with every message, is
 // in held, outside the name).
@@ -28,61 +38,326 @@ struct VmmName {
 static_assert(sizeof(VmmName) <= EFA_DEVICE_IPC_HANDLE_SIZE);
 constexpr char kMagic[8] = "efacvmm";
 
-// This process's mappings of other processes' allocations, and their
-// lengths (what cuMemUnmap and cuMemAddressFree need back).
+// The name of a buffer that spans several allocations mapped side by
+// side: every one's id, in address order, so that a piece unmapped and
+// another allocation mapped in its place gives another name.
+struct PiecesName {
+    char magic[4];
+    uint32_t count;
+    uint64_t buffer_id[kMaxPieces];
+};
+static_assert(sizeof(PiecesName) == EFA_DEVICE_IPC_HANDLE_SIZE);
+constexpr char kPiecesMagic[4] = {'e', 'f', 'a', 'p'};
+
+// What the receiver of such a buffer reads from the descriptor held for
+// the message (a memfd of the sender's, sealed): each piece's length and
+// the number of the descriptor the sender exported it as (held open with
+// the note).  The receiver only reads it, and only a sealed memfd, so a
+// frame naming another of the sender's descriptors changes nothing in the
+// sender and cannot stall the receiver on a file system; the ids repeat
+// the name's, which is how the receiver knows the note is this message's.
+struct PiecesNote {
+    char magic[8];
+    uint32_t count;
+    uint32_t reserved;
+    uint64_t buffer_id[kMaxPieces];
+    uint64_t len[kMaxPieces];
+    int32_t fd[kMaxPieces];
+};
+constexpr char kNoteMagic[8] = "efavmmn";
+constexpr int kNoteSeals = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+
+// One physical allocation under a buffer, as the sender found it.
+struct Piece {
+    efa_cu_ptr_t base;
+    size_t len;
+    uint64_t buffer_id;
+    efa_cu_handle_t handle; // retained
+};
+
 std::mutex g_lock;
-std::map<efa_cu_ptr_t, size_t> g_mapped;
+// This process's mappings of other processes' allocations: each piece's
+// length (cuMemUnmap takes one mapping at a time; cuMemAddressFree the
+// whole range).
+std::map<efa_cu_ptr_t, std::vector<size_t>> g_mapped;
+// The pieces' descriptors an export holds, by its note's descriptor.
+std::map<int, std::vector<int>> g_held_pieces;
 
-} // namespace
-
-extern "C" bool efa_cuda_vmm_is_export(const efa_device_ipc_t *h) {
-    return 0 != h->held && 0 == memcmp(h->handle, kMagic, sizeof(kMagic));
-}
-
-extern "C" int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *buf, size_t len,
-                                   efa_device_ipc_t *out) {
-    const auto p = reinterpret_cast<efa_cu_ptr_t>(buf);
+// The allocation mapped at p (where a mapping must begin when first is
+// false): its range, id and retained handle.  cuMemGetAddressRange names
+// one mapping of VMM memory, not the reservation around it; a range that
+// starts in another allocation (a driver naming the reservation) is
+// refused, as the buffer's offset in the allocation is then unknown.
+bool piece_at(const efa_cuda_vmm_calls_t *cu, efa_cu_ptr_t p, bool first, Piece *out) {
     unsigned long long id = 0;
     efa_cu_ptr_t base = 0;
     size_t size = 0;
     if (0 != cu->pointer_attribute(&id, kBufferId, p) || 0 == id ||
         0 != cu->address_range(&base, &size, p) || p < base || p - base >= size ||
-        len > size - (p - base)) {
-        return -FI_EINVAL;
+        (!first && base != p)) {
+        return false;
     }
-    // The range the driver gave must start in the same physical
-    // allocation, which a mapping always maps from its first byte: the
-    // buffer's offset in it is then p - base.
     efa_cu_handle_t h = 0, at_base = 0;
-    if (0 != cu->retain(&h, const_cast<void *>(buf))) {
-        return -FI_EINVAL; // (not VMM memory)
+    if (0 != cu->retain(&h, reinterpret_cast<void *>(p))) {
+        return false; // (not VMM memory)
     }
-    bool one = false;
-    if (0 == cu->retain(&at_base, reinterpret_cast<void *>(base))) {
+    bool one = base == p;
+    if (!one && 0 == cu->retain(&at_base, reinterpret_cast<void *>(base))) {
         one = at_base == h;
         (void)cu->release(at_base);
     }
-    int fd = -1;
-    const bool exported = one && 0 == cu->export_handle(&fd, h, kPosixFd, 0) && fd >= 0;
-    (void)cu->release(h); // (the retain's; the descriptor holds the memory)
-    if (!exported) {
+    if (!one) {
+        (void)cu->release(h);
+        return false;
+    }
+    *out = Piece{base, size, id, h};
+    return true;
+}
+
+// The pieces under [p, p + len), retained, in address order; false (none
+// retained) where one is not VMM memory, a gap or a range the driver does
+// not name lies between, or there are more than kMaxPieces.
+bool pieces_of(const efa_cuda_vmm_calls_t *cu, efa_cu_ptr_t p, size_t len,
+               std::vector<Piece> *out) {
+    const efa_cu_ptr_t end = p + len;
+    efa_cu_ptr_t at = p;
+    bool ok = end > p;
+    while (ok && (out->empty() || at < end)) {
+        Piece piece{};
+        ok = out->size() < kMaxPieces && piece_at(cu, at, out->empty(), &piece);
+        if (ok) {
+            out->push_back(piece);
+            at = piece.base + piece.len;
+        }
+    }
+    if (!ok) {
+        for (const Piece &piece : *out) {
+            (void)cu->release(piece.handle);
+        }
+        out->clear();
+    }
+    return ok;
+}
+
+void close_all(const std::vector<int> &fds) {
+    for (int fd : fds) {
+        close(fd);
+    }
+}
+
+// The note of a buffer over several pieces, in a sealed memfd: its
+// descriptor, or -1.
+int write_note(const std::vector<Piece> &pieces, const std::vector<int> &fds) {
+    PiecesNote note{};
+    memcpy(note.magic, kNoteMagic, sizeof(kNoteMagic));
+    note.count = static_cast<uint32_t>(pieces.size());
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        note.buffer_id[i] = pieces[i].buffer_id;
+        note.len[i] = pieces[i].len;
+        note.fd[i] = fds[i];
+    }
+    const int fd = memfd_create("efa-vmm-ipc", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd >= 0 && (sizeof(note) != static_cast<size_t>(pwrite(fd, &note, sizeof(note), 0)) ||
+                    0 != fcntl(fd, F_ADD_SEALS, kNoteSeals))) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// Map the allocations of fds (their lengths lens, side by side) into one
+// new range with access for this process's device: 0 and *base, or a
+// negative libfabric error with nothing left mapped or reserved.  The
+// descriptors are closed either way.
+int map_pieces(const efa_cuda_vmm_calls_t *cu, const std::vector<int> &fds,
+               const std::vector<size_t> &lens, void **base) {
+    size_t total = 0;
+    for (size_t len : lens) {
+        total += len;
+    }
+    int device = 0;
+    efa_cu_ptr_t va = 0;
+    if (0 != cu->context_device(&device) || 0 != cu->reserve(&va, total, 0, 0, 0)) {
+        close_all(fds);
+        return -FI_ENOMEM;
+    }
+    const efa_cu_access_desc_t access{kLocationDevice, device, kReadWrite};
+    int rc = 0;
+    size_t done = 0, offset = 0; // (the pieces mapped, and where the next goes)
+    for (; done < fds.size(); ++done) {
+        efa_cu_handle_t h = 0;
+        const efa_cu_ptr_t at = va + offset;
+        if (0 != cu->import_handle(&h, reinterpret_cast<void *>(static_cast<intptr_t>(fds[done])),
+                                   kPosixFd)) {
+            rc = -FI_EACCES;
+            break;
+        }
+        if (0 != cu->map(at, lens[done], 0, h, 0)) {
+            rc = -FI_EINVAL; // (longer than the allocation: the sender's range was not it)
+        } else if (0 != cu->set_access(at, lens[done], &access, 1)) {
+            (void)cu->unmap(at, lens[done]);
+            rc = -FI_EACCES; // (another device's memory without peer access)
+        }
+        (void)cu->release(h); // (the mapping holds the memory)
+        if (0 != rc) {
+            break;
+        }
+        offset += lens[done];
+    }
+    close_all(fds); // (the imported handles hold the memory)
+    if (0 != rc) {
+        for (size_t i = 0, at = 0; i < done; at += lens[i], ++i) {
+            (void)cu->unmap(va + at, lens[i]);
+        }
+        (void)cu->address_free(va, total);
+        return rc;
+    }
+    {
+        std::lock_guard<std::mutex> guard(g_lock);
+        g_mapped[va] = lens;
+    }
+    *base = reinterpret_cast<void *>(va);
+    return 0;
+}
+
+// A buffer over several pieces, as its export named it: each piece's
+// descriptor, taken out of the sender, and length.
+int take_pieces(uint32_t pid, const efa_device_ipc_t *in, std::vector<int> *fds,
+                std::vector<size_t> *lens) {
+    PiecesName name{};
+    memcpy(&name, in->handle, sizeof(name));
+    if (name.count < 2 || name.count > kMaxPieces) {
+        return -FI_EINVAL;
+    }
+    const int note_fd = efa_fd_from_process(pid, static_cast<int>(in->held - 1));
+    if (note_fd < 0) {
+        return note_fd;
+    }
+    PiecesNote note{};
+    struct stat first {};
+    const bool read_it =
+        kNoteSeals == fcntl(note_fd, F_GET_SEALS) && 0 == fstat(note_fd, &first) &&
+        sizeof(note) == static_cast<size_t>(pread(note_fd, &note, sizeof(note), 0));
+    close(note_fd);
+    uint64_t total = 0;
+    bool ok = read_it && 0 == memcmp(note.magic, kNoteMagic, sizeof(kNoteMagic)) &&
+              note.count == name.count &&
+              0 == memcmp(note.buffer_id, name.buffer_id, sizeof(name.buffer_id));
+    for (uint32_t i = 0; ok && i < note.count; ++i) {
+        ok = 0 != note.len[i] && note.len[i] <= in->alloc_len - total && note.fd[i] >= 0;
+        total += ok ? note.len[i] : 0;
+    }
+    if (!ok || total != in->alloc_len) {
+        return -FI_EINVAL; // (not this message's note)
+    }
+    for (uint32_t i = 0; i < note.count; ++i) {
+        const int fd = efa_fd_from_process(pid, note.fd[i]);
+        if (fd < 0) {
+            close_all(*fds);
+            fds->clear();
+            return fd;
+        }
+        fds->push_back(fd);
+        lens->push_back(note.len[i]);
+    }
+    // The sender closes the note before the pieces: the note still there
+    // once the pieces are taken, they are the ones it names, not numbers
+    // another export took again after the message was let go.
+    const int again = efa_fd_from_process(pid, static_cast<int>(in->held - 1));
+    struct stat now {};
+    const bool same = again >= 0 && 0 == fstat(again, &now) && now.st_dev == first.st_dev &&
+                      now.st_ino == first.st_ino;
+    if (again >= 0) {
+        close(again);
+    }
+    if (!same) {
+        close_all(*fds);
+        fds->clear();
+        lens->clear();
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
+} // namespace
+
+extern "C" bool efa_cuda_vmm_is_export(const efa_device_ipc_t *h) {
+    return 0 != h->held && (0 == memcmp(h->handle, kMagic, sizeof(kMagic)) ||
+                            0 == memcmp(h->handle, kPiecesMagic, sizeof(kPiecesMagic)));
+}
+
+extern "C" int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *buf, size_t len,
+                                   efa_device_ipc_t *out) {
+    const auto p = reinterpret_cast<efa_cu_ptr_t>(buf);
+    std::vector<Piece> pieces;
+    if (0 == len || !pieces_of(cu, p, len, &pieces)) {
+        return -FI_EINVAL;
+    }
+    std::vector<int> fds;
+    size_t total = 0;
+    for (const Piece &piece : pieces) {
+        int fd = -1;
+        if (0 == cu->export_handle(&fd, piece.handle, kPosixFd, 0) && fd >= 0) {
+            fds.push_back(fd);
+        }
+        total += piece.len;
+        (void)cu->release(piece.handle); // (the retain's; the descriptor holds the memory)
+    }
+    if (fds.size() != pieces.size()) {
+        close_all(fds);
         return -FI_EINVAL; // (made without the descriptor handle type)
     }
     memset(out, 0, sizeof(*out));
-    VmmName name{};
-    memcpy(name.magic, kMagic, sizeof(kMagic));
-    name.buffer_id = id;
-    memcpy(out->handle, &name, sizeof(name));
-    out->alloc_len = size;
-    out->offset = p - base;
-    out->held = static_cast<uint64_t>(fd) + 1;
+    int held = fds[0];
+    if (1 == pieces.size()) {
+        VmmName name{};
+        memcpy(name.magic, kMagic, sizeof(kMagic));
+        name.buffer_id = pieces[0].buffer_id;
+        memcpy(out->handle, &name, sizeof(name));
+    } else {
+        held = write_note(pieces, fds);
+        if (held < 0) {
+            close_all(fds);
+            return -FI_ENOMEM;
+        }
+        PiecesName name{};
+        memcpy(name.magic, kPiecesMagic, sizeof(kPiecesMagic));
+        name.count = static_cast<uint32_t>(pieces.size());
+        for (size_t i = 0; i < pieces.size(); ++i) {
+            name.buffer_id[i] = pieces[i].buffer_id;
+        }
+        memcpy(out->handle, &name, sizeof(name));
+        try {
+            std::lock_guard<std::mutex> guard(g_lock);
+            g_held_pieces[held] = std::move(fds);
+        } catch (const std::bad_alloc &) {
+            close_all(fds);
+            close(held);
+            return -FI_ENOMEM;
+        }
+    }
+    out->alloc_len = total;
+    out->offset = p - pieces[0].base;
+    out->held = static_cast<uint64_t>(held) + 1;
     return 0;
 }
 
 extern "C" void efa_cuda_vmm_release(uint64_t held) {
-    if (0 != held) {
-        close(static_cast<int>(held - 1));
+    if (0 == held) {
+        return;
     }
+    const int fd = static_cast<int>(held - 1);
+    std::vector<int> pieces;
+    {
+        std::lock_guard<std::mutex> guard(g_lock);
+        auto it = g_held_pieces.find(fd);
+        if (it != g_held_pieces.end()) {
+            pieces = std::move(it->second);
+            g_held_pieces.erase(it);
+        }
+    }
+    close(fd); // (the note first: see take_pieces)
+    close_all(pieces);
 }
 
 extern "C" int efa_cuda_vmm_import(const efa_cuda_vmm_calls_t *cu, uint32_t pid,
@@ -90,57 +365,41 @@ extern "C" int efa_cuda_vmm_import(const efa_cuda_vmm_calls_t *cu, uint32_t pid,
     if (!efa_cuda_vmm_is_export(in) || 0 == in->alloc_len || in->held > INT32_MAX) {
         return -FI_EINVAL;
     }
-    const int fd = efa_fd_from_process(pid, static_cast<int>(in->held - 1));
-    if (fd < 0) {
-        return fd;
+    std::vector<int> fds;
+    std::vector<size_t> lens;
+    if (0 == memcmp(in->handle, kPiecesMagic, sizeof(kPiecesMagic))) {
+        const int rc = take_pieces(pid, in, &fds, &lens);
+        if (0 != rc) {
+            return rc;
+        }
+    } else {
+        const int fd = efa_fd_from_process(pid, static_cast<int>(in->held - 1));
+        if (fd < 0) {
+            return fd;
+        }
+        fds.push_back(fd);
+        lens.push_back(in->alloc_len);
     }
-    efa_cu_handle_t h = 0;
-    const int rc =
-        cu->import_handle(&h, reinterpret_cast<void *>(static_cast<intptr_t>(fd)), kPosixFd);
-    close(fd); // (the imported handle holds the memory)
-    if (0 != rc) {
-        return -FI_EACCES;
-    }
-    int device = 0;
-    efa_cu_ptr_t va = 0;
-    const size_t len = in->alloc_len;
-    if (0 != cu->context_device(&device) || 0 != cu->reserve(&va, len, 0, 0, 0)) {
-        (void)cu->release(h);
-        return -FI_ENOMEM;
-    }
-    if (0 != cu->map(va, len, 0, h, 0)) {
-        (void)cu->address_free(va, len);
-        (void)cu->release(h);
-        return -FI_EINVAL; // (longer than the allocation: the sender's range was not it)
-    }
-    (void)cu->release(h); // (the mapping holds the memory)
-    const efa_cu_access_desc_t access{kLocationDevice, device, kReadWrite};
-    if (0 != cu->set_access(va, len, &access, 1)) {
-        (void)cu->unmap(va, len);
-        (void)cu->address_free(va, len);
-        return -FI_EACCES; // (another device's memory without peer access)
-    }
-    {
-        std::lock_guard<std::mutex> guard(g_lock);
-        g_mapped[va] = len;
-    }
-    *base = reinterpret_cast<void *>(va);
-    return 0;
+    return map_pieces(cu, fds, lens, base);
 }
 
 extern "C" bool efa_cuda_vmm_close(const efa_cuda_vmm_calls_t *cu, void *base) {
     const auto va = reinterpret_cast<efa_cu_ptr_t>(base);
-    size_t len = 0;
+    std::vector<size_t> lens;
     {
         std::lock_guard<std::mutex> guard(g_lock);
         auto it = g_mapped.find(va);
         if (it == g_mapped.end()) {
             return false;
         }
-        len = it->second;
+        lens = std::move(it->second);
         g_mapped.erase(it);
     }
-    (void)cu->unmap(va, len);
-    (void)cu->address_free(va, len);
+    size_t total = 0;
+    for (size_t len : lens) {
+        (void)cu->unmap(va + total, len);
+        total += len;
+    }
+    (void)cu->address_free(va, total);
     return true;
 }

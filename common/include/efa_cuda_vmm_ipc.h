@@ -14,7 +14,14 @@
  * address range of its own with access for its device, and keeps that
  * mapping under the allocation's name: its buffer id, which the process
  * never reuses, so a descriptor number taken again by another allocation
- * is never mistaken for the first.  The receiver trusts the descriptor
+ * is never mistaken for the first.  A buffer over several allocations
+ * mapped side by side (PyTorch's expandable segments map 20 MiB ones so,
+ * and a tensor may lie over several) goes piece by piece: its name holds
+ * every piece's id, and what is held is a note (a sealed memfd) of each piece's
+ * length and exported descriptor, all held with it; the receiver reads the
+ * note (never writes or consumes anything of the sender's), takes the
+ * pieces' descriptors and maps them side by side in one range of its own.
+ * The receiver trusts the descriptor
  * number as it trusts the rest of a frame from its node (the driver's
  * descriptors carry nothing to check it by): the sender holds it open
  * until the receiver has answered, so it is that export's.  The driver's calls come in as function
@@ -69,14 +76,23 @@ typedef struct efa_cuda_vmm_calls {
     int (*context_device)(int *device);
 } efa_cuda_vmm_calls_t;
 
-/* The VMM allocation that holds all of [buf, buf + len), exported for one
- * message: 0 with *out filled (out->held: the descriptor, kept open until
- * efa_cuda_vmm_release), or -FI_EINVAL where buf is not such memory, the
- * range crosses into another allocation, or the allocation cannot be
- * exported as a descriptor. */
+/* The most VMM allocations mapped side by side that one buffer may span and
+ * still be exported (the name of such a buffer holds each one's id). */
+#define EFA_CUDA_VMM_MAX_PIECES 7
+
+/* The VMM allocations that hold all of [buf, buf + len), exported for one
+ * message: 0 with *out filled (out->alloc_len: the allocations' length
+ * together, out->offset: buf's in the first; out->held: the descriptor,
+ * kept open until efa_cuda_vmm_release: the allocation's, or for a buffer
+ * over several allocations side by side a note of each one's descriptor,
+ * all held), -FI_EINVAL where buf is not such memory, a gap or more than
+ * EFA_CUDA_VMM_MAX_PIECES allocations lie under the range, or one cannot
+ * be exported as a descriptor, or -FI_ENOMEM where the note cannot be
+ * made. */
 int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *buf, size_t len,
                         efa_device_ipc_t *out);
-/* Map the allocation process pid exported (in->held set): 0 and *base,
+/* Map the allocation(s) process pid exported (in->held set), side by side
+ * as they were there: 0 and *base,
  * reachable with this process's device copy until efa_cuda_vmm_close, or
  * a negative libfabric error (nothing left mapped or open). */
 int efa_cuda_vmm_import(const efa_cuda_vmm_calls_t *cu, uint32_t pid, const efa_device_ipc_t *in,

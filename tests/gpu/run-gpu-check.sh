@@ -34,13 +34,14 @@
 #           checked, over mtl_efa on shm handed device buffers as they are
 #           (common_efa_hmem_vmm auto, and off), the on-node path with
 #           mtl_efa copying (CUDA IPC: cudaMalloc memory by its legacy
-#           handle, VMM memory in one allocation by its file descriptor;
-#           a VMM buffer across two allocations and pool memory stream),
-#           own matching on tcp;ofi_rxm, ob1 + btl_efa, and ob1 + sm +
-#           smcuda (the anchor); on shm the finalize counts must show VMM
-#           memory by FI_HMEM (auto) or copied (off), on the on-node path
-#           more device messages by IPC than streamed (plain, vmm and
-#           vmm-remapped against vmm-span and pool), and Open MPI must not
+#           handle, VMM memory by the descriptors of its allocations;
+#           pool memory streams), the VMM buffer across two allocations
+#           alone on that path, own matching on tcp;ofi_rxm, ob1 +
+#           btl_efa, and ob1 + sm + smcuda (the anchor); on shm the
+#           finalize counts must show VMM memory by FI_HMEM (auto) or
+#           copied (off), on the on-node path more device messages by IPC
+#           than streamed (plain, vmm, vmm-span and vmm-remapped against
+#           pool; the buffer across two alone too), and Open MPI must not
 #           complain of buffer ids.
 #   osc     osu_put_latency and osu_get_bw with windows in device memory
 #           (MPI_Win_create) over osc/rdma + btl_efa (puts and gets executed
@@ -113,6 +114,7 @@ vmm_runs=(
     "vmm-shm-own|1|${shm_own[*]}"
     "vmm-shm-own-vmm-off|1|${shm_own[*]} --mca common_efa_hmem_vmm off"
     "vmm-onnode-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own"
+    "vmm-onnode-own-span|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own|-k vmm-span"
     "vmm-rxm-own-matching-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own --mca mtl_efa_device_buffers own"
     "vmm-btl_efa-rxm|1|--mca pml ob1 --mca btl efa,self ${rxm[*]}"
     "vmm-ob1-sm-smcuda|0|--mca pml ob1 --mca btl sm,smcuda,self"
@@ -176,10 +178,11 @@ vmm_check() {
     fi
 }
 for r in "${vmm_runs[@]}"; do
-    IFS='|' read -r name ours args <<<"$r"
+    IFS='|' read -r name ours args prog_args <<<"$r"
     read -r -a a <<<"$args"
+    read -r -a pa <<<"$prog_args"
     if [ -x "$vmm_prog" ] || [ $list = 1 ]; then
-        run "$name" "$ours" vmm_buffers "${a[@]}" --mca common_efa_verbose 1 "$vmm_prog" -s 4194304
+        run "$name" "$ours" vmm_buffers "${a[@]}" --mca common_efa_verbose 1 "$vmm_prog" -s 4194304 ${pa[@]+"${pa[@]}"}
     elif [ "$ours" = 1 ]; then
         echo "run-gpu-check: no $vmm_prog (tests/gpu/prepare-carry.sh builds it)" >&2
         fails=$((fails + 1))
@@ -189,6 +192,7 @@ if [ $list = 0 ] && [ -x "$vmm_prog" ]; then
     vmm_check vmm-shm-own provider
     vmm_check vmm-shm-own-vmm-off host
     vmm_check vmm-onnode-own ipc
+    vmm_check vmm-onnode-own-span ipc
 fi
 [ $list = 1 ] && exit 0
 
@@ -228,7 +232,7 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
     echo
     # (VMM and pool memory: where the report sends it, what was copied for
     # it, and whether Open MPI's buffer-id call still complained)
-    for name in vmm-shm-own vmm-shm-own-vmm-off vmm-onnode-own; do
+    for name in vmm-shm-own vmm-shm-own-vmm-off vmm-onnode-own vmm-onnode-own-span; do
         l=$out/$name.vmm_buffers.txt
         [ -f "$l" ] || continue
         echo "    $name:"

@@ -18,7 +18,8 @@
  * synchronization right before MPI_Send, the receiver copies its buffer
  * back and compares.
  *
- *   mpirun -np 2 ... vmm_buffers [-s MAX_BYTES] [-i ITERATIONS]
+ *   mpirun -np 2 ... vmm_buffers [-s MAX_BYTES] [-i ITERATIONS] [-k KIND]
+ * (-k: that kind only, so that a run's counts are its.)
  * Prints "ok vmm_buffers ..." from rank 0; a wrong byte aborts the job
  * with its kind, size and offset.  Built by tests/gpu/prepare-carry.sh
  * (the kit's mpicc, CUDA's headers, the driver's stub library).
@@ -93,13 +94,16 @@ static void vmm_map(CUdevice dev, CUdeviceptr va, size_t len) {
 int main(int argc, char **argv) {
     size_t max = 4 << 20;
     int iters = 2;
-    for (int c; - 1 != (c = getopt(argc, argv, "s:i:"));) {
+    const char *only = NULL;
+    for (int c; - 1 != (c = getopt(argc, argv, "s:i:k:"));) {
         if ('s' == c) {
             max = strtoull(optarg, NULL, 0);
         } else if ('i' == c) {
             iters = atoi(optarg);
+        } else if ('k' == c) {
+            only = optarg;
         } else {
-            fprintf(stderr, "usage: vmm_buffers [-s MAX_BYTES] [-i ITERATIONS]\n");
+            fprintf(stderr, "usage: vmm_buffers [-s MAX_BYTES] [-i ITERATIONS] [-k KIND]\n");
             return 2;
         }
     }
@@ -144,8 +148,20 @@ int main(int argc, char **argv) {
     if (NULL == host || NULL == back) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    int messages = 0;
+    int messages = 0, known = NULL == only;
     for (int kind = 0; kind < KINDS; ++kind) {
+        known = known || 0 == strcmp(only, names[kind]);
+    }
+    if (!known) {
+        if (0 == rank) {
+            fprintf(stderr, "FAIL vmm_buffers: no kind %s\n", only);
+        }
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (int kind = 0; kind < KINDS; ++kind) {
+        if (NULL != only && 0 != strcmp(only, names[kind])) {
+            continue;
+        }
         if (VMM_REMAPPED == kind) {
             /* (the first allocation's pages go; new ones at its address) */
             CU(cuCtxSynchronize());
@@ -198,9 +214,8 @@ int main(int argc, char **argv) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (0 == rank) {
-        printf("ok vmm_buffers %d messages each way of plain, vmm, vmm-span, pool and "
-               "vmm-remapped memory, up to %zu bytes\n",
-               messages / 2, max);
+        printf("ok vmm_buffers %d messages each way of %s memory, up to %zu bytes\n", messages / 2,
+               NULL != only ? only : "plain, vmm, vmm-span, pool and vmm-remapped", max);
     }
     free(host);
     free(back);

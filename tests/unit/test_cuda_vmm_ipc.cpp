@@ -5,10 +5,13 @@
 // the descriptor's file.  What is checked: the name a receiver keeps its
 // mapping under is the allocation's id, not the descriptor; the
 // descriptor stays open until released; every retained handle is
-// released; a failed import leaves nothing mapped, reserved or open; and
-// memory that is not one exportable VMM allocation is refused.
+// released; a failed import leaves nothing mapped, reserved or open; a
+// buffer over several allocations side by side is mapped so at the
+// receiver, under a name that changes with any of them; and memory that is
+// not exportable VMM allocations without gaps is refused.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -47,7 +50,10 @@ struct Driver {
     std::map<efa_cu_ptr_t, size_t> reserved;
     std::map<efa_cu_ptr_t, efa_cu_handle_t> mapped;
     efa_cu_access_desc_t access{};
+    std::map<efa_cu_ptr_t, size_t> access_set; // every range given access
     int map_rc = 0, access_rc = 0;
+    int maps_before_failing = -1; // (-1: map never fails on its own)
+    int accesses_before_failing = -1;
     int unmaps = 0, frees = 0;
 } d;
 
@@ -130,25 +136,58 @@ int reserve(efa_cu_ptr_t *ptr, size_t size, size_t, efa_cu_ptr_t, unsigned long 
     d.reserved[*ptr] = size;
     return 0;
 }
+// Does [ptr, ptr + size) lie in one reserved range, not mapped yet?
+bool reserved_free(efa_cu_ptr_t ptr, size_t size) {
+    auto it = d.reserved.upper_bound(ptr);
+    if (it == d.reserved.begin()) {
+        return false;
+    }
+    --it;
+    if (ptr + size > it->first + it->second) {
+        return false;
+    }
+    for (const auto &[at, h] : d.mapped) {
+        if (at < ptr + size && ptr < at + d.allocs.at(h).size) {
+            return false;
+        }
+    }
+    return true;
+}
 int map(efa_cu_ptr_t ptr, size_t size, size_t offset, efa_cu_handle_t h, unsigned long long) {
     const auto it = d.imported.find(h);
+    if (0 == d.maps_before_failing--) {
+        return 1;
+    }
     if (0 != d.map_rc || it == d.imported.end() || 0 != offset ||
-        size > d.allocs.at(it->second).size || d.reserved[ptr] != size) {
+        size > d.allocs.at(it->second).size || !reserved_free(ptr, size)) {
         return 1;
     }
     d.mapped[ptr] = it->second;
     return 0;
 }
-int set_access(efa_cu_ptr_t ptr, size_t, const efa_cu_access_desc_t *desc, size_t count) {
-    if (1 != count || !d.mapped.count(ptr)) {
+int set_access(efa_cu_ptr_t ptr, size_t size, const efa_cu_access_desc_t *desc, size_t count) {
+    const auto it = d.mapped.find(ptr);
+    if (1 != count || it == d.mapped.end() || size != d.allocs.at(it->second).size) {
+        return 1;
+    }
+    if (0 == d.accesses_before_failing--) {
         return 1;
     }
     d.access = *desc;
+    if (0 == d.access_rc) {
+        d.access_set[ptr] = size;
+    }
     return d.access_rc;
 }
-int unmap(efa_cu_ptr_t ptr, size_t) {
+int unmap(efa_cu_ptr_t ptr, size_t size) {
     ++d.unmaps;
-    return d.mapped.erase(ptr) ? 0 : 1;
+    const auto it = d.mapped.find(ptr);
+    if (it == d.mapped.end() || size != d.allocs.at(it->second).size) {
+        return 1; // (one whole mapping at a time)
+    }
+    d.mapped.erase(it);
+    d.access_set.erase(ptr);
+    return 0;
 }
 int address_free(efa_cu_ptr_t ptr, size_t size) {
     ++d.frees;
@@ -170,6 +209,18 @@ const efa_cuda_vmm_calls_t kCalls = {
 
 bool open_fd(int fd) {
     return fcntl(fd, F_GETFD) >= 0;
+}
+
+int open_fds() {
+    int n = 0;
+    DIR *dir = opendir("/proc/self/fd");
+    while (nullptr != dir && nullptr != readdir(dir)) {
+        ++n;
+    }
+    if (nullptr != dir) {
+        closedir(dir);
+    }
+    return n;
 }
 
 class CudaVmmIpc : public ::testing::Test {
@@ -280,9 +331,18 @@ TEST_F(CudaVmmIpc, MemoryThatIsNotOneExportableAllocationIsRefused) {
     make(kVa, kMiB2, 77);
     make(kVa + kMiB2, kMiB2, 78);
     make(kVa + 2 * kMiB2, kMiB2, 79, false);
+    make(kVa + 4 * kMiB2, kMiB2, 80);
+    make(kVa + 6 * kMiB2, kMiB2, 81);
     efa_device_ipc_t out{};
-    // across two allocations mapped side by side
-    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa + kMiB2 - 64), 128, &out));
+    const int fds = open_fds();
+    // into a gap after an allocation
+    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa + 5 * kMiB2 - 64), 128, &out));
+    // across an allocation made without the descriptor handle type: the
+    // descriptors of the others not kept
+    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa + kMiB2 + 64), 2 * kMiB2, &out));
+    EXPECT_EQ(fds, open_fds()) << "a refused export left a descriptor open";
+    // no length
+    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa), 0, &out));
     // not the driver's memory
     EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa - 4096), 64, &out));
     // made without the descriptor handle type
@@ -292,6 +352,185 @@ TEST_F(CudaVmmIpc, MemoryThatIsNotOneExportableAllocationIsRefused) {
     d.reservation = kVa;
     d.reservation_size = 3 * kMiB2;
     EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa + kMiB2 + 64), 64, &out));
+    EXPECT_EQ(0u, out.held);
+}
+
+// PyTorch's expandable segments map allocations side by side in one
+// reservation; a tensor may lie over several.
+TEST_F(CudaVmmIpc, ABufferOverSeveralAllocationsIsMappedSoAtTheReceiver) {
+    const efa_cu_handle_t h0 = make(kVa, kMiB2, 77);
+    const efa_cu_handle_t h1 = make(kVa + kMiB2, 2 * kMiB2, 78);
+    const efa_cu_handle_t h2 = make(kVa + 3 * kMiB2, kMiB2, 79);
+    efa_device_ipc_t out{};
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + kMiB2 - 64), 2 * kMiB2 + 128, &out));
+    EXPECT_TRUE(efa_cuda_vmm_is_export(&out));
+    EXPECT_EQ(4 * kMiB2, out.alloc_len);
+    EXPECT_EQ(kMiB2 - 64, out.offset);
+    ASSERT_NE(0u, out.held);
+    void *base = nullptr;
+    ASSERT_EQ(0, efa_cuda_vmm_import(&kCalls, static_cast<uint32_t>(getpid()), &out, &base));
+    const auto va = reinterpret_cast<efa_cu_ptr_t>(base);
+    EXPECT_EQ(4 * kMiB2, d.reserved[va]);
+    ASSERT_EQ(3u, d.mapped.size());
+    EXPECT_EQ(h0, d.mapped[va]);
+    EXPECT_EQ(h1, d.mapped[va + kMiB2]) << "the pieces not side by side as at the sender";
+    EXPECT_EQ(h2, d.mapped[va + 3 * kMiB2]);
+    EXPECT_EQ(3, d.access.location_id);
+    const std::map<efa_cu_ptr_t, size_t> every{
+        {va, kMiB2}, {va + kMiB2, 2 * kMiB2}, {va + 3 * kMiB2, kMiB2}};
+    EXPECT_EQ(every, d.access_set) << "a piece without access for this device";
+    // The sender held every piece's descriptor for the message, and lets
+    // go of all of them.
+    const int fds = open_fds();
+    efa_cuda_vmm_release(out.held);
+    EXPECT_EQ(fds - 4, open_fds()) << "the note and its three descriptors not all closed";
+    EXPECT_TRUE(efa_cuda_vmm_close(&kCalls, base));
+    EXPECT_TRUE(d.mapped.empty()) << "a piece left mapped";
+    EXPECT_TRUE(d.reserved.empty());
+}
+
+TEST_F(CudaVmmIpc, TheNameOfABufferOverSeveralAllocationsChangesWithAnyOfThem) {
+    make(kVa, kMiB2, 77);
+    make(kVa + kMiB2, kMiB2, 78);
+    make(kVa + 2 * kMiB2, kMiB2, 79);
+    efa_device_ipc_t a{}, b{}, c{};
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), 3 * kMiB2 - 128, &a));
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 128), 3 * kMiB2 - 256, &b));
+    EXPECT_EQ(0, memcmp(a.handle, b.handle, sizeof(a.handle))) << "the same pieces, two names";
+    // The middle allocation unmapped, another mapped in its place.
+    const efa_cu_handle_t old = d.mappings.at(kVa + kMiB2);
+    d.mappings.erase(kVa + kMiB2);
+    make(kVa + kMiB2, kMiB2, 90);
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), 3 * kMiB2 - 128, &c));
+    EXPECT_NE(0, memcmp(a.handle, c.handle, sizeof(a.handle)))
+        << "a mapping of the old middle piece would be taken for the new";
+    for (uint64_t held : {a.held, b.held, c.held}) {
+        efa_cuda_vmm_release(held);
+    }
+    close(d.allocs.at(old).memfd);
+    d.allocs.erase(old);
+}
+
+TEST_F(CudaVmmIpc, ANoteThatIsNotTheMessagesIsRefused) {
+    make(kVa, kMiB2, 77);
+    make(kVa + kMiB2, kMiB2, 78);
+    const auto pid = static_cast<uint32_t>(getpid());
+    efa_device_ipc_t out{};
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), kMiB2, &out));
+    void *base = nullptr;
+    efa_device_ipc_t other_ids = out;
+    other_ids.handle[8] ^= 1; // (another first piece's id)
+    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_import(&kCalls, pid, &other_ids, &base));
+    efa_device_ipc_t longer = out;
+    longer.alloc_len += kMiB2;
+    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_import(&kCalls, pid, &longer, &base));
+    int pipe_fds[2];
+    ASSERT_EQ(0, pipe(pipe_fds));
+    ASSERT_EQ(1, write(pipe_fds[1], "x", 1));
+    efa_device_ipc_t a_pipe = out; // (a descriptor no note: nothing read from it)
+    a_pipe.held = static_cast<uint64_t>(pipe_fds[0]) + 1;
+    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_import(&kCalls, pid, &a_pipe, &base));
+    char byte = 0;
+    EXPECT_EQ(1, read(pipe_fds[0], &byte, 1)) << "the import consumed the sender's bytes";
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    EXPECT_TRUE(d.reserved.empty());
+    EXPECT_EQ(nullptr, base);
+    efa_cuda_vmm_release(out.held);
+}
+
+// The note an export holds, copied into a memfd of this test's (sealed as
+// the exporter seals its own where seal is true), and the copy's held.
+uint64_t copy_note(const efa_device_ipc_t &out, bool seal, size_t fd_offset = 0, int32_t fd = 0) {
+    char note[4096];
+    const ssize_t n = pread(static_cast<int>(out.held - 1), note, sizeof(note), 0);
+    EXPECT_LT(0, n);
+    if (0 != fd_offset) {
+        memcpy(note + fd_offset, &fd, sizeof(fd));
+    }
+    const int copy = memfd_create("note-copy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    EXPECT_EQ(n, pwrite(copy, note, static_cast<size_t>(n), 0));
+    if (seal) {
+        EXPECT_EQ(
+            0, fcntl(copy, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE));
+    }
+    return static_cast<uint64_t>(copy) + 1;
+}
+
+TEST_F(CudaVmmIpc, OnlyASealedNoteIsRead) {
+    make(kVa, kMiB2, 77);
+    make(kVa + kMiB2, kMiB2, 78);
+    const auto pid = static_cast<uint32_t>(getpid());
+    efa_device_ipc_t out{};
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), kMiB2, &out));
+    void *base = nullptr;
+    efa_device_ipc_t unsealed = out;
+    unsealed.held = copy_note(out, false);
+    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_import(&kCalls, pid, &unsealed, &base))
+        << "a file that any process of the sender's may still change taken for its note";
+    efa_device_ipc_t sealed = out;
+    sealed.held = copy_note(out, true);
+    ASSERT_EQ(0, efa_cuda_vmm_import(&kCalls, pid, &sealed, &base)) << "the same note, sealed";
+    EXPECT_TRUE(efa_cuda_vmm_close(&kCalls, base));
+    // A note naming a piece's descriptor that is not open: the pieces
+    // taken before it are let go.
+    const int fds = open_fds();
+    efa_device_ipc_t closed = out;
+    closed.held = copy_note(out, true, 16 + 16 * EFA_CUDA_VMM_MAX_PIECES + 4, 1000); // (fd[1])
+    EXPECT_EQ(-FI_ENOENT, efa_cuda_vmm_import(&kCalls, pid, &closed, &base));
+    EXPECT_EQ(fds + 1, open_fds()) << "a piece's descriptor taken and left open"; // (+1: the copy)
+    EXPECT_TRUE(d.reserved.empty());
+    for (uint64_t held : {unsealed.held, sealed.held, closed.held}) {
+        close(static_cast<int>(held - 1));
+    }
+    efa_cuda_vmm_release(out.held);
+}
+
+TEST_F(CudaVmmIpc, AFailedMappingOfOnePieceLeavesNothingBehind) {
+    make(kVa, kMiB2, 77);
+    make(kVa + kMiB2, kMiB2, 78);
+    make(kVa + 2 * kMiB2, kMiB2, 79);
+    efa_device_ipc_t out{};
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa), 3 * kMiB2, &out));
+    const int fds = open_fds();
+    void *base = nullptr;
+    d.maps_before_failing = 2; // (the third piece's map fails)
+    EXPECT_EQ(-FI_EINVAL,
+              efa_cuda_vmm_import(&kCalls, static_cast<uint32_t>(getpid()), &out, &base));
+    EXPECT_TRUE(d.mapped.empty()) << "the pieces mapped before not unmapped";
+    EXPECT_TRUE(d.reserved.empty());
+    EXPECT_EQ(fds, open_fds()) << "a taken descriptor left open";
+    d.maps_before_failing = 0; // (the first)
+    EXPECT_EQ(-FI_EINVAL,
+              efa_cuda_vmm_import(&kCalls, static_cast<uint32_t>(getpid()), &out, &base));
+    EXPECT_TRUE(d.reserved.empty());
+    d.maps_before_failing = -1;
+    d.accesses_before_failing = 2; // (the third piece's access)
+    EXPECT_EQ(-FI_EACCES,
+              efa_cuda_vmm_import(&kCalls, static_cast<uint32_t>(getpid()), &out, &base));
+    EXPECT_TRUE(d.mapped.empty()) << "the pieces mapped before not unmapped";
+    EXPECT_TRUE(d.reserved.empty());
+    EXPECT_EQ(fds, open_fds());
+    d.accesses_before_failing = -1;
+    d.access_rc = 1;
+    EXPECT_EQ(-FI_EACCES,
+              efa_cuda_vmm_import(&kCalls, static_cast<uint32_t>(getpid()), &out, &base));
+    EXPECT_TRUE(d.mapped.empty());
+    EXPECT_TRUE(d.reserved.empty());
+    EXPECT_EQ(fds, open_fds());
+    efa_cuda_vmm_release(out.held);
+}
+
+TEST_F(CudaVmmIpc, MoreAllocationsThanANameHoldsAreRefused) {
+    const size_t n = EFA_CUDA_VMM_MAX_PIECES;
+    for (size_t i = 0; i <= n; ++i) {
+        make(kVa + i * kMiB2, kMiB2, 100 + i);
+    }
+    efa_device_ipc_t out{};
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa), n * kMiB2, &out)) << "as many as it holds";
+    efa_cuda_vmm_release(out.held);
+    out = efa_device_ipc_t{};
+    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa), n * kMiB2 + 1, &out));
     EXPECT_EQ(0u, out.held);
 }
 
