@@ -28,9 +28,10 @@ int mca_common_efa_output = -1;
  * takes them as they are, the rest beside. */
 static struct {
     efa_core_params_t core;
-    char *provider_shm; /* auto, on, off, provider: core.provider_shm from it */
-    char *hmem;         /* auto, on, off: core.hmem and core.want_hmem from it */
-    char *hmem_vmm;     /* auto, on, off: core.hmem_vmm from it */
+    char *provider_shm;        /* auto, on, off, provider: core.provider_shm from it */
+    char *hmem;                /* auto, on, off: core.hmem and core.want_hmem from it */
+    char *hmem_vmm;            /* auto, on, off: core.hmem_vmm from it */
+    char *provider_cuda_calls; /* auto, on, off: core.provider_cuda_calls from it */
     char *onnode_dir;
     int onnode_slots;
     size_t onnode_slot_size;
@@ -118,6 +119,16 @@ static const mca_common_efa_param_t table[] = {
              "traffic (the provider would otherwise open a second shared-memory region and "
              "endpoint per process) and on where an on-node path is \"none\"; \"on\", \"off\", "
              "or \"provider\" (left untouched). Needs libfabric 1.18 or newer."},
+    {"provider_cuda_calls", MCA_BASE_VAR_TYPE_STRING, &params.provider_cuda_calls,
+     .def_str = "auto", .choices = hmem_choices, .allowed = "auto, on or off", .topic = "bad-param",
+     .unset_is_default = true, .level = OPAL_INFO_LVL_4,
+     .help = "Whether the efa provider may call CUDA itself (FI_OPT_CUDA_API_PERMITTED, "
+             "libfabric 1.18 or newer): \"off\": it reaches device memory by the NIC alone "
+             "(GPUDirect RDMA, as under NCCL), so it never sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS "
+             "and carries CUDA VMM and pool memory (common_efa_hmem_vmm auto then hands them "
+             "over on libfabric's efa fabric too), and its own shared-memory path is off; "
+             "refused where the device has no GPUDirect RDMA. \"on\": it may; \"auto\": "
+             "the provider's default (it may)."},
     {"rnr_retry", MCA_BASE_VAR_TYPE_INT, C(rnr_retry), .def = -1, .level = OPAL_INFO_LVL_5,
      .help = "Times the EFA device retries a send the receiver had no buffer for, before the "
              "send fails (FI_OPT_EFA_RNR_RETRY, 0 to 7; 7: for ever; -1: the provider's "
@@ -325,6 +336,10 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->hmem_vmm = 0 == strcmp(vmm, "on")    ? EFA_SWITCH_ON
                   : 0 == strcmp(vmm, "off") ? EFA_SWITCH_OFF
                                             : EFA_SWITCH_AUTO;
+    const char *calls = NULL == params.provider_cuda_calls ? "" : params.provider_cuda_calls;
+    p->provider_cuda_calls = 0 == strcmp(calls, "on")    ? EFA_SWITCH_ON
+                             : 0 == strcmp(calls, "off") ? EFA_SWITCH_OFF
+                                                         : EFA_SWITCH_AUTO;
     p->mem_release_hooks = mca_common_efa_mem_hooks_on();
 }
 

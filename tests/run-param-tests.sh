@@ -149,6 +149,8 @@ expect_failure bad-hmem "auto, on or off" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_hmem yes
 expect_failure bad-hmem-vmm "auto, on or off" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_hmem_vmm always
+expect_failure bad-provider-cuda-calls "auto, on or off" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_provider_cuda_calls never
 expect_failure rnr-retry-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_rnr_retry 8
 # NIC lists: names this host does not offer (a mistyped exclusion would
@@ -350,9 +352,10 @@ expect_output report-onnode "report: mtl_efa: on-node channel" "${rxm[@]}"
 # is tried, refused by tcp;ofi_rxm (or absent from this libfabric), said,
 # and the job runs on the provider's defaults.
 forced=("${rxm[@]}" --mca common_efa_force_efa_options 1 --mca common_efa_rnr_retry 3
-    --mca common_efa_provider_shm off)
+    --mca common_efa_provider_shm off --mca common_efa_provider_cuda_calls off)
 expect_output forced-rnr-retry "efa switch: (FI_OPT_EFA_RNR_RETRY: 3 refused|RNR retry not set: this libfabric has no)" "${forced[@]}"
 expect_output forced-provider-shm "efa switch: (FI_OPT_SHARED_MEMORY_PERMITTED: shm off refused|provider shm off not set: this libfabric has no FI_OPT_SHARED_MEMORY_PERMITTED)" "${forced[@]}"
+expect_output forced-provider-cuda-calls "efa switch: (FI_OPT_CUDA_API_PERMITTED: provider CUDA calls off refused|provider CUDA calls off not set: this libfabric has no FI_OPT_CUDA_API_PERMITTED)" "${forced[@]}"
 expect_output forced-device-rdma "efa switch: (RDMA read: the provider does not say|device RDMA unknown: this libfabric has no FI_OPT_EFA_EMULATED_)" "${forced[@]}"
 # provider_shm auto: off while our on-node paths carry node-local traffic,
 # on when one of them is off.  (Where this libfabric lacks the option or the
@@ -543,7 +546,7 @@ check_listed() { # test-name framework parameter...
 check_listed ompi_info-lists-parameters mtl provider_include provider_exclude nic_include \
     nic_exclude nics_per_proc num_contexts \
     tx_size rx_size mr_cache_size progress_batch force_mr_local force_no_cq_data verbose priority \
-    provider_shm rnr_retry force_efa_options force_emulated debug_no_inject peer_timeout \
+    provider_shm provider_cuda_calls rnr_retry force_efa_options force_emulated debug_no_inject peer_timeout \
     rail_retry gpu net_poll_interval net_poll_interval_max onnode_channel onnode_single_copy onnode_dir onnode_slots onnode_slot_size \
     force_direct_mode direct_mode_mtu debug_swap_messages
 check_listed ompi_info-lists-btl-parameters btl rma_mode atomic_mode rma_window send_window \

@@ -271,8 +271,9 @@ int open_core(efa_core *core) {
         if (core->params.dmabuf && dmabuf_in_api(core->selection.api_version)) {
             core->dev_mr_backend->use_dmabuf(&core->rep);
         }
-        core->dev_vmm_ok = efa_core_hmem_vmm_allowed(core->params.hmem_vmm, ni->fabric_attr->name,
-                                                     &core->dev_vmm_why);
+        core->dev_vmm_ok =
+            efa_core_hmem_vmm_allowed(core->params.hmem_vmm, ni->fabric_attr->name,
+                                      core->nic->switches().cuda_calls, &core->dev_vmm_why);
     }
     core->progress_batch = core->params.progress_batch;
     core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;

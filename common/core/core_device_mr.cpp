@@ -87,7 +87,8 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     return nullptr;
 }
 
-bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, const char **why) {
+bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, int provider_cuda_calls,
+                               const char **why) {
     if (EFA_SWITCH_ON == sw) {
         *why = "common_efa_hmem_vmm on";
         return true;
@@ -97,6 +98,12 @@ bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, const char **why) {
         return false;
     }
     // (efa-direct, the same device without the RDM layer, sets nothing)
+    if (fabric && 0 == strcmp(fabric, "efa") && EFA_SWITCH_OFF == provider_cuda_calls) {
+        *why = "common_efa_hmem_vmm auto: libfabric's efa fabric runs without CUDA calls "
+               "(common_efa_provider_cuda_calls off), so it sets no "
+               "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS to fail their posts";
+        return true;
+    }
     if (fabric && 0 == strcmp(fabric, "efa")) {
         *why = "common_efa_hmem_vmm auto: libfabric's efa fabric fails posts of CUDA memory "
                "that refuses CU_POINTER_ATTRIBUTE_SYNC_MEMOPS; on hands it over anyway";

@@ -95,6 +95,29 @@ void apply_switches_before_enable(fid_ep *ep, const fi_info *info, const efa_cor
                              " not set: this libfabric has no FI_OPT_SHARED_MEMORY_PERMITTED");
 #endif
     }
+    if (p.provider_cuda_calls != EFA_SWITCH_AUTO) {
+        const char *want = p.provider_cuda_calls == EFA_SWITCH_ON ? "on" : "off";
+#if HAVE_DECL_FI_OPT_CUDA_API_PERMITTED
+        bool permitted = p.provider_cuda_calls == EFA_SWITCH_ON;
+        int rc = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permitted,
+                           sizeof(permitted));
+        if (rc) {
+            out->lines.push_back(refused("FI_OPT_CUDA_API_PERMITTED",
+                                         std::string("provider CUDA calls ") + want, rc));
+        } else {
+            out->cuda_calls = p.provider_cuda_calls;
+            out->lines.push_back(
+                std::string("provider CUDA calls ") + want +
+                (p.provider_cuda_calls == EFA_SWITCH_OFF
+                     ? " (device memory reached by the NIC alone; the provider's own shm is "
+                       "off with it)"
+                     : ""));
+        }
+#else
+        out->lines.push_back(std::string("provider CUDA calls ") + want +
+                             " not set: this libfabric has no FI_OPT_CUDA_API_PERMITTED");
+#endif
+    }
     if (p.rnr_retry >= 0) {
 #if HAVE_DECL_FI_OPT_EFA_RNR_RETRY
         size_t retry = static_cast<size_t>(p.rnr_retry);

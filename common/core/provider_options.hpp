@@ -7,6 +7,9 @@
 //    traffic, so efa does not open a second shm region and endpoint per
 //    process for nothing; on when our on-node path is off.
 //  - FI_OPT_EFA_RNR_RETRY (before fi_enable): only when the user sets it.
+//  - FI_OPT_CUDA_API_PERMITTED (before fi_enable): only when the user sets
+//    provider_cuda_calls; off lets libfabric's efa fabric carry CUDA VMM
+//    and pool memory (efa_core_hmem_vmm_allowed).
 //  - FI_OPT_EFA_EMULATED_READ/WRITE/ATOMICS (after fi_enable): which
 //    one-sided operations the device does; btl_efa's auto modes use the
 //    provider's RMA only for those.  force_emulated overrides the answer.
@@ -27,6 +30,7 @@ namespace efa {
 // What came of the switches on one endpoint; 'lines' is the report.
 struct ProviderSwitches {
     int provider_shm = EFA_SWITCH_AUTO; // what the provider runs with, AUTO: unknown
+    int cuda_calls = EFA_SWITCH_AUTO;   // the same, of FI_OPT_CUDA_API_PERMITTED
     efa_rma_by_t read = EFA_RMA_BY_UNKNOWN;
     efa_rma_by_t write = EFA_RMA_BY_UNKNOWN;
     efa_rma_by_t atomics = EFA_RMA_BY_UNKNOWN;

@@ -297,16 +297,29 @@ TEST_F(CoreDeviceMr, MemoryWithoutSynchronousCopiesFollowsHmemVmm) {
 // endpoint fails the posts); "on" and "off" are what they say anywhere.
 TEST(HmemVmmAllowed, AutoKeepsItFromTheEfaFabricAlone) {
     const char *why = nullptr;
-    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", &why));
+    constexpr int kUntouched = EFA_SWITCH_AUTO; // (the provider's CUDA calls)
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", kUntouched, &why));
     EXPECT_NE(std::string(why).find("CU_POINTER_ATTRIBUTE_SYNC_MEMOPS"), std::string::npos);
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", EFA_SWITCH_ON, &why));
     for (const char *fabric : {"efa-direct", "shm", "tcp", "udp", "TCP-IP"}) {
-        EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, fabric, &why)) << fabric;
+        EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, fabric, kUntouched, &why)) << fabric;
     }
-    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, nullptr, &why));
-    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_ON, "efa", &why));
+    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, nullptr, kUntouched, &why));
+    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_ON, "efa", kUntouched, &why));
     EXPECT_STREQ(why, "common_efa_hmem_vmm on");
-    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_OFF, "shm", &why));
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_OFF, "shm", kUntouched, &why));
     EXPECT_STREQ(why, "common_efa_hmem_vmm off");
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_OFF, "efa", EFA_SWITCH_OFF, &why))
+        << "off is off whatever the provider does";
+}
+
+// An efa endpoint that took FI_OPT_CUDA_API_PERMITTED false calls no CUDA,
+// so it sets no attribute whose refusal fails the post of VMM memory.
+TEST(HmemVmmAllowed, AutoHandsItToAnEfaFabricWithoutCudaCalls) {
+    const char *why = nullptr;
+    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", EFA_SWITCH_OFF, &why));
+    EXPECT_NE(std::string(why).find("common_efa_provider_cuda_calls off"), std::string::npos)
+        << why;
 }
 
 } // namespace

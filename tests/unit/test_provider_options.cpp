@@ -220,6 +220,7 @@ bool any_line_has(const efa::ProviderSwitches &sw, const std::string &a, const s
 TEST_F(ForcedSwitches, NotAppliedUnlessEfaOrForced) {
     auto p = defaults();
     p.provider_shm = EFA_SWITCH_OFF;
+    p.provider_cuda_calls = EFA_SWITCH_OFF;
     p.rnr_retry = 3;
     efa::ProviderSwitches sw;
     EXPECT_FALSE(efa::provider_takes_efa_switches(info_.get(), p));
@@ -228,6 +229,7 @@ TEST_F(ForcedSwitches, NotAppliedUnlessEfaOrForced) {
     efa::read_switches_after_enable(ep_.get(), info_.get(), p, &sw);
     EXPECT_TRUE(sw.lines.empty());
     EXPECT_EQ(sw.provider_shm, EFA_SWITCH_AUTO);
+    EXPECT_EQ(sw.cuda_calls, EFA_SWITCH_AUTO);
     EXPECT_EQ(sw.read, EFA_RMA_BY_UNKNOWN);
 }
 
@@ -235,9 +237,14 @@ TEST_F(ForcedSwitches, RefusedOptionsKeepTheDefaultAndSaySo) {
     auto p = defaults();
     p.force_efa_options = true;
     p.provider_shm = EFA_SWITCH_OFF;
+    p.provider_cuda_calls = EFA_SWITCH_OFF;
     p.rnr_retry = 3;
     efa::ProviderSwitches sw;
     efa::apply_switches_before_enable(ep_.get(), info_.get(), p, &sw);
+    // (no CUDA here: a provider that knows the option refuses it too)
+    EXPECT_TRUE(any_line_has(sw, "FI_OPT_CUDA_API_PERMITTED: provider CUDA calls off refused",
+                             "no FI_OPT_CUDA_API_PERMITTED"));
+    EXPECT_EQ(sw.cuda_calls, EFA_SWITCH_AUTO) << "refused, yet taken as set";
     EXPECT_TRUE(any_line_has(sw, "FI_OPT_SHARED_MEMORY_PERMITTED: shm off refused",
                              "no FI_OPT_SHARED_MEMORY_PERMITTED"));
     EXPECT_EQ(sw.provider_shm, EFA_SWITCH_AUTO); // not set, so unknown
