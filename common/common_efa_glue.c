@@ -124,11 +124,13 @@ static const mca_common_efa_param_t table[] = {
      .unset_is_default = true, .level = OPAL_INFO_LVL_4,
      .help = "Whether the efa provider may call CUDA itself (FI_OPT_CUDA_API_PERMITTED, "
              "libfabric 1.18 or newer): \"off\": it reaches device memory by the NIC alone "
-             "(GPUDirect RDMA, as under NCCL), so it never sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS "
-             "and carries CUDA VMM and pool memory (common_efa_hmem_vmm auto then hands them "
-             "over on libfabric's efa fabric too), and its own shared-memory path is off; "
-             "refused where the device has no GPUDirect RDMA. \"on\": it may; \"auto\": "
-             "the provider's default (it may)."},
+             "(GPUDirect RDMA, as under NCCL), so libfabric 1.20 and newer never set "
+             "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS and carry CUDA VMM and pool memory "
+             "(common_efa_hmem_vmm auto then hands them over on libfabric's efa fabric too), "
+             "and its own shared-memory path is off; small messages into device memory then "
+             "need the device's RDMA read or gdrcopy. Refused without CUDA or GPUDirect RDMA "
+             "(or with FI_HMEM_DISABLE_P2P set), and said. \"on\": it may; \"auto\": the "
+             "provider's default (it may)."},
     {"rnr_retry", MCA_BASE_VAR_TYPE_INT, C(rnr_retry), .def = -1, .level = OPAL_INFO_LVL_5,
      .help = "Times the EFA device retries a send the receiver had no buffer for, before the "
              "send fails (FI_OPT_EFA_RNR_RETRY, 0 to 7; 7: for ever; -1: the provider's "
@@ -222,7 +224,9 @@ static const mca_common_efa_param_t table[] = {
              "stream-ordered pool memory, cudaMallocAsync): \"auto\": handed to a provider with "
              "FI_HMEM like other device memory, but on libfabric's efa fabric, whose posts of "
              "such memory fail (it sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on every CUDA buffer): "
-             "copied through the host there; \"on\": handed over there too; \"off\": always "
+             "copied through the host there, unless its endpoint took "
+             "common_efa_provider_cuda_calls off (libfabric 1.20 or newer); \"on\": handed over "
+             "there too; \"off\": always "
              "copied through the host. Handed over, the program must have finished its copies "
              "into them (e.g. by a stream synchronization) before the MPI call, or the NIC may "
              "read old bytes."},

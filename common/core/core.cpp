@@ -271,9 +271,9 @@ int open_core(efa_core *core) {
         if (core->params.dmabuf && dmabuf_in_api(core->selection.api_version)) {
             core->dev_mr_backend->use_dmabuf(&core->rep);
         }
-        core->dev_vmm_ok =
-            efa_core_hmem_vmm_allowed(core->params.hmem_vmm, ni->fabric_attr->name,
-                                      core->nic->switches().cuda_calls, &core->dev_vmm_why);
+        core->dev_vmm_ok = efa_core_hmem_vmm_allowed(core->params.hmem_vmm, ni->fabric_attr->name,
+                                                     core->nic->switches().cuda_calls, fi_version(),
+                                                     &core->dev_vmm_why);
     }
     core->progress_batch = core->params.progress_batch;
     core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;
@@ -344,6 +344,9 @@ int open_core(efa_core *core) {
     in.provider_shm = sw.provider_shm;
     for (const auto &line : sw.lines) {
         core->rep.say(10, "efa switches: " + line);
+    }
+    if (cuda_calls_off_without_read(sw) && core->selection.hmem) {
+        core->rep.help("provider-cuda-calls-without-read", in.domain);
     }
     core->report.add_core_lines(*core);
     return 0;

@@ -88,7 +88,7 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
 }
 
 bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, int provider_cuda_calls,
-                               const char **why) {
+                               uint32_t lib_version, const char **why) {
     if (EFA_SWITCH_ON == sw) {
         *why = "common_efa_hmem_vmm on";
         return true;
@@ -98,13 +98,23 @@ bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, int provider_cuda_cal
         return false;
     }
     // (efa-direct, the same device without the RDM layer, sets nothing)
-    if (fabric && 0 == strcmp(fabric, "efa") && EFA_SWITCH_OFF == provider_cuda_calls) {
+    const bool efa_rdm = fabric && 0 == strcmp(fabric, "efa");
+    // 1.18 and 1.19 set the attribute when the memory is registered, whatever
+    // the endpoint may call; 1.20 moved it to the post, under the endpoint's
+    // permission.
+    if (efa_rdm && EFA_SWITCH_OFF == provider_cuda_calls && lib_version >= FI_VERSION(1, 20)) {
         *why = "common_efa_hmem_vmm auto: libfabric's efa fabric runs without CUDA calls "
                "(common_efa_provider_cuda_calls off), so it sets no "
                "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS to fail their posts";
         return true;
     }
-    if (fabric && 0 == strcmp(fabric, "efa")) {
+    if (efa_rdm && EFA_SWITCH_OFF == provider_cuda_calls) {
+        *why = "common_efa_hmem_vmm auto: this libfabric (before 1.20) sets "
+               "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS when it registers CUDA memory even without "
+               "CUDA calls (common_efa_provider_cuda_calls off); on hands it over anyway";
+        return false;
+    }
+    if (efa_rdm) {
         *why = "common_efa_hmem_vmm auto: libfabric's efa fabric fails posts of CUDA memory "
                "that refuses CU_POINTER_ATTRIBUTE_SYNC_MEMOPS; on hands it over anyway";
         return false;

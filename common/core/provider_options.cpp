@@ -106,12 +106,18 @@ void apply_switches_before_enable(fid_ep *ep, const fi_info *info, const efa_cor
                                          std::string("provider CUDA calls ") + want, rc));
         } else {
             out->cuda_calls = p.provider_cuda_calls;
-            out->lines.push_back(
-                std::string("provider CUDA calls ") + want +
-                (p.provider_cuda_calls == EFA_SWITCH_OFF
-                     ? " (device memory reached by the NIC alone; the provider's own shm is "
-                       "off with it)"
-                     : ""));
+            std::string line = std::string("provider CUDA calls ") + want;
+            if (p.provider_cuda_calls == EFA_SWITCH_OFF) {
+                line += " (device memory reached by the NIC alone";
+                // libfabric closes its shm at fi_enable on such an endpoint
+                // that asked for FI_HMEM: shm would need CUDA calls.
+                if (info->caps & FI_HMEM) {
+                    out->provider_shm = EFA_SWITCH_OFF;
+                    line += "; the provider's own shm is off with it";
+                }
+                line += ")";
+            }
+            out->lines.push_back(line);
         }
 #else
         out->lines.push_back(std::string("provider CUDA calls ") + want +
@@ -154,6 +160,10 @@ void read_switches_after_enable(fid_ep *ep, const fi_info *info, const efa_core_
         out->lines.push_back(std::string("force_emulated=") + p.force_emulated +
                              ": treated as emulated by the provider");
     }
+}
+
+bool cuda_calls_off_without_read(const ProviderSwitches &sw) {
+    return sw.cuda_calls == EFA_SWITCH_OFF && sw.read == EFA_RMA_BY_EMULATION;
 }
 
 } // namespace efa

@@ -54,4 +54,9 @@ void apply_switches_before_enable(fid_ep *ep, const fi_info *info, const efa_cor
 void read_switches_after_enable(fid_ep *ep, const fi_info *info, const efa_core_params_t &p,
                                 ProviderSwitches *out);
 
+// Did the endpoint take CUDA calls off on a device without RDMA read?  The
+// provider then copies eager messages into device memory only by gdrcopy
+// and fails them without it (provider-cuda-calls-without-read).
+bool cuda_calls_off_without_read(const ProviderSwitches &sw);
+
 } // namespace efa

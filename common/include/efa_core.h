@@ -178,9 +178,9 @@ typedef struct efa_core_params {
     int provider_shm; /* EFA_SWITCH_ON/OFF: FI_OPT_SHARED_MEMORY_PERMITTED; AUTO: untouched */
     int rnr_retry;    /* FI_OPT_EFA_RNR_RETRY (0-7); -1: the provider's default */
     /* FI_OPT_CUDA_API_PERMITTED: EFA_SWITCH_OFF: the provider reaches device
-     * memory by the NIC alone and calls no CUDA (so it never sets
-     * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, whose refusal fails its posts of VMM
-     * and pool memory); ON: it may; AUTO: untouched */
+     * memory by the NIC alone and calls no CUDA (so libfabric 1.20 and later
+     * never set CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, whose refusal fails their
+     * posts of VMM and pool memory); ON: it may; AUTO: untouched */
     int provider_cuda_calls;
     bool force_efa_options;     /* apply them on any provider, not only efa (test path) */
     const char *force_emulated; /* "read,write,atomics": treat as emulated whatever the provider

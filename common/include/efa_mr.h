@@ -42,10 +42,12 @@ uint64_t efa_core_mr_device_stale(const struct efa_core *core);
  * handed and fails the post (-FI_EINVAL) where the driver refuses it
  * (libfabric issue 12853), so they are copied through the host there,
  * unless the endpoint runs without CUDA calls (provider_cuda_calls
- * EFA_SWITCH_OFF: FI_OPT_CUDA_API_PERMITTED taken as false), which skips
- * that attribute.  *why: the reason, for reports (static text). */
+ * EFA_SWITCH_OFF: FI_OPT_CUDA_API_PERMITTED taken as false) on a libfabric
+ * ('lib_version': fi_version()) of 1.20 or later, which skips that
+ * attribute (1.18 and 1.19 set it at registration regardless).  *why: the
+ * reason, for reports (static text). */
 bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, int provider_cuda_calls,
-                               const char **why);
+                               uint32_t lib_version, const char **why);
 /* Device buffers refused because their allocation has no synchronous
  * memory operations (CUDA VMM or pool memory) and common_efa_hmem_vmm
  * keeps such memory from this provider: copied through the host. */

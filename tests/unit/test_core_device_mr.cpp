@@ -295,21 +295,25 @@ TEST_F(CoreDeviceMr, MemoryWithoutSynchronousCopiesFollowsHmemVmm) {
 
 // "auto" keeps such memory from libfabric's efa fabric alone (its RDM
 // endpoint fails the posts); "on" and "off" are what they say anywhere.
+// The libfabric version the tests ask about where it does not matter.
+constexpr uint32_t kLib = FI_VERSION(2, 6);
+
 TEST(HmemVmmAllowed, AutoKeepsItFromTheEfaFabricAlone) {
     const char *why = nullptr;
     constexpr int kUntouched = EFA_SWITCH_AUTO; // (the provider's CUDA calls)
-    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", kUntouched, &why));
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", kUntouched, kLib, &why));
     EXPECT_NE(std::string(why).find("CU_POINTER_ATTRIBUTE_SYNC_MEMOPS"), std::string::npos);
-    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", EFA_SWITCH_ON, &why));
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", EFA_SWITCH_ON, kLib, &why));
     for (const char *fabric : {"efa-direct", "shm", "tcp", "udp", "TCP-IP"}) {
-        EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, fabric, kUntouched, &why)) << fabric;
+        EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, fabric, kUntouched, kLib, &why))
+            << fabric;
     }
-    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, nullptr, kUntouched, &why));
-    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_ON, "efa", kUntouched, &why));
+    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, nullptr, kUntouched, kLib, &why));
+    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_ON, "efa", kUntouched, kLib, &why));
     EXPECT_STREQ(why, "common_efa_hmem_vmm on");
-    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_OFF, "shm", kUntouched, &why));
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_OFF, "shm", kUntouched, kLib, &why));
     EXPECT_STREQ(why, "common_efa_hmem_vmm off");
-    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_OFF, "efa", EFA_SWITCH_OFF, &why))
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_OFF, "efa", EFA_SWITCH_OFF, kLib, &why))
         << "off is off whatever the provider does";
 }
 
@@ -317,9 +321,27 @@ TEST(HmemVmmAllowed, AutoKeepsItFromTheEfaFabricAlone) {
 // so it sets no attribute whose refusal fails the post of VMM memory.
 TEST(HmemVmmAllowed, AutoHandsItToAnEfaFabricWithoutCudaCalls) {
     const char *why = nullptr;
-    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", EFA_SWITCH_OFF, &why));
+    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", EFA_SWITCH_OFF, kLib, &why));
     EXPECT_NE(std::string(why).find("common_efa_provider_cuda_calls off"), std::string::npos)
         << why;
+    EXPECT_TRUE(
+        efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", EFA_SWITCH_OFF, FI_VERSION(1, 20), &why));
+}
+
+// libfabric 1.18 and 1.19 set CU_POINTER_ATTRIBUTE_SYNC_MEMOPS when they
+// register CUDA memory, whatever the endpoint may call: auto keeps VMM
+// memory from them even without CUDA calls; on still hands it over.
+TEST(HmemVmmAllowed, AutoKeepsItFromEfaBefore120EvenWithoutCudaCalls) {
+    const char *why = nullptr;
+    for (uint32_t v : {FI_VERSION(1, 18), FI_VERSION(1, 19)}) {
+        EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", EFA_SWITCH_OFF, v, &why))
+            << FI_MAJOR(v) << "." << FI_MINOR(v);
+        EXPECT_NE(std::string(why).find("before 1.20"), std::string::npos) << why;
+    }
+    EXPECT_TRUE(
+        efa_core_hmem_vmm_allowed(EFA_SWITCH_ON, "efa", EFA_SWITCH_OFF, FI_VERSION(1, 19), &why));
+    EXPECT_TRUE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa-direct", EFA_SWITCH_OFF,
+                                          FI_VERSION(1, 19), &why));
 }
 
 } // namespace

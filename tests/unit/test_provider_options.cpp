@@ -4,6 +4,7 @@
 // endpoint (the stand-ins refuse them: the outcome must say so).
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -270,6 +271,121 @@ TEST_F(ForcedSwitches, ForceEmulatedOverridesTheAnswer) {
     EXPECT_EQ(sw.write, EFA_RMA_BY_EMULATION);
     EXPECT_EQ(sw.atomics, EFA_RMA_BY_EMULATION);
     EXPECT_TRUE(any_line_has(sw, "force_emulated=write,atomics", "<never>"));
+}
+
+// An endpoint of the efa provider as the switches see it: it takes every
+// option it is given (a device with GPUDirect RDMA) and says RDMA read is
+// emulated (a device without it), so the accepted path and what follows
+// from it are tested where no such provider is.
+struct AcceptingEp {
+    fid_ep ep = {};
+    fi_ops_ep ops = {};
+    int cuda_calls_taken = -1; // the bool last set, -1: never set
+    AcceptingEp() {
+        ops.size = sizeof(ops);
+        ops.setopt = [](fid_t fid, int, int optname, const void *val, size_t len) -> int {
+            auto *self = reinterpret_cast<AcceptingEp *>(fid); // (ep, so fid, comes first)
+#if HAVE_DECL_FI_OPT_CUDA_API_PERMITTED
+            if (optname == FI_OPT_CUDA_API_PERMITTED && len == sizeof(bool)) {
+                self->cuda_calls_taken = *static_cast<const bool *>(val);
+            }
+#else
+            (void)self, (void)optname, (void)val, (void)len;
+#endif
+            return 0;
+        };
+        ops.getopt = [](fid_t, int, int, void *val, size_t *len) -> int {
+            if (*len != sizeof(bool)) {
+                return -FI_EINVAL;
+            }
+            *static_cast<bool *>(val) = true; // every one-sided operation emulated
+            return 0;
+        };
+        ep.fid.fclass = FI_CLASS_EP;
+        ep.ops = &ops;
+    }
+};
+static_assert(offsetof(AcceptingEp, ep) == 0);
+
+TEST(AcceptedSwitches, CudaCallsOffIsTakenAndTurnsTheProvidersShmOffWithHmem) {
+    auto p = defaults();
+    p.provider_cuda_calls = EFA_SWITCH_OFF;
+    for (uint64_t caps : {uint64_t(FI_TAGGED | FI_HMEM), uint64_t(FI_TAGGED)}) {
+        efa::InfoPtr info = fake_info("efa", "efa");
+        info->caps = caps;
+        AcceptingEp fake;
+        efa::ProviderSwitches sw;
+        efa::apply_switches_before_enable(&fake.ep, info.get(), p, &sw);
+        efa::read_switches_after_enable(&fake.ep, info.get(), p, &sw);
+#if HAVE_DECL_FI_OPT_CUDA_API_PERMITTED
+        EXPECT_EQ(fake.cuda_calls_taken, 0) << "FI_OPT_CUDA_API_PERMITTED not set false";
+        EXPECT_EQ(sw.cuda_calls, EFA_SWITCH_OFF);
+        // libfabric closes its shm at fi_enable only on an endpoint with FI_HMEM
+        const bool hmem = caps & FI_HMEM;
+        EXPECT_EQ(sw.provider_shm, hmem ? EFA_SWITCH_OFF : EFA_SWITCH_AUTO) << caps;
+        EXPECT_EQ(any_line_has(sw, "shm is off with it", "<never>"), hmem) << caps;
+        EXPECT_TRUE(any_line_has(sw, "provider CUDA calls off (device memory reached by the NIC",
+                                 "<never>"));
+#if HAVE_DECL_FI_OPT_EFA_EMULATED_READ
+        EXPECT_TRUE(efa::cuda_calls_off_without_read(sw)) << "the device said read is emulated";
+#endif
+#else
+        EXPECT_FALSE(efa::cuda_calls_off_without_read(sw));
+        EXPECT_EQ(fake.cuda_calls_taken, -1);
+        EXPECT_EQ(sw.cuda_calls, EFA_SWITCH_AUTO) << "not set, yet taken as set";
+        EXPECT_TRUE(any_line_has(sw, "no FI_OPT_CUDA_API_PERMITTED", "<never>"));
+#endif
+    }
+}
+
+// Only CUDA calls off and a device read the provider emulates warrant the
+// warning: an unknown answer or the default says nothing.
+TEST(AcceptedSwitches, WithoutReadOnlyWhenCallsOffAndReadEmulated) {
+    efa::ProviderSwitches sw;
+    sw.cuda_calls = EFA_SWITCH_OFF;
+    sw.read = EFA_RMA_BY_EMULATION;
+    EXPECT_TRUE(efa::cuda_calls_off_without_read(sw));
+    sw.read = EFA_RMA_BY_DEVICE;
+    EXPECT_FALSE(efa::cuda_calls_off_without_read(sw));
+    sw.read = EFA_RMA_BY_UNKNOWN;
+    EXPECT_FALSE(efa::cuda_calls_off_without_read(sw));
+    sw.read = EFA_RMA_BY_EMULATION;
+    for (int calls : {EFA_SWITCH_AUTO, EFA_SWITCH_ON}) {
+        sw.cuda_calls = calls;
+        EXPECT_FALSE(efa::cuda_calls_off_without_read(sw)) << calls;
+    }
+}
+
+TEST(AcceptedSwitches, CudaCallsOnIsTakenWithoutTouchingShm) {
+    auto p = defaults();
+    p.provider_cuda_calls = EFA_SWITCH_ON;
+    efa::InfoPtr info = fake_info("efa", "efa");
+    info->caps = FI_TAGGED | FI_HMEM;
+    AcceptingEp fake;
+    efa::ProviderSwitches sw;
+    efa::apply_switches_before_enable(&fake.ep, info.get(), p, &sw);
+    EXPECT_EQ(sw.provider_shm, EFA_SWITCH_AUTO);
+#if HAVE_DECL_FI_OPT_CUDA_API_PERMITTED
+    EXPECT_EQ(fake.cuda_calls_taken, 1);
+    EXPECT_EQ(sw.cuda_calls, EFA_SWITCH_ON);
+#else
+    EXPECT_EQ(sw.cuda_calls, EFA_SWITCH_AUTO);
+#endif
+}
+
+TEST(AcceptedSwitches, EmulatedReadIsReadFromTheEndpoint) {
+    auto p = defaults();
+    efa::InfoPtr info = fake_info("efa", "efa");
+    AcceptingEp fake;
+    efa::ProviderSwitches sw;
+    efa::read_switches_after_enable(&fake.ep, info.get(), p, &sw);
+#if HAVE_DECL_FI_OPT_EFA_EMULATED_READ && HAVE_DECL_FI_OPT_EFA_EMULATED_WRITE &&                   \
+    HAVE_DECL_FI_OPT_EFA_EMULATED_ATOMICS
+    EXPECT_EQ(sw.read, EFA_RMA_BY_EMULATION);
+    EXPECT_EQ(sw.atomics, EFA_RMA_BY_EMULATION);
+#else
+    EXPECT_EQ(sw.read, EFA_RMA_BY_UNKNOWN);
+#endif
 }
 
 // shm's endpoint address is the name we give it, and peers refuse an
