@@ -124,12 +124,14 @@ static const mca_common_efa_param_t table[] = {
      .unset_is_default = true, .level = OPAL_INFO_LVL_4,
      .help = "Whether the efa provider may call CUDA itself (FI_OPT_CUDA_API_PERMITTED, "
              "libfabric 1.18 or newer): \"off\": it reaches device memory by the NIC alone "
-             "(GPUDirect RDMA, as under NCCL), so libfabric 1.20 and newer never set "
-             "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS and carry CUDA VMM and pool memory "
-             "(common_efa_hmem_vmm auto then hands them over on libfabric's efa fabric too), "
-             "and its own shared-memory path is off; small messages into device memory then "
+             "(GPUDirect RDMA, as under NCCL), so it never sets CU_POINTER_ATTRIBUTE_SYNC_MEMOPS "
+             "(libfabric 1.19.1 and newer) and carries CUDA VMM and pool memory "
+             "(common_efa_hmem_vmm auto then hands them over on libfabric's efa fabric too, "
+             "from 1.20), and its own shared-memory path is off where device buffers go to "
+             "it (FI_HMEM); small messages into device memory then "
              "need the device's RDMA read or gdrcopy. Refused without CUDA or GPUDirect RDMA "
-             "(or with FI_HMEM_DISABLE_P2P set), and said. \"on\": it may; \"auto\": the "
+             "(or, from libfabric 2.0, with FI_HMEM_DISABLE_P2P set), and said. \"on\": it may; "
+             "\"auto\": the "
              "provider's default (it may)."},
     {"rnr_retry", MCA_BASE_VAR_TYPE_INT, C(rnr_retry), .def = -1, .level = OPAL_INFO_LVL_5,
      .help = "Times the EFA device retries a send the receiver had no buffer for, before the "

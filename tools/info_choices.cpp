@@ -108,8 +108,8 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
     // common_efa_hmem_vmm auto (efa_core_hmem_vmm_allowed), with the
     // provider's CUDA calls as they are by default (untouched).
     const char *vmm_why = "";
-    const bool vmm_on =
-        efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, in->fabric, EFA_SWITCH_AUTO, 0, &vmm_why);
+    const bool vmm_on = efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, in->fabric, EFA_SWITCH_AUTO,
+                                                  in->lib_version, &vmm_why);
     c.vmm =
         std::string(vmm_on ? "to the provider with other device memory (" : "through the host (") +
         vmm_why + ")";

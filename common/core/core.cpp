@@ -345,7 +345,8 @@ int open_core(efa_core *core) {
     for (const auto &line : sw.lines) {
         core->rep.say(10, "efa switches: " + line);
     }
-    if (cuda_calls_off_without_read(sw) && core->selection.hmem) {
+    // (once a node: every process would say the same of the same device)
+    if (cuda_calls_off_without_read(sw) && core->selection.hmem && core->params.local_rank == 0) {
         core->rep.help("provider-cuda-calls-without-read", in.domain);
     }
     core->report.add_core_lines(*core);

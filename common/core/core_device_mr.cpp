@@ -99,9 +99,10 @@ bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, int provider_cuda_cal
     }
     // (efa-direct, the same device without the RDM layer, sets nothing)
     const bool efa_rdm = fabric && 0 == strcmp(fabric, "efa");
-    // 1.18 and 1.19 set the attribute when the memory is registered, whatever
-    // the endpoint may call; 1.20 moved it to the post, under the endpoint's
-    // permission.
+    // 1.18 to 1.19.0 set the attribute when the memory is registered,
+    // whatever the endpoint may call; 1.19.1 moved it to the post, under the
+    // endpoint's permission.  fi_version() has no patch level: 1.19 counts
+    // as before.
     if (efa_rdm && EFA_SWITCH_OFF == provider_cuda_calls && lib_version >= FI_VERSION(1, 20)) {
         *why = "common_efa_hmem_vmm auto: libfabric's efa fabric runs without CUDA calls "
                "(common_efa_provider_cuda_calls off), so it sets no "
@@ -109,9 +110,10 @@ bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, int provider_cuda_cal
         return true;
     }
     if (efa_rdm && EFA_SWITCH_OFF == provider_cuda_calls) {
-        *why = "common_efa_hmem_vmm auto: this libfabric (before 1.20) sets "
+        *why = "common_efa_hmem_vmm auto: this libfabric is before 1.20 (up to 1.19.0 it sets "
                "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS when it registers CUDA memory even without "
-               "CUDA calls (common_efa_provider_cuda_calls off); on hands it over anyway";
+               "CUDA calls, common_efa_provider_cuda_calls off, and the loaded library tells "
+               "no patch level); on hands it over anyway";
         return false;
     }
     if (efa_rdm) {

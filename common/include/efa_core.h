@@ -178,7 +178,7 @@ typedef struct efa_core_params {
     int provider_shm; /* EFA_SWITCH_ON/OFF: FI_OPT_SHARED_MEMORY_PERMITTED; AUTO: untouched */
     int rnr_retry;    /* FI_OPT_EFA_RNR_RETRY (0-7); -1: the provider's default */
     /* FI_OPT_CUDA_API_PERMITTED: EFA_SWITCH_OFF: the provider reaches device
-     * memory by the NIC alone and calls no CUDA (so libfabric 1.20 and later
+     * memory by the NIC alone and calls no CUDA (so libfabric 1.19.1 and later
      * never set CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, whose refusal fails their
      * posts of VMM and pool memory); ON: it may; AUTO: untouched */
     int provider_cuda_calls;

@@ -44,7 +44,8 @@ uint64_t efa_core_mr_device_stale(const struct efa_core *core);
  * unless the endpoint runs without CUDA calls (provider_cuda_calls
  * EFA_SWITCH_OFF: FI_OPT_CUDA_API_PERMITTED taken as false) on a libfabric
  * ('lib_version': fi_version()) of 1.20 or later, which skips that
- * attribute (1.18 and 1.19 set it at registration regardless).  *why: the
+ * attribute (1.18 to 1.19.0 set it at registration regardless; 1.19
+ * counts whole, as fi_version() has no patch level).  *why: the
  * reason, for reports (static text). */
 bool efa_core_hmem_vmm_allowed(int sw, const char *fabric, int provider_cuda_calls,
                                uint32_t lib_version, const char **why);
