@@ -102,6 +102,16 @@ choices_ok choices-dmabuf "device registrations as libfabric $api allows" \
 # efa fabric (common_efa_hmem_vmm auto): shm is not it.
 choices_ok choices-vmm "VMM memory kept from a provider that takes it" \
     --provider shm --one-node -- "vmm=to the provider with other device memory (common_efa_hmem_vmm auto"
+# common_efa_hmem_vmm from the environment, as the components take it; a
+# value the glue would refuse is a bad argument, not silently auto.
+OUT=$(OMPI_MCA_common_efa_hmem_vmm=off "$info" --provider shm --one-node 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -q "CUDA VMM, pool memory: through the host (common_efa_hmem_vmm off)" <<<"$OUT"
+check env-hmem-vmm "common_efa_hmem_vmm=off from the environment not taken (exit $RC)" $?
+OUT=$(OMPI_MCA_mtl_efa_provider_cuda_calls=sometimes "$info" --provider shm --one-node 2>&1)
+RC=$?
+[ $RC -eq 2 ] && grep -q "provider_cuda_calls must be auto, on or off, not 'sometimes'" <<<"$OUT"
+check env-bad-cuda-calls "a bad provider_cuda_calls not refused (exit $RC)" $?
 
 # The components' settings from the environment, by any of their names.
 OUT=$(OMPI_MCA_btl_efa_provider_include="tcp;ofi_rxm" "$info" 2>&1)

@@ -40,6 +40,11 @@ struct Options {
     std::string topology;     // hwloc XML; empty: this machine
     bool one_node = false;    // a job within this node: FI_REMOTE_COMM not needed
     bool direct_mode = false; // as common_efa_force_direct_mode
+    // The environment's common_efa_hmem_vmm and _provider_cuda_calls
+    // (EFA_SWITCH_*): where CUDA VMM memory goes depends on both.
+    int hmem_vmm = EFA_SWITCH_AUTO;
+    int provider_cuda_calls = EFA_SWITCH_AUTO;
+    bool force_efa_options = false; // as common_efa_force_efa_options (the stand-ins)
     bool json = false;
 };
 
@@ -77,6 +82,8 @@ constexpr const char *kRelease =
         "  --one-node     for a job within this node (default: one spanning nodes, which\n"
         "                 needs FI_REMOTE_COMM: shm does not qualify)\n"
         "  --json         one JSON object instead of text\n"
+        "Also read from the environment as the components read them: common_efa_\n"
+        "stripe_min, hmem_vmm, provider_cuda_calls and force_efa_options.\n"
         "Exit status: 0, the components would run here; 3, they would not (the\n"
         "reasons are printed); 1, the topology cannot be read; 2, bad arguments.\n");
     std::exit(code);
@@ -116,6 +123,24 @@ Options parse(int argc, char **argv) {
         }
         return static_cast<int>(n);
     };
+    // auto, on or off, as the glue's table allows; anything else is an error
+    auto switch_value = [](const char *name, const std::string &v) {
+        if (v.empty() || v == "auto") {
+            return int(EFA_SWITCH_AUTO);
+        }
+        if (v == "on") {
+            return int(EFA_SWITCH_ON);
+        }
+        if (v == "off") {
+            return int(EFA_SWITCH_OFF);
+        }
+        std::fprintf(stderr, "efa-mpi-info: common_efa_%s must be auto, on or off, not '%s'\n",
+                     name, v.c_str());
+        usage(2);
+    };
+    o.hmem_vmm = switch_value("hmem_vmm", env_param("hmem_vmm"));
+    o.provider_cuda_calls = switch_value("provider_cuda_calls", env_param("provider_cuda_calls"));
+    o.force_efa_options = env_true("force_efa_options");
     bool nics_given = false, gpu_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -462,6 +487,9 @@ int main(int argc, char **argv) {
     p.force_emulated = "";
     p.need_remote_comm = !o.one_node;
     p.force_direct_mode = o.direct_mode;
+    p.hmem_vmm = o.hmem_vmm;
+    p.provider_cuda_calls = o.provider_cuda_calls;
+    p.force_efa_options = o.force_efa_options;
     // The glue's defaults (common_efa_glue.c's table), for the checks.
     p.peer_timeout = 600;
     p.net_poll_interval_us = 20;

@@ -105,10 +105,10 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
                      "where the device exports none"
                    : "by device address (FI_MR_DMABUF needs libfabric 1.20 or later, built with "
                      "and run)";
-    // common_efa_hmem_vmm auto (efa_core_hmem_vmm_allowed), with the
-    // provider's CUDA calls as they are by default (untouched).
+    // common_efa_hmem_vmm (efa_core_hmem_vmm_allowed) as the environment
+    // sets it, with what the endpoint took of common_efa_provider_cuda_calls.
     const char *vmm_why = "";
-    const bool vmm_on = efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, in->fabric, EFA_SWITCH_AUTO,
+    const bool vmm_on = efa_core_hmem_vmm_allowed(p.hmem_vmm, in->fabric, in->provider_cuda_calls,
                                                   in->lib_version, &vmm_why);
     c.vmm =
         std::string(vmm_on ? "to the provider with other device memory (" : "through the host (") +

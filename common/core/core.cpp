@@ -255,6 +255,12 @@ int open_core(efa_core *core) {
     }
     std::vector<FiMrBackend::Domain> domains{{core->nic->domain(), std::move(bind_eps)}};
     open_rails(core, rail_infos, &domains);
+    core->switches = core->nic->switches();
+    for (size_t r = 0; r < core->rails.size(); ++r) {
+        merge_switches(&core->switches, core->rails[r]->switches(),
+                       "rail " + std::to_string(r + 1) + " (NIC " +
+                           core->rails[r]->info()->domain_attr->name + ")");
+    }
     std::vector<FiMrBackend::Domain> device_domains = domains;
     core->mr_backend = std::make_unique<FiMrBackend>(std::move(domains), core->selection.mr_local);
     core->mr_cache = std::make_unique<MrCache>(*core->mr_backend, mr_cache_config(core->params));
@@ -271,9 +277,9 @@ int open_core(efa_core *core) {
         if (core->params.dmabuf && dmabuf_in_api(core->selection.api_version)) {
             core->dev_mr_backend->use_dmabuf(&core->rep);
         }
-        core->dev_vmm_ok = efa_core_hmem_vmm_allowed(core->params.hmem_vmm, ni->fabric_attr->name,
-                                                     core->nic->switches().cuda_calls, fi_version(),
-                                                     &core->dev_vmm_why);
+        core->dev_vmm_ok =
+            efa_core_hmem_vmm_allowed(core->params.hmem_vmm, ni->fabric_attr->name,
+                                      core->switches.cuda_calls, fi_version(), &core->dev_vmm_why);
     }
     core->progress_batch = core->params.progress_batch;
     core->net_interval_ns = static_cast<uint64_t>(core->params.net_poll_interval_us) * 1000;
@@ -337,11 +343,12 @@ int open_core(efa_core *core) {
     }
     in.api_version = core->selection.api_version;
     in.lib_version = fi_version();
-    const ProviderSwitches &sw = core->nic->switches();
+    const ProviderSwitches &sw = core->switches;
     in.rma_read_by = sw.read;
     in.rma_write_by = sw.write;
     in.atomics_by = sw.atomics;
     in.provider_shm = sw.provider_shm;
+    in.provider_cuda_calls = sw.cuda_calls;
     for (const auto &line : sw.lines) {
         core->rep.say(10, "efa switches: " + line);
     }

@@ -28,6 +28,7 @@
 #include "peer_blob.hpp"
 #include "peer_deadline.hpp"
 #include "rail_back.hpp"
+#include "provider_options.hpp"
 #include "provider_select.hpp"
 #include "efa_tag.h"
 
@@ -168,6 +169,9 @@ struct efa_core {
     // when the set has several (common_efa_nics_per_proc): they carry
     // one-sided transfers striped over every NIC.  Empty with one NIC.
     std::vector<std::unique_ptr<efa::Nic>> rails;
+    // What every endpoint, on every NIC, took of the provider's switches
+    // (merge_switches): the first NIC's, less what another took otherwise.
+    efa::ProviderSwitches switches;
     std::vector<uint32_t> fabric_ids; // of nic, then of each rail (peer_blob.hpp)
     std::atomic<bool> rail_lost_any[efa::kMaxRails] = {}; // a peer was lost on rail r
     // Peers whose first rail is out now (rail0_lost; put_back when it is

@@ -125,7 +125,7 @@ void CoreReport::add_core_lines(const efa_core &core) {
                        ? std::string(": ") + source_unreliable(in.provider)
                        : std::string(" does not report message sources (FI_SOURCE not granted)")) +
                   ": the sender a message names is believed");
-    for (const auto &line : core.nic->switches().lines) {
+    for (const auto &line : core.switches.lines) {
         node_lines_.push_back("efa switch: " + line);
     }
     rank_line_ = "local rank " + std::to_string(core.params.local_rank) + ": NIC " + in.domain +

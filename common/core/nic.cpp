@@ -111,7 +111,8 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, const efa_core_params_t &para
         }
         nic->eps_.emplace_back(ep);
         // Every context gets the same switches; the first one's outcome
-        // is what the report says.
+        // is what the report says, and a switch another context took
+        // otherwise is unknown (merge_switches).
         ProviderSwitches sw;
         apply_switches_before_enable(ep, info, params, &sw);
         if ((rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) ||
@@ -153,6 +154,9 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, const efa_core_params_t &para
         if (i == 0) {
             read_switches_after_enable(ep, info, params, &sw);
             nic->switches_ = std::move(sw);
+        } else {
+            merge_switches(&nic->switches_, sw,
+                           std::string(info->domain_attr->name) + " context " + std::to_string(i));
         }
     }
     return nic;

@@ -143,6 +143,7 @@ void read_switches_after_enable(fid_ep *ep, const fi_info *info, const efa_core_
 #if HAVE_DECL_FI_OPT_EFA_EMULATED_READ && HAVE_DECL_FI_OPT_EFA_EMULATED_WRITE &&                   \
     HAVE_DECL_FI_OPT_EFA_EMULATED_ATOMICS
         out->read = ask_emulated(ep, FI_OPT_EFA_EMULATED_READ, "RDMA read", &out->lines);
+        out->device_read = out->read;
         out->write = ask_emulated(ep, FI_OPT_EFA_EMULATED_WRITE, "RDMA write", &out->lines);
         out->atomics = ask_emulated(ep, FI_OPT_EFA_EMULATED_ATOMICS, "atomics", &out->lines);
 #else
@@ -162,8 +163,31 @@ void read_switches_after_enable(fid_ep *ep, const fi_info *info, const efa_core_
     }
 }
 
+void merge_switches(ProviderSwitches *all, const ProviderSwitches &other,
+                    const std::string &where) {
+    auto name = [](int sw) {
+        return sw == EFA_SWITCH_ON ? "on" : sw == EFA_SWITCH_OFF ? "off" : "untouched";
+    };
+    if (all->cuda_calls != other.cuda_calls) {
+        all->lines.push_back(where + ": provider CUDA calls " + name(other.cuda_calls) +
+                             " where the first endpoint has them " + name(all->cuda_calls) +
+                             ": device memory is handled as if the provider may call CUDA");
+        all->cuda_calls = EFA_SWITCH_AUTO;
+    }
+    if (all->provider_shm != other.provider_shm) {
+        all->lines.push_back(where + ": provider shm " + name(other.provider_shm) +
+                             " where the first endpoint has it " + name(all->provider_shm));
+        all->provider_shm = EFA_SWITCH_AUTO;
+    }
+    if (other.device_read == EFA_RMA_BY_EMULATION) {
+        all->device_read = EFA_RMA_BY_EMULATION;
+    }
+}
+
 bool cuda_calls_off_without_read(const ProviderSwitches &sw) {
-    return sw.cuda_calls == EFA_SWITCH_OFF && sw.read == EFA_RMA_BY_EMULATION;
+    // The card's answer, not force_emulated's: a forced read still leaves
+    // the provider a device read for its eager copies.
+    return sw.cuda_calls == EFA_SWITCH_OFF && sw.device_read == EFA_RMA_BY_EMULATION;
 }
 
 } // namespace efa

@@ -32,6 +32,9 @@ struct ProviderSwitches {
     int provider_shm = EFA_SWITCH_AUTO; // what the provider runs with, AUTO: unknown
     int cuda_calls = EFA_SWITCH_AUTO;   // the same, of FI_OPT_CUDA_API_PERMITTED
     efa_rma_by_t read = EFA_RMA_BY_UNKNOWN;
+    // The provider's own answer for RDMA read, which force_emulated leaves
+    // alone: whether the device reads is a fact of the card, not a choice.
+    efa_rma_by_t device_read = EFA_RMA_BY_UNKNOWN;
     efa_rma_by_t write = EFA_RMA_BY_UNKNOWN;
     efa_rma_by_t atomics = EFA_RMA_BY_UNKNOWN;
     std::vector<std::string> lines;
@@ -53,6 +56,12 @@ void apply_switches_before_enable(fid_ep *ep, const fi_info *info, const efa_cor
 // After fi_enable.
 void read_switches_after_enable(fid_ep *ep, const fi_info *info, const efa_core_params_t &p,
                                 ProviderSwitches *out);
+
+// Fold another endpoint's outcome (another context of the NIC, or another
+// NIC's first) into 'all': a switch the endpoints took differently is
+// unknown (AUTO) in 'all', so that nothing relies on it, and a line
+// naming 'where' says so; a device read any of them emulates is emulated.
+void merge_switches(ProviderSwitches *all, const ProviderSwitches &other, const std::string &where);
 
 // Did the endpoint take CUDA calls off on a device without RDMA read?  The
 // provider then copies eager messages into device memory only by gdrcopy

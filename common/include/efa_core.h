@@ -265,6 +265,8 @@ typedef struct efa_core_info {
     uint32_t lib_version;        /* fi_version() of the loaded library */
     efa_rma_by_t rma_read_by, rma_write_by, atomics_by;
     int provider_shm; /* EFA_SWITCH_*: the provider's own shared memory (AUTO: unknown) */
+    int provider_cuda_calls; /* EFA_SWITCH_*: what the endpoint took of
+                                FI_OPT_CUDA_API_PERMITTED (AUTO: untouched or refused) */
     bool has_source;  /* FI_SOURCE granted: receives say who sent them (efa_cqe_t.src) */
     /* FI_HMEM granted: device buffers registered with
      * efa_core_mr_acquire_device (where the device backend describes its

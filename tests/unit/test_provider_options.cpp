@@ -281,6 +281,7 @@ struct AcceptingEp {
     fid_ep ep = {};
     fi_ops_ep ops = {};
     int cuda_calls_taken = -1; // the bool last set, -1: never set
+    bool emulated = true;      // what getopt says of every one-sided operation
     AcceptingEp() {
         ops.size = sizeof(ops);
         ops.setopt = [](fid_t fid, int, int optname, const void *val, size_t len) -> int {
@@ -294,11 +295,11 @@ struct AcceptingEp {
 #endif
             return 0;
         };
-        ops.getopt = [](fid_t, int, int, void *val, size_t *len) -> int {
+        ops.getopt = [](fid_t fid, int, int, void *val, size_t *len) -> int {
             if (*len != sizeof(bool)) {
                 return -FI_EINVAL;
             }
-            *static_cast<bool *>(val) = true; // every one-sided operation emulated
+            *static_cast<bool *>(val) = reinterpret_cast<AcceptingEp *>(fid)->emulated;
             return 0;
         };
         ep.fid.fclass = FI_CLASS_EP;
@@ -343,16 +344,41 @@ TEST(AcceptedSwitches, CudaCallsOffIsTakenAndTurnsTheProvidersShmOffWithHmem) {
 TEST(AcceptedSwitches, WithoutReadOnlyWhenCallsOffAndReadEmulated) {
     efa::ProviderSwitches sw;
     sw.cuda_calls = EFA_SWITCH_OFF;
-    sw.read = EFA_RMA_BY_EMULATION;
+    sw.device_read = EFA_RMA_BY_EMULATION;
     EXPECT_TRUE(efa::cuda_calls_off_without_read(sw));
-    sw.read = EFA_RMA_BY_DEVICE;
+    sw.device_read = EFA_RMA_BY_DEVICE;
     EXPECT_FALSE(efa::cuda_calls_off_without_read(sw));
-    sw.read = EFA_RMA_BY_UNKNOWN;
+    sw.device_read = EFA_RMA_BY_UNKNOWN;
     EXPECT_FALSE(efa::cuda_calls_off_without_read(sw));
-    sw.read = EFA_RMA_BY_EMULATION;
+    sw.device_read = EFA_RMA_BY_EMULATION;
     for (int calls : {EFA_SWITCH_AUTO, EFA_SWITCH_ON}) {
         sw.cuda_calls = calls;
         EXPECT_FALSE(efa::cuda_calls_off_without_read(sw)) << calls;
+    }
+}
+
+// force_emulated=read changes how btl_efa reaches a peer, not the card: a
+// device that reads still copies the provider's eager messages, so no
+// warning; and a forced list never hides the card's own emulated read.
+TEST(AcceptedSwitches, ForcedEmulatedReadLeavesTheDevicesAnswer) {
+    auto p = defaults();
+    p.provider_cuda_calls = EFA_SWITCH_OFF;
+    p.force_emulated = "read";
+    efa::InfoPtr info = fake_info("efa", "efa");
+    info->caps = FI_TAGGED | FI_HMEM;
+    for (bool card_emulates : {false, true}) {
+        AcceptingEp fake;
+        fake.emulated = card_emulates;
+        efa::ProviderSwitches sw;
+        efa::apply_switches_before_enable(&fake.ep, info.get(), p, &sw);
+        efa::read_switches_after_enable(&fake.ep, info.get(), p, &sw);
+        EXPECT_EQ(sw.read, EFA_RMA_BY_EMULATION) << "force_emulated=read not applied";
+#if HAVE_DECL_FI_OPT_CUDA_API_PERMITTED && HAVE_DECL_FI_OPT_EFA_EMULATED_READ
+        EXPECT_EQ(sw.device_read, card_emulates ? EFA_RMA_BY_EMULATION : EFA_RMA_BY_DEVICE);
+        EXPECT_EQ(efa::cuda_calls_off_without_read(sw), card_emulates) << card_emulates;
+#else
+        EXPECT_FALSE(efa::cuda_calls_off_without_read(sw)) << "no answer, yet a warning";
+#endif
     }
 }
 
@@ -386,6 +412,45 @@ TEST(AcceptedSwitches, EmulatedReadIsReadFromTheEndpoint) {
 #else
     EXPECT_EQ(sw.read, EFA_RMA_BY_UNKNOWN);
 #endif
+}
+
+// Every endpoint of every NIC gets the switches, and each may answer for
+// itself: one that kept the provider's CUDA calls makes VMM memory unsafe
+// on it, so the process must not rely on the others' "off".
+TEST(MergeSwitches, ASwitchTakenOtherwiseIsUnknown) {
+    efa::ProviderSwitches all;
+    all.cuda_calls = EFA_SWITCH_OFF;
+    all.provider_shm = EFA_SWITCH_OFF;
+    all.device_read = EFA_RMA_BY_DEVICE;
+    efa::ProviderSwitches same = all;
+    same.lines.clear();
+    efa::merge_switches(&all, same, "rail 1 (NIC b)");
+    EXPECT_EQ(all.cuda_calls, EFA_SWITCH_OFF);
+    EXPECT_EQ(all.provider_shm, EFA_SWITCH_OFF);
+    EXPECT_TRUE(all.lines.empty()) << "agreeing endpoints said something";
+
+    efa::ProviderSwitches refused; // the option refused there: untouched
+    refused.provider_shm = EFA_SWITCH_OFF;
+    efa::merge_switches(&all, refused, "rail 1 (NIC b)");
+    EXPECT_EQ(all.cuda_calls, EFA_SWITCH_AUTO);
+    EXPECT_EQ(all.provider_shm, EFA_SWITCH_OFF);
+    ASSERT_EQ(all.lines.size(), 1u);
+    EXPECT_NE(all.lines[0].find("rail 1 (NIC b): provider CUDA calls untouched where the first "
+                                "endpoint has them off"),
+              std::string::npos)
+        << all.lines[0];
+    const char *why = "";
+    EXPECT_FALSE(efa_core_hmem_vmm_allowed(EFA_SWITCH_AUTO, "efa", all.cuda_calls,
+                                           FI_VERSION(2, 6), &why))
+        << "VMM memory handed to the efa fabric though one NIC may call CUDA: " << why;
+
+    efa::ProviderSwitches shm_on;
+    shm_on.provider_shm = EFA_SWITCH_ON;
+    shm_on.device_read = EFA_RMA_BY_EMULATION;
+    efa::merge_switches(&all, shm_on, "efa_1 context 2");
+    EXPECT_EQ(all.provider_shm, EFA_SWITCH_AUTO);
+    EXPECT_EQ(all.device_read, EFA_RMA_BY_EMULATION) << "a NIC that cannot read is hidden";
+    EXPECT_NE(all.lines.back().find("efa_1 context 2: provider shm on"), std::string::npos);
 }
 
 // shm's endpoint address is the name we give it, and peers refuse an
