@@ -61,6 +61,7 @@ static enum fi_hmem_iface ompi_iface(void) {
  * calls, efa_cuda_pointer.h; otherwise Open MPI's get_buffer_id, which
  * fails for memory that refuses). */
 static int ompi_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
+    (void)len;
     int dev = MCA_ACCELERATOR_NO_DEVICE_ID;
     uint64_t flags = 0;
     void *base = NULL;
@@ -75,9 +76,10 @@ static int ompi_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
     if (dev < 0 && OPAL_SUCCESS != opal_accelerator.get_device(&dev)) {
         return -FI_EINVAL;
     }
+    /* (the allocation holding buf; the buffer may run on into the next
+     * one, CUDA VMM memory's pieces, which the core asks for in turn) */
     if (OPAL_SUCCESS != opal_accelerator.get_address_range(dev, buf, &base, &size) ||
-        (uintptr_t)buf < (uintptr_t)base || (uintptr_t)buf - (uintptr_t)base > size ||
-        len > size - ((uintptr_t)buf - (uintptr_t)base)) {
+        (uintptr_t)buf < (uintptr_t)base || (uintptr_t)buf - (uintptr_t)base >= size) {
         return -FI_EINVAL;
     }
     /* (id 0: not registered, a freed allocation could not be told apart) */

@@ -201,6 +201,11 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only, with debug_fake_device_hmem: the fake's memory is described as "
              "memory without synchronous memory operations, as CUDA VMM memory is "
              "(common_efa_hmem_vmm decides where it goes)"},
+    {"debug_fake_device_piece", MCA_BASE_VAR_TYPE_INT, C(debug_fake_device_piece),
+     .test_only = true,
+     .help = "Testing only, with debug_fake_device: the fake's allocations above this many "
+             "bytes are pieces of it (whole pages) side by side, each an allocation with its "
+             "own id, as CUDA VMM memory grown a piece at a time; 0: off (0, 4096 to 2^30)"},
     {"debug_fake_device_refuse_post", MCA_BASE_VAR_TYPE_INT, C(debug_fake_device_refuse_post),
      .test_only = true,
      .help = "Testing only, with debug_fake_device_hmem: posts of the fake's registered memory "

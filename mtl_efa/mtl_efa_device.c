@@ -110,13 +110,15 @@ void ompi_mtl_efa_device_fini(void) {
                             "%llu buffers without synchronous memory operations (CUDA VMM, pool "
                             "memory) copied through the host (common_efa_hmem_vmm); %llu posts "
                             "refused by the provider and copied through the host, %llu device "
-                            "buffers copied since",
+                            "buffers copied since; %llu registrations over several CUDA VMM "
+                            "allocations side by side",
                             (unsigned long long)ompi_mtl_efa.device_hmem_sent,
                             (unsigned long long)ompi_mtl_efa.device_hmem_received,
                             (unsigned long long)efa_core_mr_device_stale(ompi_mtl_efa.core),
                             (unsigned long long)efa_core_mr_device_dmabuf(ompi_mtl_efa.core),
                             (unsigned long long)efa_core_mr_device_vmm_staged(ompi_mtl_efa.core),
-                            (unsigned long long)refused, (unsigned long long)after);
+                            (unsigned long long)refused, (unsigned long long)after,
+                            (unsigned long long)efa_core_mr_device_spans(ompi_mtl_efa.core));
     }
     ompi_mtl_efa.device_staging = false;
     ompi_mtl_efa.device_ipc = false;

@@ -235,6 +235,23 @@ ok=0
     [ "$(vmm_staged)" -eq 0 ] &&
     grep -q "device memory without synchronous memory operations (CUDA VMM, pool memory): handed to the provider too (common_efa_hmem_vmm auto: not libfabric's efa fabric" <<<"$OUT" && ok=1
 verdict hmem-shm-vmm-auto $ok "exit $RC, $hs sends and $hr receives by FI_HMEM, $(vmm_staged) staged, of memory without synchronous copies under common_efa_hmem_vmm auto"
+# VMM memory grown a piece at a time (PyTorch's expandable segments): the
+# fake's allocations above 16 KiB are pieces of 16 KiB side by side, each
+# an allocation with its own id, so the larger messages run over several;
+# each such buffer is one registration over its pieces, handed to the
+# provider as it is, none copied through the host.
+spans() { # the finalize lines' registrations over several allocations, summed
+    sed -n 's/.*; \([0-9]*\) registrations over several CUDA VMM allocations.*/\1/p' <<<"$OUT" |
+        awk '{s += $1} END {print s + 0}'
+}
+run "${hmem[@]}" "${vmm[@]}" --mca common_efa_debug_fake_device_piece 16384 \
+    --mca common_efa_provider_include shm "$prog" -P -s 64K
+read -r hs hr hst < <(hmem_counts)
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$hs" -gt 0 ] && [ "$hr" -gt 0 ] &&
+    [ "$(spans)" -gt 0 ] && [ "$(vmm_staged)" -eq 0 ] &&
+    grep -q "its allocations above 16384 bytes are pieces of that size side by side" <<<"$OUT" && ok=1
+verdict hmem-shm-vmm-pieces $ok "exit $RC, $hs sends and $hr receives by FI_HMEM, $(spans) registrations over several allocations, $(vmm_staged) staged"
 run "${hmem[@]}" "${vmm[@]}" --mca common_efa_provider_include shm --mca common_efa_hmem_vmm off \
     "$prog" -P -s 64K
 read -r hs hr hst < <(hmem_counts)

@@ -134,6 +134,8 @@ expect_failure progress-batch-above-64 "outside its range" "${cm[@]}" \
 # (a test setting too: 0 to 2)
 expect_failure fake-refuse-post-above-2 "outside its range" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_debug_fake_device_refuse_post 3
+expect_failure fake-piece-below-a-page "outside its range" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_debug_fake_device_piece 100
 expect_failure contexts-zero "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca mtl_efa_num_contexts 0
 expect_failure contexts-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \

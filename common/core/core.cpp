@@ -11,7 +11,6 @@
 #include <hwloc.h>
 #include <rdma/fi_errno.h>
 
-#include "efa_device.h"
 #include "efa_core_msg.h"
 #include "efa_rma.h"
 #include "efa_params.hpp"
@@ -403,24 +402,7 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
     }
     core->refcount = 1;
     if (core->params.debug_fake_device) {
-        efa_device_install(efa_fake_device_ops());
-        efa_fake_device_refuse_ipc(core->params.debug_fake_device_no_ipc);
-        efa_fake_device_visible(core->params.debug_fake_device_hmem);
-        efa_fake_device_no_sync_memops(core->params.debug_fake_device_vmm);
-        core->dev_refuse_test.store(0 != core->params.debug_fake_device_refuse_post);
-        core->rep.say(1,
-                      std::string("device memory: the fake device's (a test setting), ") +
-                          (core->params.debug_fake_device_hmem
-                               ? "visible to the CPU and the provider (FI_HMEM_SYSTEM)"
-                               : "which the CPU cannot touch") +
-                          (core->params.debug_fake_device_hmem && core->params.debug_fake_device_vmm
-                               ? ", described as memory without synchronous memory "
-                                 "operations (as CUDA VMM memory)"
-                               : "") +
-                          (core->params.debug_fake_device_no_ipc ? "; it refuses IPC" : "") +
-                          (0 != core->params.debug_fake_device_refuse_post
-                               ? "; the provider's posts of its registrations refused"
-                               : ""));
+        install_fake_device(core.get());
     }
     g_core = core.release();
     return g_core;
@@ -506,7 +488,7 @@ void efa_core_release(efa_core_t *core) {
         g_core = nullptr;
     }
     if (core->params.debug_fake_device) {
-        efa_device_install(nullptr);
+        uninstall_fake_device();
     }
     delete core;
 }

@@ -70,6 +70,9 @@ class FiMrBackend : public MrBackend {
     }
     bool dmabuf() const { return dmabuf_.load(std::memory_order_relaxed); }
     uint64_t dmabuf_regs() const { return dmabuf_regs_.load(std::memory_order_relaxed); }
+    // Device registrations over several allocations side by side (CUDA VMM:
+    // device_span.hpp).
+    uint64_t span_regs() const { return span_regs_.load(std::memory_order_relaxed); }
 
   private:
     int reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
@@ -90,6 +93,7 @@ class FiMrBackend : public MrBackend {
     std::atomic<bool> dmabuf_{false};
     std::atomic<uint32_t> dmabuf_off_rails_{0}; // rails (bit per NIC) whose dmabuf was refused
     std::atomic<uint64_t> dmabuf_regs_{0};      // device registrations made through a dmabuf
+    std::atomic<uint64_t> span_regs_{0};        // ... over several allocations
     Reporter *dmabuf_rep_ = nullptr;
 };
 
@@ -448,6 +452,12 @@ inline bool refuses_memory(int rc) {
         return false;
     }
 }
+
+// The fake device of the tests as the device while a core with
+// debug_fake_device is open, with its settings, said at verbose 1
+// (core_fake_device.cpp); and gone with it.
+void install_fake_device(efa_core *core);
+void uninstall_fake_device();
 
 // Is mr a registration of device memory (device_post_refused.cpp)?
 bool device_registration(const efa_mr_t *mr);

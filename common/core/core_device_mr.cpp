@@ -7,6 +7,7 @@
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
+#include "device_span.hpp"
 #include "efa_core.h"
 #include "efa_device.h"
 
@@ -17,12 +18,20 @@ extern "C" {
 efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t len,
                                      uint64_t access, int *err) {
     MrCache *cache = core->dev_mr_cache.get();
-    efa_device_hmem_t h{};
-    int rc = cache ? efa_device_hmem(addr, len, &h) : -FI_EOPNOTSUPP;
+    DeviceSpan span;
+    int rc = cache ? describe_device_span(addr, len, &span) : -FI_EOPNOTSUPP;
+    const efa_device_hmem_t &h = span.whole; // (CUDA VMM: maybe several allocations)
     // What failed, for the report: not the provider unless it was asked.
-    const char *what = !cache    ? "device registration (FI_HMEM not granted)"
-                       : 0 != rc ? "device buffer description (one allocation holding it whole)"
-                                 : "fi_mr_regattr (device memory)";
+    // (Each such buffer then goes through the host.)
+    static_assert(64 == kMrMaxPieces, "the report names the limit");
+    const char *what =
+        !cache            ? "device registration (FI_HMEM not granted)"
+        : -FI_E2BIG == rc ? "device buffer description (a buffer over more than 64 CUDA VMM "
+                            "allocations side by side; such buffers go through the host)"
+        : 0 != rc         ? "device buffer description (one allocation holding it whole, "
+                            "or CUDA VMM allocations side by side)"
+        : span.pieces > 1 ? "fi_mr_regattr (device memory over CUDA VMM allocations side by side)"
+                          : "fi_mr_regattr (device memory)";
     // Id 0: the device cannot tell a freed allocation from the one at its
     // address now, so a registration could outlive its memory.
     if (0 == rc && 0 == h.buffer_id) {
@@ -59,20 +68,21 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     }
     for (int attempt = 0; 0 == rc; ++attempt) {
         MrEntry *e = cache->acquire(reinterpret_cast<const void *>(h.base), h.len, access, &rc);
-        if (e && e->reg.buffer_id == h.buffer_id && e->base == h.base && e->len == h.len &&
-            cache->findable(e)) {
+        if (e && span_registered(e->base, e->reg, span) && cache->findable(e)) {
             if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !core->rails.empty()) {
                 efa::note_rails_used(core); // peers may reach it over a rail
             }
             return reinterpret_cast<efa_mr_t *>(e);
         }
         if (e) {
-            // Allocations never overlap, so an entry of another id or range,
-            // or one registered alone (its union with an overlapping entry
-            // was refused), meets allocations freed since whose addresses
-            // the device handed out again: those are dropped (held ones at
-            // their last release) and this one registered (it cannot be
-            // stale twice).
+            // Allocations never overlap, so an entry that does not hold these
+            // allocations as they are (another id, length or place), or one
+            // registered alone (its union with an overlapping entry was
+            // refused), meets allocations freed since whose addresses the
+            // device handed out again: those are dropped (held ones at their
+            // last release) and these registered (they cannot be stale
+            // twice).  An entry over more allocations than these (CUDA VMM
+            // pieces side by side) that holds them serves them.
             cache->release(e);
             cache->invalidate(reinterpret_cast<const void *>(h.base), h.len);
             core->dev_mr_stale.fetch_add(1, std::memory_order_relaxed);
@@ -156,6 +166,10 @@ uint64_t efa_core_mr_device_vmm_staged(const efa_core_t *core) {
 
 uint64_t efa_core_mr_device_dmabuf(const efa_core_t *core) {
     return core->dev_mr_backend ? core->dev_mr_backend->dmabuf_regs() : 0;
+}
+
+uint64_t efa_core_mr_device_spans(const efa_core_t *core) {
+    return core->dev_mr_backend ? core->dev_mr_backend->span_regs() : 0;
 }
 
 bool efa_core_mr_dmabuf_on(const efa_core_t *core) {

@@ -31,6 +31,10 @@ std::vector<ParamProblem> validate_params(const efa_core_params_t &p) {
     check_range(out, "progress_batch", p.progress_batch, 1, ParamLimits::kMaxProgressBatch);
     // (test setting: 1 at the post, 2 from the backlog)
     check_range(out, "debug_fake_device_refuse_post", p.debug_fake_device_refuse_post, 0, 2);
+    // (test setting: 0 off; below a page a piece would not be one)
+    if (p.debug_fake_device_piece != 0) {
+        check_range(out, "debug_fake_device_piece", p.debug_fake_device_piece, 4096, 1 << 30);
+    }
     // -1 leaves the provider's default; 7 means "retry for ever" on EFA.
     check_range(out, "rnr_retry", p.rnr_retry, -1, ParamLimits::kMaxRnrRetry);
     // 0 turns the peer deadline off; a day is more than any real silence.

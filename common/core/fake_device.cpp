@@ -23,6 +23,11 @@
 // the memfd held for the one message (efa_device_ipc_t.held, closed by
 // ipc_release), which the importer takes out of the exporter with
 // efa_fd_from_process; the handle names the allocation by its serial.
+// Pieces (efa_fake_device_pieces): an allocation made of several memfds
+// mapped side by side into one reserved range, each piece an allocation
+// of its own to hmem (its own id) as CUDA VMM's physical allocations are;
+// a buffer or a copy may run from one piece into the next of the same
+// allocation, never into another allocation that happens to follow.
 // Contiguous buffers only: Open MPI packs a non-contiguous datatype with
 // the CPU, which it never does for a real GPU's memory (it knows that
 // memory, not the fake's).
@@ -31,12 +36,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
@@ -52,6 +60,8 @@ struct Region {
     uint64_t serial;     // this process's allocation number (its memfd's name)
     bool visible;        // mapped readable at the address handed out too (hmem)
     bool no_sync_memops; // described as VMM memory is (hmem)
+    uint64_t group;      // pieces of one allocation: the first piece's serial (0: alone)
+    size_t whole;        // the first piece: the allocation's bytes (0: not the first)
 };
 
 std::mutex g_lock;
@@ -63,6 +73,7 @@ std::atomic<size_t> g_held{0}; // descriptors VMM-like exports hold now
 std::atomic<bool> g_visible{false};
 std::atomic<bool> g_offer_dmabuf{true};
 std::atomic<bool> g_no_sync_memops{false};
+std::atomic<size_t> g_piece{0}; // efa_fake_device_pieces
 
 // What a handle of the fake holds.
 struct FakeHandle {
@@ -91,14 +102,17 @@ bool names_memfd(const char *link, const char *name) {
            (target[7 + wl] == 0 || target[7 + wl] == ' ');
 }
 
-// Both views of memfd fd's first len bytes: the device address, or nullptr.
-void *map_both(int fd, size_t len, int own_fd, uint64_t serial) {
+// Both views of memfd fd's first len bytes: the device address (at 'at'
+// where it is not nullptr: a piece's place in its reserved range), or
+// nullptr.
+void *map_both(int fd, size_t len, int own_fd, uint64_t serial, void *at = nullptr,
+               uint64_t group = 0) {
     const bool visible = g_visible.load();
     const int prot = visible ? PROT_READ | PROT_WRITE : PROT_NONE;
-    void *dev = mmap(nullptr, len, prot, MAP_SHARED, fd, 0);
+    void *dev = mmap(at, len, prot, MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
     void *host = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (MAP_FAILED == dev || MAP_FAILED == host) {
-        if (MAP_FAILED != dev) {
+        if (MAP_FAILED != dev && !at) { // (a piece's place stays reserved)
             munmap(dev, len);
         }
         if (MAP_FAILED != host) {
@@ -108,8 +122,8 @@ void *map_both(int fd, size_t len, int own_fd, uint64_t serial) {
     }
     std::lock_guard<std::mutex> guard(g_lock);
     g_regions[reinterpret_cast<uintptr_t>(dev)] =
-        Region{len,     static_cast<uint8_t *>(host),      own_fd, serial,
-               visible, visible && g_no_sync_memops.load()};
+        Region{len,     static_cast<uint8_t *>(host),       own_fd, serial,
+               visible, visible && g_no_sync_memops.load(), group,  0};
     return dev;
 }
 
@@ -128,38 +142,74 @@ size_t page_round(size_t len) {
     return (len + page - 1) / page * page;
 }
 
-// The private view of [p, p + len) if it lies inside one allocation, else
-// nullptr.  Under g_lock.
-uint8_t *host_view(const void *p, size_t len) {
-    const auto a = reinterpret_cast<uintptr_t>(p);
+// The region holding address a, or end().  Under g_lock.
+std::map<uintptr_t, Region>::iterator region_at(uintptr_t a) {
     auto it = g_regions.upper_bound(a);
     if (it == g_regions.begin()) {
-        return nullptr;
+        return g_regions.end();
     }
     --it;
-    const uintptr_t base = it->first;
-    if (a - base >= it->second.len || len > it->second.len - (a - base)) {
-        return nullptr;
+    return a - it->first < it->second.len ? it : g_regions.end();
+}
+
+// Does [a, a + len) lie in the fake's memory: one region, or the pieces
+// of one allocation side by side?  Under g_lock.
+bool in_device(uintptr_t a, size_t len) {
+    auto it = region_at(a);
+    if (it == g_regions.end()) {
+        return false;
     }
-    return it->second.host + (a - base);
+    for (;;) {
+        const size_t run = it->second.len - (a - it->first);
+        if (len <= run) {
+            return true;
+        }
+        const auto next = std::next(it);
+        if (0 == it->second.group || next == g_regions.end() ||
+            next->first != it->first + it->second.len || next->second.group != it->second.group) {
+            return false;
+        }
+        a += run;
+        len -= run;
+        it = next;
+    }
+}
+
+// The private view of device address a and the bytes of its region from
+// there.  Under g_lock; a lies in a region.
+uint8_t *view_of(uintptr_t a, size_t *run) {
+    const auto it = region_at(a);
+    *run = it->second.len - (a - it->first);
+    return it->second.host + (a - it->first);
 }
 
 int fake_check(const void *buf, size_t len) {
     std::lock_guard<std::mutex> guard(g_lock);
-    return nullptr != host_view(buf, len ? len : 1) ? 1 : 0;
+    return in_device(reinterpret_cast<uintptr_t>(buf), len ? len : 1) ? 1 : 0;
 }
 
 int fake_copy(void *dst, const void *src, size_t len) {
     std::lock_guard<std::mutex> guard(g_lock);
-    uint8_t *d = host_view(dst, len);
-    const uint8_t *s = host_view(src, len);
+    auto d = reinterpret_cast<uintptr_t>(dst);
+    auto s = reinterpret_cast<uintptr_t>(src);
     // A side that is not the fake's is host memory; one that starts in an
     // allocation and runs past it is the caller's error, as a real
     // device's copy refuses it.
-    if ((!d && host_view(dst, 1)) || (!s && host_view(src, 1))) {
+    const bool d_dev = region_at(d) != g_regions.end();
+    const bool s_dev = region_at(s) != g_regions.end();
+    if ((d_dev && !in_device(d, len)) || (s_dev && !in_device(s, len))) {
         return -FI_EINVAL;
     }
-    memmove(d ? d : static_cast<uint8_t *>(dst), s ? s : static_cast<const uint8_t *>(src), len);
+    while (len > 0) { // a piece at a time where a side runs over pieces
+        size_t d_run = len, s_run = len;
+        uint8_t *to = d_dev ? view_of(d, &d_run) : reinterpret_cast<uint8_t *>(d);
+        const uint8_t *from = s_dev ? view_of(s, &s_run) : reinterpret_cast<const uint8_t *>(s);
+        const size_t n = std::min({len, d_run, s_run});
+        memmove(to, from, n);
+        d += n;
+        s += n;
+        len -= n;
+    }
     return 0;
 }
 
@@ -259,10 +309,13 @@ void fake_ipc_release(uint64_t held) {
     g_held.fetch_sub(1);
 }
 
+// The allocation (piece) holding buf; the buffer may run on into the next
+// piece (efa_device.h), which the core asks for in turn.
 int fake_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
+    (void)len;
     std::lock_guard<std::mutex> guard(g_lock);
     uintptr_t base = 0;
-    const Region *r = region_of(reinterpret_cast<uintptr_t>(buf), len, &base);
+    const Region *r = region_of(reinterpret_cast<uintptr_t>(buf), 1, &base);
     if (!r || !r->visible) {
         return -FI_EINVAL; // (the CPU-blind kind: no provider could read it)
     }
@@ -319,8 +372,11 @@ const efa_device_ops_t *efa_fake_device_ops(void) {
     return &g_fake_ops;
 }
 
-void *efa_fake_device_alloc(size_t len) {
-    const size_t mapped = page_round(len ? len : 1);
+namespace {
+// One allocation (a piece where 'at' is given: its place in the reserved
+// range, and 'group' the allocation's): a new memfd of mapped bytes, both
+// views; the device address or nullptr.
+void *alloc_one(size_t mapped, void *at, uint64_t group) {
     uint64_t serial;
     {
         std::lock_guard<std::mutex> guard(g_lock);
@@ -334,7 +390,7 @@ void *efa_fake_device_alloc(size_t len) {
     }
     void *dev = nullptr;
     if (0 == ftruncate(fd, static_cast<off_t>(mapped))) {
-        dev = map_both(fd, mapped, fd, serial); // fd kept: peers import through it
+        dev = map_both(fd, mapped, fd, serial, at, group); // fd kept: peers import through it
     }
     if (nullptr == dev) {
         close(fd);
@@ -342,22 +398,79 @@ void *efa_fake_device_alloc(size_t len) {
     return dev;
 }
 
+// The regions of the allocation at buf (its pieces, or it alone), taken
+// out of the map.  Under g_lock.
+std::vector<std::pair<uintptr_t, Region>> take_allocation(uintptr_t a) {
+    std::vector<std::pair<uintptr_t, Region>> out;
+    auto it = g_regions.find(a);
+    if (it == g_regions.end() || (it->second.group && 0 == it->second.whole)) {
+        return out; // (not an allocation's first byte: a piece after the first)
+    }
+    const uint64_t group = it->second.group;
+    const uintptr_t end = a + (group ? it->second.whole : it->second.len);
+    while (it != g_regions.end() && it->first < end && (it->first == a || group)) {
+        out.emplace_back(it->first, it->second);
+        it = g_regions.erase(it);
+    }
+    return out;
+}
+} // namespace
+
+void *efa_fake_device_alloc(size_t len) {
+    const size_t mapped = page_round(len ? len : 1);
+    const size_t piece = g_piece.load();
+    if (0 == piece || mapped <= piece) {
+        return alloc_one(mapped, nullptr, 0);
+    }
+    // Pieces side by side in one reserved range (as cuMemAddressReserve and
+    // cuMemMap per piece): each maps over its part of the reservation.
+    const size_t n = (mapped + piece - 1) / piece;
+    void *range =
+        mmap(nullptr, n * piece, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (MAP_FAILED == range) {
+        return nullptr;
+    }
+    auto *at = static_cast<uint8_t *>(range);
+    uint64_t group = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (nullptr == alloc_one(piece, at + i * piece, group)) {
+            std::lock_guard<std::mutex> guard(g_lock);
+            for (auto &r : take_allocation(reinterpret_cast<uintptr_t>(at))) {
+                munmap(r.second.host, r.second.len);
+                close(r.second.fd);
+            }
+            munmap(range, n * piece);
+            return nullptr;
+        }
+        std::lock_guard<std::mutex> guard(g_lock);
+        Region &r = g_regions[reinterpret_cast<uintptr_t>(at + i * piece)];
+        if (0 == i) {
+            group = r.serial; // the allocation's name: its first piece's
+            r.whole = n * piece;
+        }
+        r.group = group;
+    }
+    return range;
+}
+
 void efa_fake_device_free(void *buf) {
-    Region r{};
+    std::vector<std::pair<uintptr_t, Region>> pieces;
     {
         std::lock_guard<std::mutex> guard(g_lock);
-        const auto it = g_regions.find(reinterpret_cast<uintptr_t>(buf));
-        if (it == g_regions.end()) {
-            return;
+        pieces = take_allocation(reinterpret_cast<uintptr_t>(buf));
+    }
+    if (pieces.empty()) {
+        return;
+    }
+    size_t whole = 0;
+    for (const auto &p : pieces) {
+        munmap(p.second.host, p.second.len);
+        if (p.second.fd >= 0) {
+            close(p.second.fd);
         }
-        r = it->second;
-        g_regions.erase(it);
+        whole += p.second.len;
     }
-    munmap(r.host, r.len);
-    munmap(buf, r.len);
-    if (r.fd >= 0) {
-        close(r.fd);
-    }
+    munmap(buf, whole); // (the pieces' reserved range too)
 }
 
 size_t efa_fake_device_live(void) {
@@ -396,6 +509,36 @@ void efa_fake_device_dmabuf(bool offer) {
 
 void efa_fake_device_no_sync_memops(bool none) {
     g_no_sync_memops.store(none);
+}
+
+void efa_fake_device_pieces(size_t piece) {
+    g_piece.store(piece ? page_round(piece) : 0);
+}
+
+int efa_fake_device_remap_piece(void *at) {
+    const auto a = reinterpret_cast<uintptr_t>(at);
+    Region old{};
+    {
+        std::lock_guard<std::mutex> guard(g_lock);
+        const auto it = g_regions.find(a);
+        if (it == g_regions.end() || 0 == it->second.group || it->second.fd < 0) {
+            return -1;
+        }
+        old = it->second;
+    }
+    // The new memory's views replace the old device view in place (a
+    // fixed mapping over it: no munmap for the memory hooks to see).
+    if (nullptr == alloc_one(old.len, at, old.group)) {
+        return -1;
+    }
+    {
+        std::lock_guard<std::mutex> guard(g_lock);
+        Region &r = g_regions[a];
+        r.whole = old.whole;
+    }
+    munmap(old.host, old.len);
+    close(old.fd);
+    return 0;
 }
 
 } // extern "C"

@@ -2,6 +2,7 @@
 // core's cache.
 #include "core.hpp"
 
+#include "device_span.hpp"
 #include "efa_core.h"
 
 #include <unistd.h>
@@ -128,7 +129,8 @@ int FiMrBackend::reg_dmabuf(const Domain &d, void *base, size_t len, uint64_t ac
 #endif
 }
 
-// A device allocation: described by the device (its interface, device
+// A device allocation (or CUDA VMM allocations side by side, as one
+// range: device_span.hpp): described by the device (its interface, device
 // and id), registered through its dmabuf first, on the first NIC and,
 // where peers may reach it or a read or write of this process lands in
 // or leaves from it, on the rails too (as host ranges), so that one
@@ -136,11 +138,12 @@ int FiMrBackend::reg_dmabuf(const Domain &d, void *base, size_t len, uint64_t ac
 // (on a GPU node those of the GPU's PCIe switch).  A rail that refuses
 // leaves the allocation on the rails before it.
 int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistration *out) {
-    efa_device_hmem_t h{};
-    int rc = efa_device_hmem(base, len, &h);
+    DeviceSpan span;
+    int rc = describe_device_span(base, len, &span);
     if (rc) {
         return rc;
     }
+    const efa_device_hmem_t &h = span.whole; // (CUDA VMM: maybe several allocations)
     const uint64_t key = keys_->fetch_add(1);
     bool by_dmabuf = false;
     fid_mr *mr = nullptr;
@@ -150,6 +153,10 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
     if (by_dmabuf) {
         dmabuf_regs_.fetch_add(1, std::memory_order_relaxed);
     }
+    if (span.pieces > 1) {
+        span_regs_.fetch_add(1, std::memory_order_relaxed);
+    }
+    note_span(span, out);
     out->handle = mr;
     out->desc = fi_mr_desc(mr);
     out->key = fi_mr_key(mr);

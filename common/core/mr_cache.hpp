@@ -37,6 +37,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace efa {
 
@@ -44,6 +45,10 @@ namespace efa {
 // The most NICs a process opens (peer_blob.hpp's kMaxRails, efa_rma.h's
 // EFA_MAX_RAILS).
 constexpr int kMrMaxRails = 4;
+// The most device allocations side by side one registration covers (CUDA
+// VMM memory: device_span.hpp; PyTorch's expandable segments grow by 20
+// MiB, so 1.25 GiB of them).
+constexpr int kMrMaxPieces = 64;
 
 struct MrRegistration {
     void *handle = nullptr; // backend object (fid_mr*)
@@ -52,8 +57,15 @@ struct MrRegistration {
     uint64_t buffer_id = 0;
     bool device = false;
     bool no_sync_memops = false; // (efa_device_hmem_t.no_sync_memops)
-    void *desc = nullptr;        // local descriptor (fi_mr_desc)
-    uint64_t key = 0;            // remote key (fi_mr_key)
+    // Device memory: the allocations it covers from its base, side by side
+    // (one, or CUDA VMM pieces), each's length and id when registered.
+    struct Piece {
+        size_t len;
+        uint64_t id;
+    };
+    std::vector<Piece> pieces;
+    void *desc = nullptr; // local descriptor (fi_mr_desc)
+    uint64_t key = 0;     // remote key (fi_mr_key)
     // The same range on the process's other NICs, where it opened several
     // (striped one-sided transfers): rails 1 .. rails-1.  A rail whose
     // registration failed ends the run: rails counts the first ones only.

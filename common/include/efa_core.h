@@ -215,6 +215,10 @@ typedef struct efa_core_params {
     int hmem_vmm;
     /* the fake's visible memory is described as such memory (test path) */
     bool debug_fake_device_vmm;
+    /* Test path: the fake's allocations of more bytes than this are pieces
+     * of this many bytes side by side, as CUDA VMM memory grown a piece at
+     * a time (efa_fake_device_pieces); 0: one allocation each. */
+    int debug_fake_device_piece;
     /* Test path: posts of device registrations are refused as a provider
      * would refuse them (-FI_EINVAL): 1 at the post, 2 when progress posts
      * them from the backlog (their completion then says so). */
@@ -264,10 +268,10 @@ typedef struct efa_core_info {
     uint32_t api_version;        /* FI_VERSION asked of fi_getinfo */
     uint32_t lib_version;        /* fi_version() of the loaded library */
     efa_rma_by_t rma_read_by, rma_write_by, atomics_by;
-    int provider_shm; /* EFA_SWITCH_*: the provider's own shared memory (AUTO: unknown) */
+    int provider_shm;        /* EFA_SWITCH_*: the provider's own shared memory (AUTO: unknown) */
     int provider_cuda_calls; /* EFA_SWITCH_*: what the endpoint took of
                                 FI_OPT_CUDA_API_PERMITTED (AUTO: untouched or refused) */
-    bool has_source;  /* FI_SOURCE granted: receives say who sent them (efa_cqe_t.src) */
+    bool has_source;         /* FI_SOURCE granted: receives say who sent them (efa_cqe_t.src) */
     /* FI_HMEM granted: device buffers registered with
      * efa_core_mr_acquire_device (where the device backend describes its
      * memory) go to the provider as they are (messages on the first NIC,

@@ -95,9 +95,12 @@ typedef struct efa_device_ops {
      * answered, or the message went another way or failed.  NULL: the
      * backend's exports never hold anything. */
     void (*ipc_release)(uint64_t held);
-    /* The registration attributes of the allocation holding [buf, buf +
-     * len) (NULL: the backend cannot say; device buffers are then copied
-     * through the host whatever the provider offers). */
+    /* The registration attributes of the allocation holding buf (NULL:
+     * the backend cannot say; device buffers are then copied through the
+     * host whatever the provider offers).  [buf, buf + len) may run past
+     * that allocation's end: CUDA VMM memory maps several allocations side
+     * by side, and the core then asks for the next one
+     * (efa::describe_device_span). */
     int (*hmem)(const void *buf, size_t len, efa_device_hmem_t *out);
     /* A dmabuf file descriptor that exports the allocation 'alloc' (as hmem
      * described it), for registrations that name the memory by its pages
@@ -172,6 +175,17 @@ void efa_fake_device_dmabuf(bool offer);
  * synchronous memory operations (efa_device_hmem_t's no_sync_memops), as
  * CUDA VMM allocations are (tests of the rule for them). */
 void efa_fake_device_no_sync_memops(bool none);
+/* Allocations of more than piece bytes from now on are several
+ * allocations of piece bytes (rounded up to pages) mapped side by side,
+ * each with its own id and memfd, as CUDA VMM memory grown a piece at a
+ * time is (PyTorch's expandable segments); freed together from the
+ * first's address.  0: one allocation each (the default). */
+void efa_fake_device_pieces(size_t piece);
+/* The piece at 'at' (the start of one piece of such an allocation) gets
+ * new memory with a new id at the same address, as a VMM piece unmapped
+ * and mapped again does; the memory hooks see nothing (no munmap).
+ * 0, or -1 where no piece starts there. */
+int efa_fake_device_remap_piece(void *at);
 
 #ifdef __cplusplus
 }

@@ -84,6 +84,9 @@ void efa_core_mr_device_refusals(const struct efa_core *core, uint64_t *posts, u
  * refusal by the provider so far). */
 uint64_t efa_core_mr_device_dmabuf(const struct efa_core *core);
 bool efa_core_mr_dmabuf_on(const struct efa_core *core);
+/* Device registrations over several allocations side by side (a CUDA VMM
+ * buffer that runs from one physical allocation into the next). */
+uint64_t efa_core_mr_device_spans(const struct efa_core *core);
 /* libfabric, as built with and loaded, takes dmabuf registrations (1.20+). */
 bool efa_core_dmabuf_in_libfabric(void);
 void efa_core_mr_release(struct efa_core *core, struct efa_mr *mr);

@@ -157,3 +157,18 @@ TEST(Params, DirectModeMtu) {
         EXPECT_TRUE(refused(p, "direct_mode_mtu")) << v;
     }
 }
+
+namespace {
+// (test setting: 0 off, else a page to 1 GiB)
+TEST(Params, FakeDevicePieceBounds) {
+    auto p = defaults();
+    for (int v : {0, 4096, 1 << 30}) {
+        p.debug_fake_device_piece = v;
+        EXPECT_FALSE(refused(p, "debug_fake_device_piece")) << v;
+    }
+    for (int v : {-1, 1, 4095, (1 << 30) + 1}) {
+        p.debug_fake_device_piece = v;
+        EXPECT_TRUE(refused(p, "debug_fake_device_piece")) << v;
+    }
+}
+} // namespace
