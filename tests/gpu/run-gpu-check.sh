@@ -32,14 +32,16 @@
 #           plain, VMM (one physical allocation, and a buffer across two)
 #           and stream-ordered pool memory sent both ways, every byte
 #           checked, over mtl_efa on shm handed device buffers as they are
-#           (common_efa_hmem_vmm auto, and off), the on-node path with
-#           mtl_efa copying (CUDA IPC: cudaMalloc memory by its legacy
-#           handle, VMM memory by the descriptors of its allocations;
-#           pool memory streams), the VMM buffer across two allocations
-#           alone on that path, own matching on tcp;ofi_rxm, ob1 +
-#           btl_efa, and ob1 + sm + smcuda (the anchor); on shm the
-#           finalize counts must show VMM memory by FI_HMEM (auto) or
-#           copied (off), on the on-node path more device messages by IPC
+#           (common_efa_hmem_vmm auto, and off; the buffer across two
+#           alone too, which must be one registration over both), the
+#           on-node path with mtl_efa copying (CUDA IPC: cudaMalloc
+#           memory by its legacy handle, VMM memory by the descriptors
+#           of its allocations; pool memory streams), the VMM buffer
+#           across two allocations alone on that path, own matching on
+#           tcp;ofi_rxm, ob1 + btl_efa, and ob1 + sm + smcuda (the
+#           anchor); on shm the finalize counts must show VMM memory by
+#           FI_HMEM (auto) or copied (off), on the on-node path more
+#           device messages by IPC
 #           than streamed (plain, vmm, vmm-span and vmm-remapped against
 #           pool; the buffer across two alone too), and Open MPI must not
 #           complain of buffer ids.
@@ -113,6 +115,7 @@ shm_own=(--mca pml cm --mca mtl efa --mca mtl_efa_provider_include shm --mca mtl
 vmm_runs=(
     "vmm-shm-own|1|${shm_own[*]}"
     "vmm-shm-own-vmm-off|1|${shm_own[*]} --mca common_efa_hmem_vmm off"
+    "vmm-shm-own-span|1|${shm_own[*]}|-k vmm-span"
     "vmm-onnode-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own"
     "vmm-onnode-own-span|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own|-k vmm-span"
     "vmm-rxm-own-matching-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own --mca mtl_efa_device_buffers own"
@@ -157,22 +160,26 @@ done
 # vmm_check NAME WANT: the run's finalize lines against what it should
 # show (an exit and validation are checked by run): "provider": VMM and
 # pool memory went to shm by FI_HMEM, none copied for lack of synchronous
-# copies; "host": some was; "ipc": more device messages came by the
-# device's IPC than streamed; and never Open MPI's complaint about a buffer
+# copies; "span": that, and buffers over two allocations registered as
+# one (a dmabuf of the whole range); "host": some was; "ipc": more device
+# messages came by the device's IPC than streamed; and never Open MPI's complaint about a buffer
 # id or SYNC_MEMOPS (the components no longer ask it for such memory) nor
 # an allocation left without an id (the driver's id call failing).
 vmm_check() {
-    local log=$out/$1.vmm_buffers.txt staged hmem ipc streamed
+    local log=$out/$1.vmm_buffers.txt staged hmem ipc streamed spans
     staged=$(sed -n 's/.*; \([0-9]*\) buffers without synchronous memory operations.*/\1/p' "$log" |
         awk '{n += $1} END {print n + 0}')
     hmem=$(sed -n 's/.*(FI_HMEM): \([0-9]*\) sends.*/\1/p' "$log" | awk '{n += $1} END {print n + 0}')
+    spans=$(sed -n 's/.*; \([0-9]*\) registrations over several CUDA VMM allocations.*/\1/p' "$log" |
+        awk '{n += $1} END {print n + 0}')
     read -r ipc streamed < <(sed -n "s/.*device messages received from this node: \([0-9]*\) by the device's IPC, \([0-9]*\) streamed.*/\1 \2/p" "$log" |
         awk '{i += $1; s += $2} END {print i + 0, s + 0}')
     if grep -q "bufferID failed\|cuPointerSetAttribute failed\|BUFFER_ID of a GPU memory\|device allocation id (none given)" "$log" ||
         { [ "$2" = provider ] && { [ "$staged" -ne 0 ] || [ "$hmem" -eq 0 ]; }; } ||
+        { [ "$2" = span ] && { [ "$staged" -ne 0 ] || [ "$hmem" -eq 0 ] || [ "$spans" -eq 0 ]; }; } ||
         { [ "$2" = host ] && [ "$staged" -eq 0 ]; } ||
         { [ "$2" = ipc ] && [ "$ipc" -le "$streamed" ]; }; then
-        echo "run-gpu-check: $1: $staged buffers copied for lack of synchronous copies, $hmem sends by FI_HMEM, $ipc device messages by IPC and $streamed streamed (want: $2)" |
+        echo "run-gpu-check: $1: $staged buffers copied for lack of synchronous copies, $hmem sends by FI_HMEM, $spans registrations over several allocations, $ipc device messages by IPC and $streamed streamed (want: $2)" |
             tee -a "$log" >&2
         fails=$((fails + 1))
     fi
@@ -190,6 +197,7 @@ for r in "${vmm_runs[@]}"; do
 done
 if [ $list = 0 ] && [ -x "$vmm_prog" ]; then
     vmm_check vmm-shm-own provider
+    vmm_check vmm-shm-own-span span
     vmm_check vmm-shm-own-vmm-off host
     vmm_check vmm-onnode-own ipc
     vmm_check vmm-onnode-own-span ipc
