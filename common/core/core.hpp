@@ -80,9 +80,9 @@ class FiMrBackend : public MrBackend {
     int reg_dmabuf(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
                    const efa_device_hmem_t &h, fid_mr **out);
     int reg_device_on(size_t nic, void *base, size_t len, uint64_t access, uint64_t key,
-                      const efa_device_hmem_t &h, fid_mr **out, bool *by_dmabuf);
+                      const efa_device_hmem_t &h, bool span, fid_mr **out, bool *by_dmabuf);
     void add_rails(void *base, size_t len, uint64_t access, uint64_t key,
-                   const efa_device_hmem_t *h, MrRegistration *out);
+                   const efa_device_hmem_t *h, bool span, MrRegistration *out);
     int bind_and_enable(const Domain &d, fid_mr *mr);
     int reg_device(void *base, size_t len, uint64_t access, MrRegistration *out);
     std::vector<Domain> domains_;
@@ -94,6 +94,7 @@ class FiMrBackend : public MrBackend {
     std::atomic<uint32_t> dmabuf_off_rails_{0}; // rails (bit per NIC) whose dmabuf was refused
     std::atomic<uint64_t> dmabuf_regs_{0};      // device registrations made through a dmabuf
     std::atomic<uint64_t> span_regs_{0};        // ... over several allocations
+    std::atomic<bool> span_dmabuf_off_{false};  // such a range's dmabuf was refused
     Reporter *dmabuf_rep_ = nullptr;
 };
 

@@ -68,7 +68,7 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     }
     for (int attempt = 0; 0 == rc; ++attempt) {
         MrEntry *e = cache->acquire(reinterpret_cast<const void *>(h.base), h.len, access, &rc);
-        if (e && span_registered(e->base, e->reg, span) && cache->findable(e)) {
+        if (e && registration_current(e->reg, span) && cache->findable(e)) {
             if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !core->rails.empty()) {
                 efa::note_rails_used(core); // peers may reach it over a rail
             }
@@ -82,7 +82,8 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
             // device handed out again: those are dropped (held ones at their
             // last release) and these registered (they cannot be stale
             // twice).  An entry over more allocations than these (CUDA VMM
-            // pieces side by side) that holds them serves them.
+            // pieces side by side) serves them while all of its own are as
+            // they were.
             cache->release(e);
             cache->invalidate(reinterpret_cast<const void *>(h.base), h.len);
             core->dev_mr_stale.fetch_add(1, std::memory_order_relaxed);

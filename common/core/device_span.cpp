@@ -13,7 +13,7 @@ int describe_device_span(const void *buf, size_t len, DeviceSpan *out) {
     }
     const uintptr_t start = reinterpret_cast<uintptr_t>(buf);
     const uintptr_t end = start + (len ? len : 1);
-    if (start < h.base || start - h.base >= h.len) {
+    if (end < start || start < h.base || start - h.base >= h.len) {
         return -FI_EINVAL; // (a backend that described another allocation)
     }
     out->whole = h;
@@ -45,13 +45,15 @@ int describe_device_span(const void *buf, size_t len, DeviceSpan *out) {
         at += h.len;
     }
     out->whole.len = at - out->whole.base;
-    out->whole.buffer_id = key ? key : 1;
+    // (one allocation keeps its id, 0 included: the caller refuses an
+    // allocation the device gives no id, which could be freed unseen)
+    out->whole.buffer_id = 1 == out->pieces ? out->id[0] : key ? key : 1;
     return 0;
 }
 
-bool span_registered(uintptr_t base, const MrRegistration &r, const DeviceSpan &s) {
+bool span_registered(const MrRegistration &r, const DeviceSpan &s) {
     uintptr_t want = s.whole.base;
-    uintptr_t have = base;
+    uintptr_t have = r.pieces_base;
     size_t i = 0;
     const size_t n = r.pieces.size();
     for (int j = 0; j < s.pieces; ++j) {
@@ -66,7 +68,24 @@ bool span_registered(uintptr_t base, const MrRegistration &r, const DeviceSpan &
     return s.pieces > 0;
 }
 
+bool registration_current(const MrRegistration &r, const DeviceSpan &s) {
+    if (!span_registered(r, s)) {
+        return false;
+    }
+    if (r.pieces.size() <= static_cast<size_t>(s.pieces)) {
+        return true; // (it holds s's and no more)
+    }
+    size_t len = 0;
+    for (const auto &p : r.pieces) {
+        len += p.len;
+    }
+    DeviceSpan all;
+    return 0 == describe_device_span(reinterpret_cast<const void *>(r.pieces_base), len, &all) &&
+           static_cast<size_t>(all.pieces) == r.pieces.size() && span_registered(r, all);
+}
+
 void note_span(const DeviceSpan &s, MrRegistration *r) {
+    r->pieces_base = s.whole.base;
     r->pieces.clear();
     for (int i = 0; i < s.pieces; ++i) {
         r->pieces.push_back({s.len[i], s.id[i]});

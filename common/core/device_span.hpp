@@ -33,10 +33,18 @@ struct DeviceSpan {
 // error (-FI_ENOSYS: none).
 int describe_device_span(const void *buf, size_t len, DeviceSpan *out);
 
-// Does registration r, from base, hold each allocation of s as it is now
+// Does registration r hold each allocation of s as it was when registered
 // (the same place, length and id: none freed and handed out again)?  A
-// registration over more allocations than s serves it too.
-bool span_registered(uintptr_t base, const MrRegistration &r, const DeviceSpan &s);
+// registration over more allocations than s holds it too, if those are
+// as they were (efa_core_mr_acquire_device asks the device for them).
+bool span_registered(const MrRegistration &r, const DeviceSpan &s);
+
+// span_registered, and where r covers more allocations than s, those too
+// as they are now (asked of the device): a registration over CUDA VMM
+// pieces of which one was unmapped is not used on (by address the NIC's
+// mapping of it may be gone; by dmabuf it would keep the old pages
+// pinned while it is used), it is registered anew over what is there.
+bool registration_current(const MrRegistration &r, const DeviceSpan &s);
 
 // Note s's allocations in r (its registration).
 void note_span(const DeviceSpan &s, MrRegistration *r);

@@ -200,10 +200,21 @@ int fake_copy(void *dst, const void *src, size_t len) {
     if ((d_dev && !in_device(d, len)) || (s_dev && !in_device(s, len))) {
         return -FI_EINVAL;
     }
+    std::vector<uint8_t> bounce; // (both the device's and overlapping: the source first)
+    if (d_dev && s_dev && d < s + len && s < d + len) {
+        bounce.resize(len);
+        for (size_t off = 0, run = 0; off < len; off += run) {
+            const uint8_t *from = view_of(s + off, &run);
+            run = std::min(run, len - off);
+            memcpy(bounce.data() + off, from, run);
+        }
+        s = reinterpret_cast<uintptr_t>(bounce.data());
+    }
+    const bool s_view = s_dev && bounce.empty();
     while (len > 0) { // a piece at a time where a side runs over pieces
         size_t d_run = len, s_run = len;
         uint8_t *to = d_dev ? view_of(d, &d_run) : reinterpret_cast<uint8_t *>(d);
-        const uint8_t *from = s_dev ? view_of(s, &s_run) : reinterpret_cast<const uint8_t *>(s);
+        const uint8_t *from = s_view ? view_of(s, &s_run) : reinterpret_cast<const uint8_t *>(s);
         const size_t n = std::min({len, d_run, s_run});
         memmove(to, from, n);
         d += n;
@@ -517,24 +528,52 @@ void efa_fake_device_pieces(size_t piece) {
 
 int efa_fake_device_remap_piece(void *at) {
     const auto a = reinterpret_cast<uintptr_t>(at);
-    Region old{};
+    uint64_t serial;
+    size_t len;
     {
         std::lock_guard<std::mutex> guard(g_lock);
         const auto it = g_regions.find(a);
         if (it == g_regions.end() || 0 == it->second.group || it->second.fd < 0) {
             return -1;
         }
-        old = it->second;
+        len = it->second.len;
+        serial = ++g_serial;
     }
-    // The new memory's views replace the old device view in place (a
-    // fixed mapping over it: no munmap for the memory hooks to see).
-    if (nullptr == alloc_one(old.len, at, old.group)) {
-        return -1;
+    char name[64];
+    memfd_name(serial, name, sizeof(name));
+    const int fd = memfd_create(name, MFD_CLOEXEC);
+    void *host = MAP_FAILED;
+    if (fd >= 0 && 0 == ftruncate(fd, static_cast<off_t>(len))) {
+        host = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     }
-    {
+    Region old{};
+    bool done = false;
+    if (MAP_FAILED != host) {
+        // The new memory replaces the old device view in place (a fixed
+        // mapping over it: no munmap for the memory hooks to see), under the
+        // lock, so that the piece cannot be freed meanwhile.
         std::lock_guard<std::mutex> guard(g_lock);
-        Region &r = g_regions[a];
-        r.whole = old.whole;
+        const auto it = g_regions.find(a);
+        if (it != g_regions.end() && it->second.len == len && it->second.fd >= 0) {
+            Region &r = it->second;
+            const int prot = r.visible ? PROT_READ | PROT_WRITE : PROT_NONE;
+            if (MAP_FAILED != mmap(at, len, prot, MAP_SHARED | MAP_FIXED, fd, 0)) {
+                old = r;
+                r.host = static_cast<uint8_t *>(host);
+                r.fd = fd;
+                r.serial = serial;
+                done = true;
+            }
+        }
+    }
+    if (!done) {
+        if (MAP_FAILED != host) {
+            munmap(host, len);
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -1;
     }
     munmap(old.host, old.len);
     close(old.fd);

@@ -147,7 +147,8 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
     const uint64_t key = keys_->fetch_add(1);
     bool by_dmabuf = false;
     fid_mr *mr = nullptr;
-    if ((rc = reg_device_on(0, base, len, access, key, h, &mr, &by_dmabuf))) {
+    const bool several = span.pieces > 1;
+    if ((rc = reg_device_on(0, base, len, access, key, h, several, &mr, &by_dmabuf))) {
         return rc;
     }
     if (by_dmabuf) {
@@ -166,7 +167,7 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
     out->no_sync_memops = h.no_sync_memops;
     // (a device buffer needs its descriptor whatever FI_MR_LOCAL says)
     if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE)) != 0) {
-        add_rails(base, len, access, key, &h, out);
+        add_rails(base, len, access, key, &h, several, out);
     }
     return 0;
 }
@@ -175,18 +176,32 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
 // on (*by_dmabuf says whether it went so), else by its address.  The
 // first NIC's refusal turns dmabuf off for good; a rail's, for that rail
 // alone (the first NIC's registrations, which every device buffer has,
-// keep theirs).
+// keep theirs).  A range over several allocations (span) that is
+// refused turns it off for such ranges alone: one allocation's dmabuf
+// may still be taken where a range's is not.
 int FiMrBackend::reg_device_on(size_t nic, void *base, size_t len, uint64_t access, uint64_t key,
-                               const efa_device_hmem_t &h, fid_mr **out, bool *by_dmabuf) {
+                               const efa_device_hmem_t &h, bool span, fid_mr **out,
+                               bool *by_dmabuf) {
     const Domain &d = domains_[nic];
     const uint32_t bit = 1u << nic;
     *by_dmabuf = false;
     if (dmabuf_.load(std::memory_order_relaxed) &&
-        !(dmabuf_off_rails_.load(std::memory_order_relaxed) & bit)) {
+        !(dmabuf_off_rails_.load(std::memory_order_relaxed) & bit) &&
+        !(span && span_dmabuf_off_.load(std::memory_order_relaxed))) {
         const int rc = reg_dmabuf(d, base, len, access, key, h, out);
         if (rc == 0) {
             *by_dmabuf = true;
             return 0;
+        }
+        if (span && rc != -FI_ENODATA) {
+            if (!span_dmabuf_off_.exchange(true) && dmabuf_rep_) {
+                dmabuf_rep_->say(1, std::string("device registrations: the provider refused "
+                                                "one over several CUDA VMM allocations "
+                                                "through a dmabuf (") +
+                                        fi_strerror(-rc) +
+                                        "); such ranges by device address from now on");
+            }
+            return reg_one(d, base, len, access, key, &h, out);
         }
         // (-FI_ENODATA: no dmabuf for this allocation, not a refusal)
         const bool first_refusal =
@@ -226,7 +241,7 @@ int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *ou
     // the rails before it.
     if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) != 0 ||
         (mr_local_ && (access & (FI_READ | FI_WRITE)) != 0)) {
-        add_rails(base, len, access, key, nullptr, out);
+        add_rails(base, len, access, key, nullptr, false, out);
     }
     return 0;
 }
@@ -235,11 +250,11 @@ int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *ou
 // too with the same key (a device allocation h as such), until one
 // refuses: the range stays on the rails before it.
 void FiMrBackend::add_rails(void *base, size_t len, uint64_t access, uint64_t key,
-                            const efa_device_hmem_t *h, MrRegistration *out) {
+                            const efa_device_hmem_t *h, bool span, MrRegistration *out) {
     for (size_t r = 1; r < domains_.size() && r < static_cast<size_t>(kMrMaxRails); ++r) {
         fid_mr *rmr = nullptr;
         bool by_dmabuf = false;
-        if ((h ? reg_device_on(r, base, len, access, key, *h, &rmr, &by_dmabuf)
+        if ((h ? reg_device_on(r, base, len, access, key, *h, span, &rmr, &by_dmabuf)
                : reg_one(domains_[r], base, len, access, key, nullptr, &rmr)) != 0) {
             break;
         }

@@ -64,8 +64,9 @@ struct MrRegistration {
         uint64_t id;
     };
     std::vector<Piece> pieces;
-    void *desc = nullptr; // local descriptor (fi_mr_desc)
-    uint64_t key = 0;     // remote key (fi_mr_key)
+    uintptr_t pieces_base = 0; // the first's start (a merged range may start inside it)
+    void *desc = nullptr;      // local descriptor (fi_mr_desc)
+    uint64_t key = 0;          // remote key (fi_mr_key)
     // The same range on the process's other NICs, where it opened several
     // (striped one-sided transfers): rails 1 .. rails-1.  A rail whose
     // registration failed ends the run: rails counts the first ones only.

@@ -4,9 +4,11 @@
 // The fake copies across the pieces of one allocation and refuses a copy
 // past its last; through a provider with FI_HMEM (shm) a buffer that runs
 // from one piece into the next is one registration over those pieces, a
-// buffer inside any of them is served by it, a piece mapped anew (new id,
-// same address) makes it stale only for buffers that reach that piece,
-// memory that is not VMM memory never spans, and more than kMrMaxPieces (64)
+// buffer inside any of them is served by it while all of its pieces are
+// as they were, a piece mapped anew (new id, same address) makes it stale
+// for every buffer in it, memory that is not VMM memory never spans, an
+// allocation without an id keeps id 0 (never registered), and more than
+// kMrMaxPieces (64)
 // pieces are refused (the caller copies through the host).
 #include <gtest/gtest.h>
 
@@ -56,6 +58,11 @@ TEST_F(FakePieces, ACopyRunsAcrossThePiecesOfOneAllocation) {
     uint8_t *to = dev + kPiece + kPiece / 2;
     ASSERT_EQ(efa_device_copy(to, dev + 100, kPiece), 0);
     ASSERT_EQ(efa_device_copy(out.data(), to, kPiece), 0);
+    EXPECT_EQ(0, memcmp(in.data(), out.data(), kPiece));
+    // Overlapping, the destination above the source: the source's bytes.
+    ASSERT_EQ(efa_device_copy(dev + kPiece - 50, in.data(), kPiece), 0);
+    ASSERT_EQ(efa_device_copy(dev + kPiece - 40, dev + kPiece - 50, kPiece), 0);
+    ASSERT_EQ(efa_device_copy(out.data(), dev + kPiece - 40, kPiece), 0);
     EXPECT_EQ(0, memcmp(in.data(), out.data(), kPiece));
     // Past the last piece: the caller's error.
     EXPECT_FALSE(efa_device_check(dev + 2 * kPiece, kPiece + 1));
@@ -112,6 +119,31 @@ TEST(DeviceSpan, SpansOnlyMemoryWithoutSynchronousCopies) {
     efa_device_install(nullptr);
 }
 
+// A backend that describes every buffer as one allocation of 1 MiB with
+// no id (as a device whose id call fails).
+int no_id_hmem(const void *buf, size_t, efa_device_hmem_t *out) {
+    out->iface = FI_HMEM_SYSTEM;
+    out->device = 0;
+    out->buffer_id = 0;
+    out->base = reinterpret_cast<uintptr_t>(buf);
+    out->len = 1 << 20;
+    out->no_sync_memops = false;
+    return 0;
+}
+
+TEST(DeviceSpan, AnAllocationWithoutAnIdKeepsIdZero) {
+    efa_device_ops_t ops{};
+    ops.name = "no-id";
+    ops.hmem = no_id_hmem;
+    efa_device_install(&ops);
+    static uint8_t buf[64];
+    efa::DeviceSpan s;
+    ASSERT_EQ(efa::describe_device_span(buf, sizeof(buf), &s), 0);
+    EXPECT_EQ(s.pieces, 1);
+    EXPECT_EQ(s.whole.buffer_id, 0u); // (so efa_core_mr_acquire_device refuses it)
+    efa_device_install(nullptr);
+}
+
 // A core on shm (FI_HMEM) with the fake's memory visible and described as
 // VMM memory (common_efa_hmem_vmm auto hands it to shm).
 class CoreDeviceSpan : public ::testing::Test {
@@ -164,30 +196,33 @@ TEST_F(CoreDeviceSpan, ABufferOverPiecesIsOneRegistrationServingEachPiece) {
     efa_fake_device_free(dev);
 }
 
-TEST_F(CoreDeviceSpan, APieceMappedAnewIsRegisteredAgainWhereABufferReachesIt) {
+TEST_F(CoreDeviceSpan, APieceMappedAnewMakesTheRegistrationOverItStale) {
     open();
     auto *dev = static_cast<uint8_t *>(efa_fake_device_alloc(3 * kPiece));
     ASSERT_NE(dev, nullptr);
     int err = 0;
     efa_mr_t *a = acquire(dev, 3 * kPiece, &err);
     ASSERT_NE(a, nullptr) << err;
-    efa_core_mr_release(core_, a); // kept in the cache
-    ASSERT_EQ(efa_fake_device_remap_piece(dev + kPiece), 0);
-    // Piece 0 is as it was: its buffers keep the registration.
-    efa_mr_t *b = acquire(dev + 10, 10, &err);
+    efa_core_mr_release(core_, a);             // kept in the cache
+    efa_mr_t *b = acquire(dev + 10, 10, &err); // piece 0 alone: served by it
     EXPECT_EQ(b, a);
     efa_core_mr_release(core_, b);
     EXPECT_EQ(efa_core_mr_device_stale(core_), 0u);
-    // A buffer into piece 1 meets its new id: registered again.
-    efa_mr_t *c = acquire(dev + kPiece - 10, 20, &err);
+    ASSERT_EQ(efa_fake_device_remap_piece(dev + kPiece), 0);
+    // Piece 0 is as it was, but the registration also covers piece 1,
+    // which is not: not used on, registered again over what is there.
+    efa_mr_t *c = acquire(dev + 10, 10, &err);
     ASSERT_NE(c, nullptr) << err;
     EXPECT_EQ(efa_core_mr_device_stale(core_), 1u);
     EXPECT_EQ(efa_mr_base(c), reinterpret_cast<uintptr_t>(dev));
-    efa_mr_t *d = acquire(dev + kPiece - 10, 20, &err); // found from now on
-    EXPECT_EQ(d, c);
+    efa_mr_t *d = acquire(dev + kPiece - 10, 20, &err); // into piece 1: the union
+    ASSERT_NE(d, nullptr) << err;
+    efa_mr_t *e = acquire(dev + kPiece - 10, 20, &err); // found from now on
+    EXPECT_EQ(e, d);
     EXPECT_EQ(efa_core_mr_device_stale(core_), 1u);
-    efa_core_mr_release(core_, c);
-    efa_core_mr_release(core_, d);
+    for (efa_mr_t *m : {c, d, e}) {
+        efa_core_mr_release(core_, m);
+    }
     efa_fake_device_free(dev);
 }
 
