@@ -377,12 +377,6 @@ const efa_device_ops_t g_fake_ops = {
 
 } // namespace
 
-extern "C" {
-
-const efa_device_ops_t *efa_fake_device_ops(void) {
-    return &g_fake_ops;
-}
-
 namespace {
 // One allocation (a piece where 'at' is given: its place in the reserved
 // range, and 'group' the allocation's): a new memfd of mapped bytes, both
@@ -426,6 +420,12 @@ std::vector<std::pair<uintptr_t, Region>> take_allocation(uintptr_t a) {
     return out;
 }
 } // namespace
+
+extern "C" {
+
+const efa_device_ops_t *efa_fake_device_ops(void) {
+    return &g_fake_ops;
+}
 
 void *efa_fake_device_alloc(size_t len) {
     const size_t mapped = page_round(len ? len : 1);
