@@ -6,12 +6,16 @@
 # the checkout, and tests/gpu/run-gpu-check.sh runs there:
 #   tests/gpu/prepare-carry.sh [KIT_TARBALL]    (default ../shared/gpu-kit/kit.tar.xz)
 #   device: bash tests/gpu/run-gpu-check.sh -u .gpu/kit.tar.xz -c .gpu/inst/lib/openmpi -o $OUT
+# The build stays in .gpu-build (not carried), so that preparing again
+# after a change rebuilds only what changed: a session lent the GPU
+# machine spends minutes here, not the whole build's time.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 kit_tar=${1:-$top/../shared/gpu-kit/kit.tar.xz}
 [ -f "$kit_tar" ] || { echo "prepare-carry: no kit tarball at $kit_tar" >&2; exit 2; }
 cargo=$top/.gpu
-rm -rf "$cargo" && mkdir -p "$cargo/build"
+build=$top/.gpu-build
+rm -rf "$cargo" && mkdir -p "$cargo" "$build"
 cp "$kit_tar" "$cargo/kit.tar.xz"
 # Unpacked where the check unpacks it on the device machine (/tmp/gpu-kit):
 # the components then find the same paths there.
@@ -19,9 +23,14 @@ rm -rf /tmp/gpu-kit && tar -C /tmp -xJf "$kit_tar"
 find /tmp/gpu-kit -name '*.la' -delete # (they name the kit's build directories)
 # shellcheck source=/dev/null
 . /tmp/gpu-kit/env.sh
-cd "$cargo/build"
-"$top/configure" --with-ompi=/tmp/gpu-kit/ompi --with-libfabric=/tmp/gpu-kit/libfabric \
-    --prefix="$cargo/inst" >configure.out 2>&1 || { tail -20 configure.out; exit 1; }
+cd "$build"
+# Configured again only where the build is not this tree's against the
+# kit into .gpu/inst (a newer configure script, or none yet).
+if [ ! -f config.status ] || [ "$top/configure" -nt config.status ] ||
+    ! grep -q "^S\[\"prefix\"\]=\"$cargo/inst\"\$" config.status; then
+    "$top/configure" --with-ompi=/tmp/gpu-kit/ompi --with-libfabric=/tmp/gpu-kit/libfabric \
+        --prefix="$cargo/inst" >configure.out 2>&1 || { tail -20 configure.out; exit 1; }
+fi
 make -j"$(nproc)" install >make.out 2>&1 || { grep -E "error" -A3 make.out | head -30; exit 1; }
 # The check's own program of VMM and pool memory (CUDA's driver API; the
 # driver's stub library here, the driver itself there).
@@ -29,6 +38,5 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$cargo/bin"
 mpicc -Wall -Wextra -O2 -I"$cuda/include" "$top/tests/gpu/vmm_buffers.c" \
     -o "$cargo/bin/vmm_buffers" -L"$cuda/lib64/stubs" -lcuda
-cd "$top" && rm -rf "$cargo/build"
 du -sh "$cargo"
 echo "prepare-carry: $cargo ready (carry .gpu)"
