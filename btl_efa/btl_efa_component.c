@@ -516,6 +516,20 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         mca_common_efa_release(core);
         return NULL;
     }
+#ifdef MCA_BTL_FLAGS_ACCELERATOR_RDMA
+    /* Open MPI 5's osc/rdma creates a window in device memory only over a
+     * BTL that says it puts and gets device memory, and pml/ob1 then reads
+     * a contiguous device message by RDMA.  This BTL does both wherever a
+     * device backend is installed: by the provider's RDMA where it granted
+     * FI_HMEM, as requests the owner executes with the device's copy
+     * otherwise (btl_efa_rdma.c, cb.local_device). */
+    if (efa_device_on && param_is_default("flags")) {
+        mca_btl_efa_module.super.btl_flags |= MCA_BTL_FLAGS_ACCELERATOR_RDMA;
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: device memory: puts and gets (accelerator RDMA: osc/rdma "
+                            "windows in device memory, pml/ob1 reads of device messages)");
+    }
+#endif
     if (NULL != mca_btl_efa_module.ring.node) {
         /* Peers of this node ring it after sending here by the provider
          * (fragments larger than a slot, one-sided operations): the paced
