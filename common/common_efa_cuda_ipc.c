@@ -31,6 +31,7 @@ typedef struct {
     char reserved[64]; /* CU_IPC_HANDLE_SIZE */
 } cu_ipc_mem_handle_t;
 #define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+#define CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE 10 /* (a 4-byte boolean) */
 
 _Static_assert(sizeof(cu_ipc_mem_handle_t) <= EFA_DEVICE_IPC_HANDLE_SIZE,
                "a CUDA IPC handle fits the seam's");
@@ -50,8 +51,16 @@ static int cuda_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
     size_t size = 0;
     const cu_deviceptr_t p = (cu_deviceptr_t)(uintptr_t)buf;
     cu_ipc_mem_handle_t h;
-    if (0 != cu.address_range(&base, &size, p) || p - base > size || len > size - (p - base) ||
-        0 != cu.get_handle(&h, base)) {
+    /* Memory the driver says has no legacy handle (VMM, pool memory) is
+     * not offered to cuIpcGetMemHandle: a handle of it, were one given,
+     * could not be opened by the peer. */
+    unsigned int legacy = 1;
+    if (vmm_on &&
+        0 != vmm.pointer_attribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, p)) {
+        legacy = 1; /* (a driver without the attribute: the handle call decides) */
+    }
+    if (0 == legacy || 0 != cu.address_range(&base, &size, p) || p < base || p - base >= size ||
+        len > size - (p - base) || 0 != cu.get_handle(&h, base)) {
         /* (VMM memory: by its descriptor; pool memory: none) */
         return vmm_on ? efa_cuda_vmm_export(&vmm, buf, len, out) : -FI_EINVAL;
     }

@@ -23,6 +23,12 @@ extern "C" int efa_cuda_buffer_id(const efa_cuda_pointer_calls_t *cu, const void
     // memory answer, and no other answer makes the copies synchronous.
     const int on = 1;
     *no_sync_memops = 0 != cu->set(&on, kSyncMemops, ptr);
-    *id = got;
+    // Memory without synchronous copies (VMM, pool) may have another
+    // physical allocation mapped at its address: keyed by both ids.
+    unsigned long long block = 0;
+    if (*no_sync_memops && 0 != cu->get(&block, EFA_CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, ptr)) {
+        block = 0;
+    }
+    *id = efa_cuda_mix_block_id(got, block);
     return 0;
 }

@@ -1,6 +1,8 @@
 // IPC of CUDA VMM memory between processes of a node (efa_cuda_vmm_ipc.h).
 #include "efa_cuda_vmm_ipc.h"
 
+#include "efa_cuda_pointer.h"
+
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -110,7 +112,12 @@ bool piece_at(const efa_cuda_vmm_calls_t *cu, efa_cu_ptr_t p, bool first, Piece 
         (void)cu->release(h);
         return false;
     }
-    *out = Piece{base, size, id, h};
+    // (keyed as the device backend keys it: efa_cuda_mix_block_id)
+    unsigned long long block = 0;
+    if (0 != cu->pointer_attribute(&block, EFA_CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, p)) {
+        block = 0;
+    }
+    *out = Piece{base, size, efa_cuda_mix_block_id(id, block), h};
     return true;
 }
 

@@ -35,11 +35,30 @@ typedef struct efa_cuda_pointer_calls {
 } efa_cuda_pointer_calls_t;
 
 /* The id of the allocation holding buf (CU_POINTER_ATTRIBUTE_BUFFER_ID:
- * never reused in the process) and whether the driver refused to make
- * synchronous copies into it synchronize: 0, or -FI_EINVAL where the
- * driver has no id for buf (not CUDA memory). */
+ * never reused in the process; for memory without synchronous copies
+ * mixed with its physical allocation's, efa_cuda_mix_block_id) and
+ * whether the driver refused to make synchronous copies into it
+ * synchronize: 0, or -FI_EINVAL where the driver has no id for buf (not
+ * CUDA memory). */
 int efa_cuda_buffer_id(const efa_cuda_pointer_calls_t *cu, const void *buf, uint64_t *id,
                        bool *no_sync_memops);
+
+/* The key of a VMM or pool allocation's registrations and imports: its
+ * BUFFER_ID mixed with the id of the physical allocation mapped there
+ * (CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, where the driver answers it).
+ * The driver's documents do not say whether a VMM mapping's BUFFER_ID is
+ * renewed when another physical allocation is mapped at the same address;
+ * the block id is, so the key changes whichever of the two the driver
+ * renews, and a registration or import of the old pages is never served
+ * for the new ones.  The BUFFER_ID alone where the driver has no block
+ * id, or the mix would be 0 (no allocation's key). */
+static inline uint64_t efa_cuda_mix_block_id(uint64_t buffer_id, uint64_t block_id) {
+    const uint64_t mixed = buffer_id ^ (block_id * 0x9e3779b97f4a7c15ull);
+    return 0 == block_id || 0 == mixed ? buffer_id : mixed;
+}
+
+/* cuda.h's CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID (CUDA 11.7 and later). */
+#define EFA_CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID 20
 
 #ifdef __cplusplus
 }

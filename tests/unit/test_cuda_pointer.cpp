@@ -21,11 +21,21 @@ struct Driver {
     int set_attribute = -1;
     int set_value = -1;
     unsigned long long set_ptr = 0;
+    int block_rc = 1; // CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: unanswered unless set
+    unsigned long long block = 0;
+    int block_asked = 0;
 } g_driver;
 
 int get(void *data, int attribute, unsigned long long ptr) {
     (void)ptr;
-    if (7 != attribute) { // CU_POINTER_ATTRIBUTE_BUFFER_ID alone is asked
+    if (20 == attribute) { // CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID
+        ++g_driver.block_asked;
+        if (0 == g_driver.block_rc) {
+            *static_cast<unsigned long long *>(data) = g_driver.block;
+        }
+        return g_driver.block_rc;
+    }
+    if (7 != attribute) { // CU_POINTER_ATTRIBUTE_BUFFER_ID alone besides
         return 1;
     }
     if (0 == g_driver.get_rc) {
@@ -68,6 +78,47 @@ TEST_F(CudaBufferId, VmmMemoryKeepsItsIdWithoutSynchronousCopies) {
     ASSERT_EQ(efa_cuda_buffer_id(&cu_, buf_, &id, &no_sync), 0);
     EXPECT_EQ(id, 7u);
     EXPECT_TRUE(no_sync);
+}
+
+// A VMM piece mapped anew at the same address: whether the driver renews
+// the mapping's BUFFER_ID or only the physical allocation's block id, the
+// key changes (a registration of the old pages is never served for it).
+TEST_F(CudaBufferId, VmmMemoryMappedAnewGetsAnotherKeyEvenWhereItsBufferIdStays) {
+    g_driver.set_rc = 801;
+    g_driver.id = 7;
+    g_driver.block_rc = 0;
+    g_driver.block = 100;
+    uint64_t first = 0, again = 0, remapped = 0;
+    bool no_sync = false;
+    ASSERT_EQ(efa_cuda_buffer_id(&cu_, buf_, &first, &no_sync), 0);
+    ASSERT_EQ(efa_cuda_buffer_id(&cu_, buf_, &again, &no_sync), 0);
+    g_driver.block = 101; // another physical allocation, the same BUFFER_ID
+    ASSERT_EQ(efa_cuda_buffer_id(&cu_, buf_, &remapped, &no_sync), 0);
+    EXPECT_TRUE(no_sync);
+    EXPECT_EQ(first, again); // (the same mapping keeps its key)
+    EXPECT_NE(first, remapped);
+    EXPECT_NE(first, 0u);
+    EXPECT_NE(remapped, 0u);
+    EXPECT_EQ(first, efa_cuda_mix_block_id(7, 100));
+}
+
+// cudaMalloc memory is keyed by its BUFFER_ID alone (one driver call less
+// on every device buffer), and a driver without block ids keeps VMM
+// memory's BUFFER_ID as its key.
+TEST_F(CudaBufferId, TheBlockIdIsAskedOfMemoryWithoutSynchronousCopiesAlone) {
+    g_driver.block_rc = 0;
+    g_driver.block = 100;
+    uint64_t id = 0;
+    bool no_sync = true;
+    ASSERT_EQ(efa_cuda_buffer_id(&cu_, buf_, &id, &no_sync), 0);
+    EXPECT_EQ(id, 42u);
+    EXPECT_EQ(g_driver.block_asked, 0);
+    g_driver = Driver{};
+    g_driver.set_rc = 801; // VMM memory, a driver that does not answer attribute 20
+    ASSERT_EQ(efa_cuda_buffer_id(&cu_, buf_, &id, &no_sync), 0);
+    EXPECT_EQ(id, 42u);
+    EXPECT_EQ(g_driver.block_asked, 1);
+    EXPECT_EQ(efa_cuda_mix_block_id(5, 0), 5u);
 }
 
 TEST_F(CudaBufferId, AnyRefusalOfTheAttributeCounts) {
