@@ -488,5 +488,20 @@ else
     echo "SKIP device/gpu-vmm-program-compiles: no CUDA headers at $cuda/include"
 fi
 
+# The mock CUDA driver the GPU check rehearses on (tests/gpu/mock-cuda:
+# run-gpu-check.sh -m) builds warning-free and still does what the
+# rehearsal relies on (device memory the CPU cannot touch, IPC, VMM).
+if [ -f "$cuda/include/cuda.h" ]; then
+    mock=$(mktemp -d)
+    OUT=$(bash "$top/tests/gpu/mock-cuda/build.sh" "$mock" 2>&1 && "$mock/mock_check" 2>&1)
+    RC=$?
+    ok=0
+    [ $RC -eq 0 ] && grep -q "^ok mock_check" <<<"$OUT" && ok=1
+    verdict gpu-mock-driver $ok "exit $RC: $(tail -n 3 <<<"$OUT")"
+    rm -rf "$mock"
+else
+    echo "SKIP device/gpu-mock-driver: no CUDA headers at $cuda/include"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

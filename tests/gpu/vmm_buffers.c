@@ -190,6 +190,9 @@ int main(int argc, char **argv) {
                                  MPI_COMM_WORLD);
                     } else {
                         CU(cuMemsetD8(buf, 0, n));
+                        /* (a memset into device memory may return before
+                         * it is done: finished before the bytes land) */
+                        CU(cuCtxSynchronize());
                         MPI_Status st;
                         MPI_Recv((void *)(uintptr_t)buf, (int)n, MPI_BYTE, peer, kind,
                                  MPI_COMM_WORLD, &st);
@@ -219,11 +222,19 @@ int main(int argc, char **argv) {
     }
     free(host);
     free(back);
-    CU(cuMemFreeAsync(pool, stream));
-    CU(cuStreamSynchronize(stream));
-    CU(cuMemFree(plain));
-    CU(cuMemUnmap(vmm, 2 * chunk));
-    CU(cuMemAddressFree(vmm, 2 * chunk));
+    /* Freed after MPI_Finalize: a peer may hold its import of them open
+     * until then, and CUDA leaves freeing an exported allocation before
+     * its importer closed it undefined. */
     MPI_Finalize();
+    const CUresult freed[] = {cuMemFreeAsync(pool, stream), cuStreamSynchronize(stream),
+                              cuMemFree(plain), cuMemUnmap(vmm, 2 * chunk),
+                              cuMemAddressFree(vmm, 2 * chunk)};
+    for (size_t i = 0; i < sizeof(freed) / sizeof(freed[0]); ++i) {
+        if (CUDA_SUCCESS != freed[i]) {
+            fprintf(stderr, "FAIL vmm_buffers rank %d: freeing step %zu: error %d\n", rank, i,
+                    (int)freed[i]);
+            return 2;
+        }
+    }
     return 0;
 }
