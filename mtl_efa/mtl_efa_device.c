@@ -96,8 +96,10 @@ void ompi_mtl_efa_device_fini(void) {
         efa_stage_get_counts(&n);
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: host buffers of 64 KiB or more for device bytes: %llu, %llu "
-                            "of them kept from an earlier message",
-                            (unsigned long long)n.pooled, (unsigned long long)n.reused);
+                            "of them kept from an earlier message; %llu pinned for the device's "
+                            "copies",
+                            (unsigned long long)n.pooled, (unsigned long long)n.reused,
+                            (unsigned long long)n.pinned);
         efa_stage_trim();
     }
     if (ompi_mtl_efa.device_hmem) {

@@ -269,20 +269,23 @@ verdict own-read-vmm-off $ok "exit $RC: $(read_offers) offered for reading, $(di
 # There the host buffers of 64 KiB and more that carry the device bytes
 # are kept from one message to the next (their pages faulted in and
 # registered once): most are reused.
-stage_counts() { # the finalize lines' host buffers and those kept, summed
-    sed -n "s/.*host buffers of 64 KiB or more for device bytes: \([0-9]*\), \([0-9]*\) of them kept.*/\1 \2/p" <<<"$OUT" |
-        awk '{n += $1; k += $2} END {print n + 0, k + 0}'
+# Each is pinned once for the device's copies (the fake's stand-in for
+# cuMemHostRegister), never once per message.
+stage_counts() { # the finalize lines' host buffers, those kept, those pinned, summed
+    sed -n "s/.*host buffers of 64 KiB or more for device bytes: \([0-9]*\), \([0-9]*\) of them kept.*; \([0-9]*\) pinned.*/\1 \2 \3/p" <<<"$OUT" |
+        awk '{n += $1; k += $2; p += $3} END {print n + 0, k + 0, p + 0}'
 }
 run "${hmem[@]}" --mca common_efa_provider_include tcp "$prog" -s 256K
-read -r staged kept < <(stage_counts)
+read -r staged kept pinned < <(stage_counts)
 ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" &&
     grep -q "FI_HMEM asked for, not granted by the provider: copied through the host" <<<"$OUT" &&
     ! grep -q "handed to the provider as they are" <<<"$OUT" && ok=1
 verdict hmem-not-granted $ok "exit $RC, or a provider without FI_HMEM was handed device buffers"
 ok=0
-[ $RC -eq 0 ] && [ "$staged" -gt 0 ] && [ $((2 * kept)) -gt "$staged" ] && ok=1
-verdict staged-buffers-kept $ok "exit $RC: $staged host buffers of 64 KiB or more for device bytes, $kept kept from an earlier message"
+[ $RC -eq 0 ] && [ "$staged" -gt 0 ] && [ $((2 * kept)) -gt "$staged" ] && [ "$pinned" -gt 0 ] &&
+    [ "$pinned" -eq $((staged - kept)) ] && ok=1
+verdict staged-buffers-kept $ok "exit $RC: $staged host buffers of 64 KiB or more for device bytes, $kept kept from an earlier message, $pinned pinned (want one pin per buffer mapped: $((staged - kept)))"
 
 # Own matching with the provider's RMA read (tcp;ofi_rxm, no on-node
 # channel): a device receive of a message read from the sender is read in

@@ -95,4 +95,16 @@ int efa_device_dmabuf(const efa_device_hmem_t *alloc, int *fd, uint64_t *offset)
     return ops && ops->dmabuf ? ops->dmabuf(alloc, fd, offset) : -FI_ENOSYS;
 }
 
+int efa_device_host_register(void *buf, size_t len) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    return ops && ops->host_register ? ops->host_register(buf, len) : -FI_ENOSYS;
+}
+
+void efa_device_host_unregister(void *buf) {
+    const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
+    if (ops && ops->host_unregister) {
+        ops->host_unregister(buf);
+    }
+}
+
 } // extern "C"

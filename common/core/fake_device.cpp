@@ -50,6 +50,7 @@
 #include <rdma/fi_errno.h>
 
 #include "efa_device.h"
+#include "fake_host_pin.hpp"
 
 namespace {
 
@@ -373,6 +374,8 @@ const efa_device_ops_t g_fake_ops = {
     .ipc_release = fake_ipc_release,
     .hmem = fake_hmem,
     .dmabuf = fake_dmabuf,
+    .host_register = efa::fake::host_register,
+    .host_unregister = efa::fake::host_unregister,
 };
 
 } // namespace

@@ -6,6 +6,7 @@
 
 #include <sys/mman.h>
 
+#include "efa_device.h"
 #include "efa_stage.h"
 
 namespace efa {
@@ -28,6 +29,14 @@ size_t class_len(int c) {
 void *map(size_t len) {
     void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? nullptr : p;
+}
+
+// A buffer of the pool goes: unpinned first where the device pinned it.
+void unmap(void *p, size_t len, bool pinned) {
+    if (pinned) {
+        efa_device_host_unregister(p);
+    }
+    munmap(p, len);
 }
 
 } // namespace
@@ -63,9 +72,14 @@ void *StagePool::get(size_t len) {
     if (!p) {
         return nullptr;
     }
+    // A buffer of a class is kept: pinned for the device's copies once,
+    // they then go by its DMA (one mapped for a single message is not:
+    // pinning it would cost about what it saves).
+    const bool pinned = c >= 0 && 0 == efa_device_host_register(p, mapped);
     std::lock_guard<std::mutex> guard(lock_);
-    owned_.emplace(p, Owned{mapped, false});
+    owned_.emplace(p, Owned{mapped, false, pinned});
     ++pooled_;
+    pins_ += pinned;
     return p;
 }
 
@@ -77,6 +91,7 @@ void StagePool::put(void *p) {
         return;
     }
     size_t len = 0;
+    bool pinned = false;
     {
         std::lock_guard<std::mutex> guard(lock_);
         const auto it = owned_.find(p);
@@ -94,18 +109,20 @@ void StagePool::put(void *p) {
                 idle_bytes_ += len;
                 return;
             }
+            pinned = it->second.pinned;
             owned_.erase(it);
         }
     }
     if (0 == len) {
         free(p);
     } else {
-        munmap(p, len); // above the last class, or more idle than the cap
+        unmap(p, len, pinned); // above the last class, or more idle than the cap
     }
 }
 
 void StagePool::drop(void *p) {
     size_t len = 0;
+    bool pinned = false;
     if (p && 0 == (reinterpret_cast<uintptr_t>(p) & 4095)) {
         std::lock_guard<std::mutex> guard(lock_);
         const auto it = owned_.find(p);
@@ -115,11 +132,12 @@ void StagePool::drop(void *p) {
                 return;
             }
             len = it->second.len;
+            pinned = it->second.pinned;
             owned_.erase(it);
         }
     }
     if (0 != len) {
-        munmap(p, len);
+        unmap(p, len, pinned);
     } else if (p) {
         std::lock_guard<std::mutex> guard(lock_);
         dropped_.push_back(p); // (few: operations that failed)
@@ -132,20 +150,26 @@ uint64_t StagePool::held_dropped() const {
 }
 
 void StagePool::trim() {
-    std::vector<std::pair<void *, size_t>> out;
+    struct Out {
+        void *p;
+        size_t len;
+        bool pinned;
+    };
+    std::vector<Out> out;
     {
         std::lock_guard<std::mutex> guard(lock_);
         for (int c = 0; c < kClasses; ++c) {
             for (void *p : idle_[c]) {
-                out.emplace_back(p, class_len(c));
+                const auto it = owned_.find(p);
+                out.push_back({p, class_len(c), it != owned_.end() && it->second.pinned});
                 owned_.erase(p);
             }
             idle_[c].clear();
         }
         idle_bytes_ = 0;
     }
-    for (const auto &[p, len] : out) {
-        munmap(p, len);
+    for (const Out &o : out) {
+        unmap(o.p, o.len, o.pinned);
     }
 }
 
@@ -157,6 +181,11 @@ uint64_t StagePool::pooled() const {
 uint64_t StagePool::given_back_twice() const {
     std::lock_guard<std::mutex> guard(lock_);
     return twice_;
+}
+
+uint64_t StagePool::pins() const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return pins_;
 }
 
 uint64_t StagePool::reused() const {
@@ -222,6 +251,7 @@ void efa_stage_get_counts(efa_stage_counts_t *out) {
     out->pooled = pool().pooled();
     out->reused = pool().reused();
     out->idle_bytes = pool().idle_bytes();
+    out->pinned = pool().pins();
 }
 
 } // extern "C"

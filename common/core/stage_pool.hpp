@@ -33,6 +33,7 @@ class StagePool {
     void trim();
     uint64_t pooled() const;
     uint64_t reused() const;
+    uint64_t pins() const; // buffers the device pinned for its copies (efa_device_host_register)
     size_t idle_bytes() const;
     bool owns(const void *p) const;
     uint64_t given_back_twice() const; // puts of a buffer already idle (ignored)
@@ -46,10 +47,11 @@ class StagePool {
     struct Owned {
         size_t len;
         bool idle;
+        bool pinned; // by the device, unpinned before it is unmapped
     };
     std::unordered_map<const void *, Owned> owned_; // mapped by this pool
     std::vector<void *> dropped_;                   // malloc's, dropped: never freed
-    uint64_t pooled_ = 0, reused_ = 0, twice_ = 0;
+    uint64_t pooled_ = 0, reused_ = 0, twice_ = 0, pins_ = 0;
 };
 
 } // namespace efa

@@ -108,6 +108,13 @@ typedef struct efa_device_ops {
      * translate: *fd (the caller closes it) and *offset, where the
      * allocation's first byte lies in it.  NULL: the backend has none. */
     int (*dmabuf)(const efa_device_hmem_t *alloc, int *fd, uint64_t *offset);
+    /* Pin host memory for the device's copies (CUDA: cuMemHostRegister),
+     * so that a copy between it and device memory goes by the device's DMA
+     * at once instead of through the driver's own pinned buffers: the
+     * staging pool's buffers, registered once and kept (efa_stage.h).  0
+     * or a negative libfabric error; NULL: the backend has none. */
+    int (*host_register)(void *buf, size_t len);
+    void (*host_unregister)(void *buf);
 } efa_device_ops_t;
 
 /* A backend is installed (read on every message: one predicted branch). */
@@ -141,6 +148,10 @@ int efa_device_hmem(const void *buf, size_t len, efa_device_hmem_t *out);
  * dmabuf); efa_device_dmabuf returns -FI_ENOSYS where it does not. */
 bool efa_device_dmabuf_on(void);
 int efa_device_dmabuf(const efa_device_hmem_t *alloc, int *fd, uint64_t *offset);
+/* Host memory pinned for the device's copies (efa_device_ops_t's
+ * host_register): -FI_ENOSYS without a backend that pins. */
+int efa_device_host_register(void *buf, size_t len);
+void efa_device_host_unregister(void *buf);
 
 /* The fake device (tests).  Its memory is mapped twice: the address it
  * hands out with no access at all, and a private view that only its copy
@@ -186,6 +197,11 @@ void efa_fake_device_pieces(size_t piece);
  * and mapped again does; the memory hooks see nothing (no munmap).
  * 0, or -1 where no piece starts there. */
 int efa_fake_device_remap_piece(void *at);
+/* Host memory the fake holds pinned now, the pins made since the process
+ * started, and unpins of memory it did not hold pinned (a bug). */
+size_t efa_fake_device_pinned(void);
+uint64_t efa_fake_device_pins(void);
+uint64_t efa_fake_device_bad_unpins(void);
 
 #ifdef __cplusplus
 }

@@ -9,8 +9,11 @@
  * freeing the pages invalidates the cached one.  So buffers of 64 KiB and
  * more come from a pool that keeps them (page aligned, in power-of-two
  * sizes up to 64 MiB, at most 128 MiB idle per process): the next staged
- * message of that size finds its pages faulted in and registered.  Smaller
- * ones are malloc's, whose own free lists keep them warm.
+ * message of that size finds its pages faulted in and registered.  Where
+ * the device backend pins host memory (CUDA: cuMemHostRegister), each
+ * such buffer is pinned once when it is mapped and unpinned before it is
+ * unmapped, so the device's copies to and from it go by its DMA.
+ * Smaller ones are malloc's, whose own free lists keep them warm.
  *
  * Process-wide, thread safe.  A process that never stages pays one
  * predicted branch in efa_stage_free.
@@ -41,6 +44,7 @@ typedef struct efa_stage_counts {
     uint64_t pooled; /* buffers handed out from the pool's sizes (64 KiB and more) */
     uint64_t reused; /* ... of them, one kept from an earlier message */
     uint64_t idle_bytes;
+    uint64_t pinned; /* ... of them, pinned by the device for its copies */
 } efa_stage_counts_t;
 void efa_stage_get_counts(efa_stage_counts_t *out);
 

@@ -393,6 +393,8 @@ const efa_device_ops_t kGated = {
     .ipc_release = nullptr,
     .hmem = nullptr,
     .dmabuf = nullptr,
+    .host_register = nullptr,
+    .host_unregister = nullptr,
 };
 
 struct GatedDevice {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <vector>
 
+#include "efa_device.h"
 #include "efa_stage.h"
 #include "stage_pool.hpp"
 
@@ -196,6 +197,61 @@ TEST(EfaStage, TheProcessPoolFreesMallocsAndKeepsItsOwn) {
     efa_stage_trim();
     efa_stage_get_counts(&after);
     EXPECT_EQ(0u, after.idle_bytes);
+}
+
+// Where the device backend pins host memory (the fake stands in for
+// cuMemHostRegister), a buffer of a class is pinned once, when it is
+// mapped, stays pinned while it is kept and handed out again, and is
+// unpinned before it is unmapped (over the cap, dropped, trimmed); one
+// above the last class, mapped for one message, and malloc's small ones
+// are never pinned.
+TEST(StagePoolPinned, ABufferKeptIsPinnedOnceAndUnpinnedBeforeItGoes) {
+    efa_device_install(efa_fake_device_ops());
+    const size_t held0 = efa_fake_device_pinned();
+    const uint64_t pins0 = efa_fake_device_pins(), bad0 = efa_fake_device_bad_unpins();
+    {
+        efa::StagePool pool(2 * kMiB); // room for one idle 2 MiB buffer
+        void *a = pool.get(2 * kMiB);
+        ASSERT_NE(nullptr, a);
+        EXPECT_EQ(held0 + 1, efa_fake_device_pinned());
+        pool.put(a);
+        void *again = pool.get(2 * kMiB);
+        EXPECT_EQ(a, again);
+        EXPECT_EQ(pins0 + 1, efa_fake_device_pins()) << "kept, not pinned again";
+        void *b = pool.get(2 * kMiB); // a second one: over the cap when both go back
+        EXPECT_EQ(held0 + 2, efa_fake_device_pinned());
+        EXPECT_EQ(2u, pool.pins());
+        pool.put(again);
+        pool.put(b); // unmapped (the cap), unpinned first
+        EXPECT_EQ(held0 + 1, efa_fake_device_pinned());
+        void *c = pool.get(2 * kMiB);
+        pool.drop(c); // dropped: unmapped, unpinned
+        EXPECT_EQ(held0, efa_fake_device_pinned());
+        void *one = pool.get(128 * kMiB); // above the last class
+        void *small = pool.get(4 * kKiB);
+        EXPECT_EQ(pins0 + 2, efa_fake_device_pins()) << "neither pinned";
+        pool.put(one);
+        pool.put(small);
+        void *d = pool.get(1 * kMiB);
+        pool.put(d);
+        EXPECT_EQ(held0 + 1, efa_fake_device_pinned());
+        pool.trim(); // the idle one goes, unpinned
+        EXPECT_EQ(held0, efa_fake_device_pinned());
+    }
+    EXPECT_EQ(bad0, efa_fake_device_bad_unpins()) << "nothing unpinned that was not pinned";
+    efa_device_install(nullptr);
+}
+
+// Without a backend that pins (none installed, or one without the call),
+// the pool works as before and pins nothing.
+TEST(StagePoolPinned, WithoutABackendNothingIsPinned) {
+    efa_device_install(nullptr);
+    efa::StagePool pool;
+    void *a = pool.get(1 * kMiB);
+    ASSERT_NE(nullptr, a);
+    pool.put(a);
+    EXPECT_EQ(0u, pool.pins());
+    pool.trim();
 }
 
 } // namespace
