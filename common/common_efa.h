@@ -80,6 +80,9 @@ bool mca_common_efa_cuda_ipc(efa_device_ops_t *ops);
 /* CUDA's dmabuf export added to ops, from the same driver
  * (common_efa_cuda_dmabuf.c, Open MPI 5): false where it cannot be. */
 bool mca_common_efa_cuda_dmabuf(efa_device_ops_t *ops);
+/* CUDA's pinning of host memory added to ops, from the same driver
+ * (common_efa_cuda_pin.c, Open MPI 5): false where it cannot be. */
+bool mca_common_efa_cuda_pin(efa_device_ops_t *ops);
 /* CUDA's pointer attribute calls (efa_cuda_pointer.h) from the same driver
  * (common_efa_cuda_pointer.c, Open MPI 5): false where they cannot be. */
 struct efa_cuda_pointer_calls;

@@ -101,26 +101,11 @@ static int ompi_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
     return 0;
 }
 
-/* Host buffers pinned for the device's copies (the staging pool's). */
-static int ompi_host_register(void *buf, size_t len) {
-    return OPAL_SUCCESS == opal_accelerator.host_register(MCA_ACCELERATOR_NO_DEVICE_ID, buf, len)
-               ? 0
-               : -FI_EINVAL;
-}
-
-static void ompi_host_unregister(void *buf) {
-    (void)opal_accelerator.host_unregister(MCA_ACCELERATOR_NO_DEVICE_ID, buf);
-}
-
 /* IPC and dmabuf exports: Open MPI 5.0's accelerator framework has
  * neither; CUDA's own where the component is cuda (common_efa_cuda_ipc.c,
  * common_efa_cuda_dmabuf.c). */
-static efa_device_ops_t ompi_ops = {.check = ompi_check,
-                                    .copy = ompi_copy,
-                                    .release = ompi_release,
-                                    .hmem = ompi_hmem,
-                                    .host_register = ompi_host_register,
-                                    .host_unregister = ompi_host_unregister};
+static efa_device_ops_t ompi_ops = {
+    .check = ompi_check, .copy = ompi_copy, .release = ompi_release, .hmem = ompi_hmem};
 
 const efa_device_ops_t *mca_common_efa_device_ompi(void) {
     const char *name = opal_accelerator_base_selected_component.base_version.mca_component_name;
@@ -133,6 +118,9 @@ const efa_device_ops_t *mca_common_efa_device_ompi(void) {
     }
     if (0 == strcmp(name, "cuda") && NULL == ompi_ops.dmabuf) {
         (void)mca_common_efa_cuda_dmabuf(&ompi_ops); /* (the core's report says its use) */
+    }
+    if (0 == strcmp(name, "cuda") && NULL == ompi_ops.host_register) {
+        (void)mca_common_efa_cuda_pin(&ompi_ops); /* (else the staging buffers stay unpinned) */
     }
     if (0 == strcmp(name, "cuda") && NULL == cuda_pointer.get) {
         (void)mca_common_efa_cuda_pointer(&cuda_pointer); /* (else Open MPI's get_buffer_id) */

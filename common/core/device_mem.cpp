@@ -100,11 +100,9 @@ int efa_device_host_register(void *buf, size_t len) {
     return ops && ops->host_register ? ops->host_register(buf, len) : -FI_ENOSYS;
 }
 
-void efa_device_host_unregister(void *buf) {
+int efa_device_host_unregister(void *buf) {
     const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
-    if (ops && ops->host_unregister) {
-        ops->host_unregister(buf);
-    }
+    return ops && ops->host_unregister ? ops->host_unregister(buf) : -FI_ENOSYS;
 }
 
 } // extern "C"

@@ -27,11 +27,13 @@ int host_register(void *buf, size_t len) {
     return 0;
 }
 
-void host_unregister(void *buf) {
+int host_unregister(void *buf) {
     std::lock_guard<std::mutex> guard(g_lock);
     if (0 == g_pinned.erase(buf)) {
         g_bad_unpins.fetch_add(1);
+        return -FI_EINVAL;
     }
+    return 0;
 }
 
 } // namespace efa::fake

@@ -8,6 +8,6 @@
 namespace efa::fake {
 
 int host_register(void *buf, size_t len);
-void host_unregister(void *buf);
+int host_unregister(void *buf);
 
 } // namespace efa::fake

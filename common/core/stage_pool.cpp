@@ -31,15 +31,25 @@ void *map(size_t len) {
     return p == MAP_FAILED ? nullptr : p;
 }
 
+} // namespace
+
 // A buffer of the pool goes: unpinned first where the device pinned it.
-void unmap(void *p, size_t len, bool pinned) {
-    if (pinned) {
-        efa_device_host_unregister(p);
+// One the device would not unpin (no context in this thread, the backend
+// gone) stays mapped for good: unmapped, its address could be mapped
+// again while the driver still holds the old pages for it.
+void StagePool::unmap(void *p, size_t len, bool pinned) {
+    if (pinned && 0 != efa_device_host_unregister(p)) {
+        std::lock_guard<std::mutex> guard(lock_);
+        still_pinned_.push_back(p);
+        return;
     }
     munmap(p, len);
 }
 
-} // namespace
+uint64_t StagePool::kept_pinned() const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return still_pinned_.size();
+}
 
 StagePool::~StagePool() {
     trim();

@@ -34,6 +34,7 @@ class StagePool {
     uint64_t pooled() const;
     uint64_t reused() const;
     uint64_t pins() const; // buffers the device pinned for its copies (efa_device_host_register)
+    uint64_t kept_pinned() const; // buffers the device would not unpin: kept mapped for good
     size_t idle_bytes() const;
     bool owns(const void *p) const;
     uint64_t given_back_twice() const; // puts of a buffer already idle (ignored)
@@ -51,6 +52,8 @@ class StagePool {
     };
     std::unordered_map<const void *, Owned> owned_; // mapped by this pool
     std::vector<void *> dropped_;                   // malloc's, dropped: never freed
+    std::vector<void *> still_pinned_;              // not unpinned: never unmapped
+    void unmap(void *p, size_t len, bool pinned);
     uint64_t pooled_ = 0, reused_ = 0, twice_ = 0, pins_ = 0;
 };
 

@@ -112,9 +112,11 @@ typedef struct efa_device_ops {
      * so that a copy between it and device memory goes by the device's DMA
      * at once instead of through the driver's own pinned buffers: the
      * staging pool's buffers, registered once and kept (efa_stage.h).  0
-     * or a negative libfabric error; NULL: the backend has none. */
+     * or a negative libfabric error (not pinned: the memory is used as it
+     * is); NULL: the backend has none.  An unpin that fails (negative)
+     * leaves the memory pinned: it must not be unmapped. */
     int (*host_register)(void *buf, size_t len);
-    void (*host_unregister)(void *buf);
+    int (*host_unregister)(void *buf);
 } efa_device_ops_t;
 
 /* A backend is installed (read on every message: one predicted branch). */
@@ -151,7 +153,7 @@ int efa_device_dmabuf(const efa_device_hmem_t *alloc, int *fd, uint64_t *offset)
 /* Host memory pinned for the device's copies (efa_device_ops_t's
  * host_register): -FI_ENOSYS without a backend that pins. */
 int efa_device_host_register(void *buf, size_t len);
-void efa_device_host_unregister(void *buf);
+int efa_device_host_unregister(void *buf);
 
 /* The fake device (tests).  Its memory is mapped twice: the address it
  * hands out with no access at all, and a private view that only its copy

@@ -15,7 +15,12 @@ kit_tar=${1:-$top/../shared/gpu-kit/kit.tar.xz}
 [ -f "$kit_tar" ] || { echo "prepare-carry: no kit tarball at $kit_tar" >&2; exit 2; }
 cargo=$top/.gpu
 build=$top/.gpu-build
+# A build against another kit (its tarball's checksum differs) starts
+# over: the unpacked files keep the archive's times, older than the build.
+kit_sum=$(md5sum <"$kit_tar" | cut -d' ' -f1)
+[ "$(cat "$build/kit.md5" 2>/dev/null)" = "$kit_sum" ] || rm -rf "$build"
 rm -rf "$cargo" && mkdir -p "$cargo" "$build"
+echo "$kit_sum" >"$build/kit.md5"
 cp "$kit_tar" "$cargo/kit.tar.xz"
 # Unpacked where the check unpacks it on the device machine (/tmp/gpu-kit):
 # the components then find the same paths there.

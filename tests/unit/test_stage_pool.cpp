@@ -242,6 +242,33 @@ TEST(StagePoolPinned, ABufferKeptIsPinnedOnceAndUnpinnedBeforeItGoes) {
     efa_device_install(nullptr);
 }
 
+// A buffer the device would not unpin (CUDA: no context in the thread
+// that gives it back, the backend gone) stays mapped for good: unmapped,
+// its address could be mapped again while the driver holds the old pages.
+int pin_granted(void *, size_t) {
+    return 0;
+}
+int unpin_refused(void *) {
+    return -11; // (-FI_EAGAIN)
+}
+TEST(StagePoolPinned, ABufferTheDeviceWouldNotUnpinStaysMapped) {
+    efa_device_ops_t ops = *efa_fake_device_ops();
+    ops.host_register = pin_granted;
+    ops.host_unregister = unpin_refused;
+    efa_device_install(&ops);
+    {
+        efa::StagePool pool(0); // nothing kept idle: every buffer given back goes
+        void *a = pool.get(1 * kMiB);
+        ASSERT_NE(nullptr, a);
+        EXPECT_EQ(1u, pool.pins());
+        pool.put(a);
+        EXPECT_EQ(1u, pool.kept_pinned());
+        static_cast<volatile char *>(a)[kMiB - 1] = 7; // still mapped: no fault
+        EXPECT_FALSE(pool.owns(a)) << "never handed out again";
+    }
+    efa_device_install(nullptr);
+}
+
 // Without a backend that pins (none installed, or one without the call),
 // the pool works as before and pins nothing.
 TEST(StagePoolPinned, WithoutABackendNothingIsPinned) {

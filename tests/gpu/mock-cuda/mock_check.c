@@ -4,7 +4,8 @@
  * cannot, VMM pieces that are allocations of their own (range, id, no
  * legacy handle, SYNC_MEMOPS refused, one buffer to copies when side by
  * side) exported as file descriptors, and
- * host pointers unknown to cuPointerGetAttributes without an error.
+ * host pointers unknown to cuPointerGetAttributes without an error, and
+ * host memory pinned once, only by a thread with a current context.
  * Prints "ok mock_check" and exits 0, or names the first failure. */
 #include <cuda.h>
 #include <signal.h>
@@ -147,6 +148,16 @@ int main(void) {
               CUDA_SUCCESS == cuMemRelease(p1) && CUDA_SUCCESS == cuMemAddressFree(va, 2 * g) &&
               CUDA_SUCCESS == cuMemFree(d),
           "freeing");
+    /* Pinning host memory needs a current context, once per range. */
+    CUcontext primary = NULL;
+    CHECK(CUDA_SUCCESS != cuMemHostRegister(host, N, 0), "host memory pinned without a context");
+    CHECK(CUDA_SUCCESS == cuDevicePrimaryCtxRetain(&primary, 0) &&
+              CUDA_SUCCESS == cuCtxSetCurrent(primary) &&
+              CUDA_SUCCESS == cuMemHostRegister(host, N, 0) &&
+              CUDA_SUCCESS != cuMemHostRegister(host, N, 0) &&
+              CUDA_SUCCESS == cuMemHostUnregister(host) &&
+              CUDA_SUCCESS != cuMemHostUnregister(host),
+          "pinning host memory once, with a context");
     printf("ok mock_check\n");
     return 0;
 }

@@ -50,6 +50,8 @@ int mock_copy(uintptr_t dst, uintptr_t src, size_t n);
 int mock_set(uintptr_t dst, int value, size_t n);
 /* Makes the primary context current (the runtime's implicit one). */
 void mock_ctx_use(void);
+/* Has this thread a current context (calls that need one fail without)? */
+int mock_ctx_current(void);
 /* Says once on stderr that a call is not carried (kernels). */
 void mock_unsupported(const char *what);
 

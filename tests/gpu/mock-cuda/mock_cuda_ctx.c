@@ -19,6 +19,10 @@ void mock_ctx_use(void) {
     t_current = mock_ctx();
 }
 
+int mock_ctx_current(void) {
+    return NULL != t_current;
+}
+
 void mock_unsupported(const char *what) {
     static int said;
     if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {

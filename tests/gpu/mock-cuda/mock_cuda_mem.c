@@ -215,14 +215,52 @@ CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLo
     return CUDA_SUCCESS;
 }
 
+/* Pinned host ranges, as the driver keeps them: one pin per start, and
+ * a thread without a current context can neither pin nor unpin. */
+static struct pinned {
+    void *p;
+    struct pinned *next;
+} * g_pinned;
+
 CUresult cuMemHostRegister(void *p, size_t n, unsigned int flags) {
-    (void)p, (void)n, (void)flags;
+    (void)flags;
+    if (!mock_ctx_current()) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (!p || 0 == n) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&g_lock);
+    for (struct pinned *q = g_pinned; q; q = q->next) {
+        if (q->p == p) {
+            pthread_mutex_unlock(&g_lock);
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        }
+    }
+    struct pinned *q = malloc(sizeof(*q));
+    q->p = p;
+    q->next = g_pinned;
+    g_pinned = q;
+    pthread_mutex_unlock(&g_lock);
     return CUDA_SUCCESS;
 }
 
 CUresult cuMemHostUnregister(void *p) {
-    (void)p;
-    return CUDA_SUCCESS;
+    if (!mock_ctx_current()) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    pthread_mutex_lock(&g_lock);
+    for (struct pinned **at = &g_pinned; *at; at = &(*at)->next) {
+        if ((*at)->p == p) {
+            struct pinned *q = *at;
+            *at = q->next;
+            free(q);
+            pthread_mutex_unlock(&g_lock);
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 #define COPY_OR_FAIL(d, s, n)                                                                      \
