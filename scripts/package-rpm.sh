@@ -8,7 +8,8 @@
 #   scripts/package-rpm.sh [OUTDIR]     (default: a new folder under /tmp)
 # OUTDIR gets dist-build/ (the `make dist` build) and rpmbuild/ (_topdir).
 # Environment: OMPI_INFO (the ompi_info to ask), RPMBUILD_ARGS (more
-# rpmbuild arguments, e.g. "--with check").
+# rpmbuild arguments, e.g. "--with check"), DIST_BUILD_DIR (a configured
+# build folder of this checkout to run `make dist` in).
 # Prints the .rpm files made; exits non-zero, saying why, on any failure.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,18 +42,29 @@ fi
 libfabric_prefix=$(pkg-config --variable=prefix libfabric 2>/dev/null || echo /usr)
 libfabric_libdir=$(pkg-config --variable=libdir libfabric 2>/dev/null || echo /usr/lib)
 
-# The tarball, from a build folder of its own (the checkout stays clean).
+# The tarball, from a build folder of its own (the checkout stays clean),
+# or from DIST_BUILD_DIR, a build folder of this checkout already
+# configured (tests/run-all.sh passes its main build: a second configure
+# costs a minute of CI).
 mkdir -p "$out/dist-build" "$out/rpmbuild/SOURCES"
 tarball=ompi-efa-$version.tar.gz
-(cd "$out/dist-build" && rm -f "$tarball" &&
-    "$top/configure" --prefix="$out/dist-build/_unused" >configure.log 2>&1 &&
-    make dist >dist.log 2>&1) ||
-    die "make dist failed (logs in $out/dist-build: configure.log, dist.log)"
-[ -f "$out/dist-build/$tarball" ] || die "make dist made no $tarball"
-if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    "$top/tests/package/check-dist.sh" "$out/dist-build/$tarball" || die "the tarball lacks files of the checkout"
+distdir=$out/dist-build
+if [ -n "${DIST_BUILD_DIR:-}" ]; then
+    [ -f "$DIST_BUILD_DIR/Makefile" ] || die "DIST_BUILD_DIR=$DIST_BUILD_DIR holds no configured build (no Makefile)"
+    distdir=$DIST_BUILD_DIR
+    (cd "$distdir" && rm -f "$tarball" && make dist >"$out/dist-build/dist.log" 2>&1) ||
+        die "make dist in $distdir failed (log: $out/dist-build/dist.log)"
+else
+    (cd "$distdir" && rm -f "$tarball" &&
+        "$top/configure" --prefix="$out/dist-build/_unused" >configure.log 2>&1 &&
+        make dist >dist.log 2>&1) ||
+        die "make dist failed (logs in $out/dist-build: configure.log, dist.log)"
 fi
-cp "$out/dist-build/$tarball" "$out/rpmbuild/SOURCES/"
+[ -f "$distdir/$tarball" ] || die "make dist made no $tarball"
+if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    "$top/tests/package/check-dist.sh" "$distdir/$tarball" || die "the tarball lacks files of the checkout"
+fi
+mv "$distdir/$tarball" "$out/rpmbuild/SOURCES/"
 rm -rf "$out/rpmbuild/RPMS" "$out/rpmbuild/SRPMS" # only this run's packages below
 
 echo "package-rpm: rpmbuild against Open MPI in $ompi_prefix (components: $ompi_componentdir)"

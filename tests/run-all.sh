@@ -106,8 +106,9 @@ add_counts "$logdir/failover.log" failover
 #    lowest, the chain of background steps took longer than the suites:
 #    CI then waited for it).  Built without optimization or debug
 #    information (PACKAGE_BUILD=quick): these steps check the packaging,
-#    the optimized compile is the main build's.  With --no-build (another
-#    Open MPI's build tree) they are not this run's.
+#    the optimized compile is the main build's; the release tarball is
+#    made in the main build (DIST_BUILD_DIR), not configured again.  With
+#    --no-build (another Open MPI's build tree) they are not this run's.
 # Each step writes its exit status and seconds into STEP.rc.
 # The steps run in a process group of their own, ended with run-all.
 bg_pid=""
@@ -123,7 +124,8 @@ if [ $do_build -eq 1 ]; then
             echo "$? $((SECONDS - s))" >"$logdir/build-$kind.rc"
         done
         s=$SECONDS
-        PACKAGE_BUILD=quick nice -n 10 "$top/tests/package/run-package-tests.sh" "$logdir/packages" \
+        PACKAGE_BUILD=quick DIST_BUILD_DIR=$build nice -n 10 \
+            "$top/tests/package/run-package-tests.sh" "$logdir/packages" \
             >"$logdir/packages.log" 2>&1
         echo "$? $((SECONDS - s))" >"$logdir/packages.rc"
     ) </dev/null &
@@ -158,6 +160,11 @@ export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1
 # against 0.85 s for such a job, 290 s against 233 s for the cases (quiet).
 # (The device and /dev/shm cases gain nothing: their jobs end otherwise.)
 fail_fast=(env "OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-0}")
+
+# The tests of the point-to-point path (tests/mpi/mpi-test-args.sh's list
+# less comms, collectives, datatypes and modes, whose work is above it):
+# for the variants of a path whose every test runs in another configuration.
+p2p_tests=pingpong,many_outstanding,ordering,probe,cancel,ssend,truncate,threads,send_progress,remap,netpipe,device_buffers
 
 echo "== unit tests"
 unit_log=$logdir/unit.log
@@ -257,7 +264,10 @@ echo "== MPI point-to-point over mtl_efa's own matching (rings and provider unde
 # (at the smaller sizes of --quick: the full sizes run on mpi-mtl's configurations)
 "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxm 2>&1 | tee "$logdir/mpi-mtl-own.log"
 add_counts "$logdir/mpi-mtl-own.log" mpi-mtl-own
-"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxd,cm-efa-own-rxm-noring 2>&1 |
+# (the tests of the point-to-point path: a communicator's, collective's or
+# datatype's work above it, and the send modes, are the engine's in the
+# same way as on cm-efa-own-rxm above)
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxd,cm-efa-own-rxm-noring -t "$p2p_tests" 2>&1 |
     tee "$logdir/mpi-mtl-own-variants.log"
 add_counts "$logdir/mpi-mtl-own-variants.log" mpi-mtl-own-variants
 "$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-own-rxm -t threads -n 4 2>&1 |
@@ -283,9 +293,12 @@ add_counts "$logdir/mpi-mtl-own-2ep.log" mpi-mtl-own-2ep
 # held back and handed on after the next; ordering+direct requires swapped
 # arrivals to be counted.  pml ob1 + btl_efa in the same mode below.
 echo "== MPI point-to-point over mtl_efa in the forced efa-direct-like mode (no tags, no order, 8 KiB messages, arrivals swapped)"
-"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-direct-rxm,cm-efa-direct-rxd 2>&1 |
-    tee "$logdir/mpi-mtl-direct.log"
+# (every test on tcp;ofi_rxm, those of the point-to-point path on udp;ofi_rxd)
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-direct-rxm 2>&1 | tee "$logdir/mpi-mtl-direct.log"
 add_counts "$logdir/mpi-mtl-direct.log" mpi-mtl-direct
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-direct-rxd -t "$p2p_tests" 2>&1 |
+    tee "$logdir/mpi-mtl-direct-rxd.log"
+add_counts "$logdir/mpi-mtl-direct-rxd.log" mpi-mtl-direct-rxd
 
 # Large on-node messages streamed through the rings, as where the kernel
 # refuses cross-memory attach.
@@ -376,10 +389,15 @@ echo "== several hosts (network namespaces): MPI point-to-point across hosts ove
     tee "$logdir/mpi-netns.log"
 add_counts "$logdir/mpi-netns.log" mpi-netns
 echo "== several hosts with two links each: the quick suite over both NICs of every rank (mtl_efa in both matching modes, btl_efa), transfers striped from 4 KiB"
+# (mtl_efa's default matching at the tests of the point-to-point path: the
+# work above it is pml cm's, the same as in own matching's run)
 "$top/tests/mpi/run-mpi-tests.sh" --quick \
-    -c cm-efa-rxm-rails-netns,cm-efa-own-rxm-rails-netns,ob1-efa-rxm-rails-netns 2>&1 |
+    -c cm-efa-own-rxm-rails-netns,ob1-efa-rxm-rails-netns 2>&1 |
     tee "$logdir/mpi-netns-rails.log"
 add_counts "$logdir/mpi-netns-rails.log" mpi-netns-rails
+"$top/tests/mpi/run-mpi-tests.sh" --quick -c cm-efa-rxm-rails-netns -t "$p2p_tests" 2>&1 |
+    tee "$logdir/mpi-netns-rails-cm.log"
+add_counts "$logdir/mpi-netns-rails-cm.log" mpi-netns-rails-cm
 echo "== several hosts: soak (random point-to-point and one-sided traffic, every byte checked) under 3 % random loss"
 SOAK_BIN=$build/tests/soak/soak SOAK_LOG_DIR=$logdir/soak "$top/tests/soak.sh" -t 20 -l 3 \
     -c cm-rxd,cm-own-rxd,ob1-rxm 2>&1 | tee "$logdir/soak.log"

@@ -17,9 +17,11 @@ fail=0
 # run_job mpirun-args...: sets OUT and RC of a run of the program, with
 # JOB_NP processes (default 2).
 run_job() {
+    local t0=$SECONDS
     OUT=$(timeout 60 mpirun -np "${JOB_NP:-2}" --oversubscribe --mca mca_base_component_path "$path" \
         "$@" "$prog" "${prog_args[@]}" 2>&1)
     RC=$?
+    JOB_SECS=$((SECONDS - t0))
 }
 
 # expect_failure NAME "expected text" mpirun-args...: one process, unless
@@ -43,7 +45,7 @@ expect_failure_now() {
         head -20 <<<"$OUT" | sed 's/^/    /'
         fail=$((fail + 1))
     else
-        echo "PASS params/$name"
+        echo "PASS params/$name (${JOB_SECS}s)"
         pass=$((pass + 1))
     fi
 }
@@ -63,7 +65,7 @@ expect_output_now() {
         grep "efa" <<<"$OUT" | head -20 | sed 's/^/    /'
         fail=$((fail + 1))
     else
-        echo "PASS params/$name"
+        echo "PASS params/$name (${JOB_SECS}s)"
         pass=$((pass + 1))
     fi
 }
