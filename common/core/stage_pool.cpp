@@ -37,11 +37,16 @@ void *map(size_t len) {
 // One the device would not unpin (no context in this thread, the backend
 // gone) stays mapped for good: unmapped, its address could be mapped
 // again while the driver still holds the old pages for it.
+// (its bytes then stay in the pinned budget: the driver holds them)
 void StagePool::unmap(void *p, size_t len, bool pinned) {
     if (pinned && 0 != efa_device_host_unregister(p)) {
         std::lock_guard<std::mutex> guard(lock_);
         still_pinned_.push_back(p);
         return;
+    }
+    if (pinned) {
+        std::lock_guard<std::mutex> guard(lock_);
+        pinned_bytes_ -= len;
     }
     munmap(p, len);
 }
@@ -83,10 +88,21 @@ void *StagePool::get(size_t len) {
         return nullptr;
     }
     // A buffer of a class is kept: pinned for the device's copies once,
-    // they then go by its DMA (one mapped for a single message is not:
-    // pinning it would cost about what it saves).
-    const bool pinned = c >= 0 && 0 == efa_device_host_register(p, mapped);
+    // they then go by its DMA.  Pinned buffers stay within the idle cap,
+    // all of them, in use or idle, so that each can be kept when it comes
+    // back (put): one beyond it, mapped while many large messages are in
+    // flight, would be pinned and unpinned for a single message, which
+    // costs about what pinning saves.  The same for one above the last
+    // class, mapped for one message.
+    bool reserved = false;
+    if (c >= 0) {
+        std::lock_guard<std::mutex> guard(lock_);
+        reserved = pinned_bytes_ + mapped <= idle_cap_;
+        pinned_bytes_ += reserved ? mapped : 0; // (held while the device pins)
+    }
+    const bool pinned = reserved && 0 == efa_device_host_register(p, mapped);
     std::lock_guard<std::mutex> guard(lock_);
+    pinned_bytes_ -= reserved && !pinned ? mapped : 0;
     owned_.emplace(p, Owned{mapped, false, pinned});
     ++pooled_;
     pins_ += pinned;
@@ -102,31 +118,62 @@ void StagePool::put(void *p) {
     }
     size_t len = 0;
     bool pinned = false;
+    bool malloced = false;
+    std::vector<Evicted> evicted;
     {
         std::lock_guard<std::mutex> guard(lock_);
         const auto it = owned_.find(p);
         if (it == owned_.end()) {
-            len = 0; // malloc's: freed below, outside the lock
+            malloced = true; // freed below, outside the lock
         } else if (it->second.idle) {
             ++twice_; // kept already: a second copy in the idle list would be handed out twice
             return;
         } else {
             len = it->second.len;
+            pinned = it->second.pinned;
             const int c = class_of(len);
+            if (c >= 0 && class_len(c) == len && pinned && idle_bytes_ + len > idle_cap_) {
+                evict_unpinned(idle_bytes_ + len - idle_cap_, evicted);
+            }
             if (c >= 0 && class_len(c) == len && idle_bytes_ + len <= idle_cap_) {
                 it->second.idle = true;
                 idle_[c].push_back(p);
                 idle_bytes_ += len;
-                return;
+                len = 0;
+            } else {
+                owned_.erase(it);
             }
-            pinned = it->second.pinned;
-            owned_.erase(it);
         }
     }
-    if (0 == len) {
+    for (const Evicted &e : evicted) {
+        unmap(e.p, e.len, false);
+    }
+    if (malloced) {
         free(p);
-    } else {
+    } else if (0 != len) {
         unmap(p, len, pinned); // above the last class, or more idle than the cap
+    }
+}
+
+// Idle buffers the device did not pin, of at least `need` bytes in all,
+// out of the idle lists (the largest first) into `out`, to be unmapped
+// outside the lock: room for a pinned one that comes back.  There is
+// always enough: pinned buffers, in use or idle, stay within the cap.
+void StagePool::evict_unpinned(size_t need, std::vector<Evicted> &out) {
+    size_t freed = 0;
+    for (int c = kClasses - 1; c >= 0 && freed < need; --c) {
+        std::vector<void *> &list = idle_[c];
+        for (size_t i = list.size(); i-- > 0 && freed < need;) {
+            const auto it = owned_.find(list[i]);
+            if (it == owned_.end() || it->second.pinned) {
+                continue;
+            }
+            out.push_back({list[i], class_len(c)});
+            freed += class_len(c);
+            idle_bytes_ -= class_len(c);
+            owned_.erase(it);
+            list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+        }
     }
 }
 

@@ -53,6 +53,13 @@ class StagePool {
     std::unordered_map<const void *, Owned> owned_; // mapped by this pool
     std::vector<void *> dropped_;                   // malloc's, dropped: never freed
     std::vector<void *> still_pinned_;              // not unpinned: never unmapped
+    struct Evicted {
+        void *p;
+        size_t len;
+    };
+    void evict_unpinned(size_t need, std::vector<Evicted> &out);
+    size_t pinned_bytes_ =
+        0; // of the buffers pinned (in use, idle, or kept mapped): at most idle_cap_
     void unmap(void *p, size_t len, bool pinned);
     uint64_t pooled_ = 0, reused_ = 0, twice_ = 0, pins_ = 0;
 };

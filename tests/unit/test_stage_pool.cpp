@@ -218,18 +218,18 @@ TEST(StagePoolPinned, ABufferKeptIsPinnedOnceAndUnpinnedBeforeItGoes) {
         void *again = pool.get(2 * kMiB);
         EXPECT_EQ(a, again);
         EXPECT_EQ(pins0 + 1, efa_fake_device_pins()) << "kept, not pinned again";
-        void *b = pool.get(2 * kMiB); // a second one: over the cap when both go back
-        EXPECT_EQ(held0 + 2, efa_fake_device_pinned());
-        EXPECT_EQ(2u, pool.pins());
+        void *b = pool.get(2 * kMiB); // a second one: beyond the cap, so not pinned
+        EXPECT_EQ(held0 + 1, efa_fake_device_pinned());
+        EXPECT_EQ(1u, pool.pins());
         pool.put(again);
-        pool.put(b); // unmapped (the cap), unpinned first
+        pool.put(b); // unmapped (the cap)
         EXPECT_EQ(held0 + 1, efa_fake_device_pinned());
         void *c = pool.get(2 * kMiB);
         pool.drop(c); // dropped: unmapped, unpinned
         EXPECT_EQ(held0, efa_fake_device_pinned());
         void *one = pool.get(128 * kMiB); // above the last class
         void *small = pool.get(4 * kKiB);
-        EXPECT_EQ(pins0 + 2, efa_fake_device_pins()) << "neither pinned";
+        EXPECT_EQ(pins0 + 1, efa_fake_device_pins()) << "neither pinned";
         pool.put(one);
         pool.put(small);
         void *d = pool.get(1 * kMiB);
@@ -257,14 +257,70 @@ TEST(StagePoolPinned, ABufferTheDeviceWouldNotUnpinStaysMapped) {
     ops.host_unregister = unpin_refused;
     efa_device_install(&ops);
     {
-        efa::StagePool pool(0); // nothing kept idle: every buffer given back goes
+        efa::StagePool pool(1 * kMiB);
         void *a = pool.get(1 * kMiB);
         ASSERT_NE(nullptr, a);
         EXPECT_EQ(1u, pool.pins());
         pool.put(a);
+        pool.trim(); // goes, but is not unpinned
         EXPECT_EQ(1u, pool.kept_pinned());
         static_cast<volatile char *>(a)[kMiB - 1] = 7; // still mapped: no fault
         EXPECT_FALSE(pool.owns(a)) << "never handed out again";
+    }
+    efa_device_install(nullptr);
+}
+
+// Many large messages in flight at once: buffers beyond what the idle cap
+// keeps are mapped for one message each, and pinned never (pinning and
+// unpinning one per message would cost about what the pin saves).
+TEST(StagePoolPinned, BuffersBeyondTheCapAreNotPinnedForOneMessage) {
+    efa_device_install(efa_fake_device_ops());
+    const uint64_t pins0 = efa_fake_device_pins();
+    {
+        efa::StagePool pool(4 * kMiB); // two 2 MiB buffers kept
+        for (int round = 0; round < 3; ++round) {
+            void *b[4];
+            for (void *&p : b) {
+                p = pool.get(2 * kMiB);
+                ASSERT_NE(nullptr, p);
+            }
+            for (void *p : b) {
+                pool.put(p);
+            }
+            EXPECT_EQ(2u, pool.pins()) << "round " << round;
+            EXPECT_EQ(4 * kMiB, pool.idle_bytes());
+        }
+    }
+    EXPECT_EQ(pins0 + 2, efa_fake_device_pins());
+    efa_device_install(nullptr);
+}
+
+// A pinned buffer that comes back while unpinned ones fill the idle cap
+// takes the place of one of them: the buffers kept are the pinned ones.
+TEST(StagePoolPinned, APinnedBufferComingBackTakesAnUnpinnedOnesPlace) {
+    efa_device_install(efa_fake_device_ops());
+    const size_t held0 = efa_fake_device_pinned();
+    {
+        efa::StagePool pool(4 * kMiB);
+        void *p1 = pool.get(2 * kMiB), *p2 = pool.get(2 * kMiB); // pinned: the cap's worth
+        void *u1 = pool.get(2 * kMiB), *u2 = pool.get(2 * kMiB); // not pinned
+        ASSERT_TRUE(p1 && p2 && u1 && u2);
+        EXPECT_EQ(held0 + 2, efa_fake_device_pinned());
+        pool.put(u1);
+        pool.put(u2); // both kept: the cap is reached
+        EXPECT_EQ(4 * kMiB, pool.idle_bytes());
+        pool.put(p1);
+        pool.put(p2);
+        EXPECT_EQ(4 * kMiB, pool.idle_bytes()) << "within the cap";
+        EXPECT_FALSE(pool.owns(u1));
+        EXPECT_FALSE(pool.owns(u2));
+        void *a = pool.get(2 * kMiB), *b = pool.get(2 * kMiB);
+        EXPECT_TRUE((a == p1 && b == p2) || (a == p2 && b == p1));
+        EXPECT_EQ(2u, pool.pins());
+        pool.put(a);
+        pool.put(b);
+        pool.trim();
+        EXPECT_EQ(held0, efa_fake_device_pinned());
     }
     efa_device_install(nullptr);
 }
