@@ -25,9 +25,10 @@ constexpr int kPosixFd = 1;        // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 constexpr int kLocationDevice = 1; // CU_MEM_LOCATION_TYPE_DEVICE
 constexpr int kReadWrite = 3;      // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 
-// The most physical allocations one buffer may span and still go by IPC
-// (what the name below holds; PyTorch's expandable segments map 20 MiB
-// allocations side by side, so any buffer up to 120 MiB fits).
+// The most physical allocations one buffer may span and still go by IPC:
+// each is held open as a descriptor while its message is in flight
+// (PyTorch's expandable segments map 20 MiB allocations side by side, so
+// buffers up to 5 GiB go).
 constexpr uint32_t kMaxPieces = EFA_CUDA_VMM_MAX_PIECES;
 
 // The allocation's name in efa_device_ipc_t.handle: what a receiver keeps
@@ -41,31 +42,68 @@ static_assert(sizeof(VmmName) <= EFA_DEVICE_IPC_HANDLE_SIZE);
 constexpr char kMagic[8] = "efacvmm";
 
 // The name of a buffer that spans several allocations mapped side by
-// side: every one's id, in address order, so that a piece unmapped and
-// another allocation mapped in its place gives another name.
+// side: their ids, in address order, so that a piece unmapped and another
+// allocation mapped in its place gives another name.  Every id where
+// there are at most kNamedIds pieces; past that the first kNamedIds - 1
+// and a digest of them all (pieces_name).
+constexpr uint32_t kNamedIds = 7;
 struct PiecesName {
     char magic[4];
     uint32_t count;
-    uint64_t buffer_id[kMaxPieces];
+    uint64_t buffer_id[kNamedIds];
 };
 static_assert(sizeof(PiecesName) == EFA_DEVICE_IPC_HANDLE_SIZE);
 constexpr char kPiecesMagic[4] = {'e', 'f', 'a', 'p'};
 
+// A 64-bit mix of the ids, in order (splitmix64's finalizer over each):
+// two buffers of the same first ids differ in it unless their later ids
+// collide in 64 bits.
+uint64_t ids_digest(const uint64_t *ids, uint32_t count) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ count;
+    for (uint32_t i = 0; i < count; ++i) {
+        h ^= ids[i];
+        h += 0x9e3779b97f4a7c15ull;
+        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+PiecesName pieces_name(const uint64_t *ids, uint32_t count) {
+    PiecesName name{};
+    memcpy(name.magic, kPiecesMagic, sizeof(kPiecesMagic));
+    name.count = count;
+    const uint32_t kept = count <= kNamedIds ? count : kNamedIds - 1;
+    memcpy(name.buffer_id, ids, kept * sizeof(uint64_t));
+    if (count > kNamedIds) {
+        name.buffer_id[kNamedIds - 1] = ids_digest(ids, count);
+    }
+    return name;
+}
+
 // What the receiver of such a buffer reads from the descriptor held for
-// the message (a memfd of the sender's, sealed): each piece's length and
-// the number of the descriptor the sender exported it as (held open with
-// the note).  The receiver only reads it, and only a sealed memfd, so a
-// frame naming another of the sender's descriptors changes nothing in the
-// sender and cannot stall the receiver on a file system; the ids repeat
-// the name's, which is how the receiver knows the note is this message's.
-struct PiecesNote {
+// the message (a memfd of the sender's, sealed): a header, then for each
+// piece its id, length and the number of the descriptor the sender
+// exported it as (held open with the note).  The receiver only reads it,
+// and only a sealed memfd of exactly that size, so a frame naming another
+// of the sender's descriptors changes nothing in the sender and cannot
+// stall the receiver on a file system; the ids give the name again, which
+// is how the receiver knows the note is this message's.
+struct NoteHeader {
     char magic[8];
     uint32_t count;
     uint32_t reserved;
-    uint64_t buffer_id[kMaxPieces];
-    uint64_t len[kMaxPieces];
-    int32_t fd[kMaxPieces];
 };
+struct NoteEntry {
+    uint64_t buffer_id;
+    uint64_t len;
+    int32_t fd;
+    uint32_t reserved;
+};
+size_t note_size(uint32_t count) {
+    return sizeof(NoteHeader) + size_t{count} * sizeof(NoteEntry);
+}
 constexpr char kNoteMagic[8] = "efavmmn";
 constexpr int kNoteSeals = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
 
@@ -155,16 +193,18 @@ void close_all(const std::vector<int> &fds) {
 // The note of a buffer over several pieces, in a sealed memfd: its
 // descriptor, or -1.
 int write_note(const std::vector<Piece> &pieces, const std::vector<int> &fds) {
-    PiecesNote note{};
-    memcpy(note.magic, kNoteMagic, sizeof(kNoteMagic));
-    note.count = static_cast<uint32_t>(pieces.size());
-    for (size_t i = 0; i < pieces.size(); ++i) {
-        note.buffer_id[i] = pieces[i].buffer_id;
-        note.len[i] = pieces[i].len;
-        note.fd[i] = fds[i];
+    const auto count = static_cast<uint32_t>(pieces.size());
+    std::vector<unsigned char> note(note_size(count));
+    NoteHeader header{};
+    memcpy(header.magic, kNoteMagic, sizeof(kNoteMagic));
+    header.count = count;
+    memcpy(note.data(), &header, sizeof(header));
+    for (uint32_t i = 0; i < count; ++i) {
+        const NoteEntry entry{pieces[i].buffer_id, pieces[i].len, fds[i], 0};
+        memcpy(note.data() + note_size(i), &entry, sizeof(entry));
     }
     const int fd = memfd_create("efa-vmm-ipc", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd >= 0 && (sizeof(note) != static_cast<size_t>(pwrite(fd, &note, sizeof(note), 0)) ||
+    if (fd >= 0 && (note.size() != static_cast<size_t>(pwrite(fd, note.data(), note.size(), 0)) ||
                     0 != fcntl(fd, F_ADD_SEALS, kNoteSeals))) {
         close(fd);
         return -1;
@@ -240,32 +280,42 @@ int take_pieces(uint32_t pid, const efa_device_ipc_t *in, std::vector<int> *fds,
     if (note_fd < 0) {
         return note_fd;
     }
-    PiecesNote note{};
+    NoteHeader header{};
+    std::vector<NoteEntry> entries(name.count);
+    std::vector<uint64_t> ids(name.count);
     struct stat first {};
+    const size_t entries_len = entries.size() * sizeof(NoteEntry);
     const bool read_it =
         kNoteSeals == fcntl(note_fd, F_GET_SEALS) && 0 == fstat(note_fd, &first) &&
-        sizeof(note) == static_cast<size_t>(pread(note_fd, &note, sizeof(note), 0));
+        first.st_size == static_cast<off_t>(note_size(name.count)) &&
+        sizeof(header) == static_cast<size_t>(pread(note_fd, &header, sizeof(header), 0)) &&
+        entries_len == static_cast<size_t>(pread(note_fd, entries.data(), entries_len,
+                                                 static_cast<off_t>(sizeof(header))));
     close(note_fd);
+    for (uint32_t i = 0; i < name.count; ++i) {
+        ids[i] = entries[i].buffer_id;
+    }
+    const PiecesName named = pieces_name(ids.data(), name.count);
     uint64_t total = 0;
-    bool ok = read_it && 0 == memcmp(note.magic, kNoteMagic, sizeof(kNoteMagic)) &&
-              note.count == name.count &&
-              0 == memcmp(note.buffer_id, name.buffer_id, sizeof(name.buffer_id));
-    for (uint32_t i = 0; ok && i < note.count; ++i) {
-        ok = 0 != note.len[i] && note.len[i] <= in->alloc_len - total && note.fd[i] >= 0;
-        total += ok ? note.len[i] : 0;
+    bool ok = read_it && 0 == memcmp(header.magic, kNoteMagic, sizeof(kNoteMagic)) &&
+              header.count == name.count && 0 == memcmp(&named, &name, sizeof(name));
+    for (uint32_t i = 0; ok && i < name.count; ++i) {
+        ok = 0 != entries[i].len && entries[i].len <= in->alloc_len - total && entries[i].fd >= 0;
+        total += ok ? entries[i].len : 0;
     }
     if (!ok || total != in->alloc_len) {
         return -FI_EINVAL; // (not this message's note)
     }
-    for (uint32_t i = 0; i < note.count; ++i) {
-        const int fd = efa_fd_from_process(pid, note.fd[i]);
+    for (const NoteEntry &entry : entries) {
+        const int fd = efa_fd_from_process(pid, entry.fd);
         if (fd < 0) {
             close_all(*fds);
             fds->clear();
+            lens->clear();
             return fd;
         }
         fds->push_back(fd);
-        lens->push_back(note.len[i]);
+        lens->push_back(entry.len);
     }
     // The sender closes the note before the pieces: the note still there
     // once the pieces are taken, they are the ones it names, not numbers
@@ -327,12 +377,11 @@ extern "C" int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *b
             close_all(fds);
             return -FI_ENOMEM;
         }
-        PiecesName name{};
-        memcpy(name.magic, kPiecesMagic, sizeof(kPiecesMagic));
-        name.count = static_cast<uint32_t>(pieces.size());
-        for (size_t i = 0; i < pieces.size(); ++i) {
-            name.buffer_id[i] = pieces[i].buffer_id;
+        std::vector<uint64_t> ids;
+        for (const Piece &piece : pieces) {
+            ids.push_back(piece.buffer_id);
         }
+        const PiecesName name = pieces_name(ids.data(), static_cast<uint32_t>(ids.size()));
         memcpy(out->handle, &name, sizeof(name));
         try {
             std::lock_guard<std::mutex> guard(g_lock);

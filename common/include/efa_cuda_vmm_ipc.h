@@ -77,8 +77,9 @@ typedef struct efa_cuda_vmm_calls {
 } efa_cuda_vmm_calls_t;
 
 /* The most VMM allocations mapped side by side that one buffer may span and
- * still be exported (the name of such a buffer holds each one's id). */
-#define EFA_CUDA_VMM_MAX_PIECES 7
+ * still be exported (each is held open as a descriptor while the message
+ * is in flight; 256 of PyTorch's 20 MiB expandable segments: 5 GiB). */
+#define EFA_CUDA_VMM_MAX_PIECES 256
 
 /* The VMM allocations that hold all of [buf, buf + len), exported for one
  * message: 0 with *out filled (out->alloc_len: the allocations' length

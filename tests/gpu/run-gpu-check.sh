@@ -44,13 +44,14 @@
 #           on-node path with mtl_efa copying (CUDA IPC: cudaMalloc
 #           memory by its legacy handle, VMM memory by the descriptors
 #           of its allocations; pool memory streams), the VMM buffer
-#           across two allocations alone on that path, own matching on
+#           across two allocations alone on that path, and one across
+#           ten (more than an IPC name lists by id) alone there, own matching on
 #           tcp;ofi_rxm, ob1 + btl_efa, and ob1 + sm + smcuda (the
 #           anchor); on shm the finalize counts must show VMM memory by
 #           FI_HMEM (auto) or copied (off), on the on-node path more
 #           device messages by IPC
 #           than streamed (plain, vmm, vmm-span and vmm-remapped against
-#           pool; the buffer across two alone too), and Open MPI must not
+#           pool; the buffers across two and ten alone too), and Open MPI must not
 #           complain of buffer ids.
 #   osc     osu_put_latency and osu_get_bw with windows in device memory
 #           (MPI_Win_create) over osc/rdma + btl_efa (puts and gets executed
@@ -138,6 +139,7 @@ vmm_runs=(
     "vmm-shm-own-span|1|${shm_own[*]}|-k vmm-span"
     "vmm-onnode-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own"
     "vmm-onnode-own-span|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own|-k vmm-span"
+    "vmm-onnode-own-pieces|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_device_buffers own|-k vmm-pieces"
     "vmm-rxm-own-matching-own|1|--mca pml cm --mca mtl efa ${rxm[*]} --mca mtl_efa_onnode_channel none --mca mtl_efa_matching own --mca mtl_efa_device_buffers own"
     "vmm-btl_efa-rxm|1|--mca pml ob1 --mca btl efa,self ${rxm[*]}"
     "vmm-ob1-sm-smcuda|0|--mca pml ob1 --mca btl sm,smcuda,self"
@@ -250,6 +252,7 @@ if [ $list = 0 ] && [ -x "$vmm_prog" ]; then
     vmm_check vmm-shm-own-vmm-off host
     vmm_check vmm-onnode-own ipc
     vmm_check vmm-onnode-own-span ipc
+    vmm_check vmm-onnode-own-pieces ipc
 fi
 [ $list = 1 ] && exit 0
 
@@ -289,7 +292,7 @@ peak() { awk '$1 ~ /^[0-9]+$/ && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }' 
     echo
     # (VMM and pool memory: where the report sends it, what was copied for
     # it, and whether Open MPI's buffer-id call still complained)
-    for name in vmm-shm-own vmm-shm-own-vmm-off vmm-onnode-own vmm-onnode-own-span; do
+    for name in vmm-shm-own vmm-shm-own-vmm-off vmm-onnode-own vmm-onnode-own-span vmm-onnode-own-pieces; do
         l=$out/$name.vmm_buffers.txt
         [ -f "$l" ] || continue
         echo "    $name:"

@@ -7,6 +7,10 @@
  *   vmm-span  a buffer across two physical allocations mapped side by side
  *             (each message half in each)
  *   pool      cuMemAllocAsync (stream-ordered pool memory)
+ *   vmm-pieces  a buffer across 10 physical allocations of the device's
+ *             smallest granularity side by side (a large tensor in
+ *             expandable segments: more pieces than an IPC name lists by
+ *             id); its messages span all ten
  *   vmm-remapped  the first physical allocation unmapped, released, and a
  *             new one mapped at the same address (what PyTorch's
  *             expandable segments do as they shrink and grow): a
@@ -131,9 +135,10 @@ int main(int argc, char **argv) {
     CU(cuMemGetAllocationGranularity(&gran, &gprop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     const size_t chunk = (max + gran - 1) / gran * gran;
 
-    enum { PLAIN, VMM, VMM_SPAN, POOL, VMM_REMAPPED, KINDS };
-    const char *names[KINDS] = {"plain", "vmm", "vmm-span", "pool", "vmm-remapped"};
-    CUdeviceptr vmm = 0, plain = 0, pool = 0;
+    enum { PLAIN, VMM, VMM_SPAN, POOL, VMM_PIECES, VMM_REMAPPED, KINDS };
+    const char *names[KINDS] = {"plain", "vmm", "vmm-span", "pool", "vmm-pieces", "vmm-remapped"};
+    enum { PIECES = 10 };
+    CUdeviceptr vmm = 0, plain = 0, pool = 0, pieces = 0;
     CUstream stream;
     CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CU(cuMemAlloc(&plain, max));
@@ -143,8 +148,17 @@ int main(int argc, char **argv) {
     vmm_map(dev, vmm + chunk, chunk);
     CU(cuMemAllocAsync(&pool, max, stream));
     CU(cuStreamSynchronize(stream));
+    /* Ten of the smallest side by side. */
+    CU(cuMemAddressReserve(&pieces, PIECES * gran, 0, 0, 0));
+    for (int i = 0; i < PIECES; ++i) {
+        vmm_map(dev, pieces + i * gran, gran);
+    }
+    /* (the pieces' messages: from the first's second byte to the last's
+     * last but one, and half of that, across the middle ones) */
+    const size_t pieces_len = PIECES * gran - 2;
+    const size_t host_len = max > pieces_len ? max : pieces_len;
 
-    uint8_t *host = malloc(max), *back = malloc(max);
+    uint8_t *host = malloc(host_len), *back = malloc(host_len);
     if (NULL == host || NULL == back) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -168,9 +182,12 @@ int main(int argc, char **argv) {
             CU(cuMemUnmap(vmm, chunk));
             vmm_map(dev, vmm, chunk);
         }
-        for (size_t n = 1; n <= max; n = n < 64 ? 64 : n * 4) {
-            const CUdeviceptr buf = PLAIN == kind  ? plain
-                                    : POOL == kind ? pool
+        const size_t first = VMM_PIECES == kind ? pieces_len / 2 : 1;
+        const size_t last = VMM_PIECES == kind ? pieces_len : max;
+        for (size_t n = first; n <= last; n = VMM_PIECES == kind ? 2 * n : n < 64 ? 64 : n * 4) {
+            const CUdeviceptr buf = PLAIN == kind        ? plain
+                                    : POOL == kind       ? pool
+                                    : VMM_PIECES == kind ? pieces + (PIECES * gran - n) / 2
                                     : VMM_SPAN == kind
                                         ? vmm + chunk - n / 2 /* half in each allocation */
                                         : vmm;
@@ -218,7 +235,8 @@ int main(int argc, char **argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     if (0 == rank) {
         printf("ok vmm_buffers %d messages each way of %s memory, up to %zu bytes\n", messages / 2,
-               NULL != only ? only : "plain, vmm, vmm-span, pool and vmm-remapped", max);
+               NULL != only ? only : "plain, vmm, vmm-span, pool, vmm-pieces and vmm-remapped",
+               max > pieces_len ? max : pieces_len);
     }
     free(host);
     free(back);
@@ -226,9 +244,13 @@ int main(int argc, char **argv) {
      * until then, and CUDA leaves freeing an exported allocation before
      * its importer closed it undefined. */
     MPI_Finalize();
-    const CUresult freed[] = {cuMemFreeAsync(pool, stream), cuStreamSynchronize(stream),
-                              cuMemFree(plain), cuMemUnmap(vmm, 2 * chunk),
-                              cuMemAddressFree(vmm, 2 * chunk)};
+    const CUresult freed[] = {cuMemFreeAsync(pool, stream),
+                              cuStreamSynchronize(stream),
+                              cuMemFree(plain),
+                              cuMemUnmap(vmm, 2 * chunk),
+                              cuMemAddressFree(vmm, 2 * chunk),
+                              cuMemUnmap(pieces, PIECES * gran),
+                              cuMemAddressFree(pieces, PIECES * gran)};
     for (size_t i = 0; i < sizeof(freed) / sizeof(freed[0]); ++i) {
         if (CUDA_SUCCESS != freed[i]) {
             fprintf(stderr, "FAIL vmm_buffers rank %d: freeing step %zu: error %d\n", rank, i,

@@ -476,7 +476,9 @@ TEST_F(CudaVmmIpc, OnlyASealedNoteIsRead) {
     // taken before it are let go.
     const int fds = open_fds();
     efa_device_ipc_t closed = out;
-    closed.held = copy_note(out, true, 16 + 16 * EFA_CUDA_VMM_MAX_PIECES + 4, 1000); // (fd[1])
+    // (the note: a 16-byte header, then per piece its id, length and
+    // descriptor in 24 bytes: piece 1's descriptor at 16 + 24 + 16)
+    closed.held = copy_note(out, true, 16 + 24 + 16, 1000);
     EXPECT_EQ(-FI_ENOENT, efa_cuda_vmm_import(&kCalls, pid, &closed, &base));
     EXPECT_EQ(fds + 1, open_fds()) << "a piece's descriptor taken and left open"; // (+1: the copy)
     EXPECT_TRUE(d.reserved.empty());
@@ -521,17 +523,59 @@ TEST_F(CudaVmmIpc, AFailedMappingOfOnePieceLeavesNothingBehind) {
     efa_cuda_vmm_release(out.held);
 }
 
-TEST_F(CudaVmmIpc, MoreAllocationsThanANameHoldsAreRefused) {
+TEST_F(CudaVmmIpc, MoreAllocationsThanTheMostAreRefused) {
     const size_t n = EFA_CUDA_VMM_MAX_PIECES;
     for (size_t i = 0; i <= n; ++i) {
         make(kVa + i * kMiB2, kMiB2, 100 + i);
     }
     efa_device_ipc_t out{};
     ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa), n * kMiB2, &out)) << "as many as it holds";
+    void *base = nullptr;
+    ASSERT_EQ(0, efa_cuda_vmm_import(&kCalls, static_cast<uint32_t>(getpid()), &out, &base));
+    EXPECT_EQ(n, d.mapped.size());
+    EXPECT_TRUE(efa_cuda_vmm_close(&kCalls, base));
     efa_cuda_vmm_release(out.held);
     out = efa_device_ipc_t{};
     EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa), n * kMiB2 + 1, &out));
     EXPECT_EQ(0u, out.held);
+}
+
+// Past the ids a name holds (7), it holds the first six and a digest of
+// them all: a buffer over 12 allocations is mapped whole at the receiver,
+// and its name changes with a piece far beyond the sixth.
+TEST_F(CudaVmmIpc, ABufferOverMorePiecesThanANamesIdsIsNamedByAllOfThem) {
+    constexpr size_t n = 12;
+    for (size_t i = 0; i < n; ++i) {
+        make(kVa + i * kMiB2, kMiB2, 200 + i);
+    }
+    efa_device_ipc_t a{}, b{};
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), n * kMiB2 - 128, &a));
+    EXPECT_EQ(n * kMiB2, a.alloc_len);
+    void *base = nullptr;
+    ASSERT_EQ(0, efa_cuda_vmm_import(&kCalls, static_cast<uint32_t>(getpid()), &a, &base));
+    const auto va = reinterpret_cast<efa_cu_ptr_t>(base);
+    ASSERT_EQ(n, d.mapped.size());
+    for (size_t i = 0; i < n; ++i) {
+        EXPECT_EQ(d.mappings.at(kVa + i * kMiB2), d.mapped[va + i * kMiB2]) << "piece " << i;
+    }
+    EXPECT_TRUE(efa_cuda_vmm_close(&kCalls, base));
+    // Piece 10 unmapped, another allocation mapped in its place.
+    const efa_cu_handle_t old = d.mappings.at(kVa + 10 * kMiB2);
+    d.mappings.erase(kVa + 10 * kMiB2);
+    make(kVa + 10 * kMiB2, kMiB2, 999);
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), n * kMiB2 - 128, &b));
+    EXPECT_NE(0, memcmp(a.handle, b.handle, sizeof(a.handle)))
+        << "a mapping of the old tenth piece would be taken for the new";
+    // A note whose later ids are not the name's is not this message's.
+    efa_device_ipc_t other = b;
+    other.held = a.held; // (a's note: the same first six ids, another tenth)
+    EXPECT_EQ(-FI_EINVAL,
+              efa_cuda_vmm_import(&kCalls, static_cast<uint32_t>(getpid()), &other, &base));
+    EXPECT_TRUE(d.reserved.empty());
+    efa_cuda_vmm_release(a.held);
+    efa_cuda_vmm_release(b.held);
+    close(d.allocs.at(old).memfd);
+    d.allocs.erase(old);
 }
 
 TEST(FdFromProcess, TakesTheSameFileOutOfAProcess) {
