@@ -23,10 +23,10 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     const efa_device_hmem_t &h = span.whole; // (CUDA VMM: maybe several allocations)
     // What failed, for the report: not the provider unless it was asked.
     // (Each such buffer then goes through the host.)
-    static_assert(64 == kMrMaxPieces, "the report names the limit");
+    static_assert(256 == kMrMaxPieces, "the report names the limit");
     const char *what =
         !cache            ? "device registration (FI_HMEM not granted)"
-        : -FI_E2BIG == rc ? "device buffer description (a buffer over more than 64 CUDA VMM "
+        : -FI_E2BIG == rc ? "device buffer description (a buffer over more than 256 CUDA VMM "
                             "allocations side by side; such buffers go through the host)"
         : 0 != rc         ? "device buffer description (one allocation holding it whole, "
                             "or CUDA VMM allocations side by side)"

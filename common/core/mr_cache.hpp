@@ -47,8 +47,9 @@ namespace efa {
 constexpr int kMrMaxRails = 4;
 // The most device allocations side by side one registration covers (CUDA
 // VMM memory: device_span.hpp; PyTorch's expandable segments grow by 20
-// MiB, so 1.25 GiB of them).
-constexpr int kMrMaxPieces = 64;
+// MiB, so 5 GiB of them; efa_cuda_vmm_ipc.h's EFA_CUDA_VMM_MAX_PIECES on
+// one node).
+constexpr int kMrMaxPieces = 256;
 
 struct MrRegistration {
     void *handle = nullptr; // backend object (fid_mr*)

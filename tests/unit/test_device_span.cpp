@@ -8,7 +8,7 @@
 // as they were, a piece mapped anew (new id, same address) makes it stale
 // for every buffer in it, memory that is not VMM memory never spans, an
 // allocation without an id keeps id 0 (never registered), and more than
-// kMrMaxPieces (64)
+// kMrMaxPieces (256)
 // pieces are refused (the caller copies through the host).
 #include <gtest/gtest.h>
 
@@ -248,7 +248,7 @@ TEST_F(CoreDeviceSpan, MoreThanSixtyFourPiecesAreRefused) {
     int err = 0;
     EXPECT_EQ(acquire(dev, n * kPiece, &err), nullptr);
     EXPECT_EQ(err, -FI_E2BIG);
-    efa_mr_t *a = acquire(dev + kPiece, efa::kMrMaxPieces * kPiece, &err); // 64: one registration
+    efa_mr_t *a = acquire(dev + kPiece, efa::kMrMaxPieces * kPiece, &err); // 256: one registration
     ASSERT_NE(a, nullptr) << err;
     EXPECT_EQ(efa_mr_len(a), efa::kMrMaxPieces * kPiece);
     efa_core_mr_release(core_, a);
