@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -122,6 +123,49 @@ std::mutex g_lock;
 std::map<efa_cu_ptr_t, std::vector<size_t>> g_mapped;
 // The pieces' descriptors an export holds, by its note's descriptor.
 std::map<int, std::vector<int>> g_held_pieces;
+// Descriptors held by exports in flight (notes included), at most a
+// quarter of the process's soft RLIMIT_NOFILE: a buffer over many pieces
+// holds one per piece until its message is done, and the rest of the
+// process (sockets, files, the provider) must keep its descriptors.  An
+// export beyond it is refused: that message streams.
+size_t g_held_fds = 0;
+
+size_t held_fds_budget() {
+    struct rlimit r {};
+    if (0 != getrlimit(RLIMIT_NOFILE, &r) || RLIM_INFINITY == r.rlim_cur) {
+        return 4096;
+    }
+    return static_cast<size_t>(r.rlim_cur / 4);
+}
+
+// n descriptors of the budget, taken for an export and given back when
+// it is released, or at once where the export fails (kept: false).
+class HeldFds {
+  public:
+    explicit HeldFds(size_t n) : n_(n) {
+        const size_t budget = held_fds_budget();
+        std::lock_guard<std::mutex> guard(g_lock);
+        taken_ = g_held_fds + n <= budget;
+        g_held_fds += taken_ ? n : 0;
+    }
+    ~HeldFds() {
+        if (taken_ && !kept_) {
+            give_back(n_);
+        }
+    }
+    HeldFds(const HeldFds &) = delete;
+    HeldFds &operator=(const HeldFds &) = delete;
+    bool taken() const { return taken_; }
+    void keep() { kept_ = true; }
+    static void give_back(size_t n) {
+        std::lock_guard<std::mutex> guard(g_lock);
+        g_held_fds -= n <= g_held_fds ? n : g_held_fds;
+    }
+
+  private:
+    size_t n_;
+    bool taken_ = false, kept_ = false;
+};
 
 // The allocation mapped at p (where a mapping must begin when first is
 // false): its range, id and retained handle.  cuMemGetAddressRange names
@@ -194,7 +238,12 @@ void close_all(const std::vector<int> &fds) {
 // descriptor, or -1.
 int write_note(const std::vector<Piece> &pieces, const std::vector<int> &fds) {
     const auto count = static_cast<uint32_t>(pieces.size());
-    std::vector<unsigned char> note(note_size(count));
+    std::vector<unsigned char> note;
+    try {
+        note.resize(note_size(count));
+    } catch (const std::bad_alloc &) {
+        return -1;
+    }
     NoteHeader header{};
     memcpy(header.magic, kNoteMagic, sizeof(kNoteMagic));
     header.count = count;
@@ -276,13 +325,21 @@ int take_pieces(uint32_t pid, const efa_device_ipc_t *in, std::vector<int> *fds,
     if (name.count < 2 || name.count > kMaxPieces) {
         return -FI_EINVAL;
     }
+    NoteHeader header{};
+    std::vector<NoteEntry> entries;
+    std::vector<uint64_t> ids;
+    try { // (before any descriptor is taken)
+        entries.resize(name.count);
+        ids.resize(name.count);
+        fds->reserve(name.count);
+        lens->reserve(name.count);
+    } catch (const std::bad_alloc &) {
+        return -FI_ENOMEM;
+    }
     const int note_fd = efa_fd_from_process(pid, static_cast<int>(in->held - 1));
     if (note_fd < 0) {
         return note_fd;
     }
-    NoteHeader header{};
-    std::vector<NoteEntry> entries(name.count);
-    std::vector<uint64_t> ids(name.count);
     struct stat first {};
     const size_t entries_len = entries.size() * sizeof(NoteEntry);
     const bool read_it =
@@ -351,6 +408,21 @@ extern "C" int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *b
         return -FI_EINVAL;
     }
     std::vector<int> fds;
+    std::vector<uint64_t> ids;
+    bool room = true;
+    try { // (before any descriptor is made)
+        fds.reserve(pieces.size());
+        ids.reserve(pieces.size());
+    } catch (const std::bad_alloc &) {
+        room = false;
+    }
+    HeldFds budget(pieces.size() + (pieces.size() > 1 ? 1 : 0)); // (the note)
+    if (!room || !budget.taken()) {
+        for (const Piece &piece : pieces) {
+            (void)cu->release(piece.handle);
+        }
+        return room ? -FI_EAGAIN : -FI_ENOMEM; // (the message streams)
+    }
     size_t total = 0;
     for (const Piece &piece : pieces) {
         int fd = -1;
@@ -377,9 +449,8 @@ extern "C" int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *b
             close_all(fds);
             return -FI_ENOMEM;
         }
-        std::vector<uint64_t> ids;
         for (const Piece &piece : pieces) {
-            ids.push_back(piece.buffer_id);
+            ids.push_back(piece.buffer_id); // (reserved above)
         }
         const PiecesName name = pieces_name(ids.data(), static_cast<uint32_t>(ids.size()));
         memcpy(out->handle, &name, sizeof(name));
@@ -395,6 +466,7 @@ extern "C" int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *b
     out->alloc_len = total;
     out->offset = p - pieces[0].base;
     out->held = static_cast<uint64_t>(held) + 1;
+    budget.keep(); // (given back by efa_cuda_vmm_release)
     return 0;
 }
 
@@ -414,6 +486,7 @@ extern "C" void efa_cuda_vmm_release(uint64_t held) {
     }
     close(fd); // (the note first: see take_pieces)
     close_all(pieces);
+    HeldFds::give_back(1 + pieces.size());
 }
 
 extern "C" int efa_cuda_vmm_import(const efa_cuda_vmm_calls_t *cu, uint32_t pid,

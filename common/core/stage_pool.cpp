@@ -37,16 +37,18 @@ void *map(size_t len) {
 // One the device would not unpin (no context in this thread, the backend
 // gone) stays mapped for good: unmapped, its address could be mapped
 // again while the driver still holds the old pages for it.
-// (its bytes then stay in the pinned budget: the driver holds them)
+// (its bytes leave the pinned budget either way: one kept mapped never
+// comes back to the idle list, and counted it would stop pinning for the
+// process once a cap's worth of them had been dropped so)
 void StagePool::unmap(void *p, size_t len, bool pinned) {
-    if (pinned && 0 != efa_device_host_unregister(p)) {
-        std::lock_guard<std::mutex> guard(lock_);
-        still_pinned_.push_back(p);
-        return;
-    }
+    const bool still = pinned && 0 != efa_device_host_unregister(p);
     if (pinned) {
         std::lock_guard<std::mutex> guard(lock_);
         pinned_bytes_ -= len;
+        if (still) {
+            still_pinned_.push_back(p);
+            return;
+        }
     }
     munmap(p, len);
 }
@@ -160,7 +162,26 @@ void StagePool::put(void *p) {
 // outside the lock: room for a pinned one that comes back.  There is
 // always enough: pinned buffers, in use or idle, stay within the cap.
 void StagePool::evict_unpinned(size_t need, std::vector<Evicted> &out) {
-    size_t freed = 0;
+    // The smallest one that makes room alone, where there is one: a 64 KiB
+    // buffer coming back takes the place of a 64 KiB one, not of 64 MiB.
+    for (int c = 0; c < kClasses; ++c) {
+        if (class_len(c) < need) {
+            continue;
+        }
+        std::vector<void *> &list = idle_[c];
+        for (size_t i = list.size(); i-- > 0;) {
+            const auto it = owned_.find(list[i]);
+            if (it == owned_.end() || it->second.pinned) {
+                continue;
+            }
+            out.push_back({list[i], class_len(c)});
+            idle_bytes_ -= class_len(c);
+            owned_.erase(it);
+            list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+            return;
+        }
+    }
+    size_t freed = 0; // (else several, the largest first)
     for (int c = kClasses - 1; c >= 0 && freed < need; --c) {
         std::vector<void *> &list = idle_[c];
         for (size_t i = list.size(); i-- > 0 && freed < need;) {

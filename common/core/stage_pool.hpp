@@ -58,8 +58,8 @@ class StagePool {
         size_t len;
     };
     void evict_unpinned(size_t need, std::vector<Evicted> &out);
-    size_t pinned_bytes_ =
-        0; // of the buffers pinned (in use, idle, or kept mapped): at most idle_cap_
+    // Bytes of the buffers pinned and owned, in use or idle: at most idle_cap_.
+    size_t pinned_bytes_ = 0;
     void unmap(void *p, size_t len, bool pinned);
     uint64_t pooled_ = 0, reused_ = 0, twice_ = 0, pins_ = 0;
 };

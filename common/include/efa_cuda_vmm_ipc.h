@@ -88,8 +88,9 @@ typedef struct efa_cuda_vmm_calls {
  * over several allocations side by side a note of each one's descriptor,
  * all held), -FI_EINVAL where buf is not such memory, a gap or more than
  * EFA_CUDA_VMM_MAX_PIECES allocations lie under the range, or one cannot
- * be exported as a descriptor, or -FI_ENOMEM where the note cannot be
- * made. */
+ * be exported as a descriptor, -FI_EAGAIN where the descriptors it would
+ * hold pass the budget of exports in flight (a quarter of the soft
+ * RLIMIT_NOFILE), or -FI_ENOMEM where the note cannot be made. */
 int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *buf, size_t len,
                         efa_device_ipc_t *out);
 /* Map the allocation(s) process pid exported (in->held set), side by side

@@ -325,6 +325,78 @@ TEST(StagePoolPinned, APinnedBufferComingBackTakesAnUnpinnedOnesPlace) {
     efa_device_install(nullptr);
 }
 
+// Buffers the device would not unpin leave the pinned budget: they never
+// come back to the idle list, and counted they would stop all pinning.
+TEST(StagePoolPinned, BuffersKeptPinnedDoNotStopPinning) {
+    efa_device_ops_t ops = *efa_fake_device_ops();
+    ops.host_register = pin_granted;
+    ops.host_unregister = unpin_refused;
+    efa_device_install(&ops);
+    {
+        efa::StagePool pool(2 * kMiB); // one 2 MiB buffer's worth pinned at a time
+        for (int i = 0; i < 3; ++i) {
+            void *a = pool.get(2 * kMiB);
+            ASSERT_NE(nullptr, a);
+            pool.drop(a); // (a failed operation's: unmapped, but the unpin is refused)
+        }
+        EXPECT_EQ(3u, pool.pins()) << "pinning stopped by buffers kept pinned";
+        EXPECT_EQ(3u, pool.kept_pinned());
+    }
+    efa_device_install(nullptr);
+}
+
+// A pin the device refuses gives its share of the budget back.
+int pin_refused_once(void *, size_t) {
+    static int calls = 0;
+    return 0 == calls++ ? -11 : 0;
+}
+int unpin_granted(void *) {
+    return 0;
+}
+TEST(StagePoolPinned, APinRefusedGivesItsBudgetBack) {
+    efa_device_ops_t ops = *efa_fake_device_ops();
+    ops.host_register = pin_refused_once;
+    ops.host_unregister = unpin_granted;
+    efa_device_install(&ops);
+    {
+        efa::StagePool pool(4 * kMiB);
+        void *a = pool.get(2 * kMiB); // refused: used unpinned
+        void *b = pool.get(2 * kMiB);
+        void *c = pool.get(2 * kMiB);
+        ASSERT_TRUE(a && b && c);
+        EXPECT_EQ(2u, pool.pins()) << "the refused pin's reservation kept";
+        pool.put(a);
+        pool.put(b);
+        pool.put(c);
+        pool.trim();
+    }
+    efa_device_install(nullptr);
+}
+
+// A pinned buffer coming back to a full idle list evicts the smallest
+// unpinned one that makes room, not the largest.
+TEST(StagePoolPinned, APinnedBufferComingBackEvictsNoMoreThanItNeeds) {
+    efa_device_install(efa_fake_device_ops());
+    {
+        efa::StagePool pool(4 * kMiB);
+        void *p1 = pool.get(2 * kMiB), *p2 = pool.get(1 * kMiB), *p3 = pool.get(1 * kMiB);
+        void *u1 = pool.get(2 * kMiB), *u2 = pool.get(1 * kMiB), *u3 = pool.get(1 * kMiB);
+        ASSERT_TRUE(p1 && p2 && p3 && u1 && u2 && u3);
+        EXPECT_EQ(3u, pool.pins());
+        pool.put(u1);
+        pool.put(u2);
+        pool.put(u3); // the cap reached by unpinned buffers
+        pool.put(p2); // 1 MiB pinned: one 1 MiB unpinned buffer goes
+        EXPECT_EQ(4 * kMiB, pool.idle_bytes());
+        EXPECT_TRUE(pool.owns(u1)) << "2 MiB evicted to make room for 1 MiB";
+        EXPECT_NE(pool.owns(u2), pool.owns(u3)) << "one of the 1 MiB buffers goes, one stays";
+        pool.put(p1);
+        pool.put(p3);
+        pool.trim();
+    }
+    efa_device_install(nullptr);
+}
+
 // Without a backend that pins (none installed, or one without the call),
 // the pool works as before and pins nothing.
 TEST(StagePoolPinned, WithoutABackendNothingIsPinned) {
