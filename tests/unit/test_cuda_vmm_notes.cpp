@@ -24,12 +24,21 @@ namespace {
 
 using namespace vmm_standin;
 
-TEST_F(CudaVmmIpc, ANoteThatIsNotTheMessagesIsRefused) {
-    make(kVa, kMiB2, 77);
-    make(kVa + kMiB2, kMiB2, 78);
+// A buffer over two allocations side by side, exported: what the notes
+// below are taken from.
+class CudaVmmNote : public CudaVmmIpc {
+  protected:
+    void export_two_pieces(efa_device_ipc_t *out) {
+        make(kVa, kMiB2, 77);
+        make(kVa + kMiB2, kMiB2, 78);
+        ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), kMiB2, out));
+    }
+};
+
+TEST_F(CudaVmmNote, ANoteThatIsNotTheMessagesIsRefused) {
     const auto pid = static_cast<uint32_t>(getpid());
     efa_device_ipc_t out{};
-    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), kMiB2, &out));
+    ASSERT_NO_FATAL_FAILURE(export_two_pieces(&out));
     void *base = nullptr;
     efa_device_ipc_t other_ids = out;
     other_ids.handle[8] ^= 1; // (another first piece's id)
@@ -70,12 +79,10 @@ uint64_t copy_note(const efa_device_ipc_t &out, bool seal, size_t fd_offset = 0,
     return static_cast<uint64_t>(copy) + 1;
 }
 
-TEST_F(CudaVmmIpc, OnlyASealedNoteIsRead) {
-    make(kVa, kMiB2, 77);
-    make(kVa + kMiB2, kMiB2, 78);
+TEST_F(CudaVmmNote, OnlyASealedNoteIsRead) {
     const auto pid = static_cast<uint32_t>(getpid());
     efa_device_ipc_t out{};
-    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), kMiB2, &out));
+    ASSERT_NO_FATAL_FAILURE(export_two_pieces(&out));
     void *base = nullptr;
     efa_device_ipc_t unsealed = out;
     unsealed.held = copy_note(out, false);
@@ -194,12 +201,10 @@ TEST_F(CudaVmmIpc, ABufferOverMorePiecesThanANamesIdsIsNamedByAllOfThem) {
 // A frame's count beyond the most, and a note not of the size its count
 // gives, are not this message's (nothing allocated for the count, nothing
 // read past the header).
-TEST_F(CudaVmmIpc, AForgedCountOrNoteSizeIsRefused) {
-    make(kVa, kMiB2, 77);
-    make(kVa + kMiB2, kMiB2, 78);
+TEST_F(CudaVmmNote, AForgedCountOrNoteSizeIsRefused) {
     const auto pid = static_cast<uint32_t>(getpid());
     efa_device_ipc_t out{};
-    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 64), kMiB2, &out));
+    ASSERT_NO_FATAL_FAILURE(export_two_pieces(&out));
     void *base = nullptr;
     for (uint32_t count : {uint32_t{EFA_CUDA_VMM_MAX_PIECES + 1}, uint32_t{0xffffffffu}, 1u, 3u}) {
         efa_device_ipc_t forged = out;

@@ -245,6 +245,15 @@ TEST(StagePoolPinned, ABufferKeptIsPinnedOnceAndUnpinnedBeforeItGoes) {
 // A buffer the device would not unpin (CUDA: no context in the thread
 // that gives it back, the backend gone) stays mapped for good: unmapped,
 // its address could be mapped again while the driver holds the old pages.
+// The fake device with pin and unpin of the test's (the ops are kept for
+// the test: the installed backend points to them).
+void install_pins(int (*pin)(void *, size_t), int (*unpin)(void *)) {
+    static efa_device_ops_t ops;
+    ops = *efa_fake_device_ops();
+    ops.host_register = pin;
+    ops.host_unregister = unpin;
+    efa_device_install(&ops);
+}
 int pin_granted(void *, size_t) {
     return 0;
 }
@@ -252,10 +261,7 @@ int unpin_refused(void *) {
     return -11; // (-FI_EAGAIN)
 }
 TEST(StagePoolPinned, ABufferTheDeviceWouldNotUnpinStaysMapped) {
-    efa_device_ops_t ops = *efa_fake_device_ops();
-    ops.host_register = pin_granted;
-    ops.host_unregister = unpin_refused;
-    efa_device_install(&ops);
+    install_pins(pin_granted, unpin_refused);
     {
         efa::StagePool pool(1 * kMiB);
         void *a = pool.get(1 * kMiB);
@@ -328,10 +334,7 @@ TEST(StagePoolPinned, APinnedBufferComingBackTakesAnUnpinnedOnesPlace) {
 // Buffers the device would not unpin leave the pinned budget: they never
 // come back to the idle list, and counted they would stop all pinning.
 TEST(StagePoolPinned, BuffersKeptPinnedDoNotStopPinning) {
-    efa_device_ops_t ops = *efa_fake_device_ops();
-    ops.host_register = pin_granted;
-    ops.host_unregister = unpin_refused;
-    efa_device_install(&ops);
+    install_pins(pin_granted, unpin_refused);
     {
         efa::StagePool pool(2 * kMiB); // one 2 MiB buffer's worth pinned at a time
         for (int i = 0; i < 3; ++i) {
@@ -354,10 +357,7 @@ int unpin_granted(void *) {
     return 0;
 }
 TEST(StagePoolPinned, APinRefusedGivesItsBudgetBack) {
-    efa_device_ops_t ops = *efa_fake_device_ops();
-    ops.host_register = pin_refused_once;
-    ops.host_unregister = unpin_granted;
-    efa_device_install(&ops);
+    install_pins(pin_refused_once, unpin_granted);
     {
         efa::StagePool pool(4 * kMiB);
         void *a = pool.get(2 * kMiB); // refused: used unpinned
