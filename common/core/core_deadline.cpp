@@ -59,22 +59,30 @@ void unhold(efa_core *core, Tracked *t) {
 
 void path_lost(efa_core *core, fi_addr_t key, int err, const char *why);
 
+// Everything about t is read under deadline_lock: a stand-in handed back
+// by another thread meanwhile may be another operation's already.  The
+// owner's tracker is cleared under it too, before t is handed back, so
+// that efa_ctx_cancel never cancels t once it is another operation's.
 void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *t = reinterpret_cast<Tracked *>(op);
-    efa_core *core = t->ctx->core;
-    if (t->in_free_list.load(std::memory_order_acquire)) {
-        return stale_completion(core, cqe); // handed back twice
-    }
-    if (t->owner == &g_probe_owner && probe_sent(core, t, cqe->err)) {
-        return;
-    }
-    efa_op_t *owner = t->owner;
-    const fi_addr_t peer = t->peer;
-    const uint64_t flags = t->flags;
+    efa_core *core = t->ctx->core; // (every stand-in of a core stays its own)
+    efa_op_t *owner;
+    fi_addr_t peer;
+    uint64_t flags;
     bool mine;
     int held_err = 0;
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
+        if (t->in_free_list.load(std::memory_order_acquire)) {
+            stale_completion(core, cqe); // handed back twice
+            return;
+        }
+        if (t->owner == &g_probe_owner && probe_sent(core, t, cqe->err)) {
+            return;
+        }
+        owner = t->owner;
+        peer = t->peer;
+        flags = t->flags;
         mine = core->deadline.completed(&t->entry, now_ms());
         if (!mine) {
             core->orphans.erase(t);
@@ -83,11 +91,13 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
                 unhold(core, t);
             }
         }
+        if (mine || held_err) {
+            owner->tracker = nullptr; // (an owner told already may be gone)
+        }
         give_tracked(core, t); // the provider is done with it
     }
     const int err = cqe->err;
     if (mine) {
-        owner->tracker = nullptr;
         owner->complete(owner, cqe);
     } else if (held_err) {
         // A receive that completed whole is what it is; anything else
@@ -96,7 +106,6 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         if (c.err) {
             c = efa_cqe_t{held_err, flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
         }
-        owner->tracker = nullptr;
         owner->complete(owner, &c);
     }
     if (mine && err && unreachable(err)) {
@@ -109,6 +118,12 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         // memory: the owner copies that through the host.)
         efa_core_peer_lost(core, peer, err, "an operation on it failed");
     }
+}
+
+bool tracked_stands_for(const efa_op_t *tracked, const efa_op_t *owner) {
+    const auto *t = reinterpret_cast<const Tracked *>(tracked);
+    return tracked->complete == tracked_complete && t->owner == owner &&
+           !t->in_free_list.load(std::memory_order_acquire);
 }
 
 bool deadline_dropped(const efa_op_t *op) {

@@ -238,7 +238,6 @@ bool probe_sent(efa_core *core, Tracked *t, int err) {
     if (!core->info.has_tagged) {
         return false; // the completion is the answer
     }
-    std::lock_guard<std::mutex> guard(core->deadline_lock);
     if (err) {
         auto it = core->probes_out.find(t->peer);
         if (it != core->probes_out.end() && it->second == t) {

@@ -10,6 +10,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "ctx_post.hpp"
+#include "deadline_tracked.hpp"
 #include "efa_core.h"
 #include "efa_rma.h"
 #include "path_counts.hpp"
@@ -193,9 +194,18 @@ extern "C" int efa_core_query_atomic(efa_core_t *core, enum fi_datatype dt, enum
 
 extern "C" int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
     // The provider (or the backlog) holds the deadline's stand-in, if any;
-    // its cancel completion reaches op through it.
+    // its cancel completion reaches op through it.  Looked at under
+    // deadline_lock, and cancelled under it: op may complete in another
+    // thread meanwhile, and its stand-in, handed back, become another
+    // operation's, which the cancel must not reach.
+    std::unique_lock<std::mutex> lock(ctx->core->deadline_lock, std::defer_lock);
     if (op->tracker) {
-        op = op->tracker;
+        lock.lock();
+        efa_op_t *t = op->tracker;
+        if (nullptr == t || !efa::tracked_stands_for(t, op)) {
+            return -FI_ENOENT; // completed already
+        }
+        op = t;
     }
     bool found = false;
     for (efa::Backlog *b : {&ctx->rx_backlog, &ctx->rx_internal_backlog}) {
@@ -213,6 +223,9 @@ extern "C" int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
         }
     }
     if (found) { // never reached the provider: cancelled here
+        if (lock.owns_lock()) {
+            lock.unlock(); // (its completion takes it; nobody else has op now)
+        }
         efa::inflight_done(ctx, op);
         efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
         op->complete(op, &cqe);

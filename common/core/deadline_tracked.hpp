@@ -99,7 +99,11 @@ void probe_sends_close(efa_core *core);
 // A probe's send came back from the provider.  true: handled (the probe
 // now waits for its answer, or was answered or failed already); false:
 // complete it as any tracked operation (an error, or no answers here).
+// deadline_lock is held.
 bool probe_sent(efa_core *core, Tracked *t, int err);
+// Is 'tracked' the stand-in the provider holds for owner now (not handed
+// back, not another operation's since)?  deadline_lock is held.
+bool tracked_stands_for(const efa_op_t *tracked, const efa_op_t *owner);
 // efa_core_peer_lost, deadline_lock held: a probe of the dead peer leaves the table
 // of probes out; true when the provider no longer holds it (free it).
 bool probe_dropped(efa_core *core, Tracked *t);

@@ -82,10 +82,12 @@
 #ifndef EFA_ENGINE_ENGINE_HPP
 #define EFA_ENGINE_ENGINE_HPP
 
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -511,7 +513,20 @@ class Engine {
     // Partnered receives whose other half must be cancelled: called once the
     // mutex is released (the caller's cancel takes the provider's locks).
     std::vector<efa_engine_req_t *> cancels_;
+    // The cancels being called now, and by which thread.  With threads the
+    // other half can complete in another thread while its cancel is being
+    // called: partner_done waits for the call to return (and drops a cancel
+    // still queued), so that no cancel reaches a request already handed back
+    // to its owner, who may have reused it.
+    struct CancelCall {
+        efa_engine_req_t *req;
+        std::thread::id by;
+    };
+    std::vector<CancelCall> cancelling_;
+    std::condition_variable cancel_returned_;
     void run_cancels();
+    // (under the mutex, with threads) until no other thread calls req's cancel
+    void wait_for_cancel(std::unique_lock<std::mutex> &lock, efa_engine_req_t *req);
     // What this process names in its RTS frames so that a receiver can
     // check that process_vm_readv reaches it (efa_cma.h).
     uint64_t cookie_ = 0, cookie_addr_ = 0;

@@ -218,15 +218,51 @@ void Engine::partner_armed(efa_engine_req_t *req) {
     run_cancels();
 }
 
+// One cancel at a time, taken under the mutex: a request whose other half
+// completed since it was queued is no longer in cancels_ (partner_done took
+// it out), and one whose cancel is being called is not handed back before
+// the call returns (partner_done waits for it).
 void Engine::run_cancels() {
-    std::vector<efa_engine_req_t *> todo;
-    {
-        Guard g(mu_, mt_);
-        todo.swap(cancels_);
+    for (;;) {
+        efa_engine_req_t *r;
+        {
+            Guard g(mu_, mt_);
+            if (cancels_.empty()) {
+                return;
+            }
+            r = cancels_.back();
+            cancels_.pop_back();
+            if (mt_) {
+                cancelling_.push_back({r, std::this_thread::get_id()});
+            }
+        }
+        r->partner_cancel(r); // (may complete r in this thread: partner_done does not wait)
+        if (mt_) {
+            {
+                Guard g(mu_, true);
+                const auto me = std::this_thread::get_id();
+                for (auto it = cancelling_.begin(); it != cancelling_.end(); ++it) {
+                    if (it->req == r && it->by == me) {
+                        cancelling_.erase(it);
+                        break;
+                    }
+                }
+            }
+            cancel_returned_.notify_all();
+        }
     }
-    for (efa_engine_req_t *r : todo) {
-        r->partner_cancel(r);
-    }
+}
+
+void Engine::wait_for_cancel(std::unique_lock<std::mutex> &lock, efa_engine_req_t *req) {
+    const auto me = std::this_thread::get_id();
+    cancel_returned_.wait(lock, [&] {
+        for (const CancelCall &c : cancelling_) {
+            if (c.req == req && c.by != me) {
+                return false;
+            }
+        }
+        return true;
+    });
 }
 
 // m arrived (or came back from a partnered receive whose other half took

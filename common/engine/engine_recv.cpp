@@ -59,7 +59,18 @@ int Engine::recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_engine_re
 int Engine::partner_done(efa_engine_req_t *req, bool matched) {
     int rc = 0;
     {
-        Guard g(mu_, mt_);
+        std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+        if (mt_) {
+            lock.lock();
+            wait_for_cancel(lock, req); // another thread's call of its cancel
+        }
+        // A cancel still queued is not called: the caller hands req back.
+        for (auto it = cancels_.begin(); it != cancels_.end(); ++it) {
+            if (*it == req) {
+                cancels_.erase(it);
+                break;
+            }
+        }
         req->flags &= static_cast<uint8_t>(~(kReqPartner | kReqArmed));
         if (kPosted == req->state) {
             match_.cancel(req);

@@ -27,7 +27,8 @@ class EnginePair : public ::testing::Test {
     std::string tag;
     uint32_t nlocal = 2; // a third local rank has no engine: tests write its ring
     uint32_t slot_size = 1024;
-    size_t device_piece = 0; // net_device_piece (0: device bytes copied whole)
+    size_t device_piece = 0;  // net_device_piece (0: device bytes copied whole)
+    bool thread_safe = false; // the engines' thread_safe (set before open)
 
     // The modex's part: the card of engine a or b.
     static int card_of(void *arg, uint32_t vpid, efa_engine_card_t *card) {
@@ -51,7 +52,7 @@ class EnginePair : public ::testing::Test {
         p.slot_size = slot_size;
         p.net_device_piece = device_piece;
         p.single_copy = single_copy;
-        p.thread_safe = false;
+        p.thread_safe = thread_safe;
         p.peer_card = card_of;
         p.peer_card_arg = this;
         return efa_engine_create(&p, err);

@@ -272,3 +272,38 @@ TEST(CoreDeadline, ASecondCompletionOfAStandInIsIgnored) {
     EXPECT_FALSE(a.done);
     EXPECT_FALSE(b.done);
 }
+
+// A cancel that comes late (in another thread, its receive completed
+// meanwhile, its stand-in handed back and taken by the next receive) must
+// not cancel that next receive: the stand-in is looked at under the
+// deadline's lock, and stands for its owner no more.
+TEST(CoreDeadline, ALateCancelNeverReachesTheStandInsNextOperation) {
+    DeadPeerCore s("udp;ofi_rxd", 30, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    efa_ctx_t *ctx = efa_core_ctx(s.core, 0);
+    Op first, second;
+    ASSERT_EQ(efa_ctx_trecv(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 5, 0, &first.op),
+              0);
+    efa_op_t *standin = first.op.tracker;
+    ASSERT_NE(standin, nullptr) << "the deadline is on: a stand-in goes to the provider";
+    ASSERT_EQ(efa_ctx_cancel(ctx, &first.op), 0);
+    core_test_wait(s.core, first, 5);
+    ASSERT_TRUE(first.done);
+    EXPECT_EQ(first.err, -FI_ECANCELED);
+    EXPECT_EQ(first.op.tracker, nullptr);
+    ASSERT_EQ(efa_ctx_trecv(ctx, g_buf, sizeof(g_buf), nullptr, s.peer->addr[0], 6, 0, &second.op),
+              0);
+    ASSERT_EQ(second.op.tracker, standin) << "(the next receive did not take the stand-in back)";
+    first.op.tracker = standin; // as read by a thread before the completion cleared it
+    EXPECT_EQ(efa_ctx_cancel(ctx, &first.op), -FI_ENOENT);
+    first.op.tracker = nullptr;
+    for (int i = 0; i < 50 && !second.done; ++i) {
+        efa_core_progress(s.core);
+        usleep(1000);
+    }
+    EXPECT_FALSE(second.done) << "the first receive's late cancel cancelled the second";
+    ASSERT_EQ(efa_ctx_cancel(ctx, &second.op), 0);
+    core_test_wait(s.core, second, 5);
+    EXPECT_TRUE(second.done);
+    EXPECT_EQ(second.err, -FI_ECANCELED);
+}

@@ -4,8 +4,11 @@
 // cancelled, or handed on in order when the provider's half took one.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "efa_engine.h"
@@ -166,6 +169,71 @@ TEST_F(EnginePartner, HeldRendezvousIsReadAfterTheCancel) {
     EXPECT_EQ(1, efa_engine_partner_done(b, &p.r.on, false));
     ASSERT_TRUE(until([&] { return p.r.completions == 1 && s.completions == 1; }));
     EXPECT_EQ(big, got);
+}
+
+// With threads, the provider's half can complete in one thread while
+// another calls its cancel: the completion waits for the call to return,
+// since its caller hands the request back (MPI_Recv's, on its stack, is
+// reused at once by the next receive, whose half the late cancel would
+// then cancel, or whose memory it would read).
+struct BlockingCancel {
+    PartnerReq p;
+    std::atomic<bool> entered{false}, release{false};
+};
+
+void on_blocking_cancel(efa_engine_req_t *on) {
+    auto *r = reinterpret_cast<Req *>(reinterpret_cast<char *>(on) - offsetof(Req, on));
+    auto *bc = reinterpret_cast<BlockingCancel *>(reinterpret_cast<PartnerReq *>(r));
+    bc->p.cancels++;
+    bc->entered = true;
+    while (!bc->release) {
+        std::this_thread::yield();
+    }
+}
+
+TEST_F(EnginePartner, TheOtherHalfsCompletionWaitsForItsCancelInAnotherThread) {
+    thread_safe = true;
+    open();
+    BlockingCancel bc;
+    std::vector<uint8_t> got(20), got2(20);
+    bc.p.r.on.complete = on_complete;
+    bc.p.r.on.partner_cancel = on_blocking_cancel;
+    bc.p.r.on.buf = got.data();
+    bc.p.r.on.buflen = got.size();
+    ASSERT_EQ(0, efa_engine_recv_partnered(b, 3, EFA_ENGINE_ANY, 8, &bc.p.r.on));
+    efa_engine_partner_armed(b, &bc.p.r.on);
+    Req r2;
+    EXPECT_EQ(0, post(b, r2, got2.data(), got2.size(), 3, 0, 8));
+    Req s;
+    const auto data = pattern(20, 5);
+    EXPECT_EQ(1, send(a, s, 1, data, 8));
+    // Thread 1: its progress holds the message and calls the cancel.
+    std::thread progress([&] {
+        for (int i = 0; i < 1000 && !bc.entered; ++i) {
+            efa_engine_progress(b);
+        }
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!bc.entered && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+    }
+    ASSERT_TRUE(bc.entered.load()) << "the engine never asked for the other half's cancel";
+    // Thread 2: the provider's half took a message meanwhile.
+    std::atomic<bool> returned{false};
+    std::thread completion([&] {
+        EXPECT_EQ(0, efa_engine_partner_done(b, &bc.p.r.on, true));
+        returned = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_FALSE(returned.load()) << "the request was handed back while its cancel was running";
+    bc.release = true;
+    progress.join();
+    completion.join();
+    EXPECT_TRUE(returned.load());
+    EXPECT_EQ(1, bc.p.cancels);
+    EXPECT_EQ(0, bc.p.r.completions);
+    EXPECT_EQ(1, r2.completions); // the held message went on to the next receive
+    EXPECT_EQ(data, got2);
 }
 
 } // namespace
