@@ -76,21 +76,26 @@ efa_btl_frag_t *mca_btl_efa_batch_build_locked(mca_btl_efa_module_t *btl,
     batch->dest = ep->addr;
     batch->endpoint = ep;
     /* The packed fragments stay chained in the queue until the batch is
-     * posted (mca_btl_efa_batch_posted_locked). */
+     * about to be posted (mca_btl_efa_batch_take_locked). */
     batch->inner = first;
     batch->inner_last = last;
     batch->inner_count = count;
     return batch;
 }
 
-void mca_btl_efa_batch_posted_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                     efa_btl_frag_t *batch) {
+void mca_btl_efa_batch_take_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                   efa_btl_frag_t *batch) {
     efa_flow_dequeue_through(&btl->send.flow, &ep->flow, batch->inner_last);
-    ++btl->batch.sent;
-    btl->batch.msgs += (uint64_t)batch->inner_count;
 }
 
-void mca_btl_efa_batch_discard_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *batch) {
+void mca_btl_efa_batch_posted_locked(mca_btl_efa_module_t *btl, int count) {
+    ++btl->batch.sent;
+    btl->batch.msgs += (uint64_t)count;
+}
+
+void mca_btl_efa_batch_discard_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                      efa_btl_frag_t *batch) {
+    efa_flow_requeue_front(&btl->send.flow, &ep->flow, batch->inner, batch->inner_last);
     batch->inner = batch->inner_last = NULL;
     batch->inner_count = 0;
     mca_btl_efa_frag_return_locked(btl, batch);

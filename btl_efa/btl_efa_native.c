@@ -115,7 +115,12 @@ static void rop_finish(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int status
     mca_btl_efa_endpoint_t *ep = rop->endpoint;
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
-    mca_btl_efa_rdma_cb_call(btl, ep, &rop->cb, status);
+    /* Nor is the upper layer called once it has gone (a flush that gave up
+     * let osc free its window: see frag_finish); btl_efa's own callback is
+     * (a piece's parent must hear of every piece). */
+    if (rop->cb.internal || mca_btl_efa_upper_alive(btl, ep)) {
+        mca_btl_efa_rdma_cb_call(btl, ep, &rop->cb, status);
+    }
     mca_btl_efa_rop_return(btl, rop);
 }
 
@@ -130,7 +135,9 @@ static void parent_put(mca_btl_efa_module_t *btl, efa_btl_rop_t *parent, int sta
         }
         OPAL_THREAD_UNLOCK(&btl->lock);
     }
-    if (0 == OPAL_THREAD_ADD_FETCH64(&parent->pending, -count)) {
+    /* Acquire and release: the last piece reads the status an earlier one
+     * set (OPAL's atomics are relaxed on some machines). */
+    if (0 == __atomic_sub_fetch(&parent->pending, count, __ATOMIC_ACQ_REL)) {
         rop_finish(btl, parent, parent->status);
     }
 }

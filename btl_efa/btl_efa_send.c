@@ -37,11 +37,15 @@ static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int sta
         return;
     }
     if (frag->user) {
+        /* Read before the callback: a descriptor the upper layer owns may
+         * be freed in it, and reused by another thread at once. */
+        const bool ours =
+            (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) || btl->finalizing;
         if (frag->base.des_cbfunc && mca_btl_efa_upper_alive(btl, frag->endpoint)) {
             frag->base.des_cbfunc(&btl->super, frag->endpoint, &frag->base, status);
         }
         /* Once finalize began nobody is left to free a descriptor it kept. */
-        if ((frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) || btl->finalizing) {
+        if (ours) {
             mca_btl_efa_frag_return(btl, frag);
         }
         return;
@@ -304,12 +308,14 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         if (btl->batch.bytes && EFA_BTL_RING_ATTACHED != ep->ring_state) {
             efa_btl_frag_t *batch = mca_btl_efa_batch_build_locked(btl, ep);
             if (batch) {
+                const int count = batch->inner_count;
+                mca_btl_efa_batch_take_locked(btl, ep, batch);
                 int rc = post_locked(btl, ep, batch);
                 if (0 == rc) {
-                    mca_btl_efa_batch_posted_locked(btl, ep, batch);
+                    mca_btl_efa_batch_posted_locked(btl, count); /* (batch is not read) */
                     continue;
                 }
-                mca_btl_efa_batch_discard_locked(btl, batch);
+                mca_btl_efa_batch_discard_locked(btl, ep, batch);
                 if (-FI_EAGAIN == rc) {
                     return false;
                 }

@@ -529,7 +529,10 @@ void deadline_close(efa_core *core); // after the endpoints are closed
 efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadline::Kind kind,
                          uint64_t flags, int *err);
 // A post of 'tracked' (from deadline_track) failed at once: forget it.
-void deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op);
+// true when another thread declared the peer lost meanwhile and told op's
+// owner of its failure already (or is telling it): the caller then takes
+// the post as made, so that the owner hears of it once.
+bool deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op);
 // Is 'peer' dead (posts without an operation: injects)?
 bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer);
 // Is 'op', waiting in a backlog, a stand-in whose peer was declared dead

@@ -224,7 +224,8 @@ void release_held(efa_core *core, uint64_t now) {
             }
             late.push_back(
                 {t->owner, efa_cqe_t{t->held_err, t->flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false}});
-            unhold(core, t); // its hand-back, if any, now only frees it
+            t->owner->tracker = nullptr; // (under the lock: efa_ctx_cancel reads it there)
+            unhold(core, t);             // its hand-back, if any, now only frees it
         }
     }
     if (late.empty()) {
@@ -236,7 +237,6 @@ void release_held(efa_core *core, uint64_t now) {
                              " receive(s) of a lost peer after their cancel; they fail now, "
                              "and their buffers may still be written if the message comes");
     for (auto &l : late) {
-        l.first->tracker = nullptr;
         l.first->complete(l.first, &l.second);
     }
 }
@@ -419,17 +419,32 @@ efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadlin
     return &t->op;
 }
 
-void deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op) {
+bool deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op) {
     if (tracked == op) {
-        return;
+        return false;
     }
     auto *t = reinterpret_cast<Tracked *>(tracked);
-    {
-        std::lock_guard<std::mutex> guard(ctx->core->deadline_lock);
-        ctx->core->deadline.forget(&t->entry);
-        give_tracked(ctx->core, t);
+    efa_core *core = ctx->core;
+    bool told = false;
+    std::lock_guard<std::mutex> guard(core->deadline_lock);
+    if (t->failed.load(std::memory_order_acquire)) {
+        // The peer was declared lost between the tracking and the post
+        // (fail_tracked): an orphan now, which the provider never got.  A
+        // receive waited for the provider to hand it back, which it never
+        // will: its owner hears of this failed post instead.  Anything else
+        // had its owner told (tell_failed).
+        core->orphans.erase(t);
+        if (t->held_err) {
+            unhold(core, t);
+        } else {
+            told = true;
+        }
+    } else {
+        core->deadline.forget(&t->entry);
     }
+    give_tracked(core, t);
     op->tracker = nullptr;
+    return told;
 }
 
 bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer) {

@@ -296,7 +296,9 @@ int tracked_send(efa_ctx_t *ctx, fi_addr_t dest, efa_op_t *op, const char *call,
     const int rc = checked(ctx, call, post(&pop->fi_ctx));
     if (rc) {
         efa::inflight_done(ctx, pop);
-        efa::deadline_untrack(ctx, pop, op);
+        if (efa::deadline_untrack(ctx, pop, op)) {
+            return 0; // its owner was told of the peer's loss meanwhile: once is enough
+        }
     }
     return rc;
 }

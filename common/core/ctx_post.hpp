@@ -176,8 +176,8 @@ inline int tracked_post(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, efa::PeerDea
         return err;
     }
     int rc = post(pop);
-    if (rc) {
-        efa::deadline_untrack(ctx, pop, op);
+    if (rc && efa::deadline_untrack(ctx, pop, op)) {
+        return 0; // its owner was told of the peer's loss meanwhile: once is enough
     }
     return rc;
 }

@@ -199,8 +199,10 @@ extern "C" int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
     // thread meanwhile, and its stand-in, handed back, become another
     // operation's, which the cancel must not reach.
     std::unique_lock<std::mutex> lock(ctx->core->deadline_lock, std::defer_lock);
-    if (op->tracker) {
+    if (ctx->core->deadline_on) {
         lock.lock();
+    }
+    if (op->tracker) { // (set only while the deadline is on)
         efa_op_t *t = op->tracker;
         if (nullptr == t || !efa::tracked_stands_for(t, op)) {
             return -FI_ENOENT; // completed already

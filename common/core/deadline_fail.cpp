@@ -60,6 +60,17 @@ std::unordered_set<const efa_op_t *> take_unposted(const std::vector<Tracked *> 
     return {taken.begin(), taken.end()};
 }
 
+// An operation's owner about to be told of its failure no longer points
+// at its stand-in: cleared under deadline_lock (held), where efa_ctx_cancel
+// reads it.  A watch (flags 0) keeps pointing at its orphan, which lives
+// until close: an unwatch racing with the call, or after it, then says the
+// call is due (false) rather than that none will come.
+void told(Tracked *t) {
+    if (t->flags) {
+        t->owner->tracker = nullptr;
+    }
+}
+
 } // namespace
 
 // The stand-ins in 'failed' (taken from the deadline, marked failed
@@ -77,6 +88,7 @@ void fail_tracked(efa_core *core, const std::vector<Tracked *> &failed, int err,
     for (Tracked *t : failed) {
         if (unposted.count(&t->op)) {
             efa::inflight_done(t->ctx, &t->op);
+            told(t);
             tell->push_back(FailedOp{t->owner, t->flags});
             give_tracked(core, t); // nobody else ever had it
             continue;
@@ -91,6 +103,7 @@ void fail_tracked(efa_core *core, const std::vector<Tracked *> &failed, int err,
             (void)fi_cancel(&t->ctx->ep->fid, &t->op.fi_ctx);
             continue;
         }
+        told(t);
         tell->push_back(FailedOp{t->owner, t->flags});
     }
 }
@@ -98,12 +111,6 @@ void fail_tracked(efa_core *core, const std::vector<Tracked *> &failed, int err,
 void tell_failed(const std::vector<FailedOp> &ops, int err) {
     for (const FailedOp &f : ops) {
         efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
-        // A watch (flags 0) keeps pointing at its orphan, which lives until
-        // close: an unwatch racing with this call, or after it, then says
-        // the call is due (false) rather than that none will come.
-        if (f.flags) {
-            f.owner->tracker = nullptr;
-        }
         f.owner->complete(f.owner, &cqe);
     }
 }

@@ -76,6 +76,14 @@ void MsgFlow::dequeue_through(efa_flow_peer_t *p, void *last) {
     *link(last) = nullptr;
 }
 
+void MsgFlow::requeue_front(efa_flow_peer_t *p, void *first, void *last) {
+    *link(last) = p->head;
+    p->head = first;
+    if (!p->tail) {
+        p->tail = last;
+    }
+}
+
 int32_t MsgFlow::drain(bool (*drain_peer)(void *arg, efa_flow_peer_t *p), void *arg) {
     efa_flow_peer_t *prev = nullptr;
     for (efa_flow_peer_t *p = waiting_head; p;) {
@@ -132,6 +140,10 @@ void efa_flow_push_front(efa_flow_t *f, efa_flow_peer_t *p, void *item) {
 
 void efa_flow_dequeue_through(efa_flow_t *f, efa_flow_peer_t *p, void *last) {
     efa::MsgFlow::of(f)->dequeue_through(p, last);
+}
+
+void efa_flow_requeue_front(efa_flow_t *f, efa_flow_peer_t *p, void *first, void *last) {
+    efa::MsgFlow::of(f)->requeue_front(p, first, last);
 }
 
 int32_t efa_flow_drain(efa_flow_t *f, bool (*drain_peer)(void *arg, efa_flow_peer_t *p),

@@ -20,6 +20,7 @@ class MsgFlow : public efa_flow_t {
     void *pop(efa_flow_peer_t *p);
     void push_front(efa_flow_peer_t *p, void *item);
     void dequeue_through(efa_flow_peer_t *p, void *last);
+    void requeue_front(efa_flow_peer_t *p, void *first, void *last);
     int32_t drain(bool (*drain_peer)(void *arg, efa_flow_peer_t *p), void *arg);
 
   private:

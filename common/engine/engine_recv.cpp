@@ -65,9 +65,19 @@ int Engine::partner_done(efa_engine_req_t *req, bool matched) {
             wait_for_cancel(lock, req); // another thread's call of its cancel
         }
         // A cancel still queued is not called: the caller hands req back.
+        // Nor is this thread's own call of it (its cancel completed it in
+        // this thread) counted any longer: req, reused at once, must not
+        // wait on it.
         for (auto it = cancels_.begin(); it != cancels_.end(); ++it) {
             if (*it == req) {
                 cancels_.erase(it);
+                break;
+            }
+        }
+        const auto me = std::this_thread::get_id();
+        for (auto it = cancelling_.begin(); it != cancelling_.end(); ++it) {
+            if (it->req == req && it->by == me) {
+                cancelling_.erase(it);
                 break;
             }
         }

@@ -94,6 +94,9 @@ void efa_flow_push_front(efa_flow_t *f, efa_flow_peer_t *p, void *item);
 /* The queue's head up to 'last' (included) went: they leave the queue,
  * and last's link is cleared. */
 void efa_flow_dequeue_through(efa_flow_t *f, efa_flow_peer_t *p, void *last);
+/* Put the items first..last (chained, last's link clear) that
+ * efa_flow_dequeue_through took back at the head (they could not go). */
+void efa_flow_requeue_front(efa_flow_t *f, efa_flow_peer_t *p, void *first, void *last);
 
 /* Drain the waiting list in order: drain_peer posts what it can of one
  * peer's queue and its due credit message, and returns false when the

@@ -239,3 +239,42 @@ TEST_F(LostPeerPosts, AReceiveAtTheProviderFailsThroughItsCancelsCompletion) {
     EXPECT_LT(took, 0.9) << "shm's cancel did not come back: the grace ended it";
     EXPECT_EQ(ctx_->inflight.load(), inflight_);
 }
+
+// Another thread declares the peer lost between the post's tracking and a
+// post the provider refuses outright: the owner was told of the loss, so
+// the post is taken as made (told once, not also by the post's error), and
+// the stand-in, which the provider never got, is no orphan.
+TEST_F(LostPeerPosts, ASendRefusedAsItsPeerIsLostIsToldOnce) {
+    provider_.answers = {-FI_EINVAL};
+    CountedOp op;
+    const int rc = efa::post::tracked_post(
+        ctx_, peer_, &op.op, efa::post::kSend, FI_SEND | FI_TAGGED, [&](efa_op_t *pop) {
+            lose_peer();
+            return efa::post::submit(ctx_, ctx_->tx_backlog, "fi_tsend", pop, provider_.post(0));
+        });
+    EXPECT_EQ(rc, 0) << "the post's error besides the loss: its owner would hear twice";
+    EXPECT_EQ(op.completions, 1);
+    EXPECT_EQ(op.err, kLost);
+    EXPECT_EQ(op.op.tracker, nullptr);
+    EXPECT_TRUE(core_.core()->orphans.empty()) << "a stand-in the provider never got kept";
+    progress();
+    EXPECT_EQ(op.completions, 1);
+    EXPECT_EQ(ctx_->inflight.load(), inflight_);
+}
+
+// The same with a receive, whose owner waits for the provider to hand it
+// back: the provider never got it, so its owner hears of the post's error
+// (once), and nothing later (no release after the further timeout).
+TEST_F(LostPeerPosts, AReceiveRefusedAsItsPeerIsLostFailsItsPostOnly) {
+    provider_.answers = {-FI_EINVAL};
+    CountedOp op;
+    EXPECT_NE(recv(op, 0, true), 0);
+    EXPECT_EQ(op.completions, 0);
+    EXPECT_EQ(op.op.tracker, nullptr);
+    EXPECT_TRUE(core_.core()->orphans.empty());
+    EXPECT_TRUE(core_.core()->held_recvs.empty()) << "a receive the provider never got held";
+    usleep(1200 * 1000); // beyond the held receives' further peer_timeout
+    progress();
+    EXPECT_EQ(op.completions, 0) << "told again after its post failed";
+    EXPECT_EQ(ctx_->inflight.load(), inflight_);
+}

@@ -123,6 +123,29 @@ TEST_F(MsgFlow, QueuesKeepOrderAndPopAndPushFrontUndoEachOther) {
     EXPECT_EQ(efa_flow_pop(&flow_, p), nullptr);
 }
 
+// A batch's messages leave the queue before its post (its completion, in
+// another thread, walks them at once) and go back in order when the post
+// fails: into a queue still holding others, and into an emptied one.
+TEST_F(MsgFlow, ABatchTakenBeforeItsPostGoesBackInOrder) {
+    efa_flow_peer_t *p = &peers_[0];
+    for (int i = 0; i < 4; ++i) {
+        efa_flow_enqueue(&flow_, p, &items_[i]);
+    }
+    efa_flow_dequeue_through(&flow_, p, &items_[1]);
+    EXPECT_EQ(items_[1].next, nullptr) << "the batch's chain ends at its last message";
+    EXPECT_EQ(queued(p), (std::vector<int>{2, 3}));
+    efa_flow_requeue_front(&flow_, p, &items_[0], &items_[1]);
+    EXPECT_EQ(queued(p), (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(p->tail, &items_[3]);
+    efa_flow_dequeue_through(&flow_, p, &items_[3]);
+    EXPECT_EQ(p->head, nullptr);
+    efa_flow_requeue_front(&flow_, p, &items_[0], &items_[3]);
+    EXPECT_EQ(queued(p), (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(p->tail, &items_[3]) << "the tail of a queue emptied by the batch";
+    efa_flow_enqueue(&flow_, p, &items_[4]);
+    EXPECT_EQ(queued(p), (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
 // A drain that posts whole queues while the "provider" has room, recording
 // which peers it saw.
 struct Drain {
