@@ -71,4 +71,16 @@ static inline void ompi_mtl_efa_recv_buffer_done(mca_mtl_efa_request_t *req, siz
     }
 }
 
+/* A receive failed (not cancelled, not truncated): nothing is delivered,
+ * and a buffer of the component's own is dropped, never used again
+ * (efa_stage_drop): the provider may still write into it (a receive or a
+ * read the peer deadline gave up on). */
+static inline void ompi_mtl_efa_recv_buffer_failed(mca_mtl_efa_request_t *req) {
+    if (OPAL_UNLIKELY(NULL != req->device_buf)) {
+        ompi_mtl_efa_device_recv_done(req, 0, false); /* (drops its staging buffer) */
+    } else if (req->free_buffer) {
+        efa_stage_drop(req->buffer);
+    }
+}
+
 #endif

@@ -459,7 +459,11 @@ static void recv_done(efa_engine_req_t *r) {
                 status->MPI_ERROR = OMPI_ERROR;
             }
         }
-        ompi_mtl_efa_recv_buffer_done(req, status->_ucount, true);
+        if (OPAL_UNLIKELY(0 != r->err && -FI_ETRUNC != r->err)) {
+            ompi_mtl_efa_recv_buffer_failed(req);
+        } else {
+            ompi_mtl_efa_recv_buffer_done(req, status->_ucount, true);
+        }
     }
     req->super.completion_callback(&req->super);
 }

@@ -112,8 +112,9 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
                 status->MPI_ERROR = OMPI_ERROR;
             }
         }
-        if (EFA_PROTO_SYNC == efa_tag_codec_proto(&ompi_mtl_efa.codec, cqe->tag) &&
-            (OMPI_SUCCESS == status->MPI_ERROR || MPI_ERR_TRUNCATE == status->MPI_ERROR)) {
+        const bool failed =
+            OMPI_SUCCESS != status->MPI_ERROR && MPI_ERR_TRUNCATE != status->MPI_ERROR;
+        if (EFA_PROTO_SYNC == efa_tag_codec_proto(&ompi_mtl_efa.codec, cqe->tag) && !failed) {
             /* The data is here, but the sender's MPI_Ssend would wait for
              * ever: say so on this receive rather than nowhere. */
             int rc = send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG);
@@ -121,7 +122,11 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
                 status->MPI_ERROR = rc;
             }
         }
-        ompi_mtl_efa_recv_buffer_done(req, status->_ucount, true);
+        if (OPAL_UNLIKELY(failed)) {
+            ompi_mtl_efa_recv_buffer_failed(req);
+        } else {
+            ompi_mtl_efa_recv_buffer_done(req, status->_ucount, true);
+        }
     }
     req->super.completion_callback(&req->super);
 }

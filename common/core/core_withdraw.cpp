@@ -75,22 +75,35 @@ bool reply_from_receiver(efa_core *core, uint64_t id, fi_addr_t src) {
     return efa_core_source_ok(core, src, dest, "a withdraw reply");
 }
 
-// The answer (a reply, the receiver's loss, or the request's failure):
-// taken once, by whichever comes first.
-void settle(efa_core *core, uint64_t id, int result) {
-    efa_withdraw_t *w = nullptr;
-    {
-        std::lock_guard<std::mutex> guard(core->withdraw_lock);
-        auto it = core->withdraws_out.find(id);
-        if (it == core->withdraws_out.end()) {
-            return;
-        }
-        w = it->second;
-        core->withdraws_out.erase(it);
+// Request 'id' still waiting for its answer, taken (nullptr: taken already).
+efa_withdraw_t *take(efa_core *core, uint64_t id) {
+    std::lock_guard<std::mutex> guard(core->withdraw_lock);
+    auto it = core->withdraws_out.find(id);
+    if (it == core->withdraws_out.end()) {
+        return nullptr;
     }
+    efa_withdraw_t *w = it->second;
+    core->withdraws_out.erase(it);
+    return w;
+}
+
+// The answer (a reply, the receiver's loss, or the request's failure) for
+// a request this call took.  A withdrawal has three parts: the request's
+// send, the answer, and the watch, given back by the watch's own call or
+// when it ends without one (a call still due gives it back when it comes,
+// receiver_lost): until then w's memory is the core's.
+void settle_taken(efa_withdraw_t *w, int result, bool from_watch) {
     w->result = result;
-    efa_core_peer_unwatch(core, &w->watch);
+    if (from_watch || efa_core_peer_unwatch(w->core, &w->watch)) {
+        part_done(w); // the watch's part (never the last: the answer's is held)
+    }
     part_done(w);
+}
+
+void settle(efa_core *core, uint64_t id, int result) {
+    if (efa_withdraw_t *w = take(core, id)) {
+        settle_taken(w, result, false);
+    }
 }
 
 void request_sent(efa_op_t *op, const efa_cqe_t *cqe) {
@@ -103,7 +116,11 @@ void request_sent(efa_op_t *op, const efa_cqe_t *cqe) {
 
 void receiver_lost(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_withdraw_t *w = withdraw_of(op, offsetof(efa_withdraw_t, watch));
-    settle(w->core, w->id, cqe->err ? cqe->err : -FI_EHOSTUNREACH);
+    if (take(w->core, w->id) == w) {
+        settle_taken(w, cqe->err ? cqe->err : -FI_EHOSTUNREACH, true);
+    } else {
+        part_done(w); // answered already, the watch's call was due: its part
+    }
 }
 
 // --- the receiver's side ---
@@ -343,7 +360,7 @@ extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, si
     }
     w->core = core;
     w->dest = dest;
-    w->parts = 2; // the request's send, and the answer
+    w->parts = 3; // the request's send, the answer, the watch
     w->result = 0;
     w->send.complete = efa::request_sent;
     w->send.rx_class = EFA_RX_INTERNAL;
@@ -358,17 +375,31 @@ extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, si
     efa::put64(w->wire + 8, w->id);
     efa::put64(w->wire + 16, len);
     int rc = efa_core_addr_watch(core, ctx, dest, &w->watch);
-    if (!rc) {
-        rc = efa_ctx_tsend(ctx, w->wire, efa::kWire, nullptr, dest,
-                           efa::control::kProbeTag | efa::control::kWithdrawBit | core->probe_id, 0,
-                           &w->send);
-        if (rc) {
-            efa_core_peer_unwatch(core, &w->watch);
-        }
-    }
     if (rc) {
         std::lock_guard<std::mutex> guard(core->withdraw_lock);
         core->withdraws_out.erase(w->id);
+        return rc; // nothing holds w
     }
-    return rc;
+    rc = efa_ctx_tsend(ctx, w->wire, efa::kWire, nullptr, dest,
+                       efa::control::kProbeTag | efa::control::kWithdrawBit | core->probe_id, 0,
+                       &w->send);
+    if (!rc) {
+        return 0;
+    }
+    // The request did not go.  Its receiver lost meanwhile (another
+    // thread): that answer took the withdrawal, and the send's part is the
+    // last.  Else a watch that ends here leaves w to the caller; one whose
+    // call is due (the receiver just lost) ends the withdrawal with this
+    // error when it comes, and w stays the core's till then.
+    if (efa::take(core, w->id) != w) {
+        efa::part_done(w); // the send's part: done() now
+        return 0;
+    }
+    if (efa_core_peer_unwatch(core, &w->watch)) {
+        return rc;
+    }
+    w->result = rc;
+    efa::part_done(w); // the send's part
+    efa::part_done(w); // the answer's (the watch's part is held)
+    return 0;
 }

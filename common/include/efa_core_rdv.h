@@ -38,7 +38,8 @@ typedef struct efa_withdraw {
 bool efa_core_can_withdraw(const efa_core_t *core);
 /* Asks the process at 'dest' (ctx's address for it, the context the
  * message went out on) to withdraw the message of 'len' bytes with 'tag'.
- * 0: done will be called; else the request was not made (done will not be
+ * 0: done will be called (perhaps before this returns), and w is the
+ * core's until then; else the request was not made (done will not be
  * called). */
 int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, size_t len, efa_withdraw_t *w);
 

@@ -182,4 +182,36 @@ TEST_F(WithdrawFromStoppedChild, ALostReceiverEndsTheWaitWithAnError) {
     EXPECT_NE(result, -1000) << "no answer 15 s after the receiver stopped";
 }
 
+// The receiver declared lost at once, while the request's send and the
+// watch are both the core's: done is the last thing the withdrawal calls
+// (its memory is the caller's to free from there), with an error.
+TEST_F(WithdrawFromStoppedChild, ALostReceiverCallsNothingAfterDone) {
+    CoreTestOp send;
+    send_large(with_seq(4), &send, 0.5);
+    ASSERT_FALSE(send.done);
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    static int calls_after_done;
+    calls_after_done = 0;
+    Withdrawal w;
+    w.w.done = [](efa_withdraw_t *wd, int result) {
+        auto *self = reinterpret_cast<Withdrawal *>(wd);
+        self->done = true;
+        self->result = result;
+        // As if freed and reused: any later call of the watch is counted.
+        wd->watch.complete = [](efa_op_t *, const efa_cqe_t *) { ++calls_after_done; };
+        wd->send.complete = wd->watch.complete;
+    };
+    ASSERT_EQ(efa_ctx_withdraw(ctx_, peer_->addr[0], with_seq(4), kLarge, &w.w), 0);
+    efa_core_peer_lost(core_, peer_->addr[0], -FI_EHOSTUNREACH, "the unit test lost it");
+    wait_withdrawal(core_, w, 5);
+    for (int i = 0; i < 50; ++i) {
+        efa_core_progress(core_);
+        usleep(1000);
+    }
+    kill(child_, SIGCONT);
+    EXPECT_TRUE(w.done) << "the lost receiver's withdrawal never ended";
+    EXPECT_LT(w.result, 0);
+    EXPECT_EQ(calls_after_done, 0) << "the withdrawal's memory was used after done";
+}
+
 } // namespace
