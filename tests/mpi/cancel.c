@@ -16,8 +16,9 @@
  *              data -- never lost, duplicated or both.
  *   after:     ping-pong in both directions still works.
  *   sends (-x, -X): the even rank posts sends nobody has matched yet
- *              (-x: a small MPI_Issend; -X also a large MPI_Isend and a
- *              large MPI_Issend), cancels each and waits for it, which must
+ *              (-x: a small MPI_Issend; -X also a large MPI_Isend, a large
+ *              MPI_Issend and a large MPI_Ibsend, which pml cm completes
+ *              at its start), cancels each and waits for it, which must
  *              return (bounded MPI_Test loop); then it tells the odd rank
  *              which ones MPI_Test_cancelled reported.  A cancelled message
  *              must never arrive (Iprobe finds nothing), any other one must
@@ -216,14 +217,17 @@ static void sender(int peer, char *buf, int iters) {
 }
 
 #define TAG_SENDS 60
-#define SEND_CASES 3
+#define SEND_CASES 4
 #define HOLD_WAIT 2.0 /* seconds before a large send counts as held (-P) */
 
 static int allow_held; /* -P */
 
-/* Case i of the send cancels: its size and whether it is synchronous. */
+/* Case i of the send cancels: its size and its mode. */
 static size_t send_case_size(int i) {
     return i == 0 ? 100 : large;
+}
+static const char *send_case_mode(int i) {
+    return i == 1 ? "Isend" : i == 3 ? "Ibsend" : "Issend";
 }
 
 static void cancel_sends(int peer, char *buf, int ncases) {
@@ -231,7 +235,13 @@ static void cancel_sends(int peer, char *buf, int ncases) {
     int flags[2 * SEND_CASES] = {0};
     char *held_buf[SEND_CASES] = {NULL};
     MPI_Request held_req[SEND_CASES];
+    int bsend_size;
+    char *bsend;
 
+    MPI_Pack_size((int)large, MPI_BYTE, MPI_COMM_WORLD, &bsend_size);
+    bsend_size += MPI_BSEND_OVERHEAD;
+    bsend = tu_malloc((size_t)bsend_size);
+    MPI_Buffer_attach(bsend, bsend_size);
     for (int i = 0; i < ncases; i++) {
         size_t size = send_case_size(i);
         char *sbuf = tu_malloc(size);
@@ -243,6 +253,8 @@ static void cancel_sends(int peer, char *buf, int ncases) {
         tu_fill(sbuf, size, tu_seed(12, i, 0, 0));
         if (i == 1)
             MPI_Isend(sbuf, (int)size, MPI_BYTE, peer, TAG_SENDS + i, MPI_COMM_WORLD, &req);
+        else if (i == 3)
+            MPI_Ibsend(sbuf, (int)size, MPI_BYTE, peer, TAG_SENDS + i, MPI_COMM_WORLD, &req);
         else
             MPI_Issend(sbuf, (int)size, MPI_BYTE, peer, TAG_SENDS + i, MPI_COMM_WORLD, &req);
         MPI_Cancel(&req);
@@ -258,7 +270,7 @@ static void cancel_sends(int peer, char *buf, int ncases) {
             TU_ASSERT(done || waited < limit,
                       "send case %d (%zu bytes, %s): MPI_Test after MPI_Cancel not complete after "
                       "%.0f s (the receiver has posted nothing)",
-                      i, size, i == 1 ? "Isend" : "Issend", limit);
+                      i, size, send_case_mode(i), limit);
         } while (!done);
         if (!done) {
             flags[SEND_CASES + i] = 1;
@@ -294,6 +306,9 @@ static void cancel_sends(int peer, char *buf, int ncases) {
                   i, send_case_size(i));
         free(held_buf[i]);
     }
+    /* (waits for a buffered message the provider still carries) */
+    MPI_Buffer_detach(&bsend, &bsend_size);
+    free(bsend);
 }
 
 /* Returns how many sends were reported cancelled; *held how many were
@@ -308,7 +323,7 @@ static int cancelled_sends_recv(int peer, char *buf, int ncases, int *held) {
         char what[96];
         MPI_Status st;
 
-        snprintf(what, sizeof(what), "send case %d (%zu bytes) %s", i, size,
+        snprintf(what, sizeof(what), "send case %d (%zu bytes, %s) %s", i, size, send_case_mode(i),
                  flags[SEND_CASES + i] ? "held until the receive was posted"
                  : flags[i]            ? "reported cancelled"
                                        : "reported not cancelled");
