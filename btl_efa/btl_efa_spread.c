@@ -293,16 +293,18 @@ int mca_btl_efa_spread_send_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
         rail = next;
     }
     if (0 == rc) {
-        if (frag->rail > 0) {
+        /* (rail, not frag->rail: the fragment may have completed in
+         * another thread and gone to its next message already) */
+        if (rail > 0) {
             ++btl->spread.sent;
         } else {
             ++btl->spread.numbered_first;
         }
-        btl->spread.sent_back += (ep->rails_retaken >> frag->rail) & 1u;
+        btl->spread.sent_back += (ep->rails_retaken >> rail) & 1u;
         if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
-            mca_btl_efa_component.test.forge_src > 0 && frag->rail > 0) {
-            forge_over_rail(btl, ep, frag, len + EFA_BTL_SEQ_BYTES, frag->rail,
-                            efa_peer_rail_addr(ep->peer, frag->rail, 0, btl->spread.nctx));
+            mca_btl_efa_component.test.forge_src > 0 && rail > 0) {
+            forge_over_rail(btl, ep, frag, len + EFA_BTL_SEQ_BYTES, rail,
+                            efa_peer_rail_addr(ep->peer, rail, 0, btl->spread.nctx));
         }
         return 0;
     }

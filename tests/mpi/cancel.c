@@ -235,12 +235,9 @@ static void cancel_sends(int peer, char *buf, int ncases) {
     int flags[2 * SEND_CASES] = {0};
     char *held_buf[SEND_CASES] = {NULL};
     MPI_Request held_req[SEND_CASES];
-    int bsend_size;
-    char *bsend;
+    int bsend_size = (int)large + MPI_BSEND_OVERHEAD; /* (MPI_BYTE packs as it is) */
+    char *bsend = tu_malloc((size_t)bsend_size);
 
-    MPI_Pack_size((int)large, MPI_BYTE, MPI_COMM_WORLD, &bsend_size);
-    bsend_size += MPI_BSEND_OVERHEAD;
-    bsend = tu_malloc((size_t)bsend_size);
     MPI_Buffer_attach(bsend, bsend_size);
     for (int i = 0; i < ncases; i++) {
         size_t size = send_case_size(i);
