@@ -104,7 +104,7 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         // (its cancel, above all) fails with the peer's loss.
         efa_cqe_t c = *cqe;
         if (c.err) {
-            c = efa_cqe_t{held_err, flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
+            c = efa_cqe_t{held_err, flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false, false};
         }
         owner->complete(owner, &c);
     }
@@ -222,8 +222,8 @@ void release_held(efa_core *core, uint64_t now) {
                 ++i;
                 continue;
             }
-            late.push_back(
-                {t->owner, efa_cqe_t{t->held_err, t->flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false}});
+            late.push_back({t->owner, efa_cqe_t{t->held_err, t->flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL,
+                                                false, true}});
             t->owner->tracker = nullptr; // (under the lock: efa_ctx_cancel reads it there)
             unhold(core, t);             // its hand-back, if any, now only frees it
         }

@@ -303,7 +303,7 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
         rc = efa_ctx_tsend(ctx, nullptr, 0, nullptr, dest, tag, data, tagged);
     }
     if (rc) {
-        efa_cqe_t failed{rc, FI_SEND | FI_TAGGED, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
+        efa_cqe_t failed{rc, FI_SEND | FI_TAGGED, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false, false};
         if (efa::take_offer(core, o->id)) {
             efa::settle(o, rc, false);
         }

@@ -87,7 +87,7 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
         bool taken = false;
         if (failed[i]) { // an inject has no operation to fail
             efa::inflight_done(ctx, failed[i]);
-            efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, true};
+            efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, true, false};
             (void)efa::post::take_refusal_taken();
             failed[i]->complete(failed[i], &cqe);
             taken = efa::post::take_refusal_taken();
@@ -99,7 +99,7 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
     }
     for (efa_op_t *op : dropped) { // back to the deadline, which tells the owner if need be
         efa::inflight_done(ctx, op);
-        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
+        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false, false};
         op->complete(op, &cqe);
     }
 }
@@ -205,9 +205,15 @@ __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
                     efa::source_unchecked(ctx->core);
                 }
             }
-            efa_cqe_t cqe{
-                0,    entries[i].flags, entries[i].tag, entries[i].data, entries[i].len, 0, src,
-                false};
+            efa_cqe_t cqe{0,
+                          entries[i].flags,
+                          entries[i].tag,
+                          entries[i].data,
+                          entries[i].len,
+                          0,
+                          src,
+                          false,
+                          false};
             op->complete(op, &cqe);
         }
         return static_cast<int>(n);

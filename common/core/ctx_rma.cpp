@@ -229,7 +229,7 @@ extern "C" int efa_ctx_cancel(efa_ctx_t *ctx, efa_op_t *op) {
             lock.unlock(); // (its completion takes it; nobody else has op now)
         }
         efa::inflight_done(ctx, op);
-        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
+        efa_cqe_t cqe{-FI_ECANCELED, 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false, false};
         op->complete(op, &cqe);
         return 0;
     }

@@ -89,7 +89,7 @@ void fail_tracked(efa_core *core, const std::vector<Tracked *> &failed, int err,
         if (unposted.count(&t->op)) {
             efa::inflight_done(t->ctx, &t->op);
             told(t);
-            tell->push_back(FailedOp{t->owner, t->flags});
+            tell->push_back(FailedOp{t->owner, t->flags, false});
             give_tracked(core, t); // nobody else ever had it
             continue;
         }
@@ -104,13 +104,13 @@ void fail_tracked(efa_core *core, const std::vector<Tracked *> &failed, int err,
             continue;
         }
         told(t);
-        tell->push_back(FailedOp{t->owner, t->flags});
+        tell->push_back(FailedOp{t->owner, t->flags, true});
     }
 }
 
 void tell_failed(const std::vector<FailedOp> &ops, int err) {
     for (const FailedOp &f : ops) {
-        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false};
+        efa_cqe_t cqe{err, f.flags, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false, f.orphaned};
         f.owner->complete(f.owner, &cqe);
     }
 }

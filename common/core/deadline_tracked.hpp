@@ -54,6 +54,7 @@ void give_tracked(efa_core *core, Tracked *t);
 struct FailedOp {
     efa_op_t *owner;
     uint64_t flags;
+    bool orphaned; // the provider still holds it (efa_cqe_t.orphaned)
 };
 // Every address of the process 'addr' belongs to (one per context on the
 // first rail), and its name; {addr} for an address of no peer.

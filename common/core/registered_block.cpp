@@ -2,12 +2,21 @@
 #include "registered_block.hpp"
 
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
 
 namespace efa {
+
+void RegisteredBlock::keep_for_provider() const {
+    static std::mutex lock;
+    static auto *kept = new std::vector<char *>(); // (never destroyed: read at exit)
+    std::lock_guard<std::mutex> guard(lock);
+    kept->push_back(data);
+}
 
 int RegisteredBlock::make(efa_core_t *core, size_t len, size_t align, uint64_t access) {
     void *p = nullptr;

@@ -36,6 +36,10 @@ struct RegisteredBlock {
     // Drops the registration only: the provider may still write into the
     // memory until the endpoints close, but the domain is about to go.
     void unregister(efa_core_t *core);
+    // Never freed: the provider may still read or write the memory when
+    // its owner goes (an operation it holds of a lost peer).  Kept on a
+    // list for the process's life, where a leak checker finds it held.
+    void keep_for_provider() const;
 };
 
 } // namespace efa

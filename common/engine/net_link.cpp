@@ -54,7 +54,10 @@ NetLink::~NetLink() {
         }
     }
     if (inflight_ || retired_) {
-        return; // leaked on purpose: see above, and fail_over
+        for (const efa::RegisteredBlock &s : slabs_) {
+            s.keep_for_provider(); // see above, fail_over and release
+        }
+        return;
     }
     for (efa::RegisteredBlock &s : slabs_) {
         s.release(params_.core, true);
@@ -358,6 +361,7 @@ void NetLink::abandon(Peer *p, int err) {
 
 void NetLink::on_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *b = reinterpret_cast<Buf *>(op);
+    b->orphaned = cqe->orphaned;
     b->link->sent_(b->link->owner_, b, b->peer, cqe->err);
 }
 
@@ -365,8 +369,17 @@ void NetLink::release(Buf *b) {
     Peer *p = b->peer;
     --p->inflight;
     --inflight_;
-    b->next_free = free_;
-    free_ = b;
+    if (__builtin_expect(b->orphaned, 0)) {
+        // A peer declared lost while the provider held the message: a
+        // peer that is alive after all could still get these bytes, so
+        // they are never overwritten with another peer's message.
+        b->op.complete = efa_op_complete_nothing;
+        ++retired_;
+        ++stats_.retired;
+    } else {
+        b->next_free = free_;
+        free_ = b;
+    }
     if (p->open && !p->waiting && p->inflight < params_.window) {
         post(p);
     }

@@ -192,6 +192,7 @@ struct NetStats {
     uint64_t rail_peers = 0;  // peers whose messages went over a rail beside the first
     uint64_t rail_sent = 0;   // ... messages (and grants) posted there
     uint64_t failed_over = 0; // messages posted again over the home rail (their rail failed)
+    uint64_t retired = 0;     // buffers never used again: the provider may still read them
     uint64_t turn_peers = 0;  // peers whose longer messages take several rails in turn
     uint64_t turns = 0;       // ... messages sent over a rail beside the first in turn
     uint64_t taken_back = 0;  // rails a peer's messages took again once the core put them back
@@ -214,6 +215,9 @@ class NetLink {
         size_t used;
         uint32_t frames;
         int rail; // where it was posted
+        // Its failure came while the provider still held it
+        // (efa_cqe_t.orphaned): release() never uses it again.
+        bool orphaned;
         Buf *next_free;
     };
     struct Peer {
@@ -304,7 +308,8 @@ class NetLink {
     void *reserve(Peer *p, size_t len);
     void commit(Peer *p, size_t len);
     // A completed message's buffer goes back (called by the owner's
-    // 'sent' handler, under its lock); p's open message may go now.
+    // 'sent' handler, under its lock); p's open message may go now.  One
+    // the provider may still read (orphaned) is retired instead.
     void release(Buf *b);
     // b's post failed (err from its completion): its rail leaves the peer
     // and b goes again over the peer's home rail, with its peer from now
@@ -390,7 +395,7 @@ class NetLink {
     uint32_t nbufs_ = 0;
     uint32_t inflight_ = 0;
     uint32_t open_ = 0;    // peers with an open message
-    uint32_t retired_ = 0; // buffers failed over and never used again (fail_over)
+    uint32_t retired_ = 0; // buffers never used again (fail_over, orphaned)
     uint32_t kept_ = 0;    // injected messages' buffers kept (Peer::kept), all peers
     std::vector<Peer *> waiting_;
     std::vector<Peer *> injected_; // peers with injected set

@@ -52,6 +52,12 @@ typedef struct efa_cqe {
      * backlog, failed when progress made it (err says why).  Nothing of it
      * was sent or matched, so its owner may post it again. */
     bool unposted;
+    /* A failure the core reports (a lost peer) while the provider still
+     * holds the operation: the provider may read (a send) or write (a
+     * receive) its buffer until it hands the operation back or the
+     * endpoint closes.  Its owner must not give the buffer to anything
+     * else (a fresh one for what comes next). */
+    bool orphaned;
 } efa_cqe_t;
 
 /* What a receive's completion means for the message it was posted for.

@@ -251,7 +251,7 @@ TEST(CoreDeadline, ASecondCompletionOfAStandInIsIgnored) {
                                             efa::PeerDeadline::Kind::Recv, FI_RECV, &err);
     ASSERT_NE(standin, nullptr) << err;
     ASSERT_NE(standin, &first.op) << "the deadline is on: a stand-in goes to the provider";
-    const efa_cqe_t cqe{0, FI_RECV | FI_TAGGED, 5, 0, 1, 0, FI_ADDR_NOTAVAIL, false};
+    const efa_cqe_t cqe{0, FI_RECV | FI_TAGGED, 5, 0, 1, 0, FI_ADDR_NOTAVAIL, false, false};
     standin->complete(standin, &cqe);
     EXPECT_EQ(completions, 1);
     EXPECT_EQ(s.core->stale_completions.load(), 0u);

@@ -36,12 +36,14 @@ struct CountedOp {
     int completions = 0;
     int err = 1;
     size_t len = 0;
+    bool orphaned = false; // the last completion said the provider still holds it
     CountedOp() {
         op.complete = [](efa_op_t *o, const efa_cqe_t *c) {
             auto *self = reinterpret_cast<CountedOp *>(o);
             ++self->completions;
             self->err = c->err;
             self->len = c->len;
+            self->orphaned = c->orphaned;
         };
         op.rx_class = EFA_RX_USER;
     }
@@ -89,7 +91,7 @@ class LostPeerPosts : public ::testing::Test {
     void hand_back(efa_op_t *standin, int err, size_t len = 0) {
         efa::post::release_slot(ctx_, standin);
         efa::inflight_done(ctx_, standin);
-        efa_cqe_t cqe{err, FI_RECV | FI_TAGGED, 0, 0, len, 0, FI_ADDR_NOTAVAIL, false};
+        efa_cqe_t cqe{err, FI_RECV | FI_TAGGED, 0, 0, len, 0, FI_ADDR_NOTAVAIL, false, false};
         standin->complete(standin, &cqe);
     }
 
@@ -110,6 +112,7 @@ TEST_F(LostPeerPosts, ASendWaitingInTheBacklogIsNeverPostedOnceItsPeerIsLost) {
     lose_peer();
     EXPECT_EQ(op.completions, 1);
     EXPECT_EQ(op.err, kLost);
+    EXPECT_FALSE(op.orphaned) << "the provider never had it: its buffer is free";
     EXPECT_EQ(ctx_->tx_backlog.size.load(), 0u) << "the failed send still waits to be posted";
     progress();
     EXPECT_TRUE(provider_.accepted.empty())
@@ -169,6 +172,29 @@ TEST_F(LostPeerPosts, AReceiveThatJoinsTheBacklogAsItsPeerIsLostIsDroppedByTheFl
     EXPECT_EQ(ctx_->inflight.load(), inflight_);
 }
 
+// A send the provider holds (not handed back yet): its owner is told at
+// once, and told that the provider may still read its buffer, so that the
+// buffer is not given to another message; the provider's late hand-back
+// tells nobody.
+TEST_F(LostPeerPosts, ASendTheProviderHoldsFailsAtOnceAsOrphaned) {
+    CountedOp op;
+    ASSERT_EQ(send(op, 0), 0);
+    ASSERT_EQ(provider_.accepted.size(), 1u);
+    efa_op_t *standin = op.op.tracker;
+    ASSERT_NE(standin, nullptr);
+    lose_peer();
+    EXPECT_EQ(op.completions, 1);
+    EXPECT_EQ(op.err, kLost);
+    EXPECT_TRUE(op.orphaned) << "its owner would reuse a buffer the provider may still read";
+    EXPECT_EQ(core_.core()->orphans.size(), 1u);
+    efa::post::release_slot(ctx_, standin);
+    efa::inflight_done(ctx_, standin);
+    efa_cqe_t cqe{0, FI_SEND | FI_TAGGED, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false, false};
+    standin->complete(standin, &cqe);
+    EXPECT_EQ(op.completions, 1) << "the late hand-back reached the owner";
+    EXPECT_TRUE(core_.core()->orphans.empty());
+}
+
 // A receive the provider holds (matched to a message that is still
 // arriving, say): cancelled, but its owner hears only when the provider
 // gives the buffer back.
@@ -184,6 +210,7 @@ TEST_F(LostPeerPosts, AReceiveTheProviderHoldsFailsOnlyWhenTheProviderHandsItBac
     hand_back(standin, -FI_ECANCELED);
     EXPECT_EQ(op.completions, 1);
     EXPECT_EQ(op.err, kLost) << "a cancel the owner never asked for reads as the peer's loss";
+    EXPECT_FALSE(op.orphaned) << "handed back: the provider is done with the buffer";
     EXPECT_EQ(op.op.tracker, nullptr);
     progress();
     EXPECT_EQ(op.completions, 1);
@@ -219,6 +246,7 @@ TEST_F(LostPeerPosts, AReceiveTheProviderKeepsFailsAfterAFurtherTimeout) {
     }
     ASSERT_EQ(op.completions, 1) << "the owner of a receive the provider kept was never told";
     EXPECT_EQ(op.err, kLost);
+    EXPECT_TRUE(op.orphaned) << "the provider may still write the buffer: its owner must know";
     EXPECT_GE(took, 0.9) << "told before the provider had its grace";
     EXPECT_LE(took, 3.0);
     hand_back(standin, -FI_ECANCELED); // late: frees the stand-in, tells nobody
