@@ -504,14 +504,18 @@ static void partner_cancel(efa_engine_req_t *r) {
 int ompi_mtl_efa_engine_irecv_partnered(struct ompi_communicator_t *comm, int tag,
                                         mca_mtl_efa_request_t *req) {
     prepare(req);
-    req->by_engine = false; /* completes through the provider's half, or the engine's */
+    /* Matched at its post, the engine's alone (MPI_Cancel asks it): set
+     * before the call, as another thread may complete it before the call
+     * returns; a receive posted as a dual one (0) completes through the
+     * provider's half, or the engine's at partner_done. */
+    req->by_engine = true;
     req->on.partner_cancel = partner_cancel;
     int rc = efa_engine_recv_partnered(ompi_mtl_efa.engine, mtl_efa_comm_cid(comm), EFA_ENGINE_ANY,
                                        MPI_ANY_TAG == tag ? EFA_ENGINE_ANY : tag, &req->on);
     if (1 == rc) {
         recv_done(&req->on);
-    } else if (EFA_ENGINE_MATCHED_LATER == rc) {
-        req->by_engine = true; /* the engine's alone now (MPI_Cancel asks it) */
+    } else if (rc <= 0) {
+        req->by_engine = false;
     }
     return rc < 0 ? mca_common_efa_fi_to_opal(rc) : rc;
 }

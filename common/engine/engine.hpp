@@ -284,9 +284,15 @@ class Engine {
     efa_engine_card_t my_card() const;
     uint64_t dropped() const {
         // (poll_inbox_: this engine's inbox, its own or the node's)
-        return stats.dropped + (poll_inbox_ ? poll_inbox_->dropped() : 0) + order_.dropped();
+        // (read without the lock, as drop() and the order's counts are written)
+        return __atomic_load_n(&stats.dropped, __ATOMIC_RELAXED) +
+               (poll_inbox_ ? poll_inbox_->dropped() : 0) + order_.dropped();
     }
     size_t eager_max() const { return eager_max_; }
+    // Test only: run in recv_partnered once post_recv released the lock,
+    // where another thread's progress may come (EnginePartner).
+    void (*after_partner_post)(void *) = nullptr;
+    void *after_partner_post_arg = nullptr;
     void get_stats(efa_engine_stats_t *out) const;
     efa_engine_stats_t stats{};
 

@@ -287,8 +287,9 @@ bool Engine::hand_over(Message *m) {
 }
 
 // A corrupted frame: counted (the MTL reports the count), never followed.
+// (Atomic: the MTL's progress reads it without the engine's lock.)
 bool Engine::drop() {
-    ++stats.dropped;
+    __atomic_fetch_add(&stats.dropped, 1, __ATOMIC_RELAXED);
     return true;
 }
 

@@ -35,7 +35,16 @@ int Engine::post_recv(uint32_t cid, int32_t src, int32_t tag, efa_engine_req_t *
         return 0;
     }
     req->state = kIdle;
-    return take(m, req) ? 1 : 0;
+    // Matched at its post: a partnered receive is the engine's alone, said
+    // here under the lock.  Once it is released, another thread's progress
+    // may hold the message for it (were it still a partner) or complete it
+    // (the bytes of an RTS it took), so nothing of req is read after.
+    const bool partnered = flags & kReqPartner;
+    req->flags = static_cast<uint8_t>(req->flags & ~(kReqPartner | kReqArmed));
+    if (take(m, req)) {
+        return 1;
+    }
+    return partnered ? EFA_ENGINE_MATCHED_LATER : 0; // (took an RTS: the bytes follow)
 }
 
 int Engine::recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_engine_req_t *req) {
@@ -45,13 +54,13 @@ int Engine::recv_partnered(uint32_t cid, int32_t src, int32_t tag, efa_engine_re
         // that came in one provider message.
         return -FI_EOPNOTSUPP;
     }
+    // 0: posted, a partner until partner_done, whatever another thread's
+    // progress does with it meanwhile (a message it holds for it waits
+    // for partner_armed); 1 or EFA_ENGINE_MATCHED_LATER: decided under the
+    // lock (post_recv).
     const int rc = post_recv(cid, src, tag, req, kReqPartner);
-    if (0 == rc && kPosted != req->state) {
-        req->flags = 0;
-        return EFA_ENGINE_MATCHED_LATER; // took an RTS: the bytes follow
-    }
-    if (1 == rc) {
-        req->flags = 0;
+    if (__builtin_expect(nullptr != after_partner_post, 0)) {
+        after_partner_post(after_partner_post_arg);
     }
     return rc;
 }

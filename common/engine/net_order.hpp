@@ -45,7 +45,7 @@ class NetOrder {
     template <class F>
     Verdict arrive(uint32_t sender, uint64_t seq, const uint8_t *msg, size_t len, F &&deliver) {
         if (sender >= next_.size()) {
-            ++dropped_;
+            __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
             return Verdict::kTooFar;
         }
         uint64_t &next = next_[sender];
@@ -55,7 +55,7 @@ class NetOrder {
         }
         if (seq != next) {
             if (seq - next > window_) {
-                ++dropped_;
+                __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
                 return Verdict::kTooFar;
             }
             if (held_[sender].count(seq)) {
@@ -135,7 +135,8 @@ class NetOrder {
     // The most bytes ever held for one sender.
     size_t held_bytes_max() const { return held_bytes_max_; }
     uint64_t reordered() const { return reordered_; }
-    uint64_t dropped() const { return dropped_; }
+    // (read without the engine's lock: atomic)
+    uint64_t dropped() const { return __atomic_load_n(&dropped_, __ATOMIC_RELAXED); }
     // Copies of messages handed on or held already (a message sent again
     // over another rail after its own failed, though it had come): no
     // corruption, not among dropped().

@@ -126,7 +126,9 @@ void efa_ring_consumer_rescan(efa_ring_consumer_t *c);
 typedef bool (*efa_ring_frame_fn)(void *arg, uint32_t ring, void *frame, size_t len);
 
 /* Hand up to budget waiting frames of rings [first, first + count) to
- * fn(arg, ring - first, frame, len), in ring order; returns how many.  A
+ * fn(arg, ring - first, frame, len), in ring order; returns how many slots
+ * it consumed (a corrupted frame, skipped, counts: a sender writing only
+ * those must not keep one poll going for ever).  A
  * poll while another runs (another thread, or fn polling again) returns 0
  * at once.  Always inlined: fn, a constant at the call site, is then
  * inlined into the loop. */
@@ -191,10 +193,10 @@ static inline __attribute__((always_inline)) int efa_ring_consume(efa_ring_consu
                     efa_ring_prefetch_frame(s, frame_end);
                 }
                 more = fn(arg, r - first, s + EFA_RING_SLOT_HEADER, (size_t)len);
-                ++n;
             } else {
                 __atomic_fetch_add(&c->dropped, 1, __ATOMIC_RELAXED); /* skipped */
             }
+            ++n;
             c->tails[r] = t;
             __atomic_store_n((uint64_t *)(ctl + EFA_RING_TAIL_OFFSET), t, __ATOMIC_RELEASE);
             if (!more) {

@@ -147,8 +147,8 @@ class Inbox {
     // Hand up to 'budget' waiting frames to deliver(ring, frame, len), in
     // ring order; the frame is valid until deliver returns.  A deliver that
     // returns bool stops the poll after this frame by returning false.
-    // Returns the number delivered.  A poll while another is running (another thread,
-    // or deliver itself polling) returns 0 at once.
+    // Returns the slots consumed (delivered, or dropped as corrupted).  A poll while another is
+    // running (another thread, or deliver itself polling) returns 0 at once.
     template <class F> int poll(F &&deliver, int budget) {
         return poll_range(0, geo_.nrings, static_cast<F &&>(deliver), budget);
     }

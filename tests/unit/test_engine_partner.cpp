@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "efa_engine.h"
+#include "engine.hpp"
 #include "engine_pair.hpp"
 #include "engine_test_req.hpp"
 
@@ -169,6 +170,45 @@ TEST_F(EnginePartner, HeldRendezvousIsReadAfterTheCancel) {
     EXPECT_EQ(1, efa_engine_partner_done(b, &p.r.on, false));
     ASSERT_TRUE(until([&] { return p.r.completions == 1 && s.completions == 1; }));
     EXPECT_EQ(big, got);
+}
+
+// With threads, another thread's progress may hold a message for the
+// receive between the post's lock and the call's return: the receive was
+// posted (0), so its caller posts the other half and arms it, and the
+// held message is delivered after that half's cancel.  (Deciding after
+// the lock, the call took the held receive for one matched at its post:
+// the other half was never posted, nothing released the hold, and the
+// engine stopped reading its rings for good.)  The hook runs that
+// progress at exactly that point, in this thread.
+TEST_F(EnginePartner, AMessageHeldAsThePostReturnsLeavesTheReceivePosted) {
+    thread_safe = true;
+    open();
+    Req s;
+    const auto data = pattern(20, 6);
+    EXPECT_EQ(1, send(a, s, 1, data, 8)); // in b's ring, not read yet
+    efa::engine::Engine *eb = b->engine.get();
+    eb->after_partner_post = [](void *e) {
+        for (int i = 0; i < 10; ++i) {
+            efa_engine_progress(static_cast<efa_engine_t *>(e));
+        }
+    };
+    eb->after_partner_post_arg = b;
+    PartnerReq p;
+    std::vector<uint8_t> got(20);
+    p.r.on.complete = on_complete;
+    p.r.on.partner_cancel = on_partner_cancel;
+    p.r.on.buf = got.data();
+    p.r.on.buflen = got.size();
+    const int rc = efa_engine_recv_partnered(b, 3, EFA_ENGINE_ANY, 8, &p.r.on);
+    eb->after_partner_post = nullptr;
+    ASSERT_EQ(0, rc) << "a receive held after its post taken for one matched at it";
+    EXPECT_EQ(1u, received(b)); // the hook's progress matched and held it
+    EXPECT_EQ(0, p.cancels);
+    efa_engine_partner_armed(b, &p.r.on);
+    EXPECT_EQ(1, p.cancels);
+    EXPECT_EQ(1, efa_engine_partner_done(b, &p.r.on, false));
+    EXPECT_EQ(1, p.r.completions);
+    EXPECT_EQ(data, got);
 }
 
 // With threads, the provider's half can complete in one thread while

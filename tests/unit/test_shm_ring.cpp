@@ -429,6 +429,34 @@ TEST(ShmRing, OwnerIgnoresTheSharedHeaderAndDropsBadLengths) {
     EXPECT_EQ(drain(*in).size(), 1u);
 }
 
+// Corrupted slots count against a poll's budget: a sender writing nothing
+// else, as fast as the owner frees them, must not keep one poll going for
+// ever (with the engine's lock held, every other thread waiting on it).
+TEST(ShmRing, CorruptedSlotsCountAgainstThePollsBudget) {
+    int err = 0;
+    const std::string path = temp_path("budget");
+    auto in = Inbox::create(path, geo(2, 4, 128), err);
+    ASSERT_NE(in, nullptr) << err;
+    auto out = Outbox::attach(path, 1, in->cookie(), err);
+    ASSERT_NE(out, nullptr) << err;
+    const char msg[] = "corrupted";
+    const uint32_t huge = 1u << 30;
+    for (int slot = 0; slot < 4; ++slot) {
+        ASSERT_EQ(0, out->send(msg, sizeof(msg)));
+        const off_t at = static_cast<off_t>(efa::shm::kPage + geo(2, 4, 128).ring_bytes() +
+                                            efa::shm::kRingControl + slot * 128);
+        poke(path, at, &huge, sizeof(huge));
+    }
+    int calls = 0;
+    EXPECT_EQ(2, in->poll([&](uint32_t, void *, size_t) { ++calls; }, 2));
+    EXPECT_EQ(calls, 0);
+    EXPECT_EQ(in->dropped(), 2u) << "the poll went on past its budget";
+    EXPECT_EQ(2, in->poll([&](uint32_t, void *, size_t) { ++calls; }, 2));
+    EXPECT_EQ(in->dropped(), 4u);
+    ASSERT_EQ(0, out->send(msg, sizeof(msg)));
+    EXPECT_EQ(drain(*in).size(), 1u);
+}
+
 // A sender's wake rings the owner's doorbell, in another process too (the
 // header page stays mapped by the outbox), and leaves the frames alone.
 TEST(ShmRing, WakeRingsTheOwnersDoorbell) {
