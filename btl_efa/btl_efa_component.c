@@ -56,11 +56,17 @@ static const char *const copies[] = {"auto", "cma", "none", NULL};
  * onnode_slot_size are synonyms of the common parameters
  * (common_efa_onnode_*): one inbox per process. */
 static const mca_common_efa_param_t table[] = {
-    {"send_window", MCA_BASE_VAR_TYPE_INT, C(send_window), .level = OPAL_INFO_LVL_5,
+    /* (credits travel as 16 bits) */
+    {"send_window", MCA_BASE_VAR_TYPE_INT, C(send_window), .lo = 0, .hi = 65535,
+     .allowed = "0 (auto) to 65535 messages", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Messages in flight to one peer before waiting for the peer to return credits (0: "
-             "as many as a context keeps receive buffers posted, at least 8)"},
-    {"rma_window", MCA_BASE_VAR_TYPE_INT, C(rma_window), .def = 4, .level = OPAL_INFO_LVL_5,
-     .help = "Chunks of one put or get in flight; each answered chunk lets the next one go"},
+             "as many as a context keeps receive buffers posted, at least 8; at most 65535)"},
+    /* Each chunk holds a registered fragment until answered: a window of
+     * millions would hold a whole large put's worth of them. */
+    {"rma_window", MCA_BASE_VAR_TYPE_INT, C(rma_window), .def = 4, .lo = 1, .hi = 1024,
+     .allowed = "1 to 1024 chunks", NUMBER, .level = OPAL_INFO_LVL_5,
+     .help = "Chunks of one put or get in flight; each answered chunk lets the next one go (1 "
+             "to 1024)"},
     {"rma_timeout", MCA_BASE_VAR_TYPE_INT, C(rma_timeout), .def = 120, .lo = 1, .hi = 86400,
      .allowed = "1 to 86400 seconds", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Seconds a one-sided operation executed by the target may go without an answer "
@@ -73,15 +79,17 @@ static const mca_common_efa_param_t table[] = {
              "instead of waiting for ever; a watched peer must then enter MPI at least once per "
              "timeout (docs/RELIABILITY.md)"},
     {"rma_max_transfer", MCA_BASE_VAR_TYPE_SIZE_T, C(rma_max_transfer),
-     .lo = EFA_BTL_MIN_RMA_TRANSFER, .hi = MCA_COMMON_EFA_NO_MAX, .zero_ok = true,
+     .lo = EFA_BTL_MIN_RMA_TRANSFER, .hi = 1LL << 40, .zero_ok = true,
      /* A limit of a few bytes would turn one put into millions of
       * operations; below a page nothing is worth testing either. */
-     .allowed = "0 (the provider's limit) or at least " STR(EFA_BTL_MIN_RMA_TRANSFER) " bytes",
+     .allowed = "0 (the provider's limit) or " STR(EFA_BTL_MIN_RMA_TRANSFER) " to 2^40 bytes",
      NUMBER, .level = OPAL_INFO_LVL_9,
      .help = "Largest single RDMA read or write handed to the provider; a larger native put or "
              "get is cut into pieces of this size (0: the provider's own limit; otherwise at "
              "least 4096, smaller values than the provider's are for testing)"},
-    {"inplace_min", MCA_BASE_VAR_TYPE_SIZE_T, C(inplace_min), .level = OPAL_INFO_LVL_5,
+    /* (-1 reads as SIZE_MAX: in place never, without a word) */
+    {"inplace_min", MCA_BASE_VAR_TYPE_SIZE_T, C(inplace_min), .lo = 0, .hi = 1LL << 30,
+     .allowed = "0 (auto) to 2^30 bytes", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Contiguous sends of at least this many bytes go from the caller's buffer without "
              "a copy, as the second buffer of the message, while btl_efa_flags has "
              "\"inplace\"; smaller ones are copied behind the headers (0: those whose message, "

@@ -112,6 +112,7 @@ OPAL_DECLSPEC void mca_common_efa_progress_remove(mca_common_efa_progress_fn_t f
  * components share, in the directory and of the geometry of the common
  * parameters (common_efa_onnode_dir, _slots, _slot_size). */
 OPAL_DECLSPEC const char *mca_common_efa_onnode_dir(void); /* NULL: none */
+OPAL_DECLSPEC bool mca_common_efa_onnode_dir_named(void);  /* set by the user */
 OPAL_DECLSPEC void mca_common_efa_onnode_geometry(int *slots, size_t *slot_size);
 /* This process's inbox file name (for messages). */
 OPAL_DECLSPEC void mca_common_efa_node_file(char *buf, size_t len);

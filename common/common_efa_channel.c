@@ -50,7 +50,8 @@ int mca_common_efa_channel_geometry(mca_common_efa_channel_t *ch) {
     const int slots = ch->slots;
     const size_t size = ch->slot_size;
     if (MCA_COMMON_EFA_CHANNEL_NONE != ch->mode &&
-        (slots < 2 || (slots & (slots - 1)) || size < 256 || size % 64 || size > 1024 * 1024)) {
+        (slots < 2 || slots > EFA_SHM_RING_MAX_SLOTS || (slots & (slots - 1)) || size < 256 ||
+         size % 64 || size > 1024 * 1024)) {
         char value[64];
         snprintf(value, sizeof(value), "%d slots of %zu bytes", slots, size);
         mca_common_efa_show_help("help-common-efa.txt", "bad-ring", true, ch->component,
@@ -82,7 +83,8 @@ int mca_common_efa_channel_unavailable(const mca_common_efa_channel_t *ch, const
                                  path, efa_shm_strerror(err));
         return OPAL_ERR_NOT_AVAILABLE;
     }
-    if (mca_common_efa_channel_worth_telling(err)) {
+    /* (a directory the user named: a typo there is theirs to hear of) */
+    if (mca_common_efa_channel_worth_telling(err) || mca_common_efa_onnode_dir_named()) {
         mca_common_efa_show_help(ch->help_file, "inbox-refused", -ENOSPC == err,
                                  opal_process_info.nodename, path, efa_shm_strerror(err));
     }

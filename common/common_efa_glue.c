@@ -252,7 +252,7 @@ static const mca_common_efa_param_t table[] = {
              "session directory)"},
     {"onnode_slots", MCA_BASE_VAR_TYPE_INT, &params.onnode_slots, .def = 64,
      .level = OPAL_INFO_LVL_9,
-     .help = "Slots of each on-node ring (a power of two, at least 2): frames one sender may "
+     .help = "Slots of each on-node ring (a power of two, 2 to 65536): frames one sender may "
              "have waiting for one receiver before further ones queue"},
     {"onnode_slot_size", MCA_BASE_VAR_TYPE_SIZE_T, &params.onnode_slot_size, .def = 8192,
      .level = OPAL_INFO_LVL_9,
@@ -268,17 +268,21 @@ static int var_index[NUM_PARAMS];
 static bool registered = false;
 static bool modex_sent = false;
 
-/* Is this on-node path parameter (mtl_efa_ or btl_efa_onnode_channel) of a
- * loaded component set to "none"?  Unregistered (component not loaded):
- * no. */
-static bool onnode_channel_off(const char *project, const char *framework) {
+/* Is the string parameter PROJECT_FRAMEWORK_efa_NAME of a loaded component
+ * 'want'?  Unregistered (component not loaded): no. */
+static bool var_is(const char *project, const char *framework, const char *name, const char *want) {
     const char **value = NULL;
-    int idx = mca_base_var_find(project, framework, "efa", "onnode_channel");
+    int idx = mca_base_var_find(project, framework, "efa", name);
     if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) ||
         NULL == value || NULL == *value) {
         return false;
     }
-    return 0 == strcmp(*value, "none");
+    return 0 == strcmp(*value, want);
+}
+
+/* Is this on-node path (mtl_efa's or btl_efa's onnode_channel) "none"? */
+static bool onnode_channel_off(const char *project, const char *framework) {
+    return var_is(project, framework, "onnode_channel", "none");
 }
 
 /* Does mtl_efa hand device buffers on itself (mtl_efa_device_buffers own,
@@ -287,13 +291,7 @@ static bool onnode_channel_off(const char *project, const char *framework) {
  * btl_efa takes none to the provider, so FI_HMEM would cost native
  * atomics (shm, efa before API 1.18) for nothing. */
 static bool mtl_hands_device_buffers(void) {
-    const char **value = NULL;
-    int idx = mca_base_var_find("ompi", "mtl", "efa", "device_buffers");
-    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) ||
-        NULL == value || NULL == *value) {
-        return false;
-    }
-    return 0 == strcmp(*value, "own");
+    return var_is("ompi", "mtl", "device_buffers", "own");
 }
 
 /* provider_shm as the core takes it: auto decides from the on-node paths.
@@ -582,10 +580,13 @@ void mca_common_efa_report(efa_core_t *core) {
 
 /* ---- the node's on-node stack (efa_node.h) ---------------------------- */
 
+bool mca_common_efa_onnode_dir_named(void) {
+    return NULL != params.onnode_dir && '\0' != params.onnode_dir[0];
+}
+
 const char *mca_common_efa_onnode_dir(void) {
-    const char *dir = params.onnode_dir;
-    if (NULL != dir && '\0' != dir[0]) {
-        return dir;
+    if (mca_common_efa_onnode_dir_named()) {
+        return params.onnode_dir;
     }
     if (0 == access("/dev/shm", W_OK)) {
         return "/dev/shm";

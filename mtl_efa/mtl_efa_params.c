@@ -50,8 +50,9 @@ static const mca_common_efa_param_t table[] = {
      .help = "Own matching: messages to other nodes up to this many bytes go eagerly (copied "
              "into one provider message), larger ones by rendezvous (64 to 60000; default "
              "8192)"},
-    {"net_read_min", MCA_BASE_VAR_TYPE_SIZE_T, P(net_read_min), .def = 65536,
-     .level = OPAL_INFO_LVL_5,
+    /* (-1 reads as SIZE_MAX: never read, without a word) */
+    {"net_read_min", MCA_BASE_VAR_TYPE_SIZE_T, P(net_read_min), .def = 65536, .lo = 0,
+     .hi = 1LL << 40, .allowed = "0 (never read) to 2^40 bytes", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Own matching: rendezvous messages to other nodes of at least this many bytes are "
              "read by the receiver straight out of the sender's buffer with the provider's RMA "
              "read (one transfer, by the NIC where it reads natively), where the provider has "

@@ -322,28 +322,10 @@ expect_failure debug-forge-src-negative "Parameter: btl_efa_debug_forge_src" "${
 expect_output btl-forged-sender "Came from: +rank|Came from: +AV entry" "${ob1[@]}" \
     --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_onnode_channel none \
     --mca btl_efa_debug_forge_src 5
-# The on-node channel: unknown value, bad ring geometry, and "shm" (not
-# "auto") where the rings cannot be created.
-expect_failure bad-onnode-channel "Allowed:   auto, shm, none" "${ob1[@]}" \
-    --mca btl_efa_provider_include shm --mca btl_efa_onnode_channel vader
-expect_failure bad-onnode-slots "must be a power of two" "${ob1[@]}" \
-    --mca btl_efa_provider_include shm --mca btl_efa_onnode_slots 48
-# (two processes: btl_efa makes the channel once it has a peer on the node)
-JOB_NP=2 expect_failure onnode-channel-unavailable "could not be created" "${ob1[@]}" \
-    --mca btl_efa_provider_include shm --mca btl_efa_onnode_channel shm \
-    --mca btl_efa_onnode_dir /nonexistent/dir
-# mtl_efa's on-node path: the same three, and an unknown single-copy mode.
-expect_failure mtl-bad-onnode-channel "Allowed:   auto, shm, none" "${cm[@]}" \
-    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel rings
-expect_failure mtl-bad-onnode-slots "must be a power of two" "${cm[@]}" \
-    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_slots 0
-expect_failure mtl-bad-onnode-slot-size "must be a power of two" "${cm[@]}" \
-    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_slot_size 100
-expect_failure mtl-bad-single-copy "Allowed:   auto, none" "${cm[@]}" \
-    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_single_copy cma
-expect_failure mtl-onnode-channel-unavailable "could not create its shared-memory inbox" \
-    "${cm[@]}" --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel shm \
-    --mca mtl_efa_onnode_dir /nonexistent/dir
+# The on-node channel's and the windows' and sizes' ranges (cases in a file
+# of their own, sharing this one's runner).
+# shellcheck source=param-cases-ranges.sh
+. "$(dirname "$0")/param-cases-ranges.sh"
 
 # The verbose-1 report: libfabric and API version, provider, MR mode and
 # device RDMA from local rank 0, and each rank's NIC.

@@ -24,6 +24,9 @@ extern "C" {
 typedef struct efa_shm_inbox efa_shm_inbox_t;
 typedef struct efa_shm_outbox efa_shm_outbox_t;
 
+/* The most slots a ring may have (and rings an inbox). */
+#define EFA_SHM_RING_MAX_SLOTS 65536
+
 /* Create the inbox file at path with nrings rings of nslots (a power of
  * two) slots of slot_size bytes (a multiple of 64, 8 of them the slot's
  * header).  A stale inbox of this user at path is replaced; anything else

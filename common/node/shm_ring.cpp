@@ -58,9 +58,9 @@ size_t Geometry::total_bytes() const {
 }
 
 bool Geometry::valid() const {
-    return nrings > 0 && nrings <= 65536 && nslots >= 2 && nslots <= 65536 &&
-           0 == (nslots & (nslots - 1)) && slot_size >= 2 * kLine && 0 == slot_size % kLine &&
-           slot_size <= (1u << 24);
+    return nrings > 0 && nrings <= EFA_SHM_RING_MAX_SLOTS && nslots >= 2 &&
+           nslots <= EFA_SHM_RING_MAX_SLOTS && 0 == (nslots & (nslots - 1)) &&
+           slot_size >= 2 * kLine && 0 == slot_size % kLine && slot_size <= (1u << 24);
 }
 
 // Create path exclusively.  What is already there is replaced only when it

@@ -1,0 +1,52 @@
+# Cases of run-param-tests.sh (sourced: its runner, ob1 and cm): the
+# on-node channel's values, the ring geometry's bounds and a directory the
+# user named that cannot be used; windows and sizes whose absurd values
+# ("-1" reads as the largest size_t) would change the behaviour without a
+# word.
+# shellcheck shell=bash disable=SC2154
+# The on-node channel: unknown value, bad ring geometry, and "shm" (not
+# "auto") where the rings cannot be created.
+expect_failure bad-onnode-channel "Allowed:   auto, shm, none" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_onnode_channel vader
+expect_failure bad-onnode-slots "must be a power of two" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_onnode_slots 48
+# (two processes: btl_efa makes the channel once it has a peer on the node)
+JOB_NP=2 expect_failure onnode-channel-unavailable "could not be created" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_onnode_channel shm \
+    --mca btl_efa_onnode_dir /nonexistent/dir
+# mtl_efa's on-node path: the same three, and an unknown single-copy mode.
+expect_failure mtl-bad-onnode-channel "Allowed:   auto, shm, none" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel rings
+expect_failure mtl-bad-onnode-slots "must be a power of two" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_slots 0
+expect_failure mtl-bad-onnode-slot-size "must be a power of two" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_slot_size 100
+expect_failure mtl-bad-single-copy "Allowed:   auto, none" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_single_copy cma
+expect_failure mtl-onnode-channel-unavailable "could not create its shared-memory inbox" \
+    "${cm[@]}" --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_channel shm \
+    --mca mtl_efa_onnode_dir /nonexistent/dir
+# A ring of more slots than the inbox allows (was taken, then refused by
+# the inbox's creation with EINVAL and no word of the parameter).
+expect_failure onnode-slots-above-65536 "power of two from 2 to 65536" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_onnode_slots 131072
+# A directory the user named that cannot be used, under "auto": said (was
+# silent; only a file of someone else's or a full file system were).
+JOB_NP=2 expect_output onnode-dir-named-unusable "cannot use its shared-memory inbox" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_dir /nonexistent/dir
+
+# Windows and sizes: each absurd value refused with its range.
+expect_failure btl-send-window-above-16-bits "0 (auto) to 65535 messages" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_send_window 70000
+expect_failure btl-send-window-negative "0 (auto) to 65535 messages" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_send_window -3
+expect_failure btl-rma-window-zero "1 to 1024 chunks" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_rma_window 0
+expect_failure btl-rma-window-huge "1 to 1024 chunks" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_rma_window 2147483647
+expect_failure btl-inplace-min-minus-one "0 (auto) to 2^30 bytes" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_inplace_min -1
+expect_failure btl-rma-max-transfer-minus-one "4096 to 2^40 bytes" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_rma_max_transfer -1
+expect_failure mtl-net-read-min-minus-one "0 (never read) to 2^40 bytes" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca mtl_efa_net_read_min -1
