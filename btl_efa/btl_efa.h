@@ -416,7 +416,7 @@ typedef struct mca_btl_efa_module {
  * test_hooks_on is set; at setup (the inbox, CMA's check) read directly. */
 typedef struct mca_btl_efa_test_hooks {
     int corrupt_offset;  /* added to the remote address of every put and atomic */
-    int lose_answers;    /* the target's answers: 1 dropped, 2 misnamed (0: off) */
+    int lose_answers;    /* the target's answers: 1 dropped, 2 misnamed, 3 twice (0: off) */
     int lose_recv;       /* the Nth arrival through the provider fails (0: off) */
     int forge_src;       /* the Nth injected fragment goes again, forged (0: off) */
     int fail_inbox_rank; /* this rank's on-node inbox is not created (-1: none) */

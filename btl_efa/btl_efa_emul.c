@@ -78,6 +78,8 @@ static int self_from_device(mca_btl_efa_module_t *btl, int type, const efa_btl_r
 #define EFA_BTL_FREE_REQS_MAX 64
 
 static void req_put(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
+    free(req->answered_bits);
+    req->answered_bits = NULL;
     OPAL_THREAD_LOCK(&btl->lock);
     if (btl->emul.num_free_reqs < EFA_BTL_FREE_REQS_MAX) {
         req->next = btl->emul.free_reqs;
@@ -208,6 +210,17 @@ int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
     return n + mca_btl_efa_ring_atomic_expire(btl, now, limit);
 }
 
+/* Is this the first answer to req's chunk at offset?  (One the operation
+ * never sent reads as a first: the checks below judge it.) */
+static bool first_answer(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, uint64_t offset) {
+    const uint64_t i = offset / btl->emul.chunk;
+    if (i >= (uint64_t)req->nbits) {
+        return true;
+    }
+    const uint8_t bit = (uint8_t)(1u << (i % 8));
+    return 0 == (__atomic_fetch_or(&req->answered_bits[i / 8], bit, __ATOMIC_RELAXED) & bit);
+}
+
 /* An answer from a target (from btl_efa_recv.c): the chunk it answers is
  * accounted for, which sends the next ones or completes the operation. */
 void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
@@ -223,6 +236,17 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: an answer for no request in flight (id 0x%llx) dropped",
                             (unsigned long long)rma->req);
+        return;
+    }
+    if (NULL != req->answered_bits && !first_answer(btl, req, rma->offset)) {
+        static int said = 0; /* (the first few: a racy count is good enough) */
+        if (said++ < 10) {
+            opal_output_verbose(1, mca_common_efa_output,
+                                "btl:efa: a second answer to one chunk of a one-sided operation "
+                                "(offset %llu) dropped",
+                                (unsigned long long)rma->offset);
+        }
+        drop_claim(btl, req, false);
         return;
     }
     int status = rma->status;
@@ -280,6 +304,13 @@ static efa_btl_rdma_req_t *req_new(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
     req->rma = *rma;
     req->nchunks = nchunks;
     req->on_over = NULL;
+    if (nchunks > 1) {
+        req->nbits = nchunks;
+        if (NULL == (req->answered_bits = calloc(((size_t)nchunks + 7) / 8, 1))) {
+            req_put(btl, req);
+            return NULL;
+        }
+    }
     /* Entered claimed by this call: nothing expires it while its first
      * chunks go out. */
     if (0 != efa_inflight_add(btl->emul.reqs, req->id, req, mca_btl_efa_now())) {

@@ -55,6 +55,12 @@ typedef struct efa_btl_rdma_req {
     int nchunks;  /* chunks to send (cut short by a failure) */
     int issued;   /* chunks handed to the send path */
     int answered; /* chunks answered (or failed) */
+    /* Of an operation of several chunks, those (bit i: chunk i) whose
+     * answer came: a target sends an answer again when its send failed,
+     * though it may have arrived, and a second count would complete the
+     * operation before its last chunks (NULL: one chunk). */
+    uint8_t *answered_bits;
+    int nbits;
     /* Told once the operation is over, before its callback (NULL: nobody):
      * btl_efa_ring_rma.c frees its record of the request (rec). */
     void (*on_over)(mca_btl_efa_module_t *btl, struct efa_btl_rdma_req *req);

@@ -268,6 +268,18 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
         if (2 == mca_btl_efa_component.test.lose_answers) {
             rr.req = ~rma->req; /* testing: names a request never issued */
         }
+        if (3 == mca_btl_efa_component.test.lose_answers) {
+            /* testing: sent twice, as after a send that failed though it
+             * arrived (frag_finish sends an answer again) */
+            efa_btl_frag_t *copy = NULL != frag ? mca_btl_efa_frag_get(btl) : NULL;
+            if (NULL != copy && data_len) {
+                const size_t at = sizeof(rh) + sizeof(rr);
+                memcpy((uint8_t *)copy->buf + at, (const uint8_t *)frag->buf + at, data_len);
+            }
+            if (NULL == frag || NULL != copy) {
+                send_answer(btl, ep, copy, &rh, &rr, data_len);
+            }
+        }
     }
     send_answer(btl, ep, frag, &rh, &rr, data_len);
 }

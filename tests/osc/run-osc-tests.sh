@@ -388,6 +388,17 @@ for cfg in "${configs[@]}"; do
                     fi
                     verdict "$t$how" "$cfg" 2 $ok
                 done
+                # Each answer sent twice (3), as after a send that failed
+                # though it arrived: the second is dropped, and puts and
+                # gets of 1 B .. 16 MiB (many chunks each) keep every byte
+                # (counted twice, one completed before its last chunks).
+                out=$log/${t}3.$cfg.2.out ok=0
+                # shellcheck disable=SC2086
+                run "${t}3" "$cfg" 2 -- $args --mca btl_efa_debug_lose_answers 3 \
+                    "$bin/osc_test" putget
+                [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK putget" "$out" &&
+                    grep -q "a second answer to one chunk" "$out" && ok=1
+                verdict "${t}3" "$cfg" 2 $ok
                 ;;
             busytarget)
                 # Rank 1 computes for 600 ms without MPI while rank 0 puts
