@@ -50,3 +50,7 @@ expect_failure btl-rma-max-transfer-minus-one "4096 to 2^40 bytes" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_rma_max_transfer -1
 expect_failure mtl-net-read-min-minus-one "0 (never read) to 2^40 bytes" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_net_read_min -1
+# Queue sizes beyond the provider's (shm's are 1024): named as such, not
+# as a provider without what the components need (every try failed).
+expect_failure tx-size-above-provider "Its queues: 1024 sends" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm --mca common_efa_tx_size 4096

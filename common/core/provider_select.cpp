@@ -345,6 +345,25 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
             admitted.push_back(k);
         }
     }
+    if ((params.tx_size > 0 || params.rx_size > 0) && !admitted.empty()) {
+        // Queue sizes beyond what the provider takes fail every try, which
+        // would read as a provider without what the components need.
+        efa_core_params_t plain = params;
+        plain.tx_size = plain.rx_size = 0;
+        Reporter quiet = rep;
+        quiet.explain = false;
+        Selection sized;
+        if (0 == select_provider(plain, quiet, &sized)) {
+            const fi_info *i = sized.nics[0];
+            always.help("queue-size-above-provider",
+                        "tx_size " + std::to_string(params.tx_size) + ", rx_size " +
+                            std::to_string(params.rx_size),
+                        i->fabric_attr->prov_name,
+                        std::to_string(i->tx_attr->size) + " sends, " +
+                            std::to_string(i->rx_attr->size) + " receives");
+            return -FI_EINVAL;
+        }
+    }
     if (!explicit_include && admitted.empty()) {
         // The default case on a machine without EFA: say it plainly.
         rep.help("no-efa-device", join(known));
