@@ -175,8 +175,8 @@ static const mca_common_efa_param_t table[] = {
              "out a second time with a header naming its destination as the sender, as a "
              "forged message would; the receiver's sender check drops it (0: off; 0 to "
              "1000000000)"},
-    {"debug_fail_inbox_rank", MCA_BASE_VAR_TYPE_INT, C(test.fail_inbox_rank), .def = -1,
-     .test_only = true,
+    {"debug_fail_inbox_rank", MCA_BASE_VAR_TYPE_INT, C(test.fail_inbox_rank), .def = -1, .lo = -1,
+     .hi = 1000000000, .allowed = "-1 (off) to 1000000000", NUMBER, .test_only = true,
      .help = "Testing only: the process of this rank (vpid) in the job fails to create its "
              "on-node inbox, as on a full /dev/shm, so that the job's one-sided mode can be "
              "seen agreeing anyway (-1: off)"},
@@ -216,11 +216,13 @@ static const mca_common_efa_param_t table[] = {
              "completed over the first NIC is taken as one whose peer the provider found "
              "unreachable there, although it completed, so that it goes again over another NIC "
              "(a numbered peer's).  0 (default): none; 0 to 1000000000"},
-    {"debug_takeback_refuse", MCA_BASE_VAR_TYPE_INT, C(test.takeback_refuse), .test_only = true,
+    {"debug_takeback_refuse", MCA_BASE_VAR_TYPE_INT, C(test.takeback_refuse), .lo = 0, .hi = 1,
+     .allowed = "0 (off) or 1", NUMBER, .test_only = true,
      .help = "Testing only: the single copy of a put or get taken back from a peer's ring "
              "fails as if the kernel refused it (EPERM), so that the fallback (single copy off "
              "for that peer, the request executed by the target) can be seen (0: off)"},
-    {"debug_cma_refuse", MCA_BASE_VAR_TYPE_INT, C(test.cma_refuse), .test_only = true,
+    {"debug_cma_refuse", MCA_BASE_VAR_TYPE_INT, C(test.cma_refuse), .lo = 0, .hi = 1,
+     .allowed = "0 (off) or 1", NUMBER, .test_only = true,
      .help = "Testing only: act as if the kernel refused cross-memory attach to every peer "
              "(EPERM), so that the fallback to the provider's path can be seen (0: off)"},
 };

@@ -54,3 +54,11 @@ expect_failure mtl-net-read-min-minus-one "0 (never read) to 2^40 bytes" "${cm[@
 # as a provider without what the components need (every try failed).
 expect_failure tx-size-above-provider "Its queues: 1024 sends" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_tx_size 4096
+# Test hooks: a value outside what they know is refused, not a test that
+# quietly tests nothing.
+expect_failure debug-cma-refuse-two "0 (off) or 1" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_cma_refuse 2
+expect_failure debug-fail-inbox-rank-below-off "-1 (off) to 1000000000" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_fail_inbox_rank -5
+expect_failure debug-lose-answers-four "0 (off) to 3" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_lose_answers 4
