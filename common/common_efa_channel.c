@@ -83,8 +83,12 @@ int mca_common_efa_channel_unavailable(const mca_common_efa_channel_t *ch, const
                                  path, efa_shm_strerror(err));
         return OPAL_ERR_NOT_AVAILABLE;
     }
-    /* (a directory the user named: a typo there is theirs to hear of) */
-    if (mca_common_efa_channel_worth_telling(err) || mca_common_efa_onnode_dir_named()) {
+    /* (a directory the user named that cannot take the file: a typo
+     * there is theirs to hear of) */
+    const bool dir_unusable =
+        -ENOENT == err || -ENOTDIR == err || -ENAMETOOLONG == err || -EROFS == err || -EPERM == err;
+    if (mca_common_efa_channel_worth_telling(err) ||
+        (dir_unusable && mca_common_efa_onnode_dir_named())) {
         mca_common_efa_show_help(ch->help_file, "inbox-refused", -ENOSPC == err,
                                  opal_process_info.nodename, path, efa_shm_strerror(err));
     }

@@ -166,7 +166,6 @@ typedef struct mca_mtl_efa_request_t {
     uint64_t seq_tag; /* 0: no seq, cannot be withdrawn */
     fi_addr_t seq_addr;
     bool withdrawing, withdrawn;
-    bool withdraw_answered; /* the receiver's answer came (MPI_Cancel of a buffered one waits) */
     void *rdv; /* a send by read rendezvous: its offer (mtl_efa_rdv.c), freed at the end */
     /* A receive into device memory: the device buffer (buffer is its host
      * copy, free_buffer set), and whether it is Open MPI's packed copy of a

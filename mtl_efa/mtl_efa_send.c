@@ -186,11 +186,6 @@ static void withdraw_done(efa_withdraw_t *w, int result) {
     free(wd); /* the core holds it no more */
     if (1 == result) {
         req->withdrawn = true;
-        if (req->super.ompi_req) {
-            /* (a buffered send's request is complete already: its status
-             * must say so before ompi_mtl_efa_cancel_send returns) */
-            req->super.ompi_req->req_status._cancelled = true;
-        }
         if (NULL != req->rdv) {
             efa_rdv_offer_end(req->rdv, -FI_ECANCELED); /* no answer will come */
         }
@@ -204,7 +199,6 @@ static void withdraw_done(efa_withdraw_t *w, int result) {
     if (NULL != ack) {
         ack_put(ack);
     }
-    __atomic_store_n(&req->withdraw_answered, true, __ATOMIC_RELEASE);
     send_finish_one(req); /* the withdrawal's own share */
 }
 
@@ -227,7 +221,6 @@ static bool withdraw(mca_mtl_efa_request_t *req) {
     if (NULL != wd) {
         wd->w.done = withdraw_done;
         wd->req = req;
-        req->withdraw_answered = false; /* (the answer may come inside the call) */
         pthread_mutex_lock(&ack_lock);
         wd->ack = req->ack;
         if (NULL != wd->ack) {
@@ -259,21 +252,19 @@ static bool withdraw(mca_mtl_efa_request_t *req) {
  * of a send that completes normally; it must not make MPI_Wait wait for a
  * receiver that may never post.  Any other send completes when the
  * provider completes it (as it would have), again not cancelled.
- * A buffered send is complete for MPI from its start (pml cm), so MPI_Wait
- * would not wait for the receiver's answer and would report a withdrawn
- * message not cancelled: its answer is waited for here (the receiver
- * answers from its progress, and its loss answers too). */
+ * A send already complete for MPI (a buffered one: pml cm completes it at
+ * its start) is never withdrawn: MPI_Wait has nothing left to wait for,
+ * so it reports the send not cancelled, and the message must then arrive
+ * (waiting here for the receiver's answer instead would make MPI_Cancel
+ * wait on a receiver that may never answer). */
 void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req) {
-    const bool asked = withdraw(req);
+    if (NULL == req->super.ompi_req || !REQUEST_COMPLETE(req->super.ompi_req)) {
+        (void)withdraw(req);
+    }
     __atomic_store_n(&req->cancelled, true, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&req->data_done, __ATOMIC_SEQ_CST) && NULL != detach_ack(req)) {
         send_finish_one(req);
     } /* else send_complete looks at 'cancelled' */
-    if (asked && NULL != req->super.ompi_req && REQUEST_COMPLETE(req->super.ompi_req)) {
-        while (!__atomic_load_n(&req->withdraw_answered, __ATOMIC_ACQUIRE)) {
-            opal_progress();
-        }
-    }
 }
 
 /* The peer a send to (comm, dest) with this tag goes to: OMPI_SUCCESS, or
