@@ -392,10 +392,14 @@ for cfg in "${configs[@]}"; do
                 # though it arrived: the second is dropped, and puts and
                 # gets of 1 B .. 16 MiB (many chunks each) keep every byte
                 # (counted twice, one completed before its last chunks).
-                out=$log/${t}3.$cfg.2.out ok=0
+                # On ob1-rxd-emul up to 1 MiB (16 chunks): beyond it ofi_rxd
+                # truncates a receive at times, as in putget's SKIP there
+                # (CI of 2026-12-05: "Truncation error" in lost3).
+                out=$log/${t}3.$cfg.2.out ok=0 cap=$((16 << 20))
+                [ "$cfg" = ob1-rxd-emul ] && cap=$((1 << 20))
                 # shellcheck disable=SC2086
                 run "${t}3" "$cfg" 2 -- $args --mca btl_efa_debug_lose_answers 3 \
-                    "$bin/osc_test" putget
+                    -x OSC_PUTGET_MAX=$cap "$bin/osc_test" putget
                 [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK putget" "$out" &&
                     grep -q "a second answer to one chunk" "$out" && ok=1
                 verdict "${t}3" "$cfg" 2 $ok
