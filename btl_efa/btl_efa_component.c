@@ -520,6 +520,8 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         /* needs the single-copy mode */
         eager_why = choose_send_path(&mca_btl_efa_module, core, job_spans_nodes());
     }
+    /* (module init caps it at the largest fragment: the report says so) */
+    const size_t eager_asked = mca_btl_efa_module.super.btl_eager_limit;
     if (OPAL_SUCCESS != rc_one_sided ||
         OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core) ||
         OPAL_SUCCESS != mca_btl_efa_cma_init(&mca_btl_efa_module, mca_btl_efa_module.cma.mode)) {
@@ -549,6 +551,12 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         efa_core_set_doorbell(core, efa_node_doorbell(mca_btl_efa_module.ring.node));
     }
     const efa_core_info_t *info = efa_core_get_info(core);
+    char capped[96];
+    if (eager_asked > mca_btl_efa_module.super.btl_eager_limit) {
+        snprintf(capped, sizeof(capped), "%s: %zu capped at the max send size", eager_why,
+                 eager_asked);
+        eager_why = capped;
+    }
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: provider %s; eager %zu (%s), max send %zu, rdma pipeline "
                         "above %zu, native transfers up to %zu, emulated rma chunk %zu",

@@ -187,14 +187,18 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
             snprintf(read, sizeof(read), "streamed (%s)",
                      rma ? "mtl_efa_net_read_min 0" : "the provider has no FI_RMA");
         }
+        size_t eager, packed;
+        efa_engine_net_limits(ompi_mtl_efa.engine, &eager, &packed);
         mca_common_efa_say_choice(
             "mtl:efa", "mtl_efa",
             "matching: own (the provider carries untagged messages to other nodes; eager up to "
-            "%zu bytes, larger ones %s; %d in flight per peer, %d for messages that can be "
-            "packed, packing up to %zu bytes or %d messages)",
-            mp->net_eager, read, mp->net_window,
-            mp->net_small_window < mp->net_window ? mp->net_small_window : mp->net_window,
-            mp->coalesce_bytes, mp->coalesce_max);
+            "%zu bytes%s, larger ones %s; %d in flight per peer, %d for messages that can be "
+            "packed, packing up to %zu bytes%s or %d messages)",
+            eager, eager < mp->net_eager ? " (the provider's message size caps net_eager_max)" : "",
+            read, mp->net_window,
+            mp->net_small_window < mp->net_window ? mp->net_small_window : mp->net_window, packed,
+            packed < mp->coalesce_bytes ? " (capped by the provider's message size)" : "",
+            mp->coalesce_max);
     }
     if (p.no_rings) {
         return OMPI_SUCCESS;

@@ -87,7 +87,7 @@ int ompi_mtl_efa_matching_check(const struct ompi_proc_t *proc) {
              efa_core_get_info(ompi_mtl_efa.core)->node_rails);
     snprintf(rails_theirs, sizeof(rails_theirs), "%u", (unsigned)card.node_rails);
     mca_common_efa_show_help("help-mtl-efa.txt", "matching-differs", false,
-                             opal_process_info.nodename, OPAL_NAME_PRINT(*name), mine,
-                             rails_mine, theirs, rails_theirs);
+                             opal_process_info.nodename, OPAL_NAME_PRINT(*name), mine, rails_mine,
+                             theirs, rails_theirs);
     return OMPI_ERR_NOT_SUPPORTED;
 }

@@ -62,3 +62,11 @@ expect_failure debug-fail-inbox-rank-below-off "-1 (off) to 1000000000" "${ob1[@
     --mca btl_efa_provider_include shm --mca btl_efa_debug_fail_inbox_rank -5
 expect_failure debug-lose-answers-four "0 (off) to 3" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_debug_lose_answers 4
+
+# Limits the provider caps: the report says the value that applies, not
+# the one asked (an MTU of 4096 under efa-direct's rules takes neither the
+# 8 KiB eager default nor 4 KiB packing whole).
+expect_output net-eager-capped-said "eager up to [0-9]+ bytes \(the provider's message size caps net_eager_max\).* packing up to [0-9]+ bytes \(capped by the provider's message size\)" \
+    "${cm[@]}" --mca mtl_efa_provider_include tcp --mca mtl_efa_onnode_channel none \
+    --mca common_efa_force_direct_mode 1 --mca common_efa_direct_mode_mtu 4096 \
+    --mca common_efa_verbose 1

@@ -18,6 +18,7 @@
 #include "nic_select.hpp"
 #include "path_counts.hpp"
 #include "peer_blob.hpp"
+#include "release_gate.hpp"
 
 namespace efa {
 
@@ -29,7 +30,8 @@ namespace {
 
 std::mutex g_core_lock;
 efa_core *g_core = nullptr;
-efa_core_counters_t g_retired{}; // the counts of released cores (under g_core_lock)
+efa::ReleaseGate<efa::MrCache> g_release_gate; // the memory hook's way to g_core's cache
+efa_core_counters_t g_retired{};               // the counts of released cores (under g_core_lock)
 efa_core_show_help_fn g_show_help = nullptr;
 efa_core_verbose_fn g_verbose = nullptr;
 
@@ -227,6 +229,7 @@ int open_core(efa_core *core) {
         rail_infos.resize(kMaxRails - 1);
     }
     if (core->params.stripe_min == 0) {
+        core->rails_off = static_cast<int>(rail_infos.size()); // (said in the report)
         rail_infos.clear();
     }
     const fi_info *info = core->selection.nics[nic_set.front()];
@@ -405,6 +408,7 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
         install_fake_device(core.get());
     }
     g_core = core.release();
+    g_release_gate.attach(g_core->mr_cache.get());
     return g_core;
 }
 
@@ -471,6 +475,9 @@ void efa_core_release(efa_core_t *core) {
     close_rail_endpoints(core);
     core->dev_mr_cache.reset(); // deregisters before the domain closes
     core->dev_mr_backend.reset();
+    if (g_core == core) {
+        g_release_gate.detach(); // a free() in another thread may be in the cache now
+    }
     core->mr_cache.reset();
     core->mr_backend.reset();
     core->rails.clear();
@@ -568,10 +575,7 @@ void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr) {
 }
 
 void efa_core_mem_release(void *addr, size_t len) {
-    efa_core *core = g_core; // hooks fire from free(): no lock here
-    if (core && core->mr_cache) {
-        core->mr_cache->invalidate(addr, len);
-    }
+    g_release_gate.invalidate(addr, len); // hooks fire from free(): no lock here
 }
 
 } // extern "C"

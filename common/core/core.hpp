@@ -220,6 +220,7 @@ struct efa_core {
     efa_core_info_t info{};
     std::string nic_reason;
     int node_rails = 1;                  // efa_core_info_t.node_rails
+    int rails_off = 0;                   // NICs beside the first left unused: stripe_min 0
     std::atomic<uint64_t> peers_lost{0}; // processes declared unreachable (MPI_T)
     std::atomic<uint64_t> rails_lost{0}; // a rail to a peer taken out (MPI_T)
     // Lost rails asked again whether they reach their peer, by rail_key

@@ -142,6 +142,10 @@ void CoreReport::add_core_lines(const efa_core &core) {
                                  std::to_string(core.params.stripe_min) +
                                  " bytes striped over them, smaller ones spread over them by "
                                  "peer but provider-matched ones, on the first)");
+    } else if (core.rails_off > 0) {
+        rank_line_ += "; " + std::to_string(core.rails_off) +
+                      " more NIC(s) left unused (striping off: common_efa_stripe_min 0 keeps "
+                      "everything on the first)";
     }
 }
 

@@ -333,6 +333,11 @@ Engine::Peer *Engine::net_peer(uint32_t vpid, int &err) {
     return peers_[vpid].get();
 }
 
+void Engine::net_limits(size_t *eager, size_t *coalesce) const {
+    *eager = net_ ? std::min(params_.net_eager, net_->max_frame() - sizeof(FrameHdr)) : 0;
+    *coalesce = net_ ? std::min(params_.net_coalesce_bytes, net_->buf_size() - sizeof(NetHdr)) : 0;
+}
+
 void Engine::mark_busy(Peer *p) {
     if (!p->in_busy) {
         p->in_busy = true;
@@ -477,6 +482,10 @@ void efa_engine_my_card(const efa_engine_t *e, efa_engine_card_t *out) {
 
 void efa_engine_get_stats(const efa_engine_t *e, efa_engine_stats_t *out) {
     e->engine->get_stats(out);
+}
+
+void efa_engine_net_limits(const efa_engine_t *e, size_t *eager, size_t *coalesce) {
+    e->engine->net_limits(eager, coalesce);
 }
 
 uint64_t efa_engine_dropped(const efa_engine_t *e) {

@@ -289,6 +289,9 @@ class Engine {
                (poll_inbox_ ? poll_inbox_->dropped() : 0) + order_.dropped();
     }
     size_t eager_max() const { return eager_max_; }
+    // The provider's eager and packing limits as they apply (its largest
+    // message caps what the parameters asked); both 0 without it.
+    void net_limits(size_t *eager, size_t *coalesce) const;
     // Test only: run in recv_partnered once post_recv released the lock,
     // where another thread's progress may come (EnginePartner).
     void (*after_partner_post)(void *) = nullptr;

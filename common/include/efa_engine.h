@@ -368,6 +368,10 @@ typedef struct efa_engine_stats {
     uint64_t device_send_staged, device_send_pieces, device_send_read;
 } efa_engine_stats_t;
 void efa_engine_get_stats(const efa_engine_t *e, efa_engine_stats_t *out);
+/* The eager and packing limits of messages to other nodes as they apply:
+ * the provider's largest message caps what the parameters asked (0, 0
+ * without the provider). */
+void efa_engine_net_limits(const efa_engine_t *e, size_t *eager, size_t *coalesce);
 /* stats.dropped alone (cheap enough for every progress call). */
 uint64_t efa_engine_dropped(const efa_engine_t *e);
 

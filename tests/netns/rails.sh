@@ -215,6 +215,8 @@ elif [ "$(counts "$log" rail1 | awk '$2 > 0' | wc -l)" -ne 0 ]; then
     fail ob1-nostripe "rail 1 read completions without striping ($(summary "$log"); log $log)"
 elif [ -z "$(used "$log")" ]; then
     fail ob1-nostripe "the rails check passed a run without striping (log $log)"
+elif ! grep -q "more NIC(s) left unused (striping off: common_efa_stripe_min 0" "$log"; then
+    fail ob1-nostripe "the report did not say the second NIC is left unused (log $log)"
 else
     pass "ob1-nostripe (no striping: $(summary "$log"))"
 fi
