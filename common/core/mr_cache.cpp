@@ -254,25 +254,34 @@ MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *er
     const uintptr_t begin = start & ~(page_size_ - 1);
     const uintptr_t end = (start + nbytes + page_size_ - 1) & ~(page_size_ - 1);
 
-    Lock lock(*this);
-    MrEntry *found = reuse_ ? find_covering(begin, end, access) : nullptr;
-    if (MrEntry *e = found) {
-        if (e->refcount++ == 0) {
-            lru_.remove(e);
+    for (bool again = false;; again = true) {
+        Lock lock(*this);
+        MrEntry *found = reuse_ ? find_covering(begin, end, access) : nullptr;
+        if (MrEntry *e = found) {
+            if (e->refcount++ == 0) {
+                lru_.remove(e);
+            }
+            ++stats_.hits;
+            *err = 0;
+            return e;
         }
-        ++stats_.hits;
-        *err = 0;
-        return e;
+        MrEntry *e = register_new(begin, end, access, err, lock.dead);
+        if (e != nullptr) {
+            *err = 0;
+            return e;
+        }
+        // Out of room while idle entries hold registered memory (nothing
+        // else would let them go before the cache is full): all of them
+        // go, deregistered as the lock is dropped, and this is tried again.
+        if (again || lru_.empty() || (*err != -ENOMEM && *err != -EAGAIN)) {
+            return nullptr;
+        }
+        trim_lru(lock.dead, 0);
     }
-    MrEntry *e = register_new(begin, end, access, err, lock.dead);
-    if (e != nullptr) {
-        *err = 0;
-    }
-    return e;
 }
 
-void MrCache::trim_lru(detail::MrEntryList &dead) {
-    while (lru_.size() > max_cached_) {
+void MrCache::trim_lru(detail::MrEntryList &dead, size_t keep) {
+    while (lru_.size() > keep) {
         MrEntry *e = lru_.pop_back();
         lookups_[exact_bits(e->access)].erase(e->base); // cached: its lookup exists
         e->cached = false;
@@ -299,7 +308,7 @@ void MrCache::release(MrEntry *e) {
         return;
     }
     lru_.push_front(e);
-    trim_lru(lock.dead);
+    trim_lru(lock.dead, max_cached_);
 }
 
 void MrCache::invalidate_locked(uintptr_t begin, uintptr_t end, detail::MrEntryList &dead) {

@@ -172,6 +172,8 @@ class MrCache {
     // Registrations are page-aligned. len == 0 is treated as one byte, so the page holding
     // addr is registered and the caller gets a usable descriptor. Returns nullptr and sets
     // *err (negative; err may be nullptr) on failure. Pair every success with release().
+    // Where the backend runs out of room (ENOMEM, EAGAIN: the memlock limit, the NIC's
+    // registrations), every idle entry is deregistered and the registration tried once more.
     MrEntry *acquire(const void *addr, size_t len, uint64_t access, int *err);
     void release(MrEntry *e);
 
@@ -199,7 +201,7 @@ class MrCache {
     struct Stats {
         uint64_t hits;          // acquires served by an existing entry
         uint64_t misses;        // acquires that called the backend (successfully or not)
-        uint64_t evictions;     // idle entries dropped because of max_cached_entries
+        uint64_t evictions;     // idle entries dropped: max_cached_entries, or out of room
         uint64_t invalidations; // entries removed from lookup by invalidate()
     };
     Stats stats() const;
@@ -226,7 +228,7 @@ class MrCache {
                           detail::MrEntryList &dead);
     void make_stale(MrEntry *e, detail::MrEntryList &dead);
     void invalidate_locked(uintptr_t begin, uintptr_t end, detail::MrEntryList &dead);
-    void trim_lru(detail::MrEntryList &dead);
+    void trim_lru(detail::MrEntryList &dead, size_t keep);
     void drain_pending(detail::MrEntryList &dead);
     void destroy(detail::MrEntryList &dead);
 

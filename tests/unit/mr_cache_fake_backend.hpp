@@ -52,6 +52,9 @@ class FakeBackend : public efa::MrBackend {
         if (fail_all || (fail_above != 0 && len > fail_above)) {
             return -EFAULT;
         }
+        if (capacity != 0 && live_.size() >= capacity) {
+            return -ENOMEM; // as a memlock limit or the NIC's registrations
+        }
         if (touch_pages) {
             // A real NIC registration pins the pages; touching them makes registering memory
             // that is not mapped crash the test instead of passing silently.
@@ -101,6 +104,7 @@ class FakeBackend : public efa::MrBackend {
     std::vector<Call> calls;
     bool fail_all = false;
     size_t fail_above = 0; // fail registrations longer than this (0 = never)
+    size_t capacity = 0;   // -ENOMEM with this many live (0 = no limit)
     bool touch_pages = false;
     std::function<void(void *, size_t)> on_reg;
     bool in_release_hook = false; // set by tests around invalidate(), as free() would be

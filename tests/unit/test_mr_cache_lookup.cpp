@@ -356,3 +356,31 @@ TEST_F(MrCacheTest, InvalidateAndEvictionReachEveryRightsClass) {
 }
 
 } // namespace
+
+// Registered memory runs out (the memlock limit, the NIC's registrations)
+// while idle entries keep theirs: they go, and the new registration is
+// made, rather than failing while nothing is in use.
+TEST_F(MrCacheTest, OutOfRoomLetsTheIdleEntriesGoAndTriesAgain) {
+    MrCache cache(backend, 8);
+    backend.capacity = 4;
+    for (size_t i = 0; i < 4; ++i) { // every page apart: no merging
+        cache.release(acquire(cache, mem.page(2 * i), kPage, kRead));
+    }
+    ASSERT_EQ(backend.outstanding(), 4u);
+    MrEntry *e = acquire(cache, mem.page(10), kPage, kRead);
+    EXPECT_EQ(backend.outstanding(), 1u) << "the idle ones deregistered";
+    EXPECT_EQ(cache.stats().evictions, 4u);
+    // Held ones stay: with the room taken by holders the failure is told.
+    MrEntry *held[3];
+    for (size_t i = 0; i < 3; ++i) {
+        held[i] = acquire(cache, mem.page(2 * i), kPage, kRead);
+    }
+    int err = 0;
+    EXPECT_EQ(cache.acquire(mem.page(12), kPage, kRead, &err), nullptr);
+    EXPECT_EQ(err, -ENOMEM);
+    EXPECT_EQ(backend.outstanding(), 4u);
+    for (MrEntry *h : held) {
+        cache.release(h);
+    }
+    cache.release(e);
+}
