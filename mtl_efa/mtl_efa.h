@@ -204,7 +204,7 @@ static inline void ompi_mtl_efa_blocking_send_done(mca_mtl_request_t *mtl_reques
 /* An improbe'd message waiting for its mrecv: the claimed context. */
 typedef struct mca_mtl_efa_claim_t {
     efa_op_t op;
-    volatile bool done;
+    bool done; /* release / acquire: another thread's progress may write cqe */
     efa_cqe_t cqe;
     efa_ctx_t *ctx;
     uint64_t tag, ignore;

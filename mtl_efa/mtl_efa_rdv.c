@@ -88,7 +88,9 @@ int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t b
         free(s);
         efa_core_mr_release(ompi_mtl_efa.core, mr);
         req->mr = NULL;
-        return mca_common_efa_fi_to_opal(rc);
+        /* (-FI_EALREADY: an older message of this seq still unanswered;
+         * this one goes the plain way) */
+        return -FI_EALREADY == rc ? OMPI_ERR_NOT_AVAILABLE : mca_common_efa_fi_to_opal(rc);
     }
     return OMPI_SUCCESS;
 }

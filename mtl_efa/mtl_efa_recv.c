@@ -355,7 +355,9 @@ static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_claim_t *claim = (mca_mtl_efa_claim_t *)op;
     if (NULL == claim->mrecv) {
         claim->cqe = *cqe; /* the peek's answer */
-        claim->done = true;
+        /* Release: the waiter reads cqe next and may pop the claim off its
+         * stack (as ompi_mtl_efa_blocking_send_done). */
+        __atomic_store_n(&claim->done, true, __ATOMIC_RELEASE);
         return;
     }
     /* The claimed message has been received into the mrecv's buffer (a
@@ -398,7 +400,7 @@ static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_i
     }
     /* Every path moves meanwhile (see ompi_mtl_efa_send): a provider may
      * take its time to answer a peek. */
-    while (!claim->done) {
+    while (!__atomic_load_n(&claim->done, __ATOMIC_ACQUIRE)) {
         opal_progress();
     }
     if (-FI_ENOMSG == claim->cqe.err) {

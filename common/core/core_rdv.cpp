@@ -54,6 +54,13 @@ void put64(uint8_t *p, uint64_t v) {
     memcpy(p, &v, sizeof(v));
 }
 
+// The receiver and tag of an offer (RdvState::offered).
+std::pair<fi_addr_t, uint64_t> offered_as(const efa_rdv_offer_t *o) {
+    uint64_t tag;
+    memcpy(&tag, o->wire + 8, sizeof(tag));
+    return {o->dest, tag};
+}
+
 } // namespace
 
 namespace {
@@ -84,6 +91,7 @@ efa_rdv_offer_t *take_offer(efa_core *core, uint64_t id) {
     }
     efa_rdv_offer_t *o = it->second;
     state(core)->offers.erase(it);
+    state(core)->offered.erase(offered_as(o));
     return o;
 }
 
@@ -272,15 +280,21 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
     o->note.rx_class = EFA_RX_INTERNAL;
     o->watch.complete = efa::receiver_lost;
     o->watch.tracker = nullptr;
+    memset(o->wire, 0, sizeof(o->wire));
+    efa::put64(o->wire + 8, tag);
     {
         std::lock_guard<std::mutex> guard(core->rdv->lock);
+        // An older message of this tag to this receiver still waits for
+        // its answer (the seq wrapped): the receiver could not tell the
+        // two notes apart.  The owner sends this one its plain way.
+        if (!core->rdv->offered.insert(efa::offered_as(o)).second) {
+            return -FI_EALREADY;
+        }
         o->id = core->rdv->next_id++;
         core->rdv->offers.emplace(o->id, o);
         ++core->rdv->sent;
     }
-    memset(o->wire, 0, sizeof(o->wire));
     efa::put64(o->wire, o->id);
-    efa::put64(o->wire + 8, tag);
     efa::put64(o->wire + 16, len);
     efa::put64(o->wire + 24, core->info.mr_virt_addr ? addr : addr - efa_mr_base(mr));
     efa::put64(o->wire + 32, static_cast<uint64_t>(rails));
@@ -291,6 +305,7 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
     if (rc) { // the receiver is lost already: nothing was armed or sent
         std::lock_guard<std::mutex> guard(core->rdv->lock);
         core->rdv->offers.erase(o->id);
+        core->rdv->offered.erase(efa::offered_as(o));
         --core->rdv->sent;
         return rc;
     }

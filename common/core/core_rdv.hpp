@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -31,8 +32,12 @@ struct RdvTake; // a receive that matched a rendezvous message (core_rdv_take.cp
 struct RdvState {
     std::mutex lock;
     uint64_t next_id = 1;
-    std::vector<void *> recvs;                               // the control receives
-    std::unordered_map<uint64_t, efa_rdv_offer_t *> offers;  // sent, waiting for the answer
+    std::vector<void *> recvs;                              // the control receives
+    std::unordered_map<uint64_t, efa_rdv_offer_t *> offers; // sent, waiting for the answer
+    // Their receivers and tags: one offer at a time per pair, as the
+    // receiver pairs a note with its message by the sender and the tag
+    // (the seq in it wraps while an unmatched message may still wait).
+    std::set<std::pair<fi_addr_t, uint64_t>> offered;
     std::map<RdvKey, std::deque<RdvNote>> notes;             // here, their message not yet taken
     std::map<RdvKey, std::deque<RdvTake *>> waiting;         // taken, their note not yet here
     std::unordered_set<RdvTake *> takes;                     // every receive in progress

@@ -78,7 +78,9 @@ bool efa_core_can_rdv(const efa_core_t *core);
  * seq and rendezvous bit set) and remote CQ data 'data': sends the note,
  * then at once the tagged message through the owner's 'tagged' (which
  * completes as any send; a post that fails completes it with the error).
- * 0: done will be called; else nothing was sent. */
+ * 0: done will be called; else nothing was sent (-FI_EALREADY: an older
+ * offer of this tag to dest still waits for its answer, the seq having
+ * wrapped; the message must go another way). */
 int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, uint64_t data, efa_mr_t *mr,
                       const void *buf, size_t len, efa_op_t *tagged, efa_rdv_offer_t *o);
 /* No answer will come (the tagged message was withdrawn, -FI_ECANCELED,

@@ -227,3 +227,60 @@ TEST_F(CoreRdv, ADeclinedReceiveAnswersTheSenderWithItsError) {
 }
 
 } // namespace
+
+// The seq wraps while a message of it still waits unmatched: a second
+// offer of the same tag to the same receiver is refused (the receiver
+// could not tell their notes apart and would pair the newer one with the
+// older message); once the first is answered, the tag may go again.
+TEST_F(CoreRdv, ASecondOfferOfATagStillUnansweredIsRefused) {
+    Offer first, second;
+    CoreTestOp tagged1, tagged2, recv;
+    send(5, first, tagged1);
+    EXPECT_EQ(efa_ctx_rdv_offer(ctx_, self_.self()->addr[0], rdv_tag(5), 0, mr_, src_.data(), kLen,
+                                &tagged2.op, &second.o),
+              -FI_EALREADY);
+    for (int i = 0; i < 50; ++i) {
+        efa_core_progress(core_);
+    }
+    EXPECT_FALSE(tagged2.done) << "a refused offer sent its message";
+    // Another seq to the same receiver is not held up.
+    Offer other;
+    CoreTestOp tagged3;
+    send(6, other, tagged3);
+    for (uint32_t seq : {5u, 6u}) {
+        CoreTestOp r;
+        ASSERT_EQ(efa_ctx_trecv(ctx_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kEnvelope,
+                                codec_.seq_mask, &r.op),
+                  0);
+        core_test_wait(core_, r, 10);
+        ASSERT_TRUE(r.done);
+        Taken taken;
+        ASSERT_EQ(efa_ctx_rdv_take(ctx_, self_.self(), rdv_tag(seq), dst_.data(), kLen, Taken::cb,
+                                   &taken),
+                  0)
+            << "seq " << seq;
+        progress_until(taken.done);
+        EXPECT_EQ(taken.err, 0);
+    }
+    progress_until(first.done);
+    progress_until(other.done);
+    ASSERT_TRUE(first.done);
+    EXPECT_EQ(first.result, 0);
+    // Answered: the tag is free again.
+    Offer again;
+    CoreTestOp tagged4;
+    send(5, again, tagged4);
+    ASSERT_EQ(efa_ctx_trecv(ctx_, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kEnvelope, codec_.seq_mask,
+                            &recv.op),
+              0);
+    core_test_wait(core_, recv, 10);
+    Taken taken;
+    ASSERT_EQ(
+        efa_ctx_rdv_take(ctx_, self_.self(), rdv_tag(5), dst_.data(), kLen, Taken::cb, &taken), 0);
+    progress_until(taken.done);
+    progress_until(again.done);
+    EXPECT_EQ(again.result, 0);
+    core_test_wait(core_, tagged1, 5);
+    core_test_wait(core_, tagged3, 5);
+    core_test_wait(core_, tagged4, 5);
+}
