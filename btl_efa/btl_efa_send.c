@@ -113,6 +113,15 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if ((-FI_ETIMEDOUT == err || -FI_EHOSTUNREACH == err) && NULL != frag->endpoint) {
         mca_btl_efa_fatal(&mca_btl_efa_module, frag->endpoint->proc,
                           "btl_efa: peer unreachable (common_efa_peer_timeout)");
+    } else if (OPAL_UNLIKELY(err) && -FI_ECANCELED != err && NULL != frag->endpoint &&
+               (!frag->user || frag->inner) && 0 == frag->req_id &&
+               EFA_BTL_MSG_RESP != ((efa_btl_hdr_t *)frag->buf)->type) {
+        /* Nobody would hear of it: a copy ob1 handed over and forgot
+         * (sendi's small messages, its acknowledgements, FIN), a batch of
+         * them, or the credits it returned.  Its receiver would wait for
+         * ever. */
+        mca_btl_efa_fatal(&mca_btl_efa_module, frag->endpoint->proc,
+                          "btl_efa: a message could not be sent, and nobody would hear of it");
     }
     frag_finish(&mca_btl_efa_module, frag, status);
     /* The provider's queue has room again. */
@@ -288,12 +297,21 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     return rc;
 }
 
+/* A CREDIT message (the credits alone, or a peer's ask after a NIC's
+ * flush and the answer to it, btl_efa_spread_ask.c) takes no credit: it
+ * never waits for one, nor behind messages that do.  An answer waiting
+ * for the credits a lost message took would hide that loss for good. */
+static inline bool takes_no_credit(const efa_btl_frag_t *frag) {
+    return EFA_BTL_MSG_CREDIT == ((const efa_btl_hdr_t *)frag->buf)->type;
+}
+
 /* Can the fragment go now as far as credits are concerned?  Only the
  * provider's messages take them. */
 static inline bool has_credit(const mca_btl_efa_module_t *btl, const mca_btl_efa_endpoint_t *ep,
                               const efa_btl_frag_t *frag) {
     return ep->flow.credits > 0 ||
-           (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring.max_frame);
+           (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring.max_frame) ||
+           takes_no_credit(frag);
 }
 
 /* Post what the endpoint's queue holds while it has credits and the
@@ -305,7 +323,8 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     while (ep->flow.head && has_credit(btl, ep, (efa_btl_frag_t *)ep->flow.head)) {
         /* Messages that wait for this peer go packed, one credit for all
          * (btl_efa_batch.c); the ring carries its own frames. */
-        if (btl->batch.bytes && EFA_BTL_RING_ATTACHED != ep->ring_state) {
+        if (btl->batch.bytes && EFA_BTL_RING_ATTACHED != ep->ring_state &&
+            !takes_no_credit((efa_btl_frag_t *)ep->flow.head)) {
             efa_btl_frag_t *batch = mca_btl_efa_batch_build_locked(btl, ep);
             if (batch) {
                 const int count = batch->inner_count;
@@ -389,7 +408,8 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
         (void)mca_btl_efa_ring_attach(btl, ep);
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    if (NULL == ep->flow.head && has_credit(btl, ep, frag)) {
+    const bool no_credit = takes_no_credit(frag);
+    if ((NULL == ep->flow.head || no_credit) && has_credit(btl, ep, frag)) {
         int rc = post_locked(btl, ep, frag);
         if (0 == rc) {
             if (frag->inject && frag->user) {
@@ -415,7 +435,11 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
         }
     }
     frag->inject = false; /* sent from the queue like any other, with a completion */
-    efa_flow_enqueue(&btl->send.flow, &ep->flow, frag);
+    if (no_credit && NULL != ep->flow.head) {
+        efa_flow_push_front(&btl->send.flow, &ep->flow, frag); /* (the peer waits already) */
+    } else {
+        efa_flow_enqueue(&btl->send.flow, &ep->flow, frag);
+    }
     OPAL_THREAD_UNLOCK(&btl->lock);
     return OPAL_SUCCESS;
 }

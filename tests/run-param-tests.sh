@@ -371,6 +371,8 @@ expect_output eager-rxd-between-nodes "btl:efa: provider udp;ofi_rxd; eager 6144
     "${ob1rxd[@]}" "${apart[@]}"
 expect_output eager-rxd-user-wins "btl:efa: provider udp;ofi_rxd; eager 32768 \(set by the user\)" \
     "${ob1rxd[@]}" "${apart[@]}" --mca btl_efa_eager_limit 32768
+expect_output eager-above-max-send-said "eager 61440 \(set by the user: 1000000 capped at the max send size\)" \
+    "${ob1rxd[@]}" --mca btl_efa_eager_limit 1000000
 expect_output eager-rxm-between-nodes "btl:efa: provider tcp;ofi_rxm; eager 16384 \(default\)" \
     "${ob1rxm[@]}" "${apart[@]}"
 # Own matching over two NICs (this host's interface and lo, processes on
@@ -449,6 +451,11 @@ JOB_NP=2 expect_failure ob1-first-flush-lost-found "never arrived, while later o
 JOB_NP=2 expect_failure ob1-first-flush-lost-found-on-node "never arrived, while later ones from the same peer did" \
     "${onnode_nics[@]}" --mca btl_efa_debug_flush_first 2 --mca btl_efa_debug_flush_lost 1 \
     --mca common_efa_peer_timeout 5
+# The same with a window of one message: the lost one took the sender's
+# only credit, and the answer to the ask takes none (it waited for one).
+JOB_NP=2 expect_failure ob1-first-flush-lost-found-window-one "never arrived, while later ones from the same peer did" \
+    "${ob1first[@]}" --mca btl_efa_debug_flush_first 3 --mca btl_efa_debug_flush_lost 1 \
+    --mca common_efa_peer_timeout 5 --mca btl_efa_send_window 1
 expect_output ob1-numbered-every-peer "btl:efa: one-sided mode of the job .*; messages numbered to every peer" \
     "${ob1first[@]}"
 # Rank 1 with one NIC: not every process numbers, so none numbers to every
