@@ -419,6 +419,7 @@ typedef struct mca_btl_efa_test_hooks {
     int lose_answers;    /* the target's answers: 1 dropped, 2 misnamed, 3 twice (0: off) */
     int lose_recv;       /* the Nth arrival through the provider fails (0: off) */
     int forge_src;       /* the Nth injected fragment goes again, forged (0: off) */
+    int forge_unknown;   /* ... naming a process of no job rather than its destination */
     int fail_inbox_rank; /* this rank's on-node inbox is not created (-1: none) */
     int cma_refuse;      /* act as if the kernel refused CMA (EPERM) to every peer */
     int takeback_refuse; /* the single copy of a request taken back fails as on EPERM */

@@ -8,6 +8,7 @@
 #include "btl_efa_ring.h"
 #include "btl_efa_spread.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -197,6 +198,18 @@ int mca_btl_efa_ring_poll(mca_btl_efa_module_t *btl) {
                             EFA_BTL_RING_BUDGET);
 }
 
+/* A message naming a sender no endpoint can be made for: dropped, said
+ * once (a same-user process writing a ring, or one not of this job). */
+static void unknown_sender(uint64_t name) {
+    static bool said = false;
+    if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: a message naming no process of this job (0x%" PRIx64
+                            ") was dropped, and any more such",
+                            name);
+    }
+}
+
 /* src: the provider's source of the message (efa_cqe_t.src), checked
  * against the sender the header names before anything of it is believed:
  * its credits, its fragments, its one-sided requests and answers.  Inlined
@@ -221,12 +234,16 @@ deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ri
         ep = mca_btl_efa_endpoint_by_name(btl, hdr->src, NULL);
         btl->recv.last_src = ep;
     }
-    if (NULL != ep && !efa_core_source_ok(btl->core, src, ep->addr, "a btl_efa message")) {
+    if (OPAL_UNLIKELY(NULL == ep)) {
+        /* It names no process this one can reach (none of the job's, or
+         * forged): ob1 would match it by its own header as a peer's. */
+        unknown_sender(hdr->src);
+        return;
+    }
+    if (!efa_core_source_ok(btl->core, src, ep->addr, "a btl_efa message")) {
         return; /* another process wrote it: dropped (the core counts and says so) */
     }
-    if (NULL != ep) {
-        mca_btl_efa_note_received(btl, ep, hdr, via_ring);
-    }
+    mca_btl_efa_note_received(btl, ep, hdr, via_ring);
     if (OPAL_LIKELY(EFA_BTL_WIRE_AM == kind)) { /* nearly every message: no jump table */
         deliver_am(btl, ep, kind, &msg, via_ring);
         return;

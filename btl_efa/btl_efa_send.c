@@ -210,7 +210,11 @@ static void forge_copy(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     memcpy(copy, frag->buf, frag->send_len);
     efa_btl_hdr_t hdr;
     memcpy(&hdr, copy, sizeof(hdr));
-    hdr.src = mca_btl_efa_name_key(&ep->name);
+    opal_process_name_t name = ep->name;
+    if (mca_btl_efa_component.test.forge_unknown) {
+        name.vpid = 0x7ffffff0; /* no process of the job */
+    }
+    hdr.src = mca_btl_efa_name_key(&name);
     hdr.credits = 0;
     memcpy(copy, &hdr, sizeof(hdr));
     if (-FI_EAGAIN == efa_ctx_try_inject(btl->ctx, copy, frag->send_len, frag->dest)) {

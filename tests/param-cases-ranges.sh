@@ -58,6 +58,8 @@ expect_failure tx-size-above-provider "Its queues: 1024 sends" "${cm[@]}" \
 # quietly tests nothing.
 expect_failure debug-cma-refuse-two "0 (off) or 1" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_debug_cma_refuse 2
+expect_failure debug-forge-unknown-two "0 (off) or 1" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_forge_unknown 2
 expect_failure debug-fail-inbox-rank-below-off "-1 (off) to 1000000000" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_debug_fail_inbox_rank -5
 expect_failure debug-lose-answers-four "0 (off) to 3" "${ob1[@]}" \

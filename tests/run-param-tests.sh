@@ -322,6 +322,11 @@ expect_failure debug-forge-src-negative "Parameter: btl_efa_debug_forge_src" "${
 expect_output btl-forged-sender "Came from: +rank|Came from: +AV entry" "${ob1[@]}" \
     --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_onnode_channel none \
     --mca btl_efa_debug_forge_src 5
+# The same copy naming a rank beyond the job's: no endpoint can be made
+# for it, and it is dropped (it was handed to ob1, which matched it).
+expect_output btl-forged-unknown-sender "btl:efa: a message naming no process of this job" \
+    "${ob1[@]}" --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_onnode_channel none \
+    --mca btl_efa_debug_forge_src 5 --mca btl_efa_debug_forge_unknown 1 --mca common_efa_verbose 1
 # The on-node channel's and the windows' and sizes' ranges (cases in a file
 # of their own, sharing this one's runner).
 # shellcheck source=param-cases-ranges.sh
