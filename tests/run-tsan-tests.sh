@@ -54,7 +54,10 @@ fi
 # The unit tests that start threads (the others cannot race): the program
 # of their files alone (tests/unit/Makefile.am), whole.
 unit_threaded="EmulTarget.ConcurrentAddsLoseNothing EmulTarget.ARemovalWaitsForTheDeviceCopyRunning
-MrCacheTest.ConcurrentAcquireReleaseInvalidate Inflight.AnswersRacingTheExpiryCompleteEachOnce"
+EmulTarget.ARemovalAfterAnothersStillWaitsForItsOwnDeviceCopy
+MrCacheTest.ConcurrentAcquireReleaseInvalidate Inflight.AnswersRacingTheExpiryCompleteEachOnce
+ReleaseGate.DetachWaitsForAHookCallStillInTheTarget
+MrCacheTest.ACacheDestroyedAfterDetachIsNeverReachedByTheHook"
 echo "== unit tests that start threads"
 "$build/tests/unit/efa_unit_threaded" >"$logs/unit.log" 2>&1
 rc=$?

@@ -122,24 +122,31 @@ const char *EmulTarget::text(efa_emul_verdict_t v) {
 }
 
 void EmulTarget::add(const efa_rma_handle_t &h, void *owner) {
+    std::shared_ptr<std::atomic<int>> copies;
+    if (h.flags & EFA_RMA_HANDLE_DEVICE) {
+        copies = std::make_shared<std::atomic<int>>(0);
+    }
     std::lock_guard<SpinMutex> g(mu_);
-    regs_[h.key] = Entry{h, owner};
+    regs_[h.key] = Entry{h, owner, std::move(copies)};
     last_ = nullptr;
 }
 
 void EmulTarget::remove(uint64_t key) {
-    int before;
+    std::shared_ptr<std::atomic<int>> copies;
     {
         std::lock_guard<SpinMutex> g(mu_);
-        regs_.erase(key);
+        auto it = regs_.find(key);
+        if (it != regs_.end()) {
+            copies = std::move(it->second.copies);
+            regs_.erase(it);
+        }
         last_ = nullptr;
-        before = close_epoch();
     }
-    wait_device_copies(before);
+    wait_device_copies(copies.get());
 }
 
-void EmulTarget::wait_device_copies(int epoch) const {
-    while (0 != device_copies_[epoch].load(std::memory_order_acquire)) {
+void EmulTarget::wait_device_copies(const std::atomic<int> *copies) {
+    while (copies && 0 != copies->load(std::memory_order_acquire)) {
         std::this_thread::yield();
     }
 }
@@ -209,11 +216,13 @@ efa_emul_verdict_t EmulTarget::execute(uint8_t type, const efa_btl_rma_t &rma, c
         if (EFA_BTL_MSG_ATOMIC == type) {
             return EFA_EMUL_DEVICE_ATOMIC;
         }
-        std::atomic<int> &running = device_copies_[epoch_];
-        running.fetch_add(1, std::memory_order_relaxed);
+        // (its own counter: a removal of another registration in between
+        // neither waits for it nor lets the removal of this one miss it)
+        std::shared_ptr<std::atomic<int>> running = e->copies;
+        running->fetch_add(1, std::memory_order_relaxed);
         g.unlock();
         const efa_emul_verdict_t dv = copy_on_device(type, target, len, in, out);
-        running.fetch_sub(1, std::memory_order_release);
+        running->fetch_sub(1, std::memory_order_release);
         return dv;
     }
     switch (type) {

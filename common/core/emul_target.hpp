@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
@@ -26,15 +27,13 @@ class EmulTarget {
     // release registrations) and empties the table.
     template <typename Fn> void drain(Fn fn) {
         std::unordered_map<uint64_t, Entry> left;
-        int before;
         {
             std::lock_guard<SpinMutex> g(mu_);
             left.swap(regs_);
             last_ = nullptr;
-            before = close_epoch();
         }
-        wait_device_copies(before);
         for (auto &kv : left) {
+            wait_device_copies(kv.second.copies.get());
             fn(kv.second.owner);
         }
     }
@@ -46,6 +45,11 @@ class EmulTarget {
     struct Entry {
         efa_rma_handle_t h;
         void *owner;
+        // Device memory's: the copies running on it, which run after mu_
+        // is released (they may wait for the device: not a spin's
+        // section); a removal waits for them.  Shared: a copy holds it
+        // past the entry's erasure.
+        std::shared_ptr<std::atomic<int>> copies;
     };
     // The registration that lets [addr, addr+len) be accessed so, or the
     // verdict why none does; mu_ is held.
@@ -53,24 +57,11 @@ class EmulTarget {
     efa_emul_verdict_t check(uint64_t key, uint64_t addr, uint64_t len, uint32_t access,
                              const Entry **found) const;
 
-    // A device copy of a registration found under mu_ runs after mu_ is
-    // released (it may wait for the device: not a spin's section); a
-    // removal waits for those that started before it, counted by epoch
-    // (two counters: copies that start later count in the other one, so
-    // a stream of them on other registrations does not hold a removal,
-    // unless removals follow each other faster than a copy ends).
-    // close_epoch: under mu_; returns the epoch to wait for.
-    int close_epoch() {
-        const int e = epoch_;
-        epoch_ ^= 1;
-        return e;
-    }
-    void wait_device_copies(int epoch) const;
+    // Until no device copy runs on the registration (nullptr: host memory).
+    static void wait_device_copies(const std::atomic<int> *copies);
     // Held while a request executes, so a deregistration waits for it
     // (an execution is a check and a copy of at most a chunk: a spin).
     SpinMutex mu_;
-    std::atomic<int> device_copies_[2] = {0, 0}; // running, by epoch (raised under mu_)
-    int epoch_ = 0;                              // the epoch of copies starting now (mu_)
     std::unordered_map<uint64_t, Entry> regs_;
     // The entry check last found by key (cleared by every change of
     // regs_); mu_ is held.

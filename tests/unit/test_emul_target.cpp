@@ -443,6 +443,52 @@ TEST(EmulTarget, ARemovalWaitsForTheDeviceCopyRunning) {
     EXPECT_STREQ(in, reinterpret_cast<const char *>(dev_mem.data()));
 }
 
+// Two removals while a device copy runs on the second registration: the
+// first (no copy of its own) returns at once, and the second still waits
+// for its copy (they shared two counters by turns, and the second waited
+// on the one the copy was not counted in).
+TEST(EmulTarget, ARemovalAfterAnothersStillWaitsForItsOwnDeviceCopy) {
+    GatedDevice gated;
+    Table tb;
+    std::vector<uint8_t> mem_a(64, 0), mem_b(64, 0);
+    efa_rma_handle_t a = handle(mem_a.data(), mem_a.size(), 1, kAll);
+    efa_rma_handle_t b = handle(mem_b.data(), mem_b.size(), 3, kAll);
+    a.flags |= EFA_RMA_HANDLE_DEVICE;
+    b.flags |= EFA_RMA_HANDLE_DEVICE;
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &a, nullptr));
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &b, nullptr));
+    g_copy_gate.store(0);
+    const char in[] = "on b";
+    std::thread put([&] {
+        efa_btl_rma_t r = request(mem_b.data(), sizeof(in), 3);
+        EXPECT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &r, in, nullptr, nullptr));
+    });
+    while (g_copy_gate.load() != 1) {
+        std::this_thread::yield();
+    }
+    std::atomic<bool> removed_a{false}, removed_b{false};
+    std::thread rm_a([&] {
+        efa_emul_table_remove(tb.t, 1);
+        removed_a.store(true);
+    });
+    for (int i = 0; i < 2000 && !removed_a.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(removed_a.load()) << "a removal waited for a copy on another registration";
+    std::thread rm_b([&] {
+        efa_emul_table_remove(tb.t, 3);
+        removed_b.store(true);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(removed_b.load()) << "the removal returned while a device copy of it ran";
+    g_copy_gate.store(2);
+    put.join();
+    rm_a.join();
+    rm_b.join();
+    EXPECT_TRUE(removed_b.load());
+    EXPECT_STREQ(in, reinterpret_cast<const char *>(mem_b.data()));
+}
+
 TEST(EmulTarget, VerdictsHaveWords) {
     for (efa_emul_verdict_t v :
          {EFA_EMUL_NO_SUCH_REG, EFA_EMUL_OUTSIDE, EFA_EMUL_NO_ACCESS, EFA_EMUL_UNSUPPORTED_OP,
