@@ -108,9 +108,11 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     opal_hash_table_init(&btl->endpoints, 256);
     btl->my_name = mca_btl_efa_name_key(&OPAL_PROC_MY_NAME);
     btl->frag.size = efa_core_msg_max_size(core);
-    /* (room for a number: btl_efa_spread.h) */
-    btl->emul.chunk = btl->frag.size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t) -
-                      (efa_core_get_info(core)->num_nics > 1 ? EFA_BTL_SEQ_BYTES : 0);
+    /* (room for a number, btl_efa_spread.h, whatever this process's
+     * NICs: a target checks a get against its own chunk, and every
+     * process of a job must agree on it, one NIC or several) */
+    btl->emul.chunk =
+        btl->frag.size - sizeof(efa_btl_hdr_t) - sizeof(efa_btl_rma_t) - EFA_BTL_SEQ_BYTES;
     btl->frag.pool = NULL;
     mca_btl_efa_recv_des_init(&btl->recv.ring_des, &btl->recv.ring_seg);
     btl->outstanding = 0;

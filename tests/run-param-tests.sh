@@ -503,6 +503,14 @@ prog=$bindir/many_outstanding
 prog_args=(-n 2000 -s 4096)
 JOB_NP=2 expect_failure ob1-rail-gap-found "never arrived, while later ones from the same peer did" \
     "${ob1rails[@]}" --mca btl_efa_debug_lose_recv 100 --mca common_efa_peer_timeout 5
+# Emulated gets of several chunks between a process of two NICs and one
+# of one: both agree on the chunk (a get of the other's was refused, and
+# osc_test read a wrong byte).
+prog=$bindir/../osc/osc_test prog_args=(putget)
+JOB_NP=2 expect_output ob1-emul-get-two-nics-and-one "^OK putget" "${ob1rxm[@]}" "${apart[@]}" \
+    --mca osc rdma --mca common_efa_force_emulated read,write -x OSC_PUTGET_MAX=4194304 bash -c \
+    'n='"${iface:-eth0}"'; [ "$OMPI_COMM_WORLD_RANK" = 0 ] && n=$n,lo
+     OMPI_MCA_common_efa_nic_include=$n exec "$0" "$@"'
 prog=$bindir/pingpong
 prog_args=(-s 4M -i 5)
 param_wait # (the cases above use the pretend nodes' files)
