@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opal/util/error.h"
 #include "opal/util/output.h"
 
 /* The initiator's buffer may be device memory (cb.local_device, decided
@@ -101,6 +102,16 @@ static void req_done(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req) {
     }
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+    /* Said here too: Open MPI 4.1's osc/rdma drops a failed put's or
+     * get's status (the program would see wrong bytes and no error).  (A
+     * timeout was said as it expired.) */
+    static int said = 0;
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != req->status) && OPAL_ERR_TIMEOUT != req->status &&
+        !req->cb.internal && __atomic_fetch_add(&said, 1, __ATOMIC_RELAXED) < 10) {
+        opal_output(0, "btl:efa: a one-sided %s of %zu bytes to %s failed: %s",
+                    mca_btl_efa_emul_type_name(req->type), req->size, OPAL_NAME_PRINT(ep->name),
+                    opal_strerror(req->status));
+    }
     /* osc/rdma may pass no callback and rely on flush; nor is the upper
      * layer called once it has gone (see frag_finish); btl_efa's own
      * callback is (a piece's parent must hear of every piece). */
