@@ -24,7 +24,9 @@ static void ack_send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
 
 /* 0, or an OMPI error: the acknowledgement could not be posted (a full
  * queue is not an error: the core keeps the post in its backlog). */
-static int send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag) {
+/* seq: the message's (efa_tag_codec_seq), which the sender's
+ * acknowledgement receive names. */
+static int send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag, uint32_t seq) {
     efa_peer_t *peer = ompi_mtl_efa_peer(comm, src);
     if (OPAL_UNLIKELY(NULL == peer)) {
         return OMPI_ERR_UNREACH;
@@ -32,8 +34,11 @@ static int send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag)
     const int ci = ompi_mtl_efa_ctx_index(comm);
     efa_ctx_t *ctx = ompi_mtl_efa.ctxs[ci];
     const uint32_t me = (uint32_t)comm->c_my_rank;
-    const uint64_t bits = efa_tag_codec_pack(&ompi_mtl_efa.codec, EFA_PROTO_SYNC_ACK,
-                                             mtl_efa_comm_cid(comm), me, tag);
+    const uint64_t bits =
+        efa_tag_codec_with_seq(&ompi_mtl_efa.codec,
+                               efa_tag_codec_pack(&ompi_mtl_efa.codec, EFA_PROTO_SYNC_ACK,
+                                                  mtl_efa_comm_cid(comm), me, tag),
+                               seq);
     if (ompi_mtl_efa.inject_size > 0) {
         return mca_common_efa_rc(efa_ctx_tinject(ctx, NULL, 0, peer->addr[ci], bits, me));
     }
@@ -117,7 +122,8 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         if (EFA_PROTO_SYNC == efa_tag_codec_proto(&ompi_mtl_efa.codec, cqe->tag) && !failed) {
             /* The data is here, but the sender's MPI_Ssend would wait for
              * ever: say so on this receive rather than nowhere. */
-            int rc = send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG);
+            int rc = send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG,
+                                   efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag));
             if (OPAL_UNLIKELY(OMPI_SUCCESS != rc) && OMPI_SUCCESS == status->MPI_ERROR) {
                 status->MPI_ERROR = rc;
             }

@@ -58,6 +58,7 @@ static void note_error(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
 }
 
 static mca_mtl_efa_request_t *detach_ack(mca_mtl_efa_request_t *req);
+static bool drop_ack(mca_mtl_efa_request_t *req);
 
 static int post_message(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits);
 
@@ -93,8 +94,13 @@ static void send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     bool stop_waiting = false;
     if (NULL != req->ack) {
         __atomic_store_n(&req->data_done, true, __ATOMIC_SEQ_CST);
+        /* A message that failed (a truncation is the receiver's, which
+         * answers) will not be acknowledged either: the error is the
+         * request's now, not a wait for ever. */
         stop_waiting =
-            __atomic_load_n(&req->cancelled, __ATOMIC_SEQ_CST) && NULL != detach_ack(req);
+            cqe->err && -FI_ETRUNC != cqe->err
+                ? drop_ack(req)
+                : __atomic_load_n(&req->cancelled, __ATOMIC_SEQ_CST) && NULL != detach_ack(req);
     }
     if (stop_waiting) {
         send_finish_one(req); /* for the acknowledgement: the request stays until the next */
@@ -163,10 +169,10 @@ typedef struct {
 } mtl_efa_withdrawal_t;
 
 /* A withdrawn message is never matched, so its acknowledgement never
- * comes: the receive is cancelled.  Left posted, it would take the
- * acknowledgement of the next synchronous send of the same envelope (no
- * seq in acknowledgements), which would then wait for ever, and it would
- * keep the peer watched and the context busy. */
+ * comes: the receive is cancelled.  Left posted, it would keep the peer
+ * watched and the context busy (and, without a seq in the layout, take
+ * the acknowledgement of the next synchronous send of the same envelope,
+ * which would then wait for ever). */
 static void cancel_unanswered_ack(efa_ctx_t *ctx, mca_mtl_efa_ack_recv_t *ack) {
     pthread_mutex_lock(&ack_lock);
     const bool live = !ack->done;
@@ -176,6 +182,27 @@ static void cancel_unanswered_ack(efa_ctx_t *ctx, mca_mtl_efa_ack_recv_t *ack) {
          * inside the call.  The reference keeps the memory. */
         (void)efa_ctx_cancel(ctx, &ack->op);
     }
+}
+
+/* The send stops waiting for an acknowledgement that will not come (its
+ * message failed, or was never posted): the receive is detached and
+ * cancelled.  (An acknowledgement that comes after all names this
+ * message's seq: no later receive takes it.)  True: it was waiting. */
+static bool drop_ack(mca_mtl_efa_request_t *req) {
+    pthread_mutex_lock(&ack_lock);
+    mca_mtl_efa_ack_recv_t *ack = req->ack;
+    if (NULL != ack) {
+        ack->req = NULL;
+        req->ack = NULL;
+        ++ack->refs; /* (held across the cancel) */
+    }
+    pthread_mutex_unlock(&ack_lock);
+    if (NULL == ack) {
+        return false;
+    }
+    cancel_unanswered_ack(req->ctx, ack);
+    ack_put(ack);
+    return true;
 }
 
 static void withdraw_done(efa_withdraw_t *w, int result) {
@@ -348,6 +375,15 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         }
         req->pending = 1; /* not registered: sent the plain way */
     }
+    /* A seq names the message: to withdraw it, and in a synchronous
+     * send's acknowledgement, which then answers this message alone (not
+     * a later one of the same envelope whose acknowledgement receive is
+     * posted too, nor one a cancel or a failure left behind). */
+    const bool withdrawable = ompi_mtl_efa.withdraw && req->length >= MTL_EFA_WITHDRAW_MIN;
+    const uint32_t seq =
+        withdrawable || (MCA_PML_BASE_SEND_SYNCHRONOUS == mode && ompi_mtl_efa.layout.seq_bits > 1)
+            ? next_seq(peer)
+            : 0;
     if (MCA_PML_BASE_SEND_SYNCHRONOUS == mode) {
         /* Post the acknowledgement's receive before the send, so it can
          * never arrive unexpected. */
@@ -364,7 +400,10 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         ack->done = false;
         req->ack = ack;
         rc = efa_ctx_trecv(ctx, NULL, 0, NULL, addr,
-                           efa_tag_codec_pack(codec, EFA_PROTO_SYNC_ACK, cid, (uint32_t)dest, tag),
+                           efa_tag_codec_with_seq(codec,
+                                                  efa_tag_codec_pack(codec, EFA_PROTO_SYNC_ACK, cid,
+                                                                     (uint32_t)dest, tag),
+                                                  seq),
                            0, &ack->op);
         if (OPAL_UNLIKELY(rc)) {
             req->ack = NULL;
@@ -373,8 +412,10 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         }
     }
     uint64_t bits = efa_tag_codec_pack(codec, proto, cid, me, tag);
-    if (ompi_mtl_efa.withdraw && req->length >= MTL_EFA_WITHDRAW_MIN) {
-        bits = efa_tag_codec_with_seq(codec, bits, next_seq(peer));
+    if (seq) {
+        bits = efa_tag_codec_with_seq(codec, bits, seq);
+    }
+    if (withdrawable) {
         req->seq_tag = bits;
         req->seq_addr = addr;
     }
@@ -384,7 +425,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
             req->mr = NULL;
         }
-        (void)detach_ack(req); /* stays posted, never matched */
+        (void)drop_ack(req); /* nothing was sent: nothing will answer */
     }
     return rc;
 }
