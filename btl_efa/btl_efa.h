@@ -415,15 +415,16 @@ typedef struct mca_btl_efa_module {
  * parameters"): on the data path read only where the component's
  * test_hooks_on is set; at setup (the inbox, CMA's check) read directly. */
 typedef struct mca_btl_efa_test_hooks {
-    int corrupt_offset;  /* added to the remote address of every put and atomic */
-    int lose_answers;    /* the target's answers: 1 dropped, 2 misnamed, 3 twice (0: off) */
-    int lose_recv;       /* the Nth arrival through the provider fails (0: off) */
-    int forge_src;       /* the Nth injected fragment goes again, forged (0: off) */
-    int forge_unknown;   /* ... naming a process of no job rather than its destination */
-    int fail_inbox_rank; /* this rank's on-node inbox is not created (-1: none) */
-    int cma_refuse;      /* act as if the kernel refused CMA (EPERM) to every peer */
-    int takeback_refuse; /* the single copy of a request taken back fails as on EPERM */
-    int first_rail;      /* the NIC whose turn it is first (btl_efa_spread.c) */
+    int corrupt_offset;   /* added to the remote address of every put and atomic */
+    int lose_answers;     /* the target's answers: 1 dropped, 2 misnamed, 3 twice (0: off) */
+    int lose_recv;        /* the Nth arrival through the provider fails (0: off) */
+    int forge_src;        /* the Nth injected fragment goes again, forged (0: off) */
+    int forge_unknown;    /* ... naming a process of no job rather than its destination */
+    int fail_module_init; /* module init fails after its deadline ticks are added */
+    int fail_inbox_rank;  /* this rank's on-node inbox is not created (-1: none) */
+    int cma_refuse;       /* act as if the kernel refused CMA (EPERM) to every peer */
+    int takeback_refuse;  /* the single copy of a request taken back fails as on EPERM */
+    int first_rail;       /* the NIC whose turn it is first (btl_efa_spread.c) */
     int fail_rail_send, fail_first_send, fail_first_rma; /* Nth send, put/get piece: failed */
     int flush_first; /* before the Nth arrival on the first NIC, a failed receive there */
     bool flush_lost; /* ... that held the Nth arrival (lost) */
@@ -468,6 +469,10 @@ static inline uint64_t mca_btl_efa_name_key(const opal_process_name_t *name) {
 
 /* btl_efa_module.c */
 int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core);
+/* The component's init failed once module init began: before and after it
+ * releases the core (btl_efa_module.c). */
+void mca_btl_efa_module_init_failed(mca_btl_efa_module_t *btl);
+void mca_btl_efa_module_init_failed_released(mca_btl_efa_module_t *btl);
 
 /* btl_efa_frag.c: the fragment pool */
 int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,

@@ -175,6 +175,11 @@ static const mca_common_efa_param_t table[] = {
              "out a second time with a header naming its destination as the sender, as a "
              "forged message would; the receiver's sender check drops it (0: off; 0 to "
              "1000000000)"},
+    {"debug_fail_module_init", MCA_BASE_VAR_TYPE_INT, C(test.fail_module_init), .lo = 0, .hi = 1,
+     .allowed = "0 (off) or 1", NUMBER, .test_only = true,
+     .help = "Testing only: btl_efa's module init fails once its deadline ticks are added, as "
+             "a registration refused there would; the MTL keeps the core and must run on "
+             "(0: off; 0 or 1)"},
     {"debug_forge_unknown", MCA_BASE_VAR_TYPE_INT, C(test.forge_unknown), .lo = 0, .hi = 1,
      .allowed = "0 (off) or 1", NUMBER, .test_only = true,
      .help = "Testing only, with btl_efa_debug_forge_src: the forged copy names a process of "
@@ -531,8 +536,10 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         OPAL_SUCCESS != mca_btl_efa_module_init(&mca_btl_efa_module, core) ||
         OPAL_SUCCESS != mca_btl_efa_cma_init(&mca_btl_efa_module, mca_btl_efa_module.cma.mode)) {
         mca_btl_efa_ring_fini(&mca_btl_efa_module);
+        mca_btl_efa_module_init_failed(&mca_btl_efa_module);
         free(btls);
         mca_common_efa_release(core);
+        mca_btl_efa_module_init_failed_released(&mca_btl_efa_module);
         return NULL;
     }
 #ifdef MCA_BTL_FLAGS_ACCELERATOR_RDMA

@@ -163,6 +163,13 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->batch.sent = btl->batch.msgs = 0;
     btl->recv.last_src = NULL;
     btl->send.done_head = btl->send.done_tail = NULL;
+    if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
+        mca_btl_efa_component.test.fail_module_init) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: module init fails here (btl_efa_debug_fail_module_init, a "
+                            "test setting)");
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
     if (OPAL_SUCCESS != mca_btl_efa_frag_pool_init(btl, mca_btl_efa_frag_complete)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -173,6 +180,33 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
         return mca_common_efa_fi_to_opal(rc);
     }
     return OPAL_SUCCESS;
+}
+
+/* The component's init failed after mca_btl_efa_module_init began (it,
+ * or what follows it): the core stays open for the MTL, whose progress
+ * would call this component's deadline ticks and message handler once
+ * its code is unloaded.  They go, and the fragments' registered slabs
+ * with them; mca_btl_efa_module_init_failed_released once the core is
+ * released. */
+void mca_btl_efa_module_init_failed(mca_btl_efa_module_t *btl) {
+    if (NULL == btl->core) {
+        return; /* (module init never began) */
+    }
+    btl->finalizing = true;
+    (void)efa_core_msg_set_handler(btl->core, NULL, NULL);
+    mca_btl_efa_watch_stop_sweeps(btl);
+    mca_btl_efa_rail_back_fini(btl);
+    mca_btl_efa_frag_slabs_fini(btl);
+}
+
+void mca_btl_efa_module_init_failed_released(mca_btl_efa_module_t *btl) {
+    if (NULL == btl->core) {
+        return;
+    }
+    mca_btl_efa_frag_slabs_fini_released(btl);
+    OBJ_DESTRUCT(&btl->endpoints);
+    OBJ_DESTRUCT(&btl->lock);
+    btl->core = NULL;
 }
 
 /* The function table (its functions declared in btl_efa.h); the limits are

@@ -72,3 +72,15 @@ expect_output net-eager-capped-said "eager up to [0-9]+ bytes \(the provider's m
     "${cm[@]}" --mca mtl_efa_provider_include tcp --mca mtl_efa_onnode_channel none \
     --mca common_efa_force_direct_mode 1 --mca common_efa_direct_mode_mtu 4096 \
     --mca common_efa_verbose 1
+
+# btl_efa's init failing once its deadline ticks are added, while mtl_efa
+# keeps the core under pml cm: the ticks and the message handler go with
+# it (the MTL's progress would call them in the unloaded component), and
+# the job runs on for a few seconds of ticks.
+prog_args=(-s 4M -i 1500)
+JOB_NP=2 expect_output btl-init-failed-mtl-runs-on "ok pingpong" --mca pml cm,ob1 --mca mtl efa \
+    --mca btl efa,self --mca mtl_efa_provider_include "tcp;ofi_rxm" \
+    --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_debug_fail_module_init 1
+expect_failure debug-fail-module-init-two "0 (off) or 1" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_fail_module_init 2
+prog_args=(-s 4M -i 5)
