@@ -237,6 +237,8 @@ int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple);
 
 int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs);
+/* The peers del_procs kept for the engine, released once it is gone. */
+void ompi_mtl_efa_put_kept_peers(void);
 int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs);
 int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl);

@@ -226,6 +226,7 @@ int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl) {
     (void)mtl;
     ompi_mtl_efa_any_fini();
     ompi_mtl_efa_engine_fini();
+    ompi_mtl_efa_put_kept_peers(); /* (the engine read them until it ended) */
     ompi_mtl_efa_device_fini();
     mca_common_efa_release(ompi_mtl_efa.core);
     ompi_mtl_efa.core = NULL;

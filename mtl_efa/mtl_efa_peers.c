@@ -38,6 +38,37 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
     return OMPI_SUCCESS;
 }
 
+/* Peers whose release waits for the engine's end: its link to other
+ * nodes keeps pointers into them (their rails) and still progresses them
+ * as it closes (pml cm calls del_procs before finalize). */
+static efa_peer_t **kept;
+static size_t nkept, kept_room;
+
+static void put_or_keep(efa_peer_t *peer) {
+    if (NULL != ompi_mtl_efa.engine && nkept == kept_room) {
+        const size_t room = kept_room ? 2 * kept_room : 64;
+        efa_peer_t **grown = realloc(kept, room * sizeof(*kept));
+        if (NULL != grown) {
+            kept = grown;
+            kept_room = room;
+        }
+    }
+    if (NULL != ompi_mtl_efa.engine && nkept < kept_room) {
+        kept[nkept++] = peer;
+    } else {
+        efa_core_peer_put(ompi_mtl_efa.core, peer);
+    }
+}
+
+void ompi_mtl_efa_put_kept_peers(void) {
+    for (size_t i = 0; i < nkept; ++i) {
+        efa_core_peer_put(ompi_mtl_efa.core, kept[i]);
+    }
+    free(kept);
+    kept = NULL;
+    nkept = kept_room = 0;
+}
+
 int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs) {
     (void)mtl;
@@ -45,7 +76,7 @@ int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
     for (size_t i = 0; i < nprocs; ++i) {
         efa_peer_t *peer = (efa_peer_t *)procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
         if (peer) {
-            efa_core_peer_put(ompi_mtl_efa.core, peer);
+            put_or_keep(peer);
             procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = NULL;
         }
     }
