@@ -373,7 +373,8 @@ bool ompi_mtl_efa_device_post_refused(mca_mtl_efa_request_t *req, const char *ca
     return OMPI_SUCCESS == staged;
 }
 
-void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver) {
+void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver,
+                                   bool held) {
     void *dev = req->device_buf;
     const size_t n = !deliver ? 0 : len < req->length ? len : req->length;
     /* The engine put the bytes into dev itself (IPC on this node, or a
@@ -395,11 +396,12 @@ void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool 
             efa_device_release(dev);
         }
     }
-    /* (one that was not delivered may still be the provider's) */
-    if (deliver) {
-        efa_stage_free(req->buffer);
-    } else {
+    /* (one that failed may still be the provider's; a cancelled one, or
+     * one never posted, is not) */
+    if (held) {
         efa_stage_drop(req->buffer);
+    } else {
+        efa_stage_free(req->buffer);
     }
     req->buffer = dev;
     req->free_buffer = req->device_temp = false;

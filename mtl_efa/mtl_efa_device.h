@@ -54,8 +54,9 @@ int ompi_mtl_efa_device_provider_recv(mca_mtl_efa_request_t *req);
  * (stage_send, stage_recv) and true is returned: the caller posts req
  * again.  False: the failure stands. */
 bool ompi_mtl_efa_device_post_refused(mca_mtl_efa_request_t *req, const char *call, int rc);
-/* A staged receive ends (ompi_mtl_efa_recv_buffer_done). */
-void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver);
+/* A staged receive ends (ompi_mtl_efa_recv_buffer_done; held: it failed,
+ * and the provider may still write into its staging buffer). */
+void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver, bool held);
 
 /* A receive's buffer is done with: deliver: len bytes arrived (unpacked or
  * copied to the device); else nothing did (cancelled, failed) and only
@@ -63,7 +64,7 @@ void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool 
 static inline void ompi_mtl_efa_recv_buffer_done(mca_mtl_efa_request_t *req, size_t len,
                                                  bool deliver) {
     if (OPAL_UNLIKELY(NULL != req->device_buf)) {
-        ompi_mtl_efa_device_recv_done(req, len, deliver);
+        ompi_mtl_efa_device_recv_done(req, len, deliver, false);
     } else if (deliver && len > 0) {
         ompi_mtl_datatype_unpack(req->convertor, req->buffer, len); /* frees a packing one */
     } else if (req->free_buffer) {
@@ -77,7 +78,7 @@ static inline void ompi_mtl_efa_recv_buffer_done(mca_mtl_efa_request_t *req, siz
  * read the peer deadline gave up on). */
 static inline void ompi_mtl_efa_recv_buffer_failed(mca_mtl_efa_request_t *req) {
     if (OPAL_UNLIKELY(NULL != req->device_buf)) {
-        ompi_mtl_efa_device_recv_done(req, 0, false); /* (drops its staging buffer) */
+        ompi_mtl_efa_device_recv_done(req, 0, false, true); /* (drops its staging buffer) */
     } else if (req->free_buffer) {
         efa_stage_drop(req->buffer);
     }

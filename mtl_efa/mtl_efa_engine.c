@@ -343,12 +343,10 @@ void ompi_mtl_efa_engine_fini(void) {
 static void send_done(efa_engine_req_t *r) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(r, on);
     if (req->free_buffer) {
-        /* (a failed send's buffer may still be the provider's) */
-        if (OPAL_LIKELY(0 == r->err)) {
-            efa_stage_free(req->buffer);
-        } else {
-            efa_stage_drop(req->buffer);
-        }
+        /* (a failed send's buffer may still be the provider's; a
+         * withdrawn one's is not: nothing reads it) */
+        const bool held = 0 != r->err && -FI_ECANCELED != r->err;
+        (OPAL_UNLIKELY(held) ? efa_stage_drop : efa_stage_free)(req->buffer);
     }
     if (req->super.ompi_req) {
         ompi_status_public_t *status = &req->super.ompi_req->req_status;
@@ -422,16 +420,18 @@ int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag
     req->free_buffer = false; /* freed here, below */
     bs.done = false;
     int rc = start_send(comm, dest, tag, mode, req, device);
+    bool held = false; /* (a failed send's buffer may still be the provider's, as in send_done) */
     if (0 == rc) {
         while (!__atomic_load_n(&bs.done, __ATOMIC_ACQUIRE)) {
             opal_progress();
         }
+        held = 0 != req->on.err && -FI_ECANCELED != req->on.err;
         rc = req->on.err ? mca_common_efa_fi_to_opal(req->on.err) : OMPI_SUCCESS;
     } else if (1 == rc) {
         rc = OMPI_SUCCESS;
     }
     if (free_buffer) {
-        efa_stage_free(buffer);
+        (held ? efa_stage_drop : efa_stage_free)(buffer);
     }
     return rc;
 }
