@@ -336,6 +336,7 @@ typedef struct mca_btl_efa_module {
     struct {
         efa_inflight_t *reqs; /* id -> efa_btl_rdma_req_t */
         uint64_t next_id;
+        uint64_t away_seen;                 /* efa_core_away_ms that reqs' idle times left out */
         struct efa_btl_rdma_req *free_reqs; /* finished requests kept for reuse */
         int num_free_reqs;
         int window;   /* chunks of one put/get in flight (set at open) */

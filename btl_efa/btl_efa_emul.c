@@ -202,6 +202,14 @@ int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
     const double now = mca_btl_efa_now();
     const double limit = (double)mca_btl_efa_component.rma_timeout;
     void *expired[EXPIRE_BATCH];
+    /* Time this process spent away from progress (a compute phase between
+     * a put and its flush) is no silence of the target's: the answers may
+     * be waiting in the provider. */
+    const uint64_t away = efa_core_away_ms(btl->core);
+    const uint64_t seen = __atomic_exchange_n(&btl->emul.away_seen, away, __ATOMIC_RELAXED);
+    if (OPAL_UNLIKELY(away > seen)) {
+        efa_inflight_pause(btl->emul.reqs, (double)(away - seen) / 1000.0, now);
+    }
     /* Out of the table, and held by nobody: a late answer or chunk failure
      * finds nothing, and none is writing into them now. */
     const int n = (int)efa_inflight_expire(btl->emul.reqs, now, limit, expired, EXPIRE_BATCH);
@@ -489,6 +497,7 @@ void mca_btl_efa_emul_setup(mca_btl_efa_module_t *btl) {
     /* Out of memory: every emulated operation fails to start (NULL finds
      * nothing and takes nothing). */
     btl->emul.reqs = efa_inflight_create();
+    btl->emul.away_seen = efa_core_away_ms(btl->core);
     /* Like registration keys (mca_btl_efa_reg_setup, called first), ids
      * start at a random point: a late answer to an earlier run's request
      * is unlikely to name one in flight.  The top bit is the on-node

@@ -285,6 +285,11 @@ struct efa_core {
     std::mutex deadline_lock;
     efa::PeerDeadline deadline{0};
     std::atomic<uint64_t> deadline_next_ms{0};
+    // Time this process spent away from progress (note_progress_gap): the
+    // clock of the last deadline_tick, the total away beyond kAwayGraceMs,
+    // and how much of it the deadline took already (deadline_lock).
+    std::atomic<uint64_t> tick_last_ms{0}, away_ms{0};
+    uint64_t deadline_away_taken = 0;
     std::unordered_map<efa_peer_t *, std::string> peer_names;
     // The liveness probes (core_probe.cpp): the receives for pings and
     // answers (one per context); this process's probe id (a hash of its
@@ -545,6 +550,19 @@ bool deadline_dropped(const efa_op_t *op);
 void read_path_counts(efa_core_counters_t *out);
 // From progress: checks the peers at most once a second.
 void deadline_tick(efa_core *core);
+// Called by deadline_tick each time with its clock: a gap between progress
+// calls up to kAwayGraceMs is a process at work between MPI calls; beyond
+// it, the rest is time away (a compute phase), in which nothing of a peer
+// could be seen (efa_core_away_ms).
+constexpr uint64_t kAwayGraceMs = 2000;
+inline void note_progress_gap(efa_core *core, uint64_t now) {
+    // (relaxed load and store: threads that tick at once lose at most a gap)
+    const uint64_t last = core->tick_last_ms.load(std::memory_order_relaxed);
+    core->tick_last_ms.store(now, std::memory_order_relaxed);
+    if (0 != last && now > last + kAwayGraceMs) {
+        core->away_ms.fetch_add(now - last - kAwayGraceMs, std::memory_order_relaxed);
+    }
+}
 // The id a peer's probes carry: a hash of its blob (core_probe.cpp).
 uint64_t probe_id_of(const void *blob, size_t len);
 // From progress while answers_pending: answers to peers' pings that found

@@ -476,6 +476,7 @@ void rail_outs_take(efa_core *core) {
 
 void deadline_tick(efa_core *core) {
     const uint64_t now = now_ms();
+    note_progress_gap(core, now);
     if (now < core->deadline_next_ms.load(std::memory_order_relaxed)) {
         return;
     }
@@ -489,6 +490,9 @@ void deadline_tick(efa_core *core) {
         }
         core->deadline_next_ms.store(now + 1000, std::memory_order_relaxed);
         ticks = core->deadline_ticks;
+        const uint64_t away = core->away_ms.load(std::memory_order_relaxed);
+        core->deadline.away(away - core->deadline_away_taken, now);
+        core->deadline_away_taken = away;
         due = core->deadline.due(now);
         if (due) {
             v = core->deadline.check(now);

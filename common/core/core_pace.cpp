@@ -177,6 +177,10 @@ __attribute__((noinline)) int poll_now(efa_core *core) {
 
 extern "C" {
 
+uint64_t efa_core_away_ms(const efa_core_t *core) {
+    return core->away_ms.load(std::memory_order_relaxed);
+}
+
 int efa_core_progress_paced(efa_core_t *core) {
     // The idle call (every on-node message pays several) is a few loads
     // and a tail call at most.

@@ -137,6 +137,15 @@ size_t Inflight::expire(double now, double limit, void **out, size_t max) {
     return n;
 }
 
+void Inflight::pause(double seconds, double now) {
+    std::lock_guard<SpinMutex> g(lock_);
+    for (Entry &e : slots_) {
+        if (nullptr != e.op) {
+            e.last = e.last + seconds < now ? e.last + seconds : now;
+        }
+    }
+}
+
 size_t Inflight::size() {
     std::lock_guard<SpinMutex> g(lock_);
     return used_;
@@ -173,6 +182,12 @@ bool efa_inflight_release(efa_inflight_t *t, uint64_t id, bool over) {
 
 size_t efa_inflight_expire(efa_inflight_t *t, double now, double limit, void **out, size_t max) {
     return t ? t->table.expire(now, limit, out, max) : 0;
+}
+
+void efa_inflight_pause(efa_inflight_t *t, double seconds, double now) {
+    if (t) {
+        t->table.pause(seconds, now);
+    }
 }
 
 size_t efa_inflight_size(efa_inflight_t *t) {

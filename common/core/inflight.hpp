@@ -26,6 +26,9 @@ class Inflight {
     void *claim(uint64_t id, double now);
     bool release(uint64_t id, bool over);
     size_t expire(double now, double limit, void **out, size_t max);
+    // Nobody could answer for 'seconds' (this process was away from
+    // progress): every operation's idle time leaves them out.
+    void pause(double seconds, double now);
     size_t size();
 
   private:

@@ -97,6 +97,16 @@ bool PeerDeadline::dead(uint64_t peer) const {
     return it != peers_.end() && it->second.dead;
 }
 
+void PeerDeadline::away(uint64_t ms, uint64_t now) {
+    for (auto &kv : peers_) {
+        Peer &p = kv.second;
+        if (!p.dead && p.count > 0) {
+            p.last = p.last + ms < now ? p.last + ms : now;
+            p.last_probe = p.last_probe + ms < now ? p.last_probe + ms : now;
+        }
+    }
+}
+
 bool PeerDeadline::due(uint64_t now) {
     if (!enabled() || total_ == 0 || now < next_check_) {
         return false;

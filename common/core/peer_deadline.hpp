@@ -75,6 +75,10 @@ class PeerDeadline {
     // process was declared dead and touched it (core_deadline.cpp).
     bool expired(uint64_t peer, uint64_t now) const;
 
+    // This process called no progress for 'ms' (it computed): nothing of a
+    // peer could complete meanwhile, so that time is no peer's silence.
+    void away(uint64_t ms, uint64_t now);
+
     // Is a check due (at most once per check interval, and only while some
     // operation is tracked)?  Marks the check as done.
     bool due(uint64_t now);

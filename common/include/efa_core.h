@@ -472,6 +472,11 @@ void efa_core_net_interest(efa_core_t *core, int delta);
 void efa_core_set_doorbell(efa_core_t *core, uint32_t *bell);
 /* The paced check's wait now, in microseconds (the report, tests). */
 uint64_t efa_core_net_wait_us(const efa_core_t *core);
+/* Milliseconds this process has spent away from progress so far (gaps
+ * between calls beyond a grace of 2 s: compute phases), which no timeout
+ * of an answer should count: the peer deadline leaves them out, and so
+ * must a component's own timeouts.  Counted while the peer deadline is on. */
+uint64_t efa_core_away_ms(const efa_core_t *core);
 
 /* Tagged messaging.  All of them retry -FI_EAGAIN internally (driving
  * progress meanwhile): a full queue delays, it never drops. */

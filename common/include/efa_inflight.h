@@ -45,6 +45,9 @@ bool efa_inflight_release(efa_inflight_t *t, uint64_t id, bool over);
  * them any more) and written to out; their number.  The caller completes
  * them. */
 size_t efa_inflight_expire(efa_inflight_t *t, double now, double limit, void **out, size_t max);
+/* Nobody could answer for 'seconds' up to 'now' (this process was away
+ * from progress: efa_core_away_ms): no operation's idle time counts them. */
+void efa_inflight_pause(efa_inflight_t *t, double seconds, double now);
 /* Operations in the table (claimed ones over included). */
 size_t efa_inflight_size(efa_inflight_t *t);
 

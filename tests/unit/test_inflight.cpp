@@ -69,6 +69,21 @@ TEST(Inflight, ExpiryTakesAnIdleOperationOnce) {
 // Two answers hold it (the last chunk's and a stray duplicate): the one
 // that finds it over does not complete it while the other still writes;
 // the last release does, and nobody can claim it after it is over.
+// This process was away from progress for 100 s (a compute phase between
+// a put and its flush): that time is no silence of the target's.
+TEST(Inflight, TimeAwayFromProgressDoesNotExpire) {
+    Table tb;
+    int op = 0;
+    ASSERT_EQ(0, efa_inflight_add(tb.t, 3, &op, 0.0));
+    EXPECT_FALSE(efa_inflight_release(tb.t, 3, false));
+    efa_inflight_pause(tb.t, 100.0, 110.0); // back at 110 s after 100 s away
+    void *out[4];
+    EXPECT_EQ(0u, efa_inflight_expire(tb.t, 110.0, 50.0, out, 4)) << "expired for time away";
+    EXPECT_EQ(0u, efa_inflight_expire(tb.t, 150.0, 50.0, out, 4));
+    ASSERT_EQ(1u, efa_inflight_expire(tb.t, 150.5, 50.0, out, 4)); // 50 s watched, and more
+    EXPECT_EQ(&op, out[0]);
+}
+
 TEST(Inflight, TheLastClaimCompletes) {
     Table tb;
     int op = 0;

@@ -129,3 +129,21 @@ TEST(PeerDeadline, ReleaseAllHandsBackEveryTrackedOp) {
     EXPECT_EQ(d.tracked(), 0u);
     EXPECT_FALSE(d.completed(&ops[0], 1)); // no longer tracked
 }
+
+// This process computed without progress for longer than the timeout with
+// a send out (a rendezvous waiting for its peer): that time is no silence
+// of the peer's; only what follows it counts.
+TEST(PeerDeadline, TimeAwayFromProgressIsNoSilence) {
+    PeerDeadline::Entry ops[2];
+    PeerDeadline d(10000);
+    ASSERT_TRUE(d.posted(kPeer, &ops[0], Kind::Send, 0));
+    ASSERT_TRUE(d.posted(kOther, &ops[1], Kind::Recv, 0));
+    d.away(30000, 31000); // back at 31 s after 30 s away
+    auto v = d.check(31000);
+    EXPECT_TRUE(v.expired.empty()) << "expired for the time this process was away";
+    EXPECT_TRUE(v.probe.empty()) << "a waited peer probed for the time away";
+    EXPECT_TRUE(d.check(39999).expired.empty());
+    v = d.check(40000); // 10 s watched since the post
+    ASSERT_EQ(v.expired.size(), 1u);
+    EXPECT_EQ(v.expired[0], kPeer);
+}
