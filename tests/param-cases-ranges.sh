@@ -84,3 +84,9 @@ JOB_NP=2 expect_output btl-init-failed-mtl-runs-on "ok pingpong" --mca pml cm,ob
 expect_failure debug-fail-module-init-two "0 (off) or 1" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_debug_fail_module_init 2
 prog_args=(-s 4M -i 5)
+
+# The loopback interface in the exclude list: excluded, not refused as an
+# unknown NIC (an unnamed loopback is skipped before the lists are read).
+expect_output nic-exclude-loopback "report: local rank [01]: NIC " "${cm[@]}" \
+    --mca mtl_efa_provider_include "tcp;ofi_rxm" --mca common_efa_nic_exclude lo \
+    --mca common_efa_verbose 1

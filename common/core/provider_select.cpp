@@ -280,13 +280,14 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
                 // A loopback interface reaches this host alone: its address
                 // in another host's vector would name that host.  Only a
                 // NIC list that names it takes it (tests on one host), or a
-                // host that has no other.
+                // host that has no other; one the exclude list names goes
+                // on below (listed, so that the list finds the name).
                 const bool listed = params.nic_include && *params.nic_include;
                 const bool named = named_in(params.nic_include, i->domain_attr->name);
                 // An excluded NIC chooses no fabric; it stays listed, so
                 // that the NIC lists find the name they refuse.
                 const bool excluded = named_in(params.nic_exclude, i->domain_attr->name);
-                if (is_loopback(i) && !named) {
+                if (is_loopback(i) && !named && !excluded) {
                     if (!loopback) {
                         loopback = i;
                     }
