@@ -51,9 +51,19 @@ bool rail0_out(efa_core *core, fi_addr_t addr) {
 bool last_rail(efa_core *core, fi_addr_t rail0, int rail) {
     std::lock_guard<std::mutex> guard(core->peers_lock);
     const auto it = core->addr_owner.find(rail0);
-    return it != core->addr_owner.end() &&
-           (__atomic_load_n(&it->second->rails_down, __ATOMIC_RELAXED) & 1u) &&
-           other_rail(it->second, rail) < 0;
+    if (it == core->addr_owner.end()) {
+        return false;
+    }
+    efa_peer_t *p = it->second;
+    if ((__atomic_load_n(&p->rails_down, __ATOMIC_RELAXED) & 1u) && other_rail(p, rail) < 0) {
+        return true;
+    }
+    // Not the last: taken out now, under the lock of the check, so that a
+    // loss of another rail in another thread at once finds this one out
+    // (checked apart, each saw the other up, and the peer with no rail
+    // left was never declared lost).  rail_lost sets it again.
+    __atomic_or_fetch(&p->rails_down, 1u << rail, __ATOMIC_RELAXED);
+    return false;
 }
 
 bool rail0_lost(efa_core *core, fi_addr_t addr, int err, const std::string &why) {

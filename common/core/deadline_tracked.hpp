@@ -66,7 +66,8 @@ void fail_tracked(efa_core *core, const std::vector<Tracked *> &failed, int err,
 // Tells them (no lock held).
 void tell_failed(const std::vector<FailedOp> &ops, int err);
 // Would taking out 'rail' (> 0) leave the peer at rail-0 address 'rail0'
-// with no rail, the first being out already (core_rail0.cpp)?
+// with no rail, the first being out already (core_rail0.cpp)?  If not,
+// the rail is marked out at once, in the same section as the check.
 bool last_rail(efa_core *core, fi_addr_t rail0, int rail);
 
 // A completion of a stand-in that is free (in_free_list): counted, said
