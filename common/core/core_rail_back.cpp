@@ -345,6 +345,10 @@ void rail_back_forget(efa_core *core, fi_addr_t rail0) {
     std::lock_guard<std::mutex> guard(core->deadline_lock);
     for (int r = 0; r < kMaxRails; ++r) {
         core->rail_retries.erase(rail_key(rail0, r));
+        // The address vector hands the address to the next process it
+        // takes (MPI_Comm_accept after a client died): it must not find
+        // it dead.  (Context 0's address and its rails.)
+        core->deadline.forget_peer(rail_key(rail0, r));
     }
 }
 

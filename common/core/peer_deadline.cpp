@@ -107,6 +107,13 @@ void PeerDeadline::away(uint64_t ms, uint64_t now) {
     }
 }
 
+void PeerDeadline::forget_peer(uint64_t peer) {
+    auto it = peers_.find(peer);
+    if (it != peers_.end() && 0 == it->second.count) {
+        peers_.erase(it);
+    }
+}
+
 bool PeerDeadline::due(uint64_t now) {
     if (!enabled() || total_ == 0 || now < next_check_) {
         return false;

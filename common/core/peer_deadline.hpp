@@ -64,6 +64,10 @@ class PeerDeadline {
     void forget(Entry *op);
 
     bool dead(uint64_t peer) const;
+    // The peer is gone from the address vector, whose address may name
+    // another process next: its state goes (dead included), unless an
+    // operation of it is still tracked.
+    void forget_peer(uint64_t peer);
     // 'peer' (a rail's key: a rail to a peer, never a process) reaches
     // again: alive, its clock starting now.  false: it was not dead.
     bool revive(uint64_t peer, uint64_t now);

@@ -147,3 +147,19 @@ TEST(PeerDeadline, TimeAwayFromProgressIsNoSilence) {
     ASSERT_EQ(v.expired.size(), 1u);
     EXPECT_EQ(v.expired[0], kPeer);
 }
+
+// A peer released from the address vector: its address may name another
+// process next, which must not be found dead; one with operations still
+// tracked keeps its state.
+TEST(PeerDeadline, AForgottenPeersAddressStartsAlive) {
+    PeerDeadline::Entry ops[2];
+    PeerDeadline d(10000);
+    ASSERT_TRUE(d.posted(kPeer, &ops[0], Kind::Send, 0));
+    EXPECT_EQ(d.declare_dead(kPeer).size(), 1u);
+    EXPECT_TRUE(d.dead(kPeer));
+    d.forget_peer(kPeer);
+    EXPECT_FALSE(d.dead(kPeer));
+    EXPECT_TRUE(d.posted(kPeer, &ops[1], Kind::Send, 100)) << "the next process refused";
+    d.forget_peer(kPeer); // tracked: kept
+    EXPECT_TRUE(d.completed(&ops[1], 200));
+}
