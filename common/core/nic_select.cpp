@@ -195,13 +195,46 @@ auto hardware_order_key(const Placement &placement, const std::vector<NicCandida
 // size: the n-th core of a package for a core binding, the n-th hardware
 // thread for a thread binding. Counted in hwloc's logical order, where the
 // threads of one core are adjacent even when their OS numbers are not.
+//
+// A binding smaller than its core (one hardware thread of an SMT core) is
+// ambiguous: ranks may sit one per core on each core's first thread, or one
+// per thread. Counting threads would give the first case only even slots and
+// leave every other NIC idle, so such a binding is numbered core first: the
+// cores' first threads take slots 0..cores-1, their second threads the next
+// `cores` slots. Both cases then spread evenly once the locality is full, and
+// one rank per core spreads evenly at any count.
 size_t binding_slot(hwloc_topology_t topo, hwloc_const_cpuset_t binding,
                     hwloc_const_cpuset_t locality, unsigned binding_pus) {
+    const int first_pu = hwloc_bitmap_first(binding);
+    hwloc_obj_t pu = first_pu >= 0 ? hwloc_get_pu_obj_by_os_index(topo, first_pu) : nullptr;
+    hwloc_obj_t core = pu ? hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu) : nullptr;
+    const int core_pus = core && core->cpuset ? hwloc_bitmap_weight(core->cpuset) : 0;
+    if (core && core_pus > static_cast<int>(binding_pus) &&
+        hwloc_bitmap_isincluded(binding, core->cpuset) &&
+        hwloc_bitmap_isincluded(core->cpuset, locality)) {
+        size_t core_index = 0;
+        for (hwloc_obj_t c =
+                 hwloc_get_next_obj_inside_cpuset_by_type(topo, locality, HWLOC_OBJ_CORE, nullptr);
+             c && c != core;
+             c = hwloc_get_next_obj_inside_cpuset_by_type(topo, locality, HWLOC_OBJ_CORE, c)) {
+            ++core_index;
+        }
+        size_t thread_index = 0;
+        for (hwloc_obj_t t = hwloc_get_next_obj_inside_cpuset_by_type(topo, core->cpuset,
+                                                                      HWLOC_OBJ_PU, nullptr);
+             t && t != pu;
+             t = hwloc_get_next_obj_inside_cpuset_by_type(topo, core->cpuset, HWLOC_OBJ_PU, t)) {
+            ++thread_index;
+        }
+        const auto cores = static_cast<size_t>(
+            hwloc_get_nbobjs_inside_cpuset_by_type(topo, locality, HWLOC_OBJ_CORE));
+        return core_index + (thread_index / binding_pus) * cores;
+    }
     size_t position = 0;
-    for (hwloc_obj_t pu =
+    for (hwloc_obj_t p =
              hwloc_get_next_obj_inside_cpuset_by_type(topo, locality, HWLOC_OBJ_PU, nullptr);
-         pu; pu = hwloc_get_next_obj_inside_cpuset_by_type(topo, locality, HWLOC_OBJ_PU, pu)) {
-        if (hwloc_bitmap_isset(binding, pu->os_index)) {
+         p; p = hwloc_get_next_obj_inside_cpuset_by_type(topo, locality, HWLOC_OBJ_PU, p)) {
+        if (hwloc_bitmap_isset(binding, p->os_index)) {
             break;
         }
         ++position;

@@ -188,6 +188,33 @@ TEST_F(P5, HardwareThreadBindingsSpreadAcrossNics) {
     }
 }
 
+TEST_F(P5, FirstThreadOfEachCoreUsesEveryNic) {
+    // One rank per core bound to that core's first hardware thread (e.g.
+    // --map-by core --bind-to hwthread): 16 ranks on package 0's 16 cores
+    // use each of its 16 NICs once, not every other one twice.
+    std::set<std::string> used;
+    for (int rank = 0; rank < 16; ++rank) {
+        hwloc_obj_t first = hwloc_get_obj_inside_cpuset_by_type(
+            topo.get(), topo.core(0, static_cast<unsigned>(rank))->cpuset, HWLOC_OBJ_PU, 0);
+        ASSERT_NE(first, nullptr);
+        const auto &nic = pick(nics, topo, first->cpuset, rank, 16);
+        EXPECT_EQ(package_of(nic), 0u) << nic.name;
+        used.insert(nic.name);
+    }
+    EXPECT_EQ(used.size(), 16u);
+}
+
+TEST_F(P4d, FirstThreadOfEachOfTwoCoresUsesBothNics) {
+    std::set<std::string> used;
+    for (int rank = 0; rank < 2; ++rank) {
+        hwloc_obj_t first = hwloc_get_obj_inside_cpuset_by_type(
+            topo.get(), topo.core(1, static_cast<unsigned>(rank))->cpuset, HWLOC_OBJ_PU, 0);
+        ASSERT_NE(first, nullptr);
+        used.insert(pick(nics, topo, first->cpuset, rank, 2).name);
+    }
+    EXPECT_EQ(used.size(), 2u);
+}
+
 // --- nearness ordering, on a hand-made machine ---------------------------
 
 // Two packages of two single-thread cores. NIC "root" hangs off the machine
