@@ -73,6 +73,9 @@ static mca_mtl_base_module_t *ompi_mtl_efa_component_init(MTL_EFA_INIT_PARAMS) {
         return NULL;
     }
     if (OMPI_SUCCESS != ompi_mtl_efa_engine_init(enable_mpi_threads)) {
+        /* The core may live on for btl_efa: nothing of this component may
+         * stay registered with it once the component is unloaded. */
+        ompi_mtl_efa_any_fini();
         free(ompi_mtl_efa.ctxs);
         ompi_mtl_efa.ctxs = NULL;
         mca_common_efa_release(core);

@@ -90,3 +90,11 @@ prog_args=(-s 4M -i 5)
 expect_output nic-exclude-loopback "report: local rank [01]: NIC " "${cm[@]}" \
     --mca mtl_efa_provider_include "tcp;ofi_rxm" --mca common_efa_nic_exclude lo \
     --mca common_efa_verbose 1
+
+# mtl_efa refused at MPI_Init (a bad parameter) while btl_efa carries the
+# job on the same core: nothing of mtl_efa stays registered with the core
+# once its library is unloaded (its lost-peer sweep did, and the job
+# crashed in the core's deadline tick).
+JOB_NP=2 expect_output mtl-refused-btl-carries "The EFA MTL will not be used" \
+    --mca mtl efa --mca btl efa,self --mca mtl_efa_provider_include shm \
+    --mca btl_efa_provider_include shm --mca mtl_efa_onnode_channel bogus
