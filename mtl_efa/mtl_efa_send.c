@@ -12,6 +12,7 @@
 #include "opal/runtime/opal_progress.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 static void send_finish_one(mca_mtl_efa_request_t *req) {
     /* A synchronous send's two completions race only when threads may
@@ -425,7 +426,15 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
             efa_core_mr_release(ompi_mtl_efa.core, req->mr);
             req->mr = NULL;
         }
-        (void)drop_ack(req); /* nothing was sent: nothing will answer */
+        if (!drop_ack(req) && MCA_PML_BASE_SEND_SYNCHRONOUS == mode) {
+            /* The acknowledgement's receive completed meanwhile (failed, a
+             * lost peer) in another thread, which now finishes its share
+             * of the request: the request (on the caller's stack for a
+             * blocking send) must outlive that before the error returns. */
+            while (__atomic_load_n(&req->pending, __ATOMIC_ACQUIRE) > 1) {
+                sched_yield();
+            }
+        }
     }
     return rc;
 }
