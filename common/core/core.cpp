@@ -362,6 +362,39 @@ int open_core(efa_core *core) {
     return 0;
 }
 
+// What an open core holds, closed in the order the provider needs: also
+// what a failed open_core leaves (each step skips what was never opened).
+void close_core(efa_core *core) {
+    for (auto &kv : core->peers) {
+        free(kv.second.peer);
+    }
+    core->peers.clear();
+    core->peer_index.clear();
+    core->addr_owner.clear();
+    core->peers_by_probe_id.clear();
+    efa_core_msg_close(core);
+    close_overflow_areas(core);
+    close_rail_endpoints(core);
+    core->dev_mr_cache.reset(); // deregisters before the domain closes
+    core->dev_mr_backend.reset();
+    if (g_core == core) {
+        g_release_gate.detach(); // a free() in another thread may be in the cache now
+    }
+    core->mr_cache.reset();
+    core->mr_backend.reset();
+    core->rails.clear();
+    if (core->rail_lost_any[0].load(std::memory_order_relaxed)) {
+        // The first NIC lost a peer and the job went on (core_rail0.cpp):
+        // left for the exit like such a rail (close_rail_endpoints).
+        keep_for_exit(core->nic.release()); // intentionally not closed
+    } else {
+        core->nic.reset();
+    }
+    efa_core_msg_free(core); // receive buffers the provider kept: safe once the endpoints are gone
+    deadline_close(core);
+    control_close(core);
+}
+
 } // namespace
 } // namespace efa
 
@@ -400,6 +433,7 @@ efa_core_t *efa_core_acquire(const efa_core_params_t *params, int *err) {
     core->rep = make_reporter(core->params, true);
     int rc = open_core(core.get());
     if (rc) {
+        close_core(core.get()); // the receive buffers it posted, its probes and notes
         *err = rc;
         return nullptr;
     }
@@ -463,34 +497,7 @@ void efa_core_release(efa_core_t *core) {
                           std::to_string(told) +
                           " by a peer that told this process (every registration dropped at each)");
     }
-    for (auto &kv : core->peers) {
-        free(kv.second.peer);
-    }
-    core->peers.clear();
-    core->peer_index.clear();
-    core->addr_owner.clear();
-    core->peers_by_probe_id.clear();
-    efa_core_msg_close(core);
-    close_overflow_areas(core);
-    close_rail_endpoints(core);
-    core->dev_mr_cache.reset(); // deregisters before the domain closes
-    core->dev_mr_backend.reset();
-    if (g_core == core) {
-        g_release_gate.detach(); // a free() in another thread may be in the cache now
-    }
-    core->mr_cache.reset();
-    core->mr_backend.reset();
-    core->rails.clear();
-    if (core->rail_lost_any[0].load(std::memory_order_relaxed)) {
-        // The first NIC lost a peer and the job went on (core_rail0.cpp):
-        // left for the exit like such a rail (close_rail_endpoints).
-        keep_for_exit(core->nic.release()); // intentionally not closed
-    } else {
-        core->nic.reset();
-    }
-    efa_core_msg_free(core); // receive buffers the provider kept: safe once the endpoints are gone
-    deadline_close(core);
-    control_close(core);
+    close_core(core);
     if (g_core == core) {
         g_core = nullptr;
     }
