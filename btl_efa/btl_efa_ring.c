@@ -201,6 +201,6 @@ void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl) {
     }
     /* The file stays while mtl_efa's engine still uses the node. */
     efa_node_close_channel(btl->ring.node, EFA_NODE_CHANNEL_BTL);
-    efa_node_release(btl->ring.node);
+    mca_common_efa_node_put(btl->ring.node);
     btl->ring.node = NULL;
 }

@@ -123,6 +123,10 @@ OPAL_DECLSPEC efa_node_t *mca_common_efa_node_acquire(int *err);
 OPAL_DECLSPEC int mca_common_efa_node_publish(efa_node_t *node);
 /* The card process 'name' published: false when none. */
 OPAL_DECLSPEC bool mca_common_efa_node_card(const opal_process_name_t *name, efa_node_card_t *card);
+/* A component's reference to the node dropped; the first to drop one says
+ * (verbose 1) how many peers' inboxes were reached through their owners'
+ * descriptors, their names having been removed. */
+OPAL_DECLSPEC void mca_common_efa_node_put(efa_node_t *node);
 
 /* libfabric error (negative) to an OPAL error code. */
 OPAL_DECLSPEC int mca_common_efa_fi_to_opal(int fi_err);

@@ -95,6 +95,21 @@ bool mca_common_efa_node_card(const opal_process_name_t *name, efa_node_card_t *
     return ok;
 }
 
+void mca_common_efa_node_put(efa_node_t *node) {
+    static bool said = false;
+    const uint32_t n = efa_node_by_descriptor(node);
+    if (n > 0 && !said) {
+        said = true;
+        opal_output_verbose(1, mca_common_efa_output,
+                            "common:efa: on-node: %u attaches found a peer's inbox file removed "
+                            "from %s (by something else than the job: systemd-logind's "
+                            "RemoveIPC=yes removes a user's files there when its last session "
+                            "ends) and reached it through the peer's own descriptor",
+                            (unsigned)n, mca_common_efa_onnode_dir());
+    }
+    efa_node_release(node);
+}
+
 void mca_common_efa_register_cleanup(const char *path) {
     int rc = mca_common_efa_pmix_register_cleanup(path);
     if (OPAL_SUCCESS != rc) {

@@ -75,6 +75,7 @@ static int peer_card(void *arg, uint32_t vpid, efa_engine_card_t *card) {
     card->pid = node_card.pid;
     card->cma_cookie_addr = node_card.cma_cookie_addr;
     card->cma_cookie = node_card.cma_cookie;
+    card->inbox_fd = node_card.inbox_fd;
     return 0;
 }
 
@@ -84,7 +85,7 @@ static void destroy_engine(void) {
     ompi_mtl_efa.engine = NULL;
     channel.inbox = NULL;
     if (NULL != ompi_mtl_efa.node) {
-        efa_node_release(ompi_mtl_efa.node);
+        mca_common_efa_node_put(ompi_mtl_efa.node);
         ompi_mtl_efa.node = NULL;
     }
 }

@@ -6,7 +6,10 @@
 # runs, that the directory holds exactly one inbox file per process; this
 # script then checks that the job left the directory empty.  The second
 # case does the same with btl_efa_debug_fail_inbox_rank 1 (rank 1's BTL
-# channel off, its inbox still made for mtl_efa's engine).
+# channel off, its inbox still made for mtl_efa's engine).  The third
+# removes every inbox file right after MPI_Init (node_files ... removed):
+# both channels must still carry the job, through the owners' descriptors,
+# and say so.
 # Prints "N passed, N failed".
 #   run-node-files-test.sh <component-dir> <mpi-test-bin-dir>
 set -u
@@ -25,15 +28,18 @@ case_run() {
         --mca pml cm --mca mtl efa --mca osc rdma --mca btl efa,self \
         --mca common_efa_provider_include "tcp;ofi_rxm" \
         --mca mtl_efa_onnode_channel shm --mca common_efa_onnode_dir "$dir" \
-        --mca common_efa_verbose 1 "$@" "$bindir/node_files" "$dir" 2>&1)
+        --mca common_efa_verbose 1 "$@" "$bindir/node_files" "$dir" ${NODE_FILES_ARG:-} 2>&1)
     rc=$?
     if [ $rc -ne 0 ] || ! grep -q "^ok node_files" <<<"$out"; then
         why="the job failed (exit $rc)"
     elif ! grep -q "mtl:efa: on-node channel: inbox $dir/efa_node\." <<<"$out"; then
         why="mtl_efa did not say its channel is in $dir"
-    elif [ "$name" = both-channels ] &&
+    elif [ "$name" != btl-fails-on-rank-1 ] &&
         ! grep -qE "btl:efa: on-node channel: [1-9][0-9]* frames sent" <<<"$out"; then
         why="btl_efa's channel carried nothing (the test would not see its file)"
+    elif [ -n "${NODE_FILES_ARG:-}" ] &&
+        ! grep -q "reached it through the peer's own descriptor" <<<"$out"; then
+        why="no process said it reached a removed inbox through its owner's descriptor"
     elif [ -n "$(ls -A "$dir")" ]; then
         why="files left in $dir after the job: $(ls -A "$dir" | tr '\n' ' ')"
     fi
@@ -50,6 +56,7 @@ case_run() {
 
 case_run both-channels --mca btl_efa_onnode_channel shm
 case_run btl-fails-on-rank-1 --mca btl_efa_debug_fail_inbox_rank 1
+NODE_FILES_ARG=removed case_run files-removed-after-init --mca btl_efa_onnode_channel shm
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -219,6 +219,7 @@ efa_engine_card_t Engine::my_card() const {
     c.pid = static_cast<uint32_t>(getpid());
     c.cma_cookie_addr = cookie_addr_;
     c.cma_cookie = cookie_;
+    c.inbox_fd = node_ ? node_->card().inbox_fd : 0;
     return c;
 }
 
@@ -255,6 +256,8 @@ Engine::Peer *Engine::peer_first(uint32_t vpid, int &err) {
         nc.cookie = card.cookie;
         nc.local_rank = card.local_rank;
         nc.channels = 1u << params_.channel;
+        nc.pid = card.pid;
+        nc.inbox_fd = card.inbox_fd;
         out = node_->attach(vpid, nc, params_.channel, err);
     } else {
         out = shm::Outbox::attach(inbox_path(dir_, job_tag_, vpid), params_.local_rank, card.cookie,

@@ -99,6 +99,8 @@ typedef struct efa_engine_card {
     uint32_t local_rank;
     uint32_t pid;
     uint64_t cma_cookie_addr, cma_cookie;
+    uint32_t inbox_fd; /* efa_node_card_t.inbox_fd: 0 or the descriptor + 1 */
+    uint32_t pad;
 } efa_engine_card_t;
 /* The card process vpid published: 0, -FI_ENOENT when it published none
  * (another node, or no inbox: then it is reached through the provider if

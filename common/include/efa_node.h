@@ -49,7 +49,9 @@ typedef struct efa_node_card {
     uint32_t channels;
     uint64_t cma_cookie_addr, cma_cookie;
     uint32_t pid;
-    uint32_t pad;
+    /* The inbox's descriptor in that process, plus 1 (0: none): reaches
+     * the inbox when its name does not (removed by someone else). */
+    uint32_t inbox_fd;
 } efa_node_card_t;
 
 /* The process's node, created by the first call (*created true) with p;
@@ -88,6 +90,9 @@ struct efa_ring_consumer *efa_node_consumer(efa_node_t *n, unsigned channel, uin
  * channel; else efa_shm_outbox_attach's errors). */
 efa_shm_outbox_t *efa_node_attach(const efa_node_t *n, uint32_t vpid, const efa_node_card_t *card,
                                   unsigned channel, int *err);
+/* Attaches (of any channel) that reached a peer's inbox through its
+ * owner's descriptor, its name being gone or another file's. */
+uint32_t efa_node_by_descriptor(const efa_node_t *n);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,7 @@ efa_node_card_t Node::card() const {
     c.channels = channels_;
     c.cma_cookie = efa_cma_cookie(&c.cma_cookie_addr);
     c.pid = static_cast<uint32_t>(getpid());
+    c.inbox_fd = inbox_->fd() >= 0 ? static_cast<uint32_t>(inbox_->fd()) + 1 : 0;
     return c;
 }
 
@@ -84,7 +85,21 @@ std::unique_ptr<shm::Outbox> Node::attach(uint32_t vpid, const efa_node_card_t &
         err = -ENOENT; // that process does not serve this channel
         return nullptr;
     }
-    return shm::Outbox::attach(path_of(vpid), c * nlocal_ + local_rank_, card.cookie, err);
+    const uint32_t ring = c * nlocal_ + local_rank_;
+    auto out = shm::Outbox::attach(path_of(vpid), ring, card.cookie, err);
+    if (!out && (-ENOENT == err || -EKEYREJECTED == err) && 0 != card.pid && 0 != card.inbox_fd) {
+        // The name is gone (removed by someone else: systemd-logind's
+        // RemoveIPC at the end of the user's last session) or is another
+        // file's: the process's own descriptor still reaches its inbox.
+        int again = 0;
+        out = shm::Outbox::attach_from_process(card.pid, static_cast<int>(card.inbox_fd - 1), ring,
+                                               card.cookie, again);
+        if (out) {
+            err = 0;
+            by_descriptor_.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+    return out;
 }
 
 } // namespace efa::node
@@ -184,6 +199,10 @@ size_t efa_node_max_frame(const efa_node_t *n) {
 
 uint64_t efa_node_dropped(const efa_node_t *n) {
     return n->node->dropped();
+}
+
+uint32_t efa_node_by_descriptor(const efa_node_t *n) {
+    return n->node->by_descriptor();
 }
 
 uint32_t *efa_node_doorbell(efa_node_t *n) {

@@ -20,6 +20,7 @@
 #ifndef EFA_NODE_HPP
 #define EFA_NODE_HPP
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,14 +61,18 @@ class Node {
     // This process's ring of channel c in the inbox of process vpid, whose
     // card is 'card': -ENOENT when that process does not serve channel c,
     // else Outbox::attach's errors.
+    // When the name does not lead to the inbox, the process's own
+    // descriptor of it (card.inbox_fd) does (counted: by_descriptor()).
     std::unique_ptr<shm::Outbox> attach(uint32_t vpid, const efa_node_card_t &card, uint32_t c,
                                         int &err) const;
+    uint32_t by_descriptor() const { return by_descriptor_.load(std::memory_order_relaxed); }
 
   private:
     Node() = default;
     std::unique_ptr<shm::Inbox> inbox_;
     std::string dir_, job_tag_;
     uint32_t local_rank_ = 0, nlocal_ = 0, channels_ = 0;
+    mutable std::atomic<uint32_t> by_descriptor_{0};
 };
 
 // The C handle's object (for the engine, which takes an efa_node_t *).

@@ -18,7 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "efa_device.h"
 #include "efa_shm_ring.h"
+
+#include <rdma/fi_errno.h>
 
 namespace efa::shm {
 
@@ -188,8 +191,15 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
 Inbox::~Inbox() {
     if (base_) {
         // Senders keep their own mappings of the (unlinked) file: a late
-        // frame lands in memory nobody reads, never in freed memory.
-        (void)unlink(path_.c_str());
+        // frame lands in memory nobody reads, never in freed memory.  The
+        // name is unlinked only while it is still this file's: someone
+        // else may have removed it and another job of the user made a
+        // file of its own there.
+        struct stat mine, named;
+        if (fd_ < 0 || (0 == fstat(fd_, &mine) && 0 == lstat(path_.c_str(), &named) &&
+                        mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)) {
+            (void)unlink(path_.c_str());
+        }
         munmap(base_, len_);
     }
     if (fd_ >= 0) {
@@ -238,12 +248,14 @@ uint64_t Inbox::waiting(uint32_t r) const {
 
 // Is the open file one this user's job created for its own use: a regular
 // file of ours, closed to others, with one link?  0 or a negative errno.
-static int check_owner(int fd, struct stat &st) {
+// links: the links the file may have (1 by name; 0 or 1 for the owner's own
+// descriptor, whose name may be gone).
+static int check_owner(int fd, struct stat &st, nlink_t links) {
     if (0 != fstat(fd, &st)) {
         return -errno;
     }
     if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || 0 != (st.st_mode & 077) ||
-        1 != st.st_nlink) {
+        st.st_nlink > 1 || st.st_nlink < links) {
         return -EACCES;
     }
     return 0;
@@ -259,8 +271,24 @@ std::unique_ptr<Outbox> Outbox::attach(const std::string &path, uint32_t r, uint
         err = -errno;
         return nullptr;
     }
+    return attach_fd(fd, 1, r, cookie, err);
+}
+
+std::unique_ptr<Outbox> Outbox::attach_from_process(uint32_t pid, int owner_fd, uint32_t r,
+                                                    uint64_t cookie, int &err) {
+    const int fd = efa_fd_from_process(pid, owner_fd);
+    if (fd < 0) {
+        err = fd == -FI_ENOENT ? -ENOENT : fd == -FI_ENOSYS ? -ENOSYS : -EACCES;
+        return nullptr;
+    }
+    return attach_fd(fd, 0, r, cookie, err);
+}
+
+std::unique_ptr<Outbox> Outbox::attach_fd(int fd, nlink_t links, uint32_t r, uint64_t cookie,
+                                          int &err) {
+    err = 0;
     struct stat st;
-    err = check_owner(fd, st);
+    err = check_owner(fd, st, links);
     if (0 != err) {
         close(fd);
         return nullptr;

@@ -59,6 +59,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "efa_ring_inline.h"
 #include "path_counts.hpp"
 
@@ -139,8 +141,11 @@ class Inbox {
 
     const Geometry &geometry() const { return geo_; }
     const std::string &path() const { return path_; }
-    // What senders must be told (through the modex) to attach.
+    // What senders must be told (through the modex) to attach: the cookie,
+    // and the descriptor that reaches the segment when its name does not
+    // (Outbox::attach_from_process).
     uint64_t cookie() const { return cookie_; }
+    int fd() const { return fd_; }
     // Frames dropped: a length longer than the slot (a corrupted sender).
     uint64_t dropped() const { return __atomic_load_n(&c_.dropped, __ATOMIC_RELAXED); }
 
@@ -212,6 +217,15 @@ class Outbox {
     // published; -ERANGE: no ring 'ring'; -ENOSPC: no room to reserve it).
     static std::unique_ptr<Outbox> attach(const std::string &path, uint32_t ring, uint64_t cookie,
                                           int &err);
+    // The same through the owner's own descriptor of its segment (Inbox::fd
+    // in process pid, duplicated by efa_fd_from_process), for a segment
+    // whose name is gone or taken by another file: removed from the
+    // directory by someone else (systemd-logind's RemoveIPC removes a
+    // user's files there at the end of its last session).  -ENOENT: no
+    // such process or descriptor; -EACCES: not permitted (as for single
+    // copy); -ENOSYS: no pidfd_getfd; else attach's errors.
+    static std::unique_ptr<Outbox> attach_from_process(uint32_t pid, int owner_fd, uint32_t ring,
+                                                       uint64_t cookie, int &err);
     ~Outbox();
     Outbox(const Outbox &) = delete;
     Outbox &operator=(const Outbox &) = delete;
@@ -237,6 +251,10 @@ class Outbox {
 
   private:
     Outbox() = default;
+    // links: how many names the file may have at least (1, or 0 for a
+    // descriptor from its owner).  Takes fd.
+    static std::unique_ptr<Outbox> attach_fd(int fd, nlink_t links, uint32_t ring, uint64_t cookie,
+                                             int &err);
 
     Geometry geo_;
     uint8_t *map_ = nullptr; // the ring's control block and slots

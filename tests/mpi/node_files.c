@@ -6,7 +6,11 @@
  * first argument): after MPI_Init, a window and a message over each path,
  * DIR must hold exactly one file per process, named efa_node.*.<vpid>.
  * (run-node-files-test.sh checks that DIR is empty once the job is over.)
- *   node_files DIR
+ * With "removed", every process first removes every inbox file of DIR (as
+ * systemd-logind's RemoveIPC does), before its first message: the job must
+ * run as well, reaching the inboxes through their owners' descriptors, and
+ * DIR must then hold no file.
+ *   node_files DIR [removed]
  */
 #include "test_util.h"
 
@@ -37,10 +41,31 @@ static int count_files(const char *dir, int size, int *seen) {
     return n;
 }
 
+/* Removes every efa_node.* file of dir (another process may have removed
+ * one already). */
+static void remove_inboxes(const char *dir) {
+    DIR *d = opendir(dir);
+    TU_ASSERT(NULL != d, "cannot open %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while (NULL != (e = readdir(d))) {
+        if (0 == strncmp(e->d_name, "efa_node.", 9)) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            TU_ASSERT(0 == unlink(path) || ENOENT == errno, "cannot remove %s: %s", path,
+                      strerror(errno));
+        }
+    }
+    closedir(d);
+}
+
 int main(int argc, char **argv) {
     tu_init(&argc, &argv, "node_files");
-    TU_ASSERT(argc > 1, "usage: node_files DIR");
+    TU_ASSERT(argc > 1, "usage: node_files DIR [removed]");
     const char *dir = argv[1];
+    const int removed = argc > 2 && 0 == strcmp(argv[2], "removed");
+    if (removed) {
+        remove_inboxes(dir);
+    }
 
     /* A window (osc rdma over btl_efa) and a ring of messages (mtl_efa),
      * so that both components have set their channels up and used them. */
@@ -81,16 +106,19 @@ int main(int argc, char **argv) {
         int *seen = calloc((size_t)tu_size, sizeof(int));
         TU_ASSERT(NULL != seen, "out of memory");
         const int n = count_files(dir, tu_size, seen);
+        const int each = removed ? 0 : 1;
         for (int r = 0; r < tu_size; ++r) {
-            TU_ASSERT(1 == seen[r], "%d inbox file(s) of rank %d in %s", seen[r], r, dir);
+            TU_ASSERT(each == seen[r], "%d inbox file(s) of rank %d in %s", seen[r], r, dir);
         }
-        TU_ASSERT(n == tu_size, "%d files in %s for %d processes (one inbox each expected)", n, dir,
-                  tu_size);
+        TU_ASSERT(n == each * tu_size, "%d files in %s for %d processes (%d inbox each expected)",
+                  n, dir, tu_size, each);
         free(seen);
     }
     MPI_Barrier(MPI_COMM_WORLD); /* nobody finalizes (unlinking) before rank 0 has looked */
     MPI_Win_free(&win);
     free(base);
-    tu_ok("%d processes, one inbox file each", tu_size);
+    tu_ok("%d processes, %s", tu_size,
+          removed ? "their inbox files removed, reached through their descriptors"
+                  : "one inbox file each");
     return 0;
 }
