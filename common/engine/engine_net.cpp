@@ -363,6 +363,8 @@ void Engine::fail_peer(uint32_t vpid, int err) {
         match_.cancel(r);
         r->err = err;
         r->msg_len = 0;
+        r->msg_src = r->src; // no message: the envelope asked for, not a
+        r->msg_tag = r->tag; // former message's of this pooled request
         r->state = kDone;
         finish(r);
     }

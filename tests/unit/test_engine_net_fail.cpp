@@ -52,6 +52,10 @@ int no_card(void *, uint32_t, efa_engine_card_t *) {
     return -FI_ENOENT;
 }
 
+uint32_t child_vpid(void *, uint32_t, int32_t) {
+    return 1; // every source is the child
+}
+
 int addr_of(void *arg, uint32_t, fi_addr_t *addr, efa_ctx_t **ctx) {
     auto *r = static_cast<Reach *>(arg);
     *addr = r->other;
@@ -97,6 +101,7 @@ class EngineNetFail : public ::testing::Test {
         p.peer_card_arg = &reach_;
         p.core = reach_.core;
         p.peer_addr = addr_of;
+        p.source_vpid = child_vpid;
         p.net_eager = 1024;
         p.net_window = 1;
         p.net_coalesce_bytes = 0;
@@ -244,4 +249,28 @@ TEST_F(EngineNetFail, MessagesWaitingForAGrantAreGivenUpWithTheirPeer) {
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_LT(waited, 1.0) << "the teardown waited for a grant from a lost peer";
+}
+
+// A receive from the child, failed with it: its status names the source
+// and tag it was posted for, not those of the message the pooled request
+// carried before (MPI_ERRORS_RETURN users read them).
+TEST_F(EngineNetFail, AReceiveFailedWithItsPeerKeepsItsOwnEnvelope) {
+    Req r;
+    r.on.complete = on_complete;
+    r.on.msg_src = 77; // a former message's
+    r.on.msg_tag = 88;
+    char into[8];
+    r.on.buf = into;
+    r.on.buflen = sizeof(into);
+    ASSERT_EQ(efa_engine_recv(engine_, kCid, 0, 3, &r.on), 0);
+    lose_child();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (0 == r.completions && std::chrono::steady_clock::now() < until) {
+        progress(1);
+    }
+    ASSERT_EQ(r.completions, 1) << "the receive from the lost child never completed";
+    EXPECT_EQ(r.on.err, kLost);
+    EXPECT_EQ(r.on.msg_src, 0);
+    EXPECT_EQ(r.on.msg_tag, 3);
+    EXPECT_EQ(r.on.msg_len, 0u);
 }
