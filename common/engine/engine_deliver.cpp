@@ -55,6 +55,11 @@ bool Engine::pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
         req->err = err ? err : -FI_ENOENT;
         return true;
     }
+    if (0 == n && b.len > 0) { // none fits: the sender is told it is done, not asked to stream it
+        req->err = -FI_ETRUNC;
+        send_ctrl(h.sender, kFin, h.id, 0);
+        return true;
+    }
     if (ipc) [[unlikely]] {
         if (pull_device(p, req, h, b, *ipc)) {
             return true;

@@ -111,6 +111,19 @@ TEST_F(EngineNetRead, ATruncatedReadFillsTheBufferAndSaysSo) {
     EXPECT_EQ(1u, stats().net_read);
 }
 
+// A receive of no bytes truncates a large message at once: the sender is
+// told it is done (FIN), not asked to stream every byte to be dropped.
+TEST_F(EngineNetRead, AnEmptyReceiveTruncatesWithoutStreaming) {
+    read_min = 300000;
+    open(16, 4096);
+    Req r;
+    one(200000, 0, true, r);
+    EXPECT_EQ(-FI_ETRUNC, r.on.err);
+    EXPECT_EQ(200000u, r.on.msg_len);
+    EXPECT_EQ(0u, stats().streamed);
+    EXPECT_EQ(0u, stats().net_read);
+}
+
 // The forced direct mode wants local registrations (FI_MR_LOCAL): the
 // receive buffer is registered for the read.
 TEST_F(EngineNetRead, LocalRegistrationsInTheDirectMode) {
