@@ -66,13 +66,19 @@ bool Engine::pull(efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
         }
         ++stats.device_streamed; // (single copy cannot read device memory)
     } else if (cma_ok(p)) {
-        if (0 == n || 0 == efa_cma_copy(p->pid, false, req->buf, b.addr, n, nullptr)) {
+        const int cma_err = 0 == n ? 0 : efa_cma_copy(p->pid, false, req->buf, b.addr, n, nullptr);
+        if (0 == cma_err) {
             req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
             send_ctrl(h.sender, kFin, h.id, 0);
             ++stats.single_copy;
             return true;
         }
-        p->cma = Peer::kCmaOff; // refused half way: the sender streams it all
+        // Failed half way: the sender streams this one all.  Only a
+        // refusal (not permitted, no such process, no CMA) is for good; a
+        // passing failure (ENOMEM) leaves single copy to the next message.
+        if (EPERM == cma_err || EACCES == cma_err || ESRCH == cma_err || ENOSYS == cma_err) {
+            p->cma = Peer::kCmaOff;
+        }
     }
     if (p->net && (h.flags & kFrameRead) && read_from(p, req, h, b)) {
         return false; // end_read completes it
