@@ -138,9 +138,11 @@ int efa_device_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out);
 int efa_device_ipc_import(uint32_t pid, const efa_device_ipc_t *h, void **base);
 void efa_device_ipc_close(void *base);
 void efa_device_ipc_release(uint64_t held);
-/* For backends: a duplicate of descriptor fd of process pid (pidfd_getfd,
- * Linux 5.6; the permission single copy needs), or a negative libfabric
- * error. */
+/* For backends and the on-node inboxes: a duplicate of descriptor fd of
+ * process pid (pidfd_getfd, Linux 5.6; the permission single copy needs),
+ * or a negative libfabric error: -FI_ENOENT (no such process or
+ * descriptor), -FI_ENOSYS (the kernel lacks the calls), -FI_EMFILE (out of
+ * descriptors), -FI_ENOMEM, else -FI_EACCES (not permitted). */
 int efa_fd_from_process(uint32_t pid, int fd);
 /* The backend describes its memory for registrations (efa_device_ops_t's
  * hmem); efa_device_hmem returns -FI_ENOSYS where it does not. */

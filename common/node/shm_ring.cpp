@@ -278,7 +278,11 @@ std::unique_ptr<Outbox> Outbox::attach_from_process(uint32_t pid, int owner_fd, 
                                                     uint64_t cookie, int &err) {
     const int fd = efa_fd_from_process(pid, owner_fd);
     if (fd < 0) {
-        err = fd == -FI_ENOENT ? -ENOENT : fd == -FI_ENOSYS ? -ENOSYS : -EACCES;
+        err = fd == -FI_ENOENT   ? -ENOENT
+              : fd == -FI_ENOSYS ? -ENOSYS
+              : fd == -FI_EMFILE ? -EMFILE
+              : fd == -FI_ENOMEM ? -ENOMEM
+                                 : -EACCES;
         return nullptr;
     }
     return attach_fd(fd, 0, r, cookie, err);

@@ -223,7 +223,8 @@ class Outbox {
     // directory by someone else (systemd-logind's RemoveIPC removes a
     // user's files there at the end of its last session).  -ENOENT: no
     // such process or descriptor; -EACCES: not permitted (as for single
-    // copy); -ENOSYS: no pidfd_getfd; else attach's errors.
+    // copy); -ENOSYS: no pidfd_getfd; -EMFILE, -ENOMEM; else attach's
+    // errors.
     static std::unique_ptr<Outbox> attach_from_process(uint32_t pid, int owner_fd, uint32_t ring,
                                                        uint64_t cookie, int &err);
     ~Outbox();
