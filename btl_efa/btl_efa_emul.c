@@ -207,8 +207,9 @@ int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
      * be waiting in the provider. */
     const uint64_t away = efa_core_away_ms(btl->core);
     const uint64_t seen = __atomic_exchange_n(&btl->emul.away_seen, away, __ATOMIC_RELAXED);
-    if (OPAL_UNLIKELY(away > seen)) {
-        efa_inflight_pause(btl->emul.reqs, (double)(away - seen) / 1000.0, now);
+    const double paused = away > seen ? (double)(away - seen) / 1000.0 : 0.0;
+    if (OPAL_UNLIKELY(paused > 0.0)) {
+        efa_inflight_pause(btl->emul.reqs, paused, now);
     }
     /* Out of the table, and held by nobody: a late answer or chunk failure
      * finds nothing, and none is writing into them now. */
@@ -226,7 +227,7 @@ int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
         req->status = OPAL_ERR_TIMEOUT;
         req_done(btl, req);
     }
-    return n + mca_btl_efa_ring_atomic_expire(btl, now, limit);
+    return n + mca_btl_efa_ring_atomic_expire(btl, now, limit, paused);
 }
 
 /* Is this the first answer to req's chunk at offset?  (One the operation

@@ -53,8 +53,11 @@ static inline bool mca_btl_efa_ring_atomic_id(uint64_t id) {
     return 0 != (id >> 63);
 }
 /* Fail the atomics unanswered for limit seconds (their requests cancelled
- * if not started); returns how many.  From mca_btl_efa_emul_expire. */
-int mca_btl_efa_ring_atomic_expire(mca_btl_efa_module_t *btl, double now, double limit);
+ * if not started); returns how many.  From mca_btl_efa_emul_expire.
+ * paused: seconds this process spent away from progress since the last
+ * check, which do not count. */
+int mca_btl_efa_ring_atomic_expire(mca_btl_efa_module_t *btl, double now, double limit,
+                                   double paused);
 /* Does a message of len bytes (header included) to ep go through its ring?
  * Attaches the ring on first use. */
 static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,

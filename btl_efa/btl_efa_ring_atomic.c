@@ -191,11 +191,21 @@ static bool slot_intact(const struct efa_btl_ring_atomic_rec *r) {
 /* Failed at most per call (the rest at the next check). */
 #define EXPIRE_BATCH 16
 
-int mca_btl_efa_ring_atomic_expire(mca_btl_efa_module_t *btl, double now, double limit) {
+int mca_btl_efa_ring_atomic_expire(mca_btl_efa_module_t *btl, double now, double limit,
+                                   double paused) {
     static int reported = 0;
     struct efa_btl_ring_atomic_rec expired[EXPIRE_BATCH];
     int n = 0;
     OPAL_THREAD_LOCK(&btl->lock);
+    if (OPAL_UNLIKELY(paused > 0.0)) {
+        /* Time this process spent away from progress is no silence of the
+         * target's (as for the general path's requests). */
+        for (int i = 0; i < EFA_BTL_RING_ATOMIC_RECS && 0 != btl->ring_atomic.active; ++i) {
+            if (0 != btl->ring_atomic.recs[i].id && 0.0 != btl->ring_atomic.recs[i].first_seen) {
+                btl->ring_atomic.recs[i].first_seen += paused;
+            }
+        }
+    }
     for (int i = 0;
          i < EFA_BTL_RING_ATOMIC_RECS && 0 != btl->ring_atomic.active && n < EXPIRE_BATCH; ++i) {
         struct efa_btl_ring_atomic_rec *r = &btl->ring_atomic.recs[i];
