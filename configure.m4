@@ -142,6 +142,13 @@ AC_DEFUN([EFA_OMPI_MACHINE_FLAGS], [
           [AC_MSG_RESULT([none])])
 ])
 
+dnl EFA_PREFIX_LIBDIR(DIR, NAME, VAR): VAR=DIR/lib64 where libNAME is
+dnl there (the EFA installer's layout on Amazon Linux and RHEL), else
+dnl DIR/lib.
+AC_DEFUN([EFA_PREFIX_LIBDIR], [
+    AS_IF([ls "$1/lib64/lib$2."* > /dev/null 2>&1], [$3="$1/lib64"], [$3="$1/lib"])
+])
+
 dnl libfabric: --with-libfabric=DIR, else pkg-config.  Version-dependent
 dnl features are checked as declarations: FI_OPT_EFA_* are enum members,
 dnl invisible to #ifdef.
@@ -149,9 +156,10 @@ AC_DEFUN([EFA_CHECK_LIBFABRIC], [
     AC_ARG_WITH([libfabric],
         [AS_HELP_STRING([--with-libfabric=DIR], [libfabric installation (default: pkg-config)])])
     AS_IF([test -n "$with_libfabric" && test "$with_libfabric" != yes],
-          [LIBFABRIC_CFLAGS="-I$with_libfabric/include"
-           LIBFABRIC_LIBS="-L$with_libfabric/lib -Wl,-rpath,$with_libfabric/lib -lfabric"
-           EFA_LIBFABRIC_VERSION="(from $with_libfabric)"],
+          [EFA_PREFIX_LIBDIR([$with_libfabric], [fabric], [efa_fabric_libdir])
+           LIBFABRIC_CFLAGS="-I$with_libfabric/include"
+           LIBFABRIC_LIBS="-L$efa_fabric_libdir -Wl,-rpath,$efa_fabric_libdir -lfabric"
+           EFA_LIBFABRIC_VERSION="(from $efa_fabric_libdir)"],
           [PKG_CHECK_MODULES([LIBFABRIC], [libfabric >= 1.14],
                [EFA_LIBFABRIC_VERSION=`$PKG_CONFIG --modversion libfabric`],
                [AC_MSG_ERROR([libfabric >= 1.14 not found: install libfabric-dev or pass --with-libfabric=DIR])])])
@@ -161,6 +169,15 @@ AC_DEFUN([EFA_CHECK_LIBFABRIC], [
     LIBS="$LIBS $LIBFABRIC_LIBS"
     AC_CHECK_HEADER([rdma/fi_tagged.h], [], [AC_MSG_ERROR([rdma/fi_tagged.h not found])])
     AC_CHECK_FUNC([fi_getinfo], [], [AC_MSG_ERROR([cannot link with libfabric])])
+    dnl (pkg-config checked the version; a named directory is checked here)
+    AC_MSG_CHECKING([for libfabric >= 1.14 headers])
+    AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <rdma/fabric.h>
+#if FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) < FI_VERSION(1, 14)
+#error too old
+#endif]], [[]])],
+        [AC_MSG_RESULT([yes])],
+        [AC_MSG_RESULT([no])
+         AC_MSG_ERROR([libfabric >= 1.14 needed; $LIBFABRIC_CFLAGS has an older one])])
     EFA_CHECK_FI_FEATURES
     CPPFLAGS=$efa_save_CPPFLAGS
     LIBS=$efa_save_LIBS
@@ -173,8 +190,9 @@ AC_DEFUN([EFA_CHECK_HWLOC], [
     AC_ARG_WITH([hwloc],
         [AS_HELP_STRING([--with-hwloc=DIR], [hwloc installation (default: pkg-config)])])
     AS_IF([test -n "$with_hwloc" && test "$with_hwloc" != yes],
-          [HWLOC_CFLAGS="-I$with_hwloc/include"
-           HWLOC_LIBS="-L$with_hwloc/lib -Wl,-rpath,$with_hwloc/lib -lhwloc"],
+          [EFA_PREFIX_LIBDIR([$with_hwloc], [hwloc], [efa_hwloc_libdir])
+           HWLOC_CFLAGS="-I$with_hwloc/include"
+           HWLOC_LIBS="-L$efa_hwloc_libdir -Wl,-rpath,$efa_hwloc_libdir -lhwloc"],
           [PKG_CHECK_MODULES([HWLOC], [hwloc >= 2.0], [],
                [AC_MSG_ERROR([hwloc >= 2.0 not found: install libhwloc-dev or pass --with-hwloc=DIR])])])
     AC_SUBST([HWLOC_CFLAGS])

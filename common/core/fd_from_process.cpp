@@ -12,6 +12,18 @@
 
 #include <rdma/fi_errno.h>
 
+// glibc names these calls from 2.32 on; the kernel has had them since 5.6
+// whatever the C library it runs under (Amazon Linux 2, RHEL 8 and Ubuntu
+// 20.04 build with an older glibc and run 5.10 or later).  Numbered here
+// where the number is the same on every such machine (the unified table of
+// x86_64 and aarch64); a kernel without them answers ENOSYS at run time.
+#if !defined(SYS_pidfd_open) && (defined(__x86_64__) || defined(__aarch64__))
+#define SYS_pidfd_open 434
+#endif
+#if !defined(SYS_pidfd_getfd) && (defined(__x86_64__) || defined(__aarch64__))
+#define SYS_pidfd_getfd 438
+#endif
+
 namespace {
 // What the caller can tell apart: a kernel without the calls and a process
 // out of descriptors are not a refusal (which the rest is: not permitted).
