@@ -222,6 +222,10 @@ echo "== one on-node inbox file per process with both components (cm + mtl_efa, 
 "$top/tests/run-node-files-test.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/node-files.log"
 add_counts "$logdir/node-files.log" node-files
 
+echo "== configure with a named libfabric: DIR/lib64 or DIR/lib, and one older than 1.14 refused"
+"$top/tests/run-configure-tests.sh" 2>&1 | tee "$logdir/configure.log"
+add_counts "$logdir/configure.log" configure
+
 echo "== the on-node doorbell: messages by the provider after quiet spells, against a 1 s paced poll"
 "$top/tests/run-wake-test.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/wake.log"
 add_counts "$logdir/wake.log" wake
