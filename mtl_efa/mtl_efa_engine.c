@@ -131,6 +131,7 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
     }
     int err = 0;
     channel.dropped_seen = 0;
+start:
     if (!p.no_rings) {
         /* The process's one inbox, shared with btl_efa: the engine serves
          * its channel (EFA_NODE_CHANNEL_ENGINE) of it. */
@@ -180,26 +181,7 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     if (own) {
-        const bool rma = efa_core_get_info(ompi_mtl_efa.core)->has_rma;
-        char read[96];
-        if (rma && mp->net_read_min) {
-            snprintf(read, sizeof(read), "read by RMA from %zu bytes", mp->net_read_min);
-        } else {
-            snprintf(read, sizeof(read), "streamed (%s)",
-                     rma ? "mtl_efa_net_read_min 0" : "the provider has no FI_RMA");
-        }
-        size_t eager, packed;
-        efa_engine_net_limits(ompi_mtl_efa.engine, &eager, &packed);
-        mca_common_efa_say_choice(
-            "mtl:efa", "mtl_efa",
-            "matching: own (the provider carries untagged messages to other nodes; eager up to "
-            "%zu bytes%s, larger ones %s; %d in flight per peer, %d for messages that can be "
-            "packed, packing up to %zu bytes%s or %d messages)",
-            eager, eager < mp->net_eager ? " (the provider's message size caps net_eager_max)" : "",
-            read, mp->net_window,
-            mp->net_small_window < mp->net_window ? mp->net_small_window : mp->net_window, packed,
-            packed < mp->coalesce_bytes ? " (capped by the provider's message size)" : "",
-            mp->coalesce_max);
+        ompi_mtl_efa_own_report(ompi_mtl_efa.engine);
     }
     if (p.no_rings) {
         return OMPI_SUCCESS;
@@ -214,9 +196,13 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
     if (OPAL_SUCCESS != rc) {
         mca_common_efa_progress_remove(progress_cb);
         destroy_engine();
-        ompi_mtl_efa.own_matching = false;
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "on-node channel off: cannot publish the modex entry");
+        if (own) { /* as when the inbox fails: the engine carries everything, by the provider */
+            p.no_rings = true;
+            p.node = NULL;
+            goto start;
+        }
         return OMPI_SUCCESS;
     }
     /* What each process of the job published, looked up once each (filled

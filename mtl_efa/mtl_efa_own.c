@@ -215,11 +215,13 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
     return true;
 }
 
+/* By name: nothing is allocated for a process never talked to (a lookup
+ * would make every member's process object at each communicator's
+ * creation, which Open MPI's sparse allocation avoids). */
 static bool group_in_job(ompi_group_t *group) {
     const int n = ompi_group_size(group);
     for (int i = 0; i < n; ++i) {
-        ompi_proc_t *proc = ompi_group_peer_lookup(group, i);
-        if (NULL == proc || proc->super.proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
+        if (ompi_group_get_proc_name(group, i).jobid != OPAL_PROC_MY_NAME.jobid) {
             return false;
         }
     }
@@ -229,4 +231,29 @@ static bool group_in_job(ompi_group_t *group) {
 bool ompi_mtl_efa_own_comm(struct ompi_communicator_t *comm) {
     return ompi_mtl_efa.own_matching && group_in_job(comm->c_local_group) &&
            (!OMPI_COMM_IS_INTER(comm) || group_in_job(comm->c_remote_group));
+}
+
+/* What own matching does, said once the engine runs. */
+void ompi_mtl_efa_own_report(efa_engine_t *engine) {
+    const mtl_efa_params_t *mp = &ompi_mtl_efa_params;
+    const bool rma = efa_core_get_info(ompi_mtl_efa.core)->has_rma;
+    char read[96];
+    if (rma && mp->net_read_min) {
+        snprintf(read, sizeof(read), "read by RMA from %zu bytes", mp->net_read_min);
+    } else {
+        snprintf(read, sizeof(read), "streamed (%s)",
+                 rma ? "mtl_efa_net_read_min 0" : "the provider has no FI_RMA");
+    }
+    size_t eager, packed;
+    efa_engine_net_limits(engine, &eager, &packed);
+    mca_common_efa_say_choice(
+        "mtl:efa", "mtl_efa",
+        "matching: own (the provider carries untagged messages to other nodes; eager up to "
+        "%zu bytes%s, larger ones %s; %d in flight per peer, %d for messages that can be "
+        "packed, packing up to %zu bytes%s or %d messages)",
+        eager, eager < mp->net_eager ? " (the provider's message size caps net_eager_max)" : "",
+        read, mp->net_window,
+        mp->net_small_window < mp->net_window ? mp->net_small_window : mp->net_window, packed,
+        packed < mp->coalesce_bytes ? " (capped by the provider's message size)" : "",
+        mp->coalesce_max);
 }

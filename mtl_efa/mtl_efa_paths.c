@@ -142,6 +142,9 @@ int ompi_mtl_efa_engine_add_comm(struct ompi_communicator_t *comm) {
         return OMPI_SUCCESS;
     }
     int by_rings = 0, size = ompi_comm_size(comm);
+    if (opal_output_get_verbosity(mca_common_efa_output) < 10) {
+        return OMPI_SUCCESS; /* (the count looks every member up) */
+    }
     if (MTL_EFA_PATH_MIXED == path && !OMPI_COMM_IS_INTER(comm)) {
         for (int r = 0; r < size; ++r) {
             by_rings += ompi_mtl_efa_ring_peer(comm, r) ? 1 : 0;
