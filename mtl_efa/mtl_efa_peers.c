@@ -24,6 +24,14 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
         if (NULL != procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL]) {
             continue;
         }
+        if (ompi_mtl_efa.own_matching &&
+            procs[i]->super.proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
+            /* A process of another job (spawn, connect) is reached by the
+             * provider's matching even under own matching: on NIC 0 alone
+             * (ompi_mtl_efa_own_comm). */
+            efa_core_pin_rail0(ompi_mtl_efa.core,
+                               "mtl_efa's tagged messages to another job's processes");
+        }
         int rc = ompi_mtl_efa_matching_check(procs[i]);
         if (OMPI_SUCCESS != rc) {
             return rc;
