@@ -82,9 +82,9 @@ int mca_btl_efa_mode_publish(mca_btl_efa_module_t *btl) {
     if (OPAL_SUCCESS != rc) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: cannot publish the one-sided mode card: %s",
-                            opal_strerror(rc));
+                            opal_strerror(mca_common_efa_modex_rc(rc)));
     }
-    return rc;
+    return mca_common_efa_modex_rc(rc);
 }
 
 /* A process's card; false when it published none (its btl_efa is not in

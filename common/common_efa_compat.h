@@ -33,6 +33,12 @@ static inline int mca_common_efa_pmix_register_cleanup(const char *path) {
     return opal_pmix_register_cleanup((char *)path, false, false, false);
 }
 
+/* 5.0's modex macros leave PMIx's own status in their result; as an OPAL
+ * code (for a message, or handed up). */
+static inline int mca_common_efa_modex_rc(int rc) {
+    return opal_pmix_convert_status(rc);
+}
+
 /* 5.0 keeps the local rank unsigned, UINT16_MAX where the runtime gave none. */
 static inline int mca_common_efa_local_rank(void) {
     return UINT16_MAX == opal_process_info.my_local_rank ? -1
@@ -56,6 +62,11 @@ static inline int mca_common_efa_pmix_register_cleanup(const char *path) {
 
 static inline int mca_common_efa_local_rank(void) {
     return (int)opal_process_info.my_local_rank;
+}
+
+/* 4.1's modex macros give OPAL codes. */
+static inline int mca_common_efa_modex_rc(int rc) {
+    return rc;
 }
 #endif
 

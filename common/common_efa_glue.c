@@ -267,6 +267,7 @@ static const mca_common_efa_param_t table[] = {
 static int var_index[NUM_PARAMS];
 static bool registered = false;
 static bool modex_sent = false;
+static bool reporting_set = false;
 
 /* Is the string parameter PROJECT_FRAMEWORK_efa_NAME of a loaded component
  * 'want'?  Unregistered (component not loaded): no. */
@@ -317,6 +318,15 @@ static int provider_shm_switch(void) {
 /* Registered once, as common_efa_*; each component that loads the core
  * adds its own name of each (mtl_efa_*, btl_efa_*). */
 int mca_common_efa_register_params(const mca_base_component_t *component) {
+    /* This library is never unloaded, but Open MPI 5 finalizes its MCA
+     * variables, output streams and modex with the last session
+     * (MPI_Session_finalize) and may initialize them again: what was done
+     * once is done again once the variables are gone. */
+    if (registered && mca_base_var_find("opal", "common", "efa", table[0].name) < 0) {
+        registered = false;
+        reporting_set = false;
+        modex_sent = false;
+    }
     if (!registered) {
         registered = true;
         (void)mca_common_efa_params_register(NULL, table, NUM_PARAMS, var_index);
@@ -357,11 +367,10 @@ static void verbose_cb(int level, const char *msg) {
 }
 
 static void setup_reporting(void) {
-    static bool done = false;
-    if (done) {
+    if (reporting_set) {
         return;
     }
-    done = true;
+    reporting_set = true;
     opal_show_help_add_dir(EFA_HELP_DIR);
     mca_common_efa_output = opal_output_open(NULL);
     opal_output_set_verbosity(mca_common_efa_output, params.core.verbose);
@@ -527,7 +536,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
                 efa_device_install(NULL);
                 device_installed = false;
             }
-            *opal_err = rc;
+            *opal_err = mca_common_efa_modex_rc(rc);
             return NULL;
         }
         modex_sent = true;

@@ -92,7 +92,7 @@ efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name
          * failing processes), with the runtime's answer. */
         mca_common_efa_show_help("help-common-efa.txt", "modex-missing", false,
                                  opal_process_info.nodename, OPAL_NAME_PRINT(*name),
-                                 opal_strerror(rc));
+                                 opal_strerror(mca_common_efa_modex_rc(rc)));
         *opal_err = OPAL_ERR_UNREACH;
         return NULL;
     }

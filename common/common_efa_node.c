@@ -79,7 +79,7 @@ int mca_common_efa_node_publish(efa_node_t *node) {
     efa_node_my_card(node, &card);
     int rc;
     OPAL_MODEX_SEND_STRING(rc, EFA_PMIX_LOCAL, NODE_MODEX_KEY, &card, sizeof(card));
-    return rc;
+    return mca_common_efa_modex_rc(rc);
 }
 
 bool mca_common_efa_node_card(const opal_process_name_t *name, efa_node_card_t *card) {

@@ -48,7 +48,8 @@ int ompi_mtl_efa_matching_publish(void) {
     if (OPAL_SUCCESS != rc) {
         /* Peers then find no card and cannot check: said, not fatal. */
         opal_output_verbose(1, mca_common_efa_output,
-                            "mtl:efa: cannot publish the matching card: %s", opal_strerror(rc));
+                            "mtl:efa: cannot publish the matching card: %s",
+                            opal_strerror(mca_common_efa_modex_rc(rc)));
     }
     return OMPI_SUCCESS;
 }
