@@ -545,6 +545,9 @@ bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer);
 // since it was tracked?  Its owner has been told (or is told when it
 // completes): the flush must drop it, never post it.
 bool deadline_dropped(const efa_op_t *op);
+// Post a standing receive again (ctx_progress.cpp): parked in ctx's
+// internal backlog when the provider has no room now.  0 or the error.
+int repost_standing(efa_ctx *ctx, efa_op_t *op, const char *call, std::function<ssize_t()> post);
 // The process-wide path counts (path_counts.hpp) into 'out'
 // (core_counters.cpp).
 void read_path_counts(efa_core_counters_t *out);

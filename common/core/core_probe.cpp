@@ -178,7 +178,8 @@ void probe_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
     }
     // A failed repost leaves later probes to the provider's unexpected
     // queue, unanswered: said once.
-    int rc = post_probe_recv(r);
+    int rc = repost_standing(r->ctx, &r->op, "fi_trecv (peer probe)",
+                             [r] { return static_cast<ssize_t>(post_probe_recv(r)); });
     if (rc) {
         r->ctx->core->failures.report(r->ctx->core->rep, "fi_trecv (peer probe)", rc);
     }

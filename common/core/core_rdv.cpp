@@ -191,7 +191,8 @@ void control_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
             rdv_on_note(r->ctx, m, cqe->src);
         }
     }
-    int rc = post_control_recv(r);
+    int rc = repost_standing(r->ctx, &r->op, "fi_trecv (rendezvous)",
+                             [r] { return static_cast<ssize_t>(post_control_recv(r)); });
     if (rc) {
         r->ctx->core->failures.report(r->ctx->core->rep, "fi_trecv (rendezvous)", rc);
     }

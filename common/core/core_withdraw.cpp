@@ -291,7 +291,8 @@ void control_recv_done(efa_op_t *op, const efa_cqe_t *cqe) {
             claim_start(r->ctx, cqe->src, m.requester, m.tag, m.id, m.len);
         }
     }
-    int rc = post_control_recv(r);
+    int rc = repost_standing(r->ctx, &r->op, "fi_trecv (withdraw)",
+                             [r] { return static_cast<ssize_t>(post_control_recv(r)); });
     if (rc) {
         r->ctx->core->failures.report(r->ctx->core->rep, "fi_trecv (withdraw)", rc);
     }

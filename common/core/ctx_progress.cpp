@@ -57,6 +57,29 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
                 continue;
             }
             if (d.holds_slot && !take_slot(ctx, d.op)) {
+                // Peeks and claimed receives take no slot and keep no order
+                // with internal receives: they go past one that waits for a
+                // slot (an acknowledgement's, which may wait on the very
+                // peer a probe spins for).  User receives keep their order.
+                if (&b == &ctx->rx_internal_backlog) {
+                    for (auto it = b.ops.begin() + 1; it != b.ops.end();) {
+                        if (it->holds_slot || (it->op && efa::deadline_dropped(it->op))) {
+                            ++it;
+                            continue;
+                        }
+                        const ssize_t rc = it->post();
+                        if (queue_full(rc)) {
+                            break;
+                        }
+                        if (rc != 0) {
+                            failed.push_back(it->op);
+                            errors.push_back(static_cast<int>(rc));
+                            calls.push_back(it->call);
+                        }
+                        it = b.ops.erase(it);
+                        b.size.fetch_sub(1, std::memory_order_release);
+                    }
+                }
                 break;
             }
             ssize_t rc = d.post();
@@ -109,6 +132,24 @@ inline void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
         flush_backlog_slow(ctx, b);
     }
 }
+
+} // namespace
+
+// A standing receive (notes, withdrawals, probes) posted again after its
+// completion: one the provider finds no room for now is parked in the
+// context's internal backlog and posted by progress, instead of lost for
+// good (its kind would go unanswered from then on).
+int efa::repost_standing(efa_ctx *ctx, efa_op_t *op, const char *call,
+                         std::function<ssize_t()> post) {
+    const ssize_t rc = post();
+    if (efa::post::queue_full(rc)) {
+        efa::post::defer(ctx, ctx->rx_internal_backlog, call, op, std::move(post));
+        return 0;
+    }
+    return static_cast<int>(rc);
+}
+
+namespace {
 
 // Which kind of operation a failed completion belongs to, in the words of
 // the call that posted it.
@@ -288,6 +329,7 @@ extern "C" int efa_core_progress(efa_core_t *core) {
                 efa_ctx *ctx = rail->ctx(i);
                 events += drain(ctx, core->progress_batch);
                 flush_backlog(ctx, ctx->tx_backlog);
+                flush_backlog(ctx, ctx->rx_internal_backlog); // (parked standing receives)
             }
         }
     }

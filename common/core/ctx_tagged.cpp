@@ -102,8 +102,15 @@ int efa_ctx_tpeek(efa_ctx_t *ctx, fi_addr_t src, uint64_t tag, uint64_t ignore, 
     fid_ep *ep = ctx->ep;
     const uint64_t flags = FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0);
     op->tracker = nullptr;
+    // A claim takes the message it finds: behind user receives that wait
+    // for the provider (posted earlier, they match first), not past them.
+    // A peek alone takes nothing and needs no slot: it never waits behind
+    // internal receives that wait for one (ctx_progress.cpp).
+    efa::Backlog &b = claim && ctx->rx_backlog.size.load(std::memory_order_acquire) != 0
+                          ? ctx->rx_backlog
+                          : ctx->rx_internal_backlog;
     return submit(
-        ctx, ctx->rx_internal_backlog, "fi_trecvmsg(FI_PEEK)", op,
+        ctx, b, "fi_trecvmsg(FI_PEEK)", op,
         [=] {
             fi_msg_tagged msg = {};
             msg.addr = src;

@@ -161,4 +161,66 @@ TEST_F(CtxBacklog, ReceivesWithoutAQueueSlotWaitAndInternalOnesDoNotWaitBehindTh
     ctx_->rx_user_capacity = user_capacity;
 }
 
+// An internal receive waiting for a slot (a synchronous send's
+// acknowledgement) holds back no peek behind it: a probe that spins for its
+// answer would wait on the slot, which the peer it probes may hold.
+TEST_F(CtxBacklog, APeekGoesPastAnInternalReceiveWaitingForASlot) {
+    const int capacity = ctx_->rx_capacity, user_capacity = ctx_->rx_user_capacity;
+    ctx_->rx_capacity = 1;
+    ctx_->rx_user_capacity = 0;
+    ops_[0].op.rx_class = EFA_RX_INTERNAL;
+    ops_[1].op.rx_class = EFA_RX_INTERNAL;
+    EXPECT_EQ(efa::post::submit_recv(ctx_, "fi_trecv", &ops_[0].op, provider_.post(0)), 0);
+    EXPECT_EQ(efa::post::submit_recv(ctx_, "fi_trecv", &ops_[1].op, provider_.post(1)), 0);
+    ASSERT_EQ(ctx_->rx_internal_backlog.size.load(), 1u) << "the second waits for a slot";
+    // A peek behind it (no slot): queued, then posted by progress.
+    EXPECT_EQ(efa::post::submit(ctx_, ctx_->rx_internal_backlog, "fi_trecvmsg(FI_PEEK)",
+                                &ops_[2].op, provider_.post(2), true),
+              0);
+    efa_core_progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 2}));
+    EXPECT_EQ(ctx_->rx_internal_backlog.size.load(), 1u) << "the receive still waits";
+    efa::post::release_slot(ctx_, &ops_[0].op);
+    efa_core_progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 2, 1}));
+    efa::post::release_slot(ctx_, &ops_[1].op);
+    ctx_->rx_capacity = capacity;
+    ctx_->rx_user_capacity = user_capacity;
+}
+
+// A claiming peek does not overtake a user receive that waits for the
+// provider: the receive, posted first, matches first.
+TEST_F(CtxBacklog, AClaimWaitsBehindUserReceivesWaitingForTheProvider) {
+    ops_[0].op.rx_class = EFA_RX_USER;
+    provider_.answers = {-FI_EAGAIN};
+    EXPECT_EQ(efa::post::submit_recv(ctx_, "fi_trecv", &ops_[0].op, provider_.post(0)), 0);
+    ASSERT_EQ(ctx_->rx_backlog.size.load(), 1u);
+    // (efa_ctx_tpeek's choice of backlog, with the scripted post)
+    ASSERT_EQ(efa_ctx_tpeek(ctx_, FI_ADDR_UNSPEC, 0, 0, true, &ops_[1].op), 0);
+    EXPECT_EQ(ctx_->rx_backlog.size.load(), 2u) << "the claim went past the waiting receive";
+    EXPECT_EQ(ctx_->rx_internal_backlog.size.load(), 0u);
+    {
+        std::lock_guard<std::mutex> guard(ctx_->rx_backlog.lock);
+        ctx_->rx_backlog.ops.clear(); // (the real peek is not for this test's provider)
+        ctx_->rx_backlog.size.store(0);
+    }
+    efa::inflight_done(ctx_, &ops_[1].op);
+}
+
+// A standing receive the provider finds no room for is parked and posted
+// by progress, not lost.
+TEST_F(CtxBacklog, AStandingReceiveWithoutRoomIsPostedLater) {
+    provider_.answers = {-FI_EAGAIN};
+    EXPECT_EQ(efa::repost_standing(ctx_, &ops_[0].op, "fi_trecv (test)", provider_.post(0)), 0);
+    EXPECT_TRUE(provider_.accepted.empty());
+    EXPECT_EQ(ctx_->rx_internal_backlog.size.load(), 1u);
+    efa_core_progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0}));
+    EXPECT_EQ(ctx_->rx_internal_backlog.size.load(), 0u);
+    provider_.answers = {-FI_EINVAL};
+    EXPECT_EQ(efa::repost_standing(ctx_, &ops_[1].op, "fi_trecv (test)", provider_.post(1)),
+              -FI_EINVAL)
+        << "another refusal is the caller's";
+}
+
 } // namespace
