@@ -377,16 +377,6 @@ static void setup_reporting(void) {
     efa_core_set_reporters(mca_common_efa_core_help, verbose_cb);
 }
 
-bool mca_common_efa_explicitly_requested(const char *project, const char *framework) {
-    const char **value = NULL;
-    int idx = mca_base_var_find(project, framework, NULL, NULL);
-    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) ||
-        NULL == value || NULL == *value) {
-        return false;
-    }
-    return (*value)[0] != '^' && NULL != strstr(*value, "efa");
-}
-
 int mca_common_efa_probe(bool explain, bool need_remote_comm) {
     efa_core_params_t p;
     setup_reporting();

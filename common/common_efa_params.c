@@ -120,3 +120,13 @@ int mca_common_efa_params_check(const mca_common_efa_param_t *table, size_t n,
     }
     return OPAL_SUCCESS;
 }
+
+bool mca_common_efa_explicitly_requested(const char *project, const char *framework) {
+    const char **value = NULL;
+    int idx = mca_base_var_find(project, framework, NULL, NULL);
+    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) ||
+        NULL == value || NULL == *value) {
+        return false;
+    }
+    return (*value)[0] != '^' && NULL != strstr(*value, "efa");
+}

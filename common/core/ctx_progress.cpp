@@ -133,23 +133,6 @@ inline void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
     }
 }
 
-} // namespace
-
-// A standing receive (notes, withdrawals, probes) posted again after its
-// completion: one the provider finds no room for now is parked in the
-// context's internal backlog and posted by progress, instead of lost for
-// good (its kind would go unanswered from then on).
-int efa::repost_standing(efa_ctx *ctx, efa_op_t *op, const char *call,
-                         std::function<ssize_t()> post) {
-    const ssize_t rc = post();
-    if (efa::post::queue_full(rc)) {
-        efa::post::defer(ctx, ctx->rx_internal_backlog, call, op, std::move(post));
-        return 0;
-    }
-    return static_cast<int>(rc);
-}
-
-namespace {
 
 // Which kind of operation a failed completion belongs to, in the words of
 // the call that posted it.
