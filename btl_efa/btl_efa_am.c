@@ -262,6 +262,13 @@ int mca_btl_efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_en
     int rc = mca_btl_efa_frag_post(btl, frag);
     if (OPAL_SUCCESS != rc) {
         mca_btl_efa_frag_return(btl, frag);
+        if (payload_size > 0) {
+            /* ob1 sends again from where the convertor is, and resets it
+             * only when given a descriptor: back to the start, or the
+             * retry would send the message short. */
+            size_t zero = 0;
+            opal_convertor_set_position(convertor, &zero);
+        }
         return OPAL_ERR_RESOURCE_BUSY;
     }
     return OPAL_SUCCESS;

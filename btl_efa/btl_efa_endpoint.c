@@ -7,6 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Names whose lookup failed lately (no modex entry: none of the job's, or
+ * forged by a message): asked again they fail at once, without asking the
+ * runtime again and saying it again, its pause included (under the module
+ * lock). */
+#define FAILED_NAMES 16
+static uint64_t failed_names[FAILED_NAMES];
+static unsigned failed_next;
+
+static bool failed_before_locked(uint64_t name) {
+    for (unsigned i = 0; i < FAILED_NAMES; ++i) {
+        if (0 != failed_names[i] && failed_names[i] == name) {
+            return true;
+        }
+    }
+    return false;
+}
+
 mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, uint64_t name,
                                                      opal_proc_t *proc) {
     void *value = NULL;
@@ -18,6 +35,10 @@ mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, 
         }
         OPAL_THREAD_UNLOCK(&btl->lock);
         return ep;
+    }
+    if (failed_before_locked(name)) {
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        return NULL;
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
 
@@ -33,6 +54,9 @@ mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, 
     ep->peer = mca_common_efa_peer_lookup(btl->core, &ep->name, &rc);
     if (NULL == ep->peer) {
         free(ep);
+        OPAL_THREAD_LOCK(&btl->lock);
+        failed_names[failed_next++ % FAILED_NAMES] = name;
+        OPAL_THREAD_UNLOCK(&btl->lock);
         return NULL;
     }
     ep->addr = ep->peer->addr[0];

@@ -134,9 +134,14 @@ bool mca_btl_efa_ring_peer_serves(const mca_btl_efa_endpoint_t *ep, efa_node_car
 }
 
 bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    /* Said once per process, outside the lock: the first send to each
+     * peer would otherwise stop every thread for the message's pause
+     * (a /dev/shm too full for any ring: a second or more per peer). */
+    static bool told = false;
+    char path[OPAL_PATH_MAX];
+    int tell = 0;
     OPAL_THREAD_LOCK(&btl->lock);
     if (EFA_BTL_RING_UNTRIED == ep->ring_state) {
-        char path[OPAL_PATH_MAX];
         int err = -FI_ENOENT;
         efa_node_card_t card;
         const bool has_card = mca_btl_efa_ring_peer_serves(ep, &card);
@@ -155,9 +160,9 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
             opal_output_verbose(10, mca_common_efa_output, "btl:efa: attached to %s", path);
         } else {
             ep->ring_state = EFA_BTL_RING_FAILED;
-            if (has_card && mca_common_efa_channel_worth_telling(err)) {
-                mca_common_efa_show_help("help-btl-efa.txt", "outbox-refused", -ENOSPC == err,
-                                         opal_process_info.nodename, path, efa_shm_strerror(err));
+            if (has_card && mca_common_efa_channel_worth_telling(err) && !told) {
+                told = true;
+                tell = err;
             }
             opal_output_verbose(1, mca_common_efa_output,
                                 "btl:efa: cannot attach to the on-node inbox %s (%s): that peer "
@@ -167,6 +172,10 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
     }
     bool ok = EFA_BTL_RING_ATTACHED == ep->ring_state;
     OPAL_THREAD_UNLOCK(&btl->lock);
+    if (0 != tell) {
+        mca_common_efa_show_help("help-btl-efa.txt", "outbox-refused", -ENOSPC == tell,
+                                 opal_process_info.nodename, path, efa_shm_strerror(tell));
+    }
     return ok;
 }
 

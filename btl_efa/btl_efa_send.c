@@ -384,6 +384,9 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             if (EFA_BTL_RING_FULL == rc) {
                 return true; /* still due: retried on the next drain */
             }
+            if (0 != rc) { /* the peer would wait for these credits for ever */
+                mca_btl_efa_fatal(btl, ep->proc, "btl_efa: returning credits to a peer failed");
+            }
         }
     }
     efa_flow_credit_settled(&ep->flow);
@@ -396,6 +399,14 @@ static void finish_failed(mca_btl_efa_module_t *btl, efa_btl_frag_t *failed) {
         failed = frag->next;
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: deferred send failed: %s",
                             fi_strerror(-frag->err));
+        if (NULL != frag->endpoint && (!frag->user || frag->inner) && 0 == frag->req_id &&
+            EFA_BTL_MSG_RESP != ((efa_btl_hdr_t *)frag->buf)->type) {
+            /* As at a completion (mca_btl_efa_frag_complete): nobody would
+             * hear of it, and its receiver would wait for ever. */
+            mca_btl_efa_fatal(btl, frag->endpoint->proc,
+                              "btl_efa: a queued message could not be sent, and nobody would "
+                              "hear of it");
+        }
         frag_finish(btl, frag, mca_common_efa_fi_to_opal(frag->err));
     }
 }
