@@ -133,7 +133,6 @@ inline void flush_backlog(efa_ctx *ctx, efa::Backlog &b) {
     }
 }
 
-
 // Which kind of operation a failed completion belongs to, in the words of
 // the call that posted it.
 const char *completion_kind(uint64_t flags) {
