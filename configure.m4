@@ -51,9 +51,6 @@ AC_DEFUN([EFA_CHECK_OMPI], [
     EFA_CHECK_OMPI_HEADERS
     EFA_OMPI_MACHINE_FLAGS
     OMPI_LIBS="-L$EFA_OMPI_LIBDIR -lmpi -lopen-pal"
-    # 4.1: ompi_process_info is ORTE's (libopen-rte); the BTL, which needs
-    # nothing else of libmpi, must name it or the symbol stays unresolved.
-    AS_IF([test -e "$EFA_OMPI_LIBDIR/libopen-rte.so"], [OMPI_LIBS="$OMPI_LIBS -lopen-rte"])
     AC_SUBST([MPI_CPPFLAGS])
     AC_SUBST([MPI_LIBS])
     AC_SUBST([OMPI_CPPFLAGS])

@@ -1,7 +1,7 @@
 /*
  * What differs for the BTL between Open MPI 4.1 (BTL 3.1) and 5.0 (BTL 3.3):
- * the threads header moved, the job size comes from OPAL in 5.0 (4.1 has it
- * only in ORTE), and an active message reaches its receive callback as a
+ * the threads header moved, the job size comes from OPAL in 5.0 (4.1: from
+ * the runtime's key), and an active message reaches its receive callback as a
  * receive descriptor (5.0) instead of a descriptor plus tag and cbdata.
  */
 #ifndef MCA_BTL_EFA_COMPAT_H
@@ -70,15 +70,28 @@ static inline void mca_btl_efa_deliver_am_des(mca_btl_base_module_t *btl,
     reg->cbfunc(btl, des);
 }
 #else
-#include "ompi/mca/rte/rte.h" /* ORTE's job size: 4.1 has none in OPAL */
+#include "opal/mca/pmix/pmix.h"
 #include "opal/threads/mutex.h"
 
 #define MCA_BTL_EFA_CONVERTOR_DEVICE CONVERTOR_CUDA
 #define MCA_BTL_EFA_VERSION_FLAGS 0 /* 4.1 has no remote-completion flag */
 #define MCA_BTL_EFA_BASE_VERSION MCA_BTL_BASE_VERSION_3_1_0
 
+/* 4.1's OPAL keeps no job size (ORTE's ompi_process_info has it, out of a
+ * BTL's reach in the opal layer): the runtime's own key, read once.  A
+ * runtime without it: this process alone, so never "spans nodes" by
+ * mistake for a singleton; mpirun and srun always set it. */
 static inline uint32_t mca_btl_efa_job_size(void) {
-    return (uint32_t)ompi_process_info.num_procs;
+    static uint32_t size;
+    if (0 == size) {
+        opal_process_name_t job = OPAL_PROC_MY_NAME;
+        uint32_t got = 0, *ptr = &got;
+        int rc;
+        job.vpid = OPAL_VPID_WILDCARD;
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_JOB_SIZE, &job, &ptr, OPAL_UINT32);
+        size = (OPAL_SUCCESS == rc && got > 0) ? got : 1;
+    }
+    return size;
 }
 
 static inline void mca_btl_efa_deliver_am(mca_btl_base_module_t *btl,
