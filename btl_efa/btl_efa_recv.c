@@ -30,7 +30,7 @@ static void receive_failed(mca_btl_efa_module_t *btl, int err) {
     }
     if (!said) {
         said = true;
-        mca_common_efa_show_help("help-btl-efa.txt", "message-lost", true,
+        mca_common_efa_show_help("help-btl-efa.txt", "message-lost", false,
                                  opal_process_info.nodename, fi_strerror(-err), err);
     }
     mca_btl_efa_fatal(btl, NULL, "btl_efa: a message through the provider was lost");

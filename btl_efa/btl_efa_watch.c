@@ -110,7 +110,7 @@ static void sweep(void *arg) {
     OPAL_THREAD_UNLOCK(&btl->lock);
     mca_btl_efa_spread_ask_peers(btl);
     if (gap) {
-        mca_common_efa_show_help("help-btl-efa.txt", "message-gap", true,
+        mca_common_efa_show_help("help-btl-efa.txt", "message-gap", false,
                                  opal_process_info.nodename, OPAL_NAME_PRINT(gap->name));
         mca_btl_efa_fatal(btl, gap->proc, "btl_efa: a peer's message never arrived");
     }

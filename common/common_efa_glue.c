@@ -75,12 +75,13 @@ static const mca_common_efa_param_t table[] = {
              "peer, in equal parts (0: never striped; 4096 to 1073741824). With one NIC it does "
              "nothing."},
     {"rail_failover", MCA_BASE_VAR_TYPE_BOOL, C(rail_failover), .def = 1, .level = OPAL_INFO_LVL_4,
-     .help = "When a NIC beside a process's first stops reaching a peer (its operations fail, "
-             "or none completes for common_efa_peer_timeout), take that rail out for the peer "
-             "and send what was on it again over the first; false: such a failure makes the "
-             "peer unreachable, as the first NIC's does."},
+     .help = "When one NIC of a process's set stops reaching a peer (operations fail, or none "
+             "completes for common_efa_peer_timeout) while another still does, take it out for "
+             "the peer and send again over the peer's home rail (the lowest reaching it both "
+             "ways); the first NIC too unless mtl_efa's provider matching pins it. false: any "
+             "rail's failure makes the peer unreachable."},
     {"rail_retry", MCA_BASE_VAR_TYPE_INT, C(rail_retry), .def = 10, .level = OPAL_INFO_LVL_4,
-     .help = "Seconds after a NIC beside a process's first was taken out for a peer "
+     .help = "Seconds after a NIC was taken out for a peer "
              "(common_efa_rail_failover) before it is asked again whether it reaches the peer: "
              "a ping over that NIC alone, which the peer answers over it. Answered, the NIC "
              "carries its share again; not, the wait doubles, to 8 times this. 0: a NIC taken "
@@ -118,7 +119,7 @@ static const mca_common_efa_param_t table[] = {
              "\"auto\" turns it off where the components' on-node paths carry node-local "
              "traffic (the provider would otherwise open a second shared-memory region and "
              "endpoint per process) and on where an on-node path is \"none\"; \"on\", \"off\", "
-             "or \"provider\" (left untouched). Needs libfabric 1.18 or newer."},
+             "or \"provider\" (left untouched). Needs libfabric 1.21 or newer."},
     {"provider_cuda_calls", MCA_BASE_VAR_TYPE_STRING, &params.provider_cuda_calls,
      .def_str = "auto", .choices = hmem_choices, .allowed = "auto, on or off", .topic = "bad-param",
      .unset_is_default = true, .level = OPAL_INFO_LVL_4,

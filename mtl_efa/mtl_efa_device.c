@@ -251,7 +251,7 @@ static void copy_failed(const char *what, size_t len) {
     static bool said = false;
     if (!said) {
         said = true;
-        mca_common_efa_show_help("help-mtl-efa.txt", "device-copy-failed", true,
+        mca_common_efa_show_help("help-mtl-efa.txt", "device-copy-failed", false,
                                  opal_process_info.nodename, what, len, efa_device_name());
     }
 }

@@ -44,7 +44,7 @@ bool ompi_mtl_efa_vpid_local(uint32_t vpid) {
  * saying why, as MPI_ERRORS_ARE_FATAL would. */
 static void lost(void *arg, const char *why) {
     (void)arg;
-    mca_common_efa_show_help("help-mtl-efa.txt", "message-lost", true, opal_process_info.nodename,
+    mca_common_efa_show_help("help-mtl-efa.txt", "message-lost", false, opal_process_info.nodename,
                              why);
     ompi_mpi_abort(&ompi_mpi_comm_world.comm, MPI_ERR_OTHER);
 }

@@ -43,8 +43,10 @@ static const mca_common_efa_param_t table[] = {
              "other nodes travel as the provider's untagged messages with a sequence number, "
              "several small ones packed into one when they queue up (mtl_efa_coalesce_bytes); "
              "\"auto\" (default): own on the providers where it was measured to pay "
-             "(tcp;ofi_rxm, udp;ofi_rxd), provider elsewhere (efa included, until measured "
-             "there); a provider without tags always gets own"},
+             "(tcp;ofi_rxm, udp;ofi_rxd) and on nodes with several rails (a multi-NIC efa "
+             "instance: own matching spreads messages over the NICs and survives one's "
+             "loss), provider elsewhere (a one-NIC efa node, until measured there); a "
+             "provider without tags always gets own"},
     {"net_eager_max", MCA_BASE_VAR_TYPE_SIZE_T, P(net_eager), .def = 8192, .lo = 64, .hi = 60000,
      .allowed = "64 to 60000", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Own matching: messages to other nodes up to this many bytes go eagerly (copied "

@@ -75,7 +75,7 @@ static void short_delivery(const mca_mtl_efa_request_t *req, const efa_cqe_t *cq
     static bool said = false;
     if (!said) {
         said = true;
-        mca_common_efa_show_help("help-mtl-efa.txt", "short-delivery", true,
+        mca_common_efa_show_help("help-mtl-efa.txt", "short-delivery", false,
                                  opal_process_info.nodename, cqe->len, req->length);
     }
 }
