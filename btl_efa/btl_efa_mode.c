@@ -227,12 +227,15 @@ void mca_btl_efa_mode_add_peer(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t
     const bool theirs = !known || (card.can & EFA_BTL_CAN_ATOMICS);
     ep->foreign_atomics = theirs || btl->mode.native_atomics;
     if (ep->foreign_atomics) {
-        opal_output(0,
-                    "btl:efa: %s: atomics with process %s of another job are refused: this job "
-                    "executes them %s, that one %s, and provider and CPU atomics must not mix "
-                    "on one location",
-                    opal_process_info.nodename, OPAL_NAME_PRINT(proc->proc_name),
-                    btl->mode.native_atomics ? "by the provider" : "by the target's CPU",
-                    theirs ? "may use the provider" : "by the target's CPU");
+        /* Not a failure (osc/rdma then takes its get-and-put path for them),
+         * and said for every peer of the other job: verbose only. */
+        opal_output_verbose(
+            1, mca_common_efa_output,
+            "btl:efa: %s: atomics with process %s of another job are refused: this job "
+            "executes them %s, that one %s, and provider and CPU atomics must not mix "
+            "on one location",
+            opal_process_info.nodename, OPAL_NAME_PRINT(proc->proc_name),
+            btl->mode.native_atomics ? "by the provider" : "by the target's CPU",
+            theirs ? "may use the provider" : "by the target's CPU");
     }
 }

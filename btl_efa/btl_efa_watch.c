@@ -19,6 +19,11 @@
  * deadline while a process it talked to lately is inside MPI.  Only where
  * an upper layer registered an error handler (ob1 does; under pml cm
  * nobody would hear of the loss).
+ *
+ * Only peers of this job: a process of another job (spawned, connected)
+ * may disconnect and exit, or stay out of MPI, whenever it likes, and
+ * neither is a loss; operations to one that is gone still fail through
+ * the deadline on what is outstanding.
  */
 #include "btl_efa_spread.h"
 
@@ -94,7 +99,7 @@ static void sweep(void *arg) {
             mca_btl_efa_spread_gap_expired(btl, ep, now, 2 * btl->watch.period)) {
             gap = ep;
         }
-        if (ep->is_self || ep->detached) {
+        if (ep->is_self || ep->detached || ep->name.jobid != OPAL_PROC_MY_NAME.jobid) {
             watch_stop(btl, ep);
         } else if (ep->exchanged) {
             ep->exchanged = false;

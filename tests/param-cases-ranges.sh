@@ -98,3 +98,19 @@ expect_output nic-exclude-loopback "report: local rank [01]: NIC " "${cm[@]}" \
 JOB_NP=2 expect_output mtl-refused-btl-carries "The EFA MTL will not be used" \
     --mca mtl efa --mca btl efa,self --mca mtl_efa_provider_include shm \
     --mca btl_efa_provider_include shm --mca mtl_efa_onnode_channel bogus
+
+# Processes of another job (MPI_Comm_spawn): messages both ways with the
+# child, checked, a disconnect, and the child's exit while the parents
+# stay in MPI for three peer timeouts.  A process of another job that left
+# after a disconnect is no loss (btl_efa's watch aborted the parents).
+prog=$bindir/spawn
+prog_args=(-s 1M -w 6)
+JOB_NP=2 expect_output spawn-ob1-child-leaves "ok spawn" "${ob1[@]}" \
+    --mca btl_efa_provider_include "tcp;ofi_rxm" --mca common_efa_peer_timeout 2
+JOB_NP=2 expect_output spawn-cm-child-leaves "ok spawn" "${cm[@]}" \
+    --mca mtl_efa_provider_include "udp;ofi_rxd" --mca common_efa_peer_timeout 2
+JOB_NP=2 expect_output spawn-cm-own-child-leaves "ok spawn" "${cm[@]}" \
+    --mca mtl_efa_provider_include "tcp;ofi_rxm" --mca mtl_efa_matching own \
+    --mca common_efa_peer_timeout 2
+prog=$bindir/pingpong
+prog_args=(-s 4M -i 5)

@@ -477,9 +477,11 @@ int main(int argc, char **argv) {
     efa_core_params_t p{};
     p.provider_include = o.provider.c_str();
     p.provider_exclude = o.provider_exclude.c_str();
-    p.nic_include = o.nic_include.c_str();
+    // With --topology the NIC lists name the recorded devices, not this
+    // machine's: the provider and the core here are opened without them.
+    p.nic_include = o.topology.empty() ? o.nic_include.c_str() : "";
     p.gpu = o.gpu.c_str();
-    p.nic_exclude = o.nic_exclude.c_str();
+    p.nic_exclude = o.topology.empty() ? o.nic_exclude.c_str() : "";
     p.num_contexts = 1;
     p.mr_cache_size = 1024;
     p.progress_batch = 16;
@@ -594,6 +596,7 @@ int main(int argc, char **argv) {
     } else {
         print_text(r);
     }
-    // 3: the components would not run here (the reasons are printed).
-    return rc != 0 ? rc : r.chosen_provider.empty() ? 3 : 0;
+    // 3: the components would not run here (the reasons are printed): no
+    // provider, or the core did not open on the one chosen.
+    return rc != 0 ? rc : (r.chosen_provider.empty() || !r.choices.opened) ? 3 : 0;
 }

@@ -26,10 +26,15 @@ extern "C" void efa_core_get_counters(efa_core_t *core, efa_core_counters_t *out
             out->posts_waiting += b->size.load(relaxed);
         }
     }
-    const efa::MrCache::Stats mr = core->mr_cache->counts();
-    out->mr_hits = mr.hits;
-    out->mr_misses = mr.misses;
-    out->mr_evictions = mr.evictions;
+    // Host and device registrations alike (the device cache where there is one).
+    for (const efa::MrCache *cache : {core->mr_cache.get(), core->dev_mr_cache.get()}) {
+        if (cache) {
+            const efa::MrCache::Stats mr = cache->counts();
+            out->mr_hits += mr.hits;
+            out->mr_misses += mr.misses;
+            out->mr_evictions += mr.evictions;
+        }
+    }
     out->peers_lost = core->peers_lost.load(relaxed);
     out->rails_lost = core->rails_lost.load(relaxed);
 }

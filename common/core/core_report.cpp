@@ -149,15 +149,26 @@ void CoreReport::add_core_lines(const efa_core &core) {
     }
 }
 
+std::string note_topic(const std::string &text) {
+    // A lead is short and plain: "matching", not "(mtl_efa_matching provider".
+    constexpr size_t kLeadMax = 48;
+    const size_t at = text.find(": ");
+    if (at == std::string::npos || at > kLeadMax || text.find('(') < at) {
+        return text;
+    }
+    return text.substr(0, at);
+}
+
 void CoreReport::note(const std::string &who, const std::string &text) {
+    std::string topic = note_topic(text);
     std::lock_guard<std::mutex> guard(lock_);
     for (auto &n : notes_) {
-        if (n.first == who) {
-            n.second = text;
+        if (n.who == who && n.topic == topic) {
+            n.text = text;
             return;
         }
     }
-    notes_.emplace_back(who, text);
+    notes_.push_back(Note{who, std::move(topic), text});
 }
 
 void CoreReport::say_once(const Reporter &rep, bool node_leader) {
@@ -167,12 +178,11 @@ void CoreReport::say_once(const Reporter &rep, bool node_leader) {
     }
     said_ = true;
     if (node_leader) {
-        rep.say(1, "report: " + node_lines_[0]);
-        for (size_t i = 1; i < node_lines_.size(); ++i) {
-            rep.say(1, "report: " + node_lines_[i]);
+        for (const auto &line : node_lines_) {
+            rep.say(1, "report: " + line);
         }
         for (const auto &n : notes_) {
-            rep.say(1, "report: " + n.first + ": " + n.second);
+            rep.say(1, "report: " + n.who + ": " + n.text);
         }
     }
     rep.say(1, "report: " + rank_line_);

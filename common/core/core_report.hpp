@@ -19,8 +19,9 @@ namespace efa {
 class CoreReport {
   public:
     void add_core_lines(const efa_core &core);
-    // A component's line ("mtl_efa: on-node path ...").  Replaces an
-    // earlier line of the same component.
+    // A component's line ("mtl_efa: on-node channel: ...").  Replaces an
+    // earlier line of the same component on the same topic (note_topic),
+    // which says a choice revised; lines on other topics stay.
     void note(const std::string &who, const std::string &text);
     // Says the report once per process (later calls do nothing).
     void say_once(const Reporter &rep, bool node_leader);
@@ -29,9 +30,17 @@ class CoreReport {
     std::mutex lock_;
     std::vector<std::string> node_lines_;
     std::string rank_line_;
-    std::vector<std::pair<std::string, std::string>> notes_;
+    struct Note {
+        std::string who, topic, text;
+    };
+    std::vector<Note> notes_;
     bool said_ = false;
 };
+
+// What a report line is about: its lead before ": " ("matching",
+// "on-node channel", "device buffers"), or the whole line where it has
+// none (a line without a lead is replaced only by itself).
+std::string note_topic(const std::string &text);
 
 // "FI_MR_LOCAL|FI_MR_VIRT_ADDR|..." for a domain's mr_mode.
 std::string mr_mode_string(uint64_t mode);
