@@ -2,6 +2,7 @@
 // shared-memory segments (the hot paths are inline in shm_ring.hpp).
 #include "shm_ring.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <cerrno>
@@ -98,10 +99,27 @@ static int create_exclusive(const std::string &path, int &err) {
     return fd;
 }
 
-// posix_fallocate returns its error instead of setting errno.
+// posix_fallocate returns its error instead of setting errno.  On tmpfs
+// a signal that arrives meanwhile (a profiler's timer, SA_RESTART or not)
+// ends it with EINTR and undoes that call's pages: the range is reserved a
+// piece at a time, each piece short enough to go through between two ticks
+// of a fast timer, and a piece interrupted is asked for again.
 static int reserve_space(int fd, size_t off, size_t len) {
-    const int rc = posix_fallocate(fd, static_cast<off_t>(off), static_cast<off_t>(len));
-    return 0 == rc ? 0 : -rc;
+    constexpr size_t kPiece = size_t{1} << 20;
+    constexpr int kInterruptedMax = 1000;
+    int interrupted = 0;
+    for (size_t done = 0; done < len;) {
+        const size_t n = std::min(kPiece, len - done);
+        const int rc = posix_fallocate(fd, static_cast<off_t>(off + done), static_cast<off_t>(n));
+        if (EINTR == rc && ++interrupted < kInterruptedMax) {
+            continue;
+        }
+        if (0 != rc) {
+            return -rc;
+        }
+        done += n;
+    }
+    return 0;
 }
 
 std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g, int &err,

@@ -45,7 +45,8 @@ TEST(CoreReportTopic, IsTheLeadBeforeTheColon) {
     // A parenthesis before the colon: no lead, the whole line is its topic.
     EXPECT_EQ(efa::note_topic("inject off (mtl_efa_debug_no_inject: a test)"),
               "inject off (mtl_efa_debug_no_inject: a test)");
-    EXPECT_EQ(efa::note_topic("MPI_Cancel withdraws large sends"), "MPI_Cancel withdraws large sends");
+    EXPECT_EQ(efa::note_topic("MPI_Cancel withdraws large sends"),
+              "MPI_Cancel withdraws large sends");
 }
 
 TEST(CoreReportNote, LinesOnOtherTopicsOfOneComponentAllStay) {
