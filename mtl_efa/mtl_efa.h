@@ -133,7 +133,16 @@ typedef struct mca_mtl_efa_ack_recv_t {
     struct mca_mtl_efa_request_t *req; /* NULL once the send no longer waits for it */
     int refs;  /* the provider's completion, and a withdrawal that may cancel it */
     bool done; /* completed: nothing left to cancel */
+    /* listed from its post to its completion (mtl_efa_ack_kept.c) */
+    struct mca_mtl_efa_ack_recv_t *kept_prev, *kept_next;
 } mca_mtl_efa_ack_recv_t;
+
+/* mtl_efa_ack_kept.c: acknowledgement receives listed while the provider
+ * has them; at finalize those left complete into the core's nothing (the
+ * number left is returned). */
+void ompi_mtl_efa_ack_keep(mca_mtl_efa_ack_recv_t *ack);
+void ompi_mtl_efa_ack_unkeep(mca_mtl_efa_ack_recv_t *ack);
+size_t ompi_mtl_efa_acks_fini(void);
 
 typedef struct mca_mtl_efa_request_t {
     mca_mtl_request_t super;            /* pml/cm's view; must be first */

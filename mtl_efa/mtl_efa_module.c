@@ -228,6 +228,13 @@ int ompi_mtl_efa_finalize(struct mca_mtl_base_module_t *mtl) {
     ompi_mtl_efa_engine_fini();
     ompi_mtl_efa_put_kept_peers(); /* (the engine read them until it ended) */
     ompi_mtl_efa_device_fini();
+    const size_t acks_left = ompi_mtl_efa_acks_fini();
+    if (acks_left > 0) {
+        opal_output_verbose(10, mca_common_efa_output,
+                            "mtl:efa: %zu acknowledgement receive(s) of synchronous sends left "
+                            "at the provider, completed into nothing",
+                            acks_left);
+    }
     mca_common_efa_release(ompi_mtl_efa.core);
     ompi_mtl_efa.core = NULL;
     free(ompi_mtl_efa.ctxs);

@@ -125,6 +125,7 @@ static void ack_put(mca_mtl_efa_ack_recv_t *ack) {
 
 static void ack_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_ack_recv_t *ack = (mca_mtl_efa_ack_recv_t *)op;
+    ompi_mtl_efa_ack_unkeep(ack);
     pthread_mutex_lock(&ack_lock);
     mca_mtl_efa_request_t *req = ack->req;
     if (NULL != req) {
@@ -400,6 +401,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
         ack->refs = 1; /* the provider's completion */
         ack->done = false;
         req->ack = ack;
+        ompi_mtl_efa_ack_keep(ack);
         rc = efa_ctx_trecv(ctx, NULL, 0, NULL, addr,
                            efa_tag_codec_with_seq(codec,
                                                   efa_tag_codec_pack(codec, EFA_PROTO_SYNC_ACK, cid,
@@ -408,6 +410,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
                            0, &ack->op);
         if (OPAL_UNLIKELY(rc)) {
             req->ack = NULL;
+            ompi_mtl_efa_ack_unkeep(ack);
             free(ack);
             return mca_common_efa_fi_to_opal(rc);
         }
