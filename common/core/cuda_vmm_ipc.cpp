@@ -117,12 +117,15 @@ struct Piece {
 };
 
 std::mutex g_lock;
+// (The maps below are never destroyed: a thread may still release an
+// import or an export while another calls exit().)
 // This process's mappings of other processes' allocations: each piece's
 // length (cuMemUnmap takes one mapping at a time; cuMemAddressFree the
 // whole range).
-std::map<efa_cu_ptr_t, std::vector<size_t>> g_mapped;
+std::map<efa_cu_ptr_t, std::vector<size_t>> &g_mapped =
+    *new std::map<efa_cu_ptr_t, std::vector<size_t>>();
 // The pieces' descriptors an export holds, by its note's descriptor.
-std::map<int, std::vector<int>> g_held_pieces;
+std::map<int, std::vector<int>> &g_held_pieces = *new std::map<int, std::vector<int>>();
 // Descriptors held by exports in flight (notes included), at most a
 // quarter of the process's soft RLIMIT_NOFILE: a buffer over many pieces
 // holds one per piece until its message is done, and the rest of the
