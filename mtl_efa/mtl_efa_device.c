@@ -208,10 +208,9 @@ bool ompi_mtl_efa_device_by_ipc(struct ompi_communicator_t *comm, int dest,
                                 size_t length, bool free_buffer) {
     /* (Open MPI's packed copy of a non-contiguous buffer: a new allocation
      * each time, which a peer would import each time; staged instead) */
-    /* (to itself: a device refuses to import its own process's handle) */
+    /* (to itself too: the engine names the buffer itself, no handle) */
     return ompi_mtl_efa.device_ipc && !free_buffer && 0 != length &&
            ompi_mtl_efa_use_engine(comm, dest) && ompi_mtl_efa_ring_peer(comm, dest) &&
-           ompi_comm_peer_lookup(comm, dest) != ompi_proc_local() &&
            on_device(convertor, buffer, length);
 }
 

@@ -460,6 +460,11 @@ class Engine {
     bool pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
                      const efa_device_ipc_t &ipc);
     void *ipc_base(Peer *p, const efa_device_ipc_t &ipc);
+    // A device message to this process itself: the buffer's address in
+    // place of a handle (self_ipc), read back by the receiver (self_base;
+    // nullptr: not such a name).
+    static void self_ipc(const efa_engine_req_t *r, efa_device_ipc_t *out);
+    static void *self_base(const efa_device_ipc_t &ipc);
     void stage_device_send(efa_engine_req_t *req);
     size_t stage_piece(const efa_engine_req_t *req) const;
     const uint8_t *staged(efa_engine_req_t *req, size_t &n);

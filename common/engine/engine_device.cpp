@@ -54,6 +54,35 @@ void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
     return base;
 }
 
+// A device message to this process itself names its buffer's address, not
+// an IPC handle: CUDA refuses to open a handle of the process's own
+// memory, and the message would stream through the host, twice copied,
+// with an export and a failed import each time.  Only this process reads
+// it (self_base: the receiver is the sender).
+namespace {
+constexpr char kSelfMagic[8] = {'e', 'f', 'a', '-', 's', 'e', 'l', 'f'};
+}
+
+void Engine::self_ipc(const efa_engine_req_t *r, efa_device_ipc_t *out) {
+    memset(out, 0, sizeof(*out));
+    const auto at = reinterpret_cast<uintptr_t>(r->buf);
+    memcpy(out->handle, kSelfMagic, sizeof(kSelfMagic));
+    memcpy(out->handle + sizeof(kSelfMagic), &at, sizeof(at));
+    out->alloc_len = r->buflen;
+}
+
+void *Engine::self_base(const efa_device_ipc_t &ipc) {
+    uintptr_t at = 0;
+    if (0 != memcmp(ipc.handle, kSelfMagic, sizeof(kSelfMagic))) {
+        return nullptr;
+    }
+    memcpy(&at, ipc.handle + sizeof(kSelfMagic), sizeof(at));
+    // Device memory of this process, the whole message (a frame in the
+    // process's own ring naming anything else is forged: not read).
+    void *buf = reinterpret_cast<void *>(at);
+    return efa_device_check(buf, ipc.alloc_len) ? buf : nullptr;
+}
+
 // An import that failed a copy: closed, so that the next message imports
 // it afresh.
 void Engine::ipc_forget(Peer *p, void *base) {
@@ -123,7 +152,7 @@ bool Engine::pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, cons
         return false; // no handle (alloc_len 0), or one that does not hold the message
     }
     if (n > 0) {
-        void *base = ipc_base(p, ipc);
+        void *base = p->vpid == params_.my_vpid ? self_base(ipc) : ipc_base(p, ipc);
         if (nullptr == base) {
             return false;
         }

@@ -57,7 +57,9 @@ bool Engine::write_message(Peer *p, efa_engine_req_t *r) {
             h.flags |= kFrameDevice;
             b.pid = static_cast<uint32_t>(getpid()); // (checked against the card's)
             efa_device_ipc_t ipc;
-            if (0 != efa_device_ipc_export(r->buf, r->buflen, &ipc)) {
+            if (p->vpid == params_.my_vpid) {
+                self_ipc(r, &ipc); // (no handle: the receiver is this process)
+            } else if (0 != efa_device_ipc_export(r->buf, r->buflen, &ipc)) {
                 memset(&ipc, 0, sizeof(ipc)); // none: the receiver asks for DATA
             } else if (0 != ipc.held) {
                 r->ipc_held = ipc.held; // (until the send finishes, however)

@@ -20,6 +20,8 @@
  *     bytes delivered and nothing of the fake's memory past the buffer
  *     written,
  *   - a device receive cancelled (MPI_Cancel) is reported cancelled,
+ *   - device to device to the process itself (MPI_Isend/MPI_Irecv on its
+ *     own rank), small and large,
  * and at the end every fake allocation is freed (none left behind).
  *
  * Options: -s MAX (default 4M); -P: no MPI_Mprobe (ofi_rxd claims another
@@ -109,6 +111,35 @@ static void dverify(const void *d, size_t n, size_t len, uint64_t seed, const ch
                   len);
     }
     free(h);
+}
+
+/* Device to device to this process itself: the receive posted first, then
+ * after the send (unexpected), each checked with its guard. */
+static void self_sizes(size_t len) {
+    for (int posted_first = 1; posted_first >= 0; --posted_first) {
+        const uint64_t seed = tu_seed(0x5e1f, (uint64_t)tu_rank, len, (uint64_t)posted_first);
+        void *src = dalloc(len), *dst = dalloc(len);
+        dfill(src, len, seed);
+        dfill(dst, len, seed ^ 1);
+        MPI_Request req[2];
+        MPI_Status st;
+        if (posted_first) {
+            MPI_Irecv(dst, (int)len, MPI_BYTE, tu_rank, 31, MPI_COMM_WORLD, &req[0]);
+        }
+        MPI_Isend(src, (int)len, MPI_BYTE, tu_rank, 31, MPI_COMM_WORLD, &req[1]);
+        if (!posted_first) {
+            MPI_Irecv(dst, (int)len, MPI_BYTE, tu_rank, 31, MPI_COMM_WORLD, &req[0]);
+        }
+        MPI_Wait(&req[0], &st);
+        MPI_Wait(&req[1], MPI_STATUS_IGNORE);
+        int count = -1;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        TU_ASSERT((size_t)count == len && st.MPI_SOURCE == tu_rank, "to itself: count %d source %d",
+                  count, st.MPI_SOURCE);
+        dverify(dst, len, len, seed, "device message to itself");
+        dev_free(src);
+        dev_free(dst);
+    }
 }
 
 static void pair_sizes(int peer, size_t len, int round) {
@@ -431,8 +462,11 @@ int main(int argc, char **argv) {
         pair_truncate(peer, max < (1u << 20) ? max : (1u << 20));
     }
     cancel_recv();
+    self_sizes(1);
+    self_sizes(max < (1u << 20) ? max : (1u << 20));
     MPI_Barrier(MPI_COMM_WORLD);
     TU_ASSERT(0 == dev_live(), "%zu fake device allocation(s) left behind", dev_live());
-    tu_ok("%zu sizes up to %zu bytes, device and host buffers, truncation, cancel", tested, max);
+    tu_ok("%zu sizes up to %zu bytes, device and host buffers, truncation, cancel, to itself",
+          tested, max);
     return 0;
 }

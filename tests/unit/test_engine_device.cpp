@@ -168,6 +168,40 @@ TEST_F(EngineDeviceTest, AReusedDescriptorIsANewAllocation) {
     device_message(20000, 20000, true, true, true); // new buffers, maybe the same fd numbers
 }
 
+// A device message to this process itself: copied device to device from
+// the sender's buffer, with no export and no import (CUDA refuses to open
+// a handle of the process's own memory: it would stream through the host).
+TEST_F(EngineDeviceTest, ADeviceMessageToItselfIsOneDeviceCopy) {
+    open();
+    efa_fake_device_refuse_ipc(true); // (an import tried would fail the test)
+    for (size_t len : {size_t(1), size_t(70000)}) {
+        SCOPED_TRACE(len);
+        const auto data = pattern(len, 7);
+        DeviceBuf src(len), dst(len);
+        src.fill(data);
+        std::vector<uint8_t> host(len, 0xee);
+        efa_engine_stats_t before{};
+        efa_engine_get_stats(a, &before);
+        const uint64_t tries = efa_fake_device_import_tries();
+        Req s, r;
+        r.on.device_buf = dst.get();
+        ASSERT_EQ(0, post(a, r, host.data(), len, 3, 0, 9));
+        s.on.complete = on_complete;
+        ASSERT_LE(0, efa_engine_send_device(a, 0, 3, 0, 9, src.get(), len, false, &s.on));
+        ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
+        EXPECT_EQ(0, s.on.err);
+        EXPECT_EQ(0, r.on.err);
+        EXPECT_TRUE(r.on.device_landed);
+        EXPECT_EQ(data, dst.read(len));
+        EXPECT_EQ(std::vector<uint8_t>(len, 0xee), host) << "went through the host";
+        efa_engine_stats_t st{};
+        efa_engine_get_stats(a, &st);
+        EXPECT_EQ(before.device_ipc + 1, st.device_ipc);
+        EXPECT_EQ(before.device_streamed, st.device_streamed);
+        EXPECT_EQ(tries, efa_fake_device_import_tries()) << "an import of its own memory";
+    }
+}
+
 TEST_F(EngineDeviceTest, ARefusedImportStreamsThroughTheRings) {
     open(4);
     efa_fake_device_refuse_ipc(true);
