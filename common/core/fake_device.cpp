@@ -69,6 +69,7 @@ std::mutex g_lock;
 std::map<uintptr_t, Region> g_regions; // by device address
 uint64_t g_serial = 0;
 std::atomic<bool> g_refuse_ipc{false};
+std::atomic<bool> g_one_import{false}; // efa_fake_device_one_import
 std::atomic<uint64_t> g_imports{0}, g_import_tries{0};
 std::atomic<size_t> g_held{0}; // descriptors VMM-like exports hold now
 std::atomic<bool> g_visible{false};
@@ -277,6 +278,12 @@ int fake_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base) {
     memcpy(&h, in->handle, sizeof(h));
     g_import_tries.fetch_add(1);
     const int theirs = 0 != in->held ? static_cast<int>(in->held - 1) : h.fd;
+    if (g_one_import.load()) {
+        std::lock_guard<std::mutex> guard(g_lock);
+        if (g_regions.size() > own_regions()) {
+            return -FI_EBUSY; // (as CUDA's "already mapped")
+        }
+    }
     if (g_refuse_ipc.load() || 0 != memcmp(h.magic, kMagic, sizeof(h.magic)) || theirs < 0 ||
         0 == in->alloc_len || in->alloc_len > (uint64_t{1} << 40) || in->held > INT32_MAX) {
         return -FI_EINVAL;
@@ -499,6 +506,10 @@ size_t efa_fake_device_imported(void) {
 
 void efa_fake_device_refuse_ipc(bool refuse) {
     g_refuse_ipc.store(refuse);
+}
+
+void efa_fake_device_one_import(bool one) {
+    g_one_import.store(one);
 }
 
 uint64_t efa_fake_device_imports(void) {

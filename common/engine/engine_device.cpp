@@ -17,8 +17,8 @@ namespace efa::engine {
 
 // Where this process reaches peer p's device allocation 'ipc' names:
 // imported once, kept (the latest used last); nullptr where the import
-// fails (that handle is then not tried again while it is among the last
-// kIpcKept refused).
+// fails, also once p's kept imports are closed (that handle is then not
+// tried again while it is among the last kIpcKept refused).
 void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
     efa_device_ipc_t key = ipc;
     key.offset = 0;
@@ -39,7 +39,20 @@ void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
     void *base = nullptr;
     efa_device_ipc_t import = key;
     import.held = ipc.held;
-    if (0 == p->pid || 0 != efa_device_ipc_import(p->pid, &import, &base)) {
+    int rc = 0 == p->pid ? -FI_EINVAL : efa_device_ipc_import(p->pid, &import, &base);
+    if (0 != rc && 0 != p->pid && !p->ipc.empty()) {
+        // One of the peer's imports kept may be of an allocation it freed,
+        // whose address the new one took: a device may refuse to map the
+        // new one while the old stays mapped (CUDA: "already mapped").
+        // Those kept are closed (a later message imports them again) and
+        // the import asked once more.
+        for (const IpcMap &m : p->ipc) {
+            efa_device_ipc_close(m.base);
+        }
+        p->ipc.clear();
+        rc = efa_device_ipc_import(p->pid, &import, &base);
+    }
+    if (0 != rc) {
         if (p->ipc_refused.size() >= kIpcKept) {
             p->ipc_refused.erase(p->ipc_refused.begin());
         }

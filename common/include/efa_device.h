@@ -171,6 +171,10 @@ size_t efa_fake_device_imported(void);
  * where a peer's import is refused).  Imports so far. */
 void efa_fake_device_refuse_ipc(bool refuse);
 uint64_t efa_fake_device_imports(void);
+/* An import is refused while another is open (true), as CUDA refuses to
+ * map an allocation where a stale import of a freed one at the same
+ * address is still mapped (CUDA_ERROR_ALREADY_MAPPED). */
+void efa_fake_device_one_import(bool one);
 /* Descriptors the fake's exports of memory described as VMM memory hold
  * now (each export of such memory holds one until ipc_release, as CUDA
  * VMM's do; tests: none left once the messages are done). */

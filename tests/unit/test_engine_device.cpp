@@ -42,6 +42,7 @@ class EngineDeviceTest : public EnginePair {
     void TearDown() override {
         EnginePair::TearDown(); // (closes what the engines imported)
         efa_fake_device_refuse_ipc(false);
+        efa_fake_device_one_import(false);
         efa_fake_device_visible(false);
         efa_fake_device_no_sync_memops(false);
         EXPECT_EQ(0u, efa_fake_device_held()) << "an export's descriptor still held";
@@ -200,6 +201,21 @@ TEST_F(EngineDeviceTest, ADeviceMessageToItselfIsOneDeviceCopy) {
         EXPECT_EQ(before.device_streamed, st.device_streamed);
         EXPECT_EQ(tries, efa_fake_device_import_tries()) << "an import of its own memory";
     }
+}
+
+// A device that will not map a new allocation while a kept import (of a
+// freed allocation at the same address, on CUDA) is still mapped: the
+// peer's kept imports are closed and the new one imported, device to
+// device, rather than refused and streamed for as long as the old is kept.
+TEST_F(EngineDeviceTest, AnImportRefusedBesideKeptOnesIsAskedAgainAlone) {
+    open();
+    efa_fake_device_one_import(true);
+    const uint64_t imports = efa_fake_device_imports();
+    device_message(20000, 20000, true, true, true); // imported, kept
+    device_message(20000, 20000, true, true,
+                   true); // another allocation: refused beside it at first
+    EXPECT_EQ(imports + 2, efa_fake_device_imports());
+    EXPECT_EQ(1u, efa_fake_device_imported()) << "the first import still open";
 }
 
 TEST_F(EngineDeviceTest, ARefusedImportStreamsThroughTheRings) {
