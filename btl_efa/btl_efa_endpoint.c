@@ -36,7 +36,9 @@ mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, 
         OPAL_THREAD_UNLOCK(&btl->lock);
         return ep;
     }
-    if (failed_before_locked(name)) {
+    /* (add_procs, which names the process, always asks: a lookup that
+     * failed for a message, the runtime not ready yet, says nothing of it) */
+    if (NULL == proc && failed_before_locked(name)) {
         OPAL_THREAD_UNLOCK(&btl->lock);
         return NULL;
     }

@@ -102,6 +102,15 @@ choices_ok choices-dmabuf "device registrations as libfabric $api allows" \
 # efa fabric (common_efa_hmem_vmm auto): shm is not it.
 choices_ok choices-vmm "VMM memory kept from a provider that takes it" \
     --provider shm --one-node -- "vmm=to the provider with other device memory (common_efa_hmem_vmm auto"
+# common_efa_dmabuf off from the environment: registered by address, as
+# the core then does whatever libfabric allows.
+OMPI_MCA_common_efa_dmabuf=0 choices_ok choices-dmabuf-off "common_efa_dmabuf 0 not followed" \
+    --provider shm --one-node -- "dmabuf=by device address (common_efa_dmabuf off)"
+# Striping off: one rail, said as striping's choice.
+OUT=$(OMPI_MCA_common_efa_stripe_min=0 "$info" --provider "tcp;ofi_rxm" 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -q "rails: *one NIC (striping off" <<<"$OUT"
+check rails-striping-off "stripe_min 0 not said as striping off (exit $RC)" $?
 # common_efa_hmem_vmm from the environment, as the components take it; a
 # value the glue would refuse is a bad argument, not silently auto.
 OUT=$(OMPI_MCA_common_efa_hmem_vmm=off "$info" --provider shm --one-node 2>&1)

@@ -45,6 +45,7 @@ struct Options {
     int hmem_vmm = EFA_SWITCH_AUTO;
     int provider_cuda_calls = EFA_SWITCH_AUTO;
     bool force_efa_options = false; // as common_efa_force_efa_options (the stand-ins)
+    bool dmabuf = true;             // as common_efa_dmabuf (default on)
     bool json = false;
 };
 
@@ -141,6 +142,9 @@ Options parse(int argc, char **argv) {
     o.hmem_vmm = switch_value("hmem_vmm", env_param("hmem_vmm"));
     o.provider_cuda_calls = switch_value("provider_cuda_calls", env_param("provider_cuda_calls"));
     o.force_efa_options = env_true("force_efa_options");
+    if (const std::string v = env_param("dmabuf"); !v.empty()) {
+        o.dmabuf = env_true("dmabuf");
+    }
     bool nics_given = false, gpu_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -333,10 +337,11 @@ std::string near_of(hwloc_topology_t topo, const efa::NicCandidate &c) {
 }
 
 // Each process's set, as the core chooses it (core.cpp's choose_nics): the
-// NICs of its GPU's switch (gpu_nics.hpp), else by its binding.  false:
-// --gpu names no accelerator of the topology (said).
+// NICs of its GPU's switch (gpu_nics.hpp), else by its binding.  visible:
+// CUDA_VISIBLE_DEVICES as processes started from here would have it (this
+// machine's only).  false: --gpu names no accelerator of the topology (said).
 bool nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::NicCandidate> &cands,
-              Report *rep) {
+              const char *visible, Report *rep) {
     hwloc_bitmap_t binding = hwloc_bitmap_alloc();
     for (int r = 0; r < o.local_size; ++r) {
         efa::info::bind_share(topo, r, o.local_size, binding);
@@ -344,7 +349,7 @@ bool nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::Ni
         hwloc_bitmap_list_asprintf(&text, binding);
         std::string error;
         const efa::NicSetDecision d = efa::info::process_nic_set(
-            cands, topo, o.gpu, binding, r, o.local_size, o.nics_per_proc, &error);
+            cands, topo, o.gpu, visible, binding, r, o.local_size, o.nics_per_proc, &error);
         if (!error.empty()) {
             std::fprintf(stderr, "efa-mpi-info: %s\n", error.c_str());
             std::free(text);
@@ -499,6 +504,7 @@ int main(int argc, char **argv) {
     p.direct_mode_mtu = 8192;
     p.nics_per_proc = o.nics_per_proc;
     p.stripe_min = o.stripe_min;
+    p.dmabuf = o.dmabuf;
     p.local_rank = 0;
     p.local_size = o.local_size;
     efa::Reporter rep;
@@ -577,14 +583,14 @@ int main(int argc, char **argv) {
                              o.topology.c_str(), f.unmatched.empty() ? "" : ": ",
                              f.unmatched.empty() ? "" : f.unmatched.front().c_str());
                 rc = 1;
-            } else if (!nic_sets(o, rec, recorded, &r)) {
+            } else if (!nic_sets(o, rec, recorded, nullptr, &r)) {
                 rc = 2;
             }
             hwloc_topology_destroy(rec);
         }
     } else if (!cands.empty() && here) {
         r.sets_on = "this machine";
-        if (!nic_sets(o, here, cands, &r)) {
+        if (!nic_sets(o, here, cands, std::getenv("CUDA_VISIBLE_DEVICES"), &r)) {
             rc = 2;
         }
     }

@@ -100,7 +100,8 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
                  : std::string(in->provider) +
                        " does not offer FI_HMEM: device buffers are copied through the host";
     // common_efa_dmabuf (FiMrBackend): what libfabric lets it do.
-    c.dmabuf = efa_core_dmabuf_in_libfabric()
+    c.dmabuf = !p.dmabuf ? "by device address (common_efa_dmabuf off)"
+               : efa_core_dmabuf_in_libfabric()
                    ? "through the allocation's dmabuf first (FI_MR_DMABUF), by device address "
                      "where the device exports none"
                    : "by device address (FI_MR_DMABUF needs libfabric 1.20 or later, built with "
@@ -187,6 +188,9 @@ void print_text(const Choices &c, const std::vector<std::string> &open_messages)
                     "messages from %zu bytes striped over them; below, peers on other nodes "
                     "take the NICs in turn (provider-matched messages: the first)\n",
                     c.rails, c.stripe_min);
+    } else if (0 == c.stripe_min) {
+        std::printf("  rails:              one NIC (striping off: common_efa_stripe_min 0 keeps "
+                    "everything on the first of the set)\n");
     } else {
         std::printf("  rails:              one NIC (the set of the first process has one)\n");
     }

@@ -65,9 +65,9 @@ hwloc_topology_t load_topology(const std::string &xml) {
 
 efa::NicSetDecision process_nic_set(const std::vector<efa::NicCandidate> &cands,
                                     hwloc_topology_t topo, const std::string &gpu_setting,
-                                    hwloc_const_bitmap_t binding, int r, int local_size,
-                                    int nics_per_proc, std::string *error) {
-    const efa::GpuChoice gpu = efa::choose_gpu(topo, gpu_setting, nullptr, r, local_size, binding);
+                                    const char *visible, hwloc_const_bitmap_t binding, int r,
+                                    int local_size, int nics_per_proc, std::string *error) {
+    const efa::GpuChoice gpu = efa::choose_gpu(topo, gpu_setting, visible, r, local_size, binding);
     efa::NicSetDecision d;
     if (!gpu.error.empty()) {
         *error = gpu.error;

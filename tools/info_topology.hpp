@@ -20,12 +20,12 @@ void bind_share(hwloc_topology_t topo, int r, int n, hwloc_bitmap_t out);
 // This machine's topology (xml empty) or a recorded one, with its PCI
 // devices; nullptr where it cannot be loaded.
 hwloc_topology_t load_topology(const std::string &xml);
-// Process r's set: the NICs of its GPU (gpu: as common_efa_gpu;
-// CUDA_VISIBLE_DEVICES is each process's own, not this command's), else
+// Process r's set: the NICs of its GPU (gpu: as common_efa_gpu; visible:
+// CUDA_VISIBLE_DEVICES as the processes would have it, or nullptr), else
 // by its binding.  *error: gpu names no accelerator of the topology.
 efa::NicSetDecision process_nic_set(const std::vector<efa::NicCandidate> &cands,
                                     hwloc_topology_t topo, const std::string &gpu,
-                                    hwloc_const_bitmap_t binding, int r, int local_size,
-                                    int nics_per_proc, std::string *error);
+                                    const char *visible, hwloc_const_bitmap_t binding, int r,
+                                    int local_size, int nics_per_proc, std::string *error);
 
 } // namespace efa::info
