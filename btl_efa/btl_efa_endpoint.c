@@ -65,7 +65,12 @@ mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, 
 
     OPAL_THREAD_LOCK(&btl->lock);
     if (OPAL_SUCCESS == opal_hash_table_get_value_uint64(&btl->endpoints, name, &value)) {
-        /* Another thread won the race. */
+        /* Another thread won the race (a message's lookup, which names no
+         * process: add_procs's proc is kept as on the fast path). */
+        mca_btl_efa_endpoint_t *won = value;
+        if (proc && NULL == won->proc) {
+            won->proc = proc;
+        }
         OPAL_THREAD_UNLOCK(&btl->lock);
         efa_core_peer_put(btl->core, ep->peer);
         free(ep);

@@ -25,7 +25,8 @@ int mca_btl_efa_mode_publish(mca_btl_efa_module_t *btl);
 /* Agree on the job's mode (once; every later call returns at once). */
 void mca_btl_efa_mode_agree(mca_btl_efa_module_t *btl);
 static inline void mca_btl_efa_mode_ready(mca_btl_efa_module_t *btl) {
-    if (OPAL_UNLIKELY(!btl->mode.agreed)) {
+    /* (acquire: the modes the agreement set are read after it) */
+    if (OPAL_UNLIKELY(!__atomic_load_n(&btl->mode.agreed, __ATOMIC_ACQUIRE))) {
         mca_btl_efa_mode_agree(btl);
     }
 }

@@ -119,13 +119,19 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
 
 void mca_btl_efa_ring_add_proc(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                const opal_proc_t *proc) {
-    if (NULL == btl->ring.node || ep->is_self || EFA_BTL_RING_NONE != ep->ring_state ||
-        proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid ||
+    if (NULL == btl->ring.node || ep->is_self || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid ||
         !OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags)) {
         return;
     }
-    ep->vpid = proc->proc_name.vpid;
-    ep->ring_state = EFA_BTL_RING_UNTRIED;
+    /* Under the lock, as ring_attach reads both: the endpoint may be in
+     * use by other threads already (made by a message of the peer). */
+    OPAL_THREAD_LOCK(&btl->lock);
+    if (EFA_BTL_RING_NONE == ep->ring_state) {
+        ep->vpid = proc->proc_name.vpid;
+        opal_atomic_wmb();
+        ep->ring_state = EFA_BTL_RING_UNTRIED;
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
 bool mca_btl_efa_ring_peer_serves(const mca_btl_efa_endpoint_t *ep, efa_node_card_t *card) {

@@ -318,12 +318,22 @@ static inline bool has_credit(const mca_btl_efa_module_t *btl, const mca_btl_efa
            takes_no_credit(frag);
 }
 
+/* What the flow's drain hands each waiting endpoint, and what it found
+ * that is said once the module lock is let go (ob1's error handler may
+ * call back into the BTL). */
+typedef struct drain_state {
+    mca_btl_efa_module_t *btl;
+    efa_btl_frag_t *failed;               /* sends that failed for good, finished after */
+    mca_btl_efa_endpoint_t *credits_lost; /* a peer whose credits could not go back */
+} drain_state_t;
+
 /* Post what the endpoint's queue holds while it has credits and the
  * provider (or the peer's ring) takes them, then a credit message if one
- * is due.  Fragments that failed for good are chained on *failed.  Returns
- * false when the provider queue is full.  The module lock is held. */
+ * is due.  Fragments that failed for good are chained on state->failed.
+ * Returns false when the provider queue is full.  The module lock is held. */
 static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                            efa_btl_frag_t **failed) {
+                            drain_state_t *state) {
+    efa_btl_frag_t **failed = &state->failed;
     while (ep->flow.head && has_credit(btl, ep, (efa_btl_frag_t *)ep->flow.head)) {
         /* Messages that wait for this peer go packed, one credit for all
          * (btl_efa_batch.c); the ring carries its own frames. */
@@ -384,8 +394,8 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             if (EFA_BTL_RING_FULL == rc) {
                 return true; /* still due: retried on the next drain */
             }
-            if (0 != rc) { /* the peer would wait for these credits for ever */
-                mca_btl_efa_fatal(btl, ep->proc, "btl_efa: returning credits to a peer failed");
+            if (0 != rc && NULL == state->credits_lost) {
+                state->credits_lost = ep; /* the peer would wait for them for ever */
             }
         }
     }
@@ -478,17 +488,11 @@ void mca_btl_efa_run_done(mca_btl_efa_module_t *btl) {
     }
 }
 
-/* What the flow's drain hands each waiting endpoint. */
-typedef struct drain_state {
-    mca_btl_efa_module_t *btl;
-    efa_btl_frag_t *failed; /* sends that failed for good, finished after */
-} drain_state_t;
-
 static bool drain_peer(void *arg, efa_flow_peer_t *peer) {
     drain_state_t *state = (drain_state_t *)arg;
     mca_btl_efa_endpoint_t *ep =
         (mca_btl_efa_endpoint_t *)((char *)peer - offsetof(mca_btl_efa_endpoint_t, flow));
-    return drain_ep_locked(state->btl, ep, &state->failed);
+    return drain_ep_locked(state->btl, ep, state);
 }
 
 /* (The receive pool's buffers that could not be posted again are posted
@@ -506,11 +510,15 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
     if (0 == btl->send.flow.num_waiting) {
         return 0;
     }
-    drain_state_t state = {btl, NULL};
+    drain_state_t state = {btl, NULL, NULL};
     OPAL_THREAD_LOCK(&btl->lock);
     int left = efa_flow_drain(&btl->send.flow, drain_peer, &state);
     OPAL_THREAD_UNLOCK(&btl->lock);
     finish_failed(btl, state.failed);
+    if (OPAL_UNLIKELY(NULL != state.credits_lost)) {
+        mca_btl_efa_fatal(btl, state.credits_lost->proc,
+                          "btl_efa: returning credits to a peer failed");
+    }
     return left;
 }
 

@@ -73,6 +73,11 @@ static int ompi_hmem(const void *buf, size_t len, efa_device_hmem_t *out) {
         0 != (flags & MCA_ACCELERATOR_FLAGS_UNIFIED_MEMORY)) {
         return -FI_EINVAL;
     }
+    /* (Open MPI 5.0 releases whose check gives no device: the driver says
+     * the buffer's; the thread's current device only where it cannot) */
+    if (dev < 0 && NULL != __atomic_load_n(&cuda_pointer.get, __ATOMIC_ACQUIRE)) {
+        (void)efa_cuda_device_ordinal(&cuda_pointer, buf, &dev);
+    }
     if (dev < 0 && OPAL_SUCCESS != opal_accelerator.get_device(&dev)) {
         return -FI_EINVAL;
     }

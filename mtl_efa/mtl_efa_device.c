@@ -208,10 +208,11 @@ bool ompi_mtl_efa_device_by_ipc(struct ompi_communicator_t *comm, int dest,
                                 size_t length, bool free_buffer) {
     /* (Open MPI's packed copy of a non-contiguous buffer: a new allocation
      * each time, which a peer would import each time; staged instead) */
-    /* (to itself too: the engine names the buffer itself, no handle) */
+    /* (to itself too, through its own ring, where the channel is up: the
+     * engine names the buffer itself, no handle) */
     return ompi_mtl_efa.device_ipc && !free_buffer && 0 != length &&
-           ompi_mtl_efa_use_engine(comm, dest) && ompi_mtl_efa_ring_peer(comm, dest) &&
-           on_device(convertor, buffer, length);
+           NULL != ompi_mtl_efa.peer_onnode && ompi_mtl_efa_use_engine(comm, dest) &&
+           ompi_mtl_efa_ring_peer(comm, dest) && on_device(convertor, buffer, length);
 }
 
 /* Is a request's buffer device memory?  The fake's memory is asked of

@@ -236,12 +236,13 @@ void ompi_mtl_efa_engine_fini(void) {
                         (unsigned long long)s.eager, (unsigned long long)s.rendezvous,
                         (unsigned long long)s.single_copy, (unsigned long long)s.streamed,
                         (unsigned long long)s.queued, (unsigned long long)s.unexpected);
-    if (0 != s.device_ipc + s.device_streamed) {
+    if (0 != s.device_ipc + s.device_streamed + s.device_self) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: device messages received from this node: %llu by the "
-                            "device's IPC, %llu streamed through the host",
-                            (unsigned long long)s.device_ipc,
-                            (unsigned long long)s.device_streamed);
+                            "device's IPC, %llu streamed through the host, %llu from this "
+                            "process itself by one device copy",
+                            (unsigned long long)s.device_ipc, (unsigned long long)s.device_streamed,
+                            (unsigned long long)s.device_self);
     }
     if (0 != s.device_read_pieces + s.device_read_direct) {
         opal_output_verbose(1, mca_common_efa_output,

@@ -74,6 +74,10 @@ staged_counts() { # the finalize lines' device sends copied to the host piece by
     sed -n "s/.*device messages sent to this node as DATA frames: \([0-9]*\) copied to the host piece by piece as their frames went (\([0-9]*\) pieces).*/\1 \2/p" <<<"$OUT" |
         awk '{m += $1; p += $2} END {print m + 0, p + 0}'
 }
+self_count() { # the same line's messages from the process itself, summed
+    sed -n "s/.*device messages received from this node: .*, \([0-9]*\) from this process itself.*/\1/p" <<<"$OUT" |
+        awk '{n += $1} END {print n + 0}'
+}
 ipc_count() { # the verbose-1 finalize line's "N by the device's IPC", summed over ranks
     sed -n "s/.*device messages received from this node: \([0-9]*\) by the device's IPC, \([0-9]*\) streamed.*/\1 \2/p" <<<"$OUT" |
         awk '{ipc += $1; streamed += $2} END {print ipc + 0, streamed + 0}'
@@ -108,6 +112,11 @@ for m in provider own; do
     [ $RC -eq 0 ] && grep -q "^ok device_buffers" <<<"$OUT" && [ "$ipc" -eq 0 ] &&
         [ "$streamed" -gt 0 ] && ok=1
     verdict "ipc-refused-$m" $ok "exit $RC, $ipc by IPC, $streamed streamed: a refused import did not fall back to the host"
+    # (a message to the process itself needs no IPC: one device copy still)
+    self=$(self_count)
+    ok=0
+    [ $RC -eq 0 ] && [ "$self" -gt 0 ] && ok=1
+    verdict "ipc-refused-self-$m" $ok "exit $RC: $self device messages to the process itself by one device copy"
     # (the rings' DATA frames go on to the device a piece at a time)
     ok=0
     [ $RC -eq 0 ] && [ "$slanded" -gt 0 ] && [ "$spieces" -ge "$slanded" ] && ok=1
@@ -489,6 +498,7 @@ if [ -f "$cuda/include/cuda.h" ]; then
     verdict gpu-vmm-program-compiles $ok "tests/gpu/vmm_buffers.c does not compile"
 else
     echo "SKIP device/gpu-vmm-program-compiles: no CUDA headers at $cuda/include"
+    skipped=$((skipped + 1))
 fi
 
 # The mock CUDA driver the GPU check rehearses on (tests/gpu/mock-cuda:
@@ -504,7 +514,8 @@ if [ -f "$cuda/include/cuda.h" ]; then
     rm -rf "$mock"
 else
     echo "SKIP device/gpu-mock-driver: no CUDA headers at $cuda/include"
+    skipped=$((skipped + 1))
 fi
 
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, ${skipped:-0} skipped"
 [ $fail -eq 0 ]

@@ -16,7 +16,7 @@ for ((i = 0; i < shards; i++)); do
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$bin" >"$tmp/$i.log" 2>&1 &
     pids+=($!)
 done
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 : >"$log"
 for ((i = 0; i < shards; i++)); do
     wait "${pids[$i]}"
@@ -25,11 +25,14 @@ for ((i = 0; i < shards; i++)); do
     cat "$tmp/$i.log" >>"$log"
     p=$(grep -oE '\[  PASSED  \] [0-9]+' "$tmp/$i.log" | grep -oE '[0-9]+$')
     f=$(grep -oE '^ *[0-9]+ FAILED TESTS?' "$tmp/$i.log" | grep -oE '[0-9]+')
-    p=${p:-0} f=${f:-0}
+    # GoogleTest's skips (GTEST_SKIP): counted and named, never silent
+    k=$(grep -oE '^\[  SKIPPED \] [0-9]+ tests?, listed below' "$tmp/$i.log" | grep -oE '[0-9]+')
+    p=${p:-0} f=${f:-0} k=${k:-0}
     [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
-    passed=$((passed + p)) failed=$((failed + f))
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + k))
 done
 rm -rf "$tmp"
 grep -E '^\[  FAILED  \]' "$log" | sort -u
-echo "$passed passed, $failed failed"
+grep -E '^\[  SKIPPED \] [A-Za-z0-9_/.]+\.' "$log" | sed -E 's/ \([0-9]+ ms\)$//' | sort -u
+echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

@@ -197,6 +197,16 @@ void claim_step(efa_op_t *op, const efa_cqe_t *cqe) {
             reply(c, 0);
             return;
         }
+        // The buffer it is taken into, had before the claim: once claimed,
+        // a message no buffer can be found for would stay with the
+        // provider, matched by no receive, its sender waiting for ever.
+        c->scratch = malloc(cqe->len ? cqe->len : 1);
+        if (nullptr == c->scratch) {
+            core->rep.say(1, "withdraw: no memory for the " + std::to_string(cqe->len) +
+                                 "-byte message: not taken");
+            reply(c, 0);
+            return;
+        }
         c->step = Claim::kClaiming;
         int rc = efa_ctx_tpeek(c->ctx, c->from, c->tag, 0, true, &c->op);
         if (rc) {
@@ -205,11 +215,9 @@ void claim_step(efa_op_t *op, const efa_cqe_t *cqe) {
         }
         return;
     }
-    c->scratch = malloc(cqe->len ? cqe->len : 1);
     c->step = Claim::kReceiving;
-    int rc = c->scratch
-                 ? efa_ctx_trecv_claimed(c->ctx, c->scratch, cqe->len, nullptr, c->tag, 0, &c->op)
-                 : -FI_ENOMEM;
+    // (the claim's length is the one looked at: c->len, which the buffer holds)
+    int rc = efa_ctx_trecv_claimed(c->ctx, c->scratch, c->len, nullptr, c->tag, 0, &c->op);
     if (rc) {
         // Claimed but not taken: it stays with the provider, and no receive
         // can match it any more; the sender waits for a match (said).

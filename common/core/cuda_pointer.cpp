@@ -8,6 +8,7 @@ namespace {
 // the calls from the driver Open MPI loaded).
 constexpr int kSyncMemops = 6; // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
 constexpr int kBufferId = 7;   // CU_POINTER_ATTRIBUTE_BUFFER_ID
+constexpr int kDeviceOrdinal = 9; // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (an int)
 } // namespace
 
 extern "C" int efa_cuda_buffer_id(const efa_cuda_pointer_calls_t *cu, const void *buf, uint64_t *id,
@@ -30,5 +31,15 @@ extern "C" int efa_cuda_buffer_id(const efa_cuda_pointer_calls_t *cu, const void
         block = 0;
     }
     *id = efa_cuda_mix_block_id(got, block);
+    return 0;
+}
+
+extern "C" int efa_cuda_device_ordinal(const efa_cuda_pointer_calls_t *cu, const void *buf,
+                                       int *dev) {
+    int got = -1;
+    if (0 != cu->get(&got, kDeviceOrdinal, reinterpret_cast<unsigned long long>(buf)) || got < 0) {
+        return -FI_EINVAL;
+    }
+    *dev = got;
     return 0;
 }

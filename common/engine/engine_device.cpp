@@ -178,7 +178,7 @@ bool Engine::pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, cons
     }
     req->err = b.len > req->buflen ? -FI_ETRUNC : 0;
     send_ctrl(h.sender, kFin, h.id, 0);
-    ++stats.device_ipc;
+    ++(p->vpid == params_.my_vpid ? stats.device_self : stats.device_ipc);
     return true;
 }
 

@@ -57,6 +57,13 @@ static inline uint64_t efa_cuda_mix_block_id(uint64_t buffer_id, uint64_t block_
     return 0 == block_id || 0 == mixed ? buffer_id : mixed;
 }
 
+/* The ordinal of the device whose memory buf is
+ * (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL): 0, or -FI_EINVAL where the driver
+ * does not say.  For Open MPI 5.0 releases whose accelerator check gives
+ * no device: the calling thread's current device is not the buffer's on
+ * a process that uses several GPUs. */
+int efa_cuda_device_ordinal(const efa_cuda_pointer_calls_t *cu, const void *buf, int *dev);
+
 /* cuda.h's CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID (CUDA 11.7 and later). */
 #define EFA_CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID 20
 

@@ -353,8 +353,9 @@ typedef struct efa_engine_stats {
     uint64_t net_asks, net_answers;
     /* Rendezvous messages in device memory: copied device to device by the
      * device's IPC, and those streamed through the rings instead (IPC
-     * refused, or the receiver's copy failed). */
-    uint64_t device_ipc, device_streamed;
+     * refused, or the receiver's copy failed); those to the process itself,
+     * copied device to device without IPC. */
+    uint64_t device_ipc, device_streamed, device_self;
     /* Reads from another node into device memory whose every piece was
      * copied to the device as it came in, and those pieces; reads straight
      * into the device buffer's registration (device_by_provider). */

@@ -21,6 +21,8 @@ struct Driver {
     int set_attribute = -1;
     int set_value = -1;
     unsigned long long set_ptr = 0;
+    int ordinal_rc = 1; // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: unanswered unless set
+    int ordinal = -1;
     int block_rc = 1; // CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: unanswered unless set
     unsigned long long block = 0;
     int block_asked = 0;
@@ -28,6 +30,12 @@ struct Driver {
 
 int get(void *data, int attribute, unsigned long long ptr) {
     (void)ptr;
+    if (9 == attribute) { // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (an int)
+        if (0 == g_driver.ordinal_rc) {
+            *static_cast<int *>(data) = g_driver.ordinal;
+        }
+        return g_driver.ordinal_rc;
+    }
     if (20 == attribute) { // CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID
         ++g_driver.block_asked;
         if (0 == g_driver.block_rc) {
@@ -142,3 +150,17 @@ TEST_F(CudaBufferId, MemoryWithoutAnIdIsRefused) {
 }
 
 } // namespace
+
+// The buffer's own device, as the driver says it; nothing where it does not
+// (the caller then asks for the thread's current device).
+TEST_F(CudaBufferId, TheDeviceOrdinalIsTheBuffersAsTheDriverSaysIt) {
+    int dev = -1;
+    g_driver.ordinal_rc = 0;
+    g_driver.ordinal = 3;
+    ASSERT_EQ(efa_cuda_device_ordinal(&cu_, buf_, &dev), 0);
+    EXPECT_EQ(dev, 3);
+    dev = -1;
+    g_driver.ordinal_rc = 1; // CUDA_ERROR_INVALID_VALUE: not CUDA memory
+    EXPECT_EQ(efa_cuda_device_ordinal(&cu_, buf_, &dev), -FI_EINVAL);
+    EXPECT_EQ(dev, -1);
+}
