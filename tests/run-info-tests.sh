@@ -37,10 +37,15 @@ run_json --provider shm --one-node
 [ "$(JSON=$OUT python3 -c 'import json, os; print(json.loads(os.environ["JSON"])["components"])' 2>/dev/null)" = "$release" ]
 check json-release "the JSON's components is not $release" $?
 
-# The default provider: efa where libfabric has it (as the tool's own list
-# of providers says), else the reason.
+# The default provider: efa where libfabric has it (fi_info says, not the
+# tool under test), else the reason; and the tool's list of providers
+# agrees with fi_info's on efa.
 run_json
-has_efa=$(JSON=$OUT python3 -c 'import json, os; print(int(any(p["name"] == "efa" for p in json.loads(os.environ["JSON"])["providers"])))' 2>/dev/null)
+listed=$(JSON=$OUT python3 -c 'import json, os; print(int(any(p["name"] == "efa" for p in json.loads(os.environ["JSON"])["providers"])))' 2>/dev/null)
+has_efa=0
+fi_info -p efa >/dev/null 2>&1 && has_efa=1
+[ "$listed" = "$has_efa" ]
+check providers-efa "the tool lists efa: ${listed:-?}, fi_info -p efa: $has_efa" $?
 run
 if [ "$has_efa" = 1 ]; then
     grep -qE "^components' provider \(asked: efa\): efa" <<<"$OUT"
