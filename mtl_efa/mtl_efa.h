@@ -135,6 +135,7 @@ typedef struct mca_mtl_efa_ack_recv_t {
     bool done; /* completed: nothing left to cancel */
     /* listed from its post to its completion (mtl_efa_ack_kept.c) */
     struct mca_mtl_efa_ack_recv_t *kept_prev, *kept_next;
+    bool kept;
 } mca_mtl_efa_ack_recv_t;
 
 /* mtl_efa_ack_kept.c: acknowledgement receives listed while the provider

@@ -20,6 +20,7 @@ static mca_mtl_efa_ack_recv_t *kept_first;
 
 void ompi_mtl_efa_ack_keep(mca_mtl_efa_ack_recv_t *ack) {
     pthread_mutex_lock(&kept_lock);
+    ack->kept = true;
     ack->kept_prev = NULL;
     ack->kept_next = kept_first;
     if (NULL != kept_first) {
@@ -31,6 +32,11 @@ void ompi_mtl_efa_ack_keep(mca_mtl_efa_ack_recv_t *ack) {
 
 void ompi_mtl_efa_ack_unkeep(mca_mtl_efa_ack_recv_t *ack) {
     pthread_mutex_lock(&kept_lock);
+    if (!ack->kept) { /* (let go at finalize) */
+        pthread_mutex_unlock(&kept_lock);
+        return;
+    }
+    ack->kept = false;
     if (NULL != ack->kept_prev) {
         ack->kept_prev->kept_next = ack->kept_next;
     } else {
@@ -46,8 +52,11 @@ void ompi_mtl_efa_ack_unkeep(mca_mtl_efa_ack_recv_t *ack) {
 size_t ompi_mtl_efa_acks_fini(void) {
     size_t left = 0;
     pthread_mutex_lock(&kept_lock);
-    for (mca_mtl_efa_ack_recv_t *ack = kept_first; NULL != ack; ack = ack->kept_next) {
+    for (mca_mtl_efa_ack_recv_t *ack = kept_first, *next; NULL != ack; ack = next) {
+        next = ack->kept_next;
         ack->op.complete = efa_op_complete_nothing;
+        ack->kept = false;
+        ack->kept_prev = ack->kept_next = NULL;
         ++left;
     }
     kept_first = NULL;

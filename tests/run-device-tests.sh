@@ -22,7 +22,7 @@ set -u
 # shellcheck source=runner-args.sh
 . "$(dirname "$0")/runner-args.sh"
 prog=$bindir/device_buffers
-pass=0 fail=0
+pass=0 fail=0 skipped=0
 cm=(--mca pml cm --mca mtl efa --mca btl self --mca common_efa_provider_include tcp)
 
 run() { # mpirun-args... (sets OUT, RC)
@@ -517,5 +517,5 @@ else
     skipped=$((skipped + 1))
 fi
 
-echo "$pass passed, $fail failed, ${skipped:-0} skipped"
+echo "$pass passed, $fail failed, $skipped skipped"
 [ $fail -eq 0 ]

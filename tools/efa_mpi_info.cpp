@@ -443,10 +443,11 @@ int main(int argc, char **argv) {
     efa_core_params_t p{};
     p.provider_include = o.provider.c_str();
     p.provider_exclude = o.provider_exclude.c_str();
-    // With --topology the NIC lists name the recorded devices, not this
-    // machine's: the provider and the core here are opened without them.
+    // With --topology the NIC lists and the GPU name the recorded devices,
+    // not this machine's: the provider and the core here are opened
+    // without them.
     p.nic_include = o.topology.empty() ? o.nic_include.c_str() : "";
-    p.gpu = o.gpu.c_str();
+    p.gpu = o.topology.empty() ? o.gpu.c_str() : "auto";
     p.nic_exclude = o.topology.empty() ? o.nic_exclude.c_str() : "";
     p.num_contexts = 1;
     p.mr_cache_size = 1024;

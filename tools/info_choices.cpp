@@ -66,6 +66,7 @@ std::string single_copy() {
 Choices component_choices(const efa_core_params_t &p, bool one_node,
                           efa_core_show_help_fn show_help, efa_core_verbose_fn verbose) {
     Choices c;
+    c.striping_off = 0 == p.stripe_min;
     c.onnode = onnode_channel();
     c.single_copy = single_copy();
     efa_core_set_reporters(show_help, verbose);
@@ -188,7 +189,7 @@ void print_text(const Choices &c, const std::vector<std::string> &open_messages)
                     "messages from %zu bytes striped over them; below, peers on other nodes "
                     "take the NICs in turn (provider-matched messages: the first)\n",
                     c.rails, c.stripe_min);
-    } else if (0 == c.stripe_min) {
+    } else if (c.striping_off) {
         std::printf("  rails:              one NIC (striping off: common_efa_stripe_min 0 keeps "
                     "everything on the first of the set)\n");
     } else {

@@ -27,6 +27,7 @@ struct Choices {
     std::string single_copy;            // cross-memory attach, or why not
     int rails = 1;                      // NICs opened: the rails
     size_t stripe_min = 0;              // one-sided transfers striped from (0: never)
+    bool striping_off = false;          // common_efa_stripe_min 0 (the core then opens one rail)
     std::string hmem;                   // device (GPU) buffers and the provider's FI_HMEM
     std::string dmabuf;                 // how device allocations would be registered
     std::string vmm;                    // where CUDA VMM and pool memory would go
