@@ -6,8 +6,8 @@
 namespace {
 // cuda.h's values (the driver API is not built against: the backend takes
 // the calls from the driver Open MPI loaded).
-constexpr int kSyncMemops = 6; // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
-constexpr int kBufferId = 7;   // CU_POINTER_ATTRIBUTE_BUFFER_ID
+constexpr int kSyncMemops = 6;    // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
+constexpr int kBufferId = 7;      // CU_POINTER_ATTRIBUTE_BUFFER_ID
 constexpr int kDeviceOrdinal = 9; // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (an int)
 } // namespace
 
