@@ -50,11 +50,12 @@ sum=$(ASAN_OPTIONS="$san_common:detect_leaks=1" \
     "$top/tests/run-unit-shards.sh" "$build/tests/unit/efa_unit_tests" "$logs/unit.log")
 grep -v ' passed, ' <<<"$sum"
 line=$(tail -n 1 <<<"$sum")
-up=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p' <<<"$line")
-uf=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p' <<<"$line")
-up=${up:-0} uf=${uf:-1}
-echo "unit: $up passed, $uf failed"
-pass=$((pass + up)) fail=$((fail + uf))
+up=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed(, [0-9]+ skipped)?$/\1/p' <<<"$line")
+uf=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed(, [0-9]+ skipped)?$/\2/p' <<<"$line")
+us=$(sed -nE 's/^[0-9]+ passed, [0-9]+ failed, ([0-9]+) skipped$/\1/p' <<<"$line")
+up=${up:-0} uf=${uf:-1} us=${us:-0}
+echo "unit: $up passed, $uf failed, $us skipped"
+pass=$((pass + up)) fail=$((fail + uf)) skip=$((skip + us))
 reports unit
 
 export ASAN_OPTIONS="$san_common:detect_leaks=0"
