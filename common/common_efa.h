@@ -87,6 +87,14 @@ bool mca_common_efa_cuda_pin(efa_device_ops_t *ops);
  * (common_efa_cuda_pointer.c, Open MPI 5): false where they cannot be. */
 struct efa_cuda_pointer_calls;
 bool mca_common_efa_cuda_pointer(struct efa_cuda_pointer_calls *cu);
+/* A current context for the calling thread before the backend's CUDA
+ * calls (efa_cuda_context.h), from the same driver
+ * (common_efa_cuda_context.c, Open MPI 5): _load takes the driver's calls
+ * (false where it cannot); _here gives the thread a's, b's or the last
+ * one seen, and does nothing before a load; _given: threads given one. */
+bool mca_common_efa_cuda_context_load(void);
+void mca_common_efa_cuda_context_here(const void *a, const void *b);
+unsigned long mca_common_efa_cuda_context_given(void);
 
 /* Open MPI's memory hooks (common_efa_mem_hooks.c): started before the
  * first core opens, stopped after the last closes; on: every release of

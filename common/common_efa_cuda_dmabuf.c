@@ -65,6 +65,7 @@ static int cuda_dmabuf(const efa_device_hmem_t *alloc, int *fd, uint64_t *offset
     const uintptr_t start = alloc->base & ~(page - 1);
     const uintptr_t end = (alloc->base + alloc->len + page - 1) & ~(page - 1);
     int out = -1;
+    mca_common_efa_cuda_context_here((const void *)alloc->base, NULL);
     if (0 != cu.get_handle(&out, (cu_deviceptr_t)start, end - start,
                            CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) ||
         out < 0) {

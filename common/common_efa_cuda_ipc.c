@@ -55,6 +55,7 @@ static int cuda_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
      * not offered to cuIpcGetMemHandle: a handle of it, were one given,
      * could not be opened by the peer. */
     unsigned int legacy = 1;
+    mca_common_efa_cuda_context_here(buf, NULL);
     if (vmm_on &&
         0 != vmm.pointer_attribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, p)) {
         legacy = 1; /* (a driver without the attribute: the handle call decides) */
@@ -73,6 +74,7 @@ static int cuda_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
 
 static int cuda_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base) {
     (void)pid; /* (the handle names the allocation) */
+    mca_common_efa_cuda_context_here(NULL, NULL);
     cu_ipc_mem_handle_t h;
     cu_deviceptr_t p = 0;
     cu_deviceptr_t start = 0;
@@ -95,6 +97,7 @@ static int cuda_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base
 }
 
 static void cuda_ipc_close(void *base) {
+    mca_common_efa_cuda_context_here(base, NULL);
     if (!vmm_on || !efa_cuda_vmm_close(&vmm, base)) {
         (void)cu.close_handle((cu_deviceptr_t)(uintptr_t)base);
     }

@@ -7,7 +7,8 @@
  * that one needs a current context in the calling thread, which a
  * completion run by a thread of the application's may not have, and its
  * failure message reads an argument it was never given (5.0.10).  Here
- * a thread without a context pins nothing (the buffer is used unpinned),
+ * such a thread is given the context last seen (efa_cuda_context.h); one
+ * that still has none pins nothing (the buffer is used unpinned),
  * a refusal stops the pinning for the process, and memory is pinned for
  * every context (CU_MEMHOSTREGISTER_PORTABLE).
  */
@@ -28,6 +29,7 @@ static struct {
 static bool refused; /* once: no more pins in this process */
 
 static bool context_here(void) {
+    mca_common_efa_cuda_context_here(NULL, NULL); /* (one last seen, if it has none) */
     void *ctx = NULL;
     return 0 == cu.current(&ctx) && NULL != ctx;
 }

@@ -34,6 +34,7 @@ static int ompi_check(const void *buf, size_t len) {
 }
 
 static int ompi_copy(void *dst, const void *src, size_t len) {
+    mca_common_efa_cuda_context_here(dst, src); /* (progress may run it on any thread) */
     return OPAL_SUCCESS == opal_accelerator.mem_copy(MCA_ACCELERATOR_NO_DEVICE_ID,
                                                      MCA_ACCELERATOR_NO_DEVICE_ID, dst, src, len,
                                                      MCA_ACCELERATOR_TRANSFER_UNSPEC)
@@ -42,6 +43,7 @@ static int ompi_copy(void *dst, const void *src, size_t len) {
 }
 
 static void ompi_release(void *buf) {
+    mca_common_efa_cuda_context_here(buf, NULL);
     (void)opal_accelerator.mem_release(MCA_ACCELERATOR_NO_DEVICE_ID, buf);
 }
 
@@ -118,6 +120,9 @@ const efa_device_ops_t *mca_common_efa_device_ompi(void) {
         return NULL; /* no accelerator here: nothing is device memory */
     }
     ompi_ops.name = name;
+    if (0 == strcmp(name, "cuda")) {
+        (void)mca_common_efa_cuda_context_load(); /* (before the calls that need one) */
+    }
     if (0 == strcmp(name, "cuda") && NULL == ompi_ops.ipc_export) {
         (void)mca_common_efa_cuda_ipc(&ompi_ops); /* (said by mtl_efa's device report) */
     }

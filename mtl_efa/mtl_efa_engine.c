@@ -244,6 +244,12 @@ void ompi_mtl_efa_engine_fini(void) {
                             (unsigned long long)s.device_ipc, (unsigned long long)s.device_streamed,
                             (unsigned long long)s.device_self);
     }
+    if (0 != mca_common_efa_cuda_context_given()) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: %lu threads without a CUDA context were given one for "
+                            "device messages' driver calls",
+                            mca_common_efa_cuda_context_given());
+    }
     if (0 != s.device_read_pieces + s.device_read_direct) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: device messages read from other nodes: %llu read straight "
