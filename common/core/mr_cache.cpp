@@ -1,11 +1,13 @@
 #include "mr_cache.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <iterator>
+#include <mutex>
 #include <new>
 
 namespace efa {
@@ -96,9 +98,29 @@ class MrCache::Lock {
 MrCache::MrCache(MrBackend &backend, size_t max_cached_entries)
     : MrCache(backend, MrCacheConfig{max_cached_entries, 0, true, 0}) {}
 
+namespace {
+// A child of fork() (a Python dataloader worker, a subprocess before its exec) inherits the
+// queue's spin flag as it was: held, if another thread of the parent was queuing a range at
+// that instant, by a thread the child does not have. The child's next free() would spin in
+// invalidate() for ever. Its registrations are the parent's and it never calls MPI, so from
+// the fork on it queues nothing. (The handler is in the common library, never unloaded.)
+std::atomic<bool> g_fork_child{false};
+
+void note_fork_child() {
+    g_fork_child.store(true, std::memory_order_relaxed);
+}
+
+void watch_forks() {
+    static std::once_flag once;
+    std::call_once(once, [] { (void)pthread_atfork(nullptr, nullptr, note_fork_child); });
+}
+} // namespace
+
 MrCache::MrCache(MrBackend &backend, const MrCacheConfig &config)
     : backend_(backend), max_cached_(config.max_cached_entries), exact_access_(config.exact_access),
-      reuse_(config.reuse), page_size_(config.align ? config.align : system_page_size()) {}
+      reuse_(config.reuse), page_size_(config.align ? config.align : system_page_size()) {
+    watch_forks();
+}
 
 MrCache::~MrCache() {
     Lock lock(*this);
@@ -332,7 +354,7 @@ void MrCache::invalidate_locked(uintptr_t begin, uintptr_t end, detail::MrEntryL
 // ibv_dereg_mr frees too. The next holder of the lock applies the queue before it looks
 // anything up, so a reused address is never served from a stale entry.
 void MrCache::invalidate(const void *addr, size_t len) {
-    if (len == 0) {
+    if (len == 0 || g_fork_child.load(std::memory_order_relaxed)) {
         return;
     }
     const uintptr_t begin = reinterpret_cast<uintptr_t>(addr);

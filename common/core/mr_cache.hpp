@@ -181,7 +181,7 @@ class MrCache {
     // leaves the lookup, idle ones are deregistered, held ones on their last release. Only
     // queued here (safe inside free(), munmap() and our own critical sections: see the file
     // comment); applied by the next acquire(), release(), apply_invalidations(), stats() or
-    // cached_entries(). len == 0 does nothing.
+    // cached_entries(). len == 0 does nothing, and so does every call in a child of fork().
     void invalidate(const void *addr, size_t len);
 
     // Applies queued invalidations now (a relaxed load when there are none): the core's
