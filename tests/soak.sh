@@ -57,10 +57,15 @@ finish() {
     [ $nfail -eq 0 ]
 }
 
-if ! reason=$("$top/tests/netns/setup.sh" "$hosts" 2>&1 >/dev/null); then
+setup_rc=0
+reason=$("$top/tests/netns/setup.sh" "$hosts" 2>&1 >/dev/null) || setup_rc=$?
+if [ $setup_rc -ne 0 ]; then
+    # (77: no namespaces here; any other status: setup.sh itself failed)
+    setup_verdict=SKIP why_setup="no namespace hosts here"
+    [ $setup_rc -ne 77 ] && setup_verdict=FAIL why_setup="setup.sh failed with exit $setup_rc"
     for c in ${configs//,/ }; do
-        echo "SKIP soak $c (no namespace hosts here: ${reason#setup.sh: })"
-        nskip=$((nskip + 1))
+        echo "$setup_verdict soak $c ($why_setup: ${reason#setup.sh: })"
+        if [ $setup_verdict = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
     done
     finish
     exit
@@ -68,7 +73,9 @@ fi
 trap '"$top/tests/netns/teardown.sh"' EXIT
 trap 'exit 130' INT TERM
 "$top/tests/netns/fault.sh" loss "$loss" || exit 1
-mapfile -t netns_args < <("$top/tests/netns/mpirun-args.sh" "$logdir" "$np")
+netns_args_out=$("$top/tests/netns/mpirun-args.sh" "$logdir" "$np") ||
+    { echo "$(basename "$0"): mpirun-args.sh failed: $netns_args_out" >&2; exit 1; }
+mapfile -t netns_args <<<"$netns_args_out"
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$logdir"

@@ -202,11 +202,16 @@ NETNS_LINKS_WANTED=1
 [[ " $CONFIGS " == *-rails-netns\ * ]] && NETNS_LINKS_WANTED=2
 if [[ $LIST == 0 && " $CONFIGS " == *-netns\ * ]]; then
     if [[ -z $(bash -c ". '$NETNS_DIR/common.sh' && netns_hosts") ]]; then
-        if NETNS_REASON=$("$NETNS_DIR/setup.sh" 2 "$NETNS_LINKS_WANTED" 2>&1 >/dev/null); then
+        setup_rc=0
+        NETNS_REASON=$("$NETNS_DIR/setup.sh" 2 "$NETNS_LINKS_WANTED" 2>&1 >/dev/null) || setup_rc=$?
+        if [[ $setup_rc == 0 ]]; then
             trap netns_cleanup EXIT
         else
             NETNS_REASON=${NETNS_REASON#setup.sh: }
             NETNS_REASON=${NETNS_REASON:-tests/netns/setup.sh failed}
+            # (77: no namespaces here, the runs are SKIPs; any other status:
+            # setup.sh itself failed, a FAIL as well, counted below)
+            [[ $setup_rc != 77 ]] && NETNS_SETUP_FAILED="setup.sh exit $setup_rc: $NETNS_REASON"
         fi
     fi
     if [[ -z $NETNS_REASON ]]; then
@@ -241,6 +246,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NPASS=0
 RUN_ARGS="" # the program arguments of the run being reported
 NFAIL=0
+if [[ -n ${NETNS_SETUP_FAILED:-} ]]; then
+    echo "FAIL netns-setup ($NETNS_SETUP_FAILED)"
+    NFAIL=1
+fi
 NSKIP=0
 # The run in progress, stopped (with its MPI job) if we are interrupted.
 CHILD=""

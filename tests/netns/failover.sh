@@ -130,17 +130,26 @@ fail() {
     } | cut -c1-240 | sed 's/^/    | /'
 }
 
-if ! reason=$("$here/setup.sh" 2 3 1gbit 2>&1 >/dev/null); then
+setup_rc=0
+reason=$("$here/setup.sh" 2 3 1gbit 2>&1 >/dev/null) || setup_rc=$?
+if [ $setup_rc -ne 0 ]; then
+    # (77: no namespaces here; any other status: setup.sh itself failed)
+    setup_verdict=SKIP why_setup="no namespace hosts here"
+    [ $setup_rc -ne 77 ] && setup_verdict=FAIL why_setup="setup.sh failed with exit $setup_rc"
     for r in $runs; do
-        echo "SKIP failover/$r (no namespace hosts here: ${reason#setup.sh: })"
-        nskip=$((nskip + 1))
+        echo "$setup_verdict failover/$r ($why_setup: ${reason#setup.sh: })"
+        if [ $setup_verdict = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
     done
     finish
     exit $?
 fi
 trap '"$here/teardown.sh" >/dev/null 2>&1 || true' EXIT
+# Open MPI's own components (pml ob1, btl self), wherever this Open MPI keeps them
+pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 mkdir -p "$logdir"
-mapfile -t args < <(NETNS_LINKS=3 "$here/mpirun-args.sh" "$logdir/hosts" 1)
+args_out=$(NETNS_LINKS=3 "$here/mpirun-args.sh" "$logdir/hosts" 1) ||
+    { echo "$(basename "$0"): mpirun-args.sh failed: $args_out" >&2; exit 1; }
+mapfile -t args <<<"$args_out"
 args=("${args[@]/eth0,eth1,eth2/eth1,eth2}") # link 0 stays Open MPI's
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -189,7 +198,7 @@ run() {
     shift 2
     "$here/fault.sh" clear >/dev/null 2>&1 || true
     timeout -k 10 150 mpirun -np 2 --bind-to none "${args[@]}" \
-        --mca mca_base_component_path "/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3:$comp" \
+        --mca mca_base_component_path "$pkglibdir:$comp" \
         --mca common_efa_verbose 1 --mca common_efa_peer_timeout 5 "$@" \
         "$mpibin/pingpong" -s "${STREAM_MAX:-64M}" -t "${STREAM_S:-11}" >"$log" 2>&1 &
     local job=$!

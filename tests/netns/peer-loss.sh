@@ -33,9 +33,16 @@
 # Otherwise the survivors are in a blocking send, an MPI_Ssend, a wait or a
 # window flush with the victim.  A run passes when the job ends within
 # DEADLINE seconds of the kill or the cut, with a non-zero exit status and
-# a message that names the lost peer: a survivor's "peer_loss: rank R: OP
-# with rank 2 failed" (an MPI error came back) or Open MPI's runtime
-# naming rank 2 or its host (efa-h3 / NET.3).  It fails when the job is
+# a message that names the lost peer.  A partition's must be a survivor's:
+# its "peer_loss: rank R: OP with rank 2 failed" (an MPI error came back)
+# or the components' peer-unreachable text from a survivor's host naming
+# rank 2 (the victim's own deadline is set past the bound,
+# VICTIM_TIMEOUT, so that its report cannot end the job first).  A kill's
+# or a cut's may also be Open MPI's runtime naming rank 2 or its host
+# (efa-h3 / NET.3): without recovery the runtime ends the job when the
+# victim or its daemon goes, often before a survivor's deadline, so those
+# runs show that nothing hangs there, not that the survivors detect the
+# loss; the partitions show that.  It fails when the job is
 # still running then (the survivors hang), and when the ranks never began
 # transferring (the line gives where each rank was, or the job's error); a
 # rank caught in ofi_rxd's own loop then (rxd-hang.sh) makes the run go
@@ -89,11 +96,16 @@ finish() {
     echo "$npass passed, $nfail failed, $nskip skipped"
     [ $nfail -eq 0 ]
 }
-if ! reason=$("$here/setup.sh" 3 2>&1 >/dev/null); then
+setup_rc=0
+reason=$("$here/setup.sh" 3 2>&1 >/dev/null) || setup_rc=$?
+if [ $setup_rc -ne 0 ]; then
+    # (77: no namespaces here; any other status: setup.sh itself failed)
+    setup_verdict=SKIP why_setup="no namespace hosts here"
+    [ $setup_rc -ne 77 ] && setup_verdict=FAIL why_setup="setup.sh failed with exit $setup_rc"
     for c in ${configs//,/ }; do
         for s in $scenarios; do
-            echo "SKIP peer_loss-$s $c (no namespace hosts here: ${reason#setup.sh: })"
-            nskip=$((nskip + 1))
+            echo "$setup_verdict peer_loss-$s $c ($why_setup: ${reason#setup.sh: })"
+            if [ $setup_verdict = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
         done
     done
     finish
@@ -102,7 +114,9 @@ fi
 trap '"$here/teardown.sh"' EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$logdir"
-mapfile -t netns_args < <("$here/mpirun-args.sh" "$logdir" 1)
+netns_args_out=$("$here/mpirun-args.sh" "$logdir" 1) ||
+    { echo "$(basename "$0"): mpirun-args.sh failed: $netns_args_out" >&2; exit 1; }
+mapfile -t netns_args <<<"$netns_args_out"
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 read -r -a extra_args <<<"$extra"
 # Open MPI's out-of-band connections carry no traffic while a job computes;
@@ -111,6 +125,9 @@ read -r -a extra_args <<<"$extra"
 # about 5 s.  (Keepalive probes are answered by the peer's kernel, so a
 # busy host does not miss them.)
 PARTITION_TIMEOUT=5 PARTITION_BOUND=25
+# The victim's own deadline in a partition (peer_loss.c victim_timeout):
+# beyond the bound, so that the survivors, not the victim, end the job.
+VICTIM_TIMEOUT=60
 keepalive=(--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -204,7 +221,8 @@ run_one() {
     [[ $s == partition-probe* ]] && cmd+=(-p)
     local bound=$deadline
     if [[ $s == partition* ]]; then
-        cmd=("${cmd[@]:0:3}" --mca common_efa_peer_timeout "$PARTITION_TIMEOUT" "${cmd[@]:3}")
+        cmd=("${cmd[@]:0:3}" --mca common_efa_peer_timeout "$PARTITION_TIMEOUT"
+            -x PEER_LOSS_VICTIM_TIMEOUT="$VICTIM_TIMEOUT" "${cmd[@]:3}")
         [ "$bound" -gt "$PARTITION_BOUND" ] && bound=$PARTITION_BOUND
     fi
     local why rerun=""
@@ -244,9 +262,19 @@ run_one() {
     local took
     took=$(awk -v a="$t_fault" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     # what named the lost peer
-    named=$(grep -m1 -a -E 'peer_loss: rank [0-9]+: .* with rank 2 failed' "$log" ||
-        grep -a -v '^#' "$log" |
-        grep -m1 -a -E "rank 2 .*(exited|killed)|$(netns_name 3)\b|${NETNS_NET//./\\.}\\.3\b")
+    if [[ $s == partition* ]]; then
+        # Only a survivor's word counts: its MPI error (pml cm), or the
+        # components' peer-unreachable text printed on a survivor's host
+        # about rank 2 (pml ob1: btl_efa's error ends the job).  The
+        # victim's own report, or the runtime's, shows nothing of theirs.
+        named=$(grep -m1 -a -E 'peer_loss: rank [01]: .* with rank 2 failed' "$log" ||
+            grep -a -A1 -E "^ *Host: +($(netns_name 1)|$(netns_name 2))\s*$" "$log" |
+            grep -m1 -a -E '^ *Peer: +rank 2 ')
+    else
+        named=$(grep -m1 -a -E 'peer_loss: rank [0-9]+: .* with rank 2 failed' "$log" ||
+            grep -a -v '^#' "$log" |
+            grep -m1 -a -E "rank 2 .*(exited|killed)|$(netns_name 3)\b|${NETNS_NET//./\\.}\\.3\b")
+    fi
     named=$(echo "$named" | sed 's/^[[:space:]]*//' | cut -c1-200)
     # Open MPI 5.0's runtime (PRRTE 3.0.13 in 5.0.10) ends the job when it
     # loses a daemon, says so naming the host, and then exits 0 (4.1's

@@ -111,6 +111,21 @@ static void serve_waits(unsigned char *buf, int len, int victim, int any, int pr
     tu_sleep_ms(2);
 }
 
+/* PEER_LOSS_VICTIM_TIMEOUT (seconds): the victim's own peer deadline,
+ * set before MPI_Init from the runtime's rank (the last one is the
+ * victim).  In a partition both sides stop hearing each other: with the
+ * same deadline the victim may give up first and its abort end the job
+ * before any survivor says what it saw.  A longer one leaves the
+ * detection to the survivors, which is what the runs check. */
+static void victim_timeout(void) {
+    const char *t = getenv("PEER_LOSS_VICTIM_TIMEOUT");
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    if (NULL != t && NULL != rank && NULL != size && atoi(rank) == atoi(size) - 1) {
+        setenv("OMPI_MCA_common_efa_peer_timeout", t, 1);
+    }
+}
+
 int main(int argc, char **argv) {
     size_t size = 4u << 20;
     long limit = 600, round;
@@ -120,6 +135,7 @@ int main(int argc, char **argv) {
     MPI_Win win;
     MPI_Request req;
 
+    victim_timeout();
     tu_init(&argc, &argv, "peer_loss");
     while ((opt = getopt(argc, argv, "kapt:s:h")) != -1) {
         switch (opt) {

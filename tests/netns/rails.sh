@@ -88,10 +88,15 @@ finish() {
 pass() { echo "PASS $1"; npass=$((npass + 1)); }
 fail() { echo "FAIL $1: $2"; nfail=$((nfail + 1)); }
 
-if ! reason=$("$here/setup.sh" 2 2 2>&1 >/dev/null); then
+setup_rc=0
+reason=$("$here/setup.sh" 2 2 2>&1 >/dev/null) || setup_rc=$?
+if [ $setup_rc -ne 0 ]; then
+    # (77: no namespaces here; any other status: setup.sh itself failed)
+    setup_verdict=SKIP why_setup="no namespace hosts here"
+    [ $setup_rc -ne 77 ] && setup_verdict=FAIL why_setup="setup.sh failed with exit $setup_rc"
     for r in $runs; do
-        echo "SKIP $r (no namespace hosts here: ${reason#setup.sh: })"
-        nskip=$((nskip + 1))
+        echo "$setup_verdict $r ($why_setup: ${reason#setup.sh: })"
+        if [ $setup_verdict = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
     done
     finish
     exit
@@ -99,9 +104,13 @@ fi
 trap '"$here/teardown.sh"' EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$logdir"
-mapfile -t netns_args < <(NETNS_LINKS=2 "$here/mpirun-args.sh" "$logdir" 1 2)
+netns_args_out=$(NETNS_LINKS=2 "$here/mpirun-args.sh" "$logdir" 1 2) ||
+    { echo "$(basename "$0"): mpirun-args.sh failed: $netns_args_out" >&2; exit 1; }
+mapfile -t netns_args <<<"$netns_args_out"
 mkdir -p "$logdir/two-slots"
-mapfile -t netns_args2 < <(NETNS_LINKS=2 "$here/mpirun-args.sh" "$logdir/two-slots" 2 2)
+netns_args2_out=$(NETNS_LINKS=2 "$here/mpirun-args.sh" "$logdir/two-slots" 2 2) ||
+    { echo "$(basename "$0"): mpirun-args.sh failed: $netns_args2_out" >&2; exit 1; }
+mapfile -t netns_args2 <<<"$netns_args2_out"
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 

@@ -21,7 +21,9 @@
 # a veth carries) to pass such a packet whole rather than cut it up.  A
 # 10 ms burst is 1.25 % of a one-second transfer.  Its queue (latency)
 # holds 50 ms at RATE beyond that.
-# Prints the reason and exits 2 where namespaces cannot be made here.
+# Prints the reason and exits 77 where namespaces cannot be made here
+# (the runners' SKIP); 2 on a wrong argument, and another non-zero status
+# where making them failed partway (the runners' FAIL).
 set -eu
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/common.sh"
@@ -50,11 +52,11 @@ if [ -n "$rate" ]; then
     [ "$bits" -gt 0 ] || { echo "setup.sh: RATE must be above 0" >&2; exit 2; }
     burst=$((bits / 8 / 100))
     [ "$burst" -ge 131072 ] || burst=131072
-    command -v tc >/dev/null || { echo "setup.sh: no 'tc' command (iproute2) to shape the links" >&2; exit 2; }
+    command -v tc >/dev/null || { echo "setup.sh: no 'tc' command (iproute2) to shape the links" >&2; exit 77; }
 fi
 if reason=$(netns_unavailable); then
     echo "setup.sh: $reason" >&2
-    exit 2
+    exit 77
 fi
 "$here/teardown.sh"
 trap '"$here/teardown.sh"; echo "setup.sh: failed, nothing left behind" >&2' ERR
