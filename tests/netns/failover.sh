@@ -190,7 +190,8 @@ watch_rxd_hang() {
 # run NAME FAULT mpirun-args...: the stream (STREAM_S seconds, default
 # 11) with FAULT on the second rail's link of host 2 (the first's where
 # FAIL_RAIL is 0) three seconds in, and
-# where BACK_S is set every fault cleared that many seconds later; messages
+# where BACK_S is set every fault cleared that many seconds later (or once
+# a process has named the NIC lost, up to 10 s more); messages
 # up to STREAM_MAX bytes (default 64M); leaves
 # the log in $logdir/NAME.log and the job's exit status in $rc.
 run() {
@@ -213,6 +214,14 @@ run() {
     [ -n "$rail1" ] && "$here/fault.sh" "$fault" 2 "${rail1#eth}" >/dev/null
     if [ -n "${BACK_S:-}" ]; then
         sleep "$BACK_S"
+        # Not back before the loss was declared: on udp;ofi_rxd only the
+        # deadline (5 s, checked once a second, later on a loaded machine)
+        # declares it, and a link back first would leave nothing to test.
+        # Up to 10 s more for the NIC's name in the log.
+        for _ in $(seq 1 50); do
+            [ -z "$rail1" ] || grep -q "NIC: *${rail1}\$" "$log" 2>/dev/null && break
+            sleep 0.2
+        done
         # The link's connections end first, as EFA's device ends a dead
         # path's operations: TCP would deliver, once the link is back, a
         # read's answer the core gave up on seconds ago, into memory the
