@@ -46,6 +46,18 @@ netns_hosts() {
     ip netns list 2>/dev/null | awk '{print $1}' | sed -n "s/^${NETNS_PREFIX}\([0-9]\+\)\$/\1/p" | sort -n
 }
 
+# netns_pids_named NAME: the processes called NAME in this set's namespace
+# hosts only (another set, NETNS_PREFIX, may run the same programs).
+netns_pids_named() {
+    local i p
+    for i in $(netns_hosts); do
+        for p in $(ip netns pids "$(netns_name "$i")" 2>/dev/null); do
+            [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$1" ] && echo "$p"
+        done
+    done
+    return 0
+}
+
 # The links per host of the hosts that exist now (setup.sh's LINKS): the
 # ethK interfaces of the first host, set down or not; 0 when there is no
 # host.  Read from the namespaces themselves, so never stale.

@@ -177,7 +177,7 @@ watch_rxd_hang() {
     n0=$(grep -c "NIC: " "$1" || true)
     while kill -0 "$2" 2>/dev/null; do
         if [ "$(grep -c "NIC: " "$1" || true)" -gt "$n0" ] || grep -q "stopped answering" "$1"; then
-            for p in $(pgrep -x pingpong); do
+            for p in $(netns_pids_named pingpong); do
                 "$here/rxd-hang.sh" "$p" >>"$1.hang" &
             done
             wait

@@ -180,7 +180,7 @@ launch() {
             return 1
         fi
         if [ $SECONDS -ge $end ]; then
-            ranks=$(pgrep -x "$(basename "$bin")")
+            ranks=$(netns_pids_named "$(basename "$bin" | cut -c1-15)")
             for p in $ranks; do
                 "$here/rxd-hang.sh" "$p" >>"$log.hang" &
             done
