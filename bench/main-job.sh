@@ -14,9 +14,9 @@
 #      a. on one node (2 ranks bound to cores): latency, bandwidth and
 #         message rate against ob1 + vader; variants: provider matching
 #         (mtl_efa_provmatch), the provider polled on every call (*_unpaced);
-#      b. one-sided on one node: put, fetch-and-op and compare-and-swap
-#         latency of btl_efa against osc/rdma over vader; variant:
-#         btl_efa_intrinsic;
+#      b. one-sided on one node: put, get, fetch-and-op and
+#         compare-and-swap latency of btl_efa against osc/rdma over vader;
+#         variants: btl_efa_intrinsic, btl_efa_cmaonly;
 #      c. between nodes (2 pretend nodes of tests/pretend-nodes.sh, each
 #         rank bound to a core of its own, as on hosts of their own):
 #         mtl_efa against mtl_ofi, btl_efa against ob1 + tcp;
@@ -39,7 +39,9 @@
 #      Never one kind against the other: an on-node path beats any network.
 # Output: bench/results/<timestamp>-{onnode,onnode-rma,network,network-rma,
 # nics-K,peer-K,fanout-K for K = 1, 2, 4}/ (summary.md, results.csv,
-# plots/*.png).
+# plots/*.png).  Exits non-zero where the build failed, where the
+# between-node ranks did not get a pretend node each, or where a comparison
+# had a configuration without one successful run of a benchmark.
 #   bench/main-job.sh [--no-deps] [--no-build] [runner.py arguments, e.g. --reps 5]
 set -euo pipefail
 
@@ -61,6 +63,21 @@ start=$SECONDS
 stamp=$(date +%Y%m%d-%H%M%S)
 out=$here/results/$stamp
 step() { printf '\n== [%3ds] %s\n' $((SECONDS - start)) "$*"; }
+# run_runner ARGS: one comparison (runner.py); one whose configurations had
+# no successful run of a benchmark is counted, and the job ends non-zero
+# after the others ran.
+failed_parts=0
+run_runner() {
+    local rc=0
+    python3 "$here/runner.py" "$@" || rc=$?
+    [ $rc -eq 130 ] && exit 130
+    [ $rc -eq 0 ] || failed_parts=$((failed_parts + 1))
+    return 0
+}
+# mpirun refuses root without these (a fresh container runs as root)
+if [ "$(id -u)" -eq 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
 
 # the project's build script (MAIN_JOB_BUILD_SCRIPT overrides it, for testing)
 build_script=${MAIN_JOB_BUILD_SCRIPT:-$repo/scripts/build.sh}
@@ -103,7 +120,11 @@ if ((!do_build)); then
 elif [[ -f $build_script ]]; then
     log=$(mktemp)
     if ! (cd "$repo" && bash "$build_script") 2>&1 | tee "$log"; then
-        echo "main-job: $build_script failed; the efa configurations will show as failed" >&2
+        # (measuring an earlier build's components, or none, would say
+        # nothing of this checkout: --no-build is the way to reuse one)
+        echo "main-job: $build_script failed (its output above); nothing measured" >&2
+        rm -f "$log"
+        exit 1
     fi
     # the component directory: the last printed line that is a directory,
     # else wherever the components were installed under _install
@@ -146,13 +167,13 @@ intrinsic="btl_efa_intrinsic: accumulates to one location as one operation (osc_
 cmaonly="btl_efa_cmaonly: put/get by single copy only, not as requests in the peer's ring (btl_efa_onnode_rma_max 0)"
 
 step "a. on one node, provider $prov loaded (output $out-onnode)"
-python3 "$here/runner.py" "${common[@]}" --title "on one node (provider $prov loaded)" \
+run_runner "${common[@]}" --title "on one node (provider $prov loaded)" \
     --table "$defaults=mtl_efa-$prov,btl_efa-$prov" --table "$provmatch=mtl_efa_provmatch-$prov" \
     --table "$unpaced=mtl_efa_unpaced-$prov,btl_efa_unpaced-$prov" --anchor ob1_vader \
     --benches latency,bw,msgrate_w64 --out "$out-onnode" "$@"
 
 step "b. one-sided on one node, provider $prov loaded (output $out-onnode-rma)"
-python3 "$here/runner.py" "${common[@]}" --title "one-sided on one node (provider $prov loaded)" \
+run_runner "${common[@]}" --title "one-sided on one node (provider $prov loaded)" \
     --table "$defaults=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
     --table "$cmaonly=btl_efa_cmaonly-$prov" \
     --anchor osc_rdma-ob1_vader --benches put_lat,get_lat,fop_lat,cas_lat --out "$out-onnode-rma" "$@"
@@ -163,15 +184,19 @@ hosts=$(bash "$repo/tests/pretend-nodes.sh" "$pn" 1 core | tr '\n' ' ')
 # Figures "between nodes" only where the two ranks are on two nodes: a
 # runtime that places both on one host would measure the on-node paths.
 # shellcheck disable=SC2086 # (hosts: one argument per word)
-spread=$(timeout -k 5 60 mpirun -np 2 $hosts hostname 2>/dev/null | sort -u | tr '\n' ' ') || true
-if [[ $(wc -w <<<"$spread") -ne 2 ]]; then
-    echo "main-job: the 2 ranks of the between-node runs are on the hosts [${spread% }], not on 2;" \
+# (each rank says how many ranks its node has, as Open MPI counts them:
+# host names only differ where a UTS namespace could be made)
+# shellcheck disable=SC2016 # (expanded by each rank's shell)
+spread=$(timeout -k 5 60 mpirun -np 2 $hosts sh -c 'echo "$(hostname):$OMPI_COMM_WORLD_LOCAL_SIZE"' \
+    2>/dev/null | tr '\n' ' ') || true
+if [[ $spread != *:1\ *:1\  ]]; then
+    echo "main-job: the 2 ranks of the between-node runs do not have a node each [${spread% }];" \
         "no between-node figures (tests/pretend-nodes.sh, mpirun $(mpirun --version 2>&1 | head -1))" >&2
     exit 1
 fi
 echo "between-node runs: ranks on ${spread% }"
 step "c. between pretend nodes, provider $prov (output $out-network)"
-python3 "$here/runner.py" "${common[@]}" --title "between pretend nodes (provider $prov)" \
+run_runner "${common[@]}" --title "between pretend nodes (provider $prov)" \
     --launch-args "$hosts" --table "$defaults=mtl_efa-$prov,btl_efa-$prov" \
     --table "$provmatch=mtl_efa_provmatch-$prov" \
     --anchor "mtl_efa*=mtl_ofi-$prov" --anchor "btl_efa*=ob1_tcp" \
@@ -181,7 +206,7 @@ python3 "$here/runner.py" "${common[@]}" --title "between pretend nodes (provide
 osc_base=osc_pt2pt-ob1_tcp
 ompi_info --parsable 2>/dev/null | grep -q "^mca:osc:pt2pt:" || osc_base=osc_rdma-ob1_tcp
 step "d. one-sided between pretend nodes (output $out-network-rma)"
-python3 "$here/runner.py" "${common[@]}" \
+run_runner "${common[@]}" \
     --title "one-sided between pretend nodes (provider $prov)" --launch-args "$hosts" \
     --table "$defaults=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
     --anchor "$osc_base" --benches put_lat,fop_lat,cas_lat --out "$out-network-rma" "$@"
@@ -231,20 +256,20 @@ else
             tables+=(--table "mtl/ofi (one NIC)=mtl_ofi-$prov")
         fi
         step "e. several NICs: $k link(s) of 1 Gbit/s per host (output $out-nics-$k)"
-        OMPI_MCA_btl_tcp_if_include=${nets%,} python3 "$here/runner.py" --reps 3 --timeout 60 \
+        OMPI_MCA_btl_tcp_if_include=${nets%,} run_runner --reps 3 --timeout 60 \
             --providers "$prov" --title "several NICs: $k link(s) per host, 1 Gbit/s each" \
             --launch-args "$launch" "${tables[@]}" --anchor ob1_tcp --benches bw_large \
             --sizes 1M:16M:4 --out "$out-nics-$k" "$@"
         parts="$parts nics-$k"
         step "e. several NICs: one peer, messages below stripe_min, $k link(s) (output $out-peer-$k)"
-        OMPI_MCA_btl_tcp_if_include=${nets%,} python3 "$here/runner.py" --reps 3 --timeout 60 \
+        OMPI_MCA_btl_tcp_if_include=${nets%,} run_runner --reps 3 --timeout 60 \
             --providers "$prov" --title "several NICs, one peer: $k link(s) per host, 1 Gbit/s each" \
             --launch-args "$launch" --table "$defaults=mtl_efa-$prov,btl_efa-$prov" \
             --anchor ob1_tcp --benches bw --sizes 32K:128K:4 --warmup 100 --out "$out-peer-$k" "$@"
         parts="$parts peer-$k"
         launch_args "$k" 2
         step "e. several NICs: fanout, 2 ranks per host, $k link(s) (output $out-fanout-$k)"
-        OMPI_MCA_btl_tcp_if_include=${nets%,} python3 "$here/runner.py" --reps 3 --timeout 60 \
+        OMPI_MCA_btl_tcp_if_include=${nets%,} run_runner --reps 3 --timeout 60 \
             --providers "$prov" --title "several NICs, fanout: 2 ranks per host, $k link(s) of 1 Gbit/s" \
             --launch-args "$launch" --table "$defaults=mtl_efa-$prov,btl_efa-$prov" \
             --anchor ob1_tcp --benches fanout --sizes 32K:128K:4 --warmup 100 \
@@ -265,3 +290,7 @@ for part in $parts; do
         fi
     done
 done
+if [ "$failed_parts" -gt 0 ]; then
+    echo "main-job: $failed_parts comparison(s) had a configuration without a successful run (above)" >&2
+    exit 1
+fi

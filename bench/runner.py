@@ -358,7 +358,15 @@ def main(argv=None, stdout=None):
     say(f"csv:     {os.path.join(outdir, 'results.csv')} (runs: runs.csv, logs: logs/)")
     for p in plots:
         say(f"plot:    {p}")
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    # A configuration none of whose runs of a benchmark succeeded has no
+    # figure: the comparison is not made, and the caller must hear of it.
+    missing = sorted({(r.config, r.bench) for r in results} -
+                     {(r.config, r.bench) for r in results if r.status == "ok"})
+    for config, bench in missing:
+        say(f"runner: no run of {bench} on {config} succeeded (runs.csv, logs/)")
+    return 1 if missing else 0
 
 
 def _loadavg():

@@ -379,8 +379,13 @@ class EndToEndTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def test_exit_code(self):
-        self.assertEqual(self.rc, 0)
+    def test_exit_code_says_which_configurations_never_succeeded(self):
+        # (the tables are still written: the failures are columns)
+        self.assertEqual(self.rc, 1)
+        out = self.stdout.getvalue()
+        for config in ("broken", "garbage", "slow"):
+            self.assertIn(f"runner: no run of latency on {config} succeeded", out)
+        self.assertNotIn("on good succeeded", out)
 
     def test_title_heads_the_summary_and_the_printed_tables(self):
         self.assertTrue(self.md.startswith("# on one node ("))
@@ -420,6 +425,22 @@ class EndToEndTest(unittest.TestCase):
         text = self.stdout.getvalue()
         self.assertRegex(text, r"\[  1/16 0:00:0\d\] rep 1/2 latency good")
         self.assertIn("FAILED fake transport exploded", text)
+
+
+class AllSucceededTest(unittest.TestCase):
+    """Every configuration measured: the runner's exit status is 0."""
+
+    def test_exit_code_zero(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            ini = os.path.join(tmp, "fake.ini")
+            with open(ini, "w") as f:
+                f.write(FAKE_INI)
+            out = io.StringIO()
+            rc = runner.main(["--config-file", ini, "--configs", "good", "--benches", "latency",
+                              "--reps", "1", "--out", os.path.join(tmp, "out"), "--no-plots"],
+                             stdout=out)
+            self.assertEqual(rc, 0, out.getvalue())
+            self.assertNotIn("runner: no run of", out.getvalue())
 
 
 if __name__ == "__main__":
