@@ -307,13 +307,19 @@ int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_en
                          __ATOMIC_RELAXED);
         return OPAL_SUCCESS;
     }
-    /* Bounded: emulated requests fail after btl_efa_rma_timeout without an
-     * answer (checked here too); what the provider holds (native) gets the
-     * same time again before flush gives up on it with a message. */
+    /* Emulated requests fail after btl_efa_rma_timeout without an answer
+     * (checked here too).  What the provider holds (native) gets the same
+     * time again; then flush says so, and it never returns while the
+     * provider may still write a buffer or a window that osc would hand
+     * back (osc/rdma ignores what flush returns).  Under ob1 the job ends
+     * (its handler of fatal errors); otherwise flush goes on waiting, for
+     * the provider or the peer deadline (common_efa_peer_timeout), which
+     * fails every operation with a lost peer. */
     /* The clock is read only once flush has spun a while: most flushes
      * (single copy, or nothing outstanding) return after one progress. */
     double deadline = 0.0;
     unsigned spins = 0;
+    bool said = false;
     do {
         if (mca_btl_efa_send_work(btl)) {
             mca_btl_efa_drain_pending(btl);
@@ -324,12 +330,21 @@ int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_en
             const double now = mca_btl_efa_now();
             if (0.0 == deadline) {
                 deadline = now + 2.0 * mca_btl_efa_component.rma_timeout;
-            } else if (*count > 0 && now > deadline) {
+            } else if (*count > 0 && now > deadline && !said) {
+                said = true;
                 opal_output(0,
-                            "btl:efa: flush gives up after %d s with %d one-sided operation(s) "
-                            "still outstanding (the provider has not completed them)",
-                            2 * mca_btl_efa_component.rma_timeout, (int)*count);
-                return OPAL_ERR_TIMEOUT;
+                            "btl:efa: flush has waited %d s for %d one-sided operation(s) the "
+                            "provider has not completed; %s",
+                            2 * mca_btl_efa_component.rma_timeout, (int)*count,
+                            mca_btl_efa_fatal_heard()
+                                ? "ending the job"
+                                : "waiting on, until they complete or their peer is declared "
+                                  "lost (common_efa_peer_timeout)");
+                if (mca_btl_efa_fatal_heard()) {
+                    mca_btl_efa_fatal(btl, NULL != ep ? ep->proc : NULL,
+                                      "btl_efa: one-sided operations never completed");
+                    return OPAL_ERR_TIMEOUT; /* (ob1's handler has ended the job) */
+                }
             }
         }
     } while (*count > 0);

@@ -171,14 +171,19 @@ efa_emul_verdict_t EmulTarget::check(uint64_t key, uint64_t addr, uint64_t len, 
         *found = last_;
         return EFA_EMUL_DONE;
     }
+    // A key gone is refused, as a NIC refuses it: a request that outlived
+    // its registration (its origin gave up on it, or its window was freed)
+    // must not land in a registration made since at the same address.
+    if (it == regs_.end()) {
+        return EFA_EMUL_NO_SUCH_REG;
+    }
+    // A live key whose range is a neighbour's (osc/rdma pairs them at
+    // times): the registration that covers the request serves it.
     for (const auto &kv : regs_) {
         if (covers(kv.second.h, addr, len, access)) {
             *found = &kv.second;
             return EFA_EMUL_DONE;
         }
-    }
-    if (it == regs_.end()) {
-        return EFA_EMUL_NO_SUCH_REG;
     }
     return efa_rma_in_range(&it->second.h, addr, len) ? EFA_EMUL_NO_ACCESS : EFA_EMUL_OUTSIDE;
 }

@@ -132,6 +132,26 @@ TEST(EmulTarget, RemovedRegistrationIsRefused) {
     EXPECT_EQ(0, mem[0]);
 }
 
+TEST(EmulTarget, ARequestNamingAGoneKeyIsRefusedByANewRegistrationThere) {
+    // a request that outlived its window (its origin gave up on it) comes
+    // after the window was freed and a new one registered at its address
+    Table tb;
+    std::vector<uint8_t> mem(16, 0);
+    efa_rma_handle_t old_window = handle(mem.data(), mem.size(), 5, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &old_window, nullptr));
+    efa_emul_table_remove(tb.t, 5);
+    efa_rma_handle_t new_window = handle(mem.data(), mem.size(), 6, kAll);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &new_window, nullptr));
+    efa_btl_rma_t late = request(mem.data(), 4, 5);
+    EXPECT_EQ(EFA_EMUL_NO_SUCH_REG,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &late, "abcd", nullptr, nullptr));
+    EXPECT_EQ(std::vector<uint8_t>(16, 0), mem)
+        << "the new window was written by the old one's request";
+    efa_btl_rma_t now = request(mem.data(), 4, 6);
+    EXPECT_EQ(EFA_EMUL_DONE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &now, "abcd", nullptr, nullptr));
+}
+
 // The registration a request found last is remembered (a peer's requests
 // on one window name one key after another): it must be forgotten with
 // the table's changes, and a miss must still search the table.
