@@ -33,6 +33,10 @@
 #define MTL_EFA_INIT_ACCELERATOR(yes) (*accelerator_support = (yes))
 /* (managed memory, which the CPU may touch, is not) */
 #define MTL_EFA_CONVERTOR_ON_DEVICE(conv) (0 != opal_convertor_on_discrete_device(conv))
+/* Whether Open MPI packed a non-contiguous buffer into device memory of
+ * its own (ompi_mtl_datatype_pack / _recv_buf with accelerator support:
+ * any device buffer, managed memory too, gets a device temporary). */
+#define MTL_EFA_CONVERTOR_TEMP_ON_DEVICE(conv) (0 != opal_convertor_on_device(conv))
 /* 5.0's device support is its accelerator framework (the core's backend). */
 #define MTL_EFA_CONVERTOR_COPIES_CUDA 0
 
@@ -53,6 +57,8 @@ static inline uint32_t mtl_efa_job_size(void) {
 #define MTL_EFA_INIT_ACCELERATOR(yes) ((void)(yes))
 #define MTL_EFA_CONVERTOR_ON_DEVICE(conv)                                                          \
     (0 != ((conv)->flags & CONVERTOR_CUDA) && 0 == ((conv)->flags & CONVERTOR_CUDA_UNIFIED))
+/* (4.1's temporaries are host memory) */
+#define MTL_EFA_CONVERTOR_TEMP_ON_DEVICE(conv) ((void)(conv), 0)
 #if defined(OPAL_CUDA_SUPPORT) && OPAL_CUDA_SUPPORT
 #define MTL_EFA_CONVERTOR_COPIES_CUDA 1
 #else

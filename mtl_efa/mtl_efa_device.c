@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "mtl_efa_device.h"
+#include "ompi/proc/proc.h"
 #include "efa_device.h"
 
 static void device_ipc_init(void);
@@ -225,6 +226,15 @@ static bool on_device(const struct opal_convertor_t *convertor, const void *buf,
     return MTL_EFA_CONVERTOR_ON_DEVICE(convertor);
 }
 
+/* Is Open MPI's packed copy of a buffer (free_buffer) device memory?
+ * Under own copying (Open MPI told of accelerator support) Open MPI packs
+ * a non-contiguous device buffer into a device allocation of its own,
+ * also for managed memory, which on_device counts as host memory. */
+static bool temp_on_device(const struct opal_convertor_t *convertor, bool free_buffer) {
+    return free_buffer && MTL_EFA_DEVICE_OWN == ompi_mtl_efa.device_how &&
+           MTL_EFA_CONVERTOR_TEMP_ON_DEVICE(convertor);
+}
+
 /* 4.1 with CUDA: a contiguous device buffer the convertor handed on as it
  * is, packed into host memory by that convertor (its CUDA copy). */
 static int pack_cuda41(struct opal_convertor_t *convertor, void **buffer, size_t length,
@@ -244,6 +254,28 @@ static int pack_cuda41(struct opal_convertor_t *convertor, void **buffer, size_t
     *free_buffer = true;
     return OMPI_SUCCESS;
 }
+
+#if OMPI_MAJOR_VERSION < 5
+/* 4.1.0 to 4.1.5's pml/cm fills the convertor of a contiguous send by
+ * hand, never asking whether its buffer is device memory (4.1.6 prepares
+ * it): such a convertor was never prepared (no CONVERTOR_SEND), and its
+ * CONVERTOR_CUDA flag says nothing.  One prepared here from its datatype
+ * asks (Open MPI's CUDA check), and packs a device buffer through the
+ * host with Open MPI's CUDA copy; a host buffer is left as it is. */
+static int stage_cuda41_unprepared(struct opal_convertor_t *convertor, void **buffer, size_t length,
+                                   bool *free_buffer) {
+    opal_convertor_t prepared;
+    OBJ_CONSTRUCT(&prepared, opal_convertor_t);
+    const unsigned char *user = convertor->pBaseBuf - convertor->pDesc->true_lb;
+    int rc = opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, convertor->pDesc,
+                                                      convertor->count, user, 0, &prepared);
+    if (OPAL_SUCCESS == rc && MTL_EFA_CONVERTOR_ON_DEVICE(&prepared)) {
+        rc = pack_cuda41(&prepared, buffer, length, free_buffer);
+    }
+    OBJ_DESTRUCT(&prepared);
+    return OPAL_SUCCESS == rc ? OMPI_SUCCESS : rc;
+}
+#endif
 
 /* Said once: a device copy failed (the device's error is in its own
  * report). */
@@ -289,7 +321,14 @@ int ompi_mtl_efa_device_send_prepare(struct ompi_communicator_t *comm, int dest,
 
 int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **buffer, size_t length,
                                    bool *free_buffer) {
-    if (0 == length || !on_device(convertor, *buffer, length)) {
+#if OMPI_MAJOR_VERSION < 5
+    if (MTL_EFA_DEVICE_CUDA41 == ompi_mtl_efa.device_how && !*free_buffer && 0 != length &&
+        0 == (convertor->flags & CONVERTOR_SEND)) {
+        return stage_cuda41_unprepared(convertor, buffer, length, free_buffer);
+    }
+#endif
+    if (0 == length ||
+        !(on_device(convertor, *buffer, length) || temp_on_device(convertor, *free_buffer))) {
         return OMPI_SUCCESS;
     }
     if (MTL_EFA_DEVICE_CUDA41 == ompi_mtl_efa.device_how) {
@@ -318,7 +357,8 @@ int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **bu
 int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
     /* (4.1's convertor gives a CUDA receive a host buffer of its own) */
     if (0 == req->length || MTL_EFA_DEVICE_CUDA41 == ompi_mtl_efa.device_how ||
-        !on_device(req->convertor, req->buffer, req->length)) {
+        !(on_device(req->convertor, req->buffer, req->length) ||
+          temp_on_device(req->convertor, req->free_buffer))) {
         return OMPI_SUCCESS;
     }
     void *host = efa_stage_get(req->length);

@@ -232,6 +232,11 @@ static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor
     req->op.complete = recv_complete;
     req->device_buf = NULL;
     int rc = ompi_mtl_datatype_recv_buf(convertor, &req->buffer, &req->length, &req->free_buffer);
+    /* (4.1's helper does not check its malloc of a packing buffer) */
+    if (OPAL_UNLIKELY(OMPI_SUCCESS == rc && 0 != req->length && NULL == req->buffer)) {
+        req->free_buffer = false;
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+    }
     if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
         rc = provider_only ? ompi_mtl_efa_device_provider_recv(req)
                            : ompi_mtl_efa_device_stage_recv(req);
