@@ -314,7 +314,8 @@ int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_en
      * back (osc/rdma ignores what flush returns).  Under ob1 the job ends
      * (its handler of fatal errors); otherwise flush goes on waiting, for
      * the provider or the peer deadline (common_efa_peer_timeout), which
-     * fails every operation with a lost peer. */
+     * fails every operation with a lost peer (with the deadline off, as
+     * every wait on a silent peer then, for ever). */
     /* The clock is read only once flush has spun a while: most flushes
      * (single copy, or nothing outstanding) return after one progress. */
     double deadline = 0.0;
@@ -336,10 +337,12 @@ int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_en
                             "btl:efa: flush has waited %d s for %d one-sided operation(s) the "
                             "provider has not completed; %s",
                             2 * mca_btl_efa_component.rma_timeout, (int)*count,
-                            mca_btl_efa_fatal_heard()
-                                ? "ending the job"
-                                : "waiting on, until they complete or their peer is declared "
-                                  "lost (common_efa_peer_timeout)");
+                            mca_btl_efa_fatal_heard() ? "ending the job"
+                            : 0 != efa_core_peer_timeout(btl->core)
+                                ? "waiting on, until they complete or their peer is declared "
+                                  "lost (common_efa_peer_timeout)"
+                                : "waiting on until they complete: the peer deadline is off "
+                                  "(common_efa_peer_timeout 0), nothing else ends them");
                 if (mca_btl_efa_fatal_heard()) {
                     mca_btl_efa_fatal(btl, NULL != ep ? ep->proc : NULL,
                                       "btl_efa: one-sided operations never completed");

@@ -4,18 +4,23 @@
 #include <rdma/fi_errno.h>
 
 namespace {
-constexpr int kContext = 1; // CU_POINTER_ATTRIBUTE_CONTEXT (a CUcontext)
+constexpr int kContext = 1;     // CU_POINTER_ATTRIBUTE_CONTEXT (a CUcontext)
+constexpr int kMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE (an unsigned int)
+constexpr unsigned kDevice = 2; // CU_MEMORYTYPE_DEVICE
 
 void *load(void *const *at) {
     return __atomic_load_n(at, __ATOMIC_ACQUIRE);
 }
 
-// The context of the memory at p, or NULL (host memory, VMM and pool
-// memory, a pointer the driver does not know).
+// The context of the device memory at p, or NULL (host memory, pinned
+// host memory too, whose context is the one it was pinned in; VMM and
+// pool memory; a pointer the driver does not know).
 void *context_of(const efa_cuda_context_t *cc, const void *p) {
+    const auto ptr = reinterpret_cast<unsigned long long>(p);
+    unsigned type = 0;
     void *ctx = nullptr;
-    if (nullptr == p ||
-        0 != cc->pointer_attribute(&ctx, kContext, reinterpret_cast<unsigned long long>(p))) {
+    if (nullptr == p || 0 != cc->pointer_attribute(&type, kMemoryType, ptr) || kDevice != type ||
+        0 != cc->pointer_attribute(&ctx, kContext, ptr)) {
         return nullptr;
     }
     return ctx;

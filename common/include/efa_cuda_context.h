@@ -11,7 +11,8 @@
  * thread), where every such call fails with CUDA_ERROR_INVALID_CONTEXT
  * and the message would fail or go through the host.  Here such a thread
  * is given, in this order: the context of the device buffer at hand
- * (CU_POINTER_ATTRIBUTE_CONTEXT; VMM and pool memory have none), or the
+ * (CU_POINTER_ATTRIBUTE_CONTEXT of memory whose type is device, not of
+ * pinned host memory; VMM and pool memory have none), or the
  * context last seen current on a thread of this process that passed
  * here.  A thread that has a context keeps it.
  *

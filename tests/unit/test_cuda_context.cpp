@@ -14,6 +14,7 @@ namespace {
 
 int g_ctx_a, g_ctx_b;         // two contexts (their addresses)
 char g_dev_a[8], g_vmm[8];    // memory of context a; VMM memory (no context)
+char g_pinned_b[8];           // host memory pinned in context b
 thread_local void *t_current; // the driver's current context of a thread
 thread_local int t_sets;      // cuCtxSetCurrent calls on this thread
 int g_get_rc;                 // what cuCtxGetCurrent answers
@@ -33,8 +34,22 @@ int set_current(void *ctx) {
 }
 
 int pointer_attribute(void *data, int attribute, unsigned long long ptr) {
-    if (1 != attribute) { // CU_POINTER_ATTRIBUTE_CONTEXT only
+    const bool pinned = ptr == reinterpret_cast<unsigned long long>(g_pinned_b);
+    const bool device = ptr == reinterpret_cast<unsigned long long>(g_dev_a) ||
+                        ptr == reinterpret_cast<unsigned long long>(g_vmm);
+    if (2 == attribute) { // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+        if (!pinned && !device) {
+            return 1;
+        }
+        *static_cast<unsigned *>(data) = pinned ? 1 : 2; // (HOST, DEVICE)
+        return 0;
+    }
+    if (1 != attribute) { // CU_POINTER_ATTRIBUTE_CONTEXT
         return 1;
+    }
+    if (pinned) {
+        *static_cast<void **>(data) = &g_ctx_b;
+        return 0;
     }
     if (ptr == reinterpret_cast<unsigned long long>(g_dev_a)) {
         *static_cast<void **>(data) = &g_ctx_a;
@@ -89,6 +104,14 @@ TEST(CudaContext, AThreadWithoutOneTakesTheDeviceBuffersContext) {
         EXPECT_EQ(1, t_sets) << "set once: the thread has one now";
     });
     EXPECT_EQ(1UL, cc.given);
+}
+
+TEST(CudaContext, PinnedHostMemorysContextIsNotTheDeviceBuffers) {
+    efa_cuda_context_t cc = fresh();
+    on_new_thread([&] { // (a copy from the device into a pinned staging buffer)
+        EXPECT_EQ(0, efa_cuda_context_here(&cc, g_pinned_b, g_dev_a));
+        EXPECT_EQ(&g_ctx_a, t_current) << "the staging buffer's pinning context was taken";
+    });
 }
 
 TEST(CudaContext, MemoryWithoutAContextGetsTheOneLastSeen) {
