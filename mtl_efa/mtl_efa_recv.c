@@ -213,10 +213,25 @@ static inline __opal_attribute_always_inline__ int recv_match(struct ompi_commun
     return OMPI_SUCCESS;
 }
 
+#if OMPI_MAJOR_VERSION < 5
+/* 4.1's ompi_mtl_datatype_recv_buf does not check its malloc of a packing
+ * buffer: a NULL one is refused.  Out of line, so that the receive path
+ * around it stays inlined. */
+static __opal_attribute_noinline__ int packing_buffer_checked(mca_mtl_efa_request_t *req, int rc) {
+    if (OMPI_SUCCESS == rc && NULL == req->buffer && 0 != req->length) {
+        req->free_buffer = false;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    return rc;
+}
+#endif
+
 /* provider_only: no ring and no engine can match it (a device buffer may
  * then go to the provider as it is). */
-static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor_t *convertor,
-                               struct ompi_communicator_t *comm, bool provider_only) {
+static inline __opal_attribute_always_inline__ int prepare_recv(mca_mtl_efa_request_t *req,
+                                                                struct opal_convertor_t *convertor,
+                                                                struct ompi_communicator_t *comm,
+                                                                bool provider_only) {
     req->is_send = false;
     req->cancelled = false;
     req->by_engine = false;
@@ -232,11 +247,11 @@ static inline int prepare_recv(mca_mtl_efa_request_t *req, struct opal_convertor
     req->op.complete = recv_complete;
     req->device_buf = NULL;
     int rc = ompi_mtl_datatype_recv_buf(convertor, &req->buffer, &req->length, &req->free_buffer);
-    /* (4.1's helper does not check its malloc of a packing buffer) */
-    if (OPAL_UNLIKELY(OMPI_SUCCESS == rc && 0 != req->length && NULL == req->buffer)) {
-        req->free_buffer = false;
-        rc = OMPI_ERR_OUT_OF_RESOURCE;
+#if OMPI_MAJOR_VERSION < 5
+    if (OPAL_UNLIKELY(req->free_buffer)) {
+        rc = packing_buffer_checked(req, rc);
     }
+#endif
     if (OPAL_UNLIKELY(ompi_mtl_efa.device_staging) && OMPI_SUCCESS == rc) {
         rc = provider_only ? ompi_mtl_efa_device_provider_recv(req)
                            : ompi_mtl_efa_device_stage_recv(req);
