@@ -44,6 +44,14 @@ AC_DEFUN([EFA_CHECK_OMPI], [
     AS_CASE([$EFA_OMPI_VERSION],
         [4.1.*|5.0.*], [],
         [AC_MSG_WARN([Open MPI $EFA_OMPI_VERSION: the components are built and tested against the 4.1 and 5.0 series (MTL 2.0.0, BTL 3.1.0 and 3.3.0)])])
+    dnl An Open MPI built with --disable-dlopen loads no component from a
+    dnl file, so nothing built here could ever run in it.  Only its plain
+    dnl "no" stops configure: an ompi_info that does not say goes on.
+    AC_MSG_CHECKING([whether Open MPI loads components from files (dlopen)])
+    efa_ompi_dlopen=`$OMPI_INFO --parsable --config 2>/dev/null | sed -n 's/^option:dlopen://p' | head -1`
+    AC_MSG_RESULT([${efa_ompi_dlopen:-not said}])
+    AS_IF([test "x$efa_ompi_dlopen" = xno],
+          [AC_MSG_ERROR([Open MPI $EFA_OMPI_VERSION ($OMPI_INFO says option:dlopen:no) was built with --disable-dlopen: it cannot load components from files, so mtl_efa and btl_efa would never be loaded (the components are DSOs only, in an Open MPI tree too).  Use an Open MPI built with dlopen support, its default.])])
     EFA_OMPI_LIBDIR=`$OMPI_INFO --path libdir --parsable | sed -n 's/^path:libdir://p'`
     EFA_OMPI_PKGLIBDIR=`$OMPI_INFO --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p'`
     EFA_OMPI_PREFIX=`$OMPI_INFO --path prefix --parsable | sed -n 's/^path:prefix://p'`

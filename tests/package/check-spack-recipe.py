@@ -5,7 +5,9 @@
   under a stub of Spack's API (spack.package) that records its directives,
   declares the expected dependencies and variants, and its configure_args()
   and setup_run_environment() give the expected flags and settings for a
-  fake spec;
+  fake spec, and for an external Open MPI in /usr (Debian's layout);
+- where ompi_info is on PATH, the run environment's component path leaves
+  every component of that Open MPI visible;
 - flake8 passes on it in Spack's style (line length 99; the star import
   from spack.package allowed), when flake8 is installed (Debian:
   python3-flake8), else that check says it is skipped;
@@ -125,7 +127,7 @@ def check_recipe(recipe):
     check("spack/variant-stand_ins", variants.get("stand_ins", {}).get("default") is False,
           f"variant('stand_ins', default=False) expected, got {variants}")
     check("spack/no-cuda-variant", "cuda" not in variants,
-          "a cuda variant promises GPU support the components do not have")
+          "the build needs no CUDA (device memory comes through Open MPI's accelerator)")
     got = deps()
     expected = [
         ("openmpi@4.1:5.0", None, None),
@@ -148,12 +150,55 @@ def check_recipe(recipe):
     want = ["--with-ompi=/spack/openmpi", "--with-libfabric=/spack/libfabric",
             "--with-hwloc=/spack/hwloc", "--with-ompi-component-dir=/spack/ompi-efa/lib/openmpi"]
     check("spack/configure_args", args == want, f"{args} != {want}")
+    want_path = "SYS_DEFAULT:/spack/ompi-efa/lib/openmpi:USER_DEFAULT"
+    want_env = [("set", ("OMPI_MCA_mca_base_component_path", want_path))]
+    check("spack/run-environment component path", run_env(pkg) == want_env,
+          f"{run_env(pkg)} != {want_env}")
+    # An external Open MPI in /usr, as Debian's: its components are in
+    # /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3, not PREFIX/lib/openmpi,
+    # so the value must name no directory derived from its prefix.
+    debian = cls(FakeSpec({"openmpi": "/usr", "libfabric": "/usr", "hwloc": "/usr"}),
+                 "/spack/ompi-efa")
+    check("spack/run-environment component path, Open MPI in /usr",
+          run_env(debian) == want_env, f"{run_env(debian)} != {want_env}")
+    check_component_path_live(want_path)
+
+
+def run_env(pkg):
     env = FakeEnv()
     pkg.setup_run_environment(env)
-    want_env = [("set", ("OMPI_MCA_mca_base_component_path",
-                         "/spack/openmpi/lib/openmpi:/spack/ompi-efa/lib/openmpi"))]
-    check("spack/run-environment component path", env.calls == want_env,
-          f"{env.calls} != {want_env}")
+    return env.calls
+
+
+def check_component_path_live(value):
+    """With the Open MPI on this machine (Debian's in /usr where it is that
+    one), the run environment's component path must leave every component
+    of Open MPI's own directory visible, the package's directory missing
+    or empty (here an empty one)."""
+    ompi_info = shutil.which("ompi_info")
+    if not ompi_info:
+        print("SKIP spack/run-environment keeps Open MPI's components: no ompi_info on PATH")
+        return
+
+    def components(path):
+        env = {k: v for k, v in os.environ.items() if k != "OMPI_MCA_mca_base_component_path"}
+        if path is not None:
+            env["OMPI_MCA_mca_base_component_path"] = path
+        out = subprocess.run([ompi_info, "--parsable"], env=env, capture_output=True,
+                             text=True, timeout=120)
+        return {line.split(":version")[0] for line in out.stdout.splitlines()
+                if line.startswith("mca:")}
+
+    pkglibdir = subprocess.run([ompi_info, "--path", "pkglibdir", "--parsable"],
+                               capture_output=True, text=True, timeout=120).stdout
+    pkglibdir = pkglibdir.strip().removeprefix("path:pkglibdir:")
+    with tempfile.TemporaryDirectory() as own:
+        default, ours = components(None), components(value.replace("/spack/ompi-efa/lib/openmpi",
+                                                                   own))
+    check(f"spack/run-environment keeps Open MPI's components ({pkglibdir})",
+          bool(default) and default == ours,
+          f"{len(default)} components by default, {len(ours)} with the recipe's path; "
+          f"missing: {sorted(default - ours)[:5]}")
 
 
 def check_flake8():

@@ -21,7 +21,11 @@ class OmpiEfa(AutotoolsPackage):
 
     version("main", branch="main")
 
-    # Not a CUDA variant: the components do not handle GPU memory yet.
+    # No CUDA variant: the components build the same with or without CUDA.
+    # Device memory reaches them through Open MPI's accelerator component
+    # (an Open MPI built with CUDA), and the CUDA calls they make go to the
+    # driver library that component loaded, opened at run time (dlopen),
+    # never linked.
     variant(
         "stand_ins",
         default=False,
@@ -63,13 +67,17 @@ class OmpiEfa(AutotoolsPackage):
         ]
 
     def setup_run_environment(self, env):
-        # Open MPI looks for components in its own directory only.  Setting
-        # mca_base_component_path replaces that default, so the value names
-        # Open MPI's directory (its pkglibdir) before this package's.
-        ompi_components = join_path(self.spec["openmpi"].prefix.lib, "openmpi")
+        # Setting mca_base_component_path replaces Open MPI's default path,
+        # so the value names that default first.  SYS_DEFAULT is Open MPI's
+        # own component directory as the running Open MPI resolves it (4.1
+        # and 5.0 accept the keyword), right for any layout: Debian's /usr
+        # (lib/x86_64-linux-gnu/openmpi/lib/openmpi3), lib64, a relocated
+        # prefix.  Open MPI stops at the first directory of the list it
+        # cannot open, so this package's comes before USER_DEFAULT
+        # (~/.openmpi/components, the rest of the default, often absent).
         env.set(
             "OMPI_MCA_mca_base_component_path",
-            ":".join([ompi_components, self.prefix.lib.openmpi]),
+            ":".join(["SYS_DEFAULT", self.prefix.lib.openmpi, "USER_DEFAULT"]),
         )
 
     def test_efa_mpi_info(self):
