@@ -305,10 +305,7 @@ int open_core(efa_core *core) {
     in.max_msg_size = ni->ep_attr->max_msg_size;
     if (core->params.force_direct_mode) {
         // efa-direct takes no message larger than the device's MTU.
-        const size_t mtu = core->params.direct_mode_mtu > 0
-                               ? static_cast<size_t>(core->params.direct_mode_mtu)
-                               : static_cast<size_t>(ParamLimits::kDefaultDirectMtu);
-        in.max_msg_size = in.max_msg_size ? std::min(in.max_msg_size, mtu) : mtu;
+        in.max_msg_size = direct_max_msg_size(ni, core->params.direct_mode_mtu);
     }
     // No inject larger than a message may be (the forced MTU included).
     if (in.max_msg_size && in.inject_size > in.max_msg_size) {

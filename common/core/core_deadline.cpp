@@ -303,7 +303,10 @@ void post_probe(efa_core *core, Tracked *t) {
         return;
     }
     if (-FI_EAGAIN != rc) {
-        core->failures.report(core->rep, "fi_sendmsg (peer probe)", static_cast<int>(rc));
+        core->failures.report(core->rep,
+                              core->info.has_tagged ? "fi_tsendmsg (peer probe)"
+                                                    : "fi_sendmsg (peer probe)",
+                              static_cast<int>(rc));
     }
     std::lock_guard<std::mutex> guard(core->deadline_lock);
     if (-FI_EAGAIN == rc) {

@@ -50,6 +50,10 @@ std::string shm_endpoint_name(long pid, long long sec, long nsec, int index) {
     return name;
 }
 
+fi_cq_format cq_format_for(const fi_info *info) {
+    return (info->caps & FI_TAGGED) ? FI_CQ_FORMAT_TAGGED : FI_CQ_FORMAT_DATA;
+}
+
 std::unique_ptr<Nic> Nic::open(const fi_info *src, const efa_core_params_t &params, efa_core *core,
                                const Reporter &rep, int *err) {
     const int num_contexts = params.num_contexts;
@@ -89,7 +93,7 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, const efa_core_params_t &para
     }
     for (int i = 0; i < num_contexts; ++i) {
         fi_cq_attr cq_attr = {};
-        cq_attr.format = FI_CQ_FORMAT_TAGGED;
+        cq_attr.format = efa::cq_format_for(info);
         cq_attr.wait_obj = FI_WAIT_NONE; // we poll from opal_progress
         // Room for every posted operation's completion, and never tiny: a
         // small tx/rx queue (tests make them tiny on purpose) must not
@@ -138,6 +142,7 @@ std::unique_ptr<Nic> Nic::open(const fi_info *src, const efa_core_params_t &para
         efa_ctx &c = *nic->ctxs_[i];
         c.ep = ep;
         c.cq = cq;
+        c.tagged_cq = FI_CQ_FORMAT_TAGGED == cq_attr.format;
         c.core = core;
         c.index = i;
         // The untagged pool of the BTL may take up to a quarter of the

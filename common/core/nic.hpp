@@ -42,6 +42,7 @@ struct efa_ctx {
     int rail = 0;             // the NIC: 0, or one of the core's other rails
     bool use_cq_data = false; // send the source rank as remote CQ data
     bool source = false;      // FI_SOURCE granted: completions are read with their source
+    bool tagged_cq = true;    // entries are fi_cq_tagged_entry, else fi_cq_data_entry
     // Several threads may post and progress at once (MPI_THREAD_MULTIPLE).
     // Otherwise one thread at a time drives the context, and the
     // receive-slot counters below need no locked instructions (each costs
@@ -76,8 +77,8 @@ struct efa_ctx {
 
     // Statistics: completions read from the CQ over the context's life,
     // reported when the core closes (a job's proof that its traffic
-    // crossed the provider).  A relaxed load and store: concurrent pollers
-    // under MPI_THREAD_MULTIPLE may lose a count, never invent one.
+    // crossed the provider), and the pvar common_efa_completions.  A
+    // locked add only where several threads may poll (mt).
     std::atomic<uint64_t> completions{0};
 };
 
@@ -88,6 +89,11 @@ namespace efa {
 // process whose pid (or context index) has one digit more than another's
 // would otherwise be refused by it.
 std::string shm_endpoint_name(long pid, long long sec, long nsec, int index);
+
+// The completion queue's format: tagged where the endpoint has tags, else
+// the data format (efa-direct, libfabric 2.4 and later, refuses a tagged
+// queue with -FI_ENOSYS; the data format carries all the rest).
+fi_cq_format cq_format_for(const fi_info *info);
 
 class Nic {
   public:

@@ -37,6 +37,8 @@ std::string join(const std::vector<std::string> &v) {
     return out.empty() ? "(none)" : out;
 }
 
+} // namespace
+
 InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local, bool hmem) {
     InfoPtr hints(fi_allocinfo());
     if (!hints) {
@@ -48,6 +50,12 @@ InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local, boo
     }
     // We always hand libfabric a fi_context2 per operation.
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    // The direct mode never writes with remote CQ data, so it can take
+    // efa-direct's FI_RX_CQ_DATA mode, without which efa-direct offers no
+    // FI_RMA on a device that lacks unsolicited write receives.
+    if (p.force_direct_mode) {
+        hints->mode |= FI_RX_CQ_DATA;
+    }
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->threading = p.thread_multiple ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
     hints->domain_attr->av_type = FI_AV_TABLE; // the only kind efa has
@@ -80,8 +88,6 @@ InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local, boo
     }
     return hints;
 }
-
-} // namespace
 
 uint32_t api_version() {
     return negotiate_api_version(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), fi_version());
@@ -373,6 +379,22 @@ int select_provider(const efa_core_params_t &params, const Reporter &rep, Select
                  params.need_remote_comm ? "yes" : "no");
     }
     return -FI_ENODATA;
+}
+
+size_t direct_max_msg_size(const fi_info *ni, int direct_mode_mtu) {
+    size_t mtu = direct_mode_mtu > 0 ? static_cast<size_t>(direct_mode_mtu)
+                                     : static_cast<size_t>(ParamLimits::kDefaultDirectMtu);
+    if (ni->ep_attr && ni->ep_attr->max_msg_size) {
+        mtu = std::min(mtu, ni->ep_attr->max_msg_size);
+    }
+    // efa-direct's max_msg_size is its RDMA limit once it grants FI_RMA;
+    // its link MTU is the device's.
+    if (ni->fabric_attr && ni->fabric_attr->name &&
+        std::strcmp(ni->fabric_attr->name, "efa-direct") == 0 && ni->nic && ni->nic->link_attr &&
+        ni->nic->link_attr->mtu > 0) {
+        mtu = std::min(mtu, ni->nic->link_attr->mtu);
+    }
+    return mtu;
 }
 
 } // namespace efa

@@ -58,6 +58,15 @@ bool prefer_fabric(const fi_info *info, bool direct_mode, std::string *why);
 // provider: reported when rep.explain).
 int select_provider(const efa_core_params_t &params, const Reporter &rep, Selection *out);
 
+// The fi_getinfo hints for one capability set (caps) and memory mode.
+InfoPtr make_hints(const efa_core_params_t &p, uint64_t caps, bool mr_local, bool hmem);
+
+// The largest message in the direct mode: direct_mode_mtu (its default
+// where 0), never more than the endpoint's max_msg_size nor, on
+// efa-direct, the device's MTU (its link MTU: once efa-direct grants
+// FI_RMA its max_msg_size is the RDMA limit).
+size_t direct_max_msg_size(const fi_info *ni, int direct_mode_mtu);
+
 // Why a provider's FI_SOURCE cannot be believed, or nullptr when it can:
 // udp;ofi_rxd (libfabric 1.17) reports its own index of the sending peer,
 // which is the AV entry only while both were inserted in the same order
