@@ -20,6 +20,7 @@
 #include "mtl_efa_compat.h"
 #include "efa_core.h"
 #include "efa_engine.h"
+#include "efa_path_error.h"
 #include "efa_tsan.h"
 #include "efa_tag.h"
 
@@ -118,6 +119,11 @@ void ompi_mtl_efa_params_register(const mca_base_component_t *c);
 /* Checks every value (a message for a bad one): OMPI_SUCCESS or
  * OMPI_ERR_BAD_PARAM. */
 int ompi_mtl_efa_params_check(void);
+
+/* A tag outside the provider's tag layout (efa_tag_codec_fits: 24 bits
+ * without remote CQ data, where Open MPI's own collectives may go below):
+ * said once; the caller fails with OMPI_ERR_BAD_PARAM, nothing posted. */
+void ompi_mtl_efa_tag_unfit(int tag);
 /* Was this mtl_efa_ parameter given by the user (not left at its default)? */
 bool ompi_mtl_efa_param_set_by_user(const char *name);
 
@@ -223,6 +229,25 @@ typedef struct mca_mtl_efa_claim_t {
 
 #define MTL_EFA_REQ_OF(op_ptr, member)                                                             \
     ((mca_mtl_efa_request_t *)((char *)(op_ptr)-offsetof(mca_mtl_efa_request_t, member)))
+
+/* The OMPI code for a provider's or the core's error.  Whatever the
+ * provider called a failed path to the peer (efa_path_error.h: a reset
+ * connection, the peer deadline's FI_ETIMEDOUT), it is OMPI_ERR_UNREACH
+ * inside this MTL, so that every way of losing a peer ends the same. */
+static inline int ompi_mtl_efa_error(int fi_err) {
+    return efa_path_error(fi_err) ? OMPI_ERR_UNREACH : mca_common_efa_fi_to_opal(fi_err);
+}
+
+static inline int ompi_mtl_efa_rc(int fi_err) {
+    return OPAL_LIKELY(0 == fi_err) ? OMPI_SUCCESS : ompi_mtl_efa_error(fi_err);
+}
+
+/* What the program sees of an OMPI code, in a request's status or from a
+ * call: a lost peer's class (MTL_EFA_ERR_PEER_LOST), the code itself
+ * otherwise. */
+static inline int ompi_mtl_efa_mpi_error(int rc) {
+    return OPAL_UNLIKELY(OMPI_ERR_UNREACH == rc) ? MTL_EFA_ERR_PEER_LOST : rc;
+}
 
 /* A communicator maps to the same context index on both sides.  One
  * context (the default) needs no division. */

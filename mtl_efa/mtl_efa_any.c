@@ -266,7 +266,7 @@ int ompi_mtl_efa_any_probe_missed(ompi_communicator_t *comm, int src) {
             w->probed = MTL_EFA_PROBE_SWEEPS;
         }
         OPAL_THREAD_UNLOCK(&any.lock);
-        return err ? mca_common_efa_fi_to_opal(err) : OMPI_SUCCESS;
+        return err ? ompi_mtl_efa_error(err) : OMPI_SUCCESS;
     }
     const uint32_t cid = mtl_efa_comm_cid(comm);
     mtl_efa_probe_comm_t *pc = NULL;
@@ -290,7 +290,7 @@ int ompi_mtl_efa_any_probe_missed(ompi_communicator_t *comm, int src) {
     pc->sweeps = MTL_EFA_PROBE_SWEEPS;
     err = pc->err;
     OPAL_THREAD_UNLOCK(&any.lock);
-    return err ? mca_common_efa_fi_to_opal(err) : OMPI_SUCCESS;
+    return err ? ompi_mtl_efa_error(err) : OMPI_SUCCESS;
 }
 
 /* The lock is held.  The probes' waits: peers of directed ones marked,

@@ -39,6 +39,11 @@
 #define MTL_EFA_CONVERTOR_TEMP_ON_DEVICE(conv) (0 != opal_convertor_on_device(conv))
 /* 5.0's device support is its accelerator framework (the core's backend). */
 #define MTL_EFA_CONVERTOR_COPIES_CUDA 0
+/* The error class of an operation with a lost peer: 5.0's
+ * MPI_ERR_PROC_FAILED, which its ob1 reports too and fault-tolerant (ULFM)
+ * programs test for. */
+#define MTL_EFA_ERR_PEER_LOST MPI_ERR_PROC_FAILED
+#define MTL_EFA_PEER_LOST_IS_A_CLASS 1
 
 static inline uint32_t mtl_efa_comm_cid(const ompi_communicator_t *comm) {
     return ompi_comm_get_local_cid(comm);
@@ -51,6 +56,10 @@ static inline uint32_t mtl_efa_job_size(void) {
 #include "opal/threads/mutex.h"
 
 #define MTL_EFA_INIT_PARAMS bool enable_progress_threads, bool enable_mpi_threads
+/* 4.1 has no class for a failed process: OMPI_ERR_UNREACH, which its ob1
+ * reports for an unreachable peer (the program sees MPI_ERR_INTERN). */
+#define MTL_EFA_ERR_PEER_LOST OMPI_ERR_UNREACH
+#define MTL_EFA_PEER_LOST_IS_A_CLASS 0
 /* 4.1's pml/cm asks nothing.  Built with CUDA, its convertor copies
  * receives and non-contiguous sends through the host, but hands a
  * contiguous device buffer to the MTL as it is (mtl_efa_device.c). */

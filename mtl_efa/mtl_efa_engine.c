@@ -348,7 +348,8 @@ static void send_done(efa_engine_req_t *r) {
             status->_cancelled = true;
             status->MPI_ERROR = OMPI_SUCCESS;
         } else {
-            status->MPI_ERROR = r->err ? mca_common_efa_fi_to_opal(r->err) : OMPI_SUCCESS;
+            status->MPI_ERROR =
+                r->err ? ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(r->err)) : OMPI_SUCCESS;
         }
     }
     __atomic_store_n(&req->on_sent, true, __ATOMIC_RELEASE);
@@ -381,7 +382,7 @@ static inline int start_send(struct ompi_communicator_t *comm, int dest, int tag
         }
         req->mr = NULL; /* (accepted: the engine's, released when the send ends) */
     }
-    return rc < 0 ? mca_common_efa_fi_to_opal(rc) : rc;
+    return rc < 0 ? ompi_mtl_efa_error(rc) : rc;
 }
 
 int ompi_mtl_efa_engine_isend(struct ompi_communicator_t *comm, int dest, int tag,
@@ -420,7 +421,7 @@ int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag
             opal_progress();
         }
         held = 0 != req->on.err && -FI_ECANCELED != req->on.err;
-        rc = req->on.err ? mca_common_efa_fi_to_opal(req->on.err) : OMPI_SUCCESS;
+        rc = req->on.err ? ompi_mtl_efa_error(req->on.err) : OMPI_SUCCESS;
     } else if (1 == rc) {
         rc = OMPI_SUCCESS;
     }
@@ -452,7 +453,7 @@ static void recv_done(efa_engine_req_t *r) {
             status->MPI_ERROR = MPI_ERR_TRUNCATE;
             status->_ucount = req->length; /* what the buffer held */
         } else if (r->err) {
-            status->MPI_ERROR = mca_common_efa_fi_to_opal(r->err);
+            status->MPI_ERROR = ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(r->err));
             if (OMPI_SUCCESS == status->MPI_ERROR) {
                 status->MPI_ERROR = OMPI_ERROR;
             }
@@ -489,7 +490,7 @@ int ompi_mtl_efa_engine_irecv(struct ompi_communicator_t *comm, int src, int tag
     if (1 == rc) {
         recv_done(&req->on);
     }
-    return rc < 0 ? mca_common_efa_fi_to_opal(rc) : OMPI_SUCCESS;
+    return rc < 0 ? ompi_mtl_efa_error(rc) : OMPI_SUCCESS;
 }
 
 /* The rings matched a message for a dual receive: cancel its provider half
@@ -515,7 +516,7 @@ int ompi_mtl_efa_engine_irecv_partnered(struct ompi_communicator_t *comm, int ta
     } else if (rc <= 0) {
         req->by_engine = false;
     }
-    return rc < 0 ? mca_common_efa_fi_to_opal(rc) : rc;
+    return rc < 0 ? ompi_mtl_efa_error(rc) : rc;
 }
 
 int ompi_mtl_efa_engine_iprobe(struct ompi_communicator_t *comm, int src, int tag, bool claim,
@@ -537,7 +538,7 @@ int ompi_mtl_efa_engine_iprobe(struct ompi_communicator_t *comm, int src, int ta
             ompi_message_return(msg);
         }
         /* A peer the probe waits on was lost: MPI_Probe would wait for ever. */
-        return rc < 0 ? mca_common_efa_fi_to_opal(rc) : OMPI_SUCCESS;
+        return rc < 0 ? ompi_mtl_efa_error(rc) : OMPI_SUCCESS;
     }
     if (claim) {
         *message = msg;
@@ -560,7 +561,7 @@ int ompi_mtl_efa_engine_imrecv(struct ompi_message_t *message, mca_mtl_efa_reque
     if (1 == rc) {
         recv_done(&req->on);
     }
-    return rc < 0 ? mca_common_efa_fi_to_opal(rc) : OMPI_SUCCESS;
+    return rc < 0 ? ompi_mtl_efa_error(rc) : OMPI_SUCCESS;
 }
 
 /* A send not complete yet completes, one way or the other, by its callback,

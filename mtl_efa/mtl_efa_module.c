@@ -118,15 +118,68 @@ static int tsan_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor_
     tsan_take(r, convertor);
     return tsan_refused(r, ompi_mtl_efa_imrecv(mtl, convertor, message, r));
 }
-#define MTL_EFA_SEND tsan_send
-#define MTL_EFA_ISEND tsan_isend
-#define MTL_EFA_IRECV tsan_irecv
-#define MTL_EFA_IMRECV tsan_imrecv
+#define MTL_EFA_SEND_CALL tsan_send
+#define MTL_EFA_ISEND_CALL tsan_isend
+#define MTL_EFA_IRECV_CALL tsan_irecv
+#define MTL_EFA_IMRECV_CALL tsan_imrecv
 #else
-#define MTL_EFA_SEND ompi_mtl_efa_send
-#define MTL_EFA_ISEND ompi_mtl_efa_isend
-#define MTL_EFA_IRECV ompi_mtl_efa_irecv
-#define MTL_EFA_IMRECV ompi_mtl_efa_imrecv
+#define MTL_EFA_SEND_CALL ompi_mtl_efa_send
+#define MTL_EFA_ISEND_CALL ompi_mtl_efa_isend
+#define MTL_EFA_IRECV_CALL ompi_mtl_efa_irecv
+#define MTL_EFA_IMRECV_CALL ompi_mtl_efa_imrecv
+#endif
+
+#if MTL_EFA_PEER_LOST_IS_A_CLASS
+/* A call that fails as its peer is lost returns the class a status would
+ * hold (mtl_efa_compat.h's MTL_EFA_ERR_PEER_LOST), not OMPI_ERR_UNREACH,
+ * which Open MPI would call an internal error.  (4.1's class is that code
+ * itself: its calls need no step between.) */
+static int lost_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
+                     int tag, struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode) {
+    return ompi_mtl_efa_mpi_error(MTL_EFA_SEND_CALL(mtl, comm, dest, tag, convertor, mode));
+}
+
+static int lost_isend(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
+                      int tag, struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode,
+                      bool blocking, mca_mtl_request_t *r) {
+    return ompi_mtl_efa_mpi_error(
+        MTL_EFA_ISEND_CALL(mtl, comm, dest, tag, convertor, mode, blocking, r));
+}
+
+static int lost_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int src,
+                      int tag, struct opal_convertor_t *convertor, mca_mtl_request_t *r) {
+    return ompi_mtl_efa_mpi_error(MTL_EFA_IRECV_CALL(mtl, comm, src, tag, convertor, r));
+}
+
+static int lost_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor_t *convertor,
+                       struct ompi_message_t **message, mca_mtl_request_t *r) {
+    return ompi_mtl_efa_mpi_error(MTL_EFA_IMRECV_CALL(mtl, convertor, message, r));
+}
+
+static int lost_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int src,
+                       int tag, int *flag, struct ompi_status_public_t *status) {
+    return ompi_mtl_efa_mpi_error(ompi_mtl_efa_iprobe(mtl, comm, src, tag, flag, status));
+}
+
+static int lost_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,
+                        int src, int tag, int *matched, struct ompi_message_t **message,
+                        struct ompi_status_public_t *status) {
+    return ompi_mtl_efa_mpi_error(
+        ompi_mtl_efa_improbe(mtl, comm, src, tag, matched, message, status));
+}
+#define MTL_EFA_SEND lost_send
+#define MTL_EFA_ISEND lost_isend
+#define MTL_EFA_IRECV lost_irecv
+#define MTL_EFA_IMRECV lost_imrecv
+#define MTL_EFA_IPROBE lost_iprobe
+#define MTL_EFA_IMPROBE lost_improbe
+#else
+#define MTL_EFA_SEND MTL_EFA_SEND_CALL
+#define MTL_EFA_ISEND MTL_EFA_ISEND_CALL
+#define MTL_EFA_IRECV MTL_EFA_IRECV_CALL
+#define MTL_EFA_IMRECV MTL_EFA_IMRECV_CALL
+#define MTL_EFA_IPROBE ompi_mtl_efa_iprobe
+#define MTL_EFA_IMPROBE ompi_mtl_efa_improbe
 #endif
 
 mca_mtl_efa_module_t ompi_mtl_efa = {
@@ -142,9 +195,9 @@ mca_mtl_efa_module_t ompi_mtl_efa = {
             .mtl_send = MTL_EFA_SEND,
             .mtl_isend = MTL_EFA_ISEND,
             .mtl_irecv = MTL_EFA_IRECV,
-            .mtl_iprobe = ompi_mtl_efa_iprobe,
+            .mtl_iprobe = MTL_EFA_IPROBE,
             .mtl_imrecv = MTL_EFA_IMRECV,
-            .mtl_improbe = ompi_mtl_efa_improbe,
+            .mtl_improbe = MTL_EFA_IMPROBE,
             .mtl_cancel = ompi_mtl_efa_cancel,
             .mtl_add_comm = ompi_mtl_efa_add_comm,
             .mtl_del_comm = ompi_mtl_efa_del_comm,

@@ -51,7 +51,7 @@ static void offer_done(efa_rdv_offer_t *o, int result) {
     /* (-FI_ECANCELED: this process ended it, withdrawn or failed; the
      * tagged message's completion carries any error of its own.) */
     if (result && -FI_ECANCELED != result && OMPI_SUCCESS == req->error) {
-        req->error = mca_common_efa_fi_to_opal(result);
+        req->error = ompi_mtl_efa_error(result);
         if (OMPI_SUCCESS == req->error) {
             req->error = OMPI_ERROR;
         }
@@ -90,7 +90,7 @@ int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t b
         req->mr = NULL;
         /* (-FI_EALREADY: an older message of this seq still unanswered;
          * this one goes the plain way) */
-        return -FI_EALREADY == rc ? OMPI_ERR_NOT_AVAILABLE : mca_common_efa_fi_to_opal(rc);
+        return -FI_EALREADY == rc ? OMPI_ERR_NOT_AVAILABLE : ompi_mtl_efa_error(rc);
     }
     return OMPI_SUCCESS;
 }
@@ -195,7 +195,7 @@ int ompi_mtl_efa_rdv_probed(struct ompi_communicator_t *comm, efa_ctx_t *ctx, ef
         }
     }
     if (rc) {
-        return mca_common_efa_fi_to_opal(rc);
+        return ompi_mtl_efa_error(rc);
     }
     cqe->len = len;
     return OMPI_SUCCESS;

@@ -40,7 +40,7 @@ static int send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag,
                                                   mtl_efa_comm_cid(comm), me, tag),
                                seq);
     if (ompi_mtl_efa.inject_size > 0) {
-        return mca_common_efa_rc(efa_ctx_tinject(ctx, NULL, 0, peer->addr[ci], bits, me));
+        return ompi_mtl_efa_rc(efa_ctx_tinject(ctx, NULL, 0, peer->addr[ci], bits, me));
     }
     mtl_efa_ack_send_t *ack = malloc(sizeof(*ack));
     if (OPAL_UNLIKELY(NULL == ack)) {
@@ -50,7 +50,7 @@ static int send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag,
     int rc = efa_ctx_tsend(ctx, NULL, 0, NULL, peer->addr[ci], bits, me, &ack->op);
     if (OPAL_UNLIKELY(rc)) {
         free(ack); /* never reached the provider */
-        return mca_common_efa_fi_to_opal(rc);
+        return ompi_mtl_efa_error(rc);
     }
     return OMPI_SUCCESS;
 }
@@ -89,7 +89,7 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     if (-FI_ECANCELED == cqe->err && req->any_lost) {
         /* Withdrawn as a member of its communicator was lost
          * (mtl_efa_any.c): an error, not a cancel. */
-        status->MPI_ERROR = mca_common_efa_fi_to_opal(req->any_lost);
+        status->MPI_ERROR = ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(req->any_lost));
         if (OMPI_SUCCESS == status->MPI_ERROR) {
             status->MPI_ERROR = OMPI_ERROR;
         }
@@ -112,7 +112,7 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
             status->MPI_ERROR = MPI_ERR_TRUNCATE;
             status->_ucount = req->length; /* what the buffer held */
         } else if (cqe->err) {
-            status->MPI_ERROR = mca_common_efa_fi_to_opal(cqe->err);
+            status->MPI_ERROR = ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(cqe->err));
             if (OMPI_SUCCESS == status->MPI_ERROR) {
                 status->MPI_ERROR = OMPI_ERROR;
             }
@@ -125,7 +125,7 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
             int rc = send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG,
                                    efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag));
             if (OPAL_UNLIKELY(OMPI_SUCCESS != rc) && OMPI_SUCCESS == status->MPI_ERROR) {
-                status->MPI_ERROR = rc;
+                status->MPI_ERROR = ompi_mtl_efa_mpi_error(rc);
             }
         }
         if (OPAL_UNLIKELY(failed)) {
@@ -199,6 +199,11 @@ static inline __opal_attribute_always_inline__ int recv_match(struct ompi_commun
     const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
     const bool any_src = MPI_ANY_SOURCE == src;
     const bool any_tag = MPI_ANY_TAG == tag;
+    /* Packed, such a tag would match another one's messages. */
+    if (OPAL_UNLIKELY(!efa_tag_codec_fits(codec, tag))) {
+        ompi_mtl_efa_tag_unfit(tag);
+        return OMPI_ERR_BAD_PARAM;
+    }
     *addr = FI_ADDR_UNSPEC;
     if (!any_src && !codec->source_in_tag) {
         efa_peer_t *peer = ompi_mtl_efa_peer(comm, src);
@@ -285,7 +290,7 @@ static int post_recv(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, 
     if (OPAL_UNLIKELY(rc) && ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_trecv", rc)) {
         return post_recv(req, addr, bits, ignore); /* (req->mr is a host one now, or none) */
     }
-    return mca_common_efa_rc(rc);
+    return ompi_mtl_efa_rc(rc);
 }
 
 int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int src,
@@ -374,7 +379,7 @@ static int post_claimed(mca_mtl_efa_claim_t *claim) {
         ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_trecvmsg(FI_CLAIM)", rc)) {
         return post_claimed(claim);
     }
-    return mca_common_efa_rc(rc);
+    return ompi_mtl_efa_rc(rc);
 }
 
 static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
@@ -422,7 +427,7 @@ static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_i
     claim->ctx = ompi_mtl_efa.ctxs[ci];
     rc = efa_ctx_tpeek(claim->ctx, addr, claim->tag, claim->ignore, claim_it, &claim->op);
     if (OPAL_UNLIKELY(rc)) {
-        return mca_common_efa_fi_to_opal(rc);
+        return ompi_mtl_efa_error(rc);
     }
     /* Every path moves meanwhile (see ompi_mtl_efa_send): a provider may
      * take its time to answer a peek. */
@@ -432,7 +437,7 @@ static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_i
     if (-FI_ENOMSG == claim->cqe.err) {
         return OMPI_ERR_NOT_FOUND;
     }
-    return claim->cqe.err ? mca_common_efa_fi_to_opal(claim->cqe.err) : OMPI_SUCCESS;
+    return claim->cqe.err ? ompi_mtl_efa_error(claim->cqe.err) : OMPI_SUCCESS;
 }
 
 int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm,

@@ -19,7 +19,7 @@ int ompi_mtl_efa_reg_buffer(mca_mtl_efa_request_t *req, void **desc) {
     uint64_t access = req->is_send ? FI_SEND : FI_RECV;
     req->mr = efa_core_mr_acquire(ompi_mtl_efa.core, req->buffer, req->length, access, &err);
     if (NULL == req->mr) {
-        return mca_common_efa_fi_to_opal(err);
+        return ompi_mtl_efa_error(err);
     }
     *desc = efa_mr_desc(req->mr);
     return OMPI_SUCCESS;

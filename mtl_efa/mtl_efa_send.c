@@ -42,7 +42,7 @@ static void send_finish_one(mca_mtl_efa_request_t *req) {
             req->super.ompi_req->req_status._cancelled = true;
             req->error = OMPI_SUCCESS;
         }
-        req->super.ompi_req->req_status.MPI_ERROR = req->error;
+        req->super.ompi_req->req_status.MPI_ERROR = ompi_mtl_efa_mpi_error(req->error);
     }
     req->super.completion_callback(&req->super);
 }
@@ -51,7 +51,7 @@ static void note_error(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
     /* A receiver that truncates the message is its own error; some
      * providers (tcp;ofi_rxm rendezvous) report it to the sender too. */
     if (cqe->err && -FI_ETRUNC != cqe->err && OMPI_SUCCESS == req->error) {
-        req->error = mca_common_efa_fi_to_opal(cqe->err);
+        req->error = ompi_mtl_efa_error(cqe->err);
         if (OMPI_SUCCESS == req->error) {
             req->error = OMPI_ERROR;
         }
@@ -296,12 +296,23 @@ void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req) {
     } /* else send_complete looks at 'cancelled' */
 }
 
+void ompi_mtl_efa_tag_unfit(int tag) {
+    static int said = 0;
+    if (0 == __atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+        mca_common_efa_show_help("help-mtl-efa.txt", "tag-does-not-fit", false,
+                                 opal_process_info.nodename, tag, (int)ompi_mtl_efa.codec.min_tag,
+                                 (int)ompi_mtl_efa.codec.max_tag,
+                                 efa_core_get_info(ompi_mtl_efa.core)->provider);
+    }
+}
+
 /* The peer a send to (comm, dest) with this tag goes to: OMPI_SUCCESS, or
  * why the send cannot be made (the tag does not fit the provider's tag
  * layout, the peer is unreachable). */
 static inline __opal_attribute_always_inline__ int send_peer(struct ompi_communicator_t *comm,
                                                              int dest, int tag, efa_peer_t **peer) {
     if (OPAL_UNLIKELY(!efa_tag_codec_fits(&ompi_mtl_efa.codec, tag))) {
+        ompi_mtl_efa_tag_unfit(tag);
         return OMPI_ERR_BAD_PARAM;
     }
     *peer = ompi_mtl_efa_peer(comm, dest);
@@ -333,7 +344,7 @@ static int post_message(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bit
     if (OPAL_UNLIKELY(rc) && ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_tsend", rc)) {
         return post_message(req, addr, bits); /* (req->mr is a host one now, or none) */
     }
-    return mca_common_efa_rc(rc);
+    return ompi_mtl_efa_rc(rc);
 }
 
 /* Post a send of an already packed buffer. */
@@ -412,7 +423,7 @@ static int start_send(mca_mtl_efa_request_t *req, struct ompi_communicator_t *co
             req->ack = NULL;
             ompi_mtl_efa_ack_unkeep(ack);
             free(ack);
-            return mca_common_efa_fi_to_opal(rc);
+            return ompi_mtl_efa_error(rc);
         }
     }
     uint64_t bits = efa_tag_codec_pack(codec, proto, cid, me, tag);
@@ -455,7 +466,7 @@ inject_send(struct ompi_communicator_t *comm, int dest, int tag, const void *buf
     }
     const int ci = ompi_mtl_efa_ctx_index(comm);
     const uint32_t me = (uint32_t)comm->c_my_rank;
-    return mca_common_efa_rc(efa_ctx_tinject(
+    return ompi_mtl_efa_rc(efa_ctx_tinject(
         ompi_mtl_efa.ctxs[ci], buf, len, peer->addr[ci],
         efa_tag_codec_pack(&ompi_mtl_efa.codec, EFA_PROTO_MSG, mtl_efa_comm_cid(comm), me, tag),
         me));

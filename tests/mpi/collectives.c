@@ -8,6 +8,13 @@
  *              expected result has a closed form), and an in-place int32 sum.
  *   alltoall:  MAXTOTAL/np bytes per peer at the largest size, each block
  *              keyed by (sender, receiver, size).
+ *   neighbors: MPI_Neighbor_allgather on a periodic ring (a 1-D cart), whose
+ *              tags Open MPI takes from far below the user's: it either
+ *              delivers both neighbours' values or fails with MPI_ERR_ARG
+ *              (mtl_efa through a provider without remote CQ data carries
+ *              24-bit tags and refuses it), and after it the user's own
+ *              messages on that communicator with tags 0 and 1 (what such
+ *              a tag cut to 24 bits would read as) reach their receives.
  *
  * Options: -s MAXTOTAL bytes per rank (default 16M).
  */
@@ -45,6 +52,41 @@ static void check_sum(const int64_t *v, size_t count, const char *what) {
     for (i = 0; i < count; i++)
         TU_ASSERT(v[i] == elem_sum(i), "%s: element %zu of %zu expected %" PRId64 " got %" PRId64,
                   what, i, count, elem_sum(i), v[i]);
+}
+
+/* The neighbors check (see the top); what the collective did. */
+static const char *neighbor_ring(void) {
+    MPI_Comm ring;
+    int dims[1] = {tu_size}, periods[1] = {1};
+    int left, right, got[2] = {-1, -1}, mine = 1000 + tu_rank, cls = MPI_SUCCESS;
+    const char *outcome = "delivered";
+
+    MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+    MPI_Comm_set_errhandler(ring, MPI_ERRORS_RETURN);
+    MPI_Cart_shift(ring, 0, 1, &left, &right);
+    int rc = MPI_Neighbor_allgather(&mine, 1, MPI_INT, got, 1, MPI_INT, ring);
+    if (rc == MPI_SUCCESS) {
+        TU_ASSERT(got[0] == 1000 + left && got[1] == 1000 + right,
+                  "neighbor allgather: got %d and %d, expected %d and %d", got[0], got[1],
+                  1000 + left, 1000 + right);
+    } else {
+        MPI_Error_class(rc, &cls);
+        TU_ASSERT(cls == MPI_ERR_ARG, "neighbor allgather failed with class %d, not MPI_ERR_ARG",
+                  cls);
+        outcome = "refused";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int tag = 0; tag < 2; tag++) {
+        int in = -1, out = 2000 + 10 * tu_rank + tag;
+        rc = MPI_Sendrecv(&out, 1, MPI_INT, right, tag, &in, 1, MPI_INT, left, tag, ring,
+                          MPI_STATUS_IGNORE);
+        TU_ASSERT(rc == MPI_SUCCESS, "tag %d after the neighbor collective: error %d", tag, rc);
+        TU_ASSERT(in == 2000 + 10 * left + tag,
+                  "tag %d after the neighbor collective: got %d, expected %d", tag, in,
+                  2000 + 10 * left + tag);
+    }
+    MPI_Comm_free(&ring);
+    return outcome;
 }
 
 int main(int argc, char **argv) {
@@ -138,8 +180,9 @@ int main(int argc, char **argv) {
 
     free(a);
     free(b);
+    const char *neighbors = neighbor_ring();
     tu_ok("np=%d roots=%d sizes=1..%zu bcast,reduce,allreduce,allreduce(in-place),alltoall "
-          "time=%.2fs",
-          tu_size, nr, max_total, MPI_Wtime() - t0);
+          "neighbors(%s) time=%.2fs",
+          tu_size, nr, max_total, neighbors, MPI_Wtime() - t0);
     return 0;
 }

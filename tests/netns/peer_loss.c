@@ -25,7 +25,14 @@
  *
  * MPI errors return (MPI_ERRORS_RETURN on the communicator and the
  * window): a survivor whose operation fails prints
- *   "peer_loss: rank R: OP with rank V failed T s after the last success: ..."
+ *   "peer_loss: rank R: OP with rank V failed T s after the last success: ...
+ *    [class C: a lost peer's]"
+ * where the class is what this Open MPI's point-to-point calls give for a
+ * lost peer (MPI_ERR_PROC_FAILED where mpi.h has it, Open MPI 5; else
+ * MPI_ERR_INTERN, 4.1's ob1's for an unreachable peer), or
+ *   "[class C: not a lost peer's (EXPECTED)]"
+ * which the runner fails for point-to-point calls under pml cm (mtl_efa
+ * says which error ended them).
  * and aborts the job, which is one of the two endings the runner accepts
  * (the other is Open MPI's runtime ending the job with a message that
  * names the peer).  A run that goes on for -t seconds without either
@@ -51,6 +58,37 @@
 
 static double last_ok;
 
+#ifdef MPI_ERR_PROC_FAILED
+#define PL_LOST_CLASS MPI_ERR_PROC_FAILED
+#define PL_LOST_CLASS_NAME "MPI_ERR_PROC_FAILED"
+#else
+#define PL_LOST_CLASS MPI_ERR_INTERN
+#define PL_LOST_CLASS_NAME "MPI_ERR_INTERN"
+#endif
+
+static const char *class_name(int cls) {
+    switch (cls) {
+    case MPI_ERR_INTERN:
+        return "MPI_ERR_INTERN";
+    case MPI_ERR_UNKNOWN:
+        return "MPI_ERR_UNKNOWN";
+    case MPI_ERR_OTHER:
+        return "MPI_ERR_OTHER";
+    case MPI_ERR_ARG:
+        return "MPI_ERR_ARG";
+    case MPI_ERR_TRUNCATE:
+        return "MPI_ERR_TRUNCATE";
+    case MPI_ERR_IN_STATUS:
+        return "MPI_ERR_IN_STATUS";
+#ifdef MPI_ERR_PROC_FAILED
+    case MPI_ERR_PROC_FAILED:
+        return "MPI_ERR_PROC_FAILED";
+#endif
+    default:
+        return "another";
+    }
+}
+
 static void check(int rc, const char *op, int peer) {
     char str[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -59,10 +97,14 @@ static void check(int rc, const char *op, int peer) {
         last_ok = MPI_Wtime();
         return;
     }
+    int cls = -1;
     if (MPI_Error_string(rc, str, &len) != MPI_SUCCESS)
         snprintf(str, sizeof(str), "error %d", rc);
-    printf("peer_loss: rank %d: %s with rank %d failed %.1f s after the last success: %s\n",
-           tu_rank, op, peer, MPI_Wtime() - last_ok, str);
+    MPI_Error_class(rc, &cls);
+    printf("peer_loss: rank %d: %s with rank %d failed %.1f s after the last success: %s "
+           "[class %s: %s]\n",
+           tu_rank, op, peer, MPI_Wtime() - last_ok, str, class_name(cls),
+           cls == PL_LOST_CLASS ? "a lost peer's" : "not a lost peer's (" PL_LOST_CLASS_NAME ")");
     fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, 3);
 }
