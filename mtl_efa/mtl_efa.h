@@ -233,10 +233,10 @@ typedef struct mca_mtl_efa_claim_t {
 /* The OMPI code for a provider's or the core's error.  Whatever the
  * provider called a failed path to the peer (efa_path_error.h: a reset
  * connection, the peer deadline's FI_ETIMEDOUT), it is OMPI_ERR_UNREACH
- * inside this MTL, so that every way of losing a peer ends the same. */
-static inline int ompi_mtl_efa_error(int fi_err) {
-    return efa_path_error(fi_err) ? OMPI_ERR_UNREACH : mca_common_efa_fi_to_opal(fi_err);
-}
+ * inside this MTL, so that every way of losing a peer ends the same.  Out
+ * of line (mtl_efa_module.c): only error paths call it, and inlined it
+ * would weigh on the hot functions around them. */
+int ompi_mtl_efa_error(int fi_err);
 
 static inline int ompi_mtl_efa_rc(int fi_err) {
     return OPAL_LIKELY(0 == fi_err) ? OMPI_SUCCESS : ompi_mtl_efa_error(fi_err);

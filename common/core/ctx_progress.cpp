@@ -4,6 +4,7 @@
 // backlogs hold.
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -197,19 +198,32 @@ __attribute__((noinline)) void dispatch_error(efa_ctx *ctx) {
     op->complete(op, &cqe);
 }
 
-inline uint64_t tag_of(const fi_cq_tagged_entry &e) {
-    return e.tag;
-}
-inline uint64_t tag_of(const fi_cq_data_entry &) {
-    return 0;
+// A queue without tags (a provider without FI_TAGGED: efa-direct) hands
+// back fi_cq_data_entry, a tagged entry less its tag: its n entries, read
+// into the front of the tagged array, are spread to the tagged stride with
+// a zero tag, from the last (each moves to where it or a later one was).
+// Out of line, and only where completions came: an empty poll of a tagged
+// queue pays nothing for it.
+__attribute__((noinline)) void widen_untagged(fi_cq_tagged_entry *entries, ssize_t n) {
+    static_assert(sizeof(fi_cq_data_entry) <= sizeof(fi_cq_tagged_entry));
+    auto *packed = reinterpret_cast<unsigned char *>(entries);
+    for (ssize_t i = n - 1; i >= 0; --i) {
+        fi_cq_data_entry e;
+        std::memcpy(&e, packed + static_cast<size_t>(i) * sizeof(e), sizeof(e));
+        fi_cq_tagged_entry t{};
+        t.op_context = e.op_context;
+        t.flags = e.flags;
+        t.len = e.len;
+        t.buf = e.buf;
+        t.data = e.data;
+        t.tag = 0;
+        entries[i] = t;
+    }
 }
 
-// Entry: the queue's format (efa::cq_format_for), whose entries have
-// different strides.
-template <typename Entry>
-__attribute__((always_inline)) inline int drain_entries(efa_ctx *ctx, int batch) {
+__attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
     // validate_params keeps batch within 1..kMaxProgressBatch (refused otherwise).
-    Entry entries[efa::ParamLimits::kMaxProgressBatch];
+    fi_cq_tagged_entry entries[efa::ParamLimits::kMaxProgressBatch];
     // With FI_SOURCE each completion comes with its sender's AV entry
     // (receives only; FI_ADDR_NOTAVAIL for a sender not in the AV), which
     // owners check claimed senders against (core_source.cpp).
@@ -218,6 +232,9 @@ __attribute__((always_inline)) inline int drain_entries(efa_ctx *ctx, int batch)
     ssize_t n = source ? fi_cq_readfrom(ctx->cq, entries, static_cast<size_t>(batch), srcs)
                        : fi_cq_read(ctx->cq, entries, static_cast<size_t>(batch));
     if (n > 0) {
+        if (__builtin_expect(!ctx->tagged_cq, 0)) {
+            widen_untagged(entries, n);
+        }
         efa::counts::add_to(ctx->completions, static_cast<uint64_t>(n), ctx->mt);
         for (ssize_t i = 0; i < n; ++i) {
             auto *op = static_cast<efa_op_t *>(entries[i].op_context);
@@ -238,7 +255,7 @@ __attribute__((always_inline)) inline int drain_entries(efa_ctx *ctx, int batch)
             }
             efa_cqe_t cqe{0,
                           entries[i].flags,
-                          tag_of(entries[i]),
+                          entries[i].tag,
                           entries[i].data,
                           entries[i].len,
                           0,
@@ -256,18 +273,6 @@ __attribute__((always_inline)) inline int drain_entries(efa_ctx *ctx, int batch)
     return 0;
 }
 
-// A queue without tags (a provider without FI_TAGGED: efa-direct).  Out of
-// line: the tagged drain stays what it was but for one predicted branch.
-__attribute__((noinline)) int drain_untagged(efa_ctx *ctx, int batch) {
-    return drain_entries<fi_cq_data_entry>(ctx, batch);
-}
-
-__attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
-    if (__builtin_expect(!ctx->tagged_cq, 0)) {
-        return drain_untagged(ctx, batch);
-    }
-    return drain_entries<fi_cq_tagged_entry>(ctx, batch);
-}
 
 // A relaxed load and store, not a locked increment: the count only paces
 // the deadline's checks (and the idle rails' polls).

@@ -182,7 +182,8 @@ struct EngineOnNode {
         if (!(c.channels & (1u << EFA_NODE_CHANNEL_ENGINE))) {
             return -FI_ENOENT;
         }
-        *card = efa_engine_card_t{c.cookie, c.local_rank, c.pid, c.cma_cookie_addr, c.cma_cookie};
+        *card =
+            efa_engine_card_t{c.cookie, c.local_rank, c.pid, c.cma_cookie_addr, c.cma_cookie, 0, 0};
         return 0;
     }
     ~EngineOnNode() {
