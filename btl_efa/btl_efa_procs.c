@@ -7,7 +7,11 @@
 #include "btl_efa_ring.h"
 #include "btl_efa_spread.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "opal/class/opal_bitmap.h"
+#include "opal/util/output.h"
 
 /* A peer that reaches this process through the provider only sends
  * unannounced (active messages into the receive pool): the core must poll
@@ -32,6 +36,44 @@ static void hold_net_interest(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t 
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
+/* A process on another host while the provider reaches this host alone
+ * (shm, chosen for a job on one node; spawn or connect brings processes of
+ * other hosts later): its fi_av_insert would succeed, and every send to it
+ * then wait for ever, holding back the context's ordered backlog for every
+ * peer.  Such a process is left unreachable here, so that ob1 takes
+ * another BTL for it; said at verbose level (not an error: others carry
+ * it).  The runtime's locality decides; a peer whose host name is this
+ * host's is kept (the runtime marks a process without locality
+ * information as remote).  A peer of this node costs one test. */
+static bool off_host(mca_btl_efa_module_t *btl, opal_proc_t *proc) {
+    if (OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags)) {
+        return false;
+    }
+    /* (asks libfabric once, at the first such peer) */
+    const char *prov = efa_core_host_only(btl->core);
+    if (NULL == prov) {
+        return false;
+    }
+    char *host = NULL;
+    int rc;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, EFA_PMIX_HOSTNAME, &proc->proc_name, &host, EFA_PMIX_STRING);
+    if (OPAL_SUCCESS != rc) {
+        host = NULL;
+    }
+    const bool away = NULL == host || NULL == opal_process_info.nodename ||
+                      0 != strcmp(host, opal_process_info.nodename);
+    if (away) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: %s on host %s not reachable: provider %s reaches this "
+                            "host (%s) alone; another BTL carries it",
+                            OPAL_NAME_PRINT(proc->proc_name),
+                            NULL != host ? host : "(unknown; another by the runtime)", prov,
+                            opal_process_info.nodename);
+    }
+    free(host);
+    return away;
+}
+
 int mca_btl_efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
                           struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **endpoints,
                           struct opal_bitmap_t *reachable) {
@@ -42,6 +84,10 @@ int mca_btl_efa_add_procs(struct mca_btl_base_module_t *base, size_t nprocs,
     mca_common_efa_report(btl->core);
     bool any = false;
     for (size_t i = 0; i < nprocs; ++i) {
+        if (off_host(btl, procs[i])) {
+            endpoints[i] = NULL;
+            continue;
+        }
         mca_btl_efa_endpoint_t *ep =
             mca_btl_efa_endpoint_by_name(btl, mca_btl_efa_name_key(&procs[i]->proc_name), procs[i]);
         endpoints[i] = ep;

@@ -120,6 +120,7 @@ int mca_common_efa_fi_to_opal(int fi_err) {
     case FI_EAGAIN:
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     case FI_ENOMEM:
+    case FI_ENOSPC: /* the address vector is full (efa_core_peer_get) */
         return OPAL_ERR_OUT_OF_RESOURCE;
     case FI_EINVAL:
         return OPAL_ERR_BAD_PARAM;

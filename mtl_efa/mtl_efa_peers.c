@@ -5,11 +5,57 @@
  */
 #include "mtl_efa.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 efa_peer_t *ompi_mtl_efa_peer_slow(struct ompi_proc_t *proc) {
     if (OMPI_SUCCESS != ompi_mtl_efa_add_procs(&ompi_mtl_efa.base, 1, &proc)) {
         return NULL;
     }
-    return (efa_peer_t *)proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+    /* add_procs published it (whichever thread's reference won). */
+    return (efa_peer_t *)__atomic_load_n(&proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL],
+                                         __ATOMIC_ACQUIRE);
+}
+
+/* A process on another host while the provider reaches this host alone
+ * (shm, chosen for a job on one node, and spawn or connect brings
+ * processes of other hosts later): its fi_av_insert succeeds, and every
+ * send to it then waits for ever, holding back the context's ordered
+ * backlog for every peer.  So it is refused before the insert, with the
+ * message.  The runtime's locality decides; a peer whose host name is this
+ * host's is kept (the runtime marks a process without locality
+ * information as remote).  A peer of this node costs one test; add_procs
+ * and first use only. */
+static int refuse_off_host(struct ompi_proc_t *proc) {
+    if (OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags)) {
+        return OMPI_SUCCESS;
+    }
+    /* (asks libfabric once, at the first such peer) */
+    const char *prov = efa_core_host_only(ompi_mtl_efa.core);
+    if (NULL == prov) {
+        return OMPI_SUCCESS;
+    }
+    char *host = NULL;
+    int rc;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, EFA_PMIX_HOSTNAME, &proc->super.proc_name, &host,
+                                   EFA_PMIX_STRING);
+    if (OPAL_SUCCESS != rc) {
+        host = NULL;
+    }
+    if (NULL != host && NULL != opal_process_info.nodename &&
+        0 == strcmp(host, opal_process_info.nodename)) {
+        free(host);
+        return OMPI_SUCCESS;
+    }
+    char pname[128];
+    snprintf(pname, sizeof(pname), "rank %u (%s)", (unsigned)proc->super.proc_name.vpid,
+             OPAL_NAME_PRINT(proc->super.proc_name));
+    mca_common_efa_show_help("help-common-efa.txt", "peer-off-host", false,
+                             opal_process_info.nodename, prov, pname,
+                             NULL != host ? host : "(unknown; another by the runtime)");
+    free(host);
+    return OMPI_ERR_UNREACH;
 }
 
 int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
@@ -21,8 +67,13 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
         efa_core_pin_rail0(ompi_mtl_efa.core, "mtl_efa's tagged messages (provider matching)");
     }
     for (size_t i = 0; i < nprocs; ++i) {
-        if (NULL != procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL]) {
+        if (NULL != __atomic_load_n(&procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL],
+                                    __ATOMIC_ACQUIRE)) {
             continue;
+        }
+        int rc = refuse_off_host(procs[i]);
+        if (OMPI_SUCCESS != rc) {
+            return rc;
         }
         if (ompi_mtl_efa.own_matching &&
             procs[i]->super.proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
@@ -32,7 +83,7 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
             efa_core_pin_rail0(ompi_mtl_efa.core,
                                "mtl_efa's tagged messages to another job's processes");
         }
-        int rc = ompi_mtl_efa_matching_check(procs[i]);
+        rc = ompi_mtl_efa_matching_check(procs[i]);
         if (OMPI_SUCCESS != rc) {
             return rc;
         }
@@ -41,7 +92,15 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
         if (NULL == peer) {
             return rc;
         }
-        procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = peer;
+        /* Two threads may add the same process at once (first use from
+         * several, MPI_THREAD_MULTIPLE): each holds a reference to the one
+         * peer; the first published stays, the other is given back (a
+         * plain store would drop one reference for good). */
+        void *none = NULL;
+        if (!__atomic_compare_exchange_n(&procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL],
+                                         &none, peer, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            efa_core_peer_put(ompi_mtl_efa.core, peer);
+        }
     }
     return OMPI_SUCCESS;
 }

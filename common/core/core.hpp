@@ -252,6 +252,10 @@ struct efa_core {
     using PeerMap = std::map<std::vector<uint8_t>, PeerEntry, AddrLess>;
     std::mutex peers_lock;
     PeerMap peers;
+    // Does the provider reach other hosts (efa_core_host_only)?  Asked of
+    // libfabric once, at the first peer that is not on this host.
+    enum : int { kHostUnknown = 0, kHostOthers = 1, kHostAlone = 2 };
+    std::atomic<int> host_only_state{kHostUnknown};
     // Reverse index, so that releasing a peer (del_procs, once per process
     // of the job) does not scan the whole table.
     std::unordered_map<efa_peer_t *, PeerMap::iterator> peer_index;

@@ -1,6 +1,7 @@
 // The peer table: a peer's blob turned into its addresses on every rail
 // (efa_core_peer_get), shared by the components by refcount, and given
 // back (efa_core_peer_put).
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -45,6 +46,63 @@ fi_addr_t put_peer(efa_core *core, efa_peer_t *peer) {
         core->peer_index.erase(idx);
     }
     return gone;
+}
+
+// The entries of 'addrs' that a failed fi_av_insert did write, removed
+// again (peers_lock held); how many were removed.  An entry another peer
+// owns stays: shm (libfabric 1.17) answers a name whose process it cannot
+// find with an entry it already holds ("addr already in AV"), and removing
+// that would take the other peer's address away.
+int remove_inserted(efa_core *core, const fi_addr_t *addrs, int count) {
+    std::vector<fi_addr_t> in;
+    for (int i = 0; i < count; ++i) {
+        if (addrs[i] != FI_ADDR_NOTAVAIL && !core->addr_owner.count(addrs[i]) &&
+            std::find(in.begin(), in.end(), addrs[i]) == in.end()) {
+            in.push_back(addrs[i]);
+        }
+    }
+    if (!in.empty()) {
+        const int rc = fi_av_remove(core->nic->av(), in.data(), in.size(), 0);
+        if (rc) {
+            core->rep.say(1, std::string("fi_av_remove of a peer's partly inserted addresses: ") +
+                                 fi_strerror(-rc));
+        }
+    }
+    return static_cast<int>(in.size());
+}
+
+// What bounds the address vector, for the message of a failed insert: the
+// core opens it without a size, so the provider's own bound holds, which
+// its domain's ep_cnt states (shm: 256, its peers at most).
+std::string av_limit(const efa_core *core) {
+    const fi_info *info = core->nic->info();
+    const size_t ep_cnt = info && info->domain_attr ? info->domain_attr->ep_cnt : 0;
+    const size_t nctx = static_cast<size_t>(core->nic->num_contexts());
+    std::string out = ep_cnt ? "the " + std::string(core->info.provider) + " domain's ep_cnt is " +
+                                   std::to_string(ep_cnt)
+                             : "the provider states none (domain ep_cnt 0)";
+    return out + "; " + std::to_string(core->peers.size()) + " peers hold " +
+           std::to_string(core->peers.size() * nctx) + " addresses (" + std::to_string(nctx) +
+           " each)";
+}
+
+// Does the provider of 'selected' reach processes of other hosts?  The
+// entry cannot say: libfabric (1.17 at least) echoes the FI_LOCAL_COMM and
+// FI_REMOTE_COMM that the hints asked for, so tcp;ofi_rxm on a real
+// interface came without either when neither was asked.  So the question
+// is put again, the same entry with FI_REMOTE_COMM, which is how
+// need_remote_comm keeps shm out at selection: shm answers -FI_ENODATA.
+// Any other failure says nothing, and refuses no peer.
+bool reaches_other_hosts(const fi_info *selected, uint32_t api_version) {
+    InfoPtr hints(fi_dupinfo(selected));
+    if (!hints) {
+        return true;
+    }
+    hints->caps |= FI_LOCAL_COMM | FI_REMOTE_COMM;
+    fi_info *found = nullptr;
+    const int rc = fi_getinfo(api_version, nullptr, nullptr, 0, hints.get(), &found);
+    InfoPtr owned(found);
+    return rc != -FI_ENODATA;
 }
 
 } // namespace
@@ -103,11 +161,30 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
     for (int r = 0; r < EFA_MAX_RAILS; ++r) {
         peer->rail_nic[r] = static_cast<uint8_t>(r < nrails && pairing[r] > 0 ? pairing[r] : 0);
     }
+    // Entries the provider leaves alone read as not inserted: one that
+    // fails the whole call need not write them.
+    for (int i = 0; i < nctx; ++i) {
+        peer->addr[i] = FI_ADDR_NOTAVAIL;
+    }
     int n = fi_av_insert(core->nic->av(), pb.nic_names(0), nctx, peer->addr, 0, nullptr);
     if (n != nctx) {
+        // A short count (shm's vector holds 256 addresses, and every peer
+        // takes one per context) leaves the entries that did go in: taken
+        // out again, else they hold their room in the vector for good.
+        const int written = static_cast<int>(std::count_if(
+            peer->addr, peer->addr + nctx, [](fi_addr_t a) { return a != FI_ADDR_NOTAVAIL; }));
+        const int removed = remove_inserted(core, peer->addr, nctx);
         free(peer);
-        core->rep.help("av-insert-failed", std::to_string(n), fi_strerror(n < 0 ? -n : FI_EOTHER));
-        *err = n < 0 ? n : -FI_EOTHER;
+        std::string inserted = std::to_string(n < 0 ? written : n) + " of " + std::to_string(nctx) +
+                               " addresses (one per context; common_efa_num_contexts)";
+        if (removed > 0) {
+            inserted += ", " + std::to_string(removed) + " removed again";
+        }
+        core->rep.help("av-insert-failed", inserted,
+                       n < 0 ? fi_strerror(-n)
+                             : "the provider inserted fewer addresses than asked, with no error",
+                       av_limit(core));
+        *err = n < 0 ? n : -FI_ENOSPC;
         return nullptr;
     }
     insert_peer_rails(core, peer, pb, pairing);
@@ -118,6 +195,23 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
         core->addr_owner[peer->addr[i]] = peer;
     }
     return peer;
+}
+
+const char *efa_core_host_only(efa_core_t *core) {
+    // A provider that libfabric admitted for remote peers (need_remote_comm
+    // asks for FI_REMOTE_COMM at selection) reaches them.
+    if (core->params.need_remote_comm) {
+        return nullptr;
+    }
+    int state = core->host_only_state.load(std::memory_order_acquire);
+    if (state == efa_core::kHostUnknown) {
+        // (Threads that ask at once may both put the question: the same answer.)
+        state = reaches_other_hosts(core->nic->info(), core->selection.api_version)
+                    ? efa_core::kHostOthers
+                    : efa_core::kHostAlone;
+        core->host_only_state.store(state, std::memory_order_release);
+    }
+    return state == efa_core::kHostAlone ? core->info.provider : nullptr;
 }
 
 void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {

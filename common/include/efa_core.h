@@ -356,6 +356,14 @@ int efa_core_local_blob(efa_core_t *core, const void **blob, size_t *len);
  * peer (the MTL and BTL share AV entries).  Refcounted. */
 efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, int *err);
 void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer);
+/* The provider's name where it reaches the processes of this host alone
+ * (it does not grant FI_REMOTE_COMM: libfabric's shm), else NULL.  Its
+ * fi_av_insert takes a process of another host all the same, and every
+ * send to that one then waits for ever: the owners check a peer's host
+ * (the runtime knows it) before efa_core_peer_get.  The first call where
+ * the job did not need remote peers at selection asks libfabric once
+ * (fi_getinfo): ask only for a peer that is not on this host. */
+const char *efa_core_host_only(efa_core_t *core);
 /* How messages name the peer ("rank 2 on host-3"); the glue knows it. */
 void efa_core_peer_set_name(efa_core_t *core, efa_peer_t *peer, const char *name);
 /* The process at addr can no longer be talked to correctly (a message of
