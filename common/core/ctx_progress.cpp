@@ -273,7 +273,6 @@ __attribute__((always_inline)) inline int drain(efa_ctx *ctx, int batch) {
     return 0;
 }
 
-
 // A relaxed load and store, not a locked increment: the count only paces
 // the deadline's checks (and the idle rails' polls).
 inline uint32_t bump(std::atomic<uint32_t> &c) {
