@@ -425,6 +425,10 @@ PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-p
     "$top/tests/netns/peer-loss.sh" -c cm-rxd,cm-own-rxm \
     partition-probe partition-probe-any 2>&1 | tee "$logdir/peer-loss-probe.log"
 add_counts "$logdir/peer-loss-probe.log" peer-loss-probe
+echo "== several hosts: a job of one host on shm spawns onto another (mtl_efa refuses the peer, btl_efa leaves it to tcp)"
+OFF_HOST_LOG_DIR=$logdir/off-host MPI_TEST_BIN_DIR=$build/tests/mpi \
+    "$top/tests/netns/off-host.sh" 2>&1 | tee "$logdir/off-host.log"
+add_counts "$logdir/off-host.log" off-host
 
 if [ -x "$top/bench/tests/run-bench-tests.sh" ]; then
     echo "== benchmark self-checks"
