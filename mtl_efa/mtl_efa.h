@@ -232,7 +232,7 @@ typedef struct mca_mtl_efa_claim_t {
 
 /* The OMPI code for a provider's or the core's error.  Whatever the
  * provider called a failed path to the peer (efa_path_error.h: a reset
- * connection, the peer deadline's FI_ETIMEDOUT), it is OMPI_ERR_UNREACH
+ * connection, the peer deadline's FI_ETIMEDOUT), it is MTL_EFA_ERR_LOST
  * inside this MTL, so that every way of losing a peer ends the same.  Out
  * of line (mtl_efa_module.c): only error paths call it, and inlined it
  * would weigh on the hot functions around them. */
@@ -246,7 +246,7 @@ static inline int ompi_mtl_efa_rc(int fi_err) {
  * call: a lost peer's class (MTL_EFA_ERR_PEER_LOST), the code itself
  * otherwise. */
 static inline int ompi_mtl_efa_mpi_error(int rc) {
-    return OPAL_UNLIKELY(OMPI_ERR_UNREACH == rc) ? MTL_EFA_ERR_PEER_LOST : rc;
+    return OPAL_UNLIKELY(MTL_EFA_ERR_LOST == rc) ? MTL_EFA_ERR_PEER_LOST : rc;
 }
 
 /* A communicator maps to the same context index on both sides.  One

@@ -39,9 +39,12 @@
 #define MTL_EFA_CONVERTOR_TEMP_ON_DEVICE(conv) (0 != opal_convertor_on_device(conv))
 /* 5.0's device support is its accelerator framework (the core's backend). */
 #define MTL_EFA_CONVERTOR_COPIES_CUDA 0
-/* The error class of an operation with a lost peer: 5.0's
- * MPI_ERR_PROC_FAILED, which its ob1 reports too and fault-tolerant (ULFM)
- * programs test for. */
+/* A lost peer: inside the MTL, a code no other failure gives (a peer
+ * that was never reachable is OMPI_ERR_UNREACH); to the program, 5.0's
+ * MPI_ERR_PROC_FAILED, the class fault-tolerant (ULFM) programs test for
+ * and 5.0's ob1 reports under ULFM.  The calls return it through the
+ * module's wrappers (mtl_efa_module.c). */
+#define MTL_EFA_ERR_LOST OPAL_ERR_COMM_FAILURE
 #define MTL_EFA_ERR_PEER_LOST MPI_ERR_PROC_FAILED
 #define MTL_EFA_PEER_LOST_IS_A_CLASS 1
 
@@ -56,9 +59,12 @@ static inline uint32_t mtl_efa_job_size(void) {
 #include "opal/threads/mutex.h"
 
 #define MTL_EFA_INIT_PARAMS bool enable_progress_threads, bool enable_mpi_threads
-/* 4.1 has no class for a failed process: OMPI_ERR_UNREACH, which its ob1
- * reports for an unreachable peer (the program sees MPI_ERR_INTERN). */
-#define MTL_EFA_ERR_PEER_LOST OMPI_ERR_UNREACH
+/* 4.1 has no class for a failed process: a lost peer is OMPI_ERR_UNREACH,
+ * as for its ob1 an unreachable peer, which a call returns as
+ * MPI_ERR_INTERN; a status holds MPI_ERR_INTERN itself (4.1 copies a
+ * status's code unconverted). */
+#define MTL_EFA_ERR_LOST OMPI_ERR_UNREACH
+#define MTL_EFA_ERR_PEER_LOST MPI_ERR_INTERN
 #define MTL_EFA_PEER_LOST_IS_A_CLASS 0
 /* 4.1's pml/cm asks nothing.  Built with CUDA, its convertor copies
  * receives and non-contiguous sends through the host, but hands a

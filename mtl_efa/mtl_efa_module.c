@@ -130,14 +130,14 @@ static int tsan_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor_
 #endif
 
 __opal_attribute_noinline__ int ompi_mtl_efa_error(int fi_err) {
-    return efa_path_error(fi_err) ? OMPI_ERR_UNREACH : mca_common_efa_fi_to_opal(fi_err);
+    return efa_path_error(fi_err) ? MTL_EFA_ERR_LOST : mca_common_efa_fi_to_opal(fi_err);
 }
 
 #if MTL_EFA_PEER_LOST_IS_A_CLASS
 /* A call that fails as its peer is lost returns the class a status would
- * hold (mtl_efa_compat.h's MTL_EFA_ERR_PEER_LOST), not OMPI_ERR_UNREACH,
- * which Open MPI would call an internal error.  (4.1's class is that code
- * itself: its calls need no step between.) */
+ * hold (mtl_efa_compat.h's MTL_EFA_ERR_PEER_LOST), not the MTL's inner
+ * code.  (4.1's inner code is OMPI_ERR_UNREACH, which Open MPI turns into
+ * that class itself: its calls need no step between.) */
 static int lost_send(struct mca_mtl_base_module_t *mtl, struct ompi_communicator_t *comm, int dest,
                      int tag, struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode) {
     return ompi_mtl_efa_mpi_error(MTL_EFA_SEND_CALL(mtl, comm, dest, tag, convertor, mode));

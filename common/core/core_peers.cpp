@@ -99,6 +99,15 @@ bool reaches_other_hosts(const fi_info *selected, uint32_t api_version) {
         return true;
     }
     hints->caps |= FI_LOCAL_COMM | FI_REMOTE_COMM;
+    // The copy names the fabric and domain objects the entry was found
+    // with, which libfabric 2.x's efa looks into and which another
+    // component may have closed since: by name only.
+    if (hints->fabric_attr) {
+        hints->fabric_attr->fabric = nullptr;
+    }
+    if (hints->domain_attr) {
+        hints->domain_attr->domain = nullptr;
+    }
     fi_info *found = nullptr;
     const int rc = fi_getinfo(api_version, nullptr, nullptr, 0, hints.get(), &found);
     InfoPtr owned(found);
@@ -185,6 +194,24 @@ efa_peer_t *efa_core_peer_get(efa_core_t *core, const void *blob, size_t len, in
                              : "the provider inserted fewer addresses than asked, with no error",
                        av_limit(core));
         *err = n < 0 ? n : -FI_ENOSPC;
+        return nullptr;
+    }
+    // An entry another peer owns, counted as inserted: shm (libfabric 1.17)
+    // answers a name whose process it cannot find with an entry it already
+    // gave, and the two peers would then take each other's messages.
+    for (int i = 0; i < nctx; ++i) {
+        const auto owner = core->addr_owner.find(peer->addr[i]);
+        if (owner == core->addr_owner.end()) {
+            continue;
+        }
+        const auto named = core->peer_names.find(owner->second);
+        const std::string whose = named != core->peer_names.end() && !named->second.empty()
+                                      ? named->second
+                                      : std::string("another peer");
+        remove_inserted(core, peer->addr, nctx); // (the owned one stays)
+        free(peer);
+        core->rep.help("av-entry-shared", core->info.provider, whose);
+        *err = -FI_EADDRINUSE;
         return nullptr;
     }
     insert_peer_rails(core, peer, pb, pairing);

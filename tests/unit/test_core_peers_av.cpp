@@ -9,7 +9,7 @@
 //    1.17's shm answers every name whose process it cannot find with one
 //    entry it already holds, "addr already in AV", so made-up peers do not
 //    fill it as real ones do.)  That answer is modelled too: an entry
-//    another peer owns is never removed.
+//    another peer owns is never removed, nor shared with the new peer.
 //  - efa_core_host_only: shm reaches this host alone, tcp does not.
 #include <gtest/gtest.h>
 
@@ -173,6 +173,42 @@ TEST(PeerAvInsert, AShortInsertLeavesAnotherPeersEntry) {
     EXPECT_NE(g_said[0].a1.find("1 of 2"), std::string::npos) << g_said[0].a1;
     EXPECT_EQ(g_said[0].a1.find("removed again"), std::string::npos) << g_said[0].a1;
     EXPECT_EQ(core->addr_owner.count(self->addr[0]), 1u);
+    efa_core_peer_put(core, self);
+    efa_core_release(core);
+}
+
+// An insert that counts every address in but answers with an entry
+// another peer owns (shm's answer to a name whose process it cannot find,
+// counted as inserted): the new peer is refused, since the two would take
+// each other's messages, and the owner keeps its entry.
+TEST(PeerAvInsert, AnEntryAnotherPeerOwnsIsNeverShared) {
+    constexpr int kContexts = 2;
+    efa_core_t *core = open_core("tcp;ofi_rxm", kContexts);
+    ASSERT_NE(core, nullptr);
+    const void *blob = nullptr;
+    size_t len = 0;
+    ASSERT_EQ(efa_core_local_blob(core, &blob, &len), 0);
+    int err = 0;
+    efa_peer_t *self = efa_core_peer_get(core, blob, len, &err);
+    ASSERT_NE(self, nullptr) << err;
+    efa_core_peer_set_name(core, self, "rank 7 on host here");
+    std::vector<uint32_t> ids = core->fabric_ids;
+    ids[0] ^= 1;
+    std::vector<uint8_t> other = efa::make_peer_blob(
+        kContexts, static_cast<uint16_t>(core->nic->addr_len()), core->nic->names(), ids);
+    fid_av *av = core->nic->av();
+    ShortAv::install(av, kContexts); // every address counted in
+    ShortAv::answer_with = self->addr[0];
+    g_said.clear();
+    EXPECT_EQ(efa_core_peer_get(core, other.data(), other.size(), &err), nullptr);
+    ShortAv::uninstall(av);
+    EXPECT_EQ(err, -FI_EADDRINUSE);
+    EXPECT_TRUE(ShortAv::removed.empty()) << "removed the entry of a peer that owns it";
+    ASSERT_EQ(g_said.size(), 1u);
+    EXPECT_EQ(g_said[0].topic, "av-entry-shared");
+    EXPECT_EQ(g_said[0].a2, "rank 7 on host here");
+    EXPECT_EQ(core->peers.size(), 1u);
+    EXPECT_EQ(core->addr_owner.at(self->addr[0]), self);
     efa_core_peer_put(core, self);
     efa_core_release(core);
 }
