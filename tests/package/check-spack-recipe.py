@@ -88,11 +88,18 @@ class FakeEnv:
         return lambda *args, **kwargs: self.calls.append((method, args))
 
 
+made = []
+
+
+def make_stub(*args, **kwargs):
+    made.append(args)
+
+
 def install_stub():
     package = types.ModuleType("spack.package")
     names = dict(
         AutotoolsPackage=AutotoolsPackage, when=when, join_path=os.path.join,
-        Executable=None, maintainers=_directive("maintainers"),
+        Executable=None, make=make_stub, maintainers=_directive("maintainers"),
         **{kind: _directive(kind) for kind in recorded})
     package.__dict__.update(names)
     package.__all__ = list(names)
@@ -162,6 +169,12 @@ def check_recipe(recipe):
     check("spack/run-environment component path, Open MPI in /usr",
           run_env(debian) == want_env, f"{run_env(debian)} != {want_env}")
     check_component_path_live(want_path)
+    # spack install --test: before the install, so the unit tests alone
+    # (the top-level make check needs the components installed).
+    made.clear()
+    pkg.check()
+    check("spack/check runs the unit tests, nothing installed needed",
+          made == [("-C", "tests/unit", "check")], f"{made}")
 
 
 def run_env(pkg):

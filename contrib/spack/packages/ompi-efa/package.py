@@ -66,6 +66,12 @@ class OmpiEfa(AutotoolsPackage):
             f"--with-ompi-component-dir={self.prefix.lib.openmpi}",
         ]
 
+    def check(self):
+        # spack install --test runs this before the install: the unit tests
+        # of the core, which need nothing installed.  (The top-level make
+        # check runs the MPI suites against the installed components.)
+        make("-C", "tests/unit", "check")
+
     def setup_run_environment(self, env):
         # Setting mca_base_component_path replaces Open MPI's default path,
         # so the value names that default first.  SYS_DEFAULT is Open MPI's
