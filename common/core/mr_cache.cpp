@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <mutex>
 #include <new>
+#include <vector>
 
 namespace efa {
 
@@ -110,19 +113,60 @@ void note_fork_child() {
     g_fork_child.store(true, std::memory_order_relaxed);
 }
 
+// The live caches, for the fork's prepare handler.
+std::mutex g_caches_lock;
+std::vector<MrCache *> g_caches;
+
+// Before a fork: where the process asked rdma-core for fork safety, every
+// registration's pages are MADV_DONTFORK (ibv_fork_init), absent in the
+// child; libfabric's efa then flushes its own registration cache, and the
+// idle entries of ours go too, so that the child finds the user's heap
+// pages around them (kernels before 5.13; from 5.13 pinned pages are
+// copied at fork and nothing is asked).
+void before_fork() {
+    if (!efa::fork_safety_requested()) {
+        return;
+    }
+    std::lock_guard<std::mutex> guard(g_caches_lock);
+    for (MrCache *c : g_caches) {
+        c->drop_idle();
+    }
+}
+
 void watch_forks() {
     static std::once_flag once;
-    std::call_once(once, [] { (void)pthread_atfork(nullptr, nullptr, note_fork_child); });
+    std::call_once(once, [] { (void)pthread_atfork(before_fork, nullptr, note_fork_child); });
 }
 } // namespace
+
+bool fork_safety_requested() {
+    for (const char *name : {"FI_EFA_FORK_SAFE", "RDMAV_FORK_SAFE", "IBV_FORK_SAFE"}) {
+        const char *v = getenv(name);
+        if (v && *v && std::strcmp(v, "0") != 0) {
+            return true;
+        }
+    }
+    return false;
+}
 
 MrCache::MrCache(MrBackend &backend, const MrCacheConfig &config)
     : backend_(backend), max_cached_(config.max_cached_entries), exact_access_(config.exact_access),
       reuse_(config.reuse), page_size_(config.align ? config.align : system_page_size()) {
     watch_forks();
+    std::lock_guard<std::mutex> guard(g_caches_lock);
+    g_caches.push_back(this);
+}
+
+void MrCache::drop_idle() {
+    Lock lock(*this);
+    trim_lru(lock.dead, 0);
 }
 
 MrCache::~MrCache() {
+    {
+        std::lock_guard<std::mutex> guard(g_caches_lock);
+        g_caches.erase(std::remove(g_caches.begin(), g_caches.end(), this), g_caches.end());
+    }
     Lock lock(*this);
     for (auto &[bits, map] : lookups_) {
         for (auto &[base, e] : map) {

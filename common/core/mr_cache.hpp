@@ -189,6 +189,10 @@ class MrCache {
     // registration.
     void apply_invalidations();
 
+    // Deregisters every idle entry (held ones stay): before a fork where the
+    // process asked for fork safety (fork_safety_requested).
+    void drop_idle();
+
     // Entries currently findable by acquire(), held or idle.
     size_t cached_entries() const;
     // Is this held entry findable by later acquires (false: stale, or registered alone because
@@ -256,5 +260,11 @@ class MrCache {
     size_t npending_ = 0;
     bool pending_overflow_ = false;
 };
+
+// Whether the process asked rdma-core for fork safety (FI_EFA_FORK_SAFE,
+// RDMAV_FORK_SAFE or IBV_FORK_SAFE set, and not 0): then registered pages
+// are absent in a fork's child, and every cache drops its idle entries
+// before a fork.
+bool fork_safety_requested();
 
 } // namespace efa

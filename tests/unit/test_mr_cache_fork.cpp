@@ -2,6 +2,8 @@
 // invalidated ranges as the parent's threads left it, its spin flag held
 // if one of them was queuing at that instant. The child's frees must not
 // wait on it (a Python dataloader worker freeing memory would hang).
+// And where the process asked rdma-core for fork safety (registered pages
+// absent in the child), the caches drop their idle entries before a fork.
 #include "mr_cache_fake_backend.hpp"
 
 #include <gtest/gtest.h>
@@ -10,6 +12,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace {
@@ -53,6 +57,71 @@ TEST_F(MrCacheTest, AForkChildsFreesNeverWaitOnTheParentsQueue) {
     cache.invalidate(mem.page(2), kPage);
     cache.release(e);
     EXPECT_EQ(backend.outstanding(), cache.cached_entries());
+}
+
+// The environment variable for the test's length only.
+class ForkSafeEnv {
+  public:
+    explicit ForkSafeEnv(const char *value) {
+        const char *old = getenv("RDMAV_FORK_SAFE");
+        had_ = old != nullptr;
+        if (had_) {
+            old_ = old;
+        }
+        if (value) {
+            setenv("RDMAV_FORK_SAFE", value, 1);
+        } else {
+            unsetenv("RDMAV_FORK_SAFE");
+        }
+    }
+    ~ForkSafeEnv() {
+        if (had_) {
+            setenv("RDMAV_FORK_SAFE", old_.c_str(), 1);
+        } else {
+            unsetenv("RDMAV_FORK_SAFE");
+        }
+    }
+
+  private:
+    bool had_ = false;
+    std::string old_;
+};
+
+void fork_and_wait() {
+    const pid_t pid = fork();
+    ASSERT_NE(-1, pid);
+    if (0 == pid) {
+        _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+}
+
+TEST_F(MrCacheTest, IdleEntriesGoBeforeAForkOnlyWhereForkSafetyWasAsked) {
+    MrCache cache(backend, 8);
+    MrEntry *idle = acquire(cache, mem.page(0), kPage, 0);
+    MrEntry *held = acquire(cache, mem.page(2), kPage, 0);
+    cache.release(idle);
+    ASSERT_EQ(2u, cache.cached_entries());
+    {
+        ForkSafeEnv env(nullptr); // (registered pages are copied at fork)
+        fork_and_wait();
+        EXPECT_EQ(2u, cache.cached_entries()) << "dropped without fork safety asked";
+    }
+    {
+        ForkSafeEnv env("0");
+        fork_and_wait();
+        EXPECT_EQ(2u, cache.cached_entries()) << "dropped with fork safety off";
+    }
+    {
+        ForkSafeEnv env("1");
+        const uint64_t before = backend.deregs();
+        fork_and_wait();
+        EXPECT_EQ(before + 1, backend.deregs()) << "the idle entry stayed registered";
+        EXPECT_EQ(1u, cache.cached_entries()); // the held one stays
+        EXPECT_TRUE(cache.findable(held));
+    }
+    cache.release(held);
 }
 
 } // namespace
