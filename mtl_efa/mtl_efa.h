@@ -234,7 +234,7 @@ typedef struct mca_mtl_efa_claim_t {
  * provider called a failed path to the peer (efa_path_error.h: a reset
  * connection, the peer deadline's FI_ETIMEDOUT), it is MTL_EFA_ERR_LOST
  * inside this MTL, so that every way of losing a peer ends the same.  Out
- * of line (mtl_efa_module.c): only error paths call it, and inlined it
+ * of line (mtl_efa_error.c): only error paths call it, and inlined it
  * would weigh on the hot functions around them. */
 int ompi_mtl_efa_error(int fi_err);
 

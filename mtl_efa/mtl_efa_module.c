@@ -129,10 +129,6 @@ static int tsan_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor_
 #define MTL_EFA_IMRECV_CALL ompi_mtl_efa_imrecv
 #endif
 
-__opal_attribute_noinline__ int ompi_mtl_efa_error(int fi_err) {
-    return efa_path_error(fi_err) ? MTL_EFA_ERR_LOST : mca_common_efa_fi_to_opal(fi_err);
-}
-
 #if MTL_EFA_PEER_LOST_IS_A_CLASS
 /* A call that fails as its peer is lost returns the class a status would
  * hold (mtl_efa_compat.h's MTL_EFA_ERR_PEER_LOST), not the MTL's inner

@@ -296,16 +296,6 @@ void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req) {
     } /* else send_complete looks at 'cancelled' */
 }
 
-void ompi_mtl_efa_tag_unfit(int tag) {
-    static int said = 0;
-    if (0 == __atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
-        mca_common_efa_show_help("help-mtl-efa.txt", "tag-does-not-fit", false,
-                                 opal_process_info.nodename, tag, (int)ompi_mtl_efa.codec.min_tag,
-                                 (int)ompi_mtl_efa.codec.max_tag,
-                                 efa_core_get_info(ompi_mtl_efa.core)->provider);
-    }
-}
-
 /* The peer a send to (comm, dest) with this tag goes to: OMPI_SUCCESS, or
  * why the send cannot be made (the tag does not fit the provider's tag
  * layout, the peer is unreachable). */

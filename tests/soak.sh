@@ -29,6 +29,8 @@
 # with both logs named.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=netns/common.sh
+. "$top/tests/netns/common.sh"
 # shellcheck source=netns/configs.sh
 . "$top/tests/netns/configs.sh"
 comp=${EFA_MCA_COMPONENT_PATH:-$top/_install/lib/openmpi}
@@ -57,15 +59,10 @@ finish() {
     [ $nfail -eq 0 ]
 }
 
-setup_rc=0
-reason=$("$top/tests/netns/setup.sh" "$hosts" 2>&1 >/dev/null) || setup_rc=$?
-if [ $setup_rc -ne 0 ]; then
-    # (77: no namespaces here; any other status: setup.sh itself failed)
-    setup_verdict=SKIP why_setup="no namespace hosts here"
-    [ $setup_rc -ne 77 ] && setup_verdict=FAIL why_setup="setup.sh failed with exit $setup_rc"
+if ! netns_make_hosts "$hosts"; then
     for c in ${configs//,/ }; do
-        echo "$setup_verdict soak $c ($why_setup: ${reason#setup.sh: })"
-        if [ $setup_verdict = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
+        echo "$NETNS_VERDICT soak $c ($NETNS_WHY)"
+        if [ "$NETNS_VERDICT" = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
     done
     finish
     exit

@@ -58,6 +58,31 @@ netns_pids_named() {
     return 0
 }
 
+# Every process left in this set's namespace hosts (a hung or killed job's
+# daemons and ranks), killed.
+netns_kill_all() {
+    local i pids
+    for i in $(netns_hosts); do
+        pids=$(ip netns pids "$(netns_name "$i")" 2>/dev/null)
+        # shellcheck disable=SC2086 # one word per process
+        [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+    done
+    return 0
+}
+
+# netns_make_hosts ARGS...: the hosts of setup.sh ARGS (beside this file).
+# 0 when made; else NETNS_VERDICT is SKIP (setup.sh exit 77: no namespaces
+# here) or FAIL (it failed otherwise, partway), NETNS_WHY what a runner
+# prints after each run's name, and the status is 1.
+netns_make_hosts() {
+    local rc=0 reason
+    reason=$("$(dirname "${BASH_SOURCE[0]}")/setup.sh" "$@" 2>&1 >/dev/null) || rc=$?
+    [ $rc -eq 0 ] && return 0
+    NETNS_VERDICT=SKIP NETNS_WHY="no namespace hosts here: ${reason#setup.sh: }"
+    [ $rc -ne 77 ] && NETNS_VERDICT=FAIL NETNS_WHY="setup.sh failed with exit $rc: ${reason#setup.sh: }"
+    return 1
+}
+
 # The links per host of the hosts that exist now (setup.sh's LINKS): the
 # ethK interfaces of the first host, set down or not; 0 when there is no
 # host.  Read from the namespaces themselves, so never stale.

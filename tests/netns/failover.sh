@@ -130,15 +130,10 @@ fail() {
     } | cut -c1-240 | sed 's/^/    | /'
 }
 
-setup_rc=0
-reason=$("$here/setup.sh" 2 3 1gbit 2>&1 >/dev/null) || setup_rc=$?
-if [ $setup_rc -ne 0 ]; then
-    # (77: no namespaces here; any other status: setup.sh itself failed)
-    setup_verdict=SKIP why_setup="no namespace hosts here"
-    [ $setup_rc -ne 77 ] && setup_verdict=FAIL why_setup="setup.sh failed with exit $setup_rc"
+if ! netns_make_hosts 2 3 1gbit; then
     for r in $runs; do
-        echo "$setup_verdict failover/$r ($why_setup: ${reason#setup.sh: })"
-        if [ $setup_verdict = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
+        echo "$NETNS_VERDICT failover/$r ($NETNS_WHY)"
+        if [ "$NETNS_VERDICT" = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
     done
     finish
     exit $?

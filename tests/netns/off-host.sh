@@ -41,15 +41,10 @@ finish() {
     echo "$npass passed, $nfail failed, $nskip skipped"
     [ $nfail -eq 0 ]
 }
-setup_rc=0
-reason=$("$here/setup.sh" 2 2>&1 >/dev/null) || setup_rc=$?
-if [ $setup_rc -ne 0 ]; then
-    # (77: no namespaces here; any other status: setup.sh itself failed)
-    verdict=SKIP why="no namespace hosts here"
-    [ $setup_rc -ne 77 ] && verdict=FAIL why="setup.sh failed with exit $setup_rc"
+if ! netns_make_hosts 2; then
     for c in $cases; do
-        echo "$verdict off_host-$c (${why}: ${reason#setup.sh: })"
-        if [ $verdict = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
+        echo "$NETNS_VERDICT off_host-$c ($NETNS_WHY)"
+        if [ "$NETNS_VERDICT" = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
     done
     finish
     exit
@@ -62,14 +57,6 @@ netns_args_out=$("$here/mpirun-args.sh" "$logdir" 1 2) ||
 mapfile -t netns_args <<<"$netns_args_out"
 pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-kill_leftovers() {
-    local i pids
-    for i in $(netns_hosts); do
-        pids=$(ip netns pids "$(netns_name "$i")")
-        [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
-    done
-}
 
 for c in $cases; do
     log=$logdir/off_host-$c.log
@@ -85,7 +72,7 @@ for c in $cases; do
         "${netns_args[@]}" "${args[@]}" -x MPI_TEST_TIMEOUT=0 "$bin" -w 1 >"$log" 2>&1
     rc=$?
     took=$(($(date +%s) - t0))
-    kill_leftovers
+    netns_kill_all
     if [ $c = cm ]; then
         # the refusal, naming the provider and the other host, and an end
         if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] &&

@@ -96,16 +96,11 @@ finish() {
     echo "$npass passed, $nfail failed, $nskip skipped"
     [ $nfail -eq 0 ]
 }
-setup_rc=0
-reason=$("$here/setup.sh" 3 2>&1 >/dev/null) || setup_rc=$?
-if [ $setup_rc -ne 0 ]; then
-    # (77: no namespaces here; any other status: setup.sh itself failed)
-    setup_verdict=SKIP why_setup="no namespace hosts here"
-    [ $setup_rc -ne 77 ] && setup_verdict=FAIL why_setup="setup.sh failed with exit $setup_rc"
+if ! netns_make_hosts 3; then
     for c in ${configs//,/ }; do
         for s in $scenarios; do
-            echo "$setup_verdict peer_loss-$s $c ($why_setup: ${reason#setup.sh: })"
-            if [ $setup_verdict = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
+            echo "$NETNS_VERDICT peer_loss-$s $c ($NETNS_WHY)"
+            if [ "$NETNS_VERDICT" = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
         done
     done
     finish
@@ -133,11 +128,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # Every process left in the namespaces (a hung job's daemons and ranks).
 kill_leftovers() {
-    local i pids
-    for i in $(netns_hosts); do
-        pids=$(ip netns pids "$(netns_name "$i")")
-        [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
-    done
+    netns_kill_all
     "$here/fault.sh" clear
 }
 

@@ -88,15 +88,10 @@ finish() {
 pass() { echo "PASS $1"; npass=$((npass + 1)); }
 fail() { echo "FAIL $1: $2"; nfail=$((nfail + 1)); }
 
-setup_rc=0
-reason=$("$here/setup.sh" 2 2 2>&1 >/dev/null) || setup_rc=$?
-if [ $setup_rc -ne 0 ]; then
-    # (77: no namespaces here; any other status: setup.sh itself failed)
-    setup_verdict=SKIP why_setup="no namespace hosts here"
-    [ $setup_rc -ne 77 ] && setup_verdict=FAIL why_setup="setup.sh failed with exit $setup_rc"
+if ! netns_make_hosts 2 2; then
     for r in $runs; do
-        echo "$setup_verdict $r ($why_setup: ${reason#setup.sh: })"
-        if [ $setup_verdict = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
+        echo "$NETNS_VERDICT $r ($NETNS_WHY)"
+        if [ "$NETNS_VERDICT" = SKIP ]; then nskip=$((nskip + 1)); else nfail=$((nfail + 1)); fi
     done
     finish
     exit
@@ -115,14 +110,7 @@ pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # Every process left in the namespaces (a job killed at its time limit).
-kill_leftovers() {
-    local i pids
-    for i in $(netns_hosts); do
-        pids=$(ip netns pids "$(netns_name "$i")")
-        # shellcheck disable=SC2086 # one word per process
-        [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
-    done
-}
+kill_leftovers() { netns_kill_all; }
 
 # job NAME CONFIG ARGS...: runs CONFIG (configs.sh) on both hosts with ARGS
 # (extra mpirun arguments, then the program) into $logdir/NAME.log, one
