@@ -144,37 +144,70 @@ TEST(PeerAvInsert, AShortInsertIsUndoneAndSaysHowManyOfHowMany) {
     efa_core_release(core);
 }
 
+// A core on tcp;ofi_rxm with its own peer entry (self), and the blob of
+// another process with the same names (another fabric id list), whose
+// insert the tests answer with self's entry as shm does.
+struct SelfAndOther {
+    static constexpr int kContexts = 2;
+    efa_core_t *core = nullptr;
+    efa_peer_t *self = nullptr;
+    std::vector<uint8_t> other;
+
+    ::testing::AssertionResult open() {
+        core = open_core("tcp;ofi_rxm", kContexts);
+        if (!core) {
+            return ::testing::AssertionFailure() << "no core";
+        }
+        const void *blob = nullptr;
+        size_t len = 0;
+        int err = efa_core_local_blob(core, &blob, &len);
+        if (err) {
+            return ::testing::AssertionFailure() << "efa_core_local_blob: " << err;
+        }
+        self = efa_core_peer_get(core, blob, len, &err);
+        if (!self) {
+            return ::testing::AssertionFailure() << "efa_core_peer_get: " << err;
+        }
+        std::vector<uint32_t> ids = core->fabric_ids;
+        ids[0] ^= 1;
+        other = efa::make_peer_blob(kContexts, static_cast<uint16_t>(core->nic->addr_len()),
+                                    core->nic->names(), ids);
+        return ::testing::AssertionSuccess();
+    }
+    // The other peer's insert, 'room' addresses counted in, each answered
+    // with self's entry; what efa_core_peer_get returned.
+    efa_peer_t *insert_other(size_t room, int *err) {
+        fid_av *av = core->nic->av();
+        ShortAv::install(av, room);
+        ShortAv::answer_with = self->addr[0];
+        g_said.clear();
+        efa_peer_t *p = efa_core_peer_get(core, other.data(), other.size(), err);
+        ShortAv::uninstall(av);
+        return p;
+    }
+    ~SelfAndOther() {
+        if (self) {
+            efa_core_peer_put(core, self);
+        }
+        if (core) {
+            efa_core_release(core);
+        }
+    }
+};
+
 // An insert that answers with an entry another peer owns (shm's answer
 // to a name whose process it cannot find) and then comes up short: that
 // entry is not removed, and the peer that owns it keeps it.
 TEST(PeerAvInsert, AShortInsertLeavesAnotherPeersEntry) {
-    constexpr int kContexts = 2;
-    efa_core_t *core = open_core("tcp;ofi_rxm", kContexts);
-    ASSERT_NE(core, nullptr);
-    const void *blob = nullptr;
-    size_t len = 0;
-    ASSERT_EQ(efa_core_local_blob(core, &blob, &len), 0);
+    SelfAndOther t;
+    ASSERT_TRUE(t.open());
     int err = 0;
-    efa_peer_t *self = efa_core_peer_get(core, blob, len, &err);
-    ASSERT_NE(self, nullptr) << err;
-    // Another process's blob: the same names, another fabric id list.
-    std::vector<uint32_t> ids = core->fabric_ids;
-    ids[0] ^= 1;
-    std::vector<uint8_t> other = efa::make_peer_blob(
-        kContexts, static_cast<uint16_t>(core->nic->addr_len()), core->nic->names(), ids);
-    fid_av *av = core->nic->av();
-    ShortAv::install(av, 1);
-    ShortAv::answer_with = self->addr[0];
-    g_said.clear();
-    EXPECT_EQ(efa_core_peer_get(core, other.data(), other.size(), &err), nullptr);
-    ShortAv::uninstall(av);
+    EXPECT_EQ(t.insert_other(1, &err), nullptr);
     EXPECT_TRUE(ShortAv::removed.empty()) << "removed the entry of a peer that owns it";
     ASSERT_EQ(g_said.size(), 1u);
     EXPECT_NE(g_said[0].a1.find("1 of 2"), std::string::npos) << g_said[0].a1;
     EXPECT_EQ(g_said[0].a1.find("removed again"), std::string::npos) << g_said[0].a1;
-    EXPECT_EQ(core->addr_owner.count(self->addr[0]), 1u);
-    efa_core_peer_put(core, self);
-    efa_core_release(core);
+    EXPECT_EQ(t.core->addr_owner.count(t.self->addr[0]), 1u);
 }
 
 // An insert that counts every address in but answers with an entry
@@ -182,35 +215,18 @@ TEST(PeerAvInsert, AShortInsertLeavesAnotherPeersEntry) {
 // counted as inserted): the new peer is refused, since the two would take
 // each other's messages, and the owner keeps its entry.
 TEST(PeerAvInsert, AnEntryAnotherPeerOwnsIsNeverShared) {
-    constexpr int kContexts = 2;
-    efa_core_t *core = open_core("tcp;ofi_rxm", kContexts);
-    ASSERT_NE(core, nullptr);
-    const void *blob = nullptr;
-    size_t len = 0;
-    ASSERT_EQ(efa_core_local_blob(core, &blob, &len), 0);
+    SelfAndOther t;
+    ASSERT_TRUE(t.open());
+    efa_core_peer_set_name(t.core, t.self, "rank 7 on host here");
     int err = 0;
-    efa_peer_t *self = efa_core_peer_get(core, blob, len, &err);
-    ASSERT_NE(self, nullptr) << err;
-    efa_core_peer_set_name(core, self, "rank 7 on host here");
-    std::vector<uint32_t> ids = core->fabric_ids;
-    ids[0] ^= 1;
-    std::vector<uint8_t> other = efa::make_peer_blob(
-        kContexts, static_cast<uint16_t>(core->nic->addr_len()), core->nic->names(), ids);
-    fid_av *av = core->nic->av();
-    ShortAv::install(av, kContexts); // every address counted in
-    ShortAv::answer_with = self->addr[0];
-    g_said.clear();
-    EXPECT_EQ(efa_core_peer_get(core, other.data(), other.size(), &err), nullptr);
-    ShortAv::uninstall(av);
+    EXPECT_EQ(t.insert_other(SelfAndOther::kContexts, &err), nullptr); // all counted in
     EXPECT_EQ(err, -FI_EADDRINUSE);
     EXPECT_TRUE(ShortAv::removed.empty()) << "removed the entry of a peer that owns it";
     ASSERT_EQ(g_said.size(), 1u);
     EXPECT_EQ(g_said[0].topic, "av-entry-shared");
     EXPECT_EQ(g_said[0].a2, "rank 7 on host here");
-    EXPECT_EQ(core->peers.size(), 1u);
-    EXPECT_EQ(core->addr_owner.at(self->addr[0]), self);
-    efa_core_peer_put(core, self);
-    efa_core_release(core);
+    EXPECT_EQ(t.core->peers.size(), 1u);
+    EXPECT_EQ(t.core->addr_owner.at(t.self->addr[0]), t.self);
 }
 
 // shm reaches the processes of this host alone, tcp;ofi_rxm others
