@@ -1,6 +1,7 @@
 #include "mr_cache.hpp"
 
 #include <pthread.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,7 +125,10 @@ std::vector<MrCache *> g_caches;
 // pages around them (kernels before 5.13; from 5.13 pinned pages are
 // copied at fork and nothing is asked).
 void before_fork() {
-    if (!efa::fork_safety_requested()) {
+    // A child forking again: its caches are its parent's, whose mutexes a
+    // parent thread may have held at the first fork (and it never uses
+    // them: note_fork_child).
+    if (g_fork_child.load(std::memory_order_relaxed) || !efa::fork_safety_requested()) {
         return;
     }
     std::lock_guard<std::mutex> guard(g_caches_lock);
@@ -140,9 +144,18 @@ void watch_forks() {
 } // namespace
 
 bool fork_safety_requested() {
-    for (const char *name : {"FI_EFA_FORK_SAFE", "RDMAV_FORK_SAFE", "IBV_FORK_SAFE"}) {
-        const char *v = getenv(name);
-        if (v && *v && std::strcmp(v, "0") != 0) {
+    // rdma-core (ibv_fork_init) and libfabric's efa take these two as set
+    // or not, whatever their value ("0" too).
+    if (getenv("RDMAV_FORK_SAFE") || getenv("IBV_FORK_SAFE")) {
+        return true;
+    }
+    // libfabric reads its own as a boolean.
+    const char *v = getenv("FI_EFA_FORK_SAFE");
+    if (!v) {
+        return false;
+    }
+    for (const char *yes : {"1", "yes", "true", "on"}) {
+        if (strcasecmp(v, yes) == 0) {
             return true;
         }
     }

@@ -261,10 +261,10 @@ class MrCache {
     bool pending_overflow_ = false;
 };
 
-// Whether the process asked rdma-core for fork safety (FI_EFA_FORK_SAFE,
-// RDMAV_FORK_SAFE or IBV_FORK_SAFE set, and not 0): then registered pages
-// are absent in a fork's child, and every cache drops its idle entries
-// before a fork.
+// Whether the process asked for fork safety as rdma-core and libfabric's
+// efa read it (RDMAV_FORK_SAFE or IBV_FORK_SAFE set, whatever its value;
+// FI_EFA_FORK_SAFE true): then registered pages are absent in a fork's
+// child, and every cache drops its idle entries before a fork.
 bool fork_safety_requested();
 
 } // namespace efa

@@ -15,6 +15,9 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
+#include <utility>
+#include <optional>
 
 namespace {
 
@@ -59,32 +62,34 @@ TEST_F(MrCacheTest, AForkChildsFreesNeverWaitOnTheParentsQueue) {
     EXPECT_EQ(backend.outstanding(), cache.cached_entries());
 }
 
-// The environment variable for the test's length only.
+// The fork-safety variables for the test's length only: the one named
+// set to 'value', the others unset (a host may have any of them set).
 class ForkSafeEnv {
   public:
-    explicit ForkSafeEnv(const char *value) {
-        const char *old = getenv("RDMAV_FORK_SAFE");
-        had_ = old != nullptr;
-        if (had_) {
-            old_ = old;
+    ForkSafeEnv(const char *name, const char *value) {
+        for (const char *n : kNames) {
+            const char *old = getenv(n);
+            saved_.emplace_back(n, old ? std::optional<std::string>(old) : std::nullopt);
+            unsetenv(n);
         }
-        if (value) {
-            setenv("RDMAV_FORK_SAFE", value, 1);
-        } else {
-            unsetenv("RDMAV_FORK_SAFE");
+        if (name) {
+            setenv(name, value, 1);
         }
     }
     ~ForkSafeEnv() {
-        if (had_) {
-            setenv("RDMAV_FORK_SAFE", old_.c_str(), 1);
-        } else {
-            unsetenv("RDMAV_FORK_SAFE");
+        for (const auto &[n, old] : saved_) {
+            if (old) {
+                setenv(n, old->c_str(), 1);
+            } else {
+                unsetenv(n);
+            }
         }
     }
 
   private:
-    bool had_ = false;
-    std::string old_;
+    static constexpr const char *kNames[] = {"FI_EFA_FORK_SAFE", "RDMAV_FORK_SAFE",
+                                             "IBV_FORK_SAFE"};
+    std::vector<std::pair<const char *, std::optional<std::string>>> saved_;
 };
 
 void fork_and_wait() {
@@ -99,29 +104,64 @@ void fork_and_wait() {
 
 TEST_F(MrCacheTest, IdleEntriesGoBeforeAForkOnlyWhereForkSafetyWasAsked) {
     MrCache cache(backend, 8);
-    MrEntry *idle = acquire(cache, mem.page(0), kPage, 0);
     MrEntry *held = acquire(cache, mem.page(2), kPage, 0);
-    cache.release(idle);
-    ASSERT_EQ(2u, cache.cached_entries());
-    {
-        ForkSafeEnv env(nullptr); // (registered pages are copied at fork)
+    // Not asked: none set (pages are copied at fork), or libfabric's own
+    // variable false.
+    for (const char *off : {"", "0", "no", "off"}) {
+        ForkSafeEnv env(*off ? "FI_EFA_FORK_SAFE" : nullptr, off);
+        cache.release(acquire(cache, mem.page(0), kPage, 0)); // one idle entry
         fork_and_wait();
-        EXPECT_EQ(2u, cache.cached_entries()) << "dropped without fork safety asked";
+        EXPECT_EQ(2u, cache.cached_entries()) << "dropped with FI_EFA_FORK_SAFE '" << off << "'";
     }
-    {
-        ForkSafeEnv env("0");
-        fork_and_wait();
-        EXPECT_EQ(2u, cache.cached_entries()) << "dropped with fork safety off";
-    }
-    {
-        ForkSafeEnv env("1");
+    // Asked: rdma-core's variables set, whatever their value, or
+    // libfabric's true.
+    const std::pair<const char *, const char *> on[] = {{"RDMAV_FORK_SAFE", "1"},
+                                                        {"RDMAV_FORK_SAFE", "0"},
+                                                        {"IBV_FORK_SAFE", ""},
+                                                        {"FI_EFA_FORK_SAFE", "1"},
+                                                        {"FI_EFA_FORK_SAFE", "yes"}};
+    for (const auto &[name, value] : on) {
+        ForkSafeEnv env(name, value);
+        cache.release(acquire(cache, mem.page(0), kPage, 0)); // idle again
+        ASSERT_EQ(2u, cache.cached_entries());
         const uint64_t before = backend.deregs();
         fork_and_wait();
-        EXPECT_EQ(before + 1, backend.deregs()) << "the idle entry stayed registered";
+        EXPECT_EQ(before + 1, backend.deregs())
+            << name << "=" << value << ": the idle entry stayed registered";
         EXPECT_EQ(1u, cache.cached_entries()); // the held one stays
         EXPECT_TRUE(cache.findable(held));
     }
     cache.release(held);
+}
+
+// A child that forks again drops nothing: its caches are its parent's,
+// whose mutexes a parent thread may have held at the first fork.
+TEST_F(MrCacheTest, AForkChildForkingAgainLeavesItsParentsCachesAlone) {
+    MrCache cache(backend, 8);
+    ForkSafeEnv env("RDMAV_FORK_SAFE", "1");
+    const pid_t pid = fork();
+    ASSERT_NE(-1, pid);
+    if (0 == pid) {
+        alarm(5);
+        MrEntry *e = nullptr;
+        int err = 0;
+        e = cache.acquire(mem.page(0), kPage, 0, &err);
+        if (!e) {
+            _exit(2);
+        }
+        cache.release(e); // idle in the child's copy
+        const pid_t grandchild = fork();
+        if (0 == grandchild) {
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(grandchild, &status, 0);
+        _exit(1u == cache.cached_entries() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    ASSERT_TRUE(WIFEXITED(status)) << "the child hung or died";
+    EXPECT_EQ(0, WEXITSTATUS(status)) << "the child dropped its parent's entries at its own fork";
 }
 
 } // namespace
