@@ -114,9 +114,11 @@ void note_fork_child() {
     g_fork_child.store(true, std::memory_order_relaxed);
 }
 
-// The live caches, for the fork's prepare handler.
-std::mutex g_caches_lock;
-std::vector<MrCache *> g_caches;
+// The live caches, for the fork's prepare handler. Never destroyed: a cache
+// may outlive the library's static objects (a core kept for exit, a program
+// that leaves without MPI_Finalize), and its destructor still unlists it.
+std::mutex &g_caches_lock = *new std::mutex;
+std::vector<MrCache *> &g_caches = *new std::vector<MrCache *>;
 
 // Before a fork: where the process asked rdma-core for fork safety, every
 // registration's pages are MADV_DONTFORK (ibv_fork_init), absent in the
