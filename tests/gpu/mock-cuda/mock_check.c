@@ -5,7 +5,8 @@
  * legacy handle, SYNC_MEMOPS refused, one buffer to copies when side by
  * side) exported as file descriptors, and
  * host pointers unknown to cuPointerGetAttributes without an error, and
- * host memory pinned once, only by a thread with a current context.
+ * allocations, copies and host memory pinned (once) only by a thread with
+ * a current context.
  * Prints "ok mock_check" and exits 0, or names the first failure. */
 #include <cuda.h>
 #include <signal.h>
@@ -70,10 +71,19 @@ int main(void) {
     static char host[N], back[N];
     memset(host, 0x5a, N);
     CUdeviceptr d = 0;
+    CHECK(CUDA_ERROR_INVALID_CONTEXT == cuMemAlloc(&d, N), "cuMemAlloc without a current context");
+    CUcontext primary = NULL;
+    CHECK(CUDA_SUCCESS == cuDevicePrimaryCtxRetain(&primary, 0) &&
+              CUDA_SUCCESS == cuCtxSetCurrent(primary),
+          "the primary context made current");
     CHECK(CUDA_SUCCESS == cuMemAlloc(&d, N), "cuMemAlloc");
     CHECK(CUDA_SUCCESS == cuMemcpyHtoD(d, host, N) && CUDA_SUCCESS == cuMemcpyDtoH(back, d, N) &&
               0 == memcmp(host, back, N),
           "a copy to the device and back");
+    CHECK(CUDA_SUCCESS == cuCtxSetCurrent(NULL) &&
+              CUDA_ERROR_INVALID_CONTEXT == cuMemcpyDtoH(back, d, N) &&
+              CUDA_SUCCESS == cuCtxSetCurrent(primary),
+          "a copy without a current context was not refused");
     const int st = in_child(touch, (void *)d);
     CHECK(WIFSIGNALED(st) && SIGSEGV == WTERMSIG(st),
           "the CPU's load of device memory did not fault");
@@ -148,11 +158,10 @@ int main(void) {
               CUDA_SUCCESS == cuMemRelease(p1) && CUDA_SUCCESS == cuMemAddressFree(va, 2 * g) &&
               CUDA_SUCCESS == cuMemFree(d),
           "freeing");
-    /* Pinning host memory needs a current context, once per range. */
-    CUcontext primary = NULL;
+    /* Copies and pinning host memory need a current context; pinning once per range. */
+    CHECK(CUDA_SUCCESS == cuCtxSetCurrent(NULL), "no context current");
     CHECK(CUDA_SUCCESS != cuMemHostRegister(host, N, 0), "host memory pinned without a context");
-    CHECK(CUDA_SUCCESS == cuDevicePrimaryCtxRetain(&primary, 0) &&
-              CUDA_SUCCESS == cuCtxSetCurrent(primary) &&
+    CHECK(CUDA_SUCCESS == cuCtxSetCurrent(primary) &&
               CUDA_SUCCESS == cuMemHostRegister(host, N, 0) &&
               CUDA_SUCCESS != cuMemHostRegister(host, N, 0) &&
               CUDA_SUCCESS == cuMemHostUnregister(host) &&

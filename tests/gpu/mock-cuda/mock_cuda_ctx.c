@@ -167,6 +167,9 @@ struct mock_handle {
 
 CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
     (void)flags;
+    if (!t_current) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
     *s = (CUstream)calloc(1, sizeof(struct mock_handle));
     return CUDA_SUCCESS;
 }
@@ -183,6 +186,9 @@ CUresult cuStreamSynchronize(CUstream s) {
 
 CUresult cuEventCreate(CUevent *e, unsigned int flags) {
     (void)flags;
+    if (!t_current) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
     *e = (CUevent)calloc(1, sizeof(struct mock_handle));
     return CUDA_SUCCESS;
 }

@@ -182,7 +182,19 @@ CUcontext mock_ctx(void) {
     return (CUcontext)&g_ctx_anchor;
 }
 
+/* The driver's allocations, copies, sets and IPC opens work in the
+ * calling thread's current context and fail without one (a progress or
+ * completion thread that never made one current). Pointer queries do not
+ * need one. */
+#define NEED_CONTEXT()                                                                             \
+    do {                                                                                           \
+        if (!mock_ctx_current()) {                                                                 \
+            return CUDA_ERROR_INVALID_CONTEXT;                                                     \
+        }                                                                                          \
+    } while (0)
+
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+    NEED_CONTEXT();
     if (!dptr || 0 == bytesize) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -196,6 +208,7 @@ CUresult cuMemFree(CUdeviceptr dptr) {
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
     (void)s;
+    NEED_CONTEXT();
     if (!dptr || 0 == bytesize) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -264,7 +277,9 @@ CUresult cuMemHostUnregister(void *p) {
 }
 
 #define COPY_OR_FAIL(d, s, n)                                                                      \
-    (0 == mock_copy((uintptr_t)(d), (uintptr_t)(s), (n)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE)
+    (!mock_ctx_current()                                    ? CUDA_ERROR_INVALID_CONTEXT             \
+     : 0 == mock_copy((uintptr_t)(d), (uintptr_t)(s), (n)) ? CUDA_SUCCESS                           \
+                                                            : CUDA_ERROR_INVALID_VALUE)
 CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) {
     return COPY_OR_FAIL(d, s, n);
 }
@@ -294,6 +309,7 @@ CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, CUstream st) {
     return COPY_OR_FAIL(d, s, n);
 }
 CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
+    NEED_CONTEXT();
     return 0 == mock_set(d, v, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st) {
@@ -470,6 +486,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
 
 CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned int flags) {
     (void)flags;
+    NEED_CONTEXT();
     struct mock_ipc m;
     memcpy(&m, h.reserved, sizeof(m));
     if (m.magic != MOCK_IPC_MAGIC) {
