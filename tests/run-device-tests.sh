@@ -473,6 +473,23 @@ for v in "tcp:" "tcp-provider:--mca btl_efa_onnode_channel none" \
     verdict "window-$name" $ok "exit $RC: a window in device memory was not carried, or not said"
 done
 
+# A rank's operations on its own device window: osc/rdma hands them to
+# btl_efa only in a job over several nodes (4 ranks on 2 pretend nodes),
+# whose own-rank path must use the device's copy; the fake faults on any
+# CPU touch.
+pn=$(mktemp -d)
+mapfile -t apart < <(bash "$(dirname "$0")/pretend-nodes.sh" "$pn" 2)
+OUT=$(timeout 90 mpirun -np 4 --oversubscribe --bind-to none "${apart[@]}" \
+    --mca mca_base_component_path "$path" --mca pml ob1 --mca btl efa,self --mca osc rdma \
+    --mca common_efa_provider_include tcp --mca common_efa_debug_fake_device 1 \
+    --mca common_efa_verbose 1 "$prog" -w -o 2>&1)
+RC=$?
+rm -rf "$pn"
+ok=0
+[ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory.*; its own window over device memory" <<<"$OUT" &&
+    grep -q "btl:efa: an atomic on device memory .* refused" <<<"$OUT" && ok=1
+verdict window-own-rank-nodes $ok "exit $RC: a rank's operations on its own device window were not carried"
+
 # (whichever this node has: Open MPI's accelerator taken, or why not)
 run "${cm[@]}" --mca common_efa_verbose 1 --mca mtl_efa_device_buffers own "$bindir/pingpong" -s 4K -i 2
 ok=0

@@ -31,8 +31,10 @@
  * them, while ANY_SOURCE receives also watch the rings); -w:
  * instead of all that, under osc/rdma + btl_efa, a window over host memory
  * reached from device buffers, then a window over device memory: puts and
- * gets of it, an atomic (tests/run-device-tests.sh); -m MIN: with -w, only
- * the sizes from MIN (a first operation large enough to go in pieces).
+ * gets of it, atomics (tests/run-device-tests.sh); -m MIN: with -w, only
+ * the sizes from MIN (a first operation large enough to go in pieces); -o:
+ * with -w, each rank's operations on its own device window too (a job over
+ * several nodes: tests/pretend-nodes.sh).
  */
 #define _GNU_SOURCE
 #include "test_util.h"
@@ -269,16 +271,84 @@ static void cancel_recv(void) {
     dev_free(d);
 }
 
+/* The words of window_device's atomics, from OFF in the window. */
+enum { W_FOP, W_ACC, W_CAS, W_GACC, W_FOP32 };
+
+static int64_t device_word(const void *wd, size_t off, int which) {
+    int64_t v = 0;
+    const size_t size = W_FOP32 == which ? sizeof(int32_t) : sizeof(int64_t);
+    TU_ASSERT(0 == dev->copy(&v, (const char *)wd + off + 8 * (size_t)which, size),
+              "fake copy failed");
+    return W_FOP32 == which ? (int64_t)(int32_t)v : v;
+}
+
+/* Five atomics on the words at OFF of the partner's device window (the
+ * even rank of the pair issues them), each refused by btl_efa and done by
+ * osc/rdma with a get and a put: what they fetch, and what the words hold
+ * after them (read by the owner with the fake's copy). */
+static void window_device_atomics(MPI_Win win, void *wd, size_t off, int peer, int even) {
+    const int64_t word = 1234, one = 1, swap = 77;
+    const int32_t word32 = -5, two32 = 2;
+    if (!even) {
+        const int64_t init[4] = {word, word, word, word};
+        TU_ASSERT(0 == dev->copy((char *)wd + off, init, sizeof(init)) &&
+                      0 == dev->copy((char *)wd + off + 8 * W_FOP32, &word32, sizeof(word32)),
+                  "fake copy failed");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (even) {
+        int64_t old = 0, cas_old = 0, gacc_old = 0;
+        int32_t old32 = 0;
+        const MPI_Aint at = (MPI_Aint)off;
+        MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
+        int rc = MPI_Fetch_and_op(&one, &old, MPI_INT64_T, peer, at + 8 * W_FOP, MPI_SUM, win);
+        TU_ASSERT(MPI_SUCCESS == rc, "MPI_Fetch_and_op on a device window failed (%d)", rc);
+        rc = MPI_Accumulate(&one, 1, MPI_INT64_T, peer, at + 8 * W_ACC, 1, MPI_INT64_T, MPI_SUM,
+                            win);
+        TU_ASSERT(MPI_SUCCESS == rc, "MPI_Accumulate on a device window failed (%d)", rc);
+        rc = MPI_Compare_and_swap(&swap, &word, &cas_old, MPI_INT64_T, peer, at + 8 * W_CAS, win);
+        TU_ASSERT(MPI_SUCCESS == rc, "MPI_Compare_and_swap on a device window failed (%d)", rc);
+        rc = MPI_Get_accumulate(&one, 1, MPI_INT64_T, &gacc_old, 1, MPI_INT64_T, peer,
+                                at + 8 * W_GACC, 1, MPI_INT64_T, MPI_SUM, win);
+        TU_ASSERT(MPI_SUCCESS == rc, "MPI_Get_accumulate on a device window failed (%d)", rc);
+        rc = MPI_Fetch_and_op(&two32, &old32, MPI_INT32_T, peer, at + 8 * W_FOP32, MPI_SUM, win);
+        TU_ASSERT(MPI_SUCCESS == rc, "32-bit MPI_Fetch_and_op on a device window failed (%d)", rc);
+        MPI_Win_unlock(peer, win);
+        TU_ASSERT(word == old, "MPI_Fetch_and_op on a device window fetched %lld, not %lld",
+                  (long long)old, (long long)word);
+        TU_ASSERT(word == cas_old, "MPI_Compare_and_swap on a device window fetched %lld, not %lld",
+                  (long long)cas_old, (long long)word);
+        TU_ASSERT(word == gacc_old, "MPI_Get_accumulate on a device window fetched %lld, not %lld",
+                  (long long)gacc_old, (long long)word);
+        TU_ASSERT(word32 == old32, "32-bit MPI_Fetch_and_op on a device window fetched %d, not %d",
+                  (int)old32, (int)word32);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (!even) {
+        static const char *const names[] = {"MPI_Fetch_and_op", "MPI_Accumulate",
+                                            "MPI_Compare_and_swap", "MPI_Get_accumulate",
+                                            "32-bit MPI_Fetch_and_op"};
+        const int64_t want[] = {word + one, word + one, swap, word + one, word32 + two32};
+        for (int w = W_FOP; w <= W_FOP32; ++w) {
+            const int64_t now = device_word(wd, off, w);
+            TU_ASSERT(want[w] == now, "after %s the device window holds %lld, not %lld", names[w],
+                      (long long)now, (long long)want[w]);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* -w: a window (MPI_Win_create) over device memory, under osc/rdma +
  * btl_efa.  For each size, the even rank of a pair puts into its partner's
  * window from a host buffer and from a device buffer, then gets both back,
  * into a device buffer and into a host buffer; the partner then reads its
  * window with the fake's copy.  Any path that touched the window or a
  * device buffer with the CPU or the kernel (the rings' copies, the single
- * copy) would crash the job.  Then an atomic on the window: btl_efa
- * refuses it (no CPU atomic on device memory), and osc/rdma does it under
- * its lock with a get and a put through btl_efa: the old value comes back
- * and the word holds the sum. */
+ * copy) would crash the job.  Then atomics on the window (fetch-and-op,
+ * accumulate, compare-and-swap, get-accumulate; 64 and 32 bits): btl_efa
+ * refuses each (no CPU atomic on device memory), and osc/rdma does it
+ * under its lock with a get and a put through btl_efa: the old values come
+ * back and the words hold the results. */
 static void window_device(int peer) {
     static const size_t sizes[] = {1, 100, 4096, 8193, 65536, 1u << 20};
     const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
@@ -341,39 +411,75 @@ static void window_device(int peer) {
         }
         MPI_Barrier(MPI_COMM_WORLD);
     }
-    /* An atomic on device memory: by get and put, exactly once. */
-    const int64_t word = 1234, one = 1;
-    if (!even) {
-        TU_ASSERT(0 == dev->copy((char *)wd + 2 * max, &word, sizeof(word)), "fake copy failed");
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (even) {
-        int64_t old = 0;
-        MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
-        const int rc =
-            MPI_Fetch_and_op(&one, &old, MPI_INT64_T, peer, (MPI_Aint)(2 * max), MPI_SUM, win);
-        MPI_Win_unlock(peer, win);
-        TU_ASSERT(MPI_SUCCESS == rc, "MPI_Fetch_and_op on a device window failed (%d)", rc);
-        TU_ASSERT(word == old, "MPI_Fetch_and_op on a device window fetched %lld, not %lld",
-                  (long long)old, (long long)word);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (!even) {
-        int64_t now = 0;
-        TU_ASSERT(0 == dev->copy(&now, (char *)wd + 2 * max, sizeof(now)), "fake copy failed");
-        TU_ASSERT(word + one == now,
-                  "after MPI_Fetch_and_op the device window holds %lld, not %lld", (long long)now,
-                  (long long)(word + one));
-    }
+    /* Atomics on device memory: by get and put, each exactly once. */
+    window_device_atomics(win, wd, 2 * max, peer, even);
     MPI_Win_free(&win);
     free(hbuf);
     dev_free(dbuf);
     dev_free(wd);
     MPI_Barrier(MPI_COMM_WORLD);
     TU_ASSERT(0 == dev_live(), "%zu fake device allocation(s) left behind", dev_live());
-    tu_ok("a window over device memory: puts and gets of %zu sizes up to %zu bytes from and into "
-          "host and device buffers, a fetch-and-op",
-          nsizes, max);
+}
+
+/* -w -o: operations of a rank on its own window in device memory, which
+ * osc/rdma hands to the BTL only where the job spans several nodes (on one
+ * node it does them itself, with the CPU for reductions: Open MPI's limit,
+ * docs/DESIGN.md).  btl_efa's own-rank path must then copy with the
+ * device's copy: a put from a host buffer, a get into a device buffer and
+ * a fetch-and-op, checked with the fake's copy. */
+static void window_device_self(void) {
+    MPI_Comm node;
+    int node_size = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    TU_ASSERT(node_size < tu_size,
+              "-o needs a job over several nodes (%d of %d ranks on this one): on one node "
+              "osc/rdma does a rank's operations on its own window itself",
+              node_size, tu_size);
+    enum { LEN = 8193 };
+    const size_t win_len = LEN + 64;
+    void *wd = dalloc(win_len);
+    dfill(wd, win_len, 0);
+    MPI_Win win;
+    TU_ASSERT(MPI_SUCCESS ==
+                  MPI_Win_create(wd, (MPI_Aint)win_len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win),
+              "MPI_Win_create over device memory failed");
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    unsigned char *h = tu_malloc(LEN);
+    void *dbuf = dalloc(LEN);
+    const uint64_t seed = tu_seed(17, LEN, (uint64_t)tu_rank, 0);
+    tu_fill(h, LEN, seed);
+    dfill(dbuf, LEN, seed ^ 1); /* (its guard too) */
+    const int64_t word = 4321, three = 3;
+    TU_ASSERT(0 == dev->copy((char *)wd + LEN, &word, sizeof(word)), "fake copy failed");
+    int64_t old = 0;
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, tu_rank, 0, win);
+    int rc = MPI_Put(h, LEN, MPI_BYTE, tu_rank, 0, LEN, MPI_BYTE, win);
+    TU_ASSERT(MPI_SUCCESS == rc, "a put to its own device window failed (%d)", rc);
+    MPI_Win_flush(tu_rank, win);
+    rc = MPI_Get(dbuf, LEN, MPI_BYTE, tu_rank, 0, LEN, MPI_BYTE, win);
+    TU_ASSERT(MPI_SUCCESS == rc, "a get from its own device window failed (%d)", rc);
+    rc = MPI_Fetch_and_op(&three, &old, MPI_INT64_T, tu_rank, LEN, MPI_SUM, win);
+    TU_ASSERT(MPI_SUCCESS == rc, "a fetch-and-op on its own device window failed (%d)", rc);
+    MPI_Win_unlock(tu_rank, win);
+    dverify(dbuf, LEN, LEN, seed, "a get from its own device window");
+    unsigned char *back = tu_malloc(LEN);
+    TU_ASSERT(0 == dev->copy(back, wd, LEN), "fake copy failed");
+    tu_verify(back, LEN, seed, "its own device window after a put");
+    int64_t now = 0;
+    TU_ASSERT(0 == dev->copy(&now, (char *)wd + LEN, sizeof(now)), "fake copy failed");
+    TU_ASSERT(word == old && word + three == now,
+              "a fetch-and-op on its own device window fetched %lld (not %lld) and left %lld "
+              "(not %lld)",
+              (long long)old, (long long)word, (long long)now, (long long)(word + three));
+    MPI_Win_free(&win);
+    free(back);
+    free(h);
+    dev_free(dbuf);
+    dev_free(wd);
+    MPI_Barrier(MPI_COMM_WORLD);
+    TU_ASSERT(0 == dev_live(), "%zu fake device allocation(s) left behind", dev_live());
 }
 
 /* -w, then: a window in host memory, and device buffers at the origin
@@ -426,8 +532,8 @@ static void window_host_device_origin(int peer) {
 
 int main(int argc, char **argv) {
     size_t max = 4u << 20;
-    int opt, window = 0, across = 0;
-    while ((opt = getopt(argc, argv, "s:m:PwX")) != -1) {
+    int opt, window = 0, across = 0, self_window = 0;
+    while ((opt = getopt(argc, argv, "s:m:PwoX")) != -1) {
         if ('s' == opt) {
             max = tu_parse_size(optarg);
         } else if ('m' == opt) {
@@ -438,8 +544,10 @@ int main(int argc, char **argv) {
             window = 1;
         } else if ('X' == opt) {
             across = 1;
+        } else if ('o' == opt) {
+            self_window = 1;
         } else {
-            tu_usage("[-s MAX] [-P] [-w [-m MIN]] [-X]", 1);
+            tu_usage("[-s MAX] [-P] [-w [-m MIN] [-o]] [-X]", 1);
         }
     }
     tu_init(&argc, &argv, "device_buffers");
@@ -448,6 +556,14 @@ int main(int argc, char **argv) {
     if (window) {
         window_host_device_origin(peer);
         window_device(peer);
+        if (self_window) {
+            window_device_self();
+        }
+        tu_ok("a window over device memory: puts and gets from and into host and device "
+              "buffers, atomics of five kinds%s",
+              self_window ? "; its own window over device memory, the job over several "
+                            "nodes: a put, a get, a fetch-and-op"
+                          : "");
         return 0;
     }
     size_t tested = 0;
