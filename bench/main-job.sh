@@ -7,10 +7,15 @@
 #      bench programs (bench/build-bench.sh)
 #   3. four short side-by-side comparisons, 5 interleaved reps each, on the
 #      network provider a multi-node job would load (efa if it exists, else
-#      the stand-in tcp;ofi_rxm). Each leads with the defaults: mtl_efa and
-#      btl_efa with nothing set but the provider, against their anchor, with
-#      the ratio to it; every variant follows in its own table, titled by
-#      what it changes, against the same anchor:
+#      the stand-in tcp;ofi_rxm). Each leads with mtl_efa (pml cm) and
+#      btl_efa carrying the job (--mca btl efa,self, its documented usage),
+#      nothing else set but the provider, against their anchor, with the
+#      ratio to it. (Not what a job with nothing set gets on one node:
+#      there btl_efa yields to vader, btl_efa_component.c.) Every variant
+#      follows in its own table, titled by what it changes, against the
+#      same anchor; btl_efa_intrinsic, whose osc setting its anchor lacks,
+#      without a ratio. The configurations' order turns by one each rep.
+#      The parts:
 #      a. on one node (2 ranks bound to cores): latency, bandwidth and
 #         message rate against ob1 + vader; variants: provider matching
 #         (mtl_efa_provmatch), the provider polled on every call (*_unpaced);
@@ -20,7 +25,10 @@
 #      c. between nodes (2 pretend nodes of tests/pretend-nodes.sh, each
 #         rank bound to a core of its own, as on hosts of their own):
 #         mtl_efa against mtl_ofi, btl_efa against ob1 + tcp;
-#         variant: mtl_efa_provmatch;
+#         variant: mtl_efa_provmatch. On efa the pretend nodes share the
+#         instance's device, whose peers libfabric's efa reaches through
+#         its shm: every configuration of c. and d. then runs with
+#         FI_EFA_ENABLE_SHM_TRANSFER=0 (mpirun -x), said in the titles;
 #      d. one-sided between nodes: btl_efa against osc/pt2pt over ob1 + tcp;
 #         variant: btl_efa_intrinsic.
 #      e. several NICs: 2 namespace hosts (tests/netns, root), one rank
@@ -42,6 +50,8 @@
 # plots/*.png).  Exits non-zero where the build failed, where the
 # between-node ranks did not get a pretend node each, or where a comparison
 # had a configuration without one successful run of a benchmark.
+# MAIN_JOB_PROVIDER (rxm or efa) overrides the provider found, for testing
+# (bench/tests/run-bench-tests.sh: the commands of --dry-run on efa).
 #   bench/main-job.sh [--no-deps] [--no-build] [runner.py arguments, e.g. --reps 5]
 set -euo pipefail
 
@@ -153,17 +163,35 @@ if [[ -z ${BENCH_BIN_DIR:-} ]]; then
 fi
 echo "bench programs: $BENCH_BIN_DIR"
 
-prov=rxm
-fi_info -p efa >/dev/null 2>&1 && prov=efa
+prov=${MAIN_JOB_PROVIDER:-}
+if [[ -z $prov ]]; then
+    prov=rxm
+    fi_info -p efa >/dev/null 2>&1 && prov=efa
+fi
 common=(--quick --reps 5 --timeout 30 --providers "$prov")
-# Each comparison is one interleaved run; its first tables are the defaults
-# (nothing set but the provider) against the anchor, then one table per
-# variant, titled by what the variant changes, with its ratio to the same
-# anchor measured in the same run.
-defaults="defaults (nothing set but the provider)"
+# Each comparison is one interleaved run; its first tables are the
+# components as documented, nothing else set but the provider, against the
+# anchor, then one table per variant, titled by what the variant changes,
+# with its ratio to the same anchor measured in the same run.  btl_efa is
+# given the whole job (--mca btl efa,self): on one node a job that names no
+# BTL would send through vader, to which btl_efa yields there.
+defaults="mtl_efa (pml cm) and btl_efa carrying the job (--mca btl efa,self), nothing else set but the provider"
+btl_only="btl_efa carrying the job: --mca btl efa,self, nothing else set but the provider"
 provmatch="mtl_efa_provmatch: the provider matches MPI messages (mtl_efa_matching provider)"
 unpaced="*_unpaced: the provider polled on every progress call (common_efa_net_poll_interval 0)"
-intrinsic="btl_efa_intrinsic: accumulates to one location as one operation (osc_rdma_acc_single_intrinsic)"
+# (no ratio: osc_rdma_acc_single_intrinsic is set on our side only, and
+# the anchors, osc/rdma over vader and osc/pt2pt, run without it)
+intrinsic="btl_efa_intrinsic: accumulates to one location as one operation (osc_rdma_acc_single_intrinsic; no ratio, the anchor runs without it)"
+# Between pretend nodes on efa: the two "nodes" share this instance's EFA
+# device, and libfabric's efa sends to a peer on its own device through its
+# shm, so "between nodes" would measure efa's shm.  Its shm off, for every
+# configuration alike (the runner's --env: mpirun -x).
+between_env=()
+between_note=""
+if [[ $prov == efa ]]; then
+    between_env=(--env FI_EFA_ENABLE_SHM_TRANSFER=0)
+    between_note=", efa's shm off for every configuration (FI_EFA_ENABLE_SHM_TRANSFER=0)"
+fi
 cmaonly="btl_efa_cmaonly: put/get by single copy only, not as requests in the peer's ring (btl_efa_onnode_rma_max 0)"
 
 step "a. on one node, provider $prov loaded (output $out-onnode)"
@@ -174,9 +202,10 @@ run_runner "${common[@]}" --title "on one node (provider $prov loaded)" \
 
 step "b. one-sided on one node, provider $prov loaded (output $out-onnode-rma)"
 run_runner "${common[@]}" --title "one-sided on one node (provider $prov loaded)" \
-    --table "$defaults=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
+    --table "$btl_only=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
     --table "$cmaonly=btl_efa_cmaonly-$prov" \
-    --anchor osc_rdma-ob1_vader --benches put_lat,get_lat,fop_lat,cas_lat --out "$out-onnode-rma" "$@"
+    --anchor "btl_efa-$prov,btl_efa_cmaonly-$prov=osc_rdma-ob1_vader" \
+    --benches put_lat,get_lat,fop_lat,cas_lat --out "$out-onnode-rma" "$@"
 
 pn=$(mktemp -d)
 trap 'rm -rf "$pn"' EXIT
@@ -195,8 +224,9 @@ if [[ $spread != *:1\ *:1\  ]]; then
     exit 1
 fi
 echo "between-node runs: ranks on ${spread% }"
-step "c. between pretend nodes, provider $prov (output $out-network)"
-run_runner "${common[@]}" --title "between pretend nodes (provider $prov)" \
+step "c. between pretend nodes, provider $prov$between_note (output $out-network)"
+run_runner "${common[@]}" "${between_env[@]}" \
+    --title "between pretend nodes (provider $prov$between_note)" \
     --launch-args "$hosts" --table "$defaults=mtl_efa-$prov,btl_efa-$prov" \
     --table "$provmatch=mtl_efa_provmatch-$prov" \
     --anchor "mtl_efa*=mtl_ofi-$prov" --anchor "btl_efa*=ob1_tcp" \
@@ -206,10 +236,11 @@ run_runner "${common[@]}" --title "between pretend nodes (provider $prov)" \
 osc_base=osc_pt2pt-ob1_tcp
 ompi_info --parsable 2>/dev/null | grep -q "^mca:osc:pt2pt:" || osc_base=osc_rdma-ob1_tcp
 step "d. one-sided between pretend nodes (output $out-network-rma)"
-run_runner "${common[@]}" \
-    --title "one-sided between pretend nodes (provider $prov)" --launch-args "$hosts" \
-    --table "$defaults=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
-    --anchor "$osc_base" --benches put_lat,fop_lat,cas_lat --out "$out-network-rma" "$@"
+run_runner "${common[@]}" "${between_env[@]}" \
+    --title "one-sided between pretend nodes (provider $prov$between_note)" --launch-args "$hosts" \
+    --table "$btl_only=btl_efa-$prov" --table "$intrinsic=btl_efa_intrinsic-$prov" \
+    --anchor "btl_efa-$prov=$osc_base" --benches put_lat,fop_lat,cas_lat \
+    --out "$out-network-rma" "$@"
 
 # e. Several NICs: namespace hosts with K links each, every link a NIC of
 # the stand-in (a domain per interface; on EFA hosts the NICs are real and

@@ -3,8 +3,11 @@
 
 Configurations (named sets of mpirun/MCA arguments) come from bench/configs.ini.
 All selected (configuration, benchmark) pairs are run interleaved, repetition
-after repetition (rep 1: A B C, rep 2: A B C, ...), so that a noisy machine
-affects every configuration alike. Results go to an output directory:
+after repetition, the order turned by one configuration each rep (rep 1:
+A B C, rep 2: B C A, rep 3: C A B, ...), so that a noisy machine affects
+every configuration alike and none (the anchor, listed last) always runs
+last; ratios to an anchor are still taken per rep. Results go to an output
+directory:
 
   results.csv   every data row: config, bench, size, rep, value, unit
   runs.csv      one line per run: status, exit code, seconds, first error line
@@ -14,7 +17,7 @@ affects every configuration alike. Results go to an output directory:
   logs/         command, stdout and stderr of every run
 
 Python 3 standard library only. The parts, beside this file:
-  runner_benches.py   the benchmarks and the interleaved order of the runs
+  runner_benches.py   the benchmarks and the interleaved, rotated order of the runs
   runner_configs.py   the configurations (configs.ini, provider templates)
   runner_launch.py    the command of a run, and running it
   runner_output.py    a run's data rows, and the line that says why it failed
@@ -40,8 +43,8 @@ from runner_configs import (  # noqa: F401
     DEFAULT_COMPONENT_DIR, DEFAULT_CONFIG_FILE, Config, default_component_dir,
     efa_provider_available, expand_configs, read_config_file, resolve_providers, select_configs)
 from runner_launch import (  # noqa: F401
-    RunParams, RunResult, bench_np, build_command, execute, launch_args, program_args, run_env,
-    stop_group)
+    RunParams, RunResult, bench_np, build_command, env_args, execute, launch_args,
+    placement_note, program_args, run_env, stop_group)
 from runner_output import (  # noqa: F401
     LOST_MESSAGE, ROW_RE, ParseError, error_strength, first_error_line, parse_output)
 from runner_report import (  # noqa: F401
@@ -122,7 +125,11 @@ def build_parser():
     p.add_argument("--launch-args", default="",
                    help="extra mpirun arguments placing the ranks (shell-style quoting), e.g. "
                         "the output of tests/pretend-nodes.sh DIR 1 [core]; ranks are then not "
-                        "bound, unless a rankfile binds them (the core placement)")
+                        "bound, unless a rankfile binds them (the core placement); the "
+                        "summary says which")
+    p.add_argument("--env", action="append", default=[], type=parse_env, metavar="VAR=VALUE",
+                   help="set VAR for every run's ranks alike (mpirun -x VAR=VALUE, for "
+                        "every configuration, anchors included); repeatable")
     p.add_argument("--title", default=None,
                    help="what this comparison is (summary heading and printed tables), e.g. "
                         "'on one node' or 'between pretend nodes'")
@@ -142,6 +149,18 @@ def build_parser():
 
 
 QUICK_BENCHES = "latency,bw,msgrate_w64,put_lat,fop_lat"
+# what the run summary says of the order (runner_benches.plan)
+ORDER_NOTE = ("order rotated by one configuration each rep (rep r starts at the r-th; "
+              "ratios to the anchor per rep)")
+
+
+def parse_env(text):
+    """--env VAR=VALUE, checked: mpirun -x VAR alone would export whatever
+    mpirun's own environment holds, which differs from machine to machine."""
+    var, sep, _ = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+        raise argparse.ArgumentTypeError(f"--env wants VAR=VALUE, not '{text}'")
+    return text
 
 
 def parse_tables(specs, all_configs):
@@ -228,7 +247,7 @@ def main(argv=None, stdout=None):
     timeout = args.timeout if args.timeout is not None else (60 if args.quick else 180)
     params = RunParams(sizes=args.sizes, iters=args.iters, warmup=args.warmup, quick=args.quick,
                        np_coll=args.np_coll, np_mpairs=args.np_mpairs,
-                       hosts=tuple(shlex.split(args.launch_args)))
+                       hosts=tuple(shlex.split(args.launch_args)), env=tuple(args.env))
     bin_dir = find_bin_dir(args.bin_dir)
     by_name = {c.name: c for c in configs}
     jobs = plan([c.name for c in configs], benches, reps,
@@ -256,11 +275,14 @@ def main(argv=None, stdout=None):
         "providers": providers, "reps": reps, "timeout": timeout, "bin_dir": bin_dir,
         "benches": benches, "loadavg_start": _loadavg(),
         "configs": {c.name: c.command or shlex.join(c.args) for c in configs},
+        "env": list(params.env),
     }
     say(f"runner: {len(configs)} configurations x {len(benches)} benchmarks x {reps} reps = "
         f"{len(jobs)} runs, timeout {timeout:g} s, output {outdir}")
     say(f"runner: providers {','.join(providers)}; configurations "
         + ", ".join(c.name for c in configs))
+    say(f"runner: {ORDER_NOTE}"
+        + (f"; every run with {' '.join(params.env)}" if params.env else ""))
 
     results = []
     timed_out = set()
@@ -331,9 +353,11 @@ def main(argv=None, stdout=None):
         heading = f"{args.title} ({stamp})" if args.title else f"Benchmark comparison {stamp}"
         f.write(f"# {heading}\n\n")
         if params.hosts:
-            f.write(f"- ranks placed by: `{shlex.join(params.hosts)}` (not bound)\n")
-        f.write(f"- runs: {len(results)} ({len(jobs)} planned), interleaved, {reps} reps, "
-                f"{fmt_elapsed(meta['seconds'])}\n")
+            f.write(f"- ranks placed by: {placement_note(params.hosts)}\n")
+        if params.env:
+            f.write(f"- environment of every run (mpirun -x): `{' '.join(params.env)}`\n")
+        f.write(f"- runs: {len(results)} ({len(jobs)} planned), interleaved, {ORDER_NOTE}, "
+                f"{reps} reps, {fmt_elapsed(meta['seconds'])}\n")
         f.write(f"- host: {os.uname().nodename}, {os.cpu_count()} cpus, load "
                 f"{meta['loadavg_start']} -> {meta['loadavg_end']}\n")
         f.write(f"- providers: {', '.join(providers)}\n")

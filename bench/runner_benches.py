@@ -1,5 +1,6 @@
 """The benchmarks bench/runner.py knows (program, mode, default sizes and
-iterations of each) and the interleaved order of its runs."""
+iterations of each) and the interleaved order of its runs, rotated
+by one configuration each rep."""
 
 import fnmatch
 from dataclasses import dataclass
@@ -94,16 +95,29 @@ class Job:
     config: str
 
 
+def rotated(items, rep):
+    """items started at the (rep - 1)-th, wrapping: rep 1 A B C, rep 2 B C A,
+    rep 3 C A B. A fixed order would run the same configuration (the
+    anchor, listed last) last in every rep, where a drift within the rep
+    (a warming cache, a neighbour's load) always favours or hurts it; turned
+    by one each rep, every configuration runs first once per rotation."""
+    if not items:
+        return []
+    k = (rep - 1) % len(items)
+    return items[k:] + items[:k]
+
+
 def plan(configs, benches, reps, families=None):
     """Interleaved order: every repetition runs every benchmark on every
-    configuration before the next repetition starts (A B C A B C ...).
-    families maps a config name to the benchmark families it takes part in."""
+    configuration before the next repetition starts, the configurations of
+    each benchmark rotated by one each rep (A B C, B C A, C A B, ...).
+    families maps a config name to the benchmark families it takes part in;
+    the rotation is over the configurations a benchmark runs on."""
     jobs = []
     for rep in range(1, reps + 1):
         for bench in benches:
             fam = BENCHES[bench].family if bench in BENCHES else None
-            for cfg in configs:
-                if families and fam and fam not in families.get(cfg, FAMILIES):
-                    continue
-                jobs.append(Job(rep, bench, cfg))
+            takes_part = [cfg for cfg in configs
+                          if not (families and fam and fam not in families.get(cfg, FAMILIES))]
+            jobs.extend(Job(rep, bench, cfg) for cfg in rotated(takes_part, rep))
     return jobs

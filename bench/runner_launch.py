@@ -29,6 +29,10 @@ class RunParams:
     # not bound (a pretend node has no cores of its own) unless a rankfile
     # binds them (pretend-nodes.sh's core placement)
     hosts: tuple = ()
+    # VAR=VALUE settings (--env) every configuration's ranks get alike, by
+    # mpirun's -x: on pretend or real nodes a variable of mpirun's own
+    # environment need not reach the ranks of another node
+    env: tuple = ()
 
 
 def bench_np(bench, params):
@@ -80,11 +84,26 @@ def launch_args(np, cores, hosts=()):
     return ["-np", str(np), "--oversubscribe", "--bind-to", "none"]
 
 
+def env_args(env):
+    """mpirun's -x VAR=VALUE for each setting of --env."""
+    out = []
+    for setting in env:
+        out += ["-x", setting]
+    return out
+
+
+def placement_note(hosts):
+    """What the summary says of --launch-args: the ranks are bound only
+    where a rankfile places them (launch_args adds --bind-to none else)."""
+    how = "each rank bound by the rankfile" if places_by_rankfile(hosts) else "not bound"
+    return f"`{shlex.join(hosts)}` ({how})"
+
+
 def build_command(cfg, bench, params, bin_dir, rep=1):
     np = bench_np(bench, params)
     prog = os.path.join(bin_dir, bench.program)
     pargs = program_args(bench, params)
-    launch = launch_args(np, params.cores, params.hosts)
+    launch = launch_args(np, params.cores, params.hosts) + env_args(params.env)
     if cfg.command:
         scalars = {"np": str(np), "bench": bench.name, "program": prog, "rep": str(rep),
                    "provider": cfg.provider}

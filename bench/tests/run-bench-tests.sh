@@ -11,6 +11,8 @@
 #      placement under the runner's launch arguments
 #   6. bench/callgrind.sh -l: a count between two pretend nodes (3
 #      iterations of mtl_ofi-rxm under callgrind)
+#   7. bench/main-job.sh's commands on efa (--dry-run): efa's shm off
+#      between pretend nodes, for every configuration alike
 # Prints "PASS name" / "FAIL name" lines and the closing line
 # "N passed, N failed"; exits non-zero when something failed.
 # Environment: BENCH_BIN_DIR (programs; built with bench/build-bench.sh into
@@ -263,6 +265,27 @@ else
     fi
 fi
 rm -rf "$pn"
+
+# 7. bench/main-job.sh on efa (MAIN_JOB_PROVIDER; its runs as --dry-run,
+# which prints each run's command): between pretend nodes (parts c. and
+# d.) every configuration's command sets FI_EFA_ENABLE_SHM_TRANSFER=0, so
+# that efa's shm does not carry "between nodes"; on one node (a., b.)
+# none does.  The job's own placement check runs (two ranks, seconds).
+mj=$logdir/main-job-efa.log
+MAIN_JOB_PROVIDER=efa BENCH_BIN_DIR=$bin timeout -k 10 "$tmo" bash "$bench/main-job.sh" \
+    --no-deps --no-build --dry-run >"$mj" 2>&1
+rc=$?
+# per part (the letter of its step line), its commands, and those without the setting
+counts=$(awk '/^== \[ *[0-9]+s\] [a-e]\. /{part = $4}
+    /^mpirun /{n[part]++; if ($0 !~ / -x FI_EFA_ENABLE_SHM_TRANSFER=0 /) off[part]++}
+    END {printf "%d %d %d %d %d %d %d %d", n["a."], off["a."], n["b."], off["b."], n["c."], off["c."], n["d."], off["d."]}' "$mj")
+read -r na offa nb offb nc offc nd offd <<<"$counts"
+if ((rc == 0 && na > 0 && offa == na && nb > 0 && offb == nb && nc > 0 && offc == 0 && nd > 0 && offd == 0)) &&
+    grep -q '^== .* c\. between pretend nodes, provider efa, efa.s shm off' "$mj"; then
+    ok "main-job/efa-between-nodes-shm-off"
+else
+    ko "main-job/efa-between-nodes-shm-off" "exit $rc; commands (with the setting / all): a $((na - offa))/$na, b $((nb - offb))/$nb, c $((nc - offc))/$nc, d $((nd - offd))/$nd; $(grep -m1 -E '^(main-job|runner):' "$mj")"
+fi
 
 echo "$pass passed, $fail failed"
 ((fail == 0))

@@ -316,17 +316,88 @@ class ConfigTest(unittest.TestCase):
             self.assertNotIn("--bind-to", cmd)
 
 
+class PlacementNoteTest(unittest.TestCase):
+    def test_unbound_without_a_rankfile(self):
+        note = runner.placement_note(("--hostfile", "/tmp/pn/hosts"))
+        self.assertIn("`--hostfile /tmp/pn/hosts`", note)
+        self.assertIn("(not bound)", note)
+
+    def test_a_rankfile_binds(self):
+        # tests/pretend-nodes.sh DIR 1 core: its rankfile binds each rank
+        for place in (("--rankfile", "/tmp/pn/rankfile"), ("--map-by", "rankfile:file=/tmp/r")):
+            note = runner.placement_note(("--hostfile", "/tmp/pn/hosts") + place)
+            self.assertNotIn("not bound", note)
+            self.assertIn("bound by the rankfile", note)
+
+
+class EnvTest(unittest.TestCase):
+    """--env VAR=VALUE: the same variable for every configuration's ranks."""
+
+    def test_every_command_exports_it(self):
+        params = runner.RunParams(cores=2, env=("FI_EFA_ENABLE_SHM_TRANSFER=0",))
+        for cfg in (runner.Config("a", ["--mca", "pml", "ob1"]),
+                    runner.Config("b", ["--mca", "pml", "cm"])):
+            cmd = runner.build_command(cfg, runner.BENCHES["latency"], params, "/bin")
+            i = cmd.index("-x")
+            self.assertEqual(cmd[i + 1], "FI_EFA_ENABLE_SHM_TRANSFER=0")
+            self.assertLess(i, cmd.index("/bin/bench_pt2pt"))
+
+    def test_with_launch_args_and_a_command_template(self):
+        params = runner.RunParams(cores=2, hosts=("--rankfile", "/tmp/r"), env=("A=1", "B=2"))
+        cfg = runner.Config("t", [], command="mpirun {launch} {program}")
+        cmd = runner.build_command(cfg, runner.BENCHES["latency"], params, "/bin")
+        self.assertEqual(cmd, ["mpirun", "-np", "2", "--rankfile", "/tmp/r", "-x", "A=1",
+                               "-x", "B=2", "/bin/bench_pt2pt"])
+
+    def test_dry_run_and_a_bad_value(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            ini = os.path.join(tmp, "fake.ini")
+            with open(ini, "w") as f:
+                f.write("[providers]\nrxm = tcp;ofi_rxm\n[a]\nargs = --mca pml ob1\n"
+                        "[b]\nargs = --mca pml cm\n")
+            out = io.StringIO()
+            runner.main(["--config-file", ini, "--dry-run", "-b", "latency", "-r", "1",
+                         "--env", "X=0"], stdout=out)
+            lines = out.getvalue().splitlines()
+            self.assertEqual(len(lines), 2)
+            for line in lines:
+                self.assertIn(" -x X=0 ", line)
+            with self.assertRaises(SystemExit):
+                runner.build_parser().parse_args(["--env", "no_value"])
+
+
 class InterleaveTest(unittest.TestCase):
-    def test_order_is_a_b_c_a_b_c(self):
-        jobs = runner.plan(["A", "B", "C"], ["latency"], 2)
-        self.assertEqual([(j.rep, j.config) for j in jobs],
-                         [(1, "A"), (1, "B"), (1, "C"), (2, "A"), (2, "B"), (2, "C")])
+    def test_order_rotates_by_one_configuration_each_rep(self):
+        # a fixed order would run the last configuration (the anchor) last
+        # in every rep: each configuration runs first once per rotation
+        jobs = runner.plan(["A", "B", "C"], ["latency"], 4)
+        self.assertEqual([j.config for j in jobs],
+                         ["A", "B", "C", "B", "C", "A", "C", "A", "B", "A", "B", "C"])
+        self.assertEqual([j.rep for j in jobs], [r for r in (1, 2, 3, 4) for _ in "ABC"])
+
+    def test_every_configuration_runs_first_and_last_once_per_rotation(self):
+        cfgs = ["A", "B", "C", "anchor"]
+        jobs = runner.plan(cfgs, ["latency"], len(cfgs))
+        firsts = [jobs[i].config for i in range(0, len(jobs), len(cfgs))]
+        lasts = [jobs[i + len(cfgs) - 1].config for i in range(0, len(jobs), len(cfgs))]
+        self.assertEqual(sorted(firsts), sorted(cfgs))
+        self.assertEqual(sorted(lasts), sorted(cfgs))
 
     def test_every_rep_covers_every_bench_before_the_next(self):
         jobs = runner.plan(["A", "B"], ["latency", "bw"], 2)
         self.assertEqual([(j.rep, j.bench, j.config) for j in jobs], [
             (1, "latency", "A"), (1, "latency", "B"), (1, "bw", "A"), (1, "bw", "B"),
-            (2, "latency", "A"), (2, "latency", "B"), (2, "bw", "A"), (2, "bw", "B")])
+            (2, "latency", "B"), (2, "latency", "A"), (2, "bw", "B"), (2, "bw", "A")])
+
+    def test_rotation_is_over_the_configurations_a_bench_runs_on(self):
+        # R takes part in rma only: latency rotates over A and B alone
+        jobs = runner.plan(["A", "B", "R"], ["latency", "put_lat"], 2,
+                           families={"A": runner.FAMILIES, "B": runner.FAMILIES, "R": ("rma",)})
+        self.assertEqual([(j.rep, j.bench, j.config) for j in jobs], [
+            (1, "latency", "A"), (1, "latency", "B"),
+            (1, "put_lat", "A"), (1, "put_lat", "B"), (1, "put_lat", "R"),
+            (2, "latency", "B"), (2, "latency", "A"),
+            (2, "put_lat", "B"), (2, "put_lat", "R"), (2, "put_lat", "A")])
 
     def test_family_restriction(self):
         jobs = runner.plan(["A", "R"], ["latency", "put_lat"], 1,
@@ -407,11 +478,16 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(len(slow), 2)
         self.assertIn("later reps skipped", slow[1]["error"])
 
-    def test_runs_are_interleaved(self):
+    def test_runs_are_interleaved_and_rotated(self):
         order = [(r["rep"], r["bench"], r["config"]) for r in self.runs]
         cfgs = ["good", "broken", "garbage", "slow"]
-        want = [(str(rep), b, c) for rep in (1, 2) for b in ("latency", "fop_lat") for c in cfgs]
+        want = [(str(rep), b, c) for rep in (1, 2) for b in ("latency", "fop_lat")
+                for c in cfgs[rep - 1:] + cfgs[:rep - 1]]
         self.assertEqual(order, want)
+
+    def test_summary_says_the_order_rotates(self):
+        self.assertIn("interleaved, order rotated by one configuration each rep", self.md)
+        self.assertIn("order rotated by one configuration each rep", self.stdout.getvalue())
 
     def test_csv_has_all_raw_rows(self):
         good = [r for r in self.rows if r["config"] == "good"]
