@@ -63,7 +63,7 @@ fi
 # A stand-in: chosen, its NICs listed, a NIC set for each of 2 processes.
 run --provider "tcp;ofi_rxm" --local-size 2
 [ $RC -eq 0 ] && grep -qE "^components' provider \(asked: tcp;ofi_rxm\): tcp;ofi_rxm, fabric " <<<"$OUT" &&
-    grep -q "^NICs:" <<<"$OUT" && [ "$(grep -c '^  local rank [01] ' <<<"$OUT")" -eq 2 ]
+    grep -q "^NICs on this machine:" <<<"$OUT" && [ "$(grep -c '^  local rank [01] ' <<<"$OUT")" -eq 2 ]
 check standin-rxm "expected exit 0, the provider, its NICs and 2 NIC sets (exit $RC)" $?
 
 # What the components' defaults choose with the provider, from the core
@@ -156,6 +156,9 @@ check nic-none-left "expected exit 3 and the no-nic-left text (exit $RC)" $?
 # with 2 gets its package's 4 each (JSON read back).
 sets_ok() { # file processes per-process uses-per-nic nics
     run_json --topology "$topo/$1" --local-size "$2" "${@:6}"
+    # (with --topology the exit status is the recorded sets', whatever
+    # this machine's provider)
+    [ $RC -eq 0 ] || { echo "    exit $RC"; return 1; }
     JSON=$OUT python3 - "$3" "$4" "$5" <<'PY'
 import collections, json, os, sys
 per, uses, nics = (int(a) for a in sys.argv[1:])
@@ -189,7 +192,7 @@ assert all("GPU 0000:" not in s["reason"] for s in json.loads(os.environ["JSON"]
 ' 2>/dev/null
 check p5-eight-no-gpu "--gpu none: 8 processes should get 4 NICs each by their binding" $?
 run_json --topology "$topo/p5.48xlarge.xml" --local-size 1 --gpu 3
-JSON=$OUT python3 -c '
+[ $RC -eq 0 ] && JSON=$OUT python3 -c '
 import json, os
 s = json.loads(os.environ["JSON"])["sets"][0]
 assert len(s["nics"]) == 4 and all(n.startswith("rdmap") for n in s["nics"]), s
@@ -210,12 +213,12 @@ check nics-per-proc-bad "expected exit 2 and the range for nics_per_proc=65" $?
 # The NIC lists apply to the recorded devices: p4d without one NIC, 2
 # processes (one a package): 1 NIC for the first, 2 for the second.
 run_json --topology "$topo/p4d.xml" --local-size 2 --nic-exclude rdmap16s27
-JSON=$OUT python3 -c '
+[ $RC -eq 0 ] && JSON=$OUT python3 -c '
 import json, os
 s = json.loads(os.environ["JSON"])["sets"]
 assert [len(x["nics"]) for x in s] == [1, 2], s
 assert all("rdmap16s27" not in x["nics"] for x in s), s'
-check topology-nic-exclude "the excluded NIC must be in no set, the first set of 1, the second of 2" $?
+check topology-nic-exclude "exit 0, the excluded NIC in no set, the first set of 1, the second of 2 (exit $RC)" $?
 run --topology "$topo/p4d.xml" --nic-exclude rdmap99s27
 [ $RC -eq 1 ] && grep -q "an unknown name: rdmap99s27" <<<"$OUT"
 check topology-nic-unknown "expected exit 1 and the unknown name (exit $RC)" $?
@@ -230,6 +233,113 @@ check bad-topology "expected exit 1 and the message (exit $RC)" $?
 run --frobnicate
 [ $RC -eq 2 ] && grep -q "unknown argument" <<<"$OUT"
 check bad-argument "expected exit 2 and the message (exit $RC)" $?
+
+# --topology answers for the recorded instance: its exit status is the
+# recorded sets' (0 here, where this machine has no EFA), and this
+# machine's sections are said to be this machine's.
+run --topology "$topo/p5.48xlarge.xml" --local-size 8
+[ $RC -eq 0 ] && grep -q "^NIC sets on $topo/p5.48xlarge.xml" <<<"$OUT" &&
+    grep -q "^this machine, for reference" <<<"$OUT"
+check topology-exit "expected exit 0 and this machine's sections labelled (exit $RC)" $?
+run --topology "$topo/p4d.xml" --provider "tcp;ofi_rxm"
+[ $RC -eq 0 ] && grep -q "^NICs on this machine:" <<<"$OUT"
+check topology-local-nics "this machine's NICs not labelled as this machine's (exit $RC)" $?
+# A bad --gpu (exit 2): the message alone, no report on stdout.
+OUT=$("$info" --topology "$topo/p5.48xlarge.xml" --gpu 8 2>/dev/null)
+RC=$?
+[ $RC -eq 2 ] && [ -z "$OUT" ]
+check gpu-unknown-no-report "expected exit 2 and nothing on stdout (exit $RC)" $?
+
+# The exclusive pairs of the synopsis: refused, exit 2.
+run --provider shm --provider-exclude tcp
+[ $RC -eq 2 ] && grep -q "\-\-provider and --provider-exclude cannot be given together" <<<"$OUT"
+check exclusive-provider "expected exit 2 and the message (exit $RC)" $?
+run --provider shm --one-node --nic-include shm --nic-exclude shm
+[ $RC -eq 2 ] && grep -q "\-\-nic-include and --nic-exclude cannot be given together" <<<"$OUT"
+check exclusive-nic "expected exit 2 and the message (exit $RC)" $?
+run --topology "$topo/p4d.xml" --nic-include rdmap16s27 --nic-exclude rdmap32s27
+[ $RC -eq 2 ] && grep -q "cannot be given together" <<<"$OUT"
+check exclusive-nic-topology "expected exit 2 with --topology too (exit $RC)" $?
+
+# Booleans as Open MPI 4.1 reads them (mca_base_var_enum_bool): integers
+# (non-zero: true), t|true|enabled|yes|y, f|false|disabled|no|n; anything
+# else (on included) refused.
+bool_case() { # value expected: on, off or bad
+    OUT=$(OMPI_MCA_common_efa_dmabuf=$1 "$info" --provider shm --one-node 2>&1)
+    RC=$?
+    case $2 in
+    on) [ $RC -eq 0 ] && ! grep -q "common_efa_dmabuf off" <<<"$OUT" ;;
+    off) [ $RC -eq 0 ] && grep -q "(common_efa_dmabuf off)" <<<"$OUT" ;;
+    bad) [ $RC -eq 2 ] && grep -q "common_efa_dmabuf must be a boolean" <<<"$OUT" ;;
+    esac
+    check "bool-$1" "common_efa_dmabuf=$1 should be $2 (exit $RC)" $?
+}
+for v in 1 2 -1 t true enabled yes y; do bool_case "$v" on; done
+for v in 0 f false disabled no n; do bool_case "$v" off; done
+for v in on off TRUE 1x; do bool_case "$v" bad; done
+
+# MCA parameter files, as Open MPI reads them: the user's
+# (~/.openmpi/mca-params.conf) over the system's (OPAL_SYSCONFDIR here),
+# the environment over both; where a value came from is said.
+ptmp=$(mktemp -d)
+trap 'rm -rf "$ptmp"' EXIT
+mkdir -p "$ptmp/home/.openmpi" "$ptmp/etc"
+printf '# the system file\ncommon_efa_provider_include = udp;ofi_rxd\nbtl_efa_dmabuf = 0\n' \
+    >"$ptmp/etc/openmpi-mca-params.conf"
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -qE "^components' provider \(asked: udp;ofi_rxd\): udp;ofi_rxd" <<<"$OUT" &&
+    grep -q "common_efa_provider_include = udp;ofi_rxd (from $ptmp/etc/openmpi-mca-params.conf)" <<<"$OUT" &&
+    grep -q "(common_efa_dmabuf off)" <<<"$OUT"
+check paramfile-system "the system file's provider and dmabuf not taken or not said (exit $RC)" $?
+printf 'common_efa_provider_include=tcp;ofi_rxm   \n  # a comment\n\n' >"$ptmp/home/.openmpi/mca-params.conf"
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -qE "^components' provider \(asked: tcp;ofi_rxm\): tcp;ofi_rxm" <<<"$OUT" &&
+    grep -q "common_efa_provider_include = tcp;ofi_rxm (from $ptmp/home/.openmpi/mca-params.conf)" <<<"$OUT"
+check paramfile-user "the user's file not over the system's (exit $RC)" $?
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc OMPI_MCA_mtl_efa_provider_include=shm "$info" --one-node 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -qE "^components' provider \(asked: shm\): shm" <<<"$OUT" &&
+    grep -q "common_efa_provider_include = shm (from the environment, OMPI_MCA_mtl_efa_provider_include)" <<<"$OUT"
+check paramfile-env "the environment not over the files (exit $RC)" $?
+# A bad boolean in a file is refused with the file named.
+printf 'mtl_efa_force_direct_mode = on\n' >"$ptmp/home/.openmpi/mca-params.conf"
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" 2>&1)
+RC=$?
+[ $RC -eq 2 ] && grep -q "common_efa_force_direct_mode must be a boolean.*not 'on' (from $ptmp/home/.openmpi/mca-params.conf, mtl_efa_force_direct_mode)" <<<"$OUT"
+check paramfile-bad-bool "expected exit 2 and the file named (exit $RC)" $?
+# OMPI_MCA_mca_base_param_files replaces the list; none reads no file.
+printf 'common_efa_provider_include = shm\n' >"$ptmp/list.conf"
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc OMPI_MCA_mca_base_param_files=$ptmp/list.conf "$info" --one-node 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -qE "^components' provider \(asked: shm\): shm" <<<"$OUT"
+check paramfile-list "OMPI_MCA_mca_base_param_files not followed (exit $RC)" $?
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc OMPI_MCA_mca_base_param_files=none "$info" 2>&1)
+RC=$?
+[ $RC -eq 3 ] && grep -qE "^components' provider \(asked: efa\)" <<<"$OUT"
+check paramfile-none "mca_base_param_files none: no file should be read (exit $RC)" $?
+
+# What could not be found is said: libfabric offering nothing, and
+# this machine's topology not loaded.
+OUT=$(FI_PROVIDER=nosuchprovider "$info" 2>&1)
+RC=$?
+[ $RC -eq 3 ] && grep -q "^  none: fi_getinfo failed" <<<"$OUT"
+check getinfo-failed "an empty provider list without the reason (exit $RC)" $?
+# (hwloc with no discovery component: no topology)
+OUT=$(HWLOC_COMPONENTS=stop "$info" --provider "tcp;ofi_rxm" 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -q "cannot load this machine's topology: the NICs' places and the NIC sets are left out" <<<"$OUT" &&
+    ! grep -q "^NIC sets on" <<<"$OUT"
+check here-topology-failed "no word that this machine's topology was not loaded (exit $RC)" $?
+
+# The text agrees with the man page: exit-1 causes, -h, the GPU's
+# default, common_efa_dmabuf.
+OUT=$("$info" --help 2>&1)
+grep -q "holds no EFA device" <<<"$OUT" && grep -q -- "--help, -h" <<<"$OUT" &&
+    grep -q "OMPI_MCA_common_efa_gpu" <<<"$OUT" && grep -q "dmabuf" <<<"$OUT" &&
+    grep -q "mca-params.conf" <<<"$OUT"
+check help-text "--help lacks the exit-1 causes, -h, dmabuf or the parameter files" $?
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -23,11 +23,19 @@
 #include "efa_params.hpp"
 #include "info_choices.hpp"
 #include "info_help.hpp"
+#include "info_params.hpp"
 #include "info_topology.hpp"
 #include "nic_select.hpp"
 #include "provider_select.hpp"
 
 namespace {
+
+// A parameter taken from the environment or a parameter file, with where
+// it came from (said in the report, as the files are easy to forget).
+struct Setting {
+    std::string name, value, source;
+    std::string overridden_by; // the option given instead, if any
+};
 
 struct Options {
     std::string provider;         // as common_efa_provider_include; empty: efa
@@ -48,6 +56,8 @@ struct Options {
     bool force_efa_options = false; // as common_efa_force_efa_options (the stand-ins)
     bool dmabuf = true;             // as common_efa_dmabuf (default on)
     bool json = false;
+    std::vector<Setting> settings;
+    std::vector<std::pair<std::string, bool>> param_files; // path, read
 };
 
 // The components' release this command was built with (configure's AC_INIT).
@@ -67,54 +77,103 @@ constexpr const char *kRelease =
         "                    [--local-size N] [--nics-per-proc N] [--gpu GPU]\n"
         "                    [--topology FILE.xml]\n"
         "                    [--one-node] [--json]\n"
-        "       efa-mpi-info --version\n"
+        "       efa-mpi-info --version | --help\n"
         "  --provider, --provider-exclude, --direct-mode, --nic-include, --nic-exclude\n"
         "                 as common_efa_provider_include / _exclude, _force_direct_mode,\n"
-        "                 _nic_include / _exclude (default: their OMPI_MCA_ variables, by\n"
-        "                 their common_efa_, mtl_efa_ or btl_efa_ names; else efa)\n"
+        "                 _nic_include / _exclude (default: their MCA parameters, by their\n"
+        "                 common_efa_, mtl_efa_ or btl_efa_ names; else efa); the two of\n"
+        "                 a pair cannot be given together\n"
         "  --local-size   processes per node for the NIC sets (1 to 1024, default 1),\n"
         "                 each bound to an equal share of the cores\n"
         "  --nics-per-proc  as common_efa_nics_per_proc: at most N NICs in each set\n"
-        "                 (0 to 64; default its OMPI_MCA_ variable, else 0: the whole share)\n"
+        "                 (0 to 64; default its MCA parameter, else 0: the whole share)\n"
         "  --gpu          as common_efa_gpu: auto (process r of N takes accelerator r\n"
         "                 where N is their number), none, an index or a PCI address;\n"
         "                 a process with a GPU takes the NICs of its PCIe switch\n"
+        "                 (default: its MCA parameter, e.g. OMPI_MCA_common_efa_gpu,\n"
+        "                 else auto)\n"
         "  --topology     the NIC sets on this hwloc XML and its EFA devices instead\n"
-        "                 (the NIC lists then apply to its devices, not this machine's)\n"
+        "                 (the NIC lists and --gpu then apply to its devices; this\n"
+        "                 machine's sections are for reference only)\n"
         "  --one-node     for a job within this node (default: one spanning nodes, which\n"
         "                 needs FI_REMOTE_COMM: shm does not qualify)\n"
         "  --json         one JSON object instead of text\n"
-        "Also read from the environment as the components read them: common_efa_\n"
-        "stripe_min, hmem_vmm, provider_cuda_calls and force_efa_options.\n"
-        "Exit status: 0, the components would run here; 3, they would not (the\n"
-        "reasons are printed); 1, the topology cannot be read; 2, bad arguments.\n");
+        "  --version      the components' release\n"
+        "  --help, -h     this text, on standard output\n"
+        "MCA parameters are read as Open MPI 4.1 reads them: the OMPI_MCA_ environment\n"
+        "over ~/.openmpi/mca-params.conf over Open MPI's openmpi-mca-params.conf (or\n"
+        "the files of OMPI_MCA_mca_base_param_files; name = value lines, # comments);\n"
+        "the report says where each value came from.  Besides those above:\n"
+        "common_efa_stripe_min; hmem_vmm and provider_cuda_calls (auto, on or off);\n"
+        "force_efa_options and dmabuf (booleans: an integer, true|t|yes|y|enabled or\n"
+        "false|f|no|n|disabled).  Not read: the override file, mpirun's --mca and\n"
+        "aggregate parameter sets.\n"
+        "Exit status: 0, the components would run here (with --topology: the NIC sets\n"
+        "of the recorded topology were found, whatever this machine offers); 3, they\n"
+        "would not (the reasons are printed); 1, the topology cannot be read,\n"
+        "holds no EFA device, or the NIC lists do not fit its devices; 2, bad\n"
+        "arguments or parameters (a --gpu that names no accelerator included), said\n"
+        "with no report.\n");
     std::exit(code);
 }
 
-// A parameter of the environment as the components read it: its
-// common_efa_ name, or the mtl_efa_ or btl_efa_ synonym.
-std::string env_param(const char *name) {
-    for (const char *prefix : {"OMPI_MCA_common_efa_", "OMPI_MCA_mtl_efa_", "OMPI_MCA_btl_efa_"}) {
-        const char *v = std::getenv((std::string(prefix) + name).c_str());
-        if (v && *v) {
-            return v;
+// The components' MCA parameters from the environment and the parameter
+// files (efa::info::ParamSources), each value taken kept in the options'
+// settings with where it came from.
+class Params {
+  public:
+    explicit Params(Options *o) : src_(efa::info::ParamSources::load()), o_(o) {
+        o_->param_files = src_.files();
+    }
+    std::string text(const char *name) {
+        const efa::info::ParamValue v = src_.get(name);
+        if (!v.value.empty()) {
+            o_->settings.push_back({std::string("common_efa_") + name, v.value, v.source, ""});
+        }
+        return v.value;
+    }
+    // Open MPI refuses a boolean it cannot read, so the tool does too.
+    bool boolean(const char *name, bool default_value) {
+        const std::string v = text(name);
+        bool b = default_value;
+        if (!v.empty() && !efa::info::parse_mca_bool(v, &b)) {
+            std::fprintf(
+                stderr, "efa-mpi-info: common_efa_%s must be a boolean (%s), not '%s' (from %s)\n",
+                name, efa::info::kMcaBoolValues, v.c_str(), o_->settings.back().source.c_str());
+            std::exit(2);
+        }
+        return b;
+    }
+    // An option given stands for the parameter: its value is not used.
+    void overridden(const char *name, const std::string &option) {
+        for (Setting &s : o_->settings) {
+            if (s.name == std::string("common_efa_") + name) {
+                s.overridden_by = option;
+            }
         }
     }
-    return "";
-}
 
-bool env_true(const char *name) {
-    const std::string v = env_param(name);
-    return v == "1" || v == "true" || v == "yes" || v == "on";
+  private:
+    efa::info::ParamSources src_;
+    Options *o_;
+};
+
+// Two options that stand for exclusive parameters (the synopsis' "|").
+void refuse_pair(bool both, const char *a, const char *b) {
+    if (both) {
+        std::fprintf(stderr, "efa-mpi-info: %s and %s cannot be given together\n", a, b);
+        usage(2);
+    }
 }
 
 Options parse(int argc, char **argv) {
     Options o;
-    o.provider = env_param("provider_include");
-    o.provider_exclude = env_param("provider_exclude");
-    o.nic_include = env_param("nic_include");
-    o.nic_exclude = env_param("nic_exclude");
-    o.direct_mode = env_true("force_direct_mode");
+    Params params(&o);
+    o.provider = params.text("provider_include");
+    o.provider_exclude = params.text("provider_exclude");
+    o.nic_include = params.text("nic_include");
+    o.nic_exclude = params.text("nic_exclude");
+    o.direct_mode = params.boolean("force_direct_mode", false);
     auto number = [](const std::string &opt, const std::string &v, long lo, long hi) {
         char *end = nullptr;
         const long n = std::strtol(v.c_str(), &end, 10);
@@ -140,13 +199,13 @@ Options parse(int argc, char **argv) {
                      name, v.c_str());
         usage(2);
     };
-    o.hmem_vmm = switch_value("hmem_vmm", env_param("hmem_vmm"));
-    o.provider_cuda_calls = switch_value("provider_cuda_calls", env_param("provider_cuda_calls"));
-    o.force_efa_options = env_true("force_efa_options");
-    if (const std::string v = env_param("dmabuf"); !v.empty()) {
-        o.dmabuf = env_true("dmabuf");
-    }
+    o.hmem_vmm = switch_value("hmem_vmm", params.text("hmem_vmm"));
+    o.provider_cuda_calls = switch_value("provider_cuda_calls", params.text("provider_cuda_calls"));
+    o.force_efa_options = params.boolean("force_efa_options", false);
+    o.dmabuf = params.boolean("dmabuf", true);
     bool nics_given = false, gpu_given = false;
+    // the options given, by the parameter each stands for
+    std::map<std::string, std::string> given;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {
@@ -158,14 +217,19 @@ Options parse(int argc, char **argv) {
         };
         if (a == "--provider") {
             o.provider = value();
+            given["provider_include"] = a;
         } else if (a == "--provider-exclude") {
             o.provider_exclude = value();
+            given["provider_exclude"] = a;
         } else if (a == "--direct-mode") {
             o.direct_mode = true;
+            given["force_direct_mode"] = a;
         } else if (a == "--nic-include") {
             o.nic_include = value();
+            given["nic_include"] = a;
         } else if (a == "--nic-exclude") {
             o.nic_exclude = value();
+            given["nic_exclude"] = a;
         } else if (a == "--local-size") {
             o.local_size = number(a, value(), 1, 1024);
         } else if (a == "--nics-per-proc") {
@@ -190,15 +254,22 @@ Options parse(int argc, char **argv) {
             usage(2);
         }
     }
-    // The environment's value only where the option did not say (and only
+    refuse_pair(given.count("provider_include") && given.count("provider_exclude"), "--provider",
+                "--provider-exclude");
+    refuse_pair(given.count("nic_include") && given.count("nic_exclude"), "--nic-include",
+                "--nic-exclude");
+    for (const auto &[name, option] : given) {
+        params.overridden(name.c_str(), option);
+    }
+    // The parameter's value only where the option did not say (and only
     // then is a bad one an error).
-    if (const std::string v = env_param("gpu"); !gpu_given && !v.empty()) {
+    if (const std::string v = gpu_given ? "" : params.text("gpu"); !v.empty()) {
         o.gpu = v;
     }
-    if (const std::string v = env_param("nics_per_proc"); !nics_given && !v.empty()) {
+    if (const std::string v = nics_given ? "" : params.text("nics_per_proc"); !v.empty()) {
         o.nics_per_proc = number("nics_per_proc", v, 0, efa::ParamLimits::kMaxNicsPerProc);
     }
-    if (const std::string v = env_param("stripe_min"); !v.empty()) {
+    if (const std::string v = params.text("stripe_min"); !v.empty()) {
         o.stripe_min = number("stripe_min", v, 0, efa::ParamLimits::kMaxStripe);
     }
     return o;
@@ -220,7 +291,11 @@ struct Share {
 };
 struct Report {
     std::string libfabric, api;
+    std::string topology; // --topology's file: this machine's sections are for reference
+    std::vector<Setting> settings;
+    std::vector<std::pair<std::string, bool>> param_files;
     std::vector<Provider> providers;
+    std::string providers_error; // why fi_getinfo listed none
     std::string asked, chosen_provider, chosen_fabric;
     std::vector<std::string> why_not; // the core's messages when nothing was chosen
     std::vector<Nic> nics;
@@ -230,11 +305,17 @@ struct Report {
     std::vector<std::string> open_messages; // what the core said when it did not open
 };
 
-std::vector<Provider> list_providers() {
+// *error: fi_getinfo's failure (FI_PROVIDER naming nothing there, no
+// provider at all), said rather than an empty list.
+std::vector<Provider> list_providers(std::string *error) {
     std::map<std::string, Provider> by_name;
     std::vector<std::string> order;
     fi_info *all = nullptr;
-    if (fi_getinfo(efa::api_version(), nullptr, nullptr, 0, nullptr, &all) == 0) {
+    const int ret = fi_getinfo(efa::api_version(), nullptr, nullptr, 0, nullptr, &all);
+    if (ret != 0) {
+        *error = std::string("fi_getinfo failed: ") + fi_strerror(-ret) + " (" +
+                 std::to_string(ret) + ")";
+    } else {
         for (fi_info *i = all; i; i = i->next) {
             const std::string n = i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "?";
             if (!by_name.count(n)) {
@@ -361,6 +442,18 @@ void print_json(const Report &r) {
     auto strs = [](const auto &v) { return json_list(v, json_str); };
     std::printf("{\"components\": %s, \"libfabric\": %s, \"api\": %s,\n",
                 json_str(kRelease).c_str(), json_str(r.libfabric).c_str(), json_str(r.api).c_str());
+    std::printf(" \"topology\": %s, \"param_files\": %s,\n", json_str(r.topology).c_str(),
+                json_list(r.param_files, [](const std::pair<std::string, bool> &f) {
+                    return "{\"path\": " + json_str(f.first) +
+                           ", \"read\": " + (f.second ? "true" : "false") + "}";
+                }).c_str());
+    std::printf(" \"settings\": %s,\n",
+                json_list(r.settings, [](const Setting &x) {
+                    return "{\"name\": " + json_str(x.name) + ", \"value\": " + json_str(x.value) +
+                           ", \"source\": " + json_str(x.source) +
+                           ", \"overridden_by\": " + json_str(x.overridden_by) + "}";
+                }).c_str());
+    std::printf(" \"providers_error\": %s,\n", json_str(r.providers_error).c_str());
     std::printf(" \"providers\": %s,\n", json_list(r.providers, [&](const Provider &p) {
                                              return "{\"name\": " + json_str(p.name) +
                                                     ", \"fabrics\": " + strs(p.fabrics) +
@@ -383,9 +476,32 @@ void print_json(const Report &r) {
                 }).c_str());
 }
 
-void print_text(const Report &r) {
-    std::printf("ompi-efa %s; libfabric %s (API %s asked)\n\nproviders offered:\n", kRelease,
-                r.libfabric.c_str(), r.api.c_str());
+// Where the parameters came from: the files consulted and each value taken.
+void print_settings(const Report &r) {
+    std::string files;
+    for (const auto &[path, read] : r.param_files) {
+        files += (files.empty() ? "" : ", ") + path + (read ? "" : " (absent)");
+    }
+    std::printf("\nMCA parameter files, the first over the next: %s\n",
+                files.empty() ? "none" : files.c_str());
+    if (r.settings.empty()) {
+        std::printf("parameters set: none (the components' defaults)\n");
+        return;
+    }
+    std::printf("parameters set (the environment over the files):\n");
+    for (const auto &s : r.settings) {
+        std::printf("  %s = %s (from %s)%s%s%s\n", s.name.c_str(), s.value.c_str(),
+                    s.source.c_str(),
+                    s.overridden_by.empty() ? "" : "; not used: ", s.overridden_by.c_str(),
+                    s.overridden_by.empty() ? "" : " given");
+    }
+}
+
+void print_providers(const Report &r) {
+    std::printf("\nproviders offered:\n");
+    if (!r.providers_error.empty()) {
+        std::printf("  none: %s\n", r.providers_error.c_str());
+    }
     for (const auto &p : r.providers) {
         std::string d;
         for (const auto &x : p.domains) {
@@ -394,6 +510,33 @@ void print_text(const Report &r) {
         std::printf("  %-14s %zu fabric(s); domains: %s\n", p.name.c_str(), p.fabrics.size(),
                     d.c_str());
     }
+}
+
+void print_sets(const Report &r) {
+    std::printf("\nNIC sets on %s, %zu process(es) bound to equal shares of the cores:\n",
+                r.sets_on.c_str(), r.shares.size());
+    for (const auto &s : r.shares) {
+        std::string n;
+        for (const auto &x : s.nics) {
+            n += (n.empty() ? "" : ", ") + x;
+        }
+        std::printf("  local rank %d (PUs %s): %s\n      %s\n", s.rank, s.binding.c_str(),
+                    n.c_str(), s.reason.c_str());
+    }
+}
+
+void print_text(const Report &r) {
+    std::printf("ompi-efa %s; libfabric %s (API %s asked)\n", kRelease, r.libfabric.c_str(),
+                r.api.c_str());
+    print_settings(r);
+    if (!r.topology.empty()) {
+        // (the recorded instance is what was asked about: this machine's
+        // provider and NICs, often none on a login node, are not its)
+        std::printf("\nthis machine, for reference (the exit status is that of the NIC sets "
+                    "on %s, at the end):\n",
+                    r.topology.c_str());
+    }
+    print_providers(r);
     std::printf("\ncomponents' provider (asked: %s): ", r.asked.c_str());
     if (r.chosen_provider.empty()) {
         std::printf("none\n");
@@ -402,50 +545,27 @@ void print_text(const Report &r) {
         }
     } else {
         std::printf("%s, fabric %s\n", r.chosen_provider.c_str(), r.chosen_fabric.c_str());
-    }
-    if (!r.chosen_provider.empty()) {
         efa::info::print_text(r.choices, r.open_messages);
     }
     if (!r.nics.empty()) {
-        std::printf("\nNICs:\n");
+        std::printf("\nNICs on this machine:\n");
         for (const auto &n : r.nics) {
             std::printf("  %-20s %-14s %s\n", n.name.c_str(), n.pci.empty() ? "-" : n.pci.c_str(),
                         n.near.empty() ? "(place unknown)" : n.near.c_str());
         }
     }
     if (!r.shares.empty()) {
-        std::printf("\nNIC sets on %s, %zu process(es) bound to equal shares of the cores:\n",
-                    r.sets_on.c_str(), r.shares.size());
-        for (const auto &s : r.shares) {
-            std::string n;
-            for (const auto &x : s.nics) {
-                n += (n.empty() ? "" : ", ") + x;
-            }
-            std::printf("  local rank %d (PUs %s): %s\n      %s\n", s.rank, s.binding.c_str(),
-                        n.c_str(), s.reason.c_str());
-        }
+        print_sets(r);
     }
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-    const Options o = parse(argc, argv);
-    Report r;
-    const uint32_t v = fi_version();
-    r.libfabric = efa::version_string(v);
-    r.api = efa::version_string(efa::api_version());
-    r.providers = list_providers();
-    r.asked = o.provider.empty() ? "efa" : o.provider;
-
-    std::vector<std::string> messages;
-    g_messages = &messages;
+// The core's parameters as the components would pass them on this machine.
+// With --topology the NIC lists and the GPU name the recorded devices, not
+// this machine's: the provider and the core here are opened without them.
+efa_core_params_t core_params(const Options &o) {
     efa_core_params_t p{};
     p.provider_include = o.provider.c_str();
     p.provider_exclude = o.provider_exclude.c_str();
-    // With --topology the NIC lists and the GPU name the recorded devices,
-    // not this machine's: the provider and the core here are opened
-    // without them.
     p.nic_include = o.topology.empty() ? o.nic_include.c_str() : "";
     p.gpu = o.topology.empty() ? o.gpu.c_str() : "auto";
     p.nic_exclude = o.topology.empty() ? o.nic_exclude.c_str() : "";
@@ -469,87 +589,132 @@ int main(int argc, char **argv) {
     p.dmabuf = o.dmabuf;
     p.local_rank = 0;
     p.local_size = o.local_size;
+    return p;
+}
+
+// The NIC lists' mistakes, as the core would say them; nothing kept: they fit.
+void check_nic_lists(const efa::NicFilter &lists, const efa::NicFilterResult &f,
+                     const std::vector<efa::NicCandidate> &all) {
+    std::string known;
+    for (const auto &c : all) {
+        known += (known.empty() ? "" : ", ") + c.name;
+    }
+    if (f.conflicting) {
+        keep_help("conflicting-nic-lists", lists.include.c_str(), lists.exclude.c_str(), "");
+    } else if (f.empty_item) {
+        keep_help("empty-nic-list-item", lists.include.c_str(), lists.exclude.c_str(), "");
+    } else if (!f.unmatched.empty()) {
+        keep_help("unknown-nic", f.unmatched.front().c_str(), known.c_str(), "");
+    } else if (f.admitted.empty()) {
+        keep_help("no-nic-left", lists.exclude.c_str(), known.c_str(), "");
+    }
+}
+
+// This machine's provider and NICs as the core selects them, and the
+// components' choices with the core opened there; *cands: the NICs the
+// lists admit.
+void choose_here(const Options &o, const efa_core_params_t &p, hwloc_topology_t here, Report *r,
+                 std::vector<efa::NicCandidate> *cands) {
+    std::vector<std::string> &messages = *g_messages;
     efa::Reporter rep;
     rep.show_help = keep_help;
     rep.verbose = keep_verbose;
     rep.verbosity = 1;
     rep.explain = true;
     efa::Selection sel;
-    const bool chosen = efa::select_provider(p, rep, &sel) == 0;
-
-    hwloc_topology_t here = efa::info::load_topology("");
-    std::vector<efa::NicCandidate> cands;
-    if (chosen) {
-        r.chosen_provider = sel.nics[0]->fabric_attr->prov_name;
-        r.chosen_fabric = sel.nics[0]->fabric_attr->name;
-        std::vector<efa::NicCandidate> all;
-        for (const fi_info *i : sel.nics) {
-            all.push_back({i->domain_attr->name, pci_of(i)});
-        }
-        messages.clear(); // (what the selection said on the way)
-        std::string known;
-        for (const auto &c : all) {
-            known += (known.empty() ? "" : ", ") + c.name;
-        }
-        const efa::NicFilter lists =
-            o.topology.empty() ? efa::NicFilter{o.nic_include, o.nic_exclude} : efa::NicFilter{};
-        const auto f = efa::filter_nics(all, lists);
-        if (f.conflicting) {
-            keep_help("conflicting-nic-lists", lists.include.c_str(), lists.exclude.c_str(), "");
-        } else if (f.empty_item) {
-            keep_help("empty-nic-list-item", lists.include.c_str(), lists.exclude.c_str(), "");
-        } else if (!f.unmatched.empty()) {
-            keep_help("unknown-nic", f.unmatched.front().c_str(), known.c_str(), "");
-        } else if (f.admitted.empty()) {
-            keep_help("no-nic-left", lists.exclude.c_str(), known.c_str(), "");
-        }
-        if (!messages.empty()) { // the NIC lists are wrong: the components would not run
-            r.why_not = messages;
-            r.chosen_provider.clear();
-            r.chosen_fabric.clear();
-        } else {
-            for (size_t i : f.admitted) {
-                cands.push_back(all[i]);
-                r.nics.push_back({all[i].name, all[i].pci_bus_id, near_of(here, all[i])});
-            }
-            r.choices = efa::info::component_choices(p, o.one_node, keep_help, keep_verbose);
-            if (!r.choices.opened) {
-                r.open_messages = messages;
-            }
-        }
-    } else {
-        r.why_not = messages;
+    if (efa::select_provider(p, rep, &sel) != 0) {
+        r->why_not = messages;
+        return;
     }
+    r->chosen_provider = sel.nics[0]->fabric_attr->prov_name;
+    r->chosen_fabric = sel.nics[0]->fabric_attr->name;
+    std::vector<efa::NicCandidate> all;
+    for (const fi_info *i : sel.nics) {
+        all.push_back({i->domain_attr->name, pci_of(i)});
+    }
+    messages.clear(); // (what the selection said on the way)
+    const efa::NicFilter lists =
+        o.topology.empty() ? efa::NicFilter{o.nic_include, o.nic_exclude} : efa::NicFilter{};
+    const auto f = efa::filter_nics(all, lists);
+    check_nic_lists(lists, f, all);
+    if (!messages.empty()) { // the NIC lists are wrong: the components would not run
+        r->why_not = messages;
+        r->chosen_provider.clear();
+        r->chosen_fabric.clear();
+        return;
+    }
+    for (size_t i : f.admitted) {
+        cands->push_back(all[i]);
+        r->nics.push_back({all[i].name, all[i].pci_bus_id, near_of(here, all[i])});
+    }
+    r->choices = efa::info::component_choices(p, o.one_node, keep_help, keep_verbose);
+    if (!r->choices.opened) {
+        r->open_messages = messages;
+    }
+}
+
+// The NIC sets of the recorded topology: 0; 1, it cannot be read, holds no
+// EFA device, or the NIC lists do not fit its devices; 2, --gpu names no
+// accelerator of it.
+int recorded_sets(const Options &o, Report *r) {
+    hwloc_topology_t rec = efa::info::load_topology(o.topology);
+    if (!rec) {
+        std::fprintf(stderr, "efa-mpi-info: cannot load the topology %s\n", o.topology.c_str());
+        return 1;
+    }
+    const auto all = efa::info::recorded_nics(rec);
+    r->sets_on = o.topology;
+    const auto f = efa::filter_nics(all, {o.nic_include, o.nic_exclude});
+    std::vector<efa::NicCandidate> recorded;
+    for (size_t i : f.admitted) {
+        recorded.push_back(all[i]);
+    }
+    int rc = 0;
+    if (all.empty()) {
+        std::fprintf(stderr, "efa-mpi-info: %s holds no EFA device\n", o.topology.c_str());
+        rc = 1;
+    } else if (f.conflicting || f.empty_item || !f.unmatched.empty() || recorded.empty()) {
+        std::fprintf(stderr,
+                     "efa-mpi-info: the NIC lists do not fit the EFA devices of %s "
+                     "(both lists, an empty item, an unknown name%s%s, or none left)\n",
+                     o.topology.c_str(), f.unmatched.empty() ? "" : ": ",
+                     f.unmatched.empty() ? "" : f.unmatched.front().c_str());
+        rc = 1;
+    } else if (!nic_sets(o, rec, recorded, nullptr, r)) {
+        rc = 2;
+    }
+    hwloc_topology_destroy(rec);
+    return rc;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    const Options o = parse(argc, argv);
+    Report r;
+    r.libfabric = efa::version_string(fi_version());
+    r.api = efa::version_string(efa::api_version());
+    r.topology = o.topology;
+    r.settings = o.settings;
+    r.param_files = o.param_files;
+    r.providers = list_providers(&r.providers_error);
+    r.asked = o.provider.empty() ? "efa" : o.provider;
+
+    std::vector<std::string> messages;
+    g_messages = &messages;
+    const efa_core_params_t p = core_params(o);
+    hwloc_topology_t here = efa::info::load_topology("");
+    if (!here) {
+        std::fprintf(stderr, "efa-mpi-info: hwloc cannot load this machine's topology: %s\n",
+                     o.topology.empty() ? "the NICs' places and the NIC sets are left out"
+                                        : "its NICs' places are left out");
+    }
+    std::vector<efa::NicCandidate> cands;
+    choose_here(o, p, here, &r, &cands);
 
     int rc = 0;
     if (!o.topology.empty()) {
-        hwloc_topology_t rec = efa::info::load_topology(o.topology);
-        if (!rec) {
-            std::fprintf(stderr, "efa-mpi-info: cannot load the topology %s\n", o.topology.c_str());
-            rc = 1;
-        } else {
-            const auto all = efa::info::recorded_nics(rec);
-            r.sets_on = o.topology;
-            const auto f = efa::filter_nics(all, {o.nic_include, o.nic_exclude});
-            std::vector<efa::NicCandidate> recorded;
-            for (size_t i : f.admitted) {
-                recorded.push_back(all[i]);
-            }
-            if (all.empty()) {
-                std::fprintf(stderr, "efa-mpi-info: %s holds no EFA device\n", o.topology.c_str());
-                rc = 1;
-            } else if (f.conflicting || f.empty_item || !f.unmatched.empty() || recorded.empty()) {
-                std::fprintf(stderr,
-                             "efa-mpi-info: the NIC lists do not fit the EFA devices of %s "
-                             "(both lists, an empty item, an unknown name%s%s, or none left)\n",
-                             o.topology.c_str(), f.unmatched.empty() ? "" : ": ",
-                             f.unmatched.empty() ? "" : f.unmatched.front().c_str());
-                rc = 1;
-            } else if (!nic_sets(o, rec, recorded, nullptr, &r)) {
-                rc = 2;
-            }
-            hwloc_topology_destroy(rec);
-        }
+        rc = recorded_sets(o, &r);
     } else if (!cands.empty() && here) {
         r.sets_on = "this machine";
         if (!nic_sets(o, here, cands, std::getenv("CUDA_VISIBLE_DEVICES"), &r)) {
@@ -559,12 +724,19 @@ int main(int argc, char **argv) {
     if (here) {
         hwloc_topology_destroy(here);
     }
+    if (rc == 2) {
+        return rc; // a bad question (said on stderr): no report of it
+    }
     if (o.json) {
         print_json(r);
     } else {
         print_text(r);
     }
-    // 3: the components would not run here (the reasons are printed): no
-    // provider, or the core did not open on the one chosen.
-    return rc != 0 ? rc : (r.chosen_provider.empty() || !r.choices.opened) ? 3 : 0;
+    // --topology asks about the recorded instance: its answer alone.
+    // Otherwise 3: the components would not run here (the reasons are
+    // printed): no provider, or the core did not open on the one chosen.
+    if (!o.topology.empty() || rc != 0) {
+        return rc;
+    }
+    return (r.chosen_provider.empty() || !r.choices.opened) ? 3 : 0;
 }
