@@ -41,6 +41,7 @@
 #include "efa_emul_target.h"
 #include "efa_inflight.h"
 #include "efa_msg_flow.h"
+#include "efa_path_error.h"
 #include "efa_pool.h"
 #include "efa_rma.h"
 #include "efa_ring_inline.h"
@@ -114,6 +115,16 @@ struct mca_btl_base_endpoint_t {
     bool watching;
     uint8_t quiet_sweeps;
     efa_op_t watch;
+    /* The core declared the peer lost and the upper layer was told
+     * (mca_btl_efa_peer_failed, module lock): the core fails every later
+     * send to it, so sends fail at once rather than wait in its queue for
+     * credits that never come back. */
+    bool lost;
+    /* A send to it was refused for a path error at its post: the upper
+     * layer hears of it from progress (send.lost_due, by next_lost), never
+     * from inside a send call (module lock). */
+    int lost_err;
+    struct mca_btl_base_endpoint_t *next_lost;
     /* Its messages up to the eager limit over NIC 'rail' of the set
      * (btl_efa_spread.c; 0: the first; rail_own: the one it was given),
      * that NIC's context (NULL: not decided yet), its last message's number
@@ -255,6 +266,9 @@ typedef struct mca_btl_efa_module {
         efa_btl_frag_t *done_head, *done_tail; /* injected upper-layer descriptors, callback due */
         efa_btl_frag_t *ring_done;             /* sent through a ring: finished from progress */
         volatile int32_t num_ring_done;
+        /* Peers found lost outside progress (a send's post refused, the
+         * watch's sweep): mca_btl_efa_peer_failed from the next progress. */
+        struct mca_btl_base_endpoint_t *lost_due;
     } send;
     /* btl_efa_batch.c: coalescing (module lock) */
     struct {
@@ -486,6 +500,10 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 static inline void mca_btl_efa_frag_return_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     efa_pool_put(btl->frag.pool, frag);
 }
+/* The provider may still read frag's buffer (a send failed while it held
+ * it: efa_cqe_t.orphaned): the buffer is left to it for good, and frag
+ * goes on with a fresh one (btl_efa_frag.c).  Module lock held. */
+void mca_btl_efa_frag_orphan_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 /* Finalize, before the core is released: idle slabs freed, busy ones kept
  * (their completions pointed at the core); after: the kept ones freed
  * where the endpoints are closed. */
@@ -498,11 +516,38 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe);
 int mca_btl_efa_register_error(struct mca_btl_base_module_t *btl,
                                mca_btl_base_module_error_cb_fn_t cbfunc);
-/* Tell the upper layer (ob1: it ends the job) of an error it cannot
- * recover from; proc may be NULL.  Nothing once finalize began. */
+/* Tell the upper layer of an error it cannot recover from (ob1 ends the
+ * job; under ULFM, Open MPI 5 with mpi_ft_enable, it marks proc failed and
+ * goes on); proc may be NULL.  Nothing once finalize began. */
 void mca_btl_efa_fatal(mca_btl_efa_module_t *btl, opal_proc_t *proc, char *why);
 /* Is anyone listening (ob1 registers its handler; osc/rdma does not)? */
 bool mca_btl_efa_fatal_heard(void);
+/* An operation to ep failed with err (a negative libfabric error).  Where
+ * err says the path failed (efa_path_error: the core declared the peer lost
+ * and fails all of its operations), the first call per peer fails the
+ * sends waiting in ep's queue with OPAL_ERR_UNREACH and calls the upper
+ * layer's error handler naming the peer, as btl_tcp does for a peer whose
+ * connection failed: ob1 parks messages it cannot send and retries them for
+ * ever, so without the call it would never end.  Any other err: nothing.
+ * No lock held (the handler may call back into the BTL). */
+void mca_btl_efa_peer_failed(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err);
+/* The same from the next progress call (send.lost_due); the module lock is
+ * held. */
+void mca_btl_efa_peer_failed_later_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                          int err);
+/* Those calls, from the component's progress (btl_efa_progress.c) only:
+ * drain_pending also runs inside btl_send. */
+void mca_btl_efa_tell_lost_due(mca_btl_efa_module_t *btl);
+/* The status the upper layer gets for an operation that failed with err (a
+ * negative libfabric error).  Every path error is OPAL_ERR_UNREACH: Open
+ * MPI 5's ob1 turns only that one into MPI_ERR_PROC_FAILED under ULFM
+ * (pml_ob1_sendreq.c, pml_ob1_recvreq.c) and passes any other code up as
+ * it is (MPI_ERR_UNKNOWN), and FI_ETIMEDOUT here is the core's peer
+ * deadline declaring the peer lost, not an operation's own timeout
+ * (OPAL_ERR_TIMEOUT is kept for btl_efa_rma_timeout's expiry). */
+static inline int mca_btl_efa_status_of(int err) {
+    return efa_path_error(err) ? OPAL_ERR_UNREACH : mca_common_efa_fi_to_opal(err);
+}
 /* A message from ep arrived: take the credits it returns and count it
  * towards what this process owes back.  Inline for the on-node ring's
  * frames, which mostly carry no credit and so need nothing. */

@@ -231,6 +231,11 @@ int mca_btl_efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_en
     if (descriptor) {
         *descriptor = NULL;
     }
+    if (OPAL_UNLIKELY(endpoint->lost)) {
+        /* (a peer of this node too: its ring would take the frame, and
+         * nobody would read it) */
+        return OPAL_ERR_UNREACH;
+    }
     const size_t total = sizeof(efa_btl_hdr_t) + header_size + payload_size;
     if (mca_btl_efa_via_ring(btl, endpoint, total)) {
         int rc =
@@ -269,7 +274,13 @@ int mca_btl_efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_en
             size_t zero = 0;
             opal_convertor_set_position(convertor, &zero);
         }
-        return OPAL_ERR_RESOURCE_BUSY;
+        /* A lost peer's refusal stays one: busy, ob1 would try again at
+         * once and for ever.  Told OPAL_ERR_UNREACH (no descriptor) it
+         * parks the message as for a busy BTL (pml_ob1_sendreq.c,
+         * pml_ob1.c's send_control_btl) and its error handler, called
+         * from the next progress (mca_btl_efa_frag_post), ends the job or
+         * fails the process under ULFM. */
+        return OPAL_ERR_UNREACH == rc ? rc : OPAL_ERR_RESOURCE_BUSY;
     }
     return OPAL_SUCCESS;
 }

@@ -69,6 +69,45 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
+void mca_btl_efa_frag_orphan_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    /* The bytes move to a spare's buffer and the spare keeps the old one,
+     * out of the pool for good (as btl_efa_spread.c's fresh_buffer_locked
+     * does for a send failed over): a peer alive after all (a partition
+     * that healed) could otherwise receive another message's bytes from
+     * it.  The spare's completion, should the provider still report the
+     * old send, is the core's stand-in's; its slab stays (frag_busy). */
+    efa_btl_frag_t *spare = mca_btl_efa_frag_get_locked(btl);
+    if (NULL == spare) {
+        /* Out of memory: the buffer goes back all the same (the old
+         * behaviour; the provider very rarely still reads it). */
+        return;
+    }
+    uint8_t *old = frag->buf;
+    memcpy(spare->buf, old, btl->frag.size); /* (a RESP's retry sends it again) */
+    frag->buf = spare->buf;
+    spare->buf = old;
+    void *desc = frag->desc;
+    frag->desc = spare->desc;
+    spare->desc = desc;
+    efa_mr_t *mr = frag->mr;
+    frag->mr = spare->mr;
+    spare->mr = mr;
+    uint8_t *seg = frag->segments[0].seg_addr.pval;
+    if (seg >= old && seg < old + btl->frag.size) {
+        frag->segments[0].seg_addr.pval = frag->buf + (seg - old);
+    }
+    if (NULL != frag->data_mr) {
+        /* In place: the provider may read the caller's memory through it
+         * still, so the registration is not released (one reference of
+         * the cache kept until finalize). */
+        frag->data_mr = NULL;
+        frag->data_desc = NULL;
+    }
+    spare->posted = true;
+    spare->op.complete = efa_op_complete_nothing;
+    ++btl->spread.retired; /* (frag_busy: every slab stays until the endpoints close) */
+}
+
 int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,
                                void (*complete)(efa_op_t *op, const efa_cqe_t *cqe)) {
     btl->frag.complete = complete;

@@ -163,6 +163,7 @@ int mca_btl_efa_module_init(mca_btl_efa_module_t *btl, efa_core_t *core) {
     btl->batch.sent = btl->batch.msgs = 0;
     btl->recv.last_src = NULL;
     btl->send.done_head = btl->send.done_tail = NULL;
+    btl->send.lost_due = NULL;
     if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
         mca_btl_efa_component.test.fail_module_init) {
         opal_output_verbose(1, mca_common_efa_output,

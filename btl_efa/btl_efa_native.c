@@ -110,18 +110,43 @@ void mca_btl_efa_rop_return(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
-/* The operation is over: tell the caller, then recycle. */
-static void rop_finish(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int status) {
+/* A rop the provider may still hold though the core failed it (a lost
+ * peer: efa_cqe_t.orphaned): a late fetching atomic could still write its
+ * scratch words, and a put or get read or write through its registration,
+ * so neither goes back to the pool or the cache.  It stays posted, its
+ * slab with it (rop_busy at finalize); its late completion, if any, is
+ * the core's stand-in's. */
+static void rop_retire(efa_btl_rop_t *rop) {
+    rop->posted = true;
+    rop->op.complete = efa_op_complete_nothing;
+}
+
+/* The operation is over: tell the caller, then recycle (keep: the
+ * provider may still hold it, rop_retire). */
+static void rop_finish(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int status, bool keep) {
     mca_btl_efa_endpoint_t *ep = rop->endpoint;
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
     OPAL_THREAD_ADD_FETCH32(&btl->outstanding, -1);
+    /* Said here, as the emulated path's req_done says it: Open MPI 4.1's
+     * osc/rdma drops a failed operation's status (the program would see
+     * wrong bytes and no error). */
+    static int said = 0;
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != status) && !rop->cb.internal &&
+        __atomic_fetch_add(&said, 1, __ATOMIC_RELAXED) < 10) {
+        opal_output(0, "btl:efa: a one-sided operation to %s failed: %s", OPAL_NAME_PRINT(ep->name),
+                    opal_strerror(status));
+    }
     /* Nor is the upper layer called once it has gone (a flush that gave up
      * let osc free its window: see frag_finish); btl_efa's own callback is
      * (a piece's parent must hear of every piece). */
     if (rop->cb.internal || mca_btl_efa_upper_alive(btl, ep)) {
         mca_btl_efa_rdma_cb_call(btl, ep, &rop->cb, status);
     }
-    mca_btl_efa_rop_return(btl, rop);
+    if (keep) {
+        rop_retire(rop);
+    } else {
+        mca_btl_efa_rop_return(btl, rop);
+    }
 }
 
 /* A parent loses one of its 'pending' references; the last one reports. */
@@ -138,7 +163,7 @@ static void parent_put(mca_btl_efa_module_t *btl, efa_btl_rop_t *parent, int sta
     /* Acquire and release: the last piece reads the status an earlier one
      * set (OPAL's atomics are relaxed on some machines). */
     if (0 == __atomic_sub_fetch(&parent->pending, count, __ATOMIC_ACQ_REL)) {
-        rop_finish(btl, parent, parent->status);
+        rop_finish(btl, parent, parent->status, false); /* (a parent is never posted) */
     }
 }
 
@@ -243,7 +268,7 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     }
     int status = OPAL_SUCCESS;
     if (err) {
-        status = mca_common_efa_fi_to_opal(err);
+        status = mca_btl_efa_status_of(err);
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: one-sided operation failed on rail %d: %s%s%s", rail,
                             fi_strerror(-err),
@@ -252,12 +277,26 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     } else if (rop->result_size && rop->cb.local_address) {
         memcpy(rop->cb.local_address, &rop->scratch[2], rop->result_size);
     }
+    /* (read before the rop is recycled or kept) */
+    const bool keep = OPAL_UNLIKELY(cqe->orphaned) && 0 != err;
+    mca_btl_efa_endpoint_t *ep = rop->endpoint;
     if (rop->parent) {
         efa_btl_rop_t *parent = rop->parent;
-        mca_btl_efa_rop_return(btl, rop);
+        if (keep) {
+            rop_retire(rop);
+        } else {
+            mca_btl_efa_rop_return(btl, rop);
+        }
         parent_put(btl, parent, status, 1);
     } else {
-        rop_finish(btl, rop, status);
+        rop_finish(btl, rop, status, keep);
+    }
+    /* The core declared the peer lost: ob1, waiting on it with a
+     * rendezvous by RDMA (its FIN after a put or get), hears of it as of a
+     * send's failure.  (Where only osc/rdma uses the BTL nobody listens:
+     * its flush returns, and the status it dropped was said above.) */
+    if (efa_path_error(err)) {
+        mca_btl_efa_peer_failed(btl, ep, err);
     }
 }
 
@@ -291,7 +330,7 @@ static int post_piece(efa_btl_rop_t *rop, int type, const efa_btl_rail_t *rail, 
         rop->posted = false;
         rop->post_err = rc;
     }
-    return mca_common_efa_fi_to_opal(rc);
+    return 0 == rc ? OPAL_SUCCESS : mca_btl_efa_status_of(rc);
 }
 
 /* Failover: a piece whose rail failed (at the post, or in its completion,

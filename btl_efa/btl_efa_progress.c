@@ -2,8 +2,9 @@
  * btl_efa's progress: what the common progress callback runs after the
  * core's (mca_common_efa_progress_add, from add_procs): frames of the
  * on-node rings, finished operations, now and then one-sided requests left
- * unanswered and the inbox's count of corrupted frames, and the sends
- * waiting for credits or queue room.
+ * unanswered and the inbox's count of corrupted frames, the sends
+ * waiting for credits or queue room, and peers found lost where the upper
+ * layer could not be told at once.
  *
  * It runs on every opal_progress call, so each step that mostly has
  * nothing to do is a test here, inline, and a call only when there is
@@ -42,6 +43,11 @@ int mca_btl_efa_component_progress(void) {
     }
     if (mca_btl_efa_send_work(btl)) {
         n += mca_btl_efa_drain_pending(btl);
+    }
+    /* Peers found lost inside a send call or the watch's sweep (peeked
+     * without the lock: mca_btl_efa_tell_lost_due takes it). */
+    if (OPAL_UNLIKELY(NULL != btl->send.lost_due)) {
+        mca_btl_efa_tell_lost_due(btl);
     }
     return n;
 }

@@ -346,7 +346,9 @@ int mca_btl_efa_flush(struct mca_btl_base_module_t *base, struct mca_btl_base_en
                 if (mca_btl_efa_fatal_heard()) {
                     mca_btl_efa_fatal(btl, NULL != ep ? ep->proc : NULL,
                                       "btl_efa: one-sided operations never completed");
-                    return OPAL_ERR_TIMEOUT; /* (ob1's handler has ended the job) */
+                    /* (ob1's handler has ended the job, or under ULFM
+                     * marked the peer failed: the flush fails) */
+                    return OPAL_ERR_TIMEOUT;
                 }
             }
         }

@@ -19,7 +19,8 @@
 /* A receive of the provider's pool failed: whatever it was to carry (an
  * active message, a one-sided request or answer, credits) is lost, and
  * nothing above retransmits it: ob1 would wait for ever for it.  Said
- * once, and the upper layer is told (ob1 ends the job).  A cancelled
+ * once, and the upper layer is told (ob1 ends the job; under ULFM it marks
+ * the peer failed).  A cancelled
  * receive is the pool closing, nothing lost. */
 static void receive_failed(mca_btl_efa_module_t *btl, int err) {
     static bool said = false;

@@ -8,6 +8,7 @@
 #include "btl_efa_ring.h"
 #include "btl_efa_spread.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,7 +73,8 @@ static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int sta
     mca_btl_efa_frag_return(btl, frag);
 }
 
-/* The upper layer's handler of fatal errors (ob1's aborts the job). */
+/* The upper layer's handler of fatal errors (ob1's aborts the job, or
+ * under ULFM marks the process failed). */
 static mca_btl_base_module_error_cb_fn_t efa_error_cb = NULL;
 
 int mca_btl_efa_register_error(struct mca_btl_base_module_t *btl,
@@ -92,6 +94,80 @@ void mca_btl_efa_fatal(mca_btl_efa_module_t *btl, opal_proc_t *proc, char *why) 
     }
 }
 
+/* Take ep's queue (module lock held): the fragments, in order. */
+static efa_btl_frag_t *take_queue_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    efa_btl_frag_t *head = NULL, **tail = &head, *frag;
+    while (NULL != (frag = efa_flow_pop(&btl->send.flow, &ep->flow))) {
+        frag->next = NULL;
+        *tail = frag;
+        tail = &frag->next;
+    }
+    /* No credit message either: it could never go. */
+    efa_flow_credit_settled(&ep->flow);
+    return head;
+}
+
+void mca_btl_efa_peer_failed(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err) {
+    if (NULL == ep || !efa_path_error(err)) {
+        return;
+    }
+    OPAL_THREAD_LOCK(&btl->lock);
+    const bool first = !ep->lost;
+    ep->lost = true;
+    efa_btl_frag_t *queued = first ? take_queue_locked(btl, ep) : NULL;
+    const bool tell = first && !ep->detached;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    if (!first) {
+        return;
+    }
+    /* The core declared the peer lost (its deadline, or the provider said
+     * the path failed; the message naming it is out).  ob1 parks the
+     * control messages it cannot send (acknowledgements, FIN) and retries
+     * them for ever, and a rendezvous waits for an answer that never
+     * comes: its error handler is what ends the job (or, under ULFM, marks
+     * the process failed), as btl_tcp calls it for a failed connection. */
+    if (tell) {
+        /* Named here too: ob1 prints it as it ends the job, which may come
+         * before the core's message naming the peer is out. */
+        char why[160];
+        snprintf(why, sizeof(why), "btl_efa: peer %s unreachable (%s; common_efa_peer_timeout)",
+                 OPAL_NAME_PRINT(ep->name), fi_strerror(-err));
+        mca_btl_efa_fatal(btl, ep->proc, why);
+    }
+    /* Sends waiting for credits the peer will never return: they would
+     * wait for ever, or go after a partition healed and call back for
+     * requests the upper layer finished meanwhile. */
+    while (queued) {
+        efa_btl_frag_t *frag = queued;
+        queued = frag->next;
+        frag_finish(btl, frag, OPAL_ERR_UNREACH);
+    }
+}
+
+void mca_btl_efa_peer_failed_later_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                          int err) {
+    if (NULL == ep || ep->lost || 0 != ep->lost_err || !efa_path_error(err)) {
+        return;
+    }
+    ep->lost_err = err;
+    ep->next_lost = btl->send.lost_due;
+    btl->send.lost_due = ep;
+}
+
+void mca_btl_efa_tell_lost_due(mca_btl_efa_module_t *btl) {
+    OPAL_THREAD_LOCK(&btl->lock);
+    mca_btl_efa_endpoint_t *ep = btl->send.lost_due;
+    btl->send.lost_due = NULL;
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    while (ep) {
+        mca_btl_efa_endpoint_t *next = ep->next_lost;
+        const int err = ep->lost_err;
+        ep->next_lost = NULL;
+        mca_btl_efa_peer_failed(btl, ep, err);
+        ep = next;
+    }
+}
+
 void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_frag_t *frag = (efa_btl_frag_t *)op;
     frag->posted = false;
@@ -101,18 +177,24 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         mca_btl_efa_spread_completed(&mca_btl_efa_module, frag, &err)) {
         return; /* sent again over another NIC: it completes from there */
     }
-    int status = err ? mca_common_efa_fi_to_opal(err) : OPAL_SUCCESS;
+    int status = err ? mca_btl_efa_status_of(err) : OPAL_SUCCESS;
     if (err) {
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: send failed: %s",
                             fi_strerror(-err));
     }
-    /* The core declared the peer lost (its deadline, or the provider said
-     * unreachable; the message naming it is out).  ob1 drops the failed
-     * sends of its control messages (acknowledgements, FIN) and would wait
-     * for ever: its error handler ends the job instead. */
-    if ((-FI_ETIMEDOUT == err || -FI_EHOSTUNREACH == err) && NULL != frag->endpoint) {
-        mca_btl_efa_fatal(&mca_btl_efa_module, frag->endpoint->proc,
-                          "btl_efa: peer unreachable (common_efa_peer_timeout)");
+    if (OPAL_UNLIKELY(cqe->orphaned) && err) {
+        /* The core failed it while the provider still holds it, which may
+         * read the buffer until it hands the send back or the endpoint
+         * closes: the buffer must not go back to the pool (and out again
+         * with another message to whoever). */
+        OPAL_THREAD_LOCK(&mca_btl_efa_module.lock);
+        mca_btl_efa_frag_orphan_locked(&mca_btl_efa_module, frag);
+        OPAL_THREAD_UNLOCK(&mca_btl_efa_module.lock);
+    }
+    if (efa_path_error(err)) {
+        /* Whatever the fragment (an upper layer's descriptor with a
+         * callback too: ob1 only learns from it that one send failed). */
+        mca_btl_efa_peer_failed(&mca_btl_efa_module, frag->endpoint, err);
     } else if (OPAL_UNLIKELY(err) && -FI_ECANCELED != err && NULL != frag->endpoint &&
                (!frag->user || frag->inner) && 0 == frag->req_id &&
                EFA_BTL_MSG_RESP != ((efa_btl_hdr_t *)frag->buf)->type) {
@@ -325,6 +407,7 @@ typedef struct drain_state {
     mca_btl_efa_module_t *btl;
     efa_btl_frag_t *failed;               /* sends that failed for good, finished after */
     mca_btl_efa_endpoint_t *credits_lost; /* a peer whose credits could not go back */
+    int credits_err;                      /* ... the post's error */
 } drain_state_t;
 
 /* Post what the endpoint's queue holds while it has credits and the
@@ -396,6 +479,7 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             }
             if (0 != rc && NULL == state->credits_lost) {
                 state->credits_lost = ep; /* the peer would wait for them for ever */
+                state->credits_err = rc;
             }
         }
     }
@@ -409,15 +493,18 @@ static void finish_failed(mca_btl_efa_module_t *btl, efa_btl_frag_t *failed) {
         failed = frag->next;
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: deferred send failed: %s",
                             fi_strerror(-frag->err));
-        if (NULL != frag->endpoint && (!frag->user || frag->inner) && 0 == frag->req_id &&
-            EFA_BTL_MSG_RESP != ((efa_btl_hdr_t *)frag->buf)->type) {
+        if (efa_path_error(frag->err)) {
+            /* The peer is lost: as at a completion. */
+            mca_btl_efa_peer_failed(btl, frag->endpoint, frag->err);
+        } else if (NULL != frag->endpoint && (!frag->user || frag->inner) && 0 == frag->req_id &&
+                   EFA_BTL_MSG_RESP != ((efa_btl_hdr_t *)frag->buf)->type) {
             /* As at a completion (mca_btl_efa_frag_complete): nobody would
              * hear of it, and its receiver would wait for ever. */
             mca_btl_efa_fatal(btl, frag->endpoint->proc,
                               "btl_efa: a queued message could not be sent, and nobody would "
                               "hear of it");
         }
-        frag_finish(btl, frag, mca_common_efa_fi_to_opal(frag->err));
+        frag_finish(btl, frag, mca_btl_efa_status_of(frag->err));
     }
 }
 
@@ -433,6 +520,12 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
         (void)mca_btl_efa_ring_attach(btl, ep);
     }
     OPAL_THREAD_LOCK(&btl->lock);
+    if (OPAL_UNLIKELY(ep->lost)) {
+        /* The core fails every send to it; in the queue it would wait for
+         * credits for ever. */
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        return OPAL_ERR_UNREACH;
+    }
     const bool no_credit = takes_no_credit(frag);
     if ((NULL == ep->flow.head || no_credit) && has_credit(btl, ep, frag)) {
         int rc = post_locked(btl, ep, frag);
@@ -453,10 +546,14 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
             return OPAL_SUCCESS;
         }
         if (-FI_EAGAIN != rc && EFA_BTL_RING_FULL != rc) {
+            /* Refused at once, the peer lost (the core fails posts to it):
+             * the caller gets the error, and the upper layer's handler is
+             * called from progress, never from inside its send call. */
+            mca_btl_efa_peer_failed_later_locked(btl, ep, rc);
             OPAL_THREAD_UNLOCK(&btl->lock);
             opal_output_verbose(1, mca_common_efa_output, "btl:efa: cannot post a send: %s",
                                 fi_strerror(-rc));
-            return mca_common_efa_fi_to_opal(rc);
+            return mca_btl_efa_status_of(rc);
         }
     }
     frag->inject = false; /* sent from the queue like any other, with a completion */
@@ -510,12 +607,14 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
     if (0 == btl->send.flow.num_waiting) {
         return 0;
     }
-    drain_state_t state = {btl, NULL, NULL};
+    drain_state_t state = {btl, NULL, NULL, 0};
     OPAL_THREAD_LOCK(&btl->lock);
     int left = efa_flow_drain(&btl->send.flow, drain_peer, &state);
     OPAL_THREAD_UNLOCK(&btl->lock);
     finish_failed(btl, state.failed);
-    if (OPAL_UNLIKELY(NULL != state.credits_lost)) {
+    if (OPAL_UNLIKELY(NULL != state.credits_lost) && efa_path_error(state.credits_err)) {
+        mca_btl_efa_peer_failed(btl, state.credits_lost, state.credits_err);
+    } else if (OPAL_UNLIKELY(NULL != state.credits_lost)) {
         mca_btl_efa_fatal(btl, state.credits_lost->proc,
                           "btl_efa: returning credits to a peer failed");
     }

@@ -7,8 +7,9 @@
  * runtime still reaches it would leave ob1 waiting for ever.  So every peer
  * this process exchanged provider messages with lately is watched through
  * the core's peer deadline (efa_core_peer_watch): silent for half the
- * deadline it is probed, and an unanswered probe ends the job through
- * ob1's error handler, naming the peer (help topic peer-unreachable).
+ * deadline it is probed, and an unanswered probe calls ob1's error
+ * handler, naming the peer (help topic peer-unreachable): it ends the job,
+ * or under ULFM (Open MPI 5, mpi_ft_enable) marks the peer failed.
  *
  * "Lately": a sweep every half deadline (from the core's deadline check)
  * starts a watch on a peer with traffic since the last sweep and ends one
@@ -37,22 +38,28 @@ static mca_btl_efa_endpoint_t *endpoint_of(efa_op_t *watch) {
 
 /* The core declared the watched peer lost (the message naming it is out). */
 static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe) {
-    (void)cqe;
     mca_btl_efa_endpoint_t *ep = endpoint_of(op);
     OPAL_THREAD_LOCK(&mca_btl_efa_module.lock);
     ep->watching = false;
-    const bool tell = !ep->detached;
     OPAL_THREAD_UNLOCK(&mca_btl_efa_module.lock);
-    if (tell) {
-        mca_btl_efa_fatal(&mca_btl_efa_module, ep->proc,
-                          "btl_efa: peer unreachable (common_efa_peer_timeout)");
-    }
+    /* As for any operation to it that failed so (once per peer; nothing
+     * for a detached one): the error handler, and its queue failed. */
+    mca_btl_efa_peer_failed(&mca_btl_efa_module, ep,
+                            efa_path_error(cqe->err) ? cqe->err : -FI_EHOSTUNREACH);
 }
 
 /* The module lock is held. */
 static void watch_start(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     ep->watch.complete = watch_lost;
-    ep->watching = 0 == efa_core_peer_watch(btl->core, ep->peer, &ep->watch);
+    const int rc = efa_core_peer_watch(btl->core, ep->peer, &ep->watch);
+    ep->watching = 0 == rc;
+    if (-FI_EHOSTUNREACH == rc) {
+        /* Declared lost already, by a failure that told nobody here (a
+         * one-sided operation's, the MTL's): the upper layer may wait on
+         * the peer all the same.  Told from the next progress, once the
+         * sweep let go of the lock. */
+        mca_btl_efa_peer_failed_later_locked(btl, ep, rc);
+    }
 }
 
 /* The module lock is held. */

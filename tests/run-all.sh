@@ -417,6 +417,11 @@ PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-m
     "$top/tests/netns/peer-loss.sh" -c cm-rxm,cm-own-rxd,ob1-rxd kill partition 2>&1 |
     tee "$logdir/peer-loss-more.log"
 add_counts "$logdir/peer-loss-more.log" peer-loss-more
+# (ob1 told of a peer lost by a connection error, under --enable-recovery)
+PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-recovery \
+    "$top/tests/netns/peer-loss.sh" -c ob1-rxm,cm-rxm kill-recovery 2>&1 |
+    tee "$logdir/peer-loss-recovery.log"
+add_counts "$logdir/peer-loss-recovery.log" peer-loss-recovery
 # Blocking probes under pml cm (pml ob1's are btl_efa's watch, as its
 # receives): both matching paths (mtl_efa's watch on the provider's
 # probes, and own matching's engine, the same code on either provider).

@@ -23,6 +23,21 @@
 #         mtl_efa's watch on the receives the provider holds (cm-rxd,
 #         cm-rxm: mtl_efa_any.c; before it those runs hung) and, under pml
 #         ob1, btl_efa's watch
+#   kill-recovery  kill under Open MPI's --enable-recovery, so that the
+#         runtime does not end the job when the victim dies, with two ranks
+#         (rank 0 on host 1, the victim rank 1 on host 3: a survivor that
+#         hangs on the victim cannot be freed by another survivor's end)
+#         and the partitions' deadline (PARTITION_TIMEOUT, PARTITION_BOUND):
+#         the survivor must end it, naming the victim.  On tcp;ofi_rxm the
+#         dead process's connections fail what is in flight with a
+#         connection error (FI_ENOTCONN, FI_ECONNRESET: not FI_ETIMEDOUT),
+#         and the core declares the peer lost at once.  Under pml ob1
+#         btl_efa must tell ob1 then (its error handler): before, only a
+#         send failing with FI_ETIMEDOUT or FI_EHOSTUNREACH did, the watch
+#         gave up silently on a peer already lost, and the survivor, waiting
+#         on the victim (an acknowledgement, a receive), hung.  Under
+#         recovery mpirun exits 0 when a rank aborts: the survivor's message
+#         is what counts.  Not among the default scenarios
 #   partition-probe, partition-probe-any  the same partition while the
 #         survivors wait in MPI_Probe on the victim (or on MPI_ANY_SOURCE)
 #         before each receive (peer_loss -p, -p -a): pml cm calls the MTL's
@@ -57,7 +72,7 @@
 #   -d  seconds (default 60)
 #   -a  extra mpirun arguments (e.g. "--mca oob_tcp_keepalive_time 10")
 #   SCENARIO  kill, cut, partition, partition-any, partition-probe,
-#             partition-probe-any (default: the first four)
+#             partition-probe-any, kill-recovery (default: the first four)
 # Environment: EFA_MCA_COMPONENT_PATH, PEER_LOSS_BIN (default
 # _build/tests/netns/peer_loss), PEER_LOSS_LOG_DIR (default
 # /tmp/efa-peer-loss).  Makes the hosts and removes them at the end (also
@@ -86,9 +101,9 @@ scenarios=${*:-kill cut partition partition-any}
 [[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "peer-loss.sh: bad deadline '$deadline'" >&2; exit 2; }
 for s in $scenarios; do
     [[ $s == kill || $s == cut || $s == partition || $s == partition-any || $s == partition-probe ||
-        $s == partition-probe-any ]] ||
+        $s == partition-probe-any || $s == kill-recovery ]] ||
         { echo "peer-loss.sh: unknown scenario '$s' (kill, cut, partition, partition-any," \
-            "partition-probe, partition-probe-any)" >&2; exit 2; }
+            "partition-probe, partition-probe-any, kill-recovery)" >&2; exit 2; }
 done
 
 npass=0 nfail=0 nskip=0
@@ -205,15 +220,29 @@ run_one() {
     # and these runs were a printed SKIP.)
     config_mpirun_args "$c" || { echo "peer-loss.sh: unknown configuration $c" >&2; exit 2; }
     log=$logdir/peer_loss-$s-$c.log
-    local cmd=(mpirun -np 3 --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
-        "${netns_args[@]}" "${args[@]}" "${keepalive[@]}" "${extra_args[@]}" -x MPI_TEST_TIMEOUT=0 "$bin" -t 300)
-    [ "$s" = kill ] && cmd+=(-k)
+    # The victim: the last rank (peer_loss.c), alone on host 3.
+    local np=3 vr=2 hargs=("${netns_args[@]}") i
+    if [ "$s" = kill-recovery ]; then
+        np=2 vr=1
+        printf '%s slots=1\n' "$(netns_addr 1)" "$(netns_addr 3)" >"$logdir/hosts-1-3"
+        for i in "${!hargs[@]}"; do
+            [ "${hargs[$i]}" = --hostfile ] && hargs[i + 1]=$logdir/hosts-1-3
+        done
+    fi
+    local cmd=(mpirun -np "$np" --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
+        "${hargs[@]}" "${args[@]}" "${keepalive[@]}" "${extra_args[@]}" -x MPI_TEST_TIMEOUT=0 "$bin" -t 300)
+    [[ $s == kill* ]] && cmd+=(-k)
     [[ $s == partition-any || $s == partition-probe-any ]] && cmd+=(-a)
     [[ $s == partition-probe* ]] && cmd+=(-p)
     local bound=$deadline
     if [[ $s == partition* ]]; then
         cmd=("${cmd[@]:0:3}" --mca common_efa_peer_timeout "$PARTITION_TIMEOUT"
             -x PEER_LOSS_VICTIM_TIMEOUT="$VICTIM_TIMEOUT" "${cmd[@]:3}")
+        [ "$bound" -gt "$PARTITION_BOUND" ] && bound=$PARTITION_BOUND
+    fi
+    if [ "$s" = kill-recovery ]; then
+        cmd=("${cmd[@]:0:3}" --enable-recovery --mca common_efa_peer_timeout "$PARTITION_TIMEOUT"
+            "${cmd[@]:3}")
         [ "$bound" -gt "$PARTITION_BOUND" ] && bound=$PARTITION_BOUND
     fi
     local why rerun=""
@@ -239,7 +268,7 @@ run_one() {
     [[ $s == partition* ]] && "$here/fault.sh" isolate 3
     if ! wait_for "$pid" "$bound"; then
         local why="the survivors hang"
-        [ "$s" = kill ] && ! grep -q 'kills itself' "$log" && why="the victim never killed itself"
+        [[ $s == kill* ]] && ! grep -q 'kills itself' "$log" && why="the victim never killed itself"
         echo "FAIL peer_loss-$s $c (the job still ran $bound s after the $s: $why; log $log)"
         nfail=$((nfail + 1))
         kill -TERM "$pid" 2>/dev/null
@@ -253,14 +282,15 @@ run_one() {
     local took
     took=$(awk -v a="$t_fault" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     # what named the lost peer
-    if [[ $s == partition* ]]; then
+    if [[ $s == partition* || $s == kill-recovery ]]; then
         # Only a survivor's word counts: its MPI error (pml cm), or the
         # components' peer-unreachable text printed on a survivor's host
         # about rank 2 (pml ob1: btl_efa's error ends the job).  The
         # victim's own report, or the runtime's, shows nothing of theirs.
-        named=$(grep -m1 -a -E 'peer_loss: rank [01]: .* with rank 2 failed' "$log" ||
+        named=$(grep -m1 -a -E "peer_loss: rank [01]: .* with rank $vr failed" "$log" ||
             grep -a -A1 -E "^ *Host: +($(netns_name 1)|$(netns_name 2))\s*$" "$log" |
-            grep -m1 -a -E '^ *Peer: +rank 2 ')
+            grep -m1 -a -E "^ *Peer: +rank $vr " ||
+            grep -m1 -a -E "^\[($(netns_name 1)|$(netns_name 2)):[0-9]+\] btl_efa: peer \[\[[0-9]+,[0-9]+\],$vr\] unreachable" "$log")
     else
         named=$(grep -m1 -a -E 'peer_loss: rank [0-9]+: .* with rank 2 failed' "$log" ||
             grep -a -v '^#' "$log" |
@@ -284,9 +314,10 @@ run_one() {
     if [ -n "$wrong_class" ]; then
         echo "FAIL peer_loss-$s $c (a point-to-point call ended with another class than a lost peer's: $named; log $log)"
         nfail=$((nfail + 1))
-    elif [ -n "$named" ] && { [ $rc -ne 0 ] || [ -n "$prte_lost" ]; }; then
+    elif [ -n "$named" ] && { [ $rc -ne 0 ] || [ -n "$prte_lost" ] || [ "$s" = kill-recovery ]; }; then
         note=""
         [ $rc -eq 0 ] && note=" (exit 0 is Open MPI 5's runtime after it ended the job; docs/PLATFORMS.md)"
+        [ $rc -eq 0 ] && [ "$s" = kill-recovery ] && note=" (exit 0: mpirun under --enable-recovery)"
         grep -q 'kills itself (SIGKILL) on its timer' "$log" &&
             note+=" (the victim's transfers had stalled before its kill's round; its timer killed it)"
         echo "PASS peer_loss-$s $c (ended ${took} s after the $s, exit $rc: $named)$note${rerun:+ ($rerun)}"
