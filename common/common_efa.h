@@ -94,6 +94,10 @@ bool mca_common_efa_cuda_pointer(struct efa_cuda_pointer_calls *cu);
  * one seen, and does nothing before a load; _given: threads given one. */
 bool mca_common_efa_cuda_context_load(void);
 void mca_common_efa_cuda_context_here(const void *a, const void *b);
+/* Gives a thread without a current context the primary context of the
+ * device last seen, once per thread (libfabric's own device copies in its
+ * progress would otherwise make device 0's current). */
+void mca_common_efa_cuda_context_thread(void);
 unsigned long mca_common_efa_cuda_context_given(void);
 
 /* Open MPI's memory hooks (common_efa_mem_hooks.c): started before the

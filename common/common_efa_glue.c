@@ -436,15 +436,34 @@ static int progress_cb(void) {
     return n;
 }
 
-/* The callback is registered while it has something to drive. */
+/* Where the provider granted FI_HMEM, libfabric copies device memory
+ * inside its progress (CUDA's runtime copy) on the calling thread's
+ * current context, or makes device 0's current on a thread with none (a
+ * thread of an MPI_THREAD_MULTIPLE program that never used CUDA): in a
+ * process of another GPU, a context more on device 0 and copies across
+ * devices.  Such a thread first gets the primary context of the device
+ * the process uses (once per thread).  A callback of its own, so that a
+ * job without FI_HMEM pays nothing for it. */
+static bool progress_hmem = false;
+static int progress_cb_hmem(void) {
+    mca_common_efa_cuda_context_thread();
+    return progress_cb();
+}
+
+/* The callback is registered while it has something to drive (the one
+ * for the provider's grant: progress_cb_hmem). */
+static opal_progress_callback_t progress_registered_cb = NULL;
 static void update_progress_registration(void) {
     const bool wanted = NULL != progress_core || num_progress_fns > 0;
-    if (wanted && !progress_registered) {
-        opal_progress_register(progress_cb);
-        progress_registered = true;
-    } else if (!wanted && progress_registered) {
-        opal_progress_unregister(progress_cb);
+    opal_progress_callback_t cb = progress_hmem ? progress_cb_hmem : progress_cb;
+    if (progress_registered && (!wanted || cb != progress_registered_cb)) {
+        opal_progress_unregister(progress_registered_cb);
         progress_registered = false;
+    }
+    if (wanted && !progress_registered) {
+        opal_progress_register(cb);
+        progress_registered_cb = cb;
+        progress_registered = true;
     }
 }
 
@@ -532,6 +551,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         }
         modex_sent = true;
         progress_core = core;
+        progress_hmem = efa_core_get_info(core)->hmem;
         update_progress_registration();
     }
     *opal_err = OPAL_SUCCESS;
@@ -550,6 +570,7 @@ void mca_common_efa_release(efa_core_t *core) {
             device_installed = false;
         }
         progress_core = NULL;
+        progress_hmem = false;
         update_progress_registration();
         mca_common_efa_mem_hooks_stop();
         /* The modex key stays published; a later acquire in this process

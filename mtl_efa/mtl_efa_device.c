@@ -204,6 +204,15 @@ static void device_ipc_init(void) {
 static void copy_failed(const char *what, size_t len);
 static bool on_device(const struct opal_convertor_t *convertor, const void *buf, size_t len);
 
+/* A device buffer posted: the posting thread's context (Open MPI's check
+ * made the buffer's current where it had none) is remembered, so that a
+ * thread without one that completes the message later, with memory that
+ * names no context (VMM, pool) or none at hand (an import), takes that
+ * device's (efa_cuda_context.h).  One driver call, no change of context. */
+static inline void note_context(const void *buf) {
+    mca_common_efa_cuda_context_here(buf, NULL);
+}
+
 bool ompi_mtl_efa_device_by_ipc(struct ompi_communicator_t *comm, int dest,
                                 struct opal_convertor_t *convertor, const void *buffer,
                                 size_t length, bool free_buffer) {
@@ -295,6 +304,7 @@ int ompi_mtl_efa_device_send_prepare(struct ompi_communicator_t *comm, int dest,
     *engine_device =
         ompi_mtl_efa_device_by_ipc(comm, dest, convertor, *buffer, length, *free_buffer);
     if (*engine_device) {
+        note_context(*buffer);
         return OMPI_SUCCESS;
     }
     /* Own matching, a process on another node, a read's size: the
@@ -304,6 +314,7 @@ int ompi_mtl_efa_device_send_prepare(struct ompi_communicator_t *comm, int dest,
         ompi_comm_peer_lookup(comm, dest) != ompi_proc_local() &&
         on_device(convertor, *buffer, length) &&
         NULL != (*hmem_mr = hmem_register(*buffer, length, FI_REMOTE_READ))) {
+        note_context(*buffer);
         *engine_device = true;
         __atomic_fetch_add(&ompi_mtl_efa.device_hmem_sent, 1, __ATOMIC_RELAXED);
         return OMPI_SUCCESS;
@@ -369,6 +380,7 @@ int ompi_mtl_efa_device_stage_recv(mca_mtl_efa_request_t *req) {
         }
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
+    note_context(req->buffer);
     req->device_buf = req->buffer;
     req->device_temp = req->free_buffer;
     req->on.device_landed = false; /* (set by the engine where it put the bytes there) */
@@ -413,6 +425,23 @@ bool ompi_mtl_efa_device_post_refused(mca_mtl_efa_request_t *req, const char *ca
     return OMPI_SUCCESS == staged;
 }
 
+/* Open MPI's packed device copy of a non-contiguous receive: unpacked
+ * into the user's buffer, then given back (its own unpack does both), or
+ * only given back where nothing was delivered.  The thread may be any
+ * that progresses (the engine completes requests on whichever pops them)
+ * and, where the engine put the bytes into dev itself, none of this
+ * message's device copies made a context current on it: Open MPI's
+ * unpack (cuMemcpyAsync) and its release (cuMemFree) would fail with
+ * CUDA_ERROR_INVALID_CONTEXT and Open MPI 5 aborts on the copy's. */
+static void unpack_device_temp(mca_mtl_efa_request_t *req, void *dev, size_t n) {
+    mca_common_efa_cuda_context_here(dev, NULL);
+    if (n > 0) {
+        ompi_mtl_datatype_unpack(req->convertor, dev, n);
+    } else {
+        efa_device_release(dev);
+    }
+}
+
 void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool deliver,
                                    bool held) {
     void *dev = req->device_buf;
@@ -428,13 +457,7 @@ void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool 
         }
     }
     if (req->device_temp) {
-        if (n > 0) {
-            /* Open MPI's packed device copy: unpacked into the user's
-             * buffer, then given back (its own unpack does both). */
-            ompi_mtl_datatype_unpack(req->convertor, dev, n);
-        } else {
-            efa_device_release(dev);
-        }
+        unpack_device_temp(req, dev, n);
     }
     /* (one that failed may still be the provider's; a cancelled one, or
      * one never posted, is not) */

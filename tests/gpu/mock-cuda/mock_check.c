@@ -6,7 +6,9 @@
  * side) exported as file descriptors, and
  * host pointers unknown to cuPointerGetAttributes without an error, and
  * allocations, copies and host memory pinned (once) only by a thread with
- * a current context.
+ * a current context; no context named by VMM and pool memory, a primary
+ * context active only once retained, and a pop that restores the context
+ * pushed over.
  * Prints "ok mock_check" and exits 0, or names the first failure. */
 #include <cuda.h>
 #include <signal.h>
@@ -66,6 +68,43 @@ static int import_fd(void *fdp) {
     return 0x17 == byte ? 0 : 6;
 }
 
+/* cuCtxPopCurrent makes current again the context the popped one was
+ * pushed over (none, or the same one). */
+static void push_pop(CUcontext primary) {
+    CUcontext popped = NULL, now = (CUcontext)1;
+    CHECK(CUDA_SUCCESS == cuCtxSetCurrent(NULL) && CUDA_SUCCESS == cuCtxPushCurrent(primary) &&
+              CUDA_SUCCESS == cuCtxPopCurrent(&popped) && popped == primary &&
+              CUDA_SUCCESS == cuCtxGetCurrent(&now) && NULL == now,
+          "a pop over no context left one current");
+    CHECK(CUDA_SUCCESS == cuCtxSetCurrent(primary) && CUDA_SUCCESS == cuCtxPushCurrent(primary) &&
+              CUDA_SUCCESS == cuCtxPopCurrent(&popped) && CUDA_SUCCESS == cuCtxGetCurrent(&now) &&
+              primary == now,
+          "a pop did not restore the context pushed over");
+}
+
+/* VMM and pool memory name no context (the driver's NULL), cudaMalloc's
+ * does; all name their device. */
+static void memory_contexts(CUdeviceptr plain, CUdeviceptr vmm) {
+    CUcontext ctx = NULL;
+    int ordinal = -1;
+    CHECK(CUDA_SUCCESS == cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, plain) &&
+              NULL != ctx,
+          "cuMemAlloc memory names no context");
+    CHECK(CUDA_SUCCESS == cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, vmm) &&
+              NULL == ctx,
+          "VMM memory names a context");
+    CHECK(CUDA_SUCCESS ==
+                  cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, vmm) &&
+              0 == ordinal,
+          "VMM memory's device ordinal");
+    CUdeviceptr pool = 0;
+    ctx = (CUcontext)1;
+    CHECK(CUDA_SUCCESS == cuMemAllocAsync(&pool, 4096, NULL) &&
+              CUDA_SUCCESS == cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, pool) &&
+              NULL == ctx && CUDA_SUCCESS == cuMemFreeAsync(pool, NULL),
+          "pool memory names a context");
+}
+
 int main(void) {
     CHECK(CUDA_SUCCESS == cuInit(0), "cuInit");
     static char host[N], back[N];
@@ -73,9 +112,16 @@ int main(void) {
     CUdeviceptr d = 0;
     CHECK(CUDA_ERROR_INVALID_CONTEXT == cuMemAlloc(&d, N), "cuMemAlloc without a current context");
     CUcontext primary = NULL;
+    unsigned int pflags = 0;
+    int active = 1;
+    CHECK(CUDA_SUCCESS == cuDevicePrimaryCtxGetState(0, &pflags, &active) && 0 == active,
+          "the primary context active before anyone retained it");
     CHECK(CUDA_SUCCESS == cuDevicePrimaryCtxRetain(&primary, 0) &&
               CUDA_SUCCESS == cuCtxSetCurrent(primary),
           "the primary context made current");
+    CHECK(CUDA_SUCCESS == cuDevicePrimaryCtxGetState(0, &pflags, &active) && 1 == active,
+          "the primary context inactive once retained");
+    push_pop(primary);
     CHECK(CUDA_SUCCESS == cuMemAlloc(&d, N), "cuMemAlloc");
     CHECK(CUDA_SUCCESS == cuMemcpyHtoD(d, host, N) && CUDA_SUCCESS == cuMemcpyDtoH(back, d, N) &&
               0 == memcmp(host, back, N),
@@ -111,6 +157,7 @@ int main(void) {
               CUDA_SUCCESS == cuMemMap(va, g, 0, p0, 0) &&
               CUDA_SUCCESS == cuMemMap(va + g, g, 0, p1, 0),
           "two VMM pieces mapped side by side");
+    memory_contexts(d, va + g);
     CUdeviceptr base = 0;
     size_t size = 0;
     unsigned long long id0 = 0, id1 = 0;
@@ -161,12 +208,11 @@ int main(void) {
     /* Copies and pinning host memory need a current context; pinning once per range. */
     CHECK(CUDA_SUCCESS == cuCtxSetCurrent(NULL), "no context current");
     CHECK(CUDA_SUCCESS != cuMemHostRegister(host, N, 0), "host memory pinned without a context");
-    CHECK(CUDA_SUCCESS == cuCtxSetCurrent(primary) &&
-              CUDA_SUCCESS == cuMemHostRegister(host, N, 0) &&
-              CUDA_SUCCESS != cuMemHostRegister(host, N, 0) &&
-              CUDA_SUCCESS == cuMemHostUnregister(host) &&
-              CUDA_SUCCESS != cuMemHostUnregister(host),
-          "pinning host memory once, with a context");
+    CHECK(
+        CUDA_SUCCESS == cuCtxSetCurrent(primary) && CUDA_SUCCESS == cuMemHostRegister(host, N, 0) &&
+            CUDA_SUCCESS != cuMemHostRegister(host, N, 0) &&
+            CUDA_SUCCESS == cuMemHostUnregister(host) && CUDA_SUCCESS != cuMemHostUnregister(host),
+        "pinning host memory once, with a context");
     printf("ok mock_check\n");
     return 0;
 }

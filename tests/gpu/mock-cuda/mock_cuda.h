@@ -48,7 +48,8 @@ int mock_free(uintptr_t p);
  * device memory into memory the driver does not know. */
 int mock_copy(uintptr_t dst, uintptr_t src, size_t n);
 int mock_set(uintptr_t dst, int value, size_t n);
-/* Makes the primary context current (the runtime's implicit one). */
+/* Makes the primary context current (the runtime's implicit one, which
+ * the runtime retains once). */
 void mock_ctx_use(void);
 /* Has this thread a current context (calls that need one fail without)? */
 int mock_ctx_current(void);

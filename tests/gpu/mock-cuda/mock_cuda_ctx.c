@@ -11,11 +11,20 @@
 
 CUcontext mock_ctx(void);
 
-static int g_primary;                /* retained once */
+/* The primary context's retains (the runtime's one included): active,
+ * for cuDevicePrimaryCtxGetState, while any is held, as on the driver. */
+static int g_primary;
+static int g_runtime_holds;          /* the runtime's retain taken */
 static __thread CUcontext t_current; /* this thread's current context */
+/* The contexts cuCtxPushCurrent pushed over (cuCtxPopCurrent restores). */
+enum { MOCK_CTX_STACK = 8 };
+static __thread CUcontext t_stack[MOCK_CTX_STACK];
+static __thread int t_depth;
 
 void mock_ctx_use(void) {
-    __atomic_store_n(&g_primary, 1, __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&g_runtime_holds, 1, __ATOMIC_RELAXED)) {
+        __atomic_fetch_add(&g_primary, 1, __ATOMIC_RELAXED);
+    }
     t_current = mock_ctx();
 }
 
@@ -109,21 +118,31 @@ CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
-    (void)d;
-    __atomic_store_n(&g_primary, 1, __ATOMIC_RELAXED);
+    if (d != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    __atomic_fetch_add(&g_primary, 1, __ATOMIC_RELAXED);
     *c = mock_ctx();
     return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice d) {
-    (void)d;
-    return CUDA_SUCCESS;
+    if (d != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    int n = __atomic_load_n(&g_primary, __ATOMIC_RELAXED);
+    while (n > 0 && !__atomic_compare_exchange_n(&g_primary, &n, n - 1, 0, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED)) {
+    }
+    return CUDA_SUCCESS; /* (a release past the retains: not counted below 0) */
 }
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active) {
-    (void)d;
+    if (d != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
     *flags = 0;
-    *active = __atomic_load_n(&g_primary, __ATOMIC_RELAXED);
+    *active = __atomic_load_n(&g_primary, __ATOMIC_RELAXED) > 0;
     return CUDA_SUCCESS;
 }
 
@@ -138,14 +157,25 @@ CUresult cuCtxSetCurrent(CUcontext c) {
 }
 
 CUresult cuCtxPushCurrent(CUcontext c) {
+    if (NULL == c || t_depth == MOCK_CTX_STACK) {
+        return NULL == c ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    t_stack[t_depth++] = t_current;
     t_current = c;
     return CUDA_SUCCESS;
 }
 
+/* The current context off the thread's stack, the one it was pushed over
+ * current again (as the driver does: Open MPI pushes and pops around its
+ * queries and expects the caller's context back). */
 CUresult cuCtxPopCurrent(CUcontext *c) {
+    if (NULL == t_current) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
     if (c) {
         *c = t_current;
     }
+    t_current = t_depth > 0 ? t_stack[--t_depth] : NULL;
     return CUDA_SUCCESS;
 }
 

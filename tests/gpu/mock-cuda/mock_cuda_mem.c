@@ -336,7 +336,9 @@ static CUresult attribute(void *data, CUpointer_attribute a, const struct mock_r
                           uintptr_t p) {
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-        *(CUcontext *)data = r ? mock_ctx() : NULL;
+        /* (VMM and pool memory belong to no context: NULL, as the driver
+         * answers; callers take the device's primary context instead) */
+        *(CUcontext *)data = r && MOCK_VMM != r->kind && MOCK_POOL != r->kind ? mock_ctx() : NULL;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         *(unsigned int *)data = r ? CU_MEMORYTYPE_DEVICE : 0;
