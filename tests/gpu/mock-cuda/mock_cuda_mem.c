@@ -276,10 +276,13 @@ CUresult cuMemHostUnregister(void *p) {
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
-#define COPY_OR_FAIL(d, s, n)                                                                      \
-    (!mock_ctx_current()                                    ? CUDA_ERROR_INVALID_CONTEXT             \
-     : 0 == mock_copy((uintptr_t)(d), (uintptr_t)(s), (n)) ? CUDA_SUCCESS                           \
-                                                            : CUDA_ERROR_INVALID_VALUE)
+static CUresult copy_or_fail(uintptr_t d, uintptr_t s, size_t n) {
+    if (!mock_ctx_current()) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    return 0 == mock_copy(d, s, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+#define COPY_OR_FAIL(d, s, n) copy_or_fail((uintptr_t)(d), (uintptr_t)(s), (n))
 CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) {
     return COPY_OR_FAIL(d, s, n);
 }
