@@ -116,13 +116,12 @@ struct mca_btl_base_endpoint_t {
     uint8_t quiet_sweeps;
     efa_op_t watch;
     /* The core declared the peer lost and the upper layer was told
-     * (mca_btl_efa_peer_failed, module lock): the core fails every later
+     * (mca_btl_efa_tell_lost_due, module lock): the core fails every later
      * send to it, so sends fail at once rather than wait in its queue for
      * credits that never come back. */
     bool lost;
-    /* A send to it was refused for a path error at its post: the upper
-     * layer hears of it from progress (send.lost_due, by next_lost), never
-     * from inside a send call (module lock). */
+    /* An operation to it failed for a path error: progress asks the core
+     * whether the peer is lost (send.lost_due, by next_lost; module lock). */
     int lost_err;
     struct mca_btl_base_endpoint_t *next_lost;
     /* Its messages up to the eager limit over NIC 'rail' of the set
@@ -266,8 +265,8 @@ typedef struct mca_btl_efa_module {
         efa_btl_frag_t *done_head, *done_tail; /* injected upper-layer descriptors, callback due */
         efa_btl_frag_t *ring_done;             /* sent through a ring: finished from progress */
         volatile int32_t num_ring_done;
-        /* Peers found lost outside progress (a send's post refused, the
-         * watch's sweep): mca_btl_efa_peer_failed from the next progress. */
+        /* Peers an operation failed to for a path error: the next progress
+         * asks the core whether they are lost (mca_btl_efa_tell_lost_due). */
         struct mca_btl_base_endpoint_t *lost_due;
     } send;
     /* btl_efa_batch.c: coalescing (module lock) */
@@ -523,20 +522,20 @@ void mca_btl_efa_fatal(mca_btl_efa_module_t *btl, opal_proc_t *proc, char *why);
 /* Is anyone listening (ob1 registers its handler; osc/rdma does not)? */
 bool mca_btl_efa_fatal_heard(void);
 /* An operation to ep failed with err (a negative libfabric error).  Where
- * err says the path failed (efa_path_error: the core declared the peer lost
- * and fails all of its operations), the first call per peer fails the
- * sends waiting in ep's queue with OPAL_ERR_UNREACH and calls the upper
- * layer's error handler naming the peer, as btl_tcp does for a peer whose
- * connection failed: ob1 parks messages it cannot send and retries them for
- * ever, so without the call it would never end.  Any other err: nothing.
- * No lock held (the handler may call back into the BTL). */
-void mca_btl_efa_peer_failed(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err);
-/* The same from the next progress call (send.lost_due); the module lock is
- * held. */
+ * err says the path failed (efa_path_error), the next progress call asks
+ * the core whether it declared the process lost (a rail alone out, whose
+ * operations moved to another NIC, is not) and, the first time per peer
+ * it did, fails the sends waiting in ep's queue with OPAL_ERR_UNREACH and
+ * calls the upper layer's error handler naming the peer, as btl_tcp does
+ * for a peer whose connection failed: ob1 parks messages it cannot send
+ * and retries them for ever, so without the call it would never end.
+ * From progress only, never inside a send call (drain_pending runs inside
+ * btl_send and btl_put too).  Any other err: nothing.  _locked: the module
+ * lock is held; the other takes it. */
 void mca_btl_efa_peer_failed_later_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                           int err);
-/* Those calls, from the component's progress (btl_efa_progress.c) only:
- * drain_pending also runs inside btl_send. */
+void mca_btl_efa_peer_failed_later(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err);
+/* Those calls, from the component's progress (btl_efa_progress.c). */
 void mca_btl_efa_tell_lost_due(mca_btl_efa_module_t *btl);
 /* The status the upper layer gets for an operation that failed with err (a
  * negative libfabric error).  Every path error is OPAL_ERR_UNREACH: Open

@@ -107,10 +107,11 @@ static efa_btl_frag_t *take_queue_locked(mca_btl_efa_module_t *btl, mca_btl_efa_
     return head;
 }
 
-void mca_btl_efa_peer_failed(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err) {
-    if (NULL == ep || !efa_path_error(err)) {
-        return;
-    }
+/* The core declared the process behind ep lost (err: the failure that
+ * said so first): once per peer, the upper layer's handler, then the sends
+ * waiting for its credits failed.  No lock held (the handler may call back
+ * into the BTL); from progress only. */
+static void peer_lost(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err) {
     OPAL_THREAD_LOCK(&btl->lock);
     const bool first = !ep->lost;
     ep->lost = true;
@@ -120,12 +121,11 @@ void mca_btl_efa_peer_failed(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
     if (!first) {
         return;
     }
-    /* The core declared the peer lost (its deadline, or the provider said
-     * the path failed; the message naming it is out).  ob1 parks the
-     * control messages it cannot send (acknowledgements, FIN) and retries
-     * them for ever, and a rendezvous waits for an answer that never
-     * comes: its error handler is what ends the job (or, under ULFM, marks
-     * the process failed), as btl_tcp calls it for a failed connection. */
+    /* ob1 parks the control messages it cannot send (acknowledgements,
+     * FIN) and retries them for ever, and a rendezvous waits for an answer
+     * that never comes: its error handler is what ends the job (or, under
+     * ULFM, marks the process failed), as btl_tcp calls it for a failed
+     * connection. */
     if (tell) {
         /* Named here too: ob1 prints it as it ends the job, which may come
          * before the core's message naming the peer is out. */
@@ -154,17 +154,38 @@ void mca_btl_efa_peer_failed_later_locked(mca_btl_efa_module_t *btl, mca_btl_efa
     btl->send.lost_due = ep;
 }
 
-void mca_btl_efa_tell_lost_due(mca_btl_efa_module_t *btl) {
+void mca_btl_efa_peer_failed_later(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err) {
+    if (OPAL_LIKELY(!efa_path_error(err)) || NULL == ep) {
+        return;
+    }
     OPAL_THREAD_LOCK(&btl->lock);
-    mca_btl_efa_endpoint_t *ep = btl->send.lost_due;
-    btl->send.lost_due = NULL;
+    mca_btl_efa_peer_failed_later_locked(btl, ep, err);
     OPAL_THREAD_UNLOCK(&btl->lock);
-    while (ep) {
-        mca_btl_efa_endpoint_t *next = ep->next_lost;
-        const int err = ep->lost_err;
+}
+
+void mca_btl_efa_tell_lost_due(mca_btl_efa_module_t *btl) {
+    for (;;) {
+        OPAL_THREAD_LOCK(&btl->lock);
+        mca_btl_efa_endpoint_t *ep = btl->send.lost_due;
+        if (NULL == ep) {
+            OPAL_THREAD_UNLOCK(&btl->lock);
+            return;
+        }
+        btl->send.lost_due = ep->next_lost;
         ep->next_lost = NULL;
-        mca_btl_efa_peer_failed(btl, ep, err);
-        ep = next;
+        const int err = ep->lost_err;
+        ep->lost_err = 0; /* (a later failure asks again) */
+        OPAL_THREAD_UNLOCK(&btl->lock);
+        /* A path error says a NIC failed for the peer, or the peer: only
+         * the core's verdict, given after the failed operation's completion,
+         * tells them apart.  A NIC alone out (its operations moved to
+         * another, or one that could not move failed alone) is no loss of
+         * the peer; with the peer deadline off the core declares nothing,
+         * and the failure stands for the peer's loss. */
+        if (NULL != ep->peer && 0 == efa_core_peer_state(btl->core, ep->peer)) {
+            continue;
+        }
+        peer_lost(btl, ep, err);
     }
 }
 
@@ -194,7 +215,7 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (efa_path_error(err)) {
         /* Whatever the fragment (an upper layer's descriptor with a
          * callback too: ob1 only learns from it that one send failed). */
-        mca_btl_efa_peer_failed(&mca_btl_efa_module, frag->endpoint, err);
+        mca_btl_efa_peer_failed_later(&mca_btl_efa_module, frag->endpoint, err);
     } else if (OPAL_UNLIKELY(err) && -FI_ECANCELED != err && NULL != frag->endpoint &&
                (!frag->user || frag->inner) && 0 == frag->req_id &&
                EFA_BTL_MSG_RESP != ((efa_btl_hdr_t *)frag->buf)->type) {
@@ -495,7 +516,7 @@ static void finish_failed(mca_btl_efa_module_t *btl, efa_btl_frag_t *failed) {
                             fi_strerror(-frag->err));
         if (efa_path_error(frag->err)) {
             /* The peer is lost: as at a completion. */
-            mca_btl_efa_peer_failed(btl, frag->endpoint, frag->err);
+            mca_btl_efa_peer_failed_later(btl, frag->endpoint, frag->err);
         } else if (NULL != frag->endpoint && (!frag->user || frag->inner) && 0 == frag->req_id &&
                    EFA_BTL_MSG_RESP != ((efa_btl_hdr_t *)frag->buf)->type) {
             /* As at a completion (mca_btl_efa_frag_complete): nobody would
@@ -613,7 +634,7 @@ int mca_btl_efa_drain_pending(mca_btl_efa_module_t *btl) {
     OPAL_THREAD_UNLOCK(&btl->lock);
     finish_failed(btl, state.failed);
     if (OPAL_UNLIKELY(NULL != state.credits_lost) && efa_path_error(state.credits_err)) {
-        mca_btl_efa_peer_failed(btl, state.credits_lost, state.credits_err);
+        mca_btl_efa_peer_failed_later(btl, state.credits_lost, state.credits_err);
     } else if (OPAL_UNLIKELY(NULL != state.credits_lost)) {
         mca_btl_efa_fatal(btl, state.credits_lost->proc,
                           "btl_efa: returning credits to a peer failed");

@@ -404,7 +404,7 @@ bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *fra
         return false;
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    /* A peer the core declared lost (mca_btl_efa_peer_failed heard of it
+    /* A peer the core declared lost (mca_btl_efa_tell_lost_due heard of it
      * at an earlier failure) fails every operation on every NIC: none of
      * them is left (no "leave NIC" line, spread.left and the rail-back
      * tick's scan for each), nor is the message sent again. */

@@ -44,8 +44,8 @@ static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe) {
     OPAL_THREAD_UNLOCK(&mca_btl_efa_module.lock);
     /* As for any operation to it that failed so (once per peer; nothing
      * for a detached one): the error handler, and its queue failed. */
-    mca_btl_efa_peer_failed(&mca_btl_efa_module, ep,
-                            efa_path_error(cqe->err) ? cqe->err : -FI_EHOSTUNREACH);
+    mca_btl_efa_peer_failed_later(&mca_btl_efa_module, ep,
+                                  efa_path_error(cqe->err) ? cqe->err : -FI_EHOSTUNREACH);
 }
 
 /* The module lock is held. */

@@ -309,6 +309,15 @@ OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" 2>&1)
 RC=$?
 [ $RC -eq 2 ] && grep -q "common_efa_force_direct_mode must be a boolean.*not 'on' (from $ptmp/home/.openmpi/mca-params.conf, mtl_efa_force_direct_mode)" <<<"$OUT"
 check paramfile-bad-bool "expected exit 2 and the file named (exit $RC)" $?
+# --help and --version answer all the same.
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" --help 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -q "^usage: efa-mpi-info" <<<"$OUT"
+check paramfile-bad-bool-help "--help refused for a bad parameter file (exit $RC)" $?
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" --version 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -q "^efa-mpi-info (ompi-efa) " <<<"$OUT"
+check paramfile-bad-bool-version "--version refused for a bad parameter file (exit $RC)" $?
 # OMPI_MCA_mca_base_param_files replaces the list; none reads no file.
 printf 'common_efa_provider_include = shm\n' >"$ptmp/list.conf"
 OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc OMPI_MCA_mca_base_param_files=$ptmp/list.conf "$info" --one-node 2>&1)

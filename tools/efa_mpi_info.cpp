@@ -166,7 +166,23 @@ void refuse_pair(bool both, const char *a, const char *b) {
     }
 }
 
+// --help and --version answer whatever the parameters hold (a bad value
+// in a parameter file is refused only where the report needs it).
+void answer_help_or_version(int argc, char **argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--version") {
+            std::printf("efa-mpi-info (ompi-efa) %s\n", kRelease);
+            std::exit(0);
+        }
+        if (a == "--help" || a == "-h") {
+            usage(0);
+        }
+    }
+}
+
 Options parse(int argc, char **argv) {
+    answer_help_or_version(argc, argv);
     Options o;
     Params params(&o);
     o.provider = params.text("provider_include");

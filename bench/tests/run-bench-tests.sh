@@ -276,7 +276,7 @@ MAIN_JOB_PROVIDER=efa BENCH_BIN_DIR=$bin timeout -k 10 "$tmo" bash "$bench/main-
     --no-deps --no-build --dry-run >"$mj" 2>&1
 rc=$?
 # per part (the letter of its step line), its commands, and those without the setting
-counts=$(awk '/^== \[ *[0-9]+s\] [a-e]\. /{part = $4}
+counts=$(awk 'match($0, /^== \[ *[0-9]+s\] [a-e]\. /){part = substr($0, RSTART + RLENGTH - 3, 2)}
     /^mpirun /{n[part]++; if ($0 !~ / -x FI_EFA_ENABLE_SHM_TRANSFER=0 /) off[part]++}
     END {printf "%d %d %d %d %d %d %d %d", n["a."], off["a."], n["b."], off["b."], n["c."], off["c."], n["d."], off["d."]}' "$mj")
 read -r na offa nb offb nc offc nd offd <<<"$counts"

@@ -13,6 +13,9 @@ constexpr int kNone = -1;       // (no device)
 // Has this thread been given a context by efa_cuda_context_thread (or had
 // one there)?  Then that call asks the driver nothing more.
 thread_local bool t_has_context;
+// The device (seen_device's value) efa_cuda_context_thread last tried to
+// give this thread a context of, where it could not.
+thread_local int t_tried_device;
 
 template <typename T> T load(const T *at) {
     return __atomic_load_n(at, __ATOMIC_ACQUIRE);
@@ -126,17 +129,27 @@ extern "C" int efa_cuda_context_here(efa_cuda_context_t *cc, const void *a, cons
 }
 
 extern "C" int efa_cuda_context_thread(efa_cuda_context_t *cc) {
-    // (no driver call on a thread done before, nor before a context was
-    // seen: nothing could be given)
-    if (t_has_context || 0 == load(&cc->seen_device)) {
-        return t_has_context ? 0 : -FI_EINVAL;
+    // (the global first: before any context was seen, a job's progress
+    // pays no thread-local lookup; then no driver call on a thread given
+    // one before, nor a second try for the same device on one that could
+    // not be: its primary context inactive, the process's own contexts
+    // made with cuCtxCreate)
+    const int seen = load(&cc->seen_device);
+    if (0 == seen) {
+        return -FI_EINVAL;
     }
+    if (t_has_context) {
+        return 0;
+    }
+    if (t_tried_device == seen) {
+        return -FI_EINVAL;
+    }
+    t_tried_device = seen;
     void *ctx = nullptr;
     if (0 != cc->get_current(&ctx)) {
         return -FI_EINVAL;
     }
-    const int rc =
-        nullptr != ctx ? 0 : make_current(cc, primary_of(cc, load(&cc->seen_device) - 1));
+    const int rc = nullptr != ctx ? 0 : make_current(cc, primary_of(cc, seen - 1));
     t_has_context = 0 == rc;
     return rc;
 }

@@ -375,6 +375,14 @@ void efa_core_peer_set_name(efa_core_t *core, efa_peer_t *peer, const char *name
 void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, const char *why);
 /* The common_efa_peer_timeout in effect, in seconds (0: never). */
 int efa_core_peer_timeout(const efa_core_t *core);
+/* Has the core declared the process behind peer lost?  1: lost (its
+ * deadline, a path error on its last rail, efa_core_peer_lost); 0: not (a
+ * rail alone out for it, and its operations moved to others, counts as
+ * not); -1: the core cannot say (the peer deadline is off, so it declares
+ * nothing: a path error is then the operation's owner's to judge).  An
+ * operation's completion comes before the core's verdict on its error:
+ * ask from a later progress call. */
+int efa_core_peer_state(efa_core_t *core, const efa_peer_t *peer);
 /* Watch a peer the owner may be waiting on with nothing posted to it (pml
  * ob1 over btl_efa: its receives take any source).  For the peer deadline
  * a watched peer is waited on: silent for half the deadline, it is probed,

@@ -290,7 +290,7 @@ run_one() {
         named=$(grep -m1 -a -E "peer_loss: rank [01]: .* with rank $vr failed" "$log" ||
             grep -a -A1 -E "^ *Host: +($(netns_name 1)|$(netns_name 2))\s*$" "$log" |
             grep -m1 -a -E "^ *Peer: +rank $vr " ||
-            grep -m1 -a -E "^\[($(netns_name 1)|$(netns_name 2)):[0-9]+\] btl_efa: peer \[\[[0-9]+,[0-9]+\],$vr\] unreachable" "$log")
+            grep -m1 -a -E "^\[($(netns_name 1)|$(netns_name 2)):[0-9]+\] btl_efa: peer \[(\[[0-9]+,[0-9]+\]|[^] ]+),$vr\] unreachable" "$log")
     else
         named=$(grep -m1 -a -E 'peer_loss: rank [0-9]+: .* with rank 2 failed' "$log" ||
             grep -a -v '^#' "$log" |

@@ -166,7 +166,9 @@ TEST(CoreDeadline, AWatchedSilentPeerIsDeclaredLostThroughTheProbe) {
     Op watch;
     ASSERT_EQ(efa_core_peer_watch(s.core, s.peer, &watch.op), 0);
     EXPECT_NE(watch.op.tracker, nullptr);
+    EXPECT_EQ(efa_core_peer_state(s.core, s.peer), 0) << "a peer not lost yet reads as lost";
     expect_deadline_failure(s.core, watch, "the watch");
+    EXPECT_EQ(efa_core_peer_state(s.core, s.peer), 1) << "the peer's loss not read as one";
     efa_core_peer_unwatch(s.core, &watch.op); // after the loss: nothing left to end
     Op again;
     EXPECT_EQ(efa_core_peer_watch(s.core, s.peer, &again.op), -FI_EHOSTUNREACH);
@@ -192,6 +194,7 @@ TEST(CoreDeadline, AWatchWithTheDeadlineOffIsNothing) {
     EXPECT_EQ(watch.op.tracker, nullptr);
     efa_core_peer_unwatch(s.core, &watch.op);
     EXPECT_FALSE(watch.done);
+    EXPECT_EQ(efa_core_peer_state(s.core, s.peer), -1) << "with the deadline off nothing is known";
 }
 
 namespace {

@@ -103,6 +103,8 @@ TEST_F(CoreRail0, TheFirstRailLeavesThePeerAloneWhereNothingPinsIt) {
     const efa_core_counters_t after = core_test_counters();
     EXPECT_EQ(after.rails_lost, before.rails_lost + 1);
     EXPECT_EQ(after.peers_lost, before.peers_lost) << "the peer was declared lost";
+    EXPECT_EQ(efa_core_peer_state(core_, self_.self()), 0)
+        << "a first rail alone out reads as the peer's loss";
     // A message over the first rail is refused at once; its owner goes
     // by another (the engine's NetLink).
     char byte = 1;
@@ -174,6 +176,7 @@ TEST_F(CoreRail0, TheLastRailLeftIsThePeers) {
         << "the last rail's loss was not the peer's";
     EXPECT_EQ(core_test_counters().rails_lost, before.rails_lost)
         << "taken as one more rail's loss";
+    EXPECT_EQ(efa_core_peer_state(core_, self_.self()), 1) << "the peer's loss not read as one";
 }
 
 // A component whose messages must stay on the first rail pins it: its
