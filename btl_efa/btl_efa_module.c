@@ -7,6 +7,7 @@
  * btl_efa_emul.c (the emulated protocol), btl_efa_native.c (the provider's
  * RDMA).
  */
+#include "btl_efa_lost.h"
 #include "btl_efa_batch.h"
 #include "btl_efa_rdma.h"
 #include "btl_efa_spread.h"

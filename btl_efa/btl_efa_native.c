@@ -16,6 +16,7 @@
  * their descriptor from the MR cache: callers never register local memory
  * (btl_*_local_registration_threshold stays at SIZE_MAX).
  */
+#include "btl_efa_lost.h"
 #include "btl_efa_native.h"
 
 #include <stdlib.h>
@@ -110,19 +111,21 @@ void mca_btl_efa_rop_return(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop) {
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
-/* A rop the provider may still hold though the core failed it (a lost
- * peer: efa_cqe_t.orphaned): a late fetching atomic could still write its
- * scratch words, and a put or get read or write through its registration,
- * so neither goes back to the pool or the cache.  It stays posted, its
- * slab with it (rop_busy at finalize); its late completion, if any, is
- * the core's stand-in's. */
-static void rop_retire(efa_btl_rop_t *rop) {
-    rop->posted = true;
-    rop->op.complete = efa_op_complete_nothing;
+/* Back to the pool, unless kept: the provider may still hold it though
+ * the core failed it (a lost peer: efa_cqe_t.orphaned), and a late
+ * fetching atomic write its scratch words or a put or get use its
+ * registration.  Kept posted, its slab with it (rop_busy at finalize). */
+static void rop_release(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, bool keep) {
+    if (keep) {
+        rop->posted = true;
+        rop->op.complete = efa_op_complete_nothing;
+    } else {
+        mca_btl_efa_rop_return(btl, rop);
+    }
 }
 
 /* The operation is over: tell the caller, then recycle (keep: the
- * provider may still hold it, rop_retire). */
+ * provider may still hold it, rop_release). */
 static void rop_finish(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int status, bool keep) {
     mca_btl_efa_endpoint_t *ep = rop->endpoint;
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, -1);
@@ -142,11 +145,7 @@ static void rop_finish(mca_btl_efa_module_t *btl, efa_btl_rop_t *rop, int status
     if (rop->cb.internal || mca_btl_efa_upper_alive(btl, ep)) {
         mca_btl_efa_rdma_cb_call(btl, ep, &rop->cb, status);
     }
-    if (keep) {
-        rop_retire(rop);
-    } else {
-        mca_btl_efa_rop_return(btl, rop);
-    }
+    rop_release(btl, rop, keep);
 }
 
 /* A parent loses one of its 'pending' references; the last one reports. */
@@ -282,11 +281,7 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_btl_efa_endpoint_t *ep = rop->endpoint;
     if (rop->parent) {
         efa_btl_rop_t *parent = rop->parent;
-        if (keep) {
-            rop_retire(rop);
-        } else {
-            mca_btl_efa_rop_return(btl, rop);
-        }
+        rop_release(btl, rop, keep);
         parent_put(btl, parent, status, 1);
     } else {
         rop_finish(btl, rop, status, keep);

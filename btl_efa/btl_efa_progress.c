@@ -10,6 +10,7 @@
  * nothing to do is a test here, inline, and a call only when there is
  * work: an on-node round trip pays this function twice.
  */
+#include "btl_efa_lost.h"
 #include "btl_efa_emul.h"
 #include "btl_efa_ring.h"
 

@@ -16,6 +16,7 @@
  * The paths complete operations through the caller's completion callback
  * and never call back into this file.  Registrations: btl_efa_reg.c.
  */
+#include "btl_efa_lost.h"
 #include "btl_efa_emul.h"
 #include "btl_efa_mode.h"
 #include "btl_efa_rdma.h"

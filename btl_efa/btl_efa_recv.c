@@ -4,6 +4,7 @@
  * handler: ob1's active-message callbacks, the emulated one-sided target
  * or initiator, the credit count.
  */
+#include "btl_efa_lost.h"
 #include "btl_efa_emul.h"
 #include "btl_efa_ring.h"
 #include "btl_efa_spread.h"

@@ -4,6 +4,7 @@
  * provider for each fragment, and the end of every send (its completion
  * and the upper layer's callback).
  */
+#include "btl_efa_lost.h"
 #include "btl_efa_batch.h"
 #include "btl_efa_ring.h"
 #include "btl_efa_spread.h"
@@ -24,14 +25,14 @@
  * del_procs, or (the provider may report a send complete well after the
  * peer received it) during finalize, when the pml that set des_cbfunc has
  * been closed and its code unloaded. */
-static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int status) {
+void mca_btl_efa_frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int status) {
     if (frag->inner) {
         /* A batch: each message packed in it ends as the batch did. */
         efa_btl_frag_t *inner = frag->inner;
         frag->inner = frag->inner_last = NULL;
         while (inner) {
             efa_btl_frag_t *next = inner->next;
-            frag_finish(btl, inner, status);
+            mca_btl_efa_frag_finish(btl, inner, status);
             inner = next;
         }
         mca_btl_efa_frag_return(btl, frag);
@@ -73,122 +74,6 @@ static void frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int sta
     mca_btl_efa_frag_return(btl, frag);
 }
 
-/* The upper layer's handler of fatal errors (ob1's aborts the job, or
- * under ULFM marks the process failed). */
-static mca_btl_base_module_error_cb_fn_t efa_error_cb = NULL;
-
-int mca_btl_efa_register_error(struct mca_btl_base_module_t *btl,
-                               mca_btl_base_module_error_cb_fn_t cbfunc) {
-    (void)btl;
-    efa_error_cb = cbfunc;
-    return OPAL_SUCCESS;
-}
-
-bool mca_btl_efa_fatal_heard(void) {
-    return NULL != efa_error_cb;
-}
-
-void mca_btl_efa_fatal(mca_btl_efa_module_t *btl, opal_proc_t *proc, char *why) {
-    if (NULL != efa_error_cb && !btl->finalizing) {
-        efa_error_cb(&btl->super, MCA_BTL_ERROR_FLAGS_FATAL, proc, why);
-    }
-}
-
-/* Take ep's queue (module lock held): the fragments, in order. */
-static efa_btl_frag_t *take_queue_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
-    efa_btl_frag_t *head = NULL, **tail = &head, *frag;
-    while (NULL != (frag = efa_flow_pop(&btl->send.flow, &ep->flow))) {
-        frag->next = NULL;
-        *tail = frag;
-        tail = &frag->next;
-    }
-    /* No credit message either: it could never go. */
-    efa_flow_credit_settled(&ep->flow);
-    return head;
-}
-
-/* The core declared the process behind ep lost (err: the failure that
- * said so first): once per peer, the upper layer's handler, then the sends
- * waiting for its credits failed.  No lock held (the handler may call back
- * into the BTL); from progress only. */
-static void peer_lost(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err) {
-    OPAL_THREAD_LOCK(&btl->lock);
-    const bool first = !ep->lost;
-    ep->lost = true;
-    efa_btl_frag_t *queued = first ? take_queue_locked(btl, ep) : NULL;
-    const bool tell = first && !ep->detached;
-    OPAL_THREAD_UNLOCK(&btl->lock);
-    if (!first) {
-        return;
-    }
-    /* ob1 parks the control messages it cannot send (acknowledgements,
-     * FIN) and retries them for ever, and a rendezvous waits for an answer
-     * that never comes: its error handler is what ends the job (or, under
-     * ULFM, marks the process failed), as btl_tcp calls it for a failed
-     * connection. */
-    if (tell) {
-        /* Named here too: ob1 prints it as it ends the job, which may come
-         * before the core's message naming the peer is out. */
-        char why[160];
-        snprintf(why, sizeof(why), "btl_efa: peer %s unreachable (%s; common_efa_peer_timeout)",
-                 OPAL_NAME_PRINT(ep->name), fi_strerror(-err));
-        mca_btl_efa_fatal(btl, ep->proc, why);
-    }
-    /* Sends waiting for credits the peer will never return: they would
-     * wait for ever, or go after a partition healed and call back for
-     * requests the upper layer finished meanwhile. */
-    while (queued) {
-        efa_btl_frag_t *frag = queued;
-        queued = frag->next;
-        frag_finish(btl, frag, OPAL_ERR_UNREACH);
-    }
-}
-
-void mca_btl_efa_peer_failed_later_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                          int err) {
-    if (NULL == ep || ep->lost || 0 != ep->lost_err || !efa_path_error(err)) {
-        return;
-    }
-    ep->lost_err = err;
-    ep->next_lost = btl->send.lost_due;
-    btl->send.lost_due = ep;
-}
-
-void mca_btl_efa_peer_failed_later(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err) {
-    if (OPAL_LIKELY(!efa_path_error(err)) || NULL == ep) {
-        return;
-    }
-    OPAL_THREAD_LOCK(&btl->lock);
-    mca_btl_efa_peer_failed_later_locked(btl, ep, err);
-    OPAL_THREAD_UNLOCK(&btl->lock);
-}
-
-void mca_btl_efa_tell_lost_due(mca_btl_efa_module_t *btl) {
-    for (;;) {
-        OPAL_THREAD_LOCK(&btl->lock);
-        mca_btl_efa_endpoint_t *ep = btl->send.lost_due;
-        if (NULL == ep) {
-            OPAL_THREAD_UNLOCK(&btl->lock);
-            return;
-        }
-        btl->send.lost_due = ep->next_lost;
-        ep->next_lost = NULL;
-        const int err = ep->lost_err;
-        ep->lost_err = 0; /* (a later failure asks again) */
-        OPAL_THREAD_UNLOCK(&btl->lock);
-        /* A path error says a NIC failed for the peer, or the peer: only
-         * the core's verdict, given after the failed operation's completion,
-         * tells them apart.  A NIC alone out (its operations moved to
-         * another, or one that could not move failed alone) is no loss of
-         * the peer; with the peer deadline off the core declares nothing,
-         * and the failure stands for the peer's loss. */
-        if (NULL != ep->peer && 0 == efa_core_peer_state(btl->core, ep->peer)) {
-            continue;
-        }
-        peer_lost(btl, ep, err);
-    }
-}
-
 void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_btl_frag_t *frag = (efa_btl_frag_t *)op;
     frag->posted = false;
@@ -226,7 +111,7 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         mca_btl_efa_fatal(&mca_btl_efa_module, frag->endpoint->proc,
                           "btl_efa: a message could not be sent, and nobody would hear of it");
     }
-    frag_finish(&mca_btl_efa_module, frag, status);
+    mca_btl_efa_frag_finish(&mca_btl_efa_module, frag, status);
     /* The provider's queue has room again. */
     (void)mca_btl_efa_drain_pending(&mca_btl_efa_module);
 }
@@ -292,7 +177,7 @@ static void finish_ring_done(mca_btl_efa_module_t *btl) {
     while (ordered) {
         efa_btl_frag_t *frag = ordered;
         ordered = frag->next;
-        frag_finish(btl, frag, OPAL_SUCCESS);
+        mca_btl_efa_frag_finish(btl, frag, OPAL_SUCCESS);
     }
 }
 
@@ -525,7 +410,7 @@ static void finish_failed(mca_btl_efa_module_t *btl, efa_btl_frag_t *failed) {
                               "btl_efa: a queued message could not be sent, and nobody would "
                               "hear of it");
         }
-        frag_finish(btl, frag, mca_btl_efa_status_of(frag->err));
+        mca_btl_efa_frag_finish(btl, frag, mca_btl_efa_status_of(frag->err));
     }
 }
 
@@ -601,7 +486,7 @@ void mca_btl_efa_run_done(mca_btl_efa_module_t *btl) {
     OPAL_THREAD_UNLOCK(&btl->lock);
     while (frag) {
         efa_btl_frag_t *next = frag->next;
-        frag_finish(btl, frag, OPAL_SUCCESS);
+        mca_btl_efa_frag_finish(btl, frag, OPAL_SUCCESS);
         frag = next;
     }
 }

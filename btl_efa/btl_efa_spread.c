@@ -3,6 +3,7 @@
  * which NIC a peer takes, the send there, its failover to another NIC,
  * the report (the receive side: btl_efa_spread_recv.c).
  */
+#include "btl_efa_lost.h"
 #include "btl_efa_spread.h"
 
 #include <stdlib.h>

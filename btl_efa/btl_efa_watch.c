@@ -26,6 +26,7 @@
  * neither is a loss; operations to one that is gone still fail through
  * the deadline on what is outstanding.
  */
+#include "btl_efa_lost.h"
 #include "btl_efa_spread.h"
 
 #include <rdma/fi_errno.h>

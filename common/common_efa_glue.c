@@ -1,10 +1,11 @@
 /*
- * OPAL glue of the shared core: parameters, diagnostics, modex and progress
- * (the memory hooks: common_efa_mem_hooks.c).  Everything here runs once
- * per process or at setup; the data path lives in the C++ core.
+ * OPAL glue of the shared core: parameters, diagnostics and modex (the
+ * memory hooks: common_efa_mem_hooks.c; progress: common_efa_progress.c).  Everything here runs
+ * once per process or at setup; the data path lives in the C++ core.
  */
 #include "common_efa.h"
 #include "common_efa_compat.h"
+#include "common_efa_progress.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -17,7 +18,6 @@
 
 #include "opal/constants.h"
 #include "opal/mca/base/mca_base_var.h"
-#include "opal/runtime/opal_progress.h"
 #include "opal/util/error.h"
 #include "opal/util/output.h"
 #include "opal/util/show_help.h"
@@ -270,34 +270,29 @@ static bool registered = false;
 static bool modex_sent = false;
 static bool reporting_set = false;
 
-/* Is the string parameter PROJECT_FRAMEWORK_efa_NAME of a loaded component
- * 'want'?  Unregistered (component not loaded): no. */
-static bool var_is(const char *project, const char *framework, const char *name, const char *want) {
-    const char **value = NULL;
-    int idx = mca_base_var_find(project, framework, "efa", name);
-    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) ||
-        NULL == value || NULL == *value) {
-        return false;
-    }
-    return 0 == strcmp(*value, want);
-}
-
 /* Is this on-node path (mtl_efa's or btl_efa's onnode_channel) "none"? */
 static bool onnode_channel_off(const char *project, const char *framework) {
-    return var_is(project, framework, "onnode_channel", "none");
+    return mca_common_efa_string_var_is(project, framework, "onnode_channel", "none");
 }
 
-/* Does mtl_efa hand device buffers on itself (mtl_efa_device_buffers own,
- * where it is loaded)?  Only then does a provider's FI_HMEM carry any:
- * otherwise Open MPI copies them through the host before mtl_efa, and
- * btl_efa takes none to the provider, so FI_HMEM would cost native
- * atomics (shm, efa before API 1.18) for nothing. */
+/* Does mtl_efa hand device buffers on itself (mtl_efa_device_buffers own)?
+ * Only then does FI_HMEM carry any (btl_efa takes none to the provider):
+ * else it would cost native atomics (shm, efa before API 1.18) for nothing. */
 static bool mtl_hands_device_buffers(void) {
-    return var_is("ompi", "mtl", "device_buffers", "own");
+    return mca_common_efa_string_var_is("ompi", "mtl", "device_buffers", "own");
 }
 
-/* provider_shm as the core takes it: auto decides from the on-node paths.
- * The job's processes see the same parameters, so they decide alike. */
+/* An auto, on or off parameter (other values were refused at
+ * registration; unset or "" is auto). */
+static int switch_of(const char *v) {
+    return NULL == v               ? EFA_SWITCH_AUTO
+           : 0 == strcmp(v, "on")  ? EFA_SWITCH_ON
+           : 0 == strcmp(v, "off") ? EFA_SWITCH_OFF
+                                   : EFA_SWITCH_AUTO;
+}
+
+/* provider_shm as the core takes it: auto decides from the on-node paths
+ * (the job's processes see the same parameters: they decide alike). */
 static int provider_shm_switch(void) {
     const char *v = params.provider_shm ? params.provider_shm : "auto";
     if (0 == strcmp(v, "on")) {
@@ -351,15 +346,8 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->local_size = mca_common_efa_local_size();
     p->provider_shm = provider_shm_switch();
     p->hmem = NULL == params.hmem || 0 != strcmp(params.hmem, "off");
-    /* (other values were refused at registration; unset or "" is auto) */
-    const char *vmm = NULL == params.hmem_vmm ? "" : params.hmem_vmm;
-    p->hmem_vmm = 0 == strcmp(vmm, "on")    ? EFA_SWITCH_ON
-                  : 0 == strcmp(vmm, "off") ? EFA_SWITCH_OFF
-                                            : EFA_SWITCH_AUTO;
-    const char *calls = NULL == params.provider_cuda_calls ? "" : params.provider_cuda_calls;
-    p->provider_cuda_calls = 0 == strcmp(calls, "on")    ? EFA_SWITCH_ON
-                             : 0 == strcmp(calls, "off") ? EFA_SWITCH_OFF
-                                                         : EFA_SWITCH_AUTO;
+    p->hmem_vmm = switch_of(params.hmem_vmm);
+    p->provider_cuda_calls = switch_of(params.provider_cuda_calls);
     p->mem_release_hooks = mca_common_efa_mem_hooks_on();
 }
 
@@ -393,109 +381,6 @@ int mca_common_efa_probe(bool explain, bool need_remote_comm) {
               (p.provider_exclude && p.provider_exclude[0]);
     int rc = efa_core_probe(&p, explain);
     return 0 == rc ? OPAL_SUCCESS : OPAL_ERR_NOT_AVAILABLE;
-}
-
-/* The core the progress callback drives: set while the callback is
- * registered, so that each call (a blocking MPI call makes millions) goes
- * straight to the core. */
-static efa_core_t *progress_core = NULL;
-
-/* The components' own progress functions (the on-node channels), run after
- * the core's by the same callback: one opal_progress hook for the whole
- * stack.  A fixed array: nothing is allocated or locked on the hot path. */
-#define EFA_PROGRESS_FNS 4
-static mca_common_efa_progress_fn_t progress_fns[EFA_PROGRESS_FNS];
-static int num_progress_fns = 0;
-static bool progress_registered = false;
-
-/* The second and later added functions (both components loaded). */
-__attribute__((noinline)) static int progress_more(void) {
-    int n = 0;
-    const int fns = __atomic_load_n(&num_progress_fns, __ATOMIC_ACQUIRE);
-    for (int i = 1; i < fns; ++i) {
-        mca_common_efa_progress_fn_t fn = progress_fns[i];
-        if (OPAL_LIKELY(NULL != fn)) {
-            n += fn();
-        }
-    }
-    return n;
-}
-
-/* Every opal_progress call comes here: the first added function straight
- * (NULL when none), the rest out of line (both components loaded). */
-static int progress_cb(void) {
-    efa_core_t *core = progress_core; /* NULL only while being unregistered */
-    int n = OPAL_LIKELY(NULL != core) ? efa_core_progress_paced(core) : 0;
-    mca_common_efa_progress_fn_t fn = __atomic_load_n(&progress_fns[0], __ATOMIC_ACQUIRE);
-    if (OPAL_LIKELY(NULL != fn)) {
-        n += fn();
-        if (OPAL_UNLIKELY(NULL != progress_fns[1])) {
-            n += progress_more();
-        }
-    }
-    return n;
-}
-
-/* Where the provider granted FI_HMEM, libfabric copies device memory
- * inside its progress (CUDA's runtime copy) on the calling thread's
- * current context, or makes device 0's current on a thread with none (a
- * thread of an MPI_THREAD_MULTIPLE program that never used CUDA): in a
- * process of another GPU, a context more on device 0 and copies across
- * devices.  Such a thread first gets the primary context of the device
- * the process uses (once per thread).  A callback of its own, so that a
- * job without FI_HMEM pays nothing for it. */
-static bool progress_hmem = false;
-static int progress_cb_hmem(void) {
-    mca_common_efa_cuda_context_thread();
-    return progress_cb();
-}
-
-/* The callback is registered while it has something to drive (the one
- * for the provider's grant: progress_cb_hmem). */
-static opal_progress_callback_t progress_registered_cb = NULL;
-static void update_progress_registration(void) {
-    const bool wanted = NULL != progress_core || num_progress_fns > 0;
-    opal_progress_callback_t cb = progress_hmem ? progress_cb_hmem : progress_cb;
-    if (progress_registered && (!wanted || cb != progress_registered_cb)) {
-        opal_progress_unregister(progress_registered_cb);
-        progress_registered = false;
-    }
-    if (wanted && !progress_registered) {
-        opal_progress_register(cb);
-        progress_registered_cb = cb;
-        progress_registered = true;
-    }
-}
-
-int mca_common_efa_progress_add(mca_common_efa_progress_fn_t fn) {
-    for (int i = 0; i < num_progress_fns; ++i) {
-        if (progress_fns[i] == fn) {
-            return OPAL_SUCCESS;
-        }
-    }
-    if (num_progress_fns >= EFA_PROGRESS_FNS) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    /* Release: a progress call that sees the entry (or the new count) sees
-     * what the component set up before adding it. */
-    __atomic_store_n(&progress_fns[num_progress_fns], fn, __ATOMIC_RELEASE);
-    __atomic_store_n(&num_progress_fns, num_progress_fns + 1, __ATOMIC_RELEASE);
-    update_progress_registration();
-    return OPAL_SUCCESS;
-}
-
-void mca_common_efa_progress_remove(mca_common_efa_progress_fn_t fn) {
-    for (int i = 0; i < num_progress_fns; ++i) {
-        if (progress_fns[i] == fn) {
-            /* Components go at finalize, when no other thread progresses. */
-            for (int j = i + 1; j < num_progress_fns; ++j) {
-                progress_fns[j - 1] = progress_fns[j];
-            }
-            progress_fns[--num_progress_fns] = NULL;
-            break;
-        }
-    }
-    update_progress_registration();
 }
 
 /* Open MPI's accelerator is the core's device backend (from the first
@@ -550,9 +435,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
             return NULL;
         }
         modex_sent = true;
-        progress_core = core;
-        progress_hmem = efa_core_get_info(core)->hmem;
-        update_progress_registration();
+        mca_common_efa_progress_drive(core);
     }
     *opal_err = OPAL_SUCCESS;
     return core;
@@ -569,9 +452,7 @@ void mca_common_efa_release(efa_core_t *core) {
             efa_device_install(NULL);
             device_installed = false;
         }
-        progress_core = NULL;
-        progress_hmem = false;
-        update_progress_registration();
+        mca_common_efa_progress_drive(NULL);
         mca_common_efa_mem_hooks_stop();
         /* The modex key stays published; a later acquire in this process
          * (rare: a component re-opened) reopens endpoints with new names,

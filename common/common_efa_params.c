@@ -130,3 +130,16 @@ bool mca_common_efa_explicitly_requested(const char *project, const char *framew
     }
     return (*value)[0] != '^' && NULL != strstr(*value, "efa");
 }
+
+/* Is the string parameter PROJECT_FRAMEWORK_efa_NAME of a loaded component
+ * 'want'?  Unregistered (component not loaded): no. */
+bool mca_common_efa_string_var_is(const char *project, const char *framework, const char *name,
+                                  const char *want) {
+    const char **value = NULL;
+    int idx = mca_base_var_find(project, framework, "efa", name);
+    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) ||
+        NULL == value || NULL == *value) {
+        return false;
+    }
+    return 0 == strcmp(*value, want);
+}

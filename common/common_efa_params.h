@@ -57,5 +57,10 @@ OPAL_DECLSPEC bool mca_common_efa_params_register(const mca_base_component_t *co
 OPAL_DECLSPEC int mca_common_efa_params_check(const mca_common_efa_param_t *table, size_t n,
                                               const char *help_file);
 
+/* Is the string parameter PROJECT_FRAMEWORK_efa_NAME of a loaded component
+ * 'want'?  Unregistered (component not loaded): no. */
+bool mca_common_efa_string_var_is(const char *project, const char *framework, const char *name,
+                                  const char *want);
+
 END_C_DECLS
 #endif

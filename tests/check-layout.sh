@@ -50,10 +50,11 @@ btl_progress_null() {
 check btl-progress-null "btl_efa's component sets btl_progress (a second hook, by the BML)" \
     btl_progress_null
 
-glue_one_hook() { # the glue registers exactly one callback with opal_progress
+glue_one_hook() { # the common glue registers one callback with opal_progress, in one place
     local n
-    n=$(grep -cE 'opal_progress_register[[:space:]]*\(' "$top/common/common_efa_glue.c")
-    [ "$n" -eq 1 ] || { echo "    $n registrations in common/common_efa_glue.c"; return 1; }
+    n=$(cat "$top"/common/*.c | grep -cE 'opal_progress_register[[:space:]]*\(')
+    [ "$n" -eq 1 ] && grep -qE 'opal_progress_register[[:space:]]*\(' "$top/common/common_efa_progress.c" ||
+        { echo "    $n registrations in common/*.c (one, in common/common_efa_progress.c)"; return 1; }
 }
 check glue-one-hook "the common glue registers more than one progress callback" glue_one_hook
 

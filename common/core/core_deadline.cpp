@@ -577,19 +577,6 @@ extern "C" int efa_core_addr_watch(efa_core_t *core, efa_ctx_t *ctx, fi_addr_t a
     return t ? 0 : err;
 }
 
-extern "C" int efa_core_peer_state(efa_core_t *core, const efa_peer_t *peer) {
-    if (!core->deadline_on) {
-        return -1;
-    }
-    if (!core->deadline_any_dead.load(std::memory_order_relaxed)) {
-        return 0;
-    }
-    // The process lost: every address of it declared dead, its first
-    // rail's too (a first rail alone out is not: core_rail0.cpp).
-    std::lock_guard<std::mutex> guard(core->deadline_lock);
-    return core->deadline.dead(peer->addr[0]) ? 1 : 0;
-}
-
 extern "C" int efa_core_peer_watch(efa_core_t *core, efa_peer_t *peer, efa_op_t *watch) {
     return efa_core_addr_watch(core, core->nic->ctx(0), peer->addr[0], watch);
 }

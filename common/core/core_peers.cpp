@@ -253,3 +253,17 @@ void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
 }
 
 } // extern "C"
+
+// Whether the peer deadline declared the process lost (efa_core.h).
+extern "C" int efa_core_peer_state(efa_core_t *core, const efa_peer_t *peer) {
+    if (!core->deadline_on) {
+        return -1;
+    }
+    if (!core->deadline_any_dead.load(std::memory_order_relaxed)) {
+        return 0;
+    }
+    // The process lost: every address of it declared dead, its first
+    // rail's too (a first rail alone out is not: core_rail0.cpp).
+    std::lock_guard<std::mutex> guard(core->deadline_lock);
+    return core->deadline.dead(peer->addr[0]) ? 1 : 0;
+}

@@ -1,0 +1,250 @@
+// efa-mpi-info's command line (info_options.hpp): the usage, the
+// components' MCA parameters read as the defaults, and the options over them.
+#include "info_options.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "efa_params.hpp"
+#include "info_params.hpp"
+
+namespace efa::info {
+
+// The components' release this command was built with (configure's AC_INIT).
+#ifndef EFA_RELEASE_MAJOR
+#error "EFA_RELEASE_MAJOR is not defined: configure passes it (EFA_RELEASE_CPPFLAGS)"
+#endif
+#define EFA_STR2(x) #x
+#define EFA_STR(x) EFA_STR2(x)
+const char *const kRelease =
+    EFA_STR(EFA_RELEASE_MAJOR) "." EFA_STR(EFA_RELEASE_MINOR) "." EFA_STR(EFA_RELEASE_PATCH);
+
+namespace {
+
+[[noreturn]] void usage(int code) {
+    std::fprintf(
+        code ? stderr : stdout,
+        "usage: efa-mpi-info [--provider LIST | --provider-exclude LIST] [--direct-mode]\n"
+        "                    [--nic-include LIST | --nic-exclude LIST]\n"
+        "                    [--local-size N] [--nics-per-proc N] [--gpu GPU]\n"
+        "                    [--topology FILE.xml]\n"
+        "                    [--one-node] [--json]\n"
+        "       efa-mpi-info --version | --help\n"
+        "  --provider, --provider-exclude, --direct-mode, --nic-include, --nic-exclude\n"
+        "                 as common_efa_provider_include / _exclude, _force_direct_mode,\n"
+        "                 _nic_include / _exclude (default: their MCA parameters, by their\n"
+        "                 common_efa_, mtl_efa_ or btl_efa_ names; else efa); the two of\n"
+        "                 a pair cannot be given together\n"
+        "  --local-size   processes per node for the NIC sets (1 to 1024, default 1),\n"
+        "                 each bound to an equal share of the cores\n"
+        "  --nics-per-proc  as common_efa_nics_per_proc: at most N NICs in each set\n"
+        "                 (0 to 64; default its MCA parameter, else 0: the whole share)\n"
+        "  --gpu          as common_efa_gpu: auto (process r of N takes accelerator r\n"
+        "                 where N is their number), none, an index or a PCI address;\n"
+        "                 a process with a GPU takes the NICs of its PCIe switch\n"
+        "                 (default: its MCA parameter, e.g. OMPI_MCA_common_efa_gpu,\n"
+        "                 else auto)\n"
+        "  --topology     the NIC sets on this hwloc XML and its EFA devices instead\n"
+        "                 (the NIC lists and --gpu then apply to its devices; this\n"
+        "                 machine's sections are for reference only)\n"
+        "  --one-node     for a job within this node (default: one spanning nodes, which\n"
+        "                 needs FI_REMOTE_COMM: shm does not qualify)\n"
+        "  --json         one JSON object instead of text\n"
+        "  --version      the components' release\n"
+        "  --help, -h     this text, on standard output\n"
+        "MCA parameters are read as Open MPI 4.1 reads them: the OMPI_MCA_ environment\n"
+        "over ~/.openmpi/mca-params.conf over Open MPI's openmpi-mca-params.conf (or\n"
+        "the files of OMPI_MCA_mca_base_param_files; name = value lines, # comments);\n"
+        "the report says where each value came from.  Besides those above:\n"
+        "common_efa_stripe_min; hmem_vmm and provider_cuda_calls (auto, on or off);\n"
+        "force_efa_options and dmabuf (booleans: an integer, true|t|yes|y|enabled or\n"
+        "false|f|no|n|disabled).  Not read: the override file, mpirun's --mca and\n"
+        "aggregate parameter sets.\n"
+        "Exit status: 0, the components would run here (with --topology: the NIC sets\n"
+        "of the recorded topology were found, whatever this machine offers); 3, they\n"
+        "would not (the reasons are printed); 1, the topology cannot be read,\n"
+        "holds no EFA device, or the NIC lists do not fit its devices; 2, bad\n"
+        "arguments or parameters (a --gpu that names no accelerator included), said\n"
+        "with no report.\n");
+    std::exit(code);
+}
+
+// The components' MCA parameters from the environment and the parameter
+// files (efa::info::ParamSources), each value taken kept in the options'
+// settings with where it came from.
+class Params {
+  public:
+    explicit Params(Options *o) : src_(efa::info::ParamSources::load()), o_(o) {
+        o_->param_files = src_.files();
+    }
+    std::string text(const char *name) {
+        const efa::info::ParamValue v = src_.get(name);
+        if (!v.value.empty()) {
+            o_->settings.push_back({std::string("common_efa_") + name, v.value, v.source, ""});
+        }
+        return v.value;
+    }
+    // Open MPI refuses a boolean it cannot read, so the tool does too.
+    bool boolean(const char *name, bool default_value) {
+        const std::string v = text(name);
+        bool b = default_value;
+        if (!v.empty() && !efa::info::parse_mca_bool(v, &b)) {
+            std::fprintf(
+                stderr, "efa-mpi-info: common_efa_%s must be a boolean (%s), not '%s' (from %s)\n",
+                name, efa::info::kMcaBoolValues, v.c_str(), o_->settings.back().source.c_str());
+            std::exit(2);
+        }
+        return b;
+    }
+    // An option given stands for the parameter: its value is not used.
+    void overridden(const char *name, const std::string &option) {
+        for (Setting &s : o_->settings) {
+            if (s.name == std::string("common_efa_") + name) {
+                s.overridden_by = option;
+            }
+        }
+    }
+
+  private:
+    efa::info::ParamSources src_;
+    Options *o_;
+};
+
+// Two options that stand for exclusive parameters (the synopsis' "|").
+void refuse_pair(bool both, const char *a, const char *b) {
+    if (both) {
+        std::fprintf(stderr, "efa-mpi-info: %s and %s cannot be given together\n", a, b);
+        usage(2);
+    }
+}
+
+// --help and --version answer whatever the parameters hold (a bad value
+// in a parameter file is refused only where the report needs it).
+void answer_help_or_version(int argc, char **argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--version") {
+            std::printf("efa-mpi-info (ompi-efa) %s\n", kRelease);
+            std::exit(0);
+        }
+        if (a == "--help" || a == "-h") {
+            usage(0);
+        }
+    }
+}
+
+} // namespace
+
+Options parse_options(int argc, char **argv) {
+    answer_help_or_version(argc, argv);
+    Options o;
+    Params params(&o);
+    o.provider = params.text("provider_include");
+    o.provider_exclude = params.text("provider_exclude");
+    o.nic_include = params.text("nic_include");
+    o.nic_exclude = params.text("nic_exclude");
+    o.direct_mode = params.boolean("force_direct_mode", false);
+    auto number = [](const std::string &opt, const std::string &v, long lo, long hi) {
+        char *end = nullptr;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || n < lo || n > hi) {
+            std::fprintf(stderr, "efa-mpi-info: %s must be %ld to %ld, not '%s'\n", opt.c_str(), lo,
+                         hi, v.c_str());
+            usage(2);
+        }
+        return static_cast<int>(n);
+    };
+    // auto, on or off, as the glue's table allows; anything else is an error
+    auto switch_value = [](const char *name, const std::string &v) {
+        if (v.empty() || v == "auto") {
+            return int(EFA_SWITCH_AUTO);
+        }
+        if (v == "on") {
+            return int(EFA_SWITCH_ON);
+        }
+        if (v == "off") {
+            return int(EFA_SWITCH_OFF);
+        }
+        std::fprintf(stderr, "efa-mpi-info: common_efa_%s must be auto, on or off, not '%s'\n",
+                     name, v.c_str());
+        usage(2);
+    };
+    o.hmem_vmm = switch_value("hmem_vmm", params.text("hmem_vmm"));
+    o.provider_cuda_calls = switch_value("provider_cuda_calls", params.text("provider_cuda_calls"));
+    o.force_efa_options = params.boolean("force_efa_options", false);
+    o.dmabuf = params.boolean("dmabuf", true);
+    bool nics_given = false, gpu_given = false;
+    // the options given, by the parameter each stands for
+    std::map<std::string, std::string> given;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "efa-mpi-info: %s needs a value\n", a.c_str());
+                usage(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--provider") {
+            o.provider = value();
+            given["provider_include"] = a;
+        } else if (a == "--provider-exclude") {
+            o.provider_exclude = value();
+            given["provider_exclude"] = a;
+        } else if (a == "--direct-mode") {
+            o.direct_mode = true;
+            given["force_direct_mode"] = a;
+        } else if (a == "--nic-include") {
+            o.nic_include = value();
+            given["nic_include"] = a;
+        } else if (a == "--nic-exclude") {
+            o.nic_exclude = value();
+            given["nic_exclude"] = a;
+        } else if (a == "--local-size") {
+            o.local_size = number(a, value(), 1, 1024);
+        } else if (a == "--nics-per-proc") {
+            o.nics_per_proc = number(a, value(), 0, efa::ParamLimits::kMaxNicsPerProc);
+            nics_given = true;
+        } else if (a == "--gpu") {
+            o.gpu = value();
+            gpu_given = true;
+        } else if (a == "--topology") {
+            o.topology = value();
+        } else if (a == "--json") {
+            o.json = true;
+        } else if (a == "--one-node") {
+            o.one_node = true;
+        } else if (a == "--version") {
+            std::printf("efa-mpi-info (ompi-efa) %s\n", kRelease);
+            std::exit(0);
+        } else if (a == "--help" || a == "-h") {
+            usage(0);
+        } else {
+            std::fprintf(stderr, "efa-mpi-info: unknown argument '%s'\n", a.c_str());
+            usage(2);
+        }
+    }
+    refuse_pair(given.count("provider_include") && given.count("provider_exclude"), "--provider",
+                "--provider-exclude");
+    refuse_pair(given.count("nic_include") && given.count("nic_exclude"), "--nic-include",
+                "--nic-exclude");
+    for (const auto &[name, option] : given) {
+        params.overridden(name.c_str(), option);
+    }
+    // The parameter's value only where the option did not say (and only
+    // then is a bad one an error).
+    if (const std::string v = gpu_given ? "" : params.text("gpu"); !v.empty()) {
+        o.gpu = v;
+    }
+    if (const std::string v = nics_given ? "" : params.text("nics_per_proc"); !v.empty()) {
+        o.nics_per_proc = number("nics_per_proc", v, 0, efa::ParamLimits::kMaxNicsPerProc);
+    }
+    if (const std::string v = params.text("stripe_min"); !v.empty()) {
+        o.stripe_min = number("stripe_min", v, 0, efa::ParamLimits::kMaxStripe);
+    }
+    return o;
+}
+
+} // namespace efa::info

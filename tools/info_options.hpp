@@ -1,0 +1,53 @@
+// efa-mpi-info's command line (info_options.cpp): the options, over the
+// components' MCA parameters from the environment and the parameter files
+// (each value taken kept with where it came from), and the components'
+// release.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "efa_core.h"
+
+namespace efa::info {
+
+// A parameter taken from the environment or a parameter file, with where
+// it came from (said in the report, as the files are easy to forget).
+struct Setting {
+    std::string name, value, source;
+    std::string overridden_by; // the option given instead, if any
+};
+
+struct Options {
+    std::string provider;         // as common_efa_provider_include; empty: efa
+    std::string provider_exclude; // as common_efa_provider_exclude
+    std::string nic_include;      // as common_efa_nic_include
+    std::string nic_exclude;
+    int local_size = 1;
+    int nics_per_proc = 0;    // as common_efa_nics_per_proc; 0: the whole share
+    std::string gpu = "auto"; // as common_efa_gpu
+    int stripe_min = 262144;  // as common_efa_stripe_min (the glue's default)
+    std::string topology;     // hwloc XML; empty: this machine
+    bool one_node = false;    // a job within this node: FI_REMOTE_COMM not needed
+    bool direct_mode = false; // as common_efa_force_direct_mode
+    // The environment's common_efa_hmem_vmm and _provider_cuda_calls
+    // (EFA_SWITCH_*): where CUDA VMM memory goes depends on both.
+    int hmem_vmm = EFA_SWITCH_AUTO;
+    int provider_cuda_calls = EFA_SWITCH_AUTO;
+    bool force_efa_options = false; // as common_efa_force_efa_options (the stand-ins)
+    bool dmabuf = true;             // as common_efa_dmabuf (default on)
+    bool json = false;
+    std::vector<Setting> settings;
+    std::vector<std::pair<std::string, bool>> param_files; // path, read
+};
+
+// The components' release this command was built with (configure's AC_INIT).
+extern const char *const kRelease;
+
+// The options given, over the parameters they stand for; --help and
+// --version answered, and bad arguments or parameters said with the usage
+// (exit status 2).
+Options parse_options(int argc, char **argv);
+
+} // namespace efa::info
