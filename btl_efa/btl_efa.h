@@ -115,13 +115,11 @@ struct mca_btl_base_endpoint_t {
     bool watching;
     uint8_t quiet_sweeps;
     efa_op_t watch;
-    /* The core declared the peer lost and the upper layer was told
-     * (mca_btl_efa_tell_lost_due, module lock): the core fails every later
-     * send to it, so sends fail at once rather than wait in its queue for
-     * credits that never come back. */
+    /* Declared lost, the upper layer told (mca_btl_efa_tell_lost_due): sends
+     * fail at once, not wait for credits that never come (module lock). */
     bool lost;
-    /* An operation to it failed for a path error: progress asks the core
-     * whether the peer is lost (send.lost_due, by next_lost; module lock). */
+    /* A path error seen: progress asks the core whether the peer is lost
+     * (send.lost_due, by next_lost; module lock). */
     int lost_err;
     struct mca_btl_base_endpoint_t *next_lost;
     /* Its messages up to the eager limit over NIC 'rail' of the set
@@ -499,9 +497,12 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 static inline void mca_btl_efa_frag_return_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     efa_pool_put(btl->frag.pool, frag);
 }
-/* The provider may still read frag's buffer (a send failed while it held
- * it: efa_cqe_t.orphaned): the buffer is left to it for good, and frag
- * goes on with a fresh one (btl_efa_frag.c).  Module lock held. */
+/* frag's first len bytes move to a spare's buffer, and frag's old one is
+ * the provider's for good (a send it may still read; false: no spare).
+ * _orphan: a send failed while the provider held it (efa_cqe_t.orphaned).
+ * Module lock held. */
+bool mca_btl_efa_frag_fresh_buffer_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag,
+                                          size_t len);
 void mca_btl_efa_frag_orphan_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag);
 /* Finalize, before the core is released: idle slabs freed, busy ones kept
  * (their completions pointed at the core); after: the kept ones freed

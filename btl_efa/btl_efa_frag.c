@@ -69,21 +69,14 @@ void mca_btl_efa_frag_return(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
     OPAL_THREAD_UNLOCK(&btl->lock);
 }
 
-void mca_btl_efa_frag_orphan_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
-    /* The bytes move to a spare's buffer and the spare keeps the old one,
-     * out of the pool for good (as btl_efa_spread.c's fresh_buffer_locked
-     * does for a send failed over): a peer alive after all (a partition
-     * that healed) could otherwise receive another message's bytes from
-     * it.  The spare's completion, should the provider still report the
-     * old send, is the core's stand-in's; its slab stays (frag_busy). */
+bool mca_btl_efa_frag_fresh_buffer_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag,
+                                          size_t len) {
     efa_btl_frag_t *spare = mca_btl_efa_frag_get_locked(btl);
     if (NULL == spare) {
-        /* Out of memory: the buffer goes back all the same (the old
-         * behaviour; the provider very rarely still reads it). */
-        return;
+        return false;
     }
     uint8_t *old = frag->buf;
-    memcpy(spare->buf, old, btl->frag.size); /* (a RESP's retry sends it again) */
+    memcpy(spare->buf, old, len);
     frag->buf = spare->buf;
     spare->buf = old;
     void *desc = frag->desc;
@@ -96,6 +89,21 @@ void mca_btl_efa_frag_orphan_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *f
     if (seg >= old && seg < old + btl->frag.size) {
         frag->segments[0].seg_addr.pval = frag->buf + (seg - old);
     }
+    /* Kept as the provider's, whose slab the pool never frees: every slab
+     * stays until the endpoints close (frag_busy). */
+    spare->posted = true;
+    spare->op.complete = efa_op_complete_nothing;
+    ++btl->spread.retired;
+    return true;
+}
+
+void mca_btl_efa_frag_orphan_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
+    /* A peer alive after all (a partition that healed) could otherwise
+     * receive another message's bytes from the old buffer.  Without a
+     * spare (out of memory) the buffer goes back all the same: the
+     * provider very rarely still reads it.  (The whole buffer: a RESP's
+     * retry sends it again.) */
+    (void)mca_btl_efa_frag_fresh_buffer_locked(btl, frag, btl->frag.size);
     if (NULL != frag->data_mr) {
         /* In place: the provider may read the caller's memory through it
          * still, so the registration is not released (one reference of
@@ -103,9 +111,6 @@ void mca_btl_efa_frag_orphan_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *f
         frag->data_mr = NULL;
         frag->data_desc = NULL;
     }
-    spare->posted = true;
-    spare->op.complete = efa_op_complete_nothing;
-    ++btl->spread.retired; /* (frag_busy: every slab stays until the endpoints close) */
 }
 
 int mca_btl_efa_frag_pool_init(mca_btl_efa_module_t *btl,

@@ -361,28 +361,7 @@ static bool post_home_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
  * the endpoints close: frag_busy).  Without a spare fragment the buffer
  * itself goes again. */
 static void fresh_buffer_locked(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
-    efa_btl_frag_t *spare = mca_btl_efa_frag_get_locked(btl);
-    if (NULL == spare) {
-        return;
-    }
-    uint8_t *old = frag->buf;
-    memcpy(spare->buf, old, frag->send_len + EFA_BTL_SEQ_BYTES);
-    frag->buf = spare->buf;
-    spare->buf = old;
-    void *desc = frag->desc;
-    frag->desc = spare->desc;
-    spare->desc = desc;
-    efa_mr_t *mr = frag->mr;
-    frag->mr = spare->mr;
-    spare->mr = mr;
-    uint8_t *seg = frag->segments[0].seg_addr.pval;
-    if (seg >= old && seg < old + btl->frag.size) {
-        frag->segments[0].seg_addr.pval = frag->buf + (seg - old);
-    }
-    /* Kept as the provider's, whose slab the pool never frees (frag_busy). */
-    spare->posted = true;
-    spare->op.complete = efa_op_complete_nothing;
-    ++btl->spread.retired;
+    (void)mca_btl_efa_frag_fresh_buffer_locked(btl, frag, frag->send_len + EFA_BTL_SEQ_BYTES);
 }
 
 bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, int *err) {

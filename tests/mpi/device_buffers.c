@@ -271,6 +271,19 @@ static void cancel_recv(void) {
     dev_free(d);
 }
 
+/* A window (MPI_Win_create) over len bytes of zeroed device memory, at
+ * *wd; its errors returned. */
+static MPI_Win device_window(size_t len, void **wd) {
+    *wd = dalloc(len);
+    dfill(*wd, len, 0);
+    MPI_Win win;
+    TU_ASSERT(MPI_SUCCESS ==
+                  MPI_Win_create(*wd, (MPI_Aint)len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win),
+              "MPI_Win_create over device memory failed");
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    return win;
+}
+
 /* The words of window_device's atomics, from OFF in the window. */
 enum { W_FOP, W_ACC, W_CAS, W_GACC, W_FOP32 };
 
@@ -355,13 +368,8 @@ static void window_device(int peer) {
     const size_t max = sizes[nsizes - 1];
     const size_t win_len = 2 * max + 64;
     const int even = tu_rank < peer;
-    void *wd = dalloc(win_len);
-    dfill(wd, win_len, 0);
-    MPI_Win win;
-    TU_ASSERT(MPI_SUCCESS ==
-                  MPI_Win_create(wd, (MPI_Aint)win_len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win),
-              "MPI_Win_create over device memory failed");
-    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    void *wd = NULL;
+    MPI_Win win = device_window(win_len, &wd);
     void *dbuf = dalloc(max);
     unsigned char *hbuf = tu_malloc(max);
     char what[128];
@@ -439,13 +447,8 @@ static void window_device_self(void) {
               node_size, tu_size);
     enum { LEN = 8193 };
     const size_t win_len = LEN + 64;
-    void *wd = dalloc(win_len);
-    dfill(wd, win_len, 0);
-    MPI_Win win;
-    TU_ASSERT(MPI_SUCCESS ==
-                  MPI_Win_create(wd, (MPI_Aint)win_len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win),
-              "MPI_Win_create over device memory failed");
-    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    void *wd = NULL;
+    MPI_Win win = device_window(win_len, &wd);
     unsigned char *h = tu_malloc(LEN);
     void *dbuf = dalloc(LEN);
     const uint64_t seed = tu_seed(17, LEN, (uint64_t)tu_rank, 0);
