@@ -26,21 +26,42 @@ void mca_btl_efa_fatal(mca_btl_efa_module_t *btl, opal_proc_t *proc, char *why) 
     }
 }
 
-void mca_btl_efa_peer_failed_later_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
-                                          int err) {
-    if (NULL == ep || ep->lost || 0 != ep->lost_err || !efa_path_error(err)) {
+/* Queued once (lost_err: the error, negated where the core is to be
+ * asked first); a certain failure replaces one to ask about. */
+static void queue_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err, bool ask) {
+    if (NULL == ep || ep->lost || !efa_path_error(err)) {
         return;
     }
-    ep->lost_err = err;
+    if (0 != ep->lost_err) {
+        if (!ask && ep->lost_err > 0) {
+            ep->lost_err = err;
+        }
+        return;
+    }
+    ep->lost_err = ask ? -err : err;
     ep->next_lost = btl->send.lost_due;
     btl->send.lost_due = ep;
 }
 
-void mca_btl_efa_peer_failed_later(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err) {
+static void queue(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err, bool ask) {
     if (OPAL_LIKELY(!efa_path_error(err)) || NULL == ep) {
         return;
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    mca_btl_efa_peer_failed_later_locked(btl, ep, err);
+    queue_locked(btl, ep, err, ask);
     OPAL_THREAD_UNLOCK(&btl->lock);
+}
+
+void mca_btl_efa_peer_failed_later_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                          int err) {
+    queue_locked(btl, ep, err, false);
+}
+
+void mca_btl_efa_peer_failed_later(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int err) {
+    queue(btl, ep, err, false);
+}
+
+void mca_btl_efa_peer_failed_later_asking(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                          int err) {
+    queue(btl, ep, err, true);
 }

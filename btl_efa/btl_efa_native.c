@@ -291,7 +291,7 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
      * send's failure.  (Where only osc/rdma uses the BTL nobody listens:
      * its flush returns, and the status it dropped was said above.) */
     if (efa_path_error(err)) {
-        mca_btl_efa_peer_failed_later(btl, ep, err);
+        mca_btl_efa_peer_failed_later_asking(btl, ep, err);
     }
 }
 

@@ -69,18 +69,20 @@ void mca_btl_efa_tell_lost_due(mca_btl_efa_module_t *btl) {
         }
         btl->send.lost_due = ep->next_lost;
         ep->next_lost = NULL;
-        const int err = ep->lost_err;
-        ep->lost_err = 0; /* (a later failure asks again) */
+        const int queued = ep->lost_err;
+        ep->lost_err = 0; /* (a later failure queues it again) */
         OPAL_THREAD_UNLOCK(&btl->lock);
-        /* A path error says a NIC failed for the peer, or the peer: only
-         * the core's verdict, given after the failed operation's completion,
-         * tells them apart.  A NIC alone out (its operations moved to
-         * another, or one that could not move failed alone) is no loss of
-         * the peer; with the peer deadline off the core declares nothing,
-         * and the failure stands for the peer's loss. */
-        if (NULL != ep->peer && 0 == efa_core_peer_state(btl->core, ep->peer)) {
+        /* A one-sided operation's path error says a NIC failed for the
+         * peer, or the peer: only the core's verdict, given after the
+         * failed operation's completion, tells them apart (a NIC alone out
+         * is no loss of the peer, and ob1 redoes the operation by
+         * sending); with the peer deadline off the core declares nothing,
+         * and the failure stands for the peer's loss.  A message failed for
+         * good (sends, the watch) is the peer's loss. */
+        const bool ask = queued > 0;
+        if (ask && NULL != ep->peer && 0 == efa_core_peer_state(btl->core, ep->peer)) {
             continue;
         }
-        peer_lost(btl, ep, err);
+        peer_lost(btl, ep, ask ? -queued : queued);
     }
 }

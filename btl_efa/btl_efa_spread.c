@@ -384,11 +384,14 @@ bool mca_btl_efa_spread_completed(mca_btl_efa_module_t *btl, efa_btl_frag_t *fra
         return false;
     }
     OPAL_THREAD_LOCK(&btl->lock);
-    /* A peer the core declared lost (mca_btl_efa_tell_lost_due heard of it
-     * at an earlier failure) fails every operation on every NIC: none of
-     * them is left (no "leave NIC" line, spread.left and the rail-back
-     * tick's scan for each), nor is the message sent again. */
+    /* A peer the core declared lost fails every operation on every NIC
+     * (its verdict comes before it fails them, and before btl_efa tells
+     * the upper layer): none of them is left (no "leave NIC" line,
+     * spread.left and the rail-back tick's scan for each), nor is the
+     * message sent again. */
     if (frag->endpoint->lost ||
+        (NULL != frag->endpoint->peer &&
+         1 == efa_core_peer_state(btl->core, frag->endpoint->peer)) ||
         (!leave_rail(frag->endpoint, rail, *err) && frag->endpoint->rail == rail)) {
         /* Its last NIC (or the first of an unnumbered peer): nowhere else
          * to go, the failure is the message's. */

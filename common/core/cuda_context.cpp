@@ -13,9 +13,9 @@ constexpr int kNone = -1;       // (no device)
 // Has this thread been given a context by efa_cuda_context_thread (or had
 // one there)?  Then that call asks the driver nothing more.
 thread_local bool t_has_context;
-// The device (seen_device's value) efa_cuda_context_thread last tried to
-// give this thread a context of, where it could not.
-thread_local int t_tried_device;
+// The context last seen (seen) when efa_cuda_context_thread last tried to
+// give this thread one, where it could not: tried again once that changes.
+thread_local void *t_tried_seen;
 
 template <typename T> T load(const T *at) {
     return __atomic_load_n(at, __ATOMIC_ACQUIRE);
@@ -131,9 +131,9 @@ extern "C" int efa_cuda_context_here(efa_cuda_context_t *cc, const void *a, cons
 extern "C" int efa_cuda_context_thread(efa_cuda_context_t *cc) {
     // (the global first: before any context was seen, a job's progress
     // pays no thread-local lookup; then no driver call on a thread given
-    // one before, nor a second try for the same device on one that could
-    // not be: its primary context inactive, the process's own contexts
-    // made with cuCtxCreate)
+    // one before, nor a second try on one that could not be (its device's
+    // primary context inactive, the process's own contexts made with
+    // cuCtxCreate) until another context is seen)
     const int seen = load(&cc->seen_device);
     if (0 == seen) {
         return -FI_EINVAL;
@@ -141,10 +141,11 @@ extern "C" int efa_cuda_context_thread(efa_cuda_context_t *cc) {
     if (t_has_context) {
         return 0;
     }
-    if (t_tried_device == seen) {
+    void *const seen_ctx = load(&cc->seen);
+    if (t_tried_seen == seen_ctx) {
         return -FI_EINVAL;
     }
-    t_tried_device = seen;
+    t_tried_seen = seen_ctx;
     void *ctx = nullptr;
     if (0 != cc->get_current(&ctx)) {
         return -FI_EINVAL;
