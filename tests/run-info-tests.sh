@@ -199,6 +199,20 @@ assert len(s["nics"]) == 4 and all(n.startswith("rdmap") for n in s["nics"]), s
 assert "GPU 0000:42:00.0" in s["reason"] and "PCIe switch" in s["reason"], s
 ' 2>/dev/null
 check p5-gpu-three "--gpu 3 should give the 4 NICs of GPU 3 (0000:42:00.0)'s switch" $?
+# Two GPUs under one switch of 8 NICs, one process each, 4 NICs each: the
+# second starts half way along, so the 16 NICs are used once each.
+sets_ok shared-switch.xml 4 4 1 16 --nics-per-proc 4
+check shared-switch-four "4 processes, 2 GPUs a switch of 8 NICs, should get 4 NICs each, 16 in all" $?
+# p4d: GPUs and NIC on one root bus (a host bridge, no switch): each GPU
+# its bus's NIC.
+run_json --topology "$topo/p4d.xml" --local-size 8
+[ $RC -eq 0 ] && JSON=$OUT python3 -c '
+import json, os
+for s in json.loads(os.environ["JSON"])["sets"]:
+    bus = s["reason"].split("GPU 0000:")[1][:2]
+    assert s["nics"] == ["rdmap%ds27" % int(bus, 16)] and "host bridge" in s["reason"], s
+' 2>/dev/null
+check p4d-root-bus "8 processes on p4d should each get the NIC of their GPU's root bus (exit $RC)" $?
 run --topology "$topo/p5.48xlarge.xml" --gpu 8
 [ $RC -eq 2 ] && grep -q "common_efa_gpu 8: the node's accelerators are 0: 0000:12:00.0" <<<"$OUT"
 check gpu-unknown "expected exit 2 and the node's GPUs for --gpu 8 (exit $RC)" $?

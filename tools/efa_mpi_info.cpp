@@ -142,14 +142,20 @@ std::string near_of(hwloc_topology_t topo, const efa::NicCandidate &c) {
 // machine's only).  false: --gpu names no accelerator of the topology (said).
 bool nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::NicCandidate> &cands,
               const char *visible, Report *rep) {
+    // (no memory for the bitmap: every process unbound, said)
     hwloc_bitmap_t binding = hwloc_bitmap_alloc();
     for (int r = 0; r < o.local_size; ++r) {
-        efa::info::bind_share(topo, r, o.local_size, binding);
         char *text = nullptr;
-        hwloc_bitmap_list_asprintf(&text, binding);
+        if (binding) {
+            efa::info::bind_share(topo, r, o.local_size, binding);
+            hwloc_bitmap_list_asprintf(&text, binding);
+        }
         std::string error;
-        const efa::NicSetDecision d = efa::info::process_nic_set(
-            cands, topo, o.gpu, visible, binding, r, o.local_size, o.nics_per_proc, &error);
+        efa::NicSetDecision d = efa::info::process_nic_set(cands, topo, o.gpu, visible, binding, r,
+                                                           o.local_size, o.nics_per_proc, &error);
+        if (!binding) {
+            d.reason += "; no memory for the binding's bitmap: taken as unbound";
+        }
         if (!error.empty()) {
             std::fprintf(stderr, "efa-mpi-info: %s\n", error.c_str());
             std::free(text);

@@ -77,7 +77,10 @@ efa::NicSetDecision process_nic_set(const std::vector<efa::NicCandidate> &cands,
         d = efa::select_gpu_nic_set(cands, topo, gpu, r, nics_per_proc);
     }
     if (d.indices.empty()) {
+        // (as the core says it: why the GPU decides nothing)
+        const std::string no_gpu = gpu.bus_id.empty() ? gpu.reason : d.reason;
         d = efa::select_nic_set(cands, topo, binding, r, local_size, nics_per_proc);
+        d.reason += "; " + no_gpu;
     }
     return d;
 }

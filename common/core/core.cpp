@@ -121,13 +121,14 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
         *why = sel.nics.size() == 1 ? "the only NIC offered" : "the only NIC admitted";
         return where;
     }
-    hwloc_topology_t topo;
-    hwloc_topology_init(&topo);
-    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    hwloc_topology_t topo = nullptr;
+    const bool inited = hwloc_topology_init(&topo) == 0;
     NicSetDecision d;
-    if (hwloc_topology_load(topo) == 0) {
+    if (inited && hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) == 0 &&
+        hwloc_topology_load(topo) == 0) {
         hwloc_bitmap_t binding = hwloc_bitmap_alloc();
-        bool bound = hwloc_get_cpubind(topo, binding, HWLOC_CPUBIND_PROCESS) == 0;
+        // (no memory for the bitmap: as unbound, said)
+        bool bound = binding && hwloc_get_cpubind(topo, binding, HWLOC_CPUBIND_PROCESS) == 0;
         // A process that uses one GPU takes the NICs of its switch
         // (gpu_nics.hpp); otherwise, or where none is near it, its binding
         // decides.
@@ -144,17 +145,26 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
             d = select_gpu_nic_set(cands, topo, gpu, p.local_rank, p.nics_per_proc);
         }
         if (d.indices.empty()) {
+            // (why the GPU decides nothing: none known, none near it, or
+            // every NIC as near it)
+            const std::string no_gpu = gpu.bus_id.empty() ? gpu.reason : d.reason;
             d = select_nic_set(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size,
                                p.nics_per_proc);
-            d.reason += "; " + (gpu.bus_id.empty() ? gpu.reason
-                                                   : "GPU " + gpu.bus_id + " has no NIC near it");
+            d.reason += "; " + no_gpu;
+        }
+        if (!binding) {
+            d.reason += "; no memory for the binding's bitmap: taken as unbound";
         }
         hwloc_bitmap_free(binding);
     } else {
         d = select_nic_set(cands, nullptr, nullptr, p.local_rank, p.local_size, p.nics_per_proc);
-        d.reason = "hwloc could not load the topology: " + d.reason;
+        d.reason = std::string(inited ? "hwloc could not load the topology: "
+                                      : "hwloc could not start a topology: ") +
+                   d.reason;
     }
-    hwloc_topology_destroy(topo);
+    if (inited) {
+        hwloc_topology_destroy(topo);
+    }
     std::vector<size_t> chosen;
     for (size_t i : d.indices) {
         chosen.push_back(where[i]);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <tuple>
 
 namespace efa {
@@ -76,10 +77,10 @@ std::string accelerator_list(const std::vector<Accelerator> &accs) {
     return list.empty() ? "none" : list;
 }
 
-// Is the accelerator at 'bus_id' near the binding: the binding is none (or
-// the whole machine), or it overlaps the accelerator's locality (its
-// package)?  A GPU guessed for a process bound elsewhere would move its
-// host memory's traffic across the packages.
+// Is the accelerator at 'bus_id' near the binding: the process is not
+// bound (binding_is_partial), or its binding overlaps the accelerator's
+// locality (its package)?  A GPU guessed for a process bound elsewhere
+// would move its host memory's traffic across the packages.
 bool near_binding(hwloc_topology_t topo, const std::string &bus_id, hwloc_const_cpuset_t binding,
                   std::string *home) {
     hwloc_obj_t gpu = pci_object(topo, bus_id);
@@ -89,13 +90,165 @@ bool near_binding(hwloc_topology_t topo, const std::string &bus_id, hwloc_const_
     hwloc_obj_t at = hwloc_get_non_io_ancestor_obj(topo, gpu);
     char *text = nullptr;
     hwloc_bitmap_list_asprintf(&text, at->cpuset);
-    *home = text ? text : "?";
+    *home = text && *text ? text : "none it may use";
     std::free(text);
-    if (!binding || hwloc_bitmap_iszero(binding) ||
-        hwloc_bitmap_isincluded(hwloc_topology_get_topology_cpuset(topo), binding)) {
+    if (!binding_is_partial(topo, binding)) {
         return true;
     }
     return hwloc_bitmap_intersects(at->cpuset, binding);
+}
+
+bool starts_with_nocase(const std::string &text, const std::string &prefix) {
+    return text.size() >= prefix.size() &&
+           std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
+               return std::tolower(static_cast<unsigned char>(a)) ==
+                      std::tolower(static_cast<unsigned char>(b));
+           });
+}
+
+// The accelerators whose NVIDIA UUID begins with 'uuid' ("GPU-" and as
+// much of it as tells one GPU: CUDA takes such abbreviations), by their OS
+// devices' NVIDIAUUID (hwloc built with NVML gives one to each NVIDIA GPU).
+// *known: whether the topology holds any such UUID.
+std::set<std::string> gpus_by_uuid(hwloc_topology_t topo, const std::vector<Accelerator> &accs,
+                                   const std::string &uuid, bool *known) {
+    std::set<std::string> found;
+    for (hwloc_obj_t o = hwloc_get_next_osdev(topo, nullptr); o;
+         o = hwloc_get_next_osdev(topo, o)) {
+        const char *value = hwloc_obj_get_info_by_name(o, "NVIDIAUUID");
+        hwloc_obj_t pci = o->parent;
+        if (!value || !pci || pci->type != HWLOC_OBJ_PCI_DEVICE) {
+            continue;
+        }
+        *known = true;
+        const std::string bus_id = bus_id_of(pci);
+        if (starts_with_nocase(value, uuid) &&
+            std::any_of(accs.begin(), accs.end(),
+                        [&](const Accelerator &a) { return a.bus_id == bus_id; })) {
+            found.insert(bus_id);
+        }
+    }
+    return found;
+}
+
+// CUDA_VISIBLE_DEVICES naming one device ('v': no comma) by its index, its
+// UUID or a MIG device of a GPU: that GPU's PCI address, or "" with *why
+// saying that the device cannot be told (the process's GPU is then
+// unknown, not guessed: it is not the local rank's).
+std::string cuda_device(hwloc_topology_t topo, const std::vector<Accelerator> &accs,
+                        const std::vector<Accelerator> &nvidia, const std::string &v,
+                        std::string *why) {
+    const std::string said = "CUDA_VISIBLE_DEVICES=" + v;
+    if (all_digits(v)) {
+        const size_t n = std::stoul(v);
+        if (n < nvidia.size()) {
+            *why = said;
+            return nvidia[n].bus_id;
+        }
+        *why = said + " names CUDA device " + v + ", but the node has " +
+               std::to_string(nvidia.size()) + " NVIDIA GPU(s): this process's GPU is unknown";
+        return "";
+    }
+    // "MIG-GPU-<uuid>/<gi>/<ci>" names its GPU's UUID; "MIG-<uuid>" only the
+    // MIG device's, which hwloc does not map to its GPU.
+    std::string uuid = v;
+    if (starts_with_nocase(v, "MIG-GPU-")) {
+        uuid = v.substr(4, v.find('/') - 4);
+    } else if (starts_with_nocase(v, "MIG-")) {
+        *why = said + " names a MIG device by its own UUID, which the topology does not map to "
+                      "its GPU: this process's GPU is unknown";
+        return "";
+    }
+    if (!starts_with_nocase(uuid, "GPU-")) {
+        *why = said + " names no device this process can use: its GPU is unknown";
+        return "";
+    }
+    bool known = false;
+    const std::set<std::string> found = gpus_by_uuid(topo, accs, uuid, &known);
+    if (found.size() == 1) {
+        *why = said + " (by its UUID)";
+        return *found.begin();
+    }
+    std::string but = std::to_string(found.size()) + " GPUs' UUIDs begin so";
+    if (!known) {
+        but = "the topology has no GPU UUIDs (hwloc without NVML)";
+    } else if (found.empty()) {
+        but = "no GPU of the node has that UUID";
+    }
+    *why = said + " names one GPU by its UUID, but " + but + ": this process's GPU is unknown";
+    return "";
+}
+
+// The NICs near a GPU, and where they were found.
+struct NearNics {
+    std::vector<size_t> indices; // into the candidates, in PCI order
+    hwloc_obj_t pool = nullptr;  // the bridge (or package) they are below
+    std::string how;             // "its PCIe switch", ...: where they are
+    std::string none;            // why there are none
+};
+
+NearNics near_nics(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
+                   const std::string &gpu_bus_id) {
+    NearNics near;
+    std::vector<size_t> &out = near.indices;
+    hwloc_obj_t gpu = topo ? pci_object(topo, gpu_bus_id) : nullptr;
+    if (!gpu) {
+        near.none = "not in the topology";
+        return near;
+    }
+    std::vector<hwloc_obj_t> nic(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        nic[i] = pci_object(topo, candidates[i].pci_bus_id);
+    }
+    // The nearest bridge above the GPU with a NIC below it: a PCI-to-PCI
+    // bridge (a switch's port, or a root port), else its host bridge.
+    // hwloc makes a host bridge of each root bus, the devices directly on
+    // it and the bridges that lead below: on p4d the GPU and its NIC sit on
+    // one root bus with no bridge between (lspci: 10:1b.0 EFA, 10:1c.0 and
+    // 10:1d.0 A100), and the host bridge is their switch.
+    for (hwloc_obj_t b = gpu->parent; b && b->type == HWLOC_OBJ_BRIDGE && out.empty();
+         b = b->parent) {
+        for (size_t i = 0; i < nic.size(); ++i) {
+            if (nic[i] && below(nic[i], b)) {
+                out.push_back(i);
+            }
+        }
+        if (!out.empty()) {
+            near.pool = b;
+            near.how = b->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST
+                           ? "its PCI host bridge (root bus)"
+                           : "its PCIe switch";
+        }
+    }
+    if (out.empty()) { // no bridge shared: the NICs of its package (not the machine's)
+        hwloc_obj_t home = hwloc_get_non_io_ancestor_obj(topo, gpu);
+        for (size_t i = 0; home->parent && i < nic.size(); ++i) {
+            if (nic[i] && hwloc_get_non_io_ancestor_obj(topo, nic[i]) == home) {
+                out.push_back(i);
+            }
+        }
+        if (!out.empty()) {
+            near.pool = home;
+            near.how = "its " + std::string(hwloc_obj_type_string(home->type));
+        }
+    }
+    // Every NIC found is near it: that says nothing of the GPU (a flat
+    // layout); the binding decides.
+    const size_t located = static_cast<size_t>(
+        std::count_if(nic.begin(), nic.end(), [](hwloc_obj_t o) { return o != nullptr; }));
+    if (located > 1 && out.size() == located) {
+        out.clear();
+        near.none = "all " + std::to_string(located) + " NICs found are as near it (" + near.how +
+                    "): no locality to tell them apart";
+        return near;
+    }
+    if (out.empty()) {
+        near.none = "no NIC near it";
+    }
+    std::sort(out.begin(), out.end(), [&](size_t a, size_t b) {
+        return std::tie(candidates[a].pci_bus_id, a) < std::tie(candidates[b].pci_bus_id, b);
+    });
+    return near;
 }
 
 } // namespace
@@ -169,13 +322,15 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
         c.reason = "no GPU on this node";
         return c;
     }
-    // Guessed, not named: CUDA_VISIBLE_DEVICES naming one GPU by index
-    // (CUDA's device 0 is that NVIDIA GPU in PCI order; a container or a
+    // Guessed, not named: CUDA_VISIBLE_DEVICES naming one GPU (by index:
+    // CUDA's device 0 is that NVIDIA GPU in PCI order; a container or a
     // cgroup that shows each process its own GPU as 0 would mislead it,
-    // which the binding check below catches where processes are bound),
-    // else one process per accelerator.  UUIDs (GPU-..., MIG-...) cannot
-    // be mapped without the driver; several GPUs leave the choice to the
-    // program; none visible ("", -1) is no GPU.
+    // which the binding check below catches where processes are bound; by
+    // UUID, through the topology's NVIDIA UUIDs), else one process per
+    // accelerator.  One device that cannot be told (an index past the
+    // node's GPUs, a UUID the topology lacks) leaves the GPU unknown;
+    // several leave the choice to the program; none visible ("", -1) is
+    // no GPU.  On a node without NVIDIA GPUs it says nothing.
     std::string guess, why;
     bool by_cuda = false;
     if (cuda_visible) {
@@ -187,12 +342,17 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
             c.reason = "CUDA_VISIBLE_DEVICES=" + v + ": no GPU visible to this process";
             return c;
         }
-        if (all_digits(v) && std::stoul(v) < nvidia.size()) {
-            guess = nvidia[std::stoul(v)].bus_id;
-            why = "CUDA_VISIBLE_DEVICES=" + v;
+        if (nvidia.empty()) {
+            why = "CUDA_VISIBLE_DEVICES=" + v + " (no NVIDIA GPU on the node); ";
+        } else if (v.find(',') == std::string::npos) {
+            guess = cuda_device(topo, accs, nvidia, v, &why);
+            if (guess.empty()) {
+                c.reason = why;
+                return c;
+            }
             by_cuda = true;
         } else {
-            why = "CUDA_VISIBLE_DEVICES=" + v + " names no single GPU by index; ";
+            why = "CUDA_VISIBLE_DEVICES=" + v + " names several GPUs; ";
         }
     }
     if (guess.empty() && local_size > 0 && static_cast<size_t>(local_size) == accs.size() &&
@@ -221,79 +381,53 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
 
 std::vector<size_t> gpu_nics(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
                              const std::string &gpu_bus_id, std::string *how) {
-    std::vector<size_t> out;
-    hwloc_obj_t gpu = topo ? pci_object(topo, gpu_bus_id) : nullptr;
-    if (!gpu) {
-        return out;
+    NearNics near = near_nics(candidates, topo, gpu_bus_id);
+    if (how) {
+        *how = near.indices.empty() ? near.none : near.how;
     }
-    std::vector<hwloc_obj_t> nic(candidates.size());
-    for (size_t i = 0; i < candidates.size(); ++i) {
-        nic[i] = pci_object(topo, candidates[i].pci_bus_id);
-    }
-    // The nearest PCI-to-PCI bridge above the GPU with a NIC below it: its
-    // switch (a host bridge holds a whole root complex: no switch).
-    for (hwloc_obj_t b = gpu->parent;
-         b && b->type == HWLOC_OBJ_BRIDGE &&
-         b->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI && out.empty();
-         b = b->parent) {
-        for (size_t i = 0; i < nic.size(); ++i) {
-            if (nic[i] && below(nic[i], b)) {
-                out.push_back(i);
-            }
-        }
-        if (!out.empty() && how) {
-            *how = "its PCIe switch";
-        }
-    }
-    if (out.empty()) { // no switch shared: the NICs of its package (not the machine's)
-        hwloc_obj_t home = hwloc_get_non_io_ancestor_obj(topo, gpu);
-        if (!home->parent) {
-            return out;
-        }
-        for (size_t i = 0; i < nic.size(); ++i) {
-            if (nic[i] && hwloc_get_non_io_ancestor_obj(topo, nic[i]) == home) {
-                out.push_back(i);
-            }
-        }
-        if (!out.empty() && how) {
-            *how = "its " + std::string(hwloc_obj_type_string(home->type));
-        }
-    }
-    // Every NIC found is near it: that says nothing of the GPU (a flat
-    // layout); the binding decides.
-    const size_t located = static_cast<size_t>(
-        std::count_if(nic.begin(), nic.end(), [](hwloc_obj_t o) { return o != nullptr; }));
-    if (located > 1 && out.size() == located) {
-        out.clear();
-        return out;
-    }
-    std::sort(out.begin(), out.end(), [&](size_t a, size_t b) {
-        return std::tie(candidates[a].pci_bus_id, a) < std::tie(candidates[b].pci_bus_id, b);
-    });
-    return out;
+    return near.indices;
 }
 
 NicSetDecision select_gpu_nic_set(const std::vector<NicCandidate> &candidates,
                                   hwloc_topology_t topo, const GpuChoice &gpu, int local_rank,
                                   int max_nics) {
     NicSetDecision d;
-    std::string how;
-    std::vector<size_t> pool = gpu_nics(candidates, topo, gpu.bus_id, &how);
-    if (pool.empty()) {
+    const NearNics near = near_nics(candidates, topo, gpu.bus_id);
+    const std::string said = "GPU " + gpu.bus_id + " (" + gpu.reason + ")";
+    if (near.indices.empty()) {
+        d.reason = said + ": " + near.none;
         return d;
     }
-    // Processes that may share a GPU they named start on different NICs;
-    // one process per accelerator starts on its switch's first.
-    const size_t k =
-        gpu.named ? static_cast<size_t>(local_rank > 0 ? local_rank : 0) % pool.size() : 0;
+    std::vector<size_t> pool = near.indices;
+    // Processes that may share a GPU they named start on different NICs,
+    // by local rank.  Processes of one GPU each whose GPUs share the pool
+    // spread over it: the GPU's place among the pool's GPUs (PCI order).
+    size_t k = 0;
+    std::string start;
+    if (gpu.named) {
+        k = static_cast<size_t>(local_rank > 0 ? local_rank : 0) % pool.size();
+        start = "local rank " + std::to_string(local_rank > 0 ? local_rank : 0);
+    } else {
+        size_t place = 0, sharing = 0;
+        for (const Accelerator &a : node_accelerators(topo)) {
+            if (below(pci_object(topo, a.bus_id), near.pool)) {
+                place = a.bus_id == gpu.bus_id ? sharing : place;
+                ++sharing;
+            }
+        }
+        sharing = std::max<size_t>(sharing, 1);
+        k = place * pool.size() / sharing;
+        start = "GPU " + std::to_string(place + 1) + " of " + std::to_string(sharing) + " there";
+    }
     std::rotate(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(k), pool.end());
     const size_t whole = pool.size();
     if (max_nics > 0 && pool.size() > static_cast<size_t>(max_nics)) {
         pool.resize(static_cast<size_t>(max_nics));
     }
     d.indices = pool;
-    d.reason = "GPU " + gpu.bus_id + " (" + gpu.reason + "): " + std::to_string(pool.size()) +
-               " of the " + std::to_string(whole) + " NIC(s) of " + how;
+    d.reason = said + ": " + std::to_string(pool.size()) + " of the " + std::to_string(whole) +
+               " NIC(s) of " + near.how + ", from its NIC " + std::to_string(k + 1) + " (" + start +
+               ")";
     return d;
 }
 

@@ -1,6 +1,6 @@
 // The NICs of a process's GPU: on GPU nodes (p4d, p5, p5en; trn1 with its
-// Trainium chips) each GPU shares a PCIe switch with one or more EFA
-// devices, and a process that moves its GPU's memory gets the most from
+// Trainium chips) each GPU shares a PCIe switch (p4d: a root bus) with one
+// or more EFA devices, and a process that moves its GPU's memory gets the most from
 // those NICs (GPU to NIC without crossing the CPU's root complex).  So a
 // process that uses one GPU takes the NICs under that GPU's switch as its
 // set, before its CPU binding is asked (nic_select.hpp).
@@ -47,26 +47,36 @@ struct GpuChoice {
 //   "none"   no GPU: the CPU binding decides (as without GPUs);
 //   N        the node's N-th accelerator in PCI order;
 //   a PCI bus id ("0000:53:00.0", or "53:00.0" in domain 0);
-//   "auto"   (or empty) CUDA_VISIBLE_DEVICES when it names one GPU by its
-//            index (cuda_visible; nullptr: unset; "" or -1: no GPU), else
-//            accelerator local_rank when the node runs one process per
-//            accelerator (local_size == their number), else none; a GPU so
-//            guessed only where it is near the binding (the same package;
-//            nullptr, empty or the whole machine: unbound).
+//   "auto"   (or empty) CUDA_VISIBLE_DEVICES when it names one device
+//            (cuda_visible; nullptr: unset; "" or -1: no GPU): by its
+//            index among the NVIDIA GPUs, by its UUID ("GPU-...", or CUDA's
+//            unique abbreviation; "MIG-GPU-<uuid>/..." names its GPU) where
+//            the topology's OS devices carry NVIDIAUUID; one it cannot tell
+//            (an index past the GPUs, a UUID the topology lacks, a MIG
+//            device's own UUID) leaves the GPU unknown, said why.  Else
+//            (unset, a list) accelerator local_rank when the node runs one
+//            process per accelerator (local_size == their number), else
+//            none; a GPU so guessed only where it is near the binding (the
+//            same package; unbound, binding_is_partial: anywhere).
 GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting, const char *cuda_visible,
                      int local_rank, int local_size, hwloc_const_cpuset_t binding);
 
 // The candidates under the GPU's PCIe switch: the nearest bridge above the
-// GPU with a candidate below it (p5: the switch's 4 NICs; p4d: the NIC on
-// the GPU's own bus), in PCI order; failing that, those whose locality is
-// the GPU's (its package, never the whole machine).  Empty: none near it,
-// every NIC found (no locality to tell), or the GPU unknown.
+// GPU, PCI-to-PCI or host (hwloc's host bridge is one root bus), with a
+// candidate below it (p5: the switch's 4 NICs; p4d: the NIC on the GPU's
+// root bus), in PCI order; failing that, those whose locality is the GPU's
+// (its package, never the whole machine).  Empty: none near it, every NIC
+// found (no locality to tell), or the GPU unknown.  *how: where they are,
+// or why there are none.
 std::vector<size_t> gpu_nics(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
                              const std::string &gpu_bus_id, std::string *how);
 
 // A GPU's set for one process: its NICs (gpu_nics), rotated by local_rank
 // where the GPU was named (processes that may share it start on different
-// NICs), and cut to max_nics (> 0).  Empty where the GPU has no NIC near it.
+// NICs), else by the GPU's place among the accelerators below the same
+// bridge or package (PCI order): GPU i of n starts at NIC i * K / n of the
+// K, so GPUs sharing a switch spread over its NICs.  Cut to max_nics
+// (> 0).  Empty where the GPU has no NIC near it; the reason says why.
 NicSetDecision select_gpu_nic_set(const std::vector<NicCandidate> &candidates,
                                   hwloc_topology_t topo, const GpuChoice &gpu, int local_rank,
                                   int max_nics);

@@ -119,7 +119,8 @@ hwloc_obj_t locate(hwloc_topology_t topo, const NicCandidate &candidate) {
 
 // The caller's binding restricted to the PUs this topology knows about. Bits
 // for unknown PUs (offline CPUs, a "fill everything" bitmap) say nothing about
-// locality, so they are dropped before deciding whether the process is bound.
+// locality, so they are dropped before deciding whether the process is bound
+// (binding_is_partial: bound to all a cgroup allows it on one package is bound).
 class EffectiveBinding {
   public:
     EffectiveBinding(hwloc_topology_t topo, hwloc_const_cpuset_t binding) {
@@ -128,7 +129,7 @@ class EffectiveBinding {
             return;
         }
         hwloc_bitmap_and(cpus_.get(), binding, machine);
-        bound_ = !hwloc_bitmap_iszero(cpus_.get()) && !hwloc_bitmap_isequal(cpus_.get(), machine);
+        bound_ = binding_is_partial(topo, cpus_.get());
     }
 
     bool bound() const { return bound_; }

@@ -30,8 +30,8 @@ struct NicDecision {
 //
 // topo:      loaded hwloc topology WITH I/O objects (HWLOC_TYPE_FILTER_KEEP_IMPORTANT
 //            or _ALL for PCI). May be nullptr (then no NIC can be located).
-// binding:   cpuset the process is bound to; nullptr, empty, or covering the whole
-//            machine means "unbound". PUs unknown to the topology are ignored.
+// binding:   cpuset the process is bound to; unbound where binding_is_partial
+//            (below) says not. PUs unknown to the topology are ignored.
 // local_rank/local_size: this process's rank among the job's processes on this node.
 //
 // Algorithm:
@@ -50,6 +50,36 @@ struct NicDecision {
 //     local_rank. See nic_select.cpp for why.
 NicDecision select_nic(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
                        hwloc_const_cpuset_t binding, int local_rank, int local_size);
+
+// Does 'binding' keep the process on a part of the machine, so that its
+// PUs tell where it runs?  Not when it is nullptr, holds none of the PUs it
+// may use (the topology's cpuset: hwloc leaves out those a cgroup
+// withholds), or holds them all while they reach every object that hwloc
+// places PUs in.  So a process that a cgroup confines to one package and
+// that is bound to all of it is bound there (the other package, in the
+// topology for its devices or its memory, has none of its PUs); one kept
+// off a few PUs only (reserved for the system) is not.  The complete
+// cpuset alone would not tell: it also holds offline PUs.
+inline bool binding_is_partial(hwloc_topology_t topo, hwloc_const_cpuset_t binding) {
+    hwloc_const_cpuset_t allowed = topo ? hwloc_topology_get_topology_cpuset(topo) : nullptr;
+    if (!binding || !allowed || !hwloc_bitmap_intersects(binding, allowed)) {
+        return false;
+    }
+    if (!hwloc_bitmap_isincluded(allowed, binding)) {
+        return true;
+    }
+    const int depth = hwloc_topology_get_depth(topo);
+    for (int d = 1; d < depth; ++d) {
+        for (hwloc_obj_t o = hwloc_get_next_obj_by_depth(topo, d, nullptr); o;
+             o = hwloc_get_next_obj_by_depth(topo, d, o)) {
+            if (o->complete_cpuset && !hwloc_bitmap_iszero(o->complete_cpuset) &&
+                !hwloc_bitmap_intersects(o->cpuset, allowed)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
 
 // The NICs a process may use (common_efa_nic_include / _exclude): device
 // names, comma-separated; a name matches a candidate named exactly so or

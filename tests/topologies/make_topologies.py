@@ -13,8 +13,9 @@ Layouts
 -------
 p4d.xml  (p4d.24xlarge-like)
   2 packages x 8 cores x 2 hardware threads, one NUMA node per package.
-  Each package has 2 PCIe switches; each switch carries 2 A100 GPUs and
-  1 EFA device, all on the switch's bus:
+  Each package has 2 root buses, each carrying 2 A100 GPUs and 1 EFA
+  device with no bridge above them, as lspci shows on the instance
+  (aws/aws-ofi-nccl issue 64): each root bus is a host bridge of its own.
     package 0: buses 0x10, 0x20     package 1: buses 0x90, 0xa0
     EFA at bb:1b.0 (named rdmap<bus>s27), GPUs at bb:1c.0 and bb:1d.0.
 
@@ -35,6 +36,14 @@ trn1.32xlarge.xml  (trn1.32xlarge-like: 16 Trainium chips, 8 EFA devices)
   on ports 0-1, one EFA device on port 2.  The instance documentation gives
   the counts; the grouping of chips and NICs by switch is assumed.
 
+shared-switch.xml  (no instance: 2 GPUs and 8 EFA devices under one switch)
+  2 packages x 8 cores x 2 hardware threads, one PCIe switch per package
+  laid out as p5.48xlarge.xml's (package 0: B = 0x10, package 1: B =
+  0x90) with 10 downstream ports: H100 GPUs on ports 0-1, EFA devices on
+  ports 2-9.  Each GPU has an NVML OS device (nvml<i>) with its
+  NVIDIAUUID, GPU-0a1b2c3d-0000-4000-8000-0000000000<bus>, as hwloc built
+  with NVML shows it.
+
 CPU numbering follows Linux: hardware thread t of core c on package p is PU
 t * (packages * cores) + p * cores + c, so the two threads of a core are not
 adjacent in the OS numbering (but they are in hwloc's logical order).
@@ -52,7 +61,8 @@ CLASS_ETHERNET = 0x0200
 CLASS_3D = 0x0302
 CLASS_PCI_BRIDGE = 0x0604
 
-# hwloc OS device type for OpenFabrics (verbs) devices; EFA shows up as one.
+# hwloc OS device types: GPU (NVML's nvml<i>), OpenFabrics (verbs: EFA).
+OSDEV_GPU = 1
 OSDEV_OPENFABRICS = 3
 
 
@@ -127,14 +137,21 @@ def bus_range(first, last):
     return "0000:[%02x-%02x]" % (first, last)
 
 
-def pcidev(w, bus, dev, cls, vendor, device, osdev_name=None):
+def pcidev(w, bus, dev, cls, vendor, device, osdev_name=None, osdev_type=OSDEV_OPENFABRICS,
+           infos=()):
     attrs = {"pci_busid": busid(bus, dev), "pci_type": pci_type(cls, vendor, device),
              "pci_link_speed": "0.000000"}
     if osdev_name is None:
         w.leaf("PCIDev", **attrs)
         return
     w.open("PCIDev", **attrs)
-    w.leaf("OSDev", name=osdev_name, osdev_type=str(OSDEV_OPENFABRICS))
+    if infos:
+        w.open("OSDev", name=osdev_name, osdev_type=str(osdev_type))
+        for name, value in infos:
+            w.info(name, value)
+        w.close()
+    else:
+        w.leaf("OSDev", name=osdev_name, osdev_type=str(osdev_type))
     w.close()
 
 
@@ -191,13 +208,13 @@ def machine(name, packages, cores, io_for_package):
 
 
 def p4d_io(w, package):
+    # No root port or switch: the devices sit on the root bus, which hwloc
+    # shows as a host bridge of its own.
     for bus in ((0x10, 0x20), (0x90, 0xA0))[package]:
-        open_host_bridge(w, bus - 1, bus)
-        open_pci_bridge(w, bus - 1, 0, bus, bus, depth=1)
+        open_host_bridge(w, bus, bus)
         pcidev(w, bus, 0x1B, CLASS_ETHERNET, AMAZON, 0xEFA1, "rdmap%ds27" % bus)
         pcidev(w, bus, 0x1C, CLASS_3D, NVIDIA, 0x20B0)
         pcidev(w, bus, 0x1D, CLASS_3D, NVIDIA, 0x20B0)
-        w.close()
         w.close()
 
 
@@ -219,16 +236,28 @@ def p5_io(w, package):
         w.close()
 
 
-def switched_io(accelerator, nics_per_switch, accelerators_per_switch=1, efa_device=0xEFA3):
-    """4 PCIe switches per package laid out as p5_io's: upstream bus B
-    (package 0: 0x10-0x40, package 1: 0x90-0xc0), one downstream port per
-    device on bus B+1, device i alone on bus B+2+i; the accelerators first,
-    then the EFA devices (named rdmap<bus>s0)."""
+def switched_io(accelerator, nics_per_switch, accelerators_per_switch=1, efa_device=0xEFA3,
+                switches=4, nvml=False):
+    """`switches` PCIe switches per package laid out as p5_io's: upstream
+    bus B (package 0: 0x10, 0x20, ..., package 1: 0x90, 0xa0, ...), one
+    downstream port per device on bus B+1, device i alone on bus B+2+i; the
+    accelerators first, then the EFA devices (named rdmap<bus>s0).  nvml:
+    each accelerator with an NVML OS device and its NVIDIAUUID."""
     cls, vendor, device = accelerator
     ports = accelerators_per_switch + nics_per_switch
+    gpus = []
+
+    def accelerator_at(w, bus):
+        if not nvml:
+            pcidev(w, bus, 0, cls, vendor, device)
+            return
+        uuid = "GPU-0a1b2c3d-0000-4000-8000-0000000000%02x" % bus
+        pcidev(w, bus, 0, cls, vendor, device, "nvml%d" % len(gpus), OSDEV_GPU,
+               [("Backend", "NVML"), ("NVIDIAUUID", uuid)])
+        gpus.append(bus)
 
     def io(w, package):
-        for j in range(4):
+        for j in range(switches):
             up = (0x10, 0x90)[package] + 0x10 * j
             last = up + 2 + ports - 1
             open_host_bridge(w, up, last)
@@ -237,7 +266,7 @@ def switched_io(accelerator, nics_per_switch, accelerators_per_switch=1, efa_dev
                 bus = up + 2 + port
                 open_pci_bridge(w, up + 1, port, bus, bus, depth=2)
                 if port < accelerators_per_switch:
-                    pcidev(w, bus, 0, cls, vendor, device)
+                    accelerator_at(w, bus)
                 else:
                     pcidev(w, bus, 0, CLASS_ETHERNET, AMAZON, efa_device, "rdmap%ds0" % bus)
                 w.close()
@@ -260,6 +289,10 @@ def main():
         "trn1.32xlarge.xml": machine("trn1-synthetic", 2, 16,
                                      switched_io((CLASS_ACCELERATOR, AMAZON, 0x7164), 1,
                                                  accelerators_per_switch=2, efa_device=0xEFA1)),
+        "shared-switch.xml": machine("shared-switch-synthetic", 2, 8,
+                                     switched_io((CLASS_3D, NVIDIA, 0x2330), 8,
+                                                 accelerators_per_switch=2, switches=1,
+                                                 nvml=True)),
     }
     for name, text in files.items():
         with open(os.path.join(out, name), "w", encoding="utf-8") as f:

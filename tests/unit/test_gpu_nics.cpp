@@ -2,13 +2,19 @@
 // which GPU a process uses, and the NICs of that GPU's PCIe switch, on the
 // recorded layouts (tests/topologies).  The expected NICs come from the
 // layouts as make_topologies.py documents them: p4d, 2 A100s and 1 NIC on
-// each switch's bus; p5.48xlarge, an H100 and 4 NICs under each switch;
-// p5en, an H200 and 2 NICs; trn1, 2 Trainium chips and 1 NIC.
+// each root bus (a host bridge with no bridge below it); p5.48xlarge, an
+// H100 and 4 NICs under each switch; p5en, an H200 and 2 NICs; trn1, 2
+// Trainium chips and 1 NIC; shared-switch, 2 H100s (with NVML UUIDs) and 8
+// NICs.
 #include "nic_select_topology.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +28,18 @@ using efa::GpuChoice;
 using efa::node_accelerators;
 using efa::select_gpu_nic_set;
 
+// shared-switch.xml's EFA devices: per package (switch at bus B = 0x10,
+// 0x90) alone on buses B+4 .. B+11, after the 2 GPUs' B+2 and B+3.
+std::vector<NicCandidate> shared_switch_candidates() {
+    std::vector<NicCandidate> nics;
+    for (unsigned base : {0x10u, 0x90u}) {
+        for (unsigned bus = base + 4; bus < base + 12; ++bus) {
+            nics.push_back({"rdmap" + std::to_string(bus) + "s0-rdm", bus_id(bus, 0)});
+        }
+    }
+    return nics;
+}
+
 struct Layout {
     const char *file;
     std::vector<NicCandidate> (*candidates)();
@@ -34,9 +52,10 @@ const Layout kLayouts[] = {
     {"p5.48xlarge.xml", p5_candidates, 8, 4},
     {"p5en.48xlarge.xml", p5en_candidates, 8, 2},
     {"trn1.32xlarge.xml", trn1_candidates, 16, 1},
+    {"shared-switch.xml", shared_switch_candidates, 4, 8},
 };
 
-// The switch (or, on p4d, the bus) an accelerator's PCI address is under,
+// The switch (or, on p4d, the root bus) an accelerator's PCI address is under,
 // by the generator's numbering: the same key as switch_of for NICs.
 unsigned switch_of_bus(const std::string &bus_id, bool p4d) {
     const unsigned bus = std::stoul(bus_id.substr(5, 2), nullptr, 16);
@@ -76,7 +95,7 @@ TEST_P(EveryGpuLayout, OneProcessPerAcceleratorTakesItsSwitchsNics) {
     EXPECT_EQ(used.size(), nics.size()) << layout.file << ": some NIC is no GPU's";
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, EveryGpuLayout, ::testing::Range(0, 4));
+INSTANTIATE_TEST_SUITE_P(Layouts, EveryGpuLayout, ::testing::Range(0, 5));
 
 // p5: 8 processes, at most 2 NICs each (common_efa_nics_per_proc 2): two
 // of the GPU's switch's four.
@@ -91,8 +110,8 @@ TEST(GpuNics, NicsPerProcCutsTheSwitchsSet) {
     EXPECT_EQ(switch_of(nics[d.indices[1]]), switch_of_bus(gpu.bus_id, false));
 }
 
-// CUDA_VISIBLE_DEVICES naming one GPU decides, whatever the local rank;
-// a list or a UUID does not.
+// CUDA_VISIBLE_DEVICES naming one GPU decides, whatever the local rank; a
+// list does not, nor a UUID that the topology cannot map.
 TEST(GpuNics, CudaVisibleDevicesNamesTheGpu) {
     const Topology topo = Topology::from_file("p5.48xlarge.xml");
     ASSERT_NE(topo.get(), nullptr);
@@ -148,7 +167,7 @@ TEST(GpuNics, ExplicitSettings) {
     EXPECT_FALSE(choose_gpu(topo.get(), "cuda", nullptr, 0, 1, nullptr).error.empty());
 }
 
-// p4d: the two GPUs of a switch share its one NIC.
+// p4d: the two GPUs of a root bus share its one NIC.
 TEST(GpuNics, P4dGpusOfASwitchShareItsNic) {
     const Topology topo = Topology::from_file("p4d.xml");
     ASSERT_NE(topo.get(), nullptr);
@@ -226,6 +245,159 @@ TEST(GpuNics, SettingForms) {
          {"cuda", "gpu0", "-1", "0000:53:00.0:1:2", "53:zz.0", "auto,none", "12345"}) {
         EXPECT_FALSE(efa::gpu_setting_valid(bad)) << "'" << bad << "'";
     }
+}
+
+// p4d as lspci shows it: GPUs and NIC on a root bus, no bridge above them
+// but the host bridge.  Each GPU takes its bus's NIC alone, named or
+// guessed, never the other bus's of its package.
+TEST(GpuNics, P4dGpusTakeTheNicOfTheirRootBus) {
+    const Topology topo = Topology::from_file("p4d.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto nics = p4d_candidates();
+    const auto accs = node_accelerators(topo.get());
+    ASSERT_EQ(accs.size(), 8u);
+    for (int r = 0; r < 8; ++r) {
+        for (const std::string &setting : {std::string("auto"), std::to_string(r)}) {
+            const GpuChoice gpu = choose_gpu(topo.get(), setting, nullptr, r, 8, nullptr);
+            ASSERT_EQ(gpu.bus_id, accs[static_cast<size_t>(r)].bus_id) << gpu.reason;
+            const auto d = select_gpu_nic_set(nics, topo.get(), gpu, r, 0);
+            ASSERT_EQ(d.indices.size(), 1u) << d.reason;
+            EXPECT_EQ(nics[d.indices[0]].pci_bus_id.substr(0, 8), gpu.bus_id.substr(0, 8))
+                << d.reason;
+            EXPECT_NE(d.reason.find("host bridge"), std::string::npos) << d.reason;
+        }
+    }
+}
+
+// One process per GPU, two GPUs under a switch of 8 NICs: the second GPU
+// starts half way along (NIC 5 of 8), so with 4 NICs each the two use
+// all 8, none twice.
+TEST(GpuNics, GpusSharingASwitchSpreadOverItsNics) {
+    const Topology topo = Topology::from_file("shared-switch.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto nics = shared_switch_candidates();
+    std::set<size_t> firsts;
+    for (int r = 0; r < 4; r += 2) {
+        std::set<size_t> both;
+        for (int g = r; g < r + 2; ++g) {
+            const GpuChoice gpu = choose_gpu(topo.get(), "auto", nullptr, g, 4, nullptr);
+            ASSERT_FALSE(gpu.named) << gpu.reason;
+            const auto whole = select_gpu_nic_set(nics, topo.get(), gpu, g, 0);
+            ASSERT_EQ(whole.indices.size(), 8u) << whole.reason;
+            EXPECT_EQ(whole.indices[0], static_cast<size_t>(r / 2 * 8 + (g - r) * 4))
+                << whole.reason;
+            firsts.insert(whole.indices[0]);
+            const auto four = select_gpu_nic_set(nics, topo.get(), gpu, g, 4);
+            ASSERT_EQ(four.indices.size(), 4u) << four.reason;
+            both.insert(four.indices.begin(), four.indices.end());
+        }
+        EXPECT_EQ(both.size(), 8u) << "the two GPUs of switch " << r / 2 << " share NICs";
+    }
+    EXPECT_EQ(firsts.size(), 4u);
+}
+
+// A GPU under a bridge that holds every NIC found: nothing told, the set
+// is dropped, and the reason says so (not "no NIC near it").
+TEST(GpuNics, EveryNicNearTheGpuIsSaid) {
+    const Topology topo = Topology::from_file("shared-switch.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    auto nics = shared_switch_candidates();
+    nics.resize(8); // package 0's switch's alone
+    const GpuChoice gpu = choose_gpu(topo.get(), "0", nullptr, 0, 4, nullptr);
+    const auto d = select_gpu_nic_set(nics, topo.get(), gpu, 0, 0);
+    EXPECT_TRUE(d.indices.empty());
+    EXPECT_NE(d.reason.find("all 8 NICs found are as near it"), std::string::npos) << d.reason;
+    nics.resize(1);
+    nics.push_back(shared_switch_candidates()[8]); // and one of the other package
+    const auto near = select_gpu_nic_set(nics, topo.get(), gpu, 0, 0);
+    ASSERT_EQ(near.indices.size(), 1u) << near.reason;
+    EXPECT_EQ(near.indices[0], 0u);
+}
+
+// CUDA_VISIBLE_DEVICES naming one device that the topology cannot map (an
+// index past the node's GPUs, a UUID without NVML's NVIDIAUUID to match)
+// leaves the GPU unknown: not the local rank's, though the node runs one
+// process per GPU.
+TEST(GpuNics, OneCudaDeviceNotMappedLeavesTheGpuUnknown) {
+    const Topology topo = Topology::from_file("p5.48xlarge.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    GpuChoice g = choose_gpu(topo.get(), "auto", "9", 3, 8, nullptr);
+    EXPECT_TRUE(g.bus_id.empty()) << "CUDA_VISIBLE_DEVICES=9 chose " << g.bus_id;
+    EXPECT_TRUE(g.error.empty());
+    EXPECT_NE(g.reason.find("names CUDA device 9, but the node has 8"), std::string::npos)
+        << g.reason;
+    for (const char *uuid : {"GPU-8e4f1b2a-0000-4000-8000-000000000012", "MIG-GPU-8e4f1b2a/1/0"}) {
+        g = choose_gpu(topo.get(), "auto", uuid, 3, 8, nullptr);
+        EXPECT_TRUE(g.bus_id.empty()) << uuid << " chose " << g.bus_id;
+        EXPECT_NE(g.reason.find("no GPU UUIDs"), std::string::npos) << g.reason;
+    }
+    g = choose_gpu(topo.get(), "auto", "MIG-7f3e9c1d-55aa-4b7e-9c2d-0123456789ab", 3, 8, nullptr);
+    EXPECT_TRUE(g.bus_id.empty()) << g.bus_id;
+    EXPECT_NE(g.reason.find("MIG device"), std::string::npos) << g.reason;
+    // A node without NVIDIA GPUs: the variable says nothing of its chips.
+    const Topology trn1 = Topology::from_file("trn1.32xlarge.xml");
+    ASSERT_NE(trn1.get(), nullptr);
+    g = choose_gpu(trn1.get(), "auto", "0", 5, 16, nullptr);
+    EXPECT_EQ(g.bus_id, node_accelerators(trn1.get())[5].bus_id) << g.reason;
+}
+
+// A UUID (whole, or CUDA's unique abbreviation, any case; a MIG device
+// by its GPU's UUID) maps through the NVML OS devices' NVIDIAUUID.
+TEST(GpuNics, CudaVisibleDevicesByUuid) {
+    const Topology topo = Topology::from_file("shared-switch.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto accs = node_accelerators(topo.get());
+    ASSERT_EQ(accs.size(), 4u); // buses 12, 13, 92, 93
+    const std::string base = "GPU-0a1b2c3d-0000-4000-8000-0000000000";
+    struct Case {
+        std::string value;
+        std::string bus_id; // empty: unknown
+        const char *said;
+    };
+    const Case cases[] = {
+        {base + "13", accs[1].bus_id, "by its UUID"},
+        {"gpu-0A1B2C3D-0000-4000-8000-000000000092", accs[2].bus_id, "by its UUID"},
+        {"MIG-" + base + "93/1/0", accs[3].bus_id, "by its UUID"},
+        {"GPU-0a1b2c3d", "", "4 GPUs' UUIDs begin so"},
+        {"GPU-ffffffff", "", "no GPU of the node has that UUID"},
+    };
+    for (const Case &c : cases) {
+        const GpuChoice g = choose_gpu(topo.get(), "auto", c.value.c_str(), 0, 2, nullptr);
+        EXPECT_EQ(g.bus_id, c.bus_id) << c.value << ": " << g.reason;
+        EXPECT_NE(g.reason.find(c.said), std::string::npos) << c.value << ": " << g.reason;
+        EXPECT_EQ(g.named, !c.bus_id.empty()) << c.value;
+    }
+    // ...9 begins the UUIDs of the GPUs at 92 and 93: it tells neither.
+    const GpuChoice two = choose_gpu(topo.get(), "auto", (base + "9").c_str(), 0, 2, nullptr);
+    EXPECT_TRUE(two.bus_id.empty()) << two.bus_id;
+    EXPECT_NE(two.reason.find("2 GPUs' UUIDs begin so"), std::string::npos) << two.reason;
+}
+
+// A process that a cgroup confines to package 0, bound to all of it, is
+// bound: a GPU guessed on package 1 is not near it (p5: GPUs 4-7).
+TEST(GpuNics, ConfinedToAPackageTheGuessIsCheckedAgainstIt) {
+    const Topology whole = Topology::from_file("p5.48xlarge.xml");
+    ASSERT_NE(whole.get(), nullptr);
+    std::ifstream in(std::string(TOPOLOGY_DIR) + "/p5.48xlarge.xml");
+    std::stringstream xml;
+    xml << in.rdbuf();
+    char *bits = nullptr;
+    hwloc_bitmap_asprintf(&bits, whole.package(0)->cpuset);
+    const std::string confined =
+        std::regex_replace(xml.str(), std::regex("allowed_cpuset=\"[^\"]*\""),
+                           "allowed_cpuset=\"" + std::string(bits ? bits : "") + "\"",
+                           std::regex_constants::format_first_only);
+    std::free(bits);
+    const Topology topo = Topology::from_buffer(confined);
+    ASSERT_NE(topo.get(), nullptr);
+    hwloc_const_cpuset_t allowed = hwloc_topology_get_topology_cpuset(topo.get());
+    ASSERT_TRUE(hwloc_bitmap_isequal(allowed, whole.package(0)->cpuset));
+    const auto accs = node_accelerators(topo.get());
+    GpuChoice g = choose_gpu(topo.get(), "auto", nullptr, 5, 8, allowed);
+    EXPECT_TRUE(g.bus_id.empty()) << g.reason;
+    EXPECT_NE(g.reason.find("not near"), std::string::npos) << g.reason;
+    g = choose_gpu(topo.get(), "auto", nullptr, 2, 8, allowed);
+    EXPECT_EQ(g.bus_id, accs[2].bus_id) << g.reason;
 }
 
 } // namespace

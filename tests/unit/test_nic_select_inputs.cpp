@@ -7,13 +7,33 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace {
 
 using namespace nic_select_test;
+
+// A recorded topology as a process confined by a cgroup sees it: its
+// allowed_cpuset (hwloc's topology cpuset) is 'allowed', its
+// complete_cpuset still the whole machine.
+std::string with_allowed_cpuset(const std::string &file, hwloc_const_cpuset_t allowed) {
+    std::ifstream in(std::string(TOPOLOGY_DIR) + "/" + file);
+    std::stringstream xml;
+    xml << in.rdbuf();
+    char *text = nullptr;
+    hwloc_bitmap_asprintf(&text, allowed);
+    const std::string bits = text ? text : "";
+    std::free(text);
+    return std::regex_replace(xml.str(), std::regex("allowed_cpuset=\"[^\"]*\""),
+                              "allowed_cpuset=\"" + bits + "\"",
+                              std::regex_constants::format_first_only);
+}
 
 // --- topology files -------------------------------------------------------
 
@@ -134,6 +154,50 @@ TEST_F(P4d, BindingToBothPackagesButNotAllPusIsBound) {
     const auto decision = select_nic(nics, topo.get(), half.get(), 1, 8);
     EXPECT_TRUE(contains(decision.reason, "bound to PUs")) << decision.reason;
     EXPECT_TRUE(contains(decision.reason, "of 4 nearest")) << decision.reason;
+}
+
+// A cgroup confines the process to package 0, and it is bound to all of
+// it: bound (the topology's cpuset is then package 0, but the machine has
+// another package), so it takes package 0's NICs, not every NIC in turn.
+TEST(SelectNic, ConfinedToAPackageAndBoundToAllOfItIsBound) {
+    const Topology whole = Topology::from_file("p4d.xml");
+    ASSERT_NE(whole.get(), nullptr);
+    const Topology topo =
+        Topology::from_buffer(with_allowed_cpuset("p4d.xml", whole.package(0)->cpuset));
+    ASSERT_NE(topo.get(), nullptr);
+    hwloc_const_cpuset_t allowed = hwloc_topology_get_topology_cpuset(topo.get());
+    ASSERT_TRUE(hwloc_bitmap_isequal(allowed, whole.package(0)->cpuset));
+    ASSERT_FALSE(hwloc_bitmap_isequal(allowed, hwloc_topology_get_complete_cpuset(topo.get())));
+    const auto nics = p4d_candidates();
+    for (int rank = 0; rank < 4; ++rank) {
+        const auto one = select_nic(nics, topo.get(), allowed, rank, 4);
+        EXPECT_TRUE(contains(one.reason, "bound to PUs")) << one.reason;
+        EXPECT_EQ(package_of(nics[one.index]), 0u) << "rank " << rank << ": " << one.reason;
+        const auto set = efa::select_nic_set(nics, topo.get(), allowed, rank, 4, 0);
+        ASSERT_FALSE(set.indices.empty());
+        for (size_t i : set.indices) {
+            EXPECT_EQ(package_of(nics[i]), 0u) << "rank " << rank << ": " << set.reason;
+        }
+    }
+}
+
+// Kept off one core only (reserved for the system) and bound to the rest:
+// that says nothing of where the process runs, so unbound, as before.
+TEST(SelectNic, KeptOffOneCoreAndBoundToTheRestIsUnbound) {
+    const Topology whole = Topology::from_file("p4d.xml");
+    ASSERT_NE(whole.get(), nullptr);
+    Cpuset allowed(hwloc_topology_get_topology_cpuset(whole.get()));
+    hwloc_bitmap_andnot(allowed.get(), allowed.get(), whole.core(0, 0)->cpuset);
+    const Topology topo = Topology::from_buffer(with_allowed_cpuset("p4d.xml", allowed.get()));
+    ASSERT_NE(topo.get(), nullptr);
+    hwloc_const_cpuset_t all = hwloc_topology_get_topology_cpuset(topo.get());
+    ASSERT_TRUE(hwloc_bitmap_isequal(all, allowed.get()));
+    const auto nics = p4d_candidates();
+    for (int rank = 0; rank < 8; ++rank) {
+        const auto decision = select_nic(nics, topo.get(), all, rank, 8);
+        EXPECT_EQ(decision.index, static_cast<size_t>(rank) % nics.size());
+        EXPECT_TRUE(contains(decision.reason, "not bound")) << decision.reason;
+    }
 }
 
 // --- candidates missing from the topology --------------------------------
