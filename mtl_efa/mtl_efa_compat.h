@@ -47,6 +47,17 @@
 #define MTL_EFA_ERR_LOST OPAL_ERR_COMM_FAILURE
 #define MTL_EFA_ERR_PEER_LOST MPI_ERR_PROC_FAILED
 #define MTL_EFA_PEER_LOST_IS_A_CLASS 1
+/* Whether MPI fault tolerance (ULFM: mpi_ft_enable, mpirun --with-ft
+ * ulfm) is on.  pml/cm has no revoke, and the agreement behind
+ * MPIX_Comm_agree and MPIX_Comm_shrink travels over ob1's BML endpoints,
+ * which pml/cm never makes: only failed calls work over this MTL
+ * (mtl_efa_component.c says so once). */
+#if defined(OPAL_ENABLE_FT_MPI) && OPAL_ENABLE_FT_MPI
+#include "ompi/runtime/params.h"
+#define MTL_EFA_FT_MPI_ON() (ompi_ftmpi_enabled)
+#else
+#define MTL_EFA_FT_MPI_ON() false
+#endif
 
 static inline uint32_t mtl_efa_comm_cid(const ompi_communicator_t *comm) {
     return ompi_comm_get_local_cid(comm);
@@ -66,6 +77,8 @@ static inline uint32_t mtl_efa_job_size(void) {
 #define MTL_EFA_ERR_LOST OMPI_ERR_UNREACH
 #define MTL_EFA_ERR_PEER_LOST MPI_ERR_INTERN
 #define MTL_EFA_PEER_LOST_IS_A_CLASS 0
+/* (4.1 has no MPI fault tolerance) */
+#define MTL_EFA_FT_MPI_ON() false
 /* 4.1's pml/cm asks nothing.  Built with CUDA, its convertor copies
  * receives and non-contiguous sends through the host, but hands a
  * contiguous device buffer to the MTL as it is (mtl_efa_device.c). */
