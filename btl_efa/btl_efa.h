@@ -91,6 +91,7 @@ struct mca_btl_base_endpoint_t {
     uint32_t vpid;                      /* names the peer's inbox */
     efa_shm_outbox_t *outbox;           /* attached on the first send */
     struct efa_ring_producer *ring_out; /* its sender state (efa_ring_reserve, efa_ring_commit) */
+    int exit_watch; /* its process's exit (btl_efa_watch.c): efa_cma_exit_watch + 1, 0: none */
     /* Single copy (btl_efa_cma.c): EFA_BTL_CMA_*, decided at the first
      * put or get to the peer; cma_pid is the peer's pid once verified,
      * published by the release store of EFA_BTL_CMA_ON. */
@@ -212,10 +213,9 @@ typedef struct efa_btl_rdma_args {
 } efa_btl_rdma_args_t;
 
 /* The module, one struct per concern, each naming its owner: the one file
- * that writes it after open (readers may be anywhere; open is the
- * component's init with mca_btl_efa_module_init, before Open MPI sees the
- * module), and what guards it (DESIGN.md, "Structs with one owner per
- * field"). */
+ * that writes it after open (readers may be anywhere; open is the component's
+ * init with mca_btl_efa_module_init, before Open MPI sees the module), and
+ * what guards it (DESIGN.md, "Structs with one owner per field"). */
 typedef struct mca_btl_efa_module {
     mca_btl_base_module_t super;
     /* btl_efa_module.c (open and finalize); fixed after open but for finalizing. */

@@ -24,6 +24,7 @@
  * inbox admits one poller at a time by itself.
  */
 #include "btl_efa_ring.h"
+#include "btl_efa_lost.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +33,8 @@
 #include <unistd.h>
 
 #include <rdma/fi_errno.h>
+
+#include "efa_cma.h"
 
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -161,6 +164,11 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
         }
         if (NULL != ep->outbox) {
             ep->ring_out = efa_shm_outbox_producer(ep->outbox);
+            if (btl->watch.period > 0 && mca_btl_efa_fatal_heard()) {
+                /* Its exit, for the watch (btl_efa_watch.c). */
+                ep->exit_watch =
+                    1 + efa_cma_exit_watch(card.pid, card.cma_cookie_addr, card.cma_cookie);
+            }
             opal_atomic_wmb();
             ep->ring_state = EFA_BTL_RING_ATTACHED;
             opal_output_verbose(10, mca_common_efa_output, "btl:efa: attached to %s", path);
@@ -186,6 +194,8 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
 }
 
 void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep) {
+    efa_cma_exit_unwatch(ep->exit_watch - 1);
+    ep->exit_watch = 0;
     if (NULL != ep->outbox) {
         ep->ring_out = NULL;
         efa_shm_outbox_detach(ep->outbox);

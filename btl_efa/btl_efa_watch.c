@@ -25,11 +25,25 @@
  * may disconnect and exit, or stay out of MPI, whenever it likes, and
  * neither is a loss; operations to one that is gone still fail through
  * the deadline on what is outstanding.
+ *
+ * Peers of this node: ob1 waits on them through the rings, which no
+ * deadline sees, and one that dies (a crash, a kill that mpirun
+ * --enable-recovery lets the job survive) would leave those waits for
+ * ever.  Each peer this process attached a ring of has a watch on its
+ * exit (efa_cma_exit_watch, at attach: only a pid proven to be its
+ * process here), and every sweep call (about once a second) polls them
+ * all, ob1's waits being none of the BTL's to see: one gone without
+ * having closed its inbox (a process that finalized has), once its frames
+ * here are read, is declared lost in the core (peer-unreachable) and ob1's
+ * handler told, as for a silent peer on another node.
  */
 #include "btl_efa_lost.h"
+#include "btl_efa_ring.h"
 #include "btl_efa_spread.h"
 
 #include <rdma/fi_errno.h>
+
+#include "efa_cma.h"
 
 #define EFA_BTL_WATCH_QUIET_SWEEPS 4
 
@@ -73,6 +87,40 @@ static void watch_stop(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
 
 static void sweep(void *arg);
 
+/* Peers of this node declared lost by one sweep at most (the rest: the
+ * next). */
+#define EFA_BTL_EXITED_MAX 8
+
+/* The peers of this node whose process is gone (above); no lock held. */
+static void node_sweep(mca_btl_efa_module_t *btl) {
+    mca_btl_efa_endpoint_t *gone[EFA_BTL_EXITED_MAX];
+    int n = 0;
+    uint64_t key;
+    void *value, *node;
+    OPAL_THREAD_LOCK(&btl->lock);
+    int rc = opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node);
+    while (OPAL_SUCCESS == rc && n < EFA_BTL_EXITED_MAX) {
+        mca_btl_efa_endpoint_t *ep = value;
+        if (0 != ep->exit_watch && NULL != ep->outbox && !ep->lost && 0 == ep->lost_err &&
+            !ep->detached && efa_cma_exited(ep->exit_watch - 1) &&
+            !efa_shm_outbox_owner_closed(ep->outbox)) {
+            gone[n++] = ep;
+        }
+        rc = opal_hash_table_get_next_key_uint64(&btl->endpoints, &key, &value, node, &node);
+    }
+    OPAL_THREAD_UNLOCK(&btl->lock);
+    for (int i = 0; i < n; ++i) {
+        /* Its last frames first (its ring: its local rank's, from its card). */
+        efa_node_card_t card;
+        if (!mca_btl_efa_ring_peer_serves(gone[i], &card) || card.local_rank >= btl->ring.count ||
+            efa_ring_waiting(btl->ring.consumer, btl->ring.first + card.local_rank)) {
+            continue;
+        }
+        efa_core_peer_lost(btl->core, gone[i]->addr, -FI_EHOSTUNREACH, EFA_CMA_EXITED_WHY);
+        mca_btl_efa_peer_failed_later(btl, gone[i], -FI_EHOSTUNREACH);
+    }
+}
+
 void mca_btl_efa_watch_init(mca_btl_efa_module_t *btl) {
     const int timeout = efa_core_peer_timeout(btl->core);
     btl->watch.period = timeout > 0 && mca_btl_efa_component.peer_watch ? timeout / 2.0 : 0;
@@ -90,6 +138,9 @@ static void sweep(void *arg) {
      * osc/rdma's through btl_efa_rma_timeout. */
     if (btl->watch.period <= 0 || !mca_btl_efa_fatal_heard()) {
         return;
+    }
+    if (NULL != btl->ring.node) {
+        node_sweep(btl);
     }
     const double now = mca_btl_efa_now();
     if (now < btl->watch.next) {

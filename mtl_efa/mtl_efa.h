@@ -342,6 +342,9 @@ static inline bool ompi_mtl_efa_use_engine(struct ompi_communicator_t *comm, int
 struct efa_engine_params;
 bool ompi_mtl_efa_own_setup(struct efa_engine_params *p);
 void ompi_mtl_efa_own_report(efa_engine_t *engine);
+/* ... and, own matching or not, what its watch on the processes of this
+ * node needs (a peer that dies fails what waits on it). */
+void ompi_mtl_efa_own_node_watch(struct efa_engine_params *p);
 /* The matching every process of the job must share (mtl_efa_matching_card.c):
  * publish this process's at init; check a peer's in add_procs
  * (OMPI_ERR_NOT_SUPPORTED, said, when it differs). */

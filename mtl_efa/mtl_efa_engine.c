@@ -119,6 +119,7 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         .peer_card = peer_card,
     };
     const bool own = ompi_mtl_efa_own_setup(&p);
+    ompi_mtl_efa_own_node_watch(&p);
     if (!rings) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa", "on-node channel off (none)");
     } else if (mca_common_efa_local_rank() < 0 || NULL == dir) {

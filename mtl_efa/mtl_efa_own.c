@@ -12,12 +12,16 @@
  * This file supplies what the engine needs from Open MPI: a peer's address
  * and whether a peer is on this node, and says which communicators the
  * engine carries (those whose processes all belong to this job; others,
- * after MPI_Comm_spawn or connect, keep the provider's matching).
+ * after MPI_Comm_spawn or connect, keep the provider's matching).  Its
+ * watch on the processes of this node (ompi_mtl_efa_own_node_watch) is
+ * set up whatever the matching.
  */
 #include "mtl_efa.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#include "efa_cma.h"
 
 #include "ompi/communicator/communicator.h"
 #include "ompi/group/group.h"
@@ -134,6 +138,29 @@ static size_t comm_members(void *arg, uint32_t cid, uint32_t *vpids, size_t max)
         vpids[i] = name.jobid == OPAL_PROC_MY_NAME.jobid ? name.vpid : EFA_ENGINE_NO_VPID;
     }
     return n > 0 ? (size_t)n : 0;
+}
+
+/* The engine's word: process vpid of this node died while this process
+ * waited on it (engine_watch.cpp), and what waited has failed.  Declared
+ * lost in the core as a silent peer on another node is: the message
+ * naming it (peer-unreachable), and the provider's operations with it
+ * fail too, the ANY_SOURCE receives it holds included (mtl_efa_any.c). */
+static void peer_exited(void *arg, uint32_t vpid) {
+    (void)arg;
+    int err = 0;
+    efa_peer_t *peer = peer_of(vpid, &err);
+    if (NULL != peer) {
+        efa_core_peer_lost(ompi_mtl_efa.core, peer->addr[0], -FI_EHOSTUNREACH, EFA_CMA_EXITED_WHY);
+    }
+}
+
+void ompi_mtl_efa_own_node_watch(struct efa_engine_params *p) {
+    if (efa_core_peer_timeout(ompi_mtl_efa.core) <= 0) {
+        return; /* the deadline is off: nothing is declared lost */
+    }
+    p->source_vpid = source_vpid;
+    p->comm_members = comm_members;
+    p->peer_exited = peer_exited;
 }
 
 bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {

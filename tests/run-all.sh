@@ -422,6 +422,12 @@ PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-r
     "$top/tests/netns/peer-loss.sh" -c ob1-rxm,cm-rxm kill-recovery 2>&1 |
     tee "$logdir/peer-loss-recovery.log"
 add_counts "$logdir/peer-loss-recovery.log" peer-loss-recovery
+# (a process of the same node killed under --enable-recovery: only the
+# watch on its exit ends the survivor's wait through the rings)
+PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-recovery-node \
+    "$top/tests/netns/peer-loss.sh" -c cm-rxm,cm-own-rxm,ob1-rxm kill-recovery-node 2>&1 |
+    tee "$logdir/peer-loss-recovery-node.log"
+add_counts "$logdir/peer-loss-recovery-node.log" peer-loss-recovery-node
 # Blocking probes under pml cm (pml ob1's are btl_efa's watch, as its
 # receives): both matching paths (mtl_efa's watch on the provider's
 # probes, and own matching's engine, the same code on either provider).

@@ -272,6 +272,9 @@ Engine::Peer *Engine::peer_first(uint32_t vpid, int &err) {
     p->pid = card.pid;
     p->cma_cookie_addr = card.cma_cookie_addr;
     p->cma_cookie = card.cma_cookie;
+    if (params_.peer_exited && vpid != params_.my_vpid) { // (alive: it published its card)
+        p->exit_fd = efa_cma_exit_watch(card.pid, card.cma_cookie_addr, card.cma_cookie);
+    }
     p->out = std::move(out);
     p->eager_max = eager_max_;
     p->data_max = data_max_;
@@ -368,6 +371,7 @@ void Engine::run_completions() {
 
 int Engine::progress() {
     int n;
+    bool report = false;
     {
         Guard g(mu_, mt_);
         // While a message is held for a partnered receive no frame is read:
@@ -402,6 +406,8 @@ int Engine::progress() {
                     ask_peers();
                 }
             }
+        } else if (params_.peer_exited && 0 == (++watch_calls_ & 1023)) {
+            watch_sweep(); // (the processes of this node alone)
         }
         if (!busy_.empty()) {
             flush_all();
@@ -411,8 +417,9 @@ int Engine::progress() {
             interest_ = false; // nothing can come from the provider for a while
             efa_core_net_interest(net_->core(), -1);
         }
+        report = !lost_.empty() || !exited_.empty();
     }
-    if (net_ && !lost_.empty()) { // (no provider peers: nothing can be lost)
+    if (report) {
         report_lost();
     }
     if (mt_ || held_) { // (held_ is read again under the mutex)

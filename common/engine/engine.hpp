@@ -73,9 +73,10 @@
 // RTS names the sender's registered buffer and the receiver reads it by
 // RMA, then answers FIN (engine_read.cpp); otherwise, or when the
 // read fails, its RTS is answered CTS and the bytes stream as DATA frames.
-// A peer the provider cannot reach any more (a failed send) fails every
-// request waiting on it, and every receive on MPI_ANY_SOURCE whose
-// communicator it belongs to (ULFM's rule: engine_watch.cpp).
+// A peer the provider cannot reach any more (a failed send), or a process
+// of this node that died, fails every request waiting on it, and every
+// receive on MPI_ANY_SOURCE whose communicator it belongs to (ULFM's rule:
+// engine_watch.cpp).
 //
 // Threads: with thread_safe every call takes the engine's mutex;
 // completion callbacks are always called after it is released.
@@ -193,8 +194,7 @@ enum ReqState : uint8_t {
     kDone,
 };
 
-// Request flags (efa_engine_req_t.flags): one list, so that no two share
-// a bit.
+// Request flags (efa_engine_req_t.flags): one list, so no two share a bit.
 constexpr uint8_t kReqSync = 1;
 constexpr uint8_t kReqRndv = 2;
 constexpr uint8_t kReqPartner = 4; // a receive posted elsewhere too
@@ -307,7 +307,7 @@ class Engine {
         Engine *engine = nullptr;
         uint32_t vpid = 0;
         bool on = false;     // the core watches the peer
-        bool waited = false; // the sweep's scratch
+        bool waited = false; // the sweep's scratch (a peer of this node's too)
     };
     struct Ctrl {
         FrameHdr hdr;
@@ -327,6 +327,7 @@ class Engine {
             for (const IpcMap &m : ipc) {
                 efa_device_ipc_close(m.base);
             }
+            efa_cma_exit_unwatch(exit_fd);
         }
         uint32_t vpid = 0;
         uint32_t ring = 0; // its local rank: the ring of this inbox its frames come by
@@ -335,6 +336,7 @@ class Engine {
         // process.  An RTS naming another pid is corrupted (pid_ok).
         uint32_t pid = 0;
         uint64_t cma_cookie_addr = 0, cma_cookie = 0;
+        int exit_fd = -1; // on this node: its process's exit, that pid proven (engine_watch.cpp)
         std::unique_ptr<shm::Outbox> out;  // on this node; else:
         NetLink::Peer *net = nullptr;      // through the provider
         const efa_peer_t *rails = nullptr; // its addresses on every rail (striped reads)
@@ -386,10 +388,10 @@ class Engine {
     void check_net_gaps();
     void report_lost();
     std::vector<LostStream> lost_; // found by check_net_gaps, reported by progress()
+    std::vector<uint32_t> exited_; // processes of this node node_check found gone: the same
     void fail_peer(uint32_t vpid, int err);
     // Peers (vpid, error) whose posts failed for good while a write was
-    // under way: failed by fail_noted() once it is done
-    // (engine_net.cpp).
+    // under way: failed by fail_noted() once it is done (engine_net.cpp).
     std::vector<std::pair<uint32_t, int>> net_failed_;
     // Inline test first: called on every send and progress call, and
     // almost always with nothing noted.
@@ -408,7 +410,8 @@ class Engine {
     using Membership = std::vector<std::pair<uint32_t, bool>>;
     bool any_source_hears(const efa_engine_req_t *posted, uint32_t vpid, Membership &known) const;
     bool member_of(uint32_t cid, uint32_t vpid, Membership &known) const;
-    Peer *remote_peer(uint32_t vpid);
+    Peer *waited_peer(uint32_t vpid, bool remote);
+    void node_check(Peer *p);
     // Blocking probes (engine_watch.cpp): pml cm's MPI_Probe calls
     // probe() until it finds a message, so each miss notes what it waited
     // on, for the sweeps to watch; one that waits on a lost peer fails.
@@ -420,7 +423,7 @@ class Engine {
     };
     std::vector<ProbeWait> probe_waits_;
     int probe_missed(uint32_t cid, int32_t src);
-    void probe_sweep(std::vector<uint32_t> &any_cids);
+    void probe_sweep(std::vector<uint32_t> &any_cids, bool remote);
     void probe_lost(uint32_t vpid, int err, Membership &known);
     void unwatch_all();
     static void watch_lost(efa_op_t *op, const efa_cqe_t *cqe);
@@ -484,8 +487,7 @@ class Engine {
     void run_completions();
     bool cma_ok(Peer *p);
     bool pid_ok(uint32_t vpid, uint32_t pid);
-    // Rendezvous by RMA read with peers on other nodes
-    // (engine_read.cpp).
+    // Rendezvous by RMA read with peers on other nodes (engine_read.cpp).
     struct ReadOp;
     bool offer_read(Peer *p, efa_engine_req_t *r, RtsBody &b);
     bool read_from(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b);

@@ -469,14 +469,20 @@ void Engine::check_net_gaps() {
     }
 }
 
-// Say what check_net_gaps found, outside the lock (the owner's callback
-// ends the job; the core's fails the peer's operations, whose completions
-// come back into this engine).
+// Say what check_net_gaps and node_check found, outside the lock (the
+// owner's callbacks end the job or declare the process lost; the core's
+// fails the peer's operations, whose completions come back into this
+// engine).
 void Engine::report_lost() {
     std::vector<LostStream> lost;
+    std::vector<uint32_t> exited;
     {
         Guard g(mu_, mt_);
         lost.swap(lost_);
+        exited.swap(exited_);
+    }
+    for (uint32_t vpid : exited) {
+        params_.peer_exited(params_.peer_card_arg, vpid);
     }
     for (const LostStream &l : lost) {
         if (params_.lost) {

@@ -135,7 +135,8 @@ int Engine::probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_engine
     Guard g(mu_, mt_);
     Message *m = match_.probe(cid, src, tag, claim);
     if (nullptr == m) {
-        return net_ ? probe_missed(cid, src) : 0; // (peers on other nodes are watched)
+        // (peers on other nodes are watched, and processes of this node)
+        return net_ || params_.peer_exited ? probe_missed(cid, src) : 0;
     }
     out->src = m->env.src;
     out->tag = m->env.tag;

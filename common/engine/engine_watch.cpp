@@ -1,4 +1,5 @@
-// The matching engine's watch on the peers on other nodes it waits on.
+// The matching engine's watch on the peers it waits on: those on other
+// nodes, and the processes of this node (below).
 //
 // Much of what the engine waits for has nothing out at the provider: a
 // rendezvous send waiting for its CTS, a receive waiting for the DATA of a
@@ -47,6 +48,21 @@
 // The worst case from the start of a wait to the loss: a sweep a second
 // late, half a deadline of silence, a deadline for the probe; one more
 // sweep period for an ANY_SOURCE receive.
+//
+// Processes of this node.  Waits through the rings are no deadline's: a
+// peer that dies (a crash, a kill, which mpirun --enable-recovery lets
+// the job survive) would leave them pending for ever.  Where the owner
+// asks for it (params.peer_exited: mtl_efa while the deadline is on),
+// each such peer gets a watch on its exit when first made, only where its
+// card's pid is proven to be its process here (efa_cma_exit_watch: a
+// pidfd, and its single-copy cookie read through that pid; another pid
+// namespace, a refused read or no pidfd_open: never judged).  The same
+// sweep, with or without the provider, marks the peers of this node that
+// requests wait on as it marks those of other nodes, and node_check polls
+// theirs: one gone without having closed its inbox fails like a lost
+// remote peer (fail_peer) once its frames here are read, and the owner
+// declares it lost (the core's peer-unreachable message).  From its
+// death: at most a sweep period, one more for an ANY_SOURCE receive.
 #include <algorithm>
 #include <chrono>
 
@@ -72,9 +88,10 @@ uint64_t now_ms() {
 
 } // namespace
 
-// Under mu_, from progress() (net_ is set).
+// Under mu_, from progress().
 void Engine::watch_sweep() {
-    if (efa_core_peer_timeout(net_->core()) <= 0) {
+    const bool remote = net_ && efa_core_peer_timeout(net_->core()) > 0;
+    if (!remote && !params_.peer_exited) {
         return; // the deadline is off: nothing is ever declared lost
     }
     const uint64_t now = now_ms();
@@ -83,12 +100,12 @@ void Engine::watch_sweep() {
     }
     watch_next_ms_ = now + kSweepMs;
     for (auto &p : peers_) {
-        if (p && p->net) {
+        if (p) {
             p->watch.waited = p->busy(); // frames queued for it
         }
     }
     auto mark = [this](uint32_t vpid) {
-        if (vpid < peers_.size() && peers_[vpid] && peers_[vpid]->net) {
+        if (vpid < peers_.size() && peers_[vpid]) {
             peers_[vpid]->watch.waited = true;
         }
     };
@@ -97,20 +114,29 @@ void Engine::watch_sweep() {
     match_.each_posted([&](efa_engine_req_t *r) {
         if (EFA_ENGINE_ANY == r->src) {
             note_any_source(r, any_cids);
-        } else if (const uint32_t vpid = source_of(r); remote_peer(vpid)) {
-            mark(vpid); // a receive for one peer
+        } else if (Peer *p = waited_peer(source_of(r), remote)) {
+            p->watch.waited = true; // a receive for one peer
         }
     });
-    probe_sweep(any_cids);
+    probe_sweep(any_cids, remote);
     for (uint32_t cid : any_cids) {
         for (uint32_t vpid : members_of(cid)) {
-            if (remote_peer(vpid)) {
-                mark(vpid); // one the receive may hear from
+            if (Peer *p = waited_peer(vpid, remote)) {
+                p->watch.waited = true; // one the receive may hear from
             }
         }
     }
     for (auto &p : peers_) {
-        if (!p || !p->net) {
+        if (!p) {
+            continue;
+        }
+        if (p->out) {
+            if (p->watch.waited && p->exit_fd >= 0) {
+                node_check(p.get());
+            }
+            continue;
+        }
+        if (!p->net || !remote) {
             continue;
         }
         if (p->watch.waited && p->error) {
@@ -124,7 +150,27 @@ void Engine::watch_sweep() {
     }
 }
 
-// A probe found nothing (under mu_, net_ set): pml cm's MPI_Probe calls
+// A peer of this node that something waits on (under mu_; its exit is
+// watched).  Once its process is gone without having closed its inbox (a
+// crash, a kill: one that closed it was done with MPI) and every frame it
+// wrote here is read (a message it sent before it died stays receivable),
+// it is lost as a peer on another node is: what waits on it fails, later
+// sends to it fail at once, and the owner hears of it outside the lock
+// (report_lost: the core's peer-unreachable message).
+void Engine::node_check(Peer *p) {
+    if (p->error) {
+        fail_peer(p->vpid, p->error); // waits that began after it failed
+        return;
+    }
+    if (!efa_cma_exited(p->exit_fd) || p->out->owner_closed() ||
+        efa_ring_waiting(poll_inbox_->consumer(), poll_first_ + p->ring)) {
+        return;
+    }
+    fail_peer(p->vpid, -FI_EHOSTUNREACH);
+    exited_.push_back(p->vpid);
+}
+
+// A probe found nothing (under mu_): pml cm's MPI_Probe calls
 // again until it does, and nothing is posted meanwhile that the sweep
 // would see.  So the miss is noted, for the next kProbeSweeps sweeps to
 // watch what it waits on as they watch a posted receive (a polling
@@ -139,7 +185,7 @@ int Engine::probe_missed(uint32_t cid, int32_t src) {
             return w.err;
         }
     }
-    if (efa_core_peer_timeout(net_->core()) <= 0) {
+    if (!params_.peer_exited && efa_core_peer_timeout(net_->core()) <= 0) {
         return 0; // nothing is ever declared lost
     }
     if (EFA_ENGINE_ANY != src && params_.source_vpid) {
@@ -163,7 +209,7 @@ int Engine::probe_missed(uint32_t cid, int32_t src) {
 // members are marked there).  A wait on a peer that failed takes its
 // error; one no miss renewed for kProbeSweeps sweeps is dropped (so is
 // one of a communicator freed: comm_freed, as its id may come back).
-void Engine::probe_sweep(std::vector<uint32_t> &any_cids) {
+void Engine::probe_sweep(std::vector<uint32_t> &any_cids, bool remote) {
     for (auto it = probe_waits_.begin(); it != probe_waits_.end();) {
         ProbeWait &w = *it;
         if (0 == w.sweeps) {
@@ -175,7 +221,7 @@ void Engine::probe_sweep(std::vector<uint32_t> &any_cids) {
             const uint32_t vpid = params_.source_vpid
                                       ? params_.source_vpid(params_.peer_card_arg, w.cid, w.src)
                                       : EFA_ENGINE_NO_VPID;
-            if (Peer *p = remote_peer(vpid)) {
+            if (Peer *p = waited_peer(vpid, remote)) {
                 p->watch.waited = true;
                 w.err = w.err ? w.err : p->error;
             }
@@ -272,26 +318,30 @@ bool Engine::member_of(uint32_t cid, uint32_t vpid, Membership &known) const {
     return member;
 }
 
-// The peer on another node that process vpid is, made now if this
+// The peer that process vpid is, for the sweep to judge, made now if this
 // process never exchanged a message with it (a receive may wait on a peer
-// that never sent anything yet); nullptr for a process of this node (not
-// watched) or one that cannot be reached.  Under mu_.
-Engine::Peer *Engine::remote_peer(uint32_t vpid) {
+// that never sent anything yet), as a first send would: one on another
+// node while the deadline is on (remote), or one of this node whose exit
+// is watched (Peer::exit_fd); nullptr otherwise.  Under mu_.
+Engine::Peer *Engine::waited_peer(uint32_t vpid, bool remote) {
     if (vpid >= params_.nprocs || vpid == params_.my_vpid) {
         return nullptr;
     }
-    if (vpid < peers_.size() && peers_[vpid]) {
-        return peers_[vpid]->net ? peers_[vpid].get() : nullptr;
+    if (vpid >= peers_.size() || !peers_[vpid]) {
+        efa_engine_card_t card{};
+        const bool here = (inbox_ || node_) &&
+                          -FI_ENOENT != params_.peer_card(params_.peer_card_arg, vpid, &card);
+        if (here ? !params_.peer_exited : !remote) {
+            return nullptr; // (as peer() decides where it is) nothing to judge it by
+        }
+        int err = 0;
+        peer(vpid, err);
     }
-    efa_engine_card_t card{};
-    if ((inbox_ || node_) && -FI_ENOENT != params_.peer_card(params_.peer_card_arg, vpid, &card)) {
-        return nullptr; // on this node (as peer() decides it)
+    Peer *p = vpid < peers_.size() ? peers_[vpid].get() : nullptr;
+    if (p && p->net) {
+        return remote ? p : nullptr;
     }
-    if (vpid >= peers_.size()) {
-        peers_.resize(static_cast<size_t>(vpid) + 1);
-    }
-    int err = 0;
-    return net_peer(vpid, err);
+    return p && p->exit_fd >= 0 ? p : nullptr;
 }
 
 // Under mu_.

@@ -7,7 +7,8 @@
  * A peer's pid is only trusted once a read of its cookie, at the address
  * it published, returns the value it published: a pid of another pid
  * namespace, a recycled pid or a kernel that refuses (Yama's ptrace_scope,
- * seccomp, another uid) all fail there.
+ * seccomp, another uid) all fail there.  The same proof lets a peer's
+ * exit be watched (efa_cma_exit_watch): only a proven pid is judged.
  */
 #ifndef EFA_CMA_H
 #define EFA_CMA_H
@@ -37,6 +38,25 @@ int efa_cma_verify(uint32_t pid, uint64_t cookie_addr, uint64_t cookie);
 /* This process's cookie (made at the first call, never 0) and where it
  * lives, to publish. */
 uint64_t efa_cma_cookie(uint64_t *addr);
+
+/* A watch on the exit of a process of this node: a descriptor of it
+ * (pidfd_open, immune to the pid's reuse), taken only where pid is proven
+ * to be the process that published (cookie_addr, cookie): after the
+ * descriptor is open, its cookie is read (efa_cma_verify) and the process
+ * is checked to be still there, so the read was of that very process.  A
+ * pid of another pid namespace, a kernel or policy that refuses the read,
+ * a process gone already: -1, nothing watched; also without pidfd_open
+ * (ENOSYS: before Linux 5.3), never a guess by the bare pid.  Take it
+ * while the peer is surely alive (its first use). */
+int efa_cma_exit_watch(uint32_t pid, uint64_t cookie_addr, uint64_t cookie);
+/* Has the process of watch fd exited (a zombie included)?  Asks the
+ * kernel without waiting; false for -1. */
+bool efa_cma_exited(int fd);
+/* Close a watch (nothing for -1). */
+void efa_cma_exit_unwatch(int fd);
+/* Why a process of this node that exited is lost, as the core's
+ * peer-unreachable message says it (efa_core_peer_lost). */
+#define EFA_CMA_EXITED_WHY "its process on this node exited (without closing its inbox)"
 
 #ifdef __cplusplus
 }

@@ -124,6 +124,12 @@ typedef size_t (*efa_engine_members_fn)(void *arg, uint32_t cid, uint32_t *vpids
 /* A message from another node was lost by the provider (why says how):
  * MPI's order and data cannot be kept any more; the MTL ends the job. */
 typedef void (*efa_engine_lost_fn)(void *arg, const char *why);
+/* Process vpid of this node died while a request here waited on it (its
+ * exit seen through a pidfd, never guessed: efa_cma_exit_watch): what
+ * waited on it has failed, as for a lost peer on another node; the owner
+ * declares it lost (efa_core_peer_lost, EFA_CMA_EXITED_WHY).  Called once
+ * per process, from progress, the engine's lock not held. */
+typedef void (*efa_engine_exited_fn)(void *arg, uint32_t vpid);
 
 typedef struct efa_engine_params {
     /* The process's shared on-node stack (efa_node.h): the engine serves
@@ -152,19 +158,24 @@ typedef struct efa_engine_params {
     efa_engine_addr_fn peer_addr;   /* with core: a peer's address, once per peer */
     efa_engine_rails_fn peer_rails; /* with core: its rails (NULL: reads on the first NIC) */
     efa_engine_lost_fn lost; /* with core: called once a message is lost (NULL: the peer fails) */
-    /* With core: which process a posted receive's source is (asked about
-     * once a second per receive for one source, never per message), so
-     * that a peer on another node a receive waits on is watched and the
+    /* With core or peer_exited: which process a posted receive's source
+     * is (asked about once a second per receive for one source, never per
+     * message), so that a peer a receive waits on is watched and the
      * receive fails when that peer is lost.  NULL: such receives are not
      * watched. */
     efa_engine_vpid_fn source_vpid;
-    /* With core: the processes of a communicator (asked about once a
-     * second per communicator with an MPI_ANY_SOURCE receive posted that
-     * long, and when a peer is lost), so that such a receive watches the
-     * peers on other nodes it may hear from and fails when one of them is
+    /* With core or peer_exited: the processes of a communicator (asked
+     * about once a second per communicator with an MPI_ANY_SOURCE receive
+     * posted that long, and when a peer is lost), so that such a receive
+     * watches the peers it may hear from and fails when one of them is
      * lost (ULFM's rule).  NULL: such receives are neither watched nor
      * failed. */
     efa_engine_members_fn comm_members;
+    /* With rings: watch the processes of this node that requests wait on
+     * (engine_watch.cpp), and call this for each one that died.  NULL:
+     * they are not watched (the owner leaves it so with the peer deadline
+     * off: nothing is declared lost then). */
+    efa_engine_exited_fn peer_exited;
     size_t net_eager; /* larger messages to other nodes go by rendezvous */
     /* Rendezvous messages to other nodes of at least this many bytes are
      * offered to the receiver for an RMA read of the sender's buffer, where

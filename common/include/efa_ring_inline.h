@@ -197,7 +197,7 @@ static inline __attribute__((always_inline)) int efa_ring_consume(efa_ring_consu
                 __atomic_fetch_add(&c->dropped, 1, __ATOMIC_RELAXED); /* skipped */
             }
             ++n;
-            c->tails[r] = t;
+            __atomic_store_n(&c->tails[r], t, __ATOMIC_RELAXED); /* (efa_ring_waiting reads it) */
             __atomic_store_n((uint64_t *)(ctl + EFA_RING_TAIL_OFFSET), t, __ATOMIC_RELEASE);
             if (!more) {
                 __atomic_store_n(&c->polling, 0, __ATOMIC_RELEASE);
@@ -207,6 +207,17 @@ static inline __attribute__((always_inline)) int efa_ring_consume(efa_ring_consu
     }
     __atomic_store_n(&c->polling, 0, __ATOMIC_RELEASE);
     return n;
+}
+
+/* Is a frame waiting in ring r (its next slot stamped)?  For a look from
+ * outside the poll (a sender's loss is judged only once its frames are
+ * read): a poll under way meanwhile may make the answer stale, never
+ * "none" while one waits. */
+static inline bool efa_ring_waiting(const efa_ring_consumer_t *c, uint32_t r) {
+    const uint64_t t = __atomic_load_n(&c->tails[r], __ATOMIC_RELAXED);
+    const uint8_t *s =
+        c->rings + r * c->ring_bytes + EFA_RING_CONTROL_BYTES + (t & c->mask) * c->slot_size;
+    return __atomic_load_n((const uint32_t *)(s + 4), __ATOMIC_ACQUIRE) == (uint32_t)(t + 1);
 }
 
 /* ---- a sender's frame ----------------------------------------------------- */

@@ -14,6 +14,7 @@
 #ifndef EFA_SHM_RING_H
 #define EFA_SHM_RING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,6 +85,9 @@ struct efa_ring_producer *efa_shm_outbox_producer(efa_shm_outbox_t *outbox);
 /* Tell the inbox's owner that something for it went by the network
  * provider (its paced provider poll then looks at once: efa_ring_wake). */
 void efa_shm_outbox_wake(efa_shm_outbox_t *outbox);
+/* The inbox's owner closed it (its process was done with the rings): one
+ * whose process is gone was not lost then. */
+bool efa_shm_outbox_owner_closed(const efa_shm_outbox_t *outbox);
 
 #ifdef __cplusplus
 }

@@ -1,16 +1,28 @@
 // Single copy between processes of one node (efa_cma.h has the contract):
 // the copy loop and the cookie check, for the matching engine (large
-// messages) and btl_efa (put and get). Defined in C (the C seam's rule,
-// docs/DESIGN.md): the engine calls the same names.
+// messages) and btl_efa (put and get), and the watch on a peer's exit that
+// the same check makes sound (both components' sweeps). Defined in C (the
+// C seam's rule, docs/DESIGN.md): the engine calls the same names.
 #include <cerrno>
 #include <ctime>
 #include <mutex>
 
+#include <atomic>
+
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "efa_cma.h"
 #include "path_counts.hpp"
+
+// glibc names it from 2.32 on, the kernel has it from 5.3 (the number is
+// the unified table's on x86_64 and aarch64; fd_from_process.cpp's too).
+#if !defined(SYS_pidfd_open) && (defined(__x86_64__) || defined(__aarch64__))
+#define SYS_pidfd_open 434
+#endif
 
 namespace {
 
@@ -111,6 +123,64 @@ uint64_t efa_cma_cookie(uint64_t *addr) {
         *addr = reinterpret_cast<uintptr_t>(&g_cookie);
     }
     return g_cookie;
+}
+
+namespace {
+// Watches open in this process (both components'): each holds a
+// descriptor, and a node of 192 processes would give each process 191.
+// At most a quarter of the descriptors the process may open (Debian's
+// default soft limit, 1024: 256), so that the program's own files never
+// run short for them; peers past that are not watched.
+std::atomic<int> g_exit_watches{0};
+
+bool exit_watch_room() {
+    rlimit lim{};
+    const rlim_t cap = 0 != getrlimit(RLIMIT_NOFILE, &lim) ? 256
+                       : RLIM_INFINITY == lim.rlim_cur     ? 1024
+                                                           : lim.rlim_cur / 4;
+    return static_cast<rlim_t>(g_exit_watches.load(std::memory_order_relaxed)) < cap;
+}
+} // namespace
+
+int efa_cma_exit_watch(uint32_t pid, uint64_t cookie_addr, uint64_t cookie) {
+#ifdef SYS_pidfd_open
+    if (0 == pid || static_cast<pid_t>(pid) == getpid() || !exit_watch_room()) {
+        return -1;
+    }
+    // (close-on-exec: pidfd_open sets it)
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+    if (fd < 0) {
+        return -1; // ENOSYS, ESRCH (another namespace's pid, or gone), EMFILE
+    }
+    // The descriptor names the process that had pid when it was opened; the
+    // read names the one that has it now.  Still there after the read, that
+    // process held the pid throughout (a pid is reused only once its
+    // process is gone): the cookie read was its own.
+    if (0 != efa_cma_verify(pid, cookie_addr, cookie) || efa_cma_exited(fd)) {
+        close(fd);
+        return -1;
+    }
+    g_exit_watches.fetch_add(1, std::memory_order_relaxed);
+    return fd;
+#else
+    (void)pid, (void)cookie_addr, (void)cookie;
+    return -1;
+#endif
+}
+
+bool efa_cma_exited(int fd) {
+    if (fd < 0) {
+        return false;
+    }
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, 0) > 0 && 0 != (p.revents & (POLLIN | POLLHUP));
+}
+
+void efa_cma_exit_unwatch(int fd) {
+    if (fd >= 0) {
+        close(fd);
+        g_exit_watches.fetch_sub(1, std::memory_order_relaxed);
+    }
 }
 
 } // extern "C"

@@ -191,6 +191,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     f.cookie = cookie;
     h->attach_seq.store(0, std::memory_order_relaxed);
     h->doorbell = 0;
+    h->closed.store(0, std::memory_order_relaxed);
     in->hdr_ = h;
     efa_ring_consumer_t &c = in->c_;
     c.rings = in->base_ + kPage;
@@ -208,6 +209,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
 
 Inbox::~Inbox() {
     if (base_) {
+        hdr_->closed.store(1, std::memory_order_release); // (a clean end: no loss)
         // Senders keep their own mappings of the (unlinked) file: a late
         // frame lands in memory nobody reads, never in freed memory.  The
         // name is unlinked only while it is still this file's: someone
@@ -521,6 +523,10 @@ efa_ring_producer *efa_shm_outbox_producer(efa_shm_outbox_t *outbox) {
 
 void efa_shm_outbox_wake(efa_shm_outbox_t *outbox) {
     outbox->out->wake();
+}
+
+bool efa_shm_outbox_owner_closed(const efa_shm_outbox_t *outbox) {
+    return outbox->out->owner_closed();
 }
 
 // What an error of create or attach means, in words.

@@ -67,7 +67,7 @@
 namespace efa::shm {
 
 constexpr uint64_t kMagic = 0x45464153484d5231ull; // "EFASHMR1"
-constexpr uint32_t kVersion = 4;                   // 2: slots carry stamps; 3: cookie; 4: doorbell
+constexpr uint32_t kVersion = 5; // 2: slots carry stamps; 3: cookie; 4: doorbell; 5: closed
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr size_t kRingControl = 4 * kLine; // head, tail, attached, spare
@@ -107,6 +107,10 @@ struct SegHeader {
     // (Outbox::wake); the owner's paced provider poll answers and clears it
     // (efa_core_set_doorbell).  On a line of its own: rung only then.
     alignas(kLine) uint32_t doorbell;
+    // Set by the owner as it closes the inbox (its process is done with the
+    // rings: MPI_Finalize): a sender that finds the owner's process gone
+    // takes it for lost only while this is 0 (Outbox::owner_closed).
+    alignas(kLine) std::atomic<uint32_t> closed;
 };
 static_assert(offsetof(SegHeader, image) == 0);
 
@@ -249,6 +253,11 @@ class Outbox {
     // Tell the owner that something for it went by the network provider
     // (efa_ring_wake).
     void wake() { efa_ring_wake(&p_); }
+    // The owner closed its inbox (SegHeader::closed).
+    bool owner_closed() const {
+        return 0 !=
+               static_cast<const SegHeader *>(hdr_map_)->closed.load(std::memory_order_acquire);
+    }
 
   private:
     Outbox() = default;

@@ -73,7 +73,7 @@
 #     first NIC put back, btl_efa's messages take it again (its verbose-1
 #     line: "N NIC(s) taken again once back, M message(s) sent over them
 #     since", N, M > 0 in a process).  Run once more, said on its result
-#     line, where a process was caught looping inside ofi_rxd
+#     line, where a process was caught stopped for good inside ofi_rxd
 #     (rxd-hang.sh; DESIGN.md, "Stand-in provider defects that fail a run
 #     at times").
 #   no-failover  control: link-down with common_efa_rail_failover 0, where
@@ -403,8 +403,8 @@ if want own-first-link-back; then
 fi
 # The same under ob1 + btl_efa: its messages, numbered, left the first
 # NIC for the second, and take the first again once the core put it back.
-# A run where a process was caught looping in ofi_rxd's receive-entry
-# free list (rxd-hang.sh; DESIGN.md, "Stand-in provider defects that fail
+# A run where a process was caught stopped for good inside ofi_rxd
+# (rxd-hang.sh; DESIGN.md, "Stand-in provider defects that fail
 # a run at times") is run once more, and the result line says so.
 if want ob1-first-link-back; then
     log=$logdir/ob1-first-link-back.log

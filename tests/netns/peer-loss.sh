@@ -38,6 +38,16 @@
 #         on the victim (an acknowledgement, a receive), hung.  Under
 #         recovery mpirun exits 0 when a rank aborts: the survivor's message
 #         is what counts.  Not among the default scenarios
+#   kill-recovery-node  the same with the survivor and the victim on one
+#         host (host 1, two slots): the survivor waits on the victim through
+#         the on-node rings, which no deadline sees, so only the watch on an
+#         on-node peer's exit ends it (its pidfd, polled once a second by
+#         mtl_efa's engine and btl_efa: engine_watch.cpp, btl_efa_watch.c).
+#         Before it, every configuration hung.  The job counts as ended
+#         once its ranks are gone: Open MPI 4.1's mpirun keeps running
+#         under recovery once the last rank of its one daemon aborted (the
+#         runner then ends it, and the PASS line says so).  Not among the
+#         default scenarios
 #   partition-probe, partition-probe-any  the same partition while the
 #         survivors wait in MPI_Probe on the victim (or on MPI_ANY_SOURCE)
 #         before each receive (peer_loss -p, -p -a): pml cm calls the MTL's
@@ -60,8 +70,8 @@
 # loss; the partitions show that.  It fails when the job is
 # still running then (the survivors hang), and when the ranks never began
 # transferring (the line gives where each rank was, or the job's error); a
-# rank caught in ofi_rxd's own loop then (rxd-hang.sh) makes the run go
-# again once, and its line says so.
+# rank caught stopped for good inside ofi_rxd then (rxd-hang.sh) makes the
+# run go again once, and its line says so.
 #   tests/netns/peer-loss.sh [-c CONFIG[,CONFIG...]] [-d DEADLINE] [-a ARGS] [SCENARIO...]
 #   -c  cm-rxd, cm-rxm (pml cm + mtl_efa), cm-own-rxd, cm-own-rxm (the same
 #       with mtl_efa matching itself: untagged provider messages),
@@ -72,7 +82,8 @@
 #   -d  seconds (default 60)
 #   -a  extra mpirun arguments (e.g. "--mca oob_tcp_keepalive_time 10")
 #   SCENARIO  kill, cut, partition, partition-any, partition-probe,
-#             partition-probe-any, kill-recovery (default: the first four)
+#             partition-probe-any, kill-recovery, kill-recovery-node
+#             (default: the first four)
 # Environment: EFA_MCA_COMPONENT_PATH, PEER_LOSS_BIN (default
 # _build/tests/netns/peer_loss), PEER_LOSS_LOG_DIR (default
 # /tmp/efa-peer-loss).  Makes the hosts and removes them at the end (also
@@ -101,9 +112,9 @@ scenarios=${*:-kill cut partition partition-any}
 [[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "peer-loss.sh: bad deadline '$deadline'" >&2; exit 2; }
 for s in $scenarios; do
     [[ $s == kill || $s == cut || $s == partition || $s == partition-any || $s == partition-probe ||
-        $s == partition-probe-any || $s == kill-recovery ]] ||
+        $s == partition-probe-any || $s == kill-recovery || $s == kill-recovery-node ]] ||
         { echo "peer-loss.sh: unknown scenario '$s' (kill, cut, partition, partition-any," \
-            "partition-probe, partition-probe-any, kill-recovery)" >&2; exit 2; }
+            "partition-probe, partition-probe-any, kill-recovery, kill-recovery-node)" >&2; exit 2; }
 done
 
 npass=0 nfail=0 nskip=0
@@ -157,19 +168,55 @@ wait_for() {
     return 0
 }
 
-# stacks PID: the innermost frames of PID, "f0 < f1 < f2 < f3" (gdb)
+# wait_for_ranks PID SECONDS: 0 when PID ended, or none of its ranks is
+# left on the hosts, within SECONDS (kill-recovery-node: Open MPI 4.1's
+# mpirun, under --enable-recovery, keeps running once every rank of its
+# one daemon is gone, the survivor's abort included)
+wait_for_ranks() {
+    local pid=$1 end=$((SECONDS + $2)) name
+    name=$(basename "$bin" | cut -c1-15)
+    while kill -0 "$pid" 2>/dev/null && [ -n "$(netns_pids_named "$name")" ]; do
+        [ $SECONDS -ge $end ] && return 1
+        sleep 0.5
+    done
+    return 0
+}
+
+# stacks PID: the innermost frames of PID, "f0 < f1 < f2 < f3" (gdb); a
+# frame without a symbol as its library and offset ("libfabric.so.1+0xc5d10",
+# the offset is the same from one run to the next, the address is not)
 stacks() {
-    timeout 20 gdb -p "$1" -batch -ex bt 2>/dev/null |
-        sed -n 's/^#[0-9]* *\(0x[0-9a-f]* in \)\{0,1\}\([^ ]*\) .*/\2/p' | head -n 4 |
-        paste -s -d '<' | sed 's/</ < /g'
+    local line name pc lib b out="" n=0
+    local -A base=()
+    local exe
+    exe=$(readlink "/proc/$1/exe")
+    while read -r range _ off _ _ lib; do
+        [ "$off" = 00000000 ] && [ -n "$lib" ] && [ -z "${base[$lib]:-}" ] &&
+            base[$lib]=$((16#${range%%-*}))
+    done <"/proc/$1/maps" 2>/dev/null
+    while IFS= read -r line; do
+        [[ $line =~ ^#[0-9]+\ +((0x[0-9a-f]+)\ in\ )?([^ ]+) ]] || continue
+        name=${BASH_REMATCH[3]} pc=${BASH_REMATCH[2]}
+        if [ "$name" = "??" ] && [ -n "$pc" ]; then
+            # (no "from LIB": the program's own code)
+            lib=$exe
+            [[ $line =~ \ from\ ([^ ]+)$ ]] && lib=${BASH_REMATCH[1]}
+            b=${base[$lib]:-}
+            [ -n "$b" ] && name=$(printf '%s+0x%x' "${lib##*/}" $((pc - b)))
+        fi
+        out+="${out:+ < }$name"
+        n=$((n + 1))
+        [ $n -ge 4 ] && break
+    done < <(timeout 20 gdb -p "$1" -batch -ex bt 2>/dev/null)
+    printf '%s\n' "$out"
 }
 
 # launch: starts cmd (its output in $log) and waits until rank 0 says
 # every rank is transferring (normally a second; 60 s at most).  Returns
 # non-zero otherwise, with $why saying what happened and the job gone;
 # where the ranks were still running, each of them was looked at first:
-# ofi_rxd's receive-entry loop (rxd-hang.sh) into $log.hang, every rank's
-# innermost frames into $log.stacks.
+# stopped for good inside ofi_rxd (rxd-hang.sh) into $log.hang, every
+# rank's innermost frames into $log.stacks.
 launch() {
     local end=$((SECONDS + 60)) p ranks
     rm -f "$log.hang" "$log.stacks"
@@ -222,11 +269,16 @@ run_one() {
     log=$logdir/peer_loss-$s-$c.log
     # The victim: the last rank (peer_loss.c), alone on host 3.
     local np=3 vr=2 hargs=("${netns_args[@]}") i
-    if [ "$s" = kill-recovery ]; then
+    if [[ $s == kill-recovery* ]]; then
         np=2 vr=1
-        printf '%s slots=1\n' "$(netns_addr 1)" "$(netns_addr 3)" >"$logdir/hosts-1-3"
+        local hosts=$logdir/hosts-1-3
+        printf '%s slots=1\n' "$(netns_addr 1)" "$(netns_addr 3)" >"$hosts"
+        if [ "$s" = kill-recovery-node ]; then # both ranks on host 1
+            hosts=$logdir/hosts-1x2
+            printf '%s slots=2\n' "$(netns_addr 1)" >"$hosts"
+        fi
         for i in "${!hargs[@]}"; do
-            [ "${hargs[$i]}" = --hostfile ] && hargs[i + 1]=$logdir/hosts-1-3
+            [ "${hargs[$i]}" = --hostfile ] && hargs[i + 1]=$hosts
         done
     fi
     local cmd=(mpirun -np "$np" --bind-to none --mca mca_base_component_path "$pkglibdir:$comp"
@@ -240,14 +292,14 @@ run_one() {
             -x PEER_LOSS_VICTIM_TIMEOUT="$VICTIM_TIMEOUT" "${cmd[@]:3}")
         [ "$bound" -gt "$PARTITION_BOUND" ] && bound=$PARTITION_BOUND
     fi
-    if [ "$s" = kill-recovery ]; then
+    if [[ $s == kill-recovery* ]]; then
         cmd=("${cmd[@]:0:3}" --enable-recovery --mca common_efa_peer_timeout "$PARTITION_TIMEOUT"
             "${cmd[@]:3}")
         [ "$bound" -gt "$PARTITION_BOUND" ] && bound=$PARTITION_BOUND
     fi
     local why rerun=""
     if ! launch; then
-        # Once, where a rank was caught in ofi_rxd's own loop (a defect of
+        # Once, where a rank was caught stopped inside ofi_rxd (a defect of
         # the stand-in, DESIGN.md "Stand-in provider defects that fail a
         # run at times"), the run is made again and its result line says so.
         if [ -s "$log.hang" ]; then
@@ -255,7 +307,7 @@ run_one() {
             mv "$log.hang" "$log.first.hang"
             mv "$log.stacks" "$log.first.stacks" 2>/dev/null
             rerun="run again: in the first, $(head -n 1 "$log.first.hang") (log $log.first)"
-            launch || { [ -s "$log.hang" ] && why+=" (again in ofi_rxd's loop: $log.hang)"; }
+            launch || { [ -s "$log.hang" ] && why+=" (again stopped inside ofi_rxd: $(head -n 1 "$log.hang"))"; }
         fi
         if [ -n "$why" ]; then
             echo "FAIL peer_loss-$s $c ($why${rerun:+; $rerun}; log $log)"
@@ -266,7 +318,9 @@ run_one() {
     t_fault=$(date +%s.%N)
     [ "$s" = cut ] && "$here/fault.sh" cut 3
     [[ $s == partition* ]] && "$here/fault.sh" isolate 3
-    if ! wait_for "$pid" "$bound"; then
+    local waiter=wait_for
+    [ "$s" = kill-recovery-node ] && waiter=wait_for_ranks
+    if ! $waiter "$pid" "$bound"; then
         local why="the survivors hang"
         [[ $s == kill* ]] && ! grep -q 'kills itself' "$log" && why="the victim never killed itself"
         echo "FAIL peer_loss-$s $c (the job still ran $bound s after the $s: $why; log $log)"
@@ -277,12 +331,17 @@ run_one() {
         kill_leftovers
         return
     fi
+    local took ended=""
+    took=$(awk -v a="$t_fault" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    if kill -0 "$pid" 2>/dev/null; then # (wait_for_ranks: the ranks are gone)
+        ended=" (its ranks ended; mpirun still ran, ended by the runner)"
+        kill -TERM "$pid" 2>/dev/null
+        wait_for "$pid" 10 || kill -KILL "$pid" 2>/dev/null
+    fi
     wait "$pid"
     rc=$?
-    local took
-    took=$(awk -v a="$t_fault" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     # what named the lost peer
-    if [[ $s == partition* || $s == kill-recovery ]]; then
+    if [[ $s == partition* || $s == kill-recovery* ]]; then
         # Only a survivor's word counts: its MPI error (pml cm), or the
         # components' peer-unreachable text printed on a survivor's host
         # about rank 2 (pml ob1: btl_efa's error ends the job).  The
@@ -314,13 +373,13 @@ run_one() {
     if [ -n "$wrong_class" ]; then
         echo "FAIL peer_loss-$s $c (a point-to-point call ended with another class than a lost peer's: $named; log $log)"
         nfail=$((nfail + 1))
-    elif [ -n "$named" ] && { [ $rc -ne 0 ] || [ -n "$prte_lost" ] || [ "$s" = kill-recovery ]; }; then
+    elif [ -n "$named" ] && { [ $rc -ne 0 ] || [ -n "$prte_lost" ] || [[ $s == kill-recovery* ]]; }; then
         note=""
         [ $rc -eq 0 ] && note=" (exit 0 is Open MPI 5's runtime after it ended the job; docs/PLATFORMS.md)"
-        [ $rc -eq 0 ] && [ "$s" = kill-recovery ] && note=" (exit 0: mpirun under --enable-recovery)"
+        [ $rc -eq 0 ] && [[ $s == kill-recovery* ]] && note=" (exit 0: mpirun under --enable-recovery)"
         grep -q 'kills itself (SIGKILL) on its timer' "$log" &&
             note+=" (the victim's transfers had stalled before its kill's round; its timer killed it)"
-        echo "PASS peer_loss-$s $c (ended ${took} s after the $s, exit $rc: $named)$note${rerun:+ ($rerun)}"
+        echo "PASS peer_loss-$s $c (ended ${took} s after the $s, exit $rc: $named)$note$ended${rerun:+ ($rerun)}"
         npass=$((npass + 1))
     else
         echo "FAIL peer_loss-$s $c (ended ${took} s after the $s with exit $rc, and no message naming rank 2 or its host; log $log)"

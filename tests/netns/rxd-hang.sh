@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # rxd-hang.sh PID: succeeds, printing where, when process PID is caught
-# twice, a second apart, looping inside ofi_rxd's rxd_rx_entry_free (the
-# free of a receive entry, which walks the entry pool's sorted free list)
-# under fi_cq_read, in Debian's libfabric 1.17.0-3, whose build ID and
-# offsets are below; fails otherwise, and wherever gdb or that library is
-# missing.  A free list that never ends there is an entry freed twice
-# inside the provider: docs/DESIGN.md, "Stand-in provider defects that
-# fail a run at times".
+# stopped for good inside ofi_rxd (Debian's libfabric 1.17.0-3, whose
+# build ID and offsets are below) under fi_cq_read; fails otherwise, and
+# wherever gdb or that library is missing.  Two ways are told apart:
+#  - the receive-entry loop: twice, a second apart, in rxd_rx_entry_free
+#    (the free of a receive entry, which walks the entry pool's sorted free
+#    list) or in the comparison that walk calls.  A free list that never
+#    ends there is an entry freed twice inside the provider;
+#  - any other spin inside the provider: three backtraces a second apart
+#    whose frames inside libfabric, from the innermost out to the first
+#    frame outside it, are the same return addresses each time, the
+#    innermost not a system call's (a process that polls an idle provider
+#    is caught in recvmsg or back in our code: its path through the
+#    provider changes from one backtrace to the next).
+# docs/DESIGN.md, "Stand-in provider defects that fail a run at times".
 set -u
 pid=$1
 # Debian's libfabric1 1.17.0-3 (amd64): its build ID, then the ranges of
@@ -26,14 +33,20 @@ base=$(awk -v l="$lib" '$6 == l && $3 == "00000000" {split($1, a, "-"); print a[
 [ -n "$base" ] || exit 1
 base=$((16#$base))
 
-# in_free: the innermost frames of one backtrace are the loop: the walk's
-# comparison called from rxd_rx_entry_free, or rxd_rx_entry_free itself,
-# with fi_cq_read further out.
-in_free() {
-    local bt pcs f0 f1
+# backtrace: one backtrace of the process, with fi_cq_read further out
+backtrace() {
+    local bt
     bt=$(timeout 20 gdb -p "$pid" -batch -ex bt 2>/dev/null) || return 1
     grep -q "fi_cq_read" <<<"$bt" || return 1
-    mapfile -t pcs < <(sed -n 's/^#[0-9]* *\(0x[0-9a-f]*\) in .*libfabric\.so.*/\1/p' <<<"$bt" | head -n 2)
+    printf '%s\n' "$bt"
+}
+
+# in_free BT: the innermost frames of BT are the receive-entry loop: the
+# walk's comparison called from rxd_rx_entry_free, or rxd_rx_entry_free
+# itself.
+in_free() {
+    local pcs f0 f1
+    mapfile -t pcs < <(sed -n 's/^#[0-9]* *\(0x[0-9a-f]*\) in .*libfabric\.so.*/\1/p' <<<"$1" | head -n 2)
     [ ${#pcs[@]} -ge 1 ] || return 1
     f0=$((pcs[0] - base))
     if [ "$f0" -ge "$free_lo" ] && [ "$f0" -lt "$free_hi" ]; then
@@ -50,7 +63,37 @@ in_free() {
     return 1
 }
 
-first=$(in_free) || exit 1
-sleep 1
-second=$(in_free) || exit 1
-echo "process $pid looping in ofi_rxd's receive-entry free list, a second apart: $first, then $second (libfabric $build_id)"
+# provider_chain BT: the frames of BT inside libfabric from the innermost
+# out to the first frame outside it, as offsets in the library
+# ("+0x45a00 < +0xc5d10 < ..."); fails where the innermost frame is not
+# libfabric's.  The innermost frame's own address is left out (a loop
+# moves it); the return addresses further out are the path into it.
+provider_chain() {
+    local line pc n=0 out=""
+    while IFS= read -r line; do
+        [[ $line =~ ^#([0-9]+)\ +(0x[0-9a-f]+\ in\ )?.*libfabric\.so ]] || break
+        pc=${BASH_REMATCH[2]%% in }
+        n=$((n + 1))
+        [ "$n" -eq 1 ] && { out="libfabric"; continue; }
+        [ -n "$pc" ] || return 1
+        out+=" < +$(printf '0x%x' $((pc - base)))"
+    done < <(grep '^#' <<<"$1")
+    [ "$n" -ge 2 ] || return 1
+    printf '%s' "$out"
+}
+
+bt=$(backtrace) || exit 1
+first=$(in_free "$bt") && {
+    sleep 1
+    bt2=$(backtrace) && second=$(in_free "$bt2") && {
+        echo "process $pid looping in ofi_rxd's receive-entry free list, a second apart: $first, then $second (libfabric $build_id)"
+        exit 0
+    }
+}
+chain=$(provider_chain "$bt") || exit 1
+for _ in 1 2; do
+    sleep 1
+    bt=$(backtrace) || exit 1
+    [ "$(provider_chain "$bt")" = "$chain" ] || exit 1
+done
+echo "process $pid spinning inside ofi_rxd, the same path through the provider in three backtraces a second apart: $chain (libfabric $build_id)"

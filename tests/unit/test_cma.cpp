@@ -2,13 +2,19 @@
 // copy loop in both directions, the cookie check that decides whether a
 // published pid is the process that published it, and the errors a caller
 // falls back on.  Against this process itself (process_vm_readv on one's
-// own pid needs no privilege) and a child that has exited.
+// own pid needs no privilege) and a child that has exited.  The watch on a
+// peer's exit (efa_cma_exit_watch) that the same check vouches for: a
+// child's, which sees it die; none for a pid the cookie does not prove.
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -83,4 +89,79 @@ TEST(Cma, GonePidFailsTheCheck) {
     uint64_t addr = 0;
     const uint64_t c = efa_cma_cookie(&addr);
     EXPECT_EQ(ESRCH, efa_cma_verify(static_cast<uint32_t>(child), addr, c));
+}
+
+namespace {
+
+// A child that waits for its end (it shares this process's cookie: it is
+// made after the cookie, at the same address).
+pid_t pausing_child() {
+    (void)efa_cma_cookie(nullptr);
+    const pid_t child = fork();
+    if (0 == child) {
+        for (;;) {
+            pause();
+        }
+    }
+    return child;
+}
+
+bool pidfd_works() {
+#ifdef SYS_pidfd_open
+    const long fd = syscall(SYS_pidfd_open, getpid(), 0);
+    if (fd >= 0) {
+        close(static_cast<int>(fd));
+        return true;
+    }
+#endif
+    return false;
+}
+
+} // namespace
+
+// The watch sees the child die (SIGKILL, then reaped: the zombie's exit is
+// seen already), and never before.
+TEST(CmaExitWatch, SeesAProvenChildDie) {
+    if (!pidfd_works()) {
+        GTEST_SKIP() << "no pidfd_open: nothing is ever watched";
+    }
+    uint64_t addr = 0;
+    const uint64_t c = efa_cma_cookie(&addr);
+    const pid_t child = pausing_child();
+    ASSERT_GT(child, 0);
+    const int fd = efa_cma_exit_watch(static_cast<uint32_t>(child), addr, c);
+    ASSERT_GE(fd, 0);
+    EXPECT_FALSE(efa_cma_exited(fd));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(efa_cma_exited(fd)) << "alive, but seen as exited";
+    ASSERT_EQ(0, kill(child, SIGKILL));
+    bool exited = false;
+    for (int i = 0; i < 2000 && !exited; ++i) {
+        exited = efa_cma_exited(fd);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(exited);
+    int status = 0;
+    ASSERT_EQ(child, waitpid(child, &status, 0));
+    EXPECT_TRUE(efa_cma_exited(fd)) << "reaped, no longer seen as exited";
+    efa_cma_exit_unwatch(fd);
+}
+
+// No watch where the pid is not proven to be the card's process: another
+// cookie at that address (another process, or a pid of another pid
+// namespace), a pid that is gone, none or this process's own.
+TEST(CmaExitWatch, NoneForAPidNotProven) {
+    uint64_t addr = 0;
+    const uint64_t c = efa_cma_cookie(&addr);
+    const pid_t child = pausing_child();
+    ASSERT_GT(child, 0);
+    EXPECT_EQ(-1, efa_cma_exit_watch(static_cast<uint32_t>(child), addr, c ^ 1));
+    kill(child, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(child, waitpid(child, &status, 0));
+    EXPECT_EQ(-1, efa_cma_exit_watch(static_cast<uint32_t>(child), addr, c));
+    EXPECT_EQ(-1, efa_cma_exit_watch(0, addr, c));
+    EXPECT_EQ(-1, efa_cma_exit_watch(self(), addr, c));
+    EXPECT_FALSE(efa_cma_exited(-1));
+    efa_cma_exit_unwatch(-1); // (nothing)
 }
