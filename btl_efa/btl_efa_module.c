@@ -57,6 +57,9 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     /* Off the common progress callback before its state goes. */
     mca_common_efa_progress_remove(mca_btl_efa_component_progress);
     btl->procs.progress_added = false;
+    /* The watch's sweeps read the rings (a dead peer's frames first):
+     * stopped before the rings go. */
+    mca_btl_efa_watch_stop_sweeps(btl);
     /* Peers' frames from now on land in a file nobody reads. */
     mca_btl_efa_ring_fini(btl);
     /* Cancels the receive pool (and drives progress once more). */
@@ -74,7 +77,6 @@ static int efa_finalize(struct mca_btl_base_module_t *base) {
     mca_btl_efa_emul_fini(btl);
     mca_btl_efa_native_fini(btl);
     mca_btl_efa_spread_report(btl);
-    mca_btl_efa_watch_stop_sweeps(btl);
     mca_btl_efa_rail_back_fini(btl);
     if (OPAL_SUCCESS ==
         opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node)) {

@@ -51,7 +51,7 @@
  * ulfm) is on.  pml/cm has no revoke, and the agreement behind
  * MPIX_Comm_agree and MPIX_Comm_shrink travels over ob1's BML endpoints,
  * which pml/cm never makes: only failed calls work over this MTL
- * (mtl_efa_component.c says so once). */
+ * (mtl_efa_peers.c says so once). */
 #if defined(OPAL_ENABLE_FT_MPI) && OPAL_ENABLE_FT_MPI
 #include "ompi/runtime/params.h"
 #define MTL_EFA_FT_MPI_ON() (ompi_ftmpi_enabled)

@@ -83,10 +83,5 @@ static mca_mtl_base_module_t *ompi_mtl_efa_component_init(MTL_EFA_INIT_PARAMS) {
     }
     MTL_EFA_INIT_ACCELERATOR(ompi_mtl_efa_device_init());
     ompi_mtl_efa_matching_publish();
-    if (MTL_EFA_FT_MPI_ON()) {
-        /* (every process: pml/cm is chosen per process, and the program
-         * that counts on recovery is the one that must hear it) */
-        opal_show_help("help-mtl-efa.txt", "ft-mpi-under-cm", true, opal_process_info.nodename);
-    }
     return &ompi_mtl_efa.base;
 }

@@ -5,6 +5,8 @@
  */
 #include "mtl_efa.h"
 
+#include "opal/util/show_help.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +62,14 @@ static int refuse_off_host(struct ompi_proc_t *proc) {
 
 int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs) {
+    static bool ft_said = false;
     (void)mtl;
     mca_common_efa_report(ompi_mtl_efa.core);
+    /* (here, not at init: pml cm was chosen; every process says it, as
+     * the program that counts on recovery is the one that must hear it) */
+    if (MTL_EFA_FT_MPI_ON() && !__atomic_exchange_n(&ft_said, true, __ATOMIC_RELAXED)) {
+        opal_show_help("help-mtl-efa.txt", "ft-mpi-under-cm", true, opal_process_info.nodename);
+    }
     if (!ompi_mtl_efa.own_matching) {
         /* The provider matches each peer's tagged messages on NIC 0 alone. */
         efa_core_pin_rail0(ompi_mtl_efa.core, "mtl_efa's tagged messages (provider matching)");
@@ -138,8 +146,14 @@ void ompi_mtl_efa_put_kept_peers(void) {
 
 int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs) {
+    static bool ft_said = false;
     (void)mtl;
     mca_common_efa_report(ompi_mtl_efa.core);
+    /* (here, not at init: pml cm was chosen; every process says it, as
+     * the program that counts on recovery is the one that must hear it) */
+    if (MTL_EFA_FT_MPI_ON() && !__atomic_exchange_n(&ft_said, true, __ATOMIC_RELAXED)) {
+        opal_show_help("help-mtl-efa.txt", "ft-mpi-under-cm", true, opal_process_info.nodename);
+    }
     for (size_t i = 0; i < nprocs; ++i) {
         efa_peer_t *peer = (efa_peer_t *)procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
         if (peer) {

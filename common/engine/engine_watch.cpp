@@ -318,11 +318,12 @@ bool Engine::member_of(uint32_t cid, uint32_t vpid, Membership &known) const {
     return member;
 }
 
-// The peer that process vpid is, for the sweep to judge, made now if this
-// process never exchanged a message with it (a receive may wait on a peer
-// that never sent anything yet), as a first send would: one on another
-// node while the deadline is on (remote), or one of this node whose exit
-// is watched (Peer::exit_fd); nullptr otherwise.  Under mu_.
+// The peer that process vpid is, for the sweep to judge: one on another
+// node while the deadline is on (remote), made now if this process never
+// exchanged a message with it (a receive may wait on a peer that never
+// sent anything yet), as a first send would; or one of this node already
+// made, whose exit is watched (Peer::exit_fd); nullptr otherwise.  Under
+// mu_.
 Engine::Peer *Engine::waited_peer(uint32_t vpid, bool remote) {
     if (vpid >= params_.nprocs || vpid == params_.my_vpid) {
         return nullptr;
@@ -331,8 +332,12 @@ Engine::Peer *Engine::waited_peer(uint32_t vpid, bool remote) {
         efa_engine_card_t card{};
         const bool here = (inbox_ || node_) &&
                           -FI_ENOENT != params_.peer_card(params_.peer_card_arg, vpid, &card);
-        if (here ? !params_.peer_exited : !remote) {
-            return nullptr; // (as peer() decides where it is) nothing to judge it by
+        // A process of this node is judged only once made (a message went
+        // either way): making it here would attach to its inbox, so that
+        // one ANY_SOURCE receive on a large communicator left posted would
+        // have every process of the node poll a ring per member.
+        if (here || !remote) {
+            return nullptr; // (here: as peer() decides where it is)
         }
         int err = 0;
         peer(vpid, err);

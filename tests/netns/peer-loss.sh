@@ -200,7 +200,8 @@ stacks() {
         if [ "$name" = "??" ] && [ -n "$pc" ]; then
             # (no "from LIB": the program's own code)
             lib=$exe
-            [[ $line =~ \ from\ ([^ ]+)$ ]] && lib=${BASH_REMATCH[1]}
+            # (gdb names the path the loader took, maps the file's own)
+            [[ $line =~ \ from\ ([^ ]+)$ ]] && lib=$(readlink -f "${BASH_REMATCH[1]}")
             b=${base[$lib]:-}
             [ -n "$b" ] && name=$(printf '%s+0x%x' "${lib##*/}" $((pc - b)))
         fi
