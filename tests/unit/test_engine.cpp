@@ -22,6 +22,7 @@
 #include "efa_engine.h"
 #include "engine_pair.hpp"
 #include "engine_test_req.hpp"
+#include "engine_two_ranks.hpp"
 
 namespace {
 
@@ -323,20 +324,11 @@ TEST(EngineParams, AttachFailsWithoutThePeersInbox) {
 // never judged; what it wrote before it died is received first.
 namespace {
 
-constexpr uint32_t kCid = 5;      // both processes
-constexpr uint32_t kCidAlone = 6; // this process alone
+using engine_two_ranks::kCid;
+using engine_two_ranks::kCidAlone;
 
-uint32_t source_vpid(void *, uint32_t, int32_t src) {
-    return static_cast<uint32_t>(src);
-}
-
-size_t comm_members(void *, uint32_t cid, uint32_t *vpids, size_t max) {
-    const size_t n = kCidAlone == cid ? 1 : 2;
-    for (size_t i = 0; i < n && i < max; ++i) {
-        vpids[i] = static_cast<uint32_t>(i);
-    }
-    return n;
-}
+using engine_two_ranks::comm_members;
+using engine_two_ranks::source_vpid;
 
 struct NodeCards {
     efa_engine_card_t card[2]{};

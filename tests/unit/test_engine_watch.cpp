@@ -26,6 +26,7 @@
 #include "efa_engine.h"
 #include "forked_core_peer.hpp"
 #include "engine_test_req.hpp"
+#include "engine_two_ranks.hpp"
 
 namespace {
 
@@ -33,8 +34,8 @@ using engine_test::on_complete;
 using engine_test::Req;
 
 constexpr const char *kProvider = "tcp;ofi_rxm";
-constexpr uint32_t kCid = 5;      // both processes
-constexpr uint32_t kCidAlone = 6; // the parent alone
+using engine_two_ranks::kCid;
+using engine_two_ranks::kCidAlone;
 
 efa_core_params_t params(int peer_timeout) {
     efa_core_params_t p = core_test_params(kProvider);
@@ -61,18 +62,8 @@ int addr_of(void *arg, uint32_t vpid, fi_addr_t *addr, efa_ctx_t **ctx) {
     return 0;
 }
 
-// Both processes of the test are their communicator's ranks 0 and 1.
-uint32_t source_vpid(void *, uint32_t, int32_t src) {
-    return static_cast<uint32_t>(src);
-}
-
-size_t comm_members(void *, uint32_t cid, uint32_t *vpids, size_t max) {
-    const size_t n = kCidAlone == cid ? 1 : 2;
-    for (size_t i = 0; i < n && i < max; ++i) {
-        vpids[i] = static_cast<uint32_t>(i);
-    }
-    return n;
-}
+using engine_two_ranks::comm_members;
+using engine_two_ranks::source_vpid;
 
 efa_engine_t *open_engine(Reach *reach, uint32_t vpid, const std::string &tag) {
     efa_engine_params_t p{};
