@@ -206,6 +206,7 @@ int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode)
     }
     btl->cma.allowed = true;
     btl->cma.my_pid = (uint32_t)getpid();
+    mca_common_efa_open_to_node("btl:efa", "btl_efa");
     return OPAL_SUCCESS;
 }
 

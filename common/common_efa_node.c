@@ -6,6 +6,7 @@
  */
 #include "common_efa.h"
 #include "common_efa_compat.h"
+#include "efa_cma.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -119,4 +120,17 @@ void mca_common_efa_register_cleanup(const char *path) {
                             "stays behind",
                             path, opal_strerror(rc));
     }
+}
+
+void mca_common_efa_open_to_node(const char *prefix, const char *who) {
+    if (mca_common_efa_local_size() < 2 || !efa_cma_built()) {
+        return;
+    }
+    int scope = -1, err = 0;
+    const efa_cma_open_t how = efa_cma_open_to_node(&scope, &err);
+    if (EFA_CMA_OPEN_NOT_NEEDED == how) {
+        return; /* nothing to say: siblings may read each other already */
+    }
+    mca_common_efa_say_choice(prefix, who, "single copy: %s%s%s", efa_cma_open_said(how, scope),
+                              err ? ": " : "", err ? strerror(err) : "");
 }

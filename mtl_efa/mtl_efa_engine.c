@@ -118,6 +118,9 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         .net_device_piece = mp->device_piece, /* (streams through the rings too) */
         .peer_card = peer_card,
     };
+    if (p.single_copy) {
+        mca_common_efa_open_to_node("mtl:efa", "mtl_efa");
+    }
     const bool own = ompi_mtl_efa_own_setup(&p);
     ompi_mtl_efa_own_node_watch(&p);
     if (!rings) {

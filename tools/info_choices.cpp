@@ -56,8 +56,9 @@ std::string single_copy() {
     }
     return std::string("cross-memory attach (process_vm_readv/writev) between processes of "
                        "one user") +
-           (scope == 1 ? "; Yama's ptrace_scope 1: each pair is tried at its first large "
-                         "message, and streams through the rings where the kernel refuses"
+           (scope == 1 ? "; Yama's ptrace_scope 1: each process lets the processes of its "
+                         "user read it (PR_SET_PTRACER_ANY, as Open MPI's shared-memory "
+                         "transport does; not with single copy none)"
                        : "");
 }
 

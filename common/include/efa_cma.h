@@ -58,6 +58,26 @@ void efa_cma_exit_unwatch(int fd);
  * peer-unreachable message says it (efa_core_peer_lost). */
 #define EFA_CMA_EXITED_WHY "its process on this node exited (without closing its inbox)"
 
+/* Yama's ptrace_scope 1 (Ubuntu's default) lets a process read the memory
+ * of its own descendants only: the ranks of a node, siblings under the
+ * launcher, would refuse each other's single copy, descriptor copy
+ * (pidfd_getfd) and cookie proof.  Opening this process to every process
+ * allowed by the other checks (its user, its pid namespace), by
+ * prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY), is what Open MPI's own
+ * shared-memory transport does.  Called where a component offers single
+ * copy (not with single copy none); once per process, the first answer
+ * kept.  *scope (may be NULL): the scope read, -1 without Yama. */
+typedef enum {
+    EFA_CMA_OPEN_NOT_NEEDED, /* no Yama, or scope 0: siblings may already */
+    EFA_CMA_OPEN_DONE,       /* scope 1: opened */
+    EFA_CMA_OPEN_REFUSED     /* scope 2-3 (administrators only, or nobody), or prctl failed */
+} efa_cma_open_t;
+efa_cma_open_t efa_cma_open_to_node(int *scope, int *err);
+/* The same from the scope file at path, every call (the tests' seam). */
+efa_cma_open_t efa_cma_open_to_node_at(const char *path, int *scope, int *err);
+/* One line for the report: what efa_cma_open_to_node did, and why. */
+const char *efa_cma_open_said(efa_cma_open_t how, int scope);
+
 #ifdef __cplusplus
 }
 #endif
