@@ -118,9 +118,6 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         .net_device_piece = mp->device_piece, /* (streams through the rings too) */
         .peer_card = peer_card,
     };
-    if (p.single_copy) {
-        mca_common_efa_open_to_node("mtl:efa", "mtl_efa");
-    }
     const bool own = ompi_mtl_efa_own_setup(&p);
     ompi_mtl_efa_own_node_watch(&p);
     if (!rings) {
@@ -130,6 +127,9 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
                                   "on-node channel off (no local rank or no directory)");
     }
     p.no_rings = !rings || mca_common_efa_local_rank() < 0 || NULL == dir;
+    if (p.single_copy && !p.no_rings) {
+        mca_common_efa_open_to_node("mtl:efa", "mtl_efa");
+    }
     if (p.no_rings && !own) {
         return OMPI_SUCCESS;
     }

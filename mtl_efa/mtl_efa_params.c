@@ -33,8 +33,9 @@ static const mca_common_efa_param_t table[] = {
      .choices = copies, .allowed = "auto, none", CHOICE, .level = OPAL_INFO_LVL_5,
      .help = "On-node messages larger than a ring slot: \"auto\" (default) copies them once, "
              "straight out of the sender, with Linux cross-memory attach (process_vm_readv) "
-             "where the kernel allows it, else streams them through the rings; \"none\" always "
-             "streams"},
+             "where the kernel allows it, else streams them through the rings (under Yama's "
+             "ptrace_scope 1 each process lets its user's processes read it: "
+             "PR_SET_PTRACER_ANY); \"none\" always streams"},
     {"matching", MCA_BASE_VAR_TYPE_STRING, P(matching), .def_str = "auto", .choices = matchings,
      .allowed = "auto, provider, own", CHOICE, .level = OPAL_INFO_LVL_4,
      .help = "Who matches MPI messages to and from other nodes: \"provider\": each MPI message "
