@@ -26,6 +26,12 @@
 /* The key and type of a peer's host name in the modex. */
 #define EFA_PMIX_HOSTNAME PMIX_HOSTNAME
 #define EFA_PMIX_STRING PMIX_STRING
+/* The node's processes, each one's local rank and binding, registered with
+ * the job before it starts (common_efa_cpusets.c). */
+#define EFA_PMIX_LOCAL_PEERS PMIX_LOCAL_PEERS
+#define EFA_PMIX_LOCAL_RANK PMIX_LOCAL_RANK
+#define EFA_PMIX_CPUSET PMIX_CPUSET
+#define EFA_PMIX_UINT16 PMIX_UINT16
 
 /* Hand a file to the runtime, which removes it if this process dies
  * without finalizing (mca_common_efa_register_cleanup says a refusal). */
@@ -52,6 +58,10 @@ static inline int mca_common_efa_local_rank(void) {
 #define EFA_PMIX_GLOBAL OPAL_PMIX_GLOBAL
 #define EFA_PMIX_HOSTNAME OPAL_PMIX_HOSTNAME
 #define EFA_PMIX_STRING OPAL_STRING
+#define EFA_PMIX_LOCAL_PEERS OPAL_PMIX_LOCAL_PEERS
+#define EFA_PMIX_LOCAL_RANK OPAL_PMIX_LOCAL_RANK
+#define EFA_PMIX_CPUSET OPAL_PMIX_CPUSET
+#define EFA_PMIX_UINT16 OPAL_UINT16
 
 static inline int mca_common_efa_pmix_register_cleanup(const char *path) {
     if (NULL == opal_pmix.register_cleanup) {

@@ -5,6 +5,7 @@
  */
 #include "common_efa.h"
 #include "common_efa_compat.h"
+#include "common_efa_cpusets.h"
 #include "common_efa_progress.h"
 
 #include <errno.h>
@@ -344,6 +345,7 @@ void mca_common_efa_get_params(efa_core_params_t *p, bool thread_multiple, bool 
     p->thread_multiple = thread_multiple;
     p->local_rank = mca_common_efa_local_rank();
     p->local_size = mca_common_efa_local_size();
+    p->num_node_cpusets = mca_common_efa_node_cpusets(&p->node_cpusets);
     p->provider_shm = provider_shm_switch();
     p->hmem = NULL == params.hmem || 0 != strcmp(params.hmem, "off");
     p->hmem_vmm = switch_of(params.hmem_vmm);

@@ -148,8 +148,12 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
             // (why the GPU decides nothing: none known, none near it, or
             // every NIC as near it)
             const std::string no_gpu = gpu.bus_id.empty() ? gpu.reason : d.reason;
+            std::vector<std::string> node_bindings;
+            for (int i = 0; p.node_cpusets && i < p.num_node_cpusets; ++i) {
+                node_bindings.emplace_back(p.node_cpusets[i] ? p.node_cpusets[i] : "");
+            }
             d = select_nic_set(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size,
-                               p.nics_per_proc);
+                               p.nics_per_proc, node_bindings);
             d.reason += "; " + no_gpu;
         }
         if (!binding) {

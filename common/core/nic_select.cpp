@@ -1,5 +1,7 @@
 #include "nic_select.hpp"
 
+#include "nic_share.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <compare>
@@ -159,24 +161,30 @@ struct Placement {
     Nearness nearness;
 };
 
-Placement place(hwloc_topology_t topo, const NicCandidate &candidate, size_t index,
-                hwloc_const_cpuset_t binding) {
-    Placement placement;
-    placement.index = index;
-    placement.device = locate(topo, candidate);
-    if (placement.device) {
-        placement.locality = hwloc_get_non_io_ancestor_obj(topo, placement.device);
+// Where each candidate is in the topology; nearness still unrated.
+std::vector<Placement> locate_all(hwloc_topology_t topo,
+                                  const std::vector<NicCandidate> &candidates) {
+    std::vector<Placement> placements(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        Placement &placement = placements[i];
+        placement.index = i;
+        placement.device = locate(topo, candidates[i]);
+        if (placement.device) {
+            placement.locality = hwloc_get_non_io_ancestor_obj(topo, placement.device);
+        }
     }
-    if (!placement.locality || !placement.locality->cpuset) {
-        return placement;
-    }
-    if (hwloc_bitmap_intersects(placement.locality->cpuset, binding)) {
-        placement.nearness = {Nearness::Overlapping,
-                              hwloc_bitmap_weight(placement.locality->cpuset)};
+    return placements;
+}
+
+void rate(Placement *placement, hwloc_const_cpuset_t binding) {
+    if (!placement->locality || !placement->locality->cpuset) {
+        placement->nearness = {Nearness::NotFound, 0};
+    } else if (hwloc_bitmap_intersects(placement->locality->cpuset, binding)) {
+        placement->nearness = {Nearness::Overlapping,
+                               hwloc_bitmap_weight(placement->locality->cpuset)};
     } else {
-        placement.nearness = {Nearness::Elsewhere, 0};
+        placement->nearness = {Nearness::Elsewhere, 0};
     }
-    return placement;
 }
 
 // Identifies the NIC hardware independently of the candidate list, so every
@@ -245,7 +253,7 @@ size_t binding_slot(hwloc_topology_t topo, hwloc_const_cpuset_t binding,
 
 struct Spread {
     size_t index = 0;
-    const char *source = "";
+    std::string source;
 };
 
 // Chooses k for set[k % set_size]. The goal is that the ranks sharing one set
@@ -321,13 +329,11 @@ struct NearestPool {
     size_t missing = 0; // candidates not found in the topology
 };
 
-void nearest_pool(hwloc_topology_t topo, const std::vector<NicCandidate> &candidates,
+void nearest_pool(std::vector<Placement> placements, const std::vector<NicCandidate> &candidates,
                   hwloc_const_cpuset_t binding, NearestPool *pool) {
-    std::vector<Placement> placements;
-    placements.reserve(candidates.size());
-    for (size_t i = 0; i < candidates.size(); ++i) {
-        placements.push_back(place(topo, candidates[i], i, binding));
-        pool->missing += placements.back().nearness.tier == Nearness::NotFound;
+    for (Placement &placement : placements) {
+        rate(&placement, binding);
+        pool->missing += placement.nearness.tier == Nearness::NotFound;
     }
     pool->nearest = std::min_element(placements.begin(), placements.end(),
                                      [](const Placement &a, const Placement &b) {
@@ -367,7 +373,7 @@ NicDecision select_nic(const std::vector<NicCandidate> &candidates, hwloc_topolo
     }
 
     NearestPool pool;
-    nearest_pool(topo, candidates, bound.cpuset(), &pool);
+    nearest_pool(locate_all(topo, candidates), candidates, bound.cpuset(), &pool);
     const Nearness nearest = pool.nearest;
     if (nearest.tier == Nearness::NotFound) {
         return round_robin(candidates, rank, local_size,
@@ -443,36 +449,6 @@ std::string describe_set(const std::vector<NicCandidate> &candidates,
     return text;
 }
 
-// The share of pool (in pool order) that the process with spread index k
-// takes among n processes: one NIC when they are at least as many as the
-// NICs, else block k % n of n contiguous blocks, starting at its member
-// (k / n) % size.  The first NIC of a share is the process's primary; the
-// rotation keeps processes that land in one block (more of them there than
-// the even spread assumed) off each other's primary.
-std::vector<size_t> share_of(const std::vector<size_t> &pool, size_t n, size_t k, int max_nics,
-                             std::string *how) {
-    const size_t count = pool.size();
-    std::vector<size_t> mine;
-    if (n >= count) {
-        mine.push_back(pool[k % count]);
-        *how = "NIC " + std::to_string(k % count + 1) + " of " + std::to_string(count);
-    } else {
-        const size_t block = k % n;
-        const size_t first = block * count / n, size = (block + 1) * count / n - first;
-        const size_t start = (k / n) % size;
-        for (size_t i = 0; i < size; ++i) {
-            mine.push_back(pool[first + (start + i) % size]);
-        }
-        *how = "block " + std::to_string(block + 1) + " of " + std::to_string(n) + " over " +
-               std::to_string(count) + " NICs, starting at its NIC " + std::to_string(start + 1);
-    }
-    if (max_nics > 0 && mine.size() > static_cast<size_t>(max_nics)) {
-        mine.resize(static_cast<size_t>(max_nics));
-        *how += ", cut to " + std::to_string(max_nics);
-    }
-    return mine;
-}
-
 } // namespace
 
 NicFilterResult filter_nics(const std::vector<NicCandidate> &candidates, const NicFilter &filter) {
@@ -503,7 +479,7 @@ NicFilterResult filter_nics(const std::vector<NicCandidate> &candidates, const N
 
 NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
                               hwloc_const_cpuset_t binding, int local_rank, int local_size,
-                              int max_nics) {
+                              int max_nics, const std::vector<std::string> &node_bindings) {
     NicSetDecision decision;
     if (candidates.empty()) {
         decision.reason = "no NIC candidates";
@@ -533,8 +509,9 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
     if (!bound.bound()) {
         return everywhere("process is not bound");
     }
+    const std::vector<Placement> located = locate_all(topo, candidates);
     NearestPool nearest_nics;
-    nearest_pool(topo, candidates, bound.cpuset(), &nearest_nics);
+    nearest_pool(located, candidates, bound.cpuset(), &nearest_nics);
     if (nearest_nics.nearest.tier == Nearness::NotFound) {
         return everywhere("no candidate NIC found in the topology");
     }
@@ -548,7 +525,22 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
         pool.push_back(placement.index);
     }
     // The processes of the node whose bindings fall in the pool's
-    // locality, assuming they are spread evenly over the machine.
+    // locality: those the runtime says are bound so, else an estimate that
+    // assumes they are spread evenly over the machine.
+    PoolSharers told;
+    if (!node_bindings.empty()) {
+        told = pool_sharers(topo, bound.cpuset(), pool, rank,
+                            static_cast<size_t>(std::max(local_size, 0)), node_bindings,
+                            [&](hwloc_const_cpuset_t peer) {
+                                NearestPool theirs;
+                                nearest_pool(located, candidates, peer, &theirs);
+                                std::vector<size_t> indices;
+                                for (const Placement &placement : theirs.set) {
+                                    indices.push_back(placement.index);
+                                }
+                                return indices;
+                            });
+    }
     const auto machine_pus =
         static_cast<size_t>(hwloc_bitmap_weight(hwloc_topology_get_topology_cpuset(topo)));
     Bitmap inside;
@@ -560,7 +552,14 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
     size_t sharers = machine_pus > 0 ? (ranks * pool_pus + machine_pus - 1) / machine_pus : ranks;
     sharers = std::clamp<size_t>(sharers, 1, ranks);
     const size_t groups = std::min(sharers, pool.size());
-    const Spread spread = spread_index(topo, bound.cpuset(), locality.get(), groups, rank);
+    Spread spread = spread_index(topo, bound.cpuset(), locality.get(), groups, rank);
+    if (told.known) {
+        // Their ordinals are 0..count-1, each once, whatever the mapping
+        // and however coarse the bindings: the even spread that the
+        // binding slot and the local rank only approximate.
+        sharers = told.count;
+        spread = {told.ordinal, "the node's bindings (" + told.why + ")"};
+    }
     decision.indices = share_of(pool, sharers, spread.index, max_nics, &how);
     decision.reason = "bound to PUs " + bound.list() + ": " + std::to_string(sharers) +
                       " process(es) share the " + std::to_string(pool.size()) +
@@ -569,6 +568,9 @@ NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc
                            : " NICs found (none local to the binding)") +
                       "; spread index " + std::to_string(spread.index) + " from " + spread.source +
                       ", " + how + ": " + describe_set(candidates, decision.indices);
+    if (!node_bindings.empty() && !told.known) {
+        decision.reason += "; the node's bindings not used: " + told.why;
+    }
     return decision;
 }
 

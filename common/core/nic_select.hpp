@@ -109,22 +109,32 @@ struct NicSetDecision {
 //
 // The nearest NICs (select_nic's steps 2-4) are a pool of K in hardware
 // order, shared by the n processes of the node whose bindings fall in the
-// pool's locality: n = ceil(local_size * |pool locality| / |machine|),
-// between 1 and local_size (local_size when unbound: the pool is then every
-// candidate, in the caller's order).  With n >= K each process gets one NIC,
-// pool[k % K], exactly select_nic's choice.  With n < K the pool is cut in n
+// pool's locality.  n and each process's spread index k come from
+// node_bindings where it tells them: the cpusets of the node's processes
+// by local rank, as the runtime gave them before the modex (lists such as
+// "0-3,8-11"; pool_sharers in nic_share.hpp): n is the number of processes
+// whose binding gives them this pool, k this process's ordinal among them
+// in local-rank order.  Launchers map round-robin by package and bind to
+// it by default for more than two processes: then the local rank puts
+// every process of package 0 on an even index, and a binding slot cannot
+// tell processes bound alike apart; the ordinals spread them evenly.
+// Otherwise (node_bindings empty, not one per process, or one of them
+// missing, unparsable or unbound: said in the reason), n = ceil(local_size
+// * |pool locality| / |machine|), between 1 and local_size (local_size
+// when unbound: the pool is then every candidate, in the caller's order),
+// and k is select_nic's spread index over min(n, K) groups.  With n >= K
+// each process gets one NIC, pool[k % K].  With n < K the pool is cut in n
 // contiguous blocks (NICs adjacent in hardware order share a PCIe switch)
-// and the process takes block k % n, k being the spread index (select_nic's,
-// over n blocks), starting at the block's member (k / n) % size: its
-// primary NIC.  max_nics > 0 keeps at most that many of the block.  An
-// unknown local_size (<= 0) spreads by local rank alone.
+// and the process takes block k % n, starting at the block's member
+// (k / n) % size: its primary NIC.  max_nics > 0 keeps at most that many
+// of the block.  An unknown local_size (<= 0) spreads by local rank alone.
 //
 // Examples (one process per GPU, bound to its cores): p5.48xlarge, 32 NICs
 // and 8 processes: 4 NICs each; p4d, 4 NICs and 8 processes: 1 each; one
 // process alone, bound: every NIC of its package.
 NicSetDecision select_nic_set(const std::vector<NicCandidate> &candidates, hwloc_topology_t topo,
                               hwloc_const_cpuset_t binding, int local_rank, int local_size,
-                              int max_nics);
+                              int max_nics, const std::vector<std::string> &node_bindings = {});
 
 // How many rails a process of this node opens at most: the admitted NICs
 // (at most max_nics when > 0) and the stand-ins' other subnets (extras), at

@@ -179,6 +179,13 @@ typedef struct efa_core_params {
     bool need_remote_comm;        /* the job spans nodes: FI_REMOTE_COMM is required */
     bool thread_multiple;         /* MPI_THREAD_MULTIPLE: ask for FI_THREAD_SAFE */
     int local_rank, local_size;   /* for NIC selection */
+    /* The cpusets of this job's processes on this node, by local rank, as
+     * lists ("0-3,8-11"), from the runtime before the modex: NULL or ""
+     * for one it gave none of.  NULL and 0 when it told none.  NIC
+     * selection counts who shares a pool of NICs from them (select_nic_set,
+     * nic_select.hpp).  The glue keeps them for the process's life. */
+    const char *const *node_cpusets;
+    int num_node_cpusets;
     int verbose;
     /* The efa provider's own switches (provider_options.hpp). */
     int provider_shm; /* EFA_SWITCH_ON/OFF: FI_OPT_SHARED_MEMORY_PERMITTED; AUTO: untouched */
