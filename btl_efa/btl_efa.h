@@ -91,7 +91,9 @@ struct mca_btl_base_endpoint_t {
     uint32_t vpid;                      /* names the peer's inbox */
     efa_shm_outbox_t *outbox;           /* attached on the first send */
     struct efa_ring_producer *ring_out; /* its sender state (efa_ring_reserve, efa_ring_commit) */
-    int exit_watch; /* its process's exit (btl_efa_watch.c): efa_cma_exit_watch + 1, 0: none */
+    int exit_watch;  /* its process's exit (btl_efa_watch.c): efa_cma_exit_watch + 1, 0: none */
+    bool exit_tried; /* that watch was tried, taken or not: never again */
+    int32_t ring_in; /* its ring in this inbox + 1 (btl_efa_watch.c); 0 unread, -1 none */
     /* Single copy (btl_efa_cma.c): EFA_BTL_CMA_*, decided at the first
      * put or get to the peer; cma_pid is the peer's pid once verified,
      * published by the release store of EFA_BTL_CMA_ON. */

@@ -164,11 +164,10 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
         }
         if (NULL != ep->outbox) {
             ep->ring_out = efa_shm_outbox_producer(ep->outbox);
-            if (btl->watch.period > 0 && mca_btl_efa_fatal_heard()) {
-                /* Its exit, for the watch (btl_efa_watch.c). */
-                ep->exit_watch =
-                    1 + efa_cma_exit_watch(card.pid, card.cma_cookie_addr, card.cma_cookie);
-            }
+            /* Its exit, for the watch (btl_efa_watch.c), unless the sweep
+             * took it already (the peer sent here first). */
+            mca_btl_efa_ring_note_in(btl, ep, &card);
+            mca_btl_efa_ring_watch_exit(btl, ep, &card);
             opal_atomic_wmb();
             ep->ring_state = EFA_BTL_RING_ATTACHED;
             opal_output_verbose(10, mca_common_efa_output, "btl:efa: attached to %s", path);
@@ -193,9 +192,31 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
     return ok;
 }
 
+void mca_btl_efa_ring_note_in(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                              const efa_node_card_t *card) {
+    if (0 == ep->ring_in) {
+        ep->ring_in = NULL != card && card->local_rank < btl->ring.count
+                          ? (int32_t)(btl->ring.first + card->local_rank) + 1
+                          : -1;
+    }
+}
+
+void mca_btl_efa_ring_watch_exit(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                 const efa_node_card_t *card) {
+    if (0 == ep->exit_watch && !ep->exit_tried && btl->watch.period > 0 &&
+        mca_btl_efa_fatal_heard()) {
+        ep->exit_tried = true;
+        ep->exit_watch = 1 + efa_cma_exit_watch(card->pid, card->cma_cookie_addr, card->cma_cookie);
+    }
+}
+
 void mca_btl_efa_ring_detach(mca_btl_efa_endpoint_t *ep) {
+    /* The watch on its exit, outbox or not (the sweep takes it for a
+     * peer that only sent here). */
     efa_cma_exit_unwatch(ep->exit_watch - 1);
     ep->exit_watch = 0;
+    ep->exit_tried = false;
+    ep->ring_in = 0;
     if (NULL != ep->outbox) {
         ep->ring_out = NULL;
         efa_shm_outbox_detach(ep->outbox);

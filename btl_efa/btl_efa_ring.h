@@ -93,5 +93,17 @@ static inline void mca_btl_efa_ring_wake(mca_btl_efa_module_t *btl, mca_btl_efa_
  * only, and cannot ring this process's doorbell. */
 bool mca_btl_efa_ring_peer_serves(const mca_btl_efa_endpoint_t *ep, efa_node_card_t *card);
 
+/* Note ep's ring in this process's inbox (ep->ring_in) from its card
+ * (NULL: it has none serving the channel), once.  Module lock held. */
+void mca_btl_efa_ring_note_in(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                              const efa_node_card_t *card);
+
+/* Take the watch on the exit of ep's process (btl_efa_watch.c) from its
+ * card, once per endpoint whether it is taken or not, where the watch
+ * runs (btl->watch.period > 0 and an upper layer hears of a loss).
+ * Module lock held. */
+void mca_btl_efa_ring_watch_exit(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                 const efa_node_card_t *card);
+
 END_C_DECLS
 #endif

@@ -29,13 +29,20 @@
  * Peers of this node: ob1 waits on them through the rings, which no
  * deadline sees, and one that dies (a crash, a kill that mpirun
  * --enable-recovery lets the job survive) would leave those waits for
- * ever.  Each peer this process attached a ring of has a watch on its
- * exit (efa_cma_exit_watch, at attach: only a pid proven to be its
- * process here), and every sweep call (about once a second) polls them
- * all, ob1's waits being none of the BTL's to see: one gone without
- * having closed its inbox (a process that finalized has), once its frames
- * here are read, is declared lost in the core (peer-unreachable) and ob1's
- * handler told, as for a silent peer on another node.
+ * ever.  Each peer this process attached a ring of, and each peer that
+ * attached its ring in this process's inbox (one this process only
+ * receives from: a gather's root, a master waiting on its workers), has a
+ * watch on its exit (efa_cma_exit_watch, at attach or by the first sweep
+ * that finds the peer's ring attached, tried once: only a pid proven to
+ * be its process here), and every sweep call (about once a second) polls
+ * them all, ob1's waits being none of the BTL's to see: one gone without
+ * having ended in order, once its frames here are read, is declared lost
+ * in the core (peer-unreachable) and ob1's handler told, as for a silent
+ * peer on another node.  In order: it closed its inbox (seen through our
+ * outbox to it), or it let go of its ring in ours (its outbox's leave
+ * mark, efa_node_ring_sender, stored before its process exits): a process
+ * that finalized has done both of what applies, and is never taken for
+ * lost (without recovery that would end the job).
  */
 #include "btl_efa_lost.h"
 #include "btl_efa_ring.h"
@@ -91,7 +98,32 @@ static void sweep(void *arg);
  * next). */
 #define EFA_BTL_EXITED_MAX 8
 
-/* The peers of this node whose process is gone (above); no lock held. */
+/* The module lock is held: ep is a peer of this node (of the job: its
+ * ring_state is not NONE) with no watch on its exit yet.  Once it attached
+ * its ring in this process's inbox (it sent here through the rings), the
+ * watch is taken, once: a process that only receives from it (a gather's
+ * root, a master waiting on its workers) never attached to its inbox, so
+ * ring_attach never took one. */
+static void watch_sender(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
+    efa_node_card_t card;
+    if (0 == ep->ring_in) { /* (one modex lookup per peer) */
+        mca_btl_efa_ring_note_in(btl, ep, mca_btl_efa_ring_peer_serves(ep, &card) ? &card : NULL);
+    }
+    if (ep->ring_in > 0 &&
+        efa_node_ring_sender_present(btl->ring.node, (uint32_t)ep->ring_in - 1)) {
+        if (mca_btl_efa_ring_peer_serves(ep, &card)) {
+            mca_btl_efa_ring_watch_exit(btl, ep, &card);
+        }
+        ep->exit_tried = true;
+    }
+}
+
+/* The peers of this node whose process is gone (above); no lock held.  A
+ * process that ended in order is never declared lost (under ob1 without
+ * recovery the loss would end the job): one that closed its inbox (seen
+ * through our outbox to it) or let go of its ring in ours (its outbox's
+ * leave mark, stored before it exited and read here after its exit was
+ * seen) has its watch released instead. */
 static void node_sweep(mca_btl_efa_module_t *btl) {
     mca_btl_efa_endpoint_t *gone[EFA_BTL_EXITED_MAX];
     int n = 0;
@@ -101,19 +133,30 @@ static void node_sweep(mca_btl_efa_module_t *btl) {
     int rc = opal_hash_table_get_first_key_uint64(&btl->endpoints, &key, &value, &node);
     while (OPAL_SUCCESS == rc && n < EFA_BTL_EXITED_MAX) {
         mca_btl_efa_endpoint_t *ep = value;
-        if (0 != ep->exit_watch && NULL != ep->outbox && !ep->lost && 0 == ep->lost_err &&
-            !ep->detached && efa_cma_exited(ep->exit_watch - 1) &&
-            !efa_shm_outbox_owner_closed(ep->outbox)) {
-            gone[n++] = ep;
+        if (EFA_BTL_RING_NONE != ep->ring_state && !ep->is_self && !ep->lost && 0 == ep->lost_err &&
+            !ep->detached) {
+            if (0 == ep->exit_watch && !ep->exit_tried) {
+                watch_sender(btl, ep);
+            }
+            if (0 != ep->exit_watch && efa_cma_exited(ep->exit_watch - 1)) {
+                if ((NULL != ep->outbox && efa_shm_outbox_owner_closed(ep->outbox)) ||
+                    (ep->ring_in > 0 &&
+                     EFA_NODE_SENDER_LEFT ==
+                         efa_node_ring_sender(btl->ring.node, (uint32_t)ep->ring_in - 1))) {
+                    /* ended in order: nothing more to watch */
+                    efa_cma_exit_unwatch(ep->exit_watch - 1);
+                    ep->exit_watch = 0;
+                } else if (ep->ring_in > 0) {
+                    gone[n++] = ep;
+                }
+            }
         }
         rc = opal_hash_table_get_next_key_uint64(&btl->endpoints, &key, &value, node, &node);
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
     for (int i = 0; i < n; ++i) {
         /* Its last frames first (its ring: its local rank's, from its card). */
-        efa_node_card_t card;
-        if (!mca_btl_efa_ring_peer_serves(gone[i], &card) || card.local_rank >= btl->ring.count ||
-            efa_ring_waiting(btl->ring.consumer, btl->ring.first + card.local_rank)) {
+        if (efa_ring_waiting(btl->ring.consumer, (uint32_t)gone[i]->ring_in - 1)) {
             continue;
         }
         efa_core_peer_lost(btl->core, gone[i]->addr, -FI_EHOSTUNREACH, EFA_CMA_EXITED_WHY);

@@ -428,6 +428,13 @@ PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-r
     "$top/tests/netns/peer-loss.sh" -c cm-rxm,cm-own-rxm,ob1-rxm kill-recovery-node 2>&1 |
     tee "$logdir/peer-loss-recovery-node.log"
 add_counts "$logdir/peer-loss-recovery-node.log" peer-loss-recovery-node
+# (the same where the survivor only receives from the victim: both
+# components watch a process of the node that attached its ring in their
+# inbox, without ever having sent to it)
+PEER_LOSS_BIN=$build/tests/netns/peer_loss PEER_LOSS_LOG_DIR=$logdir/peer-loss-recovery-node-recv \
+    "$top/tests/netns/peer-loss.sh" -c cm-rxm,cm-own-rxm,ob1-rxm kill-recovery-node-recv 2>&1 |
+    tee "$logdir/peer-loss-recovery-node-recv.log"
+add_counts "$logdir/peer-loss-recovery-node-recv.log" peer-loss-recovery-node-recv
 # Blocking probes under pml cm (pml ob1's are btl_efa's watch, as its
 # receives): both matching paths (mtl_efa's watch on the provider's
 # probes, and own matching's engine, the same code on either provider).

@@ -411,6 +411,7 @@ class Engine {
     bool any_source_hears(const efa_engine_req_t *posted, uint32_t vpid, Membership &known) const;
     bool member_of(uint32_t cid, uint32_t vpid, Membership &known) const;
     Peer *waited_peer(uint32_t vpid, bool remote);
+    bool sent_here(const efa_engine_card_t &card) const;
     void node_check(Peer *p);
     // Blocking probes (engine_watch.cpp): pml cm's MPI_Probe calls
     // probe() until it finds a message, so each miss notes what it waited

@@ -56,7 +56,9 @@
 // each such peer gets a watch on its exit when first made, only where its
 // card's pid is proven to be its process here (efa_cma_exit_watch: a
 // pidfd, and its single-copy cookie read through that pid; another pid
-// namespace, a refused read or no pidfd_open: never judged).  The same
+// namespace, a refused read or no pidfd_open: never judged); one that
+// only sent here (its ring in this inbox attached and not left) is made by
+// the first sweep that finds a request waiting on it.  The same
 // sweep, with or without the provider, marks the peers of this node that
 // requests wait on as it marks those of other nodes, and node_check polls
 // theirs: one gone without having closed its inbox fails like a lost
@@ -332,11 +334,13 @@ Engine::Peer *Engine::waited_peer(uint32_t vpid, bool remote) {
         efa_engine_card_t card{};
         const bool here = (inbox_ || node_) &&
                           -FI_ENOENT != params_.peer_card(params_.peer_card_arg, vpid, &card);
-        // A process of this node is judged only once made (a message went
-        // either way): making it here would attach to its inbox, so that
-        // one ANY_SOURCE receive on a large communicator left posted would
+        // A process of this node is judged only once a message went either
+        // way: made by a send of this one, or made here once it attached
+        // its ring in this inbox (it sent here) and has not left it.
+        // Making every member would attach to its inbox, so that one
+        // ANY_SOURCE receive on a large communicator left posted would
         // have every process of the node poll a ring per member.
-        if (here || !remote) {
+        if (here ? !sent_here(card) : !remote) {
             return nullptr; // (here: as peer() decides where it is)
         }
         int err = 0;
@@ -347,6 +351,13 @@ Engine::Peer *Engine::waited_peer(uint32_t vpid, bool remote) {
         return remote ? p : nullptr;
     }
     return p && p->exit_fd >= 0 ? p : nullptr;
+}
+
+// A process of this node (its card) that attached its ring in this
+// engine's inbox and has not let go of it: it sent here (under mu_).
+bool Engine::sent_here(const efa_engine_card_t &card) const {
+    return poll_inbox_ && card.local_rank < poll_count_ &&
+           shm::kSenderAttached == poll_inbox_->sender(poll_first_ + card.local_rank);
 }
 
 // Under mu_.

@@ -90,6 +90,19 @@ struct efa_ring_consumer *efa_node_consumer(efa_node_t *n, unsigned channel, uin
  * channel; else efa_shm_outbox_attach's errors). */
 efa_shm_outbox_t *efa_node_attach(const efa_node_t *n, uint32_t vpid, const efa_node_card_t *card,
                                   unsigned channel, int *err);
+/* The sender of ring 'ring' of this process's inbox (an index of the
+ * whole inbox: a channel's first, from efa_node_consumer, plus the
+ * sender's local rank): EFA_NODE_SENDER_NONE (it never attached, or no
+ * such ring), _ATTACHED (it attached and has not left: still there, or
+ * dead), _LEFT (it let go of the ring in order: its finalize, its
+ * process closing the node stack; a re-attach makes it _ATTACHED again).
+ * The mark is stored (release) before the sender's process can exit and
+ * read here with acquire: read after seeing that process exit, _LEFT
+ * tells an orderly end from a death. */
+enum { EFA_NODE_SENDER_NONE = 0, EFA_NODE_SENDER_ATTACHED = 1, EFA_NODE_SENDER_LEFT = 2 };
+int efa_node_ring_sender(const efa_node_t *n, uint32_t ring);
+/* The sender of ring 'ring' attached and has not left. */
+bool efa_node_ring_sender_present(const efa_node_t *n, uint32_t ring);
 /* Attaches (of any channel) that reached a peer's inbox through its
  * owner's descriptor, its name being gone or another file's. */
 uint32_t efa_node_by_descriptor(const efa_node_t *n);

@@ -217,6 +217,18 @@ efa_ring_consumer *efa_node_consumer(efa_node_t *n, unsigned channel, uint32_t *
     return node.inbox()->consumer();
 }
 
+static_assert(EFA_NODE_SENDER_NONE == efa::shm::kSenderNone &&
+              EFA_NODE_SENDER_ATTACHED == efa::shm::kSenderAttached &&
+              EFA_NODE_SENDER_LEFT == efa::shm::kSenderLeft);
+
+int efa_node_ring_sender(const efa_node_t *n, uint32_t ring) {
+    return static_cast<int>(n->node->inbox()->sender(ring));
+}
+
+bool efa_node_ring_sender_present(const efa_node_t *n, uint32_t ring) {
+    return EFA_NODE_SENDER_ATTACHED == efa_node_ring_sender(n, ring);
+}
+
 efa_shm_outbox_t *efa_node_attach(const efa_node_t *n, uint32_t vpid, const efa_node_card_t *card,
                                   unsigned channel, int *err) {
     int rc = 0;

@@ -261,6 +261,14 @@ extern "C" void efa_ring_consumer_rescan(efa_ring_consumer_t *c) {
     __atomic_store_n(&c->seen_seq, seq, __ATOMIC_RELAXED);
 }
 
+uint32_t Inbox::sender(uint32_t r) const {
+    if (r >= geo_.nrings) {
+        return kSenderNone;
+    }
+    const uint32_t v = ring(r)->attached.load(std::memory_order_acquire);
+    return kSenderNone == v || kSenderLeft == v ? v : kSenderAttached;
+}
+
 uint64_t Inbox::waiting(uint32_t r) const {
     RingCtl *ctl = ring(r);
     return ctl->head.load(std::memory_order_acquire) - ctl->tail.load(std::memory_order_acquire);
@@ -400,12 +408,20 @@ std::unique_ptr<Outbox> Outbox::attach_fd(int fd, nlink_t links, uint32_t r, uin
     // The header stays mapped for its doorbell.
     out->hdr_map_ = hp;
     pr.bell = &static_cast<SegHeader *>(hp)->doorbell;
-    ctl->attached.store(1, std::memory_order_release);
+    // (A re-attach after an orderly leave: attached again.)
+    ctl->attached.store(kSenderAttached, std::memory_order_release);
+    out->attached_ = true;
     static_cast<SegHeader *>(hp)->attach_seq.fetch_add(1, std::memory_order_acq_rel);
     return out;
 }
 
 Outbox::~Outbox() {
+    if (map_ && attached_) {
+        // An orderly leave (a process that dies never gets here): after
+        // every frame it committed, before its process can exit, so that
+        // an owner that saw the exit finds the mark (Inbox::sender).
+        reinterpret_cast<RingCtl *>(map_)->attached.store(kSenderLeft, std::memory_order_release);
+    }
     if (map_) {
         munmap(map_, len_);
     }

@@ -10,7 +10,8 @@
 //   ring r        at ring_offset + r * ring_bytes (page aligned):
 //                   head     (cache line of its own: producer writes)
 //                   tail     (cache line of its own: consumer writes)
-//                   attached (set once by the sender)
+//                   attached (the sender's state: 0 never attached, 1
+//                            attached, 2 left in order; kSender*)
 //                   slots    nslots x slot_size: uint32 length, uint32
 //                            stamp, then the frame
 //
@@ -31,6 +32,17 @@
 // header's attach counter, and the owner rescans the attached flags when
 // the counter changes, so an idle poll reads one header word and one head
 // per attached sender.
+//
+// Leaving.  A sender that lets go of its ring in order (the outbox's
+// destructor: its component's finalize, its process closing the node
+// stack) marks it left (attached = kSenderLeft, a release store, before
+// it unmaps the ring and so before its process exits); a re-attach marks
+// it attached again.  A process that dies never marks it: the owner, once
+// it saw the sender's process exit (acquire: it reads the mark after the
+// exit, which follows the store), tells an orderly end from a death
+// (Inbox::sender, efa_node_ring_sender) even where it never sent to that
+// process and so has no outbox whose owner_closed would say.  Any nonzero
+// value is "attached" to the poll (a left ring may still hold frames).
 //
 // Trust.  The file is created exclusively (O_EXCL, O_NOFOLLOW, mode 0600):
 // a file or symbolic link planted at its name is refused and left alone.
@@ -67,11 +79,20 @@
 namespace efa::shm {
 
 constexpr uint64_t kMagic = 0x45464153484d5231ull; // "EFASHMR1"
-constexpr uint32_t kVersion = 5; // 2: slots carry stamps; 3: cookie; 4: doorbell; 5: closed
+// 2: slots carry stamps; 3: cookie; 4: doorbell; 5: closed; 6: a sender
+// marks its ring left (kSenderLeft).  A sender of 5 never does, so an owner
+// of 6 would take its orderly exit for a death: the two refuse each other
+// (-EPROTO: the pair falls back to the provider).
+constexpr uint32_t kVersion = 6;
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr size_t kRingControl = 4 * kLine; // head, tail, attached, spare
 constexpr size_t kSlotHeader = 8;          // uint32 length + uint32 stamp
+
+// RingCtl::attached: the ring's sender (EFA_NODE_SENDER_* in efa_node.h).
+constexpr uint32_t kSenderNone = 0;     // never attached
+constexpr uint32_t kSenderAttached = 1; // attached, still there (or died)
+constexpr uint32_t kSenderLeft = 2;     // let go of the ring in order
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -120,7 +141,7 @@ uint64_t random_cookie();
 struct RingCtl {
     alignas(kLine) std::atomic<uint64_t> head;     // next slot the producer fills
     alignas(kLine) std::atomic<uint64_t> tail;     // next slot the consumer reads
-    alignas(kLine) std::atomic<uint32_t> attached; // a sender has attached
+    alignas(kLine) std::atomic<uint32_t> attached; // the sender's state: kSender*
 };
 static_assert(sizeof(RingCtl) <= kRingControl);
 // The C poll (efa_ring_inline.h) knows the layout by its own constants.
@@ -180,6 +201,14 @@ class Inbox {
 
     // Frames a sender posted that the owner has not taken (tests).
     uint64_t waiting(uint32_t ring) const;
+
+    // The sender of ring r: kSenderNone (never attached, or no ring r),
+    // kSenderAttached (attached and has not left: still there, or dead),
+    // kSenderLeft (let go of the ring in order).  Read with acquire: a
+    // left mark stored before the sender's process exited is seen by a
+    // read after its exit was.  A value no sender writes (a corrupted
+    // sender) reads as attached.
+    uint32_t sender(uint32_t r) const;
 
     // Only one thread ever polls (MPI below MPI_THREAD_MULTIPLE): the
     // poll's guard then takes no locked instruction.  Set before the
@@ -270,6 +299,7 @@ class Outbox {
     uint8_t *map_ = nullptr; // the ring's control block and slots
     size_t len_ = 0;
     void *hdr_map_ = nullptr; // the segment's header page (its doorbell)
+    bool attached_ = false;   // marked attached: the destructor marks it left
     efa_ring_producer_t p_{};
 };
 

@@ -21,7 +21,14 @@
  * when a member of its communicator is lost), or under pml ob1 btl_efa's
  * watch.  With -p they wait in MPI_Probe on the victim (with -a on
  * MPI_ANY_SOURCE) before each receive: a blocking probe waits on a peer
- * as a receive does.
+ * as a receive does.  With -r the survivors only ever receive from the
+ * victim (MPI_Recv from it, which its small MPI_Isends serve): no window,
+ * no barrier, nothing a survivor sends to it, so that on one host a
+ * survivor never attaches to the victim's on-node inbox (a gather's root,
+ * a master waiting on its workers); rank 0 says "transferring" after its
+ * first rounds, and with -k the victim kills itself PL_KILL_AFTER_MS after
+ * its own (long enough for the survivors' once-a-second watch to see it
+ * attached to their inboxes).
  *
  * MPI errors return (MPI_ERRORS_RETURN on the communicator and the
  * window): a survivor whose operation fails prints
@@ -38,11 +45,12 @@
  * names the peer).  A run that goes on for -t seconds without either
  * (neither a kill nor a cut came) prints FAIL: the runner's setup failed.
  *
- * usage: peer_loss [-k] [-a] [-p] [-t SECONDS] [-s SIZE]
+ * usage: peer_loss [-k] [-a] [-p] [-r] [-t SECONDS] [-s SIZE]
  *   -k  the victim kills itself mid-transfer
  *   -a  the survivors only wait on MPI_ANY_SOURCE
  *   -p  the survivors wait in MPI_Probe (on the victim; with -a on
  *       MPI_ANY_SOURCE) before each receive
+ *   -r  the survivors only receive from the victim (never send to it)
  *   -t  give up after this long (default 600)
  *   -s  size of the blocking sends (default 4M: a rendezvous on every path)
  */
@@ -168,18 +176,46 @@ static void victim_timeout(void) {
     }
 }
 
+/* -r: the survivors only receive from the victim, which serves them as in
+ * serve_waits; with -k it kills itself PL_KILL_AFTER_MS after its warm
+ * rounds.  Returns when the limit passed. */
+static void receive_only(unsigned char *buf, int len, int victim, int kill_victim, long limit) {
+    const double t_start = MPI_Wtime();
+    double t_warm = 0;
+
+    for (long round = 0; MPI_Wtime() - t_start <= (double)limit; round++) {
+        if (round == PL_WARM_ROUNDS) {
+            t_warm = MPI_Wtime();
+            if (tu_rank == 0)
+                printf("peer_loss: transferring (%d processes, victim rank %d, the survivors "
+                       "only receive)\n",
+                       tu_size, victim);
+            fflush(stdout);
+        }
+        if (kill_victim && tu_rank == victim && round > PL_WARM_ROUNDS &&
+            (MPI_Wtime() - t_warm) * 1000 >= PL_KILL_AFTER_MS) {
+            printf("peer_loss: victim rank %d kills itself (SIGKILL) between its sends\n", tu_rank);
+            fflush(stdout);
+            raise(SIGKILL);
+        }
+        serve_waits(buf, len, victim, 0, 0);
+        if (tu_rank == victim)
+            tu_sleep_ms(20); /* (a round every 20 ms or so) */
+    }
+}
+
 int main(int argc, char **argv) {
     size_t size = 4u << 20;
     long limit = 600, round;
     double t_start;
-    int kill_victim = 0, any_source = 0, probe = 0, opt, victim;
+    int kill_victim = 0, any_source = 0, probe = 0, recv_only = 0, opt, victim;
     unsigned char *big, small[64], *winbase;
     MPI_Win win;
     MPI_Request req;
 
     victim_timeout();
     tu_init(&argc, &argv, "peer_loss");
-    while ((opt = getopt(argc, argv, "kapt:s:h")) != -1) {
+    while ((opt = getopt(argc, argv, "kaprt:s:h")) != -1) {
         switch (opt) {
         case 'k':
             kill_victim = 1;
@@ -190,6 +226,9 @@ int main(int argc, char **argv) {
         case 'p':
             probe = 1;
             break;
+        case 'r':
+            recv_only = 1;
+            break;
         case 't':
             limit = tu_parse_long(optarg);
             break;
@@ -197,9 +236,9 @@ int main(int argc, char **argv) {
             size = tu_parse_size(optarg);
             break;
         case 'h':
-            tu_usage("[-k] [-a] [-p] [-t SECONDS] [-s SIZE]", 0);
+            tu_usage("[-k] [-a] [-p] [-r] [-t SECONDS] [-s SIZE]", 0);
         default:
-            tu_usage("[-k] [-a] [-p] [-t SECONDS] [-s SIZE]", 1);
+            tu_usage("[-k] [-a] [-p] [-r] [-t SECONDS] [-s SIZE]", 1);
         }
     }
     TU_ASSERT(tu_size >= 2 && size > 0 && size <= (1u << 30), "needs 2 processes and -s 1..1G");
@@ -207,6 +246,16 @@ int main(int argc, char **argv) {
     big = tu_malloc(size);
     memset(big, 1, size);
     memset(small, 2, sizeof(small));
+    if (recv_only) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        last_ok = MPI_Wtime();
+        receive_only(small, sizeof(small), victim, kill_victim, limit);
+        printf("FAIL peer_loss: the victim was still there after %ld s (rank %d)\n", limit,
+               tu_rank);
+        fflush(stdout);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
     MPI_Win_allocate(PL_PUT_BYTES * tu_size, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &winbase, &win);
     /* from here on, errors come back to us instead of ending the job */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -14,9 +14,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "efa_node.h"
 #include "efa_ring_inline.h"
 #include "efa_shm_ring.h"
 #include "shm_ring.hpp"
+#include "shm_ring_test.hpp"
 
 namespace {
 
@@ -24,33 +26,10 @@ using efa::shm::Geometry;
 using efa::shm::Inbox;
 using efa::shm::Outbox;
 
-std::string temp_path(const char *what) {
-    return "/tmp/efa_shm_ring_test." + std::to_string(getpid()) + "." + what;
-}
-
-Geometry geo(uint32_t nrings, uint32_t nslots, uint32_t slot_size) {
-    Geometry g;
-    g.nrings = nrings;
-    g.nslots = nslots;
-    g.slot_size = slot_size;
-    return g;
-}
-
-struct Frame {
-    uint32_t ring;
-    std::vector<uint8_t> bytes;
-};
-
-std::vector<Frame> drain(Inbox &in, int budget = 1000) {
-    std::vector<Frame> got;
-    in.poll(
-        [&](uint32_t r, void *f, size_t len) {
-            auto *p = static_cast<uint8_t *>(f);
-            got.push_back({r, std::vector<uint8_t>(p, p + len)});
-        },
-        budget);
-    return got;
-}
+using shm_ring_test::drain;
+using shm_ring_test::Frame;
+using shm_ring_test::geo;
+using shm_ring_test::temp_path;
 
 // efa_ring_copy_short and efa_ring_copy: every length of a line and
 // around it, at 8 offsets of source and of destination,
