@@ -142,8 +142,8 @@ static const mca_common_efa_param_t table[] = {
              "refuses (ptrace_scope 2, containers, another user) falls back to the provider's "
              "path, reported at verbosity 1 (auto) or as an error message (cma).  Atomics and "
              "peers on other nodes always take the provider's path.  Not used with "
-             "btl_efa_rma_mode emulated.  Under Yama's ptrace_scope 1, \"auto\" and \"cma\" "
-             "let the processes of this user read and write this process "
+             "btl_efa_rma_mode emulated.  Under Yama's ptrace_scope 1, single copy or the "
+             "on-node channel lets the processes of this user read and write this process "
              "(PR_SET_PTRACER_ANY, as Open MPI's vader does)"},
     {"onnode_rma_max", MCA_BASE_VAR_TYPE_SIZE_T, C(onnode_rma_max), .def = 4096, .lo = 0,
      .hi = 1048576, .zero_ok = true, .allowed = "0 (off) to 1048576 bytes", NUMBER,

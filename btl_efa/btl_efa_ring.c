@@ -117,6 +117,9 @@ int mca_btl_efa_ring_setup(mca_btl_efa_module_t *btl, bool *wanted) {
     mca_common_efa_say_choice("btl:efa", "btl_efa on-node",
                               "on-node channel: inbox %s, %d rings of %d slots of %zu bytes", path,
                               mca_common_efa_local_size(), channel.slots, channel.slot_size);
+    /* The watch on a peer's exit and an attach through the owner's
+     * descriptor read the peer's memory as single copy does. */
+    mca_common_efa_open_to_node("btl:efa", "btl_efa on-node");
     return OPAL_SUCCESS;
 }
 

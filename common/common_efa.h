@@ -70,9 +70,11 @@ OPAL_DECLSPEC void mca_common_efa_report(efa_core_t *core);
 OPAL_DECLSPEC void mca_common_efa_say_choice(const char *prefix, const char *who, const char *fmt,
                                              ...) __opal_attribute_format__(__printf__, 3, 4);
 
-/* A component that offers single copy to the node's processes opens this
- * process to them under Yama's ptrace_scope 1 (efa_cma_open_to_node, once
- * per process) and says, as its choice, what was done.  Nothing with
+/* A component that offers single copy or on-node rings to the node's
+ * processes opens this process to them under Yama's ptrace_scope 1
+ * (efa_cma_open_to_node, once per process: their single copy, their watch
+ * on this process's exit and their attach through its inbox's descriptor
+ * read its memory) and says, as its choice, what was done.  Nothing with
  * fewer than two processes on the node. */
 OPAL_DECLSPEC void mca_common_efa_open_to_node(const char *prefix, const char *who);
 

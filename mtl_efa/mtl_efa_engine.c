@@ -127,7 +127,7 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
                                   "on-node channel off (no local rank or no directory)");
     }
     p.no_rings = !rings || mca_common_efa_local_rank() < 0 || NULL == dir;
-    if (p.single_copy && !p.no_rings) {
+    if (!p.no_rings) { /* (single copy, the watch on a peer's exit, an attach by descriptor) */
         mca_common_efa_open_to_node("mtl:efa", "mtl_efa");
     }
     if (p.no_rings && !own) {

@@ -34,7 +34,7 @@ static const mca_common_efa_param_t table[] = {
      .help = "On-node messages larger than a ring slot: \"auto\" (default) copies them once, "
              "straight out of the sender, with Linux cross-memory attach (process_vm_readv) "
              "where the kernel allows it, else streams them through the rings (under Yama's "
-             "ptrace_scope 1 each process lets its user's processes read it: "
+             "ptrace_scope 1 each process with rings lets its user's processes read it: "
              "PR_SET_PTRACER_ANY); \"none\" always streams"},
     {"matching", MCA_BASE_VAR_TYPE_STRING, P(matching), .def_str = "auto", .choices = matchings,
      .allowed = "auto, provider, own", CHOICE, .level = OPAL_INFO_LVL_4,

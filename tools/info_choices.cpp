@@ -58,7 +58,7 @@ std::string single_copy() {
                        "one user") +
            (scope == 1 ? "; Yama's ptrace_scope 1: each process lets the processes of its "
                          "user read it (PR_SET_PTRACER_ANY, as Open MPI's shared-memory "
-                         "transport does; not with single copy none)"
+                         "transport does)"
                        : "");
 }
 

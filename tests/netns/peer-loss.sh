@@ -51,13 +51,12 @@
 #   kill-recovery-node-recv  the same where the survivor only receives
 #         from the victim (peer_loss -r: no window, no barrier, nothing the
 #         survivor sends to it), so that it never attached to the victim's
-#         inbox: under pml ob1 btl_efa watches the exit of a peer that
-#         attached to its own inbox (btl_efa_watch.c); before, that
-#         survivor hung there.  The victim kills itself 3 s after its warm
-#         rounds (the watch is taken by a once-a-second sweep), so the PASS
-#         line's time, from "transferring", includes those 3 s.  On pml cm
-#         (cm-rxm, cm-own-rxm) the survivor still hangs: not a CI run
-#         there.  Not among the default scenarios
+#         inbox: both components watch the exit of a peer that attached
+#         its ring in their inbox (btl_efa_watch.c, engine_watch.cpp).
+#         The victim kills itself 3 s after its warm rounds (the watch is
+#         taken by a once-a-second sweep), so the PASS line's time, from
+#         "transferring", includes those 3 s.  Not among the default
+#         scenarios
 #   partition-probe, partition-probe-any  the same partition while the
 #         survivors wait in MPI_Probe on the victim (or on MPI_ANY_SOURCE)
 #         before each receive (peer_loss -p, -p -a): pml cm calls the MTL's

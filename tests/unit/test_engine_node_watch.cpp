@@ -296,16 +296,18 @@ TEST_F(EngineNodeWatch, APeerThatOnlySentHereIsWatched) {
     forget(from_child);
 }
 
-// One that sent here and then ended in order (it let go of its ring here,
-// and closed its inbox) is no loss.
+// One that sent here, was made by the sweep while a receive waited on it,
+// and then ended in order (it let go of its ring here, and closed its
+// inbox) is no loss.
 TEST_F(EngineNodeWatch, APeerThatOnlySentHereAndEndedIsNotLost) {
     Req first, from_child;
     ask('m');
     receive_first(first);
+    ASSERT_EQ(recv(from_child, 1, 2), 0);
+    wait(from_child, 2.3); // made, and its exit watched, while it lives
     ask('c');
     waitpid(child_, nullptr, 0);
     child_ = -1;
-    ASSERT_EQ(recv(from_child, 1, 2), 0);
     wait(from_child, 2.3);
     EXPECT_EQ(from_child.completions, 0) << "a peer that ended in order was taken for lost";
     EXPECT_EQ(cards_.exited, 0);
