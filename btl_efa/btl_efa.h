@@ -103,11 +103,9 @@ struct mca_btl_base_endpoint_t {
      * peer left one unanswered long enough to be taken back, this many
      * go by single copy before the ring is tried again (atomic). */
     volatile int32_t ring_rma_skip;
-    /* A process of another job (btl_efa_mode.c): its job agreed its own
-     * one-sided mode, so put and get take the emulated path, and atomics
-     * are refused where the two jobs' kinds could mix. */
-    bool foreign_mode;
-    bool foreign_atomics;
+    /* A process of another job (btl_efa_mode.c): its job agreed its own one-sided mode (put
+     * and get emulated; atomics refused where the two jobs' kinds could mix). */
+    bool foreign_mode, foreign_atomics;
     /* The peer's messages reach this process through the provider only (not
      * on this node, or no on-node channel between us): the core polls the
      * provider on every progress call while such a peer is known. */

@@ -66,7 +66,8 @@ void efa_cma_exit_unwatch(int fd);
  * prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY), is what Open MPI's own
  * shared-memory transport does.  Called where a component offers single
  * copy or its on-node rings (the watch on a peer's exit proves the peer's
- * pid by the same read); once per process, the first answer kept.  *scope (may be NULL): the scope read, -1 without Yama. */
+ * pid by the same read); once per process, the first answer kept.
+ * *scope (may be NULL): the scope read, -1 without Yama. */
 typedef enum {
     EFA_CMA_OPEN_NOT_NEEDED, /* no Yama, or scope 0: siblings may already */
     EFA_CMA_OPEN_DONE,       /* scope 1: opened */
