@@ -213,6 +213,22 @@ for s in json.loads(os.environ["JSON"])["sets"]:
     assert s["nics"] == ["rdmap%ds27" % int(bus, 16)] and "host bridge" in s["reason"], s
 ' 2>/dev/null
 check p4d-root-bus "8 processes on p4d should each get the NIC of their GPU's root bus (exit $RC)" $?
+# Open MPI's default above 2 processes (round-robin by package, bound to
+# the package), processes without a GPU: the runtime's bindings give each
+# its place among its package's processes, so p4d's 4 NICs serve 2 each
+# (the local rank alone gave the package's first NIC to every even rank)
+# and p5's 8 processes take 4 NICs each, all 32 once.
+sets_ok p4d.xml 8 1 2 4 --gpu none --map-by package && JSON=$OUT python3 -c '
+import json, os
+for s in json.loads(os.environ["JSON"])["sets"]:
+    assert "from the node'"'"'s bindings" in s["reason"], s
+' 2>/dev/null
+check p4d-by-package "8 processes bound to packages should use every NIC twice, said from the bindings" $?
+sets_ok p5.48xlarge.xml 8 4 1 32 --gpu none --map-by package
+check p5-by-package "8 processes bound to packages should get 4 of the 32 NICs each" $?
+run --map-by core
+[ $RC -eq 2 ] && grep -q "takes slot or package" <<<"$OUT"
+check bad-map-by "expected exit 2 and the choices for --map-by core (exit $RC)" $?
 run --topology "$topo/p5.48xlarge.xml" --gpu 8
 [ $RC -eq 2 ] && grep -q "common_efa_gpu 8: the node's accelerators are 0: 0000:12:00.0" <<<"$OUT"
 check gpu-unknown "expected exit 2 and the node's GPUs for --gpu 8 (exit $RC)" $?

@@ -144,15 +144,32 @@ bool nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::Ni
               const char *visible, Report *rep) {
     // (no memory for the bitmap: every process unbound, said)
     hwloc_bitmap_t binding = hwloc_bitmap_alloc();
+    auto bind = [&](int r) {
+        if (o.map_by_package) {
+            efa::info::bind_package(topo, r, binding);
+        } else {
+            efa::info::bind_share(topo, r, o.local_size, binding);
+        }
+    };
+    // Every process's binding, as the runtime gives them all (mpirun does).
+    std::vector<std::string> node_bindings;
+    for (int r = 0; binding && o.local_size > 1 && r < o.local_size; ++r) {
+        char *text = nullptr;
+        bind(r);
+        hwloc_bitmap_list_asprintf(&text, binding);
+        node_bindings.emplace_back(text ? text : "");
+        std::free(text);
+    }
     for (int r = 0; r < o.local_size; ++r) {
         char *text = nullptr;
         if (binding) {
-            efa::info::bind_share(topo, r, o.local_size, binding);
+            bind(r);
             hwloc_bitmap_list_asprintf(&text, binding);
         }
         std::string error;
-        efa::NicSetDecision d = efa::info::process_nic_set(cands, topo, o.gpu, visible, binding, r,
-                                                           o.local_size, o.nics_per_proc, &error);
+        efa::NicSetDecision d =
+            efa::info::process_nic_set(cands, topo, o.gpu, visible, binding, r, o.local_size,
+                                       o.nics_per_proc, node_bindings, &error);
         if (!binding) {
             d.reason += "; no memory for the binding's bitmap: taken as unbound";
         }

@@ -28,7 +28,8 @@ namespace {
         code ? stderr : stdout,
         "usage: efa-mpi-info [--provider LIST | --provider-exclude LIST] [--direct-mode]\n"
         "                    [--nic-include LIST | --nic-exclude LIST]\n"
-        "                    [--local-size N] [--nics-per-proc N] [--gpu GPU]\n"
+        "                    [--local-size N] [--map-by slot|package]\n"
+        "                    [--nics-per-proc N] [--gpu GPU]\n"
         "                    [--topology FILE.xml]\n"
         "                    [--one-node] [--json]\n"
         "       efa-mpi-info --version | --help\n"
@@ -39,6 +40,9 @@ namespace {
         "                 a pair cannot be given together\n"
         "  --local-size   processes per node for the NIC sets (1 to 1024, default 1),\n"
         "                 each bound to an equal share of the cores\n"
+        "  --map-by       slot (default: the shares above, in order) or package: process\n"
+        "                 r bound to the whole package r mod P (Open MPI's default above\n"
+        "                 2 processes); the runtime gives every binding, as mpirun does\n"
         "  --nics-per-proc  as common_efa_nics_per_proc: at most N NICs in each set\n"
         "                 (0 to 64; default its MCA parameter, else 0: the whole share)\n"
         "  --gpu          as common_efa_gpu: auto (process r of N takes accelerator r\n"
@@ -204,6 +208,14 @@ Options parse_options(int argc, char **argv) {
             given["nic_exclude"] = a;
         } else if (a == "--local-size") {
             o.local_size = number(a, value(), 1, 1024);
+        } else if (a == "--map-by") {
+            const std::string how = value();
+            if (how != "slot" && how != "package") {
+                std::fprintf(stderr, "efa-mpi-info: --map-by takes slot or package, not '%s'\n",
+                             how.c_str());
+                std::exit(2);
+            }
+            o.map_by_package = how == "package";
         } else if (a == "--nics-per-proc") {
             o.nics_per_proc = number(a, value(), 0, efa::ParamLimits::kMaxNicsPerProc);
             nics_given = true;

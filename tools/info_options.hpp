@@ -25,12 +25,13 @@ struct Options {
     std::string nic_include;      // as common_efa_nic_include
     std::string nic_exclude;
     int local_size = 1;
-    int nics_per_proc = 0;    // as common_efa_nics_per_proc; 0: the whole share
-    std::string gpu = "auto"; // as common_efa_gpu
-    int stripe_min = 262144;  // as common_efa_stripe_min (the glue's default)
-    std::string topology;     // hwloc XML; empty: this machine
-    bool one_node = false;    // a job within this node: FI_REMOTE_COMM not needed
-    bool direct_mode = false; // as common_efa_force_direct_mode
+    bool map_by_package = false; // --map-by package: round-robin by package, bound to it
+    int nics_per_proc = 0;       // as common_efa_nics_per_proc; 0: the whole share
+    std::string gpu = "auto";    // as common_efa_gpu
+    int stripe_min = 262144;     // as common_efa_stripe_min (the glue's default)
+    std::string topology;        // hwloc XML; empty: this machine
+    bool one_node = false;       // a job within this node: FI_REMOTE_COMM not needed
+    bool direct_mode = false;    // as common_efa_force_direct_mode
     // The environment's common_efa_hmem_vmm and _provider_cuda_calls
     // (EFA_SWITCH_*): where CUDA VMM memory goes depends on both.
     int hmem_vmm = EFA_SWITCH_AUTO;

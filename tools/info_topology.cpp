@@ -49,6 +49,15 @@ void bind_share(hwloc_topology_t topo, int r, int n, hwloc_bitmap_t out) {
     }
 }
 
+void bind_package(hwloc_topology_t topo, int r, hwloc_bitmap_t out) {
+    const int packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+    if (packages <= 0) {
+        hwloc_bitmap_copy(out, hwloc_topology_get_topology_cpuset(topo));
+        return;
+    }
+    hwloc_bitmap_copy(out, hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, r % packages)->cpuset);
+}
+
 hwloc_topology_t load_topology(const std::string &xml) {
     hwloc_topology_t topo = nullptr;
     if (hwloc_topology_init(&topo) != 0) {
@@ -66,7 +75,9 @@ hwloc_topology_t load_topology(const std::string &xml) {
 efa::NicSetDecision process_nic_set(const std::vector<efa::NicCandidate> &cands,
                                     hwloc_topology_t topo, const std::string &gpu_setting,
                                     const char *visible, hwloc_const_bitmap_t binding, int r,
-                                    int local_size, int nics_per_proc, std::string *error) {
+                                    int local_size, int nics_per_proc,
+                                    const std::vector<std::string> &node_bindings,
+                                    std::string *error) {
     const efa::GpuChoice gpu = efa::choose_gpu(topo, gpu_setting, visible, r, local_size, binding);
     efa::NicSetDecision d;
     if (!gpu.error.empty()) {
@@ -79,7 +90,7 @@ efa::NicSetDecision process_nic_set(const std::vector<efa::NicCandidate> &cands,
     if (d.indices.empty()) {
         // (as the core says it: why the GPU decides nothing)
         const std::string no_gpu = gpu.bus_id.empty() ? gpu.reason : d.reason;
-        d = efa::select_nic_set(cands, topo, binding, r, local_size, nics_per_proc);
+        d = efa::select_nic_set(cands, topo, binding, r, local_size, nics_per_proc, node_bindings);
         d.reason += "; " + no_gpu;
     }
     return d;
