@@ -74,8 +74,8 @@ OPAL_DECLSPEC void mca_common_efa_say_choice(const char *prefix, const char *who
  * processes opens this process to them under Yama's ptrace_scope 1
  * (efa_cma_open_to_node, once per process: their single copy, their watch
  * on this process's exit and their attach through its inbox's descriptor
- * read its memory) and says, as its choice, what was done.  Nothing with
- * fewer than two processes on the node. */
+ * read its memory) and says, as its choice, what was done (once per
+ * process).  Nothing with fewer than two processes on the node. */
 OPAL_DECLSPEC void mca_common_efa_open_to_node(const char *prefix, const char *who);
 
 /* Open MPI's accelerator framework as the core's device backend

@@ -126,11 +126,13 @@ void mca_common_efa_open_to_node(const char *prefix, const char *who) {
     if (mca_common_efa_local_size() < 2 || !efa_cma_built()) {
         return;
     }
+    static bool said = false; /* (the first component to ask, at init: one thread) */
     int scope = -1, err = 0;
     const efa_cma_open_t how = efa_cma_open_to_node(&scope, &err);
-    if (EFA_CMA_OPEN_NOT_NEEDED == how) {
-        return; /* nothing to say: siblings may read each other already */
+    if (EFA_CMA_OPEN_NOT_NEEDED == how || said) {
+        return; /* nothing to say (siblings may read each other already), or said */
     }
-    mca_common_efa_say_choice(prefix, who, "single copy: %s%s%s", efa_cma_open_said(how, scope),
+    said = true;
+    mca_common_efa_say_choice(prefix, who, "node access: %s%s%s", efa_cma_open_said(how, scope),
                               err ? ": " : "", err ? strerror(err) : "");
 }

@@ -216,8 +216,8 @@ check p4d-root-bus "8 processes on p4d should each get the NIC of their GPU's ro
 # Open MPI's default above 2 processes (round-robin by package, bound to
 # the package), processes without a GPU: the runtime's bindings give each
 # its place among its package's processes, so p4d's 4 NICs serve 2 each
-# (the local rank alone gave the package's first NIC to every even rank)
-# and p5's 8 processes take 4 NICs each, all 32 once.
+# (by local rank alone each package's 4 would share one NIC) and p5's 8
+# processes take 4 NICs each, all 32 once.
 sets_ok p4d.xml 8 1 2 4 --gpu none --map-by package && JSON=$OUT python3 -c '
 import json, os
 for s in json.loads(os.environ["JSON"])["sets"]:

@@ -58,6 +58,7 @@ struct Report {
     std::vector<std::string> why_not; // the core's messages when nothing was chosen
     std::vector<Nic> nics;
     std::string sets_on; // "this machine" or the XML file
+    std::string map_by;  // "slot" or "package" (--map-by)
     std::vector<Share> shares;
     efa::info::Choices choices;             // with the chosen provider, opened
     std::vector<std::string> open_messages; // what the core said when it did not open
@@ -249,7 +250,8 @@ void print_json(const Report &r) {
                                                ", \"pci\": " + json_str(n.pci) +
                                                ", \"near\": " + json_str(n.near) + "}";
                                     }).c_str());
-    std::printf(" \"sets_on\": %s, \"sets\": %s}\n", json_str(r.sets_on).c_str(),
+    std::printf(" \"sets_on\": %s, \"map_by\": %s, \"sets\": %s}\n", json_str(r.sets_on).c_str(),
+                json_str(r.map_by).c_str(),
                 json_list(r.shares, [&](const Share &s) {
                     return "{\"local_rank\": " + std::to_string(s.rank) +
                            ", \"binding\": " + json_str(s.binding) + ", \"nics\": " + strs(s.nics) +
@@ -294,8 +296,9 @@ void print_providers(const Report &r) {
 }
 
 void print_sets(const Report &r) {
-    std::printf("\nNIC sets on %s, %zu process(es) bound to equal shares of the cores:\n",
-                r.sets_on.c_str(), r.shares.size());
+    std::printf("\nNIC sets on %s, %zu process(es) bound to %s:\n", r.sets_on.c_str(),
+                r.shares.size(),
+                r.map_by == "package" ? "their packages in turn" : "equal shares of the cores");
     for (const auto &s : r.shares) {
         std::string n;
         for (const auto &x : s.nics) {
@@ -445,6 +448,7 @@ int recorded_sets(const Options &o, Report *r) {
     }
     const auto all = efa::info::recorded_nics(rec);
     r->sets_on = o.topology;
+    r->map_by = o.map_by_package ? "package" : "slot";
     const auto f = efa::filter_nics(all, {o.nic_include, o.nic_exclude});
     std::vector<efa::NicCandidate> recorded;
     for (size_t i : f.admitted) {
@@ -498,6 +502,7 @@ int main(int argc, char **argv) {
         rc = recorded_sets(o, &r);
     } else if (!cands.empty() && here) {
         r.sets_on = "this machine";
+        r.map_by = o.map_by_package ? "package" : "slot";
         if (!nic_sets(o, here, cands, std::getenv("CUDA_VISIBLE_DEVICES"), &r)) {
             rc = 2;
         }

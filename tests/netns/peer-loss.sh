@@ -52,7 +52,8 @@
 #         from the victim (peer_loss -r: no window, no barrier, nothing the
 #         survivor sends to it), so that it never attached to the victim's
 #         inbox: both components watch the exit of a peer that attached
-#         its ring in their inbox (btl_efa_watch.c, engine_watch.cpp).
+#         its ring in their inbox (btl_efa_watch.c; engine_watch.cpp, once
+#         a receive waits on it).
 #         The victim kills itself 3 s after its warm rounds (the watch is
 #         taken by a once-a-second sweep), so the PASS line's time, from
 #         "transferring", includes those 3 s.  Not among the default
