@@ -66,6 +66,19 @@ run --provider "tcp;ofi_rxm" --local-size 2
     grep -q "^NICs on this machine:" <<<"$OUT" && [ "$(grep -c '^  local rank [01] ' <<<"$OUT")" -eq 2 ]
 check standin-rxm "expected exit 0, the provider, its NICs and 2 NIC sets (exit $RC)" $?
 
+# The locked-memory limit (EFA pins what it registers): a finite soft
+# limit, set for the tool alone, is said with how to raise it.
+OUT=$(ulimit -S -l 64 && "$info" --provider "tcp;ofi_rxm" --json 2>/dev/null)
+JSON=$OUT python3 -c '
+import json, os
+t = json.loads(os.environ["JSON"])["locked_memory"]
+assert t.startswith("64 KiB (ulimit -l; hard limit "), t
+assert "memlock=-1" in t, t' 2>/dev/null
+check locked-memory "the JSON's locked_memory does not say 64 KiB and how to raise it" $?
+OUT=$(ulimit -S -l 64 && "$info" --provider "tcp;ofi_rxm" 2>&1)
+grep -q "^locked memory: 64 KiB (ulimit -l" <<<"$OUT"
+check locked-memory-text "the text does not say 'locked memory: 64 KiB'" $?
+
 # What the components' defaults choose with the provider, from the core
 # opened on it (the same rules: efa_core_auto_matching,
 # efa_core_atomics_usable): field=expected-prefix pairs of the JSON.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "efa_cma.h"
+#include "locked_memory.hpp"
 
 namespace efa::info {
 
@@ -70,6 +71,7 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
     c.striping_off = 0 == p.stripe_min;
     c.onnode = onnode_channel();
     c.single_copy = single_copy();
+    c.locked_memory = locked_memory_text(locked_memory());
     efa_core_set_reporters(show_help, verbose);
     int err = 0;
     efa_core_t *core = efa_core_acquire(&p, &err);
@@ -159,6 +161,7 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
 }
 
 void print_text(const Choices &c, const std::vector<std::string> &open_messages) {
+    std::printf("\nlocked memory: %s\n", c.locked_memory.c_str());
     if (!c.opened) {
         std::printf("\nthe core did not open on it: %s\n", c.not_opened.c_str());
         for (const auto &m : open_messages) {
@@ -199,6 +202,7 @@ void print_text(const Choices &c, const std::vector<std::string> &open_messages)
 }
 
 void print_json_fields(const Choices &c, std::string (*json_str)(const std::string &)) {
+    std::printf(" \"locked_memory\": %s,", json_str(c.locked_memory).c_str());
     std::printf(" \"opened\": %s, \"granted\": {\"tagged\": %s, \"rma\": %s, \"write_by\": %s, "
                 "\"read_by\": %s, \"atomics\": %s, \"atomics_by\": %s, \"mr_local\": %s, "
                 "\"inject\": %zu, \"max_msg\": %zu},\n",

@@ -15,7 +15,8 @@ namespace efa::info {
 
 struct Choices {
     bool opened = false;
-    std::string not_opened; // why the core did not open
+    std::string not_opened;    // why the core did not open
+    std::string locked_memory; // RLIMIT_MEMLOCK (locked_memory.hpp): EFA pins what it registers
     // What the provider granted on the endpoint.
     bool tagged = false, rma = false, atomics = false, mr_local = false;
     std::string write_by, read_by, atomics_by; // "device", "emulation" or "not said"

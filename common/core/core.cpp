@@ -572,26 +572,6 @@ int efa_ctx_index(const efa_ctx_t *ctx) {
     return ctx->index;
 }
 
-efa_mr_t *efa_core_mr_acquire(efa_core_t *core, const void *addr, size_t len, uint64_t access,
-                              int *err) {
-    auto *mr = reinterpret_cast<efa_mr_t *>(core->mr_cache->acquire(addr, len, access, err));
-    if (!mr) {
-        core->failures.report(core->rep, "fi_mr_reg", *err);
-    } else if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !core->rails.empty()) {
-        efa::note_rails_used(core); // peers may reach it over a rail
-    }
-    return mr;
-}
-
-void efa_core_mr_release(efa_core_t *core, efa_mr_t *mr) {
-    auto *e = reinterpret_cast<MrEntry *>(mr);
-    if (e && e->reg.device) {
-        core->dev_mr_cache->release(e);
-        return;
-    }
-    core->mr_cache->release(e);
-}
-
 void efa_core_mem_release(void *addr, size_t len) {
     g_release_gate.invalidate(addr, len); // hooks fire from free(): no lock here
 }

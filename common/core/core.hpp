@@ -167,7 +167,9 @@ struct efa_core {
     std::string nic_include_str, nic_exclude_str, gpu_str;
     efa::Reporter rep;
     efa::FailureLog failures; // failed libfabric calls, said once per kind
-    efa::CoreReport report;   // the verbose-1 report (core_report.hpp)
+    std::atomic<bool> registration_refused_said{
+        false};             // [registration-refused] (locked_memory.hpp)
+    efa::CoreReport report; // the verbose-1 report (core_report.hpp)
     efa::Selection selection;
     std::unique_ptr<efa::Nic> nic;
     // The other NICs of the process's set (rails 1..), opened beside nic

@@ -11,13 +11,14 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
+#include "locked_memory.hpp"
 #include "provider_options.hpp"
 
 namespace efa {
 
 namespace {
 int fail(const Reporter &rep, const char *call, int rc, const fi_info *info) {
-    rep.help("open-failed", call, fi_strerror(-rc), info->fabric_attr->prov_name);
+    say_open_failed(rep, call, rc, info, locked_memory());
     return rc;
 }
 
