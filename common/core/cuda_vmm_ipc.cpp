@@ -22,6 +22,7 @@ namespace {
 // cuda.h's values (the driver API is not built against: the backend takes
 // the calls from the driver Open MPI loaded).
 constexpr int kBufferId = 7;       // CU_POINTER_ATTRIBUTE_BUFFER_ID
+constexpr int kMempool = 17;       // CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
 constexpr int kPosixFd = 1;        // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 constexpr int kLocationDevice = 1; // CU_MEM_LOCATION_TYPE_DEVICE
 constexpr int kReadWrite = 3;      // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
@@ -174,11 +175,18 @@ class HeldFds {
 // false): its range, id and retained handle.  cuMemGetAddressRange names
 // one mapping of VMM memory, not the reservation around it; a range that
 // starts in another allocation (a driver naming the reservation) is
-// refused, as the buffer's offset in the allocation is then unknown.
+// refused, as the buffer's offset in the allocation is then unknown.  So
+// is memory of a stream-ordered pool (cudaMallocAsync): it lies at some
+// offset in one of the pool's chunks, which a retained handle would name
+// from its start.  (A driver that cannot say: not a pool's.)
 bool piece_at(const efa_cuda_vmm_calls_t *cu, efa_cu_ptr_t p, bool first, Piece *out) {
     unsigned long long id = 0;
     efa_cu_ptr_t base = 0;
     size_t size = 0;
+    void *pool = nullptr;
+    if (0 == cu->pointer_attribute(&pool, kMempool, p) && nullptr != pool) {
+        return false;
+    }
     if (0 != cu->pointer_attribute(&id, kBufferId, p) || 0 == id ||
         0 != cu->address_range(&base, &size, p) || p < base || p - base >= size ||
         (!first && base != p)) {

@@ -56,9 +56,9 @@ int efa_device_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
     return ops && ops->ipc_export ? ops->ipc_export(buf, len, out) : -FI_ENOSYS;
 }
 
-int efa_device_ipc_import(uint32_t pid, const efa_device_ipc_t *h, void **base) {
+int efa_device_ipc_import(uint32_t pid, const efa_device_ipc_t *h, const void *near, void **base) {
     const efa_device_ops_t *ops = g_ops.load(std::memory_order_acquire);
-    return ops && ops->ipc_import ? ops->ipc_import(pid, h, base) : -FI_ENOSYS;
+    return ops && ops->ipc_import ? ops->ipc_import(pid, h, near, base) : -FI_ENOSYS;
 }
 
 void efa_device_ipc_close(void *base) {

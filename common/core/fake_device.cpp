@@ -273,7 +273,7 @@ int fake_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out) {
     return 0;
 }
 
-int fake_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base) {
+int fake_ipc_import(uint32_t pid, const efa_device_ipc_t *in, const void *, void **base) {
     FakeHandle h;
     memcpy(&h, in->handle, sizeof(h));
     g_import_tries.fetch_add(1);
@@ -281,7 +281,7 @@ int fake_ipc_import(uint32_t pid, const efa_device_ipc_t *in, void **base) {
     if (g_one_import.load()) {
         std::lock_guard<std::mutex> guard(g_lock);
         if (g_regions.size() > own_regions()) {
-            return -FI_EBUSY; // (as CUDA's "already mapped")
+            return -FI_EALREADY; // (as CUDA's "already mapped")
         }
     }
     if (g_refuse_ipc.load() || 0 != memcmp(h.magic, kMagic, sizeof(h.magic)) || theirs < 0 ||

@@ -29,7 +29,7 @@
 // with the device's copy straight into its receive (GPU to GPU: into the
 // receive's device buffer when it has one), after importing the handle
 // once per allocation (kept per peer, the least recently used dropped
-// past kIpcKept).  Where the import or the copy fails it answers CTS and
+// past kIpcKept or kIpcKeptBytes).  Where the import or the copy fails it answers CTS and
 // the sender copies its buffer to the host in one device copy and streams
 // DATA frames from there; single copy never reads device memory.
 // Control frames (ACK, FIN, CTS) and DATA name the request they are about
@@ -222,8 +222,9 @@ constexpr uint8_t kFrameDevice = 8;
 // A DATA frame whose bytes the sender's device could not read: the
 // receive fails (its bytes are not the message's).
 constexpr uint8_t kFrameFailed = 16;
-// Device allocations of one peer kept imported.
-constexpr size_t kIpcKept = 16;
+// Device allocations of one peer kept imported, and their bytes past the latest
+constexpr size_t kIpcKept = 16; // (each holds the peer's memory, even freed, until closed)
+constexpr uint64_t kIpcKeptBytes = uint64_t{1} << 30;
 
 // What deliver() is told a frame came by: a ring (the sender's local
 // rank), or the provider, from the vpid a provider message named.
@@ -463,7 +464,7 @@ class Engine {
               const efa_device_ipc_t *ipc);
     bool pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, const RtsBody &b,
                      const efa_device_ipc_t &ipc);
-    void *ipc_base(Peer *p, const efa_device_ipc_t &ipc);
+    void *ipc_base(Peer *p, const efa_device_ipc_t &ipc, const void *near);
     // A device message to this process itself: the buffer's address in
     // place of a handle (self_ipc), read back by the receiver (self_base;
     // nullptr: not such a name).

@@ -16,10 +16,10 @@
 namespace efa::engine {
 
 // Where this process reaches peer p's device allocation 'ipc' names:
-// imported once, kept (the latest used last); nullptr where the import
-// fails, also once p's kept imports are closed (that handle is then not
+// imported once (for near, the memory it is copied to), kept (the latest
+// used last); nullptr where the import fails (that handle is then not
 // tried again while it is among the last kIpcKept refused).
-void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
+void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc, const void *near) {
     efa_device_ipc_t key = ipc;
     key.offset = 0;
     key.held = 0; // (this message's, not the allocation's: imported with it, kept without)
@@ -39,18 +39,18 @@ void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
     void *base = nullptr;
     efa_device_ipc_t import = key;
     import.held = ipc.held;
-    int rc = 0 == p->pid ? -FI_EINVAL : efa_device_ipc_import(p->pid, &import, &base);
-    if (0 != rc && 0 != p->pid && !p->ipc.empty()) {
-        // One of the peer's imports kept may be of an allocation it freed,
-        // whose address the new one took: a device may refuse to map the
-        // new one while the old stays mapped (CUDA: "already mapped").
-        // Those kept are closed (a later message imports them again) and
-        // the import asked once more.
+    int rc = 0 == p->pid ? -FI_EINVAL : efa_device_ipc_import(p->pid, &import, near, &base);
+    if (-FI_EALREADY == rc && !p->ipc.empty()) {
+        // One of the peer's imports kept is of an allocation it freed,
+        // whose address the new one took, and the device maps the new one
+        // only once the old is closed (CUDA: "already mapped").  Those kept
+        // are closed (a later message imports them again) and the import
+        // asked once more.  (Any other refusal leaves them be.)
         for (const IpcMap &m : p->ipc) {
             efa_device_ipc_close(m.base);
         }
         p->ipc.clear();
-        rc = efa_device_ipc_import(p->pid, &import, &base);
+        rc = efa_device_ipc_import(p->pid, &import, near, &base);
     }
     if (0 != rc) {
         if (p->ipc_refused.size() >= kIpcKept) {
@@ -59,11 +59,16 @@ void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc) {
         p->ipc_refused.push_back(key);
         return nullptr;
     }
-    if (p->ipc.size() >= kIpcKept) {
+    p->ipc.push_back(IpcMap{key, base});
+    uint64_t kept = 0; // (past the latest)
+    for (size_t i = 0; i + 1 < p->ipc.size(); ++i) {
+        kept += p->ipc[i].key.alloc_len;
+    }
+    while (p->ipc.size() > 1 && (p->ipc.size() > kIpcKept || kept > kIpcKeptBytes)) {
+        kept -= p->ipc.front().key.alloc_len;
         efa_device_ipc_close(p->ipc.front().base);
         p->ipc.erase(p->ipc.begin());
     }
-    p->ipc.push_back(IpcMap{key, base});
     return base;
 }
 
@@ -165,11 +170,11 @@ bool Engine::pull_device(Peer *p, efa_engine_req_t *req, const FrameHdr &h, cons
         return false; // no handle (alloc_len 0), or one that does not hold the message
     }
     if (n > 0) {
-        void *base = p->vpid == params_.my_vpid ? self_base(ipc) : ipc_base(p, ipc);
+        void *dst = req->device_buf ? req->device_buf : req->buf;
+        void *base = p->vpid == params_.my_vpid ? self_base(ipc) : ipc_base(p, ipc, dst);
         if (nullptr == base) {
             return false;
         }
-        void *dst = req->device_buf ? req->device_buf : req->buf;
         if (0 != efa_device_copy(dst, static_cast<const uint8_t *>(base) + ipc.offset, n)) {
             ipc_forget(p, base);
             return false;

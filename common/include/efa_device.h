@@ -87,8 +87,13 @@ typedef struct efa_device_ops {
      * buf + len): its handle, length and buf's offset in it. */
     int (*ipc_export)(const void *buf, size_t len, efa_device_ipc_t *out);
     /* Map the allocation another process (pid) exported: *base is where
-     * this process reaches it with copy, until ipc_close(*base). */
-    int (*ipc_import)(uint32_t pid, const efa_device_ipc_t *h, void **base);
+     * this process reaches it with copy, until ipc_close(*base).  near:
+     * the memory it will be copied to or from (a thread without a current
+     * device context takes near's).  -FI_EALREADY: the device maps an
+     * allocation once per process and has it mapped already (CUDA: a kept
+     * import of a freed allocation at the same address); other errors:
+     * refused. */
+    int (*ipc_import)(uint32_t pid, const efa_device_ipc_t *h, const void *near, void **base);
     void (*ipc_close)(void *base);
     /* The exporter lets go of what an export held for one message
      * (efa_device_ipc_t.held, not 0) once the peer is done with it: it
@@ -135,7 +140,7 @@ void efa_device_release(void *buf);
  * ipc_*); the calls below return -FI_ENOSYS where it does not. */
 bool efa_device_ipc_on(void);
 int efa_device_ipc_export(const void *buf, size_t len, efa_device_ipc_t *out);
-int efa_device_ipc_import(uint32_t pid, const efa_device_ipc_t *h, void **base);
+int efa_device_ipc_import(uint32_t pid, const efa_device_ipc_t *h, const void *near, void **base);
 void efa_device_ipc_close(void *base);
 void efa_device_ipc_release(uint64_t held);
 /* For backends and the on-node inboxes: a duplicate of descriptor fd of

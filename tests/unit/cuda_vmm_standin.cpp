@@ -27,6 +27,10 @@ int pointer_attribute(void *data, int attribute, efa_cu_ptr_t ptr) {
     efa_cu_ptr_t base = 0;
     efa_cu_handle_t h = 0;
     const Alloc *a = alloc_at(ptr, &base, &h);
+    if (17 == attribute && nullptr != a && d.mempool_attribute) {
+        *static_cast<void **>(data) = a->pool;
+        return 0;
+    }
     if (7 != attribute || nullptr == a) {
         return 1;
     }

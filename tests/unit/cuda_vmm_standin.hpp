@@ -23,7 +23,8 @@ struct Alloc {
     int memfd;
     size_t size;
     uint64_t buffer_id;
-    bool posix_fd; // made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    bool posix_fd;        // made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    void *pool = nullptr; // CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE (a pool's chunk)
 };
 
 // What the stand-in driver holds and was asked.
@@ -47,6 +48,7 @@ struct Driver {
     int maps_before_failing = -1; // (-1: map never fails on its own)
     int accesses_before_failing = -1;
     int unmaps = 0, frees = 0;
+    bool mempool_attribute = true; // answers CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE (CUDA 11.2+)
 };
 
 extern Driver d;

@@ -5,8 +5,8 @@
 // retained handle is released; a failed import leaves nothing mapped,
 // reserved or open; a buffer over several allocations side by side is
 // mapped so at the receiver, under a name that changes with any of them;
-// and memory that is not exportable VMM allocations without gaps is
-// refused.  The notes of buffers over several allocations:
+// and memory that is not exportable VMM allocations without gaps, or is a
+// pool's, is refused.  The notes of buffers over several allocations:
 // test_cuda_vmm_notes.cpp.
 #include <gtest/gtest.h>
 
@@ -127,6 +127,31 @@ TEST_F(CudaVmmIpc, MemoryThatIsNotOneExportableAllocationIsRefused) {
     d.reservation_size = 3 * kMiB2;
     EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa + kMiB2 + 64), 64, &out));
     EXPECT_EQ(0u, out.held);
+}
+
+// Memory of an exportable stream-ordered pool lies at some offset in one
+// of the pool's chunks, which its retained handle names from the start:
+// refused (it streams), never mapped from the chunk's first byte.  A
+// driver that cannot say whose pool memory is (before CUDA 11.2) leaves
+// plain VMM memory exportable.
+TEST_F(CudaVmmIpc, PoolMemoryIsRefused) {
+    int pool_handle = 0;
+    const efa_cu_handle_t pooled = make(kVa, kMiB2, 77);
+    d.allocs.at(pooled).pool = &pool_handle;
+    make(kVa + 2 * kMiB2, kMiB2, 78);
+    efa_device_ipc_t out{};
+    const int fds = open_fds();
+    EXPECT_EQ(-FI_EINVAL, efa_cuda_vmm_export(&kCalls, at(kVa + 4096), 64, &out));
+    EXPECT_EQ(0u, out.held);
+    EXPECT_EQ(fds, open_fds()) << "a refused export left a descriptor open";
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa + 2 * kMiB2), 64, &out))
+        << "memory of no pool";
+    efa_cuda_vmm_release(out.held);
+    d.mempool_attribute = false;
+    d.allocs.at(pooled).pool = nullptr;
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa), 64, &out))
+        << "a driver without the attribute";
+    efa_cuda_vmm_release(out.held);
 }
 
 // PyTorch's expandable segments map allocations side by side in one

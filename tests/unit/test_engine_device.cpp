@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "efa_device.h"
@@ -217,6 +218,44 @@ TEST_F(EngineDeviceTest, AnImportRefusedBesideKeptOnesIsAskedAgainAlone) {
                    true); // another allocation: refused beside it at first
     EXPECT_EQ(imports + 2, efa_fake_device_imports());
     EXPECT_EQ(1u, efa_fake_device_imported()) << "the first import still open";
+}
+
+// Only "already mapped" closes the peer's kept imports: another refusal
+// streams that message and leaves them mapped.
+TEST_F(EngineDeviceTest, AnotherRefusalLeavesTheKeptImports) {
+    open();
+    device_message(20000, 20000, true, true, true); // imported, kept
+    ASSERT_EQ(1u, efa_fake_device_imported());
+    efa_fake_device_refuse_ipc(true);
+    device_message(20000, 20000, true, true, false); // another allocation: refused, streamed
+    EXPECT_EQ(1u, efa_fake_device_imported()) << "a kept import closed for a refusal";
+}
+
+// A kept import holds the peer's allocation even after the peer freed it,
+// so past the latest at most kIpcKeptBytes of them stay: the third of
+// three 600 MiB allocations closes the first.  (The fake's memory is
+// sparse: only the messages' bytes are touched.)
+TEST_F(EngineDeviceTest, KeptImportsAreBoundedInBytes) {
+    open();
+    constexpr size_t kBig = size_t{600} << 20;
+    const auto data = pattern(4096, 7);
+    std::vector<std::unique_ptr<DeviceBuf>> bufs;
+    for (int i = 0; i < 3; ++i) {
+        bufs.push_back(std::make_unique<DeviceBuf>(kBig));
+        bufs.back()->fill(data);
+        std::vector<uint8_t> host(4096);
+        Req s, r;
+        ASSERT_EQ(0, post(b, r, host.data(), host.size(), 3, 0, 4));
+        s.on.complete = on_complete;
+        ASSERT_LE(0, efa_engine_send_device(a, 1, 3, 0, 4, bufs.back()->get(), 4096, false, &s.on));
+        ASSERT_TRUE(until([&] { return 1 == r.completions && 1 == s.completions; }));
+        EXPECT_EQ(data, host);
+        EXPECT_EQ(i < 2 ? size_t(i + 1) : size_t(2), efa_fake_device_imported())
+            << "after message " << i;
+    }
+    efa_engine_stats_t st{};
+    efa_engine_get_stats(b, &st);
+    EXPECT_EQ(3u, st.device_ipc) << "every message device to device";
 }
 
 TEST_F(EngineDeviceTest, ARefusedImportStreamsThroughTheRings) {
