@@ -56,7 +56,7 @@ bool efa_cma_exited(int fd);
 void efa_cma_exit_unwatch(int fd);
 /* Why a process of this node that exited is lost, as the core's
  * peer-unreachable message says it (efa_core_peer_lost). */
-#define EFA_CMA_EXITED_WHY "its process on this node exited (without closing its inbox)"
+#define EFA_CMA_EXITED_WHY "its process on this node exited without ending in order (MPI_Finalize)"
 
 /* Yama's ptrace_scope 1 (Ubuntu's default) lets a process read the memory
  * of its own descendants only: the ranks of a node, siblings under the
