@@ -28,6 +28,10 @@
 
 /* Device memory behind a convertor (not sent in place): 5.0 says accelerator. */
 #define MCA_BTL_EFA_CONVERTOR_DEVICE CONVERTOR_ACCELERATOR
+/* btl_flags of device puts and gets, and of asynchronous device copies. */
+#define MCA_BTL_EFA_FLAGS_DEVICE_RDMA MCA_BTL_FLAGS_ACCELERATOR_RDMA
+#define MCA_BTL_EFA_FLAGS_DEVICE_ASYNC                                                             \
+    (MCA_BTL_FLAGS_ACCELERATOR_COPY_ASYNC_SEND | MCA_BTL_FLAGS_ACCELERATOR_COPY_ASYNC_RECV)
 
 /* 5.0 exports a component's structure with the plain DECLSPEC. */
 #ifndef OPAL_MODULE_DECLSPEC
@@ -74,6 +78,9 @@ static inline void mca_btl_efa_deliver_am_des(mca_btl_base_module_t *btl,
 #include "opal/threads/mutex.h"
 
 #define MCA_BTL_EFA_CONVERTOR_DEVICE CONVERTOR_CUDA
+#define MCA_BTL_EFA_FLAGS_DEVICE_RDMA MCA_BTL_FLAGS_CUDA_RDMA
+#define MCA_BTL_EFA_FLAGS_DEVICE_ASYNC                                                             \
+    (MCA_BTL_FLAGS_CUDA_COPY_ASYNC_SEND | MCA_BTL_FLAGS_CUDA_COPY_ASYNC_RECV)
 #define MCA_BTL_EFA_VERSION_FLAGS 0 /* 4.1 has no remote-completion flag */
 #define MCA_BTL_EFA_BASE_VERSION MCA_BTL_BASE_VERSION_3_1_0
 

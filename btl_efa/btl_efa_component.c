@@ -558,6 +558,20 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
                             "windows in device memory, pml/ob1 reads of device messages)");
     }
 #endif
+    /* Flags the user set that no path here honors: device puts and gets
+     * without a device backend (ob1 and osc/rdma would hand this BTL device
+     * memory it would take for host memory), and asynchronous device copies
+     * (ob1 would let a fragment go before its copy finished: this BTL never
+     * waits for one). */
+    const uint32_t dropped =
+        mca_btl_efa_module.super.btl_flags &
+        (MCA_BTL_EFA_FLAGS_DEVICE_ASYNC | (efa_device_on ? 0 : MCA_BTL_EFA_FLAGS_DEVICE_RDMA));
+    if (0 != dropped) {
+        mca_btl_efa_module.super.btl_flags &= ~dropped;
+        opal_output_verbose(
+            1, mca_common_efa_output, "btl:efa: btl_efa_flags: 0x%x dropped (%s)", dropped,
+            efa_device_on ? "asynchronous device copies" : "device memory: no device backend here");
+    }
     if (NULL != mca_btl_efa_module.ring.node) {
         /* Peers of this node ring it after sending here by the provider
          * (fragments larger than a slot, one-sided operations): the paced

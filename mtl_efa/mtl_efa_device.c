@@ -220,9 +220,14 @@ bool ompi_mtl_efa_device_by_ipc(struct ompi_communicator_t *comm, int dest,
      * each time, which a peer would import each time; staged instead) */
     /* (to itself too, through its own ring, where the channel is up: the
      * engine names the buffer itself, no handle) */
-    return ompi_mtl_efa.device_ipc && !free_buffer && 0 != length &&
-           NULL != ompi_mtl_efa.peer_onnode && ompi_mtl_efa_use_engine(comm, dest) &&
-           ompi_mtl_efa_ring_peer(comm, dest) && on_device(convertor, buffer, length);
+    /* (a message the slots hold goes eager through the host: by IPC it
+     * would be a rendezvous, waiting for its receive, and a program that
+     * sends small messages before it receives would hang where host
+     * buffers do not; so do all where the slots cannot hold the RTS) */
+    return ompi_mtl_efa.device_ipc && !free_buffer && NULL != ompi_mtl_efa.peer_onnode &&
+           ompi_mtl_efa_use_engine(comm, dest) && ompi_mtl_efa_ring_peer(comm, dest) &&
+           length >= efa_engine_node_device_min(ompi_mtl_efa.engine) &&
+           on_device(convertor, buffer, length);
 }
 
 /* Is a request's buffer device memory?  The fake's memory is asked of

@@ -364,6 +364,9 @@ expect_output device-rdma-decides "btl:efa: put executed by the target \(the pro
 expect_output device-rdma-all-emulated "btl:efa: put executed by the target \(the provider would emulate it: no device RDMA\), get executed by the target \(the provider would emulate it" \
     "${ob1rxm[@]}" --mca common_efa_force_emulated read,write,atomics
 expect_output device-rdma-unknown-keeps-native "btl:efa: put native \(provider RMA\), get native \(provider RMA\)" "${ob1rxm[@]}"
+# btl_efa_flags asking device puts/gets (no backend here), async device copies: dropped, said
+expect_output flags-device-dropped "btl:efa: btl_efa_flags: 0x3c00 dropped \(device memory: no device backend here\)" \
+    "${ob1rxm[@]}" --mca btl_efa_flags 0x3c0f
 # btl_efa's eager limit: 16 KiB on one node and on tcp;ofi_rxm; between
 # nodes on udp;ofi_rxd every fragment up to max_send_size goes eager
 # (docs/PERFORMANCE.md, "ob1 + btl_efa at 16 KiB"), unless the user set the limit.

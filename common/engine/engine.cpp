@@ -498,6 +498,10 @@ void efa_engine_net_limits(const efa_engine_t *e, size_t *eager, size_t *coalesc
     e->engine->net_limits(eager, coalesce);
 }
 
+size_t efa_engine_node_device_min(const efa_engine_t *e) {
+    return e->engine->node_device_min();
+}
+
 uint64_t efa_engine_dropped(const efa_engine_t *e) {
     return e->engine->dropped();
 }

@@ -24,7 +24,7 @@
 //               copies into the receive buffer.  The send completes on FIN
 //               or when its last DATA frame is written.
 // Device memory (efa_device.h).  A send from a device buffer to a peer of
-// this node is always a rendezvous, whatever its size: its RTS carries the
+// this node (above efa_engine_node_device_min) is a rendezvous: its RTS carries the
 // device's IPC handle of the buffer, and the receiver copies the bytes
 // with the device's copy straight into its receive (GPU to GPU: into the
 // receive's device buffer when it has one), after importing the handle
@@ -289,7 +289,7 @@ class Engine {
         return __atomic_load_n(&stats.dropped, __ATOMIC_RELAXED) +
                (poll_inbox_ ? poll_inbox_->dropped() : 0) + order_.dropped();
     }
-    size_t eager_max() const { return eager_max_; }
+    size_t node_device_min() const; // (efa_engine_node_device_min)
     // The provider's eager and packing limits as they apply (its largest
     // message caps what the parameters asked); both 0 without it.
     void net_limits(size_t *eager, size_t *coalesce) const;

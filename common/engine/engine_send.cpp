@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include <rdma/fi_errno.h>
@@ -237,6 +238,10 @@ void Engine::flush_all() {
 
 // kDevice: buf is device memory (efa_engine_send_device); a host send
 // pays nothing for device sends but the store of req->device.
+size_t Engine::node_device_min() const {
+    return sizeof(RtsBody) + sizeof(efa_device_ipc_t) > eager_max_ ? SIZE_MAX : eager_max_ + 1;
+}
+
 // kDevice with req->net_mr set: a device send to another node, read from
 // that registration (efa_engine_send_device_read).
 template <bool kDevice>

@@ -227,7 +227,8 @@ void efa_engine_my_card(const efa_engine_t *e, efa_engine_card_t *out);
 int efa_engine_send(efa_engine_t *e, uint32_t peer, uint32_t cid, int32_t src, int32_t tag,
                     const void *buf, size_t len, bool sync, efa_engine_req_t *req);
 /* The same from device memory (efa_device.h), to a process of this node
- * only (-FI_EOPNOTSUPP otherwise): a rendezvous whatever its size, whose
+ * only, by slots its RTS fits (-FI_EOPNOTSUPP otherwise; mtl_efa gives it
+ * messages of efa_engine_node_device_min or more): a rendezvous whatever its size, whose
  * bytes the receiver copies with the device's copy after importing the
  * buffer's IPC handle, or that streams through the rings, read with the
  * device's copy, where it cannot (engine.hpp). */
@@ -386,6 +387,13 @@ void efa_engine_get_stats(const efa_engine_t *e, efa_engine_stats_t *out);
  * the provider's largest message caps what the parameters asked (0, 0
  * without the provider). */
 void efa_engine_net_limits(const efa_engine_t *e, size_t *eager, size_t *coalesce);
+/* The smallest device message to a process of this node that
+ * efa_engine_send_device takes: one above the largest that goes eager
+ * (copied into its frame, complete without its receive), so that a small
+ * device message staged through the host never waits for its receive
+ * where a host one would not; SIZE_MAX where the node's slots cannot hold
+ * the RTS with the IPC handle (common_efa_onnode_slot_size set small). */
+size_t efa_engine_node_device_min(const efa_engine_t *e);
 /* stats.dropped alone (cheap enough for every progress call). */
 uint64_t efa_engine_dropped(const efa_engine_t *e);
 

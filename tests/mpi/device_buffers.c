@@ -22,6 +22,9 @@
  *   - a device receive cancelled (MPI_Cancel) is reported cancelled,
  *   - device to device to the process itself (MPI_Isend/MPI_Irecv on its
  *     own rank), small and large,
+ *   - small device messages sent (MPI_Send) before their receives, to
+ *     itself and both ways in a pair: they must not wait for the receive,
+
  * and at the end every fake allocation is freed (none left behind).
  *
  * Options: -s MAX (default 4M); -P: no MPI_Mprobe (ofi_rxd claims another
@@ -39,84 +42,11 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
-#include <dlfcn.h>
-#include <link.h>
+#include "fake_device.h"
 
-typedef struct {
-    const char *name;
-    int (*check)(const void *, size_t);
-    int (*copy)(void *, const void *, size_t);
-    void (*release)(void *);
-} dev_ops_t;
-
-static void *(*dev_alloc)(size_t);
-static void (*dev_free)(void *);
-static size_t (*dev_live)(void);
-static const dev_ops_t *dev;
 static int no_mprobe;     /* -P */
 static size_t window_min; /* -m */
 
-static int find_common(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    if (strstr(info->dlpi_name, "libmca_common_efa.so")) {
-        snprintf((char *)data, 4096, "%s", info->dlpi_name);
-        return 1;
-    }
-    return 0;
-}
-
-/* The fake device of the loaded core (libmca_common_efa). */
-static void open_fake(void) {
-    char path[4096] = "";
-    dl_iterate_phdr(find_common, path);
-    TU_ASSERT(path[0], "libmca_common_efa is not loaded (run under pml cm + mtl_efa)");
-    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    TU_ASSERT(lib, "dlopen %s: %s", path, dlerror());
-    const dev_ops_t *(*ops)(void) = (const dev_ops_t *(*)(void))dlsym(lib, "efa_fake_device_ops");
-    const char *(*name)(void) = (const char *(*)(void))dlsym(lib, "efa_device_name");
-    dev_alloc = (void *(*)(size_t))dlsym(lib, "efa_fake_device_alloc");
-    dev_free = (void (*)(void *))dlsym(lib, "efa_fake_device_free");
-    dev_live = (size_t(*)(void))dlsym(lib, "efa_fake_device_live");
-    TU_ASSERT(ops && name && dev_alloc && dev_free && dev_live, "no fake device in %s", path);
-    const char *installed = name();
-    TU_ASSERT(installed && 0 == strcmp(installed, "fake"),
-              "the core's device is %s, not the fake (--mca common_efa_debug_fake_device 1)",
-              installed ? installed : "none");
-    dev = ops();
-}
-
-/* Device memory of len bytes plus a guard of 64 (len 0: one byte). */
-#define GUARD 64
-static void *dalloc(size_t len) {
-    void *p = dev_alloc(len + GUARD);
-    TU_ASSERT(p, "fake device allocation of %zu bytes failed", len + GUARD);
-    TU_ASSERT(dev->check(p, len + GUARD) > 0, "fake memory not device memory");
-    return p;
-}
-
-/* Fill device memory with the pattern of seed (through a host copy). */
-static void dfill(void *d, size_t len, uint64_t seed) {
-    unsigned char *h = tu_malloc(len + GUARD);
-    tu_fill(h, len, seed);
-    memset(h + len, TU_POISON, GUARD);
-    TU_ASSERT(0 == dev->copy(d, h, len + GUARD), "fake copy to the device failed");
-    free(h);
-}
-
-/* Check n bytes of device memory against seed, and its guard after len. */
-static void dverify(const void *d, size_t n, size_t len, uint64_t seed, const char *what) {
-    unsigned char *h = tu_malloc(len + GUARD);
-    TU_ASSERT(0 == dev->copy(h, d, len + GUARD), "fake copy from the device failed");
-    tu_verify(h, n, seed, what);
-    for (size_t i = len; i < len + GUARD; ++i) {
-        TU_ASSERT(TU_POISON == h[i], "%s: byte %zu past the %zu-byte buffer written", what, i - len,
-                  len);
-    }
-    free(h);
-}
-
-/* Device to device to this process itself: the receive posted first, then
- * after the send (unexpected), each checked with its guard. */
 static void self_sizes(size_t len) {
     for (int posted_first = 1; posted_first >= 0; --posted_first) {
         const uint64_t seed = tu_seed(0x5e1f, (uint64_t)tu_rank, len, (uint64_t)posted_first);
@@ -139,6 +69,33 @@ static void self_sizes(size_t len) {
         TU_ASSERT((size_t)count == len && st.MPI_SOURCE == tu_rank, "to itself: count %d source %d",
                   count, st.MPI_SOURCE);
         dverify(dst, len, len, seed, "device message to itself");
+        dev_free(src);
+        dev_free(dst);
+    }
+}
+
+/* Small device messages sent before their receives are posted, blocking:
+ * to itself, then both of a pair to each other.  Host buffers of these
+ * sizes go eager (MPI calls it unsafe, programs do it); device ones must
+ * too, never waiting for their receive. */
+static void send_first(int peer) {
+    static const size_t sizes[] = {1, 1000};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        const size_t len = sizes[i];
+        const uint64_t seed = tu_seed(0x5e2f, (uint64_t)tu_rank, len, 0);
+        void *src = dalloc(len), *dst = dalloc(len);
+        dfill(src, len, seed);
+        dfill(dst, len, seed ^ 1); /* (and its guard) */
+        MPI_Send(src, (int)len, MPI_BYTE, tu_rank, 41, MPI_COMM_WORLD);
+        MPI_Recv(dst, (int)len, MPI_BYTE, tu_rank, 41, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        dverify(dst, len, len, seed, "device message to itself sent first");
+        if (peer >= 0) {
+            const uint64_t theirs = tu_seed(0x5e2f, (uint64_t)peer, len, 1);
+            dfill(src, len, tu_seed(0x5e2f, (uint64_t)tu_rank, len, 1));
+            MPI_Send(src, (int)len, MPI_BYTE, peer, 42, MPI_COMM_WORLD);
+            MPI_Recv(dst, (int)len, MPI_BYTE, peer, 42, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            dverify(dst, len, len, theirs, "device message sent first both ways");
+        }
         dev_free(src);
         dev_free(dst);
     }
@@ -581,6 +538,7 @@ int main(int argc, char **argv) {
         pair_truncate(peer, max < (1u << 20) ? max : (1u << 20));
     }
     cancel_recv();
+    send_first(peer);
     self_sizes(1);
     self_sizes(max < (1u << 20) ? max : (1u << 20));
     MPI_Barrier(MPI_COMM_WORLD);

@@ -5,6 +5,7 @@
 // bytes stream through the rings, read with the device's copy.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -218,6 +219,28 @@ TEST_F(EngineDeviceTest, AnImportRefusedBesideKeptOnesIsAskedAgainAlone) {
                    true); // another allocation: refused beside it at first
     EXPECT_EQ(imports + 2, efa_fake_device_imports());
     EXPECT_EQ(1u, efa_fake_device_imported()) << "the first import still open";
+}
+
+// mtl_efa gives the engine only device messages above those that go
+// eager (efa_engine_node_device_min: a small one staged through the host
+// never waits for its receive), and none where the slots cannot hold the
+// RTS with its IPC handle.
+TEST_F(EngineDeviceTest, DeviceMessagesByIpcStartAboveTheEagerSize) {
+    open();
+    const size_t min = efa_engine_node_device_min(a);
+    EXPECT_GT(min, size_t(slot_size) / 2);
+    EXPECT_LE(min, size_t(slot_size));
+    EXPECT_EQ(min, efa_engine_node_device_min(b));
+    device_message(min, min, true, true, true);
+}
+
+TEST_F(EngineDeviceTest, SlotsTooSmallForTheRtsTakeNoDeviceMessage) {
+    slot_size = 128;
+    open();
+    EXPECT_EQ(SIZE_MAX, efa_engine_node_device_min(a));
+    Req s;
+    DeviceBuf src(4096);
+    EXPECT_EQ(-FI_EOPNOTSUPP, efa_engine_send_device(a, 1, 3, 0, 9, src.get(), 4096, false, &s.on));
 }
 
 // Only "already mapped" closes the peer's kept imports: another refusal
