@@ -8,11 +8,51 @@
 #include "btl_efa_mode.h"
 #include "efa_tsan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <rdma/fi_errno.h>
 
 #include "opal/util/output.h"
+#include "opal/util/proc.h"
+
+#if OPAL_MAJOR_VERSION < 5
+#include <dlfcn.h>
+
+/* Open MPI 4.1 gives this BTL no device backend, so nothing here could
+ * reach device memory but with the CPU or the kernel, and its osc/rdma
+ * asks nothing before it creates a window: a window in device memory is
+ * refused here, with a message, rather than crash its owner when a put,
+ * a get or an atomic on it is executed there.  Which memory is a GPU's,
+ * 4.1 built with CUDA says (opal_cuda_check_bufs, false until its CUDA
+ * support is on); looked up when first needed, so that a build without it
+ * (or one that does not export it) loads and checks nothing. */
+static bool device_refused_41(void *addr, size_t size) {
+    typedef bool (*check_fn)(char *, char *);
+    static check_fn check;
+    static bool looked = false;
+    if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&check, (check_fn)dlsym(RTLD_DEFAULT, "opal_cuda_check_bufs"),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&looked, true, __ATOMIC_RELEASE);
+    }
+    const check_fn f = __atomic_load_n(&check, __ATOMIC_RELAXED);
+    if (NULL == f || 0 == size || !f((char *)addr, (char *)addr)) {
+        return false;
+    }
+    static bool said = false;
+    if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
+        char what[64];
+        snprintf(what, sizeof(what), "%zu bytes at %p", size, addr);
+        mca_common_efa_show_help("help-btl-efa.txt", "device-memory-41", false,
+                                 opal_process_info.nodename, what);
+    }
+    return true;
+}
+#define MCA_BTL_EFA_DEVICE_REFUSED(addr, size) device_refused_41(addr, size)
+#else
+#define MCA_BTL_EFA_DEVICE_REFUSED(addr, size) false
+#endif
 
 /* The libfabric access a registration needs for the BTL flags it was
  * asked with.  Every registration may be the local source of a write (and
@@ -62,6 +102,9 @@ mca_btl_efa_register_mem(struct mca_btl_base_module_t *base,
                          uint32_t flags) {
     mca_btl_efa_module_t *btl = (mca_btl_efa_module_t *)base;
     (void)endpoint;
+    if (OPAL_UNLIKELY(MCA_BTL_EFA_DEVICE_REFUSED(addr, size))) {
+        return NULL;
+    }
     /* The single copy, the rings' copies and a provider asked for host
      * memory would all touch device memory with the CPU or the kernel. */
     const bool device = OPAL_UNLIKELY(efa_device_on) && efa_device_check(addr, size);
