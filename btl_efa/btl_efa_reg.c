@@ -10,9 +10,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <rdma/fi_errno.h>
 
+#include "opal/datatype/opal_convertor.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 
@@ -20,24 +22,29 @@
 #include <dlfcn.h>
 
 /* Open MPI 4.1 gives this BTL no device backend, so nothing here could
- * reach device memory but with the CPU or the kernel, and its osc/rdma
- * asks nothing before it creates a window: a window in device memory is
- * refused here, with a message, rather than crash its owner when a put,
- * a get or an atomic on it is executed there.  Which memory is a GPU's,
- * 4.1 built with CUDA says (opal_cuda_check_bufs, false until its CUDA
- * support is on); looked up when first needed, so that a build without it
- * (or one that does not export it) loads and checks nothing. */
+ * reach device memory but with the CPU or the kernel.  4.1's osc/rdma
+ * leaves MPI_Win_create over GPU memory to osc/pt2pt, but attaches GPU
+ * memory to a dynamic window (MPI_Win_attach) through this BTL: refused
+ * here, with a message, rather than crash its owner when a put, a get or
+ * an atomic on it is executed there.  Which memory is a GPU's, 4.1 built
+ * with CUDA says (opal_cuda_check_one_buf, false until its CUDA support is
+ * on; managed memory, which the CPU reaches, is flagged unified and taken
+ * as host memory, as the convertor takes it); looked up when first needed,
+ * so that a build without it loads and checks nothing. */
 static bool device_refused_41(void *addr, size_t size) {
-    typedef bool (*check_fn)(char *, char *);
+    typedef bool (*check_fn)(char *, opal_convertor_t *);
     static check_fn check;
     static bool looked = false;
     if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-        __atomic_store_n(&check, (check_fn)dlsym(RTLD_DEFAULT, "opal_cuda_check_bufs"),
+        __atomic_store_n(&check, (check_fn)dlsym(RTLD_DEFAULT, "opal_cuda_check_one_buf"),
                          __ATOMIC_RELAXED);
         __atomic_store_n(&looked, true, __ATOMIC_RELEASE);
     }
     const check_fn f = __atomic_load_n(&check, __ATOMIC_RELAXED);
-    if (NULL == f || 0 == size || !f((char *)addr, (char *)addr)) {
+    opal_convertor_t conv; /* (only its flags are written: the unified-memory mark) */
+    memset(&conv, 0, sizeof(conv));
+    if (NULL == f || 0 == size || !f((char *)addr, &conv) ||
+        0 != (conv.flags & CONVERTOR_CUDA_UNIFIED)) {
         return false;
     }
     static bool said = false;

@@ -51,15 +51,19 @@ static bool same_in_every_process(const char *topic) {
  * here and written to stderr, whose forwarding mpirun flushes.  One copy
  * of a configuration mistake is enough: local rank 0 says it at once; the
  * others wait, and speak only if the job is still alive a second later
- * (local rank 0 was slow or did not get this far).
+ * (local rank 0 was slow or did not get this far).  A topic said while the
+ * job goes on (a registration refused for room: its caller may hold the
+ * engine's lock) does not wait.
  */
-static void emit_help(char *text) {
+static void emit_help(char *text, bool job_ends) {
     if (text) {
         fputs(text, stderr);
         fflush(stderr);
         free(text);
     }
-    usleep(300 * 1000); /* let stderr reach mpirun before the job is torn down */
+    if (job_ends) {
+        usleep(300 * 1000); /* let stderr reach mpirun before the job is torn down */
+    }
 }
 
 void mca_common_efa_core_help(const char *topic, const char *a1, const char *a2, const char *a3) {
@@ -67,7 +71,8 @@ void mca_common_efa_core_help(const char *topic, const char *a1, const char *a2,
         usleep(1000 * 1000);
     }
     emit_help(opal_show_help_string("help-common-efa.txt", topic, true, opal_process_info.nodename,
-                                    a1, a2, a3));
+                                    a1, a2, a3),
+              0 != strcmp(topic, "registration-refused"));
 }
 
 void mca_common_efa_show_help(const char *file, const char *topic, int same_everywhere, ...) {
@@ -78,7 +83,7 @@ void mca_common_efa_show_help(const char *file, const char *topic, int same_ever
     va_start(ap, same_everywhere);
     char *text = opal_show_help_vstring(file, topic, true, ap);
     va_end(ap);
-    emit_help(text);
+    emit_help(text, true);
 }
 
 efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name,

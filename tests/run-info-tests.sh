@@ -56,8 +56,8 @@ if [ "$has_efa" = 1 ]; then
     grep -qE "^components' provider \(asked: efa\): efa" <<<"$OUT"
     check default-efa "efa offered by libfabric but not chosen" $?
 else
-    [ $RC -eq 3 ] && grep -q "found no EFA device" <<<"$OUT"
-    check default-no-efa "expected exit 3 and the no-efa-device text (exit $RC)" $?
+    [ $RC -eq 3 ] && grep -q "found no EFA device" <<<"$OUT" && grep -q "^locked memory: " <<<"$OUT"
+    check default-no-efa "expected exit 3, the no-efa-device text and the locked memory (exit $RC)" $?
 fi
 
 # A stand-in: chosen, its NICs listed, a NIC set for each of 2 processes.

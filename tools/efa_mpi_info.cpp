@@ -24,6 +24,7 @@
 #include "info_help.hpp"
 #include "info_options.hpp"
 #include "info_topology.hpp"
+#include "locked_memory.hpp"
 #include "nic_select.hpp"
 #include "provider_select.hpp"
 
@@ -321,6 +322,7 @@ void print_text(const Report &r) {
                     r.topology.c_str());
     }
     print_providers(r);
+    std::printf("\nlocked memory: %s\n", r.choices.locked_memory.c_str());
     std::printf("\ncomponents' provider (asked: %s): ", r.asked.c_str());
     if (r.chosen_provider.empty()) {
         std::printf("none\n");
@@ -405,6 +407,7 @@ void choose_here(const Options &o, const efa_core_params_t &p, hwloc_topology_t 
     rep.verbose = keep_verbose;
     rep.verbosity = 1;
     rep.explain = true;
+    r->choices.locked_memory = efa::locked_memory_text(efa::locked_memory()); // (whatever opens)
     efa::Selection sel;
     if (efa::select_provider(p, rep, &sel) != 0) {
         r->why_not = messages;

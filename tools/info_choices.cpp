@@ -161,7 +161,6 @@ Choices component_choices(const efa_core_params_t &p, bool one_node,
 }
 
 void print_text(const Choices &c, const std::vector<std::string> &open_messages) {
-    std::printf("\nlocked memory: %s\n", c.locked_memory.c_str());
     if (!c.opened) {
         std::printf("\nthe core did not open on it: %s\n", c.not_opened.c_str());
         for (const auto &m : open_messages) {

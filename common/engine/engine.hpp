@@ -24,7 +24,7 @@
 //               copies into the receive buffer.  The send completes on FIN
 //               or when its last DATA frame is written.
 // Device memory (efa_device.h).  A send from a device buffer to a peer of
-// this node (above efa_engine_node_device_min) is a rendezvous: its RTS carries the
+// this node (from efa_engine_node_device_min up) is a rendezvous: its RTS carries the
 // device's IPC handle of the buffer, and the receiver copies the bytes
 // with the device's copy straight into its receive (GPU to GPU: into the
 // receive's device buffer when it has one), after importing the handle

@@ -236,12 +236,13 @@ void Engine::flush_all() {
     busy_.resize(keep);
 }
 
-// kDevice: buf is device memory (efa_engine_send_device); a host send
-// pays nothing for device sends but the store of req->device.
+// Above what goes eager, where the slots hold the RTS with the handle.
 size_t Engine::node_device_min() const {
     return sizeof(RtsBody) + sizeof(efa_device_ipc_t) > eager_max_ ? SIZE_MAX : eager_max_ + 1;
 }
 
+// kDevice: buf is device memory (efa_engine_send_device); a host send
+// pays nothing for device sends but the store of req->device.
 // kDevice with req->net_mr set: a device send to another node, read from
 // that registration (efa_engine_send_device_read).
 template <bool kDevice>
