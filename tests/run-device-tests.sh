@@ -7,7 +7,8 @@
 #     doing, not the fake's leniency;
 #   - a window (osc/rdma over btl_efa) in device memory: puts and gets of
 #     it through its owner's device copy, an atomic refused by btl_efa
-#     (osc/rdma does it by get and put), on every path of btl_efa;
+#     (osc/rdma does it by get and put), on every path of btl_efa; an
+#     atomic outside its handle refused at the origin;
 #   - a device receive read from another node, or streamed as DATA frames
 #     (there or through the rings), copied on piece by piece
 #     (mtl_efa_device_piece), and the bench that times it;
@@ -489,6 +490,22 @@ ok=0
 [ $RC -eq 0 ] && grep -q "^ok device_buffers a window over device memory.*; its own window over device memory" <<<"$OUT" &&
     grep -q "btl:efa: an atomic on device memory .* refused" <<<"$OUT" && ok=1
 verdict window-own-rank-nodes $ok "exit $RC: a rank's operations on its own device window were not carried"
+
+# An atomic outside the handle it came with (btl_efa_debug_corrupt_offset;
+# a dynamic window's neighbouring handle in real jobs) where device memory
+# may be in a window: refused by btl_efa at the origin, since the target's
+# refusal through the callback is not looked at by osc/rdma for an atomic;
+# osc/rdma's get and put then reach the target, which refuses the put.
+osc_bin=${OSC_TEST_BIN_DIR:-$bindir/../osc}
+run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include tcp \
+    --mca common_efa_debug_fake_device 1 --mca common_efa_verbose 1 \
+    --mca btl_efa_debug_corrupt_offset 4096 "$osc_bin/osc_hostile"
+ok=0
+[ $RC -eq 0 ] && grep -q "^OK hostile" <<<"$OUT" &&
+    grep -q "btl:efa: an atomic at .* outside the handle it came with refused" <<<"$OUT" &&
+    grep -q "refused a one-sided put request" <<<"$OUT" &&
+    ! grep -q "refused a one-sided atomic request" <<<"$OUT" && ok=1
+verdict window-uncovered-atomic-refused $ok "exit $RC: an atomic outside its handle reached the target, or was not said"
 
 # (whichever this node has: Open MPI's accelerator taken, or why not)
 run "${cm[@]}" --mca common_efa_verbose 1 --mca mtl_efa_device_buffers own "$bindir/pingpong" -s 4K -i 2
