@@ -66,8 +66,10 @@ static const mca_common_efa_param_t table[] = {
              "process's own first). 0 to 64."},
     {"gpu", MCA_BASE_VAR_TYPE_STRING, C(gpu), .def_str = "auto", .level = OPAL_INFO_LVL_3,
      .help = "The GPU (or other accelerator) whose PCIe switch's NICs make the process's NIC "
-             "set: \"auto\" the GPU CUDA_VISIBLE_DEVICES names by index, else, where the node "
-             "runs one process per accelerator, accelerator <local rank>; \"none\": the CPU "
+             "set: \"auto\" the GPU CUDA_VISIBLE_DEVICES names by index or UUID, else, where the "
+             "node runs one process per GPU, that of the local rank's number (entry <local rank> "
+             "of a CUDA_VISIBLE_DEVICES list, or accelerator <local rank>), where every process "
+             "of the node is bound near its own; \"none\": the CPU "
              "binding decides; an accelerator's index in PCI order; or its PCI address "
              "(\"0000:53:00.0\"). A GPU with no NIC near it leaves the choice to the binding."},
     {"stripe_min", MCA_BASE_VAR_TYPE_INT, C(stripe_min), .def = 262144, .level = OPAL_INFO_LVL_4,

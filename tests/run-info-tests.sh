@@ -239,6 +239,16 @@ for s in json.loads(os.environ["JSON"])["sets"]:
 check p4d-by-package "8 processes bound to packages should use every NIC twice, said from the bindings" $?
 sets_ok p5.48xlarge.xml 8 4 1 32 --gpu none --map-by package
 check p5-by-package "8 processes bound to packages should get 4 of the 32 NICs each" $?
+# The same with GPUs guessed (one process per accelerator): half of the
+# processes are bound away from the GPU of their local rank's number, so
+# the bindings decide for all 8 (some by GPU, the rest by binding, would
+# double up NICs): still 4 each, all 32 once, and said.
+sets_ok p5.48xlarge.xml 8 4 1 32 --map-by package && JSON=$OUT python3 -c '
+import json, os
+for s in json.loads(os.environ["JSON"])["sets"]:
+    assert "the binding decides for every process of the node" in s["reason"], s
+' 2>/dev/null
+check p5-by-package-gpu "8 processes round robin over the packages, GPUs guessed, should get 4 of the 32 NICs each by their bindings (said)" $?
 run --map-by core
 [ $RC -eq 2 ] && grep -q "takes slot or package" <<<"$OUT"
 check bad-map-by "expected exit 2 and the choices for --map-by core (exit $RC)" $?

@@ -78,7 +78,8 @@ efa::NicSetDecision process_nic_set(const std::vector<efa::NicCandidate> &cands,
                                     int local_size, int nics_per_proc,
                                     const std::vector<std::string> &node_bindings,
                                     std::string *error) {
-    const efa::GpuChoice gpu = efa::choose_gpu(topo, gpu_setting, visible, r, local_size, binding);
+    const efa::GpuChoice gpu =
+        efa::choose_gpu(topo, gpu_setting, visible, r, local_size, binding, node_bindings);
     efa::NicSetDecision d;
     if (!gpu.error.empty()) {
         *error = gpu.error;

@@ -132,9 +132,13 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
         // A process that uses one GPU takes the NICs of its switch
         // (gpu_nics.hpp); otherwise, or where none is near it, its binding
         // decides.
+        std::vector<std::string> node_bindings;
+        for (int i = 0; p.node_cpusets && i < p.num_node_cpusets; ++i) {
+            node_bindings.emplace_back(p.node_cpusets[i] ? p.node_cpusets[i] : "");
+        }
         const GpuChoice gpu =
             choose_gpu(topo, p.gpu ? p.gpu : "auto", getenv("CUDA_VISIBLE_DEVICES"), p.local_rank,
-                       p.local_size, bound ? binding : nullptr);
+                       p.local_size, bound ? binding : nullptr, node_bindings);
         if (!gpu.error.empty()) {
             rep.help("unknown-gpu", gpu.error);
             hwloc_bitmap_free(binding);
@@ -148,10 +152,6 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
             // (why the GPU decides nothing: none known, none near it, or
             // every NIC as near it)
             const std::string no_gpu = gpu.bus_id.empty() ? gpu.reason : d.reason;
-            std::vector<std::string> node_bindings;
-            for (int i = 0; p.node_cpusets && i < p.num_node_cpusets; ++i) {
-                node_bindings.emplace_back(p.node_cpusets[i] ? p.node_cpusets[i] : "");
-            }
             d = select_nic_set(cands, topo, bound ? binding : nullptr, p.local_rank, p.local_size,
                                p.nics_per_proc, node_bindings);
             d.reason += "; " + no_gpu;

@@ -78,7 +78,7 @@ class FiMrBackend : public MrBackend {
     int reg_one(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
                 const efa_device_hmem_t *hmem, fid_mr **out);
     int reg_dmabuf(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
-                   const efa_device_hmem_t &h, fid_mr **out);
+                   const efa_device_hmem_t &h, fid_mr **out, bool *refused);
     int reg_device_on(size_t nic, void *base, size_t len, uint64_t access, uint64_t key,
                       const efa_device_hmem_t &h, bool span, fid_mr **out, bool *by_dmabuf);
     void add_rails(void *base, size_t len, uint64_t access, uint64_t key,

@@ -68,27 +68,37 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
     }
     for (int attempt = 0; 0 == rc; ++attempt) {
         MrEntry *e = cache->acquire(reinterpret_cast<const void *>(h.base), h.len, access, &rc);
-        if (e && registration_current(e->reg, span) && cache->findable(e)) {
+        if (e && registration_current(e->reg, span)) {
+            // One the lookup cannot find (registered alone beside a stale
+            // entry that overlaps it, or taken out since by another
+            // thread's invalidation) holds these allocations all the same:
+            // it serves, and whatever overlaps it goes (this one too, at
+            // its last release).  Asking again could meet the next
+            // thread's invalidation, and fail a good buffer.
+            if (!cache->findable(e)) {
+                cache->invalidate(reinterpret_cast<const void *>(h.base), h.len);
+            }
             if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !core->rails.empty()) {
                 efa::note_rails_used(core); // peers may reach it over a rail
             }
             return reinterpret_cast<efa_mr_t *>(e);
         }
         if (e) {
-            // Allocations never overlap, so an entry that does not hold these
-            // allocations as they are (another id, length or place), or one
-            // registered alone (its union with an overlapping entry was
-            // refused), meets allocations freed since whose addresses the
-            // device handed out again: those are dropped (held ones at their
-            // last release) and these registered (they cannot be stale
-            // twice).  An entry over more allocations than these (CUDA VMM
-            // pieces side by side) serves them while all of its own are as
-            // they were.
+            // Allocations never overlap, so an entry that does not hold
+            // these allocations as they are (another id, length or place)
+            // meets allocations freed since whose addresses the device
+            // handed out again: those are dropped (held ones at their last
+            // release) and these registered (they cannot be stale twice).
+            // An entry over more allocations than these (CUDA VMM pieces
+            // side by side) serves them while all of its own are as they
+            // were.
             cache->release(e);
             cache->invalidate(reinterpret_cast<const void *>(h.base), h.len);
             core->dev_mr_stale.fetch_add(1, std::memory_order_relaxed);
             rc = attempt ? -FI_EIO : 0;
-        } else if (0 != h.buffer_id) {
+        } else if (0 != h.buffer_id && -FI_ENOMEM != rc && -FI_EAGAIN != rc && -FI_ENOSPC != rc) {
+            // (refused, not out of room: this allocation goes through the
+            // host from now on; one refused for room is asked for again)
             std::lock_guard<std::mutex> guard(core->dev_refused_lock);
             core->dev_refused[core->dev_refused_next++ % core->dev_refused.size()] = h.buffer_id;
         }

@@ -97,9 +97,13 @@ int FiMrBackend::bind_and_enable(const Domain &d, fid_mr *mr) {
 // then pins the pages the driver hands over (on EFA ibv_reg_dmabuf_mr)
 // instead of asking a peer-memory kernel module to translate a device
 // address.  -FI_ENODATA: the device exported none (this allocation goes
-// the plain way); another error: the provider refused (dmabuf goes off).
+// the plain way); another error with *refused: the provider refused such
+// a registration (dmabuf goes off); without: it had no room now (the
+// NIC's registrations, the locked-memory limit), or binding the
+// registration failed, which says nothing of dmabuf.
 int FiMrBackend::reg_dmabuf(const Domain &d, void *base, size_t len, uint64_t access, uint64_t key,
-                            const efa_device_hmem_t &h, fid_mr **out) {
+                            const efa_device_hmem_t &h, fid_mr **out, bool *refused) {
+    *refused = false;
 #ifdef FI_MR_DMABUF
     int fd = -1;
     uint64_t offset = 0;
@@ -119,12 +123,17 @@ int FiMrBackend::reg_dmabuf(const Domain &d, void *base, size_t len, uint64_t ac
     fid_mr *mr = nullptr;
     int rc = regattr_device(d.domain, attr, FI_MR_DMABUF, &mr);
     close(fd); // the registration holds the pages, not the descriptor
-    if (rc == 0 && (rc = bind_and_enable(d, mr)) == 0) {
+    if (rc != 0) {
+        *refused = rc != -FI_ENOMEM && rc != -FI_EAGAIN && rc != -FI_ENOSPC;
+        return rc == -FI_ENODATA ? -FI_EINVAL : rc;
+    }
+    if ((rc = bind_and_enable(d, mr)) == 0) {
         *out = mr;
     }
     return rc == -FI_ENODATA ? -FI_EINVAL : rc;
 #else
     (void)d, (void)base, (void)len, (void)access, (void)key, (void)h, (void)out;
+    *refused = true;
     return -FI_ENOSYS;
 #endif
 }
@@ -178,7 +187,8 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
 // alone (the first NIC's registrations, which every device buffer has,
 // keep theirs).  A range over several allocations (span) that is
 // refused turns it off for such ranges alone: one allocation's dmabuf
-// may still be taken where a range's is not.
+// may still be taken where a range's is not.  A failure for room is no
+// refusal: it is the caller's, dmabuf stays on.
 int FiMrBackend::reg_device_on(size_t nic, void *base, size_t len, uint64_t access, uint64_t key,
                                const efa_device_hmem_t &h, bool span, fid_mr **out,
                                bool *by_dmabuf) {
@@ -188,10 +198,14 @@ int FiMrBackend::reg_device_on(size_t nic, void *base, size_t len, uint64_t acce
     if (dmabuf_.load(std::memory_order_relaxed) &&
         !(dmabuf_off_rails_.load(std::memory_order_relaxed) & bit) &&
         !(span && span_dmabuf_off_.load(std::memory_order_relaxed))) {
-        const int rc = reg_dmabuf(d, base, len, access, key, h, out);
+        bool refused = false;
+        const int rc = reg_dmabuf(d, base, len, access, key, h, out, &refused);
         if (rc == 0) {
             *by_dmabuf = true;
             return 0;
+        }
+        if (rc != -FI_ENODATA && !refused) {
+            return rc; // (no room: the cache lets its idle ones go and asks again)
         }
         if (span && rc != -FI_ENODATA) {
             if (!span_dmabuf_off_.exchange(true) && dmabuf_rep_) {

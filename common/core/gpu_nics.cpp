@@ -1,5 +1,7 @@
 #include "gpu_nics.hpp"
 
+#include "nic_share.hpp" // node_binding
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -278,7 +280,8 @@ std::vector<Accelerator> node_accelerators(hwloc_topology_t topo) {
 }
 
 GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const char *cuda_visible,
-                     int local_rank, int local_size, hwloc_const_cpuset_t binding) {
+                     int local_rank, int local_size, hwloc_const_cpuset_t binding,
+                     const std::vector<std::string> &node_bindings) {
     GpuChoice c;
     const std::string setting = trimmed(setting_in);
     if (setting == "none") {
@@ -333,9 +336,10 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
     // no GPU.  On a node without NVIDIA GPUs it says nothing.
     std::string guess, why;
     bool by_cuda = false;
+    std::vector<Accelerator> nvidia;
+    std::vector<std::string> listed; // CUDA_VISIBLE_DEVICES's entries, where it names several
     if (cuda_visible) {
         const std::string v = trimmed(cuda_visible);
-        std::vector<Accelerator> nvidia;
         std::copy_if(accs.begin(), accs.end(), std::back_inserter(nvidia),
                      [](const Accelerator &a) { return a.vendor == 0x10de; });
         if (v.empty() || v[0] == '-' || v == "NoDevFiles") {
@@ -352,14 +356,60 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
             }
             by_cuda = true;
         } else {
+            for (size_t at = 0, comma; at <= v.size(); at = comma + 1) {
+                comma = std::min(v.find(',', at), v.size());
+                listed.push_back(trimmed(v.substr(at, comma - at)));
+            }
             why = "CUDA_VISIBLE_DEVICES=" + v + " names several GPUs; ";
         }
     }
-    if (guess.empty() && local_size > 0 && static_cast<size_t>(local_size) == accs.size() &&
-        local_rank >= 0 && local_rank < local_size) {
-        guess = accs[static_cast<size_t>(local_rank)].bus_id;
-        why += "one process per accelerator: local rank " + std::to_string(local_rank) +
-               " takes accelerator " + std::to_string(local_rank);
+    // One process per GPU, each taking the GPU of its local rank's number
+    // (cudaSetDevice(local rank)): that entry of CUDA_VISIBLE_DEVICES's
+    // list where the list has one per process, else the node's
+    // accelerator of that number.  (Guessed for any local rank r, as every
+    // process of the node guesses alike.)
+    const bool one_each = local_size > 0 && local_rank >= 0 && local_rank < local_size &&
+                          (static_cast<size_t>(local_size) == listed.size() ||
+                           (listed.empty() && static_cast<size_t>(local_size) == accs.size()));
+    auto guess_for = [&](size_t r, std::string *said) {
+        if (listed.empty()) {
+            *said = "one process per accelerator: local rank " + std::to_string(r) +
+                    " takes accelerator " + std::to_string(r);
+            return accs[r].bus_id;
+        }
+        std::string found = cuda_device(topo, accs, nvidia, listed[r], said);
+        *said = "one process per GPU listed: local rank " + std::to_string(r) + " takes " +
+                (found.empty() ? "entry " + std::to_string(r) + ", which is unknown"
+                               : "its entry, " + *said);
+        return found;
+    };
+    if (guess.empty() && one_each) {
+        std::string said;
+        guess = guess_for(static_cast<size_t>(local_rank), &said);
+        why += said;
+        // A guess any process of the node cannot use leaves the choice to
+        // the binding for all of them, where the runtime told their
+        // bindings: some by GPU and the rest by binding would take the
+        // same NICs twice while others stay idle.
+        std::string cannot;
+        const size_t told = node_bindings.size() == static_cast<size_t>(local_size)
+                                ? node_bindings.size()
+                                : 0; // (told for every process, or not at all)
+        for (size_t r = 0; !guess.empty() && r < told; ++r) {
+            std::string w, home;
+            const OwnedBitmap bound = node_binding(topo, node_bindings[r], r, &w);
+            const std::string g = bound ? guess_for(r, &w) : "";
+            if (bound && !g.empty() && !near_binding(topo, g, bound.get(), &home)) {
+                cannot = "local rank " + std::to_string(r) + "'s GPU " + g +
+                         " is not near its binding (its PUs " + home + ")";
+                break;
+            }
+        }
+        if (!cannot.empty()) {
+            c.reason = "GPU " + guess + " (" + why + "), but " + cannot +
+                       ": the binding decides for every process of the node";
+            return c;
+        }
     }
     if (guess.empty()) {
         c.reason = why + "no GPU of this process known (" + std::to_string(local_size) +

@@ -53,13 +53,20 @@ struct GpuChoice {
 //            unique abbreviation; "MIG-GPU-<uuid>/..." names its GPU) where
 //            the topology's OS devices carry NVIDIAUUID; one it cannot tell
 //            (an index past the GPUs, a UUID the topology lacks, a MIG
-//            device's own UUID) leaves the GPU unknown, said why.  Else
-//            (unset, a list) accelerator local_rank when the node runs one
-//            process per accelerator (local_size == their number), else
-//            none; a GPU so guessed only where it is near the binding (the
-//            same package; unbound, binding_is_partial: anywhere).
+//            device's own UUID) leaves the GPU unknown, said why.  Else,
+//            where the node runs one process per GPU, the GPU of the local
+//            rank's number: entry local_rank of a CUDA_VISIBLE_DEVICES
+//            list with local_size entries (by index or UUID, as above), or
+//            without a list accelerator local_rank when local_size is the
+//            node's accelerators; else none.  A GPU so guessed only where
+//            it is near the binding (the same package; unbound,
+//            binding_is_partial: anywhere), and, where node_bindings gives
+//            every local rank's binding (nic_share.hpp), only where every
+//            process's guess is near its own: else the binding decides
+//            for all of them, whose NICs it divides evenly.
 GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting, const char *cuda_visible,
-                     int local_rank, int local_size, hwloc_const_cpuset_t binding);
+                     int local_rank, int local_size, hwloc_const_cpuset_t binding,
+                     const std::vector<std::string> &node_bindings = {});
 
 // The candidates under the GPU's PCIe switch: the nearest bridge above the
 // GPU, PCI-to-PCI or host (hwloc's host bridge is one root bus), with a

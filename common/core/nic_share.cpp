@@ -34,11 +34,6 @@ std::vector<size_t> share_of(const std::vector<size_t> &pool, size_t n, size_t k
 
 namespace {
 
-struct BitmapFree {
-    void operator()(hwloc_bitmap_t bits) const { hwloc_bitmap_free(bits); }
-};
-using OwnedBitmap = std::unique_ptr<hwloc_bitmap_s, BitmapFree>;
-
 // "1st", "2nd", "3rd", "4th", ..., "11th", "12th", "13th", "21st".
 std::string ordinal_word(size_t n) {
     const size_t last = n % 10, tens = n % 100;
@@ -72,8 +67,8 @@ bool list_syntax(std::string_view text) {
     }
 }
 
-// The binding of local rank `rank` restricted to the topology's PUs, or
-// null with *why set.
+} // namespace
+
 OwnedBitmap node_binding(hwloc_topology_t topo, const std::string &text, size_t rank,
                          std::string *why) {
     const std::string who = "local rank " + std::to_string(rank) + "'s binding";
@@ -97,8 +92,6 @@ OwnedBitmap node_binding(hwloc_topology_t topo, const std::string &text, size_t 
     }
     return bits;
 }
-
-} // namespace
 
 PoolSharers pool_sharers(hwloc_topology_t topo, hwloc_const_cpuset_t own_binding,
                          const std::vector<size_t> &pool, size_t local_rank, size_t local_size,

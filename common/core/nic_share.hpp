@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,18 @@ struct PoolSharers {
     size_t ordinal = 0; // this process's place among them, by local rank
     std::string why;    // known: "3rd of 4 processes bound in this pool"; else why not
 };
+
+struct BitmapFree {
+    void operator()(hwloc_bitmap_t bits) const { hwloc_bitmap_free(bits); }
+};
+using OwnedBitmap = std::unique_ptr<hwloc_bitmap_s, BitmapFree>;
+
+// Local rank `rank`'s binding from the runtime's text (a list, as in
+// node_bindings below), restricted to the topology's PUs; null, *why
+// saying so, where it is missing, no list, or not on a part of the
+// machine.
+OwnedBitmap node_binding(hwloc_topology_t topo, const std::string &text, size_t rank,
+                         std::string *why);
 
 // The pool (candidate indices in hardware order) that a process with this
 // binding takes; empty: none.

@@ -53,6 +53,31 @@ void StagePool::unmap(void *p, size_t len, bool pinned) {
     munmap(p, len);
 }
 
+// A dropped buffer of the pool: unpinned as unmap does (one the device
+// would not unpin is kept whole), then emptied but left mapped.  (No
+// lock held over madvise: Open MPI's memory hooks see it, and invalidate
+// the registrations over it, which only queues.)
+void StagePool::retire(void *p, size_t len, bool pinned) {
+    const bool still = pinned && 0 != efa_device_host_unregister(p);
+    {
+        std::lock_guard<std::mutex> guard(lock_);
+        if (pinned) {
+            pinned_bytes_ -= len;
+        }
+        if (still) {
+            still_pinned_.push_back(p);
+            return;
+        }
+        retired_.push_back({p, len});
+    }
+    (void)madvise(p, len, MADV_DONTNEED); // (where refused, its pages simply stay)
+}
+
+uint64_t StagePool::retired_dropped() const {
+    std::lock_guard<std::mutex> guard(lock_);
+    return retired_.size();
+}
+
 uint64_t StagePool::kept_pinned() const {
     std::lock_guard<std::mutex> guard(lock_);
     return still_pinned_.size();
@@ -64,6 +89,9 @@ StagePool::~StagePool() {
     // no provider left behind it)
     for (void *p : dropped_) {
         free(p);
+    }
+    for (const Retired &r : retired_) {
+        munmap(r.p, r.len);
     }
 }
 
@@ -215,7 +243,7 @@ void StagePool::drop(void *p) {
         }
     }
     if (0 != len) {
-        unmap(p, len, pinned);
+        retire(p, len, pinned);
     } else if (p) {
         std::lock_guard<std::mutex> guard(lock_);
         dropped_.push_back(p); // (few: operations that failed)

@@ -25,11 +25,15 @@ class StagePool {
     void put(void *p); // get's, or malloc's
     // p's memory is not used again: a provider may still hold it (an
     // operation that failed or was given up on), whose late bytes must
-    // not land in a later message.  get's is unmapped; malloc's is held
-    // for good (freed, its bytes would go back to the heap, where a late
-    // write would corrupt whatever was allocated there next).
+    // not land in a later message.  get's gives its pages back to the
+    // system (MADV_DONTNEED) but keeps its addresses mapped for good:
+    // unmapped, a late write by the provider's CPU copy would fault, or
+    // land in whatever the next mmap put there.  malloc's is held for good
+    // (freed, its bytes would go back to the heap, where a late write
+    // would corrupt whatever was allocated there next).
     void drop(void *p);
-    uint64_t held_dropped() const; // malloc's buffers drop held
+    uint64_t held_dropped() const;    // malloc's buffers drop held
+    uint64_t retired_dropped() const; // get's buffers drop kept mapped, emptied
     void trim();
     uint64_t pooled() const;
     uint64_t reused() const;
@@ -53,6 +57,12 @@ class StagePool {
     std::unordered_map<const void *, Owned> owned_; // mapped by this pool
     std::vector<void *> dropped_;                   // malloc's, dropped: never freed
     std::vector<void *> still_pinned_;              // not unpinned: never unmapped
+    struct Retired {
+        void *p;
+        size_t len;
+    };
+    std::vector<Retired> retired_; // get's, dropped: emptied, never unmapped (but by ~StagePool)
+    void retire(void *p, size_t len, bool pinned);
     struct Evicted {
         void *p;
         size_t len;

@@ -34,8 +34,9 @@ void *efa_stage_get(size_t len);
 void efa_stage_free(void *p);
 /* The same for a buffer whose operation failed or was given up on: the
  * provider may still hold it, so its memory is never used again (the
- * pool's unmapped, malloc's held for good: freed, a late write would land
- * in whatever the heap handed out next). */
+ * pool's emptied but left mapped, so that a late write lands in nothing
+ * else; malloc's held for good: freed, a late write would land in
+ * whatever the heap handed out next). */
 void efa_stage_drop(void *p);
 /* Unmap the idle buffers (at a component's close). */
 void efa_stage_trim(void);

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include <rdma/fi_domain.h>
@@ -122,6 +123,90 @@ TEST_F(CoreDeviceMr, AFreedAllocationsRegistrationIsReplaced) {
     efa_core_mr_release(core_, b);
     efa_core_mr_release(core_, c);
     efa_fake_device_free(again);
+}
+
+// The core's device cache put over a backend that first says what the
+// provider would in a test's scenario, then registers for real.
+class DeviceMrBackendHook : public efa::MrBackend {
+  public:
+    explicit DeviceMrBackendHook(efa_core_t *core) : core_(core), real_(*core->dev_mr_backend) {
+        efa::MrCacheConfig dc = efa::mr_cache_config(core->params);
+        dc.reuse = true;
+        dc.align = 1;
+        saved_ = std::move(core->dev_mr_cache);
+        core->dev_mr_cache = std::make_unique<efa::MrCache>(*this, dc);
+    }
+    ~DeviceMrBackendHook() override {
+        core_->dev_mr_cache = std::move(saved_); // (every registration released by then)
+    }
+    int reg(void *base, size_t len, uint64_t access, efa::MrRegistration *out) override {
+        ++regs;
+        if (no_room > 0) {
+            --no_room;
+            return -FI_ENOMEM;
+        }
+        const int rc = real_.reg(base, len, access, out);
+        if (0 == rc && invalidate_each) {
+            // (as another thread that found a stale entry here would)
+            core_->dev_mr_cache->invalidate(base, len);
+        }
+        return rc;
+    }
+    void dereg(const efa::MrRegistration &r) override { real_.dereg(r); }
+    int no_room = 0;              // registrations that fail for room first
+    bool invalidate_each = false; // each registration's range invalidated as it is made
+    int regs = 0;
+
+  private:
+    efa_core_t *core_;
+    efa::MrBackend &real_;
+    std::unique_ptr<efa::MrCache> saved_;
+};
+
+// A registration that fails for room (the NIC's registrations or the
+// locked-memory limit full, held ones all) is asked for again by the next
+// buffer of that allocation: only a refusal sends an allocation through
+// the host for good.
+TEST_F(CoreDeviceMr, AnAllocationRefusedForRoomIsAskedForAgain) {
+    open("shm");
+    void *dev = efa_fake_device_alloc(4096);
+    ASSERT_NE(dev, nullptr);
+    {
+        DeviceMrBackendHook hook(core_);
+        hook.no_room = 1;
+        int err = 0;
+        EXPECT_EQ(efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND, &err), nullptr);
+        EXPECT_EQ(err, -FI_ENOMEM);
+        efa_mr_t *a = efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND, &err);
+        ASSERT_NE(a, nullptr) << "asked again? " << err;
+        EXPECT_EQ(hook.regs, 2);
+        efa_core_mr_release(core_, a);
+    }
+    efa_fake_device_free(dev);
+}
+
+// Another thread's invalidation of the range between the registration
+// and the look at it (it found a stale entry there) leaves this thread's
+// registration of memory that is current usable: served, not failed.
+TEST_F(CoreDeviceMr, AnInvalidationMeanwhileDoesNotFailACurrentRegistration) {
+    open("shm");
+    void *dev = efa_fake_device_alloc(4096);
+    ASSERT_NE(dev, nullptr);
+    {
+        DeviceMrBackendHook hook(core_);
+        hook.invalidate_each = true;
+        int err = 0;
+        efa_mr_t *a = efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND, &err);
+        ASSERT_NE(a, nullptr) << err;
+        EXPECT_EQ(efa_mr_base(a), reinterpret_cast<uintptr_t>(dev));
+        EXPECT_EQ(hook.regs, 1);
+        efa_core_mr_release(core_, a); // (not cached: deregistered now)
+        hook.invalidate_each = false;
+        efa_mr_t *b = efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND, &err);
+        ASSERT_NE(b, nullptr) << err;
+        efa_core_mr_release(core_, b);
+    }
+    efa_fake_device_free(dev);
 }
 
 // Both caches register on the same domains (here the first NIC's alone);

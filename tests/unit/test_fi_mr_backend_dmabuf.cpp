@@ -1,7 +1,8 @@
 // FiMrBackend's dmabuf path against a stand-in domain that refuses every
 // registration through a dmabuf (FI_MR_DMABUF) and takes every other: the
 // refusal is said once, that allocation and every later one go by device
-// address, and the provider is not asked through a dmabuf again.
+// address, and the provider is not asked through a dmabuf again.  One
+// that fails for room is no refusal.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -25,9 +26,11 @@ constexpr uint64_t kDmabuf = 0;
 struct StandInDomain {
     fid_domain domain{};
     fi_ops_mr mr_ops{};
-    int through_dmabuf = 0; // registrations asked through a dmabuf (all refused)
-    int by_address = 0;     // the others (all taken)
-    int live = 0;           // taken and not closed
+    int through_dmabuf = 0;    // registrations asked through a dmabuf (refused, see below)
+    int by_address = 0;        // the others (all taken)
+    int live = 0;              // taken and not closed
+    int dmabuf_no_room = 0;    // the next ones through a dmabuf fail for room (-FI_ENOMEM)
+    bool dmabuf_taken = false; // after those: taken rather than refused
 };
 StandInDomain *g_domain = nullptr;
 
@@ -47,9 +50,16 @@ fi_ops g_mr_fid_ops = mr_fid_ops();
 int regattr(fid *, const fi_mr_attr *attr, uint64_t flags, fid_mr **out) {
     if (flags & kDmabuf) {
         ++g_domain->through_dmabuf;
-        return -FI_EOPNOTSUPP;
+        if (g_domain->dmabuf_no_room > 0) {
+            --g_domain->dmabuf_no_room;
+            return -FI_ENOMEM;
+        }
+        if (!g_domain->dmabuf_taken) {
+            return -FI_EOPNOTSUPP;
+        }
+    } else {
+        ++g_domain->by_address;
     }
-    ++g_domain->by_address;
     ++g_domain->live;
     auto *mr = new fid_mr{};
     mr->fid.ops = &g_mr_fid_ops;
@@ -110,6 +120,34 @@ TEST_F(FiMrBackendDmabuf, ARefusalIsSaidOnceAndEveryAllocationGoesByAddress) {
     EXPECT_EQ(domain_.live, 0);
     efa_fake_device_free(a);
     efa_fake_device_free(b);
+}
+
+// A registration through a dmabuf that fails for room (the NIC's
+// registrations, the locked-memory limit) is no refusal: the error goes
+// back as it is, for the cache to let its idle registrations go and ask
+// again, nothing is said, and the next one goes through a dmabuf still.
+TEST_F(FiMrBackendDmabuf, NoRoomIsNoRefusal) {
+    if (0 == kDmabuf) {
+        GTEST_SKIP() << "libfabric below 1.20: no registration through a dmabuf to fail";
+    }
+    efa::FiMrBackend host({{&domain_.domain, {}}}, false);
+    efa::FiMrBackend device({{&domain_.domain, {}}}, false, host);
+    device.use_dmabuf(&rep_);
+    domain_.dmabuf_no_room = 1;
+    domain_.dmabuf_taken = true;
+    void *a = efa_fake_device_alloc(4096);
+    ASSERT_NE(a, nullptr);
+    efa::MrRegistration ra{};
+    EXPECT_EQ(device.reg(a, 4096, FI_SEND | FI_REMOTE_READ, &ra), -FI_ENOMEM);
+    EXPECT_EQ(domain_.by_address, 0);
+    EXPECT_TRUE(device.dmabuf());
+    EXPECT_TRUE(g_said.empty());
+    ASSERT_EQ(device.reg(a, 4096, FI_SEND | FI_REMOTE_READ, &ra), 0);
+    EXPECT_EQ(domain_.through_dmabuf, 2);
+    EXPECT_EQ(device.dmabuf_regs(), 1u);
+    device.dereg(ra);
+    EXPECT_EQ(domain_.live, 0);
+    efa_fake_device_free(a);
 }
 
 } // namespace

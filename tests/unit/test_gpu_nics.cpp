@@ -119,14 +119,85 @@ TEST(GpuNics, CudaVisibleDevicesNamesTheGpu) {
     GpuChoice g = choose_gpu(topo.get(), "auto", "5", 0, 2, nullptr);
     EXPECT_EQ(g.bus_id, accs[5].bus_id);
     EXPECT_NE(g.reason.find("CUDA_VISIBLE_DEVICES=5"), std::string::npos) << g.reason;
-    g = choose_gpu(topo.get(), "auto", "0,1", 0, 2, nullptr);
-    EXPECT_TRUE(g.bus_id.empty()) << "a list of GPUs chose " << g.bus_id;
+    g = choose_gpu(topo.get(), "auto", "0,1,2", 0, 2, nullptr);
+    EXPECT_TRUE(g.bus_id.empty()) << "a list of GPUs not one per process chose " << g.bus_id;
     g = choose_gpu(topo.get(), "auto", "GPU-8e4f1b2a", 0, 2, nullptr);
     EXPECT_TRUE(g.bus_id.empty()) << "a UUID chose " << g.bus_id;
     EXPECT_TRUE(g.error.empty());
-    // With one process per GPU the list falls back to the local rank.
+    // With one process per GPU listed, the local rank's entry.
     g = choose_gpu(topo.get(), "auto", "0,1,2,3,4,5,6,7", 6, 8, nullptr);
     EXPECT_EQ(g.bus_id, accs[6].bus_id);
+}
+
+// A list with one GPU per process, in any order: each process guesses the
+// GPU of its local rank's entry (what cudaSetDevice(local rank) opens),
+// not the accelerator of that number; an entry that names no GPU leaves
+// that process's unknown.
+TEST(GpuNics, AListOfOneGpuPerProcessGivesEachItsEntry) {
+    const Topology topo = Topology::from_file("p5.48xlarge.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto accs = node_accelerators(topo.get());
+    for (int r = 0; r < 8; ++r) {
+        const GpuChoice g = choose_gpu(topo.get(), "auto", "7,6,5,4,3,2,1,0", r, 8, nullptr);
+        EXPECT_EQ(g.bus_id, accs[static_cast<size_t>(7 - r)].bus_id) << g.reason;
+        EXPECT_FALSE(g.named);
+    }
+    GpuChoice g = choose_gpu(topo.get(), "auto", "3, 1", 1, 2, nullptr);
+    EXPECT_EQ(g.bus_id, accs[1].bus_id) << g.reason;
+    EXPECT_NE(g.reason.find("local rank 1 takes its entry"), std::string::npos) << g.reason;
+    g = choose_gpu(topo.get(), "auto", "3,9", 1, 2, nullptr);
+    EXPECT_TRUE(g.bus_id.empty()) << g.reason;
+    EXPECT_NE(g.reason.find("which is unknown"), std::string::npos) << g.reason;
+}
+
+std::string list_of(hwloc_const_cpuset_t set) {
+    char *text = nullptr;
+    hwloc_bitmap_list_asprintf(&text, set);
+    std::string result(text ? text : "");
+    std::free(text);
+    return result;
+}
+
+// p5, 8 processes each bound to its package: Open MPI's default for more
+// than 2 (--map-by package: round robin) puts half of them on the package
+// away from the GPU of their local rank's number.  Those would go by
+// binding and the rest by GPU, doubling up NICs; where the runtime told
+// every binding, all go by binding, which spreads them over all 32 NICs.
+// Mapped in order (the first 4 on package 0), every guess is near its
+// binding: all go by GPU.
+TEST(GpuNics, AGuessAwayFromAnyBindingOfTheNodeLeavesItToTheBindings) {
+    const Topology topo = Topology::from_file("p5.48xlarge.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto nics = p5_candidates();
+    const auto accs = node_accelerators(topo.get());
+    for (bool round_robin : {true, false}) {
+        std::vector<std::string> bindings;
+        for (int r = 0; r < 8; ++r) {
+            const unsigned package = round_robin ? r % 2 : r / 4;
+            bindings.push_back(list_of(topo.package(package)->cpuset));
+        }
+        std::set<size_t> used;
+        for (int r = 0; r < 8; ++r) {
+            Cpuset own;
+            hwloc_bitmap_list_sscanf(own.get(), bindings[static_cast<size_t>(r)].c_str());
+            const GpuChoice g = choose_gpu(topo.get(), "auto", nullptr, r, 8, own.get(), bindings);
+            efa::NicSetDecision d;
+            if (round_robin) {
+                EXPECT_TRUE(g.bus_id.empty()) << "rank " << r << ": " << g.reason;
+                EXPECT_NE(g.reason.find("the binding decides for every process of the node"),
+                          std::string::npos)
+                    << g.reason;
+                d = efa::select_nic_set(nics, topo.get(), own.get(), r, 8, 0, bindings);
+            } else {
+                EXPECT_EQ(g.bus_id, accs[static_cast<size_t>(r)].bus_id) << g.reason;
+                d = select_gpu_nic_set(nics, topo.get(), g, r, 0);
+            }
+            ASSERT_EQ(d.indices.size(), 4u) << d.reason;
+            used.insert(d.indices.begin(), d.indices.end());
+        }
+        EXPECT_EQ(used.size(), nics.size()) << (round_robin ? "round robin" : "in order")
+                                            << ": NICs doubled up while others stay idle";
+    }
 }
 
 // Without one process per accelerator and no CUDA_VISIBLE_DEVICES, no GPU

@@ -160,13 +160,23 @@ TEST(StagePool, ABufferGivenBackTwiceIsKeptOnce) {
 
 // A buffer whose operation failed is never handed out again: a late
 // write the provider still holds must not land in a later message.
+// The pool's own stays mapped, emptied: a late write by the provider's
+// CPU copy lands there (no fault), and no later mapping takes its place.
 TEST(StagePool, ADroppedBufferIsNotKept) {
     efa::StagePool pool;
     void *a = pool.get(1 * kMiB);
     ASSERT_NE(nullptr, a);
+    memset(a, 0x5a, 1 * kMiB);
     pool.drop(a);
     EXPECT_FALSE(pool.owns(a));
     EXPECT_EQ(0u, pool.idle_bytes());
+    EXPECT_EQ(1u, pool.retired_dropped());
+    auto *late = static_cast<volatile uint8_t *>(a);
+    EXPECT_EQ(0u, late[0] + late[kMiB - 1]) << "its pages were not given back";
+    late[4096] = 1; // (unmapped: SIGSEGV)
+    void *again = pool.get(1 * kMiB);
+    EXPECT_NE(a, again) << "a dropped buffer handed out again";
+    pool.put(again);
     pool.drop(malloc(100)); // malloc's: held, never freed nor handed out
     pool.drop(nullptr);
     EXPECT_EQ(1u, pool.held_dropped());
@@ -225,7 +235,7 @@ TEST(StagePoolPinned, ABufferKeptIsPinnedOnceAndUnpinnedBeforeItGoes) {
         pool.put(b); // unmapped (the cap)
         EXPECT_EQ(held0 + 1, efa_fake_device_pinned());
         void *c = pool.get(2 * kMiB);
-        pool.drop(c); // dropped: unmapped, unpinned
+        pool.drop(c); // dropped: unpinned (and emptied)
         EXPECT_EQ(held0, efa_fake_device_pinned());
         void *one = pool.get(128 * kMiB); // above the last class
         void *small = pool.get(4 * kKiB);
@@ -340,7 +350,7 @@ TEST(StagePoolPinned, BuffersKeptPinnedDoNotStopPinning) {
         for (int i = 0; i < 3; ++i) {
             void *a = pool.get(2 * kMiB);
             ASSERT_NE(nullptr, a);
-            pool.drop(a); // (a failed operation's: unmapped, but the unpin is refused)
+            pool.drop(a); // (a failed operation's, but the unpin is refused)
         }
         EXPECT_EQ(3u, pool.pins()) << "pinning stopped by buffers kept pinned";
         EXPECT_EQ(3u, pool.kept_pinned());
