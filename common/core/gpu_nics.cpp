@@ -327,10 +327,11 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
     }
     // Guessed, not named: CUDA_VISIBLE_DEVICES naming one GPU (by index:
     // CUDA's device 0 is that NVIDIA GPU in PCI order; a container or a
-    // cgroup that shows each process its own GPU as 0 would mislead it,
-    // which the binding check below catches where processes are bound; by
-    // UUID, through the topology's NVIDIA UUIDs), else one process per
-    // accelerator.  One device that cannot be told (an index past the
+    // cgroup that shows each process its own GPU as 0 misleads it, which
+    // the binding check below catches only for processes bound away from
+    // GPU 0's package (a UUID, which such launchers can give, does not
+    // mislead); by UUID, through the topology's NVIDIA UUIDs), else one
+    // process per GPU.  One device that cannot be told (an index past the
     // node's GPUs, a UUID the topology lacks) leaves the GPU unknown;
     // several leave the choice to the program; none visible ("", -1) is
     // no GPU.  On a node without NVIDIA GPUs it says nothing.
