@@ -104,16 +104,16 @@ struct mca_btl_base_endpoint_t {
      * go by single copy before the ring is tried again (atomic). */
     volatile int32_t ring_rma_skip;
     /* A process of another job (btl_efa_mode.c): its job agreed its own one-sided mode (put
-     * and get emulated; atomics refused where the two jobs' kinds could mix). */
-    bool foreign_mode, foreign_atomics;
+     * and get emulated; atomics refused where the two jobs' kinds could mix).  device_met: a
+     * handle of the peer's device memory was met (btl_efa_rdma.c: see atomic()). */
+    bool foreign_mode, foreign_atomics, device_met;
     /* The peer's messages reach this process through the provider only (not
      * on this node, or no on-node channel between us): the core polls the
      * provider on every progress call while such a peer is known. */
     bool net_interest;
     /* The watch on this peer (btl_efa_watch.c): provider traffic since the
      * last sweep, sweeps without, and the watch itself while it is on. */
-    bool exchanged;
-    bool watching;
+    bool exchanged, watching;
     uint8_t quiet_sweeps;
     efa_op_t watch;
     /* Declared lost, the upper layer told (mca_btl_efa_tell_lost_due): sends

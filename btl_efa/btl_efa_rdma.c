@@ -76,13 +76,16 @@ static int refuse_device_atomic(const efa_btl_rdma_args_t *a) {
     return OPAL_ERR_NOT_SUPPORTED;
 }
 
-/* Where device memory may be in a window (a device backend installed):
- * an atomic whose handle does not cover its range (a dynamic window's
- * neighbouring or torn handle, see rdma()) may name device memory the
- * handle does not show.  The target would refuse it only through the
- * callback, whose status osc/rdma does not look at for an atomic (a wrong
- * fetched value, said nowhere): refused here, so that osc/rdma does it by
- * get and put, which the target checks against its own table. */
+/* An atomic whose handle does not cover its range (a dynamic window's
+ * neighbouring or torn handle, see rdma()), to a peer whose device memory
+ * this process has met, may name device memory the handle does not show.
+ * The target would refuse it only through the callback, whose status
+ * osc/rdma does not look at for an atomic (a wrong fetched value, said
+ * nowhere): refused here, so that osc/rdma does it by get and put, which
+ * the target checks against its own table.  (Not for every peer where a
+ * device backend is installed: osc/rdma's get and put are not atomic
+ * against other processes' atomics on the same word, which the target
+ * executes in order.) */
 static int refuse_uncovered_atomic(const efa_btl_rdma_args_t *a) {
     static bool said = false;
     if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
@@ -142,6 +145,9 @@ static int rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_r
     if (OPAL_UNLIKELY((snap.rma.flags & EFA_RMA_HANDLE_DEVICE) | efa_device_on)) {
         a->cb.local_device = efa_device_on && efa_device_check(a->cb.local_address, a->size);
         if ((snap.rma.flags & EFA_RMA_HANDLE_DEVICE) || a->cb.local_device) {
+            if (snap.rma.flags & EFA_RMA_HANDLE_DEVICE) {
+                __atomic_store_n(&ep->device_met, true, __ATOMIC_RELAXED);
+            }
             const bool window_reached = !(snap.rma.flags & EFA_RMA_HANDLE_DEVICE) ||
                                         (snap.rma.flags & EFA_RMA_HANDLE_HAS_MR);
             if (btl->native.hmem && window_reached && covered && 0 != a->size &&
@@ -205,19 +211,24 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl
     struct mca_btl_base_registration_handle_t snap;
     const uint32_t hflags = __atomic_load_n(&a->remote_handle->rma.flags, __ATOMIC_RELAXED);
     if (OPAL_UNLIKELY((hflags & EFA_RMA_HANDLE_DEVICE) | efa_device_on)) {
-        if ((hflags & EFA_RMA_HANDLE_DEVICE) ||
-            (NULL != a->cb.local_address && efa_device_check(a->cb.local_address, a->size))) {
+        if (hflags & EFA_RMA_HANDLE_DEVICE) {
+            __atomic_store_n(&ep->device_met, true, __ATOMIC_RELAXED);
             return refuse_device_atomic(a);
         }
-        /* (checked and used as one copy, as in rdma()) */
-        snap = *a->remote_handle;
-        a->remote_handle = &snap;
-        if (!efa_rma_handle_intact(&snap.rma) ||
-            !efa_rma_in_range(&snap.rma, a->remote_address, a->size)) {
-            return refuse_uncovered_atomic(a);
-        }
-        if (snap.rma.flags & EFA_RMA_HANDLE_DEVICE) { /* (rewritten meanwhile) */
+        if (NULL != a->cb.local_address && efa_device_check(a->cb.local_address, a->size)) {
             return refuse_device_atomic(a);
+        }
+        if (__atomic_load_n(&ep->device_met, __ATOMIC_RELAXED)) {
+            /* (checked and used as one copy, as in rdma()) */
+            snap = *a->remote_handle;
+            a->remote_handle = &snap;
+            if (!efa_rma_handle_intact(&snap.rma) ||
+                !efa_rma_in_range(&snap.rma, a->remote_address, a->size)) {
+                return refuse_uncovered_atomic(a);
+            }
+            if (snap.rma.flags & EFA_RMA_HANDLE_DEVICE) { /* (rewritten meanwhile) */
+                return refuse_device_atomic(a);
+            }
         }
     }
     if (!btl->mode.native_atomics) {

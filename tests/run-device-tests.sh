@@ -492,20 +492,31 @@ ok=0
 verdict window-own-rank-nodes $ok "exit $RC: a rank's operations on its own device window were not carried"
 
 # An atomic outside the handle it came with (btl_efa_debug_corrupt_offset;
-# a dynamic window's neighbouring handle in real jobs) where device memory
-# may be in a window: refused by btl_efa at the origin, since the target's
-# refusal through the callback is not looked at by osc/rdma for an atomic;
-# osc/rdma's get and put then reach the target, which refuses the put.
-osc_bin=${OSC_TEST_BIN_DIR:-$bindir/../osc}
-run --mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include tcp \
-    --mca common_efa_debug_fake_device 1 --mca common_efa_verbose 1 \
-    --mca btl_efa_debug_corrupt_offset 4096 "$osc_bin/osc_hostile"
+# a dynamic window's neighbouring handle in real jobs), to a process whose
+# device memory the initiator has met: refused by btl_efa at the origin,
+# since the target's refusal through the callback is not looked at by
+# osc/rdma for an atomic; osc/rdma's get and put then reach the target,
+# which refuses the put (device_hostile.c checks no byte was written).
+# To a process whose device memory it has not met, the atomic still goes
+# to the target (osc/rdma's get and put would not be atomic against other
+# processes' atomics there), which refuses it.
+one_sided=(--mca pml ob1 --mca btl efa,self --mca osc rdma --mca common_efa_provider_include tcp
+    --mca common_efa_debug_fake_device 1 --mca common_efa_verbose 1
+    --mca btl_efa_debug_corrupt_offset 4096)
+run "${one_sided[@]}" "$bindir/device_hostile"
 ok=0
-[ $RC -eq 0 ] && grep -q "^OK hostile" <<<"$OUT" &&
+[ $RC -eq 0 ] && grep -q "^ok device_hostile" <<<"$OUT" &&
     grep -q "btl:efa: an atomic at .* outside the handle it came with refused" <<<"$OUT" &&
     grep -q "refused a one-sided put request" <<<"$OUT" &&
     ! grep -q "refused a one-sided atomic request" <<<"$OUT" && ok=1
 verdict window-uncovered-atomic-refused $ok "exit $RC: an atomic outside its handle reached the target, or was not said"
+osc_bin=${OSC_TEST_BIN_DIR:-$bindir/../osc}
+run "${one_sided[@]}" "$osc_bin/osc_hostile"
+ok=0
+[ $RC -eq 0 ] && grep -q "^OK hostile" <<<"$OUT" &&
+    grep -q "refused a one-sided atomic request" <<<"$OUT" &&
+    ! grep -q "outside the handle it came with refused" <<<"$OUT" && ok=1
+verdict host-window-uncovered-atomic-to-target $ok "exit $RC: an atomic outside its handle on a host window was refused at the origin, or not by the target"
 
 # (whichever this node has: Open MPI's accelerator taken, or why not)
 run "${cm[@]}" --mca common_efa_verbose 1 --mca mtl_efa_device_buffers own "$bindir/pingpong" -s 4K -i 2
