@@ -204,18 +204,18 @@ struct efa_core {
     const char *dev_vmm_why = "";
     std::atomic<uint64_t> dev_vmm_staged{0};
     // Device allocations (by id) the provider refused to register, the 16
-    // last: not asked again (each message would pay a registration).
+    // last: not asked again (each message would pay a registration); after
+    // a failure for room, none is asked for until dev_room_after (ns).
     std::mutex dev_refused_lock;
     std::array<uint64_t, 16> dev_refused{};
     size_t dev_refused_next = 0;
+    std::atomic<int64_t> dev_room_after{0};
     // Posts of device registrations the provider refused
     // (device_post_refused.cpp): from the first on, memory of that kind
     // (without synchronous memory operations, or any) is copied through
     // the host; the refusals, and the buffers of any kind copied since.
-    std::atomic<bool> dev_vmm_posts_refused{false};
-    std::atomic<bool> dev_posts_refused{false};
-    std::atomic<uint64_t> dev_post_refusals{0};
-    std::atomic<uint64_t> dev_after_refusal{0};
+    std::atomic<bool> dev_vmm_posts_refused{false}, dev_posts_refused{false};
+    std::atomic<uint64_t> dev_post_refusals{0}, dev_after_refusal{0};
     // Test setting (debug_fake_device_refuse_post): posts of the fake's
     // memory with a descriptor are refused (ctx_post.hpp).
     std::atomic<bool> dev_refuse_test{false};

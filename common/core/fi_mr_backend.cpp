@@ -188,7 +188,8 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
 // keep theirs).  A range over several allocations (span) that is
 // refused turns it off for such ranges alone: one allocation's dmabuf
 // may still be taken where a range's is not.  A failure for room is no
-// refusal: it is the caller's, dmabuf stays on.
+// refusal: it is the caller's, dmabuf stays on; a registration taken
+// that would not bind to the endpoints goes by address, dmabuf on.
 int FiMrBackend::reg_device_on(size_t nic, void *base, size_t len, uint64_t access, uint64_t key,
                                const efa_device_hmem_t &h, bool span, fid_mr **out,
                                bool *by_dmabuf) {
@@ -204,10 +205,10 @@ int FiMrBackend::reg_device_on(size_t nic, void *base, size_t len, uint64_t acce
             *by_dmabuf = true;
             return 0;
         }
-        if (rc != -FI_ENODATA && !refused) {
+        if (!refused && (rc == -FI_ENOMEM || rc == -FI_EAGAIN || rc == -FI_ENOSPC)) {
             return rc; // (no room: the cache lets its idle ones go and asks again)
         }
-        if (span && rc != -FI_ENODATA) {
+        if (span && refused) {
             if (!span_dmabuf_off_.exchange(true) && dmabuf_rep_) {
                 dmabuf_rep_->say(1, std::string("device registrations: the provider refused "
                                                 "one over several CUDA VMM allocations "
@@ -217,10 +218,10 @@ int FiMrBackend::reg_device_on(size_t nic, void *base, size_t len, uint64_t acce
             }
             return reg_one(d, base, len, access, key, &h, out);
         }
-        // (-FI_ENODATA: no dmabuf for this allocation, not a refusal)
-        const bool first_refusal =
-            rc != -FI_ENODATA &&
-            (nic > 0 ? !(dmabuf_off_rails_.fetch_or(bit) & bit) : dmabuf_.exchange(false));
+        // (-FI_ENODATA: no dmabuf for this allocation, not a refusal; a
+        // registration taken that would not bind: by address, dmabuf on)
+        const bool first_refusal = refused && (nic > 0 ? !(dmabuf_off_rails_.fetch_or(bit) & bit)
+                                                       : dmabuf_.exchange(false));
         if (first_refusal && dmabuf_rep_) {
             dmabuf_rep_->say(1, std::string("device registrations: the provider refused one "
                                             "through a dmabuf") +

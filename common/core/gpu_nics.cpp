@@ -369,9 +369,14 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
     // list where the list has one per process, else the node's
     // accelerator of that number.  (Guessed for any local rank r, as every
     // process of the node guesses alike.)
+    // (A list of indices is taken only where it names as many GPUs as the
+    // node has: a launcher that confines a job to some of them numbers
+    // those from 0, which the topology cannot tell.)
+    const bool indices = std::any_of(listed.begin(), listed.end(), all_digits);
     const bool one_each = local_size > 0 && local_rank >= 0 && local_rank < local_size &&
-                          (static_cast<size_t>(local_size) == listed.size() ||
-                           (listed.empty() && static_cast<size_t>(local_size) == accs.size()));
+                          (listed.empty() ? static_cast<size_t>(local_size) == accs.size()
+                                          : static_cast<size_t>(local_size) == listed.size() &&
+                                                (!indices || listed.size() == nvidia.size()));
     auto guess_for = [&](size_t r, std::string *said) {
         if (listed.empty()) {
             *said = "one process per accelerator: local rank " + std::to_string(r) +
@@ -399,8 +404,15 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
         for (size_t r = 0; !guess.empty() && r < told; ++r) {
             std::string w, home;
             const OwnedBitmap bound = node_binding(topo, node_bindings[r], r, &w);
-            const std::string g = bound ? guess_for(r, &w) : "";
-            if (bound && !g.empty() && !near_binding(topo, g, bound.get(), &home)) {
+            if (!bound) {
+                continue; // (unbound, or not told: any GPU is near it)
+            }
+            const std::string g = guess_for(r, &w);
+            if (g.empty()) {
+                cannot = "local rank " + std::to_string(r) + "'s GPU is unknown";
+                break;
+            }
+            if (!near_binding(topo, g, bound.get(), &home)) {
                 cannot = "local rank " + std::to_string(r) + "'s GPU " + g +
                          " is not near its binding (its PUs " + home + ")";
                 break;

@@ -351,10 +351,10 @@ MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *er
             *err = 0;
             return e;
         }
-        // Out of room while idle entries hold registered memory (nothing
+        // Out of room (ENOMEM, EAGAIN, ENOSPC) while idle entries hold registered memory (nothing
         // else would let them go before the cache is full): all of them
         // go, deregistered as the lock is dropped, and this is tried again.
-        if (again || lru_.empty() || (*err != -ENOMEM && *err != -EAGAIN)) {
+        if (again || lru_.empty() || (*err != -ENOMEM && *err != -EAGAIN && *err != -ENOSPC)) {
             return nullptr;
         }
         trim_lru(lock.dead, 0);

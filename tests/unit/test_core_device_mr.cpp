@@ -13,10 +13,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
@@ -164,9 +166,10 @@ class DeviceMrBackendHook : public efa::MrBackend {
 };
 
 // A registration that fails for room (the NIC's registrations or the
-// locked-memory limit full, held ones all) is asked for again by the next
-// buffer of that allocation: only a refusal sends an allocation through
-// the host for good.
+// locked-memory limit full, held ones all) is no refusal: device buffers
+// go through the host for a moment (the provider is not asked), then the
+// same allocation is asked for again; only a refusal sends an allocation
+// through the host for good.
 TEST_F(CoreDeviceMr, AnAllocationRefusedForRoomIsAskedForAgain) {
     open("shm");
     void *dev = efa_fake_device_alloc(4096);
@@ -177,6 +180,10 @@ TEST_F(CoreDeviceMr, AnAllocationRefusedForRoomIsAskedForAgain) {
         int err = 0;
         EXPECT_EQ(efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND, &err), nullptr);
         EXPECT_EQ(err, -FI_ENOMEM);
+        EXPECT_EQ(efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND, &err), nullptr);
+        EXPECT_EQ(err, -FI_EAGAIN);
+        EXPECT_EQ(hook.regs, 1) << "asked again at once";
+        std::this_thread::sleep_for(std::chrono::milliseconds(150)); // (the backoff: 100 ms)
         efa_mr_t *a = efa_core_mr_acquire_device(core_, dev, 4096, FI_SEND, &err);
         ASSERT_NE(a, nullptr) << "asked again? " << err;
         EXPECT_EQ(hook.regs, 2);

@@ -30,6 +30,7 @@ struct StandInDomain {
     int by_address = 0;        // the others (all taken)
     int live = 0;              // taken and not closed
     int dmabuf_no_room = 0;    // the next ones through a dmabuf fail for room (-FI_ENOMEM)
+    int bind_refused = 0;      // the next binds to an endpoint fail (-FI_EINVAL)
     bool dmabuf_taken = false; // after those: taken rather than refused
 };
 StandInDomain *g_domain = nullptr;
@@ -39,10 +40,22 @@ int close_mr(fid *f) {
     delete reinterpret_cast<fid_mr *>(f);
     return 0;
 }
+int bind_mr(fid *, fid *, uint64_t) {
+    if (g_domain->bind_refused > 0) {
+        --g_domain->bind_refused;
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+int control_mr(fid *, int, void *) {
+    return 0; // (FI_ENABLE)
+}
 fi_ops mr_fid_ops() {
     fi_ops ops{};
     ops.size = sizeof(fi_ops);
     ops.close = close_mr;
+    ops.bind = bind_mr;
+    ops.control = control_mr;
     return ops;
 }
 fi_ops g_mr_fid_ops = mr_fid_ops();
@@ -148,6 +161,39 @@ TEST_F(FiMrBackendDmabuf, NoRoomIsNoRefusal) {
     device.dereg(ra);
     EXPECT_EQ(domain_.live, 0);
     efa_fake_device_free(a);
+}
+
+// A registration through a dmabuf that the provider took but that would
+// not bind to the endpoints (FI_MR_ENDPOINT) says nothing of dmabuf: that
+// allocation goes by address, dmabuf stays on, and the next one goes
+// through a dmabuf.
+TEST_F(FiMrBackendDmabuf, ARegistrationThatWouldNotBindGoesByAddress) {
+    if (0 == kDmabuf) {
+        GTEST_SKIP() << "libfabric below 1.20: no registration through a dmabuf to bind";
+    }
+    fid_ep ep{};
+    efa::FiMrBackend host({{&domain_.domain, {&ep}}}, false);
+    efa::FiMrBackend device({{&domain_.domain, {&ep}}}, false, host);
+    device.use_dmabuf(&rep_);
+    domain_.dmabuf_taken = true;
+    domain_.bind_refused = 1;
+    void *a = efa_fake_device_alloc(4096);
+    void *b = efa_fake_device_alloc(4096);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    efa::MrRegistration ra{}, rb{};
+    ASSERT_EQ(device.reg(a, 4096, FI_SEND | FI_REMOTE_READ, &ra), 0);
+    EXPECT_EQ(domain_.through_dmabuf, 1);
+    EXPECT_EQ(domain_.by_address, 1);
+    EXPECT_TRUE(device.dmabuf());
+    EXPECT_TRUE(g_said.empty());
+    ASSERT_EQ(device.reg(b, 4096, FI_SEND | FI_REMOTE_READ, &rb), 0);
+    EXPECT_EQ(device.dmabuf_regs(), 1u);
+    device.dereg(ra);
+    device.dereg(rb);
+    EXPECT_EQ(domain_.live, 0) << "the registration that would not bind was not closed";
+    efa_fake_device_free(a);
+    efa_fake_device_free(b);
 }
 
 } // namespace

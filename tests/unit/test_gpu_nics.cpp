@@ -142,10 +142,23 @@ TEST(GpuNics, AListOfOneGpuPerProcessGivesEachItsEntry) {
         EXPECT_EQ(g.bus_id, accs[static_cast<size_t>(7 - r)].bus_id) << g.reason;
         EXPECT_FALSE(g.named);
     }
+    // Indices naming fewer GPUs than the node has may be numbered from 0
+    // by a launcher that confined the job to some of them: not taken.
     GpuChoice g = choose_gpu(topo.get(), "auto", "3, 1", 1, 2, nullptr);
-    EXPECT_EQ(g.bus_id, accs[1].bus_id) << g.reason;
+    EXPECT_TRUE(g.bus_id.empty()) << g.reason;
+    // UUIDs name theirs wherever they are (shared-switch.xml has NVML's).
+    const Topology uuids = Topology::from_file("shared-switch.xml");
+    ASSERT_NE(uuids.get(), nullptr);
+    const auto four = node_accelerators(uuids.get());
+    const std::string base = "GPU-0a1b2c3d-0000-4000-8000-0000000000";
+    const std::string two = base + "93, " + base + "12";
+    g = choose_gpu(uuids.get(), "auto", two.c_str(), 1, 2, nullptr);
+    EXPECT_EQ(g.bus_id, four[0].bus_id) << g.reason;
     EXPECT_NE(g.reason.find("local rank 1 takes its entry"), std::string::npos) << g.reason;
-    g = choose_gpu(topo.get(), "auto", "3,9", 1, 2, nullptr);
+    g = choose_gpu(uuids.get(), "auto", two.c_str(), 0, 2, nullptr);
+    EXPECT_EQ(g.bus_id, four[3].bus_id) << g.reason;
+    const std::string unknown = base + "93,GPU-ffffffff";
+    g = choose_gpu(uuids.get(), "auto", unknown.c_str(), 1, 2, nullptr);
     EXPECT_TRUE(g.bus_id.empty()) << g.reason;
     EXPECT_NE(g.reason.find("which is unknown"), std::string::npos) << g.reason;
 }
@@ -164,7 +177,8 @@ std::string list_of(hwloc_const_cpuset_t set) {
 // binding and the rest by GPU, doubling up NICs; where the runtime told
 // every binding, all go by binding, which spreads them over all 32 NICs.
 // Mapped in order (the first 4 on package 0), every guess is near its
-// binding: all go by GPU.
+// binding: all go by GPU, unless one process's GPU is unknown (an entry of
+// CUDA_VISIBLE_DEVICES that names none), which would go by binding.
 TEST(GpuNics, AGuessAwayFromAnyBindingOfTheNodeLeavesItToTheBindings) {
     const Topology topo = Topology::from_file("p5.48xlarge.xml");
     ASSERT_NE(topo.get(), nullptr);
@@ -198,6 +212,15 @@ TEST(GpuNics, AGuessAwayFromAnyBindingOfTheNodeLeavesItToTheBindings) {
         EXPECT_EQ(used.size(), nics.size()) << (round_robin ? "round robin" : "in order")
                                             << ": NICs doubled up while others stay idle";
     }
+    std::vector<std::string> in_order;
+    for (int r = 0; r < 8; ++r) {
+        in_order.push_back(list_of(topo.package(static_cast<unsigned>(r / 4))->cpuset));
+    }
+    Cpuset own;
+    hwloc_bitmap_list_sscanf(own.get(), in_order[0].c_str());
+    const GpuChoice g = choose_gpu(topo.get(), "auto", "0,1,2,3,4,5,,7", 0, 8, own.get(), in_order);
+    EXPECT_TRUE(g.bus_id.empty()) << g.reason;
+    EXPECT_NE(g.reason.find("local rank 6's GPU is unknown"), std::string::npos) << g.reason;
 }
 
 // Without one process per accelerator and no CUDA_VISIBLE_DEVICES, no GPU
