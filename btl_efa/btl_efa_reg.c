@@ -31,16 +31,32 @@
  * on; managed memory, which the CPU reaches, is flagged unified and taken
  * as host memory, as the convertor takes it); looked up when first needed,
  * so that a build without it loads and checks nothing. */
+typedef bool (*check_41_fn)(char *, opal_convertor_t *);
+
+/* opal_cuda_check_one_buf of the libopen-pal this process runs (the one
+ * holding opal_convertor_pack): a program that loads Open MPI without
+ * RTLD_GLOBAL (a language's runtime) leaves it out of the global scope. */
+static check_41_fn find_check_41(void) {
+    Dl_info info;
+    void *lib = 0 != dladdr((void *)&opal_convertor_pack, &info) && NULL != info.dli_fname
+                    ? dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)
+                    : NULL;
+    check_41_fn f = (check_41_fn)(NULL != lib ? dlsym(lib, "opal_cuda_check_one_buf")
+                                              : dlsym(RTLD_DEFAULT, "opal_cuda_check_one_buf"));
+    if (NULL != lib) {
+        dlclose(lib); /* (RTLD_NOLOAD: only the reference just taken) */
+    }
+    return f;
+}
+
 static bool device_refused_41(void *addr, size_t size) {
-    typedef bool (*check_fn)(char *, opal_convertor_t *);
-    static check_fn check;
+    static check_41_fn check;
     static bool looked = false;
     if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-        __atomic_store_n(&check, (check_fn)dlsym(RTLD_DEFAULT, "opal_cuda_check_one_buf"),
-                         __ATOMIC_RELAXED);
+        __atomic_store_n(&check, find_check_41(), __ATOMIC_RELAXED);
         __atomic_store_n(&looked, true, __ATOMIC_RELEASE);
     }
-    const check_fn f = __atomic_load_n(&check, __ATOMIC_RELAXED);
+    const check_41_fn f = __atomic_load_n(&check, __ATOMIC_RELAXED);
     opal_convertor_t conv; /* (only its flags are written: the unified-memory mark) */
     memset(&conv, 0, sizeof(conv));
     if (NULL == f || 0 == size || !f((char *)addr, &conv) ||
