@@ -361,9 +361,9 @@ typedef struct mca_btl_efa_module {
     struct {
         bool allowed; /* for this job (mode and build) */
         efa_single_copy_mode_t mode;
-        uint32_t my_pid;                          /* put in every handle while allowed */
-        volatile int64_t puts, gets, unreachable; /* by CMA; EFAULT: the provider's way */
-        volatile int32_t fallbacks;               /* peers the kernel refused (atomic) */
+        uint32_t my_pid;             /* put in every handle while allowed */
+        volatile int64_t puts, gets; /* operations done by CMA (atomic) */
+        volatile int32_t fallbacks;  /* peers the kernel refused (atomic) */
     } cma;
     /* btl_efa_ring_rma.c: small puts and gets written into peers' rings as
      * requests that may be taken back; a record per request until it is
@@ -434,7 +434,7 @@ typedef struct mca_btl_efa_test_hooks {
     int forge_unknown;    /* ... naming a process of no job rather than its destination */
     int fail_module_init; /* module init fails after its deadline ticks are added */
     int fail_inbox_rank;  /* this rank's on-node inbox is not created (-1: none) */
-    int cma_refuse;       /* CMA refused (1: EPERM, to every peer; 2: EFAULT, every copy) */
+    int cma_refuse;       /* act as if the kernel refused CMA (EPERM) to every peer */
     int takeback_refuse;  /* the single copy of a request taken back fails as on EPERM */
     int first_rail;       /* the NIC whose turn it is first (btl_efa_spread.c) */
     int fail_rail_send, fail_first_send, fail_first_rma; /* Nth send, put/get piece: failed */

@@ -94,7 +94,7 @@ static void cma_probe(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep) {
     }
     memcpy(&c, bytes, sizeof(c));
     free(bytes);
-    int err = 1 == mca_btl_efa_component.test.cma_refuse
+    int err = mca_btl_efa_component.test.cma_refuse
                   ? EPERM
                   : efa_cma_verify((uint32_t)c.pid, c.cookie_addr, c.cookie);
     if (EFA_CMA_OTHER_PROCESS != err && 0 != err) {
@@ -152,11 +152,8 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: single copy (CMA) put/get in use");
     }
     size_t moved = 0;
-    const int err =
-        OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
-                2 == mca_btl_efa_component.test.cma_refuse
-            ? EFAULT /* testing (btl_efa_debug_cma_refuse 2) */
-            : efa_cma_copy(ep->cma_pid, put, a->cb.local_address, remote_address, size, &moved);
+    int err = efa_cma_copy(ep->cma_pid, put, a->cb.local_address, remote_address, size, &moved);
+    int status = OPAL_SUCCESS;
     if (0 != err) {
         if (EFAULT != err) {
             /* The kernel took the right away (or the process is gone):
@@ -169,38 +166,21 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
             mca_btl_efa_cma_give_up(btl, ep, why);
             return OPAL_ERR_NOT_AVAILABLE;
         }
-        mca_btl_efa_cma_unreachable(btl, put, size, remote_address, moved);
-        return OPAL_ERR_NOT_AVAILABLE;
-    }
-    if (put) {
+        /* Inside the registration, yet not mapped in one of the two
+         * processes: the memory was freed under the registration. */
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: single-copy %s of %zu bytes at 0x%llx failed after %zu "
+                            "bytes: %s",
+                            put ? "put" : "get", size, (unsigned long long)remote_address, moved,
+                            strerror(err));
+        status = OPAL_ERR_BAD_PARAM;
+    } else if (put) {
         OPAL_THREAD_ADD_FETCH64(&btl->cma.puts, 1);
     } else {
         OPAL_THREAD_ADD_FETCH64(&btl->cma.gets, 1);
     }
-    mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, OPAL_SUCCESS);
+    mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, status);
     return OPAL_SUCCESS;
-}
-
-/* Inside the registration, yet not reachable by the kernel in one of the
- * two processes (EFAULT): memory it cannot pin, such as CUDA managed
- * memory without HMM or a device's mapping, or memory freed under the
- * registration.  The operation goes the provider's way instead: its RMA
- * where the job has it, else a request the target executes, copying
- * with the CPU, which reaches such memory, or refusing after its own
- * check (a freed range's registration is gone).  Single copy stays on
- * for the peer; said once at verbosity 1. */
-void mca_btl_efa_cma_unreachable(mca_btl_efa_module_t *btl, bool put, size_t size,
-                                 uint64_t remote_address, size_t moved) {
-    OPAL_THREAD_ADD_FETCH64(&btl->cma.unreachable, 1);
-    static bool said = false;
-    if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
-        /* the test harness looks for this line */
-        opal_output_verbose(1, mca_common_efa_output,
-                            "btl:efa: single-copy %s of %zu bytes at 0x%llx failed after %zu "
-                            "bytes (%s): such operations go the provider's way",
-                            put ? "put" : "get", size, (unsigned long long)remote_address, moved,
-                            strerror(EFAULT));
-    }
 }
 
 /* Decide whether this job may use the single-copy path and, if so,
@@ -210,7 +190,7 @@ int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode)
     btl->cma.mode = mode;
     btl->cma.allowed = false;
     btl->cma.my_pid = 0;
-    btl->cma.puts = btl->cma.gets = btl->cma.unreachable = 0;
+    btl->cma.puts = btl->cma.gets = 0;
     btl->cma.fallbacks = 0;
     if (EFA_SINGLE_COPY_NONE == mode || !efa_cma_built()) {
         return OPAL_SUCCESS;
@@ -234,9 +214,8 @@ void mca_btl_efa_cma_fini(mca_btl_efa_module_t *btl) {
     if (btl->cma.allowed) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: single copy (CMA): %lld put(s), %lld get(s); %d peer(s) "
-                            "left on the provider's path; %lld unreachable by the kernel, "
-                            "done the provider's way",
+                            "left on the provider's path",
                             (long long)btl->cma.puts, (long long)btl->cma.gets,
-                            (int)btl->cma.fallbacks, (long long)btl->cma.unreachable);
+                            (int)btl->cma.fallbacks);
     }
 }

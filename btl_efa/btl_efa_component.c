@@ -233,12 +233,10 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only: the single copy of a put or get taken back from a peer's ring "
              "fails as if the kernel refused it (EPERM), so that the fallback (single copy off "
              "for that peer, the request executed by the target) can be seen (0: off)"},
-    {"debug_cma_refuse", MCA_BASE_VAR_TYPE_INT, C(test.cma_refuse), .lo = 0, .hi = 2,
-     .allowed = "0 (off), 1 or 2", NUMBER, .test_only = true,
-     .help = "Testing only: 1, act as if the kernel refused cross-memory attach to every peer "
-             "(EPERM), so that the fallback to the provider's path can be seen; 2, as if every "
-             "single copy met memory the kernel cannot reach (EFAULT: CUDA managed memory "
-             "without HMM), so that the target's execution of it can be seen (0: off)"},
+    {"debug_cma_refuse", MCA_BASE_VAR_TYPE_INT, C(test.cma_refuse), .lo = 0, .hi = 1,
+     .allowed = "0 (off) or 1", NUMBER, .test_only = true,
+     .help = "Testing only: act as if the kernel refused cross-memory attach to every peer "
+             "(EPERM), so that the fallback to the provider's path can be seen (0: off)"},
 };
 #undef C
 #undef NUMBER

@@ -71,10 +71,6 @@ int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode)
 void mca_btl_efa_cma_give_up(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                              const char *why);
 void mca_btl_efa_cma_fini(mca_btl_efa_module_t *btl);
-/* A single copy the kernel could not do (EFAULT, after moved bytes):
- * counted, said once; the caller has it done the provider's way. */
-void mca_btl_efa_cma_unreachable(mca_btl_efa_module_t *btl, bool put, size_t size,
-                                 uint64_t remote_address, size_t moved);
 /* A put or get by a direct copy into or out of the peer's memory.  Returns
  * OPAL_ERR_NOT_AVAILABLE when the operation is not for this path (the
  * caller then takes the provider's); anything else means it was handled,

@@ -243,19 +243,20 @@ void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl) {
         }
         const bool put = EFA_BTL_MSG_PUT == req->type;
         size_t moved = 0;
-        const int hook = OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on)
-                             ? (mca_btl_efa_component.test.takeback_refuse   ? EPERM
-                                : 2 == mca_btl_efa_component.test.cma_refuse ? EFAULT
-                                                                             : 0)
-                             : 0; /* testing (btl_efa_debug_takeback_refuse, _cma_refuse 2) */
-        const int err = hook ? hook
-                             : efa_cma_copy(ep->cma_pid, put, req->cb.local_address,
-                                            req->remote_address, req->size, &moved);
+        const int err = OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
+                                mca_btl_efa_component.test.takeback_refuse
+                            ? EPERM /* testing (btl_efa_debug_takeback_refuse) */
+                            : efa_cma_copy(ep->cma_pid, put, req->cb.local_address,
+                                           req->remote_address, req->size, &moved);
         if (0 == err) {
             mca_btl_efa_emul_req_answered(btl, req, OPAL_SUCCESS);
-        } else if (EFAULT == err) { /* not reachable by the kernel: see btl_efa_cma.c */
-            mca_btl_efa_cma_unreachable(btl, put, req->size, req->remote_address, moved);
-            mca_btl_efa_emul_req_resend(btl, req);
+        } else if (EFAULT == err) { /* freed under its registration, as for single copy */
+            opal_output_verbose(1, mca_common_efa_output,
+                                "btl:efa: single-copy %s of %zu bytes at 0x%llx failed after %zu "
+                                "bytes: %s",
+                                put ? "put" : "get", req->size,
+                                (unsigned long long)req->remote_address, moved, strerror(err));
+            mca_btl_efa_emul_req_answered(btl, req, OPAL_ERR_BAD_PARAM);
         } else {
             /* The kernel took the right away, or the peer is gone: single
              * copy stops for this peer, and the request goes again as one

@@ -518,30 +518,6 @@ ok=0
     ! grep -q "outside the handle it came with refused" <<<"$OUT" && ok=1
 verdict host-window-uncovered-atomic-to-target $ok "exit $RC: an atomic outside its handle on a host window was refused at the origin, or not by the target"
 
-# Memory the kernel cannot reach by single copy though the CPU can (CUDA
-# managed memory without HMM: EFAULT; btl_efa_debug_cma_refuse 2 makes
-# every single copy fail so): each such put and get goes the provider's
-# way instead, and the bytes are right; so does a request taken back from
-# a busy peer's ring (busytarget), sent again for the target to execute.
-for v in "putget:" "busytarget:-x OSC_BUSY_UNTIMED=1"; do
-    name=${v%%:*}
-    read -r -a extra <<<"${v#*:}"
-    OUT=$(OSC_PUTGET_MAX=1048576 OSC_BUSY_UNTIMED=1 timeout 60 mpirun -np 2 --oversubscribe \
-        --bind-to none --mca mca_base_component_path "$path" --mca pml ob1 --mca btl efa,self \
-        --mca osc rdma --mca common_efa_provider_include tcp --mca common_efa_verbose 1 \
-        --mca btl_efa_debug_cma_refuse 2 "${extra[@]}" "$osc_bin/osc_test" "$name" 2>&1)
-    RC=$?
-    unreachable=$(sed -n "s/.*single copy (CMA): .*; \([0-9]*\) unreachable by the kernel.*/\1/p" <<<"$OUT" |
-        awk '{n += $1} END {print n + 0}')
-    taken=$(grep -o "put/get through on-node rings: [0-9]* request(s), [0-9]* taken" <<<"$OUT" |
-        awk '{n += $7} END {print n + 0}')
-    ok=0
-    [ $RC -eq 0 ] && grep -q "^OK $name" <<<"$OUT" && [ "$unreachable" -gt 0 ] &&
-        grep -q "btl:efa: single-copy .* (Bad address): such operations go the provider's way" <<<"$OUT" &&
-        { [ "$name" = putget ] || [ "$taken" -gt 0 ]; } && ok=1
-    verdict "cma-unreachable-$name" $ok "exit $RC, $unreachable single copies the kernel could not do, $taken taken back"
-done
-
 # (whichever this node has: Open MPI's accelerator taken, or why not)
 run "${cm[@]}" --mca common_efa_verbose 1 --mca mtl_efa_device_buffers own "$bindir/pingpong" -s 4K -i 2
 ok=0
