@@ -56,8 +56,8 @@ expect_failure tx-size-above-provider "Its queues: 1024 sends" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_tx_size 4096
 # Test hooks: a value outside what they know is refused, not a test that
 # quietly tests nothing.
-expect_failure debug-cma-refuse-three "0 (off), 1 or 2" "${ob1[@]}" \
-    --mca btl_efa_provider_include shm --mca btl_efa_debug_cma_refuse 3
+expect_failure debug-cma-refuse-two "0 (off) or 1" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_cma_refuse 2
 expect_failure debug-forge-unknown-two "0 (off) or 1" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_debug_forge_unknown 2
 expect_failure debug-fail-inbox-rank-below-off "-1 (off) to 1000000000" "${ob1[@]}" \

@@ -204,12 +204,10 @@ struct efa_core {
     const char *dev_vmm_why = "";
     std::atomic<uint64_t> dev_vmm_staged{0};
     // Device allocations (by id) the provider refused to register, the 16
-    // last: not asked again (each message would pay a registration); after
-    // a failure for room, none is asked for until dev_room_after (ns).
+    // last: not asked again (each message would pay a registration).
     std::mutex dev_refused_lock;
     std::array<uint64_t, 16> dev_refused{};
     size_t dev_refused_next = 0;
-    std::atomic<int64_t> dev_room_after{0};
     // Posts of device registrations the provider refused
     // (device_post_refused.cpp): from the first on, memory of that kind
     // (without synchronous memory operations, or any) is copied through

@@ -2,7 +2,6 @@
 // registrations (efa_mr.h's efa_core_mr_acquire_device), and whether the
 // provider would grant it (efa_core_offers_hmem, for efa-mpi-info).
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include <rdma/fi_errno.h>
@@ -13,28 +12,6 @@
 #include "efa_device.h"
 
 using namespace efa;
-
-namespace {
-
-// After a registration failed for room (the NIC's registrations, or the
-// locked-memory limit, full of held ones), device buffers go through the
-// host for this long before the provider is asked again: each asking
-// would pay a dmabuf export and a failed registration, and empty the
-// cache of its idle registrations (MrCache::acquire), for nothing while
-// the held ones stay.
-constexpr std::chrono::nanoseconds kRoomBackoff = std::chrono::milliseconds(100);
-
-int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-bool out_of_room(int rc) {
-    return -FI_ENOMEM == rc || -FI_EAGAIN == rc || -FI_ENOSPC == rc;
-}
-
-} // namespace
 
 extern "C" {
 
@@ -81,10 +58,6 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
         *err = -FI_EOPNOTSUPP; // (said when the provider refused)
         return nullptr;
     }
-    if (0 == rc && now_ns() < core->dev_room_after.load(std::memory_order_relaxed)) {
-        *err = -FI_EAGAIN; // (said when it failed)
-        return nullptr;
-    }
     if (0 == rc) {
         std::lock_guard<std::mutex> guard(core->dev_refused_lock);
         const auto &r = core->dev_refused;
@@ -120,11 +93,9 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
             cache->invalidate(reinterpret_cast<const void *>(h.base), h.len);
             core->dev_mr_stale.fetch_add(1, std::memory_order_relaxed);
             rc = attempt ? -FI_EIO : 0;
-        } else if (out_of_room(rc)) {
-            // (not refused: asked for again once the backoff is over)
-            core->dev_room_after.store(now_ns() + kRoomBackoff.count(), std::memory_order_relaxed);
         } else if (0 != h.buffer_id) {
-            // (refused: this allocation goes through the host from now on)
+            // (refused, or no room even once the cache let its idle ones
+            // go: this allocation goes through the host from now on)
             std::lock_guard<std::mutex> guard(core->dev_refused_lock);
             core->dev_refused[core->dev_refused_next++ % core->dev_refused.size()] = h.buffer_id;
         }
