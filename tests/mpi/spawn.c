@@ -23,15 +23,23 @@ static void exchange(MPI_Comm inter, int me, int peer, size_t size, int child_si
     char *out = tu_malloc(size), *in = tu_malloc(size);
     const uint64_t out_seed = tu_seed(child_side, (uint64_t)me, (uint64_t)peer, size);
     const uint64_t in_seed = tu_seed(!child_side, (uint64_t)peer, (uint64_t)me, size);
-    MPI_Request req[2];
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     MPI_Status st[2];
     tu_fill(out, size, out_seed);
     memset(in, 0, size);
-    MPI_Irecv(in, (int)size, MPI_BYTE, peer, child_side ? TAG_TO_CHILD : TAG_TO_PARENT, inter,
-              &req[0]);
-    MPI_Isend(out, (int)size, MPI_BYTE, peer, child_side ? TAG_TO_PARENT : TAG_TO_CHILD, inter,
-              &req[1]);
-    MPI_Waitall(2, req, st);
+    /* (errors returned: a peer the components refuse fails here, and a
+     * request that failed to start is no request to wait for) */
+    int rc = MPI_Irecv(in, (int)size, MPI_BYTE, peer, child_side ? TAG_TO_CHILD : TAG_TO_PARENT,
+                       inter, &req[0]);
+    TU_ASSERT(MPI_SUCCESS == rc, "MPI_Irecv from %s %d failed (%d)",
+              child_side ? "parent" : "child", peer, rc);
+    rc = MPI_Isend(out, (int)size, MPI_BYTE, peer, child_side ? TAG_TO_PARENT : TAG_TO_CHILD, inter,
+                   &req[1]);
+    TU_ASSERT(MPI_SUCCESS == rc, "MPI_Isend to %s %d failed (%d)", child_side ? "parent" : "child",
+              peer, rc);
+    rc = MPI_Waitall(2, req, st);
+    TU_ASSERT(MPI_SUCCESS == rc, "MPI_Waitall with %s %d failed (%d)",
+              child_side ? "parent" : "child", peer, rc);
     tu_verify_recv(in, &st[0], peer, child_side ? TAG_TO_CHILD : TAG_TO_PARENT, size, in_seed,
                    child_side ? "message from the parent" : "message from the child");
     free(out);

@@ -75,10 +75,14 @@ for c in $cases; do
     netns_kill_all
     if [ $c = cm ]; then
         # the refusal, naming the provider and the other host, and an end
-        if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] &&
+        # (no crash: the program checks each call's error).  Open MPI 5
+        # gives no host name of a spawned job's process (PMIx's local
+        # cache holds none; its own opal_get_proc_hostname says
+        # "unknown"): the message says the runtime's "another" then.
+        if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] && [ $rc -ne 139 ] &&
             grep -q -a "reaches only the processes of this host" "$log" &&
             grep -q -a -E "^ *Provider: +shm" "$log" &&
-            grep -q -a -E "^ *Peer's host: +$(netns_name 1)|^ *Peer's host: +$(netns_name 2)|^ *Peer's host: +$NETNS_NET\." "$log"; then
+            grep -q -a -E "^ *Peer's host: +$(netns_name 1)|^ *Peer's host: +$(netns_name 2)|^ *Peer's host: +$NETNS_NET\.|^ *Peer's host: +\(unknown; another by the runtime\)" "$log"; then
             echo "PASS off_host-cm (the spawn refused after ${took} s, exit $rc: peer-off-host on shm)"
             npass=$((npass + 1))
         else
