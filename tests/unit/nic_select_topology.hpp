@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,15 @@ class Cpuset {
   private:
     hwloc_cpuset_t bits_;
 };
+
+// A cpuset as the runtime gives a process's binding: a list ("0-3,8-11").
+inline std::string list_of(hwloc_const_cpuset_t set) {
+    char *text = nullptr;
+    hwloc_bitmap_list_asprintf(&text, set);
+    std::string result(text ? text : "");
+    std::free(text);
+    return result;
+}
 
 inline std::string bus_id(unsigned bus, unsigned dev) {
     char text[16];

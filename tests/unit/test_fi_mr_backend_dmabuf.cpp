@@ -104,6 +104,13 @@ class FiMrBackendDmabuf : public ::testing::Test {
         efa_device_install(nullptr);
         g_domain = nullptr;
     }
+    // Two allocations of the fake's, freed at the end of the test.
+    void two_allocations(void **a, void **b) {
+        *a = efa_fake_device_alloc(4096);
+        *b = efa_fake_device_alloc(4096);
+        ASSERT_NE(*a, nullptr);
+        ASSERT_NE(*b, nullptr);
+    }
     StandInDomain domain_;
     efa::Reporter rep_;
 };
@@ -113,10 +120,8 @@ TEST_F(FiMrBackendDmabuf, ARefusalIsSaidOnceAndEveryAllocationGoesByAddress) {
     efa::FiMrBackend device({{&domain_.domain, {}}}, false, host);
     device.use_dmabuf(&rep_);
     ASSERT_TRUE(device.dmabuf());
-    void *a = efa_fake_device_alloc(4096);
-    void *b = efa_fake_device_alloc(4096);
-    ASSERT_NE(a, nullptr);
-    ASSERT_NE(b, nullptr);
+    void *a = nullptr, *b = nullptr;
+    two_allocations(&a, &b);
     efa::MrRegistration ra{}, rb{};
     ASSERT_EQ(device.reg(a, 4096, FI_SEND | FI_REMOTE_READ, &ra), 0);
     ASSERT_EQ(device.reg(b, 4096, FI_SEND | FI_REMOTE_READ, &rb), 0);
@@ -177,10 +182,8 @@ TEST_F(FiMrBackendDmabuf, ARegistrationThatWouldNotBindGoesByAddress) {
     device.use_dmabuf(&rep_);
     domain_.dmabuf_taken = true;
     domain_.bind_refused = 1;
-    void *a = efa_fake_device_alloc(4096);
-    void *b = efa_fake_device_alloc(4096);
-    ASSERT_NE(a, nullptr);
-    ASSERT_NE(b, nullptr);
+    void *a = nullptr, *b = nullptr;
+    two_allocations(&a, &b);
     efa::MrRegistration ra{}, rb{};
     ASSERT_EQ(device.reg(a, 4096, FI_SEND | FI_REMOTE_READ, &ra), 0);
     EXPECT_EQ(domain_.through_dmabuf, 1);

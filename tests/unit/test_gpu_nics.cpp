@@ -163,14 +163,6 @@ TEST(GpuNics, AListOfOneGpuPerProcessGivesEachItsEntry) {
     EXPECT_NE(g.reason.find("which is unknown"), std::string::npos) << g.reason;
 }
 
-std::string list_of(hwloc_const_cpuset_t set) {
-    char *text = nullptr;
-    hwloc_bitmap_list_asprintf(&text, set);
-    std::string result(text ? text : "");
-    std::free(text);
-    return result;
-}
-
 // p5, 8 processes each bound to its package: Open MPI's default for more
 // than 2 (--map-by package: round robin) puts half of them on the package
 // away from the GPU of their local rank's number.  Those would go by

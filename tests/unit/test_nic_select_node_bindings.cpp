@@ -19,14 +19,6 @@ namespace {
 using namespace nic_select_test;
 using efa::select_nic_set;
 
-std::string list_of(hwloc_const_cpuset_t set) {
-    char *text = nullptr;
-    hwloc_bitmap_list_asprintf(&text, set);
-    std::string result(text ? text : "");
-    std::free(text);
-    return result;
-}
-
 // Ranks 0..count-1 handed out round-robin over the two packages (Open
 // MPI's default for more than two processes, --map-by package) or in
 // order (--map-by slot: the first half on package 0), each bound to its
