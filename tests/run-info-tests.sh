@@ -362,6 +362,22 @@ OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" 2>&1)
 RC=$?
 [ $RC -eq 2 ] && grep -q "common_efa_force_direct_mode must be a boolean.*not 'on' (from $ptmp/home/.openmpi/mca-params.conf, mtl_efa_force_direct_mode)" <<<"$OUT"
 check paramfile-bad-bool "expected exit 2 and the file named (exit $RC)" $?
+# --no-direct-mode turns a file's direct mode off (said as the option's);
+# with --direct-mode it is refused.
+printf 'common_efa_force_direct_mode = 1\n' >"$ptmp/home/.openmpi/mca-params.conf"
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" --provider shm --one-node 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -q "^granted on the first NIC's endpoint: tags no" <<<"$OUT"
+check paramfile-direct-mode "the file's direct mode not taken (exit $RC)" $?
+OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" --provider shm --one-node --no-direct-mode 2>&1)
+RC=$?
+[ $RC -eq 0 ] && grep -q "^granted on the first NIC's endpoint: tags yes" <<<"$OUT" &&
+    grep -q "common_efa_force_direct_mode.*--no-direct-mode" <<<"$OUT"
+check paramfile-no-direct-mode "--no-direct-mode did not turn the file's off (exit $RC)" $?
+run --provider shm --one-node --direct-mode --no-direct-mode
+[ $RC -eq 2 ] && grep -q "\-\-direct-mode and --no-direct-mode cannot be given together" <<<"$OUT"
+check exclusive-direct-mode "expected exit 2 and the message (exit $RC)" $?
+printf 'mtl_efa_force_direct_mode = on\n' >"$ptmp/home/.openmpi/mca-params.conf"
 # --help and --version answer all the same.
 OUT=$(HOME=$ptmp/home OPAL_SYSCONFDIR=$ptmp/etc "$info" --help 2>&1)
 RC=$?

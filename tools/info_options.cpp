@@ -26,7 +26,8 @@ namespace {
 [[noreturn]] void usage(int code) {
     std::fprintf(
         code ? stderr : stdout,
-        "usage: efa-mpi-info [--provider LIST | --provider-exclude LIST] [--direct-mode]\n"
+        "usage: efa-mpi-info [--provider LIST | --provider-exclude LIST]\n"
+        "                    [--direct-mode | --no-direct-mode]\n"
         "                    [--nic-include LIST | --nic-exclude LIST]\n"
         "                    [--local-size N] [--map-by slot|package]\n"
         "                    [--nics-per-proc N] [--gpu GPU]\n"
@@ -37,7 +38,8 @@ namespace {
         "                 as common_efa_provider_include / _exclude, _force_direct_mode,\n"
         "                 _nic_include / _exclude (default: their MCA parameters, by their\n"
         "                 common_efa_, mtl_efa_ or btl_efa_ names; else efa); the two of\n"
-        "                 a pair cannot be given together\n"
+        "                 a pair cannot be given together; --no-direct-mode: _force_direct_mode\n"
+        "                 off whatever the parameters say\n"
         "  --local-size   processes per node for the NIC sets (1 to 1024, default 1),\n"
         "                 each bound to an equal share of the cores (by default)\n"
         "  --map-by       slot (default: the shares above, in order) or package: process\n"
@@ -181,7 +183,7 @@ Options parse_options(int argc, char **argv) {
     o.provider_cuda_calls = switch_value("provider_cuda_calls", params.text("provider_cuda_calls"));
     o.force_efa_options = params.boolean("force_efa_options", false);
     o.dmabuf = params.boolean("dmabuf", true);
-    bool nics_given = false, gpu_given = false;
+    bool nics_given = false, gpu_given = false, direct_on = false, direct_off = false;
     // the options given, by the parameter each stands for
     std::map<std::string, std::string> given;
     for (int i = 1; i < argc; ++i) {
@@ -199,8 +201,9 @@ Options parse_options(int argc, char **argv) {
         } else if (a == "--provider-exclude") {
             o.provider_exclude = value();
             given["provider_exclude"] = a;
-        } else if (a == "--direct-mode") {
-            o.direct_mode = true;
+        } else if (a == "--direct-mode" || a == "--no-direct-mode") {
+            o.direct_mode = a == "--direct-mode";
+            (o.direct_mode ? direct_on : direct_off) = true;
             given["force_direct_mode"] = a;
         } else if (a == "--nic-include") {
             o.nic_include = value();
@@ -244,6 +247,7 @@ Options parse_options(int argc, char **argv) {
                 "--provider-exclude");
     refuse_pair(given.count("nic_include") && given.count("nic_exclude"), "--nic-include",
                 "--nic-exclude");
+    refuse_pair(direct_on && direct_off, "--direct-mode", "--no-direct-mode");
     for (const auto &[name, option] : given) {
         params.overridden(name.c_str(), option);
     }

@@ -1,6 +1,8 @@
 // Device buffers over several allocations side by side (device_span.hpp).
 #include "device_span.hpp"
 
+#include <new>
+
 #include <rdma/fi_errno.h>
 
 namespace efa {
@@ -84,12 +86,18 @@ bool registration_current(const MrRegistration &r, const DeviceSpan &s) {
            static_cast<size_t>(all.pieces) == r.pieces.size() && span_registered(r, all);
 }
 
-void note_span(const DeviceSpan &s, MrRegistration *r) {
+int note_span(const DeviceSpan &s, MrRegistration *r) noexcept {
     r->pieces_base = s.whole.base;
     r->pieces.clear();
+    try {
+        r->pieces.reserve(static_cast<size_t>(s.pieces));
+    } catch (const std::bad_alloc &) {
+        return -FI_ENOMEM; // (out of memory: the registration is not made)
+    }
     for (int i = 0; i < s.pieces; ++i) {
         r->pieces.push_back({s.len[i], s.id[i]});
     }
+    return 0;
 }
 
 } // namespace efa

@@ -46,7 +46,8 @@ bool span_registered(const MrRegistration &r, const DeviceSpan &s);
 // pinned while it is used), it is registered anew over what is there.
 bool registration_current(const MrRegistration &r, const DeviceSpan &s);
 
-// Note s's allocations in r (its registration).
-void note_span(const DeviceSpan &s, MrRegistration *r);
+// Note s's allocations in r (its registration), before it is made: 0, or
+// -FI_ENOMEM where there is no memory for the list.
+int note_span(const DeviceSpan &s, MrRegistration *r) noexcept;
 
 } // namespace efa

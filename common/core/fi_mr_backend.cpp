@@ -152,6 +152,9 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
     if (rc) {
         return rc;
     }
+    if ((rc = note_span(span, out))) {
+        return rc;
+    }
     const efa_device_hmem_t &h = span.whole; // (CUDA VMM: maybe several allocations)
     const uint64_t key = keys_->fetch_add(1);
     bool by_dmabuf = false;
@@ -166,7 +169,6 @@ int FiMrBackend::reg_device(void *base, size_t len, uint64_t access, MrRegistrat
     if (span.pieces > 1) {
         span_regs_.fetch_add(1, std::memory_order_relaxed);
     }
-    note_span(span, out);
     out->handle = mr;
     out->desc = fi_mr_desc(mr);
     out->key = fi_mr_key(mr);

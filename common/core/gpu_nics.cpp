@@ -322,7 +322,11 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
         return c;
     }
     if (accs.empty()) {
-        c.reason = "no GPU on this node";
+        // (an hwloc that cannot see PCI devices, built without its pci
+        // component or kept from /sys, shows no GPU where there are some)
+        const bool pci_seen = topo && hwloc_get_next_pcidev(topo, nullptr);
+        c.reason = pci_seen ? "no GPU on this node"
+                            : "no GPU known: hwloc sees no PCI device (no PCI support?)";
         return c;
     }
     // Guessed, not named: CUDA_VISIBLE_DEVICES naming one GPU (by index:

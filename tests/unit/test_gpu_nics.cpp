@@ -227,6 +227,21 @@ TEST(GpuNics, NoGpuKnownLeavesItToTheBinding) {
     EXPECT_TRUE(choose_gpu(nullptr, "auto", "0", 0, 8, nullptr).bus_id.empty());
 }
 
+// A topology without PCI devices (hwloc that cannot see them) is not taken
+// for a node without GPUs: the reason says so.
+TEST(GpuNics, NoPciSeenIsSaidAsSuch) {
+    const Topology blind = Topology::from_file("p5.48xlarge.xml", HWLOC_TYPE_FILTER_KEEP_NONE);
+    ASSERT_NE(blind.get(), nullptr);
+    const GpuChoice g = choose_gpu(blind.get(), "auto", nullptr, 0, 8, nullptr);
+    EXPECT_TRUE(g.bus_id.empty());
+    EXPECT_TRUE(g.error.empty()) << g.error;
+    EXPECT_NE(g.reason.find("hwloc sees no PCI device"), std::string::npos) << g.reason;
+    const Topology seen = Topology::from_file("p5.48xlarge.xml");
+    ASSERT_NE(seen.get(), nullptr);
+    EXPECT_EQ(choose_gpu(seen.get(), "auto", nullptr, 0, 3, nullptr).reason.find("hwloc sees"),
+              std::string::npos);
+}
+
 // An index or a PCI address chooses; one the node does not have, or a word
 // that is no setting, is an error that lists the node's accelerators.
 TEST(GpuNics, ExplicitSettings) {
