@@ -8,6 +8,7 @@
 #include "common_efa_cpusets.h"
 #include "common_efa_progress.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -359,12 +360,33 @@ static void verbose_cb(int level, const char *msg) {
     opal_output_verbose(level, mca_common_efa_output, "common:efa: %s", msg);
 }
 
+/* The help files' folders: the one beside this library as installed,
+ * <libdir>/../share/ompi-efa, where it holds them, before the one they
+ * were installed in: an install moved or copied elsewhere (a relocated
+ * package, a build carried to another machine) still finds its own
+ * messages, not those of the build it came from. */
+static void add_help_dirs(void) {
+    char dir[4096], file[4200];
+    Dl_info info;
+    if (0 != dladdr((void *)&add_help_dirs, &info) && NULL != info.dli_fname) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        const int n = NULL == slash ? snprintf(dir, sizeof(dir), "../share/ompi-efa")
+                                    : snprintf(dir, sizeof(dir), "%.*s/../share/ompi-efa",
+                                               (int)(slash - info.dli_fname), info.dli_fname);
+        snprintf(file, sizeof(file), "%s/help-common-efa.txt", dir);
+        if (n > 0 && (size_t)n < sizeof(dir) && 0 == access(file, R_OK)) {
+            opal_show_help_add_dir(dir);
+        }
+    }
+    opal_show_help_add_dir(EFA_HELP_DIR);
+}
+
 static void setup_reporting(void) {
     if (reporting_set) {
         return;
     }
     reporting_set = true;
-    opal_show_help_add_dir(EFA_HELP_DIR);
+    add_help_dirs();
     mca_common_efa_output = opal_output_open(NULL);
     opal_output_set_verbosity(mca_common_efa_output, params.core.verbose);
     efa_core_set_reporters(mca_common_efa_core_help, verbose_cb);

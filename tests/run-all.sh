@@ -222,6 +222,10 @@ echo "== one on-node inbox file per process with both components (cm + mtl_efa, 
 "$top/tests/run-node-files-test.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/node-files.log"
 add_counts "$logdir/node-files.log" node-files
 
+echo "== an install copied elsewhere: its own help files found beside its library"
+"$top/tests/run-relocated-test.sh" "$compdir" "$MPI_TEST_BIN_DIR" 2>&1 | tee "$logdir/relocated.log"
+add_counts "$logdir/relocated.log" relocated
+
 echo "== configure with a named libfabric: DIR/lib64 or DIR/lib, and one older than 1.14 refused"
 "$top/tests/run-configure-tests.sh" 2>&1 | tee "$logdir/configure.log"
 add_counts "$logdir/configure.log" configure
