@@ -45,7 +45,7 @@ static int cuda_ipc_import(uint32_t pid, const efa_device_ipc_t *in, const void 
                            void **base) {
     mca_common_efa_cuda_context_here(near, NULL);
     if (efa_cuda_vmm_is_export(in)) {
-        return vmm_on ? efa_cuda_vmm_import(&vmm, pid, in, base) : -FI_EINVAL;
+        return vmm_on ? efa_cuda_vmm_import_near(&vmm, pid, in, near, base) : -FI_EINVAL;
     }
     return efa_cuda_ipc_import(&cu, in, base);
 }
@@ -72,6 +72,7 @@ static void cuda_vmm_calls(void *lib) {
     EFA_CU_SYM(unmap, "cuMemUnmap");
     EFA_CU_SYM(address_free, "cuMemAddressFree");
     EFA_CU_SYM(context_device, "cuCtxGetDevice");
+    EFA_CU_SYM(stream_synchronize, "cuStreamSynchronize"); /* (may be NULL) */
 #undef EFA_CU_SYM
     vmm_on = NULL != vmm.pointer_attribute && NULL != vmm.address_range && NULL != vmm.retain &&
              NULL != vmm.export_handle && NULL != vmm.import_handle && NULL != vmm.release &&
@@ -92,6 +93,7 @@ bool mca_common_efa_cuda_ipc(efa_device_ops_t *ops) {
     EFA_CU_SYM(get_handle, "cuIpcGetMemHandle");
     EFA_CU_SYM(open_handle, "cuIpcOpenMemHandle_v2");
     EFA_CU_SYM(close_handle, "cuIpcCloseMemHandle");
+    EFA_CU_SYM(stream_synchronize, "cuStreamSynchronize"); /* (may be NULL) */
 #undef EFA_CU_SYM
     /* (the handle stays open: the driver stays loaded while Open MPI runs) */
     if (NULL == cu.get_handle || NULL == cu.open_handle || NULL == cu.close_handle ||

@@ -457,8 +457,10 @@ void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool 
     req->device_buf = NULL;
     if (n > 0 && !landed && 0 != efa_device_copy(dev, req->buffer, n)) {
         copy_failed("a received message to the device", n);
-        if (OMPI_SUCCESS == req->super.ompi_req->req_status.MPI_ERROR) {
-            req->super.ompi_req->req_status.MPI_ERROR = OMPI_ERROR;
+        /* (a truncated one too: its count would name bytes never copied) */
+        int *error = &req->super.ompi_req->req_status.MPI_ERROR;
+        if (OMPI_SUCCESS == *error || MPI_ERR_TRUNCATE == *error) {
+            *error = OMPI_ERROR;
         }
     }
     if (req->device_temp) {

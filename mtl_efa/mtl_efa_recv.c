@@ -139,12 +139,28 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
 
 static int post_recv(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint64_t ignore);
 
+/* Was the receive withdrawn: MPI_Cancel, or the watch's cancel for a lost
+ * peer (mtl_efa_any.c)? */
+static bool withdrawn(mca_mtl_efa_request_t *req) {
+    return __atomic_load_n(&req->cancelled, __ATOMIC_SEQ_CST) ||
+           0 != __atomic_load_n(&req->any_lost, __ATOMIC_SEQ_CST);
+}
+
 /* A receive whose post the provider refused from the backlog: a device
  * buffer is posted again with a host buffer (true; an ANY_SOURCE one stays
- * on the watch's list); else the failure stands. */
-static bool post_again(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
+ * on the watch's list); else the failure stands.  A cancel that came
+ * while the receive was neither the provider's nor in a backlog found
+ * nothing: such a receive is not posted again but ends cancelled (*err
+ * -FI_ECANCELED), and one that came while it was posted again is asked
+ * again once it is (then the provider holds it). */
+static bool post_again(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe, int *err) {
     if (!cqe->unposted ||
         !ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_trecv (from the backlog)", cqe->err)) {
+        return false;
+    }
+    if (withdrawn(req)) {
+        efa_core_device_refusal_taken(); /* (it ends cancelled: no failed post) */
+        *err = -FI_ECANCELED;
         return false;
     }
     const int rc = post_recv(req, req->post_addr, req->post_bits, req->post_ignore);
@@ -153,13 +169,26 @@ static bool post_again(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         return false;
     }
     efa_core_device_refusal_taken(); /* (no failed post to say) */
+    if (withdrawn(req) && !req->super.ompi_req->req_complete) {
+        (void)efa_ctx_cancel(req->ctx, &req->op);
+    }
     return true;
 }
 
-static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe_in) {
     mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
-    if (OPAL_UNLIKELY(cqe->err) && NULL != req->mr && post_again(req, cqe)) {
-        return;
+    const efa_cqe_t *cqe = cqe_in;
+    efa_cqe_t withdrawn_cqe;
+    if (OPAL_UNLIKELY(cqe->err) && NULL != req->mr) {
+        int err = cqe->err;
+        if (post_again(req, cqe, &err)) {
+            return;
+        }
+        if (err != cqe->err) { /* (cancelled while it was posted again) */
+            withdrawn_cqe = *cqe;
+            withdrawn_cqe.err = err;
+            cqe = &withdrawn_cqe;
+        }
     }
     ompi_mtl_efa_any_done(req);
     if (ompi_mtl_efa_is_rdv(cqe)) {
@@ -580,7 +609,10 @@ int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mt
         ompi_mtl_efa_cancel_send(req);
         return OMPI_SUCCESS;
     }
-    /* Drain first: a receive that already matched must not be cancelled. */
+    /* Drain first: a receive that already matched must not be cancelled.
+     * (Marked first: a device receive the provider refused from the
+     * backlog, being posted again, is found by neither, and looks.) */
+    __atomic_store_n(&req->cancelled, true, __ATOMIC_SEQ_CST);
     efa_core_progress(ompi_mtl_efa.core);
     if (!req->super.ompi_req->req_complete) {
         /* If the provider found it, an -FI_ECANCELED completion follows and

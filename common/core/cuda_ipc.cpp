@@ -34,10 +34,18 @@ extern "C" int efa_cuda_ipc_export(const efa_cuda_ipc_calls_t *cu, const void *b
     }
     // Synchronous copies into it finish before they return from now on
     // (the driver keeps it per allocation; memory that refuses it has no
-    // legacy handle).
-    if (cu->set_attribute) {
+    // legacy handle).  Set the first time, copies made before it may still
+    // be landing (one from pageable memory returns before its DMA is
+    // done): the default stream, behind which they queue, is waited for.
+    int synchronous = 0;
+    if (cu->set_attribute &&
+        (!cu->pointer_attribute || 0 != cu->pointer_attribute(&synchronous, kSyncMemops, base) ||
+         0 == synchronous)) {
         const int on = 1;
         (void)cu->set_attribute(&on, kSyncMemops, base);
+        if (cu->stream_synchronize) {
+            (void)cu->stream_synchronize(EFA_CU_STREAM_LEGACY);
+        }
     }
     efa_cu_ipc_handle_t h;
     if (0 != cu->get_handle(&h, base)) {

@@ -23,6 +23,7 @@ namespace {
 // the calls from the driver Open MPI loaded).
 constexpr int kBufferId = 7;       // CU_POINTER_ATTRIBUTE_BUFFER_ID
 constexpr int kMempool = 17;       // CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
+constexpr int kDeviceOrdinal = 9;  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 constexpr int kPosixFd = 1;        // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 constexpr int kLocationDevice = 1; // CU_MEM_LOCATION_TYPE_DEVICE
 constexpr int kReadWrite = 3;      // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
@@ -273,22 +274,30 @@ int write_note(const std::vector<Piece> &pieces, const std::vector<int> &fds) {
 }
 
 // Map the allocations of fds (their lengths lens, side by side) into one
-// new range with access for this process's device: 0 and *base, or a
-// negative libfabric error with nothing left mapped or reserved.  The
-// descriptors are closed either way.
+// new range with access for the device of near (the memory the bytes are
+// copied to or from) and for the thread's context's device, which runs
+// the copy where they differ (a process with several GPUs): 0 and *base,
+// or a negative libfabric error with nothing left mapped or reserved.
+// The descriptors are closed either way.
 int map_pieces(const efa_cuda_vmm_calls_t *cu, const std::vector<int> &fds,
-               const std::vector<size_t> &lens, void **base) {
+               const std::vector<size_t> &lens, const void *near, void **base) {
     size_t total = 0;
     for (size_t len : lens) {
         total += len;
     }
-    int device = 0;
+    int device = 0, near_device = -1;
     efa_cu_ptr_t va = 0;
     if (0 != cu->context_device(&device) || 0 != cu->reserve(&va, total, 0, 0, 0)) {
         close_all(fds);
-        return -FI_ENOMEM;
+        return -FI_EAGAIN; // (no context on this thread, or no address room: not the memory's)
     }
-    const efa_cu_access_desc_t access{kLocationDevice, device, kReadWrite};
+    if (nullptr == near || 0 != cu->pointer_attribute(&near_device, kDeviceOrdinal,
+                                                      reinterpret_cast<efa_cu_ptr_t>(near))) {
+        near_device = device;
+    }
+    const efa_cu_access_desc_t access[2] = {{kLocationDevice, near_device, kReadWrite},
+                                            {kLocationDevice, device, kReadWrite}};
+    const size_t devices = near_device == device ? 1 : 2;
     int rc = 0;
     size_t done = 0, offset = 0; // (the pieces mapped, and where the next goes)
     for (; done < fds.size(); ++done) {
@@ -301,7 +310,10 @@ int map_pieces(const efa_cuda_vmm_calls_t *cu, const std::vector<int> &fds,
         }
         if (0 != cu->map(at, lens[done], 0, h, 0)) {
             rc = -FI_EINVAL; // (longer than the allocation: the sender's range was not it)
-        } else if (0 != cu->set_access(at, lens[done], &access, 1)) {
+        } else if (0 != cu->set_access(at, lens[done], access, devices) &&
+                   (1 == devices || 0 != cu->set_access(at, lens[done], access, 1))) {
+            // (two devices refused, near's alone taken: the copy may still
+            // run on near's device)
             (void)cu->unmap(at, lens[done]);
             rc = -FI_EACCES; // (another device's memory without peer access)
         }
@@ -478,6 +490,13 @@ extern "C" int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *b
     out->offset = p - pieces[0].base;
     out->held = static_cast<uint64_t>(held) + 1;
     budget.keep(); // (given back by efa_cuda_vmm_release)
+    // VMM memory takes no SYNC_MEMOPS: a synchronous copy into it (from
+    // pageable memory) may return before its bytes have landed, and the
+    // peer's copy runs on its own stream.  The default stream, behind
+    // which such copies queue, is waited for before the peer hears.
+    if (cu->stream_synchronize) {
+        (void)cu->stream_synchronize(EFA_CU_STREAM_LEGACY);
+    }
     return 0;
 }
 
@@ -502,6 +521,11 @@ extern "C" void efa_cuda_vmm_release(uint64_t held) {
 
 extern "C" int efa_cuda_vmm_import(const efa_cuda_vmm_calls_t *cu, uint32_t pid,
                                    const efa_device_ipc_t *in, void **base) {
+    return efa_cuda_vmm_import_near(cu, pid, in, nullptr, base);
+}
+
+extern "C" int efa_cuda_vmm_import_near(const efa_cuda_vmm_calls_t *cu, uint32_t pid,
+                                        const efa_device_ipc_t *in, const void *near, void **base) {
     if (!efa_cuda_vmm_is_export(in) || 0 == in->alloc_len || in->held > INT32_MAX) {
         return -FI_EINVAL;
     }
@@ -520,7 +544,7 @@ extern "C" int efa_cuda_vmm_import(const efa_cuda_vmm_calls_t *cu, uint32_t pid,
         fds.push_back(fd);
         lens.push_back(in->alloc_len);
     }
-    return map_pieces(cu, fds, lens, base);
+    return map_pieces(cu, fds, lens, near, base);
 }
 
 extern "C" bool efa_cuda_vmm_close(const efa_cuda_vmm_calls_t *cu, void *base) {

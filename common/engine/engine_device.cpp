@@ -18,7 +18,8 @@ namespace efa::engine {
 // Where this process reaches peer p's device allocation 'ipc' names:
 // imported once (for near, the memory it is copied to), kept (the latest
 // used last); nullptr where the import fails (that handle is then not
-// tried again while it is among the last kIpcKept refused).
+// tried again while it is among the last kIpcKept refused, unless what
+// failed may pass: descriptors, memory or a context lacking).
 void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc, const void *near) {
     efa_device_ipc_t key = ipc;
     key.offset = 0;
@@ -51,6 +52,9 @@ void *Engine::ipc_base(Peer *p, const efa_device_ipc_t &ipc, const void *near) {
         }
         p->ipc.clear();
         rc = efa_device_ipc_import(p->pid, &import, near, &base);
+    }
+    if (-FI_EAGAIN == rc || -FI_EMFILE == rc || -FI_ENOMEM == rc) {
+        return nullptr; // (for now: descriptors, memory or a context lacking; asked again)
     }
     if (0 != rc) {
         if (p->ipc_refused.size() >= kIpcKept) {

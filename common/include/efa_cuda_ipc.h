@@ -41,6 +41,9 @@ typedef struct efa_cuda_ipc_calls {
     int (*get_handle)(efa_cu_ipc_handle_t *handle, efa_cu_ptr_t base);
     int (*open_handle)(efa_cu_ptr_t *ptr, efa_cu_ipc_handle_t handle, unsigned int flags);
     int (*close_handle)(efa_cu_ptr_t ptr);
+    /* cuStreamSynchronize (may be NULL): with EFA_CU_STREAM_LEGACY, the
+     * wait for copies into an allocation made before SYNC_MEMOPS was set */
+    int (*stream_synchronize)(void *stream);
 } efa_cuda_ipc_calls_t;
 
 /* cuda.h's CUDA_ERROR_ALREADY_MAPPED: the driver maps an allocation once

@@ -41,6 +41,10 @@
 extern "C" {
 #endif
 
+/* CU_STREAM_LEGACY: the default stream, whose work follows that of every
+ * blocking stream issued before it. */
+#define EFA_CU_STREAM_LEGACY ((void *)0x1)
+
 /* CUmemAccessDesc as cuda.h lays it out (a location's type and id, the
  * access flags; enums are ints). */
 typedef struct efa_cu_access_desc {
@@ -74,6 +78,9 @@ typedef struct efa_cuda_vmm_calls {
     int (*unmap)(efa_cu_ptr_t ptr, size_t size);
     int (*address_free)(efa_cu_ptr_t ptr, size_t size);
     int (*context_device)(int *device);
+    /* cuStreamSynchronize (may be NULL): the sender waits for the default
+     * stream before it exports (VMM memory takes no SYNC_MEMOPS) */
+    int (*stream_synchronize)(void *stream);
 } efa_cuda_vmm_calls_t;
 
 /* The most VMM allocations mapped side by side that one buffer may span and
@@ -99,6 +106,12 @@ int efa_cuda_vmm_export(const efa_cuda_vmm_calls_t *cu, const void *buf, size_t 
  * a negative libfabric error (nothing left mapped or open). */
 int efa_cuda_vmm_import(const efa_cuda_vmm_calls_t *cu, uint32_t pid, const efa_device_ipc_t *in,
                         void **base);
+/* The same, mapped for the device of near (the memory the bytes are copied
+ * to or from) as well as the thread's context's device; near NULL: the
+ * context's alone.  -FI_EAGAIN where the thread has no context or no
+ * address range is free (not the memory's doing: asked again later). */
+int efa_cuda_vmm_import_near(const efa_cuda_vmm_calls_t *cu, uint32_t pid,
+                             const efa_device_ipc_t *in, const void *near, void **base);
 /* Is base a mapping efa_cuda_vmm_import made?  Then it is unmapped and
  * its range freed (true); false: not one of its. */
 bool efa_cuda_vmm_close(const efa_cuda_vmm_calls_t *cu, void *base);

@@ -6,6 +6,8 @@
 # the checkout, and tests/gpu/run-gpu-check.sh runs there:
 #   tests/gpu/prepare-carry.sh [KIT_TARBALL]    (default ../shared/gpu-kit/kit.tar.xz)
 #   device: bash tests/gpu/run-gpu-check.sh -u .gpu/kit.tar.xz -c .gpu/inst/lib/openmpi -o $OUT
+#   (carry .gpu, kind nvidia-h100-x1, timeout_s 480: the check keeps to
+#   390 s of runs; what comes back is OUT's four files)
 # The build stays in .gpu-build (not carried), so that preparing again
 # after a change rebuilds only what changed: a session lent the GPU
 # machine spends minutes here, not the whole build's time.
@@ -43,5 +45,19 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$cargo/bin"
 mpicc -Wall -Wextra -O2 -I"$cuda/include" "$top/tests/gpu/vmm_buffers.c" \
     -o "$cargo/bin/vmm_buffers" -L"$cuda/lib64/stubs" -lcuda
-du -sh "$cargo"
-echo "prepare-carry: $cargo ready (carry .gpu)"
+# The device tool carries at most 64 MiB, the checkout's files included:
+# the check needs the libraries without their debug information, and
+# neither efa-mpi-info nor the headers and manual pages.
+rm -rf "$cargo/inst/bin" "$cargo/inst/include" "$cargo/inst/share/man"
+find "$cargo/inst" -name '*.la' -delete
+find "$cargo/inst" -name '*.so*' -type f -exec strip --strip-debug {} +
+tree_bytes=$(cd "$top" && git ls-files -z --cached --others --exclude-standard |
+    du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1)
+cargo_bytes=$(du -sb "$cargo" | cut -f1)
+total_mib=$(((tree_bytes + cargo_bytes) >> 20))
+echo "prepare-carry: $((cargo_bytes >> 20)) MiB in .gpu, $total_mib MiB with the checkout"
+if [ "$total_mib" -ge 60 ]; then
+    echo "prepare-carry: over the device tool's 64 MiB (less a margin): the run would not start" >&2
+    exit 1
+fi
+echo "prepare-carry: $cargo ready (carry .gpu; device run: kind nvidia-h100-x1, timeout_s 480)"

@@ -27,6 +27,10 @@ int pointer_attribute(void *data, int attribute, efa_cu_ptr_t ptr) {
     efa_cu_ptr_t base = 0;
     efa_cu_handle_t h = 0;
     const Alloc *a = alloc_at(ptr, &base, &h);
+    if (9 == attribute && 0 != d.near && ptr == d.near) {
+        *static_cast<int *>(data) = d.near_device;
+        return 0;
+    }
     if (17 == attribute && nullptr != a && d.mempool_attribute) {
         *static_cast<void **>(data) = a->pool;
         return 0;
@@ -121,13 +125,15 @@ int map(efa_cu_ptr_t ptr, size_t size, size_t offset, efa_cu_handle_t h, unsigne
 }
 int set_access(efa_cu_ptr_t ptr, size_t size, const efa_cu_access_desc_t *desc, size_t count) {
     const auto it = d.mapped.find(ptr);
-    if (1 != count || it == d.mapped.end() || size != d.allocs.at(it->second).size) {
+    if (count < 1 || count > 2 || (count > 1 && d.several_refused) || it == d.mapped.end() ||
+        size != d.allocs.at(it->second).size) {
         return 1;
     }
     if (0 == d.accesses_before_failing--) {
         return 1;
     }
     d.access = *desc;
+    d.accesses.assign(desc, desc + count);
     if (0 == d.access_rc) {
         d.access_set[ptr] = size;
     }
@@ -156,6 +162,10 @@ int context_device(int *device) {
     *device = 3;
     return 0;
 }
+int stream_synchronize(void *stream) {
+    d.syncs += EFA_CU_STREAM_LEGACY == stream ? 1 : 0;
+    return 0;
+}
 
 } // namespace
 
@@ -164,9 +174,10 @@ ino_t inode_of(int fd) {
     return 0 == fstat(fd, &st) ? st.st_ino : 0;
 }
 
-const efa_cuda_vmm_calls_t kCalls = {
-    pointer_attribute, address_range, retain,     export_handle, import_handle, release,
-    reserve,           map,           set_access, unmap,         address_free,  context_device};
+const efa_cuda_vmm_calls_t kCalls = {pointer_attribute, address_range, retain,       export_handle,
+                                     import_handle,     release,       reserve,      map,
+                                     set_access,        unmap,         address_free, context_device,
+                                     stream_synchronize};
 
 bool open_fd(int fd) {
     return fcntl(fd, F_GETFD) >= 0;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "efa_cuda_vmm_ipc.h"
 
@@ -42,7 +43,12 @@ struct Driver {
     efa_cu_ptr_t next_va = 0x70000000000ull;
     std::map<efa_cu_ptr_t, size_t> reserved;
     std::map<efa_cu_ptr_t, efa_cu_handle_t> mapped;
-    efa_cu_access_desc_t access{};
+    efa_cu_access_desc_t access{};              // the last given, the first of several
+    std::vector<efa_cu_access_desc_t> accesses; // every descriptor of the last call
+    bool several_refused = false;               // set_access refuses more than one device
+    efa_cu_ptr_t near = 0;                      // the importer's memory, on device near_device
+    int near_device = 5;
+    int syncs = 0;                             // cuStreamSynchronize(CU_STREAM_LEGACY) calls
     std::map<efa_cu_ptr_t, size_t> access_set; // every range given access
     int map_rc = 0, access_rc = 0;
     int maps_before_failing = -1; // (-1: map never fails on its own)

@@ -2,12 +2,11 @@
 // whose calls are recorded.  What is checked: the sender sets
 // SYNC_MEMOPS on the allocation before it takes the handle (so a
 // cudaMemset or pageable cudaMemcpy into it has landed when the peer
-// copies), and names the allocation from its base with the buffer's
-// offset; memory without a legacy handle (VMM, pool) is refused untouched;
-// the receiver tells "already mapped" from other refusals, and accepts a
-// mapping that holds the allocation (the driver may map the whole block a
-// small cudaMalloc was carved from) but not one shorter than the sender
-// said.
+// copies), the first time waiting for the default stream, and names the allocation from its base
+// with the buffer's offset; memory without a legacy handle (VMM, pool) is refused untouched; the
+// receiver tells "already mapped" from other refusals, and accepts a mapping that holds the
+// allocation (the driver may map the whole block a small cudaMalloc was carved from) but not one
+// shorter than the sender said.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -32,6 +31,7 @@ struct StandIn {
     efa_cu_ptr_t mapped_start = kMapped;
     size_t mapped_size = kSize;
     int closes = 0;
+    int sync_memops = 0; // the allocation's CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
 } s;
 
 std::string at(efa_cu_ptr_t p) {
@@ -39,6 +39,10 @@ std::string at(efa_cu_ptr_t p) {
 }
 
 int pointer_attribute(void *data, int attribute, efa_cu_ptr_t) {
+    if (6 == attribute) {
+        *static_cast<int *>(data) = s.sync_memops;
+        return 0;
+    }
     if (10 != attribute) {
         return 1;
     }
@@ -46,6 +50,9 @@ int pointer_attribute(void *data, int attribute, efa_cu_ptr_t) {
     return 0;
 }
 int set_attribute(const void *value, int attribute, efa_cu_ptr_t ptr) {
+    if (6 == attribute) {
+        s.sync_memops = *static_cast<const int *>(value);
+    }
     s.calls.push_back("set " + std::to_string(attribute) + "=" +
                       std::to_string(*static_cast<const int *>(value)) + " " + at(ptr));
     return 0;
@@ -83,9 +90,14 @@ int close_handle(efa_cu_ptr_t) {
     ++s.closes;
     return 0;
 }
+int stream_synchronize(void *stream) {
+    s.calls.push_back(EFA_CU_STREAM_LEGACY == stream ? "sync legacy" : "sync other");
+    return 0;
+}
 
 const efa_cuda_ipc_calls_t kCalls = {pointer_attribute, set_attribute, address_range,
-                                     get_handle,        open_handle,   close_handle};
+                                     get_handle,        open_handle,   close_handle,
+                                     stream_synchronize};
 
 class CudaIpc : public ::testing::Test {
   protected:
@@ -102,11 +114,17 @@ class CudaIpc : public ::testing::Test {
 TEST_F(CudaIpc, TheSenderMakesCopiesIntoTheAllocationSynchronousBeforeItsHandle) {
     efa_device_ipc_t out{};
     ASSERT_EQ(0, efa_cuda_ipc_export(&kCalls, ptr(kBase + 8192), 4096, &out));
-    const std::vector<std::string> want = {"set 6=1 @base", "get_handle @base"};
+    // (the first time, copies made before are waited for: one from
+    // pageable memory may not have landed when it returned)
+    const std::vector<std::string> want = {"set 6=1 @base", "sync legacy", "get_handle @base"};
     EXPECT_EQ(want, s.calls);
     EXPECT_EQ(kSize, out.alloc_len);
     EXPECT_EQ(8192u, out.offset);
     EXPECT_EQ(0u, out.held);
+    s.calls.clear();
+    ASSERT_EQ(0, efa_cuda_ipc_export(&kCalls, ptr(kBase + 8192), 4096, &out));
+    EXPECT_EQ(std::vector<std::string>{"get_handle @base"}, s.calls)
+        << "set already: no attribute set, no wait";
 }
 
 TEST_F(CudaIpc, MemoryWithoutALegacyHandleIsRefusedUntouched) {

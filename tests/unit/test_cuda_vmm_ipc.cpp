@@ -73,6 +73,50 @@ TEST_F(CudaVmmIpc, AnImportMapsThatAllocationForThisDevice) {
     EXPECT_FALSE(efa_cuda_vmm_close(&kCalls, base)) << "closed twice";
 }
 
+// The sender waits for the default stream before the peer hears: VMM
+// memory takes no SYNC_MEMOPS, and a synchronous copy into it may not have
+// landed when it returns.
+TEST_F(CudaVmmIpc, TheExportWaitsForTheDefaultStream) {
+    make(kVa, kMiB2, 77);
+    efa_device_ipc_t out{};
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa), 64, &out));
+    EXPECT_EQ(1, d.syncs);
+    efa_cuda_vmm_release(out.held);
+    efa_cuda_vmm_calls_t bare = kCalls;
+    bare.stream_synchronize = nullptr; // (a driver without it: exported all the same)
+    ASSERT_EQ(0, efa_cuda_vmm_export(&bare, at(kVa), 64, &out));
+    EXPECT_EQ(1, d.syncs);
+    efa_cuda_vmm_release(out.held);
+}
+
+// A process with several GPUs: the mapping is made for the device of the
+// memory the bytes go to, and for the context's device, which runs the
+// copy; where the two together are refused, near's alone.
+TEST_F(CudaVmmIpc, AnImportForMemoryOfAnotherDeviceGivesThatDeviceAccess) {
+    make(kVa, kMiB2, 77);
+    efa_device_ipc_t out{};
+    ASSERT_EQ(0, efa_cuda_vmm_export(&kCalls, at(kVa), 64, &out));
+    const auto pid = static_cast<uint32_t>(getpid());
+    d.near = 0x90000000000ull;
+    void *base = nullptr;
+    ASSERT_EQ(0, efa_cuda_vmm_import_near(&kCalls, pid, &out, at(d.near), &base));
+    ASSERT_EQ(2u, d.accesses.size());
+    EXPECT_EQ(5, d.accesses[0].location_id) << "near's device";
+    EXPECT_EQ(3, d.accesses[1].location_id) << "the context's device";
+    EXPECT_TRUE(efa_cuda_vmm_close(&kCalls, base));
+    d.several_refused = true;
+    ASSERT_EQ(0, efa_cuda_vmm_import_near(&kCalls, pid, &out, at(d.near), &base));
+    ASSERT_EQ(1u, d.accesses.size());
+    EXPECT_EQ(5, d.accesses[0].location_id);
+    EXPECT_TRUE(efa_cuda_vmm_close(&kCalls, base));
+    d.near_device = 3; // (the context's own: one descriptor)
+    d.several_refused = false;
+    ASSERT_EQ(0, efa_cuda_vmm_import_near(&kCalls, pid, &out, at(d.near), &base));
+    EXPECT_EQ(1u, d.accesses.size());
+    EXPECT_TRUE(efa_cuda_vmm_close(&kCalls, base));
+    efa_cuda_vmm_release(out.held);
+}
+
 TEST_F(CudaVmmIpc, AFailedImportLeavesNothingBehind) {
     make(kVa, kMiB2, 77);
     efa_device_ipc_t out{};
