@@ -299,6 +299,13 @@ int ompi_mtl_efa_cancel(struct mca_mtl_base_module_t *mtl, mca_mtl_request_t *mt
                         int flag);
 /* MPI_Cancel of a send through the provider (mtl_efa_send.c). */
 void ompi_mtl_efa_cancel_send(mca_mtl_efa_request_t *req);
+/* The receiver's acknowledgement of a synchronous send from src of comm
+ * (seq: the message's, efa_tag_codec_seq, which the sender's
+ * acknowledgement receive names): OMPI_SUCCESS, or an OMPI error where it
+ * could not be posted (a full queue is not one: the core keeps it in its
+ * backlog).  mtl_efa_sync_ack.c. */
+int ompi_mtl_efa_send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag,
+                               uint32_t seq);
 
 /* How a communicator's messages travel, decided in add_comm. */
 #define MTL_EFA_PATH_PROVIDER 0 /* every peer through the provider */

@@ -8,53 +8,6 @@
 #include "ompi/message/message.h"
 #include "opal/runtime/opal_progress.h"
 
-/* Synchronous-send acknowledgements carry no payload.  Where the provider
- * injects, they need no context.  Otherwise each one gets its own (a
- * provider may use an operation's fi_context2 as scratch space until it
- * completes, so two acknowledgements in flight can never share one), freed
- * by its completion. */
-typedef struct {
-    efa_op_t op; /* first: the completion hands it back */
-} mtl_efa_ack_send_t;
-
-static void ack_send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
-    (void)cqe; /* a lost acknowledgement shows at the sender, as an error or a wait */
-    free(op);
-}
-
-/* 0, or an OMPI error: the acknowledgement could not be posted (a full
- * queue is not an error: the core keeps the post in its backlog). */
-/* seq: the message's (efa_tag_codec_seq), which the sender's
- * acknowledgement receive names. */
-static int send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag, uint32_t seq) {
-    efa_peer_t *peer = ompi_mtl_efa_peer(comm, src);
-    if (OPAL_UNLIKELY(NULL == peer)) {
-        return OMPI_ERR_UNREACH;
-    }
-    const int ci = ompi_mtl_efa_ctx_index(comm);
-    efa_ctx_t *ctx = ompi_mtl_efa.ctxs[ci];
-    const uint32_t me = (uint32_t)comm->c_my_rank;
-    const uint64_t bits =
-        efa_tag_codec_with_seq(&ompi_mtl_efa.codec,
-                               efa_tag_codec_pack(&ompi_mtl_efa.codec, EFA_PROTO_SYNC_ACK,
-                                                  mtl_efa_comm_cid(comm), me, tag),
-                               seq);
-    if (ompi_mtl_efa.inject_size > 0) {
-        return ompi_mtl_efa_rc(efa_ctx_tinject(ctx, NULL, 0, peer->addr[ci], bits, me));
-    }
-    mtl_efa_ack_send_t *ack = malloc(sizeof(*ack));
-    if (OPAL_UNLIKELY(NULL == ack)) {
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    ack->op.complete = ack_send_complete;
-    int rc = efa_ctx_tsend(ctx, NULL, 0, NULL, peer->addr[ci], bits, me, &ack->op);
-    if (OPAL_UNLIKELY(rc)) {
-        free(ack); /* never reached the provider */
-        return ompi_mtl_efa_error(rc);
-    }
-    return OMPI_SUCCESS;
-}
-
 /* Fill an MPI status's envelope and count from a receive or peek
  * completion.  Not MPI_ERROR: probes write straight into the user's status,
  * and single-completion calls must leave that field alone (MPI sets it only
@@ -122,8 +75,8 @@ static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
         if (EFA_PROTO_SYNC == efa_tag_codec_proto(&ompi_mtl_efa.codec, cqe->tag) && !failed) {
             /* The data is here, but the sender's MPI_Ssend would wait for
              * ever: say so on this receive rather than nowhere. */
-            int rc = send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG,
-                                   efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag));
+            int rc = ompi_mtl_efa_send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG,
+                                                efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag));
             if (OPAL_UNLIKELY(OMPI_SUCCESS != rc) && OMPI_SUCCESS == status->MPI_ERROR) {
                 status->MPI_ERROR = ompi_mtl_efa_mpi_error(rc);
             }
