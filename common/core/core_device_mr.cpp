@@ -71,10 +71,18 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
         // One the lookup cannot find (registered alone beside a stale
         // entry that overlaps it, or taken out since by another thread's
         // invalidation) holds these allocations all the same: it serves,
-        // and goes at its last release (a stale entry beside it goes when
-        // a lookup meets it, below).  Asking again could meet the next
+        // and goes at its last release (a stale entry beside it goes now:
+        // below).  Asking again could meet the next
         // thread's invalidation, and fail a good buffer.
         if (e && registration_current(e->reg, span)) {
+            if (!cache->findable(e)) {
+                // Registered alone beside an entry that overlaps without
+                // holding these allocations: that one is of allocations
+                // freed since (allocations never overlap), and, idle, it
+                // would keep their memory pinned and make every later
+                // acquire here try the merge again.
+                cache->invalidate(reinterpret_cast<const void *>(h.base), h.len);
+            }
             if ((access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !core->rails.empty()) {
                 efa::note_rails_used(core); // peers may reach it over a rail
             }

@@ -30,6 +30,7 @@
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
+#include "deadline_tracked.hpp"
 #include "efa_core_msg.h"
 #include "path_counts.hpp"
 #include "registered_block.hpp"
@@ -65,6 +66,14 @@ struct efa_msg_pool {
     std::mutex lock;                // unposted
     std::vector<Buf *> unposted;
     std::atomic<size_t> unposted_count{0};
+    // A rail's receives that failed (deliver), posted again once
+    // common_efa_rail_retry seconds have passed, so that a link that came
+    // back (the peers' rail_back) has buffers to receive into; failing at
+    // once again, they wait twice as long (to 8 times).  Under lock.
+    std::vector<Buf *> resting;
+    std::atomic<size_t> resting_count{0};
+    std::atomic<uint64_t> rest_due_ms{0};
+    uint64_t rest_wait_ms = 0, rested_ms = 0; // the last wait, and when it ended
     // One handler per channel (efa_core_msg.h): the first byte of a message
     // says whose it is.
     std::atomic<efa_msg_handler_fn> fn[EFA_MSG_CHANNELS]{};
@@ -114,6 +123,31 @@ void post(efa_msg_pool::Buf *b) {
                                 static_cast<int>(rc));
 }
 
+// A rail's failed receive set aside until it is posted again (the pool's
+// resting); without common_efa_rail_retry it stays out, as its rail.
+void rest(efa_msg_pool::Buf *b) {
+    efa_msg_pool *pool = b->pool;
+    const uint64_t base = static_cast<uint64_t>(std::max(0, pool->core->params.rail_retry)) * 1000;
+    if (0 == base) {
+        return;
+    }
+    const uint64_t now = efa::now_ms();
+    std::lock_guard<std::mutex> guard(pool->lock);
+    try {
+        pool->resting.push_back(b);
+    } catch (const std::bad_alloc &) {
+        return; // (no memory: it stays out)
+    }
+    if (1 == pool->resting.size()) {
+        // (failed again within the last wait of being posted again: twice
+        // that; else the parameter's)
+        const bool again = pool->rest_wait_ms && now - pool->rested_ms < pool->rest_wait_ms;
+        pool->rest_wait_ms = again ? std::min(2 * pool->rest_wait_ms, 8 * base) : base;
+        pool->rest_due_ms.store(now + pool->rest_wait_ms, std::memory_order_relaxed);
+    }
+    pool->resting_count.fetch_add(1, std::memory_order_release);
+}
+
 // Hand an arrived message (or a failed receive) to its channel and post
 // the buffer again.
 void deliver(efa_msg_pool::Buf *b, size_t len, int err, fi_addr_t src) {
@@ -134,12 +168,18 @@ void deliver(efa_msg_pool::Buf *b, size_t len, int err, fi_addr_t src) {
         } // else nobody listens on that channel in this process: dropped
     }
     // A rail's receive that failed (but for a truncation: a lost message)
-    // is not posted again: a rail in error could fail each at once, and
-    // its senders move to another NIC.  The first NIC's too where it can be
-    // left (elsewhere its failure ends the job).
+    // is not posted again at once: a rail in error could fail each at
+    // once, and its senders move to another NIC.  It rests until the rail
+    // may be back.  The first NIC's too where it can be left (elsewhere
+    // its failure ends the job).
     const bool rail_broken =
         err && -FI_ETRUNC != err && (b->ctx->rail || efa_core_rail0_fails_over(pool->core));
-    if (!pool->closing.load(std::memory_order_acquire) && !rail_broken) {
+    if (pool->closing.load(std::memory_order_acquire)) {
+        return;
+    }
+    if (rail_broken) {
+        rest(b);
+    } else {
         post(b);
     }
 }
@@ -208,6 +248,8 @@ void unpost_all(efa_msg_pool *pool) {
         std::lock_guard<std::mutex> guard(pool->lock);
         pool->unposted.clear();
         pool->unposted_count.store(0, std::memory_order_release);
+        pool->resting.clear();
+        pool->resting_count.store(0, std::memory_order_release);
     }
     for (auto &b : pool->bufs) {
         if (b.posted.load(std::memory_order_acquire)) {
@@ -435,6 +477,27 @@ size_t efa_core_msg_recv_count(const efa_core_t *core) {
     return core->msg_pool ? core->msg_pool->per_ctx : 0;
 }
 
+size_t efa_core_msg_posted(const efa_core_t *core, int rail) {
+    if (!core->msg_pool) {
+        return 0;
+    }
+    return static_cast<size_t>(std::count_if(
+        core->msg_pool->bufs.begin(), core->msg_pool->bufs.end(), [rail](const auto &b) {
+            return b.ctx->rail == rail && b.posted.load(std::memory_order_acquire);
+        }));
+}
+
+void efa_core_msg_cancel_rail(efa_core_t *core, int rail) {
+    if (!core->msg_pool) {
+        return;
+    }
+    for (auto &b : core->msg_pool->bufs) {
+        if (b.ctx->rail == rail && b.posted.load(std::memory_order_acquire)) {
+            (void)fi_cancel(&b.ctx->ep->fid, &b.op.fi_ctx);
+        }
+    }
+}
+
 int efa_core_msg_progress(efa_core_t *core) {
     efa_msg_pool *pool = core->msg_pool;
     if (!pool) {
@@ -443,14 +506,22 @@ int efa_core_msg_progress(efa_core_t *core) {
     if (pool->swap) {
         release_held(pool);
     }
-    if (pool->unposted_count.load(std::memory_order_acquire) == 0) {
+    const bool resting = pool->resting_count.load(std::memory_order_acquire) != 0;
+    if (pool->unposted_count.load(std::memory_order_acquire) == 0 && !resting) {
         return 0;
     }
+    const uint64_t now = resting ? efa::now_ms() : 0;
     std::vector<efa_msg_pool::Buf *> todo;
     {
         std::lock_guard<std::mutex> guard(pool->lock);
         todo.swap(pool->unposted);
         pool->unposted_count.store(0, std::memory_order_release);
+        if (resting && now >= pool->rest_due_ms.load(std::memory_order_relaxed)) {
+            todo.insert(todo.end(), pool->resting.begin(), pool->resting.end());
+            pool->resting.clear();
+            pool->resting_count.store(0, std::memory_order_release);
+            pool->rested_ms = now;
+        }
     }
     // post() parks again whatever still does not fit.
     for (auto *b : todo) {

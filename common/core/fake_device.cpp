@@ -474,6 +474,10 @@ void *efa_fake_device_alloc(size_t len) {
     return range;
 }
 
+void *efa_fake_device_alloc_at(void *at, size_t len) {
+    return nullptr == at ? nullptr : alloc_one(page_round(len ? len : 1), at, 0);
+}
+
 void efa_fake_device_free(void *buf) {
     std::vector<std::pair<uintptr_t, Region>> pieces;
     {

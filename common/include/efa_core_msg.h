@@ -62,8 +62,15 @@ int efa_core_msg_set_handler(efa_core_t *core, efa_msg_handler_fn fn, void *arg)
  * is installed (what a sender's per-peer window should be sized against). */
 size_t efa_core_msg_recv_count(const efa_core_t *core);
 
-/* Re-post receive buffers that found the provider's queue full.  Cheap
- * when there are none; the handler's owner calls it from its progress. */
+/* Receive buffers posted now on a rail (0: the first NIC); and, for
+ * tests, every one posted there cancelled (as a failing NIC would fail
+ * them: they rest, core_msg.cpp). */
+size_t efa_core_msg_posted(const efa_core_t *core, int rail);
+void efa_core_msg_cancel_rail(efa_core_t *core, int rail);
+
+/* Re-post receive buffers that found the provider's queue full, and a
+ * rail's failed ones once they have rested.  Cheap when there are none;
+ * the handler's owner calls it from its progress. */
 int efa_core_msg_progress(efa_core_t *core);
 
 /* The largest message a receive buffer holds; larger sends are refused. */

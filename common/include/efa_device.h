@@ -167,6 +167,9 @@ int efa_device_host_unregister(void *buf);
  * uses.  Freed memory is no longer the device's. */
 const efa_device_ops_t *efa_fake_device_ops(void);
 void *efa_fake_device_alloc(size_t len);
+/* One allocation at 'at' (page-aligned, in a range the test reserved): the
+ * device handing out addresses that freed allocations had. */
+void *efa_fake_device_alloc_at(void *at, size_t len);
 void efa_fake_device_free(void *buf);
 /* Allocations of this process live now, and other processes' imported
  * (tests: nothing left behind). */

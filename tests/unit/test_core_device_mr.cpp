@@ -125,6 +125,42 @@ TEST_F(CoreDeviceMr, AFreedAllocationsRegistrationIsReplaced) {
     efa_fake_device_free(again);
 }
 
+// A new allocation that overlaps a freed one's cached registration without
+// lying inside it (the old one sticks out) cannot be merged with it: it is
+// registered alone, and the old entry, which would keep the freed memory
+// pinned and make every later acquire try the merge again, goes at once.
+TEST_F(CoreDeviceMr, AFreedAllocationPartlyUnderANewOneIsDropped) {
+    open("shm");
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    // (addresses of the test's own, which the fake hands out as the
+    // device would hand out a freed allocation's)
+    void *range = mmap(nullptr, 16 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(range, MAP_FAILED);
+    auto *at = static_cast<uint8_t *>(range);
+    int err = 0;
+    void *old_one = efa_fake_device_alloc_at(at + 8 * page, 8 * page);
+    ASSERT_EQ(old_one, at + 8 * page);
+    efa_mr_t *a = efa_core_mr_acquire_device(core_, old_one, 8 * page, FI_SEND, &err);
+    ASSERT_NE(a, nullptr) << err;
+    efa_core_mr_release(core_, a); // kept in the cache
+    ASSERT_EQ(core_->dev_mr_cache->cached_entries(), 1u);
+    efa_fake_device_free(old_one);
+    void *new_one = efa_fake_device_alloc_at(at + 4 * page, 8 * page);
+    ASSERT_EQ(new_one, at + 4 * page);
+    efa_mr_t *b = efa_core_mr_acquire_device(core_, new_one, 8 * page, FI_SEND, &err);
+    ASSERT_NE(b, nullptr) << err;
+    EXPECT_EQ(efa_mr_base(b), reinterpret_cast<uintptr_t>(new_one));
+    efa_core_mr_release(core_, b);
+    EXPECT_EQ(core_->dev_mr_cache->cached_entries(), 0u) << "the freed allocation's entry kept";
+    // Registered and cached as any other from now on.
+    efa_mr_t *c = efa_core_mr_acquire_device(core_, new_one, 8 * page, FI_SEND, &err);
+    ASSERT_NE(c, nullptr) << err;
+    efa_core_mr_release(core_, c);
+    EXPECT_EQ(core_->dev_mr_cache->cached_entries(), 1u);
+    efa_fake_device_free(new_one);
+    munmap(range, 16 * page);
+}
+
 // The core's device cache put over a backend that registers for real and
 // then does what a test's scenario asks.
 class DeviceMrBackendHook : public efa::MrBackend {

@@ -7,11 +7,13 @@
 // probes over the other rail, and only the other rail's loss then is the
 // peer's.  A component that pinned the first rail keeps its loss the
 // peer's, as before.  With common_efa_rail_retry set, the first rail is
-// asked again like any and comes back once the peer answers over it.
+// asked again like any and comes back once the peer answers over it; a
+// rail's failed untagged receive buffers are posted again after it.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -241,3 +243,64 @@ TEST_F(CoreRail0, ProbesOverTheOtherRailKeepAWatchedPeerAlive) {
 }
 
 } // namespace
+
+// The untagged receive buffers of a rail whose receives failed (here
+// cancelled, as a failing NIC fails them) rest, and are posted again once
+// common_efa_rail_retry seconds have passed: a link that comes back, which
+// the peers' pings find through the probe receives, has buffers for its
+// messages too.  Without the parameter they stay out, as the rail does.
+TEST_F(CoreRail0, ARailsFailedReceiveBuffersArePostedAgainAfterTheRetry) {
+    open(60, true, 1);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    static int failures;
+    failures = 0;
+    const efa_msg_handler_fn count_failures = [](void *, efa_ctx_t *, void *, size_t, int err,
+                                                 fi_addr_t) { failures += err ? 1 : 0; };
+    ASSERT_EQ(efa_core_msg_set_handler(core_, count_failures, nullptr), 0);
+    const size_t full = efa_core_msg_posted(core_, 1);
+    ASSERT_GT(full, 0u) << "no receive buffers on the second NIC";
+    // (the provider hands the cancels back one poll at a time)
+    size_t least = full;
+    for (int i = 0; i < 10000 && static_cast<size_t>(failures) < full; ++i) {
+        if (i < 5) {
+            efa_core_msg_cancel_rail(core_, 1);
+        }
+        efa_core_progress(core_);
+        least = std::min(least, efa_core_msg_posted(core_, 1));
+        usleep(1000);
+    }
+    ASSERT_EQ(static_cast<size_t>(failures), full) << "the channel did not hear of each";
+    EXPECT_LT(least, full) << "none was taken out";
+    EXPECT_EQ(efa_core_msg_posted(core_, 0), full) << "the first NIC's were touched";
+    for (int i = 0; i < 5000 && efa_core_msg_posted(core_, 1) < full; ++i) {
+        efa_core_progress(core_);
+        usleep(1000);
+    }
+    EXPECT_EQ(efa_core_msg_posted(core_, 1), full) << "not posted again after the retry's second";
+    efa_core_msg_set_handler(core_, nullptr, nullptr);
+}
+
+TEST_F(CoreRail0, WithoutTheRetryARailsFailedReceiveBuffersStayOut) {
+    open(60, true, 0);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    const efa_msg_handler_fn none = [](void *, efa_ctx_t *, void *, size_t, int, fi_addr_t) {};
+    ASSERT_EQ(efa_core_msg_set_handler(core_, none, nullptr), 0);
+    ASSERT_GT(efa_core_msg_posted(core_, 1), 0u);
+    for (int i = 0; i < 10000 && efa_core_msg_posted(core_, 1) > 0; ++i) {
+        if (i < 5) {
+            efa_core_msg_cancel_rail(core_, 1);
+        }
+        efa_core_progress(core_);
+        usleep(1000);
+    }
+    for (int i = 0; i < 1500; ++i) { // (more than a second: nothing comes back)
+        efa_core_progress(core_);
+        usleep(1000);
+    }
+    EXPECT_EQ(efa_core_msg_posted(core_, 1), 0u);
+    efa_core_msg_set_handler(core_, nullptr, nullptr);
+}
