@@ -3,6 +3,7 @@
 // back (efa_core_peer_put).
 #include <algorithm>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -17,16 +18,22 @@ namespace {
 
 // A reference to 'peer' given back (peers_lock held): its rail-0 address
 // where that was the last, so it is gone, else FI_ADDR_NOTAVAIL.
-fi_addr_t put_peer(efa_core *core, efa_peer_t *peer) {
+// The peer's addresses (one per context) once its last reference went,
+// else none.
+std::vector<fi_addr_t> put_peer(efa_core *core, efa_peer_t *peer) {
     auto idx = core->peer_index.find(peer);
     if (idx == core->peer_index.end()) {
-        return FI_ADDR_NOTAVAIL;
+        return {};
     }
     auto it = idx->second;
-    fi_addr_t gone = FI_ADDR_NOTAVAIL;
+    std::vector<fi_addr_t> gone;
     if (--it->second.refs == 0) {
-        gone = peer->addr[0];
         const int nctx = core->nic->num_contexts();
+        try {
+            gone.assign(peer->addr, peer->addr + nctx);
+        } catch (const std::bad_alloc &) {
+            gone.clear(); // (no memory: its keys stay in the deadline, as they were)
+        }
         fi_av_remove(core->nic->av(), peer->addr, nctx, 0);
         for (int i = 0; i < nctx; ++i) {
             core->addr_owner.erase(peer->addr[i]);
@@ -242,13 +249,13 @@ const char *efa_core_host_only(efa_core_t *core) {
 }
 
 void efa_core_peer_put(efa_core_t *core, efa_peer_t *peer) {
-    fi_addr_t gone = FI_ADDR_NOTAVAIL;
+    std::vector<fi_addr_t> gone;
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
         gone = put_peer(core, peer);
     }
-    if (gone != FI_ADDR_NOTAVAIL) {
-        rail_back_forget(core, gone); // (deadline_lock: never under peers_lock)
+    for (fi_addr_t a : gone) {
+        rail_back_forget(core, a); // (deadline_lock: never under peers_lock)
     }
 }
 

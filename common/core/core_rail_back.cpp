@@ -341,14 +341,15 @@ void rail_answer_received(efa_ctx *ctx, uint64_t id, fi_addr_t src) {
     }
 }
 
-void rail_back_forget(efa_core *core, fi_addr_t rail0) {
+void rail_back_forget(efa_core *core, fi_addr_t addr) {
     std::lock_guard<std::mutex> guard(core->deadline_lock);
     for (int r = 0; r < kMaxRails; ++r) {
-        core->rail_retries.erase(rail_key(rail0, r));
+        core->rail_retries.erase(rail_key(addr, r));
         // The address vector hands the address to the next process it
         // takes (MPI_Comm_accept after a client died): it must not find
-        // it dead.  (Context 0's address and its rails.)
-        core->deadline.forget_peer(rail_key(rail0, r));
+        // it dead.  (One context's address and its rails: the caller
+        // names each context's.)
+        core->deadline.forget_peer(rail_key(addr, r));
     }
 }
 

@@ -36,9 +36,10 @@ void rail_back_tick(efa_core *core, uint64_t now_ms);
 // it reports none).
 void rail_ping_received(efa_ctx *ctx, uint64_t id, fi_addr_t src);
 void rail_answer_received(efa_ctx *ctx, uint64_t id, fi_addr_t src);
-// A peer released (its rail-0 address 'rail0'): its entries go, so that
-// a later peer given the same address inherits nothing.
-void rail_back_forget(efa_core *core, fi_addr_t rail0);
+// A peer released (called with each of its contexts' first-NIC
+// addresses): its entries go, so that a later peer given the same address
+// inherits nothing.
+void rail_back_forget(efa_core *core, fi_addr_t addr);
 // At release, after the endpoints that close are closed: the pings the
 // provider still held (those on a rail left open for the exit stay).
 void rail_back_close(efa_core *core);

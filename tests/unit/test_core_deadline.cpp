@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include <rdma/fi_errno.h>
@@ -309,4 +310,38 @@ TEST(CoreDeadline, ALateCancelNeverReachesTheStandInsNextOperation) {
     core_test_wait(s.core, second, 5);
     EXPECT_TRUE(second.done);
     EXPECT_EQ(second.err, -FI_ECANCELED);
+}
+
+// A peer declared lost and then released leaves none of its addresses
+// dead, every context's (the address vector hands them to the next
+// process it takes: MPI_Comm_accept after a client died); declared lost,
+// every context's was.
+TEST(CoreDeadline, AReleasedLostPeerLeavesNoContextsAddressDead) {
+    efa_core_params_t p = params("tcp;ofi_rxm", 60);
+    p.num_contexts = 2;
+    int err = 0;
+    efa_core_t *core = efa_core_acquire(&p, &err);
+    ASSERT_NE(core, nullptr) << err;
+    ASSERT_EQ(efa_core_get_info(core)->num_contexts, 2);
+    const void *blob = nullptr;
+    size_t len = 0;
+    ASSERT_EQ(efa_core_local_blob(core, &blob, &len), 0);
+    efa_peer_t *peer = efa_core_peer_get(core, blob, len, &err);
+    ASSERT_NE(peer, nullptr) << err;
+    const fi_addr_t addrs[2] = {peer->addr[0], peer->addr[1]};
+    efa_core_peer_lost(core, addrs[1], -FI_EIO, "the test");
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        for (fi_addr_t a : addrs) {
+            EXPECT_TRUE(core->deadline.dead(a)) << "context address " << a << " not lost";
+        }
+    }
+    efa_core_peer_put(core, peer);
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        for (fi_addr_t a : addrs) {
+            EXPECT_FALSE(core->deadline.dead(a)) << "context address " << a << " still dead";
+        }
+    }
+    efa_core_release(core);
 }
