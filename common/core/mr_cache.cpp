@@ -423,7 +423,23 @@ void MrCache::invalidate(const void *addr, size_t len) {
     if (npending_ < kMaxPending) {
         pending_[npending_++] = Range{begin, end};
     } else {
-        pending_overflow_ = true;
+        // Full: the range joins the queued one it widens least, the gap
+        // between them invalidated too (more than was freed is always
+        // correct, and far less than the whole cache, whose held entries
+        // would all turn stale: a burst of frees between two calls).
+        size_t best = 0;
+        uintptr_t least = UINTPTR_MAX;
+        for (size_t i = 0; i < npending_; ++i) {
+            const Range &q = pending_[i];
+            const uintptr_t grows =
+                (std::max(q.end, end) - std::min(q.begin, begin)) - (q.end - q.begin);
+            if (grows < least) {
+                least = grows;
+                best = i;
+            }
+        }
+        Range &q = pending_[best];
+        q = Range{std::min(q.begin, begin), std::max(q.end, end)};
     }
     has_pending_.store(true, std::memory_order_relaxed);
     pending_flag_.clear(std::memory_order_release);
@@ -442,14 +458,8 @@ void MrCache::drain_pending(detail::MrEntryList &dead) {
         while (pending_flag_.test_and_set(std::memory_order_acquire)) {
         }
         Range r{};
-        bool all = false;
         bool any = true;
-        if (pending_overflow_) {
-            // Lost track of exactly what was freed: dropping everything is always correct.
-            pending_overflow_ = false;
-            npending_ = 0;
-            all = true;
-        } else if (npending_ > 0) {
+        if (npending_ > 0) {
             r = pending_[--npending_];
         } else {
             any = false;
@@ -459,11 +469,7 @@ void MrCache::drain_pending(detail::MrEntryList &dead) {
         if (!any) {
             return;
         }
-        if (all) {
-            invalidate_locked(0, UINTPTR_MAX, dead);
-        } else {
-            invalidate_locked(r.begin, r.end, dead);
-        }
+        invalidate_locked(r.begin, r.end, dead);
     }
 }
 

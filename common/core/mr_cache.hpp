@@ -252,13 +252,13 @@ class MrCache {
     Stats stats_{};
 
     // Ranges invalidated and not applied yet (guarded by pending_flag_, not the mutex).
-    // Fixed size so queuing never allocates; on overflow everything is invalidated instead.
+    // Fixed size so queuing never allocates; when it is full a range joins the queued one it
+    // widens least.
     static constexpr size_t kMaxPending = 32;
     std::atomic_flag pending_flag_ = ATOMIC_FLAG_INIT;
     std::atomic<bool> has_pending_{false}; // a hint for apply_invalidations()
     std::array<Range, kMaxPending> pending_{};
     size_t npending_ = 0;
-    bool pending_overflow_ = false;
 };
 
 // Whether the process asked for fork safety as rdma-core and libfabric's
