@@ -13,16 +13,25 @@ set -u
 . "$(dirname "$0")/runner-args.sh"
 pass=0
 fail=0
-prefix=$(cd "$compdir/../.." && pwd)
+libdir=$(cd "$compdir/.." && pwd) # (lib or lib64)
+lib=$(basename "$libdir")
+prefix=$(dirname "$libdir")
 moved=$(mktemp -d)
 trap 'rm -rf "$moved"' EXIT
-mkdir -p "$moved/lib/openmpi" "$moved/share/ompi-efa"
-cp -P "$prefix"/lib/libmca_common_efa.so* "$moved/lib/"
-cp "$compdir"/mca_*_efa.so "$moved/lib/openmpi/"
+mkdir -p "$moved/$lib/openmpi" "$moved/share/ompi-efa"
+cp -P "$libdir"/libmca_common_efa.so* "$moved/$lib/"
+cp "$compdir"/mca_*_efa.so "$moved/$lib/openmpi/"
 cp "$prefix"/share/ompi-efa/help-*.txt "$moved/share/ompi-efa/"
+# (LD_LIBRARY_PATH must win over the components' own path to the core:
+# a RUNPATH, not an RPATH)
+if readelf -d "$compdir/mca_mtl_efa.so" 2>/dev/null | grep -q "(RPATH)"; then
+    echo "run-relocated-test: mca_mtl_efa.so carries an RPATH: its copy would load the installed core"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 # (the marker after the first line of the unknown NIC's text)
 sed -i '/^\[unknown-nic\]/a relocated copy of the help text' "$moved/share/ompi-efa/help-common-efa.txt"
-path_moved="${path%%:*}:$moved/lib/openmpi"
+path_moved="${path%%:*}:$moved/$lib/openmpi"
 
 result() {
     if [ -n "$2" ]; then
@@ -37,7 +46,7 @@ result() {
 
 # job: a NIC list naming no NIC, so that the help text is printed
 job() {
-    LD_LIBRARY_PATH=$moved/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 mpirun -np 1 \
+    LD_LIBRARY_PATH=$moved/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 60 mpirun -np 1 \
         -x LD_LIBRARY_PATH --mca mca_base_component_path "$path_moved" --mca pml cm \
         --mca mtl efa --mca mtl_efa_provider_include "tcp;ofi_rxm" \
         --mca common_efa_nic_include nosuchnic "$bindir/pingpong" 2>&1

@@ -67,7 +67,9 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
         }
     }
     for (int attempt = 0; 0 == rc; ++attempt) {
-        MrEntry *e = cache->acquire(reinterpret_cast<const void *>(h.base), h.len, access, &rc);
+        bool cached = true;
+        MrEntry *e =
+            cache->acquire(reinterpret_cast<const void *>(h.base), h.len, access, &rc, &cached);
         // One the lookup cannot find (registered alone beside a stale
         // entry that overlaps it, or taken out since by another thread's
         // invalidation) holds these allocations all the same: it serves,
@@ -75,7 +77,7 @@ efa_mr_t *efa_core_mr_acquire_device(efa_core_t *core, const void *addr, size_t 
         // below).  Asking again could meet the next
         // thread's invalidation, and fail a good buffer.
         if (e && registration_current(e->reg, span)) {
-            if (!cache->findable(e)) {
+            if (!cached && cache->reuses()) {
                 // Registered alone beside an entry that overlaps without
                 // holding these allocations: that one is of allocations
                 // freed since (allocations never overlap), and, idle, it

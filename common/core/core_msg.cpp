@@ -102,7 +102,10 @@ inline int checked(efa_ctx *ctx, const char *call, ssize_t rc) {
     return static_cast<int>(rc);
 }
 
-// One attempt; a full queue parks the buffer for efa_core_msg_progress.
+void rest(efa_msg_pool::Buf *b);
+
+// One attempt; a full queue parks the buffer for efa_core_msg_progress,
+// and a rail's that its NIC refuses rests (as one that failed).
 void post(efa_msg_pool::Buf *b) {
     efa_msg_pool *pool = b->pool;
     b->posted.store(true, std::memory_order_relaxed);
@@ -115,12 +118,17 @@ void post(efa_msg_pool::Buf *b) {
     b->posted.store(false, std::memory_order_relaxed);
     if (queue_full(rc)) {
         std::lock_guard<std::mutex> guard(pool->lock);
-        pool->unposted.push_back(b);
-        pool->unposted_count.fetch_add(1, std::memory_order_release);
+        if (!pool->closing.load(std::memory_order_acquire)) { // (else its buffers go)
+            pool->unposted.push_back(b);
+            pool->unposted_count.fetch_add(1, std::memory_order_release);
+        }
         return;
     }
     pool->core->failures.report(pool->core->rep, "fi_recv (untagged receive buffer)",
                                 static_cast<int>(rc));
+    if (b->ctx->rail || efa_core_rail0_fails_over(pool->core)) {
+        rest(b);
+    }
 }
 
 // A rail's failed receive set aside until it is posted again (the pool's
@@ -133,6 +141,9 @@ void rest(efa_msg_pool::Buf *b) {
     }
     const uint64_t now = efa::now_ms();
     std::lock_guard<std::mutex> guard(pool->lock);
+    if (pool->closing.load(std::memory_order_acquire)) {
+        return; // (unpost_all, which set it before the lock, lets the buffers go)
+    }
     try {
         pool->resting.push_back(b);
     } catch (const std::bad_alloc &) {
@@ -506,17 +517,20 @@ int efa_core_msg_progress(efa_core_t *core) {
     if (pool->swap) {
         release_held(pool);
     }
+    // (resting buffers: the clock read only while some rest, the lock
+    // taken only once they are due)
     const bool resting = pool->resting_count.load(std::memory_order_acquire) != 0;
-    if (pool->unposted_count.load(std::memory_order_acquire) == 0 && !resting) {
+    const uint64_t now = resting ? efa::now_ms() : 0;
+    const bool due = resting && now >= pool->rest_due_ms.load(std::memory_order_relaxed);
+    if (pool->unposted_count.load(std::memory_order_acquire) == 0 && !due) {
         return 0;
     }
-    const uint64_t now = resting ? efa::now_ms() : 0;
     std::vector<efa_msg_pool::Buf *> todo;
     {
         std::lock_guard<std::mutex> guard(pool->lock);
         todo.swap(pool->unposted);
         pool->unposted_count.store(0, std::memory_order_release);
-        if (resting && now >= pool->rest_due_ms.load(std::memory_order_relaxed)) {
+        if (due && now >= pool->rest_due_ms.load(std::memory_order_relaxed)) {
             todo.insert(todo.end(), pool->resting.begin(), pool->resting.end());
             pool->resting.clear();
             pool->resting_count.store(0, std::memory_order_release);

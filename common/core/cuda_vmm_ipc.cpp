@@ -311,9 +311,10 @@ int map_pieces(const efa_cuda_vmm_calls_t *cu, const std::vector<int> &fds,
         if (0 != cu->map(at, lens[done], 0, h, 0)) {
             rc = -FI_EINVAL; // (longer than the allocation: the sender's range was not it)
         } else if (0 != cu->set_access(at, lens[done], access, devices) &&
-                   (1 == devices || 0 != cu->set_access(at, lens[done], access, 1))) {
-            // (two devices refused, near's alone taken: the copy may still
-            // run on near's device)
+                   (1 == devices || (0 != cu->set_access(at, lens[done], &access[1], 1) &&
+                                     0 != cu->set_access(at, lens[done], access, 1)))) {
+            // (two devices refused: the context's alone, which runs the
+            // copy, else near's alone)
             (void)cu->unmap(at, lens[done]);
             rc = -FI_EACCES; // (another device's memory without peer access)
         }

@@ -320,7 +320,7 @@ MrEntry *MrCache::register_new(uintptr_t begin, uintptr_t end, uint64_t access, 
     return e;
 }
 
-MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *err) {
+MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *err, bool *cached) {
     int ignored = 0;
     if (err == nullptr) {
         err = &ignored;
@@ -344,11 +344,17 @@ MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *er
             }
             ++stats_.hits;
             *err = 0;
+            if (cached) {
+                *cached = true;
+            }
             return e;
         }
         MrEntry *e = register_new(begin, end, access, err, lock.dead);
         if (e != nullptr) {
             *err = 0;
+            if (cached) {
+                *cached = e->cached;
+            }
             return e;
         }
         // Out of room (ENOMEM, EAGAIN, ENOSPC) while idle entries hold registered memory (nothing

@@ -174,7 +174,10 @@ class MrCache {
     // *err (negative; err may be nullptr) on failure. Pair every success with release().
     // Where the backend runs out of room (ENOMEM, EAGAIN: the memlock limit, the NIC's
     // registrations), every idle entry is deregistered and the registration tried once more.
-    MrEntry *acquire(const void *addr, size_t len, uint64_t access, int *err);
+    // (*cached, where given: whether the entry returned is findable by later acquires, as
+    // findable() would say, read under the same lock)
+    MrEntry *acquire(const void *addr, size_t len, uint64_t access, int *err,
+                     bool *cached = nullptr);
     void release(MrEntry *e);
 
     // The memory [addr, addr+len) was freed or unmapped: every entry overlapping it by a byte

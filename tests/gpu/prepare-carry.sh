@@ -51,8 +51,10 @@ mpicc -Wall -Wextra -O2 -I"$cuda/include" "$top/tests/gpu/vmm_buffers.c" \
 rm -rf "$cargo/inst/bin" "$cargo/inst/include" "$cargo/inst/share/man"
 find "$cargo/inst" -name '*.la' -delete
 find "$cargo/inst" -name '*.so*' -type f -exec strip --strip-debug {} +
-tree_bytes=$(cd "$top" && git ls-files -z --cached --others --exclude-standard |
-    du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1)
+# (files deleted in the work tree but still tracked are not there to count)
+tree_bytes=$(git -C "$top" ls-files -z --cached --others --exclude-standard |
+    (cd "$top" && du -cb --files0-from=- 2>/dev/null) | tail -n 1 | cut -f1 || true)
+tree_bytes=${tree_bytes:-0}
 cargo_bytes=$(du -sb "$cargo" | cut -f1)
 total_mib=$(((tree_bytes + cargo_bytes) >> 20))
 echo "prepare-carry: $((cargo_bytes >> 20)) MiB in .gpu, $total_mib MiB with the checkout"

@@ -202,7 +202,7 @@ if [ -n "$only" ]; then
     keep vmm_runs
 fi
 
-fails=0 skipped=0 ran=0
+fails=0 skipped=0 ran=0 running=""
 deadline=$((SECONDS + budget))
 # OSU 7.4's word for a wrong byte: its Validation column says Fail, and
 # the job ends with "DATA VALIDATION ERROR".
@@ -227,8 +227,13 @@ run() {
         return
     fi
     start=$SECONDS
-    timeout -k 5 60 mpirun "${base[@]}" "$@" 2>&1 | head -c 4000000 >"$log"
-    rc=${PIPESTATUS[0]}
+    # (in the background: a signal's trap runs at once, not after the run)
+    timeout -k 5 60 mpirun "${base[@]}" "$@" >"$log" 2>&1 &
+    running=$!
+    wait "$running"
+    rc=$?
+    running=""
+    [ "$(stat -c %s "$log")" -le 4000000 ] || truncate -s 4000000 "$log"
     echo "exit $rc" >>"$log"
     ran=$((ran + 1))
     # (a killed mpirun can leave its ranks: they would hold the GPU and the
@@ -420,7 +425,7 @@ summarize() {
     } | tee "$out/summary.md"
 }
 # (stopped by a signal: what ran is summed up all the same)
-[ $list = 1 ] || trap 'trap - TERM INT; summarize >/dev/null; exit 3' TERM INT
+[ $list = 1 ] || trap 'trap - TERM INT; [ -z "$running" ] || kill "$running" 2>/dev/null; summarize >/dev/null; exit 3' TERM INT
 
 for r in ${pt2pt_runs[@]+"${pt2pt_runs[@]}"}; do
     args_of "$r"

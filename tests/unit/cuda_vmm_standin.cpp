@@ -129,6 +129,11 @@ int set_access(efa_cu_ptr_t ptr, size_t size, const efa_cu_access_desc_t *desc, 
         size != d.allocs.at(it->second).size) {
         return 1;
     }
+    for (size_t i = 0; i < count; ++i) {
+        if (desc[i].location_id == d.refused_device) {
+            return 1;
+        }
+    }
     if (0 == d.accesses_before_failing--) {
         return 1;
     }

@@ -46,6 +46,7 @@ struct Driver {
     efa_cu_access_desc_t access{};              // the last given, the first of several
     std::vector<efa_cu_access_desc_t> accesses; // every descriptor of the last call
     bool several_refused = false;               // set_access refuses more than one device
+    int refused_device = -1;                    // set_access refuses this device
     efa_cu_ptr_t near = 0;                      // the importer's memory, on device near_device
     int near_device = 5;
     int syncs = 0;                             // cuStreamSynchronize(CU_STREAM_LEGACY) calls

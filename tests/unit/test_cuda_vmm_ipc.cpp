@@ -91,7 +91,8 @@ TEST_F(CudaVmmIpc, TheExportWaitsForTheDefaultStream) {
 
 // A process with several GPUs: the mapping is made for the device of the
 // memory the bytes go to, and for the context's device, which runs the
-// copy; where the two together are refused, near's alone.
+// copy; where the two together are refused, the context's alone, else
+// near's alone.
 TEST_F(CudaVmmIpc, AnImportForMemoryOfAnotherDeviceGivesThatDeviceAccess) {
     make(kVa, kMiB2, 77);
     efa_device_ipc_t out{};
@@ -107,8 +108,14 @@ TEST_F(CudaVmmIpc, AnImportForMemoryOfAnotherDeviceGivesThatDeviceAccess) {
     d.several_refused = true;
     ASSERT_EQ(0, efa_cuda_vmm_import_near(&kCalls, pid, &out, at(d.near), &base));
     ASSERT_EQ(1u, d.accesses.size());
+    EXPECT_EQ(3, d.accesses[0].location_id) << "not the context's, as before";
+    EXPECT_TRUE(efa_cuda_vmm_close(&kCalls, base));
+    d.refused_device = 3;
+    ASSERT_EQ(0, efa_cuda_vmm_import_near(&kCalls, pid, &out, at(d.near), &base));
+    ASSERT_EQ(1u, d.accesses.size());
     EXPECT_EQ(5, d.accesses[0].location_id);
     EXPECT_TRUE(efa_cuda_vmm_close(&kCalls, base));
+    d.refused_device = -1;
     d.near_device = 3; // (the context's own: one descriptor)
     d.several_refused = false;
     ASSERT_EQ(0, efa_cuda_vmm_import_near(&kCalls, pid, &out, at(d.near), &base));
