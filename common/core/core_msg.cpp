@@ -30,6 +30,7 @@
 #include <rdma/fi_errno.h>
 
 #include "core.hpp"
+#include "core_msg_pool.hpp"
 #include "deadline_tracked.hpp"
 #include "efa_core_msg.h"
 #include "path_counts.hpp"
@@ -47,46 +48,6 @@ inline bool queue_full(ssize_t rc) {
 
 } // namespace
 
-struct efa_msg_pool {
-    struct Buf {
-        efa_op_t op; // first: the progress loop casts the context back
-        efa_msg_pool *pool;
-        efa_ctx *ctx;
-        uint8_t *data;
-        void *desc;                       // the slab's descriptor on ctx's NIC
-        size_t len = 0;                   // while held back by the swap
-        fi_addr_t src = FI_ADDR_NOTAVAIL; // the same
-        std::atomic<bool> posted{false};
-    };
-    efa_core *core = nullptr;
-    size_t per_ctx = 0;
-    efa::RegisteredBlock slab;      // the first NIC's buffers, kBufSize bytes each
-    efa::RegisteredBlock rail_slab; // the other rails' (own matching's channel)
-    std::deque<Buf> bufs;           // empty while no handler is installed (never moved)
-    std::mutex lock;                // unposted
-    std::vector<Buf *> unposted;
-    std::atomic<size_t> unposted_count{0};
-    // A rail's receives that failed (deliver), posted again once
-    // common_efa_rail_retry seconds have passed, so that a link that came
-    // back (the peers' rail_back) has buffers to receive into; failing at
-    // once again, they wait twice as long (to 8 times).  Under lock.
-    std::vector<Buf *> resting;
-    std::atomic<size_t> resting_count{0};
-    std::atomic<uint64_t> rest_due_ms{0};
-    uint64_t rest_wait_ms = 0, rested_ms = 0; // the last wait, and when it ended
-    // One handler per channel (efa_core_msg.h): the first byte of a message
-    // says whose it is.
-    std::atomic<efa_msg_handler_fn> fn[EFA_MSG_CHANNELS]{};
-    void *arg[EFA_MSG_CHANNELS]{};
-    std::atomic<bool> closing{false};
-    // The swap (see above): the arrival held back, the progress calls it
-    // has waited, and how many arrivals were handed on out of order.
-    bool swap = false;
-    std::atomic<Buf *> held{nullptr};
-    std::atomic<uint32_t> held_calls{0};
-    std::atomic<uint64_t> swapped{0};
-};
-
 namespace {
 
 // A send's outcome for the caller: -FI_EAGAIN for a full queue (the BTL
@@ -101,8 +62,6 @@ inline int checked(efa_ctx *ctx, const char *call, ssize_t rc) {
     ctx->core->failures.report(ctx->core->rep, call, static_cast<int>(rc));
     return static_cast<int>(rc);
 }
-
-void rest(efa_msg_pool::Buf *b);
 
 // One attempt; a full queue parks the buffer for efa_core_msg_progress,
 // and a rail's that its NIC refuses rests (as one that failed).
@@ -127,36 +86,8 @@ void post(efa_msg_pool::Buf *b) {
     pool->core->failures.report(pool->core->rep, "fi_recv (untagged receive buffer)",
                                 static_cast<int>(rc));
     if (b->ctx->rail || efa_core_rail0_fails_over(pool->core)) {
-        rest(b);
+        efa::msg_rest(b);
     }
-}
-
-// A rail's failed receive set aside until it is posted again (the pool's
-// resting); without common_efa_rail_retry it stays out, as its rail.
-void rest(efa_msg_pool::Buf *b) {
-    efa_msg_pool *pool = b->pool;
-    const uint64_t base = static_cast<uint64_t>(std::max(0, pool->core->params.rail_retry)) * 1000;
-    if (0 == base) {
-        return;
-    }
-    const uint64_t now = efa::now_ms();
-    std::lock_guard<std::mutex> guard(pool->lock);
-    if (pool->closing.load(std::memory_order_acquire)) {
-        return; // (unpost_all, which set it before the lock, lets the buffers go)
-    }
-    try {
-        pool->resting.push_back(b);
-    } catch (const std::bad_alloc &) {
-        return; // (no memory: it stays out)
-    }
-    if (1 == pool->resting.size()) {
-        // (failed again within the last wait of being posted again: twice
-        // that; else the parameter's)
-        const bool again = pool->rest_wait_ms && now - pool->rested_ms < pool->rest_wait_ms;
-        pool->rest_wait_ms = again ? std::min(2 * pool->rest_wait_ms, 8 * base) : base;
-        pool->rest_due_ms.store(now + pool->rest_wait_ms, std::memory_order_relaxed);
-    }
-    pool->resting_count.fetch_add(1, std::memory_order_release);
 }
 
 // Hand an arrived message (or a failed receive) to its channel and post
@@ -189,7 +120,7 @@ void deliver(efa_msg_pool::Buf *b, size_t len, int err, fi_addr_t src) {
         return;
     }
     if (rail_broken) {
-        rest(b);
+        efa::msg_rest(b);
     } else {
         post(b);
     }
@@ -486,27 +417,6 @@ int efa_core_msg_set_channel(efa_core_t *core, int channel, efa_msg_handler_fn f
 
 size_t efa_core_msg_recv_count(const efa_core_t *core) {
     return core->msg_pool ? core->msg_pool->per_ctx : 0;
-}
-
-size_t efa_core_msg_posted(const efa_core_t *core, int rail) {
-    if (!core->msg_pool) {
-        return 0;
-    }
-    return static_cast<size_t>(std::count_if(
-        core->msg_pool->bufs.begin(), core->msg_pool->bufs.end(), [rail](const auto &b) {
-            return b.ctx->rail == rail && b.posted.load(std::memory_order_acquire);
-        }));
-}
-
-void efa_core_msg_cancel_rail(efa_core_t *core, int rail) {
-    if (!core->msg_pool) {
-        return;
-    }
-    for (auto &b : core->msg_pool->bufs) {
-        if (b.ctx->rail == rail && b.posted.load(std::memory_order_acquire)) {
-            (void)fi_cancel(&b.ctx->ep->fid, &b.op.fi_ctx);
-        }
-    }
 }
 
 int efa_core_msg_progress(efa_core_t *core) {

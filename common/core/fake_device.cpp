@@ -388,9 +388,8 @@ const efa_device_ops_t g_fake_ops = {
 } // namespace
 
 namespace {
-// One allocation (a piece where 'at' is given: its place in the reserved
-// range, and 'group' the allocation's): a new memfd of mapped bytes, both
-// views; the device address or nullptr.
+// One allocation (a piece where 'at' is given: its place in the reserved range, and 'group'
+// the allocation's): a new memfd of mapped bytes, both views; the device address or nullptr.
 void *alloc_one(size_t mapped, void *at, uint64_t group) {
     uint64_t serial;
     {
