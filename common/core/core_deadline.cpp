@@ -154,10 +154,15 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
         addr = key_addr(addr);
         rail = 0;
     }
-    std::vector<fi_addr_t> addrs =
-        rail ? std::vector<fi_addr_t>{addr} : same_process(core, addr, &name);
+    std::vector<fi_addr_t> addrs = same_process(core, key_addr(addr), &name);
     if (rail) {
-        (void)same_process(core, key_addr(addr), &name);
+        // The rail is lost for every context of the peer's at once: each
+        // context's operations there are tracked under its own key, and
+        // would otherwise wait out their own deadline and say the loss
+        // again.
+        for (fi_addr_t &a : addrs) {
+            a = rail_key(a, rail);
+        }
     } else {
         // The process is lost on every rail: its operations there fail too.
         const size_t n = addrs.size();
@@ -184,7 +189,10 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
         if (rail) {
             // What was on the rail goes to the first one now: the time it
             // waited there is no silence of the first.
-            core->deadline.touch(key_addr(addr), now_ms());
+            const uint64_t now = now_ms();
+            for (fi_addr_t a : addrs) {
+                core->deadline.touch(key_addr(a), now);
+            }
         }
         std::vector<Tracked *> failed;
         for (fi_addr_t a : addrs) {

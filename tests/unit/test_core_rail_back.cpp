@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,13 @@ class CoreRailBack : public ::testing::Test {
   protected:
     // reuse: registrations kept idle and found again (as with Open MPI's
     // memory hooks on).
-    void open(int retry_s, bool reuse = false, bool failover = true) {
+    void open(int retry_s, bool reuse = false, bool failover = true, int contexts = 0) {
         efa_core_params_t p;
         if (!core_test_two_rails(&nics_, &p)) {
             GTEST_SKIP() << "no interface beside loopback for a second rail";
+        }
+        if (contexts) {
+            p.num_contexts = contexts;
         }
         p.rail_retry = retry_s;
         p.mem_release_hooks = reuse;
@@ -261,6 +265,29 @@ TEST_F(CoreRailBack, LostAgainWaitsTwiceAsLong) {
     // 2 s now: still out after 1.3 s, back within a few more.
     EXPECT_FALSE(wait_back(1.3)) << "the second loss did not wait longer";
     EXPECT_TRUE(wait_back(6)) << "rail 1 never came back the second time";
+}
+
+// With two contexts each one's operations on rail 1 are tracked under its
+// own key: a loss found on the second context's is the rail's for both,
+// said and counted once, and the first context's key is dead with it.
+TEST_F(CoreRailBack, LostOnOneContextIsLostOnEach) {
+    open(60, false, true, 2);
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    ASSERT_EQ(nctx_, 2);
+    const fi_addr_t first_ctx = efa::rail_key(self_.self()->addr[0], 1);
+    const fi_addr_t second_ctx = efa::rail_key(self_.self()->addr[1], 1);
+    const uint64_t before = core_test_counters().rails_lost;
+    efa_core_peer_lost(core_, second_ctx, -FI_EIO, "the test took it out");
+    EXPECT_EQ(rail1(), FI_ADDR_NOTAVAIL);
+    EXPECT_EQ(core_test_counters().rails_lost, before + 1);
+    {
+        std::lock_guard<std::mutex> guard(core_->deadline_lock);
+        EXPECT_TRUE(core_->deadline.dead(first_ctx)) << "the first context still waits on rail 1";
+    }
+    efa_core_peer_lost(core_, first_ctx, -FI_EIO, "the test took it out");
+    EXPECT_EQ(core_test_counters().rails_lost, before + 1) << "the loss was said again";
 }
 
 TEST_F(CoreRailBack, RetryZeroLeavesItOut) {
