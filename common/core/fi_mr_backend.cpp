@@ -265,14 +265,17 @@ int FiMrBackend::reg(void *base, size_t len, uint64_t access, MrRegistration *ou
 
 // The range, registered on the first NIC as out, on the rails' domains
 // too with the same key (a device allocation h as such), until one
-// refuses: the range stays on the rails before it.
+// refuses: the range stays on the rails before it (and the cache may
+// try again where that rail had no room: rails_short_of_room).
 void FiMrBackend::add_rails(void *base, size_t len, uint64_t access, uint64_t key,
                             const efa_device_hmem_t *h, bool span, MrRegistration *out) {
     for (size_t r = 1; r < domains_.size() && r < static_cast<size_t>(kMrMaxRails); ++r) {
         fid_mr *rmr = nullptr;
         bool by_dmabuf = false;
-        if ((h ? reg_device_on(r, base, len, access, key, *h, span, &rmr, &by_dmabuf)
-               : reg_one(domains_[r], base, len, access, key, nullptr, &rmr)) != 0) {
+        const int rc = h ? reg_device_on(r, base, len, access, key, *h, span, &rmr, &by_dmabuf)
+                         : reg_one(domains_[r], base, len, access, key, nullptr, &rmr);
+        if (rc != 0) {
+            out->rails_short_of_room = rc == -FI_ENOMEM || rc == -FI_EAGAIN || rc == -FI_ENOSPC;
             break;
         }
         MrRegistration::Rail &rail = out->rail[r - 1];

@@ -248,7 +248,7 @@ void MrCache::make_stale(MrEntry *e, detail::MrEntryList &dead) {
 }
 
 MrEntry *MrCache::register_new(uintptr_t begin, uintptr_t end, uint64_t access, int *err,
-                               detail::MrEntryList &dead) {
+                               detail::MrEntryList &dead, bool last_try) {
     auto *e = new (std::nothrow) MrEntry;
     if (e == nullptr) {
         *err = -ENOMEM;
@@ -292,6 +292,14 @@ MrEntry *MrCache::register_new(uintptr_t begin, uintptr_t end, uint64_t access, 
     if (rc != 0) {
         delete e;
         *err = rc < 0 ? rc : -rc;
+        return nullptr;
+    }
+    if (e->reg.rails_short_of_room && !last_try && !lru_.empty()) {
+        // A rail had no room while idle entries hold theirs: this one is
+        // given back (deregistered as the lock is dropped, with them) and
+        // the caller asks again, as for a failure for room.
+        dead.push_front(e);
+        *err = -ENOMEM;
         return nullptr;
     }
 
@@ -349,7 +357,7 @@ MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *er
             }
             return e;
         }
-        MrEntry *e = register_new(begin, end, access, err, lock.dead);
+        MrEntry *e = register_new(begin, end, access, err, lock.dead, again);
         if (e != nullptr) {
             *err = 0;
             if (cached) {
@@ -357,7 +365,8 @@ MrEntry *MrCache::acquire(const void *addr, size_t len, uint64_t access, int *er
             }
             return e;
         }
-        // Out of room (ENOMEM, EAGAIN, ENOSPC) while idle entries hold registered memory (nothing
+        // Out of room (ENOMEM, EAGAIN, ENOSPC), on the first NIC or a rail
+        // (register_new), while idle entries hold registered memory (nothing
         // else would let them go before the cache is full): all of them
         // go, deregistered as the lock is dropped, and this is tried again.
         if (again || lru_.empty() || (*err != -ENOMEM && *err != -EAGAIN && *err != -ENOSPC)) {

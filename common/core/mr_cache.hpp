@@ -72,6 +72,10 @@ struct MrRegistration {
     // (striped one-sided transfers): rails 1 .. rails-1.  A rail whose
     // registration failed ends the run: rails counts the first ones only.
     int rails = 1;
+    // That failure was for room (ENOMEM, EAGAIN, ENOSPC): the cache lets
+    // its idle entries go and registers the range once more before it
+    // keeps one with fewer rails.
+    bool rails_short_of_room = false;
     struct Rail {
         void *handle = nullptr;
         void *desc = nullptr;
@@ -231,8 +235,10 @@ class MrCache {
     Map *lookup_for(uint64_t bits);
     static Map::iterator first_overlap(Map &map, uintptr_t begin, uintptr_t end);
     MrEntry *find_covering(uintptr_t begin, uintptr_t end, uint64_t access);
+    // last_try: a registration short of rails for room is kept, not given
+    // back for another try after the idle entries go.
     MrEntry *register_new(uintptr_t begin, uintptr_t end, uint64_t access, int *err,
-                          detail::MrEntryList &dead);
+                          detail::MrEntryList &dead, bool last_try);
     void make_stale(MrEntry *e, detail::MrEntryList &dead);
     void invalidate_locked(uintptr_t begin, uintptr_t end, detail::MrEntryList &dead);
     void trim_lru(detail::MrEntryList &dead, size_t keep);

@@ -62,6 +62,9 @@ class FakeBackend : public efa::MrBackend {
                 (void)*static_cast<volatile char *>(static_cast<char *>(base) + off);
             }
         }
+        // A second NIC (rail) with less room: the range is kept on the
+        // first alone, and the cache told why.
+        out->rails_short_of_room = rail_capacity != 0 && live_.size() >= rail_capacity;
         auto *rec = new Call{reinterpret_cast<uintptr_t>(base), len, access};
         live_.insert(rec);
         out->handle = rec;
@@ -105,6 +108,7 @@ class FakeBackend : public efa::MrBackend {
     bool fail_all = false;
     size_t fail_above = 0; // fail registrations longer than this (0 = never)
     size_t capacity = 0;   // -ENOMEM with this many live (0 = no limit)
+    size_t rail_capacity = 0; // short of rails for room with this many live (0 = no limit)
     bool touch_pages = false;
     std::function<void(void *, size_t)> on_reg;
     bool in_release_hook = false; // set by tests around invalidate(), as free() would be

@@ -24,6 +24,7 @@ struct StandInDomain {
     fid_domain domain{}; // (first: the provider's calls get its fid)
     fi_ops_mr mr_ops{};
     bool refuse = false;
+    int refuse_with = -FI_ENOSYS; // (-FI_ENOMEM: no room)
     bool refuse_dmabuf = false;
     int through_dmabuf = 0; // taken through a dmabuf
     int taken = 0;          // registrations taken
@@ -62,7 +63,10 @@ constexpr uint64_t kDmabuf = 0;
 int regattr(fid *f, const fi_mr_attr *attr, uint64_t flags, fid_mr **out) {
     auto *d = reinterpret_cast<StandInDomain *>(f);
     const bool dmabuf = kDmabuf && (flags & kDmabuf);
-    if (d->refuse || (dmabuf && d->refuse_dmabuf)) {
+    if (d->refuse) {
+        return d->refuse_with;
+    }
+    if (dmabuf && d->refuse_dmabuf) {
         return -FI_ENOSYS;
     }
     d->through_dmabuf += dmabuf ? 1 : 0;
@@ -80,12 +84,25 @@ int regattr(fid *f, const fi_mr_attr *attr, uint64_t flags, fid_mr **out) {
     return 0;
 }
 
+// Host memory (fi_mr_reg) as a registration of the system's interface.
+int reg(fid *f, const void *buf, size_t len, uint64_t access, uint64_t, uint64_t key, uint64_t flags,
+        fid_mr **out, void *) {
+    const iovec iov{const_cast<void *>(buf), len};
+    fi_mr_attr attr{};
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = access;
+    attr.requested_key = key;
+    return regattr(f, &attr, flags, out);
+}
+
 class FiMrBackendDeviceRails : public ::testing::Test {
   protected:
     void SetUp() override {
         for (StandInDomain &d : nics_) {
             d.mr_ops.size = sizeof(fi_ops_mr);
             d.mr_ops.regattr = regattr;
+            d.mr_ops.reg = reg;
             d.domain.mr = &d.mr_ops;
         }
         efa_device_install(efa_fake_device_ops());
@@ -156,7 +173,29 @@ TEST_F(FiMrBackendDeviceRails, ANicThatRefusesLeavesItOnTheNicsBefore) {
     ASSERT_EQ(device.reg(buf_, kLen, FI_REMOTE_READ | FI_REMOTE_WRITE, &r), 0);
     EXPECT_EQ(r.rails, 1);
     EXPECT_EQ(nics_[2].taken, 0) << "registered past a NIC that refused";
+    EXPECT_FALSE(r.rails_short_of_room) << "a refusal taken for want of room";
     device.dereg(r);
+    EXPECT_EQ(live(), 0);
+}
+
+// A rail without room says so, host memory or device memory: the cache
+// lets its idle registrations go and asks again (test_mr_cache_lookup.cpp).
+TEST_F(FiMrBackendDeviceRails, ANicWithoutRoomSaysSo) {
+    nics_[2].refuse = true;
+    nics_[2].refuse_with = -FI_ENOMEM;
+    efa::FiMrBackend host(domains(), false);
+    efa::FiMrBackend device(domains(), false, host);
+    efa::MrRegistration r{};
+    ASSERT_EQ(device.reg(buf_, kLen, FI_REMOTE_READ, &r), 0);
+    EXPECT_EQ(r.rails, 2);
+    EXPECT_TRUE(r.rails_short_of_room);
+    device.dereg(r);
+    std::vector<char> mem(kLen);
+    efa::MrRegistration h{};
+    ASSERT_EQ(host.reg(mem.data(), kLen, FI_REMOTE_WRITE, &h), 0);
+    EXPECT_EQ(h.rails, 2);
+    EXPECT_TRUE(h.rails_short_of_room);
+    host.dereg(h);
     EXPECT_EQ(live(), 0);
 }
 

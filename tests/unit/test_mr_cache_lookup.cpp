@@ -384,3 +384,25 @@ TEST_F(MrCacheTest, OutOfRoomLetsTheIdleEntriesGoAndTriesAgain) {
     }
     cache.release(e);
 }
+
+// A rail runs out of room where the first NIC has some: the range would be
+// kept on fewer NICs for as long as it is cached.  The idle entries go and
+// it is registered again, whole; with nothing idle it is kept short.
+TEST_F(MrCacheTest, RailOutOfRoomLetsTheIdleEntriesGoAndTriesAgain) {
+    MrCache cache(backend, 8);
+    backend.rail_capacity = 2;
+    for (size_t i = 0; i < 2; ++i) {
+        cache.release(acquire(cache, mem.page(2 * i), kPage, kRead));
+    }
+    MrEntry *e = acquire(cache, mem.page(10), kPage, kRead);
+    EXPECT_FALSE(e->reg.rails_short_of_room) << "kept on fewer rails while idle ones held room";
+    EXPECT_EQ(cache.stats().evictions, 2u);
+    EXPECT_EQ(backend.outstanding(), 1u) << "the short registration was not given back";
+    MrEntry *held = acquire(cache, mem.page(0), kPage, kRead);
+    MrEntry *shortened = acquire(cache, mem.page(12), kPage, kRead);
+    EXPECT_TRUE(shortened->reg.rails_short_of_room) << "with nothing idle it is kept as it came";
+    EXPECT_EQ(backend.outstanding(), 3u);
+    cache.release(shortened);
+    cache.release(held);
+    cache.release(e);
+}
