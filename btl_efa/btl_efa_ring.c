@@ -164,6 +164,14 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
             efa_node_peer_file(btl->ring.node, ep->vpid, path, sizeof(path));
             ep->outbox =
                 efa_node_attach(btl->ring.node, ep->vpid, &card, EFA_NODE_CHANNEL_BTL, &err);
+            if (NULL != ep->outbox && efa_shm_outbox_max_frame(ep->outbox) < btl->ring.max_frame) {
+                /* Its slots are smaller than this process's (its own
+                 * common_efa_onnode_slot_size): a message that fits here
+                 * would wait for room there for ever. */
+                efa_shm_outbox_detach(ep->outbox);
+                ep->outbox = NULL;
+                err = -EMSGSIZE;
+            }
         }
         if (NULL != ep->outbox) {
             ep->ring_out = efa_shm_outbox_producer(ep->outbox);

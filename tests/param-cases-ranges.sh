@@ -34,6 +34,17 @@ expect_failure onnode-slots-above-65536 "power of two from 2 to 65536" "${ob1[@]
 # silent; only a file of someone else's or a full file system were).
 JOB_NP=2 expect_output onnode-dir-named-unusable "cannot use its shared-memory inbox" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_dir /nonexistent/dir
+# Processes of one node with different slot sizes (each its own value, as
+# an MPMD job may give them): btl_efa's process of larger slots says so
+# and sends to the other through the provider, mtl_efa's cuts its frames
+# to the peer's slots; a message that fits the larger slots alone used to
+# wait for room in the smaller for ever.
+slots_differ=(-x OMPI_MCA_common_efa_onnode_slot_size=16384 "$prog" "${prog_args[@]}" : -np 1
+    -x OMPI_MCA_common_efa_onnode_slot_size=4096)
+JOB_NP=1 expect_output onnode-slot-sizes-differ "slots are smaller than this process's" \
+    "${ob1[@]}" --mca btl_efa_provider_include shm "${slots_differ[@]}"
+JOB_NP=1 expect_output mtl-onnode-slot-sizes-differ "^ok pingpong" "${cm[@]}" \
+    --mca mtl_efa_provider_include shm "${slots_differ[@]}"
 
 # Windows and sizes: each absurd value refused with its range.
 expect_failure btl-send-window-above-16-bits "0 (auto) to 65535 messages" "${ob1[@]}" \

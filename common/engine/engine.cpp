@@ -266,6 +266,13 @@ Engine::Peer *Engine::peer_first(uint32_t vpid, int &err) {
     if (!out) {
         return nullptr;
     }
+    // The peer's slots may be smaller than this process's (its own
+    // common_efa_onnode_slot_size): what goes to it is cut to them.
+    const size_t peer_frame = out->max_frame();
+    if (peer_frame < sizeof(FrameHdr) + sizeof(DataBody) + 64) {
+        err = -EMSGSIZE;
+        return nullptr;
+    }
     auto p = std::make_unique<Peer>();
     p->vpid = vpid;
     p->ring = card.local_rank;
@@ -276,8 +283,8 @@ Engine::Peer *Engine::peer_first(uint32_t vpid, int &err) {
         p->exit_fd = efa_cma_exit_watch(card.pid, card.cma_cookie_addr, card.cma_cookie);
     }
     p->out = std::move(out);
-    p->eager_max = eager_max_;
-    p->data_max = data_max_;
+    p->eager_max = std::min(eager_max_, peer_frame - sizeof(FrameHdr));
+    p->data_max = std::min(data_max_, peer_frame - sizeof(FrameHdr) - sizeof(DataBody));
     if (!params_.single_copy || 0 == p->pid) {
         p->cma = Peer::kCmaOff;
     }

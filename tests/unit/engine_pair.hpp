@@ -27,6 +27,7 @@ class EnginePair : public ::testing::Test {
     std::string tag;
     uint32_t nlocal = 2; // a third local rank has no engine: tests write its ring
     uint32_t slot_size = 1024;
+    uint32_t slot_size_b = 0; // b's, where it differs (its own parameter)
     size_t device_piece = 0;  // net_device_piece (0: device bytes copied whole)
     bool thread_safe = false; // the engines' thread_safe (set before open)
 
@@ -49,7 +50,7 @@ class EnginePair : public ::testing::Test {
         p.nlocal = nlocal;
         p.nprocs = nlocal;
         p.slots = slots;
-        p.slot_size = slot_size;
+        p.slot_size = 1 == vpid && slot_size_b ? slot_size_b : slot_size;
         p.net_device_piece = device_piece;
         p.single_copy = single_copy;
         p.thread_safe = thread_safe;

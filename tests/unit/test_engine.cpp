@@ -137,6 +137,29 @@ TEST_F(EngineTest, RendezvousStreamedWithoutSingleCopy) {
     rendezvous(50000, true, 0, 1); // ~50 frames through a 4-slot ring
 }
 
+// b's slots are a quarter of a's (each process's own parameter): what a
+// sends b is cut to b's slots, a message eager by a's slots goes by
+// rendezvous, and b's own to a stays within its slots.
+TEST_F(EngineTest, APeerWithSmallerSlotsGetsFramesThatFitThem) {
+    slot_size = 4096;
+    slot_size_b = 1024;
+    open(8, /*single_copy_b=*/false);
+    for (size_t len : {size_t(2000), size_t(20000)}) {
+        for (bool to_b : {true, false}) {
+            const auto data = pattern(len, static_cast<uint8_t>(len));
+            std::vector<uint8_t> got(len, 0);
+            Req r, s;
+            ASSERT_EQ(0, post(to_b ? b : a, r, got.data(), len, 3, to_b ? 0 : 1, 5));
+            ASSERT_GE(send(to_b ? a : b, s, to_b ? 1 : 0, data, 5, false, 3, to_b ? 0 : 1), 0);
+            ASSERT_TRUE(until([&] { return r.completions == 1; }))
+                << len << " bytes to " << (to_b ? "b" : "a") << " never arrived";
+            EXPECT_EQ(0, r.on.err);
+            EXPECT_EQ(0, memcmp(got.data(), data.data(), len));
+            ASSERT_TRUE(until([&] { return len < 1000 || s.completions == 1; }));
+        }
+    }
+}
+
 TEST_F(EngineTest, TruncationKeepsToTheBuffer) {
     open(8, false);
     for (size_t len : {size_t(500), size_t(20000)}) { // eager, then streamed rendezvous
