@@ -39,7 +39,7 @@ static void receive_failed(mca_btl_efa_module_t *btl, int err) {
 }
 
 static inline void deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len,
-                                bool via_ring, fi_addr_t src);
+                                bool via_ring, fi_addr_t src, int32_t ring_in);
 
 /* The receive hooks of the tests (btl_efa_debug_lose_recv, _flush_first)
  * on an arrival: the error it is to be taken as (0: none). */
@@ -83,7 +83,7 @@ void mca_btl_efa_on_message(void *arg, efa_ctx_t *ctx, void *buf, size_t len, in
         }
         src = FI_ADDR_NOTAVAIL;
     }
-    deliver_from(btl, buf, len, false, src);
+    deliver_from(btl, buf, len, false, src, 0);
 }
 
 /* Hand one active message up (kind: its parse; a truncated or mistagged
@@ -150,6 +150,30 @@ static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const
     return true;
 }
 
+/* A ring frame names its sender; only that sender's ring may carry it
+ * (ring_in: btl->ring.first + the ring + 1, as ep->ring_in).  The
+ * endpoint's ring is looked up on its first frame; a frame in another
+ * process's ring, or naming a process of another job (which has no ring
+ * here), is dropped, said once. */
+static __attribute__((noinline)) bool ring_sender_ok(mca_btl_efa_module_t *btl,
+                                                     mca_btl_efa_endpoint_t *ep, int32_t ring_in) {
+    static bool said = false;
+    if (EFA_BTL_RING_NONE != ep->ring_state && 0 == ep->ring_in) {
+        efa_node_card_t card;
+        mca_btl_efa_ring_note_in(btl, ep, mca_btl_efa_ring_peer_serves(ep, &card) ? &card : NULL);
+    }
+    if (EFA_BTL_RING_NONE != ep->ring_state && ep->ring_in == ring_in) {
+        return true;
+    }
+    if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: a frame in the on-node ring of local rank %d named "
+                            "another process as its sender: dropped, and any more such",
+                            (int)(ring_in - 1 - (int32_t)btl->ring.first));
+    }
+    return false;
+}
+
 /* A request in one line through a ring (efa_btl_ring_req_t: an atomic
  * from btl_efa_ring_atomic.c, a small put or get from btl_efa_ring_rma.c),
  * taken before the general parse: the other half of an on-node atomic's,
@@ -157,7 +181,8 @@ static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const
  * into a copy; the sender it names is looked up as the general path does;
  * the target's table checks the rest (efa_emul_execute).  false: not one
  * (the general path then parses the frame). */
-static __attribute__((noinline)) bool ring_request(mca_btl_efa_module_t *btl, uint8_t *frame) {
+static __attribute__((noinline)) bool ring_request(mca_btl_efa_module_t *btl, uint8_t *frame,
+                                                   int32_t ring_in) {
     efa_btl_ring_req_t q;
     memcpy(&q, frame, sizeof(q));
     if (EFA_BTL_MSG_RING_ATOMIC != q.type && EFA_BTL_MSG_RING_PUT != q.type &&
@@ -169,6 +194,9 @@ static __attribute__((noinline)) bool ring_request(mca_btl_efa_module_t *btl, ui
         ep = mca_btl_efa_endpoint_by_name(btl, q.src, NULL);
         btl->recv.last_src = ep;
     }
+    if (NULL != ep && ep->ring_in != ring_in && !ring_sender_ok(btl, ep, ring_in)) {
+        return true; /* (taken: not parsed again as a message) */
+    }
     mca_btl_efa_emul_ring_request(btl, ep, &q,
                                   (uint32_t *)(frame + offsetof(efa_btl_ring_req_t, claim)));
     return true;
@@ -179,16 +207,16 @@ static __attribute__((noinline)) bool ring_request(mca_btl_efa_module_t *btl, ui
 static inline __attribute__((always_inline)) bool ring_frame(void *arg, uint32_t ring, void *frame,
                                                              size_t len) {
     mca_btl_efa_module_t *btl = arg;
-    (void)ring;
+    const int32_t ring_in = (int32_t)(btl->ring.first + ring) + 1;
     ++btl->ring.received;
     /* (the length alone on the message path) */
     if (OPAL_UNLIKELY(sizeof(efa_btl_ring_resp_t) == len) && ring_resp(btl, frame)) {
         return true;
     }
-    if (OPAL_UNLIKELY(sizeof(efa_btl_ring_req_t) == len) && ring_request(btl, frame)) {
+    if (OPAL_UNLIKELY(sizeof(efa_btl_ring_req_t) == len) && ring_request(btl, frame, ring_in)) {
         return true;
     }
-    deliver_from(btl, frame, len, true, FI_ADDR_NOTAVAIL);
+    deliver_from(btl, frame, len, true, FI_ADDR_NOTAVAIL, ring_in);
     return true;
 }
 
@@ -219,7 +247,8 @@ static void unknown_sender(uint64_t name) {
  * loses the provider's checks and the stack descriptor (a third of the
  * BTL's own cost of an on-node message). */
 static inline __attribute__((always_inline)) void
-deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring, fi_addr_t src) {
+deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring, fi_addr_t src,
+             int32_t ring_in) {
     /* Lengths and type are checked by efa_btl_wire_parse (common/
      * efa_btl_wire.h, fuzzed), which reads each header once, into a copy:
      * a ring slot is the sender's memory too, and a length checked must be
@@ -242,7 +271,11 @@ deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ri
         unknown_sender(hdr->src);
         return;
     }
-    if (!efa_core_source_ok(btl->core, src, ep->addr, "a btl_efa message")) {
+    if (via_ring) {
+        if (OPAL_UNLIKELY(ep->ring_in != ring_in) && !ring_sender_ok(btl, ep, ring_in)) {
+            return; /* written in another process's ring: dropped */
+        }
+    } else if (!efa_core_source_ok(btl->core, src, ep->addr, "a btl_efa message")) {
         return; /* another process wrote it: dropped (the core counts and says so) */
     }
     mca_btl_efa_note_received(btl, ep, hdr, via_ring);

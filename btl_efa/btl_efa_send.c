@@ -126,6 +126,9 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
  * fragment is finished at once, a descriptor of the upper layer from
  * progress (its callback never comes from inside a send call).  The module
  * lock is held. */
+static void forge_ring_copy(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            const efa_btl_frag_t *frag);
+
 static int ring_post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             efa_btl_frag_t *frag) {
     uint8_t *slot = efa_ring_reserve(ep->ring_out, frag->send_len);
@@ -141,6 +144,10 @@ static int ring_post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
             memcpy(slot + head_len, frag->segments[1].seg_addr.pval, data_len);
         }
         efa_ring_commit(ep->ring_out, frag->send_len);
+        if (OPAL_UNLIKELY(mca_btl_efa_component.test_hooks_on) &&
+            mca_btl_efa_component.test.forge_src > 0) {
+            forge_ring_copy(btl, ep, frag);
+        }
     } else {
         ++btl->ring.full;
         return EFA_BTL_RING_FULL;
@@ -209,6 +216,30 @@ static void forge_copy(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
         --injected; /* the queue is full: the next one (no progress under the lock) */
     }
     free(copy);
+}
+
+/* The same through the rings: the Nth fragment written to a ring again,
+ * in this process's own ring, naming the destination as its sender.  The
+ * receiver's ring check (btl_efa_recv.c) must drop it. */
+static void forge_ring_copy(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                            const efa_btl_frag_t *frag) {
+    static int written = 0;
+    if (frag->base.des_segment_count > 1 || ++written != mca_btl_efa_component.test.forge_src) {
+        return;
+    }
+    uint8_t *slot = efa_ring_reserve(ep->ring_out, frag->send_len);
+    if (NULL == slot) {
+        --written; /* full: the next one */
+        return;
+    }
+    memcpy(slot, frag->buf, frag->send_len);
+    efa_btl_hdr_t hdr;
+    memcpy(&hdr, slot, sizeof(hdr));
+    hdr.src = mca_btl_efa_name_key(&ep->name);
+    hdr.credits = 0;
+    memcpy(slot, &hdr, sizeof(hdr));
+    efa_ring_commit(ep->ring_out, frag->send_len);
+    (void)btl;
 }
 
 /* A fragment over the first NIC: injected, or sent with a completion. */

@@ -45,6 +45,11 @@ JOB_NP=1 expect_output onnode-slot-sizes-differ "slots are smaller than this pro
     "${ob1[@]}" --mca btl_efa_provider_include shm "${slots_differ[@]}"
 JOB_NP=1 expect_output mtl-onnode-slot-sizes-differ "^ok pingpong" "${cm[@]}" \
     --mca mtl_efa_provider_include shm "${slots_differ[@]}"
+# A frame written in a process's own ring naming another process (the
+# destination itself) as its sender: dropped, said once, the job goes on
+# (it was handed to ob1 as the receiver's own message).
+expect_output btl-ring-forged-sender "named another process as its sender: dropped" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_forge_src 5 --mca common_efa_verbose 1
 
 # Windows and sizes: each absurd value refused with its range.
 expect_failure btl-send-window-above-16-bits "0 (auto) to 65535 messages" "${ob1[@]}" \
