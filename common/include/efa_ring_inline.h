@@ -111,11 +111,16 @@ typedef struct efa_ring_consumer {
     const uint32_t *attach_seq; /* in the shared header: bumped by each attaching sender */
     uint32_t *active;           /* rings with a sender attached, ascending: nactive of them */
     uint64_t *tails;            /* the owner's own copy of each ring's tail */
-    uint32_t nactive;           /* read before the guard: __atomic */
-    uint32_t seen_seq;          /* attach_seq when active was built: __atomic */
-    uint8_t polling;            /* the guard: __atomic */
-    uint8_t one_thread;         /* only one thread ever polls (below MPI_THREAD_MULTIPLE) */
-    uint64_t dropped;           /* frames longer than a slot (a corrupted sender): __atomic */
+    /* Per window of rings, at its first ring: where its next poll starts,
+     * the ring after the one whose frames spent the last poll's budget
+     * (a sender that keeps its ring full would otherwise keep the poll
+     * from the rings after it). */
+    uint32_t *resume;
+    uint32_t nactive;   /* read before the guard: __atomic */
+    uint32_t seen_seq;  /* attach_seq when active was built: __atomic */
+    uint8_t polling;    /* the guard: __atomic */
+    uint8_t one_thread; /* only one thread ever polls (below MPI_THREAD_MULTIPLE) */
+    uint64_t dropped;   /* frames longer than a slot (a corrupted sender): __atomic */
 } efa_ring_consumer_t;
 
 /* Rebuild active from the rings' attached flags (shm_ring.cpp; inside a
@@ -126,7 +131,8 @@ void efa_ring_consumer_rescan(efa_ring_consumer_t *c);
 typedef bool (*efa_ring_frame_fn)(void *arg, uint32_t ring, void *frame, size_t len);
 
 /* Hand up to budget waiting frames of rings [first, first + count) to
- * fn(arg, ring - first, frame, len), in ring order; returns how many slots
+ * fn(arg, ring - first, frame, len), in ring order from where the last
+ * poll that spent its budget stopped (resume); returns how many slots
  * it consumed (a corrupted frame, skipped, counts: a sender writing only
  * those must not keep one poll going for ever).  A
  * poll while another runs (another thread, or fn polling again) returns 0
@@ -164,45 +170,62 @@ static inline __attribute__((always_inline)) int efa_ring_consume(efa_ring_consu
     const uint64_t max_frame = c->max_frame;
     const uint32_t *const active = c->active;
     const uint32_t nactive = c->nactive;
+    uint32_t from = first < c->nrings ? c->resume[first] : first;
+    if (from <= first || from >= end) {
+        from = first;
+    }
     int n = 0;
-    for (uint32_t i = 0; i < nactive; ++i) {
-        const uint32_t r = active[i];
-        if (r < first) {
-            continue;
-        }
-        if (r >= end) {
-            break;
-        }
-        uint8_t *const ctl = c->rings + r * c->ring_bytes;
-        uint8_t *const slots = ctl + EFA_RING_CONTROL_BYTES;
-        uint64_t t = c->tails[r];
-        while (n < budget) {
-            uint8_t *s = slots + (t & mask) * slot_size;
-            /* The stamp, published last by the sender (release): the low
-             * 32 bits of the slot's counter + 1. */
-            if (__atomic_load_n((const uint32_t *)(s + 4), __ATOMIC_ACQUIRE) != (uint32_t)(t + 1)) {
-                break; /* not written yet */
+    /* From 'from' to the window's end, then from its start to 'from'. */
+    for (uint32_t lo = from, hi = end;; lo = first, hi = from) {
+        for (uint32_t i = 0; i < nactive; ++i) {
+            const uint32_t r = active[i];
+            if (r < lo) {
+                continue;
             }
-            uint32_t len;
-            __builtin_memcpy(&len, s, sizeof(len)); /* read once: checked, then used */
-            ++t;
-            bool more = true;
-            if (len <= max_frame) {
-                const uint64_t frame_end = EFA_RING_SLOT_HEADER + (uint64_t)len;
-                if (__builtin_expect(frame_end > EFA_RING_LINE, 0)) {
-                    efa_ring_prefetch_frame(s, frame_end);
+            if (r >= hi) {
+                break;
+            }
+            uint8_t *const ctl = c->rings + r * c->ring_bytes;
+            uint8_t *const slots = ctl + EFA_RING_CONTROL_BYTES;
+            uint64_t t = c->tails[r];
+            while (n < budget) {
+                uint8_t *s = slots + (t & mask) * slot_size;
+                /* The stamp, published last by the sender (release): the low
+                 * 32 bits of the slot's counter + 1. */
+                if (__atomic_load_n((const uint32_t *)(s + 4), __ATOMIC_ACQUIRE) !=
+                    (uint32_t)(t + 1)) {
+                    break; /* not written yet */
                 }
-                more = fn(arg, r - first, s + EFA_RING_SLOT_HEADER, (size_t)len);
-            } else {
-                __atomic_fetch_add(&c->dropped, 1, __ATOMIC_RELAXED); /* skipped */
+                uint32_t len;
+                __builtin_memcpy(&len, s, sizeof(len)); /* read once: checked, then used */
+                ++t;
+                bool more = true;
+                if (len <= max_frame) {
+                    const uint64_t frame_end = EFA_RING_SLOT_HEADER + (uint64_t)len;
+                    if (__builtin_expect(frame_end > EFA_RING_LINE, 0)) {
+                        efa_ring_prefetch_frame(s, frame_end);
+                    }
+                    more = fn(arg, r - first, s + EFA_RING_SLOT_HEADER, (size_t)len);
+                } else {
+                    __atomic_fetch_add(&c->dropped, 1, __ATOMIC_RELAXED); /* skipped */
+                }
+                ++n;
+                /* (efa_ring_waiting reads it) */
+                __atomic_store_n(&c->tails[r], t, __ATOMIC_RELAXED);
+                __atomic_store_n((uint64_t *)(ctl + EFA_RING_TAIL_OFFSET), t, __ATOMIC_RELEASE);
+                if (!more) {
+                    __atomic_store_n(&c->polling, 0, __ATOMIC_RELEASE);
+                    return n;
+                }
             }
-            ++n;
-            __atomic_store_n(&c->tails[r], t, __ATOMIC_RELAXED); /* (efa_ring_waiting reads it) */
-            __atomic_store_n((uint64_t *)(ctl + EFA_RING_TAIL_OFFSET), t, __ATOMIC_RELEASE);
-            if (!more) {
+            if (n >= budget) {
+                c->resume[first] = r + 1; /* (end: from the start) */
                 __atomic_store_n(&c->polling, 0, __ATOMIC_RELEASE);
                 return n;
             }
+        }
+        if (lo == first) {
+            break;
         }
     }
     __atomic_store_n(&c->polling, 0, __ATOMIC_RELEASE);

@@ -178,6 +178,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     in->len_ = len;
     in->fd_ = fd;
     in->tails_.assign(g.nrings, 0);
+    in->resume_.assign(g.nrings, 0);
     in->active_.assign(g.nrings, 0);
     // The file is zero-filled: every counter and flag starts at 0.
     auto *h = new (p) SegHeader;
@@ -203,6 +204,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     c.attach_seq = reinterpret_cast<const uint32_t *>(&h->attach_seq);
     c.active = in->active_.data();
     c.tails = in->tails_.data();
+    c.resume = in->resume_.data();
     __atomic_store_n(&f.magic, kMagic, __ATOMIC_RELEASE);
     return in;
 }

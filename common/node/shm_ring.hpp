@@ -238,6 +238,7 @@ class Inbox {
     efa_ring_consumer_t c_{};
     std::vector<uint32_t> active_; // rings with a sender attached (changed only while polling)
     std::vector<uint64_t> tails_;  // the consumer's own copy of each tail
+    std::vector<uint32_t> resume_; // where each window's next poll starts (efa_ring_consume)
 };
 
 // A sender's view of one ring of a peer's segment.

@@ -224,6 +224,42 @@ TEST_P(ShmRingGuard, SeveralSendersAndReentrantPoll) {
 
 INSTANTIATE_TEST_SUITE_P(OneThread, ShmRingGuard, ::testing::Bool());
 
+// A sender that keeps its ring full, ahead of another's in ring order:
+// a poll that spent its budget on the first ring starts the next one
+// after it, so the later ring's frame is taken in the next poll (it was
+// left for as long as the first sender kept up: a master waiting for one
+// worker while another streams to it).
+TEST(ShmRing, APollThatSpentItsBudgetStartsAfterThatRing) {
+    int err = 0;
+    const std::string path = temp_path("resume");
+    auto in = Inbox::create(path, geo(3, 8, 128), err);
+    ASSERT_NE(in, nullptr) << err;
+    auto busy = Outbox::attach(path, 0, in->cookie(), err);
+    auto quiet = Outbox::attach(path, 2, in->cookie(), err);
+    ASSERT_TRUE(busy && quiet);
+    const char b = 'b', q = 'q';
+    auto fill = [&] {
+        while (0 == busy->send(&b, 1)) {
+        }
+    };
+    fill();
+    ASSERT_EQ(quiet->send(&q, 1), 0);
+    std::vector<Frame> got = drain(*in, 4);
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[0].ring, 0u);
+    fill();
+    got = drain(*in, 4);
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[0].ring, 2u) << "the quiet sender's frame waited behind the busy one's";
+    EXPECT_EQ(got[1].ring, 0u);
+    // That poll spent its budget on ring 0 again: the next starts after it.
+    EXPECT_EQ(quiet->send(&q, 1), 0);
+    got = drain(*in, 1000);
+    ASSERT_EQ(got.size(), 6u); // 5 of ring 0's left, and ring 2's
+    EXPECT_EQ(got.front().ring, 2u);
+    EXPECT_EQ(got.back().ring, 0u);
+}
+
 TEST(ShmRing, InboxUnlinksItsFile) {
     int err = 0;
     const std::string path = temp_path("unlink");
