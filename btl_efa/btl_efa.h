@@ -352,9 +352,9 @@ typedef struct mca_btl_efa_module {
         int num_free_reqs;
         int window;   /* chunks of one put/get in flight (set at open) */
         size_t chunk; /* payload bytes per put/get chunk (set at open) */
-        /* A request chunk's send failed for good: the send path calls the
-         * initiator through here, as the initiator sends through it. */
-        void (*chunk_send_failed)(struct mca_btl_efa_module *btl, uint64_t req_id, int status);
+        /* A request chunk's send (msg: its header and efa_btl_rma_t) failed for
+         * good: the send path calls the initiator through here. */
+        void (*chunk_send_failed)(struct mca_btl_efa_module *btl, const void *msg, int status);
     } emul;
     /* btl_efa_cma.c: single copy to processes of this node, set at open;
      * the counters atomic (any thread that does an operation). */

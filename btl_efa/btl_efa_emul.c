@@ -182,14 +182,27 @@ static void chunk_answered(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, i
     drop_claim(btl, req, rdma_advance(btl, req, status, 1));
 }
 
-/* A chunk's send failed (the send path, through btl->emul.chunk_send_failed).
- * Its request may have timed out meanwhile: claimed by id, like an
- * answer. */
-static void fail_chunk(mca_btl_efa_module_t *btl, uint64_t req_id, int status) {
-    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->emul.reqs, req_id, mca_btl_efa_now());
-    if (NULL != req) {
-        chunk_answered(btl, req, status);
+static bool first_answer(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, uint64_t offset);
+
+/* A chunk's send failed (the send path, through btl->emul.chunk_send_failed;
+ * msg: the chunk's request as sent).  Its request may have timed out
+ * meanwhile: claimed by id, like an answer.  A send taken as failed may
+ * have arrived all the same (a NIC's failure without numbered messages, a
+ * send the peer deadline failed while the provider held it): the target's
+ * answer and the failure count as one, whichever comes first, or the
+ * operation would be over with a chunk still in flight. */
+static void fail_chunk(mca_btl_efa_module_t *btl, const void *msg, int status) {
+    efa_btl_rma_t r;
+    memcpy(&r, (const efa_btl_hdr_t *)msg + 1, sizeof(r));
+    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->emul.reqs, r.req, mca_btl_efa_now());
+    if (NULL == req) {
+        return;
     }
+    if (NULL != req->answered_bits && !first_answer(btl, req, r.offset)) {
+        drop_claim(btl, req, false); /* answered already */
+        return;
+    }
+    chunk_answered(btl, req, status);
 }
 
 /* Requests failed per call at most (the rest on the next one). */

@@ -80,7 +80,10 @@ static void rec_free(mca_btl_efa_module_t *btl, int i) {
 int mca_btl_efa_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             const efa_btl_rdma_args_t *a) {
     const size_t len = sizeof(efa_btl_ring_req_t);
-    if (ep->is_self || !efa_btl_wire_ring_atomic_fits((uint32_t)a->op, (uint32_t)a->aflags) ||
+    /* (a lost peer: the general path fails it at once, OPAL_ERR_UNREACH,
+     * where a record in its ring would wait out btl_efa_rma_timeout) */
+    if (ep->is_self || ep->lost ||
+        !efa_btl_wire_ring_atomic_fits((uint32_t)a->op, (uint32_t)a->aflags) ||
         !mca_btl_efa_via_ring(btl, ep, len)) {
         return OPAL_ERR_NOT_AVAILABLE;
     }

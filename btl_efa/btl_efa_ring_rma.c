@@ -114,7 +114,9 @@ int mca_btl_efa_ring_rma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     const size_t len = one_line
                            ? sizeof(efa_btl_ring_req_t)
                            : sizeof(efa_btl_hdr_t) + sizeof(efa_btl_rma_t) + (put ? a->size : 0);
-    if (a->size > btl->ring_rma.max || !mca_btl_efa_via_ring(btl, ep, len)) {
+    /* (a lost peer: the general path fails it at once, OPAL_ERR_UNREACH,
+     * where a record in its ring would wait out btl_efa_rma_timeout) */
+    if (a->size > btl->ring_rma.max || ep->lost || !mca_btl_efa_via_ring(btl, ep, len)) {
         return OPAL_ERR_NOT_AVAILABLE;
     }
     const int32_t skip = __atomic_load_n(&ep->ring_rma_skip, __ATOMIC_RELAXED);

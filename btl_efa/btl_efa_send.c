@@ -53,7 +53,7 @@ void mca_btl_efa_frag_finish(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag, in
         return;
     }
     if (OPAL_SUCCESS != status && frag->req_id) {
-        btl->emul.chunk_send_failed(btl, frag->req_id, status); /* the initiator's */
+        btl->emul.chunk_send_failed(btl, frag->buf, status); /* the initiator's */
     } else if (OPAL_SUCCESS != status && EFA_BTL_MSG_RESP == ((efa_btl_hdr_t *)frag->buf)->type &&
                frag->retries < EFA_BTL_RESP_RETRIES && !btl->finalizing) {
         /* An answer is the initiator's only news of its operation: sent
@@ -379,7 +379,13 @@ static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
         /* Out of the queue before the post: a send through a ring reuses
          * frag->next at once. */
         efa_btl_frag_t *frag = efa_flow_pop(&btl->send.flow, &ep->flow);
-        int rc = post_locked(btl, ep, frag);
+        /* A chunk of an emulated operation that expired while it waited
+         * for credits (its caller was told it failed): never sent, or the
+         * target would carry out what was reported failed. */
+        int rc =
+            OPAL_UNLIKELY(0 != frag->req_id) && !efa_inflight_live(btl->emul.reqs, frag->req_id)
+                ? -FI_ECANCELED
+                : post_locked(btl, ep, frag);
         if (-FI_EAGAIN == rc || EFA_BTL_RING_FULL == rc) {
             efa_flow_push_front(&btl->send.flow, &ep->flow, frag);
             /* the provider is full, or this endpoint waits for the peer to

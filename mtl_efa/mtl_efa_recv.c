@@ -476,13 +476,19 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
             }
         }
     }
+    /* The handle first: a message claimed at the provider must never be
+     * left without one (nobody could receive it, and a rendezvous sender
+     * would wait for its answer for ever). */
     mca_mtl_efa_claim_t *claim = malloc(sizeof(*claim));
-    if (NULL == claim) {
+    ompi_message_t *msg = NULL == claim ? NULL : ompi_message_alloc();
+    if (NULL == msg) {
+        free(claim);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     int rc = peek(comm, src, tag, true, claim);
     if (OMPI_SUCCESS != rc) {
         free(claim);
+        ompi_message_return(msg);
         if (OMPI_ERR_NOT_FOUND == rc && ompi_mtl_efa.any_watch) {
             return ompi_mtl_efa_any_probe_missed(comm, src); /* MPI_Mprobe loops too */
         }
@@ -494,16 +500,13 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
         rc = ompi_mtl_efa_rdv_probed(comm, claim->ctx, &claim->cqe, true);
         if (OMPI_SUCCESS != rc) {
             free(claim);
+            ompi_message_return(msg);
             return rc;
         }
     }
     ompi_status_public_t st;
     fill_status(&st, &claim->cqe);
-    *message = ompi_message_alloc();
-    if (NULL == *message) {
-        /* The message stays claimed with no owner; cannot recover it. */
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
+    *message = msg;
     (*message)->comm = comm;
     (*message)->req_ptr = claim;
     (*message)->peer = st.MPI_SOURCE;

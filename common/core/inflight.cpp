@@ -106,6 +106,12 @@ void *Inflight::claim(uint64_t id, double now) {
     return e->op;
 }
 
+bool Inflight::live(uint64_t id) {
+    std::lock_guard<SpinMutex> g(lock_);
+    const Entry *e = find(id);
+    return nullptr != e && !e->over;
+}
+
 bool Inflight::release(uint64_t id, bool over) {
     std::lock_guard<SpinMutex> g(lock_);
     Entry *e = find(id);
@@ -178,6 +184,10 @@ void *efa_inflight_claim(efa_inflight_t *t, uint64_t id, double now) {
 
 bool efa_inflight_release(efa_inflight_t *t, uint64_t id, bool over) {
     return t && t->table.release(id, over);
+}
+
+bool efa_inflight_live(efa_inflight_t *t, uint64_t id) {
+    return t && t->table.live(id);
 }
 
 size_t efa_inflight_expire(efa_inflight_t *t, double now, double limit, void **out, size_t max) {

@@ -25,6 +25,8 @@ class Inflight {
     int add(uint64_t id, void *op, double now);
     void *claim(uint64_t id, double now);
     bool release(uint64_t id, bool over);
+    // Is id in the table and not over (claimed or not)?
+    bool live(uint64_t id);
     size_t expire(double now, double limit, void **out, size_t max);
     // Nobody could answer for 'seconds' (this process was away from
     // progress): every operation's idle time leaves them out.

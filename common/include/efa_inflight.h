@@ -40,6 +40,9 @@ void *efa_inflight_claim(efa_inflight_t *t, uint64_t id, double now);
  * no claim finds it any more).  True when the caller must complete it
  * now: it is over and this was its last claim; the id is gone then. */
 bool efa_inflight_release(efa_inflight_t *t, uint64_t id, bool over);
+/* Is an operation in flight under id (not over, not expired)?  Claims
+ * nothing: for a look before something of it is sent. */
+bool efa_inflight_live(efa_inflight_t *t, uint64_t id);
 /* Operations that nobody holds, not over, idle for more than 'limit'
  * seconds at 'now': at most max of them, out of the table (no claim finds
  * them any more) and written to out; their number.  The caller completes

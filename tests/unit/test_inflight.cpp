@@ -49,9 +49,15 @@ TEST(Inflight, ExpiryTakesAnIdleOperationOnce) {
     ASSERT_EQ(0, efa_inflight_add(tb.t, 2, &b, 0.0));
     EXPECT_EQ(-EEXIST, efa_inflight_add(tb.t, 2, &b, 0.0));
     EXPECT_FALSE(efa_inflight_release(tb.t, 1, false)); // 2 stays its initiator's
+    EXPECT_TRUE(efa_inflight_live(tb.t, 1));
     void *out[4];
     ASSERT_EQ(1u, efa_inflight_expire(tb.t, 3.0, 1.0, out, 4));
     EXPECT_EQ(&a, out[0]);
+    // Its chunks still queued for credits are not sent (btl_efa_send.c).
+    EXPECT_FALSE(efa_inflight_live(tb.t, 1));
+    EXPECT_TRUE(efa_inflight_live(tb.t, 2));
+    EXPECT_FALSE(efa_inflight_live(tb.t, 7)); // never in flight
+    EXPECT_FALSE(efa_inflight_live(nullptr, 2));
     EXPECT_EQ(nullptr, efa_inflight_claim(tb.t, 1, 3.0)); // a late answer
     EXPECT_FALSE(efa_inflight_release(tb.t, 1, true)) << "an unclaimed release completed";
     EXPECT_EQ(0u, efa_inflight_expire(tb.t, 3.0, 1.0, out, 4));
