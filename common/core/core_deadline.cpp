@@ -57,8 +57,6 @@ void unhold(efa_core *core, Tracked *t) {
 
 } // namespace
 
-void path_lost(efa_core *core, fi_addr_t key, int err, const char *why);
-
 // Everything about t is read under deadline_lock: a stand-in handed back
 // by another thread meanwhile may be another operation's already.  The
 // owner's tracker is cleared under it too, before t is handed back, so
@@ -82,6 +80,11 @@ void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         }
         owner = t->owner;
         peer = t->peer;
+        if (owner == &g_probe_owner && t->ctx->rail) {
+            // A probe over the peer's home rail (the first is out for it):
+            // a failure there is that rail's, not the first's.
+            peer = rail_key(peer, t->ctx->rail);
+        }
         flags = t->flags;
         mine = core->deadline.completed(&t->entry, now_ms());
         if (!mine) {
@@ -129,90 +132,6 @@ bool tracked_stands_for(const efa_op_t *tracked, const efa_op_t *owner) {
 bool deadline_dropped(const efa_op_t *op) {
     return op->complete == tracked_complete &&
            reinterpret_cast<const Tracked *>(op)->failed.load(std::memory_order_acquire);
-}
-
-// The key's loss as the core finds it (an expiry, an unreachable error, a
-// peer's notice): the first rail's key is that rail's loss alone where the
-// peer can do without it (rail0_lost), else the peer's.
-void path_lost(efa_core *core, fi_addr_t key, int err, const char *why) {
-    if (!key_rail(key) && rail0_lost(core, key, err, why)) {
-        return;
-    }
-    efa_core_peer_lost(core, key, err, why);
-}
-
-// efa_core.h's efa_core_peer_lost, also the core's own way to declare a peer
-// dead (defined here, in the namespace of the helpers it uses).
-extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, const char *why_c) {
-    const std::string why = why_c ? why_c : "";
-    std::string name;
-    // A rail's key (deadline_key): that rail alone is lost for the peer,
-    // or, without failover, or where it was the last that reached the
-    // peer (the first one out already), the peer itself.
-    int rail = key_rail(addr);
-    if (rail && (!core->params.rail_failover || last_rail(core, key_addr(addr), rail))) {
-        addr = key_addr(addr);
-        rail = 0;
-    }
-    std::vector<fi_addr_t> addrs = same_process(core, key_addr(addr), &name);
-    if (rail) {
-        // The rail is lost for every context of the peer's at once: each
-        // context's operations there are tracked under its own key, and
-        // would otherwise wait out their own deadline and say the loss
-        // again.
-        for (fi_addr_t &a : addrs) {
-            a = rail_key(a, rail);
-        }
-    } else {
-        // The process is lost on every rail: its operations there fail too.
-        const size_t n = addrs.size();
-        for (int r = 1; r <= static_cast<int>(core->rails.size()); ++r) {
-            for (size_t i = 0; i < n; ++i) {
-                addrs.push_back(rail_key(addrs[i], r));
-            }
-        }
-    }
-    if (name.empty()) {
-        name = "address " + std::to_string(key_addr(addr));
-    }
-    // The owners to tell now, copied under the lock: once it is released
-    // the provider may hand a stand-in back and it be reused.
-    std::vector<FailedOp> ops;
-    bool first;
-    {
-        std::lock_guard<std::mutex> guard(core->deadline_lock);
-        core->deadline_any_dead.store(true, std::memory_order_relaxed);
-        first = !core->deadline.dead(addr);
-        if (first && !rail) {
-            core->peers_lost.fetch_add(1, std::memory_order_relaxed);
-        }
-        if (rail) {
-            // What was on the rail goes to the first one now: the time it
-            // waited there is no silence of the first.
-            const uint64_t now = now_ms();
-            for (fi_addr_t a : addrs) {
-                core->deadline.touch(key_addr(a), now);
-            }
-        }
-        std::vector<Tracked *> failed;
-        for (fi_addr_t a : addrs) {
-            for (PeerDeadline::Entry *e : core->deadline.declare_dead(a)) {
-                Tracked *t = tracked_of(e);
-                if (t->owner == &g_probe_owner && probe_dropped(core, t)) {
-                    give_tracked(core, t); // answered by nobody, held by nobody
-                    continue;
-                }
-                failed.push_back(t);
-            }
-        }
-        fail_tracked(core, failed, err, &ops);
-    }
-    if (first && rail) {
-        rail_lost(core, key_addr(addr), rail, name, why);
-    } else if (first) {
-        core->rep.help("peer-unreachable", name, why, fi_strerror(-err));
-    }
-    tell_failed(ops, err);
 }
 
 namespace {
@@ -323,6 +242,9 @@ void post_probe(efa_core *core, Tracked *t) {
     }
     core->probes_out.erase(t->peer);
     core->deadline.forget(&t->entry);
+    // (the peer declared dead, or a stray answer taken, since the probe
+    // was made: it is among the orphans, which would free it again)
+    core->orphans.erase(t);
     give_tracked(core, t);
 }
 

@@ -69,6 +69,9 @@ void tell_failed(const std::vector<FailedOp> &ops, int err);
 // with no rail, the first being out already (core_rail0.cpp)?  If not,
 // the rail is marked out at once, in the same section as the check.
 bool last_rail(efa_core *core, fi_addr_t rail0, int rail);
+// The key's loss (core_peer_lost.cpp): the first rail's key is that
+// rail's loss alone where the peer can do without it, else the peer's.
+void path_lost(efa_core *core, fi_addr_t key, int err, const char *why);
 
 // A completion of a stand-in that is free (in_free_list): counted, said
 // once, and ignored (a provider that completed an operation twice).

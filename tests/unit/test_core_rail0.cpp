@@ -172,10 +172,24 @@ TEST_F(CoreRail0, TheLastRailLeftIsThePeers) {
         return;
     }
     ASSERT_TRUE(lose_first());
+    struct Watch {
+        efa_op_t op{};
+        int err = 1; // (1: not called)
+    } w;
+    w.op.complete = [](efa_op_t *op, const efa_cqe_t *cqe) {
+        reinterpret_cast<Watch *>(op)->err = cqe->err;
+    };
+    ASSERT_EQ(efa_core_peer_watch(core_, self_.self(), &w.op), 0);
     const efa_core_counters_t before = core_test_counters();
     efa_core_peer_lost(core_, efa::rail_key(first(), 1), -FI_EIO, "the test took it out");
     EXPECT_EQ(core_test_counters().peers_lost, before.peers_lost + 1)
         << "the last rail's loss was not the peer's";
+    // Told as a lost process (ULFM's MPI_ERR_PROC_FAILED), whatever failed
+    // on the last rail.
+    for (int i = 0; i < 100 && 1 == w.err; ++i) {
+        efa_core_progress(core_);
+    }
+    EXPECT_EQ(w.err, -FI_EHOSTUNREACH);
     EXPECT_EQ(core_test_counters().rails_lost, before.rails_lost)
         << "taken as one more rail's loss";
     EXPECT_EQ(efa_core_peer_state(core_, self_.self()), 1) << "the peer's loss not read as one";
