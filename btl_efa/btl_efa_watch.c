@@ -190,6 +190,10 @@ static void sweep(void *arg) {
         return;
     }
     btl->watch.next = now + btl->watch.period;
+    /* The gaps' clock leaves out the time this process spent away from
+     * progress (a compute phase): a message sent again over another NIC
+     * may be waiting in a CQ not read yet. */
+    const double gap_now = now - (double)efa_core_away_ms(btl->core) / 1000.0;
     uint64_t key;
     void *value, *node;
     mca_btl_efa_endpoint_t *gap = NULL;
@@ -198,7 +202,7 @@ static void sweep(void *arg) {
     while (OPAL_SUCCESS == rc) {
         mca_btl_efa_endpoint_t *ep = value;
         if (OPAL_UNLIKELY(NULL != ep->seen) && !ep->detached && NULL == gap &&
-            mca_btl_efa_spread_gap_expired(btl, ep, now, 2 * btl->watch.period)) {
+            mca_btl_efa_spread_gap_expired(btl, ep, gap_now, 2 * btl->watch.period)) {
             gap = ep;
         }
         if (ep->is_self || ep->detached || ep->name.jobid != OPAL_PROC_MY_NAME.jobid) {

@@ -445,9 +445,13 @@ void Engine::check_net_gaps() {
     if (0 == limit) {
         return;
     }
+    // (time this process spent away from progress, a compute phase, is no
+    // wait for the message: its copy sent again may be waiting in a CQ
+    // not read yet)
     const auto now = std::chrono::steady_clock::now().time_since_epoch();
     const auto now_ms =
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()) -
+        efa_core_away_ms(net_->core());
     for (uint32_t s : order_.stalled(now_ms, limit)) {
         std::string why = "MPI_COMM_WORLD rank " + std::to_string(s) + ": message " +
                           std::to_string(order_.next(s)) +
