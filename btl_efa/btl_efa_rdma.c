@@ -210,7 +210,10 @@ static int atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl
      * path) */
     struct mca_btl_base_registration_handle_t snap;
     const uint32_t hflags = __atomic_load_n(&a->remote_handle->rma.flags, __ATOMIC_RELAXED);
-    if (OPAL_UNLIKELY((hflags & EFA_RMA_HANDLE_DEVICE) | efa_device_on)) {
+    /* (a peer's device window met: checked here even in a process that
+     * has no device of its own) */
+    if (OPAL_UNLIKELY((hflags & EFA_RMA_HANDLE_DEVICE) | efa_device_on |
+                      __atomic_load_n(&ep->device_met, __ATOMIC_RELAXED))) {
         if (hflags & EFA_RMA_HANDLE_DEVICE) {
             __atomic_store_n(&ep->device_met, true, __ATOMIC_RELAXED);
             return refuse_device_atomic(a);

@@ -22,15 +22,16 @@
  * and the driver has them (NULL otherwise: Open MPI's get_buffer_id). */
 static efa_cuda_pointer_calls_t cuda_pointer;
 
-/* Managed (unified) memory is the CPU's too: not device memory here. */
+/* Managed (unified) memory is the CPU's too: not device memory here.  An
+ * error (CUDA: device memory for which no context could be made current,
+ * or a driver call that failed) counts as device memory: its copies then
+ * fail with an error, where the CPU's touch of device memory would crash. */
 static int ompi_check(const void *buf, size_t len) {
     (void)len;
     int dev = MCA_ACCELERATOR_NO_DEVICE_ID;
     uint64_t flags = 0;
-    return opal_accelerator.check_addr(buf, &dev, &flags) > 0 &&
-                   0 == (flags & MCA_ACCELERATOR_FLAGS_UNIFIED_MEMORY)
-               ? 1
-               : 0;
+    const int rc = opal_accelerator.check_addr(buf, &dev, &flags);
+    return rc < 0 || (rc > 0 && 0 == (flags & MCA_ACCELERATOR_FLAGS_UNIFIED_MEMORY)) ? 1 : 0;
 }
 
 static int ompi_copy(void *dst, const void *src, size_t len) {
