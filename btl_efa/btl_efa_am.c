@@ -237,7 +237,11 @@ int mca_btl_efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_en
         return OPAL_ERR_UNREACH;
     }
     const size_t total = sizeof(efa_btl_hdr_t) + header_size + payload_size;
-    if (mca_btl_efa_via_ring(btl, endpoint, total)) {
+    /* Device data goes through a fragment below, packed (the device's
+     * copy) before any lock: straight into the slot it would be copied
+     * under the module lock, every other thread waiting for the GPU. */
+    if (!(convertor->flags & MCA_BTL_EFA_CONVERTOR_DEVICE) &&
+        mca_btl_efa_via_ring(btl, endpoint, total)) {
         int rc =
             ring_sendi(btl, endpoint, convertor, header, header_size, payload_size, tag, total);
         if (OPAL_ERR_RESOURCE_BUSY == rc) {
