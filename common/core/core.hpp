@@ -543,6 +543,8 @@ efa_op_t *deadline_track(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, PeerDeadlin
 // owner of its failure already (or is telling it): the caller then takes
 // the post as made, so that the owner hears of it once.
 bool deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op);
+// A receive 'tracked' was posted: cancelled if its peer was lost meanwhile.
+void deadline_posted(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op);
 // Is 'peer' dead (posts without an operation: injects)?
 bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer);
 // Is 'op', waiting in a backlog, a stand-in whose peer was declared dead

@@ -380,6 +380,23 @@ bool deadline_untrack(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op) {
     return told;
 }
 
+// The peer was declared lost between the tracking and the post of a
+// receive (fail_tracked found it in neither the provider nor a backlog:
+// its cancel found nothing): cancelled now, so that the provider hands it
+// back and its owner hears at once, not after a further peer_timeout
+// (release_held) with the provider still free to write into the buffer.
+// Under the lock: a stand-in handed back meanwhile may be another's.
+void deadline_posted(efa_ctx *ctx, efa_op_t *tracked, efa_op_t *op) {
+    auto *t = reinterpret_cast<Tracked *>(tracked);
+    if (tracked == op || !t->failed.load(std::memory_order_acquire)) {
+        return;
+    }
+    std::lock_guard<std::mutex> guard(ctx->core->deadline_lock);
+    if (!t->in_free_list.load(std::memory_order_acquire) && t->held_err) {
+        (void)fi_cancel(&t->ctx->ep->fid, &t->op.fi_ctx);
+    }
+}
+
 bool deadline_refuses(efa_ctx *ctx, fi_addr_t peer) {
     efa_core *core = ctx->core;
     // No lock until some peer died: an inject per message would pay for it.

@@ -179,6 +179,9 @@ inline int tracked_post(efa_ctx *ctx, fi_addr_t peer, efa_op_t *op, efa::PeerDea
     if (rc && efa::deadline_untrack(ctx, pop, op)) {
         return 0; // its owner was told of the peer's loss meanwhile: once is enough
     }
+    if (0 == rc && (flags & FI_RECV)) {
+        efa::deadline_posted(ctx, pop, op);
+    }
     return rc;
 }
 

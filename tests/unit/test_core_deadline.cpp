@@ -15,9 +15,11 @@
 #include <vector>
 
 #include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
 
 #include "core.hpp"
 #include "core_test_op.hpp"
+#include "ctx_post.hpp"
 #include "core_test_params.hpp"
 #include "peer_blob.hpp"
 
@@ -275,6 +277,37 @@ TEST(CoreDeadline, ASecondCompletionOfAStandInIsIgnored) {
     efa::deadline_untrack(ctx, tb, &b.op);
     EXPECT_FALSE(a.done);
     EXPECT_FALSE(b.done);
+}
+
+// The peer is declared lost between a receive's tracking and its post (in
+// another thread): the loss's cancel found nothing to cancel, so the post
+// cancels it itself, and its owner hears of the loss at once, not after
+// a further peer_timeout (30 s here) with the buffer still posted.
+TEST(CoreDeadline, AReceivePostedAsItsPeerIsLostIsCancelled) {
+    DeadPeerCore s("udp;ofi_rxd", 30, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    efa_ctx_t *ctx = efa_core_ctx(s.core, 0);
+    Op op;
+    int err = 0;
+    const fi_addr_t from = s.peer->addr[0];
+    efa_op_t *standin = efa::deadline_track(ctx, from, &op.op, efa::PeerDeadline::Kind::Recv,
+                                            FI_RECV | FI_TAGGED, &err);
+    ASSERT_NE(standin, nullptr) << err;
+    ASSERT_NE(standin, &op.op) << "the deadline is on: a stand-in goes to the provider";
+    efa_core_peer_lost(s.core, from, -FI_EHOSTUNREACH, "the test took it out");
+    EXPECT_FALSE(op.done) << "told before the provider handed its receive back";
+    fid_ep *ep = ctx->ep;
+    void *context = &standin->fi_ctx;
+    ASSERT_EQ(efa::post::submit_recv(ctx, "fi_trecv", standin,
+                                     [=] {
+                                         return fi_trecv(ep, g_buf, sizeof(g_buf), nullptr, from,
+                                                         7, 0, context);
+                                     }),
+              0);
+    efa::deadline_posted(ctx, standin, &op.op);
+    core_test_wait(s.core, op, 5);
+    ASSERT_TRUE(op.done) << "the receive stayed posted after its peer's loss";
+    EXPECT_EQ(op.err, -FI_EHOSTUNREACH);
 }
 
 // A cancel that comes late (in another thread, its receive completed
