@@ -246,9 +246,10 @@ static void unknown_sender(uint64_t name) {
  * into its two callers: the ring's copy, with via_ring and src constant,
  * loses the provider's checks and the stack descriptor (a third of the
  * BTL's own cost of an on-node message). */
-static inline __attribute__((always_inline)) void
-deliver_from(mca_btl_efa_module_t *btl, const void *buf, size_t len, bool via_ring, fi_addr_t src,
-             int32_t ring_in) {
+static inline __attribute__((always_inline)) void deliver_from(mca_btl_efa_module_t *btl,
+                                                               const void *buf, size_t len,
+                                                               bool via_ring, fi_addr_t src,
+                                                               int32_t ring_in) {
     /* Lengths and type are checked by efa_btl_wire_parse (common/
      * efa_btl_wire.h, fuzzed), which reads each header once, into a copy:
      * a ring slot is the sender's memory too, and a length checked must be

@@ -106,8 +106,8 @@ class FakeBackend : public efa::MrBackend {
     std::atomic<uint64_t> dereg_calls{0};
     std::vector<Call> calls;
     bool fail_all = false;
-    size_t fail_above = 0; // fail registrations longer than this (0 = never)
-    size_t capacity = 0;   // -ENOMEM with this many live (0 = no limit)
+    size_t fail_above = 0;    // fail registrations longer than this (0 = never)
+    size_t capacity = 0;      // -ENOMEM with this many live (0 = no limit)
     size_t rail_capacity = 0; // short of rails for room with this many live (0 = no limit)
     bool touch_pages = false;
     std::function<void(void *, size_t)> on_reg;

@@ -298,11 +298,9 @@ TEST(CoreDeadline, AReceivePostedAsItsPeerIsLostIsCancelled) {
     EXPECT_FALSE(op.done) << "told before the provider handed its receive back";
     fid_ep *ep = ctx->ep;
     void *context = &standin->fi_ctx;
-    ASSERT_EQ(efa::post::submit_recv(ctx, "fi_trecv", standin,
-                                     [=] {
-                                         return fi_trecv(ep, g_buf, sizeof(g_buf), nullptr, from,
-                                                         7, 0, context);
-                                     }),
+    ASSERT_EQ(efa::post::submit_recv(
+                  ctx, "fi_trecv", standin,
+                  [=] { return fi_trecv(ep, g_buf, sizeof(g_buf), nullptr, from, 7, 0, context); }),
               0);
     efa::deadline_posted(ctx, standin, &op.op);
     core_test_wait(s.core, op, 5);

@@ -85,8 +85,8 @@ int regattr(fid *f, const fi_mr_attr *attr, uint64_t flags, fid_mr **out) {
 }
 
 // Host memory (fi_mr_reg) as a registration of the system's interface.
-int reg(fid *f, const void *buf, size_t len, uint64_t access, uint64_t, uint64_t key, uint64_t flags,
-        fid_mr **out, void *) {
+int reg(fid *f, const void *buf, size_t len, uint64_t access, uint64_t, uint64_t key,
+        uint64_t flags, fid_mr **out, void *) {
     const iovec iov{const_cast<void *>(buf), len};
     fi_mr_attr attr{};
     attr.mr_iov = &iov;
