@@ -240,7 +240,7 @@ int mca_btl_efa_sendi(struct mca_btl_base_module_t *base, struct mca_btl_base_en
     /* Device data goes through a fragment below, packed (the device's
      * copy) before any lock: straight into the slot it would be copied
      * under the module lock, every other thread waiting for the GPU. */
-    if (!(convertor->flags & MCA_BTL_EFA_CONVERTOR_DEVICE) &&
+    if ((0 == payload_size || !(convertor->flags & MCA_BTL_EFA_CONVERTOR_DEVICE)) &&
         mca_btl_efa_via_ring(btl, endpoint, total)) {
         int rc =
             ring_sendi(btl, endpoint, convertor, header, header_size, payload_size, tag, total);
