@@ -63,6 +63,7 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
         addr = key_addr(addr);
         rail = 0;
     }
+    const int cause = err; // (what failed, for the report)
     if (!rail && !efa_path_error(err)) {
         // The process is lost, whatever failed last (an operation on its
         // last rail, a message that never came): its owners are told so
@@ -127,7 +128,7 @@ extern "C" void efa_core_peer_lost(efa_core_t *core, fi_addr_t addr, int err, co
     if (first && rail) {
         rail_lost(core, key_addr(addr), rail, name, why);
     } else if (first) {
-        core->rep.help("peer-unreachable", name, why, fi_strerror(-err));
+        core->rep.help("peer-unreachable", name, why, fi_strerror(-cause));
     }
     tell_failed(ops, err);
 }

@@ -103,9 +103,11 @@ class NetOrder {
                 m = Mark{};
                 continue;
             }
+            // (the caller's clock leaves out time away from progress,
+            // whose sum threads may overcount: it can step back)
             if (!m.armed || m.next != next_[s]) {
                 m = Mark{true, next_[s], now_ms};
-            } else if (now_ms - m.at >= limit_ms) {
+            } else if (now_ms >= m.at && now_ms - m.at >= limit_ms) {
                 out.push_back(s);
             }
         }
