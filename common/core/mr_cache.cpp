@@ -247,6 +247,12 @@ void MrCache::make_stale(MrEntry *e, detail::MrEntryList &dead) {
     }
 }
 
+namespace {
+// Registrations short of rails kept as they come after a retry that did
+// not help (short_retries_off_).
+constexpr int kShortRetriesOff = 64;
+} // namespace
+
 MrEntry *MrCache::register_new(uintptr_t begin, uintptr_t end, uint64_t access, int *err,
                                detail::MrEntryList &dead, bool last_try) {
     auto *e = new (std::nothrow) MrEntry;
@@ -294,7 +300,11 @@ MrEntry *MrCache::register_new(uintptr_t begin, uintptr_t end, uint64_t access, 
         *err = rc < 0 ? rc : -rc;
         return nullptr;
     }
-    if (e->reg.rails_short_of_room && !last_try && !lru_.empty()) {
+    if (e->reg.rails_short_of_room && short_retries_off_ > 0) {
+        --short_retries_off_;
+    } else if (e->reg.rails_short_of_room && last_try) {
+        short_retries_off_ = kShortRetriesOff; // (evicting did not help)
+    } else if (e->reg.rails_short_of_room && !lru_.empty()) {
         // A rail had no room while idle entries hold theirs: this one is
         // given back (deregistered as the lock is dropped, with them) and
         // the caller asks again, as for a failure for room.

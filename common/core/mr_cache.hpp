@@ -259,6 +259,10 @@ class MrCache {
     detail::MrEntryList lru_;        // cached entries with refcount 0, most recent first
     detail::MrEntryList stale_held_; // stale entries that still have holders
     Stats stats_{};
+    // A registration short of rails came back short again after the idle
+    // entries went (the rail full of held ones): the next this many are
+    // kept as they come, not the whole cache emptied for each.
+    int short_retries_off_ = 0;
 
     // Ranges invalidated and not applied yet (guarded by pending_flag_, not the mutex).
     // Fixed size so queuing never allocates; when it is full a range joins the queued one it

@@ -406,3 +406,25 @@ TEST_F(MrCacheTest, RailOutOfRoomLetsTheIdleEntriesGoAndTriesAgain) {
     cache.release(held);
     cache.release(e);
 }
+
+// The rail stays full of held registrations: the retry does not help, so
+// the next ones are kept short as they come instead of emptying the
+// cache for each miss.
+TEST_F(MrCacheTest, ARetryThatDidNotHelpIsNotRepeatedForEachMiss) {
+    MrCache cache(backend, 8);
+    backend.rail_capacity = 2;
+    MrEntry *a = acquire(cache, mem.page(0), kPage, kRead);
+    MrEntry *b = acquire(cache, mem.page(2), kPage, kRead);
+    cache.release(acquire(cache, mem.page(4), kPage, kRead)); // short, nothing idle: kept
+    MrEntry *d = acquire(cache, mem.page(6), kPage, kRead);   // the idle one goes: no help
+    EXPECT_TRUE(d->reg.rails_short_of_room);
+    EXPECT_EQ(cache.stats().evictions, 1u);
+    cache.release(d);
+    MrEntry *e = acquire(cache, mem.page(8), kPage, kRead);
+    EXPECT_TRUE(e->reg.rails_short_of_room);
+    EXPECT_EQ(cache.stats().evictions, 1u) << "the cache emptied again for a retry that cannot help";
+    EXPECT_EQ(backend.outstanding(), 4u);
+    for (MrEntry *x : {a, b, e}) {
+        cache.release(x);
+    }
+}
