@@ -85,9 +85,9 @@ struct mca_btl_base_endpoint_t {
     bool detached;
     volatile int32_t outstanding; /* one-sided operations not yet completed */
     efa_flow_peer_t flow;         /* credits and the sends waiting (efa_btl_frag_t, by next) */
-    /* On-node channel (btl_efa_ring.c): a peer of this job on this node
-     * gets the messages that fit a slot through its shared-memory inbox. */
+    /* On-node channel (btl_efa_ring.c): what fits the peer's slots goes to its inbox. */
     int8_t ring_state;                  /* EFA_BTL_RING_* */
+    uint32_t ring_max_frame;            /* the most its slots take (theirs or this one's, less) */
     uint32_t vpid;                      /* names the peer's inbox */
     efa_shm_outbox_t *outbox;           /* attached on the first send */
     struct efa_ring_producer *ring_out; /* its sender state (efa_ring_reserve, efa_ring_commit) */

@@ -164,17 +164,23 @@ bool mca_btl_efa_ring_attach(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *
             efa_node_peer_file(btl->ring.node, ep->vpid, path, sizeof(path));
             ep->outbox =
                 efa_node_attach(btl->ring.node, ep->vpid, &card, EFA_NODE_CHANNEL_BTL, &err);
-            if (NULL != ep->outbox && efa_shm_outbox_max_frame(ep->outbox) < btl->ring.max_frame) {
-                /* Its slots are smaller than this process's (its own
-                 * common_efa_onnode_slot_size): a message that fits here
-                 * would wait for room there for ever. */
-                efa_shm_outbox_detach(ep->outbox);
-                ep->outbox = NULL;
-                err = -EMSGSIZE;
-            }
         }
         if (NULL != ep->outbox) {
             ep->ring_out = efa_shm_outbox_producer(ep->outbox);
+            /* Its slots may be smaller than this process's (its own
+             * common_efa_onnode_slot_size): what does not fit them goes
+             * by the provider (with its doorbell rung), not waits for
+             * room there for ever. */
+            const size_t theirs = efa_shm_outbox_max_frame(ep->outbox);
+            ep->ring_max_frame =
+                (uint32_t)(theirs < btl->ring.max_frame ? theirs : btl->ring.max_frame);
+            if (theirs < btl->ring.max_frame) {
+                opal_output_verbose(1, mca_common_efa_output,
+                                    "btl:efa: the inbox %s takes frames of %zu bytes at most, "
+                                    "this process's %zu (common_efa_onnode_slot_size differs): "
+                                    "longer messages to it go by the provider",
+                                    path, theirs, (size_t)btl->ring.max_frame);
+            }
             /* Its exit, for the watch (btl_efa_watch.c), unless the sweep
              * took it already (the peer sent here first). */
             mca_btl_efa_ring_note_in(btl, ep, &card);

@@ -63,10 +63,10 @@ int mca_btl_efa_ring_atomic_expire(mca_btl_efa_module_t *btl, double now, double
 static inline bool mca_btl_efa_via_ring(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                         size_t len) {
     if (OPAL_LIKELY(EFA_BTL_RING_ATTACHED == ep->ring_state)) {
-        return len <= btl->ring.max_frame;
+        return len <= ep->ring_max_frame;
     }
     return EFA_BTL_RING_UNTRIED == ep->ring_state && len <= btl->ring.max_frame &&
-           mca_btl_efa_ring_attach(btl, ep);
+           mca_btl_efa_ring_attach(btl, ep) && len <= ep->ring_max_frame;
 }
 
 /* Something for ep went by the provider: if ep is a process of this node,

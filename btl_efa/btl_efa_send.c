@@ -286,7 +286,7 @@ static int post_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
     const uint16_t give = efa_flow_give(&ep->flow);
     hdr->credits = give;
-    if (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring.max_frame) {
+    if (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= ep->ring_max_frame) {
         /* Ring frames take no credit (the ring has its own limit) but
          * carry the credits owed for the provider's messages. */
         int rc = ring_post_locked(btl, ep, frag);
@@ -330,10 +330,9 @@ static inline bool takes_no_credit(const efa_btl_frag_t *frag) {
 
 /* Can the fragment go now as far as credits are concerned?  Only the
  * provider's messages take them. */
-static inline bool has_credit(const mca_btl_efa_module_t *btl, const mca_btl_efa_endpoint_t *ep,
-                              const efa_btl_frag_t *frag) {
+static inline bool has_credit(const mca_btl_efa_endpoint_t *ep, const efa_btl_frag_t *frag) {
     return ep->flow.credits > 0 ||
-           (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= btl->ring.max_frame) ||
+           (EFA_BTL_RING_ATTACHED == ep->ring_state && frag->send_len <= ep->ring_max_frame) ||
            takes_no_credit(frag);
 }
 
@@ -354,7 +353,7 @@ typedef struct drain_state {
 static bool drain_ep_locked(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             drain_state_t *state) {
     efa_btl_frag_t **failed = &state->failed;
-    while (ep->flow.head && has_credit(btl, ep, (efa_btl_frag_t *)ep->flow.head)) {
+    while (ep->flow.head && has_credit(ep, (efa_btl_frag_t *)ep->flow.head)) {
         /* Messages that wait for this peer go packed, one credit for all
          * (btl_efa_batch.c); the ring carries its own frames. */
         if (btl->batch.bytes && EFA_BTL_RING_ATTACHED != ep->ring_state &&
@@ -470,7 +469,7 @@ int mca_btl_efa_frag_post(mca_btl_efa_module_t *btl, efa_btl_frag_t *frag) {
         return OPAL_ERR_UNREACH;
     }
     const bool no_credit = takes_no_credit(frag);
-    if ((NULL == ep->flow.head || no_credit) && has_credit(btl, ep, frag)) {
+    if ((NULL == ep->flow.head || no_credit) && has_credit(ep, frag)) {
         int rc = post_locked(btl, ep, frag);
         if (0 == rc) {
             if (frag->inject && frag->user) {

@@ -68,7 +68,7 @@ int mca_common_efa_channel_geometry(mca_common_efa_channel_t *ch) {
  * are said at verbose 1. */
 bool mca_common_efa_channel_worth_telling(int err) {
     return -EEXIST == err || -ELOOP == err || -EACCES == err || -EKEYREJECTED == err ||
-           -ENOSPC == err || -EMSGSIZE == err;
+           -ENOSPC == err;
 }
 
 int mca_common_efa_channel_unavailable(const mca_common_efa_channel_t *ch, const char *path,

@@ -35,14 +35,15 @@ expect_failure onnode-slots-above-65536 "power of two from 2 to 65536" "${ob1[@]
 JOB_NP=2 expect_output onnode-dir-named-unusable "cannot use its shared-memory inbox" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_onnode_dir /nonexistent/dir
 # Processes of one node with different slot sizes (each its own value, as
-# an MPMD job may give them): btl_efa's process of larger slots says so
-# and sends to the other through the provider, mtl_efa's cuts its frames
-# to the peer's slots; a message that fits the larger slots alone used to
-# wait for room in the smaller for ever.
+# an MPMD job may give them): the process of larger slots sends what does
+# not fit the other's through the provider (btl_efa, said at verbose 1)
+# or cuts its frames to them (mtl_efa); a message that fit the larger
+# slots alone used to wait for room in the smaller for ever.
 slots_differ=(-x OMPI_MCA_common_efa_onnode_slot_size=16384 "$prog" "${prog_args[@]}" : -np 1
     -x OMPI_MCA_common_efa_onnode_slot_size=4096)
-JOB_NP=1 expect_output onnode-slot-sizes-differ "slots are smaller than this process's" \
-    "${ob1[@]}" --mca btl_efa_provider_include shm "${slots_differ[@]}"
+JOB_NP=1 expect_output onnode-slot-sizes-differ "longer messages to it go by the provider" \
+    "${ob1[@]}" --mca btl_efa_provider_include shm --mca common_efa_verbose 1 \
+    "${slots_differ[@]}"
 JOB_NP=1 expect_output mtl-onnode-slot-sizes-differ "^ok pingpong" "${cm[@]}" \
     --mca mtl_efa_provider_include shm "${slots_differ[@]}"
 # A frame written in a process's own ring naming another process (the

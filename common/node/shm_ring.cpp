@@ -562,9 +562,6 @@ const char *efa_shm_strerror(int err) {
                "differs): refused";
     case EPROTO:
         return "not an inbox of this version, or a corrupted one";
-    case EMSGSIZE:
-        return "its slots are smaller than this process's: common_efa_onnode_slot_size differs "
-               "between the processes of this node";
     case ENOSPC:
         return "no room to reserve the rings' memory (a full /dev/shm? Docker's is 64 MiB: "
                "--shm-size)";
