@@ -111,10 +111,10 @@ typedef struct efa_ring_consumer {
     const uint32_t *attach_seq; /* in the shared header: bumped by each attaching sender */
     uint32_t *active;           /* rings with a sender attached, ascending: nactive of them */
     uint64_t *tails;            /* the owner's own copy of each ring's tail */
-    /* Per window of rings, at its first ring: where its next poll starts,
-     * the ring after the one whose frames spent the last poll's budget
-     * (a sender that keeps its ring full would otherwise keep the poll
-     * from the rings after it). */
+    /* Per window of rings, at its first ring: where its next poll starts
+     * (from the window's first), the ring after the one whose frames spent
+     * the last poll's budget (a sender that keeps its ring full would
+     * otherwise keep the poll from the rings after it).  nrings + 1. */
     uint32_t *resume;
     uint32_t nactive;   /* read before the guard: __atomic */
     uint32_t seen_seq;  /* attach_seq when active was built: __atomic */
@@ -170,10 +170,9 @@ static inline __attribute__((always_inline)) int efa_ring_consume(efa_ring_consu
     const uint64_t max_frame = c->max_frame;
     const uint32_t *const active = c->active;
     const uint32_t nactive = c->nactive;
-    uint32_t from = first < c->nrings ? c->resume[first] : first;
-    if (from <= first || from >= end) {
-        from = first;
-    }
+    /* (an offset in the window, below count, kept by the writer below;
+     * the array has a spare entry for an empty window at the end) */
+    const uint32_t from = first + c->resume[first];
     int n = 0;
     /* From 'from' to the window's end, then from its start to 'from'. */
     for (uint32_t lo = from, hi = end;; lo = first, hi = from) {
@@ -219,7 +218,7 @@ static inline __attribute__((always_inline)) int efa_ring_consume(efa_ring_consu
                 }
             }
             if (n >= budget) {
-                c->resume[first] = r + 1; /* (end: from the start) */
+                c->resume[first] = r + 1 < end ? r + 1 - first : 0;
                 __atomic_store_n(&c->polling, 0, __ATOMIC_RELEASE);
                 return n;
             }

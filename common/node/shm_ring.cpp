@@ -178,7 +178,7 @@ std::unique_ptr<Inbox> Inbox::create(const std::string &path, const Geometry &g,
     in->len_ = len;
     in->fd_ = fd;
     in->tails_.assign(g.nrings, 0);
-    in->resume_.assign(g.nrings, 0);
+    in->resume_.assign(static_cast<size_t>(g.nrings) + 1, 0);
     in->active_.assign(g.nrings, 0);
     // The file is zero-filled: every counter and flag starts at 0.
     auto *h = new (p) SegHeader;
