@@ -422,7 +422,8 @@ TEST_F(MrCacheTest, ARetryThatDidNotHelpIsNotRepeatedForEachMiss) {
     cache.release(d);
     MrEntry *e = acquire(cache, mem.page(8), kPage, kRead);
     EXPECT_TRUE(e->reg.rails_short_of_room);
-    EXPECT_EQ(cache.stats().evictions, 1u) << "the cache emptied again for a retry that cannot help";
+    EXPECT_EQ(cache.stats().evictions, 1u)
+        << "the cache emptied again for a retry that cannot help";
     EXPECT_EQ(backend.outstanding(), 4u);
     for (MrEntry *x : {a, b, e}) {
         cache.release(x);
