@@ -35,16 +35,8 @@ void drop_probe_over(efa_core *core, fi_addr_t rail0, int rail, uint64_t now) {
     if (it == core->probes_out.end()) {
         return;
     }
-    auto *t = static_cast<Tracked *>(it->second);
-    if (t->ctx->rail != rail) {
-        return;
-    }
-    core->probes_out.erase(it);
-    core->deadline.completed(&t->entry, now);
-    if (t->sent) {
-        give_tracked(core, t);
-    } else {
-        core->orphans.insert(t); // the provider still holds it: its completion frees it
+    if (static_cast<Tracked *>(it->second)->ctx->rail == rail) {
+        probe_settled(core, it, now);
     }
 }
 

@@ -91,16 +91,8 @@ void answered(efa_core *core, uint64_t id, fi_addr_t src) {
     const uint64_t now = now_ms();
     for (fi_addr_t a : addrs) {
         auto it = core->probes_out.find(a);
-        if (it == core->probes_out.end()) {
-            continue;
-        }
-        auto *t = static_cast<Tracked *>(it->second);
-        core->probes_out.erase(it);
-        core->deadline.completed(&t->entry, now);
-        if (t->sent) {
-            give_tracked(core, t);
-        } else {
-            core->orphans.insert(t); // the provider still holds it: its completion frees it
+        if (it != core->probes_out.end()) {
+            probe_settled(core, it, now);
         }
     }
 }
@@ -254,6 +246,17 @@ bool probe_sent(efa_core *core, Tracked *t, int err) {
     core->orphans.erase(t);
     give_tracked(core, t);
     return true;
+}
+
+void probe_settled(efa_core *core, decltype(efa_core::probes_out)::iterator it, uint64_t now) {
+    auto *t = static_cast<Tracked *>(it->second);
+    core->probes_out.erase(it);
+    core->deadline.completed(&t->entry, now);
+    if (t->sent) {
+        give_tracked(core, t);
+    } else {
+        core->orphans.insert(t); // the provider still holds it: its completion frees it
+    }
 }
 
 bool probe_dropped(efa_core *core, Tracked *t) {

@@ -112,5 +112,9 @@ bool tracked_stands_for(const efa_op_t *tracked, const efa_op_t *owner);
 // efa_core_peer_lost, deadline_lock held: a probe of the dead peer leaves the table
 // of probes out; true when the provider no longer holds it (free it).
 bool probe_dropped(efa_core *core, Tracked *t);
+// A probe out (at 'it' in probes_out) that needs no answer any more (one
+// came, or its rail was lost): out of the table and of the deadline, freed
+// or left to its send's completion.  deadline_lock is held.
+void probe_settled(efa_core *core, decltype(efa_core::probes_out)::iterator it, uint64_t now);
 
 } // namespace efa
