@@ -427,11 +427,11 @@ typedef struct mca_btl_efa_module {
  * parameters"): on the data path read only where the component's
  * test_hooks_on is set; at setup (the inbox, CMA's check) read directly. */
 typedef struct mca_btl_efa_test_hooks {
-    int corrupt_offset;   /* added to the remote address of every put and atomic */
-    int lose_answers;     /* the target's answers: 1 dropped, 2 misnamed, 3 twice (0: off) */
-    int lose_recv;        /* the Nth arrival through the provider fails (0: off) */
-    int forge_src;        /* the Nth injected fragment goes again, forged (0: off) */
-    int forge_unknown;    /* ... naming a process of no job rather than its destination */
+    int corrupt_offset; /* added to the remote address of every put and atomic */
+    int lose_answers;  /* the target's answers: 1 dropped, 2 misnamed, 3 twice, 4 forged (0: off) */
+    int lose_recv;     /* the Nth arrival through the provider fails (0: off) */
+    int forge_src;     /* the Nth injected fragment goes again, forged (0: off) */
+    int forge_unknown; /* ... naming a process of no job rather than its destination */
     int fail_module_init; /* module init fails after its deadline ticks are added */
     int fail_inbox_rank;  /* this rank's on-node inbox is not created (-1: none) */
     int cma_refuse;       /* act as if the kernel refused CMA (EPERM) to every peer */

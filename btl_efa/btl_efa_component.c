@@ -161,11 +161,11 @@ static const mca_common_efa_param_t table[] = {
     {"debug_corrupt_offset", MCA_BASE_VAR_TYPE_INT, C(test.corrupt_offset), .test_only = true,
      .help = "Testing only: add this many bytes to the remote address of every put and atomic, "
              "so that the target's registration check can be seen refusing them (0: off)"},
-    {"debug_lose_answers", MCA_BASE_VAR_TYPE_INT, C(test.lose_answers), .lo = 0, .hi = 3,
-     .allowed = "0 (off) to 3", NUMBER, .test_only = true,
+    {"debug_lose_answers", MCA_BASE_VAR_TYPE_INT, C(test.lose_answers), .lo = 0, .hi = 4,
+     .allowed = "0 (off) to 4", NUMBER, .test_only = true,
      .help = "Testing only: the target loses its answers to one-sided requests: 1 drops them, "
-             "2 sends them naming a request the initiator never issued, 3 sends each twice (0: "
-             "off)"},
+             "2 sends them naming a request the initiator never issued, 3 sends each twice, 4 "
+             "also answers the 4 request ids below each it gets (0: off)"},
     {"debug_lose_recv", MCA_BASE_VAR_TYPE_INT, C(test.lose_recv), .lo = 0, .hi = 1000000000,
      .allowed = "0 (off) to 1000000000", NUMBER, .test_only = true,
      .help = "Testing only: the Nth message this process receives through the provider "

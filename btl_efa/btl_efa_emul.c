@@ -256,9 +256,9 @@ static bool first_answer(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, uin
 
 /* An answer from a target (from btl_efa_recv.c): the chunk it answers is
  * accounted for, which sends the next ones or completes the operation. */
-void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
-                                  const void *payload, size_t len) {
-    if (mca_btl_efa_ring_atomic_answered(btl, rma)) {
+void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const mca_btl_efa_answer_from_t *from,
+                                  const efa_btl_rma_t *rma, const void *payload, size_t len) {
+    if (mca_btl_efa_ring_atomic_answered(btl, rma, from)) {
         return; /* an atomic through an on-node ring */
     }
     /* The answer comes from another process: its request id is looked up,
@@ -269,6 +269,11 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: an answer for no request in flight (id 0x%llx) dropped",
                             (unsigned long long)rma->req);
+        return;
+    }
+    /* (ids are sequential: one is a guess away; only the target answers) */
+    if (!mca_btl_efa_answer_from_target(btl, req->endpoint, from)) {
+        drop_claim(btl, req, false);
         return;
     }
     if (NULL != req->answered_bits && !first_answer(btl, req, rma->offset)) {
@@ -416,12 +421,18 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     rma.flags = a->aflags;
 
     if (ep->is_self) {
-        /* Own memory: the same checked execution, at once. */
+        /* Own memory: the same checked execution, at once, a chunk at a
+         * time (each copy holds the table's lock, which peers' requests
+         * and deregistrations wait for). */
         uint64_t result = 0;
         int status = OPAL_SUCCESS;
         size_t done = 0;
         do {
-            size_t n = size - done;
+            /* (self_from_device goes by chunks itself) */
+            const size_t n =
+                EFA_BTL_MSG_ATOMIC == type || a->cb.local_device || size - done < btl->emul.chunk
+                    ? size - done
+                    : btl->emul.chunk;
             rma.addr = a->remote_address + done;
             rma.len = n;
             if (EFA_BTL_MSG_ATOMIC == type) {
@@ -438,8 +449,9 @@ int mca_btl_efa_emul_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
             } else if (OPAL_UNLIKELY(a->cb.local_device)) {
                 status = self_from_device(btl, type, &rma, local_address);
             } else {
-                status = mca_btl_efa_emul_execute(btl, type, btl->my_name, &rma, local_address,
-                                                  local_address, &result);
+                status = mca_btl_efa_emul_execute(btl, type, btl->my_name, &rma,
+                                                  (uint8_t *)local_address + done,
+                                                  (uint8_t *)local_address + done, &result);
             }
             done += n;
         } while (done < size && OPAL_SUCCESS == status);

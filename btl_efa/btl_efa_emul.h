@@ -24,6 +24,7 @@
 #define MCA_BTL_EFA_EMUL_H
 
 #include "btl_efa.h"
+#include "btl_efa_ring.h"
 
 BEGIN_C_DECLS
 
@@ -102,8 +103,10 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
  * mca_btl_efa_emul_on_request.  A malformed one is dropped. */
 void mca_btl_efa_emul_ring_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                    const efa_btl_ring_req_t *q, uint32_t *claim);
-void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
-                                  const void *payload, size_t len);
+/* An answer from 'from' (btl_efa_ring.h): taken only from the process the
+ * operation it names was sent to. */
+void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const mca_btl_efa_answer_from_t *from,
+                                  const efa_btl_rma_t *rma, const void *payload, size_t len);
 
 /* For btl_efa_ring_rma.c, which writes a put's or get's one request itself:
  * req_one makes the operation (entered in the table, claimed by the

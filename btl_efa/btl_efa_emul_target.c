@@ -171,7 +171,8 @@ void mca_btl_efa_emul_ring_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
     }
     /* (native atomics: the general path refuses it, and says so) */
     if (EFA_BTL_MSG_ATOMIC != hdr.type ||
-        OPAL_UNLIKELY(NULL == ep || btl->finalizing || mca_btl_efa_component.test_hooks_on) ||
+        OPAL_UNLIKELY(NULL == ep || btl->finalizing || ep->lost ||
+                      mca_btl_efa_component.test_hooks_on) ||
         btl->mode.native_atomics || EFA_BTL_RING_ATTACHED != ep->ring_state) {
         mca_btl_efa_emul_on_request(btl, ep, &hdr, &rma, &q->operand, claim);
         return;
@@ -189,6 +190,22 @@ void mca_btl_efa_emul_ring_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoi
     const efa_btl_hdr_t rh = {.type = EFA_BTL_MSG_RESP, .src = btl->my_name};
     const efa_btl_rma_t rr = {.req = rma.req, .len = rma.len, .operand = result, .status = status};
     send_answer(btl, ep, NULL, &rh, &rr, 0);
+}
+
+/* The test setting debug_lose_answers 4: before its own answer, answers
+ * (without data) to the few ids below the request's, as a process of the
+ * job guessing the initiator's other operations would.  The initiator
+ * must drop each that names an operation sent to another process. */
+static void forge_answers(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                          const efa_btl_hdr_t *rh, const efa_btl_rma_t *rr) {
+    efa_btl_hdr_t fh = *rh;
+    fh.len = 0;
+    for (uint64_t k = 1; k <= 4 && k < rr->req; ++k) {
+        efa_btl_rma_t fr = *rr;
+        fr.req = rr->req - k;
+        fr.operand = 0;
+        send_answer(btl, ep, NULL, &fh, &fr, 0);
+    }
 }
 
 /* A peer's request (from btl_efa_recv.c): executed unless refused, and
@@ -209,13 +226,12 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
     const bool small_get = get && rma->len <= EFA_BTL_RING_INLINE_MAX;
     uint64_t small = 0;
     efa_btl_frag_t *frag = NULL;
+    bool no_frag = false;
     if (get && !small_get) {
         frag = mca_btl_efa_frag_get(btl);
-        if (NULL == frag) {
-            /* (one its initiator can take back stays so: it will) */
-            opal_output(0, "btl:efa: out of memory answering a request");
-            return;
-        }
+        /* Out of memory: refused, by an answer without data (which needs
+         * no fragment where it goes by ring), not left to time out. */
+        no_frag = NULL == frag;
     }
     /* Taken back by its initiator, which did it itself: dropped. */
     if (NULL != claim && !efa_btl_wire_claim_move(claim, EFA_BTL_CLAIM_TAKEN)) {
@@ -231,10 +247,16 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
     uint64_t result = 0;
     int status;
     size_t data_len = 0;
-    if (btl->finalizing) {
+    if (btl->finalizing || ep->lost) {
         /* The layers that registered this process's memory are closed:
-         * what they left registered may be freed memory by now. */
+         * what they left registered may be freed memory by now.  Or the
+         * peer is lost to this process (its operations here were failed
+         * to the upper layer): its requests still queued write nothing. */
         status = OPAL_ERR_UNREACH;
+    } else if (OPAL_UNLIKELY(no_frag)) {
+        status = OPAL_ERR_OUT_OF_RESOURCE;
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: out of memory answering a get: refused");
     } else if (!efa_btl_wire_request_len_ok(hdr->type, hdr->len, rma->len, btl->emul.chunk)) {
         /* A put carries what it names; a get asks for no more than the
          * answer's fragment holds. */
@@ -279,6 +301,9 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
             if (NULL == frag || NULL != copy) {
                 send_answer(btl, ep, copy, &rh, &rr, data_len);
             }
+        }
+        if (4 == mca_btl_efa_component.test.lose_answers) {
+            forge_answers(btl, ep, &rh, &rr);
         }
     }
     send_answer(btl, ep, frag, &rh, &rr, data_len);

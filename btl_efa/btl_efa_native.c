@@ -97,6 +97,7 @@ efa_btl_rop_t *mca_btl_efa_rop_get(mca_btl_efa_module_t *btl) {
         rop->rail = 0;
         rop->keyed = 0;
         rop->moved = false;
+        rop->piece_kept = false;
     }
     return rop;
 }
@@ -162,6 +163,12 @@ static void parent_put(mca_btl_efa_module_t *btl, efa_btl_rop_t *parent, int sta
     /* Acquire and release: the last piece reads the status an earlier one
      * set (OPAL's atomics are relaxed on some machines). */
     if (0 == __atomic_sub_fetch(&parent->pending, count, __ATOMIC_ACQ_REL)) {
+        /* A piece the provider may still hold posts from the parent's
+         * registration (a lost peer's): it is left registered, as a kept
+         * rop's own is. */
+        if (__atomic_load_n(&parent->piece_kept, __ATOMIC_RELAXED)) {
+            parent->local_mr = NULL;
+        }
         rop_finish(btl, parent, parent->status, false); /* (a parent is never posted) */
     }
 }
@@ -281,6 +288,10 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_btl_efa_endpoint_t *ep = rop->endpoint;
     if (rop->parent) {
         efa_btl_rop_t *parent = rop->parent;
+        if (keep) {
+            /* (before the put: the last piece's put reads it) */
+            __atomic_store_n(&parent->piece_kept, true, __ATOMIC_RELAXED);
+        }
         rop_release(btl, rop, keep);
         parent_put(btl, parent, status, 1);
     } else {
@@ -293,22 +304,6 @@ static void rop_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     if (efa_path_error(err)) {
         mca_btl_efa_peer_failed_later_asking(btl, ep, err);
     }
-}
-
-/* An operation outside what the peer's handle covers is refused before it
- * reaches the provider (shm checks no keys; the single-copy path writes
- * itself), as the emulated target refuses: through the callback with
- * OPAL_ERR_PERM, not as a return code, which callers may retry. */
-int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
-                       const efa_btl_rdma_args_t *a) {
-    if (btl->refused++ < 10) {
-        opal_output(0,
-                    "btl:efa: refused a one-sided %s of %zu bytes at 0x%llx: misaligned or "
-                    "outside the registration the peer handed out",
-                    what, a->size, (unsigned long long)a->remote_address);
-    }
-    mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, OPAL_ERR_PERM);
-    return OPAL_SUCCESS;
 }
 
 /* ---- put and get ---- */

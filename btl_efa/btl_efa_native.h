@@ -37,6 +37,9 @@ typedef struct efa_btl_rop {
      * for atomics, which never go again); a piece moved once */
     uint8_t keyed;
     bool moved;
+    /* parent: a piece of it was kept posted (rop_release), and uses its
+     * local_mr's descriptor: that registration is then never released */
+    bool piece_kept;
     uint64_t rkey[EFA_MAX_RAILS];
     /* parent of a device buffer here (local_mr its registration): the
      * peer's address and its handle's key for the emulated path, so that

@@ -9,6 +9,8 @@
 
 #include "btl_efa.h"
 
+#include "opal/util/output.h"
+
 BEGIN_C_DECLS
 
 int mca_btl_efa_put(struct mca_btl_base_module_t *base, struct mca_btl_base_endpoint_t *ep,
@@ -51,10 +53,6 @@ int mca_btl_efa_native_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
                             const efa_btl_rdma_args_t *a);
 int mca_btl_efa_native_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                               const efa_btl_rdma_args_t *a);
-/* An operation outside the peer's handle: reported (the first few) and
- * failed through the callback with OPAL_ERR_PERM; returns OPAL_SUCCESS. */
-int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, const char *what,
-                       const efa_btl_rdma_args_t *a);
 /* Tell the operation's caller (if it gave a callback) that it is over. */
 static inline void mca_btl_efa_rdma_cb_call(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                                             const efa_btl_rdma_cb_t *cb, int status) {
@@ -62,6 +60,22 @@ static inline void mca_btl_efa_rdma_cb_call(mca_btl_efa_module_t *btl, mca_btl_e
         cb->cbfunc(&btl->super, ep, cb->local_address, cb->local_handle, cb->cbcontext, cb->cbdata,
                    status);
     }
+}
+/* An operation outside what the peer's handle covers, refused before it
+ * reaches the provider (shm checks no keys; the single-copy path writes
+ * itself), as the emulated target refuses: reported (the first few) and
+ * failed through the callback with OPAL_ERR_PERM, not as a return code,
+ * which callers may retry; returns OPAL_SUCCESS. */
+static inline int mca_btl_efa_refuse(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                     const char *what, const efa_btl_rdma_args_t *a) {
+    if (btl->refused++ < 10) {
+        opal_output(0,
+                    "btl:efa: refused a one-sided %s of %zu bytes at 0x%llx: misaligned or "
+                    "outside the registration the peer handed out",
+                    what, a->size, (unsigned long long)a->remote_address);
+    }
+    mca_btl_efa_rdma_cb_call(btl, ep, &a->cb, OPAL_ERR_PERM);
+    return OPAL_SUCCESS;
 }
 
 /* btl_efa_cma.c */

@@ -127,14 +127,17 @@ deliver_am(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, efa_btl_wire_k
  * operations in flight.  Each
  * field is read once from the slot.  false: not one (the general path
  * then drops a frame this short). */
-static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const uint8_t *frame) {
+static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const uint8_t *frame,
+                                                int32_t ring_in) {
     efa_btl_ring_resp_t a;
     memcpy(&a, frame, sizeof(a));
     if (EFA_BTL_MSG_RING_RESP != a.type) {
         return false;
     }
+    /* (it names no sender: the ring it came by says who wrote it) */
+    const mca_btl_efa_answer_from_t from = {.ep = NULL, .ring_in = ring_in};
     if (mca_btl_efa_ring_atomic_id(a.req)) {
-        mca_btl_efa_ring_atomic_answer(btl, a.req, a.status, a.operand);
+        mca_btl_efa_ring_atomic_answer(btl, a.req, a.status, a.operand, &from);
         return true;
     }
     /* A get's bytes are checked against its request by on_response; more
@@ -145,33 +148,9 @@ static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const
                                .len = a.len,
                                .operand = a.operand,
                                .status = data_ok ? a.status : OPAL_ERR_BAD_PARAM};
-    mca_btl_efa_emul_on_response(btl, &rma, data_ok && 0 != a.data ? &a.operand : NULL,
+    mca_btl_efa_emul_on_response(btl, &from, &rma, data_ok && 0 != a.data ? &a.operand : NULL,
                                  data_ok ? a.data : 0);
     return true;
-}
-
-/* A ring frame names its sender; only that sender's ring may carry it
- * (ring_in: btl->ring.first + the ring + 1, as ep->ring_in).  The
- * endpoint's ring is looked up on its first frame; a frame in another
- * process's ring, or naming a process of another job (which has no ring
- * here), is dropped, said once. */
-static __attribute__((noinline)) bool ring_sender_ok(mca_btl_efa_module_t *btl,
-                                                     mca_btl_efa_endpoint_t *ep, int32_t ring_in) {
-    static bool said = false;
-    if (EFA_BTL_RING_NONE != ep->ring_state && 0 == ep->ring_in) {
-        efa_node_card_t card;
-        mca_btl_efa_ring_note_in(btl, ep, mca_btl_efa_ring_peer_serves(ep, &card) ? &card : NULL);
-    }
-    if (EFA_BTL_RING_NONE != ep->ring_state && ep->ring_in == ring_in) {
-        return true;
-    }
-    if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
-        opal_output_verbose(1, mca_common_efa_output,
-                            "btl:efa: a frame in the on-node ring of local rank %d named "
-                            "another process as its sender: dropped, and any more such",
-                            (int)(ring_in - 1 - (int32_t)btl->ring.first));
-    }
-    return false;
 }
 
 /* A request in one line through a ring (efa_btl_ring_req_t: an atomic
@@ -194,7 +173,7 @@ static __attribute__((noinline)) bool ring_request(mca_btl_efa_module_t *btl, ui
         ep = mca_btl_efa_endpoint_by_name(btl, q.src, NULL);
         btl->recv.last_src = ep;
     }
-    if (NULL != ep && ep->ring_in != ring_in && !ring_sender_ok(btl, ep, ring_in)) {
+    if (NULL != ep && ep->ring_in != ring_in && !mca_btl_efa_ring_sender_ok(btl, ep, ring_in)) {
         return true; /* (taken: not parsed again as a message) */
     }
     mca_btl_efa_emul_ring_request(btl, ep, &q,
@@ -210,7 +189,7 @@ static inline __attribute__((always_inline)) bool ring_frame(void *arg, uint32_t
     const int32_t ring_in = (int32_t)(btl->ring.first + ring) + 1;
     ++btl->ring.received;
     /* (the length alone on the message path) */
-    if (OPAL_UNLIKELY(sizeof(efa_btl_ring_resp_t) == len) && ring_resp(btl, frame)) {
+    if (OPAL_UNLIKELY(sizeof(efa_btl_ring_resp_t) == len) && ring_resp(btl, frame, ring_in)) {
         return true;
     }
     if (OPAL_UNLIKELY(sizeof(efa_btl_ring_req_t) == len) && ring_request(btl, frame, ring_in)) {
@@ -273,7 +252,7 @@ static inline __attribute__((always_inline)) void deliver_from(mca_btl_efa_modul
         return;
     }
     if (via_ring) {
-        if (OPAL_UNLIKELY(ep->ring_in != ring_in) && !ring_sender_ok(btl, ep, ring_in)) {
+        if (OPAL_UNLIKELY(ep->ring_in != ring_in) && !mca_btl_efa_ring_sender_ok(btl, ep, ring_in)) {
             return; /* written in another process's ring: dropped */
         }
     } else if (!efa_core_source_ok(btl->core, src, ep->addr, "a btl_efa message")) {
@@ -325,9 +304,11 @@ static inline __attribute__((always_inline)) void deliver_from(mca_btl_efa_modul
                                         ? efa_btl_wire_claim_word((void *)buf)
                                         : NULL);
         return;
-    case EFA_BTL_WIRE_RESPONSE:
-        mca_btl_efa_emul_on_response(btl, &msg.rma, msg.payload, msg.payload_len);
+    case EFA_BTL_WIRE_RESPONSE: {
+        const mca_btl_efa_answer_from_t from = {.ep = ep, .ring_in = 0};
+        mca_btl_efa_emul_on_response(btl, &from, &msg.rma, msg.payload, msg.payload_len);
         return;
+    }
     case EFA_BTL_WIRE_UNKNOWN_TYPE:
         opal_output_verbose(1, mca_common_efa_output, "btl:efa: unknown message type %d dropped",
                             hdr->type);

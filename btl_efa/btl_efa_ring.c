@@ -267,3 +267,40 @@ void mca_btl_efa_ring_fini(mca_btl_efa_module_t *btl) {
     mca_common_efa_node_put(btl->ring.node);
     btl->ring.node = NULL;
 }
+
+/* See btl_efa_ring.h.  The endpoint's ring is looked up on its first
+ * frame. */
+bool mca_btl_efa_ring_sender_ok(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                int32_t ring_in) {
+    static bool said = false;
+    if (EFA_BTL_RING_NONE != ep->ring_state && 0 == ep->ring_in) {
+        efa_node_card_t card;
+        mca_btl_efa_ring_note_in(btl, ep, mca_btl_efa_ring_peer_serves(ep, &card) ? &card : NULL);
+    }
+    if (EFA_BTL_RING_NONE != ep->ring_state && ep->ring_in == ring_in) {
+        return true;
+    }
+    if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: a frame in the on-node ring of local rank %d named "
+                            "another process as its sender: dropped, and any more such",
+                            (int)(ring_in - 1 - (int32_t)btl->ring.first));
+    }
+    return false;
+}
+
+bool mca_btl_efa_answer_from_target(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *target,
+                                    const mca_btl_efa_answer_from_t *from) {
+    static bool said = false;
+    if (NULL != from->ep
+            ? from->ep == target
+            : target->ring_in == from->ring_in || mca_btl_efa_ring_sender_ok(btl, target, from->ring_in)) {
+        return true;
+    }
+    if (NULL != from->ep && !__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "btl:efa: an answer to a one-sided operation came from another "
+                            "process than its target: dropped, and any more such");
+    }
+    return false;
+}

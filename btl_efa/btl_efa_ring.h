@@ -39,14 +39,33 @@ void mca_btl_efa_ring_atomic_setup(mca_btl_efa_module_t *btl);
 void mca_btl_efa_ring_atomic_fini(mca_btl_efa_module_t *btl); /* its count, said at verbosity 1 */
 int mca_btl_efa_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                             const efa_btl_rdma_args_t *a);
+/* Where an answer came from: the endpoint a provider's or a ring's full
+ * message was checked against (ep), or, for a ring's short answer, which
+ * names no sender, the ring it came by (ep NULL; ring_in as ep->ring_in). */
+typedef struct mca_btl_efa_answer_from {
+    mca_btl_efa_endpoint_t *ep;
+    int32_t ring_in;
+} mca_btl_efa_answer_from_t;
+/* A ring frame names its sender; only that sender's ring may carry it
+ * (ring_in: btl->ring.first + the ring + 1, as ep->ring_in).  false: a
+ * frame in another process's ring, or naming a process of another job
+ * (which has no ring here), to be dropped (said once). */
+bool mca_btl_efa_ring_sender_ok(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
+                                int32_t ring_in);
+/* Is 'from' the process an operation was sent to (target)?  An answer
+ * from any other is dropped, said once. */
+bool mca_btl_efa_answer_from_target(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *target,
+                                    const mca_btl_efa_answer_from_t *from);
 /* An answer: false when it is not for an atomic of this file (the general
  * path's); otherwise the atomic completes, or the answer is dropped when
- * it names no record in flight. */
-bool mca_btl_efa_ring_atomic_answered(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma);
+ * it names no record in flight or comes from another process than the
+ * atomic's target. */
+bool mca_btl_efa_ring_atomic_answered(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
+                                      const mca_btl_efa_answer_from_t *from);
 /* The same with the answer's fields read already, for an id that is one of
  * this file's (mca_btl_efa_ring_atomic_id). */
 void mca_btl_efa_ring_atomic_answer(mca_btl_efa_module_t *btl, uint64_t id, int status,
-                                    uint64_t operand);
+                                    uint64_t operand, const mca_btl_efa_answer_from_t *from);
 /* Does the request id name an atomic of this file (its top bit; the
  * general path's ids never have it)? */
 static inline bool mca_btl_efa_ring_atomic_id(uint64_t id) {

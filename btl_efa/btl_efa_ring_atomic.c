@@ -145,26 +145,34 @@ static void complete(mca_btl_efa_module_t *btl, const struct efa_btl_ring_atomic
     }
 }
 
-bool mca_btl_efa_ring_atomic_answered(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma) {
+bool mca_btl_efa_ring_atomic_answered(mca_btl_efa_module_t *btl, const efa_btl_rma_t *rma,
+                                      const mca_btl_efa_answer_from_t *from) {
     if (!mca_btl_efa_ring_atomic_id(rma->req)) {
         return false; /* the general path's */
     }
-    mca_btl_efa_ring_atomic_answer(btl, rma->req, rma->status, rma->operand);
+    mca_btl_efa_ring_atomic_answer(btl, rma->req, rma->status, rma->operand, from);
     return true;
 }
 
 void mca_btl_efa_ring_atomic_answer(mca_btl_efa_module_t *btl, uint64_t id, int status,
-                                    uint64_t operand) {
+                                    uint64_t operand, const mca_btl_efa_answer_from_t *from) {
     const int i = (int)(id & ((1u << RING_ATOMIC_INDEX_BITS) - 1));
     struct efa_btl_ring_atomic_rec r;
-    bool found = false;
+    bool found = false, foreign = false;
     OPAL_THREAD_LOCK(&btl->lock);
     if (i < EFA_BTL_RING_ATOMIC_RECS && id == btl->ring_atomic.recs[i].id) {
-        r = btl->ring_atomic.recs[i];
-        rec_free(btl, i);
-        found = true;
+        /* (an id is a guess away: only the target's answer is taken) */
+        foreign = !mca_btl_efa_answer_from_target(btl, btl->ring_atomic.recs[i].endpoint, from);
+        if (!foreign) {
+            r = btl->ring_atomic.recs[i];
+            rec_free(btl, i);
+            found = true;
+        }
     }
     OPAL_THREAD_UNLOCK(&btl->lock);
+    if (foreign) {
+        return;
+    }
     if (!found) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: an answer for no request in flight (id 0x%llx) dropped",

@@ -183,7 +183,7 @@ static const mca_common_efa_param_t table[] = {
     {"direct_mode_mtu", MCA_BASE_VAR_TYPE_INT, C(direct_mode_mtu), .def = 8192,
      .level = OPAL_INFO_LVL_9,
      .help = "The largest message, in bytes, under force_direct_mode (efa-direct's limit is "
-             "the device's MTU, 8928 bytes on EFA). 1024 to 65536."},
+             "the device's MTU, 8928 bytes on EFA). 1024 to 65536; 0: the default, 8192."},
     {"debug_swap_messages", MCA_BASE_VAR_TYPE_BOOL, C(debug_swap_messages), .test_only = true,
      .help = "Testing only: hand the provider's untagged arrivals on in swapped pairs (one held "
              "until the next arrives, or for 64 progress calls), to test that the components "

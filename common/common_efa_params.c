@@ -84,7 +84,7 @@ bool mca_common_efa_params_register(const mca_base_component_t *component,
 static bool allowed(const mca_common_efa_param_t *p, char *value, size_t len) {
     if (MCA_BASE_VAR_TYPE_STRING == p->type) {
         const char *v = *(char *const *)p->storage;
-        snprintf(value, len, "%s", v ? v : "(null)");
+        snprintf(value, len, "%s", v ? v : ""); /* (Open MPI keeps "" as NULL) */
         if (p->unset_is_default && (NULL == v || '\0' == v[0])) {
             return true; /* its reader takes it as the default */
         }

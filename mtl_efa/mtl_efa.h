@@ -126,6 +126,11 @@ int ompi_mtl_efa_params_check(void);
 void ompi_mtl_efa_tag_unfit(int tag);
 /* Was this mtl_efa_ parameter given by the user (not left at its default)? */
 bool ompi_mtl_efa_param_set_by_user(const char *name);
+/* A choice parameter's value: an empty one (Open MPI keeps "" as NULL)
+ * is its default, "auto" (the table's unset_is_default). */
+static inline const char *ompi_mtl_efa_choice(const char *value) {
+    return NULL == value || '\0' == value[0] ? "auto" : value;
+}
 
 extern mca_mtl_efa_module_t ompi_mtl_efa;
 /* Open MPI finds the component structure by name with dlsym: keep it

@@ -40,7 +40,7 @@ static void device_hmem_init(void);
 
 bool ompi_mtl_efa_device_init(void) {
     const mtl_efa_params_t *p = &ompi_mtl_efa_params;
-    const bool want_own = 0 == strcmp(p->device_buffers, "own");
+    const bool want_own = 0 == strcmp(ompi_mtl_efa_choice(p->device_buffers), "own");
     const char *backend = efa_device_name(); /* installed by the core or the glue */
     bool accelerator_support = false;
     ompi_mtl_efa.device_staging = false;

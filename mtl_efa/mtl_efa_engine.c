@@ -113,7 +113,7 @@ int ompi_mtl_efa_engine_init(bool thread_multiple) {
         .slots = (uint32_t)channel.slots,
         .slot_size = (uint32_t)channel.slot_size,
         .nprocs = mtl_efa_job_size(),
-        .single_copy = 0 == strcmp(mp->single_copy, "auto"),
+        .single_copy = 0 == strcmp(ompi_mtl_efa_choice(mp->single_copy), "auto"),
         .thread_safe = thread_multiple,
         .net_device_piece = mp->device_piece, /* (streams through the rings too) */
         .peer_card = peer_card,
@@ -166,7 +166,7 @@ start:
                                      opal_process_info.nodename, fi_strerror(-err));
             return OMPI_ERR_NOT_AVAILABLE;
         }
-        if (own && 0 == strcmp(ompi_mtl_efa_params.matching, "own")) {
+        if (own && 0 == strcmp(ompi_mtl_efa_choice(ompi_mtl_efa_params.matching), "own")) {
             mca_common_efa_show_help("help-mtl-efa.txt", "no-own-matching", true,
                                      opal_process_info.nodename, fi_strerror(-err));
         } else if (own) { /* auto: the provider's matching is the other good choice */

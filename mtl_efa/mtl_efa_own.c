@@ -170,18 +170,19 @@ bool ompi_mtl_efa_own_setup(struct efa_engine_params *p) {
     if (!info->has_tagged) {
         /* efa-direct, or the forced direct mode: the provider has no tags,
          * so the engine matches every message whatever was asked. */
-        if (0 == strcmp(mp->matching, "provider") && ompi_mtl_efa_param_set_by_user("matching")) {
+        if (0 == strcmp(ompi_mtl_efa_choice(mp->matching), "provider") &&
+            ompi_mtl_efa_param_set_by_user("matching")) {
             mca_common_efa_show_help("help-mtl-efa.txt", "no-tags-own-matching", false,
                                      opal_process_info.nodename, info->provider, info->fabric);
         }
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "matching: own, as the provider has no tags (%s)", info->fabric);
-    } else if (0 == strcmp(mp->matching, "provider")) {
+    } else if (0 == strcmp(ompi_mtl_efa_choice(mp->matching), "provider")) {
         mca_common_efa_say_choice("mtl:efa", "mtl_efa",
                                   "matching: provider (mtl_efa_matching provider: each MPI "
                                   "message one tagged provider message)");
         return false;
-    } else if (0 == strcmp(mp->matching, "auto")) {
+    } else if (0 == strcmp(ompi_mtl_efa_choice(mp->matching), "auto")) {
         switch (efa_core_auto_matching(info->provider, info->has_tagged, info->node_rails)) {
         case EFA_AUTO_MATCH_PROVIDER:
             mca_common_efa_say_choice("mtl:efa", "mtl_efa",

@@ -30,14 +30,15 @@ static const mca_common_efa_param_t table[] = {
              "(default) as shm where the rings can be set up.  Communicators spanning nodes use "
              "the provider (see mtl_efa_matching)"},
     {"onnode_single_copy", MCA_BASE_VAR_TYPE_STRING, P(single_copy), .def_str = "auto",
-     .choices = copies, .allowed = "auto, none", CHOICE, .level = OPAL_INFO_LVL_5,
+     .choices = copies, .allowed = "auto, none", CHOICE, .unset_is_default = true,
+     .level = OPAL_INFO_LVL_5,
      .help = "On-node messages larger than a ring slot: \"auto\" (default) copies them once, "
              "straight out of the sender, with Linux cross-memory attach (process_vm_readv) "
              "where the kernel allows it, else streams them through the rings (under Yama's "
              "ptrace_scope 1 each process with rings lets its user's processes read it: "
              "PR_SET_PTRACER_ANY); \"none\" always streams"},
     {"matching", MCA_BASE_VAR_TYPE_STRING, P(matching), .def_str = "auto", .choices = matchings,
-     .allowed = "auto, provider, own", CHOICE, .level = OPAL_INFO_LVL_4,
+     .allowed = "auto, provider, own", CHOICE, .unset_is_default = true, .level = OPAL_INFO_LVL_4,
      .help = "Who matches MPI messages to and from other nodes: \"provider\": each MPI message "
              "is one tagged provider message, matched by the provider; \"own\": mtl_efa "
              "matches every message itself in the matching engine, the messages to "
@@ -85,7 +86,8 @@ static const mca_common_efa_param_t table[] = {
              "posted with a context of its own and completes through the completion queue, as "
              "on a provider without inject).  Default false"},
     {"device_buffers", MCA_BASE_VAR_TYPE_STRING, P(device_buffers), .def_str = "auto",
-     .choices = device_modes, .allowed = "auto, open-mpi, own", CHOICE, .level = OPAL_INFO_LVL_4,
+     .choices = device_modes, .allowed = "auto, open-mpi, own", CHOICE, .unset_is_default = true,
+     .level = OPAL_INFO_LVL_4,
      .help = "Who copies device (GPU) buffers through host memory before a path of this MTL "
              "sees them: \"open-mpi\": Open MPI's pml/cm with its accelerator (5.0; 4.1 with "
              "CUDA support); \"own\": mtl_efa, with Open MPI's accelerator for the copies "

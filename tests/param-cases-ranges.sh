@@ -79,8 +79,8 @@ expect_failure debug-forge-unknown-two "0 (off) or 1" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_debug_forge_unknown 2
 expect_failure debug-fail-inbox-rank-below-off "-1 (off) to 1000000000" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_debug_fail_inbox_rank -5
-expect_failure debug-lose-answers-four "0 (off) to 3" "${ob1[@]}" \
-    --mca btl_efa_provider_include shm --mca btl_efa_debug_lose_answers 4
+expect_failure debug-lose-answers-five "0 (off) to 4" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_lose_answers 5
 
 # Limits the provider caps: the report says the value that applies, not
 # the one asked (an MTU of 4096 under efa-direct's rules takes neither the

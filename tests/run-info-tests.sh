@@ -223,7 +223,7 @@ run_json --topology "$topo/p4d.xml" --local-size 8
 import json, os
 for s in json.loads(os.environ["JSON"])["sets"]:
     bus = s["reason"].split("GPU 0000:")[1][:2]
-    assert s["nics"] == ["rdmap%ds27" % int(bus, 16)] and "host bridge" in s["reason"], s
+    assert s["nics"] == ["rdmap%ds27-rdm" % int(bus, 16)] and "host bridge" in s["reason"], s
 ' 2>/dev/null
 check p4d-root-bus "8 processes on p4d should each get the NIC of their GPU's root bus (exit $RC)" $?
 # Open MPI's default above 2 processes (round-robin by package, bound to
@@ -270,8 +270,18 @@ run_json --topology "$topo/p4d.xml" --local-size 2 --nic-exclude rdmap16s27
 import json, os
 s = json.loads(os.environ["JSON"])["sets"]
 assert [len(x["nics"]) for x in s] == [1, 2], s
-assert all("rdmap16s27" not in x["nics"] for x in s), s'
+assert all("rdmap16s27-rdm" not in x["nics"] for x in s), s'
 check topology-nic-exclude "exit 0, the excluded NIC in no set, the first set of 1, the second of 2 (exit $RC)" $?
+# The same named as the provider names the NIC (its domain, the form the
+# components' lists take): recorded devices carry that name too.
+run_json --topology "$topo/p4d.xml" --local-size 2 --nic-exclude rdmap16s27-rdm
+[ $RC -eq 0 ] && JSON=$OUT python3 -c '
+import json, os
+s = json.loads(os.environ["JSON"])["sets"]
+assert [len(x["nics"]) for x in s] == [1, 2], s
+assert all(n.endswith("-rdm") for x in s for n in x["nics"]), s
+assert all("rdmap16s27-rdm" not in x["nics"] for x in s), s'
+check topology-nic-exclude-domain-name "exit 0 with the NIC named by its domain, excluded (exit $RC)" $?
 run --topology "$topo/p4d.xml" --nic-exclude rdmap99s27
 [ $RC -eq 1 ] && grep -q "an unknown name: rdmap99s27" <<<"$OUT"
 check topology-nic-unknown "expected exit 1 and the unknown name (exit $RC)" $?

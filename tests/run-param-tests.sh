@@ -37,7 +37,7 @@ expect_failure_now() {
     elif [ $RC -eq 124 ]; then
         echo "FAIL params/$name: hung (timeout)"
         fail=$((fail + 1))
-    elif grep -qiE "segmentation fault|core dumped|signal 11|signal 6" <<<"$OUT"; then
+    elif grep -qiE "segmentation fault|bus error|floating point exception|illegal instruction|core dumped|signal (4|6|7|8|11)([^0-9]|$)" <<<"$OUT"; then
         echo "FAIL params/$name: crashed"
         fail=$((fail + 1))
     elif ! grep -qF -- "$want" <<<"$OUT"; then
@@ -157,21 +157,8 @@ expect_failure bad-provider-cuda-calls "auto, on or off" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca common_efa_provider_cuda_calls never
 expect_failure rnr-retry-huge "outside its range" "${cm[@]}" --mca mtl_efa_provider_include shm \
     --mca common_efa_rnr_retry 8
-# NIC lists: names this host does not offer (a mistyped exclusion would
-# keep its NIC in use), both lists at once, and a list that leaves none.
-expect_failure nic-include-unknown "Unknown NIC:   rdmap99s0" \
-    "${cm[@]}" --mca mtl_efa_provider_include shm --mca common_efa_nic_include rdmap99s0
-expect_failure nic-exclude-unknown "Unknown NIC:   rdmap99s0" \
-    "${cm[@]}" --mca mtl_efa_provider_include shm --mca common_efa_nic_exclude rdmap99s0
-expect_failure nic-lists-conflict "Both an include list and an exclude list of NICs" "${cm[@]}" \
-    --mca mtl_efa_provider_include shm --mca common_efa_nic_include shm \
-    --mca common_efa_nic_exclude shm
-expect_failure nic-empty-item "has an empty item" "${cm[@]}" \
-    --mca mtl_efa_provider_include shm --mca common_efa_nic_include "shm,"
-expect_failure nic-exclude-all "leaves no NIC to use" "${cm[@]}" \
-    --mca mtl_efa_provider_include shm --mca common_efa_nic_exclude shm
-expect_output nic-include-named "report: local rank [01]: NIC shm" "${cm[@]}" \
-    --mca mtl_efa_provider_include shm --mca common_efa_nic_include shm --mca common_efa_verbose 1
+# shellcheck source=param-cases-nics.sh
+. "$(dirname "$0")/param-cases-nics.sh"
 # Own matching: an unknown choice and numbers out of their ranges.
 expect_failure bad-matching "Allowed:   auto, provider, own" "${cm[@]}" \
     --mca mtl_efa_provider_include shm --mca mtl_efa_matching tagged

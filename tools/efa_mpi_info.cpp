@@ -415,8 +415,13 @@ void choose_here(const Options &o, const efa_core_params_t &p, hwloc_topology_t 
     }
     r->chosen_provider = sel.nics[0]->fabric_attr->prov_name;
     r->chosen_fabric = sel.nics[0]->fabric_attr->name;
+    // (with the NICs of other subnets, as the core filters them: a list
+    // may name one, which it takes as an extra rail, not as a candidate)
     std::vector<efa::NicCandidate> all;
     for (const fi_info *i : sel.nics) {
+        all.push_back({i->domain_attr->name, pci_of(i)});
+    }
+    for (const fi_info *i : sel.extra_nics) {
         all.push_back({i->domain_attr->name, pci_of(i)});
     }
     messages.clear(); // (what the selection said on the way)
@@ -431,6 +436,9 @@ void choose_here(const Options &o, const efa_core_params_t &p, hwloc_topology_t 
         return;
     }
     for (size_t i : f.admitted) {
+        if (i >= sel.nics.size()) {
+            continue; // (another subnet's: a rail of the first's, not a candidate)
+        }
         cands->push_back(all[i]);
         r->nics.push_back({all[i].name, all[i].pci_bus_id, near_of(here, all[i])});
     }

@@ -23,7 +23,9 @@ std::vector<efa::NicCandidate> recorded_nics(hwloc_topology_t topo) {
         const auto &p = o->parent->attr->pcidev;
         char pci[32];
         std::snprintf(pci, sizeof(pci), "%04x:%02x:%02x.%x", p.domain, p.bus, p.dev, p.func);
-        out.push_back({o->name, pci});
+        // (named as libfabric's efa provider names its RDM domain, the
+        // name the components' NIC lists see)
+        out.push_back({std::string(o->name) + "-rdm", pci});
     }
     return out;
 }

@@ -118,6 +118,13 @@ std::vector<size_t> choose_nics(const Selection &sel, const efa_core_params_t &p
     }
     *admitted = cands.size();
     if (cands.size() == 1) {
+        // (nothing is chosen by GPU, but a GPU the setting names must
+        // exist all the same: this node must not take what one refuses)
+        const std::string gpu_error = named_gpu_error(p.gpu);
+        if (!gpu_error.empty()) {
+            rep.help("unknown-gpu", gpu_error);
+            return {};
+        }
         *why = sel.nics.size() == 1 ? "the only NIC offered" : "the only NIC admitted";
         return where;
     }

@@ -178,9 +178,12 @@ efa_emul_verdict_t EmulTarget::check(uint64_t key, uint64_t addr, uint64_t len, 
         return EFA_EMUL_NO_SUCH_REG;
     }
     // A live key whose range is a neighbour's (osc/rdma pairs them at
-    // times): the registration that covers the request serves it.
+    // times): the registration that covers the request serves it, if it
+    // has the named one's rights (a window's regions have all; pml ob1's
+    // buffer for one peer's RDMA, one).
+    const uint32_t named_access = it->second.h.access;
     for (const auto &kv : regs_) {
-        if (covers(kv.second.h, addr, len, access)) {
+        if (kv.second.h.access == named_access && covers(kv.second.h, addr, len, access)) {
             *found = &kv.second;
             return EFA_EMUL_DONE;
         }
@@ -231,14 +234,15 @@ efa_emul_verdict_t EmulTarget::execute(uint8_t type, const efa_btl_rma_t &rma, c
         return dv;
     }
     switch (type) {
+    // (memmove: a process's put or get to its own window may overlap)
     case EFA_BTL_MSG_PUT:
         if (len) {
-            std::memcpy(target, in, len);
+            std::memmove(target, in, len);
         }
         break;
     case EFA_BTL_MSG_GET:
         if (len) {
-            std::memcpy(out, target, len);
+            std::memmove(out, target, len);
         }
         break;
     default:

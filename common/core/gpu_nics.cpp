@@ -279,6 +279,24 @@ std::vector<Accelerator> node_accelerators(hwloc_topology_t topo) {
     return out;
 }
 
+std::string named_gpu_error(const char *setting_in) {
+    const std::string setting = trimmed(setting_in ? setting_in : "");
+    if (setting.empty() || setting == "auto" || setting == "none") {
+        return ""; // (nothing named: no topology loaded)
+    }
+    hwloc_topology_t topo = nullptr;
+    if (hwloc_topology_init(&topo) != 0) {
+        return ""; // (as with several NICs: no topology, nothing checked)
+    }
+    std::string error;
+    if (hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) == 0 &&
+        hwloc_topology_load(topo) == 0) {
+        error = choose_gpu(topo, setting, nullptr, 0, 1, nullptr, {}).error;
+    }
+    hwloc_topology_destroy(topo);
+    return error;
+}
+
 GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const char *cuda_visible,
                      int local_rank, int local_size, hwloc_const_cpuset_t binding,
                      const std::vector<std::string> &node_bindings) {
@@ -443,6 +461,7 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
     c.bus_id = guess;
     c.reason = why;
     c.named = by_cuda; // (processes of one GPU each: no sharing to spread)
+    c.by_cuda = by_cuda;
     return c;
 }
 
@@ -466,23 +485,26 @@ NicSetDecision select_gpu_nic_set(const std::vector<NicCandidate> &candidates,
         return d;
     }
     std::vector<size_t> pool = near.indices;
+    size_t place = 0, sharing = 0;
+    for (const Accelerator &a : node_accelerators(topo)) {
+        if (below(pci_object(topo, a.bus_id), near.pool)) {
+            place = a.bus_id == gpu.bus_id ? sharing : place;
+            ++sharing;
+        }
+    }
+    sharing = std::max<size_t>(sharing, 1);
     // Processes that may share a GPU they named start on different NICs,
     // by local rank.  Processes of one GPU each whose GPUs share the pool
     // spread over it: the GPU's place among the pool's GPUs (PCI order).
+    // CUDA_VISIBLE_DEVICES naming one GPU most often means one process per
+    // GPU: where GPUs share the pool, each starts at its own GPU's place
+    // (by local rank two GPUs' processes would share NICs and leave some).
     size_t k = 0;
     std::string start;
-    if (gpu.named) {
+    if (gpu.named && !(gpu.by_cuda && sharing > 1)) {
         k = static_cast<size_t>(local_rank > 0 ? local_rank : 0) % pool.size();
         start = "local rank " + std::to_string(local_rank > 0 ? local_rank : 0);
     } else {
-        size_t place = 0, sharing = 0;
-        for (const Accelerator &a : node_accelerators(topo)) {
-            if (below(pci_object(topo, a.bus_id), near.pool)) {
-                place = a.bus_id == gpu.bus_id ? sharing : place;
-                ++sharing;
-            }
-        }
-        sharing = std::max<size_t>(sharing, 1);
         k = place * pool.size() / sharing;
         start = "GPU " + std::to_string(place + 1) + " of " + std::to_string(sharing) + " there";
     }

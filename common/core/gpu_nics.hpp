@@ -37,10 +37,11 @@ std::vector<Accelerator> node_accelerators(hwloc_topology_t topo);
 bool gpu_setting_valid(const std::string &setting);
 
 struct GpuChoice {
-    std::string bus_id; // empty: no GPU decides this process's NICs
-    std::string reason; // one line, for the verbose report
-    std::string error;  // a setting that names no GPU of the node (said; nothing chosen)
-    bool named = false; // by common_efa_gpu or CUDA_VISIBLE_DEVICES: others may share it
+    std::string bus_id;   // empty: no GPU decides this process's NICs
+    std::string reason;   // one line, for the verbose report
+    std::string error;    // a setting that names no GPU of the node (said; nothing chosen)
+    bool named = false;   // by common_efa_gpu or CUDA_VISIBLE_DEVICES: others may share it
+    bool by_cuda = false; // named by CUDA_VISIBLE_DEVICES (most often one process per GPU)
 };
 
 // Which GPU this process uses, by 'setting' (common_efa_gpu):
@@ -67,6 +68,11 @@ struct GpuChoice {
 GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting, const char *cuda_visible,
                      int local_rank, int local_size, hwloc_const_cpuset_t binding,
                      const std::vector<std::string> &node_bindings = {});
+
+// For a process that chooses nothing by GPU (one NIC): the error
+// choose_gpu gives the setting when it names a GPU (an index or an
+// address) this node lacks, on a topology of its own; empty otherwise.
+std::string named_gpu_error(const char *setting);
 
 // The candidates under the GPU's PCIe switch: the nearest bridge above the
 // GPU, PCI-to-PCI or host (hwloc's host bridge is one root bus), with a

@@ -54,7 +54,9 @@
 # the refusal of atomics.  "llist" (osc_llist) builds one linked list from
 # every rank in a dynamic window, each element attached on its own.
 # "lost" (osc_lost, emul configs) has the target lose its answers: put and
-# get must fail after btl_efa_rma_timeout and flush return.
+# get must fail after btl_efa_rma_timeout and flush return.  "foreign"
+# (osc_foreign, emul configs, 3 ranks): an answer from another process than
+# the operation's target is dropped.
 # "accflush" (osc_test accflush; default and emul configs): the accumulate
 # pattern of large blocks of doubles with MPI_Win_flush_local after each.
 # "agree" (plain rxm configs, 3 ranks) checks that every rank says the same
@@ -107,8 +109,8 @@ fi
     ob1-shm-nocma ob1-shm-cmafail ob1-rxm-devread ob1-rxm-direct ob1-rxd-direct
     cm-rxm-direct)
 [ ${#tests[@]} -eq 0 ] && tests=(putget atomics lock sync dynamic accumulate realloc hostile vader llist lost
-    accflush agree inflight busytarget)
-for p in osc_test osc_hostile osc_llist osc_lost osc_inflight; do
+    foreign accflush agree inflight busytarget)
+for p in osc_test osc_hostile osc_llist osc_lost osc_foreign osc_inflight; do
     [ -x "$bin/$p" ] || { echo "run-osc-tests: $bin/$p missing (make check TESTS=)"; exit 2; }
 done
 [ -f "$comp/mca_btl_efa.so" ] || { echo "run-osc-tests: no mca_btl_efa.so in $comp"; exit 2; }
@@ -406,6 +408,39 @@ for cfg in "${configs[@]}"; do
                 [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK putget" "$out" &&
                     grep -q "a second answer to one chunk" "$out" && ok=1
                 verdict "${t}3" "$cfg" 2 $ok
+                ;;
+            foreign)
+                # Answers from another process than the target
+                # (btl_efa_debug_lose_answers 4: each target also answers
+                # the ids below its request's): rank 0's get to rank 1,
+                # busy for 2 s, must keep rank 1's bytes though rank 2's
+                # answer to a later put names it first.  Emulated configs
+                # (put/get answered by the target), 3 ranks.
+                if [[ $cfg != *-emul ]] || [ "$np" != "${cfg_nps[0]}" ]; then
+                    continue
+                fi
+                # The forged answers come by rank 2's ring (the check: the
+                # ring it came by); on rxm also by the provider, rings off
+                # (the check: the sender the provider names).
+                local_np=$np np=3
+                for how in ring provider; do
+                    name=$t
+                    [ $how = provider ] && name=$t-noring
+                    [ $how = provider ] && [ "$cfg" != ob1-rxm-emul ] && continue
+                    out=$log/$name.$cfg.3.out ok=0 want="named another process as its sender"
+                    noring=()
+                    if [ $how = provider ]; then
+                        noring=(--mca btl_efa_onnode_channel none)
+                        want="came from another process than its target"
+                    fi
+                    # shellcheck disable=SC2086
+                    run "$name" "$cfg" 3 -- $args "${noring[@]}" --mca btl_efa_debug_lose_answers 4 \
+                        "$bin/osc_foreign"
+                    [ "$(cat "$out.rc")" = 0 ] && grep -q "^OK foreign" "$out" &&
+                        grep -q "$want" "$out" && ! grep -q "^FAIL" "$out" && ok=1
+                    verdict "$name" "$cfg" 3 $ok
+                done
+                np=$local_np
                 ;;
             busytarget)
                 # Rank 1 computes for 600 ms without MPI while rank 0 puts

@@ -117,6 +117,24 @@ TEST(EmulTarget, TheKeyIsAHintAnotherCoveringRegistrationServes) {
     EXPECT_EQ(0, std::memcmp(b.data(), "abcd", 4));
 }
 
+TEST(EmulTarget, ANeighbourOfAnotherKindDoesNotServe) {
+    // a window's key paired with the range of a buffer registered for one
+    // peer's RDMA (pml ob1's: remote write alone) writes nothing there
+    Table tb;
+    std::vector<uint8_t> a(16, 0), b(16, 0);
+    efa_rma_handle_t window = handle(a.data(), a.size(), 1, kAll);
+    efa_rma_handle_t buffer = handle(b.data(), b.size(), 2, EFA_BTL_WIRE_ACCESS_REMOTE_WRITE);
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &window, nullptr));
+    ASSERT_EQ(0, efa_emul_table_add(tb.t, &buffer, nullptr));
+    efa_btl_rma_t put = request(b.data(), 4, 1);
+    EXPECT_EQ(EFA_EMUL_OUTSIDE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, "abcd", nullptr, nullptr));
+    EXPECT_EQ(std::vector<uint8_t>(16, 0), b);
+    efa_btl_rma_t own = request(b.data(), 4, 2); // its own key still serves
+    EXPECT_EQ(EFA_EMUL_DONE,
+              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &own, "abcd", nullptr, nullptr));
+}
+
 TEST(EmulTarget, RemovedRegistrationIsRefused) {
     Table tb;
     std::vector<uint8_t> mem(16, 0);
@@ -179,13 +197,15 @@ TEST(EmulTarget, TheLastRegistrationFoundFollowsTheTable) {
               efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &put, "wxyz", nullptr, nullptr));
     EXPECT_EQ(0, mem[0]);
     // the remembered key names another range: the table still serves it
-    efa_rma_handle_t o = handle(other.data(), other.size(), 10, kAll);
+    // (a registration with the named one's rights)
+    efa_rma_handle_t o = handle(other.data(), other.size(), 10, EFA_BTL_WIRE_ACCESS_REMOTE_READ);
     ASSERT_EQ(0, efa_emul_table_add(tb.t, &o, nullptr));
     ASSERT_EQ(EFA_EMUL_DONE, efa_emul_execute(tb.t, EFA_BTL_MSG_GET, &get, nullptr, out, nullptr));
+    std::memcpy(other.data() + 8, "efgh", 4);
     efa_btl_rma_t elsewhere = request(other.data() + 8, 4, 9);
     EXPECT_EQ(EFA_EMUL_DONE,
-              efa_emul_execute(tb.t, EFA_BTL_MSG_PUT, &elsewhere, "efgh", nullptr, nullptr));
-    EXPECT_EQ(0, std::memcmp(other.data() + 8, "efgh", 4));
+              efa_emul_execute(tb.t, EFA_BTL_MSG_GET, &elsewhere, nullptr, out, nullptr));
+    EXPECT_EQ(0, std::memcmp(out, "efgh", 4));
 }
 
 struct AtomicCase {

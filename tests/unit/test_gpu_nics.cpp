@@ -397,6 +397,30 @@ TEST(GpuNics, GpusSharingASwitchSpreadOverItsNics) {
     EXPECT_EQ(firsts.size(), 4u);
 }
 
+// The same with each process's GPU named by CUDA_VISIBLE_DEVICES (Slurm's
+// --gpus-per-task): each GPU's process starts at its GPU's place, not at
+// its local rank's, so the two GPUs of a switch take its NICs apart.
+TEST(GpuNics, GpusNamedByCudaSharingASwitchSpreadOverItsNics) {
+    const Topology topo = Topology::from_file("shared-switch.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto nics = shared_switch_candidates();
+    for (int r = 0; r < 4; r += 2) {
+        std::set<size_t> both;
+        std::string reasons;
+        for (int g = r; g < r + 2; ++g) {
+            const std::string visible = std::to_string(g);
+            const GpuChoice gpu = choose_gpu(topo.get(), "auto", visible.c_str(), g, 4, nullptr);
+            ASSERT_TRUE(gpu.by_cuda) << gpu.reason;
+            const auto four = select_gpu_nic_set(nics, topo.get(), gpu, g, 4);
+            ASSERT_EQ(four.indices.size(), 4u) << four.reason;
+            both.insert(four.indices.begin(), four.indices.end());
+            reasons += four.reason + "\n";
+        }
+        EXPECT_EQ(both.size(), 8u) << "the two GPUs of switch " << r / 2 << " share NICs:\n"
+                                   << reasons;
+    }
+}
+
 // A GPU under a bridge that holds every NIC found: nothing told, the set
 // is dropped, and the reason says so (not "no NIC near it").
 TEST(GpuNics, EveryNicNearTheGpuIsSaid) {
