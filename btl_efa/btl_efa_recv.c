@@ -252,7 +252,8 @@ static inline __attribute__((always_inline)) void deliver_from(mca_btl_efa_modul
         return;
     }
     if (via_ring) {
-        if (OPAL_UNLIKELY(ep->ring_in != ring_in) && !mca_btl_efa_ring_sender_ok(btl, ep, ring_in)) {
+        if (OPAL_UNLIKELY(ep->ring_in != ring_in) &&
+            !mca_btl_efa_ring_sender_ok(btl, ep, ring_in)) {
             return; /* written in another process's ring: dropped */
         }
     } else if (!efa_core_source_ok(btl->core, src, ep->addr, "a btl_efa message")) {

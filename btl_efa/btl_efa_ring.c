@@ -292,9 +292,9 @@ bool mca_btl_efa_ring_sender_ok(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_
 bool mca_btl_efa_answer_from_target(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *target,
                                     const mca_btl_efa_answer_from_t *from) {
     static bool said = false;
-    if (NULL != from->ep
-            ? from->ep == target
-            : target->ring_in == from->ring_in || mca_btl_efa_ring_sender_ok(btl, target, from->ring_in)) {
+    if (NULL != from->ep ? from->ep == target
+                         : target->ring_in == from->ring_in ||
+                               mca_btl_efa_ring_sender_ok(btl, target, from->ring_in)) {
         return true;
     }
     if (NULL != from->ep && !__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
