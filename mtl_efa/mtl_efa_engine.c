@@ -377,6 +377,17 @@ static inline int start_send(struct ompi_communicator_t *comm, int dest, int tag
     } else if (NULL == req->mr) { /* to this node, by the device's IPC */
         rc = efa_engine_send_device(ompi_mtl_efa.engine, vpid, mtl_efa_comm_cid(comm),
                                     comm->c_my_rank, tag, req->buffer, req->length, sync, &req->on);
+        if (OPAL_UNLIKELY(-FI_EOPNOTSUPP == rc)) {
+            /* The peer's slots are too small for the IPC rendezvous (its
+             * own common_efa_onnode_slot_size): through the host. */
+            const int staged = ompi_mtl_efa_device_stage_send(req->convertor, &req->buffer,
+                                                              req->length, &req->free_buffer);
+            if (OMPI_SUCCESS != staged) {
+                return staged;
+            }
+            rc = efa_engine_send(ompi_mtl_efa.engine, vpid, mtl_efa_comm_cid(comm), comm->c_my_rank,
+                                 tag, req->buffer, req->length, sync, &req->on);
+        }
     } else { /* to another node, read from its registration */
         rc = efa_engine_send_device_read(ompi_mtl_efa.engine, vpid, mtl_efa_comm_cid(comm),
                                          comm->c_my_rank, tag, req->buffer, req->length, sync,

@@ -27,12 +27,29 @@ inline bool queue_full(ssize_t rc) {
     return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
 }
 
+// While the backlog tells an owner its post was refused (ctx_progress.cpp),
+// what the owner posts instead goes where the refused post was: the head
+// of its backlog, in the order posted (refusal_taken.cpp).  A post behind
+// the refused one (the same peer's next message, or a receive posted
+// after it) must not overtake it.
+struct RepostInPlace {
+    RepostInPlace();
+    ~RepostInPlace();
+    RepostInPlace(const RepostInPlace &) = delete;
+    RepostInPlace &operator=(const RepostInPlace &) = delete;
+};
+int repost_place(); // -1: none (the tail); else the next place from the head
+
 inline void defer(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op,
                   std::function<ssize_t()> post, bool holds_slot = false) {
+    const int place = repost_place();
     {
         std::lock_guard<std::mutex> guard(b.lock);
         b.deferred.fetch_add(1, std::memory_order_relaxed);
-        b.ops.push_back(efa::Deferred{op, std::move(post), holds_slot, call});
+        const auto at = place < 0 || static_cast<size_t>(place) > b.ops.size()
+                            ? b.ops.end()
+                            : b.ops.begin() + place;
+        b.ops.insert(at, efa::Deferred{op, std::move(post), holds_slot, call});
         b.size.fetch_add(1, std::memory_order_seq_cst);
     }
     efa::note_posted(ctx->core);

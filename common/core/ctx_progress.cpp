@@ -98,6 +98,9 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
                 failed.push_back(op);
                 errors.push_back(static_cast<int>(rc));
                 calls.push_back(call);
+                if (op) {
+                    break; // (what its owner posts instead goes first: RepostInPlace)
+                }
             }
         }
     }
@@ -113,7 +116,10 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
             efa::inflight_done(ctx, failed[i]);
             efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, true, false};
             (void)efa::post::take_refusal_taken();
-            failed[i]->complete(failed[i], &cqe);
+            {
+                const efa::post::RepostInPlace in_place;
+                failed[i]->complete(failed[i], &cqe);
+            }
             taken = efa::post::take_refusal_taken();
         }
         static std::atomic<int> reported{0};

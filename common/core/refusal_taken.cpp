@@ -3,12 +3,16 @@
 // efa_core_device_refusal_taken), so that the backlog tells no failure of
 // that post (ctx_progress.cpp).  Per thread: the owner hears that
 // completion in the thread that flushes the backlog, and another thread's
-// refusal must not hide a failure there.
+// refusal must not hide a failure there.  What the owner posts instead,
+// while told, takes the refused post's place at the head of its backlog
+// (RepostInPlace), ahead of the posts that came after it.
 #include "core.hpp"
+#include "ctx_post.hpp"
 #include "efa_mr.h"
 
 namespace {
 thread_local bool t_refusal_taken = false;
+thread_local int t_front_at = -1; // RepostInPlace's next place; -1: none
 } // namespace
 
 namespace efa::post {
@@ -17,6 +21,18 @@ bool take_refusal_taken() {
     const bool taken = t_refusal_taken;
     t_refusal_taken = false;
     return taken;
+}
+
+RepostInPlace::RepostInPlace() {
+    t_front_at = 0;
+}
+
+RepostInPlace::~RepostInPlace() {
+    t_front_at = -1;
+}
+
+int repost_place() {
+    return t_front_at < 0 ? -1 : t_front_at++;
 }
 
 } // namespace efa::post

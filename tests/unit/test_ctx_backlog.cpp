@@ -31,6 +31,12 @@ void record_completion(efa_op_t *op, const efa_cqe_t *cqe) {
 }
 
 class CtxBacklog : public ::testing::Test {
+  public:
+    int submit(int id) {
+        return efa::post::submit(ctx_, ctx_->tx_backlog, "fi_send", &ops_[id].op,
+                                 provider_.post(id));
+    }
+
   protected:
     void SetUp() override {
         ASSERT_TRUE(core_.open(core_test_params("shm")));
@@ -49,11 +55,6 @@ class CtxBacklog : public ::testing::Test {
             }
         }
     }
-    int submit(int id) {
-        return efa::post::submit(ctx_, ctx_->tx_backlog, "fi_send", &ops_[id].op,
-                                 provider_.post(id));
-    }
-
     CoreWithSelf core_;
     efa_ctx_t *ctx_ = nullptr;
     ScriptedProvider provider_;
@@ -123,12 +124,49 @@ TEST_F(CtxBacklog, ALateRefusalCompletesItsOperationWithTheErrorAndTheRestGoOn) 
     const int before = ctx_->inflight.load();
     provider_.answers = {0, -FI_EINVAL, 0};
     efa_core_progress(core_.core());
-    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 2}));
+    // (the flush stops at the refusal: its owner's other way goes first)
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0}));
     EXPECT_EQ(ops_[1].completions, 1);
     EXPECT_EQ(ops_[1].last_err, -FI_EINVAL);
-    EXPECT_EQ(ops_[0].completions + ops_[2].completions, 0);
     EXPECT_EQ(ctx_->inflight.load(), before - 1) << "the failed one is no longer in flight";
+    efa_core_progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 2}));
+    EXPECT_EQ(ops_[0].completions + ops_[2].completions, 0);
     EXPECT_EQ(ctx_->tx_backlog.size.load(), 0u);
+}
+
+// An owner told from the backlog that its post was refused (a device
+// buffer the provider will not take) posts it again another way (through
+// the host): that post takes the refused one's place, ahead of the posts
+// queued after it (the same peer's next message, a later receive), and
+// two such posts keep their order.
+CtxBacklog *g_backlog_test = nullptr;
+void repost_twice(efa_op_t *op, const efa_cqe_t *cqe) {
+    record_completion(op, cqe);
+    EXPECT_EQ(g_backlog_test->submit(4), 0);
+    EXPECT_EQ(g_backlog_test->submit(5), 0);
+}
+
+TEST_F(CtxBacklog, APostMadeForARefusedOneTakesItsPlace) {
+    provider_.answers = {-FI_EAGAIN};
+    for (int id = 0; id < 3; ++id) {
+        submit(id);
+    }
+    g_backlog_test = this;
+    ops_[1].op.complete = repost_twice;
+    provider_.answers = {0, -FI_EINVAL};
+    efa_core_progress(core_.core());
+    EXPECT_EQ(ops_[1].completions, 1);
+    efa_core_progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 4, 5, 2}))
+        << "a post queued after the refused one overtook it";
+    // Once told, posts go to the tail again.
+    provider_.answers = {-FI_EAGAIN};
+    submit(3);
+    EXPECT_EQ(ctx_->tx_backlog.size.load(), 1u);
+    efa_core_progress(core_.core());
+    EXPECT_EQ(provider_.accepted.back(), 3);
+    g_backlog_test = nullptr;
 }
 
 TEST_F(CtxBacklog, ReceivesWithoutAQueueSlotWaitAndInternalOnesDoNotWaitBehindThem) {
