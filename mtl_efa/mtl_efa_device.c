@@ -34,6 +34,8 @@
 #include "mtl_efa_device.h"
 #include "ompi/proc/proc.h"
 #include "efa_device.h"
+#include "efa_engine.h"
+#include "opal/util/output.h"
 
 static void device_ipc_init(void);
 static void device_hmem_init(void);
@@ -475,4 +477,54 @@ void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool 
     }
     req->buffer = dev;
     req->free_buffer = req->device_temp = false;
+}
+
+/* What the engine did with device messages, at verbose 1 (those it
+ * carried at all; mtl_efa's finalize). */
+void ompi_mtl_efa_device_say_stats(const struct efa_engine_stats *s) {
+    if (0 != s->device_ipc + s->device_streamed + s->device_self) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages received from this node: %llu by the "
+                            "device's IPC, %llu streamed through the host, %llu from this "
+                            "process itself by one device copy",
+                            (unsigned long long)s->device_ipc,
+                            (unsigned long long)s->device_streamed,
+                            (unsigned long long)s->device_self);
+    }
+    if (0 != mca_common_efa_cuda_context_given()) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: %lu threads without a CUDA context were given one for "
+                            "device messages' driver calls",
+                            mca_common_efa_cuda_context_given());
+    }
+    if (0 != s->device_read_pieces + s->device_read_direct) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages read from other nodes: %llu read straight "
+                            "into the device buffer's registration, %llu copied to the device "
+                            "piece by piece as they came in (%llu pieces)",
+                            (unsigned long long)s->device_read_direct,
+                            (unsigned long long)s->device_read_landed,
+                            (unsigned long long)s->device_read_pieces);
+    }
+    if (0 != s->device_stream_pieces) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages streamed as DATA frames: %llu copied to the "
+                            "device piece by piece as they came in (%llu pieces)",
+                            (unsigned long long)s->device_stream_landed,
+                            (unsigned long long)s->device_stream_pieces);
+    }
+    if (0 != s->device_send_read) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages sent to other nodes: %llu offered for "
+                            "reading from their registration",
+                            (unsigned long long)s->device_send_read);
+    }
+    if (0 != s->device_send_staged) {
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: device messages sent to this node as DATA frames: %llu "
+                            "copied to the host piece by piece as their frames went (%llu "
+                            "pieces)",
+                            (unsigned long long)s->device_send_staged,
+                            (unsigned long long)s->device_send_pieces);
+    }
 }

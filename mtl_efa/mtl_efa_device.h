@@ -17,6 +17,9 @@
  * on uncopied). */
 bool ompi_mtl_efa_device_init(void);
 void ompi_mtl_efa_device_fini(void);
+/* What the engine did with device messages, said at verbose 1. */
+struct efa_engine_stats;
+void ompi_mtl_efa_device_say_stats(const struct efa_engine_stats *s);
 
 /* A send's buffer (after packing): device memory is replaced by a host
  * copy (free_buffer set).  OMPI_SUCCESS, or an error with nothing left

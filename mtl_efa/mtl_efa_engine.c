@@ -240,50 +240,7 @@ void ompi_mtl_efa_engine_fini(void) {
                         (unsigned long long)s.eager, (unsigned long long)s.rendezvous,
                         (unsigned long long)s.single_copy, (unsigned long long)s.streamed,
                         (unsigned long long)s.queued, (unsigned long long)s.unexpected);
-    if (0 != s.device_ipc + s.device_streamed + s.device_self) {
-        opal_output_verbose(1, mca_common_efa_output,
-                            "mtl:efa: device messages received from this node: %llu by the "
-                            "device's IPC, %llu streamed through the host, %llu from this "
-                            "process itself by one device copy",
-                            (unsigned long long)s.device_ipc, (unsigned long long)s.device_streamed,
-                            (unsigned long long)s.device_self);
-    }
-    if (0 != mca_common_efa_cuda_context_given()) {
-        opal_output_verbose(1, mca_common_efa_output,
-                            "mtl:efa: %lu threads without a CUDA context were given one for "
-                            "device messages' driver calls",
-                            mca_common_efa_cuda_context_given());
-    }
-    if (0 != s.device_read_pieces + s.device_read_direct) {
-        opal_output_verbose(1, mca_common_efa_output,
-                            "mtl:efa: device messages read from other nodes: %llu read straight "
-                            "into the device buffer's registration, %llu copied to the device "
-                            "piece by piece as they came in (%llu pieces)",
-                            (unsigned long long)s.device_read_direct,
-                            (unsigned long long)s.device_read_landed,
-                            (unsigned long long)s.device_read_pieces);
-    }
-    if (0 != s.device_stream_pieces) {
-        opal_output_verbose(1, mca_common_efa_output,
-                            "mtl:efa: device messages streamed as DATA frames: %llu copied to the "
-                            "device piece by piece as they came in (%llu pieces)",
-                            (unsigned long long)s.device_stream_landed,
-                            (unsigned long long)s.device_stream_pieces);
-    }
-    if (0 != s.device_send_read) {
-        opal_output_verbose(1, mca_common_efa_output,
-                            "mtl:efa: device messages sent to other nodes: %llu offered for "
-                            "reading from their registration",
-                            (unsigned long long)s.device_send_read);
-    }
-    if (0 != s.device_send_staged) {
-        opal_output_verbose(1, mca_common_efa_output,
-                            "mtl:efa: device messages sent to this node as DATA frames: %llu "
-                            "copied to the host piece by piece as their frames went (%llu "
-                            "pieces)",
-                            (unsigned long long)s.device_send_staged,
-                            (unsigned long long)s.device_send_pieces);
-    }
+    ompi_mtl_efa_device_say_stats(&s);
     if (ompi_mtl_efa.own_matching) {
         opal_output_verbose(1, mca_common_efa_output,
                             "mtl:efa: own matching: %llu provider messages sent (%llu packing "
@@ -333,8 +290,6 @@ void ompi_mtl_efa_engine_fini(void) {
     free(ompi_mtl_efa.peer_onnode);
     ompi_mtl_efa.peer_onnode = NULL;
 }
-
-/* ---- which communicators ------------------------------------------------ */
 
 /* ---- sends -------------------------------------------------------------- */
 
