@@ -229,8 +229,13 @@ void mca_btl_efa_emul_on_request(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint
     bool no_frag = false;
     if (get && !small_get) {
         frag = mca_btl_efa_frag_get(btl);
-        /* Out of memory: refused, by an answer without data (which needs
-         * no fragment where it goes by ring), not left to time out. */
+        /* Out of memory: one its initiator can take back stays so (it
+         * will, and do it by single copy); any other is refused, by an
+         * answer without data (which needs no fragment where it goes by
+         * ring), not left to time out. */
+        if (NULL == frag && NULL != claim) {
+            return;
+        }
         no_frag = NULL == frag;
     }
     /* Taken back by its initiator, which did it itself: dropped. */

@@ -353,6 +353,10 @@ int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **bu
         /* (a buffer the convertor allocated is its host copy already) */
         return *free_buffer ? OMPI_SUCCESS : pack_cuda41(convertor, buffer, length, free_buffer);
     }
+    return ompi_mtl_efa_device_stage_copy(buffer, length, free_buffer);
+}
+
+int ompi_mtl_efa_device_stage_copy(void **buffer, size_t length, bool *free_buffer) {
     void *host = efa_stage_get(length);
     int rc = NULL == host ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
     if (OMPI_SUCCESS == rc && 0 != efa_device_copy(host, *buffer, length)) {

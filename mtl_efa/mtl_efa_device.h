@@ -26,6 +26,10 @@ void ompi_mtl_efa_device_say_stats(const struct efa_engine_stats *s);
  * allocated (Open MPI's packed device copy given back). */
 int ompi_mtl_efa_device_stage_send(struct opal_convertor_t *convertor, void **buffer, size_t length,
                                    bool *free_buffer);
+/* The same for a buffer known to be device memory (contiguous, or Open
+ * MPI's packed device copy, given back): its host copy by the device's
+ * copy, without asking the convertor. */
+int ompi_mtl_efa_device_stage_copy(void **buffer, size_t length, bool *free_buffer);
 /* Does this send go uncopied to the engine, which carries its device
  * buffer to process dest of this node by the device's IPC? */
 bool ompi_mtl_efa_device_by_ipc(struct ompi_communicator_t *comm, int dest,

@@ -333,10 +333,11 @@ static inline int start_send(struct ompi_communicator_t *comm, int dest, int tag
         rc = efa_engine_send_device(ompi_mtl_efa.engine, vpid, mtl_efa_comm_cid(comm),
                                     comm->c_my_rank, tag, req->buffer, req->length, sync, &req->on);
         if (OPAL_UNLIKELY(-FI_EOPNOTSUPP == rc)) {
-            /* The peer's slots are too small for the IPC rendezvous (its
-             * own common_efa_onnode_slot_size): through the host. */
-            const int staged = ompi_mtl_efa_device_stage_send(req->convertor, &req->buffer,
-                                                              req->length, &req->free_buffer);
+            /* The engine cannot reach the peer by IPC (no ring out to it):
+             * through the host.  (The buffer is the caller's device memory,
+             * never a packed copy: ompi_mtl_efa_device_by_ipc.) */
+            const int staged =
+                ompi_mtl_efa_device_stage_copy(&req->buffer, req->length, &req->free_buffer);
             if (OMPI_SUCCESS != staged) {
                 return staged;
             }
@@ -382,7 +383,7 @@ int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag
     req->super.completion_callback = ompi_mtl_efa_blocking_send_done;
     req->buffer = buffer;
     req->length = length;
-    req->free_buffer = false; /* freed here, below */
+    req->free_buffer = false; /* freed here, below (set: start_send staged it) */
     bs.done = false;
     int rc = start_send(comm, dest, tag, mode, req, device);
     bool held = false; /* (a failed send's buffer may still be the provider's, as in send_done) */
@@ -397,6 +398,9 @@ int ompi_mtl_efa_engine_send(struct ompi_communicator_t *comm, int dest, int tag
     }
     if (free_buffer) {
         (held ? efa_stage_drop : efa_stage_free)(buffer);
+    }
+    if (req->free_buffer) { /* its host copy (start_send's way through the host) */
+        (held ? efa_stage_drop : efa_stage_free)(req->buffer);
     }
     return rc;
 }

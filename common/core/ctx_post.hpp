@@ -27,22 +27,28 @@ inline bool queue_full(ssize_t rc) {
     return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
 }
 
-// While the backlog tells an owner its post was refused (ctx_progress.cpp),
-// what the owner posts instead goes where the refused post was: the head
-// of its backlog, in the order posted (refusal_taken.cpp).  A post behind
-// the refused one (the same peer's next message, or a receive posted
-// after it) must not overtake it.
-struct RepostInPlace {
-    RepostInPlace();
+// While the backlog b tells an owner its post was refused
+// (ctx_progress.cpp), what the owner posts instead into b goes where the
+// refused post was: b's head, in the order posted (refusal_taken.cpp).  A
+// post behind the refused one (the same peer's next message, or a receive
+// posted after it) must not overtake it.  Posts into other backlogs keep
+// their place; a refusal told inside the owner's callback has its own.
+class RepostInPlace {
+  public:
+    explicit RepostInPlace(efa::Backlog *b);
     ~RepostInPlace();
     RepostInPlace(const RepostInPlace &) = delete;
     RepostInPlace &operator=(const RepostInPlace &) = delete;
+
+  private:
+    efa::Backlog *outer_;
+    int outer_at_;
 };
-int repost_place(); // -1: none (the tail); else the next place from the head
+int repost_place(const efa::Backlog *b); // -1: none (the tail); else the next place from the head
 
 inline void defer(efa_ctx *ctx, efa::Backlog &b, const char *call, efa_op_t *op,
                   std::function<ssize_t()> post, bool holds_slot = false) {
-    const int place = repost_place();
+    const int place = repost_place(&b);
     {
         std::lock_guard<std::mutex> guard(b.lock);
         b.deferred.fetch_add(1, std::memory_order_relaxed);

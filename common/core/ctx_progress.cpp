@@ -46,8 +46,8 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
     std::vector<const char *> calls;
     {
         std::unique_lock<std::mutex> guard(b.lock, std::try_to_lock);
-        if (!guard.owns_lock()) {
-            return; // another thread is at it
+        if (!guard.owns_lock() || b.reposting.load(std::memory_order_acquire)) {
+            return; // another thread is at it (or telling an owner of a refusal)
         }
         while (!b.ops.empty()) {
             efa::Deferred &d = b.ops.front();
@@ -99,7 +99,9 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
                 errors.push_back(static_cast<int>(rc));
                 calls.push_back(call);
                 if (op) {
-                    break; // (what its owner posts instead goes first: RepostInPlace)
+                    // (what its owner posts instead goes first: RepostInPlace)
+                    b.reposting.store(true, std::memory_order_release);
+                    break;
                 }
             }
         }
@@ -117,7 +119,7 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
             efa_cqe_t cqe{errors[i], 0, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, true, false};
             (void)efa::post::take_refusal_taken();
             {
-                const efa::post::RepostInPlace in_place;
+                const efa::post::RepostInPlace in_place(&b);
                 failed[i]->complete(failed[i], &cqe);
             }
             taken = efa::post::take_refusal_taken();
@@ -126,6 +128,9 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
         if (!taken && reported.fetch_add(1) < 8) {
             core->rep.say(0, std::string("deferred post failed: ") + fi_strerror(-errors[i]));
         }
+    }
+    if (!failed.empty() && failed.back()) { // (the flush stopped at it: see above)
+        b.reposting.store(false, std::memory_order_release);
     }
     for (efa_op_t *op : dropped) { // back to the deadline, which tells the owner if need be
         efa::inflight_done(ctx, op);

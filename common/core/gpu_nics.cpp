@@ -462,6 +462,7 @@ GpuChoice choose_gpu(hwloc_topology_t topo, const std::string &setting_in, const
     c.reason = why;
     c.named = by_cuda; // (processes of one GPU each: no sharing to spread)
     c.by_cuda = by_cuda;
+    c.crowded = local_size > 0 && static_cast<size_t>(local_size) > accs.size();
     return c;
 }
 
@@ -498,15 +499,23 @@ NicSetDecision select_gpu_nic_set(const std::vector<NicCandidate> &candidates,
     // spread over it: the GPU's place among the pool's GPUs (PCI order).
     // CUDA_VISIBLE_DEVICES naming one GPU most often means one process per
     // GPU: where GPUs share the pool, each starts at its own GPU's place
-    // (by local rank two GPUs' processes would share NICs and leave some).
+    // (by local rank two GPUs' processes would share NICs and leave some);
+    // where the node has more processes than GPUs, those of one GPU then
+    // start on different NICs of its share, by local rank.
+    const size_t rank = static_cast<size_t>(local_rank > 0 ? local_rank : 0);
     size_t k = 0;
     std::string start;
     if (gpu.named && !(gpu.by_cuda && sharing > 1)) {
-        k = static_cast<size_t>(local_rank > 0 ? local_rank : 0) % pool.size();
-        start = "local rank " + std::to_string(local_rank > 0 ? local_rank : 0);
+        k = rank % pool.size();
+        start = "local rank " + std::to_string(rank);
     } else {
         k = place * pool.size() / sharing;
         start = "GPU " + std::to_string(place + 1) + " of " + std::to_string(sharing) + " there";
+        const size_t share = std::max<size_t>(pool.size() / sharing, 1);
+        if (gpu.by_cuda && gpu.crowded && share > 1) {
+            k = (k + rank % share) % pool.size();
+            start += ", local rank " + std::to_string(rank);
+        }
     }
     std::rotate(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(k), pool.end());
     const size_t whole = pool.size();

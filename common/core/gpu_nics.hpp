@@ -42,6 +42,7 @@ struct GpuChoice {
     std::string error;    // a setting that names no GPU of the node (said; nothing chosen)
     bool named = false;   // by common_efa_gpu or CUDA_VISIBLE_DEVICES: others may share it
     bool by_cuda = false; // named by CUDA_VISIBLE_DEVICES (most often one process per GPU)
+    bool crowded = false; // more processes on the node than GPUs: some share theirs
 };
 
 // Which GPU this process uses, by 'setting' (common_efa_gpu):

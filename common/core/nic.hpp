@@ -30,6 +30,9 @@ struct Backlog {
     std::deque<Deferred> ops;
     std::atomic<size_t> size{0};
     std::atomic<uint64_t> deferred{0}; // statistics: posts that found the queue full
+    // Its owner is being told of a refused post, whose replacement goes
+    // first: no other thread's flush posts what waits behind it meanwhile.
+    std::atomic<bool> reposting{false};
 };
 } // namespace efa
 

@@ -12,7 +12,8 @@
 
 namespace {
 thread_local bool t_refusal_taken = false;
-thread_local int t_front_at = -1; // RepostInPlace's next place; -1: none
+thread_local efa::Backlog *t_front_of = nullptr; // RepostInPlace's backlog (none: null)
+thread_local int t_front_at = 0;                 // ... and the next place from its head
 } // namespace
 
 namespace efa::post {
@@ -23,16 +24,18 @@ bool take_refusal_taken() {
     return taken;
 }
 
-RepostInPlace::RepostInPlace() {
+RepostInPlace::RepostInPlace(efa::Backlog *b) : outer_(t_front_of), outer_at_(t_front_at) {
+    t_front_of = b;
     t_front_at = 0;
 }
 
 RepostInPlace::~RepostInPlace() {
-    t_front_at = -1;
+    t_front_of = outer_;
+    t_front_at = outer_at_;
 }
 
-int repost_place() {
-    return t_front_at < 0 ? -1 : t_front_at++;
+int repost_place(const efa::Backlog *b) {
+    return b == t_front_of ? t_front_at++ : -1;
 }
 
 } // namespace efa::post

@@ -36,6 +36,10 @@ class CtxBacklog : public ::testing::Test {
         return efa::post::submit(ctx_, ctx_->tx_backlog, "fi_send", &ops_[id].op,
                                  provider_.post(id));
     }
+    int submit_rx(int id) { // (the receive backlog, without a queue slot's count)
+        return efa::post::submit(ctx_, ctx_->rx_backlog, "fi_recv", &ops_[id].op,
+                                 provider_.post(id));
+    }
 
   protected:
     void SetUp() override {
@@ -166,6 +170,39 @@ TEST_F(CtxBacklog, APostMadeForARefusedOneTakesItsPlace) {
     EXPECT_EQ(ctx_->tx_backlog.size.load(), 1u);
     efa_core_progress(core_.core());
     EXPECT_EQ(provider_.accepted.back(), 3);
+    g_backlog_test = nullptr;
+}
+
+// What the owner posts into another backlog meanwhile keeps its place
+// there (behind what waits), and the refused post's replacement still
+// takes the first place in its own.
+void repost_here_and_there(efa_op_t *op, const efa_cqe_t *cqe) {
+    record_completion(op, cqe);
+    EXPECT_EQ(g_backlog_test->submit_rx(5), 0);
+    EXPECT_EQ(g_backlog_test->submit(4), 0);
+}
+
+TEST_F(CtxBacklog, APostIntoAnotherBacklogMeanwhileKeepsItsPlaceThere) {
+    provider_.answers = {-FI_EAGAIN};
+    for (int id = 0; id < 3; ++id) {
+        submit(id);
+    }
+    provider_.answers = {-FI_EAGAIN};
+    submit_rx(3);
+    ASSERT_EQ(ctx_->rx_backlog.size.load(), 1u);
+    g_backlog_test = this;
+    ops_[1].op.complete = repost_here_and_there;
+    provider_.answers = {0, -FI_EINVAL, -FI_EAGAIN, -FI_EAGAIN};
+    efa_core_progress(core_.core());
+    ASSERT_EQ(ops_[1].completions, 1);
+    ASSERT_EQ(ctx_->rx_backlog.ops.size(), 2u);
+    EXPECT_EQ(ctx_->rx_backlog.ops[0].op, &ops_[3].op) << "a post into another backlog went first";
+    EXPECT_EQ(ctx_->rx_backlog.ops[1].op, &ops_[5].op);
+    ASSERT_FALSE(ctx_->tx_backlog.ops.empty());
+    EXPECT_EQ(ctx_->tx_backlog.ops[0].op, &ops_[4].op);
+    EXPECT_FALSE(ctx_->tx_backlog.reposting.load()) << "the flush left its backlog held";
+    provider_.answers = {};
+    efa_core_progress(core_.core());
     g_backlog_test = nullptr;
 }
 

@@ -421,6 +421,24 @@ TEST(GpuNics, GpusNamedByCudaSharingASwitchSpreadOverItsNics) {
     }
 }
 
+// Two processes per GPU so named (more processes than GPUs): those of one
+// GPU start on different NICs of its share of the switch's.
+TEST(GpuNics, ProcessesSharingAGpuNamedByCudaStartOnDifferentNicsOfItsShare) {
+    const Topology topo = Topology::from_file("shared-switch.xml");
+    ASSERT_NE(topo.get(), nullptr);
+    const auto nics = shared_switch_candidates();
+    std::set<size_t> firsts;
+    for (int r = 0; r < 8; ++r) {
+        const std::string visible = std::to_string(r / 2);
+        const GpuChoice gpu = choose_gpu(topo.get(), "auto", visible.c_str(), r, 8, nullptr);
+        ASSERT_TRUE(gpu.by_cuda && gpu.crowded) << gpu.reason;
+        const auto one = select_gpu_nic_set(nics, topo.get(), gpu, r, 1);
+        ASSERT_EQ(one.indices.size(), 1u) << one.reason;
+        firsts.insert(one.indices[0]);
+    }
+    EXPECT_EQ(firsts.size(), 8u) << "two processes of one GPU start on the same NIC";
+}
+
 // A GPU under a bridge that holds every NIC found: nothing told, the set
 // is dropped, and the reason says so (not "no NIC near it").
 TEST(GpuNics, EveryNicNearTheGpuIsSaid) {
