@@ -199,6 +199,12 @@ typedef struct mca_mtl_efa_request_t {
      * from its completion (mtl_efa_device.c). */
     fi_addr_t post_addr;
     uint64_t post_bits, post_ignore;
+    /* A receive being posted again (mtl_efa_recv.c's post_again): its
+     * completion, should another thread hear it before the repost is
+     * through, is held here and finished by the reposting thread, which
+     * may still look at the request until then. */
+    int repost_state; /* MTL_EFA_REPOST_* */
+    efa_cqe_t repost_cqe;
 #if EFA_TSAN
     /* pml/cm's completion callback, called through mtl_efa_module.c's
      * annotation. */
@@ -206,6 +212,8 @@ typedef struct mca_mtl_efa_request_t {
     const void *tsan_stack_convertor; /* a heap request's convertor on its caller's stack */
 #endif
 } mca_mtl_efa_request_t;
+
+enum { MTL_EFA_REPOST_NONE, MTL_EFA_REPOST_UNDER_WAY, MTL_EFA_REPOST_HELD };
 
 /* A send MPI_Send waits for inside the MTL: the request lives on the
  * caller's stack and completion only raises the flag. */

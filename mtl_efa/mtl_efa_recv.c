@@ -99,13 +99,31 @@ static bool withdrawn(mca_mtl_efa_request_t *req) {
            0 != __atomic_load_n(&req->any_lost, __ATOMIC_SEQ_CST);
 }
 
+static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe_in);
+
+/* The completion of a receive posted again while post_again may still
+ * look at the request: held for it, unless it is through. */
+static void reposted_recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
+    mca_mtl_efa_request_t *req = MTL_EFA_REQ_OF(op, op);
+    int under_way = MTL_EFA_REPOST_UNDER_WAY;
+    req->repost_cqe = *cqe;
+    if (__atomic_compare_exchange_n(&req->repost_state, &under_way, MTL_EFA_REPOST_HELD, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        return; /* post_again finishes it */
+    }
+    recv_complete(op, cqe);
+}
+
 /* A receive whose post the provider refused from the backlog: a device
  * buffer is posted again with a host buffer (true; an ANY_SOURCE one stays
  * on the watch's list); else the failure stands.  A cancel that came
  * while the receive was neither the provider's nor in a backlog found
  * nothing: such a receive is not posted again but ends cancelled (*err
  * -FI_ECANCELED), and one that came while it was posted again is asked
- * again once it is (then the provider holds it). */
+ * again once it is (then the provider holds it).  Until this function is
+ * through with the request, its completion cannot finish it (another
+ * thread may hear it at once): reposted_recv_complete holds it, and it is
+ * finished here. */
 static bool post_again(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe, int *err) {
     if (!cqe->unposted ||
         !ompi_mtl_efa_device_post_refused(req, "mtl_efa fi_trecv (from the backlog)", cqe->err)) {
@@ -116,14 +134,27 @@ static bool post_again(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe, int *er
         *err = -FI_ECANCELED;
         return false;
     }
+    __atomic_store_n(&req->repost_state, MTL_EFA_REPOST_UNDER_WAY, __ATOMIC_RELEASE);
+    req->op.complete = reposted_recv_complete;
     const int rc = post_recv(req, req->post_addr, req->post_bits, req->post_ignore);
     if (OMPI_SUCCESS != rc) {
+        req->op.complete = recv_complete;
+        __atomic_store_n(&req->repost_state, MTL_EFA_REPOST_NONE, __ATOMIC_RELEASE);
         req->error = rc;
         return false;
     }
     efa_core_device_refusal_taken(); /* (no failed post to say) */
-    if (withdrawn(req) && !req->super.ompi_req->req_complete) {
+    if (withdrawn(req) &&
+        MTL_EFA_REPOST_UNDER_WAY == __atomic_load_n(&req->repost_state, __ATOMIC_ACQUIRE)) {
         (void)efa_ctx_cancel(req->ctx, &req->op);
+    }
+    int under_way = MTL_EFA_REPOST_UNDER_WAY;
+    if (!__atomic_compare_exchange_n(&req->repost_state, &under_way, MTL_EFA_REPOST_NONE, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        /* (completed meanwhile, here or in another thread) */
+        req->repost_state = MTL_EFA_REPOST_NONE;
+        req->op.complete = recv_complete;
+        recv_complete(&req->op, &req->repost_cqe);
     }
     return true;
 }

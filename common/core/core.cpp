@@ -286,6 +286,7 @@ int open_core(efa_core *core) {
     }
     std::vector<FiMrBackend::Domain> device_domains = domains;
     core->mr_backend = std::make_unique<FiMrBackend>(std::move(domains), core->selection.mr_local);
+    core->mr_backend->say_close_failures_to(&core->rep);
     core->mr_cache = std::make_unique<MrCache>(*core->mr_backend, mr_cache_config(core->params));
     if (core->selection.hmem) {
         // Device allocations, registered whole and exactly (align 1); a
@@ -293,6 +294,7 @@ int open_core(efa_core *core) {
         // the memory hooks do not see a device's free.
         core->dev_mr_backend = std::make_unique<FiMrBackend>(
             std::move(device_domains), core->selection.mr_local, *core->mr_backend);
+        core->dev_mr_backend->say_close_failures_to(&core->rep);
         MrCacheConfig dc = mr_cache_config(core->params);
         dc.reuse = true;
         dc.align = 1;

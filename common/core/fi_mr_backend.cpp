@@ -286,13 +286,23 @@ void FiMrBackend::add_rails(void *base, size_t len, uint64_t access, uint64_t ke
     }
 }
 
+void FiMrBackend::close_mr(void *handle) {
+    const int rc = fi_close(&static_cast<fid_mr *>(handle)->fid);
+    if (rc != 0 && closes_failed_.fetch_add(1, std::memory_order_relaxed) == 0 && close_rep_) {
+        close_rep_->say(0, std::string("a memory registration could not be closed (fi_close: ") +
+                               fi_strerror(-rc) +
+                               "): its pages stay registered with the NIC until the process "
+                               "ends (said once)");
+    }
+}
+
 void FiMrBackend::dereg(const MrRegistration &r) {
     if (r.handle) {
-        fi_close(&static_cast<fid_mr *>(r.handle)->fid);
+        close_mr(r.handle);
     }
     for (int i = 1; i < r.rails; ++i) {
         if (r.rail[i - 1].handle) {
-            fi_close(&static_cast<fid_mr *>(r.rail[i - 1].handle)->fid);
+            close_mr(r.rail[i - 1].handle);
         }
     }
 }
