@@ -155,6 +155,9 @@ int mca_btl_efa_cma_rdma(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     int err = efa_cma_copy(ep->cma_pid, put, a->cb.local_address, remote_address, size, &moved);
     int status = OPAL_SUCCESS;
     if (0 != err) {
+        if (mca_btl_efa_cma_passing(err)) {
+            return OPAL_ERR_NOT_AVAILABLE; /* this one by the provider; single copy stays */
+        }
         if (EFAULT != err) {
             /* The kernel took the right away (or the process is gone):
              * the provider redoes the whole operation, which is harmless

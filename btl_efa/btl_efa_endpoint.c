@@ -53,7 +53,7 @@ mca_btl_efa_endpoint_t *mca_btl_efa_endpoint_by_name(mca_btl_efa_module_t *btl, 
     ep->is_self = (name == btl->my_name);
     efa_flow_peer_init(&btl->send.flow, &ep->flow);
     int rc;
-    ep->peer = mca_common_efa_peer_lookup(btl->core, &ep->name, &rc);
+    ep->peer = mca_common_efa_peer_lookup(btl->core, &ep->name, NULL != proc, &rc);
     if (NULL == ep->peer) {
         free(ep);
         OPAL_THREAD_LOCK(&btl->lock);

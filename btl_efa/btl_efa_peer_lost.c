@@ -30,6 +30,8 @@ static void peer_lost(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep, int
     OPAL_THREAD_LOCK(&btl->lock);
     const bool first = !ep->lost;
     ep->lost = true;
+    /* (its pid may be another process's soon: no single copy by it) */
+    __atomic_store_n(&ep->cma, EFA_BTL_CMA_OFF, __ATOMIC_RELEASE);
     efa_btl_frag_t *queued = first ? take_queue_locked(btl, ep) : NULL;
     const bool tell = first && !ep->detached;
     OPAL_THREAD_UNLOCK(&btl->lock);

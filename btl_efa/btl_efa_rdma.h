@@ -9,6 +9,8 @@
 
 #include "btl_efa.h"
 
+#include <errno.h>
+
 #include "opal/util/output.h"
 
 BEGIN_C_DECLS
@@ -85,6 +87,11 @@ int mca_btl_efa_cma_init(mca_btl_efa_module_t *btl, efa_single_copy_mode_t mode)
 void mca_btl_efa_cma_give_up(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
                              const char *why);
 void mca_btl_efa_cma_fini(mca_btl_efa_module_t *btl);
+/* A failed copy that may pass (the kernel short of memory for it): that
+ * operation goes another way, single copy stays for the next. */
+static inline bool mca_btl_efa_cma_passing(int err) {
+    return ENOMEM == err || EAGAIN == err || EINTR == err;
+}
 /* A put or get by a direct copy into or out of the peer's memory.  Returns
  * OPAL_ERR_NOT_AVAILABLE when the operation is not for this path (the
  * caller then takes the provider's); anything else means it was handled,

@@ -226,6 +226,13 @@ void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl) {
         if (now - r->first_seen < btl->ring_rma.wait) {
             continue;
         }
+        /* A target whose process is gone (or whose single copy stopped)
+         * is not written by pid: the pid may be another process's now.
+         * The request is left to its deadline. */
+        if (ep->lost || EFA_BTL_CMA_ON != __atomic_load_n(&ep->cma, __ATOMIC_ACQUIRE)) {
+            rec_free(btl, i);
+            continue;
+        }
         if (efa_btl_wire_claim_move(r->claim, EFA_BTL_CLAIM_CANCELLED)) {
             back[nback].id = r->id;
             back[nback].ep = ep;
@@ -259,6 +266,8 @@ void mca_btl_efa_ring_rma_check(mca_btl_efa_module_t *btl) {
                                 put ? "put" : "get", req->size,
                                 (unsigned long long)req->remote_address, moved, strerror(err));
             mca_btl_efa_emul_req_answered(btl, req, OPAL_ERR_BAD_PARAM);
+        } else if (mca_btl_efa_cma_passing(err)) {
+            mca_btl_efa_emul_req_resend(btl, req); /* (single copy stays) */
         } else {
             /* The kernel took the right away, or the peer is gone: single
              * copy stops for this peer, and the request goes again as one

@@ -139,6 +139,8 @@ static void node_sweep(mca_btl_efa_module_t *btl) {
                 watch_sender(btl, ep);
             }
             if (0 != ep->exit_watch && efa_cma_exited(ep->exit_watch - 1)) {
+                /* (its pid may be another process's soon: no single copy by it) */
+                __atomic_store_n(&ep->cma, EFA_BTL_CMA_OFF, __ATOMIC_RELEASE);
                 if ((NULL != ep->outbox && efa_shm_outbox_owner_closed(ep->outbox)) ||
                     (ep->ring_in > 0 &&
                      EFA_NODE_SENDER_LEFT ==

@@ -43,9 +43,13 @@ OPAL_DECLSPEC efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need
                                                  int *opal_err);
 OPAL_DECLSPEC void mca_common_efa_release(efa_core_t *core);
 
-/* Look a remote process up in the modex and insert it into the AV. */
-OPAL_DECLSPEC efa_peer_t *
-mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name, int *opal_err);
+/* Look a remote process up in the modex and insert it into the AV.
+ * say_missing: a process the modex does not hold is said (help text and
+ * its pause, as the job ends); else it is only refused (a name a message
+ * carries, perhaps forged: its receiver says what it drops). */
+OPAL_DECLSPEC efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core,
+                                                     const opal_process_name_t *name,
+                                                     bool say_missing, int *opal_err);
 
 /* Show a help topic of 'file' on stderr, the way the core's own messages
  * go (Open MPI 4.1's show_help relay loses messages of several failing

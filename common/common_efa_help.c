@@ -87,11 +87,16 @@ void mca_common_efa_show_help(const char *file, const char *topic, int same_ever
 }
 
 efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name,
-                                       int *opal_err) {
+                                       bool say_missing, int *opal_err) {
     uint8_t *blob = NULL;
     size_t len = 0;
     int rc;
     OPAL_MODEX_RECV_STRING(rc, "common_efa", name, &blob, &len);
+    if ((OPAL_SUCCESS != rc || NULL == blob) && !say_missing) {
+        free(blob);
+        *opal_err = OPAL_ERR_UNREACH;
+        return NULL;
+    }
     if (OPAL_SUCCESS != rc || NULL == blob) {
         /* Straight to stderr (Open MPI 4.1's relay loses messages of several
          * failing processes), with the runtime's answer. */

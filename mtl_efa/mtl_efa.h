@@ -431,6 +431,12 @@ static inline void ompi_mtl_efa_any_done(mca_mtl_efa_request_t *req) {
  * come); a receive that matched such a message (finish completes the
  * request, once its bytes are read); a probe's completion given the message's length from its note
  * (OMPI_ERR_NOT_FOUND: not here yet; a claimed message waits for it). */
+/* mtl_efa_recv_done.c: a receive that ended (its status, its buffer, a
+ * synchronous sender's answer, pml cm's callback); a status's envelope and
+ * count from a receive's or a probe's completion (MPI_ERROR left alone). */
+void ompi_mtl_efa_recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe);
+void ompi_mtl_efa_fill_status(ompi_status_public_t *status, const efa_cqe_t *cqe);
+
 void ompi_mtl_efa_rdv_init(const efa_core_info_t *info);
 bool ompi_mtl_efa_rdv_peer(const efa_peer_t *peer);
 int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint32_t seq,

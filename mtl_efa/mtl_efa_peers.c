@@ -96,7 +96,7 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
             return rc;
         }
         efa_peer_t *peer =
-            mca_common_efa_peer_lookup(ompi_mtl_efa.core, &procs[i]->super.proc_name, &rc);
+            mca_common_efa_peer_lookup(ompi_mtl_efa.core, &procs[i]->super.proc_name, true, &rc);
         if (NULL == peer) {
             return rc;
         }
@@ -119,20 +119,32 @@ int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 static efa_peer_t **kept;
 static size_t nkept, kept_room;
 
-static void put_or_keep(efa_peer_t *peer) {
-    if (NULL != ompi_mtl_efa.engine && nkept == kept_room) {
-        const size_t room = kept_room ? 2 * kept_room : 64;
-        efa_peer_t **grown = realloc(kept, room * sizeof(*kept));
-        if (NULL != grown) {
-            kept = grown;
-            kept_room = room;
-        }
+/* Room in 'kept' for n more peers.  Where none can be had, the engine's
+ * peers are left for the core's close, which frees every peer it still
+ * holds: giving them back now would free what the engine still uses. */
+static bool kept_room_for(size_t n) {
+    if (nkept + n <= kept_room) {
+        return true;
     }
-    if (NULL != ompi_mtl_efa.engine && nkept < kept_room) {
-        kept[nkept++] = peer;
-    } else {
+    size_t room = kept_room ? kept_room : 64;
+    while (room < nkept + n) {
+        room *= 2;
+    }
+    efa_peer_t **grown = realloc(kept, room * sizeof(*kept));
+    if (NULL == grown) {
+        return false;
+    }
+    kept = grown;
+    kept_room = room;
+    return true;
+}
+
+static void put_or_keep(efa_peer_t *peer, bool room) {
+    if (NULL == ompi_mtl_efa.engine) {
         efa_core_peer_put(ompi_mtl_efa.core, peer);
-    }
+    } else if (room) {
+        kept[nkept++] = peer;
+    } /* else the core's close frees it (kept_room_for) */
 }
 
 void ompi_mtl_efa_put_kept_peers(void) {
@@ -146,18 +158,13 @@ void ompi_mtl_efa_put_kept_peers(void) {
 
 int ompi_mtl_efa_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
                            struct ompi_proc_t **procs) {
-    static bool ft_said = false;
     (void)mtl;
     mca_common_efa_report(ompi_mtl_efa.core);
-    /* (here, not at init: pml cm was chosen; every process says it, as
-     * the program that counts on recovery is the one that must hear it) */
-    if (MTL_EFA_FT_MPI_ON() && !__atomic_exchange_n(&ft_said, true, __ATOMIC_RELAXED)) {
-        opal_show_help("help-mtl-efa.txt", "ft-mpi-under-cm", true, opal_process_info.nodename);
-    }
+    const bool room = NULL == ompi_mtl_efa.engine || kept_room_for(nprocs);
     for (size_t i = 0; i < nprocs; ++i) {
         efa_peer_t *peer = (efa_peer_t *)procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
         if (peer) {
-            put_or_keep(peer);
+            put_or_keep(peer, room);
             procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = NULL;
         }
     }

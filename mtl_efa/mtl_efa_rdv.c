@@ -89,8 +89,10 @@ int ompi_mtl_efa_rdv_send(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t b
         efa_core_mr_release(ompi_mtl_efa.core, mr);
         req->mr = NULL;
         /* (-FI_EALREADY: an older message of this seq still unanswered;
-         * this one goes the plain way) */
-        return -FI_EALREADY == rc ? OMPI_ERR_NOT_AVAILABLE : ompi_mtl_efa_error(rc);
+         * -FI_ENOMEM: no memory to watch the receiver: this one goes the
+         * plain way) */
+        return -FI_EALREADY == rc || -FI_ENOMEM == rc ? OMPI_ERR_NOT_AVAILABLE
+                                                      : ompi_mtl_efa_error(rc);
     }
     return OMPI_SUCCESS;
 }

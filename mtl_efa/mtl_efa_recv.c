@@ -1,5 +1,6 @@
 /*
- * mtl_efa receives: posted receives, probes, matched probes and cancel.
+ * mtl_efa receives: posted receives, probes, matched probes and cancel
+ * (their end: mtl_efa_recv_done.c).
  */
 #include "mtl_efa.h"
 #include "mtl_efa_device.h"
@@ -7,88 +8,6 @@
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 #include "ompi/message/message.h"
 #include "opal/runtime/opal_progress.h"
-
-/* Fill an MPI status's envelope and count from a receive or peek
- * completion.  Not MPI_ERROR: probes write straight into the user's status,
- * and single-completion calls must leave that field alone (MPI sets it only
- * in calls that complete several requests); a request's own status gets it
- * in recv_finish. */
-static void fill_status(ompi_status_public_t *status, const efa_cqe_t *cqe) {
-    const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
-    status->MPI_SOURCE =
-        codec->source_in_tag ? (int)efa_tag_codec_src(codec, cqe->tag) : (int)(uint32_t)cqe->data;
-    status->MPI_TAG = efa_tag_codec_tag(codec, cqe->tag);
-    status->_ucount = cqe->len;
-}
-
-/* The provider delivered part of a message that fitted (ofi_rxd under
- * loss): the data is lost, so the receive fails; say why once per process
- * rather than let it read as the sender's truncation. */
-static void short_delivery(const mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
-    static bool said = false;
-    if (!said) {
-        said = true;
-        mca_common_efa_show_help("help-mtl-efa.txt", "short-delivery", false,
-                                 opal_process_info.nodename, cqe->len, req->length);
-    }
-}
-
-static void recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) {
-    ompi_status_public_t *status = &req->super.ompi_req->req_status;
-    if (req->mr) { /* before its buffer goes (a staging or packing one) */
-        efa_core_mr_release(ompi_mtl_efa.core, req->mr);
-        req->mr = NULL;
-    }
-    if (-FI_ECANCELED == cqe->err && req->any_lost) {
-        /* Withdrawn as a member of its communicator was lost
-         * (mtl_efa_any.c): an error, not a cancel. */
-        status->MPI_ERROR = ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(req->any_lost));
-        if (OMPI_SUCCESS == status->MPI_ERROR) {
-            status->MPI_ERROR = OMPI_ERROR;
-        }
-        status->_ucount = 0;
-        ompi_mtl_efa_recv_buffer_done(req, 0, false);
-    } else if (-FI_ECANCELED == cqe->err) {
-        status->_cancelled = true;
-        status->_ucount = 0;
-        ompi_mtl_efa_recv_buffer_done(req, 0, false);
-    } else {
-        fill_status(status, cqe);
-        status->MPI_ERROR = OMPI_SUCCESS;
-        /* Truncation shows either as the provider's error or, where the
-         * core posted an overflow area, as a length beyond the buffer. */
-        efa_recv_outcome_t outcome = efa_recv_outcome(cqe, req->length);
-        if (EFA_RECV_SHORT == outcome) {
-            short_delivery(req, cqe);
-            status->MPI_ERROR = MPI_ERR_INTERN;
-        } else if (EFA_RECV_TRUNCATED == outcome || (0 == cqe->err && cqe->len > req->length)) {
-            status->MPI_ERROR = MPI_ERR_TRUNCATE;
-            status->_ucount = req->length; /* what the buffer held */
-        } else if (cqe->err) {
-            status->MPI_ERROR = ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(cqe->err));
-            if (OMPI_SUCCESS == status->MPI_ERROR) {
-                status->MPI_ERROR = OMPI_ERROR;
-            }
-        }
-        const bool failed =
-            OMPI_SUCCESS != status->MPI_ERROR && MPI_ERR_TRUNCATE != status->MPI_ERROR;
-        if (EFA_PROTO_SYNC == efa_tag_codec_proto(&ompi_mtl_efa.codec, cqe->tag) && !failed) {
-            /* The data is here, but the sender's MPI_Ssend would wait for
-             * ever: say so on this receive rather than nowhere. */
-            int rc = ompi_mtl_efa_send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG,
-                                                efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag));
-            if (OPAL_UNLIKELY(OMPI_SUCCESS != rc) && OMPI_SUCCESS == status->MPI_ERROR) {
-                status->MPI_ERROR = ompi_mtl_efa_mpi_error(rc);
-            }
-        }
-        if (OPAL_UNLIKELY(failed)) {
-            ompi_mtl_efa_recv_buffer_failed(req);
-        } else {
-            ompi_mtl_efa_recv_buffer_done(req, status->_ucount, true);
-        }
-    }
-    req->super.completion_callback(&req->super);
-}
 
 static int post_recv(mca_mtl_efa_request_t *req, fi_addr_t addr, uint64_t bits, uint64_t ignore);
 
@@ -176,10 +95,10 @@ static void recv_complete(efa_op_t *op, const efa_cqe_t *cqe_in) {
     }
     ompi_mtl_efa_any_done(req);
     if (ompi_mtl_efa_is_rdv(cqe)) {
-        ompi_mtl_efa_rdv_recv(req, cqe, recv_finish); /* the bytes are read next */
+        ompi_mtl_efa_rdv_recv(req, cqe, ompi_mtl_efa_recv_finish); /* the bytes are read next */
         return;
     }
-    recv_finish(req, cqe);
+    ompi_mtl_efa_recv_finish(req, cqe);
 }
 
 /* The provider's half of a dual (ANY_SOURCE, mixed communicator) receive
@@ -198,10 +117,10 @@ static void dual_recv_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         (void)efa_engine_partner_done(ompi_mtl_efa.engine, &req->on, true);
     }
     if (ompi_mtl_efa_is_rdv(cqe)) {
-        ompi_mtl_efa_rdv_recv(req, cqe, recv_finish);
+        ompi_mtl_efa_rdv_recv(req, cqe, ompi_mtl_efa_recv_finish);
         return;
     }
-    recv_finish(req, cqe);
+    ompi_mtl_efa_recv_finish(req, cqe);
 }
 
 /* The receive's match bits and, for a directed receive, the source address. */
@@ -419,10 +338,10 @@ static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     }
     free(claim);
     if (ompi_mtl_efa_is_rdv(cqe)) {
-        ompi_mtl_efa_rdv_recv(req, cqe, recv_finish);
+        ompi_mtl_efa_rdv_recv(req, cqe, ompi_mtl_efa_recv_finish);
         return;
     }
-    recv_finish(req, cqe);
+    ompi_mtl_efa_recv_finish(req, cqe);
 }
 
 static int peek(struct ompi_communicator_t *comm, int src, int tag, bool claim_it,
@@ -487,7 +406,7 @@ int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communica
     }
     *flag = 1;
     if (MPI_STATUS_IGNORE != status) {
-        fill_status(status, &probe.cqe);
+        ompi_mtl_efa_fill_status(status, &probe.cqe);
     }
     return OMPI_SUCCESS;
 }
@@ -536,14 +455,14 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
         }
     }
     ompi_status_public_t st;
-    fill_status(&st, &claim->cqe);
+    ompi_mtl_efa_fill_status(&st, &claim->cqe);
     *message = msg;
     (*message)->comm = comm;
     (*message)->req_ptr = claim;
     (*message)->peer = st.MPI_SOURCE;
     (*message)->count = st._ucount;
     if (MPI_STATUS_IGNORE != status) {
-        fill_status(status, &claim->cqe); /* MPI_ERROR stays the caller's */
+        ompi_mtl_efa_fill_status(status, &claim->cqe); /* MPI_ERROR stays the caller's */
     }
     *matched = 1;
     return OMPI_SUCCESS;

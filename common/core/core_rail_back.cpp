@@ -176,8 +176,9 @@ void put_back(efa_core *core, fi_addr_t rail0, int rail) {
     {
         std::lock_guard<std::mutex> guard(core->peers_lock);
         if (efa_peer_t *p = peer_at(core, rail0)) {
+            // (release: who takes the back bit sees the down bit cleared)
             const uint32_t was = __atomic_fetch_or(again ? &p->rails_down : &p->rails_back,
-                                                   1u << rail, __ATOMIC_RELAXED);
+                                                   1u << rail, __ATOMIC_RELEASE);
             if (!again) {
                 __atomic_fetch_or(&p->rails_back_btl, 1u << rail, __ATOMIC_RELAXED);
             }

@@ -5,6 +5,7 @@
 #include "deadline_tracked.hpp"
 #include "path_counts.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -52,6 +53,28 @@ void open_rails(efa_core *core, const std::vector<const fi_info *> &rail_infos,
     }
 }
 
+namespace {
+
+// The entries of a short insert on rail r that did go in, removed again
+// (else they hold their room in its vector for good), but for one another
+// peer owns (shm answers a name it cannot find with an entry it holds);
+// then none is the peer's.
+void remove_rail_inserted(efa_core *core, int r, fi_addr_t *at, int nctx) {
+    std::vector<fi_addr_t> in;
+    for (int i = 0; i < nctx; ++i) {
+        if (at[i] != FI_ADDR_NOTAVAIL && !core->rail_primary[r].count(at[i]) &&
+            std::find(in.begin(), in.end(), at[i]) == in.end()) {
+            in.push_back(at[i]);
+        }
+        at[i] = FI_ADDR_NOTAVAIL;
+    }
+    if (!in.empty()) {
+        (void)fi_av_remove(core->rails[r - 1]->av(), in.data(), in.size(), 0);
+    }
+}
+
+} // namespace
+
 void insert_peer_rails(efa_core *core, efa_peer_t *peer, const PeerBlob &pb,
                        const std::vector<int> &pairing) {
     const int nctx = core->nic->num_contexts();
@@ -61,13 +84,14 @@ void insert_peer_rails(efa_core *core, efa_peer_t *peer, const PeerBlob &pb,
     peer->rails_mutual = 0;
     for (int r = 1; r < nrails; ++r) {
         fi_addr_t *at = peer->addr + static_cast<size_t>(r) * nctx;
+        for (int i = 0; i < nctx; ++i) {
+            at[i] = FI_ADDR_NOTAVAIL; // (what a failed insert leaves alone)
+        }
         // A rail that cannot take the peer leaves it to the others: said
         // at verbose 10, never fatal (rail 0 reaches it).
         if (pairing[r] < 0 || fi_av_insert(core->rails[r - 1]->av(), pb.nic_names(pairing[r]), nctx,
                                            at, 0, nullptr) != nctx) {
-            for (int i = 0; i < nctx; ++i) {
-                at[i] = FI_ADDR_NOTAVAIL;
-            }
+            remove_rail_inserted(core, r, at, nctx);
             core->rep.say(10, "rail " + std::to_string(r) + " does not reach a peer (" +
                                   (pairing[r] < 0 ? "no NIC of it on this fabric"
                                                   : "address vector refused it") +

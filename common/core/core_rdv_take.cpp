@@ -75,15 +75,40 @@ void take_put(Take *t) {
 }
 
 // The answer to a note, in flight on its own: the receive may complete
-// (and its memory go) before the provider completes this send.
+// (and its memory go) before the provider completes this send.  The
+// sender waits for it while this process lives (its watch ends the wait
+// only once this process is lost), so one that fails goes again, up to
+// kFinTries in all, while the sender is not lost.
 struct Fin {
     efa_op_t op;
+    efa_ctx *ctx;
+    fi_addr_t to;
+    int tries = 0;
     uint8_t wire[kFin];
 };
+constexpr int kFinTries = 4;
+
+int post_fin(Fin *f) {
+    return efa_ctx_tsend(f->ctx, f->wire, kFin, nullptr, f->to,
+                         kProbeTag | kRdvBit | kFinBit | f->ctx->core->probe_id, 0, &f->op);
+}
 
 void fin_sent(efa_op_t *op, const efa_cqe_t *cqe) {
-    (void)cqe; // a lost answer shows at the sender: its watch ends the wait
-    delete reinterpret_cast<Fin *>(op);
+    auto *f = reinterpret_cast<Fin *>(op);
+    if (cqe->orphaned) {
+        return; // the provider may still read f->wire: left to the process's end (a few bytes)
+    }
+    if (cqe->err && ++f->tries < kFinTries && !deadline_refuses(f->ctx, f->to) &&
+        0 == post_fin(f)) {
+        return;
+    }
+    if (cqe->err) {
+        f->ctx->core->rep.say(1, std::string("rendezvous: an answer failed ") +
+                                     std::to_string(f->tries) + " time(s) (" +
+                                     fi_strerror(-cqe->err) +
+                                     "); its sender waits for this process's end");
+    }
+    delete f;
 }
 
 void answer(efa_ctx *ctx, fi_addr_t to, uint64_t id, int result) {
@@ -97,12 +122,13 @@ void answer(efa_ctx *ctx, fi_addr_t to, uint64_t id, int result) {
                          "deadline");
         return;
     }
+    f->ctx = ctx;
+    f->to = to;
     put64(f->wire, id);
     put64(f->wire + 8, static_cast<uint64_t>(static_cast<int64_t>(result)));
     f->op.complete = fin_sent;
     f->op.rx_class = EFA_RX_INTERNAL;
-    int rc = efa_ctx_tsend(ctx, f->wire, kFin, nullptr, to,
-                           kProbeTag | kRdvBit | kFinBit | core->probe_id, 0, &f->op);
+    const int rc = post_fin(f);
     if (rc) {
         core->failures.report(core->rep, "fi_tsend (rendezvous answer)", rc);
         delete f;
@@ -384,15 +410,14 @@ int rdv_take(efa_ctx *ctx, efa_peer_t *peer, uint64_t tag, void *buf, size_t len
     // The sender is watched while the note is due (its loss ends the
     // wait); armed before the receive is published, so that a note taken
     // at once finds the watch to end.  A watch that cannot be armed
-    // (no memory) leaves the wait to the note alone.
+    // (no memory) leaves the wait to the note alone; its share is still
+    // given back by end_watch (an unarmed watch ends at once), as with the
+    // deadline off.
     t->shares = 2;
     const int wrc = efa_core_addr_watch(core, ctx, t->from, &t->watch);
     if (-FI_EHOSTUNREACH == wrc) {
         delete t; // the sender is lost: nobody to read from or answer
         return wrc;
-    }
-    if (wrc) {
-        t->shares = 1;
     }
     RdvState *st = core->rdv;
     bool wait = false;

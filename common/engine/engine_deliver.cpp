@@ -21,10 +21,16 @@ namespace efa::engine {
 // the cookie p's card named (never one a frame names: a pid that holds a
 // value the frame chose proves nothing).  The pid stays pinned: every
 // later read is of that pid, whatever a frame says.
+// Once p's process is seen gone (its exit watch), its pid may be another
+// process's: single copy stops for it (one poll a large message; a
+// message it sent before it died is streamed, and fails with it).
 bool Engine::cma_ok(Peer *p) {
     if (Peer::kCmaUnknown == p->cma) {
         p->cma = 0 == efa_cma_verify(p->pid, p->cma_cookie_addr, p->cma_cookie) ? Peer::kCmaOn
                                                                                 : Peer::kCmaOff;
+    }
+    if (Peer::kCmaOn == p->cma && efa_cma_exited(p->exit_fd)) {
+        p->cma = Peer::kCmaOff;
     }
     return Peer::kCmaOn == p->cma;
 }

@@ -467,7 +467,7 @@ void Engine::check_net_gaps() {
         if (p && p->net) {
             lost_.push_back({p->net->addr0, why});
         }
-        if (!params_.lost) {
+        if (!params_.lost || !(p && p->net)) { // (nobody told: what waits on s fails here)
             fail_peer(s, -FI_EIO);
         }
     }

@@ -252,8 +252,7 @@ bool NetLink::post(Peer *p) {
         // Unreachable (a dead peer, or the provider refused): the frames
         // are lost, the owner fails what waits on this peer.
         p->error = rc;
-        b->next_free = free_;
-        free_ = b;
+        free_or_retire(b);
         sent_(owner_, nullptr, p, rc); // no buffer: just the error
         return true;
     }
@@ -274,8 +273,7 @@ bool NetLink::post(Peer *p) {
         if (p->keep_injected) {
             keep(p, b); // ... or kept until p has handed it on
         } else {
-            b->next_free = free_;
-            free_ = b;
+            free_or_retire(b);
         }
         return true;
     }
@@ -305,8 +303,7 @@ bool NetLink::fail_over(Buf *b) {
     const int rc = post_buf(p, nb, p->home);
     if (rc && -FI_EAGAIN != rc) {
         if (nb != b) {
-            nb->next_free = free_;
-            free_ = nb;
+            free_or_retire(nb);
         }
         return false;
     }
@@ -320,6 +317,18 @@ bool NetLink::fail_over(Buf *b) {
     }
     ++stats_.failed_over;
     return true;
+}
+
+// A buffer done with: free, unless the provider may still read it (orphaned).
+void NetLink::free_or_retire(Buf *b) {
+    if (__builtin_expect(b->orphaned, 0)) {
+        b->op.complete = efa_op_complete_nothing;
+        ++retired_;
+        ++stats_.retired;
+        return;
+    }
+    b->next_free = free_;
+    free_ = b;
 }
 
 void NetLink::abandon(Peer *p, int err) {
@@ -336,21 +345,18 @@ void NetLink::abandon(Peer *p, int err) {
         resend_.erase(resend_.begin() + static_cast<std::ptrdiff_t>(i));
         --p->inflight;
         --inflight_;
-        b->next_free = free_;
-        free_ = b;
+        free_or_retire(b);
     }
     if (Buf *b = p->open) {
         p->open = nullptr;
         --open_;
-        b->next_free = free_;
-        free_ = b;
+        free_or_retire(b);
     }
     while (Buf *b = p->kept) {
         p->kept = b->next_free;
         --p->kept_n;
         --kept_;
-        b->next_free = free_;
-        free_ = b;
+        free_or_retire(b);
     }
     if (p->waiting) {
         waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), p), waiting_.end());
@@ -361,7 +367,7 @@ void NetLink::abandon(Peer *p, int err) {
 
 void NetLink::on_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *b = reinterpret_cast<Buf *>(op);
-    b->orphaned = cqe->orphaned;
+    b->orphaned = b->orphaned || cqe->orphaned; // (once: a post again of b does not undo it)
     b->link->sent_(b->link->owner_, b, b->peer, cqe->err);
 }
 
@@ -369,17 +375,9 @@ void NetLink::release(Buf *b) {
     Peer *p = b->peer;
     --p->inflight;
     --inflight_;
-    if (__builtin_expect(b->orphaned, 0)) {
-        // A peer declared lost while the provider held the message: a
-        // peer that is alive after all could still get these bytes, so
-        // they are never overwritten with another peer's message.
-        b->op.complete = efa_op_complete_nothing;
-        ++retired_;
-        ++stats_.retired;
-    } else {
-        b->next_free = free_;
-        free_ = b;
-    }
+    // (a peer declared lost while the provider held the message, alive
+    // after all, could still get these bytes: never another's message)
+    free_or_retire(b);
     if (p->open && !p->waiting && p->inflight < params_.window) {
         post(p);
     }
@@ -414,8 +412,7 @@ bool NetLink::send_grant(Peer *p) {
             ++p->inflight; // release() on completion, as for any message
             ++inflight_;
         } else {
-            b->next_free = free_;
-            free_ = b;
+            free_or_retire(b);
         }
     }
     if (-FI_EAGAIN == rc) {
@@ -424,6 +421,9 @@ bool NetLink::send_grant(Peer *p) {
     if (0 == rc) {
         p->grant_said = std::max(p->grant_said, h.grant);
         ++(p->ask_due ? stats_.asks : stats_.grants);
+    } else { // unreachable: the owner fails p (its sender would wait for the grant)
+        p->error = rc;
+        sent_(owner_, nullptr, p, rc);
     }
     p->ask_due = false;
     return true;
@@ -530,8 +530,7 @@ bool NetLink::send_answer(Peer *p) {
     memcpy(b->data, &h, sizeof(h));
     const int rc = post_buf(p, b, p->rail);
     if (rc) {
-        b->next_free = free_;
-        free_ = b;
+        free_or_retire(b);
         if (-FI_EAGAIN == rc) {
             return false;
         }
@@ -575,8 +574,7 @@ void NetLink::progress_pending() {
             p->error = rc;
             --p->inflight;
             --inflight_;
-            b->next_free = free_;
-            free_ = b;
+            free_or_retire(b);
             if (!failed) {
                 sent_(owner_, nullptr, p, rc);
             }

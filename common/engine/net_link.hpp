@@ -366,6 +366,7 @@ class NetLink {
     const NetStats &stats() const { return stats_; }
 
   private:
+    void free_or_retire(Buf *b); // (orphaned: retired)
     void progress_pending();
     NetLink() = default;
     Buf *get_buf();

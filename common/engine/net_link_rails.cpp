@@ -145,16 +145,20 @@ void NetLink::leave_rails_out() {
         if (!p->rails_down) {
             continue; // not known
         }
-        const uint32_t down = __atomic_load_n(p->rails_down, __ATOMIC_RELAXED);
         // Put back by the core since the last sweep, however p left them
         // (here, a post the core refused, a failed send): taken again.  A
-        // rail left for a failure the core never saw stays left.
+        // rail left for a failure the core never saw stays left.  (The
+        // core clears a rail's down bit before it sets its back bit: the
+        // down bits are read after the back bits are taken, so that none
+        // taken is masked by a down bit read before it was cleared.)
         if (p->rails_back && __atomic_load_n(p->rails_back, __ATOMIC_RELAXED)) {
-            const uint32_t back = __atomic_exchange_n(p->rails_back, 0u, __ATOMIC_RELAXED);
-            if (const auto rails = static_cast<uint8_t>(back & ~down & ~p->live)) {
+            const uint32_t back = __atomic_exchange_n(p->rails_back, 0u, __ATOMIC_ACQ_REL);
+            const uint32_t down_now = __atomic_load_n(p->rails_down, __ATOMIC_ACQUIRE);
+            if (const auto rails = static_cast<uint8_t>(back & ~down_now & ~p->live)) {
                 take_back(p, rails);
             }
         }
+        const uint32_t down = __atomic_load_n(p->rails_down, __ATOMIC_RELAXED);
         if (p->live == (p->live & -p->live)) {
             continue; // one rail left: its loss is the peer's
         }
@@ -198,7 +202,11 @@ int NetLink::send_on(Peer *p, Buf *b, int rail) {
 int NetLink::post_buf(Peer *p, Buf *b, int rail) {
     if (rail && b->mr && !efa_mr_rail_desc(b->mr, rail)) {
         // The rail's domain has no registration of this slab (refused):
-        // where the provider wants descriptors, the peer keeps off it.
+        // where the provider wants descriptors, the peer keeps off it,
+        // unless it is the peer's last (then the message cannot go).
+        if (0 == (p->live & ~(1u << rail))) {
+            return -FI_ENOMEM;
+        }
         drop_rail(p, rail);
         rail = p->home;
     }

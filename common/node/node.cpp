@@ -87,10 +87,14 @@ std::unique_ptr<shm::Outbox> Node::attach(uint32_t vpid, const efa_node_card_t &
     }
     const uint32_t ring = c * nlocal_ + local_rank_;
     auto out = shm::Outbox::attach(path_of(vpid), ring, card.cookie, err);
-    if (!out && (-ENOENT == err || -EKEYREJECTED == err) && 0 != card.pid && 0 != card.inbox_fd) {
+    const bool name_taken =
+        -EKEYREJECTED == err || -EACCES == err || -ELOOP == err || -EPROTO == err;
+    if (!out && (-ENOENT == err || name_taken) && 0 != card.pid && 0 != card.inbox_fd) {
         // The name is gone (removed by someone else: systemd-logind's
         // RemoveIPC at the end of the user's last session) or is another
-        // file's: the process's own descriptor still reaches its inbox.
+        // file's (one of another user, a link, one that is no inbox,
+        // planted at the name since): the process's own descriptor still
+        // reaches its inbox (checked as the name's file is: owner, cookie).
         int again = 0;
         out = shm::Outbox::attach_from_process(card.pid, static_cast<int>(card.inbox_fd - 1), ring,
                                                card.cookie, again);

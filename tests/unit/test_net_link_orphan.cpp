@@ -48,7 +48,9 @@ class NetLinkOrphan : public ::testing::Test {
         if (b) {
             ++t->completed_;
             t->last_buf_ = b;
-            t->link_->release(b);
+            if (!t->hold_) {
+                t->link_->release(b);
+            }
         }
     }
     void send_one() {
@@ -75,6 +77,7 @@ class NetLinkOrphan : public ::testing::Test {
     int completed_ = 0;
     int last_err_ = 0;
     NetLink::Buf *last_buf_ = nullptr;
+    bool hold_ = false; // the owner keeps the buffer (as fail_over does, posting it again)
 };
 
 } // namespace
@@ -100,4 +103,24 @@ TEST_F(NetLinkOrphan, AMessageTheProviderHoldsAsItsPeerIsLostNeverLendsItsBuffer
         efa_core_progress(core_);
     }
     EXPECT_EQ(completed_, 2);
+}
+
+// fail_over posts a failed message's own buffer again where it has no
+// memory for another; that post's normal completion must not undo the
+// orphaned mark of the first: the provider may still read the buffer.
+TEST_F(NetLinkOrphan, ABufferOrphanedOnceStaysRetiredAfterItsPostAgainCompletes) {
+    send_one();
+    pump_until(1);
+    ASSERT_EQ(completed_, 1) << "the first message never completed";
+    hold_ = true;
+    send_one();
+    efa_core_peer_lost(core_, to_, -FI_EHOSTUNREACH, "the unit test lost it");
+    ASSERT_EQ(completed_, 2) << "the link was not told of its message's failure at once";
+    NetLink::Buf *b = last_buf_;
+    efa_cqe_t again{}; // (the post again completing normally)
+    b->op.complete(&b->op, &again);
+    ASSERT_EQ(completed_, 3);
+    link_->release(b);
+    EXPECT_EQ(link_->stats().retired, 1u)
+        << "a buffer the provider may still read went back to the free list";
 }
