@@ -404,11 +404,15 @@ int ompi_mtl_efa_engine_irecv_partnered(struct ompi_communicator_t *comm, int ta
                                         mca_mtl_efa_request_t *req);
 
 /* The watch on ANY_SOURCE receives at the provider (mtl_efa_any.c): on
- * while the peer deadline is.  Link before the post; the provider's
- * completion (or a failed post) unlinks. */
+ * while the peer deadline is.  Link before the post, and post before
+ * ompi_mtl_efa_any_posted: the watch's lock is held between them, so that
+ * the sweep never cancels a receive that is listed but not yet posted
+ * (the cancel would find nothing, and the receive wait for ever on the
+ * lost peer).  The provider's completion (or a failed post) unlinks. */
 void ompi_mtl_efa_any_init(void);
 void ompi_mtl_efa_any_fini(void);
 void ompi_mtl_efa_any_link(mca_mtl_efa_request_t *req);
+void ompi_mtl_efa_any_posted(void);
 void ompi_mtl_efa_any_unlink_slow(mca_mtl_efa_request_t *req);
 /* A probe through the provider found nothing (pml cm's MPI_Probe calls
  * again): what it waits on is watched a while.  OMPI_SUCCESS, or the error

@@ -129,6 +129,10 @@ void ompi_mtl_efa_any_link(mca_mtl_efa_request_t *req) {
     }
     any.head = req;
     req->any_linked = true;
+    /* (held until the post is made: ompi_mtl_efa_any_posted) */
+}
+
+void ompi_mtl_efa_any_posted(void) {
     OPAL_THREAD_UNLOCK(&any.lock);
 }
 

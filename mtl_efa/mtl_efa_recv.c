@@ -271,7 +271,8 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
         req->dual = true;
         req->op.complete = dual_recv_complete;
     }
-    if (MPI_ANY_SOURCE == src && ompi_mtl_efa.any_watch) {
+    const bool listed = MPI_ANY_SOURCE == src && ompi_mtl_efa.any_watch;
+    if (listed) {
         ompi_mtl_efa_any_link(req); /* before the post: it may complete at once */
     }
     /* Read before the post: a receive that is not dual may complete in
@@ -279,6 +280,9 @@ int ompi_mtl_efa_irecv(struct mca_mtl_base_module_t *mtl, struct ompi_communicat
      * the request to another receive. */
     const bool dual = req->dual;
     rc = post_recv(req, addr, bits, ignore);
+    if (listed) {
+        ompi_mtl_efa_any_posted(); /* (the watch's lock, held since the link) */
+    }
     if (OMPI_SUCCESS == rc && dual) {
         efa_engine_partner_armed(ompi_mtl_efa.engine, &req->on);
     }

@@ -162,6 +162,9 @@ void drop_registrations(efa_core *core) {
     }
     if (core->dev_mr_cache) {
         core->dev_mr_cache->invalidate(nullptr, kEverything);
+        // (now: progress applies only the host cache's, and a device
+        // entry may see no other call for as long as the job runs)
+        core->dev_mr_cache->apply_invalidations();
     }
 }
 

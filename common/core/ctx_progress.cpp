@@ -99,7 +99,11 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
                 errors.push_back(static_cast<int>(rc));
                 calls.push_back(call);
                 if (op) {
-                    // (what its owner posts instead goes first: RepostInPlace)
+                    // (what its owner posts instead goes first: RepostInPlace;
+                    // meanwhile the backlog counts one more, so that posts
+                    // from other threads, which go straight to the provider
+                    // when it looks empty, queue behind it)
+                    b.size.fetch_add(1, std::memory_order_seq_cst);
                     b.reposting.store(true, std::memory_order_release);
                     break;
                 }
@@ -131,6 +135,7 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
     }
     if (!failed.empty() && failed.back()) { // (the flush stopped at it: see above)
         b.reposting.store(false, std::memory_order_release);
+        b.size.fetch_sub(1, std::memory_order_release);
     }
     for (efa_op_t *op : dropped) { // back to the deadline, which tells the owner if need be
         efa::inflight_done(ctx, op);

@@ -41,6 +41,19 @@ void MsgFlow::received(efa_flow_peer_t *p, uint16_t returned, bool counts) {
     }
 }
 
+void MsgFlow::unsent(efa_flow_peer_t *p, uint16_t given, bool took_credit) {
+    p->owed += given;
+    if (took_credit) {
+        ++p->credits;
+    }
+    if (p->owed >= threshold) {
+        p->credit_due = true;
+    }
+    if (p->credit_due || p->head) {
+        wait(p);
+    }
+}
+
 void MsgFlow::enqueue(efa_flow_peer_t *p, void *item) {
     *link(item) = nullptr;
     if (p->tail) {
@@ -124,6 +137,10 @@ void efa_flow_peer_init(const efa_flow_t *f, efa_flow_peer_t *p) {
 
 void efa_flow_received(efa_flow_t *f, efa_flow_peer_t *p, uint16_t returned, bool counts) {
     efa::MsgFlow::of(f)->received(p, returned, counts);
+}
+
+void efa_flow_unsent(efa_flow_t *f, efa_flow_peer_t *p, uint16_t given, bool took_credit) {
+    efa::MsgFlow::of(f)->unsent(p, given, took_credit);
 }
 
 void efa_flow_enqueue(efa_flow_t *f, efa_flow_peer_t *p, void *item) {

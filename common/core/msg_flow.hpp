@@ -16,6 +16,7 @@ class MsgFlow : public efa_flow_t {
     void init(int32_t window, size_t link_off);
     void init_peer(efa_flow_peer_t *p) const;
     void received(efa_flow_peer_t *p, uint16_t returned, bool counts);
+    void unsent(efa_flow_peer_t *p, uint16_t given, bool took_credit);
     void enqueue(efa_flow_peer_t *p, void *item);
     void *pop(efa_flow_peer_t *p);
     void push_front(efa_flow_peer_t *p, void *item);

@@ -78,6 +78,13 @@ static inline void efa_flow_sent(const efa_flow_t *f, efa_flow_peer_t *p, uint16
     }
 }
 
+/* A message that carried 'given' credits (and took one, took_credit)
+ * failed while its peer lives: the peer got neither, so both come back
+ * (else the credits a failed send carried were lost for good, and so
+ * the peer's sends could wait for ever).  Puts the peer on the waiting
+ * list where a credit message becomes due or sends wait. */
+void efa_flow_unsent(efa_flow_t *f, efa_flow_peer_t *p, uint16_t given, bool took_credit);
+
 /* A message from the peer arrived: take the credits it returns and, when
  * it counts (it took a credit), count it towards what this process owes.
  * Puts the peer on the waiting list when a credit message becomes due. */

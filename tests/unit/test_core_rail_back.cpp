@@ -24,8 +24,10 @@
 #include "control_tags.hpp"
 #include "core.hpp"
 #include "core_test_iface.hpp"
+#include "core_test_params.hpp"
 #include "core_test_read.hpp"
 #include "core_with_self.hpp"
+#include "efa_device.h"
 
 namespace {
 
@@ -309,3 +311,37 @@ TEST_F(CoreRailBack, RetryZeroLeavesItOut) {
 }
 
 } // namespace
+
+// A peer's notice drops device registrations too, and at once: the device
+// cache sees no progress call (only the host cache's queue is applied
+// there), so an idle registration of device memory would keep its key
+// until some later device transfer, which may never come.  (shm, which
+// takes the fake device's memory through FI_HMEM; the notice names a NIC
+// that meets nothing here: only the registrations go.)
+TEST(CoreRailOutDevice, APeersNoticeDropsIdleDeviceRegistrationsAtOnce) {
+    efa_core_params_t p = core_test_params("shm");
+    p.debug_fake_device = true;
+    p.debug_fake_device_hmem = true;
+    p.hmem = true;
+    p.mem_release_hooks = true; // (idle registrations kept and found again)
+    CoreWithSelf self;
+    ASSERT_TRUE(self.open(p));
+    efa_core_t *core = self.core();
+    ASSERT_TRUE(efa_core_get_info(core)->hmem) << "shm took no device memory";
+    ASSERT_NE(core->dev_mr_cache, nullptr);
+    void *dev = efa_fake_device_alloc(kLen);
+    ASSERT_NE(dev, nullptr);
+    int err = 0;
+    efa_mr_t *idle = efa_core_mr_acquire_device(core, dev, kLen, FI_REMOTE_WRITE, &err);
+    ASSERT_NE(idle, nullptr) << "registration: " << err;
+    efa_core_mr_release(core, idle);
+    const uint64_t before = core->dev_mr_cache->counts().invalidations;
+
+    efa::rail_out_received(core, core->probe_id & efa::control::kRailOutIdMask, FI_ADDR_NOTAVAIL,
+                           3);
+
+    EXPECT_GT(core->dev_mr_cache->counts().invalidations, before)
+        << "the idle device registration outlived the notice until the next device call";
+    efa_fake_device_free(dev);
+    efa_fake_device_visible(false);
+}

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <thread>
 #include <vector>
 
 #include <rdma/fi_errno.h>
@@ -170,6 +171,33 @@ TEST_F(CtxBacklog, APostMadeForARefusedOneTakesItsPlace) {
     EXPECT_EQ(ctx_->tx_backlog.size.load(), 1u);
     efa_core_progress(core_.core());
     EXPECT_EQ(provider_.accepted.back(), 3);
+    g_backlog_test = nullptr;
+}
+
+// Another thread's post while the owner is told of a refusal that emptied
+// the backlog: it must not go straight to the provider (the backlog looks
+// empty), ahead of the refused post's replacement.
+void another_thread_posts_then_owner_reposts(efa_op_t *op, const efa_cqe_t *cqe) {
+    record_completion(op, cqe);
+    std::thread other([] { EXPECT_EQ(g_backlog_test->submit(2), 0); });
+    other.join();
+    EXPECT_EQ(g_backlog_test->submit(4), 0);
+}
+
+TEST_F(CtxBacklog, AnotherThreadsPostWaitsBehindTheRefusedPostsReplacement) {
+    provider_.answers = {-FI_EAGAIN};
+    for (int id = 0; id < 2; ++id) {
+        submit(id);
+    }
+    g_backlog_test = this;
+    ops_[1].op.complete = another_thread_posts_then_owner_reposts;
+    provider_.answers = {0, -FI_EINVAL};
+    efa_core_progress(core_.core());
+    ASSERT_EQ(ops_[1].completions, 1);
+    efa_core_progress(core_.core());
+    EXPECT_EQ(provider_.accepted, (std::vector<int>{0, 4, 2}))
+        << "another thread's post overtook the refused one's replacement";
+    EXPECT_EQ(ctx_->tx_backlog.size.load(), 0u) << "the backlog's count is off";
     g_backlog_test = nullptr;
 }
 

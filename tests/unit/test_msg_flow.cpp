@@ -89,6 +89,33 @@ TEST_F(MsgFlow, AtTheThresholdACreditMessageIsDueAndThePeerWaits) {
     EXPECT_EQ(p->credits, 4);
 }
 
+// A message that failed while its peer lives (an answer sent again, a
+// chunk of a one-sided operation): the credits it carried and the one it
+// took come back, and a credit message is due again where they reach the
+// threshold; else they were lost for good, and the peer's sends, a window
+// at most, would wait for ever.
+TEST_F(MsgFlow, AFailedMessagesCreditsComeBack) {
+    efa_flow_peer_t *p = &peers_[2];
+    efa_flow_received(&flow_, p, 0, true);
+    efa_flow_received(&flow_, p, 0, true);
+    ASSERT_TRUE(efa_flow_credit_due(p));
+    const uint16_t give = efa_flow_give(p);
+    efa_flow_sent(&flow_, p, give, true);
+    ASSERT_EQ(p->owed, 0);
+    ASSERT_EQ(p->credits, 3);
+    ASSERT_FALSE(efa_flow_credit_due(p));
+    efa_flow_unsent(&flow_, p, give, true);
+    EXPECT_EQ(p->owed, 2) << "the credits the failed message carried are lost";
+    EXPECT_EQ(p->credits, 4) << "the credit the failed message took is lost";
+    EXPECT_TRUE(efa_flow_credit_due(p)) << "no credit message is due for them again";
+    EXPECT_EQ(flow_.waiting_head, p);
+    // A failed credit message took none.
+    efa_flow_sent(&flow_, p, efa_flow_give(p), false);
+    efa_flow_unsent(&flow_, p, 2, false);
+    EXPECT_EQ(p->credits, 4);
+    EXPECT_EQ(p->owed, 2);
+}
+
 TEST_F(MsgFlow, AGiftIsCappedAtSixteenBits) {
     efa_flow_peer_t *p = &peers_[0];
     p->owed = 70000;
