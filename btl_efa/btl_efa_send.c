@@ -97,11 +97,13 @@ void mca_btl_efa_frag_complete(efa_op_t *op, const efa_cqe_t *cqe) {
         mca_btl_efa_frag_orphan_locked(&mca_btl_efa_module, frag);
         OPAL_THREAD_UNLOCK(&mca_btl_efa_module.lock);
     }
-    if (OPAL_UNLIKELY(err) && !efa_path_error(err) && -FI_ECANCELED != err &&
+    if (OPAL_UNLIKELY(err) && !efa_path_error(err) && -FI_ECANCELED != err && !cqe->orphaned &&
         NULL != frag->endpoint) {
         /* The peer lives and the job may go on (an answer sent again, a
          * chunk failed, ob1's callback): the credit the send took and
-         * those it carried, which the peer never got, come back. */
+         * those it carried, which the peer never got, come back.  (Not
+         * for one the provider still holds: it may still arrive, and its
+         * buffer is the provider's.) */
         efa_btl_hdr_t *hdr = (efa_btl_hdr_t *)frag->buf;
         OPAL_THREAD_LOCK(&mca_btl_efa_module.lock);
         efa_flow_unsent(&mca_btl_efa_module.send.flow, &frag->endpoint->flow, hdr->credits,

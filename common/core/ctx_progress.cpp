@@ -44,6 +44,7 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
     std::vector<efa_op_t *> failed, dropped;
     std::vector<int> errors;
     std::vector<const char *> calls;
+    bool held = false; // stopped at a refusal: reposting set, one more counted (undone below)
     {
         std::unique_lock<std::mutex> guard(b.lock, std::try_to_lock);
         if (!guard.owns_lock() || b.reposting.load(std::memory_order_acquire)) {
@@ -105,6 +106,7 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
                     // when it looks empty, queue behind it)
                     b.size.fetch_add(1, std::memory_order_seq_cst);
                     b.reposting.store(true, std::memory_order_release);
+                    held = true;
                     break;
                 }
             }
@@ -133,7 +135,7 @@ __attribute__((noinline)) void flush_backlog_slow(efa_ctx *ctx, efa::Backlog &b)
             core->rep.say(0, std::string("deferred post failed: ") + fi_strerror(-errors[i]));
         }
     }
-    if (!failed.empty() && failed.back()) { // (the flush stopped at it: see above)
+    if (held) { // (the flush stopped at the refusal: see above)
         b.reposting.store(false, std::memory_order_release);
         b.size.fetch_sub(1, std::memory_order_release);
     }

@@ -104,11 +104,15 @@ TEST_F(MsgFlow, AFailedMessagesCreditsComeBack) {
     ASSERT_EQ(p->owed, 0);
     ASSERT_EQ(p->credits, 3);
     ASSERT_FALSE(efa_flow_credit_due(p));
+    // (the drain finds nothing due: the peer leaves the waiting list)
+    efa_flow_drain(
+        &flow_, [](void *, efa_flow_peer_t *) { return true; }, nullptr);
+    ASSERT_EQ(flow_.num_waiting, 0);
     efa_flow_unsent(&flow_, p, give, true);
     EXPECT_EQ(p->owed, 2) << "the credits the failed message carried are lost";
     EXPECT_EQ(p->credits, 4) << "the credit the failed message took is lost";
     EXPECT_TRUE(efa_flow_credit_due(p)) << "no credit message is due for them again";
-    EXPECT_EQ(flow_.waiting_head, p);
+    EXPECT_EQ(flow_.waiting_head, p) << "the peer does not wait for its credit message";
     // A failed credit message took none.
     efa_flow_sent(&flow_, p, efa_flow_give(p), false);
     efa_flow_unsent(&flow_, p, 2, false);
