@@ -43,7 +43,30 @@ static bool same_in_every_process(const char *topic) {
 }
 
 /*
- * Every topic ends in the components declining, and a job that asked for
+ * Topics said while the job goes on, often from progress with the engine's
+ * lock held: a registration refused for room, a rail taken out, a device
+ * buffer's post refused, a forged sender.  None waits.  A peer's loss waits
+ * the first time only: the job usually ends with it, but one that goes on
+ * (an error handler that returns) must not stall once for every peer of a
+ * node that died.
+ */
+static bool job_ends_with(const char *topic) {
+    static const char *const going_on[] = {"registration-refused", "rail-lost",
+                                           "device-post-refused", "forged-sender"};
+    for (size_t i = 0; i < sizeof(going_on) / sizeof(going_on[0]); ++i) {
+        if (0 == strcmp(topic, going_on[i])) {
+            return false;
+        }
+    }
+    if (0 == strcmp(topic, "peer-unreachable")) {
+        static int said = 0;
+        return 0 == __atomic_fetch_add(&said, 1, __ATOMIC_RELAXED);
+    }
+    return true;
+}
+
+/*
+ * Every other topic ends in the components declining, and a job that asked for
  * them then aborts.  Open MPI 4.1 loses such messages when they travel the
  * runtime's show_help relay (several processes reporting at once arrive
  * "truncated": "Data unpack would read past end of buffer"; mtl/ofi's
@@ -51,9 +74,7 @@ static bool same_in_every_process(const char *topic) {
  * here and written to stderr, whose forwarding mpirun flushes.  One copy
  * of a configuration mistake is enough: local rank 0 says it at once; the
  * others wait, and speak only if the job is still alive a second later
- * (local rank 0 was slow or did not get this far).  A topic said while the
- * job goes on (a registration refused for room: its caller may hold the
- * engine's lock) does not wait.
+ * (local rank 0 was slow or did not get this far).
  */
 static void emit_help(char *text, bool job_ends) {
     if (text) {
@@ -72,7 +93,7 @@ void mca_common_efa_core_help(const char *topic, const char *a1, const char *a2,
     }
     emit_help(opal_show_help_string("help-common-efa.txt", topic, true, opal_process_info.nodename,
                                     a1, a2, a3),
-              0 != strcmp(topic, "registration-refused"));
+              job_ends_with(topic));
 }
 
 void mca_common_efa_show_help(const char *file, const char *topic, int same_everywhere, ...) {

@@ -214,8 +214,8 @@ struct efa_core {
     uint64_t probe_id = 0;
     std::unordered_multimap<uint64_t, efa_peer_t *> peers_by_probe_id;
     std::unordered_map<fi_addr_t, void *> probes_out;
-    // Probes the queue refused for now (-FI_EAGAIN): still tracked, posted
-    // again at the next check (under deadline_lock).
+    // Probes the provider refused, at their post or their completion: still
+    // tracked, posted again at the next tick (under deadline_lock).
     std::vector<void *> probes_unposted;
     std::vector<efa::ControlDue> answers_due; // answers and rail-out notices
     // Rails a peer's notice asked to take out (rail keys), for the next

@@ -55,6 +55,28 @@ void unhold(efa_core *core, Tracked *t) {
     t->held_err = 0;
 }
 
+// A probe's send that failed for a reason of this side, not the path's
+// (that declares the path lost in tracked_complete), is no news of the
+// peer: it stays tracked, so that the peer still expires a deadline after
+// its last news, and the next tick posts it again (repost_probes).  Before,
+// such a failure counted as news, and a peer whose probes kept failing so
+// was never declared lost.
+bool probe_failed_here(efa_core *core, Tracked *t, int err) {
+    if (0 == err || -FI_ECANCELED == err || unreachable(err)) {
+        return false;
+    }
+    {
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        if (t->in_free_list.load(std::memory_order_acquire) || t->owner != &g_probe_owner ||
+            !t->entry.peer) {
+            return false; // (its peer declared dead meanwhile: the usual way frees it)
+        }
+        core->probes_unposted.push_back(t);
+    }
+    core->failures.report(core->rep, "peer probe (its completion)", err);
+    return true;
+}
+
 } // namespace
 
 // Everything about t is read under deadline_lock: a stand-in handed back
@@ -64,6 +86,9 @@ void unhold(efa_core *core, Tracked *t) {
 void tracked_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     auto *t = reinterpret_cast<Tracked *>(op);
     efa_core *core = t->ctx->core; // (every stand-in of a core stays its own)
+    if (probe_failed_here(core, t, cqe->err)) {
+        return;
+    }
     efa_op_t *owner;
     fi_addr_t peer;
     uint64_t flags;
@@ -205,12 +230,14 @@ void send_probe(efa_core *core, fi_addr_t addr) {
     post_probe(core, t);
 }
 
-// Post a tracked probe.  One the queue refuses for now (-FI_EAGAIN: full,
-// or tcp;ofi_rxm's connection to the peer not up yet, which a peer that
-// vanished before it was never lets it be) stays tracked as a send, so
-// that the peer still expires a deadline after its last news, and the
-// next check posts it again.  Any other error is said once and the probe
-// dropped (the next check asks again).
+// Post a tracked probe.  One the provider refuses stays tracked as a send,
+// so that the peer still expires a deadline after its last news, and the
+// next tick posts it again: for now (-FI_EAGAIN: a full queue, or
+// tcp;ofi_rxm's connection to the peer not up yet, which a peer that
+// vanished before it was never lets it be), or for any other reason, said
+// once; a path's error declares that path lost at once.  Before, any other
+// error dropped the probe, and a peer no probe could be posted to was
+// never declared lost.
 void post_probe(efa_core *core, Tracked *t) {
     // On the home rail (the first out for the peer), to the peer's
     // address there: the peer's rail contexts answer pings over the rail
@@ -224,31 +251,40 @@ void post_probe(efa_core *core, Tracked *t) {
                  ? FI_ADDR_NOTAVAIL
                  : it->second->addr[static_cast<size_t>(t->ctx->rail) * it->second->num_addrs];
     }
-    const ssize_t rc =
-        to == FI_ADDR_NOTAVAIL ? -FI_EHOSTUNREACH : probe_post_ping(t->ctx, to, &t->op.fi_ctx);
+    if (to == FI_ADDR_NOTAVAIL) {
+        // The peer was released since the probe was made: nobody waits on
+        // it any more, so nothing is said and the probe goes.
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
+        const auto it = core->probes_out.find(t->peer);
+        if (it != core->probes_out.end() && it->second == t) {
+            core->probes_out.erase(it);
+        }
+        core->deadline.forget(&t->entry);
+        core->orphans.erase(t); // (among them if its peer was declared dead meanwhile)
+        give_tracked(core, t);
+        return;
+    }
+    const int rc = static_cast<int>(probe_post_ping(t->ctx, to, &t->op.fi_ctx));
     if (0 == rc) {
         return;
     }
     if (-FI_EAGAIN != rc) {
-        core->failures.report(core->rep,
-                              core->info.has_tagged ? "fi_tsendmsg (peer probe)"
-                                                    : "fi_sendmsg (peer probe)",
-                              static_cast<int>(rc));
+        core->failures.report(
+            core->rep,
+            core->info.has_tagged ? "fi_tsendmsg (peer probe)" : "fi_sendmsg (peer probe)", rc);
     }
-    std::lock_guard<std::mutex> guard(core->deadline_lock);
-    if (-FI_EAGAIN == rc) {
+    const fi_addr_t key = t->ctx->rail ? rail_key(t->peer, t->ctx->rail) : t->peer;
+    {
+        // (Its peer declared dead meanwhile: the next tick frees it.)
+        std::lock_guard<std::mutex> guard(core->deadline_lock);
         core->probes_unposted.push_back(t);
-        return;
     }
-    core->probes_out.erase(t->peer);
-    core->deadline.forget(&t->entry);
-    // (the peer declared dead, or a stray answer taken, since the probe
-    // was made: it is among the orphans, which would free it again)
-    core->orphans.erase(t);
-    give_tracked(core, t);
+    if (unreachable(rc)) {
+        path_lost(core, key, rc, "a probe to it could not be posted");
+    }
 }
 
-// The probes a full queue refused, posted again (those whose peer was
+// The probes the provider refused, posted again (those whose peer was
 // declared dead meanwhile are done: the provider never had them).
 void repost_probes(efa_core *core) {
     std::vector<void *> again;

@@ -378,3 +378,110 @@ TEST(CoreDeadline, AReleasedLostPeerLeavesNoContextsAddressDead) {
     }
     efa_core_release(core);
 }
+
+namespace {
+
+// The provider's answer to the probes of one core, by the test: each post
+// refused with 'refuse', or (0) taken, to be completed with an error by
+// complete_taken().  Every tagged send of the core goes through it: only
+// probes go to a silent peer that nothing else is sent to.
+struct ProbeFault {
+    fid_ep *ep;
+    fi_ops_tagged *provider;
+    fi_ops_tagged faulty;
+    ssize_t refuse;
+    std::vector<void *> taken;
+    int posts = 0;
+
+    static ProbeFault *current;
+    static ssize_t sendmsg(fid_ep *, const fi_msg_tagged *msg, uint64_t) {
+        ++current->posts;
+        if (current->refuse) {
+            return current->refuse;
+        }
+        current->taken.push_back(msg->context);
+        return 0;
+    }
+
+    ProbeFault(efa_core_t *core, ssize_t refuse_with)
+        : ep(efa_core_ctx(core, 0)->ep), provider(ep->tagged), faulty(*ep->tagged),
+          refuse(refuse_with) {
+        faulty.sendmsg = sendmsg;
+        ep->tagged = &faulty;
+        current = this;
+    }
+    ~ProbeFault() {
+        complete_taken();
+        ep->tagged = provider;
+        current = nullptr;
+    }
+    // The taken probes' completions, each a failure of this side (-FI_EIO).
+    void complete_taken() {
+        std::vector<void *> now;
+        now.swap(taken);
+        for (void *c : now) {
+            auto *op = static_cast<efa_op_t *>(c); // (fi_ctx is first)
+            const efa_cqe_t cqe{-FI_EIO, FI_SEND | FI_TAGGED, 0,     0,    0,
+                                0,       FI_ADDR_NOTAVAIL,    false, false};
+            op->complete(op, &cqe);
+        }
+    }
+};
+ProbeFault *ProbeFault::current = nullptr;
+
+// Progress (completing the probes the fault took) until 'op' completes or
+// 10 s pass; the seconds taken.
+double wait_with_fault(efa_core_t *core, ProbeFault &fault, const Op &op) {
+    const auto t0 = std::chrono::steady_clock::now();
+    double s = 0;
+    while (!op.done && s < 10) {
+        efa_core_progress(core);
+        fault.complete_taken();
+        usleep(1000);
+        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    return s;
+}
+
+} // namespace
+
+// A probe the provider refuses (not for now: -FI_EIO) is no news of the
+// peer: it stays out, so the peer still expires its deadline.  (Before, the
+// probe was dropped and the next one asked for: the receive waited for as
+// long as the posts failed.)
+TEST(CoreDeadline, AReceiveWhoseProbesCannotBePostedStillFailsAtTheDeadline) {
+    DeadPeerCore s("udp;ofi_rxd", 2, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    ProbeFault fault(s.core, -FI_EIO);
+    Op recv;
+    ASSERT_EQ(efa_ctx_trecv(efa_core_ctx(s.core, 0), g_buf, sizeof(g_buf), nullptr, s.peer->addr[0],
+                            5, 0, &recv.op),
+              0);
+    const double took = wait_with_fault(s.core, fault, recv);
+    ASSERT_TRUE(recv.done) << "a receive from a peer no probe could be posted to still waits "
+                              "after 10 s ("
+                           << fault.posts << " probe posts refused)";
+    EXPECT_EQ(recv.err, -FI_ETIMEDOUT);
+    EXPECT_GE(fault.posts, 1);
+    EXPECT_LE(took, 5.0);
+}
+
+// A probe whose send fails at its completion for a reason of this side is
+// no news of the peer either.  (Before, the failed completion counted as
+// news: a peer whose probes kept failing so was never declared lost.)
+TEST(CoreDeadline, AReceiveWhoseProbesFailAtTheirCompletionStillFailsAtTheDeadline) {
+    DeadPeerCore s("udp;ofi_rxd", 2, SOCK_DGRAM);
+    ASSERT_NE(s.peer, nullptr);
+    ProbeFault fault(s.core, 0);
+    Op recv;
+    ASSERT_EQ(efa_ctx_trecv(efa_core_ctx(s.core, 0), g_buf, sizeof(g_buf), nullptr, s.peer->addr[0],
+                            5, 0, &recv.op),
+              0);
+    const double took = wait_with_fault(s.core, fault, recv);
+    ASSERT_TRUE(recv.done) << "a receive from a peer whose probes all failed still waits after "
+                              "10 s ("
+                           << fault.posts << " probes failed)";
+    EXPECT_EQ(recv.err, -FI_ETIMEDOUT);
+    EXPECT_GE(fault.posts, 1);
+    EXPECT_LE(took, 5.0);
+}
