@@ -49,8 +49,7 @@
 
 BEGIN_C_DECLS
 
-/* Wire format and its checks: common/efa_btl_wire.h (pure C: fuzzed).
- * The smallest btl_efa_rma_max_transfer accepted (besides 0). */
+/* The smallest btl_efa_rma_max_transfer accepted (besides 0). */
 #define EFA_BTL_MIN_RMA_TRANSFER 4096
 
 /* Requests through the rings that may be taken back, in flight at once
@@ -395,6 +394,7 @@ typedef struct mca_btl_efa_module {
             efa_btl_rdma_cb_t cb;
             double first_seen;   /* 0 until an expiry check sees it */
             int size, next_free; /* 4 or 8 bytes; the next free record */
+            bool taken_late;     /* the target took it after its limit */
         } recs[EFA_BTL_RING_ATOMIC_RECS];
         int64_t sent;
     } ring_atomic;

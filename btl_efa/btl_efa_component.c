@@ -1,6 +1,7 @@
 /*
  * btl_efa component: parameters, selection and module creation.
  */
+#include "btl_efa_defaults.h"
 #include "btl_efa_mode.h"
 #include "btl_efa_rdma.h"
 #include "btl_efa_ring.h"
@@ -67,11 +68,12 @@ static const mca_common_efa_param_t table[] = {
      .allowed = "1 to 1024 chunks", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Chunks of one put or get in flight; each answered chunk lets the next one go (1 "
              "to 1024)"},
-    {"rma_timeout", MCA_BASE_VAR_TYPE_INT, C(rma_timeout), .def = 120, .lo = 1, .hi = 86400,
+    {"rma_timeout", MCA_BASE_VAR_TYPE_INT, C(rma_timeout), .def = 600, .lo = 1, .hi = 86400,
      .allowed = "1 to 86400 seconds", NUMBER, .level = OPAL_INFO_LVL_5,
      .help = "Seconds a one-sided operation executed by the target may go without an answer "
              "before it fails (OPAL_ERR_TIMEOUT, with a message) and flush stops waiting for "
-             "it: the answer was lost or the target stopped progressing (1-86400)"},
+             "it: the answer was lost or the target stopped progressing (1-86400; unset: the "
+             "peer deadline, common_efa_peer_timeout, or 86400 where that is 0)"},
     {"peer_watch", MCA_BASE_VAR_TYPE_BOOL, C(peer_watch), .def = true, .level = OPAL_INFO_LVL_5,
      .help = "Watch the peers this process exchanged messages with through the provider lately "
              "(within two common_efa_peer_timeout), so that pml ob1 waiting on one that "
@@ -298,14 +300,6 @@ static int efa_component_close(void) {
     return OPAL_SUCCESS;
 }
 
-/* Was this btl_efa_* parameter left at its default (not set by the user)? */
-static bool param_is_default(const char *name) {
-    const mca_base_var_t *var = NULL;
-    int idx = mca_base_var_find("opal", "btl", "efa", name);
-    return idx < 0 || OPAL_SUCCESS != mca_base_var_get(idx, &var) || NULL == var ||
-           MCA_BASE_VAR_SOURCE_DEFAULT == var->mbv_source;
-}
-
 /* How put or get travels, and why, for the report. */
 static const char *rma_path(bool native, efa_rma_mode_t mode, efa_rma_by_t by) {
     if (native) {
@@ -373,7 +367,7 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
     btl->mode.atomics_insisted = EFA_RMA_MODE_NATIVE == atomics;
     btl->mode.pipeline_default = btl->super.btl_min_rdma_pipeline_size;
     btl->mode.pipeline_raised = false;
-    if (btl->mode.native_get && param_is_default("min_rdma_pipeline_size")) {
+    if (btl->mode.native_get && mca_btl_efa_param_is_default("min_rdma_pipeline_size")) {
         /* pml ob1 uses its RDMA put pipeline for messages above this size
          * and one RDMA read of the receiver below it.  With native reads
          * and the MR cache, the read is one operation where the pipeline
@@ -433,74 +427,6 @@ static int choose_one_sided(mca_btl_efa_module_t *btl, efa_core_t *core, bool ri
     return mca_btl_efa_mode_publish(btl);
 }
 
-/* Two-sided defaults that depend on the provider, each left alone when
- * the user set the parameter.  Measured on the stand-ins (commands and
- * figures in docs/PERFORMANCE.md, "ob1 + btl_efa per message"):
- *  - in-place sends (MCA_BTL_FLAGS_SEND_INPLACE) pay where the provider
- *    moves a message above its inject size without a bounce buffer: shm
- *    reads it from the sender's memory by CMA.  tcp;ofi_rxm copies every
- *    message into its own buffers, so there the in-place path would only
- *    replace ob1's immediate completion (sendi) by a completion callback
- *    (+6% instructions per message); it is off there.
- *  - shm without single copy: 16 KiB messages go eager, in place (one
- *    CMA copy into the receive buffer, one copy out) rather than by the
- *    provider's RDMA read (two more messages and a registration on each
- *    side).  With single copy (btl_efa_single_copy, on one node) ob1's
- *    read of a 16 KiB message is one process_vm_readv, which beats the
- *    eager send (8.7 against 5.7 GB/s, window 64): 16 KiB stays.  tcp;ofi_rxm
- *    on one node keeps 16 KiB (the 16 KiB payload goes by RDMA read): rxm
- *    cuts a message above its 16 KiB eager buffers into segments through
- *    bounce buffers, which costs more instructions and copies than the
- *    read.
- *  - between nodes on udp;ofi_rxd the round trips of the rendezvous
- *    outweigh the copies: eager up to max_send_size (below). */
-static const char *choose_send_path(mca_btl_efa_module_t *btl, efa_core_t *core, bool spans_nodes) {
-    const efa_core_info_t *info = efa_core_get_info(core);
-    const bool shm = 0 == strcmp(info->provider, "shm");
-    const char *eager_why = param_is_default("eager_limit") ? "default" : "set by the user";
-    if (!shm && param_is_default("flags")) {
-        btl->super.btl_flags &= ~MCA_BTL_FLAGS_SEND_INPLACE;
-    }
-#ifdef EFA_HAVE_CMA
-    const bool single_copy = EFA_SINGLE_COPY_NONE != btl->cma.mode;
-#else
-    const bool single_copy = false;
-#endif
-    if (shm && !single_copy && param_is_default("eager_limit")) {
-        btl->super.btl_eager_limit = 17 * 1024;
-    }
-    if (shm && !single_copy && param_is_default("rndv_eager_limit")) {
-        btl->super.btl_rndv_eager_limit = 17 * 1024;
-    }
-    if (shm && !single_copy && param_is_default("eager_limit")) {
-        eager_why = "17 KiB: shm without single copy";
-    }
-    /* Between nodes on udp;ofi_rxd every message up to the largest
-     * fragment (max_send_size, 60 KiB; the peer's receive buffers hold 64
-     * KiB, kBufSize in common/core/core_msg.cpp) goes eager: one provider
-     * message, which rxd cuts into datagrams without a handshake, where
-     * ob1's rendezvous takes its header, an RDMA read that rxd emulates
-     * (request and answer) and a FIN: 16 KiB 68 -> 48 us, 32 KiB 109 -> 90
-     * between pretend nodes (docs/PERFORMANCE.md, "ob1 + btl_efa at 16 KiB").
-     * tcp;ofi_rxm keeps 16 KiB: a message above its 16 KiB eager buffer
-     * takes rxm's own rendezvous, so eager measured the same as ob1's
-     * (36 against 35 us at 16 KiB).  The efa provider keeps 16 KiB until
-     * measured on the device.  One node keeps 16 KiB: the read is one CMA
-     * copy there, and on-node fragments above a ring slot take the
-     * provider; in a job spanning nodes the peers on this node normally go
-     * by vader (more exclusive), so the limit is for the other nodes'. */
-    const bool rxd = 0 == strcmp(info->provider, "udp;ofi_rxd");
-    if (rxd && spans_nodes && param_is_default("eager_limit")) {
-        btl->super.btl_eager_limit = btl->super.btl_max_send_size;
-        eager_why = "max send size: udp;ofi_rxd and the job spans nodes";
-    }
-    if (rxd && spans_nodes && param_is_default("rndv_eager_limit")) {
-        /* never above the eager limit (module init clamps it) */
-        btl->super.btl_rndv_eager_limit = btl->super.btl_max_send_size;
-    }
-    return eager_why;
-}
-
 static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_progress_threads,
                                                   bool enable_mpi_threads) {
     int rc;
@@ -519,6 +445,7 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
         mca_common_efa_release(core);
         return NULL;
     }
+    mca_btl_efa_choose_rma_timeout(core);
     bool ring = false;
     if (OPAL_SUCCESS != mca_common_efa_params_check(table, NUM_PARAMS, "help-btl-efa.txt") ||
         OPAL_SUCCESS != mca_btl_efa_ring_setup(&mca_btl_efa_module, &ring)) {
@@ -530,7 +457,7 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
     const char *eager_why = "default";
     if (OPAL_SUCCESS == rc_one_sided) {
         /* needs the single-copy mode */
-        eager_why = choose_send_path(&mca_btl_efa_module, core, job_spans_nodes());
+        eager_why = mca_btl_efa_choose_send_path(&mca_btl_efa_module, core, job_spans_nodes());
     }
     /* (module init caps it at the largest fragment: the report says so) */
     const size_t eager_asked = mca_btl_efa_module.super.btl_eager_limit;
@@ -551,7 +478,7 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
      * device backend is installed: by the provider's RDMA where it granted
      * FI_HMEM, as requests the owner executes with the device's copy
      * otherwise (btl_efa_rdma.c, cb.local_device). */
-    if (efa_device_on && param_is_default("flags")) {
+    if (efa_device_on && mca_btl_efa_param_is_default("flags")) {
         mca_btl_efa_module.super.btl_flags |= MCA_BTL_FLAGS_ACCELERATOR_RDMA;
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: device memory: puts and gets (accelerator RDMA: osc/rdma "
@@ -587,11 +514,13 @@ static mca_btl_base_module_t **efa_component_init(int *num_btls, bool enable_pro
     }
     opal_output_verbose(1, mca_common_efa_output,
                         "btl:efa: provider %s; eager %zu (%s), max send %zu, rdma pipeline "
-                        "above %zu, native transfers up to %zu, emulated rma chunk %zu",
+                        "above %zu, native transfers up to %zu, emulated rma chunk %zu, "
+                        "answers awaited %d s",
                         info->provider, mca_btl_efa_module.super.btl_eager_limit, eager_why,
                         mca_btl_efa_module.super.btl_max_send_size,
                         mca_btl_efa_module.super.btl_min_rdma_pipeline_size,
-                        mca_btl_efa_module.native.rma_max, mca_btl_efa_module.emul.chunk);
+                        mca_btl_efa_module.native.rma_max, mca_btl_efa_module.emul.chunk,
+                        mca_btl_efa_component.rma_timeout);
     btls[0] = &mca_btl_efa_module.super;
     *num_btls = 1;
     return btls;

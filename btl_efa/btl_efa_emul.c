@@ -198,7 +198,7 @@ static void fail_chunk(mca_btl_efa_module_t *btl, const void *msg, int status) {
     if (NULL == req) {
         return;
     }
-    if (NULL != req->answered_bits && !first_answer(btl, req, r.offset)) {
+    if (!first_answer(btl, req, r.offset)) {
         drop_claim(btl, req, false); /* answered already */
         return;
     }
@@ -246,6 +246,9 @@ int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
 /* Is this the first answer to req's chunk at offset?  (One the operation
  * never sent reads as a first: the checks below judge it.) */
 static bool first_answer(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, uint64_t offset) {
+    if (NULL == req->answered_bits) { /* one chunk */
+        return 0 == __atomic_exchange_n(&req->answered_one, 1, __ATOMIC_RELAXED);
+    }
     const uint64_t i = offset / btl->emul.chunk;
     if (i >= (uint64_t)req->nbits) {
         return true;
@@ -276,7 +279,7 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const mca_btl_efa_a
         drop_claim(btl, req, false);
         return;
     }
-    if (NULL != req->answered_bits && !first_answer(btl, req, rma->offset)) {
+    if (!first_answer(btl, req, rma->offset)) {
         static int said = 0; /* (the first few: a racy count is good enough) */
         if (said++ < 10) {
             opal_output_verbose(1, mca_common_efa_output,

@@ -59,9 +59,12 @@ typedef struct efa_btl_rdma_req {
     /* Of an operation of several chunks, those (bit i: chunk i) whose
      * answer came: a target sends an answer again when its send failed,
      * though it may have arrived, and a second count would complete the
-     * operation before its last chunks (NULL: one chunk). */
+     * operation before its last chunks (NULL: one chunk, answered_one). */
     uint8_t *answered_bits;
     int nbits;
+    /* One chunk's: its answer and its send's failure (taken as failed,
+     * though it may have arrived) come in two threads at once: one counts. */
+    uint8_t answered_one;
     /* Told once the operation is over, before its callback (NULL: nobody):
      * btl_efa_ring_rma.c frees its record of the request (rec). */
     void (*on_over)(mca_btl_efa_module_t *btl, struct efa_btl_rdma_req *req);

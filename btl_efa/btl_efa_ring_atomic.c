@@ -119,6 +119,7 @@ int mca_btl_efa_ring_atomic(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *e
     r->cb = a->cb;
     r->size = (int)a->size;
     r->first_seen = 0.0;
+    r->taken_late = false;
     /* Counted before the target can see it: its answer, in another
      * thread's progress, counts it off. */
     OPAL_THREAD_ADD_FETCH32(&ep->outstanding, 1);
@@ -230,9 +231,18 @@ int mca_btl_efa_ring_atomic_expire(mca_btl_efa_module_t *btl, double now, double
         if (now - r->first_seen < limit) {
             continue;
         }
-        /* Not started yet: cancelled, so that the target drops it. */
-        if (slot_intact(r)) {
-            (void)efa_btl_wire_claim_move(r->claim, EFA_BTL_CLAIM_CANCELLED);
+        /* Not started yet: cancelled, so that the target drops it.  One
+         * the target took is carried out and answered at once, unless its
+         * answer was lost: it gets one more limit (failed at once, an
+         * atomic the target took as the limit passed was reported failed
+         * though applied, and the result it answers dropped), then fails
+         * (a lost target's at once). */
+        if (slot_intact(r) && !r->taken_late &&
+            !efa_btl_wire_claim_move(r->claim, EFA_BTL_CLAIM_CANCELLED) &&
+            !__atomic_load_n(&r->endpoint->lost, __ATOMIC_RELAXED)) {
+            r->taken_late = true;
+            r->first_seen = now;
+            continue;
         }
         expired[n++] = *r;
         rec_free(btl, i);

@@ -281,6 +281,26 @@ static inline efa_peer_t *ompi_mtl_efa_peer(struct ompi_communicator_t *comm, in
     return OPAL_LIKELY(NULL != peer) ? peer : ompi_mtl_efa_peer_slow(proc);
 }
 
+/* The peer a received message names as its sender (a rank the sender
+ * wrote, which may name nobody): NULL where no rank of the communicator
+ * has it. */
+static inline efa_peer_t *ompi_mtl_efa_sender_peer(struct ompi_communicator_t *comm, int src) {
+    const int size = OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+    return src >= 0 && src < size ? ompi_mtl_efa_peer(comm, src) : NULL;
+}
+
+/* A message MPI_Mprobe claimed is the provider's (a claim) or the rings'
+ * (the engine's): told apart by the handle's low bit (both are at least
+ * 8-byte aligned), never by the source, which the sender wrote.  A sender
+ * naming a rank of the other path made MPI_Mrecv take one for the other. */
+static inline void *ompi_mtl_efa_claim_handle(mca_mtl_efa_claim_t *claim) {
+    return (void *)((uintptr_t)claim | 1);
+}
+static inline mca_mtl_efa_claim_t *ompi_mtl_efa_handle_claim(void *handle) {
+    return ((uintptr_t)handle & 1) ? (mca_mtl_efa_claim_t *)((uintptr_t)handle & ~(uintptr_t)1)
+                                   : NULL;
+}
+
 int ompi_mtl_efa_module_init(efa_core_t *core, bool thread_multiple);
 
 int ompi_mtl_efa_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,

@@ -462,7 +462,7 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
     ompi_mtl_efa_fill_status(&st, &claim->cqe);
     *message = msg;
     (*message)->comm = comm;
-    (*message)->req_ptr = claim;
+    (*message)->req_ptr = ompi_mtl_efa_claim_handle(claim);
     (*message)->peer = st.MPI_SOURCE;
     (*message)->count = st._ucount;
     if (MPI_STATUS_IGNORE != status) {
@@ -476,8 +476,8 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
                         struct ompi_message_t **message, mca_mtl_request_t *mtl_request) {
     (void)mtl;
     mca_mtl_efa_request_t *req = (mca_mtl_efa_request_t *)mtl_request;
-    /* A message of a peer the rings reach was claimed from the rings. */
-    if (ompi_mtl_efa_use_engine((*message)->comm, (*message)->peer)) {
+    mca_mtl_efa_claim_t *claim = ompi_mtl_efa_handle_claim((*message)->req_ptr);
+    if (NULL == claim) { /* claimed from the rings */
         int rc = prepare_recv(req, convertor, (*message)->comm, false);
         if (OPAL_LIKELY(OMPI_SUCCESS == rc)) {
             rc = ompi_mtl_efa_engine_imrecv(*message, req);
@@ -489,7 +489,6 @@ int ompi_mtl_efa_imrecv(struct mca_mtl_base_module_t *mtl, struct opal_convertor
         }
         return rc;
     }
-    mca_mtl_efa_claim_t *claim = (mca_mtl_efa_claim_t *)(*message)->req_ptr;
     int rc = prepare_recv(req, convertor, (*message)->comm, true); /* (claimed from the provider) */
     if (OPAL_UNLIKELY(OMPI_SUCCESS != rc)) {
         return rc;

@@ -24,7 +24,7 @@ static void ack_send_complete(efa_op_t *op, const efa_cqe_t *cqe) {
  * acknowledgement receive names. */
 int ompi_mtl_efa_send_sync_ack(struct ompi_communicator_t *comm, int src, int32_t tag,
                                uint32_t seq) {
-    efa_peer_t *peer = ompi_mtl_efa_peer(comm, src);
+    efa_peer_t *peer = ompi_mtl_efa_sender_peer(comm, src); /* (the sender wrote src) */
     if (OPAL_UNLIKELY(NULL == peer)) {
         return OMPI_ERR_UNREACH;
     }

@@ -374,6 +374,14 @@ expect_output eager-above-max-send-said "eager 61440 \(set by the user: 1000000 
     "${ob1rxd[@]}" --mca btl_efa_eager_limit 1000000
 expect_output eager-rxm-between-nodes "btl:efa: provider tcp;ofi_rxm; eager 16384 \(default\)" \
     "${ob1rxm[@]}" "${apart[@]}"
+# How long an answer of a target-executed request is awaited: the peer
+# deadline's unless the user set it (a busy target is no lost one).
+expect_output rma-timeout-follows-peer-deadline "emulated rma chunk [0-9]+, answers awaited 45 s" \
+    "${ob1rxd[@]}" --mca common_efa_peer_timeout 45
+expect_output rma-timeout-deadline-off "answers awaited 86400 s" \
+    "${ob1rxd[@]}" --mca common_efa_peer_timeout 0
+expect_output rma-timeout-user-wins "answers awaited 7 s" \
+    "${ob1rxd[@]}" --mca common_efa_peer_timeout 45 --mca btl_efa_rma_timeout 7
 prog_args=("${long_args[@]}")
 # Own matching over two NICs (this host's interface and lo, processes on
 # pretend nodes): the peer's messages on the second NIC, whose third

@@ -58,12 +58,14 @@ void unhold(efa_core *core, Tracked *t) {
 // A probe's send that failed for a reason of this side, not the path's
 // (that declares the path lost in tracked_complete), is no news of the
 // peer: it stays tracked, so that the peer still expires a deadline after
-// its last news, and the next tick posts it again (repost_probes).  Before,
-// such a failure counted as news, and a peer whose probes kept failing so
-// was never declared lost.
+// its last news, and the next tick posts it again (repost_probes): counted
+// as news, a peer whose probes kept failing so would never be declared lost.
 bool probe_failed_here(efa_core *core, Tracked *t, int err) {
     if (0 == err || -FI_ECANCELED == err || unreachable(err)) {
         return false;
+    }
+    if (t->ctx->rail && core->params.rail_failover) {
+        return false; // any failure on a rail takes that rail out (tracked_complete)
     }
     {
         std::lock_guard<std::mutex> guard(core->deadline_lock);
@@ -230,38 +232,46 @@ void send_probe(efa_core *core, fi_addr_t addr) {
     post_probe(core, t);
 }
 
+// A probe that goes without ever reaching the provider again; under
+// deadline_lock.
+void drop_probe_locked(efa_core *core, Tracked *t) {
+    const auto it = core->probes_out.find(t->peer);
+    if (it != core->probes_out.end() && it->second == t) {
+        core->probes_out.erase(it);
+    }
+    core->deadline.forget(&t->entry);
+    core->orphans.erase(t); // (among them if its peer was declared dead meanwhile)
+    give_tracked(core, t);
+}
+
 // Post a tracked probe.  One the provider refuses stays tracked as a send,
 // so that the peer still expires a deadline after its last news, and the
 // next tick posts it again: for now (-FI_EAGAIN: a full queue, or
 // tcp;ofi_rxm's connection to the peer not up yet, which a peer that
 // vanished before it was never lets it be), or for any other reason, said
-// once; a path's error declares that path lost at once.  Before, any other
-// error dropped the probe, and a peer no probe could be posted to was
-// never declared lost.
+// once (dropped, a peer no probe could be posted to would never be declared
+// lost); a path's error declares that path lost at once.
 void post_probe(efa_core *core, Tracked *t) {
     // On the home rail (the first out for the peer), to the peer's
     // address there: the peer's rail contexts answer pings over the rail
     // they came by (rail_ping_received), and the answer is news of the
     // process (rail_answer_received).
-    fi_addr_t to = t->peer;
-    if (t->ctx->rail) {
+    fi_addr_t to = FI_ADDR_NOTAVAIL;
+    {
         std::lock_guard<std::mutex> guard(core->peers_lock);
         const auto it = core->addr_owner.find(t->peer);
-        to = it == core->addr_owner.end()
-                 ? FI_ADDR_NOTAVAIL
-                 : it->second->addr[static_cast<size_t>(t->ctx->rail) * it->second->num_addrs];
+        if (it != core->addr_owner.end()) {
+            to = t->ctx->rail
+                     ? it->second->addr[static_cast<size_t>(t->ctx->rail) * it->second->num_addrs]
+                     : t->peer;
+        }
     }
     if (to == FI_ADDR_NOTAVAIL) {
-        // The peer was released since the probe was made: nobody waits on
-        // it any more, so nothing is said and the probe goes.
+        // The peer was released since the probe was made (its address may
+        // name another process next): nobody waits on it any more, so
+        // nothing is said and the probe goes.
         std::lock_guard<std::mutex> guard(core->deadline_lock);
-        const auto it = core->probes_out.find(t->peer);
-        if (it != core->probes_out.end() && it->second == t) {
-            core->probes_out.erase(it);
-        }
-        core->deadline.forget(&t->entry);
-        core->orphans.erase(t); // (among them if its peer was declared dead meanwhile)
-        give_tracked(core, t);
+        drop_probe_locked(core, t);
         return;
     }
     const int rc = static_cast<int>(probe_post_ping(t->ctx, to, &t->op.fi_ctx));
@@ -273,13 +283,20 @@ void post_probe(efa_core *core, Tracked *t) {
             core->rep,
             core->info.has_tagged ? "fi_tsendmsg (peer probe)" : "fi_sendmsg (peer probe)", rc);
     }
-    const fi_addr_t key = t->ctx->rail ? rail_key(t->peer, t->ctx->rail) : t->peer;
+    const int rail = t->ctx->rail;
+    const fi_addr_t key = rail ? rail_key(t->peer, rail) : t->peer;
+    const bool path = unreachable(rc);
     {
-        // (Its peer declared dead meanwhile: the next tick frees it.)
         std::lock_guard<std::mutex> guard(core->deadline_lock);
-        core->probes_unposted.push_back(t);
+        if (rail && path) {
+            // That rail goes out for the peer (below), and with it this
+            // probe: the next check asks over the peer's next rail.
+            drop_probe_locked(core, t);
+        } else {
+            core->probes_unposted.push_back(t); // (its peer declared dead meanwhile: freed there)
+        }
     }
-    if (unreachable(rc)) {
+    if (path) {
         path_lost(core, key, rc, "a probe to it could not be posted");
     }
 }

@@ -1,6 +1,8 @@
 // MsgFlow (msg_flow.hpp).
 #include "msg_flow.hpp"
 
+#include <algorithm>
+
 namespace efa {
 
 void MsgFlow::init(int32_t w, size_t off) {
@@ -34,7 +36,11 @@ void MsgFlow::wait(efa_flow_peer_t *p) {
 }
 
 void MsgFlow::received(efa_flow_peer_t *p, uint16_t returned, bool counts) {
-    p->credits += returned;
+    // Never above the window: a peer returns only what it was sent, and a
+    // forged count must not overflow the credits (negative: the peer's
+    // sends would stall for good).
+    p->credits =
+        static_cast<int32_t>(std::min<int64_t>(int64_t{p->credits} + returned, int64_t{window}));
     if (counts && ++p->owed >= threshold) {
         p->credit_due = true;
         wait(p);

@@ -141,7 +141,9 @@ std::unique_ptr<Engine> Engine::create(const efa_engine_params_t &p, int &err) {
             }
             return nullptr;
         }
-        e->order_ = NetOrder(p.nprocs);
+        // As far ahead as this process grants (next + credit): a sender
+        // that ignores its grant cannot make it hold more.
+        e->order_ = NetOrder(p.nprocs, e->net_->credit());
         const efa_core_info_t *info = efa_core_get_info(p.core);
         e->read_on_ = p.net_read_min > 0 && info->has_rma;
         e->rails_ = std::min(info->num_nics, EFA_MAX_RAILS);

@@ -416,8 +416,14 @@ bool Engine::deliver(uint32_t ring, const void *frame, size_t len) {
             return true;
         }
         Message *m = make_message(h, b, body, blen, ring, seq);
-        if (nullptr == m) {
-            return true; // cannot happen in practice; the sender's ssend would wait
+        if (nullptr == m) [[unlikely]] {
+            // No memory to keep it: the message is lost, and with it MPI's
+            // order (the next one would take its receive).  As a message
+            // the provider lost, the owner ends the job (params_.lost).
+            __atomic_fetch_add(&stats.dropped, 1, __ATOMIC_RELAXED);
+            lost_.push_back({FI_ADDR_NOTAVAIL, "no memory to keep a message that arrived "
+                                               "before its receive"});
+            return true;
         }
         if (nullptr == req) {
             match_.add_unexpected(m);

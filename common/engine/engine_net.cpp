@@ -491,7 +491,7 @@ void Engine::report_lost() {
     for (const LostStream &l : lost) {
         if (params_.lost) {
             params_.lost(params_.peer_card_arg, l.why.c_str());
-        } else {
+        } else if (FI_ADDR_NOTAVAIL != l.addr) {
             efa_core_peer_lost(net_->core(), l.addr, -FI_EIO, l.why.c_str());
         }
     }

@@ -124,7 +124,16 @@ int Engine::mrecv(Message *m, efa_engine_req_t *req) {
     req->err = 0;
     req->link.next = req->link.prev = nullptr;
     req->state = kIdle;
-    return take(m, req) ? 1 : 0;
+    if (take(m, req)) {
+        return 1;
+    }
+    if (net_ && !interest_) {
+        // Its data or its sender's answer may come from the provider (a
+        // large message of another node): polled at every call meanwhile.
+        interest_ = true;
+        efa_core_net_interest(net_->core(), 1);
+    }
+    return 0;
 }
 
 int Engine::probe(uint32_t cid, int32_t src, int32_t tag, bool claim, efa_engine_probe_t *out) {

@@ -397,12 +397,17 @@ void Engine::unwatch_all() {
     }
 }
 
-// Communicator cid was freed: its id may name another one next.
+// Communicator cid was freed: its id may name another one next, whose
+// receives must not take what was sent on this one and never received
+// (matching knows only the id).  Those messages go, unanswered: a
+// synchronous or rendezvous sender of one waited for a receive that
+// never came anyway.
 void Engine::comm_freed(uint32_t cid) {
     Guard g(mu_, mt_);
     probe_waits_.erase(std::remove_if(probe_waits_.begin(), probe_waits_.end(),
                                       [cid](const ProbeWait &w) { return w.cid == cid; }),
                        probe_waits_.end());
+    stats.unreceived += match_.drain_unexpected_of(cid, [](Message *m) { free(m); });
 }
 
 } // namespace efa::engine

@@ -141,6 +141,22 @@ class Matcher {
         }
     }
 
+    // Hand communicator cid's waiting messages to f (which frees them),
+    // taken out of the queue; how many.
+    template <class F> size_t drain_unexpected_of(uint32_t cid, F &&f) {
+        size_t n = 0;
+        for (efa_engine_link_t *l = unexpected_.front(); l && l != unexpected_.end();) {
+            efa_engine_link_t *next = l->next;
+            if (msg_of(l)->env.cid == cid) {
+                unexpected_.remove(l);
+                f(msg_of(l));
+                ++n;
+            }
+            l = next;
+        }
+        return n;
+    }
+
   private:
     void unposted(const efa_engine_req_t *r) { posted_net_ -= (r->flags & kReqLocal) ? 0 : 1; }
 

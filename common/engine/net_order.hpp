@@ -11,8 +11,9 @@
 // held until the ones before it are in; one whose number was handed on
 // already (a duplicate) or lies absurdly far ahead (a corrupted header)
 // is dropped and counted.  What it holds is bounded by the sender, which
-// sends no further than the receiver's grant (net_link.hpp); the window
-// here only catches corrupted numbers.  No I/O here: unit-tested alone
+// sends no further than the receiver's grant (net_link.hpp), and the
+// engine's window is that credit: a number beyond it (a corrupted header,
+// a sender that ignores its grant) is dropped, not held.  No I/O here: unit-tested alone
 // (tests/unit/test_net_order.cpp).
 #ifndef EFA_NET_ORDER_HPP
 #define EFA_NET_ORDER_HPP

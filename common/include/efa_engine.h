@@ -381,6 +381,9 @@ typedef struct efa_engine_stats {
      * a time as their frames went, and those pieces; device sends to
      * other nodes offered for reading from their registration. */
     uint64_t device_send_staged, device_send_pieces, device_send_read;
+    /* Messages never received, dropped when their communicator was freed
+     * (its id may name the next one). */
+    uint64_t unreceived;
 } efa_engine_stats_t;
 void efa_engine_get_stats(const efa_engine_t *e, efa_engine_stats_t *out);
 /* The eager and packing limits of messages to other nodes as they apply:

@@ -89,6 +89,36 @@ TEST_F(EngineTest, UnexpectedEagerCompletesInsideTheReceive) {
     EXPECT_EQ(1u, st.unexpected);
 }
 
+// A communicator freed with a message sent on it never received: its id
+// may name the next communicator, whose receives must not take that
+// message (matching knows only the id).  One of another communicator stays.
+TEST_F(EngineTest, AFreedCommunicatorsUnreceivedMessagesNeverMatchItsSuccessor) {
+    open();
+    Req s1, s2, s3;
+    EXPECT_EQ(1, send(a, s1, 1, pattern(16, 1), 5, false, 3));
+    EXPECT_EQ(1, send(a, s2, 1, pattern(16, 2), 5, false, 4));
+    efa_engine_progress(b); // both unexpected
+    efa_engine_comm_freed(b, 3);
+    efa_engine_stats_t st;
+    efa_engine_get_stats(b, &st);
+    EXPECT_EQ(1u, st.unreceived);
+    std::vector<uint8_t> got(16, 0);
+    Req r;
+    EXPECT_EQ(0, post(b, r, got.data(), got.size(), 3, EFA_ENGINE_ANY, EFA_ENGINE_ANY))
+        << "the successor's receive took the freed communicator's message";
+    const auto fresh = pattern(16, 3);
+    EXPECT_EQ(1, send(a, s3, 1, fresh, 6, false, 3));
+    ASSERT_TRUE(until([&] { return r.completions == 1; }));
+    EXPECT_EQ(6, r.on.msg_tag);
+    EXPECT_EQ(0, memcmp(got.data(), fresh.data(), fresh.size()));
+    Req other;
+    std::vector<uint8_t> kept(16, 0);
+    EXPECT_EQ(1, post(b, other, kept.data(), kept.size(), 4, 0, 5))
+        << "another communicator's message went with the freed one's";
+    const auto second = pattern(16, 2);
+    EXPECT_EQ(0, memcmp(kept.data(), second.data(), second.size()));
+}
+
 TEST_F(EngineTest, SynchronousSendWaitsForTheMatch) {
     open();
     Req s, r;

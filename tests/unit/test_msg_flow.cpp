@@ -128,6 +128,19 @@ TEST_F(MsgFlow, AGiftIsCappedAtSixteenBits) {
     EXPECT_EQ(p->owed, 70000 - UINT16_MAX) << "the rest stays owed";
 }
 
+// A peer returns only what it was sent: a forged count (up to 16 bits on
+// every message) never lifts the credits above the window, nor wraps them
+// negative, which would stall the sends to that peer for good.
+TEST_F(MsgFlow, ReturnedCreditsNeverExceedTheWindow) {
+    efa_flow_peer_t *p = &peers_[0];
+    efa_flow_sent(&flow_, p, efa_flow_give(p), true);
+    EXPECT_EQ(p->credits, 3);
+    for (int i = 0; i < 40000; ++i) {
+        efa_flow_received(&flow_, p, UINT16_MAX, false);
+    }
+    EXPECT_EQ(p->credits, 4);
+}
+
 TEST_F(MsgFlow, QueuesKeepOrderAndPopAndPushFrontUndoEachOther) {
     efa_flow_peer_t *p = &peers_[0];
     for (int i = 0; i < 3; ++i) {
