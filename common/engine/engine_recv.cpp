@@ -214,6 +214,10 @@ int Engine::cancel_send(efa_engine_req_t *req) {
                 req->local_id = ids_.add(req); // names the answer
                 send_ctrl(req->peer, kCancel, req->local_id, req->seq, kFrameAnswer);
                 rc = -FI_EAGAIN;
+                if (p->net && !interest_) {
+                    interest_ = true; // the answer comes from the provider
+                    efa_core_net_interest(net_->core(), 1);
+                }
             }
         } // else streaming, or complete after a match: it completes (or did) as it is
     }
