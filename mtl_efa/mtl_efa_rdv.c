@@ -128,14 +128,7 @@ static efa_peer_t *sender_of(struct ompi_communicator_t *comm, const efa_cqe_t *
     const efa_tag_codec_t *codec = &ompi_mtl_efa.codec;
     const int src =
         codec->source_in_tag ? (int)efa_tag_codec_src(codec, cqe->tag) : (int)(uint32_t)cqe->data;
-    efa_peer_t *peer = ompi_mtl_efa_sender_peer(comm, src);
-    /* A message whose source is not the process it names: that process
-     * sent no note for it, and the receive would wait until it was lost. */
-    return NULL != peer && efa_core_source_is(ompi_mtl_efa.core, cqe,
-                                              peer->addr[ompi_mtl_efa_ctx_index(comm)],
-                                              "a rendezvous message")
-               ? peer
-               : NULL;
+    return ompi_mtl_efa_sender_peer(comm, src);
 }
 
 void ompi_mtl_efa_rdv_recv(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe,
