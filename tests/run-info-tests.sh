@@ -249,9 +249,9 @@ for s in json.loads(os.environ["JSON"])["sets"]:
     assert "the binding decides for every process of the node" in s["reason"], s
 ' 2>/dev/null
 check p5-by-package-gpu "8 processes round robin over the packages, GPUs guessed, should get 4 of the 32 NICs each by their bindings (said)" $?
-run --map-by core
-[ $RC -eq 2 ] && grep -q "takes slot or package" <<<"$OUT"
-check bad-map-by "expected exit 2 and the choices for --map-by core (exit $RC)" $?
+run --map-by numa
+[ $RC -eq 2 ] && grep -q "takes slot, core or package" <<<"$OUT"
+check bad-map-by "expected exit 2 and the choices for --map-by numa (exit $RC)" $?
 run --topology "$topo/p5.48xlarge.xml" --gpu 8
 [ $RC -eq 2 ] && grep -q "common_efa_gpu 8: the node's accelerators are 0: 0000:12:00.0" <<<"$OUT"
 check gpu-unknown "expected exit 2 and the node's GPUs for --gpu 8 (exit $RC)" $?
@@ -285,6 +285,77 @@ check topology-nic-exclude-domain-name "exit 0 with the NIC named by its domain,
 run --topology "$topo/p4d.xml" --nic-exclude rdmap99s27
 [ $RC -eq 1 ] && grep -q "an unknown name: rdmap99s27" <<<"$OUT"
 check topology-nic-unknown "expected exit 1 and the unknown name (exit $RC)" $?
+
+# A set larger than the core's rails (4): the first 4 opened, said so;
+# with striping off (common_efa_stripe_min 0) the first alone.  p5 with
+# one process: 32 NICs in its set, 4 opened.
+run_json --topology "$topo/p5.48xlarge.xml" --local-size 1 --gpu none
+[ $RC -eq 0 ] && JSON=$OUT python3 -c '
+import json, os
+s = json.loads(os.environ["JSON"])["sets"][0]
+assert len(s["nics"]) == 32 and s["opened"] == s["nics"][:4], s
+assert "the first 4 opened as rails" in s["reason"], s' 2>/dev/null
+check p5-one-four-rails "1 process on p5: a set of 32, the first 4 opened and said (exit $RC)" $?
+OUT=$(OMPI_MCA_common_efa_stripe_min=0 "$info" --topology "$topo/p4d.xml" --gpu none --json 2>/dev/null)
+RC=$?
+[ $RC -eq 0 ] && JSON=$OUT python3 -c '
+import json, os
+s = json.loads(os.environ["JSON"])["sets"][0]
+assert len(s["nics"]) == 4 and s["opened"] == s["nics"][:1], s
+assert "striping off" in s["reason"], s' 2>/dev/null
+check stripe-off-one-nic "common_efa_stripe_min 0: the first NIC of the set alone (exit $RC)" $?
+# Open MPI's default binding for 2 processes (a core each, both in the
+# first package): p5's first package's 16 NICs, 8 each, 4 of them opened.
+run_json --topology "$topo/p5.48xlarge.xml" --local-size 2 --map-by core --gpu none
+[ $RC -eq 0 ] && JSON=$OUT python3 -c '
+import json, os
+d = json.loads(os.environ["JSON"])
+s = d["sets"]
+assert d["map_by"] == "core" and [x["binding"] for x in s] == ["0,32", "1,33"], d
+assert [len(x["nics"]) for x in s] == [8, 8] and not set(s[0]["nics"]) & set(s[1]["nics"]), s
+assert all(len(x["opened"]) == 4 for x in s), s' 2>/dev/null
+check p5-two-by-core "2 processes a core each on p5: 8 NICs of the first package each (exit $RC)" $?
+sets_ok p5.48xlarge.xml 4 8 1 32 --gpu none
+check p5-four "4 processes on p5 should get 8 NICs each, all 32 once" $?
+# A topology file hwloc cannot read: exit 1, said.
+printf '<?xml version="1.0"?>\n<topology><object type="Machine"' >"${TMPDIR:-/tmp}/efa-info-bad.$$.xml"
+run --topology "${TMPDIR:-/tmp}/efa-info-bad.$$.xml"
+rm -f "${TMPDIR:-/tmp}/efa-info-bad.$$.xml"
+[ $RC -eq 1 ] && grep -q "cannot load the topology" <<<"$OUT"
+check malformed-topology "expected exit 1 and the message for malformed XML (exit $RC)" $?
+
+# The core's other parameters, checked as the components check them
+# (exit 2 with the range and where the value came from), integers read as
+# Open MPI reads them (k suffix, hexadecimal).
+OUT=$(OMPI_MCA_common_efa_num_contexts=99 "$info" --provider "tcp;ofi_rxm" 2>&1)
+RC=$?
+[ $RC -eq 2 ] && grep -q "common_efa_num_contexts must be 1 to 16, not '99' (from the environment, OMPI_MCA_common_efa_num_contexts)" <<<"$OUT"
+check num-contexts-bad "expected exit 2 and the range for num_contexts=99 (exit $RC)" $?
+OUT=$(OMPI_MCA_btl_efa_peer_timeout=12x "$info" --provider "tcp;ofi_rxm" 2>&1)
+RC=$?
+[ $RC -eq 2 ] && grep -q "common_efa_peer_timeout must be an integer.*not '12x'" <<<"$OUT"
+check peer-timeout-not-integer "expected exit 2 for peer_timeout=12x (exit $RC)" $?
+OUT=$(OMPI_MCA_common_efa_stripe_min=1k "$info" --provider "tcp;ofi_rxm" 2>&1)
+RC=$?
+[ $RC -eq 2 ] && grep -q "common_efa_stripe_min must be 4096 to 1073741824, not '1024'" <<<"$OUT"
+check stripe-min-suffix-small "1k should read as 1024 and be refused (exit $RC)" $?
+for v in 256k 0x40000 4K; do
+    OUT=$(OMPI_MCA_common_efa_stripe_min=$v "$info" --provider "tcp;ofi_rxm" 2>&1)
+    RC=$?
+    [ $RC -eq 0 ] && grep -q "common_efa_stripe_min = $v (from the environment" <<<"$OUT"
+    check "stripe-min-$v" "stripe_min=$v should be taken (exit $RC)" $?
+done
+# The provider asked, as the lists say it; the JSON says why the core did
+# not open (empty when it did).
+run --provider-exclude tcp --provider-exclude udp
+[ $RC -ne 2 ] && grep -q "^components' provider (asked: all providers except udp)" <<<"$OUT"
+check asked-exclude "an exclude list not said as such (exit $RC)" $?
+run_json --provider "tcp;ofi_rxm"
+[ $RC -eq 0 ] && JSON=$OUT python3 -c '
+import json, os
+d = json.loads(os.environ["JSON"])
+assert d["opened"] is True and d["not_opened"] == "" and d["open_messages"] == [], d' 2>/dev/null
+check json-not-opened "the JSON lacks not_opened and open_messages (exit $RC)" $?
 
 # Bad arguments: a clear message and exit 2; an unreadable topology: exit 1.
 run --local-size 0

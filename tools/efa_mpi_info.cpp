@@ -10,6 +10,7 @@
 #include <hwloc.h>
 #include <rdma/fabric.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,12 +21,14 @@
 
 #include <unistd.h>
 
+#include "efa_rma.h"
 #include "info_choices.hpp"
 #include "info_help.hpp"
 #include "info_options.hpp"
 #include "info_topology.hpp"
 #include "locked_memory.hpp"
 #include "nic_select.hpp"
+#include "provider_filter.hpp"
 #include "provider_select.hpp"
 
 namespace {
@@ -45,7 +48,8 @@ struct Nic {
 struct Share {
     int rank;
     std::string binding;
-    std::vector<std::string> nics;
+    std::vector<std::string> nics;   // the set the core chooses
+    std::vector<std::string> opened; // what it opens of it: its rails
     std::string reason;
 };
 struct Report {
@@ -149,6 +153,8 @@ bool nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::Ni
     auto bind = [&](int r) {
         if (o.map_by_package) {
             efa::info::bind_package(topo, r, binding);
+        } else if (o.map_by_core) {
+            efa::info::bind_core(topo, r, binding);
         } else {
             efa::info::bind_share(topo, r, o.local_size, binding);
         }
@@ -181,10 +187,19 @@ bool nic_sets(const Options &o, hwloc_topology_t topo, const std::vector<efa::Ni
             hwloc_bitmap_free(binding);
             return false;
         }
-        Share s{r, text ? text : "", {}, d.reason};
+        Share s{r, text ? text : "", {}, {}, d.reason};
         std::free(text);
         for (size_t i : d.indices) {
             s.nics.push_back(cands[i].name);
+        }
+        // As open_core takes the set: its first kMaxRails NICs as rails,
+        // the first alone where striping is off.
+        const size_t opens = o.stripe_min == 0 ? 1 : EFA_MAX_RAILS;
+        s.opened.assign(s.nics.begin(), s.nics.begin() + std::min(opens, s.nics.size()));
+        if (s.opened.size() < s.nics.size()) {
+            s.reason += o.stripe_min == 0
+                            ? "; striping off (common_efa_stripe_min 0): the first opened alone"
+                            : "; the first " + std::to_string(EFA_MAX_RAILS) + " opened as rails";
         }
         rep->shares.push_back(s);
     }
@@ -246,6 +261,8 @@ void print_json(const Report &r) {
                 json_str(r.asked).c_str(), json_str(r.chosen_provider).c_str(),
                 json_str(r.chosen_fabric).c_str(), strs(r.why_not).c_str());
     efa::info::print_json_fields(r.choices, json_str);
+    std::printf(" \"not_opened\": %s, \"open_messages\": %s,\n",
+                json_str(r.choices.not_opened).c_str(), strs(r.open_messages).c_str());
     std::printf(" \"nics\": %s,\n", json_list(r.nics, [](const Nic &n) {
                                         return "{\"name\": " + json_str(n.name) +
                                                ", \"pci\": " + json_str(n.pci) +
@@ -256,6 +273,7 @@ void print_json(const Report &r) {
                 json_list(r.shares, [&](const Share &s) {
                     return "{\"local_rank\": " + std::to_string(s.rank) +
                            ", \"binding\": " + json_str(s.binding) + ", \"nics\": " + strs(s.nics) +
+                           ", \"opened\": " + strs(s.opened) +
                            ", \"reason\": " + json_str(s.reason) + "}";
                 }).c_str());
 }
@@ -299,14 +317,29 @@ void print_providers(const Report &r) {
 void print_sets(const Report &r) {
     std::printf("\nNIC sets on %s, %zu process(es) bound to %s:\n", r.sets_on.c_str(),
                 r.shares.size(),
-                r.map_by == "package" ? "their packages in turn" : "equal shares of the cores");
-    for (const auto &s : r.shares) {
+                r.map_by == "package" ? "their packages in turn"
+                : r.map_by == "core"  ? "a core each"
+                                      : "equal shares of the cores");
+    if (r.map_by == "slot") {
+        // (what the sets answer is the binding: say mpirun's own default)
+        std::printf("  (mpirun binds 1 or 2 processes to a core each by default, more to "
+                    "their packages: --map-by core or package)\n");
+    }
+    auto list = [](const std::vector<std::string> &v) {
         std::string n;
-        for (const auto &x : s.nics) {
+        for (const auto &x : v) {
             n += (n.empty() ? "" : ", ") + x;
         }
-        std::printf("  local rank %d (PUs %s): %s\n      %s\n", s.rank, s.binding.c_str(),
-                    n.c_str(), s.reason.c_str());
+        return n;
+    };
+    for (const auto &s : r.shares) {
+        std::printf("  local rank %d (PUs %s): %s\n", s.rank, s.binding.c_str(),
+                    list(s.opened).c_str());
+        if (s.opened.size() < s.nics.size()) {
+            std::printf("      its set, %zu NICs (the first opened): %s\n", s.nics.size(),
+                        list(s.nics).c_str());
+        }
+        std::printf("      %s\n", s.reason.c_str());
     }
 }
 
@@ -343,39 +376,6 @@ void print_text(const Report &r) {
     if (!r.shares.empty()) {
         print_sets(r);
     }
-}
-
-// The core's parameters as the components would pass them on this machine.
-// With --topology the NIC lists and the GPU name the recorded devices, not
-// this machine's: the provider and the core here are opened without them.
-efa_core_params_t core_params(const Options &o) {
-    efa_core_params_t p{};
-    p.provider_include = o.provider.c_str();
-    p.provider_exclude = o.provider_exclude.c_str();
-    p.nic_include = o.topology.empty() ? o.nic_include.c_str() : "";
-    p.gpu = o.topology.empty() ? o.gpu.c_str() : "auto";
-    p.nic_exclude = o.topology.empty() ? o.nic_exclude.c_str() : "";
-    p.num_contexts = 1;
-    p.mr_cache_size = 1024;
-    p.progress_batch = 16;
-    p.rnr_retry = -1;
-    p.force_emulated = "";
-    p.need_remote_comm = !o.one_node;
-    p.force_direct_mode = o.direct_mode;
-    p.hmem_vmm = o.hmem_vmm;
-    p.provider_cuda_calls = o.provider_cuda_calls;
-    p.force_efa_options = o.force_efa_options;
-    // The glue's defaults (common_efa_glue.c's table), for the checks.
-    p.peer_timeout = 600;
-    p.net_poll_interval_us = 20;
-    p.net_poll_interval_max_us = 1000;
-    p.direct_mode_mtu = 8192;
-    p.nics_per_proc = o.nics_per_proc;
-    p.stripe_min = o.stripe_min;
-    p.dmabuf = o.dmabuf;
-    p.local_rank = 0;
-    p.local_size = o.local_size;
-    return p;
 }
 
 // The NIC lists' mistakes, as the core would say them; nothing kept: they fit.
@@ -459,7 +459,7 @@ int recorded_sets(const Options &o, Report *r) {
     }
     const auto all = efa::info::recorded_nics(rec);
     r->sets_on = o.topology;
-    r->map_by = o.map_by_package ? "package" : "slot";
+    r->map_by = o.map_by_package ? "package" : o.map_by_core ? "core" : "slot";
     const auto f = efa::filter_nics(all, {o.nic_include, o.nic_exclude});
     std::vector<efa::NicCandidate> recorded;
     for (size_t i : f.admitted) {
@@ -494,11 +494,15 @@ int main(int argc, char **argv) {
     r.settings = o.settings;
     r.param_files = o.param_files;
     r.providers = list_providers(&r.providers_error);
-    r.asked = o.provider.empty() ? "efa" : o.provider;
+    efa::ProviderFilter::Status st;
+    r.asked = efa::ProviderFilter::parse(o.provider, o.provider_exclude, &st).describe();
 
     std::vector<std::string> messages;
     g_messages = &messages;
-    const efa_core_params_t p = core_params(o);
+    const efa_core_params_t p = efa::info::core_params(o);
+    if (!efa::info::params_fit(o, p)) {
+        return 2; // a bad parameter (said): no report
+    }
     hwloc_topology_t here = efa::info::load_topology("");
     if (!here) {
         std::fprintf(stderr, "efa-mpi-info: hwloc cannot load this machine's topology: %s\n",
@@ -513,7 +517,7 @@ int main(int argc, char **argv) {
         rc = recorded_sets(o, &r);
     } else if (!cands.empty() && here) {
         r.sets_on = "this machine";
-        r.map_by = o.map_by_package ? "package" : "slot";
+        r.map_by = o.map_by_package ? "package" : o.map_by_core ? "core" : "slot";
         if (!nic_sets(o, here, cands, std::getenv("CUDA_VISIBLE_DEVICES"), &r)) {
             rc = 2;
         }

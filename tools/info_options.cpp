@@ -29,7 +29,7 @@ namespace {
         "usage: efa-mpi-info [--provider LIST | --provider-exclude LIST]\n"
         "                    [--direct-mode | --no-direct-mode]\n"
         "                    [--nic-include LIST | --nic-exclude LIST]\n"
-        "                    [--local-size N] [--map-by slot|package]\n"
+        "                    [--local-size N] [--map-by slot|core|package]\n"
         "                    [--nics-per-proc N] [--gpu GPU]\n"
         "                    [--topology FILE.xml]\n"
         "                    [--one-node] [--json]\n"
@@ -42,10 +42,12 @@ namespace {
         "                 off whatever the parameters say\n"
         "  --local-size   processes per node for the NIC sets (1 to 1024, default 1),\n"
         "                 each bound to an equal share of the cores (by default)\n"
-        "  --map-by       slot (default: the shares above, in order) or package: process\n"
-        "                 r bound to the whole package r mod P, P the packages (Open MPI\n"
-        "                 4.1's default above 2 processes; 5.0: the NUMA domain); every\n"
-        "                 process's binding known to all, as mpirun registers them\n"
+        "  --map-by       slot (default: the shares above, in order); core: process r\n"
+        "                 bound to core r (Open MPI's default for 1 or 2 processes); or\n"
+        "                 package: process r bound to the whole package r mod P, P the\n"
+        "                 packages (Open MPI 4.1's default above 2 processes; 5.0: the\n"
+        "                 NUMA domain); every process's binding known to all, as mpirun\n"
+        "                 registers them\n"
         "  --nics-per-proc  as common_efa_nics_per_proc: at most N NICs in each set\n"
         "                 (0 to 64; default its MCA parameter, else 0: the whole share)\n"
         "  --gpu          as common_efa_gpu: auto (process r of N takes accelerator r\n"
@@ -68,8 +70,12 @@ namespace {
         "the report says where each value came from.  Besides those above:\n"
         "common_efa_stripe_min; hmem_vmm and provider_cuda_calls (auto, on or off);\n"
         "force_efa_options and dmabuf (booleans: an integer, true|t|yes|y|enabled or\n"
-        "false|f|no|n|disabled).  Not read: the override file, mpirun's --mca and\n"
-        "aggregate parameter sets.\n"
+        "false|f|no|n|disabled); the core's num_contexts, tx_size, rx_size,\n"
+        "mr_cache_size, progress_batch, rnr_retry, peer_timeout, rail_retry,\n"
+        "net_poll_interval(_max), direct_mode_mtu and force_emulated, checked as the\n"
+        "components check them.  Integers as Open MPI reads them: decimal, 0x hex or\n"
+        "0 octal, with an optional k, m or g (1024, 1024^2, 1024^3).  Not read: the\n"
+        "override file, mpirun's --mca and aggregate parameter sets.\n"
         "Exit status: 0, the components would run here (with --topology: the NIC sets\n"
         "of the recorded topology were found, whatever this machine offers); 3, they\n"
         "would not (the reasons are printed); 1, the topology cannot be read,\n"
@@ -105,6 +111,17 @@ class Params {
             std::exit(2);
         }
         return b;
+    }
+    // Open MPI refuses an integer it cannot read (or beyond an int); text
+    // it would read as 0 is refused here too (parse_mca_int).
+    void integer(const char *name, int *into) {
+        const std::string v = text(name);
+        if (!v.empty() && !efa::info::parse_mca_int(v, into)) {
+            std::fprintf(stderr, "efa-mpi-info: common_efa_%s must be %s, not '%s' (from %s)\n",
+                         name, efa::info::kMcaIntForms, v.c_str(),
+                         o_->settings.back().source.c_str());
+            std::exit(2);
+        }
     }
     // An option given stands for the parameter: its value is not used.
     void overridden(const char *name, const std::string &option) {
@@ -183,6 +200,18 @@ Options parse_options(int argc, char **argv) {
     o.provider_cuda_calls = switch_value("provider_cuda_calls", params.text("provider_cuda_calls"));
     o.force_efa_options = params.boolean("force_efa_options", false);
     o.dmabuf = params.boolean("dmabuf", true);
+    params.integer("num_contexts", &o.num_contexts);
+    params.integer("tx_size", &o.tx_size);
+    params.integer("rx_size", &o.rx_size);
+    params.integer("mr_cache_size", &o.mr_cache_size);
+    params.integer("progress_batch", &o.progress_batch);
+    params.integer("rnr_retry", &o.rnr_retry);
+    params.integer("peer_timeout", &o.peer_timeout);
+    params.integer("rail_retry", &o.rail_retry);
+    params.integer("net_poll_interval", &o.net_poll_interval_us);
+    params.integer("net_poll_interval_max", &o.net_poll_interval_max_us);
+    params.integer("direct_mode_mtu", &o.direct_mode_mtu);
+    o.force_emulated = params.text("force_emulated");
     bool nics_given = false, gpu_given = false, direct_on = false, direct_off = false;
     // the options given, by the parameter each stands for
     std::map<std::string, std::string> given;
@@ -215,12 +244,14 @@ Options parse_options(int argc, char **argv) {
             o.local_size = number(a, value(), 1, 1024);
         } else if (a == "--map-by") {
             const std::string how = value();
-            if (how != "slot" && how != "package") {
-                std::fprintf(stderr, "efa-mpi-info: --map-by takes slot or package, not '%s'\n",
+            if (how != "slot" && how != "package" && how != "core") {
+                std::fprintf(stderr,
+                             "efa-mpi-info: --map-by takes slot, core or package, not '%s'\n",
                              how.c_str());
                 std::exit(2);
             }
             o.map_by_package = how == "package";
+            o.map_by_core = how == "core";
         } else if (a == "--nics-per-proc") {
             o.nics_per_proc = number(a, value(), 0, efa::ParamLimits::kMaxNicsPerProc);
             nics_given = true;
@@ -256,13 +287,62 @@ Options parse_options(int argc, char **argv) {
     if (const std::string v = gpu_given ? "" : params.text("gpu"); !v.empty()) {
         o.gpu = v;
     }
-    if (const std::string v = nics_given ? "" : params.text("nics_per_proc"); !v.empty()) {
-        o.nics_per_proc = number("nics_per_proc", v, 0, efa::ParamLimits::kMaxNicsPerProc);
+    if (!nics_given) {
+        params.integer("nics_per_proc", &o.nics_per_proc);
     }
-    if (const std::string v = params.text("stripe_min"); !v.empty()) {
-        o.stripe_min = number("stripe_min", v, 0, efa::ParamLimits::kMaxStripe);
-    }
+    params.integer("stripe_min", &o.stripe_min);
     return o;
+}
+
+// (info_options.hpp)
+efa_core_params_t core_params(const Options &o) {
+    efa_core_params_t p{};
+    p.provider_include = o.provider.c_str();
+    p.provider_exclude = o.provider_exclude.c_str();
+    p.nic_include = o.topology.empty() ? o.nic_include.c_str() : "";
+    p.gpu = o.topology.empty() ? o.gpu.c_str() : "auto";
+    p.nic_exclude = o.topology.empty() ? o.nic_exclude.c_str() : "";
+    p.num_contexts = o.num_contexts;
+    p.tx_size = o.tx_size;
+    p.rx_size = o.rx_size;
+    p.mr_cache_size = o.mr_cache_size;
+    p.progress_batch = o.progress_batch;
+    p.rnr_retry = o.rnr_retry;
+    p.force_emulated = o.force_emulated.c_str();
+    p.need_remote_comm = !o.one_node;
+    p.force_direct_mode = o.direct_mode;
+    p.hmem_vmm = o.hmem_vmm;
+    p.provider_cuda_calls = o.provider_cuda_calls;
+    p.force_efa_options = o.force_efa_options;
+    p.peer_timeout = o.peer_timeout;
+    p.rail_retry = o.rail_retry;
+    p.net_poll_interval_us = o.net_poll_interval_us;
+    p.net_poll_interval_max_us = o.net_poll_interval_max_us;
+    p.direct_mode_mtu = o.direct_mode_mtu;
+    p.nics_per_proc = o.nics_per_proc;
+    p.stripe_min = o.stripe_min;
+    p.dmabuf = o.dmabuf;
+    p.local_rank = 0;
+    p.local_size = o.local_size;
+    return p;
+}
+
+// (the GPU: --gpu's own error, with the topology it names)
+bool params_fit(const Options &o, efa_core_params_t p) {
+    p.gpu = "auto";
+    bool fit = true;
+    for (const efa::ParamProblem &x : efa::validate_params(p)) {
+        std::string from;
+        for (const Setting &s : o.settings) {
+            if (s.name == "common_efa_" + x.name) {
+                from = " (from " + s.source + ")";
+            }
+        }
+        std::fprintf(stderr, "efa-mpi-info: common_efa_%s must be %s, not '%s'%s\n", x.name.c_str(),
+                     x.allowed.c_str(), x.value.c_str(), from.c_str());
+        fit = false;
+    }
+    return fit;
 }
 
 } // namespace efa::info

@@ -4,6 +4,8 @@
 #include "info_params.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -183,6 +185,49 @@ bool parse_mca_bool(const std::string &v, bool *out) {
         }
     }
     return false;
+}
+
+const char *const kMcaIntForms =
+    "an integer (decimal, 0x hexadecimal or 0 octal; k, m or g multiplies by 1024, "
+    "1024^2 or 1024^3)";
+
+bool parse_mca_int(const std::string &v, int *out) {
+    const char *s = v.c_str();
+    char *end = nullptr;
+    errno = 0;
+    long long n = std::strtoll(s, &end, 0);
+    if (end == s || errno == ERANGE) {
+        return false;
+    }
+    int shift = 0;
+    switch (*end) {
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    default:
+        break;
+    }
+    if (shift != 0) {
+        ++end;
+        if (n > (LLONG_MAX >> shift) || n < -(LLONG_MAX >> shift)) {
+            return false;
+        }
+        n *= 1LL << shift;
+    }
+    if (*end != '\0' || n < INT_MIN || n > INT_MAX) {
+        return false;
+    }
+    *out = static_cast<int>(n);
+    return true;
 }
 
 } // namespace efa::info

@@ -42,5 +42,14 @@ class ParamSources {
 bool parse_mca_bool(const std::string &v, bool *out);
 // What parse_mca_bool accepts, for messages.
 extern const char *const kMcaBoolValues;
+// An integer as Open MPI's mca_base_var reads one (int_from_string): any
+// base strtoll takes (0x.. hexadecimal, 0.. octal), optionally followed by
+// k, m or g (times 1024, 1024^2, 1024^3).  false: no number, something
+// after it other than one suffix (Open MPI would read such text as 0 or
+// ignore the rest: refused here as the likely mistake it is), or beyond
+// an int (Open MPI refuses that too).
+bool parse_mca_int(const std::string &v, int *out);
+// What parse_mca_int accepts, for messages.
+extern const char *const kMcaIntForms;
 
 } // namespace efa::info

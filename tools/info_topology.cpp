@@ -51,6 +51,16 @@ void bind_share(hwloc_topology_t topo, int r, int n, hwloc_bitmap_t out) {
     }
 }
 
+void bind_core(hwloc_topology_t topo, int r, hwloc_bitmap_t out) {
+    const hwloc_obj_type_t unit =
+        hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+    const int cores = hwloc_get_nbobjs_by_type(topo, unit);
+    hwloc_bitmap_zero(out);
+    if (cores > 0) {
+        hwloc_bitmap_copy(out, hwloc_get_obj_by_type(topo, unit, r % cores)->cpuset);
+    }
+}
+
 void bind_package(hwloc_topology_t topo, int r, hwloc_bitmap_t out) {
     const int packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
     if (packages <= 0) {

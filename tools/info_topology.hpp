@@ -17,6 +17,9 @@ namespace efa::info {
 std::vector<efa::NicCandidate> recorded_nics(hwloc_topology_t topo);
 // Process r of n bound to an equal share of the cores.
 void bind_share(hwloc_topology_t topo, int r, int n, hwloc_bitmap_t out);
+// Process r bound to core r (mod the cores), as Open MPI binds 1 or 2
+// processes by default (a topology without cores: its processing units).
+void bind_core(hwloc_topology_t topo, int r, hwloc_bitmap_t out);
 // Process r bound to the whole package r mod P, as Open MPI binds by
 // default above 2 processes (a topology without packages: every PU).
 void bind_package(hwloc_topology_t topo, int r, hwloc_bitmap_t out);
