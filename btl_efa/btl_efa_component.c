@@ -184,11 +184,12 @@ static const mca_common_efa_param_t table[] = {
      .help = "Testing only: btl_efa's module init fails once its deadline ticks are added, as "
              "a registration refused there would; the MTL keeps the core and must run on "
              "(0: off; 0 or 1)"},
-    {"debug_forge_unknown", MCA_BASE_VAR_TYPE_INT, C(test.forge_unknown), .lo = 0, .hi = 1,
-     .allowed = "0 (off) or 1", NUMBER, .test_only = true,
+    {"debug_forge_unknown", MCA_BASE_VAR_TYPE_INT, C(test.forge_unknown), .lo = 0, .hi = 2,
+     .allowed = "0 (off), 1 or 2", NUMBER, .test_only = true,
      .help = "Testing only, with btl_efa_debug_forge_src: the forged copy names a process of "
-             "no job (a rank beyond the job's) rather than its destination; the receiver drops "
-             "it (0: off; 0 or 1)"},
+             "no job rather than its destination: 1, a rank beyond the job's; 2, a rank of "
+             "another job id, which the runtime does not know; the receiver drops it (0: off; "
+             "0 to 2)"},
     {"debug_fail_inbox_rank", MCA_BASE_VAR_TYPE_INT, C(test.fail_inbox_rank), .def = -1, .lo = -1,
      .hi = 1000000000, .allowed = "-1 (off) to 1000000000", NUMBER, .test_only = true,
      .help = "Testing only: the process of this rank (vpid) in the job fails to create its "

@@ -243,18 +243,39 @@ int mca_btl_efa_emul_expire(mca_btl_efa_module_t *btl) {
     return n + mca_btl_efa_ring_atomic_expire(btl, now, limit, paused);
 }
 
-/* Is this the first answer to req's chunk at offset?  (One the operation
- * never sent reads as a first: the checks below judge it.) */
+/* Is this the first answer to req's chunk at offset (a chunk it sent)? */
 static bool first_answer(mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req, uint64_t offset) {
     if (NULL == req->answered_bits) { /* one chunk */
         return 0 == __atomic_exchange_n(&req->answered_one, 1, __ATOMIC_RELAXED);
     }
     const uint64_t i = offset / btl->emul.chunk;
     if (i >= (uint64_t)req->nbits) {
-        return true;
+        return false; /* (a chunk never sent: answer_names_a_chunk refuses it first) */
     }
     const uint8_t bit = (uint8_t)(1u << (i % 8));
     return 0 == (__atomic_fetch_or(&req->answered_bits[i / 8], bit, __ATOMIC_RELAXED) & bit);
+}
+
+/* Does an answer name a chunk the operation sent, with the offset and
+ * length the chunk's request had (its target echoes both)?  Any other
+ * would count as one of its chunks: the operation over with a chunk never
+ * answered, or a get's bytes never written. */
+static bool answer_names_a_chunk(const mca_btl_efa_module_t *btl, efa_btl_rdma_req_t *req,
+                                 const efa_btl_rma_t *rma) {
+    if (EFA_BTL_MSG_ATOMIC == req->type) {
+        return 0 == rma->offset;
+    }
+    if (0 == req->size) {
+        return 0 == rma->offset && 0 == rma->len;
+    }
+    const size_t chunk = btl->emul.chunk;
+    if (rma->offset >= req->size || 0 != rma->offset % chunk) {
+        return false;
+    }
+    const size_t left = req->size - rma->offset;
+    /* (issued: the module lock's; an answer comes after its chunk went) */
+    return rma->len == (left < chunk ? left : chunk) &&
+           rma->offset / chunk < (uint64_t)__atomic_load_n(&req->issued, __ATOMIC_RELAXED);
 }
 
 /* An answer from a target (from btl_efa_recv.c): the chunk it answers is
@@ -266,8 +287,9 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const mca_btl_efa_a
     }
     /* The answer comes from another process: its request id is looked up,
      * never taken for an address.  Claimed: the request cannot expire (be
-     * completed and freed) while this writes into it and its buffer. */
-    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->emul.reqs, rma->req, mca_btl_efa_now());
+     * completed and freed) while this writes into it and its buffer.  Its
+     * idle time goes on until the answer is judged its target's. */
+    efa_btl_rdma_req_t *req = efa_inflight_claim(btl->emul.reqs, rma->req, -1.0);
     if (NULL == req) {
         opal_output_verbose(1, mca_common_efa_output,
                             "btl:efa: an answer for no request in flight (id 0x%llx) dropped",
@@ -276,6 +298,17 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const mca_btl_efa_a
     }
     /* (ids are sequential: one is a guess away; only the target answers) */
     if (!mca_btl_efa_answer_from_target(btl, req->endpoint, from)) {
+        drop_claim(btl, req, false);
+        return;
+    }
+    if (!answer_names_a_chunk(btl, req, rma)) {
+        static int bad = 0;
+        if (bad++ < 10) {
+            opal_output_verbose(1, mca_common_efa_output,
+                                "btl:efa: an answer naming no chunk of its operation (offset "
+                                "%llu, %llu bytes) dropped",
+                                (unsigned long long)rma->offset, (unsigned long long)rma->len);
+        }
         drop_claim(btl, req, false);
         return;
     }
@@ -290,6 +323,7 @@ void mca_btl_efa_emul_on_response(mca_btl_efa_module_t *btl, const mca_btl_efa_a
         drop_claim(btl, req, false);
         return;
     }
+    efa_inflight_touch(btl->emul.reqs, rma->req, mca_btl_efa_now());
     int status = rma->status;
     if (OPAL_SUCCESS == status) {
         if (EFA_BTL_MSG_GET == req->type) {

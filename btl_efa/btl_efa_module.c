@@ -201,6 +201,9 @@ void mca_btl_efa_module_init_failed(mca_btl_efa_module_t *btl) {
     mca_btl_efa_watch_stop_sweeps(btl);
     mca_btl_efa_rail_back_fini(btl);
     mca_btl_efa_frag_slabs_fini(btl);
+    /* (empty: no operation began; NULL where init stopped before them) */
+    mca_btl_efa_emul_fini(btl);
+    mca_btl_efa_reg_fini(btl);
 }
 
 void mca_btl_efa_module_init_failed_released(mca_btl_efa_module_t *btl) {

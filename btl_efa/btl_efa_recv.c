@@ -160,6 +160,8 @@ static __attribute__((noinline)) bool ring_resp(mca_btl_efa_module_t *btl, const
  * into a copy; the sender it names is looked up as the general path does;
  * the target's table checks the rest (efa_emul_execute).  false: not one
  * (the general path then parses the frame). */
+static void unknown_sender(uint64_t name);
+
 static __attribute__((noinline)) bool ring_request(mca_btl_efa_module_t *btl, uint8_t *frame,
                                                    int32_t ring_in) {
     efa_btl_ring_req_t q;
@@ -173,7 +175,11 @@ static __attribute__((noinline)) bool ring_request(mca_btl_efa_module_t *btl, ui
         ep = mca_btl_efa_endpoint_by_name(btl, q.src, NULL);
         btl->recv.last_src = ep;
     }
-    if (NULL != ep && ep->ring_in != ring_in && !mca_btl_efa_ring_sender_ok(btl, ep, ring_in)) {
+    if (NULL == ep) {
+        unknown_sender(q.src); /* (said once, as the general path's) */
+        return true;
+    }
+    if (ep->ring_in != ring_in && !mca_btl_efa_ring_sender_ok(btl, ep, ring_in)) {
         return true; /* (taken: not parsed again as a message) */
     }
     mca_btl_efa_emul_ring_request(btl, ep, &q,

@@ -220,8 +220,10 @@ static void forge_copy(mca_btl_efa_module_t *btl, mca_btl_efa_endpoint_t *ep,
     efa_btl_hdr_t hdr;
     memcpy(&hdr, copy, sizeof(hdr));
     opal_process_name_t name = ep->name;
-    if (mca_btl_efa_component.test.forge_unknown) {
+    if (1 == mca_btl_efa_component.test.forge_unknown) {
         name.vpid = 0x7ffffff0; /* no process of the job */
+    } else if (2 == mca_btl_efa_component.test.forge_unknown) {
+        name.jobid ^= 0x4000; /* a process of a job that does not exist */
     }
     hdr.src = mca_btl_efa_name_key(&name);
     hdr.credits = 0;

@@ -412,6 +412,10 @@ int mca_common_efa_probe(bool explain, bool need_remote_comm) {
 /* Open MPI's accelerator is the core's device backend (from the first
  * acquire to the last release). */
 static bool device_installed = false;
+/* The references the components hold on the core (acquired, not yet
+ * released): at the last, the progress callback stops driving the core
+ * before the core goes, not after. */
+static int cores_held = 0;
 
 efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, int *opal_err) {
     efa_core_params_t p;
@@ -463,6 +467,7 @@ efa_core_t *mca_common_efa_acquire(bool thread_multiple, bool need_remote_comm, 
         modex_sent = true;
         mca_common_efa_progress_drive(core);
     }
+    ++cores_held;
     *opal_err = OPAL_SUCCESS;
     return core;
 }
@@ -472,6 +477,9 @@ void mca_common_efa_release(efa_core_t *core) {
         return;
     }
     efa_core_t *before = efa_core_current();
+    if (0 == --cores_held) {
+        mca_common_efa_progress_drive(NULL);
+    }
     efa_core_release(core);
     if (before && NULL == efa_core_current()) {
         if (device_installed) {

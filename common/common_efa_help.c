@@ -107,12 +107,86 @@ void mca_common_efa_show_help(const char *file, const char *topic, int same_ever
     emit_help(text, true);
 }
 
+/* The seconds a message's lookup of a process of another job may wait for
+ * the runtime.  A legitimate one (a job connected or spawned, whose data
+ * the runtime holds once the connection is made) answers at once; a name
+ * no runtime knows (a forged or stale message) would otherwise wait for
+ * ever where the runtime defers the question until that job appears
+ * (PMIx does, for a namespace it does not know), in the progress call. */
+#define FOREIGN_LOOKUP_SECONDS 5
+
+/* A modex entry of a process of another job, the wait bounded; an OPAL
+ * code, *blob the caller's to free. */
+static int modex_recv_bounded(const char *key, const opal_process_name_t *name, uint8_t **blob,
+                              size_t *len) {
+    *blob = NULL;
+    *len = 0;
+#if OPAL_MAJOR_VERSION >= 5
+    pmix_proc_t proc;
+    OPAL_PMIX_CONVERT_NAME(&proc, name);
+    int seconds = FOREIGN_LOOKUP_SECONDS;
+    pmix_info_t info;
+    PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &seconds, PMIX_INT);
+    pmix_value_t *kv = NULL;
+    const pmix_status_t st = PMIx_Get(&proc, key, &info, 1, &kv);
+    PMIX_INFO_DESTRUCT(&info);
+    int rc = PMIX_SUCCESS == st ? OPAL_SUCCESS : opal_pmix_convert_status(st);
+    if (OPAL_SUCCESS == rc && (NULL == kv || PMIX_BYTE_OBJECT != kv->type)) {
+        rc = OPAL_ERR_NOT_FOUND;
+    }
+    if (OPAL_SUCCESS == rc) {
+        *blob = (uint8_t *)kv->data.bo.bytes;
+        *len = kv->data.bo.size;
+        kv->data.bo.bytes = NULL; /* (now the caller's) */
+        kv->data.bo.size = 0;
+    }
+    if (NULL != kv) {
+        PMIX_VALUE_RELEASE(kv);
+    }
+    return rc;
+#else
+    opal_list_t info;
+    OBJ_CONSTRUCT(&info, opal_list_t);
+    opal_value_t *timeout = OBJ_NEW(opal_value_t);
+    if (NULL == timeout || NULL == (timeout->key = strdup(OPAL_PMIX_TIMEOUT))) {
+        if (NULL != timeout) {
+            OBJ_RELEASE(timeout);
+        }
+        OPAL_LIST_DESTRUCT(&info);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    timeout->type = OPAL_INT;
+    timeout->data.integer = FOREIGN_LOOKUP_SECONDS;
+    opal_list_append(&info, &timeout->super);
+    opal_value_t *kv = NULL;
+    int rc = opal_pmix.get(name, key, &info, &kv);
+    OPAL_LIST_DESTRUCT(&info);
+    if (OPAL_SUCCESS == rc && (NULL == kv || OPAL_BYTE_OBJECT != kv->type)) {
+        rc = OPAL_ERR_NOT_FOUND;
+    }
+    if (OPAL_SUCCESS == rc) {
+        *blob = kv->data.bo.bytes;
+        *len = kv->data.bo.size;
+        kv->data.bo.bytes = NULL; /* (now the caller's) */
+        kv->data.bo.size = 0;
+    }
+    if (NULL != kv) {
+        OBJ_RELEASE(kv);
+    }
+    return rc;
+#endif
+}
+
 efa_peer_t *mca_common_efa_peer_lookup(efa_core_t *core, const opal_process_name_t *name,
                                        bool say_missing, int *opal_err) {
     uint8_t *blob = NULL;
     size_t len = 0;
     int rc;
-    OPAL_MODEX_RECV_STRING(rc, "common_efa", name, &blob, &len);
+    if (!say_missing && name->jobid != OPAL_PROC_MY_NAME.jobid) {
+        rc = modex_recv_bounded("common_efa", name, &blob, &len);
+    } else {
+        OPAL_MODEX_RECV_STRING(rc, "common_efa", name, &blob, &len);
+    }
     if ((OPAL_SUCCESS != rc || NULL == blob) && !say_missing) {
         free(blob);
         *opal_err = OPAL_ERR_UNREACH;

@@ -9,6 +9,7 @@
 #include "ompi_config.h"
 
 #include "ompi/communicator/communicator.h"
+#include "ompi/errhandler/errcode-internal.h"
 #include "ompi/mca/mtl/base/base.h"
 #include "ompi/mca/mtl/mtl.h"
 #include "ompi/proc/proc.h"
@@ -260,6 +261,14 @@ static inline int ompi_mtl_efa_rc(int fi_err) {
  * otherwise. */
 static inline int ompi_mtl_efa_mpi_error(int rc) {
     return OPAL_UNLIKELY(MTL_EFA_ERR_LOST == rc) ? MTL_EFA_ERR_PEER_LOST : rc;
+}
+
+/* The same in a request's status, an MPI error class: MPI_Waitall's
+ * statuses show the value as it is, and MPI_Error_class and
+ * MPI_Error_string take classes, not Open MPI's internal codes. */
+static inline int ompi_mtl_efa_status_error(int rc) {
+    return OPAL_UNLIKELY(MTL_EFA_ERR_LOST == rc) ? MTL_EFA_ERR_PEER_LOST
+                                                 : ompi_errcode_get_mpi_code(rc);
 }
 
 /* A communicator maps to the same context index on both sides.  One

@@ -308,7 +308,7 @@ static void send_done(efa_engine_req_t *r) {
             status->MPI_ERROR = OMPI_SUCCESS;
         } else {
             status->MPI_ERROR =
-                r->err ? ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(r->err)) : OMPI_SUCCESS;
+                r->err ? ompi_mtl_efa_status_error(ompi_mtl_efa_error(r->err)) : OMPI_SUCCESS;
         }
     }
     __atomic_store_n(&req->on_sent, true, __ATOMIC_RELEASE);
@@ -427,9 +427,9 @@ static void recv_done(efa_engine_req_t *r) {
             status->MPI_ERROR = MPI_ERR_TRUNCATE;
             status->_ucount = req->length; /* what the buffer held */
         } else if (r->err) {
-            status->MPI_ERROR = ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(r->err));
+            status->MPI_ERROR = ompi_mtl_efa_status_error(ompi_mtl_efa_error(r->err));
             if (OMPI_SUCCESS == status->MPI_ERROR) {
-                status->MPI_ERROR = OMPI_ERROR;
+                status->MPI_ERROR = MPI_ERR_OTHER;
             }
         }
         if (OPAL_UNLIKELY(0 != r->err && -FI_ETRUNC != r->err)) {

@@ -318,6 +318,28 @@ static int post_claimed(mca_mtl_efa_claim_t *claim) {
     return ompi_mtl_efa_rc(rc);
 }
 
+/* A claimed message nobody will receive (its improbe failed once it was
+ * claimed: a sender outside the communicator, or lost before its length
+ * came): taken off the provider into nothing, the claim freed when that
+ * completes.  Freed at once, the claim would leave the message claimed for
+ * ever, with the provider holding a pointer into freed memory. */
+static void discard_done(efa_op_t *op, const efa_cqe_t *cqe) {
+    (void)cqe; /* (a truncation: the message had bytes) */
+    free((mca_mtl_efa_claim_t *)op);
+}
+
+static void discard_claimed(mca_mtl_efa_claim_t *claim) {
+    claim->op.complete = discard_done;
+    claim->mrecv = NULL;
+    if (0 !=
+        efa_ctx_trecv_claimed(claim->ctx, NULL, 0, NULL, claim->tag, claim->ignore, &claim->op)) {
+        /* Refused at once: the claim stays, as the provider may still name
+         * it (a few bytes kept; the message is lost with its sender). */
+        opal_output_verbose(1, mca_common_efa_output,
+                            "mtl:efa: a claimed message could not be discarded");
+    }
+}
+
 static void claim_complete(efa_op_t *op, const efa_cqe_t *cqe) {
     mca_mtl_efa_claim_t *claim = (mca_mtl_efa_claim_t *)op;
     if (NULL == claim->mrecv) {
@@ -411,6 +433,7 @@ int ompi_mtl_efa_iprobe(struct mca_mtl_base_module_t *mtl, struct ompi_communica
     *flag = 1;
     if (MPI_STATUS_IGNORE != status) {
         ompi_mtl_efa_fill_status(status, &probe.cqe);
+        status->_cancelled = 0; /* (the user's status: a cancelled receive's before) */
     }
     return OMPI_SUCCESS;
 }
@@ -449,11 +472,12 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
         return OMPI_ERR_NOT_FOUND == rc ? OMPI_SUCCESS : rc;
     }
     if (ompi_mtl_efa_is_rdv(&claim->cqe)) {
-        /* Claimed: only the sender's loss can keep its length from coming,
-         * and then the message is lost anyway. */
+        /* Claimed: only the sender's loss (or a sender outside the
+         * communicator) keeps its length from coming; the message is then
+         * lost anyway, and taken off the provider. */
         rc = ompi_mtl_efa_rdv_probed(comm, claim->ctx, &claim->cqe, true);
         if (OMPI_SUCCESS != rc) {
-            free(claim);
+            discard_claimed(claim);
             ompi_message_return(msg);
             return rc;
         }
@@ -467,6 +491,7 @@ int ompi_mtl_efa_improbe(struct mca_mtl_base_module_t *mtl, struct ompi_communic
     (*message)->count = st._ucount;
     if (MPI_STATUS_IGNORE != status) {
         ompi_mtl_efa_fill_status(status, &claim->cqe); /* MPI_ERROR stays the caller's */
+        status->_cancelled = 0;
     }
     *matched = 1;
     return OMPI_SUCCESS;

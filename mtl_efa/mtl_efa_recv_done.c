@@ -40,9 +40,9 @@ void ompi_mtl_efa_recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) 
     if (-FI_ECANCELED == cqe->err && req->any_lost) {
         /* Withdrawn as a member of its communicator was lost
          * (mtl_efa_any.c): an error, not a cancel. */
-        status->MPI_ERROR = ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(req->any_lost));
+        status->MPI_ERROR = ompi_mtl_efa_status_error(ompi_mtl_efa_error(req->any_lost));
         if (OMPI_SUCCESS == status->MPI_ERROR) {
-            status->MPI_ERROR = OMPI_ERROR;
+            status->MPI_ERROR = MPI_ERR_OTHER;
         }
         status->_ucount = 0;
         ompi_mtl_efa_recv_buffer_done(req, 0, false);
@@ -63,9 +63,9 @@ void ompi_mtl_efa_recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) 
             status->MPI_ERROR = MPI_ERR_TRUNCATE;
             status->_ucount = req->length; /* what the buffer held */
         } else if (cqe->err) {
-            status->MPI_ERROR = ompi_mtl_efa_mpi_error(ompi_mtl_efa_error(cqe->err));
+            status->MPI_ERROR = ompi_mtl_efa_status_error(ompi_mtl_efa_error(cqe->err));
             if (OMPI_SUCCESS == status->MPI_ERROR) {
-                status->MPI_ERROR = OMPI_ERROR;
+                status->MPI_ERROR = MPI_ERR_OTHER;
             }
         }
         const bool failed =
@@ -79,7 +79,7 @@ void ompi_mtl_efa_recv_finish(mca_mtl_efa_request_t *req, const efa_cqe_t *cqe) 
             int rc = ompi_mtl_efa_send_sync_ack(req->comm, status->MPI_SOURCE, status->MPI_TAG,
                                                 efa_tag_codec_seq(&ompi_mtl_efa.codec, cqe->tag));
             if (OPAL_UNLIKELY(OMPI_SUCCESS != rc) && OMPI_SUCCESS == status->MPI_ERROR) {
-                status->MPI_ERROR = ompi_mtl_efa_mpi_error(rc);
+                status->MPI_ERROR = ompi_mtl_efa_status_error(rc);
             }
         }
         if (OPAL_UNLIKELY(failed)) {

@@ -42,7 +42,7 @@ static void send_finish_one(mca_mtl_efa_request_t *req) {
             req->super.ompi_req->req_status._cancelled = true;
             req->error = OMPI_SUCCESS;
         }
-        req->super.ompi_req->req_status.MPI_ERROR = ompi_mtl_efa_mpi_error(req->error);
+        req->super.ompi_req->req_status.MPI_ERROR = ompi_mtl_efa_status_error(req->error);
     }
     req->super.completion_callback(&req->super);
 }

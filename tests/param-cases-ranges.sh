@@ -75,8 +75,8 @@ expect_failure tx-size-above-provider "Its queues: 1024 sends" "${cm[@]}" \
 # quietly tests nothing.
 expect_failure debug-cma-refuse-two "0 (off) or 1" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_debug_cma_refuse 2
-expect_failure debug-forge-unknown-two "0 (off) or 1" "${ob1[@]}" \
-    --mca btl_efa_provider_include shm --mca btl_efa_debug_forge_unknown 2
+expect_failure debug-forge-unknown-three "0 (off), 1 or 2" "${ob1[@]}" \
+    --mca btl_efa_provider_include shm --mca btl_efa_debug_forge_unknown 3
 expect_failure debug-fail-inbox-rank-below-off "-1 (off) to 1000000000" "${ob1[@]}" \
     --mca btl_efa_provider_include shm --mca btl_efa_debug_fail_inbox_rank -5
 expect_failure debug-lose-answers-five "0 (off) to 4" "${ob1[@]}" \

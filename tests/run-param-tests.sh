@@ -299,21 +299,10 @@ expect_failure debug-lose-recv-negative "Parameter: btl_efa_debug_lose_recv" "${
 JOB_NP=2 expect_failure btl-message-lost "A message of this job that arrived through the provider was lost" \
     "${ob1[@]}" --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_onnode_channel none \
     --mca btl_efa_debug_lose_recv 5
-# Who sent it: a fragment whose header names another process than the one
-# the provider reports as its source is dropped, said once, and the job
-# goes on (the test setting sends the 5th injected fragment a second time,
-# naming the receiver itself as the sender; before the check, the copy was
-# handed to ob1 as the receiver's own message).
-expect_failure debug-forge-src-negative "Parameter: btl_efa_debug_forge_src" "${ob1[@]}" \
-    --mca btl_efa_provider_include shm --mca btl_efa_debug_forge_src -1
-expect_output btl-forged-sender "Came from: +rank|Came from: +AV entry" "${ob1[@]}" \
-    --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_onnode_channel none \
-    --mca btl_efa_debug_forge_src 5
-# The same copy naming a rank beyond the job's: no endpoint can be made
-# for it, and it is dropped (it was handed to ob1, which matched it).
-expect_output btl-forged-unknown-sender "btl:efa: a message naming no process of this job" \
-    "${ob1[@]}" --mca btl_efa_provider_include "tcp;ofi_rxm" --mca btl_efa_onnode_channel none \
-    --mca btl_efa_debug_forge_src 5 --mca btl_efa_debug_forge_unknown 1 --mca common_efa_verbose 1
+# Who sent it: the forged-sender cases (a file of their own, sharing
+# this one's runner).
+# shellcheck source=param-cases-senders.sh
+. "$(dirname "$0")/param-cases-senders.sh"
 # The on-node channel's and the windows' and sizes' ranges (cases in a file
 # of their own, sharing this one's runner).
 # shellcheck source=param-cases-ranges.sh

@@ -77,6 +77,8 @@ efa_rdv_offer_t *offer_of(efa_op_t *op, size_t offset) {
 
 void part_done(efa_rdv_offer_t *o) {
     if (__atomic_sub_fetch(&o->parts, 1, __ATOMIC_ACQ_REL) == 0) {
+        free(o->sent); // (the note's send has completed: its part came)
+        o->sent = nullptr;
         o->done(o, o->result);
     }
 }
@@ -108,8 +110,14 @@ void settle(efa_rdv_offer_t *o, int result, bool from_watch) {
     part_done(o);
 }
 
+// The note goes from a copy of the core's (efa_rdv_offer_t.sent), which
+// outlives the offer where the provider still holds it (note_sent).
 int post_note(efa_rdv_offer_t *o) {
-    return efa_ctx_tsend(o->ctx, o->wire, kNote, nullptr, o->dest,
+    if (nullptr == o->sent && nullptr == (o->sent = static_cast<uint8_t *>(malloc(kNote)))) {
+        return -FI_ENOMEM;
+    }
+    memcpy(o->sent, o->wire, kNote);
+    return efa_ctx_tsend(o->ctx, o->sent, kNote, nullptr, o->dest,
                          kProbeTag | kRdvBit | o->core->probe_id, 0, &o->note);
 }
 
@@ -121,6 +129,10 @@ int post_note(efa_rdv_offer_t *o) {
 constexpr int kNoteTries = 4;
 void note_sent(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_rdv_offer_t *o = offer_of(op, offsetof(efa_rdv_offer_t, note));
+    if (cqe->orphaned) {
+        keep_for_exit(o->sent); // the provider may still read it (72 bytes)
+        o->sent = nullptr;
+    }
     if (cqe->err && ++o->note_tries < kNoteTries && !deadline_refuses(o->ctx, o->dest)) {
         if (0 == post_note(o)) {
             return;
@@ -275,6 +287,7 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
     o->ctx = ctx;
     o->dest = dest;
     o->note_tries = 0;
+    o->sent = nullptr;
     o->parts = 3; // the note's send, the answer, the watch
     o->result = 0;
     o->note.complete = efa::note_sent;

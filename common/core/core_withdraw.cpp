@@ -56,6 +56,8 @@ efa_withdraw_t *withdraw_of(efa_op_t *op, size_t offset) {
 
 void part_done(efa_withdraw_t *w) {
     if (__atomic_sub_fetch(&w->parts, 1, __ATOMIC_ACQ_REL) == 0) {
+        free(w->sent); // (the request's send has completed: its part came)
+        w->sent = nullptr;
         w->done(w, w->result);
     }
 }
@@ -108,6 +110,10 @@ void settle(efa_core *core, uint64_t id, int result) {
 
 void request_sent(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_withdraw_t *w = withdraw_of(op, offsetof(efa_withdraw_t, send));
+    if (cqe->orphaned) {
+        keep_for_exit(w->sent); // the provider may still read it (24 bytes)
+        w->sent = nullptr;
+    }
     if (cqe->err) {
         settle(w->core, w->id, cqe->err); // no answer will come
     }
@@ -148,8 +154,21 @@ void claim_forget(Claim *c) {
 }
 
 void reply_sent(efa_op_t *op, const efa_cqe_t *cqe) {
-    (void)cqe; // a lost reply shows at the requester: its watch ends the wait
-    claim_forget(reinterpret_cast<Claim *>(op));
+    // (a lost reply shows at the requester: its watch ends the wait)
+    auto *c = reinterpret_cast<Claim *>(op);
+    if (cqe->orphaned) {
+        // The provider may still read c->wire: out of the work, the claim
+        // is left to the process's end (a few bytes), as fin_sent's.
+        {
+            std::lock_guard<std::mutex> guard(c->ctx->core->withdraw_lock);
+            c->ctx->core->withdraw_work.erase(c);
+        }
+        free(c->scratch);
+        c->scratch = nullptr;
+        keep_for_exit(c);
+        return;
+    }
+    claim_forget(c);
 }
 
 void reply(Claim *c, int result) {
@@ -369,6 +388,10 @@ extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, si
     }
     w->core = core;
     w->dest = dest;
+    w->sent = static_cast<uint8_t *>(malloc(efa::kWire)); // (efa_withdraw_t.sent)
+    if (nullptr == w->sent) {
+        return -FI_ENOMEM;
+    }
     w->parts = 3; // the request's send, the answer, the watch
     w->result = 0;
     w->send.complete = efa::request_sent;
@@ -383,13 +406,18 @@ extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, si
     efa::put64(w->wire, tag);
     efa::put64(w->wire + 8, w->id);
     efa::put64(w->wire + 16, len);
+    memcpy(w->sent, w->wire, efa::kWire);
     int rc = efa_core_addr_watch(core, ctx, dest, &w->watch);
     if (rc) {
-        std::lock_guard<std::mutex> guard(core->withdraw_lock);
-        core->withdraws_out.erase(w->id);
+        {
+            std::lock_guard<std::mutex> guard(core->withdraw_lock);
+            core->withdraws_out.erase(w->id);
+        }
+        free(w->sent);
+        w->sent = nullptr;
         return rc; // nothing holds w
     }
-    rc = efa_ctx_tsend(ctx, w->wire, efa::kWire, nullptr, dest,
+    rc = efa_ctx_tsend(ctx, w->sent, efa::kWire, nullptr, dest,
                        efa::control::kProbeTag | efa::control::kWithdrawBit | core->probe_id, 0,
                        &w->send);
     if (!rc) {
@@ -405,6 +433,8 @@ extern "C" int efa_ctx_withdraw(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, si
         return 0;
     }
     if (efa_core_peer_unwatch(core, &w->watch)) {
+        free(w->sent); // (nothing was sent: nobody holds it)
+        w->sent = nullptr;
         return rc;
     }
     w->result = rc;

@@ -102,8 +102,17 @@ void *Inflight::claim(uint64_t id, double now) {
         return nullptr;
     }
     ++e->claims;
-    e->last = now;
+    if (now >= 0.0) {
+        e->last = now;
+    }
     return e->op;
+}
+
+void Inflight::touch(uint64_t id, double now) {
+    std::lock_guard<SpinMutex> g(lock_);
+    if (Entry *e = find(id); nullptr != e && !e->over) {
+        e->last = now;
+    }
 }
 
 bool Inflight::live(uint64_t id) {
@@ -180,6 +189,12 @@ int efa_inflight_add(efa_inflight_t *t, uint64_t id, void *op, double now) {
 
 void *efa_inflight_claim(efa_inflight_t *t, uint64_t id, double now) {
     return t ? t->table.claim(id, now) : nullptr;
+}
+
+void efa_inflight_touch(efa_inflight_t *t, uint64_t id, double now) {
+    if (t) {
+        t->table.touch(id, now);
+    }
 }
 
 bool efa_inflight_release(efa_inflight_t *t, uint64_t id, bool over) {

@@ -23,7 +23,9 @@ class Inflight {
   public:
     // 0, -EEXIST (id in the table, or op NULL) or -ENOMEM.
     int add(uint64_t id, void *op, double now);
+    // now < 0: the idle time left as it is (efa_inflight_claim).
     void *claim(uint64_t id, double now);
+    void touch(uint64_t id, double now);
     bool release(uint64_t id, bool over);
     // Is id in the table and not over (claimed or not)?
     bool live(uint64_t id);

@@ -32,6 +32,9 @@ typedef struct efa_withdraw {
     uint64_t id;
     int parts, result;
     uint8_t wire[24];
+    /* The copy the provider sends (the core's): left to the process's end
+     * where the provider still held it as its receiver was lost. */
+    uint8_t *sent;
 } efa_withdraw_t;
 /* Whether this core can withdraw messages: tags with a seq field, and
  * receives into memory the core allocates (no FI_MR_LOCAL). */
@@ -67,6 +70,10 @@ typedef struct efa_rdv_offer {
     int parts, result;
     int note_tries; /* the note's sends that failed */
     uint8_t wire[72];
+    /* The copy of the note the provider sends (the core's): left to the
+     * process's end where the provider still held it as its receiver was
+     * lost, the offer's memory being its owner's again once it is over. */
+    uint8_t *sent;
 } efa_rdv_offer_t;
 /* Can this core send and receive rendezvous messages: tags with a seq,
  * FI_RMA, no FI_MR_LOCAL.  The same on every process of a job, whatever

@@ -33,9 +33,15 @@ void efa_inflight_destroy(efa_inflight_t *t);
 /* Enter op under id (unique while in the table), claimed once by the
  * caller, idle since 'now' (seconds).  0 or a negative error. */
 int efa_inflight_add(efa_inflight_t *t, uint64_t id, void *op, double now);
-/* The operation of that id, claimed, and idle since 'now'; NULL when none
- * is in flight under that id (never was, over, or expired). */
+/* The operation of that id, claimed, and idle since 'now' (now < 0: its
+ * idle time left as it is, for an answer not judged yet: one from another
+ * process, or a second, must not keep a silent target's operation from
+ * expiring); NULL when none is in flight under that id (never was, over,
+ * or expired). */
 void *efa_inflight_claim(efa_inflight_t *t, uint64_t id, double now);
+/* The operation of that id is idle since 'now' (an answer judged its
+ * target's). */
+void efa_inflight_touch(efa_inflight_t *t, uint64_t id, double now);
 /* Drop a claim, saying whether the operation is over (sticky: once over,
  * no claim finds it any more).  True when the caller must complete it
  * now: it is over and this was its last claim; the id is gone then. */

@@ -75,6 +75,33 @@ TEST(Inflight, ExpiryTakesAnIdleOperationOnce) {
 // Two answers hold it (the last chunk's and a stray duplicate): the one
 // that finds it over does not complete it while the other still writes;
 // the last release does, and nobody can claim it after it is over.
+// An answer not yet judged (another process's naming the id, a second
+// one) claims without touching the clock: only one judged its target's
+// (efa_inflight_touch) keeps a silent target's operation from expiring.
+TEST(Inflight, AnUnjudgedAnswerLeavesTheIdleClock) {
+    Table tb;
+    int op = 0;
+    ASSERT_EQ(0, efa_inflight_add(tb.t, 5, &op, 0.0));
+    EXPECT_FALSE(efa_inflight_release(tb.t, 5, false)); // the initiator's
+    for (int i = 0; i < 3; ++i) {                       // forged answers, dropped
+        ASSERT_EQ(&op, efa_inflight_claim(tb.t, 5, -1.0));
+        EXPECT_FALSE(efa_inflight_release(tb.t, 5, false));
+    }
+    void *out[4];
+    ASSERT_EQ(1u, efa_inflight_expire(tb.t, 2.0, 1.0, out, 4)) << "kept alive by dropped answers";
+    EXPECT_EQ(&op, out[0]);
+    ASSERT_EQ(0, efa_inflight_add(tb.t, 6, &op, 0.0));
+    EXPECT_FALSE(efa_inflight_release(tb.t, 6, false));
+    ASSERT_EQ(&op, efa_inflight_claim(tb.t, 6, -1.0));
+    efa_inflight_touch(tb.t, 6, 1.5); // judged its target's at 1.5
+    EXPECT_FALSE(efa_inflight_release(tb.t, 6, false));
+    EXPECT_EQ(0u, efa_inflight_expire(tb.t, 2.0, 1.0, out, 4)) << "a judged answer not counted";
+    ASSERT_EQ(1u, efa_inflight_expire(tb.t, 2.6, 1.0, out, 4));
+    efa_inflight_touch(tb.t, 6, 9.0); // gone: nothing
+    efa_inflight_touch(nullptr, 6, 9.0);
+    EXPECT_EQ(0u, efa_inflight_size(tb.t));
+}
+
 // This process was away from progress for 100 s (a compute phase between
 // a put and its flush): that time is no silence of the target's.
 TEST(Inflight, TimeAwayFromProgressDoesNotExpire) {
