@@ -84,8 +84,13 @@ void part_done(efa_rdv_offer_t *o) {
 }
 
 // Offer 'id', taken out of the table by this call (nullptr: another took
-// it, or there is none): whoever takes it settles it, once.
-efa_rdv_offer_t *take_offer(efa_core *core, uint64_t id) {
+// it, or there is none): whoever takes it settles it, once.  answered: the
+// receiver's answer, so its note was taken with the message; otherwise the
+// note may still reach the receiver and wait there (a message that failed
+// or was withdrawn after it), where it would pair with the next message
+// of that tag once the seq wraps: that receiver and tag stay offered, and
+// such messages go their plain way.
+efa_rdv_offer_t *take_offer(efa_core *core, uint64_t id, bool answered) {
     std::lock_guard<std::mutex> guard(state(core)->lock);
     auto it = state(core)->offers.find(id);
     if (it == state(core)->offers.end()) {
@@ -93,7 +98,9 @@ efa_rdv_offer_t *take_offer(efa_core *core, uint64_t id) {
     }
     efa_rdv_offer_t *o = it->second;
     state(core)->offers.erase(it);
-    state(core)->offered.erase(offered_as(o));
+    if (answered) {
+        state(core)->offered.erase(offered_as(o));
+    }
     return o;
 }
 
@@ -143,7 +150,7 @@ void note_sent(efa_op_t *op, const efa_cqe_t *cqe) {
                                 std::to_string(o->note_tries) + " time(s) (" +
                                 fi_strerror(-cqe->err) +
                                 "); the send fails, its receiver waits for this process's end");
-        if (take_offer(o->core, o->id)) {
+        if (take_offer(o->core, o->id, false)) {
             settle(o, cqe->err, false); // no answer will come
         }
     }
@@ -152,7 +159,7 @@ void note_sent(efa_op_t *op, const efa_cqe_t *cqe) {
 
 void receiver_lost(efa_op_t *op, const efa_cqe_t *cqe) {
     efa_rdv_offer_t *o = offer_of(op, offsetof(efa_rdv_offer_t, watch));
-    if (take_offer(o->core, o->id)) {
+    if (take_offer(o->core, o->id, false)) {
         settle(o, cqe->err ? cqe->err : -FI_EHOSTUNREACH, true);
     } else {
         part_done(o); // settled before this call came: the watch's part
@@ -173,7 +180,7 @@ void on_fin(efa_core *core, const RdvMsg &m, fi_addr_t src) {
     if (!efa_core_source_ok(core, src, dest, "a rendezvous answer")) {
         return;
     }
-    if (efa_rdv_offer_t *o = take_offer(core, m.id)) {
+    if (efa_rdv_offer_t *o = take_offer(core, m.id, true)) {
         settle(o, m.result, false);
     }
 }
@@ -333,7 +340,7 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
     }
     if (rc) {
         efa_cqe_t failed{rc, FI_SEND | FI_TAGGED, 0, 0, 0, 0, FI_ADDR_NOTAVAIL, false, false};
-        if (efa::take_offer(core, o->id)) {
+        if (efa::take_offer(core, o->id, false)) {
             efa::settle(o, rc, false);
         }
         if (!noted) {
@@ -345,7 +352,7 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
 }
 
 extern "C" void efa_rdv_offer_end(efa_rdv_offer_t *o, int err) {
-    if (o->core->rdv_on && efa::take_offer(o->core, o->id)) {
+    if (o->core->rdv_on && efa::take_offer(o->core, o->id, false)) {
         efa::settle(o, err, false);
     }
 }

@@ -203,6 +203,15 @@ TEST_F(CoreRdv, AWithdrawnMessagesNoteIsDropped) {
     progress_until(offer.done);
     EXPECT_TRUE(offer.done);
     EXPECT_EQ(offer.result, -FI_ECANCELED);
+    // Unanswered, its note may still reach the receiver and wait there
+    // (read after the withdrawal): that tag to that receiver goes its plain
+    // way from now on, or the next message of it, once the seq wraps,
+    // would take that note (another buffer, another length).
+    Offer again;
+    CoreTestOp tagged2;
+    EXPECT_EQ(efa_ctx_rdv_offer(ctx_, self_.self()->addr[0], rdv_tag(13), 0, mr_, src_.data(), kLen,
+                                &tagged2.op, &again.o),
+              -FI_EALREADY);
 }
 
 // A receive that failed before it could read still answers: the sender's
