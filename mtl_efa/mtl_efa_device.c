@@ -466,7 +466,7 @@ void ompi_mtl_efa_device_recv_done(mca_mtl_efa_request_t *req, size_t len, bool 
         /* (a truncated one too: its count would name bytes never copied) */
         int *error = &req->super.ompi_req->req_status.MPI_ERROR;
         if (OMPI_SUCCESS == *error || MPI_ERR_TRUNCATE == *error) {
-            *error = OMPI_ERROR;
+            *error = MPI_ERR_OTHER; /* (an MPI class: ompi_mtl_efa_status_error) */
         }
     }
     if (req->device_temp) {

@@ -120,6 +120,7 @@ void settle(efa_rdv_offer_t *o, int result, bool from_watch) {
 // The note goes from a copy of the core's (efa_rdv_offer_t.sent), which
 // outlives the offer where the provider still holds it (note_sent).
 int post_note(efa_rdv_offer_t *o) {
+    // (a retry after an orphaned send, whose copy was kept: a fresh one)
     if (nullptr == o->sent && nullptr == (o->sent = static_cast<uint8_t *>(malloc(kNote)))) {
         return -FI_ENOMEM;
     }
@@ -294,7 +295,12 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
     o->ctx = ctx;
     o->dest = dest;
     o->note_tries = 0;
-    o->sent = nullptr;
+    // (the note's copy first: without memory for it the message goes its
+    // plain way, as the owner takes -FI_ENOMEM, nothing offered yet)
+    o->sent = static_cast<uint8_t *>(malloc(efa::kNote));
+    if (nullptr == o->sent) {
+        return -FI_ENOMEM;
+    }
     o->parts = 3; // the note's send, the answer, the watch
     o->result = 0;
     o->note.complete = efa::note_sent;
@@ -309,6 +315,8 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
         // its answer (the seq wrapped): the receiver could not tell the
         // two notes apart.  The owner sends this one its plain way.
         if (!core->rdv->offered.insert(efa::offered_as(o)).second) {
+            free(o->sent);
+            o->sent = nullptr;
             return -FI_EALREADY;
         }
         o->id = core->rdv->next_id++;
@@ -324,10 +332,14 @@ extern "C" int efa_ctx_rdv_offer(efa_ctx_t *ctx, fi_addr_t dest, uint64_t tag, u
     }
     int rc = efa_core_addr_watch(core, ctx, dest, &o->watch);
     if (rc) { // the receiver is lost already: nothing was armed or sent
-        std::lock_guard<std::mutex> guard(core->rdv->lock);
-        core->rdv->offers.erase(o->id);
-        core->rdv->offered.erase(efa::offered_as(o));
-        --core->rdv->sent;
+        {
+            std::lock_guard<std::mutex> guard(core->rdv->lock);
+            core->rdv->offers.erase(o->id);
+            core->rdv->offered.erase(efa::offered_as(o));
+            --core->rdv->sent;
+        }
+        free(o->sent);
+        o->sent = nullptr;
         return rc;
     }
     // The note, and at once the message: the sender's order is MPI's.  A
